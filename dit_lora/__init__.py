@@ -1,0 +1,13 @@
+"""dit-lora: LoRA fine-tuning for diffusion transformers and video LLMs that never silently goes NaN."""
+
+__version__ = "0.1.0"
+
+
+def load_adapter(pipe, output_dir, adapter_name=None):
+    """Load a dit-lora output folder (LoRA plus any backbone weights) into a diffusers pipeline."""
+    from .output.adapter import load_adapter as _load
+
+    return _load(pipe, output_dir, adapter_name=adapter_name)
+
+
+__all__ = ["__version__", "load_adapter"]

@@ -1,0 +1,246 @@
+"""Build a :class:`TrainConfig` from a YAML file plus command-line overrides.
+
+The command line wins over YAML; unknown keys and flags are errors that name the closest valid
+option; values are coerced to the field's type and checked before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import types
+import typing
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from ..errors import UserError
+from .schema import TrainConfig
+
+
+def _field_types() -> dict[str, Any]:
+    hints = typing.get_type_hints(TrainConfig)
+    return {f.name: hints[f.name] for f in fields(TrainConfig)}
+
+
+def _base_type(tp: Any) -> tuple[Any, bool]:
+    """Return (inner type, optional?) for ``X | None`` annotations."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args[0], True
+    return tp, False
+
+
+def _suggest(name: str, valid: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
+    return f" Did you mean `{close[0]}`?" if close else ""
+
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n"}
+
+
+def coerce(name: str, value: Any, source: str) -> Any:
+    """Convert ``value`` to the declared type of field ``name``; errors name the field and source."""
+    tp, optional = _base_type(_field_types()[name])
+    meta = next(f.metadata for f in fields(TrainConfig) if f.name == name)
+    if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null", "")):
+        if optional:
+            return None
+        raise UserError(f"`{name}` in {source} cannot be empty; remove it to use the default.")
+    try:
+        if tp is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError
+        if typing.get_origin(tp) is list:
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            if not isinstance(value, (list, tuple)):
+                raise ValueError
+            return [str(v) for v in value]
+        if tp is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(float(value)) if isinstance(value, str) and "e" in value.lower() else int(value)
+        if tp is float:
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if tp is str:
+            value = str(value)
+            choices = meta.get("choices")
+            if choices and value not in choices:
+                raise UserError(
+                    f"`{name}` in {source} is `{value}`, which is not one of {', '.join(choices)}."
+                    f"{_suggest(value, choices)} Pick one of those values."
+                )
+            return value
+    except (TypeError, ValueError):
+        pass
+    pretty = getattr(tp, "__name__", str(tp))
+    raise UserError(
+        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. Give a {pretty}"
+        f"{' (comma-separated for a list)' if typing.get_origin(tp) is list else ''}."
+    )
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config; errors name the file and the closest valid key."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"The config file `{path}` (from --config) does not exist. Check the path.")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise UserError(f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown.")
+    if not isinstance(data, dict):
+        raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
+    valid = [f.name for f in fields(TrainConfig)]
+    for key in data:
+        if key not in valid:
+            raise UserError(
+                f"Unknown option `{key}` in {path}.{_suggest(str(key), valid)} "
+                "Run the recipe with --help for every valid option."
+            )
+    return {k: coerce(k, v, str(path)) for k, v in data.items()}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit 2 with a terse line
+        raise UserError(f"{message}. Run with --help for every option.")
+
+
+def _default_text(f) -> str:
+    if f.default is not MISSING:
+        return repr(f.default) if f.default is not None else "unset"
+    return repr(f.default_factory())  # type: ignore[misc]
+
+
+def build_argparser(prog: str | None = None) -> argparse.ArgumentParser:
+    """An argparse parser with one ``--flag`` per config field (values are coerced later)."""
+    parser = _Parser(
+        prog=prog,
+        description="LoRA fine-tuning with dit-lora. Options come from --config YAML, overridden by flags.",
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="YAML file with options (flags override it).")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for f in fields(TrainConfig):
+        section = f.metadata.get("section") or "misc"
+        group = groups.setdefault(section, parser.add_argument_group(section))
+        tp, _ = _base_type(_field_types()[f.name])
+        choices = f.metadata.get("choices")
+        help_text = f"{f.metadata['help']} (default: {_default_text(f)})"
+        if choices:
+            help_text += f" [choices: {', '.join(choices)}]"
+        if tp is bool:
+            # `--flag` alone means true; `--flag false` is also accepted.
+            group.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
+        elif typing.get_origin(tp) is list:
+            group.add_argument(f"--{f.name}", nargs="+", default=None, help=help_text, metavar="PATTERN")
+        else:
+            group.add_argument(f"--{f.name}", default=None, help=help_text, metavar=getattr(tp, "__name__", "VALUE").upper())
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> TrainConfig:
+    """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_argparser(prog)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        flags = [f"--{f.name}" for f in fields(TrainConfig)] + ["--config"]
+        bad = next((u for u in unknown if u.startswith("-")), unknown[0])
+        raise UserError(
+            f"Unknown option `{bad}` on the command line.{_suggest(bad.split('=')[0], flags)} "
+            "Run with --help for every valid option."
+        )
+    values: dict[str, Any] = load_yaml(args.config) if args.config else {}
+    for f in fields(TrainConfig):
+        raw = getattr(args, f.name)
+        if raw is not None:
+            values[f.name] = coerce(f.name, raw, f"--{f.name}")
+    cfg = TrainConfig(**values)
+    validate_static(cfg)
+    return cfg
+
+
+def validate_static(cfg: TrainConfig) -> None:
+    """Checks that need no model or data: ranges and combinations of options."""
+
+    def positive(name: str, allow_zero: bool = False) -> None:
+        value = getattr(cfg, name)
+        if value is None:
+            return
+        if value < 0 or (value == 0 and not allow_zero):
+            bound = ">= 0" if allow_zero else "> 0"
+            raise UserError(f"--{name} is {value}; it must be {bound}. Set --{name} to a value {bound}.")
+
+    for name in ("rank", "train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "learning_rate",
+                 "resolution", "max_sequence_length", "validation_steps", "num_validation_images",
+                 "validation_inference_steps", "max_train_steps", "max_train_samples", "backbone_learning_rate",
+                 "checkpoints_total_limit", "lora_alpha"):
+        positive(name)
+    for name in ("lr_warmup_steps", "max_grad_norm", "checkpointing_steps", "dataloader_num_workers",
+                 "adam_weight_decay", "lora_dropout"):
+        positive(name, allow_zero=True)
+    if not 0 <= cfg.max_bad_samples_fraction < 1:
+        raise UserError(
+            f"--max_bad_samples_fraction is {cfg.max_bad_samples_fraction}; it must be in [0, 1). "
+            "Use e.g. 0.05 to tolerate 5% unreadable samples."
+        )
+    if cfg.lora_dropout >= 1:
+        raise UserError(f"--lora_dropout is {cfg.lora_dropout}; it must be below 1 (e.g. 0.0 or 0.1).")
+    if cfg.loraplus_lr_ratio is not None and cfg.loraplus_lr_ratio < 1:
+        raise UserError(
+            f"--loraplus_lr_ratio is {cfg.loraplus_lr_ratio}; LoRA+ needs a ratio >= 1 (typical: 4 to 16). "
+            "Remove the flag to train without LoRA+."
+        )
+    if cfg.mixed_precision == "fp16" and not cfg.allow_fp16:
+        raise UserError(
+            "--mixed_precision fp16 is refused: fp16 overflows (65504 max) inside Sana's linear attention and "
+            "Gemma/Mistral activations, the root cause of the NaN losses reported for Sana and VideoChat2. Use "
+            "--mixed_precision bf16 (the default; same memory, fp32 range). If your GPU has no bf16 and you "
+            "accept the risk, add --allow_fp16 (a GradScaler is then used)."
+        )
+    if not cfg.pretrained_model_name_or_path:
+        raise UserError(
+            "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
+            "Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers) or a local diffusers folder."
+        )
+    if not cfg.demo and bool(cfg.train_data_dir) == bool(cfg.dataset_name):
+        raise UserError(
+            "Give exactly one data source: --train_data_dir (a folder of images with captions) or "
+            "--dataset_name (anything datasets.load_dataset opens)"
+            + (", not both." if cfg.train_data_dir else ".")
+        )
+    if cfg.push_to_hub and not cfg.hub_model_id:
+        raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
+    if cfg.report_to == "wandb":
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            raise UserError("--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard.")
+    if cfg.use_8bit_adam:
+        try:
+            import bitsandbytes  # noqa: F401
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ImportError("no CUDA device")
+        except Exception as err:  # bitsandbytes raises various errors without CUDA
+            raise UserError(
+                f"--use_8bit_adam needs bitsandbytes on a CUDA GPU ({type(err).__name__}: {err}). Install the "
+                "`quant` extra (`pip install dit-lora[quant]`) on a GPU machine, or drop --use_8bit_adam."
+            )

@@ -1,0 +1,183 @@
+"""The typed training config: every option, its default, its type and its documentation.
+
+Names follow the diffusers training examples wherever the concept exists there, so a user of
+``train_dreambooth_lora_sana.py`` can bring their flags along. Each field carries its help text
+in ``metadata["help"]``; ``--help``, the README options table and unknown-key suggestions are
+all generated from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, section: str = "") -> Any:
+    """Declare a config field with its help text (and allowed values for string choices)."""
+    meta = {"help": help, "choices": choices, "section": section}
+    if isinstance(default, list):
+        return field(default_factory=lambda d=default: list(d), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+WEIGHTING_SCHEMES = ("none", "logit_normal", "mode", "sigma_sqrt", "cosmap")
+LR_SCHEDULERS = (
+    "constant",
+    "constant_with_warmup",
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "polynomial",
+)
+MIXED_PRECISIONS = ("bf16", "fp16", "no")
+REPORT_TO = ("tensorboard", "wandb", "none")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a LoRA run needs; validated before any model loads."""
+
+    # --- model ---
+    family: str = opt("sana", "Model family (see `dit_lora.families.available()`).", section="model")
+    pretrained_model_name_or_path: str | None = opt(
+        None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
+    )
+    revision: str | None = opt(None, "Hub revision (branch, tag or commit) of the pretrained model.", section="model")
+    variant: str | None = opt(None, "Weight variant to load, e.g. `bf16` for repos that ship one.", section="model")
+    demo: bool = opt(
+        False,
+        "Build a tiny randomly initialised pipeline at pretrained_model_name_or_path and a generated "
+        "shapes dataset at train_data_dir when they are missing (offline demo and tests).",
+        section="model",
+    )
+    demo_size: str = opt("tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model")
+    demo_num_images: int = opt(32, "Number of generated images in the demo dataset.", section="model")
+
+    # --- data ---
+    train_data_dir: str | None = opt(
+        None,
+        "Folder of images with captions in metadata.jsonl/metadata.csv (`file_name` + caption column) "
+        "or a .txt file beside each image.",
+        section="data",
+    )
+    dataset_name: str | None = opt(None, "Anything `datasets.load_dataset` opens (hub id or local path).", section="data")
+    dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data")
+    image_column: str = opt("image", "Dataset column holding the images.", section="data")
+    caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data")
+    max_train_samples: int | None = opt(None, "Use at most this many samples (deterministic prefix).", section="data")
+    max_bad_samples_fraction: float = opt(
+        0.05, "Stop when more than this fraction of samples cannot be read (they are skipped and named).", section="data"
+    )
+    resolution: int = opt(1024, "Training resolution in pixels (square); must be divisible by the model's latent stride.", section="data")
+    center_crop: bool = opt(False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data")
+    random_flip: bool = opt(False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data")
+    cache_latents: bool = opt(
+        True,
+        "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
+        "resolution; the VAE and text encoder leave memory afterwards.",
+        section="data",
+    )
+    cache_dir: str | None = opt(
+        None, "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).", section="data"
+    )
+    dataloader_num_workers: int = opt(0, "Worker processes for data loading (0: load in the main process).", section="data")
+    complex_human_instruction: bool = opt(
+        True,
+        "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
+        "SanaPipeline does at inference, so training and inference prompts match.",
+        section="data",
+    )
+    max_sequence_length: int = opt(300, "Maximum caption length in tokens.", section="data")
+
+    # --- LoRA ---
+    rank: int = opt(16, "LoRA rank.", section="lora")
+    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank.", section="lora")
+    lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora")
+    lora_layers: list[str] = opt(
+        [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"
+    )
+    train_backbone: list[str] = opt(
+        [],
+        "Regex patterns of original parameters to unfreeze and train in full (e.g. `norm`, `time_embed`, "
+        "`caption_projection`); saved to dit_lora_backbone.safetensors.",
+        section="lora",
+    )
+    backbone_learning_rate: float = opt(1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora")
+    loraplus_lr_ratio: float | None = opt(
+        None, "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.", section="lora"
+    )
+
+    # --- optimisation ---
+    output_dir: str = opt("dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training")
+    overwrite_output_dir: bool = opt(False, "Allow replacing a finished run's adapter in output_dir.", section="training")
+    seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training")
+    train_batch_size: int = opt(4, "Batch size per process.", section="training")
+    gradient_accumulation_steps: int = opt(1, "Micro-batches accumulated per optimizer update.", section="training")
+    num_train_epochs: int = opt(1, "Epochs to train when max_train_steps is unset.", section="training")
+    max_train_steps: int | None = opt(None, "Optimizer updates to run; overrides num_train_epochs.", section="training")
+    learning_rate: float = opt(1e-4, "Learning rate of the LoRA adapters.", section="training")
+    scale_lr: bool = opt(
+        False, "Multiply learning rates by gradient_accumulation_steps * train_batch_size * num_processes.", section="training"
+    )
+    lr_scheduler: str = opt("constant", "Learning-rate schedule (diffusers `get_scheduler`).", choices=LR_SCHEDULERS, section="training")
+    lr_warmup_steps: int = opt(0, "Warm-up updates of the learning-rate schedule.", section="training")
+    lr_num_cycles: int = opt(1, "Number of restarts for cosine_with_restarts.", section="training")
+    lr_power: float = opt(1.0, "Power of the polynomial schedule.", section="training")
+    max_grad_norm: float = opt(1.0, "Clip the total gradient norm to this value (0 disables clipping).", section="training")
+    adam_beta1: float = opt(0.9, "AdamW beta1.", section="training")
+    adam_beta2: float = opt(0.999, "AdamW beta2.", section="training")
+    adam_weight_decay: float = opt(1e-4, "AdamW weight decay.", section="training")
+    adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training")
+    use_8bit_adam: bool = opt(False, "Use bitsandbytes' 8-bit AdamW (needs CUDA and the `quant` extra).", section="training")
+    mixed_precision: str = opt(
+        "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training"
+    )
+    allow_fp16: bool = opt(
+        False, "Permit --mixed_precision fp16 (with a GradScaler); fp16 overflow causes most Sana NaN reports.", section="training"
+    )
+    allow_tf32: bool = opt(True, "Allow TF32 matmuls on Ampere+ GPUs.", section="training")
+    gradient_checkpointing: bool = opt(False, "Recompute activations in backward to save memory.", section="training")
+    weighting_scheme: str = opt(
+        "logit_normal",
+        "Timestep density / loss weighting from diffusers.training_utils (Sana's native: logit_normal).",
+        choices=WEIGHTING_SCHEMES,
+        section="training",
+    )
+    logit_mean: float = opt(0.0, "Mean of the logit-normal timestep density.", section="training")
+    logit_std: float = opt(1.0, "Standard deviation of the logit-normal timestep density.", section="training")
+    mode_scale: float = opt(1.29, "Scale of the `mode` timestep density.", section="training")
+
+    # --- checkpoints ---
+    checkpointing_steps: int = opt(500, "Write checkpoint-<step>/ every this many updates (0: never).", section="checkpoints")
+    checkpoints_total_limit: int | None = opt(
+        None, "Keep at most this many checkpoints; older ones are pruned only after a new one is complete.", section="checkpoints"
+    )
+    resume_from_checkpoint: str | None = opt(None, "`latest` or a checkpoint folder to continue from.", section="checkpoints")
+
+    # --- validation and logging ---
+    validation_prompt: str | None = opt(None, "Prompt sampled every validation_steps and at the end.", section="validation")
+    validation_steps: int = opt(100, "Sample validation images every this many updates.", section="validation")
+    num_validation_images: int = opt(2, "Images per validation run.", section="validation")
+    validation_inference_steps: int = opt(20, "Sampler steps for validation images.", section="validation")
+    validation_guidance_scale: float = opt(4.5, "Classifier-free guidance scale for validation images.", section="validation")
+    report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
+    logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")
+    tracker_project_name: str = opt("dit-lora", "Project name for the tracker.", section="validation")
+
+    # --- hub ---
+    push_to_hub: bool = opt(False, "Upload adapter, model card and samples (never checkpoints) at the end.", section="hub")
+    hub_model_id: str | None = opt(None, "Hub repository to push to, e.g. `me/my-sana-lora`.", section="hub")
+    hub_private: bool = opt(False, "Create the Hub repository as private.", section="hub")
+
+    # --- robustness ---
+    skip_doctor: bool = opt(False, "Skip the environment check at start (not recommended).", section="misc")
+
+    @property
+    def effective_lora_alpha(self) -> float:
+        """LoRA alpha with the documented default (alpha = rank)."""
+        return float(self.rank if self.lora_alpha is None else self.lora_alpha)
+
+
+def config_fields() -> list:
+    """The dataclass fields of :class:`TrainConfig`, in declaration order."""
+    return list(fields(TrainConfig))

@@ -1,0 +1,597 @@
+"""Find training samples (image + caption) and weed out the unreadable ones.
+
+Two passes, kept apart so the trainer can report data problems before it loads a model:
+
+* :func:`load_samples` lists files and reads captions. It never decodes an image, so it is cheap
+  and every caption problem surfaces at once, as one :class:`UserError`.
+* :func:`validate_samples` decodes every image once and drops (and names) the broken ones, so a
+  corrupt file found at step 40,000 cannot kill a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import math
+import os
+import posixpath
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from dit_lora.errors import UserError
+
+IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
+METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
+# Column names people commonly use for captions; only used to suggest a --caption_column value.
+_CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
+_MAX_LOGGED_BAD = 20
+_MAX_NAMED = 5
+# Modes whose RGB conversion cannot fail; anything else is converted once during validation so
+# an exotic mode (e.g. 16-bit TIFF) is caught up front instead of in a dataloader worker.
+_SAFE_MODES = frozenset({"RGB", "RGBA", "L", "LA", "P", "1", "CMYK", "YCbCr", "RGBX"})
+
+
+class _DatasetImages:
+    """Lazy access to one image column of a `datasets` dataset, shared by all its samples.
+
+    The column is cast to ``Image(decode=False)`` so reading a row yields the encoded bytes (or a
+    path) instead of a decoded PIL image: hashing needs the bytes and decoding is deferred to
+    whoever actually wants pixels.
+    """
+
+    def __init__(self, dataset: Any, column: str, base_dir: str) -> None:
+        self.dataset = dataset
+        self.column = column
+        self.base_dir = base_dir
+
+    def raw(self, row: int) -> Any:
+        return self.dataset[row][self.column]
+
+    def resolve(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self.base_dir, path)
+
+
+@dataclass(frozen=True)
+class RawSample:
+    """One training example before any pixel work: where the image is and its caption.
+
+    ``key`` is what humans see in logs: the image path relative to ``--train_data_dir`` (posix
+    separators) or ``"<dataset_name>[<row>]"``. ``path`` is set for folder samples; dataset samples
+    keep a private handle on the dataset row instead (excluded from equality and hashing).
+    """
+
+    key: str
+    caption: str
+    path: str | None = None
+    index: int = 0
+    _images: _DatasetImages | None = field(default=None, repr=False, compare=False)
+    _row: int = field(default=-1, repr=False, compare=False)
+
+    def open_image(self) -> Image.Image:
+        """Decode the image fully and return it as RGB, rotated per its EXIF orientation.
+
+        Transparent images are composited onto white rather than having alpha dropped, because the
+        colour under fully transparent pixels is arbitrary (often black) and would be learned.
+        """
+        source = self._source()
+        image = _decode(source)
+        try:
+            return _to_rgb(ImageOps.exif_transpose(image))
+        finally:
+            if image is not source:
+                image.close()
+
+    def content_id(self) -> str:
+        """sha256 hex digest of the encoded image bytes plus the caption.
+
+        Stable across renames and machines, so caches keyed on it survive moving the data. For a
+        dataset cell that only holds a decoded image, the raw pixels (with mode and size) are hashed.
+        """
+        digest = hashlib.sha256()
+        source = self._source()
+        if isinstance(source, Image.Image):
+            payload = f"{source.mode}:{source.size[0]}x{source.size[1]}:".encode() + source.tobytes()
+            _update_prefixed(digest, [payload])
+        elif isinstance(source, (bytes, bytearray)):
+            _update_prefixed(digest, [bytes(source)])
+        else:
+            with open(source, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                digest.update(struct.pack("<Q", size))
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        _update_prefixed(digest, [self.caption.encode("utf-8")])
+        return digest.hexdigest()
+
+    def _source(self) -> str | bytes | Image.Image:
+        """A file path, encoded bytes, or (rarely) an already decoded image."""
+        if self.path is not None:
+            return self.path
+        if self._images is None:
+            raise ValueError(f"sample {self.key!r} has neither a file path nor a dataset row")
+        value = self._images.raw(self._row)
+        if isinstance(value, dict):
+            if value.get("bytes"):
+                return bytes(value["bytes"])
+            if value.get("path"):
+                return self._images.resolve(value["path"])
+            raise ValueError("the image cell is empty")
+        if isinstance(value, str):
+            return self._images.resolve(value)
+        if isinstance(value, Image.Image):
+            return value
+        if value is None:
+            raise ValueError("the image cell is empty")
+        raise TypeError(f"the image cell holds a {type(value).__name__}, not an image")
+
+
+def _update_prefixed(digest: Any, parts: Iterable[bytes]) -> None:
+    # Length prefixes keep (image, caption) pairs unambiguous: no bytes can migrate between them.
+    for part in parts:
+        digest.update(struct.pack("<Q", len(part)))
+        digest.update(part)
+
+
+def _decode(source: str | bytes | Image.Image) -> Image.Image:
+    """Open and fully decode ``source``; the caller closes the result unless it is ``source``."""
+    if isinstance(source, Image.Image):
+        source.load()
+        return source
+    if isinstance(source, (bytes, bytearray)):
+        image = Image.open(io.BytesIO(source))
+    else:
+        image = Image.open(source)
+    try:
+        image.load()
+    except BaseException:
+        image.close()
+        raise
+    return image
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Always return a new RGB image (so the caller may close the original file)."""
+    if image.mode == "P" or (image.mode in ("L", "RGB") and "transparency" in image.info):
+        image = image.convert("RGBA")
+    if image.mode in ("RGBA", "LA", "PA"):
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert("RGB")
+
+
+# ---------------------------------------------------------------------------------------------
+# load_samples
+# ---------------------------------------------------------------------------------------------
+
+
+def load_samples(
+    *,
+    train_data_dir: str | os.PathLike | None = None,
+    dataset_name: str | None = None,
+    dataset_config_name: str | None = None,
+    image_column: str = "image",
+    caption_column: str = "text",
+    max_train_samples: int | None = None,
+    cache_dir: str | None = None,
+) -> list[RawSample]:
+    """List the training samples of a local folder or a `datasets` dataset, without decoding images.
+
+    Folders follow the `datasets` imagefolder convention: ``metadata.jsonl`` / ``metadata.csv``
+    (root or any subfolder, ``file_name`` relative to the metadata file) with a caption column, or
+    a ``.txt`` caption beside each image. Metadata wins over ``.txt`` for the images it lists; a
+    metadata row whose image is missing is kept so :func:`validate_samples` reports it by name.
+    Order is sorted by key, so it is identical on every machine; ``max_train_samples`` keeps the
+    first N of that order.
+
+    Raises:
+        UserError: both or neither source given, missing/empty folder, unreadable metadata, a
+            missing caption/image column, images without any caption, or a dataset that fails to load.
+    """
+    if (train_data_dir is None) == (dataset_name is None):
+        both = "both were given" if train_data_dir is not None else "neither was given"
+        raise UserError(
+            f"Pass exactly one data source: --train_data_dir (a local folder of images with captions) "
+            f"or --dataset_name (a Hugging Face dataset id or a folder `datasets` can open); {both}."
+        )
+    if max_train_samples is not None and (
+        isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
+    ):
+        raise UserError(
+            f"--max_train_samples must be a positive whole number, got {max_train_samples!r}. "
+            f"Leave it unset to train on every sample."
+        )
+    if train_data_dir is not None:
+        samples = _load_folder(os.fspath(train_data_dir), caption_column)
+    else:
+        samples = _load_dataset(
+            dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir
+        )
+    if max_train_samples is not None:
+        samples = samples[:max_train_samples]
+    return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
+
+
+def _hidden(name: str) -> bool:
+    # Same rule as `datasets`: skips .ipynb_checkpoints, .DS_Store, __MACOSX and friends.
+    return name.startswith(".") or name.startswith("__")
+
+
+def _load_folder(root: str, caption_column: str) -> list[RawSample]:
+    if not os.path.exists(root):
+        raise UserError(
+            f"--train_data_dir {root!r} does not exist. Pass the folder that holds your training "
+            f"images (absolute, or relative to {os.getcwd()!r})."
+        )
+    if not os.path.isdir(root):
+        raise UserError(
+            f"--train_data_dir {root!r} is a file, not a folder. Pass the folder that contains the "
+            f"images and their metadata.jsonl or .txt captions."
+        )
+
+    images: list[str] = []
+    texts: set[str] = set()
+    metadata_files: list[tuple[str, str]] = []  # (folder relative to root, file name)
+    seen_dirs: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        # Following symlinks is what users expect of a linked-in data folder; remembering real
+        # paths stops a link cycle from walking forever.
+        real = os.path.realpath(dirpath)
+        if real in seen_dirs:
+            dirnames[:] = []
+            continue
+        seen_dirs.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir
+        present = [m for m in METADATA_FILENAMES if m in filenames]
+        if len(present) > 1:
+            where = os.path.join(dirpath, "")
+            raise UserError(
+                f"{where} holds both metadata.jsonl and metadata.csv, so it is unclear which "
+                f"captions to use. Delete or rename one of them (see --train_data_dir)."
+            )
+        metadata_files.extend((rel_dir, m) for m in present)
+        for name in sorted(filenames):
+            if _hidden(name):
+                continue
+            rel = posixpath.join(rel_dir, name) if rel_dir else name
+            ext = os.path.splitext(name)[1].lower()
+            if ext in IMAGE_EXTENSIONS:
+                images.append(rel)
+            elif ext == ".txt":
+                texts.add(rel)
+
+    # key -> (depth of the metadata file, [captions]); the deepest metadata file naming an image
+    # wins, mirroring how a subfolder's own metadata is the more specific statement.
+    from_metadata: dict[str, tuple[int, list[str | None]]] = {}
+    for rel_dir, name in metadata_files:
+        depth = rel_dir.count("/") + 1 if rel_dir else 0
+        for key, caption in _read_metadata(root, rel_dir, name, caption_column):
+            best = from_metadata.get(key)
+            if best is None or depth > best[0]:
+                from_metadata[key] = (depth, [caption])
+            elif depth == best[0]:
+                best[1].append(caption)  # several rows for one image: several captions
+
+    if not images and not from_metadata:
+        raise UserError(
+            f"--train_data_dir {root!r} contains no images (looked for "
+            f"{', '.join(sorted(IMAGE_EXTENSIONS))} in it and its subfolders, case-insensitive). "
+            f"Point --train_data_dir at the folder that holds the images."
+        )
+
+    samples: list[RawSample] = []
+    uncaptioned: list[str] = []
+    # Absolute paths keep samples valid if the working directory changes (workers, notebooks).
+    abs_root = os.path.abspath(root)
+    for key in sorted(set(images) | set(from_metadata)):
+        path = os.path.normpath(os.path.join(abs_root, *key.split("/")))
+        txt = posixpath.splitext(key)[0] + ".txt"
+        captions = from_metadata[key][1] if key in from_metadata else [None]
+        if txt in texts and any(c is None for c in captions):
+            # Metadata wins, but a row with an empty caption cell falls back to the .txt beside it.
+            fallback = _read_txt(os.path.join(root, *txt.split("/")))
+            captions = [fallback if c is None else c for c in captions]
+        for caption in captions:
+            if caption is None:
+                uncaptioned.append(key)
+            else:
+                samples.append(RawSample(key=key, caption=caption, path=path))
+    if uncaptioned:
+        named = ", ".join(uncaptioned[:_MAX_NAMED])
+        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        raise UserError(
+            f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {named}{more}. "
+            f"Add a metadata.jsonl beside them with one line per image, e.g. "
+            f'{{"file_name": "0001.png", "{caption_column}": "a photo of ..."}}, '
+            f"or put a .txt file with the same name next to each image (0001.png -> 0001.txt)."
+        )
+    return samples
+
+
+def _caption_value(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        # Datasets with several captions per image: use the first so training is deterministic.
+        return _caption_value(value[0]) if value else None
+    return str(value).strip()
+
+
+def _read_txt(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            return handle.read().strip()
+    except UnicodeDecodeError as err:
+        raise UserError(
+            f"Caption file {path!r} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8 text "
+            f"(see --train_data_dir)."
+        ) from None
+
+
+def _read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None]]:
+    """Rows of one metadata file as (key relative to root, caption or None)."""
+    path = os.path.join(root, *(rel_dir.split("/") if rel_dir else []), name)
+    rows: list[tuple[int, dict]] = []
+    columns: dict[str, None] = {}  # ordered set
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as handle:
+            if name.endswith(".jsonl"):
+                for line_no, line in enumerate(handle, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise UserError(
+                            f"{path} line {line_no} is not valid JSON ({err.msg}). Each line of "
+                            f'metadata.jsonl must be one object such as {{"file_name": "0001.png", '
+                            f'"{caption_column}": "a photo of ..."}}.'
+                        ) from None
+                    if not isinstance(row, dict):
+                        raise UserError(
+                            f"{path} line {line_no} is a JSON {type(row).__name__}, not an object. "
+                            f'Write one object per line, e.g. {{"file_name": "0001.png", '
+                            f'"{caption_column}": "a photo of ..."}}.'
+                        )
+                    rows.append((line_no, row))
+                    columns.update(dict.fromkeys(row))
+            else:
+                reader = csv.DictReader(handle)
+                columns.update(dict.fromkeys(reader.fieldnames or []))
+                rows.extend((line_no, row) for line_no, row in enumerate(reader, 2))
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8.") from None
+    if not rows:
+        return []
+    listed = ", ".join(repr(c) for c in columns)
+    if "file_name" not in columns:
+        raise UserError(
+            f"{path} has no 'file_name' column (columns: {listed}). Each row must name its image "
+            f"in 'file_name', relative to the folder holding the metadata file."
+        )
+    if caption_column not in columns:
+        raise UserError(
+            f"{path} has no {caption_column!r} caption column (columns: {listed}). Pass "
+            f"--caption_column with the column that holds the captions"
+            f"{_suggest(columns, exclude='file_name')}, or rename that column to {caption_column!r}."
+        )
+    out = []
+    for line_no, row in rows:
+        file_name = row.get("file_name")
+        if not isinstance(file_name, str) or not file_name.strip():
+            raise UserError(
+                f"{path} row at line {line_no} has an empty or non-text 'file_name' ({file_name!r}). "
+                f"Give every row the image's file name relative to that folder."
+            )
+        key = posixpath.normpath(posixpath.join(rel_dir, file_name.strip().replace("\\", "/")))
+        out.append((key, _caption_value(row.get(caption_column))))
+    return out
+
+
+def _suggest(columns: Iterable[str], exclude: str) -> str:
+    names = [c for c in columns if c != exclude]
+    for guess in _CAPTION_GUESSES:
+        for name in names:
+            if name.lower() == guess:
+                return f" (probably --caption_column {name})"
+    return ""
+
+
+def _load_dataset(
+    dataset_name: str,
+    config_name: str | None,
+    image_column: str,
+    caption_column: str,
+    max_train_samples: int | None,
+    cache_dir: str | None,
+) -> list[RawSample]:
+    import datasets  # slow import; only paid when --dataset_name is used
+
+    local = os.path.isdir(dataset_name)
+    try:
+        dataset = datasets.load_dataset(dataset_name, config_name, split="train", cache_dir=cache_dir)
+    except Exception as err:  # noqa: BLE001 - every load failure becomes one actionable message
+        detail = " ".join(str(err).split())
+        detail = detail[:400] + ("..." if len(detail) > 400 else "")
+        config = f" (config {config_name!r})" if config_name else ""
+        if local:
+            hint = (
+                "The folder exists but `datasets` could not read it as a dataset with a 'train' split; "
+                "for a folder of images with metadata.jsonl or .txt captions pass it as "
+                "--train_data_dir instead."
+            )
+        else:
+            hint = (
+                "If it is a Hugging Face Hub dataset, check the name and network access (offline, "
+                "download it beforehand and keep --cache_dir pointing at that download); if your "
+                "images are in a local folder, pass --train_data_dir PATH instead."
+            )
+        raise UserError(
+            f"Could not load --dataset_name {dataset_name!r}{config}: {type(err).__name__}: {detail}. {hint}"
+        ) from None
+
+    available = list(dataset.column_names)
+    listed = ", ".join(repr(c) for c in available)
+    if image_column not in available:
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has no image column {image_column!r} (columns: {listed}). "
+            f"Pass --image_column with the column that holds the images."
+        )
+    if caption_column not in available:
+        txt_hint = (
+            " If the captions are .txt files beside the images, pass the folder as --train_data_dir instead."
+            if local
+            else ""
+        )
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has no caption column {caption_column!r} (columns: "
+            f"{listed}). Pass --caption_column with the column that holds the captions"
+            f"{_suggest(available, exclude=image_column)}.{txt_hint}"
+        )
+    if max_train_samples is not None and max_train_samples < len(dataset):
+        dataset = dataset.select(range(max_train_samples))
+
+    feature = dataset.features[image_column]
+    images = dataset.select_columns([image_column])
+    if isinstance(feature, datasets.Image):
+        images = images.cast_column(image_column, datasets.Image(decode=False))
+    elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        raise UserError(
+            f"Column {image_column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not images "
+            f"or image paths. Pass --image_column with the column of images (columns: {listed})."
+        )
+    handle = _DatasetImages(images, image_column, dataset_name if local else os.getcwd())
+
+    samples: list[RawSample] = []
+    uncaptioned: list[str] = []
+    for row, value in enumerate(dataset[caption_column]):
+        key = f"{dataset_name}[{row}]"
+        caption = _caption_value(value)
+        if caption is None:
+            uncaptioned.append(key)
+        else:
+            samples.append(RawSample(key=key, caption=caption, _images=handle, _row=row))
+    if uncaptioned:
+        named = ", ".join(uncaptioned[:_MAX_NAMED])
+        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        raise UserError(
+            f"{len(uncaptioned)} row(s) of --dataset_name {dataset_name!r} have no caption in column "
+            f"{caption_column!r}: {named}{more}. Fill them in, drop those rows, or pick another "
+            f"--caption_column."
+        )
+    if not samples:
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has an empty 'train' split. Check the dataset name and "
+            f"--dataset_config_name."
+        )
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# validate_samples
+# ---------------------------------------------------------------------------------------------
+
+
+def _problem(sample: RawSample) -> str | None:
+    """Why ``sample``'s image cannot be used, or None if it decodes."""
+    try:
+        if sample.path is not None:
+            if os.path.isdir(sample.path):
+                return "is a folder, not an image file"
+            if os.path.getsize(sample.path) == 0:
+                return "empty file (0 bytes)"
+        source = sample._source()
+        image = _decode(source)
+        try:
+            if image.mode not in _SAFE_MODES:
+                image.convert("RGB")
+        finally:
+            if image is not source:
+                image.close()
+    except FileNotFoundError:
+        return "file not found"
+    except UnidentifiedImageError:
+        return "not a readable image (corrupt, or not an image despite its extension)"
+    except Image.DecompressionBombError as err:
+        return f"image too large ({err})"
+    except OSError as err:
+        text = " ".join(str(err).split())
+        if "truncated" in text.lower():
+            return f"truncated image ({text})"
+        return f"unreadable ({type(err).__name__}: {text})"
+    except Exception as err:  # noqa: BLE001 - PIL raises SyntaxError/ValueError/... on odd files
+        return f"unreadable ({type(err).__name__}: {' '.join(str(err).split())})"
+    return None
+
+
+def validate_samples(
+    samples: Sequence[RawSample],
+    *,
+    max_bad_samples_fraction: float = 0.05,
+    log: Callable[[str], Any] = print,
+    num_workers: int | None = None,
+) -> list[RawSample]:
+    """Decode every image once; drop and report the bad ones; renumber ``index`` 0..N-1.
+
+    Missing, zero-byte, truncated and corrupt files are skipped, each named once in ``log`` (at
+    most 20 lines, then a count). Decoding runs in ``num_workers`` threads (default: up to 8) since
+    PIL releases the GIL while decoding; results keep the input order.
+
+    Raises:
+        UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``),
+            or no usable sample is left.
+    """
+    if not 0.0 <= float(max_bad_samples_fraction) <= 1.0:
+        raise UserError(
+            f"--max_bad_samples_fraction must be between 0 and 1, got {max_bad_samples_fraction!r} "
+            f"(0.05 means up to 5% of images may be skipped as unreadable)."
+        )
+    samples = list(samples)
+    if not samples:
+        raise UserError(
+            "No training samples to check. Point --train_data_dir or --dataset_name at data with images."
+        )
+    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
+    if workers > 1 and len(samples) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
+            problems = list(pool.map(_problem, samples, chunksize=16))
+    else:
+        problems = [_problem(s) for s in samples]
+
+    bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
+    good = [s for s, p in zip(samples, problems) if p is None]
+    for sample, problem in bad[:_MAX_LOGGED_BAD]:
+        log(f"skipping {sample.key}: {problem}")
+    if len(bad) > _MAX_LOGGED_BAD:
+        log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
+    if bad:
+        log(f"skipped {len(bad)} of {len(samples)} samples with unreadable images; {len(good)} remain")
+
+    total = len(samples)
+    if bad and len(bad) / total > max_bad_samples_fraction:
+        named = ", ".join(f"{s.key} ({p})" for s, p in bad[:_MAX_NAMED])
+        more = f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else ""
+        needed = len(bad) / total
+        # Round up so the suggested value actually lets this data through.
+        suggestion = math.ceil(needed * 1000) / 1000
+        raise UserError(
+            f"{len(bad)} of {total} training images ({needed:.1%}) could not be read, more than "
+            f"--max_bad_samples_fraction={max_bad_samples_fraction} allows: {named}{more}. Fix or "
+            f"delete those files, or raise --max_bad_samples_fraction to at least {suggestion} "
+            f"to train on the rest."
+        )
+    if not good:
+        raise UserError(
+            f"None of the {total} training images could be read (first: {bad[0][0].key}: {bad[0][1]}). "
+            f"Check the files in --train_data_dir / --dataset_name."
+        )
+    return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]

@@ -1,0 +1,108 @@
+"""The contract between the generic training loop and one model family.
+
+A family module implements :class:`ModelFamily` once; the loop, caching, checkpointing and
+saving code only ever call these methods, so adding a family never adds a branch elsewhere.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+
+
+@dataclass
+class Components:
+    """The loaded model parts a family needs. ``denoiser`` is the module that gets LoRA."""
+
+    denoiser: torch.nn.Module
+    scheduler: Any
+    encoders: dict[str, Any] = field(default_factory=dict)  # e.g. vae, text_encoder, tokenizer
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelFamily(ABC):
+    """One model family: how to load, encode, noise, compute the loss, save and sample."""
+
+    #: registry name, used by ``--family``
+    name: str = ""
+    #: default LoRA targets when --lora_layers is empty
+    default_lora_layers: tuple[str, ...] = ()
+    #: model-card tags besides `lora` and `dit-lora`
+    card_tags: tuple[str, ...] = ()
+    #: diffusers pipeline class name shown in the model card
+    pipeline_class_name: str = ""
+    #: file the adapter is saved to (what `load_lora_weights` reads by default)
+    adapter_weight_name: str = "pytorch_lora_weights.safetensors"
+
+    @abstractmethod
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Family-specific checks that read only small config files (never weights)."""
+
+    @abstractmethod
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        """Create the tiny offline model and dataset named in ``cfg`` when missing."""
+
+    @abstractmethod
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        """Load the denoiser (bf16, frozen) and the encoders, placed on ``device``."""
+
+    @abstractmethod
+    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+        """Everything besides the sample that changes the encoded latents/embeddings."""
+
+    @abstractmethod
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Pixels in [-1, 1] (B, 3, H, W) -> scaled latents in fp32."""
+
+    @abstractmethod
+    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
+        """Captions -> conditioning tensors (batched along dim 0); ``with_negative`` adds the CFG negative."""
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """Record per-run encoding settings (prompt prefixes, lengths) on the loaded components."""
+
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
+        """Warnings about the checkpoint's stored precision, shown before training."""
+        return []
+
+    @abstractmethod
+    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
+        """Free the encoders after caching; keep what validation needs off the accelerator."""
+
+    @abstractmethod
+    def compute_loss(
+        self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+    ) -> torch.Tensor:
+        """The training loss (scalar) for one micro-batch with ``latents`` and conditioning."""
+
+    @abstractmethod
+    def generate(
+        self, comps: Components, denoiser: torch.nn.Module, cond: dict[str, torch.Tensor], cfg: TrainConfig, seed: int
+    ) -> list:
+        """Validation images from the in-memory model, with pre-encoded prompt conditioning."""
+
+    @abstractmethod
+    def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:
+        """Write the adapter with the consumer's own saver so it reloads at the trained strength."""
+
+    @abstractmethod
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        """A fresh pipeline from the base model with the saved adapter loaded by the real consumer."""
+
+    @abstractmethod
+    def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
+        """Images from a consumer pipeline (used for the final, reloaded-adapter validation)."""
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        """Python code for the model card that loads the adapter and generates."""
+        raise NotImplementedError
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        """License string of the base model for the model card, when known."""
+        return None

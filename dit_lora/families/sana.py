@@ -1,0 +1,357 @@
+"""Sana (diffusers ``SanaTransformer2DModel`` / ``SanaPipeline``): everything Sana-specific lives here.
+
+Loss: rectified flow, x_t = (1 - sigma) x0 + sigma eps, target eps - x0, with the timestep density
+and loss weighting of ``diffusers.training_utils`` and the flow shift read from the checkpoint's
+scheduler config. Precision: transformer and Gemma-2 in bf16, DC-AE in fp32.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+from .base import Components, ModelFamily
+
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def _is_local(path: str) -> bool:
+    return os.path.isdir(path) or not _HUB_ID.match(path)
+
+
+def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "config.json") -> dict | None:
+    """Read a small JSON config of the pipeline (local folder or Hub cache); ``None`` if unreachable."""
+    path = cfg.pretrained_model_name_or_path
+    if _is_local(path):
+        file = Path(path) / subfolder / filename
+        return json.loads(file.read_text()) if file.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        file = hf_hub_download(path, f"{subfolder}/{filename}", revision=cfg.revision)
+        return json.loads(Path(file).read_text())
+    except Exception:  # offline or gated: the full load later reports it properly
+        return None
+
+
+def stored_dtype(cfg: TrainConfig) -> str | None:
+    """The dtype the transformer weights are stored in, read from a safetensors header (no weights)."""
+    path = cfg.pretrained_model_name_or_path
+    if not _is_local(path):
+        return None
+    files = sorted((Path(path) / "transformer").glob("*.safetensors"))
+    if not files:
+        return None
+    with open(files[0], "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))
+
+
+def default_complex_human_instruction() -> list[str]:
+    """The instruction prefix SanaPipeline uses by default at inference."""
+    from diffusers import SanaPipeline
+
+    return list(inspect.signature(SanaPipeline.__call__).parameters["complex_human_instruction"].default)
+
+
+def training_scheduler(scheduler_config: dict):
+    """A FlowMatch scheduler carrying the checkpoint's flow shift (DPM-Solver configs call it flow_shift)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    shift = scheduler_config.get("flow_shift") or scheduler_config.get("shift") or 1.0
+    return FlowMatchEulerDiscreteScheduler(
+        num_train_timesteps=scheduler_config.get("num_train_timesteps", 1000), shift=float(shift)
+    )
+
+
+class SanaFamily(ModelFamily):
+    """Text-to-image Sana 600M / 1.6B (and tiny random variants for tests)."""
+
+    name = "sana"
+    default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
+    card_tags = ("text-to-image", "diffusers", "sana", "diffusers-training")
+    pipeline_class_name = "SanaPipeline"
+
+    # ---- checks before loading ------------------------------------------------------------
+    def validate_config(self, cfg: TrainConfig) -> None:
+        path = cfg.pretrained_model_name_or_path
+        if _is_local(path) and not os.path.isdir(path):
+            raise UserError(
+                f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers Sana folder "
+                "(with model_index.json) or a Hub id such as Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers."
+            )
+        if _is_local(path) and not (Path(path) / "model_index.json").is_file():
+            raise UserError(
+                f"--pretrained_model_name_or_path `{path}` has no model_index.json, so it is not a diffusers "
+                "pipeline folder. Point it at the folder that contains transformer/, vae/, text_encoder/."
+            )
+        vae_cfg = read_component_config(cfg, "vae")
+        tr_cfg = read_component_config(cfg, "transformer") or {}
+        if vae_cfg is not None:
+            stride = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1) * int(tr_cfg.get("patch_size", 1))
+            if cfg.resolution % stride:
+                lower, upper = cfg.resolution // stride * stride, (cfg.resolution // stride + 1) * stride
+                raise UserError(
+                    f"--resolution {cfg.resolution} is not divisible by {stride}, the latent stride of this Sana "
+                    f"model (DC-AE compression x patch size). Use {lower or upper} or {upper}."
+                )
+
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
+        """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
+        dtype = stored_dtype(cfg)
+        name = cfg.pretrained_model_name_or_path
+        fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
+        if fp16:
+            return [
+                f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
+                "maintainers warn bf16 degrades them. Prefer the matching `_BF16_diffusers` release "
+                "(e.g. Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers)."
+            ]
+        return []
+
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        from ..demo.shapes import make_shapes_dataset
+        from ..demo.tiny_sana import build_tiny_sana_pipeline
+
+        build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
+        if cfg.train_data_dir:
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+
+    # ---- loading ---------------------------------------------------------------------------
+    def _dtypes(self, cfg: TrainConfig) -> torch.dtype:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
+
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        from diffusers import AutoencoderDC, SanaTransformer2DModel
+        from transformers import AutoModel, AutoTokenizer
+
+        path, dtype = cfg.pretrained_model_name_or_path, self._dtypes(cfg)
+        common = {"revision": cfg.revision}
+        try:
+            # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
+            transformer = SanaTransformer2DModel.from_pretrained(
+                path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant, **common
+            )
+            vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
+            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
+        except (OSError, ValueError, EnvironmentError) as err:
+            raise UserError(
+                f"Could not load the Sana pipeline from `{path}` ({type(err).__name__}: {str(err).splitlines()[0]}). "
+                "Check --pretrained_model_name_or_path/--revision/--variant, that the repo is a diffusers-format "
+                "Sana pipeline, and that it is downloaded (this machine may be offline) or you are logged in."
+            )
+        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        return Components(
+            denoiser=transformer,
+            scheduler=training_scheduler(scheduler_cfg),
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            extras={"scheduler_config": scheduler_cfg},
+        )
+
+    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+        return {
+            "family": self.name,
+            "model": os.path.abspath(cfg.pretrained_model_name_or_path)
+            if _is_local(cfg.pretrained_model_name_or_path)
+            else cfg.pretrained_model_name_or_path,
+            "model_index_mtime": _model_stamp(cfg),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "text_dtype": cfg.mixed_precision,
+            "complex_human_instruction": cfg.complex_human_instruction,
+            "max_sequence_length": cfg.max_sequence_length,
+        }
+
+    # ---- encoding ------------------------------------------------------------------------
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
+        vae = comps.encoders["vae"]
+        with torch.no_grad():
+            latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent
+        return (latents * vae.config.scaling_factor).float()
+
+    def _prompt_encoder(self, comps: Components):
+        from diffusers import SanaPipeline
+
+        # The pipeline's own encode_prompt (prefix, truncation, token selection) keeps training
+        # prompts identical to what SanaPipeline feeds the model at inference.
+        return SanaPipeline(
+            tokenizer=comps.encoders["tokenizer"], text_encoder=comps.encoders["text_encoder"],
+            vae=None, transformer=None, scheduler=None,
+        )
+
+    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
+        chi = comps.extras.get("complex_human_instruction")
+        pipe = self._prompt_encoder(comps)
+        with torch.no_grad():
+            embeds, mask, neg, neg_mask = pipe.encode_prompt(
+                list(captions), do_classifier_free_guidance=with_negative, negative_prompt="",
+                device=comps.encoders["text_encoder"].device,
+                max_sequence_length=comps.extras.get("max_sequence_length", 300),
+                complex_human_instruction=chi,
+            )
+        out = {"prompt_embeds": embeds, "prompt_attention_mask": mask}
+        if with_negative:
+            out.update(negative_prompt_embeds=neg, negative_prompt_attention_mask=neg_mask)
+        return out
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """Record per-run encoding settings on the components."""
+        comps.extras["complex_human_instruction"] = default_complex_human_instruction() if cfg.complex_human_instruction else None
+        comps.extras["max_sequence_length"] = cfg.max_sequence_length
+
+    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
+        comps.encoders.pop("text_encoder", None)
+        comps.encoders.pop("tokenizer", None)
+        vae = comps.encoders.pop("vae", None)
+        if keep_for_validation and vae is not None:
+            # Decoding validation latents needs the DC-AE; park it off the accelerator meanwhile.
+            comps.encoders["vae"] = vae.to("cpu")
+
+    # ---- loss ------------------------------------------------------------------------------
+    def compute_loss(self, comps, denoiser, batch, generator, cfg):
+        from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
+
+        latents = batch["latents"]
+        device = latents.device
+        bsz = latents.shape[0]
+        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+        u = compute_density_for_timestep_sampling(
+            cfg.weighting_scheme, bsz, logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
+            mode_scale=cfg.mode_scale, device=device, generator=generator,
+        )
+        scheduler = comps.scheduler
+        indices = (u * scheduler.config.num_train_timesteps).long().clamp(max=scheduler.config.num_train_timesteps - 1)
+        sigmas = scheduler.sigmas.to(device)[indices].to(latents.dtype)
+        timesteps = scheduler.timesteps.to(device)[indices]
+        sigma = sigmas.view(-1, *([1] * (latents.ndim - 1)))
+        noisy = (1.0 - sigma) * latents + sigma * noise
+        pred = denoiser(
+            hidden_states=noisy,
+            encoder_hidden_states=batch["prompt_embeds"],
+            encoder_attention_mask=batch["prompt_attention_mask"],
+            timestep=timesteps,
+            return_dict=False,
+        )[0]
+        target = noise - latents
+        weighting = compute_loss_weighting_for_sd3(cfg.weighting_scheme, sigmas=sigmas).view_as(sigmas)
+        per_sample = ((pred.float() - target.float()) ** 2).flatten(1).mean(1)
+        return (weighting.float() * per_sample).mean()
+
+    # ---- sampling --------------------------------------------------------------------------
+    def _inference_scheduler(self, comps: Components):
+        from diffusers import DPMSolverMultistepScheduler, FlowMatchEulerDiscreteScheduler
+
+        config = dict(comps.extras.get("scheduler_config") or {})
+        if config.get("_class_name") == "DPMSolverMultistepScheduler":
+            return DPMSolverMultistepScheduler.from_config(config)
+        return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
+
+    def generate(self, comps, denoiser, cond, cfg, seed):
+        from diffusers import SanaPipeline
+
+        vae = comps.encoders["vae"]
+        device = next(denoiser.parameters()).device
+        vae.to(device)
+        pipe = SanaPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=denoiser,
+                            scheduler=self._inference_scheduler(comps))
+        pipe.set_progress_bar_config(disable=True)
+        generator = torch.Generator(device=device).manual_seed(seed)
+        n = cfg.num_validation_images
+        with torch.no_grad():
+            images = pipe(
+                prompt_embeds=cond["prompt_embeds"], prompt_attention_mask=cond["prompt_attention_mask"],
+                negative_prompt_embeds=cond["negative_prompt_embeds"],
+                negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
+                num_images_per_prompt=n, height=cfg.resolution, width=cfg.resolution,
+                num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
+                generator=generator, output_type="pil",
+            ).images
+        if device.type != "cpu":
+            vae.to("cpu")
+        return images
+
+    # ---- saving and loading ----------------------------------------------------------------
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        from diffusers import SanaPipeline
+
+        SanaPipeline.save_lora_weights(
+            output_dir, transformer_lora_layers=lora_state, transformer_lora_adapter_metadata=lora_config,
+            weight_name=self.adapter_weight_name, safe_serialization=True,
+        )
+        return Path(output_dir) / self.adapter_weight_name
+
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        from diffusers import AutoencoderDC, SanaPipeline
+
+        from ..output.adapter import load_adapter
+
+        path = cfg.pretrained_model_name_or_path
+        # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
+        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
+        pipe = SanaPipeline.from_pretrained(
+            path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=self._dtypes(cfg),
+        )
+        load_adapter(pipe, adapter_dir)
+        pipe.set_progress_bar_config(disable=True)
+        return pipe.to(device)
+
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images):
+        device = pipe.transformer.device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        kwargs = {} if cfg.complex_human_instruction else {"complex_human_instruction": None}
+        with torch.no_grad():
+            return pipe(
+                prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
+                num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
+                generator=generator, **kwargs,
+            ).images
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        chi = "" if cfg.complex_human_instruction else ",\n    complex_human_instruction=None,  # trained without the prefix"
+        return (
+            "import torch\n"
+            "from diffusers import AutoencoderDC, SanaPipeline\n\n"
+            f"base = \"{cfg.pretrained_model_name_or_path}\"\n"
+            "vae = AutoencoderDC.from_pretrained(base, subfolder=\"vae\", torch_dtype=torch.float32)  # DC-AE stays fp32\n"
+            "pipe = SanaPipeline.from_pretrained(base, vae=vae, torch_dtype=torch.bfloat16)\n"
+            f"pipe.load_lora_weights(\"{repo_or_dir}\")\n"
+            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
+            f"    height={cfg.resolution}, width={cfg.resolution},\n"
+            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale}{chi},\n"
+            ").images[0]\n"
+            "image.save(\"sample.png\")\n"
+        )
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None
+
+
+def _model_stamp(cfg: TrainConfig) -> str | None:
+    """A cheap fingerprint of a local model: changes when the transformer/encoders are rewritten."""
+    path = cfg.pretrained_model_name_or_path
+    if not _is_local(path):
+        return None
+    parts = []
+    for sub in ("vae", "text_encoder"):
+        for f in sorted((Path(path) / sub).glob("*.safetensors")):
+            st = f.stat()
+            parts.append(f"{sub}/{f.name}:{st.st_size}:{int(st.st_mtime)}")
+    return "|".join(parts)

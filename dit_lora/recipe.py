@@ -1,0 +1,43 @@
+"""Entry point shared by the thin ``recipes/<family>_lora.py`` scripts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from .errors import UserError, run_cli
+
+
+def run_recipe(family: str, argv: Sequence[str] | None = None) -> int:
+    """Parse options, check the environment, then train ``family``; returns an exit code."""
+    from .config import parse_config
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cfg = parse_config(argv, prog=f"{family}_lora.py")
+    if cfg.family != family:
+        raise UserError(
+            f"This recipe trains `{family}` but the config sets family: {cfg.family}. Use "
+            f"recipes/{cfg.family}_lora.py or remove `family` from the config."
+        )
+    if not cfg.skip_doctor:
+        from .doctor import ensure_environment
+
+        ensure_environment()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from .output.adapter import NonFiniteWeightsError
+    from .training.loop import train
+
+    try:
+        train(cfg)
+    except NonFiniteWeightsError as err:
+        raise UserError(
+            f"{err} The run diverged; lower --learning_rate, keep --max_grad_norm on, or resume from an earlier "
+            "checkpoint with --resume_from_checkpoint."
+        )
+    return 0
+
+
+def main(family: str) -> None:
+    """Console entry: run the recipe and turn user errors into one paragraph."""
+    run_cli(lambda: run_recipe(family))

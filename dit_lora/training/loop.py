@@ -1,0 +1,376 @@
+"""The family-agnostic training loop on accelerate.
+
+Everything model-specific goes through the :class:`~dit_lora.families.ModelFamily` spec; this
+file never asks which family it is training.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from ..data import batches as batch_lib
+from ..data.cache import build_cache, cache_files, cache_namespace, default_cache_root
+from ..data.sources import load_samples, validate_samples
+from ..errors import UserError
+from ..families import get_family
+from ..output.adapter import ADAPTER_FILE, write_adapter
+from ..output.report import (LOSS_CURVE_FILE, SUMMARY_FILE, config_dict, finite_or_none, plot_loss_curve,
+                             write_json_atomic, write_model_card)
+from . import adapters
+from .checkpoint import complete_checkpoints, load_checkpoint, resolve_resume, save_checkpoint
+from .optim import make_lr_scheduler, make_optimizer, scheduler_state, load_scheduler_state
+
+
+@dataclass
+class RunState:
+    """Counters that define where a run is; saved in every checkpoint."""
+
+    global_step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    samples_seen: int = 0
+    skipped_steps: int = 0
+    loss_history: list[list[float]] = field(default_factory=list)  # [step, loss]
+
+
+def check_output_dir(cfg: TrainConfig) -> None:
+    """Refuse to overwrite a finished run unless asked to (or resuming)."""
+    out = Path(cfg.output_dir)
+    if (out / ADAPTER_FILE).exists() and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+        raise UserError(
+            f"--output_dir `{out}` already holds a finished run ({ADAPTER_FILE}). Choose a new --output_dir, "
+            "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
+        )
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
+
+
+def _log(accelerator, msg: str) -> None:
+    if accelerator.is_main_process:
+        print(msg, flush=True)
+
+
+def prepare_data(cfg, family, comps, accelerator):
+    """Load, check and (optionally) cache the dataset; return the dataset and its sample count."""
+    log = lambda m: _log(accelerator, m)  # noqa: E731
+    samples = load_samples(
+        train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
+        image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+    )
+    samples = validate_samples(samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log)
+    if not cfg.cache_latents:
+        return batch_lib.RawImageDataset(samples, cfg.resolution, cfg.center_crop, cfg.seed), len(samples)
+    identity = {**family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
+                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
+    namespace = cache_namespace(identity)
+    root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+    files = cache_files(root, namespace, samples)
+    hits = sum(f.exists() for f in files)
+    log(f"latent cache {root / namespace}: {hits}/{len(files)} samples already cached")
+    build_cache(
+        samples, files, encode_images=lambda px: family.encode_images(comps, px),
+        encode_prompts=lambda caps: family.encode_prompts(comps, caps), resolution=cfg.resolution,
+        center_crop=cfg.center_crop, random_flip=cfg.random_flip, seed=cfg.seed, batch_size=cfg.train_batch_size,
+        rank=accelerator.process_index, world_size=accelerator.num_processes, log=print,
+    )
+    accelerator.wait_for_everyone()
+    keep = [f for f in files if f.exists()]
+    if len(keep) < len(files):
+        log(f"{len(files) - len(keep)} sample(s) could not be encoded finitely and are left out")
+    if not keep:
+        raise UserError("No sample could be encoded; check the images and captions in your dataset.")
+    return batch_lib.CachedLatentDataset(keep), len(keep)
+
+
+def _to_device(batch: dict, device, family, comps, cached: bool) -> dict:
+    if cached:
+        return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+    out = family.encode_prompts(comps, batch["caption"])
+    out["latents"] = family.encode_images(comps, batch["pixel_values"].to(device))
+    return out
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
+
+    family = get_family(cfg.family)
+    check_output_dir(cfg)
+    out = Path(cfg.output_dir)
+    accelerator = Accelerator(
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        mixed_precision=cfg.mixed_precision,
+        log_with=None if cfg.report_to == "none" else cfg.report_to,
+        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+    )
+    log = lambda m: _log(accelerator, m)  # noqa: E731
+    if cfg.demo:
+        if accelerator.is_main_process:
+            family.prepare_demo(cfg)
+        accelerator.wait_for_everyone()
+    family.validate_config(cfg)
+    for note in family.precision_notes(cfg):
+        log(f"warning: {note}")
+    if cfg.allow_tf32 and torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+    set_seed(cfg.seed)
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    comps = family.load_components(cfg, accelerator.device)
+    family.configure(comps, cfg)
+    validation_cond = None
+    if cfg.validation_prompt:
+        validation_cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+    dataset, num_samples = prepare_data(cfg, family, comps, accelerator)
+    if cfg.cache_latents:
+        family.release_encoders(comps, keep_for_validation=bool(cfg.validation_prompt))
+        from diffusers.training_utils import free_memory
+
+        free_memory()
+
+    denoiser = comps.denoiser
+    lora_config = adapters.add_lora(
+        denoiser, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+        targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed,
+    )
+    backbone_names = adapters.unfreeze_backbone(denoiser, cfg.train_backbone)
+    adapters.cast_trainable_to_fp32(denoiser)
+    if cfg.gradient_checkpointing:
+        denoiser.enable_gradient_checkpointing()
+    world = accelerator.num_processes
+    lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
+    groups = adapters.build_param_groups(
+        denoiser, learning_rate=cfg.learning_rate * lr_scale, backbone_names=backbone_names,
+        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale, weight_decay=cfg.adam_weight_decay,
+        loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+    )
+    group_info = adapters.describe_groups(groups)
+    log("trainable parameter groups:\n" + adapters.format_groups(group_info))
+
+    order = batch_lib.EpochBatches(num_samples, cfg.train_batch_size, seed=cfg.seed, rank=accelerator.process_index,
+                                   world_size=world, random_flip=cfg.random_flip)
+    updates_per_epoch = math.ceil(len(order) / cfg.gradient_accumulation_steps)
+    max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
+    optimizer, fused = make_optimizer(cfg, groups, accelerator.device)
+    lr_scheduler = make_lr_scheduler(cfg, optimizer, max_steps)
+    denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
+    _register_state_hooks(accelerator, backbone_names)
+
+    generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
+    state = RunState()
+    resume = resolve_resume(out, cfg.resume_from_checkpoint)
+    if cfg.resume_from_checkpoint and resume is None:
+        log("no complete checkpoint found; starting from scratch")
+    if resume is not None:
+        saved = load_checkpoint(accelerator, resume, generator)
+        load_scheduler_state(lr_scheduler, saved.pop("lr_scheduler"))
+        state = RunState(**saved["run"])
+        log(f"resumed from {resume} at step {state.global_step}")
+    if accelerator.is_main_process and cfg.report_to != "none":
+        accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+
+    log(f"training: {num_samples} samples, {world} process(es), batch {cfg.train_batch_size} x accumulation "
+        f"{cfg.gradient_accumulation_steps}, {max_steps} updates")
+    from tqdm.auto import tqdm
+
+    progress = tqdm(total=max_steps, initial=state.global_step, disable=not accelerator.is_main_process, desc="steps")
+    denoiser.train()
+    inner_opt = optimizer.optimizer
+    loss_acc = torch.zeros((), device=accelerator.device)
+    skipped_acc = torch.zeros((), device=accelerator.device, dtype=torch.int64)
+    window_steps, window_start = 0, time.perf_counter()
+    micro_losses = torch.zeros((), device=accelerator.device)
+    train_started = time.perf_counter()
+    steps_at_start = state.global_step
+    log_every = max(1, min(10, cfg.validation_steps))
+
+    while state.global_step < max_steps:
+        loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
+        for batch in loader:
+            with accelerator.accumulate(denoiser):
+                batch = _to_device(batch, accelerator.device, family, comps, cfg.cache_latents)
+                with accelerator.autocast():
+                    loss = family.compute_loss(comps, denoiser, batch, generator, cfg)
+                accelerator.backward(loss)
+                micro_losses += loss.detach() / cfg.gradient_accumulation_steps
+                state.batch_in_epoch += 1
+                state.samples_seen += batch["latents"].shape[0] * world
+                if accelerator.sync_gradients:
+                    norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
+                    bad = ~torch.isfinite(norm)
+                    if fused and accelerator.scaler is None:
+                        # The fused AdamW kernel skips the whole update when found_inf == 1, on device.
+                        inner_opt.found_inf = bad.float()
+                        inner_opt.grad_scale = torch.ones((), device=norm.device)
+                    elif accelerator.scaler is None and bool(bad):
+                        optimizer.zero_grad(set_to_none=True)
+                    skipped_acc += bad.long()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            if not accelerator.sync_gradients:
+                continue
+            lr_scheduler.step()
+            state.global_step += 1
+            progress.update(1)
+            loss_acc += micro_losses
+            micro_losses.zero_()
+            window_steps += 1
+            if state.global_step % log_every == 0 or state.global_step == max_steps:
+                # One host sync per logging window, not per step.
+                stats = torch.stack([loss_acc / window_steps, norm.float(), skipped_acc.float()]).tolist()
+                step_time = (time.perf_counter() - window_start) / window_steps
+                state.loss_history.append([state.global_step, stats[0]])
+                state.skipped_steps = int(stats[2])
+                lr = lr_scheduler.get_last_lr()[0]
+                progress.set_postfix(loss=f"{stats[0]:.4f}", lr=f"{lr:.2e}", grad_norm=f"{stats[1]:.3f}",
+                                     step_s=f"{step_time:.3f}")
+                accelerator.log({"loss": stats[0], "lr": lr, "grad_norm": stats[1], "step_time_s": step_time,
+                                 "skipped_steps": state.skipped_steps}, step=state.global_step)
+                loss_acc.zero_()
+                window_steps, window_start = 0, time.perf_counter()
+            if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
+                state.skipped_steps = int(skipped_acc.item())
+                save_checkpoint(accelerator, out, state.global_step,
+                                {"run": vars(state), "lr_scheduler": scheduler_state(lr_scheduler)},
+                                generator, cfg.checkpoints_total_limit, log=log)
+            if validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
+                    and state.global_step < max_steps:
+                _validate(accelerator, family, comps, denoiser, validation_cond, cfg, f"step{state.global_step}")
+            if state.global_step >= max_steps:
+                break
+        else:
+            state.epoch += 1
+            state.batch_in_epoch = 0
+    progress.close()
+    state.skipped_steps = int(skipped_acc.item())
+    train_time = time.perf_counter() - train_started
+    return _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
+                   train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info)
+
+
+def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
+    """Total gradient norm (all ranks agree: DDP grads are already reduced), clipped when max_norm > 0."""
+    params = [p for p in model.parameters() if p.grad is not None]
+    if max_norm > 0:
+        return accelerator.clip_grad_norm_(params, max_norm)
+    return torch.nn.utils.get_total_norm([p.grad for p in params])
+
+
+def _register_state_hooks(accelerator, backbone_names: list[str]) -> None:
+    """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model."""
+    from safetensors.torch import load_file, save_file
+
+    from .checkpoint import TRAINABLE_FILE
+
+    def save_hook(models, weights, output_dir):
+        model = accelerator.unwrap_model(models[0])
+        if accelerator.is_main_process:
+            trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+            save_file(trainable, str(Path(output_dir) / TRAINABLE_FILE))
+        weights.clear()
+
+    def load_hook(models, input_dir):
+        model = accelerator.unwrap_model(models.pop(0))
+        state = load_file(str(Path(input_dir) / TRAINABLE_FILE))
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+
+    accelerator.register_save_state_pre_hook(save_hook)
+    accelerator.register_load_state_pre_hook(load_hook)
+
+
+def _validate(accelerator, family, comps, denoiser, cond, cfg, tag: str) -> list[Path]:
+    if not accelerator.is_main_process:
+        return []
+    model = accelerator.unwrap_model(denoiser)
+    model.eval()
+    try:
+        with accelerator.autocast():
+            images = family.generate(comps, model, cond, cfg, seed=cfg.seed)
+    finally:
+        model.train()
+    folder = Path(cfg.output_dir) / "samples"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, img in enumerate(images):
+        paths.append(folder / f"{tag}_{i}.png")
+        img.save(paths[-1])
+    return paths
+
+
+def _peak_memory_bytes(device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
+            train_time, wall_time, steps_this_run, group_info) -> dict[str, Any]:
+    out = Path(cfg.output_dir)
+    accelerator.wait_for_everyone()
+    model = accelerator.unwrap_model(denoiser)
+    summary: dict[str, Any] = {}
+    if accelerator.is_main_process:
+        lora_state, backbone = adapters.split_trainable_state(model, backbone_names)
+        metadata = model.peft_config["default"].to_dict()
+        written = write_adapter(family, out, lora_state, metadata, backbone, cfg.train_backbone)
+        print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
+        sample_files: list[Path] = []
+        if cfg.validation_prompt:
+            del comps.denoiser
+            # Final samples come from a fresh pipeline with the saved adapter loaded by the consumer itself.
+            pipe = family.load_pipeline_with_adapter(cfg, out, accelerator.device)
+            images = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images)
+            (out / "samples").mkdir(exist_ok=True)
+            for i, img in enumerate(images):
+                sample_files.append(out / "samples" / f"final_{i}.png")
+                img.save(sample_files[-1])
+            del pipe
+        steps = [int(s) for s, _ in state.loss_history]
+        plot_loss_curve(steps, [l for _, l in state.loss_history], out / LOSS_CURVE_FILE)
+        final_loss = state.loss_history[-1][1] if state.loss_history else None
+        summary = {
+            "family": cfg.family, "steps": state.global_step, "steps_this_run": steps_this_run,
+            "samples_seen": state.samples_seen, "wall_time_s": round(wall_time, 3), "train_time_s": round(train_time, 3),
+            "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
+            "peak_memory_bytes": _peak_memory_bytes(accelerator.device), "device": str(accelerator.device),
+            "final_loss": finite_or_none(final_loss), "skipped_steps": state.skipped_steps,
+            "num_processes": accelerator.num_processes,
+            "param_groups": [vars(g) for g in group_info],
+            "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
+            "adapter": str(out / ADAPTER_FILE), "samples": [str(p) for p in sample_files],
+            "config": config_dict(cfg),
+        }
+        write_json_atomic(out / SUMMARY_FILE, summary)
+        card = write_model_card(family, cfg, out, summary, sample_files)
+        where = [("adapter", out / ADAPTER_FILE), ("model card", card), ("summary", out / SUMMARY_FILE),
+                 ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
+        where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
+        if cfg.report_to != "none":
+            where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
+        print("\nfinished: " + "\n  ".join([""] + [f"{k:<12} {v}" for k, v in where]), flush=True)
+        if cfg.push_to_hub:
+            from ..output.hub import push_adapter
+
+            url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)
+            print(f"pushed to {url}", flush=True)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return summary
+
+
+__all__ = ["RunState", "check_output_dir", "complete_checkpoints", "train"]

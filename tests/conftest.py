@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny offline Sana pipeline and dataset, and a runner for the recipe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "sana_lora.py"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def tiny_sana(tmp_path_factory) -> Path:
+    """A tiny random SanaPipeline saved like a real diffusers repo (bf16 transformer/text encoder, fp32 VAE)."""
+    from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline
+
+    return build_tiny_sana_pipeline(tmp_path_factory.mktemp("models") / "tiny-sana", size="tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def shapes_data(tmp_path_factory) -> Path:
+    """16 captioned 64 px shape images in the imagefolder layout."""
+    from dit_lora.demo.shapes import make_shapes_dataset
+
+    return make_shapes_dataset(tmp_path_factory.mktemp("data") / "shapes", n=16, size=64, seed=0)
+
+
+def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> list[str]:
+    """Recipe flags for a short CPU run on the tiny model."""
+    opts = {
+        "pretrained_model_name_or_path": model, "train_data_dir": data, "output_dir": out, "cache_dir": cache,
+        "resolution": 64, "center_crop": "true", "rank": 4, "lora_alpha": 8, "train_batch_size": 4,
+        "max_train_steps": 6, "learning_rate": 1e-3, "checkpointing_steps": 0, "report_to": "none",
+        "skip_doctor": "true", "seed": 0,
+    }
+    opts.update(overrides)
+    args: list[str] = []
+    for k, v in opts.items():
+        if v is None:
+            continue
+        args += [f"--{k}", str(v)]
+    return args
+
+
+def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None):
+    """Run the Sana recipe in a subprocess; returns CompletedProcess with text output."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = (launcher or [sys.executable]) + [str(RECIPE), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT)
+
+
+def read_summary(out: Path) -> dict:
+    return json.loads((Path(out) / "train_summary.json").read_text())

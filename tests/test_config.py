@@ -1,0 +1,124 @@
+"""Config parsing and the fail-fast checks that run before any model loads."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import yaml
+
+from conftest import base_args, run_recipe
+from dit_lora.config import parse_config
+from dit_lora.config.schema import TrainConfig, config_fields
+from dit_lora.errors import UserError
+
+MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
+
+
+def test_yaml_then_flags_command_line_wins(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"rank": 8, "learning_rate": 5e-4, "lora_layers": ["to_q", "to_v"],
+                                    "pretrained_model_name_or_path": "org/model", "train_data_dir": "d"}))
+    cfg = parse_config(["--config", str(path), "--rank", "32", "--random_flip"])
+    assert cfg.rank == 32 and cfg.learning_rate == 5e-4 and cfg.lora_layers == ["to_q", "to_v"]
+    assert cfg.random_flip is True and cfg.center_crop is False
+    assert cfg.effective_lora_alpha == 32.0
+
+
+def test_unknown_yaml_key_names_closest(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("learnig_rate: 1.0e-4\n")
+    with pytest.raises(UserError, match="learnig_rate.*Did you mean `learning_rate`"):
+        parse_config(["--config", str(path)] + MIN)
+
+
+@pytest.mark.parametrize("argv,pattern", [
+    (["--rnak", "4"], "Unknown option `--rnak`.*--rank"),
+    (["--rank", "0"], "--rank is 0; it must be > 0"),
+    (["--rank", "-3"], "--rank is -3"),
+    (["--rank", "four"], "not a valid int"),
+    (["--mixed_precision", "fp16"], "fp16 is refused.*--allow_fp16"),
+    (["--lr_scheduler", "cosin"], "Did you mean `cosine`"),
+    (["--weighting_scheme", "logit"], "not one of none, logit_normal"),
+    (["--max_bad_samples_fraction", "1.5"], "max_bad_samples_fraction"),
+    (["--push_to_hub"], "--hub_model_id"),
+    (["--loraplus_lr_ratio", "0.5"], "ratio >= 1"),
+])
+def test_bad_values_fail_with_named_flag(argv, pattern):
+    with pytest.raises(UserError, match=pattern):
+        parse_config(MIN + argv)
+
+
+def test_data_source_must_be_exactly_one():
+    with pytest.raises(UserError, match="exactly one data source"):
+        parse_config(["--pretrained_model_name_or_path", "org/model"])
+    with pytest.raises(UserError, match="not both"):
+        parse_config(MIN + ["--dataset_name", "x/y"])
+
+
+def test_fp16_allowed_only_on_request():
+    cfg = parse_config(MIN + ["--mixed_precision", "fp16", "--allow_fp16"])
+    assert cfg.mixed_precision == "fp16"
+
+
+def test_every_field_documented_and_in_help(capsys):
+    with pytest.raises(SystemExit):
+        parse_config(["--help"])
+    text = capsys.readouterr().out
+    for f in config_fields():
+        assert f.metadata["help"].strip(), f.name
+        assert f"--{f.name}" in text
+    assert "(default: 16)" in text  # rank's default is shown
+
+
+def test_diffusers_flag_names_exist():
+    names = {f.name for f in config_fields()}
+    for name in ("pretrained_model_name_or_path revision variant output_dir seed resolution center_crop random_flip "
+                 "train_batch_size gradient_accumulation_steps max_train_steps num_train_epochs learning_rate "
+                 "lr_scheduler lr_warmup_steps max_grad_norm rank lora_alpha lora_dropout lora_layers "
+                 "mixed_precision gradient_checkpointing checkpointing_steps checkpoints_total_limit "
+                 "resume_from_checkpoint cache_latents validation_prompt validation_steps report_to push_to_hub "
+                 "hub_model_id use_8bit_adam dataloader_num_workers weighting_scheme logit_mean logit_std "
+                 "mode_scale train_data_dir dataset_name image_column caption_column").split():
+        assert name in names
+    assert TrainConfig().mixed_precision == "bf16"
+
+
+def _assert_clean_failure(proc, *needles):
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, text
+    assert "Traceback" not in text, text
+    for needle in needles:
+        assert needle in text, text
+
+
+def test_recipe_bad_inputs_end_in_seconds_without_traceback(tmp_path, tiny_sana, shapes_data):
+    cache = tmp_path / "cache"
+    start = time.time()
+    # A resolution the DC-AE cannot divide, a missing model, a missing data folder, a misspelled flag.
+    _assert_clean_failure(run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o1", cache, resolution=70)),
+                          "--resolution 70 is not divisible")
+    _assert_clean_failure(run_recipe(base_args(tmp_path / "nope", shapes_data, tmp_path / "o2", cache)),
+                          "does not exist")
+    _assert_clean_failure(run_recipe(base_args(tiny_sana, tmp_path / "nodata", tmp_path / "o3", cache)),
+                          "--train_data_dir")
+    _assert_clean_failure(run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o4", cache) + ["--lerning_rate", "1"]),
+                          "--learning_rate")
+    assert time.time() - start < 90
+
+
+def test_finished_output_dir_is_not_overwritten(tmp_path, tiny_sana, shapes_data):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pytorch_lora_weights.safetensors").write_bytes(b"precious")
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache"))
+    _assert_clean_failure(proc, "already holds a finished run", "--overwrite_output_dir")
+    assert (out / "pytorch_lora_weights.safetensors").read_bytes() == b"precious"
+
+
+def test_unknown_family_lists_available():
+    from dit_lora.families import available, get_family
+
+    with pytest.raises(UserError, match="Available families: sana"):
+        get_family("sdxl")
+    assert "sana" in available()
