@@ -103,10 +103,14 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
 
 def epoch_loader(dataset, order: EpochBatches, epoch: int, start: int, num_workers: int):
     """A DataLoader over ``epoch`` starting at batch ``start``."""
+    # DataLoader draws a worker base seed from its generator (default: the global RNG) whenever an
+    # iterator starts; a private generator keeps the global stream (LoRA dropout) resume-exact.
+    worker_seed = torch.Generator().manual_seed(order.seed * 7919 + epoch)
     return torch.utils.data.DataLoader(
         dataset,
         batch_sampler=_ListSampler(list(order.batches(epoch, start))),
         collate_fn=collate,
         num_workers=num_workers,
         persistent_workers=False,
+        generator=worker_seed,
     )

@@ -281,7 +281,7 @@ class SanaFamily(ModelFamily):
                 negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
                 num_images_per_prompt=n, height=cfg.resolution, width=cfg.resolution,
                 num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
-                generator=generator, output_type="pil",
+                generator=generator, output_type="pil", use_resolution_binning=False,
             ).images
         if device.type != "cpu":
             vae.to("cpu")
@@ -320,7 +320,7 @@ class SanaFamily(ModelFamily):
             return pipe(
                 prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
                 num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
-                generator=generator, **kwargs,
+                generator=generator, use_resolution_binning=False, **kwargs,
             ).images
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:

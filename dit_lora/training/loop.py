@@ -38,6 +38,8 @@ class RunState:
     batch_in_epoch: int = 0
     samples_seen: int = 0
     skipped_steps: int = 0
+    loss_window_sum: float = 0.0  # loss summed since the last log line, so logs continue exactly on resume
+    loss_window_steps: int = 0
     loss_history: list[list[float]] = field(default_factory=list)  # [step, loss]
 
 
@@ -188,9 +190,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     progress = tqdm(total=max_steps, initial=state.global_step, disable=not accelerator.is_main_process, desc="steps")
     denoiser.train()
     inner_opt = optimizer.optimizer
-    loss_acc = torch.zeros((), device=accelerator.device)
-    skipped_acc = torch.zeros((), device=accelerator.device, dtype=torch.int64)
-    window_steps, window_start = 0, time.perf_counter()
+    loss_acc = torch.tensor(state.loss_window_sum, device=accelerator.device)
+    skipped_acc = torch.tensor(state.skipped_steps, device=accelerator.device, dtype=torch.int64)
+    window_steps, window_start = state.loss_window_steps, time.perf_counter()
     micro_losses = torch.zeros((), device=accelerator.device)
     train_started = time.perf_counter()
     steps_at_start = state.global_step
@@ -242,6 +244,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                 window_steps, window_start = 0, time.perf_counter()
             if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
                 state.skipped_steps = int(skipped_acc.item())
+                state.loss_window_sum, state.loss_window_steps = loss_acc.item(), window_steps
                 save_checkpoint(accelerator, out, state.global_step,
                                 {"run": vars(state), "lr_scheduler": scheduler_state(lr_scheduler)},
                                 generator, cfg.checkpoints_total_limit, log=log)

@@ -1,0 +1,116 @@
+"""Demo assets that need no network: a tiny random Sana pipeline and a shapes data set.
+
+Everything here is built locally from configs (nothing comes from the Hub), so tests, the
+demo and CPU benchmarks run offline.  The public API is imported lazily: importing
+``dit_lora.demo.shapes`` must not pull in torch/diffusers (seconds of import time), and the
+submodules themselves import :func:`build_directory_atomically` from this package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "build_directory_atomically",
+    "build_tiny_sana_pipeline",
+    "build_tiny_sana_components",
+    "build_tiny_tokenizer",
+    "get_tiny_sana_config",
+    "TINY_SANA_CONFIGS",
+    "make_shapes_dataset",
+    "SHAPES_VALIDATION_PROMPT",
+]
+
+_LAZY = {
+    "build_tiny_sana_pipeline": "tiny_sana",
+    "build_tiny_sana_components": "tiny_sana",
+    "build_tiny_tokenizer": "tiny_sana",
+    "get_tiny_sana_config": "tiny_sana",
+    "TINY_SANA_CONFIGS": "tiny_sana",
+    "make_shapes_dataset": "shapes",
+    "SHAPES_VALIDATION_PROMPT": "shapes",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562 lazy attribute: only the submodule that defines `name` gets imported.
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _read_marker(path: Path, marker_name: str) -> dict | None:
+    try:
+        return json.loads((path / marker_name).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build_directory_atomically(
+    path: str | Path,
+    marker_name: str,
+    marker: dict,
+    build: Callable[[Path], None],
+) -> Path:
+    """Create directory ``path`` with ``build(tmp_dir)`` unless an identical build is already there.
+
+    ``marker`` (a JSON-able dict) is written to ``path/marker_name`` as the last step of a
+    build; a directory whose marker equals ``marker`` is complete and is left untouched (no
+    file is rewritten, so mtimes stay put).  The build happens in a sibling temporary
+    directory that is renamed into place, so a reader never sees a half-written directory and
+    two processes building the same path concurrently (e.g. both ranks of a distributed test)
+    cannot corrupt it: the loser of the race discards its copy.
+
+    A stale build (our marker with different content) is replaced.  An existing non-empty
+    directory without our marker is never deleted: that raises ``FileExistsError``.
+    """
+    path = Path(path)
+    if _read_marker(path, marker_name) == marker:
+        return path
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and _read_marker(path, marker_name) is None:
+        raise FileExistsError(
+            f"{path} is a non-empty directory that was not built by dit_lora.demo "
+            f"(no {marker_name}); refusing to overwrite it"
+        )
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        build(tmp)
+        # The marker goes last: its presence means "this directory is complete".
+        (tmp / marker_name).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
+        try:
+            # rename(2) onto an empty directory (or nothing) is atomic; onto a non-empty one it
+            # fails, which is what happens when another process won the race or a stale
+            # build sits there.
+            os.replace(tmp, path)
+        except OSError:
+            if _read_marker(path, marker_name) == marker:
+                return path  # another process finished the same build first
+            # Stale build of ours: move it aside (atomic), put ours in place, then delete it.
+            trash = path.parent / f".{path.name}.old-{os.getpid()}"
+            shutil.rmtree(trash, ignore_errors=True)
+            try:
+                os.replace(path, trash)
+            except FileNotFoundError:
+                pass  # a concurrent process moved it aside already
+            try:
+                os.replace(tmp, path)
+            except OSError:
+                if _read_marker(path, marker_name) != marker:
+                    raise
+            shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path

@@ -1,0 +1,361 @@
+"""Tiny, randomly initialised Sana pipelines built locally (no Hub access needed).
+
+The layout written by :func:`build_tiny_sana_pipeline` mirrors the real
+``Efficient-Large-Model/Sana_*_BF16_diffusers`` repos: ``model_index.json`` plus the
+``transformer`` (SanaTransformer2DModel, bf16), ``text_encoder`` (Gemma2Model, bf16), ``vae``
+(AutoencoderDC, fp32), ``scheduler`` (FlowMatchEulerDiscreteScheduler, shift 3.0) and
+``tokenizer`` (GemmaTokenizer) folders, so code written against the real model loads it the
+same way, offline, and LoRA target names (``to_q``, ``to_k``, ``to_v``, ``to_out.0``,
+``caption_projection.linear_1`` ...) are the real ones.
+
+Two sizes: ``"tiny"`` (64 px; a train step takes milliseconds, for tests and the demo) and
+``"small"`` (256 px; big enough to be compute-bound, for CPU benchmarks).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.demo import build_directory_atomically
+
+__all__ = [
+    "TINY_SANA_CONFIGS",
+    "TINY_SANA_VERSION",
+    "TOKENIZER_CORPUS_EXTRA",
+    "build_tiny_sana_components",
+    "build_tiny_sana_pipeline",
+    "build_tiny_tokenizer",
+    "get_tiny_sana_config",
+]
+
+# Bump whenever the configs, the init or the tokenizer change: cached builds whose marker
+# carries another version are rebuilt.
+TINY_SANA_VERSION = 1
+_MARKER = "dit_lora_tiny.json"
+
+# --------------------------------------------------------------------------------------
+# Configs.  Structure follows the real Sana 600M/1600M configs (linear self-attention,
+# cross-attention whose inner dim equals the model dim, GLUMBConv mlp_ratio 2.5, no
+# positional embedding: interpolation_scale None, patch_size 1) and DC-AE (ResBlocks then
+# EfficientViT blocks, "Conv" down / "interpolate" up sampling, batch-norm/relu then
+# rms-norm/silu decoder stages, no layers in the first stage).  Only widths/depths shrink.
+#
+# sample_size must be one of 16/32/64/128: SanaPipeline picks its resolution-binning table
+# from it and raises "Invalid sample size" otherwise.  16 is the 512 px table, so a plain
+# `pipe(height=64, width=64)` generates at 512 px and resizes down; pass
+# `use_resolution_binning=False` to generate at 64 px directly.
+# --------------------------------------------------------------------------------------
+TINY_SANA_CONFIGS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "resolution": 64,
+        "transformer": {
+            "in_channels": 4,
+            "out_channels": 4,
+            "num_attention_heads": 2,
+            "attention_head_dim": 16,
+            "num_layers": 2,
+            "num_cross_attention_heads": 2,
+            "cross_attention_head_dim": 16,
+            "cross_attention_dim": 32,
+            # != model dim (32) on purpose, like the real 2304 -> 2240, so a shape bug in
+            # caption handling cannot hide behind a square projection.
+            "caption_channels": 48,
+            "mlp_ratio": 2.5,
+            "attention_bias": False,
+            "sample_size": 16,
+            "patch_size": 1,
+            "norm_elementwise_affine": False,
+            "norm_eps": 1e-6,
+            "interpolation_scale": None,
+        },
+        "vae": {
+            "in_channels": 3,
+            "latent_channels": 4,
+            "attention_head_dim": 8,
+            "encoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
+            "decoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
+            "encoder_block_out_channels": [8, 16, 32, 32],  # 4 stages -> 8x spatial compression
+            "decoder_block_out_channels": [8, 16, 32, 32],
+            "encoder_layers_per_block": [0, 1, 1, 1],
+            "decoder_layers_per_block": [0, 1, 1, 1],
+            "encoder_qkv_multiscales": [[], [], [5], [5]],
+            "decoder_qkv_multiscales": [[], [], [5], [5]],
+            "upsample_block_type": "interpolate",
+            "downsample_block_type": "Conv",
+            "decoder_norm_types": ["batch_norm", "batch_norm", "rms_norm", "rms_norm"],
+            "decoder_act_fns": ["relu", "relu", "silu", "silu"],
+        },
+        "text_encoder": {
+            "hidden_size": 48,  # == transformer caption_channels
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,  # grouped-query attention like gemma-2-2b (8 q / 4 kv)
+            "head_dim": 16,
+            "query_pre_attn_scalar": 16,  # == head_dim, as in gemma-2-2b (256 / 256)
+            "max_position_embeddings": 2048,
+        },
+    },
+    "small": {
+        "resolution": 256,
+        "transformer": {
+            "in_channels": 8,
+            "out_channels": 8,
+            "num_attention_heads": 10,
+            "attention_head_dim": 32,  # the real head dim
+            "num_layers": 5,
+            "num_cross_attention_heads": 5,
+            "cross_attention_head_dim": 64,
+            "cross_attention_dim": 320,
+            "caption_channels": 256,
+            "mlp_ratio": 2.5,
+            "attention_bias": False,
+            "sample_size": 16,
+            "patch_size": 1,
+            "norm_elementwise_affine": False,
+            "norm_eps": 1e-6,
+            "interpolation_scale": None,
+        },
+        "vae": {
+            "in_channels": 3,
+            "latent_channels": 8,
+            "attention_head_dim": 16,
+            "encoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
+            "decoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
+            "encoder_block_out_channels": [16, 32, 64, 64],
+            "decoder_block_out_channels": [16, 32, 64, 64],
+            "encoder_layers_per_block": [0, 1, 1, 1],
+            "decoder_layers_per_block": [0, 1, 1, 1],
+            "encoder_qkv_multiscales": [[], [], [5], [5]],
+            "decoder_qkv_multiscales": [[], [], [5], [5]],
+            "upsample_block_type": "interpolate",
+            "downsample_block_type": "Conv",
+            "decoder_norm_types": ["batch_norm", "batch_norm", "rms_norm", "rms_norm"],
+            "decoder_act_fns": ["relu", "relu", "silu", "silu"],
+        },
+        "text_encoder": {
+            "hidden_size": 256,
+            "intermediate_size": 512,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "query_pre_attn_scalar": 64,
+            "max_position_embeddings": 2048,
+        },
+    },
+}
+
+# The scheduler of the real Sana diffusers repos (flow matching, shift 3.0).
+_SCHEDULER_CONFIG = {"num_train_timesteps": 1000, "shift": 3.0}
+
+# Words the tokenizer should know as whole tokens besides the shapes vocabulary and
+# SanaPipeline's default complex_human_instruction; anything else still encodes (characters
+# and byte fallback), just in more tokens.
+TOKENIZER_CORPUS_EXTRA = (
+    "a an the of on in with and or at by for to from is are this that it its background "
+    "photo picture image painting drawing illustration render style of sks ohwx dog cat person "
+    "man woman small large big tiny bright dark light colorful simple flat centered left right top bottom "
+    "shape shapes color colors sky grass tree house car red green blue yellow orange purple pink "
+    "white black gray grey brown cyan magenta circle square triangle star rectangle"
+)
+
+_SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>")  # Gemma's ids 0..4
+
+
+def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
+    """Return a deep copy of the config dict for ``size`` (``"tiny"`` or ``"small"``).
+
+    Keys: ``resolution`` (pixels), ``transformer``, ``vae``, ``text_encoder`` (kwargs for
+    SanaTransformer2DModel, AutoencoderDC and Gemma2Config; the text encoder's vocab size and
+    the VAE's scaling factor are filled in at build time) and ``scheduler``.
+    """
+    if size not in TINY_SANA_CONFIGS:
+        raise ValueError(f"unknown tiny Sana size {size!r}; choose from {sorted(TINY_SANA_CONFIGS)}")
+    config = copy.deepcopy(TINY_SANA_CONFIGS[size])
+    config["scheduler"] = dict(_SCHEDULER_CONFIG)
+    return config
+
+
+def _default_complex_human_instruction() -> list[str]:
+    # Read it from the installed SanaPipeline so the vocabulary follows diffusers' default.
+    import inspect
+
+    from diffusers import SanaPipeline
+
+    param = inspect.signature(SanaPipeline.__call__).parameters.get("complex_human_instruction")
+    default = None if param is None else param.default
+    return list(default) if isinstance(default, (list, tuple)) else []
+
+
+def _tokenizer_corpus() -> list[str]:
+    from dit_lora.demo.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+
+    text = " ".join(_default_complex_human_instruction())
+    words = text.split() + TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
+    # Demo words are repeated so BPE merges them into single tokens even if they are rare
+    # in the instruction text.
+    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+    return words
+
+
+def build_tiny_tokenizer():
+    """Build a Gemma-style BPE tokenizer with a small vocabulary, offline.
+
+    The backend has exactly the structure of Gemma's ``tokenizer.json`` (BPE with byte
+    fallback, ``" " -> "▁"`` normaliser, ``<bos>`` prepended by the post-processor, ids
+    ``<pad>=0 <eos>=1 <bos>=2 <unk>=3 <mask>=4`` then the 256 ``<0xNN>`` byte tokens).  That
+    matters with transformers 5: ``GemmaTokenizer.from_pretrained`` does not load
+    ``tokenizer.json`` as is but rebuilds that structure from its vocab and merges, so a
+    tokenizer of another shape (WordLevel, Whitespace pre-tokenizer ...) would silently
+    change on reload.  Merges are trained with ``tokenizers``' BpeTrainer (deterministic) on
+    the demo captions and SanaPipeline's default ``complex_human_instruction``; any other
+    text still encodes via characters and byte fallback, never as ``<unk>``.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+    try:
+        from transformers import GemmaTokenizerFast as _GemmaTokenizer  # 4.x name, alias in 5.x
+    except ImportError:  # pragma: no cover - future transformers without the alias
+        from transformers import GemmaTokenizer as _GemmaTokenizer
+
+    # Train merges on single words, each with and without the "▁" word-boundary marker
+    # (the first word of a text has none), so merges never span two words.
+    words = _tokenizer_corpus()
+    alphabet = [chr(c) for c in range(32, 127)] + ["\u2581", "\n"]
+    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    trainer = trainers.BpeTrainer(vocab_size=4096, min_frequency=1, show_progress=False, initial_alphabet=alphabet)
+    trainer_tok.train_from_iterator((v for w in words for v in (w, "\u2581" + w)), trainer=trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+
+    vocab: dict[str, int] = {}
+    for token in (*_SPECIAL_TOKENS, *(f"<0x{b:02X}>" for b in range(256))):
+        vocab[token] = len(vocab)
+    for token, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(token, len(vocab))
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
+
+    backend = Tokenizer(
+        models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True, dropout=None)
+    )
+    backend.normalizer = normalizers.Replace(" ", "\u2581")
+    backend.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
+    backend.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    backend.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A <bos> $B:1", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    backend.add_special_tokens(list(_SPECIAL_TOKENS))
+
+    return _GemmaTokenizer(
+        tokenizer_object=backend,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+        add_bos_token=True,
+        add_eos_token=False,
+        # SanaPipeline sets padding_side="right" itself; storing it makes direct users of
+        # the tokenizer (trainers caching embeddings) pad the same way.
+        padding_side="right",
+    )
+
+
+def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
+    """1 / std of the latents of a few shapes images, as DC-AE defines ``scaling_factor``.
+
+    A random VAE's latent scale is arbitrary; normalising it keeps the flow-matching targets
+    of training at unit variance like with the real DC-AE (0.41407).
+    """
+    from dit_lora.demo.shapes import render_shape_example
+
+    rng = random.Random(seed)
+    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
+    pixels = torch.stack(
+        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+    )
+    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+    with torch.no_grad():
+        latents = vae.encode(pixels).latent
+    return float(f"{1.0 / latents.float().std().item():.4g}")
+
+
+def build_tiny_sana_components(size: str = "tiny", seed: int = 0) -> dict[str, Any]:
+    """Build the five SanaPipeline components in memory, randomly initialised from ``seed``.
+
+    Returns ``{"transformer", "text_encoder", "vae", "scheduler", "tokenizer"}`` with the
+    transformer and text encoder in bf16 and the VAE in fp32 (the dtypes of the real BF16
+    repos), all in eval mode.  The caller's global torch RNG state is restored afterwards.
+    Each component is seeded separately (``seed * 1000 + k``) so that changing one config
+    does not change the weights of the others.
+    """
+    from diffusers import AutoencoderDC, FlowMatchEulerDiscreteScheduler, SanaTransformer2DModel
+    from transformers import Gemma2Config, Gemma2Model
+
+    config = get_tiny_sana_config(size)
+    tokenizer = build_tiny_tokenizer()
+    te_cfg = dict(config["text_encoder"])
+    if te_cfg["hidden_size"] != config["transformer"]["caption_channels"]:
+        raise ValueError("text encoder hidden_size must equal transformer caption_channels")
+    if config["vae"]["latent_channels"] != config["transformer"]["in_channels"]:
+        raise ValueError("VAE latent_channels must equal transformer in_channels")
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        transformer = SanaTransformer2DModel(**config["transformer"])
+
+        torch.manual_seed(seed * 1000 + 2)
+        vae = AutoencoderDC(**config["vae"]).eval()
+        vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, config["resolution"], seed))
+
+        torch.manual_seed(seed * 1000 + 3)
+        # Embedding rows for every token id, rounded up like real vocabularies.
+        te_cfg["vocab_size"] = -(-len(tokenizer) // 64) * 64
+        gemma_config = Gemma2Config(
+            **te_cfg,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        text_encoder = Gemma2Model(gemma_config)
+
+    scheduler = FlowMatchEulerDiscreteScheduler(**config["scheduler"])
+    # torch.nn.Module.to rather than ModelMixin.to: the latter warns about casting with
+    # .to() because of `_keep_in_fp32_modules`, which is empty for both models.
+    torch.nn.Module.to(transformer, torch.bfloat16)
+    text_encoder.to(torch.bfloat16)
+    return {
+        "transformer": transformer.eval(),
+        "text_encoder": text_encoder.eval(),
+        "vae": vae.eval(),  # fp32, as AutoencoderDC was built
+        "scheduler": scheduler,
+        "tokenizer": tokenizer,
+    }
+
+
+def build_tiny_sana_pipeline(path: str | Path, size: str = "tiny", seed: int = 0) -> Path:
+    """Write a randomly initialised SanaPipeline of ``size`` to ``path`` and return ``path``.
+
+    The directory is what ``SanaPipeline.save_pretrained`` writes (safetensors, transformer
+    and text encoder in bf16, VAE in fp32) plus a ``dit_lora_tiny.json`` marker.  It loads
+    offline with ``SanaPipeline.from_pretrained(path)`` or per component (``subfolder=``).
+    Idempotent: if the marker matches ``(size, seed, version)`` nothing is rewritten.
+    Atomic: built in a temporary sibling directory and renamed into place, so concurrent
+    callers (e.g. two ranks of a distributed test) are safe.
+    """
+    get_tiny_sana_config(size)  # validate before doing any work
+    marker = {"kind": "sana", "size": size, "seed": seed, "version": TINY_SANA_VERSION}
+
+    def build(tmp: Path) -> None:
+        from diffusers import SanaPipeline
+
+        pipe = SanaPipeline(**build_tiny_sana_components(size, seed))
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)

@@ -1,0 +1,141 @@
+"""The shipped accelerate configs are accepted by accelerate itself.
+
+Three levels of proof, cheapest first:
+1. accelerate's own loader (`load_config_from_file`) parses every file (it rejects unknown keys)
+   and the fields are what each file promises;
+2. `accelerate launch`'s argument validation merges every file into launch arguments, and for
+   FSDP the plugin accelerate builds from the resulting environment accepts the settings;
+3. `accelerate launch --config_file ...` really starts a tiny script for cpu.yaml and for
+   single_gpu.yaml with `--cpu` (the only ones that can run on a CPU-only machine).
+DeepSpeed is not installed here, so its file is checked at levels 1 and 2 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
+from accelerate.utils import DistributedType
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "accelerate_configs"
+
+EXPECTED = {
+    "single_gpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=False),
+    "multi_gpu": dict(distributed_type=DistributedType.MULTI_GPU, num_processes=2, use_cpu=False),
+    "fsdp": dict(distributed_type=DistributedType.FSDP, num_processes=2, use_cpu=False),
+    "deepspeed_zero2": dict(distributed_type=DistributedType.DEEPSPEED, num_processes=2, use_cpu=False),
+    "cpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=True),
+}
+
+PROBE = """
+import json
+from accelerate import Accelerator
+acc = Accelerator()
+print("PROBE " + json.dumps({"distributed_type": acc.state.distributed_type.value,
+      "mixed_precision": acc.mixed_precision, "device": acc.device.type,
+      "num_processes": acc.num_processes}))
+"""
+
+
+def test_every_config_is_listed():
+    assert sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_config_loads_with_accelerates_loader(name):
+    path = CONFIG_DIR / f"{name}.yaml"
+    assert path.read_text().startswith("#"), "each config starts with a comment saying when to use it"
+    config = load_config_from_file(str(path))  # raises on unknown keys
+    assert isinstance(config, ClusterConfig)
+    assert config.compute_environment.value == "LOCAL_MACHINE"
+    assert config.mixed_precision == "bf16"
+    assert config.num_machines == 1
+    for field, value in EXPECTED[name].items():
+        assert getattr(config, field) == value, (name, field)
+
+
+def test_fsdp_and_deepspeed_fields():
+    fsdp = load_config_from_file(str(CONFIG_DIR / "fsdp.yaml")).fsdp_config
+    # FSDP2 keeps original (per-parameter) tensors, which LoRA needs: frozen base weights and
+    # trainable adapters share the same wrapped blocks.
+    assert fsdp["fsdp_version"] == 2
+    assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
+    assert "fsdp_transformer_layer_cls_to_wrap" not in fsdp  # use the model's _no_split_modules
+    assert fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+    assert fsdp["fsdp_offload_params"] is False
+
+    ds = load_config_from_file(str(CONFIG_DIR / "deepspeed_zero2.yaml")).deepspeed_config
+    assert ds["zero_stage"] == 2
+    assert ds["offload_optimizer_device"] == "none" and ds["offload_param_device"] == "none"
+    assert ds["zero3_init_flag"] is False
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_launch_validation_accepts_config(name):
+    """`accelerate launch` merges each file into its arguments without complaint."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    args = launch_command_parser().parse_args(["--config_file", str(CONFIG_DIR / f"{name}.yaml"), "train.py"])
+    args, _defaults, _mp_from_config = _validate_launch_command(args)
+    assert args.mixed_precision == "bf16"
+    assert args.num_processes == EXPECTED[name]["num_processes"]
+    assert bool(args.use_fsdp) == (name == "fsdp")
+    assert bool(args.use_deepspeed) == (name == "deepspeed_zero2")
+    assert bool(args.multi_gpu) == (name == "multi_gpu")
+    assert bool(args.use_cpu) == (name == "cpu")
+
+
+def test_fsdp_plugin_accepts_launch_environment():
+    """The FSDP plugin accelerate builds inside each worker accepts what fsdp.yaml produces."""
+    import torch
+    from packaging.version import Version
+
+    if Version(torch.__version__.split("+")[0]) < Version("2.6"):
+        pytest.skip("FSDP2 needs torch >= 2.6")
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(["--config_file", str(CONFIG_DIR / "fsdp.yaml"), "train.py"])
+    args, _defaults, _mp = _validate_launch_command(args)
+    env = prepare_multi_gpu_env(args)
+    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
+    with mock.patch.dict(os.environ, env):
+        plugin = FullyShardedDataParallelPlugin()
+    assert plugin.fsdp_version == 2
+    assert plugin.reshard_after_forward is True
+    assert plugin.auto_wrap_policy is not None
+    assert plugin.use_orig_params is None  # obsolete in FSDP2: always original parameters
+
+
+def test_accelerate_launch_runs_on_cpu(tmp_path):
+    """Real `accelerate launch` of a tiny script: cpu.yaml, and single_gpu.yaml forced onto CPU."""
+    exe = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which("accelerate")
+    if exe is None:
+        pytest.skip("accelerate CLI not on PATH")
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    runs = {
+        "cpu": [exe, "launch", "--config_file", str(CONFIG_DIR / "cpu.yaml"), "--num_cpu_threads_per_process", "1",
+                str(probe)],
+        "single_gpu --cpu": [exe, "launch", "--config_file", str(CONFIG_DIR / "single_gpu.yaml"), "--cpu",
+                             "--num_cpu_threads_per_process", "1", str(probe)],
+    }
+    # Started together: each launch is mostly interpreter start-up and imports.
+    procs = {name: subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True) for name, cmd in runs.items()}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, f"{name}: {err[-2000:]}"
+        line = next(ln for ln in out.splitlines() if ln.startswith("PROBE "))
+        state = json.loads(line[len("PROBE "):])
+        assert state == {"distributed_type": "NO", "mixed_precision": "bf16", "device": "cpu",
+                         "num_processes": 1}, name

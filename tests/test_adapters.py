@@ -1,0 +1,167 @@
+"""LoRA injection, parameter groups, precision policy, and the save -> load_lora_weights round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.families import get_family
+from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, adapter_metadata, load_adapter, write_adapter
+from dit_lora.training import adapters
+
+
+def _cfg(model, **kw) -> TrainConfig:
+    return TrainConfig(pretrained_model_name_or_path=str(model), train_data_dir="unused", resolution=64, **kw)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_sana):
+    family = get_family("sana")
+    cfg = _cfg(tiny_sana)
+    comps = family.load_components(cfg, torch.device("cpu"))
+    family.configure(comps, cfg)
+    return family, cfg, comps
+
+
+def test_precision_policy(loaded):
+    family, cfg, comps = loaded
+    assert comps.denoiser.dtype == torch.bfloat16
+    assert next(comps.encoders["text_encoder"].parameters()).dtype == torch.bfloat16
+    assert next(comps.encoders["vae"].parameters()).dtype == torch.float32
+    assert not any(p.requires_grad for p in comps.denoiser.parameters())
+
+
+def _fresh_transformer(tiny_sana):
+    from diffusers import SanaTransformer2DModel
+
+    return SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=torch.bfloat16)
+
+
+def test_lora_weights_are_fp32_masters_on_bf16_base(tiny_sana):
+    model = _fresh_transformer(tiny_sana)
+    adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_out.0"), seed=0)
+    adapters.cast_trainable_to_fp32(model)
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n and p.dtype == torch.float32 for n, p in trainable.items())
+    frozen = [p for n, p in model.named_parameters() if not p.requires_grad]
+    assert all(p.dtype == torch.bfloat16 for p in frozen)
+    assert any(n.endswith("to_out.0.lora_A.default.weight") for n in trainable)
+
+
+def test_param_groups_and_learning_rates(tiny_sana):
+    model = _fresh_transformer(tiny_sana)
+    adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q", "to_k"), seed=0)
+    backbone = adapters.unfreeze_backbone(model, ["caption_projection", r"time_embed\."])
+    assert backbone and all("caption_projection" in n or "time_embed." in n for n in backbone)
+    groups = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
+                                         weight_decay=0.01, loraplus_lr_ratio=None)
+    info = {g.name: g for g in adapters.describe_groups(groups)}
+    assert set(info) == {"lora", "backbone"}
+    assert info["lora"].lr == 1e-4 and info["backbone"].lr == 1e-5
+    n_lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
+    assert info["lora"].num_params == n_lora
+    assert info["backbone"].num_params == sum(dict(model.named_parameters())[n].numel() for n in backbone)
+    table = adapters.format_groups(list(info.values()))
+    assert "backbone" in table and f"{n_lora:,}" in table
+
+    plus = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
+                                       weight_decay=0.0, loraplus_lr_ratio=16)
+    by_name = {g["name"]: g for g in plus}
+    assert by_name["lora_A"]["lr"] == 1e-4 and by_name["lora_B"]["lr"] == pytest.approx(1.6e-3)
+    assert all("lora_A" in n for n, p in model.named_parameters() if any(p is q for q in by_name["lora_A"]["params"]))
+    assert by_name["backbone"]["lr"] == 1e-5
+    ids = [id(p) for g in plus for p in g["params"]]
+    assert len(ids) == len(set(ids)) == sum(1 for p in model.parameters() if p.requires_grad)
+
+
+def test_bad_targets_and_patterns_name_valid_options(tiny_sana):
+    from dit_lora.errors import UserError
+
+    model = _fresh_transformer(tiny_sana)
+    with pytest.raises(UserError, match="to_q"):
+        adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_qq",), seed=0)
+    with pytest.raises(UserError, match="--train_backbone"):
+        adapters.unfreeze_backbone(model, ["no_such_module"])
+
+
+def _inputs(model, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    cfg = model.config
+    x = torch.randn(2, cfg.in_channels, 8, 8, generator=g).to(torch.bfloat16)
+    text = torch.randn(2, 12, cfg.caption_channels, generator=g).to(torch.bfloat16)
+    mask = torch.ones(2, 12, dtype=torch.long)
+    mask[1, 6:] = 0
+    t = torch.tensor([900.0, 150.0])
+    return dict(hidden_states=x, encoder_hidden_states=text, encoder_attention_mask=mask, timestep=t, return_dict=False)
+
+
+def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
+    """alpha != rank: diffusers must read alpha from the metadata, and outputs must match the trained model."""
+    from diffusers import SanaPipeline
+
+    family = get_family("sana")
+    model = _fresh_transformer(tiny_sana)
+    adapters.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    adapters.cast_trainable_to_fp32(model)
+    with torch.no_grad():  # stand-in for training: make lora_B non-zero
+        g = torch.Generator().manual_seed(3)
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+    model.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        trained = model(**_inputs(model))[0].float()
+    lora, backbone = adapters.split_trainable_state(model, [])
+    write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, [])
+    meta = json.loads(adapter_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
+    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 16
+
+    pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
+    pipe.load_lora_weights(tmp_path)
+    fresh = pipe.transformer.eval()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        base_out = _fresh_transformer(tiny_sana)(**_inputs(model))[0].float()
+        loaded_out = fresh(**_inputs(model))[0].float()
+    change = (trained - base_out).abs().max()
+    assert change > 1e-2  # the adapter does something measurable
+    # bf16 LoRA weights after loading vs fp32 masters: equal up to bf16 rounding, far below the LoRA effect.
+    assert (loaded_out - trained).abs().max() < 0.05 * change
+    # Loaded at alpha=rank (what diffusers does without metadata), it would be 4x weaker: clearly distinguishable.
+    pipe.unload_lora_weights()
+    pipe.transformer.load_lora_adapter(lora, prefix=None, network_alphas=None)  # no metadata -> alpha = rank
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        weak = pipe.transformer(**_inputs(model))[0].float()
+    assert (weak - trained).abs().max() > 0.3 * change
+
+
+def test_backbone_weights_round_trip_with_load_adapter(tiny_sana, tmp_path):
+    from diffusers import SanaPipeline
+
+    family = get_family("sana")
+    model = _fresh_transformer(tiny_sana)
+    adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
+    names = adapters.unfreeze_backbone(model, ["caption_projection"])
+    adapters.cast_trainable_to_fp32(model)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n in names or "lora_B" in n:
+                p.add_(0.1)
+    lora, backbone = adapters.split_trainable_state(model, names)
+    write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, ["caption_projection"])
+    pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
+    load_adapter(pipe, tmp_path)
+    loaded = dict(pipe.transformer.named_parameters())
+    for n in names:
+        assert torch.equal(loaded[n], dict(model.named_parameters())[n].to(torch.bfloat16))
+
+
+def test_non_finite_adapter_is_never_written(tmp_path):
+    family = get_family("sana")
+    bad = {"transformer_blocks.0.attn1.to_q.lora_A.weight": torch.tensor([[float("nan")]])}
+    with pytest.raises(NonFiniteWeightsError, match="nothing was written"):
+        write_adapter(family, tmp_path, bad, {"r": 1, "lora_alpha": 1}, {}, [])
+    assert not (tmp_path / ADAPTER_FILE).exists()
+    assert not any(tmp_path.iterdir())

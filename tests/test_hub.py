@@ -1,0 +1,235 @@
+"""`dit_lora.output.hub.push_adapter` and `dit-lora push` against a local Hub stand-in.
+
+Proves: only the allow-listed artefacts leave the machine (byte-exact), the token is sent as
+the Authorization header and never appears in any output, log record or error message (also
+when the server echoes it back in an error), and the refusals (no adapter, NaN weights, no
+token, offline) happen before any network request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import huggingface_hub.constants as hf_constants
+from dit_lora.errors import UserError
+from dit_lora.output.hub import push_adapter
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hub_standin import HubStandIn  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "hf_StandInSecretToken0123456789"
+REPO_ID = "standin-user/sana-lora"
+
+ALLOWED = {
+    "pytorch_lora_weights.safetensors",
+    "dit_lora_backbone.safetensors",
+    "README.md",
+    "train_summary.json",
+    "loss_curve.png",
+    "samples/a.png",
+    "samples/b.jpg",
+    "samples/c.mp4",
+}
+DECOYS = [
+    "checkpoint-10/optimizer.bin",
+    "checkpoint-10/pytorch_lora_weights.safetensors",
+    "checkpoint-10/scheduler.bin",
+    "checkpoint-10/random_states_0.pkl",
+    "cache/latents/000.pt",
+    ".cache/huggingface/upload/README.md.metadata",
+    "logs/events.out.tfevents.1.host",
+    "samples/notes.txt",
+    "samples/nested/d.png",  # only files directly in samples/ are published
+    "config_resolved.yaml",
+    "README.md.bak",
+]
+
+
+def _write_adapter(path: Path, value: float = 0.5) -> None:
+    save_file({"transformer.blocks.0.attn.to_q.lora_A.weight": torch.full((4, 8), value),
+               "transformer.blocks.0.attn.to_q.lora_B.weight": torch.zeros(8, 4)}, str(path))
+
+
+@pytest.fixture
+def output_dir(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    (out / "samples").mkdir(parents=True)
+    _write_adapter(out / "pytorch_lora_weights.safetensors")
+    save_file({"transformer.norm.weight": torch.ones(8, dtype=torch.bfloat16)},
+              str(out / "dit_lora_backbone.safetensors"))
+    (out / "README.md").write_text("---\nlicense: apache-2.0\nbase_model: Efficient-Large-Model/Sana\n---\n# LoRA\n")
+    (out / "train_summary.json").write_text('{"final_loss": 0.1}')
+    (out / "loss_curve.png").write_bytes(b"\x89PNG loss")
+    (out / "samples" / "a.png").write_bytes(b"\x89PNG sample a")
+    (out / "samples" / "b.jpg").write_bytes(b"\xff\xd8 sample b")
+    (out / "samples" / "c.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")
+    for decoy in DECOYS:
+        (out / decoy).parent.mkdir(parents=True, exist_ok=True)
+        (out / decoy).write_bytes(b"must not be uploaded")
+    return out
+
+
+@pytest.fixture
+def hub(monkeypatch, tmp_path):
+    """A running stand-in with huggingface_hub pointed at it and no ambient credentials."""
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(hf_constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+    monkeypatch.setattr(hf_constants, "AGENT_HARNESSES_PATH", str(tmp_path / "hf_home" / "harnesses.json"))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    with HubStandIn(token=TOKEN) as server:
+        # HfApi() reads constants.ENDPOINT when it is constructed, i.e. inside push_adapter.
+        monkeypatch.setattr(hf_constants, "ENDPOINT", server.url)
+        yield server
+
+
+@pytest.fixture
+def debug_logs(caplog):
+    """Capture huggingface_hub / HTTP client records at DEBUG (their most talkative level)."""
+    for name in ("huggingface_hub", "httpx2", "httpcore2", "httpx", "httpcore", "dit_lora"):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+def _assert_no_token(*texts: str) -> None:
+    for text in texts:
+        assert TOKEN not in text
+        assert TOKEN[3:] not in text  # not even without the hf_ prefix
+
+
+@pytest.mark.parametrize("disable_xet", [False, True], ids=["xet-pipeline", "legacy-commit"])
+def test_push_uploads_exactly_the_allowed_files(hub, output_dir, debug_logs, capsys, monkeypatch, disable_xet):
+    # hf_xet installed -> upload_folder uses the streamed Xet pipeline; without it, one create_commit.
+    monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", disable_xet)
+    url = push_adapter(output_dir, REPO_ID, token=TOKEN, commit_message="first adapter")
+
+    assert url == f"{hub.url}/{REPO_ID}"
+    assert set(hub.files) == ALLOWED
+    for name in ALLOWED:
+        assert hub.files[name] == (output_dir / name).read_bytes(), name
+    assert hub.commits and hub.commits[0]["summary"] == "first adapter"
+
+    api_calls = [r for r in hub.requests if r.path != "/api/agent-harnesses"]
+    kinds = [r.path for r in api_calls]
+    assert "/api/repos/create" in kinds and f"/api/models/{REPO_ID}/commit/main" in kinds
+    assert not any("xet" in p or "lfs" in p for p in hub.paths()), hub.paths()
+    for request in api_calls:
+        assert request.headers.get("authorization") == f"Bearer {TOKEN}", request.path
+    # A new repo keeps the owner's default visibility unless --private was asked for.
+    create = next(r for r in api_calls if r.path == "/api/repos/create")
+    assert create.body.get("visibility") in (None, "public") and create.body["name"] == "sana-lora"
+
+    out = capsys.readouterr()
+    _assert_no_token(out.out, out.err, debug_logs.text, *(r.getMessage() for r in debug_logs.records))
+    assert "samples/a.png" in out.out  # the file list is shown to the user
+
+
+def test_private_flag_and_token_from_environment(hub, output_dir, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    push_adapter(output_dir, REPO_ID, private=True, log=lambda _msg: None)
+    create = next(r for r in hub.requests if r.path == "/api/repos/create")
+    assert create.headers["authorization"] == f"Bearer {TOKEN}"
+    assert create.body["visibility"] == "private"
+    _assert_no_token(*capsys.readouterr())
+
+
+@pytest.mark.parametrize(
+    "kind,status",
+    [("create", 500), ("preupload", 403), ("commit", 401)],
+)
+def test_server_errors_are_scrubbed_user_errors(hub, output_dir, debug_logs, capsys, kind, status):
+    # The stand-in echoes the Authorization header in its error body, the worst case for a leak.
+    hub.fail[kind] = (status, "rejected credentials {auth} for this request")
+    with pytest.raises(UserError) as info:
+        push_adapter(output_dir, REPO_ID, token=TOKEN)
+    message = str(info.value)
+    assert f"HTTP {status}" in message and REPO_ID in message
+    assert "\n" not in message and "Traceback" not in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert hub.files == {}
+    out = capsys.readouterr()
+    _assert_no_token(message, out.out, out.err, debug_logs.text, *(r.getMessage() for r in debug_logs.records))
+
+
+def test_missing_adapter_is_refused_before_any_request(hub, output_dir):
+    (output_dir / "pytorch_lora_weights.safetensors").unlink()
+    with pytest.raises(UserError, match="no pytorch_lora_weights.safetensors in"):
+        push_adapter(output_dir, REPO_ID, token=TOKEN)
+    with pytest.raises(UserError, match="does not exist"):
+        push_adapter(output_dir / "nope", REPO_ID, token=TOKEN)
+    assert hub.requests == []
+
+
+@pytest.mark.parametrize("filename,bad", [("pytorch_lora_weights.safetensors", float("nan")),
+                                          ("dit_lora_backbone.safetensors", float("inf"))])
+def test_non_finite_weights_are_refused(hub, output_dir, filename, bad):
+    _write_adapter(output_dir / filename, value=bad)
+    with pytest.raises(UserError, match="NaN/Inf") as info:
+        push_adapter(output_dir, REPO_ID, token=TOKEN)
+    assert "lora_A" in str(info.value) and filename in str(info.value)
+    assert hub.requests == [] and hub.files == {}
+
+
+def test_corrupt_adapter_is_refused(hub, output_dir):
+    (output_dir / "pytorch_lora_weights.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(UserError, match="cannot read"):
+        push_adapter(output_dir, REPO_ID, token=TOKEN)
+    assert hub.requests == []
+
+
+def test_no_token_is_a_clear_error(hub, output_dir):
+    with pytest.raises(UserError) as info:
+        push_adapter(output_dir, REPO_ID)
+    assert "hf auth login" in str(info.value) and "HF_TOKEN" in str(info.value)
+    assert hub.requests == []
+
+
+def test_offline_mode_and_bad_repo_id(hub, output_dir, monkeypatch):
+    with pytest.raises(UserError, match="not a valid repo id"):
+        push_adapter(output_dir, "a/b/c", token=TOKEN)
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UserError, match="HF_HUB_OFFLINE"):
+        push_adapter(output_dir, REPO_ID, token=TOKEN)
+    assert hub.requests == []
+
+
+def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    env.update(
+        HF_ENDPOINT=hub.url,  # read by huggingface_hub.constants at import time
+        HF_TOKEN=TOKEN,
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_DEBUG="1",  # most verbose huggingface_hub logging: still must not show the token
+        PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    return subprocess.run([sys.executable, "-m", "dit_lora.cli", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_push_success_and_scrubbed_error(hub, output_dir, tmp_path):
+    ok = _run_cli(["push", str(output_dir), "--hub_model_id", REPO_ID, "--commit_message", "cli push"], hub, tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip().splitlines()[-1] == f"{hub.url}/{REPO_ID}"
+    assert set(hub.files) == ALLOWED and hub.commits[-1]["summary"] == "cli push"
+    _assert_no_token(ok.stdout, ok.stderr)
+
+    hub.files.clear()
+    hub.fail["commit"] = (401, "Invalid token: {auth}")
+    bad = _run_cli(["push", str(output_dir), "--hub_model_id", REPO_ID], hub, tmp_path)
+    assert bad.returncode == 2
+    assert "Traceback" not in bad.stderr
+    error = bad.stderr[bad.stderr.index("error: "):]
+    assert "\n\n" not in error.strip()  # one paragraph (format_error wraps it at 100 columns)
+    flat = " ".join(error.split())
+    assert "HTTP 401" in flat and "hf auth login" in flat and REPO_ID in flat
+    _assert_no_token(bad.stdout, bad.stderr)
+    assert hub.files == {}
