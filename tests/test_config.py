@@ -122,3 +122,21 @@ def test_unknown_family_lists_available():
     with pytest.raises(UserError, match="Available families: sana"):
         get_family("sdxl")
     assert "sana" in available()
+
+
+def test_shipped_configs_parse():
+    from conftest import ROOT
+    from dit_lora.config import load_yaml
+
+    files = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
+    assert len(files) >= 3
+    for f in files:
+        values = load_yaml(f)
+        assert values.get("family", "sana") == "sana"
+
+
+def test_readme_options_table_is_current():
+    from conftest import ROOT
+    from dit_lora.config.docs import options_markdown
+
+    assert options_markdown() in (ROOT / "README.md").read_text(), "regenerate with python -m dit_lora.config.docs"

@@ -40,6 +40,7 @@ def cache_files(root: Path, namespace: str, samples: list) -> list[Path]:
 def build_cache(
     samples: list,
     files: list[Path],
+    todo: list[int],
     *,
     encode_images: Callable[[torch.Tensor], torch.Tensor],
     encode_prompts: Callable[[list[str]], dict[str, torch.Tensor]],
@@ -49,15 +50,16 @@ def build_cache(
     seed: int,
     batch_size: int,
     rank: int = 0,
-    world_size: int = 1,
     log: Callable[[str], None] = print,
 ) -> list[int]:
-    """Encode the samples whose cache file is missing (this rank's share); return indices that failed.
+    """Encode the samples ``todo`` (this rank's share of the missing ones); return indices that failed.
+
+    Every rank must compute the missing list *before* any rank starts writing, or ranks disagree
+    about the split and some samples are never cached.
 
     A sample whose latents or embeddings come out non-finite is not cached and is reported, so
     bad data never reaches training.
     """
-    todo = [i for i, f in enumerate(files) if not f.exists()][rank::world_size]
     failed: list[int] = []
     if not todo:
         return failed

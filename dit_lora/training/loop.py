@@ -7,6 +7,7 @@ file never asks which family it is training.
 from __future__ import annotations
 
 import math
+import os
 import resource
 import time
 from dataclasses import dataclass, field
@@ -75,13 +76,14 @@ def prepare_data(cfg, family, comps, accelerator):
     namespace = cache_namespace(identity)
     root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
     files = cache_files(root, namespace, samples)
-    hits = sum(f.exists() for f in files)
-    log(f"latent cache {root / namespace}: {hits}/{len(files)} samples already cached")
+    missing = [i for i, f in enumerate(files) if not f.exists()]
+    log(f"latent cache {root / namespace}: {len(files) - len(missing)}/{len(files)} samples already cached")
+    accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
     build_cache(
-        samples, files, encode_images=lambda px: family.encode_images(comps, px),
+        samples, files, missing[accelerator.process_index :: accelerator.num_processes], encode_images=lambda px: family.encode_images(comps, px),
         encode_prompts=lambda caps: family.encode_prompts(comps, caps), resolution=cfg.resolution,
         center_crop=cfg.center_crop, random_flip=cfg.random_flip, seed=cfg.seed, batch_size=cfg.train_batch_size,
-        rank=accelerator.process_index, world_size=accelerator.num_processes, log=print,
+        rank=accelerator.process_index, log=print,
     )
     accelerator.wait_for_everyone()
     keep = [f for f in files if f.exists()]
@@ -114,7 +116,17 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         log_with=None if cfg.report_to == "none" else cfg.report_to,
         project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
         kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+        # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
+        # write the same output_dir; cpu=True makes them one gloo group instead.
+        cpu=not torch.cuda.is_available(),
     )
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched != accelerator.num_processes:
+        raise UserError(
+            f"{launched} processes were launched but they did not form one group (accelerate sees "
+            f"{accelerator.num_processes}); they would overwrite each other's output. Launch with a matching "
+            "accelerate config (see accelerate_configs/), e.g. `accelerate launch --multi_gpu --num_processes N`."
+        )
     log = lambda m: _log(accelerator, m)  # noqa: E731
     if cfg.demo:
         if accelerator.is_main_process:
