@@ -165,3 +165,16 @@ def test_non_finite_adapter_is_never_written(tmp_path):
         write_adapter(family, tmp_path, bad, {"r": 1, "lora_alpha": 1}, {}, [])
     assert not (tmp_path / ADAPTER_FILE).exists()
     assert not any(tmp_path.iterdir())
+
+
+def test_fp16_checkpoint_is_flagged(tmp_path):
+    from safetensors.torch import save_file
+
+    family = get_family("sana")
+    (tmp_path / "transformer").mkdir()
+    (tmp_path / "model_index.json").write_text("{}")
+    save_file({"w": torch.zeros(2, dtype=torch.float16)}, str(tmp_path / "transformer" / "m.safetensors"))
+    notes = family.precision_notes(_cfg(tmp_path))
+    assert notes and "fp16" in notes[0] and "_BF16_diffusers" in notes[0]
+    save_file({"w": torch.zeros(2, dtype=torch.bfloat16)}, str(tmp_path / "transformer" / "m.safetensors"))
+    assert family.precision_notes(_cfg(tmp_path)) == []

@@ -57,8 +57,14 @@ def test_data_source_must_be_exactly_one():
 
 
 def test_fp16_allowed_only_on_request():
-    cfg = parse_config(MIN + ["--mixed_precision", "fp16", "--allow_fp16"])
-    assert cfg.mixed_precision == "fp16"
+    import torch
+
+    argv = MIN + ["--mixed_precision", "fp16", "--allow_fp16"]
+    if torch.cuda.is_available():
+        assert parse_config(argv).mixed_precision == "fp16"
+    else:
+        with pytest.raises(UserError, match="needs a CUDA GPU"):
+            parse_config(argv)
 
 
 def test_every_field_documented_and_in_help(capsys):

@@ -214,6 +214,14 @@ def validate_static(cfg: TrainConfig) -> None:
             "--mixed_precision bf16 (the default; same memory, fp32 range). If your GPU has no bf16 and you "
             "accept the risk, add --allow_fp16 (a GradScaler is then used)."
         )
+    if cfg.mixed_precision == "fp16":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UserError(
+                "--mixed_precision fp16 --allow_fp16 needs a CUDA GPU (fp16 autocast and GradScaler are GPU "
+                "features). Use --mixed_precision bf16, which also works on CPU."
+            )
     if not cfg.pretrained_model_name_or_path:
         raise UserError(
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "

@@ -110,6 +110,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     family = get_family(cfg.family)
     check_output_dir(cfg)
     out = Path(cfg.output_dir)
+    resume = resolve_resume(out, cfg.resume_from_checkpoint)  # a bad path fails before any model loads
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         mixed_precision=cfg.mixed_precision,
@@ -184,7 +185,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
     state = RunState()
-    resume = resolve_resume(out, cfg.resume_from_checkpoint)
     if cfg.resume_from_checkpoint and resume is None:
         log("no complete checkpoint found; starting from scratch")
     if resume is not None:
