@@ -85,3 +85,20 @@ def test_two_process_gloo_run(tmp_path, tiny_sana, shapes_data):
     # Both ranks trained the same replica: the checkpointed weights equal the adapter written at the end.
     trained = load_file(str(ckpt / "trainable_weights.safetensors"))
     assert len(trained) == len(weights)
+
+
+def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
+    data = tmp_path / "data"
+    shutil.copytree(shapes_data, data)
+    (data / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10)
+    with open(data / "metadata.jsonl", "a") as fh:
+        fh.write(json.dumps({"file_name": "broken.png", "text": "a broken image"}) + "\n")
+    out = tmp_path / "out"
+    proc = run_recipe(base_args(tiny_sana, data, out, tmp_path / "cache", max_train_steps=2, max_bad_samples_fraction=0.1))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "broken.png" in proc.stdout
+    assert read_summary(out)["steps"] == 2
+    # Past the tolerated fraction the run stops with one paragraph naming the flag.
+    proc = run_recipe(base_args(tiny_sana, data, tmp_path / "out2", tmp_path / "cache", max_bad_samples_fraction=0.01))
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2 and "--max_bad_samples_fraction" in text and "Traceback" not in text
