@@ -43,7 +43,7 @@ def _fresh_transformer(tiny_sana):
 def test_lora_weights_are_fp32_masters_on_bf16_base(tiny_sana):
     model = _fresh_transformer(tiny_sana)
     adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_out.0"), seed=0)
-    adapters.cast_trainable_to_fp32(model)
+    adapters.cast_trainable_to_fp32(model, under_autocast=True)
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n and p.dtype == torch.float32 for n, p in trainable.items())
     frozen = [p for n, p in model.named_parameters() if not p.requires_grad]
@@ -105,7 +105,7 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
     family = get_family("sana")
     model = _fresh_transformer(tiny_sana)
     adapters.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
-    adapters.cast_trainable_to_fp32(model)
+    adapters.cast_trainable_to_fp32(model, under_autocast=True)
     with torch.no_grad():  # stand-in for training: make lora_B non-zero
         g = torch.Generator().manual_seed(3)
         for n, p in model.named_parameters():
@@ -144,7 +144,7 @@ def test_backbone_weights_round_trip_with_load_adapter(tiny_sana, tmp_path):
     model = _fresh_transformer(tiny_sana)
     adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
     names = adapters.unfreeze_backbone(model, ["caption_projection"])
-    adapters.cast_trainable_to_fp32(model)
+    adapters.cast_trainable_to_fp32(model, under_autocast=True)
     with torch.no_grad():
         for n, p in model.named_parameters():
             if n in names or "lora_B" in n:

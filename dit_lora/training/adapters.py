@@ -76,11 +76,21 @@ def unfreeze_backbone(model: torch.nn.Module, patterns: Iterable[str]) -> list[s
     return chosen
 
 
-def cast_trainable_to_fp32(model: torch.nn.Module) -> None:
-    """Keep trainable weights as fp32 master weights even when the frozen base is bf16."""
+def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> None:
+    """Keep trainable weights as fp32 master weights even when the frozen base is bf16.
+
+    Under autocast, PEFT's cast of each LoRA input to the fp32 weight dtype is undone by autocast
+    right away (an extra copy per layer, ~8% of a step measured on CPU); switching it off leaves
+    losses and gradients bit-identical (benchmarks/profile_lora_dtype_cpu.py).
+    """
     from diffusers.training_utils import cast_training_params
+    from peft.tuners.tuners_utils import BaseTunerLayer
 
     cast_training_params(model, dtype=torch.float32)
+    if under_autocast:
+        for module in model.modules():
+            if isinstance(module, BaseTunerLayer):
+                module.cast_input_dtype_enabled = False
 
 
 @dataclass

@@ -161,7 +161,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed,
     )
     backbone_names = adapters.unfreeze_backbone(denoiser, cfg.train_backbone)
-    adapters.cast_trainable_to_fp32(denoiser)
+    adapters.cast_trainable_to_fp32(denoiser, under_autocast=cfg.mixed_precision != "no")
     if cfg.gradient_checkpointing:
         denoiser.enable_gradient_checkpointing()
     world = accelerator.num_processes
