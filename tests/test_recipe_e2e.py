@@ -82,9 +82,11 @@ def test_two_process_gloo_run(tmp_path, tiny_sana, shapes_data):
     assert states[0]["rng"]["generator"] != states[1]["rng"]["generator"]  # each rank draws its own noise
     weights = load_file(str(out / "pytorch_lora_weights.safetensors"))
     assert all(torch.isfinite(v).all() for v in weights.values())
-    # Both ranks trained the same replica: the checkpointed weights equal the adapter written at the end.
+    # The checkpoint at the last step and the final adapter hold the same weights (PEFT vs diffusers names).
     trained = load_file(str(ckpt / "trainable_weights.safetensors"))
     assert len(trained) == len(weights)
+    for name, value in trained.items():
+        assert torch.equal(weights["transformer." + name.replace(".default.", ".")], value), name
 
 
 def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
@@ -102,3 +104,16 @@ def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
     proc = run_recipe(base_args(tiny_sana, data, tmp_path / "out2", tmp_path / "cache", max_bad_samples_fraction=0.01))
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "--max_bad_samples_fraction" in text and "Traceback" not in text
+
+
+def test_uncached_path_encodes_on_the_fly(tmp_path, tiny_sana, shapes_data):
+    """--cache_latents false: VAE and text encoder stay loaded and encode each batch; nothing is cached."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, cache, max_train_steps=3, cache_latents="false",
+                                random_flip="true", validation_prompt="a red circle", validation_steps=2,
+                                num_validation_images=1, validation_inference_steps=2))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = read_summary(out)
+    assert summary["steps"] == 3 and summary["final_loss"] is not None
+    assert not cache.exists() or not any(cache.rglob("*.safetensors"))
+    assert (out / "samples" / "step2_0.png").is_file() and (out / "samples" / "final_0.png").is_file()

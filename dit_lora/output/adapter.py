@@ -14,8 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import UserError
 
-ADAPTER_FILE = "pytorch_lora_weights.safetensors"
-BACKBONE_FILE = "dit_lora_backbone.safetensors"
+from .names import ADAPTER_FILE, BACKBONE_FILE
 
 
 class NonFiniteWeightsError(RuntimeError):

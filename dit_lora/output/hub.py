@@ -16,9 +16,9 @@ from typing import Callable
 
 from dit_lora.errors import UserError
 
-ADAPTER_FILE = "pytorch_lora_weights.safetensors"
-BACKBONE_FILE = "dit_lora_backbone.safetensors"
-TOP_LEVEL_FILES = (ADAPTER_FILE, BACKBONE_FILE, "README.md", "train_summary.json", "loss_curve.png")
+from dit_lora.output.names import ADAPTER_FILE, BACKBONE_FILE, LOSS_CURVE_FILE, MODEL_CARD_FILE, SUMMARY_FILE
+
+TOP_LEVEL_FILES = (ADAPTER_FILE, BACKBONE_FILE, MODEL_CARD_FILE, SUMMARY_FILE, LOSS_CURVE_FILE)
 SAMPLES_DIR = "samples"
 SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")
 DEFAULT_COMMIT_MESSAGE = "Upload LoRA adapter trained with dit-lora"

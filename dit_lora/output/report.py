@@ -11,8 +11,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-SUMMARY_FILE = "train_summary.json"
-LOSS_CURVE_FILE = "loss_curve.png"
+from .names import MODEL_CARD_FILE
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -64,7 +63,6 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         library_name="diffusers",
         license=family.base_model_license(cfg),
         tags=["lora", "dit-lora", *family.card_tags],
-        instance_prompt=None,
     )
     settings = {
         "rank": cfg.rank, "lora_alpha": cfg.effective_lora_alpha, "lora_layers": cfg.lora_layers or list(family.default_lora_layers),
@@ -108,7 +106,7 @@ strength (alpha / rank = {cfg.effective_lora_alpha / cfg.rank:g}).
 {samples or "(no validation prompt was set)"}
 """
     card = ModelCard(content)
-    path = Path(output_dir) / "README.md"
+    path = Path(output_dir) / MODEL_CARD_FILE
     card.save(str(path))
     return path
 

@@ -22,8 +22,9 @@ from ..data.cache import build_cache, cache_files, cache_namespace, default_cach
 from ..data.sources import load_samples, validate_samples
 from ..errors import UserError
 from ..families import get_family
-from ..output.adapter import ADAPTER_FILE, write_adapter
-from ..output.report import (LOSS_CURVE_FILE, SUMMARY_FILE, config_dict, finite_or_none, plot_loss_curve,
+from ..output.adapter import write_adapter
+from ..output.names import ADAPTER_FILE, LOSS_CURVE_FILE, SUMMARY_FILE
+from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
                              write_json_atomic, write_model_card)
 from . import adapters
 from .checkpoint import complete_checkpoints, load_checkpoint, resolve_resume, save_checkpoint
@@ -202,6 +203,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     progress = tqdm(total=max_steps, initial=state.global_step, disable=not accelerator.is_main_process, desc="steps")
     denoiser.train()
     inner_opt = optimizer.optimizer
+    unit_scale = torch.ones((), device=accelerator.device)
     loss_acc = torch.tensor(state.loss_window_sum, device=accelerator.device)
     skipped_acc = torch.tensor(state.skipped_steps, device=accelerator.device, dtype=torch.int64)
     window_steps, window_start = state.loss_window_steps, time.perf_counter()
@@ -227,7 +229,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                     if fused and accelerator.scaler is None:
                         # The fused AdamW kernel skips the whole update when found_inf == 1, on device.
                         inner_opt.found_inf = bad.float()
-                        inner_opt.grad_scale = torch.ones((), device=norm.device)
+                        inner_opt.grad_scale = unit_scale
                     elif accelerator.scaler is None and bool(bad):
                         optimizer.zero_grad(set_to_none=True)
                     skipped_acc += bad.long()
@@ -346,7 +348,8 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
         print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
         sample_files: list[Path] = []
         if cfg.validation_prompt:
-            del comps.denoiser
+            # The trained copy is saved; move it off the accelerator so base + fresh pipeline fit.
+            model.to("cpu")
             # Final samples come from a fresh pipeline with the saved adapter loaded by the consumer itself.
             pipe = family.load_pipeline_with_adapter(cfg, out, accelerator.device)
             images = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images)
