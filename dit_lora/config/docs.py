@@ -1,8 +1,12 @@
-"""Render the options table for the README from the config schema: `python -m dit_lora.config.docs`."""
+"""Render the options table for the README from the config schema.
+
+``python -m dit_lora.config.docs`` prints it; ``--write README.md`` replaces the table in place.
+"""
 
 from __future__ import annotations
 
 from dataclasses import MISSING
+from pathlib import Path
 
 from .schema import config_fields
 
@@ -19,5 +23,20 @@ def options_markdown() -> str:
     return "\n".join(rows)
 
 
+def rewrite_table(readme: Path) -> None:
+    """Replace the options table in ``readme`` with the current one."""
+    lines = readme.read_text().splitlines()
+    start = lines.index("| option | default | description |")
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    readme.write_text("\n".join(lines[:start] + options_markdown().splitlines() + lines[end:]) + "\n")
+
+
 if __name__ == "__main__":
-    print(options_markdown())
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        rewrite_table(Path(sys.argv[2]))
+    else:
+        print(options_markdown())

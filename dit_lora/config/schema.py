@@ -169,6 +169,48 @@ class TrainConfig:
     hub_model_id: str | None = opt(None, "Hub repository to push to, e.g. `me/my-sana-lora`.", section="hub")
     hub_private: bool = opt(False, "Create the Hub repository as private.", section="hub")
 
+    # --- non-finite guards ---
+    finite_guard: bool = opt(
+        True,
+        "Skip any optimizer step whose loss or total gradient norm is non-finite on any process; parameters, "
+        "optimizer moments, step count and LR schedule stay exactly as they were.",
+        section="guards",
+    )
+    max_consecutive_skips: int = opt(
+        8, "Roll back to the last good in-memory snapshot after this many skipped steps in a row.", section="guards"
+    )
+    rollback_lr_factor: float = opt(0.5, "Multiply every learning rate by this factor at each rollback.", section="guards")
+    max_rollbacks: int = opt(
+        3, "Stop (exit code 3) after this many rollbacks, keeping the last finite adapter and the diagnosis.", section="guards"
+    )
+    skip_loss_spikes: float | None = opt(
+        None,
+        "Also skip steps whose loss or gradient norm is more than this many standard deviations above its recent "
+        "running mean (e.g. 6). Off when unset.",
+        section="guards",
+    )
+    attention_canary: bool = opt(
+        True,
+        "At start, run a tiny forward and backward through the run's attention on adversarial inputs; fall back "
+        "to PyTorch's math attention if it returns NaN/Inf.",
+        section="guards",
+    )
+    inject_faults: str | None = opt(
+        None,
+        "Fault drill (off by default): comma-separated KIND@STEP[-END][:rankR] with KIND one of nan_loss, "
+        "inf_loss, nan_grad, inf_grad, nan_batch, inf_batch, overflow; plus `broken_attention` (a non-math "
+        "attention kernel that returns NaN). E.g. `nan_loss@3,inf_grad@5-12:rank1`.",
+        section="guards",
+    )
+
+    # --- class-conditional DiT ---
+    num_classes: int | None = opt(
+        None,
+        "DiT: number of classes to train. If it differs from the model's class-embedding size, the label embedding "
+        "is resized (keeping the null class used for guidance) and trained at --backbone_learning_rate.",
+        section="dit",
+    )
+
     # --- robustness ---
     skip_doctor: bool = opt(False, "Skip the environment check at start (not recommended).", section="misc")
 

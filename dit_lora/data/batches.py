@@ -70,6 +70,7 @@ class CachedLatentDataset(torch.utils.data.Dataset):
         tensors = load_file(str(self.files[index]))
         out = {k: v for k, v in tensors.items() if not k.startswith("latents")}
         out["latents"] = tensors["latents_flipped" if flip else "latents"]
+        out["sample_index"] = index
         return out
 
 
@@ -89,7 +90,7 @@ class RawImageDataset(torch.utils.data.Dataset):
             sample.open_image(), self.resolution, center_crop=self.center_crop, flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )
-        return {"pixel_values": pixels, "caption": sample.caption}
+        return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -67,6 +67,22 @@ class ModelFamily(ABC):
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record per-run encoding settings (prompt prefixes, lengths) on the loaded components."""
 
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Check the listed dataset against the loaded model before anything is encoded.
+
+        Called once with the usable samples (e.g. DiT compares the dataset's class count with the
+        model's class embedding here and records the label map). Raise ``UserError`` on a mismatch.
+        """
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """The precision policy: dtype every floating parameter/buffer of each component should have.
+
+        Keys are ``"denoiser"`` or names in ``comps.encoders``; trainable (LoRA) parameters are always
+        expected in fp32 and are checked separately.
+        """
+        weight = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
+        return {"denoiser": weight}
+
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision, shown before training."""
         return []

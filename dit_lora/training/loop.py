@@ -18,8 +18,7 @@ import torch
 
 from ..config import TrainConfig
 from ..data import batches as batch_lib
-from ..data.cache import build_cache, cache_files, cache_namespace, default_cache_root
-from ..data.sources import load_samples, validate_samples
+from ..data.prepare import batch_to_device, prepare_data
 from ..errors import UserError
 from ..families import get_family
 from ..output.adapter import write_adapter
@@ -60,47 +59,6 @@ def check_output_dir(cfg: TrainConfig) -> None:
 def _log(accelerator, msg: str) -> None:
     if accelerator.is_main_process:
         print(msg, flush=True)
-
-
-def prepare_data(cfg, family, comps, accelerator):
-    """Load, check and (optionally) cache the dataset; return the dataset and its sample count."""
-    log = lambda m: _log(accelerator, m)  # noqa: E731
-    samples = load_samples(
-        train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
-        image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-    )
-    samples = validate_samples(samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log)
-    if not cfg.cache_latents:
-        return batch_lib.RawImageDataset(samples, cfg.resolution, cfg.center_crop, cfg.seed), len(samples)
-    identity = {**family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
-                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
-    namespace = cache_namespace(identity)
-    root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
-    files = cache_files(root, namespace, samples)
-    missing = [i for i, f in enumerate(files) if not f.exists()]
-    log(f"latent cache {root / namespace}: {len(files) - len(missing)}/{len(files)} samples already cached")
-    accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
-    build_cache(
-        samples, files, missing[accelerator.process_index :: accelerator.num_processes], encode_images=lambda px: family.encode_images(comps, px),
-        encode_prompts=lambda caps: family.encode_prompts(comps, caps), resolution=cfg.resolution,
-        center_crop=cfg.center_crop, random_flip=cfg.random_flip, seed=cfg.seed, batch_size=cfg.train_batch_size,
-        rank=accelerator.process_index, log=print,
-    )
-    accelerator.wait_for_everyone()
-    keep = [f for f in files if f.exists()]
-    if len(keep) < len(files):
-        log(f"{len(files) - len(keep)} sample(s) could not be encoded finitely and are left out")
-    if not keep:
-        raise UserError("No sample could be encoded; check the images and captions in your dataset.")
-    return batch_lib.CachedLatentDataset(keep), len(keep)
-
-
-def _to_device(batch: dict, device, family, comps, cached: bool) -> dict:
-    if cached:
-        return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-    out = family.encode_prompts(comps, batch["caption"])
-    out["latents"] = family.encode_images(comps, batch["pixel_values"].to(device))
-    return out
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -149,7 +107,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     validation_cond = None
     if cfg.validation_prompt:
         validation_cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
-    dataset, num_samples = prepare_data(cfg, family, comps, accelerator)
+    data = prepare_data(cfg, family, comps, accelerator)
+    dataset, num_samples = data.dataset, len(data)
     if cfg.cache_latents:
         family.release_encoders(comps, keep_for_validation=bool(cfg.validation_prompt))
         from diffusers.training_utils import free_memory
@@ -216,7 +175,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
         for batch in loader:
             with accelerator.accumulate(denoiser):
-                batch = _to_device(batch, accelerator.device, family, comps, cfg.cache_latents)
+                batch = batch_to_device(batch, accelerator.device, family, comps, data.cached)
                 with accelerator.autocast():
                     loss = family.compute_loss(comps, denoiser, batch, generator, cfg)
                 accelerator.backward(loss)
