@@ -131,6 +131,11 @@ class SanaFamily(ModelFamily):
     def _dtypes(self, cfg: TrainConfig) -> torch.dtype:
         return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
 
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
+        weight = self._dtypes(cfg)
+        return {"denoiser": weight, "text_encoder": weight, "vae": torch.float32}
+
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         from diffusers import AutoencoderDC, SanaTransformer2DModel
         from transformers import AutoModel, AutoTokenizer

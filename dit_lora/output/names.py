@@ -1,7 +1,16 @@
 """File names a finished run leaves in output_dir (import-light: the CLI reads them without torch)."""
 
 ADAPTER_FILE = "pytorch_lora_weights.safetensors"
+# PEFT-format adapter, for pipelines without a LoRA loader (DiTPipeline): weights + LoraConfig.
+PEFT_ADAPTER_FILE = "adapter_model.safetensors"
+PEFT_CONFIG_FILE = "adapter_config.json"
+# Any of these marks a finished run's adapter.
+ADAPTER_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE)
+# DiT: the trained class names and the class-embedding size (label map of the run).
+CLASSES_FILE = "dit_lora_classes.json"
 BACKBONE_FILE = "dit_lora_backbone.safetensors"
 SUMMARY_FILE = "train_summary.json"
 LOSS_CURVE_FILE = "loss_curve.png"
 MODEL_CARD_FILE = "README.md"
+NONFINITE_REPORT_FILE = "nonfinite_report.json"
+QUARANTINE_FILE = "quarantine.json"

@@ -6,13 +6,14 @@ file never asks which family it is training.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -21,13 +22,18 @@ from ..data import batches as batch_lib
 from ..data.prepare import batch_to_device, prepare_data
 from ..errors import UserError
 from ..families import get_family
-from ..output.adapter import write_adapter
-from ..output.names import ADAPTER_FILE, LOSS_CURVE_FILE, SUMMARY_FILE
+from ..output.adapter import assert_finite, write_adapter
+from ..output.names import ADAPTER_FILES, LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
                              write_json_atomic, write_model_card)
 from . import adapters
+from .canary import attention_canary, install_broken_attention
 from .checkpoint import complete_checkpoints, load_checkpoint, resolve_resume, save_checkpoint
-from .optim import make_lr_scheduler, make_optimizer, scheduler_state, load_scheduler_state
+from .faults import FaultInjector
+from .guard import StepGuard
+from .optim import make_lr_scheduler, make_optimizer
+from .precision import audit_precision, check_fp16_denoiser, format_audit
+from .recovery import Recovery, RunStopped
 
 
 @dataclass
@@ -39,17 +45,17 @@ class RunState:
     batch_in_epoch: int = 0
     samples_seen: int = 0
     skipped_steps: int = 0
-    loss_window_sum: float = 0.0  # loss summed since the last log line, so logs continue exactly on resume
-    loss_window_steps: int = 0
+    rollbacks: int = 0
     loss_history: list[list[float]] = field(default_factory=list)  # [step, loss]
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
     """Refuse to overwrite a finished run unless asked to (or resuming)."""
     out = Path(cfg.output_dir)
-    if (out / ADAPTER_FILE).exists() and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+    done = [name for name in ADAPTER_FILES if (out / name).exists()]
+    if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
         raise UserError(
-            f"--output_dir `{out}` already holds a finished run ({ADAPTER_FILE}). Choose a new --output_dir, "
+            f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
     if out.exists() and not out.is_dir():
@@ -61,8 +67,13 @@ def _log(accelerator, msg: str) -> None:
         print(msg, flush=True)
 
 
-def train(cfg: TrainConfig) -> dict[str, Any]:
-    """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk."""
+def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim.Optimizer], None] | None = None
+          ) -> dict[str, Any]:
+    """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk.
+
+    ``on_step(step, model, optimizer)`` is called after every optimizer update (tests and extensions use it to
+    inspect state; anything it reads from the device costs a sync).
+    """
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
@@ -93,6 +104,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
             family.prepare_demo(cfg)
         accelerator.wait_for_everyone()
     family.validate_config(cfg)
+    injector = FaultInjector.from_spec(cfg.inject_faults, accelerator.process_index)  # malformed: fail before loading
     for note in family.precision_notes(cfg):
         log(f"warning: {note}")
     if cfg.allow_tf32 and torch.cuda.is_available():
@@ -103,6 +115,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     started = time.perf_counter()
     comps = family.load_components(cfg, accelerator.device)
+    check_fp16_denoiser(comps.denoiser, cfg.allow_fp16)
     family.configure(comps, cfg)
     validation_cond = None
     if cfg.validation_prompt:
@@ -124,6 +137,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     adapters.cast_trainable_to_fp32(denoiser, under_autocast=cfg.mixed_precision != "no")
     if cfg.gradient_checkpointing:
         denoiser.enable_gradient_checkpointing()
+    mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=cfg.allow_fp16)
+    if mismatches:
+        log("warning: " + format_audit(mismatches))
+    if injector is not None:
+        log(f"fault drill active: --inject_faults {cfg.inject_faults}")
+        if injector.broken_attention:
+            install_broken_attention()
+    if cfg.attention_canary:
+        attention_canary(denoiser, accelerator.device, _autocast_dtype(cfg), log)
+        denoiser.zero_grad(set_to_none=True)
     world = accelerator.num_processes
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
     groups = adapters.build_param_groups(
@@ -140,6 +163,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg, groups, accelerator.device)
     lr_scheduler = make_lr_scheduler(cfg, optimizer, max_steps)
+    interval = max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips))
+    guard = StepGuard(
+        optimizer, lr_scheduler.lr_lambdas, max_steps, accelerator.device, enabled=cfg.finite_guard, fused=fused,
+        interval=interval, max_consecutive_skips=cfg.max_consecutive_skips, rollback_lr_factor=cfg.rollback_lr_factor,
+        max_rollbacks=cfg.max_rollbacks, spike_sigma=cfg.skip_loss_spikes, world_size=world,
+    )
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
     _register_state_hooks(accelerator, backbone_names)
 
@@ -149,11 +178,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         log("no complete checkpoint found; starting from scratch")
     if resume is not None:
         saved = load_checkpoint(accelerator, resume, generator)
-        load_scheduler_state(lr_scheduler, saved.pop("lr_scheduler"))
+        guard.load_state_dict(saved["guard"])  # after load_state: it re-installs device LR tensors
         state = RunState(**saved["run"])
         log(f"resumed from {resume} at step {state.global_step}")
     if accelerator.is_main_process and cfg.report_to != "none":
         accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+    recovery = Recovery(guard=guard, accelerator=accelerator, family=family, comps=comps, cfg=cfg, data=data,
+                        order=order, injector=injector, log=log)
+    recovery.start(accelerator.unwrap_model(denoiser), state.global_step)
 
     log(f"training: {num_samples} samples, {world} process(es), batch {cfg.train_batch_size} x accumulation "
         f"{cfg.gradient_accumulation_steps}, {max_steps} updates")
@@ -161,79 +193,98 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
     progress = tqdm(total=max_steps, initial=state.global_step, disable=not accelerator.is_main_process, desc="steps")
     denoiser.train()
-    inner_opt = optimizer.optimizer
-    unit_scale = torch.ones((), device=accelerator.device)
-    loss_acc = torch.tensor(state.loss_window_sum, device=accelerator.device)
-    skipped_acc = torch.tensor(state.skipped_steps, device=accelerator.device, dtype=torch.int64)
-    window_steps, window_start = state.loss_window_steps, time.perf_counter()
     micro_losses = torch.zeros((), device=accelerator.device)
+    window_start = time.perf_counter()
     train_started = time.perf_counter()
     steps_at_start = state.global_step
-    log_every = max(1, min(10, cfg.validation_steps))
-
-    while state.global_step < max_steps:
-        loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
-        for batch in loader:
-            with accelerator.accumulate(denoiser):
-                batch = batch_to_device(batch, accelerator.device, family, comps, data.cached)
-                with accelerator.autocast():
-                    loss = family.compute_loss(comps, denoiser, batch, generator, cfg)
-                accelerator.backward(loss)
-                micro_losses += loss.detach() / cfg.gradient_accumulation_steps
-                state.batch_in_epoch += 1
-                state.samples_seen += batch["latents"].shape[0] * world
-                if accelerator.sync_gradients:
-                    norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
-                    bad = ~torch.isfinite(norm)
-                    if fused and accelerator.scaler is None:
-                        # The fused AdamW kernel skips the whole update when found_inf == 1, on device.
-                        inner_opt.found_inf = bad.float()
-                        inner_opt.grad_scale = unit_scale
-                    elif accelerator.scaler is None and bool(bad):
-                        optimizer.zero_grad(set_to_none=True)
-                    skipped_acc += bad.long()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            if not accelerator.sync_gradients:
-                continue
-            lr_scheduler.step()
-            state.global_step += 1
-            progress.update(1)
-            loss_acc += micro_losses
-            micro_losses.zero_()
-            window_steps += 1
-            if state.global_step % log_every == 0 or state.global_step == max_steps:
-                # One host sync per logging window, not per step.
-                stats = torch.stack([loss_acc / window_steps, norm.float(), skipped_acc.float()]).tolist()
-                step_time = (time.perf_counter() - window_start) / window_steps
-                state.loss_history.append([state.global_step, stats[0]])
-                state.skipped_steps = int(stats[2])
-                lr = lr_scheduler.get_last_lr()[0]
-                progress.set_postfix(loss=f"{stats[0]:.4f}", lr=f"{lr:.2e}", grad_norm=f"{stats[1]:.3f}",
-                                     step_s=f"{step_time:.3f}")
-                accelerator.log({"loss": stats[0], "lr": lr, "grad_norm": stats[1], "step_time_s": step_time,
-                                 "skipped_steps": state.skipped_steps}, step=state.global_step)
-                loss_acc.zero_()
-                window_steps, window_start = 0, time.perf_counter()
-            if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
-                state.skipped_steps = int(skipped_acc.item())
-                state.loss_window_sum, state.loss_window_steps = loss_acc.item(), window_steps
-                save_checkpoint(accelerator, out, state.global_step,
-                                {"run": vars(state), "lr_scheduler": scheduler_state(lr_scheduler)},
-                                generator, cfg.checkpoints_total_limit, log=log)
-            if validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
-                    and state.global_step < max_steps:
-                _validate(accelerator, family, comps, denoiser, validation_cond, cfg, f"step{state.global_step}")
-            if state.global_step >= max_steps:
-                break
-        else:
-            state.epoch += 1
-            state.batch_in_epoch = 0
+    try:
+        while state.global_step < max_steps:
+            loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
+            for batch in loader:
+                step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
+                slot = (step - 1) % interval
+                recovery.record(slot, step, state.epoch, state.batch_in_epoch, generator)
+                with accelerator.accumulate(denoiser):
+                    batch = batch_to_device(batch, accelerator.device, family, comps, data.cached)
+                    if injector is not None:
+                        batch = injector.batch(step, batch)
+                    with injector.active(step, denoiser) if injector is not None else contextlib.nullcontext():
+                        with accelerator.autocast():
+                            loss = family.compute_loss(comps, denoiser, batch, generator, cfg)
+                        if injector is not None:
+                            loss = injector.loss(step, loss)
+                        accelerator.backward(loss)
+                    micro_losses += loss.detach() / cfg.gradient_accumulation_steps
+                    state.batch_in_epoch += 1
+                    state.samples_seen += batch["latents"].shape[0] * world
+                    if accelerator.sync_gradients:
+                        norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
+                        flag = guard.step_flag(micro_losses, norm)
+                        guard.optimizer_step(optimizer, optimizer.optimizer, flag, accelerator.scaler)
+                        guard.after_step(flag, micro_losses, norm, slot)
+                        micro_losses.zero_()
+                    optimizer.zero_grad(set_to_none=True)
+                if not accelerator.sync_gradients:
+                    continue
+                state.global_step += 1
+                progress.update(1)
+                if on_step is not None:
+                    on_step(state.global_step, accelerator.unwrap_model(denoiser), optimizer.optimizer)
+                if state.global_step % interval == 0 or state.global_step == max_steps:
+                    # The only host reads of the guard: once per check interval, never per step.
+                    reading = guard.read()
+                    _log_window(accelerator, progress, state, reading, guard, norm,
+                                (time.perf_counter() - window_start) / max(1, reading.window_steps))
+                    recovery.at_check(state.global_step, reading, denoiser)
+                    window_start = time.perf_counter()
+                if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
+                    save_checkpoint(accelerator, out, state.global_step,
+                                    {"run": vars(state), "guard": guard.state_dict()},
+                                    generator, cfg.checkpoints_total_limit, log=log)
+                if validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
+                        and state.global_step < max_steps:
+                    _validate(accelerator, family, comps, denoiser, validation_cond, cfg, f"step{state.global_step}")
+                if state.global_step >= max_steps:
+                    break
+            else:
+                state.epoch += 1
+                state.batch_in_epoch = 0
+    except RunStopped:
+        progress.close()
+        _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, None,
+                time.perf_counter() - train_started, time.perf_counter() - started,
+                state.global_step - steps_at_start, group_info, guard, recovery, data, stopped=True)
+        raise
     progress.close()
-    state.skipped_steps = int(skipped_acc.item())
     train_time = time.perf_counter() - train_started
     return _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
-                   train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info)
+                   train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info,
+                   guard, recovery, data)
+
+
+def _log_window(accelerator, progress, state: RunState, reading, guard: StepGuard, norm, step_time: float) -> None:
+    """Record one check interval in the progress bar, the trackers and the loss history."""
+    state.skipped_steps = reading.skipped
+    state.rollbacks = len(guard.rollbacks)
+    lr = guard.current_lrs()[0]
+    grad_norm = float(norm)
+    if reading.window_loss is not None:
+        state.loss_history.append([state.global_step, reading.window_loss])
+    postfix = {"loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
+               "lr": f"{lr:.2e}", "grad_norm": f"{grad_norm:.3f}", "step_s": f"{step_time:.3f}"}
+    if reading.skipped:
+        postfix.update(skipped=reading.skipped, nan_loss=reading.nonfinite_losses, nan_grad=reading.nonfinite_grads)
+    if guard.rollbacks:
+        postfix["rollbacks"] = len(guard.rollbacks)
+    progress.set_postfix(postfix)
+    values = {"lr": lr, "step_time_s": step_time, "skipped_steps": reading.skipped, "rollbacks": len(guard.rollbacks),
+              "nonfinite_losses": reading.nonfinite_losses, "nonfinite_grads": reading.nonfinite_grads,
+              "loss_spikes": reading.loss_spikes}
+    if reading.window_loss is not None:
+        values["loss"] = reading.window_loss
+    if math.isfinite(grad_norm):
+        values["grad_norm"] = grad_norm
+    accelerator.log(values, step=state.global_step)
 
 
 def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
@@ -254,6 +305,7 @@ def _register_state_hooks(accelerator, backbone_names: list[str]) -> None:
         model = accelerator.unwrap_model(models[0])
         if accelerator.is_main_process:
             trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+            assert_finite(trainable, f"checkpoint {output_dir}")  # the guard makes this unreachable; never write NaN
             save_file(trainable, str(Path(output_dir) / TRAINABLE_FILE))
         weights.clear()
 
@@ -294,11 +346,18 @@ def _peak_memory_bytes(device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def _autocast_dtype(cfg: TrainConfig) -> torch.dtype:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
+
+
 def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
-            train_time, wall_time, steps_this_run, group_info) -> dict[str, Any]:
+            train_time, wall_time, steps_this_run, group_info, guard, recovery, data, stopped: bool = False) -> dict[str, Any]:
+    """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped)."""
     out = Path(cfg.output_dir)
     accelerator.wait_for_everyone()
     model = accelerator.unwrap_model(denoiser)
+    reading = guard.read()
+    state.skipped_steps, state.rollbacks = reading.skipped, len(guard.rollbacks)
     summary: dict[str, Any] = {}
     if accelerator.is_main_process:
         lora_state, backbone = adapters.split_trainable_state(model, backbone_names)
@@ -306,7 +365,7 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
         written = write_adapter(family, out, lora_state, metadata, backbone, cfg.train_backbone)
         print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
         sample_files: list[Path] = []
-        if cfg.validation_prompt:
+        if cfg.validation_prompt and not stopped:
             # The trained copy is saved; move it off the accelerator so base + fresh pipeline fit.
             model.to("cpu")
             # Final samples come from a fresh pipeline with the saved adapter loaded by the consumer itself.
@@ -320,34 +379,50 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
         steps = [int(s) for s, _ in state.loss_history]
         plot_loss_curve(steps, [l for _, l in state.loss_history], out / LOSS_CURVE_FILE)
         final_loss = state.loss_history[-1][1] if state.loss_history else None
+        report_file = out / NONFINITE_REPORT_FILE
         summary = {
-            "family": cfg.family, "steps": state.global_step, "steps_this_run": steps_this_run,
+            "family": cfg.family, "status": "stopped_nonfinite" if stopped else "completed",
+            "steps": state.global_step, "steps_this_run": steps_this_run,
             "samples_seen": state.samples_seen, "wall_time_s": round(wall_time, 3), "train_time_s": round(train_time, 3),
             "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
             "peak_memory_bytes": _peak_memory_bytes(accelerator.device), "device": str(accelerator.device),
-            "final_loss": finite_or_none(final_loss), "skipped_steps": state.skipped_steps,
+            "final_loss": finite_or_none(final_loss), "skipped_steps": reading.skipped,
+            "rollbacks": len(guard.rollbacks), "nonfinite_losses": reading.nonfinite_losses,
+            "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
+            "applied_updates": reading.applied, "rollback_events": guard.rollbacks,
+            "nonfinite_report": str(report_file) if report_file.exists() else None,
+            "quarantine": data.quarantine,
             "num_processes": accelerator.num_processes,
             "param_groups": [vars(g) for g in group_info],
             "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
-            "adapter": str(out / ADAPTER_FILE), "samples": [str(p) for p in sample_files],
+            "adapter": str(out / family.adapter_weight_name), "samples": [str(p) for p in sample_files],
             "config": config_dict(cfg),
         }
         write_json_atomic(out / SUMMARY_FILE, summary)
-        card = write_model_card(family, cfg, out, summary, sample_files)
-        where = [("adapter", out / ADAPTER_FILE), ("model card", card), ("summary", out / SUMMARY_FILE),
-                 ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
-        where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
-        if cfg.report_to != "none":
-            where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
-        print("\nfinished: " + "\n  ".join([""] + [f"{k:<12} {v}" for k, v in where]), flush=True)
-        if cfg.push_to_hub:
-            from ..output.hub import push_adapter
-
-            url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)
-            print(f"pushed to {url}", flush=True)
+        if recovery.report is not None:
+            recovery.report["status"] = "stopped" if stopped else "completed"
+            write_json_atomic(report_file, recovery.report)
+        if not stopped:
+            _publish(cfg, family, out, summary, sample_files)
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return summary
+
+
+def _publish(cfg, family, out: Path, summary: dict, sample_files: list[Path]) -> None:
+    """Model card, the list of outputs, and the optional Hub push of a completed run."""
+    card = write_model_card(family, cfg, out, summary, sample_files)
+    where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE),
+             ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
+    where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
+    if cfg.report_to != "none":
+        where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
+    print("\nfinished: " + "\n  ".join([""] + [f"{k:<12} {v}" for k, v in where]), flush=True)
+    if cfg.push_to_hub:
+        from ..output.hub import push_adapter
+
+        url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)
+        print(f"pushed to {url}", flush=True)
 
 
 __all__ = ["RunState", "check_output_dir", "complete_checkpoints", "train"]

@@ -1,0 +1,231 @@
+"""The finite-step guard: a bad step changes nothing, a persistent fault is rolled back.
+
+Per optimizer step, on the device and without a host sync:
+
+* a flag is raised when the loss or the total gradient norm is non-finite (or, with
+  ``--skip_loss_spikes``, far above its running mean) on *any* process (all-reduce MAX);
+* the fused AdamW kernel reads that flag as ``found_inf`` and leaves parameters, moments and its
+  step count untouched (non-fused optimizers need one sync per step to skip);
+* the learning rate comes from a device-side table indexed by the number of *applied* updates, so
+  a skipped step does not advance the schedule either;
+* counters (skipped, non-finite losses/gradients, spikes, consecutive skips) stay on the device and
+  are read once per check interval by :meth:`StepGuard.read`.
+
+On the host, at each check, a window without skips refreshes an in-memory snapshot of the trainable
+parameters and optimizer state (LoRA state is small); ``--max_consecutive_skips`` skips in a row
+restore it and scale the learning rates by ``--rollback_lr_factor``; more than ``--max_rollbacks``
+rollbacks stop the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# Counter slots in one device tensor, so a check reads everything with a single transfer.
+_SKIPPED, _BAD_LOSS, _BAD_GRAD, _SPIKES, _CONSECUTIVE, _APPLIED, _WIN_LOSS, _WIN_GOOD, _WIN_STEPS = range(9)
+_NUM_COUNTERS = 9
+# Running statistics for the spike guard: loss mean/var, grad-norm mean/var, good steps seen.
+_SPIKE_WARMUP = 20
+_SPIKE_ALPHA = 0.05
+
+
+@dataclass
+class GuardReading:
+    """Host copy of the counters at a check."""
+
+    skipped: int
+    nonfinite_losses: int
+    nonfinite_grads: int
+    loss_spikes: int
+    consecutive: int
+    applied: int
+    window_loss: float | None  # mean loss over the window's applied steps (None if none applied)
+    window_steps: int
+    window_flags: list[bool]  # per step of the window: was it skipped?
+
+
+class StepGuard:
+    """Device-side skip decision, schedule and counters for one run (see module docstring)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr_lambdas: list, max_steps: int, device: torch.device, *,
+                 enabled: bool, fused: bool, interval: int, max_consecutive_skips: int, rollback_lr_factor: float,
+                 max_rollbacks: int, spike_sigma: float | None, world_size: int):
+        self.optimizer, self.device = optimizer, device
+        self.enabled, self.fused, self.interval = enabled, fused, interval
+        self.max_consecutive_skips, self.rollback_lr_factor, self.max_rollbacks = (
+            max_consecutive_skips, rollback_lr_factor, max_rollbacks)
+        self.spike_sigma, self.world_size = spike_sigma, world_size
+        self.lr_factor = 1.0
+        self.rollbacks: list[dict[str, Any]] = []
+        # lr_tables[g][k] = learning rate of group g before the (k+1)-th applied update.
+        self._base = [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+        self._lambda_values = [torch.tensor([float(fn(k)) for k in range(max_steps + 1)], dtype=torch.float64)
+                               for fn in lr_lambdas]
+        self.counts = torch.zeros(_NUM_COUNTERS, dtype=torch.float64, device=device)
+        self.spike_stats = torch.zeros(5, dtype=torch.float64, device=device)
+        self.window_flags = torch.zeros(interval, dtype=torch.float64, device=device)
+        self._unit = torch.ones((), device=device)
+        self._zero = torch.zeros((), device=device)
+        self._snapshot: dict[str, Any] | None = None
+        self._install_lr()
+
+    # ---- learning rate -------------------------------------------------------------------
+    def _install_lr(self) -> None:
+        """(Re)build the device LR tables from the factor and give every group a device LR tensor."""
+        self._tables = [(vals * base * self.lr_factor).to(self.device, torch.float32)
+                        for vals, base in zip(self._lambda_values, self._base)]
+        applied = self.counts[_APPLIED].long().view(1)
+        for group, table in zip(self.optimizer.param_groups, self._tables):
+            group["lr"] = torch.index_select(table, 0, applied).squeeze(0).clone()
+
+    def current_lrs(self) -> list[float]:
+        """Host values of the learning rates (syncs; call at checks only)."""
+        return [float(g["lr"]) for g in self.optimizer.param_groups]
+
+    # ---- per step (device only) ----------------------------------------------------------
+    def step_flag(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        """1.0 when this step must be skipped on every process, else 0.0 (a device scalar)."""
+        loss = loss.detach().float()
+        norm = norm.detach().float()
+        reasons = torch.stack([(~torch.isfinite(loss)).float(), (~torch.isfinite(norm)).float(),
+                               self._spike(loss, norm)])
+        if self.world_size > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(reasons, op=dist.ReduceOp.MAX)
+        self._reasons = reasons
+        flag = reasons.amax()
+        return flag if self.enabled else self._zero
+
+    def _spike(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+        if self.spike_sigma is None:
+            return self._zero
+        s = self.spike_stats
+        ready = s[4] >= _SPIKE_WARMUP
+        sig = self.spike_sigma
+        above = (loss.double() > s[0] + sig * s[1].clamp_min(0).sqrt()) | (norm.double() > s[2] + sig * s[3].clamp_min(0).sqrt())
+        return (ready & above & torch.isfinite(loss) & torch.isfinite(norm)).float()
+
+    def optimizer_step(self, optimizer, inner: torch.optim.Optimizer, flag: torch.Tensor, scaler=None) -> None:
+        """Run the optimizer step unless ``flag`` is set, without a host sync where the optimizer allows."""
+        if scaler is not None:
+            # fp16: fold our flag into GradScaler's own found_inf (grads were unscaled by clipping).
+            state = scaler._per_optimizer_states[id(inner)]
+            for dev, found in state["found_inf_per_device"].items():
+                found.copy_(torch.maximum(found, flag.to(found.device, found.dtype)))
+            optimizer.step()
+            return
+        if self.fused:
+            # The fused AdamW kernel returns early when found_inf == 1: params, moments and step untouched.
+            inner.found_inf = flag.to(torch.float32)
+            inner.grad_scale = self._unit
+            optimizer.step()
+            return
+        if not bool(flag):  # non-fused optimizers (8-bit AdamW): one sync per step
+            optimizer.step()
+
+    def after_step(self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int) -> None:
+        """Advance counters, schedule and running statistics by this step's outcome (device only)."""
+        good = 1.0 - flag.double()
+        reasons = self._reasons.double()
+        loss_d = loss.detach().double()
+        update = torch.stack([
+            flag.double(), reasons[0], reasons[1], reasons[2] * flag.double(), flag.double(), good,
+            torch.where(good > 0, loss_d, torch.zeros_like(loss_d)), good, torch.ones_like(good),
+        ])
+        self.counts += update
+        # Consecutive skips reset on an applied step; where() keeps NaN out of the arithmetic.
+        self.counts[_CONSECUTIVE] = torch.where(flag > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
+        self.window_flags[slot] = flag.double()
+        applied = self.counts[_APPLIED].long().view(1)
+        for group, table in zip(self.optimizer.param_groups, self._tables):
+            group["lr"].copy_(torch.index_select(table, 0, applied).squeeze(0))
+        if self.spike_sigma is not None:
+            self._update_spike_stats(good > 0, loss_d, norm.detach().double())
+
+    def _update_spike_stats(self, good: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor) -> None:
+        s = self.spike_stats
+        alpha = torch.clamp(1.0 / (s[4] + 1.0), min=_SPIKE_ALPHA)
+        new = s.clone()
+        for mean_i, x in ((0, loss), (2, norm)):
+            delta = x - s[mean_i]
+            new[mean_i] = s[mean_i] + alpha * delta
+            new[mean_i + 1] = (1 - alpha) * (s[mean_i + 1] + alpha * delta * delta)
+        new[4] = s[4] + 1
+        self.spike_stats.copy_(torch.where(good, new, s))
+
+    # ---- at checks (host) ----------------------------------------------------------------
+    def read(self) -> GuardReading:
+        """One device-to-host transfer of all counters; resets the window."""
+        values = torch.cat([self.counts, self.window_flags]).tolist()
+        c, flags = values[:_NUM_COUNTERS], values[_NUM_COUNTERS:]
+        steps = int(c[_WIN_STEPS])
+        reading = GuardReading(
+            skipped=int(c[_SKIPPED]), nonfinite_losses=int(c[_BAD_LOSS]), nonfinite_grads=int(c[_BAD_GRAD]),
+            loss_spikes=int(c[_SPIKES]), consecutive=int(c[_CONSECUTIVE]), applied=int(c[_APPLIED]),
+            window_loss=c[_WIN_LOSS] / c[_WIN_GOOD] if c[_WIN_GOOD] else None, window_steps=steps,
+            window_flags=[f > 0 for f in flags[:steps]],
+        )
+        self.counts[_WIN_LOSS:] = 0
+        self.window_flags.zero_()
+        return reading
+
+    def should_roll_back(self, reading: GuardReading) -> bool:
+        return self.enabled and reading.consecutive >= self.max_consecutive_skips
+
+    def take_snapshot(self, model: torch.nn.Module) -> None:
+        """Remember trainable parameters, optimizer state and schedule position (called after clean windows)."""
+        params = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        opt_state = {}
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                st = self.optimizer.state.get(p)
+                if st:
+                    opt_state[id(p)] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in st.items()}
+        self._snapshot = {"params": params, "opt": opt_state, "applied": self.counts[_APPLIED].clone(),
+                          "spike": self.spike_stats.clone()}
+
+    def roll_back(self, model: torch.nn.Module, step: int, snapshot_step: int) -> dict[str, Any]:
+        """Restore the snapshot and scale the learning rates; returns the event for the report."""
+        snap = self._snapshot
+        assert snap is not None, "take_snapshot() runs before training starts"
+        with torch.no_grad():
+            for n, p in model.named_parameters():
+                if n in snap["params"]:
+                    p.copy_(snap["params"][n])
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                saved = snap["opt"].get(id(p))
+                self.optimizer.state.pop(p, None)
+                if saved is not None:
+                    self.optimizer.state[p] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()}
+        self.counts[_APPLIED] = snap["applied"]
+        self.counts[_CONSECUTIVE] = 0
+        self.spike_stats.copy_(snap["spike"])
+        self.lr_factor *= self.rollback_lr_factor
+        self._install_lr()
+        event = {"step": step, "restored_step": snapshot_step, "lr_factor": self.lr_factor,
+                 "learning_rates": self.current_lrs()}
+        self.rollbacks.append(event)
+        return event
+
+    @property
+    def exhausted(self) -> bool:
+        """True once more rollbacks were needed than ``--max_rollbacks`` allows."""
+        return len(self.rollbacks) > self.max_rollbacks
+
+    # ---- checkpointing -------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe state for checkpoints (counters, schedule position, LR factor, rollbacks)."""
+        return {"counts": self.counts.tolist(), "spike_stats": self.spike_stats.tolist(), "lr_factor": self.lr_factor,
+                "rollbacks": self.rollbacks}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.counts.copy_(torch.tensor(state["counts"], dtype=torch.float64))
+        self.spike_stats.copy_(torch.tensor(state["spike_stats"], dtype=torch.float64))
+        self.lr_factor = float(state["lr_factor"])
+        self.rollbacks = list(state["rollbacks"])
+        self._install_lr()

@@ -1,0 +1,147 @@
+"""What happens at each guard check: diagnose the first fault, snapshot, roll back, or stop.
+
+The loop records, per micro-batch, where its data came from and the noise generator's state, so a
+skipped step can be replayed exactly (see :mod:`.diagnose`) after the fact: the step itself never
+waits for the host to look at it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..data import batches as batch_lib
+from ..data.prepare import batch_to_device
+from ..errors import UserError
+from ..output.names import NONFINITE_REPORT_FILE
+from ..output.report import write_json_atomic
+from .guard import GuardReading, StepGuard
+
+
+class RunStopped(UserError):
+    """A persistent fault outlived every rollback; the last finite adapter has been kept."""
+
+    exit_code = 3
+
+
+class Recovery:
+    """Host-side half of the guard: replay records, diagnosis, snapshots, rollbacks, the report."""
+
+    def __init__(self, *, guard: StepGuard, accelerator, family, comps, cfg, data, order: batch_lib.EpochBatches,
+                 injector, log: Callable[[str], None]):
+        self.guard, self.accelerator, self.family, self.comps, self.cfg = guard, accelerator, family, comps, cfg
+        self.data, self.order, self.injector, self.log = data, order, injector, log
+        self.out = Path(cfg.output_dir)
+        self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
+        self.report: dict[str, Any] | None = None
+        self.snapshot_step = 0
+
+    # ---- per micro-batch -----------------------------------------------------------------
+    def record(self, slot: int, step: int, epoch: int, batch_in_epoch: int, generator: torch.Generator) -> None:
+        """Remember how to rebuild this micro-batch (data position + noise RNG state before its loss)."""
+        self.records.setdefault(slot, []).append((step, epoch, batch_in_epoch, generator.get_state()))
+
+    # ---- at checks -----------------------------------------------------------------------
+    def start(self, model: torch.nn.Module, step: int) -> None:
+        self.guard.take_snapshot(model)
+        self.snapshot_step = step
+
+    def at_check(self, step: int, reading: GuardReading, denoiser) -> None:
+        """Act on the counters read at a check. Raises :class:`RunStopped` when rollbacks are exhausted."""
+        model = self.accelerator.unwrap_model(denoiser)
+        bad_slots = [i for i, bad in enumerate(reading.window_flags) if bad]
+        if bad_slots and self.report is None:
+            self._diagnose(bad_slots[0], reading, denoiser)
+        if self.guard.should_roll_back(reading):
+            event = self.guard.roll_back(model, step, self.snapshot_step)
+            if self.guard.exhausted:
+                self._update_report(reading, stopped=True)
+                raise RunStopped(
+                    f"Training stopped at step {step}: {reading.consecutive} steps in a row were non-finite and "
+                    f"{self.guard.max_rollbacks} rollback(s) (--max_rollbacks) with the learning rate scaled by "
+                    f"{self.guard.rollback_lr_factor} each did not help. The last finite weights (step "
+                    f"{self.snapshot_step}) are saved in {self.out}; see {self.out / NONFINITE_REPORT_FILE} for which "
+                    "sample and module went non-finite and what to change."
+                )
+            self.log(
+                f"warning: {reading.consecutive} consecutive non-finite steps: rolled back to the weights and "
+                f"optimizer state of step {self.snapshot_step} and scaled the learning rates by "
+                f"{self.guard.rollback_lr_factor} (now {', '.join(f'{lr:.3g}' for lr in event['learning_rates'])}); "
+                f"rollback {len(self.guard.rollbacks)} of at most {self.guard.max_rollbacks}."
+            )
+        elif not bad_slots:
+            self.guard.take_snapshot(model)
+            self.snapshot_step = step
+        if self.report is not None:
+            self._update_report(reading, stopped=False)
+        self.records.clear()
+
+    # ---- diagnosis -----------------------------------------------------------------------
+    def _diagnose(self, slot: int, reading: GuardReading, denoiser) -> None:
+        from .diagnose import diagnose_step, format_paragraph
+
+        acc = self.accelerator
+        model = acc.unwrap_model(denoiser)
+        found: dict[str, Any] | None = None
+        with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(denoiser):
+            for step, epoch, batch_in_epoch, gen_state in self.records.get(slot, []):
+                items = next(iter(self.order.batches(epoch, batch_in_epoch)))
+                batch = batch_lib.collate([self.data.dataset[item] for item in items])
+                batch = batch_to_device(batch, acc.device, self.family, self.comps, self.data.cached)
+                if self.injector is not None:
+                    batch = self.injector.batch(step, batch)
+                names = [self._name(i) for i in batch["sample_index"]]
+                report = diagnose_step(
+                    model=model, loss_fn=self._loss_fn(step), batch=batch, generator_state=gen_state,
+                    autocast_ctx=acc.autocast, sample_names=names, step=step,
+                    observed={"skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
+                              "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes},
+                    fault_context=self._fault_context(step, model),
+                )
+                report["rank"] = acc.process_index
+                if found is None or report.get("classification") != "not reproduced":
+                    found = report
+                if report.get("classification") != "not reproduced":
+                    break
+        reports = [found]
+        if acc.num_processes > 1:
+            from accelerate.utils import gather_object
+
+            reports = gather_object([found])
+        # Prefer a rank that reproduced the fault; a step is skipped everywhere when one rank is bad.
+        chosen = next((r for r in reports if r and r.get("classification") != "not reproduced"), reports[0])
+        self.report = {"first_fault": chosen, "all_ranks": reports if len(reports) > 1 else None}
+        if acc.is_main_process and chosen is not None:
+            self.log("non-finite step diagnosed: " + format_paragraph(chosen))
+
+    def _name(self, index: int) -> str:
+        sample = self.data.samples[int(index)]
+        return sample.path or sample.key
+
+    def _loss_fn(self, step: int):
+        def loss_fn(model, batch, generator):
+            loss = self.family.compute_loss(self.comps, model, batch, generator, self.cfg)
+            return self.injector.loss(step, loss) if self.injector is not None else loss
+        return loss_fn
+
+    def _fault_context(self, step: int, model):
+        if self.injector is None:
+            return None
+        return lambda: self.injector.active(step, model)
+
+    def _update_report(self, reading: GuardReading, *, stopped: bool) -> None:
+        if self.report is None:
+            self.report = {"first_fault": None}
+        self.report.update({
+            "status": "stopped" if stopped else "running",
+            "skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
+            "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
+            "rollbacks": self.guard.rollbacks, "last_good_step": self.snapshot_step,
+        })
+        if self.accelerator.is_main_process:
+            write_json_atomic(self.out / NONFINITE_REPORT_FILE, self.report)
+
+
+__all__ = ["Recovery", "RunStopped"]

@@ -1,0 +1,186 @@
+"""The finite-step guard end to end on tiny Sana: skipped steps change nothing, rollbacks, diagnosis, stops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import ROOT, base_args, read_summary, run_recipe
+
+
+def _train(tiny_sana, shapes_data, tmp_path, *, on_step=None, **overrides):
+    """Train in-process (much faster than a subprocess); returns (summary or exception, output dir)."""
+    from accelerate.state import AcceleratorState
+
+    from dit_lora.config import parse_config
+    from dit_lora.training.loop import train
+
+    out = tmp_path / "out"
+    opts = {"max_train_steps": 10, "lr_scheduler": "linear", "lr_warmup_steps": 2, "attention_canary": "false"}
+    opts.update(overrides)
+    cfg = parse_config(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts))
+    AcceleratorState._reset_state(True)
+    try:
+        return train(cfg, on_step=on_step), out
+    except Exception as err:  # noqa: BLE001 - the caller asserts on the exception
+        return err, out
+    finally:
+        AcceleratorState._reset_state(True)
+
+
+class StateRecorder:
+    """Copies trainable parameters, optimizer moments/step and learning rates after every update."""
+
+    def __init__(self):
+        self.states: dict[int, dict] = {}
+
+    def __call__(self, step, model, optimizer):
+        params = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        moments = {}
+        for gi, group in enumerate(optimizer.param_groups):
+            for pi, p in enumerate(group["params"]):
+                for k, v in optimizer.state.get(p, {}).items():
+                    moments[f"{gi}.{pi}.{k}"] = v.detach().clone()
+        lrs = [float(g["lr"]) for g in optimizer.param_groups]
+        self.states[step] = {"params": params, "moments": moments, "lrs": lrs}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return (a["lrs"] == b["lrs"] and a["params"].keys() == b["params"].keys()
+            and all(torch.equal(a["params"][k], b["params"][k]) for k in a["params"])
+            and a["moments"].keys() == b["moments"].keys()
+            and all(torch.equal(a["moments"][k], b["moments"][k]) for k in a["moments"]))
+
+
+def _all_files_finite(out: Path) -> None:
+    files = list(Path(out).rglob("*.safetensors"))
+    assert files
+    for f in files:
+        for name, t in load_file(str(f)).items():
+            assert torch.isfinite(t.float()).all(), f"{f}:{name} is not finite"
+
+
+def test_skipped_steps_change_nothing_bitwise(tiny_sana, shapes_data, tmp_path):
+    rec = StateRecorder()
+    summary, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec,
+                          inject_faults="nan_loss@3,inf_grad@5,nan_batch@7,nan_grad@8")
+    assert isinstance(summary, dict), summary
+    for bad in (3, 5, 7, 8):
+        assert _same(rec.states[bad], rec.states[bad - 1]), f"step {bad} changed the state"
+    for good in (2, 4, 6, 9, 10):
+        assert not _same(rec.states[good], rec.states[good - 1]), f"step {good} was not applied"
+    # The fused optimizer's step count is the number of applied updates: 6 of 10.
+    steps = [v for k, v in rec.states[10]["moments"].items() if k.endswith(".step")]
+    assert steps and all(float(s) == 6 for s in steps)
+    # The LR schedule advanced only on applied steps: after step 10 it is where a clean run is after 6.
+    clean = StateRecorder()
+    _train(tiny_sana, shapes_data, tmp_path / "clean", on_step=clean)
+    assert rec.states[10]["lrs"] == clean.states[6]["lrs"]
+    assert summary["skipped_steps"] == 4 and summary["rollbacks"] == 0
+    assert summary["nonfinite_losses"] == 2  # nan_loss@3 and nan_batch@7
+    assert summary["nonfinite_grads"] == 3  # inf_grad@5, nan_batch@7, nan_grad@8
+    assert summary["applied_updates"] == 6 and summary["status"] == "completed"
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["first_fault"]["step"] == 3 and report["status"] == "completed"
+    _all_files_finite(out)
+
+
+@pytest.mark.parametrize("fault,expected", [("nan_batch", "data"), ("overflow", "precision"), ("inf_grad", "model/optimizer")])
+def test_first_fault_is_diagnosed(tiny_sana, shapes_data, tmp_path, fault, expected):
+    summary, out = _train(tiny_sana, shapes_data, tmp_path, inject_faults=f"{fault}@2", max_train_steps=3)
+    assert isinstance(summary, dict), summary
+    assert summary["skipped_steps"] == 1
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    first = report["first_fault"]
+    assert first["classification"] == expected, first
+    assert first["step"] == 2
+    text = json.dumps(first)
+    if expected == "data":
+        # The poisoned row is the first sample of the micro-batch: its file is named.
+        assert str(shapes_data) in json.dumps(first["inputs"]), first
+    if expected == "precision":
+        assert "attn" in text
+
+
+def test_persistent_fault_rolls_back_then_stops_with_last_finite_adapter(tiny_sana, shapes_data, tmp_path):
+    rec = StateRecorder()
+    err, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec, max_train_steps=30, inject_faults="nan_loss@5-30",
+                      max_consecutive_skips=2, max_rollbacks=2, rollback_lr_factor=0.5)
+    from dit_lora.training.recovery import RunStopped
+
+    assert isinstance(err, RunStopped), err
+    assert err.exit_code == 3
+    summary = read_summary(out)
+    assert summary["status"] == "stopped_nonfinite" and summary["rollbacks"] == 3
+    assert [e["lr_factor"] for e in summary["rollback_events"]] == [0.5, 0.25, 0.125]
+    # The adapter holds the last good weights: those after step 4 (the snapshot taken at the check of step 4).
+    adapter = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    assert len(adapter) == len(rec.states[4]["params"])
+    total = sum(v.float().abs().sum() for v in rec.states[4]["params"].values() if v.ndim)
+    saved = sum(v.float().abs().sum() for v in adapter.values())
+    assert torch.isclose(total, saved, rtol=1e-5)
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["status"] == "stopped" and len(report["rollbacks"]) == 3 and report["first_fault"]["step"] == 5
+    _all_files_finite(out)
+
+
+def test_transient_fault_rolls_back_and_recovers(tiny_sana, shapes_data, tmp_path):
+    rec = StateRecorder()
+    summary, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec, max_train_steps=12,
+                          inject_faults="inf_loss@3-6", max_consecutive_skips=2, lr_scheduler="constant")
+    assert isinstance(summary, dict), summary
+    assert summary["status"] == "completed" and summary["rollbacks"] >= 1
+    assert summary["skipped_steps"] == 4
+    # Learning rate halved once per rollback, and training went on afterwards.
+    assert rec.states[12]["lrs"][0] == pytest.approx(1e-3 * 0.5 ** summary["rollbacks"])
+    assert not _same(rec.states[12], rec.states[11])
+    _all_files_finite(out)
+
+
+def test_loss_spike_guard(tiny_sana, shapes_data, tmp_path):
+    summary, _ = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=26, inject_faults="spike@24",
+                        skip_loss_spikes=6, lr_scheduler="constant", learning_rate=1e-4)
+    assert isinstance(summary, dict), summary
+    assert summary["loss_spikes"] == 1 and summary["skipped_steps"] == 1
+    without, _ = _train(tiny_sana, shapes_data, tmp_path / "off", max_train_steps=26, inject_faults="spike@24",
+                        lr_scheduler="constant", learning_rate=1e-4)
+    assert without["skipped_steps"] == 0  # a finite spike passes without the option
+
+
+def test_absurd_learning_rate_never_writes_nonfinite(tiny_sana, shapes_data, tmp_path):
+    result, out = _train(tiny_sana, shapes_data, tmp_path, learning_rate=1e6, max_train_steps=20,
+                         lr_scheduler="constant", max_consecutive_skips=2)
+    from dit_lora.training.recovery import RunStopped
+
+    assert isinstance(result, (dict, RunStopped)), result
+    if isinstance(result, RunStopped):
+        assert (out / "nonfinite_report.json").is_file()
+    _all_files_finite(out)
+
+
+def test_fault_spec_errors_are_one_paragraph(tiny_sana, shapes_data, tmp_path):
+    proc = run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o", tmp_path / "c", inject_faults="nan_los@3"))
+    assert proc.returncode == 2
+    assert "nan_loss" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
+    """A NaN loss on rank 1 only (its gradients stay finite) must skip the step on rank 0 too."""
+    import sys
+
+    out = tmp_path / "out"
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "bf16", "--main_process_port", "29517"]
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4,
+                                train_batch_size=2, inject_faults="nan_loss@2:rank1", attention_canary="false"),
+                      launcher=launcher, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(out)
+    assert summary["num_processes"] == 2
+    assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["nonfinite_grads"] == 0
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["first_fault"]["rank"] == 1

@@ -1,0 +1,287 @@
+"""Units of the non-finite guards: step diagnosis, attention canary, precision audit (tiny Sana, CPU)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.errors import UserError
+from dit_lora.families import get_family
+from dit_lora.families.base import Components
+from dit_lora.families.sana import training_scheduler
+from dit_lora.output.names import NONFINITE_REPORT_FILE
+from dit_lora.training import adapters
+from dit_lora.training.canary import (attention_canary, install_broken_attention, non_math_sdpa_enabled,
+                                      restore_sdpa_backends, sdpa_backend_flags)
+from dit_lora.training.diagnose import diagnose_step, format_paragraph, write_report
+from dit_lora.training.precision import audit_precision, check_fp16_denoiser, format_audit
+
+ROWS = ["data/red_circle.png", "data/blue_square.png"]
+
+
+@pytest.fixture(autouse=True)
+def sdpa_state():
+    """Every test leaves SDPA backends and the SDPA function as it found them."""
+    flags = sdpa_backend_flags()
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    yield
+    torch.nn.functional.scaled_dot_product_attention = sdpa
+    restore_sdpa_backends(flags)
+
+
+def _model(tiny_sana, dtype=torch.bfloat16, lora=True):
+    from diffusers import SanaTransformer2DModel
+
+    model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=dtype)
+    model.requires_grad_(False)  # as the family loads it
+    if lora:
+        adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"), seed=0)
+        adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    return model.train()
+
+
+@pytest.fixture
+def setup(tiny_sana):
+    model = _model(tiny_sana)
+    cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
+    family = get_family("sana")
+    comps = Components(denoiser=model, scheduler=training_scheduler({"shift": 3.0}))
+    gen = torch.Generator().manual_seed(0)
+    batch = {
+        "latents": torch.randn(2, 4, 8, 8, generator=gen),
+        "prompt_embeds": torch.randn(2, 12, 48, generator=gen).to(torch.bfloat16),
+        "prompt_attention_mask": torch.tensor([[1] * 12, [1] * 5 + [0] * 7]),
+        "sample_index": [3, 11],
+    }
+
+    def loss_fn(m, b, g):
+        return family.compute_loss(comps, m, b, g, cfg)
+
+    return model, loss_fn, batch
+
+
+def _diagnose(model, loss_fn, batch, **kw):
+    noise = torch.Generator().manual_seed(7)
+    args = dict(model=model, loss_fn=loss_fn, batch=batch, generator_state=noise.get_state(),
+                autocast_ctx=lambda: torch.autocast("cpu", dtype=torch.bfloat16), sample_names=ROWS, step=5,
+                observed={"loss": float("nan"), "grad_norm": float("inf"), "nonfinite_loss": True,
+                          "nonfinite_grad": True, "learning_rate": 1e-3})
+    args.update(kw)
+    return diagnose_step(**args)
+
+
+def _strict_json(report) -> dict:
+    def no_constant(name):
+        raise AssertionError(f"non-finite JSON constant {name}")
+
+    return json.loads(json.dumps(report, allow_nan=False), parse_constant=no_constant)
+
+
+def _overflow_under_autocast(module, args, output):
+    if not torch.is_autocast_enabled("cpu"):
+        return None
+    return output.float().mul(1e6).half()
+
+
+# ---------------------------------------------------------------------------------------------
+# diagnosis
+# ---------------------------------------------------------------------------------------------
+def test_nonfinite_input_is_data_and_names_the_sample(setup, tmp_path):
+    model, loss_fn, batch = setup
+    batch["latents"][1, 2, 3, 4] = float("nan")
+    report = _diagnose(model, loss_fn, batch)
+    assert report["classification"] == "data"
+    assert report["inputs"]["nonfinite"][0]["key"] == "latents"
+    assert report["inputs"]["nonfinite"][0]["samples"] == [ROWS[1]]
+    assert "fp32" not in report["replays"]  # not needed to classify bad data
+    assert ROWS[1] in report["advice"][0] and "dit-lora check-data" in report["advice"][0]
+    assert report["timesteps"] and len(report["timesteps"]) == 2
+    assert report["samples"][1] == {"row": 1, "name": ROWS[1], "sample_index": 11}
+    assert ROWS[1] in report["paragraph"] and "\n" not in report["paragraph"]
+    path = write_report(tmp_path / "out", report)
+    assert path.name == NONFINITE_REPORT_FILE
+    on_disk = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"NaN constant {c} in report"))
+    assert on_disk["classification"] == "data" and on_disk["observed"]["loss"] == "nan"
+    assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_overflow_only_under_autocast_is_precision(setup):
+    model, loss_fn, batch = setup
+    target = "transformer_blocks.0.attn1"
+    handle = model.get_submodule(target).register_forward_hook(_overflow_under_autocast)
+    params = list(model.parameters())
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    dtypes = {n: p.dtype for n, p in model.named_parameters()}
+    lora = next(p for n, p in model.named_parameters() if p.requires_grad)
+    old_grad = torch.full_like(lora, 0.25)
+    lora.grad = old_grad
+    cpu_rng = torch.get_rng_state()
+    try:
+        report = _diagnose(model, loss_fn, batch)
+    finally:
+        handle.remove()
+    assert report["classification"] == "precision", report["paragraph"]
+    run, fp32 = report["replays"]["run_precision"], report["replays"]["fp32"]
+    assert run["first_nonfinite_module"]["name"] == target
+    assert run["first_nonfinite_module"]["output_dtype"] == "float16"
+    assert run["first_nonfinite_module"]["output"]["output"]["inf"] > 0
+    assert run["first_nonfinite_module"]["inputs_finite"] is True
+    assert run["autocast_dtype"] == "bfloat16"
+    assert fp32["nonfinite"] is False and fp32["first_nonfinite_module"] is None
+    assert report["first_module"]["attention"]["processor"] == "SanaLinearAttnProcessor2_0"
+    assert any("--attention_canary" in a for a in report["advice"])
+    assert target in report["paragraph"]
+    _strict_json(report)
+    # nothing of the run changed: values bitwise, dtypes, identity, grads, modes, global RNG
+    assert list(model.parameters()) == params and all(a is b for a, b in zip(model.parameters(), params))
+    for n, p in model.named_parameters():
+        assert p.dtype == dtypes[n], n
+        assert torch.equal(p.detach(), before[n]), n
+        assert p.grad is None or p is lora, n
+    assert lora.grad is old_grad and torch.all(old_grad == 0.25)
+    assert model.training and all(m.training for m in model.modules())
+    assert torch.equal(torch.get_rng_state(), cpu_rng)
+
+
+def test_nan_in_fp32_too_is_model_or_optimizer_and_fault_context_is_used(setup):
+    model, loss_fn, batch = setup
+    target = model.get_submodule("transformer_blocks.1.ff")
+    entered = []
+
+    class Drill:
+        def __enter__(self):
+            entered.append(1)
+            self.handle = target.register_forward_hook(lambda m, a, out: out + float("nan"))
+
+        def __exit__(self, *exc):
+            self.handle.remove()
+
+    report = _diagnose(model, loss_fn, batch, fault_context=Drill)
+    assert len(entered) == 2  # once per replay
+    assert report["classification"] == "model/optimizer"
+    for key in ("run_precision", "fp32"):
+        assert report["replays"][key]["first_nonfinite_module"]["name"] == "transformer_blocks.1.ff"
+        assert report["replays"][key]["loss"] == "nan"
+    assert any("--learning_rate (now 0.001)" in a for a in report["advice"])
+    assert not any("--attention_canary" in a for a in report["advice"])
+    assert not target._forward_hooks
+    _strict_json(report)
+
+
+def test_clean_replay_is_not_reproduced(setup):
+    model, loss_fn, batch = setup
+    report = _diagnose(model, loss_fn, batch)
+    assert report["classification"] == "not reproduced"
+    assert report["replays"]["run_precision"]["nonfinite"] is False
+    assert isinstance(report["replays"]["fp32"]["grad_norm"], float)
+    assert "transient" in report["advice"][0]
+    assert format_paragraph(report).startswith("Step 5 went non-finite")
+
+
+# ---------------------------------------------------------------------------------------------
+# attention canary
+# ---------------------------------------------------------------------------------------------
+def test_canary_is_finite_on_the_tiny_model(tiny_sana):
+    model = _model(tiny_sana)
+    flags = sdpa_backend_flags()
+    logged = []
+    result = attention_canary(model, torch.device("cpu"), torch.bfloat16, logged.append)
+    assert result["finite"] and result["ok"] and not result["fell_back"]
+    assert {k["processor"] for k in result["kinds"]} == {"SanaLinearAttnProcessor2_0", "SanaAttnProcessor2_0"}
+    assert all(k["kind"] == "module" for k in result["kinds"])
+    assert sdpa_backend_flags() == flags
+    assert logged == [result["message"]]
+    assert not any(p.grad is not None for p in model.parameters())
+
+
+def test_broken_attention_is_caught_and_math_fallback_trains_finite(setup):
+    model, loss_fn, batch = setup
+    original = torch.nn.functional.scaled_dot_product_attention
+    uninstall = install_broken_attention()
+    try:
+        assert non_math_sdpa_enabled()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert torch.isnan(loss_fn(model, batch, torch.Generator().manual_seed(0)))  # the drill bites
+        result = attention_canary(model, torch.device("cpu"), torch.bfloat16, None)
+        assert not result["finite"] and result["fell_back"] and result["ok"]
+        assert "flash" in result["switched"] and "SanaAttnProcessor2_0" in result["message"]
+        assert "math" in result["message"]
+        assert not non_math_sdpa_enabled() and sdpa_backend_flags()["math"]
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_fn(model, batch, torch.Generator().manual_seed(0))
+        grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
+        assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
+    finally:
+        uninstall()
+    assert torch.nn.functional.scaled_dot_product_attention is original
+
+
+def test_canary_falls_back_to_sdpa_for_an_unknown_signature():
+    class Odd(torch.nn.Module):
+        processor = object()
+        heads, inner_dim, query_dim = 2, 32, 32
+
+        def __init__(self):
+            super().__init__()
+            self.to_q = torch.nn.Linear(32, 32)
+
+        def forward(self, a, b, c, d):  # not an attention signature the canary knows
+            raise AssertionError("unreachable")
+
+    result = attention_canary(Odd(), "cpu", torch.bfloat16)
+    kind = result["kinds"][0]
+    assert kind["kind"] == "sdpa" and "TypeError" in kind["fallback_reason"] and result["ok"]
+    assert len(kind["cases"]) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# precision audit
+# ---------------------------------------------------------------------------------------------
+def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
+    family = get_family("sana")
+    cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
+    comps = family.load_components(cfg, torch.device("cpu"))
+    policy = family.expected_dtypes(comps, cfg)
+    assert policy == {"denoiser": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
+    assert audit_precision(comps, policy, allow_fp16=False) == []
+    adapters.add_lora(comps.denoiser, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
+    lora = [n for n, p in comps.denoiser.named_parameters() if p.requires_grad]
+    found = audit_precision(comps, policy, allow_fp16=False)  # PEFT made the LoRA weights bf16
+    assert {m["name"] for m in found} == set(lora) and all(m["expected"] == "float32" for m in found)
+    adapters.cast_trainable_to_fp32(comps.denoiser, under_autocast=True)
+    assert audit_precision(comps, policy, allow_fp16=False) == []
+    assert "matches" in format_audit([])
+
+    comps.denoiser.caption_norm.to(torch.float16)
+    comps.encoders["text_encoder"].layers[0].input_layernorm.to(torch.float16)
+    found = audit_precision(comps, policy, allow_fp16=True)
+    assert {(m["component"], m["name"], m["kind"], m["dtype"], m["expected"]) for m in found} == {
+        ("denoiser", "caption_norm.weight", "param", "float16", "bfloat16"),
+        ("text_encoder", "layers.0.input_layernorm.weight", "param", "float16", "bfloat16"),
+    }
+    text = format_audit(found)
+    assert "caption_norm.weight" in text and "float16" in text
+
+
+def test_audit_summary_is_grouped():
+    mismatches = [{"component": "denoiser", "name": f"transformer_blocks.{i}.norm.weight", "kind": "param",
+                   "dtype": "float32", "expected": "bfloat16", "trainable": False} for i in range(500)]
+    text = format_audit(mismatches)
+    assert len(text.splitlines()) == 2
+    assert "500" in text and "and 497 more" in text
+
+
+def test_fp16_denoiser_refused_without_allow_fp16(tiny_sana):
+    fp16 = _model(tiny_sana, dtype=torch.float16, lora=False)
+    with pytest.raises(UserError) as err:
+        check_fp16_denoiser(fp16, allow_fp16=False)
+    message = str(err.value)
+    assert "--allow_fp16" in message and "--mixed_precision bf16" in message and "BF16" in message
+    check_fp16_denoiser(fp16, allow_fp16=True)
+    check_fp16_denoiser(fp16.requires_grad_(True), allow_fp16=True)
+    with pytest.raises(UserError):  # judged the same before the base is frozen
+        check_fp16_denoiser(fp16, allow_fp16=False)
+    check_fp16_denoiser(_model(tiny_sana, lora=True), allow_fp16=False)
