@@ -184,3 +184,24 @@ def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
     assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["nonfinite_grads"] == 0
     report = json.loads((out / "nonfinite_report.json").read_text())
     assert report["first_fault"]["rank"] == 1
+
+
+@pytest.mark.gpu
+def test_guarded_steps_never_sync_on_cuda(tiny_sana, shapes_data, tmp_path):
+    """With DIT_LORA_SYNC_DEBUG=1 every training step runs under torch.cuda.set_sync_debug_mode("error")."""
+    out = tmp_path / "out"
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=12,
+                                inject_faults="nan_loss@3,inf_grad@5", skip_loss_spikes=6),
+                      env={"DIT_LORA_SYNC_DEBUG": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = read_summary(out)
+    assert summary["device"].startswith("cuda") and summary["skipped_steps"] == 2
+
+
+def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data, tmp_path):
+    """The control: --finite_guard false applies the Inf gradient, and nothing non-finite is written."""
+    from dit_lora.output.adapter import NonFiniteWeightsError
+
+    err, out = _train(tiny_sana, shapes_data, tmp_path, finite_guard="false", inject_faults="inf_grad@3", max_train_steps=4)
+    assert isinstance(err, NonFiniteWeightsError), err
+    assert not (out / "pytorch_lora_weights.safetensors").exists()

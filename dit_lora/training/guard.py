@@ -81,11 +81,32 @@ class StepGuard:
         for group, table in zip(self.optimizer.param_groups, self._tables):
             group["lr"] = torch.index_select(table, 0, applied).squeeze(0).clone()
 
+    def _set_lrs(self) -> None:
+        applied = self.counts[_APPLIED].long().view(1)
+        for group, table in zip(self.optimizer.param_groups, self._tables):
+            group["lr"].copy_(torch.index_select(table, 0, applied).squeeze(0))
+
     def current_lrs(self) -> list[float]:
         """Host values of the learning rates (syncs; call at checks only)."""
         return [float(g["lr"]) for g in self.optimizer.param_groups]
 
     # ---- per step (device only) ----------------------------------------------------------
+    def step(self, optimizer, inner: torch.optim.Optimizer, loss: torch.Tensor, norm: torch.Tensor, slot: int,
+             scaler=None) -> None:
+        """One guarded optimizer update (or a plain one with ``--finite_guard false``)."""
+        if not self.enabled:
+            # Baseline without the guard: step unconditionally, advance the schedule, keep the loss log.
+            optimizer.step()
+            self.counts[_APPLIED] += 1
+            self.counts[_WIN_LOSS] += loss.detach().double()
+            self.counts[_WIN_GOOD] += 1
+            self.counts[_WIN_STEPS] += 1
+            self._set_lrs()
+            return
+        flag = self.step_flag(loss, norm)
+        self.optimizer_step(optimizer, inner, flag, scaler)
+        self.after_step(flag, loss, norm, slot)
+
     def step_flag(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
         """1.0 when this step must be skipped on every process, else 0.0 (a device scalar)."""
         loss = loss.detach().float()
@@ -98,7 +119,7 @@ class StepGuard:
             dist.all_reduce(reasons, op=dist.ReduceOp.MAX)
         self._reasons = reasons
         flag = reasons.amax()
-        return flag if self.enabled else self._zero
+        return flag
 
     def _spike(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
         if self.spike_sigma is None:
@@ -140,9 +161,7 @@ class StepGuard:
         # Consecutive skips reset on an applied step; where() keeps NaN out of the arithmetic.
         self.counts[_CONSECUTIVE] = torch.where(flag > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
         self.window_flags[slot] = flag.double()
-        applied = self.counts[_APPLIED].long().view(1)
-        for group, table in zip(self.optimizer.param_groups, self._tables):
-            group["lr"].copy_(torch.index_select(table, 0, applied).squeeze(0))
+        self._set_lrs()
         if self.spike_sigma is not None:
             self._update_spike_stats(good > 0, loss_d, norm.detach().double())
 

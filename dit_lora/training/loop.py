@@ -197,10 +197,13 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     window_start = time.perf_counter()
     train_started = time.perf_counter()
     steps_at_start = state.global_step
+    sync_debug = os.environ.get("DIT_LORA_SYNC_DEBUG") == "1" and accelerator.device.type == "cuda"
     try:
         while state.global_step < max_steps:
             loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
             for batch in loader:
+                if sync_debug:  # the step itself must never wait for the device (GPU test drill)
+                    torch.cuda.set_sync_debug_mode("error")
                 step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
                 slot = (step - 1) % interval
                 recovery.record(slot, step, state.epoch, state.batch_in_epoch, generator)
@@ -219,11 +222,11 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                     state.samples_seen += batch["latents"].shape[0] * world
                     if accelerator.sync_gradients:
                         norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
-                        flag = guard.step_flag(micro_losses, norm)
-                        guard.optimizer_step(optimizer, optimizer.optimizer, flag, accelerator.scaler)
-                        guard.after_step(flag, micro_losses, norm, slot)
+                        guard.step(optimizer, optimizer.optimizer, micro_losses, norm, slot, accelerator.scaler)
                         micro_losses.zero_()
                     optimizer.zero_grad(set_to_none=True)
+                if sync_debug:
+                    torch.cuda.set_sync_debug_mode("default")
                 if not accelerator.sync_gradients:
                     continue
                 state.global_step += 1
