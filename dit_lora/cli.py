@@ -1,4 +1,4 @@
-"""The ``dit-lora`` console script: ``dit-lora doctor`` and ``dit-lora push``.
+"""The ``dit-lora`` console script: ``dit-lora doctor``, ``dit-lora push`` and ``dit-lora check-data``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -15,7 +15,7 @@ from dit_lora.errors import UserError, run_cli
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dit-lora",
-        description="LoRA fine-tuning for diffusion transformers: environment checks and Hub upload.",
+        description="LoRA fine-tuning for diffusion transformers: environment checks, data checks and Hub upload.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -28,6 +28,31 @@ def _build_parser() -> argparse.ArgumentParser:
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")
     push.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
     push.add_argument("--commit_message", default=None, help="commit message for the upload")
+
+    check = sub.add_parser(
+        "check-data",
+        help="decode every training sample (and its cached latents) and report problems; exit 1 if any blocks",
+        description="Decode every sample, run the training preprocessing, and check pixels, captions and cached "
+        "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
+    )
+    check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
+    check.add_argument("--train_data_dir", default=None,
+                       help="folder of images with metadata.jsonl/.csv or .txt captions")
+    check.add_argument("--dataset_name", default=None, help="anything `datasets.load_dataset` opens")
+    check.add_argument("--dataset_config_name", default=None, help="config name for --dataset_name")
+    check.add_argument("--image_column", default=None, help="dataset column with the images (default: image)")
+    check.add_argument("--caption_column", default=None,
+                       help="dataset/metadata column with the captions (default: text)")
+    check.add_argument("--max_train_samples", default=None, help="check only the first N samples, as training would")
+    check.add_argument("--resolution", default=None, help="training resolution in pixels (default: 1024)")
+    check.add_argument("--center_crop", nargs="?", const="true", default=None, metavar="BOOL",
+                       help="center-crop as training would (default: random crop fixed per image)")
+    check.add_argument("--cache_dir", default=None,
+                       help="latent cache folder to check too (all namespaces in it, or the one --config's model uses)")
+    check.add_argument("--pretrained_model_name_or_path", default=None,
+                       help="the model to train; with it only that model's cache namespace is checked")
+    check.add_argument("--family", default=None, help="model family of the run (default: sana)")
+    check.add_argument("--all", action="store_true", help="also list the rows without problems")
     return parser
 
 
@@ -62,6 +87,64 @@ def _push(args: argparse.Namespace) -> int:
     return 0
 
 
+_CHECK_DATA_KEYS = ("train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column",
+                    "max_train_samples", "resolution", "center_crop", "cache_dir", "pretrained_model_name_or_path",
+                    "family")
+
+
+def _check_data(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dit_lora.config import TrainConfig, load_yaml
+    from dit_lora.config.parser import coerce
+    from dit_lora.data import preflight
+    from dit_lora.data.cache import default_cache_root
+    from dit_lora.data.sources import load_samples
+
+    values = load_yaml(args.config) if args.config else {}
+    for name in _CHECK_DATA_KEYS:
+        raw = getattr(args, name)
+        if raw is not None:
+            values[name] = coerce(name, raw, f"--{name}")
+    cfg = TrainConfig(**values)
+    if cfg.resolution < 1:
+        raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
+
+    from dit_lora.families import get_family
+
+    family = get_family(cfg.family)
+    samples = load_samples(
+        train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
+        image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+        labels_from_folders=getattr(family, "caption_source", "captions") == "class_folders",
+    )
+    print(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...", flush=True)
+    rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop, seed=cfg.seed)
+
+    # The cache: exactly the namespace a run would use when the model is known, else every namespace in
+    # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).
+    namespace = None
+    if cfg.pretrained_model_name_or_path and cfg.cache_latents:
+        from dit_lora.data.prepare import cache_namespace_for
+
+        namespace = cache_namespace_for(cfg, family)
+    note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
+    if cfg.cache_dir or namespace is not None:
+        root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+        cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
+        rows += cache_rows
+
+    table = preflight.format_table(rows, show_ok=args.all)
+    if table:
+        print(table)
+    print(note)
+    print(preflight.summarize(rows, max_bad_samples_fraction=cfg.max_bad_samples_fraction))
+    if preflight.has_blocking(rows):
+        print("fix or remove the BLOCK rows (training skips those samples and lists them in quarantine.json).")
+        return 1
+    return 0
+
+
 def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -69,6 +152,8 @@ def _main(argv: list[str] | None) -> int:
         return _doctor(args)
     if args.command == "push":
         return _push(args)
+    if args.command == "check-data":
+        return _check_data(args)
     parser.print_help(sys.stderr)
     return 2
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import save_file
 
 from .transforms import crop_seed, preprocess_image
@@ -34,7 +35,53 @@ def cache_namespace(identity: dict[str, Any]) -> str:
 def cache_files(root: Path, namespace: str, samples: list) -> list[Path]:
     """The cache path of every sample (existing or not)."""
     folder = Path(root) / namespace
-    return [folder / f"{hashlib.sha256((namespace + s.content_id()).encode()).hexdigest()[:32]}.safetensors" for s in samples]
+    return [folder / cache_file_name(namespace, s.content_id()) for s in samples]
+
+
+def cache_file_name(namespace: str, content_id: str) -> str:
+    """File name of one sample's entry inside its namespace folder."""
+    return f"{hashlib.sha256((namespace + content_id).encode()).hexdigest()[:32]}.safetensors"
+
+
+def inspect_cache_file(path: Path) -> tuple[str | None, dict[str, tuple[int, ...]]]:
+    """Read one cache entry: (problem or None, ``{tensor name: shape}``).
+
+    A problem is an unreadable file (truncated, not safetensors), a missing ``latents`` tensor or
+    a floating tensor with NaN/Inf. Only safetensors is read: nothing is ever unpickled.
+    """
+    shapes: dict[str, tuple[int, ...]] = {}
+    bad: list[str] = []
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            for name in sorted(handle.keys()):
+                tensor = handle.get_tensor(name)
+                shapes[name] = tuple(tensor.shape)
+                if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                    kinds = []
+                    if torch.isnan(tensor).any():
+                        kinds.append("NaN")
+                    if torch.isinf(tensor).any():
+                        kinds.append("Inf")
+                    bad.append(f"{name} has {'/'.join(kinds)}")
+    except FileNotFoundError:
+        return "cache file is missing", shapes
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types on bad files
+        text = " ".join(str(err).split())[:200]
+        return f"cache file is unreadable ({type(err).__name__}: {text})", shapes
+    if bad:
+        return "cached tensors are not finite: " + ", ".join(bad), shapes
+    if "latents" not in shapes:
+        return "cache file has no 'latents' tensor", shapes
+    return None, shapes
+
+
+def verify_cache_file(path: Path) -> str | None:
+    """Why the cache entry at ``path`` cannot be used, or None when it is readable and finite."""
+    return inspect_cache_file(path)[0]
+
+
+def _finite(tensors: dict[str, torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in tensors.values() if t.is_floating_point())
 
 
 def build_cache(
@@ -51,39 +98,64 @@ def build_cache(
     batch_size: int,
     rank: int = 0,
     log: Callable[[str], None] = print,
-) -> list[int]:
-    """Encode the samples ``todo`` (this rank's share of the missing ones); return indices that failed.
+) -> dict[int, str]:
+    """Encode the samples ``todo`` (this rank's share of the missing ones); return ``{index: reason}`` of failures.
 
     Every rank must compute the missing list *before* any rank starts writing, or ranks disagree
     about the split and some samples are never cached.
 
-    A sample whose latents or embeddings come out non-finite is not cached and is reported, so
-    bad data never reaches training.
+    A sample that cannot be decoded, whose pixels are not finite, or whose latents or embeddings
+    come out non-finite is not cached and is reported, so bad data never reaches training. A
+    non-finite encoding is recomputed once on its own (a NaN can come from the batch rather than
+    the sample) before the sample is given up.
     """
-    failed: list[int] = []
+    failed: dict[int, str] = {}
     if not todo:
         return failed
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
+
+    def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = {"latents": encode_images(pixels)}
+        if random_flip:
+            out["latents_flipped"] = encode_images(pixels.flip(-1))
+        out.update(encode_prompts([samples[i].caption for i in indices]))
+        return out
+
+    def row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
+        return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
+
     for start in range(0, len(todo), batch_size):
         chunk = todo[start : start + batch_size]
-        images = [samples[i].open_image() for i in chunk]
-        pixels = torch.stack([
-            preprocess_image(img, resolution, center_crop=center_crop, flip=False, crop_rng_seed=crop_seed(seed, samples[i].key))
-            for img, i in zip(images, chunk)
-        ])
-        latents = encode_images(pixels)
-        flipped = encode_images(pixels.flip(-1)) if random_flip else None
-        cond = encode_prompts([samples[i].caption for i in chunk])
-        for row, index in enumerate(chunk):
-            tensors = {"latents": latents[row]}
-            if flipped is not None:
-                tensors["latents_flipped"] = flipped[row]
-            tensors.update({k: v[row] for k, v in cond.items()})
-            if not all(torch.isfinite(t.float()).all() for t in tensors.values() if t.is_floating_point()):
-                log(f"skipping {samples[index].key}: its encoded latents or caption embeddings are not finite")
-                failed.append(index)
+        ready: list[int] = []
+        pixels: list[torch.Tensor] = []
+        for i in chunk:
+            try:
+                px = preprocess_image(samples[i].open_image(), resolution, center_crop=center_crop, flip=False,
+                                      crop_rng_seed=crop_seed(seed, samples[i].key))
+            except Exception as err:  # noqa: BLE001 - the file changed or broke since validation
+                detail = " ".join(str(err).split())[:200]
+                failed[i] = f"image could not be decoded for caching ({type(err).__name__}: {detail})"
+                log(f"skipping {samples[i].key}: {failed[i]}")
                 continue
-            _atomic_save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, files[index])
+            if not torch.isfinite(px).all():
+                failed[i] = "decoded pixels are not finite"
+                log(f"skipping {samples[i].key}: {failed[i]}")
+                continue
+            ready.append(i)
+            pixels.append(px)
+        if ready:
+            batch = encode(ready, torch.stack(pixels))
+            for r, index in enumerate(ready):
+                tensors = row(batch, r)
+                if not _finite(tensors):
+                    # Recompute once, alone, before giving the sample up.
+                    tensors = row(encode([index], pixels[r][None]), 0)
+                    if not _finite(tensors):
+                        failed[index] = "encoded latents or caption embeddings are not finite (also when recomputed)"
+                        log(f"skipping {samples[index].key}: {failed[index]}")
+                        continue
+                    log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
+                _atomic_save(tensors, files[index])
         log(f"cached {min(start + batch_size, len(todo))}/{len(todo)} samples (rank {rank})")
     return failed
 

@@ -1,0 +1,211 @@
+"""Data preflight: check every sample (and its cache entry) before a run, as ``dit-lora check-data`` does.
+
+Each sample is decoded and put through the real preprocessing (:func:`preprocess_image`), then the
+pixels are checked (shape 3xHxW, finite, within [-1, 1]); empty captions block; images smaller
+than the training resolution warn (they are upscaled). Cache entries of the samples, when a cache
+namespace exists, are read (safetensors only) and checked for NaN/Inf and for shapes that differ
+from the other entries. Results are plain records, rendered by :func:`format_table`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .cache import cache_file_name, inspect_cache_file
+from .sources import RawSample, _problem, caption_problem
+from .transforms import _target_size, crop_seed, preprocess_image
+
+OK, WARN, BLOCK = "ok", "warn", "block"
+_SEVERITY = {OK: 0, WARN: 1, BLOCK: 2}
+
+
+@dataclass
+class SampleCheck:
+    """One line of the preflight report.
+
+    ``key`` names the sample (its path relative to the data folder, or ``dataset[row]``); ``what``
+    is ``"sample"`` (image + caption) or ``"cache"`` (its cached latents/embeddings, ``path`` is
+    the cache file); ``problem`` says what is wrong (empty when ``status`` is ok).
+    """
+
+    key: str
+    what: str = "sample"
+    status: str = OK
+    problem: str = ""
+    path: str | None = None
+
+
+def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str | None) -> SampleCheck:
+    status = BLOCK if blocks else WARN if warns else OK
+    return SampleCheck(key, what, status, "; ".join(blocks + warns), path)
+
+
+def check_sample(
+    sample: RawSample, *, resolution: int, center_crop: bool = False, seed: int = 0, require_caption: bool = True
+) -> SampleCheck:
+    """Decode ``sample``, preprocess it as training would, and check caption and pixels."""
+    blocks: list[str] = []
+    warns: list[str] = []
+    if require_caption and caption_problem(sample):
+        blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
+    problem = _problem(sample)
+    if problem is not None:
+        blocks.append(problem)
+        return _combine(sample.key, "sample", blocks, warns, sample.path)
+    target_h, target_w = _target_size(resolution)
+    try:
+        image = sample.open_image()
+        width, height = image.size
+        pixels = preprocess_image(image, resolution, center_crop=center_crop, flip=False,
+                                  crop_rng_seed=crop_seed(seed, sample.key))
+    except Exception as err:  # noqa: BLE001 - anything that stops preprocessing blocks this sample
+        blocks.append(f"preprocessing failed ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
+        return _combine(sample.key, "sample", blocks, warns, sample.path)
+    if tuple(pixels.shape) != (3, target_h, target_w):
+        blocks.append(f"preprocessed to shape {tuple(pixels.shape)}, expected (3, {target_h}, {target_w})")
+    finite = torch.isfinite(pixels)
+    if not finite.all():
+        blocks.append(f"pixels have {int((~finite).sum())} NaN/Inf values after preprocessing")
+    elif pixels.numel() and (pixels.min() < -1.0 or pixels.max() > 1.0):
+        low, high = float(pixels.min()), float(pixels.max())
+        blocks.append(f"pixels outside [-1, 1] after preprocessing ({low:.3g}..{high:.3g})")
+    if width < target_w or height < target_h:
+        warns.append(f"{width}x{height} is smaller than the {target_w}x{target_h} training resolution; it is upscaled")
+    return _combine(sample.key, "sample", blocks, warns, sample.path)
+
+
+def check_samples(
+    samples: Sequence[RawSample],
+    *,
+    resolution: int,
+    center_crop: bool = False,
+    seed: int = 0,
+    require_captions: bool = True,
+    num_workers: int | None = None,
+) -> list[SampleCheck]:
+    """:func:`check_sample` for every sample, in order (decoding in threads; PIL releases the GIL)."""
+    def one(s: RawSample) -> SampleCheck:
+        return check_sample(s, resolution=resolution, center_crop=center_crop, seed=seed,
+                            require_caption=require_captions)
+
+    samples = list(samples)
+    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
+    if workers > 1 and len(samples) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
+            return list(pool.map(one, samples))
+    return [one(s) for s in samples]
+
+
+def _namespace_folders(root: Path, namespace: str | None) -> list[Path]:
+    if namespace is not None:
+        folder = root / namespace
+        return [folder] if folder.is_dir() else []
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if any(root.glob("*.safetensors")):
+        folders.insert(0, root)  # the root is itself a namespace folder
+    return folders
+
+
+def check_cache(
+    samples: Sequence[RawSample], root: str | os.PathLike, *, namespace: str | None = None
+) -> tuple[list[SampleCheck], str]:
+    """Check the cache entries of ``samples`` under ``root``; return (rows, one-line note).
+
+    With ``namespace`` only that folder is read (what a run with that config uses); without it,
+    every namespace folder under ``root`` (or ``root`` itself, if it holds cache files) is searched
+    for entries belonging to ``samples``. Each entry found must be readable, hold ``latents``, be
+    finite, and have the same tensor names and shapes as the most common entry in its namespace.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return [], f"cache: {root} does not exist, nothing cached to check"
+    ids: list[tuple[RawSample, str]] = []
+    for s in samples:
+        try:
+            ids.append((s, s.content_id()))
+        except Exception:  # noqa: BLE001 - unreadable samples are reported by check_samples
+            continue
+    rows: list[SampleCheck] = []
+    namespaces = 0
+    for folder in _namespace_folders(root, namespace):
+        ns = folder.name
+        hits = [(s, folder / cache_file_name(ns, cid)) for s, cid in ids]
+        hits = [(s, f) for s, f in hits if f.is_file()]
+        if not hits:
+            continue
+        namespaces += 1
+        inspected = [(s, f, *inspect_cache_file(f)) for s, f in hits]
+        signatures = Counter(tuple(sorted(shapes.items())) for _, _, problem, shapes in inspected if problem is None)
+        common = signatures.most_common(1)[0][0] if signatures else None
+        for s, f, problem, shapes in inspected:
+            shown = f"{ns}/{f.name}" if folder != root else f.name
+            blocks = []
+            if problem is not None:
+                blocks.append(f"{shown}: {problem}")
+            elif common is not None and tuple(sorted(shapes.items())) != common:
+                expected = dict(common)
+                diff = ", ".join(f"{k} {shapes.get(k)} (others: {expected.get(k)})"
+                                 for k in sorted(set(shapes) | set(expected)) if shapes.get(k) != expected.get(k))
+                blocks.append(f"{shown}: shapes differ from the other cache entries: {diff}")
+            rows.append(_combine(s.key, "cache", blocks, [], str(f)))
+    where = f"namespace {namespace}" if namespace is not None else f"{namespaces} namespace(s)"
+    note = f"cache: checked {len(rows)} entr{'y' if len(rows) == 1 else 'ies'} in {where} under {root}"
+    if not rows:
+        note += " (nothing cached yet for these samples and settings)"
+    return rows, note
+
+
+def format_table(rows: Sequence[SampleCheck], *, show_ok: bool = False) -> str:
+    """Fixed-width table: problems first (blocks, then warnings), ok rows only with ``show_ok``."""
+    shown = [r for r in rows if show_ok or r.status != OK]
+    shown.sort(key=lambda r: -_SEVERITY.get(r.status, 0))  # stable: keeps sample order within a status
+    hidden = len(rows) - len(shown)
+    lines: list[str] = []
+    if shown:
+        width_key = min(max(len("sample"), *(len(r.key) for r in shown)), 60)
+        width_what = max(len("check"), *(len(r.what) for r in shown))
+        header = f"{'status':<6}  {'sample':<{width_key}}  {'check':<{width_what}}  problem"
+        lines += [header, "-" * len(header)]
+        for r in shown:
+            mark = {OK: "ok", WARN: "WARN", BLOCK: "BLOCK"}.get(r.status, r.status)
+            lines.append(f"{mark:<6}  {r.key:<{width_key}}  {r.what:<{width_what}}  {r.problem}".rstrip())
+    if hidden:
+        lines.append(f"{hidden} ok row(s) not shown (--all shows every row)")
+    return "\n".join(lines)
+
+
+def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | None = None) -> str:
+    """One line: how many samples are ok / warn / blocked, and what training would do with them."""
+    samples = [r for r in rows if r.what == "sample"]
+    cache = [r for r in rows if r.what == "cache"]
+    counts = Counter(r.status for r in samples)
+    text = (f"{len(samples)} sample(s): {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking")
+    if cache:
+        bad_cache = sum(r.status == BLOCK for r in cache)
+        text += f"; {len(cache)} cache entr{'y' if len(cache) == 1 else 'ies'}, {bad_cache} bad"
+    if max_bad_samples_fraction is not None and samples:
+        # A bad cache entry is recomputed by training, so only sample problems leave samples out.
+        bad_keys = [r.key for r in samples if r.status == BLOCK]
+        fraction = len(bad_keys) / len(samples)
+        if bad_keys:
+            verdict = "within" if fraction <= max_bad_samples_fraction else "more than"
+            text += (f". Training would leave out {len(bad_keys)} sample(s) ({fraction:.1%}), {verdict} "
+                     f"--max_bad_samples_fraction={max_bad_samples_fraction}")
+            if verdict == "more than":
+                text += ", so it would stop"
+    return text + "."
+
+
+def has_blocking(rows: Sequence[SampleCheck]) -> bool:
+    return any(r.status == BLOCK for r in rows)
+
+
+__all__ = ["BLOCK", "OK", "WARN", "SampleCheck", "check_cache", "check_sample", "check_samples", "format_table",
+           "has_blocking", "summarize"]

@@ -1,0 +1,267 @@
+"""Data preflight: corrupt, truncated, missing, empty-caption and NaN-carrying samples, through
+`dit-lora check-data` and through training's data preparation (quarantine, fraction stop, cache recompute)."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+from PIL import Image
+from safetensors.torch import load_file, save_file
+
+from conftest import ROOT, base_args
+from dit_lora.cli import main as cli_main
+from dit_lora.config import parse_config
+from dit_lora.data.cache import cache_file_name
+from dit_lora.data.prepare import QUARANTINE_FILE, cache_namespace_for, prepare_data
+from dit_lora.data.sources import load_samples
+from dit_lora.data.transforms import crop_seed, preprocess_image
+from dit_lora.errors import UserError
+from dit_lora.families import get_family
+
+BAD = ("corrupt.png", "truncated.png", "missing.png", "blank.png")
+
+
+def _accelerator():
+    return types.SimpleNamespace(is_main_process=True, process_index=0, num_processes=1, wait_for_everyone=lambda: None)
+
+
+def _add_rows(data, rows):
+    with open(data / "metadata.jsonl", "a", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row) + "\n")
+
+
+def make_bad_data(shapes_data, dest):
+    """The 16 shapes plus a corrupt file, a truncated PNG, a metadata row without its file and an empty caption."""
+    shutil.copytree(shapes_data, dest)
+    (dest / "corrupt.png").write_bytes(random.Random(0).randbytes(400))
+    png = io.BytesIO()
+    Image.effect_noise((64, 64), 60).convert("RGB").save(png, format="PNG")
+    (dest / "truncated.png").write_bytes(png.getvalue()[: len(png.getvalue()) // 2])
+    Image.new("RGB", (64, 64), (10, 200, 10)).save(dest / "blank.png")
+    _add_rows(dest, [{"file_name": "corrupt.png", "text": "a corrupt image"},
+                     {"file_name": "truncated.png", "text": "a truncated image"},
+                     {"file_name": "missing.png", "text": "an image that is not there"},
+                     {"file_name": "blank.png", "text": "   "}])
+    return dest
+
+
+def _nan_entry(like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {k: v.clone() for k, v in like.items()}
+    out["latents"] = out["latents"].float()
+    out["latents"].view(-1)[0] = float("nan")
+    return out
+
+
+def _run_cli(argv, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(argv)
+    captured = capsys.readouterr()
+    return exit_.value.code, captured.out + captured.err
+
+
+@pytest.fixture(scope="module")
+def sana(tiny_sana, shapes_data, tmp_path_factory):
+    """One loaded tiny Sana component set for the whole module."""
+    scratch = tmp_path_factory.mktemp("load")
+    cfg = parse_config(base_args(tiny_sana, shapes_data, scratch / "out", scratch / "cache"))
+    family = get_family("sana")
+    comps = family.load_components(cfg, torch.device("cpu"))
+    family.configure(comps, cfg)
+    return comps
+
+
+def _cfg(tiny_sana, data, tmp_path, **overrides):
+    return parse_config(base_args(tiny_sana, data, tmp_path / "out", tmp_path / "cache", **overrides))
+
+
+def _nan_for(monkeypatch, family, cfg, data, keys):
+    """Make the family's image encoder return NaN latents for the samples ``keys``, every time."""
+    targets = []
+    for s in load_samples(train_data_dir=data):
+        if s.key in keys:
+            px = preprocess_image(s.open_image(), cfg.resolution, center_crop=cfg.center_crop, flip=False,
+                                  crop_rng_seed=crop_seed(cfg.seed, s.key))
+            targets += [px, px.flip(-1)]
+    original = family.encode_images
+    calls = []
+
+    def encode_images(comps, pixels):
+        latents = original(comps, pixels)
+        for r in range(pixels.shape[0]):
+            if any(torch.equal(pixels[r], t) for t in targets):
+                latents[r] = float("nan")
+                calls.append(r)
+        return latents
+
+    monkeypatch.setattr(family, "encode_images", encode_images)
+    return calls
+
+
+# ---------------------------------------------------------------------------------------------
+# dit-lora check-data
+# ---------------------------------------------------------------------------------------------
+
+
+def test_check_data_good_data_exits_0(shapes_data, capsys):
+    code, out = _run_cli(["check-data", "--train_data_dir", str(shapes_data), "--resolution", "64"], capsys)
+    assert code == 0, out
+    assert "16 sample(s): 16 ok, 0 warning(s), 0 blocking" in out
+    assert "16 ok row(s) not shown" in out
+    code, out = _run_cli(["check-data", "--train_data_dir", str(shapes_data), "--resolution", "64", "--all"], capsys)
+    assert code == 0 and "00000.png" in out and "00015.png" in out
+    # Smaller than the resolution: a warning, not a block.
+    code, out = _run_cli(["check-data", "--train_data_dir", str(shapes_data), "--resolution", "128"], capsys)
+    assert code == 0 and "WARN" in out and "upscaled" in out
+
+
+def test_check_data_missing_folder_is_one_paragraph(tmp_path, capsys):
+    code, out = _run_cli(["check-data", "--train_data_dir", str(tmp_path / "nope")], capsys)
+    text = " ".join(out.split())
+    assert code == 2 and "does not exist" in text and "--train_data_dir" in text and "Traceback" not in text
+
+
+def test_check_data_names_every_bad_file_and_cache_entry(tmp_path, shapes_data):
+    data = make_bad_data(shapes_data, tmp_path / "data")
+    samples = {s.key: s for s in load_samples(train_data_dir=data)}
+    # A cache namespace (any name: check-data matches entries to samples by content) with good entries,
+    # one carrying NaN, and one whose shapes differ from the rest.
+    ns = "0123456789abcdef0123"
+    folder = tmp_path / "cache" / ns
+    folder.mkdir(parents=True)
+    good = {"latents": torch.zeros(4, 2, 2), "prompt_embeds": torch.zeros(8, 16, dtype=torch.bfloat16),
+            "prompt_attention_mask": torch.ones(8, dtype=torch.int64)}
+    names = {}
+    for key in ("00000.png", "00001.png", "00002.png", "00003.png", "00004.png"):
+        names[key] = cache_file_name(ns, samples[key].content_id())
+        entry = good
+        if key == "00001.png":
+            entry = _nan_entry(good)
+        elif key == "00002.png":
+            entry = {**good, "latents": torch.zeros(4, 3, 3)}
+        save_file(entry, str(folder / names[key]))
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "dit_lora.cli", "check-data", "--train_data_dir", str(data), "--resolution", "64",
+         "--cache_dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith("BLOCK")}
+    assert "not a readable image" in rows["corrupt.png"]
+    assert "truncated" in rows["truncated.png"]
+    assert "file not found" in rows["missing.png"]
+    assert "empty caption" in rows["blank.png"]  # load_samples strips, so whitespace-only is empty
+    nan_rows = [line for line in out.splitlines() if line.startswith("BLOCK") and "00001.png" in line]
+    assert nan_rows and "cache" in nan_rows[0] and names["00001.png"] in nan_rows[0] and "NaN" in nan_rows[0]
+    shape_rows = [line for line in out.splitlines() if line.startswith("BLOCK") and "00002.png" in line]
+    assert shape_rows and "shapes differ" in shape_rows[0]
+    assert not any(line.startswith("BLOCK") and key in line for line in out.splitlines()
+                   for key in ("00000.png", "00003.png", "00004.png"))
+    assert "20 sample(s): 16 ok, 0 warning(s), 4 blocking" in out
+    assert "5 cache entries, 2 bad" in out
+    assert "Traceback" not in out
+
+
+# ---------------------------------------------------------------------------------------------
+# training: prepare_data
+# ---------------------------------------------------------------------------------------------
+
+
+def test_training_quarantines_bad_samples_and_stops_past_the_fraction(tmp_path, tiny_sana, shapes_data, sana,
+                                                                     monkeypatch):
+    data = make_bad_data(shapes_data, tmp_path / "data")
+    family = get_family("sana")
+    cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.5)
+    calls = _nan_for(monkeypatch, family, cfg, data, {"00005.png"})
+
+    prepared = prepare_data(cfg, family, sana, _accelerator())
+    reasons = {q["key"]: q["reason"] for q in prepared.quarantine}
+    assert set(reasons) == set(BAD) | {"00005.png"}
+    assert "not a readable image" in reasons["corrupt.png"]
+    assert "truncated" in reasons["truncated.png"]
+    assert "file not found" in reasons["missing.png"]
+    assert reasons["blank.png"] == "empty caption"
+    assert "not finite" in reasons["00005.png"] and "recomputed" in reasons["00005.png"]
+    assert len(calls) == 2  # encoded in its batch, then once more alone
+    assert len(prepared) == 15 and "00005.png" not in [s.key for s in prepared.samples]
+    assert len(prepared.dataset) == 15
+    written = json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())
+    assert written == prepared.quarantine
+
+    # 4 unreadable of 20 is within 0.2, but with the NaN encoding it is 5 of 20: the run stops, naming
+    # the samples, the flag and the quarantine file (which is written before stopping).
+    cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.2, output_dir=tmp_path / "out2")
+    with pytest.raises(UserError) as err:
+        prepare_data(cfg, family, sana, _accelerator())
+    msg = str(err.value)
+    assert "5 of 20" in msg and "--max_bad_samples_fraction" in msg and "00005.png" in msg and "corrupt.png" in msg
+    assert QUARANTINE_FILE in msg
+    assert len(json.loads((tmp_path / "out2" / QUARANTINE_FILE).read_text())) == 5
+
+    # Unreadable files alone past the fraction stop before anything is encoded.
+    cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.05, output_dir=tmp_path / "out3")
+    with pytest.raises(UserError, match="4 of 20"):
+        prepare_data(cfg, family, sana, _accelerator())
+    assert len(json.loads((tmp_path / "out3" / QUARANTINE_FILE).read_text())) == 4
+
+
+def test_nan_cache_entry_is_recomputed_then_quarantined(tmp_path, tiny_sana, shapes_data, sana, monkeypatch, capsys):
+    data = tmp_path / "data"
+    shutil.copytree(shapes_data, data)
+    family = get_family("sana")
+    cfg = _cfg(tiny_sana, data, tmp_path)
+    first = prepare_data(cfg, family, sana, _accelerator())
+    assert first.quarantine == [] and len(first) == 16
+    assert json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text()) == []
+
+    # Poison one cached entry with NaN (and truncate another): check-data finds the run's namespace and blocks.
+    victim, torn = first.dataset.files[3], first.dataset.files[7]
+    assert victim.parent.name == cache_namespace_for(cfg, family)
+    good = load_file(str(victim))
+    save_file(_nan_entry(good), str(victim))
+    torn.write_bytes(torn.read_bytes()[:50])
+    argv = ["check-data", "--train_data_dir", str(data), "--resolution", "64", "--center_crop",
+            "--cache_dir", str(tmp_path / "cache"), "--pretrained_model_name_or_path", str(tiny_sana)]
+    code, out = _run_cli(argv, capsys)
+    assert code == 1, out
+    assert victim.name in out and "NaN" in out and torn.name in out and "unreadable" in out
+    assert f"namespace {victim.parent.name}" in out
+
+    # Training recomputes both: finite files replace them and nothing is left out.
+    second = prepare_data(cfg, family, sana, _accelerator())
+    assert second.quarantine == [] and len(second) == 16
+    for f in (victim, torn):
+        assert all(torch.isfinite(t.float()).all() for t in load_file(str(f)).values())
+    assert torch.allclose(load_file(str(victim))["latents"], good["latents"], atol=1e-5)
+    assert _run_cli(argv, capsys)[0] == 0
+
+    # A NaN that persists after the recompute: the sample is quarantined with both reasons.
+    save_file(_nan_entry(good), str(victim))
+    key = first.samples[3].key
+    _nan_for(monkeypatch, family, cfg, data, {key})
+    cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.1)
+    third = prepare_data(cfg, family, sana, _accelerator())
+    assert [q["key"] for q in third.quarantine] == [key]
+    reason = third.quarantine[0]["reason"]
+    assert "cached entry was bad" in reason and "NaN" in reason and "recomputed" in reason
+    assert not victim.exists() and len(third) == 15
+    assert json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text()) == third.quarantine
+
+
+def test_uncached_training_quarantines_too(tmp_path, tiny_sana, shapes_data, sana):
+    data = make_bad_data(shapes_data, tmp_path / "data")
+    cfg = _cfg(tiny_sana, data, tmp_path, cache_latents="false", max_bad_samples_fraction=0.25)
+    prepared = prepare_data(cfg, get_family("sana"), sana, _accelerator())
+    assert not prepared.cached and len(prepared) == 16
+    assert {q["key"] for q in prepared.quarantine} == set(BAD)
+    assert {q["key"] for q in json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())} == set(BAD)
