@@ -9,11 +9,28 @@ from typing import Sequence
 from .errors import UserError, run_cli
 
 
+def _default_family(argv: list[str], family: str) -> list[str]:
+    """``recipes/<family>_lora.py`` trains ``family`` unless --family or the --config YAML names one."""
+    if any(a == "--family" or a.startswith("--family=") for a in argv):
+        return argv
+    from .config import load_yaml
+
+    for i, arg in enumerate(argv):
+        path = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else arg.partition("=")[2] if arg.startswith("--config=") else None
+        if path:
+            try:
+                if "family" in (load_yaml(path) or {}):
+                    return argv  # the check below names a mismatch
+            except UserError:
+                return argv  # parse_config reports the bad file
+    return ["--family", family, *argv]
+
+
 def run_recipe(family: str, argv: Sequence[str] | None = None) -> int:
     """Parse options, check the environment, then train ``family``; returns an exit code."""
     from .config import parse_config
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _default_family(list(sys.argv[1:] if argv is None else argv), family)
     cfg = parse_config(argv, prog=f"{family}_lora.py")
     if cfg.family != family:
         raise UserError(

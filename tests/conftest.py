@@ -62,10 +62,12 @@ def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> l
     return args
 
 
-def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None):
-    """Run the Sana recipe in a subprocess; returns CompletedProcess with text output."""
+def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None,
+               recipe: str = "sana"):
+    """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = (launcher or [sys.executable]) + [str(RECIPE), *args]
+    script = RECIPE if recipe == "sana" else ROOT / "recipes" / f"{recipe}_lora.py"
+    cmd = (launcher or [sys.executable]) + [str(script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT)
 
 

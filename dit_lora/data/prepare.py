@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,8 +12,8 @@ import torch
 
 from ..errors import UserError
 from . import batches as batch_lib
-from .cache import build_cache, cache_files, cache_namespace, default_cache_root
-from .sources import RawSample, load_samples, validate_samples
+from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
+from .sources import RawSample, bad_fraction_error, load_samples, validate_samples
 
 
 @dataclass
@@ -32,43 +34,124 @@ class PreparedData:
         return len(self.samples)
 
 
+QUARANTINE_FILE = "quarantine.json"
+
+
 def _log(accelerator, msg: str) -> None:
     if accelerator.is_main_process:
         print(msg, flush=True)
 
 
+def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
+    """Union of every rank's ``{sample index: reason}``, identical on all ranks (a collective)."""
+    if accelerator.num_processes <= 1:
+        return dict(local)
+    from accelerate.utils import gather_object
+
+    return dict(sorted(gather_object(sorted(local.items()))))
+
+
+def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path:
+    """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
+    path = Path(cfg.output_dir) / QUARANTINE_FILE
+    if accelerator.is_main_process:
+        from ..output.report import write_json_atomic
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, quarantine)
+    return path
+
+
+def cache_namespace_for(cfg, family) -> str:
+    """The latent-cache namespace (folder name under the cache root) a run with ``cfg`` uses."""
+    identity = {**family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
+                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
+    return cache_namespace(identity)
+
+
 def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
-    """Load, check and (optionally) cache the dataset."""
+    """Load, check and (optionally) cache the dataset.
+
+    Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
+    ``output_dir/quarantine.json`` (always written; ``[]`` when nothing was left out): unreadable
+    images, empty captions, non-finite pixels, encodings that stay non-finite when recomputed, and
+    cached entries that are unreadable or non-finite and stay so after one recompute. All of them
+    together count against ``--max_bad_samples_fraction``; above it a ``UserError`` names them.
+    """
     log = lambda m: _log(accelerator, m)  # noqa: E731
     samples = load_samples(
         train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
         image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+        labels_from_folders=getattr(family, "caption_source", "captions") == "class_folders",
     )
-    samples = validate_samples(samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log)
+    total = len(samples)
+    quarantine: list[dict[str, Any]] = []
+    path = Path(cfg.output_dir) / QUARANTINE_FILE
+
+    def stop_if_too_many() -> None:
+        error = bad_fraction_error(
+            [(q["key"], q["reason"]) for q in quarantine], total, cfg.max_bad_samples_fraction,
+            where=f" Every left-out sample and why: {path}.",
+        )
+        if error is not None:
+            raise error
+
+    try:
+        samples = validate_samples(
+            samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
+            require_captions=getattr(family, "requires_captions", True), raise_on_fraction=False,
+        )
+        stop_if_too_many()
+    except UserError:
+        write_quarantine(cfg, accelerator, quarantine)
+        raise
     family.inspect_samples(comps, cfg, samples)
     if not cfg.cache_latents:
-        return PreparedData(batch_lib.RawImageDataset(samples, cfg.resolution, cfg.center_crop, cfg.seed), samples, False)
-    identity = {**family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
-                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
-    namespace = cache_namespace(identity)
+        write_quarantine(cfg, accelerator, quarantine)
+        return PreparedData(batch_lib.RawImageDataset(samples, cfg.resolution, cfg.center_crop, cfg.seed), samples,
+                            False, quarantine)
+    namespace = cache_namespace_for(cfg, family)
     root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
     files = cache_files(root, namespace, samples)
-    missing = [i for i, f in enumerate(files) if not f.exists()]
-    log(f"latent cache {root / namespace}: {len(files) - len(missing)}/{len(files)} samples already cached")
+    rank, world = accelerator.process_index, accelerator.num_processes
+
+    # Cache hits are checked (readable, finite) by each rank for its share; a bad entry is deleted and
+    # recomputed below like a missing one. Ranks agree on `present` before anyone deletes.
+    present = [i for i, f in enumerate(files) if f.exists()]
+    accelerator.wait_for_everyone()
+    invalid_local: dict[int, str] = {}
+    mine = present[rank::world]
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="verify") as pool:
+        problems = list(pool.map(verify_cache_file, [files[i] for i in mine]))
+    for i, problem in zip(mine, problems):
+        if problem is not None:
+            invalid_local[i] = problem
+            print(f"cache entry of {samples[i].key} ({files[i].name}): {problem}; recomputing it", flush=True)
+            files[i].unlink(missing_ok=True)
+    invalid = _gather(accelerator, invalid_local)
+    present_set = set(present) - set(invalid)
+    missing = [i for i in range(len(files)) if i not in present_set]
+    log(f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
+        + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else ""))
     accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
-    build_cache(
-        samples, files, missing[accelerator.process_index :: accelerator.num_processes],
+    failed_local = build_cache(
+        samples, files, missing[rank::world],
         encode_images=lambda px: family.encode_images(comps, px),
         encode_prompts=lambda caps: family.encode_prompts(comps, caps), resolution=cfg.resolution,
         center_crop=cfg.center_crop, random_flip=cfg.random_flip, seed=cfg.seed, batch_size=cfg.train_batch_size,
-        rank=accelerator.process_index, log=print,
+        rank=rank, log=print,
     )
+    failed = _gather(accelerator, failed_local)
     accelerator.wait_for_everyone()
-    keep = [i for i, f in enumerate(files) if f.exists()]
-    quarantine = [{"key": samples[i].key, "reason": "encoded latents or embeddings are not finite"}
-                  for i in range(len(files)) if not files[i].exists()]
-    if quarantine:
-        log(f"{len(quarantine)} sample(s) could not be encoded finitely and are left out")
+    for i, reason in sorted(failed.items()):
+        if i in invalid:
+            reason = f"cached entry was bad ({invalid[i]}) and recomputing it failed: {reason}"
+        quarantine.append({"key": samples[i].key, "reason": reason})
+    keep = [i for i in range(len(files)) if i not in failed]
+    if failed:
+        log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {path})")
+    write_quarantine(cfg, accelerator, quarantine)
+    stop_if_too_many()
     if not keep:
         raise UserError("No sample could be encoded; check the images and captions in your dataset.")
     return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), [samples[i] for i in keep], True,

@@ -181,6 +181,7 @@ def load_samples(
     caption_column: str = "text",
     max_train_samples: int | None = None,
     cache_dir: str | None = None,
+    labels_from_folders: bool = False,
 ) -> list[RawSample]:
     """List the training samples of a local folder or a `datasets` dataset, without decoding images.
 
@@ -190,6 +191,12 @@ def load_samples(
     metadata row whose image is missing is kept so :func:`validate_samples` reports it by name.
     Order is sorted by key, so it is identical on every machine; ``max_train_samples`` keeps the
     first N of that order.
+
+    Class labels (``labels_from_folders``, for class-conditional models): a folder without any
+    metadata file is read in the imagefolder-by-class layout, ``root/<class>/<image>``, and each
+    image's caption is the name of its first-level sub-folder (``.txt`` files are ignored then).
+    With metadata, the caption column holds the class names as usual. A `datasets` caption column
+    of type ``ClassLabel`` (e.g. ``label``) is always mapped from ints to the class names.
 
     Raises:
         UserError: both or neither source given, missing/empty folder, unreadable metadata, a
@@ -209,7 +216,7 @@ def load_samples(
             f"Leave it unset to train on every sample."
         )
     if train_data_dir is not None:
-        samples = _load_folder(os.fspath(train_data_dir), caption_column)
+        samples = _load_folder(os.fspath(train_data_dir), caption_column, labels_from_folders)
     else:
         samples = _load_dataset(
             dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir
@@ -224,7 +231,7 @@ def _hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("__")
 
 
-def _load_folder(root: str, caption_column: str) -> list[RawSample]:
+def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False) -> list[RawSample]:
     if not os.path.exists(root):
         raise UserError(
             f"--train_data_dir {root!r} does not exist. Pass the folder that holds your training "
@@ -287,6 +294,8 @@ def _load_folder(root: str, caption_column: str) -> list[RawSample]:
             f"{', '.join(sorted(IMAGE_EXTENSIONS))} in it and its subfolders, case-insensitive). "
             f"Point --train_data_dir at the folder that holds the images."
         )
+    if labels_from_folders and not metadata_files:
+        return _class_folder_samples(root, images)
 
     samples: list[RawSample] = []
     uncaptioned: list[str] = []
@@ -315,6 +324,24 @@ def _load_folder(root: str, caption_column: str) -> list[RawSample]:
             f"or put a .txt file with the same name next to each image (0001.png -> 0001.txt)."
         )
     return samples
+
+
+def _class_folder_samples(root: str, images: list[str]) -> list[RawSample]:
+    """Samples of the imagefolder-by-class layout: the caption is the image's first-level folder name."""
+    top_level = [key for key in images if "/" not in key]
+    if top_level:
+        named = ", ".join(top_level[:_MAX_NAMED])
+        more = f" and {len(top_level) - _MAX_NAMED} more" if len(top_level) > _MAX_NAMED else ""
+        raise UserError(
+            f"{len(top_level)} image(s) lie directly in --train_data_dir {root!r}, outside any class folder: "
+            f"{named}{more}. Class labels are read from sub-folder names (root/<class>/<image>); move them "
+            f"into the folder of their class, or add a metadata.jsonl with a class column (--caption_column)."
+        )
+    abs_root = os.path.abspath(root)
+    return [
+        RawSample(key=key, caption=key.split("/", 1)[0], path=os.path.normpath(os.path.join(abs_root, *key.split("/"))))
+        for key in sorted(images)
+    ]
 
 
 def _caption_value(value: Any) -> str | None:
@@ -473,8 +500,13 @@ def _load_dataset(
 
     samples: list[RawSample] = []
     uncaptioned: list[str] = []
+    caption_feature = dataset.features[caption_column]
+    # A ClassLabel column (imagefolder's `label`, CIFAR-10's `label`, ...) stores ints: use the class names.
+    to_name = caption_feature.int2str if isinstance(caption_feature, datasets.ClassLabel) else None
     for row, value in enumerate(dataset[caption_column]):
         key = f"{dataset_name}[{row}]"
+        if to_name is not None and value is not None:
+            value = to_name(value) if value >= 0 else None  # -1: no label
         caption = _caption_value(value)
         if caption is None:
             uncaptioned.append(key)
@@ -533,62 +565,113 @@ def _problem(sample: RawSample) -> str | None:
     return None
 
 
+def caption_problem(sample: RawSample) -> str | None:
+    """Why ``sample``'s caption cannot be trained on, or None."""
+    if not isinstance(sample.caption, str) or not sample.caption.strip():
+        return "empty caption"
+    return None
+
+
+def sample_problem(sample: RawSample, *, require_caption: bool = True) -> str | None:
+    """Why ``sample`` must be left out of training (empty caption, unreadable image), or None."""
+    if require_caption:
+        problem = caption_problem(sample)
+        if problem is not None:
+            return problem
+    return _problem(sample)
+
+
+def bad_fraction_error(
+    bad: Sequence[tuple[str, str]],
+    total: int,
+    max_bad_samples_fraction: float,
+    *,
+    what: str = "training samples",
+    failed: str = "could not be used",
+    where: str = "",
+) -> UserError | None:
+    """The error to raise when ``bad`` ((key, reason) pairs) out of ``total`` is too many, else None."""
+    if not bad or total <= 0 or len(bad) / total <= max_bad_samples_fraction:
+        return None
+    named = ", ".join(f"{key} ({reason})" for key, reason in bad[:_MAX_NAMED])
+    more = f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else ""
+    needed = len(bad) / total
+    # Round up so the suggested value actually lets this data through.
+    suggestion = min(1.0, math.ceil(needed * 1000) / 1000)
+    return UserError(
+        f"{len(bad)} of {total} {what} ({needed:.1%}) {failed}, more than "
+        f"--max_bad_samples_fraction={max_bad_samples_fraction} allows: {named}{more}.{where} Fix or "
+        f"delete those files, or raise --max_bad_samples_fraction to at least {suggestion} "
+        f"to train on the rest."
+    )
+
+
+def check_bad_fraction_value(max_bad_samples_fraction: float) -> None:
+    if not 0.0 <= float(max_bad_samples_fraction) <= 1.0:
+        raise UserError(
+            f"--max_bad_samples_fraction must be between 0 and 1, got {max_bad_samples_fraction!r} "
+            f"(0.05 means up to 5% of samples may be skipped as unreadable)."
+        )
+
+
 def validate_samples(
     samples: Sequence[RawSample],
     *,
     max_bad_samples_fraction: float = 0.05,
     log: Callable[[str], Any] = print,
     num_workers: int | None = None,
+    require_captions: bool = True,
+    quarantine: list[dict[str, Any]] | None = None,
+    raise_on_fraction: bool = True,
 ) -> list[RawSample]:
     """Decode every image once; drop and report the bad ones; renumber ``index`` 0..N-1.
 
-    Missing, zero-byte, truncated and corrupt files are skipped, each named once in ``log`` (at
-    most 20 lines, then a count). Decoding runs in ``num_workers`` threads (default: up to 8) since
-    PIL releases the GIL while decoding; results keep the input order.
+    Missing, zero-byte, truncated and corrupt files, and (with ``require_captions``) empty or
+    whitespace-only captions, are skipped, each named once in ``log`` (at most 20 lines, then a
+    count) and appended to ``quarantine`` as ``{"key": ..., "reason": ...}`` when a list is given.
+    Decoding runs in ``num_workers`` threads (default: up to 8) since PIL releases the GIL while
+    decoding; results keep the input order.
 
     Raises:
-        UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``),
-            or no usable sample is left.
+        UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``;
+            only with ``raise_on_fraction``), or no usable sample is left.
     """
-    if not 0.0 <= float(max_bad_samples_fraction) <= 1.0:
-        raise UserError(
-            f"--max_bad_samples_fraction must be between 0 and 1, got {max_bad_samples_fraction!r} "
-            f"(0.05 means up to 5% of images may be skipped as unreadable)."
-        )
+    check_bad_fraction_value(max_bad_samples_fraction)
     samples = list(samples)
     if not samples:
         raise UserError(
             "No training samples to check. Point --train_data_dir or --dataset_name at data with images."
         )
     workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
+    check = lambda s: sample_problem(s, require_caption=require_captions)  # noqa: E731
     if workers > 1 and len(samples) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
-            problems = list(pool.map(_problem, samples, chunksize=16))
+            problems = list(pool.map(check, samples, chunksize=16))
     else:
-        problems = [_problem(s) for s in samples]
+        problems = [check(s) for s in samples]
 
     bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
     good = [s for s, p in zip(samples, problems) if p is None]
+    if quarantine is not None:
+        quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
     for sample, problem in bad[:_MAX_LOGGED_BAD]:
         log(f"skipping {sample.key}: {problem}")
     if len(bad) > _MAX_LOGGED_BAD:
         log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
     if bad:
-        log(f"skipped {len(bad)} of {len(samples)} samples with unreadable images; {len(good)} remain")
+        kinds = "unreadable images" if all(p != "empty caption" for _, p in bad) else "unreadable images or empty captions"
+        log(f"skipped {len(bad)} of {len(samples)} samples with {kinds}; {len(good)} remain")
 
     total = len(samples)
-    if bad and len(bad) / total > max_bad_samples_fraction:
-        named = ", ".join(f"{s.key} ({p})" for s, p in bad[:_MAX_NAMED])
-        more = f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else ""
-        needed = len(bad) / total
-        # Round up so the suggested value actually lets this data through.
-        suggestion = math.ceil(needed * 1000) / 1000
-        raise UserError(
-            f"{len(bad)} of {total} training images ({needed:.1%}) could not be read, more than "
-            f"--max_bad_samples_fraction={max_bad_samples_fraction} allows: {named}{more}. Fix or "
-            f"delete those files, or raise --max_bad_samples_fraction to at least {suggestion} "
-            f"to train on the rest."
+    if raise_on_fraction:
+        only_images = all(p != "empty caption" for _, p in bad)
+        error = bad_fraction_error(
+            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction,
+            what="training images" if only_images else "training samples",
+            failed="could not be read" if only_images else "could not be used",
         )
+        if error is not None:
+            raise error
     if not good:
         raise UserError(
             f"None of the {total} training images could be read (first: {bad[0][0].key}: {bad[0][1]}). "

@@ -22,7 +22,9 @@ __all__ = [
     "get_tiny_sana_config",
     "TINY_SANA_CONFIGS",
     "make_shapes_dataset",
+    "make_shapes_class_dataset",
     "SHAPES_VALIDATION_PROMPT",
+    "build_tiny_dit_pipeline",
 ]
 
 _LAZY = {
@@ -32,7 +34,9 @@ _LAZY = {
     "get_tiny_sana_config": "tiny_sana",
     "TINY_SANA_CONFIGS": "tiny_sana",
     "make_shapes_dataset": "shapes",
+    "make_shapes_class_dataset": "shapes",
     "SHAPES_VALIDATION_PROMPT": "shapes",
+    "build_tiny_dit_pipeline": "tiny_dit",
 }
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "SHAPES",
     "SHAPES_VALIDATION_PROMPT",
     "SHAPES_DATASET_VERSION",
+    "make_shapes_class_dataset",
     "make_shapes_dataset",
     "render_shape_example",
 ]
@@ -105,4 +106,32 @@ def make_shapes_dataset(directory: str | Path, n: int = 32, size: int = 64, seed
     marker = {"kind": "shapes", "n": n, "size": size, "seed": seed, "version": SHAPES_DATASET_VERSION}
     return build_directory_atomically(
         directory, _MARKER, marker, lambda tmp: _write_dataset(tmp, n, size, seed)
+    )
+
+
+_CLASS_MARKER = "dit_lora_shape_classes.json"
+
+
+def _write_class_dataset(directory: Path, n: int, size: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for index in range(n):
+        image, text = render_shape_example(rng, size)
+        shape = next(s for s in SHAPES if f" {s} " in f" {text} ")
+        folder = directory / shape
+        folder.mkdir(exist_ok=True)
+        image.save(folder / f"{index:05d}.png", format="PNG", optimize=False, compress_level=6)
+
+
+def make_shapes_class_dataset(directory: str | Path, n: int = 32, size: int = 64, seed: int = 0) -> Path:
+    """Write ``n`` shape images sorted into one sub-folder per class (``circle/``, ``square/``, ``triangle/``).
+
+    The ``imagefolder``-by-class layout (no metadata file): the label of an image is the name of its
+    folder, which is what class-conditional training (DiT) reads. Same drawing as
+    :func:`make_shapes_dataset` (the colours vary within a class); deterministic, idempotent and atomic.
+    """
+    if n < 1 or size < 8:
+        raise ValueError(f"need n >= 1 and size >= 8, got n={n}, size={size}")
+    marker = {"kind": "shape_classes", "n": n, "size": size, "seed": seed, "version": SHAPES_DATASET_VERSION}
+    return build_directory_atomically(
+        directory, _CLASS_MARKER, marker, lambda tmp: _write_class_dataset(tmp, n, size, seed)
     )

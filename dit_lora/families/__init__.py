@@ -27,12 +27,29 @@ def get_family(name: str) -> ModelFamily:
     return _REGISTRY[name]()
 
 
+def family_for_pipeline(pipe) -> ModelFamily | None:
+    """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
+    names = {cls.__name__ for cls in type(pipe).__mro__}
+    for name in available():
+        family = _REGISTRY[name]()
+        if family.pipeline_class_name in names:
+            return family
+    return None
+
+
 def _sana() -> ModelFamily:
     from .sana import SanaFamily
 
     return SanaFamily()
 
 
-register_family("sana", _sana)
+def _dit() -> ModelFamily:
+    from .dit import DiTFamily
 
-__all__ = ["Components", "ModelFamily", "available", "get_family", "register_family"]
+    return DiTFamily()
+
+
+register_family("sana", _sana)
+register_family("dit", _dit)
+
+__all__ = ["Components", "ModelFamily", "available", "family_for_pipeline", "get_family", "register_family"]

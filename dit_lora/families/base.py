@@ -39,6 +39,9 @@ class ModelFamily(ABC):
     pipeline_class_name: str = ""
     #: file the adapter is saved to (what `load_lora_weights` reads by default)
     adapter_weight_name: str = "pytorch_lora_weights.safetensors"
+    #: where a sample's caption comes from: "captions" (metadata/.txt/column) or "class_folders"
+    #: (class-conditional: a folder without metadata gives each image its sub-folder's name)
+    caption_source: str = "captions"
 
     @abstractmethod
     def validate_config(self, cfg: TrainConfig) -> None:
@@ -110,6 +113,12 @@ class ModelFamily(ABC):
     @abstractmethod
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         """A fresh pipeline from the base model with the saved adapter loaded by the real consumer."""
+
+    def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
+        """Reshape a consumer pipeline to fit a saved adapter before its weights load (``dit_lora.load_adapter``).
+
+        E.g. DiT resizes the class embedding to the trained class count and installs the class names.
+        """
 
     @abstractmethod
     def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:

@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import UserError
 
-from .names import ADAPTER_FILE, BACKBONE_FILE
+from .names import ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -63,15 +63,77 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     return written
 
 
-def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
-    """Load a dit-lora output folder into ``pipe``: the LoRA via ``load_lora_weights``, plus backbone weights.
+def _adapter_folder(output_dir: str | Path) -> Path:
+    """A local output folder, or the files of a Hub repo id that holds a dit-lora adapter."""
+    path = Path(output_dir)
+    if path.is_dir() or path.exists():
+        return path
+    text = str(output_dir)
+    if text.count("/") == 1 and not text.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
 
-    With no backbone training, this is exactly ``pipe.load_lora_weights(output_dir)``.
+        try:
+            return Path(snapshot_download(text, allow_patterns=[*ADAPTER_FILES, PEFT_CONFIG_FILE, BACKBONE_FILE,
+                                                                  CLASSES_FILE]))
+        except Exception as err:  # noqa: BLE001 - offline, gated, missing: one message
+            raise UserError(f"Could not fetch the adapter repo `{text}` from the Hub ({type(err).__name__}: {err}).")
+    raise UserError(f"`{output_dir}` does not exist. Point load_adapter at a finished dit-lora output_dir.")
+
+
+def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
+    """Inject a PEFT-format adapter (adapter_config.json + adapter_model.safetensors) into ``model``.
+
+    Every LoRA weight of the adapter must land: a key mismatch is an error here, not a warning.
     """
-    output_dir = Path(output_dir)
-    if not (output_dir / ADAPTER_FILE).is_file():
-        raise UserError(f"No {ADAPTER_FILE} in `{output_dir}`. Point load_adapter at a finished dit-lora output_dir.")
-    pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name, use_safetensors=True)
+    from peft import LoraConfig, inject_adapter_in_model
+    from peft.utils import set_peft_model_state_dict
+
+    name = adapter_name or "default"
+    config = LoraConfig.from_pretrained(str(folder))
+    state = load_file(str(folder / PEFT_ADAPTER_FILE))
+    assert_finite(state, str(folder / PEFT_ADAPTER_FILE))
+    prefix = "base_model.model."
+    state = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
+    if hasattr(model, "add_adapter"):
+        model.add_adapter(config, adapter_name=name)  # diffusers' PeftAdapterMixin: records peft_config
+    else:
+        inject_adapter_in_model(config, model, adapter_name=name)
+    result = set_peft_model_state_dict(model, state, adapter_name=name)
+    unexpected = [k for k in result.unexpected_keys if "lora_" in k]
+    missing = [k for k in result.missing_keys if "lora_" in k and f".{name}." in k]
+    if unexpected or missing:
+        example = (unexpected or missing)[0]
+        raise UserError(
+            f"{folder / PEFT_ADAPTER_FILE} does not fit this pipeline's transformer ({len(unexpected)} unexpected, "
+            f"{len(missing)} missing LoRA weights, e.g. {example}); it was trained on a different base model."
+        )
+
+
+def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
+    """Load a dit-lora output folder (or Hub repo id) into ``pipe``: the LoRA, plus backbone weights.
+
+    * Pipelines with ``load_lora_weights`` (Sana): exactly ``pipe.load_lora_weights(output_dir)``
+      (rank and alpha from the file's metadata), then any ``dit_lora_backbone.safetensors``.
+    * Pipelines without a LoRA loader (``DiTPipeline``): the PEFT-format adapter is injected into
+      ``pipe.transformer`` at its trained rank/alpha; the family first reshapes the pipeline to the
+      saved adapter (DiT: class embedding resized to the trained class count, ``pipe.labels`` /
+      ``get_label_ids`` set to the trained class names), then the backbone weights (the trained class
+      embedding) are copied in.
+    """
+    from ..families import family_for_pipeline
+
+    output_dir = _adapter_folder(output_dir)
+    family = family_for_pipeline(pipe)
+    if family is not None:
+        family.prepare_pipeline_for_adapter(pipe, output_dir)
+    if hasattr(pipe, "load_lora_weights") and (output_dir / ADAPTER_FILE).is_file():
+        pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name,
+                               use_safetensors=True)
+    elif (output_dir / PEFT_ADAPTER_FILE).is_file() and (output_dir / PEFT_CONFIG_FILE).is_file():
+        _load_peft_adapter(pipe.transformer, output_dir, adapter_name)
+    else:
+        wanted = ADAPTER_FILE if hasattr(pipe, "load_lora_weights") else f"{PEFT_ADAPTER_FILE} and {PEFT_CONFIG_FILE}"
+        raise UserError(f"No {wanted} in `{output_dir}`. Point load_adapter at a finished dit-lora output_dir.")
     backbone_file = output_dir / BACKBONE_FILE
     if backbone_file.is_file():
         state = load_file(str(backbone_file))
@@ -83,6 +145,12 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
             raise UserError(
                 f"{backbone_file} has weights the pipeline's transformer lacks (e.g. {missing[0]}); it was trained "
                 "on a different base model."
+            )
+        wrong = [k for k, v in state.items() if tuple(v.shape) != tuple(params[k].shape)]
+        if wrong:
+            raise UserError(
+                f"{backbone_file}: {wrong[0]} has shape {tuple(state[wrong[0]].shape)} but the pipeline's is "
+                f"{tuple(params[wrong[0]].shape)}; it was trained on a different base model."
             )
         with torch.no_grad():
             for name, value in state.items():

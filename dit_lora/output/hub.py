@@ -16,9 +16,11 @@ from typing import Callable
 
 from dit_lora.errors import UserError
 
-from dit_lora.output.names import ADAPTER_FILE, BACKBONE_FILE, LOSS_CURVE_FILE, MODEL_CARD_FILE, SUMMARY_FILE
+from dit_lora.output.names import (ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, LOSS_CURVE_FILE,
+                                   MODEL_CARD_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE)
 
-TOP_LEVEL_FILES = (ADAPTER_FILE, BACKBONE_FILE, MODEL_CARD_FILE, SUMMARY_FILE, LOSS_CURVE_FILE)
+TOP_LEVEL_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE, MODEL_CARD_FILE,
+                   SUMMARY_FILE, LOSS_CURVE_FILE)
 SAMPLES_DIR = "samples"
 SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")
 DEFAULT_COMMIT_MESSAGE = "Upload LoRA adapter trained with dit-lora"
@@ -154,7 +156,7 @@ def push_adapter(
             f"output directory {output_dir} does not exist. Pass the --output_dir of a finished training run "
             f"(the folder that contains {ADAPTER_FILE})."
         )
-    if not (output_dir / ADAPTER_FILE).is_file():
+    if not any((output_dir / name).is_file() for name in ADAPTER_FILES):
         raise UserError(
             f"no {ADAPTER_FILE} in {output_dir}, so there is no adapter to push. Point to the output_dir of a "
             "finished run (checkpoint-* folders are not pushable), or let the run finish so it writes the adapter."
@@ -165,7 +167,7 @@ def push_adapter(
             "(letters, digits, '-', '_', '.')."
         )
     files = select_files(output_dir)
-    for name in (ADAPTER_FILE, BACKBONE_FILE):
+    for name in (*ADAPTER_FILES, BACKBONE_FILE):
         if name in files:
             check_finite(output_dir / name)
     token = _resolve_token(token)

@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from .names import MODEL_CARD_FILE
+from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -80,6 +80,12 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
         if cfg.train_backbone else ""
     )
+    strength = (
+        "Rank and alpha are stored in the file's metadata, so `load_lora_weights` applies it at the trained\nstrength"
+        if family.adapter_weight_name == ADAPTER_FILE else
+        "Rank and alpha are stored in `adapter_config.json` (PEFT format), so `dit_lora.load_adapter` applies it at\n"
+        "the trained strength"
+    )
     content = f"""---
 {data.to_yaml()}
 ---
@@ -87,8 +93,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
 # {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
 
 LoRA adapter trained with [dit-lora](https://pypi.org/project/dit-lora/) ({family.pipeline_class_name}).
-Rank and alpha are stored in the file's metadata, so `load_lora_weights` applies it at the trained
-strength (alpha / rank = {cfg.effective_lora_alpha / cfg.rank:g}).
+{strength} (alpha / rank = {cfg.effective_lora_alpha / cfg.rank:g}).
 
 ## Usage
 
