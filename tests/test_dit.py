@@ -16,22 +16,6 @@ from conftest import ROOT, base_args, read_summary, run_recipe
 from dit_lora.errors import UserError
 
 
-@pytest.fixture(scope="session")
-def tiny_dit(tmp_path_factory) -> Path:
-    """A tiny random 1000-class DiTPipeline laid out like facebook/DiT-XL-2-256."""
-    from dit_lora.demo.tiny_dit import build_tiny_dit_pipeline
-
-    return build_tiny_dit_pipeline(tmp_path_factory.mktemp("models") / "tiny-dit", seed=0)
-
-
-@pytest.fixture(scope="session")
-def shape_classes(tmp_path_factory) -> Path:
-    """Shapes in circle/ square/ triangle/ class folders (imagefolder-by-class, no metadata)."""
-    from dit_lora.demo.shapes import make_shapes_class_dataset
-
-    return make_shapes_class_dataset(tmp_path_factory.mktemp("data") / "classes", n=12, size=64, seed=0)
-
-
 def _cfg(model: Path, data: Path, out: Path, **kw):
     from dit_lora.config import TrainConfig
 

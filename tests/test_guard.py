@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from conftest import ROOT, base_args, read_summary, run_recipe
 
 
-def _train(tiny_sana, shapes_data, tmp_path, *, on_step=None, **overrides):
+def _train(model, data, tmp_path, *, on_step=None, **overrides):
     """Train in-process (much faster than a subprocess); returns (summary or exception, output dir)."""
     from accelerate.state import AcceleratorState
 
@@ -22,7 +22,7 @@ def _train(tiny_sana, shapes_data, tmp_path, *, on_step=None, **overrides):
     out = tmp_path / "out"
     opts = {"max_train_steps": 10, "lr_scheduler": "linear", "lr_warmup_steps": 2, "attention_canary": "false"}
     opts.update(overrides)
-    cfg = parse_config(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts))
+    cfg = parse_config(base_args(model, data, out, tmp_path / "cache", **opts))
     AcceleratorState._reset_state(True)
     try:
         return train(cfg, on_step=on_step), out
@@ -184,6 +184,55 @@ def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
     assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["nonfinite_grads"] == 0
     report = json.loads((out / "nonfinite_report.json").read_text())
     assert report["first_fault"]["rank"] == 1
+
+
+
+def test_fault_drills_on_dit(tiny_dit, shape_classes, tmp_path):
+    """The same guarantees on the class-conditional DiT family (no family-specific guard code)."""
+    rec = StateRecorder()
+    summary, out = _train(tiny_dit, shape_classes, tmp_path, on_step=rec, family="dit", num_classes=3,
+                          max_train_steps=7, inject_faults="nan_loss@2,inf_grad@3,nan_batch@4,overflow@5")
+    assert isinstance(summary, dict), summary
+    for bad in (2, 3, 4, 5):
+        assert _same(rec.states[bad], rec.states[bad - 1]), f"step {bad} changed the state"
+    assert not _same(rec.states[6], rec.states[5])
+    assert summary["skipped_steps"] == 4 and summary["applied_updates"] == 3
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["first_fault"]["step"] == 2 and report["first_fault"]["classification"] == "model/optimizer"
+    _all_files_finite(out)
+
+
+@pytest.fixture
+def restore_attention():
+    import torch.nn.functional as F
+
+    from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
+
+    flags, sdpa = sdpa_backend_flags(), F.scaled_dot_product_attention
+    yield
+    F.scaled_dot_product_attention = sdpa
+    restore_sdpa_backends(flags)
+
+
+def test_attention_canary_falls_back_from_a_broken_kernel(tiny_sana, shapes_data, tmp_path, restore_attention, capsys):
+    summary, _ = _train(tiny_sana, shapes_data, tmp_path, inject_faults="broken_attention", attention_canary="true",
+                        max_train_steps=4)
+    assert isinstance(summary, dict), summary
+    assert summary["skipped_steps"] == 0
+    assert "math" in capsys.readouterr().out
+
+
+def test_without_the_canary_a_broken_kernel_is_stopped_not_trained(tiny_sana, shapes_data, tmp_path, restore_attention):
+    from dit_lora.training.recovery import RunStopped
+
+    err, out = _train(tiny_sana, shapes_data, tmp_path, inject_faults="broken_attention", attention_canary="false",
+                      max_train_steps=20, max_consecutive_skips=2, max_rollbacks=1)
+    assert isinstance(err, RunStopped), err
+    summary = read_summary(out)
+    assert summary["applied_updates"] == 0 and summary["status"] == "stopped_nonfinite"
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["first_fault"]["first_module"]["attention"] is not None, report["first_fault"]
+    _all_files_finite(out)
 
 
 @pytest.mark.gpu
