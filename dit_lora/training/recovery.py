@@ -71,7 +71,9 @@ class Recovery:
                 f"{self.guard.rollback_lr_factor} (now {', '.join(f'{lr:.3g}' for lr in event['learning_rates'])}); "
                 f"rollback {len(self.guard.rollbacks)} of at most {self.guard.max_rollbacks}."
             )
-        elif not bad_slots:
+        elif reading.consecutive == 0 and 2 * len(bad_slots) < len(reading.window_flags):
+            # A window that ends on an applied step and is mostly clean is a good state: an isolated
+            # skip (which changed nothing) must not pin the snapshot to the start of the run.
             self.guard.take_snapshot(model)
             self.snapshot_step = step
         if self.report is not None:
