@@ -128,6 +128,10 @@ class ModelFamily(ABC):
         """Python code for the model card that loads the adapter and generates."""
         raise NotImplementedError
 
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        """Family-specific rows for the model card's training-settings table."""
+        return {}
+
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """License string of the base model for the model card, when known."""
         return None

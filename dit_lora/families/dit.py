@@ -492,5 +492,11 @@ class DiTFamily(ModelFamily):
             "image.save(\"sample.png\")\n"
         )
 
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        classes = self.classes or []
+        shown = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
+        return {"num_classes": self.num_classes, "classes": shown or None,
+                "class_embedding": "resized and trained" if cfg.num_classes is not None else "frozen (base model's)"}
+
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         return "cc-by-nc-4.0" if cfg.pretrained_model_name_or_path.startswith("facebook/DiT") else None

@@ -345,6 +345,10 @@ class SanaFamily(ModelFamily):
             "image.save(\"sample.png\")\n"
         )
 
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        return {"weighting_scheme": cfg.weighting_scheme, "complex_human_instruction": cfg.complex_human_instruction,
+                "max_sequence_length": cfg.max_sequence_length}
+
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None
 

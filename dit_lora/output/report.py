@@ -69,16 +69,17 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
-        "weighting_scheme": cfg.weighting_scheme, "train_backbone": cfg.train_backbone or None,
-        "loraplus_lr_ratio": cfg.loraplus_lr_ratio, "complex_human_instruction": cfg.complex_human_instruction,
-        "final_loss": summary.get("final_loss"), "seed": cfg.seed,
+        "train_backbone": cfg.train_backbone or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        **family.card_settings(cfg),
+        "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
+        "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
     }
     rows = "\n".join(f"| {k} | {v} |" for k, v in settings.items() if v is not None)
     samples = "\n".join(f"![{p.stem}](samples/{p.name})" for p in sample_files)
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if cfg.train_backbone else ""
+        if cfg.train_backbone and family.adapter_weight_name == ADAPTER_FILE else ""
     )
     strength = (
         "Rank and alpha are stored in the file's metadata, so `load_lora_weights` applies it at the trained\nstrength"
