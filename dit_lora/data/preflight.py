@@ -19,7 +19,8 @@ from typing import Sequence
 import torch
 
 from .cache import cache_file_name, inspect_cache_file
-from .sources import RawSample, _problem, caption_problem
+from .sources import RawSample
+from .validation import image_problem, caption_problem
 from .transforms import _target_size, crop_seed, preprocess_image
 
 OK, WARN, BLOCK = "ok", "warn", "block"
@@ -55,7 +56,7 @@ def check_sample(
     warns: list[str] = []
     if require_caption and caption_problem(sample):
         blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
-    problem = _problem(sample)
+    problem = image_problem(sample)
     if problem is not None:
         blocks.append(problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path)

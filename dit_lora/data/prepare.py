@@ -13,7 +13,8 @@ import torch
 from ..errors import UserError
 from . import batches as batch_lib
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
-from .sources import RawSample, bad_fraction_error, load_samples, validate_samples
+from .sources import RawSample, load_samples
+from .validation import bad_fraction_error, validate_samples
 
 
 @dataclass

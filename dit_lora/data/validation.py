@@ -1,0 +1,166 @@
+"""Weed out unusable samples before training: decode every image once, check captions, name the bad ones.
+
+Kept apart from :mod:`.sources` (which lists samples and never decodes) so the trainer can report
+all data problems up front; ``dit-lora check-data`` (:mod:`.preflight`) reuses the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
+
+from PIL import Image, UnidentifiedImageError
+
+from dit_lora.errors import UserError
+
+from .sources import _MAX_LOGGED_BAD, _MAX_NAMED, _SAFE_MODES, RawSample, _decode
+
+
+def image_problem(sample: RawSample) -> str | None:
+    """Why ``sample``'s image cannot be used, or None if it decodes."""
+    try:
+        if sample.path is not None:
+            if os.path.isdir(sample.path):
+                return "is a folder, not an image file"
+            if os.path.getsize(sample.path) == 0:
+                return "empty file (0 bytes)"
+        source = sample._source()
+        image = _decode(source)
+        try:
+            if image.mode not in _SAFE_MODES:
+                image.convert("RGB")
+        finally:
+            if image is not source:
+                image.close()
+    except FileNotFoundError:
+        return "file not found"
+    except UnidentifiedImageError:
+        return "not a readable image (corrupt, or not an image despite its extension)"
+    except Image.DecompressionBombError as err:
+        return f"image too large ({err})"
+    except OSError as err:
+        text = " ".join(str(err).split())
+        if "truncated" in text.lower():
+            return f"truncated image ({text})"
+        return f"unreadable ({type(err).__name__}: {text})"
+    except Exception as err:  # noqa: BLE001 - PIL raises SyntaxError/ValueError/... on odd files
+        return f"unreadable ({type(err).__name__}: {' '.join(str(err).split())})"
+    return None
+
+
+def caption_problem(sample: RawSample) -> str | None:
+    """Why ``sample``'s caption cannot be trained on, or None."""
+    if not isinstance(sample.caption, str) or not sample.caption.strip():
+        return "empty caption"
+    return None
+
+
+def sample_problem(sample: RawSample, *, require_caption: bool = True) -> str | None:
+    """Why ``sample`` must be left out of training (empty caption, unreadable image), or None."""
+    if require_caption:
+        problem = caption_problem(sample)
+        if problem is not None:
+            return problem
+    return image_problem(sample)
+
+
+def bad_fraction_error(
+    bad: Sequence[tuple[str, str]],
+    total: int,
+    max_bad_samples_fraction: float,
+    *,
+    what: str = "training samples",
+    failed: str = "could not be used",
+    where: str = "",
+) -> UserError | None:
+    """The error to raise when ``bad`` ((key, reason) pairs) out of ``total`` is too many, else None."""
+    if not bad or total <= 0 or len(bad) / total <= max_bad_samples_fraction:
+        return None
+    named = ", ".join(f"{key} ({reason})" for key, reason in bad[:_MAX_NAMED])
+    more = f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else ""
+    needed = len(bad) / total
+    # Round up so the suggested value actually lets this data through.
+    suggestion = min(1.0, math.ceil(needed * 1000) / 1000)
+    return UserError(
+        f"{len(bad)} of {total} {what} ({needed:.1%}) {failed}, more than "
+        f"--max_bad_samples_fraction={max_bad_samples_fraction} allows: {named}{more}.{where} Fix or "
+        f"delete those files, or raise --max_bad_samples_fraction to at least {suggestion} "
+        f"to train on the rest."
+    )
+
+
+def check_bad_fraction_value(max_bad_samples_fraction: float) -> None:
+    if not 0.0 <= float(max_bad_samples_fraction) <= 1.0:
+        raise UserError(
+            f"--max_bad_samples_fraction must be between 0 and 1, got {max_bad_samples_fraction!r} "
+            f"(0.05 means up to 5% of samples may be skipped as unreadable)."
+        )
+
+
+def validate_samples(
+    samples: Sequence[RawSample],
+    *,
+    max_bad_samples_fraction: float = 0.05,
+    log: Callable[[str], Any] = print,
+    num_workers: int | None = None,
+    require_captions: bool = True,
+    quarantine: list[dict[str, Any]] | None = None,
+    raise_on_fraction: bool = True,
+) -> list[RawSample]:
+    """Decode every image once; drop and report the bad ones; renumber ``index`` 0..N-1.
+
+    Missing, zero-byte, truncated and corrupt files, and (with ``require_captions``) empty or
+    whitespace-only captions, are skipped, each named once in ``log`` (at most 20 lines, then a
+    count) and appended to ``quarantine`` as ``{"key": ..., "reason": ...}`` when a list is given.
+    Decoding runs in ``num_workers`` threads (default: up to 8) since PIL releases the GIL while
+    decoding; results keep the input order.
+
+    Raises:
+        UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``;
+            only with ``raise_on_fraction``), or no usable sample is left.
+    """
+    check_bad_fraction_value(max_bad_samples_fraction)
+    samples = list(samples)
+    if not samples:
+        raise UserError(
+            "No training samples to check. Point --train_data_dir or --dataset_name at data with images."
+        )
+    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
+    check = lambda s: sample_problem(s, require_caption=require_captions)  # noqa: E731
+    if workers > 1 and len(samples) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
+            problems = list(pool.map(check, samples, chunksize=16))
+    else:
+        problems = [check(s) for s in samples]
+
+    bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
+    good = [s for s, p in zip(samples, problems) if p is None]
+    if quarantine is not None:
+        quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
+    for sample, problem in bad[:_MAX_LOGGED_BAD]:
+        log(f"skipping {sample.key}: {problem}")
+    if len(bad) > _MAX_LOGGED_BAD:
+        log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
+    if bad:
+        kinds = "unreadable images" if all(p != "empty caption" for _, p in bad) else "unreadable images or empty captions"
+        log(f"skipped {len(bad)} of {len(samples)} samples with {kinds}; {len(good)} remain")
+
+    total = len(samples)
+    if raise_on_fraction:
+        only_images = all(p != "empty caption" for _, p in bad)
+        error = bad_fraction_error(
+            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction,
+            what="training images" if only_images else "training samples",
+            failed="could not be read" if only_images else "could not be used",
+        )
+        if error is not None:
+            raise error
+    if not good:
+        raise UserError(
+            f"None of the {total} training images could be read (first: {bad[0][0].key}: {bad[0][1]}). "
+            f"Check the files in --train_data_dir / --dataset_name."
+        )
+    return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]
