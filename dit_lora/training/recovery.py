@@ -45,7 +45,8 @@ class Recovery:
 
     # ---- at checks -----------------------------------------------------------------------
     def start(self, model: torch.nn.Module, step: int) -> None:
-        self.guard.take_snapshot(model)
+        if self.guard.enabled:  # without the guard nothing is ever rolled back
+            self.guard.take_snapshot(model)
         self.snapshot_step = step
 
     def at_check(self, step: int, reading: GuardReading, denoiser) -> None:
@@ -71,7 +72,7 @@ class Recovery:
                 f"{self.guard.rollback_lr_factor} (now {', '.join(f'{lr:.3g}' for lr in event['learning_rates'])}); "
                 f"rollback {len(self.guard.rollbacks)} of at most {self.guard.max_rollbacks}."
             )
-        elif reading.consecutive == 0 and 2 * len(bad_slots) < len(reading.window_flags):
+        elif self.guard.enabled and reading.consecutive == 0 and 2 * len(bad_slots) < len(reading.window_flags):
             # A window that ends on an applied step and is mostly clean is a good state: an isolated
             # skip (which changed nothing) must not pin the snapshot to the start of the run.
             self.guard.take_snapshot(model)
