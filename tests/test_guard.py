@@ -254,3 +254,22 @@ def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data
     err, out = _train(tiny_sana, shapes_data, tmp_path, finite_guard="false", inject_faults="inf_grad@3", max_train_steps=4)
     assert isinstance(err, NonFiniteWeightsError), err
     assert not (out / "pytorch_lora_weights.safetensors").exists()
+
+
+def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data, tmp_path, monkeypatch):
+    """A layer left in fp16 after loading is named in the log and in output_dir/precision_audit.json."""
+    from dit_lora.families.sana import SanaFamily
+
+    original = SanaFamily.load_components
+
+    def load_with_fp16_norm(self, cfg, device):
+        comps = original(self, cfg, device)
+        comps.denoiser.proj_out.to(torch.float16)
+        return comps
+
+    monkeypatch.setattr(SanaFamily, "load_components", load_with_fp16_norm)
+    summary, out = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
+    assert isinstance(summary, dict), summary
+    audit = json.loads((out / "precision_audit.json").read_text())
+    assert audit and all(m["component"] == "denoiser" and m["dtype"] == "float16" for m in audit)
+    assert any(m["name"].startswith("proj_out") for m in audit)

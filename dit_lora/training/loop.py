@@ -23,7 +23,7 @@ from ..data.prepare import batch_to_device, prepare_data
 from ..errors import UserError
 from ..families import get_family
 from ..output.adapter import assert_finite, write_adapter
-from ..output.names import ADAPTER_FILES, LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
+from ..output.names import ADAPTER_FILES, LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, PRECISION_AUDIT_FILE, SUMMARY_FILE
 from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
                              write_json_atomic, write_model_card)
 from . import adapters
@@ -139,7 +139,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         denoiser.enable_gradient_checkpointing()
     mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
-        log("warning: " + format_audit(mismatches))
+        log("warning: " + format_audit(mismatches) + f"\n  (full list: {out / PRECISION_AUDIT_FILE})")
+        if accelerator.is_main_process:
+            write_json_atomic(out / PRECISION_AUDIT_FILE, mismatches)
     if injector is not None:
         log(f"fault drill active: --inject_faults {cfg.inject_faults}")
         if injector.broken_attention:
