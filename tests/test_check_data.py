@@ -20,7 +20,8 @@ from conftest import ROOT, base_args
 from dit_lora.cli import main as cli_main
 from dit_lora.config import parse_config
 from dit_lora.data.cache import cache_file_name
-from dit_lora.data.prepare import QUARANTINE_FILE, cache_namespace_for, prepare_data
+from dit_lora.data.prepare import cache_namespace_for, prepare_data
+from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data.sources import load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
 from dit_lora.errors import UserError

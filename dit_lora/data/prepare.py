@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from ..errors import UserError
+from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
@@ -34,8 +35,6 @@ class PreparedData:
     def __len__(self) -> int:
         return len(self.samples)
 
-
-QUARANTINE_FILE = "quarantine.json"
 
 
 def _log(accelerator, msg: str) -> None:
@@ -83,7 +82,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     samples = load_samples(
         train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
         image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-        labels_from_folders=getattr(family, "caption_source", "captions") == "class_folders",
+        labels_from_folders=family.caption_source == "class_folders",
     )
     total = len(samples)
     quarantine: list[dict[str, Any]] = []
@@ -100,7 +99,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     try:
         samples = validate_samples(
             samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=getattr(family, "requires_captions", True), raise_on_fraction=False,
+            require_captions=family.requires_captions, raise_on_fraction=False,
         )
         stop_if_too_many()
     except UserError:

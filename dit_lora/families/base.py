@@ -42,6 +42,8 @@ class ModelFamily(ABC):
     #: where a sample's caption comes from: "captions" (metadata/.txt/column) or "class_folders"
     #: (class-conditional: a folder without metadata gives each image its sub-folder's name)
     caption_source: str = "captions"
+    #: whether a sample with an empty caption is unusable (skipped and quarantined)
+    requires_captions: bool = True
 
     @abstractmethod
     def validate_config(self, cfg: TrainConfig) -> None:
