@@ -46,7 +46,7 @@ from ..config import TrainConfig
 from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from .base import Components, ModelFamily
-from .sana import _is_local, read_component_config
+from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
 PIPELINE_NULL_CLASS = 1000
@@ -147,18 +147,6 @@ def _dtype(cfg: TrainConfig) -> torch.dtype:
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
 
 
-def _model_stamp(cfg: TrainConfig) -> str | None:
-    path = cfg.pretrained_model_name_or_path
-    if not _is_local(path):
-        return None
-    parts = []
-    for sub in ("vae", "transformer"):
-        for f in sorted((Path(path) / sub).glob("*.safetensors")):
-            st = f.stat()
-            parts.append(f"{sub}/{f.name}:{st.st_size}:{int(st.st_mtime)}")
-    return "|".join(parts)
-
-
 class DiTFamily(ModelFamily):
     """Class-conditional DiT (facebook/DiT-XL-2-256/512 and tiny random variants)."""
 
@@ -178,16 +166,7 @@ class DiTFamily(ModelFamily):
     # ---- checks before loading ------------------------------------------------------------
     def validate_config(self, cfg: TrainConfig) -> None:
         path = cfg.pretrained_model_name_or_path
-        if _is_local(path) and not os.path.isdir(path):
-            raise UserError(
-                f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers DiT folder "
-                "(with model_index.json) or a Hub id such as facebook/DiT-XL-2-256."
-            )
-        if _is_local(path) and not (Path(path) / "model_index.json").is_file():
-            raise UserError(
-                f"--pretrained_model_name_or_path `{path}` has no model_index.json, so it is not a diffusers "
-                "pipeline folder. Point it at the folder that contains transformer/, vae/, scheduler/."
-            )
+        check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
         tr_cfg = read_component_config(cfg, "transformer")
         if tr_cfg is not None and (tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero"
                                    or not tr_cfg.get("num_embeds_ada_norm")):
@@ -324,8 +303,8 @@ class DiTFamily(ModelFamily):
         path = cfg.pretrained_model_name_or_path
         return {
             "family": self.name,
-            "model": os.path.abspath(path) if _is_local(path) else path,
-            "model_stamp": _model_stamp(cfg),
+            "model": os.path.abspath(path) if is_local(path) else path,
+            "model_stamp": model_stamp(cfg, ("vae", "transformer")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "latents": "posterior_mean_fp32",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,33 +18,12 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from .base import Components, ModelFamily
-
-_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
-
-def _is_local(path: str) -> bool:
-    return os.path.isdir(path) or not _HUB_ID.match(path)
-
-
-def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "config.json") -> dict | None:
-    """Read a small JSON config of the pipeline (local folder or Hub cache); ``None`` if unreachable."""
-    path = cfg.pretrained_model_name_or_path
-    if _is_local(path):
-        file = Path(path) / subfolder / filename
-        return json.loads(file.read_text()) if file.is_file() else None
-    try:
-        from huggingface_hub import hf_hub_download
-
-        file = hf_hub_download(path, f"{subfolder}/{filename}", revision=cfg.revision)
-        return json.loads(Path(file).read_text())
-    except Exception:  # offline or gated: the full load later reports it properly
-        return None
-
+from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
 
 def stored_dtype(cfg: TrainConfig) -> str | None:
     """The dtype the transformer weights are stored in, read from a safetensors header (no weights)."""
     path = cfg.pretrained_model_name_or_path
-    if not _is_local(path):
+    if not is_local(path):
         return None
     files = sorted((Path(path) / "transformer").glob("*.safetensors"))
     if not files:
@@ -84,17 +62,8 @@ class SanaFamily(ModelFamily):
 
     # ---- checks before loading ------------------------------------------------------------
     def validate_config(self, cfg: TrainConfig) -> None:
-        path = cfg.pretrained_model_name_or_path
-        if _is_local(path) and not os.path.isdir(path):
-            raise UserError(
-                f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers Sana folder "
-                "(with model_index.json) or a Hub id such as Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers."
-            )
-        if _is_local(path) and not (Path(path) / "model_index.json").is_file():
-            raise UserError(
-                f"--pretrained_model_name_or_path `{path}` has no model_index.json, so it is not a diffusers "
-                "pipeline folder. Point it at the folder that contains transformer/, vae/, text_encoder/."
-            )
+        check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers",
+                              "transformer/, vae/, text_encoder/")
         vae_cfg = read_component_config(cfg, "vae")
         tr_cfg = read_component_config(cfg, "transformer") or {}
         if vae_cfg is not None:
@@ -174,9 +143,9 @@ class SanaFamily(ModelFamily):
         return {
             "family": self.name,
             "model": os.path.abspath(cfg.pretrained_model_name_or_path)
-            if _is_local(cfg.pretrained_model_name_or_path)
+            if is_local(cfg.pretrained_model_name_or_path)
             else cfg.pretrained_model_name_or_path,
-            "model_index_mtime": _model_stamp(cfg),
+            "model_index_mtime": model_stamp(cfg, ("vae", "text_encoder")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "text_dtype": cfg.mixed_precision,
@@ -351,16 +320,3 @@ class SanaFamily(ModelFamily):
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None
-
-
-def _model_stamp(cfg: TrainConfig) -> str | None:
-    """A cheap fingerprint of a local model: changes when the transformer/encoders are rewritten."""
-    path = cfg.pretrained_model_name_or_path
-    if not _is_local(path):
-        return None
-    parts = []
-    for sub in ("vae", "text_encoder"):
-        for f in sorted((Path(path) / sub).glob("*.safetensors")):
-            st = f.stat()
-            parts.append(f"{sub}/{f.name}:{st.st_size}:{int(st.st_mtime)}")
-    return "|".join(parts)

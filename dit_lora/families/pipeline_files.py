@@ -1,0 +1,63 @@
+"""Small reads of a diffusers pipeline folder or Hub repo that every family needs before loading weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..config import TrainConfig
+from ..errors import UserError
+
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def is_local(path: str) -> bool:
+    """True for a local folder, or anything that cannot be a Hub id (so it must be local)."""
+    return os.path.isdir(path) or not _HUB_ID.match(path)
+
+
+def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "config.json") -> dict | None:
+    """Read a small JSON config of the pipeline (local folder or Hub cache); ``None`` if unreachable."""
+    path = cfg.pretrained_model_name_or_path
+    if is_local(path):
+        file = Path(path) / subfolder / filename
+        return json.loads(file.read_text()) if file.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        file = hf_hub_download(path, f"{subfolder}/{filename}", revision=cfg.revision)
+        return json.loads(Path(file).read_text())
+    except Exception:  # offline or gated: the full load later reports it properly
+        return None
+
+
+def check_pipeline_folder(cfg: TrainConfig, model_kind: str, example_id: str, components: str) -> None:
+    """Refuse a local --pretrained_model_name_or_path that is missing or not a diffusers pipeline folder."""
+    path = cfg.pretrained_model_name_or_path
+    if not is_local(path):
+        return
+    if not os.path.isdir(path):
+        raise UserError(
+            f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers {model_kind} folder "
+            f"(with model_index.json) or a Hub id such as {example_id}."
+        )
+    if not (Path(path) / "model_index.json").is_file():
+        raise UserError(
+            f"--pretrained_model_name_or_path `{path}` has no model_index.json, so it is not a diffusers "
+            f"pipeline folder. Point it at the folder that contains {components}."
+        )
+
+
+def model_stamp(cfg: TrainConfig, subfolders: tuple[str, ...]) -> str | None:
+    """A cheap fingerprint of a local model: changes when the weights in ``subfolders`` are rewritten."""
+    path = cfg.pretrained_model_name_or_path
+    if not is_local(path):
+        return None
+    parts = []
+    for sub in subfolders:
+        for f in sorted((Path(path) / sub).glob("*.safetensors")):
+            st = f.stat()
+            parts.append(f"{sub}/{f.name}:{st.st_size}:{int(st.st_mtime)}")
+    return "|".join(parts)
