@@ -273,3 +273,32 @@ def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data
     audit = json.loads((out / "precision_audit.json").read_text())
     assert audit and all(m["component"] == "denoiser" and m["dtype"] == "float16" for m in audit)
     assert any(m["name"].startswith("proj_out") for m in audit)
+
+
+def test_guard_state_resumes_exactly_and_reaches_the_tracker(tiny_sana, shapes_data, tmp_path):
+    """Counters, schedule position, LR factor and the rollback snapshot live in the checkpoint: stop at 4, resume to 8."""
+    # The check at step 4 sees one skip in a row (no new snapshot: the last is step 2's) and the checkpoint at
+    # step 4 holds the step-3 weights; the rollback at step 6 must return to step 2 in both runs.
+    faults = "nan_loss@4-6"
+    common = dict(inject_faults=faults, max_consecutive_skips=2, checkpointing_steps=4, lr_scheduler="cosine",
+                  lr_warmup_steps=1)
+    full, full_out = _train(tiny_sana, shapes_data, tmp_path / "full", max_train_steps=8, **common)
+    assert isinstance(full, dict), full
+    first, out = _train(tiny_sana, shapes_data, tmp_path / "split", max_train_steps=4, **common)
+    assert isinstance(first, dict), first
+    resumed, out = _train(tiny_sana, shapes_data, tmp_path / "split", max_train_steps=8, resume_from_checkpoint="latest",
+                          overwrite_output_dir="true", report_to="tensorboard", **common)
+    assert isinstance(resumed, dict), resumed
+    for key in ("skipped_steps", "rollbacks", "nonfinite_losses", "applied_updates"):
+        assert resumed[key] == full[key], key
+    assert full["rollbacks"] == 1 and full["skipped_steps"] == 3
+    assert full["rollback_events"][0]["restored_step"] == 2 == resumed["rollback_events"][0]["restored_step"]
+    a = load_file(str(full_out / "pytorch_lora_weights.safetensors"))
+    b = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(next((out / "logs").rglob("events.out.tfevents.*")).parent))
+    events.Reload()
+    assert events.Scalars("skipped_steps")[-1].value == full["skipped_steps"]
+    assert events.Scalars("rollbacks")[-1].value == full["rollbacks"]

@@ -24,6 +24,7 @@ from ..errors import UserError
 
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
+GUARD_SNAPSHOT_FILE = "guard_snapshot.safetensors"  # the last good state a rollback returns to
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 

@@ -70,6 +70,7 @@ class StepGuard:
         self._unit = torch.ones((), device=device)
         self._zero = torch.zeros((), device=device)
         self._snapshot: dict[str, Any] | None = None
+        self.snapshot_step = 0
         self._install_lr()
 
     # ---- learning rate -------------------------------------------------------------------
@@ -195,7 +196,7 @@ class StepGuard:
     def should_roll_back(self, reading: GuardReading) -> bool:
         return self.enabled and reading.consecutive >= self.max_consecutive_skips
 
-    def take_snapshot(self, model: torch.nn.Module) -> None:
+    def take_snapshot(self, model: torch.nn.Module, step: int) -> None:
         """Remember trainable parameters, optimizer state and schedule position (called after clean windows)."""
         params = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
         opt_state = {}
@@ -206,8 +207,34 @@ class StepGuard:
                     opt_state[id(p)] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in st.items()}
         self._snapshot = {"params": params, "opt": opt_state, "applied": self.counts[_APPLIED].clone(),
                           "spike": self.spike_stats.clone()}
+        self.snapshot_step = step
 
-    def roll_back(self, model: torch.nn.Module, step: int, snapshot_step: int) -> dict[str, Any]:
+    def snapshot_tensors(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
+        """The snapshot as named CPU tensors, for checkpoints (a resumed run rolls back to the same state)."""
+        snap = self._snapshot
+        if snap is None:
+            return {}
+        names = {id(p): n for n, p in model.named_parameters()}
+        out = {f"param/{n}": v for n, v in snap["params"].items()}
+        for pid, state in snap["opt"].items():
+            out.update({f"opt/{names[pid]}/{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
+        out["applied"], out["spike"] = snap["applied"].reshape(1), snap["spike"]
+        return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+
+    def load_snapshot_tensors(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`snapshot_tensors`."""
+        params = dict(model.named_parameters())
+        opt: dict[int, dict[str, torch.Tensor]] = {}
+        for key, value in tensors.items():
+            if key.startswith("opt/"):
+                name, _, field = key[4:].rpartition("/")
+                opt.setdefault(id(params[name]), {})[field] = value.to(params[name].device)
+        self._snapshot = {
+            "params": {k[6:]: v.to(params[k[6:]].device) for k, v in tensors.items() if k.startswith("param/")},
+            "opt": opt, "applied": tensors["applied"].to(self.device).reshape(()), "spike": tensors["spike"].to(self.device),
+        }
+
+    def roll_back(self, model: torch.nn.Module, step: int) -> dict[str, Any]:
         """Restore the snapshot and scale the learning rates; returns the event for the report."""
         snap = self._snapshot
         assert snap is not None, "take_snapshot() runs before training starts"
@@ -226,7 +253,7 @@ class StepGuard:
         self.spike_stats.copy_(snap["spike"])
         self.lr_factor *= self.rollback_lr_factor
         self._install_lr()
-        event = {"step": step, "restored_step": snapshot_step, "lr_factor": self.lr_factor,
+        event = {"step": step, "restored_step": self.snapshot_step, "lr_factor": self.lr_factor,
                  "learning_rates": self.current_lrs()}
         self.rollbacks.append(event)
         return event
@@ -240,11 +267,12 @@ class StepGuard:
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints (counters, schedule position, LR factor, rollbacks)."""
         return {"counts": self.counts.tolist(), "spike_stats": self.spike_stats.tolist(), "lr_factor": self.lr_factor,
-                "rollbacks": self.rollbacks}
+                "rollbacks": self.rollbacks, "snapshot_step": self.snapshot_step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.counts.copy_(torch.tensor(state["counts"], dtype=torch.float64))
         self.spike_stats.copy_(torch.tensor(state["spike_stats"], dtype=torch.float64))
         self.lr_factor = float(state["lr_factor"])
         self.rollbacks = list(state["rollbacks"])
+        self.snapshot_step = int(state.get("snapshot_step", 0))
         self._install_lr()

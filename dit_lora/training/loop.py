@@ -172,7 +172,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         max_rollbacks=cfg.max_rollbacks, spike_sigma=cfg.skip_loss_spikes, world_size=world,
     )
     denoiser, optimizer = accelerator.prepare(denoiser, optimizer)
-    _register_state_hooks(accelerator, backbone_names)
+    _register_state_hooks(accelerator, guard)
 
     generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
     state = RunState()
@@ -300,11 +300,11 @@ def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
     return torch.nn.utils.get_total_norm([p.grad for p in params])
 
 
-def _register_state_hooks(accelerator, backbone_names: list[str]) -> None:
-    """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model."""
+def _register_state_hooks(accelerator, guard: StepGuard) -> None:
+    """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model, plus the guard's snapshot."""
     from safetensors.torch import load_file, save_file
 
-    from .checkpoint import TRAINABLE_FILE
+    from .checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE
 
     def save_hook(models, weights, output_dir):
         model = accelerator.unwrap_model(models[0])
@@ -312,6 +312,10 @@ def _register_state_hooks(accelerator, backbone_names: list[str]) -> None:
             trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
             assert_finite(trainable, f"checkpoint {output_dir}")  # the guard makes this unreachable; never write NaN
             save_file(trainable, str(Path(output_dir) / TRAINABLE_FILE))
+            snapshot = guard.snapshot_tensors(model)
+            if snapshot:
+                assert_finite(snapshot, f"checkpoint {output_dir} (rollback snapshot)")
+                save_file(snapshot, str(Path(output_dir) / GUARD_SNAPSHOT_FILE))
         weights.clear()
 
     def load_hook(models, input_dir):
@@ -321,6 +325,8 @@ def _register_state_hooks(accelerator, backbone_names: list[str]) -> None:
         with torch.no_grad():
             for name, value in state.items():
                 params[name].copy_(value)
+        if (Path(input_dir) / GUARD_SNAPSHOT_FILE).is_file():
+            guard.load_snapshot_tensors(model, load_file(str(Path(input_dir) / GUARD_SNAPSHOT_FILE)))
 
     accelerator.register_save_state_pre_hook(save_hook)
     accelerator.register_load_state_pre_hook(load_hook)

@@ -36,7 +36,6 @@ class Recovery:
         self.out = Path(cfg.output_dir)
         self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
         self.report: dict[str, Any] | None = None
-        self.snapshot_step = 0
 
     # ---- per micro-batch -----------------------------------------------------------------
     def record(self, slot: int, step: int, epoch: int, batch_in_epoch: int, generator: torch.Generator) -> None:
@@ -45,9 +44,8 @@ class Recovery:
 
     # ---- at checks -----------------------------------------------------------------------
     def start(self, model: torch.nn.Module, step: int) -> None:
-        if self.guard.enabled:  # without the guard nothing is ever rolled back
-            self.guard.take_snapshot(model)
-        self.snapshot_step = step
+        if self.guard.enabled and self.guard._snapshot is None:  # a resumed run already has its snapshot
+            self.guard.take_snapshot(model, step)
 
     def at_check(self, step: int, reading: GuardReading, denoiser) -> None:
         """Act on the counters read at a check. Raises :class:`RunStopped` when rollbacks are exhausted."""
@@ -56,27 +54,26 @@ class Recovery:
         if bad_slots and self.report is None:
             self._diagnose(bad_slots[0], reading, denoiser)
         if self.guard.should_roll_back(reading):
-            event = self.guard.roll_back(model, step, self.snapshot_step)
+            event = self.guard.roll_back(model, step)
             if self.guard.exhausted:
                 self._update_report(reading, stopped=True)
                 raise RunStopped(
                     f"Training stopped at step {step}: {reading.consecutive} steps in a row were non-finite and "
                     f"{self.guard.max_rollbacks} rollback(s) (--max_rollbacks) with the learning rate scaled by "
                     f"{self.guard.rollback_lr_factor} each did not help. The last finite weights (step "
-                    f"{self.snapshot_step}) are saved in {self.out}; see {self.out / NONFINITE_REPORT_FILE} for which "
+                    f"{self.guard.snapshot_step}) are saved in {self.out}; see {self.out / NONFINITE_REPORT_FILE} for which "
                     "sample and module went non-finite and what to change."
                 )
             self.log(
                 f"warning: {reading.consecutive} consecutive non-finite steps: rolled back to the weights and "
-                f"optimizer state of step {self.snapshot_step} and scaled the learning rates by "
+                f"optimizer state of step {self.guard.snapshot_step} and scaled the learning rates by "
                 f"{self.guard.rollback_lr_factor} (now {', '.join(f'{lr:.3g}' for lr in event['learning_rates'])}); "
                 f"rollback {len(self.guard.rollbacks)} of at most {self.guard.max_rollbacks}."
             )
         elif self.guard.enabled and reading.consecutive == 0 and 2 * len(bad_slots) < len(reading.window_flags):
             # A window that ends on an applied step and is mostly clean is a good state: an isolated
             # skip (which changed nothing) must not pin the snapshot to the start of the run.
-            self.guard.take_snapshot(model)
-            self.snapshot_step = step
+            self.guard.take_snapshot(model, step)
         if self.report is not None:
             self._update_report(reading, stopped=False)
         self.records.clear()
@@ -143,7 +140,7 @@ class Recovery:
             "status": "stopped" if stopped else "running",
             "skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
             "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
-            "rollbacks": self.guard.rollbacks, "last_good_step": self.snapshot_step,
+            "rollbacks": self.guard.rollbacks, "last_good_step": self.guard.snapshot_step,
         })
         if self.accelerator.is_main_process:
             write_json_atomic(self.out / NONFINITE_REPORT_FILE, self.report)
