@@ -43,6 +43,12 @@ def test_unknown_yaml_key_names_closest(tmp_path):
     (["--max_bad_samples_fraction", "1.5"], "max_bad_samples_fraction"),
     (["--push_to_hub"], "--hub_model_id"),
     (["--loraplus_lr_ratio", "0.5"], "ratio >= 1"),
+    (["--max_consecutive_skips", "0"], "--max_consecutive_skips is 0; it must be > 0"),
+    (["--rollback_lr_factor", "0"], "--rollback_lr_factor is 0.0; it must be in"),
+    (["--rollback_lr_factor", "2"], "multiplies the learning rates"),
+    (["--max_rollbacks", "-1"], "--max_rollbacks is -1"),
+    (["--skip_loss_spikes", "0"], "--skip_loss_spikes is 0.0"),
+    (["--num_classes", "0"], "--num_classes is 0"),
 ])
 def test_bad_values_fail_with_named_flag(argv, pattern):
     with pytest.raises(UserError, match=pattern):

@@ -190,8 +190,14 @@ def validate_static(cfg: TrainConfig) -> None:
     for name in ("rank", "train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "learning_rate",
                  "resolution", "max_sequence_length", "validation_steps", "num_validation_images",
                  "validation_inference_steps", "max_train_steps", "max_train_samples", "backbone_learning_rate",
-                 "checkpoints_total_limit", "lora_alpha"):
+                 "checkpoints_total_limit", "lora_alpha", "max_consecutive_skips", "skip_loss_spikes", "num_classes"):
         positive(name)
+    positive("max_rollbacks", allow_zero=True)
+    if not 0 < cfg.rollback_lr_factor <= 1:
+        raise UserError(
+            f"--rollback_lr_factor is {cfg.rollback_lr_factor}; it must be in (0, 1]: each rollback multiplies the "
+            "learning rates by it (0.5 halves them, 1 keeps them)."
+        )
     for name in ("lr_warmup_steps", "max_grad_norm", "checkpointing_steps", "dataloader_num_workers",
                  "adam_weight_decay", "lora_dropout"):
         positive(name, allow_zero=True)
