@@ -1,0 +1,712 @@
+"""Video samples for video DiTs (CogVideoX): list clips, check their frame counts, decode, validate.
+
+Self-contained groundwork for video LoRA; nothing in the image path imports it. It mirrors the
+image data layer:
+
+* :func:`load_video_samples` (like :func:`~dit_lora.data.sources.load_samples`) lists clips and
+  captions without decoding anything.
+* :func:`validate_video_samples` (like :func:`~dit_lora.data.validation.validate_samples`) decodes
+  every clip once and skips, names and quarantines the unreadable, truncated or too-short ones.
+* :func:`decode_clip` turns one clip into an ``(F, 3, H, W)`` float tensor in [-1, 1], resized and
+  centre-cropped exactly like :func:`~dit_lora.data.transforms.preprocess_image` does for images.
+* :func:`frame_rule` / :func:`check_num_frames` encode CogVideoX's frame-count rule, and
+  :func:`resolution_buckets` / :func:`choose_bucket` parse and pick ``--frame_buckets``.
+
+Decoding uses PyAV only (no torchvision, no decord).
+
+CogVideoX frame-count facts (checked in diffusers 0.42.1):
+
+* The VAE compresses time by ``temporal_compression_ratio`` = 4 and keeps the first frame on its
+  own, so ``F`` pixel frames give ``(F - 1) // 4 + 1`` latent frames; only ``F = 4k + 1`` uses every
+  frame (``pipeline_cogvideox.py`` ``prepare_latents``, line 336, and line 680). CogVideoX 1.0
+  defaults to 49 frames = 13 latent frames (``CogVideoXTransformer3DModel`` ``sample_frames=49``,
+  ``cogvideox_transformer_3d.py`` lines 191-195 and 237).
+* CogVideoX 1.5 sets ``patch_size_t=2``: the patch embedding groups latent frames in pairs with
+  ``reshape(batch, num_frames // p_t, p_t, ...)`` (``embeddings.py`` ``CogVideoXPatchEmbed.forward``,
+  lines 539-546), so the *latent* frame count must be divisible by ``patch_size_t``. The pipeline
+  does not require that of the caller: when ``latent_frames % patch_size_t != 0`` it adds
+  ``additional_frames = patch_size_t - latent_frames % patch_size_t`` latent frames
+  (``pipeline_cogvideox.py`` lines 682-687) and drops them from the front after denoising
+  (``latents[:, additional_frames:]``, line 786). 1.5's usual 81 frames are 21 latent frames, so
+  they are always padded to 22. The THUDM CogVideo ``finetune/`` trainers (``compute_loss``, seen in
+  several public forks; upstream not checked offline) do the same to training latents: they prepend
+  ``latent_frames % patch_size_t`` copies of the first latent frame.
+
+  :func:`frame_rule` therefore offers both readings: strict (``patch_size_t=2``: ``4k + 1`` with
+  ``k + 1`` even, i.e. 5, 13, 21, ..., 45, 53, ..., 77, 85 frames; no padding needed) and, with
+  ``pad_latent_frames=True``, plain ``4k + 1`` (the trainer then pads latents like the pipeline;
+  :func:`latent_padding` says by how many frames).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import posixpath
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, NamedTuple, Sequence
+
+import numpy as np
+import torch
+from PIL import Image
+
+from dit_lora.errors import UserError
+
+from .sources import _MAX_LOGGED_BAD, _MAX_NAMED, METADATA_FILENAMES, RawSample, _hidden, _read_metadata
+from .transforms import crop_box, resized_size
+from .validation import bad_fraction_error, caption_problem, check_bad_fraction_value
+
+__all__ = [
+    "VIDEO_EXTENSIONS",
+    "VideoDecodeError",
+    "VideoInfo",
+    "VideoSample",
+    "check_num_frames",
+    "choose_bucket",
+    "decode_clip",
+    "frame_rule",
+    "latent_frames",
+    "latent_padding",
+    "load_video_samples",
+    "resolution_buckets",
+    "validate_video_samples",
+    "video_problem",
+]
+
+VIDEO_EXTENSIONS = frozenset({".mp4", ".mov", ".webm", ".mkv", ".avi", ".gif"})
+
+
+class VideoDecodeError(ValueError):
+    """A clip that cannot give the frames asked of it; ``str(err)`` is a short reason."""
+
+
+class VideoInfo(NamedTuple):
+    """What :meth:`VideoSample.probe` learns about a clip without decoding it (where possible)."""
+
+    num_frames: int
+    fps: float
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class VideoSample:
+    """One training clip before any pixel work: where the video is and its caption.
+
+    ``key`` is what humans see in logs: the clip's path relative to ``--train_data_dir`` (posix
+    separators). ``path`` is absolute. ``index`` is the position after loading/validation.
+    """
+
+    key: str
+    caption: str
+    path: str
+    index: int = 0
+
+    def content_id(self) -> str:
+        """sha256 hex digest of the clip's file bytes plus the caption.
+
+        Exactly :meth:`RawSample.content_id`'s scheme for a file (its size as 8 little-endian bytes,
+        the bytes, then the length-prefixed UTF-8 caption), computed by that very method, so a
+        cache keyed on it treats images and videos alike and survives renames.
+        """
+        return RawSample(key=self.key, caption=self.caption, path=self.path).content_id()
+
+    def probe(self) -> VideoInfo:
+        """Frame count, fps, width and height of the first video stream.
+
+        The frame count comes from the container header (``nb_frames``) when it has one (MP4, MOV,
+        AVI); otherwise (WebM, MKV, GIF often lack it) the stream's packets are counted, which
+        demuxes the file but decodes nothing. A truncated file can claim more frames in its header
+        than it holds: :func:`video_problem` is what decodes and checks.
+
+        Raises:
+            VideoDecodeError: no such file, not a video, or no video stream.
+        """
+        av = _av()
+        try:
+            with av.open(self.path) as container:
+                stream = _video_stream(container)
+                fps = float(stream.average_rate or stream.guessed_rate or stream.base_rate or 0)
+                width, height = stream.codec_context.width, stream.codec_context.height
+                count = int(stream.frames or 0)
+                if count <= 0:
+                    count = sum(1 for packet in container.demux(stream) if packet.size)
+                return VideoInfo(count, fps, int(width), int(height))
+        except VideoDecodeError:
+            raise
+        except FileNotFoundError:
+            raise VideoDecodeError("file not found") from None
+        except (av.FFmpegError, OSError, ValueError) as err:
+            raise VideoDecodeError(f"not a readable video ({_describe(err)})") from None
+
+
+def _av() -> Any:
+    import av  # imported lazily: only video training needs PyAV
+
+    return av
+
+
+def _video_stream(container: Any) -> Any:
+    if not container.streams.video:
+        raise VideoDecodeError("has no video stream")
+    stream = container.streams.video[0]
+    stream.thread_type = "AUTO"  # frame + slice threads; output order and pixels are unchanged
+    return stream
+
+
+def _describe(err: BaseException) -> str:
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
+# ---------------------------------------------------------------------------------------------
+# load_video_samples
+# ---------------------------------------------------------------------------------------------
+
+
+def load_video_samples(
+    train_data_dir: str | os.PathLike,
+    caption_column: str = "text",
+    video_column: str | None = None,
+    max_train_samples: int | None = None,
+) -> list[VideoSample]:
+    """List the clips of a local folder and their captions, without decoding anything.
+
+    Two layouts:
+
+    * ``metadata.jsonl`` or ``metadata.csv`` at the folder root, one row per clip with
+      ``file_name`` (relative to the folder) and the caption column (``--caption_column``,
+      default ``text``). A row whose clip is missing is kept so validation names it.
+    * The CogVideoX / finetrainers layout: ``--caption_column prompts.txt --video_column videos.txt``
+      name two text files in the folder with one caption / one clip path (relative to the folder)
+      per line, paired by line number. Trailing blank lines are ignored, a line that is blank in
+      both files is skipped, and a blank line in only one of them is an error, as is a different
+      number of lines.
+
+    Order is metadata/line order (deterministic); ``max_train_samples`` keeps the first N.
+
+    Raises:
+        UserError: missing folder, no metadata and no .txt pair, both metadata files, a missing
+            column, mismatched prompts/videos lines, a blank caption, or no clips at all.
+    """
+    root = os.fspath(train_data_dir)
+    if max_train_samples is not None and (
+        isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
+    ):
+        raise UserError(
+            f"--max_train_samples must be a positive whole number, got {max_train_samples!r}. "
+            f"Leave it unset to train on every clip."
+        )
+    if not os.path.isdir(root):
+        what = "is a file, not a folder" if os.path.exists(root) else "does not exist"
+        raise UserError(
+            f"--train_data_dir {root!r} {what}. Pass the folder that holds your training videos and "
+            f"their metadata.jsonl (or prompts.txt + videos.txt)."
+        )
+    txt_caption = caption_column.lower().endswith(".txt")
+    txt_video = video_column is not None and video_column.lower().endswith(".txt")
+    if txt_caption or txt_video:
+        if not (txt_caption and txt_video):
+            raise UserError(
+                f"--caption_column {caption_column!r} and --video_column {video_column!r}: the "
+                f"prompts.txt + videos.txt layout needs both flags to name .txt files in "
+                f"--train_data_dir (e.g. --caption_column prompts.txt --video_column videos.txt)."
+            )
+        samples = _load_txt_pair(root, caption_column, video_column)  # type: ignore[arg-type]
+    else:
+        samples = _load_video_metadata(root, caption_column, video_column)
+    if max_train_samples is not None:
+        samples = samples[:max_train_samples]
+    return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
+
+
+def _abs(root: str, rel: str) -> str:
+    return os.path.normpath(os.path.join(os.path.abspath(root), *rel.split("/")))
+
+
+def _read_lines(path: str, flag: str, name: str) -> list[str]:
+    if not os.path.isfile(path):
+        raise UserError(
+            f"{flag} {name!r} names {path!r}, which does not exist. Put {name} in --train_data_dir "
+            f"(one entry per line) or pass the right file name to {flag}."
+        )
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            lines = [line.strip() for line in handle.read().splitlines()]
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path} ({flag}) is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8.") from None
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoSample]:
+    prompts_path = os.path.join(root, caption_file)
+    videos_path = os.path.join(root, video_file)
+    prompts = _read_lines(prompts_path, "--caption_column", caption_file)
+    videos = _read_lines(videos_path, "--video_column", video_file)
+    if len(prompts) != len(videos):
+        raise UserError(
+            f"{prompts_path} has {len(prompts)} caption line(s) but {videos_path} has {len(videos)} "
+            f"video line(s); line N of --caption_column {caption_file} must caption line N of "
+            f"--video_column {video_file}. Make the two files the same length (one entry per line)."
+        )
+    samples: list[VideoSample] = []
+    half_blank: list[str] = []
+    for line_no, (prompt, video) in enumerate(zip(prompts, videos), 1):
+        if not prompt and not video:
+            continue
+        if not prompt or not video:
+            missing = caption_file if not prompt else video_file
+            half_blank.append(f"line {line_no} of {missing}")
+            continue
+        key = posixpath.normpath(video.replace("\\", "/"))
+        path = video if os.path.isabs(video) else _abs(root, key)
+        samples.append(VideoSample(key=key, caption=prompt, path=path))
+    if half_blank:
+        named = ", ".join(half_blank[:_MAX_NAMED])
+        more = f" and {len(half_blank) - _MAX_NAMED} more" if len(half_blank) > _MAX_NAMED else ""
+        raise UserError(
+            f"{len(half_blank)} line(s) are blank in one of {prompts_path} / {videos_path} but not in "
+            f"the other: {named}{more}. Every clip in --video_column {video_file} needs a caption on "
+            f"the same line of --caption_column {caption_file}; fill in or delete those lines in both."
+        )
+    if not samples:
+        raise UserError(f"{videos_path} lists no videos. Put one clip path per line in --video_column {video_file}.")
+    return samples
+
+
+def _load_video_metadata(root: str, caption_column: str, video_column: str | None) -> list[VideoSample]:
+    if video_column not in (None, "file_name"):
+        raise UserError(
+            f"--video_column {video_column!r}: with metadata.jsonl/csv the clip is always named in the "
+            f"'file_name' column; --video_column only selects a videos.txt file (together with "
+            f"--caption_column prompts.txt). Leave --video_column unset."
+        )
+    present = [m for m in METADATA_FILENAMES if os.path.isfile(os.path.join(root, m))]
+    if len(present) > 1:
+        raise UserError(
+            f"{os.path.join(root, '')} holds both metadata.jsonl and metadata.csv, so it is unclear which "
+            f"captions to use. Delete or rename one of them (see --train_data_dir)."
+        )
+    if not present:
+        videos = sorted(
+            name for name in os.listdir(root)
+            if not _hidden(name) and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS
+        )
+        found = f"it holds {len(videos)} video file(s) but no captions" if videos else "it holds no videos"
+        raise UserError(
+            f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv ({found}). Add a "
+            f'metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
+            f'"a ..."}}, or use the prompts.txt + videos.txt layout with --caption_column prompts.txt '
+            f"--video_column videos.txt."
+        )
+    rows = _read_metadata(root, "", present[0], caption_column)
+    samples: list[VideoSample] = []
+    uncaptioned: list[str] = []
+    not_video: list[str] = []
+    for key, caption in rows:
+        if os.path.splitext(key)[1].lower() not in VIDEO_EXTENSIONS:
+            not_video.append(key)
+        elif caption is None or not caption:
+            uncaptioned.append(key)
+        else:
+            samples.append(VideoSample(key=key, caption=caption, path=_abs(root, key)))
+    metadata_path = os.path.join(root, present[0])
+    if not_video:
+        named = ", ".join(not_video[:_MAX_NAMED])
+        raise UserError(
+            f"{metadata_path} lists {len(not_video)} file(s) that are not videos: {named}. Video "
+            f"training reads {', '.join(sorted(VIDEO_EXTENSIONS))} files; fix the file_name column."
+        )
+    if uncaptioned:
+        named = ", ".join(uncaptioned[:_MAX_NAMED])
+        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        raise UserError(
+            f"{len(uncaptioned)} clip(s) in {metadata_path} have an empty {caption_column!r} caption: "
+            f"{named}{more}. Fill in the caption column (--caption_column) for every row."
+        )
+    if not samples:
+        raise UserError(f"{metadata_path} lists no clips. Add one row per video (file_name and {caption_column!r}).")
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Frame-count rule
+# ---------------------------------------------------------------------------------------------
+
+
+def latent_frames(num_frames: int, *, temporal_compression: int = 4) -> int:
+    """Latent frames the CogVideoX VAE makes of ``num_frames`` pixel frames: ``(F - 1) // r + 1``."""
+    return (int(num_frames) - 1) // temporal_compression + 1
+
+
+def latent_padding(num_frames: int, *, temporal_compression: int = 4, patch_size_t: int | None = None) -> int:
+    """Latent frames the pipeline prepends so ``patch_size_t`` divides the latent frame count.
+
+    Same formula as ``additional_frames`` in diffusers' ``CogVideoXPipeline.__call__``; 0 for
+    CogVideoX 1.0 (``patch_size_t=None``). Example: 81 frames, ``patch_size_t=2`` -> 21 latent
+    frames -> 1.
+    """
+    if not patch_size_t:
+        return 0
+    remainder = latent_frames(num_frames, temporal_compression=temporal_compression) % patch_size_t
+    return 0 if remainder == 0 else patch_size_t - remainder
+
+
+def _valid(n: int, temporal_compression: int, patch_size_t: int | None) -> bool:
+    if n < 1 or (n - 1) % temporal_compression:
+        return False
+    return not patch_size_t or latent_frames(n, temporal_compression=temporal_compression) % patch_size_t == 0
+
+
+def frame_rule(
+    num_frames: int,
+    *,
+    temporal_compression: int = 4,
+    patch_size_t: int | None = None,
+    pad_latent_frames: bool = False,
+) -> int:
+    """The largest valid CogVideoX frame count ``<= num_frames``, or 0 if there is none.
+
+    Valid means ``F = temporal_compression * k + 1`` (1, 5, 9, ..., 49, ...). With ``patch_size_t``
+    (CogVideoX 1.5: 2) the latent frame count ``k + 1`` must also be divisible by it (for 2:
+    5, 13, 21, ..., 77, 85; 49 and 81 are not), unless ``pad_latent_frames`` says the
+    trainer pads latents the way the pipeline does (see the module docstring), in which case any
+    ``4k + 1`` is fine. Used to cut a clip down to the frames the model can take.
+    """
+    n = int(num_frames)
+    step = temporal_compression
+    p_t = None if pad_latent_frames else patch_size_t
+    if n < 1:
+        return 0
+    n = (n - 1) // step * step + 1  # largest 4k + 1 <= num_frames
+    while n >= 1 and not _valid(n, step, p_t):
+        n -= step
+    return max(n, 0)
+
+
+def check_num_frames(
+    num_frames: int,
+    *,
+    temporal_compression: int = 4,
+    patch_size_t: int | None = None,
+    pad_latent_frames: bool = False,
+    flag: str = "--max_num_frames",
+) -> int:
+    """Return ``num_frames`` if it satisfies :func:`frame_rule`, else raise naming the nearest valid values.
+
+    Raises:
+        UserError: not a positive whole number, or not of the form ``4k + 1`` (and, for
+            ``patch_size_t``, ``k + 1`` not divisible by it).
+    """
+    if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:
+        raise UserError(f"{flag} must be a positive whole number of frames such as 49, got {num_frames!r}.")
+    step = temporal_compression
+    p_t = None if pad_latent_frames else patch_size_t
+    if _valid(num_frames, step, p_t):
+        return num_frames
+    below = frame_rule(num_frames, temporal_compression=step, patch_size_t=patch_size_t,
+                       pad_latent_frames=pad_latent_frames)
+    above = num_frames + 1
+    while not _valid(above, step, p_t):
+        above += 1
+    nearest = " or ".join(str(v) for v in (below, above) if v >= 1)
+    if p_t:
+        rule = (
+            f"of the form {step}k+1 whose latent frame count k+1 is divisible by patch_size_t={p_t} "
+            f"(CogVideoX 1.5: 5, 13, 21, ..., 77, 85)"
+        )
+    else:
+        rule = f"of the form {step}k+1 (the VAE compresses {step} frames into one after the first: 1, 5, ..., 49, ...)"
+    raise UserError(
+        f"{flag} {num_frames} is not a frame count the model can take: it must be {rule}. "
+        f"Use {nearest} (nearest valid values)."
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _frame_indices(total: int, num_frames: int, start: str) -> list[int]:
+    if start == "first":
+        return list(range(num_frames))
+    if num_frames == 1:
+        return [0]
+    # Evenly spaced, first and last frame included; exact integer arithmetic (no float drift).
+    return [(i * (total - 1) * 2 + (num_frames - 1)) // ((num_frames - 1) * 2) for i in range(num_frames)]
+
+
+def decode_clip(
+    path: str | os.PathLike,
+    num_frames: int,
+    height: int,
+    width: int,
+    *,
+    start: Literal["first", "uniform"] = "first",
+) -> torch.Tensor:
+    """Decode ``num_frames`` frames of a clip to a float32 ``(F, 3, height, width)`` tensor in [-1, 1].
+
+    ``start="first"`` (default) takes the first ``num_frames`` consecutive frames at the clip's own
+    frame rate, as the CogVideoX fine-tuning scripts effectively do with clips prepared at the
+    model's rate (8 fps for 1.0, 16 fps for 1.5): motion keeps its real speed whatever the clip
+    length, and only the needed frames are decoded. ``start="uniform"`` spreads ``num_frames``
+    frames evenly from the first to the last frame (covers the whole clip, but speeds motion up
+    by a clip-dependent factor, and decodes the whole clip).
+
+    Each frame is resized (bilinear, aspect-preserving cover) and centre-cropped with PIL exactly
+    like :func:`~dit_lora.data.transforms.preprocess_image` with ``center_crop=True``. Rotation
+    metadata is ignored. Deterministic: same file and arguments, same tensor.
+
+    Raises:
+        VideoDecodeError: unreadable, no video stream, fewer frames than needed, or a decode error.
+    """
+    if start not in ("first", "uniform"):
+        raise ValueError(f"start must be 'first' or 'uniform', got {start!r}")
+    if num_frames < 1:
+        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+    path = os.fspath(path)
+    av = _av()
+    total = 0
+    if start == "uniform":
+        total = VideoSample(key=path, caption="", path=path).probe().num_frames
+        if total < num_frames:
+            raise VideoDecodeError(f"too short: {total} frame(s), need {num_frames}")
+    wanted = _frame_indices(total, num_frames, start)
+    wanted_set = set(wanted)
+    last = wanted[-1]
+    out = torch.empty((num_frames, 3, height, width), dtype=torch.float32)
+    by_index: dict[int, torch.Tensor] = {}
+    seen = 0
+    opened = False
+    try:
+        with av.open(path) as container:
+            stream = _video_stream(container)
+            opened = True
+            for index, frame in enumerate(container.decode(stream)):
+                seen = index + 1
+                if index in wanted_set:
+                    by_index[index] = _frame_tensor(frame.to_image(), height, width)
+                if index >= last:
+                    break
+    except VideoDecodeError:
+        raise
+    except FileNotFoundError:
+        raise VideoDecodeError("file not found") from None
+    except (av.FFmpegError, OSError, ValueError) as err:
+        if opened:
+            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): {_describe(err)})") from None
+        raise VideoDecodeError(f"not a readable video ({_describe(err)})") from None
+    if len(by_index) < len(wanted_set):
+        raise VideoDecodeError(f"too short: {seen} decodable frame(s), need {last + 1}")
+    for slot, index in enumerate(wanted):
+        out[slot] = by_index[index]
+    return out
+
+
+def _frame_tensor(image: Image.Image, height: int, width: int) -> torch.Tensor:
+    if image.mode != "RGB":
+        image = image.convert("RGB")
+    new_w, new_h = resized_size(image.width, image.height, (height, width))
+    if (new_w, new_h) != image.size:
+        image = image.resize((new_w, new_h), Image.BILINEAR)
+    box = crop_box(image.size, (height, width), center_crop=True, crop_rng_seed=0)
+    if box != (0, 0, image.width, image.height):
+        image = image.crop(box)
+    pixels = torch.from_numpy(np.array(image, dtype=np.uint8))
+    return pixels.permute(2, 0, 1).to(torch.float32).div_(127.5).sub_(1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+
+
+def video_problem(sample: VideoSample, min_frames: int) -> str | None:
+    """Why ``sample``'s clip cannot be trained on, or None if it decodes with enough frames.
+
+    Decodes the whole video stream once (like validation decodes every image), so a file that
+    breaks off mid-stream is caught here rather than in a dataloader worker. Reasons: file not
+    found, folder, empty file (0 bytes), not a readable video, no video stream, truncated (a
+    decode error after some frames, or far fewer frames than the header declares), too short
+    (fewer than ``min_frames`` frames).
+    """
+    path = sample.path
+    try:
+        if os.path.isdir(path):
+            return "is a folder, not a video file"
+        if os.path.getsize(path) == 0:
+            return "empty file (0 bytes)"
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as err:
+        return f"unreadable ({_describe(err)})"
+    av = _av()
+    count = 0
+    declared = 0
+    opened = False
+    try:
+        with av.open(path) as container:
+            stream = _video_stream(container)
+            declared = int(stream.frames or 0)
+            opened = True
+            for frame in container.decode(stream):
+                frame.to_ndarray(format="rgb24")  # forces a full conversion, as training will
+                count += 1
+    except VideoDecodeError as err:
+        return str(err)
+    except (av.FFmpegError, OSError, ValueError) as err:
+        if opened:
+            # The header was fine, the frame data is not: a download cut short, or damage inside.
+            of = f" of {declared}" if declared else ""
+            return f"truncated or damaged (decode failed after {count}{of} frame(s): {_describe(err)})"
+        return f"not a readable video (corrupt, or not a video despite its extension; {_describe(err)})"
+    except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files
+        return f"unreadable ({_describe(err)})"
+    # Headers can be off by a frame or two (edit lists, B-frame delay); only a real gap is truncation.
+    if declared and count < declared - max(2, declared // 50):
+        return f"truncated (header declares {declared} frames, only {count} decode)"
+    if count < min_frames:
+        return f"too short ({count} frame(s), need at least {min_frames} for --max_num_frames)"
+    return None
+
+
+def validate_video_samples(
+    samples: Sequence[VideoSample],
+    *,
+    min_frames: int,
+    max_bad_samples_fraction: float = 0.05,
+    log: Callable[[str], Any] = print,
+    quarantine: list[dict[str, Any]] | None = None,
+    num_workers: int | None = None,
+    require_captions: bool = True,
+    raise_on_fraction: bool = True,
+) -> list[VideoSample]:
+    """Decode every clip once; drop and report the bad ones; renumber ``index`` 0..N-1.
+
+    Mirrors :func:`~dit_lora.data.validation.validate_samples`: each bad clip (see
+    :func:`video_problem`; plus empty captions with ``require_captions``) is named once in ``log``
+    (at most 20 lines, then a count) and appended to ``quarantine`` as ``{"key", "reason"}``.
+    Decoding runs in ``num_workers`` threads (default up to 4; FFmpeg releases the GIL).
+
+    Raises:
+        UserError: the bad fraction exceeds ``--max_bad_samples_fraction`` (with
+            ``raise_on_fraction``), or no usable clip is left.
+    """
+    check_bad_fraction_value(max_bad_samples_fraction)
+    samples = list(samples)
+    if not samples:
+        raise UserError("No training clips to check. Point --train_data_dir at a folder of videos with captions.")
+
+    def check(sample: VideoSample) -> str | None:
+        if require_captions:
+            problem = caption_problem(sample)  # type: ignore[arg-type] - only reads .caption
+            if problem is not None:
+                return problem
+        return video_problem(sample, min_frames)
+
+    workers = num_workers if num_workers is not None else min(4, os.cpu_count() or 1)
+    if workers > 1 and len(samples) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate-video") as pool:
+            problems = list(pool.map(check, samples))
+    else:
+        problems = [check(s) for s in samples]
+
+    bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
+    good = [s for s, p in zip(samples, problems) if p is None]
+    if quarantine is not None:
+        quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
+    for sample, problem in bad[:_MAX_LOGGED_BAD]:
+        log(f"skipping {sample.key}: {problem}")
+    if len(bad) > _MAX_LOGGED_BAD:
+        log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
+    if bad:
+        log(f"skipped {len(bad)} of {len(samples)} clips that cannot be used; {len(good)} remain")
+    total = len(samples)
+    if raise_on_fraction:
+        error = bad_fraction_error(
+            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction,
+            what="training videos", failed="could not be used",
+        )
+        if error is not None:
+            raise error
+    if not good:
+        raise UserError(
+            f"None of the {total} training videos could be used (first: {bad[0][0].key}: {bad[0][1]}). "
+            f"Check the files in --train_data_dir and --max_num_frames."
+        )
+    return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Buckets
+# ---------------------------------------------------------------------------------------------
+
+Bucket = tuple[int, int, int]  # (frames, height, width)
+_BUCKET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
+
+
+def resolution_buckets(
+    spec: str,
+    *,
+    temporal_compression: int = 4,
+    patch_size_t: int | None = None,
+    pad_latent_frames: bool = False,
+    spatial_multiple: int = 16,
+    flag: str = "--frame_buckets",
+) -> list[Bucket]:
+    """Parse ``"49x480x720,49x256x256"`` (FRAMESxHEIGHTxWIDTH, comma separated) into (f, h, w) tuples.
+
+    Each frame count must satisfy :func:`check_num_frames`; height and width must be multiples of
+    ``spatial_multiple`` (16 for CogVideoX: VAE 8x times patch size 2). Duplicates are dropped,
+    order is kept.
+
+    Raises:
+        UserError: empty spec, a malformed entry, or an invalid frame count / size (naming ``flag``).
+    """
+    entries = [part for part in str(spec).split(",") if part.strip()]
+    if not entries:
+        raise UserError(f"{flag} is empty. Give one or more FRAMESxHEIGHTxWIDTH buckets, e.g. 49x480x720,49x256x256.")
+    buckets: list[Bucket] = []
+    for entry in entries:
+        match = _BUCKET_RE.match(entry)
+        if match is None:
+            raise UserError(
+                f"{flag} entry {entry.strip()!r} is not FRAMESxHEIGHTxWIDTH. Write buckets like "
+                f"49x480x720,49x256x256 (frames, height, width in pixels)."
+            )
+        frames, height, width = (int(v) for v in match.groups())
+        check_num_frames(frames, temporal_compression=temporal_compression, patch_size_t=patch_size_t,
+                         pad_latent_frames=pad_latent_frames, flag=f"{flag} entry {entry.strip()!r}: frame count")
+        for name, value in (("height", height), ("width", width)):
+            if value < spatial_multiple or value % spatial_multiple:
+                fixed = max(spatial_multiple, round(value / spatial_multiple) * spatial_multiple)
+                raise UserError(
+                    f"{flag} entry {entry.strip()!r}: {name} {value} must be a positive multiple of "
+                    f"{spatial_multiple} (VAE downsampling times patch size); use {fixed}."
+                )
+        if (frames, height, width) not in buckets:
+            buckets.append((frames, height, width))
+    return buckets
+
+
+def choose_bucket(frames: int, height: int, width: int, buckets: Sequence[Bucket]) -> Bucket | None:
+    """The bucket for a clip of ``frames`` frames at ``height`` x ``width``, or None if it is too short for all.
+
+    Among buckets whose frame count fits the clip (``bucket_frames <= frames``) the largest frame
+    count wins; among those, the aspect ratio nearest the clip's (compared in log space, so 2:1
+    and 1:2 are equally far from 1:1); then the larger area; then the earlier bucket. Spatial
+    size never disqualifies a bucket: frames are resized and centre-cropped to it.
+    """
+    fitting = [b for b in buckets if b[0] <= frames]
+    if not fitting or height <= 0 or width <= 0:
+        return None
+    most = max(b[0] for b in fitting)
+    aspect = math.log(height / width)
+    candidates = [(i, b) for i, b in enumerate(fitting) if b[0] == most]
+    _, best = min(candidates, key=lambda ib: (abs(math.log(ib[1][1] / ib[1][2]) - aspect), -ib[1][1] * ib[1][2], ib[0]))
+    return best

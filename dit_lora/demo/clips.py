@@ -1,0 +1,168 @@
+"""A tiny captioned video data set: a coloured square moving across a plain background (no downloads).
+
+``make_moving_square_dataset(root)`` writes ``root/clip_00000.mp4 ...`` (PyAV encode, H.264 via
+libx264 when this PyAV build has it, else MPEG-4 Part 2) plus captions, either as
+``metadata.jsonl`` (``{"file_name", "text"}``; ``layout="metadata"``) or as the CogVideoX /
+finetrainers ``prompts.txt`` + ``videos.txt`` pair (``layout="txt"``). Captions name colour and
+direction ("a red square moving left to right"). Everything is derived from ``seed``.
+
+:func:`write_corrupt_clip` and :func:`write_truncated_clip` make broken files for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "CLIP_COLORS",
+    "DIRECTIONS",
+    "make_moving_square_dataset",
+    "pick_video_codec",
+    "write_corrupt_clip",
+    "write_moving_square_clip",
+    "write_truncated_clip",
+]
+
+CLIP_COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (220, 30, 30),
+    "green": (30, 170, 60),
+    "blue": (30, 60, 220),
+    "yellow": (240, 220, 30),
+}
+DIRECTIONS = ("left to right", "right to left", "top to bottom", "bottom to top")
+_BACKGROUND = (20, 20, 20)
+
+
+def pick_video_codec() -> str:
+    """``libx264`` if this PyAV/FFmpeg build can encode it, else ``mpeg4``."""
+    import av
+
+    available = av.codecs_available
+    for name in ("libx264", "mpeg4"):
+        if name in available:
+            try:
+                av.codec.Codec(name, "w")
+                return name
+            except Exception:  # noqa: BLE001 - listed but no encoder
+                continue
+    raise RuntimeError("this PyAV build has neither a libx264 nor an mpeg4 encoder")
+
+
+def _frames(color: tuple[int, int, int], direction: str, num_frames: int, size: int) -> list[np.ndarray]:
+    side = max(4, size // 4)
+    travel = size - side
+    frames = []
+    for i in range(num_frames):
+        t = i / (num_frames - 1) if num_frames > 1 else 0.0
+        pos = int(round(t * travel))
+        if direction in ("right to left", "bottom to top"):
+            pos = travel - pos
+        mid = (size - side) // 2
+        x, y = (pos, mid) if direction in ("left to right", "right to left") else (mid, pos)
+        frame = np.empty((size, size, 3), dtype=np.uint8)
+        frame[:] = _BACKGROUND
+        frame[y : y + side, x : x + side] = color
+        frames.append(frame)
+    return frames
+
+
+def write_moving_square_clip(
+    path: str | os.PathLike,
+    *,
+    color: str = "red",
+    direction: str = "left to right",
+    num_frames: int = 9,
+    size: int = 64,
+    fps: int = 8,
+) -> Path:
+    """Encode one ``size`` x ``size`` clip of ``num_frames`` frames at ``fps`` to ``path`` (MP4)."""
+    import av
+
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if size % 2:
+        raise ValueError("size must be even (yuv420p)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    codec = pick_video_codec()
+    # faststart puts the index (moov) first, as web-ready files have it, so cutting the file short
+    # leaves a container that opens but breaks off mid-stream (a realistic truncated download).
+    with av.open(str(path), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
+        stream = container.add_stream(codec, rate=Fraction(fps))
+        stream.width = size
+        stream.height = size
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.thread_count = 1  # bit-identical output run to run
+        if codec == "libx264":
+            stream.options = {"crf": "12", "preset": "veryfast", "bframes": "0"}
+        else:
+            stream.codec_context.bit_rate = 2_000_000
+        for array in _frames(CLIP_COLORS[color], direction, num_frames, size):
+            frame = av.VideoFrame.from_ndarray(array, format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path
+
+
+def make_moving_square_dataset(
+    root: str | os.PathLike,
+    n: int = 8,
+    num_frames: int = 9,
+    size: int = 64,
+    fps: int = 8,
+    seed: int = 0,
+    layout: str = "metadata",
+) -> Path:
+    """Write ``n`` moving-square clips and their captions into folder ``root`` (created if needed).
+
+    ``layout="metadata"`` writes ``metadata.jsonl`` (``file_name``, ``text``); ``layout="txt"``
+    writes ``prompts.txt`` and ``videos.txt`` (one line per clip, paired by line). Colour and
+    direction of clip ``i`` come from ``random.Random(seed)``; the files are identical for equal
+    arguments.
+    """
+    if layout not in ("metadata", "txt"):
+        raise ValueError(f"layout must be 'metadata' or 'txt', got {layout!r}")
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        color = rng.choice(sorted(CLIP_COLORS))
+        direction = rng.choice(DIRECTIONS)
+        name = f"clip_{i:05d}.mp4"
+        write_moving_square_clip(root / name, color=color, direction=direction,
+                                 num_frames=num_frames, size=size, fps=fps)
+        rows.append((name, f"a {color} square moving {direction}"))
+    if layout == "metadata":
+        with open(root / "metadata.jsonl", "w", encoding="utf-8") as handle:
+            for name, text in rows:
+                handle.write(json.dumps({"file_name": name, "text": text}) + "\n")
+    else:
+        (root / "prompts.txt").write_text("".join(text + "\n" for _, text in rows), encoding="utf-8")
+        (root / "videos.txt").write_text("".join(name + "\n" for name, _ in rows), encoding="utf-8")
+    return root
+
+
+def write_corrupt_clip(path: str | os.PathLike, *, size: int = 4096, seed: int = 0) -> Path:
+    """Random bytes under a video name: not a readable video."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(random.Random(seed).randbytes(size))
+    return path
+
+
+def write_truncated_clip(source: str | os.PathLike, path: str | os.PathLike, *, keep: float = 0.5) -> Path:
+    """Copy the first ``keep`` fraction of ``source``'s bytes to ``path`` (a download cut short)."""
+    data = Path(source).read_bytes()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path

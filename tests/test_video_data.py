@@ -1,0 +1,204 @@
+"""Video data layer (groundwork for CogVideoX LoRA): loading, frame rule, decoding, validation, buckets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("av")
+
+from dit_lora.data.video import (  # noqa: E402
+    VideoSample,
+    check_num_frames,
+    choose_bucket,
+    decode_clip,
+    frame_rule,
+    latent_padding,
+    load_video_samples,
+    resolution_buckets,
+    validate_video_samples,
+    video_problem,
+)
+from dit_lora.demo.clips import (  # noqa: E402
+    make_moving_square_dataset,
+    write_corrupt_clip,
+    write_moving_square_clip,
+    write_truncated_clip,
+)
+from dit_lora.errors import UserError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "meta", n=4, num_frames=9, seed=0)
+
+
+def test_metadata_layout_loads(clips):
+    samples = load_video_samples(clips)
+    assert [s.key for s in samples] == [f"clip_{i:05d}.mp4" for i in range(4)]
+    assert [s.index for s in samples] == [0, 1, 2, 3]
+    assert all(s.caption.startswith("a ") and " square moving " in s.caption for s in samples)
+    assert all(os.path.isabs(s.path) and os.path.isfile(s.path) for s in samples)
+    assert len(load_video_samples(clips, max_train_samples=2)) == 2
+
+
+def test_txt_layout_loads_and_matches_metadata(tmp_path, clips):
+    root = make_moving_square_dataset(tmp_path / "txt", n=4, num_frames=9, seed=0, layout="txt")
+    assert not (root / "metadata.jsonl").exists()
+    samples = load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt")
+    reference = load_video_samples(clips)
+    assert [(s.key, s.caption) for s in samples] == [(s.key, s.caption) for s in reference]
+    # Same bytes + same caption -> same content id, wherever the folder lives.
+    assert [s.content_id() for s in samples] == [s.content_id() for s in reference]
+
+
+def test_txt_layout_blank_lines_and_mismatch(tmp_path, clips):
+    root = tmp_path / "pair"
+    shutil.copytree(clips, root)
+    (root / "prompts.txt").write_text("a red square\n\nsecond\n\n\n")
+    (root / "videos.txt").write_text("clip_00000.mp4\n\nclip_00001.mp4\n")
+    samples = load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt")
+    assert [(s.key, s.caption) for s in samples] == [("clip_00000.mp4", "a red square"), ("clip_00001.mp4", "second")]
+
+    (root / "videos.txt").write_text("clip_00000.mp4\n\nclip_00001.mp4\nclip_00002.mp4\n")
+    with pytest.raises(UserError) as err:
+        load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt")
+    message = str(err.value)
+    assert "prompts.txt" in message and "videos.txt" in message
+    assert "3 caption line(s)" in message and "4 video line(s)" in message
+
+    (root / "prompts.txt").write_text("a\n\nb\nc\n")
+    (root / "videos.txt").write_text("clip_00000.mp4\nclip_00003.mp4\nclip_00001.mp4\nclip_00002.mp4\n")
+    with pytest.raises(UserError, match=r"line 2 of prompts\.txt"):
+        load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt")
+
+    with pytest.raises(UserError, match="--video_column"):
+        load_video_samples(root, caption_column="prompts.txt")
+
+
+def test_folder_without_captions_is_a_clear_error(tmp_path):
+    write_moving_square_clip(tmp_path / "a.mp4", num_frames=5)
+    with pytest.raises(UserError, match=r"no metadata\.jsonl.*1 video file"):
+        load_video_samples(tmp_path)
+    with pytest.raises(UserError, match="does not exist"):
+        load_video_samples(tmp_path / "missing")
+
+
+def test_probe_matches_what_was_written(tmp_path):
+    path = write_moving_square_clip(tmp_path / "p.mp4", num_frames=13, size=48, fps=12)
+    info = VideoSample(key="p.mp4", caption="x", path=str(path)).probe()
+    assert (info.num_frames, info.fps, info.width, info.height) == (13, 12.0, 48, 48)
+
+
+def test_decode_clip_shape_range_determinism_motion(clips):
+    path = load_video_samples(clips)[0].path
+    clip = decode_clip(path, 9, 32, 48)
+    assert clip.shape == (9, 3, 32, 48) and clip.dtype == torch.float32
+    assert clip.min() >= -1.0 and clip.max() <= 1.0 and clip.max() > 0  # the square is bright
+    assert torch.equal(clip, decode_clip(path, 9, 32, 48))
+    # The square moves: consecutive frames differ, and first vs last differ a lot.
+    assert all((clip[i + 1] - clip[i]).abs().max() > 0.5 for i in range(8))
+    assert (clip[0] - clip[-1]).abs().mean() > 0.02
+
+    first = decode_clip(path, 5, 32, 32, start="first")
+    uniform = decode_clip(path, 5, 32, 32, start="uniform")
+    full = decode_clip(path, 9, 32, 32)
+    assert torch.equal(first, full[:5])
+    assert torch.equal(uniform, full[[0, 2, 4, 6, 8]])
+
+    from dit_lora.data.video import VideoDecodeError
+
+    with pytest.raises(VideoDecodeError, match="too short"):
+        decode_clip(path, 13, 32, 32)
+
+
+def test_frame_rule_and_check_num_frames():
+    assert [frame_rule(n) for n in (1, 4, 5, 48, 49, 50, 52, 53)] == [1, 1, 5, 45, 49, 49, 49, 53]
+    assert frame_rule(0) == 0
+    # CogVideoX 1.5 strict: latent frames (k + 1) even -> 5, 13, 21, ..., 45, 53, ..., 77, 85.
+    assert [frame_rule(n, patch_size_t=2) for n in (4, 5, 12, 13, 49, 81, 85)] == [0, 5, 5, 13, 45, 77, 85]
+    assert frame_rule(81, patch_size_t=2, pad_latent_frames=True) == 81
+    assert latent_padding(81, patch_size_t=2) == 1 and latent_padding(85, patch_size_t=2) == 0
+    assert latent_padding(49) == 0
+
+    assert check_num_frames(49) == 49
+    assert check_num_frames(53, patch_size_t=2) == 53
+    with pytest.raises(UserError, match=r"--max_num_frames 50 .*4k\+1.*Use 49 or 53"):
+        check_num_frames(50)
+    with pytest.raises(UserError, match=r"--max_num_frames 49 .*patch_size_t=2.*Use 45 or 53"):
+        check_num_frames(49, patch_size_t=2)
+    assert check_num_frames(81, patch_size_t=2, pad_latent_frames=True) == 81
+    with pytest.raises(UserError, match="positive whole number"):
+        check_num_frames(0)
+
+
+@pytest.fixture()
+def bad_clips(tmp_path, clips):
+    root = tmp_path / "bad"
+    shutil.copytree(clips, root)
+    source = root / "clip_00000.mp4"
+    write_corrupt_clip(root / "corrupt.mp4")
+    write_truncated_clip(source, root / "truncated.mp4")
+    (root / "empty.mp4").write_bytes(b"")
+    write_moving_square_clip(root / "short.mp4", num_frames=3)
+    with open(root / "metadata.jsonl", "a") as handle:
+        for name in ("corrupt.mp4", "truncated.mp4", "empty.mp4", "short.mp4", "missing.mp4"):
+            handle.write(json.dumps({"file_name": name, "text": f"bad {name}"}) + "\n")
+    return root
+
+
+def test_bad_clips_named_and_quarantined(bad_clips):
+    samples = load_video_samples(bad_clips)
+    assert len(samples) == 9
+    lines: list[str] = []
+    quarantine: list[dict] = []
+    good = validate_video_samples(
+        samples, min_frames=9, max_bad_samples_fraction=0.6, log=lines.append, quarantine=quarantine
+    )
+    assert [s.key for s in good] == [f"clip_{i:05d}.mp4" for i in range(4)]
+    assert [s.index for s in good] == [0, 1, 2, 3]
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert set(reasons) == {"corrupt.mp4", "truncated.mp4", "empty.mp4", "short.mp4", "missing.mp4"}
+    assert "not a readable video" in reasons["corrupt.mp4"]
+    assert "truncated" in reasons["truncated.mp4"]
+    assert reasons["empty.mp4"] == "empty file (0 bytes)"
+    assert reasons["short.mp4"].startswith("too short (3 frame(s), need at least 9")
+    assert reasons["missing.mp4"] == "file not found"
+    assert all(any(key in line for line in lines) for key in reasons)
+    assert "skipped 5 of 9" in lines[-1]
+
+    # The same checks one at a time; a long enough requirement passes the short clip.
+    short = next(s for s in samples if s.key == "short.mp4")
+    assert video_problem(short, 3) is None
+
+
+def test_bad_fraction_stops(bad_clips):
+    samples = load_video_samples(bad_clips)
+    with pytest.raises(UserError) as err:
+        validate_video_samples(samples, min_frames=9, max_bad_samples_fraction=0.5, log=lambda _: None)
+    message = str(err.value)
+    assert "5 of 9 training videos" in message and "--max_bad_samples_fraction" in message
+    assert "corrupt.mp4" in message
+    with pytest.raises(UserError, match="between 0 and 1"):
+        validate_video_samples(samples, min_frames=9, max_bad_samples_fraction=2.0)
+
+
+def test_buckets_parse_and_choose():
+    buckets = resolution_buckets("49x480x720, 49x256x256,13x256x256,49x480x720")
+    assert buckets == [(49, 480, 720), (49, 256, 256), (13, 256, 256)]
+    assert choose_bucket(60, 720, 1280, buckets) == (49, 480, 720)
+    assert choose_bucket(49, 500, 500, buckets) == (49, 256, 256)
+    assert choose_bucket(20, 720, 1280, buckets) == (13, 256, 256)  # too short for 49 frames
+    assert choose_bucket(9, 720, 1280, buckets) is None
+    with pytest.raises(UserError, match=r"--frame_buckets.*'48x480x720'.*Use 45 or 49"):
+        resolution_buckets("48x480x720")
+    with pytest.raises(UserError, match="FRAMESxHEIGHTxWIDTH"):
+        resolution_buckets("49x480")
+    with pytest.raises(UserError, match="multiple of 16"):
+        resolution_buckets("49x500x720")
+    assert resolution_buckets("53x480x720", patch_size_t=2) == [(53, 480, 720)]
