@@ -9,42 +9,16 @@ image data layer:
   every clip once and skips, names and quarantines the unreadable, truncated or too-short ones.
 * :func:`decode_clip` turns one clip into an ``(F, 3, H, W)`` float tensor in [-1, 1], resized and
   centre-cropped exactly like :func:`~dit_lora.data.transforms.preprocess_image` does for images.
-* :func:`frame_rule` / :func:`check_num_frames` encode CogVideoX's frame-count rule, and
-  :func:`resolution_buckets` / :func:`choose_bucket` parse and pick ``--frame_buckets``.
+* The frame-count rule and ``--frame_buckets`` live in :mod:`.frames` (re-exported here).
 
 Decoding uses PyAV only (no torchvision, no decord).
-
-CogVideoX frame-count facts (checked in diffusers 0.42.1):
-
-* The VAE compresses time by ``temporal_compression_ratio`` = 4 and keeps the first frame on its
-  own, so ``F`` pixel frames give ``(F - 1) // 4 + 1`` latent frames; only ``F = 4k + 1`` uses every
-  frame (``pipeline_cogvideox.py`` ``prepare_latents``, line 336, and line 680). CogVideoX 1.0
-  defaults to 49 frames = 13 latent frames (``CogVideoXTransformer3DModel`` ``sample_frames=49``,
-  ``cogvideox_transformer_3d.py`` lines 191-195 and 237).
-* CogVideoX 1.5 sets ``patch_size_t=2``: the patch embedding groups latent frames in pairs with
-  ``reshape(batch, num_frames // p_t, p_t, ...)`` (``embeddings.py`` ``CogVideoXPatchEmbed.forward``,
-  lines 539-546), so the *latent* frame count must be divisible by ``patch_size_t``. The pipeline
-  does not require that of the caller: when ``latent_frames % patch_size_t != 0`` it adds
-  ``additional_frames = patch_size_t - latent_frames % patch_size_t`` latent frames
-  (``pipeline_cogvideox.py`` lines 682-687) and drops them from the front after denoising
-  (``latents[:, additional_frames:]``, line 786). 1.5's usual 81 frames are 21 latent frames, so
-  they are always padded to 22. The THUDM CogVideo ``finetune/`` trainers (``compute_loss``, seen in
-  several public forks; upstream not checked offline) do the same to training latents: they prepend
-  ``latent_frames % patch_size_t`` copies of the first latent frame.
-
-  :func:`frame_rule` therefore offers both readings: strict (``patch_size_t=2``: ``4k + 1`` with
-  ``k + 1`` even, i.e. 5, 13, 21, ..., 45, 53, ..., 77, 85 frames; no padding needed) and, with
-  ``pad_latent_frames=True``, plain ``4k + 1`` (the trainer then pads latents like the pipeline;
-  :func:`latent_padding` says by how many frames).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import posixpath
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple, Sequence
@@ -57,6 +31,7 @@ from dit_lora.errors import UserError
 
 from .sources import _MAX_LOGGED_BAD, _MAX_NAMED, METADATA_FILENAMES, RawSample, _hidden, _read_metadata
 from .transforms import crop_box, resized_size
+from .frames import check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding, resolution_buckets
 from .validation import bad_fraction_error, caption_problem, check_bad_fraction_value
 
 __all__ = [
@@ -334,100 +309,6 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
 
 
 # ---------------------------------------------------------------------------------------------
-# Frame-count rule
-# ---------------------------------------------------------------------------------------------
-
-
-def latent_frames(num_frames: int, *, temporal_compression: int = 4) -> int:
-    """Latent frames the CogVideoX VAE makes of ``num_frames`` pixel frames: ``(F - 1) // r + 1``."""
-    return (int(num_frames) - 1) // temporal_compression + 1
-
-
-def latent_padding(num_frames: int, *, temporal_compression: int = 4, patch_size_t: int | None = None) -> int:
-    """Latent frames the pipeline prepends so ``patch_size_t`` divides the latent frame count.
-
-    Same formula as ``additional_frames`` in diffusers' ``CogVideoXPipeline.__call__``; 0 for
-    CogVideoX 1.0 (``patch_size_t=None``). Example: 81 frames, ``patch_size_t=2`` -> 21 latent
-    frames -> 1.
-    """
-    if not patch_size_t:
-        return 0
-    remainder = latent_frames(num_frames, temporal_compression=temporal_compression) % patch_size_t
-    return 0 if remainder == 0 else patch_size_t - remainder
-
-
-def _valid(n: int, temporal_compression: int, patch_size_t: int | None) -> bool:
-    if n < 1 or (n - 1) % temporal_compression:
-        return False
-    return not patch_size_t or latent_frames(n, temporal_compression=temporal_compression) % patch_size_t == 0
-
-
-def frame_rule(
-    num_frames: int,
-    *,
-    temporal_compression: int = 4,
-    patch_size_t: int | None = None,
-    pad_latent_frames: bool = False,
-) -> int:
-    """The largest valid CogVideoX frame count ``<= num_frames``, or 0 if there is none.
-
-    Valid means ``F = temporal_compression * k + 1`` (1, 5, 9, ..., 49, ...). With ``patch_size_t``
-    (CogVideoX 1.5: 2) the latent frame count ``k + 1`` must also be divisible by it (for 2:
-    5, 13, 21, ..., 77, 85; 49 and 81 are not), unless ``pad_latent_frames`` says the
-    trainer pads latents the way the pipeline does (see the module docstring), in which case any
-    ``4k + 1`` is fine. Used to cut a clip down to the frames the model can take.
-    """
-    n = int(num_frames)
-    step = temporal_compression
-    p_t = None if pad_latent_frames else patch_size_t
-    if n < 1:
-        return 0
-    n = (n - 1) // step * step + 1  # largest 4k + 1 <= num_frames
-    while n >= 1 and not _valid(n, step, p_t):
-        n -= step
-    return max(n, 0)
-
-
-def check_num_frames(
-    num_frames: int,
-    *,
-    temporal_compression: int = 4,
-    patch_size_t: int | None = None,
-    pad_latent_frames: bool = False,
-    flag: str = "--max_num_frames",
-) -> int:
-    """Return ``num_frames`` if it satisfies :func:`frame_rule`, else raise naming the nearest valid values.
-
-    Raises:
-        UserError: not a positive whole number, or not of the form ``4k + 1`` (and, for
-            ``patch_size_t``, ``k + 1`` not divisible by it).
-    """
-    if isinstance(num_frames, bool) or not isinstance(num_frames, int) or num_frames < 1:
-        raise UserError(f"{flag} must be a positive whole number of frames such as 49, got {num_frames!r}.")
-    step = temporal_compression
-    p_t = None if pad_latent_frames else patch_size_t
-    if _valid(num_frames, step, p_t):
-        return num_frames
-    below = frame_rule(num_frames, temporal_compression=step, patch_size_t=patch_size_t,
-                       pad_latent_frames=pad_latent_frames)
-    above = num_frames + 1
-    while not _valid(above, step, p_t):
-        above += 1
-    nearest = " or ".join(str(v) for v in (below, above) if v >= 1)
-    if p_t:
-        rule = (
-            f"of the form {step}k+1 whose latent frame count k+1 is divisible by patch_size_t={p_t} "
-            f"(CogVideoX 1.5: 5, 13, 21, ..., 77, 85)"
-        )
-    else:
-        rule = f"of the form {step}k+1 (the VAE compresses {step} frames into one after the first: 1, 5, ..., 49, ...)"
-    raise UserError(
-        f"{flag} {num_frames} is not a frame count the model can take: it must be {rule}. "
-        f"Use {nearest} (nearest valid values)."
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------------------------
 
@@ -640,73 +521,3 @@ def validate_video_samples(
             f"Check the files in --train_data_dir and --max_num_frames."
         )
     return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]
-
-
-# ---------------------------------------------------------------------------------------------
-# Buckets
-# ---------------------------------------------------------------------------------------------
-
-Bucket = tuple[int, int, int]  # (frames, height, width)
-_BUCKET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*$")
-
-
-def resolution_buckets(
-    spec: str,
-    *,
-    temporal_compression: int = 4,
-    patch_size_t: int | None = None,
-    pad_latent_frames: bool = False,
-    spatial_multiple: int = 16,
-    flag: str = "--frame_buckets",
-) -> list[Bucket]:
-    """Parse ``"49x480x720,49x256x256"`` (FRAMESxHEIGHTxWIDTH, comma separated) into (f, h, w) tuples.
-
-    Each frame count must satisfy :func:`check_num_frames`; height and width must be multiples of
-    ``spatial_multiple`` (16 for CogVideoX: VAE 8x times patch size 2). Duplicates are dropped,
-    order is kept.
-
-    Raises:
-        UserError: empty spec, a malformed entry, or an invalid frame count / size (naming ``flag``).
-    """
-    entries = [part for part in str(spec).split(",") if part.strip()]
-    if not entries:
-        raise UserError(f"{flag} is empty. Give one or more FRAMESxHEIGHTxWIDTH buckets, e.g. 49x480x720,49x256x256.")
-    buckets: list[Bucket] = []
-    for entry in entries:
-        match = _BUCKET_RE.match(entry)
-        if match is None:
-            raise UserError(
-                f"{flag} entry {entry.strip()!r} is not FRAMESxHEIGHTxWIDTH. Write buckets like "
-                f"49x480x720,49x256x256 (frames, height, width in pixels)."
-            )
-        frames, height, width = (int(v) for v in match.groups())
-        check_num_frames(frames, temporal_compression=temporal_compression, patch_size_t=patch_size_t,
-                         pad_latent_frames=pad_latent_frames, flag=f"{flag} entry {entry.strip()!r}: frame count")
-        for name, value in (("height", height), ("width", width)):
-            if value < spatial_multiple or value % spatial_multiple:
-                fixed = max(spatial_multiple, round(value / spatial_multiple) * spatial_multiple)
-                raise UserError(
-                    f"{flag} entry {entry.strip()!r}: {name} {value} must be a positive multiple of "
-                    f"{spatial_multiple} (VAE downsampling times patch size); use {fixed}."
-                )
-        if (frames, height, width) not in buckets:
-            buckets.append((frames, height, width))
-    return buckets
-
-
-def choose_bucket(frames: int, height: int, width: int, buckets: Sequence[Bucket]) -> Bucket | None:
-    """The bucket for a clip of ``frames`` frames at ``height`` x ``width``, or None if it is too short for all.
-
-    Among buckets whose frame count fits the clip (``bucket_frames <= frames``) the largest frame
-    count wins; among those, the aspect ratio nearest the clip's (compared in log space, so 2:1
-    and 1:2 are equally far from 1:1); then the larger area; then the earlier bucket. Spatial
-    size never disqualifies a bucket: frames are resized and centre-cropped to it.
-    """
-    fitting = [b for b in buckets if b[0] <= frames]
-    if not fitting or height <= 0 or width <= 0:
-        return None
-    most = max(b[0] for b in fitting)
-    aspect = math.log(height / width)
-    candidates = [(i, b) for i, b in enumerate(fitting) if b[0] == most]
-    _, best = min(candidates, key=lambda ib: (abs(math.log(ib[1][1] / ib[1][2]) - aspect), -ib[1][1] * ib[1][2], ib[0]))
-    return best
