@@ -36,6 +36,12 @@ _MAX_NAMED = 5
 _SAFE_MODES = frozenset({"RGB", "RGBA", "L", "LA", "P", "1", "CMYK", "YCbCr", "RGBX"})
 
 
+def name_some(items: list[str]) -> str:
+    """``a, b, c, d, e and 3 more``: the first few names of a list for an error message."""
+    more = f" and {len(items) - _MAX_NAMED} more" if len(items) > _MAX_NAMED else ""
+    return ", ".join(items[:_MAX_NAMED]) + more
+
+
 class _DatasetImages:
     """Lazy access to one image column of a `datasets` dataset, shared by all its samples.
 
@@ -313,10 +319,9 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             else:
                 samples.append(RawSample(key=key, caption=caption, path=path))
     if uncaptioned:
-        named = ", ".join(uncaptioned[:_MAX_NAMED])
-        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        named = name_some(uncaptioned)
         raise UserError(
-            f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {named}{more}. "
+            f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {named}. "
             f"Add a metadata.jsonl beside them with one line per image, e.g. "
             f'{{"file_name": "0001.png", "{caption_column}": "a photo of ..."}}, '
             f"or put a .txt file with the same name next to each image (0001.png -> 0001.txt)."
@@ -328,11 +333,10 @@ def _class_folder_samples(root: str, images: list[str]) -> list[RawSample]:
     """Samples of the imagefolder-by-class layout: the caption is the image's first-level folder name."""
     top_level = [key for key in images if "/" not in key]
     if top_level:
-        named = ", ".join(top_level[:_MAX_NAMED])
-        more = f" and {len(top_level) - _MAX_NAMED} more" if len(top_level) > _MAX_NAMED else ""
+        named = name_some(top_level)
         raise UserError(
             f"{len(top_level)} image(s) lie directly in --train_data_dir {root!r}, outside any class folder: "
-            f"{named}{more}. Class labels are read from sub-folder names (root/<class>/<image>); move them "
+            f"{named}. Class labels are read from sub-folder names (root/<class>/<image>); move them "
             f"into the folder of their class, or add a metadata.jsonl with a class column (--caption_column)."
         )
     abs_root = os.path.abspath(root)
@@ -511,11 +515,10 @@ def _load_dataset(
         else:
             samples.append(RawSample(key=key, caption=caption, _images=handle, _row=row))
     if uncaptioned:
-        named = ", ".join(uncaptioned[:_MAX_NAMED])
-        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        named = name_some(uncaptioned)
         raise UserError(
             f"{len(uncaptioned)} row(s) of --dataset_name {dataset_name!r} have no caption in column "
-            f"{caption_column!r}: {named}{more}. Fill them in, drop those rows, or pick another "
+            f"{caption_column!r}: {named}. Fill them in, drop those rows, or pick another "
             f"--caption_column."
         )
     if not samples:

@@ -122,20 +122,41 @@ def validate_samples(
         UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``;
             only with ``raise_on_fraction``), or no usable sample is left.
     """
-    check_bad_fraction_value(max_bad_samples_fraction)
     samples = list(samples)
-    if not samples:
-        raise UserError(
-            "No training samples to check. Point --train_data_dir or --dataset_name at data with images."
-        )
-    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
     check = lambda s: sample_problem(s, require_caption=require_captions)  # noqa: E731
+    problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction, num_workers=num_workers,
+                         empty_hint="Point --train_data_dir or --dataset_name at data with images.")
+    only_images = all(p != "empty caption" for p in problems if p is not None)
+    return screen(
+        samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
+        raise_on_fraction=raise_on_fraction,
+        what="training images" if only_images else "training samples",
+        failed="could not be read" if only_images else "could not be used",
+        skipped_as="samples with unreadable images" + ("" if only_images else " or empty captions"),
+        fix="Check the files in --train_data_dir / --dataset_name.",
+    )
+
+
+def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samples_fraction: float,
+              num_workers: int | None, empty_hint: str) -> list[str | None]:
+    """Run ``check`` on every sample (threads: decoders release the GIL); the problems, in input order."""
+    check_bad_fraction_value(max_bad_samples_fraction)
+    if not samples:
+        raise UserError(f"No training samples to check. {empty_hint}")
+    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
     if workers > 1 and len(samples) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
-            problems = list(pool.map(check, samples, chunksize=16))
-    else:
-        problems = [check(s) for s in samples]
+            return list(pool.map(check, samples))
+    return [check(s) for s in samples]
 
+
+def screen(samples: list, problems: list[str | None], *, max_bad_samples_fraction: float, log: Callable[[str], Any],
+           quarantine: list[dict[str, Any]] | None, raise_on_fraction: bool, what: str, failed: str, skipped_as: str,
+           fix: str) -> list:
+    """Drop the samples with a problem: name them (20 at most), quarantine them, enforce the fraction.
+
+    Shared by images and videos; returns the good samples renumbered ``index`` 0..N-1.
+    """
     bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
@@ -145,22 +166,12 @@ def validate_samples(
     if len(bad) > _MAX_LOGGED_BAD:
         log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
     if bad:
-        kinds = "unreadable images" if all(p != "empty caption" for _, p in bad) else "unreadable images or empty captions"
-        log(f"skipped {len(bad)} of {len(samples)} samples with {kinds}; {len(good)} remain")
-
+        log(f"skipped {len(bad)} of {len(samples)} {skipped_as}; {len(good)} remain")
     total = len(samples)
     if raise_on_fraction:
-        only_images = all(p != "empty caption" for _, p in bad)
-        error = bad_fraction_error(
-            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction,
-            what="training images" if only_images else "training samples",
-            failed="could not be read" if only_images else "could not be used",
-        )
+        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=what, failed=failed)
         if error is not None:
             raise error
     if not good:
-        raise UserError(
-            f"None of the {total} training images could be read (first: {bad[0][0].key}: {bad[0][1]}). "
-            f"Check the files in --train_data_dir / --dataset_name."
-        )
+        raise UserError(f"None of the {total} {what} {failed} (first: {bad[0][0].key}: {bad[0][1]}). {fix}")
     return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]

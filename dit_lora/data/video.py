@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple, Sequence
 
@@ -29,10 +28,10 @@ from PIL import Image
 
 from dit_lora.errors import UserError
 
-from .sources import _MAX_LOGGED_BAD, _MAX_NAMED, METADATA_FILENAMES, RawSample, _hidden, _read_metadata
+from .sources import METADATA_FILENAMES, RawSample, _hidden, _read_metadata, name_some
 from .transforms import crop_box, resized_size
 from .frames import check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding, resolution_buckets
-from .validation import bad_fraction_error, caption_problem, check_bad_fraction_value
+from .validation import caption_problem, check_all, screen
 
 __all__ = [
     "VIDEO_EXTENSIONS",
@@ -241,11 +240,10 @@ def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoS
         path = video if os.path.isabs(video) else _abs(root, key)
         samples.append(VideoSample(key=key, caption=prompt, path=path))
     if half_blank:
-        named = ", ".join(half_blank[:_MAX_NAMED])
-        more = f" and {len(half_blank) - _MAX_NAMED} more" if len(half_blank) > _MAX_NAMED else ""
+        named = name_some(half_blank)
         raise UserError(
             f"{len(half_blank)} line(s) are blank in one of {prompts_path} / {videos_path} but not in "
-            f"the other: {named}{more}. Every clip in --video_column {video_file} needs a caption on "
+            f"the other: {named}. Every clip in --video_column {video_file} needs a caption on "
             f"the same line of --caption_column {caption_file}; fill in or delete those lines in both."
         )
     if not samples:
@@ -291,17 +289,16 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
             samples.append(VideoSample(key=key, caption=caption, path=_abs(root, key)))
     metadata_path = os.path.join(root, present[0])
     if not_video:
-        named = ", ".join(not_video[:_MAX_NAMED])
+        named = name_some(not_video)
         raise UserError(
             f"{metadata_path} lists {len(not_video)} file(s) that are not videos: {named}. Video "
             f"training reads {', '.join(sorted(VIDEO_EXTENSIONS))} files; fix the file_name column."
         )
     if uncaptioned:
-        named = ", ".join(uncaptioned[:_MAX_NAMED])
-        more = f" and {len(uncaptioned) - _MAX_NAMED} more" if len(uncaptioned) > _MAX_NAMED else ""
+        named = name_some(uncaptioned)
         raise UserError(
             f"{len(uncaptioned)} clip(s) in {metadata_path} have an empty {caption_column!r} caption: "
-            f"{named}{more}. Fill in the caption column (--caption_column) for every row."
+            f"{named}. Fill in the caption column (--caption_column) for every row."
         )
     if not samples:
         raise UserError(f"{metadata_path} lists no clips. Add one row per video (file_name and {caption_column!r}).")
@@ -478,10 +475,7 @@ def validate_video_samples(
         UserError: the bad fraction exceeds ``--max_bad_samples_fraction`` (with
             ``raise_on_fraction``), or no usable clip is left.
     """
-    check_bad_fraction_value(max_bad_samples_fraction)
     samples = list(samples)
-    if not samples:
-        raise UserError("No training clips to check. Point --train_data_dir at a folder of videos with captions.")
 
     def check(sample: VideoSample) -> str | None:
         if require_captions:
@@ -490,34 +484,11 @@ def validate_video_samples(
                 return problem
         return video_problem(sample, min_frames)
 
-    workers = num_workers if num_workers is not None else min(4, os.cpu_count() or 1)
-    if workers > 1 and len(samples) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate-video") as pool:
-            problems = list(pool.map(check, samples))
-    else:
-        problems = [check(s) for s in samples]
-
-    bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
-    good = [s for s, p in zip(samples, problems) if p is None]
-    if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
-    for sample, problem in bad[:_MAX_LOGGED_BAD]:
-        log(f"skipping {sample.key}: {problem}")
-    if len(bad) > _MAX_LOGGED_BAD:
-        log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
-    if bad:
-        log(f"skipped {len(bad)} of {len(samples)} clips that cannot be used; {len(good)} remain")
-    total = len(samples)
-    if raise_on_fraction:
-        error = bad_fraction_error(
-            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction,
-            what="training videos", failed="could not be used",
-        )
-        if error is not None:
-            raise error
-    if not good:
-        raise UserError(
-            f"None of the {total} training videos could be used (first: {bad[0][0].key}: {bad[0][1]}). "
-            f"Check the files in --train_data_dir and --max_num_frames."
-        )
-    return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]
+    problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction,
+                         num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
+                         empty_hint="Point --train_data_dir at a folder of videos with captions.")
+    return screen(
+        samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
+        raise_on_fraction=raise_on_fraction, what="training videos", failed="could not be used",
+        skipped_as="clips that cannot be used", fix="Check the files in --train_data_dir and --max_num_frames.",
+    )
