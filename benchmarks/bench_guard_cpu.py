@@ -47,14 +47,11 @@ The counters are read after every isolated measurement: a timed step must not ha
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -426,17 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    versions = {}
-    for pkg in ("torch", "diffusers", "transformers", "peft", "accelerate"):
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             capture_output=True, text=True, env=env).stdout.strip()
-    environment = {"cpu_model": bsc.cpu_model(), "cpu_cores": os.cpu_count(), "cpu_flags": bsc.cpu_flags(),
-                   "torch_threads": int(threads) if threads.isdigit() else None, "python": platform.python_version(),
-                   "platform": platform.platform(), "versions": versions, "cuda": False}
+    environment = {**bsc.machine_environment(env), "cuda": False}
+    versions = environment["versions"]
     log(f"device: {environment['cpu_model']}, {environment['cpu_cores']} cores, torch {versions['torch']}, "
         f"{environment['torch_threads']} threads; work dir {work}")
     t_start = time.perf_counter()

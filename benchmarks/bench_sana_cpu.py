@@ -100,6 +100,22 @@ ENCODE_CALL = "diffusers:SanaPipeline.encode_prompt"
 # --------------------------------------------------------------------------------------------
 # machine state
 # --------------------------------------------------------------------------------------------
+
+def machine_environment(env: dict) -> dict:
+    """CPU, thread count (as the children see it with ``env``), Python and library versions for a results file."""
+    versions = {}
+    for pkg in ("torch", "diffusers", "transformers", "peft", "accelerate", "datasets", "tqdm"):
+        try:
+            versions[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[pkg] = None
+    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                             capture_output=True, text=True, env=env).stdout.strip()
+    return {"cpu_model": cpu_model(), "cpu_cores": os.cpu_count(), "cpu_flags": cpu_flags(),
+            "torch_threads": int(threads) if threads.isdigit() else None, "python": platform.python_version(),
+            "platform": platform.platform(), "versions": versions}
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -494,20 +510,9 @@ def main(argv: list[str] | None = None) -> int:
             notes.append("torchvision is not installed: the diffusers example ran with the benchmark-only shim "
                          "benchmarks/torchvision_shim.py (PIL transforms, used only while it builds its dataset).")
 
-    versions = {}
-    for pkg in ("torch", "diffusers", "transformers", "peft", "accelerate", "datasets", "tqdm"):
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             capture_output=True, text=True, env=env).stdout.strip()
-    environment = {
-        "cpu_model": cpu_model(), "cpu_cores": os.cpu_count(), "cpu_flags": cpu_flags(),
-        "torch_threads": int(threads) if threads.isdigit() else None, "python": platform.python_version(),
-        "platform": platform.platform(), "versions": versions, "torchvision_shim": shim_used,
-        "diffusers_example": str(example) if example else None,
-    }
+    environment = machine_environment(env)
+    versions = environment["versions"]
+    environment.update(torchvision_shim=shim_used, diffusers_example=str(example) if example else None)
     if example is not None:
         import hashlib
 
