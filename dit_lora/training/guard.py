@@ -45,6 +45,8 @@ class GuardReading:
     window_loss: float | None  # mean loss over the window's applied steps (None if none applied)
     window_steps: int
     window_flags: list[bool]  # per step of the window: was it skipped?
+    grad_norm: float  # of the last step (before clipping; may be NaN/Inf on a skipped step)
+    learning_rates: list[float]  # per parameter group, now
 
 
 class StepGuard:
@@ -70,6 +72,7 @@ class StepGuard:
         self._unit = torch.ones((), device=device)
         self._zero = torch.zeros((), device=device)
         self._snapshot: dict[str, Any] | None = None
+        self._last_norm = torch.full((), float("nan"), device=device)
         self.snapshot_step = 0
         self._install_lr()
 
@@ -96,6 +99,7 @@ class StepGuard:
              scaler=None) -> None:
         """One guarded optimizer update (or a plain one with ``--finite_guard false``)."""
         if not self.enabled:
+            self._last_norm = norm.detach()
             # Baseline without the guard: step unconditionally, advance the schedule, keep the loss log.
             optimizer.step()
             self.counts[_APPLIED] += 1
@@ -104,6 +108,7 @@ class StepGuard:
             self.counts[_WIN_STEPS] += 1
             self._set_lrs()
             return
+        self._last_norm = norm.detach()
         flag = self.step_flag(loss, norm)
         self.optimizer_step(optimizer, inner, flag, scaler)
         self.after_step(flag, loss, norm, slot)
@@ -180,14 +185,17 @@ class StepGuard:
     # ---- at checks (host) ----------------------------------------------------------------
     def read(self) -> GuardReading:
         """One device-to-host transfer of all counters; resets the window."""
-        values = torch.cat([self.counts, self.window_flags]).tolist()
-        c, flags = values[:_NUM_COUNTERS], values[_NUM_COUNTERS:]
+        lrs = [g["lr"].detach().double().reshape(1) for g in self.optimizer.param_groups]
+        norm = self._last_norm.double().reshape(1).to(self.device)
+        values = torch.cat([self.counts, norm, *lrs, self.window_flags]).tolist()
+        c, extra, flags = values[:_NUM_COUNTERS], values[_NUM_COUNTERS:_NUM_COUNTERS + 1 + len(lrs)], \
+            values[_NUM_COUNTERS + 1 + len(lrs):]
         steps = int(c[_WIN_STEPS])
         reading = GuardReading(
             skipped=int(c[_SKIPPED]), nonfinite_losses=int(c[_BAD_LOSS]), nonfinite_grads=int(c[_BAD_GRAD]),
             loss_spikes=int(c[_SPIKES]), consecutive=int(c[_CONSECUTIVE]), applied=int(c[_APPLIED]),
             window_loss=c[_WIN_LOSS] / c[_WIN_GOOD] if c[_WIN_GOOD] else None, window_steps=steps,
-            window_flags=[f > 0 for f in flags[:steps]],
+            window_flags=[f > 0 for f in flags[:steps]], grad_norm=extra[0], learning_rates=extra[1:],
         )
         self.counts[_WIN_LOSS:] = 0
         self.window_flags.zero_()

@@ -238,7 +238,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                 if state.global_step % interval == 0 or state.global_step == max_steps:
                     # The only host reads of the guard: once per check interval, never per step.
                     reading = guard.read()
-                    _log_window(accelerator, progress, state, reading, guard, norm,
+                    _log_window(accelerator, progress, state, reading, guard,
                                 (time.perf_counter() - window_start) / max(1, reading.window_steps))
                     recovery.at_check(state.global_step, reading, denoiser)
                     window_start = time.perf_counter()
@@ -267,12 +267,11 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                    guard, recovery, data)
 
 
-def _log_window(accelerator, progress, state: RunState, reading, guard: StepGuard, norm, step_time: float) -> None:
+def _log_window(accelerator, progress, state: RunState, reading, guard: StepGuard, step_time: float) -> None:
     """Record one check interval in the progress bar, the trackers and the loss history."""
     state.skipped_steps = reading.skipped
     state.rollbacks = len(guard.rollbacks)
-    lr = guard.current_lrs()[0]
-    grad_norm = float(norm)
+    lr, grad_norm = reading.learning_rates[0], reading.grad_norm
     if reading.window_loss is not None:
         state.loss_history.append([state.global_step, reading.window_loss])
     postfix = {"loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
@@ -428,7 +427,8 @@ def _publish(cfg, family, out: Path, summary: dict, sample_files: list[Path]) ->
     where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
     if cfg.report_to != "none":
         where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
-    print("\nfinished: " + "\n  ".join([""] + [f"{k:<12} {v}" for k, v in where]), flush=True)
+    width = max(len(k) for k, _ in where)
+    print("\nfinished: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
     if cfg.push_to_hub:
         from ..output.hub import push_adapter
 
