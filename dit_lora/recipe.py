@@ -26,16 +26,20 @@ def _default_family(argv: list[str], family: str) -> list[str]:
     return ["--family", family, *argv]
 
 
-def run_recipe(family: str, argv: Sequence[str] | None = None) -> int:
-    """Parse options, check the environment, then train ``family``; returns an exit code."""
+def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[str] = ()) -> int:
+    """Parse options, check the environment, then train ``family`` (or one of ``also``); returns an exit code."""
     from .config import parse_config
 
     argv = _default_family(list(sys.argv[1:] if argv is None else argv), family)
     cfg = parse_config(argv, prog=f"{family}_lora.py")
-    if cfg.family != family:
+    if cfg.family != family and cfg.family not in also:
+        from .families import available, get_family
+
+        where = get_family(cfg.family).recipe_script if cfg.family in available() else "the recipe of that family"
+        allowed = " or ".join(f"`{name}`" for name in (family, *also))
         raise UserError(
-            f"This recipe trains `{family}` but the config sets family: {cfg.family}. Use "
-            f"recipes/{cfg.family}_lora.py or remove `family` from the config."
+            f"This recipe trains {allowed} but --family/the config sets `{cfg.family}`. Use {where} or remove "
+            "`family` from the config."
         )
     if not cfg.skip_doctor:
         from .doctor import ensure_environment
@@ -55,6 +59,6 @@ def run_recipe(family: str, argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def main(family: str) -> None:
+def main(family: str, also: Sequence[str] = ()) -> None:
     """Console entry: run the recipe and turn user errors into one paragraph."""
-    run_cli(lambda: run_recipe(family))
+    run_cli(lambda: run_recipe(family, also=also))

@@ -190,7 +190,8 @@ def validate_static(cfg: TrainConfig) -> None:
     for name in ("rank", "train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "learning_rate",
                  "resolution", "max_sequence_length", "validation_steps", "num_validation_images",
                  "validation_inference_steps", "max_train_steps", "max_train_samples", "backbone_learning_rate",
-                 "checkpoints_total_limit", "lora_alpha", "max_consecutive_skips", "skip_loss_spikes", "num_classes"):
+                 "checkpoints_total_limit", "lora_alpha", "max_consecutive_skips", "skip_loss_spikes", "num_classes", "max_num_frames",
+                 "height", "width", "loss_weight_cap"):
         positive(name)
     positive("max_rollbacks", allow_zero=True)
     if not 0 < cfg.rollback_lr_factor <= 1:
@@ -205,6 +206,11 @@ def validate_static(cfg: TrainConfig) -> None:
         raise UserError(
             f"--max_bad_samples_fraction is {cfg.max_bad_samples_fraction}; it must be in [0, 1). "
             "Use e.g. 0.05 to tolerate 5% unreadable samples."
+        )
+    if not 0 <= cfg.noised_image_dropout < 1:
+        raise UserError(
+            f"--noised_image_dropout is {cfg.noised_image_dropout}; it must be in [0, 1) (e.g. 0.05 zeroes the "
+            "conditioning image of 5% of the samples)."
         )
     if cfg.lora_dropout >= 1:
         raise UserError(f"--lora_dropout is {cfg.lora_dropout}; it must be below 1 (e.g. 0.0 or 0.1).")
@@ -235,7 +241,7 @@ def validate_static(cfg: TrainConfig) -> None:
         )
     if not cfg.demo and bool(cfg.train_data_dir) == bool(cfg.dataset_name):
         raise UserError(
-            "Give exactly one data source: --train_data_dir (a folder of images with captions) or "
+            "Give exactly one data source: --train_data_dir (a folder of images or videos with captions) or "
             "--dataset_name (anything datasets.load_dataset opens)"
             + (", not both." if cfg.train_data_dir else ".")
         )

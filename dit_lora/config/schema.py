@@ -38,7 +38,10 @@ class TrainConfig:
     """Everything a LoRA run needs; validated before any model loads."""
 
     # --- model ---
-    family: str = opt("sana", "Model family (see `dit_lora.families.available()`).", section="model")
+    family: str = opt(
+        "sana", "Model family (see `dit_lora.families.available()`): sana, dit, cogvideox (text-to-video) or "
+        "cogvideox_i2v (image-to-video).", section="model",
+    )
     pretrained_model_name_or_path: str | None = opt(
         None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
     )
@@ -51,7 +54,11 @@ class TrainConfig:
         section="model",
     )
     demo_size: str = opt("tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model")
-    demo_num_images: int = opt(32, "Number of generated images in the demo dataset.", section="model")
+    demo_num_images: int = opt(32, "Number of generated images (or clips) in the demo dataset.", section="model")
+    demo_cogvideox_version: str = opt(
+        "1.0-5b", "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
+        "1.5: RoPE, patch_size_t 2, ofs embedding).", choices=("1.0-2b", "1.0-5b", "1.5"), section="model",
+    )
 
     # --- data ---
     train_data_dir: str | None = opt(
@@ -87,7 +94,77 @@ class TrainConfig:
         "SanaPipeline does at inference, so training and inference prompts match.",
         section="data",
     )
-    max_sequence_length: int = opt(300, "Maximum caption length in tokens.", section="data")
+    max_sequence_length: int | None = opt(
+        None, "Maximum caption length in tokens. Default: the family's (Sana 300; CogVideoX the transformer's "
+        "max_text_seq_length, 226, which it must equal).", section="data",
+    )
+
+    # --- video ---
+    video_column: str | None = opt(
+        None,
+        "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
+        "CogVideoX/finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
+        section="video",
+    )
+    max_num_frames: int | None = opt(
+        None,
+        "Frames per training clip, of the form 4k+1. Default: the model's sample_frames (49 for CogVideoX 1.0, "
+        "81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its pipeline does).",
+        section="video",
+    )
+    height: int | None = opt(
+        None, "Video height in pixels (multiple of 16). Default: the model's sample size (480 for CogVideoX 1.0).",
+        section="video",
+    )
+    width: int | None = opt(
+        None, "Video width in pixels (multiple of 16). Default: the model's sample size (720 for CogVideoX 1.0).",
+        section="video",
+    )
+    frame_buckets: str | None = opt(
+        None,
+        "Comma-separated FRAMESxHEIGHTxWIDTH buckets, e.g. `49x480x720,49x480x480,25x480x720`: each clip goes to "
+        "the bucket with the most frames it can fill, then the nearest aspect ratio; a batch never mixes "
+        "buckets. Replaces --max_num_frames/--height/--width.",
+        section="video",
+    )
+    frame_sampling: str = opt(
+        "uniform",
+        "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
+        "and THUDM CogVideoX trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
+        choices=("uniform", "first"), section="video",
+    )
+    enable_slicing: bool = opt(True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="video")
+    enable_tiling: bool = opt(
+        True, "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
+        section="video",
+    )
+    timestep_sampling: str = opt(
+        "uniform",
+        "CogVideoX: how training timesteps are drawn: `uniform` over 0..999 (the reference trainers) or "
+        "`logit_normal` (--logit_mean/--logit_std; fewer of the near-t=0 steps whose loss weight reaches ~1000x).",
+        choices=("uniform", "logit_normal"), section="video",
+    )
+    loss_weight_cap: float | None = opt(
+        None,
+        "CogVideoX: clamp the per-sample loss weight 1/(1 - alphas_cumprod[t]) to this value (e.g. 20). The "
+        "reference weight is ~1177 (5B, 1.5) or ~393 (2B) at t=0. Off when unset (parity with the references).",
+        section="video",
+    )
+    first_frame_noise: bool = opt(
+        True,
+        "CogVideoX image-to-video: add Gaussian noise with sigma = exp(N(-3, 0.5)) per sample to the conditioning "
+        "image latents at every step (the THUDM trainer's augmentation).",
+        section="video",
+    )
+    noised_image_dropout: float = opt(
+        0.0, "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.", section="video"
+    )
+    validation_image: str | None = opt(
+        None,
+        "Image-to-video: the conditioning image for validation videos. Default: the first frame of the first "
+        "training clip.",
+        section="validation",
+    )
 
     # --- LoRA ---
     rank: int = opt(16, "LoRA rank.", section="lora")
@@ -136,7 +213,10 @@ class TrainConfig:
         False, "Permit --mixed_precision fp16 (with a GradScaler); fp16 overflow causes most Sana NaN reports.", section="training"
     )
     allow_tf32: bool = opt(True, "Allow TF32 matmuls on Ampere+ GPUs.", section="training")
-    gradient_checkpointing: bool = opt(False, "Recompute activations in backward to save memory.", section="training")
+    gradient_checkpointing: bool | None = opt(
+        None, "Recompute activations in backward to save memory. Default: the family's (on for CogVideoX, off for "
+        "Sana and DiT).", section="training",
+    )
     weighting_scheme: str = opt(
         "logit_normal",
         "Timestep density / loss weighting from diffusers.training_utils (Sana's native: logit_normal).",

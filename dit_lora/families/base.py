@@ -44,6 +44,18 @@ class ModelFamily(ABC):
     caption_source: str = "captions"
     #: whether a sample with an empty caption is unusable (skipped and quarantined)
     requires_captions: bool = True
+    #: what one training sample is: "image" (pixels ``(B, 3, H, W)``) or "video" (pixels ``(B, F, 3, H, W)``,
+    #: decoded to the buckets of :meth:`video_buckets`)
+    media: str = "image"
+    #: gradient checkpointing when --gradient_checkpointing is unset
+    gradient_checkpointing_default: bool = False
+    #: the recipe script that trains this family (default ``<name>_lora.py``)
+    recipe: str = ""
+
+    @property
+    def recipe_script(self) -> str:
+        """``recipes/<...>_lora.py`` that trains this family."""
+        return f"recipes/{self.recipe or self.name + '_lora.py'}"
 
     @abstractmethod
     def validate_config(self, cfg: TrainConfig) -> None:
@@ -62,8 +74,17 @@ class ModelFamily(ABC):
         """Everything besides the sample that changes the encoded latents/embeddings."""
 
     @abstractmethod
-    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
-        """Pixels in [-1, 1] (B, 3, H, W) -> scaled latents in fp32."""
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Pixels in [-1, 1] -> scaled latents in fp32.
+
+        Images: ``(B, 3, H, W)`` -> a latent tensor. Videos: ``(B, F, 3, H, W)`` -> a latent tensor or a dict
+        with ``"latents"`` plus other per-sample tensors the loss needs (e.g. ``"image_latents"``); every
+        entry is cached beside the caption embeddings and arrives in the batch under its own key.
+        """
+
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+        """Video families: the validated (frames, height, width) buckets clips are decoded to."""
+        raise NotImplementedError(f"{type(self).__name__} trains images")
 
     @abstractmethod
     def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
@@ -125,6 +146,12 @@ class ModelFamily(ABC):
     @abstractmethod
     def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
         """Images from a consumer pipeline (used for the final, reloaded-adapter validation)."""
+
+    def save_sample(self, sample: Any, stem: Path) -> Path:
+        """Write one validation sample (a PIL image here) as ``stem`` + extension; return the path."""
+        path = Path(stem).with_suffix(".png")
+        sample.save(path)
+        return path
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Python code for the model card that loads the adapter and generates."""

@@ -150,7 +150,7 @@ class SanaFamily(ModelFamily):
             "variant": cfg.variant,
             "text_dtype": cfg.mixed_precision,
             "complex_human_instruction": cfg.complex_human_instruction,
-            "max_sequence_length": cfg.max_sequence_length,
+            "max_sequence_length": self._max_sequence_length(cfg),
         }
 
     # ---- encoding ------------------------------------------------------------------------
@@ -188,7 +188,11 @@ class SanaFamily(ModelFamily):
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record per-run encoding settings on the components."""
         comps.extras["complex_human_instruction"] = default_complex_human_instruction() if cfg.complex_human_instruction else None
-        comps.extras["max_sequence_length"] = cfg.max_sequence_length
+        comps.extras["max_sequence_length"] = self._max_sequence_length(cfg)
+
+    @staticmethod
+    def _max_sequence_length(cfg: TrainConfig) -> int:
+        return cfg.max_sequence_length or 300  # SanaPipeline's default
 
     def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
         comps.encoders.pop("text_encoder", None)
@@ -316,7 +320,7 @@ class SanaFamily(ModelFamily):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         return {"weighting_scheme": cfg.weighting_scheme, "complex_human_instruction": cfg.complex_human_instruction,
-                "max_sequence_length": cfg.max_sequence_length}
+                "max_sequence_length": self._max_sequence_length(cfg)}
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None

@@ -135,7 +135,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     )
     backbone_names = adapters.unfreeze_backbone(denoiser, cfg.train_backbone)
     adapters.cast_trainable_to_fp32(denoiser, under_autocast=cfg.mixed_precision != "no")
-    if cfg.gradient_checkpointing:
+    checkpointing = cfg.gradient_checkpointing
+    if checkpointing is None:
+        checkpointing = family.gradient_checkpointing_default
+    if checkpointing:
         denoiser.enable_gradient_checkpointing()
     mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
@@ -343,11 +346,7 @@ def _validate(accelerator, family, comps, denoiser, cond, cfg, tag: str) -> list
         model.train()
     folder = Path(cfg.output_dir) / "samples"
     folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, img in enumerate(images):
-        paths.append(folder / f"{tag}_{i}.png")
-        img.save(paths[-1])
-    return paths
+    return [family.save_sample(item, folder / f"{tag}_{i}") for i, item in enumerate(images)]
 
 
 def _peak_memory_bytes(device) -> int:
@@ -382,9 +381,7 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
             pipe = family.load_pipeline_with_adapter(cfg, out, accelerator.device)
             images = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images)
             (out / "samples").mkdir(exist_ok=True)
-            for i, img in enumerate(images):
-                sample_files.append(out / "samples" / f"final_{i}.png")
-                img.save(sample_files[-1])
+            sample_files = [family.save_sample(item, out / "samples" / f"final_{i}") for i, item in enumerate(images)]
             del pipe
         steps = [int(s) for s, _ in state.loss_history]
         plot_loss_curve(steps, [l for _, l in state.loss_history], out / LOSS_CURVE_FILE)
@@ -395,7 +392,9 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
             "steps": state.global_step, "steps_this_run": steps_this_run,
             "samples_seen": state.samples_seen, "wall_time_s": round(wall_time, 3), "train_time_s": round(train_time, 3),
             "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
-            "peak_memory_bytes": _peak_memory_bytes(accelerator.device), "device": str(accelerator.device),
+            "peak_memory_bytes": _peak_memory_bytes(accelerator.device),
+            "peak_memory_gib": round(_peak_memory_bytes(accelerator.device) / 2**30, 3), "device": str(accelerator.device),
+            "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
             "final_loss": finite_or_none(final_loss), "skipped_steps": reading.skipped,
             "rollbacks": len(guard.rollbacks), "nonfinite_losses": reading.nonfinite_losses,
             "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
