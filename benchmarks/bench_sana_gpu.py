@@ -36,15 +36,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from gpu_step_bench import env_info, lora_updated, memory_fields, prepare_lora, time_steps, train_step_fn  # noqa: E402
 
 _COMMON = {
     "in_channels": 32,
@@ -84,23 +84,6 @@ TEXT_TOKENS = 300
 LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
 
 
-def _env_info(torch) -> dict:
-    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None}
-    for pkg in ("diffusers", "peft", "accelerate", "transformers"):
-        try:
-            import importlib.metadata as md
-
-            info[pkg] = md.version(pkg)
-        except Exception:
-            info[pkg] = None
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
-                    capability=f"{props.major}.{props.minor}", device_count=torch.cuda.device_count())
-    return info
-
-
 def build_model(config: dict, device, torch):
     """Random-weight SanaTransformer2DModel in bf16 on ``device`` (fp32 init on the device, then cast)."""
     from diffusers import SanaTransformer2DModel
@@ -116,8 +99,6 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
     from dit_lora.config import TrainConfig
     from dit_lora.families import Components, get_family
     from dit_lora.families.sana import training_scheduler
-    from dit_lora.training import adapters
-    from dit_lora.training.optim import make_optimizer
 
     cuda = device.type == "cuda"
     result = {"model": name, "batch_size": batch, "resolution": resolution, "gradient_checkpointing": checkpointing,
@@ -133,18 +114,8 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
         cfg = TrainConfig(rank=args.rank, lora_alpha=args.rank, train_batch_size=batch, resolution=resolution,
                           gradient_checkpointing=checkpointing, learning_rate=1e-4, max_grad_norm=1.0,
                           weighting_scheme="logit_normal", mixed_precision="bf16")
-        adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=LORA_TARGETS,
-                          seed=0)
-        adapters.cast_trainable_to_fp32(model, under_autocast=True)
-        if checkpointing:
-            model.enable_gradient_checkpointing()
-        groups = adapters.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
-                                             backbone_learning_rate=0.0, weight_decay=cfg.adam_weight_decay,
-                                             loraplus_lr_ratio=None)
-        result["lora_params"] = sum(p.numel() for g in groups for p in g["params"])
-        optimizer, fused = make_optimizer(cfg, groups, device)
+        optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
-        params = [p for g in groups for p in g["params"]]
         family = get_family("sana")
         comps = Components(denoiser=model, scheduler=training_scheduler({"flow_shift": 3.0}))
         model.train()
@@ -156,56 +127,11 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
         lengths = torch.randint(8, TEXT_TOKENS + 1, (batch,), device=device, generator=gen)
         mask = (torch.arange(TEXT_TOKENS, device=device)[None] < lengths[:, None]).long()
         data = {"latents": latents, "prompt_embeds": embeds, "prompt_attention_mask": mask}
-        step_gen = torch.Generator(device=device).manual_seed(1)
-        ones = torch.ones((), device=device)
-
-        def step():
-            with torch.autocast(device.type, dtype=torch.bfloat16):
-                loss = family.compute_loss(comps, model, data, step_gen, cfg)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-            if fused:  # what the training loop does: skip non-finite updates inside the kernel
-                optimizer.found_inf = (~torch.isfinite(norm)).float()
-                optimizer.grad_scale = ones
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            return loss
-
-        for _ in range(args.warmup_steps):
-            loss = step()
-        if cuda:
-            torch.cuda.synchronize(device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)] if cuda else []
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps)] if cuda else []
-        cpu_times = []
-        wall0 = time.perf_counter()
-        for i in range(args.steps):
-            if cuda:
-                starts[i].record()
-            t0 = time.perf_counter()
-            loss = step()
-            if cuda:
-                ends[i].record()
-            else:
-                cpu_times.append(time.perf_counter() - t0)
-        if cuda:
-            torch.cuda.synchronize(device)
-        wall = time.perf_counter() - wall0
-        times = [s.elapsed_time(e) / 1000.0 for s, e in zip(starts, ends)] if cuda else cpu_times
-        med = statistics.median(times)
-        result.update({
-            "status": "ok", "timed_steps": args.steps, "warmup_steps": args.warmup_steps,
-            "median_s_per_step": round(med, 5), "mean_s_per_step": round(wall / args.steps, 5),
-            "steps_per_s": round(1.0 / med, 3), "images_per_s": round(batch / med, 2),
-            "final_loss": float(loss.detach().float().item()),
-            # lora_B starts at zero: nonzero after the steps means gradients reached the adapters
-            # (with gradient checkpointing too).
-            "lora_updated": bool(any(p.detach().abs().sum().item() > 0 for n, p in model.named_parameters()
-                                     if "lora_B" in n)),
-        })
-        if cuda:
-            result["peak_allocated_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
-            result["peak_reserved_gib"] = round(torch.cuda.max_memory_reserved(device) / 2**30, 2)
+        step = train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, device, torch)
+        result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
+        result["images_per_s"] = round(batch / result["median_s_per_step"], 2)
+        result["lora_updated"] = lora_updated(model)
+        result.update(memory_fields(device, torch))
     except torch.cuda.OutOfMemoryError as err:
         result.update(status="OOM", error=str(err).splitlines()[0])
     finally:
@@ -277,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         batches, res = [int(b) for b in args.batch_sizes.split(",") if b], args.resolution
     ckpts = {"both": [False, True], "on": [True], "off": [False]}[args.gradient_checkpointing]
 
-    env = _env_info(torch)
+    env = env_info(torch)
     print(f"device: {env.get('gpu', 'cpu (smoke test)')}, torch {env['torch']}", flush=True)
     rows = []
     for name, config in models.items():

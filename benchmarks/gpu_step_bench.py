@@ -1,0 +1,115 @@
+"""Shared parts of the GPU train-step benchmarks (``bench_sana_gpu.py``, ``bench_cogvideox_gpu.py``).
+
+One timed step is exactly what dit-lora's training loop runs for a family on cached inputs:
+``family.compute_loss`` under bf16 autocast, backward, total-norm clipping, the optimizer from
+``dit_lora.training.optim.make_optimizer`` (fused AdamW with the non-finite skip handed to the
+kernel, no host sync) and ``zero_grad(set_to_none=True)``. Times are CUDA events per step (plus one
+wall-clock span for the whole block); memory is ``torch.cuda.max_memory_allocated`` /
+``max_memory_reserved`` since the configuration started (model build included).
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from typing import Any, Callable
+
+
+def env_info(torch) -> dict:
+    """Library versions and the GPU's name, memory and capability (what RESULTS.md must name)."""
+    import importlib.metadata as md
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None}
+    for pkg in ("diffusers", "peft", "accelerate", "transformers"):
+        try:
+            info[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            info[pkg] = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                    capability=f"{props.major}.{props.minor}", device_count=torch.cuda.device_count())
+    return info
+
+
+def prepare_lora(model, cfg, targets, checkpointing: bool, device):
+    """LoRA (fp32 weights) on ``targets`` as the loop adds it; returns (optimizer, fused, params, lora_params)."""
+    from dit_lora.training import adapters
+    from dit_lora.training.optim import make_optimizer
+
+    adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)
+    adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    if checkpointing:
+        model.enable_gradient_checkpointing()
+    groups = adapters.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
+                                         backbone_learning_rate=0.0, weight_decay=cfg.adam_weight_decay,
+                                         loraplus_lr_ratio=None)
+    optimizer, fused = make_optimizer(cfg, groups, device)
+    params = [p for g in groups for p in g["params"]]
+    return optimizer, fused, params, sum(p.numel() for p in params)
+
+
+def time_steps(step: Callable[[], Any], *, steps: int, warmup_steps: int, device, torch) -> dict:
+    """Run ``warmup_steps`` then ``steps`` timed calls of ``step``; medians, means and the last loss."""
+    cuda = device.type == "cuda"
+    loss = None
+    for _ in range(warmup_steps):
+        loss = step()
+    if cuda:
+        torch.cuda.synchronize(device)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)] if cuda else []
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)] if cuda else []
+    cpu_times = []
+    wall0 = time.perf_counter()
+    for i in range(steps):
+        if cuda:
+            starts[i].record()
+        t0 = time.perf_counter()
+        loss = step()
+        if cuda:
+            ends[i].record()
+        else:
+            cpu_times.append(time.perf_counter() - t0)
+    if cuda:
+        torch.cuda.synchronize(device)
+    wall = time.perf_counter() - wall0
+    times = [s.elapsed_time(e) / 1000.0 for s, e in zip(starts, ends)] if cuda else cpu_times
+    med = statistics.median(times)
+    return {"status": "ok", "timed_steps": steps, "warmup_steps": warmup_steps,
+            "median_s_per_step": round(med, 5), "mean_s_per_step": round(wall / steps, 5),
+            "steps_per_s": round(1.0 / med, 3), "final_loss": float(loss.detach().float().item())}
+
+
+def train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, device, torch) -> Callable[[], Any]:
+    """One optimizer update of ``model`` on the fixed batch ``data``, as the training loop runs it."""
+    step_gen = torch.Generator(device=device).manual_seed(1)
+    ones = torch.ones((), device=device)
+
+    def step():
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = family.compute_loss(comps, model, data, step_gen, cfg)
+        loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        if fused:  # what the training loop does: skip non-finite updates inside the kernel
+            optimizer.found_inf = (~torch.isfinite(norm)).float()
+            optimizer.grad_scale = ones
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+def lora_updated(model) -> bool:
+    """lora_B starts at zero: nonzero after the steps means gradients reached the adapters."""
+    return bool(any(p.detach().abs().sum().item() > 0 for n, p in model.named_parameters() if "lora_B" in n))
+
+
+def memory_fields(device, torch) -> dict:
+    """Peak allocated / reserved GiB on CUDA (empty on CPU)."""
+    if device.type != "cuda":
+        return {}
+    return {"peak_allocated_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+            "peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / 2**30, 2)}
