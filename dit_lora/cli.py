@@ -37,7 +37,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
     check.add_argument("--train_data_dir", default=None,
-                       help="folder of images with metadata.jsonl/.csv or .txt captions")
+                       help="folder of images (or clips) with metadata.jsonl/.csv or .txt captions")
     check.add_argument("--dataset_name", default=None, help="anything `datasets.load_dataset` opens")
     check.add_argument("--dataset_config_name", default=None, help="config name for --dataset_name")
     check.add_argument("--image_column", default=None, help="dataset column with the images (default: image)")
@@ -52,6 +52,14 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--pretrained_model_name_or_path", default=None,
                        help="the model to train; with it only that model's cache namespace is checked")
     check.add_argument("--family", default=None, help="model family of the run (default: sana)")
+    check.add_argument("--video_column", default=None,
+                       help="video families: videos.txt (with --caption_column prompts.txt) or the dataset's video column")
+    check.add_argument("--max_num_frames", default=None, help="video families: frames per clip (4k+1)")
+    check.add_argument("--height", default=None, help="video families: clip height in pixels")
+    check.add_argument("--width", default=None, help="video families: clip width in pixels")
+    check.add_argument("--frame_buckets", default=None,
+                       help="video families: FRAMESxHEIGHTxWIDTH buckets, comma separated (replaces the three above)")
+    check.add_argument("--frame_sampling", default=None, help="video families: uniform or first, as training would")
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
     return parser
 
@@ -89,7 +97,7 @@ def _push(args: argparse.Namespace) -> int:
 
 _CHECK_DATA_KEYS = ("train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column",
                     "max_train_samples", "resolution", "center_crop", "cache_dir", "pretrained_model_name_or_path",
-                    "family")
+                    "family", "video_column", "max_num_frames", "height", "width", "frame_buckets", "frame_sampling")
 
 
 def _check_data(args: argparse.Namespace) -> int:
@@ -99,7 +107,6 @@ def _check_data(args: argparse.Namespace) -> int:
     from dit_lora.config.parser import coerce
     from dit_lora.data import preflight
     from dit_lora.data.cache import default_cache_root
-    from dit_lora.data.sources import load_samples
 
     values = load_yaml(args.config) if args.config else {}
     for name in _CHECK_DATA_KEYS:
@@ -107,19 +114,28 @@ def _check_data(args: argparse.Namespace) -> int:
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     cfg = TrainConfig(**values)
-    if cfg.resolution < 1:
-        raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
 
+    from dit_lora.data.prepare import media_for, media_of
     from dit_lora.families import get_family
 
     family = get_family(cfg.family)
-    samples = load_samples(
-        train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
-        image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-        labels_from_folders=getattr(family, "caption_source", "captions") == "class_folders",
-    )
-    print(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...", flush=True)
-    rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop, seed=cfg.seed)
+    media = media_for(cfg, family)
+    if media_of(family) == "video":
+        # Clips: the frame requirement and buckets the run would use (the family validates them).
+        buckets = media.buckets
+        samples = media.list_samples()
+        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+        print(f"checking {len(samples)} clip(s) for bucket(s) {shown} (frames x height x width) ...", flush=True)
+        rows, samples = preflight.check_video_samples(
+            samples, buckets=buckets, frame_sampling=cfg.frame_sampling, frames_flag=media.frames_flag,
+            require_captions=getattr(family, "requires_captions", True),
+        )
+    else:
+        if cfg.resolution < 1:
+            raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
+        samples = media.list_samples()
+        print(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...", flush=True)
+        rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop, seed=cfg.seed)
 
     # The cache: exactly the namespace a run would use when the model is known, else every namespace in
     # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).

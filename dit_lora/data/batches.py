@@ -19,28 +19,74 @@ from .transforms import crop_seed, flip_decision, preprocess_image
 
 
 class EpochBatches:
-    """Batches of (sample index, flip) for one rank; every rank yields the same number of batches."""
+    """Batches of (sample index, flip) for one rank; every rank yields the same number of batches.
 
-    def __init__(self, num_samples: int, batch_size: int, *, seed: int, rank: int, world_size: int, random_flip: bool):
-        self.per_rank = num_samples // world_size
-        if self.per_rank == 0:
-            raise UserError(
-                f"The dataset has {num_samples} usable samples but {world_size} processes need at least one each. "
-                "Add data or launch fewer processes (accelerate launch --num_processes)."
-            )
+    ``groups`` (optional, one group id per sample, e.g. a clip's frame bucket) keeps every batch
+    within one group, since samples of different shapes cannot be stacked. Per epoch each group is
+    shuffled and cut into global batches of ``batch_size * world_size`` samples (a remainder too
+    small to give every rank a sample is left out that epoch); the global batches of all groups
+    are shuffled together and rank ``r`` takes ``[r::world_size]`` of each, so all ranks work on
+    the same group at every step. Without groups (or with a single one) the order is the plain
+    rank-strided permutation, unchanged.
+    """
+
+    def __init__(self, num_samples: int, batch_size: int, *, seed: int, rank: int, world_size: int, random_flip: bool,
+                 groups: list[int] | None = None):
+        if groups is not None and len(groups) != num_samples:
+            raise ValueError(f"groups has {len(groups)} entries for {num_samples} samples")
         self.num_samples, self.batch_size = num_samples, batch_size
         self.seed, self.rank, self.world_size, self.random_flip = seed, rank, world_size, random_flip
+        # One group is no grouping: keep the plain order (and its resume behaviour) bit for bit.
+        self.groups = list(groups) if groups is not None and len(set(groups)) > 1 else None
+        self.per_rank = num_samples // world_size
+        if self.groups is None:
+            if self.per_rank == 0:
+                raise UserError(
+                    f"The dataset has {num_samples} usable samples but {world_size} processes need at least one "
+                    "each. Add data or launch fewer processes (accelerate launch --num_processes)."
+                )
+            return
+        members: dict[int, list[int]] = {}
+        for index, group in enumerate(self.groups):
+            members.setdefault(group, []).append(index)
+        self._members = [members[g] for g in sorted(members)]
+        span = batch_size * world_size
+        self._num_batches = sum(len(m) // span + (len(m) % span >= world_size) for m in self._members)
+        if self._num_batches == 0:
+            sizes = ", ".join(str(len(m)) for m in self._members)
+            raise UserError(
+                f"No bucket has enough samples for {world_size} processes (samples per bucket: {sizes}); a batch "
+                "never mixes buckets, so every process needs at least one sample of the same bucket. Add data, "
+                "use fewer buckets (--frame_buckets) or launch fewer processes (accelerate launch --num_processes)."
+            )
 
     def __len__(self) -> int:
-        return math.ceil(self.per_rank / self.batch_size)
+        if self.groups is None:
+            return math.ceil(self.per_rank / self.batch_size)
+        return self._num_batches
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[list[tuple[int, bool]]]:
         """The batches of ``epoch`` from batch index ``start`` on."""
         gen = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-        order = torch.randperm(self.num_samples, generator=gen)[self.rank :: self.world_size][: self.per_rank].tolist()
-        for b in range(start, len(self)):
-            chunk = order[b * self.batch_size : (b + 1) * self.batch_size]
+        if self.groups is None:
+            order = torch.randperm(self.num_samples, generator=gen)[self.rank :: self.world_size][: self.per_rank]
+            chunks = [order[b * self.batch_size : (b + 1) * self.batch_size].tolist() for b in range(len(self))]
+        else:
+            chunks = self._grouped(gen)
+        for chunk in chunks[start:]:
             yield [(i, self.random_flip and flip_decision(self.seed, epoch, i)) for i in chunk]
+
+    def _grouped(self, gen: torch.Generator) -> list[list[int]]:
+        span = self.batch_size * self.world_size
+        global_batches: list[list[int]] = []
+        for members in self._members:  # sorted by group id: the draw order is fixed
+            shuffled = [members[j] for j in torch.randperm(len(members), generator=gen).tolist()]
+            for b in range(0, len(shuffled), span):
+                batch = shuffled[b : b + span]
+                if len(batch) >= self.world_size:
+                    global_batches.append(batch)
+        order = torch.randperm(len(global_batches), generator=gen).tolist()
+        return [global_batches[g][self.rank :: self.world_size] for g in order]
 
 
 class _ListSampler:
@@ -56,8 +102,15 @@ class _ListSampler:
         return len(self._batches)
 
 
+_FLIPPED = "_flipped"
+
+
 class CachedLatentDataset(torch.utils.data.Dataset):
-    """Reads one cache file per sample: latents (and flipped latents) plus its own caption's embeddings."""
+    """Reads one cache file per sample: latents (and flipped latents) plus its own caption's embeddings.
+
+    Flipped items get every cached ``X_flipped`` in place of ``X`` (``latents``, and e.g. a video
+    family's ``image_latents``); unflipped items drop the ``_flipped`` entries.
+    """
 
     def __init__(self, files: list[Path]):
         self.files = files
@@ -68,8 +121,11 @@ class CachedLatentDataset(torch.utils.data.Dataset):
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
         index, flip = item
         tensors = load_file(str(self.files[index]))
-        out = {k: v for k, v in tensors.items() if not k.startswith("latents")}
-        out["latents"] = tensors["latents_flipped" if flip else "latents"]
+        out = {k: v for k, v in tensors.items() if not k.endswith(_FLIPPED)}
+        if flip:
+            if "latents" + _FLIPPED not in tensors:
+                raise KeyError(f"cache entry {self.files[index]} has no flipped latents")
+            out.update({k[: -len(_FLIPPED)]: v for k, v in tensors.items() if k.endswith(_FLIPPED)})
         out["sample_index"] = index
         return out
 
@@ -90,6 +146,27 @@ class RawImageDataset(torch.utils.data.Dataset):
             sample.open_image(), self.resolution, center_crop=self.center_crop, flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )
+        return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}
+
+
+class RawVideoDataset(torch.utils.data.Dataset):
+    """Decodes clips on the fly to their bucket (used with --cache_latents false for video families)."""
+
+    def __init__(self, samples: list, frame_sampling: str):
+        self.samples, self.frame_sampling = samples, frame_sampling
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
+        from .video import decode_clip  # PyAV only when videos are trained
+
+        index, flip = item
+        sample = self.samples[index]
+        frames, height, width = sample.bucket
+        pixels = decode_clip(sample.path, frames, height, width, start=self.frame_sampling)
+        if flip:
+            pixels = pixels.flip(-1)
         return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}
 
 

@@ -2,7 +2,9 @@
 
 One safetensors file per sample holds that sample's latents (and flipped latents when
 --random_flip) together with its own caption's embeddings, so shuffling can never pair a latent
-with another image's caption. Files are written atomically and reused by later runs.
+with another image's caption. Files are written atomically and reused by later runs. Images and
+video clips share it: a clip's entry name also carries its (frames, height, width) bucket, and a
+family may return several per-sample tensors (e.g. ``image_latents``), each cached under its name.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,9 +36,12 @@ def cache_namespace(identity: dict[str, Any]) -> str:
 
 
 def cache_files(root: Path, namespace: str, samples: list) -> list[Path]:
-    """The cache path of every sample (existing or not)."""
+    """The cache path of every sample (existing or not), named by the sample's ``cache_key()``.
+
+    An image's key is its content id; a clip's adds its bucket (``<content id>:FxHxW``).
+    """
     folder = Path(root) / namespace
-    return [folder / cache_file_name(namespace, s.content_id()) for s in samples]
+    return [folder / cache_file_name(namespace, s.cache_key()) for s in samples]
 
 
 def cache_file_name(namespace: str, content_id: str) -> str:
@@ -84,22 +90,41 @@ def _finite(tensors: dict[str, torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors.values() if t.is_floating_point())
 
 
+def _as_dict(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A family's ``encode_images`` result as ``{name: tensor}`` (a bare tensor is ``latents``)."""
+    if isinstance(encoded, torch.Tensor):
+        return {"latents": encoded}
+    if not isinstance(encoded, dict) or "latents" not in encoded:
+        got = sorted(encoded) if isinstance(encoded, dict) else type(encoded).__name__
+        raise TypeError(f"encode_images must return a latent tensor or a dict with 'latents', got {got}")
+    return dict(encoded)
+
+
 def build_cache(
     samples: list,
     files: list[Path],
     todo: list[int],
     *,
-    encode_images: Callable[[torch.Tensor], torch.Tensor],
+    encode_images: Callable[[torch.Tensor], torch.Tensor | dict[str, torch.Tensor]],
     encode_prompts: Callable[[list[str]], dict[str, torch.Tensor]],
-    resolution: int,
-    center_crop: bool,
     random_flip: bool,
-    seed: int,
     batch_size: int,
+    load_pixels: Callable[[int], torch.Tensor] | None = None,
+    resolution: int | None = None,
+    center_crop: bool = False,
+    seed: int = 0,
     rank: int = 0,
     log: Callable[[str], None] = print,
+    what: str = "image",
 ) -> dict[int, str]:
     """Encode the samples ``todo`` (this rank's share of the missing ones); return ``{index: reason}`` of failures.
+
+    ``load_pixels(i)`` gives sample ``i``'s pixels (``(3, H, W)`` for an image, ``(F, 3, H, W)`` for a
+    clip; every sample of one batch the same shape). Without it, images are loaded with
+    :func:`preprocess_image` at ``resolution`` (``center_crop``, crop seeded by ``seed`` and the key).
+    ``encode_images`` returns a latent tensor or a dict of per-sample tensors with ``latents``; every
+    entry is stored, and with ``random_flip`` also ``<name>_flipped`` from the horizontally flipped
+    pixels. ``what`` names the medium in failure reasons ("image", "clip").
 
     Every rank must compute the missing list *before* any rank starts writing, or ranks disagree
     about the split and some samples are never cached.
@@ -113,11 +138,20 @@ def build_cache(
     if not todo:
         return failed
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
+    last_log = time.monotonic()
+    if load_pixels is None:
+        if resolution is None:
+            raise ValueError("build_cache needs load_pixels, or resolution to load images")
+
+        def load_pixels(i: int) -> torch.Tensor:
+            return preprocess_image(samples[i].open_image(), resolution, center_crop=center_crop, flip=False,
+                                    crop_rng_seed=crop_seed(seed, samples[i].key))
 
     def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = {"latents": encode_images(pixels)}
+        out = _as_dict(encode_images(pixels))
         if random_flip:
-            out["latents_flipped"] = encode_images(pixels.flip(-1))
+            # The last axis is width for images (3, H, W) and clips (F, 3, H, W) alike.
+            out.update({f"{k}_flipped": v for k, v in _as_dict(encode_images(pixels.flip(-1))).items()})
         out.update(encode_prompts([samples[i].caption for i in indices]))
         return out
 
@@ -130,11 +164,10 @@ def build_cache(
         pixels: list[torch.Tensor] = []
         for i in chunk:
             try:
-                px = preprocess_image(samples[i].open_image(), resolution, center_crop=center_crop, flip=False,
-                                      crop_rng_seed=crop_seed(seed, samples[i].key))
+                px = load_pixels(i)
             except Exception as err:  # noqa: BLE001 - the file changed or broke since validation
                 detail = " ".join(str(err).split())[:200]
-                failed[i] = f"image could not be decoded for caching ({type(err).__name__}: {detail})"
+                failed[i] = f"{what} could not be decoded for caching ({type(err).__name__}: {detail})"
                 log(f"skipping {samples[i].key}: {failed[i]}")
                 continue
             if not torch.isfinite(px).all():
@@ -156,7 +189,12 @@ def build_cache(
                         continue
                     log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
                 _atomic_save(tensors, files[index])
-        log(f"cached {min(start + batch_size, len(todo))}/{len(todo)} samples (rank {rank})")
+        done = min(start + batch_size, len(todo))
+        # A line per batch for small jobs; for thousands of one-clip batches, about every 5% or 30 s.
+        if done == len(todo) or len(todo) <= 20 * batch_size or done * 20 // len(todo) != start * 20 // len(todo) \
+                or time.monotonic() - last_log > 30:
+            log(f"cached {done}/{len(todo)} samples (rank {rank})")
+            last_log = time.monotonic()
     return failed
 
 

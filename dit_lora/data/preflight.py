@@ -2,7 +2,9 @@
 
 Each sample is decoded and put through the real preprocessing (:func:`preprocess_image`), then the
 pixels are checked (shape 3xHxW, finite, within [-1, 1]); empty captions block; images smaller
-than the training resolution warn (they are upscaled). Cache entries of the samples, when a cache
+than the training resolution warn (they are upscaled). Clips (:func:`check_video_samples`) are
+decoded whole once (unreadable, truncated and too-short clips block), given their frame bucket
+and decoded to it as training would, then checked the same way. Cache entries of the samples, when a cache
 namespace exists, are read (safetensors only) and checked for NaN/Inf and for shapes that differ
 from the other entries. Results are plain records, rendered by :func:`format_table`.
 """
@@ -14,7 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
@@ -104,6 +106,72 @@ def check_samples(
     return [one(s) for s in samples]
 
 
+def check_video_sample(
+    sample, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
+    frames_flag: str = "--max_num_frames", require_caption: bool = True,
+):
+    """Decode a clip once, pick its bucket, decode it to that bucket as training would, check the pixels.
+
+    Returns ``(row, bucket)``; ``bucket`` is None when the clip cannot be used (the row blocks then:
+    unreadable, truncated, too short for every bucket, empty caption, bad pixels). A clip smaller
+    than its bucket warns (its frames are upscaled).
+    """
+    from .video import choose_bucket, decode_clip, scan_clip
+
+    blocks: list[str] = []
+    warns: list[str] = []
+    if require_caption and caption_problem(sample):
+        blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
+    scan = scan_clip(sample, min(b[0] for b in buckets), frames_flag=frames_flag)
+    if scan.problem is not None:
+        blocks.append(scan.problem)
+        return _combine(sample.key, "sample", blocks, warns, sample.path), None
+    bucket = choose_bucket(scan.num_frames, scan.height, scan.width, buckets)
+    frames, height, width = bucket
+    try:
+        pixels = decode_clip(sample.path, frames, height, width, start=frame_sampling)
+    except Exception as err:  # noqa: BLE001 - anything that stops decoding blocks this clip
+        blocks.append(f"decoding to {frames}x{height}x{width} failed ({type(err).__name__}: "
+                      f"{' '.join(str(err).split())[:200]})")
+        return _combine(sample.key, "sample", blocks, warns, sample.path), None
+    if tuple(pixels.shape) != (frames, 3, height, width):
+        blocks.append(f"decoded to shape {tuple(pixels.shape)}, expected ({frames}, 3, {height}, {width})")
+    finite = torch.isfinite(pixels)
+    if not finite.all():
+        blocks.append(f"pixels have {int((~finite).sum())} NaN/Inf values after decoding")
+    elif pixels.numel() and (pixels.min() < -1.0 or pixels.max() > 1.0):
+        blocks.append(f"pixels outside [-1, 1] after decoding ({float(pixels.min()):.3g}..{float(pixels.max()):.3g})")
+    if scan.width < width or scan.height < height:
+        warns.append(f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled")
+    return _combine(sample.key, "sample", blocks, warns, sample.path), (None if blocks else bucket)
+
+
+def check_video_samples(
+    samples: Sequence, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
+    frames_flag: str = "--max_num_frames", require_captions: bool = True, num_workers: int | None = None,
+) -> tuple[list[SampleCheck], list]:
+    """:func:`check_video_sample` for every clip, in order (threads: FFmpeg releases the GIL).
+
+    Returns the rows and the usable clips with their ``bucket`` set (what :func:`check_cache` needs
+    to find their cache entries).
+    """
+    import dataclasses
+
+    def one(s):
+        return check_video_sample(s, buckets=buckets, frame_sampling=frame_sampling, frames_flag=frames_flag,
+                                  require_caption=require_captions)
+
+    samples = list(samples)
+    workers = num_workers if num_workers is not None else min(4, os.cpu_count() or 1)
+    if workers > 1 and len(samples) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
+            results = list(pool.map(one, samples))
+    else:
+        results = [one(s) for s in samples]
+    usable = [dataclasses.replace(s, bucket=b) for s, (_, b) in zip(samples, results) if b is not None]
+    return [row for row, _ in results], usable
+
+
 def _namespace_folders(root: Path, namespace: str | None) -> list[Path]:
     if namespace is not None:
         folder = root / namespace
@@ -122,7 +190,8 @@ def check_cache(
     With ``namespace`` only that folder is read (what a run with that config uses); without it,
     every namespace folder under ``root`` (or ``root`` itself, if it holds cache files) is searched
     for entries belonging to ``samples``. Each entry found must be readable, hold ``latents``, be
-    finite, and have the same tensor names and shapes as the most common entry in its namespace.
+    finite, and have the same tensor names and shapes as the most common entry in its namespace (for
+    clips: among the clips of its bucket).
     """
     root = Path(root)
     if not root.is_dir():
@@ -130,7 +199,7 @@ def check_cache(
     ids: list[tuple[RawSample, str]] = []
     for s in samples:
         try:
-            ids.append((s, s.content_id()))
+            ids.append((s, s.cache_key()))  # a clip's key includes its bucket: unbucketed clips are skipped
         except Exception:  # noqa: BLE001 - unreadable samples are reported by check_samples
             continue
     rows: list[SampleCheck] = []
@@ -143,9 +212,15 @@ def check_cache(
             continue
         namespaces += 1
         inspected = [(s, f, *inspect_cache_file(f)) for s, f in hits]
-        signatures = Counter(tuple(sorted(shapes.items())) for _, _, problem, shapes in inspected if problem is None)
-        common = signatures.most_common(1)[0][0] if signatures else None
+        # Entries are compared within their shape group: a clip's bucket (frames x height x width) sets its
+        # latent shape, so only clips of one bucket must agree; images form a single group.
+        signatures: dict[Any, Counter] = {}
+        for s, _, problem, shapes in inspected:
+            if problem is None:
+                signatures.setdefault(getattr(s, "bucket", None), Counter())[tuple(sorted(shapes.items()))] += 1
         for s, f, problem, shapes in inspected:
+            counts = signatures.get(getattr(s, "bucket", None))
+            common = counts.most_common(1)[0][0] if counts else None
             shown = f"{ns}/{f.name}" if folder != root else f.name
             blocks = []
             if problem is not None:
@@ -208,5 +283,5 @@ def has_blocking(rows: Sequence[SampleCheck]) -> bool:
     return any(r.status == BLOCK for r in rows)
 
 
-__all__ = ["BLOCK", "OK", "WARN", "SampleCheck", "check_cache", "check_sample", "check_samples", "format_table",
-           "has_blocking", "summarize"]
+__all__ = ["BLOCK", "OK", "WARN", "SampleCheck", "check_cache", "check_sample", "check_samples", "check_video_sample",
+           "check_video_samples", "format_table", "has_blocking", "summarize"]

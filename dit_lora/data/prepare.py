@@ -1,4 +1,9 @@
-"""From a config to a dataset the loop can iterate: list, check, inspect and (optionally) cache samples."""
+"""From a config to a dataset the loop can iterate: list, check, inspect and (optionally) cache samples.
+
+Images and video clips go through the same flow; what differs (how samples are listed, screened,
+decoded and grouped into batches) sits in a media handler chosen by ``family.media``:
+:class:`ImageMedia` here, :class:`~dit_lora.data.video_prepare.VideoMedia` for clips.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
+from .transforms import crop_seed, preprocess_image
 from .validation import bad_fraction_error, validate_samples
 
 
@@ -22,19 +28,89 @@ from .validation import bad_fraction_error, validate_samples
 class PreparedData:
     """What the loop trains on.
 
-    ``dataset[i]`` belongs to ``samples[i]``; every batch carries ``sample_index`` (a list of ints into
-    ``samples``) so a bad step can be traced back to files. ``quarantine`` lists the samples left out,
-    each as ``{"key": ..., "reason": ...}``.
+    ``dataset[i]`` belongs to ``samples[i]`` (a :class:`RawSample` for images, a
+    :class:`~dit_lora.data.video.VideoSample` for clips); every batch carries ``sample_index`` (a
+    list of ints into ``samples``) so a bad step can be traced back to files. ``quarantine`` lists
+    the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None, or one
+    group id per sample that a batch must not mix (a clip's frame bucket, when there are several):
+    pass it to :class:`~dit_lora.data.batches.EpochBatches`.
     """
 
     dataset: torch.utils.data.Dataset
-    samples: list[RawSample]
+    samples: list
     cached: bool
     quarantine: list[dict[str, Any]] = field(default_factory=list)
+    groups: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.samples)
 
+
+class ImageMedia:
+    """What :func:`prepare_data` does for image families (``family.media == "image"``)."""
+
+    noun = "image"
+
+    def __init__(self, cfg, family) -> None:
+        self.cfg, self.family = cfg, family
+        self.encode_batch_size = cfg.train_batch_size
+
+    def list_samples(self) -> list[RawSample]:
+        cfg = self.cfg
+        return load_samples(
+            train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name,
+            dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
+            caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+            labels_from_folders=getattr(self.family, "caption_source", "captions") == "class_folders",
+        )
+
+    def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
+        return validate_samples(
+            samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
+            require_captions=self.family.requires_captions, raise_on_fraction=False,
+        )
+
+    def namespace_identity(self) -> dict[str, Any]:
+        cfg = self.cfg
+        return {**self.family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
+                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
+
+    def pixel_loader(self, samples: list):
+        cfg = self.cfg
+
+        def load(i: int) -> torch.Tensor:
+            return preprocess_image(samples[i].open_image(), cfg.resolution, center_crop=cfg.center_crop, flip=False,
+                                    crop_rng_seed=crop_seed(cfg.seed, samples[i].key))
+
+        return load
+
+    def raw_dataset(self, samples: list):
+        return batch_lib.RawImageDataset(samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed)
+
+    def groups(self, samples: list, **_: Any) -> None:
+        return None
+
+
+def media_of(family) -> str:
+    """``family.media`` ("image" or "video"); anything else is a programming error."""
+    media = getattr(family, "media", "image")
+    if media not in ("image", "video"):
+        raise ValueError(f"{type(family).__name__}.media is {media!r}; expected 'image' or 'video'")
+    return media
+
+
+def cache_root_for(cfg) -> Path:
+    """The latent-cache root: ``--cache_dir`` or :func:`default_cache_root`."""
+    return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+
+
+def media_for(cfg, family):
+    """The media handler of ``family``: :class:`ImageMedia` or :class:`~.video_prepare.VideoMedia`."""
+    if media_of(family) == "video":
+        from .video_prepare import VideoMedia  # PyAV and the video code only for video families
+
+        return VideoMedia(cfg, family, cache_root_for(cfg))
+    return ImageMedia(cfg, family)
 
 
 def _log(accelerator, msg: str) -> None:
@@ -63,27 +139,30 @@ def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path
 
 
 def cache_namespace_for(cfg, family) -> str:
-    """The latent-cache namespace (folder name under the cache root) a run with ``cfg`` uses."""
-    identity = {**family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
-                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
-    return cache_namespace(identity)
+    """The latent-cache namespace (folder name under the cache root) a run with ``cfg`` uses.
+
+    Images: the family's cache identity plus resolution, crop and flip settings. Clips: the
+    family's identity plus frame sampling and flip (each entry's name carries the clip's bucket).
+    """
+    return cache_namespace(media_for(cfg, family).namespace_identity())
 
 
 def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
-    """Load, check and (optionally) cache the dataset.
+    """Load, check and (optionally) cache the dataset: images, or clips for a family with ``media == "video"``.
 
     Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
     ``output_dir/quarantine.json`` (always written; ``[]`` when nothing was left out): unreadable
-    images, empty captions, non-finite pixels, encodings that stay non-finite when recomputed, and
-    cached entries that are unreadable or non-finite and stay so after one recompute. All of them
-    together count against ``--max_bad_samples_fraction``; above it a ``UserError`` names them.
+    images or clips, truncated clips, clips too short for every frame bucket, empty captions,
+    non-finite pixels, encodings that stay non-finite when recomputed, and cached entries that are
+    unreadable or non-finite and stay so after one recompute. All of them together count against
+    ``--max_bad_samples_fraction``; above it a ``UserError`` names them.
+
+    Clips are cached one per encode call, each under its content id plus its (frames, height,
+    width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    samples = load_samples(
-        train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name, dataset_config_name=cfg.dataset_config_name,
-        image_column=cfg.image_column, caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-        labels_from_folders=family.caption_source == "class_folders",
-    )
+    media = media_for(cfg, family)
+    samples = media.list_samples()
     total = len(samples)
     quarantine: list[dict[str, Any]] = []
     path = Path(cfg.output_dir) / QUARANTINE_FILE
@@ -97,23 +176,20 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
             raise error
 
     try:
-        samples = validate_samples(
-            samples, max_bad_samples_fraction=cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=family.requires_captions, raise_on_fraction=False,
-        )
+        samples = media.screen(samples, log=log, quarantine=quarantine)
         stop_if_too_many()
     except UserError:
         write_quarantine(cfg, accelerator, quarantine)
         raise
     family.inspect_samples(comps, cfg, samples)
+    rank, world = accelerator.process_index, accelerator.num_processes
     if not cfg.cache_latents:
         write_quarantine(cfg, accelerator, quarantine)
-        return PreparedData(batch_lib.RawImageDataset(samples, cfg.resolution, cfg.center_crop, cfg.seed), samples,
-                            False, quarantine)
-    namespace = cache_namespace_for(cfg, family)
-    root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+        return PreparedData(media.raw_dataset(samples), samples, False, quarantine,
+                            groups=media.groups(samples, world_size=world, log=log))
+    namespace = cache_namespace(media.namespace_identity())
+    root = cache_root_for(cfg)
     files = cache_files(root, namespace, samples)
-    rank, world = accelerator.process_index, accelerator.num_processes
 
     # Cache hits are checked (readable, finite) by each rank for its share; a bad entry is deleted and
     # recomputed below like a missing one. Ranks agree on `present` before anyone deletes.
@@ -137,9 +213,8 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     failed_local = build_cache(
         samples, files, missing[rank::world],
         encode_images=lambda px: family.encode_images(comps, px),
-        encode_prompts=lambda caps: family.encode_prompts(comps, caps), resolution=cfg.resolution,
-        center_crop=cfg.center_crop, random_flip=cfg.random_flip, seed=cfg.seed, batch_size=cfg.train_batch_size,
-        rank=rank, log=print,
+        encode_prompts=lambda caps: family.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
+        random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=print, what=media.noun,
     )
     failed = _gather(accelerator, failed_local)
     accelerator.wait_for_everyone()
@@ -153,9 +228,10 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     write_quarantine(cfg, accelerator, quarantine)
     stop_if_too_many()
     if not keep:
-        raise UserError("No sample could be encoded; check the images and captions in your dataset.")
-    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), [samples[i] for i in keep], True,
-                        quarantine)
+        raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
+    kept = [samples[i] for i in keep]
+    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), kept, True, quarantine,
+                        groups=media.groups(kept, world_size=world, log=log))
 
 
 def batch_to_device(batch: dict, device, family, comps, cached: bool) -> dict:
@@ -163,6 +239,10 @@ def batch_to_device(batch: dict, device, family, comps, cached: bool) -> dict:
     if cached:
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     out = family.encode_prompts(comps, batch["caption"])
-    out["latents"] = family.encode_images(comps, batch["pixel_values"].to(device))
+    encoded = family.encode_images(comps, batch["pixel_values"].to(device))
+    if isinstance(encoded, dict):  # e.g. a video family's latents plus image_latents
+        out.update(encoded)
+    else:
+        out["latents"] = encoded
     out["sample_index"] = batch["sample_index"]
     return out

@@ -114,6 +114,10 @@ class RawSample:
         _update_prefixed(digest, [self.caption.encode("utf-8")])
         return digest.hexdigest()
 
+    def cache_key(self) -> str:
+        """What names this sample's latent-cache entry: for an image, exactly its :meth:`content_id`."""
+        return self.content_id()
+
     def _source(self) -> str | bytes | Image.Image:
         """A file path, encoded bytes, or (rarely) an already decoded image."""
         if self.path is not None:
@@ -435,6 +439,87 @@ def _suggest(columns: Iterable[str], exclude: str) -> str:
     return ""
 
 
+def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | None, *, what: str = "images") -> Any:
+    """The 'train' split of ``datasets.load_dataset(dataset_name, config_name)``; a failure is one UserError.
+
+    ``what`` ("images" or "videos") only words the hint of the error message.
+    """
+    import datasets  # slow import; only paid when --dataset_name is used
+
+    local = os.path.isdir(dataset_name)
+    try:
+        return datasets.load_dataset(dataset_name, config_name, split="train", cache_dir=cache_dir)
+    except Exception as err:  # noqa: BLE001 - every load failure becomes one actionable message
+        detail = " ".join(str(err).split())
+        detail = detail[:400] + ("..." if len(detail) > 400 else "")
+        config = f" (config {config_name!r})" if config_name else ""
+        if local:
+            hint = (
+                "The folder exists but `datasets` could not read it as a dataset with a 'train' split; "
+                f"for a folder of {what} with metadata.jsonl"
+                + (" or .txt captions" if what == "images" else " (or prompts.txt + videos.txt)")
+                + " pass it as --train_data_dir instead."
+            )
+        else:
+            hint = (
+                "If it is a Hugging Face Hub dataset, check the name and network access (offline, "
+                "download it beforehand and keep --cache_dir pointing at that download); if your "
+                f"{what} are in a local folder, pass --train_data_dir PATH instead."
+            )
+        raise UserError(
+            f"Could not load --dataset_name {dataset_name!r}{config}: {type(err).__name__}: {detail}. {hint}"
+        ) from None
+
+
+def dataset_captions(dataset: Any, dataset_name: str, caption_column: str) -> list[tuple[int, str]]:
+    """(row, caption) of every row; a ``ClassLabel`` column gives class names. Uncaptioned rows are one UserError."""
+    import datasets
+
+    captions: list[tuple[int, str]] = []
+    uncaptioned: list[str] = []
+    caption_feature = dataset.features[caption_column]
+    # A ClassLabel column (imagefolder's `label`, CIFAR-10's `label`, ...) stores ints: use the class names.
+    to_name = caption_feature.int2str if isinstance(caption_feature, datasets.ClassLabel) else None
+    for row, value in enumerate(dataset[caption_column]):
+        if to_name is not None and value is not None:
+            value = to_name(value) if value >= 0 else None  # -1: no label
+        caption = _caption_value(value)
+        if caption is None:
+            uncaptioned.append(f"{dataset_name}[{row}]")
+        else:
+            captions.append((row, caption))
+    if uncaptioned:
+        named = name_some(uncaptioned)
+        raise UserError(
+            f"{len(uncaptioned)} row(s) of --dataset_name {dataset_name!r} have no caption in column "
+            f"{caption_column!r}: {named}. Fill them in, drop those rows, or pick another "
+            f"--caption_column."
+        )
+    if not captions:
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has an empty 'train' split. Check the dataset name and "
+            f"--dataset_config_name."
+        )
+    return captions
+
+
+def missing_caption_column_error(dataset_name: str, caption_column: str, available: list[str], media_column: str,
+                                 what: str = "images") -> UserError:
+    """The error for a dataset without ``caption_column``, suggesting a likely caption column."""
+    local = os.path.isdir(dataset_name)
+    listed = ", ".join(repr(c) for c in available)
+    txt_hint = (
+        f" If the captions are .txt files beside the {what}, pass the folder as --train_data_dir instead."
+        if local and what == "images"
+        else ""
+    )
+    return UserError(
+        f"--dataset_name {dataset_name!r} has no caption column {caption_column!r} (columns: "
+        f"{listed}). Pass --caption_column with the column that holds the captions"
+        f"{_suggest(available, exclude=media_column)}.{txt_hint}"
+    )
+
+
 def _load_dataset(
     dataset_name: str,
     config_name: str | None,
@@ -446,28 +531,7 @@ def _load_dataset(
     import datasets  # slow import; only paid when --dataset_name is used
 
     local = os.path.isdir(dataset_name)
-    try:
-        dataset = datasets.load_dataset(dataset_name, config_name, split="train", cache_dir=cache_dir)
-    except Exception as err:  # noqa: BLE001 - every load failure becomes one actionable message
-        detail = " ".join(str(err).split())
-        detail = detail[:400] + ("..." if len(detail) > 400 else "")
-        config = f" (config {config_name!r})" if config_name else ""
-        if local:
-            hint = (
-                "The folder exists but `datasets` could not read it as a dataset with a 'train' split; "
-                "for a folder of images with metadata.jsonl or .txt captions pass it as "
-                "--train_data_dir instead."
-            )
-        else:
-            hint = (
-                "If it is a Hugging Face Hub dataset, check the name and network access (offline, "
-                "download it beforehand and keep --cache_dir pointing at that download); if your "
-                "images are in a local folder, pass --train_data_dir PATH instead."
-            )
-        raise UserError(
-            f"Could not load --dataset_name {dataset_name!r}{config}: {type(err).__name__}: {detail}. {hint}"
-        ) from None
-
+    dataset = open_dataset(dataset_name, config_name, cache_dir, what="images")
     available = list(dataset.column_names)
     listed = ", ".join(repr(c) for c in available)
     if image_column not in available:
@@ -476,16 +540,7 @@ def _load_dataset(
             f"Pass --image_column with the column that holds the images."
         )
     if caption_column not in available:
-        txt_hint = (
-            " If the captions are .txt files beside the images, pass the folder as --train_data_dir instead."
-            if local
-            else ""
-        )
-        raise UserError(
-            f"--dataset_name {dataset_name!r} has no caption column {caption_column!r} (columns: "
-            f"{listed}). Pass --caption_column with the column that holds the captions"
-            f"{_suggest(available, exclude=image_column)}.{txt_hint}"
-        )
+        raise missing_caption_column_error(dataset_name, caption_column, available, image_column)
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
@@ -500,30 +555,5 @@ def _load_dataset(
         )
     handle = _DatasetImages(images, image_column, dataset_name if local else os.getcwd())
 
-    samples: list[RawSample] = []
-    uncaptioned: list[str] = []
-    caption_feature = dataset.features[caption_column]
-    # A ClassLabel column (imagefolder's `label`, CIFAR-10's `label`, ...) stores ints: use the class names.
-    to_name = caption_feature.int2str if isinstance(caption_feature, datasets.ClassLabel) else None
-    for row, value in enumerate(dataset[caption_column]):
-        key = f"{dataset_name}[{row}]"
-        if to_name is not None and value is not None:
-            value = to_name(value) if value >= 0 else None  # -1: no label
-        caption = _caption_value(value)
-        if caption is None:
-            uncaptioned.append(key)
-        else:
-            samples.append(RawSample(key=key, caption=caption, _images=handle, _row=row))
-    if uncaptioned:
-        named = name_some(uncaptioned)
-        raise UserError(
-            f"{len(uncaptioned)} row(s) of --dataset_name {dataset_name!r} have no caption in column "
-            f"{caption_column!r}: {named}. Fill them in, drop those rows, or pick another "
-            f"--caption_column."
-        )
-    if not samples:
-        raise UserError(
-            f"--dataset_name {dataset_name!r} has an empty 'train' split. Check the dataset name and "
-            f"--dataset_config_name."
-        )
-    return samples
+    return [RawSample(key=f"{dataset_name}[{row}]", caption=caption, _images=handle, _row=row)
+            for row, caption in dataset_captions(dataset, dataset_name, caption_column)]

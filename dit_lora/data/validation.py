@@ -173,5 +173,5 @@ def screen(samples: list, problems: list[str | None], *, max_bad_samples_fractio
         if error is not None:
             raise error
     if not good:
-        raise UserError(f"None of the {total} {what} {failed} (first: {bad[0][0].key}: {bad[0][1]}). {fix}")
+        raise UserError(f"None of the {total} {what} can be used (first: {bad[0][0].key}: {bad[0][1]}). {fix}")
     return [dataclasses.replace(s, index=i) for i, s in enumerate(good)]

@@ -1,12 +1,13 @@
 """Video samples for video DiTs (CogVideoX): list clips, check their frame counts, decode, validate.
 
-Self-contained groundwork for video LoRA; nothing in the image path imports it. It mirrors the
-image data layer:
+Nothing in the image path imports it; :mod:`.video_prepare` wires it into training's data
+preparation. It mirrors the image data layer:
 
 * :func:`load_video_samples` (like :func:`~dit_lora.data.sources.load_samples`) lists clips and
   captions without decoding anything.
 * :func:`validate_video_samples` (like :func:`~dit_lora.data.validation.validate_samples`) decodes
-  every clip once and skips, names and quarantines the unreadable, truncated or too-short ones.
+  every clip once, skips, names and quarantines the unreadable, truncated or too-short ones, and
+  gives each kept clip its (frames, height, width) bucket.
 * :func:`decode_clip` turns one clip into an ``(F, 3, H, W)`` float tensor in [-1, 1], resized and
   centre-cropped exactly like :func:`~dit_lora.data.transforms.preprocess_image` does for images.
 * The frame-count rule and ``--frame_buckets`` live in :mod:`.frames` (re-exported here).
@@ -30,7 +31,8 @@ from dit_lora.errors import UserError
 
 from .sources import METADATA_FILENAMES, RawSample, _hidden, _read_metadata, name_some
 from .transforms import crop_box, resized_size
-from .frames import check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding, resolution_buckets
+from .frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
+                     resolution_buckets)
 from .validation import caption_problem, check_all, screen
 
 __all__ = [
@@ -38,14 +40,17 @@ __all__ = [
     "VideoDecodeError",
     "VideoInfo",
     "VideoSample",
+    "ClipScan",
     "check_num_frames",
     "choose_bucket",
     "decode_clip",
     "frame_rule",
+    "frames_flag_for",
     "latent_frames",
     "latent_padding",
     "load_video_samples",
     "resolution_buckets",
+    "scan_clip",
     "validate_video_samples",
     "video_problem",
 ]
@@ -78,6 +83,8 @@ class VideoSample:
     caption: str
     path: str
     index: int = 0
+    #: (frames, height, width) the clip is decoded to; set by :func:`validate_video_samples` with ``buckets``
+    bucket: tuple[int, int, int] | None = None
 
     def content_id(self) -> str:
         """sha256 hex digest of the clip's file bytes plus the caption.
@@ -87,6 +94,20 @@ class VideoSample:
         cache keyed on it treats images and videos alike and survives renames.
         """
         return RawSample(key=self.key, caption=self.caption, path=self.path).content_id()
+
+    def cache_key(self) -> str:
+        """What names this clip's latent-cache entry: its content id plus its bucket, ``<sha256>:FxHxW``.
+
+        Changing ``--max_num_frames``/``--height``/``--width`` or ``--frame_buckets`` thus re-encodes
+        only the clips whose bucket changed.
+
+        Raises:
+            ValueError: the clip has no bucket yet (it is assigned during validation).
+        """
+        if self.bucket is None:
+            raise ValueError(f"clip {self.key!r} has no bucket (frames, height, width) assigned yet")
+        frames, height, width = self.bucket
+        return f"{self.content_id()}:{frames}x{height}x{width}"
 
     def probe(self) -> VideoInfo:
         """Frame count, fps, width and height of the first video stream.
@@ -404,28 +425,35 @@ def _frame_tensor(image: Image.Image, height: int, width: int) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-def video_problem(sample: VideoSample, min_frames: int) -> str | None:
-    """Why ``sample``'s clip cannot be trained on, or None if it decodes with enough frames.
+class ClipScan(NamedTuple):
+    """What decoding a whole clip once found: a problem (or None), the frames that decode and the frame size."""
 
-    Decodes the whole video stream once (like validation decodes every image), so a file that
-    breaks off mid-stream is caught here rather than in a dataloader worker. Reasons: file not
-    found, folder, empty file (0 bytes), not a readable video, no video stream, truncated (a
-    decode error after some frames, or far fewer frames than the header declares), too short
-    (fewer than ``min_frames`` frames).
+    problem: str | None
+    num_frames: int = 0
+    width: int = 0
+    height: int = 0
+
+
+def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "--max_num_frames") -> ClipScan:
+    """Decode ``sample``'s whole video stream once: why it cannot be trained on (or None), frames, size.
+
+    Reasons: file not found, folder, empty file (0 bytes), not a readable video, no video stream,
+    truncated (a decode error after some frames, or far fewer frames than the header declares), too
+    short (fewer than ``min_frames`` frames, naming ``frames_flag``, the option that asks for them).
+    The frame count is what actually decodes (headers can be wrong), the size is the decoded frames'.
     """
     path = sample.path
     try:
         if os.path.isdir(path):
-            return "is a folder, not a video file"
+            return ClipScan("is a folder, not a video file")
         if os.path.getsize(path) == 0:
-            return "empty file (0 bytes)"
+            return ClipScan("empty file (0 bytes)")
     except FileNotFoundError:
-        return "file not found"
+        return ClipScan("file not found")
     except OSError as err:
-        return f"unreadable ({_describe(err)})"
+        return ClipScan(f"unreadable ({_describe(err)})")
     av = _av()
-    count = 0
-    declared = 0
+    count = declared = width = height = 0
     opened = False
     try:
         with av.open(path) as container:
@@ -434,29 +462,53 @@ def video_problem(sample: VideoSample, min_frames: int) -> str | None:
             opened = True
             for frame in container.decode(stream):
                 frame.to_ndarray(format="rgb24")  # forces a full conversion, as training will
+                if not count:
+                    width, height = int(frame.width), int(frame.height)
                 count += 1
     except VideoDecodeError as err:
-        return str(err)
+        return ClipScan(str(err), count, width, height)
     except (av.FFmpegError, OSError, ValueError) as err:
         if opened:
             # The header was fine, the frame data is not: a download cut short, or damage inside.
             of = f" of {declared}" if declared else ""
-            return f"truncated or damaged (decode failed after {count}{of} frame(s): {_describe(err)})"
-        return f"not a readable video (corrupt, or not a video despite its extension; {_describe(err)})"
+            return ClipScan(f"truncated or damaged (decode failed after {count}{of} frame(s): {_describe(err)})",
+                            count, width, height)
+        return ClipScan(f"not a readable video (corrupt, or not a video despite its extension; {_describe(err)})")
     except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files
-        return f"unreadable ({_describe(err)})"
+        return ClipScan(f"unreadable ({_describe(err)})", count, width, height)
     # Headers can be off by a frame or two (edit lists, B-frame delay); only a real gap is truncation.
     if declared and count < declared - max(2, declared // 50):
-        return f"truncated (header declares {declared} frames, only {count} decode)"
+        return ClipScan(f"truncated (header declares {declared} frames, only {count} decode)", count, width, height)
     if count < min_frames:
-        return f"too short ({count} frame(s), need at least {min_frames} for --max_num_frames)"
-    return None
+        return ClipScan(f"too short ({count} frame(s), need at least {min_frames} for {frames_flag})",
+                        count, width, height)
+    return ClipScan(None, count, width, height)
+
+
+def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames") -> str | None:
+    """Why ``sample``'s clip cannot be trained on, or None if it decodes with enough frames.
+
+    Decodes the whole video stream once (like validation decodes every image), so a file that
+    breaks off mid-stream is caught here rather than in a dataloader worker; see :func:`scan_clip`
+    for the reasons.
+    """
+    return scan_clip(sample, min_frames, frames_flag=frames_flag).problem
+
+
+def frames_flag_for(buckets: Sequence[Bucket], *, from_buckets: bool) -> str:
+    """How a "too short" reason names the option asking for the frames: ``--frame_buckets 9x32x32,...`` or
+    ``--max_num_frames 49``."""
+    if from_buckets:
+        return "--frame_buckets " + ",".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+    return f"--max_num_frames {min(b[0] for b in buckets)}" if buckets else "--max_num_frames"
 
 
 def validate_video_samples(
     samples: Sequence[VideoSample],
     *,
-    min_frames: int,
+    min_frames: int | None = None,
+    buckets: Sequence[Bucket] | None = None,
+    frames_flag: str = "--max_num_frames",
     max_bad_samples_fraction: float = 0.05,
     log: Callable[[str], Any] = print,
     quarantine: list[dict[str, Any]] | None = None,
@@ -467,28 +519,60 @@ def validate_video_samples(
     """Decode every clip once; drop and report the bad ones; renumber ``index`` 0..N-1.
 
     Mirrors :func:`~dit_lora.data.validation.validate_samples`: each bad clip (see
-    :func:`video_problem`; plus empty captions with ``require_captions``) is named once in ``log``
+    :func:`scan_clip`; plus empty captions with ``require_captions``) is named once in ``log``
     (at most 20 lines, then a count) and appended to ``quarantine`` as ``{"key", "reason"}``.
     Decoding runs in ``num_workers`` threads (default up to 4; FFmpeg releases the GIL).
 
+    With ``buckets`` ((frames, height, width) tuples) every kept clip gets ``bucket`` set by
+    :func:`choose_bucket` from its decoded frame count and size (one bucket: every clip gets it),
+    and ``min_frames`` defaults to the fewest frames a bucket asks for, so a clip too short for
+    every bucket is left out with a reason naming ``frames_flag`` (e.g. ``--frame_buckets ...``).
+
     Raises:
         UserError: the bad fraction exceeds ``--max_bad_samples_fraction`` (with
-            ``raise_on_fraction``), or no usable clip is left.
+            ``raise_on_fraction``), or no usable clip is left (when every clip is too short, the
+            message says how long the longest is and which option to lower).
     """
     samples = list(samples)
+    if min_frames is None:
+        if not buckets:
+            raise ValueError("validate_video_samples needs min_frames or buckets")
+        min_frames = min(b[0] for b in buckets)
+    scans: dict[int, ClipScan] = {}
 
     def check(sample: VideoSample) -> str | None:
         if require_captions:
             problem = caption_problem(sample)  # type: ignore[arg-type] - only reads .caption
             if problem is not None:
                 return problem
-        return video_problem(sample, min_frames)
+        scan = scan_clip(sample, min_frames, frames_flag=frames_flag)
+        scans[id(sample)] = scan  # a dict store is atomic under the GIL; ids stay valid while `samples` lives
+        return scan.problem
 
     problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction,
                          num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
                          empty_hint="Point --train_data_dir at a folder of videos with captions.")
-    return screen(
+    fix = "Check the files in --train_data_dir and --max_num_frames."
+    short = [scans[id(s)].num_frames for s, p in zip(samples, problems) if p is not None and p.startswith("too short")]
+    # No usable clip and some merely too short: say which option to lower rather than which fraction to raise.
+    none_long_enough = bool(short) and all(p is not None for p in problems)
+    if none_long_enough:
+        longest = max(short)
+        fix = (f"No clip is long enough for {frames_flag}: the longest has {longest} decodable frame(s). Lower "
+               f"--max_num_frames (or the frame counts of --frame_buckets) to at most {longest} (of the form 4k+1"
+               f"{f', e.g. {frame_rule(longest)}' if frame_rule(longest) else ''}), or use longer clips.")
+    good = screen(
         samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
-        raise_on_fraction=raise_on_fraction, what="training videos", failed="could not be used",
-        skipped_as="clips that cannot be used", fix="Check the files in --train_data_dir and --max_num_frames.",
+        raise_on_fraction=raise_on_fraction and not none_long_enough, what="training videos",
+        failed="could not be used", skipped_as="clips that cannot be used", fix=fix,
     )
+    if not buckets:
+        return good
+    # screen() returns renumbered copies in input order: pair them with the kept originals' scans.
+    kept = [s for s, p in zip(samples, problems) if p is None]
+    out = []
+    for original, sample in zip(kept, good):
+        scan = scans[id(original)]
+        bucket = choose_bucket(scan.num_frames, scan.height, scan.width, buckets)
+        out.append(dataclasses.replace(sample, bucket=bucket))
+    return out

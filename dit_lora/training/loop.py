@@ -163,7 +163,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     log("trainable parameter groups:\n" + adapters.format_groups(group_info))
 
     order = batch_lib.EpochBatches(num_samples, cfg.train_batch_size, seed=cfg.seed, rank=accelerator.process_index,
-                                   world_size=world, random_flip=cfg.random_flip)
+                                   world_size=world, random_flip=cfg.random_flip, groups=data.groups)
     updates_per_epoch = math.ceil(len(order) / cfg.gradient_accumulation_steps)
     max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg, groups, accelerator.device)

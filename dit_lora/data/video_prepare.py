@@ -1,0 +1,235 @@
+"""Video data for video families (``family.media == "video"``): list clips, screen and bucket them, load pixels.
+
+:func:`~dit_lora.data.prepare.prepare_data` runs the same flow for images and clips (screen,
+quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:
+
+* listing: ``--train_data_dir`` through :func:`~dit_lora.data.video.load_video_samples`, or
+  ``--dataset_name`` through :func:`load_video_dataset` (clips stored as bytes in the dataset are
+  written once, content-addressed, under ``<cache root>/videos/`` so every clip has a file path);
+* screening: every clip is decoded once; unreadable, truncated and too-short clips are left out
+  and every kept clip gets its (frames, height, width) bucket from ``family.video_buckets(cfg)``;
+* pixels: :func:`~dit_lora.data.video.decode_clip` to the clip's bucket, one clip per encode call
+  (a 49x480x720 clip through the VAE is already heavy);
+* batching: with several buckets, the bucket index of each clip is its batch group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..errors import UserError
+from .sources import dataset_captions, missing_caption_column_error, name_some, open_dataset
+from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
+
+__all__ = ["VideoMedia", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
+
+_ROWS_PER_READ = 64  # dataset rows fetched at once: bounded memory for datasets that embed clip bytes
+
+
+def materialise_clip(data: bytes, folder: str | os.PathLike, suffix: str = ".mp4") -> Path:
+    """Write clip bytes once to ``folder/<sha256 of the bytes><suffix>`` (atomically) and return the path.
+
+    Content addressing makes every rank and every run agree on the name, and a file already there
+    is reused; the temporary file plus ``os.replace`` means a reader never sees half a clip.
+    """
+    folder = Path(folder)
+    path = folder / f"{hashlib.sha256(data).hexdigest()}{suffix}"
+    if path.is_file() and path.stat().st_size == len(data):
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
+def _suffix(name: str | None) -> str:
+    ext = os.path.splitext(name or "")[1].lower()
+    return ext if ext in VIDEO_EXTENSIONS else ".mp4"  # FFmpeg probes the content; the suffix is only a hint
+
+
+def _clip_path(value: Any, base_dir: str, clip_folder: Path) -> str | None:
+    """The file of one dataset cell: a path (relative to ``base_dir``) or bytes written under ``clip_folder``."""
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return str(materialise_clip(bytes(value["bytes"]), clip_folder, _suffix(value.get("path"))))
+        value = value.get("path")
+    if isinstance(value, str) and value.strip():
+        return os.path.normpath(value if os.path.isabs(value) else os.path.join(base_dir, value))
+    return None
+
+
+def _video_column_hint(dataset: Any, exclude: str) -> str:
+    import datasets
+
+    for name, feature in dataset.features.items():
+        if name != exclude and isinstance(feature, datasets.Video):
+            return f" (probably --video_column {name})"
+    for name in dataset.column_names:
+        if name != exclude and "video" in name.lower():
+            return f" (probably --video_column {name})"
+    return ""
+
+
+def load_video_dataset(
+    dataset_name: str,
+    config_name: str | None = None,
+    *,
+    video_column: str | None = None,
+    caption_column: str = "text",
+    max_train_samples: int | None = None,
+    clip_folder: str | os.PathLike,
+    cache_dir: str | None = None,
+) -> list[VideoSample]:
+    """List the clips of a `datasets` dataset (its 'train' split) without decoding them.
+
+    The clips are in ``video_column`` (default ``video``): a ``datasets.Video`` column (read with
+    ``decode=False``, so neither torchcodec nor decord is needed) or a string column of paths,
+    relative to the dataset folder for a local dataset. Clips stored as bytes are written once to
+    ``clip_folder`` (content-addressed, see :func:`materialise_clip`). Keys are ``"<dataset_name>[<row>]"``,
+    order is row order, ``max_train_samples`` keeps the first N rows.
+
+    Raises:
+        UserError: the dataset does not load, a missing video or caption column, a column that
+            holds neither videos nor paths, rows without a caption or without a clip.
+    """
+    import datasets  # slow import; only paid when --dataset_name is used
+
+    column = video_column or "video"
+    dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos")
+    available = list(dataset.column_names)
+    listed = ", ".join(repr(c) for c in available)
+    if column not in available:
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has no video column {column!r} (columns: {listed}). Pass "
+            f"--video_column with the column that holds the videos{_video_column_hint(dataset, caption_column)}."
+        )
+    if caption_column not in available:
+        raise missing_caption_column_error(dataset_name, caption_column, available, column, what="videos")
+    if max_train_samples is not None and max_train_samples < len(dataset):
+        dataset = dataset.select(range(max_train_samples))
+    feature = dataset.features[column]
+    videos = dataset.select_columns([column])
+    if isinstance(feature, datasets.Video):
+        videos = videos.cast_column(column, datasets.Video(decode=False))  # {"path", "bytes"}: no decoder needed
+    elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        raise UserError(
+            f"Column {column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not videos or video "
+            f"paths. Pass --video_column with the column of videos (columns: {listed})."
+        )
+    base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
+    captions = dataset_captions(dataset, dataset_name, caption_column)
+    paths: list[str | None] = []
+    for start in range(0, len(videos), _ROWS_PER_READ):
+        for value in videos[start : start + _ROWS_PER_READ][column]:
+            paths.append(_clip_path(value, base_dir, Path(clip_folder)))
+    empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
+    if empty:
+        raise UserError(
+            f"{len(empty)} row(s) of --dataset_name {dataset_name!r} have no video in column {column!r}: "
+            f"{name_some(empty)}. Fill them in, drop those rows, or pick another --video_column."
+        )
+    samples = [VideoSample(key=f"{dataset_name}[{row}]", caption=caption, path=paths[row])  # type: ignore[arg-type]
+               for row, caption in captions]
+    return [VideoSample(key=s.key, caption=s.caption, path=s.path, index=i) for i, s in enumerate(samples)]
+
+
+def video_namespace_identity(cfg, family) -> dict[str, Any]:
+    """What besides the clip and its bucket shapes a cached video entry (the cache namespace's identity).
+
+    No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
+    re-encodes only the clips whose bucket changed. Frames are always centre-cropped (no crop seed).
+    """
+    return {**family.cache_identity(cfg), "media": "video", "frame_sampling": cfg.frame_sampling,
+            "random_flip": cfg.random_flip, "crop": "center"}
+
+
+class VideoMedia:
+    """What :func:`~dit_lora.data.prepare.prepare_data` and ``check-data`` do differently for clips."""
+
+    noun = "clip"
+    encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
+
+    def __init__(self, cfg, family, cache_root: Path) -> None:
+        self.cfg, self.family, self.cache_root = cfg, family, Path(cache_root)
+        self._buckets: list[tuple[int, int, int]] | None = None
+
+    @property
+    def buckets(self) -> list[tuple[int, int, int]]:
+        """The family's validated (frames, height, width) buckets for this config."""
+        if self._buckets is None:
+            self._buckets = [tuple(b) for b in self.family.video_buckets(self.cfg)]  # type: ignore[misc]
+        return self._buckets  # type: ignore[return-value]
+
+    @property
+    def frames_flag(self) -> str:
+        """The option a too-short clip is measured against, as reasons and errors name it."""
+        return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.frame_buckets))
+
+    def list_samples(self) -> list[VideoSample]:
+        """The clips of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
+        cfg = self.cfg
+        if (cfg.train_data_dir is None) == (cfg.dataset_name is None):
+            both = "both were given" if cfg.train_data_dir is not None else "neither was given"
+            raise UserError(
+                f"Pass exactly one data source: --train_data_dir (a local folder of videos with metadata.jsonl or "
+                f"prompts.txt + videos.txt) or --dataset_name (a Hugging Face dataset id or a folder `datasets` "
+                f"can open); {both}."
+            )
+        if cfg.train_data_dir is not None:
+            return load_video_samples(cfg.train_data_dir, cfg.caption_column, cfg.video_column, cfg.max_train_samples)
+        if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
+            raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.max_train_samples!r}.")
+        return load_video_dataset(
+            cfg.dataset_name, cfg.dataset_config_name, video_column=cfg.video_column,
+            caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+            clip_folder=self.cache_root / "videos",
+        )
+
+    def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
+        """Decode every clip once, leave out the bad and too-short ones, give the others their bucket."""
+        good = validate_video_samples(
+            samples, buckets=self.buckets, frames_flag=self.frames_flag,
+            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
+            require_captions=self.family.requires_captions, raise_on_fraction=False,
+        )
+        if len(self.buckets) > 1:
+            counts = {b: 0 for b in self.buckets}
+            for s in good:
+                counts[s.bucket] += 1
+            log("clips per bucket: " + ", ".join(f"{f}x{h}x{w}: {n}" for (f, h, w), n in counts.items()))
+        return good
+
+    def namespace_identity(self) -> dict[str, Any]:
+        return video_namespace_identity(self.cfg, self.family)
+
+    def pixel_loader(self, samples: list) -> Callable[[int], torch.Tensor]:
+        """``i -> (F, 3, H, W)`` pixels of clip ``i`` at its bucket, frames picked per --frame_sampling."""
+        def load(i: int) -> torch.Tensor:
+            frames, height, width = samples[i].bucket
+            return decode_clip(samples[i].path, frames, height, width, start=self.cfg.frame_sampling)
+
+        return load
+
+    def raw_dataset(self, samples: list):
+        from .batches import RawVideoDataset
+
+        return RawVideoDataset(samples, self.cfg.frame_sampling)
+
+    def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:
+        """Bucket index of every clip (batches never mix buckets), or None with a single bucket."""
+        if len(self.buckets) <= 1:
+            return None
+        groups = [self.buckets.index(s.bucket) for s in samples]
+        for g, (f, h, w) in enumerate(self.buckets):
+            n = groups.count(g)
+            if 0 < n < world_size:
+                log(f"warning: bucket {f}x{h}x{w} has {n} clip(s), fewer than the {world_size} processes; "
+                    f"a batch never mixes buckets, so those clips are never trained on")
+        return groups

@@ -1,0 +1,439 @@
+"""Video data through the training data pipeline: list, screen, bucket, cache, batch (a fake video family, CPU)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import types
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+pytest.importorskip("av")
+
+from dit_lora.cli import main as cli_main  # noqa: E402
+from dit_lora.config import TrainConfig  # noqa: E402
+from dit_lora.data import batches as batch_lib  # noqa: E402
+from dit_lora.data.prepare import batch_to_device, cache_namespace_for, prepare_data  # noqa: E402
+from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets  # noqa: E402
+from dit_lora.data.video_prepare import load_video_dataset, materialise_clip  # noqa: E402
+from dit_lora.demo.clips import (  # noqa: E402
+    make_moving_square_dataset,
+    write_corrupt_clip,
+    write_moving_square_clip,
+    write_truncated_clip,
+)
+from dit_lora.errors import UserError  # noqa: E402
+from dit_lora.families import base as family_base  # noqa: E402
+from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
+
+
+class FakeVideoFamily(family_base.ModelFamily):
+    """A video family whose 'VAE' average-pools: 4x in time (first frame alone), 8x in space."""
+
+    name = "fake_video"
+    media = "video"
+
+    def __init__(self) -> None:
+        self.inspected: list = []
+        self.encoded: list[tuple[int, ...]] = []  # pixel shape of every encode_images call
+
+    def video_buckets(self, cfg):
+        if cfg.frame_buckets:
+            return resolution_buckets(cfg.frame_buckets)
+        return [(cfg.max_num_frames or 9, cfg.height or 32, cfg.width or 32)]
+
+    def cache_identity(self, cfg):
+        return {"model": "fake-video", "version": 1}
+
+    def encode_images(self, comps, pixel_values):
+        self.encoded.append(tuple(pixel_values.shape))
+        b, f, c, h, w = pixel_values.shape
+        frames = pixel_values[:, ::4]  # (F - 1) // 4 + 1 latent frames
+        pooled = F.avg_pool2d(frames.reshape(-1, c, h, w), 8).reshape(b, frames.shape[1], c, h // 8, w // 8)
+        return {"latents": pooled, "image_latents": pooled[:, :1] * 0.5}
+
+    def encode_prompts(self, comps, captions, *, with_negative=False):
+        return {"prompt_embeds": torch.tensor([[float(len(c)), float(sum(map(ord, c)) % 97)] for c in captions])}
+
+    def inspect_samples(self, comps, cfg, samples):
+        self.inspected.append(list(samples))
+
+    def _unused(self, *args, **kwargs):
+        raise NotImplementedError
+
+    validate_config = prepare_demo = load_components = release_encoders = compute_loss = _unused
+    generate = save_adapter = load_pipeline_with_adapter = generate_with_pipeline = _unused
+
+
+def _acc():
+    return types.SimpleNamespace(is_main_process=True, process_index=0, num_processes=1, wait_for_everyone=lambda: None)
+
+
+def _cfg(tmp_path: Path, data: Path | None, **overrides) -> TrainConfig:
+    values = dict(family="fake_video", train_data_dir=str(data) if data else None, output_dir=str(tmp_path / "out"),
+                  cache_dir=str(tmp_path / "cache"), max_num_frames=9, height=32, width=32, train_batch_size=2,
+                  seed=0, max_bad_samples_fraction=0.05)
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def _snapshot(files) -> dict[str, tuple[int, bytes]]:
+    return {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in files}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    """Six 9-frame 32 px moving-square clips with metadata.jsonl."""
+    return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "meta", n=6, num_frames=9, size=32, seed=0)
+
+
+@pytest.fixture()
+def bad_clips(tmp_path, clips) -> Path:
+    """The six clips plus a corrupt, a truncated, a too-short (5 frames) and a missing clip."""
+    root = tmp_path / "bad"
+    shutil.copytree(clips, root)
+    write_corrupt_clip(root / "corrupt.mp4")
+    write_truncated_clip(root / "clip_00000.mp4", root / "truncated.mp4")
+    write_moving_square_clip(root / "short.mp4", num_frames=5, size=32)
+    with open(root / "metadata.jsonl", "a") as handle:
+        for name in ("corrupt.mp4", "truncated.mp4", "short.mp4", "missing.mp4"):
+            handle.write(json.dumps({"file_name": name, "text": f"bad {name}"}) + "\n")
+    return root
+
+
+# ---------------------------------------------------------------------------------------------
+# listing, screening, caching
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bad_clips_quarantined_cached_and_reused(tmp_path, bad_clips):
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, bad_clips, max_bad_samples_fraction=0.5)
+    data = prepare_data(cfg, family, None, _acc())
+    reasons = {q["key"]: q["reason"] for q in data.quarantine}
+    assert set(reasons) == {"corrupt.mp4", "truncated.mp4", "short.mp4", "missing.mp4"}
+    assert "not a readable video" in reasons["corrupt.mp4"]
+    assert "truncated" in reasons["truncated.mp4"]
+    assert reasons["short.mp4"] == "too short (5 frame(s), need at least 9 for --max_num_frames 9)"
+    assert reasons["missing.mp4"] == "file not found"
+    assert json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text()) == data.quarantine
+
+    assert data.cached and len(data) == 6 and data.groups is None
+    assert all(isinstance(s, VideoSample) and s.bucket == (9, 32, 32) for s in data.samples)
+    assert [s.key for s in family.inspected[0]] == [s.key for s in data.samples]
+    assert family.encoded == [(1, 9, 3, 32, 32)] * 6  # one clip per encode call
+    item = data.dataset[(2, False)]
+    assert set(item) == {"latents", "image_latents", "prompt_embeds", "sample_index"}
+    assert item["latents"].shape == (3, 3, 4, 4) and item["image_latents"].shape == (1, 3, 4, 4)
+    pixels = decode_clip(data.samples[2].path, 9, 32, 32, start="uniform")
+    expected = family.encode_images(None, pixels[None])
+    assert torch.allclose(item["latents"], expected["latents"][0])
+    assert torch.allclose(item["image_latents"], expected["image_latents"][0])
+
+    # A second run hits every entry: nothing is encoded, no file is rewritten.
+    files = data.dataset.files
+    before = _snapshot(files)
+    again = FakeVideoFamily()
+    second = prepare_data(cfg, again, None, _acc())
+    assert again.encoded == [] and second.dataset.files == files and _snapshot(files) == before
+
+    # The entry name carries the bucket: other frames or sizes are cache misses, in the same namespace.
+    for change in ({"max_num_frames": 5}, {"height": 48}, {"width": 16}):
+        fam = FakeVideoFamily()
+        other = prepare_data(_cfg(tmp_path, bad_clips, max_bad_samples_fraction=0.5, **change), fam, None, _acc())
+        assert len(fam.encoded) == len(other) and not set(other.dataset.files) & set(files)
+        assert {f.parent for f in other.dataset.files} == {files[0].parent}
+    assert _snapshot(files) == before
+
+
+def test_txt_layout_shares_the_cache_and_mismatched_lines_stop(tmp_path, clips):
+    prepare_data(_cfg(tmp_path, clips), FakeVideoFamily(), None, _acc())
+    # The same clip files in the prompts.txt + videos.txt layout (copied: the demo encoder is not always
+    # bit-identical run to run).
+    txt = tmp_path / "txt"
+    shutil.copytree(clips, txt, ignore=shutil.ignore_patterns("metadata.jsonl"))
+    rows = [json.loads(line) for line in (clips / "metadata.jsonl").read_text().splitlines()]
+    (txt / "prompts.txt").write_text("".join(r["text"] + "\n" for r in rows))
+    (txt / "videos.txt").write_text("".join(r["file_name"] + "\n" for r in rows))
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, txt, caption_column="prompts.txt", video_column="videos.txt")
+    data = prepare_data(cfg, family, None, _acc())
+    # Same bytes and captions, another folder: the entries are found by content.
+    assert len(data) == 6 and family.encoded == []
+    assert [s.key for s in data.samples] == [f"clip_{i:05d}.mp4" for i in range(6)]
+
+    (txt / "videos.txt").write_text((txt / "videos.txt").read_text() + "clip_00000.mp4\n")
+    with pytest.raises(UserError) as err:
+        prepare_data(cfg, FakeVideoFamily(), None, _acc())
+    text = str(err.value)
+    assert "6 caption line(s)" in text and "7 video line(s)" in text and "--video_column videos.txt" in text
+
+
+def test_every_clip_too_short_names_the_option(tmp_path, clips):
+    with pytest.raises(UserError) as err:
+        prepare_data(_cfg(tmp_path, clips, max_num_frames=13), FakeVideoFamily(), None, _acc())
+    text = " ".join(str(err.value).split())
+    assert "--max_num_frames 13" in text and "longest has 9" in text and "e.g. 9" in text
+    assert len(json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())) == 6
+
+    with pytest.raises(UserError, match=r"--frame_buckets 13x32x32,17x32x32"):
+        prepare_data(_cfg(tmp_path, clips, frame_buckets="13x32x32,17x32x32"), FakeVideoFamily(), None, _acc())
+
+
+def test_random_flip_caches_every_key_flipped(tmp_path, clips):
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, clips, random_flip=True)
+    data = prepare_data(cfg, family, None, _acc())
+    assert cache_namespace_for(cfg, family) != cache_namespace_for(_cfg(tmp_path, clips), family)
+    assert data.dataset.files[0].parent.name == cache_namespace_for(cfg, family)
+    for index, f in enumerate(data.dataset.files):
+        stored = load_file(str(f))
+        assert set(stored) == {"latents", "image_latents", "latents_flipped", "image_latents_flipped", "prompt_embeds"}
+        plain, flipped = data.dataset[(index, False)], data.dataset[(index, True)]
+        assert set(plain) == set(flipped) == {"latents", "image_latents", "prompt_embeds", "sample_index"}
+        assert torch.equal(plain["latents"], stored["latents"])
+        assert torch.equal(flipped["latents"], stored["latents_flipped"])
+        assert torch.equal(flipped["image_latents"], stored["image_latents_flipped"])
+        assert torch.equal(flipped["prompt_embeds"], plain["prompt_embeds"])
+    # The flipped entry is the encoding of the horizontally mirrored clip (one moving sideways, so it differs).
+    index = next(i for i, s in enumerate(data.samples) if "left" in s.caption)
+    pixels = decode_clip(data.samples[index].path, 9, 32, 32, start="uniform")
+    mirrored = family.encode_images(None, pixels.flip(-1)[None])
+    assert torch.allclose(data.dataset[(index, True)]["latents"], mirrored["latents"][0])
+    assert not torch.allclose(data.dataset[(index, True)]["latents"], data.dataset[(index, False)]["latents"])
+
+
+def test_uncached_clips_give_the_same_batches(tmp_path, clips):
+    family = FakeVideoFamily()
+    cached = prepare_data(_cfg(tmp_path, clips, random_flip=True), family, None, _acc())
+    raw = prepare_data(_cfg(tmp_path, clips, random_flip=True, cache_latents=False), family, None, _acc())
+    assert not raw.cached and isinstance(raw.dataset, batch_lib.RawVideoDataset)
+    items = [(0, False), (3, True)]
+    got = batch_to_device(batch_lib.collate([raw.dataset[i] for i in items]), "cpu", family, None, cached=False)
+    want = batch_to_device(batch_lib.collate([cached.dataset[i] for i in items]), "cpu", family, None, cached=True)
+    assert set(got) == set(want) == {"latents", "image_latents", "prompt_embeds", "sample_index"}
+    for key in ("latents", "image_latents", "prompt_embeds"):
+        assert got[key].shape == want[key].shape
+        assert torch.allclose(got[key], want[key], atol=1e-6), key
+    assert got["sample_index"] == want["sample_index"] == [0, 3]
+
+
+# ---------------------------------------------------------------------------------------------
+# buckets and batch order
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory, clips) -> Path:
+    """Six 9-frame clips and four 5-frame clips, plus one 3-frame clip too short for any bucket."""
+    root = tmp_path_factory.mktemp("mixed") / "mixed"
+    shutil.copytree(clips, root)
+    with open(root / "metadata.jsonl", "a") as handle:
+        for i, frames in enumerate([5, 5, 5, 5, 3]):
+            name = f"short_{i}.mp4"
+            write_moving_square_clip(root / name, num_frames=frames, size=32, color="blue")
+            handle.write(json.dumps({"file_name": name, "text": f"a short clip {i}"}) + "\n")
+    return root
+
+
+def test_buckets_assign_group_and_recache_only_what_changed(tmp_path, mixed):
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, mixed, frame_buckets="9x32x32,5x32x32", max_bad_samples_fraction=0.1)
+    data = prepare_data(cfg, family, None, _acc())
+    assert [q["key"] for q in data.quarantine] == ["short_4.mp4"]
+    assert data.quarantine[0]["reason"] == "too short (3 frame(s), need at least 5 for --frame_buckets 9x32x32,5x32x32)"
+    buckets = {s.key: s.bucket for s in data.samples}
+    assert all(buckets[f"clip_{i:05d}.mp4"] == (9, 32, 32) for i in range(6))
+    assert all(buckets[f"short_{i}.mp4"] == (5, 32, 32) for i in range(4))
+    assert data.groups == [0 if s.bucket[0] == 9 else 1 for s in data.samples]
+    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 6 + [(1, 5, 3, 32, 32)] * 4)
+    assert data.dataset[(data.groups.index(1), False)]["latents"].shape == (2, 3, 4, 4)
+
+    # Changing one bucket re-encodes only its clips.
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, mixed, frame_buckets="9x32x32,5x16x16", max_bad_samples_fraction=0.1)
+    prepare_data(cfg, family, None, _acc())
+    assert family.encoded == [(1, 5, 3, 16, 16)] * 4
+
+    # Each bucket is a batch group: no batch mixes them, all ranks agree on the count and on the group per step.
+    groups = data.groups
+    for world in (1, 2):
+        for batch_size in (1, 2, 3):
+            orders = [batch_lib.EpochBatches(len(groups), batch_size, seed=3, rank=r, world_size=world,
+                                             random_flip=False, groups=groups) for r in range(world)]
+            assert len({len(o) for o in orders}) == 1
+            for epoch in (0, 1):
+                per_rank = [list(o.batches(epoch)) for o in orders]
+                assert all(len(b) == len(orders[0]) for b in per_rank)
+                for step in zip(*per_rank):
+                    kinds = {groups[i] for batch in step for i, _ in batch}
+                    assert len(kinds) == 1 and all(batch for batch in step)
+                    assert all(len(batch) <= batch_size for batch in step)
+                seen = [i for batches in per_rank for batch in batches for i, _ in batch]
+                assert len(seen) == len(set(seen))
+
+
+def _old_order(num_samples, batch_size, *, seed, rank, world_size, random_flip, epoch, start=0):
+    """The batch order before groups existed (kept here verbatim as the reference)."""
+    from dit_lora.data.transforms import flip_decision
+
+    per_rank = num_samples // world_size
+    gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    order = torch.randperm(num_samples, generator=gen)[rank::world_size][:per_rank].tolist()
+    for b in range(start, -(-per_rank // batch_size)):
+        chunk = order[b * batch_size : (b + 1) * batch_size]
+        yield [(i, random_flip and flip_decision(seed, epoch, i)) for i in chunk]
+
+
+def test_ungrouped_order_is_unchanged_and_grouped_order_resumes():
+    # Recorded with the implementation before groups existed: 10 samples, batch 3, 2 ranks, epoch 1, flips on.
+    recorded = {
+        0: [[[(5, False), (1, True), (0, False)], [(9, True), (7, True)]],
+            [[(6, False), (2, True), (8, True)], [(3, False), (4, True)]]],
+        42: [[[(7, True), (2, True), (8, False)], [(4, False), (0, False)]],
+             [[(9, True), (1, False), (6, True)], [(5, False), (3, False)]]],
+    }
+    for seed, want in recorded.items():
+        for groups in (None, [7] * 10):
+            got = [list(batch_lib.EpochBatches(10, 3, seed=seed, rank=r, world_size=2, random_flip=True,
+                                               groups=groups).batches(1)) for r in range(2)]
+            assert got == want
+    for n, bs, world, seed in ((16, 4, 1, 0), (37, 3, 2, 5), (9, 2, 3, 1)):
+        for rank in range(world):
+            for epoch, start in ((0, 0), (2, 1)):
+                order = batch_lib.EpochBatches(n, bs, seed=seed, rank=rank, world_size=world, random_flip=True)
+                assert list(order.batches(epoch, start)) == list(
+                    _old_order(n, bs, seed=seed, rank=rank, world_size=world, random_flip=True, epoch=epoch,
+                               start=start))
+
+    groups = [0, 1, 2] * 7 + [1, 1]
+    order = batch_lib.EpochBatches(len(groups), 2, seed=9, rank=1, world_size=2, random_flip=True, groups=groups)
+    full = list(order.batches(4))
+    assert full == list(order.batches(4))  # a pure function of (seed, epoch)
+    assert full != list(order.batches(5))
+    for start in range(len(full) + 1):
+        assert list(order.batches(4, start)) == full[start:]
+    with pytest.raises(UserError, match="No bucket has enough samples for 4 processes"):
+        batch_lib.EpochBatches(6, 2, seed=0, rank=0, world_size=4, random_flip=False, groups=[0, 0, 0, 1, 1, 1])
+
+
+# ---------------------------------------------------------------------------------------------
+# --dataset_name
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hf_cache(monkeypatch, tmp_path):
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    return str(tmp_path / "hf-datasets")
+
+
+def test_dataset_name_videofolder_paths_and_bytes(tmp_path, clips, hf_cache):
+    import datasets
+
+    # A local videofolder (metadata.jsonl beside the clips) read through --dataset_name.
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, None, dataset_name=str(clips))
+    data = prepare_data(cfg, family, None, _acc())
+    assert [s.key for s in data.samples] == [f"{clips}[{i}]" for i in range(6)]
+    reference = prepare_data(_cfg(tmp_path, clips, output_dir=str(tmp_path / "o2")), FakeVideoFamily(), None, _acc())
+    assert [s.content_id() for s in data.samples] == [s.content_id() for s in reference.samples]
+    assert data.dataset.files == reference.dataset.files  # the same clips hit the same cache entries
+
+    # A string column of paths, relative to the dataset folder.
+    paths = tmp_path / "paths"
+    paths.mkdir()
+    rows = [{"file": f"../{clips.name}/clip_{i:05d}.mp4", "caption": s.caption}
+            for i, s in enumerate(reference.samples[:3])]
+    shutil.copytree(clips, tmp_path / clips.name)
+    (paths / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    listed = load_video_dataset(str(paths), video_column="file", caption_column="caption",
+                                clip_folder=tmp_path / "clips", cache_dir=hf_cache)
+    assert [Path(s.path) for s in listed] == [tmp_path / clips.name / f"clip_{i:05d}.mp4" for i in range(3)]
+
+    # Clips stored as bytes (parquet with a Video column) are written once, content-addressed, under the cache.
+    blobs = [Path(s.path).read_bytes() for s in reference.samples[:2]]
+    table = datasets.Dataset.from_dict(
+        {"clip": [{"bytes": b, "path": f"c{i}.mp4"} for i, b in enumerate(blobs)],
+         "caption": [s.caption for s in reference.samples[:2]]},
+        features=datasets.Features({"clip": datasets.Video(decode=False), "caption": datasets.Value("string")}),
+    )
+    embedded = tmp_path / "embedded"
+    (embedded / "data").mkdir(parents=True)
+    table.to_parquet(str(embedded / "data" / "train-00000-of-00001.parquet"))
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, None, dataset_name=str(embedded), video_column="clip", caption_column="caption",
+               output_dir=str(tmp_path / "o3"))
+    data = prepare_data(cfg, family, None, _acc())
+    assert family.encoded == [] and data.dataset.files == reference.dataset.files[:2]
+    for sample, blob in zip(data.samples, blobs):
+        path = Path(sample.path)
+        assert path.parent == tmp_path / "cache" / "videos" and path.suffix == ".mp4" and path.read_bytes() == blob
+    assert materialise_clip(blobs[0], tmp_path / "cache" / "videos") == Path(data.samples[0].path)
+
+    with pytest.raises(UserError) as err:
+        prepare_data(_cfg(tmp_path, None, dataset_name=str(embedded), caption_column="caption"), family, None, _acc())
+    text = str(err.value)
+    assert "no video column 'video'" in text and "'clip'" in text and "--video_column clip" in text
+    with pytest.raises(UserError, match=r"no caption column 'text'.*--caption_column"):
+        prepare_data(_cfg(tmp_path, None, dataset_name=str(embedded), video_column="clip"), family, None, _acc())
+
+
+# ---------------------------------------------------------------------------------------------
+# dit-lora check-data
+# ---------------------------------------------------------------------------------------------
+
+
+def test_check_data_decodes_clips_for_the_buckets(tmp_path, bad_clips, monkeypatch, capsys):
+    from dit_lora import families
+
+    monkeypatch.setitem(families._REGISTRY, "fake_video", FakeVideoFamily)
+    cfg = _cfg(tmp_path, bad_clips, max_bad_samples_fraction=0.5)
+    data = prepare_data(cfg, FakeVideoFamily(), None, _acc())
+    data.dataset.files[1].write_bytes(b"torn")
+
+    argv = ["check-data", "--family", "fake_video", "--train_data_dir", str(bad_clips), "--max_num_frames", "9",
+            "--height", "48", "--width", "32", "--cache_dir", str(tmp_path / "cache")]
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(argv)
+    out = capsys.readouterr().out
+    assert exit_.value.code == 1, out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith(("BLOCK", "WARN"))}
+    assert "not a readable video" in rows["corrupt.mp4"] and "truncated" in rows["truncated.mp4"]
+    assert "too short (5 frame(s), need at least 9 for --max_num_frames 9)" in rows["short.mp4"]
+    assert "file not found" in rows["missing.mp4"]
+    assert rows["clip_00000.mp4"].startswith("WARN") and "smaller than its 9x48x32 bucket" in rows["clip_00000.mp4"]
+    assert "10 sample(s): 0 ok, 6 warning(s), 4 blocking" in out
+    assert "nothing cached yet" in out  # 48 px high is another bucket: no entry of the run above matches
+
+    argv[argv.index("48")] = "32"
+    with pytest.raises(SystemExit):
+        cli_main(argv + ["--frame_sampling", "uniform"])
+    out = capsys.readouterr().out
+    torn = [line for line in out.splitlines() if line.startswith("BLOCK") and "clip_00001.mp4" in line]
+    assert torn and "cache" in torn[0] and "unreadable" in torn[0]
+    assert "10 sample(s): 6 ok, 0 warning(s), 4 blocking; 6 cache entries, 1 bad" in out
+
+
+def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monkeypatch, capsys):
+    from dit_lora import families
+
+    monkeypatch.setitem(families._REGISTRY, "fake_video", FakeVideoFamily)
+    cfg = _cfg(tmp_path, mixed, frame_buckets="9x32x32,5x32x32", max_bad_samples_fraction=0.1)
+    prepare_data(cfg, FakeVideoFamily(), None, _acc())
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["check-data", "--family", "fake_video", "--train_data_dir", str(mixed), "--frame_buckets",
+                  "9x32x32,5x32x32", "--cache_dir", str(tmp_path / "cache"), "--all"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 1, out  # the 3-frame clip blocks
+    blocked = [line for line in out.splitlines() if line.startswith("BLOCK")]
+    assert len(blocked) == 1 and "short_4.mp4" in blocked[0] and "--frame_buckets 9x32x32,5x32x32" in blocked[0]
+    assert "shapes differ" not in out
+    assert "11 sample(s): 10 ok, 0 warning(s), 1 blocking; 10 cache entries, 0 bad" in out
