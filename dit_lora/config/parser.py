@@ -212,6 +212,13 @@ def validate_static(cfg: TrainConfig) -> None:
             f"--noised_image_dropout is {cfg.noised_image_dropout}; it must be in [0, 1) (e.g. 0.05 zeroes the "
             "conditioning image of 5% of the samples)."
         )
+    if cfg.frame_buckets:
+        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
+        if clash:
+            raise UserError(
+                f"--frame_buckets {cfg.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
+                f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
+            )
     if cfg.lora_dropout >= 1:
         raise UserError(f"--lora_dropout is {cfg.lora_dropout}; it must be below 1 (e.g. 0.0 or 0.1).")
     if cfg.loraplus_lr_ratio is not None and cfg.loraplus_lr_ratio < 1:

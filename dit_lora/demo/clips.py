@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import os
 import random
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+
+from dit_lora.output.video import pick_video_codec, write_video
 
 __all__ = [
     "CLIP_COLORS",
@@ -37,21 +38,6 @@ CLIP_COLORS: dict[str, tuple[int, int, int]] = {
 }
 DIRECTIONS = ("left to right", "right to left", "top to bottom", "bottom to top")
 _BACKGROUND = (20, 20, 20)
-
-
-def pick_video_codec() -> str:
-    """``libx264`` if this PyAV/FFmpeg build can encode it, else ``mpeg4``."""
-    import av
-
-    available = av.codecs_available
-    for name in ("libx264", "mpeg4"):
-        if name in available:
-            try:
-                av.codec.Codec(name, "w")
-                return name
-            except Exception:  # noqa: BLE001 - listed but no encoder
-                continue
-    raise RuntimeError("this PyAV build has neither a libx264 nor an mpeg4 encoder")
 
 
 def _frames(color: tuple[int, int, int], direction: str, num_frames: int, size: int) -> list[np.ndarray]:
@@ -82,34 +68,15 @@ def write_moving_square_clip(
     fps: int = 8,
 ) -> Path:
     """Encode one ``size`` x ``size`` clip of ``num_frames`` frames at ``fps`` to ``path`` (MP4)."""
-    import av
-
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if size % 2:
         raise ValueError("size must be even (yuv420p)")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    codec = pick_video_codec()
-    # faststart puts the index (moov) first, as web-ready files have it, so cutting the file short
-    # leaves a container that opens but breaks off mid-stream (a realistic truncated download).
-    with av.open(str(path), mode="w", format="mp4", options={"movflags": "+faststart"}) as container:
-        stream = container.add_stream(codec, rate=Fraction(fps))
-        stream.width = size
-        stream.height = size
-        stream.pix_fmt = "yuv420p"
-        stream.codec_context.thread_count = 1  # bit-identical output run to run
-        if codec == "libx264":
-            stream.options = {"crf": "12", "preset": "veryfast", "bframes": "0"}
-        else:
-            stream.codec_context.bit_rate = 2_000_000
-        for array in _frames(CLIP_COLORS[color], direction, num_frames, size):
-            frame = av.VideoFrame.from_ndarray(array, format="rgb24")
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
+    # crf 12 keeps the square's edges crisp; faststart puts the index (moov) first, as web-ready files
+    # have it, so cutting the file short leaves a container that opens but breaks off mid-stream (a
+    # realistic truncated download).
+    return write_video(_frames(CLIP_COLORS[color], direction, num_frames, size), path, fps=fps, crf=12,
+                       faststart=True)
 
 
 def make_moving_square_dataset(

@@ -71,7 +71,7 @@ __all__ = [
     "get_tiny_cogvideox_config",
 ]
 
-TINY_COGVIDEOX_VERSION = 1  # bump when configs, init or tokenizer change
+TINY_COGVIDEOX_VERSION = 2  # bump when configs, init or tokenizer change
 _MARKER = "dit_lora_tiny.json"
 
 COGVIDEOX_VERSIONS = ("1.0-2b", "1.0-5b", "1.5")
@@ -126,8 +126,10 @@ _VAE_BASE: dict[str, Any] = {
     "layers_per_block": 1,
     "norm_num_groups": 4,
     "temporal_compression_ratio": 4,  # first log2(4) = 2 down blocks compress time
-    "sample_height": TINY_COGVIDEOX_GEOMETRY["height"],
-    "sample_width": TINY_COGVIDEOX_GEOMETRY["width"],
+    # Tiles are sample_size / 2: at twice the demo size, demo frames fit one tile, so VAE tiling (on by
+    # default) leaves them untiled, as the real VAEs' 240x360 tiles cover small clips.
+    "sample_height": 2 * TINY_COGVIDEOX_GEOMETRY["height"],
+    "sample_width": 2 * TINY_COGVIDEOX_GEOMETRY["width"],
 }
 
 # The published VAEs' scaling factors (the tiny VAE's is measured, see _vae_scaling_factor).

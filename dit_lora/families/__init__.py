@@ -49,7 +49,21 @@ def _dit() -> ModelFamily:
     return DiTFamily()
 
 
+def _cogvideox() -> ModelFamily:
+    from .cogvideox import CogVideoXFamily
+
+    return CogVideoXFamily()
+
+
+def _cogvideox_i2v() -> ModelFamily:
+    from .cogvideox_i2v import CogVideoXI2VFamily
+
+    return CogVideoXI2VFamily()
+
+
 register_family("sana", _sana)
 register_family("dit", _dit)
+register_family("cogvideox", _cogvideox)
+register_family("cogvideox_i2v", _cogvideox_i2v)
 
 __all__ = ["Components", "ModelFamily", "available", "family_for_pipeline", "get_family", "register_family"]

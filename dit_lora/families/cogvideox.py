@@ -1,0 +1,618 @@
+"""CogVideoX text-to-video (``cogvideox``, ``CogVideoXPipeline``) and image-to-video (``cogvideox_i2v``,
+``CogVideoXImageToVideoPipeline``): one implementation, two registered families.
+
+Versions. Read from the checkpoint's small configs (never guessed from its name): CogVideoX 1.0 2B
+(fixed sin-cos positions, scheduler ``snr_shift_scale`` 3.0), 1.0 5B (RoPE; the 5B I2V adds a learned
+position table that only runs at its trained size) and 1.5 (RoPE, ``patch_size_t`` 2, I2V with an
+``ofs`` embedding). T2V vs I2V: the transformer takes ``2 x`` the VAE's latent channels for I2V
+(noisy video latents and the first-frame image latents, concatenated on the channel axis).
+
+Clips and latents. Pixel clips ``(B, F, 3, H, W)`` with ``F = 4k + 1`` go through the VAE as
+``(B, 3, F, H, W)``; the cache holds the posterior mean (``latent_dist.mode()``, so the cache is
+deterministic; the reference trainers sample) times ``scaling_factor``, as ``(B, F', C, h, w)`` with
+``F' = (F - 1) / 4 + 1``. I2V also caches the first frame encoded alone (``(B, 1, C, h, w)``), scaled
+like ``CogVideoXImageToVideoPipeline.prepare_latents`` does: times ``scaling_factor``, or divided by
+it when the VAE has ``invert_scale_latents`` (CogVideoX 1.5).
+
+Loss (the reference trainers'; math in :mod:`.cogvideox_loss`): ``t`` uniform over 0..999 (or
+``--timestep_sampling logit_normal``), ``x_t = scheduler.add_noise(x0, eps, t)`` with the checkpoint's
+``CogVideoXDDIMScheduler`` config, the transformer predicts ``v``, ``x0_hat = get_velocity(v, x_t, t)``,
+loss ``= mean_b w_t mean((x0_hat - x0)^2)`` with ``w_t = 1 / (1 - alpha_bar_t)`` (``--loss_weight_cap``
+clamps it). RoPE is computed by the pipeline's own ``_prepare_rotary_positional_embeddings`` for the
+latent geometry (cached per size), so training and inference positions are identical.
+
+CogVideoX 1.5 padding. ``patch_size_t`` 2 needs an even latent frame count; the pipelines generate
+``patch_size_t - F' % patch_size_t`` extra latent frames and drop them from the front after denoising.
+Training prepends that many copies of the first latent frame (as THUDM's trainer does) and the loss
+covers every frame. I2V: the image latent sits at frame 0 of the padded sequence and the other frames
+are zeros, which is exactly what ``prepare_latents`` builds for the padded frame count.
+
+I2V conditioning. Per sample and step, ``--first_frame_noise`` adds ``sigma * eps`` with
+``sigma = exp(N(-3, 0.5))`` to the cached image latents and ``--noised_image_dropout`` zeroes them with
+that probability. (The reference trainers add this noise to the image *pixels* before encoding; a
+latent cache cannot, so it is added to the latents.) 1.5 I2V passes ``ofs = 2.0`` like the pipeline.
+
+Precision. Transformer, VAE and T5 load in the run's dtype (bf16 by default), as the reference
+trainers run them; LoRA trains in fp32. Timesteps are drawn on the CPU (from a generator derived from
+the run's generator state, without a device sync) and the noise with the run's generator.
+
+Saving. ``CogVideoXPipeline.save_lora_weights`` (``CogVideoXLoraLoaderMixin``, shared by the I2V
+pipeline) with the LoRA config as metadata, so ``load_lora_weights`` restores rank and alpha.
+Validation videos are MP4 files (:mod:`dit_lora.output.video`) at 8 fps (1.0) or 16 fps (1.5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+from .base import Components, ModelFamily
+from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
+from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
+
+T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
+I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
+EXAMPLE_IDS = {"t2v": "THUDM/CogVideoX-5b", "i2v": "THUDM/CogVideoX-5b-I2V"}
+FAMILY_FOR = {"t2v": "cogvideox", "i2v": "cogvideox_i2v"}
+KIND = {"t2v": "text-to-video", "i2v": "image-to-video"}
+#: frame rates the CogVideoX releases generate at (1.0: 49 frames at 8 fps; 1.5: 81 at 16 fps)
+FPS_1_0, FPS_1_5 = 8, 16
+#: the ofs value CogVideoXImageToVideoPipeline passes to 1.5 I2V
+OFS_VALUE = 2.0
+
+
+def _dtype(cfg: TrainConfig) -> torch.dtype:
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
+
+
+def _read_model_index(cfg: TrainConfig) -> dict | None:
+    path = cfg.pretrained_model_name_or_path
+    if is_local(path):
+        file = Path(path) / "model_index.json"
+        return json.loads(file.read_text()) if file.is_file() else None
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return json.loads(Path(hf_hub_download(path, "model_index.json", revision=cfg.revision)).read_text())
+    except Exception:  # offline or gated: the full load reports it
+        return None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the small config files say about a CogVideoX checkpoint (diffusers' defaults when unreadable)."""
+
+    pipeline_class: str | None = None
+    variant: str | None = None  # "t2v", "i2v" or None (configs unreadable)
+    evidence: str = ""
+    vae_spatial: int = 8  # 2 ** (len(vae block_out_channels) - 1)
+    temporal: int = 4  # VAE temporal_compression_ratio
+    patch_size: int = 2
+    patch_size_t: int | None = None
+    sample_frames: int = 49  # pixel frames
+    sample_height: int = 60  # latent pixels
+    sample_width: int = 90
+    max_text_seq_length: int = 226
+    rope: bool = False
+    learned_positions: bool = False
+    ofs: bool = False
+
+    @property
+    def spatial_multiple(self) -> int:
+        return self.vae_spatial * self.patch_size
+
+    @property
+    def fps(self) -> int:
+        return FPS_1_5 if self.patch_size_t else FPS_1_0
+
+    def describe(self) -> str:
+        if self.patch_size_t:
+            text = (f"CogVideoX 1.5 (RoPE, patch_size_t {self.patch_size_t}: latent frames padded to a multiple "
+                    f"of {self.patch_size_t} by repeating the first"
+                    + ("; ofs embedding" if self.ofs else "") + ")")
+        elif self.rope:
+            text = "CogVideoX 1.0, 5B-style (RoPE" + ("; learned position table" if self.learned_positions else "") + ")"
+        else:
+            text = "CogVideoX 1.0, 2B-style (3D sin-cos positions)"
+        return text
+
+
+def model_info(cfg: TrainConfig) -> ModelInfo:
+    """Read ``model_index.json``, the transformer and VAE configs (small files only)."""
+    index = _read_model_index(cfg) or {}
+    tr = read_component_config(cfg, "transformer") or {}
+    vae = read_component_config(cfg, "vae") or {}
+    pipeline_class = index.get("_class_name")
+    variant, evidence = None, ""
+    if tr and vae:
+        in_ch, latent = int(tr.get("in_channels", 16)), int(vae.get("latent_channels", 16))
+        variant = {latent: "t2v", 2 * latent: "i2v"}.get(in_ch)
+        evidence = (f"transformer/config.json in_channels {in_ch} = "
+                    + ("the VAE's" if variant == "t2v" else "2 x the VAE's") + f" {latent} latent channels")
+    if pipeline_class in T2V_PIPELINES + (I2V_PIPELINE,):
+        named = "i2v" if pipeline_class == I2V_PIPELINE else "t2v"
+        variant = variant or named
+        evidence = f"model_index.json names {pipeline_class}" + (f"; {evidence}" if evidence else "")
+    sample = {}
+    for key in ("sample_frames", "sample_height", "sample_width", "patch_size", "max_text_seq_length"):
+        if tr.get(key) is not None:
+            sample[key] = int(tr[key])
+    return ModelInfo(
+        pipeline_class=pipeline_class, variant=variant, evidence=evidence,
+        vae_spatial=2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1),
+        temporal=int(vae.get("temporal_compression_ratio", tr.get("temporal_compression_ratio", 4))),
+        patch_size_t=tr.get("patch_size_t"), rope=bool(tr.get("use_rotary_positional_embeddings", False)),
+        learned_positions=bool(tr.get("use_learned_positional_embeddings", False)),
+        ofs=bool(tr.get("ofs_embed_dim")), **sample,
+    )
+
+
+def timestep_generator(generator: torch.Generator | None) -> torch.Generator | None:
+    """The CPU generator timesteps are drawn with: ``generator`` itself on the CPU, else one seeded from
+    a hash of its state (host-side for CUDA generators: no device sync; advances whenever it draws)."""
+    if generator is None or generator.device.type == "cpu":
+        return generator
+    digest = hashlib.blake2b(generator.get_state().numpy().tobytes(), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
+
+
+def pad_latent_frames(latents: torch.Tensor, patch_size_t: int | None) -> torch.Tensor:
+    """``(B, F, C, h, w)`` -> prepend copies of frame 0 until ``patch_size_t`` divides F (the pipeline's count)."""
+    if not patch_size_t or latents.shape[1] % patch_size_t == 0:
+        return latents
+    extra = patch_size_t - latents.shape[1] % patch_size_t
+    return torch.cat([latents[:, :1].expand(-1, extra, -1, -1, -1), latents], dim=1)
+
+
+def check_latent_size(vae, pixel_size, latent_size) -> None:
+    """Refuse latents whose size is not pixels / the VAE's factor: diffusers' tiled encode miscounts when its
+    tile overlap is no multiple of that factor (tiny VAEs, whose 32 px tiles overlap by 26 px)."""
+    factor = 2 ** (len(vae.config.block_out_channels) - 1)
+    expected = tuple(int(v) // factor for v in pixel_size)
+    if tuple(latent_size) != expected:
+        raise UserError(
+            f"The VAE encoded {pixel_size[0]}x{pixel_size[1]} px frames to {latent_size[0]}x{latent_size[1]} latents "
+            f"instead of {expected[0]}x{expected[1]}: its tiled encoding (tiles of {vae.tile_sample_min_height}x"
+            f"{vae.tile_sample_min_width} px) does not fit this size. Set --enable_tiling false."
+        )
+
+
+def _check_size(flag: str, value: int, multiple: int, info: ModelInfo) -> None:
+    if value % multiple:
+        lower, upper = value // multiple * multiple, (value // multiple + 1) * multiple
+        raise UserError(
+            f"{flag} {value} is not a multiple of {multiple} (the VAE's {info.vae_spatial}x downsampling times "
+            f"patch size {info.patch_size}). Use {' or '.join(str(v) for v in (lower, upper) if v > 0)}."
+        )
+
+
+class CogVideoXFamily(ModelFamily):
+    """CogVideoX 1.0 (2B, 5B) and 1.5 text-to-video."""
+
+    name = "cogvideox"
+    variant = "t2v"
+    recipe = "cogvideox_lora.py"
+    media = "video"
+    gradient_checkpointing_default = True
+    default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
+    card_tags = ("text-to-video", "diffusers", "cogvideox", "diffusers-training")
+    pipeline_class_name = "CogVideoXPipeline"
+
+    def __init__(self) -> None:
+        self.fps = FPS_1_0  # set from the checkpoint in validate_config
+        self.validation_image = None  # I2V: the PIL conditioning image of validation videos
+        self._infos: dict[tuple, ModelInfo] = {}
+
+    def model_info(self, cfg: TrainConfig) -> ModelInfo:
+        """:func:`model_info`, read once per model path and revision (Hub reads cost a request each)."""
+        key = (cfg.pretrained_model_name_or_path, cfg.revision)
+        if key not in self._infos:
+            self._infos[key] = model_info(cfg)
+        return self._infos[key]
+
+    def _pipeline_class(self):
+        import diffusers
+
+        return getattr(diffusers, self.pipeline_class_name)
+
+    # ---- checks before loading ------------------------------------------------------------
+    def validate_config(self, cfg: TrainConfig) -> None:
+        path = cfg.pretrained_model_name_or_path
+        check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.variant],
+                              "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+        info = self.model_info(cfg)
+        known = T2V_PIPELINES + (I2V_PIPELINE,)
+        if info.pipeline_class and info.pipeline_class not in known:
+            hint = ("it is a CogVideoX variant this recipe does not train" if "CogVideoX" in info.pipeline_class
+                    else "use the --family of that model")
+            raise UserError(
+                f"`{path}` is not a CogVideoX text-to-video or image-to-video pipeline: its model_index.json names "
+                f"{info.pipeline_class} ({hint}). recipes/cogvideox_lora.py trains {', '.join(known)} checkpoints, "
+                f"e.g. {EXAMPLE_IDS['t2v']} or {EXAMPLE_IDS['i2v']}."
+            )
+        tr_cfg = read_component_config(cfg, "transformer")
+        transformer_class = (tr_cfg or {}).get("_class_name", "CogVideoXTransformer3DModel")
+        if transformer_class != "CogVideoXTransformer3DModel":
+            raise UserError(f"`{path}`: transformer/config.json is a {transformer_class}, not a "
+                            "CogVideoXTransformer3DModel. Point --pretrained_model_name_or_path at a CogVideoX pipeline.")
+        if tr_cfg is not None and info.variant is None:
+            raise UserError(
+                f"`{path}`: transformer/config.json in_channels {tr_cfg.get('in_channels')} is neither the VAE's latent "
+                "channels (text-to-video) nor twice them (image-to-video); recipes/cogvideox_lora.py trains neither "
+                "kind of model here (e.g. CogVideoX-Fun control/inpaint models are not supported)."
+            )
+        if info.variant and info.variant != self.variant:
+            raise UserError(
+                f"`{path}` is {'an' if info.variant == 'i2v' else 'a'} {KIND[info.variant]} CogVideoX checkpoint "
+                f"({info.evidence}), but --family {self.name} "
+                f"trains {KIND[self.variant]}. Use --family {FAMILY_FOR[info.variant]} (recipes/cogvideox_lora.py "
+                "trains both)."
+            )
+        self.fps = info.fps
+        buckets = self.video_buckets(cfg)
+        if cfg.max_sequence_length is not None and cfg.max_sequence_length != info.max_text_seq_length:
+            raise UserError(
+                f"--max_sequence_length {cfg.max_sequence_length} differs from this CogVideoX transformer's "
+                f"max_text_seq_length {info.max_text_seq_length} (transformer/config.json of `{path}`): the pipelines "
+                "pad every prompt to exactly that many T5 tokens, and the model was trained on that length. Remove "
+                f"--max_sequence_length or set it to {info.max_text_seq_length}."
+            )
+        if info.learned_positions:
+            size = (info.sample_height * info.vae_spatial, info.sample_width * info.vae_spatial)
+            bad = [b for b in buckets if (b[1], b[2]) != size]
+            if bad:
+                flag = "--frame_buckets" if cfg.frame_buckets else "--height/--width"
+                fix = (f"Use buckets of {size[0]}x{size[1]} (e.g. {info.sample_frames}x{size[0]}x{size[1]})"
+                       if cfg.frame_buckets else f"Use --height {size[0]} --width {size[1]}")
+                raise UserError(
+                    f"`{path}` has a learned position embedding (use_learned_positional_embeddings, like "
+                    f"THUDM/CogVideoX-5b-I2V): diffusers runs it only at its trained size {size[0]}x{size[1]} px "
+                    f"(height x width), but {flag} asks for {bad[0][1]}x{bad[0][2]}. {fix}."
+                )
+        self._check_validation_image(cfg)
+
+    def _check_validation_image(self, cfg: TrainConfig) -> None:
+        """T2V has no conditioning image."""
+
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+        from ..data.frames import check_num_frames, resolution_buckets
+
+        info = self.model_info(cfg)
+        rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
+        if cfg.frame_buckets:
+            return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.spatial_multiple, **rule)
+        frames = cfg.max_num_frames or info.sample_frames
+        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's sample_frames", **rule)
+        height = cfg.height or info.sample_height * info.vae_spatial
+        width = cfg.width or info.sample_width * info.vae_spatial
+        _check_size("--height" if cfg.height else "the model's sample height", height, info.spatial_multiple, info)
+        _check_size("--width" if cfg.width else "the model's sample width", width, info.spatial_multiple, info)
+        return [(frames, height, width)]
+
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
+        """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
+        from .sana import stored_dtype
+
+        notes = []
+        name = cfg.pretrained_model_name_or_path
+        dtype = stored_dtype(cfg)
+        if dtype == "F16" or (dtype is None and name.lower().endswith("cogvideox-2b")):
+            notes.append(
+                f"`{name}` stores fp16 weights (CogVideoX-2b was trained in fp16). They load in the run's dtype "
+                f"({cfg.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
+                "nothing overflows, at a small precision cost."
+            )
+        info = self.model_info(cfg)
+        if info.learned_positions:
+            frames = sorted({b[0] for b in self.video_buckets(cfg) if b[0] != info.sample_frames})
+            if frames:
+                notes.append(
+                    f"`{name}` has a learned position table for {info.sample_frames} frames; at "
+                    f"{', '.join(map(str, frames))} frames diffusers replaces it by fixed sin-cos positions "
+                    "(CogVideoXPatchEmbed.forward), in training and at inference, so the learned table goes unused. "
+                    f"Train at {info.sample_frames} frames (--max_num_frames) to keep it."
+                )
+        return notes
+
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        from ..demo import build_directory_atomically
+        from ..demo.clips import make_moving_square_dataset
+        from ..demo.tiny_cogvideox import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
+
+        try:
+            build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, variant=self.variant,
+                                          version=cfg.demo_cogvideox_version, seed=0)
+        except ValueError as err:  # e.g. there is no 2B image-to-video model
+            raise UserError(f"--demo_cogvideox_version {cfg.demo_cogvideox_version}: {err}.")
+        except FileExistsError as err:
+            raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
+        self._infos.clear()  # the model may have just been (re)built
+        self.fps = self.model_info(cfg).fps
+        if cfg.train_data_dir:
+            frames = max(b[0] for b in self.video_buckets(cfg))
+            size = TINY_COGVIDEOX_GEOMETRY["height"]
+            marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
+                      "fps": self.fps, "seed": 0}
+            try:
+                build_directory_atomically(
+                    cfg.train_data_dir, "dit_lora_clips.json", marker,
+                    lambda tmp: make_moving_square_dataset(tmp, n=cfg.demo_num_images, num_frames=frames, size=size,
+                                                           fps=self.fps, seed=0),
+                )
+            except FileExistsError as err:
+                raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
+
+    # ---- loading ---------------------------------------------------------------------------
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """Transformer, VAE and T5 in the run's weight dtype (bf16 by default), as the reference trainers."""
+        weight = _dtype(cfg)
+        return {"denoiser": weight, "vae": weight, "text_encoder": weight}
+
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
+        from transformers import AutoTokenizer, T5EncoderModel
+
+        path, dtype = cfg.pretrained_model_name_or_path, _dtype(cfg)
+        common = {"revision": cfg.revision}
+        try:
+            transformer = CogVideoXTransformer3DModel.from_pretrained(
+                path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant, **common
+            )
+            vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", torch_dtype=dtype, **common)
+            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
+            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", **common))
+        except (OSError, ValueError, EnvironmentError) as err:
+            raise UserError(
+                f"Could not load the CogVideoX pipeline from `{path}` ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}). Check --pretrained_model_name_or_path/--revision/"
+                "--variant, that the repo is a diffusers-format CogVideoX pipeline, and that it is downloaded (this "
+                "machine may be offline) or you are logged in."
+            )
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        if cfg.enable_slicing:
+            vae.enable_slicing()
+        if cfg.enable_tiling:
+            vae.enable_tiling()
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        tc = transformer.config
+        self.fps = FPS_1_5 if tc.patch_size_t else FPS_1_0
+        return Components(
+            denoiser=transformer,
+            # Training needs only alphas_cumprod: the checkpoint's betas and snr_shift_scale (2B 3.0, 5B/1.5 1.0).
+            scheduler=CogVideoXDDIMScheduler.from_config(scheduler_cfg),
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            extras={
+                "scheduler_config": scheduler_cfg,
+                "max_sequence_length": int(tc.max_text_seq_length),
+                "vae_scale_factor_spatial": 2 ** (len(vae.config.block_out_channels) - 1),
+                "rotary_cache": {},  # (h, w, latent frames, device) -> the pipeline's RoPE tensors
+            },
+        )
+
+    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+        path = cfg.pretrained_model_name_or_path
+        return {
+            "family": self.name,
+            "cogvideox_variant": self.variant,
+            "model": os.path.abspath(path) if is_local(path) else path,
+            "model_stamp": model_stamp(cfg, ("vae", "text_encoder")),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "dtype": cfg.mixed_precision,  # VAE and T5 run in it
+            "max_sequence_length": self.model_info(cfg).max_text_seq_length,
+            "vae_tiling": cfg.enable_tiling,  # tiles blend at the seams: slightly different latents
+            "vae_slicing": cfg.enable_slicing,
+            "latents": "posterior_mean_fp32" + ("+first_frame" if self.variant == "i2v" else ""),
+        }
+
+    # ---- encoding ------------------------------------------------------------------------
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, F', C, h, w)}`` (fp32, posterior mean x scaling)."""
+        vae = comps.encoders["vae"]
+        video = pixel_values.to(vae.device, vae.dtype).permute(0, 2, 1, 3, 4)  # (B, 3, F, H, W)
+        with torch.no_grad():
+            latents = vae.encode(video).latent_dist.mode() * vae.config.scaling_factor
+        check_latent_size(vae, video.shape[-2:], latents.shape[-2:])
+        return {"latents": latents.permute(0, 2, 1, 3, 4).float()}
+
+    def _prompt_encoder(self, comps: Components):
+        # The pipeline's own encode_prompt (padding to max_length, truncation) keeps training prompts
+        # identical to what the pipeline feeds the transformer at inference.
+        return self._pipeline_class()(
+            tokenizer=comps.encoders["tokenizer"], text_encoder=comps.encoders["text_encoder"],
+            vae=None, transformer=None, scheduler=None,
+        )
+
+    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
+        pipe = self._prompt_encoder(comps)
+        length = comps.extras.get("max_sequence_length", comps.denoiser.config.max_text_seq_length)
+        with torch.no_grad():
+            embeds, negative = pipe.encode_prompt(
+                list(captions), negative_prompt="", do_classifier_free_guidance=with_negative,
+                max_sequence_length=length,
+                device=comps.encoders["text_encoder"].device,
+            )
+        out = {"prompt_embeds": embeds}
+        if with_negative:
+            out["negative_prompt_embeds"] = negative
+        return out
+
+    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
+        comps.encoders.pop("text_encoder", None)
+        comps.encoders.pop("tokenizer", None)
+        vae = comps.encoders.pop("vae", None)
+        if keep_for_validation and vae is not None:
+            comps.encoders["vae"] = vae.to("cpu")  # decodes validation videos; off the accelerator meanwhile
+
+    # ---- loss ------------------------------------------------------------------------------
+    def rotary_embeddings(self, comps: Components, height: int, width: int, frames: int, device: torch.device):
+        """The pipeline's ``_prepare_rotary_positional_embeddings`` for ``frames`` latent frames of ``height`` x
+        ``width`` latent pixels (cached); ``None`` for transformers without RoPE (2B)."""
+        if not comps.denoiser.config.use_rotary_positional_embeddings:
+            return None
+        cache = comps.extras.setdefault("rotary_cache", {})
+        key = (height, width, frames, str(device))
+        if key not in cache:
+            pipe = self._pipeline_class()(tokenizer=None, text_encoder=None, vae=None, transformer=comps.denoiser,
+                                          scheduler=None)
+            scale = comps.extras.get("vae_scale_factor_spatial", 8)
+            pipe.vae_scale_factor_spatial = scale  # the constructor assumes 8 without a VAE
+            cache[key] = pipe._prepare_rotary_positional_embeddings(height * scale, width * scale, frames, device)
+        return cache[key]
+
+    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator,
+                    cfg: TrainConfig) -> torch.Tensor:
+        """What the transformer gets besides the noisy latents (T2V: nothing)."""
+        return noisy
+
+    def compute_loss(self, comps, denoiser, batch, generator, cfg):
+        scheduler, arch = comps.scheduler, comps.denoiser.config
+        latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
+        device = latents.device
+        bsz, frames, _, height, width = latents.shape
+        timesteps = sample_timesteps(  # drawn on the CPU; an asynchronous copy (no device sync)
+            bsz, scheduler.config.num_train_timesteps, sampling=cfg.timestep_sampling,
+            generator=timestep_generator(generator), logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
+        ).to(device, non_blocking=True)
+        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+        noisy = scheduler.add_noise(latents, noise, timesteps)
+        pred = denoiser(
+            hidden_states=self.model_input(noisy, batch, generator, cfg),
+            encoder_hidden_states=batch["prompt_embeds"],
+            timestep=timesteps,
+            ofs=noisy.new_full((1,), OFS_VALUE) if arch.ofs_embed_dim else None,  # as the I2V pipeline: shape (1,)
+            image_rotary_emb=self.rotary_embeddings(comps, height, width, frames, device),
+            return_dict=False,
+        )[0]
+        return cogvideox_v_loss(pred, noisy, latents, timesteps, scheduler, weight_cap=cfg.loss_weight_cap)[0]
+
+    # ---- sampling --------------------------------------------------------------------------
+    def _inference_scheduler(self, comps: Components):
+        import diffusers
+
+        config = dict(comps.extras.get("scheduler_config") or comps.scheduler.config)
+        cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.CogVideoXDDIMScheduler
+        return cls.from_config(config)
+
+    def _call_kwargs(self, cfg: TrainConfig, generator: torch.Generator, num_videos: int) -> dict[str, Any]:
+        frames, height, width = self.video_buckets(cfg)[0]
+        return {"num_frames": frames, "height": height, "width": width,
+                "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
+                "generator": generator, "output_type": "pil"}
+
+    def generate(self, comps, denoiser, cond, cfg, seed):
+        vae = comps.encoders["vae"]
+        device = next(denoiser.parameters()).device
+        home = vae.device
+        vae.to(device)
+        try:
+            pipe = self._pipeline_class()(tokenizer=None, text_encoder=None, vae=vae, transformer=denoiser,
+                                          scheduler=self._inference_scheduler(comps))
+            pipe.set_progress_bar_config(disable=True)
+            n = cfg.num_validation_images  # the pipelines make one video per prompt: repeat the embeddings
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                videos = pipe(
+                    prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
+                    negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
+                    **self._call_kwargs(cfg, generator, n),
+                ).frames
+        finally:
+            vae.to(home)
+        return list(videos)
+
+    # ---- saving and loading ----------------------------------------------------------------
+    def save_sample(self, sample: Any, stem: Path) -> Path:
+        """A validation video (list of PIL frames) as ``stem.mp4`` at the model's frame rate."""
+        from ..output.video import write_video
+
+        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.fps)
+
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        self._pipeline_class().save_lora_weights(
+            output_dir, transformer_lora_layers=lora_state, transformer_lora_adapter_metadata=lora_config,
+            weight_name=self.adapter_weight_name, safe_serialization=True,
+        )
+        return Path(output_dir) / self.adapter_weight_name
+
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        from ..output.adapter import load_adapter
+
+        pipe = self._pipeline_class().from_pretrained(
+            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=_dtype(cfg),
+        )
+        load_adapter(pipe, adapter_dir)
+        if cfg.enable_slicing:
+            pipe.vae.enable_slicing()
+        if cfg.enable_tiling:
+            pipe.vae.enable_tiling()
+        pipe.set_progress_bar_config(disable=True)
+        return pipe.to(device)
+
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images):
+        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
+        with torch.no_grad():
+            return list(pipe(
+                prompt=[prompt] * num_images, max_sequence_length=pipe.transformer.config.max_text_seq_length,
+                **self._call_kwargs(cfg, generator, num_images),
+            ).frames)
+
+    def _snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+        """(extra import, lines before the call, argument) for the usage snippet's conditioning image."""
+        return "", "", ""
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        frames, height, width = self.video_buckets(cfg)[0]
+        extra_import, before, image_arg = self._snippet_image(cfg)
+        tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n" if cfg.enable_tiling else ""
+        return (
+            "import torch\n"
+            f"from diffusers import {self.pipeline_class_name}\n"
+            f"from diffusers.utils import export_to_video{extra_import}\n\n"
+            f"pipe = {self.pipeline_class_name}.from_pretrained({json.dumps(cfg.pretrained_model_name_or_path)}, "
+            "torch_dtype=torch.bfloat16)\n"
+            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
+            f"{tiling}"
+            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            f"{before}"
+            f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
+            f"    num_frames={frames}, height={height}, width={width},\n"
+            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            "    generator=torch.manual_seed(0),\n"
+            ").frames[0]\n"
+            f"export_to_video(video, \"sample.mp4\", fps={self.fps})\n"
+        )
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        buckets = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.video_buckets(cfg))
+        info = self.model_info(cfg)
+        return {
+            "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
+            "model": info.describe(),
+            "timestep_sampling": cfg.timestep_sampling,
+            "loss_weight_cap": cfg.loss_weight_cap if cfg.loss_weight_cap is not None else "none (1/(1 - alpha_bar_t))",
+            "max_sequence_length": info.max_text_seq_length,
+            "frame_sampling": cfg.frame_sampling,
+            "vae": f"tiling {'on' if cfg.enable_tiling else 'off'}, slicing {'on' if cfg.enable_slicing else 'off'}",
+        }
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        name = cfg.pretrained_model_name_or_path
+        org, _, repo = name.partition("/")
+        if is_local(name) or org.lower() not in ("thudm", "zai-org") or "cogvideox" not in repo.lower():
+            return None
+        # CogVideoX-2b is Apache-2.0; the 5B and 1.5 weights use the CogVideoX license.
+        return "apache-2.0" if repo.lower().startswith("cogvideox-2b") else "other"

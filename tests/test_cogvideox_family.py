@@ -1,0 +1,428 @@
+"""CogVideoX families (cogvideox, cogvideox_i2v): checks, loss, 1.5 padding, RoPE, I2V conditioning, saving.
+
+The families are exercised directly on tiny offline pipelines (no training loop).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from dit_lora.errors import UserError
+
+CASES = [("t2v", "1.0-2b"), ("t2v", "1.0-5b"), ("t2v", "1.5"), ("i2v", "1.0-5b"), ("i2v", "1.5")]
+ids = lambda c: "-".join(c)  # noqa: E731
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny models are far faster on one intra-op thread (and immune to a busy second core)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+
+    root = tmp_path_factory.mktemp("cogvideox-models")
+    return {c: build_tiny_cogvideox_pipeline(root / ids(c), variant=c[0], version=c[1]) for c in CASES}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory) -> Path:
+    from dit_lora.demo.clips import make_moving_square_dataset
+
+    return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "squares", n=2, num_frames=9, seed=0)
+
+
+def _cfg(model: Path, **kw):
+    from dit_lora.config import TrainConfig
+
+    values = dict(family="cogvideox", pretrained_model_name_or_path=str(model), train_data_dir="unused",
+                  mixed_precision="no", max_num_frames=9, height=64, width=64, enable_tiling=False,
+                  rank=4, lora_alpha=8, seed=0, validation_inference_steps=2, num_validation_images=1)
+    values.update(kw)
+    return TrainConfig(**values)
+
+
+def _family(variant: str):
+    from dit_lora.families import get_family
+
+    return get_family("cogvideox_i2v" if variant == "i2v" else "cogvideox")
+
+
+def _setup(models, case, lora: bool = True, **kw):
+    """(family, cfg, comps, batch) for ``case``: components loaded, two clips encoded, LoRA injected."""
+    from dit_lora.training.adapters import add_lora
+
+    family = _family(case[0])
+    cfg = _cfg(models[case], family=family.name, **kw)
+    family.validate_config(cfg)
+    comps = family.load_components(cfg, torch.device("cpu"))
+    family.configure(comps, cfg)
+    pixels = torch.rand(2, 9, 3, 64, 64, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    batch = {**family.encode_images(comps, pixels),
+             **family.encode_prompts(comps, ["a red square moving left to right", "a blue square"])}
+    batch["pixels"] = pixels
+    if lora:
+        add_lora(comps.denoiser, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
+                 targets=family.default_lora_layers, seed=0)
+    return family, cfg, comps, batch
+
+
+class _Capture:
+    """Records the kwargs of every forward call of ``module``."""
+
+    def __init__(self, module):
+        self.calls: list[dict] = []
+        self.handle = module.register_forward_pre_hook(lambda m, a, k: self.calls.append(dict(k)), with_kwargs=True)
+
+    def close(self):
+        self.handle.remove()
+
+
+def test_registered_with_the_contract():
+    from dit_lora.families import available, family_for_pipeline
+
+    assert {"cogvideox", "cogvideox_i2v"} <= set(available())
+    t2v, i2v = _family("t2v"), _family("i2v")
+    for family, kind, pipeline in ((t2v, "text-to-video", "CogVideoXPipeline"),
+                                   (i2v, "image-to-video", "CogVideoXImageToVideoPipeline")):
+        assert family.media == "video" and family.gradient_checkpointing_default
+        assert family.recipe_script == "recipes/cogvideox_lora.py" and family.pipeline_class_name == pipeline
+        assert kind in family.card_tags and "cogvideox" in family.card_tags
+        assert family.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0")
+
+    class CogVideoXImageToVideoPipeline:  # what family_for_pipeline matches on (class names in the MRO)
+        pass
+
+    assert family_for_pipeline(CogVideoXImageToVideoPipeline()).name == "cogvideox_i2v"
+
+
+def test_loss_matches_a_hand_computed_example(models):
+    """Known alphas, a constant v prediction: x_t, x0_hat and 1/(1 - a_t) computed here by hand."""
+    family, cfg, comps, batch = _setup(models, ("t2v", "1.0-5b"), lora=False)
+    scheduler = comps.scheduler
+    scheduler.alphas_cumprod = torch.linspace(0.999, 0.001, 1000)  # add_noise/get_velocity read this
+
+    class ConstantV(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def forward(self, hidden_states, timestep, **kw):
+            self.seen = {"x_t": hidden_states.clone(), "t": timestep.clone(), **kw}
+            return (torch.full_like(hidden_states, 0.25),)
+
+    x0 = torch.arange(2 * 3 * 4 * 8 * 8, dtype=torch.float32).reshape(2, 3, 4, 8, 8) / 1000.0 - 0.7
+    denoiser = ConstantV()
+    for cap in (None, 5.0):
+        generator = torch.Generator().manual_seed(123)
+        loss = family.compute_loss(comps, denoiser, {"latents": x0, "prompt_embeds": batch["prompt_embeds"]},
+                                   generator, _cfg(models[("t2v", "1.0-5b")], loss_weight_cap=cap))
+        # The RNG protocol on the CPU: timesteps first, then the noise, from the run's generator.
+        replay = torch.Generator().manual_seed(123)
+        t = torch.randint(0, 1000, (2,), generator=replay)
+        eps = torch.randn(x0.shape, generator=replay)
+        assert torch.equal(denoiser.seen["t"], t)
+        expected = []
+        for b in range(2):
+            a = float(torch.linspace(0.999, 0.001, 1000)[t[b]])
+            x_t = a ** 0.5 * x0[b] + (1 - a) ** 0.5 * eps[b]
+            torch.testing.assert_close(denoiser.seen["x_t"][b], x_t)
+            x0_hat = a ** 0.5 * x_t - (1 - a) ** 0.5 * 0.25
+            weight = 1.0 / (1.0 - a) if cap is None else min(cap, 1.0 / (1.0 - a))
+            expected.append(weight * ((x0_hat - x0[b]) ** 2).mean())
+        torch.testing.assert_close(loss, torch.stack(expected).mean())
+        assert denoiser.seen["ofs"] is None and denoiser.seen["image_rotary_emb"] is not None
+
+
+@pytest.mark.parametrize("case", CASES, ids=ids)
+def test_compute_loss_reaches_lora_and_pads_15(models, case):
+    from diffusers import CogVideoXImageToVideoPipeline
+
+    family, cfg, comps, batch = _setup(models, case, first_frame_noise=False)
+    denoiser = comps.denoiser
+    assert batch["latents"].shape == (2, 3, 4, 8, 8) and batch["latents"].dtype == torch.float32
+    capture = _Capture(denoiser)
+    loss = family.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(0), cfg)
+    capture.close()
+    assert loss.ndim == 0 and torch.isfinite(loss)
+    loss.backward()
+    lora_b = [p for n, p in denoiser.named_parameters() if "lora_B" in n]
+    assert lora_b and all(p.grad is not None and p.grad.abs().sum() > 0 for p in lora_b)
+    assert all(not p.requires_grad for n, p in denoiser.named_parameters() if "lora_" not in n)
+
+    seen = capture.calls[0]
+    hidden = seen["hidden_states"]
+    frames = 4 if case[1] == "1.5" else 3  # 1.5: 3 latent frames padded to a multiple of patch_size_t 2
+    channels = 8 if case[0] == "i2v" else 4
+    assert hidden.shape == (2, frames, channels, 8, 8)
+    assert (seen["image_rotary_emb"] is None) == (case[1] == "1.0-2b")
+    if case == ("i2v", "1.5"):
+        torch.testing.assert_close(seen["ofs"], torch.tensor([2.0]))  # as the pipeline: shape (1,)
+    else:
+        assert seen["ofs"] is None
+    if case[0] == "i2v":
+        # The conditioning half equals what the pipeline's prepare_latents builds for the padded frame count
+        # (its VAE encode made deterministic: the posterior mean, as cached for training).
+        pipe = CogVideoXImageToVideoPipeline.from_pretrained(models[case])
+        encode = pipe.vae.encode
+        pipe.vae.encode = lambda x: type("Out", (), {"latents": encode(x).latent_dist.mode()})()
+        pixel_frames = 9 + (4 if case[1] == "1.5" else 0)  # __call__ adds additional_frames * 4
+        _, image_latents = pipe.prepare_latents(batch["pixels"][:, 0], 2, 4, pixel_frames, 64, 64, torch.float32,
+                                                torch.device("cpu"), torch.Generator().manual_seed(0))
+        assert image_latents.shape == (2, frames, 4, 8, 8)
+        torch.testing.assert_close(hidden[:, :, 4:], image_latents, rtol=1e-5, atol=1e-5)
+        assert hidden[:, 1:, 4:].abs().sum() == 0
+    # x_t: the (for 1.5: first-frame-padded) latents noised with the replayed timesteps and noise.
+    replay = torch.Generator().manual_seed(0)
+    t = torch.randint(0, 1000, (2,), generator=replay)
+    x0 = batch["latents"]
+    if case[1] == "1.5":
+        x0 = torch.cat([x0[:, :1], x0], dim=1)
+    eps = torch.randn(x0.shape, generator=replay)
+    a = comps.scheduler.alphas_cumprod.float()[t].view(2, 1, 1, 1, 1)
+    torch.testing.assert_close(hidden[:, :, :4], a.sqrt() * x0 + (1 - a).sqrt() * eps)
+
+
+def test_i2v_noise_augmentation_and_dropout(models):
+    family, cfg, comps, batch = _setup(models, ("i2v", "1.0-5b"), lora=False)
+    noisy = torch.zeros(2, 3, 4, 8, 8)
+    clean = family.model_input(noisy, batch, torch.Generator().manual_seed(0), _cfg(models[("i2v", "1.0-5b")],
+                               first_frame_noise=False))
+    augmented = family.model_input(noisy, batch, torch.Generator().manual_seed(0), cfg)
+    delta = (augmented - clean)[:, 0, 4:]
+    assert 0 < delta.std() < 0.3  # sigma = exp(N(-3, 0.5)) ~ 0.05
+    assert augmented[:, 1:, 4:].abs().sum() == 0
+    dropped = family.model_input(noisy, batch, torch.Generator().manual_seed(0),
+                                 _cfg(models[("i2v", "1.0-5b")], noised_image_dropout=0.999999))
+    assert dropped[:, :, 4:].abs().sum() == 0
+
+
+@pytest.mark.parametrize("case", [("t2v", "1.0-5b"), ("t2v", "1.5"), ("i2v", "1.5")], ids=ids)
+def test_training_rope_equals_the_pipelines(models, case):
+    import diffusers
+
+    from PIL import Image
+
+    family, cfg, comps, batch = _setup(models, case, lora=False)
+    capture = _Capture(comps.denoiser)
+    family.compute_loss(comps, comps.denoiser, batch, torch.Generator().manual_seed(0), cfg)
+    capture.close()
+    trained = capture.calls[0]["image_rotary_emb"]
+    pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+    pipe.set_progress_bar_config(disable=True)
+    capture = _Capture(pipe.transformer)
+    extra = {"image": Image.new("RGB", (64, 64))} if case[0] == "i2v" else {}
+    pipe(prompt="a square", num_frames=9, height=64, width=64, num_inference_steps=1, guidance_scale=1.0,
+         output_type="latent", **extra)
+    capture.close()
+    inference = capture.calls[0]["image_rotary_emb"]
+    tokens = (4 // 2 if case[1] == "1.5" else 3) * (8 // 2) ** 2  # latent frames / patch_size_t x patches
+    assert trained[0].shape == inference[0].shape and trained[0].shape[0] == tokens
+    for a, b in zip(trained, inference):
+        assert torch.equal(a, b)
+    assert len(comps.extras["rotary_cache"]) == 1  # cached per geometry
+
+
+@pytest.mark.parametrize("case", [("t2v", "1.0-5b"), ("i2v", "1.5")], ids=ids)
+def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
+    import diffusers
+
+    from dit_lora.output.adapter import adapter_metadata, load_adapter, write_adapter
+    from dit_lora.training.adapters import split_trainable_state
+
+    family, cfg, comps, batch = _setup(models, case, rank=4, lora_alpha=12)
+    model = comps.denoiser
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_" in name:  # an adapter that changes the output (lora_B starts at zero)
+                param.copy_(torch.randn(param.shape, generator=torch.Generator().manual_seed(len(name))) * 0.1)
+    lora_state, _ = split_trainable_state(model, [])
+    written = write_adapter(family, tmp_path, lora_state, model.peft_config["default"].to_dict(), {}, [])
+    assert [p.name for p in written] == ["pytorch_lora_weights.safetensors"]
+    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 12
+
+    channels = 8 if case[0] == "i2v" else 4
+    inputs = dict(hidden_states=torch.randn(1, 4 if case[1] == "1.5" else 3, channels, 8, 8,
+                                            generator=torch.Generator().manual_seed(5)),
+                  encoder_hidden_states=batch["prompt_embeds"][:1], timestep=torch.tensor([500]),
+                  image_rotary_emb=family.rotary_embeddings(comps, 8, 8, 4 if case[1] == "1.5" else 3, "cpu"),
+                  ofs=torch.tensor([2.0]) if case == ("i2v", "1.5") else None, return_dict=False)
+    model.eval()
+    with torch.no_grad():
+        expected = model(**inputs)[0]
+    for loader in ("load_adapter", "load_lora_weights"):
+        pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+        if loader == "load_adapter":
+            load_adapter(pipe, tmp_path)
+        else:
+            pipe.load_lora_weights(str(tmp_path))
+        layer = pipe.transformer.transformer_blocks[0].attn1.to_q
+        assert layer.r[next(iter(layer.r))] == 4 and next(iter(layer.scaling.values())) == pytest.approx(3.0)
+        with torch.no_grad():
+            got = pipe.transformer(**inputs)[0]
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    base = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+    with torch.no_grad():
+        assert not torch.allclose(base.transformer(**inputs)[0], expected, atol=1e-4)  # the adapter matters
+
+
+@pytest.mark.parametrize("case", [("t2v", "1.0-2b"), ("i2v", "1.5")], ids=ids)
+def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips, case, tmp_path):
+    import av
+
+    from dit_lora.data.video import load_video_samples
+    from dit_lora.training.adapters import split_trainable_state
+
+    family, cfg, comps, batch = _setup(models, case, validation_prompt="a red square", num_validation_images=2)
+    cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+    family.inspect_samples(comps, cfg, load_video_samples(clips))
+    if case[0] == "i2v":
+        image = family.validation_image
+        assert image.size == (64, 64) and image.getpixel((2, 2))[0] < 60  # the clip's dark background
+    family.release_encoders(comps, keep_for_validation=True)
+    assert set(comps.encoders) == {"vae"} and comps.encoders["vae"].device.type == "cpu"
+    videos = family.generate(comps, comps.denoiser, cond, cfg, seed=0)
+    assert len(videos) == 2 and all(len(v) == 9 and v[0].size == (64, 64) for v in videos)
+
+    lora_state, _ = split_trainable_state(comps.denoiser, [])
+    family.save_adapter(tmp_path, lora_state, comps.denoiser.peft_config["default"].to_dict())
+    pipe = family.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
+    assert pipe.transformer.peft_config  # the adapter is loaded
+    reloaded = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1)
+    assert len(reloaded) == 1 and len(reloaded[0]) == 9
+
+    path = family.save_sample(reloaded[0], tmp_path / "samples" / "final_0")
+    assert path.name == "final_0.mp4"
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+        assert stream.average_rate == (16 if case[1] == "1.5" else 8)
+    assert len(frames) == 9 and frames[0].shape == (64, 64, 3)
+
+
+def test_write_video_round_trip(tmp_path):
+    import av
+    import numpy as np
+    from PIL import Image
+
+    from dit_lora.output.video import write_video
+
+    frames = [Image.fromarray(np.full((48, 80, 3), 20 * i, dtype=np.uint8)) for i in range(7)]
+    path = write_video(frames, tmp_path / "v.mp4", fps=8)
+    with av.open(str(path)) as container:
+        decoded = [f.to_ndarray(format="rgb24") for f in container.decode(container.streams.video[0])]
+    assert len(decoded) == 7 and decoded[3].shape == (48, 80, 3)
+    assert abs(int(decoded[3].mean()) - 60) <= 3
+    with pytest.raises(ValueError, match="even"):
+        write_video([np.zeros((9, 8, 3), np.uint8)], tmp_path / "odd.mp4")
+
+
+def test_bad_configs_are_user_errors(models, tmp_path):
+    i2v, t2v = models[("i2v", "1.0-5b")], models[("t2v", "1.0-5b")]
+    cases = [
+        (dict(pretrained_model_name_or_path=str(i2v)), "cogvideox", r"image-to-video.*--family cogvideox_i2v"),
+        (dict(pretrained_model_name_or_path=str(t2v)), "cogvideox_i2v", r"text-to-video.*--family cogvideox "),
+        (dict(height=72), "cogvideox", r"--height 72 is not a multiple of 16.*Use 64 or 80"),
+        (dict(width=40), "cogvideox", r"--width 40 .*Use 32 or 48"),
+        (dict(max_num_frames=10), "cogvideox", r"--max_num_frames 10 .*4k\+1.*9 or 13"),
+        (dict(frame_buckets="9x64x60"), "cogvideox", r"--frame_buckets .*width 60"),
+        (dict(max_sequence_length=120), "cogvideox", r"--max_sequence_length 120 .*226.*transformer/config.json"),
+        (dict(pretrained_model_name_or_path=str(i2v), height=128), "cogvideox_i2v",
+         r"learned position embedding.*--height/--width asks for 128x64.*--height 64 --width 64"),
+        (dict(pretrained_model_name_or_path=str(i2v), frame_buckets="9x64x64,9x32x32"), "cogvideox_i2v",
+         r"--frame_buckets asks for 32x32"),
+        (dict(pretrained_model_name_or_path=str(models[("i2v", "1.5")]), validation_image=str(tmp_path / "no.png")),
+         "cogvideox_i2v", r"--validation_image .*does not exist"),
+        (dict(pretrained_model_name_or_path=str(tmp_path / "missing")), "cogvideox", r"does not exist"),
+    ]
+    for overrides, family_name, pattern in cases:
+        cfg = _cfg(overrides.pop("pretrained_model_name_or_path", t2v), family=family_name, **overrides)
+        with pytest.raises(UserError, match=pattern):
+            _family("i2v" if family_name == "cogvideox_i2v" else "t2v").validate_config(cfg)
+    # 1.5 takes any 4k+1 (latents padded like the pipeline); 1.0 takes 9 at any multiple of 16.
+    _family("t2v").validate_config(_cfg(models[("t2v", "1.5")], max_num_frames=9))
+    assert _family("t2v").video_buckets(_cfg(t2v, frame_buckets="9x64x64,5x32x48")) == [(9, 64, 64), (5, 32, 48)]
+    assert _family("t2v").video_buckets(_cfg(t2v, max_num_frames=None, height=None, width=None)) == [(9, 64, 64)]
+
+
+def test_precision_notes(models, tmp_path):
+    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+
+    i2v = models[("i2v", "1.0-5b")]
+    notes = _family("i2v").precision_notes(_cfg(i2v, family="cogvideox_i2v", max_num_frames=5))
+    assert len(notes) == 1 and "learned position table for 9 frames" in notes[0] and "sin-cos" in notes[0]
+    assert _family("i2v").precision_notes(_cfg(i2v, family="cogvideox_i2v")) == []
+    fp16 = build_tiny_cogvideox_pipeline(tmp_path / "fp16", version="1.0-2b", dtype=torch.float16)
+    notes = _family("t2v").precision_notes(_cfg(fp16))
+    assert len(notes) == 1 and "fp16" in notes[0] and "bf16" in notes[0]
+
+
+def test_tiled_encode_size_mismatch_is_named(models):
+    family = _family("t2v")
+    cfg = _cfg(models[("t2v", "1.0-5b")], enable_tiling=True)
+    comps = family.load_components(cfg, torch.device("cpu"))
+    # The tiny VAE's tiles are 64 px (stride 53, no multiple of 8): 128 px frames get tiled and miscounted.
+    assert family.encode_images(comps, torch.zeros(1, 9, 3, 64, 64))["latents"].shape[-2:] == (8, 8)
+    with pytest.raises(UserError, match="--enable_tiling false"):
+        family.encode_images(comps, torch.zeros(1, 9, 3, 128, 128))
+
+
+def test_snippet_card_license_and_identity(models, tmp_path):
+    from PIL import Image
+
+    t2v, i2v = _family("t2v"), _family("i2v")
+    cfg = _cfg(models[("t2v", "1.0-5b")], validation_prompt='a "quoted" square', enable_tiling=True)
+    Image.new("RGB", (64, 64)).save(tmp_path / "frame.png")
+    i2v_cfg = _cfg(models[("i2v", "1.5")], family="cogvideox_i2v", validation_image=str(tmp_path / "frame.png"),
+                   enable_tiling=True)
+    i2v.validate_config(i2v_cfg)
+    for family, c in ((t2v, cfg), (i2v, i2v_cfg)):
+        code = family.usage_snippet(c, "me/my-lora")
+        compile(code, "snippet", "exec")
+        assert "load_lora_weights(\"me/my-lora\")" in code and "enable_tiling()" in code
+        assert "export_to_video(video, \"sample.mp4\", fps=" in code and "torch.bfloat16" in code
+    i2v_code = i2v.usage_snippet(i2v_cfg, "x")
+    assert f"load_image({json.dumps(str(tmp_path / 'frame.png'))})" in i2v_code and "fps=16" in i2v_code
+    assert "image=image," in i2v_code and "prompt=" in i2v_code  # the I2V pipeline's first argument is the image
+    assert "enable_tiling" not in t2v.usage_snippet(_cfg(models[("t2v", "1.0-5b")]), "x")  # as trained (tiny VAE)
+    settings = t2v.card_settings(cfg)
+    assert settings["resolution"].startswith("9x64x64") and "RoPE" in settings["model"]
+    assert "first_frame_noise" in i2v.card_settings(i2v_cfg)
+    license_of = lambda name: t2v.base_model_license(_cfg(models[("t2v", "1.0-5b")]).__class__(  # noqa: E731
+        family="cogvideox", pretrained_model_name_or_path=name, train_data_dir="x"))
+    assert license_of("THUDM/CogVideoX-2b") == "apache-2.0"
+    assert license_of("THUDM/CogVideoX-5b-I2V") == "other" and license_of("zai-org/CogVideoX1.5-5B") == "other"
+    assert license_of(str(models[("t2v", "1.0-5b")])) is None
+    a, b = t2v.cache_identity(cfg), t2v.cache_identity(_cfg(models[("t2v", "1.0-5b")], enable_tiling=False))
+    assert a != b and a["max_sequence_length"] == 226 and i2v.cache_identity(i2v_cfg)["cogvideox_variant"] == "i2v"
+
+
+def test_prepare_demo_builds_model_and_clips(tmp_path):
+    from dit_lora.data.video import load_video_samples
+
+    family = _family("i2v")
+    cfg = _cfg(tmp_path / "model", family="cogvideox_i2v", demo=True, demo_cogvideox_version="1.5",
+               train_data_dir=str(tmp_path / "clips"), demo_num_images=3, max_num_frames=13)
+    family.prepare_demo(cfg)
+    family.validate_config(cfg)
+    samples = load_video_samples(tmp_path / "clips")
+    assert len(samples) == 3 and samples[0].probe().num_frames == 13 and samples[0].caption.startswith("a ")
+    family.prepare_demo(cfg)  # idempotent
+    with pytest.raises(UserError, match="1.0-2b"):
+        family.prepare_demo(_cfg(tmp_path / "m2", family="cogvideox_i2v", demo_cogvideox_version="1.0-2b"))
+
+
+def test_timestep_generator_is_the_cpu_generator_or_derived():
+    from dit_lora.families.cogvideox import timestep_generator
+
+    g = torch.Generator().manual_seed(3)
+    assert timestep_generator(g) is g and timestep_generator(None) is None
