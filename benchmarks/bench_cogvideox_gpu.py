@@ -26,16 +26,15 @@ steps to check the script, and reports no numbers).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import env_info, lora_updated, memory_fields, prepare_lora, time_steps, train_step_fn  # noqa: E402
+from gpu_step_bench import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+                            prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
     "attention_head_dim": 64, "in_channels": 16, "out_channels": 16, "flip_sin_to_cos": True, "freq_shift": 0,
@@ -77,15 +76,10 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
     from dit_lora.config import TrainConfig
     from dit_lora.families import Components, get_family
 
-    cuda = device.type == "cuda"
     result = {"model": name, "frames": frames, "height": height, "width": width, "batch_size": 1,
               "gradient_checkpointing": checkpointing, "rank": args.rank}
-    model = optimizer = None
-    try:
-        if cuda:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        torch.manual_seed(0)
+
+    def body() -> None:
         with torch.device(device):
             model = CogVideoXTransformer3DModel(**config)
         torch.nn.Module.to(model, torch.bfloat16)
@@ -96,7 +90,6 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
                           mixed_precision="bf16", max_num_frames=frames, height=height, width=width)
         optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
-        family = get_family("cogvideox")
         comps = Components(denoiser=model, scheduler=scheduler_for(name))
         model.train()
         latent_frames = (frames - 1) // 4 + 1
@@ -107,26 +100,20 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
             "prompt_embeds": torch.randn(1, config["max_text_seq_length"], config["text_embed_dim"], device=device,
                                          generator=gen).to(torch.bfloat16),
         }
-        step = train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, device, torch)
+        step = train_step_fn(get_family("cogvideox"), comps, model, data, cfg, optimizer, fused, params, device, torch)
         result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
         if name in FLOOR_S:
             result["floor_s"] = FLOOR_S[name]
             result["x_floor"] = round(result["median_s_per_step"] / FLOOR_S[name], 2)
         result["lora_updated"] = lora_updated(model)
         result.update(memory_fields(device, torch))
-    except torch.cuda.OutOfMemoryError as err:
-        result.update(status="OOM", error=str(err).splitlines()[0])
-    finally:
-        del model, optimizer
-        if cuda:
-            torch.cuda.empty_cache()
-    return result
+
+    return run_guarded(result, body, device, torch)
 
 
 def markdown(rows: list[dict], env: dict) -> str:
     lines = [
-        f"Device: {env.get('gpu')} ({env.get('gpu_memory_gib')} GiB), torch {env['torch']} (CUDA {env['cuda']}), "
-        f"diffusers {env['diffusers']}, peft {env['peft']}.",
+        device_line(env),
         "",
         "| model | frames x H x W | grad. ckpt | s/step (median) | x floor | peak allocated (GiB) | peak reserved (GiB) | "
         "published peak (GB, A100) |",
@@ -171,9 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup_steps = 2, 1
     else:
         if not torch.cuda.is_available():
-            print("bench_cogvideox_gpu.py needs a CUDA GPU and none is available "
-                  f"(torch {torch.__version__}, CUDA build: {torch.version.cuda}). Nothing was measured. Run it on a "
-                  "GPU machine, or pass --smoke to check the script on CPU.", file=sys.stderr)
+            print(no_cuda_message("bench_cogvideox_gpu.py", torch), file=sys.stderr)
             return 2
         device = torch.device("cuda")
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -196,25 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {row['status']}: " + (f"{row['median_s_per_step']:.3f} s/step, peak "
                                              f"{row.get('peak_allocated_gib')} GiB" if row["status"] == "ok"
                                              else row.get("error", "")), flush=True)
-    if args.smoke:
-        if not all(r["status"] == "ok" and r["lora_updated"] for r in rows):
-            print("smoke test FAILED: " + json.dumps(rows), file=sys.stderr)
-            return 1
-        print("smoke test passed (no numbers recorded)")
-        return 0
-    results = {"benchmark": "bench_cogvideox_gpu", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "environment": env,
-               "settings": {"frames": frames, "height": height, "width": width, "rank": args.rank,
-                            "targets": list(LORA_TARGETS), "steps": args.steps, "warmup_steps": args.warmup_steps,
-                            "configs": {m: COGVIDEOX_CONFIGS[m] for m in models}},
-               "results": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(rows, env)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
-    print("\n" + table + f"\n\nresults: {args.out}")
-    return 0
-
+    settings = {"frames": frames, "height": height, "width": width, "rank": args.rank, "targets": list(LORA_TARGETS),
+                "steps": args.steps, "warmup_steps": args.warmup_steps,
+                "configs": {m: COGVIDEOX_CONFIGS.get(m, SMOKE_CONFIG) for m in models}}
+    return finish(rows, args, benchmark="bench_cogvideox_gpu", env=env, settings=settings, table=markdown(rows, env))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -35,16 +35,15 @@ what ``Efficient-Large-Model/Sana_{600M,1600M}_1024px_BF16_diffusers`` ship as
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import env_info, lora_updated, memory_fields, prepare_lora, time_steps, train_step_fn  # noqa: E402
+from gpu_step_bench import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+                            prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
     "in_channels": 32,
@@ -100,15 +99,10 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
     from dit_lora.families import Components, get_family
     from dit_lora.families.sana import training_scheduler
 
-    cuda = device.type == "cuda"
     result = {"model": name, "batch_size": batch, "resolution": resolution, "gradient_checkpointing": checkpointing,
               "rank": args.rank, "lora_targets": list(LORA_TARGETS)}
-    model = optimizer = None
-    try:
-        if cuda:
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        torch.manual_seed(0)
+
+    def body() -> None:
         model = build_model(config, device, torch)
         result["base_params"] = sum(p.numel() for p in model.parameters())
         cfg = TrainConfig(rank=args.rank, lora_alpha=args.rank, train_batch_size=batch, resolution=resolution,
@@ -116,10 +110,8 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
                           weighting_scheme="logit_normal", mixed_precision="bf16")
         optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
-        family = get_family("sana")
         comps = Components(denoiser=model, scheduler=training_scheduler({"flow_shift": 3.0}))
         model.train()
-
         side = resolution // DC_AE_STRIDE
         gen = torch.Generator(device=device).manual_seed(0)
         latents = torch.randn(batch, config["in_channels"], side, side, device=device, generator=gen)
@@ -127,24 +119,18 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
         lengths = torch.randint(8, TEXT_TOKENS + 1, (batch,), device=device, generator=gen)
         mask = (torch.arange(TEXT_TOKENS, device=device)[None] < lengths[:, None]).long()
         data = {"latents": latents, "prompt_embeds": embeds, "prompt_attention_mask": mask}
-        step = train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, device, torch)
+        step = train_step_fn(get_family("sana"), comps, model, data, cfg, optimizer, fused, params, device, torch)
         result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
         result["images_per_s"] = round(batch / result["median_s_per_step"], 2)
         result["lora_updated"] = lora_updated(model)
         result.update(memory_fields(device, torch))
-    except torch.cuda.OutOfMemoryError as err:
-        result.update(status="OOM", error=str(err).splitlines()[0])
-    finally:
-        del model, optimizer
-        if cuda:
-            torch.cuda.empty_cache()
-    return result
+
+    return run_guarded(result, body, device, torch)
 
 
 def markdown(rows: list[dict], env: dict) -> str:
     lines = [
-        f"Device: {env.get('gpu')} ({env.get('gpu_memory_gib')} GiB), torch {env['torch']} (CUDA {env['cuda']}), "
-        f"diffusers {env['diffusers']}, peft {env['peft']}.",
+        device_line(env),
         "",
         "| model | batch | grad. ckpt | steps/s | s/step (median) | s/step (mean) | images/s | peak allocated (GiB) | "
         "peak reserved (GiB) |",
@@ -189,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         args.steps, args.warmup_steps = 2, 1
     else:
         if not torch.cuda.is_available():
-            print("bench_sana_gpu.py needs a CUDA GPU and none is available "
-                  f"(torch {torch.__version__}, CUDA build: {torch.version.cuda}). Nothing was measured. Run it on a "
-                  "GPU machine, or pass --smoke to check the script on CPU.", file=sys.stderr)
+            print(no_cuda_message("bench_sana_gpu.py", torch), file=sys.stderr)
             return 2
         device = torch.device("cuda")
         torch.backends.cuda.matmul.allow_tf32 = True  # what dit-lora's --allow_tf32 (default on) sets
@@ -216,25 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {row['status']}: " + (f"{row['median_s_per_step']:.4f} s/step, "
                                                  f"peak {row.get('peak_allocated_gib')} GiB" if row["status"] == "ok"
                                                  else row.get("error", "")), flush=True)
-    if args.smoke:
-        if not all(r["status"] == "ok" and r["lora_updated"] for r in rows):
-            print("smoke test FAILED: " + json.dumps(rows), file=sys.stderr)
-            return 1
-        print("smoke test passed (no numbers recorded)")
-        return 0
-    results = {"benchmark": "bench_sana_gpu", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "environment": env,
-               "settings": {"resolution": res, "rank": args.rank, "lora_alpha": args.rank, "targets": list(LORA_TARGETS),
-                            "steps": args.steps, "warmup_steps": args.warmup_steps, "text_tokens": TEXT_TOKENS,
-                            "configs": {m: SANA_CONFIGS[m] for m in models}},
-               "results": rows}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(rows, env)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
-    print("\n" + table + f"\n\nresults: {args.out}")
-    return 0
-
+    settings = {"resolution": res, "rank": args.rank, "lora_alpha": args.rank, "targets": list(LORA_TARGETS),
+                "steps": args.steps, "warmup_steps": args.warmup_steps, "text_tokens": TEXT_TOKENS,
+                "configs": {m: SANA_CONFIGS.get(m, SMOKE_CONFIG) for m in models}}
+    return finish(rows, args, benchmark="bench_sana_gpu", env=env, settings=settings, table=markdown(rows, env))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -113,3 +113,57 @@ def memory_fields(device, torch) -> dict:
         return {}
     return {"peak_allocated_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / 2**30, 2)}
+
+
+def run_guarded(result: dict, body: Callable[[], Any], device, torch) -> dict:
+    """Fill ``result`` by ``body()`` with fresh peak-memory counters; an out-of-memory ends as status ``OOM``."""
+    cuda = device.type == "cuda"
+    try:
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(device)
+        torch.manual_seed(0)
+        body()
+    except torch.cuda.OutOfMemoryError as err:
+        result.update(status="OOM", error=str(err).splitlines()[0])
+    finally:
+        import gc
+
+        gc.collect()  # the model and optimizer built by body() go before the next configuration
+        if cuda:
+            torch.cuda.empty_cache()
+    return result
+
+
+def device_line(env: dict) -> str:
+    """The first line of a results table: which GPU and which versions measured it."""
+    return (f"Device: {env.get('gpu')} ({env.get('gpu_memory_gib')} GiB), torch {env['torch']} (CUDA {env['cuda']}), "
+            f"diffusers {env['diffusers']}, peft {env['peft']}.")
+
+
+def no_cuda_message(script: str, torch) -> str:
+    """Why a GPU benchmark measured nothing."""
+    return (f"{script} needs a CUDA GPU and none is available (torch {torch.__version__}, CUDA build: "
+            f"{torch.version.cuda}). Nothing was measured. Run it on a GPU machine, or pass --smoke to check the "
+            "script on CPU.")
+
+
+def finish(rows: list[dict], args, *, benchmark: str, env: dict, settings: dict, table: str) -> int:
+    """Smoke runs: pass/fail only. Real runs: write ``args.out`` (JSON) and the table (``args.markdown``)."""
+    import json
+    from pathlib import Path
+
+    if args.smoke:
+        if not all(r["status"] == "ok" and r["lora_updated"] for r in rows):
+            print("smoke test FAILED: " + json.dumps(rows), flush=True)
+            return 1
+        print("smoke test passed (no numbers recorded)")
+        return 0
+    results = {"benchmark": benchmark, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "environment": env,
+               "settings": settings, "results": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(table + "\n")
+    print("\n" + table + f"\n\nresults: {args.out}")
+    return 0

@@ -1,0 +1,18 @@
+"""The GPU benchmark scripts still run: ``--smoke`` trains a scaled-down model for two steps on the CPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py"])
+def test_gpu_benchmark_smoke(script):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "smoke test passed" in proc.stdout
