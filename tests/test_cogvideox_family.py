@@ -419,10 +419,3 @@ def test_prepare_demo_builds_model_and_clips(tmp_path):
     family.prepare_demo(cfg)  # idempotent
     with pytest.raises(UserError, match="1.0-2b"):
         family.prepare_demo(_cfg(tmp_path / "m2", family="cogvideox_i2v", demo_cogvideox_version="1.0-2b"))
-
-
-def test_timestep_generator_is_the_cpu_generator_or_derived():
-    from dit_lora.families.cogvideox import timestep_generator
-
-    g = torch.Generator().manual_seed(3)
-    assert timestep_generator(g) is g and timestep_generator(None) is None

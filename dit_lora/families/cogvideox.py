@@ -33,8 +33,8 @@ that probability. (The reference trainers add this noise to the image *pixels* b
 latent cache cannot, so it is added to the latents.) 1.5 I2V passes ``ofs = 2.0`` like the pipeline.
 
 Precision. Transformer, VAE and T5 load in the run's dtype (bf16 by default), as the reference
-trainers run them; LoRA trains in fp32. Timesteps are drawn on the CPU (from a generator derived from
-the run's generator state, without a device sync) and the noise with the run's generator.
+trainers run them; LoRA trains in fp32. Timesteps and noise are drawn on the device with the run's
+generator (no host copy, no sync).
 
 Saving. ``CogVideoXPipeline.save_lora_weights`` (``CogVideoXLoraLoaderMixin``, shared by the I2V
 pipeline) with the LoRA config as metadata, so ``load_lora_weights`` restores rank and alpha.
@@ -43,7 +43,6 @@ Validation videos are MP4 files (:mod:`dit_lora.output.video`) at 8 fps (1.0) or
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -153,15 +152,6 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
         learned_positions=bool(tr.get("use_learned_positional_embeddings", False)),
         ofs=bool(tr.get("ofs_embed_dim")), **sample,
     )
-
-
-def timestep_generator(generator: torch.Generator | None) -> torch.Generator | None:
-    """The CPU generator timesteps are drawn with: ``generator`` itself on the CPU, else one seeded from
-    a hash of its state (host-side for CUDA generators: no device sync; advances whenever it draws)."""
-    if generator is None or generator.device.type == "cpu":
-        return generator
-    digest = hashlib.blake2b(generator.get_state().numpy().tobytes(), digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
 
 
 def pad_latent_frames(latents: torch.Tensor, patch_size_t: int | None) -> torch.Tensor:
@@ -483,10 +473,10 @@ class CogVideoXFamily(ModelFamily):
         latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
         device = latents.device
         bsz, frames, _, height, width = latents.shape
-        timesteps = sample_timesteps(  # drawn on the CPU; an asynchronous copy (no device sync)
-            bsz, scheduler.config.num_train_timesteps, sampling=cfg.timestep_sampling,
-            generator=timestep_generator(generator), logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
-        ).to(device, non_blocking=True)
+        timesteps = sample_timesteps(  # drawn on the device with the step's generator: no host copy, no sync
+            bsz, scheduler.config.num_train_timesteps, sampling=cfg.timestep_sampling, generator=generator,
+            device=device, logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
+        )
         noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
         noisy = scheduler.add_noise(latents, noise, timesteps)
         pred = denoiser(

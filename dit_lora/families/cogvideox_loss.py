@@ -93,15 +93,17 @@ def sample_timesteps(
 
     ``"uniform"``: ``torch.randint`` (what all three reference trainers do).  ``"logit_normal"``:
     ``u = sigmoid(N(logit_mean, logit_std))`` mapped to ``floor(u * T)`` (SD3-style density,
-    an option the reference CogVideoX trainers do not use).  Draws on the CPU with
-    ``generator`` (so results do not depend on the device), then moves.
+    an option the reference CogVideoX trainers do not use).  Drawn where ``generator`` lives (the
+    training step's generator is on the accelerator, so nothing is copied from the host and the
+    step never waits on the device), then moved to ``device`` (a no-op in training).
     """
     if bsz < 1 or num_train_timesteps < 1:
         raise ValueError("bsz and num_train_timesteps must be >= 1")
+    where = generator.device if generator is not None else (device or "cpu")
     if sampling == "uniform":
-        t = torch.randint(0, num_train_timesteps, (bsz,), generator=generator, dtype=torch.int64)
+        t = torch.randint(0, num_train_timesteps, (bsz,), generator=generator, dtype=torch.int64, device=where)
     elif sampling == "logit_normal":
-        u = torch.sigmoid(torch.randn(bsz, generator=generator) * logit_std + logit_mean)
+        u = torch.sigmoid(torch.randn(bsz, generator=generator, device=where) * logit_std + logit_mean)
         t = (u * num_train_timesteps).long().clamp_(0, num_train_timesteps - 1)
     else:
         raise ValueError(f"unknown timestep sampling {sampling!r}; use 'uniform' or 'logit_normal'")
