@@ -20,7 +20,6 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from .transforms import crop_seed, preprocess_image
 
 
 def default_cache_root() -> Path:
@@ -90,7 +89,7 @@ def _finite(tensors: dict[str, torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in tensors.values() if t.is_floating_point())
 
 
-def _as_dict(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def as_encoding(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A family's ``encode_images`` result as ``{name: tensor}`` (a bare tensor is ``latents``)."""
     if isinstance(encoded, torch.Tensor):
         return {"latents": encoded}
@@ -107,12 +106,9 @@ def build_cache(
     *,
     encode_images: Callable[[torch.Tensor], torch.Tensor | dict[str, torch.Tensor]],
     encode_prompts: Callable[[list[str]], dict[str, torch.Tensor]],
+    load_pixels: Callable[[int], torch.Tensor],
     random_flip: bool,
     batch_size: int,
-    load_pixels: Callable[[int], torch.Tensor] | None = None,
-    resolution: int | None = None,
-    center_crop: bool = False,
-    seed: int = 0,
     rank: int = 0,
     log: Callable[[str], None] = print,
     what: str = "image",
@@ -120,9 +116,7 @@ def build_cache(
     """Encode the samples ``todo`` (this rank's share of the missing ones); return ``{index: reason}`` of failures.
 
     ``load_pixels(i)`` gives sample ``i``'s pixels (``(3, H, W)`` for an image, ``(F, 3, H, W)`` for a
-    clip; every sample of one batch the same shape). Without it, images are loaded with
-    :func:`preprocess_image` at ``resolution`` (``center_crop``, crop seeded by ``seed`` and the key).
-    ``encode_images`` returns a latent tensor or a dict of per-sample tensors with ``latents``; every
+    clip; every sample of one batch the same shape). ``encode_images`` returns a latent tensor or a dict of per-sample tensors with ``latents``; every
     entry is stored, and with ``random_flip`` also ``<name>_flipped`` from the horizontally flipped
     pixels. ``what`` names the medium in failure reasons ("image", "clip").
 
@@ -139,19 +133,11 @@ def build_cache(
         return failed
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
     last_log = time.monotonic()
-    if load_pixels is None:
-        if resolution is None:
-            raise ValueError("build_cache needs load_pixels, or resolution to load images")
-
-        def load_pixels(i: int) -> torch.Tensor:
-            return preprocess_image(samples[i].open_image(), resolution, center_crop=center_crop, flip=False,
-                                    crop_rng_seed=crop_seed(seed, samples[i].key))
-
     def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = _as_dict(encode_images(pixels))
+        out = as_encoding(encode_images(pixels))
         if random_flip:
             # The last axis is width for images (3, H, W) and clips (F, 3, H, W) alike.
-            out.update({f"{k}_flipped": v for k, v in _as_dict(encode_images(pixels.flip(-1))).items()})
+            out.update({f"{k}_flipped": v for k, v in as_encoding(encode_images(pixels.flip(-1))).items()})
         out.update(encode_prompts([samples[i].caption for i in indices]))
         return out
 

@@ -18,7 +18,7 @@ import torch
 from ..errors import UserError
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
-from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
+from .cache import as_encoding, build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
 from .validation import bad_fraction_error, validate_samples
@@ -61,7 +61,7 @@ class ImageMedia:
             train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name,
             dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-            labels_from_folders=getattr(self.family, "caption_source", "captions") == "class_folders",
+            labels_from_folders=self.family.caption_source == "class_folders",
         )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
@@ -93,7 +93,7 @@ class ImageMedia:
 
 def media_of(family) -> str:
     """``family.media`` ("image" or "video"); anything else is a programming error."""
-    media = getattr(family, "media", "image")
+    media = family.media
     if media not in ("image", "video"):
         raise ValueError(f"{type(family).__name__}.media is {media!r}; expected 'image' or 'video'")
     return media
@@ -239,10 +239,6 @@ def batch_to_device(batch: dict, device, family, comps, cached: bool) -> dict:
     if cached:
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     out = family.encode_prompts(comps, batch["caption"])
-    encoded = family.encode_images(comps, batch["pixel_values"].to(device))
-    if isinstance(encoded, dict):  # e.g. a video family's latents plus image_latents
-        out.update(encoded)
-    else:
-        out["latents"] = encoded
+    out.update(as_encoding(family.encode_images(comps, batch["pixel_values"].to(device))))
     out["sample_index"] = batch["sample_index"]
     return out
