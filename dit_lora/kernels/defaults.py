@@ -1,0 +1,50 @@
+"""Which implementation each fused op uses: measured defaults, ``--kernels on`` and ``--kernels off``.
+
+A fused kernel is on by default only where ``benchmarks/kernels.py`` measured it at least 1.5x
+faster than eager PyTorch for forward+backward on that kind of device; where it did not, the
+default is the faster of eager and ``torch.compile`` of the reference. :data:`MEASURED_DEFAULTS`
+holds those decisions with the measurement they rest on. It is empty until a GPU measurement
+lands in ``benchmarks/RESULTS.md``, so today ``--kernels auto`` keeps every norm, modulation and
+linear-attention op on diffusers' own code and only chooses the attention backend;
+``--kernels on`` asks for the Triton kernels wherever Triton can run.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .runtime import triton_usable
+
+KERNEL_MODES = ("auto", "on", "off")
+SPEEDUP_TO_ENABLE = 1.5
+
+# device type -> op -> (implementation, the measurement behind it). Implementations: "triton"
+# (the fused kernel) or "compiled" (torch.compile of the PyTorch reference).
+MEASURED_DEFAULTS: dict[str, dict[str, tuple[str, str]]] = {
+    "cuda": {},
+}
+
+
+def choose_impl(op: str, device: torch.device | str, mode: str) -> tuple[str, str]:
+    """(implementation, note) for ``op`` on ``device`` under ``--kernels mode``.
+
+    The implementation is ``triton``, ``compiled`` or ``eager`` (leave diffusers' module alone);
+    the note says why, in a sentence, when the answer is not what the mode asked for.
+    """
+    if mode not in KERNEL_MODES:
+        raise ValueError(f"--kernels {mode!r}; choose one of {', '.join(KERNEL_MODES)}")
+    device = torch.device(device)
+    if mode == "off":
+        return "eager", ""
+    usable, why = triton_usable(device)
+    if mode == "on":
+        if usable:
+            return "triton", ""
+        return "eager", f"{why}; the fused ops keep their PyTorch reference paths"
+    impl, evidence = MEASURED_DEFAULTS.get(device.type, {}).get(op, ("eager", ""))
+    if impl == "triton" and not usable:
+        return "eager", f"{why}; the fused ops keep their PyTorch reference paths"
+    if impl == "eager":
+        return "eager", (f"--kernels auto: no fused op has measured {SPEEDUP_TO_ENABLE}x faster than eager on a "
+                         f"{device.type} (benchmarks/RESULTS.md), so they stay off; --kernels on forces them")
+    return impl, evidence

@@ -1,0 +1,245 @@
+"""The kernels' runtime: which implementation each op uses, and the sampled checks that can switch one off.
+
+Every patched module calls its op through :meth:`KernelRuntime.call` with the fast
+implementation and the PyTorch reference. Normally that is one dictionary lookup and the fast
+call: no host sync, no extra work. On a check step (the first step of a run, then every
+``check_interval`` steps) the runtime keeps a copy of one call's live inputs per op, picked
+uniformly among that step's calls, and after the backward :meth:`finish_check` reruns both
+implementations on them, forward and backward with the same cotangent. An op whose output or
+gradients are non-finite where the reference's are finite, or differ beyond tolerance, is switched
+off for the rest of the run (attention moves to a safer backend), all processes agree on it, and
+the step that used it is skipped. That comparison reads values on the host, so it happens only
+on check steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .attention import AttentionBackend, attention, attention_reference, fallback_backend
+
+logger = logging.getLogger("dit_lora.kernels")
+
+# Relative tolerance (to the reference's largest magnitude) per compute dtype. Loose enough for
+# the different summation orders of fused kernels, tight enough to catch a wrong row or sample.
+_RTOL = {torch.float32: 2e-3, torch.float64: 1e-6, torch.bfloat16: 5e-2, torch.float16: 1e-2}
+_ATTENTION_SLICE_HEADS = 2  # attention checks run on one sample and two heads: the N^2 reference is big
+
+
+@dataclass
+class _Capture:
+    fast: Callable
+    reference: Callable
+    args: tuple
+    autocast: tuple[str, bool, torch.dtype]
+    calls: int = 0
+    needs_grad: tuple[bool, ...] = ()
+
+
+@dataclass
+class KernelRuntime:
+    """Per-model kernel state: implementation choices, checks, and the record of fallbacks."""
+
+    device: torch.device
+    attention_backend: AttentionBackend | None = None
+    check_interval: int = 0
+    enabled: dict[str, bool] = field(default_factory=dict)
+    impl: dict[str, str] = field(default_factory=dict)  # kernel -> triton | compiled | eager
+    notes: list[str] = field(default_factory=list)
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    checks: int = 0
+    inconclusive: int = 0
+    _armed: bool = False
+    _captures: dict[str, _Capture] = field(default_factory=dict)
+    _rng: random.Random = field(default_factory=lambda: random.Random(0))
+
+    ops: dict[str, tuple[Callable, Callable]] = field(default_factory=dict)  # kernel -> (fast, reference)
+
+    def __post_init__(self) -> None:
+        self.ops.setdefault("attention", (self._fast_attention, attention_reference))
+
+    # ---- the hot path ------------------------------------------------------------------
+    def call(self, name: str, *args):
+        """Run op ``name`` on ``args``: its fast implementation while enabled, else its PyTorch reference."""
+        fast, reference = self.ops[name]
+        if not self.enabled.get(name, False):
+            return reference(*args)
+        if self._armed and torch.is_grad_enabled():
+            self._capture(name, fast, reference, args)
+        return fast(*args)
+
+    def attention(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """Softmax attention of (B, H, N, D) tensors on the run's current backend."""
+        return self.call("attention", q, k, v, mask)
+
+    def _fast_attention(self, q, k, v, mask):
+        return attention(q, k, v, mask, self.attention_backend)
+
+    # ---- checks ------------------------------------------------------------------------
+    def due(self, step: int, first_step: int) -> bool:
+        """Whether update ``step`` is a check step (the run's first, then every ``check_interval``)."""
+        if not any(self.enabled.values()):
+            return False
+        return step == first_step or (self.check_interval > 0 and step % self.check_interval == 0)
+
+    def arm(self, step: int) -> None:
+        """Start capturing inputs for this step's check."""
+        self._armed = True
+        self._captures.clear()
+        self._rng.seed(step)
+
+    def _capture(self, name: str, fast: Callable, reference: Callable, args: tuple) -> None:
+        cap = self._captures.get(name)
+        if cap is None:
+            cap = self._captures[name] = _Capture(fast, reference, (), ("cpu", False, torch.float32))
+        cap.calls += 1
+        if self._rng.random() * cap.calls >= 1.0:  # reservoir sampling: each call kept with probability 1/calls
+            return
+        if name == "attention":
+            args = _attention_slice(args)
+        cap.args = tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+        # Gradients are compared only for what needs them in the model (never a mask or a constant).
+        cap.needs_grad = tuple(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+        device_type = self.device.type
+        cap.autocast = (device_type, torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type))
+
+    def finish_check(self, step: int) -> bool:
+        """Compare the captured calls against their references; switch off what fails. True if any failed.
+
+        Reads values on the host (a sync): call it only on check steps, after the backward.
+        """
+        self._armed = False
+        names = sorted(n for n in self.enabled if self.enabled[n])
+        reasons: dict[str, str] = {}
+        for name in names:
+            cap = self._captures.get(name)
+            if cap is None or not cap.args:
+                continue
+            verdict = _compare(cap, seed=step)
+            if verdict == "inconclusive":
+                self.inconclusive += 1
+            elif verdict:
+                reasons[name] = verdict
+        self._captures.clear()
+        self.checks += 1
+        failed = _agree_across_processes(names, reasons, self.device)
+        for name in failed:
+            self._switch_off(name, step, reasons.get(name, "its check failed on another process"))
+        return bool(failed)
+
+    def _switch_off(self, name: str, step: int, reason: str) -> None:
+        record: dict[str, Any] = {"kernel": name, "step": step, "reason": reason}
+        if name == "attention" and self.attention_backend is not None:
+            old = self.attention_backend
+            self.attention_backend = fallback_backend(old, self.device)
+            record.update({"from": old.name, "to": self.attention_backend.name})
+            message = (f"kernel check at step {step}: attention on {old.name} {reason}; switched to "
+                       f"{self.attention_backend.name} for the rest of the run")
+        else:
+            self.enabled[name] = False
+            record.update({"from": self.impl.get(name, "triton"), "to": "reference"})
+            message = (f"kernel check at step {step}: the {name} kernel {reason}; switched off for the rest "
+                       "of the run (its PyTorch reference runs instead)")
+        self.fallbacks.append(record)
+        logger.warning(message)
+        print(f"warning: {message}", flush=True)
+
+    def summary(self, counts: dict[str, int]) -> dict[str, Any]:
+        """What train_summary.json records about the kernels."""
+        return {
+            "patched": dict(counts),
+            "implementations": {name: (self.impl.get(name, "triton") if on else "reference")
+                                for name, on in sorted(self.enabled.items())},
+            "attention_backend": None if self.attention_backend is None else self.attention_backend.name,
+            "check_interval": self.check_interval, "checks": self.checks, "inconclusive_checks": self.inconclusive,
+            "fallbacks": list(self.fallbacks), "notes": list(self.notes),
+        }
+
+
+def install_sample_mixing_modulate(rt: KernelRuntime) -> bool:
+    """``--inject_faults broken_kernel``: the modulate op uses sample 0's scale and shift for every sample.
+
+    That is OpenDiT's fused-kernel bug; the first kernel check must catch it. False when the modulate
+    op is not patched (nothing to break).
+    """
+    if not rt.enabled.get("modulate"):
+        return False
+    fast, reference = rt.ops["modulate"]
+
+    def sample_mixing_modulate(x, weight, bias, scale, shift, eps):
+        if scale is not None:
+            scale, shift = scale[:1].expand_as(scale), shift[:1].expand_as(shift)
+        return fast(x, weight, bias, scale, shift, eps)
+
+    rt.ops["modulate"] = (sample_mixing_modulate, reference)
+    return True
+
+
+def _attention_slice(args: tuple) -> tuple:
+    q, k, v, mask = args
+    h = _ATTENTION_SLICE_HEADS
+    if mask is not None:
+        mask = mask[:1, :h] if mask.dim() == 4 else mask[:1]
+    return q[:1, :h], k[:1, :h], v[:1, :h], mask
+
+
+def _compare(cap: _Capture, seed: int) -> str:
+    """'' when the fast path agrees with the reference, 'inconclusive' when the reference is not finite."""
+    device_type, enabled, dtype = cap.autocast
+    runs = []
+    for fn in (cap.fast, cap.reference):
+        inputs = [a.clone().requires_grad_(grad) if isinstance(a, torch.Tensor) else a
+                  for a, grad in zip(cap.args, cap.needs_grad)]
+        with torch.enable_grad(), torch.autocast(device_type, dtype=dtype, enabled=enabled):
+            out = fn(*inputs)
+        runs.append((inputs, out))
+    (in_f, out_f), (in_r, out_r) = runs
+    verdict = _disagreement("output", out_f, out_r)
+    if verdict is not None:
+        return verdict
+    if not out_r.requires_grad or not out_f.requires_grad:
+        return "" if not out_r.requires_grad else "returned an output without a gradient path"
+    gen = torch.Generator(device=out_r.device).manual_seed(seed)
+    cotangent = torch.randn(out_r.shape, generator=gen, device=out_r.device, dtype=torch.float32).to(out_r.dtype)
+    wrt = [i for i, a in enumerate(in_r) if isinstance(a, torch.Tensor) and a.requires_grad]
+    grads_f = torch.autograd.grad(out_f, [in_f[i] for i in wrt], cotangent.to(out_f.dtype), allow_unused=True)
+    grads_r = torch.autograd.grad(out_r, [in_r[i] for i in wrt], cotangent, allow_unused=True)
+    for i, gf, gr in zip(wrt, grads_f, grads_r):
+        if gr is None:
+            continue
+        verdict = _disagreement(f"gradient of input {i}", gf if gf is not None else torch.zeros_like(gr), gr)
+        if verdict is not None:
+            return verdict
+    return ""
+
+
+def _disagreement(what: str, fast: torch.Tensor, ref: torch.Tensor) -> str | None:
+    """None when ``fast`` matches ``ref``; 'inconclusive' or a reason otherwise."""
+    ref_ok = torch.isfinite(ref)
+    if not bool(ref_ok.all()):
+        return "inconclusive"
+    fast_ok = torch.isfinite(fast)
+    if not bool(fast_ok.all()):
+        bad = int((~fast_ok).sum())
+        return f"returned {bad} non-finite value(s) in its {what} where the reference is finite"
+    rtol = max(_RTOL.get(fast.dtype, 5e-2), _RTOL.get(ref.dtype, 5e-2))
+    fast, ref = fast.detach().float(), ref.detach().float()
+    scale = float(ref.abs().max()) if ref.numel() else 0.0
+    err = float((fast - ref).abs().max()) if ref.numel() else 0.0
+    limit = rtol * max(scale, 1e-6)
+    if err > limit:
+        return f"disagreed with the reference in its {what}: max |difference| {err:.3g} > tolerance {limit:.3g}"
+    return None
+
+
+def _agree_across_processes(names: list[str], reasons: dict[str, str], device: torch.device) -> list[str]:
+    """The kernels that failed on any process (every process switches the same ones off)."""
+    flags = torch.tensor([1.0 if n in reasons else 0.0 for n in names], device=device)
+    if torch.distributed.is_available() and torch.distributed.is_initialized() and names:
+        torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
+    return [n for n, f in zip(names, flags.tolist()) if f > 0]
