@@ -194,6 +194,7 @@ def validate_static(cfg: TrainConfig) -> None:
                  "height", "width", "loss_weight_cap"):
         positive(name)
     positive("max_rollbacks", allow_zero=True)
+    positive("kernel_check_interval", allow_zero=True)
     if not 0 < cfg.rollback_lr_factor <= 1:
         raise UserError(
             f"--rollback_lr_factor is {cfg.rollback_lr_factor}; it must be in (0, 1]: each rollback multiplies the "

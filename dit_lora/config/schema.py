@@ -279,8 +279,49 @@ class TrainConfig:
         None,
         "Fault drill (off by default): comma-separated KIND@STEP[-END][:rankR] with KIND one of nan_loss, "
         "inf_loss, nan_grad, inf_grad, nan_batch, inf_batch, overflow; plus `broken_attention` (a non-math "
-        "attention kernel that returns NaN). E.g. `nan_loss@3,inf_grad@5-12:rank1`.",
+        "attention kernel that returns NaN) and `broken_kernel` (a fused modulate kernel that mixes up samples; "
+        "needs --kernels on). E.g. `nan_loss@3,inf_grad@5-12:rank1`.",
         section="guards",
+    )
+
+    # --- fused kernels and attention ---
+    kernels: str = opt(
+        "auto",
+        "Fused Triton ops (LayerNorm + adaLN modulation, gated residual, LayerNorm/RMSNorm, Sana's linear "
+        "attention) and attention processors. `auto`: each op only where benchmarks/kernels.py measured it "
+        ">= 1.5x faster than eager on this kind of device (see benchmarks/RESULTS.md), plus the attention backend; "
+        "`on`: every Triton op wherever Triton runs (CUDA, or TRITON_INTERPRET=1 on a CPU); `off`: diffusers' own "
+        "modules and processors, untouched.",
+        choices=("auto", "on", "off"), section="kernels",
+    )
+    disable_modulate_kernel: bool = opt(
+        False, "Keep PyTorch for the LayerNorm + adaLN modulation (scale/shift) and the gated residual adds.",
+        section="kernels",
+    )
+    disable_layernorm_kernel: bool = opt(
+        False, "Keep PyTorch for plain LayerNorm and RMSNorm modules (e.g. q/k norms).", section="kernels"
+    )
+    disable_linear_attention_kernel: bool = opt(
+        False, "Keep diffusers' processor for Sana's ReLU linear self-attention.", section="kernels"
+    )
+    disable_flashattn: bool = opt(
+        False, "Never call the flash-attn package (FA2/FA3), even with --attention_backend flash or auto.",
+        section="kernels",
+    )
+    attention_backend: str = opt(
+        "auto",
+        "Softmax attention backend in the patched processors: `auto` (CUDA: FA3 if installed, else cuDNN SDPA; "
+        "CPU: PyTorch's choice), `flash` (flash-attn, else SDPA flash), `cudnn`, `efficient`, `sdpa` (PyTorch's "
+        "choice) or `math`. Ignored with --kernels off.",
+        choices=("auto", "flash", "cudnn", "efficient", "sdpa", "math"), section="kernels",
+    )
+    kernel_check_interval: int = opt(
+        500,
+        "Compare each patched op against its PyTorch reference on the live batch (forward and backward) at the "
+        "first step and then every this many updates; an op that returns non-finite values where the reference "
+        "does not, or disagrees beyond tolerance, is switched off for the rest of the run (the step is skipped). "
+        "0: only at the first step.",
+        section="kernels",
     )
 
     # --- class-conditional DiT ---

@@ -1,7 +1,7 @@
 """Fault drills: ``--inject_faults`` makes chosen steps non-finite on purpose.
 
 Spec: comma-separated ``KIND@STEP``, ``KIND@START-END`` (inclusive), each optionally ``:rankR`` to
-fire on one process only, plus the step-less ``broken_attention``. Steps are 1-based optimizer
+fire on one process only, plus the step-less ``broken_attention`` and ``broken_kernel``. Steps are 1-based optimizer
 updates, as in the logs. Kinds:
 
 * ``nan_loss`` / ``inf_loss``: the micro-batch loss becomes NaN / +Inf (gradients stay finite),
@@ -11,7 +11,10 @@ updates, as in the logs. Kinds:
   (what fp16 does to large activations): finite when replayed in fp32,
 * ``spike``: the loss is multiplied by 1000 (finite; only ``--skip_loss_spikes`` catches it),
 * ``broken_attention``: non-math attention kernels return NaN for the whole run (the attention
-  canary should detect it and fall back).
+  canary should detect it and fall back),
+* ``broken_kernel``: the fused modulate kernel gives every sample sample 0's scale and shift
+  (OpenDiT's bug) for the whole run; the kernel check should switch it off at the first step.
+  Needs the modulate kernel patched (``--kernels on``).
 
 Injection never adds a host-device sync: every decision is made from the host-known step number.
 """
@@ -28,7 +31,7 @@ import torch
 from ..errors import UserError
 
 STEP_KINDS = ("nan_loss", "inf_loss", "nan_grad", "inf_grad", "nan_batch", "inf_batch", "overflow", "spike")
-GLOBAL_KINDS = ("broken_attention",)
+GLOBAL_KINDS = ("broken_attention", "broken_kernel")
 _ITEM = re.compile(r"^(?P<kind>[a-z_]+)(?:@(?P<start>\d+)(?:-(?P<end>\d+))?)?(?::rank(?P<rank>\d+))?$")
 
 
@@ -90,6 +93,10 @@ class FaultInjector:
     @property
     def broken_attention(self) -> bool:
         return any(f.kind == "broken_attention" and (f.rank is None or f.rank == self.rank) for f in self.faults)
+
+    @property
+    def broken_kernel(self) -> bool:
+        return any(f.kind == "broken_kernel" and (f.rank is None or f.rank == self.rank) for f in self.faults)
 
     def batch(self, step: int, batch: dict) -> dict:
         """Make the first sample's latents non-finite (``nan_batch`` / ``inf_batch``)."""

@@ -96,8 +96,12 @@ class StepGuard:
 
     # ---- per step (device only) ----------------------------------------------------------
     def step(self, optimizer, inner: torch.optim.Optimizer, loss: torch.Tensor, norm: torch.Tensor, slot: int,
-             scaler=None) -> None:
-        """One guarded optimizer update (or a plain one with ``--finite_guard false``)."""
+             scaler=None, veto: bool = False) -> None:
+        """One guarded optimizer update (or a plain one with ``--finite_guard false``).
+
+        ``veto`` skips this update regardless (every process passes the same value: a kernel that failed
+        its check during the step, agreed across processes).
+        """
         if not self.enabled:
             self._last_norm = norm.detach()
             # Baseline without the guard: step unconditionally, advance the schedule, keep the loss log.
@@ -110,6 +114,8 @@ class StepGuard:
             return
         self._last_norm = norm.detach()
         flag = self.step_flag(loss, norm)
+        if veto:
+            flag = torch.ones_like(flag)
         self.optimizer_step(optimizer, inner, flag, scaler)
         self.after_step(flag, loss, norm, slot)
 

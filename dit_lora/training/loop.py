@@ -22,6 +22,8 @@ from ..data import batches as batch_lib
 from ..data.prepare import batch_to_device, prepare_data
 from ..errors import UserError
 from ..families import get_family
+from ..kernels import kernel_counts, kernel_runtime, patch_model
+from ..kernels.monitor import install_sample_mixing_modulate
 from ..output.adapter import assert_finite, write_adapter
 from ..output.names import ADAPTER_FILES, LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, PRECISION_AUDIT_FILE, SUMMARY_FILE
 from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
@@ -145,10 +147,16 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         log("warning: " + format_audit(mismatches) + f"\n  (full list: {out / PRECISION_AUDIT_FILE})")
         if accelerator.is_main_process:
             write_json_atomic(out / PRECISION_AUDIT_FILE, mismatches)
+    patched = patch_model(denoiser, **_kernel_switches(cfg), device=accelerator.device)
+    kernels = kernel_runtime(denoiser)
+    log(_describe_kernels(patched, kernels))
     if injector is not None:
         log(f"fault drill active: --inject_faults {cfg.inject_faults}")
         if injector.broken_attention:
             install_broken_attention()
+        if injector.broken_kernel and not install_sample_mixing_modulate(kernels):
+            log("warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
+                "(use --kernels on)")
     if cfg.attention_canary:
         attention_canary(denoiser, accelerator.device, _autocast_dtype(cfg), log)
         denoiser.zero_grad(set_to_none=True)
@@ -199,6 +207,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     progress = tqdm(total=max_steps, initial=state.global_step, disable=not accelerator.is_main_process, desc="steps")
     denoiser.train()
     micro_losses = torch.zeros((), device=accelerator.device)
+    kernel_veto = False  # a kernel failed its check during this update: skip it
     window_start = time.perf_counter()
     train_started = time.perf_counter()
     steps_at_start = state.global_step
@@ -211,6 +220,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                     torch.cuda.set_sync_debug_mode("error")
                 step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
                 slot = (step - 1) % interval
+                checking = state.batch_in_epoch % cfg.gradient_accumulation_steps == 0 \
+                    and kernels.due(step, steps_at_start + 1)
+                if checking:
+                    kernels.arm(step)
                 recovery.record(slot, step, state.epoch, state.batch_in_epoch, generator)
                 with accelerator.accumulate(denoiser):
                     batch = batch_to_device(batch, accelerator.device, family, comps, data.cached)
@@ -222,13 +235,17 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                         if injector is not None:
                             loss = injector.loss(step, loss)
                         accelerator.backward(loss)
+                    if checking:  # sampled steps only: this compares on the host
+                        kernel_veto = kernels.finish_check(step) or kernel_veto
                     micro_losses += loss.detach() / cfg.gradient_accumulation_steps
                     state.batch_in_epoch += 1
                     state.samples_seen += batch["latents"].shape[0] * world
                     if accelerator.sync_gradients:
                         norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
-                        guard.step(optimizer, optimizer.optimizer, micro_losses, norm, slot, accelerator.scaler)
+                        guard.step(optimizer, optimizer.optimizer, micro_losses, norm, slot, accelerator.scaler,
+                                   veto=kernel_veto)
                         micro_losses.zero_()
+                        kernel_veto = False
                     optimizer.zero_grad(set_to_none=True)
                 if sync_debug:
                     torch.cuda.set_sync_debug_mode("default")
@@ -349,6 +366,24 @@ def _validate(accelerator, family, comps, denoiser, cond, cfg, tag: str) -> list
     return [family.save_sample(item, folder / f"{tag}_{i}") for i, item in enumerate(images)]
 
 
+def _kernel_switches(cfg: TrainConfig) -> dict[str, Any]:
+    """patch_model's switches from the recipe flags."""
+    return {
+        "kernels": cfg.kernels, "modulate": not cfg.disable_modulate_kernel,
+        "layernorm": not cfg.disable_layernorm_kernel, "linear_attention": not cfg.disable_linear_attention_kernel,
+        "attention_backend": cfg.attention_backend, "flashattn": not cfg.disable_flashattn,
+        "check_interval": cfg.kernel_check_interval,
+    }
+
+
+def _describe_kernels(counts: dict[str, int], runtime) -> str:
+    patched = ", ".join(f"{name} x{n}" for name, n in counts.items() if n) or "nothing"
+    backend = runtime.attention_backend.name if runtime.attention_backend is not None else "diffusers' own"
+    lines = [f"kernels: patched {patched}; attention backend: {backend}"]
+    lines += [f"  note: {note}" for note in runtime.notes]
+    return "\n".join(lines)
+
+
 def _peak_memory_bytes(device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
@@ -401,6 +436,7 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
             "applied_updates": reading.applied, "rollback_events": guard.rollbacks,
             "nonfinite_report": str(report_file) if report_file.exists() else None,
             "quarantine": data.quarantine,
+            "kernels": kernel_runtime(model).summary(kernel_counts(model)) if kernel_runtime(model) else None,
             "num_processes": accelerator.num_processes,
             "param_groups": [vars(g) for g in group_info],
             "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],

@@ -1,0 +1,49 @@
+"""The kernels inside real training runs: a 30-step A/B against diffusers' own modules, and the
+sampled check catching a sample-mixing modulate kernel mid-run."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from test_guard import _train  # noqa: E402
+
+STEPS = 30
+
+
+def _losses(summary: dict) -> list[float]:
+    return [loss for _, loss in summary["loss_history"]]
+
+
+def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp_path):
+    common = {"max_train_steps": STEPS, "validation_steps": 1, "lr_scheduler": "constant", "lr_warmup_steps": 0,
+              "kernel_check_interval": 10}
+    off, _ = _train(tiny_sana, shapes_data, tmp_path / "off", kernels="off", **common)
+    on, _ = _train(tiny_sana, shapes_data, tmp_path / "on", kernels="on", attention_backend="math", **common)
+    assert isinstance(off, dict) and isinstance(on, dict), (off, on)
+    assert off["kernels"]["patched"] == dict.fromkeys(off["kernels"]["patched"], 0)
+    patched = on["kernels"]["patched"]
+    assert patched["modulate"] == patched["gated_residual"] == patched["linear_attention"] == 2
+    assert patched["attention"] == 2
+    assert on["kernels"]["implementations"]["modulate"] == "triton"
+    assert on["kernels"]["checks"] == 4 and on["kernels"]["fallbacks"] == []  # steps 1, 10, 20, 30
+    assert on["skipped_steps"] == off["skipped_steps"] == 0
+    a, b = _losses(off), _losses(on)
+    assert len(a) == len(b) == STEPS
+    worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+    assert worst < 0.02, worst
+    assert sum(b[-5:]) < sum(b[:5])  # and it trains
+
+
+def test_a_sample_mixing_kernel_is_switched_off_at_the_first_check_and_its_step_skipped(tiny_sana, shapes_data,
+                                                                                       tmp_path):
+    summary, out = _train(tiny_sana, shapes_data, tmp_path, kernels="on", max_train_steps=4,
+                          inject_faults="broken_kernel", kernel_check_interval=0)
+    assert isinstance(summary, dict), summary
+    (fallback,) = summary["kernels"]["fallbacks"]
+    assert fallback["kernel"] == "modulate" and fallback["step"] == 1 and fallback["to"] == "reference"
+    assert "disagreed" in fallback["reason"]
+    assert summary["kernels"]["implementations"]["modulate"] == "reference"
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 3
+    assert summary["kernels"]["implementations"]["gated_residual"] == "triton"  # only the faulty op goes
