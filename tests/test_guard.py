@@ -225,8 +225,9 @@ def test_attention_canary_falls_back_from_a_broken_kernel(tiny_sana, shapes_data
 def test_without_the_canary_a_broken_kernel_is_stopped_not_trained(tiny_sana, shapes_data, tmp_path, restore_attention):
     from dit_lora.training.recovery import RunStopped
 
+    # --kernels off: diffusers' own processors, so neither the canary nor the kernel checks can catch it
     err, out = _train(tiny_sana, shapes_data, tmp_path, inject_faults="broken_attention", attention_canary="false",
-                      max_train_steps=20, max_consecutive_skips=2, max_rollbacks=1)
+                      max_train_steps=20, max_consecutive_skips=2, max_rollbacks=1, kernels="off")
     assert isinstance(err, RunStopped), err
     summary = read_summary(out)
     assert summary["applied_updates"] == 0 and summary["status"] == "stopped_nonfinite"

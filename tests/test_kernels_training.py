@@ -4,6 +4,7 @@ sampled check catching a sample-mixing modulate kernel mid-run."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 pytest.importorskip("triton")
 
@@ -46,4 +47,25 @@ def test_a_sample_mixing_kernel_is_switched_off_at_the_first_check_and_its_step_
     assert "disagreed" in fallback["reason"]
     assert summary["kernels"]["implementations"]["modulate"] == "reference"
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 3
+    # A vetoed step is not a non-finite one: no diagnosis, no step toward a rollback.
+    assert summary["nonfinite_report"] is None and summary["rollbacks"] == 0
+    assert summary["nonfinite_losses"] == summary["nonfinite_grads"] == 0
     assert summary["kernels"]["implementations"]["gated_residual"] == "triton"  # only the faulty op goes
+
+
+def test_without_the_canary_the_first_kernel_check_moves_a_nan_attention_backend_to_math(tiny_sana, shapes_data,
+                                                                                        tmp_path):
+    from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
+
+    flags, sdpa = sdpa_backend_flags(), torch.nn.functional.scaled_dot_product_attention
+    try:
+        summary, _ = _train(tiny_sana, shapes_data, tmp_path, inject_faults="broken_attention",
+                            attention_canary="false", max_train_steps=5)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = sdpa
+        restore_sdpa_backends(flags)
+    assert isinstance(summary, dict), summary
+    (fallback,) = summary["kernels"]["fallbacks"]
+    assert fallback["kernel"] == "attention" and (fallback["from"], fallback["to"]) == ("sdpa", "math")
+    assert "non-finite" in fallback["reason"] and summary["kernels"]["attention_backend"] == "math"
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 4 and summary["final_loss"] is not None

@@ -113,11 +113,10 @@ class StepGuard:
             self._set_lrs()
             return
         self._last_norm = norm.detach()
-        flag = self.step_flag(loss, norm)
-        if veto:
-            flag = torch.ones_like(flag)
+        fault = self.step_flag(loss, norm)
+        flag = torch.ones_like(fault) if veto else fault
         self.optimizer_step(optimizer, inner, flag, scaler)
-        self.after_step(flag, loss, norm, slot)
+        self.after_step(flag, loss, norm, slot, fault=fault)
 
     def step_flag(self, loss: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
         """1.0 when this step must be skipped on every process, else 0.0 (a device scalar)."""
@@ -160,19 +159,26 @@ class StepGuard:
         if not bool(flag):  # non-fused optimizers (8-bit AdamW): one sync per step
             optimizer.step()
 
-    def after_step(self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int) -> None:
-        """Advance counters, schedule and running statistics by this step's outcome (device only)."""
+    def after_step(self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int,
+                   fault: torch.Tensor | None = None) -> None:
+        """Advance counters, schedule and running statistics by this step's outcome (device only).
+
+        ``flag`` says the step was skipped; ``fault`` (default: ``flag``) whether it was a non-finite or
+        spiking step. A step skipped for another reason (a kernel that failed its check) counts as
+        skipped but neither starts a diagnosis nor moves toward a rollback.
+        """
+        fault = flag if fault is None else fault
         good = 1.0 - flag.double()
         reasons = self._reasons.double()
         loss_d = loss.detach().double()
         update = torch.stack([
-            flag.double(), reasons[0], reasons[1], reasons[2] * flag.double(), flag.double(), good,
+            flag.double(), reasons[0], reasons[1], reasons[2] * flag.double(), fault.double(), good,
             torch.where(good > 0, loss_d, torch.zeros_like(loss_d)), good, torch.ones_like(good),
         ])
         self.counts += update
-        # Consecutive skips reset on an applied step; where() keeps NaN out of the arithmetic.
-        self.counts[_CONSECUTIVE] = torch.where(flag > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
-        self.window_flags[slot] = flag.double()
+        # Consecutive faults reset on a step without one; where() keeps NaN out of the arithmetic.
+        self.counts[_CONSECUTIVE] = torch.where(fault > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
+        self.window_flags[slot] = fault.double()
         self._set_lrs()
         if self.spike_sigma is not None:
             self._update_spike_stats(good > 0, loss_d, norm.detach().double())
