@@ -124,10 +124,15 @@ def test_i2v_15_txt_layout_quarantines_bad_clips(models, clip_sets, tmp_path):
     out = tmp_path / "out"
     proc = run_recipe(_args(models["i2v-1.5"], clip_sets["txt"], out, tmp_path / "cache", family="cogvideox_i2v",
                             caption_column="prompts.txt", video_column="videos.txt", max_bad_samples_fraction=0.3,
-                            validation_prompt="a green square moving left to right"), recipe="cogvideox")
+                            validation_prompt="a green square moving left to right", kernels="on",
+                            kernel_check_interval=3), recipe="cogvideox")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["status"] == "completed" and summary["family"] == "cogvideox_i2v"
+    # The fused ops trained this run (with gradient checkpointing) and passed their checks at steps 1, 3, 6.
+    kernels = summary["kernels"]
+    assert kernels["patched"]["modulate"] == 4 and kernels["patched"]["attention"] == 2
+    assert kernels["checks"] == 3 and kernels["fallbacks"] == [] and summary["skipped_steps"] == 0
     quarantine = {q["key"]: q["reason"] for q in json.loads((out / "quarantine.json").read_text())}
     assert set(quarantine) == {"broken.mp4", "cut.mp4", "short.mp4"}
     assert "too short" in quarantine["short.mp4"] and "not a readable video" in quarantine["broken.mp4"]
@@ -160,11 +165,12 @@ def test_two_buckets_on_two_processes(models, clip_sets, tmp_path):
                 "29517"]
     proc = run_recipe(_args(models["t2v"], clip_sets["mixed"], out, tmp_path / "cache", max_num_frames=None,
                             height=None, width=None, frame_buckets="9x64x64,5x64x64", train_batch_size=1,
-                            max_train_steps=4, checkpointing_steps=0), recipe="cogvideox", launcher=launcher,
-                      timeout=400)
+                            max_train_steps=4, checkpointing_steps=0, kernels="on"),
+                      recipe="cogvideox", launcher=launcher, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["num_processes"] == 2 and summary["steps"] == 4 and summary["status"] == "completed"
+    assert summary["kernels"]["checks"] == 1 and summary["kernels"]["fallbacks"] == []  # agreed across ranks
     assert "bucket" in proc.stdout  # the clips-per-bucket line
 
 

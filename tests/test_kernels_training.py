@@ -3,11 +3,14 @@ sampled check catching a sample-mixing modulate kernel mid-run."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
 pytest.importorskip("triton")
 
+from conftest import base_args, read_summary, run_recipe  # noqa: E402
 from test_guard import _train  # noqa: E402
 
 STEPS = 30
@@ -69,3 +72,20 @@ def test_without_the_canary_the_first_kernel_check_moves_a_nan_attention_backend
     assert fallback["kernel"] == "attention" and (fallback["from"], fallback["to"]) == ("sdpa", "math")
     assert "non-finite" in fallback["reason"] and summary["kernels"]["attention_backend"] == "math"
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 4 and summary["final_loss"] is not None
+
+
+def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shapes_data, tmp_path):
+    out = tmp_path / "out"
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port",
+                "29521"]
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2,
+                                max_train_steps=3, kernels="on", inject_faults="broken_kernel:rank1",
+                                attention_canary="false"), launcher=launcher, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = read_summary(out)  # written by rank 0, whose own kernel was fine
+    assert summary["num_processes"] == 2
+    (fallback,) = summary["kernels"]["fallbacks"]
+    assert fallback["kernel"] == "modulate" and fallback["step"] == 1
+    assert fallback["reason"] == "its check failed on another process"
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2

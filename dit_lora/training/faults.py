@@ -58,7 +58,8 @@ def parse_faults(spec: str | None) -> list[Fault]:
         match = _ITEM.match(item)
         kind = match.group("kind") if match else None
         if kind in GLOBAL_KINDS and match.group("start") is None:
-            faults.append(Fault(kind))
+            rank = match.group("rank")
+            faults.append(Fault(kind, rank=None if rank is None else int(rank)))
             continue
         if not match or kind not in STEP_KINDS or match.group("start") is None:
             raise UserError(
