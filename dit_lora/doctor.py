@@ -367,6 +367,22 @@ def _kernels_shadow_check() -> Check:
     return Check("kernels", version)
 
 
+def _fused_kernels_check() -> Check:
+    """What ``--kernels on`` and ``--attention_backend auto`` would use on this machine."""
+    import torch
+
+    from .kernels.attention import resolve_backend
+    from .kernels.runtime import triton_usable
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    usable, why = triton_usable(device)
+    backend = resolve_backend("auto", device)
+    value = f"triton ops {'runnable' if usable else 'not runnable'}; attention auto -> {backend.name}"
+    if usable:
+        return Check("fused kernels", value)
+    return Check("fused kernels", value, OK, f"{why}; `--kernels on` keeps the PyTorch paths")
+
+
 def run_checks(*, import_check: bool = True) -> list[Check]:
     """Run every environment check and return them in display order. Never raises.
 
@@ -385,6 +401,7 @@ def run_checks(*, import_check: bool = True) -> list[Check]:
         ("torchvision", _torchvision_check),
         ("torch 2.5.0 + CUDA", _torch_cuda_sdpa_check),
         ("kernels", _kernels_shadow_check),
+        ("fused kernels", _fused_kernels_check),
     ]
     for name, fn in extra:
         result = _safe(fn, name)

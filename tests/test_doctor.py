@@ -48,7 +48,8 @@ def test_doctor_cli_passes_in_this_environment():
     proc = _run(["-m", "dit_lora.cli", "doctor"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in ("python", "torch", "diffusers", "transformers", "peft", "accelerate", "datasets", "safetensors",
-                 "huggingface_hub", "triton", "flash-attn", "bitsandbytes", "av", "device", "bf16", "kernels"):
+                 "huggingface_hub", "triton", "flash-attn", "bitsandbytes", "av", "device", "bf16", "kernels",
+                 "fused kernels"):
         assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), name
     assert "BLOCK" not in proc.stdout
     assert "no blocking problems" in proc.stdout

@@ -206,3 +206,37 @@ def test_state_dict_and_lora_keys_are_untouched_by_patching():
     after = model.state_dict()
     assert before.keys() == after.keys()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_patching_before_the_adapters_are_injected_works_the_same():
+    from diffusers import CogVideoXTransformer3DModel
+
+    from dit_lora.demo.tiny_cogvideox import get_tiny_cogvideox_config
+
+    reference, inputs = _cogvideox(torch.float32)
+    ref_out, ref_grads = _run(reference, inputs)
+    torch.manual_seed(0)
+    model = CogVideoXTransformer3DModel(**get_tiny_cogvideox_config("t2v", "1.0-5b")["transformer"])
+    patch_model(model, kernels="on", attention_backend="math")  # no LoRA yet
+    add_lora(model, rank=4, alpha=8, dropout=0.0, targets=["to_q", "to_k", "to_v", "to_out.0"], seed=0)
+    _randomise_lora(model)
+    out, grads = _run(model.to(DEVICE), inputs)
+    _close(out, ref_out, 1e-4)
+    assert grads.keys() == ref_grads.keys()
+    for name, g in ref_grads.items():
+        _close(grads[name], g, 1e-3)
+
+
+def test_a_measured_compiled_default_runs_torch_compile_of_the_reference(monkeypatch):
+    from dit_lora.kernels import defaults
+
+    device_type = torch.device(DEVICE).type
+    monkeypatch.setitem(defaults.MEASURED_DEFAULTS, device_type, {"gated_residual": ("compiled", "a test")})
+    model, inputs = _sana(torch.float32)
+    ref_out, _ = _run(model, inputs)
+    counts = patch_model(model, kernels="auto")
+    assert counts["gated_residual"] == len(model.transformer_blocks) and counts["modulate"] == 0
+    rt = kernel_runtime(model)
+    assert rt.impl == {"gated_residual": "compiled"}
+    out, _ = _run(model, inputs)
+    _close(out, ref_out, 1e-5)

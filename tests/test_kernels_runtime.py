@@ -180,3 +180,34 @@ def test_without_triton_interpreter_on_cpu_patching_keeps_references_and_says_so
     for c in counts:
         assert c["modulate"] == c["linear_attention"] == c["layernorm"] == 0 and c["attention"] == 2
     assert proc.stderr.count("TRITON_INTERPRET=1") == 1, proc.stderr
+
+
+def test_flash_attn_3_is_preferred_over_2_when_both_are_installed(monkeypatch):
+    import types
+
+    from dit_lora.kernels.attention import find_flash_attn
+
+    fa2, fa3 = types.ModuleType("flash_attn"), types.ModuleType("flash_attn_interface")
+    fa2.flash_attn_func = lambda *a, **k: "fa2"
+    fa3.flash_attn_func = lambda *a, **k: "fa3"
+    monkeypatch.setitem(sys.modules, "flash_attn", fa2)
+    assert find_flash_attn()[0] == "flash_attn_2"
+    monkeypatch.setitem(sys.modules, "flash_attn_interface", fa3)
+    name, fn = find_flash_attn()
+    assert name == "flash_attn_3" and fn() == "fa3"
+    # On a CPU the package is never chosen, whatever is installed.
+    assert resolve_backend("flash", "cpu").flash_fn is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("requested", ["auto", "flash", "cudnn", "efficient", "sdpa", "math"])
+def test_cuda_backends_match_the_reference_forward_and_backward(requested):
+    backend = resolve_backend(requested, "cuda")
+    q, k, v = (t.cuda().requires_grad_() for t in _qkv(batch=2, heads=4, q_len=1088, kv_len=1088, dim=64,
+                                                         dtype=torch.bfloat16))
+    out = attention(q, k, v, None, backend)
+    ref = attention_reference(q, k, v)
+    assert torch.isfinite(out).all() and (out.float() - ref.float()).abs().max() < 2e-2
+    g = torch.randn_like(out)
+    for a, b in zip(torch.autograd.grad(out, (q, k, v), g), torch.autograd.grad(ref, (q, k, v), g)):
+        assert torch.isfinite(a).all() and (a.float() - b.float()).abs().max() < 5e-2 * b.float().abs().max()
