@@ -16,3 +16,12 @@ def test_gpu_benchmark_smoke(script):
                           text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout
+
+
+def test_kernels_benchmark_smoke():
+    """benchmarks/kernels.py --smoke: every fused op (Triton interpreter) and CPU attention backend, tiny shapes,
+    checked against the references; torch.compile runs for one op."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels.py"), "--smoke"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "smoke test passed" in proc.stdout

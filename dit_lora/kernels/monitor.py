@@ -28,7 +28,7 @@ logger = logging.getLogger("dit_lora.kernels")
 # Relative tolerance (to the reference's largest magnitude) per compute dtype. Loose enough for
 # the different summation orders of fused kernels, tight enough to catch a wrong row or sample.
 _RTOL = {torch.float32: 2e-3, torch.float64: 1e-6, torch.bfloat16: 5e-2, torch.float16: 1e-2}
-_ATTENTION_SLICE_HEADS = 2  # attention checks run on one sample and two heads: the N^2 reference is big
+_ATTENTION_SLICE_HEADS = 1  # attention checks run on one sample, one head: the fp32 N^2 reference is ~1.3 GB at 17.8k tokens
 
 
 @dataclass

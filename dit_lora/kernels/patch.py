@@ -201,7 +201,7 @@ def patch_model(model: nn.Module, *, kernels: str = "auto", modulate: bool = Tru
             rt.ops[op] = (_OPS[op][1], _OPS[op][1])
             continue
         rt.impl[op] = impl
-        fast = _OPS[op][0] if impl == "triton" else torch.compile(_OPS[op][1], dynamic=True)
+        fast = _OPS[op][0] if impl == "triton" else torch.compile(_OPS[op][1])
         rt.ops[op] = (fast, _OPS[op][1])
     if attention and kernels != "off":
         rt.attention_backend = resolve_backend(attention_backend, rt.device, allow_flashattn=flashattn)
