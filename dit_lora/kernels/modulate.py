@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from dit_lora.kernels.rms_norm import kernel_dtype, reduction_programs, require_triton, tile_config
+from dit_lora.kernels.runtime import kernel_dtype, reduction_programs, require_triton, tile_config
 
 try:
     import triton

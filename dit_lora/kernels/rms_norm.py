@@ -3,10 +3,6 @@
 ``y = x * rsqrt(mean(x**2) + eps) * weight`` over the last dimension. Statistics and accumulation
 are fp32 whatever the input dtype, and the output is rounded once, to ``out_dtype``.
 
-Besides the op, this module holds the small launch helpers the other row-wise kernels
-(:mod:`dit_lora.kernels.modulate`, :mod:`dit_lora.kernels.gated_residual`) share: how a row is
-tiled, how many programs a reduction uses, and the check that Triton can run at all.
-
 Every kernel takes a ``BLOCK_M x BLOCK_D`` tile of rows; ``BLOCK_D`` covers the whole hidden size
 (masked past ``D``), so a row's statistics never need a second pass over memory. Per-feature
 gradient sums (here ``dweight``) are written by each program as fp32 partial sums into a buffer
@@ -15,12 +11,10 @@ that torch reduces afterwards: no atomics, so the result is bitwise reproducible
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch.autograd.function import once_differentiable
 
-from dit_lora.kernels.runtime import interpreting, next_power_of_2, rows_per_program, triton_usable
+from dit_lora.kernels.runtime import kernel_dtype, reduction_programs, require_triton, tile_config
 
 try:
     import triton
@@ -28,65 +22,6 @@ try:
 except ImportError:  # the kernels are optional; the references below still import
     triton = None
     tl = None
-
-# A row wider than this would not fit one program's registers; no diffusion transformer is near it.
-MAX_BLOCK_D = 65536
-# Programs per sample in the backward kernels under the interpreter: two is enough to exercise
-# both the strided loop over row blocks and the cross-program partial sums, and stays quick.
-_INTERPRETER_PROGRAMS = 2
-
-
-def require_triton(device: torch.device | str, op: str) -> None:
-    """Raise a RuntimeError saying why ``op`` cannot run its Triton kernel on ``device``, if it cannot."""
-    ok, reason = triton_usable(device)
-    if not ok or triton is None:
-        raise RuntimeError(f"{op}: {reason or 'Triton is not installed'}; use the *_reference function instead")
-
-
-def tile_config(d: int) -> tuple[int, int, int]:
-    """``(BLOCK_D, BLOCK_M, num_warps)`` for rows of hidden size ``d``."""
-    block_d = next_power_of_2(max(1, d))
-    if block_d > MAX_BLOCK_D:
-        raise ValueError(f"hidden size {d} is wider than the fused row kernels support ({MAX_BLOCK_D})")
-    block_m = rows_per_program(block_d)
-    # Roughly 8-16 fp32 elements per thread: wide enough to hide memory latency, few enough
-    # live tiles (the backward keeps ~6) to stay out of local-memory spills.
-    num_warps = min(16, max(4, block_m * block_d // 512))
-    return block_d, block_m, num_warps
-
-
-def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a kernel should write for an output that must end up in ``dtype``.
-
-    Triton's interpreter casts fp32 to bf16 by truncating the mantissa, where GPUs round to nearest
-    even; a bf16 output is then up to a whole ulp off instead of half. Under the interpreter, bf16
-    outputs are therefore written in fp32 and rounded by torch, so CPU checks see GPU rounding.
-    """
-    if dtype == torch.bfloat16 and interpreting():
-        return torch.float32
-    return dtype
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def reduction_programs(n_blocks: int, batch: int, device: torch.device) -> int:
-    """Programs per sample for a backward kernel that sums over ``n_blocks`` row blocks per sample.
-
-    Each program loops over every G-th block and writes one partial row, so G bounds the size of
-    the partial-sum buffer (``batch x G x D`` fp32) while keeping every SM busy.
-    """
-    if n_blocks <= 0:
-        return 1
-    if device.type == "cuda" and not interpreting():
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        cap = max(1, 4 * _sm_count(index) // max(1, batch))
-    else:
-        cap = _INTERPRETER_PROGRAMS
-    return max(1, min(n_blocks, cap))
-
 
 if triton is not None:
 

@@ -8,6 +8,7 @@ modules keep their PyTorch reference paths, and :func:`note_once` says so a sing
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
@@ -55,3 +56,63 @@ def next_power_of_2(n: int) -> int:
 def rows_per_program(block_d: int, budget: int = 4096, most: int = 16) -> int:
     """How many rows one program takes so that a ``rows x block_d`` tile stays within ``budget`` elements."""
     return max(1, min(most, budget // block_d))
+
+
+# ---- launch helpers shared by the row-wise kernels (modulate, gated residual, RMSNorm) ----
+# A row wider than this would not fit one program's registers; no diffusion transformer is near it.
+MAX_BLOCK_D = 65536
+# Programs per sample in the backward kernels under the interpreter: two is enough to exercise
+# both the strided loop over row blocks and the cross-program partial sums, and stays quick.
+_INTERPRETER_PROGRAMS = 2
+
+
+def require_triton(device: torch.device | str, op: str) -> None:
+    """Raise a RuntimeError saying why ``op`` cannot run its Triton kernel on ``device``, if it cannot."""
+    ok, reason = triton_usable(device)
+    if not ok:
+        raise RuntimeError(f"{op}: {reason or 'Triton is not installed'}; use the *_reference function instead")
+
+
+def tile_config(d: int) -> tuple[int, int, int]:
+    """``(BLOCK_D, BLOCK_M, num_warps)`` for rows of hidden size ``d``."""
+    block_d = next_power_of_2(max(1, d))
+    if block_d > MAX_BLOCK_D:
+        raise ValueError(f"hidden size {d} is wider than the fused row kernels support ({MAX_BLOCK_D})")
+    block_m = rows_per_program(block_d)
+    # Roughly 8-16 fp32 elements per thread: wide enough to hide memory latency, few enough
+    # live tiles (the backward keeps ~6) to stay out of local-memory spills.
+    num_warps = min(16, max(4, block_m * block_d // 512))
+    return block_d, block_m, num_warps
+
+
+def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel should write for an output that must end up in ``dtype``.
+
+    Triton's interpreter casts fp32 to bf16 by truncating the mantissa, where GPUs round to nearest
+    even; a bf16 output is then up to a whole ulp off instead of half. Under the interpreter, bf16
+    outputs are therefore written in fp32 and rounded by torch, so CPU checks see GPU rounding.
+    """
+    if dtype == torch.bfloat16 and interpreting():
+        return torch.float32
+    return dtype
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def reduction_programs(n_blocks: int, batch: int, device: torch.device) -> int:
+    """Programs per sample for a backward kernel that sums over ``n_blocks`` row blocks per sample.
+
+    Each program loops over every G-th block and writes one partial row, so G bounds the size of
+    the partial-sum buffer (``batch x G x D`` fp32) while keeping every SM busy.
+    """
+    if n_blocks <= 0:
+        return 1
+    if device.type == "cuda" and not interpreting():
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        cap = max(1, 4 * _sm_count(index) // max(1, batch))
+    else:
+        cap = _INTERPRETER_PROGRAMS
+    return max(1, min(n_blocks, cap))
