@@ -31,6 +31,7 @@ def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp
     assert patched["modulate"] == patched["gated_residual"] == patched["linear_attention"] == 2
     assert patched["attention"] == 2
     assert on["kernels"]["implementations"]["modulate"] == "triton"
+    assert on["kernels"]["implementations"]["attention"] == "math"
     assert on["kernels"]["checks"] == 4 and on["kernels"]["fallbacks"] == []  # steps 1, 10, 20, 30
     assert on["skipped_steps"] == off["skipped_steps"] == 0
     a, b = _losses(off), _losses(on)

@@ -149,12 +149,18 @@ class KernelRuntime:
         logger.warning(message)
         print(f"warning: {message}", flush=True)
 
+    def _implementation(self, name: str) -> str:
+        if not self.enabled.get(name):
+            return "reference"
+        if name == "attention" and self.attention_backend is not None:
+            return self.attention_backend.name
+        return self.impl.get(name, "triton")
+
     def summary(self, counts: dict[str, int]) -> dict[str, Any]:
         """What train_summary.json records about the kernels."""
         return {
             "patched": dict(counts),
-            "implementations": {name: (self.impl.get(name, "triton") if on else "reference")
-                                for name, on in sorted(self.enabled.items())},
+            "implementations": {name: self._implementation(name) for name in sorted(self.enabled)},
             "attention_backend": None if self.attention_backend is None else self.attention_backend.name,
             "check_interval": self.check_interval, "checks": self.checks, "inconclusive_checks": self.inconclusive,
             "fallbacks": list(self.fallbacks), "notes": list(self.notes),

@@ -208,6 +208,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     denoiser.train()
     micro_losses = torch.zeros((), device=accelerator.device)
     kernel_veto = False  # a kernel failed its check during this update: skip it
+    update_starts = True  # the next micro-batch is the first of an update
     window_start = time.perf_counter()
     train_started = time.perf_counter()
     steps_at_start = state.global_step
@@ -220,8 +221,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                     torch.cuda.set_sync_debug_mode("error")
                 step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
                 slot = (step - 1) % interval
-                checking = state.batch_in_epoch % cfg.gradient_accumulation_steps == 0 \
-                    and kernels.due(step, steps_at_start + 1)
+                checking = update_starts and kernels.due(step, steps_at_start + 1)  # first micro-batch only
+                update_starts = False
                 if checking:
                     kernels.arm(step)
                 recovery.record(slot, step, state.epoch, state.batch_in_epoch, generator)
@@ -245,7 +246,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                         guard.step(optimizer, optimizer.optimizer, micro_losses, norm, slot, accelerator.scaler,
                                    veto=kernel_veto)
                         micro_losses.zero_()
-                        kernel_veto = False
+                        kernel_veto, update_starts = False, True
                     optimizer.zero_grad(set_to_none=True)
                 if sync_debug:
                     torch.cuda.set_sync_debug_mode("default")
