@@ -37,7 +37,7 @@ def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp
     a, b = _losses(off), _losses(on)
     assert len(a) == len(b) == STEPS
     worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-    assert worst < 0.02, worst
+    assert worst < 5e-3, worst  # measured 3.3e-4
     assert sum(b[-5:]) < sum(b[:5])  # and it trains
 
 

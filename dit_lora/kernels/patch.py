@@ -207,6 +207,7 @@ def patch_model(model: nn.Module, *, kernels: str = "auto", modulate: bool = Tru
         rt.attention_backend = resolve_backend(attention_backend, rt.device, allow_flashattn=flashattn)
         if rt.attention_backend.note:
             rt.notes.append(f"attention: {rt.attention_backend.note}")
+            note_once(rt.notes[-1], rt.notes[-1])
     for module in model.modules():
         proc = _processor_for(module, rt) if hasattr(module, "processor") else None
         if proc is not None and (proc[0] in rt.impl or (proc[0] == "attention" and rt.attention_backend)):

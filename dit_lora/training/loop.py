@@ -380,9 +380,8 @@ def _kernel_switches(cfg: TrainConfig) -> dict[str, Any]:
 def _describe_kernels(counts: dict[str, int], runtime) -> str:
     patched = ", ".join(f"{name} x{n}" for name, n in counts.items() if n) or "nothing"
     backend = runtime.attention_backend.name if runtime.attention_backend is not None else "diffusers' own"
-    lines = [f"kernels: patched {patched}; attention backend: {backend}"]
-    lines += [f"  note: {note}" for note in runtime.notes]
-    return "\n".join(lines)
+    # patch_model has already logged its notes once (they are in train_summary.json too)
+    return f"kernels: patched {patched}; attention backend: {backend}"
 
 
 def _peak_memory_bytes(device) -> int:
