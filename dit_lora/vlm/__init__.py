@@ -1,0 +1,1 @@
+"""Video-language models: VideoChat-style question answering data, prompts and model specs."""
