@@ -191,7 +191,7 @@ def validate_static(cfg: TrainConfig) -> None:
                  "resolution", "max_sequence_length", "validation_steps", "num_validation_images",
                  "validation_inference_steps", "max_train_steps", "max_train_samples", "backbone_learning_rate",
                  "checkpoints_total_limit", "lora_alpha", "max_consecutive_skips", "skip_loss_spikes", "num_classes", "max_num_frames",
-                 "height", "width", "loss_weight_cap"):
+                 "height", "width", "loss_weight_cap", "num_frames", "vision_tower_learning_rate"):
         positive(name)
     positive("max_rollbacks", allow_zero=True)
     positive("kernel_check_interval", allow_zero=True)

@@ -40,7 +40,7 @@ class TrainConfig:
     # --- model ---
     family: str = opt(
         "sana", "Model family (see `dit_lora.families.available()`): sana, dit, cogvideox (text-to-video) or "
-        "cogvideox_i2v (image-to-video).", section="model",
+        "cogvideox_i2v (image-to-video), llava_next_video or qwen2_5_vl (video LLMs).", section="model",
     )
     pretrained_model_name_or_path: str | None = opt(
         None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
@@ -330,6 +330,31 @@ class TrainConfig:
         "DiT: number of classes to train. If it differs from the model's class-embedding size, the label embedding "
         "is resized (keeping the null class used for guidance) and trained at --backbone_learning_rate.",
         section="dit",
+    )
+
+    # --- video LLMs (VideoChat-style question answering) ---
+    num_frames: int = opt(
+        8, "Video LLMs: frames sampled uniformly from each clip (VideoChat2 and LLaVA-NeXT-Video use 8-16).",
+        section="videochat",
+    )
+    video_folder: str | None = opt(
+        None, "Video LLMs: folder that relative video paths in the annotation file are under (default: the "
+        "annotation file's folder).", section="videochat",
+    )
+    train_vision_tower: bool = opt(
+        False, "Video LLMs: also train the vision tower (fully), at --vision_tower_learning_rate.", section="videochat"
+    )
+    vision_tower_learning_rate: float = opt(
+        2e-6, "Video LLMs: learning rate of the vision tower with --train_vision_tower.", section="videochat"
+    )
+    use_liger_kernel: bool = opt(
+        False, "Video LLMs: apply Liger-Kernel to the language model (RMSNorm, SwiGLU, RoPE, fused linear "
+        "cross-entropy) when it is installed and a CUDA GPU is present; otherwise a note and the plain path.",
+        section="videochat",
+    )
+    validation_video: str | None = opt(
+        None, "Video LLMs: clip the validation question (--validation_prompt) is asked about (default: the first "
+        "training clip).", section="videochat",
     )
 
     # --- robustness ---

@@ -187,7 +187,7 @@ def epoch_loader(dataset, order: EpochBatches, epoch: int, start: int, num_worke
     return torch.utils.data.DataLoader(
         dataset,
         batch_sampler=_ListSampler(list(order.batches(epoch, start))),
-        collate_fn=collate,
+        collate_fn=getattr(dataset, "collate", collate),  # a dataset with its own batching (padding) brings it
         num_workers=num_workers,
         persistent_workers=False,
         generator=worker_seed,

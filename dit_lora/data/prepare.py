@@ -94,8 +94,8 @@ class ImageMedia:
 def media_of(family) -> str:
     """``family.media`` ("image" or "video"); anything else is a programming error."""
     media = family.media
-    if media not in ("image", "video"):
-        raise ValueError(f"{type(family).__name__}.media is {media!r}; expected 'image' or 'video'")
+    if media not in ("image", "video", "video_qa"):
+        raise ValueError(f"{type(family).__name__}.media is {media!r}; expected 'image', 'video' or 'video_qa'")
     return media
 
 
@@ -110,6 +110,10 @@ def media_for(cfg, family):
         from .video_prepare import VideoMedia  # PyAV and the video code only for video families
 
         return VideoMedia(cfg, family, cache_root_for(cfg))
+    if media_of(family) == "video_qa":
+        from ..vlm.media import VideoQAMedia  # video-LLM question answering: tokenized on the fly, no cache
+
+        return VideoQAMedia(cfg, family)
     return ImageMedia(cfg, family)
 
 
@@ -183,7 +187,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
         raise
     family.inspect_samples(comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
-    if not cfg.cache_latents:
+    if not cfg.cache_latents or not getattr(media, "cacheable", True):
         write_quarantine(cfg, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))
@@ -236,7 +240,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
 
 def batch_to_device(batch: dict, device, family, comps, cached: bool) -> dict:
     """Move a collated batch to ``device``; encode on the fly when the cache is off."""
-    if cached:
+    if cached or not getattr(family, "encodes_on_the_fly", True):
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
     out = family.encode_prompts(comps, batch["caption"])
     out.update(as_encoding(family.encode_images(comps, batch["pixel_values"].to(device))))

@@ -61,9 +61,21 @@ def _cogvideox_i2v() -> ModelFamily:
     return CogVideoXI2VFamily()
 
 
+def _videochat(name: str) -> Callable[[], ModelFamily]:
+    def factory() -> ModelFamily:
+        from ..vlm.registry import spec_for
+        from .videochat import VideoChatFamily
+
+        return VideoChatFamily(spec_for(name))
+
+    return factory
+
+
 register_family("sana", _sana)
 register_family("dit", _dit)
 register_family("cogvideox", _cogvideox)
 register_family("cogvideox_i2v", _cogvideox_i2v)
+register_family("llava_next_video", _videochat("llava_next_video"))
+register_family("qwen2_5_vl", _videochat("qwen2_5_vl"))
 
 __all__ = ["Components", "ModelFamily", "available", "family_for_pipeline", "get_family", "register_family"]

@@ -51,6 +51,9 @@ class ModelFamily(ABC):
     gradient_checkpointing_default: bool = False
     #: the recipe script that trains this family (default ``<name>_lora.py``)
     recipe: str = ""
+    #: the model card's ``library_name`` (the library that loads the adapter) and ``pipeline_tag``
+    library_name: str = "diffusers"
+    pipeline_tag: str | None = None
 
     @property
     def recipe_script(self) -> str:
@@ -146,6 +149,22 @@ class ModelFamily(ABC):
     @abstractmethod
     def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
         """Images from a consumer pipeline (used for the final, reloaded-adapter validation)."""
+
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
+        return list(cfg.lora_layers or self.default_lora_layers)
+
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        """Regexes of original weights trained at ``--backbone_learning_rate`` (``--train_backbone``)."""
+        return list(cfg.train_backbone)
+
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+        """Further original weights trained in a group of their own: ``(label, regexes, learning rate)``."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """Turn on activation checkpointing (diffusers models; transformers models name it differently)."""
+        model.enable_gradient_checkpointing()
 
     def save_sample(self, sample: Any, stem: Path) -> Path:
         """Write one validation sample (a PIL image here) as ``stem`` + extension; return the path."""

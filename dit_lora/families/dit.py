@@ -389,18 +389,10 @@ class DiTFamily(ModelFamily):
     # ---- saving and loading ----------------------------------------------------------------
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """PEFT format (what ``PeftModel.save_pretrained`` writes) plus the label map."""
-        import inspect
-
-        from peft import LoraConfig
-        from safetensors.torch import save_file
+        from ..output.adapter import save_peft_adapter
 
         output_dir = Path(output_dir)
-        params = inspect.signature(LoraConfig).parameters
-        config = LoraConfig(**{k: v for k, v in lora_config.items() if k in params})
-        config.base_model_name_or_path = self.base_model
-        config.save_pretrained(str(output_dir))
-        state = {f"base_model.model.{k}": v for k, v in lora_state.items()}
-        save_file(state, str(output_dir / self.adapter_weight_name), metadata={"format": "pt"})
+        save_peft_adapter(output_dir, lora_state, lora_config, self.base_model)
         if self.classes is not None:
             info = {
                 "classes": self.classes,

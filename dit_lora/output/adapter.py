@@ -63,6 +63,25 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     return written
 
 
+def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, base_model: str | None) -> Path:
+    """Write ``adapter_config.json`` + ``adapter_model.safetensors`` as ``PeftModel.save_pretrained`` does.
+
+    Keys get PEFT's ``base_model.model.`` prefix, so ``PeftModel.from_pretrained(base, output_dir)``
+    loads the adapter as well as :func:`load_adapter` does.
+    """
+    import inspect
+
+    from peft import LoraConfig
+
+    params = inspect.signature(LoraConfig).parameters
+    config = LoraConfig(**{k: v for k, v in lora_config.items() if k in params})
+    config.base_model_name_or_path = base_model
+    config.save_pretrained(str(output_dir))
+    state = {f"base_model.model.{k}": v for k, v in lora_state.items()}
+    save_file(state, str(Path(output_dir) / PEFT_ADAPTER_FILE), metadata={"format": "pt"})
+    return Path(output_dir) / PEFT_ADAPTER_FILE
+
+
 def _adapter_folder(output_dir: str | Path) -> Path:
     """A local output folder, or the files of a Hub repo id that holds a dit-lora adapter."""
     path = Path(output_dir)
@@ -112,6 +131,9 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
 def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     """Load a dit-lora output folder (or Hub repo id) into ``pipe``: the LoRA, plus backbone weights.
 
+    ``pipe`` is a diffusers pipeline, or a model itself (a transformers video LLM: the PEFT adapter
+    goes into it, and the trained projector weights from ``dit_lora_backbone.safetensors``).
+
     * Pipelines with ``load_lora_weights`` (Sana): exactly ``pipe.load_lora_weights(output_dir)``
       (rank and alpha from the file's metadata), then any ``dit_lora_backbone.safetensors``.
     * Pipelines without a LoRA loader (``DiTPipeline``): the PEFT-format adapter is injected into
@@ -130,7 +152,7 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
         pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name,
                                use_safetensors=True)
     elif (output_dir / PEFT_ADAPTER_FILE).is_file() and (output_dir / PEFT_CONFIG_FILE).is_file():
-        _load_peft_adapter(pipe.transformer, output_dir, adapter_name)
+        _load_peft_adapter(_target_model(pipe), output_dir, adapter_name)
     else:
         wanted = ADAPTER_FILE if hasattr(pipe, "load_lora_weights") else f"{PEFT_ADAPTER_FILE} and {PEFT_CONFIG_FILE}"
         raise UserError(f"No {wanted} in `{output_dir}`. Point load_adapter at a finished dit-lora output_dir.")
@@ -138,7 +160,7 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     if backbone_file.is_file():
         state = load_file(str(backbone_file))
         assert_finite(state, str(backbone_file))
-        model = pipe.transformer
+        model = _target_model(pipe)
         params = {_plain_name(n): p for n, p in model.named_parameters()}
         missing = [k for k in state if k not in params]
         if missing:
@@ -156,6 +178,13 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
             for name, value in state.items():
                 params[name].copy_(value.to(params[name].dtype))
     return pipe
+
+
+def _target_model(pipe) -> torch.nn.Module:
+    """The module an adapter goes into: a pipeline's transformer, or the model itself."""
+    if isinstance(pipe, torch.nn.Module):
+        return pipe
+    return pipe.transformer
 
 
 def adapter_metadata(path: str | Path) -> dict:

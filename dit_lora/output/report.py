@@ -60,7 +60,8 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
     data = ModelCardData(
         base_model=cfg.pretrained_model_name_or_path,
-        library_name="diffusers",
+        library_name=family.library_name,
+        pipeline_tag=family.pipeline_tag,
         license=family.base_model_license(cfg),
         tags=["lora", "dit-lora", *family.card_tags],
     )

@@ -118,17 +118,24 @@ def build_param_groups(
     backbone_learning_rate: float,
     weight_decay: float,
     loraplus_lr_ratio: float | None,
+    extra_groups: list[tuple[str, list[str], float]] = (),
 ) -> list[dict]:
-    """Split trainable parameters into named groups: LoRA (or LoRA+ A/B) and backbone."""
+    """Split trainable parameters into named groups: LoRA (or LoRA+ A/B), backbone, and ``extra_groups``.
+
+    ``extra_groups`` are ``(label, parameter names, learning rate)`` of further original weights with a
+    learning rate of their own (e.g. a video LLM's vision tower).
+    """
+    extra_names = {n for _, names, _ in extra_groups for n in names}
     backbone = set(backbone_names)
+    frozen_for_lora = backbone | extra_names
     named = dict(model.named_parameters())
-    lora_params = [p for n, p in named.items() if p.requires_grad and n not in backbone]
+    lora_params = [p for n, p in named.items() if p.requires_grad and n not in frozen_for_lora]
     groups: list[dict] = []
     if loraplus_lr_ratio:
         from peft.optimizers import create_loraplus_optimizer
 
         # PEFT groups every trainable parameter; hide the backbone so only LoRA weights are grouped.
-        hidden = [named[n] for n in backbone]
+        hidden = [named[n] for n in frozen_for_lora]
         for p in hidden:
             p.requires_grad_(False)
         try:
@@ -151,6 +158,9 @@ def build_param_groups(
             "weight_decay": 0.0,
             "name": "backbone",
         })
+    for label, names, lr in extra_groups:
+        if names:
+            groups.append({"params": [named[n] for n in names], "lr": lr, "weight_decay": 0.0, "name": label})
     return groups
 
 

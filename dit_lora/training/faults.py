@@ -6,7 +6,8 @@ updates, as in the logs. Kinds:
 
 * ``nan_loss`` / ``inf_loss``: the micro-batch loss becomes NaN / +Inf (gradients stay finite),
 * ``nan_grad`` / ``inf_grad``: one trainable parameter's gradient becomes NaN / Inf during backward,
-* ``nan_batch`` / ``inf_batch``: the first sample's latents in the micro-batch become NaN / Inf,
+* ``nan_batch`` / ``inf_batch``: the first sample's latents (video LLMs: frames) in the micro-batch become
+  NaN / Inf,
 * ``overflow``: one attention block's output overflows, but only under reduced-precision autocast
   (what fp16 does to large activations): finite when replayed in fp32,
 * ``spike``: the loss is multiplied by 1000 (finite; only ``--skip_loss_spikes`` catches it),
@@ -105,9 +106,11 @@ class FaultInjector:
         value = float("nan") if "nan_batch" in kinds else float("inf") if "inf_batch" in kinds else None
         if value is None:
             return batch
-        latents = batch["latents"].clone()
+        # The model's main input: latents for diffusion families, frames for video LLMs.
+        key = "latents" if "latents" in batch else "pixel_values_videos"
+        latents = batch[key].clone()
         latents[0].view(-1)[: max(1, latents[0].numel() // 8)] = value
-        return {**batch, "latents": latents}
+        return {**batch, key: latents}
 
     def loss(self, step: int, loss: torch.Tensor) -> torch.Tensor:
         """Make the loss non-finite (``nan_loss`` / ``inf_loss``) or spike it (``spike``)."""

@@ -133,15 +133,18 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     denoiser = comps.denoiser
     lora_config = adapters.add_lora(
         denoiser, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
-        targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed,
+        targets=family.lora_targets(denoiser, cfg), seed=cfg.seed,
     )
-    backbone_names = adapters.unfreeze_backbone(denoiser, cfg.train_backbone)
+    backbone_names = adapters.unfreeze_backbone(denoiser, family.backbone_patterns(cfg))
+    extra_groups = [(label, [n for n in adapters.unfreeze_backbone(denoiser, patterns) if n not in backbone_names], lr)
+                    for label, patterns, lr in family.extra_trainable(cfg)]  # a weight belongs to one group
+    saved_backbone = backbone_names + [n for _, names, _ in extra_groups for n in names]
     adapters.cast_trainable_to_fp32(denoiser, under_autocast=cfg.mixed_precision != "no")
     checkpointing = cfg.gradient_checkpointing
     if checkpointing is None:
         checkpointing = family.gradient_checkpointing_default
     if checkpointing:
-        denoiser.enable_gradient_checkpointing()
+        family.enable_gradient_checkpointing(denoiser)
     mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
         log("warning: " + format_audit(mismatches) + f"\n  (full list: {out / PRECISION_AUDIT_FILE})")
@@ -166,6 +169,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         denoiser, learning_rate=cfg.learning_rate * lr_scale, backbone_names=backbone_names,
         backbone_learning_rate=cfg.backbone_learning_rate * lr_scale, weight_decay=cfg.adam_weight_decay,
         loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+        extra_groups=[(label, names, lr * lr_scale) for label, names, lr in extra_groups],
     )
     group_info = adapters.describe_groups(groups)
     log("trainable parameter groups:\n" + adapters.format_groups(group_info))
@@ -240,7 +244,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                         kernel_veto = kernels.finish_check(step) or kernel_veto
                     micro_losses += loss.detach() / cfg.gradient_accumulation_steps
                     state.batch_in_epoch += 1
-                    state.samples_seen += batch["latents"].shape[0] * world
+                    state.samples_seen += len(batch["sample_index"]) * world
                     if accelerator.sync_gradients:
                         norm = _clip(accelerator, denoiser, cfg.max_grad_norm)
                         guard.step(optimizer, optimizer.optimizer, micro_losses, norm, slot, accelerator.scaler,
@@ -277,13 +281,13 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                 state.batch_in_epoch = 0
     except RunStopped:
         progress.close()
-        _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, None,
+        _finish(accelerator, cfg, family, comps, denoiser, lora_config, saved_backbone, state, None,
                 time.perf_counter() - train_started, time.perf_counter() - started,
                 state.global_step - steps_at_start, group_info, guard, recovery, data, stopped=True)
         raise
     progress.close()
     train_time = time.perf_counter() - train_started
-    return _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
+    return _finish(accelerator, cfg, family, comps, denoiser, lora_config, saved_backbone, state, validation_cond,
                    train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info,
                    guard, recovery, data)
 
@@ -406,7 +410,8 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
     if accelerator.is_main_process:
         lora_state, backbone = adapters.split_trainable_state(model, backbone_names)
         metadata = model.peft_config["default"].to_dict()
-        written = write_adapter(family, out, lora_state, metadata, backbone, cfg.train_backbone)
+        patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
+        written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
         print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
         sample_files: list[Path] = []
         if cfg.validation_prompt and not stopped:

@@ -88,7 +88,8 @@ class Recovery:
         with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(denoiser):
             for step, epoch, batch_in_epoch, gen_state in self.records.get(slot, []):
                 items = next(iter(self.order.batches(epoch, batch_in_epoch)))
-                batch = batch_lib.collate([self.data.dataset[item] for item in items])
+                collate = getattr(self.data.dataset, "collate", batch_lib.collate)  # as epoch_loader batches
+                batch = collate([self.data.dataset[item] for item in items])
                 batch = batch_to_device(batch, acc.device, self.family, self.comps, self.data.cached)
                 if self.injector is not None:
                     batch = self.injector.batch(step, batch)
@@ -120,7 +121,12 @@ class Recovery:
 
     def _name(self, index: int) -> str:
         sample = self.data.samples[int(index)]
-        return sample.path or sample.key
+        # an image/clip file, or (video LLMs) the annotation entry plus its video
+        path = getattr(sample, "path", None)
+        if path:
+            return str(path)
+        video = getattr(sample, "video", None)
+        return f"{sample.key} ({video})" if video else sample.key
 
     def _loss_fn(self, step: int):
         def loss_fn(model, batch, generator):

@@ -1,0 +1,239 @@
+"""Video-LLM families (VideoChat-style): a vision tower, a projector and a language model, trained with LoRA.
+
+One :class:`VideoChatFamily` per architecture, each driven by its
+:class:`~dit_lora.vlm.specs.VideoLLMSpec` (module names, frame preprocessing, video tokens), so the
+training loop, guards, checkpoints and Hub push are the diffusion recipes' own:
+
+* LoRA on the language model's q/k/v/o/gate/up/down projections (only there: the vision tower has
+  modules with the same names) at ``--learning_rate``; the projector trained fully at
+  ``--backbone_learning_rate``; the vision tower frozen unless ``--train_vision_tower``.
+* The model is loaded in bf16 whatever the checkpoint's dtype; fp16 is refused as elsewhere.
+* The loss counts answer tokens only; with ``--use_liger_kernel`` on a CUDA GPU it is Liger's fused
+  linear cross-entropy on the language model's last hidden states (no full logits tensor).
+* Output: a PEFT adapter (``adapter_model.safetensors`` + ``adapter_config.json``) plus the trained
+  projector in ``dit_lora_backbone.safetensors``; ``dit_lora.load_adapter(model, output_dir)`` restores
+  both, ``PeftModel.from_pretrained`` the adapter alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+from ..output.names import PEFT_ADAPTER_FILE
+from .base import Components, ModelFamily
+
+DEFAULT_MAX_LENGTH = 2048
+MAX_NEW_TOKENS = 24
+
+
+@dataclass
+class VideoQAPipe:
+    """A base model with a loaded adapter, and what it needs to answer a question about a clip."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    prep: dict
+    family: "VideoChatFamily"
+
+
+class VideoChatFamily(ModelFamily):
+    """LoRA for one video-LLM architecture, described by ``spec``."""
+
+    media = "video_qa"
+    encodes_on_the_fly = False  # batches arrive tokenized, with pixel inputs: nothing to encode per step
+    requires_captions = False
+    caption_source = "qa"
+    library_name = "peft"
+    pipeline_tag = "video-text-to-text"
+    adapter_weight_name = PEFT_ADAPTER_FILE
+    gradient_checkpointing_default = True
+    recipe = "videochat_lora.py"
+    card_tags = ("video-text-to-text", "videochat")
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.pipeline_class_name = spec.model_class
+        self.tokenizer = None
+        self.prep: dict = {}
+        self.model_config = None
+        self.base_model: str | None = None
+        self.validation_video: Path | None = None
+        self.loss_fn = None
+
+    # ---- setup ----------------------------------------------------------------------------
+    def validate_config(self, cfg: TrainConfig) -> None:
+        if not cfg.pretrained_model_name_or_path:
+            raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
+        if cfg.validation_video and not Path(cfg.validation_video).is_file():
+            raise UserError(f"--validation_video `{cfg.validation_video}` does not exist. Point it at a clip, or "
+                            "leave it unset to ask about the first training clip.")
+
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        from ..demo.qa_clips import make_qa_dataset
+        from ..vlm.registry import build_demo_model
+
+        build_demo_model(self.spec.name, cfg.pretrained_model_name_or_path)
+        folder = Path(cfg.train_data_dir)
+        layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
+        root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
+        make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.num_frames, layout=layout, seed=cfg.seed)
+
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        path = cfg.pretrained_model_name_or_path
+        # bf16 whatever the checkpoint holds: VideoChat2's fp16 Mistral is where its NaN reports come from.
+        model = self.spec.load_model(path, torch.bfloat16)
+        model.requires_grad_(False)
+        model.to(device)
+        self.tokenizer = self.spec.load_tokenizer(path)
+        self.prep = self.spec.load_preprocessing(path)
+        self.model_config = model.config
+        self.base_model = path
+        return Components(denoiser=model, scheduler=None, encoders={"tokenizer": self.tokenizer})
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        from ..vlm.liger import apply_liger, plain_loss
+
+        self.loss_fn = plain_loss
+        if cfg.use_liger_kernel:
+            self.loss_fn = apply_liger(self.spec, comps.denoiser, print) or plain_loss
+
+    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+        return {"family": self.name, "model": cfg.pretrained_model_name_or_path}
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor):
+        raise NotImplementedError("video LLM batches are tokenized by the dataset")
+
+    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict:
+        return {"question": captions[0]}
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        if samples:
+            self.validation_video = Path(cfg.validation_video) if cfg.validation_video else samples[0].video
+
+    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
+        return None
+
+    def max_length(self, cfg: TrainConfig) -> int:
+        return cfg.max_sequence_length or DEFAULT_MAX_LENGTH
+
+    # ---- what trains ----------------------------------------------------------------------
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
+        """Full names of the language model's projections (suffixes would also hit the vision tower)."""
+        wanted = set(cfg.lora_layers or self.spec.lora_projections)
+        prefix = self.spec.language_model + "."
+        names = [n for n, m in model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and n.startswith(prefix) and n.rsplit(".", 1)[-1] in wanted]
+        if not names:
+            raise UserError(f"--lora_layers {sorted(wanted)} match no Linear layer of the language model "
+                            f"({self.spec.language_model}); valid: {', '.join(self.spec.lora_projections)}.")
+        return names
+
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        return list(cfg.train_backbone) or [re.escape(self.spec.projector) + r"\..*"]
+
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+        if not cfg.train_vision_tower:
+            return []
+        return [("vision_tower", [re.escape(self.spec.vision_tower) + r"\..*"], cfg.vision_tower_learning_rate)]
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+    # ---- data helpers used by the dataset -------------------------------------------------
+    @property
+    def pad_token_id(self) -> int:
+        tok = self.tokenizer
+        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def frame_inputs(self, frames) -> tuple[dict[str, torch.Tensor], int]:
+        pixels = self.spec.frame_inputs(frames, self.prep)
+        return pixels, self.spec.video_token_count(pixels, self.model_config)
+
+    def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
+        from ..vlm.media import tokenize_conversation
+
+        return tokenize_conversation(self.tokenizer, self.spec, messages, video_tokens, max_length)
+
+    # ---- loss -----------------------------------------------------------------------------
+    def compute_loss(self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any],
+                     generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
+        return self.loss_fn(self.spec, denoiser, inputs, batch["labels"])
+
+    # ---- answering questions --------------------------------------------------------------
+    def answer(self, model, question: str, video: Path, num_frames: int) -> str:
+        """Greedy answer of ``model`` to ``question`` about ``video``."""
+        from ..vlm.data import read_frames
+        from ..vlm.prompts import build_generation_prompt
+
+        pixels, count = self.frame_inputs(read_frames(video, num_frames))
+        prompt = build_generation_prompt(
+            self.tokenizer, [{"role": "user", "content": question}], video_placeholder=self.spec.video_placeholder,
+            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token), video_token_count=count)
+        device = next(model.parameters()).device
+        inputs = {k: v[None].to(device) for k, v in prompt.items()}
+        inputs.update({k: v.to(device) for k, v in self.spec.collate_pixels([pixels]).items()})
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+                                 pad_token_id=self.pad_token_id)
+        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+
+    def generate(self, comps: Components, denoiser: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
+        return [self.answer(denoiser, cond["question"], self.validation_video, cfg.num_frames)]
+
+    def save_sample(self, sample: Any, stem: Path) -> Path:
+        path = Path(stem).with_suffix(".txt")
+        path.write_text(str(sample) + "\n")
+        return path
+
+    # ---- output ---------------------------------------------------------------------------
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        from ..output.adapter import save_peft_adapter
+
+        return save_peft_adapter(Path(output_dir), lora_state, lora_config, self.base_model)
+
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
+        from ..output.adapter import load_adapter
+
+        model = self.spec.load_model(cfg.pretrained_model_name_or_path, torch.bfloat16)
+        load_adapter(model, adapter_dir)
+        model.to(device).eval()
+        return VideoQAPipe(model, self.tokenizer, self.prep, self)
+
+    def generate_with_pipeline(self, pipe: VideoQAPipe, prompt: str, cfg: TrainConfig, seed: int,
+                               num_images: int) -> list:
+        return [self.answer(pipe.model, prompt, self.validation_video, cfg.num_frames)]
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        base = cfg.pretrained_model_name_or_path
+        question = cfg.validation_prompt or "What happens in this video?"
+        return f'''import av, numpy as np, torch
+from transformers import AutoProcessor, {self.spec.model_class}
+from dit_lora import load_adapter  # LoRA + the trained projector; PeftModel.from_pretrained loads the LoRA alone
+
+model = {self.spec.model_class}.from_pretrained("{base}", dtype=torch.bfloat16, device_map="cuda")
+load_adapter(model, "{repo_or_dir}")
+processor = AutoProcessor.from_pretrained("{base}")
+
+with av.open("clip.mp4") as container:  # {cfg.num_frames} frames, uniformly over the clip
+    frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+video = np.stack([frames[int((i + 0.5) * len(frames) / {cfg.num_frames})] for i in range({cfg.num_frames})])
+conversation = [{{"role": "user", "content": [{{"type": "video"}}, {{"type": "text", "text": {question!r}}}]}}]
+prompt = processor.apply_chat_template(conversation, add_generation_prompt=True)
+inputs = processor(text=prompt, videos=video, return_tensors="pt").to(model.device, torch.bfloat16)
+out = model.generate(**inputs, max_new_tokens=64, do_sample=False)
+print(processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
+'''
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        return {"num_frames": cfg.num_frames, "projector": f"{self.spec.projector} (full, lr {cfg.backbone_learning_rate})",
+                "vision_tower": "trained" if cfg.train_vision_tower else "frozen",
+                "use_liger_kernel": cfg.use_liger_kernel or None}

@@ -1,0 +1,77 @@
+"""``--use_liger_kernel``: Liger-Kernel on the language model, or a clear note and the plain path.
+
+Liger's Triton kernels need a CUDA GPU. Where they can run, the language model's RMSNorm, SwiGLU
+and RoPE are patched in place (``apply_liger_kernel_to_<model_type>(model=...)``, chosen by the
+language model's ``model_type``: Mistral for VideoChat2-style LLaVA-NeXT-Video, Qwen2.5-VL's own)
+and the loss becomes Liger's fused linear cross-entropy on the last hidden states, which never
+materialises the (tokens x vocabulary) logits. :func:`hidden_state_loss` is the same computation in
+plain PyTorch; a test holds it equal to the model's own loss, so the fused path computes the loss
+the model would.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100
+
+
+def plain_loss(spec, model, inputs: dict, labels: torch.Tensor) -> torch.Tensor:
+    """The model's own causal-LM loss (mean over answer tokens; prompt and video tokens are -100)."""
+    return model(**inputs, labels=labels).loss
+
+
+def _shifted(hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    h = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+    y = labels[:, 1:].reshape(-1).to(h.device)
+    return h, y
+
+
+def hidden_state_loss(spec, model, inputs: dict, labels: torch.Tensor, linear_ce: Callable | None = None
+                      ) -> torch.Tensor:
+    """Loss from the last hidden states and the LM head: ``linear_ce(weight, hidden, target)`` or plain CE."""
+    hidden = model.model(**inputs).last_hidden_state
+    h, y = _shifted(hidden, labels)
+    weight = model.get_output_embeddings().weight
+    if linear_ce is not None:
+        return linear_ce(weight, h, y)
+    return F.cross_entropy(F.linear(h, weight).float(), y, ignore_index=IGNORE_INDEX)
+
+
+def liger_unavailable_reason(device: torch.device) -> str | None:
+    """Why Liger cannot run here, or None when it can."""
+    if importlib.util.find_spec("liger_kernel") is None:
+        return "Liger-Kernel is not installed (`pip install liger-kernel`)"
+    if device.type != "cuda":
+        return "Liger-Kernel's Triton kernels need a CUDA GPU"
+    return None
+
+
+def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
+    """Patch the language model with Liger and return the fused loss function, or None (after a note)."""
+    device = next(model.parameters()).device
+    reason = liger_unavailable_reason(device)
+    config = getattr(model.config, "text_config", model.config)
+    if reason is None:
+        import liger_kernel.transformers as liger
+
+        patch = getattr(liger, f"apply_liger_kernel_to_{config.model_type}", None)
+        if patch is None:
+            reason = f"Liger-Kernel has no kernels for a {config.model_type!r} language model"
+    if reason is not None:
+        log(f"note: --use_liger_kernel: {reason}; training on the plain PyTorch path.")
+        return None
+    patch(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False,
+          model=spec.module(model, spec.language_model))
+    fused = liger.LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX)
+    log(f"Liger-Kernel applied to the {config.model_type} language model (RMSNorm, SwiGLU, RoPE, fused linear "
+        "cross-entropy).")
+
+    def liger_loss(spec, model, inputs, labels):
+        return hidden_state_loss(spec, model, inputs, labels, linear_ce=fused)
+
+    return liger_loss
