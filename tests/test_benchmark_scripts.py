@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 
-@pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py"])
+@pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py", "bench_videochat_gpu.py"])
 def test_gpu_benchmark_smoke(script):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)

@@ -186,8 +186,12 @@ class VideoChatFamily(ModelFamily):
                                  pad_token_id=self.pad_token_id)
         return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
+    def _qa(self, model, question: str, cfg: TrainConfig) -> str:
+        answer = self.answer(model, question, self.validation_video, cfg.num_frames)
+        return f"video: {self.validation_video.name}\nQ: {question}\nA: {answer}"
+
     def generate(self, comps: Components, denoiser: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
-        return [self.answer(denoiser, cond["question"], self.validation_video, cfg.num_frames)]
+        return [self._qa(denoiser, cond["question"], cfg)]
 
     def save_sample(self, sample: Any, stem: Path) -> Path:
         path = Path(stem).with_suffix(".txt")
@@ -210,7 +214,7 @@ class VideoChatFamily(ModelFamily):
 
     def generate_with_pipeline(self, pipe: VideoQAPipe, prompt: str, cfg: TrainConfig, seed: int,
                                num_images: int) -> list:
-        return [self.answer(pipe.model, prompt, self.validation_video, cfg.num_frames)]
+        return [self._qa(pipe.model, prompt, cfg)]
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         base = cfg.pretrained_model_name_or_path

@@ -22,7 +22,7 @@ from dit_lora.output.names import (ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, C
 TOP_LEVEL_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE, MODEL_CARD_FILE,
                    SUMMARY_FILE, LOSS_CURVE_FILE)
 SAMPLES_DIR = "samples"
-SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")
+SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")  # video-LLM answers (.txt) are in the card itself
 DEFAULT_COMMIT_MESSAGE = "Upload LoRA adapter trained with dit-lora"
 
 # Hub user tokens look like hf_XXXX; scrubbed even when they are not the token we were given

@@ -76,7 +76,8 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
     }
     rows = "\n".join(f"| {k} | {v} |" for k, v in settings.items() if v is not None)
-    samples = "\n".join(f"![{p.stem}](samples/{p.name})" for p in sample_files)
+    samples = "\n".join(f"```\n{p.read_text().strip()}\n```" if p.suffix == ".txt" else  # a video LLM's answer
+                         f"![{p.stem}](samples/{p.name})" for p in sample_files)
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"

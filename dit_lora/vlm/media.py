@@ -54,8 +54,25 @@ class QADataset(torch.utils.data.Dataset):
         i, _ = item  # (index, flip): a horizontal flip would swap "left to right" answers, so it is never applied
         sample = self.samples[i]
         pixels, count = self.family.frame_inputs(read_frames(sample.video, self.num_frames))
-        example = self.family.tokenize(sample.messages, count, self.max_length)
-        return {**example, "pixels": pixels, "sample_index": i}
+        return {**self._fitting_example(sample, count), "pixels": pixels, "sample_index": i}
+
+    def _fitting_example(self, sample: QASample, video_tokens: int) -> dict:
+        """The conversation tokenized; later QA rounds are dropped while it exceeds --max_sequence_length."""
+        messages = list(sample.messages)
+        while True:
+            try:
+                return self.family.tokenize(messages, video_tokens, self.max_length)
+            except ValueError as err:
+                if "--max_sequence_length" not in str(err):
+                    raise
+                answers = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+                if len(answers) <= 1:
+                    raise UserError(
+                        f"{sample.key} ({sample.video}): even its first question and answer with {video_tokens} video "
+                        f"tokens exceed --max_sequence_length {self.max_length}. Raise --max_sequence_length or "
+                        "lower --num_frames."
+                    ) from None
+                messages = messages[: answers[-2] + 1]  # drop the last question-answer round
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
