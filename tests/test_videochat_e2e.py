@@ -236,3 +236,29 @@ def load_videos(annotation: Path):
     from dit_lora.vlm.data import load_qa_samples
 
     return [s.video for s in load_qa_samples(annotation)]
+
+
+def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
+    from dit_lora.config import parse_config
+    from dit_lora.errors import UserError
+    from dit_lora.families import get_family
+    from dit_lora.vlm.media import annotation_file
+
+    with pytest.raises(UserError, match="does not exist"):
+        annotation_file(str(tmp_path / "nowhere"))
+    (tmp_path / "a.json").write_text("[]")
+    (tmp_path / "b.jsonl").write_text("")
+    with pytest.raises(UserError, match=r"exactly one \.json or \.jsonl.*a\.json, b\.jsonl"):
+        annotation_file(str(tmp_path))
+    assert annotation_file(str(assets["videochat2"].parent)) == assets["videochat2"]
+
+    family = get_family("llava_next_video")
+    cfg = parse_config(_args(assets["llava"], assets["videochat2"], tmp_path / "out", family="llava_next_video",
+                             validation_video=tmp_path / "missing.mp4"))
+    with pytest.raises(UserError, match="--validation_video"):
+        family.validate_config(cfg)
+    cfg = parse_config(_args(assets["llava"], assets["videochat2"], tmp_path / "out", family="llava_next_video",
+                             lora_layers="qkv"))
+    model = family.load_components(cfg, torch.device("cpu")).denoiser
+    with pytest.raises(UserError, match="match no Linear layer of the language model"):
+        family.lora_targets(model, cfg)

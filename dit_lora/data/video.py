@@ -21,7 +21,7 @@ import dataclasses
 import os
 import posixpath
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, NamedTuple, Sequence
+from typing import Any, Callable, Literal, NamedTuple, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -340,6 +340,43 @@ def _frame_indices(total: int, num_frames: int, start: str) -> list[int]:
     return [(i * (total - 1) * 2 + (num_frames - 1)) // ((num_frames - 1) * 2) for i in range(num_frames)]
 
 
+T = TypeVar("T")
+
+
+def decode_frames_at(path: str, indices: Sequence[int], convert: Callable[[Any], T]) -> tuple[dict[int, T], int]:
+    """Decode a clip up to ``max(indices)``; return ``{index: convert(frame)}`` for the wanted frames and how
+    many frames decoded (fewer entries than wanted when the stream ends first).
+
+    Raises:
+        VideoDecodeError: not a readable video, no video stream, or a decode error midway (truncated or damaged).
+    """
+    av = _av()
+    wanted = set(indices)
+    last = max(indices)
+    kept: dict[int, T] = {}
+    seen = 0
+    opened = False
+    try:
+        with av.open(path) as container:
+            stream = _video_stream(container)
+            opened = True
+            for index, frame in enumerate(container.decode(stream)):
+                seen = index + 1
+                if index in wanted:
+                    kept[index] = convert(frame)
+                if index >= last:
+                    break
+    except VideoDecodeError:
+        raise
+    except FileNotFoundError:
+        raise VideoDecodeError("file not found") from None
+    except (av.FFmpegError, OSError, ValueError, EOFError) as err:
+        if opened:
+            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): {_describe(err)})") from None
+        raise VideoDecodeError(f"not a readable video (corrupt, or not a video; {_describe(err)})") from None
+    return kept, seen
+
+
 def decode_clip(
     path: str | os.PathLike,
     num_frames: int,
@@ -369,38 +406,16 @@ def decode_clip(
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     path = os.fspath(path)
-    av = _av()
     total = 0
     if start == "uniform":
         total = VideoSample(key=path, caption="", path=path).probe().num_frames
         if total < num_frames:
             raise VideoDecodeError(f"too short: {total} frame(s), need {num_frames}")
     wanted = _frame_indices(total, num_frames, start)
-    wanted_set = set(wanted)
     last = wanted[-1]
     out = torch.empty((num_frames, 3, height, width), dtype=torch.float32)
-    by_index: dict[int, torch.Tensor] = {}
-    seen = 0
-    opened = False
-    try:
-        with av.open(path) as container:
-            stream = _video_stream(container)
-            opened = True
-            for index, frame in enumerate(container.decode(stream)):
-                seen = index + 1
-                if index in wanted_set:
-                    by_index[index] = _frame_tensor(frame.to_image(), height, width)
-                if index >= last:
-                    break
-    except VideoDecodeError:
-        raise
-    except FileNotFoundError:
-        raise VideoDecodeError("file not found") from None
-    except (av.FFmpegError, OSError, ValueError) as err:
-        if opened:
-            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): {_describe(err)})") from None
-        raise VideoDecodeError(f"not a readable video ({_describe(err)})") from None
-    if len(by_index) < len(wanted_set):
+    by_index, seen = decode_frames_at(path, wanted, lambda frame: _frame_tensor(frame.to_image(), height, width))
+    if len(by_index) < len(set(wanted)):
         raise VideoDecodeError(f"too short: {seen} decodable frame(s), need {last + 1}")
     for slot, index in enumerate(wanted):
         out[slot] = by_index[index]

@@ -158,9 +158,12 @@ class VideoChatFamily(ModelFamily):
         return pixels, self.spec.video_token_count(pixels, self.model_config)
 
     def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
-        from ..vlm.media import tokenize_conversation
+        from ..vlm.prompts import build_training_example
 
-        return tokenize_conversation(self.tokenizer, self.spec, messages, video_tokens, max_length)
+        return build_training_example(
+            self.tokenizer, messages, video_placeholder=self.spec.video_placeholder,
+            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
+            video_token_count=video_tokens, max_length=max_length)
 
     # ---- loss -----------------------------------------------------------------------------
     def compute_loss(self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any],

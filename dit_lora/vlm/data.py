@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dit_lora.data.sources import _MAX_LOGGED_BAD
-from dit_lora.data.video import VideoDecodeError, VideoSample, _av, _describe, _video_stream
+from dit_lora.data.video import VideoDecodeError, VideoSample, _describe, decode_frames_at
 from dit_lora.errors import UserError
 
 __all__ = [
@@ -347,34 +347,16 @@ def _file_problem(path: str) -> str | None:
 
 def _decode_indices(path: str, indices: list[int]) -> tuple[np.ndarray | None, int]:
     """Decode up to ``indices[-1]``: the frames at ``indices`` (None if the stream ended first) and the count decoded."""
-    av = _av()
-    wanted = set(indices)
-    last = indices[-1]
-    kept: dict[int, np.ndarray] = {}
-    seen = 0
-    size: tuple[int, int] | None = None
-    opened = False
-    try:
-        with av.open(path) as container:
-            stream = _video_stream(container)
-            opened = True
-            for index, frame in enumerate(container.decode(stream)):
-                seen = index + 1
-                if size is None:
-                    size = (int(frame.width), int(frame.height))
-                if index in wanted:
-                    # A stream may change resolution midway; the model needs one frame size.
-                    kept[index] = frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
-                if index >= last:
-                    break
-    except VideoDecodeError:
-        raise
-    except (av.FFmpegError, OSError, ValueError, EOFError) as err:
-        if opened:
-            raise VideoDecodeError(
-                f"truncated or damaged (decode failed after {seen} frame(s): {_describe(err)})") from None
-        raise VideoDecodeError(f"not a readable video (corrupt, or not a video; {_describe(err)})") from None
-    if len(kept) < len(wanted):
+    size: list[int] = []
+
+    def rgb(frame) -> np.ndarray:
+        # A stream may change resolution midway; the model needs one frame size (the first kept frame's).
+        if not size:
+            size.extend((int(frame.width), int(frame.height)))
+        return frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
+
+    kept, seen = decode_frames_at(path, indices, rgb)
+    if len(kept) < len(set(indices)):
         return None, seen
     return np.stack([kept[i] for i in indices]), seen
 

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import UserError
 from .data import QASample, load_qa_samples, read_frames, screen_qa_samples
-from .prompts import build_training_example, pad_batch
+from .prompts import pad_batch
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
 
@@ -108,11 +108,3 @@ class VideoQAMedia:
     def groups(self, samples: list, **_: Any) -> None:
         return None
 
-
-def tokenize_conversation(tokenizer, spec, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
-    """``build_training_example`` with the architecture's video placeholder and token."""
-    return build_training_example(
-        tokenizer, messages, video_placeholder=spec.video_placeholder,
-        video_token_id=tokenizer.convert_tokens_to_ids(spec.video_token), video_token_count=video_tokens,
-        max_length=max_length,
-    )
