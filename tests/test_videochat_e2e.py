@@ -167,7 +167,7 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
     summary = read_summary(demo / "out")
     assert summary["status"] == "completed" and summary["steps"] == 60 and summary["wall_time_s"] < 180
     losses = [loss for _, loss in summary["loss_history"]]
-    assert losses[-1] < losses[0]
+    assert losses[-1] < 0.25 * losses[0], losses  # measured 7.2 -> 0.74: answers become likely, not just shorter
     qa = Path(summary["samples"][0]).read_text()
     assert "Q: What colour is the square?" in qa and qa.split("A:")[1].strip()  # the reloaded adapter answered
     assert "Q: What colour is the square?" in (demo / "out" / "README.md").read_text()

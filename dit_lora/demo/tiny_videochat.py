@@ -43,7 +43,8 @@ __all__ = [
     "tokenizer_corpus",
 ]
 
-TINY_VIDEOCHAT_VERSION = 2  # bump when configs, init, tokenizer or template change
+TINY_VIDEOCHAT_VERSION = 3  # bump when configs, init, tokenizer or template change
+LM_HEAD_SCALE = 25.0
 _MARKER = "dit_lora_tiny.json"
 
 # CLIP normalisation (the real repo's preprocessor configs carry these values).
@@ -279,6 +280,10 @@ def build_tiny_videochat_model(tokenizer=None, seed: int = 0, dtype: torch.dtype
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlavaNextVideoForConditionalGeneration(full)
+    # A trained LM head separates tokens by many logits; random rows of std 0.02 after a unit RMSNorm cap
+    # every logit near 1, so the loss could not fall below ~ln(vocab) - 2 whatever the LoRA learns.
+    with torch.no_grad():
+        model.lm_head.weight.mul_(LM_HEAD_SCALE)
     return model.to(dtype).eval()
 
 
