@@ -27,6 +27,8 @@ from typing import Callable
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .runtime import at_least_fp32
+
 ATTENTION_BACKENDS = ("auto", "flash", "cudnn", "efficient", "sdpa", "math")
 
 _FLAG_OF = {  # SDPBackend -> name of its global enable flag on torch._C
@@ -126,15 +128,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torc
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         attn_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Softmax attention written out in fp32 (the reference every backend is checked against)."""
+    """Softmax attention written out in fp32, or float64 for float64 inputs (the reference every backend is checked against)."""
     scale = q.shape[-1] ** -0.5
-    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * scale
+    scores = torch.matmul(at_least_fp32(q), at_least_fp32(k).transpose(-1, -2)) * scale
     if attn_mask is not None:
         if attn_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attn_mask, float("-inf"))
         else:
-            scores = scores + attn_mask.float()
-    return torch.matmul(torch.softmax(scores, dim=-1), v.float()).to(q.dtype)
+            scores = scores + attn_mask.to(scores.dtype)
+    return torch.matmul(torch.softmax(scores, dim=-1), at_least_fp32(v)).to(q.dtype)
 
 
 def attention_flops(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int) -> int:

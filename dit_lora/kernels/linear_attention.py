@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dit_lora.kernels.runtime import interpreting, next_power_of_2, triton_usable
+from dit_lora.kernels.runtime import at_least_fp32, interpreting, next_power_of_2, triton_usable
 
 try:
     import triton
@@ -55,9 +55,9 @@ def relu_linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.T
     query = q.transpose(1, 2).unflatten(1, (heads, -1))
     key = k.transpose(1, 2).unflatten(1, (heads, -1)).transpose(2, 3)
     value = v.transpose(1, 2).unflatten(1, (heads, -1))
-    query = F.relu(query).float()
-    key = F.relu(key).float()
-    value = F.pad(value.float(), (0, 0, 0, 1), mode="constant", value=1.0)
+    query = at_least_fp32(F.relu(query))
+    key = at_least_fp32(F.relu(key))
+    value = F.pad(at_least_fp32(value), (0, 0, 0, 1), mode="constant", value=1.0)
     scores = torch.matmul(value, key)
     out = torch.matmul(scores, query)
     out = out[:, :, :-1] / (out[:, :, -1:] + eps)

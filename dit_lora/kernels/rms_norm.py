@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from dit_lora.kernels.runtime import kernel_dtype, reduction_programs, require_triton, tile_config
+from dit_lora.kernels.runtime import at_least_fp32, kernel_dtype, reduction_programs, require_triton, tile_config
 
 try:
     import triton
@@ -142,10 +142,10 @@ class RMSNormFunction(torch.autograd.Function):
 def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
                        out_dtype: torch.dtype | None = None) -> torch.Tensor:
     """RMSNorm over the last dimension in plain PyTorch, computed in fp32 and cast to ``out_dtype``."""
-    xf = x.float()
+    xf = at_least_fp32(x)
     y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     if weight is not None:
-        y = y * weight.float()
+        y = y * at_least_fp32(weight)
     return y.to(out_dtype or x.dtype)
 
 

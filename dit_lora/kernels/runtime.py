@@ -85,6 +85,11 @@ def tile_config(d: int) -> tuple[int, int, int]:
     return block_d, block_m, num_warps
 
 
+def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in fp32, or unchanged when it is float64 (references then run exactly, for the checks)."""
+    return t if t.dtype == torch.float64 else t.float()
+
+
 def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a kernel should write for an output that must end up in ``dtype``.
 
