@@ -151,15 +151,35 @@ def test_loss_spike_guard(tiny_sana, shapes_data, tmp_path):
     assert without["skipped_steps"] == 0  # a finite spike passes without the option
 
 
-def test_absurd_learning_rate_never_writes_nonfinite(tiny_sana, shapes_data, tmp_path):
+def test_absurd_learning_rate_ends_with_a_verdict_not_finished(tiny_sana, shapes_data, tmp_path):
+    """Default guard flags: a run that skips most of its updates exits 3 and labels its last finite adapter."""
     result, out = _train(tiny_sana, shapes_data, tmp_path, learning_rate=1e6, max_train_steps=20,
-                         lr_scheduler="constant", max_consecutive_skips=2)
+                         lr_scheduler="constant")
     from dit_lora.training.recovery import RunStopped
 
-    assert isinstance(result, (dict, RunStopped)), result
-    if isinstance(result, RunStopped):
-        assert (out / "nonfinite_report.json").is_file()
+    assert isinstance(result, RunStopped) and result.exit_code == 3, result
+    summary = read_summary(out)
+    assert summary["skipped_steps"] > 10
+    if summary["status"] != "stopped_nonfinite":  # rollbacks left: the run reached its end
+        assert summary["status"] == "mostly_skipped" and "were skipped" in summary["verdict"]
+        card = (out / "README.md").read_text()
+        assert "last finite state of a failed run" in card
+        assert "were skipped" in str(result) and "--max_skipped_fraction" in str(result)
+    assert (out / "pytorch_lora_weights.safetensors").is_file()
     _all_files_finite(out)
+
+
+def test_a_last_window_without_an_applied_update_is_a_failed_run(tiny_sana, shapes_data, tmp_path):
+    # 4 of 20 updates skipped (under the 0.5 fraction) but all of them in the last check window (17-20).
+    result, out = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=20, inject_faults="nan_loss@17-20")
+    from dit_lora.training.recovery import RunUnhealthy
+
+    assert isinstance(result, RunUnhealthy), result
+    assert "last check window" in str(result)
+    summary = read_summary(out)
+    assert summary["status"] == "mostly_skipped" and summary["skipped_steps"] == 4 and summary["rollbacks"] == 0
+    accepted, _ = _train(tiny_sana, shapes_data, tmp_path / "more", max_train_steps=20, inject_faults="nan_loss@9-12")
+    assert isinstance(accepted, dict) and accepted["status"] == "completed" and accepted["verdict"] is None
 
 
 def test_fault_spec_errors_are_one_paragraph(tiny_sana, shapes_data, tmp_path):

@@ -203,6 +203,11 @@ def validate_static(cfg: TrainConfig) -> None:
     for name in ("lr_warmup_steps", "max_grad_norm", "checkpointing_steps", "dataloader_num_workers",
                  "adam_weight_decay", "lora_dropout"):
         positive(name, allow_zero=True)
+    if not 0 < cfg.max_skipped_fraction <= 1:
+        raise UserError(
+            f"--max_skipped_fraction is {cfg.max_skipped_fraction}; it must be in (0, 1]. Use e.g. 0.5 to call a run "
+            "that skipped more than half of its updates a failure, or 1 to turn that verdict off."
+        )
     if not 0 <= cfg.max_bad_samples_fraction < 1:
         raise UserError(
             f"--max_bad_samples_fraction is {cfg.max_bad_samples_fraction}; it must be in [0, 1). "

@@ -263,6 +263,13 @@ class TrainConfig:
     max_rollbacks: int = opt(
         3, "Stop (exit code 3) after this many rollbacks, keeping the last finite adapter and the diagnosis.", section="guards"
     )
+    max_skipped_fraction: float = opt(
+        0.5,
+        "A run that skipped more than this fraction of its updates (or whose last check window applied none) ends "
+        "with exit code 3 and the diagnosis instead of `finished`; its last finite adapter is still written and "
+        "labelled as such in train_summary.json and the model card. 1.0 turns the verdict off.",
+        section="guards",
+    )
     skip_loss_spikes: float | None = opt(
         None,
         "Also skip steps whose loss or gradient norm is more than this many standard deviations above its recent "

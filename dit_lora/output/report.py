@@ -89,12 +89,14 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "Rank and alpha are stored in `adapter_config.json` (PEFT format), so `dit_lora.load_adapter` applies it at\n"
         "the trained strength"
     )
+    warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
+               if summary.get("verdict") else "")
     content = f"""---
 {data.to_yaml()}
 ---
 
 # {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
-
+{warning}
 LoRA adapter trained with [dit-lora](https://pypi.org/project/dit-lora/) ({family.pipeline_class_name}).
 {strength} (alpha / rank = {cfg.effective_lora_alpha / cfg.rank:g}).
 

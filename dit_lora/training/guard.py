@@ -25,8 +25,10 @@ from typing import Any
 import torch
 
 # Counter slots in one device tensor, so a check reads everything with a single transfer.
-_SKIPPED, _BAD_LOSS, _BAD_GRAD, _SPIKES, _CONSECUTIVE, _APPLIED, _WIN_LOSS, _WIN_GOOD, _WIN_STEPS = range(9)
-_NUM_COUNTERS = 9
+# Slots from _WIN_LOSS on belong to the current check window and are reset when it is read.
+(_SKIPPED, _BAD_LOSS, _BAD_GRAD, _SPIKES, _CONSECUTIVE, _APPLIED,
+ _WIN_LOSS, _WIN_GOOD, _WIN_STEPS, _WIN_LONGEST) = range(10)
+_NUM_COUNTERS = 10
 # Running statistics for the spike guard: loss mean/var, grad-norm mean/var, good steps seen.
 _SPIKE_WARMUP = 20
 _SPIKE_ALPHA = 0.05
@@ -40,10 +42,12 @@ class GuardReading:
     nonfinite_losses: int
     nonfinite_grads: int
     loss_spikes: int
-    consecutive: int
+    consecutive: int  # faulty steps in a row up to now
+    longest_streak: int  # the longest run of faulty steps in a row that touched this window
     applied: int
     window_loss: float | None  # mean loss over the window's applied steps (None if none applied)
     window_steps: int
+    window_applied: int  # updates applied in this window
     window_flags: list[bool]  # per step of the window: was it skipped?
     grad_norm: float  # of the last step (before clipping; may be NaN/Inf on a skipped step)
     learning_rates: list[float]  # per parameter group, now
@@ -174,10 +178,14 @@ class StepGuard:
         update = torch.stack([
             flag.double(), reasons[0], reasons[1], reasons[2] * flag.double(), fault.double(), good,
             torch.where(good > 0, loss_d, torch.zeros_like(loss_d)), good, torch.ones_like(good),
+            torch.zeros_like(good),  # the longest streak is a maximum, set below
         ])
         self.counts += update
         # Consecutive faults reset on a step without one; where() keeps NaN out of the arithmetic.
         self.counts[_CONSECUTIVE] = torch.where(fault > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
+        # The longest streak is kept too: one that starts in one window and ends in the next is never
+        # whole in either window's reading of the running count.
+        self.counts[_WIN_LONGEST] = torch.maximum(self.counts[_WIN_LONGEST], self.counts[_CONSECUTIVE])
         self.window_flags[slot] = fault.double()
         self._set_lrs()
         if self.spike_sigma is not None:
@@ -205,8 +213,10 @@ class StepGuard:
         steps = int(c[_WIN_STEPS])
         reading = GuardReading(
             skipped=int(c[_SKIPPED]), nonfinite_losses=int(c[_BAD_LOSS]), nonfinite_grads=int(c[_BAD_GRAD]),
-            loss_spikes=int(c[_SPIKES]), consecutive=int(c[_CONSECUTIVE]), applied=int(c[_APPLIED]),
+            loss_spikes=int(c[_SPIKES]), consecutive=int(c[_CONSECUTIVE]),
+            longest_streak=int(max(c[_WIN_LONGEST], c[_CONSECUTIVE])), applied=int(c[_APPLIED]),
             window_loss=c[_WIN_LOSS] / c[_WIN_GOOD] if c[_WIN_GOOD] else None, window_steps=steps,
+            window_applied=int(c[_WIN_GOOD]),
             window_flags=[f > 0 for f in flags[:steps]], grad_norm=extra[0], learning_rates=extra[1:],
         )
         self.counts[_WIN_LOSS:] = 0
@@ -214,7 +224,8 @@ class StepGuard:
         return reading
 
     def should_roll_back(self, reading: GuardReading) -> bool:
-        return self.enabled and reading.consecutive >= self.max_consecutive_skips
+        """A streak of ``--max_consecutive_skips`` faulty steps or more since the last check, whatever its phase."""
+        return self.enabled and reading.longest_streak >= self.max_consecutive_skips
 
     def take_snapshot(self, model: torch.nn.Module, step: int) -> None:
         """Remember trainable parameters, optimizer state and schedule position (called after clean windows)."""

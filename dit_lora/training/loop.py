@@ -35,7 +35,7 @@ from .faults import FaultInjector
 from .guard import StepGuard
 from .optim import make_lr_scheduler, make_optimizer
 from .precision import audit_precision, check_fp16_denoiser, format_audit
-from .recovery import Recovery, RunStopped
+from .recovery import Recovery, RunStopped, RunUnhealthy
 
 
 @dataclass
@@ -216,6 +216,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     window_start = time.perf_counter()
     train_started = time.perf_counter()
     steps_at_start = state.global_step
+    last_window = None  # the reading of the last check window, for the run's verdict
     sync_debug = os.environ.get("DIT_LORA_SYNC_DEBUG") == "1" and accelerator.device.type == "cuda"
     try:
         while state.global_step < max_steps:
@@ -262,7 +263,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                     on_step(state.global_step, accelerator.unwrap_model(denoiser), optimizer.optimizer)
                 if state.global_step % interval == 0 or state.global_step == max_steps:
                     # The only host reads of the guard: once per check interval, never per step.
-                    reading = guard.read()
+                    reading = last_window = guard.read()
                     _log_window(accelerator, progress, state, reading, guard,
                                 (time.perf_counter() - window_start) / max(1, reading.window_steps))
                     recovery.at_check(state.global_step, reading, denoiser)
@@ -287,9 +288,13 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         raise
     progress.close()
     train_time = time.perf_counter() - train_started
-    return _finish(accelerator, cfg, family, comps, denoiser, lora_config, saved_backbone, state, validation_cond,
-                   train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info,
-                   guard, recovery, data)
+    verdict = recovery.verdict(guard.read(), last_window, state.global_step)
+    summary = _finish(accelerator, cfg, family, comps, denoiser, lora_config, saved_backbone, state, validation_cond,
+                      train_time, time.perf_counter() - started, state.global_step - steps_at_start, group_info,
+                      guard, recovery, data, verdict=verdict)
+    if verdict is not None:
+        raise RunUnhealthy(verdict)
+    return summary
 
 
 def _log_window(accelerator, progress, state: RunState, reading, guard: StepGuard, step_time: float) -> None:
@@ -399,8 +404,13 @@ def _autocast_dtype(cfg: TrainConfig) -> torch.dtype:
 
 
 def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,
-            train_time, wall_time, steps_this_run, group_info, guard, recovery, data, stopped: bool = False) -> dict[str, Any]:
-    """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped)."""
+            train_time, wall_time, steps_this_run, group_info, guard, recovery, data, stopped: bool = False,
+            verdict: str | None = None) -> dict[str, Any]:
+    """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped).
+
+    ``verdict`` (from :meth:`Recovery.verdict`) labels a run that skipped most of its updates: its
+    summary and card say so, and it is not pushed.
+    """
     out = Path(cfg.output_dir)
     accelerator.wait_for_everyone()
     model = accelerator.unwrap_model(denoiser)
@@ -428,7 +438,9 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
         final_loss = state.loss_history[-1][1] if state.loss_history else None
         report_file = out / NONFINITE_REPORT_FILE
         summary = {
-            "family": cfg.family, "status": "stopped_nonfinite" if stopped else "completed",
+            "family": cfg.family,
+            "status": "stopped_nonfinite" if stopped else "mostly_skipped" if verdict else "completed",
+            "verdict": verdict,
             "steps": state.global_step, "steps_this_run": steps_this_run,
             "samples_seen": state.samples_seen, "wall_time_s": round(wall_time, 3), "train_time_s": round(train_time, 3),
             "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
@@ -453,14 +465,14 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
             recovery.report["status"] = "stopped" if stopped else "completed"
             write_json_atomic(report_file, recovery.report)
         if not stopped:
-            _publish(cfg, family, out, summary, sample_files)
+            _publish(cfg, family, out, summary, sample_files, push=verdict is None)
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return summary
 
 
-def _publish(cfg, family, out: Path, summary: dict, sample_files: list[Path]) -> None:
-    """Model card, the list of outputs, and the optional Hub push of a completed run."""
+def _publish(cfg, family, out: Path, summary: dict, sample_files: list[Path], push: bool = True) -> None:
+    """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
     card = write_model_card(family, cfg, out, summary, sample_files)
     where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE),
              ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
@@ -468,8 +480,9 @@ def _publish(cfg, family, out: Path, summary: dict, sample_files: list[Path]) ->
     if cfg.report_to != "none":
         where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
     width = max(len(k) for k, _ in where)
-    print("\nfinished: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
-    if cfg.push_to_hub:
+    head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
+    print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
+    if cfg.push_to_hub and push:
         from ..output.hub import push_adapter
 
         url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)

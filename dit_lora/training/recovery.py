@@ -26,6 +26,10 @@ class RunStopped(UserError):
     exit_code = 3
 
 
+class RunUnhealthy(RunStopped):
+    """The run reached its last step but skipped most of its updates: its adapter is barely trained."""
+
+
 class Recovery:
     """Host-side half of the guard: replay records, diagnosis, snapshots, rollbacks, the report."""
 
@@ -58,14 +62,14 @@ class Recovery:
             if self.guard.exhausted:
                 self._update_report(reading, stopped=True)
                 raise RunStopped(
-                    f"Training stopped at step {step}: {reading.consecutive} steps in a row were non-finite and "
+                    f"Training stopped at step {step}: {reading.longest_streak} steps in a row were non-finite and "
                     f"{self.guard.max_rollbacks} rollback(s) (--max_rollbacks) with the learning rate scaled by "
                     f"{self.guard.rollback_lr_factor} each did not help. The last finite weights (step "
                     f"{self.guard.snapshot_step}) are saved in {self.out}; see {self.out / NONFINITE_REPORT_FILE} for which "
                     "sample and module went non-finite and what to change."
                 )
             self.log(
-                f"warning: {reading.consecutive} consecutive non-finite steps: rolled back to the weights and "
+                f"warning: {reading.longest_streak} consecutive non-finite steps: rolled back to the weights and "
                 f"optimizer state of step {self.guard.snapshot_step} and scaled the learning rates by "
                 f"{self.guard.rollback_lr_factor} (now {', '.join(f'{lr:.3g}' for lr in event['learning_rates'])}); "
                 f"rollback {len(self.guard.rollbacks)} of at most {self.guard.max_rollbacks}."
@@ -77,6 +81,31 @@ class Recovery:
         if self.report is not None:
             self._update_report(reading, stopped=False)
         self.records.clear()
+
+    def verdict(self, total: GuardReading, last_window: GuardReading | None, steps: int) -> str | None:
+        """None for a healthy run; otherwise the paragraph that ends it with exit code 3.
+
+        Unhealthy: more than ``--max_skipped_fraction`` of the run's ``steps`` updates were skipped, or the
+        last check window applied none (the adapter is whatever the last good step left).
+        """
+        if not self.guard.enabled or steps <= 0:
+            return None
+        fraction = total.skipped / steps
+        last_empty = last_window is not None and last_window.window_steps > 0 and last_window.window_applied == 0
+        if fraction <= self.cfg.max_skipped_fraction and not last_empty:
+            return None
+        why = (f"{total.skipped} of its {steps} updates ({fraction:.0%}) were skipped as non-finite or spiking"
+               + (", including every update of the last check window" if last_empty else "")
+               + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})")
+        diagnosis = ""
+        if self.report is not None and self.report.get("first_fault"):
+            from .diagnose import format_paragraph
+
+            diagnosis = " First fault: " + format_paragraph(self.report["first_fault"])
+        return (f"Training reached its last step, but {why}, so the adapter learned little: it is the last finite "
+                f"state (after {total.applied} applied updates), written to {self.out} and labelled as such in "
+                f"train_summary.json and the model card, and not pushed.{diagnosis} Lower --learning_rate, check the "
+                f"samples named in {self.out / NONFINITE_REPORT_FILE}, or raise --max_skipped_fraction to accept it.")
 
     # ---- diagnosis -----------------------------------------------------------------------
     def _diagnose(self, slot: int, reading: GuardReading, denoiser) -> None:
@@ -152,4 +181,4 @@ class Recovery:
             write_json_atomic(self.out / NONFINITE_REPORT_FILE, self.report)
 
 
-__all__ = ["Recovery", "RunStopped"]
+__all__ = ["Recovery", "RunStopped", "RunUnhealthy"]

@@ -1,0 +1,108 @@
+"""StepGuard on its own: skips change nothing, streaks roll back whatever their phase, counters add up.
+
+No recipe, no model files: a two-layer toy model, fused AdamW on the CPU, and a driver that does
+what the loop does (one guarded update per step, a host read every ``interval`` steps).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from dit_lora.training.guard import StepGuard
+
+
+class Driver:
+    """The loop's use of the guard, minus data: step, read at checks, roll back when told."""
+
+    def __init__(self, max_consecutive_skips: int, interval: int, max_steps: int = 64, seed: int = 0):
+        torch.manual_seed(seed)
+        self.model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-2, fused=True)
+        self.guard = StepGuard(self.opt, [lambda k: 1.0], max_steps, torch.device("cpu"), enabled=True, fused=True,
+                               interval=interval, max_consecutive_skips=max_consecutive_skips, rollback_lr_factor=0.5,
+                               max_rollbacks=100, spike_sigma=None, world_size=1)
+        self.guard.take_snapshot(self.model, 0)
+        self.interval, self.step_no = interval, 0
+        self.rollback_steps: list[int] = []
+        self.readings = []
+
+    def step(self, bad: bool) -> None:
+        self.step_no += 1
+        x = torch.randn(5, 4)
+        loss = self.model(x).pow(2).mean()
+        loss.backward()
+        if bad:
+            loss = loss.detach() * float("nan")
+        norm = torch.nn.utils.get_total_norm([p.grad for p in self.model.parameters()])
+        self.guard.step(self.opt, self.opt, loss, norm, (self.step_no - 1) % self.interval)
+        self.opt.zero_grad(set_to_none=True)
+        if self.step_no % self.interval == 0:
+            reading = self.guard.read()
+            self.readings.append(reading)
+            if self.guard.should_roll_back(reading):
+                self.guard.roll_back(self.model, self.step_no)
+                self.rollback_steps.append(self.step_no)
+
+
+@pytest.mark.parametrize("max_skips,interval", [(2, 2), (3, 3), (5, 5), (8, 8), (8, 4), (4, 10)])
+def test_every_streak_of_the_limit_rolls_back_at_the_next_check_whatever_its_phase(max_skips, interval):
+    for start, extra in itertools.product(range(1, interval + 2), range(0, interval + 2)):
+        length = max_skips + extra
+        d = Driver(max_skips, interval)
+        for _ in range(start - 1):
+            d.step(bad=False)
+        for _ in range(length):
+            d.step(bad=True)
+        end = d.step_no
+        while d.step_no < end + 2 * interval:
+            d.step(bad=False)
+        next_check = -(-(start - 1 + max_skips) // interval) * interval  # first check once the streak reached the limit
+        assert d.rollback_steps, f"streak of {length} from step {start} (interval {interval}) never rolled back"
+        assert d.rollback_steps[0] == next_check, (start, length, d.rollback_steps)
+
+
+@pytest.mark.parametrize("max_skips,interval", [(3, 3), (8, 8), (8, 4)])
+def test_streaks_shorter_than_the_limit_never_roll_back(max_skips, interval):
+    for start in range(1, interval + 2):
+        d = Driver(max_skips, interval)
+        for _ in range(start - 1):
+            d.step(bad=False)
+        for _ in range(4):  # four streaks of limit-1, each followed by one good step
+            for _ in range(max_skips - 1):
+                d.step(bad=True)
+            d.step(bad=False)
+        while d.step_no % interval:
+            d.step(bad=False)
+        assert d.rollback_steps == [], (start, d.rollback_steps)
+        assert sum(r.skipped for r in d.readings[-1:]) == 4 * (max_skips - 1)
+
+
+def test_a_skipped_step_changes_nothing_and_counters_add_up():
+    d = Driver(max_consecutive_skips=8, interval=4)
+    for _ in range(3):
+        d.step(bad=False)
+    before = {n: p.detach().clone() for n, p in d.model.named_parameters()}
+    moments = {k: v.clone() for k, v in d.opt.state[next(d.model.parameters())].items()}
+    lr_before = d.opt.param_groups[0]["lr"].clone()
+    d.step(bad=True)
+    for n, p in d.model.named_parameters():
+        assert torch.equal(p, before[n]), n
+    for k, v in d.opt.state[next(d.model.parameters())].items():
+        assert torch.equal(v, moments[k]), k
+    assert torch.equal(d.opt.param_groups[0]["lr"], lr_before)
+    reading = d.readings[-1]
+    assert (reading.skipped, reading.nonfinite_losses, reading.applied, reading.window_applied) == (1, 1, 3, 3)
+    assert reading.window_flags == [False, False, False, True] and reading.longest_streak == 1
+
+
+def test_guard_state_round_trips_through_its_state_dict():
+    a = Driver(max_consecutive_skips=3, interval=3)
+    for bad in (False, True, True, False, True):
+        a.step(bad)
+    b = Driver(max_consecutive_skips=3, interval=3, seed=1)
+    b.guard.load_state_dict(a.guard.state_dict())
+    assert torch.equal(a.guard.counts, b.guard.counts)
+    assert [float(g["lr"]) for g in a.opt.param_groups] == [float(g["lr"]) for g in b.opt.param_groups]
