@@ -26,6 +26,16 @@ class Components:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+def schedule_on_device(scheduler, device: torch.device):
+    """``scheduler`` with its ``alphas_cumprod`` table on ``device``, once at load.
+
+    diffusers' ``add_noise``/``get_velocity`` move the table to the samples' device on first use;
+    doing it here keeps that blocking host-to-device copy out of every training step.
+    """
+    scheduler.alphas_cumprod = scheduler.alphas_cumprod.to(device)
+    return scheduler
+
+
 class ModelFamily(ABC):
     """One model family: how to load, encode, noise, compute the loss, save and sample."""
 

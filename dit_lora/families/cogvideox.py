@@ -53,7 +53,7 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-from .base import Components, ModelFamily
+from .base import Components, ModelFamily, schedule_on_device
 from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
 from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
 
@@ -382,7 +382,7 @@ class CogVideoXFamily(ModelFamily):
         return Components(
             denoiser=transformer,
             # Training needs only alphas_cumprod: the checkpoint's betas and snr_shift_scale (2B 3.0, 5B/1.5 1.0).
-            scheduler=CogVideoXDDIMScheduler.from_config(scheduler_cfg),
+            scheduler=schedule_on_device(CogVideoXDDIMScheduler.from_config(scheduler_cfg), device),
             encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
             extras={
                 "scheduler_config": scheduler_cfg,

@@ -45,7 +45,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
-from .base import Components, ModelFamily
+from .base import Components, ModelFamily, schedule_on_device
 from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
@@ -248,7 +248,7 @@ class DiTFamily(ModelFamily):
         self.base_model = path
         return Components(
             denoiser=transformer,
-            scheduler=DDPMScheduler(**train_cfg, prediction_type="epsilon"),
+            scheduler=schedule_on_device(DDPMScheduler(**train_cfg, prediction_type="epsilon"), device),
             encoders={"vae": vae},
             extras={
                 "scheduler_config": scheduler_cfg,

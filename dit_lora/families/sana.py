@@ -52,6 +52,15 @@ def training_scheduler(scheduler_config: dict):
     )
 
 
+def flow_tables(scheduler, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scheduler's sigma and timestep tables on ``device``.
+
+    The step indexes them every micro-batch; built once at load, so no step copies them from the host
+    (a blocking copy on CUDA).
+    """
+    return scheduler.sigmas.to(device), scheduler.timesteps.to(device)
+
+
 class SanaFamily(ModelFamily):
     """Text-to-image Sana 600M / 1.6B (and tiny random variants for tests)."""
 
@@ -132,11 +141,12 @@ class SanaFamily(ModelFamily):
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)
+        scheduler = training_scheduler(scheduler_cfg)
         return Components(
             denoiser=transformer,
-            scheduler=training_scheduler(scheduler_cfg),
+            scheduler=scheduler,
             encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
-            extras={"scheduler_config": scheduler_cfg},
+            extras={"scheduler_config": scheduler_cfg, "flow_tables": flow_tables(scheduler, device)},
         )
 
     def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
@@ -216,8 +226,11 @@ class SanaFamily(ModelFamily):
         )
         scheduler = comps.scheduler
         indices = (u * scheduler.config.num_train_timesteps).long().clamp(max=scheduler.config.num_train_timesteps - 1)
-        sigmas = scheduler.sigmas.to(device)[indices].to(latents.dtype)
-        timesteps = scheduler.timesteps.to(device)[indices]
+        if "flow_tables" not in comps.extras:  # components built by hand (tests): once, not per step
+            comps.extras["flow_tables"] = flow_tables(scheduler, device)
+        sigma_table, timestep_table = comps.extras["flow_tables"]
+        sigmas = sigma_table[indices].to(latents.dtype)
+        timesteps = timestep_table[indices]
         sigma = sigmas.view(-1, *([1] * (latents.ndim - 1)))
         noisy = (1.0 - sigma) * latents + sigma * noise
         pred = denoiser(

@@ -17,6 +17,7 @@ training loop, guards, checkpoints and Hub push are the diffusion recipes' own:
 
 from __future__ import annotations
 
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,27 @@ class VideoQAPipe:
     tokenizer: Any
     prep: dict
     family: "VideoChatFamily"
+
+
+def skip_placeholder_count_check(model: torch.nn.Module) -> None:
+    """Stop transformers from reading a device tensor in every forward of a video LLM.
+
+    ``get_placeholder_mask`` checks that the video tokens match the features with a tensor condition
+    and an f-string that formats the token count (two host syncs per step, even when the check
+    passes). It skips both when no features are passed, so the instance's method is wrapped to drop
+    them; the spec already counts the video tokens on the host when each prompt is built.
+    """
+    inner = getattr(model, "model", model)
+    original = getattr(inner, "get_placeholder_mask", None)
+    if original is None:
+        return
+
+    def placeholder_mask(*args, **kwargs):
+        kwargs.pop("image_features", None)
+        kwargs.pop("video_features", None)
+        return original(*args, **kwargs)
+
+    inner.get_placeholder_mask = placeholder_mask
 
 
 class VideoChatFamily(ModelFamily):
@@ -91,6 +113,7 @@ class VideoChatFamily(ModelFamily):
         # bf16 whatever the checkpoint holds: VideoChat2's fp16 Mistral is where its NaN reports come from.
         model = self.spec.load_model(path, torch.bfloat16)
         model.requires_grad_(False)
+        skip_placeholder_count_check(model)
         model.to(device)
         self.tokenizer = self.spec.load_tokenizer(path)
         self.prep = self.spec.load_preprocessing(path)
@@ -169,7 +192,7 @@ class VideoChatFamily(ModelFamily):
     def compute_loss(self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any],
                      generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
-        return self.loss_fn(self.spec, denoiser, inputs, batch["labels"])
+        return self.loss_fn(self.spec, denoiser, self.spec.step_inputs(inputs, self.model_config), batch["labels"])
 
     # ---- answering questions --------------------------------------------------------------
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:

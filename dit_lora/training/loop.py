@@ -36,6 +36,7 @@ from .guard import StepGuard
 from .optim import make_lr_scheduler, make_optimizer
 from .precision import audit_precision, check_fp16_denoiser, format_audit
 from .recovery import Recovery, RunStopped, RunUnhealthy
+from .sync_audit import SyncAudit
 
 
 @dataclass
@@ -217,13 +218,11 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     train_started = time.perf_counter()
     steps_at_start = state.global_step
     last_window = None  # the reading of the last check window, for the run's verdict
-    sync_debug = os.environ.get("DIT_LORA_SYNC_DEBUG") == "1" and accelerator.device.type == "cuda"
+    sync_audit = SyncAudit.from_env(accelerator.device)  # DIT_LORA_SYNC_DEBUG=1: the step must never sync
     try:
         while state.global_step < max_steps:
             loader = batch_lib.epoch_loader(dataset, order, state.epoch, state.batch_in_epoch, cfg.dataloader_num_workers)
             for batch in loader:
-                if sync_debug:  # the step itself must never wait for the device (GPU test drill)
-                    torch.cuda.set_sync_debug_mode("error")
                 step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
                 slot = (step - 1) % interval
                 checking = update_starts and kernels.due(step, steps_at_start + 1)  # first micro-batch only
@@ -231,7 +230,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                 if checking:
                     kernels.arm(step)
                 recovery.record(slot, step, state.epoch, state.batch_in_epoch, generator)
-                with accelerator.accumulate(denoiser):
+                with sync_audit.step(), accelerator.accumulate(denoiser):
                     batch = batch_to_device(batch, accelerator.device, family, comps, data.cached)
                     if injector is not None:
                         batch = injector.batch(step, batch)
@@ -242,7 +241,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                             loss = injector.loss(step, loss)
                         accelerator.backward(loss)
                     if checking:  # sampled steps only: this compares on the host
-                        kernel_veto = kernels.finish_check(step) or kernel_veto
+                        with sync_audit.allowed():
+                            kernel_veto = kernels.finish_check(step) or kernel_veto
                     micro_losses += loss.detach() / cfg.gradient_accumulation_steps
                     state.batch_in_epoch += 1
                     state.samples_seen += len(batch["sample_index"]) * world
@@ -253,8 +253,6 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                         micro_losses.zero_()
                         kernel_veto, update_starts = False, True
                     optimizer.zero_grad(set_to_none=True)
-                if sync_debug:
-                    torch.cuda.set_sync_debug_mode("default")
                 if not accelerator.sync_gradients:
                     continue
                 state.global_step += 1

@@ -83,6 +83,24 @@ class LlavaNextVideoSpec(VideoLLMSpec):
         pooled = grid // int(config.spatial_pool_stride)
         return int(frames) * pooled * pooled
 
+    def step_inputs(self, inputs: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+        """The padding mask as a 4D causal mask built on the device.
+
+        Given a 2D mask, transformers asks on the host whether it has any padding (to use SDPA's
+        ``is_causal``): a sync every step. A 4D mask is used as it is. Mistral's sliding window, when
+        the checkpoint has one, is part of it.
+        """
+        mask = inputs.get("attention_mask")
+        if mask is None or mask.dim() != 2:
+            return inputs
+        n = mask.shape[1]
+        pos = torch.arange(n, device=mask.device)
+        allowed = pos[None, :] <= pos[:, None]
+        window = getattr(getattr(config, "text_config", config), "sliding_window", None)
+        if window:
+            allowed &= pos[:, None] - pos[None, :] < window
+        return {**inputs, "attention_mask": allowed[None, None] & mask[:, None, None, :].bool()}
+
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Stack samples to ``{"pixel_values_videos": (B, F, 3, S, S)}``.
 

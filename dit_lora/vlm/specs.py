@@ -346,6 +346,14 @@ class VideoLLMSpec:
         """How many video tokens the model expects for ``frame_inputs`` (``config`` = model.config)."""
         raise NotImplementedError
 
+    def step_inputs(self, inputs: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+        """The model's keyword inputs for one training step, from the batch's (on the device).
+
+        The default passes them unchanged; a spec whose language model would read the padding mask on
+        the host (a sync per step) builds the attention mask on the device itself.
+        """
+        return inputs
+
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Batch per-sample :meth:`frame_inputs` dicts into model forward kwargs."""
         raise NotImplementedError
