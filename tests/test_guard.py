@@ -211,7 +211,8 @@ def test_fault_drills_on_dit(tiny_dit, shape_classes, tmp_path):
     """The same guarantees on the class-conditional DiT family (no family-specific guard code)."""
     rec = StateRecorder()
     summary, out = _train(tiny_dit, shape_classes, tmp_path, on_step=rec, family="dit", num_classes=3,
-                          max_train_steps=7, inject_faults="nan_loss@2,inf_grad@3,nan_batch@4,overflow@5")
+                          max_train_steps=7, inject_faults="nan_loss@2,inf_grad@3,nan_batch@4,overflow@5",
+                          max_skipped_fraction=1.0)  # a drill: 4 of 7 skipped on purpose
     assert isinstance(summary, dict), summary
     for bad in (2, 3, 4, 5):
         assert _same(rec.states[bad], rec.states[bad - 1]), f"step {bad} changed the state"

@@ -90,3 +90,14 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
     assert fallback["kernel"] == "modulate" and fallback["step"] == 1
     assert fallback["reason"] == "its check failed on another process"
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
+
+
+@pytest.mark.parametrize("resolution,seed,batch", [(32, 0, 2), (32, 1, 2), (48, 2, 2), (64, 3, 4), (48, 4, 3)])
+def test_default_flags_never_flag_a_healthy_kernel(tiny_sana, shapes_data, tmp_path, resolution, seed, batch):
+    """What a new user runs: default flags (kernels auto, canary, checks) at small sizes. The fp32 attention
+    check used to fail at step 1 on rounding (5.6e-8 > 5e-8), skip it and drop to math attention."""
+    summary, _ = _train(tiny_sana, shapes_data, tmp_path, resolution=resolution, center_crop="true", seed=seed,
+                        train_batch_size=batch, max_train_steps=3, attention_canary="true", kernel_check_interval=1)
+    assert isinstance(summary, dict), summary
+    kernels = summary["kernels"]
+    assert kernels["checks"] == 3 and kernels["fallbacks"] == [] and summary["skipped_steps"] == 0, kernels

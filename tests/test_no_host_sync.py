@@ -79,7 +79,9 @@ def test_qwen2_5_vl_syncs_only_inside_transformers_vision_tower(demo_root, tmp_p
     """Known upstream limit: transformers' Qwen2.5-VL vision tower derives its sequence lengths from
     ``video_grid_thw`` on the host (``repeat_interleave``, ``tolist``) in every forward. The first sync
     of a step must come from there, not from dit-lora or the language model."""
-    with pytest.raises(HostSyncError) as err:
+    with pytest.raises(RuntimeError) as err:  # HostSyncError on a CPU, torch's own error on CUDA
         _train(QWEN[0], demo_root, tmp_path / "out", monkeypatch)
-    where = str(err.value)
-    assert "get_video_features" in where and ("vision_utils.py" in where or "modeling_qwen2_5_vl.py" in where), where
+    frames = [str(entry.path) for entry in err.traceback]
+    assert any("qwen2_5_vl" in f or "vision_utils" in f for f in frames), frames
+    innermost_ours = [f for f in frames if "dit_lora" in f][-1]
+    assert innermost_ours.endswith(("liger.py", "videochat.py")), frames  # dit-lora only called the model

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from safetensors.torch import load_file
 
 from conftest import RECIPE, ROOT, base_args, read_summary, run_recipe
@@ -26,54 +27,65 @@ def _assert_bitwise_equal(a, b):
         assert a[k].dtype == b[k].dtype and bool((a[k] == b[k]).all()), k
 
 
-def test_killed_during_save_and_resumed_is_bitwise_identical(tmp_path, tiny_sana, shapes_data):
-    cache = tmp_path / "cache"
-    ref_out, out = tmp_path / "reference", tmp_path / "interrupted"
-    ref = run_recipe(base_args(tiny_sana, shapes_data, ref_out, cache, **COMMON))
-    assert ref.returncode == 0, ref.stdout + ref.stderr
+# Run settings for the property: default flags first, then the levers that used to break it.
+SETTINGS = {
+    "defaults": dict(max_train_steps=12, checkpointing_steps=4),
+    "accumulation_kernels_rollback": dict(COMMON, max_train_steps=12, kernels="on", inject_faults="nan_loss@2-3",
+                                          max_consecutive_skips=2),
+}
+# Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from)
+INSTANTS = {
+    "defaults": [("micro_batch:6", 4), ("checkpoint_before_marker:8", 4), ("checkpoint_after_rename:4", 4)],
+    "accumulation_kernels_rollback": [("micro_batch:13", 4)],  # mid-update (accumulation 2), after a rollback
+}
 
-    # Die after checkpoint-8's files are written but before its completion marker.
-    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1, **COMMON),
-                        env={"DIT_LORA_FAULT": "checkpoint_before_marker:8"})
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory, tiny_sana, shapes_data):
+    """One uninterrupted run per setting."""
+    root = tmp_path_factory.mktemp("resume-refs")
+    done = {}
+    for name, opts in SETTINGS.items():
+        out = root / name
+        proc = run_recipe(base_args(tiny_sana, shapes_data, out, root / "cache", **opts))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        done[name] = out
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting,fault,resume_at", [(s, f, r) for s, cases in INSTANTS.items() for f, r in cases])
+def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, references, tmp_path, tiny_sana,
+                                                  shapes_data):
+    opts, out, cache = SETTINGS[setting], tmp_path / "interrupted", references[setting].parent / "cache"
+    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1, **opts),
+                        env={"DIT_LORA_FAULT": fault})
     assert killed.returncode == 137, killed.stdout + killed.stderr
-    assert (out / "checkpoint-4" / "dit_lora_checkpoint_complete.json").is_file()  # not pruned: 8 never completed
-    assert not (out / "checkpoint-8").exists() and (out / ".tmp-checkpoint-8").exists()
     assert not (out / "pytorch_lora_weights.safetensors").exists()
-
     resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1,
-                                   resume_from_checkpoint="latest", **COMMON))
+                                   resume_from_checkpoint="latest", **opts))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "resumed from" in resumed.stdout and "checkpoint-4" in resumed.stdout
-    _assert_bitwise_equal(_adapter(ref_out), _adapter(out))
-    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-8"]  # pruned only after 8 completed
-    assert not (out / ".tmp-checkpoint-8").exists()
-    s_ref, s = read_summary(ref_out), read_summary(out)
-    assert s["steps"] == s_ref["steps"] == 8 and s["samples_seen"] == s_ref["samples_seen"]
-    assert s["loss_history"][-1] == s_ref["loss_history"][-1]
+    assert f"checkpoint-{resume_at} at step {resume_at}" in resumed.stdout, resumed.stdout
+    _assert_bitwise_equal(_adapter(references[setting]), _adapter(out))
+    s_ref, s = read_summary(references[setting]), read_summary(out)
+    for key in ("steps", "samples_seen", "skipped_steps", "rollbacks", "applied_updates", "loss_history"):
+        assert s[key] == s_ref[key], key
+    assert s["kernels"]["fallbacks"] == s_ref["kernels"]["fallbacks"]
+    assert s["kernels"]["implementations"] == s_ref["kernels"]["implementations"]
+    assert not list(out.glob(".tmp-checkpoint-*"))
 
 
-def test_sigkill_mid_training_then_resume_is_bitwise_identical(tmp_path, tiny_sana, shapes_data):
-    cache = tmp_path / "cache"
-    ref_out, out = tmp_path / "reference", tmp_path / "killed"
-    opts = {**COMMON, "max_train_steps": 12}
-    ref = run_recipe(base_args(tiny_sana, shapes_data, ref_out, cache, **opts))
-    assert ref.returncode == 0, ref.stderr
-
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, str(RECIPE), *base_args(tiny_sana, shapes_data, out, cache, **opts)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = out / "checkpoint-4" / "dit_lora_checkpoint_complete.json"
-    deadline = time.time() + 240
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "run finished before it could be killed"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert not (out / "pytorch_lora_weights.safetensors").exists()
-
+def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):
+    """A kernel switched off before a checkpoint stays off after it (broken_kernel drill, --kernels on)."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    opts = dict(max_train_steps=4, checkpointing_steps=2, kernels="on", inject_faults="broken_kernel")
+    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"})
+    assert killed.returncode == 137, killed.stdout + killed.stderr
     resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    _assert_bitwise_equal(_adapter(ref_out), _adapter(out))
+    summary = read_summary(out)
+    assert summary["kernels"]["implementations"]["modulate"] == "reference"
+    assert [f["step"] for f in summary["kernels"]["fallbacks"]] == [1] and summary["skipped_steps"] == 1
 
 
 def test_resume_from_incomplete_checkpoint_is_refused(tmp_path, tiny_sana, shapes_data):

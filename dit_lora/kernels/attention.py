@@ -100,6 +100,15 @@ def fallback_backend(failed: AttentionBackend, device: torch.device | str) -> At
     return AttentionBackend("math", failed.requested, _ORDERS["math"], note=f"{failed.name} failed its check")
 
 
+def restore_backend(current: AttentionBackend, name: str) -> AttentionBackend:
+    """The backend a checkpoint recorded as ``name``: ``current`` itself, or the fallback it moved to."""
+    if name == current.name:
+        return current
+    if name in ("efficient", "math"):
+        return AttentionBackend(name, current.requested, _ORDERS[name], note="restored from the checkpoint")
+    raise ValueError(f"checkpoint names attention backend {name!r}, which this run cannot restore from {current.name!r}")
+
+
 def _enabled(backend: SDPBackend) -> bool:
     getter = getattr(torch._C, f"_get_{_FLAG_OF[backend]}_sdp_enabled", None)
     return True if getter is None else bool(getter())

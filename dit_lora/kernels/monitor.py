@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import torch
 
-from .attention import AttentionBackend, attention, attention_reference, fallback_backend
+from .attention import AttentionBackend, attention, attention_reference, fallback_backend, restore_backend
 from .tolerance import check_call
 
 logger = logging.getLogger("dit_lora.kernels")
@@ -79,11 +79,15 @@ class KernelRuntime:
         return attention(q, k, v, mask, self.attention_backend)
 
     # ---- checks ------------------------------------------------------------------------
-    def due(self, step: int, first_step: int) -> bool:
-        """Whether update ``step`` is a check step (the run's first, then every ``check_interval``)."""
+    def due(self, step: int) -> bool:
+        """Whether update ``step`` is a check step: the run's first, then every ``check_interval``.
+
+        A function of the step alone, so a resumed run checks exactly where an uninterrupted one does
+        (what failed before the checkpoint is restored with :meth:`load_state_dict`).
+        """
         if not any(self.enabled.values()):
             return False
-        return step == first_step or (self.check_interval > 0 and step % self.check_interval == 0)
+        return step == 1 or (self.check_interval > 0 and step % self.check_interval == 0)
 
     def arm(self, step: int) -> None:
         """Start capturing inputs for this step's check."""
@@ -153,6 +157,23 @@ class KernelRuntime:
         if name == "attention" and self.attention_backend is not None:
             return self.attention_backend.name
         return self.impl.get(name, "triton")
+
+    # ---- checkpointing -----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe run state: which ops are on, the attention backend now, fallbacks and check counts."""
+        return {"enabled": dict(self.enabled), "attention_backend": None if self.attention_backend is None
+                else self.attention_backend.name, "fallbacks": list(self.fallbacks), "checks": self.checks,
+                "inconclusive": self.inconclusive}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`: ops switched off before the checkpoint stay off after a resume."""
+        for name, on in state["enabled"].items():
+            if name in self.enabled:
+                self.enabled[name] = self.enabled[name] and on
+        if self.attention_backend is not None and state["attention_backend"]:
+            self.attention_backend = restore_backend(self.attention_backend, state["attention_backend"])
+        self.fallbacks = list(state["fallbacks"])
+        self.checks, self.inconclusive = int(state["checks"]), int(state["inconclusive"])
 
     def summary(self, counts: dict[str, int]) -> dict[str, Any]:
         """What train_summary.json records about the kernels."""

@@ -115,7 +115,11 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator) -> None:
 
 
 def fault_point(name: str, step: int) -> None:
-    """Die here, as a SIGKILL would, when DIT_LORA_FAULT is ``name:step`` (used by the crash tests)."""
+    """Die here, as a SIGKILL would, when DIT_LORA_FAULT is ``name:step`` (used by the crash tests).
+
+    Points: ``checkpoint_before_marker`` and ``checkpoint_after_rename`` (a save's last instants) and
+    ``micro_batch`` (after the given number of micro-batches, counted over the whole run).
+    """
     if os.environ.get("DIT_LORA_FAULT") == f"{name}:{step}":
         os._exit(137)
 
@@ -151,6 +155,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
         else:
             os.replace(tmp, final)
         _fsync_dir(output_dir)
+        fault_point("checkpoint_after_rename", step)
         if total_limit:
             for _, path in complete_checkpoints(output_dir)[:-total_limit]:
                 shutil.rmtree(path)

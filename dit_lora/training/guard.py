@@ -298,7 +298,9 @@ class StepGuard:
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints (counters, schedule position, LR factor, rollbacks)."""
         return {"counts": self.counts.tolist(), "spike_stats": self.spike_stats.tolist(), "lr_factor": self.lr_factor,
-                "rollbacks": self.rollbacks, "snapshot_step": self.snapshot_step}
+                "rollbacks": self.rollbacks, "snapshot_step": self.snapshot_step,
+                # a checkpoint can fall inside a check window: its per-step flags decide the next snapshot
+                "window_flags": self.window_flags.tolist(), "last_norm": float(self._last_norm)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.counts.copy_(torch.tensor(state["counts"], dtype=torch.float64))
@@ -306,4 +308,6 @@ class StepGuard:
         self.lr_factor = float(state["lr_factor"])
         self.rollbacks = list(state["rollbacks"])
         self.snapshot_step = int(state.get("snapshot_step", 0))
+        self.window_flags.copy_(torch.tensor(state["window_flags"], dtype=torch.float64))
+        self._last_norm = torch.tensor(state["last_norm"], device=self.device)
         self._install_lr()

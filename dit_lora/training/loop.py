@@ -30,7 +30,7 @@ from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
                              write_json_atomic, write_model_card)
 from . import adapters
 from .canary import attention_canary, install_broken_attention
-from .checkpoint import complete_checkpoints, load_checkpoint, resolve_resume, save_checkpoint
+from .checkpoint import complete_checkpoints, fault_point, load_checkpoint, resolve_resume, save_checkpoint
 from .faults import FaultInjector
 from .guard import StepGuard
 from .optim import make_lr_scheduler, make_optimizer
@@ -197,6 +197,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     if resume is not None:
         saved = load_checkpoint(accelerator, resume, generator)
         guard.load_state_dict(saved["guard"])  # after load_state: it re-installs device LR tensors
+        kernels.load_state_dict(saved["kernels"])
         state = RunState(**saved["run"])
         log(f"resumed from {resume} at step {state.global_step}")
     if accelerator.is_main_process and cfg.report_to != "none":
@@ -225,7 +226,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
             for batch in loader:
                 step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
                 slot = (step - 1) % interval
-                checking = update_starts and kernels.due(step, steps_at_start + 1)  # first micro-batch only
+                checking = update_starts and kernels.due(step)  # first micro-batch only
                 update_starts = False
                 if checking:
                     kernels.arm(step)
@@ -253,6 +254,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                         micro_losses.zero_()
                         kernel_veto, update_starts = False, True
                     optimizer.zero_grad(set_to_none=True)
+                fault_point("micro_batch", state.batch_in_epoch + state.epoch * len(order))  # crash tests only
                 if not accelerator.sync_gradients:
                     continue
                 state.global_step += 1
@@ -268,7 +270,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
                     window_start = time.perf_counter()
                 if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
                     save_checkpoint(accelerator, out, state.global_step,
-                                    {"run": vars(state), "guard": guard.state_dict()},
+                                    {"run": vars(state), "guard": guard.state_dict(), "kernels": kernels.state_dict()},
                                     generator, cfg.checkpoints_total_limit, log=log)
                 if validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
                         and state.global_step < max_steps:
