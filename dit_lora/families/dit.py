@@ -112,7 +112,7 @@ def resize_class_embeddings(model: torch.nn.Module, num_classes: int, *, seed: i
                 f"{name} has {old.shape[0]} rows for {old_classes} classes, so it has no null class for "
                 "classifier-free guidance; dit-lora cannot resize it."
             )
-        rows = old[:old_classes].float()
+        rows = old[:old_classes].float().cpu()  # drawn on the CPU: the same rows whatever the device
         generator = torch.Generator().manual_seed(seed)
         fresh = torch.randn((num_classes, rows.shape[1]), generator=generator)
         fresh = rows.mean(0) + rows.std(0) * fresh

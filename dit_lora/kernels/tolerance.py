@@ -10,7 +10,9 @@ answer instead, and asks how far a correct implementation could be from it:
     exact          = the reference in float64 on the same (already rounded) inputs
     err(fast)      = max |fast - exact|
     err(reference) = max |reference at the compute dtype - exact|
-    sensitivity    = max |exact on inputs moved by PERTURB_ULPS fp32 ulps - exact|
+    sensitivity    = max |exact on inputs moved by PERTURB_ULPS ulps - exact|, and for gradients
+                     also the exact backward of a cotangent moved by eps(compute dtype), which is
+                     what rounding a backward's intermediates (attention's dS) to that dtype does
 
     faulty when err(fast) > ERROR_MULTIPLE * max(err(reference), sensitivity)
                             + max(FLOOR_ULPS * eps(compute dtype), RELATIVE_FLOOR) * floor scale
@@ -39,10 +41,10 @@ FLOOR_ULPS = 2.0
 # rounding residues of terms that cancel exactly in float64 reach ~1e-6 of it, while a wrong row, a
 # mixed-up sample or a dropped term is off by a sizeable fraction of the values themselves.
 RELATIVE_FLOOR = 2.0 ** -12
-# Relative size of the input perturbation (in fp32 ulps: every kernel here computes in at least fp32
-# inside, whatever its input dtype) that measures an op's conditioning, e.g. a softmax over large
-# logits, where a correct fp32 kernel's answer is the exact answer on inputs moved by about this much.
-PERTURB_ULPS = 4.0
+# Relative size of the input perturbation (in ulps of the compute dtype) that measures an op's
+# conditioning, e.g. a softmax over large logits: a correct kernel may round what it handles to
+# the compute dtype, so its answer is the exact answer on inputs moved by about this much.
+PERTURB_ULPS = 1.0
 
 
 def compute_eps(*dtypes: torch.dtype | None) -> float:
@@ -51,12 +53,13 @@ def compute_eps(*dtypes: torch.dtype | None) -> float:
     return max(eps) if eps else torch.finfo(torch.float32).eps
 
 
-def exact_inputs(args: tuple, grads: tuple[bool, ...], perturb: int | None = None) -> list:
+def exact_inputs(args: tuple, grads: tuple[bool, ...], perturb: int | None = None, eps: float = 0.0) -> list:
     """``args`` with every floating tensor upcast to float64 (fresh leaves where ``grads`` asks).
 
     With ``perturb`` (a seed), each value is also moved by a random relative amount of up to
-    ``PERTURB_ULPS`` fp32 ulps: the exact reference on such inputs shows how far fp32 rounding
-    inside a kernel can move this op's result on these values (its conditioning).
+    ``PERTURB_ULPS * eps``: the exact reference on such inputs shows how far rounding at that
+    precision inside a kernel (of the inputs, or of what it computes from them, such as attention
+    logits) can move this op's result on these values (its conditioning).
     """
     out = []
     for a, grad in zip(args, grads):
@@ -65,7 +68,7 @@ def exact_inputs(args: tuple, grads: tuple[bool, ...], perturb: int | None = Non
             if perturb is not None:
                 gen = torch.Generator(device=a.device).manual_seed(perturb + len(out))
                 noise = torch.rand(a.shape, generator=gen, device=a.device, dtype=torch.float64) * 2 - 1
-                a = a * (1 + noise * PERTURB_ULPS * torch.finfo(torch.float32).eps)
+                a = a * (1 + noise * PERTURB_ULPS * eps)
             a = a.requires_grad_(grad)
         elif isinstance(a, torch.Tensor):
             a = a.detach().clone()
@@ -87,23 +90,29 @@ def error_stats(fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor
     """
     exact = exact.detach().double()
 
-    def err(t: torch.Tensor, finite_only: bool) -> float:
+    def err(t: torch.Tensor, finite_only: bool, rms: bool = False) -> float:
         d = (t.detach().double() - exact).abs()
         if finite_only:
             d = d[torch.isfinite(d)] if bool(torch.isfinite(d).any()) else torch.full((1,), float("inf"))
-        return float(d.max()) if d.numel() else 0.0
+        if not d.numel():
+            return 0.0
+        return float(d.pow(2).mean().sqrt()) if rms else float(d.max())
 
+    empty = exact.numel() == 0
     return {"fast_error": err(fast, False), "reference_error": err(reference, True),
-            "sensitivity": err(perturbed, True), "scale": float(exact.abs().max()) if exact.numel() else 0.0}
+            "sensitivity": err(perturbed, True), "scale": 0.0 if empty else float(exact.abs().max()),
+            "fast_rms": err(fast, False, True), "reference_rms": err(reference, True, True),
+            "sensitivity_rms": err(perturbed, True, True),
+            "scale_rms": 0.0 if empty else float(exact.pow(2).mean().sqrt())}
 
 
 def judge(what: str, fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor, perturbed: torch.Tensor,
-          eps: float, floor_scale: float | None = None) -> str | None:
+          eps: float, floor_scale: tuple[float, float] | None = None) -> str | None:
     """None when ``fast`` is as accurate as a correct implementation at ``eps``; a reason otherwise.
 
     ``reference`` is the PyTorch reference at the compute dtype, ``exact`` the same in float64,
-    ``perturbed`` the float64 reference on inputs moved by a few fp32 ulps. ``floor_scale`` (default
-    ``max |exact|``) sizes the absolute floor. 'inconclusive' when even the float64 reference is not
+    ``perturbed`` the float64 reference on perturbed inputs. ``floor_scale`` = (largest, rms) sizes
+    the absolute floors (default: ``exact``'s own). 'inconclusive' when even the float64 reference is not
     finite (nothing to compare against). Reads values on the host: call only on check steps.
     """
     exact = exact.detach()
@@ -118,10 +127,17 @@ def judge(what: str, fast: torch.Tensor, reference: torch.Tensor, exact: torch.T
     if exact.numel() == 0:
         return None
     s = error_stats(fast, reference, exact, perturbed)
-    limit = allowed_error(s["reference_error"], s["sensitivity"], max(s["scale"], floor_scale or 0.0), eps)
-    if s["fast_error"] > limit:
-        return (f"disagreed with the float64 reference in its {what}: max |error| {s['fast_error']:.3g}, while "
-                f"the reference at the same precision is off by {s['reference_error']:.3g} (allowed {limit:.3g})")
+    floor_max, floor_rms = floor_scale if floor_scale else (0.0, 0.0)
+    # The largest error catches a fault in a few values (a wrong row); the root-mean-square one a
+    # fault spread thinly over many (a sample modulated with another sample's scale).
+    for kind, err, ref, sens, scale in (("max", s["fast_error"], s["reference_error"], s["sensitivity"],
+                                         max(s["scale"], floor_max)),
+                                        ("rms", s["fast_rms"], s["reference_rms"], s["sensitivity_rms"],
+                                         max(s["scale_rms"], floor_rms))):
+        limit = allowed_error(ref, sens, scale, eps)
+        if err > limit:
+            return (f"disagreed with the float64 reference in its {what}: {kind} |error| {err:.3g}, while the "
+                    f"reference at the same precision is off by {ref:.3g} (allowed {limit:.3g})")
     return None
 
 
@@ -140,9 +156,10 @@ def check_call(fast: Callable, reference: Callable, args: tuple, needs_grad: tup
                autocast: tuple[str, bool, torch.dtype], seed: int = 0, stats: list | None = None) -> str:
     """Check one call of a fast op: '' when it agrees, 'inconclusive', or the reason it does not.
 
-    Three runs on ``args``: the fast path and the reference at the run's precision (under the
-    captured ``autocast`` = (device type, enabled, dtype)), and the reference in float64 as the
-    exact answer. :func:`judge` compares the output, then the gradient of every input in
+    Runs on ``args``: the fast path and the reference at the run's precision (under the captured
+    ``autocast`` = (device type, enabled, dtype)), the reference in float64 as the exact answer, and
+    the float64 reference on perturbed inputs (and, for gradients, a perturbed cotangent) for the
+    op's sensitivity. :func:`judge` compares the output, then the gradient of every input in
     ``needs_grad``, forward and backward with one random cotangent drawn from ``seed``. With
     ``stats`` (a list), the raw :func:`error_stats` of each compared tensor are appended to it.
     """
@@ -150,7 +167,7 @@ def check_call(fast: Callable, reference: Callable, args: tuple, needs_grad: tup
     exact = (autocast[0], False, autocast[2])
     outs = [_run(fast, in_f, autocast), _run(reference, in_r, autocast), _run(reference, in_x, exact)]
     eps = compute_eps(outs[0].dtype, outs[1].dtype, autocast[2] if autocast[1] else None)
-    in_p = exact_inputs(args, needs_grad, perturb=seed)
+    in_p = exact_inputs(args, needs_grad, perturb=seed, eps=eps)
     outs.append(_run(reference, in_p, exact))
     verdict = _judge_all([("output", *outs)], eps, stats)
     if verdict or not outs[1].requires_grad:
@@ -160,11 +177,24 @@ def check_call(fast: Callable, reference: Callable, args: tuple, needs_grad: tup
     gen = torch.Generator(device=outs[2].device).manual_seed(seed)
     cotangent = torch.randn(outs[2].shape, generator=gen, device=outs[2].device, dtype=torch.float32)
     wrt = [i for i, a in enumerate(in_r) if isinstance(a, torch.Tensor) and a.requires_grad]
-    grads = [torch.autograd.grad(out, [ins[i] for i in wrt], cotangent.to(out.dtype), allow_unused=True)
+    grads = [torch.autograd.grad(out, [ins[i] for i in wrt], cotangent.to(out.dtype), allow_unused=True,
+                                 retain_graph=out is outs[2])
              for out, ins in zip(outs, (in_f, in_r, in_x, in_p))]
-    pairs = [(f"gradient of input {i}", _or_zeros(gf, gx), _or_zeros(gr, gx), gx, _or_zeros(gp, gx))
-             for i, gf, gr, gx, gp in zip(wrt, *grads) if gx is not None]
+    # A kernel that keeps its backward intermediates (softmax probabilities, their gradient) at the
+    # compute dtype rounds them by up to eps: the exact backward of a cotangent moved by that much
+    # shows how far such rounding can move each gradient, cancellation included.
+    jitter = torch.rand(cotangent.shape, generator=gen, device=cotangent.device, dtype=torch.float64) * 2 - 1
+    moved = torch.autograd.grad(outs[2], [in_x[i] for i in wrt], cotangent.double() * (1 + jitter * eps),
+                                allow_unused=True)
+    pairs = [(f"gradient of input {i}", _or_zeros(gf, gx), _or_zeros(gr, gx), gx, _farther(gp, gm, gx))
+             for i, gf, gr, gx, gp, gm in zip(wrt, *grads, moved) if gx is not None]
     return _judge_all(pairs, eps, stats)
+
+
+def _farther(a: torch.Tensor | None, b: torch.Tensor | None, exact: torch.Tensor) -> torch.Tensor:
+    """Of two perturbed answers, the one farther from ``exact`` (the larger sensitivity)."""
+    a, b = _or_zeros(a, exact), _or_zeros(b, exact)
+    return a if float((a - exact).abs().max()) >= float((b - exact).abs().max()) else b
 
 
 def _or_zeros(t: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -182,14 +212,16 @@ def _judge_all(pairs: list, eps: float, stats: list | None) -> str:
     def kind(t: torch.Tensor) -> tuple:
         return (t.dim(), t.shape[-1] if t.dim() else 0)
 
-    floors: dict[tuple, float] = {}
+    floors: dict[tuple, tuple[float, float]] = {}
     for _, _, _, exact, _ in pairs:
         if bool(torch.isfinite(exact).all()) and exact.numel():
-            floors[kind(exact)] = max(floors.get(kind(exact), 0.0), float(exact.detach().abs().max()))
+            e = exact.detach().double()
+            old = floors.get(kind(exact), (0.0, 0.0))
+            floors[kind(exact)] = (max(old[0], float(e.abs().max())), max(old[1], float(e.pow(2).mean().sqrt())))
     inconclusive = False
     for what, fast, reference, exact, perturbed in pairs:
         if stats is not None:
-            stats.append({"what": what, "eps": eps, "floor_scale": floors.get(kind(exact), 0.0),
+            stats.append({"what": what, "eps": eps, "floor_scale": floors.get(kind(exact), (0.0, 0.0))[0],
                           **error_stats(fast, reference, exact, perturbed)})
         verdict = judge(what, fast, reference, exact, perturbed, eps, floors.get(kind(exact)))
         if verdict == "inconclusive":
