@@ -324,3 +324,16 @@ def test_guard_state_resumes_exactly_and_reaches_the_tracker(tiny_sana, shapes_d
     events.Reload()
     assert events.Scalars("skipped_steps")[-1].value == full["skipped_steps"]
     assert events.Scalars("rollbacks")[-1].value == full["rollbacks"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("max_grad_norm", [0.0, 1.0])
+def test_fp16_skips_exactly_with_and_without_clipping(tiny_sana, shapes_data, tmp_path, max_grad_norm):
+    """fp16 + --max_grad_norm 0 used to leave GradScaler's found_inf empty (nothing unscaled), so the
+    scaler applied a step the guard had skipped (a NaN loss with finite gradients)."""
+    rec = StateRecorder()
+    summary, _ = _train(tiny_sana, shapes_data, tmp_path, on_step=rec, mixed_precision="fp16", allow_fp16="true",
+                        max_grad_norm=max_grad_norm, inject_faults="nan_loss@3", max_train_steps=5)
+    assert isinstance(summary, dict), summary
+    assert _same(rec.states[3], rec.states[2]) and not _same(rec.states[4], rec.states[3])
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 4

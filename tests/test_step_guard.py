@@ -106,3 +106,34 @@ def test_guard_state_round_trips_through_its_state_dict():
     b.guard.load_state_dict(a.guard.state_dict())
     assert torch.equal(a.guard.counts, b.guard.counts)
     assert [float(g["lr"]) for g in a.opt.param_groups] == [float(g["lr"]) for g in b.opt.param_groups]
+
+
+def test_a_non_fused_optimizer_gets_host_learning_rates_and_honours_every_skip():
+    """bitsandbytes' 8-bit AdamW reads a tensor LR with one sync per parameter: it gets floats instead,
+    set from the schedule in the step's single transfer; a skipped step still changes nothing."""
+    bnb = pytest.importorskip("bitsandbytes")
+    from dit_lora.training.sync_audit import SyncAudit
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 1))
+    opt = bnb.optim.AdamW8bit(model.parameters(), lr=1e-2)
+    guard = StepGuard(opt, [lambda k: 1.0 / (k + 1)], 8, torch.device("cpu"), enabled=True, fused=False, interval=4,
+                      max_consecutive_skips=8, rollback_lr_factor=0.5, max_rollbacks=1, spike_sigma=None, world_size=1)
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    seen = []
+    for step in range(1, 7):
+        loss = model(torch.randn(8, 64)).pow(2).mean()
+        loss.backward()
+        if step == 3:
+            loss = loss.detach() * float("nan")
+        before = [p.detach().clone() for p in model.parameters()]
+        norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+        with audit.step():  # the 8-bit step itself reads no tensor value (it used to, once per parameter)
+            guard.step(opt, opt, loss, norm, (step - 1) % 4)
+        opt.zero_grad(set_to_none=True)
+        unchanged = all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+        assert unchanged == (step == 3), step
+        seen.append(opt.param_groups[0]["lr"])
+    assert all(isinstance(lr, float) for lr in seen)
+    # the LR each update ran with: the schedule advances by applied updates only (step 3 was skipped)
+    assert seen == pytest.approx([1e-2, 1e-2 / 2, 1e-2 / 2, 1e-2 / 3, 1e-2 / 4, 1e-2 / 5])

@@ -82,14 +82,26 @@ class StepGuard:
 
     # ---- learning rate -------------------------------------------------------------------
     def _install_lr(self) -> None:
-        """(Re)build the device LR tables from the factor and give every group a device LR tensor."""
-        self._tables = [(vals * base * self.lr_factor).to(self.device, torch.float32)
-                        for vals, base in zip(self._lambda_values, self._base)]
+        """(Re)build the LR tables from the factor and set every group's LR for the next update.
+
+        Fused AdamW takes a device LR tensor, indexed on the device by the applied-update count. Other
+        optimizers (bitsandbytes' 8-bit AdamW) read the LR as a Python number, syncing once per
+        parameter if given a tensor; they get host floats, set in :meth:`optimizer_step`.
+        """
+        self._host_tables = [(vals * base * self.lr_factor).tolist() for vals, base in zip(self._lambda_values, self._base)]
+        if not self.fused:
+            applied = int(self.counts[_APPLIED])
+            for group, table in zip(self.optimizer.param_groups, self._host_tables):
+                group["lr"] = table[applied]
+            return
+        self._tables = [torch.tensor(table, dtype=torch.float32, device=self.device) for table in self._host_tables]
         applied = self.counts[_APPLIED].long().view(1)
         for group, table in zip(self.optimizer.param_groups, self._tables):
             group["lr"] = torch.index_select(table, 0, applied).squeeze(0).clone()
 
     def _set_lrs(self) -> None:
+        if not self.fused:
+            return  # host LRs are set before each step (optimizer_step)
         applied = self.counts[_APPLIED].long().view(1)
         for group, table in zip(self.optimizer.param_groups, self._tables):
             group["lr"].copy_(torch.index_select(table, 0, applied).squeeze(0))
@@ -160,7 +172,12 @@ class StepGuard:
             inner.grad_scale = self._unit
             optimizer.step()
             return
-        if not bool(flag):  # non-fused optimizers (8-bit AdamW): one sync per step
+        # Non-fused optimizers (8-bit AdamW): one transfer per step reads the flag and the schedule
+        # position, and the step runs with host LRs.
+        skip, applied = torch.stack([flag.double(), self.counts[_APPLIED]]).tolist()
+        if not skip:
+            for group, table in zip(self.optimizer.param_groups, self._host_tables):
+                group["lr"] = table[int(applied)]
             optimizer.step()
 
     def after_step(self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int,
@@ -205,7 +222,8 @@ class StepGuard:
     # ---- at checks (host) ----------------------------------------------------------------
     def read(self) -> GuardReading:
         """One device-to-host transfer of all counters; resets the window."""
-        lrs = [g["lr"].detach().double().reshape(1) for g in self.optimizer.param_groups]
+        lrs = [torch.as_tensor(g["lr"], device=self.device).detach().double().reshape(1)
+               for g in self.optimizer.param_groups]
         norm = self._last_norm.double().reshape(1).to(self.device)
         values = torch.cat([self.counts, norm, *lrs, self.window_flags]).tolist()
         c, extra, flags = values[:_NUM_COUNTERS], values[_NUM_COUNTERS:_NUM_COUNTERS + 1 + len(lrs)], \

@@ -322,10 +322,17 @@ def _log_window(accelerator, progress, state: RunState, reading, guard: StepGuar
 
 
 def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
-    """Total gradient norm (all ranks agree: DDP grads are already reduced), clipped when max_norm > 0."""
+    """Total gradient norm (all ranks agree: DDP grads are already reduced), clipped when max_norm > 0.
+
+    Under fp16 the gradients are unscaled here even without clipping: that fills GradScaler's
+    ``found_inf``, into which the guard folds its skip decision (left empty, the scaler would
+    decide alone at its step and apply an update the guard skipped).
+    """
     params = [p for p in model.parameters() if p.grad is not None]
     if max_norm > 0:
         return accelerator.clip_grad_norm_(params, max_norm)
+    if accelerator.scaler is not None:
+        accelerator.unscale_gradients()
     return torch.nn.utils.get_total_norm([p.grad for p in params])
 
 
