@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
@@ -29,8 +28,6 @@ CONFIG_DIR = Path(__file__).resolve().parents[1] / "accelerate_configs"
 EXPECTED = {
     "single_gpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=False),
     "multi_gpu": dict(distributed_type=DistributedType.MULTI_GPU, num_processes=2, use_cpu=False),
-    "fsdp": dict(distributed_type=DistributedType.FSDP, num_processes=2, use_cpu=False),
-    "deepspeed_zero2": dict(distributed_type=DistributedType.DEEPSPEED, num_processes=2, use_cpu=False),
     "cpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=True),
 }
 
@@ -61,22 +58,6 @@ def test_config_loads_with_accelerates_loader(name):
         assert getattr(config, field) == value, (name, field)
 
 
-def test_fsdp_and_deepspeed_fields():
-    fsdp = load_config_from_file(str(CONFIG_DIR / "fsdp.yaml")).fsdp_config
-    # FSDP2 keeps original (per-parameter) tensors, which LoRA needs: frozen base weights and
-    # trainable adapters share the same wrapped blocks.
-    assert fsdp["fsdp_version"] == 2
-    assert fsdp["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"
-    assert "fsdp_transformer_layer_cls_to_wrap" not in fsdp  # use the model's _no_split_modules
-    assert fsdp["fsdp_state_dict_type"] == "FULL_STATE_DICT"
-    assert fsdp["fsdp_offload_params"] is False
-
-    ds = load_config_from_file(str(CONFIG_DIR / "deepspeed_zero2.yaml")).deepspeed_config
-    assert ds["zero_stage"] == 2
-    assert ds["offload_optimizer_device"] == "none" and ds["offload_param_device"] == "none"
-    assert ds["zero3_init_flag"] is False
-
-
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_launch_validation_accepts_config(name):
     """`accelerate launch` merges each file into its arguments without complaint."""
@@ -86,33 +67,24 @@ def test_launch_validation_accepts_config(name):
     args, _defaults, _mp_from_config = _validate_launch_command(args)
     assert args.mixed_precision == "bf16"
     assert args.num_processes == EXPECTED[name]["num_processes"]
-    assert bool(args.use_fsdp) == (name == "fsdp")
-    assert bool(args.use_deepspeed) == (name == "deepspeed_zero2")
+    assert not args.use_fsdp and not args.use_deepspeed
     assert bool(args.multi_gpu) == (name == "multi_gpu")
     assert bool(args.use_cpu) == (name == "cpu")
 
 
-def test_fsdp_plugin_accepts_launch_environment():
-    """The FSDP plugin accelerate builds inside each worker accepts what fsdp.yaml produces."""
-    import torch
-    from packaging.version import Version
-
-    if Version(torch.__version__.split("+")[0]) < Version("2.6"):
-        pytest.skip("FSDP2 needs torch >= 2.6")
-    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
-    from accelerate.utils import FullyShardedDataParallelPlugin
-    from accelerate.utils.launch import prepare_multi_gpu_env
-
-    args = launch_command_parser().parse_args(["--config_file", str(CONFIG_DIR / "fsdp.yaml"), "train.py"])
-    args, _defaults, _mp = _validate_launch_command(args)
-    env = prepare_multi_gpu_env(args)
-    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
-    with mock.patch.dict(os.environ, env):
-        plugin = FullyShardedDataParallelPlugin()
-    assert plugin.fsdp_version == 2
-    assert plugin.reshard_after_forward is True
-    assert plugin.auto_wrap_policy is not None
-    assert plugin.use_orig_params is None  # obsolete in FSDP2: always original parameters
+@pytest.mark.parametrize("engine", ["ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"])
+def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_path):
+    """A launch with FSDP or DeepSpeed ends in seconds with one paragraph, before any model is read."""
+    root = CONFIG_DIR.parent
+    args = [sys.executable, str(root / "recipes" / "sana_lora.py"), "--pretrained_model_name_or_path",
+            str(tmp_path / "no-model-here"), "--train_data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),
+            "--skip_doctor", "true"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**os.environ, engine: "true"})
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 2, text
+    assert "accelerate_configs/multi_gpu.yaml" in text and "Traceback" not in text
+    assert "no-model-here" not in text  # stopped before looking for the model
 
 
 def test_accelerate_launch_runs_on_cpu(tmp_path):

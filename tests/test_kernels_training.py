@@ -85,7 +85,7 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
                                 attention_canary="false"), launcher=launcher, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)  # written by rank 0, whose own kernel was fine
-    assert summary["num_processes"] == 2
+    assert summary["num_processes"] == 2 and summary["engine"] == "MULTI_CPU"
     (fallback,) = summary["kernels"]["fallbacks"]
     assert fallback["kernel"] == "modulate" and fallback["step"] == 1
     assert fallback["reason"] == "its check failed on another process"

@@ -65,6 +65,30 @@ def check_output_dir(cfg: TrainConfig) -> None:
         raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
 
 
+_SHARDED_ENGINES = {"ACCELERATE_USE_DEEPSPEED": "DeepSpeed", "ACCELERATE_USE_FSDP": "FSDP"}
+
+
+def check_engine() -> None:
+    """Refuse DeepSpeed and FSDP launches before anything loads, naming what to use instead.
+
+    The guard's promises need plain data parallelism: DeepSpeed runs the optimizer step inside its
+    backward (no step can be skipped) and returns the gradient norm as a Python float; FSDP2 shards
+    gradients into DTensors that the guard, the rollback snapshot and exact resume do not handle.
+    LoRA's frozen base is replicated under DDP at no optimizer cost.
+    """
+    for var, name in _SHARDED_ENGINES.items():
+        if os.environ.get(var, "").lower() in ("1", "true"):
+            raise UserError(
+                f"This run was launched with {name} ({var}=true), which dit-lora does not support: "
+                + ("DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
+                   if name == "DeepSpeed" else "FSDP shards gradients, which the finite-step guard, its rollback "
+                   "snapshot and exact resume do not handle. ")
+                + "Launch with `accelerate launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
+                "model is replicated, the LoRA optimizer state is small) or accelerate_configs/single_gpu.yaml; to save "
+                "memory, keep --gradient_checkpointing on and lower --train_batch_size."
+            )
+
+
 def _log(accelerator, msg: str) -> None:
     if accelerator.is_main_process:
         print(msg, flush=True)
@@ -80,6 +104,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
+    check_engine()
     family = get_family(cfg.family)
     check_output_dir(cfg)
     out = Path(cfg.output_dir)
@@ -462,6 +487,7 @@ def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_nam
             "quarantine": data.quarantine,
             "kernels": kernel_runtime(model).summary(kernel_counts(model)) if kernel_runtime(model) else None,
             "num_processes": accelerator.num_processes,
+            "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
             "param_groups": [vars(g) for g in group_info],
             "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
             "adapter": str(out / family.adapter_weight_name), "samples": [str(p) for p in sample_files],
