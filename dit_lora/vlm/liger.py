@@ -33,10 +33,18 @@ def _shifted(hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, 
 
 def hidden_state_loss(spec, model, inputs: dict, labels: torch.Tensor, linear_ce: Callable | None = None
                       ) -> torch.Tensor:
-    """Loss from the last hidden states and the LM head: ``linear_ce(weight, hidden, target)`` or plain CE."""
-    hidden = model.model(**inputs).last_hidden_state
+    """Loss from the last hidden states and the LM head: ``linear_ce(weight, hidden, target)`` or plain CE.
+
+    ``model`` may be wrapped for data parallelism: the forward goes through the wrapper (DDP
+    synchronises gradients only for a forward it ran), asking for the hidden states and the logits of
+    one position only; the LM head's weight is read from the model inside.
+    """
+    from accelerate.utils import extract_model_from_parallel
+
+    out = model(**inputs, output_hidden_states=True, logits_to_keep=1)
+    hidden = out.hidden_states[-1]  # transformers ties it to the final (normed) hidden state
     h, y = _shifted(hidden, labels)
-    weight = model.get_output_embeddings().weight
+    weight = extract_model_from_parallel(model).get_output_embeddings().weight
     if linear_ce is not None:
         return linear_ce(weight, h, y)
     return F.cross_entropy(F.linear(h, weight).float(), y, ignore_index=IGNORE_INDEX)

@@ -1,0 +1,67 @@
+"""The video-LLM fused-loss path under DDP: two CPU processes over gloo, Liger forced onto its reference.
+
+``hidden_state_loss`` is what ``--use_liger_kernel`` trains with (Liger's fused linear cross-entropy,
+here its PyTorch reference, plain cross-entropy on the hidden states). It used to reach
+``model.model`` and ``get_output_embeddings`` on the DDP wrapper (AttributeError); going around
+DDP's forward instead would silently skip the gradient all-reduce.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def _worker(rank: int, world: int, port: int, results):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from dit_lora.demo.tiny_videochat import build_tiny_videochat_model
+        from dit_lora.training import adapters
+        from dit_lora.vlm.liger import hidden_state_loss, plain_loss
+
+        torch.manual_seed(0)
+        model = build_tiny_videochat_model(seed=0, dtype=torch.float32)
+        model.requires_grad_(False)
+        adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
+                          targets=("language_model.layers.0.self_attn.q_proj", "language_model.layers.1.mlp.up_proj"))
+        for n, p in model.named_parameters():  # non-zero B so every LoRA weight gets a gradient
+            if "lora_B" in n:
+                torch.nn.init.normal_(p, std=0.02)
+        model.train()
+        ddp = DDP(model)
+        gen = torch.Generator().manual_seed(100 + rank)  # each rank its own batch
+        ids = torch.randint(5, model.config.text_config.vocab_size, (2, 12), generator=gen)
+        labels = ids.clone()
+        labels[:, :4] = -100
+        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        fused = hidden_state_loss(None, ddp, inputs, labels)
+        fused.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+        model.zero_grad(set_to_none=True)
+        plain = plain_loss(None, ddp, inputs, labels)
+        plain.backward()
+        ref = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+        results[rank] = (float(fused), float(plain), grads, ref)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_hidden_state_loss_goes_through_ddp_and_its_gradients_are_synchronised():
+    ctx = mp.get_context("spawn")
+    results = ctx.Manager().dict()
+    mp.start_processes(_worker, args=(2, 29533, results), nprocs=2, join=True, start_method="spawn")
+    (f0, p0, g0, r0), (f1, p1, g1, r1) = results[0], results[1]
+    assert f0 == pytest.approx(p0, rel=1e-5) and f1 == pytest.approx(p1, rel=1e-5)  # same loss as the model's own
+    assert f0 != pytest.approx(f1)  # the ranks saw different data...
+    assert g0.keys() == r0.keys() and len(g0) == 4
+    for name in g0:
+        assert torch.equal(g0[name], g1[name]), name  # ...yet hold the same, all-reduced gradients
+        assert torch.allclose(g0[name], r0[name], rtol=1e-4, atol=1e-7), name
