@@ -221,7 +221,7 @@ def _check_errors_script(args: list[str]) -> subprocess.CompletedProcess:
 
 def test_healthy_attention_never_trips_the_check_and_broken_attention_always_does():
     """Hundreds of random shapes, magnitudes (1e-2..1e2), masks (bool/additive, per-sample padding), fp32 and
-    bf16, autocast on and off, every CPU backend: zero false trips; NaN and wrong-row attention all caught."""
+    bf16, autocast on and off, every CPU backend: zero false trips; every NaN and >= 90% of wrong rows caught."""
     proc = _check_errors_script(["--trials", "150", "--broken_trials", "25", "--small", "--ops", "attention",
                                  "--seed", "11"])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
