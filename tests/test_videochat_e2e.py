@@ -169,8 +169,8 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
     losses = [loss for _, loss in summary["loss_history"]]
     assert losses[-1] < 0.25 * losses[0], losses  # measured 7.2 -> 0.74: answers become likely, not just shorter
     qa = Path(summary["samples"][0]).read_text()
-    assert "Q: What colour is the square?" in qa and qa.split("A:")[1].strip()  # the reloaded adapter answered
-    assert "Q: What colour is the square?" in (demo / "out" / "README.md").read_text()
+    assert "What colour is the square?" in qa and qa.split("A:")[1].strip()  # the reloaded adapter answered
+    assert "What colour is the square?" in (demo / "out" / "README.md").read_text()
 
 
 def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_models(assets, tmp_path, capsys):
