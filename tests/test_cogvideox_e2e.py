@@ -102,16 +102,20 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     assert _decode(Path(summary["samples"][0])) == (9, 64, 64)
     with safe_open(str(out / "pytorch_lora_weights.safetensors"), framework="pt") as fh:
         meta = json.loads(fh.metadata()["lora_adapter_metadata"])  # diffusers' key, prefixed by component
-    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 8
-    # The consumer's own loader restores exactly the weights the run ended with (checkpoint-6).
+    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # alpha 8 / rank 4 folded into B
+    # The consumer's own loader restores exactly the weights the run ended with (checkpoint-6, unfolded: resuming
+    # from it continues the same run), lora_B times alpha / rank = 2, at scale 1.0.
     trained = load_file(str(out / "checkpoint-6" / "trainable_weights.safetensors"))
     pipe = CogVideoXPipeline.from_pretrained(models["t2v"])
     pipe.load_lora_weights(out)
     loaded = _lora_of(pipe)
     assert len(loaded) == len(trained) > 0
+    assert pipe.transformer.transformer_blocks[0].attn1.to_q.scaling == {"default_0": 1.0}
     for name, value in trained.items():
         key = name.replace(".default.", ".default_0.")
-        assert torch.equal(loaded[key], value.float()), name
+        assert torch.equal(loaded[key], value.float() * (2 if ".lora_B." in name else 1)), name
+    card = " ".join((out / "README.md").read_text().split())
+    assert "Load it at scale 1.0: the trained LoRA scale alpha / rank = 2 (rank 4, alpha 8) is folded" in card
     card = (out / "README.md").read_text()
     assert "export_to_video" in card and "load_lora_weights" in card and "text-to-video" in card
     # A second run on the same data reuses every cached clip.

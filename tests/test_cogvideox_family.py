@@ -235,6 +235,7 @@ def test_training_rope_equals_the_pipelines(models, case):
 @pytest.mark.parametrize("case", [("t2v", "1.0-5b"), ("i2v", "1.5")], ids=ids)
 def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     import diffusers
+    from safetensors.torch import load_file, save_file
 
     from dit_lora.output.adapter import adapter_metadata, load_adapter, write_adapter
     from dit_lora.training.adapters import split_trainable_state
@@ -248,7 +249,11 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     lora_state, _ = split_trainable_state(model, [])
     written = write_adapter(family, tmp_path, lora_state, model.peft_config["default"].to_dict(), {}, [])
     assert [p.name for p in written] == ["pytorch_lora_weights.safetensors"]
-    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 12
+    # The scale 12 / 4 is folded into lora_B; the metadata says alpha = rank, as a consumer without it assumes.
+    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 4
+    blind = tmp_path / "no-metadata"  # what ComfyUI / older diffusers see: the tensors alone
+    blind.mkdir()
+    save_file(load_file(str(written[0])), str(blind / written[0].name))
 
     channels = 8 if case[0] == "i2v" else 4
     inputs = dict(hidden_states=torch.randn(1, 4 if case[1] == "1.5" else 3, channels, 8, 8,
@@ -259,14 +264,14 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     model.eval()
     with torch.no_grad():
         expected = model(**inputs)[0]
-    for loader in ("load_adapter", "load_lora_weights"):
+    for loader in ("load_adapter", "load_lora_weights", "load_lora_weights without metadata"):
         pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
         if loader == "load_adapter":
             load_adapter(pipe, tmp_path)
         else:
-            pipe.load_lora_weights(str(tmp_path))
+            pipe.load_lora_weights(str(blind if "without" in loader else tmp_path))
         layer = pipe.transformer.transformer_blocks[0].attn1.to_q
-        assert layer.r[next(iter(layer.r))] == 4 and next(iter(layer.scaling.values())) == pytest.approx(3.0)
+        assert layer.r[next(iter(layer.r))] == 4 and next(iter(layer.scaling.values())) == 1.0
         with torch.no_grad():
             got = pipe.transformer(**inputs)[0]
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)

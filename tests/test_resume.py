@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import torch
 from safetensors.torch import load_file
 
 from conftest import RECIPE, ROOT, base_args, read_summary, run_recipe
@@ -46,6 +47,14 @@ def test_killed_during_save_and_resumed_is_bitwise_identical(tmp_path, tiny_sana
     assert "resumed from" in resumed.stdout and "checkpoint-4" in resumed.stdout
     _assert_bitwise_equal(_adapter(ref_out), _adapter(out))
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-8"]  # pruned only after 8 completed
+    # Checkpoints hold the weights as trained (what the optimizer state belongs to); only the exported adapter has
+    # the scale lora_alpha / rank = 8 / 4 folded into lora_B, once, and stores alpha = rank.
+    checkpointed = load_file(str(out / "checkpoint-8" / "trainable_weights.safetensors"))
+    exported = _adapter(out)
+    assert len(checkpointed) == len(exported) > 0
+    for name, value in checkpointed.items():
+        assert torch.equal(exported["transformer." + name.replace(".default.", ".")],
+                           value * 2 if ".lora_B." in name else value), name
     assert not (out / ".tmp-checkpoint-8").exists()
     s_ref, s = read_summary(ref_out), read_summary(out)
     assert s["steps"] == s_ref["steps"] == 8 and s["samples_seen"] == s_ref["samples_seen"]

@@ -173,7 +173,8 @@ class TrainConfig:
 
     # --- LoRA ---
     rank: int = opt(16, "LoRA rank.", section="lora")
-    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank.", section="lora")
+    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
+        "scale folded into lora_B and stores alpha = rank, so every loader applies it at scale 1.0.", section="lora")
     lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora")
     lora_layers: list[str] = opt(
         [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"

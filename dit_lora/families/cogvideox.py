@@ -43,7 +43,8 @@ trainers run them; LoRA trains in fp32. Timesteps and noise are drawn on the dev
 generator (no host copy, no sync).
 
 Saving. ``CogVideoXPipeline.save_lora_weights`` (``CogVideoXLoraLoaderMixin``, shared by the I2V
-pipeline) with the LoRA config as metadata, so ``load_lora_weights`` restores rank and alpha.
+pipeline) with the LoRA config as metadata; the scale alpha / rank is folded into ``lora_B`` and the metadata
+says alpha = rank (:func:`dit_lora.output.adapter.fold_lora_scale`), so loaders with or without it agree.
 Validation videos are MP4 files (:mod:`dit_lora.output.video`) at 8 fps (1.0) or 16 fps (1.5).
 """
 
