@@ -99,8 +99,10 @@ def _inputs(model, seed=1):
 
 
 def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
-    """alpha != rank: diffusers must read alpha from the metadata, and outputs must match the trained model."""
+    """alpha != rank: the scale is folded into lora_B, so the stock loader and a metadata-blind one (ComfyUI, old
+    diffusers: alpha taken = rank) both reproduce the trained model; the live model is left as trained."""
     from diffusers import SanaPipeline
+    from safetensors.torch import load_file, save_file
 
     family = get_family("sana")
     model = _fresh_transformer(tiny_sana)
@@ -114,27 +116,72 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         trained = model(**_inputs(model))[0].float()
+    live = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
     lora, backbone = adapters.split_trainable_state(model, [])
     write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, [])
     meta = json.loads(adapter_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
-    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 16
+    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # scale 16 / 4 is in lora_B
+    saved = load_file(str(tmp_path / ADAPTER_FILE))
+    for name, value in live.items():  # folded on export only: the live (checkpointed) weights are untouched
+        assert torch.equal(dict(model.named_parameters())[name], value), name
+        key = "transformer." + name.replace(".default.", ".")
+        assert torch.equal(saved[key], value * 4 if "lora_B" in name else value), name
+    # A metadata-blind consumer: the same tensors in a file without diffusers' metadata.
+    blind = tmp_path / "blind"
+    blind.mkdir()
+    save_file(saved, str(blind / ADAPTER_FILE))
+    assert "lora_adapter_metadata" not in adapter_metadata(blind / ADAPTER_FILE)
 
-    pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
-    pipe.load_lora_weights(tmp_path)
-    fresh = pipe.transformer.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         base_out = _fresh_transformer(tiny_sana)(**_inputs(model))[0].float()
-        loaded_out = fresh(**_inputs(model))[0].float()
     change = (trained - base_out).abs().max()
     assert change > 1e-2  # the adapter does something measurable
-    # bf16 LoRA weights after loading vs fp32 masters: equal up to bf16 rounding, far below the LoRA effect.
-    assert (loaded_out - trained).abs().max() < 0.05 * change
-    # Loaded at alpha=rank (what diffusers does without metadata), it would be 4x weaker: clearly distinguishable.
-    pipe.unload_lora_weights()
-    pipe.transformer.load_lora_adapter(lora, prefix=None, network_alphas=None)  # no metadata -> alpha = rank
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        weak = pipe.transformer(**_inputs(model))[0].float()
-    assert (weak - trained).abs().max() > 0.3 * change
+    for folder in (tmp_path, blind):
+        pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
+        pipe.load_lora_weights(folder)
+        assert next(iter(pipe.transformer.transformer_blocks[0].attn1.to_q.scaling.values())) == 1.0
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            loaded_out = pipe.transformer.eval()(**_inputs(model))[0].float()
+        # bf16 LoRA weights after loading vs fp32 masters: equal up to bf16 rounding, far below the LoRA effect
+        # (at the wrong strength, e.g. the unfolded file read as alpha = rank, it is off by over 0.3x the change).
+        assert (loaded_out - trained).abs().max() < 0.05 * change, folder
+
+
+def test_fold_lora_scale_keeps_the_function_for_rslora_patterns_and_bias():
+    """alpha / sqrt(r) (rsLoRA), per-layer rank/alpha patterns and lora_B biases fold exactly as PEFT scales them."""
+    import copy
+    import inspect
+
+    from peft import LoraConfig, inject_adapter_in_model
+
+    from dit_lora.output.adapter import fold_lora_scale
+
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
+    x = torch.randn(3, 8)
+    configs = [LoraConfig(r=4, lora_alpha=16, use_rslora=True, target_modules=["0", "1"]),
+               LoraConfig(r=4, lora_alpha=16, rank_pattern={"1": 2}, alpha_pattern={"0": 3}, target_modules=["0", "1"],
+                          lora_bias=True)]
+    for config in configs:
+        model = inject_adapter_in_model(config, copy.deepcopy(base))
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if "lora_" in name:
+                    param.copy_(torch.randn(param.shape))
+            want = model(x)
+        state = {k.replace(".default", ""): v for k, v in model.state_dict().items() if "lora_" in k}
+        before = {k: v.clone() for k, v in state.items()}
+        folded, folded_config = fold_lora_scale(state, config.to_dict())
+        assert all(torch.equal(state[k], before[k]) for k in state)  # inputs untouched
+        params = inspect.signature(LoraConfig).parameters
+        fresh = inject_adapter_in_model(LoraConfig(**{k: v for k, v in folded_config.items() if k in params}),
+                                        copy.deepcopy(base))
+        assert all(m.scaling["default"] == 1.0 for m in fresh.modules() if hasattr(m, "scaling"))
+        missing = fresh.load_state_dict({k.replace(".lora_A", ".lora_A.default").replace(".lora_B", ".lora_B.default"): v
+                                         for k, v in folded.items()}, strict=False).missing_keys
+        assert not [k for k in missing if "lora_" in k]
+        with torch.no_grad():
+            torch.testing.assert_close(fresh(x), want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
 
 
 def test_backbone_weights_round_trip_with_load_adapter(tiny_sana, tmp_path):

@@ -92,6 +92,8 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     proc = run_recipe(_args(models["t2v"], clip_sets["meta"], out, cache, validation_prompt="a red square moving up"),
                       recipe="cogvideox")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("video size: 9x64x64 (frames x height x width) from --height/--width/--max_num_frames; the checkpoint "
+            "was trained at 9x64x64") in proc.stdout  # the tiny model's own recorded size
     summary = read_summary(out)
     assert summary["status"] == "completed" and summary["steps"] == 6 and summary["family"] == "cogvideox"
     assert summary["gradient_checkpointing"] is True  # the family's default
@@ -100,16 +102,20 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     assert _decode(Path(summary["samples"][0])) == (9, 64, 64)
     with safe_open(str(out / "pytorch_lora_weights.safetensors"), framework="pt") as fh:
         meta = json.loads(fh.metadata()["lora_adapter_metadata"])  # diffusers' key, prefixed by component
-    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 8
-    # The consumer's own loader restores exactly the weights the run ended with (checkpoint-6).
+    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # alpha 8 / rank 4 folded into B
+    # The consumer's own loader restores exactly the weights the run ended with (checkpoint-6, unfolded: resuming
+    # from it continues the same run), lora_B times alpha / rank = 2, at scale 1.0.
     trained = load_file(str(out / "checkpoint-6" / "trainable_weights.safetensors"))
     pipe = CogVideoXPipeline.from_pretrained(models["t2v"])
     pipe.load_lora_weights(out)
     loaded = _lora_of(pipe)
     assert len(loaded) == len(trained) > 0
+    assert pipe.transformer.transformer_blocks[0].attn1.to_q.scaling == {"default_0": 1.0}
     for name, value in trained.items():
         key = name.replace(".default.", ".default_0.")
-        assert torch.equal(loaded[key], value.float()), name
+        assert torch.equal(loaded[key], value.float() * (2 if ".lora_B." in name else 1)), name
+    card = " ".join((out / "README.md").read_text().split())
+    assert "Load it at scale 1.0: the trained LoRA scale alpha / rank = 2 (rank 4, alpha 8) is folded" in card
     card = (out / "README.md").read_text()
     assert "export_to_video" in card and "load_lora_weights" in card and "text-to-video" in card
     # A second run on the same data reuses every cached clip.
@@ -181,6 +187,8 @@ def test_two_buckets_on_two_processes(models, clip_sets, tmp_path):
         ("t2v checkpoint, i2v family", {"family": "cogvideox_i2v"}, ["--family cogvideox"]),
         ("frames not 4k+1", {"max_num_frames": 8}, ["--max_num_frames 8", "9"]),
         ("size not /16", {"height": 60}, ["--height", "64"]),
+        ("far from the trained size", {"height": 512, "width": 512},
+         ["--height/--width/--max_num_frames asks for 9x512x512", "9x64x64", "--allow_untrained_resolution"]),
         ("buckets and frames", {"frame_buckets": "9x64x64"}, ["--frame_buckets", "--max_num_frames"]),
         ("prompts/videos mismatch", {"data": "mismatch"}, ["prompts.txt", "videos.txt"]),
     ],
@@ -198,5 +206,6 @@ def test_bad_input_ends_in_one_paragraph(models, clip_sets, tmp_path, case, over
                       timeout=120)
     assert proc.returncode == 2, (case, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, case
+    text = " ".join(proc.stderr.split())  # the paragraph is wrapped at 100 columns
     for needle in needles:
-        assert needle in proc.stderr, (case, needle, proc.stderr[-2000:])
+        assert needle in text, (case, needle, proc.stderr[-2000:])

@@ -235,6 +235,7 @@ def test_training_rope_equals_the_pipelines(models, case):
 @pytest.mark.parametrize("case", [("t2v", "1.0-5b"), ("i2v", "1.5")], ids=ids)
 def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     import diffusers
+    from safetensors.torch import load_file, save_file
 
     from dit_lora.output.adapter import adapter_metadata, load_adapter, write_adapter
     from dit_lora.training.adapters import split_trainable_state
@@ -248,7 +249,11 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     lora_state, _ = split_trainable_state(model, [])
     written = write_adapter(family, tmp_path, lora_state, model.peft_config["default"].to_dict(), {}, [])
     assert [p.name for p in written] == ["pytorch_lora_weights.safetensors"]
-    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 12
+    # The scale 12 / 4 is folded into lora_B; the metadata says alpha = rank, as a consumer without it assumes.
+    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 4
+    blind = tmp_path / "no-metadata"  # what ComfyUI / older diffusers see: the tensors alone
+    blind.mkdir()
+    save_file(load_file(str(written[0])), str(blind / written[0].name))
 
     channels = 8 if case[0] == "i2v" else 4
     inputs = dict(hidden_states=torch.randn(1, 4 if case[1] == "1.5" else 3, channels, 8, 8,
@@ -259,14 +264,14 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     model.eval()
     with torch.no_grad():
         expected = model(**inputs)[0]
-    for loader in ("load_adapter", "load_lora_weights"):
+    for loader in ("load_adapter", "load_lora_weights", "load_lora_weights without metadata"):
         pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
         if loader == "load_adapter":
             load_adapter(pipe, tmp_path)
         else:
-            pipe.load_lora_weights(str(tmp_path))
+            pipe.load_lora_weights(str(blind if "without" in loader else tmp_path))
         layer = pipe.transformer.transformer_blocks[0].attn1.to_q
-        assert layer.r[next(iter(layer.r))] == 4 and next(iter(layer.scaling.values())) == pytest.approx(3.0)
+        assert layer.r[next(iter(layer.r))] == 4 and next(iter(layer.scaling.values())) == 1.0
         with torch.no_grad():
             got = pipe.transformer(**inputs)[0]
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
@@ -419,3 +424,102 @@ def test_prepare_demo_builds_model_and_clips(tmp_path):
     family.prepare_demo(cfg)  # idempotent
     with pytest.raises(UserError, match="1.0-2b"):
         family.prepare_demo(_cfg(tmp_path / "m2", family="cogvideox_i2v", demo_cogvideox_version="1.0-2b"))
+
+
+# ---- the size each checkpoint was trained at --------------------------------------------------------------------
+# transformer/config.json of the published releases, as on the Hub; only depth and widths shrink (the fields that
+# decide the video size are the real ones).
+_HUB_TRANSFORMERS = {
+    "CogVideoX-2b": {"use_rotary_positional_embeddings": False, "sample_height": 60, "sample_width": 90,
+                     "sample_frames": 49},
+    "CogVideoX-5b": {"use_rotary_positional_embeddings": True, "sample_height": 60, "sample_width": 90,
+                     "sample_frames": 49},
+    "CogVideoX-5b-I2V": {"use_rotary_positional_embeddings": True, "use_learned_positional_embeddings": True,
+                         "in_channels": 32, "sample_height": 60, "sample_width": 90, "sample_frames": 49},
+    "CogVideoX1.5-5B": {"use_rotary_positional_embeddings": True, "patch_size_t": 2, "patch_bias": False,
+                        "sample_height": 300, "sample_width": 300, "sample_frames": 81},
+    "CogVideoX1.5-5B-I2V": {"use_rotary_positional_embeddings": True, "patch_size_t": 2, "patch_bias": False,
+                            "ofs_embed_dim": 16, "in_channels": 32, "sample_height": 300, "sample_width": 300,
+                            "sample_frames": 81},
+}
+
+
+def _hub_layout(root: Path, name: str) -> Path:
+    """A pipeline folder with the release's model_index.json, transformer and VAE configs (no weights needed:
+    the size is decided, and refused, before any weights load)."""
+    from diffusers import CogVideoXTransformer3DModel
+
+    folder = root / name
+    i2v = name.endswith("I2V")
+    kwargs = dict(num_attention_heads=1, attention_head_dim=64, num_layers=1, text_embed_dim=32, time_embed_dim=16,
+                  in_channels=16, out_channels=16, patch_size=2, max_text_seq_length=226)
+    kwargs.update(_HUB_TRANSFORMERS[name])
+    CogVideoXTransformer3DModel(**kwargs).save_config(folder / "transformer")  # what diffusers writes
+    vae = {"_class_name": "AutoencoderKLCogVideoX", "block_out_channels": [128, 256, 256, 512], "latent_channels": 16,
+           "temporal_compression_ratio": 4, "scaling_factor": 0.7 if "1.5" in name or "5b" in name else 1.15258426}
+    if "1.5" in name:
+        vae["invert_scale_latents"] = True
+    (folder / "vae").mkdir()
+    (folder / "vae" / "config.json").write_text(json.dumps(vae))
+    pipeline = "CogVideoXImageToVideoPipeline" if i2v else "CogVideoXPipeline"
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": pipeline}))
+    return folder
+
+
+def _size_cfg(folder: Path, **kw):
+    family = "cogvideox_i2v" if folder.name.endswith("I2V") else "cogvideox"
+    return _cfg(folder, family=family, **{"max_num_frames": None, "height": None, "width": None, **kw})
+
+
+@pytest.mark.parametrize("name, size", [
+    ("CogVideoX-2b", (49, 480, 720)), ("CogVideoX-5b", (49, 480, 720)), ("CogVideoX-5b-I2V", (49, 480, 720)),
+    ("CogVideoX1.5-5B", (81, 768, 1360)), ("CogVideoX1.5-5B-I2V", (81, 768, 1360)),
+])
+def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
+    """1.5 stores sample_height/width 300 (2400 px); the default must be THUDM's 768x1360x81, and say why."""
+    folder = _hub_layout(tmp_path, name)
+    family = _family("i2v" if name.endswith("I2V") else "t2v")
+    cfg = _size_cfg(folder)
+    family.validate_config(cfg)
+    assert family.video_buckets(cfg) == [size]
+    (note,) = family.start_notes(cfg)
+    frames, height, width = size
+    assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
+    assert "\n" not in note
+    assert ("2400 px" in note) == ("1.5" in name) and "THUDM documents" in note
+    assert family.fps == (16 if "1.5" in name else 8)
+
+
+def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models):
+    from dit_lora.families.cogvideox import model_info
+
+    v15 = _hub_layout(tmp_path, "CogVideoX1.5-5B")
+    family = _family("t2v")
+    info = model_info(_size_cfg(v15))
+    assert info.latent_tokens(81, 768, 1360) == 11 * 48 * 85  # 21 latent frames padded to 22, in pairs
+    # What diffusers' own default (sample size x 8) would train at: 5.5x the tokens.
+    with pytest.raises(UserError, match=r"--height/--width asks for 81x2400x2400 .*5\.51x the 44,880 of 81x768x1360"
+                                        r".*--height 768 --width 1360 --max_num_frames 81.*--allow_untrained_resolution"):
+        family.validate_config(_size_cfg(v15, height=2400, width=2400))
+    forced = _size_cfg(v15, height=2400, width=2400, allow_untrained_resolution=True)
+    family.validate_config(forced)
+    assert family.video_buckets(forced) == [(81, 2400, 2400)]
+    assert "allowed by --allow_untrained_resolution" in family.start_notes(forced)[0]
+    # User sizes within range win; unset dimensions come from the trained size.
+    within = _size_cfg(v15, height=480, width=848)
+    family.validate_config(within)
+    assert family.video_buckets(within) == [(81, 480, 848)]
+    assert "from --height/--width, the rest the trained size; the checkpoint was trained at 81x768x1360" in (
+        family.start_notes(within)[0])
+    # Too small: a 1.0 checkpoint asked for the tiny demo size; buckets are checked one by one.
+    v10 = _hub_layout(tmp_path, "CogVideoX-5b")
+    with pytest.raises(UserError, match=r"--height/--width/--max_num_frames asks for 9x64x64 .*: 48 latent tokens per clip, 0.00274x"):
+        family.validate_config(_size_cfg(v10, height=64, width=64, max_num_frames=9))
+    with pytest.raises(UserError, match=r"--frame_buckets asks for 49x1280x1920"):
+        family.validate_config(_size_cfg(v10, frame_buckets="49x480x720,49x1280x1920"))
+    # The tiny demo models are judged against their own recorded size (9x64x64), not a real checkpoint's.
+    tiny = models[("t2v", "1.5")]
+    family.validate_config(_cfg(tiny))
+    assert "9x64x64" in family.start_notes(_cfg(tiny))[0] and "not a published" in family.start_notes(_cfg(tiny))[0]
+    with pytest.raises(UserError, match="--allow_untrained_resolution"):
+        family.validate_config(_cfg(tiny, height=256, width=256))

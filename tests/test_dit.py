@@ -108,7 +108,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone, cfg.train_backbone)
     for f in (PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE):
         assert (out / f).is_file(), f
-    assert json.loads((out / PEFT_CONFIG_FILE).read_text())["lora_alpha"] == 8
+    assert json.loads((out / PEFT_CONFIG_FILE).read_text())["lora_alpha"] == 4  # alpha 8 / rank 4 folded into B
     assert all(k.startswith("base_model.model.") for k in load_file(str(out / PEFT_ADAPTER_FILE)))
 
     torch.manual_seed(0)
@@ -130,6 +130,15 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
         got_null = pipe.transformer(x, timestep=t, class_labels=torch.full((4,), 1000)).sample
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
     torch.testing.assert_close(got_null, want_null, rtol=0, atol=1e-5)
+    # PEFT's own loader (the adapter alone; the class tables come from the backbone file) at the trained strength.
+    from peft import PeftModel
+
+    base = fresh()
+    family.prepare_pipeline_for_adapter(base, out)
+    base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
+    peft_model = PeftModel.from_pretrained(base.transformer, str(out)).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(peft_model(x, timestep=t, class_labels=labels).sample, want, rtol=0, atol=1e-5)
     assert pipe.get_label_ids(["circle", "triangle"]) == [0, 2]
     assert list(pipe.labels) == ["circle", "square", "triangle"]
     images = pipe(class_labels=pipe.get_label_ids(["square"]), num_inference_steps=2,

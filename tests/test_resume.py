@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from conftest import RECIPE, ROOT, base_args, read_summary, run_recipe
@@ -30,13 +31,13 @@ def _assert_bitwise_equal(a, b):
 # Run settings for the property: default flags first, then the levers that used to break it.
 SETTINGS = {
     "defaults": dict(max_train_steps=12, checkpointing_steps=4),
-    "accumulation_kernels_rollback": dict(COMMON, max_train_steps=12, kernels="on", inject_faults="nan_loss@2-3",
+    "accumulation_kernels_rollback": dict(COMMON, max_train_steps=8, kernels="on", inject_faults="nan_loss@2-3",
                                           max_consecutive_skips=2),
 }
 # Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from)
 INSTANTS = {
     "defaults": [("micro_batch:6", 4), ("checkpoint_before_marker:8", 4), ("checkpoint_after_rename:4", 4)],
-    "accumulation_kernels_rollback": [("micro_batch:13", 4)],  # mid-update (accumulation 2), after a rollback
+    "accumulation_kernels_rollback": [("micro_batch:11", 4)],  # mid-update (accumulation 2), after a rollback
 }
 
 
@@ -73,6 +74,14 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
     assert s["kernels"]["fallbacks"] == s_ref["kernels"]["fallbacks"]
     assert s["kernels"]["implementations"] == s_ref["kernels"]["implementations"]
     assert not list(out.glob(".tmp-checkpoint-*"))
+    # Checkpoints hold the weights as trained; only the exported adapter has lora_alpha / rank = 8 / 4 folded
+    # into lora_B (once) and stores alpha = rank.
+    (last,) = out.glob("checkpoint-*")
+    checkpointed, exported = load_file(str(last / "trainable_weights.safetensors")), _adapter(out)
+    assert len(checkpointed) == len(exported) > 0
+    for name, value in checkpointed.items():
+        assert torch.equal(exported["transformer." + name.replace(".default.", ".")],
+                           value * 2 if ".lora_B." in name else value), name
 
 
 def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):

@@ -71,7 +71,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     for name in ("adapter_model.safetensors", "adapter_config.json", "dit_lora_backbone.safetensors", "README.md"):
         assert (out / name).is_file(), name
     config = json.loads((out / "adapter_config.json").read_text())
-    assert config["r"] == 4 and config["lora_alpha"] == 8
+    assert config["r"] == 4 and config["lora_alpha"] == 4  # alpha 8 / rank 4 is folded into lora_B
     assert all(".language_model." in t for t in config["target_modules"])  # never the vision tower
     projector = load_file(str(out / "dit_lora_backbone.safetensors"))
     assert projector and all(k.startswith("model.multi_modal_projector.") for k in projector)
@@ -93,11 +93,19 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     fresh_params = dict(fresh.named_parameters())
     for key, value in projector.items():
         assert torch.equal(fresh_params[key], value.to(fresh_params[key].dtype)), key  # fp32 master -> bf16 model
-    # The adapter alone loads with PEFT itself, every LoRA weight landing.
+    # The adapter alone loads with PEFT itself, every LoRA weight landing; with the projector copied in, it gives
+    # the trained logits (the strength is in lora_B, adapter_config.json says alpha = rank).
     peft_model = PeftModel.from_pretrained(spec.load_model(assets["llava"], torch.bfloat16), str(out))
     saved = load_file(str(out / "adapter_model.safetensors"))
     loaded = {k: v for k, v in peft_model.state_dict().items() if "lora_" in k}
     assert len(loaded) == len(saved) > 0
+    peft_model.get_base_model().load_state_dict(projector, strict=False)
+    with torch.no_grad():
+        got = peft_model.eval()(**batch).logits.float()
+    assert torch.allclose(got, want, atol=2e-2 * want.abs().max()), (got - want).abs().max()
+    with torch.no_grad():
+        untrained = spec.load_model(assets["llava"], torch.bfloat16).eval()(**batch).logits.float()
+    assert not torch.allclose(untrained, want, atol=2e-2 * want.abs().max())  # the check can fail
 
 
 def _a_batch(spec, model_dir: Path, annotation: Path) -> dict:

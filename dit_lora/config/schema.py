@@ -108,16 +108,21 @@ class TrainConfig:
     )
     max_num_frames: int | None = opt(
         None,
-        "Frames per training clip, of the form 4k+1. Default: the model's sample_frames (49 for CogVideoX 1.0, "
-        "81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its pipeline does).",
+        "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at (49 "
+        "for CogVideoX 1.0, 81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its pipeline does).",
         section="video",
     )
     height: int | None = opt(
-        None, "Video height in pixels (multiple of 16). Default: the model's sample size (480 for CogVideoX 1.0).",
-        section="video",
+        None, "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
+        "(CogVideoX 1.0: 480; 1.5: 768).", section="video",
     )
     width: int | None = opt(
-        None, "Video width in pixels (multiple of 16). Default: the model's sample size (720 for CogVideoX 1.0).",
+        None, "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
+        "(CogVideoX 1.0: 720; 1.5: 1360).", section="video",
+    )
+    allow_untrained_resolution: bool = opt(
+        False, "Train at a video size whose latent tokens per clip are more than 2x or less than 1/4 of the "
+        "checkpoint's trained size (CogVideoX 1.0: 49x480x720; 1.5: 81x768x1360), which is refused otherwise.",
         section="video",
     )
     frame_buckets: str | None = opt(
@@ -168,7 +173,8 @@ class TrainConfig:
 
     # --- LoRA ---
     rank: int = opt(16, "LoRA rank.", section="lora")
-    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank.", section="lora")
+    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
+        "scale folded into lora_B and stores alpha = rank, so every loader applies it at scale 1.0.", section="lora")
     lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora")
     lora_layers: list[str] = opt(
         [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"

@@ -126,6 +126,10 @@ class ModelFamily(ABC):
         """Warnings about the checkpoint's stored precision, shown before training."""
         return []
 
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
+        """Lines shown at start saying what the family chose from the checkpoint (e.g. a video size) and why."""
+        return []
+
     @abstractmethod
     def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
         """Free the encoders after caching; keep what validation needs off the accelerator."""

@@ -14,6 +14,12 @@ deterministic; the reference trainers sample) times ``scaling_factor``, as ``(B,
 like ``CogVideoXImageToVideoPipeline.prepare_latents`` does: times ``scaling_factor``, or divided by
 it when the VAE has ``invert_scale_latents`` (CogVideoX 1.5).
 
+Video size. Default: the size the checkpoint was trained at (:meth:`ModelInfo.trained_size`): 480x720, 49
+frames for 1.0; 768x1360, 81 frames for 1.5, whose config's ``sample_height``/``sample_width`` (300, i.e.
+2400 px, what diffusers' pipelines default to) bound its RoPE grid. The run prints the size and why; sizes
+far from the trained one (over 2x or under 1/4 of its latent tokens per clip) need
+``--allow_untrained_resolution``.
+
 Loss (the reference trainers'; math in :mod:`.cogvideox_loss`): ``t`` uniform over 0..999 (or
 ``--timestep_sampling logit_normal``), ``x_t = scheduler.add_noise(x0, eps, t)`` with the checkpoint's
 ``CogVideoXDDIMScheduler`` config, the transformer predicts ``v``, ``x0_hat = get_velocity(v, x_t, t)``,
@@ -37,7 +43,8 @@ trainers run them; LoRA trains in fp32. Timesteps and noise are drawn on the dev
 generator (no host copy, no sync).
 
 Saving. ``CogVideoXPipeline.save_lora_weights`` (``CogVideoXLoraLoaderMixin``, shared by the I2V
-pipeline) with the LoRA config as metadata, so ``load_lora_weights`` restores rank and alpha.
+pipeline) with the LoRA config as metadata; the scale alpha / rank is folded into ``lora_B`` and the metadata
+says alpha = rank (:func:`dit_lora.output.adapter.fold_lora_scale`), so loaders with or without it agree.
 Validation videos are MP4 files (:mod:`dit_lora.output.video`) at 8 fps (1.0) or 16 fps (1.5).
 """
 
@@ -66,6 +73,33 @@ KIND = {"t2v": "text-to-video", "i2v": "image-to-video"}
 FPS_1_0, FPS_1_5 = 8, 16
 #: the ofs value CogVideoXImageToVideoPipeline passes to 1.5 I2V
 OFS_VALUE = 2.0
+#: A requested size is refused (without --allow_untrained_resolution) when its latent tokens per clip are
+#: above MAX_TOKEN_RATIO or below MIN_TOKEN_RATIO times those of the checkpoint's trained size.
+MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 0.25
+
+
+@dataclass(frozen=True)
+class PublishedSize:
+    """A published transformer config (matched on ``fields``) and the size THUDM documents for it."""
+
+    fields: dict
+    frames: int
+    height: int
+    width: int
+    reason: str
+
+
+#: Published configs, matched on the transformer/config.json fields that tell the releases apart. CogVideoX 1.5
+#: (``CogVideoX1.5-5B``, ``-5B-I2V``) stores sample_height/sample_width 300: the extent of its RoPE grid
+#: (positions are sliced from it), 2400 px, not a size it was trained at.
+PUBLISHED_SIZES = (
+    PublishedSize({"patch_size_t": 2, "sample_height": 300, "sample_width": 300}, 81, 768, 1360,
+                  "CogVideoX 1.5: THUDM documents 768x1360, 81 frames, 16 fps; its config's sample size 300x300 "
+                  "latent px (2400 px) is the RoPE grid's extent, not a training size"),
+    PublishedSize({"patch_size_t": None, "sample_height": 60, "sample_width": 90, "sample_frames": 49}, 49, 480, 720,
+                  "CogVideoX 1.0 (2B/5B): THUDM documents 480x720, 49 frames, 8 fps, as its config's sample size "
+                  "60x90 latent px x 8 and sample_frames 49 say"),
+)
 
 
 def _dtype(cfg: TrainConfig) -> torch.dtype:
@@ -111,6 +145,34 @@ class ModelInfo:
     @property
     def fps(self) -> int:
         return FPS_1_5 if self.patch_size_t else FPS_1_0
+
+    def trained_size(self) -> tuple[int, int, int, str]:
+        """``(frames, height, width, why)``: the size this checkpoint was trained at, in pixel frames and pixels.
+
+        A published config (:data:`PUBLISHED_SIZES`) gets the size THUDM documents for it: for 1.0 that is what
+        its config's ``sample_*`` fields say, for 1.5 it is not (they hold the RoPE grid's 2400 px extent, which
+        diffusers' pipelines would take as their default size). Any other config (a fine-tune that wrote its own,
+        the tiny demo models) has no other record of its size than ``sample_frames`` and ``sample_height`` /
+        ``sample_width`` x the VAE's factor, which is also what diffusers' pipelines default to; the tiny builder
+        writes its trained geometry there. So the lookup is by what the config *is*, never by its repo name.
+        """
+        for known in PUBLISHED_SIZES:
+            if all(getattr(self, key) == value for key, value in known.fields.items()):
+                return known.frames, known.height, known.width, known.reason
+        height, width = self.sample_height * self.vae_spatial, self.sample_width * self.vae_spatial
+        return (self.sample_frames, height, width,
+                f"not a published CogVideoX config, so its own transformer/config.json sample size "
+                f"{self.sample_height}x{self.sample_width} latent px x {self.vae_spatial} and sample_frames "
+                f"{self.sample_frames}")
+
+    def latent_tokens(self, frames: int, height: int, width: int) -> int:
+        """Transformer tokens of one ``frames`` x ``height`` x ``width`` clip (latent frames padded like the pipeline)."""
+        from ..data.frames import latent_frames, latent_padding
+
+        count = latent_frames(frames, temporal_compression=self.temporal)
+        count += latent_padding(frames, temporal_compression=self.temporal, patch_size_t=self.patch_size_t)
+        count //= self.patch_size_t or 1
+        return count * (height // self.spatial_multiple) * (width // self.spatial_multiple)
 
     def describe(self) -> str:
         if self.patch_size_t:
@@ -267,6 +329,7 @@ class CogVideoXFamily(ModelFamily):
                     f"THUDM/CogVideoX-5b-I2V): diffusers runs it only at its trained size {size[0]}x{size[1]} px "
                     f"(height x width), but {flag} asks for {bad[0][1]}x{bad[0][2]}. {fix}."
                 )
+        self.check_trained_size(cfg)
         self._check_validation_image(cfg)
 
     def _check_validation_image(self, cfg: TrainConfig) -> None:
@@ -279,13 +342,66 @@ class CogVideoXFamily(ModelFamily):
         rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
         if cfg.frame_buckets:
             return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.spatial_multiple, **rule)
-        frames = cfg.max_num_frames or info.sample_frames
-        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's sample_frames", **rule)
-        height = cfg.height or info.sample_height * info.vae_spatial
-        width = cfg.width or info.sample_width * info.vae_spatial
-        _check_size("--height" if cfg.height else "the model's sample height", height, info.spatial_multiple, info)
-        _check_size("--width" if cfg.width else "the model's sample width", width, info.spatial_multiple, info)
+        trained_frames, trained_height, trained_width, _ = info.trained_size()
+        frames = cfg.max_num_frames or trained_frames
+        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's trained frame count",
+                         **rule)
+        height = cfg.height or trained_height
+        width = cfg.width or trained_width
+        _check_size("--height" if cfg.height else "the model's trained height", height, info.spatial_multiple, info)
+        _check_size("--width" if cfg.width else "the model's trained width", width, info.spatial_multiple, info)
         return [(frames, height, width)]
+
+    def _size_flags(self, cfg: TrainConfig) -> str:
+        """The flags that set the run's video size, for messages."""
+        if cfg.frame_buckets:
+            return "--frame_buckets"
+        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
+        return "/".join(given) if given else "the defaults"
+
+    def check_trained_size(self, cfg: TrainConfig) -> None:
+        """Refuse buckets far from the checkpoint's trained size (unless ``--allow_untrained_resolution``).
+
+        "Far" counts latent tokens per clip, what both quality and cost follow: more than
+        :data:`MAX_TOKEN_RATIO` or less than :data:`MIN_TOKEN_RATIO` times the trained size's. Reads configs only.
+        """
+        if cfg.allow_untrained_resolution:
+            return
+        info = self.model_info(cfg)
+        frames, height, width, why = info.trained_size()
+        trained = info.latent_tokens(frames, height, width)
+        for bucket in self.video_buckets(cfg):
+            tokens = info.latent_tokens(*bucket)
+            ratio = tokens / trained
+            if MIN_TOKEN_RATIO <= ratio <= MAX_TOKEN_RATIO:
+                continue
+            f, h, w = bucket
+            raise UserError(
+                f"{self._size_flags(cfg)} asks for {f}x{h}x{w} (frames x height x width): {tokens:,} latent tokens "
+                f"per clip, {ratio:.3g}x the {trained:,} of {frames}x{height}x{width}, the size "
+                f"`{cfg.pretrained_model_name_or_path}` was trained at ({why}). So far from its training size the "
+                "model generates poorly and a LoRA trained there learns to repair that size, not your data"
+                + (f"; each step also costs over {ratio:.0f}x the memory and time. " if ratio > 1 else ". ") +
+                f"Use a size within {MIN_TOKEN_RATIO:g}x to {MAX_TOKEN_RATIO:g}x that token count, e.g. "
+                f"--height {height} --width {width} --max_num_frames {frames}, or add --allow_untrained_resolution "
+                "to train at this size anyway (the flag only lifts this check)."
+            )
+
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
+        """One line: the video size(s) the run trains at, where they come from, and the trained size."""
+        info = self.model_info(cfg)
+        frames, height, width, why = info.trained_size()
+        buckets = self.video_buckets(cfg)
+        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
+        if not cfg.frame_buckets and not given:
+            return [f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why})."]
+        source = self._size_flags(cfg) + ("" if cfg.frame_buckets or len(given) == 3 else ", the rest the trained size")
+        trained = info.latent_tokens(frames, height, width)
+        outside = [b for b in buckets if not MIN_TOKEN_RATIO <= info.latent_tokens(*b) / trained <= MAX_TOKEN_RATIO]
+        forced = "; far from it, allowed by --allow_untrained_resolution" if outside else ""
+        return [f"video size: {chosen} (frames x height x width) from {source}; the checkpoint was trained at "
+                f"{frames}x{height}x{width} ({why}){forced}."]
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,11 +37,58 @@ def _plain_name(name: str) -> str:
     return name.replace(".base_layer.", ".")
 
 
+_LORA_B = re.compile(r"\.lora_(?:embedding_)?B(?:\.|$)")  # lora_B.weight / .bias, lora_embedding_B
+
+
+def lora_scale(lora_config: dict, module: str) -> float:
+    """The scale PEFT applies to ``module``'s LoRA output: alpha / r, or alpha / sqrt(r) with ``use_rslora``.
+
+    ``rank_pattern`` / ``alpha_pattern`` are matched as PEFT's ``LoraModel`` matches them.
+    """
+    from peft.utils.other import get_pattern_key
+
+    rank_pattern = lora_config.get("rank_pattern") or {}
+    alpha_pattern = lora_config.get("alpha_pattern") or {}
+    rank = rank_pattern.get(get_pattern_key(rank_pattern.keys(), module), lora_config["r"])
+    alpha = alpha_pattern.get(get_pattern_key(alpha_pattern.keys(), module), lora_config["lora_alpha"])
+    return alpha / (math.sqrt(rank) if lora_config.get("use_rslora") else rank)
+
+
+def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """The adapter rewritten to load at scale 1.0: each ``lora_B`` (weight and bias) times its layer's scale, and
+    the config's alpha set to the rank (``alpha_pattern`` to ``rank_pattern``, ``use_rslora`` off).
+
+    Why: the trained strength ``alpha / r`` otherwise lives only in the config. diffusers (>= 0.34) reads it from
+    the safetensors metadata and PEFT from ``adapter_config.json``, but ComfyUI, older diffusers and other
+    consumers read ``*.alpha`` keys or nothing and then apply scale 1.0 (alpha = rank): the LoRA loads at the
+    wrong strength. With the scale inside ``lora_B``, ``B' A x = (alpha / r) B A x`` is the trained update in
+    every consumer, whether it reads the stored alpha (= rank) or assumes it. Exact up to one rounding of each
+    ``lora_B`` entry (none when the scale is a power of two); DoRA is unchanged too (its norm is of the same
+    ``W + B' A``).
+
+    Only exported adapters are folded: training checkpoints keep the unfolded weights the optimizer state
+    belongs to. New tensors are returned; the inputs, which may share storage with the live parameters, are
+    never modified.
+    """
+    folded = {}
+    for key, value in lora_state.items():
+        scale = lora_scale(lora_config, key.split(".lora_")[0]) if _LORA_B.search(key) else 1.0
+        folded[key] = value if scale == 1.0 else (value.double() * scale).to(value.dtype)
+    config = dict(lora_config, lora_alpha=lora_config["r"], use_rslora=False,
+                  alpha_pattern=dict(lora_config.get("rank_pattern") or {}))
+    return folded, config
+
+
 def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict, backbone: dict,
                   backbone_patterns: list[str]) -> list[Path]:
-    """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first."""
+    """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
+
+    The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
+    strength in every consumer.
+    """
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
+    lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-adapter-", dir=output_dir))
@@ -135,7 +184,8 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     goes into it, and the trained projector weights from ``dit_lora_backbone.safetensors``).
 
     * Pipelines with ``load_lora_weights`` (Sana): exactly ``pipe.load_lora_weights(output_dir)``
-      (rank and alpha from the file's metadata), then any ``dit_lora_backbone.safetensors``.
+      (rank and alpha = rank from the metadata, the scale folded into lora_B), then any
+      ``dit_lora_backbone.safetensors``.
     * Pipelines without a LoRA loader (``DiTPipeline``): the PEFT-format adapter is injected into
       ``pipe.transformer`` at its trained rank/alpha; the family first reshapes the pipeline to the
       saved adapter (DiT: class embedding resized to the trained class count, ``pipe.labels`` /

@@ -66,7 +66,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         tags=["lora", "dit-lora", *family.card_tags],
     )
     settings = {
-        "rank": cfg.rank, "lora_alpha": cfg.effective_lora_alpha, "lora_layers": cfg.lora_layers or list(family.default_lora_layers),
+        "rank": cfg.rank, "lora_alpha": _alpha_row(cfg), "lora_layers": cfg.lora_layers or list(family.default_lora_layers),
         "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
@@ -83,7 +83,11 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
         if cfg.train_backbone and family.adapter_weight_name == ADAPTER_FILE else ""
     )
+    loaders = ("`load_lora_weights`, ComfyUI and other loaders that read no alpha" if family.adapter_weight_name ==
+               ADAPTER_FILE else "`dit_lora.load_adapter`, `PeftModel.from_pretrained` and other loaders")
+    alpha, rank = cfg.effective_lora_alpha, cfg.rank
     strength = (
+<<<<<<< HEAD
         "Rank and alpha are stored in the file's metadata, so `load_lora_weights` applies it at the trained\nstrength"
         if family.adapter_weight_name == ADAPTER_FILE else
         "Rank and alpha are stored in `adapter_config.json` (PEFT format), so `dit_lora.load_adapter` applies it at\n"
@@ -91,6 +95,12 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     )
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
+=======
+        f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
+        "is folded into the lora_B weights\nand the files store alpha = rank"
+        if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
+    ) + f", so {loaders} all apply the trained strength."
+>>>>>>> helper-b
     content = f"""---
 {data.to_yaml()}
 ---
@@ -98,7 +108,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
 # {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
 {warning}
 LoRA adapter trained with [dit-lora](https://pypi.org/project/dit-lora/) ({family.pipeline_class_name}).
-{strength} (alpha / rank = {cfg.effective_lora_alpha / cfg.rank:g}).
+{strength}
 
 ## Usage
 
@@ -119,6 +129,14 @@ LoRA adapter trained with [dit-lora](https://pypi.org/project/dit-lora/) ({famil
     path = Path(output_dir) / MODEL_CARD_FILE
     card.save(str(path))
     return path
+
+
+def _alpha_row(cfg) -> str:
+    """The card's lora_alpha: the trained value, and that the file stores alpha = rank with the scale folded in."""
+    alpha = cfg.effective_lora_alpha
+    if alpha == cfg.rank:
+        return f"{alpha:g}"
+    return f"{alpha:g} (scale {alpha / cfg.rank:g} folded into lora_B; the files store alpha = rank {cfg.rank})"
 
 
 def config_dict(cfg) -> dict:

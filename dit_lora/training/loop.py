@@ -133,6 +133,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
         accelerator.wait_for_everyone()
     family.validate_config(cfg)
     injector = FaultInjector.from_spec(cfg.inject_faults, accelerator.process_index)  # malformed: fail before loading
+    for note in family.start_notes(cfg):
+        log(note)
     for note in family.precision_notes(cfg):
         log(f"warning: {note}")
     if cfg.allow_tf32 and torch.cuda.is_available():
