@@ -65,3 +65,4 @@ def test_hidden_state_loss_goes_through_ddp_and_its_gradients_are_synchronised()
     for name in g0:
         assert torch.equal(g0[name], g1[name]), name  # ...yet hold the same, all-reduced gradients
         assert torch.allclose(g0[name], r0[name], rtol=1e-4, atol=1e-7), name
+        assert torch.equal(r0[name], r1[name]), name  # the plain path is synchronised too

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import RECIPE, ROOT, base_args, read_summary, run_recipe
+from conftest import base_args, read_summary, run_recipe
 
 COMMON = dict(max_train_steps=8, checkpointing_steps=4, gradient_accumulation_steps=2, random_flip="true",
               lora_dropout=0.1, lr_scheduler="cosine", lr_warmup_steps=2, max_grad_norm=0.5)
