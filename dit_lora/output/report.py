@@ -87,20 +87,12 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
                ADAPTER_FILE else "`dit_lora.load_adapter`, `PeftModel.from_pretrained` and other loaders")
     alpha, rank = cfg.effective_lora_alpha, cfg.rank
     strength = (
-<<<<<<< HEAD
-        "Rank and alpha are stored in the file's metadata, so `load_lora_weights` applies it at the trained\nstrength"
-        if family.adapter_weight_name == ADAPTER_FILE else
-        "Rank and alpha are stored in `adapter_config.json` (PEFT format), so `dit_lora.load_adapter` applies it at\n"
-        "the trained strength"
-    )
-    warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
-               if summary.get("verdict") else "")
-=======
         f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
         "is folded into the lora_B weights\nand the files store alpha = rank"
         if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     ) + f", so {loaders} all apply the trained strength."
->>>>>>> helper-b
+    warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
+               if summary.get("verdict") else "")
     content = f"""---
 {data.to_yaml()}
 ---
