@@ -120,7 +120,10 @@ def test_persistent_fault_rolls_back_then_stops_with_last_finite_adapter(tiny_sa
     # The adapter holds the last good weights: those after step 4 (the snapshot taken at the check of step 4).
     adapter = load_file(str(out / "pytorch_lora_weights.safetensors"))
     assert len(adapter) == len(rec.states[4]["params"])
-    total = sum(v.float().abs().sum() for v in rec.states[4]["params"].values() if v.ndim)
+    # The export folds lora_alpha / rank into lora_B.
+    scale = summary["config"]["lora_alpha"] / summary["config"]["rank"] if summary["config"]["lora_alpha"] else 1.0
+    total = sum(v.float().abs().sum() * (scale if ".lora_B." in k else 1.0)
+                for k, v in rec.states[4]["params"].items() if v.ndim)
     saved = sum(v.float().abs().sum() for v in adapter.values())
     assert torch.isclose(total, saved, rtol=1e-5)
     report = json.loads((out / "nonfinite_report.json").read_text())
