@@ -60,6 +60,11 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--frame_buckets", default=None,
                        help="video families: FRAMESxHEIGHTxWIDTH buckets, comma separated (replaces the three above)")
     check.add_argument("--frame_sampling", default=None, help="video families: uniform or first, as training would")
+    check.add_argument("--num_frames", default=None, help="video LLMs: frames each question sees (default: 8)")
+    check.add_argument("--video_folder", default=None,
+                       help="video LLMs: folder the annotation's relative video paths start from")
+    check.add_argument("--max_sequence_length", default=None,
+                       help="video LLMs: token budget each conversation must fit (needs the model)")
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
     return parser
 
@@ -97,7 +102,8 @@ def _push(args: argparse.Namespace) -> int:
 
 _CHECK_DATA_KEYS = ("train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column",
                     "max_train_samples", "resolution", "center_crop", "cache_dir", "pretrained_model_name_or_path",
-                    "family", "video_column", "max_num_frames", "height", "width", "frame_buckets", "frame_sampling")
+                    "family", "video_column", "max_num_frames", "height", "width", "frame_buckets", "frame_sampling",
+                    "num_frames", "video_folder", "max_sequence_length")
 
 
 def _check_data(args: argparse.Namespace) -> int:
@@ -115,45 +121,33 @@ def _check_data(args: argparse.Namespace) -> int:
             values[name] = coerce(name, raw, f"--{name}")
     cfg = TrainConfig(**values)
 
-    from dit_lora.data.prepare import media_for, media_of
+    from dit_lora.data.prepare import media_for
     from dit_lora.families import get_family
 
     family = get_family(cfg.family)
     media = media_for(cfg, family)
-    if media_of(family) == "video":
-        # Clips: the frame requirement and buckets the run would use (the family validates them).
-        buckets = media.buckets
-        samples = media.list_samples()
-        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in buckets)
-        print(f"checking {len(samples)} clip(s) for bucket(s) {shown} (frames x height x width) ...", flush=True)
-        rows, samples = preflight.check_video_samples(
-            samples, buckets=buckets, frame_sampling=cfg.frame_sampling, frames_flag=media.frames_flag,
-            require_captions=getattr(family, "requires_captions", True),
-        )
-    else:
-        if cfg.resolution < 1:
-            raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
-        samples = media.list_samples()
-        print(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...", flush=True)
-        rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop, seed=cfg.seed)
+    # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
+    rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
 
     # The cache: exactly the namespace a run would use when the model is known, else every namespace in
     # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).
-    namespace = None
-    if cfg.pretrained_model_name_or_path and cfg.cache_latents:
-        from dit_lora.data.prepare import cache_namespace_for
+    if media.cacheable:
+        namespace = None
+        if cfg.pretrained_model_name_or_path and cfg.cache_latents:
+            from dit_lora.data.prepare import cache_namespace_for
 
-        namespace = cache_namespace_for(cfg, family)
-    note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
-    if cfg.cache_dir or namespace is not None:
-        root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
-        cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
-        rows += cache_rows
+            namespace = cache_namespace_for(cfg, family)
+        note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
+        if cfg.cache_dir or namespace is not None:
+            root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+            cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
+            rows += cache_rows
 
     table = preflight.format_table(rows, show_ok=args.all)
     if table:
         print(table)
-    print(note)
+    if note:
+        print(note)
     print(preflight.summarize(rows, max_bad_samples_fraction=cfg.max_bad_samples_fraction))
     if preflight.has_blocking(rows):
         print("fix or remove the BLOCK rows (training skips those samples and lists them in quarantine.json).")

@@ -14,7 +14,9 @@ Implements, for huggingface_hub 2.x, just enough for ``HfApi.create_repo(exist_o
 
 Every request is recorded (method, path, headers, JSON body) so tests can assert on exactly what
 left the machine. ``fail`` makes one endpoint answer with an error, optionally echoing the
-Authorization header back in the body, to prove the client never leaks it.
+Authorization header back in the body, to prove the client never leaks it. ``delay`` makes one
+endpoint answer late, as a stand-in starved of CPU does (huggingface_hub gives some requests,
+such as the agent-harness registry, a few seconds at most).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import base64
 import json
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -41,6 +44,7 @@ class HubStandIn:
 
     token: str | None = None  # when set, requests without "Bearer <token>" get 401
     fail: dict[str, tuple[int, str]] = field(default_factory=dict)  # endpoint kind -> (status, body)
+    delay: dict[str, float] = field(default_factory=dict)  # endpoint kind -> seconds before answering
     requests: list[Recorded] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)  # committed path -> content
     commits: list[dict] = field(default_factory=list)  # commit headers (summary, description)
@@ -127,6 +131,8 @@ def _make_handler(hub: HubStandIn):
             with hub._lock:
                 hub.requests.append(Recorded(method, path, headers, body))
 
+            if kind in hub.delay:
+                time.sleep(hub.delay[kind])
             auth = headers.get("authorization")
             if kind in hub.fail:
                 status, text = hub.fail[kind]

@@ -266,3 +266,68 @@ def test_uncached_training_quarantines_too(tmp_path, tiny_sana, shapes_data, san
     assert not prepared.cached and len(prepared) == 16
     assert {q["key"] for q in prepared.quarantine} == set(BAD)
     assert {q["key"] for q in json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())} == set(BAD)
+
+
+# ---------------------------------------------------------------------------------------------
+# check-data for video-LLM question answering
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["llava_next_video", "qwen2_5_vl"])
+def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
+    """check-data on video-QA data (it crashed: QASample has no .caption): the clips it blocks are exactly the
+    samples training quarantines, for the same reasons; with the model it fits each conversation to
+    --max_sequence_length as the dataset will (a cut round warns, an unfittable first round blocks)."""
+    from dit_lora.demo.clips import write_corrupt_clip
+    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.vlm.data import load_qa_samples
+    from dit_lora.vlm.media import VideoQAMedia
+    from dit_lora.vlm.registry import build_demo_model
+
+    annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=2)
+    write_corrupt_clip(tmp_path / "qa" / "corrupt.mp4")
+    entries = json.loads(annotation.read_text())
+    entries += [{"video": "missing.mp4", "QA": [{"q": "What colour is the square?", "a": "red"}]},
+                {"video": "corrupt.mp4", "QA": [{"q": "What colour is the square?", "a": "red"}]}]
+    annotation.write_text(json.dumps(entries))
+    base = ["check-data", "--family", family, "--train_data_dir", str(annotation), "--num_frames", "4"]
+
+    code, out = _run_cli(base, capsys)
+    assert code == 1, out
+    assert "Traceback" not in out and "token budget: not checked" in out
+    blocked = {line.split()[1]: line for line in out.splitlines() if line.startswith("BLOCK")}
+    assert set(blocked) == {"videochat2.json:5", "videochat2.json:6"}, out
+    assert "file not found" in blocked["videochat2.json:5"] and "not a readable video" in blocked["videochat2.json:6"]
+    assert "6 sample(s): 4 ok, 0 warning(s), 2 blocking" in out
+
+    # Training's screening leaves out the same samples, for the same reasons.
+    from dit_lora.config import TrainConfig
+
+    cfg = TrainConfig(family=family, train_data_dir=str(annotation), num_frames=4)
+    quarantine: list = []
+    VideoQAMedia(cfg, get_family(family)).screen(load_qa_samples(annotation), log=lambda _: None,
+                                                 quarantine=quarantine)
+    assert {q["key"]: q["reason"] for q in quarantine} == {
+        key: line.split("sample", 1)[1].strip() for key, line in blocked.items()}
+
+    # With the model: the token budget. A length between the first round and the whole two-round conversation
+    # cuts the second round (warn); one below the first round blocks.
+    model = build_demo_model(family, tmp_path / "model")
+    qa_family = get_family(family)
+    qa_family.load_processing(str(model))
+    two_rounds = next(s for s in load_qa_samples(annotation) if len(s.messages) == 4)
+    from dit_lora.vlm.data import read_clip
+
+    clip = read_clip(two_rounds.video, 4)
+    _, count = qa_family.frame_inputs(clip.frames, clip.fps)
+    first = len(qa_family.tokenize(two_rounds.messages[:2], count, None)["input_ids"])
+    whole = len(qa_family.tokenize(two_rounds.messages, count, None)["input_ids"])
+    assert first < whole
+    with_model = base + ["--pretrained_model_name_or_path", str(model)]
+    code, out = _run_cli(with_model + ["--max_sequence_length", str(first)], capsys)
+    warned = [line for line in out.splitlines() if line.startswith("WARN")]
+    assert any(two_rounds.key in line and "1 QA round(s) are cut" in line for line in warned), out
+    assert code == 1 and "fitted to --max_sequence_length" in out  # the two bad clips still block
+    code, out = _run_cli(with_model + ["--max_sequence_length", str(count)], capsys)
+    blocked = [line for line in out.splitlines() if line.startswith("BLOCK")]
+    assert len(blocked) == 6 and sum("exceed --max_sequence_length" in line for line in blocked) == 4, out

@@ -242,6 +242,10 @@ def test_read_frames_shape_dtype_motion(clip_dir):
     assert columns == sorted(columns) and columns[-1] - columns[0] > 10
     assert read_frames(str(clip_dir / "good.mp4"), 20).shape == (20, 64, 64, 3)  # short: repeats
     np.testing.assert_array_equal(read_frames(clip_dir / "good.mp4", 4), frames)  # deterministic
+    # The rate the frames were sampled at: 4 of the 12 frames of a 1.5 s clip at 8 fps.
+    clip = vlm_data.read_clip(clip_dir / "good.mp4", 4)
+    np.testing.assert_array_equal(clip.frames, frames)
+    assert clip.fps == pytest.approx(4 / 12 * 8)
 
 
 @pytest.mark.parametrize("name,reason", [("corrupt.mp4", "not a readable video"), ("truncated.mp4", "truncated"),
@@ -259,6 +263,7 @@ def test_read_frames_trusts_decoded_count_over_a_header_off_by_one(clip_dir, mon
 
     claims(1)  # a header one frame too long: re-pick from the 12 frames that decode
     frames = read_frames(clip_dir / "good.mp4", 12)
+    assert vlm_data.read_clip(clip_dir / "good.mp4", 12).fps == pytest.approx(8.0)  # 12 of the 12 that decode
     monkeypatch.setattr(VideoSample, "probe", real)
     np.testing.assert_array_equal(frames, read_frames(clip_dir / "good.mp4", 12))
     claims(30)  # 42 declared, 12 decode: a truncated file

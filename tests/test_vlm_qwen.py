@@ -411,3 +411,90 @@ def test_answer_only_masking_chatml(parts, spec):
     # Everything before the first answer (system, user turn, video, "<|im_start|>assistant\n") is masked.
     first = int(kept.nonzero()[0])
     assert tok.decode(ids[:first]).endswith("<|im_start|>assistant\n")
+
+
+# --------------------------------------------------------------------------------------
+# Time positions: the rate the frames were sampled at, in training, validation and the card
+# --------------------------------------------------------------------------------------
+class _Recorder(dict):
+    """Stands in for the processor's output (``.to`` and item access) and records nothing itself."""
+
+    def to(self, *args, **kwargs):
+        return self
+
+
+def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_card(tiny, tmp_path, monkeypatch):
+    """M-RoPE's time axis is second_per_grid_ts = temporal_patch_size / sampled fps, the sampled fps being
+    num_frames / total_frames * stream fps (transformers' VideoMetadata.sampled_fps). 8 frames spread over a
+    15 s clip are 0.533 fps (3.75 s per temporal patch), not the 2 fps (1 s) a fixed default assumes."""
+    import transformers
+    from transformers.video_utils import VideoMetadata
+
+    import dit_lora
+    from dit_lora.config import TrainConfig
+    from dit_lora.demo.clips import write_moving_square_clip
+    from dit_lora.families import get_family
+    from dit_lora.vlm.data import QASample, read_clip
+    from dit_lora.vlm.media import QADataset
+
+    clips = {"long": write_moving_square_clip(tmp_path / "long.mp4", num_frames=60, fps=4),  # 15 s
+             "short": write_moving_square_clip(tmp_path / "short.mp4", num_frames=16, fps=8)}  # 2 s
+    seconds_per_patch = {"long": 2 / (8 / 60 * 4), "short": 2 / (8 / 16 * 8)}  # 3.75 and 0.5
+    assert read_clip(clips["long"], 8).fps == pytest.approx(8 / 60 * 4)
+
+    family = get_family("qwen2_5_vl")
+    cfg = TrainConfig(family="qwen2_5_vl", pretrained_model_name_or_path=str(tiny), num_frames=8,
+                      validation_prompt="What colour is the square?")
+    family.load_components(cfg, torch.device("cpu"))
+    messages = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
+
+    # Training: the dataset's items.
+    samples = [QASample(name, path, messages) for name, path in clips.items()]
+    dataset = QADataset(samples, family, 8, None)
+    for i, name in enumerate(clips):
+        got = float(dataset[(i, False)]["pixels"]["second_per_grid_ts"])
+        assert got == pytest.approx(seconds_per_patch[name], rel=1e-6), name
+
+    # Validation: what family.answer hands to generate.
+    seen = {}
+    model = torch.nn.Linear(1, 1)
+    model.generate = lambda **kw: seen.update(kw) or kw["input_ids"]
+    family.answer(model, "What colour is the square?", clips["long"], 8)
+    assert seen["second_per_grid_ts"].tolist() == pytest.approx([seconds_per_patch["long"]], rel=1e-6)
+
+    # The card's snippet, run with the model and processor stood in: the processor gets the frames training saw
+    # and metadata whose sampled fps gives the same seconds per temporal patch.
+    call = {}
+
+    class Processor:
+        def apply_chat_template(self, conversation, add_generation_prompt):
+            return "prompt"
+
+        def __call__(self, **kwargs):
+            call.update(kwargs)
+            return _Recorder(input_ids=torch.zeros(1, 3, dtype=torch.long))
+
+        def decode(self, ids, skip_special_tokens):
+            return ""
+
+    class Model:
+        device = "cpu"
+
+        @classmethod
+        def from_pretrained(cls, *args, **kwargs):
+            return cls()
+
+        def generate(self, **kwargs):
+            return torch.zeros(1, 4, dtype=torch.long)
+
+    monkeypatch.setattr(transformers.AutoProcessor, "from_pretrained", lambda *a, **k: Processor())
+    monkeypatch.setattr(transformers, family.spec.model_class, Model)
+    monkeypatch.setattr(dit_lora, "load_adapter", lambda *a, **k: None)
+    (tmp_path / "card").mkdir()
+    (tmp_path / "card" / "clip.mp4").write_bytes(clips["long"].read_bytes())
+    monkeypatch.chdir(tmp_path / "card")
+    exec(compile(family.usage_snippet(cfg, str(tmp_path / "out")), "snippet", "exec"), {})
+    np.testing.assert_array_equal(call["videos"], read_clip(clips["long"], 8).frames)
+    assert call["do_sample_frames"] is False
+    sampled = VideoMetadata(**call["video_metadata"]).sampled_fps
+    assert 2 / sampled == pytest.approx(seconds_per_patch["long"], rel=1e-6)

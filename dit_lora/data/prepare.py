@@ -18,6 +18,7 @@ import torch
 from ..errors import UserError
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
+from . import preflight
 from .cache import as_encoding, build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
@@ -50,6 +51,7 @@ class ImageMedia:
     """What :func:`prepare_data` does for image families (``family.media == "image"``)."""
 
     noun = "image"
+    cacheable = True
 
     def __init__(self, cfg, family) -> None:
         self.cfg, self.family = cfg, family
@@ -69,6 +71,16 @@ class ImageMedia:
             samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
             require_captions=self.family.requires_captions, raise_on_fraction=False,
         )
+
+    def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
+        """``check-data``: every image preprocessed as training would; (rows, samples, note)."""
+        cfg = self.cfg
+        if cfg.resolution < 1:
+            raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
+        log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...")
+        rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
+                                       seed=cfg.seed, require_captions=self.family.requires_captions)
+        return rows, samples, None
 
     def namespace_identity(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -187,7 +199,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
         raise
     family.inspect_samples(comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
-    if not cfg.cache_latents or not getattr(media, "cacheable", True):
+    if not cfg.cache_latents or not media.cacheable:
         write_quarantine(cfg, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))

@@ -154,6 +154,7 @@ class VideoMedia:
     """What :func:`~dit_lora.data.prepare.prepare_data` and ``check-data`` do differently for clips."""
 
     noun = "clip"
+    cacheable = True
     encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
 
     def __init__(self, cfg, family, cache_root: Path) -> None:
@@ -205,6 +206,17 @@ class VideoMedia:
                 counts[s.bucket] += 1
             log("clips per bucket: " + ", ".join(f"{f}x{h}x{w}: {n}" for (f, h, w), n in counts.items()))
         return good
+
+    def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
+        """``check-data``: every clip decoded to its bucket as training would; (rows, usable clips, note)."""
+        from . import preflight
+
+        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.buckets)
+        log(f"checking {len(samples)} clip(s) for bucket(s) {shown} (frames x height x width) ...")
+        rows, usable = preflight.check_video_samples(
+            samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
+            require_captions=self.family.requires_captions)
+        return rows, usable, None
 
     def namespace_identity(self) -> dict[str, Any]:
         return video_namespace_identity(self.cfg, self.family)

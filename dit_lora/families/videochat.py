@@ -108,6 +108,14 @@ class VideoChatFamily(ModelFamily):
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
         make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.num_frames, layout=layout, seed=cfg.seed)
 
+    def load_processing(self, path: str) -> None:
+        """Tokenizer, frame preprocessing and model config of ``path``, without the weights (``check-data``)."""
+        from transformers import AutoConfig
+
+        self.tokenizer = self.spec.load_tokenizer(path)
+        self.prep = self.spec.load_preprocessing(path)
+        self.model_config = AutoConfig.from_pretrained(path)
+
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         path = cfg.pretrained_model_name_or_path
         # bf16 whatever the checkpoint holds: VideoChat2's fp16 Mistral is where its NaN reports come from.
@@ -176,8 +184,9 @@ class VideoChatFamily(ModelFamily):
         tok = self.tokenizer
         return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
 
-    def frame_inputs(self, frames) -> tuple[dict[str, torch.Tensor], int]:
-        pixels = self.spec.frame_inputs(frames, self.prep)
+    def frame_inputs(self, frames, fps: float | None = None) -> tuple[dict[str, torch.Tensor], int]:
+        """The spec's pixel inputs for uint8 frames sampled at ``fps``, and how many video tokens they make."""
+        pixels = self.spec.frame_inputs(frames, self.prep, fps=fps)
         return pixels, self.spec.video_token_count(pixels, self.model_config)
 
     def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
@@ -197,10 +206,11 @@ class VideoChatFamily(ModelFamily):
     # ---- answering questions --------------------------------------------------------------
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
         """Greedy answer of ``model`` to ``question`` about ``video``."""
-        from ..vlm.data import read_frames
+        from ..vlm.data import read_clip
         from ..vlm.prompts import build_generation_prompt
 
-        pixels, count = self.frame_inputs(read_frames(video, num_frames))
+        clip = read_clip(video, num_frames)
+        pixels, count = self.frame_inputs(clip.frames, clip.fps)
         prompt = build_generation_prompt(
             self.tokenizer, [{"role": "user", "content": question}], video_placeholder=self.spec.video_placeholder,
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token), video_token_count=count)
@@ -253,15 +263,27 @@ model = {self.spec.model_class}.from_pretrained("{base}", dtype=torch.bfloat16, 
 load_adapter(model, "{repo_or_dir}")
 processor = AutoProcessor.from_pretrained("{base}")
 
-with av.open("clip.mp4") as container:  # {cfg.num_frames} frames, uniformly over the clip
-    frames = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
-video = np.stack([frames[int((i + 0.5) * len(frames) / {cfg.num_frames})] for i in range({cfg.num_frames})])
+with av.open("clip.mp4") as container:  # {cfg.num_frames} frames, uniformly over the clip, as in training
+    stream = container.streams.video[0]
+    fps = float(stream.average_rate)
+    frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
+indices = [(2 * i + 1) * len(frames) // {2 * cfg.num_frames} for i in range({cfg.num_frames})]
+video = np.stack([frames[i] for i in indices])
 conversation = [{{"role": "user", "content": [{{"type": "video"}}, {{"type": "text", "text": {question!r}}}]}}]
 prompt = processor.apply_chat_template(conversation, add_generation_prompt=True)
-inputs = processor(text=prompt, videos=video, return_tensors="pt").to(model.device, torch.bfloat16)
+{self._snippet_timing()}inputs = processor(text=prompt, videos=video, {"**timing, " if self.spec.positions_encode_time else ""}return_tensors="pt").to(model.device, torch.bfloat16)
 out = model.generate(**inputs, max_new_tokens=64, do_sample=False)
 print(processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
 '''
+
+    def _snippet_timing(self) -> str:
+        """The snippet's lines that tell the processor the rate the frames were sampled at (time positions)."""
+        if not self.spec.positions_encode_time:
+            return ""
+        return ("# The clip's time positions use the rate these frames were sampled at, as in training (without\n"
+                "# metadata the processor assumes 24 fps).\n"
+                "timing = dict(video_metadata={\"total_num_frames\": len(frames), \"fps\": fps, "
+                "\"frames_indices\": indices}, do_sample_frames=False)\n")
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         return {"num_frames": cfg.num_frames, "projector": f"{self.spec.projector} (full, lr {cfg.backbone_learning_rate})",

@@ -10,8 +10,9 @@
     as transformers' chat templates take it.
 
   Either kind of entry is accepted in either container, so a JSONL of ``QA`` entries loads too.
-* :func:`sample_frame_indices` / :func:`read_frames` pick and decode the frames a model sees:
-  the centres of ``num_frames`` equal segments of the whole clip, as VideoChat2 samples at eval.
+* :func:`sample_frame_indices` / :func:`read_clip` pick and decode the frames a model sees:
+  the centres of ``num_frames`` equal segments of the whole clip, as VideoChat2 samples at eval,
+  with the rate they were sampled at (Qwen2.5-VL's time positions need it).
 * :func:`screen_qa_samples` decodes each distinct video once, the way training will, and leaves
   out (and quarantines) the samples whose video is missing or broken.
 
@@ -35,8 +36,11 @@ from dit_lora.errors import UserError
 
 __all__ = [
     "QASample",
+    "check_qa_samples",
     "ROLES",
     "load_qa_samples",
+    "SampledClip",
+    "read_clip",
     "read_frames",
     "sample_frame_indices",
     "screen_qa_samples",
@@ -361,8 +365,22 @@ def _decode_indices(path: str, indices: list[int]) -> tuple[np.ndarray | None, i
     return np.stack([kept[i] for i in indices]), seen
 
 
-def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:
-    """Decode the ``num_frames`` frames :func:`sample_frame_indices` picks: uint8 ``(num_frames, H, W, 3)`` RGB.
+@dataclass(frozen=True)
+class SampledClip:
+    """The frames a model sees of one clip, and the rate they were sampled at.
+
+    ``frames`` is uint8 ``(num_frames, H, W, 3)`` RGB. ``fps`` is frames per second of clip time,
+    ``num_frames / total_frames * stream_fps`` (transformers' ``VideoMetadata.sampled_fps``): 8 frames
+    spread over a 30 s clip are 0.267 fps, whatever the stream's own rate. None when the container
+    states no frame rate.
+    """
+
+    frames: np.ndarray
+    fps: float | None
+
+
+def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
+    """Decode the ``num_frames`` frames :func:`sample_frame_indices` picks, with the rate they were sampled at.
 
     Frames keep the clip's own size (the model's processor resizes them). The frame count comes
     from the container (header, else a packet count); if the stream ends before it says, by a
@@ -381,21 +399,28 @@ def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:
     problem = _file_problem(path)
     if problem is not None:
         raise VideoDecodeError(problem)
-    declared = VideoSample(key=path, caption="", path=path).probe().num_frames
+    info = VideoSample(key=path, caption="", path=path).probe()
+    declared = info.num_frames
     if declared < 1:
         raise VideoDecodeError("no frames (the video stream is empty)")
     frames, seen = _decode_indices(path, sample_frame_indices(declared, num_frames))
-    if frames is not None:
-        return frames
-    if seen == 0:
-        raise VideoDecodeError(f"no decodable frames (the header declares {declared})")
-    # The same tolerance as dit_lora.data.video.scan_clip: only a real gap is truncation.
-    if seen < declared - max(2, declared // 50):
-        raise VideoDecodeError(f"truncated (header declares {declared} frames, only {seen} decode)")
-    frames, _ = _decode_indices(path, sample_frame_indices(seen, num_frames))
-    if frames is None:  # the stream got shorter between two reads of the same file
-        raise VideoDecodeError(f"frame count changed while reading (first {seen} frames decoded)")
-    return frames
+    total = declared
+    if frames is None:
+        if seen == 0:
+            raise VideoDecodeError(f"no decodable frames (the header declares {declared})")
+        # The same tolerance as dit_lora.data.video.scan_clip: only a real gap is truncation.
+        if seen < declared - max(2, declared // 50):
+            raise VideoDecodeError(f"truncated (header declares {declared} frames, only {seen} decode)")
+        frames, _ = _decode_indices(path, sample_frame_indices(seen, num_frames))
+        if frames is None:  # the stream got shorter between two reads of the same file
+            raise VideoDecodeError(f"frame count changed while reading (first {seen} frames decoded)")
+        total = seen
+    return SampledClip(frames, num_frames / total * info.fps if info.fps > 0 else None)
+
+
+def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:
+    """The frames of :func:`read_clip`: uint8 ``(num_frames, H, W, 3)`` RGB."""
+    return read_clip(video, num_frames).frames
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,12 +430,58 @@ def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:
 
 def _video_problem(video: Path, num_frames: int) -> str | None:
     try:
-        read_frames(video, num_frames)
+        read_clip(video, num_frames)
     except VideoDecodeError as err:
         return str(err)
     except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files; never crash screening
         return f"unreadable ({_describe(err)})"
     return None
+
+
+def _video_problems(videos: list, num_frames: int, num_workers: int | None) -> dict:
+    """``{video: problem or None}`` for each distinct video, checked in threads (FFmpeg releases the GIL)."""
+    workers = min(4, os.cpu_count() or 1) if num_workers is None else max(1, num_workers)
+    check = lambda video: _video_problem(video, num_frames)  # noqa: E731
+    if workers > 1 and len(videos) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="screen-qa") as pool:
+            return dict(zip(videos, pool.map(check, videos)))
+    return {video: check(video) for video in videos}
+
+
+def check_qa_samples(
+    samples: Sequence[QASample],
+    *,
+    num_frames: int,
+    fit: Callable[[QASample, SampledClip], tuple[str | None, str | None]] | None = None,
+    num_workers: int | None = None,
+) -> list:
+    """``dit-lora check-data``'s rows for video-QA samples: the check :func:`screen_qa_samples` makes, per sample.
+
+    A sample whose video cannot give ``num_frames`` frames blocks (training leaves it out, naming the
+    same reason). With ``fit`` (the family's token-budget check, given the decoded clip), a conversation
+    that cannot fit ``--max_sequence_length`` blocks and one whose later rounds would be cut warns.
+    Each distinct video is decoded once.
+    """
+    from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
+
+    samples = list(samples)
+    videos = list(dict.fromkeys(s.video for s in samples))
+    problems = _video_problems(videos, num_frames, num_workers)
+    clips: dict[Path, SampledClip] = {}
+    rows = []
+    for sample in samples:
+        problem = problems[sample.video]
+        if problem is not None:
+            rows.append(SampleCheck(sample.key, "sample", BLOCK, f"{problem} (video {sample.video})", str(sample.video)))
+            continue
+        block = warn = None
+        if fit is not None:
+            if sample.video not in clips:
+                clips[sample.video] = read_clip(sample.video, num_frames)
+            block, warn = fit(sample, clips[sample.video])
+        status = BLOCK if block else WARN if warn else OK
+        rows.append(SampleCheck(sample.key, "sample", status, block or warn or "", str(sample.video)))
+    return rows
 
 
 def screen_qa_samples(
@@ -435,13 +506,7 @@ def screen_qa_samples(
     """
     samples = list(samples)
     videos = list(dict.fromkeys(s.video for s in samples))  # distinct, first-seen order
-    workers = min(4, os.cpu_count() or 1) if num_workers is None else max(1, num_workers)
-    check = lambda video: _video_problem(video, num_frames)  # noqa: E731
-    if workers > 1 and len(videos) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="screen-qa") as pool:
-            problems = dict(zip(videos, pool.map(check, videos)))
-    else:
-        problems = {video: check(video) for video in videos}
+    problems = _video_problems(videos, num_frames, num_workers)
 
     good = [s for s in samples if problems[s.video] is None]
     bad = [s for s in samples if problems[s.video] is not None]

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
+from ..data.preflight import BLOCK
 from ..errors import UserError
-from .data import QASample, load_qa_samples, read_frames, screen_qa_samples
+from .data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from .prompts import pad_batch
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
@@ -41,6 +42,31 @@ def annotation_file(train_data_dir: str | None) -> Path:
     return found[0]
 
 
+def fit_conversation(family, sample: QASample, video_tokens: int, max_length: int | None) -> tuple[dict, int]:
+    """``sample``'s conversation tokenized, and how many later QA rounds were dropped to fit ``max_length``.
+
+    Raises:
+        UserError: even the first question and answer with ``video_tokens`` video tokens are too long.
+    """
+    messages = list(sample.messages)
+    dropped = 0
+    while True:
+        try:
+            return family.tokenize(messages, video_tokens, max_length), dropped
+        except ValueError as err:
+            if "--max_sequence_length" not in str(err):
+                raise
+            answers = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+            if len(answers) <= 1:
+                raise UserError(
+                    f"{sample.key} ({sample.video}): even its first question and answer with {video_tokens} video "
+                    f"tokens exceed --max_sequence_length {max_length}. Raise --max_sequence_length or "
+                    "lower --num_frames."
+                ) from None
+            messages = messages[: answers[-2] + 1]  # drop the last question-answer round
+            dropped += 1
+
+
 class QADataset(torch.utils.data.Dataset):
     """Item ``i``: frames of sample ``i`` as model inputs, and its conversation tokenized with answer-only labels."""
 
@@ -53,26 +79,10 @@ class QADataset(torch.utils.data.Dataset):
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
         i, _ = item  # (index, flip): a horizontal flip would swap "left to right" answers, so it is never applied
         sample = self.samples[i]
-        pixels, count = self.family.frame_inputs(read_frames(sample.video, self.num_frames))
-        return {**self._fitting_example(sample, count), "pixels": pixels, "sample_index": i}
-
-    def _fitting_example(self, sample: QASample, video_tokens: int) -> dict:
-        """The conversation tokenized; later QA rounds are dropped while it exceeds --max_sequence_length."""
-        messages = list(sample.messages)
-        while True:
-            try:
-                return self.family.tokenize(messages, video_tokens, self.max_length)
-            except ValueError as err:
-                if "--max_sequence_length" not in str(err):
-                    raise
-                answers = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-                if len(answers) <= 1:
-                    raise UserError(
-                        f"{sample.key} ({sample.video}): even its first question and answer with {video_tokens} video "
-                        f"tokens exceed --max_sequence_length {self.max_length}. Raise --max_sequence_length or "
-                        "lower --num_frames."
-                    ) from None
-                messages = messages[: answers[-2] + 1]  # drop the last question-answer round
+        clip = read_clip(sample.video, self.num_frames)
+        pixels, count = self.family.frame_inputs(clip.frames, clip.fps)
+        example, _ = fit_conversation(self.family, sample, count, self.max_length)
+        return {**example, "pixels": pixels, "sample_index": i}
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
@@ -98,6 +108,37 @@ class VideoQAMedia:
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         return screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
+
+    def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
+        """``check-data``: the screening training does, per sample, and the token budget when the model is known.
+
+        Returns (rows, the usable samples, a note or None). With --pretrained_model_name_or_path the model's
+        tokenizer, preprocessing and config (not its weights) are read, and each conversation is fitted to
+        --max_sequence_length with its clip's real video-token count, as the dataset will.
+        """
+        cfg, family = self.cfg, self.family
+        fit, note = None, ("token budget: not checked (pass --pretrained_model_name_or_path to fit each "
+                           "conversation to --max_sequence_length)")
+        if cfg.pretrained_model_name_or_path:
+            family.load_processing(cfg.pretrained_model_name_or_path)
+            max_length = family.max_length(cfg)
+            note = f"token budget: each conversation fitted to --max_sequence_length {max_length} with its video tokens"
+
+            def fit(sample: QASample, clip) -> tuple[str | None, str | None]:
+                _, count = family.frame_inputs(clip.frames, clip.fps)
+                try:
+                    _, dropped = fit_conversation(family, sample, count, max_length)
+                except UserError as err:
+                    return str(err).split(": ", 1)[-1], None
+                if dropped:
+                    return None, (f"its last {dropped} QA round(s) are cut to fit --max_sequence_length {max_length} "
+                                  f"({count} video tokens)")
+                return None, None
+
+        log(f"checking {len(samples)} QA sample(s) at {cfg.num_frames} frames ...")
+        rows = check_qa_samples(samples, num_frames=cfg.num_frames, fit=fit)
+        usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
+        return rows, usable, note
 
     def namespace_identity(self) -> dict[str, Any]:
         return {"family": self.family.name, "num_frames": self.cfg.num_frames}

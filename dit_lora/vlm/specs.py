@@ -193,6 +193,7 @@ class VideoLLMSpec:
     lora_projections: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     video_placeholder: str = ""  # what the chat template renders where the video goes
     video_token: str = ""  # the token repeated once per video feature
+    positions_encode_time: bool = False  # positions depend on the clip's sampled fps (the processor needs it)
     pipeline_tag = "video-text-to-text"
 
     # Defaults for load_preprocessing when the folder's JSON lacks a key (CLIP values, 224 px).
@@ -338,8 +339,13 @@ class VideoLLMSpec:
         return x.contiguous().float()
 
     # -- per-architecture ---------------------------------------------------------------
-    def frame_inputs(self, frames: np.ndarray, prep: dict[str, Any]) -> dict[str, torch.Tensor]:
-        """One sample's pixel tensors (unbatched, float32) from uint8 frames (F, H, W, 3)."""
+    def frame_inputs(self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
+                     ) -> dict[str, torch.Tensor]:
+        """One sample's pixel tensors (unbatched, float32) from uint8 frames (F, H, W, 3).
+
+        ``fps``: the rate the frames were sampled at (:attr:`~dit_lora.vlm.data.SampledClip.fps`), for
+        architectures whose positions encode time; None when unknown.
+        """
         raise NotImplementedError
 
     def video_token_count(self, frame_inputs: dict[str, torch.Tensor], config: Any) -> int:
