@@ -216,7 +216,7 @@ def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clea
     from dit_lora.errors import UserError
     from dit_lora.families import get_family
     from dit_lora.vlm.data import QASample
-    from dit_lora.vlm.media import QADataset
+    from dit_lora.vlm.media import QADataset, fit_conversation
 
     family = get_family("llava_next_video")
     family.load_components(_cfg(assets), torch.device("cpu"))
@@ -227,11 +227,13 @@ def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clea
     sample = QASample("long:1", video, turns)
     full = family.tokenize(turns, 64, None)["input_ids"].numel()
     first = family.tokenize(turns[:2], 64, None)["input_ids"].numel()
-    dataset = QADataset([sample], family, num_frames=4, max_length=(full + first) // 2)
-    example = dataset._fitting_example(sample, 64)
-    assert example["input_ids"].numel() == first  # the long second round was dropped, the first kept
+    example, dropped = fit_conversation(family, sample, 64, (full + first) // 2)
+    assert example["input_ids"].numel() == first and dropped == 1  # the long second round dropped, the first kept
     with pytest.raises(UserError, match="--max_sequence_length"):
-        QADataset([sample], family, num_frames=4, max_length=first - 1)._fitting_example(sample, 64)
+        fit_conversation(family, sample, 64, first - 1)
+    # The dataset fits its items the same way.
+    item = QADataset([sample], family, num_frames=4, max_length=(full + first) // 2)[(0, False)]
+    assert item["labels"].numel() < full
 
 
 def _cfg(assets):
