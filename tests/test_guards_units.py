@@ -16,7 +16,8 @@ from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.training import adapters
 from dit_lora.training.canary import (attention_canary, install_broken_attention, non_math_sdpa_enabled,
                                       restore_sdpa_backends, sdpa_backend_flags)
-from dit_lora.training.diagnose import diagnose_step, format_paragraph, write_report
+from dit_lora.fileio import write_json_atomic
+from dit_lora.training.diagnose import diagnose_step, format_paragraph
 from dit_lora.training.precision import audit_precision, check_fp16_denoiser, format_audit
 
 ROWS = ["data/red_circle.png", "data/blue_square.png"]
@@ -101,8 +102,7 @@ def test_nonfinite_input_is_data_and_names_the_sample(setup, tmp_path):
     assert report["timesteps"] and len(report["timesteps"]) == 2
     assert report["samples"][1] == {"row": 1, "name": ROWS[1], "sample_index": 11}
     assert ROWS[1] in report["paragraph"] and "\n" not in report["paragraph"]
-    path = write_report(tmp_path / "out", report)
-    assert path.name == NONFINITE_REPORT_FILE
+    path = write_json_atomic(tmp_path / NONFINITE_REPORT_FILE, report)  # as the recovery writes it
     on_disk = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"NaN constant {c} in report"))
     assert on_disk["classification"] == "data" and on_disk["observed"]["loss"] == "nan"
     assert not list(path.parent.glob(".*.tmp"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -134,10 +133,18 @@ def test_tiny_build_is_cached_and_deterministic(tiny_path, tmp_path):
 # --------------------------------------------------------------------------------------
 # Spec: LoRA targets, loading, preprocessing
 # --------------------------------------------------------------------------------------
-def test_lora_regex_matches_only_language_model_projections(model):
-    regex = SPEC.lora_target_regex()
+def _lora_targets(model) -> set[str]:
+    """The module names the family puts LoRA on (the language model's projections)."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+
+    return set(get_family("llava_next_video").lora_targets(model, TrainConfig(family="llava_next_video")))
+
+
+def test_lora_targets_are_only_language_model_projections(model):
+    targets = _lora_targets(model)
     names = [name for name, _ in model.named_modules()]
-    matched = [name for name in names if re.fullmatch(regex, name)]
+    matched = [name for name in names if name in targets]
     layers = model.config.text_config.num_hidden_layers
     expected = {
         f"model.language_model.layers.{i}.{block}.{proj}"
@@ -148,14 +155,14 @@ def test_lora_regex_matches_only_language_model_projections(model):
     assert set(matched) == expected and len(matched) == 7 * layers
     # The CLIP tower has q_proj/k_proj/v_proj too: none may match.
     vision_projs = [n for n in names if n.startswith(SPEC.vision_tower) and n.rsplit(".", 1)[-1] in PROJECTIONS]
-    assert vision_projs and not any(re.fullmatch(regex, n) for n in vision_projs)
+    assert vision_projs and not any(n in targets for n in vision_projs)
 
 
-def test_lora_regex_with_peft(tiny_path):
+def test_lora_targets_with_peft(tiny_path):
     from peft import LoraConfig, get_peft_model
 
     fresh = SPEC.load_model(tiny_path, torch.float32)
-    peft_model = get_peft_model(fresh, LoraConfig(r=4, lora_alpha=4, target_modules=SPEC.lora_target_regex()))
+    peft_model = get_peft_model(fresh, LoraConfig(r=4, lora_alpha=4, target_modules=sorted(_lora_targets(fresh))))
     wrapped = {n for n, m in peft_model.named_modules() if hasattr(m, "lora_A")}
     assert len(wrapped) == 7 * fresh.config.text_config.num_hidden_layers
     assert all(".language_model.layers." in n for n in wrapped)

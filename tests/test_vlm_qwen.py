@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import re
 
 import numpy as np
 import pytest
@@ -37,6 +36,14 @@ def parts(tiny, spec):
     """(model fp32 eval, tokenizer, prep) as the family loads them."""
     model = spec.load_model(tiny, torch.float32).eval()
     return model, spec.load_tokenizer(tiny), spec.load_preprocessing(tiny)
+
+
+def _lora_targets(model) -> set[str]:
+    """The module names the family puts LoRA on (the language model's projections)."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+
+    return set(get_family("qwen2_5_vl").lora_targets(model, TrainConfig(family="qwen2_5_vl")))
 
 
 def _frames(n, height, width, seed=0):
@@ -109,7 +116,7 @@ def test_load_preprocessing_reads_qwen_keys(tiny, spec, tmp_path):
 # --------------------------------------------------------------------------------------
 # Module names and LoRA targets
 # --------------------------------------------------------------------------------------
-def test_module_paths_and_lora_regex(tiny, parts, spec):
+def test_module_paths_and_lora_targets(tiny, parts, spec):
     model, _, _ = parts
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as m
 
@@ -117,21 +124,21 @@ def test_module_paths_and_lora_regex(tiny, parts, spec):
     assert isinstance(spec.module(model, spec.projector), m.Qwen2_5_VLPatchMerger)
     assert isinstance(spec.module(model, spec.language_model), m.Qwen2_5_VLTextModel)
 
-    regex = spec.lora_target_regex()
+    targets = _lora_targets(model)
     names = [n for n, _ in model.named_modules()]
-    matched = [n for n in names if re.fullmatch(regex, n)]
+    matched = [n for n in names if n in targets]
     expected = [f"model.language_model.layers.{i}.{'self_attn' if p[0] in 'qkvo' else 'mlp'}.{p}"
                 for i in range(2) for p in LM_PROJECTIONS]
     assert sorted(matched) == sorted(expected)
     # The vision tower really has same-named modules (its MLP), and none of them is matched.
     vision = [n for n in names if n.startswith("model.visual.")]
     assert any(n.endswith("mlp.gate_proj") for n in vision) and any(n.endswith("attn.qkv") for n in vision)
-    assert not [n for n in vision if re.fullmatch(regex, n)]
+    assert not [n for n in vision if n in targets]
 
     from peft import LoraConfig, inject_adapter_in_model
 
     fresh = spec.load_model(tiny, torch.float32)
-    inject_adapter_in_model(LoraConfig(r=2, lora_alpha=4, target_modules=regex), fresh)
+    inject_adapter_in_model(LoraConfig(r=2, lora_alpha=4, target_modules=sorted(targets)), fresh)
     lora = {n.rsplit(".lora_A", 1)[0] for n, _ in fresh.named_parameters() if ".lora_A." in n}
     assert sorted(lora) == sorted(expected)
 
@@ -259,8 +266,8 @@ def test_forward_loss_backward_reaches_lora_targets(tiny, spec, parts):
     loss = model(**batch).loss
     assert torch.isfinite(loss)
     loss.backward()
-    regex = spec.lora_target_regex()
-    targets = {n: m for n, m in model.named_modules() if re.fullmatch(regex, n)}
+    wanted = _lora_targets(model)
+    targets = {n: m for n, m in model.named_modules() if n in wanted}
     assert len(targets) == 14
     for name, module in targets.items():
         assert module.weight.grad is not None and module.weight.grad.abs().sum() > 0, name

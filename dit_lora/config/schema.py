@@ -374,6 +374,13 @@ class TrainConfig:
     skip_doctor: bool = opt(False, "Skip the environment check at start (not recommended).", section="misc")
 
     @property
+    def weight_dtype(self):
+        """The torch dtype --mixed_precision names: frozen weights load in it and autocast computes in it."""
+        import torch
+
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[self.mixed_precision]
+
+    @property
     def effective_lora_alpha(self) -> float:
         """LoRA alpha with the documented default (alpha = rank)."""
         return float(self.rank if self.lora_alpha is None else self.lora_alpha)

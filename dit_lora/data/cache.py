@@ -18,7 +18,8 @@ from typing import Any, Callable
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+
+from ..fileio import save_safetensors_atomic
 
 
 
@@ -185,6 +186,4 @@ def build_cache(
 
 
 def _atomic_save(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    save_file(tensors, str(tmp))
-    os.replace(tmp, path)
+    save_safetensors_atomic(tensors, path)

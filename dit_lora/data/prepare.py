@@ -147,7 +147,7 @@ def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
     path = Path(cfg.output_dir) / QUARANTINE_FILE
     if accelerator.is_main_process:
-        from ..output.report import write_json_atomic
+        from ..fileio import write_json_atomic
 
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(path, quarantine)

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from ..errors import UserError
+from ..fileio import write_bytes_atomic
 from .sources import dataset_captions, missing_caption_column_error, name_some, open_dataset
 from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
 
@@ -43,10 +43,7 @@ def materialise_clip(data: bytes, folder: str | os.PathLike, suffix: str = ".mp4
     if path.is_file() and path.stat().st_size == len(data):
         return path
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-    return path
+    return write_bytes_atomic(path, data)
 
 
 def _suffix(name: str | None) -> str:

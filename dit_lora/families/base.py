@@ -119,8 +119,7 @@ class ModelFamily(ABC):
         Keys are ``"denoiser"`` or names in ``comps.encoders``; trainable (LoRA) parameters are always
         expected in fp32 and are checked separately.
         """
-        weight = {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
-        return {"denoiser": weight}
+        return {"denoiser": cfg.weight_dtype}
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision, shown before training."""

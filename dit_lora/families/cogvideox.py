@@ -102,10 +102,6 @@ PUBLISHED_SIZES = (
 )
 
 
-def _dtype(cfg: TrainConfig) -> torch.dtype:
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
-
-
 def _read_model_index(cfg: TrainConfig) -> dict | None:
     path = cfg.pretrained_model_name_or_path
     if is_local(path):
@@ -459,14 +455,14 @@ class CogVideoXFamily(ModelFamily):
     # ---- loading ---------------------------------------------------------------------------
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer, VAE and T5 in the run's weight dtype (bf16 by default), as the reference trainers."""
-        weight = _dtype(cfg)
+        weight = cfg.weight_dtype
         return {"denoiser": weight, "vae": weight, "text_encoder": weight}
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
         from transformers import AutoTokenizer, T5EncoderModel
 
-        path, dtype = cfg.pretrained_model_name_or_path, _dtype(cfg)
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision}
         try:
             transformer = CogVideoXTransformer3DModel.from_pretrained(
@@ -658,7 +654,7 @@ class CogVideoXFamily(ModelFamily):
         from ..output.adapter import load_adapter
 
         pipe = self._pipeline_class().from_pretrained(
-            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=_dtype(cfg),
+            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
         )
         load_adapter(pipe, adapter_dir)
         if cfg.enable_slicing:

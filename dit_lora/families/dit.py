@@ -143,10 +143,6 @@ def split_class_names(prompt: str, known) -> list[str]:
     return [p.strip() for p in prompt.split(",") if p.strip()]
 
 
-def _dtype(cfg: TrainConfig) -> torch.dtype:
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
-
-
 class DiTFamily(ModelFamily):
     """Class-conditional DiT (facebook/DiT-XL-2-256/512 and tiny random variants)."""
 
@@ -212,7 +208,7 @@ class DiTFamily(ModelFamily):
 
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
-        return {"denoiser": _dtype(cfg), "vae": torch.float32}
+        return {"denoiser": cfg.weight_dtype, "vae": torch.float32}
 
     # ---- loading ---------------------------------------------------------------------------
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
@@ -222,7 +218,7 @@ class DiTFamily(ModelFamily):
         common = {"revision": cfg.revision}
         try:
             transformer = DiTTransformer2DModel.from_pretrained(
-                path, subfolder="transformer", torch_dtype=_dtype(cfg), variant=cfg.variant, **common
+                path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant, **common
             )
             vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
         except (OSError, ValueError, EnvironmentError) as err:
@@ -426,7 +422,7 @@ class DiTFamily(ModelFamily):
         path = cfg.pretrained_model_name_or_path
         vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
         pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
-                                           torch_dtype=_dtype(cfg))
+                                           torch_dtype=cfg.weight_dtype)
         load_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)

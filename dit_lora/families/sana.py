@@ -106,19 +106,16 @@ class SanaFamily(ModelFamily):
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
 
     # ---- loading ---------------------------------------------------------------------------
-    def _dtypes(self, cfg: TrainConfig) -> torch.dtype:
-        return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
-
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
-        weight = self._dtypes(cfg)
+        weight = cfg.weight_dtype
         return {"denoiser": weight, "text_encoder": weight, "vae": torch.float32}
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         from diffusers import AutoencoderDC, SanaTransformer2DModel
         from transformers import AutoModel, AutoTokenizer
 
-        path, dtype = cfg.pretrained_model_name_or_path, self._dtypes(cfg)
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision}
         try:
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
@@ -297,7 +294,7 @@ class SanaFamily(ModelFamily):
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
         vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
         pipe = SanaPipeline.from_pretrained(
-            path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=self._dtypes(cfg),
+            path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
         )
         load_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)

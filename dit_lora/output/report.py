@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from PIL import Image, ImageDraw
 
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON via a temporary file and rename (never a half-written file); NaN is refused."""
-    tmp = Path(path).with_name(f".{Path(path).name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, allow_nan=False, default=str))
-    os.replace(tmp, path)
 
 
 def finite_or_none(x: float | None) -> float | None:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import UserError
+from ..fileio import write_text_atomic
 
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -143,10 +144,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
     fault_point("checkpoint_before_marker", step)
     if accelerator.is_main_process:
         _fsync_tree(tmp)
-        marker = tmp / COMPLETE_MARKER
-        marker.write_text(json.dumps({"step": step, "num_processes": accelerator.num_processes}))
-        with open(marker, "rb") as fh:
-            os.fsync(fh.fileno())
+        write_text_atomic(tmp / COMPLETE_MARKER, json.dumps({"step": step, "num_processes": accelerator.num_processes}))
         if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
             old = output_dir / f".old-checkpoint-{step}"
             os.replace(final, old)

@@ -14,7 +14,7 @@ finite in both is *not reproduced* (a transient fault). Gradients are computed w
 stream of the run changes, and every dtype is restored to the exact tensor it was before.
 
 The result is JSON-safe (NaN/Inf appear as the strings ``"nan"``, ``"inf"``, ``"-inf"``):
-:func:`write_report` writes it atomically to ``output_dir/nonfinite_report.json`` and
+the recovery writes it to ``output_dir/nonfinite_report.json`` and
 :func:`~.diagnose_advice.format_paragraph` renders the one paragraph the log shows, with advice.
 """
 
@@ -23,13 +23,10 @@ from __future__ import annotations
 import contextlib
 import math
 from functools import partial
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
 
-from ..output.names import NONFINITE_REPORT_FILE
-from ..output.report import write_json_atomic
 from .diagnose_advice import _MAX_NAMES, advice_for, format_paragraph
 
 __all__ = [
@@ -37,7 +34,6 @@ __all__ = [
     "diagnose_step",
     "format_paragraph",
     "tensor_stats",
-    "write_report",
 ]
 
 #: Possible values of ``report["classification"]``.
@@ -478,12 +474,3 @@ def diagnose_step(
     report = _json_safe(report)
     report["paragraph"] = format_paragraph(report)
     return report
-
-
-def write_report(output_dir: str | Path, report: dict[str, Any]) -> Path:
-    """Write ``report`` atomically to ``output_dir/nonfinite_report.json`` and return the path."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / NONFINITE_REPORT_FILE
-    write_json_atomic(path, _json_safe(report))
-    return path

@@ -26,8 +26,8 @@ from ..kernels import kernel_counts, kernel_runtime, patch_model
 from ..kernels.monitor import install_sample_mixing_modulate
 from ..output.adapter import assert_finite, write_adapter
 from ..output.names import ADAPTER_FILES, LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, PRECISION_AUDIT_FILE, SUMMARY_FILE
-from ..output.report import (config_dict, finite_or_none, plot_loss_curve,
-                             write_json_atomic, write_model_card)
+from ..fileio import write_json_atomic
+from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
 from . import adapters
 from .canary import attention_canary, install_broken_attention
 from .checkpoint import complete_checkpoints, fault_point, load_checkpoint, resolve_resume, save_checkpoint
@@ -189,7 +189,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, torch.nn.Module, torch.optim
             log("warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
                 "(use --kernels on)")
     if cfg.attention_canary:
-        attention_canary(denoiser, accelerator.device, _autocast_dtype(cfg), log)
+        attention_canary(denoiser, accelerator.device, cfg.weight_dtype, log)
         denoiser.zero_grad(set_to_none=True)
     world = accelerator.num_processes
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
@@ -431,10 +431,6 @@ def _peak_memory_bytes(device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def _autocast_dtype(cfg: TrainConfig) -> torch.dtype:
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[cfg.mixed_precision]
 
 
 def _finish(accelerator, cfg, family, comps, denoiser, lora_config, backbone_names, state, validation_cond,

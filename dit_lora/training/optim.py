@@ -1,8 +1,6 @@
-"""Optimizer and learning-rate schedule construction (and their JSON-safe schedule state)."""
+"""Optimizer and learning-rate schedule construction."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 
@@ -36,14 +34,3 @@ def make_lr_scheduler(cfg, optimizer, max_steps: int):
     )
 
 
-def scheduler_state(scheduler) -> dict[str, Any]:
-    """The schedule's state without its lambdas (functions are rebuilt from the config)."""
-    return {k: v for k, v in scheduler.state_dict().items() if k != "lr_lambdas"}
-
-
-def load_scheduler_state(scheduler, state: dict[str, Any]) -> None:
-    """Restore what :func:`scheduler_state` saved."""
-    full = scheduler.state_dict()
-    full.update(state)
-    full["lr_lambdas"] = [None] * len(scheduler.optimizer.param_groups)
-    scheduler.load_state_dict(full)

@@ -16,7 +16,7 @@ from ..data import batches as batch_lib
 from ..data.prepare import batch_to_device
 from ..errors import UserError
 from ..output.names import NONFINITE_REPORT_FILE
-from ..output.report import write_json_atomic
+from ..fileio import write_json_atomic
 from .guard import GuardReading, StepGuard
 
 

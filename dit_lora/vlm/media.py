@@ -11,7 +11,7 @@ answer-only labels. Nothing is cached: a video LLM sees the frames through its o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -116,29 +116,36 @@ class VideoQAMedia:
         tokenizer, preprocessing and config (not its weights) are read, and each conversation is fitted to
         --max_sequence_length with its clip's real video-token count, as the dataset will.
         """
-        cfg, family = self.cfg, self.family
-        fit, note = None, ("token budget: not checked (pass --pretrained_model_name_or_path to fit each "
-                           "conversation to --max_sequence_length)")
+        cfg = self.cfg
+        fit = None
+        note = ("token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
+                "--max_sequence_length)")
         if cfg.pretrained_model_name_or_path:
-            family.load_processing(cfg.pretrained_model_name_or_path)
-            max_length = family.max_length(cfg)
+            self.family.load_processing(cfg.pretrained_model_name_or_path)
+            max_length = self.family.max_length(cfg)
+            fit = self._token_budget(max_length)
             note = f"token budget: each conversation fitted to --max_sequence_length {max_length} with its video tokens"
-
-            def fit(sample: QASample, clip) -> tuple[str | None, str | None]:
-                _, count = family.frame_inputs(clip.frames, clip.fps)
-                try:
-                    _, dropped = fit_conversation(family, sample, count, max_length)
-                except UserError as err:
-                    return str(err).split(": ", 1)[-1], None
-                if dropped:
-                    return None, (f"its last {dropped} QA round(s) are cut to fit --max_sequence_length {max_length} "
-                                  f"({count} video tokens)")
-                return None, None
-
         log(f"checking {len(samples)} QA sample(s) at {cfg.num_frames} frames ...")
         rows = check_qa_samples(samples, num_frames=cfg.num_frames, fit=fit)
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
         return rows, usable, note
+
+    def _token_budget(self, max_length: int) -> Callable[[QASample, Any], tuple[str | None, str | None]]:
+        """check-data's per-sample fit: (blocking problem, warning), as :func:`fit_conversation` will fit it."""
+        family = self.family
+
+        def fit(sample: QASample, clip) -> tuple[str | None, str | None]:
+            _, count = family.frame_inputs(clip.frames, clip.fps)
+            try:
+                _, dropped = fit_conversation(family, sample, count, max_length)
+            except UserError as err:
+                return str(err).split(": ", 1)[-1], None
+            if dropped:
+                return None, (f"its last {dropped} QA round(s) are cut to fit --max_sequence_length {max_length} "
+                              f"({count} video tokens)")
+            return None, None
+
+        return fit
 
     def namespace_identity(self) -> dict[str, Any]:
         return {"family": self.family.name, "num_frames": self.cfg.num_frames}

@@ -18,7 +18,6 @@ what the real preprocessors feed the model.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -224,17 +223,6 @@ class VideoLLMSpec:
                 f"{type(model).__name__} has no module {dotted!r} (top-level children: {children}); "
                 f"the {self.name} spec does not match this transformers version"
             ) from err
-
-    def lora_target_regex(self) -> str:
-        """PEFT ``target_modules`` regex for the language model's projections only.
-
-        PEFT applies a string ``target_modules`` with ``re.fullmatch`` to each module name, so
-        anchoring at the language model's path keeps the vision tower's identically named
-        ``q_proj``/``k_proj``/... (CLIP, SigLIP) and the projector out of the adapter.
-        """
-        prefix = re.escape(self.language_model)
-        names = "|".join(re.escape(p) for p in self.lora_projections)
-        return rf"{prefix}\.(?:.*\.)?(?:{names})"
 
     # -- loading ------------------------------------------------------------------------
     @staticmethod
