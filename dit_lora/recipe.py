@@ -29,12 +29,11 @@ def _default_family(argv: list[str], family: str) -> list[str]:
 def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[str] = ()) -> int:
     """Parse options, check the environment, then train ``family`` (or one of ``also``); returns an exit code."""
     from .config import parse_config
+    from .families import available, get_family
 
     argv = _default_family(list(sys.argv[1:] if argv is None else argv), family)
-    cfg = parse_config(argv, prog=f"{family}_lora.py")
+    cfg = parse_config(argv, prog=get_family(family).recipe_script.rsplit("/", 1)[-1])
     if cfg.family != family and cfg.family not in also:
-        from .families import available, get_family
-
         where = get_family(cfg.family).recipe_script if cfg.family in available() else "the recipe of that family"
         allowed = " or ".join(f"`{name}`" for name in (family, *also))
         raise UserError(

@@ -154,7 +154,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
 
 def test_class_count_mismatch_stops_with_both_numbers(tiny_dit, shape_classes, tmp_path):
     proc = run_recipe(base_args(tiny_dit, shape_classes, tmp_path / "out", tmp_path / "cache"),
-                      recipe="dit", timeout=300)
+                      recipe="dit_class", timeout=300)
     text = " ".join((proc.stdout + proc.stderr).split())  # the message is wrapped to the terminal width
     assert proc.returncode == 2, text
     assert "Traceback" not in text
@@ -171,7 +171,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     from dit_lora.training import adapters
     from dit_lora.training.checkpoint import TRAINABLE_FILE
 
-    demo_cfg = ROOT / "recipes/configs/dit/demo.yaml"
+    demo_cfg = ROOT / "recipes/configs/dit_class/demo.yaml"
     cfg = yaml.safe_load(demo_cfg.read_text())
     demo = tmp_path / "demo"
     overrides = {"pretrained_model_name_or_path": demo / "tiny-dit", "train_data_dir": demo / "classes",
@@ -180,7 +180,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     for k, v in overrides.items():
         args += [f"--{k}", str(v)]
     start = time.time()
-    proc = run_recipe(args, recipe="dit", timeout=300)
+    proc = run_recipe(args, recipe="dit_class", timeout=300)
     elapsed = time.time() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "class embedding resized: 1000 -> 3 classes" in proc.stdout
