@@ -34,6 +34,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+_CURRENT = {"slow": True}
+
+
+@pytest.fixture(autouse=True)
+def _training_runs_are_marked_slow(request, monkeypatch):
+    """A test that trains (a recipe subprocess or ``train()`` in process) must carry ``@pytest.mark.slow``, so
+    ``pytest -m "not slow"`` is the quick tier the README promises contributors. Enforced, not remembered."""
+    _CURRENT["slow"] = request.node.get_closest_marker("slow") is not None
+    if not _CURRENT["slow"]:
+        from dit_lora.training import run as run_stage
+
+        def refuse(cfg):
+            pytest.fail(f"{request.node.nodeid} trains but is not marked slow: add @pytest.mark.slow", pytrace=False)
+
+        monkeypatch.setattr(run_stage, "check_output_dir", refuse)
+    yield
+
+
 @pytest.fixture(scope="session")
 def tiny_sana(tmp_path_factory) -> Path:
     """A tiny random SanaPipeline saved like a real diffusers repo (bf16 transformer/text encoder, fp32 VAE)."""
@@ -86,6 +104,8 @@ def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> l
 def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None,
                recipe: str = "sana"):
     """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output."""
+    if not _CURRENT["slow"]:
+        pytest.fail("this test runs a recipe but is not marked slow: add @pytest.mark.slow", pytrace=False)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     script = RECIPE if recipe == "sana" else ROOT / "recipes" / f"{recipe}_lora.py"
     cmd = (launcher or [sys.executable]) + [str(script), *args]

@@ -84,6 +84,7 @@ def _lora_of(pipe) -> dict[str, torch.Tensor]:
     return {n: p.detach().float() for n, p in pipe.transformer.named_parameters() if "lora_" in n}
 
 
+@pytest.mark.slow
 def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     """Train, write an MP4 from the reloaded adapter; the adapter holds exactly the trained weights."""
     from diffusers import CogVideoXPipeline
@@ -125,6 +126,7 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     assert "12/12 samples already cached" in again.stdout
 
 
+@pytest.mark.slow
 def test_i2v_15_txt_layout_quarantines_bad_clips(models, clip_sets, tmp_path):
     """I2V on the 1.5 architecture (latent padding, ofs) from prompts.txt/videos.txt with bad clips listed."""
     out = tmp_path / "out"
@@ -150,6 +152,7 @@ def test_i2v_15_txt_layout_quarantines_bad_clips(models, clip_sets, tmp_path):
         assert float(container.streams.video[0].average_rate) == 16  # CogVideoX 1.5 plays at 16 fps
 
 
+@pytest.mark.slow
 def test_2b_uncached_logit_normal_capped_and_fault_skipped(models, clip_sets, tmp_path):
     """2B (sin-cos positions), no cache, logit-normal timesteps, capped weights; an injected NaN is skipped."""
     out = tmp_path / "out"
@@ -163,6 +166,7 @@ def test_2b_uncached_logit_normal_capped_and_fault_skipped(models, clip_sets, tm
     assert not (tmp_path / "cache").exists()  # nothing was cached
 
 
+@pytest.mark.slow
 def test_two_buckets_on_two_processes(models, clip_sets, tmp_path):
     """9- and 5-frame clips in their own buckets, two gloo processes: batches never mix shapes, ranks agree."""
     out = tmp_path / "out"
@@ -193,6 +197,7 @@ def test_two_buckets_on_two_processes(models, clip_sets, tmp_path):
         ("prompts/videos mismatch", {"data": "mismatch"}, ["prompts.txt", "videos.txt"]),
     ],
 )
+@pytest.mark.slow
 def test_bad_input_ends_in_one_paragraph(models, clip_sets, tmp_path, case, overrides, needles):
     data = clip_sets["meta"]
     extra: dict = {}

@@ -104,6 +104,7 @@ def _assert_clean_failure(proc, *needles):
         assert needle in text, text
 
 
+@pytest.mark.slow
 def test_recipe_bad_inputs_end_in_seconds_without_traceback(tmp_path, tiny_sana, shapes_data):
     cache = tmp_path / "cache"
     start = time.time()
@@ -119,6 +120,7 @@ def test_recipe_bad_inputs_end_in_seconds_without_traceback(tmp_path, tiny_sana,
     assert time.time() - start < 90
 
 
+@pytest.mark.slow
 def test_finished_output_dir_is_not_overwritten(tmp_path, tiny_sana, shapes_data):
     out = tmp_path / "out"
     out.mkdir()

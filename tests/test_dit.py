@@ -152,6 +152,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
         assert not torch.allclose(partial.transformer(x, timestep=t, class_labels=labels).sample, want, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_class_count_mismatch_stops_with_both_numbers(tiny_dit, shape_classes, tmp_path):
     proc = run_recipe(base_args(tiny_dit, shape_classes, tmp_path / "out", tmp_path / "cache"),
                       recipe="dit_class", timeout=300)

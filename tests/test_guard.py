@@ -64,6 +64,7 @@ def _all_files_finite(out: Path) -> None:
             assert torch.isfinite(t.float()).all(), f"{f}:{name} is not finite"
 
 
+@pytest.mark.slow
 def test_skipped_steps_change_nothing_bitwise(tiny_sana, shapes_data, tmp_path):
     rec = StateRecorder()
     summary, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec,
@@ -89,6 +90,7 @@ def test_skipped_steps_change_nothing_bitwise(tiny_sana, shapes_data, tmp_path):
     _all_files_finite(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault,expected", [("nan_batch", "data"), ("overflow", "precision"), ("inf_grad", "model/optimizer")])
 def test_first_fault_is_diagnosed(tiny_sana, shapes_data, tmp_path, fault, expected):
     summary, out = _train(tiny_sana, shapes_data, tmp_path, inject_faults=f"{fault}@2", max_train_steps=3)
@@ -106,6 +108,7 @@ def test_first_fault_is_diagnosed(tiny_sana, shapes_data, tmp_path, fault, expec
         assert "attn" in text
 
 
+@pytest.mark.slow
 def test_persistent_fault_rolls_back_then_stops_with_last_finite_adapter(tiny_sana, shapes_data, tmp_path):
     rec = StateRecorder()
     err, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec, max_train_steps=30, inject_faults="nan_loss@5-30",
@@ -131,6 +134,7 @@ def test_persistent_fault_rolls_back_then_stops_with_last_finite_adapter(tiny_sa
     _all_files_finite(out)
 
 
+@pytest.mark.slow
 def test_transient_fault_rolls_back_and_recovers(tiny_sana, shapes_data, tmp_path):
     rec = StateRecorder()
     summary, out = _train(tiny_sana, shapes_data, tmp_path, on_step=rec, max_train_steps=12,
@@ -144,6 +148,7 @@ def test_transient_fault_rolls_back_and_recovers(tiny_sana, shapes_data, tmp_pat
     _all_files_finite(out)
 
 
+@pytest.mark.slow
 def test_loss_spike_guard(tiny_sana, shapes_data, tmp_path):
     summary, _ = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=26, inject_faults="spike@24",
                         skip_loss_spikes=6, lr_scheduler="constant", learning_rate=1e-4)
@@ -154,6 +159,7 @@ def test_loss_spike_guard(tiny_sana, shapes_data, tmp_path):
     assert without["skipped_steps"] == 0  # a finite spike passes without the option
 
 
+@pytest.mark.slow
 def test_absurd_learning_rate_ends_with_a_verdict_not_finished(tiny_sana, shapes_data, tmp_path):
     """Default guard flags: a run that skips most of its updates exits 3 and labels its last finite adapter."""
     result, out = _train(tiny_sana, shapes_data, tmp_path, learning_rate=1e6, max_train_steps=20,
@@ -172,6 +178,7 @@ def test_absurd_learning_rate_ends_with_a_verdict_not_finished(tiny_sana, shapes
     _all_files_finite(out)
 
 
+@pytest.mark.slow
 def test_a_last_window_without_an_applied_update_is_a_failed_run(tiny_sana, shapes_data, tmp_path):
     # 4 of 20 updates skipped (under the 0.5 fraction) but all of them in the last check window (17-20).
     result, out = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=20, inject_faults="nan_loss@17-20")
@@ -185,12 +192,14 @@ def test_a_last_window_without_an_applied_update_is_a_failed_run(tiny_sana, shap
     assert isinstance(accepted, dict) and accepted["status"] == "completed" and accepted["verdict"] is None
 
 
+@pytest.mark.slow
 def test_fault_spec_errors_are_one_paragraph(tiny_sana, shapes_data, tmp_path):
     proc = run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o", tmp_path / "c", inject_faults="nan_los@3"))
     assert proc.returncode == 2
     assert "nan_loss" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
     """A NaN loss on rank 1 only (its gradients stay finite) must skip the step on rank 0 too."""
     import sys
@@ -210,6 +219,7 @@ def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
 
 
 
+@pytest.mark.slow
 def test_fault_drills_on_dit(tiny_dit, shape_classes, tmp_path):
     """The same guarantees on the class-conditional DiT family (no family-specific guard code)."""
     rec = StateRecorder()
@@ -238,6 +248,7 @@ def restore_attention():
     restore_sdpa_backends(flags)
 
 
+@pytest.mark.slow
 def test_attention_canary_falls_back_from_a_broken_kernel(tiny_sana, shapes_data, tmp_path, restore_attention, capsys):
     summary, _ = _train(tiny_sana, shapes_data, tmp_path, inject_faults="broken_attention", attention_canary="true",
                         max_train_steps=4)
@@ -246,6 +257,7 @@ def test_attention_canary_falls_back_from_a_broken_kernel(tiny_sana, shapes_data
     assert "math" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_without_the_canary_a_broken_kernel_is_stopped_not_trained(tiny_sana, shapes_data, tmp_path, restore_attention):
     from dit_lora.training.recovery import RunStopped
 
@@ -272,6 +284,7 @@ def test_guarded_steps_never_sync_on_cuda(tiny_sana, shapes_data, tmp_path):
     assert summary["device"].startswith("cuda") and summary["skipped_steps"] == 2
 
 
+@pytest.mark.slow
 def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data, tmp_path):
     """The control: --finite_guard false applies the Inf gradient, and nothing non-finite is written."""
     from dit_lora.output.adapter import NonFiniteWeightsError
@@ -281,6 +294,7 @@ def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data
     assert not (out / "pytorch_lora_weights.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data, tmp_path, monkeypatch):
     """A layer left in fp16 after loading is named in the log and in output_dir/precision_audit.json."""
     from dit_lora.families.sana import SanaFamily
@@ -300,6 +314,7 @@ def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data
     assert any(m["name"].startswith("proj_out") for m in audit)
 
 
+@pytest.mark.slow
 def test_guard_state_resumes_exactly_and_reaches_the_tracker(tiny_sana, shapes_data, tmp_path):
     """Counters, schedule position, LR factor and the rollback snapshot live in the checkpoint: stop at 4, resume to 8."""
     # The check at step 4 sees one skip in a row (no new snapshot: the last is step 2's) and the checkpoint at

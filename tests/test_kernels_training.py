@@ -20,6 +20,7 @@ def _losses(summary: dict) -> list[float]:
     return [loss for _, loss in summary["loss_history"]]
 
 
+@pytest.mark.slow
 def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp_path):
     common = {"max_train_steps": STEPS, "validation_steps": 1, "lr_scheduler": "constant", "lr_warmup_steps": 0,
               "kernel_check_interval": 10}
@@ -41,6 +42,7 @@ def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp
     assert sum(b[-5:]) < sum(b[:5])  # and it trains
 
 
+@pytest.mark.slow
 def test_a_sample_mixing_kernel_is_switched_off_at_the_first_check_and_its_step_skipped(tiny_sana, shapes_data,
                                                                                        tmp_path):
     summary, out = _train(tiny_sana, shapes_data, tmp_path, kernels="on", max_train_steps=4,
@@ -57,6 +59,7 @@ def test_a_sample_mixing_kernel_is_switched_off_at_the_first_check_and_its_step_
     assert summary["kernels"]["implementations"]["gated_residual"] == "triton"  # only the faulty op goes
 
 
+@pytest.mark.slow
 def test_without_the_canary_the_first_kernel_check_moves_a_nan_attention_backend_to_math(tiny_sana, shapes_data,
                                                                                         tmp_path):
     from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
@@ -75,6 +78,7 @@ def test_without_the_canary_the_first_kernel_check_moves_a_nan_attention_backend
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 4 and summary["final_loss"] is not None
 
 
+@pytest.mark.slow
 def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shapes_data, tmp_path):
     out = tmp_path / "out"
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
@@ -92,6 +96,7 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("resolution,seed,batch", [(32, 0, 2), (32, 1, 2), (48, 2, 2), (64, 3, 4), (48, 4, 3)])
 def test_default_flags_never_flag_a_healthy_kernel(tiny_sana, shapes_data, tmp_path, resolution, seed, batch):
     """What a new user runs: default flags (kernels auto, canary, checks) at small sizes. The fp32 attention

@@ -18,7 +18,7 @@ from dit_lora.training.sync_audit import HostSyncError, SyncAudit
 
 DEMOS = {  # config -> (model folder, data path inside the demo folder)
     "sana/demo.yaml": ("tiny-sana", "shapes"),
-    "dit/demo.yaml": ("tiny-dit", "shape-classes"),
+    "dit_class/demo.yaml": ("tiny-dit", "shape-classes"),
     "cogvideox/demo.yaml": ("tiny-cogvideox", "clips"),
     "cogvideox/i2v_demo.yaml": ("tiny-cogvideox-i2v", "clips-i2v"),
     "videochat/demo.yaml": ("tiny-llava-next-video", "qa-clips/videochat2.json"),

@@ -93,6 +93,7 @@ def test_two_process_gloo_run(tmp_path, tiny_sana, shapes_data):
         assert torch.equal(weights["transformer." + name.replace(".default.", ".")], expected), name
 
 
+@pytest.mark.slow
 def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
     data = tmp_path / "data"
     shutil.copytree(shapes_data, data)
@@ -110,6 +111,7 @@ def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
     assert proc.returncode == 2 and "--max_bad_samples_fraction" in text and "Traceback" not in text
 
 
+@pytest.mark.slow
 def test_uncached_path_encodes_on_the_fly(tmp_path, tiny_sana, shapes_data):
     """--cache_latents false: VAE and text encoder stay loaded and encode each batch; nothing is cached."""
     out, cache = tmp_path / "out", tmp_path / "cache"

@@ -78,6 +78,7 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
                            value * 2 if ".lora_B." in name else value), name
 
 
+@pytest.mark.slow
 def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):
     """A kernel switched off before a checkpoint stays off after it (broken_kernel drill, --kernels on)."""
     out, cache = tmp_path / "out", tmp_path / "cache"
@@ -91,6 +92,7 @@ def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):
     assert [f["step"] for f in summary["kernels"]["fallbacks"]] == [1] and summary["skipped_steps"] == 1
 
 
+@pytest.mark.slow
 def test_resume_from_incomplete_checkpoint_is_refused(tmp_path, tiny_sana, shapes_data):
     out = tmp_path / "out"
     (out / "checkpoint-3").mkdir(parents=True)

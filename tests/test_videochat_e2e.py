@@ -57,6 +57,7 @@ def _train_in_process(args: list[str]):
     return summary, seen["model"]
 
 
+@pytest.mark.slow
 def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(assets, tmp_path):
     from peft import PeftModel
 
@@ -127,6 +128,7 @@ def _a_batch(spec, model_dir: Path, annotation: Path) -> dict:
     return batch
 
 
+@pytest.mark.slow
 def test_qwen_chat_format_through_the_recipe_with_a_fault_drill(assets, tmp_path):
     out = tmp_path / "out"
     proc = run_recipe(_args(assets["qwen"], assets["chat"], out, family="qwen2_5_vl", inject_faults="nan_loss@3",
@@ -140,6 +142,7 @@ def test_qwen_chat_format_through_the_recipe_with_a_fault_drill(assets, tmp_path
     assert (out / "dit_lora_backbone.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_fp16_is_refused_in_one_paragraph(assets, tmp_path):
     proc = run_recipe(_args(assets["llava"], assets["videochat2"], tmp_path / "out", mixed_precision="fp16"),
                       recipe="videochat")
@@ -147,6 +150,7 @@ def test_fp16_is_refused_in_one_paragraph(assets, tmp_path):
     assert "fp16" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_clips_are_quarantined_and_the_demo_config_is_shipped(assets, tmp_path):
     import shutil
 
@@ -165,6 +169,7 @@ def test_bad_clips_are_quarantined_and_the_demo_config_is_shipped(assets, tmp_pa
     assert (ROOT / "recipes" / "configs" / "videochat" / "demo.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
     demo = tmp_path / "demo"
     proc = run_recipe(["--config", str(ROOT / "recipes" / "configs" / "videochat" / "demo.yaml"),
@@ -198,6 +203,7 @@ def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_mode
     assert torch.allclose(got, want, rtol=1e-5), (got, want)
 
 
+@pytest.mark.slow
 def test_vision_tower_and_loraplus_get_their_own_groups(assets, tmp_path):
     out = tmp_path / "out"
     summary, _ = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",

@@ -278,8 +278,8 @@ def test_screen_quarantines_bad_videos_by_key_and_checks_each_video_once(tmp_pat
             for video in ("good.mp4", "corrupt.mp4", "good.mp4", "truncated.mp4", "missing.mp4", "good.mp4", "corrupt.mp4")]
     samples = load_qa_samples(write_json(tmp_path / "vc2.json", rows))
     calls: list[Path] = []
-    real = vlm_data.read_frames
-    monkeypatch.setattr(vlm_data, "read_frames", lambda video, n: calls.append(video) or real(video, n))
+    real = vlm_data.read_clip
+    monkeypatch.setattr(vlm_data, "read_clip", lambda video, n: calls.append(video) or real(video, n))
     lines: list[str] = []
     quarantine: list[dict] = []
     good = screen_qa_samples(samples, num_frames=8, log=lines.append, quarantine=quarantine)

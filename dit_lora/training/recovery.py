@@ -13,7 +13,6 @@ from typing import Any, Callable
 import torch
 
 from ..data import batches as batch_lib
-from ..data.prepare import batch_to_device
 from ..errors import UserError
 from ..output.names import NONFINITE_REPORT_FILE
 from ..fileio import write_json_atomic
@@ -34,9 +33,10 @@ class Recovery:
     """Host-side half of the guard: replay records, diagnosis, snapshots, rollbacks, the report."""
 
     def __init__(self, *, guard: StepGuard, accelerator, family, comps, cfg, data, order: batch_lib.EpochBatches,
-                 injector, log: Callable[[str], None]):
+                 injector, load_batch: Callable[[dict, int], dict], log: Callable[[str], None]):
+        """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw."""
         self.guard, self.accelerator, self.family, self.comps, self.cfg = guard, accelerator, family, comps, cfg
-        self.data, self.order, self.injector, self.log = data, order, injector, log
+        self.data, self.order, self.injector, self.load_batch, self.log = data, order, injector, load_batch, log
         self.out = Path(cfg.output_dir)
         self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
         self.report: dict[str, Any] | None = None
@@ -118,10 +118,7 @@ class Recovery:
             for step, epoch, batch_in_epoch, gen_state in self.records.get(slot, []):
                 items = next(iter(self.order.batches(epoch, batch_in_epoch)))
                 collate = getattr(self.data.dataset, "collate", batch_lib.collate)  # as epoch_loader batches
-                batch = collate([self.data.dataset[item] for item in items])
-                batch = batch_to_device(batch, acc.device, self.family, self.comps, self.data.cached)
-                if self.injector is not None:
-                    batch = self.injector.batch(step, batch)
+                batch = self.load_batch(collate([self.data.dataset[item] for item in items]), step)
                 names = [self._name(i) for i in batch["sample_index"]]
                 report = diagnose_step(
                     model=model, loss_fn=self._loss_fn(step), batch=batch, generator_state=gen_state,

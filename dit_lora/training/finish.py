@@ -1,0 +1,135 @@
+"""The last stage of a run: the adapter, final samples, loss curve, summary, model card and Hub push.
+
+:func:`finish` runs after the last step, after a :class:`~.recovery.RunStopped` (the last finite adapter
+only) and for a run the recovery judged unhealthy (written and labelled, never pushed).
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..fileio import write_json_atomic
+from ..kernels import kernel_counts, kernel_runtime
+from ..output.adapter import write_adapter
+from ..output.names import LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
+from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
+from . import adapters
+from .checkpoint import complete_checkpoints
+from .run import Run
+
+
+def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = False,
+           verdict: str | None = None) -> dict[str, Any]:
+    """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped).
+
+    ``verdict`` (from :meth:`~.recovery.Recovery.verdict`) labels a run that skipped most of its updates: its
+    summary and card say so, and it is not pushed. Returns the summary (empty on ranks other than the main one).
+    """
+    accelerator, cfg, family, state, guard = run.accelerator, run.cfg, run.family, run.state, run.guard
+    out = run.out
+    accelerator.wait_for_everyone()
+    model = accelerator.unwrap_model(run.model)
+    reading = guard.read()
+    state.skipped_steps, state.rollbacks = reading.skipped, len(guard.rollbacks)
+    summary: dict[str, Any] = {}
+    if accelerator.is_main_process:
+        lora_state, backbone = adapters.split_trainable_state(model, run.saved_backbone)
+        metadata = model.peft_config["default"].to_dict()
+        patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
+        written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
+        print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
+        sample_files = [] if stopped else _final_samples(run, model)
+        plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
+                        out / LOSS_CURVE_FILE)
+        summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
+                           stopped=stopped, verdict=verdict, sample_files=sample_files)
+        write_json_atomic(out / SUMMARY_FILE, summary)
+        if run.recovery.report is not None:
+            run.recovery.report["status"] = "stopped" if stopped else "completed"
+            write_json_atomic(out / NONFINITE_REPORT_FILE, run.recovery.report)
+        if not stopped:
+            _publish(run, summary, sample_files, push=verdict is None)
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return summary
+
+
+def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
+    """Samples from a fresh pipeline with the saved adapter loaded by the consumer itself."""
+    cfg, family, out = run.cfg, run.family, run.out
+    if not cfg.validation_prompt:
+        return []
+    model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
+    pipe = family.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
+    images = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images)
+    (out / "samples").mkdir(exist_ok=True)
+    files = [family.save_sample(item, out / "samples" / f"final_{i}") for i, item in enumerate(images)]
+    del pipe
+    return files
+
+
+def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int, stopped: bool,
+             verdict: str | None, sample_files: list[Path]) -> dict[str, Any]:
+    """``train_summary.json``: what ran, how it went, where its files are."""
+    accelerator, cfg, state, guard = run.accelerator, run.cfg, run.state, run.guard
+    final_loss = state.loss_history[-1][1] if state.loss_history else None
+    report_file = run.out / NONFINITE_REPORT_FILE
+    peak = _peak_memory_bytes(accelerator.device)
+    runtime = kernel_runtime(model)
+    return {
+        "family": cfg.family,
+        "status": "stopped_nonfinite" if stopped else "mostly_skipped" if verdict else "completed",
+        "verdict": verdict,
+        "steps": state.global_step, "steps_this_run": steps_this_run,
+        "samples_seen": state.samples_seen, "wall_time_s": round(time.perf_counter() - run.started, 3),
+        "train_time_s": round(train_time, 3),
+        "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
+        "peak_memory_bytes": peak, "peak_memory_gib": round(peak / 2**30, 3), "device": str(accelerator.device),
+        "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
+        "final_loss": finite_or_none(final_loss), "skipped_steps": reading.skipped,
+        "rollbacks": len(guard.rollbacks), "nonfinite_losses": reading.nonfinite_losses,
+        "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
+        "applied_updates": reading.applied, "rollback_events": guard.rollbacks,
+        "nonfinite_report": str(report_file) if report_file.exists() else None,
+        "quarantine": run.data.quarantine,
+        "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
+        "num_processes": accelerator.num_processes,
+        "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
+        "param_groups": [vars(g) for g in run.group_info],
+        "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
+        "adapter": str(run.out / run.family.adapter_weight_name), "samples": [str(p) for p in sample_files],
+        "config": config_dict(cfg),
+    }
+
+
+def _peak_memory_bytes(device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = True) -> None:
+    """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
+    cfg, family, out = run.cfg, run.family, run.out
+    card = write_model_card(family, cfg, out, summary, sample_files)
+    where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE),
+             ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
+    where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
+    if cfg.report_to != "none":
+        where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
+    width = max(len(k) for k, _ in where)
+    head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
+    print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
+    if cfg.push_to_hub and push:
+        from ..output.hub import push_adapter
+
+        url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)
+        print(f"pushed to {url}", flush=True)
+
+
+__all__ = ["finish"]

@@ -1,0 +1,369 @@
+"""The first stage of a run: ``setup(cfg) -> Run``, everything before the first step.
+
+:class:`Run` holds what the later stages (:func:`~.loop.train_step`, :func:`~.loop.after_update`,
+:func:`~.finish.finish`) share: the accelerator, the family spec and its components, the data, the
+wrapped model, optimizer, guard, recovery, kernel runtime and the counters a checkpoint saves.
+``setup`` is itself a sequence of small stages, in the order they must run (each may stop the run with
+a :class:`~dit_lora.errors.UserError` before anything expensive happens after it):
+
+1. :func:`_start`: engine and output checks, the accelerator, the family's config checks, the fault drill;
+2. :func:`_load`: components, validation prompt, data (screening, cache), encoders released;
+3. :func:`_add_trainables`: LoRA, unfrozen backbone groups, fp32 masters, checkpointing, precision audit;
+4. :func:`_install_kernels`: fused kernels, attention backend, drills that break them, the attention canary;
+5. :func:`_build_optimizer`: parameter groups, batch order, optimizer, schedule, guard, ``accelerator.prepare``;
+6. :func:`_restore`: a checkpoint, when resuming, then the recovery and its first snapshot.
+
+The order matters for exact resume: random draws (LoRA init, the canary) happen in the same order in a
+fresh and in a resumed run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ..config import TrainConfig
+from ..data import batches as batch_lib
+from ..data.prepare import batch_to_device, prepare_data
+from ..errors import UserError
+from ..families import get_family
+from ..fileio import write_json_atomic
+from ..kernels import kernel_runtime, patch_model
+from ..kernels.monitor import install_sample_mixing_modulate
+from ..output.adapter import assert_finite
+from ..output.names import ADAPTER_FILES, PRECISION_AUDIT_FILE
+from ..output.report import config_dict
+from . import adapters
+from .canary import attention_canary, install_broken_attention
+from .checkpoint import load_checkpoint, resolve_resume
+from .faults import FaultInjector
+from .guard import StepGuard
+from .optim import make_lr_scheduler, make_optimizer
+from .precision import audit_precision, check_fp16_denoiser, format_audit
+from .recovery import Recovery
+from .sync_audit import SyncAudit
+
+
+@dataclass
+class RunState:
+    """Counters that define where a run is; saved in every checkpoint."""
+
+    global_step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    samples_seen: int = 0
+    skipped_steps: int = 0
+    rollbacks: int = 0
+    loss_history: list[list[float]] = field(default_factory=list)  # [step, loss]
+
+
+@dataclass
+class Run:
+    """Everything the stages of one training run share (built by :func:`setup`)."""
+
+    cfg: TrainConfig
+    accelerator: Any
+    family: Any
+    log: Callable[[str], None]
+    out: Path
+    started: float  # perf_counter at setup: the summary's wall time
+    resume: Path | None
+    injector: FaultInjector | None
+    comps: Any = None
+    data: Any = None
+    validation_cond: dict | None = None
+    model: torch.nn.Module | None = None  # the trained model as accelerate wraps it
+    lora_config: dict | None = None
+    backbone_names: list[str] = field(default_factory=list)
+    extra_groups: list = field(default_factory=list)  # (label, weight names, lr) of the family's extra groups
+    saved_backbone: list[str] = field(default_factory=list)  # every fully trained weight, extra groups included
+    group_info: list = field(default_factory=list)
+    kernels: Any = None
+    order: batch_lib.EpochBatches | None = None
+    max_steps: int = 0
+    interval: int = 1  # the guard's check interval, in updates
+    optimizer: Any = None
+    lr_scheduler: Any = None
+    guard: StepGuard | None = None
+    recovery: Recovery | None = None
+    generator: torch.Generator | None = None
+    state: RunState = field(default_factory=RunState)
+    sync_audit: SyncAudit | None = None
+    # Within an update (micro-batches of one optimizer step):
+    micro_losses: torch.Tensor | None = None
+    kernel_veto: bool = False  # a kernel failed its check during this update: skip it
+    update_starts: bool = True  # the next micro-batch is the first of an update
+
+    def load_batch(self, batch: dict, step: int) -> dict:
+        """A collated batch as the step consumes it: on the device, cached or encoded, with any drill applied.
+
+        The loop and the recovery's replay of a faulty step both go through here, so a replay sees what the
+        step saw.
+        """
+        batch = batch_to_device(batch, self.accelerator.device, self.family, self.comps, self.data.cached)
+        return self.injector.batch(step, batch) if self.injector is not None else batch
+
+
+def check_output_dir(cfg: TrainConfig) -> None:
+    """Refuse to overwrite a finished run unless asked to (or resuming)."""
+    out = Path(cfg.output_dir)
+    done = [name for name in ADAPTER_FILES if (out / name).exists()]
+    if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+        raise UserError(
+            f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
+            "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
+        )
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
+
+
+_SHARDED_ENGINES = {"ACCELERATE_USE_DEEPSPEED": "DeepSpeed", "ACCELERATE_USE_FSDP": "FSDP"}
+
+
+def check_engine() -> None:
+    """Refuse DeepSpeed and FSDP launches before anything loads, naming what to use instead.
+
+    The guard's promises need plain data parallelism: DeepSpeed runs the optimizer step inside its
+    backward (no step can be skipped) and returns the gradient norm as a Python float; FSDP2 shards
+    gradients into DTensors that the guard, the rollback snapshot and exact resume do not handle.
+    LoRA's frozen base is replicated under DDP at no optimizer cost.
+    """
+    for var, name in _SHARDED_ENGINES.items():
+        if os.environ.get(var, "").lower() in ("1", "true"):
+            raise UserError(
+                f"This run was launched with {name} ({var}=true), which dit-lora does not support: "
+                + ("DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
+                   if name == "DeepSpeed" else "FSDP shards gradients, which the finite-step guard, its rollback "
+                   "snapshot and exact resume do not handle. ")
+                + "Launch with `accelerate launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
+                "model is replicated, the LoRA optimizer state is small) or accelerate_configs/single_gpu.yaml; to save "
+                "memory, keep --gradient_checkpointing on and lower --train_batch_size."
+            )
+
+
+def setup(cfg: TrainConfig) -> Run:
+    """Build a :class:`Run` ready for its first (or resumed) step; see the module docstring for the stages."""
+    run = _start(cfg)
+    _load(run)
+    _add_trainables(run)
+    _install_kernels(run)
+    _build_optimizer(run)
+    _restore(run)
+    return run
+
+
+def _start(cfg: TrainConfig) -> Run:
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
+
+    check_engine()
+    family = get_family(cfg.family)
+    check_output_dir(cfg)
+    out = Path(cfg.output_dir)
+    resume = resolve_resume(out, cfg.resume_from_checkpoint)  # a bad path fails before any model loads
+    accelerator = Accelerator(
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        mixed_precision=cfg.mixed_precision,
+        log_with=None if cfg.report_to == "none" else cfg.report_to,
+        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+        # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
+        # write the same output_dir; cpu=True makes them one gloo group instead.
+        cpu=not torch.cuda.is_available(),
+    )
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched != accelerator.num_processes:
+        raise UserError(
+            f"{launched} processes were launched but they did not form one group (accelerate sees "
+            f"{accelerator.num_processes}); they would overwrite each other's output. Launch with a matching "
+            "accelerate config (see accelerate_configs/), e.g. `accelerate launch --multi_gpu --num_processes N`."
+        )
+
+    def log(msg: str) -> None:
+        if accelerator.is_main_process:
+            print(msg, flush=True)
+
+    if cfg.demo:
+        if accelerator.is_main_process:
+            family.prepare_demo(cfg)
+        accelerator.wait_for_everyone()
+    family.validate_config(cfg)
+    injector = FaultInjector.from_spec(cfg.inject_faults, accelerator.process_index)  # malformed: fail before loading
+    for note in family.start_notes(cfg):
+        log(note)
+    for note in family.precision_notes(cfg):
+        log(f"warning: {note}")
+    if cfg.allow_tf32 and torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+    set_seed(cfg.seed)
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+    return Run(cfg=cfg, accelerator=accelerator, family=family, log=log, out=out, started=time.perf_counter(),
+               resume=resume, injector=injector)
+
+
+def _load(run: Run) -> None:
+    cfg, family = run.cfg, run.family
+    run.comps = family.load_components(cfg, run.accelerator.device)
+    check_fp16_denoiser(run.comps.denoiser, cfg.allow_fp16)
+    family.configure(run.comps, cfg)
+    if cfg.validation_prompt:
+        run.validation_cond = family.encode_prompts(run.comps, [cfg.validation_prompt], with_negative=True)
+    run.data = prepare_data(cfg, family, run.comps, run.accelerator)
+    if cfg.cache_latents:
+        family.release_encoders(run.comps, keep_for_validation=bool(cfg.validation_prompt))
+        from diffusers.training_utils import free_memory
+
+        free_memory()
+
+
+def _add_trainables(run: Run) -> None:
+    cfg, family, model = run.cfg, run.family, run.comps.denoiser
+    run.lora_config = adapters.add_lora(
+        model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+        targets=family.lora_targets(model, cfg), seed=cfg.seed,
+    )
+    run.backbone_names = adapters.unfreeze_backbone(model, family.backbone_patterns(cfg))
+    run.extra_groups = [  # a weight belongs to one group
+        (label, [n for n in adapters.unfreeze_backbone(model, patterns) if n not in run.backbone_names], lr)
+        for label, patterns, lr in family.extra_trainable(cfg)]
+    run.saved_backbone = run.backbone_names + [n for _, names, _ in run.extra_groups for n in names]
+    adapters.cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    checkpointing = cfg.gradient_checkpointing
+    if checkpointing is None:
+        checkpointing = family.gradient_checkpointing_default
+    if checkpointing:
+        family.enable_gradient_checkpointing(model)
+    mismatches = audit_precision(run.comps, family.expected_dtypes(run.comps, cfg), allow_fp16=cfg.allow_fp16)
+    if mismatches:
+        run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
+        if run.accelerator.is_main_process:
+            write_json_atomic(run.out / PRECISION_AUDIT_FILE, mismatches)
+
+
+def _install_kernels(run: Run) -> None:
+    cfg, model, device = run.cfg, run.comps.denoiser, run.accelerator.device
+    patched = patch_model(model, **_kernel_switches(cfg), device=device)
+    run.kernels = kernel_runtime(model)
+    run.log(_describe_kernels(patched, run.kernels))
+    if run.injector is not None:
+        run.log(f"fault drill active: --inject_faults {cfg.inject_faults}")
+        if run.injector.broken_attention:
+            install_broken_attention()
+        if run.injector.broken_kernel and not install_sample_mixing_modulate(run.kernels):
+            run.log("warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
+                    "(use --kernels on)")
+    if cfg.attention_canary:
+        attention_canary(model, device, cfg.weight_dtype, run.log)
+        model.zero_grad(set_to_none=True)
+
+
+def _build_optimizer(run: Run) -> None:
+    cfg, accelerator, model = run.cfg, run.accelerator, run.comps.denoiser
+    world = accelerator.num_processes
+    lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
+    groups = adapters.build_param_groups(
+        model, learning_rate=cfg.learning_rate * lr_scale, backbone_names=run.backbone_names,
+        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale, weight_decay=cfg.adam_weight_decay,
+        loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+        extra_groups=[(label, names, lr * lr_scale) for label, names, lr in run.extra_groups],
+    )
+    run.group_info = adapters.describe_groups(groups)
+    run.log("trainable parameter groups:\n" + adapters.format_groups(run.group_info))
+    run.order = batch_lib.EpochBatches(len(run.data), cfg.train_batch_size, seed=cfg.seed,
+                                       rank=accelerator.process_index, world_size=world,
+                                       random_flip=cfg.random_flip, groups=run.data.groups)
+    updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
+    run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
+    optimizer, fused = make_optimizer(cfg, groups, accelerator.device)
+    run.lr_scheduler = make_lr_scheduler(cfg, optimizer, run.max_steps)
+    run.interval = max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips))
+    run.guard = StepGuard(
+        optimizer, run.lr_scheduler.lr_lambdas, run.max_steps, accelerator.device, enabled=cfg.finite_guard,
+        fused=fused, interval=run.interval, max_consecutive_skips=cfg.max_consecutive_skips,
+        rollback_lr_factor=cfg.rollback_lr_factor, max_rollbacks=cfg.max_rollbacks, spike_sigma=cfg.skip_loss_spikes,
+        world_size=world,
+    )
+    run.model, run.optimizer = accelerator.prepare(model, optimizer)
+    _register_state_hooks(accelerator, run.guard)
+
+
+def _restore(run: Run) -> None:
+    cfg, accelerator = run.cfg, run.accelerator
+    run.generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
+    if cfg.resume_from_checkpoint and run.resume is None:
+        run.log("no complete checkpoint found; starting from scratch")
+    if run.resume is not None:
+        saved = load_checkpoint(accelerator, run.resume, run.generator)
+        run.guard.load_state_dict(saved["guard"])  # after load_state: it re-installs device LR tensors
+        run.kernels.load_state_dict(saved["kernels"])
+        run.state = RunState(**saved["run"])
+        run.log(f"resumed from {run.resume} at step {run.state.global_step}")
+    if accelerator.is_main_process and cfg.report_to != "none":
+        accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+    run.recovery = Recovery(guard=run.guard, accelerator=accelerator, family=run.family, comps=run.comps, cfg=cfg,
+                            data=run.data,
+                            order=run.order, injector=run.injector, load_batch=run.load_batch, log=run.log)
+    run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)
+    run.micro_losses = torch.zeros((), device=accelerator.device)
+    run.sync_audit = SyncAudit.from_env(accelerator.device)  # DIT_LORA_SYNC_DEBUG=1: the step must never sync
+    run.log(f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
+            f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates")
+
+
+def _register_state_hooks(accelerator, guard: StepGuard) -> None:
+    """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model, plus the guard's snapshot."""
+    from safetensors.torch import load_file, save_file
+
+    from .checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE
+
+    def save_hook(models, weights, output_dir):
+        model = accelerator.unwrap_model(models[0])
+        if accelerator.is_main_process:
+            trainable = {n: p.detach().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
+            assert_finite(trainable, f"checkpoint {output_dir}")  # the guard makes this unreachable; never write NaN
+            save_file(trainable, str(Path(output_dir) / TRAINABLE_FILE))
+            snapshot = guard.snapshot_tensors(model)
+            if snapshot:
+                assert_finite(snapshot, f"checkpoint {output_dir} (rollback snapshot)")
+                save_file(snapshot, str(Path(output_dir) / GUARD_SNAPSHOT_FILE))
+        weights.clear()
+
+    def load_hook(models, input_dir):
+        model = accelerator.unwrap_model(models.pop(0))
+        state = load_file(str(Path(input_dir) / TRAINABLE_FILE))
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, value in state.items():
+                params[name].copy_(value)
+        if (Path(input_dir) / GUARD_SNAPSHOT_FILE).is_file():
+            guard.load_snapshot_tensors(model, load_file(str(Path(input_dir) / GUARD_SNAPSHOT_FILE)))
+
+    accelerator.register_save_state_pre_hook(save_hook)
+    accelerator.register_load_state_pre_hook(load_hook)
+
+
+def _kernel_switches(cfg: TrainConfig) -> dict[str, Any]:
+    """patch_model's switches from the recipe flags."""
+    return {
+        "kernels": cfg.kernels, "modulate": not cfg.disable_modulate_kernel,
+        "layernorm": not cfg.disable_layernorm_kernel, "linear_attention": not cfg.disable_linear_attention_kernel,
+        "attention_backend": cfg.attention_backend, "flashattn": not cfg.disable_flashattn,
+        "check_interval": cfg.kernel_check_interval,
+    }
+
+
+def _describe_kernels(counts: dict[str, int], runtime) -> str:
+    patched = ", ".join(f"{name} x{n}" for name, n in counts.items() if n) or "nothing"
+    backend = runtime.attention_backend.name if runtime.attention_backend is not None else "diffusers' own"
+    # patch_model has already logged its notes once (they are in train_summary.json too)
+    return f"kernels: patched {patched}; attention backend: {backend}"
+
+
+__all__ = ["Run", "RunState", "check_engine", "check_output_dir", "setup"]
