@@ -226,6 +226,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     # The model card's snippet runs as written.
     card = (out / "README.md").read_text()
     assert "load_adapter" in card and "get_label_ids" in card
+    assert "pypi.org" not in card  # the card links only pages that exist (dit-lora is not on PyPI)
     snippet = card.split("```python\n", 1)[1].split("```", 1)[0]
     assert "num_inference_steps" in snippet
     exec(compile(snippet.replace("image.save(\"sample.png\")", "image.save(OUT)"), "card", "exec"),

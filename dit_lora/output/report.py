@@ -89,7 +89,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
 
 # {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
 {warning}
-LoRA adapter trained with [dit-lora](https://pypi.org/project/dit-lora/) ({family.pipeline_class_name}).
+LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
 {strength}
 
 ## Usage
