@@ -23,7 +23,7 @@ import torch
 from .cache import cache_file_name, inspect_cache_file
 from .sources import RawSample
 from .validation import image_problem, caption_problem
-from .transforms import _target_size, crop_seed, preprocess_image
+from .transforms import target_size, crop_seed, preprocess_image
 
 OK, WARN, BLOCK = "ok", "warn", "block"
 _SEVERITY = {OK: 0, WARN: 1, BLOCK: 2}
@@ -62,7 +62,7 @@ def check_sample(
     if problem is not None:
         blocks.append(problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path)
-    target_h, target_w = _target_size(resolution)
+    target_h, target_w = target_size(resolution)
     try:
         image = sample.open_image()
         width, height = image.size

@@ -29,17 +29,17 @@ IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", 
 METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
 # Column names people commonly use for captions; only used to suggest a --caption_column value.
 _CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
-_MAX_LOGGED_BAD = 20
-_MAX_NAMED = 5
+MAX_LOGGED_BAD = 20
+MAX_NAMED = 5
 # Modes whose RGB conversion cannot fail; anything else is converted once during validation so
 # an exotic mode (e.g. 16-bit TIFF) is caught up front instead of in a dataloader worker.
-_SAFE_MODES = frozenset({"RGB", "RGBA", "L", "LA", "P", "1", "CMYK", "YCbCr", "RGBX"})
+SAFE_MODES = frozenset({"RGB", "RGBA", "L", "LA", "P", "1", "CMYK", "YCbCr", "RGBX"})
 
 
 def name_some(items: list[str]) -> str:
     """``a, b, c, d, e and 3 more``: the first few names of a list for an error message."""
-    more = f" and {len(items) - _MAX_NAMED} more" if len(items) > _MAX_NAMED else ""
-    return ", ".join(items[:_MAX_NAMED]) + more
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    return ", ".join(items[:MAX_NAMED]) + more
 
 
 class _DatasetImages:
@@ -84,8 +84,8 @@ class RawSample:
         Transparent images are composited onto white rather than having alpha dropped, because the
         colour under fully transparent pixels is arbitrary (often black) and would be learned.
         """
-        source = self._source()
-        image = _decode(source)
+        source = self.source()
+        image = decode_image(source)
         try:
             return _to_rgb(ImageOps.exif_transpose(image))
         finally:
@@ -99,7 +99,7 @@ class RawSample:
         dataset cell that only holds a decoded image, the raw pixels (with mode and size) are hashed.
         """
         digest = hashlib.sha256()
-        source = self._source()
+        source = self.source()
         if isinstance(source, Image.Image):
             payload = f"{source.mode}:{source.size[0]}x{source.size[1]}:".encode() + source.tobytes()
             _update_prefixed(digest, [payload])
@@ -118,7 +118,7 @@ class RawSample:
         """What names this sample's latent-cache entry: for an image, exactly its :meth:`content_id`."""
         return self.content_id()
 
-    def _source(self) -> str | bytes | Image.Image:
+    def source(self) -> str | bytes | Image.Image:
         """A file path, encoded bytes, or (rarely) an already decoded image."""
         if self.path is not None:
             return self.path
@@ -147,7 +147,7 @@ def _update_prefixed(digest: Any, parts: Iterable[bytes]) -> None:
         digest.update(part)
 
 
-def _decode(source: str | bytes | Image.Image) -> Image.Image:
+def decode_image(source: str | bytes | Image.Image) -> Image.Image:
     """Open and fully decode ``source``; the caller closes the result unless it is ``source``."""
     if isinstance(source, Image.Image):
         source.load()
@@ -234,7 +234,7 @@ def load_samples(
     return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
 
 
-def _hidden(name: str) -> bool:
+def is_hidden(name: str) -> bool:
     # Same rule as `datasets`: skips .ipynb_checkpoints, .DS_Store, __MACOSX and friends.
     return name.startswith(".") or name.startswith("__")
 
@@ -263,7 +263,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             dirnames[:] = []
             continue
         seen_dirs.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not _hidden(d))
+        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
         present = [m for m in METADATA_FILENAMES if m in filenames]
@@ -275,7 +275,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             )
         metadata_files.extend((rel_dir, m) for m in present)
         for name in sorted(filenames):
-            if _hidden(name):
+            if is_hidden(name):
                 continue
             rel = posixpath.join(rel_dir, name) if rel_dir else name
             ext = os.path.splitext(name)[1].lower()
@@ -289,7 +289,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     from_metadata: dict[str, tuple[int, list[str | None]]] = {}
     for rel_dir, name in metadata_files:
         depth = rel_dir.count("/") + 1 if rel_dir else 0
-        for key, caption in _read_metadata(root, rel_dir, name, caption_column):
+        for key, caption in read_metadata(root, rel_dir, name, caption_column):
             best = from_metadata.get(key)
             if best is None or depth > best[0]:
                 from_metadata[key] = (depth, [caption])
@@ -370,7 +370,7 @@ def _read_txt(path: str) -> str:
         ) from None
 
 
-def _read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None]]:
+def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None]]:
     """Rows of one metadata file as (key relative to root, caption or None)."""
     path = os.path.join(root, *(rel_dir.split("/") if rel_dir else []), name)
     rows: list[tuple[int, dict]] = []

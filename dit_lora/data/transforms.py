@@ -23,7 +23,7 @@ from dit_lora.errors import UserError
 Resolution = Union[int, Sequence[int]]
 
 
-def _target_size(resolution: Resolution) -> tuple[int, int]:
+def target_size(resolution: Resolution) -> tuple[int, int]:
     """Return (height, width) for an int or an (h, w) pair."""
     if isinstance(resolution, bool):
         size = None
@@ -52,7 +52,7 @@ def resized_size(width: int, height: int, resolution: Resolution) -> tuple[int, 
     (h, w) target, the side that needs the larger scale factor is set exactly and the other is
     scaled by the same factor (never below its target), so the crop always fits.
     """
-    target_h, target_w = _target_size(resolution)
+    target_h, target_w = target_size(resolution)
     # Compare target_h/height >= target_w/width without floating point.
     if target_h * width >= target_w * height:
         return max(target_w, int(target_h * width / height)), target_h
@@ -68,7 +68,7 @@ def crop_box(
     re-running the transform.
     """
     width, height = size
-    target_h, target_w = _target_size(resolution)
+    target_h, target_w = target_size(resolution)
     if center_crop:
         # torchvision's CenterCrop rounding (round-half-to-even via Python's round).
         top = int(round((height - target_h) / 2.0))

@@ -16,7 +16,7 @@ from PIL import Image, UnidentifiedImageError
 
 from dit_lora.errors import UserError
 
-from .sources import _MAX_LOGGED_BAD, _MAX_NAMED, _SAFE_MODES, RawSample, _decode
+from .sources import MAX_LOGGED_BAD, MAX_NAMED, SAFE_MODES, RawSample, decode_image
 
 
 def image_problem(sample: RawSample) -> str | None:
@@ -27,10 +27,10 @@ def image_problem(sample: RawSample) -> str | None:
                 return "is a folder, not an image file"
             if os.path.getsize(sample.path) == 0:
                 return "empty file (0 bytes)"
-        source = sample._source()
-        image = _decode(source)
+        source = sample.source()
+        image = decode_image(source)
         try:
-            if image.mode not in _SAFE_MODES:
+            if image.mode not in SAFE_MODES:
                 image.convert("RGB")
         finally:
             if image is not source:
@@ -79,8 +79,8 @@ def bad_fraction_error(
     """The error to raise when ``bad`` ((key, reason) pairs) out of ``total`` is too many, else None."""
     if not bad or total <= 0 or len(bad) / total <= max_bad_samples_fraction:
         return None
-    named = ", ".join(f"{key} ({reason})" for key, reason in bad[:_MAX_NAMED])
-    more = f" and {len(bad) - _MAX_NAMED} more" if len(bad) > _MAX_NAMED else ""
+    named = ", ".join(f"{key} ({reason})" for key, reason in bad[:MAX_NAMED])
+    more = f" and {len(bad) - MAX_NAMED} more" if len(bad) > MAX_NAMED else ""
     needed = len(bad) / total
     # Round up so the suggested value actually lets this data through.
     suggestion = min(1.0, math.ceil(needed * 1000) / 1000)
@@ -161,10 +161,10 @@ def screen(samples: list, problems: list[str | None], *, max_bad_samples_fractio
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
         quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
-    for sample, problem in bad[:_MAX_LOGGED_BAD]:
+    for sample, problem in bad[:MAX_LOGGED_BAD]:
         log(f"skipping {sample.key}: {problem}")
-    if len(bad) > _MAX_LOGGED_BAD:
-        log(f"... and {len(bad) - _MAX_LOGGED_BAD} more")
+    if len(bad) > MAX_LOGGED_BAD:
+        log(f"... and {len(bad) - MAX_LOGGED_BAD} more")
     if bad:
         log(f"skipped {len(bad)} of {len(samples)} {skipped_as}; {len(good)} remain")
     total = len(samples)

@@ -29,7 +29,7 @@ from PIL import Image
 
 from dit_lora.errors import UserError
 
-from .sources import METADATA_FILENAMES, RawSample, _hidden, _read_metadata, name_some
+from .sources import METADATA_FILENAMES, RawSample, is_hidden, read_metadata, name_some
 from .transforms import crop_box, resized_size
 from .frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
                      resolution_buckets)
@@ -135,7 +135,7 @@ class VideoSample:
         except FileNotFoundError:
             raise VideoDecodeError("file not found") from None
         except (av.FFmpegError, OSError, ValueError) as err:
-            raise VideoDecodeError(f"not a readable video ({_describe(err)})") from None
+            raise VideoDecodeError(f"not a readable video ({describe_error(err)})") from None
 
 
 def _av() -> Any:
@@ -152,7 +152,7 @@ def _video_stream(container: Any) -> Any:
     return stream
 
 
-def _describe(err: BaseException) -> str:
+def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {' '.join(str(err).split())}"
 
 
@@ -288,7 +288,7 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
     if not present:
         videos = sorted(
             name for name in os.listdir(root)
-            if not _hidden(name) and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS
+            if not is_hidden(name) and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS
         )
         found = f"it holds {len(videos)} video file(s) but no captions" if videos else "it holds no videos"
         raise UserError(
@@ -297,7 +297,7 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
             f'"a ..."}}, or use the prompts.txt + videos.txt layout with --caption_column prompts.txt '
             f"--video_column videos.txt."
         )
-    rows = _read_metadata(root, "", present[0], caption_column)
+    rows = read_metadata(root, "", present[0], caption_column)
     samples: list[VideoSample] = []
     uncaptioned: list[str] = []
     not_video: list[str] = []
@@ -372,8 +372,8 @@ def decode_frames_at(path: str, indices: Sequence[int], convert: Callable[[Any],
         raise VideoDecodeError("file not found") from None
     except (av.FFmpegError, OSError, ValueError, EOFError) as err:
         if opened:
-            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): {_describe(err)})") from None
-        raise VideoDecodeError(f"not a readable video (corrupt, or not a video; {_describe(err)})") from None
+            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): {describe_error(err)})") from None
+        raise VideoDecodeError(f"not a readable video (corrupt, or not a video; {describe_error(err)})") from None
     return kept, seen
 
 
@@ -466,7 +466,7 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     except FileNotFoundError:
         return ClipScan("file not found")
     except OSError as err:
-        return ClipScan(f"unreadable ({_describe(err)})")
+        return ClipScan(f"unreadable ({describe_error(err)})")
     av = _av()
     count = declared = width = height = 0
     opened = False
@@ -486,11 +486,11 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
         if opened:
             # The header was fine, the frame data is not: a download cut short, or damage inside.
             of = f" of {declared}" if declared else ""
-            return ClipScan(f"truncated or damaged (decode failed after {count}{of} frame(s): {_describe(err)})",
+            return ClipScan(f"truncated or damaged (decode failed after {count}{of} frame(s): {describe_error(err)})",
                             count, width, height)
-        return ClipScan(f"not a readable video (corrupt, or not a video despite its extension; {_describe(err)})")
+        return ClipScan(f"not a readable video (corrupt, or not a video despite its extension; {describe_error(err)})")
     except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files
-        return ClipScan(f"unreadable ({_describe(err)})", count, width, height)
+        return ClipScan(f"unreadable ({describe_error(err)})", count, width, height)
     # Headers can be off by a frame or two (edit lists, B-frame delay); only a real gap is truncation.
     if declared and count < declared - max(2, declared // 50):
         return ClipScan(f"truncated (header declares {declared} frames, only {count} decode)", count, width, height)

@@ -62,7 +62,7 @@ from ..config import TrainConfig
 from ..errors import UserError
 from .base import Components, ModelFamily, schedule_on_device
 from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
-from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
+from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
@@ -401,8 +401,6 @@ class CogVideoXFamily(ModelFamily):
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
-        from .sana import stored_dtype
-
         notes = []
         name = cfg.pretrained_model_name_or_path
         dtype = stored_dtype(cfg)

@@ -61,3 +61,18 @@ def model_stamp(cfg: TrainConfig, subfolders: tuple[str, ...]) -> str | None:
             st = f.stat()
             parts.append(f"{sub}/{f.name}:{st.st_size}:{int(st.st_mtime)}")
     return "|".join(parts)
+
+
+def stored_dtype(cfg: TrainConfig) -> str | None:
+    """The dtype the transformer weights are stored in, read from a safetensors header (no weights)."""
+    path = cfg.pretrained_model_name_or_path
+    if not is_local(path):
+        return None
+    files = sorted((Path(path) / "transformer").glob("*.safetensors"))
+    if not files:
+        return None
+    with open(files[0], "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))

@@ -18,22 +18,7 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from .base import Components, ModelFamily
-from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
-
-def stored_dtype(cfg: TrainConfig) -> str | None:
-    """The dtype the transformer weights are stored in, read from a safetensors header (no weights)."""
-    path = cfg.pretrained_model_name_or_path
-    if not is_local(path):
-        return None
-    files = sorted((Path(path) / "transformer").glob("*.safetensors"))
-    if not files:
-        return None
-    with open(files[0], "rb") as fh:
-        size = int.from_bytes(fh.read(8), "little")
-        header = json.loads(fh.read(size))
-    dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
-    return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))
-
+from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
 
 def default_complex_human_instruction() -> list[str]:
     """The instruction prefix SanaPipeline uses by default at inference."""

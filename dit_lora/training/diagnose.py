@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .diagnose_advice import _MAX_NAMES, advice_for, format_paragraph
+from .diagnose_advice import MAX_NAMES, advice_for, format_paragraph
 
 __all__ = [
     "CLASSES",
@@ -364,7 +364,7 @@ def _nonfinite_params(model: torch.nn.Module) -> dict[str, Any]:
         for name, p in model.named_parameters():
             if p.is_floating_point() and not bool(torch.isfinite(p).all()):
                 count += 1
-                if len(names) < _MAX_NAMES:
+                if len(names) < MAX_NAMES:
                     names.append(name)
     return {"count": count, "names": names}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_MAX_NAMES = 10  # names listed per category (parameters, rows)
+MAX_NAMES = 10  # names listed per category (parameters, rows)
 
 
 def _fmt(x: Any) -> str:
@@ -35,7 +35,7 @@ def advice_for(report: dict[str, Any]) -> list[str]:
         names = sorted({s for p in bad for s in p["samples"]})
         keys = ", ".join(p["key"] for p in bad)
         advice.append(
-            f"check sample(s) {', '.join(names[:_MAX_NAMES])}: their {keys} hold NaN/Inf. Fix or remove the "
+            f"check sample(s) {', '.join(names[:MAX_NAMES])}: their {keys} hold NaN/Inf. Fix or remove the "
             "file(s) (and their cache entries), and run `dit-lora check-data` to scan the whole dataset."
         )
     elif cls == "precision":
@@ -135,10 +135,10 @@ def format_paragraph(report: dict[str, Any]) -> str:
     names = [s["name"] for s in report.get("samples", [])]
     text = [f"Step {report.get('step')} went non-finite (the loop saw {seen}); diagnosis: "
             f"{report.get('classification')}."]
-    sample_text = ", ".join(names[:_MAX_NAMES]) + (f" and {len(names) - _MAX_NAMES} more" if len(names) > _MAX_NAMES else "")
+    sample_text = ", ".join(names[:MAX_NAMES]) + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
     text.append(f"Micro-batch: {sample_text or 'unknown samples'}")
     if report.get("timesteps"):
-        text[-1] += " at timesteps " + ", ".join(_fmt(t) for t in report["timesteps"][:_MAX_NAMES])
+        text[-1] += " at timesteps " + ", ".join(_fmt(t) for t in report["timesteps"][:MAX_NAMES])
     text[-1] += "."
     inputs = report.get("inputs") or {}
     for p in inputs.get("nonfinite", []):

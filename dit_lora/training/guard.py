@@ -245,6 +245,11 @@ class StepGuard:
         """A streak of ``--max_consecutive_skips`` faulty steps or more since the last check, whatever its phase."""
         return self.enabled and reading.longest_streak >= self.max_consecutive_skips
 
+    @property
+    def has_snapshot(self) -> bool:
+        """Whether a rollback target exists (a resumed run restores it from its checkpoint)."""
+        return self._snapshot is not None
+
     def take_snapshot(self, model: torch.nn.Module, step: int) -> None:
         """Remember trainable parameters, optimizer state and schedule position (called after clean windows)."""
         params = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}

@@ -48,7 +48,7 @@ class Recovery:
 
     # ---- at checks -----------------------------------------------------------------------
     def start(self, model: torch.nn.Module, step: int) -> None:
-        if self.guard.enabled and self.guard._snapshot is None:  # a resumed run already has its snapshot
+        if self.guard.enabled and not self.guard.has_snapshot:  # a resumed run already has its snapshot
             self.guard.take_snapshot(model, step)
 
     def at_check(self, step: int, reading: GuardReading, denoiser) -> None:

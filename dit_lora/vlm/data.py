@@ -30,8 +30,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dit_lora.data.sources import _MAX_LOGGED_BAD
-from dit_lora.data.video import VideoDecodeError, VideoSample, _describe, decode_frames_at
+from dit_lora.data.sources import MAX_LOGGED_BAD
+from dit_lora.data.video import VideoDecodeError, VideoSample, describe_error, decode_frames_at
 from dit_lora.errors import UserError
 
 __all__ = [
@@ -345,7 +345,7 @@ def _file_problem(path: str) -> str | None:
     except FileNotFoundError:
         return "file not found"
     except OSError as err:
-        return f"unreadable ({_describe(err)})"
+        return f"unreadable ({describe_error(err)})"
     return None
 
 
@@ -434,7 +434,7 @@ def _video_problem(video: Path, num_frames: int) -> str | None:
     except VideoDecodeError as err:
         return str(err)
     except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files; never crash screening
-        return f"unreadable ({_describe(err)})"
+        return f"unreadable ({describe_error(err)})"
     return None
 
 
@@ -513,12 +513,12 @@ def screen_qa_samples(
     if quarantine is not None:
         quarantine.extend({"key": s.key, "reason": f"{problems[s.video]} (video {s.video})"} for s in bad)
     bad_videos = [v for v in videos if problems[v] is not None]
-    for video in bad_videos[:_MAX_LOGGED_BAD]:
+    for video in bad_videos[:MAX_LOGGED_BAD]:
         users = [s.key for s in bad if s.video == video]
         used_by = users[0] if len(users) == 1 else f"{users[0]} and {len(users) - 1} more sample(s)"
         log(f"skipping {used_by}: video {video}: {problems[video]}")
-    if len(bad_videos) > _MAX_LOGGED_BAD:
-        log(f"... and {len(bad_videos) - _MAX_LOGGED_BAD} more unusable videos")
+    if len(bad_videos) > MAX_LOGGED_BAD:
+        log(f"... and {len(bad_videos) - MAX_LOGGED_BAD} more unusable videos")
     log(f"checked {len(videos)} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "
         f"{len(bad_videos)} unusable, {len(bad)} sample(s) left out, {len(good)} remain")
     return good
