@@ -91,7 +91,8 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     assert comps.extras["label2id"] == {"circle": 0, "square": 1, "triangle": 2}
 
     adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=family.default_lora_layers, seed=0)
-    names = adapters.unfreeze_backbone(model, cfg.train_backbone)
+    assert cfg.train_backbone == []  # the family decides, the config is not rewritten
+    names = adapters.unfreeze_backbone(model, family.backbone_patterns(cfg))
     assert sorted(names) == sorted(n for n, _ in model.named_parameters() if "class_embedder" in n)
     groups = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=names,
                                          backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=0.0,
@@ -105,7 +106,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
                 p.add_(torch.randn_like(p) * 0.3)
     lora_state, backbone = adapters.split_trainable_state(model, names)
     out = tmp_path / "out"
-    write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone, cfg.train_backbone)
+    write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone, family.backbone_patterns(cfg))
     for f in (PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE):
         assert (out / f).is_file(), f
     assert json.loads((out / PEFT_CONFIG_FILE).read_text())["lora_alpha"] == 4  # alpha 8 / rank 4 folded into B

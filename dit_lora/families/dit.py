@@ -256,6 +256,18 @@ class DiTFamily(ModelFamily):
             },
         )
 
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        """--train_backbone, plus the class-embedding table when --num_classes resizes it.
+
+        The backbone machinery then unfreezes it, casts it to fp32, gives it --backbone_learning_rate,
+        checkpoints it and saves it to dit_lora_backbone.safetensors. Decided from the config alone, so
+        LoRA setup does not depend on data preparation having run.
+        """
+        patterns = list(cfg.train_backbone)
+        if cfg.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
+            patterns.append(CLASS_EMBEDDING_PATTERN)
+        return patterns
+
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Build the label map; check (or, with --num_classes, resize) the class embedding."""
         classes = sorted({s.caption for s in samples})
@@ -280,10 +292,6 @@ class DiTFamily(ModelFamily):
             resize_class_embeddings(comps.denoiser, target, seed=cfg.seed, dtype=torch.float32)
             print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
                   flush=True)
-        if cfg.num_classes is not None and CLASS_EMBEDDING_PATTERN not in cfg.train_backbone:
-            # The backbone machinery unfreezes it, casts it to fp32, gives it --backbone_learning_rate,
-            # checkpoints it and saves it to dit_lora_backbone.safetensors.
-            cfg.train_backbone = [*cfg.train_backbone, CLASS_EMBEDDING_PATTERN]
         label2id = {name: i for i, name in enumerate(classes)}
         self.classes, self.num_classes = classes, target
         comps.extras.update(label2id=label2id, null_class=target)

@@ -60,7 +60,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
-        "train_backbone": cfg.train_backbone or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "train_backbone": family.backbone_patterns(cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         **family.card_settings(cfg),
         "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
@@ -71,7 +71,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if cfg.train_backbone and family.adapter_weight_name == ADAPTER_FILE else ""
+        if family.backbone_patterns(cfg) and family.adapter_weight_name == ADAPTER_FILE else ""
     )
     loaders = ("`load_lora_weights`, ComfyUI and other loaders that read no alpha" if family.adapter_weight_name ==
                ADAPTER_FILE else "`dit_lora.load_adapter`, `PeftModel.from_pretrained` and other loaders")
