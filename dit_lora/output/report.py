@@ -6,7 +6,6 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
-from PIL import Image, ImageDraw
 
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
@@ -16,31 +15,53 @@ def finite_or_none(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def plot_loss_curve(steps: list[int], losses: list[float], path: Path, size=(640, 360)) -> Path:
-    """Draw loss against step as a PNG with PIL (no plotting dependency)."""
-    img = Image.new("RGB", size, "white")
-    draw = ImageDraw.Draw(img)
-    left, top, right, bottom = 60, 20, size[0] - 20, size[1] - 40
-    draw.rectangle([left, top, right, bottom], outline="black")
-    pts = [(s, l) for s, l in zip(steps, losses) if l is not None and math.isfinite(l)]
-    draw.text((left, 2), "training loss", fill="black")
-    if len(pts) >= 1:
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
-        y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1e-6
-        coords = [
-            (left + (x - x0) / (x1 - x0) * (right - left), bottom - (y - y0) / (y1 - y0) * (bottom - top)) for x, y in pts
-        ]
-        if len(coords) > 1:
-            draw.line(coords, fill=(200, 30, 30), width=2)
-        else:
-            draw.ellipse([coords[0][0] - 2, coords[0][1] - 2, coords[0][0] + 2, coords[0][1] + 2], fill=(200, 30, 30))
-        draw.text((4, top), f"{y1:.4g}", fill="black")
-        draw.text((4, bottom - 10), f"{y0:.4g}", fill="black")
-        draw.text((left, bottom + 5), f"step {x0}", fill="black")
-        draw.text((right - 70, bottom + 5), f"step {x1}", fill="black")
-    img.save(path)
+def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollbacks: list[int] = (),
+                    log=print) -> Path | None:
+    """Plot the logged loss against the step with matplotlib (the ``plot`` extra); returns the PNG's path.
+
+    Each point is one check window's mean loss (windows whose updates were all skipped have none); a
+    smoothed line (exponential moving average) shows the trend, and rollbacks are marked where they
+    happened. Without matplotlib nothing is written and ``log`` says so once; training never fails over
+    a plot.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)  # files only: never a window, whatever the user's backend
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("loss curve: not drawn (matplotlib is not installed; `pip install dit-lora[plot]` adds it)")
+        return None
+    points = [(s, l) for s, l in zip(steps, losses) if l is not None and math.isfinite(l)]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
+    try:
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, linewidth=1, alpha=0.5,
+                    label="loss (window mean)")
+            if len(ys) > 2:
+                ax.plot(xs, _ema(ys), linewidth=2, label="smoothed")
+        for i, step in enumerate(rollbacks):
+            ax.axvline(step, color="tab:red", linestyle="--", linewidth=1, label="rollback" if i == 0 else None)
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel("training loss")
+        ax.set_title("training loss" if points else "training loss (no finite window)")
+        ax.grid(True, alpha=0.3)
+        if points or rollbacks:
+            ax.legend(loc="upper right", fontsize="small")
+        fig.tight_layout()
+        fig.savefig(path, format="png")
+    finally:
+        plt.close(fig)
     return path
+
+
+def _ema(values, weight: float = 0.8) -> list[float]:
+    out, running = [], values[0]
+    for v in values:
+        running = weight * running + (1 - weight) * v
+        out.append(running)
+    return out
 
 
 def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:

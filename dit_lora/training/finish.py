@@ -45,7 +45,7 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
         print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
         sample_files = [] if stopped else _final_samples(run, model)
         plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
-                        out / LOSS_CURVE_FILE)
+                        out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
         summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
                            stopped=stopped, verdict=verdict, sample_files=sample_files)
         write_json_atomic(out / SUMMARY_FILE, summary)
@@ -117,8 +117,10 @@ def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = Tru
     """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
     cfg, family, out = run.cfg, run.family, run.out
     card = write_model_card(family, cfg, out, summary, sample_files)
-    where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE),
-             ("loss curve", out / LOSS_CURVE_FILE)] + [("sample", p) for p in sample_files]
+    where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
+    if (out / LOSS_CURVE_FILE).is_file():
+        where.append(("loss curve", out / LOSS_CURVE_FILE))
+    where += [("sample", p) for p in sample_files]
     where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
     if cfg.report_to != "none":
         where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
