@@ -57,8 +57,8 @@ def test_bad_values_fail_with_named_flag(argv, pattern):
 
 def test_data_source_must_be_exactly_one():
     with pytest.raises(UserError, match="exactly one data source"):
-        parse_config(["--pretrained_model_name_or_path", "org/model"])
-    with pytest.raises(UserError, match="not both"):
+        parse_config(["--pretrained_model_name_or_path", "org/model"])  # neither was given
+    with pytest.raises(UserError, match="both were given"):
         parse_config(MIN + ["--dataset_name", "x/y"])
 
 

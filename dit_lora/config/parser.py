@@ -126,6 +126,16 @@ def _default_text(f) -> str:
     return repr(f.default_factory())  # type: ignore[misc]
 
 
+def check_one_source(train_data_dir: str | None, dataset_name: str | None, what: str) -> None:
+    """Raise the one paragraph for both or neither of --train_data_dir and --dataset_name (``what``: the folder's content)."""
+    if bool(train_data_dir) == bool(dataset_name):
+        both = "both were given" if train_data_dir else "neither was given"
+        raise UserError(
+            f"Pass exactly one data source: --train_data_dir (a local folder of {what}) or --dataset_name (a Hugging "
+            f"Face dataset id or a folder `datasets` can open); {both}."
+        )
+
+
 def build_argparser(prog: str | None = None) -> argparse.ArgumentParser:
     """An argparse parser with one ``--flag`` per config field (values are coerced later)."""
     parser = _Parser(
@@ -252,12 +262,8 @@ def validate_static(cfg: TrainConfig) -> None:
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
-    if not cfg.demo and bool(cfg.train_data_dir) == bool(cfg.dataset_name):
-        raise UserError(
-            "Give exactly one data source: --train_data_dir (a folder of images or videos with captions) or "
-            "--dataset_name (anything datasets.load_dataset opens)"
-            + (", not both." if cfg.train_data_dir else ".")
-        )
+    if not cfg.demo:
+        check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
     if cfg.push_to_hub and not cfg.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
     if cfg.report_to == "wandb":

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from PIL import Image, ImageOps
 
+from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
@@ -210,12 +211,7 @@ def load_samples(
         UserError: both or neither source given, missing/empty folder, unreadable metadata, a
             missing caption/image column, images without any caption, or a dataset that fails to load.
     """
-    if (train_data_dir is None) == (dataset_name is None):
-        both = "both were given" if train_data_dir is not None else "neither was given"
-        raise UserError(
-            f"Pass exactly one data source: --train_data_dir (a local folder of images with captions) "
-            f"or --dataset_name (a Hugging Face dataset id or a folder `datasets` can open); {both}."
-        )
+    check_one_source(train_data_dir, dataset_name, "images with captions")
     if max_train_samples is not None and (
         isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
     ):

@@ -24,6 +24,7 @@ import torch
 
 from ..errors import UserError
 from ..fileio import write_bytes_atomic
+from ..config.parser import check_one_source
 from .sources import dataset_captions, missing_caption_column_error, name_some, open_dataset
 from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
 
@@ -173,13 +174,7 @@ class VideoMedia:
     def list_samples(self) -> list[VideoSample]:
         """The clips of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
         cfg = self.cfg
-        if (cfg.train_data_dir is None) == (cfg.dataset_name is None):
-            both = "both were given" if cfg.train_data_dir is not None else "neither was given"
-            raise UserError(
-                f"Pass exactly one data source: --train_data_dir (a local folder of videos with metadata.jsonl or "
-                f"prompts.txt + videos.txt) or --dataset_name (a Hugging Face dataset id or a folder `datasets` "
-                f"can open); {both}."
-            )
+        check_one_source(cfg.train_data_dir, cfg.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
         if cfg.train_data_dir is not None:
             return load_video_samples(cfg.train_data_dir, cfg.caption_column, cfg.video_column, cfg.max_train_samples)
         if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
