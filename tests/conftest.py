@@ -37,11 +37,15 @@ def pytest_collection_modifyitems(config, items):
 _CURRENT = {"slow": True}
 
 
+def pytest_runtest_setup(item):
+    # Before any fixture of the test, module-scoped ones (which may run a recipe) included.
+    _CURRENT["slow"] = item.get_closest_marker("slow") is not None
+
+
 @pytest.fixture(autouse=True)
 def _training_runs_are_marked_slow(request, monkeypatch):
     """A test that trains (a recipe subprocess or ``train()`` in process) must carry ``@pytest.mark.slow``, so
     ``pytest -m "not slow"`` is the quick tier the README promises contributors. Enforced, not remembered."""
-    _CURRENT["slow"] = request.node.get_closest_marker("slow") is not None
     if not _CURRENT["slow"]:
         from dit_lora.training import run as run_stage
 
