@@ -9,6 +9,8 @@ import pytest
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GPU ones train two steps)
+
 
 @pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py", "bench_videochat_gpu.py"])
 def test_gpu_benchmark_smoke(script):
