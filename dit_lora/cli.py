@@ -36,35 +36,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
     )
     check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
-    check.add_argument("--train_data_dir", default=None,
-                       help="folder of images (or clips) with metadata.jsonl/.csv or .txt captions")
-    check.add_argument("--dataset_name", default=None, help="anything `datasets.load_dataset` opens")
-    check.add_argument("--dataset_config_name", default=None, help="config name for --dataset_name")
-    check.add_argument("--image_column", default=None, help="dataset column with the images (default: image)")
-    check.add_argument("--caption_column", default=None,
-                       help="dataset/metadata column with the captions (default: text)")
-    check.add_argument("--max_train_samples", default=None, help="check only the first N samples, as training would")
-    check.add_argument("--resolution", default=None, help="training resolution in pixels (default: 1024)")
-    check.add_argument("--center_crop", nargs="?", const="true", default=None, metavar="BOOL",
-                       help="center-crop as training would (default: random crop fixed per image)")
-    check.add_argument("--cache_dir", default=None,
-                       help="latent cache folder to check too (all namespaces in it, or the one --config's model uses)")
-    check.add_argument("--pretrained_model_name_or_path", default=None,
-                       help="the model to train; with it only that model's cache namespace is checked")
-    check.add_argument("--family", default=None, help="model family of the run (default: sana)")
-    check.add_argument("--video_column", default=None,
-                       help="video families: videos.txt (with --caption_column prompts.txt) or the dataset's video column")
-    check.add_argument("--max_num_frames", default=None, help="video families: frames per clip (4k+1)")
-    check.add_argument("--height", default=None, help="video families: clip height in pixels")
-    check.add_argument("--width", default=None, help="video families: clip width in pixels")
-    check.add_argument("--frame_buckets", default=None,
-                       help="video families: FRAMESxHEIGHTxWIDTH buckets, comma separated (replaces the three above)")
-    check.add_argument("--frame_sampling", default=None, help="video families: uniform or first, as training would")
-    check.add_argument("--num_frames", default=None, help="video LLMs: frames each question sees (default: 8)")
-    check.add_argument("--video_folder", default=None,
-                       help="video LLMs: folder the annotation's relative video paths start from")
-    check.add_argument("--max_sequence_length", default=None,
-                       help="video LLMs: token budget each conversation must fit (needs the model)")
+    from dit_lora.config.parser import add_config_flag
+
+    for name in _CHECK_DATA_KEYS:  # the recipes' own options, help texts from the config schema
+        add_config_flag(check, name)
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
     return parser
 

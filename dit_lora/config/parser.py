@@ -148,20 +148,29 @@ def build_argparser(prog: str | None = None) -> argparse.ArgumentParser:
     groups: dict[str, argparse._ArgumentGroup] = {}
     for f in fields(TrainConfig):
         section = f.metadata.get("section") or "misc"
-        group = groups.setdefault(section, parser.add_argument_group(section))
-        tp, _ = _base_type(_field_types()[f.name])
-        choices = f.metadata.get("choices")
-        help_text = f"{f.metadata['help']} (default: {_default_text(f)})"
-        if choices:
-            help_text += f" [choices: {', '.join(choices)}]"
-        if tp is bool:
-            # `--flag` alone means true; `--flag false` is also accepted.
-            group.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
-        elif typing.get_origin(tp) is list:
-            group.add_argument(f"--{f.name}", nargs="+", default=None, help=help_text, metavar="PATTERN")
-        else:
-            group.add_argument(f"--{f.name}", default=None, help=help_text, metavar=getattr(tp, "__name__", "VALUE").upper())
+        add_config_flag(groups.setdefault(section, parser.add_argument_group(section)), f.name)
     return parser
+
+
+def add_config_flag(parser, name: str) -> None:
+    """Add ``--<name>`` for the :class:`TrainConfig` field ``name``: its help, default and choices from the schema.
+
+    The value stays a string (None when absent); :func:`coerce` types it. ``dit-lora check-data`` declares
+    the options it shares with the recipes through here, so help texts live in one place.
+    """
+    f = next(f for f in fields(TrainConfig) if f.name == name)
+    tp, _ = _base_type(_field_types()[f.name])
+    choices = f.metadata.get("choices")
+    help_text = f"{f.metadata['help']} (default: {_default_text(f)})"
+    if choices:
+        help_text += f" [choices: {', '.join(choices)}]"
+    if tp is bool:
+        # `--flag` alone means true; `--flag false` is also accepted.
+        parser.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
+    elif typing.get_origin(tp) is list:
+        parser.add_argument(f"--{f.name}", nargs="+", default=None, help=help_text, metavar="PATTERN")
+    else:
+        parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=getattr(tp, "__name__", "VALUE").upper())
 
 
 def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> TrainConfig:
