@@ -137,3 +137,23 @@ def test_a_non_fused_optimizer_gets_host_learning_rates_and_honours_every_skip()
     assert all(isinstance(lr, float) for lr in seen)
     # the LR each update ran with: the schedule advances by applied updates only (step 3 was skipped)
     assert seen == pytest.approx([1e-2, 1e-2 / 2, 1e-2 / 2, 1e-2 / 3, 1e-2 / 4, 1e-2 / 5])
+
+
+def test_drill_switches_are_parsed_once_and_malformed_ones_stop_the_run(monkeypatch):
+    """Hooks.from_config reads --inject_faults, DIT_LORA_FAULT and DIT_LORA_SYNC_DEBUG together, before loading."""
+    from dit_lora.errors import UserError
+    from dit_lora.training.hooks import Hooks
+
+    monkeypatch.delenv("DIT_LORA_FAULT", raising=False)
+    monkeypatch.delenv("DIT_LORA_SYNC_DEBUG", raising=False)
+    quiet = Hooks.from_config(None, 0, torch.device("cpu"))
+    assert quiet.injector is None and quiet.crash_at is None and not quiet.sync_audit.enabled
+    quiet.crash_point("micro_batch", 6)  # no crash point configured: returns
+    monkeypatch.setenv("DIT_LORA_FAULT", "checkpoint_after_rename:4")
+    monkeypatch.setenv("DIT_LORA_SYNC_DEBUG", "1")
+    armed = Hooks.from_config("nan_loss@3", 0, torch.device("cpu"))
+    assert armed.crash_at == ("checkpoint_after_rename", 4) and armed.sync_audit.enabled and armed.injector is not None
+    armed.crash_point("checkpoint_after_rename", 3)  # another step: returns
+    monkeypatch.setenv("DIT_LORA_FAULT", "after_everything:4")
+    with pytest.raises(UserError, match="micro_batch, checkpoint_before_marker, checkpoint_after_rename"):
+        Hooks.from_config(None, 0, torch.device("cpu"))

@@ -115,19 +115,12 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all([dec(s) for s in state["cuda"]])
 
 
-def fault_point(name: str, step: int) -> None:
-    """Die here, as a SIGKILL would, when DIT_LORA_FAULT is ``name:step`` (used by the crash tests).
-
-    Points: ``checkpoint_before_marker`` and ``checkpoint_after_rename`` (a save's last instants) and
-    ``micro_batch`` (after the given number of micro-batches, counted over the whole run).
-    """
-    if os.environ.get("DIT_LORA_FAULT") == f"{name}:{step}":
-        os._exit(137)
-
-
 def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dict, generator: torch.Generator,
-                    total_limit: int | None, log=print) -> Path:
-    """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards."""
+                    total_limit: int | None, log=print, crash_point=lambda name, step: None) -> Path:
+    """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
+
+    ``crash_point(name, step)`` is called at the save's last instants (:meth:`~.hooks.Hooks.crash_point`).
+    """
     output_dir = Path(output_dir)
     final = output_dir / f"checkpoint-{step}"
     tmp = output_dir / f".tmp-checkpoint-{step}"
@@ -141,7 +134,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
     per_rank = {**trainer_state, "rng": rng_state(generator)}
     (tmp / f"trainer_state_rank{rank}.json").write_text(json.dumps(per_rank))
     accelerator.wait_for_everyone()
-    fault_point("checkpoint_before_marker", step)
+    crash_point("checkpoint_before_marker", step)
     if accelerator.is_main_process:
         _fsync_tree(tmp)
         write_text_atomic(tmp / COMPLETE_MARKER, json.dumps({"step": step, "num_processes": accelerator.num_processes}))
@@ -153,7 +146,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
         else:
             os.replace(tmp, final)
         _fsync_dir(output_dir)
-        fault_point("checkpoint_after_rename", step)
+        crash_point("checkpoint_after_rename", step)
         if total_limit:
             for _, path in complete_checkpoints(output_dir)[:-total_limit]:
                 shutil.rmtree(path)

@@ -25,7 +25,7 @@ import torch
 
 from ..config import TrainConfig
 from ..data import batches as batch_lib
-from .checkpoint import fault_point, save_checkpoint
+from .checkpoint import save_checkpoint
 from .finish import finish
 from .recovery import RunStopped, RunUnhealthy
 from .run import Run, RunState, check_output_dir, setup
@@ -98,8 +98,8 @@ def train_step(run: Run, batch: dict) -> bool:
     if checking:
         kernels.arm(step)
     run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, run.generator)
-    injector = run.injector
-    with run.sync_audit.step(), accelerator.accumulate(run.model):
+    injector, audit = run.hooks.injector, run.hooks.sync_audit
+    with audit.step(), accelerator.accumulate(run.model):
         batch = run.load_batch(batch, step)
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
@@ -108,7 +108,7 @@ def train_step(run: Run, batch: dict) -> bool:
                 loss = injector.loss(step, loss)
             accelerator.backward(loss)
         if checking:  # sampled steps only: this compares on the host
-            with run.sync_audit.allowed():
+            with audit.allowed():
                 run.kernel_veto = kernels.finish_check(step) or run.kernel_veto
         run.micro_losses += loss.detach() / cfg.gradient_accumulation_steps
         state.batch_in_epoch += 1
@@ -120,7 +120,7 @@ def train_step(run: Run, batch: dict) -> bool:
             run.micro_losses.zero_()
             run.kernel_veto, run.update_starts = False, True
         run.optimizer.zero_grad(set_to_none=True)
-    fault_point("micro_batch", state.batch_in_epoch + state.epoch * len(run.order))  # crash tests only
+    run.hooks.crash_point("micro_batch", state.batch_in_epoch + state.epoch * len(run.order))
     return accelerator.sync_gradients
 
 
@@ -140,7 +140,7 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_checkpoint(accelerator, run.out, state.global_step,
                         {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
-                        run.generator, cfg.checkpoints_total_limit, log=run.log)
+                        run.generator, cfg.checkpoints_total_limit, log=run.log, crash_point=run.hooks.crash_point)
     if run.validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
             and state.global_step < run.max_steps:
         _validate(run, f"step{state.global_step}")

@@ -6,7 +6,8 @@ wrapped model, optimizer, guard, recovery, kernel runtime and the counters a che
 ``setup`` is itself a sequence of small stages, in the order they must run (each may stop the run with
 a :class:`~dit_lora.errors.UserError` before anything expensive happens after it):
 
-1. :func:`_start`: engine and output checks, the accelerator, the family's config checks, the fault drill;
+1. :func:`_start`: engine and output checks, the accelerator, the family's config checks, the drills
+   and debug modes (:class:`~.hooks.Hooks`);
 2. :func:`_load`: components, validation prompt, data (screening, cache), encoders released;
 3. :func:`_add_trainables`: LoRA, unfrozen backbone groups, fp32 masters, checkpointing, precision audit;
 4. :func:`_install_kernels`: fused kernels, attention backend, drills that break them, the attention canary;
@@ -42,12 +43,11 @@ from ..output.report import config_dict
 from . import adapters
 from .canary import attention_canary, install_broken_attention
 from .checkpoint import load_checkpoint, resolve_resume
-from .faults import FaultInjector
 from .guard import StepGuard
+from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
 from .precision import audit_precision, check_fp16_denoiser, format_audit
 from .recovery import Recovery
-from .sync_audit import SyncAudit
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Run:
     out: Path
     started: float  # perf_counter at setup: the summary's wall time
     resume: Path | None
-    injector: FaultInjector | None
+    hooks: Hooks  # drills and debug modes
     comps: Any = None
     data: Any = None
     validation_cond: dict | None = None
@@ -94,7 +94,6 @@ class Run:
     recovery: Recovery | None = None
     generator: torch.Generator | None = None
     state: RunState = field(default_factory=RunState)
-    sync_audit: SyncAudit | None = None
     # Within an update (micro-batches of one optimizer step):
     micro_losses: torch.Tensor | None = None
     kernel_veto: bool = False  # a kernel failed its check during this update: skip it
@@ -107,7 +106,8 @@ class Run:
         step saw.
         """
         batch = batch_to_device(batch, self.accelerator.device, self.family, self.comps, self.data.cached)
-        return self.injector.batch(step, batch) if self.injector is not None else batch
+        injector = self.hooks.injector
+        return injector.batch(step, batch) if injector is not None else batch
 
 
 def check_output_dir(cfg: TrainConfig) -> None:
@@ -194,7 +194,7 @@ def _start(cfg: TrainConfig) -> Run:
             family.prepare_demo(cfg)
         accelerator.wait_for_everyone()
     family.validate_config(cfg)
-    injector = FaultInjector.from_spec(cfg.inject_faults, accelerator.process_index)  # malformed: fail before loading
+    hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in family.start_notes(cfg):
         log(note)
     for note in family.precision_notes(cfg):
@@ -205,7 +205,7 @@ def _start(cfg: TrainConfig) -> Run:
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     return Run(cfg=cfg, accelerator=accelerator, family=family, log=log, out=out, started=time.perf_counter(),
-               resume=resume, injector=injector)
+               resume=resume, hooks=hooks)
 
 
 def _load(run: Run) -> None:
@@ -252,11 +252,12 @@ def _install_kernels(run: Run) -> None:
     patched = patch_model(model, **_kernel_switches(cfg), device=device)
     run.kernels = kernel_runtime(model)
     run.log(_describe_kernels(patched, run.kernels))
-    if run.injector is not None:
+    injector = run.hooks.injector
+    if injector is not None:
         run.log(f"fault drill active: --inject_faults {cfg.inject_faults}")
-        if run.injector.broken_attention:
+        if injector.broken_attention:
             install_broken_attention()
-        if run.injector.broken_kernel and not install_sample_mixing_modulate(run.kernels):
+        if injector.broken_kernel and not install_sample_mixing_modulate(run.kernels):
             run.log("warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
                     "(use --kernels on)")
     if cfg.attention_canary:
@@ -309,10 +310,9 @@ def _restore(run: Run) -> None:
         accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
     run.recovery = Recovery(guard=run.guard, accelerator=accelerator, family=run.family, comps=run.comps, cfg=cfg,
                             data=run.data,
-                            order=run.order, injector=run.injector, load_batch=run.load_batch, log=run.log)
+                            order=run.order, injector=run.hooks.injector, load_batch=run.load_batch, log=run.log)
     run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)
     run.micro_losses = torch.zeros((), device=accelerator.device)
-    run.sync_audit = SyncAudit.from_env(accelerator.device)  # DIT_LORA_SYNC_DEBUG=1: the step must never sync
     run.log(f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
             f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates")
 

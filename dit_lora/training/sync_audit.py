@@ -17,7 +17,6 @@ the CUDA mode covers them.
 from __future__ import annotations
 
 import contextlib
-import os
 import traceback
 
 import torch
@@ -55,11 +54,6 @@ class SyncAudit:
 
     def __init__(self, device: torch.device, enabled: bool):
         self.device, self.enabled, self.paused = torch.device(device), enabled, False
-
-    @classmethod
-    def from_env(cls, device: torch.device) -> "SyncAudit":
-        """On when ``DIT_LORA_SYNC_DEBUG=1``."""
-        return cls(device, os.environ.get(ENV_VAR) == "1")
 
     @contextlib.contextmanager
     def step(self):
