@@ -273,6 +273,7 @@ def test_without_the_canary_a_broken_kernel_is_stopped_not_trained(tiny_sana, sh
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 def test_guarded_steps_never_sync_on_cuda(tiny_sana, shapes_data, tmp_path):
     """With DIT_LORA_SYNC_DEBUG=1 every training step runs under torch.cuda.set_sync_debug_mode("error")."""
     out = tmp_path / "out"
@@ -345,6 +346,7 @@ def test_guard_state_resumes_exactly_and_reaches_the_tracker(tiny_sana, shapes_d
 
 
 @pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.parametrize("max_grad_norm", [0.0, 1.0])
 def test_fp16_skips_exactly_with_and_without_clipping(tiny_sana, shapes_data, tmp_path, max_grad_norm):
     """fp16 + --max_grad_norm 0 used to leave GradScaler's found_inf empty (nothing unscaled), so the
