@@ -11,7 +11,7 @@ latents and T5 embeddings (no VAE, no T5 in memory: what ``--cache_latents`` giv
 
 Each step is ``CogVideoXFamily.compute_loss`` (uniform timesteps, v-prediction, x0 loss weighted
 1/(1 - alphas_cumprod[t]), RoPE from the pipeline's own helper) plus backward, clipping and fused
-AdamW, exactly as the training loop runs it (see ``gpu_step_bench.py``). Weights are random
+AdamW, exactly as the training loop runs it (see ``benchmarks/common/gpu_step.py``). Weights are random
 (``CogVideoXTransformer3DModel`` built from the published ``transformer/config.json`` values below),
 which times the same kernels as the real checkpoints.
 
@@ -31,9 +31,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                             prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
@@ -90,7 +89,7 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
                           mixed_precision="bf16", max_num_frames=frames, height=height, width=width)
         optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
-        comps = Components(denoiser=model, scheduler=scheduler_for(name))
+        comps = Components(model=model, scheduler=scheduler_for(name))
         model.train()
         latent_frames = (frames - 1) // 4 + 1
         gen = torch.Generator(device=device).manual_seed(0)

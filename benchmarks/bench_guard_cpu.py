@@ -8,7 +8,7 @@ to_q/to_k/to_v/to_out.0, bf16 autocast, fp32 LoRA weights, fused AdamW, max_grad
 ``small`` dit-lora run of ``bench_sana_cpu.py``, whose helpers this script imports):
 
 1. **End to end.** ``recipes/sana_lora.py`` with the settings of ``bench_sana_cpu.dit_lora_cmd``
-   in fresh child processes under ``step_timer.py`` (per-step times from the tqdm step bar), in
+   in fresh child processes under ``benchmarks/common/step_timer.py`` (per-step times from the tqdm step bar), in
    three variants: ``guard`` (the default, ``--finite_guard true``), ``guard+spikes``
    (``--skip_loss_spikes 6``) and ``no-guard`` (``--finite_guard false``). ``--repeats``
    interleaved rounds (the variant order rotates from round to round), the same quiet-machine
@@ -59,10 +59,9 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(REPO))
 
-import bench_sana_cpu as bsc  # noqa: E402  (reused: assets, command line, child runs, load monitoring)
+from benchmarks import bench_sana_cpu as bsc  # noqa: E402  (reused: assets, command line, child runs, load monitoring)
 
 CONFIG, RESOLUTION = "small", 256
 E2E_VARIANTS = {
@@ -186,7 +185,7 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     device = torch.device("cpu")
     family = get_family(cfg.family)
     comps = family.load_components(cfg, device)  # as train(); encoders are not used here
-    model = comps.denoiser
+    model = comps.model
     comps.encoders.clear()
     adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                       targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed)

@@ -32,10 +32,11 @@ folder and the same images and captions (built offline once into ``--work_dir``)
 The diffusers example is not part of this repository: pass its path with
 ``--diffusers_example`` (get it from github.com/huggingface/diffusers,
 ``examples/dreambooth/train_dreambooth_lora_sana.py``); without it only dit-lora is measured.
-If torchvision is not importable, the example runs against the benchmark-only shim in
-``benchmarks/torchvision_shim.py``, written into a temporary directory at run time.
+The example imports torchvision; it runs under ``--example_python`` (default: this interpreter), an
+environment with torch and torchvision. Where that interpreter cannot import torchvision (this
+project's CPU machine: torchvision's wheels are CUDA builds), the comparison is skipped and says so.
 
-Timing: every child runs under ``benchmarks/step_timer.py``, which timestamps each update of the
+Timing: every child runs under ``benchmarks/common/step_timer.py``, which timestamps each update of the
 trainer's tqdm step bar (both trainers update it once per optimizer step), so model loading,
 latent/text caching and saving are excluded for all programs alike; the first ``--warmup_steps``
 steps of each run are not timed. Peak RSS = ``ru_maxrss`` of the child (``os.wait4``; whole
@@ -56,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -73,7 +73,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 DEMO_CONFIG = REPO / "recipes" / "configs" / "sana" / "demo.yaml"
 RECIPE = REPO / "recipes" / "sana_lora.py"
-STEP_TIMER = BENCH / "step_timer.py"
+STEP_TIMER = BENCH / "common" / "step_timer.py"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # What recipes/configs/sana/demo.yaml sets, spelled out for the diffusers example.
@@ -285,11 +285,11 @@ def diffusers_cmd(example: Path, work: Path, size: str, res: int, steps: int, ou
 # one run
 # --------------------------------------------------------------------------------------------
 def run_once(name: str, script_argv: list[str], env: dict, logs: Path, warmup: int, steps: int,
-             quiet: dict, clean_cores: float, log) -> dict:
+             quiet: dict, clean_cores: float, log, python: str = sys.executable) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     stamp_file = logs / f"{name}.steps.json"
     stamp_file.unlink(missing_ok=True)
-    argv = [sys.executable, str(STEP_TIMER), str(stamp_file)] + script_argv
+    argv = [python, str(STEP_TIMER), str(stamp_file)] + script_argv
     started = time.perf_counter()
     with open(logs / f"{name}.log", "w") as fh:
         fh.write(" ".join(argv) + "\n\n")
@@ -440,6 +440,9 @@ def markdown(rows: list[dict], env: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--diffusers_example", default=None, help="Path to diffusers' train_dreambooth_lora_sana.py (optional).")
+    ap.add_argument("--example_python", default=None,
+                    help="Python interpreter of an environment with torch, torchvision and diffusers to run the example "
+                         "under (default: this one).")
     ap.add_argument("--out", default=str(BENCH / "results_cpu.json"), help="Where the JSON results go.")
     ap.add_argument("--markdown", default=None, help="Also write the summary table to this file.")
     ap.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "dit-lora-bench-cpu"),
@@ -493,26 +496,25 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
     env.pop("PYTHONPATH", None)
 
-    diffusers_env = dict(env)
-    shim_used = False
+    diffusers_env = dict(env, STEP_TIMER_TIME_CALLS=ENCODE_CALL)
+    example_python = args.example_python or sys.executable
     if example is not None and "diffusers" in variants:
-        diffusers_env["STEP_TIMER_TIME_CALLS"] = ENCODE_CALL
-        if importlib.util.find_spec("torchvision") is None:
-            shim_root = work / "torchvision_shim"
-            shutil.rmtree(shim_root, ignore_errors=True)
-            sys.path.insert(0, str(BENCH))
-            from torchvision_shim import write_torchvision_package
-
-            write_torchvision_package(shim_root)
-            diffusers_env["PYTHONPATH"] = str(shim_root)
-            diffusers_env["STEP_TIMER_HIDE_FROM_TRANSFORMERS"] = "torchvision"
-            shim_used = True
-            notes.append("torchvision is not installed: the diffusers example ran with the benchmark-only shim "
-                         "benchmarks/torchvision_shim.py (PIL transforms, used only while it builds its dataset).")
+        probe = subprocess.run([example_python, "-c", "import torch, torchvision, diffusers"], capture_output=True,
+                               text=True, env=env)
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            msg = (f"diffusers comparison SKIPPED: the example needs torch, torchvision and diffusers, and "
+                   f"{example_python} cannot import them ({last}). Pass --example_python with an environment "
+                   "that has them.")
+            log(msg)
+            notes.append(msg)
+            variants = [v for v in variants if v == "dit-lora"]
+            example = None
 
     environment = machine_environment(env)
     versions = environment["versions"]
-    environment.update(torchvision_shim=shim_used, diffusers_example=str(example) if example else None)
+    environment.update(diffusers_example=str(example) if example else None,
+                       example_python=example_python if example else None)
     if example is not None:
         import hashlib
 
@@ -533,14 +535,16 @@ def main(argv: list[str] | None = None) -> int:
                 out = work / "runs" / name
                 if variant == "dit-lora":
                     script_argv, child_env = dit_lora_cmd(work, config, res, steps, out), env
+                    python = sys.executable
                 else:
                     script_argv = diffusers_cmd(example, work, config, res, steps, out)
                     child_env = diffusers_env
+                    python = example_python
                 shutil.rmtree(out, ignore_errors=True)
                 log(f"[round {rnd + 1}/{args.repeats}] {config} ({res} px, {steps} steps) {variant}")
                 quiet = wait_for_quiet(args.quiet_cores, args.max_wait_s, log)
                 result = run_once(name, script_argv, child_env, work / "logs", args.warmup_steps, steps, quiet,
-                                  args.clean_cores, log)
+                                  args.clean_cores, log, python=python)
                 result.update(config=config, variant=variant, resolution=res, round=rnd)
                 runs.append(result)
                 shutil.rmtree(out, ignore_errors=True)

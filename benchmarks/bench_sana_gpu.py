@@ -40,9 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                             prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
@@ -110,7 +109,7 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
                           weighting_scheme="logit_normal", mixed_precision="bf16")
         optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
-        comps = Components(denoiser=model, scheduler=training_scheduler({"flow_shift": 3.0}))
+        comps = Components(model=model, scheduler=training_scheduler({"flow_shift": 3.0}))
         model.train()
         side = resolution // DC_AE_STRIDE
         gen = torch.Generator(device=device).manual_seed(0)

@@ -32,7 +32,7 @@ autocast, gradient checkpointing on (the family's default, non-reentrant). One t
 loop's step: ``family.compute_loss`` (the model's causal-LM loss on answer tokens, or with Liger
 its fused linear cross-entropy on the last hidden states) under bf16 autocast, backward, clipping
 at 1.0, fused AdamW with the non-finite skip in the kernel, ``zero_grad(set_to_none=True)``
-(``gpu_step_bench.train_step_fn``). CUDA events per step; peak memory since the model was built.
+(``benchmarks.common.gpu_step.train_step_fn``). CUDA events per step; peak memory since the model was built.
 
 Liger rows (``--use_liger_kernel``: ``family.configure`` -> ``dit_lora.vlm.liger.apply_liger``) run
 after the plain rows, because Liger patches transformers' Mistral module globally. Without
@@ -58,9 +58,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                             run_guarded, time_steps, train_step_fn)
 
 FAMILY = "llava_next_video"
@@ -166,9 +165,9 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
             model = build_llava_next_video_7b(tokenizer, device, torch)
             family.tokenizer, family.model_config = tokenizer, model.config
             family.prep = dict(family.spec.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
-            comps = Components(denoiser=model, scheduler=None, encoders={"tokenizer": family.tokenizer})
+            comps = Components(model=model)
             frame_size = (360, 640)
-        model = comps.denoiser
+        model = comps.model
         result["base_params"] = sum(p.numel() for p in model.parameters())
         result["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
         log = io.StringIO()

@@ -39,9 +39,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
 
-from gpu_step_bench import device_line, env_info, no_cuda_message  # noqa: E402
+from benchmarks.common.gpu_step import device_line, env_info, no_cuda_message  # noqa: E402
 
 HIDDEN = (1152, 1920, 2240, 3072)  # Sana 600M, CogVideoX 2B, Sana 1.6B, CogVideoX 5B
 TOKENS = (1024, 16384, 65536)

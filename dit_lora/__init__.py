@@ -4,12 +4,13 @@ __version__ = "0.1.0"
 
 
 def load_adapter(pipe, output_dir, adapter_name=None):
-    """Load a dit-lora output folder (LoRA plus any backbone weights) into a diffusers pipeline.
+    """Load a dit-lora output folder (LoRA plus any backbone weights) into a pipeline or video LLM.
 
-    Works for pipelines with ``load_lora_weights`` (Sana) and without (``DiTPipeline``: PEFT-format
-    LoRA, the resized class embedding and the trained class names for ``pipe.get_label_ids``).
+    Works for pipelines with ``load_lora_weights`` (Sana, CogVideoX) and without (``DiTPipeline``:
+    PEFT-format LoRA, the resized class embedding and the trained class names for
+    ``pipe.get_label_ids``), and for transformers video LLMs; see :func:`dit_lora.api.load_adapter`.
     """
-    from .output.adapter import load_adapter as _load
+    from .api import load_adapter as _load
 
     return _load(pipe, output_dir, adapter_name=adapter_name)
 

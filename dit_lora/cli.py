@@ -96,11 +96,11 @@ def _check_data(args: argparse.Namespace) -> int:
             values[name] = coerce(name, raw, f"--{name}")
     cfg = TrainConfig(**values)
 
-    from dit_lora.data.prepare import media_for
+    from dit_lora.data.cache import cache_namespace
     from dit_lora.families import get_family
 
     family = get_family(cfg.family)
-    media = media_for(cfg, family)
+    media = family.data_handler(cfg)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
 
@@ -109,9 +109,7 @@ def _check_data(args: argparse.Namespace) -> int:
     if media.cacheable:
         namespace = None
         if cfg.pretrained_model_name_or_path and cfg.cache_latents:
-            from dit_lora.data.prepare import cache_namespace_for
-
-            namespace = cache_namespace_for(cfg, family)
+            namespace = cache_namespace(media.namespace_identity())
         note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
         if cfg.cache_dir or namespace is not None:
             root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()

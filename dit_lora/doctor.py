@@ -319,7 +319,7 @@ def _torch_cuda_sdpa_check() -> Check | None:
     return Check("torch 2.5.0 + CUDA", torch_v, WARN,
                  "torch 2.5.0 enables the cuDNN scaled-dot-product-attention backend by default on H100, "
                  "which can produce NaN gradients in attention backward. Fix: "
-                 f'pip install "torch>=2.5.1,<3" (or call torch.backends.cuda.enable_cudnn_sdp(False)).')
+                 'pip install "torch>=2.5.1,<3" (or call torch.backends.cuda.enable_cudnn_sdp(False)).')
 
 
 def _kernels_shadow_check() -> Check:

@@ -9,7 +9,8 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
-from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, adapter_metadata, load_adapter, write_adapter
+from dit_lora.api import load_adapter
+from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, adapter_metadata, write_adapter
 from dit_lora.training import adapters
 
 
@@ -28,10 +29,10 @@ def loaded(tiny_sana):
 
 def test_precision_policy(loaded):
     family, cfg, comps = loaded
-    assert comps.denoiser.dtype == torch.bfloat16
+    assert comps.model.dtype == torch.bfloat16
     assert next(comps.encoders["text_encoder"].parameters()).dtype == torch.bfloat16
     assert next(comps.encoders["vae"].parameters()).dtype == torch.float32
-    assert not any(p.requires_grad for p in comps.denoiser.parameters())
+    assert not any(p.requires_grad for p in comps.model.parameters())
 
 
 def _fresh_transformer(tiny_sana):

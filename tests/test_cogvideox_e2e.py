@@ -23,9 +23,9 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("cogvideox-models")
     return {
-        "t2v": build_tiny_cogvideox_pipeline(root / "t2v-5b", variant="t2v", version="1.0-5b"),
-        "t2v-2b": build_tiny_cogvideox_pipeline(root / "t2v-2b", variant="t2v", version="1.0-2b"),
-        "i2v-1.5": build_tiny_cogvideox_pipeline(root / "i2v-15", variant="i2v", version="1.5"),
+        "t2v": build_tiny_cogvideox_pipeline(root / "t2v-5b", task="t2v", version="1.0-5b"),
+        "t2v-2b": build_tiny_cogvideox_pipeline(root / "t2v-2b", task="t2v", version="1.0-2b"),
+        "i2v-1.5": build_tiny_cogvideox_pipeline(root / "i2v-15", task="i2v", version="1.5"),
     }
 
 

@@ -31,7 +31,7 @@ def models(tmp_path_factory) -> dict[tuple[str, str], Path]:
     from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
 
     root = tmp_path_factory.mktemp("cogvideox-models")
-    return {c: build_tiny_cogvideox_pipeline(root / ids(c), variant=c[0], version=c[1]) for c in CASES}
+    return {c: build_tiny_cogvideox_pipeline(root / ids(c), task=c[0], version=c[1]) for c in CASES}
 
 
 @pytest.fixture(scope="module")
@@ -51,10 +51,10 @@ def _cfg(model: Path, **kw):
     return TrainConfig(**values)
 
 
-def _family(variant: str):
+def _family(task: str):
     from dit_lora.families import get_family
 
-    return get_family("cogvideox_i2v" if variant == "i2v" else "cogvideox")
+    return get_family("cogvideox_i2v" if task == "i2v" else "cogvideox")
 
 
 def _setup(models, case, lora: bool = True, **kw):
@@ -71,7 +71,7 @@ def _setup(models, case, lora: bool = True, **kw):
              **family.encode_prompts(comps, ["a red square moving left to right", "a blue square"])}
     batch["pixels"] = pixels
     if lora:
-        add_lora(comps.denoiser, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
+        add_lora(comps.model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
                  targets=family.default_lora_layers, seed=0)
     return family, cfg, comps, batch
 
@@ -88,13 +88,14 @@ class _Capture:
 
 
 def test_registered_with_the_contract():
+    from dit_lora.data.video_prepare import VideoMedia
     from dit_lora.families import available, family_for_pipeline
 
     assert {"cogvideox", "cogvideox_i2v"} <= set(available())
     t2v, i2v = _family("t2v"), _family("i2v")
     for family, kind, pipeline in ((t2v, "text-to-video", "CogVideoXPipeline"),
                                    (i2v, "image-to-video", "CogVideoXImageToVideoPipeline")):
-        assert family.media == "video" and family.gradient_checkpointing_default
+        assert isinstance(family.data_handler(_cfg(Path("unused"))), VideoMedia) and family.gradient_checkpointing_default
         assert family.recipe_script == "recipes/cogvideox_lora.py" and family.pipeline_class_name == pipeline
         assert kind in family.card_tags and "cogvideox" in family.card_tags
         assert family.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0")
@@ -148,7 +149,7 @@ def test_compute_loss_reaches_lora_and_pads_15(models, case):
     from diffusers import CogVideoXImageToVideoPipeline
 
     family, cfg, comps, batch = _setup(models, case, first_frame_noise=False)
-    denoiser = comps.denoiser
+    denoiser = comps.model
     assert batch["latents"].shape == (2, 3, 4, 8, 8) and batch["latents"].dtype == torch.float32
     capture = _Capture(denoiser)
     loss = family.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(0), cfg)
@@ -213,8 +214,8 @@ def test_training_rope_equals_the_pipelines(models, case):
     from PIL import Image
 
     family, cfg, comps, batch = _setup(models, case, lora=False)
-    capture = _Capture(comps.denoiser)
-    family.compute_loss(comps, comps.denoiser, batch, torch.Generator().manual_seed(0), cfg)
+    capture = _Capture(comps.model)
+    family.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(0), cfg)
     capture.close()
     trained = capture.calls[0]["image_rotary_emb"]
     pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
@@ -237,11 +238,12 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     import diffusers
     from safetensors.torch import load_file, save_file
 
-    from dit_lora.output.adapter import adapter_metadata, load_adapter, write_adapter
+    from dit_lora.api import load_adapter
+    from dit_lora.output.adapter import adapter_metadata, write_adapter
     from dit_lora.training.adapters import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, rank=4, lora_alpha=12)
-    model = comps.denoiser
+    model = comps.model
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "lora_" in name:  # an adapter that changes the output (lora_B starts at zero)
@@ -295,11 +297,11 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
         assert image.size == (64, 64) and image.getpixel((2, 2))[0] < 60  # the clip's dark background
     family.release_encoders(comps, keep_for_validation=True)
     assert set(comps.encoders) == {"vae"} and comps.encoders["vae"].device.type == "cpu"
-    videos = family.generate(comps, comps.denoiser, cond, cfg, seed=0)
+    videos = family.generate(comps, comps.model, cond, cfg, seed=0)
     assert len(videos) == 2 and all(len(v) == 9 and v[0].size == (64, 64) for v in videos)
 
-    lora_state, _ = split_trainable_state(comps.denoiser, [])
-    family.save_adapter(tmp_path, lora_state, comps.denoiser.peft_config["default"].to_dict())
+    lora_state, _ = split_trainable_state(comps.model, [])
+    family.save_adapter(tmp_path, lora_state, comps.model.peft_config["default"].to_dict())
     pipe = family.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
     assert pipe.transformer.peft_config  # the adapter is loaded
     reloaded = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1)

@@ -22,7 +22,7 @@ CASES = [("t2v", "1.0-2b"), ("t2v", "1.0-5b"), ("i2v", "1.5")]
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("cogvideox")
-    return {case: build_tiny_cogvideox_pipeline(root / "-".join(case), variant=case[0], version=case[1]) for case in CASES}
+    return {case: build_tiny_cogvideox_pipeline(root / "-".join(case), task=case[0], version=case[1]) for case in CASES}
 
 
 def _scheduler(snr_shift_scale: float):
@@ -172,4 +172,4 @@ def test_sample_timesteps():
 
 def test_i2v_2b_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="no CogVideoX-2b image-to-video"):
-        build_tiny_cogvideox_pipeline(tmp_path / "x", variant="i2v", version="1.0-2b")
+        build_tiny_cogvideox_pipeline(tmp_path / "x", task="i2v", version="1.0-2b")

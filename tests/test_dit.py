@@ -84,7 +84,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     comps = family.load_components(cfg, torch.device("cpu"))
     family.configure(comps, cfg)
     family.inspect_samples(comps, cfg, load_samples(train_data_dir=shape_classes, labels_from_folders=True))
-    model = comps.denoiser
+    model = comps.model
     tables = [p for n, p in model.named_parameters() if "class_embedder" in n]
     assert len(tables) == 2 and all(t.shape[0] == 4 for t in tables)  # 3 classes + the null row
     assert model.config.num_embeds_ada_norm == 3

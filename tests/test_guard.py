@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, base_args, read_summary, run_recipe
+from conftest import base_args, read_summary, run_recipe
 
 
 def _train(model, data, tmp_path, *, on_step=None, **overrides):
@@ -304,14 +304,14 @@ def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data
 
     def load_with_fp16_norm(self, cfg, device):
         comps = original(self, cfg, device)
-        comps.denoiser.proj_out.to(torch.float16)
+        comps.model.proj_out.to(torch.float16)
         return comps
 
     monkeypatch.setattr(SanaFamily, "load_components", load_with_fp16_norm)
     summary, out = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
     assert isinstance(summary, dict), summary
     audit = json.loads((out / "precision_audit.json").read_text())
-    assert audit and all(m["component"] == "denoiser" and m["dtype"] == "float16" for m in audit)
+    assert audit and all(m["component"] == "model" and m["dtype"] == "float16" for m in audit)
     assert any(m["name"].startswith("proj_out") for m in audit)
 
 

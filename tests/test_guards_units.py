@@ -18,7 +18,7 @@ from dit_lora.training.canary import (attention_canary, install_broken_attention
                                       restore_sdpa_backends, sdpa_backend_flags)
 from dit_lora.fileio import write_json_atomic
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
-from dit_lora.training.precision import audit_precision, check_fp16_denoiser, format_audit
+from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
 ROWS = ["data/red_circle.png", "data/blue_square.png"]
 
@@ -49,7 +49,7 @@ def setup(tiny_sana):
     model = _model(tiny_sana)
     cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
     family = get_family("sana")
-    comps = Components(denoiser=model, scheduler=training_scheduler({"shift": 3.0}))
+    comps = Components(model=model, scheduler=training_scheduler({"shift": 3.0}))
     gen = torch.Generator().manual_seed(0)
     batch = {
         "latents": torch.randn(2, 4, 8, 8, generator=gen),
@@ -245,21 +245,21 @@ def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
     cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
     comps = family.load_components(cfg, torch.device("cpu"))
     policy = family.expected_dtypes(comps, cfg)
-    assert policy == {"denoiser": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
+    assert policy == {"model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert audit_precision(comps, policy, allow_fp16=False) == []
-    adapters.add_lora(comps.denoiser, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
-    lora = [n for n, p in comps.denoiser.named_parameters() if p.requires_grad]
+    adapters.add_lora(comps.model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
+    lora = [n for n, p in comps.model.named_parameters() if p.requires_grad]
     found = audit_precision(comps, policy, allow_fp16=False)  # PEFT made the LoRA weights bf16
     assert {m["name"] for m in found} == set(lora) and all(m["expected"] == "float32" for m in found)
-    adapters.cast_trainable_to_fp32(comps.denoiser, under_autocast=True)
+    adapters.cast_trainable_to_fp32(comps.model, under_autocast=True)
     assert audit_precision(comps, policy, allow_fp16=False) == []
     assert "matches" in format_audit([])
 
-    comps.denoiser.caption_norm.to(torch.float16)
+    comps.model.caption_norm.to(torch.float16)
     comps.encoders["text_encoder"].layers[0].input_layernorm.to(torch.float16)
     found = audit_precision(comps, policy, allow_fp16=True)
     assert {(m["component"], m["name"], m["kind"], m["dtype"], m["expected"]) for m in found} == {
-        ("denoiser", "caption_norm.weight", "param", "float16", "bfloat16"),
+        ("model", "caption_norm.weight", "param", "float16", "bfloat16"),
         ("text_encoder", "layers.0.input_layernorm.weight", "param", "float16", "bfloat16"),
     }
     text = format_audit(found)
@@ -267,7 +267,7 @@ def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
 
 
 def test_audit_summary_is_grouped():
-    mismatches = [{"component": "denoiser", "name": f"transformer_blocks.{i}.norm.weight", "kind": "param",
+    mismatches = [{"component": "model", "name": f"transformer_blocks.{i}.norm.weight", "kind": "param",
                    "dtype": "float32", "expected": "bfloat16", "trainable": False} for i in range(500)]
     text = format_audit(mismatches)
     assert len(text.splitlines()) == 2
@@ -277,11 +277,11 @@ def test_audit_summary_is_grouped():
 def test_fp16_denoiser_refused_without_allow_fp16(tiny_sana):
     fp16 = _model(tiny_sana, dtype=torch.float16, lora=False)
     with pytest.raises(UserError) as err:
-        check_fp16_denoiser(fp16, allow_fp16=False)
+        check_fp16_model(fp16, allow_fp16=False)
     message = str(err.value)
     assert "--allow_fp16" in message and "--mixed_precision bf16" in message and "BF16" in message
-    check_fp16_denoiser(fp16, allow_fp16=True)
-    check_fp16_denoiser(fp16.requires_grad_(True), allow_fp16=True)
+    check_fp16_model(fp16, allow_fp16=True)
+    check_fp16_model(fp16.requires_grad_(True), allow_fp16=True)
     with pytest.raises(UserError):  # judged the same before the base is frozen
-        check_fp16_denoiser(fp16, allow_fp16=False)
-    check_fp16_denoiser(_model(tiny_sana, lora=True), allow_fp16=False)
+        check_fp16_model(fp16, allow_fp16=False)
+    check_fp16_model(_model(tiny_sana, lora=True), allow_fp16=False)

@@ -17,9 +17,9 @@ pytest.importorskip("av")
 from dit_lora.cli import main as cli_main  # noqa: E402
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.data import batches as batch_lib  # noqa: E402
-from dit_lora.data.prepare import batch_to_device, cache_namespace_for, prepare_data  # noqa: E402
+from dit_lora.data.prepare import cache_namespace_for, cache_root_for, prepare_data  # noqa: E402
 from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets  # noqa: E402
-from dit_lora.data.video_prepare import load_video_dataset, materialise_clip  # noqa: E402
+from dit_lora.data.video_prepare import VideoMedia, load_video_dataset, materialise_clip  # noqa: E402
 from dit_lora.demo.clips import (  # noqa: E402
     make_moving_square_dataset,
     write_corrupt_clip,
@@ -27,15 +27,17 @@ from dit_lora.demo.clips import (  # noqa: E402
     write_truncated_clip,
 )
 from dit_lora.errors import UserError  # noqa: E402
-from dit_lora.families import base as family_base  # noqa: E402
+from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
 
 
-class FakeVideoFamily(family_base.ModelFamily):
+class FakeVideoFamily(DiffusionFamily):
     """A video family whose 'VAE' average-pools: 4x in time (first frame alone), 8x in space."""
 
     name = "fake_video"
-    media = "video"
+
+    def data_handler(self, cfg):
+        return VideoMedia(cfg, self, cache_root_for(cfg))
 
     def __init__(self) -> None:
         self.inspected: list = []
@@ -65,7 +67,7 @@ class FakeVideoFamily(family_base.ModelFamily):
     def _unused(self, *args, **kwargs):
         raise NotImplementedError
 
-    validate_config = prepare_demo = load_components = release_encoders = compute_loss = _unused
+    validate_config = prepare_demo = load_components = compute_loss = validation_inputs = _unused
     generate = save_adapter = load_pipeline_with_adapter = generate_with_pipeline = _unused
 
 
@@ -213,8 +215,8 @@ def test_uncached_clips_give_the_same_batches(tmp_path, clips):
     raw = prepare_data(_cfg(tmp_path, clips, random_flip=True, cache_latents=False), family, None, _acc())
     assert not raw.cached and isinstance(raw.dataset, batch_lib.RawVideoDataset)
     items = [(0, False), (3, True)]
-    got = batch_to_device(batch_lib.collate([raw.dataset[i] for i in items]), "cpu", family, None, cached=False)
-    want = batch_to_device(batch_lib.collate([cached.dataset[i] for i in items]), "cpu", family, None, cached=True)
+    got = family.prepare_batch(None, batch_lib.collate([raw.dataset[i] for i in items]), "cpu", cached=False)
+    want = family.prepare_batch(None, batch_lib.collate([cached.dataset[i] for i in items]), "cpu", cached=True)
     assert set(got) == set(want) == {"latents", "image_latents", "prompt_embeds", "sample_index"}
     for key in ("latents", "image_latents", "prompt_embeds"):
         assert got[key].shape == want[key].shape

@@ -275,6 +275,6 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
         family.validate_config(cfg)
     cfg = parse_config(_args(assets["llava"], assets["videochat2"], tmp_path / "out", family="llava_next_video",
                              lora_layers="qkv"))
-    model = family.load_components(cfg, torch.device("cpu")).denoiser
+    model = family.load_components(cfg, torch.device("cpu")).model
     with pytest.raises(UserError, match="match no Linear layer of the language model"):
         family.lora_targets(model, cfg)

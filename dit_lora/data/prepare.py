@@ -1,8 +1,10 @@
 """From a config to a dataset the loop can iterate: list, check, inspect and (optionally) cache samples.
 
-Images and video clips go through the same flow; what differs (how samples are listed, screened,
-decoded and grouped into batches) sits in a media handler chosen by ``family.media``:
-:class:`ImageMedia` here, :class:`~dit_lora.data.video_prepare.VideoMedia` for clips.
+Images, clips and video question-answer samples go through the same flow; what differs (how samples
+are listed, screened, decoded and grouped into batches) sits in the :class:`MediaHandler` the family
+returns from ``data_handler(cfg)``: :class:`ImageMedia` here,
+:class:`~dit_lora.data.video_prepare.VideoMedia` for clips, :class:`~dit_lora.vlm.media.VideoQAMedia`
+for video LLMs. ``check-data`` asks the same handler, so it screens exactly as training does.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import torch
 
@@ -19,7 +21,7 @@ from ..errors import UserError
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from . import preflight
-from .cache import as_encoding, build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
+from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
 from .validation import bad_fraction_error, validate_samples
@@ -47,8 +49,34 @@ class PreparedData:
         return len(self.samples)
 
 
+class MediaHandler(Protocol):
+    """What :func:`prepare_data` and ``check-data`` ask of a family's data (``family.data_handler(cfg)``)."""
+
+    noun: str  #: what one sample is called in messages ("image", "clip")
+    cacheable: bool  #: whether samples are encoded once into the latent cache (diffusion) or not (video LLMs)
+    encode_batch_size: int  #: samples per encode call while caching (cacheable handlers only)
+
+    def list_samples(self) -> list:
+        """Every sample named by the data flags, unread."""
+
+    def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
+        """The usable samples; each left-out one is appended to ``quarantine`` with its reason."""
+
+    def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
+        """``check-data``: (per-sample rows, the usable samples, a note or None)."""
+
+    def namespace_identity(self) -> dict[str, Any]:
+        """Everything that changes an encoded sample besides its content (the cache namespace)."""
+
+    def raw_dataset(self, samples: list) -> torch.utils.data.Dataset:
+        """The uncached dataset (a dataset with its own batching brings a ``collate`` method)."""
+
+    def groups(self, samples: list, **kwargs: Any) -> list[int] | None:
+        """One group id per sample that a batch must not mix (frame buckets), or None."""
+
+
 class ImageMedia:
-    """What :func:`prepare_data` does for image families (``family.media == "image"``)."""
+    """The :class:`MediaHandler` of image families (``DiffusionFamily.data_handler``'s default)."""
 
     noun = "image"
     cacheable = True
@@ -103,30 +131,9 @@ class ImageMedia:
         return None
 
 
-def media_of(family) -> str:
-    """``family.media`` ("image" or "video"); anything else is a programming error."""
-    media = family.media
-    if media not in ("image", "video", "video_qa"):
-        raise ValueError(f"{type(family).__name__}.media is {media!r}; expected 'image', 'video' or 'video_qa'")
-    return media
-
-
 def cache_root_for(cfg) -> Path:
     """The latent-cache root: ``--cache_dir`` or :func:`default_cache_root`."""
     return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
-
-
-def media_for(cfg, family):
-    """The media handler of ``family``: :class:`ImageMedia` or :class:`~.video_prepare.VideoMedia`."""
-    if media_of(family) == "video":
-        from .video_prepare import VideoMedia  # PyAV and the video code only for video families
-
-        return VideoMedia(cfg, family, cache_root_for(cfg))
-    if media_of(family) == "video_qa":
-        from ..vlm.media import VideoQAMedia  # video-LLM question answering: tokenized on the fly, no cache
-
-        return VideoQAMedia(cfg, family)
-    return ImageMedia(cfg, family)
 
 
 def _log(accelerator, msg: str) -> None:
@@ -160,11 +167,11 @@ def cache_namespace_for(cfg, family) -> str:
     Images: the family's cache identity plus resolution, crop and flip settings. Clips: the
     family's identity plus frame sampling and flip (each entry's name carries the clip's bucket).
     """
-    return cache_namespace(media_for(cfg, family).namespace_identity())
+    return cache_namespace(family.data_handler(cfg).namespace_identity())
 
 
 def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
-    """Load, check and (optionally) cache the dataset: images, or clips for a family with ``media == "video"``.
+    """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
     Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
     ``output_dir/quarantine.json`` (always written; ``[]`` when nothing was left out): unreadable
@@ -177,7 +184,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    media = media_for(cfg, family)
+    media = family.data_handler(cfg)
     samples = media.list_samples()
     total = len(samples)
     quarantine: list[dict[str, Any]] = []
@@ -248,13 +255,3 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     kept = [samples[i] for i in keep]
     return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), kept, True, quarantine,
                         groups=media.groups(kept, world_size=world, log=log))
-
-
-def batch_to_device(batch: dict, device, family, comps, cached: bool) -> dict:
-    """Move a collated batch to ``device``; encode on the fly when the cache is off."""
-    if cached or not getattr(family, "encodes_on_the_fly", True):
-        return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-    out = family.encode_prompts(comps, batch["caption"])
-    out.update(as_encoding(family.encode_images(comps, batch["pixel_values"].to(device))))
-    out["sample_index"] = batch["sample_index"]
-    return out

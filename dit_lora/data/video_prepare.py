@@ -1,4 +1,4 @@
-"""Video data for video families (``family.media == "video"``): list clips, screen and bucket them, load pixels.
+"""Video data for video diffusion families (their `data_handler`): list clips, screen and bucket them, load pixels.
 
 :func:`~dit_lora.data.prepare.prepare_data` runs the same flow for images and clips (screen,
 quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:

@@ -63,7 +63,7 @@ from dit_lora.demo import build_directory_atomically
 __all__ = [
     "REAL_VAE_SCALING_FACTORS",
     "COGVIDEOX_VERSIONS",
-    "COGVIDEOX_VARIANTS",
+    "COGVIDEOX_TASKS",
     "REAL_CHECKPOINT_DTYPES",
     "TINY_COGVIDEOX_VERSION",
     "TINY_COGVIDEOX_GEOMETRY",
@@ -77,7 +77,7 @@ TINY_COGVIDEOX_VERSION = 2  # bump when configs, init or tokenizer change
 _MARKER = "dit_lora_tiny.json"
 
 COGVIDEOX_VERSIONS = ("1.0-2b", "1.0-5b", "1.5")
-COGVIDEOX_VARIANTS = ("t2v", "i2v")
+COGVIDEOX_TASKS = ("t2v", "i2v")
 
 # The dtype the published checkpoints store the transformer in (THUDM/CogVideoX-2b was
 # trained in fp16; 5B and 1.5 in bf16).  The tiny builds are fp32 (see module docstring).
@@ -168,29 +168,29 @@ _T5 = {
 }
 
 
-def _check(variant: str, version: str) -> None:
-    if variant not in COGVIDEOX_VARIANTS:
-        raise ValueError(f"unknown CogVideoX variant {variant!r}; choose from {COGVIDEOX_VARIANTS}")
+def _check(task: str, version: str) -> None:
+    if task not in COGVIDEOX_TASKS:
+        raise ValueError(f"unknown CogVideoX task {task!r}; choose from {COGVIDEOX_TASKS}")
     if version not in COGVIDEOX_VERSIONS:
         raise ValueError(f"unknown CogVideoX version {version!r}; choose from {COGVIDEOX_VERSIONS}")
-    if variant == "i2v" and version == "1.0-2b":
+    if task == "i2v" and version == "1.0-2b":
         raise ValueError("there is no CogVideoX-2b image-to-video checkpoint; use version '1.0-5b' or '1.5' for i2v")
 
 
-def get_tiny_cogvideox_config(variant: str = "t2v", version: str = "1.0-5b") -> dict[str, Any]:
-    """Return the kwargs of each component for ``(variant, version)`` (a fresh copy).
+def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dict[str, Any]:
+    """Return the kwargs of each component for ``(task, version)`` (a fresh copy).
 
     Keys ``transformer`` (CogVideoXTransformer3DModel), ``vae`` (AutoencoderKLCogVideoX,
     without ``scaling_factor``, which is measured at build time), ``scheduler``
     (CogVideoXDDIMScheduler) and ``text_encoder`` (T5Config, without ``vocab_size``).
     """
-    _check(variant, version)
+    _check(task, version)
     transformer = copy.deepcopy(_TRANSFORMER_BASE)
     transformer.update(_VERSION_FLAGS[version])
-    transformer["in_channels"] = _LATENT_CHANNELS * (2 if variant == "i2v" else 1)
-    if variant == "i2v" and version == "1.0-5b":
+    transformer["in_channels"] = _LATENT_CHANNELS * (2 if task == "i2v" else 1)
+    if task == "i2v" and version == "1.0-5b":
         transformer["use_learned_positional_embeddings"] = True  # CogVideoX-5b-I2V
-    if variant == "i2v" and version == "1.5":
+    if task == "i2v" and version == "1.5":
         transformer["ofs_embed_dim"] = 16  # 512 in CogVideoX1.5-5B-I2V
     vae = copy.deepcopy(_VAE_BASE)
     if version == "1.5":
@@ -269,7 +269,7 @@ def _vae_scaling_factor(vae, seed: int) -> float:
 
 
 def build_tiny_cogvideox_components(
-    variant: str = "t2v", version: str = "1.0-5b", seed: int = 0, dtype: torch.dtype = torch.float32
+    task: str = "t2v", version: str = "1.0-5b", seed: int = 0, dtype: torch.dtype = torch.float32
 ) -> dict[str, Any]:
     """Build the five CogVideoX pipeline components in memory, randomly initialised from ``seed``.
 
@@ -280,7 +280,7 @@ def build_tiny_cogvideox_components(
     from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
     from transformers import T5Config, T5EncoderModel
 
-    config = get_tiny_cogvideox_config(variant, version)
+    config = get_tiny_cogvideox_config(task, version)
     tokenizer = build_tiny_t5_tokenizer()
 
     with torch.random.fork_rng(devices=[]):
@@ -318,23 +318,23 @@ def build_tiny_cogvideox_components(
 def build_tiny_cogvideox_pipeline(
     path: str | Path,
     *,
-    variant: str = "t2v",
+    task: str = "t2v",
     version: str = "1.0-5b",
     seed: int = 0,
     dtype: torch.dtype = torch.float32,
 ) -> Path:
     """Write a randomly initialised CogVideoX pipeline to ``path`` and return ``path``.
 
-    ``variant="t2v"`` saves a ``CogVideoXPipeline``, ``"i2v"`` a
+    ``task="t2v"`` saves a ``CogVideoXPipeline``, ``"i2v"`` a
     ``CogVideoXImageToVideoPipeline`` (safetensors, ``dtype`` weights, fp32 by default), plus a
     ``dit_lora_tiny.json`` marker.  Loads offline with ``<Pipeline>.from_pretrained(path)`` or
     per component (``subfolder=``).  Idempotent (same marker -> nothing rewritten) and atomic
     (built in a sibling temporary directory and renamed), like the tiny Sana builder.
     """
-    _check(variant, version)
+    _check(task, version)
     marker = {
         "kind": "cogvideox",
-        "variant": variant,
+        "task": task,
         "cogvideox_version": version,
         "seed": seed,
         "dtype": str(dtype).removeprefix("torch."),
@@ -344,8 +344,8 @@ def build_tiny_cogvideox_pipeline(
     def build(tmp: Path) -> None:
         from diffusers import CogVideoXImageToVideoPipeline, CogVideoXPipeline
 
-        cls = CogVideoXImageToVideoPipeline if variant == "i2v" else CogVideoXPipeline
-        pipe = cls(**build_tiny_cogvideox_components(variant, version, seed, dtype))
+        cls = CogVideoXImageToVideoPipeline if task == "i2v" else CogVideoXPipeline
+        pipe = cls(**build_tiny_cogvideox_components(task, version, seed, dtype))
         pipe.save_pretrained(tmp, safe_serialization=True)
 
     return build_directory_atomically(path, _MARKER, marker, build)

@@ -1,7 +1,7 @@
 """The contract between the generic training loop and one model family.
 
-A family module implements :class:`ModelFamily` once; the loop, caching, checkpointing and
-saving code only ever call these methods, so adding a family never adds a branch elsewhere.
+A family implements :class:`ModelFamily` once; the loop, checkpointing and saving code only ever call
+these methods, so adding a family never adds a branch elsewhere.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from ..config import TrainConfig
 
 @dataclass
 class Components:
-    """The loaded model parts a family needs. ``denoiser`` is the module that gets LoRA."""
+    """The loaded model parts of a run. ``model`` is the module that gets LoRA: a diffusion
+    transformer, or a video LLM (vision tower, projector and language model)."""
 
-    denoiser: torch.nn.Module
-    scheduler: Any
+    model: torch.nn.Module
+    scheduler: Any = None  # the training noise schedule (diffusion); None for language models
     encoders: dict[str, Any] = field(default_factory=dict)  # e.g. vae, text_encoder, tokenizer
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -37,7 +38,13 @@ def schedule_on_device(scheduler, device: torch.device):
 
 
 class ModelFamily(ABC):
-    """One model family: how to load, encode, noise, compute the loss, save and sample."""
+    """The spec the training loop calls for one model family (torchtitan's ``TrainSpec`` shape).
+
+    Load the components, build the data, name what trains, compute the loss, save the adapter and load
+    it back into the real consumer, sample, and describe the run on the model card. Diffusion families
+    share :class:`~dit_lora.families.diffusion.DiffusionFamily` (encoders, latent cache, VAE); the video
+    LLM implements this spec directly.
+    """
 
     #: registry name, used by ``--family``
     name: str = ""
@@ -45,18 +52,10 @@ class ModelFamily(ABC):
     default_lora_layers: tuple[str, ...] = ()
     #: model-card tags besides `lora` and `dit-lora`
     card_tags: tuple[str, ...] = ()
-    #: diffusers pipeline class name shown in the model card
+    #: consumer class name (a diffusers pipeline or a transformers model) shown in the model card
     pipeline_class_name: str = ""
     #: file the adapter is saved to (what `load_lora_weights` reads by default)
     adapter_weight_name: str = "pytorch_lora_weights.safetensors"
-    #: where a sample's caption comes from: "captions" (metadata/.txt/column) or "class_folders"
-    #: (class-conditional: a folder without metadata gives each image its sub-folder's name)
-    caption_source: str = "captions"
-    #: whether a sample with an empty caption is unusable (skipped and quarantined)
-    requires_captions: bool = True
-    #: what one training sample is: "image" (pixels ``(B, 3, H, W)``) or "video" (pixels ``(B, F, 3, H, W)``,
-    #: decoded to the buckets of :meth:`video_buckets`)
-    media: str = "image"
     #: gradient checkpointing when --gradient_checkpointing is unset
     gradient_checkpointing_default: bool = False
     #: the recipe script that trains this family (default ``<name>_lora.py``)
@@ -70,6 +69,7 @@ class ModelFamily(ABC):
         """``recipes/<...>_lora.py`` that trains this family."""
         return f"recipes/{self.recipe or self.name + '_lora.py'}"
 
+    # ---- setup ------------------------------------------------------------------------------
     @abstractmethod
     def validate_config(self, cfg: TrainConfig) -> None:
         """Family-specific checks that read only small config files (never weights)."""
@@ -80,89 +80,57 @@ class ModelFamily(ABC):
 
     @abstractmethod
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        """Load the denoiser (bf16, frozen) and the encoders, placed on ``device``."""
-
-    @abstractmethod
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
-        """Everything besides the sample that changes the encoded latents/embeddings."""
-
-    @abstractmethod
-    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
-        """Pixels in [-1, 1] -> scaled latents in fp32.
-
-        Images: ``(B, 3, H, W)`` -> a latent tensor. Videos: ``(B, F, 3, H, W)`` -> a latent tensor or a dict
-        with ``"latents"`` plus other per-sample tensors the loss needs (e.g. ``"image_latents"``); every
-        entry is cached beside the caption embeddings and arrives in the batch under its own key.
-        """
-
-    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
-        """Video families: the validated (frames, height, width) buckets clips are decoded to."""
-        raise NotImplementedError(f"{type(self).__name__} trains images")
-
-    @abstractmethod
-    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
-        """Captions -> conditioning tensors (batched along dim 0); ``with_negative`` adds the CFG negative."""
+        """Load the model that gets LoRA (bf16, frozen) and whatever else the family needs, on ``device``."""
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
-        """Record per-run encoding settings (prompt prefixes, lengths) on the loaded components."""
-
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Check the listed dataset against the loaded model before anything is encoded.
-
-        Called once with the usable samples (e.g. DiT compares the dataset's class count with the
-        model's class embedding here and records the label map). Raise ``UserError`` on a mismatch.
-        """
-
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        """The precision policy: dtype every floating parameter/buffer of each component should have.
-
-        Keys are ``"denoiser"`` or names in ``comps.encoders``; trainable (LoRA) parameters are always
-        expected in fp32 and are checked separately.
-        """
-        return {"denoiser": cfg.weight_dtype}
-
-    def precision_notes(self, cfg: TrainConfig) -> list[str]:
-        """Warnings about the checkpoint's stored precision, shown before training."""
-        return []
+        """Record per-run settings (prompt prefixes, lengths, a fused loss) once the components are loaded."""
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         """Lines shown at start saying what the family chose from the checkpoint (e.g. a video size) and why."""
         return []
 
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
+        """Warnings about the checkpoint's stored precision, shown before training."""
+        return []
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """The precision policy: dtype every floating parameter/buffer of each component should have.
+
+        Keys are ``"model"`` or names in ``comps.encoders``; trainable (LoRA) parameters are always
+        expected in fp32 and are checked separately.
+        """
+        return {"model": cfg.weight_dtype}
+
+    # ---- data -------------------------------------------------------------------------------
     @abstractmethod
-    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
-        """Free the encoders after caching; keep what validation needs off the accelerator."""
+    def data_handler(self, cfg: TrainConfig):
+        """How this family's samples are listed, screened, checked, preprocessed and batched.
 
-    @abstractmethod
-    def compute_loss(
-        self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
-    ) -> torch.Tensor:
-        """The training loss (scalar) for one micro-batch with ``latents`` and conditioning."""
-
-    @abstractmethod
-    def generate(
-        self, comps: Components, denoiser: torch.nn.Module, cond: dict[str, torch.Tensor], cfg: TrainConfig, seed: int
-    ) -> list:
-        """Validation images from the in-memory model, with pre-encoded prompt conditioning."""
-
-    @abstractmethod
-    def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:
-        """Write the adapter with the consumer's own saver so it reloads at the trained strength."""
-
-    @abstractmethod
-    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-        """A fresh pipeline from the base model with the saved adapter loaded by the real consumer."""
-
-    def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
-        """Reshape a consumer pipeline to fit a saved adapter before its weights load (``dit_lora.load_adapter``).
-
-        E.g. DiT resizes the class embedding to the trained class count and installs the class names.
+        A :class:`~dit_lora.data.prepare.MediaHandler`; training (:meth:`build_data`) and ``check-data``
+        both get their screening from it.
         """
 
-    @abstractmethod
-    def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
-        """Images from a consumer pipeline (used for the final, reloaded-adapter validation)."""
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Check the screened samples against the loaded model before anything is encoded.
 
+        E.g. DiT compares the dataset's class count with the model's class embedding here. Raise
+        ``UserError`` on a mismatch.
+        """
+
+    def build_data(self, cfg: TrainConfig, comps: Components, accelerator):
+        """The training data: samples listed and screened by :meth:`data_handler`, a dataset and its collate.
+
+        Returns a :class:`~dit_lora.data.prepare.PreparedData`.
+        """
+        from ..data.prepare import prepare_data
+
+        return prepare_data(cfg, self, comps, accelerator)
+
+    def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+        """A collated batch as the step's inputs on ``device`` (the loop and the fault replay both call this)."""
+        return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    # ---- what trains ------------------------------------------------------------------------
     def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
         return list(cfg.lora_layers or self.default_lora_layers)
@@ -179,12 +147,57 @@ class ModelFamily(ABC):
         """Turn on activation checkpointing (diffusers models; transformers models name it differently)."""
         model.enable_gradient_checkpointing()
 
+    @abstractmethod
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+    ) -> torch.Tensor:
+        """The training loss (scalar) of one micro-batch from :meth:`prepare_batch`."""
+
+    # ---- samples ----------------------------------------------------------------------------
+    @abstractmethod
+    def validation_inputs(self, comps: Components, cfg: TrainConfig) -> dict[str, Any]:
+        """What :meth:`generate` needs for ``--validation_prompt``, prepared while the encoders are loaded."""
+
+    @abstractmethod
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
+        """Validation samples from the in-memory model, given :meth:`validation_inputs`."""
+
     def save_sample(self, sample: Any, stem: Path) -> Path:
         """Write one validation sample (a PIL image here) as ``stem`` + extension; return the path."""
         path = Path(stem).with_suffix(".png")
         sample.save(path)
         return path
 
+    # ---- the adapter and its consumer -------------------------------------------------------
+    @abstractmethod
+    def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:
+        """Write the adapter with the consumer's own saver so it reloads at the trained strength."""
+
+    @abstractmethod
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        """A fresh consumer (pipeline or model) from the base model with the saved adapter loaded by the real loader."""
+
+    def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
+        """Reshape a consumer pipeline to fit a saved adapter before its weights load (``dit_lora.load_adapter``).
+
+        E.g. DiT resizes the class embedding to the trained class count and installs the class names.
+        """
+
+    def attach_adapter(self, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
+        """Load a saved adapter into the consumer ``pipe`` (fitted first by :meth:`prepare_pipeline_for_adapter`)."""
+        from ..output.adapter import adapter_folder, load_adapter_files
+
+        folder = adapter_folder(adapter_dir)
+        self.prepare_pipeline_for_adapter(pipe, folder)
+        return load_adapter_files(pipe, folder, adapter_name)
+
+    @abstractmethod
+    def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
+        """Samples from the consumer (used for the final, reloaded-adapter validation)."""
+
+    # ---- model card -------------------------------------------------------------------------
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Python code for the model card that loads the adapter and generates."""
         raise NotImplementedError

@@ -60,7 +60,8 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-from .base import Components, ModelFamily, schedule_on_device
+from .base import Components, schedule_on_device
+from .diffusion import DiffusionFamily
 from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
 from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
 
@@ -120,7 +121,7 @@ class ModelInfo:
     """What the small config files say about a CogVideoX checkpoint (diffusers' defaults when unreadable)."""
 
     pipeline_class: str | None = None
-    variant: str | None = None  # "t2v", "i2v" or None (configs unreadable)
+    task: str | None = None  # "t2v", "i2v" or None (configs unreadable)
     evidence: str = ""
     vae_spatial: int = 8  # 2 ** (len(vae block_out_channels) - 1)
     temporal: int = 4  # VAE temporal_compression_ratio
@@ -188,22 +189,22 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
     tr = read_component_config(cfg, "transformer") or {}
     vae = read_component_config(cfg, "vae") or {}
     pipeline_class = index.get("_class_name")
-    variant, evidence = None, ""
+    task, evidence = None, ""
     if tr and vae:
         in_ch, latent = int(tr.get("in_channels", 16)), int(vae.get("latent_channels", 16))
-        variant = {latent: "t2v", 2 * latent: "i2v"}.get(in_ch)
+        task = {latent: "t2v", 2 * latent: "i2v"}.get(in_ch)
         evidence = (f"transformer/config.json in_channels {in_ch} = "
-                    + ("the VAE's" if variant == "t2v" else "2 x the VAE's") + f" {latent} latent channels")
+                    + ("the VAE's" if task == "t2v" else "2 x the VAE's") + f" {latent} latent channels")
     if pipeline_class in T2V_PIPELINES + (I2V_PIPELINE,):
         named = "i2v" if pipeline_class == I2V_PIPELINE else "t2v"
-        variant = variant or named
+        task = task or named
         evidence = f"model_index.json names {pipeline_class}" + (f"; {evidence}" if evidence else "")
     sample = {}
     for key in ("sample_frames", "sample_height", "sample_width", "patch_size", "max_text_seq_length"):
         if tr.get(key) is not None:
             sample[key] = int(tr[key])
     return ModelInfo(
-        pipeline_class=pipeline_class, variant=variant, evidence=evidence,
+        pipeline_class=pipeline_class, task=task, evidence=evidence,
         vae_spatial=2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1),
         temporal=int(vae.get("temporal_compression_ratio", tr.get("temporal_compression_ratio", 4))),
         patch_size_t=tr.get("patch_size_t"), rope=bool(tr.get("use_rotary_positional_embeddings", False)),
@@ -242,13 +243,12 @@ def _check_size(flag: str, value: int, multiple: int, info: ModelInfo) -> None:
         )
 
 
-class CogVideoXFamily(ModelFamily):
+class CogVideoXFamily(DiffusionFamily):
     """CogVideoX 1.0 (2B, 5B) and 1.5 text-to-video."""
 
     name = "cogvideox"
-    variant = "t2v"
+    task = "t2v"
     recipe = "cogvideox_lora.py"
-    media = "video"
     gradient_checkpointing_default = True
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("text-to-video", "diffusers", "cogvideox", "diffusers-training")
@@ -274,7 +274,7 @@ class CogVideoXFamily(ModelFamily):
     # ---- checks before loading ------------------------------------------------------------
     def validate_config(self, cfg: TrainConfig) -> None:
         path = cfg.pretrained_model_name_or_path
-        check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.variant],
+        check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.task],
                               "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
         info = self.model_info(cfg)
         known = T2V_PIPELINES + (I2V_PIPELINE,)
@@ -291,17 +291,17 @@ class CogVideoXFamily(ModelFamily):
         if transformer_class != "CogVideoXTransformer3DModel":
             raise UserError(f"`{path}`: transformer/config.json is a {transformer_class}, not a "
                             "CogVideoXTransformer3DModel. Point --pretrained_model_name_or_path at a CogVideoX pipeline.")
-        if tr_cfg is not None and info.variant is None:
+        if tr_cfg is not None and info.task is None:
             raise UserError(
                 f"`{path}`: transformer/config.json in_channels {tr_cfg.get('in_channels')} is neither the VAE's latent "
                 "channels (text-to-video) nor twice them (image-to-video); recipes/cogvideox_lora.py trains neither "
                 "kind of model here (e.g. CogVideoX-Fun control/inpaint models are not supported)."
             )
-        if info.variant and info.variant != self.variant:
+        if info.task and info.task != self.task:
             raise UserError(
-                f"`{path}` is {'an' if info.variant == 'i2v' else 'a'} {KIND[info.variant]} CogVideoX checkpoint "
+                f"`{path}` is {'an' if info.task == 'i2v' else 'a'} {KIND[info.task]} CogVideoX checkpoint "
                 f"({info.evidence}), but --family {self.name} "
-                f"trains {KIND[self.variant]}. Use --family {FAMILY_FOR[info.variant]} (recipes/cogvideox_lora.py "
+                f"trains {KIND[self.task]}. Use --family {FAMILY_FOR[info.task]} (recipes/cogvideox_lora.py "
                 "trains both)."
             )
         self.fps = info.fps
@@ -330,6 +330,13 @@ class CogVideoXFamily(ModelFamily):
 
     def _check_validation_image(self, cfg: TrainConfig) -> None:
         """T2V has no conditioning image."""
+
+    def data_handler(self, cfg: TrainConfig):
+        """Clips, decoded to :meth:`video_buckets`."""
+        from ..data.prepare import cache_root_for
+        from ..data.video_prepare import VideoMedia
+
+        return VideoMedia(cfg, self, cache_root_for(cfg))
 
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         from ..data.frames import check_num_frames, resolution_buckets
@@ -428,7 +435,7 @@ class CogVideoXFamily(ModelFamily):
         from ..demo.tiny_cogvideox import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
 
         try:
-            build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, variant=self.variant,
+            build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, task=self.task,
                                           version=cfg.demo_cogvideox_version, seed=0)
         except ValueError as err:  # e.g. there is no 2B image-to-video model
             raise UserError(f"--demo_cogvideox_version {cfg.demo_cogvideox_version}: {err}.")
@@ -454,7 +461,7 @@ class CogVideoXFamily(ModelFamily):
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer, VAE and T5 in the run's weight dtype (bf16 by default), as the reference trainers."""
         weight = cfg.weight_dtype
-        return {"denoiser": weight, "vae": weight, "text_encoder": weight}
+        return {"model": weight, "vae": weight, "text_encoder": weight}
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
@@ -490,7 +497,7 @@ class CogVideoXFamily(ModelFamily):
         tc = transformer.config
         self.fps = FPS_1_5 if tc.patch_size_t else FPS_1_0
         return Components(
-            denoiser=transformer,
+            model=transformer,
             # Training needs only alphas_cumprod: the checkpoint's betas and snr_shift_scale (2B 3.0, 5B/1.5 1.0).
             scheduler=schedule_on_device(CogVideoXDDIMScheduler.from_config(scheduler_cfg), device),
             encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
@@ -506,7 +513,7 @@ class CogVideoXFamily(ModelFamily):
         path = cfg.pretrained_model_name_or_path
         return {
             "family": self.name,
-            "cogvideox_variant": self.variant,
+            "cogvideox_variant": self.task,  # the stored key keeps its name: existing caches stay valid
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg, ("vae", "text_encoder")),
             "revision": cfg.revision,
@@ -515,7 +522,7 @@ class CogVideoXFamily(ModelFamily):
             "max_sequence_length": self.model_info(cfg).max_text_seq_length,
             "vae_tiling": cfg.enable_tiling,  # tiles blend at the seams: slightly different latents
             "vae_slicing": cfg.enable_slicing,
-            "latents": "posterior_mean_fp32" + ("+first_frame" if self.variant == "i2v" else ""),
+            "latents": "posterior_mean_fp32" + ("+first_frame" if self.task == "i2v" else ""),
         }
 
     # ---- encoding ------------------------------------------------------------------------
@@ -538,7 +545,7 @@ class CogVideoXFamily(ModelFamily):
 
     def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict[str, torch.Tensor]:
         pipe = self._prompt_encoder(comps)
-        length = comps.extras.get("max_sequence_length", comps.denoiser.config.max_text_seq_length)
+        length = comps.extras.get("max_sequence_length", comps.model.config.max_text_seq_length)
         with torch.no_grad():
             embeds, negative = pipe.encode_prompt(
                 list(captions), negative_prompt="", do_classifier_free_guidance=with_negative,
@@ -550,23 +557,16 @@ class CogVideoXFamily(ModelFamily):
             out["negative_prompt_embeds"] = negative
         return out
 
-    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
-        comps.encoders.pop("text_encoder", None)
-        comps.encoders.pop("tokenizer", None)
-        vae = comps.encoders.pop("vae", None)
-        if keep_for_validation and vae is not None:
-            comps.encoders["vae"] = vae.to("cpu")  # decodes validation videos; off the accelerator meanwhile
-
     # ---- loss ------------------------------------------------------------------------------
     def rotary_embeddings(self, comps: Components, height: int, width: int, frames: int, device: torch.device):
         """The pipeline's ``_prepare_rotary_positional_embeddings`` for ``frames`` latent frames of ``height`` x
         ``width`` latent pixels (cached); ``None`` for transformers without RoPE (2B)."""
-        if not comps.denoiser.config.use_rotary_positional_embeddings:
+        if not comps.model.config.use_rotary_positional_embeddings:
             return None
         cache = comps.extras.setdefault("rotary_cache", {})
         key = (height, width, frames, str(device))
         if key not in cache:
-            pipe = self._pipeline_class()(tokenizer=None, text_encoder=None, vae=None, transformer=comps.denoiser,
+            pipe = self._pipeline_class()(tokenizer=None, text_encoder=None, vae=None, transformer=comps.model,
                                           scheduler=None)
             scale = comps.extras.get("vae_scale_factor_spatial", 8)
             pipe.vae_scale_factor_spatial = scale  # the constructor assumes 8 without a VAE
@@ -579,7 +579,7 @@ class CogVideoXFamily(ModelFamily):
         return noisy
 
     def compute_loss(self, comps, denoiser, batch, generator, cfg):
-        scheduler, arch = comps.scheduler, comps.denoiser.config
+        scheduler, arch = comps.scheduler, comps.model.config
         latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
         device = latents.device
         bsz, frames, _, height, width = latents.shape
@@ -614,11 +614,8 @@ class CogVideoXFamily(ModelFamily):
                 "generator": generator, "output_type": "pil"}
 
     def generate(self, comps, denoiser, cond, cfg, seed):
-        vae = comps.encoders["vae"]
         device = next(denoiser.parameters()).device
-        home = vae.device
-        vae.to(device)
-        try:
+        with self.vae_on(comps, device) as vae:
             pipe = self._pipeline_class()(tokenizer=None, text_encoder=None, vae=vae, transformer=denoiser,
                                           scheduler=self._inference_scheduler(comps))
             pipe.set_progress_bar_config(disable=True)
@@ -630,8 +627,6 @@ class CogVideoXFamily(ModelFamily):
                     negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
                     **self._call_kwargs(cfg, generator, n),
                 ).frames
-        finally:
-            vae.to(home)
         return list(videos)
 
     # ---- saving and loading ----------------------------------------------------------------
@@ -649,12 +644,10 @@ class CogVideoXFamily(ModelFamily):
         return Path(output_dir) / self.adapter_weight_name
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-        from ..output.adapter import load_adapter
-
         pipe = self._pipeline_class().from_pretrained(
             cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
         )
-        load_adapter(pipe, adapter_dir)
+        self.attach_adapter(pipe, adapter_dir)
         if cfg.enable_slicing:
             pipe.vae.enable_slicing()
         if cfg.enable_tiling:

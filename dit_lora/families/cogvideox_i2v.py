@@ -24,7 +24,7 @@ class CogVideoXI2VFamily(CogVideoXFamily):
     """CogVideoX 1.0 5B and 1.5 image-to-video: the first frame conditions the video."""
 
     name = "cogvideox_i2v"
-    variant = "i2v"
+    task = "i2v"
     card_tags = ("image-to-video", "diffusers", "cogvideox", "diffusers-training")
     pipeline_class_name = "CogVideoXImageToVideoPipeline"
 

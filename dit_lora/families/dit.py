@@ -45,7 +45,8 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
-from .base import Components, ModelFamily, schedule_on_device
+from .base import Components, schedule_on_device
+from .diffusion import DiffusionFamily
 from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
@@ -143,7 +144,7 @@ def split_class_names(prompt: str, known) -> list[str]:
     return [p.strip() for p in prompt.split(",") if p.strip()]
 
 
-class DiTFamily(ModelFamily):
+class DiTFamily(DiffusionFamily):
     """Class-conditional DiT (facebook/DiT-XL-2-256/512 and tiny random variants)."""
 
     name = "dit"
@@ -209,7 +210,7 @@ class DiTFamily(ModelFamily):
 
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
-        return {"denoiser": cfg.weight_dtype, "vae": torch.float32}
+        return {"model": cfg.weight_dtype, "vae": torch.float32}
 
     # ---- loading ---------------------------------------------------------------------------
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
@@ -244,7 +245,7 @@ class DiTFamily(ModelFamily):
         self.base_num_classes = int(transformer.config.num_embeds_ada_norm)
         self.base_model = path
         return Components(
-            denoiser=transformer,
+            model=transformer,
             scheduler=schedule_on_device(DDPMScheduler(**train_cfg, prediction_type="epsilon"), device),
             encoders={"vae": vae},
             extras={
@@ -271,7 +272,7 @@ class DiTFamily(ModelFamily):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Build the label map; check (or, with --num_classes, resize) the class embedding."""
         classes = sorted({s.caption for s in samples})
-        model_classes = int(comps.denoiser.config.num_embeds_ada_norm)
+        model_classes = int(comps.model.config.num_embeds_ada_norm)
         if cfg.num_classes is None and len(classes) != model_classes:
             shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
             raise UserError(
@@ -289,7 +290,7 @@ class DiTFamily(ModelFamily):
             )
         target = model_classes if cfg.num_classes is None else cfg.num_classes
         if target != model_classes:
-            resize_class_embeddings(comps.denoiser, target, seed=cfg.seed, dtype=torch.float32)
+            resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
             print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
                   flush=True)
         label2id = {name: i for i, name in enumerate(classes)}
@@ -342,11 +343,6 @@ class DiTFamily(ModelFamily):
             out["negative_class_labels"] = torch.full((len(captions),), comps.extras["null_class"], dtype=torch.long)
         return out
 
-    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
-        vae = comps.encoders.pop("vae", None)
-        if keep_for_validation and vae is not None:
-            comps.encoders["vae"] = vae.to("cpu")
-
     # ---- loss ------------------------------------------------------------------------------
     def compute_loss(self, comps, denoiser, batch, generator, cfg):
         latents = batch["latents"]
@@ -378,18 +374,14 @@ class DiTFamily(ModelFamily):
         label2id = comps.extras["label2id"]
         names = split_class_names(cfg.validation_prompt, label2id)
         ids = [label2id[n] for n in names for _ in range(cfg.num_validation_images)]
-        vae = comps.encoders["vae"]
         device = next(denoiser.parameters()).device
-        vae.to(device)
-        pipe = DiTPipeline(transformer=denoiser, vae=vae, scheduler=self._inference_scheduler(comps))
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator(device=device).manual_seed(seed)
-        with torch.no_grad():
-            images = pipe(class_labels=ids, guidance_scale=cfg.validation_guidance_scale,
-                          num_inference_steps=cfg.validation_inference_steps, generator=generator).images
-        if device.type != "cpu":
-            vae.to("cpu")
-        return images
+        with self.vae_on(comps, device) as vae:
+            pipe = DiTPipeline(transformer=denoiser, vae=vae, scheduler=self._inference_scheduler(comps))
+            pipe.set_progress_bar_config(disable=True)
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                return pipe(class_labels=ids, guidance_scale=cfg.validation_guidance_scale,
+                            num_inference_steps=cfg.validation_inference_steps, generator=generator).images
 
     # ---- saving and loading ----------------------------------------------------------------
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
@@ -426,13 +418,11 @@ class DiTFamily(ModelFamily):
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         from diffusers import AutoencoderKL, DiTPipeline
 
-        from ..output.adapter import load_adapter
-
         path = cfg.pretrained_model_name_or_path
         vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
         pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
                                            torch_dtype=cfg.weight_dtype)
-        load_adapter(pipe, adapter_dir)
+        self.attach_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 

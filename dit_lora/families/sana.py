@@ -17,7 +17,8 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-from .base import Components, ModelFamily
+from .base import Components
+from .diffusion import DiffusionFamily
 from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
 
 def default_complex_human_instruction() -> list[str]:
@@ -46,7 +47,7 @@ def flow_tables(scheduler, device: torch.device) -> tuple[torch.Tensor, torch.Te
     return scheduler.sigmas.to(device), scheduler.timesteps.to(device)
 
 
-class SanaFamily(ModelFamily):
+class SanaFamily(DiffusionFamily):
     """Text-to-image Sana 600M / 1.6B (and tiny random variants for tests)."""
 
     name = "sana"
@@ -94,7 +95,7 @@ class SanaFamily(ModelFamily):
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
         weight = cfg.weight_dtype
-        return {"denoiser": weight, "text_encoder": weight, "vae": torch.float32}
+        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         from diffusers import AutoencoderDC, SanaTransformer2DModel
@@ -125,7 +126,7 @@ class SanaFamily(ModelFamily):
         text_encoder.to(device)
         scheduler = training_scheduler(scheduler_cfg)
         return Components(
-            denoiser=transformer,
+            model=transformer,
             scheduler=scheduler,
             encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
             extras={"scheduler_config": scheduler_cfg, "flow_tables": flow_tables(scheduler, device)},
@@ -186,14 +187,6 @@ class SanaFamily(ModelFamily):
     def _max_sequence_length(cfg: TrainConfig) -> int:
         return cfg.max_sequence_length or 300  # SanaPipeline's default
 
-    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
-        comps.encoders.pop("text_encoder", None)
-        comps.encoders.pop("tokenizer", None)
-        vae = comps.encoders.pop("vae", None)
-        if keep_for_validation and vae is not None:
-            # Decoding validation latents needs the DC-AE; park it off the accelerator meanwhile.
-            comps.encoders["vae"] = vae.to("cpu")
-
     # ---- loss ------------------------------------------------------------------------------
     def compute_loss(self, comps, denoiser, batch, generator, cfg):
         from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
@@ -239,26 +232,21 @@ class SanaFamily(ModelFamily):
     def generate(self, comps, denoiser, cond, cfg, seed):
         from diffusers import SanaPipeline
 
-        vae = comps.encoders["vae"]
         device = next(denoiser.parameters()).device
-        vae.to(device)
-        pipe = SanaPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=denoiser,
-                            scheduler=self._inference_scheduler(comps))
-        pipe.set_progress_bar_config(disable=True)
-        generator = torch.Generator(device=device).manual_seed(seed)
-        n = cfg.num_validation_images
-        with torch.no_grad():
-            images = pipe(
-                prompt_embeds=cond["prompt_embeds"], prompt_attention_mask=cond["prompt_attention_mask"],
-                negative_prompt_embeds=cond["negative_prompt_embeds"],
-                negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
-                num_images_per_prompt=n, height=cfg.resolution, width=cfg.resolution,
-                num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
-                generator=generator, output_type="pil", use_resolution_binning=False,
-            ).images
-        if device.type != "cpu":
-            vae.to("cpu")
-        return images
+        with self.vae_on(comps, device) as vae:
+            pipe = SanaPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=denoiser,
+                                scheduler=self._inference_scheduler(comps))
+            pipe.set_progress_bar_config(disable=True)
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                return pipe(
+                    prompt_embeds=cond["prompt_embeds"], prompt_attention_mask=cond["prompt_attention_mask"],
+                    negative_prompt_embeds=cond["negative_prompt_embeds"],
+                    negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
+                    num_images_per_prompt=cfg.num_validation_images, height=cfg.resolution, width=cfg.resolution,
+                    num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
+                    generator=generator, output_type="pil", use_resolution_binning=False,
+                ).images
 
     # ---- saving and loading ----------------------------------------------------------------
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
@@ -273,15 +261,13 @@ class SanaFamily(ModelFamily):
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         from diffusers import AutoencoderDC, SanaPipeline
 
-        from ..output.adapter import load_adapter
-
         path = cfg.pretrained_model_name_or_path
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
         vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
         pipe = SanaPipeline.from_pretrained(
             path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
         )
-        load_adapter(pipe, adapter_dir)
+        self.attach_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 

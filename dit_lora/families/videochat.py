@@ -68,10 +68,6 @@ def skip_placeholder_count_check(model: torch.nn.Module) -> None:
 class VideoChatFamily(ModelFamily):
     """LoRA for one video-LLM architecture, described by ``spec``."""
 
-    media = "video_qa"
-    encodes_on_the_fly = False  # batches arrive tokenized, with pixel inputs: nothing to encode per step
-    requires_captions = False
-    caption_source = "qa"
     library_name = "peft"
     pipeline_tag = "video-text-to-text"
     adapter_weight_name = PEFT_ADAPTER_FILE
@@ -127,30 +123,24 @@ class VideoChatFamily(ModelFamily):
         self.prep = self.spec.load_preprocessing(path)
         self.model_config = model.config
         self.base_model = path
-        return Components(denoiser=model, scheduler=None, encoders={"tokenizer": self.tokenizer})
+        return Components(model=model)
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         from ..vlm.liger import apply_liger, plain_loss
 
         self.loss_fn = plain_loss
         if cfg.use_liger_kernel:
-            self.loss_fn = apply_liger(self.spec, comps.denoiser, print) or plain_loss
+            self.loss_fn = apply_liger(self.spec, comps.model, print) or plain_loss
 
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
-        return {"family": self.name, "model": cfg.pretrained_model_name_or_path}
+    def data_handler(self, cfg: TrainConfig):
+        """Question-answer samples with their clips, tokenized by the dataset (nothing is cached)."""
+        from ..vlm.media import VideoQAMedia
 
-    def encode_images(self, comps: Components, pixel_values: torch.Tensor):
-        raise NotImplementedError("video LLM batches are tokenized by the dataset")
-
-    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False) -> dict:
-        return {"question": captions[0]}
+        return VideoQAMedia(cfg, self)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         if samples:
             self.validation_video = Path(cfg.validation_video) if cfg.validation_video else samples[0].video
-
-    def release_encoders(self, comps: Components, keep_for_validation: bool) -> None:
-        return None
 
     def max_length(self, cfg: TrainConfig) -> int:
         return cfg.max_sequence_length or DEFAULT_MAX_LENGTH
@@ -198,10 +188,10 @@ class VideoChatFamily(ModelFamily):
             video_token_count=video_tokens, max_length=max_length)
 
     # ---- loss -----------------------------------------------------------------------------
-    def compute_loss(self, comps: Components, denoiser: torch.nn.Module, batch: dict[str, Any],
+    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
                      generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
-        return self.loss_fn(self.spec, denoiser, self.spec.step_inputs(inputs, self.model_config), batch["labels"])
+        return self.loss_fn(self.spec, model, self.spec.step_inputs(inputs, self.model_config), batch["labels"])
 
     # ---- answering questions --------------------------------------------------------------
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
@@ -226,8 +216,11 @@ class VideoChatFamily(ModelFamily):
         answer = self.answer(model, question, self.validation_video, cfg.num_frames)
         return f"video: {self.validation_video.name}\nQ: {question}\nA: {answer}"
 
-    def generate(self, comps: Components, denoiser: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
-        return [self._qa(denoiser, cond["question"], cfg)]
+    def validation_inputs(self, comps: Components, cfg: TrainConfig) -> dict[str, Any]:
+        return {"question": cfg.validation_prompt}
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
+        return [self._qa(model, cond["question"], cfg)]
 
     def save_sample(self, sample: Any, stem: Path) -> Path:
         path = Path(stem).with_suffix(".txt")
@@ -241,10 +234,8 @@ class VideoChatFamily(ModelFamily):
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, self.base_model)
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
-        from ..output.adapter import load_adapter
-
         model = self.spec.load_model(cfg.pretrained_model_name_or_path, torch.bfloat16)
-        load_adapter(model, adapter_dir)
+        self.attach_adapter(model, adapter_dir)
         model.to(device).eval()
         return VideoQAPipe(model, self.tokenizer, self.prep, self)
 

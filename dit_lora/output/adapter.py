@@ -131,7 +131,7 @@ def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, bas
     return Path(output_dir) / PEFT_ADAPTER_FILE
 
 
-def _adapter_folder(output_dir: str | Path) -> Path:
+def adapter_folder(output_dir: str | Path) -> Path:
     """A local output folder, or the files of a Hub repo id that holds a dit-lora adapter."""
     path = Path(output_dir)
     if path.is_dir() or path.exists():
@@ -177,27 +177,21 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
         )
 
 
-def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
+def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = None):
     """Load a dit-lora output folder (or Hub repo id) into ``pipe``: the LoRA, plus backbone weights.
 
     ``pipe`` is a diffusers pipeline, or a model itself (a transformers video LLM: the PEFT adapter
-    goes into it, and the trained projector weights from ``dit_lora_backbone.safetensors``).
+    goes into it, and the trained projector weights from ``dit_lora_backbone.safetensors``). A
+    pipeline that must be reshaped first (DiT's class embedding) is reshaped by its family:
+    ``dit_lora.load_adapter`` (:mod:`dit_lora.api`) does both.
 
-    * Pipelines with ``load_lora_weights`` (Sana): exactly ``pipe.load_lora_weights(output_dir)``
+    * Pipelines with ``load_lora_weights`` (Sana, CogVideoX): exactly ``pipe.load_lora_weights(output_dir)``
       (rank and alpha = rank from the metadata, the scale folded into lora_B), then any
       ``dit_lora_backbone.safetensors``.
-    * Pipelines without a LoRA loader (``DiTPipeline``): the PEFT-format adapter is injected into
-      ``pipe.transformer`` at its trained rank/alpha; the family first reshapes the pipeline to the
-      saved adapter (DiT: class embedding resized to the trained class count, ``pipe.labels`` /
-      ``get_label_ids`` set to the trained class names), then the backbone weights (the trained class
-      embedding) are copied in.
+    * Pipelines without a LoRA loader (``DiTPipeline``) and transformers models: the PEFT-format adapter
+      is injected at its trained rank/alpha, then the backbone weights are copied in.
     """
-    from ..families import family_for_pipeline
-
-    output_dir = _adapter_folder(output_dir)
-    family = family_for_pipeline(pipe)
-    if family is not None:
-        family.prepare_pipeline_for_adapter(pipe, output_dir)
+    output_dir = adapter_folder(output_dir)
     if hasattr(pipe, "load_lora_weights") and (output_dir / ADAPTER_FILE).is_file():
         pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name,
                                use_safetensors=True)

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import UserError
 
-__all__ = ["audit_precision", "check_fp16_denoiser", "format_audit"]
+__all__ = ["audit_precision", "check_fp16_model", "format_audit"]
 
 _FIRST_NAMES = 3  # names shown per group in the audit summary
 
@@ -27,7 +27,7 @@ def _name(dtype: torch.dtype | str) -> str:
 
 
 def _components(comps) -> list[tuple[str, Any]]:
-    out = [("denoiser", comps.denoiser)]
+    out = [("model", comps.model)]
     out += [(name, mod) for name, mod in (comps.encoders or {}).items()]
     return [(n, m) for n, m in out if isinstance(m, torch.nn.Module)]
 
@@ -100,9 +100,9 @@ def format_audit(mismatches: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def check_fp16_denoiser(denoiser: torch.nn.Module, allow_fp16: bool) -> None:
-    """Refuse a denoiser whose frozen weights are (mostly) fp16 unless ``allow_fp16``."""
-    floating = [p for p in denoiser.parameters() if p.is_floating_point()]
+def check_fp16_model(model: torch.nn.Module, allow_fp16: bool) -> None:
+    """Refuse a model (denoiser or language model) whose frozen weights are (mostly) fp16 unless ``allow_fp16``."""
+    floating = [p for p in model.parameters() if p.is_floating_point()]
     frozen = [p for p in floating if not p.requires_grad] or floating  # not frozen yet: judge all of them
     sizes: dict[torch.dtype, int] = {}
     for p in frozen:
@@ -113,7 +113,7 @@ def check_fp16_denoiser(denoiser: torch.nn.Module, allow_fp16: bool) -> None:
     fp16 = sizes.get(torch.float16, 0)
     if fp16 and fp16 * 2 >= total:
         raise UserError(
-            f"The denoiser's frozen weights are fp16 ({fp16:,} of {total:,} values). fp16 overflows past 65504, "
+            f"The model's frozen weights are fp16 ({fp16:,} of {total:,} values). fp16 overflows past 65504, "
             "which is behind most NaN reports for Sana and VideoChat2 fine-tunes, so dit-lora refuses it by "
             "default. Better: use --mixed_precision bf16 with a BF16 checkpoint (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers; for an fp16-trained checkpoint use its "

@@ -31,7 +31,6 @@ import torch
 
 from ..config import TrainConfig
 from ..data import batches as batch_lib
-from ..data.prepare import batch_to_device, prepare_data
 from ..errors import UserError
 from ..families import get_family
 from ..fileio import write_json_atomic
@@ -46,7 +45,7 @@ from .checkpoint import load_checkpoint, resolve_resume
 from .guard import StepGuard
 from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
-from .precision import audit_precision, check_fp16_denoiser, format_audit
+from .precision import audit_precision, check_fp16_model, format_audit
 from .recovery import Recovery
 
 
@@ -105,7 +104,7 @@ class Run:
         The loop and the recovery's replay of a faulty step both go through here, so a replay sees what the
         step saw.
         """
-        batch = batch_to_device(batch, self.accelerator.device, self.family, self.comps, self.data.cached)
+        batch = self.family.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
         injector = self.hooks.injector
         return injector.batch(step, batch) if injector is not None else batch
 
@@ -211,20 +210,15 @@ def _start(cfg: TrainConfig) -> Run:
 def _load(run: Run) -> None:
     cfg, family = run.cfg, run.family
     run.comps = family.load_components(cfg, run.accelerator.device)
-    check_fp16_denoiser(run.comps.denoiser, cfg.allow_fp16)
+    check_fp16_model(run.comps.model, cfg.allow_fp16)
     family.configure(run.comps, cfg)
-    if cfg.validation_prompt:
-        run.validation_cond = family.encode_prompts(run.comps, [cfg.validation_prompt], with_negative=True)
-    run.data = prepare_data(cfg, family, run.comps, run.accelerator)
-    if cfg.cache_latents:
-        family.release_encoders(run.comps, keep_for_validation=bool(cfg.validation_prompt))
-        from diffusers.training_utils import free_memory
-
-        free_memory()
+    if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
+        run.validation_cond = family.validation_inputs(run.comps, cfg)
+    run.data = family.build_data(cfg, run.comps, run.accelerator)
 
 
 def _add_trainables(run: Run) -> None:
-    cfg, family, model = run.cfg, run.family, run.comps.denoiser
+    cfg, family, model = run.cfg, run.family, run.comps.model
     run.lora_config = adapters.add_lora(
         model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
         targets=family.lora_targets(model, cfg), seed=cfg.seed,
@@ -248,7 +242,7 @@ def _add_trainables(run: Run) -> None:
 
 
 def _install_kernels(run: Run) -> None:
-    cfg, model, device = run.cfg, run.comps.denoiser, run.accelerator.device
+    cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
     patched = patch_model(model, **_kernel_switches(cfg), device=device)
     run.kernels = kernel_runtime(model)
     run.log(_describe_kernels(patched, run.kernels))
@@ -266,7 +260,7 @@ def _install_kernels(run: Run) -> None:
 
 
 def _build_optimizer(run: Run) -> None:
-    cfg, accelerator, model = run.cfg, run.accelerator, run.comps.denoiser
+    cfg, accelerator, model = run.cfg, run.accelerator, run.comps.model
     world = accelerator.num_processes
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
     groups = adapters.build_param_groups(

@@ -1,7 +1,7 @@
 """The data side of video-LLM training: question-answer samples in, padded token batches with frames out.
 
 :class:`VideoQAMedia` is the media handler :func:`dit_lora.data.prepare.prepare_data` uses for a
-family with ``media == "video_qa"``: it lists samples from a VideoChat2 instruction JSON or a chat
+video-LLM family (``VideoChatFamily.data_handler``): it lists samples from a VideoChat2 instruction JSON or a chat
 JSONL (``--train_data_dir``: the file, or a folder holding exactly one), screens their clips
 (unreadable, truncated or missing clips are quarantined like the diffusion recipes' bad samples)
 and builds a dataset that decodes ``--num_frames`` frames and tokenizes each conversation with
@@ -94,7 +94,7 @@ class QADataset(torch.utils.data.Dataset):
 
 
 class VideoQAMedia:
-    """What :func:`~dit_lora.data.prepare.prepare_data` does for video-LLM families (``media == "video_qa"``)."""
+    """The :class:`~dit_lora.data.prepare.MediaHandler` of video-LLM families: QA samples, tokenized on the fly."""
 
     noun = "clip"
     cacheable = False

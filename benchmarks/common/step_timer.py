@@ -1,6 +1,6 @@
 """Run a training script as ``__main__`` and timestamp every update of its tqdm step bar.
 
-    python benchmarks/step_timer.py LOG.json SCRIPT.py [script args...]
+    python benchmarks/common/step_timer.py LOG.json SCRIPT.py [script args...]
 
 Used by ``bench_sana_cpu.py`` on dit-lora's recipe and diffusers' example alike, so both are
 timed by the same probe: ``tqdm.auto.tqdm`` is replaced (before the script is imported) by a
@@ -11,8 +11,6 @@ loading, forward, backward, clipping, optimizer, logging included); model loadin
 caching happen before the first stamp. Neither script is modified. At exit the stamps of every
 bar that was updated are written to LOG.json.
 
-``STEP_TIMER_HIDE_FROM_TRANSFORMERS=torchvision`` (set by the benchmark only when it puts its
-torchvision shim on the PYTHONPATH) makes transformers treat that package as not installed.
 ``STEP_TIMER_TIME_CALLS=diffusers:SanaPipeline.encode_prompt`` also records the (start, end) of
 every call to that method, so the benchmark can say how much of a step was text encoding.
 """
@@ -59,30 +57,6 @@ def _install() -> None:
     tqdm.auto.tqdm = TimedTqdm
 
 
-def _hide_from_transformers(names: set[str]) -> None:
-    """Make transformers' ``is_<pkg>_available()`` checks report ``names`` as not installed.
-
-    For the benchmark-only torchvision shim: transformers (>= 5) finds packages with
-    ``importlib.util.find_spec`` and would import parts of torchvision the shim does not have.
-    """
-    try:
-        import transformers.utils.import_utils as tiu
-    except ImportError:
-        return
-    original = tiu._is_package_available
-
-    def is_package_available(pkg_name, *args, **kwargs):
-        if pkg_name in names:
-            return (False, "N/A") if (args and args[0]) or kwargs.get("return_version") else (False, None)
-        return original(pkg_name, *args, **kwargs)
-
-    tiu._is_package_available = is_package_available
-    for name in names:  # the is_<pkg>_available() checks are lru_cached; importing transformers may have run them
-        check = getattr(tiu, f"is_{name}_available", None)
-        if hasattr(check, "cache_clear"):
-            check.cache_clear()
-
-
 def _time_calls(specs: list[str]) -> None:
     """Record (start, end) of every call to ``module:Class.method`` (e.g. ``diffusers:SanaPipeline.encode_prompt``)."""
     import functools
@@ -121,9 +95,6 @@ def main() -> None:
 
     atexit.register(dump)
     _install()
-    hidden = {n for n in os.environ.get("STEP_TIMER_HIDE_FROM_TRANSFORMERS", "").split(",") if n}
-    if hidden:
-        _hide_from_transformers(hidden)
     calls = [c for c in os.environ.get("STEP_TIMER_TIME_CALLS", "").split(",") if c]
     if calls:
         _time_calls(calls)
