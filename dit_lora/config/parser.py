@@ -196,7 +196,14 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> 
 
 
 def validate_static(cfg: TrainConfig) -> None:
-    """Checks that need no model or data: ranges and combinations of options."""
+    """Checks that need no model or data: ranges and combinations of options, and optional packages."""
+    check_ranges(cfg)
+    check_combinations(cfg)
+    check_optional_packages(cfg)
+
+
+def check_ranges(cfg: TrainConfig) -> None:
+    """Every numeric option inside its valid range."""
 
     def positive(name: str, allow_zero: bool = False) -> None:
         value = getattr(cfg, name)
@@ -237,13 +244,6 @@ def validate_static(cfg: TrainConfig) -> None:
             f"--noised_image_dropout is {cfg.noised_image_dropout}; it must be in [0, 1) (e.g. 0.05 zeroes the "
             "conditioning image of 5% of the samples)."
         )
-    if cfg.frame_buckets:
-        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
-        if clash:
-            raise UserError(
-                f"--frame_buckets {cfg.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
-                f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
-            )
     if cfg.lora_dropout >= 1:
         raise UserError(f"--lora_dropout is {cfg.lora_dropout}; it must be below 1 (e.g. 0.0 or 0.1).")
     if cfg.loraplus_lr_ratio is not None and cfg.loraplus_lr_ratio < 1:
@@ -251,6 +251,17 @@ def validate_static(cfg: TrainConfig) -> None:
             f"--loraplus_lr_ratio is {cfg.loraplus_lr_ratio}; LoRA+ needs a ratio >= 1 (typical: 4 to 16). "
             "Remove the flag to train without LoRA+."
         )
+
+
+def check_combinations(cfg: TrainConfig) -> None:
+    """Options that exclude or need each other: frame buckets, fp16, the model and data source, the Hub."""
+    if cfg.frame_buckets:
+        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
+        if clash:
+            raise UserError(
+                f"--frame_buckets {cfg.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
+                f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
+            )
     if cfg.mixed_precision == "fp16" and not cfg.allow_fp16:
         raise UserError(
             "--mixed_precision fp16 is refused: fp16 overflows (65504 max) inside Sana's linear attention and "
@@ -269,12 +280,16 @@ def validate_static(cfg: TrainConfig) -> None:
     if not cfg.pretrained_model_name_or_path:
         raise UserError(
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
-            "Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers) or a local diffusers folder."
+            "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
     if not cfg.demo:
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
     if cfg.push_to_hub and not cfg.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
+
+
+def check_optional_packages(cfg: TrainConfig) -> None:
+    """Packages that only some options need (wandb, bitsandbytes), imported to prove they work here."""
     if cfg.report_to == "wandb":
         try:
             import wandb  # noqa: F401

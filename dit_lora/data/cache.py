@@ -100,6 +100,28 @@ def as_encoding(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, to
     return dict(encoded)
 
 
+def _load_chunk(chunk: list[int], samples: list, load_pixels: Callable[[int], torch.Tensor], failed: dict[int, str],
+                log: Callable[[str], None], what: str) -> tuple[list[int], list[torch.Tensor]]:
+    """The decodable, finite samples of ``chunk`` and their pixels; the others go into ``failed``."""
+    ready: list[int] = []
+    pixels: list[torch.Tensor] = []
+    for i in chunk:
+        try:
+            px = load_pixels(i)
+        except Exception as err:  # noqa: BLE001 - the file changed or broke since validation
+            detail = " ".join(str(err).split())[:200]
+            failed[i] = f"{what} could not be decoded for caching ({type(err).__name__}: {detail})"
+            log(f"skipping {samples[i].key}: {failed[i]}")
+            continue
+        if not torch.isfinite(px).all():
+            failed[i] = "decoded pixels are not finite"
+            log(f"skipping {samples[i].key}: {failed[i]}")
+            continue
+        ready.append(i)
+        pixels.append(px)
+    return ready, pixels
+
+
 def build_cache(
     samples: list,
     files: list[Path],
@@ -134,6 +156,7 @@ def build_cache(
         return failed
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
     last_log = time.monotonic()
+
     def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
         out = as_encoding(encode_images(pixels))
         if random_flip:
@@ -146,23 +169,7 @@ def build_cache(
         return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
 
     for start in range(0, len(todo), batch_size):
-        chunk = todo[start : start + batch_size]
-        ready: list[int] = []
-        pixels: list[torch.Tensor] = []
-        for i in chunk:
-            try:
-                px = load_pixels(i)
-            except Exception as err:  # noqa: BLE001 - the file changed or broke since validation
-                detail = " ".join(str(err).split())[:200]
-                failed[i] = f"{what} could not be decoded for caching ({type(err).__name__}: {detail})"
-                log(f"skipping {samples[i].key}: {failed[i]}")
-                continue
-            if not torch.isfinite(px).all():
-                failed[i] = "decoded pixels are not finite"
-                log(f"skipping {samples[i].key}: {failed[i]}")
-                continue
-            ready.append(i)
-            pixels.append(px)
+        ready, pixels = _load_chunk(todo[start : start + batch_size], samples, load_pixels, failed, log, what)
         if ready:
             batch = encode(ready, torch.stack(pixels))
             for r, index in enumerate(ready):

@@ -170,6 +170,26 @@ def cache_namespace_for(cfg, family) -> str:
     return cache_namespace(family.data_handler(cfg).namespace_identity())
 
 
+def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list, accelerator) -> dict[int, str]:
+    """Check the existing cache entries (readable, finite), each rank its share; delete the bad ones.
+
+    Returns ``{sample index: problem}`` over all ranks: those entries are recomputed like missing ones.
+    Ranks agree on ``present`` before anyone deletes.
+    """
+    rank, world = accelerator.process_index, accelerator.num_processes
+    accelerator.wait_for_everyone()
+    invalid_local: dict[int, str] = {}
+    mine = present[rank::world]
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="verify") as pool:
+        problems = list(pool.map(verify_cache_file, [files[i] for i in mine]))
+    for i, problem in zip(mine, problems):
+        if problem is not None:
+            invalid_local[i] = problem
+            print(f"cache entry of {samples[i].key} ({files[i].name}): {problem}; recomputing it", flush=True)
+            files[i].unlink(missing_ok=True)
+    return _gather(accelerator, invalid_local)
+
+
 def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
@@ -214,20 +234,8 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     root = cache_root_for(cfg)
     files = cache_files(root, namespace, samples)
 
-    # Cache hits are checked (readable, finite) by each rank for its share; a bad entry is deleted and
-    # recomputed below like a missing one. Ranks agree on `present` before anyone deletes.
     present = [i for i, f in enumerate(files) if f.exists()]
-    accelerator.wait_for_everyone()
-    invalid_local: dict[int, str] = {}
-    mine = present[rank::world]
-    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="verify") as pool:
-        problems = list(pool.map(verify_cache_file, [files[i] for i in mine]))
-    for i, problem in zip(mine, problems):
-        if problem is not None:
-            invalid_local[i] = problem
-            print(f"cache entry of {samples[i].key} ({files[i].name}): {problem}; recomputing it", flush=True)
-            files[i].unlink(missing_ok=True)
-    invalid = _gather(accelerator, invalid_local)
+    invalid = _drop_bad_cache_entries(files, present, samples, accelerator)
     present_set = set(present) - set(invalid)
     missing = [i for i in range(len(files)) if i not in present_set]
     log(f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"

@@ -235,18 +235,8 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("__")
 
 
-def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False) -> list[RawSample]:
-    if not os.path.exists(root):
-        raise UserError(
-            f"--train_data_dir {root!r} does not exist. Pass the folder that holds your training "
-            f"images (absolute, or relative to {os.getcwd()!r})."
-        )
-    if not os.path.isdir(root):
-        raise UserError(
-            f"--train_data_dir {root!r} is a file, not a folder. Pass the folder that contains the "
-            f"images and their metadata.jsonl or .txt captions."
-        )
-
+def _walk_folder(root: str) -> tuple[list[str], set[str], list[tuple[str, str]]]:
+    """Images, .txt captions and metadata files under ``root`` (keys relative to it, "/"-separated)."""
     images: list[str] = []
     texts: set[str] = set()
     metadata_files: list[tuple[str, str]] = []  # (folder relative to root, file name)
@@ -279,7 +269,12 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
                 images.append(rel)
             elif ext == ".txt":
                 texts.add(rel)
+    return images, texts, metadata_files
 
+
+def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
+                       caption_column: str) -> dict[str, tuple[int, list[str | None]]]:
+    """Captions per image key from every metadata file."""
     # key -> (depth of the metadata file, [captions]); the deepest metadata file naming an image
     # wins, mirroring how a subfolder's own metadata is the more specific statement.
     from_metadata: dict[str, tuple[int, list[str | None]]] = {}
@@ -291,7 +286,23 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
                 from_metadata[key] = (depth, [caption])
             elif depth == best[0]:
                 best[1].append(caption)  # several rows for one image: several captions
+    return from_metadata
 
+
+def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False) -> list[RawSample]:
+    if not os.path.exists(root):
+        raise UserError(
+            f"--train_data_dir {root!r} does not exist. Pass the folder that holds your training "
+            f"images (absolute, or relative to {os.getcwd()!r})."
+        )
+    if not os.path.isdir(root):
+        raise UserError(
+            f"--train_data_dir {root!r} is a file, not a folder. Pass the folder that contains the "
+            f"images and their metadata.jsonl or .txt captions."
+        )
+
+    images, texts, metadata_files = _walk_folder(root)
+    from_metadata = _metadata_captions(root, metadata_files, caption_column)
     if not images and not from_metadata:
         raise UserError(
             f"--train_data_dir {root!r} contains no images (looked for "

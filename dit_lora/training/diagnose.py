@@ -380,6 +380,51 @@ def _weights_dtype(model: torch.nn.Module) -> torch.dtype | None:
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
+def _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
+                 inputs_finite: bool) -> dict[str, Any]:
+    """The micro-batch replayed at the run's precision and, when its inputs are finite, in fp32.
+
+    Both replays see the same dropout masks; the run's RNG streams and the modules' train/eval modes are
+    restored afterwards.
+    """
+    modes = {m: m.training for m in model.modules()}
+    devices = [device] if device.type == "cuda" else []
+    replays: dict[str, Any] = {}
+    try:
+        with torch.random.fork_rng(devices=devices):
+            _seed_replay(device)
+            replays["run_precision"] = _replay(model, loss_fn, batch, generator_state, device, autocast_ctx,
+                                               fault_context, "run precision")
+            if inputs_finite:
+                _seed_replay(device)
+                batch32 = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                           for k, v in batch.items()}
+                try:
+                    with _model_in_fp32(model):
+                        replays["fp32"] = _replay(
+                            model, loss_fn, batch32, generator_state, device,
+                            lambda: torch.autocast(device.type, enabled=False), fault_context, "fp32")
+                finally:
+                    del batch32
+    finally:
+        for m, training in modes.items():
+            m.training = training
+    return replays
+
+
+def classify(inputs_finite: bool, run: dict, fp32: dict | None) -> str:
+    """One of :data:`CLASSES` from the two replays: bad data, a precision fault, or one fp32 shares."""
+    if not inputs_finite:
+        return "data"
+    if run["nonfinite"] is None or (fp32 is not None and fp32["nonfinite"] is None and run["nonfinite"]):
+        return "unknown"
+    if fp32 is not None and fp32["nonfinite"]:
+        return "model/optimizer"
+    if run["nonfinite"]:
+        return "precision"
+    return "not reproduced"
+
+
 def diagnose_step(
     *,
     model: torch.nn.Module,
@@ -412,45 +457,12 @@ def diagnose_step(
     samples = [{"row": i, "name": names[i],
                 "sample_index": int(indices[i]) if indices is not None and i < len(indices) else None}
                for i in range(rows)]
-    modes = {m: m.training for m in model.modules()}
     weights_dtype = _weights_dtype(model)
-    devices = [device] if device.type == "cuda" else []
     inputs = _check_inputs(batch, names)
-    replays: dict[str, Any] = {}
-    try:
-        with torch.random.fork_rng(devices=devices):
-            # Same dropout masks in both replays; the run's own RNG streams are untouched afterwards.
-            _seed_replay(device)
-            replays["run_precision"] = _replay(model, loss_fn, batch, generator_state, device, autocast_ctx,
-                                               fault_context, "run precision")
-            if inputs["finite"]:
-                _seed_replay(device)
-                batch32 = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                           for k, v in batch.items()}
-                try:
-                    with _model_in_fp32(model):
-                        replays["fp32"] = _replay(
-                            model, loss_fn, batch32, generator_state, device,
-                            lambda: torch.autocast(device.type, enabled=False), fault_context, "fp32")
-                finally:
-                    del batch32
-    finally:
-        for m, training in modes.items():
-            m.training = training
+    replays = _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
+                           inputs["finite"])
     params = _nonfinite_params(model)
-
     run, fp32 = replays["run_precision"], replays.get("fp32")
-    if not inputs["finite"]:
-        cls = "data"
-    elif run["nonfinite"] is None or (fp32 is not None and fp32["nonfinite"] is None and run["nonfinite"]):
-        cls = "unknown"
-    elif fp32 is not None and fp32["nonfinite"]:
-        cls = "model/optimizer"
-    elif run["nonfinite"]:
-        cls = "precision"
-    else:
-        cls = "not reproduced"
-
     first = (run.get("first_nonfinite_module") or (fp32 or {}).get("first_nonfinite_module"))
     first_info = None
     if first is not None:
@@ -460,7 +472,7 @@ def diagnose_step(
     timesteps = run.get("timesteps") or (fp32 or {}).get("timesteps")
     report: dict[str, Any] = {
         "step": int(step),
-        "classification": cls,
+        "classification": classify(inputs["finite"], run, fp32),
         "samples": samples,
         "timesteps": timesteps,
         "observed": dict(observed or {}),
