@@ -1,18 +1,14 @@
-"""Shared fixtures: a tiny offline Sana pipeline and dataset, and a runner for the recipe."""
+"""Shared fixtures (tiny offline models and data sets) and the slow-marker check; plain helpers are in helpers.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-RECIPE = ROOT / "recipes" / "sana_lora.py"
+from helpers import CURRENT
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -34,19 +30,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-_CURRENT = {"slow": True}
-
-
 def pytest_runtest_setup(item):
     # Before any fixture of the test, module-scoped ones (which may run a recipe) included.
-    _CURRENT["slow"] = item.get_closest_marker("slow") is not None
+    CURRENT["slow"] = item.get_closest_marker("slow") is not None
 
 
 @pytest.fixture(autouse=True)
 def _training_runs_are_marked_slow(request, monkeypatch):
     """A test that trains (a recipe subprocess or ``train()`` in process) must carry ``@pytest.mark.slow``, so
     ``pytest -m "not slow"`` is the quick tier the README promises contributors. Enforced, not remembered."""
-    if not _CURRENT["slow"]:
+    if not CURRENT["slow"]:
         from dit_lora.training import run as run_stage
 
         def refuse(cfg):
@@ -86,35 +79,3 @@ def shape_classes(tmp_path_factory) -> Path:
     from dit_lora.demo.shapes import make_shapes_class_dataset
 
     return make_shapes_class_dataset(tmp_path_factory.mktemp("data") / "classes", n=12, size=64, seed=0)
-
-
-def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> list[str]:
-    """Recipe flags for a short CPU run on the tiny model."""
-    opts = {
-        "pretrained_model_name_or_path": model, "train_data_dir": data, "output_dir": out, "cache_dir": cache,
-        "resolution": 64, "center_crop": "true", "rank": 4, "lora_alpha": 8, "train_batch_size": 4,
-        "max_train_steps": 6, "learning_rate": 1e-3, "checkpointing_steps": 0, "report_to": "none",
-        "skip_doctor": "true", "seed": 0,
-    }
-    opts.update(overrides)
-    args: list[str] = []
-    for k, v in opts.items():
-        if v is None:
-            continue
-        args += [f"--{k}", str(v)]
-    return args
-
-
-def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None,
-               recipe: str = "sana"):
-    """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output."""
-    if not _CURRENT["slow"]:
-        pytest.fail("this test runs a recipe but is not marked slow: add @pytest.mark.slow", pytrace=False)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    script = RECIPE if recipe == "sana" else ROOT / "recipes" / f"{recipe}_lora.py"
-    cmd = (launcher or [sys.executable]) + [str(script), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT)
-
-
-def read_summary(out: Path) -> dict:
-    return json.loads((Path(out) / "train_summary.json").read_text())

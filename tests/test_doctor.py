@@ -19,8 +19,8 @@ import pytest
 
 from dit_lora import cli, doctor
 from dit_lora.errors import UserError
+from helpers import ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _by_name(checks):
@@ -39,8 +39,8 @@ def fake_versions(monkeypatch):
 
 
 def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=180, **kw)
 
 
@@ -217,7 +217,7 @@ def test_tested_ranges_mirror_pyproject():
     def spec(text: str) -> str:  # normalised specifier string (packaging sorts the clauses)
         return str(Requirement(f"x{text}").specifier)
 
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {canonicalize_name(r.name): str(r.specifier) for r in map(Requirement, project["dependencies"])}
     assert declared == {canonicalize_name(k): spec(v) for k, v in doctor.TESTED_RANGES.items()}
     optional = {canonicalize_name(r.name): str(r.specifier)

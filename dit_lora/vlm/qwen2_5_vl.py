@@ -26,7 +26,7 @@ reproduces what ``Qwen2VLVideoProcessor`` feeds the model:
    merger concatenates 4 consecutive rows, and the vision RoPE's ``get_vision_position_ids`` lays
    (h, w) out block-major the same way).  Column order: channel, frame in the temporal patch,
    patch row, patch column (``patch_embed`` views each row as (C, tp, p, p) for its Conv3d).
-   ``tests/test_vlm_qwen.py`` checks this against the model's own Conv3d over the whole clip and
+   ``tests/vlm/test_qwen2_5_vl.py`` checks this against the model's own Conv3d over the whole clip and
    against transformers' (torchvision-free) PIL image processor.
 
 The LLM gets ``t * gh * gw / merge_size**2`` video tokens (:meth:`Qwen25VLSpec.video_token_count`).

@@ -7,7 +7,7 @@ import time
 import pytest
 import yaml
 
-from conftest import base_args, run_recipe
+from helpers import base_args, run_recipe
 from dit_lora.config import parse_config
 from dit_lora.config.schema import TrainConfig, config_fields
 from dit_lora.errors import UserError
@@ -139,7 +139,7 @@ def test_unknown_family_lists_available():
 
 
 def test_shipped_configs_parse():
-    from conftest import ROOT
+    from helpers import ROOT
     from dit_lora.config import load_yaml
 
     files = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
@@ -155,7 +155,7 @@ def test_shipped_configs_parse():
 
 
 def test_readme_options_table_is_current():
-    from conftest import ROOT
+    from helpers import ROOT
     from dit_lora.config.docs import options_markdown
 
     assert options_markdown() in (ROOT / "README.md").read_text(), "regenerate with python -m dit_lora.config.docs"

@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from conftest import ROOT, base_args
+from helpers import ROOT, base_args
 from dit_lora.cli import main as cli_main
 from dit_lora.config import parse_config
 from dit_lora.data.cache import cache_file_name

@@ -22,8 +22,8 @@ from dit_lora.demo.tiny_sana import (
     build_tiny_tokenizer,
     get_tiny_sana_config,
 )
+from helpers import ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
 
 
@@ -300,7 +300,7 @@ def test_concurrent_builds_do_not_corrupt(tmp_path):
         "import sys; from dit_lora.demo.shapes import make_shapes_dataset; "
         "make_shapes_dataset(sys.argv[1], n=150, size=64, seed=1)"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], env=env) for _ in range(2)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
     assert len(list(target.glob("*.png"))) == 150

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GPU ones train two steps)
 

@@ -9,27 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import base_args, read_summary, run_recipe
-
-
-def _train(model, data, tmp_path, *, on_step=None, **overrides):
-    """Train in-process (much faster than a subprocess); returns (summary or exception, output dir)."""
-    from accelerate.state import AcceleratorState
-
-    from dit_lora.config import parse_config
-    from dit_lora.training.loop import train
-
-    out = tmp_path / "out"
-    opts = {"max_train_steps": 10, "lr_scheduler": "linear", "lr_warmup_steps": 2, "attention_canary": "false"}
-    opts.update(overrides)
-    cfg = parse_config(base_args(model, data, out, tmp_path / "cache", **opts))
-    AcceleratorState._reset_state(True)
-    try:
-        return train(cfg, on_step=on_step), out
-    except Exception as err:  # noqa: BLE001 - the caller asserts on the exception
-        return err, out
-    finally:
-        AcceleratorState._reset_state(True)
+from helpers import base_args, read_summary, run_recipe
+from helpers import train_in_process as _train
 
 
 class StateRecorder:

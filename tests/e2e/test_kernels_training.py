@@ -10,10 +10,10 @@ import torch
 
 pytest.importorskip("triton")
 
-from conftest import base_args, read_summary, run_recipe  # noqa: E402
-from test_guard import _train  # noqa: E402
+from helpers import base_args, read_summary, run_recipe  # noqa: E402
+from helpers import train_in_process as _train  # noqa: E402
 
-STEPS = 30
+STEPS = 20
 
 
 def _losses(summary: dict) -> list[float]:
@@ -21,9 +21,10 @@ def _losses(summary: dict) -> list[float]:
 
 
 @pytest.mark.slow
-def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp_path):
-    common = {"max_train_steps": STEPS, "validation_steps": 1, "lr_scheduler": "constant", "lr_warmup_steps": 0,
-              "kernel_check_interval": 10}
+def test_twenty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp_path):
+    # max_consecutive_skips 1 makes the guard's window one step, so loss_history has every step's loss.
+    common = {"max_train_steps": STEPS, "validation_steps": 10, "max_consecutive_skips": 1, "lr_scheduler": "constant",
+              "lr_warmup_steps": 0, "kernel_check_interval": 10}
     off, _ = _train(tiny_sana, shapes_data, tmp_path / "off", kernels="off", **common)
     on, _ = _train(tiny_sana, shapes_data, tmp_path / "on", kernels="on", attention_backend="math", **common)
     assert isinstance(off, dict) and isinstance(on, dict), (off, on)
@@ -33,7 +34,7 @@ def test_thirty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp
     assert patched["attention"] == 2
     assert on["kernels"]["implementations"]["modulate"] == "triton"
     assert on["kernels"]["implementations"]["attention"] == "math"
-    assert on["kernels"]["checks"] == 4 and on["kernels"]["fallbacks"] == []  # steps 1, 10, 20, 30
+    assert on["kernels"]["checks"] == 3 and on["kernels"]["fallbacks"] == []  # steps 1, 10, 20
     assert on["skipped_steps"] == off["skipped_steps"] == 0
     a, b = _losses(off), _losses(on)
     assert len(a) == len(b) == STEPS

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT
+from helpers import ROOT
 from dit_lora.training.sync_audit import HostSyncError, SyncAudit
 
 DEMOS = {  # config -> (model folder, data path inside the demo folder)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import base_args, read_summary, run_recipe
+from helpers import base_args, read_summary, run_recipe
 
 COMMON = dict(max_train_steps=8, checkpointing_steps=4, gradient_accumulation_steps=2, random_flip="true",
               lora_dropout=0.1, lr_scheduler="cosine", lr_warmup_steps=2, max_grad_norm=0.5)

@@ -13,7 +13,7 @@ import yaml
 from PIL import Image
 from safetensors.torch import load_file
 
-from conftest import ROOT, base_args, read_summary, run_recipe
+from helpers import ROOT, base_args, read_summary, run_recipe
 
 
 @pytest.mark.slow

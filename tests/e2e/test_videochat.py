@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, read_summary, run_recipe
+from helpers import ROOT, read_summary, run_recipe
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 

@@ -15,7 +15,7 @@ from dit_lora.kernels.attention import (ATTENTION_BACKENDS, attention, attention
 from dit_lora.kernels.defaults import choose_impl
 from dit_lora.kernels.monitor import KernelRuntime
 
-from conftest import ROOT
+from helpers import ROOT
 
 
 def _qkv(batch=3, heads=2, q_len=37, kv_len=37, dim=16, dtype=torch.float32, seed=0):

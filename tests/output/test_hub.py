@@ -21,11 +21,9 @@ from safetensors.torch import save_file
 import huggingface_hub.constants as hf_constants
 from dit_lora.errors import UserError
 from dit_lora.output.hub import push_adapter
+from helpers import ROOT
+from hub_standin import HubStandIn
 
-sys.path.insert(0, str(Path(__file__).parent))
-from hub_standin import HubStandIn  # noqa: E402
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_StandInSecretToken0123456789"
 REPO_ID = "standin-user/sana-lora"
 
@@ -215,7 +213,7 @@ def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.Com
         HF_TOKEN=TOKEN,
         HF_HOME=str(home),
         HF_DEBUG="1",  # most verbose huggingface_hub logging: still must not show the token
-        PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
     )
     return subprocess.run([sys.executable, "-m", "dit_lora.cli", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)

@@ -1,6 +1,6 @@
 """What many tests share: the repository root, recipe runs in a subprocess or in process, run summaries.
 
-A plain module (``pythonpath = ["tests"]`` in pyproject.toml), so every test imports the same copy:
+A plain module (``pythonpath = ["tests/support"]`` in pyproject.toml), so every test imports the same copy:
 ``from helpers import ROOT, base_args, run_recipe``. Fixtures live in ``conftest.py``.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "sana_lora.py"
 
 #: whether the running test carries ``@pytest.mark.slow`` (set by conftest before any fixture runs)
