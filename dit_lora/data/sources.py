@@ -19,7 +19,7 @@ import os
 import posixpath
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
@@ -377,6 +377,19 @@ def _read_txt(path: str) -> str:
         ) from None
 
 
+def json_lines(lines: Iterable[str], bad_line: Callable[[int, json.JSONDecodeError], str]) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank JSON line; a line that does not parse stops with
+    ``UserError(bad_line(line number, error))`` (the caller's paragraph names its file and format)."""
+    for line_no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise UserError(bad_line(line_no, err)) from None
+        yield line_no, value
+
+
 def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None]]:
     """Rows of one metadata file as (key relative to root, caption or None)."""
     path = os.path.join(root, *(rel_dir.split("/") if rel_dir else []), name)
@@ -385,17 +398,11 @@ def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> li
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             if name.endswith(".jsonl"):
-                for line_no, line in enumerate(handle, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        row = json.loads(line)
-                    except json.JSONDecodeError as err:
-                        raise UserError(
-                            f"{path} line {line_no} is not valid JSON ({err.msg}). Each line of "
-                            f'metadata.jsonl must be one object such as {{"file_name": "0001.png", '
-                            f'"{caption_column}": "a photo of ..."}}.'
-                        ) from None
+                bad_line = lambda no, err: (  # noqa: E731
+                    f"{path} line {no} is not valid JSON ({err.msg}). Each line of metadata.jsonl must be one "
+                    f'object such as {{"file_name": "0001.png", "{caption_column}": "a photo of ..."}}.'
+                )
+                for line_no, row in json_lines(handle, bad_line):
                     if not isinstance(row, dict):
                         raise UserError(
                             f"{path} line {line_no} is a JSON {type(row).__name__}, not an object. "
@@ -510,17 +517,25 @@ def dataset_captions(dataset: Any, dataset_name: str, caption_column: str) -> li
     return captions
 
 
-def missing_caption_column_error(dataset_name: str, caption_column: str, available: list[str], media_column: str,
-                                 what: str = "images") -> UserError:
-    """The error for a dataset without ``caption_column``, suggesting a likely caption column."""
-    local = os.path.isdir(dataset_name)
+def check_dataset_columns(dataset_name: str, available: list[str], media_column: str, caption_column: str,
+                          what: str = "images", media_hint: str = "") -> None:
+    """Raise the one paragraph for a dataset without its media column (``--image_column``/``--video_column``)
+    or its caption column, listing the columns it has and suggesting a likely caption column."""
     listed = ", ".join(repr(c) for c in available)
+    if media_column not in available:
+        flag = "--image_column" if what == "images" else "--video_column"
+        raise UserError(
+            f"--dataset_name {dataset_name!r} has no {what[:-1]} column {media_column!r} (columns: {listed}). "
+            f"Pass {flag} with the column that holds the {what}{media_hint}."
+        )
+    if caption_column in available:
+        return
     txt_hint = (
         f" If the captions are .txt files beside the {what}, pass the folder as --train_data_dir instead."
-        if local and what == "images"
+        if os.path.isdir(dataset_name) and what == "images"
         else ""
     )
-    return UserError(
+    raise UserError(
         f"--dataset_name {dataset_name!r} has no caption column {caption_column!r} (columns: "
         f"{listed}). Pass --caption_column with the column that holds the captions"
         f"{_suggest(available, exclude=media_column)}.{txt_hint}"
@@ -539,15 +554,7 @@ def _load_dataset(
 
     local = os.path.isdir(dataset_name)
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="images")
-    available = list(dataset.column_names)
-    listed = ", ".join(repr(c) for c in available)
-    if image_column not in available:
-        raise UserError(
-            f"--dataset_name {dataset_name!r} has no image column {image_column!r} (columns: {listed}). "
-            f"Pass --image_column with the column that holds the images."
-        )
-    if caption_column not in available:
-        raise missing_caption_column_error(dataset_name, caption_column, available, image_column)
+    check_dataset_columns(dataset_name, list(dataset.column_names), image_column, caption_column)
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
@@ -558,7 +565,8 @@ def _load_dataset(
     elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
         raise UserError(
             f"Column {image_column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not images "
-            f"or image paths. Pass --image_column with the column of images (columns: {listed})."
+            f"or image paths. Pass --image_column with the column of images "
+            f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
     handle = _DatasetImages(images, image_column, dataset_name if local else os.getcwd())
 

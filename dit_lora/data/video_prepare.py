@@ -25,7 +25,7 @@ import torch
 from ..errors import UserError
 from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
-from .sources import dataset_captions, missing_caption_column_error, name_some, open_dataset
+from .sources import check_dataset_columns, dataset_captions, name_some, open_dataset
 from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
 
 __all__ = ["VideoMedia", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
@@ -101,15 +101,8 @@ def load_video_dataset(
 
     column = video_column or "video"
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos")
-    available = list(dataset.column_names)
-    listed = ", ".join(repr(c) for c in available)
-    if column not in available:
-        raise UserError(
-            f"--dataset_name {dataset_name!r} has no video column {column!r} (columns: {listed}). Pass "
-            f"--video_column with the column that holds the videos{_video_column_hint(dataset, caption_column)}."
-        )
-    if caption_column not in available:
-        raise missing_caption_column_error(dataset_name, caption_column, available, column, what="videos")
+    check_dataset_columns(dataset_name, list(dataset.column_names), column, caption_column, what="videos",
+                          media_hint=_video_column_hint(dataset, caption_column))
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
     feature = dataset.features[column]
@@ -119,7 +112,8 @@ def load_video_dataset(
     elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
         raise UserError(
             f"Column {column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not videos or video "
-            f"paths. Pass --video_column with the column of videos (columns: {listed})."
+            f"paths. Pass --video_column with the column of videos "
+            f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
     base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
     captions = dataset_captions(dataset, dataset_name, caption_column)

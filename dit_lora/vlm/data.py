@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dit_lora.data.sources import MAX_LOGGED_BAD
+from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
 from dit_lora.data.video import VideoDecodeError, VideoSample, describe_error, decode_frames_at
 from dit_lora.errors import UserError
 
@@ -149,21 +149,12 @@ def _entries(file: Path, text: str) -> list[tuple[int, str, Any]]:
                 f"bracket or quote is typical); the file must be {_FORMATS_HINT}."
             ) from None
         return [(n, f"Entry {n} of {file}", entry) for n, entry in enumerate(data, 1)]
-    out = []
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise UserError(
-                f"Line {line_no} of {file} is not valid JSON ({err.msg}, column {err.colno}). A file that "
-                f"does not start with '[' is read as chat JSONL, one complete JSON object per line: fix "
-                f"that line, or, if the file is one JSON document, make it a JSON list of entries "
-                f"(VideoChat2 format)."
-            ) from None
-        out.append((line_no, f"Line {line_no} of {file}", entry))
-    return out
+    bad_line = lambda no, err: (  # noqa: E731
+        f"Line {no} of {file} is not valid JSON ({err.msg}, column {err.colno}). A file that does not start "
+        "with '[' is read as chat JSONL, one complete JSON object per line: fix that line, or, if the file is "
+        "one JSON document, make it a JSON list of entries (VideoChat2 format)."
+    )
+    return [(no, f"Line {no} of {file}", entry) for no, entry in json_lines(text.splitlines(), bad_line)]
 
 
 def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
