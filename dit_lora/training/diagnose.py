@@ -439,7 +439,7 @@ def diagnose_step(
 ) -> dict[str, Any]:
     """Replay one non-finite micro-batch and classify the fault; returns a JSON-safe report.
 
-    ``model`` is the unwrapped (PEFT) denoiser, ``loss_fn(model, batch, generator)`` the family's
+    ``model`` is the unwrapped (PEFT) model, ``loss_fn(model, batch, generator)`` the family's
     loss, ``generator_state`` the noise generator's state taken before that micro-batch's loss,
     ``autocast_ctx()`` the run's autocast context, ``sample_names[i]`` the name of row ``i``,
     ``observed`` what the loop saw (e.g. ``loss``, ``grad_norm``, ``nonfinite_loss``,

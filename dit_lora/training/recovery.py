@@ -51,12 +51,12 @@ class Recovery:
         if self.guard.enabled and not self.guard.has_snapshot:  # a resumed run already has its snapshot
             self.guard.take_snapshot(model, step)
 
-    def at_check(self, step: int, reading: GuardReading, denoiser) -> None:
+    def at_check(self, step: int, reading: GuardReading, wrapped) -> None:
         """Act on the counters read at a check. Raises :class:`RunStopped` when rollbacks are exhausted."""
-        model = self.accelerator.unwrap_model(denoiser)
+        model = self.accelerator.unwrap_model(wrapped)
         bad_slots = [i for i, bad in enumerate(reading.window_flags) if bad]
         if bad_slots and self.report is None:
-            self._diagnose(bad_slots[0], reading, denoiser)
+            self._diagnose(bad_slots[0], reading, wrapped)
         if self.guard.should_roll_back(reading):
             event = self.guard.roll_back(model, step)
             if self.guard.exhausted:
@@ -108,13 +108,13 @@ class Recovery:
                 f"samples named in {self.out / NONFINITE_REPORT_FILE}, or raise --max_skipped_fraction to accept it.")
 
     # ---- diagnosis -----------------------------------------------------------------------
-    def _diagnose(self, slot: int, reading: GuardReading, denoiser) -> None:
+    def _diagnose(self, slot: int, reading: GuardReading, wrapped) -> None:
         from .diagnose import diagnose_step, format_paragraph
 
         acc = self.accelerator
-        model = acc.unwrap_model(denoiser)
+        model = acc.unwrap_model(wrapped)
         found: dict[str, Any] | None = None
-        with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(denoiser):
+        with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(wrapped):
             for step, epoch, batch_in_epoch, gen_state in self.records.get(slot, []):
                 items = next(iter(self.order.batches(epoch, batch_in_epoch)))
                 collate = getattr(self.data.dataset, "collate", batch_lib.collate)  # as epoch_loader batches
