@@ -3,8 +3,8 @@
 The policy is :meth:`ModelFamily.expected_dtypes` (component name -> dtype of its floating
 parameters and buffers). Trainable parameters are checked against ``trainable_dtype`` (fp32
 master weights) instead; integer and bool buffers are ignored, and floating buffers may also be
-fp32 (rotary frequencies and similar are kept in fp32 on purpose), so only a buffer in another
-reduced precision than the policy is reported. Modules a model lists in
+fp32 or fp64 (rotary frequencies, CogVideoX-2B's sin-cos position table: kept wide on purpose and cast
+at forward), so only a buffer in another reduced precision than the policy is reported. Modules a model lists in
 ``_keep_in_fp32_modules`` (diffusers/transformers convention) are expected in fp32.
 """
 
@@ -77,8 +77,9 @@ def audit_precision(
             if b is None or not b.is_floating_point():
                 continue
             want = torch.float32 if keep and _in_keep(name, keep) else expected
-            # fp32 buffers (rotary inv_freq and the like) are kept in fp32 on purpose by transformers/diffusers.
-            if b.dtype != want and b.dtype != torch.float32:
+            # fp32 buffers (rotary inv_freq and the like) are kept in fp32 on purpose by transformers/diffusers,
+            # and fp64 ones (CogVideoX-2B's sin-cos pos_embedding) are cast to the activations' dtype at forward.
+            if b.dtype != want and b.dtype not in (torch.float32, torch.float64):
                 mismatches.append({"component": comp_name, "name": name, "kind": "buffer", "dtype": _name(b.dtype),
                                    "expected": _name(want), "trainable": False})
     return mismatches

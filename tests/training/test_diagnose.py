@@ -1,4 +1,4 @@
-"""Units of the non-finite guards: step diagnosis, attention canary, precision audit (tiny Sana, CPU)."""
+"""The step diagnosis: a faulty step replayed in fp32 and classified as data, precision or model (tiny Sana, CPU)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,14 @@ import pytest
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.families.base import Components
 from dit_lora.families.sana import training_scheduler
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.training import adapters
-from dit_lora.training.canary import (attention_canary, install_broken_attention, non_math_sdpa_enabled,
-                                      restore_sdpa_backends, sdpa_backend_flags)
+from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
 from dit_lora.fileio import write_json_atomic
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
-from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
 ROWS = ["data/red_circle.png", "data/blue_square.png"]
 
@@ -179,109 +176,3 @@ def test_clean_replay_is_not_reproduced(setup):
     assert isinstance(report["replays"]["fp32"]["grad_norm"], float)
     assert "transient" in report["advice"][0]
     assert format_paragraph(report).startswith("Step 5 went non-finite")
-
-
-# ---------------------------------------------------------------------------------------------
-# attention canary
-# ---------------------------------------------------------------------------------------------
-def test_canary_is_finite_on_the_tiny_model(tiny_sana):
-    model = _model(tiny_sana)
-    flags = sdpa_backend_flags()
-    logged = []
-    result = attention_canary(model, torch.device("cpu"), torch.bfloat16, logged.append)
-    assert result["finite"] and result["ok"] and not result["fell_back"]
-    assert {k["processor"] for k in result["kinds"]} == {"SanaLinearAttnProcessor2_0", "SanaAttnProcessor2_0"}
-    assert all(k["kind"] == "module" for k in result["kinds"])
-    assert sdpa_backend_flags() == flags
-    assert logged == [result["message"]]
-    assert not any(p.grad is not None for p in model.parameters())
-
-
-def test_broken_attention_is_caught_and_math_fallback_trains_finite(setup):
-    model, loss_fn, batch = setup
-    original = torch.nn.functional.scaled_dot_product_attention
-    uninstall = install_broken_attention()
-    try:
-        assert non_math_sdpa_enabled()
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert torch.isnan(loss_fn(model, batch, torch.Generator().manual_seed(0)))  # the drill bites
-        result = attention_canary(model, torch.device("cpu"), torch.bfloat16, None)
-        assert not result["finite"] and result["fell_back"] and result["ok"]
-        assert "flash" in result["switched"] and "SanaAttnProcessor2_0" in result["message"]
-        assert "math" in result["message"]
-        assert not non_math_sdpa_enabled() and sdpa_backend_flags()["math"]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = loss_fn(model, batch, torch.Generator().manual_seed(0))
-        grads = torch.autograd.grad(loss, [p for p in model.parameters() if p.requires_grad])
-        assert torch.isfinite(loss) and all(torch.isfinite(g).all() for g in grads)
-    finally:
-        uninstall()
-    assert torch.nn.functional.scaled_dot_product_attention is original
-
-
-def test_canary_falls_back_to_sdpa_for_an_unknown_signature():
-    class Odd(torch.nn.Module):
-        processor = object()
-        heads, inner_dim, query_dim = 2, 32, 32
-
-        def __init__(self):
-            super().__init__()
-            self.to_q = torch.nn.Linear(32, 32)
-
-        def forward(self, a, b, c, d):  # not an attention signature the canary knows
-            raise AssertionError("unreachable")
-
-    result = attention_canary(Odd(), "cpu", torch.bfloat16)
-    kind = result["kinds"][0]
-    assert kind["kind"] == "sdpa" and "TypeError" in kind["fallback_reason"] and result["ok"]
-    assert len(kind["cases"]) == 3
-
-
-# ---------------------------------------------------------------------------------------------
-# precision audit
-# ---------------------------------------------------------------------------------------------
-def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
-    family = get_family("sana")
-    cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
-    comps = family.load_components(cfg, torch.device("cpu"))
-    policy = family.expected_dtypes(comps, cfg)
-    assert policy == {"model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
-    assert audit_precision(comps, policy, allow_fp16=False) == []
-    adapters.add_lora(comps.model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
-    lora = [n for n, p in comps.model.named_parameters() if p.requires_grad]
-    found = audit_precision(comps, policy, allow_fp16=False)  # PEFT made the LoRA weights bf16
-    assert {m["name"] for m in found} == set(lora) and all(m["expected"] == "float32" for m in found)
-    adapters.cast_trainable_to_fp32(comps.model, under_autocast=True)
-    assert audit_precision(comps, policy, allow_fp16=False) == []
-    assert "matches" in format_audit([])
-
-    comps.model.caption_norm.to(torch.float16)
-    comps.encoders["text_encoder"].layers[0].input_layernorm.to(torch.float16)
-    found = audit_precision(comps, policy, allow_fp16=True)
-    assert {(m["component"], m["name"], m["kind"], m["dtype"], m["expected"]) for m in found} == {
-        ("model", "caption_norm.weight", "param", "float16", "bfloat16"),
-        ("text_encoder", "layers.0.input_layernorm.weight", "param", "float16", "bfloat16"),
-    }
-    text = format_audit(found)
-    assert "caption_norm.weight" in text and "float16" in text
-
-
-def test_audit_summary_is_grouped():
-    mismatches = [{"component": "model", "name": f"transformer_blocks.{i}.norm.weight", "kind": "param",
-                   "dtype": "float32", "expected": "bfloat16", "trainable": False} for i in range(500)]
-    text = format_audit(mismatches)
-    assert len(text.splitlines()) == 2
-    assert "500" in text and "and 497 more" in text
-
-
-def test_fp16_denoiser_refused_without_allow_fp16(tiny_sana):
-    fp16 = _model(tiny_sana, dtype=torch.float16, lora=False)
-    with pytest.raises(UserError) as err:
-        check_fp16_model(fp16, allow_fp16=False)
-    message = str(err.value)
-    assert "--allow_fp16" in message and "--mixed_precision bf16" in message and "BF16" in message
-    check_fp16_model(fp16, allow_fp16=True)
-    check_fp16_model(fp16.requires_grad_(True), allow_fp16=True)
-    with pytest.raises(UserError):  # judged the same before the base is frozen
-        check_fp16_model(fp16, allow_fp16=False)
-    check_fp16_model(_model(tiny_sana, lora=True), allow_fp16=False)
