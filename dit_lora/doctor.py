@@ -36,6 +36,8 @@ TESTED_RANGES: dict[str, str] = {
     "safetensors": ">=0.5,<1",
     "huggingface_hub": ">=1.0,<3",
     "tokenizers": ">=0.21,<1",
+    "sentencepiece": ">=0.2,<1",
+    "protobuf": ">=4,<8",
     "packaging": ">=23",
     "av": ">=12,<20",
     "numpy": ">=1.26,<3",
@@ -383,10 +385,45 @@ def _fused_kernels_check() -> Check:
     return Check("fused kernels", value, OK, f"{why}; `--kernels on` keeps the PyTorch paths")
 
 
-def run_checks(*, import_check: bool = True) -> list[Check]:
+def model_checks(model: str, revision: str | None = None) -> list[Check]:
+    """What ``model`` (a local folder or a Hub id) needs from this environment: its tokenizers' packages.
+
+    A pipeline's ``tokenizer*/`` folders and a transformers model's root are each checked; a Hub id that is
+    neither cached nor catalogued cannot be judged and says so.
+    """
+    from dit_lora import tokenizer_files as tf
+
+    local = Path(model)
+    if local.is_dir():
+        subfolders = [("" if f == local else f.name) for f in tf.tokenizer_folders(local)]
+    else:
+        subfolders = ["tokenizer", ""]
+    checks, judged = [], False
+    for sub in subfolders:
+        reqs = tf.requirements(model, sub, revision)
+        if reqs is None:
+            continue
+        judged = True
+        where = f"{model}/{sub}" if sub else model
+        gaps = tf.missing(reqs)
+        if gaps:
+            names = " ".join(p for p, _ in gaps)
+            checks.append(Check(f"tokenizer {where}", "missing " + names, BLOCK,
+                                "; ".join(why for _, why in gaps) + f". Fix: pip install {names}"))
+        else:
+            checks.append(Check(f"tokenizer {where}", ", ".join(p for p, _ in reqs) or "tokenizers only", OK))
+    if not judged:
+        checks.append(Check(f"tokenizer {model}", "files unknown", WARN,
+                            "not a local folder, not in the Hub cache and not catalogued (`dit-lora models`): "
+                            "download it first or pass its local folder to check its tokenizer."))
+    return checks
+
+
+def run_checks(*, import_check: bool = True, model: str | None = None) -> list[Check]:
     """Run every environment check and return them in display order. Never raises.
 
-    ``import_check=False`` skips actually importing the packages (version table only).
+    ``import_check=False`` skips actually importing the packages (version table only); ``model`` adds
+    :func:`model_checks` for that model.
     """
     checks: list[Check] = [_safe(_python_check, "python")]
     for dist, spec in TESTED_RANGES.items():
@@ -403,6 +440,8 @@ def run_checks(*, import_check: bool = True) -> list[Check]:
         ("kernels", _kernels_shadow_check),
         ("fused kernels", _fused_kernels_check),
     ]
+    if model:
+        extra.append(("model", lambda: model_checks(model)))
     for name, fn in extra:
         result = _safe(fn, name)
         if isinstance(result, Check):

@@ -27,7 +27,7 @@ def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "con
     try:
         from huggingface_hub import hf_hub_download
 
-        file = hf_hub_download(path, f"{subfolder}/{filename}", revision=cfg.revision)
+        file = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision)
         return json.loads(Path(file).read_text())
     except Exception:  # offline or gated: the full load later reports it properly
         return None
@@ -76,3 +76,35 @@ def stored_dtype(cfg: TrainConfig) -> str | None:
         header = json.loads(fh.read(size))
     dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
     return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))
+
+
+def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
+    """The paragraph for a pipeline that failed to load, naming the cause that applies.
+
+    A local folder is never "offline"; a Hub id is only called not downloaded when huggingface_hub says so
+    (offline mode, nothing cached, a gated or missing repo); a message that asks for a package is passed on
+    as a missing package.
+    """
+    from huggingface_hub.errors import (
+        GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError,
+    )
+
+    path = cfg.pretrained_model_name_or_path
+    first = str(err).splitlines()[0] if str(err) else ""
+    what = f"Could not load the {kind} pipeline from `{path}` ({type(err).__name__}: {first})."
+    if isinstance(err, ImportError) or "pip install" in first:
+        return UserError(f"{what} A package the pipeline needs is missing: install it as the message says, then "
+                         "run `dit-lora doctor --model` on the model to check the rest.")
+    if os.path.isdir(path):
+        return UserError(f"{what} The local folder is incomplete or not a diffusers-format {kind} pipeline: check "
+                         "that every component folder has its config and weights, and that --variant names weights "
+                         "it has.")
+    if isinstance(err, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)):
+        return UserError(f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
+                         "lists the catalogued ones), the revision, and that you are logged in for a gated repo.")
+    if isinstance(err, (LocalEntryNotFoundError, OfflineModeIsEnabled)) or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return UserError(f"{what} It is not in the Hub cache and this process may not download it "
+                         "(HF_HUB_OFFLINE or no network): download it first (`hf download <id>`) or pass a local "
+                         "folder.")
+    return UserError(f"{what} Check --pretrained_model_name_or_path, --revision and --variant, and that the repo "
+                     f"is a diffusers-format {kind} pipeline.")
