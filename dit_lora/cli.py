@@ -1,4 +1,4 @@
-"""The ``dit-lora`` console script: ``dit-lora doctor``, ``dit-lora push`` and ``dit-lora check-data``.
+"""The ``dit-lora`` console script: ``doctor``, ``models``, ``push`` and ``check-data``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -22,6 +22,12 @@ def _build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check installed versions, device and known-bad combinations")
     doctor.add_argument("--no-import", action="store_true",
                         help="only compare versions; do not import the packages (faster)")
+    doctor.add_argument("--model", default=None, metavar="PATH_OR_ID",
+                        help="also check what this model needs (e.g. the packages its tokenizer files require)")
+
+    models = sub.add_parser("models", help="list the catalogued checkpoints and the defaults each one gets")
+    models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
+    models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
 
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
@@ -47,7 +53,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def _doctor(args: argparse.Namespace) -> int:
     from dit_lora import doctor
 
-    checks = doctor.run_checks(import_check=not args.no_import)
+    checks = doctor.run_checks(import_check=not args.no_import, model=args.model)
     print(doctor.format_table(checks))
     blocks = [c for c in checks if c.status == doctor.BLOCK]
     warns = [c for c in checks if c.status == doctor.WARN]
@@ -137,8 +143,22 @@ def _main(argv: list[str] | None) -> int:
         return _push(args)
     if args.command == "check-data":
         return _check_data(args)
+    if args.command == "models":
+        return _models(args)
     parser.print_help(sys.stderr)
     return 2
+
+
+def _models(args: argparse.Namespace) -> int:
+    from dit_lora.catalogue import entries
+    from dit_lora.catalogue.table import as_json, format_table
+
+    if args.family and not entries(args.family):
+        known = sorted({e.family for e in entries()})
+        raise UserError(f"No catalogued checkpoint of family `{args.family}` (--family). Families with "
+                        f"catalogued checkpoints: {', '.join(known)}.")
+    print(as_json(args.family) if args.json else format_table(args.family))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:

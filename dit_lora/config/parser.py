@@ -191,6 +191,8 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> 
         if raw is not None:
             values[f.name] = coerce(f.name, raw, f"--{f.name}")
     cfg = TrainConfig(**values)
+    # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
+    cfg.explicit_options = frozenset(values)
     validate_static(cfg)
     return cfg
 

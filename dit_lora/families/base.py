@@ -82,6 +82,12 @@ class ModelFamily(ABC):
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """Load the model that gets LoRA (bf16, frozen) and whatever else the family needs, on ``device``."""
 
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """Defaults for a model no catalogue entry matches: ``{option: (value, why)}``, derived from the model's
+        own small configs (e.g. the resolution its ``sample_size`` implies). A catalogue entry's values replace
+        these; options the user set win over both."""
+        return {}
+
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record per-run settings (prompt prefixes, lengths, a fused loss) once the components are loaded."""
 

@@ -60,10 +60,13 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
+from ..tokenizer_files import check_tokenizer_packages
 from .base import Components, schedule_on_device
 from .diffusion import DiffusionFamily
 from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
-from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
+from .pipeline_files import (
+    check_pipeline_folder, is_local, load_error, model_stamp, read_component_config, stored_dtype,
+)
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
@@ -77,30 +80,6 @@ OFS_VALUE = 2.0
 #: A requested size is refused (without --allow_untrained_resolution) when its latent tokens per clip are
 #: above MAX_TOKEN_RATIO or below MIN_TOKEN_RATIO times those of the checkpoint's trained size.
 MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 0.25
-
-
-@dataclass(frozen=True)
-class PublishedSize:
-    """A published transformer config (matched on ``fields``) and the size THUDM documents for it."""
-
-    fields: dict
-    frames: int
-    height: int
-    width: int
-    reason: str
-
-
-#: Published configs, matched on the transformer/config.json fields that tell the releases apart. CogVideoX 1.5
-#: (``CogVideoX1.5-5B``, ``-5B-I2V``) stores sample_height/sample_width 300: the extent of its RoPE grid
-#: (positions are sliced from it), 2400 px, not a size it was trained at.
-PUBLISHED_SIZES = (
-    PublishedSize({"patch_size_t": 2, "sample_height": 300, "sample_width": 300}, 81, 768, 1360,
-                  "CogVideoX 1.5: THUDM documents 768x1360, 81 frames, 16 fps; its config's sample size 300x300 "
-                  "latent px (2400 px) is the RoPE grid's extent, not a training size"),
-    PublishedSize({"patch_size_t": None, "sample_height": 60, "sample_width": 90, "sample_frames": 49}, 49, 480, 720,
-                  "CogVideoX 1.0 (2B/5B): THUDM documents 480x720, 49 frames, 8 fps, as its config's sample size "
-                  "60x90 latent px x 8 and sample_frames 49 say"),
-)
 
 
 def _read_model_index(cfg: TrainConfig) -> dict | None:
@@ -134,6 +113,8 @@ class ModelInfo:
     rope: bool = False
     learned_positions: bool = False
     ofs: bool = False
+    #: ``(frames, height, width, why)`` of the catalogue entry whose published config this is
+    published: tuple[int, int, int, str] | None = None
 
     @property
     def spatial_multiple(self) -> int:
@@ -146,19 +127,18 @@ class ModelInfo:
     def trained_size(self) -> tuple[int, int, int, str]:
         """``(frames, height, width, why)``: the size this checkpoint was trained at, in pixel frames and pixels.
 
-        A published config (:data:`PUBLISHED_SIZES`) gets the size THUDM documents for it: for 1.0 that is what
-        its config's ``sample_*`` fields say, for 1.5 it is not (they hold the RoPE grid's 2400 px extent, which
-        diffusers' pipelines would take as their default size). Any other config (a fine-tune that wrote its own,
-        the tiny demo models) has no other record of its size than ``sample_frames`` and ``sample_height`` /
-        ``sample_width`` x the VAE's factor, which is also what diffusers' pipelines default to; the tiny builder
-        writes its trained geometry there. So the lookup is by what the config *is*, never by its repo name.
+        A catalogued config (:mod:`dit_lora.catalogue.cogvideox`, matched by content) gets the size THUDM
+        documents for it: for 1.0 that is what its config's ``sample_*`` fields say, for 1.5 it is not (they
+        hold the RoPE grid's 2400 px extent, which diffusers' pipelines would take as their default size). Any
+        other config (a fine-tune that wrote its own, the tiny demo models) has no other record of its size than
+        ``sample_frames`` and ``sample_height`` / ``sample_width`` x the VAE's factor, which is also what
+        diffusers' pipelines default to; the tiny builder writes its trained geometry there.
         """
-        for known in PUBLISHED_SIZES:
-            if all(getattr(self, key) == value for key, value in known.fields.items()):
-                return known.frames, known.height, known.width, known.reason
+        if self.published is not None:
+            return self.published
         height, width = self.sample_height * self.vae_spatial, self.sample_width * self.vae_spatial
         return (self.sample_frames, height, width,
-                f"not a published CogVideoX config, so its own transformer/config.json sample size "
+                f"not a catalogued CogVideoX config, so its own transformer/config.json sample size "
                 f"{self.sample_height}x{self.sample_width} latent px x {self.vae_spatial} and sample_frames "
                 f"{self.sample_frames}")
 
@@ -199,6 +179,7 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
         named = "i2v" if pipeline_class == I2V_PIPELINE else "t2v"
         task = task or named
         evidence = f"model_index.json names {pipeline_class}" + (f"; {evidence}" if evidence else "")
+    published = _published_size(cfg, task) if tr else None
     sample = {}
     for key in ("sample_frames", "sample_height", "sample_width", "patch_size", "max_text_seq_length"):
         if tr.get(key) is not None:
@@ -209,8 +190,22 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
         temporal=int(vae.get("temporal_compression_ratio", tr.get("temporal_compression_ratio", 4))),
         patch_size_t=tr.get("patch_size_t"), rope=bool(tr.get("use_rotary_positional_embeddings", False)),
         learned_positions=bool(tr.get("use_learned_positional_embeddings", False)),
-        ofs=bool(tr.get("ofs_embed_dim")), **sample,
+        ofs=bool(tr.get("ofs_embed_dim")), published=published, **sample,
     )
+
+
+def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, str] | None:
+    """The documented training size of the catalogue entry this model's configs match, if any."""
+    from ..catalogue import match
+    from ..catalogue.defaults import config_reader
+
+    entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(cfg))
+    if entry is None or "frames" not in entry.trained:
+        return None
+    t = entry.trained
+    extra = f"; {entry.notes}" if entry.notes else ""
+    return (t["frames"], t["height"], t["width"],
+            f"the published config of {entry.hub_id}, documented at {entry.trained_text()}{extra}")
 
 
 def pad_latent_frames(latents: torch.Tensor, patch_size_t: int | None) -> torch.Tensor:
@@ -272,10 +267,15 @@ class CogVideoXFamily(DiffusionFamily):
         return getattr(diffusers, self.pipeline_class_name)
 
     # ---- checks before loading ------------------------------------------------------------
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """One clip per step: a 49-frame clip is 13 latent frames of tokens (every published recipe uses batch 1)."""
+        return {"train_batch_size": (1, "video: one clip per step, as THUDM's and diffusers' CogVideoX trainers")}
+
     def validate_config(self, cfg: TrainConfig) -> None:
         path = cfg.pretrained_model_name_or_path
         check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.task],
                               "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+        check_tokenizer_packages(path, "tokenizer", cfg.revision)
         info = self.model_info(cfg)
         known = T2V_PIPELINES + (I2V_PIPELINE,)
         if info.pipeline_class and info.pipeline_class not in known:
@@ -477,13 +477,8 @@ class CogVideoXFamily(DiffusionFamily):
             text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", **common))
-        except (OSError, ValueError, EnvironmentError) as err:
-            raise UserError(
-                f"Could not load the CogVideoX pipeline from `{path}` ({type(err).__name__}: "
-                f"{str(err).splitlines()[0] if str(err) else ''}). Check --pretrained_model_name_or_path/--revision/"
-                "--variant, that the repo is a diffusers-format CogVideoX pipeline, and that it is downloaded (this "
-                "machine may be offline) or you are logged in."
-            )
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("CogVideoX", cfg, err) from None
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()

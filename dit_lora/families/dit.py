@@ -47,7 +47,7 @@ from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from .base import Components, schedule_on_device
 from .diffusion import DiffusionFamily
-from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config
+from .pipeline_files import check_pipeline_folder, is_local, load_error, model_stamp, read_component_config
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
 PIPELINE_NULL_CLASS = 1000
@@ -130,6 +130,16 @@ def resize_class_embeddings(model: torch.nn.Module, num_classes: int, *, seed: i
     model.register_to_config(num_embeds_ada_norm=num_classes)
 
 
+def _native_resolution(cfg: TrainConfig) -> tuple[int, str] | None:
+    """``(pixels, why)`` from the transformer's ``sample_size`` and the VAE's downsampling (configs only)."""
+    tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+    if not (tr_cfg and vae_cfg):
+        return None
+    factor = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
+    sample = int(tr_cfg.get("sample_size", 32))
+    return sample * factor, f"transformer sample_size {sample} x the VAE's {factor}x"
+
+
 def read_classes(adapter_dir: str | Path) -> dict | None:
     """The label map a DiT run saved (``dit_lora_classes.json``), or None."""
     path = Path(adapter_dir) / CLASSES_FILE
@@ -162,6 +172,11 @@ class DiTFamily(DiffusionFamily):
         self.base_model: str | None = None
 
     # ---- checks before loading ------------------------------------------------------------
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """The only resolution DiTPipeline samples at: the transformer's ``sample_size`` x the VAE's factor."""
+        native = _native_resolution(cfg)
+        return {"resolution": native} if native else {}
+
     def validate_config(self, cfg: TrainConfig) -> None:
         path = cfg.pretrained_model_name_or_path
         check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
@@ -173,15 +188,12 @@ class DiTFamily(DiffusionFamily):
                 f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
                 "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
             )
-        vae_cfg = read_component_config(cfg, "vae")
-        if tr_cfg is not None and vae_cfg is not None:
-            native = int(tr_cfg.get("sample_size", 32)) * 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
-            if cfg.resolution != native:
-                raise UserError(
-                    f"--resolution {cfg.resolution} differs from this DiT's native {native} px (sample_size "
-                    f"{tr_cfg.get('sample_size')} x the VAE's {native // int(tr_cfg.get('sample_size', 32))}x): "
-                    f"DiTPipeline always samples at {native} px. Use --resolution {native}."
-                )
+        native = _native_resolution(cfg)
+        if native is not None and cfg.resolution != native[0]:
+            raise UserError(
+                f"--resolution {cfg.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
+                f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
+            )
         if cfg.num_classes is not None:
             model_classes = (tr_cfg or {}).get("num_embeds_ada_norm")
             if cfg.num_classes < 1:
@@ -223,12 +235,8 @@ class DiTFamily(DiffusionFamily):
                 path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant, **common
             )
             vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
-        except (OSError, ValueError, EnvironmentError) as err:
-            raise UserError(
-                f"Could not load the DiT pipeline from `{path}` ({type(err).__name__}: {str(err).splitlines()[0]}). "
-                "Check --pretrained_model_name_or_path/--revision/--variant, that the repo is a diffusers-format "
-                "DiTPipeline, and that it is downloaded (this machine may be offline)."
-            )
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("DiT", cfg, err) from None
         make_peft_capable(transformer)
         tables = label_embeddings(transformer)
         dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT

@@ -17,9 +17,13 @@ import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
+from ..tokenizer_files import check_tokenizer_packages
 from .base import Components
 from .diffusion import DiffusionFamily
-from .pipeline_files import check_pipeline_folder, is_local, model_stamp, read_component_config, stored_dtype
+from .pipeline_files import (
+    check_pipeline_folder, is_local, load_error, model_stamp, read_component_config, stored_dtype,
+)
+
 
 def default_complex_human_instruction() -> list[str]:
     """The instruction prefix SanaPipeline uses by default at inference."""
@@ -56,9 +60,19 @@ class SanaFamily(DiffusionFamily):
     pipeline_class_name = "SanaPipeline"
 
     # ---- checks before loading ------------------------------------------------------------
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """The resolution the model was built for: its transformer's ``sample_size`` x the DC-AE's compression."""
+        tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+        if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
+            return {}
+        factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
+        size = int(tr_cfg["sample_size"]) * factor
+        return {"resolution": (size, f"transformer sample_size {tr_cfg['sample_size']} x the VAE's {factor}x")}
+
     def validate_config(self, cfg: TrainConfig) -> None:
-        check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_BF16_diffusers",
+        check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers",
                               "transformer/, vae/, text_encoder/")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
         vae_cfg = read_component_config(cfg, "vae")
         tr_cfg = read_component_config(cfg, "transformer") or {}
         if vae_cfg is not None:
@@ -111,12 +125,8 @@ class SanaFamily(DiffusionFamily):
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
             text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
-        except (OSError, ValueError, EnvironmentError) as err:
-            raise UserError(
-                f"Could not load the Sana pipeline from `{path}` ({type(err).__name__}: {str(err).splitlines()[0]}). "
-                "Check --pretrained_model_name_or_path/--revision/--variant, that the repo is a diffusers-format "
-                "Sana pipeline, and that it is downloaded (this machine may be offline) or you are logged in."
-            )
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("Sana", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()

@@ -87,9 +87,16 @@ class VideoChatFamily(ModelFamily):
         self.loss_fn = None
 
     # ---- setup ----------------------------------------------------------------------------
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """One clip per step: a clip's frames are hundreds to thousands of vision tokens."""
+        return {"train_batch_size": (1, "video: one clip per step (a clip is hundreds of vision tokens)")}
+
     def validate_config(self, cfg: TrainConfig) -> None:
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
+        from ..tokenizer_files import check_tokenizer_packages
+
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
         if cfg.validation_video and not Path(cfg.validation_video).is_file():
             raise UserError(f"--validation_video `{cfg.validation_video}` does not exist. Point it at a clip, or "
                             "leave it unset to ask about the first training clip.")

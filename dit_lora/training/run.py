@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..catalogue.defaults import resolve_defaults
 from ..config import TrainConfig
 from ..data import batches as batch_lib
 from ..errors import UserError
@@ -74,6 +75,7 @@ class Run:
     started: float  # perf_counter at setup: the summary's wall time
     resume: Path | None
     hooks: Hooks  # drills and debug modes
+    defaults: Any = None  # catalogue.defaults.ChosenDefaults: what the run took from the catalogue or the model
     comps: Any = None
     data: Any = None
     validation_cond: dict | None = None
@@ -192,6 +194,9 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             family.prepare_demo(cfg)
         accelerator.wait_for_everyone()
+    defaults = resolve_defaults(cfg, family)  # before the family's checks: they judge the resolved values
+    for line in defaults.lines():
+        log(line)
     family.validate_config(cfg)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in family.start_notes(cfg):
@@ -204,7 +209,7 @@ def _start(cfg: TrainConfig) -> Run:
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     return Run(cfg=cfg, accelerator=accelerator, family=family, log=log, out=out, started=time.perf_counter(),
-               resume=resume, hooks=hooks)
+               resume=resume, hooks=hooks, defaults=defaults)
 
 
 def _load(run: Run) -> None:

@@ -429,42 +429,15 @@ def test_prepare_demo_builds_model_and_clips(tmp_path):
 
 
 # ---- the size each checkpoint was trained at --------------------------------------------------------------------
-# transformer/config.json of the published releases, as on the Hub; only depth and widths shrink (the fields that
-# decide the video size are the real ones).
-_HUB_TRANSFORMERS = {
-    "CogVideoX-2b": {"use_rotary_positional_embeddings": False, "sample_height": 60, "sample_width": 90,
-                     "sample_frames": 49},
-    "CogVideoX-5b": {"use_rotary_positional_embeddings": True, "sample_height": 60, "sample_width": 90,
-                     "sample_frames": 49},
-    "CogVideoX-5b-I2V": {"use_rotary_positional_embeddings": True, "use_learned_positional_embeddings": True,
-                         "in_channels": 32, "sample_height": 60, "sample_width": 90, "sample_frames": 49},
-    "CogVideoX1.5-5B": {"use_rotary_positional_embeddings": True, "patch_size_t": 2, "patch_bias": False,
-                        "sample_height": 300, "sample_width": 300, "sample_frames": 81},
-    "CogVideoX1.5-5B-I2V": {"use_rotary_positional_embeddings": True, "patch_size_t": 2, "patch_bias": False,
-                            "ofs_embed_dim": 16, "in_channels": 32, "sample_height": 300, "sample_width": 300,
-                            "sample_frames": 81},
-}
-
-
 def _hub_layout(root: Path, name: str) -> Path:
-    """A pipeline folder with the release's model_index.json, transformer and VAE configs (no weights needed:
-    the size is decided, and refused, before any weights load)."""
-    from diffusers import CogVideoXTransformer3DModel
+    """The release's model_index.json, transformer and VAE configs exactly as the catalogue records them (no
+    weights needed: the size is decided, and refused, before any weights load)."""
+    from dit_lora.catalogue import by_hub_id
 
     folder = root / name
-    i2v = name.endswith("I2V")
-    kwargs = dict(num_attention_heads=1, attention_head_dim=64, num_layers=1, text_embed_dim=32, time_embed_dim=16,
-                  in_channels=16, out_channels=16, patch_size=2, max_text_seq_length=226)
-    kwargs.update(_HUB_TRANSFORMERS[name])
-    CogVideoXTransformer3DModel(**kwargs).save_config(folder / "transformer")  # what diffusers writes
-    vae = {"_class_name": "AutoencoderKLCogVideoX", "block_out_channels": [128, 256, 256, 512], "latent_channels": 16,
-           "temporal_compression_ratio": 4, "scaling_factor": 0.7 if "1.5" in name or "5b" in name else 1.15258426}
-    if "1.5" in name:
-        vae["invert_scale_latents"] = True
-    (folder / "vae").mkdir()
-    (folder / "vae" / "config.json").write_text(json.dumps(vae))
-    pipeline = "CogVideoXImageToVideoPipeline" if i2v else "CogVideoXPipeline"
-    (folder / "model_index.json").write_text(json.dumps({"_class_name": pipeline}))
+    for file, config in by_hub_id(f"THUDM/{name}").configs.items():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(json.dumps(config))
     return folder
 
 
@@ -488,7 +461,7 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     frames, height, width = size
     assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
     assert "\n" not in note
-    assert ("2400 px" in note) == ("1.5" in name) and "THUDM documents" in note
+    assert ("2400 px" in note) == ("1.5" in name) and f"the published config of THUDM/{name}" in note
     assert family.fps == (16 if "1.5" in name else 8)
 
 
@@ -522,6 +495,6 @@ def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models
     # The tiny demo models are judged against their own recorded size (9x64x64), not a real checkpoint's.
     tiny = models[("t2v", "1.5")]
     family.validate_config(_cfg(tiny))
-    assert "9x64x64" in family.start_notes(_cfg(tiny))[0] and "not a published" in family.start_notes(_cfg(tiny))[0]
+    assert "9x64x64" in family.start_notes(_cfg(tiny))[0] and "not a catalogued" in family.start_notes(_cfg(tiny))[0]
     with pytest.raises(UserError, match="--allow_untrained_resolution"):
         family.validate_config(_cfg(tiny, height=256, width=256))

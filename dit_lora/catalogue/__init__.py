@@ -1,0 +1,47 @@
+"""The catalogue of checkpoints dit-lora supports, and the recipe defaults each one gets.
+
+``entries()`` lists them (``dit-lora models`` prints it); ``match`` finds the entry whose published
+config a model folder has; :func:`~dit_lora.catalogue.defaults.resolve_defaults` applies an entry's
+defaults to a run. One data file per family (``sana.py``, ``cogvideox.py``, ``dit.py``,
+``video_llm.py``), each citing where its values were checked.
+"""
+
+from __future__ import annotations
+
+from .entry import Checkpoint, ConfigReader, lookup
+
+_DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
+
+
+def entries(family: str | None = None) -> list[Checkpoint]:
+    """Every catalogued checkpoint (of ``family`` when given), in the order of the data files."""
+    from . import cogvideox, dit, sana, video_llm
+
+    every = [*sana.ENTRIES, *cogvideox.ENTRIES, *dit.ENTRIES, *video_llm.ENTRIES]
+    return [e for e in every if family is None or e.family == family]
+
+
+def by_hub_id(hub_id: str) -> Checkpoint | None:
+    """The entry published under ``hub_id`` (case-insensitive), if catalogued."""
+    wanted = hub_id.lower()
+    return next((e for e in entries() if e.hub_id.lower() == wanted), None)
+
+
+def match(family: str, read: ConfigReader, stored_dtype: str | None = None) -> Checkpoint | None:
+    """The entry of ``family`` whose signature the model's configs have.
+
+    Among entries that share a signature, the one whose layer count (``depth``) the model has wins (Sana 1.5
+    1.6B vs 4.8B), then the one whose weights' dtype is ``stored_dtype`` (a safetensors dtype such as
+    ``"BF16"``, or the ``--variant``; Sana 1600M 1024 px in fp16 and in BF16). A remaining tie goes to the
+    first entry, which is harmless because such twins share their defaults.
+    """
+    found = [e for e in entries(family) if e.matches(read)]
+    dtype = _DTYPES.get((stored_dtype or "").upper(), (stored_dtype or "").lower())
+
+    def rank(entry: Checkpoint) -> tuple[int, int]:
+        return len(entry.depth_differences(read)), int(entry.stored_dtype != dtype)
+
+    return min(found, key=rank) if found else None
+
+
+__all__ = ["Checkpoint", "ConfigReader", "by_hub_id", "entries", "lookup", "match"]

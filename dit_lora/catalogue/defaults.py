@@ -1,0 +1,104 @@
+"""Apply a checkpoint's defaults to a run, and say in one block what was chosen and why.
+
+Precedence, highest first: what the user set (flag or YAML), the catalogue entry whose published
+config the model has, the family's generic defaults derived from the model's own configs (e.g. the
+resolution a DiT's ``sample_size`` implies), and the schema's defaults. Only the first three are
+reported: the block lists every value the run took from the catalogue or the model, and every value
+the user set that differs from the catalogue's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from ..config import TrainConfig
+from . import Checkpoint, match
+
+
+def explicit_options(cfg: TrainConfig) -> frozenset[str]:
+    """Options the user set: recorded by ``parse_config``; for a config built in code, those off their default."""
+    recorded = getattr(cfg, "explicit_options", None)
+    if recorded is not None:
+        return frozenset(recorded)
+    changed = set()
+    for f in fields(TrainConfig):
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if getattr(cfg, f.name) != default:
+            changed.add(f.name)
+    return frozenset(changed)
+
+
+def config_reader(cfg: TrainConfig):
+    """A cached reader of the model's small JSON files (local folder or Hub cache), for :func:`match`."""
+    from ..families.pipeline_files import read_component_config
+
+    cache: dict[tuple[str, str], dict | None] = {}
+
+    def read(subfolder: str, filename: str) -> dict | None:
+        if (subfolder, filename) not in cache:
+            cache[subfolder, filename] = read_component_config(cfg, subfolder, filename)
+        return cache[subfolder, filename]
+
+    return read
+
+
+@dataclass
+class ChosenDefaults:
+    """What :func:`resolve_defaults` decided: the matched entry, the values applied and the user's own."""
+
+    model: str
+    family: str
+    entry: Checkpoint | None
+    applied: dict[str, tuple[Any, str]] = field(default_factory=dict)  # option -> (value, where it came from)
+    overridden: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # option -> (user's value, catalogue's)
+
+    def lines(self) -> list[str]:
+        """The start-of-run block (a header line, then one line per option)."""
+        if self.entry is not None:
+            head = (f"defaults: `{self.model}` has the published config of {self.entry.hub_id} ({self.entry.title}; "
+                    f"trained at {self.entry.trained_text()}, {self.entry.stored_dtype} weights)")
+        else:
+            head = (f"defaults: `{self.model}` matches no catalogued {self.family} checkpoint (`dit-lora models` lists "
+                    "them), so it trains with the family's generic defaults")
+        out = [head + ":"]
+        width = max((len(k) for k in [*self.applied, *self.overridden]), default=0)
+        for name, (value, why) in self.applied.items():
+            out.append(f"  --{name:<{width}} {value!s:<10} {why}")
+        for name, (mine, theirs) in self.overridden.items():
+            out.append(f"  --{name:<{width}} {mine!s:<10} yours (the catalogue's: {theirs})")
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """For ``train_summary.json``: the entry and every value chosen on the user's behalf."""
+        return {"catalogue_entry": self.entry.hub_id if self.entry else None,
+                "applied": {k: v for k, (v, _) in self.applied.items()},
+                "user_set": {k: mine for k, (mine, _) in self.overridden.items()}}
+
+
+def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
+    """Fill every option the user left unset from the catalogue entry or the model's configs (in place).
+
+    Reads small config files only. The family's :meth:`generic_defaults` come first and the entry's values
+    replace them, so a catalogued model gets the published figures and any other model what its own
+    configs imply.
+    """
+    from ..families.pipeline_files import stored_dtype
+
+    explicit = explicit_options(cfg)
+    entry = None
+    if cfg.pretrained_model_name_or_path:
+        entry = match(family.name, config_reader(cfg), stored_dtype(cfg))
+    proposals: dict[str, tuple[Any, str]] = dict(family.generic_defaults(cfg))
+    if entry is not None:
+        for name, value in entry.defaults.items():
+            proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")
+    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), family.name, entry)
+    for name, (value, why) in proposals.items():
+        if name in explicit:
+            if entry is not None and name in entry.defaults and getattr(cfg, name) != value:
+                chosen.overridden[name] = (getattr(cfg, name), value)
+            continue
+        setattr(cfg, name, value)
+        chosen.applied[name] = (value, why)
+    return chosen

@@ -1,0 +1,35 @@
+"""``dit-lora models``: the catalogue as a table (or JSON), with the defaults each checkpoint gets."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from . import Checkpoint, entries
+
+_DEFAULT_COLUMNS = ("rank", "lora_alpha", "learning_rate", "train_batch_size")
+
+
+def _defaults_text(entry: Checkpoint) -> str:
+    shown = [f"{k} {entry.defaults[k]:g}" if isinstance(entry.defaults[k], float) else f"{k} {entry.defaults[k]}"
+             for k in _DEFAULT_COLUMNS if k in entry.defaults]
+    return ", ".join(shown)
+
+
+def format_table(family: str | None = None) -> str:
+    """One row per catalogued checkpoint: Hub id, recipe family, trained size, text length, dtype, defaults."""
+    rows = [("Hub id", "family", "trained at", "text", "weights", "defaults")]
+    for e in entries(family):
+        rows.append((e.hub_id, e.family, e.trained_text(), str(e.text_length), e.stored_dtype, _defaults_text(e)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append("")
+    lines.append("A model folder with one of these configs (a local copy, a fine-tune) gets the same defaults; "
+                 "flags you give win. Sources: dit_lora/catalogue/*.py.")
+    return "\n".join(lines)
+
+
+def as_json(family: str | None = None) -> str:
+    """The full entries (configs, sources and all) as JSON."""
+    return json.dumps([asdict(e) for e in entries(family)], indent=2)
