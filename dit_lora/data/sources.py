@@ -340,6 +340,19 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     return samples
 
 
+def class_folder_names(root: str | None) -> list[str] | None:
+    """The class names of an imagefolder-by-class ``root`` (sorted sub-folders holding an image), read without
+    walking every image; None when ``root`` is not such a folder (missing, or labelled by a metadata file)."""
+    if not root or not os.path.isdir(root) or any(os.path.isfile(os.path.join(root, m)) for m in METADATA_FILENAMES):
+        return None
+    def has_image(folder: str) -> bool:  # stops at the first image, at any depth
+        return any(os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS for _, _, files in os.walk(folder) for f in files)
+
+    names = [e.name for e in sorted(os.scandir(root), key=lambda e: e.name)
+             if e.is_dir() and not e.name.startswith(".") and has_image(e.path)]
+    return names or None
+
+
 def _class_folder_samples(root: str, images: list[str]) -> list[RawSample]:
     """Samples of the imagefolder-by-class layout: the caption is the image's first-level folder name."""
     top_level = [key for key in images if "/" not in key]

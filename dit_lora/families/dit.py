@@ -47,7 +47,10 @@ from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from .base import Components, schedule_on_device
 from .diffusion import DiffusionFamily
-from .pipeline_files import check_pipeline_folder, is_local, load_error, model_stamp, read_component_config
+from .dit_classes import class_count_error, map_to_pretrained, pretrained_labels
+from .pipeline_files import (
+    check_pipeline_folder, check_safetensors, is_local, load_error, model_stamp, read_component_config,
+)
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
 PIPELINE_NULL_CLASS = 1000
@@ -166,7 +169,9 @@ class DiTFamily(DiffusionFamily):
     caption_source = "class_folders"
 
     def __init__(self) -> None:
-        self.classes: list[str] | None = None  # sorted dataset class names (index = class id)
+        self.classes: list[str] | None = None  # sorted dataset class names
+        self.label2id: dict[str, int] | None = None  # class name -> row of the class table
+        self.kept_pretrained_names = False  # the names are the base model's own (wnids / id2label synonyms)
         self.num_classes: int | None = None  # rows of the class table minus the null row
         self.base_num_classes: int | None = None
         self.base_model: str | None = None
@@ -204,12 +209,25 @@ class DiTFamily(DiffusionFamily):
                     f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
                     "sampled with it. Use at most 1000 classes."
                 )
+        check_safetensors(cfg, ("transformer", "vae"), "DiT")
+        self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
         sched = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
             raise UserError(
                 f"The scheduler of `{path}` has prediction_type {sched.get('prediction_type')!r}; the DiT recipe "
                 "trains epsilon prediction (as DiT does) only."
             )
+
+    def _check_class_folders(self, cfg: TrainConfig, model_classes: int | None) -> None:
+        """The class-count check of :meth:`inspect_samples`, run on the folder names before the model loads."""
+        from ..data.sources import class_folder_names
+
+        names = class_folder_names(cfg.train_data_dir) if cfg.num_classes is None and not cfg.dataset_name else None
+        if not names or not model_classes or len(names) == int(model_classes):
+            return
+        known = pretrained_labels(cfg, int(model_classes))
+        if map_to_pretrained(names, known) is None:
+            raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         from ..demo.shapes import make_shapes_class_dataset
@@ -232,9 +250,11 @@ class DiTFamily(DiffusionFamily):
         common = {"revision": cfg.revision}
         try:
             transformer = DiTTransformer2DModel.from_pretrained(
-                path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant, **common
+                path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant, use_safetensors=True,
+                **common
             )
-            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
+            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, use_safetensors=True,
+                                                **common)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("DiT", cfg, err) from None
         make_peft_capable(transformer)
@@ -278,19 +298,19 @@ class DiTFamily(DiffusionFamily):
         return patterns
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Build the label map; check (or, with --num_classes, resize) the class embedding."""
+        """Build the label map; check (or, with --num_classes, resize) the class embedding.
+
+        Without --num_classes, class names that are the model's own (ImageNet wnids, id2label synonyms) keep
+        their pretrained rows; a dataset with exactly the model's class count takes rows in sorted-name order.
+        """
         classes = sorted({s.caption for s in samples})
         model_classes = int(comps.model.config.num_embeds_ada_norm)
-        if cfg.num_classes is None and len(classes) != model_classes:
-            shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")
-            raise UserError(
-                f"The dataset has {len(classes)} classes ({shown}) but the model's class embedding has "
-                f"{model_classes} classes (num_embeds_ada_norm of `{cfg.pretrained_model_name_or_path}`). Training "
-                f"a {len(classes)}-class dataset on a {model_classes}-class embedding silently reuses unrelated "
-                f"classes. Pass --num_classes {len(classes)} to resize the class embedding (the null class for "
-                "guidance is kept; the embedding trains at --backbone_learning_rate), or check that the class "
-                "folders / --caption_column are what you meant."
-            )
+        label2id = None
+        if cfg.num_classes is None:
+            known = pretrained_labels(cfg, model_classes)
+            label2id = map_to_pretrained(classes, known)
+            if label2id is None and len(classes) != model_classes:
+                raise class_count_error(classes, model_classes, cfg.pretrained_model_name_or_path, known)
         if cfg.num_classes is not None and cfg.num_classes < len(classes):
             raise UserError(
                 f"--num_classes {cfg.num_classes} is smaller than the dataset's {len(classes)} classes; every "
@@ -301,8 +321,12 @@ class DiTFamily(DiffusionFamily):
             resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
             print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
                   flush=True)
-        label2id = {name: i for i, name in enumerate(classes)}
-        self.classes, self.num_classes = classes, target
+        elif label2id is not None and len(classes) != model_classes:
+            print(f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
+                  f"of the {model_classes}-class embedding (no resize)", flush=True)
+        self.kept_pretrained_names = label2id is not None
+        label2id = label2id or {name: i for i, name in enumerate(classes)}
+        self.classes, self.num_classes, self.label2id = classes, target, label2id
         comps.extras.update(label2id=label2id, null_class=target)
         if cfg.validation_prompt:
             unknown = [n for n in split_class_names(cfg.validation_prompt, label2id) if n not in label2id]
@@ -401,11 +425,12 @@ class DiTFamily(DiffusionFamily):
         if self.classes is not None:
             info = {
                 "classes": self.classes,
-                "label2id": {name: i for i, name in enumerate(self.classes)},
+                "label2id": self.label2id or {name: i for i, name in enumerate(self.classes)},
                 "num_classes": self.num_classes,
                 "null_class_index": self.num_classes,
                 "base_num_classes": self.base_num_classes,
                 "class_embedding_pattern": CLASS_EMBEDDING_PATTERN,
+                "pretrained_rows": self.kept_pretrained_names,
             }
             (output_dir / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
         return output_dir / self.adapter_weight_name
@@ -420,6 +445,10 @@ class DiTFamily(DiffusionFamily):
         if int(transformer.config.num_embeds_ada_norm) != int(info["num_classes"]):
             resize_class_embeddings(transformer, int(info["num_classes"]))  # values come from the backbone file
         label2id = {str(k): int(v) for k, v in info["label2id"].items()}
+        if info.get("pretrained_rows"):
+            # The pretrained rows were kept: the base model's own names stay valid beside the trained ones.
+            pipe.labels = dict(sorted({**(getattr(pipe, "labels", None) or {}), **label2id}.items()))
+            return
         pipe.labels = dict(sorted(label2id.items()))
         pipe.register_to_config(id2label={str(i): name for name, i in label2id.items()})
 
@@ -427,8 +456,9 @@ class DiTFamily(DiffusionFamily):
         from diffusers import AutoencoderKL, DiTPipeline
 
         path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
-        pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
+        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32,
+                                            use_safetensors=True)
+        pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant, use_safetensors=True,
                                            torch_dtype=cfg.weight_dtype)
         self.attach_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
