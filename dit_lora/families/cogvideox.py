@@ -65,7 +65,7 @@ from .base import Components, schedule_on_device
 from .diffusion import DiffusionFamily
 from .cogvideox_loss import cogvideox_v_loss, sample_timesteps
 from .pipeline_files import (
-    check_pipeline_folder, is_local, load_error, model_stamp, read_component_config, stored_dtype,
+    check_pipeline_folder, check_safetensors, is_local, load_error, model_stamp, read_component_config, stored_dtype,
 )
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
@@ -275,6 +275,7 @@ class CogVideoXFamily(DiffusionFamily):
         path = cfg.pretrained_model_name_or_path
         check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.task],
                               "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "CogVideoX")
         check_tokenizer_packages(path, "tokenizer", cfg.revision)
         info = self.model_info(cfg)
         known = T2V_PIPELINES + (I2V_PIPELINE,)
@@ -468,15 +469,15 @@ class CogVideoXFamily(DiffusionFamily):
         from transformers import AutoTokenizer, T5EncoderModel
 
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision}
+        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
         try:
             transformer = CogVideoXTransformer3DModel.from_pretrained(
                 path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant, **common
             )
             vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", torch_dtype=dtype, **common)
             text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
-            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", **common))
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg, err) from None
         transformer.requires_grad_(False)
@@ -641,6 +642,7 @@ class CogVideoXFamily(DiffusionFamily):
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         pipe = self._pipeline_class().from_pretrained(
             cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
+            use_safetensors=True,
         )
         self.attach_adapter(pipe, adapter_dir)
         if cfg.enable_slicing:

@@ -64,11 +64,20 @@ def model_stamp(cfg: TrainConfig, subfolders: tuple[str, ...]) -> str | None:
 
 
 def stored_dtype(cfg: TrainConfig) -> str | None:
-    """The dtype the transformer weights are stored in, read from a safetensors header (no weights)."""
+    """The dtype the transformer weights are stored in, read from a safetensors header (no weights).
+
+    With ``--variant`` the variant's files are read (Sana repos keep fp32 main files beside an fp16 or bf16
+    variant); a Hub id answers with the variant's name alone.
+    """
     path = cfg.pretrained_model_name_or_path
+    by_variant = {"fp16": "F16", "bf16": "BF16", "fp32": "F32"}
     if not is_local(path):
-        return None
+        return by_variant.get((cfg.variant or "").lower())
     files = sorted((Path(path) / "transformer").glob("*.safetensors"))
+    if cfg.variant:
+        files = [f for f in files if f".{cfg.variant}." in f.name or f".{cfg.variant}-" in f.name] or files
+    else:
+        files = [f for f in files if f.name.split(".")[-2].split("-")[0] == "diffusion_pytorch_model"] or files
     if not files:
         return None
     with open(files[0], "rb") as fh:
@@ -76,6 +85,31 @@ def stored_dtype(cfg: TrainConfig) -> str | None:
         header = json.loads(fh.read(size))
     dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
     return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))
+
+
+#: weight files that are Python pickles (reading one can run code)
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+SAFETENSORS_ONLY = (
+    "dit-lora loads weights from safetensors files only, because reading a pickle (.bin, .pt) can run code. "
+    "Use a revision that has safetensors files (for facebook/DiT-XL-2-256 the Hub's open pull request "
+    "--revision refs/pr/1 adds them), or convert once in an environment you trust: load the component with "
+    "diffusers' from_pretrained(..., use_safetensors=False) and save_pretrained it to a local folder, then "
+    "point --pretrained_model_name_or_path there."
+)
+
+
+def check_safetensors(cfg: TrainConfig, subfolders: tuple[str, ...], kind: str) -> None:
+    """Refuse a local pipeline folder whose component holds pickle weights only (before anything loads)."""
+    path = cfg.pretrained_model_name_or_path
+    if not os.path.isdir(path):
+        return
+    for sub in subfolders:
+        folder = Path(path) / sub
+        files = [f.name for f in folder.iterdir()] if folder.is_dir() else []
+        pickled = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
+        if pickled and not any(f.endswith(".safetensors") for f in files):
+            raise UserError(f"The {kind} pipeline `{path}` stores {sub}/ weights only as pickle files "
+                            f"({', '.join(pickled[:3])}). {SAFETENSORS_ONLY}")
 
 
 def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
@@ -95,6 +129,8 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
     if isinstance(err, ImportError) or "pip install" in first:
         return UserError(f"{what} A package the pipeline needs is missing: install it as the message says, then "
                          "run `dit-lora doctor --model` on the model to check the rest.")
+    if "safetensors" in first and ("no file named" in first.lower() or "not found" in first.lower()):
+        return UserError(f"{what} {SAFETENSORS_ONLY}")
     if os.path.isdir(path):
         return UserError(f"{what} The local folder is incomplete or not a diffusers-format {kind} pipeline: check "
                          "that every component folder has its config and weights, and that --variant names weights "

@@ -21,7 +21,7 @@ from ..tokenizer_files import check_tokenizer_packages
 from .base import Components
 from .diffusion import DiffusionFamily
 from .pipeline_files import (
-    check_pipeline_folder, is_local, load_error, model_stamp, read_component_config, stored_dtype,
+    check_pipeline_folder, check_safetensors, is_local, load_error, model_stamp, read_component_config, stored_dtype,
 )
 
 
@@ -72,6 +72,7 @@ class SanaFamily(DiffusionFamily):
     def validate_config(self, cfg: TrainConfig) -> None:
         check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers",
                               "transformer/, vae/, text_encoder/")
+        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "Sana")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
         vae_cfg = read_component_config(cfg, "vae")
         tr_cfg = read_component_config(cfg, "transformer") or {}
@@ -86,16 +87,30 @@ class SanaFamily(DiffusionFamily):
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
+        from ..catalogue import entries, match
+        from ..catalogue.defaults import config_reader
+
         dtype = stored_dtype(cfg)
         name = cfg.pretrained_model_name_or_path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
-        if fp16:
-            return [
-                f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
-                "maintainers warn bf16 degrades them. Prefer the matching `_BF16_diffusers` release "
-                "(e.g. Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers)."
-            ]
-        return []
+        if not fp16 or cfg.mixed_precision == "fp16":
+            return []
+        entry = match(self.name, config_reader(cfg), dtype)
+        twin = next((e for e in entries(self.name) if entry is not None and e.stored_dtype == "bf16"
+                     and e.signature == entry.signature and e.depth == entry.depth), None)
+        if twin is not None:
+            advice = f"Prefer its BF16 release, {twin.hub_id}"
+        elif entry is None:
+            advice = ("Prefer a `_BF16_diffusers` release of the same model (e.g. "
+                      "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers; `dit-lora models` lists them)")
+        else:
+            advice = (f"{entry.hub_id} has no BF16 release (the Sana 600M and 512 px releases are fp16/fp32 only): "
+                      "--mixed_precision fp16 trains it in the precision it was trained in, at fp16's overflow risk "
+                      "(the finite-step guard skips such steps), or accept bf16's small precision cost")
+        return [
+            f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
+            f"maintainers warn bf16 degrades them. {advice}."
+        ]
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         from ..demo.shapes import make_shapes_dataset
@@ -116,7 +131,8 @@ class SanaFamily(DiffusionFamily):
         from transformers import AutoModel, AutoTokenizer
 
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision}
+        # Weights from safetensors only: a pickle file can run code when it is read.
+        common = {"revision": cfg.revision, "use_safetensors": True}
         try:
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
             transformer = SanaTransformer2DModel.from_pretrained(
@@ -124,7 +140,7 @@ class SanaFamily(DiffusionFamily):
             )
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
             text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", **common)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Sana", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
@@ -273,9 +289,11 @@ class SanaFamily(DiffusionFamily):
 
         path = cfg.pretrained_model_name_or_path
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
-        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32)
+        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32,
+                                            use_safetensors=True)
         pipe = SanaPipeline.from_pretrained(
             path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
+            use_safetensors=True,
         )
         self.attach_adapter(pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)

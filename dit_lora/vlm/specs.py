@@ -241,7 +241,7 @@ class VideoLLMSpec:
 
         folder = self._local_dir(path, "model path")
         cls = getattr(transformers, self.model_class, None) or transformers.AutoModelForImageTextToText
-        return cls.from_pretrained(folder, dtype=dtype, local_files_only=True)
+        return cls.from_pretrained(folder, dtype=dtype, local_files_only=True, use_safetensors=True)
 
     def load_tokenizer(self, path: str | Path):
         """Load the tokenizer of local folder ``path``, with ``chat_template`` set.
