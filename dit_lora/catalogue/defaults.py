@@ -51,6 +51,7 @@ class ChosenDefaults:
     family: str
     entry: Checkpoint | None
     applied: dict[str, tuple[Any, str]] = field(default_factory=dict)  # option -> (value, where it came from)
+    differences: list[str] = field(default_factory=list)  # depth values the model does not share with the entry
     overridden: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # option -> (user's value, catalogue's)
 
     def lines(self) -> list[str]:
@@ -58,6 +59,8 @@ class ChosenDefaults:
         if self.entry is not None:
             head = (f"defaults: `{self.model}` has the published config of {self.entry.hub_id} ({self.entry.title}; "
                     f"trained at {self.entry.trained_text()}, {self.entry.stored_dtype} weights)")
+            if self.differences:
+                head += f" except {', '.join(self.differences)}"
         else:
             head = (f"defaults: `{self.model}` matches no catalogued {self.family} checkpoint (`dit-lora models` lists "
                     "them), so it trains with the family's generic defaults")
@@ -93,7 +96,13 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")
-    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), family.name, entry)
+    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), family.name, entry,
+                            differences=entry.depth_differences(config_reader(cfg)) if entry else [])
+    if entry is not None and "rank" in explicit and "lora_alpha" not in explicit and "lora_alpha" in entry.defaults:
+        # Keep the published scale (alpha / rank), not the published alpha, at the rank the user chose.
+        ratio = entry.defaults["lora_alpha"] / entry.defaults["rank"]
+        proposals["lora_alpha"] = (cfg.rank * ratio, f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} "
+                                                     "at your --rank")
     for name, (value, why) in proposals.items():
         if name in explicit:
             if entry is not None and name in entry.defaults and getattr(cfg, name) != value:

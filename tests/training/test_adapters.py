@@ -226,3 +226,25 @@ def test_fp16_checkpoint_is_flagged(tmp_path):
     assert notes and "fp16" in notes[0] and "_BF16_diffusers" in notes[0]
     save_file({"w": torch.zeros(2, dtype=torch.bfloat16)}, str(tmp_path / "transformer" / "m.safetensors"))
     assert family.precision_notes(_cfg(tmp_path)) == []
+
+
+@pytest.mark.parametrize("hub_id, advice", [
+    ("Efficient-Large-Model/Sana_600M_1024px_diffusers", "has no BF16 release"),
+    ("Efficient-Large-Model/Sana_1600M_1024px_diffusers",
+     "Prefer its BF16 release, Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers"),
+])
+def test_fp16_advice_names_the_bf16_release_only_where_one_exists(tmp_path, hub_id, advice):
+    """Hub layout: fp32 main files beside an fp16 variant; --variant fp16 is what is read."""
+    from real_layout import write_configs
+    from safetensors.torch import save_file
+
+    folder = write_configs(hub_id, tmp_path / "model")
+    save_file({"w": torch.zeros(2)}, str(folder / "transformer" / "diffusion_pytorch_model.safetensors"))
+    save_file({"w": torch.zeros(2, dtype=torch.float16)},
+              str(folder / "transformer" / "diffusion_pytorch_model.fp16.safetensors"))
+    family = get_family("sana")
+    assert family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder))) == []  # fp32 main files
+    (note,) = family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16"))
+    assert advice in note
+    assert family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16",
+                                              mixed_precision="fp16")) == []

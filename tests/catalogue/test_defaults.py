@@ -1,0 +1,107 @@
+"""Which defaults a run takes: the user's flags, then the catalogue entry the model's configs match, then the
+family's generic defaults from the model's own configs, then the schema; and the one block that says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dit_lora.catalogue import by_hub_id
+from dit_lora.catalogue.defaults import resolve_defaults
+from dit_lora.config.parser import parse_config
+from dit_lora.families import get_family
+
+
+def _layout(root: Path, hub_id: str, **transformer) -> Path:
+    """A folder with a release's configs exactly as the catalogue records them (no weights: defaults are
+    decided from configs alone), optionally with some transformer values changed."""
+    folder = root / hub_id.split("/")[-1]
+    for file, config in by_hub_id(hub_id).configs.items():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(json.dumps({**config, **transformer} if file.startswith("transformer") else config))
+    return folder
+
+
+def _resolve(folder: Path, family: str, *flags: str):
+    cfg = parse_config(["--pretrained_model_name_or_path", str(folder), "--train_data_dir", str(folder),
+                        "--family", family, *flags])
+    return cfg, resolve_defaults(cfg, get_family(family))
+
+
+@pytest.mark.parametrize("hub_id", [
+    "Efficient-Large-Model/Sana_600M_512px_diffusers", "Efficient-Large-Model/Sana_1600M_4Kpx_BF16_diffusers",
+    "THUDM/CogVideoX-2b", "THUDM/CogVideoX1.5-5B-I2V", "facebook/DiT-XL-2-512",
+])
+def test_a_catalogued_layout_gets_its_entrys_defaults_with_minimal_flags(tmp_path, hub_id):
+    entry = by_hub_id(hub_id)
+    cfg, chosen = _resolve(_layout(tmp_path, hub_id), entry.family)
+    assert chosen.entry is entry
+    for name, value in entry.defaults.items():
+        assert getattr(cfg, name) == value, name
+        assert chosen.applied[name][0] == value and hub_id in chosen.applied[name][1]
+    text = "\n".join(chosen.lines())
+    assert text.startswith(f"defaults: `{cfg.pretrained_model_name_or_path}` has the published config of {hub_id}")
+    assert entry.trained_text() in text and chosen.summary()["catalogue_entry"] == hub_id
+
+
+def test_flags_win_and_the_block_says_what_differs_from_the_catalogue(tmp_path):
+    folder = _layout(tmp_path, "THUDM/CogVideoX-5b")
+    cfg, chosen = _resolve(folder, "cogvideox", "--learning_rate", "1e-4", "--rank", "32")
+    assert cfg.learning_rate == 1e-4 and cfg.rank == 32 and cfg.train_batch_size == 1
+    # alpha keeps the published alpha / rank ratio (64 / 128) at the user's rank, not the published 64
+    assert cfg.lora_alpha == 16
+    assert chosen.overridden == {"learning_rate": (1e-4, 2e-5), "rank": (32, 128)}
+    lines = chosen.lines()
+    assert any("--learning_rate" in line and "yours (the catalogue's: 2e-05)" in line for line in lines)
+    assert any("--lora_alpha" in line and "ratio 0.5" in line for line in lines)
+    assert chosen.summary()["user_set"] == {"learning_rate": 1e-4, "rank": 32}
+
+
+def test_a_yaml_value_counts_as_set_by_the_user(tmp_path):
+    folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_1024px_diffusers")
+    config = tmp_path / "run.yaml"
+    config.write_text("rank: 32\nlora_alpha: 32\nresolution: 512\n")
+    cfg, chosen = _resolve(folder, "sana", "--config", str(config))
+    assert (cfg.rank, cfg.lora_alpha, cfg.resolution, cfg.learning_rate) == (32, 32, 512, 1e-4)
+    assert set(chosen.overridden) == {"rank", "lora_alpha", "resolution"}
+
+
+def test_a_reduced_depth_copy_gets_the_release_defaults_and_says_what_differs(tmp_path):
+    folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_1024px_diffusers", num_layers=2)
+    cfg, chosen = _resolve(folder, "sana")
+    assert chosen.entry.hub_id == "Efficient-Large-Model/Sana_600M_1024px_diffusers" and cfg.rank == 4
+    assert "num_layers 2 (published: 28)" in chosen.lines()[0]
+
+
+def test_an_unknown_config_trains_with_generic_defaults_and_says_so(tmp_path):
+    folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_1024px_diffusers", num_attention_heads=4,
+                     sample_size=16)
+    cfg, chosen = _resolve(folder, "sana")
+    assert chosen.entry is None
+    assert "matches no catalogued sana checkpoint" in chosen.lines()[0] and "generic defaults" in chosen.lines()[0]
+    # the generic default comes from the model's own configs: sample_size 16 x the DC-AE's 32x
+    assert cfg.resolution == 512 and "sample_size 16" in chosen.applied["resolution"][1]
+    assert cfg.rank == 16 and "rank" not in chosen.applied  # the schema's own default, not reported
+
+
+def test_dit_takes_its_resolution_from_the_model(tmp_path, tiny_dit):
+    """No --resolution: the tiny DiT's native size (sample_size x the VAE's factor), not the schema's 1024."""
+    cfg, chosen = _resolve(tiny_dit, "dit")
+    native = json.loads((tiny_dit / "transformer" / "config.json").read_text())["sample_size"] * 8
+    assert cfg.resolution == native and chosen.applied["resolution"][0] == native
+    get_family("dit").validate_config(cfg)  # and the family's check accepts it
+    cfg, _ = _resolve(tiny_dit, "dit", "--resolution", "1024")
+    with pytest.raises(Exception, match=f"Use --resolution {native}, or leave it unset"):
+        get_family("dit").validate_config(cfg)
+
+
+@pytest.mark.parametrize("family, hub_id", [("cogvideox", "THUDM/CogVideoX-5b"), ("qwen2_5_vl", None)])
+def test_video_families_default_to_one_clip_per_step(tmp_path, family, hub_id):
+    folder = _layout(tmp_path, hub_id) if hub_id else tmp_path / "unknown"
+    folder.mkdir(exist_ok=True)
+    cfg, chosen = _resolve(folder, family)
+    assert cfg.train_batch_size == 1 and "train_batch_size" in chosen.applied
+    cfg, chosen = _resolve(folder, family, "--train_batch_size", "2")
+    assert cfg.train_batch_size == 2
