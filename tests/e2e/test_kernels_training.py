@@ -23,8 +23,9 @@ def _losses(summary: dict) -> list[float]:
 @pytest.mark.slow
 def test_twenty_steps_with_and_without_kernels_agree(tiny_sana, shapes_data, tmp_path):
     # max_consecutive_skips 1 makes the guard's window one step, so loss_history has every step's loss.
+    # 32 px and batch 2: the interpreted Triton kernels cost per token, and 20 steps still show the loss falling.
     common = {"max_train_steps": STEPS, "validation_steps": 10, "max_consecutive_skips": 1, "lr_scheduler": "constant",
-              "lr_warmup_steps": 0, "kernel_check_interval": 10}
+              "lr_warmup_steps": 0, "kernel_check_interval": 10, "resolution": 32, "train_batch_size": 2}
     off, _ = _train(tiny_sana, shapes_data, tmp_path / "off", kernels="off", **common)
     on, _ = _train(tiny_sana, shapes_data, tmp_path / "on", kernels="on", attention_backend="math", **common)
     assert isinstance(off, dict) and isinstance(on, dict), (off, on)

@@ -25,8 +25,9 @@ def _assert_bitwise_equal(a, b):
 # Run settings for the property: default flags first, then the levers that used to break it.
 SETTINGS = {
     "defaults": dict(max_train_steps=12, checkpointing_steps=4),
+    # Triton under the interpreter costs per token: 32 px and batch 2 keep the kernels run short.
     "accumulation_kernels_rollback": dict(COMMON, max_train_steps=8, kernels="on", inject_faults="nan_loss@2-3",
-                                          max_consecutive_skips=2),
+                                          max_consecutive_skips=2, resolution=32, train_batch_size=2),
 }
 # Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from)
 INSTANTS = {
@@ -82,7 +83,7 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
 def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):
     """A kernel switched off before a checkpoint stays off after it (broken_kernel drill, --kernels on)."""
     out, cache = tmp_path / "out", tmp_path / "cache"
-    opts = dict(max_train_steps=4, checkpointing_steps=2, kernels="on", inject_faults="broken_kernel")
+    opts = dict(max_train_steps=4, checkpointing_steps=2, kernels="on", inject_faults="broken_kernel", resolution=32)
     killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"})
     assert killed.returncode == 137, killed.stdout + killed.stderr
     resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts))
