@@ -44,6 +44,7 @@ def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
                           timeout=180, **kw)
 
 
+@pytest.mark.slow
 def test_doctor_cli_passes_in_this_environment():
     proc = _run(["-m", "dit_lora.cli", "doctor"])
     assert proc.returncode == 0, proc.stdout + proc.stderr

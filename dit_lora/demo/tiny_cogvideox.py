@@ -46,7 +46,7 @@ Geometry: 64 x 64 px, 9 frames -> 8 x 8 latents, 3 latent frames (VAE: 8x spatia
 temporal compression; ``(9 - 1) / 4 + 1 = 3``); ``sample_height``/``sample_width`` are in
 latent pixels like the real configs (60 x 90 for 480 x 720). They record the tiny model's trained
 size, which dit-lora defaults to and judges requested sizes against (the real 1.5 configs' 300 x 300
-is no training size; :meth:`dit_lora.families.cogvideox.ModelInfo.trained_size` catalogues it).
+is no training size; :meth:`dit_lora.families.cogvideox_info.ModelInfo.trained_size` catalogues it).
 """
 
 from __future__ import annotations

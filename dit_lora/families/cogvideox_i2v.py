@@ -17,7 +17,8 @@ import torch
 from ..config import TrainConfig
 from ..errors import UserError
 from .base import Components
-from .cogvideox import CogVideoXFamily, check_latent_size
+from .cogvideox import CogVideoXFamily
+from .cogvideox_info import check_latent_size
 
 
 class CogVideoXI2VFamily(CogVideoXFamily):

@@ -71,6 +71,7 @@ def test_launch_validation_accepts_config(name):
     assert bool(args.use_cpu) == (name == "cpu")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"])
 def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_path):
     """A launch with FSDP or DeepSpeed ends in seconds with one paragraph, before any model is read."""
@@ -86,6 +87,7 @@ def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_pa
     assert "no-model-here" not in text  # stopped before looking for the model
 
 
+@pytest.mark.slow
 def test_accelerate_launch_runs_on_cpu(tmp_path):
     """Real `accelerate launch` of a tiny script: cpu.yaml, and single_gpu.yaml forced onto CPU."""
     exe = shutil.which("accelerate", path=os.path.dirname(sys.executable)) or shutil.which("accelerate")

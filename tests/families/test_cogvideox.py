@@ -466,7 +466,7 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
 
 
 def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models):
-    from dit_lora.families.cogvideox import model_info
+    from dit_lora.families.cogvideox_info import model_info
 
     v15 = _hub_layout(tmp_path, "CogVideoX1.5-5B")
     family = _family("t2v")

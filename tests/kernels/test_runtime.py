@@ -160,6 +160,7 @@ def test_attention_that_fails_its_check_moves_to_a_safer_backend():
     assert rt.attention_backend.name == "math" and rt.fallbacks[0]["from"] == "sdpa"
 
 
+@pytest.mark.slow
 def test_without_triton_interpreter_on_cpu_patching_keeps_references_and_says_so_once(tmp_path):
     script = (
         "import logging, torch\n"

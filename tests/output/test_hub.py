@@ -219,6 +219,7 @@ def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.Com
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_push_success_and_scrubbed_error(hub, output_dir, tmp_path):
     # As a loaded CI machine does: the registry would answer after its client's 3 s timeout (it once put a
     # huggingface_hub debug traceback into the error output). The CLI runs must not ask for it at all.
