@@ -7,58 +7,11 @@ import json
 import pytest
 import torch
 
-from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
-from dit_lora.families.base import Components
-from dit_lora.families.sana import training_scheduler
 from dit_lora.output.names import NONFINITE_REPORT_FILE
-from dit_lora.training import adapters
-from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
 from dit_lora.fileio import write_json_atomic
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
 
 ROWS = ["data/red_circle.png", "data/blue_square.png"]
-
-
-@pytest.fixture(autouse=True)
-def sdpa_state():
-    """Every test leaves SDPA backends and the SDPA function as it found them."""
-    flags = sdpa_backend_flags()
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    yield
-    torch.nn.functional.scaled_dot_product_attention = sdpa
-    restore_sdpa_backends(flags)
-
-
-def _model(tiny_sana, dtype=torch.bfloat16, lora=True):
-    from diffusers import SanaTransformer2DModel
-
-    model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=dtype)
-    model.requires_grad_(False)  # as the family loads it
-    if lora:
-        adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"), seed=0)
-        adapters.cast_trainable_to_fp32(model, under_autocast=True)
-    return model.train()
-
-
-@pytest.fixture
-def setup(tiny_sana):
-    model = _model(tiny_sana)
-    cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
-    family = get_family("sana")
-    comps = Components(model=model, scheduler=training_scheduler({"shift": 3.0}))
-    gen = torch.Generator().manual_seed(0)
-    batch = {
-        "latents": torch.randn(2, 4, 8, 8, generator=gen),
-        "prompt_embeds": torch.randn(2, 12, 48, generator=gen).to(torch.bfloat16),
-        "prompt_attention_mask": torch.tensor([[1] * 12, [1] * 5 + [0] * 7]),
-        "sample_index": [3, 11],
-    }
-
-    def loss_fn(m, b, g):
-        return family.compute_loss(comps, m, b, g, cfg)
-
-    return model, loss_fn, batch
 
 
 def _diagnose(model, loss_fn, batch, **kw):
@@ -87,8 +40,8 @@ def _overflow_under_autocast(module, args, output):
 # ---------------------------------------------------------------------------------------------
 # diagnosis
 # ---------------------------------------------------------------------------------------------
-def test_nonfinite_input_is_data_and_names_the_sample(setup, tmp_path):
-    model, loss_fn, batch = setup
+def test_nonfinite_input_is_data_and_names_the_sample(sana_step, tmp_path):
+    model, loss_fn, batch = sana_step
     batch["latents"][1, 2, 3, 4] = float("nan")
     report = _diagnose(model, loss_fn, batch)
     assert report["classification"] == "data"
@@ -105,8 +58,8 @@ def test_nonfinite_input_is_data_and_names_the_sample(setup, tmp_path):
     assert not list(path.parent.glob(".*.tmp"))
 
 
-def test_overflow_only_under_autocast_is_precision(setup):
-    model, loss_fn, batch = setup
+def test_overflow_only_under_autocast_is_precision(sana_step):
+    model, loss_fn, batch = sana_step
     target = "transformer_blocks.0.attn1"
     handle = model.get_submodule(target).register_forward_hook(_overflow_under_autocast)
     params = list(model.parameters())
@@ -143,8 +96,8 @@ def test_overflow_only_under_autocast_is_precision(setup):
     assert torch.equal(torch.get_rng_state(), cpu_rng)
 
 
-def test_nan_in_fp32_too_is_model_or_optimizer_and_fault_context_is_used(setup):
-    model, loss_fn, batch = setup
+def test_nan_in_fp32_too_is_model_or_optimizer_and_fault_context_is_used(sana_step):
+    model, loss_fn, batch = sana_step
     target = model.get_submodule("transformer_blocks.1.ff")
     entered = []
 
@@ -168,8 +121,8 @@ def test_nan_in_fp32_too_is_model_or_optimizer_and_fault_context_is_used(setup):
     _strict_json(report)
 
 
-def test_clean_replay_is_not_reproduced(setup):
-    model, loss_fn, batch = setup
+def test_clean_replay_is_not_reproduced(sana_step):
+    model, loss_fn, batch = sana_step
     report = _diagnose(model, loss_fn, batch)
     assert report["classification"] == "not reproduced"
     assert report["replays"]["run_precision"]["nonfinite"] is False

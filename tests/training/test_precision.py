@@ -12,17 +12,6 @@ from dit_lora.training import adapters
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
 
-def _model(tiny_sana, dtype=torch.bfloat16, lora=True):
-    from diffusers import SanaTransformer2DModel
-
-    model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=dtype)
-    model.requires_grad_(False)  # as the family loads it
-    if lora:
-        adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"), seed=0)
-        adapters.cast_trainable_to_fp32(model, under_autocast=True)
-    return model.train()
-
-
 def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
     family = get_family("sana")
     cfg = TrainConfig(pretrained_model_name_or_path=str(tiny_sana), train_data_dir="unused", resolution=64)
@@ -57,8 +46,8 @@ def test_audit_summary_is_grouped():
     assert "500" in text and "and 497 more" in text
 
 
-def test_fp16_denoiser_refused_without_allow_fp16(tiny_sana):
-    fp16 = _model(tiny_sana, dtype=torch.float16, lora=False)
+def test_fp16_denoiser_refused_without_allow_fp16(sana_model):
+    fp16 = sana_model(dtype=torch.float16, lora=False)
     with pytest.raises(UserError) as err:
         check_fp16_model(fp16, allow_fp16=False)
     message = str(err.value)
@@ -67,7 +56,7 @@ def test_fp16_denoiser_refused_without_allow_fp16(tiny_sana):
     check_fp16_model(fp16.requires_grad_(True), allow_fp16=True)
     with pytest.raises(UserError):  # judged the same before the base is frozen
         check_fp16_model(fp16, allow_fp16=False)
-    check_fp16_model(_model(tiny_sana, lora=True), allow_fp16=False)
+    check_fp16_model(sana_model(lora=True), allow_fp16=False)
 
 
 def test_a_float64_buffer_cast_at_forward_is_not_a_mismatch(tmp_path):
