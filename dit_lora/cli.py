@@ -101,11 +101,15 @@ def _check_data(args: argparse.Namespace) -> int:
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     cfg = TrainConfig(**values)
+    cfg.explicit_options = frozenset(values)
 
+    from dit_lora.catalogue.defaults import resolve_defaults
     from dit_lora.data.cache import cache_namespace
     from dit_lora.families import get_family
 
     family = get_family(cfg.family)
+    if cfg.pretrained_model_name_or_path:
+        resolve_defaults(cfg, family)  # the size and cache namespace the run would use (e.g. DiT's 256 px)
     media = family.data_handler(cfg)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))

@@ -18,6 +18,8 @@ from .errors import UserError
 
 #: file names that hold a SentencePiece model
 SENTENCEPIECE_FILES = ("spiece.model", "tokenizer.model", "sentencepiece.bpe.model")
+#: files that make a folder a tokenizer folder
+_TOKENIZER_FILES = ("tokenizer.json", *SENTENCEPIECE_FILES)
 #: distribution name -> module to find
 _MODULES = {"sentencepiece": "sentencepiece", "protobuf": "google.protobuf"}
 
@@ -70,12 +72,16 @@ def requirements(model: str, subfolder: str = "tokenizer", revision: str | None 
         folder = local / subfolder if subfolder else local
         return requirements_for_files((p.name for p in folder.iterdir()), where) if folder.is_dir() else None
     cached = _cached_folder(model, subfolder, revision)
-    if cached is not None:
+    # A snapshot holding only some files (the configs a run read first) says nothing about the tokenizer.
+    if cached is not None and any((cached / f).is_file() for f in ("tokenizer_config.json", *_TOKENIZER_FILES)):
         return requirements_for_files((p.name for p in cached.iterdir()), where)
     from .catalogue import by_hub_id
 
     entry = by_hub_id(model)
     if entry is None or not entry.tokenizer_files:
+        return None
+    # The catalogue lists the files of one folder: a transformers model's root, a pipeline's tokenizer/.
+    if subfolder != ("" if "config.json" in entry.configs else "tokenizer"):
         return None
     return requirements_for_files(entry.tokenizer_files, where)
 

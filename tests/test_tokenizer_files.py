@@ -87,3 +87,37 @@ def test_load_error_names_a_missing_package_not_the_network():
     err = load_error("DiT", TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256"),
                      OSError("Error no file named diffusion_pytorch_model.safetensors found in directory x"))
     assert "safetensors files only" in str(err) and "refs/pr/1" in str(err)
+
+
+def test_load_error_reads_the_wording_diffusers_uses_and_wrapped_hub_errors():
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families.pipeline_files import load_error
+
+    hub = TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256")
+    err = load_error("DiT", hub, OSError("facebook/DiT-XL-2-256 does not appear to have a file named "
+                                         "diffusion_pytorch_model.safetensors."))
+    assert "safetensors files only" in str(err) and "refs/pr/1" in str(err)
+    variant = TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256", variant="bf16")
+    err = load_error("DiT", variant, OSError("Error no file named diffusion_pytorch_model.bf16.safetensors found"))
+    assert "no `bf16` variant" in str(err) and "pickle" not in str(err)
+    try:  # diffusers re-raises huggingface_hub's error as a plain OSError
+        try:
+            missing = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # no HTTP response to build it from
+            missing.args = ("404 Client Error: Repository Not Found",)
+            raise missing
+        except RepositoryNotFoundError as inner:
+            raise OSError("someone/typo is not a local folder and is not a valid model identifier") from inner
+    except OSError as wrapped:
+        err = load_error("Sana", TrainConfig(pretrained_model_name_or_path="someone/typo"), wrapped)
+    assert "not accessible" in str(err) and "offline" not in str(err)
+
+
+def test_the_catalogue_answers_only_for_the_folder_it_lists(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert requirements("THUDM/CogVideoX-5b", "") is None  # its spiece.model is in tokenizer/, not the root
+    assert requirements("Qwen/Qwen2.5-VL-7B-Instruct", "") == []
+    assert requirements("Qwen/Qwen2.5-VL-7B-Instruct", "tokenizer") is None
+    checks = doctor.model_checks("THUDM/CogVideoX-5b")
+    assert [c.name for c in checks] == ["tokenizer THUDM/CogVideoX-5b/tokenizer"]

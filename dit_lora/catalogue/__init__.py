@@ -27,15 +27,20 @@ def by_hub_id(hub_id: str) -> Checkpoint | None:
     return next((e for e in entries() if e.hub_id.lower() == wanted), None)
 
 
-def match(family: str, read: ConfigReader, stored_dtype: str | None = None) -> Checkpoint | None:
+def match(family: str, read: ConfigReader, stored_dtype: str | None = None,
+          hub_id: str | None = None) -> Checkpoint | None:
     """The entry of ``family`` whose signature the model's configs have.
 
     Among entries that share a signature, the one whose layer count (``depth``) the model has wins (Sana 1.5
     1.6B vs 4.8B), then the one whose weights' dtype is ``stored_dtype`` (a safetensors dtype such as
     ``"BF16"``, or the ``--variant``; Sana 1600M 1024 px in fp16 and in BF16). A remaining tie goes to the
-    first entry, which is harmless because such twins share their defaults.
+    first entry, which is harmless because such twins share their defaults. A Hub id that names one of the
+    matching entries picks that one.
     """
     found = [e for e in entries(family) if e.matches(read)]
+    named = [e for e in found if hub_id and e.hub_id.lower() == hub_id.lower()]
+    if named:
+        return named[0]
     dtype = _DTYPES.get((stored_dtype or "").upper(), (stored_dtype or "").lower())
 
     def rank(entry: Checkpoint) -> tuple[int, int]:

@@ -91,7 +91,7 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
-        entry = match(family.name, config_reader(cfg), stored_dtype(cfg))
+        entry = match(family.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
     proposals: dict[str, tuple[Any, str]] = dict(family.generic_defaults(cfg))
     if entry is not None:
         for name, value in entry.defaults.items():

@@ -42,8 +42,6 @@ class Checkpoint:
     trained: dict[str, int] = field(default_factory=dict)
     #: file names in the tokenizer folder (diffusers) or the repo root (transformers), as the Hub has them
     tokenizer_files: tuple[str, ...] = ()
-    #: a second identical-architecture release told apart by the stored weights' dtype (e.g. Sana's BF16)
-    dtype_specific: bool = False
     depth: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: str = ""
 

@@ -101,7 +101,7 @@ def _scheduler(px: int) -> dict:
 
 
 def _entry(hub_id: str, title: str, size: str, px: int, dtype: str, *, v15: bool = False,
-           twin: bool = False, notes: str = "") -> Checkpoint:
+           notes: str = "") -> Checkpoint:
     transformer = _transformer(size, px, v15=v15)
     identity = {k: transformer[k] for k in ("num_attention_heads", "attention_head_dim", "cross_attention_dim",
                                             "num_cross_attention_heads", "caption_channels", "sample_size")}
@@ -116,8 +116,7 @@ def _entry(hub_id: str, title: str, size: str, px: int, dtype: str, *, v15: bool
         stored_dtype=dtype, text_length=300,
         defaults={"rank": 4, "lora_alpha": 4, "learning_rate": 1e-4, "train_batch_size": 1,
                   "gradient_accumulation_steps": 4, "resolution": px},
-        sources=_SOURCES, trained={"resolution": px}, tokenizer_files=_TOKENIZER_FILES,
-        dtype_specific=twin, notes=notes,
+        sources=_SOURCES, trained={"resolution": px}, tokenizer_files=_TOKENIZER_FILES, notes=notes,
     )
 
 
@@ -129,9 +128,9 @@ ENTRIES = [
     _entry("Efficient-Large-Model/Sana_1600M_512px_diffusers", "Sana 1.6B 512 px", "1600M", 512, "fp16",
            notes="fp32 main files and an fp16 variant"),
     _entry("Efficient-Large-Model/Sana_1600M_1024px_diffusers", "Sana 1.6B 1024 px", "1600M", 1024, "fp16",
-           twin=True, notes="fp32 main files and an fp16 variant; same architecture as the BF16 release"),
+           notes="fp32 main files and an fp16 variant; same architecture as the BF16 release"),
     _entry("Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers", "Sana 1.6B 1024 px (BF16)", "1600M", 1024,
-           "bf16", twin=True, notes="fp32 main files and a bf16 variant (--variant bf16); the diffusers examples' model"),
+           "bf16", notes="fp32 main files and a bf16 variant (--variant bf16); the diffusers examples' model"),
     _entry("Efficient-Large-Model/Sana_1600M_2Kpx_BF16_diffusers", "Sana 1.6B 2K", "1600M", 2048, "bf16",
            notes="sin-cos positions (interpolation_scale 1.0); not in the diffusers docs table"),
     _entry("Efficient-Large-Model/Sana_1600M_4Kpx_BF16_diffusers", "Sana 1.6B 4K", "1600M", 4096, "bf16",

@@ -7,13 +7,13 @@ from dataclasses import asdict
 
 from . import Checkpoint, entries
 
-_DEFAULT_COLUMNS = ("rank", "lora_alpha", "learning_rate", "train_batch_size")
+def _number(value) -> str:
+    return f"{value:.0e}".replace("e-0", "e-") if isinstance(value, float) and value < 0.01 else f"{value:g}" \
+        if isinstance(value, float) else str(value)
 
 
 def _defaults_text(entry: Checkpoint) -> str:
-    shown = [f"{k} {entry.defaults[k]:g}" if isinstance(entry.defaults[k], float) else f"{k} {entry.defaults[k]}"
-             for k in _DEFAULT_COLUMNS if k in entry.defaults]
-    return ", ".join(shown)
+    return ", ".join(f"{k} {_number(v)}" for k, v in entry.defaults.items())
 
 
 def format_table(family: str | None = None) -> str:

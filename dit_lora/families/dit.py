@@ -322,8 +322,9 @@ class DiTFamily(DiffusionFamily):
             print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
                   flush=True)
         elif label2id is not None and len(classes) != model_classes:
+            rows = ", ".join(f"{name} -> {label2id[name]}" for name in classes[:10]) + (", ..." if len(classes) > 10 else "")
             print(f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
-                  f"of the {model_classes}-class embedding (no resize)", flush=True)
+                  f"of the {model_classes}-class embedding (no resize): {rows}", flush=True)
         self.kept_pretrained_names = label2id is not None
         label2id = label2id or {name: i for i, name in enumerate(classes)}
         self.classes, self.num_classes, self.label2id = classes, target, label2id

@@ -108,8 +108,18 @@ def check_safetensors(cfg: TrainConfig, subfolders: tuple[str, ...], kind: str) 
         files = [f.name for f in folder.iterdir()] if folder.is_dir() else []
         pickled = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
         if pickled and not any(f.endswith(".safetensors") for f in files):
-            raise UserError(f"The {kind} pipeline `{path}` stores {sub}/ weights only as pickle files "
+            where = f"{sub}/ weights" if sub else "its weights"
+            raise UserError(f"The {kind} model `{path}` stores {where} only as pickle files "
                             f"({', '.join(pickled[:3])}). {SAFETENSORS_ONLY}")
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from (``__cause__`` / ``__context__``), nearest first."""
+    chain: list[BaseException] = []
+    while err is not None and err not in chain and len(chain) < 8:
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
 
 
 def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
@@ -126,19 +136,26 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
     path = cfg.pretrained_model_name_or_path
     first = str(err).splitlines()[0] if str(err) else ""
     what = f"Could not load the {kind} pipeline from `{path}` ({type(err).__name__}: {first})."
+    causes = _causes(err)  # diffusers and transformers re-raise huggingface_hub's errors as a plain OSError
     if isinstance(err, ImportError) or "pip install" in first:
         return UserError(f"{what} A package the pipeline needs is missing: install it as the message says, then "
                          "run `dit-lora doctor --model` on the model to check the rest.")
-    if "safetensors" in first and ("no file named" in first.lower() or "not found" in first.lower()):
-        return UserError(f"{what} {SAFETENSORS_ONLY}")
+    lowered = first.lower()
+    if ".safetensors" in lowered and ("file named" in lowered or "not found" in lowered):
+        if cfg.variant and f".{cfg.variant}." in lowered:
+            return UserError(f"{what} The model has no `{cfg.variant}` variant of these weights: drop --variant or "
+                             "name one it has (`fp16`, `bf16`: the suffix of its weight files).")
+        if not os.path.isdir(path):  # a local folder's pickle-only weights were refused before loading
+            return UserError(f"{what} {SAFETENSORS_ONLY}")
+    if any(isinstance(c, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)) for c in causes):
+        return UserError(f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
+                         "lists the catalogued ones), the revision, and that you are logged in for a gated repo.")
     if os.path.isdir(path):
         return UserError(f"{what} The local folder is incomplete or not a diffusers-format {kind} pipeline: check "
                          "that every component folder has its config and weights, and that --variant names weights "
                          "it has.")
-    if isinstance(err, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)):
-        return UserError(f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
-                         "lists the catalogued ones), the revision, and that you are logged in for a gated repo.")
-    if isinstance(err, (LocalEntryNotFoundError, OfflineModeIsEnabled)) or os.environ.get("HF_HUB_OFFLINE") == "1":
+    offline = any(isinstance(c, (LocalEntryNotFoundError, OfflineModeIsEnabled)) for c in causes)
+    if offline or os.environ.get("HF_HUB_OFFLINE") == "1":
         return UserError(f"{what} It is not in the Hub cache and this process may not download it "
                          "(HF_HUB_OFFLINE or no network): download it first (`hf download <id>`) or pass a local "
                          "folder.")

@@ -93,7 +93,7 @@ class SanaFamily(DiffusionFamily):
         dtype = stored_dtype(cfg)
         name = cfg.pretrained_model_name_or_path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
-        if not fp16 or cfg.mixed_precision == "fp16":
+        if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
             return []
         entry = match(self.name, config_reader(cfg), dtype)
         twin = next((e for e in entries(self.name) if entry is not None and e.stored_dtype == "bf16"

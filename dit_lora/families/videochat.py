@@ -96,6 +96,9 @@ class VideoChatFamily(ModelFamily):
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
         from ..tokenizer_files import check_tokenizer_packages
 
+        from .pipeline_files import check_safetensors
+
+        check_safetensors(cfg, ("",), "video LLM")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
         if cfg.validation_video and not Path(cfg.validation_video).is_file():
             raise UserError(f"--validation_video `{cfg.validation_video}` does not exist. Point it at a clip, or "

@@ -195,6 +195,8 @@ def _start(cfg: TrainConfig) -> Run:
             family.prepare_demo(cfg)
         accelerator.wait_for_everyone()
     defaults = resolve_defaults(cfg, family)  # before the family's checks: they judge the resolved values
+    # The accelerator was built before the model could be read (the demo builds it); give it the resolved count.
+    accelerator.gradient_accumulation_steps = cfg.gradient_accumulation_steps
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)

@@ -174,3 +174,13 @@ def test_models_command(capsys):
         main(["models", "--family", "flux"])
     err = capsys.readouterr().err
     assert done.value.code != 0 and "flux" in err and "sana" in err and "Traceback" not in err
+
+
+def test_a_hub_id_picks_its_own_entry_among_twins():
+    """The BF16 release, named by its id, is itself even when its dtype cannot be read (a Hub id)."""
+    configs = by_hub_id("Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers").configs
+    assert match("sana", _reader(configs)).hub_id == "Efficient-Large-Model/Sana_1600M_1024px_diffusers"
+    named = match("sana", _reader(configs), None, "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers")
+    assert named.hub_id == "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers"
+    dpo = by_hub_id("llava-hf/LLaVA-NeXT-Video-7B-DPO-hf")
+    assert match("llava_next_video", _reader(dpo.configs), None, dpo.hub_id) is dpo

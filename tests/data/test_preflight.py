@@ -331,3 +331,15 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     code, out = _run_cli(with_model + ["--max_sequence_length", str(count)], capsys)
     blocked = [line for line in out.splitlines() if line.startswith("BLOCK")]
     assert len(blocked) == 6 and sum("exceed --max_sequence_length" in line for line in blocked) == 4, out
+
+
+def test_check_data_judges_at_the_size_the_run_would_use(tiny_dit, shape_classes, capsys):
+    """No --resolution: check-data resolves the model's defaults as the run does (the tiny DiT's native size),
+    instead of judging every image against the schema's 1024 px."""
+    args = ["check-data", "--family", "dit", "--pretrained_model_name_or_path", str(tiny_dit),
+            "--train_data_dir", str(shape_classes)]
+    code, out = _run_cli(args, capsys)
+    assert code == 0, out
+    assert "upscaled" not in out and "1024" not in out
+    code, out = _run_cli(args + ["--resolution", "128"], capsys)  # a flag still wins
+    assert "upscaled" in out

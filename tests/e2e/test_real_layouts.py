@@ -47,6 +47,7 @@ def test_sana_600m_layout(tmp_path):
     assert summary["defaults"]["applied"] == {"rank": 4, "lora_alpha": 4, "learning_rate": 1e-4, "train_batch_size": 1,
                                               "gradient_accumulation_steps": 4, "resolution": 1024}
     assert summary["status"] == "completed" and summary["applied_updates"] == 1
+    assert summary["samples_seen"] == 4  # one update of batch 1 x accumulation 4 (the accelerator got the 4)
     pipe = SanaPipeline.from_pretrained(model, torch_dtype=torch.float32)
     pipe.load_lora_weights(tmp_path / "out")
     saved = load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors"))
