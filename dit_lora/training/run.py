@@ -318,6 +318,23 @@ def _restore(run: Run) -> None:
             f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates")
 
 
+def check_same_trainables(state: dict, params: dict, input_dir) -> None:
+    """Refuse a checkpoint whose trainable tensors are not this run's (another --rank, --lora_layers, or defaults
+    that changed between versions), in one paragraph instead of a shape error."""
+    missing = [n for n in state if n not in params]
+    resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
+    if missing or resized:
+        name = (missing or resized)[0]
+        found = f"has no {name}" if missing else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint "
+                                                   f"holds {tuple(state[name].shape)}")
+        raise UserError(
+            f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
+            "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
+            "chosen for you: --rank, --lora_layers, --train_backbone); set them explicitly if a newer dit-lora "
+            "chooses other defaults."
+        )
+
+
 def _register_state_hooks(accelerator, guard: StepGuard) -> None:
     """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model, plus the guard's snapshot."""
     from safetensors.torch import load_file, save_file
@@ -340,6 +357,7 @@ def _register_state_hooks(accelerator, guard: StepGuard) -> None:
         model = accelerator.unwrap_model(models.pop(0))
         state = load_file(str(Path(input_dir) / TRAINABLE_FILE))
         params = dict(model.named_parameters())
+        check_same_trainables(state, params, input_dir)
         with torch.no_grad():
             for name, value in state.items():
                 params[name].copy_(value)
