@@ -20,7 +20,7 @@ to_q/to_k/to_v/to_out.0, bf16 autocast, fp32 LoRA weights, fused AdamW, max_grad
 
 2. **Isolated per-step cost.** In this process, the small transformer is loaded and given LoRA
    the way ``dit_lora.training.loop.train`` does it (``family.load_components``,
-   ``adapters.add_lora``, ``cast_trainable_to_fp32``, ``build_param_groups``,
+   ``trainables.add_lora``, ``cast_trainable_to_fp32``, ``build_param_groups``,
    ``optim.make_optimizer`` (fused AdamW on CPU), ``make_lr_scheduler``, config from
    ``parse_config`` with the same command line), the trainable parameters get random gradients,
    and ``torch.utils.benchmark.Timer.blocked_autorange`` (with the training's thread count) times
@@ -174,7 +174,7 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     from dit_lora.config import parse_config
     from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline
     from dit_lora.families import get_family
-    from dit_lora.training import adapters
+    from dit_lora.training import trainables
     from dit_lora.training.guard import _APPLIED, StepGuard
     from dit_lora.training.optim import make_lr_scheduler, make_optimizer
 
@@ -187,10 +187,10 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     comps = family.load_components(cfg, device)  # as train(); encoders are not used here
     model = comps.model
     comps.encoders.clear()
-    adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+    trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                       targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed)
-    backbone = adapters.unfreeze_backbone(model, cfg.train_backbone)
-    adapters.cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    backbone = trainables.unfreeze_backbone(model, cfg.train_backbone)
+    trainables.cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
     trainable = [p for p in model.parameters() if p.requires_grad]
     gen = torch.Generator().manual_seed(0)
     for p in trainable:
@@ -201,7 +201,7 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     max_steps = args.isolated_max_steps
 
     def new_optimizer():
-        groups = adapters.build_param_groups(
+        groups = trainables.build_param_groups(
             model, learning_rate=cfg.learning_rate, backbone_names=backbone,
             backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=cfg.adam_weight_decay,
             loraplus_lr_ratio=cfg.loraplus_lr_ratio)

@@ -138,7 +138,7 @@ def make_batch(family, args, frame_size: tuple[int, int], device, torch) -> dict
 def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: Path | None) -> dict:
     from dit_lora.config import TrainConfig
     from dit_lora.families import Components, get_family
-    from dit_lora.training import adapters
+    from dit_lora.training import trainables
     from dit_lora.training.optim import make_optimizer
     from dit_lora.vlm.liger import plain_loss
 
@@ -190,14 +190,14 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
 
         # What the loop does after loading (dit_lora/training/loop.py), with the family's hooks.
         targets = family.lora_targets(model, cfg)
-        adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+        trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                           targets=targets, seed=0)
-        backbone_names = adapters.unfreeze_backbone(model, family.backbone_patterns(cfg))
-        adapters.cast_trainable_to_fp32(model, under_autocast=True)
+        backbone_names = trainables.unfreeze_backbone(model, family.backbone_patterns(cfg))
+        trainables.cast_trainable_to_fp32(model, under_autocast=True)
         if checkpointing:
             family.enable_gradient_checkpointing(model)
         model.train()
-        groups = adapters.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=backbone_names,
+        groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=backbone_names,
                                              backbone_learning_rate=cfg.backbone_learning_rate,
                                              weight_decay=cfg.adam_weight_decay, loraplus_lr_ratio=None)
         optimizer, fused = make_optimizer(cfg, groups, device)

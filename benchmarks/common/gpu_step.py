@@ -36,14 +36,14 @@ def env_info(torch) -> dict:
 
 def prepare_lora(model, cfg, targets, checkpointing: bool, device):
     """LoRA (fp32 weights) on ``targets`` as the loop adds it; returns (optimizer, fused, params, lora_params)."""
-    from dit_lora.training import adapters
+    from dit_lora.training import trainables
     from dit_lora.training.optim import make_optimizer
 
-    adapters.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)
-    adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)
+    trainables.cast_trainable_to_fp32(model, under_autocast=True)
     if checkpointing:
         model.enable_gradient_checkpointing()
-    groups = adapters.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
+    groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
                                          backbone_learning_rate=0.0, weight_decay=cfg.adam_weight_decay,
                                          loraplus_lr_ratio=None)
     optimizer, fused = make_optimizer(cfg, groups, device)
@@ -103,7 +103,7 @@ def train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, dev
 
 
 def lora_updated(model) -> bool:
-    """lora_B starts at zero: nonzero after the steps means gradients reached the adapters."""
+    """lora_B starts at zero: nonzero after the steps means gradients reached the trainables."""
     return bool(any(p.detach().abs().sum().item() > 0 for n, p in model.named_parameters() if "lora_B" in n))
 
 

@@ -18,7 +18,7 @@ from ..kernels import kernel_counts, kernel_runtime
 from ..output.adapter import write_adapter
 from ..output.names import LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
-from . import adapters
+from . import trainables
 from .checkpoint import complete_checkpoints
 from .run import Run
 
@@ -38,7 +38,7 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
     state.skipped_steps, state.rollbacks = reading.skipped, len(guard.rollbacks)
     summary: dict[str, Any] = {}
     if accelerator.is_main_process:
-        lora_state, backbone = adapters.split_trainable_state(model, run.saved_backbone)
+        lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
         metadata = model.peft_config["default"].to_dict()
         patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
         written = write_adapter(family, out, lora_state, metadata, backbone, patterns)

@@ -40,7 +40,7 @@ from ..kernels.monitor import install_sample_mixing_modulate
 from ..output.adapter import assert_finite
 from ..output.names import ADAPTER_FILES, PRECISION_AUDIT_FILE
 from ..output.report import config_dict
-from . import adapters
+from . import trainables
 from .canary import attention_canary, install_broken_attention
 from .checkpoint import load_checkpoint, resolve_resume
 from .guard import StepGuard
@@ -225,22 +225,10 @@ def _load(run: Run) -> None:
 
 
 def _add_trainables(run: Run) -> None:
-    cfg, family, model = run.cfg, run.family, run.comps.model
-    run.lora_config = adapters.add_lora(
-        model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
-        targets=family.lora_targets(model, cfg), seed=cfg.seed,
-    )
-    run.backbone_names = adapters.unfreeze_backbone(model, family.backbone_patterns(cfg))
-    run.extra_groups = [  # a weight belongs to one group
-        (label, [n for n in adapters.unfreeze_backbone(model, patterns) if n not in run.backbone_names], lr)
-        for label, patterns, lr in family.extra_trainable(cfg)]
-    run.saved_backbone = run.backbone_names + [n for _, names, _ in run.extra_groups for n in names]
-    adapters.cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
-    checkpointing = cfg.gradient_checkpointing
-    if checkpointing is None:
-        checkpointing = family.gradient_checkpointing_default
-    if checkpointing:
-        family.enable_gradient_checkpointing(model)
+    cfg, family = run.cfg, run.family
+    made = trainables.attach_trainables(run.comps.model, family, cfg)
+    run.lora_config, run.backbone_names, run.extra_groups = made.lora_config, made.backbone_names, made.extra_groups
+    run.saved_backbone = made.saved_backbone
     mismatches = audit_precision(run.comps, family.expected_dtypes(run.comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
@@ -270,14 +258,14 @@ def _build_optimizer(run: Run) -> None:
     cfg, accelerator, model = run.cfg, run.accelerator, run.comps.model
     world = accelerator.num_processes
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
-    groups = adapters.build_param_groups(
+    groups = trainables.build_param_groups(
         model, learning_rate=cfg.learning_rate * lr_scale, backbone_names=run.backbone_names,
         backbone_learning_rate=cfg.backbone_learning_rate * lr_scale, weight_decay=cfg.adam_weight_decay,
         loraplus_lr_ratio=cfg.loraplus_lr_ratio,
         extra_groups=[(label, names, lr * lr_scale) for label, names, lr in run.extra_groups],
     )
-    run.group_info = adapters.describe_groups(groups)
-    run.log("trainable parameter groups:\n" + adapters.format_groups(run.group_info))
+    run.group_info = trainables.describe_groups(groups)
+    run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
     run.order = batch_lib.EpochBatches(len(run.data), cfg.train_batch_size, seed=cfg.seed,
                                        rank=accelerator.process_index, world_size=world,
                                        random_flip=cfg.random_flip, groups=run.data.groups)

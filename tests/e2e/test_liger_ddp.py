@@ -23,13 +23,13 @@ def _worker(rank: int, world: int, port: int, results):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         from dit_lora.demo.tiny_videochat import build_tiny_videochat_model
-        from dit_lora.training import adapters
+        from dit_lora.training import trainables
         from dit_lora.vlm.liger import hidden_state_loss, plain_loss
 
         torch.manual_seed(0)
         model = build_tiny_videochat_model(seed=0, dtype=torch.float32)
         model.requires_grad_(False)
-        adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
+        trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
                           targets=("language_model.layers.0.self_attn.q_proj", "language_model.layers.1.mlp.up_proj"))
         for n, p in model.named_parameters():  # non-zero B so every LoRA weight gets a gradient
             if "lora_B" in n:

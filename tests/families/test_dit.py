@@ -77,7 +77,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     from dit_lora.families import get_family
     from dit_lora.output.adapter import write_adapter
     from dit_lora.output.names import BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
-    from dit_lora.training import adapters
+    from dit_lora.training import trainables
 
     family = get_family("dit")
     cfg = _cfg(tiny_dit, shape_classes, tmp_path / "out", num_classes=3)
@@ -90,11 +90,11 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     assert model.config.num_embeds_ada_norm == 3
     assert comps.extras["label2id"] == {"circle": 0, "square": 1, "triangle": 2}
 
-    adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    trainables.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=family.default_lora_layers, seed=0)
     assert cfg.train_backbone == []  # the family decides, the config is not rewritten
-    names = adapters.unfreeze_backbone(model, family.backbone_patterns(cfg))
+    names = trainables.unfreeze_backbone(model, family.backbone_patterns(cfg))
     assert sorted(names) == sorted(n for n, _ in model.named_parameters() if "class_embedder" in n)
-    groups = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=names,
+    groups = trainables.build_param_groups(model, learning_rate=1e-4, backbone_names=names,
                                          backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=0.0,
                                          loraplus_lr_ratio=None)
     assert groups[-1]["name"] == "backbone" and groups[-1]["lr"] == cfg.backbone_learning_rate
@@ -104,7 +104,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
         for n, p in model.named_parameters():
             if "lora_B" in n or "class_embedder" in n:
                 p.add_(torch.randn_like(p) * 0.3)
-    lora_state, backbone = adapters.split_trainable_state(model, names)
+    lora_state, backbone = trainables.split_trainable_state(model, names)
     out = tmp_path / "out"
     write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone, family.backbone_patterns(cfg))
     for f in (PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE):
@@ -170,7 +170,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
 
     import dit_lora
     from dit_lora.families.dit import make_peft_capable, resize_class_embeddings
-    from dit_lora.training import adapters
+    from dit_lora.training import trainables
     from dit_lora.training.checkpoint import TRAINABLE_FILE
 
     demo_cfg = ROOT / "recipes/configs/dit_class/demo.yaml"
@@ -207,7 +207,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     base = DiTPipeline.from_pretrained(str(demo / "tiny-dit"), torch_dtype=torch.float32).transformer
     make_peft_capable(base)
     resize_class_embeddings(base, 3)
-    adapters.add_lora(base, rank=cfg["rank"], alpha=cfg["lora_alpha"], dropout=0.0, targets=("to_q", "to_k", "to_v",
+    trainables.add_lora(base, rank=cfg["rank"], alpha=cfg["lora_alpha"], dropout=0.0, targets=("to_q", "to_k", "to_v",
                       "to_out.0"), seed=0)
     trained = load_file(str(out / f"checkpoint-{cfg['max_train_steps']}" / TRAINABLE_FILE))
     params = dict(base.named_parameters())

@@ -13,7 +13,7 @@ from torch import nn
 pytest.importorskip("triton")
 
 from dit_lora.kernels import kernel_counts, kernel_runtime, patch_model, unpatch_model  # noqa: E402
-from dit_lora.training.adapters import add_lora  # noqa: E402
+from dit_lora.training.trainables import add_lora  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -10,7 +10,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
 from dit_lora.families.base import Components
 from dit_lora.families.sana import training_scheduler
-from dit_lora.training import adapters
+from dit_lora.training import trainables
 from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
 
 
@@ -34,9 +34,9 @@ def sana_model(tiny_sana):
         model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=dtype)
         model.requires_grad_(False)  # as the family loads it
         if lora:
-            adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"),
+            trainables.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"),
                               seed=0)
-            adapters.cast_trainable_to_fp32(model, under_autocast=True)
+            trainables.cast_trainable_to_fp32(model, under_autocast=True)
         return model.train()
 
     return make

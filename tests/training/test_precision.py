@@ -8,7 +8,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.errors import UserError
 from dit_lora.families import get_family
-from dit_lora.training import adapters
+from dit_lora.training import trainables
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
 
@@ -19,11 +19,11 @@ def test_precision_audit_clean_then_reports_a_cast_norm(tiny_sana):
     policy = family.expected_dtypes(comps, cfg)
     assert policy == {"model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert audit_precision(comps, policy, allow_fp16=False) == []
-    adapters.add_lora(comps.model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
+    trainables.add_lora(comps.model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
     lora = [n for n, p in comps.model.named_parameters() if p.requires_grad]
     found = audit_precision(comps, policy, allow_fp16=False)  # PEFT made the LoRA weights bf16
     assert {m["name"] for m in found} == set(lora) and all(m["expected"] == "float32" for m in found)
-    adapters.cast_trainable_to_fp32(comps.model, under_autocast=True)
+    trainables.cast_trainable_to_fp32(comps.model, under_autocast=True)
     assert audit_precision(comps, policy, allow_fp16=False) == []
     assert "matches" in format_audit([])
 

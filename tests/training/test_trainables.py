@@ -11,7 +11,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
 from dit_lora.api import load_adapter
 from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, adapter_metadata, write_adapter
-from dit_lora.training import adapters
+from dit_lora.training import trainables
 
 
 def _cfg(model, **kw) -> TrainConfig:
@@ -43,8 +43,8 @@ def _fresh_transformer(tiny_sana):
 
 def test_lora_weights_are_fp32_masters_on_bf16_base(tiny_sana):
     model = _fresh_transformer(tiny_sana)
-    adapters.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_out.0"), seed=0)
-    adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    trainables.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=("to_q", "to_out.0"), seed=0)
+    trainables.cast_trainable_to_fp32(model, under_autocast=True)
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n and p.dtype == torch.float32 for n, p in trainable.items())
     frozen = [p for n, p in model.named_parameters() if not p.requires_grad]
@@ -54,21 +54,21 @@ def test_lora_weights_are_fp32_masters_on_bf16_base(tiny_sana):
 
 def test_param_groups_and_learning_rates(tiny_sana):
     model = _fresh_transformer(tiny_sana)
-    adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q", "to_k"), seed=0)
-    backbone = adapters.unfreeze_backbone(model, ["caption_projection", r"time_embed\."])
+    trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q", "to_k"), seed=0)
+    backbone = trainables.unfreeze_backbone(model, ["caption_projection", r"time_embed\."])
     assert backbone and all("caption_projection" in n or "time_embed." in n for n in backbone)
-    groups = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
+    groups = trainables.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
                                          weight_decay=0.01, loraplus_lr_ratio=None)
-    info = {g.name: g for g in adapters.describe_groups(groups)}
+    info = {g.name: g for g in trainables.describe_groups(groups)}
     assert set(info) == {"lora", "backbone"}
     assert info["lora"].lr == 1e-4 and info["backbone"].lr == 1e-5
     n_lora = sum(p.numel() for n, p in model.named_parameters() if "lora_" in n)
     assert info["lora"].num_params == n_lora
     assert info["backbone"].num_params == sum(dict(model.named_parameters())[n].numel() for n in backbone)
-    table = adapters.format_groups(list(info.values()))
+    table = trainables.format_groups(list(info.values()))
     assert "backbone" in table and f"{n_lora:,}" in table
 
-    plus = adapters.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
+    plus = trainables.build_param_groups(model, learning_rate=1e-4, backbone_names=backbone, backbone_learning_rate=1e-5,
                                        weight_decay=0.0, loraplus_lr_ratio=16)
     by_name = {g["name"]: g for g in plus}
     assert by_name["lora_A"]["lr"] == 1e-4 and by_name["lora_B"]["lr"] == pytest.approx(1.6e-3)
@@ -83,9 +83,9 @@ def test_bad_targets_and_patterns_name_valid_options(tiny_sana):
 
     model = _fresh_transformer(tiny_sana)
     with pytest.raises(UserError, match="to_q"):
-        adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_qq",), seed=0)
+        trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_qq",), seed=0)
     with pytest.raises(UserError, match="--train_backbone"):
-        adapters.unfreeze_backbone(model, ["no_such_module"])
+        trainables.unfreeze_backbone(model, ["no_such_module"])
 
 
 def _inputs(model, seed=1):
@@ -107,8 +107,8 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
 
     family = get_family("sana")
     model = _fresh_transformer(tiny_sana)
-    adapters.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
-    adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    trainables.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    trainables.cast_trainable_to_fp32(model, under_autocast=True)
     with torch.no_grad():  # stand-in for training: make lora_B non-zero
         g = torch.Generator().manual_seed(3)
         for n, p in model.named_parameters():
@@ -118,7 +118,7 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         trained = model(**_inputs(model))[0].float()
     live = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
-    lora, backbone = adapters.split_trainable_state(model, [])
+    lora, backbone = trainables.split_trainable_state(model, [])
     write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, [])
     meta = json.loads(adapter_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
     assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # scale 16 / 4 is in lora_B
@@ -190,14 +190,14 @@ def test_backbone_weights_round_trip_with_load_adapter(tiny_sana, tmp_path):
 
     family = get_family("sana")
     model = _fresh_transformer(tiny_sana)
-    adapters.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
-    names = adapters.unfreeze_backbone(model, ["caption_projection"])
-    adapters.cast_trainable_to_fp32(model, under_autocast=True)
+    trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
+    names = trainables.unfreeze_backbone(model, ["caption_projection"])
+    trainables.cast_trainable_to_fp32(model, under_autocast=True)
     with torch.no_grad():
         for n, p in model.named_parameters():
             if n in names or "lora_B" in n:
                 p.add_(0.1)
-    lora, backbone = adapters.split_trainable_state(model, names)
+    lora, backbone = trainables.split_trainable_state(model, names)
     write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, ["caption_projection"])
     pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
     load_adapter(pipe, tmp_path)

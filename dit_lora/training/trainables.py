@@ -94,6 +94,40 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
 
 
 @dataclass
+class Trainables:
+    """What :func:`attach_trainables` made trainable on a model."""
+
+    lora_config: object  # peft.LoraConfig
+    backbone_names: list[str]
+    extra_groups: list[tuple[str, list[str], float]]  # (label, weight names, learning rate)
+    checkpointing: bool
+
+    @property
+    def saved_backbone(self) -> list[str]:
+        """Every fully trained original weight (backbone and extra groups): saved beside the adapter."""
+        return self.backbone_names + [n for _, names, _ in self.extra_groups for n in names]
+
+
+def attach_trainables(model: torch.nn.Module, family, cfg) -> Trainables:
+    """LoRA, unfrozen backbone groups, fp32 masters and activation checkpointing, as ``cfg`` and the family say.
+
+    The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
+    the weights a run trains.
+    """
+    lora_config = add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+                           targets=family.lora_targets(model, cfg), seed=cfg.seed)
+    backbone = unfreeze_backbone(model, family.backbone_patterns(cfg))
+    extra = [(label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
+             for label, patterns, lr in family.extra_trainable(cfg)]
+    cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    checkpointing = family.gradient_checkpointing_default if cfg.gradient_checkpointing is None \
+        else cfg.gradient_checkpointing
+    if checkpointing:
+        family.enable_gradient_checkpointing(model)
+    return Trainables(lora_config, backbone, extra, bool(checkpointing))
+
+
+@dataclass
 class ParamGroupInfo:
     """What one optimizer parameter group holds: for the start-of-run table and the summary."""
 
