@@ -179,15 +179,15 @@ def collate(items: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def epoch_loader(dataset, order: EpochBatches, epoch: int, start: int, num_workers: int):
-    """A DataLoader over ``epoch`` starting at batch ``start``."""
+def epoch_loader(dataset, collate_fn, order: EpochBatches, epoch: int, start: int, num_workers: int):
+    """A DataLoader over ``epoch`` starting at batch ``start``, batched by ``collate_fn`` (``PreparedData.collate``)."""
     # DataLoader draws a worker base seed from its generator (default: the global RNG) whenever an
     # iterator starts; a private generator keeps the global stream (LoRA dropout) resume-exact.
     worker_seed = torch.Generator().manual_seed(order.seed * 7919 + epoch)
     return torch.utils.data.DataLoader(
         dataset,
         batch_sampler=_ListSampler(list(order.batches(epoch, start))),
-        collate_fn=getattr(dataset, "collate", collate),  # a dataset with its own batching (padding) brings it
+        collate_fn=collate_fn,
         num_workers=num_workers,
         persistent_workers=False,
         generator=worker_seed,

@@ -32,14 +32,16 @@ class PreparedData:
     """What the loop trains on.
 
     ``dataset[i]`` belongs to ``samples[i]`` (a :class:`RawSample` for images, a
-    :class:`~dit_lora.data.video.VideoSample` for clips); every batch carries ``sample_index`` (a
-    list of ints into ``samples``) so a bad step can be traced back to files. ``quarantine`` lists
-    the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None, or one
+    :class:`~dit_lora.data.video.VideoSample` for clips); ``collate`` turns a list of ``dataset``
+    items into a batch (the loop's loader and the recovery's replay both use it); every batch
+    carries ``sample_index`` (a list of ints into ``samples``) so a bad step can be traced back to
+    files. ``quarantine`` lists the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None, or one
     group id per sample that a batch must not mix (a clip's frame bucket, when there are several):
     pass it to :class:`~dit_lora.data.batches.EpochBatches`.
     """
 
     dataset: torch.utils.data.Dataset
+    collate: Callable[[list[dict[str, Any]]], dict[str, Any]]
     samples: list
     cached: bool
     quarantine: list[dict[str, Any]] = field(default_factory=list)
@@ -69,7 +71,10 @@ class MediaHandler(Protocol):
         """Everything that changes an encoded sample besides its content (the cache namespace)."""
 
     def raw_dataset(self, samples: list) -> torch.utils.data.Dataset:
-        """The uncached dataset (a dataset with its own batching brings a ``collate`` method)."""
+        """The uncached dataset."""
+
+    def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """A batch of :meth:`raw_dataset` items (:func:`~dit_lora.data.batches.collate`, or padding of its own)."""
 
     def groups(self, samples: list, **kwargs: Any) -> list[int] | None:
         """One group id per sample that a batch must not mix (frame buckets), or None."""
@@ -80,6 +85,7 @@ class ImageMedia:
 
     noun = "image"
     cacheable = True
+    collate = staticmethod(batch_lib.collate)
 
     def __init__(self, cfg, family) -> None:
         self.cfg, self.family = cfg, family
@@ -228,7 +234,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     rank, world = accelerator.process_index, accelerator.num_processes
     if not cfg.cache_latents or not media.cacheable:
         write_quarantine(cfg, accelerator, quarantine)
-        return PreparedData(media.raw_dataset(samples), samples, False, quarantine,
+        return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))
     namespace = cache_namespace(media.namespace_identity())
     root = cache_root_for(cfg)
@@ -261,5 +267,5 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     if not keep:
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
     kept = [samples[i] for i in keep]
-    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), kept, True, quarantine,
-                        groups=media.groups(kept, world_size=world, log=log))
+    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), batch_lib.collate, kept, True,
+                        quarantine, groups=media.groups(kept, world_size=world, log=log))

@@ -25,6 +25,7 @@ import torch
 from ..errors import UserError
 from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
+from .batches import collate
 from .sources import check_dataset_columns, dataset_captions, name_some, open_dataset
 from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
 
@@ -148,6 +149,7 @@ class VideoMedia:
     noun = "clip"
     cacheable = True
     encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
+    collate = staticmethod(collate)
 
     def __init__(self, cfg, family, cache_root: Path) -> None:
         self.cfg, self.family, self.cache_root = cfg, family, Path(cache_root)

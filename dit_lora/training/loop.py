@@ -49,8 +49,8 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
     clock = _Clock(steps_at_start=state.global_step)
     try:
         while state.global_step < run.max_steps:
-            loader = batch_lib.epoch_loader(run.data.dataset, run.order, state.epoch, state.batch_in_epoch,
-                                            cfg.dataloader_num_workers)
+            loader = batch_lib.epoch_loader(run.data.dataset, run.data.collate, run.order, state.epoch,
+                                            state.batch_in_epoch, cfg.dataloader_num_workers)
             for batch in loader:
                 if not train_step(run, batch):
                     continue
@@ -100,7 +100,8 @@ def train_step(run: Run, batch: dict) -> bool:
     run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, run.generator)
     injector, audit = run.hooks.injector, run.hooks.sync_audit
     with audit.step(), accelerator.accumulate(run.model):
-        batch = run.load_batch(batch, step)
+        with audit.batch_transfer():  # the loader's batch onto the device: the step's only host-to-device copy
+            batch = run.load_batch(batch, step)
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
                 loss = run.family.compute_loss(run.comps, run.model, batch, run.generator, cfg)

@@ -117,8 +117,7 @@ class Recovery:
         with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(wrapped):
             for step, epoch, batch_in_epoch, gen_state in self.records.get(slot, []):
                 items = next(iter(self.order.batches(epoch, batch_in_epoch)))
-                collate = getattr(self.data.dataset, "collate", batch_lib.collate)  # as epoch_loader batches
-                batch = self.load_batch(collate([self.data.dataset[item] for item in items]), step)
+                batch = self.load_batch(self.data.collate([self.data.dataset[item] for item in items]), step)
                 names = [self._name(i) for i in batch["sample_index"]]
                 report = diagnose_step(
                     model=model, loss_fn=self._loss_fn(step), batch=batch, generator_state=gen_state,
@@ -146,13 +145,7 @@ class Recovery:
             self.log("non-finite step diagnosed: " + format_paragraph(chosen))
 
     def _name(self, index: int) -> str:
-        sample = self.data.samples[int(index)]
-        # an image/clip file, or (video LLMs) the annotation entry plus its video
-        path = getattr(sample, "path", None)
-        if path:
-            return str(path)
-        video = getattr(sample, "video", None)
-        return f"{sample.key} ({video})" if video else sample.key
+        return self.data.samples[int(index)].display_name()  # a file, or an annotation entry and its video
 
     def _loss_fn(self, step: int):
         def loss_fn(model, batch, generator):

@@ -84,14 +84,6 @@ class QADataset(torch.utils.data.Dataset):
         example, _ = fit_conversation(self.family, sample, count, self.max_length)
         return {**example, "pixels": pixels, "sample_index": i}
 
-    def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
-        """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
-        batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
-                          self.family.pad_token_id)
-        batch.update(self.family.spec.collate_pixels([it["pixels"] for it in items]))
-        batch["sample_index"] = [it["sample_index"] for it in items]
-        return batch
-
 
 class VideoQAMedia:
     """The :class:`~dit_lora.data.prepare.MediaHandler` of video-LLM families: QA samples, tokenized on the fly."""
@@ -152,6 +144,14 @@ class VideoQAMedia:
 
     def raw_dataset(self, samples: list) -> QADataset:
         return QADataset(samples, self.family, self.cfg.num_frames, self.family.max_length(self.cfg))
+
+    def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
+        batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
+                          self.family.pad_token_id)
+        batch.update(self.family.spec.collate_pixels([it["pixels"] for it in items]))
+        batch["sample_index"] = [it["sample_index"] for it in items]
+        return batch
 
     def groups(self, samples: list, **_: Any) -> None:
         return None
