@@ -217,9 +217,9 @@ def check_cache(
         signatures: dict[Any, Counter] = {}
         for s, _, problem, shapes in inspected:
             if problem is None:
-                signatures.setdefault(getattr(s, "bucket", None), Counter())[tuple(sorted(shapes.items()))] += 1
+                signatures.setdefault(s.bucket, Counter())[tuple(sorted(shapes.items()))] += 1
         for s, f, problem, shapes in inspected:
-            counts = signatures.get(getattr(s, "bucket", None))
+            counts = signatures.get(s.bucket)
             common = counts.most_common(1)[0][0] if counts else None
             shown = f"{ns}/{f.name}" if folder != root else f.name
             blocks = []

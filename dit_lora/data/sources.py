@@ -19,7 +19,7 @@ import os
 import posixpath
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, ClassVar, Iterable, Iterator
 
 from PIL import Image, ImageOps
 
@@ -78,6 +78,8 @@ class RawSample:
     index: int = 0
     _images: _DatasetImages | None = field(default=None, repr=False, compare=False)
     _row: int = field(default=-1, repr=False, compare=False)
+    #: an image has no (frames, height, width) bucket; a clip (:class:`~dit_lora.data.video.VideoSample`) has one
+    bucket: ClassVar[None] = None
 
     def open_image(self) -> Image.Image:
         """Decode the image fully and return it as RGB, rotated per its EXIF orientation.
@@ -118,6 +120,10 @@ class RawSample:
     def cache_key(self) -> str:
         """What names this sample's latent-cache entry: for an image, exactly its :meth:`content_id`."""
         return self.content_id()
+
+    def display_name(self) -> str:
+        """How reports name this sample: its file, or its key when it is a dataset row."""
+        return str(self.path) if self.path else self.key
 
     def source(self) -> str | bytes | Image.Image:
         """A file path, encoded bytes, or (rarely) an already decoded image."""

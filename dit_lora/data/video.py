@@ -109,6 +109,10 @@ class VideoSample:
         frames, height, width = self.bucket
         return f"{self.content_id()}:{frames}x{height}x{width}"
 
+    def display_name(self) -> str:
+        """How reports name this clip: its file."""
+        return str(self.path) if self.path else self.key
+
     def probe(self) -> VideoInfo:
         """Frame count, fps, width and height of the first video stream.
 

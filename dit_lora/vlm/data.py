@@ -72,6 +72,10 @@ class QASample:
     video: Path
     messages: list[dict[str, str]]
 
+    def display_name(self) -> str:
+        """How reports name this sample: the annotation entry and its video."""
+        return f"{self.key} ({self.video})"
+
 
 # ---------------------------------------------------------------------------------------------
 # Loading annotations

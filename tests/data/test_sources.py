@@ -446,3 +446,17 @@ def test_flip_decision_and_crop_seed_are_pure():
     assert random.getstate() == py_state
     assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
                for a, b in zip(np.random.get_state(), np_state))
+
+
+def test_every_sample_kind_names_itself_for_fault_reports_and_only_clips_have_a_bucket():
+    from pathlib import Path
+
+    from dit_lora.data.video import VideoSample
+    from dit_lora.vlm.data import QASample
+
+    assert RawSample(key="cat.png", caption="a cat", path="/data/cat.png").display_name() == "/data/cat.png"
+    assert RawSample(key="ds[3]", caption="a cat").display_name() == "ds[3]"  # a dataset row has no file
+    assert VideoSample(key="a.mp4", caption="", path="/clips/a.mp4").display_name() == "/clips/a.mp4"
+    assert QASample("qa.json:2", Path("/clips/a.mp4"), []).display_name() == "qa.json:2 (/clips/a.mp4)"
+    assert RawSample(key="cat.png", caption="").bucket is None
+    assert VideoSample(key="a.mp4", caption="", path="a.mp4", bucket=(9, 32, 32)).bucket == (9, 32, 32)
