@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import UserError
+from ..vlm import registry as vlm_registry
 from .base import Components, ModelFamily
 
 _REGISTRY: dict[str, Callable[[], ModelFamily]] = {}
@@ -63,10 +64,9 @@ def _cogvideox_i2v() -> ModelFamily:
 
 def _videochat(name: str) -> Callable[[], ModelFamily]:
     def factory() -> ModelFamily:
-        from ..vlm.registry import spec_for
         from .videochat import VideoChatFamily
 
-        return VideoChatFamily(spec_for(name))
+        return VideoChatFamily(vlm_registry.spec_for(name))
 
     return factory
 
@@ -75,7 +75,8 @@ register_family("sana", _sana)
 register_family("dit", _dit)
 register_family("cogvideox", _cogvideox)
 register_family("cogvideox_i2v", _cogvideox_i2v)
-register_family("llava_next_video", _videochat("llava_next_video"))
-register_family("qwen2_5_vl", _videochat("qwen2_5_vl"))
+for _name in vlm_registry.names():  # one family per video-LLM architecture in vlm/registry.py
+    register_family(_name, _videochat(_name))
+del _name
 
 __all__ = ["Components", "ModelFamily", "available", "family_for_pipeline", "get_family", "register_family"]
