@@ -3,21 +3,29 @@
 ``entries()`` lists them (``dit-lora models`` prints it); ``match`` finds the entry whose published
 config a model folder has; :func:`~dit_lora.catalogue.defaults.resolve_defaults` applies an entry's
 defaults to a run. One data file per family (``sana.py``, ``cogvideox.py``, ``dit.py``,
-``video_llm.py``), each citing where its values were checked.
+``video_llm.py``, listed in :data:`DATA_FILES`), each citing where its values were checked.
 """
 
 from __future__ import annotations
 
+import importlib
+
 from .entry import Checkpoint, ConfigReader, lookup
+
+#: The data files, one line per family file (each a module here with an ``ENTRIES`` list), in listing order.
+DATA_FILES = (
+    "sana",
+    "cogvideox",
+    "dit",
+    "video_llm",
+)
 
 _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
 
 
 def entries(family: str | None = None) -> list[Checkpoint]:
-    """Every catalogued checkpoint (of ``family`` when given), in the order of the data files."""
-    from . import cogvideox, dit, sana, video_llm
-
-    every = [*sana.ENTRIES, *cogvideox.ENTRIES, *dit.ENTRIES, *video_llm.ENTRIES]
+    """Every catalogued checkpoint (of ``family`` when given), in the order of :data:`DATA_FILES`."""
+    every = [e for name in DATA_FILES for e in importlib.import_module(f"{__name__}.{name}").ENTRIES]
     return [e for e in every if family is None or e.family == family]
 
 
@@ -49,4 +57,4 @@ def match(family: str, read: ConfigReader, stored_dtype: str | None = None,
     return min(found, key=rank) if found else None
 
 
-__all__ = ["Checkpoint", "ConfigReader", "by_hub_id", "entries", "lookup", "match"]
+__all__ = ["DATA_FILES", "Checkpoint", "ConfigReader", "by_hub_id", "entries", "lookup", "match"]

@@ -55,6 +55,12 @@ def _train(config: str, root: Path, out: Path, monkeypatch, **extra):
         AcceleratorState._reset_state(True)
 
 
+def test_every_shipped_demo_config_is_audited():
+    """A new family's demo config needs its line in DEMOS; this fails until it has one."""
+    configs = ROOT / "recipes" / "configs"
+    assert sorted(DEMOS) == sorted(p.relative_to(configs).as_posix() for p in configs.glob("*/*demo.yaml"))
+
+
 def test_the_audit_catches_a_sync_on_the_cpu():
     audit = SyncAudit(torch.device("cpu"), enabled=True)
     x = torch.ones(3)
