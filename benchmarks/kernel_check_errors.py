@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from dit_lora.kernels.attention import attention, attention_reference, resolve_backend  # noqa: E402
-from dit_lora.kernels.runtime import triton_usable  # noqa: E402
+from dit_lora.kernels.triton_launch import triton_usable  # noqa: E402
 from dit_lora.kernels.tolerance import ERROR_MULTIPLE, FLOOR_ULPS, RELATIVE_FLOOR, check_call  # noqa: E402
 
 
@@ -150,7 +150,6 @@ def trial_stats(stats: list) -> dict:
         return s["fast_error"] / (s["eps"] * scale) if scale > 0 else (0.0 if s["fast_error"] == 0 else math.inf)
 
     return {"ratio": max(map(ratio, stats)), "ulps": max(map(ulps, stats))}
-    return {"ratio": ratio, "ulps": ulps}
 
 
 def main(argv=None) -> int:

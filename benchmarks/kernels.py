@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TRITON_INTERPRET"] = "1"  # read when the kernels are decorated, i.e. at the imports below
     from dit_lora.kernels.attention import resolve_backend
     from dit_lora.kernels.defaults import SPEEDUP_TO_ENABLE
-    from dit_lora.kernels.runtime import triton_installed
+    from dit_lora.kernels.triton_launch import triton_installed
 
     cfg = argparse.Namespace(smoke=args.smoke, cuda=cuda, device=torch.device("cuda" if cuda else "cpu"),
                              dtype=torch.bfloat16, impls=parse_list(args.impls), warmup=args.warmup,

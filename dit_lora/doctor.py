@@ -374,7 +374,7 @@ def _fused_kernels_check() -> Check:
     import torch
 
     from .kernels.attention import resolve_backend
-    from .kernels.runtime import triton_usable
+    from .kernels.triton_launch import triton_usable
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     usable, why = triton_usable(device)

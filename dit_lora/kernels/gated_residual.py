@@ -19,14 +19,8 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from dit_lora.kernels.runtime import kernel_dtype, reduction_programs, require_triton, tile_config
-
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the kernels are optional; the reference below still imports
-    triton = None
-    tl = None
+from dit_lora.kernels.optional_triton import tl, triton
+from dit_lora.kernels.triton_launch import kernel_dtype, reduction_programs, require_triton, tile_config
 
 
 if triton is not None:

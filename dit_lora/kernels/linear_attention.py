@@ -22,14 +22,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dit_lora.kernels.runtime import at_least_fp32, interpreting, next_power_of_2, triton_usable
+from dit_lora.kernels.optional_triton import tl, triton
+from dit_lora.kernels.triton_launch import at_least_fp32, interpreting, next_power_of_2, triton_usable
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the PyTorch reference still works; the kernel path says why it cannot run
-    triton = None
-    tl = None
 
 __all__ = [
     "ReLULinearAttentionFunction",

@@ -38,7 +38,7 @@ from .modulate import layernorm_modulate, layernorm_modulate_reference
 from .monitor import KernelRuntime
 from .processors import JointAttentionProcessor, LinearAttentionProcessor, SoftmaxAttentionProcessor
 from .rms_norm import rms_norm, rms_norm_reference
-from .runtime import note_once
+from .triton_launch import note_once
 
 KERNELS = ("modulate", "gated_residual", "layernorm", "rmsnorm", "linear_attention", "attention")
 _OPS: dict[str, tuple[Callable, Callable]] = {

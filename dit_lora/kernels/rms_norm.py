@@ -14,14 +14,9 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from dit_lora.kernels.runtime import at_least_fp32, kernel_dtype, reduction_programs, require_triton, tile_config
+from dit_lora.kernels.optional_triton import tl, triton
+from dit_lora.kernels.triton_launch import at_least_fp32, kernel_dtype, reduction_programs, require_triton, tile_config
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # the kernels are optional; the references below still import
-    triton = None
-    tl = None
 
 if triton is not None:
 
@@ -155,7 +150,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
 
     ``weight`` is ``(D,)`` or None. The result has ``out_dtype`` (default ``x.dtype``); gradients
     for ``x`` and ``weight`` come back in their own dtypes. Raises RuntimeError when Triton cannot
-    run on ``x``'s device (see :func:`dit_lora.kernels.runtime.triton_usable`).
+    run on ``x``'s device (see :func:`dit_lora.kernels.triton_launch.triton_usable`).
     """
     require_triton(x.device, "rms_norm")
     d = x.shape[-1]

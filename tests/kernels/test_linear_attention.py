@@ -249,6 +249,7 @@ def test_without_triton(monkeypatch):
     # reference working, and refuse the kernel path with a clear error.
     monkeypatch.setitem(sys.modules, "triton", None)
     monkeypatch.setitem(sys.modules, "triton.language", None)
+    monkeypatch.delitem(sys.modules, "dit_lora.kernels.optional_triton")  # re-imported, without Triton
     path = Path(la.__file__)
     spec = importlib.util.spec_from_file_location("_la_without_triton", path)
     module = importlib.util.module_from_spec(spec)

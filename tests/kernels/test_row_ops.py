@@ -19,7 +19,7 @@ pytest.importorskip("triton", reason="the fused kernels need Triton (pip install
 from dit_lora.kernels.gated_residual import gated_residual, gated_residual_reference  # noqa: E402
 from dit_lora.kernels.modulate import layernorm_modulate, layernorm_modulate_reference  # noqa: E402
 from dit_lora.kernels.rms_norm import rms_norm, rms_norm_reference  # noqa: E402
-from dit_lora.kernels.runtime import tile_config  # noqa: E402
+from dit_lora.kernels.triton_launch import tile_config  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 EPS = 1e-6

@@ -1,4 +1,7 @@
-"""When the Triton kernels can run, and the one-time note when they cannot.
+"""Launching the Triton kernels: whether they can run here, the one-time note when not, tile and grid sizes.
+
+(Not to be confused with :class:`~dit_lora.kernels.monitor.KernelRuntime`, which picks an implementation per op
+during training and checks it.)
 
 Triton compiles for CUDA devices. On a CPU the same kernels run under Triton's interpreter
 (``TRITON_INTERPRET=1``, read when ``triton.jit`` decorates a kernel, so it must be set before
