@@ -16,7 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -84,6 +84,15 @@ def check_sample(
     return _combine(sample.key, "sample", blocks, warns, sample.path)
 
 
+def _map_in_threads(fn: Callable[[Any], Any], items: list, num_workers: int | None, *, most: int) -> list:
+    """``[fn(x) for x in items]``, in order, on ``num_workers`` threads (default: up to ``most``, one per CPU)."""
+    workers = num_workers if num_workers is not None else min(most, os.cpu_count() or 1)
+    if workers > 1 and len(items) > 1:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
+            return list(pool.map(fn, items))
+    return [fn(x) for x in items]
+
+
 def check_samples(
     samples: Sequence[RawSample],
     *,
@@ -98,12 +107,7 @@ def check_samples(
         return check_sample(s, resolution=resolution, center_crop=center_crop, seed=seed,
                             require_caption=require_captions)
 
-    samples = list(samples)
-    workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
-    if workers > 1 and len(samples) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
-            return list(pool.map(one, samples))
-    return [one(s) for s in samples]
+    return _map_in_threads(one, list(samples), num_workers, most=8)
 
 
 def check_video_sample(
@@ -162,12 +166,7 @@ def check_video_samples(
                                   require_caption=require_captions)
 
     samples = list(samples)
-    workers = num_workers if num_workers is not None else min(4, os.cpu_count() or 1)
-    if workers > 1 and len(samples) > 1:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
-            results = list(pool.map(one, samples))
-    else:
-        results = [one(s) for s in samples]
+    results = _map_in_threads(one, samples, num_workers, most=4)
     usable = [dataclasses.replace(s, bucket=b) for s, (_, b) in zip(samples, results) if b is not None]
     return [row for row, _ in results], usable
 
