@@ -167,15 +167,6 @@ def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path
     return path
 
 
-def cache_namespace_for(cfg, family) -> str:
-    """The latent-cache namespace (folder name under the cache root) a run with ``cfg`` uses.
-
-    Images: the family's cache identity plus resolution, crop and flip settings. Clips: the
-    family's identity plus frame sampling and flip (each entry's name carries the clip's bucket).
-    """
-    return cache_namespace(family.data_handler(cfg).namespace_identity())
-
-
 def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list, accelerator) -> dict[int, str]:
     """Check the existing cache entries (readable, finite), each rank its share; delete the bad ones.
 

@@ -11,7 +11,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from ..errors import UserError
@@ -229,9 +228,3 @@ def _target_model(pipe) -> torch.nn.Module:
     if isinstance(pipe, torch.nn.Module):
         return pipe
     return pipe.transformer
-
-
-def adapter_metadata(path: str | Path) -> dict:
-    """The safetensors metadata of an adapter file (rank/alpha as diffusers stores them)."""
-    with safe_open(str(path), framework="pt") as fh:
-        return dict(fh.metadata() or {})

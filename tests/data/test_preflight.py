@@ -19,8 +19,8 @@ from safetensors.torch import load_file, save_file
 from helpers import ROOT, base_args
 from dit_lora.cli import main as cli_main
 from dit_lora.config import parse_config
-from dit_lora.data.cache import cache_file_name
-from dit_lora.data.prepare import cache_namespace_for, prepare_data
+from dit_lora.data.cache import cache_file_name, cache_namespace
+from dit_lora.data.prepare import prepare_data
 from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data.sources import load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
@@ -28,6 +28,11 @@ from dit_lora.errors import UserError
 from dit_lora.families import get_family
 
 BAD = ("corrupt.png", "truncated.png", "missing.png", "blank.png")
+
+
+def _namespace(cfg, family) -> str:
+    """The latent-cache folder a run with ``cfg`` uses (what its handler's identity hashes to)."""
+    return cache_namespace(family.data_handler(cfg).namespace_identity())
 
 
 def _accelerator():
@@ -227,7 +232,7 @@ def test_nan_cache_entry_is_recomputed_then_quarantined(tmp_path, tiny_sana, sha
 
     # Poison one cached entry with NaN (and truncate another): check-data finds the run's namespace and blocks.
     victim, torn = first.dataset.files[3], first.dataset.files[7]
-    assert victim.parent.name == cache_namespace_for(cfg, family)
+    assert victim.parent.name == _namespace(cfg, family)
     good = load_file(str(victim))
     save_file(_nan_entry(good), str(victim))
     torn.write_bytes(torn.read_bytes()[:50])

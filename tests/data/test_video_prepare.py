@@ -17,7 +17,8 @@ pytest.importorskip("av")
 from dit_lora.cli import main as cli_main  # noqa: E402
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.data import batches as batch_lib  # noqa: E402
-from dit_lora.data.prepare import cache_namespace_for, cache_root_for, prepare_data  # noqa: E402
+from dit_lora.data.cache import cache_namespace  # noqa: E402
+from dit_lora.data.prepare import cache_root_for, prepare_data  # noqa: E402
 from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets  # noqa: E402
 from dit_lora.data.video_prepare import VideoMedia, load_video_dataset, materialise_clip  # noqa: E402
 from dit_lora.demo.clips import (  # noqa: E402
@@ -29,6 +30,11 @@ from dit_lora.demo.clips import (  # noqa: E402
 from dit_lora.errors import UserError  # noqa: E402
 from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
+
+
+def _namespace(cfg, family) -> str:
+    """The latent-cache folder a run with ``cfg`` uses (what its handler's identity hashes to)."""
+    return cache_namespace(family.data_handler(cfg).namespace_identity())
 
 
 class FakeVideoFamily(DiffusionFamily):
@@ -190,8 +196,8 @@ def test_random_flip_caches_every_key_flipped(tmp_path, clips):
     family = FakeVideoFamily()
     cfg = _cfg(tmp_path, clips, random_flip=True)
     data = prepare_data(cfg, family, None, _acc())
-    assert cache_namespace_for(cfg, family) != cache_namespace_for(_cfg(tmp_path, clips), family)
-    assert data.dataset.files[0].parent.name == cache_namespace_for(cfg, family)
+    assert _namespace(cfg, family) != _namespace(_cfg(tmp_path, clips), family)
+    assert data.dataset.files[0].parent.name == _namespace(cfg, family)
     for index, f in enumerate(data.dataset.files):
         stored = load_file(str(f))
         assert set(stored) == {"latents", "image_latents", "latents_flipped", "image_latents_flipped", "prompt_embeds"}

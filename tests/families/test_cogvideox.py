@@ -17,6 +17,14 @@ CASES = [("t2v", "1.0-2b"), ("t2v", "1.0-5b"), ("t2v", "1.5"), ("i2v", "1.0-5b")
 ids = lambda c: "-".join(c)  # noqa: E731
 
 
+def _metadata(path) -> dict:
+    """An adapter file's safetensors metadata (rank/alpha as diffusers stores them)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        return dict(fh.metadata() or {})
+
+
 @pytest.fixture(scope="module", autouse=True)
 def one_thread():
     """The tiny models are far faster on one intra-op thread (and immune to a busy second core)."""
@@ -239,7 +247,7 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     from safetensors.torch import load_file, save_file
 
     from dit_lora.api import load_adapter
-    from dit_lora.output.adapter import adapter_metadata, write_adapter
+    from dit_lora.output.adapter import write_adapter
     from dit_lora.training.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, rank=4, lora_alpha=12)
@@ -252,7 +260,7 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     written = write_adapter(family, tmp_path, lora_state, model.peft_config["default"].to_dict(), {}, [])
     assert [p.name for p in written] == ["pytorch_lora_weights.safetensors"]
     # The scale 12 / 4 is folded into lora_B; the metadata says alpha = rank, as a consumer without it assumes.
-    assert json.loads(adapter_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 4
+    assert json.loads(_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 4
     blind = tmp_path / "no-metadata"  # what ComfyUI / older diffusers see: the tensors alone
     blind.mkdir()
     save_file(load_file(str(written[0])), str(blind / written[0].name))

@@ -10,8 +10,16 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
 from dit_lora.api import load_adapter
-from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, adapter_metadata, write_adapter
+from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, write_adapter
 from dit_lora.training import trainables
+
+
+def _metadata(path) -> dict:
+    """An adapter file's safetensors metadata (rank/alpha as diffusers stores them)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        return dict(fh.metadata() or {})
 
 
 def _cfg(model, **kw) -> TrainConfig:
@@ -120,7 +128,7 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
     live = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
     lora, backbone = trainables.split_trainable_state(model, [])
     write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, [])
-    meta = json.loads(adapter_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
+    meta = json.loads(_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
     assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # scale 16 / 4 is in lora_B
     saved = load_file(str(tmp_path / ADAPTER_FILE))
     for name, value in live.items():  # folded on export only: the live (checkpointed) weights are untouched
@@ -131,7 +139,7 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
     blind = tmp_path / "blind"
     blind.mkdir()
     save_file(saved, str(blind / ADAPTER_FILE))
-    assert "lora_adapter_metadata" not in adapter_metadata(blind / ADAPTER_FILE)
+    assert "lora_adapter_metadata" not in _metadata(blind / ADAPTER_FILE)
 
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         base_out = _fresh_transformer(tiny_sana)(**_inputs(model))[0].float()
