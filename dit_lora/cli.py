@@ -1,4 +1,4 @@
-"""The ``dit-lora`` console script: ``doctor``, ``models``, ``push`` and ``check-data``.
+"""The ``dit-lora`` console script: ``doctor``, ``models``, ``plan``, ``push`` and ``check-data``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -28,6 +28,19 @@ def _build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the catalogued checkpoints and the defaults each one gets")
     models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
     models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
+
+    plan = sub.add_parser(
+        "plan", help="predict a run's peak memory and FLOPs per step, without loading weights",
+        description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
+        "(meta-device model, fake tensors). Takes any recipe option (--config, --pretrained_model_name_or_path, "
+        "--resolution, --train_batch_size, ...); the family is read from the model unless --family is given.",
+    )
+    plan.add_argument("--gpu_memory", default=None, metavar="SIZE",
+                      help="say what fits on this much memory, e.g. 24GB (default: this machine's device)")
+    plan.add_argument("--num_processes", type=int, default=1, help="processes of the run (DDP adds its buckets)")
+    plan.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                      help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)")
+    plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
 
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
@@ -138,9 +151,46 @@ def _check_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace, rest: list[str]) -> int:
+    import json
+
+    import torch
+
+    from dit_lora.catalogue.defaults import resolve_defaults
+    from dit_lora.config import parse_config
+    from dit_lora.families import get_family, family_for_model
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.report import device_memory, format_plan, parse_memory
+
+    if not any(a == "--family" or a.startswith("--family=") for a in rest):
+        cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
+        if "family" not in cfg.explicit_options:
+            rest = ["--family", family_for_model(cfg), *rest]
+    cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
+    family = get_family(cfg.family)
+    chosen = resolve_defaults(cfg, family)
+    plan = make_plan(cfg, family, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
+    if args.gpu_memory:
+        capacity = parse_memory(args.gpu_memory)
+    elif args.device == "cpu" or torch.cuda.is_available():
+        capacity = device_memory(torch.device(args.device if args.device == "cpu" else "cuda"))
+    else:
+        capacity = None
+    if args.json:
+        print(json.dumps({**plan.as_dict(), "capacity_bytes": capacity}, indent=2))
+    else:
+        print("\n".join(chosen.lines()))
+        print(format_plan(plan, capacity))
+    return 0
+
+
 def _main(argv: list[str] | None) -> int:
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "plan":
+        return _plan(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "doctor":
         return _doctor(args)
     if args.command == "push":

@@ -30,14 +30,23 @@ def explicit_options(cfg: TrainConfig) -> frozenset[str]:
 
 
 def config_reader(cfg: TrainConfig):
-    """A cached reader of the model's small JSON files (local folder or Hub cache), for :func:`match`."""
+    """A cached reader of the model's small JSON files (local folder or Hub cache), for :func:`match`.
+
+    A catalogued Hub id that is not downloaded yet reads the catalogue's copy of its published configs, so
+    its defaults (and ``dit-lora plan``) need no download.
+    """
     from ..families.pipeline_files import read_component_config
+    from . import by_hub_id
 
     cache: dict[tuple[str, str], dict | None] = {}
+    published = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
 
     def read(subfolder: str, filename: str) -> dict | None:
         if (subfolder, filename) not in cache:
-            cache[subfolder, filename] = read_component_config(cfg, subfolder, filename)
+            found = read_component_config(cfg, subfolder, filename)
+            if found is None and published is not None:
+                found = published.configs.get("/".join(p for p in (subfolder, filename) if p))
+            cache[subfolder, filename] = found
         return cache[subfolder, filename]
 
     return read

@@ -173,8 +173,11 @@ def add_config_flag(parser, name: str) -> None:
         parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=getattr(tp, "__name__", "VALUE").upper())
 
 
-def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> TrainConfig:
-    """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`."""
+def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True) -> TrainConfig:
+    """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`.
+
+    ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_argparser(prog)
     args, unknown = parser.parse_known_args(argv)
@@ -193,14 +196,14 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None) -> 
     cfg = TrainConfig(**values)
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
     cfg.explicit_options = frozenset(values)
-    validate_static(cfg)
+    validate_static(cfg, needs_data=needs_data)
     return cfg
 
 
-def validate_static(cfg: TrainConfig) -> None:
+def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Checks that need no model or data: ranges and combinations of options, and optional packages."""
     check_ranges(cfg)
-    check_combinations(cfg)
+    check_combinations(cfg, needs_data=needs_data)
     check_optional_packages(cfg)
 
 
@@ -255,7 +258,7 @@ def check_ranges(cfg: TrainConfig) -> None:
         )
 
 
-def check_combinations(cfg: TrainConfig) -> None:
+def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Options that exclude or need each other: frame buckets, fp16, the model and data source, the Hub."""
     if cfg.frame_buckets:
         clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
@@ -284,7 +287,7 @@ def check_combinations(cfg: TrainConfig) -> None:
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
-    if not cfg.demo:
+    if not cfg.demo and needs_data:
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
     if cfg.push_to_hub and not cfg.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")

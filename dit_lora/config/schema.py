@@ -282,6 +282,12 @@ class TrainConfig:
         "running mean (e.g. 6). Off when unset.",
         section="guards",
     )
+    ignore_memory_plan: bool = opt(
+        False,
+        "Start even when the memory plan (`dit-lora plan`, run at start without loading weights) predicts more "
+        "than the device holds; also skips the plan.",
+        section="guards",
+    )
     attention_canary: bool = opt(
         True,
         "At start, run a tiny forward and backward through the run's attention on adversarial inputs; fall back "

@@ -38,6 +38,33 @@ def family_for_pipeline(pipe) -> ModelFamily | None:
     return None
 
 
+def family_for_model(cfg) -> str:
+    """The family that trains ``cfg.pretrained_model_name_or_path``: its catalogue entry, else its configs' class.
+
+    Reads small config files only; stops naming ``--family`` when neither says.
+    """
+    from ..catalogue import by_hub_id, match
+    from ..catalogue.defaults import config_reader
+    from ..errors import UserError
+
+    entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    if entry is not None:
+        return entry.family
+    read = config_reader(cfg)
+    for name in available():
+        if match(name, read) is not None:
+            return name
+    index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
+    for name in available():
+        family = _REGISTRY[name]()
+        if family.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
+            return name
+    raise UserError(
+        f"Could not tell which family trains `{cfg.pretrained_model_name_or_path}` from its config files. Pass "
+        f"--family ({', '.join(available())})."
+    )
+
+
 def _sana() -> ModelFamily:
     from .sana import SanaFamily
 

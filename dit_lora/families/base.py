@@ -203,6 +203,26 @@ class ModelFamily(ABC):
     def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int) -> list:
         """Samples from the consumer (used for the final, reloaded-adapter validation)."""
 
+    # ---- memory plan (``dit-lora plan``) -----------------------------------------------------
+    #: the config value that counts ``model``'s repeated blocks, as ``(config file, key)``: the planner traces
+    #: one and two blocks and extrapolates to the real depth
+    depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """What :meth:`load_components` loads, built from configs on the meta device (no weights are read).
+
+        ``read(subfolder, filename)`` returns a small JSON config; ``depth`` cuts ``model`` to that many
+        repeated blocks (:attr:`depth_key`).
+        """
+        raise NotImplementedError(f"the memory planner does not cover the {self.name} family yet")
+
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """``[(bucket, batch)]``: one micro-batch per bucket as :meth:`prepare_batch` hands it to the step.
+
+        Called under a fake-tensor mode with :meth:`plan_components`' modules, so tensors have shapes only.
+        """
+        raise NotImplementedError(f"the memory planner does not cover the {self.name} family yet")
+
     # ---- model card -------------------------------------------------------------------------
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Python code for the model card that loads the adapter and generates."""

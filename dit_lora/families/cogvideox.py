@@ -313,6 +313,39 @@ class CogVideoXFamily(DiffusionFamily):
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg, err) from None
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        comps = self._components(cfg, transformer, vae, text_encoder, scheduler_cfg, device)
+        comps.encoders["tokenizer"] = tokenizer
+        return comps
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
+        from transformers import T5EncoderModel
+
+        from ..plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+
+        dtype = cfg.weight_dtype
+        transformer = diffusers_on_meta(CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"),
+                                                                                "num_layers", depth), dtype)
+        vae = diffusers_on_meta(AutoencoderKLCogVideoX, read("vae", "config.json"), dtype)
+        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype, T5EncoderModel)
+        return self._components(cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {},
+                                None)
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        text = comps.encoders["text_encoder"].config.d_model
+        return {"prompt_embeds": torch.empty(batch_size, comps.extras["max_sequence_length"], text,
+                                             dtype=cfg.weight_dtype)}
+
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in self.video_buckets(cfg)]
+
+    def _components(self, cfg: TrainConfig, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
+        """The loaded (or planned, ``device`` None) modules as the run's components."""
+        from diffusers import CogVideoXDDIMScheduler
+
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
@@ -320,16 +353,14 @@ class CogVideoXFamily(DiffusionFamily):
             vae.enable_slicing()
         if cfg.enable_tiling:
             vae.enable_tiling()
-        transformer.to(device)
-        vae.to(device)
-        text_encoder.to(device)
         tc = transformer.config
         self.fps = FPS_1_5 if tc.patch_size_t else FPS_1_0
+        scheduler = CogVideoXDDIMScheduler.from_config(scheduler_cfg)
         return Components(
             model=transformer,
             # Training needs only alphas_cumprod: the checkpoint's betas and snr_shift_scale (2B 3.0, 5B/1.5 1.0).
-            scheduler=schedule_on_device(CogVideoXDDIMScheduler.from_config(scheduler_cfg), device),
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
+            encoders={"vae": vae, "text_encoder": text_encoder},
             extras={
                 "scheduler_config": scheduler_cfg,
                 "max_sequence_length": int(tc.max_text_seq_length),

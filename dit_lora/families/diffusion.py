@@ -96,3 +96,25 @@ class DiffusionFamily(ModelFamily):
             yield vae
         finally:
             vae.to(home)
+
+    # ---- memory plan ------------------------------------------------------------------------
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
+        """``[(bucket, shape)]`` of one micro-batch of pixels per bucket: images ``(B, 3, H, W)``; video overrides."""
+        r = cfg.resolution
+        return [(f"{r} x {r} px", (cfg.train_batch_size, 3, r, r))]
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        """The cached conditioning of ``batch_size`` samples (caption embeddings, class labels), as empty tensors."""
+        raise NotImplementedError(f"the memory planner does not cover the {self.name} family yet")
+
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """Each bucket's pixels through the family's own :meth:`encode_images` (the cache step), plus conditioning."""
+        from ..data.cache import as_encoding
+
+        out = []
+        for bucket, shape in self.pixel_batches(cfg):
+            batch = as_encoding(self.encode_images(comps, torch.empty(shape)))
+            batch.update(self.plan_conditioning(comps, cfg, shape[0]))
+            out.append((bucket, batch))
+        return out
+

@@ -244,7 +244,7 @@ class DiTFamily(DiffusionFamily):
 
     # ---- loading ---------------------------------------------------------------------------
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        from diffusers import AutoencoderKL, DDPMScheduler, DiTTransformer2DModel
+        from diffusers import AutoencoderKL, DiTTransformer2DModel
 
         path = cfg.pretrained_model_name_or_path
         common = {"revision": cfg.revision}
@@ -257,24 +257,44 @@ class DiTFamily(DiffusionFamily):
                                                 **common)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("DiT", cfg, err) from None
+        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        transformer.to(device)
+        vae.to(device)
+        self.base_model = path
+        return self._components(transformer, vae, scheduler_cfg, device)
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        from diffusers import AutoencoderKL, DiTTransformer2DModel
+
+        from ..plan.fake import diffusers_on_meta, with_depth
+
+        transformer = diffusers_on_meta(DiTTransformer2DModel, with_depth(read("transformer", "config.json"),
+                                                                          "num_layers", depth), cfg.weight_dtype)
+        vae = diffusers_on_meta(AutoencoderKL, read("vae", "config.json"), torch.float32)
+        return self._components(transformer, vae, read("scheduler", "scheduler_config.json") or {}, None)
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        return {"class_labels": torch.zeros(batch_size, dtype=torch.long)}
+
+    def _components(self, transformer, vae, scheduler_cfg: dict, device) -> Components:
+        """The loaded (or planned) transformer and VAE as the run's components (``device`` None: leave tables)."""
+        from diffusers import DDPMScheduler
+
         make_peft_capable(transformer)
         tables = label_embeddings(transformer)
         dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT
         for _, emb in tables:
             # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
             emb.dropout_prob = 0.0
-        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
         train_cfg = {k: scheduler_cfg[k] for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule",
                                                    "trained_betas") if scheduler_cfg.get(k) is not None}
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
-        transformer.to(device)
-        vae.to(device)
         self.base_num_classes = int(transformer.config.num_embeds_ada_norm)
-        self.base_model = path
+        scheduler = DDPMScheduler(**train_cfg, prediction_type="epsilon")
         return Components(
             model=transformer,
-            scheduler=schedule_on_device(DDPMScheduler(**train_cfg, prediction_type="epsilon"), device),
+            scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
             encoders={"vae": vae},
             extras={
                 "scheduler_config": scheduler_cfg,

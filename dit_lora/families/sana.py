@@ -158,6 +158,25 @@ class SanaFamily(DiffusionFamily):
             extras={"scheduler_config": scheduler_cfg, "flow_tables": flow_tables(scheduler, device)},
         )
 
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        from diffusers import AutoencoderDC, SanaTransformer2DModel
+
+        from ..plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+
+        dtype = cfg.weight_dtype
+        transformer = diffusers_on_meta(SanaTransformer2DModel, with_depth(read("transformer", "config.json"),
+                                                                           "num_layers", depth), dtype)
+        vae = diffusers_on_meta(AutoencoderDC, read("vae", "config.json"), torch.float32)
+        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype)
+        scheduler = training_scheduler(read("scheduler", "scheduler_config.json") or {})
+        return Components(model=transformer, scheduler=scheduler, encoders={"vae": vae, "text_encoder": text_encoder},
+                          extras={"max_sequence_length": self._max_sequence_length(cfg)})
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        length, width = comps.extras["max_sequence_length"], comps.encoders["text_encoder"].config.hidden_size
+        return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype),
+                "prompt_attention_mask": torch.ones(batch_size, length, dtype=torch.long)}
+
     def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
         return {
             "family": self.name,

@@ -104,6 +104,7 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
         "adapter": str(run.out / run.family.adapter_weight_name), "samples": [str(p) for p in sample_files],
         "defaults": run.defaults.summary() if run.defaults is not None else None,
+        "memory_plan": run.plan.as_dict() if run.plan is not None else None,
         "config": config_dict(cfg),
     }
 

@@ -76,6 +76,7 @@ class Run:
     resume: Path | None
     hooks: Hooks  # drills and debug modes
     defaults: Any = None  # catalogue.defaults.ChosenDefaults: what the run took from the catalogue or the model
+    plan: Any = None  # plan.Plan: the predicted peak memory and FLOPs (None with --ignore_memory_plan)
     comps: Any = None
     data: Any = None
     validation_cond: dict | None = None
@@ -159,6 +160,29 @@ def setup(cfg: TrainConfig) -> Run:
     return run
 
 
+def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
+    """Predict the run's peak memory before anything loads; stop when it clearly exceeds the device's.
+
+    A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
+    """
+    from ..plan import make_plan
+    from ..plan.report import check_fits, device_memory
+
+    device = accelerator.device
+    try:
+        plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
+                         entry=defaults.entry)
+    except (NotImplementedError, UserError) as err:
+        log(f"memory plan: none ({err})")
+        return None
+    capacity = device_memory(device)
+    log(f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
+        f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
+        "(`dit-lora plan` for the details)")
+    check_fits(plan, capacity, f"this {device.type} device")
+    return plan
+
+
 def _start(cfg: TrainConfig) -> Run:
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
@@ -200,6 +224,7 @@ def _start(cfg: TrainConfig) -> Run:
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)
+    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in family.start_notes(cfg):
         log(note)
@@ -211,7 +236,7 @@ def _start(cfg: TrainConfig) -> Run:
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     return Run(cfg=cfg, accelerator=accelerator, family=family, log=log, out=out, started=time.perf_counter(),
-               resume=resume, hooks=hooks, defaults=defaults)
+               resume=resume, hooks=hooks, defaults=defaults, plan=plan)
 
 
 def _load(run: Run) -> None:

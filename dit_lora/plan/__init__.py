@@ -1,0 +1,22 @@
+"""``dit-lora plan``: will a configuration fit, and how much compute is a step? Predicted without weights.
+
+:func:`make_plan` takes a resolved :class:`~dit_lora.config.TrainConfig` (the recipe's defaults applied)
+and returns a :class:`~.estimate.Plan`; :mod:`.report` turns it into the table, the advice on what fits,
+and the recipes' start-of-run gate.
+"""
+
+from __future__ import annotations
+
+from ..config import TrainConfig
+from .estimate import Plan, StepTrace, plan_run
+
+
+def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None) -> Plan:
+    """The plan of ``cfg`` as ``family`` would train it (``entry``: the matched catalogue entry, if any)."""
+    from ..catalogue.defaults import config_reader
+
+    return plan_run(cfg, family, config_reader(cfg), device=device, num_processes=num_processes,
+                    catalogue_entry=entry.hub_id if entry is not None else None)
+
+
+__all__ = ["Plan", "StepTrace", "make_plan", "plan_run"]

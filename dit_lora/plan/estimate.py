@@ -1,0 +1,198 @@
+"""Predict a run's peak memory and FLOPs per step without loading a weight.
+
+The family builds its components from their configs on the meta device (:meth:`plan_components`),
+the run's own :func:`~dit_lora.training.trainables.attach_trainables` adds LoRA, backbone groups, fp32
+masters and checkpointing, and one micro-batch per bucket goes through the family's own ``encode_images``
+(the cache step) and ``compute_loss`` + backward on fake tensors, counted by
+:class:`~dit_lora.plan.fake.LiveBytes` and ``torch.utils.flop_counter.FlopCounterMode``.
+
+Repeated blocks are identical, so the step is traced at one and at two blocks and extrapolated linearly
+to the model's depth: a 28-block trace costs what a 2-block one does, and activations, gradients and
+FLOPs all grow by the same amount per block. Weights are counted at full depth from the meta modules.
+
+What a process holds at its peak:
+- caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
+- training phase: the trained model's weights (encoders released after caching), the optimizer's two
+  fp32 moments, the guard's rollback snapshot (parameters and moments), DDP's gradient buckets, and the
+  step's activations and gradients.
+On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..config import TrainConfig
+from ..errors import UserError
+from .fake import LiveBytes, fused_attention, fake_mode, fake_module, module_bytes
+
+
+@dataclass
+class StepTrace:
+    """One micro-batch of one bucket, extrapolated to the model's depth."""
+
+    bucket: str
+    checkpointing: bool
+    activation_bytes: int  # live bytes at the step's peak: activations, gradients, the batch
+    flops: int  # forward + backward of one micro-batch
+
+
+@dataclass
+class Plan:
+    """The prediction for one configuration (see the module docstring for what each figure holds)."""
+
+    model: str
+    family: str
+    catalogue_entry: str | None
+    device: str
+    num_processes: int
+    train_batch_size: int
+    gradient_accumulation_steps: int
+    depth: int
+    weights: dict[str, int]  # component -> bytes as loaded
+    trained_component: str
+    trainable_params: int
+    optimizer_bytes: int
+    snapshot_bytes: int
+    ddp_bytes: int
+    cache_phase_bytes: int | None  # None: nothing is cached (video LLMs, --cache_latents false)
+    encoders_in_training: bool
+    process_bytes: int  # the Python process itself (CPU only)
+    checkpointing: bool  # the run's setting
+    steps: list[StepTrace] = field(default_factory=list)
+
+    def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
+        """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
+        gc = self.checkpointing if checkpointing is None else checkpointing
+        held = self.weights[self.trained_component] + self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
+        if self.encoders_in_training:
+            held += sum(v for k, v in self.weights.items() if k != self.trained_component)
+        return held + max(s.activation_bytes for s in self.steps if s.checkpointing == gc)
+
+    def peak_bytes(self, checkpointing: bool | None = None) -> int:
+        """The figure ``train_summary.json`` reports as ``peak_memory_bytes`` on the planned device."""
+        return max(self.train_phase_bytes(checkpointing), self.cache_phase_bytes or 0) + self.process_bytes
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.peak_bytes()
+
+    def flops_per_update(self) -> int:
+        """FLOPs of one optimizer update on one process (micro-batches x the largest bucket's)."""
+        return self.gradient_accumulation_steps * max(s.flops for s in self.steps if s.checkpointing == self.checkpointing)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.update(peak_memory_bytes=self.peak_memory_bytes, train_phase_bytes=self.train_phase_bytes(),
+                   flops_per_update=self.flops_per_update())
+        return out
+
+
+def process_resident_bytes() -> int:
+    """This process's resident memory now (the Python runtime and imported libraries)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def _trace_step(family, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int, int]:
+    """(peak live bytes, FLOPs) of one loss + backward on the fake model."""
+    model = comps.model
+    batch_bytes = sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
+    live = LiveBytes()
+    generator = torch.Generator().manual_seed(0)
+    with mode, fused_attention(), live, torch.autocast("cpu", dtype=cfg.weight_dtype,
+                                                      enabled=cfg.mixed_precision != "no"):
+        loss = family.compute_loss(comps, model, batch, generator, cfg)
+        loss.backward()
+    model.zero_grad(set_to_none=True)
+    return live.peak + batch_bytes, live.flops
+
+
+def _build(family, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
+    """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
+    from ..training.trainables import attach_trainables
+
+    comps = family.plan_components(cfg, read, depth)
+    run_cfg = dataclasses.replace(cfg, gradient_checkpointing=checkpointing)
+    made = attach_trainables(comps.model, family, run_cfg)
+    comps.model.train()
+    return comps, made
+
+
+def _traces(family, cfg: TrainConfig, read, full_depth: int) -> tuple[list[StepTrace], int]:
+    """Step traces for every bucket with and without checkpointing, and the peak of one encode call."""
+    depths = (1, 2) if full_depth >= 2 else (full_depth,)
+    measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
+    encode_peak = 0
+    for gc in (False, True):
+        for depth in depths:
+            comps, _ = _build(family, cfg, read, depth, gc)  # meta modules, outside the fake mode
+            with fake_mode() as mode:
+                for module in [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]:
+                    fake_module(module, mode)
+                family.configure(comps, cfg)
+                live = LiveBytes()
+                with live:
+                    batches = family.plan_batches(cfg, comps)
+                encode_peak = max(encode_peak, live.peak)
+            for bucket, batch in batches:
+                measured.setdefault((bucket, gc), []).append(_trace_step(family, cfg, comps, batch, mode))
+            del comps, batches
+    out = []
+    for (bucket, gc), points in measured.items():
+        if len(points) == 2:  # per block: the difference; the rest: what one block leaves over
+            (m1, f1), (m2, f2) = points
+            mem, flops = m1 + (full_depth - 1) * max(m2 - m1, 0), f1 + (full_depth - 1) * max(f2 - f1, 0)
+        else:
+            mem, flops = points[0]
+        out.append(StepTrace(bucket, gc, int(mem), int(flops)))
+    return out, encode_peak
+
+
+def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
+             catalogue_entry: str | None = None) -> Plan:
+    """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved)."""
+    from ..catalogue import lookup
+    from ..training.trainables import attach_trainables
+
+    file, key = family.depth_key
+    sub, _, name = file.rpartition("/")
+    depth_config = read(sub, name)
+    if depth_config is None:
+        raise UserError(f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
+                        f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+                        "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
+                        "files, or pass --ignore_memory_plan.")
+    full_depth = int(lookup(depth_config, key))
+
+    comps = family.plan_components(cfg, read)  # full depth, meta: weights by dtype
+    checkpointing = attach_trainables(comps.model, family, cfg).checkpointing
+    weights = {"model": module_bytes(comps.model)}
+    weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    trainable = [p for p in comps.model.parameters() if p.requires_grad]
+    trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
+    moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
+    cached = bool(comps.encoders) and cfg.cache_latents
+    steps, encode_peak = _traces(family, cfg, read, full_depth)
+    return Plan(
+        model=str(cfg.pretrained_model_name_or_path), family=family.name, catalogue_entry=catalogue_entry,
+        device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps, depth=full_depth, weights=weights,
+        trained_component="model", trainable_params=sum(p.numel() for p in trainable), optimizer_bytes=moments,
+        snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
+        ddp_bytes=trainable_bytes if num_processes > 1 else 0,
+        cache_phase_bytes=sum(weights.values()) + encode_peak if cached else None,
+        encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
+        process_bytes=process_resident_bytes() if device == "cpu" else 0,
+        checkpointing=checkpointing, steps=steps,
+    )

@@ -1,0 +1,118 @@
+"""The plan as people read it: a table, what fits on the given memory, and the recipes' start-of-run gate."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+from ..errors import UserError
+from .estimate import Plan
+
+GIB = 2**30
+#: a run stops at start only when the prediction exceeds the device's memory by more than this fraction
+#: (the prediction leaves out allocator fragmentation and the CUDA context, and may be off either way)
+MARGIN = 0.10
+
+
+def parse_memory(text: str) -> int:
+    """``24GB``, ``24GiB``, ``80G``, ``24000MB`` -> bytes. GB and GiB both mean 2**30 (cards are sold in GiB)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?)(i?B)?\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise UserError(f"--gpu_memory `{text}` is not a size. Write it as e.g. 24GB, 80GiB or 16000MB.")
+    scale = {"": GIB, "K": 2**10, "M": 2**20, "G": GIB, "T": 2**40}[m.group(2).upper()]
+    return int(float(m.group(1)) * scale)
+
+
+def device_memory(device: torch.device) -> int:
+    """Total memory of ``device``: the GPU's, or the machine's RAM for a CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def format_plan(plan: Plan, capacity: int | None = None) -> str:
+    """The prediction as a table, then what fits on ``capacity`` bytes (when given)."""
+    head = (f"memory plan for `{plan.model}` ({plan.family}"
+            + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
+            + f"), {plan.num_processes} process(es) on {plan.device}, batch {plan.train_batch_size} "
+            f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)")
+    rows = [(f"weights: {name}", _gib(size)) for name, size in plan.weights.items()]
+    rows += [("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
+             ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
+             ("rollback snapshot (guard)", _gib(plan.snapshot_bytes))]
+    if plan.ddp_bytes:
+        rows.append(("DDP gradient buckets", _gib(plan.ddp_bytes)))
+    for step in plan.steps:
+        gc = "with" if step.checkpointing else "without"
+        rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))
+    if plan.process_bytes:
+        rows.append(("Python process (measured here)", _gib(plan.process_bytes)))
+    rows += [("caching phase (every component + one encode)", _gib(plan.cache_phase_bytes)),
+             ("training phase", _gib(plan.train_phase_bytes())),
+             ("predicted peak per process", _gib(plan.peak_memory_bytes)),
+             ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP")]
+    width = max(len(k) for k, _ in rows)
+    lines = [head] + [f"  {k:<{width}}  {v}" for k, v in rows]
+    if capacity is not None:
+        lines.append(advice(plan, capacity))
+    return "\n".join(lines)
+
+
+def advice(plan: Plan, capacity: int) -> str:
+    """One paragraph: whether the run fits on ``capacity`` bytes, and if not, the smallest change that does."""
+    peak = plan.peak_memory_bytes
+    if peak <= capacity:
+        return f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare)."
+    options = []
+    if not plan.checkpointing and plan.peak_bytes(True) <= capacity:
+        options.append(f"--gradient_checkpointing true (peak {_gib(plan.peak_bytes(True))}, about "
+                       f"{_step_cost(plan):.0%} more compute per step)")
+    smaller = _batch_that_fits(plan, capacity)
+    if smaller:
+        options.append(f"--train_batch_size {smaller} with --gradient_accumulation_steps "
+                       f"{plan.gradient_accumulation_steps * plan.train_batch_size // smaller} (the same samples per "
+                       "update)")
+    if plan.cache_phase_bytes and plan.cache_phase_bytes + plan.process_bytes > capacity:
+        options.append("building the latent cache needs the encoders beside the model: build it once on "
+                       "a larger device (the same --cache_dir is reused)")
+    if not options:
+        options.append("a lower --resolution (or --height/--width/--max_num_frames for video): activations grow with "
+                       "the token count")
+    return (f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. Options: "
+            + "; ".join(options) + ".")
+
+
+def _step_cost(plan: Plan) -> float:
+    with_gc = max(s.flops for s in plan.steps if s.checkpointing)
+    without = max(s.flops for s in plan.steps if not s.checkpointing)
+    return with_gc / without - 1 if without else 0.0
+
+
+def _batch_that_fits(plan: Plan, capacity: int) -> int | None:
+    """The largest smaller batch whose training phase fits (activations scale with the batch)."""
+    batch = plan.train_batch_size
+    if batch <= 1:
+        return None
+    activations = max(s.activation_bytes for s in plan.steps if s.checkpointing == plan.checkpointing)
+    held = plan.train_phase_bytes() - activations + plan.process_bytes
+    for smaller in range(batch - 1, 0, -1):
+        if held + activations * smaller // batch <= capacity and batch % smaller == 0:
+            return smaller
+    return None
+
+
+def check_fits(plan: Plan, capacity: int, where: str) -> None:
+    """Stop a run before it loads a model when the prediction exceeds ``capacity`` by more than :data:`MARGIN`."""
+    if plan.peak_memory_bytes <= capacity * (1 + MARGIN):
+        return
+    raise UserError(
+        f"This run would not fit on {where}: " + advice(plan, capacity).removeprefix("does not fit: ")
+        + " `dit-lora plan` with the same options shows the whole prediction; --ignore_memory_plan starts the "
+        "run anyway."
+    )
