@@ -5,7 +5,8 @@ Per optimizer step, on the device and without a host sync:
 * a flag is raised when the loss or the total gradient norm is non-finite (or, with
   ``--skip_loss_spikes``, far above its running mean) on *any* process (all-reduce MAX);
 * the fused AdamW kernel reads that flag as ``found_inf`` and leaves parameters, moments and its
-  step count untouched (non-fused optimizers need one sync per step to skip);
+  step count untouched (non-fused optimizers need one sync per step to skip: the sync audit's one
+  documented per-step exception, :func:`~.sync_audit.deliberate`);
 * the learning rate comes from a device-side table indexed by the number of *applied* updates, so
   a skipped step does not advance the schedule either;
 * counters (skipped, non-finite losses/gradients, spikes, consecutive skips) stay on the device and
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from .sync_audit import deliberate
 
 # Counter slots in one device tensor, so a check reads everything with a single transfer.
 # Slots from _WIN_LOSS on belong to the current check window and are reset when it is read.
@@ -173,8 +176,10 @@ class StepGuard:
             optimizer.step()
             return
         # Non-fused optimizers (8-bit AdamW): one transfer per step reads the flag and the schedule
-        # position, and the step runs with host LRs.
-        skip, applied = torch.stack([flag.double(), self.counts[_APPLIED]]).tolist()
+        # position, and the step runs with host LRs. A documented exception to the sync audit: such an
+        # optimizer keeps its step count and reads its LR on the host, so nothing can skip it on the device.
+        with deliberate():
+            skip, applied = torch.stack([flag.double(), self.counts[_APPLIED]]).tolist()
         if not skip:
             for group, table in zip(self.optimizer.param_groups, self._host_tables):
                 group["lr"] = table[int(applied)]

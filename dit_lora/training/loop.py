@@ -100,7 +100,8 @@ def train_step(run: Run, batch: dict) -> bool:
     run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, run.generator)
     injector, audit = run.hooks.injector, run.hooks.sync_audit
     with audit.step(), accelerator.accumulate(run.model):
-        batch = run.load_batch(batch, step)
+        with audit.batch_transfer(batch):  # the loader's batch onto the device: the step's only host-to-device copy
+            batch = run.load_batch(batch, step)
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
                 loss = run.family.compute_loss(run.comps, run.model, batch, run.generator, cfg)

@@ -1,15 +1,18 @@
 """No training step waits for the device: every shipped demo config, default flags, under the sync audit.
 
-``DIT_LORA_SYNC_DEBUG=1`` makes any host sync inside a micro-batch raise (on a CPU: reading a
-tensor's value, ``nonzero`` and the like; see ``dit_lora.training.sync_audit``). Each run takes real
-recipe steps with the config's own flags (kernels auto, attention canary, guard on), including a
-kernel check step, a skipped step and a check-interval read.
+``DIT_LORA_SYNC_DEBUG=1`` makes any host sync inside a micro-batch raise (on a CPU: reading a device
+tensor's value with ``.item()``/``float``/``bool``, ``.tolist()``, ``.numpy()``, ``.cpu()``, ``nonzero`` and
+the like, and copies between host data and device tensors; see ``dit_lora.training.sync_audit``). Each run
+takes real recipe steps with the config's own flags (kernels auto, attention canary, guard on), including a
+kernel check step, a skipped step and a check-interval read. The unit tests below prove each kind of read is
+refused, and that the documented exceptions are the only ones.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -31,6 +34,22 @@ def demo_root(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("demo-assets")
 
 
+@pytest.fixture
+def audits(monkeypatch) -> list:
+    """The SyncAudit of each run started in the test (to count what it saw)."""
+    from dit_lora.training import hooks
+
+    made = []
+
+    class Recorded(SyncAudit):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(hooks, "SyncAudit", Recorded)
+    return made
+
+
 def _train(config: str, root: Path, out: Path, monkeypatch, **extra):
     from accelerate.state import AcceleratorState
 
@@ -45,6 +64,8 @@ def _train(config: str, root: Path, out: Path, monkeypatch, **extra):
             "--skip_doctor", "true"]
     if family:
         args += ["--family", family]
+    if "max_train_steps" in extra:
+        args[args.index("--max_train_steps") + 1] = str(extra.pop("max_train_steps"))
     for k, v in extra.items():
         args += [f"--{k}", str(v)]
     monkeypatch.setenv("DIT_LORA_SYNC_DEBUG", "1")
@@ -73,6 +94,117 @@ def test_the_audit_catches_a_sync_on_the_cpu():
                 read()
 
 
+def _toy_step():
+    """A model's forward and backward as a step runs them: (loss, a parameter, the host batch)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    return model, torch.randn(5, 4)
+
+
+# Every way a step could hand a device tensor's values to the host; each must be refused.
+HOST_READS = {
+    "item": lambda loss, param: loss.item(),
+    "float": lambda loss, param: float(loss),
+    "bool": lambda loss, param: bool(loss > 0),
+    "tolist": lambda loss, param: loss.detach().tolist(),
+    "cpu": lambda loss, param: loss.detach().cpu(),
+    "numpy": lambda loss, param: loss.detach().numpy(),
+    "np.asarray": lambda loss, param: np.asarray(loss.detach()),
+    "parameter.tolist": lambda loss, param: param.tolist(),
+    "grad.cpu": lambda loss, param: param.grad.cpu(),
+}
+
+
+@pytest.mark.parametrize("read", sorted(HOST_READS))
+def test_every_host_read_in_a_step_is_refused(read):
+    """.item()/float/bool (dispatcher: _local_scalar_dense) and .tolist()/.cpu()/.numpy() (no dispatcher op on a
+    CPU: the function mode) of what the step produced, or of a parameter, raise; the loader's host batch does not."""
+    model, batch = _toy_step()
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    with audit.step():
+        with audit.batch_transfer({"x": batch}):
+            assert batch.tolist() and batch.cpu() is batch and batch.numpy().shape == (5, 4)  # host data: no sync
+            batch = batch.to(torch.device("cpu"))  # onto the device: from here on a device tensor
+        with pytest.raises(HostSyncError):
+            batch.tolist()
+        step_count = torch.tensor(0.0)  # no device named: a host tensor, as PyTorch's optimizers keep step counts
+        step_count += 1
+        assert step_count.item() == 1.0 and step_count.tolist() == 1.0
+        loss = model(batch).pow(2).mean()
+        loss.backward()
+        param = model[0].weight
+        loss.detach().to(torch.device("cpu"), torch.float64)  # .to(the training device) on a CPU: no host read
+        with pytest.raises(HostSyncError, match="host sync inside the training step") as err:
+            HOST_READS[read](loss, param)
+        with audit.allowed():  # the same read at a documented check step passes, and is counted
+            HOST_READS[read](loss, param)
+    assert "test_no_host_sync.py" in str(err.value)  # the message says where
+    assert sum(audit.passed.values()) == 1, audit.passed
+    HOST_READS[read](loss, param)  # outside the step: no audit
+
+
+def test_host_device_crossing_copies_are_refused_except_the_batch_transfer():
+    """On a CPU there is one device, so 'meta' stands in for an accelerator: a CPU tensor copied to it (a host
+    constant moved every step) or copied back is refused; the batch's move onto the device is the exception."""
+    audit = SyncAudit(torch.device("meta"), enabled=True)
+    host = torch.arange(4.0)
+    device_buf = torch.empty(4, device="meta")
+    with audit.step():
+        device_buf.add_(1.0)  # device work is fine
+        for copy in (lambda: host.to("meta"), lambda: device_buf.copy_(host), lambda: device_buf.to("cpu"),
+                     lambda: host.new_empty(4).copy_(device_buf)):
+            with pytest.raises(HostSyncError, match="host -> device|device -> host"):
+                copy()
+        with audit.batch_transfer():
+            assert host.to("meta").device.type == "meta"  # the loader's batch onto the device
+            with pytest.raises(HostSyncError, match="device -> host"):
+                device_buf.to("cpu")  # only host-to-device passes there
+        for read in (lambda: device_buf.tolist(), lambda: device_buf.cpu()):  # non-CPU device: by device type
+            with pytest.raises(HostSyncError):
+                read()
+        assert host.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert audit.passed == {"aten::_to_copy host -> device": 1}
+
+
+def test_on_a_cpu_copies_between_host_data_and_step_tensors_are_refused():
+    """On a CPU the audit keeps which tensors a GPU run holds on the host: copy_ between them and step tensors
+    is the host-device copy it would be on a GPU."""
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    model, batch = _toy_step()
+    with audit.step():
+        loss = model(batch).pow(2).mean()
+        table = torch.tensor([1.0, 2.0])  # a host constant built in the step
+        with pytest.raises(HostSyncError, match="copy_ host -> device"):
+            loss.detach().reshape(1).clone().copy_(table[:1])
+        with pytest.raises(HostSyncError, match="copy_ device -> host"):
+            table[:1].copy_(loss.detach().reshape(1))
+        on_device = torch.tensor([1.0, 2.0], device=torch.device("cpu"))  # names the device: a device tensor
+        with pytest.raises(HostSyncError, match="tolist"):
+            on_device.tolist()
+
+
+def test_the_non_fused_optimizer_read_is_the_one_documented_exception():
+    """guard.optimizer_step's single read per step for non-fused optimizers passes the audit (deliberate()),
+    counted once per step; the same read anywhere else in a step is refused."""
+    from dit_lora.training.guard import StepGuard
+
+    model, batch = _toy_step()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False, fused=False)
+    guard = StepGuard(opt, [lambda k: 1.0], 8, torch.device("cpu"), enabled=True, fused=False, interval=4,
+                      max_consecutive_skips=8, rollback_lr_factor=0.5, max_rollbacks=1, spike_sigma=None, world_size=1)
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    for step in range(3):
+        with audit.step():
+            loss = model(batch).pow(2).mean()
+            loss.backward()
+            norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
+            guard.step(opt, opt, loss, norm, step)
+            opt.zero_grad(set_to_none=True)
+    assert audit.passed == {"Tensor.tolist()": 3}, audit.passed
+    with audit.step(), pytest.raises(HostSyncError):
+        torch.stack([guard.counts[0], guard.counts[1]]).tolist()
+
+
 _LLAVA_ON_CUDA = pytest.mark.xfail(
     torch.cuda.is_available(), strict=True, raises=RuntimeError,
     reason="transformers' LlavaNextVideoModel.forward builds an unused video_feature_lens tensor from a Python "
@@ -82,9 +214,36 @@ _LLAVA_ON_CUDA = pytest.mark.xfail(
 @pytest.mark.slow
 @pytest.mark.parametrize("config", [pytest.param(c, marks=_LLAVA_ON_CUDA) if c.startswith("videochat") else c
                                     for c in sorted(DEMOS)])
-def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch):
+def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audits):
     summary = _train(config, demo_root, tmp_path / "out", monkeypatch, inject_faults="nan_loss@4")
     assert summary["status"] == "completed" and summary["skipped_steps"] == 1 and summary["steps"] == 6
+    (audit,) = audits
+    assert audit.enabled and audit.steps == 6 * summary["config"]["gradient_accumulation_steps"]
+    # A refused sync raises; what passed under a documented exception happened at the kernel check of update 1
+    # (kernel_check_interval 500) and nowhere else: zero syncs in every other step.
+    assert set(audit.passed_in) <= {1}, audit.passed_in
+
+
+@pytest.mark.slow
+def test_a_host_read_added_to_a_family_step_fails_the_run(demo_root, tmp_path, monkeypatch, audits):
+    """The loop really runs each step under the audit: a .tolist() of the loss in Sana's compute_loss (no
+    dispatcher op on a CPU, so the old audit missed it) ends the run at the first step."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from dit_lora.families.sana import SanaFamily
+
+    original = SanaFamily.compute_loss
+
+    def leaky(self, comps, model, batch, generator, cfg):
+        loss = original(self, comps, model, batch, generator, cfg)
+        if not isinstance(loss, FakeTensor):  # a memory plan may trace the step on fake tensors first
+            loss.detach().tolist()  # e.g. for a log line
+        return loss
+
+    monkeypatch.setattr(SanaFamily, "compute_loss", leaky)
+    with pytest.raises(HostSyncError, match=r"Tensor.tolist\(\)") as err:
+        _train("sana/demo.yaml", demo_root, tmp_path / "out", monkeypatch, max_train_steps=1)
+    assert "in leaky" in str(err.value) and audits[0].steps == 1
 
 
 @pytest.mark.slow
