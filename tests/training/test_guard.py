@@ -157,3 +157,167 @@ def test_drill_switches_are_parsed_once_and_malformed_ones_stop_the_run(monkeypa
     monkeypatch.setenv("DIT_LORA_FAULT", "after_everything:4")
     with pytest.raises(UserError, match="micro_batch, checkpoint_before_marker, checkpoint_after_rename"):
         Hooks.from_config(None, 0, torch.device("cpu"))
+
+
+# ---- fp16 loss scaling and non-fused optimizers, on the CPU ----------------------------------------------
+# The loop's other two optimizer paths: GradScaler's fp16 step (accelerate's AcceleratedOptimizer calls
+# scaler.step + scaler.update) and an optimizer without the fused found_inf hook (bitsandbytes' 8-bit AdamW,
+# PyTorch's single-tensor AdamW). Each drive checks, at every step: a non-finite step changes no parameter, no
+# optimizer state and not the schedule position; an applied step runs with the schedule's LR for the number of
+# updates applied so far; and the step's host syncs are counted by the sync audit.
+
+SCHEDULE = [lambda k: 1.0 / (k + 1)]  # a distinct LR for every applied update
+BASE_LR = 1e-2
+
+
+class _ScaledOptimizer:
+    """What accelerate's AcceleratedOptimizer does under fp16: step() is scaler.step(inner) then scaler.update()."""
+
+    def __init__(self, optimizer, scaler):
+        self.optimizer, self.scaler = optimizer, scaler
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def step(self):
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+
+def _state_copy(model, opt) -> dict:
+    """Parameters, every optimizer state entry (tensors and host numbers) and the group LRs, copied."""
+    out = {f"p/{n}": p.detach().clone() for n, p in model.named_parameters()}
+    for i, p in enumerate(model.parameters()):
+        for k, v in opt.state.get(p, {}).items():
+            out[f"s/{i}/{k}"] = v.detach().clone() if isinstance(v, torch.Tensor) else v
+    return out
+
+
+def _unchanged(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k] for k in a)
+
+
+def _guarded_run(make_opt, *, fused: bool, bad_steps, steps=6, max_grad_norm=0.0, fp16=False):
+    """Train a toy model for ``steps`` guarded updates with NaN losses (finite gradients) at ``bad_steps``.
+
+    Returns (model, per-step records, audit): each record holds the state before and after the step and the
+    LR the update was to run with (read before the step, on the host, outside the audited block).
+    """
+    from types import SimpleNamespace
+
+    from dit_lora.training.guard import _APPLIED
+    from dit_lora.training.loop import _clip
+    from dit_lora.training.sync_audit import SyncAudit
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    opt = make_opt(model.parameters())
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12) if fp16 else None
+    outer = _ScaledOptimizer(opt, scaler) if fp16 else opt
+    # the loop's _clip on a stand-in accelerator: fp16 unscales through the scaler, as accelerate's does
+    accelerator = SimpleNamespace(
+        scaler=scaler, unscale_gradients=lambda: scaler.unscale_(opt),
+        clip_grad_norm_=lambda params, norm: (scaler and scaler.unscale_(opt),
+                                              torch.nn.utils.clip_grad_norm_(params, norm))[1])
+    guard = StepGuard(opt, SCHEDULE, steps, torch.device("cpu"), enabled=True, fused=fused, interval=steps,
+                      max_consecutive_skips=8, rollback_lr_factor=0.5, max_rollbacks=1, spike_sigma=None, world_size=1)
+    audit = SyncAudit(torch.device("cpu"), enabled=True)
+    records = []
+    for step in range(1, steps + 1):
+        x = torch.randn(8, 64)
+        before, applied = _state_copy(model, opt), int(guard.counts[_APPLIED])
+        with audit.step():
+            loss = model(x).pow(2).mean()
+            (scaler.scale(loss) if fp16 else loss).backward()
+            if step in bad_steps:
+                loss = loss.detach() * float("nan")  # a non-finite loss with finite gradients
+            norm = _clip(accelerator, model, max_grad_norm)
+            guard.step(outer, opt, loss, norm, step - 1, scaler)
+            opt.zero_grad(set_to_none=True)
+        records.append({"before": before, "after": _state_copy(model, opt), "applied_before": applied,
+                        "applied_after": int(guard.counts[_APPLIED]),
+                        "lr_after": float(opt.param_groups[0]["lr"])})
+    return model, records, audit
+
+
+def _assert_skips_change_nothing(records, bad_steps, *, host_lrs=False):
+    """``host_lrs``: the non-fused path sets the LR an update runs with just before it (else: the next one's)."""
+    applied = 0
+    for step, rec in enumerate(records, 1):
+        if step in bad_steps:
+            assert _unchanged(rec["before"], rec["after"]), f"skipped step {step} changed the state"
+            assert rec["applied_after"] == rec["applied_before"] == applied, step  # schedule position kept
+        else:
+            assert not _unchanged(rec["before"], rec["after"]), f"step {step} was not applied"
+            applied += 1
+            assert rec["applied_after"] == applied, step
+            if host_lrs:  # the LR this update ran with: the schedule's at the updates applied before it
+                assert rec["lr_after"] == pytest.approx(BASE_LR * SCHEDULE[0](applied - 1), rel=1e-6), step
+        if not host_lrs:  # the LR installed for the next update: the schedule's at the updates applied so far
+            assert rec["lr_after"] == pytest.approx(BASE_LR * SCHEDULE[0](applied), rel=1e-6), step
+
+
+def _reference(make_opt, bad_steps, steps=6):
+    """The same batches with the bad steps left out, each applied update at the schedule's LR: no guard."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1))
+    opt = make_opt(model.parameters())
+    applied = 0
+    for step in range(1, steps + 1):
+        x = torch.randn(8, 64)
+        if step in bad_steps:
+            continue
+        model(x).pow(2).mean().backward()
+        for group in opt.param_groups:
+            group["lr"] = BASE_LR * SCHEDULE[0](applied)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        applied += 1
+    return model
+
+
+@pytest.mark.parametrize("max_grad_norm", [0.0, 1.0])
+def test_fp16_loss_scaling_honours_every_skip_with_and_without_clipping(max_grad_norm):
+    """GradScaler's fp16 step on the CPU with fused AdamW. With --max_grad_norm 0 nothing would unscale the
+    gradients, GradScaler's found_inf would stay empty and its step would apply an update the guard skipped
+    (a NaN loss has finite gradients): the loop's _clip unscales, and the guard folds its flag in."""
+    make = lambda params: torch.optim.AdamW(params, lr=BASE_LR, fused=True)  # noqa: E731
+    bad = {3, 5}
+    model, records, audit = _guarded_run(make, fused=True, bad_steps=bad, max_grad_norm=max_grad_norm, fp16=True)
+    _assert_skips_change_nothing(records, bad)
+    assert int(records[-1]["after"]["s/0/step"]) == 4  # the fused step count: applied updates only
+    assert audit.passed == {}, audit.passed  # the fused path reads nothing on the host, scaler included
+    if max_grad_norm == 0.0:  # nothing clipped: the updates are the unguarded ones (the loss scale is a power of 2;
+        ref = _reference(make, bad)  # the fused kernel rounds a tensor LR and a float LR a last bit apart)
+        for a, b in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-8)
+
+
+def _adamw8bit(params):
+    bnb = pytest.importorskip("bitsandbytes")
+    return bnb.optim.AdamW8bit(params, lr=BASE_LR)
+
+
+NON_FUSED = {
+    "bitsandbytes_adamw8bit": _adamw8bit,
+    "torch_adamw_single_tensor": lambda params: torch.optim.AdamW(params, lr=BASE_LR, foreach=False, fused=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NON_FUSED))
+def test_a_non_fused_optimizer_honours_every_skip_and_the_schedule_with_one_sync_per_step(name):
+    """No found_inf hook: the guard reads the skip flag and schedule position once per step (the sync audit's one
+    documented exception) and gives the optimizer host LRs, so it never reads a tensor LR once per parameter. A
+    skipped step changes no parameter, no optimizer state (8-bit moments, quantization maps, step counts) and
+    not the schedule; the applied updates are exactly those of an unguarded run without the bad steps."""
+    make = NON_FUSED[name]
+    bad = {2, 3, 6}
+    model, records, audit = _guarded_run(make, fused=False, bad_steps=bad, steps=7)
+    _assert_skips_change_nothing(records, bad, host_lrs=True)
+    assert audit.passed == {"Tensor.tolist()": 7}, audit.passed  # one host read per step, none per parameter
+    assert any("state1" in k for k in records[-1]["after"]) or name.startswith("torch")  # 8-bit state was checked
+    ref = _reference(make, bad, steps=7)
+    for a, b in zip(model.parameters(), ref.parameters()):
+        assert torch.equal(a, b)
