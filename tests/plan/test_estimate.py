@@ -1,0 +1,127 @@
+"""The plan: extrapolation over depth, checkpointing, the gate's paragraph, the CLI and measured runs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dit_lora.catalogue import by_hub_id
+from dit_lora.config import TrainConfig
+from dit_lora.errors import UserError
+from dit_lora.families import get_family
+from dit_lora.plan import plan_run
+from dit_lora.plan.report import check_fits, format_plan
+from helpers import ROOT, base_args, read_summary, run_recipe
+
+
+def _dit_reader(num_layers: int):
+    """DiT-XL-2-256's published configs (real widths) with ``num_layers`` blocks."""
+    configs = by_hub_id("facebook/DiT-XL-2-256").configs
+
+    def read(subfolder, filename):
+        found = configs.get(f"{subfolder}/{filename}")
+        if found is not None and subfolder == "transformer":
+            found = {**found, "num_layers": num_layers}
+        return found
+
+    return read
+
+
+def _plan(num_layers: int, **options):
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256", resolution=64,
+                      train_batch_size=2, **options)
+    return plan_run(cfg, get_family("dit"), _dit_reader(num_layers), device="cuda")
+
+
+def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
+    """Traced at 1 and 2 blocks and extrapolated to 5 == traced at all 5 blocks."""
+    from dit_lora.plan import estimate
+
+    extrapolated = _plan(5)
+    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth: _direct(family, cfg, read, depth))
+    direct = _plan(5)
+    for a, b in zip(extrapolated.steps, direct.steps):
+        assert (a.bucket, a.checkpointing) == (b.bucket, b.checkpointing)
+        assert a.activation_bytes == pytest.approx(b.activation_bytes, rel=0.02)
+        assert a.flops == pytest.approx(b.flops, rel=0.001)
+    assert extrapolated.weights == direct.weights
+
+
+def _direct(family, cfg, read, depth):
+    """_traces without extrapolation: the full depth traced directly."""
+    from dit_lora.plan import estimate
+    from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module
+
+    steps, encode = [], 0
+    for gc in (False, True):
+        comps, _ = estimate._build(family, cfg, read, depth, gc)
+        with fake_mode() as mode:
+            for module in [comps.model, comps.encoders["vae"]]:
+                fake_module(module, mode)
+            live = LiveBytes()
+            with live:
+                batches = family.plan_batches(cfg, comps)
+            encode = max(encode, live.peak)
+        for bucket, batch in batches:
+            mem, flops = estimate._trace_step(family, cfg, comps, batch, mode)
+            steps.append(estimate.StepTrace(bucket, gc, mem, flops))
+    return steps, encode
+
+
+def test_checkpointing_lowers_activations_and_costs_compute():
+    plan = _plan(3)
+    off = next(s for s in plan.steps if not s.checkpointing)
+    on = next(s for s in plan.steps if s.checkpointing)
+    assert on.activation_bytes < off.activation_bytes
+    assert on.flops > off.flops
+    assert plan.trainable_params > 0 and plan.optimizer_bytes == 8 * plan.trainable_params
+    assert "predicted peak per process" in format_plan(plan, capacity=2**40)
+
+
+def test_the_gate_stops_with_the_fix_and_lets_a_fitting_run_start():
+    plan = _plan(2)
+    check_fits(plan, plan.peak_memory_bytes, "this device")  # fits exactly
+    check_fits(plan, int(plan.peak_memory_bytes / 1.05), "this device")  # within the margin
+    with pytest.raises(UserError) as err:
+        check_fits(plan, plan.peak_memory_bytes // 4, "this cuda device")
+    text = str(err.value)
+    assert "--ignore_memory_plan" in text and "dit-lora plan" in text and "would not fit" in text
+
+
+@pytest.mark.slow
+def test_cli_plans_a_catalogued_checkpoint_without_downloading(tmp_path):
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # an empty cache: the catalogue's configs
+    proc = subprocess.run([sys.executable, "-m", "dit_lora.cli", "plan", "--pretrained_model_name_or_path",
+                           "facebook/DiT-XL-2-256", "--gpu_memory", "24GB", "--json"],
+                          capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["family"] == "dit" and plan["catalogue_entry"] == "facebook/DiT-XL-2-256"
+    assert plan["depth"] == 28
+    assert plan["steps"][0]["bucket"] == "256 x 256 px"  # the catalogue's resolution, not the schema's 1024
+    # bf16 DiT-XL/2 (675M parameters) plus LoRA: 1.3 to 1.5 GiB of transformer weights
+    assert 1.3 * 2**30 < plan["weights"]["model"] < 1.5 * 2**30
+    assert plan["peak_memory_bytes"] < plan["capacity_bytes"] == 24 * 2**30
+
+
+@pytest.mark.slow
+def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "dit_lora.cli", "plan", "--pretrained_model_name_or_path",
+                           str(folder)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode != 0
+    assert "--family" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes_data, tmp_path):
+    out = tmp_path / "out"
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "memory plan: predicted peak" in proc.stdout
+    summary = read_summary(out)
+    predicted, measured = summary["memory_plan"]["peak_memory_bytes"], summary["peak_memory_bytes"]
+    assert abs(predicted - measured) / measured < 0.15, (predicted, measured)
