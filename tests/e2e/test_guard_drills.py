@@ -140,23 +140,50 @@ def test_loss_spike_guard(tiny_sana, shapes_data, tmp_path):
     assert without["skipped_steps"] == 0  # a finite spike passes without the option
 
 
-@pytest.mark.slow
-def test_absurd_learning_rate_ends_with_a_verdict_not_finished(tiny_sana, shapes_data, tmp_path):
-    """Default guard flags: a run that skips most of its updates exits 3 and labels its last finite adapter."""
-    result, out = _train(tiny_sana, shapes_data, tmp_path, learning_rate=1e6, max_train_steps=20,
-                         lr_scheduler="constant")
-    from dit_lora.training.recovery import RunStopped
-
-    assert isinstance(result, RunStopped) and result.exit_code == 3, result
-    summary = read_summary(out)
-    assert summary["skipped_steps"] > 10
-    if summary["status"] != "stopped_nonfinite":  # rollbacks left: the run reached its end
-        assert summary["status"] == "mostly_skipped" and "were skipped" in summary["verdict"]
-        card = (out / "README.md").read_text()
-        assert "last finite state of a failed run" in card
-        assert "were skipped" in str(result) and "--max_skipped_fraction" in str(result)
+def _assert_labelled_last_finite(out: Path, summary: dict) -> None:
+    """The verdict's run: its adapter is written, finite, and called the last finite state in summary and card."""
+    assert summary["status"] == "mostly_skipped", summary["status"]
+    assert "were skipped" in summary["verdict"] and "last finite state" in summary["verdict"], summary["verdict"]
+    card = (out / "README.md").read_text()
+    assert "last finite state of a failed run" in card and summary["verdict"] in card
     assert (out / "pytorch_lora_weights.safetensors").is_file()
     _all_files_finite(out)
+
+
+@pytest.mark.slow
+def test_absurd_learning_rate_ends_with_a_verdict_not_finished(tiny_sana, shapes_data, tmp_path):
+    """Default guard flags: a run that skips most of its updates exits 3 and labels its last finite adapter.
+
+    (20 steps at the default --max_consecutive_skips 8 allow at most 2 rollbacks, under the default
+    --max_rollbacks 3: the run always reaches its end, so the verdict, not the stop, must end it.)"""
+    result, out = _train(tiny_sana, shapes_data, tmp_path, learning_rate=1e6, max_train_steps=20,
+                         lr_scheduler="constant")
+    from dit_lora.training.recovery import RunUnhealthy
+
+    assert isinstance(result, RunUnhealthy) and result.exit_code == 3, result
+    assert "were skipped" in str(result) and "--max_skipped_fraction" in str(result)
+    summary = read_summary(out)
+    assert summary["skipped_steps"] > 10 and summary["rollbacks"] <= 2
+    assert summary["verdict"] == str(result)
+    _assert_labelled_last_finite(out, summary)
+
+
+@pytest.mark.slow
+def test_the_verdict_through_the_recipe_exits_3_with_the_diagnosis(tiny_sana, shapes_data, tmp_path):
+    """What a user sees: the recipe at --learning_rate 1e6 exits 3 (not 0 with 'finished'), prints the verdict
+    with the first fault's diagnosis, and leaves the labelled last finite adapter."""
+    out = tmp_path / "out"
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", learning_rate=1e6,
+                                max_train_steps=12, lr_scheduler="constant", resolution=32, train_batch_size=2))
+    text = " ".join((proc.stdout + proc.stderr).split())
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "Training reached its last step, but" in text and "were skipped" in text, text[-3000:]
+    assert "First fault:" in text and "--max_skipped_fraction" in text and "Traceback" not in text
+    summary = read_summary(out)
+    assert summary["steps"] == 12 and summary["skipped_steps"] > 6
+    squeeze = lambda t: "".join(t.split())  # noqa: E731 - the message is wrapped (also at hyphens)
+    assert squeeze(summary["verdict"]) in squeeze(proc.stderr)  # the paragraph printed is the one recorded
+    _assert_labelled_last_finite(out, summary)
 
 
 @pytest.mark.slow
