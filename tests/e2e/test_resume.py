@@ -29,11 +29,29 @@ SETTINGS = {
     # Triton under the interpreter costs per token: 32 px and batch 2 keep the kernels run short.
     "accumulation_kernels_rollback": dict(COMMON, max_train_steps=8, kernels="on", inject_faults="nan_loss@2-3",
                                           max_consecutive_skips=2, resolution=32, train_batch_size=2),
+    # Default flags, but a kernel check every 3 updates (1, 3, 6): one falls after the resume point (checkpoint-4),
+    # so the checkpointed check schedule and kernel state decide the resumed run's path.
+    "defaults_check_after_resume": dict(max_train_steps=8, checkpointing_steps=4, resolution=32, train_batch_size=2,
+                                        kernel_check_interval=3),
 }
-# Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from)
+# Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from). Mid-step (micro_batch), mid-save
+# (checkpoint_before_marker: the save of that step is incomplete) and right after a save (checkpoint_after_rename).
 INSTANTS = {
     "defaults": [("micro_batch:6", 4), ("checkpoint_before_marker:8", 4), ("checkpoint_after_rename:4", 4)],
-    "accumulation_kernels_rollback": [("micro_batch:11", 4)],  # mid-update (accumulation 2), after a rollback
+    # mid-update (accumulation 2), after a rollback that checkpoint-4 holds (Triton's interpreter makes each
+    # case here ~100 s on 2 cores: the other instants are covered by the settings without --kernels on)
+    "accumulation_kernels_rollback": [("micro_batch:11", 4)],
+    # mid-save of step 8 (a leftover .tmp-checkpoint-8), so the resume from 4 runs the check at 6
+    "defaults_check_after_resume": [("checkpoint_before_marker:8", 4)],
+}
+# What the uninterrupted reference must show, or a setting does not test what it is named for.
+REFERENCE_FACTS = {
+    # the rollback (streak at updates 2-3, guard check every 2 updates) happens at update 4, before the
+    # checkpoint-4 the resumes start from: its snapshot, LR factor and counters must come back from the checkpoint
+    "accumulation_kernels_rollback": lambda s: s["rollbacks"] == 1 and s["rollback_events"][0]["step"] == 4
+    and s["rollback_events"][0]["lr_factor"] == 0.5 and s["skipped_steps"] == 2,
+    # kernel checks at updates 1, 3 and 6: the one at 6 runs after the resume point
+    "defaults_check_after_resume": lambda s: s["kernels"]["check_interval"] == 3 and s["kernels"]["checks"] == 3,
 }
 
 
@@ -46,8 +64,18 @@ def references(tmp_path_factory, tiny_sana, shapes_data):
         out = root / name
         proc = run_recipe(base_args(tiny_sana, shapes_data, out, root / "cache", **opts))
         assert proc.returncode == 0, proc.stdout + proc.stderr
+        summary = read_summary(out)
+        assert REFERENCE_FACTS.get(name, lambda s: True)(summary), (name, {k: summary[k] for k in (
+            "rollbacks", "rollback_events", "skipped_steps", "kernels")})
         done[name] = out
     return done
+
+
+@pytest.mark.slow
+def test_the_references_show_what_each_setting_is_for(references):
+    """The facts the settings rely on, checked on the references (also asserted when they are built)."""
+    for name, fact in REFERENCE_FACTS.items():
+        assert fact(read_summary(references[name])), name
 
 
 @pytest.mark.slow
@@ -69,6 +97,8 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
         assert s[key] == s_ref[key], key
     assert s["kernels"]["fallbacks"] == s_ref["kernels"]["fallbacks"]
     assert s["kernels"]["implementations"] == s_ref["kernels"]["implementations"]
+    assert s["kernels"]["checks"] == s_ref["kernels"]["checks"]  # the same check schedule, not re-run at resume
+    assert s["rollback_events"] == s_ref["rollback_events"]
     assert not list(out.glob(".tmp-checkpoint-*"))
     # Checkpoints hold the weights as trained; only the exported adapter has lora_alpha / rank = 8 / 4 folded
     # into lora_B (once) and stores alpha = rank.
