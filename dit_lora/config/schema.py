@@ -211,7 +211,7 @@ class TrainConfig:
     adam_beta2: float = opt(0.999, "AdamW beta2.", section="training")
     adam_weight_decay: float = opt(1e-4, "AdamW weight decay.", section="training")
     adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training")
-    use_8bit_adam: bool = opt(False, "Use bitsandbytes' 8-bit AdamW (needs CUDA and the `quant` extra).", section="training")
+    use_8bit_adam: bool = opt(False, "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).", section="training")
     mixed_precision: str = opt(
         "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training"
     )
