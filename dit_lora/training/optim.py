@@ -14,7 +14,7 @@ def make_optimizer(cfg, groups: list[dict], device: torch.device) -> tuple[torch
         try:
             import bitsandbytes as bnb
         except Exception as err:
-            raise UserError(f"--use_8bit_adam could not import bitsandbytes ({err}). Install it with `pip install "dit-lora[quant]" -c constraints.txt` (bitsandbytes >= 0.49 runs on CUDA and on a CPU).")
+            raise UserError(f"--use_8bit_adam could not import bitsandbytes ({err}). Install it with `pip install 'dit-lora[quant]' -c constraints.txt` (bitsandbytes >= 0.49 runs on CUDA and on a CPU).")
         return bnb.optim.AdamW8bit(groups, **kwargs), False
     # The fused kernel needs every parameter on one supported device in a floating dtype; master weights are fp32.
     fused = device.type in ("cuda", "cpu", "xpu", "mps")
