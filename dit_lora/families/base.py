@@ -223,6 +223,11 @@ class ModelFamily(ABC):
         """
         raise NotImplementedError(f"the memory planner does not cover the {self.name} family yet")
 
+    def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator,
+                  cfg: TrainConfig) -> torch.Tensor:
+        """The loss the planner traces (on fake tensors): :meth:`compute_loss` unless that reads tensor values."""
+        return self.compute_loss(comps, comps.model, batch, generator, cfg)
+
     # ---- model card -------------------------------------------------------------------------
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Python code for the model card that loads the adapter and generates."""

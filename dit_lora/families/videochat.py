@@ -135,6 +135,67 @@ class VideoChatFamily(ModelFamily):
         self.base_model = path
         return Components(model=model)
 
+    # ---- memory plan ----------------------------------------------------------------------
+    depth_key = ("config.json", "num_hidden_layers")  # the language model's layers (text_config in LLaVA)
+    #: text tokens (question, answer, template) the plan assumes beside the video tokens
+    PLAN_TEXT_TOKENS = 256
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        import transformers
+
+        from ..plan.fake import transformers_on_meta, with_depth
+
+        config = with_depth(read("", "config.json"), "num_hidden_layers", depth)
+        model_class = getattr(transformers, self.spec.model_class)
+        model = transformers_on_meta(config, torch.bfloat16, model_class)
+        self.model_config = model.config
+        return Components(model=model)
+
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """The language model's input embeddings for ``--num_frames`` frames plus :attr:`PLAN_TEXT_TOKENS`.
+
+        The video-token count comes from the spec's own preprocessing of a clip of ``--height`` x ``--width``
+        (default 448 x 448; LLaVA crops every clip to its tower's size anyway).
+        """
+        import numpy as np
+
+        path = cfg.pretrained_model_name_or_path
+        local = path is not None and Path(path).is_dir()
+        prep = self.spec.load_preprocessing(path) if local else {"resize_to": None, **self.spec.default_preprocessing}
+        vision = getattr(self.model_config, "vision_config", None)
+        if not local and getattr(vision, "image_size", None):  # LLaVA: the tower's own size, not the spec default
+            prep.update(shortest_edge=vision.image_size, crop_size=(vision.image_size, vision.image_size))
+        height, width = cfg.height or 448, cfg.width or 448
+        frames = np.zeros((cfg.num_frames, height, width, 3), dtype=np.uint8)
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():  # the spec's real preprocessing of one small clip: counts need values
+            video = self.spec.video_token_count(self.spec.frame_inputs(frames, prep), self.model_config)
+        length = min(video + self.PLAN_TEXT_TOKENS, self.max_length(cfg))
+        hidden = getattr(self.model_config, "text_config", self.model_config).hidden_size
+        batch = {"inputs_embeds": torch.empty(cfg.train_batch_size, length, hidden, dtype=torch.bfloat16,
+                                              requires_grad=True),  # they carry the projector's gradient
+                 "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long)}
+        return [(f"{cfg.num_frames} frames of {height} x {width}: {video} video + {length - video} text tokens",
+                 batch)]
+
+    def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator,
+                  cfg: TrainConfig) -> torch.Tensor:
+        """The language model and its loss on the batch's embeddings, as the model's own forward runs them.
+
+        The full forward merges video features by the token ids' values and places Qwen's 3-D positions by
+        the grid's, which fake tensors do not have. What it leaves out: the frozen vision tower, which keeps no
+        activations (nothing in it trains) and whose transient peak is one layer's.
+        """
+        import torch.nn.functional as F
+
+        model = comps.model
+        language_model = self.spec.module(model, self.spec.language_model)
+        hidden = language_model(inputs_embeds=batch["inputs_embeds"], use_cache=False).last_hidden_state
+        logits = model.get_output_embeddings()(hidden)
+        return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), batch["labels"][:, 1:].flatten(),
+                               ignore_index=-100)
+
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         from ..vlm.liger import apply_liger, plain_loss
 

@@ -112,7 +112,7 @@ def _trace_step(family, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int
     generator = torch.Generator().manual_seed(0)
     with mode, fused_attention(), live, torch.autocast("cpu", dtype=cfg.weight_dtype,
                                                       enabled=cfg.mixed_precision != "no"):
-        loss = family.compute_loss(comps, model, batch, generator, cfg)
+        loss = family.plan_loss(comps, batch, generator, cfg)
         loss.backward()
     model.zero_grad(set_to_none=True)
     return live.peak + batch_bytes, live.flops

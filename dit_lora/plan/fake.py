@@ -129,9 +129,17 @@ def fake_mode() -> Iterator:
 
 
 def with_depth(config: dict, key: str, depth: int | None) -> dict:
-    """A copy of ``config`` with ``key`` (the block count) set to ``depth`` (unchanged when None)."""
+    """A copy of ``config`` with ``key`` (the block count) set to ``depth`` (unchanged when None).
+
+    As :func:`dit_lora.catalogue.lookup` reads it: a key missing at the top lives in ``text_config`` (a video
+    LLM's language model as transformers 5 saves it).
+    """
     out = dict(config)
-    if depth is not None:
+    if depth is None:
+        return out
+    if key not in out and isinstance(out.get("text_config"), dict):
+        out["text_config"] = {**out["text_config"], key: depth}
+    else:
         out[key] = depth
     return out
 
