@@ -125,3 +125,30 @@ def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes
     summary = read_summary(out)
     predicted, measured = summary["memory_plan"]["peak_memory_bytes"], summary["peak_memory_bytes"]
     assert abs(predicted - measured) / measured < 0.15, (predicted, measured)
+
+
+@pytest.mark.slow
+def test_a_run_that_would_not_fit_stops_before_loading(tiny_sana, shapes_data, tmp_path, monkeypatch):
+    """The recipe's gate: with the device's memory below the prediction, nothing loads and the paragraph says why."""
+    from helpers import train_in_process
+
+    from dit_lora.families.sana import SanaFamily
+    from dit_lora.plan import report
+
+    monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)  # a 1 MiB device
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model loaded although the plan said it would not fit")
+
+    monkeypatch.setattr(SanaFamily, "load_components", never)
+    err, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
+    assert isinstance(err, UserError), err
+    assert "would not fit" in str(err) and "--ignore_memory_plan" in str(err)
+    assert not (out / "train_summary.json").exists()
+
+    monkeypatch.undo()
+    monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)
+    summary, _ = train_in_process(tiny_sana, shapes_data, tmp_path / "anyway", max_train_steps=2,
+                                  ignore_memory_plan="true")
+    assert isinstance(summary, dict), summary
+    assert summary["memory_plan"] is None
