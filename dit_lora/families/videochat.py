@@ -7,7 +7,8 @@ training loop, guards, checkpoints and Hub push are the diffusion recipes' own:
 * LoRA on the language model's q/k/v/o/gate/up/down projections (only there: the vision tower has
   modules with the same names) at ``--learning_rate``; the projector trained fully at
   ``--backbone_learning_rate``; the vision tower frozen unless ``--train_vision_tower``.
-* The model is loaded in bf16 whatever the checkpoint's dtype; fp16 is refused as elsewhere.
+* The model is loaded in bf16 whatever the checkpoint's dtype (fp32 with ``--mixed_precision no``, as the frozen
+  weights of every family load in ``cfg.weight_dtype``); fp16 is refused as elsewhere.
 * The loss counts answer tokens only; with ``--use_liger_kernel`` on a CUDA GPU it is Liger's fused
   linear cross-entropy on the language model's last hidden states (no full logits tensor).
 * Output: a PEFT adapter (``adapter_model.safetensors`` + ``adapter_config.json``) plus the trained
@@ -124,8 +125,9 @@ class VideoChatFamily(ModelFamily):
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         path = cfg.pretrained_model_name_or_path
-        # bf16 whatever the checkpoint holds: VideoChat2's fp16 Mistral is where its NaN reports come from.
-        model = self.spec.load_model(path, torch.bfloat16)
+        # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
+        # when --mixed_precision no asks for it (fp16 was refused in validation).
+        model = self.spec.load_model(path, cfg.weight_dtype)
         model.requires_grad_(False)
         skip_placeholder_count_check(model)
         model.to(device)
@@ -147,7 +149,7 @@ class VideoChatFamily(ModelFamily):
 
         config = with_depth(read("", "config.json"), "num_hidden_layers", depth)
         model_class = getattr(transformers, self.spec.model_class)
-        model = transformers_on_meta(config, torch.bfloat16, model_class)
+        model = transformers_on_meta(config, cfg.weight_dtype, model_class)
         self.model_config = model.config
         return Components(model=model)
 
@@ -173,7 +175,7 @@ class VideoChatFamily(ModelFamily):
             video = self.spec.video_token_count(self.spec.frame_inputs(frames, prep), self.model_config)
         length = min(video + self.PLAN_TEXT_TOKENS, self.max_length(cfg))
         hidden = getattr(self.model_config, "text_config", self.model_config).hidden_size
-        batch = {"inputs_embeds": torch.empty(cfg.train_batch_size, length, hidden, dtype=torch.bfloat16,
+        batch = {"inputs_embeds": torch.empty(cfg.train_batch_size, length, hidden, dtype=cfg.weight_dtype,
                                               requires_grad=True),  # they carry the projector's gradient
                  "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long)}
         return [(f"{cfg.num_frames} frames of {height} x {width}: {video} video + {length - video} text tokens",
@@ -305,7 +307,7 @@ class VideoChatFamily(ModelFamily):
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, self.base_model)
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
-        model = self.spec.load_model(cfg.pretrained_model_name_or_path, torch.bfloat16)
+        model = self.spec.load_model(cfg.pretrained_model_name_or_path, cfg.weight_dtype)
         self.attach_adapter(model, adapter_dir)
         model.to(device).eval()
         return VideoQAPipe(model, self.tokenizer, self.prep, self)
