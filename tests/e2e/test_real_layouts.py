@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
-from real_layout import cogvideox_pipeline, dit_pipeline, sana_pipeline
+from real_layout import cogvideox_pipeline, dit_pipeline, llava_next_video_folder, qwen2_5_vl_folder, sana_pipeline
 from safetensors.torch import load_file
 
 from helpers import read_summary, run_recipe
@@ -102,3 +102,82 @@ def test_dit_xl_256_layout_with_imagenet_class_folders(tmp_path):
     assert int(pipe.transformer.config.num_embeds_ada_norm) == 1000
     assert pipe.get_label_ids(["tench", "n01443537", "goldfish"]) == [0, 1, 1]
     assert len(_lora_params(pipe.transformer)) > 0
+
+
+def _video_llm_run(family: str, model: Path, data: Path, out: Path, *extra: str):
+    """A data folder, a step count and where to write, plus what a CPU needs: ``--mixed_precision no`` (the model
+    then loads in fp32: bf16 matmuls at 4096 wide run at 3.7 GFLOPS on the test machine's AVX2 cores, 16.6 in fp32)
+    and ``--gradient_accumulation_steps 1`` (the catalogue's 8 would make 2 steps 16 forward-backward passes)."""
+    args = ["--family", family, "--pretrained_model_name_or_path", str(model), "--train_data_dir", str(data),
+            "--output_dir", str(out), "--max_train_steps", "2", "--report_to", "none", "--mixed_precision", "no",
+            "--gradient_accumulation_steps", "1", *extra]
+    proc = run_recipe(args, recipe="videochat", timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    return " ".join(proc.stdout.split()), read_summary(out)
+
+
+def _check_video_llm_run(text: str, summary: dict, hub_id: str, published_layers: int, depth_key: str) -> None:
+    import math
+
+    assert f"has the published config of {hub_id}" in text
+    assert f"except {depth_key} 1 (published: {published_layers})" in text
+    assert "memory plan: predicted peak" in text
+    assert "--gradient_accumulation_steps 1 yours (the catalogue's: 8)" in text
+    assert summary["defaults"]["catalogue_entry"] == hub_id
+    assert summary["defaults"]["applied"] == {"train_batch_size": 1, "rank": 8, "lora_alpha": 16,
+                                              "learning_rate": 1e-4}
+    assert summary["status"] == "completed" and summary["applied_updates"] == 2
+    assert summary["loss_history"] and all(math.isfinite(loss) for _, loss in summary["loss_history"])
+
+
+def _check_peft_reload(model_class, model: Path, out: Path) -> None:
+    """The adapter loads with PEFT itself on a fresh copy of the checkpoint, every saved LoRA tensor landing."""
+    from peft import PeftModel
+
+    fresh = model_class.from_pretrained(model, dtype=torch.float32, local_files_only=True)
+    peft_model = PeftModel.from_pretrained(fresh, str(out))
+    saved = load_file(str(out / "adapter_model.safetensors"))
+    loaded = {k: v for k, v in peft_model.state_dict().items() if "lora_" in k}
+    assert len(loaded) == len(saved) > 0
+    assert peft_model.peft_config["default"].r == 8
+    # Saved keys lack the adapter name ("...lora_A.weight" is "...lora_A.default.weight" once loaded).
+    for key, value in saved.items():
+        assert torch.equal(loaded[key.replace(".weight", ".default.weight")], value.to(torch.float32)), key
+    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained: B left zero
+
+
+def test_llava_next_video_7b_layout(tmp_path):
+    """llava-hf's layout (sharded safetensors, tokenizer.model + tokenizer.json, chat_template.json, CLIP 336 px
+    preprocessor configs) at the 7B's widths, one language-model and one CLIP layer. ``--num_frames 1``: the tower
+    crops every clip to 336 px, 144 video tokens a frame, and a 4096-wide step of 8 frames is minutes on a CPU."""
+    from transformers import AutoTokenizer, LlavaNextVideoForConditionalGeneration
+
+    from dit_lora.demo.qa_clips import make_qa_dataset
+
+    hub_id = "llava-hf/LLaVA-NeXT-Video-7B-hf"
+    model = llava_next_video_folder(tmp_path / "models", hub_id)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    assert tokenizer.convert_tokens_to_ids(["<video>", "<image>"]) == [32000, 32001] and tokenizer.pad_token_id == 0
+    data = make_qa_dataset(tmp_path / "data", n=2, num_frames=8, size=64, seed=0).parent
+    text, summary = _video_llm_run("llava_next_video", model, data, tmp_path / "out", "--num_frames", "1")
+    _check_video_llm_run(text, summary, hub_id, 32, "text_config.num_hidden_layers")
+    _check_peft_reload(LlavaNextVideoForConditionalGeneration, model, tmp_path / "out")
+
+
+def test_qwen2_5_vl_3b_layout(tmp_path):
+    """The Qwen repos' layout (sharded safetensors, vocab.json + merges.txt + tokenizer.json, chat_template.json,
+    the published preprocessor_config.json) at the 3B's widths and vocabulary, one language-model layer and one
+    vision block; the default 8 frames (64 px clips: 4 video tokens per pair of frames)."""
+    from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+
+    from dit_lora.demo.qa_clips import make_qa_dataset
+
+    hub_id = "Qwen/Qwen2.5-VL-3B-Instruct"
+    model = qwen2_5_vl_folder(tmp_path / "models", hub_id)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    ids = tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>", "<|video_pad|>", "<|im_end|>"])
+    assert ids == [151652, 151653, 151656, 151645] and tokenizer.pad_token_id == 151643
+    data = make_qa_dataset(tmp_path / "data", n=2, num_frames=8, size=64, seed=0).parent
+    text, summary = _video_llm_run("qwen2_5_vl", model, data, tmp_path / "out")
+    _check_video_llm_run(text, summary, hub_id, 36, "num_hidden_layers")
+    _check_peft_reload(Qwen2_5_VLForConditionalGeneration, model, tmp_path / "out")

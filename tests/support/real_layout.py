@@ -173,3 +173,252 @@ def dit_pipeline(root: Path, hub_id: str = "facebook/DiT-XL-2-256", layers: int 
     index["id2label"] = {str(i): (labels or {}).get(str(i), f"class number {i}") for i in range(1000)}
     (folder / "model_index.json").write_text(json.dumps(index))
     return folder
+
+
+# ---- video LLMs (transformers layout: everything in the repo root) -------------------------------------------------
+
+#: CLIP's normalisation, as every llava-hf and Qwen2.5-VL preprocessor config writes it
+_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+#: llava-hf's LLaVA-NeXT-Video chat template (the repos' chat_template.json): roles upper-cased, images then videos
+#: then text of each message, the assistant's text in a generation block, no end-of-turn token after answers.
+LLAVA_NEXT_VIDEO_CHAT_TEMPLATE = (
+    "{% for message in messages %}{% if message['role'] != 'system' %}{{ message['role'].upper() + ': '}}{% endif %}"
+    "{# Render all images first #}{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}{# Render all video then #}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'video') %}{{ '<video>\n' }}{% endfor %}"
+    "{# Render all text next #}{% if message['role'] != 'assistant' %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}{{ content['text'] + ' '}}"
+    "{% endfor %}{% else %}{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{% generation %}{{ content['text'] + ' '}}{% endgeneration %}{% endfor %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+#: Qwen2-VL / Qwen2.5-VL Instruct chat template (chat_template.json and tokenizer_config.json of the Qwen repos)
+QWEN2_5_VL_CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+    "{% endif %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}"
+    "<|im_end|>\n{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: "
+    "{% endif %}<|vision_start|><|image_pad|><|vision_end|>{% elif content['type'] == 'video' or 'video' in content %}"
+    "{% set video_count.value = video_count.value + 1 %}{% if add_vision_id %}Video {{ video_count.value }}: "
+    "{% endif %}<|vision_start|><|video_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}"
+    "{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% endif %}"
+)
+
+#: Qwen2.5's added tokens from id 151643 on (tokenizer.json / added_tokens.json of the Qwen2.5-VL repos); the
+#: last eight are not special (tool calls and fill-in-the-middle markers, normal text to the tokenizer)
+QWEN_ADDED_TOKENS = (
+    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True), ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True), ("<|box_start|>", True), ("<|box_end|>", True), ("<|quad_start|>", True),
+    ("<|quad_end|>", True), ("<|vision_start|>", True), ("<|vision_end|>", True), ("<|vision_pad|>", True),
+    ("<|image_pad|>", True), ("<|video_pad|>", True), ("<tool_call>", False), ("</tool_call>", False),
+    ("<|fim_prefix|>", False), ("<|fim_middle|>", False), ("<|fim_suffix|>", False), ("<|fim_pad|>", False),
+    ("<|repo_name|>", False), ("<|file_sep|>", False),
+)
+QWEN_FIRST_ADDED_ID = 151643  # the regular byte-level BPE vocabulary holds ids 0..151642
+
+
+def _padded_vocab(vocab: dict[str, int], size: int, filler: str) -> dict[str, int]:
+    """``vocab`` grown to exactly ``size`` entries with tokens no merge produces, so the added tokens after it get
+    the real checkpoint's ids (the locally learned vocabulary is a few hundred tokens; the real one fills the gap)."""
+    out = dict(vocab)
+    i = 0
+    while len(out) < size:
+        out.setdefault(filler.format(i), len(out))
+        i += 1
+    return out
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _save_weights(config, folder: Path, model_class: str, seed: int) -> None:
+    """Random bf16 weights in the Hub's sharded safetensors layout (``model-0000i-of-0000n.safetensors`` and the
+    index); built in bf16 so a 7B-wide layer costs its bf16 bytes only once."""
+    import transformers
+
+    cls = getattr(transformers, model_class)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = cls(config)  # transformers' own init: normal(0, initializer_range) weights, nothing all-zero
+    finally:
+        torch.set_default_dtype(previous)
+    model.save_pretrained(folder, safe_serialization=True, max_shard_size="400MB")
+
+
+def llama_tokenizer_files(folder: Path, vocab_size: int = 32000, added: dict[str, int] | None = None,
+                          template: str | None = None) -> Path:
+    """llava-hf's Llama tokenizer files: ``tokenizer.model`` (SentencePiece BPE with byte fallback, ids 0-2 =
+    ``<unk> <s> </s>``), ``tokenizer.json`` (the same pieces as a ``tokenizers`` BPE, the vocabulary grown to
+    ``vocab_size`` so ``added`` keep their real ids), ``tokenizer_config.json``, ``special_tokens_map.json``,
+    ``added_tokens.json``; pad is ``<unk>`` (id 0, the text config's ``pad_token_id``)."""
+    import sentencepiece
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    from transformers.convert_slow_tokenizer import SentencePieceExtractor
+
+    added = added if added is not None else {"<video>": 32000, "<image>": 32001}
+    folder.mkdir(parents=True, exist_ok=True)
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS), model_writer=out, vocab_size=400, model_type="bpe", byte_fallback=True,
+        hard_vocab_limit=False, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2)
+    (folder / "tokenizer.model").write_bytes(out.getvalue())
+    pieces = SentencePieceExtractor(str(folder / "tokenizer.model")).extract(models.BPE)
+    vocab = _padded_vocab(pieces["vocab"], vocab_size, "▁<filler{}>")
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=pieces["merges"], unk_token="<unk>", fuse_unk=True,
+                                   byte_fallback=True))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    backend.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                         decoders.Strip(" ", 1, 0)])
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                           special_tokens=[("<s>", 1)])
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<unk>", "<s>", "</s>")])
+    for token, _ in sorted(added.items(), key=lambda kv: kv[1]):
+        backend.add_special_tokens([AddedToken(token, special=True, normalized=False)])
+    assert {t: backend.token_to_id(t) for t in added} == added, "added tokens did not get the real ids"
+    backend.save(str(folder / "tokenizer.json"))
+    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+                        "special": True} for t, i in [("<unk>", 0), ("<s>", 1), ("</s>", 2), *added.items()]}
+    config = {"add_bos_token": True, "add_eos_token": False, "add_prefix_space": None, "added_tokens_decoder": decoder,
+              "bos_token": "<s>", "clean_up_tokenization_spaces": False, "eos_token": "</s>", "legacy": True,
+              "model_max_length": 1000000000000000019884624838656, "pad_token": "<unk>", "padding_side": "left",
+              "processor_class": "LlavaNextVideoProcessor", "sp_model_kwargs": {}, "spaces_between_special_tokens": False,
+              "tokenizer_class": "LlamaTokenizer", "unk_token": "<unk>", "use_default_system_prompt": False}
+    if template is not None:
+        config["chat_template"] = template
+    _write_json(folder / "tokenizer_config.json", config)
+    _write_json(folder / "special_tokens_map.json", {
+        "bos_token": {"content": "<s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+        "eos_token": {"content": "</s>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False},
+        "pad_token": "<unk>",
+        "unk_token": {"content": "<unk>", "lstrip": False, "normalized": False, "rstrip": False, "single_word": False}})
+    _write_json(folder / "added_tokens.json", dict(sorted(added.items())))
+    return folder
+
+
+def llava_next_video_folder(root: Path, hub_id: str = "llava-hf/LLaVA-NeXT-Video-7B-hf", layers: int = 1,
+                            vision_layers: int = 1, seed: int = 0) -> Path:
+    """LLaVA-NeXT-Video as llava-hf lays it out: the catalogue's ``config.json`` (real widths, heads and the full
+    32064-token vocabulary; ``layers`` language-model layers and ``vision_layers`` CLIP layers), random bf16
+    weights in sharded safetensors, ``generation_config.json``, the Llama tokenizer files
+    (:func:`llama_tokenizer_files`: ``<video>`` 32000, ``<image>`` 32001), ``chat_template.json`` (the template is
+    not in ``tokenizer_config.json``, as in the current repos), and the CLIP 336 px ``preprocessor_config.json`` and
+    ``video_preprocessor_config.json``."""
+    from transformers import LlavaNextVideoConfig
+
+    entry = by_hub_id(hub_id)
+    config = json.loads(json.dumps(entry.configs["config.json"]))
+    config["text_config"]["num_hidden_layers"] = layers
+    config["vision_config"]["num_hidden_layers"] = vision_layers
+    folder = root / hub_id.split("/")[-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    video, image = config["video_token_index"], config["image_token_index"]
+    _save_weights(LlavaNextVideoConfig.from_dict(config), folder, "LlavaNextVideoForConditionalGeneration", seed)
+    _write_json(folder / "config.json", config)  # as published (save_pretrained writes transformers' own spelling)
+    _write_json(folder / "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
+    llama_tokenizer_files(folder, vocab_size=video, added={"<video>": video, "<image>": image})
+    _write_json(folder / "chat_template.json", {"chat_template": LLAVA_NEXT_VIDEO_CHAT_TEMPLATE})
+    size = config["vision_config"]["image_size"]
+    common = {"crop_size": {"height": size, "width": size}, "do_center_crop": True, "do_convert_rgb": True,
+              "do_normalize": True, "do_rescale": True, "do_resize": True, "image_mean": _CLIP_MEAN,
+              "image_std": _CLIP_STD, "processor_class": "LlavaNextVideoProcessor", "resample": 3,
+              "rescale_factor": 0.00392156862745098, "size": {"shortest_edge": size}}
+    _write_json(folder / "preprocessor_config.json", {
+        **common, "aspect_ratio_setting": "anyres", "image_grid_pinpoints": config["image_grid_pinpoints"],
+        "image_processor_type": "LlavaNextImageProcessor"})
+    _write_json(folder / "video_preprocessor_config.json", {**common, "video_processor_type": "LlavaNextVideoVideoProcessor"})
+    return folder
+
+
+def qwen_tokenizer_files(folder: Path, template: str = QWEN2_5_VL_CHAT_TEMPLATE) -> Path:
+    """Qwen2.5's tokenizer files: ``vocab.json`` + ``merges.txt`` (Qwen2's byte-level BPE: its split regex, NFC,
+    every byte a token; merges learned on the demo's words, the vocabulary grown to 151643 entries) and
+    ``tokenizer.json`` with :data:`QWEN_ADDED_TOKENS` at their real ids (``<|vision_start|>`` 151652,
+    ``<|video_pad|>`` 151656 ...), ``tokenizer_config.json`` (Qwen2Tokenizer, eos ``<|im_end|>``, pad
+    ``<|endoftext|>``, no bos, the chat template), ``added_tokens.json``, ``special_tokens_map.json``."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    from dit_lora.demo.tiny_qwen_vl import _QWEN_SPLIT_REGEX, _bytes_to_unicode, _corpus_words, _learn_merges
+
+    folder.mkdir(parents=True, exist_ok=True)
+    alphabet = _bytes_to_unicode()
+    merges = _learn_merges(_corpus_words(), alphabet)
+    vocab: dict[str, int] = {alphabet[b]: b for b in range(256)}
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    vocab = _padded_vocab(vocab, QWEN_FIRST_ADDED_ID, "filler{}")
+    _write_json(folder / "vocab.json", vocab)
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges), encoding="utf-8")
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(_QWEN_SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    backend.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    for token, special in QWEN_ADDED_TOKENS:
+        backend.add_tokens([AddedToken(token, special=special, normalized=False)])
+    ids = {t: QWEN_FIRST_ADDED_ID + i for i, (t, _) in enumerate(QWEN_ADDED_TOKENS)}
+    assert {t: backend.token_to_id(t) for t in ids} == ids, "added tokens did not get the real ids"
+    backend.save(str(folder / "tokenizer.json"))
+    _write_json(folder / "added_tokens.json", dict(sorted(ids.items())))
+    decoder = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
+                        "special": s} for (t, s), i in zip(QWEN_ADDED_TOKENS, ids.values())}
+    _write_json(folder / "tokenizer_config.json", {
+        "add_prefix_space": False, "added_tokens_decoder": decoder,
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                                      "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
+                                      "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                                      "<|video_pad|>"],
+        "bos_token": None, "chat_template": template, "clean_up_tokenization_spaces": False, "eos_token": "<|im_end|>",
+        "errors": "replace", "model_max_length": 131072, "pad_token": "<|endoftext|>", "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer", "unk_token": None})
+    _write_json(folder / "special_tokens_map.json", {
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                                      "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>",
+                                      "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
+                                      "<|video_pad|>"],
+        "eos_token": {"content": "<|im_end|>", "lstrip": False, "normalized": False, "rstrip": False,
+                      "single_word": False},
+        "pad_token": {"content": "<|endoftext|>", "lstrip": False, "normalized": False, "rstrip": False,
+                      "single_word": False}})
+    return folder
+
+
+def qwen2_5_vl_folder(root: Path, hub_id: str = "Qwen/Qwen2.5-VL-3B-Instruct", layers: int = 1,
+                      vision_layers: int = 1, seed: int = 0) -> Path:
+    """Qwen2.5-VL as the Qwen repos lay it out: the catalogue's ``config.json`` (real widths, heads, the full
+    vocabulary; ``layers`` language-model layers, ``vision_layers`` vision blocks with the last one full
+    attention as in every published file), random bf16 weights in sharded safetensors, ``generation_config.json``,
+    the tokenizer files (:func:`qwen_tokenizer_files`), ``chat_template.json`` and the published
+    ``preprocessor_config.json`` (min_pixels 3136, max_pixels 12845056, patch 14, temporal patch 2, merge 2)."""
+    from transformers import Qwen2_5_VLConfig
+
+    entry = by_hub_id(hub_id)
+    config = json.loads(json.dumps(entry.configs["config.json"]))
+    config.update(num_hidden_layers=layers, max_window_layers=layers)
+    config["vision_config"].update(depth=vision_layers, fullatt_block_indexes=[vision_layers - 1])
+    folder = root / hub_id.split("/")[-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    _save_weights(Qwen2_5_VLConfig.from_dict(config), folder, "Qwen2_5_VLForConditionalGeneration", seed)
+    _write_json(folder / "config.json", config)  # as published (save_pretrained writes transformers' own spelling)
+    _write_json(folder / "generation_config.json", {
+        "bos_token_id": 151643, "pad_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643],
+        "repetition_penalty": 1.05, "temperature": 0.1, "top_p": 0.001, "top_k": 1})
+    qwen_tokenizer_files(folder)
+    _write_json(folder / "chat_template.json", {"chat_template": QWEN2_5_VL_CHAT_TEMPLATE})
+    _write_json(folder / "preprocessor_config.json", {
+        "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
+        "image_mean": _CLIP_MEAN, "image_std": _CLIP_STD, "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor"})
+    return folder
