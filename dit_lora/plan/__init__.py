@@ -11,12 +11,16 @@ from ..config import TrainConfig
 from .estimate import Plan, StepTrace, plan_run
 
 
-def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None) -> Plan:
-    """The plan of ``cfg`` as ``family`` would train it (``entry``: the matched catalogue entry, if any)."""
+def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None,
+              both_settings: bool = True) -> Plan:
+    """The plan of ``cfg`` as ``family`` would train it (``entry``: the matched catalogue entry, if any).
+
+    ``both_settings``: trace with and without activation checkpointing (see :func:`~.estimate.plan_run`).
+    """
     from ..catalogue.defaults import config_reader
 
     return plan_run(cfg, family, config_reader(cfg), device=device, num_processes=num_processes,
-                    catalogue_entry=entry.hub_id if entry is not None else None)
+                    catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings)
 
 
 __all__ = ["Plan", "StepTrace", "make_plan", "plan_run"]

@@ -129,25 +129,33 @@ def _build(family, cfg: TrainConfig, read, depth: int | None, checkpointing: boo
     return comps, made
 
 
-def _traces(family, cfg: TrainConfig, read, full_depth: int) -> tuple[list[StepTrace], int]:
-    """Step traces for every bucket with and without checkpointing, and the peak of one encode call."""
-    depths = (1, 2) if full_depth >= 2 else (full_depth,)
+def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
+            ) -> tuple[list[StepTrace], int]:
+    """Step traces for every bucket and checkpointing setting in ``settings``, and the peak of one encode call.
+
+    One fake mode serves every trace, so the batches (the family's encode of one micro-batch per bucket) are
+    made once and reused; a model of at most two blocks is traced at its own depth.
+    """
+    depths = (1, 2) if full_depth > 2 else (full_depth,)
     measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
-    encode_peak = 0
-    for gc in (False, True):
+    encode_peak, batches = 0, None
+    mode = fake_mode()  # entered per use: the meta modules are built outside it
+    for gc in settings:
         for depth in depths:
             comps, _ = _build(family, cfg, read, depth, gc)  # meta modules, outside the fake mode
-            with fake_mode() as mode:
-                for module in [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]:
-                    fake_module(module, mode)
+            modules = [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]
+            for module in modules:
+                fake_module(module, mode)
+            with mode:
                 family.configure(comps, cfg)
-                live = LiveBytes()
-                with live:
-                    batches = family.plan_batches(cfg, comps)
-                encode_peak = max(encode_peak, live.peak)
+                if batches is None:
+                    live = LiveBytes()
+                    with live:
+                        batches = family.plan_batches(cfg, comps)
+                    encode_peak = live.peak
             for bucket, batch in batches:
                 measured.setdefault((bucket, gc), []).append(_trace_step(family, cfg, comps, batch, mode))
-            del comps, batches
+            del comps, modules
     out = []
     for (bucket, gc), points in measured.items():
         if len(points) == 2:  # per block: the difference; the rest: what one block leaves over
@@ -160,8 +168,13 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int) -> tuple[list[StepT
 
 
 def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
-             catalogue_entry: str | None = None) -> Plan:
-    """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved)."""
+             catalogue_entry: str | None = None, both_settings: bool = True) -> Plan:
+    """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
+
+    ``both_settings`` traces the step with and without activation checkpointing (the table and its advice);
+    without it only the run's own setting is traced (the start-of-run gate, which asks for the other only
+    when the run does not fit).
+    """
     from ..catalogue import lookup
     from ..training.trainables import attach_trainables
 
@@ -183,7 +196,8 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
     cached = bool(comps.encoders) and cfg.cache_latents
-    steps, encode_peak = _traces(family, cfg, read, full_depth)
+    settings = (False, True) if both_settings else (checkpointing,)
+    steps, encode_peak = _traces(family, cfg, read, full_depth, settings)
     return Plan(
         model=str(cfg.pretrained_model_name_or_path), family=family.name, catalogue_entry=catalogue_entry,
         device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,

@@ -118,14 +118,12 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
-@contextmanager
-def fake_mode() -> Iterator:
-    """A ``FakeTensorMode`` that accepts the real tensors a family keeps (scheduler tables, RoPE caches)."""
+def fake_mode():
+    """A ``FakeTensorMode`` (enter it with ``with``) that accepts the real tensors a family keeps (scheduler
+    tables, RoPE caches)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    with mode:
-        yield mode
+    return FakeTensorMode(allow_non_fake_inputs=True)
 
 
 def with_depth(config: dict, key: str, depth: int | None) -> dict:

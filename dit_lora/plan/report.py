@@ -70,7 +70,8 @@ def advice(plan: Plan, capacity: int) -> str:
     if peak <= capacity:
         return f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare)."
     options = []
-    if not plan.checkpointing and plan.peak_bytes(True) <= capacity:
+    traced_with = any(s.checkpointing for s in plan.steps)
+    if not plan.checkpointing and traced_with and plan.peak_bytes(True) <= capacity:
         options.append(f"--gradient_checkpointing true (peak {_gib(plan.peak_bytes(True))}, about "
                        f"{_step_cost(plan):.0%} more compute per step)")
     smaller = _batch_that_fits(plan, capacity)

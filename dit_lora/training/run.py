@@ -171,11 +171,14 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
     device = accelerator.device
     try:
         plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
-                         entry=defaults.entry)
+                         entry=defaults.entry, both_settings=False)
+        capacity = device_memory(device)
+        if plan.peak_memory_bytes > capacity:  # the advice weighs the other checkpointing setting too
+            plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
+                             entry=defaults.entry)
     except (NotImplementedError, UserError) as err:
         log(f"memory plan: none ({err})")
         return None
-    capacity = device_memory(device)
     log(f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)")

@@ -16,31 +16,34 @@ from dit_lora.plan.report import check_fits, format_plan
 from helpers import ROOT, base_args, read_summary, run_recipe
 
 
-def _dit_reader(num_layers: int):
-    """DiT-XL-2-256's published configs (real widths) with ``num_layers`` blocks."""
+def _dit_reader(num_layers: int, narrow: bool):
+    """DiT-XL-2-256's published configs with ``num_layers`` blocks (``narrow``: 2 heads of 16, for speed)."""
     configs = by_hub_id("facebook/DiT-XL-2-256").configs
+    changes = {"num_layers": num_layers, **({"num_attention_heads": 2, "attention_head_dim": 16} if narrow else {})}
 
     def read(subfolder, filename):
         found = configs.get(f"{subfolder}/{filename}")
         if found is not None and subfolder == "transformer":
-            found = {**found, "num_layers": num_layers}
+            found = {**found, **changes}
         return found
 
     return read
 
 
-def _plan(num_layers: int, **options):
+def _plan(num_layers: int, narrow: bool = False):
     cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256", resolution=64,
-                      train_batch_size=2, **options)
-    return plan_run(cfg, get_family("dit"), _dit_reader(num_layers), device="cuda")
+                      train_batch_size=2)
+    return plan_run(cfg, get_family("dit"), _dit_reader(num_layers, narrow), device="cuda")
 
 
+@pytest.mark.slow  # traces DiT-XL's real width five blocks deep: a minute and a half on 2 cores
 def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
     """Traced at 1 and 2 blocks and extrapolated to 5 == traced at all 5 blocks."""
     from dit_lora.plan import estimate
 
     extrapolated = _plan(5)
-    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth: _direct(family, cfg, read, depth))
+    monkeypatch.setattr(estimate, "_traces", lambda family, cfg, read, depth, settings: _direct(family, cfg, read,
+                                                                                                depth, settings))
     direct = _plan(5)
     for a, b in zip(extrapolated.steps, direct.steps):
         assert (a.bucket, a.checkpointing) == (b.bucket, b.checkpointing)
@@ -49,13 +52,13 @@ def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
     assert extrapolated.weights == direct.weights
 
 
-def _direct(family, cfg, read, depth):
+def _direct(family, cfg, read, depth, settings):
     """_traces without extrapolation: the full depth traced directly."""
     from dit_lora.plan import estimate
     from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module
 
     steps, encode = [], 0
-    for gc in (False, True):
+    for gc in settings:
         comps, _ = estimate._build(family, cfg, read, depth, gc)
         with fake_mode() as mode:
             for module in [comps.model, comps.encoders["vae"]]:
@@ -70,8 +73,14 @@ def _direct(family, cfg, read, depth):
     return steps, encode
 
 
-def test_checkpointing_lowers_activations_and_costs_compute():
-    plan = _plan(3)
+@pytest.fixture(scope="module")
+def dit_plan():
+    """DiT-XL/2 narrowed, three blocks, 64 px, batch 2, both checkpointing settings."""
+    return _plan(3, narrow=True)
+
+
+def test_checkpointing_lowers_activations_and_costs_compute(dit_plan):
+    plan = dit_plan
     off = next(s for s in plan.steps if not s.checkpointing)
     on = next(s for s in plan.steps if s.checkpointing)
     assert on.activation_bytes < off.activation_bytes
@@ -80,8 +89,8 @@ def test_checkpointing_lowers_activations_and_costs_compute():
     assert "predicted peak per process" in format_plan(plan, capacity=2**40)
 
 
-def test_the_gate_stops_with_the_fix_and_lets_a_fitting_run_start():
-    plan = _plan(2)
+def test_the_gate_stops_with_the_fix_and_lets_a_fitting_run_start(dit_plan):
+    plan = dit_plan
     check_fits(plan, plan.peak_memory_bytes, "this device")  # fits exactly
     check_fits(plan, int(plan.peak_memory_bytes / 1.05), "this device")  # within the margin
     with pytest.raises(UserError) as err:
