@@ -222,6 +222,10 @@ def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audit
     # A refused sync raises; what passed under a documented exception happened at the kernel check of update 1
     # (kernel_check_interval 500) and nowhere else: zero syncs in every other step.
     assert set(audit.passed_in) <= {1}, audit.passed_in
+    # Every family's default run also made its memory plan (a family the planner does not cover would say "none").
+    plan = summary["memory_plan"]
+    assert plan is not None and plan["family"] == summary["family"] and plan["peak_memory_bytes"] > 0
+    assert [s["checkpointing"] for s in plan["steps"]] == [plan["checkpointing"]]  # the gate traced one setting
 
 
 @pytest.mark.slow
