@@ -110,8 +110,21 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
 
 
 def _peak_memory_bytes(device) -> int:
+    """On a GPU the caching allocator's peak; on a CPU this process's peak resident set.
+
+    The CPU figure is ``VmHWM`` of ``/proc/self/status`` where there is one: Linux carries the launching
+    process's resident size into ``ru_maxrss`` across fork and exec (a recipe started by a 2 GiB Python
+    process reports at least 2 GiB), while ``VmHWM`` is the high-water mark of this program's own memory.
+    """
     if device.type == "cuda":
         return int(torch.cuda.max_memory_allocated(device))
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 

@@ -161,3 +161,19 @@ def test_a_run_that_would_not_fit_stops_before_loading(tiny_sana, shapes_data, t
                                   ignore_memory_plan="true")
     assert isinstance(summary, dict), summary
     assert summary["memory_plan"] is None
+
+
+def test_measured_cpu_peak_is_the_runs_own_not_its_launchers():
+    """Linux carries a launcher's resident size into a child's ru_maxrss across fork and exec: a recipe started
+    from a 1.5 GiB process would report at least 1.5 GiB. The summary's figure (VmHWM) is the run's own."""
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("no /proc")
+    held = bytearray(1536 * 2**20)
+    held[::4096] = b"\x01" * len(held[::4096])  # resident, not just reserved
+    code = ("import resource, torch; from dit_lora.training.finish import _peak_memory_bytes; "
+            "print(_peak_memory_bytes(torch.device('cpu')), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    ours, inherited = map(int, proc.stdout.split())
+    del held
+    assert inherited >= 1536 * 2**20 > 2 * ours, (ours, inherited)
