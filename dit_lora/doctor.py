@@ -385,6 +385,21 @@ def _fused_kernels_check() -> Check:
     return Check("fused kernels", value, OK, f"{why}; `--kernels on` keeps the PyTorch paths")
 
 
+def _quantize_check() -> Check:
+    """``--quantize_base``: whether bitsandbytes and torchao are present and which schemes run on this device."""
+    import torch
+
+    from . import quantize
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    present = ", ".join(f"{dist} {installed_version(dist) or 'absent'}" for dist in ("bitsandbytes", "torchao"))
+    runs = quantize.what_runs(device)
+    usable = [s for s, how in runs.items() if how == "runs"]
+    value = f"{present}; on {device}: " + (", ".join(usable) if usable else "none") + " run"
+    notes = "; ".join(f"{s}: {how[4:]}" for s, how in runs.items() if how != "runs")
+    return Check("quantized base", value, OK, notes and f"--quantize_base {notes}")
+
+
 def model_checks(model: str, revision: str | None = None) -> list[Check]:
     """What ``model`` (a local folder or a Hub id) needs from this environment: its tokenizers' packages.
 
@@ -439,6 +454,7 @@ def run_checks(*, import_check: bool = True, model: str | None = None) -> list[C
         ("torch 2.5.0 + CUDA", _torch_cuda_sdpa_check),
         ("kernels", _kernels_shadow_check),
         ("fused kernels", _fused_kernels_check),
+        ("quantized base", _quantize_check),
     ]
     if model:
         extra.append(("model", lambda: model_checks(model)))

@@ -47,6 +47,15 @@ class TrainConfig:
     )
     revision: str | None = opt(None, "Hub revision (branch, tag or commit) of the pretrained model.", section="model")
     variant: str | None = opt(None, "Weight variant to load, e.g. `bf16` for repos that ship one.", section="model")
+    quantize_base: str = opt(
+        "none",
+        "Load the model that gets LoRA (the diffusion transformer; a video LLM's language model) quantized through "
+        "the libraries' own configs: `nf4` (bitsandbytes 4-bit, also on a CPU), `int8` (bitsandbytes LLM.int8) or "
+        "`fp8` (torchao fp8 weights: CUDA GPUs of compute capability 8.9+). LoRA goes on the quantized linears and "
+        "trains in fp32; the adapter loads into the ordinary unquantized pipeline. Quantized weights cannot be "
+        "trained in full (--train_backbone).",
+        choices=("none", "nf4", "int8", "fp8"), section="model",
+    )
     demo: bool = opt(
         False,
         "Build a tiny randomly initialised pipeline at pretrained_model_name_or_path and a generated "

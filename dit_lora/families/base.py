@@ -82,6 +82,12 @@ class ModelFamily(ABC):
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """Load the model that gets LoRA (bf16, frozen) and whatever else the family needs, on ``device``."""
 
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+        """Modules of the trained model that ``--quantize_base`` leaves unquantized (beyond the library's own
+        ``_keep_in_fp32_modules``): none for the diffusion transformers, everything but the language model
+        for the video LLMs."""
+        return []
+
     def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """Defaults for a model no catalogue entry matches: ``{option: (value, why)}``, derived from the model's
         own small configs (e.g. the resolution its ``sample_size`` implies). A catalogue entry's values replace

@@ -57,6 +57,7 @@ from typing import Any
 
 import torch
 
+from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
 from ..tokenizer_files import check_tokenizer_packages
@@ -304,9 +305,11 @@ class CogVideoXFamily(DiffusionFamily):
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
         try:
-            transformer = CogVideoXTransformer3DModel.from_pretrained(
-                path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant, **common
-            )
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = CogVideoXTransformer3DModel.from_pretrained(
+                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg), **common
+                )
             vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", torch_dtype=dtype, **common)
             text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)

@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
 from ..output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
@@ -249,10 +250,11 @@ class DiTFamily(DiffusionFamily):
         path = cfg.pretrained_model_name_or_path
         common = {"revision": cfg.revision}
         try:
-            transformer = DiTTransformer2DModel.from_pretrained(
-                path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant, use_safetensors=True,
-                **common
-            )
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = DiTTransformer2DModel.from_pretrained(
+                    path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant,
+                    use_safetensors=True, **quantize.diffusers_kwargs(cfg), **common
+                )
             vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, use_safetensors=True,
                                                 **common)
         except (OSError, ValueError, ImportError) as err:

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
 from ..tokenizer_files import check_tokenizer_packages
@@ -135,9 +136,11 @@ class SanaFamily(DiffusionFamily):
         common = {"revision": cfg.revision, "use_safetensors": True}
         try:
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
-            transformer = SanaTransformer2DModel.from_pretrained(
-                path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant, **common
-            )
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = SanaTransformer2DModel.from_pretrained(
+                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg), **common
+                )
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
             text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
 from ..output.names import PEFT_ADAPTER_FILE
@@ -127,7 +128,8 @@ class VideoChatFamily(ModelFamily):
         path = cfg.pretrained_model_name_or_path
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
         # when --mixed_precision no asks for it (fp16 was refused in validation).
-        model = self.spec.load_model(path, cfg.weight_dtype)
+        model = self.spec.load_model(path, cfg.weight_dtype,
+                                     quantization_config=quantize.transformers_config(cfg, self.quantize_skip_modules(cfg)))
         model.requires_grad_(False)
         skip_placeholder_count_check(model)
         model.to(device)
@@ -232,6 +234,11 @@ class VideoChatFamily(ModelFamily):
 
     def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
         return list(cfg.train_backbone) or [re.escape(self.spec.projector) + r"\..*"]
+
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+        """The language model is quantized; the vision tower, projector and output head stay in the weight dtype
+        (small beside it), so --train_vision_tower and the projector still train on a quantized base."""
+        return [m for m in (self.spec.vision_tower, self.spec.projector, "lm_head") if m]
 
     def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
         if not cfg.train_vision_tower:

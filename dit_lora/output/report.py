@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
-
+from .. import quantize
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
@@ -82,6 +82,8 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
         "train_backbone": family.backbone_patterns(cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
+                                             if quantize.enabled(cfg) else None),
         **family.card_settings(cfg),
         "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
@@ -102,6 +104,11 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "is folded into the lora_B weights\nand the files store alpha = rank"
         if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     ) + f", so {loaders} all apply the trained strength."
+    quantized = (
+        f"\nTrained on a quantized base ({quantize.describe(cfg)}, `--quantize_base {cfg.quantize_base}`). The adapter "
+        "is an ordinary one: load it into the unquantized pipeline as below (it then differs from the trained model "
+        "by the base's quantization error only), or into one quantized the same way.\n"
+        if quantize.enabled(cfg) else "")
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
     content = f"""---
@@ -112,7 +119,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
 {warning}
 LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
 {strength}
-
+{quantized}
 ## Usage
 
 ```python

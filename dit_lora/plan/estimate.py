@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
 from .fake import LiveBytes, fused_attention, fake_mode, fake_module, module_bytes
@@ -65,6 +66,7 @@ class Plan:
     process_bytes: int  # the Python process itself (CPU only)
     checkpointing: bool  # the run's setting
     steps: list[StepTrace] = field(default_factory=list)
+    quantized: str | None = None  # --quantize_base: the trained model's Linear weights counted at that size
 
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
@@ -191,6 +193,9 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     comps = family.plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_trainables(comps.model, family, cfg).checkpointing
     weights = {"model": module_bytes(comps.model)}
+    if quantize.enabled(cfg):  # the linears the library quantizes, at their quantized size; the rest as loaded
+        names = quantize.quantized_linears(comps.model, family.quantize_skip_modules(cfg))
+        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
@@ -208,5 +213,5 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         cache_phase_bytes=sum(weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
-        checkpointing=checkpointing, steps=steps,
+        checkpointing=checkpointing, steps=steps, quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
     )

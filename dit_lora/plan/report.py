@@ -42,7 +42,9 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
             + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
             + f"), {plan.num_processes} process(es) on {plan.device}, batch {plan.train_batch_size} "
             f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)")
-    rows = [(f"weights: {name}", _gib(size)) for name, size in plan.weights.items()]
+    rows = [(f"weights: {name}" + (f" (Linear weights {plan.quantized}-quantized)" if plan.quantized and
+                                   name == plan.trained_component else ""), _gib(size))
+            for name, size in plan.weights.items()]
     rows += [("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
              ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
              ("rollback snapshot (guard)", _gib(plan.snapshot_bytes))]

@@ -32,7 +32,9 @@ import torch
 from ..catalogue.defaults import resolve_defaults
 from ..config import TrainConfig
 from ..data import batches as batch_lib
+from .. import quantize
 from ..errors import UserError
+from ..quantize import QuantizeError
 from ..families import get_family
 from ..fileio import write_json_atomic
 from ..kernels import kernel_runtime, patch_model
@@ -176,6 +178,8 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
         if plan.peak_memory_bytes > capacity:  # the advice weighs the other checkpointing setting too
             plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
                              entry=defaults.entry)
+    except QuantizeError:  # a refusal, not a planning problem
+        raise
     except (NotImplementedError, UserError) as err:
         log(f"memory plan: none ({err})")
         return None
@@ -227,12 +231,15 @@ def _start(cfg: TrainConfig) -> Run:
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)
+    quantize.check_config(cfg, accelerator.device.type)  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in family.start_notes(cfg):
         log(note)
     for note in family.precision_notes(cfg):
         log(f"warning: {note}")
+    if quantize.enabled(cfg):
+        log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg)}")
     if cfg.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
     set_seed(cfg.seed)

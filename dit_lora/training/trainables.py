@@ -8,6 +8,7 @@ from typing import Iterable
 
 import torch
 
+from .. import quantize
 from ..errors import UserError
 
 
@@ -119,6 +120,9 @@ def attach_trainables(model: torch.nn.Module, family, cfg) -> Trainables:
     backbone = unfreeze_backbone(model, family.backbone_patterns(cfg))
     extra = [(label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
              for label, patterns, lr in family.extra_trainable(cfg)]
+    if quantize.enabled(cfg):  # on the plan's meta model (before loading) and on the loaded one
+        quantize.check_trainable(cfg, backbone + [n for _, names, _ in extra for n in names],
+                                 quantize.quantized_linears(model, family.quantize_skip_modules(cfg)))
     cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
     checkpointing = family.gradient_checkpointing_default if cfg.gradient_checkpointing is None \
         else cfg.gradient_checkpointing

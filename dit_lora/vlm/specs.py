@@ -235,13 +235,16 @@ class VideoLLMSpec:
             )
         return folder
 
-    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:
-        """Load the model from local folder ``path`` in ``dtype`` (no Hub access)."""
+    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16,
+                   quantization_config=None) -> torch.nn.Module:
+        """Load the model from local folder ``path`` in ``dtype`` (no Hub access), quantized by
+        ``quantization_config`` (transformers' own) when one is given."""
         import transformers
 
         folder = self._local_dir(path, "model path")
         cls = getattr(transformers, self.model_class, None) or transformers.AutoModelForImageTextToText
-        return cls.from_pretrained(folder, dtype=dtype, local_files_only=True, use_safetensors=True)
+        extra = {} if quantization_config is None else {"quantization_config": quantization_config}
+        return cls.from_pretrained(folder, dtype=dtype, local_files_only=True, use_safetensors=True, **extra)
 
     def load_tokenizer(self, path: str | Path):
         """Load the tokenizer of local folder ``path``, with ``chat_template`` set.

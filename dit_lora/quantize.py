@@ -1,0 +1,262 @@
+"""Quantized base models (``--quantize_base nf4|int8|fp8``): the checks, the libraries' configs, the sizes.
+
+The model that gets LoRA is loaded quantized by the libraries themselves: diffusers' and transformers'
+``BitsAndBytesConfig`` (nf4: ``bitsandbytes.nn.Linear4bit``, int8: ``Linear8bitLt``) or ``TorchAoConfig``
+(fp8 weights) passed as ``quantization_config=`` to ``from_pretrained``. Nothing here replaces a module.
+PEFT puts LoRA on the quantized linears (its bnb and torchao layers); the LoRA weights stay fp32 masters.
+
+diffusers' bitsandbytes quantizers refuse to run without a GPU (their ``validate_environment``), although
+bitsandbytes >= 0.48 runs nf4/int8 on a CPU and transformers' quantizers accept it. On a machine without a
+GPU :func:`diffusers_loading` maps the two bitsandbytes methods to subclasses of diffusers' own quantizers
+that only drop that GPU check and place the model on the CPU, for the duration of one ``from_pretrained``.
+
+The bad inputs stop in :func:`check_config` (before anything loads) with one paragraph naming the flag
+and the fix; backbone training of quantized weights stops in :func:`check_trainable` (on the memory plan's
+meta-device model, before loading, and again on the loaded model).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterable
+
+import torch
+
+from .errors import UserError
+
+SCHEMES = ("none", "nf4", "int8", "fp8")
+#: bitsandbytes' nf4 block size: one fp32 absmax per 64 weights (no double quantization)
+NF4_BLOCK = 64
+
+
+class QuantizeError(UserError):
+    """A --quantize_base request that cannot run; never downgraded to a note (the memory plan re-raises it)."""
+
+
+def enabled(cfg) -> bool:
+    return getattr(cfg, "quantize_base", "none") not in (None, "none")
+
+
+def bitsandbytes_status() -> str | None:
+    """None when bitsandbytes imports, else why not."""
+    try:
+        import bitsandbytes  # noqa: F401
+    except Exception as err:  # noqa: BLE001 - a broken install raises all sorts
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def torchao_status() -> str | None:
+    try:
+        import torchao  # noqa: F401
+    except Exception as err:  # noqa: BLE001
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def fp8_status(device_type: str | None = None) -> str | None:
+    """None when fp8 weights (torchao) can run here, else why not."""
+    why = torchao_status()
+    if why is not None:
+        return f"torchao is not importable ({why})"
+    if not torch.cuda.is_available() or (device_type not in (None, "cuda")):
+        return "there is no CUDA device (torchao's fp8 weights need one)"
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) < (8, 9):
+        return f"this GPU (compute capability {major}.{minor}) has no fp8 support (Ada/Hopper, 8.9 or newer, has)"
+    return None
+
+
+def what_runs(device_type: str) -> dict[str, str]:
+    """Each scheme: `runs` or why it does not, on ``device_type`` (the doctor prints it)."""
+    bnb = bitsandbytes_status()
+    fp8 = fp8_status(device_type)
+    return {"nf4": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
+            "int8": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
+            "fp8": "runs" if fp8 is None else f"no: {fp8}"}
+
+
+def check_config(cfg, device_type: str) -> None:
+    """Refuse a --quantize_base request that cannot run, before anything loads."""
+    scheme = getattr(cfg, "quantize_base", "none")
+    if scheme in (None, "none"):
+        return
+    if scheme not in SCHEMES:
+        raise QuantizeError(f"--quantize_base {scheme} is not a scheme dit-lora knows. Use one of {', '.join(SCHEMES)}.")
+    if scheme in ("nf4", "int8"):
+        why = bitsandbytes_status()
+        if why is not None:
+            raise QuantizeError(
+                f"--quantize_base {scheme} loads the model with bitsandbytes, which is not importable here ({why}). "
+                "Install it (`pip install -e \".[quant]\" -c constraints.txt`, or `pip install bitsandbytes`; "
+                "bitsandbytes >= 0.48 also runs on a CPU), or train without --quantize_base."
+            )
+        return
+    if cfg.allow_fp16 or cfg.mixed_precision == "fp16":
+        raise QuantizeError(
+            "--quantize_base fp8 was combined with fp16 (--allow_fp16 / --mixed_precision fp16): fp8 weights "
+            "dequantize into the compute dtype, and fp16's range turns their large values into Inf. Drop "
+            "--allow_fp16 and train with --mixed_precision bf16 (the default), or use --quantize_base nf4."
+        )
+    why = fp8_status(device_type)
+    if why is not None:
+        raise QuantizeError(
+            f"--quantize_base fp8 cannot run on this machine: {why}. fp8 weights need torchao and a CUDA GPU of "
+            "compute capability 8.9 or newer (Ada, Hopper). Use --quantize_base nf4 (bitsandbytes; runs on any "
+            "GPU and on a CPU) or int8, or train without --quantize_base."
+        )
+
+
+# ---- the libraries' configs -----------------------------------------------------------------
+def diffusers_config(cfg):
+    """diffusers' quantization config for --quantize_base, or None."""
+    scheme = cfg.quantize_base
+    if scheme in (None, "none"):
+        return None
+    if scheme == "fp8":
+        from diffusers import TorchAoConfig
+
+        return TorchAoConfig("float8wo_e4m3")
+    from diffusers import BitsAndBytesConfig
+
+    if scheme == "nf4":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                  bnb_4bit_compute_dtype=cfg.weight_dtype)
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def diffusers_kwargs(cfg) -> dict:
+    """``{"quantization_config": ...}`` for a diffusers ``from_pretrained``, or ``{}`` without --quantize_base."""
+    config = diffusers_config(cfg)
+    return {} if config is None else {"quantization_config": config}
+
+
+def transformers_config(cfg, skip_modules: Iterable[str] = ()):
+    """transformers' quantization config for --quantize_base (``skip_modules`` stay unquantized), or None."""
+    scheme = cfg.quantize_base
+    if scheme in (None, "none"):
+        return None
+    skip = list(skip_modules) or None
+    if scheme == "fp8":
+        from torchao.quantization import Float8WeightOnlyConfig
+        from transformers import TorchAoConfig
+
+        return TorchAoConfig(Float8WeightOnlyConfig(), modules_to_not_convert=skip)
+    from transformers import BitsAndBytesConfig
+
+    if scheme == "nf4":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                  bnb_4bit_compute_dtype=cfg.weight_dtype, llm_int8_skip_modules=skip)
+    return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
+
+
+@contextlib.contextmanager
+def diffusers_loading(cfg):
+    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))``.
+
+    With a GPU, or without bitsandbytes quantization, it does nothing. Without one, diffusers' bitsandbytes
+    quantizers would refuse ("No GPU found"); their CPU subclasses below are used instead, for this load only.
+    """
+    if cfg.quantize_base not in ("nf4", "int8") or torch.cuda.is_available():
+        yield
+        return
+    from diffusers.quantizers import auto
+
+    saved = dict(auto.AUTO_QUANTIZER_MAPPING)
+    auto.AUTO_QUANTIZER_MAPPING.update(_cpu_quantizers())
+    try:
+        yield
+    finally:
+        auto.AUTO_QUANTIZER_MAPPING.clear()
+        auto.AUTO_QUANTIZER_MAPPING.update(saved)
+
+
+def _cpu_quantizers() -> dict:
+    from diffusers.quantizers.bitsandbytes.bnb_quantizer import BnB4BitDiffusersQuantizer, BnB8BitDiffusersQuantizer
+
+    def validate_environment(self, *args, **kwargs):  # the parents' checks, less "a GPU is needed"
+        if bitsandbytes_status() is not None:
+            raise ImportError("bitsandbytes is not importable")
+
+    def update_device_map(self, device_map):
+        return device_map or {"": "cpu"}
+
+    made = {}
+    for key, parent in (("bitsandbytes_4bit", BnB4BitDiffusersQuantizer), ("bitsandbytes_8bit", BnB8BitDiffusersQuantizer)):
+        made[key] = type(f"Cpu{parent.__name__}", (parent,), {"validate_environment": validate_environment,
+                                                              "update_device_map": update_device_map})
+    return made
+
+
+# ---- which weights are quantized ----------------------------------------------------------------
+def _skipped(name: str, skip: Iterable[str]) -> bool:
+    return any(name == s or name.startswith(s + ".") or name.endswith("." + s) or name == s.rsplit(".", 1)[-1]
+               for s in skip)
+
+
+def quantized_linears(model: torch.nn.Module, skip_modules: Iterable[str] = ()) -> list[str]:
+    """Names of the Linear modules --quantize_base quantizes: every ``nn.Linear`` (bitsandbytes' layers are
+    subclasses) outside ``skip_modules`` and the model's ``_keep_in_fp32_modules``. Works on a meta-device
+    model (the plan) and on a loaded one."""
+    keep = list(getattr(model, "_keep_in_fp32_modules", None) or [])
+    skip = list(skip_modules)
+    names = []
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        if _skipped(name, skip) or any(k in name.split(".") for k in keep):
+            continue
+        if ".lora_" in name:  # PEFT's own layers (after add_lora): fp32, never quantized
+            continue
+        names.append(name)
+    return names
+
+
+def check_trainable(cfg, trained_names: Iterable[str], quantized: Iterable[str]) -> None:
+    """Refuse full training (--train_backbone, a family's extra groups) of weights that are quantized."""
+    if not enabled(cfg):
+        return
+    weights = {q + ".weight" for q in quantized} | {q + ".base_layer.weight" for q in quantized}
+    hit = [n for n in trained_names if n in weights]
+    if hit:
+        raise QuantizeError(
+            f"--quantize_base {cfg.quantize_base} stores the base model's Linear weights quantized, and the run would "
+            f"also train {len(hit)} of them in full (e.g. `{hit[0]}`, chosen by --train_backbone "
+            f"{' '.join(cfg.train_backbone) or '(the family default)'}). Quantized weights cannot be trained: narrow "
+            "--train_backbone to non-Linear weights (norms, biases, embeddings), or drop --quantize_base to train them."
+        )
+
+
+def quantized_bytes(module: torch.nn.Linear, scheme: str) -> int:
+    """Bytes ``module``'s weight takes once quantized: nf4 half a byte a weight plus one fp32 absmax per 64,
+    int8 one byte a weight plus one fp32 scale per output row, fp8 one byte plus one fp32 scale per row."""
+    weight = module.weight
+    n = weight.numel()
+    if scheme == "nf4":
+        return n // 2 + n % 2 + 4 * -(-n // NF4_BLOCK)
+    rows = weight.shape[0]
+    return n + 4 * rows
+
+
+def quantized_weight_savings(model: torch.nn.Module, scheme: str, names: Iterable[str]) -> int:
+    """Bytes the quantized Linear weights ``names`` save against their unquantized storage in ``model``."""
+    modules = dict(model.named_modules())
+    saved = 0
+    for name in names:
+        module = modules[name]
+        w = module.weight
+        saved += w.numel() * w.element_size() - quantized_bytes(module, scheme)
+    return saved
+
+
+def describe(cfg) -> str | None:
+    """One line for logs and the model card, or None when the base is not quantized."""
+    if not enabled(cfg):
+        return None
+    kind = {"nf4": "bitsandbytes nf4 (4-bit)", "int8": "bitsandbytes LLM.int8 (8-bit)",
+            "fp8": "torchao fp8 weights"}[cfg.quantize_base]
+    return f"{kind}; the LoRA weights trained in fp32"
+
+
+__all__ = ["SCHEMES", "QuantizeError", "check_config", "check_trainable", "describe", "diffusers_config",
+           "diffusers_loading", "enabled", "quantized_bytes", "quantized_linears", "transformers_config", "what_runs"]
