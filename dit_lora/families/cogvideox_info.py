@@ -4,15 +4,12 @@ family itself."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from ..config import TrainConfig
 from ..errors import UserError
-from .pipeline_files import is_local, read_component_config
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
@@ -26,19 +23,6 @@ OFS_VALUE = 2.0
 #: A requested size is refused (without --allow_untrained_resolution) when its latent tokens per clip are
 #: above MAX_TOKEN_RATIO or below MIN_TOKEN_RATIO times those of the checkpoint's trained size.
 MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 0.25
-
-
-def _read_model_index(cfg: TrainConfig) -> dict | None:
-    path = cfg.pretrained_model_name_or_path
-    if is_local(path):
-        file = Path(path) / "model_index.json"
-        return json.loads(file.read_text()) if file.is_file() else None
-    try:
-        from huggingface_hub import hf_hub_download
-
-        return json.loads(Path(hf_hub_download(path, "model_index.json", revision=cfg.revision)).read_text())
-    except Exception:  # offline or gated: the full load reports it
-        return None
 
 
 @dataclass(frozen=True)
@@ -110,10 +94,16 @@ class ModelInfo:
 
 
 def model_info(cfg: TrainConfig) -> ModelInfo:
-    """Read ``model_index.json``, the transformer and VAE configs (small files only)."""
-    index = _read_model_index(cfg) or {}
-    tr = read_component_config(cfg, "transformer") or {}
-    vae = read_component_config(cfg, "vae") or {}
+    """Read ``model_index.json``, the transformer and VAE configs (small files only).
+
+    Through the catalogue's reader: a catalogued Hub id not yet downloaded reads its published configs.
+    """
+    from ..catalogue.defaults import config_reader
+
+    read = config_reader(cfg)
+    index = read("", "model_index.json") or {}
+    tr = read("transformer", "config.json") or {}
+    vae = read("vae", "config.json") or {}
     pipeline_class = index.get("_class_name")
     task, evidence = None, ""
     if tr and vae:

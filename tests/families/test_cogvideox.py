@@ -506,3 +506,15 @@ def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models
     assert "9x64x64" in family.start_notes(_cfg(tiny))[0] and "not a catalogued" in family.start_notes(_cfg(tiny))[0]
     with pytest.raises(UserError, match="--allow_untrained_resolution"):
         family.validate_config(_cfg(tiny, height=256, width=256))
+
+
+@pytest.mark.parametrize("hub_id, size", [("THUDM/CogVideoX1.5-5B", (81, 768, 1360)), ("THUDM/CogVideoX-5b", (49, 480, 720))])
+def test_an_undownloaded_catalogued_id_gets_its_trained_size(hub_id, size, tmp_path, monkeypatch):
+    """`dit-lora plan THUDM/CogVideoX1.5-5B` with nothing downloaded plans 81 x 768 x 1360, not 1.0's size."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+
+    cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=hub_id)
+    assert get_family("cogvideox").video_buckets(cfg) == [size]
