@@ -1,0 +1,117 @@
+"""dit_lora/quantize.py: the refusals (one paragraph, before loading), quantized sizes, the plan, the audit, the doctor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dit_lora import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.quantize import QuantizeError
+
+
+def _cfg(**kw):
+    return TrainConfig(**{"mixed_precision": "no", **kw})
+
+
+def _paragraph(err) -> str:
+    text = str(err)
+    assert "\n" not in text and "--quantize_base" in text
+    return text
+
+
+def test_nf4_without_bitsandbytes_names_the_flag_and_the_install(monkeypatch):
+    monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
+    for scheme in ("nf4", "int8"):
+        with pytest.raises(QuantizeError) as err:
+            quantize.check_config(_cfg(quantize_base=scheme), "cpu")
+        assert f"--quantize_base {scheme}" in _paragraph(err.value) and "pip install" in str(err.value)
+    quantize.check_config(_cfg(), "cpu")  # none never needs anything
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU refusal")
+def test_fp8_on_a_device_without_fp8_is_refused():
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(quantize_base="fp8"), "cpu")
+    assert "nf4" in _paragraph(err.value)
+
+
+def test_fp8_with_allow_fp16_is_refused():
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(quantize_base="fp8", allow_fp16=True), "cuda")
+    assert "--allow_fp16" in _paragraph(err.value)
+
+
+def test_quantized_bytes():
+    lin = torch.nn.Linear(128, 64, device="meta")
+    assert quantize.quantized_bytes(lin, "nf4") == 8192 // 2 + 4 * 8192 // 64
+    assert quantize.quantized_bytes(lin, "int8") == 8192 + 4 * 64
+
+
+def test_backbone_training_of_quantized_weights_stops_at_the_plan_before_loading(tiny_dit, tmp_path):
+    """The start-of-run plan builds the meta model and attaches the trainables: a quantized Linear weight under
+    --train_backbone stops there (QuantizeError is never downgraded to a planning note); embeddings may train."""
+    from dit_lora.families import get_family
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.report import format_plan
+
+    family = get_family("dit")
+    cfg = _cfg(family="dit", pretrained_model_name_or_path=str(tiny_dit), resolution=64, rank=4, train_batch_size=1,
+               quantize_base="nf4", train_backbone=["attn1\\.to_q"])
+    with pytest.raises(QuantizeError) as err:
+        make_plan(cfg, family, device="cpu", both_settings=False)
+    assert "--train_backbone" in _paragraph(err.value)
+    plain = make_plan(_cfg(**{**cfg.__dict__, "quantize_base": "none", "train_backbone": []}), family,
+                      device="cpu", both_settings=False)
+    nf4 = make_plan(_cfg(**{**cfg.__dict__, "train_backbone": ["class_embedder"]}), family, device="cpu", both_settings=False)
+    assert nf4.weights["model"] < plain.weights["model"] and nf4.weights["vae"] == plain.weights["vae"]
+    assert "nf4-quantized" in format_plan(nf4)
+
+
+def test_nf4_model_passes_the_precision_audit(tiny_dit):
+    pytest.importorskip("bitsandbytes")
+    from diffusers import DiTTransformer2DModel
+
+    from dit_lora.families.base import Components
+    from dit_lora.families.dit import make_peft_capable
+    from dit_lora.training.precision import audit_precision
+    from dit_lora.training.trainables import add_lora, cast_trainable_to_fp32
+
+    cfg = _cfg(quantize_base="nf4")
+    with quantize.diffusers_loading(cfg):
+        model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.float32,
+                                                      **quantize.diffusers_kwargs(cfg))
+    model = make_peft_capable(model).requires_grad_(False)
+    add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q", "to_k", "to_v"], seed=0)
+    cast_trainable_to_fp32(model, under_autocast=False)
+    assert quantize.quantized_linears(model)  # the base_layers are bitsandbytes Linear4bit
+    assert audit_precision(Components(model=model), {"model": torch.float32}, allow_fp16=False) == []
+
+
+def test_doctor_reports_the_quantization_backends():
+    from dit_lora.doctor import run_checks
+
+    (check,) = [c for c in run_checks(import_check=False) if c.name == "quantized base"]
+    assert "bitsandbytes" in check.value and "torchao" in check.value and check.status == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp8 weights need CUDA")
+def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
+    why = quantize.fp8_status("cuda")
+    if why is not None:
+        pytest.skip(why)
+    from diffusers import DiTTransformer2DModel
+
+    from dit_lora.families.dit import make_peft_capable
+    from dit_lora.training.trainables import add_lora
+
+    cfg = _cfg(quantize_base="fp8", mixed_precision="bf16")
+    model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.bfloat16,
+                                                  **quantize.diffusers_kwargs(cfg)).to("cuda")
+    model = make_peft_capable(model).requires_grad_(False)
+    add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q"], seed=0)
+    x = torch.randn(1, 4, 8, 8, device="cuda", dtype=torch.bfloat16)
+    out = model(x, timestep=torch.tensor([10], device="cuda"), class_labels=torch.tensor([1], device="cuda")).sample
+    out.float().pow(2).mean().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
