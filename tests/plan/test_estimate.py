@@ -128,7 +128,8 @@ def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path):
 @pytest.mark.slow
 def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes_data, tmp_path):
     out = tmp_path / "out"
-    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2))
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2,
+                                ignore_memory_plan="false"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "memory plan: predicted peak" in proc.stdout
     summary = read_summary(out)
@@ -150,7 +151,7 @@ def test_a_run_that_would_not_fit_stops_before_loading(tiny_sana, shapes_data, t
         raise AssertionError("the model loaded although the plan said it would not fit")
 
     monkeypatch.setattr(SanaFamily, "load_components", never)
-    err, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
+    err, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2, ignore_memory_plan="false")
     assert isinstance(err, UserError), err
     assert "would not fit" in str(err) and "--ignore_memory_plan" in str(err)
     assert not (out / "train_summary.json").exists()
