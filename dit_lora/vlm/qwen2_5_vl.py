@@ -163,9 +163,10 @@ class Qwen25VLSpec(VideoLLMSpec):
     default_preprocessing = QWEN_VIDEO_DEFAULTS
 
     # -- loading ------------------------------------------------------------------------
-    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:
+    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16,
+                   quantization_config=None) -> torch.nn.Module:
         """Load the model (see the base class) and install :meth:`prepare_model`'s M-RoPE hooks."""
-        return self.prepare_model(super().load_model(path, dtype))
+        return self.prepare_model(super().load_model(path, dtype, quantization_config=quantization_config))
 
     def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Make every forward/generate with video (or image) grids use 3-D M-RoPE positions.
