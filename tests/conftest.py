@@ -17,11 +17,37 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # when a kernel is decorated, so it must be set before anything imports dit_lora.kernels.
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Tests run on 2 pytest-xdist workers (DEFAULT_WORKERS); on 2 cores each worker, and each recipe subprocess it
+# starts, is faster on one intra-op thread than 2 workers x 2 threads fighting over them (measured).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+#: workers of a plain ``python -m pytest`` (pytest-xdist); ``-n N`` / ``-n 0`` / ``-p no:xdist`` override it
+DEFAULT_WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Without ``-n``, run on DEFAULT_WORKERS workers, tests sharing an ``xdist_group`` on one worker. Set here, not in
+    ``addopts``, so ``-p no:xdist`` (or no pytest-xdist installed) still runs everything in one process."""
+    if (not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER")
+            or hasattr(config, "workerinput") or config.getoption("usepdb", False)):
+        return
+    if config.option.numprocesses is None:
+        config.option.numprocesses = DEFAULT_WORKERS
+    if config.option.numprocesses and config.option.dist == "no":  # -n N too: reference runs stay shared
+        config.option.dist = "loadgroup"
 
 
 def pytest_collection_modifyitems(config, items):
     import torch
 
+    # Modules with slow tests first (each module kept together, for its module-scoped fixtures): the two workers
+    # then end on the many short tests instead of one worker finishing a long run alone.
+    heavy = {item.module.__name__ for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: (item.module.__name__ not in heavy, "/e2e/" not in item.nodeid))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
@@ -79,3 +105,12 @@ def shape_classes(tmp_path_factory) -> Path:
     from dit_lora.demo.shapes import make_shapes_class_dataset
 
     return make_shapes_class_dataset(tmp_path_factory.mktemp("data") / "classes", n=12, size=64, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_cogvideox(tmp_path_factory) -> Path:
+    """A tiny random CogVideoX-5b-like text-to-video pipeline (fp32, 9 x 64 x 64)."""
+    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+
+    return build_tiny_cogvideox_pipeline(tmp_path_factory.mktemp("models") / "tiny-cogvideox-t2v", task="t2v",
+                                         version="1.0-5b")

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import base_args, read_summary, run_recipe
+from helpers import base_args, free_port, read_summary, run_recipe
 from helpers import train_in_process as _train
 
 
@@ -214,7 +214,7 @@ def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
 
     out = tmp_path / "out"
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                "--num_machines", "1", "--mixed_precision", "bf16", "--main_process_port", "29541"]
+                "--num_machines", "1", "--mixed_precision", "bf16", "--main_process_port", str(free_port())]
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4,
                                 train_batch_size=2, inject_faults="nan_loss@2:rank1", attention_canary="false"),
                       launcher=launcher, timeout=300)

@@ -10,7 +10,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from helpers import base_args, read_summary, run_recipe  # noqa: E402
+from helpers import base_args, free_port, read_summary, run_recipe  # noqa: E402
 from helpers import train_in_process as _train  # noqa: E402
 
 STEPS = 20
@@ -85,7 +85,7 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
     out = tmp_path / "out"
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port",
-                "29521"]
+                str(free_port())]
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2,
                                 max_train_steps=3, kernels="on", inject_faults="broken_kernel:rank1",
                                 attention_canary="false"), launcher=launcher, timeout=400)

@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from helpers import free_port
+
 
 def _worker(rank: int, world: int, port: int, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -57,7 +59,7 @@ def _worker(rank: int, world: int, port: int, results):
 def test_hidden_state_loss_goes_through_ddp_and_its_gradients_are_synchronised():
     ctx = mp.get_context("spawn")
     results = ctx.Manager().dict()
-    mp.start_processes(_worker, args=(2, 29543, results), nprocs=2, join=True, start_method="spawn")
+    mp.start_processes(_worker, args=(2, free_port(), results), nprocs=2, join=True, start_method="spawn")
     (f0, p0, g0, r0), (f1, p1, g1, r1) = results[0], results[1]
     assert f0 == pytest.approx(p0, rel=1e-5) and f1 == pytest.approx(p1, rel=1e-5)  # same loss as the model's own
     assert f0 != pytest.approx(f1)  # the ranks saw different data...

@@ -55,34 +55,45 @@ REFERENCE_FACTS = {
 }
 
 
+def _group(setting: str):
+    """The tests of one setting share its reference run: one pytest-xdist worker runs them all (``loadgroup``)."""
+    return pytest.mark.xdist_group(f"resume-{setting}")
+
+
 @pytest.fixture(scope="module")
 def references(tmp_path_factory, tiny_sana, shapes_data):
-    """One uninterrupted run per setting."""
+    """``reference(setting)``: the setting's uninterrupted run, made the first time a test asks for it."""
     root = tmp_path_factory.mktemp("resume-refs")
     done = {}
-    for name, opts in SETTINGS.items():
-        out = root / name
-        proc = run_recipe(base_args(tiny_sana, shapes_data, out, root / "cache", **opts))
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        summary = read_summary(out)
-        assert REFERENCE_FACTS.get(name, lambda s: True)(summary), (name, {k: summary[k] for k in (
-            "rollbacks", "rollback_events", "skipped_steps", "kernels")})
-        done[name] = out
-    return done
+
+    def reference(name):
+        if name not in done:
+            out = root / name
+            proc = run_recipe(base_args(tiny_sana, shapes_data, out, root / "cache", **SETTINGS[name]))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            summary = read_summary(out)
+            assert REFERENCE_FACTS.get(name, lambda s: True)(summary), (name, {k: summary[k] for k in (
+                "rollbacks", "rollback_events", "skipped_steps", "kernels")})
+            done[name] = out
+        return done[name]
+
+    return reference
 
 
 @pytest.mark.slow
-def test_the_references_show_what_each_setting_is_for(references):
+@pytest.mark.parametrize("name", [pytest.param(name, marks=_group(name)) for name in REFERENCE_FACTS])
+def test_the_references_show_what_each_setting_is_for(references, name):
     """The facts the settings rely on, checked on the references (also asserted when they are built)."""
-    for name, fact in REFERENCE_FACTS.items():
-        assert fact(read_summary(references[name])), name
+    assert REFERENCE_FACTS[name](read_summary(references(name))), name
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("setting,fault,resume_at", [(s, f, r) for s, cases in INSTANTS.items() for f, r in cases])
+@pytest.mark.parametrize("setting,fault,resume_at", [pytest.param(s, f, r, marks=_group(s))
+                                                     for s, cases in INSTANTS.items() for f, r in cases])
 def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, references, tmp_path, tiny_sana,
                                                   shapes_data):
-    opts, out, cache = SETTINGS[setting], tmp_path / "interrupted", references[setting].parent / "cache"
+    reference = references(setting)
+    opts, out, cache = SETTINGS[setting], tmp_path / "interrupted", reference.parent / "cache"
     killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1, **opts),
                         env={"DIT_LORA_FAULT": fault})
     assert killed.returncode == 137, killed.stdout + killed.stderr
@@ -91,8 +102,8 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
                                    resume_from_checkpoint="latest", **opts))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"checkpoint-{resume_at} at step {resume_at}" in resumed.stdout, resumed.stdout
-    _assert_bitwise_equal(_adapter(references[setting]), _adapter(out))
-    s_ref, s = read_summary(references[setting]), read_summary(out)
+    _assert_bitwise_equal(_adapter(reference), _adapter(out))
+    s_ref, s = read_summary(reference), read_summary(out)
     for key in ("steps", "samples_seen", "skipped_steps", "rollbacks", "applied_updates", "loss_history"):
         assert s[key] == s_ref[key], key
     assert s["kernels"]["fallbacks"] == s_ref["kernels"]["fallbacks"]

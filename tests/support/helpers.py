@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,14 @@ RECIPE = ROOT / "recipes" / "sana_lora.py"
 
 #: whether the running test carries ``@pytest.mark.slow`` (set by conftest before any fixture runs)
 CURRENT = {"slow": True}
+
+
+def free_port() -> int:
+    """A TCP port free right now on 127.0.0.1, for a multi-process launch's rendezvous (``--main_process_port``,
+    ``MASTER_PORT``): tests run in parallel (pytest-xdist), so no two launches may share a fixed port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> list[str]:
@@ -75,3 +84,64 @@ def train_in_process(model, data, tmp_path, *, on_step=None, **overrides):
         return err, out
     finally:
         AcceleratorState._reset_state(True)
+
+
+
+def text_encoding(family_name: str, model: Path, **overrides):
+    """The family's components loaded as a run loads them (fp32; ``overrides`` e.g. ``quantize_text_encoder=True``),
+    and ``encode(captions) -> prompt embeddings`` through them."""
+    import torch
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+
+    family = get_family(family_name)
+    cfg = TrainConfig(family=family_name, pretrained_model_name_or_path=str(model), mixed_precision="no", **overrides)
+    comps = family.load_components(cfg, torch.device("cpu"))
+    family.configure(comps, cfg)
+
+    def encode(captions: list[str]):
+        return family.encode_prompts(comps, list(captions))["prompt_embeds"].float()
+    return comps, encode
+
+
+def assert_text_encoder_quantization_error_only(family_name: str, model: Path, captions: list[str]):
+    """The nf4 text encoder's embeddings are those of the unquantized encoder with its Linear weights replaced by
+    their nf4 values (bitsandbytes' own dequantization), to float rounding, and they differ from the unquantized
+    encoder's. Returns (quantized, unquantized) embeddings."""
+    import bitsandbytes.functional as bnbf
+
+    plain_comps, plain_encode = text_encoding(family_name, model)
+    quant_comps, quant_encode = text_encoding(family_name, model, quantize_text_encoder=True)
+    plain, quant = plain_encode(captions), quant_encode(captions)
+    modules, n = dict(plain_comps.encoders["text_encoder"].named_modules()), 0
+    for name, module in quant_comps.encoders["text_encoder"].named_modules():
+        if type(module).__name__ == "Linear4bit":
+            weight = bnbf.dequantize_4bit(module.weight.data, module.weight.quant_state)
+            modules[name].weight.data.copy_(weight.to(modules[name].weight.dtype))
+            n += 1
+    assert n > 0  # the encoder really was quantized
+    dequantized, scale = plain_encode(captions), plain.abs().max().item()
+    assert (quant - dequantized).abs().max().item() <= 1e-4 * scale, (quant - dequantized).abs().max()
+    assert (quant - plain).abs().max().item() > 1e-2 * scale  # quantization error, far above rounding
+    return quant, plain
+
+
+def vlm_batch(spec, model_dir: Path, annotation: Path, num_frames: int = 4) -> dict:
+    """One training example of a video LLM (the annotation's first sample, ``num_frames`` frames) as model inputs."""
+    from transformers import AutoConfig
+
+    from dit_lora.vlm.data import load_qa_samples, read_frames
+    from dit_lora.vlm.prompts import build_training_example
+
+    tokenizer = spec.load_tokenizer(model_dir)
+    prep = spec.load_preprocessing(model_dir)
+    config = AutoConfig.from_pretrained(model_dir)
+    sample = load_qa_samples(annotation)[0]
+    pixels = spec.frame_inputs(read_frames(sample.video, num_frames), prep)
+    example = build_training_example(tokenizer, sample.messages, video_placeholder=spec.video_placeholder,
+                                     video_token_id=tokenizer.convert_tokens_to_ids(spec.video_token),
+                                     video_token_count=spec.video_token_count(pixels, config))
+    batch = {k: example[k][None] for k in ("input_ids", "attention_mask")}
+    batch.update(spec.collate_pixels([pixels]))
+    return batch
