@@ -400,6 +400,21 @@ def _quantize_check() -> Check:
     return Check("quantized base", value, OK, notes and f"--quantize_base {notes}")
 
 
+def _compile_check() -> Check:
+    """``--compile``: whether torch.compile can build kernels on this device (a C++ compiler, or Triton on CUDA)."""
+    import torch
+
+    from .errors import UserError
+    from .training.compile import check_compiler
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        check_compiler("blocks", device)
+    except UserError as err:
+        return Check("compile", f"cannot run on {device}", OK, f"{err}")
+    return Check("compile", f"--compile blocks/full can run on {device}", OK)
+
+
 def model_checks(model: str, revision: str | None = None) -> list[Check]:
     """What ``model`` (a local folder or a Hub id) needs from this environment: its tokenizers' packages.
 
@@ -455,6 +470,7 @@ def run_checks(*, import_check: bool = True, model: str | None = None) -> list[C
         ("kernels", _kernels_shadow_check),
         ("fused kernels", _fused_kernels_check),
         ("quantized base", _quantize_check),
+        ("compile", _compile_check),
     ]
     if model:
         extra.append(("model", lambda: model_checks(model)))

@@ -10,6 +10,10 @@ bitsandbytes >= 0.48 runs nf4/int8 on a CPU and transformers' quantizers accept 
 GPU :func:`diffusers_loading` maps the two bitsandbytes methods to subclasses of diffusers' own quantizers
 that only drop that GPU check and place the model on the CPU, for the duration of one ``from_pretrained``.
 
+``--quantize_text_encoder`` loads the caching phase's text encoder (T5-XXL, Gemma-2) nf4 through transformers'
+``BitsAndBytesConfig`` (:func:`text_encoder_kwargs`); the family says whether it has one
+(``ModelFamily.text_encoder_label``).
+
 The bad inputs stop in :func:`check_config` (before anything loads) with one paragraph naming the flag
 and the fix; backbone training of quantized weights stops in :func:`check_trainable` (on the memory plan's
 meta-device model, before loading, and again on the loaded model).
@@ -76,8 +80,9 @@ def what_runs(device_type: str) -> dict[str, str]:
             "fp8": "runs" if fp8 is None else f"no: {fp8}"}
 
 
-def check_config(cfg, device_type: str) -> None:
-    """Refuse a --quantize_base request that cannot run, before anything loads."""
+def check_config(cfg, device_type: str, family=None) -> None:
+    """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
+    check_text_encoder(cfg, family)
     scheme = getattr(cfg, "quantize_base", "none")
     if scheme in (None, "none"):
         return
@@ -104,6 +109,25 @@ def check_config(cfg, device_type: str) -> None:
             f"--quantize_base fp8 cannot run on this machine: {why}. fp8 weights need torchao and a CUDA GPU of "
             "compute capability 8.9 or newer (Ada, Hopper). Use --quantize_base nf4 (bitsandbytes; runs on any "
             "GPU and on a CPU) or int8, or train without --quantize_base."
+        )
+
+
+def check_text_encoder(cfg, family=None) -> None:
+    """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
+    if not getattr(cfg, "quantize_text_encoder", False):
+        return
+    if family is not None and getattr(family, "text_encoder_label", None) is None:
+        raise QuantizeError(
+            f"--quantize_text_encoder quantizes the text encoder of the caching phase, and the {family.name} family "
+            "has none (DiT is class-conditional; a video LLM reads its prompts with the language model that gets LoRA, "
+            "which --quantize_base quantizes). Drop --quantize_text_encoder, or use --quantize_base nf4."
+        )
+    why = bitsandbytes_status()
+    if why is not None:
+        raise QuantizeError(
+            f"--quantize_text_encoder loads the text encoder nf4-quantized with bitsandbytes, which is not importable "
+            f"here ({why}). Install it (`pip install -e \".[quant]\" -c constraints.txt`, or `pip install "
+            "bitsandbytes`; bitsandbytes >= 0.48 also runs on a CPU), or drop --quantize_text_encoder."
         )
 
 
@@ -150,6 +174,18 @@ def transformers_config(cfg, skip_modules: Iterable[str] = ()):
     return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
 
 
+def text_encoder_kwargs(cfg) -> dict:
+    """``{"quantization_config": ...}`` for the text encoder's transformers ``from_pretrained`` under
+    --quantize_text_encoder (nf4, computing in the run's weight dtype; transformers keeps the model's own
+    ``_keep_in_fp32_modules``, e.g. T5's ``wo``, unquantized), else ``{}``."""
+    if not getattr(cfg, "quantize_text_encoder", False):
+        return {}
+    from transformers import BitsAndBytesConfig
+
+    return {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                      bnb_4bit_compute_dtype=cfg.weight_dtype)}
+
+
 @contextlib.contextmanager
 def diffusers_loading(cfg):
     """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))``.
@@ -169,6 +205,26 @@ def diffusers_loading(cfg):
     finally:
         auto.AUTO_QUANTIZER_MAPPING.clear()
         auto.AUTO_QUANTIZER_MAPPING.update(saved)
+
+
+
+def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
+    """Keep every bitsandbytes 4-bit linear in ``modules`` in the layout it was loaded with.
+
+    On a CPU with AVX-512 BF16, bitsandbytes (0.49+) rewrites a ``Linear4bit`` weight in place into a packed
+    inference layout, with its absmax rounded to bf16, the first time the layer runs in eval mode on an input
+    without grad: a validation sample, the attention canary, caching through an nf4 text encoder. The weights
+    training uses next would then depend on whether (and on which CPU) such a forward ran, so validation would
+    change the run and a resume on another machine would not be exact; the repacking also fails outright for
+    layers narrower than one quantization block (in_features < 64). The switch is the layer's own
+    ``support_avx512bf16_for_cpu`` attribute.
+    """
+    for module in modules:
+        if not isinstance(module, torch.nn.Module):
+            continue
+        for layer in module.modules():
+            if hasattr(layer, "support_avx512bf16_for_cpu"):
+                layer.support_avx512bf16_for_cpu = False
 
 
 def _cpu_quantizers() -> dict:
@@ -258,5 +314,14 @@ def describe(cfg) -> str | None:
     return f"{kind}; the LoRA weights trained in fp32"
 
 
-__all__ = ["SCHEMES", "QuantizeError", "check_config", "check_trainable", "describe", "diffusers_config",
-           "diffusers_loading", "enabled", "quantized_bytes", "quantized_linears", "transformers_config", "what_runs"]
+def describe_text_encoder(cfg) -> str | None:
+    """One line for logs and the model card under --quantize_text_encoder, else None."""
+    if not getattr(cfg, "quantize_text_encoder", False):
+        return None
+    return ("the text encoder ran bitsandbytes nf4 (4-bit) while the embeddings were cached, so the adapter learned "
+            "from embeddings with its quantization error")
+
+
+__all__ = ["SCHEMES", "QuantizeError", "check_config", "check_text_encoder", "check_trainable", "describe",
+           "describe_text_encoder", "diffusers_config", "diffusers_loading", "enabled", "quantized_bytes",
+           "quantized_linears", "text_encoder_kwargs", "transformers_config", "what_runs"]

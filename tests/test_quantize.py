@@ -42,6 +42,55 @@ def test_fp8_with_allow_fp16_is_refused():
     assert "--allow_fp16" in _paragraph(err.value)
 
 
+def test_quantize_text_encoder_is_refused_without_a_text_encoder_or_bitsandbytes(monkeypatch):
+    from dit_lora.families import get_family
+
+    for name in ("dit", "llava_next_video"):
+        with pytest.raises(QuantizeError) as err:
+            quantize.check_config(_cfg(family=name, quantize_text_encoder=True), "cpu", get_family(name))
+        text = str(err.value)
+        assert "\n" not in text and "--quantize_text_encoder" in text and f"the {name} family has none" in text
+    quantize.check_config(_cfg(family="sana", quantize_text_encoder=True), "cpu", get_family("sana"))
+    monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(family="cogvideox", quantize_text_encoder=True), "cpu", get_family("cogvideox"))
+    assert "\n" not in str(err.value) and "pip install" in str(err.value)
+    quantize.check_config(_cfg(family="dit"), "cpu", get_family("dit"))  # off: nothing is needed
+
+
+def test_quantized_text_encoder_embeddings_differ_by_its_quantization_error_only(tiny_sana):
+    """Gemma-2 loaded nf4 by the family: its embeddings are the unquantized encoder's with bitsandbytes' dequantized
+    weights, and they are cached apart from the unquantized encoder's."""
+    pytest.importorskip("bitsandbytes")
+    from helpers import assert_text_encoder_quantization_error_only
+
+    from dit_lora.families import get_family
+
+    assert_text_encoder_quantization_error_only("sana", tiny_sana, ["a red square", "a blue circle on a grey field"])
+    family = get_family("sana")
+    plain = _cfg(family="sana", pretrained_model_name_or_path=str(tiny_sana))
+    assert family.cache_identity(plain) != family.cache_identity(_cfg(**{**plain.__dict__, "quantize_text_encoder": True}))
+
+
+def test_plan_counts_the_quantized_text_encoder(tiny_sana):
+    """Gemma-2's Linear weights at nf4 size, the rest of it as loaded."""
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.families import get_family
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.fake import module_bytes
+    from dit_lora.plan.report import format_plan
+
+    family = get_family("sana")
+    cfg = _cfg(family="sana", pretrained_model_name_or_path=str(tiny_sana), resolution=32, rank=4, train_batch_size=1,
+               quantize_text_encoder=True)
+    plain = family.plan_components(cfg, config_reader(cfg))  # the meta components, unquantized
+    encoder = plain.encoders["text_encoder"]
+    plan = make_plan(cfg, family, device="cpu", both_settings=False)
+    saved = quantize.quantized_weight_savings(encoder, "nf4", quantize.quantized_linears(encoder))
+    assert saved > 0 and plan.weights["text_encoder"] == module_bytes(encoder) - saved
+    assert "weights: text_encoder (Linear weights nf4-quantized)" in format_plan(plan)
+
+
 def test_quantized_bytes():
     lin = torch.nn.Linear(128, 64, device="meta")
     assert quantize.quantized_bytes(lin, "nf4") == 8192 // 2 + 4 * 8192 // 64
@@ -115,3 +164,33 @@ def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
     out = model(x, timestep=torch.tensor([10], device="cuda"), class_labels=torch.tensor([1], device="cuda")).sample
     out.float().pow(2).mean().backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("in_features", [32, 128])
+def test_an_eval_forward_leaves_the_4bit_weights_as_loaded(in_features):
+    """bitsandbytes repacks a Linear4bit in place (bf16 absmax) at its first eval, no-grad forward on an AVX-512 BF16
+    CPU; keep_4bit_layout turns that off, so validation or caching cannot change what training computes next. The
+    CPU feature is forced on, so the test means the same on every CPU; the control shows the repacking is real."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+
+    def layer():
+        lin = bnb.nn.Linear4bit(in_features, 64, bias=True, compute_dtype=torch.float32, quant_type="nf4")
+        lin.load_state_dict(torch.nn.Linear(in_features, 64).state_dict())
+        lin = lin.to("cpu")  # quantizes
+        lin.support_avx512bf16_for_cpu = True  # as on an AVX-512 BF16 CPU
+        return lin.eval()
+
+    x = torch.randn(3, in_features)
+    kept = layer()
+    quantize.keep_4bit_layout(None, torch.nn.Sequential(kept))
+    before, absmax = kept.weight.data.clone(), kept.weight.quant_state.absmax.clone()
+    with torch.no_grad():
+        y = kept(x)
+    assert torch.equal(kept.weight.data, before) and torch.equal(kept.weight.quant_state.absmax, absmax)
+    assert not getattr(kept.weight.quant_state, "packing_format_for_cpu", False) and torch.isfinite(y).all()
+    if in_features >= quantize.NF4_BLOCK:  # the control: without it the layer is rewritten
+        repacked = layer()
+        with torch.no_grad():
+            repacked(x)
+        assert getattr(repacked.weight.quant_state, "packing_format_for_cpu", False)

@@ -56,6 +56,15 @@ class TrainConfig:
         "trained in full (--train_backbone).",
         choices=("none", "nf4", "int8", "fp8"), section="model",
     )
+    quantize_text_encoder: bool = opt(
+        False,
+        "Load the text encoder (CogVideoX's T5-XXL, Sana's Gemma-2) nf4-quantized through transformers' "
+        "`BitsAndBytesConfig`, so the cache can be built on a small GPU (with --cache_latents, the default, the "
+        "encoder is released after caching; without it, it stays loaded and encodes every step). The embeddings then "
+        "carry its quantization error, and cached ones are kept apart from unquantized ones. Needs bitsandbytes; DiT "
+        "and the video LLMs have no text encoder.",
+        section="model",
+    )
     demo: bool = opt(
         False,
         "Build a tiny randomly initialised pipeline at pretrained_model_name_or_path and a generated "
@@ -350,6 +359,14 @@ class TrainConfig:
         "does not, or disagrees beyond tolerance, is switched off for the rest of the run (the step is skipped). "
         "0: only at the first step.",
         section="kernels",
+    )
+    compile: str = opt(
+        "off",
+        "torch.compile: `blocks` compiles each repeated transformer block (regional compilation: one graph shared "
+        "by all blocks, one per bucket shape), `full` the whole model, `off` runs eagerly. Kernel-check steps, "
+        "the diagnosis replay and validation samples run eagerly; train_summary.json reports graphs, graph breaks "
+        "and recompiles after warm-up. Off by default until benchmarks/RESULTS.md shows it faster on a device.",
+        choices=("off", "blocks", "full"), section="kernels",
     )
 
     # --- class-conditional DiT ---

@@ -63,6 +63,15 @@ class ModelFamily(ABC):
     #: the model card's ``library_name`` (the library that loads the adapter) and ``pipeline_tag``
     library_name: str = "diffusers"
     pipeline_tag: str | None = None
+    #: the text encoder ``--quantize_text_encoder`` loads nf4-quantized, as users know it (None: the family has
+    #: none, and the flag is refused)
+    text_encoder_label: str | None = None
+    #: --compile blocks: the class names of the repeated blocks to compile (empty: the model's own
+    #: ``_repeated_blocks`` or ``_no_split_modules``); see :mod:`dit_lora.training.compile`
+    repeated_block_classes: tuple[str, ...] = ()
+    #: --compile: dynamic shapes from the first call (a new sequence length nearly every batch) instead of
+    #: one static graph per batch shape
+    compile_dynamic: bool = False
 
     @property
     def recipe_script(self) -> str:

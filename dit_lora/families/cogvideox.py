@@ -82,6 +82,7 @@ class CogVideoXFamily(DiffusionFamily):
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("text-to-video", "diffusers", "cogvideox", "diffusers-training")
     pipeline_class_name = "CogVideoXPipeline"
+    text_encoder_label = "T5-XXL"
 
     def __init__(self) -> None:
         self.fps = FPS_1_0  # set from the checkpoint in validate_config
@@ -311,7 +312,8 @@ class CogVideoXFamily(DiffusionFamily):
                     **quantize.diffusers_kwargs(cfg), **common
                 )
             vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", torch_dtype=dtype, **common)
-            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
+            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+                                                          **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
@@ -350,6 +352,7 @@ class CogVideoXFamily(DiffusionFamily):
         from diffusers import CogVideoXDDIMScheduler
 
         transformer.requires_grad_(False)
+        quantize.keep_4bit_layout(transformer, text_encoder)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
         if cfg.enable_slicing:
@@ -386,6 +389,7 @@ class CogVideoXFamily(DiffusionFamily):
             "vae_tiling": cfg.enable_tiling,  # tiles blend at the seams: slightly different latents
             "vae_slicing": cfg.enable_slicing,
             "latents": "posterior_mean_fp32" + ("+first_frame" if self.task == "i2v" else ""),
+            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
         }
 
     # ---- encoding ------------------------------------------------------------------------

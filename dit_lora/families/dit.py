@@ -166,6 +166,7 @@ class DiTFamily(DiffusionFamily):
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("class-conditional", "diffusers", "dit", "diffusers-training")
     pipeline_class_name = "DiTPipeline"
+    repeated_block_classes = ("BasicTransformerBlock",)  # DiTTransformer2DModel declares neither list
     adapter_weight_name = PEFT_ADAPTER_FILE
     caption_source = "class_folders"
 
@@ -290,6 +291,7 @@ class DiTFamily(DiffusionFamily):
             emb.dropout_prob = 0.0
         train_cfg = {k: scheduler_cfg[k] for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule",
                                                    "trained_betas") if scheduler_cfg.get(k) is not None}
+        quantize.keep_4bit_layout(transformer)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         self.base_num_classes = int(transformer.config.num_embeds_ada_norm)

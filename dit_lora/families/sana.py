@@ -59,6 +59,7 @@ class SanaFamily(DiffusionFamily):
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("text-to-image", "diffusers", "sana", "diffusers-training")
     pipeline_class_name = "SanaPipeline"
+    text_encoder_label = "Gemma-2"
 
     # ---- checks before loading ------------------------------------------------------------
     def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
@@ -142,11 +143,13 @@ class SanaFamily(DiffusionFamily):
                     **quantize.diffusers_kwargs(cfg), **common
                 )
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
-            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
+            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+                                                     **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Sana", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        quantize.keep_4bit_layout(transformer, text_encoder)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
@@ -192,6 +195,7 @@ class SanaFamily(DiffusionFamily):
             "text_dtype": cfg.mixed_precision,
             "complex_human_instruction": cfg.complex_human_instruction,
             "max_sequence_length": self._max_sequence_length(cfg),
+            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
         }
 
     # ---- encoding ------------------------------------------------------------------------

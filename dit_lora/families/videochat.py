@@ -74,6 +74,7 @@ class VideoChatFamily(ModelFamily):
     pipeline_tag = "video-text-to-text"
     adapter_weight_name = PEFT_ADAPTER_FILE
     gradient_checkpointing_default = True
+    compile_dynamic = True  # the text length changes nearly every batch
     recipe = "videochat_lora.py"
     card_tags = ("video-text-to-text", "videochat")
 
@@ -131,6 +132,7 @@ class VideoChatFamily(ModelFamily):
         model = self.spec.load_model(path, cfg.weight_dtype,
                                      quantization_config=quantize.transformers_config(cfg, self.quantize_skip_modules(cfg)))
         model.requires_grad_(False)
+        quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
         model.to(device)
         self.tokenizer = self.spec.load_tokenizer(path)

@@ -9,7 +9,10 @@
 3. the same replay with every floating parameter/buffer temporarily in fp32 and autocast off.
 
 Finite in fp32 but not at run precision is *precision*; non-finite in both is *model/optimizer*;
-finite in both is *not reproduced* (a transient fault). Gradients are computed with
+finite in both is *not reproduced* (a transient fault). A quantized base (``--quantize_base``) keeps its
+quantized weights in the fp32 replay (they are not floating tensors, and the full-precision ones are not in
+memory), but bitsandbytes' nf4 linears compute in fp32 there (their ``compute_dtype``): so a finite fp32 replay
+is a precision fault of the quantized base's compute, and ``report["quantized_base"]`` says which scheme ran. Gradients are computed with
 ``torch.autograd.grad``, so no ``.grad`` is written, no parameter value, optimizer state or RNG
 stream of the run changes, and every dtype is restored to the exact tensor it was before.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
 from functools import partial
 from typing import Any, Callable, Iterator
 
@@ -33,6 +37,7 @@ __all__ = [
     "CLASSES",
     "diagnose_step",
     "format_paragraph",
+    "quantized_base",
     "tensor_stats",
 ]
 
@@ -271,6 +276,50 @@ def _model_in_fp32(model: torch.nn.Module) -> Iterator[None]:
                 p.data = original
 
 
+def _bnb_class(name: str):
+    """bitsandbytes' ``nn.<name>`` when bitsandbytes is already imported (a quantized model imported it), else None."""
+    bnb = sys.modules.get("bitsandbytes")
+    return getattr(getattr(bnb, "nn", None), name, None)
+
+
+def quantized_base(model: torch.nn.Module) -> dict[str, Any] | None:
+    """The quantized linears of ``model`` (bitsandbytes nf4/int8, torchao fp8): scheme, count and the compute dtype
+    of the 4-bit ones; None for an unquantized model. PEFT's LoRA wrappers are not counted, their base layers are."""
+    four, eight = _bnb_class("Linear4bit"), _bnb_class("Linear8bitLt")
+    schemes: set[str] = set()
+    compute, count = None, 0
+    for module in model.modules():
+        weight = getattr(module, "_parameters", {}).get("weight")
+        if four is not None and isinstance(module, four):
+            schemes.add(getattr(weight, "quant_type", None) or "nf4")
+            compute = compute or module.compute_dtype
+        elif eight is not None and isinstance(module, eight):
+            schemes.add("int8")
+        elif weight is not None and type(weight.data).__module__.startswith("torchao"):
+            schemes.add("fp8")
+        else:
+            continue
+        count += 1
+    if not count:
+        return None
+    return {"scheme": "/".join(sorted(schemes)), "modules": count,
+            "compute_dtype": _dtype_name(compute) if compute is not None else None}
+
+
+@contextlib.contextmanager
+def _quantized_compute_in_fp32(model: torch.nn.Module) -> Iterator[None]:
+    """bitsandbytes' 4-bit linears compute in fp32 meanwhile (their weights stay quantized), then as before."""
+    four = _bnb_class("Linear4bit")
+    saved = [(m, m.compute_dtype) for m in model.modules() if four is not None and isinstance(m, four)]
+    try:
+        for module, _ in saved:
+            module.compute_dtype = torch.float32
+        yield
+    finally:
+        for module, dtype in saved:
+            module.compute_dtype = dtype
+
+
 def _grads(loss: torch.Tensor, named: list[tuple[str, torch.nn.Parameter]]) -> list[torch.Tensor | None]:
     """Gradients of ``loss`` w.r.t. the trainable parameters without writing ``.grad``."""
     params = [p for _, p in named]
@@ -381,7 +430,7 @@ def _weights_dtype(model: torch.nn.Module) -> torch.dtype | None:
 # public API
 # ---------------------------------------------------------------------------------------------
 def _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
-                 inputs_finite: bool) -> dict[str, Any]:
+                 inputs_finite: bool, quantized: dict[str, Any] | None = None) -> dict[str, Any]:
     """The micro-batch replayed at the run's precision and, when its inputs are finite, in fp32.
 
     Both replays see the same dropout masks; the run's RNG streams and the modules' train/eval modes are
@@ -399,11 +448,12 @@ def _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, f
                 _seed_replay(device)
                 batch32 = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                            for k, v in batch.items()}
+                label = "fp32" if quantized is None else f"fp32 (the {quantized['scheme']} weights, computed in fp32)"
                 try:
-                    with _model_in_fp32(model):
+                    with _model_in_fp32(model), _quantized_compute_in_fp32(model):
                         replays["fp32"] = _replay(
                             model, loss_fn, batch32, generator_state, device,
-                            lambda: torch.autocast(device.type, enabled=False), fault_context, "fp32")
+                            lambda: torch.autocast(device.type, enabled=False), fault_context, label)
                 finally:
                     del batch32
     finally:
@@ -459,8 +509,9 @@ def diagnose_step(
                for i in range(rows)]
     weights_dtype = _weights_dtype(model)
     inputs = _check_inputs(batch, names)
+    quantized = quantized_base(model)
     replays = _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
-                           inputs["finite"])
+                           inputs["finite"], quantized)
     params = _nonfinite_params(model)
     run, fp32 = replays["run_precision"], replays.get("fp32")
     first = (run.get("first_nonfinite_module") or (fp32 or {}).get("first_nonfinite_module"))
@@ -477,6 +528,7 @@ def diagnose_step(
         "timesteps": timesteps,
         "observed": dict(observed or {}),
         "weights_dtype": _dtype_name(weights_dtype) if weights_dtype is not None else None,
+        "quantized_base": quantized,
         "inputs": inputs,
         "replays": replays,
         "first_module": first_info,

@@ -41,7 +41,9 @@ def advice_for(report: dict[str, Any]) -> list[str]:
     elif cls == "precision":
         where = f"module `{first['name']}` ({first['type']})" if first else "the loss or gradients"
         fp16 = run.get("autocast_dtype") == "float16" or report.get("weights_dtype") == "float16"
-        if fp16:
+        if report.get("quantized_base"):
+            advice.append(_quantized_precision_advice(report["quantized_base"], where, fp16))
+        elif fp16:
             advice.append(
                 f"fp16 overflows in {where} (fp16 ends at 65504) while the fp32 replay is finite: use "
                 "--mixed_precision bf16 with a BF16 checkpoint."
@@ -61,6 +63,12 @@ def advice_for(report: dict[str, Any]) -> list[str]:
                 "lower --learning_rate."
             )
         advice.append(f"the fault reproduces in fp32: lower --learning_rate{lr}")
+        if report.get("quantized_base"):
+            scheme = report["quantized_base"]["scheme"]
+            other = "none" if scheme == "int8" else "int8 or none"
+            advice.append(f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
+                          "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
+                          f"{other}")
         mgn = observed.get("max_grad_norm")
         if mgn is None:
             advice.append("keep gradient clipping on (--max_grad_norm 1.0; 0 disables it)")
@@ -81,6 +89,9 @@ def advice_for(report: dict[str, Any]) -> list[str]:
             f"was transient (e.g. a nondeterministic kernel or a hardware/communication error; the loop saw "
             f"{seen}). If it recurs, keep --attention_canary on and disable fused kernels."
         )
+        if observed.get("compile") not in (None, "off"):  # the replay is eager: compiled code is never replayed
+            advice.append(f"the step ran compiled (--compile {observed['compile']}) and the replay eagerly: if the "
+                          "fault recurs, train with --compile off to rule out the compiled code.")
     else:
         errors = "; ".join(r.get("error") or "" for r in report["replays"].values() if r.get("error"))
         advice.append(f"the replay could not finish ({errors or 'unknown error'}); rerun with a smaller "
@@ -93,6 +104,24 @@ def advice_for(report: dict[str, Any]) -> list[str]:
             "out the kernel."
         )
     return advice
+
+
+def _quantized_precision_advice(quantized: dict[str, Any], where: str, fp16: bool) -> str:
+    """A precision fault on a quantized base: its quantized linears' reduced-precision compute, and the way out."""
+    scheme, compute = quantized["scheme"], quantized.get("compute_dtype")
+    head = (f"this is a precision fault of the quantized base (--quantize_base {scheme}, {quantized['modules']} quantized "
+            f"linears{f' computing in {compute}' if compute else ''}): the step goes non-finite in {where}, while the "
+            f"fp32 replay, with the same {scheme} weights, is finite. ")
+    if scheme == "int8":  # LLM.int8 quantizes its activations in the replay too: it is not precision-free there
+        head = head.replace(", is finite. ", " and the rest of the model in fp32, is finite (LLM.int8 still "
+                                             "quantizes its inputs there). ")
+    if fp16 or compute == "float16":
+        return head + ("fp16 ends at 65504: train with --mixed_precision bf16 (the quantized linears then compute in "
+                       "bf16), or with --quantize_base int8 or none.")
+    if scheme == "int8":
+        return head + "Train with --quantize_base none, or keep int8 and lower --learning_rate."
+    return head + ("Train with --quantize_base int8 (8-bit weights, its outliers in 16 bits) or none, or keep "
+                   f"{scheme} and compute in fp32 with --mixed_precision no.")
 
 
 def _replay_text(r: dict[str, Any], cls: str | None) -> str:

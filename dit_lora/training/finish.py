@@ -98,6 +98,7 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "nonfinite_report": str(report_file) if report_file.exists() else None,
         "quarantine": run.data.quarantine,
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
+        "compile": run.compiled.summary() if run.compiled is not None and run.compiled.mode != "off" else None,
         "num_processes": accelerator.num_processes,
         "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
         "param_groups": [vars(g) for g in run.group_info],

@@ -26,6 +26,7 @@ import torch
 from ..config import TrainConfig
 from ..data import batches as batch_lib
 from .checkpoint import save_checkpoint
+from .compile import eager, shape_key
 from .finish import finish
 from .recovery import RunStopped, RunUnhealthy
 from .run import Run, RunState, check_output_dir, setup
@@ -98,10 +99,13 @@ def train_step(run: Run, batch: dict) -> bool:
     if checking:
         kernels.arm(step)
     run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, run.generator)
-    injector, audit = run.hooks.injector, run.hooks.sync_audit
-    with audit.step(), accelerator.accumulate(run.model):
+    injector, audit, compiled = run.hooks.injector, run.hooks.sync_audit, run.compiled
+    compiled.before_step()
+    # A kernel-check step runs eagerly: the check captures the fused ops' inputs with host code.
+    with audit.step(), accelerator.accumulate(run.model), eager(compiled) if checking else contextlib.nullcontext():
         with audit.batch_transfer(batch):  # the loader's batch onto the device: the step's only host-to-device copy
             batch = run.load_batch(batch, step)
+        key = shape_key(batch) if cfg.compile != "off" else None
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
                 loss = run.family.compute_loss(run.comps, run.model, batch, run.generator, cfg)
@@ -121,6 +125,7 @@ def train_step(run: Run, batch: dict) -> bool:
             run.micro_losses.zero_()
             run.kernel_veto, run.update_starts = False, True
         run.optimizer.zero_grad(set_to_none=True)
+    compiled.after_step(step, key, ran_compiled=not checking)
     run.hooks.crash_point("micro_batch", state.batch_in_epoch + state.epoch * len(run.order))
     return accelerator.sync_gradients
 
@@ -136,7 +141,8 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
         # The only host reads of the guard: once per check interval, never per step.
         reading = clock.last_window = run.guard.read()
         _log_window(run, progress, reading, (time.perf_counter() - clock.window_start) / max(1, reading.window_steps))
-        run.recovery.at_check(state.global_step, reading, run.model)
+        with eager(run.compiled):  # a diagnosis replays the faulty step (eagerly: no recompiles)
+            run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_checkpoint(accelerator, run.out, state.global_step,
@@ -194,7 +200,7 @@ def _validate(run: Run, tag: str) -> None:
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     try:
-        with run.accelerator.autocast():
+        with run.accelerator.autocast(), eager(run.compiled):
             images = run.family.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
     finally:
         model.train()

@@ -125,7 +125,8 @@ class Recovery:
                     observed={"skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
                               "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
                               "learning_rate": self.guard.current_lrs()[0], "max_grad_norm": self.cfg.max_grad_norm,
-                              "train_backbone": self.family.backbone_patterns(self.cfg), "mixed_precision": self.cfg.mixed_precision},
+                              "train_backbone": self.family.backbone_patterns(self.cfg), "mixed_precision": self.cfg.mixed_precision,
+                              "compile": self.cfg.compile},
                     fault_context=self._fault_context(step, model),
                 )
                 report["rank"] = acc.process_index

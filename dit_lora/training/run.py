@@ -10,7 +10,8 @@ a :class:`~dit_lora.errors.UserError` before anything expensive happens after it
    and debug modes (:class:`~.hooks.Hooks`);
 2. :func:`_load`: components, validation prompt, data (screening, cache), encoders released;
 3. :func:`_add_trainables`: LoRA, unfrozen backbone groups, fp32 masters, checkpointing, precision audit;
-4. :func:`_install_kernels`: fused kernels, attention backend, drills that break them, the attention canary;
+4. :func:`_install_kernels`: fused kernels, attention backend, drills that break them, the attention canary,
+   then ``--compile`` (:mod:`.compile`: after everything that changes the modules);
 5. :func:`_build_optimizer`: parameter groups, batch order, optimizer, schedule, guard, ``accelerator.prepare``;
 6. :func:`_restore`: a checkpoint, when resuming, then the recovery and its first snapshot.
 
@@ -45,6 +46,7 @@ from ..output.report import config_dict
 from . import trainables
 from .canary import attention_canary, install_broken_attention
 from .checkpoint import load_checkpoint, resolve_resume
+from .compile import CompileCounters, check_compiler, compile_model
 from .guard import StepGuard
 from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
@@ -89,6 +91,7 @@ class Run:
     saved_backbone: list[str] = field(default_factory=list)  # every fully trained weight, extra groups included
     group_info: list = field(default_factory=list)
     kernels: Any = None
+    compiled: CompileCounters | None = None  # --compile: what dynamo compiled, per batch shape
     order: batch_lib.EpochBatches | None = None
     max_steps: int = 0
     interval: int = 1  # the guard's check interval, in updates
@@ -231,7 +234,8 @@ def _start(cfg: TrainConfig) -> Run:
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)
-    quantize.check_config(cfg, accelerator.device.type)  # before anything loads (the plan also checks backbone training)
+    check_compiler(cfg.compile, accelerator.device.type)
+    quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in family.start_notes(cfg):
@@ -240,6 +244,8 @@ def _start(cfg: TrainConfig) -> Run:
         log(f"warning: {note}")
     if quantize.enabled(cfg):
         log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg)}")
+    if cfg.quantize_text_encoder:
+        log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg)}")
     if cfg.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
     set_seed(cfg.seed)
@@ -287,6 +293,13 @@ def _install_kernels(run: Run) -> None:
     if cfg.attention_canary:
         attention_canary(model, device, cfg.weight_dtype, run.log)
         model.zero_grad(set_to_none=True)
+    run.compiled = compile_model(model, run.family, cfg.compile, dynamic=run.family.compile_dynamic,
+                                 buckets=len(set(run.data.groups or [0])))
+    if cfg.compile != "off":
+        run.log(f"compile: --compile {cfg.compile}, {run.compiled.regions} compiled region(s), "
+                f"{'dynamic shapes' if run.family.compile_dynamic else 'one static graph per batch shape'}; "
+                "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
+                "references of the fused ops (attention keeps its backend)")
 
 
 def _build_optimizer(run: Run) -> None:

@@ -1,17 +1,23 @@
 """--quantize_base nf4 end to end on the CPU (bitsandbytes 0.50 runs Linear4bit forward and backward there).
 
-Train a few steps on a quantized base, then reload the saved adapter into the ordinary unquantized pipeline with
-the stock loaders: its output differs from the quantized trained model's by the base's quantization error only.
-A guard drill still skips exactly one step, and a killed nf4 run resumes to the same adapter bit for bit.
+Every family trains a few steps on a quantized base, then the saved adapter reloads into the ordinary unquantized
+model with the stock loaders (diffusers' ``load_lora_weights``, PEFT's ``PeftModel.from_pretrained``): its output
+differs from the quantized trained model's by the base's quantization error only. A guard drill still skips
+exactly one step, and a killed nf4 run (Sana: SIGKILL-like exit in a subprocess; the video LLM: the same crash
+point in process) resumes to the same adapter bit for bit. CogVideoX also caches with an nf4 T5
+(--quantize_text_encoder), and int8 (LLM.int8, bitsandbytes' CPU path) trains and reloads.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import base_args, read_summary, run_recipe, train_in_process
+from helpers import (assert_text_encoder_quantization_error_only, base_args, read_summary, run_recipe,
+                     train_in_process, vlm_batch)
 
 pytest.importorskip("bitsandbytes")
 
@@ -19,11 +25,20 @@ NF4 = dict(quantize_base="nf4", mixed_precision="no", resolution=32, train_batch
 
 
 def _capture():
-    seen = {}
+    """``on_step`` keeping the trained model and a copy of its trainable weights after every update."""
+    seen = {"weights": {}}
 
     def on_step(step, model, optimizer):
         seen["model"] = model
+        seen["weights"][step] = [p.detach().clone() for p in model.parameters() if p.requires_grad]
     return seen, on_step
+
+
+def _skipped_without_change(seen, step: int) -> None:
+    """The drilled update ``step`` left every trainable weight bitwise as it was; the next one moved them."""
+    before, at, after = (seen["weights"][s] for s in (step - 1, step, step + 1))
+    assert all(torch.equal(a, b) for a, b in zip(before, at))
+    assert any(not torch.equal(a, b) for a, b in zip(at, after))
 
 
 def _assert_quantization_error_only(trained_q, reloaded, base_q, base_unq):
@@ -45,15 +60,13 @@ def _check_outputs(summary, out):
                for v in load_file(str(next(out.glob("*.safetensors")))).values())
 
 
-@pytest.mark.slow
-def test_sana_nf4_trains_and_reloads_into_an_unquantized_pipeline(tiny_sana, shapes_data, tmp_path):
+def _sana_reloads_within_quantization_error(model, tiny_sana, out, layer: str) -> None:
+    """The trained model's base layers are bitsandbytes ``layer``s and the adapter, put on the unquantized fp32
+    pipeline by diffusers' load_lora_weights, gives its output up to the base's quantization error."""
     from diffusers import SanaPipeline, SanaTransformer2DModel
 
-    seen, on_step = _capture()
-    summary, out = train_in_process(tiny_sana, shapes_data, tmp_path, on_step=on_step, **NF4)
-    _check_outputs(summary, out)
-    model = seen["model"].eval()
-    assert type(model.transformer_blocks[0].attn1.to_q.base_layer).__name__ == "Linear4bit"
+    model = model.eval()
+    assert type(model.transformer_blocks[0].attn1.to_q.base_layer).__name__ == layer
     assert all(p.dtype == torch.float32 for n, p in model.named_parameters() if p.requires_grad)
 
     torch.manual_seed(0)
@@ -77,6 +90,32 @@ def test_sana_nf4_trains_and_reloads_into_an_unquantized_pipeline(tiny_sana, sha
 
 
 @pytest.mark.slow
+def test_sana_nf4_with_an_nf4_gemma_trains_and_reloads_into_an_unquantized_pipeline(tiny_sana, shapes_data, tmp_path):
+    seen, on_step = _capture()
+    summary, out = train_in_process(tiny_sana, shapes_data, tmp_path, on_step=on_step, quantize_text_encoder="true",
+                                    **NF4)
+    _check_outputs(summary, out)
+    assert summary["config"]["quantize_text_encoder"] is True and "`--quantize_text_encoder`" in (out / "README.md").read_text()
+    assert len(list((tmp_path / "cache").rglob("*.safetensors"))) == 16  # cached with the nf4 Gemma-2
+    _sana_reloads_within_quantization_error(seen["model"], tiny_sana, out, "Linear4bit")
+
+
+@pytest.mark.slow
+def test_sana_int8_trains_on_the_cpu_and_reloads(tiny_sana, shapes_data, tmp_path):
+    """--quantize_base int8 (bitsandbytes LLM.int8, Linear8bitLt) runs forward and backward on the CPU too."""
+    seen, on_step = _capture()
+    summary, out = train_in_process(tiny_sana, shapes_data, tmp_path, on_step=on_step,
+                                    **{**NF4, "quantize_base": "int8", "max_train_steps": 2})
+    assert isinstance(summary, dict), summary
+    assert summary["config"]["quantize_base"] == "int8" and summary["applied_updates"] == 2
+    assert "--quantize_base int8" in (out / "README.md").read_text()
+    saved = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    assert all(torch.isfinite(v).all() for v in saved.values())
+    assert any(".lora_B." in k and v.abs().max() > 0 for k, v in saved.items())  # it trained (lora_B starts at 0)
+    _sana_reloads_within_quantization_error(seen["model"], tiny_sana, out, "Linear8bitLt")
+
+
+@pytest.mark.slow
 def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes, tmp_path):
     """DiT with a resized class embedding (an Embedding: trainable on a quantized base) and a NaN drill at step 2."""
     from diffusers import DiTPipeline
@@ -89,6 +128,7 @@ def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes,
                                     inject_faults="nan_loss@2", **{**NF4, "resolution": 64})
     _check_outputs(summary, out)
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 3
+    _skipped_without_change(seen, 2)
     model = seen["model"].eval()
 
     torch.manual_seed(0)
@@ -129,3 +169,138 @@ def test_nf4_killed_run_resumes_bit_for_bit(tiny_sana, shapes_data, tmp_path):
     a, b = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (ref, out))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert read_summary(out)["loss_history"] == read_summary(ref)["loss_history"]
+
+
+@pytest.fixture(scope="module")
+def four_clips(tmp_path_factory):
+    """4 captioned 9-frame 64 px clips."""
+    from dit_lora.demo.clips import make_moving_square_dataset
+
+    return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "squares", n=4, num_frames=9, seed=3)
+
+
+@pytest.mark.slow
+def test_cogvideox_nf4_with_an_nf4_t5_caches_skips_a_nan_and_reloads(tiny_cogvideox, four_clips, tmp_path):
+    from diffusers import CogVideoXPipeline
+
+    model_dir, clips = tiny_cogvideox, four_clips
+    seen, on_step = _capture()
+    opts = dict(NF4, family="cogvideox", resolution=None, center_crop=None, max_num_frames=9, height=64, width=64,
+                max_train_steps=3, quantize_text_encoder="true", gradient_checkpointing="false",
+                inject_faults="nan_loss@2")
+    summary, out = train_in_process(model_dir, clips, tmp_path, on_step=on_step, **opts)
+    _check_outputs(summary, out)
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
+    _skipped_without_change(seen, 2)
+    assert summary["config"]["quantize_text_encoder"] is True and "`--quantize_text_encoder`" in (out / "README.md").read_text()
+    # The cache holds the nf4 T5's embeddings (its quantization error only), not the unquantized T5's.
+    captions = [json.loads(line)["text"] for line in (clips / "metadata.jsonl").read_text().splitlines()]
+    quant, plain = assert_text_encoder_quantization_error_only("cogvideox", model_dir, captions)
+    cached = [load_file(str(f))["prompt_embeds"].float() for f in (tmp_path / "cache").rglob("*.safetensors")]
+    assert len(cached) == len(captions)
+    for embeds in cached:
+        assert min((embeds - q).abs().max().item() for q in quant) <= 1e-5 * quant.abs().max().item()
+        assert min((embeds - p).abs().max().item() for p in plain) > 1e-3 * quant.abs().max().item()
+
+    model = seen["model"].eval()
+    assert type(model.transformer_blocks[0].attn1.to_q.base_layer).__name__ == "Linear4bit"
+    torch.manual_seed(0)
+    c = model.config
+    x = torch.randn(2, 3, c.in_channels, 8, 8)
+    enc = torch.randn(2, c.max_text_seq_length, c.text_embed_dim)
+    t = torch.tensor([100, 700])
+
+    def run(m):
+        with torch.no_grad():
+            return m(x, encoder_hidden_states=enc, timestep=t).sample.float()
+
+    trained_q = run(model)
+    model.disable_adapters()
+    base_q = run(model)
+    pipe = CogVideoXPipeline.from_pretrained(str(model_dir), torch_dtype=torch.float32)
+    base_unq = run(pipe.transformer)
+    pipe.load_lora_weights(str(out))  # stock diffusers loader, unquantized transformer
+    assert not getattr(pipe.transformer, "is_quantized", False)
+    _assert_quantization_error_only(trained_q, run(pipe.transformer), base_q, base_unq)
+
+
+@pytest.fixture(scope="module")
+def tiny_llava(tmp_path_factory):
+    """The tiny LLaVA-NeXT-Video model and 4 video QA samples (VideoChat2 layout)."""
+    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.demo.tiny_videochat import build_tiny_llava_next_video
+
+    root = tmp_path_factory.mktemp("llava-nf4")
+    return (build_tiny_llava_next_video(root / "llava"),
+            make_qa_dataset(root / "qa", n=4, num_frames=8, layout="videochat2", seed=0))
+
+
+class _Killed(BaseException):
+    """The in-process stand-in for the SIGKILL of a crash point (nothing after it runs)."""
+
+
+def _die(code):
+    raise _Killed(code)
+
+
+@pytest.mark.slow
+def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bit_for_bit(tiny_llava, tmp_path,
+                                                                                         monkeypatch):
+    """LLaVA-NeXT-Video with its language model nf4 (vision tower and projector not): a 3-step run with a NaN drill at
+    step 2 and a checkpoint at step 2 is the reference; PeftModel.from_pretrained puts its adapter on the unquantized
+    model; the same run killed after micro-batch 3 resumes from checkpoint-2 (the skip and the guard's counters in
+    it) and ends bit for bit equal."""
+    from peft import PeftModel
+
+    from dit_lora.output.names import BACKBONE_FILE
+    from dit_lora.training import hooks
+    from dit_lora.vlm.registry import spec_for
+
+    model_dir, annotation = tiny_llava
+    opts = dict(NF4, family="llava_next_video", num_frames=4, resolution=None, center_crop=None, cache_dir=None,
+                learning_rate=2e-3, backbone_learning_rate=1e-3, max_train_steps=3, checkpointing_steps=2,
+                gradient_checkpointing="false", inject_faults="nan_loss@2")
+    seen, on_step = _capture()
+    summary, out = train_in_process(model_dir, annotation, tmp_path / "ref", on_step=on_step, **opts)
+    assert isinstance(summary, dict), summary
+    assert summary["config"]["quantize_base"] == "nf4" and "--quantize_base nf4" in (out / "README.md").read_text()
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
+    _skipped_without_change(seen, 2)
+    saved = load_file(str(out / "adapter_model.safetensors"))
+    assert saved and all(torch.isfinite(v).all() for v in saved.values())
+    fault = json.loads((out / "nonfinite_report.json").read_text())["first_fault"]  # the drill, on the nf4 base
+    assert fault["classification"] == "model/optimizer" and fault["quantized_base"]["scheme"] == "nf4"
+    assert "fp32 (the nf4 weights, computed in fp32)" in fault["paragraph"]
+
+    model = seen["model"].eval()
+    assert type(model.model.language_model.layers[0].self_attn.q_proj.base_layer).__name__ == "Linear4bit"
+    spec = spec_for("llava_next_video")
+    batch = vlm_batch(spec, model_dir, annotation)
+
+    def run(m):
+        with torch.no_grad():
+            return m(**batch).logits.float()
+
+    trained_q = run(model)
+    model.disable_adapters()
+    base_q = run(model)  # LoRA off, the trained projector still in
+    base = spec.load_model(model_dir, torch.float32)
+    base.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
+    base_unq = run(base.eval())
+    reloaded = PeftModel.from_pretrained(base, str(out)).eval()  # PEFT's own loader, unquantized base
+    _assert_quantization_error_only(trained_q, run(reloaded), base_q, base_unq)
+
+    monkeypatch.setenv(hooks.CRASH_VAR, "micro_batch:3")
+    monkeypatch.setattr(hooks.os, "_exit", _die)
+    with pytest.raises(_Killed):
+        train_in_process(model_dir, annotation, tmp_path / "killed", **opts)
+    monkeypatch.delenv(hooks.CRASH_VAR)
+    resumed, again = train_in_process(model_dir, annotation, tmp_path / "killed", resume_from_checkpoint="latest", **opts)
+    assert isinstance(resumed, dict), resumed
+    assert resumed["steps_this_run"] == 1 and resumed["skipped_steps"] == 1  # from checkpoint-2, which kept the skip
+    ref = load_file(str(out / "adapter_model.safetensors"))
+    got = load_file(str(again / "adapter_model.safetensors"))
+    assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
+    projector = load_file(str(out / BACKBONE_FILE))
+    assert all(torch.equal(v, load_file(str(again / BACKBONE_FILE))[k]) for k, v in projector.items())
+    assert resumed["loss_history"] == summary["loss_history"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import ROOT, read_summary, run_recipe
+from helpers import ROOT, read_summary, run_recipe, vlm_batch
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -84,7 +84,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
 
     # dit_lora.load_adapter restores LoRA and projector: same logits as the trained in-memory model.
     spec = spec_for("llava_next_video")
-    batch = _a_batch(spec, assets["llava"], assets["videochat2"])
+    batch = vlm_batch(spec, assets["llava"], assets["videochat2"])
     trained.eval()
     fresh = load_adapter(spec.load_model(assets["llava"], torch.bfloat16), out).eval()
     with torch.no_grad():
@@ -107,25 +107,6 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     with torch.no_grad():
         untrained = spec.load_model(assets["llava"], torch.bfloat16).eval()(**batch).logits.float()
     assert not torch.allclose(untrained, want, atol=2e-2 * want.abs().max())  # the check can fail
-
-
-def _a_batch(spec, model_dir: Path, annotation: Path) -> dict:
-    from dit_lora.vlm.data import load_qa_samples, read_frames
-    from dit_lora.vlm.prompts import build_training_example
-
-    tokenizer = spec.load_tokenizer(model_dir)
-    prep = spec.load_preprocessing(model_dir)
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(model_dir)
-    sample = load_qa_samples(annotation)[0]
-    pixels = spec.frame_inputs(read_frames(sample.video, 4), prep)
-    example = build_training_example(tokenizer, sample.messages, video_placeholder=spec.video_placeholder,
-                                     video_token_id=tokenizer.convert_tokens_to_ids(spec.video_token),
-                                     video_token_count=spec.video_token_count(pixels, config))
-    batch = {k: example[k][None] for k in ("input_ids", "attention_mask")}
-    batch.update(spec.collate_pixels([pixels]))
-    return batch
 
 
 @pytest.mark.slow
@@ -195,7 +176,7 @@ def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_mode
     notes = []
     assert apply_liger(spec, model, notes.append) is None
     assert "--use_liger_kernel" in notes[0] and "plain PyTorch path" in notes[0]
-    batch = _a_batch(spec, assets["llava"], assets["videochat2"])
+    batch = vlm_batch(spec, assets["llava"], assets["videochat2"])
     labels = batch["input_ids"].clone()
     labels[:, : labels.shape[1] // 2] = -100  # answer-only style masking
     want = plain_loss(spec, model, batch, labels)

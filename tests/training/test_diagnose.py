@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -129,3 +130,50 @@ def test_clean_replay_is_not_reproduced(sana_step):
     assert isinstance(report["replays"]["fp32"]["grad_norm"], float)
     assert "transient" in report["advice"][0]
     assert format_paragraph(report).startswith("Step 5 went non-finite")
+    assert not any("--compile off" in a for a in report["advice"])
+
+
+def test_a_fault_not_reproduced_by_the_eager_replay_of_a_compiled_step_names_compile_off(sana_step):
+    from dit_lora.training.diagnose_advice import advice_for
+
+    model, loss_fn, batch = sana_step
+    report = _diagnose(model, loss_fn, batch)
+    report["observed"]["compile"] = "blocks"
+    assert any("--compile blocks" in a and "--compile off" in a for a in advice_for(report))
+
+
+def _quantized_linear_model(compute_dtype: torch.dtype):
+    """A frozen bitsandbytes nf4 linear (weights all 1, computing in ``compute_dtype``) and a trainable fp32 head."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+    proj = bnb.nn.Linear4bit(64, 64, bias=False, compute_dtype=compute_dtype, quant_type="nf4")
+    proj.weight = bnb.nn.Params4bit(torch.ones(64, 64), requires_grad=False, quant_type="nf4")
+    model = torch.nn.Sequential(proj.to("cpu"), torch.nn.Linear(64, 1))  # .to() quantizes the weight
+    model[0].weight.requires_grad_(False)
+    return model
+
+
+def test_a_precision_fault_of_the_quantized_base_names_quantize_base():
+    """A non-finite step on an nf4 base whose fp32 replay (same nf4 weights, fp32 compute) is finite is a precision
+    fault of the quantized base: a real fp16 overflow (64 x 2000 > 65504), and a bf16 fault (a hook on the linear
+    that fires unless it computes in fp32). The compute dtype is restored afterwards."""
+    def loss_fn(model, batch, generator):
+        return model(batch["x"]).float().pow(2).mean()
+
+    batch = {"x": torch.full((2, 64), 2000.0), "sample_index": torch.tensor([0, 1])}
+    model = _quantized_linear_model(torch.float16)
+    report = _diagnose(model, loss_fn, batch, autocast_ctx=contextlib.nullcontext)
+    assert report["classification"] == "precision", report["paragraph"]
+    assert report["quantized_base"] == {"scheme": "nf4", "modules": 1, "compute_dtype": "float16"}
+    assert report["replays"]["fp32"]["nonfinite"] is False and model[0].compute_dtype == torch.float16
+    assert "precision fault of the quantized base (--quantize_base nf4" in report["paragraph"]
+    assert "--mixed_precision bf16" in report["advice"][0] and "--quantize_base int8 or none" in report["advice"][0]
+    assert "fp32 (the nf4 weights, computed in fp32): finite" in report["paragraph"]
+    _strict_json(report)
+
+    model = _quantized_linear_model(torch.bfloat16)
+    model[0].register_forward_hook(lambda m, args, out: out * float("inf") if m.compute_dtype != torch.float32 else None)
+    report = _diagnose(model, loss_fn, {**batch, "x": torch.randn(2, 64)}, autocast_ctx=contextlib.nullcontext)
+    assert report["classification"] == "precision" and report["quantized_base"]["compute_dtype"] == "bfloat16"
+    assert "--quantize_base int8" in report["advice"][0] and "--mixed_precision no" in report["advice"][0]
+    assert any("--learning_rate" in a for a in report["advice"]) and model[0].compute_dtype == torch.bfloat16

@@ -1,0 +1,184 @@
+"""``--compile`` through the real recipes: zero graph breaks and zero recompiles after warm-up across two frame
+buckets and a rollback, the compiled run equal to the eager one up to float reassociation, a killed compiled run
+resumed bit for bit (from a checkpoint whose next batch is the other bucket), and every family's capture.
+
+Inductor's C++ build is what costs here (about a minute the first time on 2 cores; later processes hit its
+on-disk cache), so inductor's generated code is checked on CogVideoX, the family with buckets; the other
+families' graph capture (breaks, recompiles, regions) is checked with dynamo's ``aot_eager`` backend, the
+same capture without code generation.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from helpers import base_args, read_summary, run_recipe, train_in_process
+
+# Two frame buckets, batch 1, a NaN streak at updates 2-3 that rolls back at update 4 (guard checks every 2),
+# kernel checks (eager steps) at 1, 3 and 6, LoRA dropout (torch's generator: fallback_random), checkpoints at 4 and 8.
+COMPILED = dict(compile="blocks", frame_buckets="9x64x64,5x64x64", train_batch_size=1, max_train_steps=8,
+                checkpointing_steps=4, inject_faults="nan_loss@2-3", max_consecutive_skips=2,
+                kernel_check_interval=3, lora_dropout=0.1)
+
+
+def _args(model: Path, data: Path, out: Path, **overrides) -> list[str]:
+    opts = {"pretrained_model_name_or_path": model, "train_data_dir": data, "output_dir": out,
+            "cache_dir": out.parent / "cache", "rank": 4, "lora_alpha": 8, "learning_rate": 1e-3,
+            "report_to": "none", "skip_doctor": "true", "seed": 0, "ignore_memory_plan": "true",
+            "mixed_precision": "no", **COMPILED, **overrides}
+    return [x for k, v in opts.items() if v is not None for x in (f"--{k}", str(v))]
+
+
+@pytest.fixture(scope="module")
+def two_buckets(tmp_path_factory) -> Path:
+    """4 clips of 9 frames and 4 of 5 frames: two bucket shapes."""
+    from dit_lora.demo.clips import make_moving_square_dataset
+
+    root = tmp_path_factory.mktemp("compile-clips")
+    data = make_moving_square_dataset(root / "mixed", n=4, num_frames=9, seed=4)
+    short = make_moving_square_dataset(root / "short", n=4, num_frames=5, seed=5)
+    lines = (data / "metadata.jsonl").read_text().splitlines()
+    for line in (short / "metadata.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        shutil.copy(short / row["file_name"], data / ("short_" + row["file_name"]))
+        lines.append(json.dumps({"file_name": "short_" + row["file_name"], "text": row["text"]}))
+    (data / "metadata.jsonl").write_text("\n".join(lines) + "\n")
+    return data
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, tiny_cogvideox, two_buckets) -> Path:
+    out = tmp_path_factory.mktemp("compile-ref") / "out"
+    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out), recipe="cogvideox", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "compile: --compile blocks, 2 compiled region(s)" in proc.stdout
+    return out
+
+
+def _assert_no_recompiles(summary: dict, shapes: int) -> None:
+    compiled = summary["compile"]
+    assert compiled["mode"] == "blocks" and compiled["graph_breaks"] == 0, compiled
+    assert compiled["batch_shapes"] == shapes and compiled["recompiles_after_warmup"] == 0, compiled
+    assert compiled["graphs"] >= shapes and len(compiled["steps_that_compiled"]) == shapes, compiled
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("compile-cogvideox")  # one reference run per worker
+def test_two_buckets_and_a_rollback_compile_once_per_shape(reference):
+    summary = read_summary(reference)
+    _assert_no_recompiles(summary, shapes=2)
+    # what the setting is for: a rollback happened, and check steps (eager) fell between compiled ones
+    assert summary["rollbacks"] == 1 and summary["rollback_events"][0]["step"] == 4 and summary["skipped_steps"] == 2
+    assert summary["kernels"]["checks"] == 3 and summary["status"] == "completed"
+    compiled_steps = set(summary["compile"]["steps_that_compiled"])
+    assert not compiled_steps & {1, 3, 6}  # check steps run eagerly and compile nothing
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("compile-cogvideox")  # one reference run per worker
+def test_compiled_training_matches_eager_up_to_reassociation(reference, tiny_cogvideox, two_buckets, tmp_path):
+    out = tmp_path / "eager"
+    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out, compile="off"), recipe="cogvideox", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert read_summary(out)["compile"] is None
+    compiled, eager = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (reference, out))
+    assert compiled.keys() == eager.keys()
+    moved = [(eager[k] - compiled[k]).abs().max() / eager[k].abs().max().clamp_min(1e-12) for k in eager]
+    assert max(moved) < 1e-3, max(moved)  # the same training, summed in another order
+    assert any(not torch.equal(compiled[k], eager[k]) for k in eager)  # and really compiled (not eager again)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("compile-cogvideox")  # one reference run per worker
+def test_a_killed_compiled_run_resumes_bit_for_bit(reference, tiny_cogvideox, two_buckets, tmp_path):
+    """Killed mid-update 6 and resumed from checkpoint-4: the resumed process compiles its shapes in another
+    order than the reference did, and still computes the same bits (one static graph per shape)."""
+    out = tmp_path / "out"
+    killed = run_recipe(_args(tiny_cogvideox, two_buckets, out), recipe="cogvideox", timeout=600,
+                        env={"DIT_LORA_FAULT": "micro_batch:6"})
+    assert killed.returncode != 0 and not (out / "pytorch_lora_weights.safetensors").exists()
+    resumed = run_recipe(_args(tiny_cogvideox, two_buckets, out, resume_from_checkpoint="latest"),
+                         recipe="cogvideox", timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    summary = read_summary(out)
+    assert summary["steps_this_run"] == 4
+    _assert_no_recompiles(summary, shapes=2)
+    a, b = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (reference, out))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ---- every family's capture (aot_eager: dynamo without inductor's C++ build) -----------------------------
+@pytest.fixture
+def aot_eager(monkeypatch):
+    from dit_lora.training import compile as compile_mod
+
+    monkeypatch.setattr(compile_mod, "BACKEND", "aot_eager")
+
+
+@pytest.mark.slow
+def test_sana_compiles_without_breaks(aot_eager, tiny_sana, shapes_data, tmp_path):
+    mode = "blocks"
+    summary, _ = train_in_process(tiny_sana, shapes_data, tmp_path, compile=mode, max_train_steps=3,
+                                  kernel_check_interval=3, inject_faults="nan_loss@2", resolution=32,
+                                  train_batch_size=2)
+    assert not isinstance(summary, Exception), summary
+    compiled = summary["compile"]
+    assert compiled["mode"] == mode and compiled["graph_breaks"] == 0 and compiled["recompiles_after_warmup"] == 0
+    assert compiled["regions"] == 2 and compiled["steps_that_compiled"] == [2]
+    assert summary["skipped_steps"] == 1 and summary["final_loss"] is not None
+
+
+@pytest.mark.slow
+def test_dit_compiles_whole_without_breaks(aot_eager, tiny_dit, shape_classes, tmp_path):
+    """--compile full (the whole model) on DiT; --compile blocks is covered by the other families' tests."""
+    summary, _ = train_in_process(tiny_dit, shape_classes, tmp_path, compile="full", max_train_steps=3,
+                                  family="dit", num_classes=3)
+    assert not isinstance(summary, Exception), summary
+    compiled = summary["compile"]
+    assert compiled["mode"] == "full" and compiled["regions"] == 1, compiled
+    assert compiled["graph_breaks"] == 0 and compiled["recompiles_after_warmup"] == 0, compiled
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llava_next_video", "qwen2_5_vl"])
+def test_video_llm_serves_every_sequence_length_with_one_compile(aot_eager, tmp_path, family):
+    """Answers of different lengths make every batch a new shape: dynamic shapes compile once.
+
+    Batch 1: Qwen2.5-VL's language model drops an all-ones mask (transformers decides that inside), so with
+    batches > 1 the first batch with padding after one without costs one more compile (reported as such).
+    """
+    from accelerate.state import AcceleratorState
+
+    from dit_lora.config import parse_config
+    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.demo.tiny_qwen_vl import build_tiny_qwen2_5_vl
+    from dit_lora.demo.tiny_videochat import build_tiny_llava_next_video
+    from dit_lora.training.loop import train
+
+    build = build_tiny_llava_next_video if family == "llava_next_video" else build_tiny_qwen2_5_vl
+    model = build(tmp_path / "tiny-model")
+    data = make_qa_dataset(tmp_path / "chat", n=4, num_frames=4, layout="chat", seed=1)
+    qa_file = data  # make_qa_dataset returns the annotation file
+    data = qa_file.parent
+    rows = [json.loads(line) for line in qa_file.read_text().splitlines()]
+    for i, row in enumerate(rows):
+        row["messages"][1]["content"] += " and" * (3 * i)  # four different lengths
+    qa_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    args = base_args(model, data, tmp_path / "out", tmp_path / "cache", resolution=None, center_crop=None,
+                     train_batch_size=1, max_train_steps=4, num_frames=4, compile="blocks",
+                     family=family, attention_canary="false")
+    AcceleratorState._reset_state(True)
+    try:
+        summary = train(parse_config(args))
+    finally:
+        AcceleratorState._reset_state(True)
+    compiled = summary["compile"]
+    assert compiled["dynamic_shapes"] and compiled["batch_shapes"] == 4, compiled
+    assert compiled["steps_that_compiled"] == [1] and compiled["recompiles_after_warmup"] == 0, compiled
+    assert compiled["graph_breaks"] == 0, compiled
