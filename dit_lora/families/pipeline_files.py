@@ -63,27 +63,47 @@ def model_stamp(cfg: TrainConfig, subfolders: tuple[str, ...]) -> str | None:
     return "|".join(parts)
 
 
+#: the names users give a dtype (--variant, the catalogue's stored dtype) -> safetensors dtype names
+SAFETENSORS_DTYPES = {"fp32": "F32", "fp16": "F16", "bf16": "BF16"}
+
+
+def weight_files(folder: Path, variant: str | None = None) -> list[Path]:
+    """A component folder's safetensors files that ``from_pretrained`` reads: the variant's with ``--variant``
+    (Sana repos keep fp32 main files beside an fp16 or bf16 variant), else the main ones (sharded or not)."""
+    files = sorted(folder.glob("*.safetensors"))
+    if variant:
+        return [f for f in files if f".{variant}." in f.name or f".{variant}-" in f.name] or files
+    main = [f for f in files if len(f.name.split(".")) == 2 or f.name.split(".")[-2].split("-")[0] in
+            ("diffusion_pytorch_model", "model")]
+    return main or files
+
+
+def header_bytes(file: Path) -> dict[str, int]:
+    """Bytes per dtype of the tensors in one safetensors file, read from its header alone (never a tensor)."""
+    with open(file, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    out: dict[str, int] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]  # exact, whatever the dtype (no table of item sizes needed)
+        out[info["dtype"]] = out.get(info["dtype"], 0) + int(end) - int(begin)
+    return out
+
+
 def stored_dtype(cfg: TrainConfig) -> str | None:
     """The dtype the transformer weights are stored in, read from a safetensors header (no weights).
 
-    With ``--variant`` the variant's files are read (Sana repos keep fp32 main files beside an fp16 or bf16
-    variant); a Hub id answers with the variant's name alone.
+    With ``--variant`` the variant's files are read; a Hub id answers with the variant's name alone.
     """
     path = cfg.pretrained_model_name_or_path
-    by_variant = {"fp16": "F16", "bf16": "BF16", "fp32": "F32"}
     if not is_local(path):
-        return by_variant.get((cfg.variant or "").lower())
-    files = sorted((Path(path) / "transformer").glob("*.safetensors"))
-    if cfg.variant:
-        files = [f for f in files if f".{cfg.variant}." in f.name or f".{cfg.variant}-" in f.name] or files
-    else:
-        files = [f for f in files if f.name.split(".")[-2].split("-")[0] == "diffusion_pytorch_model"] or files
+        return SAFETENSORS_DTYPES.get((cfg.variant or "").lower())
+    files = weight_files(Path(path) / "transformer", cfg.variant)
     if not files:
         return None
-    with open(files[0], "rb") as fh:
-        size = int.from_bytes(fh.read(8), "little")
-        header = json.loads(fh.read(size))
-    dtypes = {v["dtype"] for k, v in header.items() if k != "__metadata__"}
+    dtypes = set(header_bytes(files[0]))
     return dtypes.pop() if len(dtypes) == 1 else ",".join(sorted(dtypes))
 
 

@@ -15,6 +15,18 @@ def finite_or_none(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def load_pyplot():
+    """matplotlib's pyplot on its file-only backend, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=True)  # files only: never a window, whatever the user's backend
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
 def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollbacks: list[int] = (),
                     log=print) -> Path | None:
     """Plot the logged loss against the step with matplotlib (the ``plot`` extra); returns the PNG's path.
@@ -24,12 +36,8 @@ def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollba
     happened. Without matplotlib nothing is written and ``log`` says so once; training never fails over
     a plot.
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)  # files only: never a window, whatever the user's backend
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = load_pyplot()
+    if plt is None:
         log("loss curve: not drawn (matplotlib is not installed; `pip install dit-lora[plot]` adds it)")
         return None
     points = [(s, l) for s, l in zip(steps, losses) if l is not None and math.isfinite(l)]
@@ -84,6 +92,8 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "train_backbone": family.backbone_patterns(cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
                                              if quantize.enabled(cfg) else None),
+        "quantized text encoder (--quantize_text_encoder)": ("nf4 during caching" if cfg.quantize_text_encoder
+                                                             else None),
         **family.card_settings(cfg),
         "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
@@ -104,11 +114,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "is folded into the lora_B weights\nand the files store alpha = rank"
         if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     ) + f", so {loaders} all apply the trained strength."
-    quantized = (
-        f"\nTrained on a quantized base ({quantize.describe(cfg)}, `--quantize_base {cfg.quantize_base}`). The adapter "
-        "is an ordinary one: load it into the unquantized pipeline as below (it then differs from the trained model "
-        "by the base's quantization error only), or into one quantized the same way.\n"
-        if quantize.enabled(cfg) else "")
+    quantized = _quantized_note(cfg)
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
     content = f"""---
@@ -139,6 +145,19 @@ LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
     path = Path(output_dir) / MODEL_CARD_FILE
     card.save(str(path))
     return path
+
+
+def _quantized_note(cfg) -> str:
+    """The card's paragraphs on --quantize_base and --quantize_text_encoder (empty when neither was used)."""
+    note = (
+        f"\nTrained on a quantized base ({quantize.describe(cfg)}, `--quantize_base {cfg.quantize_base}`). The adapter "
+        "is an ordinary one: load it into the unquantized pipeline as below (it then differs from the trained model "
+        "by the base's quantization error only), or into one quantized the same way.\n"
+        if quantize.enabled(cfg) else "")
+    if cfg.quantize_text_encoder:
+        note += ("\nTrained with a quantized text encoder (`--quantize_text_encoder`): "
+                 f"{quantize.describe_text_encoder(cfg)}. Prompt it through the unquantized encoder as usual.\n")
+    return note
 
 
 def _alpha_row(cfg) -> str:

@@ -15,7 +15,12 @@ What a process holds at its peak:
 - training phase: the trained model's weights (encoders released after caching), the optimizer's two
   fp32 moments, the guard's rollback snapshot (parameters and moments), DDP's gradient buckets, and the
   step's activations and gradients.
-On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here).
+On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here),
+and weights count as resident as :mod:`.resident` describes: a component loaded in its stored dtype is
+memory-mapped and counts in the caching phase only for the parameters the encode trace read (the trained
+model, first read after caching, not at all); a component converted at load counts in full, and a loading
+phase holds every converted component plus the largest converted one's stored bytes (its source pages,
+mapped beside the copy while it loads).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ import torch
 from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
-from .fake import LiveBytes, fused_attention, fake_mode, fake_module, module_bytes
+from . import resident
+from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
 
 @dataclass
@@ -67,6 +73,9 @@ class Plan:
     checkpointing: bool  # the run's setting
     steps: list[StepTrace] = field(default_factory=list)
     quantized: str | None = None  # --quantize_base: the trained model's Linear weights counted at that size
+    text_encoder_quantized: bool = False  # --quantize_text_encoder: the text encoder's Linear weights at nf4 size
+    load_phase_bytes: int | None = None  # CPU: converted weights + one component's stored copy; None: no conversion
+    mapped: list[str] = field(default_factory=list)  # CPU: components memory-mapped in their stored dtype
 
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
@@ -78,7 +87,8 @@ class Plan:
 
     def peak_bytes(self, checkpointing: bool | None = None) -> int:
         """The figure ``train_summary.json`` reports as ``peak_memory_bytes`` on the planned device."""
-        return max(self.train_phase_bytes(checkpointing), self.cache_phase_bytes or 0) + self.process_bytes
+        phases = (self.train_phase_bytes(checkpointing), self.cache_phase_bytes or 0, self.load_phase_bytes or 0)
+        return max(phases) + self.process_bytes
 
     @property
     def peak_memory_bytes(self) -> int:
@@ -96,7 +106,14 @@ class Plan:
 
 
 def process_resident_bytes() -> int:
-    """This process's resident memory now (the Python runtime and imported libraries)."""
+    """This process's resident memory now (the Python runtime and imported libraries).
+
+    matplotlib is imported first when it is installed: every run draws its loss curve at the end, and on a CPU
+    that import (about 30 MiB resident) was the part of a small run's peak that the plan missed.
+    """
+    from ..output.report import load_pyplot
+
+    load_pyplot()
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -132,15 +149,16 @@ def _build(family, cfg: TrainConfig, read, depth: int | None, checkpointing: boo
 
 
 def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
-            ) -> tuple[list[StepTrace], int]:
-    """Step traces for every bucket and checkpointing setting in ``settings``, and the peak of one encode call.
+            ) -> tuple[list[StepTrace], int, dict[str, float]]:
+    """Step traces for every bucket and checkpointing setting in ``settings``, the peak of one encode call, and
+    per component the fraction of its weight bytes that encode call read.
 
     One fake mode serves every trace, so the batches (the family's encode of one micro-batch per bucket) are
     made once and reused; a model of at most two blocks is traced at its own depth.
     """
     depths = (1, 2) if full_depth > 2 else (full_depth,)
     measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
-    encode_peak, batches = 0, None
+    encode_peak, batches, read_share = 0, None, {}
     mode = fake_mode()  # entered per use: the meta modules are built outside it
     for gc in settings:
         for depth in depths:
@@ -151,10 +169,14 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
             with mode:
                 family.configure(comps, cfg)
                 if batches is None:
-                    live = LiveBytes()
-                    with live:
+                    live, reads = LiveBytes(), ReadTensors()
+                    with live, reads:
                         batches = family.plan_batches(cfg, comps)
                     encode_peak = live.peak
+                    parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items()
+                                                      if isinstance(m, torch.nn.Module)}}
+                    read_share = {k: resident.touched_bytes(m, reads.ids) / max(module_bytes(m), 1)
+                                  for k, m in parts.items()}
             for bucket, batch in batches:
                 measured.setdefault((bucket, gc), []).append(_trace_step(family, cfg, comps, batch, mode))
             del comps, modules
@@ -166,7 +188,39 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
         else:
             mem, flops = points[0]
         out.append(StepTrace(bucket, gc, int(mem), int(flops)))
-    return out, encode_peak
+    return out, encode_peak, read_share
+
+
+def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights: dict[str, int],
+                  read_share: dict[str, float], model_subfolder: str, copied: set[str] = frozenset()
+                  ) -> tuple[dict[str, int], int | None, list[str]]:
+    """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
+
+    ``read_share``: per component, the fraction of its bytes the encode trace read; ``copied``: components
+    that load into fresh memory whatever their files hold (quantized ones: their quantized size is in
+    ``weights``), which read their source pages while they load, as converted ones do. A component whose
+    stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
+    the transformer's files, so for a Hub id not downloaded only the model is placed by it.
+    """
+    from ..catalogue import by_hub_id
+
+    entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    cache, converted, mapped = dict(weights), {}, []
+    for name, module in modules.items():
+        stored = resident.stored_component(
+            str(cfg.pretrained_model_name_or_path), model_subfolder if name == "model" else name, module,
+            variant=cfg.variant, catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None)
+        if stored is None:
+            continue
+        if name not in copied and stored.dtype == resident.loaded_dtype(module):
+            mapped.append(name)
+            cache[name] = int(weights[name] * read_share.get(name, 1.0))
+        else:  # the copy stays; the source is resident only while this component loads, so one at a time.
+            # Only the tensors the module loads are read: a file may hold more (CogVideoX's T5 file keeps the
+            # decoder that T5EncoderModel skips), so at most the module's own tensors at the stored dtype.
+            converted[name] = min(stored.nbytes, resident.stored_as(module, stored.dtype).nbytes)
+    load = sum(weights[k] for k in converted) + max(converted.values()) if converted else None
+    return cache, load, mapped
 
 
 def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
@@ -197,12 +251,22 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         names = quantize.quantized_linears(comps.model, family.quantize_skip_modules(cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    text_encoder = comps.encoders.get("text_encoder")
+    if cfg.quantize_text_encoder and text_encoder is not None:  # transformers' nf4 (its _keep_in_fp32_modules not)
+        weights["text_encoder"] -= quantize.quantized_weight_savings(
+            text_encoder, "nf4", quantize.quantized_linears(text_encoder))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
     cached = bool(comps.encoders) and cfg.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
-    steps, encode_peak = _traces(family, cfg, read, full_depth, settings)
+    steps, encode_peak, read_share = _traces(family, cfg, read, full_depth, settings)
+    cache_weights, load_phase, mapped = dict(weights), None, []
+    if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
+        modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
+        copied = {"model"} if quantize.enabled(cfg) else set()
+        copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
+        cache_weights, load_phase, mapped = cpu_residency(cfg, modules, weights, read_share, sub, copied)
     return Plan(
         model=str(cfg.pretrained_model_name_or_path), family=family.name, catalogue_entry=catalogue_entry,
         device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,
@@ -210,8 +274,10 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         trained_component="model", trainable_params=sum(p.numel() for p in trainable), optimizer_bytes=moments,
         snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
         ddp_bytes=trainable_bytes if num_processes > 1 else 0,
-        cache_phase_bytes=sum(weights.values()) + encode_peak if cached else None,
+        cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing, steps=steps, quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
+        text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
+        load_phase_bytes=load_phase, mapped=mapped,
     )

@@ -118,6 +118,23 @@ class LiveBytes(TorchDispatchMode):
         return out
 
 
+class ReadTensors(TorchDispatchMode):
+    """The ids of every tensor an operator takes as input under this mode (``ids``).
+
+    The planner asks which weights a phase reads: on a CPU a memory-mapped weight becomes resident only then.
+    A module's parameters reach the first operator that reads them as themselves (a view comes after), so
+    their ids are what to look for.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[int] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ids.update(id(t) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+        return func(*args, **(kwargs or {}))
+
+
 def fake_mode():
     """A ``FakeTensorMode`` (enter it with ``with``) that accepts the real tensors a family keeps (scheduler
     tables, RoPE caches)."""

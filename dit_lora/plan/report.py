@@ -38,15 +38,22 @@ def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.2f} GiB"
 
 
+def _quantized_label(plan: Plan, name: str) -> str:
+    """`` (Linear weights nf4-quantized)`` on the rows --quantize_base / --quantize_text_encoder shrink."""
+    if name == plan.trained_component and plan.quantized:
+        return f" (Linear weights {plan.quantized}-quantized)"
+    if name == "text_encoder" and plan.text_encoder_quantized:
+        return " (Linear weights nf4-quantized)"
+    return ""
+
+
 def format_plan(plan: Plan, capacity: int | None = None) -> str:
     """The prediction as a table, then what fits on ``capacity`` bytes (when given)."""
     head = (f"memory plan for `{plan.model}` ({plan.family}"
             + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
             + f"), {plan.num_processes} process(es) on {plan.device}, batch {plan.train_batch_size} "
             f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)")
-    rows = [(f"weights: {name}" + (f" (Linear weights {plan.quantized}-quantized)" if plan.quantized and
-                                   name == plan.trained_component else ""), _gib(size))
-            for name, size in plan.weights.items()]
+    rows = [(f"weights: {name}" + _quantized_label(plan, name), _gib(size)) for name, size in plan.weights.items()]
     rows += [("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
              ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
              ("rollback snapshot (guard)", _gib(plan.snapshot_bytes))]
@@ -57,7 +64,11 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
         rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))
     if plan.process_bytes:
         rows.append(("Python process (measured here)", _gib(plan.process_bytes)))
-    rows += [("caching phase (every component + one encode)", _gib(plan.cache_phase_bytes)),
+    if plan.load_phase_bytes:
+        rows.append(("loading phase (weights converted at load + one source)", _gib(plan.load_phase_bytes)))
+    cache_label = ("caching phase (what the encode reads of mapped weights + one encode)"
+                   if plan.mapped else "caching phase (every component + one encode)")
+    rows += [(cache_label, _gib(plan.cache_phase_bytes)),
              ("training phase", _gib(plan.train_phase_bytes())),
              ("predicted peak per process", _gib(plan.peak_memory_bytes)),
              ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP")]

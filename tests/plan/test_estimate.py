@@ -53,7 +53,8 @@ def test_depth_extrapolation_matches_a_full_trace(monkeypatch):
 
 
 def _direct(family, cfg, read, depth, settings):
-    """_traces without extrapolation: the full depth traced directly."""
+    """_traces without extrapolation: the full depth traced directly (no read shares: a CUDA plan counts every
+    weight as resident)."""
     from dit_lora.plan import estimate
     from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module
 
@@ -70,7 +71,7 @@ def _direct(family, cfg, read, depth, settings):
         for bucket, batch in batches:
             mem, flops = estimate._trace_step(family, cfg, comps, batch, mode)
             steps.append(estimate.StepTrace(bucket, gc, mem, flops))
-    return steps, encode
+    return steps, encode, {}
 
 
 @pytest.fixture(scope="module")

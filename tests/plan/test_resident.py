@@ -1,0 +1,169 @@
+"""On a CPU the plan counts memory-mapped weights as read, converted ones with their source (plan.resident)."""
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from dit_lora.config import TrainConfig
+from dit_lora.families import get_family
+from dit_lora.plan import plan_run
+from dit_lora.plan.estimate import cpu_residency
+from dit_lora.families.pipeline_files import header_bytes
+from dit_lora.plan.fake import ReadTensors, fake_mode, fake_module, on_meta
+from dit_lora.plan.resident import stored_component, stored_local, touched_bytes
+
+
+def _dit_reader(num_layers: int):
+    """DiT-XL-2-256's published configs, ``num_layers`` blocks of 2 narrow heads (the SD VAE as published)."""
+    from dit_lora.catalogue import by_hub_id
+
+    configs = by_hub_id("facebook/DiT-XL-2-256").configs
+    changes = {"num_layers": num_layers, "num_attention_heads": 2, "attention_head_dim": 16}
+
+    def read(subfolder, filename):
+        found = configs.get(f"{subfolder}/{filename}")
+        return {**found, **changes} if found is not None and subfolder == "transformer" else found
+
+    return read
+
+
+def test_header_read_gives_bytes_per_dtype_without_the_tensors(tmp_path):
+    file = tmp_path / "diffusion_pytorch_model.safetensors"
+    save_file({"a": torch.zeros(4, 3), "b": torch.zeros(10, dtype=torch.bfloat16)}, str(file))
+    size = 8 + int.from_bytes(file.read_bytes()[:8], "little")
+    with open(file, "r+b") as fh:  # drop the tensor data: only the header may be read
+        fh.truncate(size)
+    assert header_bytes(file) == {"F32": 48, "BF16": 20}
+    stored = stored_local(tmp_path)
+    assert (stored.dtype, stored.nbytes) == ("F32", 68)
+
+
+def test_variant_files_are_read_when_asked(tmp_path):
+    save_file({"a": torch.zeros(8)}, str(tmp_path / "diffusion_pytorch_model.safetensors"))
+    save_file({"a": torch.zeros(8, dtype=torch.float16)}, str(tmp_path / "diffusion_pytorch_model.fp16.safetensors"))
+    assert stored_local(tmp_path).bytes_by_dtype == {"F32": 32}
+    assert stored_local(tmp_path, "fp16").bytes_by_dtype == {"F16": 16}
+    assert stored_local(tmp_path / "missing") is None
+
+
+def test_catalogue_dtype_stands_in_for_an_undownloaded_id():
+    module = on_meta(lambda: torch.nn.Linear(10, 10), torch.float32)
+    stored = stored_component("some-org/not-downloaded", "transformer", module, catalogue_dtype="bf16")
+    assert stored.bytes_by_dtype == {"BF16": 220}
+    assert stored_component("some-org/not-downloaded", "transformer", module) is None
+
+
+def test_the_read_trace_names_the_parameters_an_encode_uses():
+    module = on_meta(lambda: torch.nn.ModuleDict({"enc": torch.nn.Conv2d(3, 4, 3), "dec": torch.nn.Linear(4, 4)}),
+                     torch.float32)
+    mode = fake_mode()
+    fake_module(module, mode)
+    reads = ReadTensors()
+    with mode, reads:
+        module["enc"](torch.randn(1, 3, 8, 8))
+    assert touched_bytes(module, reads.ids) == (4 * 3 * 3 * 3 + 4) * 4  # the conv's weight and bias only
+
+
+def _folder(tmp_path, stored: dict[str, torch.dtype]):
+    """A pipeline folder whose components each hold one 1,000-element tensor in the given dtype."""
+    for sub, dtype in stored.items():
+        (tmp_path / sub).mkdir()
+        save_file({"w": torch.zeros(1000, dtype=dtype)}, str(tmp_path / sub / "diffusion_pytorch_model.safetensors"))
+    return tmp_path
+
+
+def test_mapped_components_count_what_is_read_and_converted_ones_their_source(tmp_path):
+    folder = _folder(tmp_path, {"transformer": torch.bfloat16, "vae": torch.float32})
+    modules = {"model": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32),  # bf16 -> fp32
+               "vae": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32),  # fp32 as stored
+               "text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}  # no files
+    weights = {k: 4000 for k in modules}
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(folder))
+    cache, load, mapped = cpu_residency(cfg, modules, weights, {"model": 0.0, "vae": 0.25, "text_encoder": 0.5},
+                                        "transformer")
+    assert mapped == ["vae"]
+    assert cache == {"model": 4000, "vae": 1000, "text_encoder": 4000}  # converted and unknown: in full
+    assert load == 4000 + 2000  # the fp32 copy beside its bf16 source
+    # quantized at load: never mapped, and its source pages are read while it loads (bf16 here, as stored)
+    cache, load, mapped = cpu_residency(cfg, modules, weights, {"vae": 0.25}, "transformer", copied={"model"})
+    assert load == 4000 + 2000 and mapped == ["vae"] and cache["model"] == 4000
+
+
+def test_the_catalogue_dtype_places_only_the_transformer_of_a_hub_id_not_downloaded():
+    """The catalogue's stored dtype describes the transformer's files; the other components count in full."""
+    modules = {name: on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32) for name in ("model", "vae")}
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256")  # fp32 in the catalogue
+    cache, load, mapped = cpu_residency(cfg, modules, {"model": 4000, "vae": 4000}, {"model": 0.0, "vae": 0.5},
+                                        "transformer")
+    assert mapped == ["model"] and cache == {"model": 0, "vae": 4000} and load is None
+
+
+def test_a_converted_source_counts_only_the_tensors_the_module_loads(tmp_path):
+    """A file with tensors the module skips (T5's decoder beside T5EncoderModel's encoder) is read in part."""
+    (tmp_path / "text_encoder").mkdir()
+    save_file({"encoder": torch.zeros(1000, dtype=torch.bfloat16), "decoder": torch.zeros(3000, dtype=torch.bfloat16)},
+              str(tmp_path / "text_encoder" / "model.safetensors"))
+    modules = {"text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}
+    cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=str(tmp_path))
+    _, load, mapped = cpu_residency(cfg, modules, {"text_encoder": 4000}, {}, "transformer")
+    assert mapped == [] and load == 4000 + 2000  # not 4000 + 8000: the decoder's pages are never touched
+
+
+def _header_only_file(path, dtype: str, nbytes: int) -> None:
+    """A safetensors file as far as a header read goes: the 8-byte length and the JSON header, no tensor data."""
+    import json
+
+    header = json.dumps({"w": {"dtype": dtype, "shape": [nbytes // 4], "data_offsets": [0, nbytes]}}).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+
+
+@pytest.fixture(scope="module")
+def dit_plans(tmp_path_factory):
+    """One-block narrow DiT-XL-2-256 planned for CUDA and for a CPU in fp32 and bf16, from a local folder whose
+    transformer and VAE files store fp32 (as the Hub repo's do; headers only: far larger than the narrow model)."""
+    folder = tmp_path_factory.mktemp("dit-xl-2-256")
+    for sub in ("transformer", "vae"):
+        _header_only_file(folder / sub / "diffusion_pytorch_model.safetensors", "F32", 4 * 10**9)
+
+    def plan(device, precision):
+        cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(folder), resolution=64,
+                          train_batch_size=2, mixed_precision=precision)
+        return plan_run(cfg, get_family("dit"), _dit_reader(1), device=device, both_settings=False)
+
+    return plan("cuda", "no"), plan("cpu", "no"), plan("cpu", "bf16")
+
+
+def test_cuda_plans_count_every_weight_in_the_caching_phase(dit_plans):
+    cuda, _, _ = dit_plans
+    assert cuda.load_phase_bytes is None and cuda.mapped == [] and cuda.process_bytes == 0
+    assert cuda.cache_phase_bytes > sum(cuda.weights.values())
+    assert cuda.peak_memory_bytes == max(cuda.train_phase_bytes(), cuda.cache_phase_bytes)
+
+
+def test_cpu_caching_phase_leaves_out_the_unread_transformer_and_vae_decoder(dit_plans):
+    cuda, cpu, _ = dit_plans
+    assert cpu.weights == cuda.weights and sorted(cpu.mapped) == ["model", "vae"] and cpu.load_phase_bytes is None
+    encode_peak = cuda.cache_phase_bytes - sum(cuda.weights.values())
+    share = (cpu.cache_phase_bytes - encode_peak) / cpu.weights["vae"]
+    assert 0.3 < share < 0.6, share  # the SD VAE's encoder (and quant_conv) is ~41% of it; the decoder is unread
+    assert cpu.train_phase_bytes() == cuda.train_phase_bytes()  # training reads the whole transformer
+
+
+def test_cpu_bf16_run_of_fp32_files_has_a_loading_phase(dit_plans):
+    _, _, bf16 = dit_plans
+    assert bf16.mapped == ["vae"]  # the VAE loads in fp32, as stored; the transformer is converted
+    # the bf16 copy plus its fp32 source, twice its size (within the LoRA factors, fp32 in the planned model,
+    # which are 3% of this narrow one-block transformer); neither the copy alone nor two sources
+    assert bf16.load_phase_bytes == pytest.approx(3 * bf16.weights["model"], rel=0.05)
+
+
+def test_the_table_shows_the_loading_phase_and_the_mapped_caching_phase(dit_plans):
+    from dit_lora.plan.report import format_plan
+
+    cuda, _, bf16 = dit_plans
+    text = format_plan(bf16)
+    assert "loading phase (weights converted at load + one source)" in text
+    assert "caching phase (what the encode reads of mapped weights + one encode)" in text
+    on_cuda = format_plan(cuda)
+    assert "loading phase" not in on_cuda and "caching phase (every component + one encode)" in on_cuda
