@@ -56,25 +56,24 @@ median (and mean) over clean steps, or over all steps, marked noisy, when fewer 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common.cpu_harness import machine_environment, run_once, wait_for_quiet  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 DEMO_CONFIG = REPO / "recipes" / "configs" / "sana" / "demo.yaml"
 RECIPE = REPO / "recipes" / "sana_lora.py"
-STEP_TIMER = BENCH / "common" / "step_timer.py"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # What recipes/configs/sana/demo.yaml sets, spelled out for the diffusers example.
 COMMON = {
@@ -95,116 +94,6 @@ UNUSED_PROMPT = "a red circle on a blue background"  # the example's parser requ
 VARIANTS = ("dit-lora", "diffusers")
 DERIVED = "diffusers (minus text encoding)"
 ENCODE_CALL = "diffusers:SanaPipeline.encode_prompt"
-
-
-# --------------------------------------------------------------------------------------------
-# machine state
-# --------------------------------------------------------------------------------------------
-
-def machine_environment(env: dict) -> dict:
-    """CPU, thread count (as the children see it with ``env``), Python and library versions for a results file."""
-    versions = {}
-    for pkg in ("torch", "diffusers", "transformers", "peft", "accelerate", "datasets", "tqdm"):
-        try:
-            versions[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            versions[pkg] = None
-    threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-                             capture_output=True, text=True, env=env).stdout.strip()
-    return {"cpu_model": cpu_model(), "cpu_cores": os.cpu_count(), "cpu_flags": cpu_flags(),
-            "torch_threads": int(threads) if threads.isdigit() else None, "python": platform.python_version(),
-            "platform": platform.platform(), "versions": versions}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def cpu_flags() -> list[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
-                return [f for f in line.split(":", 1)[1].split() if f in wanted]
-    except OSError:
-        pass
-    return []
-
-
-def _busy_ticks() -> int:
-    """Non-idle CPU ticks of the whole machine since boot (/proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return user + nice + system + irq + softirq + steal
-
-
-def _proc_ticks(pid: int | str) -> int:
-    """utime + stime (+ waited-for children) of a process, in ticks; 0 once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return 0
-    parts = stat[stat.rfind(")") + 2 :].split()
-    return sum(int(x) for x in parts[11:15])
-
-
-class CpuMonitor(threading.Thread):
-    """Samples machine-wide busy ticks and the child's ticks, to measure other processes' load."""
-
-    def __init__(self, pid: int, period: float = 0.1):
-        super().__init__(daemon=True)
-        self.pid, self.period = pid, period
-        self.samples: list[tuple[float, int, int, int]] = []
-        self._halt = threading.Event()
-
-    def sample(self) -> None:
-        self.samples.append((time.perf_counter(), _busy_ticks(), _proc_ticks(self.pid), _proc_ticks("self")))
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            self.sample()
-            self._halt.wait(self.period)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join()
-
-    def foreign_cores(self, start: float, end: float) -> float | None:
-        """Average CPU cores used by processes other than the child and us over the sampling
-        interval that encloses [start, end] (so a short step is judged by its surroundings)."""
-        import bisect
-
-        times = [x[0] for x in self.samples]
-        i0 = max(bisect.bisect_right(times, start) - 1, 0)
-        i1 = min(bisect.bisect_left(times, end), len(times) - 1)
-        if i1 <= i0:
-            return None
-        (t0, b0, c0, s0), (t1, b1, c1, s1) = self.samples[i0], self.samples[i1]
-        return max(0.0, ((b1 - b0) - (c1 - c0) - (s1 - s0)) / CLK_TCK / (t1 - t0))
-
-
-def background_cores(seconds: float = 1.5) -> float:
-    b0, s0, t0 = _busy_ticks(), _proc_ticks("self"), time.perf_counter()
-    time.sleep(seconds)
-    b1, s1, t1 = _busy_ticks(), _proc_ticks("self"), time.perf_counter()
-    return max(0.0, ((b1 - b0) - (s1 - s0)) / CLK_TCK / (t1 - t0))
-
-
-def wait_for_quiet(threshold: float, max_wait: float, log) -> dict:
-    started = time.perf_counter()
-    load = background_cores()
-    while load > threshold and time.perf_counter() - started < max_wait:
-        log(f"    waiting: other processes use {load:.2f} cores (> {threshold})")
-        time.sleep(3.0)
-        load = background_cores()
-    return {"background_cores_before": round(load, 3), "waited_s": round(time.perf_counter() - started, 1),
-            "loadavg_before": Path("/proc/loadavg").read_text().split()[:3]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -244,17 +133,18 @@ def build_assets(work: Path, sizes: dict[str, int], env: dict) -> None:
 # --------------------------------------------------------------------------------------------
 # commands
 # --------------------------------------------------------------------------------------------
-def dit_lora_cmd(work: Path, size: str, res: int, steps: int, out: Path) -> list[str]:
+def dit_lora_cmd(work: Path, size: str, res: int, steps: int, out: Path, batch: int = COMMON["batch"],
+                 compile_mode: str = "off", precision: str = "bf16") -> list[str]:
     return [
         str(RECIPE), "--config", str(DEMO_CONFIG), "--skip_doctor",
         "--demo_size", size, "--pretrained_model_name_or_path", str(work / "models" / size),
         "--train_data_dir", str(work / "data" / f"shapes{res}"), "--demo_num_images", str(COMMON["num_images"]),
-        "--resolution", str(res), "--train_batch_size", str(COMMON["batch"]),
+        "--resolution", str(res), "--train_batch_size", str(batch),
         "--rank", str(COMMON["rank"]), "--lora_alpha", str(COMMON["lora_alpha"]),
         "--learning_rate", str(COMMON["learning_rate"]), "--lr_scheduler", COMMON["lr_scheduler"],
         "--lr_warmup_steps", str(COMMON["lr_warmup_steps"]), "--max_grad_norm", str(COMMON["max_grad_norm"]),
         "--weighting_scheme", COMMON["weighting_scheme"], "--max_sequence_length", str(COMMON["max_sequence_length"]),
-        "--seed", str(COMMON["seed"]), "--mixed_precision", "bf16",
+        "--seed", str(COMMON["seed"]), "--mixed_precision", precision, "--compile", compile_mode,
         # The example's default is no complex-human-instruction prefix; captions match that way.
         "--complex_human_instruction", "false",
         "--cache_dir", str(work / "cache"), "--output_dir", str(out), "--overwrite_output_dir",
@@ -263,91 +153,23 @@ def dit_lora_cmd(work: Path, size: str, res: int, steps: int, out: Path) -> list
     ]
 
 
-def diffusers_cmd(example: Path, work: Path, size: str, res: int, steps: int, out: Path) -> list[str]:
+def diffusers_cmd(example: Path, work: Path, size: str, res: int, steps: int, out: Path,
+                  batch: int = COMMON["batch"], precision: str = "bf16") -> list[str]:
     return [
         str(example), "--pretrained_model_name_or_path", str(work / "models" / size),
         "--dataset_name", str(work / "data" / f"shapes{res}_imagefolder"), "--caption_column", "text",
         "--instance_prompt", UNUSED_PROMPT,
         "--output_dir", str(out), "--resolution", str(res), "--center_crop", "--random_flip",
-        "--train_batch_size", str(COMMON["batch"]), "--max_train_steps", str(steps),
+        "--train_batch_size", str(batch), "--max_train_steps", str(steps),
         "--rank", str(COMMON["rank"]), "--lora_alpha", str(COMMON["lora_alpha"]), "--lora_layers", COMMON["lora_layers"],
         "--learning_rate", str(COMMON["learning_rate"]), "--lr_scheduler", COMMON["lr_scheduler"],
         "--lr_warmup_steps", str(COMMON["lr_warmup_steps"]), "--max_grad_norm", str(COMMON["max_grad_norm"]),
         "--weighting_scheme", COMMON["weighting_scheme"], "--max_sequence_length", str(COMMON["max_sequence_length"]),
-        "--seed", str(COMMON["seed"]), "--mixed_precision", "bf16", "--cache_latents",
+        "--seed", str(COMMON["seed"]), "--mixed_precision", precision, "--cache_latents",
         "--checkpointing_steps", str(10 * steps + 1000),  # never reached: no checkpoints
         # --report_to none is not accepted by accelerate; tensorboard is the example's default.
         "--report_to", "tensorboard",
     ]
-
-
-# --------------------------------------------------------------------------------------------
-# one run
-# --------------------------------------------------------------------------------------------
-def run_once(name: str, script_argv: list[str], env: dict, logs: Path, warmup: int, steps: int,
-             quiet: dict, clean_cores: float, log, python: str = sys.executable) -> dict:
-    logs.mkdir(parents=True, exist_ok=True)
-    stamp_file = logs / f"{name}.steps.json"
-    stamp_file.unlink(missing_ok=True)
-    argv = [python, str(STEP_TIMER), str(stamp_file)] + script_argv
-    started = time.perf_counter()
-    with open(logs / f"{name}.log", "w") as fh:
-        fh.write(" ".join(argv) + "\n\n")
-        fh.flush()
-        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
-        monitor = CpuMonitor(proc.pid)
-        monitor.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        monitor.stop()
-    wall = time.perf_counter() - started
-    result: dict = {"name": name, "returncode": proc.returncode, "wall_s": round(wall, 2),
-                    "peak_rss_bytes": usage.ru_maxrss * 1024, "log": str(logs / f"{name}.log"), **quiet}
-    if proc.returncode != 0 or not stamp_file.exists():
-        tail = (logs / f"{name}.log").read_text().splitlines()[-15:]
-        result["error"] = "\n".join(tail)
-        log(f"    FAILED (rc {proc.returncode}); see {logs / (name + '.log')}")
-        return result
-    data = json.loads(stamp_file.read_text())
-    bars = [b for b in data["bars"] if str(b.get("desc", "")).lower() == "steps" and b["total"] == steps]
-    if not bars or len(bars[0]["stamps"]) < warmup + 3:
-        result["error"] = f"no step bar with {steps} updates found in {stamp_file}"
-        log(f"    FAILED: {result['error']}")
-        return result
-    stamps, rss = bars[0]["stamps"], bars[0]["rss"]
-    # stamps[i] is the end of step i + 1, so step k (2..N) is stamps[k-1] - stamps[k-2]. Timed: steps warmup+1..N.
-    first = max(warmup - 1, 0)
-    bounds = list(zip(stamps[first:-1], stamps[first + 1 :]))
-    timed = [b - a for a, b in bounds]
-    foreign = [monitor.foreign_cores(a, b) for a, b in bounds]
-    clean = [f is not None and f < clean_cores for f in foreign]
-    window = (stamps[first], stamps[-1])
-    med, mean = statistics.median(timed), (window[1] - window[0]) / len(timed)
-    result.update({
-        "steps": steps, "warmup_steps": warmup, "timed_steps": len(timed), "clean_steps": sum(clean),
-        "median_s_per_step": round(med, 5), "mean_s_per_step": round(mean, 5), "min_s_per_step": round(min(timed), 5),
-        "startup_s": round(stamps[0] - data["process_start"] - (timed[0] if timed else 0.0), 2),
-        "train_rss_max_bytes": max(rss), "rss_at_first_step_bytes": rss[0],
-        "foreign_cores": None if (fc := monitor.foreign_cores(*window)) is None else round(fc, 3),
-        "step_s": [round(x, 5) for x in timed],
-        "step_foreign_cores": [None if f is None else round(f, 3) for f in foreign],
-        "step_clean": clean,
-    })
-    if any(clean):
-        result["clean_median_s_per_step"] = round(statistics.median(t for t, c in zip(timed, clean) if c), 5)
-    spans = data.get("calls", {}).get(ENCODE_CALL)
-    if spans is not None:
-        # Time spent in SanaPipeline.encode_prompt inside each timed step.
-        enc = [sum(max(0.0, min(e, b) - max(s, a)) for s, e in spans) for a, b in bounds]
-        result["step_text_encoding_s"] = [round(x, 5) for x in enc]
-    summary = Path(script_argv[script_argv.index("--output_dir") + 1]) / "train_summary.json"
-    if summary.exists():  # dit-lora's own numbers, for cross-checking (its window includes the first steps)
-        own = json.loads(summary.read_text())
-        result["dit_lora_summary"] = {k: own.get(k) for k in ("steps_per_second", "train_time_s", "peak_memory_bytes")}
-    log(f"    median {med:.4f} s/step over {len(timed)} steps, {sum(clean)} clean "
-        f"(median {result.get('clean_median_s_per_step')}); other processes {result['foreign_cores']} cores; "
-        f"peak RSS {result['peak_rss_bytes'] / 2**20:.0f} MiB; wall {wall:.1f} s")
-    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,10 +183,11 @@ def summarize(runs: list[dict], min_clean: int) -> list[dict]:
     marked ``noisy``.
     """
     rows = []
-    configs = sorted({r["config"] for r in runs}, key=lambda c: c != "tiny")
+    configs = sorted({r["config"] for r in runs}, key=lambda c: (not c.startswith("tiny"), c))
+    mine_variants = list(dict.fromkeys(r["variant"] for r in runs if r["variant"].startswith("dit-lora")))
+    variants = [(v, v, False) for v in mine_variants] + [("diffusers", "diffusers", False), (DERIVED, "diffusers", True)]
     for config in configs:
-        for label, variant, derived in (("dit-lora", "dit-lora", False), ("diffusers", "diffusers", False),
-                                        (DERIVED, "diffusers", True)):
+        for label, variant, derived in variants:
             mine = [r for r in runs if r["config"] == config and r["variant"] == variant]
             if not mine:
                 continue
@@ -396,7 +219,15 @@ def summarize(runs: list[dict], min_clean: int) -> list[dict]:
                 "peak_rss_mib": round(statistics.median(r["peak_rss_bytes"] for r in ok) / 2**20, 1),
                 "train_rss_mib": round(statistics.median(r["train_rss_max_bytes"] for r in ok) / 2**20, 1),
                 "startup_s": round(statistics.median(r["startup_s"] for r in ok), 1),
+                # steps 1..warmup: the kernel-check step (1, eager) and, compiled, the steps that compile
+                "warmup_s": round(statistics.median(sum(r.get("warmup_step_s", [])) for r in ok), 2),
+                "warmup_step_s": ok[0].get("warmup_step_s"),
             }
+            compiled = [(r.get("dit_lora_summary") or {}).get("compile") for r in ok]
+            if any(compiled):
+                c = next(x for x in compiled if x)
+                row["compile"] = {k: c.get(k) for k in ("mode", "regions", "graphs", "graph_breaks",
+                                                        "recompiles_after_warmup", "steps_that_compiled")}
             if variant == "diffusers" and enc_clean:
                 row["text_encoding_median_s_per_step"] = round(statistics.median(enc_clean), 5)
             rows.append(row)
@@ -404,6 +235,8 @@ def summarize(runs: list[dict], min_clean: int) -> list[dict]:
     for r in rows:
         if r.get("ok_runs") and r["config"] in base:
             r["time_vs_dit_lora"] = round(r["median_s_per_step"] / base[r["config"]]["median_s_per_step"], 3)
+            if "compile" in r:  # extra warm-up time over the eager run: the compile
+                r["compile_s"] = round(r["warmup_s"] - base[r["config"]]["warmup_s"], 1)
     return rows
 
 
@@ -416,12 +249,12 @@ def markdown(rows: list[dict], env: dict) -> str:
         "",
         "| config | trainer | steps/s | s/step (median) | s/step (mean) | clean / timed steps | "
         "s/step, all steps (median) | step time vs dit-lora | peak RSS (MiB) | RSS while training (MiB) | "
-        "start-up (s) | runs |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "start-up (s) | warm-up steps (s) | compile (s) | graphs / breaks / recompiles | runs |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if not r.get("ok_runs"):
-            lines.append(f"| {r['config']} | {r['trainer']} | failed | | | | | | | | | 0 |")
+            lines.append(f"| {r['config']} | {r['trainer']} | failed | | | | | | | | | | | | 0 |")
             continue
         derived = r["trainer"] == DERIVED
         flag = " (noisy)" if r["noisy"] else ""
@@ -431,7 +264,9 @@ def markdown(rows: list[dict], env: dict) -> str:
             f"{r['median_s_per_step_all_steps']:.4f} | {r.get('time_vs_dit_lora', 1.0):.2f}x | "
             + ("(same runs) | | | " if derived else
                f"{r['peak_rss_mib']:.0f} | {r['train_rss_mib']:.0f} | {r['startup_s']:.1f} | ")
-            + f"{r['ok_runs']} |"
+            + f"{r['warmup_s']:.1f} | {r.get('compile_s', '')} | "
+            + ("{graphs} / {graph_breaks} / {recompiles_after_warmup}".format(**r["compile"]) if "compile" in r else "")
+            + f" | {r['ok_runs']} |"
         )
     return "\n".join(lines)
 
@@ -449,6 +284,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="Models, data, caches, run outputs and logs (reused between invocations).")
     ap.add_argument("--configs", default="tiny,small", help="Comma-separated subset of tiny,small.")
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"Comma-separated subset of {','.join(VARIANTS)}.")
+    ap.add_argument("--compile", default="off",
+                    help="Comma-separated subset of off,blocks,full: dit-lora runs once per mode (--compile MODE); "
+                         "compiled modes get a row 'dit-lora compile=MODE' beside the eager 'dit-lora'.")
+    ap.add_argument("--batch_sizes", default=str(COMMON["batch"]),
+                    help="Comma-separated batch sizes (configs other than batch 4 are named e.g. 'small-b1').")
+    ap.add_argument("--mixed_precision", default="bf16", choices=("bf16", "no"),
+                    help="Both trainers' --mixed_precision (bf16: the comparison's setting; `no` on CPUs without "
+                         "AVX-512 BF16, where bf16 convolutions take a slow path).")
+    ap.add_argument("--inductor_cache", default="per-run", choices=("per-run", "shared"),
+                    help="per-run: a fresh TORCHINDUCTOR_CACHE_DIR per compiled run (cold compile, what a user's "
+                         "first run pays); shared: one directory in --work_dir (warm after the first round).")
     ap.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; the summary is the median over rounds.")
     ap.add_argument("--tiny_steps", type=int, default=120)
     ap.add_argument("--small_steps", type=int, default=20)
@@ -467,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, flush=True)
 
     configs = [c for c in args.configs.split(",") if c]
+    compile_modes = [m for m in args.compile.split(",") if m]
+    if any(m not in ("off", "blocks", "full") for m in compile_modes):
+        ap.error("--compile takes off, blocks and/or full")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
     variants = [v for v in args.variants.split(",") if v]
     for v in variants:
         if v not in VARIANTS:
@@ -527,25 +377,39 @@ def main(argv: list[str] | None = None) -> int:
     build_assets(work, {c: sizes[c] for c in configs}, env)
 
     runs: list[dict] = []
+    jobs = []  # (variant label, trainer, compile mode)
+    for variant in variants:
+        if variant == "dit-lora":
+            jobs += [("dit-lora" if m == "off" else f"dit-lora compile={m}", variant, m) for m in compile_modes]
+        else:
+            jobs.append((variant, variant, "off"))
     for rnd in range(args.repeats):
         for config in configs:
+          for batch in batch_sizes:
             res, steps = sizes[config], steps_for[config]
-            for variant in variants:
-                name = f"{config}-{variant}-r{rnd}"
+            label = config if batch == COMMON["batch"] else f"{config}-b{batch}"
+            for vlabel, variant, mode in jobs:
+                name = f"{label}-{vlabel.replace(' compile=', '-')}-r{rnd}"
                 out = work / "runs" / name
                 if variant == "dit-lora":
-                    script_argv, child_env = dit_lora_cmd(work, config, res, steps, out), env
-                    python = sys.executable
+                    script_argv = dit_lora_cmd(work, config, res, steps, out, batch, mode, args.mixed_precision)
+                    child_env, python = dict(env), sys.executable
+                    if mode != "off":
+                        cache = work / "inductor" / (name if args.inductor_cache == "per-run" else "shared")
+                        if args.inductor_cache == "per-run":
+                            shutil.rmtree(cache, ignore_errors=True)
+                        child_env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
                 else:
-                    script_argv = diffusers_cmd(example, work, config, res, steps, out)
+                    script_argv = diffusers_cmd(example, work, config, res, steps, out, batch, args.mixed_precision)
                     child_env = diffusers_env
                     python = example_python
                 shutil.rmtree(out, ignore_errors=True)
-                log(f"[round {rnd + 1}/{args.repeats}] {config} ({res} px, {steps} steps) {variant}")
+                log(f"[round {rnd + 1}/{args.repeats}] {label} ({res} px, batch {batch}, {steps} steps) {vlabel}")
                 quiet = wait_for_quiet(args.quiet_cores, args.max_wait_s, log)
                 result = run_once(name, script_argv, child_env, work / "logs", args.warmup_steps, steps, quiet,
-                                  args.clean_cores, log, python=python)
-                result.update(config=config, variant=variant, resolution=res, round=rnd)
+                                  args.clean_cores, log, python=python,
+                                  time_call=ENCODE_CALL if variant == "diffusers" else None)
+                result.update(config=label, variant=vlabel, resolution=res, batch=batch, compile=mode, round=rnd)
                 runs.append(result)
                 shutil.rmtree(out, ignore_errors=True)
 
@@ -559,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
         "total_time_s": round(time.perf_counter() - t_start, 1), "environment": environment,
         "settings": {**COMMON, "resolutions": {c: sizes[c] for c in configs}, "steps": {c: steps_for[c] for c in configs},
                      "warmup_steps": args.warmup_steps, "repeats": args.repeats, "variants": variants,
+                     "compile": compile_modes, "batch_sizes": batch_sizes, "mixed_precision": args.mixed_precision,
+                     "inductor_cache": args.inductor_cache,
                      "quiet_cores": args.quiet_cores, "max_wait_s": args.max_wait_s, "clean_cores": args.clean_cores,
                      "min_clean_steps": args.min_clean_steps},
         "summary": rows, "notes": notes, "runs": runs,

@@ -10,7 +10,7 @@ from the catalogue's configs: real widths, head counts, tokenizer file sets and 
 the transformer cut to 1-2 blocks (and the text encoder to one layer with the local tokenizer's vocabulary,
 the VAE to narrow channels). The run plans itself at start (``memory plan: predicted peak ...``) and writes
 both figures to ``train_summary.json``: ``memory_plan.peak_memory_bytes`` (the prediction) and
-``peak_memory_bytes`` (on a CPU the process's ``ru_maxrss``: its peak resident set over its whole life,
+``peak_memory_bytes`` (on a CPU the process's ``VmHWM``: its peak resident set over its whole life,
 loading and latent caching included). The error is (predicted - measured) / measured.
 
 Every run gets a fresh latent cache (the caching phase, with every component loaded, is part of the peak),
@@ -144,7 +144,7 @@ def run_setting(name: str, model: Path, data: Path, work: Path, env: dict, timeo
     row.update(predicted_bytes=predicted, measured_bytes=measured, error=(predicted - measured) / measured,
                plan={k: plan[k] for k in ("weights", "process_bytes", "cache_phase_bytes", "train_phase_bytes",
                                           "optimizer_bytes", "snapshot_bytes", "trainable_params", "steps",
-                                          "checkpointing", "depth")},
+                                          "checkpointing", "depth", "load_phase_bytes", "mapped")},
                measured_phases={
                    "setup_peak_bytes": training_marks[0]["hwm"] if training_marks else None,
                    "train_rss_max_bytes": _train_rss_max(watched),
