@@ -17,6 +17,7 @@ import torch
 
 from .. import quantize
 from ..config import TrainConfig
+from ..data.text_padding import cut_text_padding
 from ..errors import UserError
 from ..tokenizer_files import check_tokenizer_packages
 from .base import Components
@@ -239,6 +240,19 @@ class SanaFamily(DiffusionFamily):
     def _max_sequence_length(cfg: TrainConfig) -> int:
         return cfg.max_sequence_length or 300  # SanaPipeline's default
 
+    def build_data(self, cfg: TrainConfig, comps: Components, accelerator):
+        """The family's data, then (cached, --trim_text_padding) the caption length every batch is cut to."""
+        from ..data.text_padding import used_text_length
+
+        data = super().build_data(cfg, comps, accelerator)
+        length = used_text_length(data.dataset.files) if data.cached and cfg.trim_text_padding else None
+        comps.extras["text_tokens"] = length
+        if length is not None and length < self._max_sequence_length(cfg):
+            print(f"caption tokens: the longest cached caption uses {length} of {self._max_sequence_length(cfg)} "
+                  "padded tokens; every batch is cut to them (the rest is masked in every sample: "
+                  "--trim_text_padding false keeps it)")
+        return data
+
     # ---- loss ------------------------------------------------------------------------------
     def compute_loss(self, comps, denoiser, batch, generator, cfg):
         from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
@@ -260,10 +274,12 @@ class SanaFamily(DiffusionFamily):
         timesteps = timestep_table[indices]
         sigma = sigmas.view(-1, *([1] * (latents.ndim - 1)))
         noisy = (1.0 - sigma) * latents + sigma * noise
+        embeds, mask = cut_text_padding(batch["prompt_embeds"], batch["prompt_attention_mask"],
+                                        comps.extras.get("text_tokens"))
         pred = denoiser(
             hidden_states=noisy,
-            encoder_hidden_states=batch["prompt_embeds"],
-            encoder_attention_mask=batch["prompt_attention_mask"],
+            encoder_hidden_states=embeds,
+            encoder_attention_mask=mask,
             timestep=timesteps,
             return_dict=False,
         )[0]
