@@ -247,7 +247,7 @@ class SanaFamily(DiffusionFamily):
         data = super().build_data(cfg, comps, accelerator)
         length = used_text_length(data.dataset.files) if data.cached and cfg.trim_text_padding else None
         comps.extras["text_tokens"] = length
-        if length is not None and length < self._max_sequence_length(cfg):
+        if length is not None and length < self._max_sequence_length(cfg) and accelerator.is_main_process:
             print(f"caption tokens: the longest cached caption uses {length} of {self._max_sequence_length(cfg)} "
                   "padded tokens; every batch is cut to them (the rest is masked in every sample: "
                   "--trim_text_padding false keeps it)")

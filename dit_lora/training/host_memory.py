@@ -3,12 +3,13 @@
 PyTorch's CPU tensors come from glibc's ``malloc``. By default glibc serves blocks above a (dynamic) threshold
 with fresh ``mmap`` pages and gives freed heap back to the system, so a training step that allocates the same
 activations every time page-faults (and has the kernel zero) all of them again: measured on the small random Sana
-at 256 px, batch 4, bf16, 0.708 s per step with the defaults and 0.594 s with the blocks kept
-(``benchmarks/RESULTS.md``), the peak resident set 1,380 vs 1,399 MiB. Three of glibc's own settings
-(``mallopt``, the knobs of its ``MALLOC_*_`` environment variables) keep them: blocks up to the largest mmap
-threshold glibc allows come from the heap, and the heap is not trimmed. The peak is the step's working set either
-way; what stays resident between steps is that working set. A CUDA run's tensors do not use ``malloc``, so it is
-left as it is.
+at 256 px, batch 4, bf16, 0.708 s per step with glibc's defaults and 0.594 s with the blocks kept
+(``benchmarks/RESULTS.md``). Three of glibc's own settings (``mallopt``, the knobs of its ``MALLOC_*_``
+environment variables) keep them: blocks up to the largest mmap threshold glibc allows (32 MiB) come from the heap,
+and the heap is not trimmed. Larger blocks are still mapped afresh each step. The settings take effect at the end
+of setup: loading and caching (each done once) run with glibc's defaults, what they freed is handed back
+(:func:`release_freed_memory`), and training keeps its own working set, not theirs. A CUDA run's tensors do not use ``malloc``: the run leaves
+the allocator alone there.
 """
 
 from __future__ import annotations
@@ -36,12 +37,25 @@ def reuse_freed_memory() -> str | None:
     except (OSError, AttributeError):
         return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    applied = [mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD), mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD),
-               mallopt(M_TOP_PAD, TOP_PAD)]
-    if not all(applied):
-        return None
-    return (f"host memory: tensors up to {MMAP_THRESHOLD >> 20} MiB come from the heap and freed memory stays for "
-            "the next step (no page faults per step; --cpu_reuse_memory false restores glibc's defaults)")
+    for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)):
+        if not mallopt(param, value):  # glibc refused one: say nothing rather than claim the rest
+            return None
+    return (f"host memory: tensors up to {MMAP_THRESHOLD >> 20} MiB come from the heap and what a step frees stays "
+            "for the next one (fewer page faults per step; --cpu_reuse_memory false leaves glibc's settings alone)")
 
 
-__all__ = ["reuse_freed_memory"]
+def release_freed_memory() -> bool:
+    """Hand the heap's free pages back to the system once (glibc's ``malloc_trim``): after setup, so training
+    does not keep what loading and caching freed. False where there is no ``malloc_trim``."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True
+
+
+__all__ = ["release_freed_memory", "reuse_freed_memory"]

@@ -47,7 +47,7 @@ from . import trainables
 from .canary import attention_canary, install_broken_attention
 from .checkpoint import load_checkpoint, resolve_resume
 from .compile import CompileCounters, check_compiler, compile_model
-from .host_memory import reuse_freed_memory
+from .host_memory import release_freed_memory, reuse_freed_memory
 from .guard import StepGuard
 from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
@@ -163,6 +163,13 @@ def setup(cfg: TrainConfig) -> Run:
     _install_kernels(run)
     _build_optimizer(run)
     _restore(run)
+    if cfg.cpu_reuse_memory and run.accelerator.device.type == "cpu":
+        # Loading and caching ran with glibc's defaults (each once); what they freed goes back, then the steps
+        # keep their own working set.
+        release_freed_memory()
+        note = reuse_freed_memory()
+        if note:
+            run.log(note)
     return run
 
 
@@ -225,10 +232,6 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             print(msg, flush=True)
 
-    if cfg.cpu_reuse_memory and accelerator.device.type == "cpu":
-        note = reuse_freed_memory()
-        if note:
-            log(note)
     if cfg.demo:
         if accelerator.is_main_process:
             family.prepare_demo(cfg)

@@ -60,33 +60,37 @@ def _check_outputs(summary, out):
                for v in load_file(str(next(out.glob("*.safetensors")))).values())
 
 
-def _sana_reloads_within_quantization_error(model, tiny_sana, out, layer: str) -> None:
+def _reloads_within_quantization_error(model, pipeline_class, model_dir, out, layer: str, **inputs) -> None:
     """The trained model's base layers are bitsandbytes ``layer``s and the adapter, put on the unquantized fp32
     pipeline by diffusers' load_lora_weights, gives its output up to the base's quantization error."""
-    from diffusers import SanaPipeline, SanaTransformer2DModel
-
     model = model.eval()
     assert type(model.transformer_blocks[0].attn1.to_q.base_layer).__name__ == layer
     assert all(p.dtype == torch.float32 for n, p in model.named_parameters() if p.requires_grad)
 
-    torch.manual_seed(0)
-    x = torch.randn(2, model.config.in_channels, 2, 2)
-    enc = torch.randn(2, 8, model.config.caption_channels)
-    t = torch.tensor([100.0, 700.0])
-
     def run(m):
         with torch.no_grad():
-            return m(x, encoder_hidden_states=enc, timestep=t).sample.float()
+            return m(**inputs).sample.float()
 
     trained_q = run(model)
     model.disable_adapters()
     base_q = run(model)
-    pipe = SanaPipeline.from_pretrained(str(tiny_sana), torch_dtype=torch.float32)
+    pipe = pipeline_class.from_pretrained(str(model_dir), torch_dtype=torch.float32)
     base_unq = run(pipe.transformer)
     pipe.load_lora_weights(str(out))  # stock diffusers loader, unquantized fp32 transformer
     assert not getattr(pipe.transformer, "is_quantized", False)
-    assert isinstance(pipe.transformer, SanaTransformer2DModel)
+    assert isinstance(pipe.transformer, type(model))
     _assert_quantization_error_only(trained_q, run(pipe.transformer), base_q, base_unq)
+
+
+def _sana_reloads_within_quantization_error(model, tiny_sana, out, layer: str) -> None:
+    from diffusers import SanaPipeline
+
+    torch.manual_seed(0)
+    c = model.config
+    _reloads_within_quantization_error(model, SanaPipeline, tiny_sana, out, layer,
+                                       hidden_states=torch.randn(2, c.in_channels, 2, 2),
+                                       encoder_hidden_states=torch.randn(2, 8, c.caption_channels),
+                                       timestep=torch.tensor([100.0, 700.0]))
 
 
 @pytest.mark.slow
@@ -202,26 +206,13 @@ def test_cogvideox_nf4_with_an_nf4_t5_caches_skips_a_nan_and_reloads(tiny_cogvid
         assert min((embeds - q).abs().max().item() for q in quant) <= 1e-5 * quant.abs().max().item()
         assert min((embeds - p).abs().max().item() for p in plain) > 1e-3 * quant.abs().max().item()
 
-    model = seen["model"].eval()
-    assert type(model.transformer_blocks[0].attn1.to_q.base_layer).__name__ == "Linear4bit"
+    model = seen["model"]
     torch.manual_seed(0)
     c = model.config
-    x = torch.randn(2, 3, c.in_channels, 8, 8)
-    enc = torch.randn(2, c.max_text_seq_length, c.text_embed_dim)
-    t = torch.tensor([100, 700])
-
-    def run(m):
-        with torch.no_grad():
-            return m(x, encoder_hidden_states=enc, timestep=t).sample.float()
-
-    trained_q = run(model)
-    model.disable_adapters()
-    base_q = run(model)
-    pipe = CogVideoXPipeline.from_pretrained(str(model_dir), torch_dtype=torch.float32)
-    base_unq = run(pipe.transformer)
-    pipe.load_lora_weights(str(out))  # stock diffusers loader, unquantized transformer
-    assert not getattr(pipe.transformer, "is_quantized", False)
-    _assert_quantization_error_only(trained_q, run(pipe.transformer), base_q, base_unq)
+    _reloads_within_quantization_error(model, CogVideoXPipeline, model_dir, out, "Linear4bit",
+                                       hidden_states=torch.randn(2, 3, c.in_channels, 8, 8),
+                                       encoder_hidden_states=torch.randn(2, c.max_text_seq_length, c.text_embed_dim),
+                                       timestep=torch.tensor([100, 700]))
 
 
 @pytest.fixture(scope="module")

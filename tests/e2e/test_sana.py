@@ -39,7 +39,8 @@ def test_demo_config_trains_reloads_and_reports(tmp_path):
     summary = read_summary(out)
     assert summary["steps"] == cfg["max_train_steps"] and summary["skipped_steps"] == 0
     # default flags on a CPU: the step reuses freed host memory, and batches skip the caption padding no caption uses
-    assert "host memory: tensors up to 32 MiB come from the heap" in proc.stdout
+    if not torch.cuda.is_available():  # the run trains on the CPU here
+        assert "host memory: tensors up to 32 MiB come from the heap" in proc.stdout
     assert "caption tokens: the longest cached caption uses" in proc.stdout
     assert summary["samples_seen"] == cfg["max_train_steps"] * cfg["train_batch_size"]
     losses = [l for _, l in summary["loss_history"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import subprocess
 import sys
 
 import pytest
@@ -41,6 +42,26 @@ def test_a_refused_setting_or_a_libc_without_mallopt_says_nothing(monkeypatch):
     assert host_memory.reuse_freed_memory() is None
 
 
+def test_release_hands_the_free_heap_back_once(monkeypatch):
+    calls = []
+
+    class Libc:
+        @staticmethod
+        def malloc_trim(pad):
+            calls.append(pad)
+            return 1
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    assert host_memory.release_freed_memory() is True and calls == [0]
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: object())
+    assert host_memory.release_freed_memory() is False
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_this_machine_accepts_them():
-    assert host_memory.reuse_freed_memory() is not None
+def test_this_machines_c_library_accepts_them():
+    """In a child process: the settings stay with the process that applies them."""
+    code = ("from dit_lora.training.host_memory import release_freed_memory, reuse_freed_memory; "
+            "assert release_freed_memory() and reuse_freed_memory()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
