@@ -8,8 +8,8 @@ at 256 px, batch 4, bf16, 0.708 s per step with glibc's defaults and 0.594 s wit
 environment variables) keep them: blocks up to the largest mmap threshold glibc allows (32 MiB) come from the heap,
 and the heap is not trimmed. Larger blocks are still mapped afresh each step. The settings take effect at the end
 of setup: loading and caching (each done once) run with glibc's defaults, what they freed is handed back
-(:func:`release_freed_memory`), and training keeps its own working set, not theirs. A CUDA run's tensors do not use ``malloc``: the run leaves
-the allocator alone there.
+(:func:`release_freed_memory`), and training keeps its own working set, not theirs. A CUDA run's tensors do not
+use ``malloc``: the run leaves the allocator alone there.
 """
 
 from __future__ import annotations
@@ -26,15 +26,20 @@ MMAP_THRESHOLD = 32 * 2**20
 TRIM_THRESHOLD, TOP_PAD = 2**31 - 1, 64 * 2**20
 
 
-def reuse_freed_memory() -> str | None:
-    """Apply the three settings to this process; a line for the log, or None where they do not apply
-    (not Linux, or a C library without ``mallopt``, e.g. musl)."""
+def _libc(name: str):
+    """The C library's function ``name`` (glibc on Linux), or None: not Linux, or a C library without it (musl)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):
+        return None
+
+
+def reuse_freed_memory() -> str | None:
+    """Apply the three settings to this process; a line for the log, or None where they do not apply."""
+    mallopt = _libc("mallopt")
+    if mallopt is None:
         return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)):
@@ -47,11 +52,8 @@ def reuse_freed_memory() -> str | None:
 def release_freed_memory() -> bool:
     """Hand the heap's free pages back to the system once (glibc's ``malloc_trim``): after setup, so training
     does not keep what loading and caching freed. False where there is no ``malloc_trim``."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
+    trim = _libc("malloc_trim")
+    if trim is None:
         return False
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     trim(0)

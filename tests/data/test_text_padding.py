@@ -76,3 +76,36 @@ def test_sana_computes_the_same_function_on_the_cut_captions(tiny_sana, seed):
     cut, cut_grad = run(*cut_text_padding(embeds, mask, keep))
     torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(cut_grad, full_grad, rtol=1e-4, atol=1e-5)
+
+
+def test_sanas_loss_feeds_the_model_the_cut_captions_and_the_same_loss(tiny_sana):
+    """compute_loss hands the transformer the first ``text_tokens`` caption tokens when the run set them (and all
+    of them otherwise), and the loss is the same to rounding: the wiring of the cut, not only its arithmetic."""
+    from diffusers import SanaTransformer2DModel
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+    from dit_lora.families.base import Components
+    from dit_lora.families.sana import training_scheduler
+
+    model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=torch.float32)
+    seen = []
+    model.register_forward_pre_hook(lambda m, args, kwargs: seen.append(kwargs["encoder_hidden_states"].shape[1]),
+                                    with_kwargs=True)
+    gen = torch.Generator().manual_seed(0)
+    cfg_model = model.config
+    mask = (torch.arange(300)[None] < torch.tensor([[5], [11]])).long()
+    batch = {"latents": torch.randn(2, cfg_model.in_channels, 4, 4, generator=gen),
+             "prompt_embeds": torch.randn(2, 300, cfg_model.caption_channels, generator=gen), "prompt_attention_mask": mask}
+    cfg = TrainConfig(family="sana", mixed_precision="no")
+    family = get_family("sana")
+
+    def loss(text_tokens):
+        comps = Components(model=model, scheduler=training_scheduler({"shift": 3.0}),
+                           extras={"text_tokens": text_tokens})
+        with torch.no_grad():
+            return family.compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
+
+    full, cut = loss(None), loss(16)
+    assert seen == [300, 16]
+    torch.testing.assert_close(cut, full, rtol=1e-5, atol=1e-6)
