@@ -43,7 +43,8 @@ from benchmarks.common.rss_watch import watch  # noqa: E402
 
 MIB = 2**20
 #: the log lines whose moment is recorded (peak RSS so far, current RSS), in the order a run prints them
-MARKS = ("memory plan:", "latent cache", "trainable parameter groups:", "training:", "adapter written")
+MARKS = ("memory plan:", "latent cache", "caption tokens", "kernels:", "attention canary:", "trainable parameter groups:",
+         "training:", "adapter written")
 COMMON = ["--max_train_steps", "2", "--report_to", "none", "--skip_doctor", "true", "--checkpointing_steps", "0",
           "--gradient_accumulation_steps", "1", "--seed", "0", "--overwrite_output_dir", "true"]
 
@@ -67,7 +68,7 @@ SETTINGS: dict[str, tuple[str, str, str, list[str]]] = {
 #: what each model key is: (real_layout builder, hub id, layers, description)
 MODELS = {
     "sana600m-2l": ("sana_pipeline", "Efficient-Large-Model/Sana_600M_1024px_diffusers", 2,
-                    "Sana 600M widths (2240 wide, 70 heads), 2 of 28 blocks; Gemma-2 2B widths, 1 layer"),
+                    "Sana 600M widths (1152 wide, 36 heads), 2 of 28 blocks; Gemma-2 2B widths, 1 layer"),
     "dit-xl-256-2l": ("dit_pipeline", "facebook/DiT-XL-2-256", 2,
                       "DiT-XL/2 widths (1152 wide, 16 heads), 2 of 28 blocks; SD VAE widths, 1 layer per block"),
     "cogvideox-5b-1l": ("cogvideox_pipeline", "THUDM/CogVideoX-5b", 1,

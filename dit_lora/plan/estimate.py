@@ -20,13 +20,17 @@ and weights count as resident as :mod:`.resident` describes: a component loaded 
 memory-mapped and counts in the caching phase only for the parameters the encode trace read (the trained
 model, first read after caching, not at all); a component converted at load counts in full, and a loading
 phase holds every converted component plus the largest converted one's stored bytes (its source pages,
-mapped beside the copy while it loads).
+mapped beside the copy while it loads). The training step's live bytes are multiplied by
+:data:`CPU_HEAP_FACTOR` there: glibc's heap keeps a step's freed activations in pieces the next activation
+does not fit, so a step's resident growth is a multiple of its live peak. (The no-grad encode of the caching
+phase frees as it goes; applied to it the factor over-predicted DiT's caching phase by 44%.)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +41,16 @@ from ..config import TrainConfig
 from ..errors import UserError
 from . import resident
 from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
+
+
+#: On a CPU with glibc, resident growth of a training step over the live bytes its operators keep, without and
+#: with activation checkpointing: the medians over ``benchmarks/cpu_heap_factor.py``'s cases (Sana, DiT,
+#: CogVideoX transformers; batch 1-8; fp32 and bf16): 1.52-2.25 without (5 cases), 2.36-2.90 with (3 cases;
+#: benchmarks/RESULTS.md). glibc puts a step's small allocations (tensor headers, autograd nodes) into the
+#: holes its freed activations leave, so the next activation of the same size no longer fits there and the
+#: heap grows instead; a checkpointed step recomputes each block inside the backward, between the gradients'
+#: allocations, and leaves more such holes.
+CPU_HEAP_FACTOR = {False: 1.55, True: 2.64}
 
 
 @dataclass
@@ -76,6 +90,8 @@ class Plan:
     text_encoder_quantized: bool = False  # --quantize_text_encoder: the text encoder's Linear weights at nf4 size
     load_phase_bytes: int | None = None  # CPU: converted weights + one component's stored copy; None: no conversion
     mapped: list[str] = field(default_factory=list)  # CPU: components memory-mapped in their stored dtype
+    heap_factor: float = 1.0  # resident bytes per live byte of a training step (CPU_HEAP_FACTOR on a CPU) ...
+    heap_factor_checkpointed: float = 1.0  # ... and of a checkpointed one
 
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
@@ -83,7 +99,13 @@ class Plan:
         held = self.weights[self.trained_component] + self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)
-        return held + max(s.activation_bytes for s in self.steps if s.checkpointing == gc)
+        return held + self.resident_activations(gc)
+
+    def resident_activations(self, checkpointing: bool | None = None) -> int:
+        """The largest bucket's step activations as the device holds them (live bytes x the heap factor)."""
+        gc = self.checkpointing if checkpointing is None else checkpointing
+        factor = self.heap_factor_checkpointed if gc else self.heap_factor
+        return int(factor * max(s.activation_bytes for s in self.steps if s.checkpointing == gc))
 
     def peak_bytes(self, checkpointing: bool | None = None) -> int:
         """The figure ``train_summary.json`` reports as ``peak_memory_bytes`` on the planned device."""
@@ -262,6 +284,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(family, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, []
+    glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
         copied = {"model"} if quantize.enabled(cfg) else set()
@@ -279,5 +302,6 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing, steps=steps, quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
         text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
-        load_phase_bytes=load_phase, mapped=mapped,
+        load_phase_bytes=load_phase, mapped=mapped, heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
+        heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
     )

@@ -62,6 +62,9 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     for step in plan.steps:
         gc = "with" if step.checkpointing else "without"
         rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))
+    if (plan.heap_factor, plan.heap_factor_checkpointed) != (1.0, 1.0):
+        rows.append(("training step: resident per live byte (glibc heap)",
+                     f"x{plan.heap_factor:g} (x{plan.heap_factor_checkpointed:g} with checkpointing)"))
     if plan.process_bytes:
         rows.append(("Python process (measured here)", _gib(plan.process_bytes)))
     if plan.load_phase_bytes:
@@ -119,7 +122,7 @@ def _batch_that_fits(plan: Plan, capacity: int) -> int | None:
     batch = plan.train_batch_size
     if batch <= 1:
         return None
-    activations = max(s.activation_bytes for s in plan.steps if s.checkpointing == plan.checkpointing)
+    activations = plan.resident_activations()
     held = plan.train_phase_bytes() - activations + plan.process_bytes
     for smaller in range(batch - 1, 0, -1):
         if held + activations * smaller // batch <= capacity and batch % smaller == 0:

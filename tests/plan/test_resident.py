@@ -147,7 +147,29 @@ def test_cpu_caching_phase_leaves_out_the_unread_transformer_and_vae_decoder(dit
     encode_peak = cuda.cache_phase_bytes - sum(cuda.weights.values())
     share = (cpu.cache_phase_bytes - encode_peak) / cpu.weights["vae"]
     assert 0.3 < share < 0.6, share  # the SD VAE's encoder (and quant_conv) is ~41% of it; the decoder is unread
-    assert cpu.train_phase_bytes() == cuda.train_phase_bytes()  # training reads the whole transformer
+    # training reads the whole transformer; only the step's activations are counted as the CPU heap holds them
+    gc = cpu.checkpointing
+    assert cpu.train_phase_bytes() - cpu.resident_activations(gc) == cuda.train_phase_bytes() - cuda.resident_activations(gc)
+
+
+def test_cpu_plans_count_activations_as_the_glibc_heap_holds_them(dit_plans):
+    import platform
+
+    from dit_lora.plan.estimate import CPU_HEAP_FACTOR
+    from dit_lora.plan.report import format_plan
+
+    cuda, cpu, _ = dit_plans
+    glibc = platform.libc_ver()[0] == "glibc"
+    assert (cuda.heap_factor, cuda.heap_factor_checkpointed) == (1.0, 1.0)
+    assert 1 < CPU_HEAP_FACTOR[False] < CPU_HEAP_FACTOR[True]
+    assert (cpu.heap_factor, cpu.heap_factor_checkpointed) == ((CPU_HEAP_FACTOR[False], CPU_HEAP_FACTOR[True])
+                                                               if glibc else (1.0, 1.0))
+    assert not cpu.checkpointing
+    live = max(s.activation_bytes for s in cpu.steps if not s.checkpointing)
+    assert cpu.resident_activations() == int(cpu.heap_factor * live)
+    assert cuda.resident_activations() == live
+    text = format_plan(cpu)
+    assert "resident per live byte" in text and "resident per live byte" not in format_plan(cuda)
 
 
 def test_cpu_bf16_run_of_fp32_files_has_a_loading_phase(dit_plans):
