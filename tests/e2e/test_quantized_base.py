@@ -215,6 +215,34 @@ def test_cogvideox_nf4_with_an_nf4_t5_caches_skips_a_nan_and_reloads(tiny_cogvid
                                        timestep=torch.tensor([100, 700]))
 
 
+@pytest.mark.slow
+def test_cogvideox_i2v_nf4_skips_a_nan_and_reloads_into_the_unquantized_i2v_pipeline(four_clips, tmp_path):
+    """The image-to-video family: its transformer takes the first-frame latents as 16 more input channels, and
+    the adapter goes back into an ordinary CogVideoXImageToVideoPipeline."""
+    from diffusers import CogVideoXImageToVideoPipeline
+
+    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+
+    model_dir = build_tiny_cogvideox_pipeline(tmp_path / "tiny-i2v", task="i2v", version="1.0-5b")
+    seen, on_step = _capture()
+    opts = dict(NF4, family="cogvideox_i2v", resolution=None, center_crop=None, max_num_frames=9, height=64,
+                width=64, max_train_steps=3, gradient_checkpointing="false", inject_faults="nan_loss@2")
+    summary, out = train_in_process(model_dir, four_clips, tmp_path, on_step=on_step, **opts)
+    _check_outputs(summary, out)
+    assert summary["family"] == "cogvideox_i2v"
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
+    _skipped_without_change(seen, 2)
+
+    model = seen["model"]
+    c = model.config
+    assert c.in_channels == 2 * c.out_channels  # noisy latents + the image latents
+    torch.manual_seed(0)
+    _reloads_within_quantization_error(model, CogVideoXImageToVideoPipeline, model_dir, out, "Linear4bit",
+                                       hidden_states=torch.randn(2, 3, c.in_channels, 8, 8),
+                                       encoder_hidden_states=torch.randn(2, c.max_text_seq_length, c.text_embed_dim),
+                                       timestep=torch.tensor([100, 700]))
+
+
 @pytest.fixture(scope="module")
 def tiny_llava(tmp_path_factory):
     """The tiny LLaVA-NeXT-Video model and 4 video QA samples (VideoChat2 layout)."""
