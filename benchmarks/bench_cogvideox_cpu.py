@@ -9,7 +9,8 @@ The work: ``recipes/configs/cogvideox/demo.yaml``'s tiny random CogVideoX (the 5
 to width 32 and 2 layers; ``--config small``: width 384 (6 heads x 64) and 4 layers, a compute-bound size),
 16 captioned moving-square clips of 9 frames at 64 x 64 (``--size`` for another side), batch 4, LoRA rank 8 /
 alpha 8 on to_q, to_k, to_v, to_out.0, AdamW lr 1e-3 (constant with 5 warm-up steps), max_grad_norm 1,
-bf16, 226-token T5 captions, latents cached by both, no validation, no checkpoints.
+bf16, 226-token T5 captions, latents cached by both, no gradient checkpointing (the example's default; dit-lora's
+CogVideoX default is on, so the benchmark turns it off), no validation, no checkpoints.
 
 * ``dit-lora``: ``recipes/cogvideox_lora.py --config recipes/configs/cogvideox/demo.yaml`` + the model and
   data folders; it caches latents *and* caption embeddings before training.
@@ -54,12 +55,12 @@ CONFIGS = {"tiny": None, "small": {"num_attention_heads": 6, "attention_head_dim
 def build_assets(work: Path, config: str, size: int, env: dict) -> None:
     """The random pipeline and the clips in both layouts (a child process, so this one stays small)."""
     code = f"""
-import json, sys
+import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
 from dit_lora.demo.clips import make_moving_square_dataset
 from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
-work, overrides = Path({str(work)!r}), {json.dumps(CONFIGS[config])}
+work, overrides = Path({str(work)!r}), {CONFIGS[config]!r}
 model = work / "models" / {config!r}
 if not (model / "model_index.json").exists():
     build_tiny_cogvideox_pipeline(model, version="1.0-5b", seed=0)
@@ -79,11 +80,13 @@ for layout in ("metadata", "txt"):
 
 
 def dit_lora_cmd(work: Path, config: str, size: int, steps: int, out: Path, compile_mode: str) -> list[str]:
-    return [str(RECIPE), "--config", str(DEMO_CONFIG), "--skip_doctor", "true",
+    return [str(RECIPE), "--config", str(DEMO_CONFIG), "--demo", "false", "--skip_doctor", "true",
             "--pretrained_model_name_or_path", str(work / "models" / config),
             "--train_data_dir", str(work / "data" / f"clips{size}-metadata"), "--height", str(size), "--width",
             str(size), "--max_num_frames", str(COMMON["frames"]), "--train_batch_size", str(COMMON["batch"]),
             "--mixed_precision", "bf16", "--compile", compile_mode, "--seed", str(COMMON["seed"]),
+            # the example's default; dit-lora's CogVideoX default is on (real sizes need it)
+            "--gradient_checkpointing", "false",
             "--cache_dir", str(work / "cache" / config), "--output_dir", str(out), "--overwrite_output_dir", "true",
             "--max_train_steps", str(steps), "--checkpointing_steps", "0", "--validation_prompt", "none",
             "--report_to", "none"]
