@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """CPU benchmark: dit-lora's CogVideoX recipe vs diffusers' ``train_cogvideox_lora.py`` on the same work.
 
-    HF_HUB_OFFLINE=1 python benchmarks/bench_cogvideox_cpu.py \
-        --diffusers_example /tmp/anchors/train_cogvideox_lora.py --example_python /path/to/venv/bin/python \
+    HF_HUB_OFFLINE=1 /path/to/peer-venv/bin/python benchmarks/bench_cogvideox_cpu.py --configs tiny,small \
+        --compile off,blocks --diffusers_example /tmp/anchors/train_cogvideox_lora.py \
         --out benchmarks/results_cogvideox_vs_example_cpu.json --markdown /tmp/cogvideox_cpu.md
 
 The work: ``recipes/configs/cogvideox/demo.yaml``'s tiny random CogVideoX (the 5B architecture, RoPE, cut
@@ -20,9 +20,10 @@ CogVideoX default is on, so the benchmark turns it off), no validation, no check
   derived row ``diffusers (minus text encoding)`` is its step without that.
 
 The example is not part of this repository (fetch it from huggingface/diffusers,
-``examples/cogvideo/train_cogvideox_lora.py``). It imports torchvision and decord: run it under
-``--example_python``, an environment with both (torchvision's CUDA wheels do not import beside this
-project's CPU torch). Timing, the quiet-core checks and the clean-step accounting are
+``examples/cogvideo/train_cogvideox_lora.py``). It imports torchvision and decord, whose wheels do not
+import beside this project's CPU torch: run this script (and so both trainers) under the interpreter of an
+environment with torch, torchvision, decord, diffusers and dit-lora (``pip install --no-deps -e .``), as the
+recorded results were; ``--example_python`` can point the example alone at another interpreter. Timing, the quiet-core checks and the clean-step accounting are
 ``bench_sana_cpu.py``'s (``benchmarks/common/cpu_harness.py``); its summary and table are reused.
 """
 
@@ -80,6 +81,7 @@ for layout in ("metadata", "txt"):
 
 
 def dit_lora_cmd(work: Path, config: str, size: int, steps: int, out: Path, compile_mode: str) -> list[str]:
+    """The recipe's arguments for one run (demo.yaml's settings on the benchmark's model and clips)."""
     return [str(RECIPE), "--config", str(DEMO_CONFIG), "--demo", "false", "--skip_doctor", "true",
             "--pretrained_model_name_or_path", str(work / "models" / config),
             "--train_data_dir", str(work / "data" / f"clips{size}-metadata"), "--height", str(size), "--width",
@@ -93,6 +95,7 @@ def dit_lora_cmd(work: Path, config: str, size: int, steps: int, out: Path, comp
 
 
 def diffusers_cmd(example: Path, work: Path, config: str, size: int, steps: int, out: Path) -> list[str]:
+    """The example's arguments for the same work (its flag names; no checkpoint is reached)."""
     return [str(example), "--pretrained_model_name_or_path", str(work / "models" / config),
             "--instance_data_root", str(work / "data" / f"clips{size}-txt"), "--caption_column", "prompts.txt",
             "--video_column", "videos.txt", "--height", str(size), "--width", str(size),
@@ -106,6 +109,7 @@ def diffusers_cmd(example: Path, work: Path, config: str, size: int, steps: int,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Build the assets, run every trainer in interleaved rounds, print and write the summary."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--diffusers_example", help="path to diffusers' train_cogvideox_lora.py (optional)")
     ap.add_argument("--example_python", default=sys.executable,
@@ -133,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for round_ in range(args.repeats):
         for config in configs:
-            plans = [(f"dit-lora" + ("" if mode == "off" else f" compile={mode}"), mode) for mode in
+            plans = [("dit-lora" + ("" if mode == "off" else f" compile={mode}"), mode) for mode in
                      args.compile.split(",")]
             plans += [("diffusers", None)] if args.diffusers_example else []
             for variant, mode in plans:

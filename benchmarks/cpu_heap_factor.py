@@ -10,13 +10,13 @@ heap grows instead. A training step therefore touches more pages than its live p
 measures the ratios the planner uses (``dit_lora.plan.estimate.CPU_HEAP_FACTOR``, without and with
 activation checkpointing), on the transformer
 alone, apart from the recipe runs that ``plan_validation.py`` checks the plan against: per case it loads
-a reduced-depth, real-width transformer (the folders ``plan_validation.py --build_only`` builds), adds the
-family's default LoRA, applies the recipe's host-memory settings (``--cpu_reuse_memory``), pages every
-weight in, and runs forward + backward a few times. Each step records the live bytes its operators keep
-(:class:`dit_lora.plan.fake.LiveBytes` on the real tensors: the quantity the plan predicts) and the
-resident peak above the resident size before it (``VmHWM`` reset through ``/proc/self/clear_refs``).
-The factor of a case is the largest resident growth over the live peak of its steps (the heap settles
-after the first two).
+a reduced-depth, real-width transformer (the folders ``plan_validation.py --build_only`` builds), adds
+LoRA (rank 4 on the attention projections, fp32), applies the recipe's host-memory settings
+(``--cpu_reuse_memory``), pages every weight in, and runs ``--steps`` forward + backward passes. Each step
+records the live bytes its operators keep (:class:`dit_lora.plan.fake.LiveBytes` on the real tensors: the
+quantity the plan predicts) and the resident peak so far above the resident size before the first step
+(``VmHWM``, reset once through ``/proc/self/clear_refs``: the heap one step leaves is where the next starts).
+The factor of a case is that growth after the last step over the largest live peak.
 """
 
 from __future__ import annotations
@@ -45,7 +45,10 @@ CASES = {
     "sana-512-b4-gc": ("sana600m-2l", 4, True, None, 512),
     "sana-1024-b1-gc": ("sana600m-2l", 1, True, None, 1024),
     "sana-512-b2-bf16": ("sana600m-2l", 2, False, torch.bfloat16, 512),
+    "sana-512-b8-gc": ("sana600m-2l", 8, True, None, 512),
     "dit-256-b8": ("dit-xl-256-2l", 8, False, None, 256),
+    "dit-256-b16": ("dit-xl-256-2l", 16, False, None, 256),
+    "dit-256-b16-gc": ("dit-xl-256-2l", 16, True, None, 256),
     "dit-256-b8-gc": ("dit-xl-256-2l", 8, True, None, 256),
     "cogvideox5b-9x256x256": ("cogvideox-5b-1l", 1, False, None, 9),
 }
@@ -84,6 +87,7 @@ def _model_and_inputs(key: str, batch: int, size: int, work: Path):
 
 
 def measure(name: str, work: Path, steps: int) -> dict:
+    """One case in this process: per step the live peak and the resident growth so far; the case's factor."""
     from peft import LoraConfig, inject_adapter_in_model
 
     from dit_lora.plan.fake import LiveBytes
@@ -104,11 +108,11 @@ def measure(name: str, work: Path, steps: int) -> dict:
     host_memory.release_freed_memory()
     host_memory.reuse_freed_memory()
     rows = []
+    before = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM := VmRSS, once: the heap a step leaves is where the next one starts
     for _ in range(steps):
         live = LiveBytes()
-        before = _status("VmRSS")
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # VmHWM := VmRSS
         start = time.perf_counter()
         with live, torch.autocast("cpu", dtype=dtype or torch.float32, enabled=dtype is not None):
             out = model(**inputs, return_dict=False)[0]
@@ -117,17 +121,18 @@ def measure(name: str, work: Path, steps: int) -> dict:
         model.zero_grad(set_to_none=True)
         rows.append({"live_peak_bytes": live.peak, "resident_growth_bytes": _status("VmHWM") - before,
                      "step_s": time.perf_counter() - start})
-    factor = max(r["resident_growth_bytes"] for r in rows) / max(r["live_peak_bytes"] for r in rows)
+    factor = rows[-1]["resident_growth_bytes"] / max(r["live_peak_bytes"] for r in rows)
     return {"case": name, "model": key, "batch": batch, "checkpointing": checkpointing,
             "dtype": str(dtype or torch.float32), "size": size, "steps": rows, "factor": factor}
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every case in a fresh child process; print the factors and their medians, write the JSON."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of: {', '.join(CASES)}")
     ap.add_argument("--work_dir", default="/tmp/dit-lora-plan-validation",
                     help="where plan_validation.py --build_only put the model folders")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--out", help="JSON results file")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one case in this process
     args = ap.parse_args(argv)

@@ -4,8 +4,9 @@
     HF_HUB_OFFLINE=1 python benchmarks/plan_validation.py --out benchmarks/results_plan_cpu.json \
         --markdown /tmp/plan_validation.md
 
-Each setting runs a real recipe (``recipes/<family>_lora.py``) in a fresh child process for 2 optimizer
-updates on a checkpoint folder laid out as the Hub has it, built offline by ``tests/support/real_layout.py``
+Each setting runs a real recipe (``recipes/<family>_lora.py``) in a fresh child process for 12 optimizer
+updates (on a CPU the heap one step leaves is where the next starts) on a checkpoint folder laid out as the
+Hub has it, built offline by ``tests/support/real_layout.py``
 from the catalogue's configs: real widths, head counts, tokenizer file sets and VAE stages, random weights,
 the transformer cut to 1-2 blocks (and the text encoder to one layer with the local tokenizer's vocabulary,
 the VAE to narrow channels). The run plans itself at start (``memory plan: predicted peak ...``) and writes
@@ -45,7 +46,7 @@ MIB = 2**20
 #: the log lines whose moment is recorded (peak RSS so far, current RSS), in the order a run prints them
 MARKS = ("memory plan:", "latent cache", "caption tokens", "kernels:", "attention canary:", "trainable parameter groups:",
          "training:", "adapter written")
-COMMON = ["--max_train_steps", "2", "--report_to", "none", "--skip_doctor", "true", "--checkpointing_steps", "0",
+COMMON = ["--max_train_steps", "12", "--report_to", "none", "--skip_doctor", "true", "--checkpointing_steps", "0",
           "--gradient_accumulation_steps", "1", "--seed", "0", "--overwrite_output_dir", "true"]
 
 #: name -> (recipe, model key, data key, flags); model keys are built by ``build_models``
@@ -145,7 +146,8 @@ def run_setting(name: str, model: Path, data: Path, work: Path, env: dict, timeo
     row.update(predicted_bytes=predicted, measured_bytes=measured, error=(predicted - measured) / measured,
                plan={k: plan[k] for k in ("weights", "process_bytes", "cache_phase_bytes", "train_phase_bytes",
                                           "optimizer_bytes", "snapshot_bytes", "trainable_params", "steps",
-                                          "checkpointing", "depth", "load_phase_bytes", "mapped")},
+                                          "checkpointing", "depth", "load_phase_bytes", "mapped", "heap_factor",
+                                          "heap_factor_checkpointed")},
                measured_phases={
                    "setup_peak_bytes": training_marks[0]["hwm"] if training_marks else None,
                    "train_rss_max_bytes": _train_rss_max(watched),

@@ -23,7 +23,7 @@ phase holds every converted component plus the largest converted one's stored by
 mapped beside the copy while it loads). The training step's live bytes are multiplied by
 :data:`CPU_HEAP_FACTOR` there: glibc's heap keeps a step's freed activations in pieces the next activation
 does not fit, so a step's resident growth is a multiple of its live peak. (The no-grad encode of the caching
-phase frees as it goes; applied to it the factor over-predicted DiT's caching phase by 44%.)
+phase frees as it goes: applied to it, a factor of 2.2 over-predicted DiT's peaks by 44%.)
 """
 
 from __future__ import annotations
@@ -43,14 +43,16 @@ from . import resident
 from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
 
-#: On a CPU with glibc, resident growth of a training step over the live bytes its operators keep, without and
+#: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
 #: with activation checkpointing: the medians over ``benchmarks/cpu_heap_factor.py``'s cases (Sana, DiT,
-#: CogVideoX transformers; batch 1-8; fp32 and bf16): 1.52-2.25 without (5 cases), 2.36-2.90 with (3 cases;
-#: benchmarks/RESULTS.md). glibc puts a step's small allocations (tensor headers, autograd nodes) into the
+#: CogVideoX transformers; batch 1-16; fp32 and bf16; 16 steps each): 1.79-2.59 without (6 cases), 2.58-3.36
+#: with (5 cases; benchmarks/RESULTS.md); doubling a case's batch leaves its factor within that spread, so it
+#: is a ratio, not a fixed cost. glibc puts a step's small allocations (tensor headers, autograd nodes) into the
 #: holes its freed activations leave, so the next activation of the same size no longer fits there and the
 #: heap grows instead; a checkpointed step recomputes each block inside the backward, between the gradients'
-#: allocations, and leaves more such holes.
-CPU_HEAP_FACTOR = {False: 1.55, True: 2.64}
+#: allocations, and leaves more such holes. Measured with ``--cpu_reuse_memory``; glibc's defaults grow the
+#: heap alike (476 vs 455 MiB for one Sana step), so the factor does not depend on that flag.
+CPU_HEAP_FACTOR = {False: 1.96, True: 2.85}
 
 
 @dataclass

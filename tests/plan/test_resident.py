@@ -152,24 +152,42 @@ def test_cpu_caching_phase_leaves_out_the_unread_transformer_and_vae_decoder(dit
     assert cpu.train_phase_bytes() - cpu.resident_activations(gc) == cuda.train_phase_bytes() - cuda.resident_activations(gc)
 
 
-def test_cpu_plans_count_activations_as_the_glibc_heap_holds_them(dit_plans):
+def test_cpu_plans_count_activations_as_the_glibc_heap_holds_them(tmp_path):
+    """With glibc, a CPU plan's training phase holds each setting's activations at its own heap factor, and the
+    advice and the checkpointing suggestion use those figures; a CUDA plan counts live bytes."""
     import platform
 
     from dit_lora.plan.estimate import CPU_HEAP_FACTOR
-    from dit_lora.plan.report import format_plan
+    from dit_lora.plan.report import advice, format_plan
 
-    cuda, cpu, _ = dit_plans
+    for sub in ("transformer", "vae"):
+        _header_only_file(tmp_path / sub / "diffusion_pytorch_model.safetensors", "F32", 4 * 10**9)
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(tmp_path), resolution=64, train_batch_size=2,
+                      mixed_precision="no")
+    cpu, cuda = (plan_run(cfg, get_family("dit"), _dit_reader(1), device=d, both_settings=True) for d in ("cpu", "cuda"))
     glibc = platform.libc_ver()[0] == "glibc"
-    assert (cuda.heap_factor, cuda.heap_factor_checkpointed) == (1.0, 1.0)
     assert 1 < CPU_HEAP_FACTOR[False] < CPU_HEAP_FACTOR[True]
+    assert (cuda.heap_factor, cuda.heap_factor_checkpointed) == (1.0, 1.0)
     assert (cpu.heap_factor, cpu.heap_factor_checkpointed) == ((CPU_HEAP_FACTOR[False], CPU_HEAP_FACTOR[True])
                                                                if glibc else (1.0, 1.0))
-    assert not cpu.checkpointing
-    live = max(s.activation_bytes for s in cpu.steps if not s.checkpointing)
-    assert cpu.resident_activations() == int(cpu.heap_factor * live)
-    assert cuda.resident_activations() == live
-    text = format_plan(cpu)
-    assert "resident per live byte" in text and "resident per live byte" not in format_plan(cuda)
+    for gc in (False, True):
+        live = max(s.activation_bytes for s in cpu.steps if s.checkpointing == gc)
+        factor = cpu.heap_factor_checkpointed if gc else cpu.heap_factor
+        # the same weights and optimizer state on both devices; only the step's activations are scaled
+        assert cpu.train_phase_bytes(gc) - cuda.train_phase_bytes(gc) == int(factor * live) - live
+    assert ("resident per live byte" in format_plan(cpu)) == glibc
+    assert "resident per live byte" not in format_plan(cuda)
+    # The training phase alone (no caching, no process), just below the unchecked run's peak: the advice offers
+    # checkpointing only where its scaled peak fits.
+    import dataclasses
+
+    train_only = dataclasses.replace(cpu, cache_phase_bytes=None, load_phase_bytes=None, process_bytes=0)
+    assert train_only.peak_bytes(True) == train_only.train_phase_bytes(True)
+    capacity = train_only.peak_bytes(False) - 1
+    tight = advice(train_only, capacity)
+    assert tight.startswith("does not fit")
+    offered = f"--gradient_checkpointing true (peak {train_only.peak_bytes(True) / 2**30:.2f} GiB" in tight
+    assert offered == (train_only.peak_bytes(True) <= capacity)
 
 
 def test_cpu_bf16_run_of_fp32_files_has_a_loading_phase(dit_plans):
