@@ -1,5 +1,7 @@
 """On a CPU the plan counts memory-mapped weights as read, converted ones with their source (plan.resident)."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from safetensors.torch import save_file
@@ -207,3 +209,18 @@ def test_the_table_shows_the_loading_phase_and_the_mapped_caching_phase(dit_plan
     assert "caching phase (what the encode reads of mapped weights + one encode)" in text
     on_cuda = format_plan(cuda)
     assert "loading phase" not in on_cuda and "caching phase (every component + one encode)" in on_cuda
+
+
+def test_cpu_plans_without_glibc_count_live_bytes(dit_plans, monkeypatch):
+    """The heap factor was measured on glibc: elsewhere (macOS, musl) a CPU plan counts the step's live bytes."""
+    import platform
+
+    _, cpu_glibc, _ = dit_plans
+    monkeypatch.setattr(platform, "libc_ver", lambda *a, **k: ("", ""))
+    folder = Path(cpu_glibc.model)
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(folder), resolution=64, train_batch_size=2,
+                      mixed_precision="no")
+    cpu = plan_run(cfg, get_family("dit"), _dit_reader(1), device="cpu", both_settings=False)
+    assert (cpu.heap_factor, cpu.heap_factor_checkpointed) == (1.0, 1.0)
+    live = max(s.activation_bytes for s in cpu.steps if s.checkpointing == cpu.checkpointing)
+    assert cpu.resident_activations() == live
