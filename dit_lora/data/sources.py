@@ -26,6 +26,8 @@ from PIL import Image, ImageOps
 from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
+from .paths import locate
+
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
 # Column names people commonly use for captions; only used to suggest a --caption_column value.
@@ -78,6 +80,8 @@ class RawSample:
     index: int = 0
     _images: _DatasetImages | None = field(default=None, repr=False, compare=False)
     _row: int = field(default=-1, repr=False, compare=False)
+    #: why the file is never opened (its written path leaves the data folder, :mod:`.paths`), or None
+    refused: str | None = None
     #: an image has no (frames, height, width) bucket; a clip (:class:`~dit_lora.data.video.VideoSample`) has one
     bucket: ClassVar[None] = None
 
@@ -127,6 +131,8 @@ class RawSample:
 
     def source(self) -> str | bytes | Image.Image:
         """A file path, encoded bytes, or (rarely) an already decoded image."""
+        if self.refused is not None:
+            raise ValueError(self.refused)  # a refused file is never opened, whoever asks
         if self.path is not None:
             return self.path
         if self._images is None:
@@ -279,14 +285,17 @@ def _walk_folder(root: str) -> tuple[list[str], set[str], list[tuple[str, str]]]
 
 
 def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
-                       caption_column: str) -> dict[str, tuple[int, list[str | None]]]:
-    """Captions per image key from every metadata file."""
+                       caption_column: str, refused: dict[str, str]) -> dict[str, tuple[int, list[str | None]]]:
+    """Captions per image key from every metadata file; ``refused`` gets ``{key: reason}`` of the rows whose
+    file_name leaves the data folder (:func:`~dit_lora.data.paths.locate`)."""
     # key -> (depth of the metadata file, [captions]); the deepest metadata file naming an image
     # wins, mirroring how a subfolder's own metadata is the more specific statement.
     from_metadata: dict[str, tuple[int, list[str | None]]] = {}
     for rel_dir, name in metadata_files:
         depth = rel_dir.count("/") + 1 if rel_dir else 0
-        for key, caption in read_metadata(root, rel_dir, name, caption_column):
+        for key, caption, refusal in read_metadata(root, rel_dir, name, caption_column):
+            if refusal is not None:
+                refused.setdefault(key, refusal)
             best = from_metadata.get(key)
             if best is None or depth > best[0]:
                 from_metadata[key] = (depth, [caption])
@@ -308,7 +317,8 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
         )
 
     images, texts, metadata_files = _walk_folder(root)
-    from_metadata = _metadata_captions(root, metadata_files, caption_column)
+    refused: dict[str, str] = {}
+    from_metadata = _metadata_captions(root, metadata_files, caption_column, refused)
     if not images and not from_metadata:
         raise UserError(
             f"--train_data_dir {root!r} contains no images (looked for "
@@ -326,6 +336,10 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
         path = os.path.normpath(os.path.join(abs_root, *key.split("/")))
         txt = posixpath.splitext(key)[0] + ".txt"
         captions = from_metadata[key][1] if key in from_metadata else [None]
+        if key in refused:
+            # Outside the folder: kept (screening quarantines it with the reason), never opened, no .txt read.
+            samples.extend(RawSample(key=key, caption=c or "", refused=refused[key]) for c in captions)
+            continue
         if txt in texts and any(c is None for c in captions):
             # Metadata wins, but a row with an empty caption cell falls back to the .txt beside it.
             fallback = _read_txt(os.path.join(root, *txt.split("/")))
@@ -409,8 +423,14 @@ def json_lines(lines: Iterable[str], bad_line: Callable[[int, json.JSONDecodeErr
         yield line_no, value
 
 
-def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None]]:
-    """Rows of one metadata file as (key relative to root, caption or None)."""
+def read_metadata(root: str, rel_dir: str, name: str,
+                  caption_column: str) -> list[tuple[str, str | None, str | None]]:
+    """Rows of one metadata file as (key relative to root, caption or None, refusal or None).
+
+    A ``file_name`` that leaves ``root`` (``..``, or an absolute path outside it) keeps the row with the
+    reason it is refused (:func:`~dit_lora.data.paths.locate`); an absolute one inside ``root`` gets its
+    relative key.
+    """
     path = os.path.join(root, *(rel_dir.split("/") if rel_dir else []), name)
     rows: list[tuple[int, dict]] = []
     columns: dict[str, None] = {}  # ordered set
@@ -458,8 +478,9 @@ def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> li
                 f"{path} row at line {line_no} has an empty or non-text 'file_name' ({file_name!r}). "
                 f"Give every row the image's file name relative to that folder."
             )
-        key = posixpath.normpath(posixpath.join(rel_dir, file_name.strip().replace("\\", "/")))
-        out.append((key, _caption_value(row.get(caption_column))))
+        shown = posixpath.join(rel_dir, name) if rel_dir else name
+        located = locate(root, file_name, rel_dir=rel_dir, field=f"{shown} line {line_no}: file_name")
+        out.append((located.key, _caption_value(row.get(caption_column)), located.refused))
     return out
 
 

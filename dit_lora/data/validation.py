@@ -21,6 +21,8 @@ from .sources import MAX_LOGGED_BAD, MAX_NAMED, SAFE_MODES, RawSample, decode_im
 
 def image_problem(sample: RawSample) -> str | None:
     """Why ``sample``'s image cannot be used, or None if it decodes."""
+    if sample.refused is not None:
+        return sample.refused  # outside the data folder: never opened
     try:
         if sample.path is not None:
             if os.path.isdir(sample.path):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, NamedTuple, Sequence, TypeVar
 
@@ -29,6 +28,7 @@ from PIL import Image
 
 from dit_lora.errors import UserError
 
+from .paths import locate
 from .sources import METADATA_FILENAMES, RawSample, is_hidden, read_metadata, name_some
 from .transforms import crop_box, resized_size
 from .frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
@@ -85,6 +85,8 @@ class VideoSample:
     index: int = 0
     #: (frames, height, width) the clip is decoded to; set by :func:`validate_video_samples` with ``buckets``
     bucket: tuple[int, int, int] | None = None
+    #: why the file is never opened (its written path leaves the data folder, :mod:`.paths`), or None
+    refused: str | None = None
 
     def content_id(self) -> str:
         """sha256 hex digest of the clip's file bytes plus the caption.
@@ -93,7 +95,7 @@ class VideoSample:
         the bytes, then the length-prefixed UTF-8 caption), computed by that very method, so a
         cache keyed on it treats images and videos alike and survives renames.
         """
-        return RawSample(key=self.key, caption=self.caption, path=self.path).content_id()
+        return RawSample(key=self.key, caption=self.caption, path=self.path, refused=self.refused).content_id()
 
     def cache_key(self) -> str:
         """What names this clip's latent-cache entry: its content id plus its bucket, ``<sha256>:FxHxW``.
@@ -124,6 +126,8 @@ class VideoSample:
         Raises:
             VideoDecodeError: no such file, not a video, or no video stream.
         """
+        if self.refused is not None:
+            raise VideoDecodeError(self.refused)
         av = _av()
         try:
             with av.open(self.path) as container:
@@ -261,9 +265,9 @@ def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoS
             missing = caption_file if not prompt else video_file
             half_blank.append(f"line {line_no} of {missing}")
             continue
-        key = posixpath.normpath(video.replace("\\", "/"))
-        path = video if os.path.isabs(video) else _abs(root, key)
-        samples.append(VideoSample(key=key, caption=prompt, path=path))
+        located = locate(root, video, field=f"{video_file} line {line_no}")
+        samples.append(VideoSample(key=located.key, caption=prompt, path=located.path or located.key,
+                                   refused=located.refused))
     if half_blank:
         named = name_some(half_blank)
         raise UserError(
@@ -305,8 +309,10 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
     samples: list[VideoSample] = []
     uncaptioned: list[str] = []
     not_video: list[str] = []
-    for key, caption in rows:
-        if os.path.splitext(key)[1].lower() not in VIDEO_EXTENSIONS:
+    for key, caption, refused in rows:
+        if refused is not None:  # outside the folder: quarantined with the reason by screening, never opened
+            samples.append(VideoSample(key=key, caption=caption or "", path=key, refused=refused))
+        elif os.path.splitext(key)[1].lower() not in VIDEO_EXTENSIONS:
             not_video.append(key)
         elif caption is None or not caption:
             uncaptioned.append(key)
@@ -462,6 +468,8 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     The frame count is what actually decodes (headers can be wrong), the size is the decoded frames'.
     """
     path = sample.path
+    if sample.refused is not None:
+        return ClipScan(sample.refused)  # outside the data folder: never opened
     try:
         if os.path.isdir(path):
             return ClipScan("is a folder, not a video file")

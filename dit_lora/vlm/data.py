@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from dit_lora.data.paths import locate
 from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
 from dit_lora.data.video import VideoDecodeError, VideoSample, describe_error, decode_frames_at
 from dit_lora.errors import UserError
@@ -71,6 +72,8 @@ class QASample:
     key: str
     video: Path
     messages: list[dict[str, str]]
+    #: why the video is never opened (its written path leaves the data folder, :mod:`dit_lora.data.paths`), or None
+    refused: str | None = None
 
     def display_name(self) -> str:
         """How reports name this sample: the annotation entry and its video."""
@@ -172,7 +175,7 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
         problem = "has no \"video\"" if video is None else f"has an unusable \"video\" ({video!r})"
         raise UserError(
             f"{where} {problem}. Give every entry the path of its clip as a \"video\" string, relative "
-            f"to {root} or absolute."
+            f"to {root} (or absolute, inside that folder)."
         )
     if "QA" in entry:
         messages = _qa_messages(entry, where)
@@ -184,10 +187,11 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
             f"\"messages\" (chat: a list of {{\"role\", \"content\"}} turns); keys found: "
             f"{', '.join(sorted(map(str, entry))) or 'none'}. Add the conversation under one of those keys."
         )
-    video_path = Path(video.strip())
-    if not video_path.is_absolute():
-        video_path = root / video_path
-    return QASample(key=key, video=Path(os.path.normpath(video_path)), messages=messages)
+    located = locate(root, video, field=f'{where}: "video"',
+                     hint=" (or pass --video_folder with a folder that holds every video)")
+    if located.refused is not None:
+        return QASample(key=key, video=Path(located.key), messages=messages, refused=located.refused)
+    return QASample(key=key, video=Path(located.path), messages=messages)
 
 
 def _qa_messages(entry: dict, where: str) -> list[dict[str, str]]:
@@ -443,6 +447,15 @@ def _video_problems(videos: list, num_frames: int, num_workers: int | None) -> d
     return {video: check(video) for video in videos}
 
 
+def _sample_problems(samples: list[QASample], num_frames: int,
+                     num_workers: int | None) -> Callable[[QASample], str | None]:
+    """``sample -> problem or None``: each distinct video decoded once; a refused path (outside the data folder)
+    is its own problem and never opened."""
+    videos = list(dict.fromkeys(s.video for s in samples if s.refused is None))
+    problems = _video_problems(videos, num_frames, num_workers)
+    return lambda s: s.refused if s.refused is not None else problems[s.video]
+
+
 def check_qa_samples(
     samples: Sequence[QASample],
     *,
@@ -460,12 +473,11 @@ def check_qa_samples(
     from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 
     samples = list(samples)
-    videos = list(dict.fromkeys(s.video for s in samples))
-    problems = _video_problems(videos, num_frames, num_workers)
+    problem_of = _sample_problems(samples, num_frames, num_workers)
     clips: dict[Path, SampledClip] = {}
     rows = []
     for sample in samples:
-        problem = problems[sample.video]
+        problem = problem_of(sample)
         if problem is not None:
             rows.append(SampleCheck(sample.key, "sample", BLOCK, f"{problem} (video {sample.video})", str(sample.video)))
             continue
@@ -501,17 +513,17 @@ def screen_qa_samples(
     """
     samples = list(samples)
     videos = list(dict.fromkeys(s.video for s in samples))  # distinct, first-seen order
-    problems = _video_problems(videos, num_frames, num_workers)
+    problem_of = _sample_problems(samples, num_frames, num_workers)
 
-    good = [s for s in samples if problems[s.video] is None]
-    bad = [s for s in samples if problems[s.video] is not None]
+    good = [s for s in samples if problem_of(s) is None]
+    bad = [s for s in samples if problem_of(s) is not None]
     if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": f"{problems[s.video]} (video {s.video})"} for s in bad)
-    bad_videos = [v for v in videos if problems[v] is not None]
+        quarantine.extend({"key": s.key, "reason": f"{problem_of(s)} (video {s.video})"} for s in bad)
+    bad_videos = list(dict.fromkeys(s.video for s in bad))
     for video in bad_videos[:MAX_LOGGED_BAD]:
-        users = [s.key for s in bad if s.video == video]
-        used_by = users[0] if len(users) == 1 else f"{users[0]} and {len(users) - 1} more sample(s)"
-        log(f"skipping {used_by}: video {video}: {problems[video]}")
+        users = [s for s in bad if s.video == video]
+        used_by = users[0].key if len(users) == 1 else f"{users[0].key} and {len(users) - 1} more sample(s)"
+        log(f"skipping {used_by}: video {video}: {problem_of(users[0])}")
     if len(bad_videos) > MAX_LOGGED_BAD:
         log(f"... and {len(bad_videos) - MAX_LOGGED_BAD} more unusable videos")
     log(f"checked {len(videos)} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "

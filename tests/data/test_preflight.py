@@ -178,6 +178,25 @@ def test_check_data_names_every_bad_file_and_cache_entry(tmp_path, shapes_data):
     assert "Traceback" not in out
 
 
+def test_check_data_refuses_file_names_outside_the_folder_and_names_absolute_ones_truly(tmp_path, shapes_data,
+                                                                                          capsys):
+    data = tmp_path / "data"
+    shutil.copytree(shapes_data, data)
+    Image.new("RGB", (64, 64), (0, 0, 255)).save(tmp_path / "secret.png")
+    _add_rows(data, [{"file_name": "../secret.png", "text": "outside"},
+                     {"file_name": "../../../../etc/hostname", "text": "host"},
+                     {"file_name": str(tmp_path / "secret.png"), "text": "absolute, outside"},
+                     {"file_name": str(data / "00003.png"), "text": "absolute, inside"}])
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
+    assert code == 1, out
+    rows = {line.split()[1]: " ".join(line.split()) for line in out.splitlines() if line.startswith("BLOCK")}
+    assert set(rows) == {"../secret.png", "../../../../etc/hostname", str(tmp_path / "secret.png")}
+    for key, row in rows.items():
+        assert f"leaves the data folder {data} (refused, never opened)" in row, row
+    assert "file not found" not in out and "not a readable image" not in out
+    assert "20 sample(s): 17 ok, 0 warning(s), 3 blocking" in out  # the absolute path inside is 00003.png's
+
+
 # ---------------------------------------------------------------------------------------------
 # training: prepare_data
 # ---------------------------------------------------------------------------------------------

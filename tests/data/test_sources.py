@@ -206,6 +206,71 @@ def test_invalid_jsonl_line_names_file_and_line(tmp_path):
         load_samples(train_data_dir=tmp_path)
 
 
+def test_file_names_leaving_the_folder_are_quarantined_and_never_opened(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    make_image(data / "a.png")
+    make_image(tmp_path / "outside" / "secret.png", color=(0, 0, 255))
+    (tmp_path / "outside" / "secret.txt").write_text("a caption from outside")
+    write_jsonl(data / "metadata.jsonl", [
+        {"file_name": "a.png", "text": "red"},
+        {"file_name": "../outside/secret.png", "text": "secret"},
+        {"file_name": "../../../../etc/hostname", "text": "host"},
+        {"file_name": str(tmp_path / "outside" / "secret.png"), "text": "absolute"},
+        {"file_name": "../outside/secret.png", "text": None},  # no caption: the .txt beside it is not read
+    ])
+    opened = []
+    real_open = Image.open
+    monkeypatch.setattr(Image, "open", lambda fp, *a, **k: opened.append(str(fp)) or real_open(fp, *a, **k))
+    samples = load_samples(train_data_dir=data)
+    refused = [s for s in samples if s.refused]
+    assert [s.key for s in refused] == ["../../../../etc/hostname", "../outside/secret.png", "../outside/secret.png",
+                                        str(tmp_path / "outside" / "secret.png")]
+    assert all(s.path is None for s in refused)
+    assert "a caption from outside" not in [s.caption for s in samples]
+    log, quarantine = Log(), []
+    good = validate_samples(samples, log=log, quarantine=quarantine, max_bad_samples_fraction=1.0,
+                            require_captions=False, num_workers=1)
+    assert keys(good) == ["a.png"]
+    assert opened == [str(data / "a.png")]  # nothing outside the folder was opened
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert reasons["../outside/secret.png"].startswith(
+        f"metadata.jsonl line 2: file_name '../outside/secret.png' leaves the data folder {data}")
+    assert "refused, never opened" in reasons["../../../../etc/hostname"]
+    assert "symlink" in log.text
+    with pytest.raises(ValueError, match="leaves the data folder"):
+        refused[0].open_image()  # whoever asks, the file is not opened
+    with pytest.raises(ValueError, match="leaves the data folder"):
+        refused[0].content_id()
+
+
+def test_absolute_file_name_inside_the_folder_is_accepted_and_symlinks_are_followed(tmp_path):
+    data = tmp_path / "data"
+    make_image(data / "a.png")
+    other_disk = tmp_path / "disk"
+    make_image(other_disk / "b.png", color=(0, 255, 0))
+    os.symlink(other_disk, data / "linked")
+    (tmp_path / "sub").mkdir()
+    write_jsonl(data / "metadata.jsonl", [
+        {"file_name": str(data / "a.png"), "text": "absolute, inside"},
+        {"file_name": "linked/b.png", "text": "through a link to another disk"},
+    ])
+    samples = load_samples(train_data_dir=data)
+    assert [(s.key, s.caption, s.refused) for s in samples] == [
+        ("a.png", "absolute, inside", None), ("linked/b.png", "through a link to another disk", None)]
+    assert validate_samples(samples, log=Log(), num_workers=1) == samples  # both decode
+
+
+def test_csv_file_name_outside_is_refused_too(tmp_path):
+    data = tmp_path / "data"
+    make_image(data / "sub" / "a.png")
+    make_image(tmp_path / "b.png")
+    with open(data / "sub" / "metadata.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([["file_name", "text"], ["a.png", "x"], ["../../b.png", "y"], ["../a.png", "z"]])
+    samples = {s.key: s for s in load_samples(train_data_dir=data)}
+    assert samples["sub/a.png"].refused is None and samples["a.png"].refused is None  # ../ inside the data folder
+    assert samples["../b.png"].refused.startswith("sub/metadata.csv line 3: file_name '../../b.png' leaves")
+
+
 # ---------------------------------------------------------------------------------------------
 # validate_samples: broken files
 # ---------------------------------------------------------------------------------------------

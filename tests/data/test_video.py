@@ -177,6 +177,35 @@ def test_bad_clips_named_and_quarantined(bad_clips):
     assert video_problem(short, 3) is None
 
 
+def test_clip_paths_leaving_the_folder_are_quarantined_in_both_layouts(tmp_path, clips, monkeypatch):
+    root = tmp_path / "data"
+    shutil.copytree(clips, root)
+    shutil.copy(root / "clip_00001.mp4", tmp_path / "outside.mp4")
+    with open(root / "metadata.jsonl", "a") as handle:
+        for name in ("../outside.mp4", str(tmp_path / "outside.mp4"), str(root / "clip_00002.mp4")):
+            handle.write(json.dumps({"file_name": name, "text": "a clip"}) + "\n")
+    (root / "prompts.txt").write_text("a\nb\nc\n")
+    (root / "videos.txt").write_text(f"clip_00000.mp4\n../outside.mp4\n{tmp_path / 'outside.mp4'}\n")
+    import av
+
+    opened = []
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
+    for samples in (load_video_samples(root),
+                    load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt")):
+        quarantine: list[dict] = []
+        good = validate_video_samples(samples, min_frames=9, max_bad_samples_fraction=1.0, log=lambda _: None,
+                                      quarantine=quarantine, num_workers=1)
+        reasons = {q["key"]: q["reason"] for q in quarantine}
+        assert set(reasons) == {"../outside.mp4", str(tmp_path / "outside.mp4")}
+        assert all("leaves the data folder" in r and "never opened" in r for r in reasons.values())
+        assert all(s.refused is None for s in good)
+    assert reasons["../outside.mp4"].startswith("videos.txt line 2 '../outside.mp4' leaves the data folder")
+    assert not [p for p in opened if "outside" in p]
+    # An absolute path inside the folder is the clip it names (metadata row 7 is clip_00002.mp4).
+    assert [s.key for s in load_video_samples(root)][-1] == "clip_00002.mp4"
+
+
 def test_bad_fraction_stops(bad_clips):
     samples = load_video_samples(bad_clips)
     with pytest.raises(UserError) as err:

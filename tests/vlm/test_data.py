@@ -23,6 +23,7 @@ from dit_lora.errors import UserError  # noqa: E402
 from dit_lora.vlm import data as vlm_data  # noqa: E402
 from dit_lora.vlm.data import (  # noqa: E402
     QASample,
+    check_qa_samples,
     load_qa_samples,
     read_frames,
     sample_frame_indices,
@@ -99,12 +100,16 @@ def test_relative_paths_resolve_against_annotation_folder_or_video_root(tmp_path
     samples = load_qa_samples(ann)
     assert samples[0].video == tmp_path / "ann" / "a.mp4"
     assert samples[1].video == tmp_path / "ann" / "sub" / "b.mp4"
-    assert samples[2].video == tmp_path / "abs.mp4"
+    # An absolute path outside the data folder (the annotation's folder) is refused, never opened.
+    assert samples[2].refused.startswith(f'Entry 3 of {ann}: "video" {str(tmp_path / "abs.mp4")!r} leaves the data folder')
+    assert "--video_folder" in samples[2].refused
     (tmp_path / "videos").mkdir()
     rooted = load_qa_samples(ann, video_root=tmp_path / "videos")
     assert rooted[1].video == tmp_path / "videos" / "sub" / "b.mp4"
-    assert rooted[2].video == tmp_path / "abs.mp4"
-    assert all(s.video.is_absolute() for s in samples + rooted)
+    assert rooted[2].refused is not None
+    # With --video_folder holding it, the same absolute path is accepted.
+    assert load_qa_samples(ann, video_root=tmp_path)[2].video == tmp_path / "abs.mp4"
+    assert all(s.video.is_absolute() for s in samples[:2] + rooted[:2])
     with pytest.raises(UserError, match="--video_folder"):
         load_qa_samples(ann, video_root=tmp_path / "nope")
 
@@ -296,6 +301,28 @@ def test_screen_quarantines_bad_videos_by_key_and_checks_each_video_once(tmp_pat
     assert lines[-1] == ("checked 4 video(s) of 7 QA sample(s) at 8 frames: 3 unusable, 4 sample(s) left out, "
                          "3 remain")
     assert screen_qa_samples(good, num_frames=8, log=lines.append, num_workers=1) == good
+
+
+def test_screen_quarantines_video_paths_leaving_the_folder_without_opening_them(tmp_path, clip_dir, monkeypatch):
+    (tmp_path / "data").mkdir()
+    shutil.copy(clip_dir / "good.mp4", tmp_path / "data" / "good.mp4")
+    shutil.copy(clip_dir / "good.mp4", tmp_path / "outside.mp4")
+    rows = [{"video": video, "QA": [{"q": "What colour is the square?", "a": "blue"}]}
+            for video in ("good.mp4", "../outside.mp4", str(tmp_path / "outside.mp4"), "../../../../etc/hostname")]
+    samples = load_qa_samples(write_json(tmp_path / "data" / "vc2.json", rows))
+    calls: list[Path] = []
+    real = vlm_data.read_clip
+    monkeypatch.setattr(vlm_data, "read_clip", lambda video, n: calls.append(video) or real(video, n))
+    quarantine: list[dict] = []
+    good = screen_qa_samples(samples, num_frames=8, log=lambda _: None, quarantine=quarantine, num_workers=1)
+    assert [s.key for s in good] == ["vc2.json:1"] and calls == [tmp_path / "data" / "good.mp4"]
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert list(reasons) == ["vc2.json:2", "vc2.json:3", "vc2.json:4"]
+    assert reasons["vc2.json:2"].startswith(f"Entry 2 of {tmp_path / 'data' / 'vc2.json'}: \"video\" '../outside.mp4' "
+                                            f"leaves the data folder {tmp_path / 'data'} (refused, never opened)")
+    rows = check_qa_samples(samples, num_frames=8, num_workers=1)
+    assert [r.status for r in rows] == ["ok", "block", "block", "block"]
+    assert "leaves the data folder" in rows[3].problem and calls == [tmp_path / "data" / "good.mp4"] * 2
 
 
 # --- demo data set --------------------------------------------------------------------------------
