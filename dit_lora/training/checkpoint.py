@@ -4,6 +4,12 @@ A checkpoint is built in a hidden temporary folder, every file is fsynced, the c
 is written last, and only then is the folder renamed to ``checkpoint-<step>``. A kill at any
 instant therefore leaves every earlier checkpoint whole, and pruning happens only after a new
 checkpoint is complete. Only folders with the marker are ever resumed from.
+
+The marker carries a manifest of every file's size and SHA-256 (:mod:`.manifest`): ``latest`` skips a damaged
+checkpoint with one line and resumes from the newest whole one, and a damaged one named explicitly is refused.
+A checkpoint of an older dit-lora (a marker without a manifest) resumes unverified, and any failure to load
+it is one paragraph naming the file. A save that fails (a full disk, a non-finite weight) removes its staging
+folder; a full disk is one paragraph with the space needed and free and the command that continues the run.
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ import json
 import os
 import random
 import re
+import shlex
 import shutil
+import sys
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ..errors import UserError
-from ..fileio import write_text_atomic
+from ..fileio import folder_bytes, reporting_disk_full, write_text_atomic
+from .manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -57,13 +67,37 @@ def complete_checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def resolve_resume(output_dir: Path, spec: str | None) -> Path | None:
-    """Map ``--resume_from_checkpoint`` (``latest`` or a path) to a complete checkpoint folder."""
+def _main_print(msg: str) -> None:
+    # Before the accelerator exists every rank runs this: only the launch's first rank speaks.
+    if os.environ.get("RANK", "0") == "0":
+        print(msg, flush=True)
+
+
+def resolve_resume(output_dir: Path, spec: str | None, log: Callable[[str], None] = _main_print) -> Path | None:
+    """Map ``--resume_from_checkpoint`` (``latest`` or a path) to a complete, verified checkpoint folder.
+
+    ``latest`` checks the checkpoints newest first against their manifests, skips a damaged one with one line
+    naming it and what is wrong, and returns the newest whole one (None when there is no checkpoint at all).
+    A damaged checkpoint named explicitly, or only damaged ones under ``latest``, is a :class:`UserError`.
+    """
     if not spec:
         return None
     if spec == "latest":
-        found = complete_checkpoints(output_dir)
-        return found[-1][1] if found else None
+        found, damaged = complete_checkpoints(output_dir), []
+        for _, path in reversed(found):
+            verdict = verify(path, COMPLETE_MARKER)
+            if verdict.whole:
+                _note_unverified(path, verdict.verified, log)
+                return path
+            log(f"skipping damaged {path.name}: {verdict.problem}")
+            damaged.append(f"{path.name}: {verdict.problem}")
+        if damaged:
+            raise UserError(
+                f"--resume_from_checkpoint latest: every checkpoint in {output_dir} is damaged ({'; '.join(damaged)}). "
+                "There is nothing whole to resume from: restore the folders from a backup, or remove them and start "
+                "over without --resume_from_checkpoint."
+            )
+        return None
     path = Path(spec)
     if not path.is_absolute() and not path.exists():
         path = Path(output_dir) / spec
@@ -77,7 +111,73 @@ def resolve_resume(output_dir: Path, spec: str | None) -> Path | None:
             f"--resume_from_checkpoint `{path}` is incomplete (no {COMPLETE_MARKER}; the run was killed while "
             "saving it). Resume from an earlier checkpoint or use `latest`, which skips incomplete ones."
         )
+    verdict = verify(path, COMPLETE_MARKER)
+    if not verdict.whole:
+        raise UserError(f"--resume_from_checkpoint `{path}` is damaged: {verdict.problem}. "
+                        + _whole_alternatives(path.parent, exclude=path))
+    _note_unverified(path, verdict.verified, log)
     return path
+
+
+def _note_unverified(path: Path, verified: bool, log: Callable[[str], None]) -> None:
+    if not verified:
+        log(f"{path.name} has no manifest (written by an older dit-lora): resuming from it unverified")
+
+
+def _whole_alternatives(output_dir: Path, exclude: Path) -> str:
+    """Which whole checkpoints remain next to ``exclude`` and how to resume from one (verified newest first)."""
+    whole = []
+    for _, p in reversed(complete_checkpoints(output_dir)):
+        verdict = verify(p, COMPLETE_MARKER) if p.resolve() != Path(exclude).resolve() else None
+        if verdict is not None and verdict.whole:
+            whole.append((p, verdict.verified))
+    if not whole:
+        return (f"No other whole checkpoint is in {output_dir}: restore it from a backup, or start over without "
+                "--resume_from_checkpoint.")
+    names = ", ".join(p.name + ("" if verified else " (unverified: no manifest)") for p, verified in whole)
+    # `latest` skips only what a manifest shows damaged: after an unverified failure, name the folder.
+    latest = (" (or `--resume_from_checkpoint latest`, which skips damaged checkpoints)"
+              if verify(exclude, COMPLETE_MARKER).verified else "")
+    return (f"Whole checkpoints in {output_dir}: {names}. Resume from the newest with "
+            f"`--resume_from_checkpoint {whole[0][0]}`{latest}; it repeats the steps after it.")
+
+
+def continue_command() -> str:
+    """The command line of this run with ``--resume_from_checkpoint latest`` in place of any resume flag."""
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if arg == "--resume_from_checkpoint":
+            skip = True
+            continue
+        if not arg.startswith("--resume_from_checkpoint="):
+            args.append(arg)
+    script = sys.argv[0] if sys.argv else "recipes/<family>_lora.py"
+    launch = ["accelerate", "launch"] if "LOCAL_RANK" in os.environ else ["python"]
+    head = launch + [script] if script.endswith(".py") else [script]
+    return shlex.join(head + args + ["--resume_from_checkpoint", "latest"])
+
+
+def newest_whole(output_dir: Path) -> Path | None:
+    """The newest checkpoint in ``output_dir`` that passes :func:`~.manifest.verify`, or None."""
+    for _, path in reversed(complete_checkpoints(output_dir)):
+        if verify(path, COMPLETE_MARKER).whole:
+            return path
+    return None
+
+
+def state_bytes(accelerator) -> int:
+    """Bytes of the trainable tensors and the optimizer state: what a checkpoint of this run holds, roughly
+    (x2 for the trainable weights: the rollback snapshot is a copy)."""
+    total = 0
+    for model in accelerator._models:
+        total += 2 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    for opt in accelerator._optimizers:
+        for st in getattr(opt, "state", {}).values():
+            total += sum(v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v))
+    return total
 
 
 def rng_state(generator: torch.Generator) -> dict[str, Any]:
@@ -119,25 +219,33 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
                     total_limit: int | None, log=print, crash_point=lambda name, step: None) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
+    The marker, written last, carries the manifest of every file. A save that raises removes its staging folder
+    (a later save of the step would replace it anyway; only a SIGKILL leaves one); a full disk is a
+    :class:`~dit_lora.fileio.DiskFullError` saying how much space the checkpoint needs and how to continue.
     ``crash_point(name, step)`` is called at the save's last instants (:meth:`~.hooks.Hooks.crash_point`).
     """
     output_dir = Path(output_dir)
     final = output_dir / f"checkpoint-{step}"
     tmp = output_dir / f".tmp-checkpoint-{step}"
+
+    def advice() -> str:
+        whole = newest_whole(output_dir)
+        kept = (f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched" if whole else
+                "No whole checkpoint exists yet")
+        return (f"The partial {tmp.name} was removed. {kept}. Free space (or lower --checkpoints_total_limit, or "
+                f"move --output_dir to a larger disk), then continue with: {continue_command()}")
+
+    # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of it).
+    found = complete_checkpoints(output_dir) if accelerator.is_main_process else []
+    needed = folder_bytes(found[-1][1]) if found else state_bytes(accelerator)
+    try:
+        with reporting_disk_full(f"checkpoint-{step}", output_dir, needed=needed, advice=advice):
+            _write_checkpoint(accelerator, tmp, trainer_state, generator, step, crash_point)
+    except BaseException:
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if accelerator.is_main_process:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    rank = accelerator.process_index
-    per_rank = {**trainer_state, "rng": rng_state(generator)}
-    (tmp / f"trainer_state_rank{rank}.json").write_text(json.dumps(per_rank))
-    accelerator.wait_for_everyone()
-    crash_point("checkpoint_before_marker", step)
-    if accelerator.is_main_process:
-        _fsync_tree(tmp)
-        write_text_atomic(tmp / COMPLETE_MARKER, json.dumps({"step": step, "num_processes": accelerator.num_processes}))
         if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
             old = output_dir / f".old-checkpoint-{step}"
             os.replace(final, old)
@@ -156,8 +264,37 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
     return final
 
 
+def _write_checkpoint(accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator, step: int,
+                      crash_point) -> None:
+    """Fill the staging folder: accelerate's state, each rank's trainer state, then the marker with the manifest."""
+    if accelerator.is_main_process:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    rank = accelerator.process_index
+    per_rank = {**trainer_state, "rng": rng_state(generator)}
+    (tmp / f"trainer_state_rank{rank}.json").write_text(json.dumps(per_rank))
+    accelerator.wait_for_everyone()
+    crash_point("checkpoint_before_marker", step)
+    if accelerator.is_main_process:
+        _fsync_tree(tmp)
+        manifest = build_manifest(tmp, exclude=(COMPLETE_MARKER,))
+        write_text_atomic(tmp / COMPLETE_MARKER, json.dumps(
+            {"step": step, "num_processes": accelerator.num_processes, MANIFEST_KEY: manifest}))
+
+
+# What reading a damaged or foreign file raises inside accelerate's, safetensors' and torch's loaders.
+_READ_ERRORS = (OSError, ValueError, EOFError, KeyError, RuntimeError)
+
+
 def load_checkpoint(accelerator, path: Path, generator: torch.Generator) -> dict:
-    """Restore accelerate state and this rank's RNG/data position; return the trainer state."""
+    """Restore accelerate state and this rank's RNG/data position; return the trainer state.
+
+    A file that cannot be read (damaged, truncated, or a foreign pickle, which is refused unread) is a
+    :class:`UserError` naming it and the whole checkpoints to resume from instead.
+    """
     marker = json.loads((Path(path) / COMPLETE_MARKER).read_text())
     if marker.get("num_processes") != accelerator.num_processes:
         raise UserError(
@@ -165,7 +302,34 @@ def load_checkpoint(accelerator, path: Path, generator: torch.Generator) -> dict
             f"{accelerator.num_processes}. Resume with the same `accelerate launch --num_processes`, since data "
             "order and RNG streams are per process."
         )
-    accelerator.load_state(str(path))
-    state = json.loads((Path(path) / f"trainer_state_rank{accelerator.process_index}.json").read_text())
-    restore_rng(state.pop("rng"), generator)
+    try:
+        with warnings.catch_warnings():  # torch's note on the pickle protocol of accelerate's own files
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            accelerator.load_state(str(path))
+        state = json.loads((Path(path) / f"trainer_state_rank{accelerator.process_index}.json").read_text())
+        restore_rng(state.pop("rng"), generator)
+    except UserError:
+        raise
+    except Exception as err:
+        raise _load_error(Path(path), err) from err
     return state
+
+
+def _load_error(path: Path, err: Exception) -> Exception:
+    """A :class:`UserError` for a checkpoint that failed to load, naming the file when one does not parse; an
+    error that is no file's fault (a bug) is returned unchanged."""
+    import pickle
+
+    from safetensors import SafetensorError
+
+    bad = find_unreadable(path)
+    if bad is not None:
+        what = f"{bad[0]} {bad[1]}"
+    elif isinstance(err, (SafetensorError, pickle.UnpicklingError)):
+        what = UNSAFE_PICKLE if isinstance(err, pickle.UnpicklingError) else f"a file is damaged ({err})"
+    elif isinstance(err, _READ_ERRORS) and not isinstance(err, RuntimeError):
+        what = f"it could not be read ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})"
+    else:
+        return err
+    return UserError(f"Checkpoint {path} could not be loaded: {what}. "
+                     + _whole_alternatives(path.parent, exclude=path))
