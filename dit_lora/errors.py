@@ -17,6 +17,19 @@ class UserError(Exception):
     exit_code = 2
 
 
+class Interrupted(BaseException):
+    """The run was stopped by a signal (SIGTERM, SIGINT); ``exit_code`` is 143 or 130.
+
+    A ``BaseException``, like ``KeyboardInterrupt``: a library's ``except Exception`` (a data loader that
+    quarantines a sample it could not read, say) must not take a stop request for a bad sample. The message is
+    one paragraph (where the run stopped, what was saved, how to resume); empty on ranks that stay quiet.
+    """
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def format_error(err: BaseException) -> str:
     """Render an error as one wrapped paragraph prefixed with ``error:``."""
     text = " ".join(str(err).split())
@@ -24,10 +37,18 @@ def format_error(err: BaseException) -> str:
 
 
 def run_cli(main: Callable[[], int | None]) -> None:
-    """Run ``main`` and turn a :class:`UserError` into a short message and exit code 2."""
+    """Run ``main`` and turn a :class:`UserError` into a short message and its exit code (2, or 3 for a stopped
+    run), an :class:`Interrupted` run into its paragraph and 143 / 130."""
     try:
         code = main()
     except UserError as err:
         print(format_error(err), file=sys.stderr, flush=True)
         sys.exit(err.exit_code)
+    except Interrupted as err:
+        if str(err):  # as written: it may end with a command to copy, which wrapping would break
+            print(str(err), file=sys.stderr, flush=True)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:  # a command that installs no handler of its own (check-data, plan, push)
+        print("interrupted (Ctrl-C); stopped (exit 130).", file=sys.stderr, flush=True)
+        sys.exit(130)
     sys.exit(code or 0)

@@ -59,5 +59,12 @@ def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[st
 
 
 def main(family: str, also: Sequence[str] = ()) -> None:
-    """Console entry: run the recipe and turn user errors into one paragraph."""
+    """Console entry: run the recipe and turn user errors into one paragraph.
+
+    SIGTERM/SIGINT are handled from the first line (:mod:`.training.signals`): before training starts they stop
+    the process in one line with 143 / 130; during training the run saves a checkpoint first.
+    """
+    from .training import signals
+
+    signals.current()
     run_cli(lambda: run_recipe(family, also=also))

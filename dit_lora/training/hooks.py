@@ -8,7 +8,10 @@ specs itself. Three switches exist, each for proving a promise:
 * ``DIT_LORA_FAULT=<point>:<n>``: the process dies at a crash point, as a SIGKILL would, to show that a
   killed run resumes bit for bit. Points: ``micro_batch`` (after the n-th micro-batch of the run),
   ``checkpoint_before_marker`` and ``checkpoint_after_rename`` (the last instants of the save of step n);
-* ``DIT_LORA_SYNC_DEBUG=1`` (:class:`~.sync_audit.SyncAudit`): any host sync inside a step raises.
+* ``DIT_LORA_SYNC_DEBUG=1`` (:class:`~.sync_audit.SyncAudit`): any host sync inside a step raises;
+* ``DIT_LORA_SIGNAL=<point>:<n>[:INT][@rank]``: the process sends itself SIGTERM (or SIGINT) at a crash point
+  or ``validation:<step>`` (only on that rank when ``@rank`` is given), to time a stop signal exactly
+  (:mod:`.signals`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from .sync_audit import SyncAudit
 
 CRASH_VAR = "DIT_LORA_FAULT"
 CRASH_POINTS = ("micro_batch", "checkpoint_before_marker", "checkpoint_after_rename")
+SIGNAL_VAR = "DIT_LORA_SIGNAL"
+SIGNAL_POINTS = (*CRASH_POINTS, "validation")
 
 
 @dataclass
@@ -34,18 +39,22 @@ class Hooks:
     injector: FaultInjector | None
     sync_audit: SyncAudit
     crash_at: tuple[str, int] | None = None
+    signal_at: tuple[str, int, int] | None = None  # (point, n, signal number)
 
     @classmethod
     def from_config(cls, inject_faults: str | None, rank: int, device: torch.device) -> "Hooks":
         """Parse every switch once; a malformed one stops the run before anything loads."""
         return cls(injector=FaultInjector.from_spec(inject_faults, rank),
                    sync_audit=SyncAudit(device, os.environ.get(SYNC_DEBUG_VAR) == "1"),
-                   crash_at=_crash_point(os.environ.get(CRASH_VAR)))
+                   crash_at=_crash_point(os.environ.get(CRASH_VAR)),
+                   signal_at=_signal_point(os.environ.get(SIGNAL_VAR), rank))
 
     def crash_point(self, name: str, n: int) -> None:
         """Die here, as a SIGKILL would, when this is the configured crash point."""
         if self.crash_at == (name, n):
             os._exit(137)
+        if self.signal_at is not None and self.signal_at[:2] == (name, n):
+            os.kill(os.getpid(), self.signal_at[2])
 
 
 def _crash_point(raw: str | None) -> tuple[str, int] | None:
@@ -58,4 +67,21 @@ def _crash_point(raw: str | None) -> tuple[str, int] | None:
     return name, int(n)
 
 
-__all__ = ["CRASH_POINTS", "CRASH_VAR", "Hooks"]
+def _signal_point(raw: str | None, rank: int) -> tuple[str, int, int] | None:
+    if not raw:
+        return None
+    import signal
+
+    spec, _, only_rank = raw.partition("@")
+    name, _, rest = spec.partition(":")
+    n, _, sig = rest.partition(":")
+    if name not in SIGNAL_POINTS or not n.isdigit() or sig not in ("", "TERM", "INT") \
+            or (only_rank and not only_rank.isdigit()):
+        raise UserError(f"{SIGNAL_VAR}={raw!r} is not a signal point: use <point>:<n>[:TERM|INT][@rank] with point "
+                        f"one of {', '.join(SIGNAL_POINTS)} (e.g. micro_batch:6:INT), or unset it.")
+    if only_rank and int(only_rank) != rank:
+        return None
+    return name, int(n), int(signal.SIGINT if sig == "INT" else signal.SIGTERM)
+
+
+__all__ = ["CRASH_POINTS", "CRASH_VAR", "SIGNAL_POINTS", "SIGNAL_VAR", "Hooks"]

@@ -25,6 +25,8 @@ import torch
 
 from ..config import TrainConfig
 from ..data import batches as batch_lib
+from ..errors import Interrupted
+from . import signals
 from .checkpoint import save_checkpoint
 from .compile import eager, shape_key
 from .finish import finish
@@ -38,11 +40,21 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
     """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk.
 
     ``on_step(step, model, optimizer)`` is called after every optimizer update (tests and extensions use it to
-    inspect state; anything it reads from the device costs a sync).
+    inspect state; anything it reads from the device costs a sync). SIGTERM and SIGINT stop the run after the
+    update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.errors.Interrupted`).
     """
+    stop = signals.current()
+    try:
+        return _train(cfg, on_step, stop)
+    finally:
+        signals.release()  # an in-process run leaves its caller's handlers as they were
+
+
+def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
     run = setup(cfg)
+    stop.start_training(run.accelerator, run.out)
     state = run.state
     progress = tqdm(total=run.max_steps, initial=state.global_step, disable=not run.accelerator.is_main_process,
                     desc="steps")
@@ -56,6 +68,8 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
                 if not train_step(run, batch):
                     continue
                 after_update(run, progress, clock, on_step)
+                if stop.should_stop():  # a host flag (and, with several processes, a CPU all-reduce)
+                    _stop_on_signal(run, progress, stop)
                 if state.global_step >= run.max_steps:
                     break
             else:
@@ -66,6 +80,8 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
         finish(run, train_time=clock.train_time(), steps_this_run=clock.steps(state), stopped=True)
         raise
     progress.close()
+    if stop.finish_training():  # a signal during the last update
+        _stop_on_signal(run, progress, stop)
     train_time = clock.train_time()
     verdict = run.recovery.verdict(run.guard.read(), clock.last_window, state.global_step)
     summary = finish(run, train_time=train_time, steps_this_run=clock.steps(state), verdict=verdict)
@@ -145,12 +161,34 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
             run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
-        save_checkpoint(accelerator, run.out, state.global_step,
-                        {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
-                        run.generator, cfg.checkpoints_total_limit, log=run.log, crash_point=run.hooks.crash_point)
+        save_run_checkpoint(run)
     if run.validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
             and state.global_step < run.max_steps:
         _validate(run, f"step{state.global_step}")
+
+
+def save_run_checkpoint(run: Run):
+    """``checkpoint-<global_step>`` of the run as it stands after an update (scheduled, or on a stop signal)."""
+    state = run.state
+    return save_checkpoint(run.accelerator, run.out, state.global_step,
+                           {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
+                           run.generator, run.cfg.checkpoints_total_limit, log=run.log,
+                           crash_point=run.hooks.crash_point)
+
+
+def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
+    """Every rank, after the same update: save a checkpoint (unless this step's was just saved), say how to
+    resume, raise :class:`~dit_lora.errors.Interrupted` (exit 143 for SIGTERM, 130 for SIGINT)."""
+    cfg, step = run.cfg, run.state.global_step
+    progress.close()
+    path = run.out / f"checkpoint-{step}"
+    if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
+        path = save_run_checkpoint(run)
+    run.accelerator.end_training()
+    name = signals.signal_name(stop.signum) if stop.signum is not None else "a stop signal (another process)"
+    message = (f"stopped by {name} after step {step} of {run.max_steps}: saved {path}. "
+               + signals.resume_command(run.out, step)) if run.accelerator.is_main_process else ""
+    raise Interrupted(message, stop.exit_code)
 
 
 def _log_window(run: Run, progress, reading, step_time: float) -> None:
@@ -200,6 +238,7 @@ def _validate(run: Run, tag: str) -> None:
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     try:
+        run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
         with run.accelerator.autocast(), eager(run.compiled):
             images = run.family.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
     finally:

@@ -1,0 +1,259 @@
+"""Preemption: SIGTERM and SIGINT finish the current update, save a checkpoint, say how to resume, and exit.
+
+What SLURM, Kubernetes and spot instances send before killing a job is SIGTERM; Ctrl-C is SIGINT. A run
+handles them in three phases (:class:`StopSignals`):
+
+* **setup** (loading, caching; no step has run, nothing to save): the handler raises
+  :class:`~dit_lora.errors.Interrupted` at once: one line, exit 143 (SIGTERM) or 130 (SIGINT);
+* **training**: the handler only sets a flag (no device work, no host sync). The loop asks
+  :meth:`StopSignals.should_stop` after each optimizer update, so the update in flight (all its
+  micro-batches), a checkpoint save and a validation in progress all complete; then the run saves
+  ``checkpoint-<step>`` (the same atomic save as a scheduled one), prints the command that resumes it and
+  exits 143 / 130. Resumed, it is bitwise the run that was never stopped;
+* **finishing** (after the last step: adapter, samples, card): the first signal is noted and the run ends
+  normally.
+
+A second signal stops the process at once (one line; the last whole checkpoint stays, as after a SIGKILL).
+Repeats within :data:`REPEAT_WINDOW_S` of the first count as the same request: a scheduler may signal every
+process of a job and a launcher forwards what it received, so one stop often arrives twice.
+
+Several processes agree on the step to stop at without any per-step device->host sync: after each update
+every rank starts a one-integer ``MAX`` all-reduce of its flag on a CPU (gloo) group and waits for it after
+the *next* update, so the reduction runs while that update computes. All ranks read the same reduced value
+after the same update, so they stop together (one update later than a single process would) and save one
+checkpoint together, whichever ranks were signalled.
+
+A training process started by a launcher (``accelerate launch``, torchrun, ``dit-lora launch``) must not
+outlive it: on Linux ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` makes the launcher's death a SIGTERM (the same
+save-and-exit), elsewhere a thread notices the parent changed. A plain ``python recipe.py`` from a shell
+gets neither, so ``nohup`` or a closed terminal does not stop it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..errors import Interrupted
+
+#: exit code of a run stopped by each signal: the shell's 128 + signal number, which schedulers and
+#: ``set -e`` scripts read as "terminated", distinct from 2 (user error) and 3 (unrecoverable run)
+EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+#: repeats of the stop signal this soon after the first are the same request (forwarded or broadcast)
+REPEAT_WINDOW_S = 2.0
+#: set by ``dit-lora launch`` in the training processes' environment
+LAUNCHED_VAR = "DIT_LORA_LAUNCHED"
+_PR_SET_PDEATHSIG = 1
+_LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.launch")
+
+_current: "StopSignals | None" = None
+
+
+def _say(text: str) -> None:
+    """One line on stderr, written directly: a handler may interrupt a ``print`` to the same stream."""
+    try:
+        os.write(2, (text.rstrip("\n") + "\n").encode())
+    except OSError:
+        pass
+
+
+def signal_name(signum: int) -> str:
+    """``SIGTERM`` for 15."""
+    return signal.Signals(signum).name
+
+
+class StopSignals:
+    """The SIGTERM/SIGINT handlers of one training process and the stop flag they set (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # the first stop signal received
+        self.first_at = 0.0
+        self.phase = "setup"
+        self.main_process = True
+        self.output_dir: Path | None = None
+        self._previous: dict[int, object] = {}
+        self._group = None  # the CPU process group of the agreement (several processes only)
+        self._pending = None  # (work, buffer) of the all-reduce started after the last update
+        self.agreed = False
+
+    # ---- handlers -------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Take over SIGTERM and SIGINT (main thread only; elsewhere signals cannot be handled)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in EXIT_CODES:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def uninstall(self) -> None:
+        """Give the handlers back (an in-process ``train`` must leave its caller's handlers as they were)."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.signum, 143)
+
+    def _handle(self, signum: int, frame) -> None:
+        now = time.monotonic()
+        if self.signum is None:
+            self.signum, self.first_at = signum, now
+            if self.phase == "setup":
+                raise Interrupted(f"received {signal_name(signum)} while setting up (before the first step: nothing to "
+                                  f"save); stopped (exit {self.exit_code}).", self.exit_code)
+            if self.main_process:
+                what = ("finishing the current update, then saving a checkpoint" if self.phase == "training"
+                        else "finishing the run (adapter and summary)")
+                _say(f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole checkpoint "
+                     "stays).")
+            return
+        if now - self.first_at < REPEAT_WINDOW_S:
+            return  # the same stop, delivered twice (a launcher forwarding it, a scheduler signalling every process)
+        where = f" in {self.output_dir}" if self.output_dir is not None else ""
+        _say(f"received {signal_name(signum)} again: stopped at once, without saving; the last whole checkpoint{where} "
+             f"stays (exit {EXIT_CODES.get(signum, 143)}).")
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - exiting anyway
+                pass
+        os._exit(EXIT_CODES.get(signum, 143))
+
+    # ---- the loop's questions -------------------------------------------------------------------
+    def start_training(self, accelerator, output_dir: Path) -> None:
+        """Setup is over: from now on a signal only sets the flag. Several processes get their CPU group here
+        (a collective call: every rank makes it, in the same order)."""
+        self.main_process = accelerator.is_main_process
+        self.output_dir = Path(output_dir)
+        if accelerator.num_processes > 1:
+            import torch.distributed as dist
+
+            self._group = dist.new_group(backend="gloo")
+        self.phase = "training"  # a signal that arrived during setup has already stopped the run
+
+    def should_stop(self) -> bool:
+        """Whether every process stops after the update that just ended (called once per update, on every rank).
+
+        One process: its own flag. Several: the reduction started after the previous update (see the module
+        doc); a host-side wait on a CPU collective, never a device sync.
+        """
+        if self._group is None:
+            self.agreed = self.signum is not None
+            return self.agreed
+        if self._pending is not None:
+            self.agreed = self._wait()
+            if self.agreed:
+                return True
+        import torch
+        import torch.distributed as dist
+
+        buffer = torch.tensor([0 if self.signum is None else 1], dtype=torch.int32)
+        work = dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=self._group, async_op=True)
+        self._pending = (work, buffer)
+        return False
+
+    def _wait(self) -> bool:
+        work, buffer = self._pending
+        self._pending = None
+        work.wait()
+        return bool(buffer.item())  # a CPU tensor: no device involved
+
+    def finish_training(self) -> bool:
+        """The loop ended: settle the last reduction (every rank has one in flight); True when all stop now."""
+        if self._pending is not None:
+            self.agreed = self._wait() or self.agreed
+        elif self._group is None:
+            self.agreed = self.signum is not None
+        self.phase = "finishing"
+        return self.agreed
+
+
+def current() -> StopSignals:
+    """This process's :class:`StopSignals`, installed on first use."""
+    global _current
+    if _current is None:
+        _current = StopSignals()
+        _current.install()
+        watch_launcher()
+    return _current
+
+
+def release() -> None:
+    """Uninstall the handlers (the end of an in-process run)."""
+    global _current
+    if _current is not None:
+        _current.uninstall()
+        _current = None
+
+
+def resume_command(output_dir: Path, step: int) -> str:
+    """The command that resumes this run: the same options plus ``--resume_from_checkpoint latest``."""
+    argv, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+            continue
+        if arg == "--resume_from_checkpoint":
+            skip = True
+            continue
+        if not arg.startswith("--resume_from_checkpoint="):
+            argv.append(arg)
+    script = os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "recipes/<family>_lora.py"
+    launcher = os.environ.get(LAUNCHED_VAR + "_COMMAND") or (
+        "accelerate launch [your launch options]" if _launched() else "python")
+    command = f"{launcher} {shlex.join([script, *argv, '--resume_from_checkpoint', 'latest'])}"
+    return (f"Resume with the same command plus --resume_from_checkpoint latest (or "
+            f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {command}")
+
+
+# ---- the launcher's lifetime bounds the training process's -------------------------------------
+def _parent_cmdline() -> str:
+    try:
+        return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _launched() -> bool:
+    """Started by a launcher (``dit-lora launch``, torchrun, ``accelerate launch``), not from a shell."""
+    if os.environ.get(LAUNCHED_VAR) == "1" or os.environ.get("TORCHELASTIC_RUN_ID"):
+        return True
+    if os.environ.get("ACCELERATE_MIXED_PRECISION") is None:  # set by every accelerate launch
+        return False
+    parent = _parent_cmdline()
+    return any(word in parent for word in _LAUNCHER_WORDS)
+
+
+def watch_launcher() -> str | None:
+    """Under a launcher, make its death a SIGTERM to this process; returns how (None when not launched)."""
+    if not _launched():
+        return None
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0:
+                if os.getppid() != parent:  # died before prctl took effect
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return "prctl"
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_poll_parent, args=(parent,), name="dit-lora-parent-watch", daemon=True).start()
+    return "poll"
+
+
+def _poll_parent(parent: int, interval: float = 0.5) -> None:
+    """Portable fallback: a changed parent pid means the launcher died (its children are re-parented)."""
+    while os.getppid() == parent:
+        time.sleep(interval)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "release", "resume_command",
+           "signal_name", "watch_launcher"]
