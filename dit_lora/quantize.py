@@ -10,6 +10,10 @@ bitsandbytes >= 0.48 runs nf4/int8 on a CPU and transformers' quantizers accept 
 GPU :func:`diffusers_loading` maps the two bitsandbytes methods to subclasses of diffusers' own quantizers
 that only drop that GPU check and place the model on the CPU, for the duration of one ``from_pretrained``.
 
+bitsandbytes' ``Linear4bit`` returns its input's dtype where an ``nn.Linear`` under autocast returns the autocast dtype;
+:func:`keep_4bit_layout` (called by every family after loading) makes them follow autocast, so a quantized base runs
+in the dtypes the unquantized one does under the default --mixed_precision bf16.
+
 ``--quantize_text_encoder`` loads the caching phase's text encoder (T5-XXL, Gemma-2) nf4 through transformers'
 ``BitsAndBytesConfig`` (:func:`text_encoder_kwargs`); the family says whether it has one
 (``ModelFamily.text_encoder_label``).
@@ -22,6 +26,7 @@ meta-device model, before loading, and again on the loaded model).
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Iterable
 
 import torch
@@ -209,15 +214,19 @@ def diffusers_loading(cfg):
 
 
 def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
-    """Keep every bitsandbytes 4-bit linear in ``modules`` in the layout it was loaded with.
+    """Make every bitsandbytes linear in ``modules`` (a just-loaded quantized model) compute as training needs.
 
-    On a CPU with AVX-512 BF16, bitsandbytes (0.49+) rewrites a ``Linear4bit`` weight in place into a packed
-    inference layout, with its absmax rounded to bf16, the first time the layer runs in eval mode on an input
-    without grad: a validation sample, the attention canary, caching through an nf4 text encoder. The weights
-    training uses next would then depend on whether (and on which CPU) such a forward ran, so validation would
-    change the run and a resume on another machine would not be exact; the repacking also fails outright for
-    layers narrower than one quantization block (in_features < 64). The switch is the layer's own
-    ``support_avx512bf16_for_cpu`` attribute.
+    Called by every family right after loading; two things, both on the layers themselves:
+
+    1. The 4-bit layout stays as loaded. On a CPU with AVX-512 BF16, bitsandbytes (0.49+) rewrites a ``Linear4bit``
+       weight in place into a packed inference layout, with its absmax rounded to bf16, the first time the layer runs
+       in eval mode on an input without grad: a validation sample, the attention canary, caching through an nf4 text
+       encoder. The weights training uses next would then depend on whether (and on which CPU) such a forward ran, so
+       validation would change the run and a resume on another machine would not be exact; the repacking also fails
+       outright for layers narrower than one quantization block (in_features < 64). The switch is the layer's own
+       ``support_avx512bf16_for_cpu`` attribute.
+    2. Under autocast a 4-bit layer's output is in the autocast dtype, as a plain ``nn.Linear``'s is (see
+       :func:`_autocast_output`).
     """
     for module in modules:
         if not isinstance(module, torch.nn.Module):
@@ -225,6 +234,54 @@ def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
         for layer in module.modules():
             if hasattr(layer, "support_avx512bf16_for_cpu"):
                 layer.support_avx512bf16_for_cpu = False
+        follow_autocast(module)
+
+
+def _bitsandbytes_linears() -> tuple[type, ...]:
+    """The bitsandbytes layer classes that need :func:`_autocast_output` (none when bitsandbytes is not loaded)."""
+    bnb = sys.modules.get("bitsandbytes")  # a model holding its layers has imported it; never import it here
+    if bnb is None:
+        return ()
+    # Linear8bitLt already answers in the autocast dtype (its matmul is autocast-aware); Linear4bit does not.
+    return (bnb.nn.Linear4bit,) if hasattr(bnb.nn, "Linear4bit") else ()
+
+
+def _autocast_output(layer: torch.nn.Module, args, output):
+    """Forward hook: a bitsandbytes 4-bit linear's output in the autocast dtype while autocast is on (else unchanged).
+
+    ``Linear4bit`` computes in its compute dtype and then casts the result back to its *input's* dtype, where an
+    ``nn.Linear`` under autocast returns the autocast dtype whatever it was given. So on a quantized
+    base an fp32 input (a timestep embedding: diffusers makes it fp32) keeps everything after it fp32 while the
+    model's frozen norms are bf16; CUDA's autocast runs ``layer_norm`` in fp32 and hides it, the CPU's does not cast
+    ``layer_norm`` at all (CogVideoX's q/k LayerNorm stopped the first step with "mixed dtype (CPU)"), and on a GPU the
+    activations after such a layer stay fp32 (by reading the code: twice the bytes of the unquantized model's bf16
+    ones). With the hook the quantized base runs in the dtypes the unquantized one does.
+    """
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point():
+        return None
+    device = output.device.type
+    if not torch.is_autocast_enabled(device):
+        return None
+    dtype = torch.get_autocast_dtype(device)
+    return output.to(dtype) if output.dtype != dtype else None
+
+
+def follow_autocast(*modules: torch.nn.Module | None) -> int:
+    """Give every bitsandbytes 4-bit linear in ``modules`` the :func:`_autocast_output` hook (once); returns how many
+    layers have it. Idempotent; a model without quantized layers is left alone."""
+    kinds = _bitsandbytes_linears()
+    count = 0
+    for module in modules:
+        if not isinstance(module, torch.nn.Module) or not kinds:
+            continue
+        for layer in module.modules():
+            if not isinstance(layer, kinds):
+                continue
+            if not getattr(layer, "_dit_lora_follows_autocast", False):
+                layer.register_forward_hook(_autocast_output)
+                layer._dit_lora_follows_autocast = True
+            count += 1
+    return count
 
 
 def _cpu_quantizers() -> dict:
@@ -323,5 +380,6 @@ def describe_text_encoder(cfg) -> str | None:
 
 
 __all__ = ["SCHEMES", "QuantizeError", "check_config", "check_text_encoder", "check_trainable", "describe",
-           "describe_text_encoder", "diffusers_config", "diffusers_loading", "enabled", "quantized_bytes",
-           "quantized_linears", "text_encoder_kwargs", "transformers_config", "what_runs"]
+           "describe_text_encoder", "diffusers_config", "diffusers_loading", "enabled", "follow_autocast",
+           "keep_4bit_layout", "quantized_bytes", "quantized_linears", "text_encoder_kwargs", "transformers_config",
+           "what_runs"]

@@ -194,3 +194,44 @@ def test_an_eval_forward_leaves_the_4bit_weights_as_loaded(in_features):
         with torch.no_grad():
             repacked(x)
         assert getattr(repacked.weight.quant_state, "packing_format_for_cpu", False)
+
+
+@pytest.mark.parametrize("kind", ["nf4", "int8"])
+def test_quantized_linears_follow_autocast_like_a_plain_linear(kind):
+    """bitsandbytes' Linear4bit returns its input's dtype (Linear8bitLt, the control, already follows autocast); a
+    plain Linear under autocast returns the autocast dtype. On a quantized bf16 base an fp32 input (diffusers' timestep
+    embedding) then met a bf16 affine LayerNorm, which CPU autocast does not cast: CogVideoX's first step died with
+    "mixed dtype (CPU)". After keep_4bit_layout (every family calls it on load) the layer answers in the autocast
+    dtype, autocast off it is unchanged, and gradients still flow."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+
+    def model():
+        if kind == "nf4":
+            lin = bnb.nn.Linear4bit(64, 64, bias=True, compute_dtype=torch.bfloat16, quant_type="nf4")
+        else:
+            lin = bnb.nn.Linear8bitLt(64, 64, bias=True, has_fp16_weights=False)
+        lin.load_state_dict(torch.nn.Linear(64, 64).state_dict())
+        norm = torch.nn.LayerNorm(64).to(torch.bfloat16)  # affine, frozen in the run's bf16 as the model loads it
+        return torch.nn.Sequential(lin.to("cpu"), norm)
+
+    x = torch.randn(2, 64, requires_grad=True)  # fp32, as the timestep embedding
+    plain = model()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        if kind == "nf4":
+            with pytest.raises(RuntimeError, match="mixed dtype"):
+                plain(x)  # the library's own behaviour is what crashed
+        else:
+            assert plain(x).dtype == torch.bfloat16
+
+    fixed = model()
+    quantize.keep_4bit_layout(fixed, None)
+    assert quantize.follow_autocast(fixed) == (kind == "nf4")  # idempotent: still one hook
+    assert len(fixed[0]._forward_hooks) == (kind == "nf4")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = fixed(x)
+        assert fixed[0](x).dtype == torch.bfloat16 == torch.nn.Linear(64, 64)(x).dtype
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+    y.float().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert fixed[0](x).dtype == torch.float32  # autocast off: as before

@@ -323,3 +323,85 @@ def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bi
     projector = load_file(str(out / BACKBONE_FILE))
     assert all(torch.equal(v, load_file(str(again / BACKBONE_FILE))[k]) for k, v in projector.items())
     assert resumed["loss_history"] == summary["loss_history"]
+
+
+# ---- every family's quantized base under the default --mixed_precision (bf16) and fp32 -------------------------------
+def _rebuilt_transformer(src, dst, **config):
+    """A copy of the pipeline folder ``src`` whose transformer is rebuilt (seed 0, same stored dtype) with ``config``
+    changes: the real checkpoints' affine norms where the tiny demo model leaves them out."""
+    import shutil
+
+    import diffusers
+    from safetensors import safe_open
+
+    shutil.copytree(src, dst)
+    folder = dst / "transformer"
+    stored = json.loads((folder / "config.json").read_text())
+    with safe_open(str(next(folder.glob("*.safetensors"))), framework="pt") as f:
+        dtype = f.get_tensor(next(iter(f.keys()))).dtype
+    kwargs = {k: v for k, v in stored.items() if not k.startswith("_")}
+    torch.manual_seed(0)
+    model = getattr(diffusers, stored["_class_name"]).from_config({**kwargs, **config}).to(dtype)
+    shutil.rmtree(folder)
+    model.save_pretrained(str(folder), safe_serialization=True)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def affine_bases(tmp_path_factory, tiny_sana, tiny_dit, tiny_cogvideox, shapes_data, shape_classes, four_clips,
+                 tiny_llava):
+    """family -> (model folder, data, flags) for one model per family whose norms are affine as in the real checkpoints:
+    Sana 1.5's RMS q/k norms (``qk_norm: rms_norm_across_heads``) and caption RMSNorm; CogVideoX's LayerNorm q/k norms
+    and LayerNormZero (``norm_elementwise_affine: true``, the tiny demo model as it is); DiT with affine LayerNorms
+    (``norm_elementwise_affine: true``; the real DiT-XL-2 has none, so this is the harder case); the video LLMs'
+    RMSNorms (and LLaVA's CLIP LayerNorms in the unquantized vision tower)."""
+    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+    from dit_lora.demo.tiny_qwen_vl import build_tiny_qwen2_5_vl
+
+    root = tmp_path_factory.mktemp("affine-bases")
+    video = dict(resolution=None, center_crop=None, max_num_frames=9, height=64, width=64)
+    llm = dict(num_frames=4, resolution=None, center_crop=None, cache_dir=None, learning_rate=2e-3,
+               backbone_learning_rate=1e-3)
+    llava, qa = tiny_llava
+    return {
+        "sana": (_rebuilt_transformer(tiny_sana, root / "sana15", qk_norm="rms_norm_across_heads"), shapes_data, {}),
+        "dit": (_rebuilt_transformer(tiny_dit, root / "dit", norm_elementwise_affine=True), shape_classes,
+                dict(num_classes=3, resolution=64)),
+        "cogvideox": (tiny_cogvideox, four_clips, video),
+        "cogvideox_i2v": (build_tiny_cogvideox_pipeline(root / "i2v", task="i2v", version="1.0-5b"), four_clips, video),
+        "llava_next_video": (llava, qa, llm),
+        "qwen2_5_vl": (build_tiny_qwen2_5_vl(root / "qwen"),
+                       make_qa_dataset(root / "chat", n=4, num_frames=8, layout="chat", seed=1), llm),
+    }
+
+
+def _affine_norms(model) -> list[str]:
+    """Names of the norm modules of ``model`` that carry a weight (LayerNorm, RMSNorm and the like)."""
+    return [n for n, m in model.named_modules()
+            if "norm" in type(m).__name__.lower() and isinstance(getattr(m, "weight", None), torch.Tensor)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "no"])
+@pytest.mark.parametrize("family", ["sana", "cogvideox", "cogvideox_i2v", "dit", "llava_next_video", "qwen2_5_vl"])
+def test_every_family_trains_on_an_nf4_base_with_affine_norms_in_bf16_and_fp32(affine_bases, tmp_path, family,
+                                                                                 precision):
+    """--quantize_base nf4 with the default --mixed_precision (bf16) and with fp32 (no): bitsandbytes' layers return
+    their input's dtype, so without care an fp32 timestep embedding kept CogVideoX's stream fp32 while its bf16
+    LayerNorm weights met it (CPU autocast does not cast layer_norm): a crash at the first step."""
+    model_dir, data, flags = affine_bases[family]
+    seen, on_step = _capture()
+    summary, _ = train_in_process(model_dir, data, tmp_path, on_step=on_step, family=family, quantize_base="nf4",
+                                  mixed_precision=precision, train_batch_size=2, max_train_steps=2,
+                                  gradient_checkpointing="false", **flags)
+    assert isinstance(summary, dict), summary
+    assert summary["applied_updates"] == 2 and summary["config"]["mixed_precision"] == precision
+    losses = torch.tensor([loss for _, loss in summary["loss_history"]])
+    assert len(losses) and torch.isfinite(losses).all() and summary["final_loss"] is not None
+    model = seen["model"]
+    assert any(type(m).__name__ == "Linear4bit" for m in model.modules())
+    weight = torch.bfloat16 if precision == "bf16" else torch.float32
+    affine = _affine_norms(model)
+    assert affine and all(dict(model.named_modules())[n].weight.dtype in (weight, torch.float32) for n in affine)
+    assert any(dict(model.named_modules())[n].weight.dtype == weight for n in affine)  # frozen norms in the run's dtype
