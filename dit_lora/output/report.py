@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import quantize
+from ..fileio import atomic_write
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
@@ -58,7 +59,8 @@ def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollba
         if points or rollbacks:
             ax.legend(loc="upper right", fontsize="small")
         fig.tight_layout()
-        fig.savefig(path, format="png")
+        # atomically: a full disk or a kill never leaves half a PNG
+        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
     finally:
         plt.close(fig)
     return path

@@ -232,19 +232,19 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
         whole = newest_whole(output_dir)
         kept = (f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched" if whole else
                 "No whole checkpoint exists yet")
-        return (f"The partial {tmp.name} was removed. {kept}. Free space (or lower --checkpoints_total_limit, or "
-                f"move --output_dir to a larger disk), then continue with: {continue_command()}")
+        return (f"The partial {tmp.name} was removed. {kept}. Free at least that much (checkpoint folders older than "
+                f"the newest whole one can go), then continue with: {continue_command()}")
 
     # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of it).
     found = complete_checkpoints(output_dir) if accelerator.is_main_process else []
     needed = folder_bytes(found[-1][1]) if found else state_bytes(accelerator)
-    try:
-        with reporting_disk_full(f"checkpoint-{step}", output_dir, needed=needed, advice=advice):
+    with reporting_disk_full(f"checkpoint-{step}", output_dir, needed=needed, advice=advice):
+        try:
             _write_checkpoint(accelerator, tmp, trainer_state, generator, step, crash_point)
-    except BaseException:
-        if accelerator.is_main_process:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        except BaseException:  # removed before the message measures the free space
+            if accelerator.is_main_process:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
     if accelerator.is_main_process:
         if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
             old = output_dir / f".old-checkpoint-{step}"

@@ -1,34 +1,61 @@
 """The last stage of a run: the adapter, final samples, loss curve, summary, model card and Hub push.
 
 :func:`finish` runs after the last step, after a :class:`~.recovery.RunStopped` (the last finite adapter
-only) and for a run the recovery judged unhealthy (written and labelled, never pushed).
+only) and for a run the recovery judged unhealthy (written and labelled, never pushed). Before it, the loop
+keeps the trained state in a final checkpoint (:func:`keep_final_checkpoint`), so a full disk during the export
+loses nothing: every write here that runs out of space is one paragraph saying how to write the outputs later
+(``--resume_from_checkpoint latest`` resumes at the last step and goes straight here).
 """
 
 from __future__ import annotations
 
+import json
 import resource
+import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from ..fileio import write_json_atomic
+from ..fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from ..kernels import kernel_counts, kernel_runtime
 from ..output.adapter import write_adapter
-from ..output.names import LOSS_CURVE_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
+from ..output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
 from . import trainables
-from .checkpoint import complete_checkpoints
+from .checkpoint import complete_checkpoints, continue_command, newest_whole
 from .run import Run
 
 
+def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], Path]) -> Path | None:
+    """The checkpoint holding the run's final state, written with ``save(run)`` unless one exists for the step.
+
+    Every rank calls this (a save is collective) and decides alike, from the counters. A resume at the last
+    step already has it (the checkpoint it resumed from). A full disk here is a warning, not a stop: the adapter,
+    smaller than a checkpoint, may still fit, and writing it keeps the training.
+    """
+    cfg, step = run.cfg, run.state.global_step
+    if steps_this_run == 0:
+        return run.resume
+    if cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0:
+        return run.out / f"checkpoint-{step}"  # after_update saved it
+    try:
+        return save(run)
+    except DiskFullError:
+        run.log(f"warning: no space left on device for the final checkpoint-{step} ({human_bytes(free_bytes(run.out))} "
+                "free; its staging folder was removed): writing the adapter without that safety net")
+        return None
+
+
 def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = False,
-           verdict: str | None = None) -> dict[str, Any]:
+           verdict: str | None = None, final_checkpoint: Path | None = None) -> dict[str, Any]:
     """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped).
 
     ``verdict`` (from :meth:`~.recovery.Recovery.verdict`) labels a run that skipped most of its updates: its
-    summary and card say so, and it is not pushed. Returns the summary (empty on ranks other than the main one).
+    summary and card say so, and it is not pushed. ``final_checkpoint`` (:func:`keep_final_checkpoint`) is named
+    when a full disk stops the export, and removed once everything is written if the user asked for no
+    checkpoints (``--checkpointing_steps 0``). Returns the summary (empty on ranks other than the main one).
     """
     accelerator, cfg, family, state, guard = run.accelerator, run.cfg, run.family, run.state, run.guard
     out = run.out
@@ -38,25 +65,65 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
     state.skipped_steps, state.rollbacks = reading.skipped, len(guard.rollbacks)
     summary: dict[str, Any] = {}
     if accelerator.is_main_process:
+        advice = _export_advice(run, final_checkpoint)
         lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
         metadata = model.peft_config["default"].to_dict()
         patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
-        written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
+        with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
+            written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
         print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
-        sample_files = [] if stopped else _final_samples(run, model)
-        plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
-                        out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
+        with reporting_disk_full("the final samples", out / "samples", advice=advice):
+            sample_files = [] if stopped else _final_samples(run, model)
+        with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
+            plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
+                            out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
         summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
                            stopped=stopped, verdict=verdict, sample_files=sample_files)
-        write_json_atomic(out / SUMMARY_FILE, summary)
-        if run.recovery.report is not None:
-            run.recovery.report["status"] = "stopped" if stopped else "completed"
-            write_json_atomic(out / NONFINITE_REPORT_FILE, run.recovery.report)
+        with reporting_disk_full("the run summary", out / SUMMARY_FILE, advice=advice,
+                                 needed=len(json.dumps(summary, default=str))):
+            write_json_atomic(out / SUMMARY_FILE, summary)
+            if run.recovery.report is not None:
+                run.recovery.report["status"] = "stopped" if stopped else "completed"
+                write_json_atomic(out / NONFINITE_REPORT_FILE, run.recovery.report)
         if not stopped:
-            _publish(run, summary, sample_files, push=verdict is None)
+            with reporting_disk_full("the model card", out / MODEL_CARD_FILE, advice=advice):
+                _publish(run, summary, sample_files, push=verdict is None, final_checkpoint=final_checkpoint)
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return summary
+
+
+def _bytes(tensors: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def _export_advice(run: Run, final_checkpoint: Path | None) -> Callable[[], str]:
+    """What a full disk during the export leaves and the command that writes the outputs later."""
+
+    def advice() -> str:
+        if final_checkpoint is not None and final_checkpoint.is_dir():
+            return (f"The trained state is kept in {final_checkpoint} (step {run.state.global_step}). Free space, "
+                    f"then write the outputs with: {continue_command()} (it resumes at the last step and trains "
+                    "nothing more).")
+        whole = newest_whole(run.out)
+        if whole is not None:
+            return (f"No checkpoint holds the final step; the newest whole one is {whole}. Free space, then continue "
+                    f"with: {continue_command()} (it trains the steps after {whole.name} again).")
+        return ("No checkpoint holds this run's training (there was no space for a final one), so it is lost: free "
+                "space and run again.")
+
+    return advice
+
+
+def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
+    """With ``--checkpointing_steps 0`` the final checkpoint was only the export's safety net: remove it once the
+    adapter, samples, curve and summary are written (a checkpoint of any other step is never touched)."""
+    step = run.state.global_step
+    if run.cfg.checkpointing_steps or final_checkpoint is None or step != run.max_steps \
+            or final_checkpoint.name != f"checkpoint-{step}" or not final_checkpoint.is_dir():
+        return
+    shutil.rmtree(final_checkpoint)
+    run.log(f"removed {final_checkpoint.name}, kept only until the export was written (--checkpointing_steps 0)")
 
 
 def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
@@ -129,10 +196,12 @@ def _peak_memory_bytes(device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = True) -> None:
+def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = True,
+             final_checkpoint: Path | None = None) -> None:
     """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
     cfg, family, out = run.cfg, run.family, run.out
     card = write_model_card(family, cfg, out, summary, sample_files)
+    _drop_export_checkpoint(run, final_checkpoint)  # every output is written now
     where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
     if (out / LOSS_CURVE_FILE).is_file():
         where.append(("loss curve", out / LOSS_CURVE_FILE))
