@@ -29,7 +29,7 @@ from ..errors import Interrupted
 from . import signals
 from .checkpoint import save_checkpoint
 from .compile import eager, shape_key
-from .finish import finish
+from .finish import finish, keep_final_checkpoint
 from .recovery import RunStopped, RunUnhealthy
 from .run import Run, RunState, check_output_dir, setup
 
@@ -84,7 +84,10 @@ def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) 
         _stop_on_signal(run, progress, stop)
     train_time = clock.train_time()
     verdict = run.recovery.verdict(run.guard.read(), clock.last_window, state.global_step)
-    summary = finish(run, train_time=train_time, steps_this_run=clock.steps(state), verdict=verdict)
+    # The trained state is kept before the export, so a full disk while writing the adapter loses nothing.
+    final = keep_final_checkpoint(run, clock.steps(state), save_run_checkpoint)
+    summary = finish(run, train_time=train_time, steps_this_run=clock.steps(state), verdict=verdict,
+                     final_checkpoint=final)
     if verdict is not None:
         raise RunUnhealthy(verdict)
     return summary
