@@ -164,9 +164,11 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
 
     if not any(a == "--family" or a.startswith("--family=") for a in rest):
         cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
+        _plan_demo_exists(cfg, rest)
         if "family" not in cfg.explicit_options:
             rest = ["--family", family_for_model(cfg), *rest]
     cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
+    _plan_demo_exists(cfg, rest)
     family = get_family(cfg.family)
     chosen = resolve_defaults(cfg, family)
     plan = make_plan(cfg, family, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
@@ -182,6 +184,25 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         print("\n".join(chosen.lines()))
         print(format_plan(plan, capacity))
     return 0
+
+
+def _plan_demo_exists(cfg, argv: list[str]) -> None:
+    """A demo config (``demo: true``) names a model folder its recipe builds on the first run; say so before the
+    plan looks for configs that are not there yet."""
+    from pathlib import Path
+
+    model = cfg.pretrained_model_name_or_path
+    if cfg.demo and model and not Path(model).exists():
+        from dit_lora.families import available, get_family
+
+        config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
+        recipe = get_family(cfg.family).recipe_script if cfg.family in available() else "the family's recipe"
+        raise UserError(
+            f"The demo model `{model}` (--pretrained_model_name_or_path{f' in {config}' if config else ''}) does not "
+            f"exist yet: with `demo: true` the recipe builds it on its first run, and `dit-lora plan` reads the "
+            f"configs of a model that exists. Run `accelerate launch {recipe}{f' --config {config}' if config else ''}` "
+            "once (it builds the demo), or with the same options, then plan again."
+        )
 
 
 def _main(argv: list[str] | None) -> int:

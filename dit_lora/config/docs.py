@@ -11,6 +11,13 @@ from pathlib import Path
 from .schema import config_fields
 
 
+def valid_text(f) -> str:
+    """The range of a numeric option as the table writes it: ``integer > 0``, ``number in [0, 1)``, ``finite``."""
+    rule = f.metadata["valid"]
+    kind = "integer" if f.type in ("int", "int | None") else "number"
+    return f"finite {kind}" if str(rule) == "finite" else f"{kind} {rule}"
+
+
 def options_markdown() -> str:
     """A markdown table of every option with its default and documentation."""
     rows = ["| option | default | description |", "|---|---|---|"]
@@ -19,6 +26,8 @@ def options_markdown() -> str:
         doc = f.metadata["help"]
         if f.metadata.get("choices"):
             doc += f" Choices: {', '.join(f.metadata['choices'])}."
+        if f.metadata.get("valid") is not None:  # checked at parse time (config/parser.py: check_value)
+            doc += f" Valid: {valid_text(f)}."
         rows.append(f"| `--{f.name}` | `{default}` | {doc.replace('|', '/')} |")
     return "\n".join(rows)
 

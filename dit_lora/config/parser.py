@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
+import math
+import re
 import sys
 import types
 import typing
@@ -21,6 +24,7 @@ from ..errors import UserError
 from .schema import TrainConfig
 
 
+@functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
 def _field_types() -> dict[str, Any]:
     hints = typing.get_type_hints(TrainConfig)
     return {f.name: hints[f.name] for f in fields(TrainConfig)}
@@ -68,14 +72,10 @@ def coerce(name: str, value: Any, source: str) -> Any:
             if not isinstance(value, (list, tuple)):
                 raise ValueError
             return [str(v) for v in value]
-        if tp is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(float(value)) if isinstance(value, str) and "e" in value.lower() else int(value)
-        if tp is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
+        if tp in (int, float):
+            number = _to_number(value, tp)
+            check_value(name, number, source, raw=value)
+            return number
         if tp is str:
             value = str(value)
             choices = meta.get("choices")
@@ -85,13 +85,70 @@ def coerce(name: str, value: Any, source: str) -> Any:
                     f"{_suggest(value, choices)} Pick one of those values."
                 )
             return value
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     pretty = getattr(tp, "__name__", str(tp))
     raise UserError(
-        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. Give a {pretty}"
+        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. Give {'an' if pretty[0] in 'aeiou' else 'a'} "
+        f"{pretty}"
         f"{' (comma-separated for a list)' if typing.get_origin(tp) is list else ''}."
     )
+
+
+def _to_number(value: Any, tp: type) -> int | float:
+    """``value`` (a YAML number or the text of a flag) as ``tp``; non-finite values pass through to the range check.
+
+    An int option takes ``3``, ``3.0`` and ``1e3`` (YAML reads ``1e3`` as text), not ``2.5``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text) if tp is int else float(text)
+        except ValueError:
+            value = float(text)  # "1e3" for an int, "nan", "inf"; anything else raises ValueError
+    if tp is float or not math.isfinite(value):
+        return float(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError
+    return int(value)
+
+
+def _where(source: str | None) -> str:
+    if source is None:
+        return ""
+    return " on the command line" if source.startswith("--") else f" in {source}"
+
+
+def range_message(name: str, value: Any, source: str | None = None, shown: str | None = None) -> str | None:
+    """The one paragraph for a numeric option outside its range (``None`` when ``value`` is valid).
+
+    ``source`` is where the value came from: ``--name`` (the command line), a YAML path, or None (the config);
+    ``shown`` is the value as the user wrote it (``-1e-4`` rather than ``-0.0001``).
+    """
+    f = next(f for f in fields(TrainConfig) if f.name == name)
+    rule = f.metadata.get("valid")
+    if rule is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value in rule:
+        return None
+    kind = "an integer" if _base_type(_field_types()[name])[0] is int else "a number"
+    wanted = f"{kind} {rule}" if str(rule) != "finite" else f"a finite {kind.split()[-1]}"
+    problem = "" if math.isfinite(value) else ", not a finite number"
+    why = f": {rule.why}" if rule.why else ""
+    if isinstance(f.default, (int, float)) and not isinstance(f.default, bool) and f.default in rule:
+        fix = f"or leave it out for the default ({f.default})"
+    else:
+        fix = "or leave it out (unset)"
+    return (f"--{name} is {shown or value}{problem}; it must be {wanted}{why}. Set it{_where(source)} to "
+            f"{wanted}, {fix}.")
+
+
+def check_value(name: str, value: Any, source: str | None, raw: Any = None) -> None:
+    """Raise the paragraph of :func:`range_message` when ``value`` is outside the range of option ``name``."""
+    shown = raw.strip() if isinstance(raw, str) and raw.strip() else None
+    message = range_message(name, value, source, shown)
+    if message is not None:
+        raise UserError(message)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -115,7 +172,24 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return {k: coerce(k, v, str(path)) for k, v in data.items()}
 
 
+#: a negative number (``-1e-4``, ``-.5``, ``-inf``) after a flag is its value: argparse's own pattern knows only
+#: ``-3`` and ``-0.5`` and takes ``-1e-4`` for an unknown flag ("expected one argument")
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
+def accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` read ``--flag -1e-4`` as the value ``-1e-4`` (no option of ours looks like a number).
+
+    argparse has no public switch for this; its parsers read ``_negative_number_matcher`` (Python 3.9 to 3.14).
+    """
+    parser._negative_number_matcher = NEGATIVE_NUMBER
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        accept_negative_numbers(self)
+
     def error(self, message: str):  # argparse would print usage and exit 2 with a terse line
         raise UserError(f"{message}. Run with --help for every option.")
 
@@ -160,10 +234,14 @@ def add_config_flag(parser, name: str) -> None:
     """
     f = next(f for f in fields(TrainConfig) if f.name == name)
     tp, _ = _base_type(_field_types()[f.name])
+    if isinstance(parser, argparse.ArgumentParser):  # e.g. `dit-lora check-data` (a group shares its parser's)
+        accept_negative_numbers(parser)
     choices = f.metadata.get("choices")
     help_text = f"{f.metadata['help']} (default: {_default_text(f)})"
     if choices:
         help_text += f" [choices: {', '.join(choices)}]"
+    if f.metadata.get("valid") is not None:
+        help_text += f" [valid: {f.metadata['valid']}]"
     if tp is bool:
         # `--flag` alone means true; `--flag false` is also accepted.
         parser.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
@@ -208,54 +286,11 @@ def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
 
 
 def check_ranges(cfg: TrainConfig) -> None:
-    """Every numeric option inside its valid range."""
-
-    def positive(name: str, allow_zero: bool = False) -> None:
-        value = getattr(cfg, name)
-        if value is None:
-            return
-        if value < 0 or (value == 0 and not allow_zero):
-            bound = ">= 0" if allow_zero else "> 0"
-            raise UserError(f"--{name} is {value}; it must be {bound}. Set --{name} to a value {bound}.")
-
-    for name in ("rank", "train_batch_size", "gradient_accumulation_steps", "num_train_epochs", "learning_rate",
-                 "resolution", "max_sequence_length", "validation_steps", "num_validation_images",
-                 "validation_inference_steps", "max_train_steps", "max_train_samples", "backbone_learning_rate",
-                 "checkpoints_total_limit", "lora_alpha", "max_consecutive_skips", "skip_loss_spikes", "num_classes", "max_num_frames",
-                 "height", "width", "loss_weight_cap", "num_frames", "vision_tower_learning_rate"):
-        positive(name)
-    positive("max_rollbacks", allow_zero=True)
-    positive("kernel_check_interval", allow_zero=True)
-    if not 0 < cfg.rollback_lr_factor <= 1:
-        raise UserError(
-            f"--rollback_lr_factor is {cfg.rollback_lr_factor}; it must be in (0, 1]: each rollback multiplies the "
-            "learning rates by it (0.5 halves them, 1 keeps them)."
-        )
-    for name in ("lr_warmup_steps", "max_grad_norm", "checkpointing_steps", "dataloader_num_workers",
-                 "adam_weight_decay", "lora_dropout"):
-        positive(name, allow_zero=True)
-    if not 0 < cfg.max_skipped_fraction <= 1:
-        raise UserError(
-            f"--max_skipped_fraction is {cfg.max_skipped_fraction}; it must be in (0, 1]. Use e.g. 0.5 to call a run "
-            "that skipped more than half of its updates a failure, or 1 to turn that verdict off."
-        )
-    if not 0 <= cfg.max_bad_samples_fraction < 1:
-        raise UserError(
-            f"--max_bad_samples_fraction is {cfg.max_bad_samples_fraction}; it must be in [0, 1). "
-            "Use e.g. 0.05 to tolerate 5% unreadable samples."
-        )
-    if not 0 <= cfg.noised_image_dropout < 1:
-        raise UserError(
-            f"--noised_image_dropout is {cfg.noised_image_dropout}; it must be in [0, 1) (e.g. 0.05 zeroes the "
-            "conditioning image of 5% of the samples)."
-        )
-    if cfg.lora_dropout >= 1:
-        raise UserError(f"--lora_dropout is {cfg.lora_dropout}; it must be below 1 (e.g. 0.0 or 0.1).")
-    if cfg.loraplus_lr_ratio is not None and cfg.loraplus_lr_ratio < 1:
-        raise UserError(
-            f"--loraplus_lr_ratio is {cfg.loraplus_lr_ratio}; LoRA+ needs a ratio >= 1 (typical: 4 to 16). "
-            "Remove the flag to train without LoRA+."
-        )
+    """Every numeric option finite and inside its range (``valid`` in the schema), however the config was made."""
+    for f in fields(TrainConfig):
+        message = range_message(f.name, getattr(cfg, f.name))
+        if message is not None:
+            raise UserError(message)
 
 
 def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:

@@ -85,7 +85,7 @@ class SanaFamily(DiffusionFamily):
                 lower, upper = cfg.resolution // stride * stride, (cfg.resolution // stride + 1) * stride
                 raise UserError(
                     f"--resolution {cfg.resolution} is not divisible by {stride}, the latent stride of this Sana "
-                    f"model (DC-AE compression x patch size). Use {lower or upper} or {upper}."
+                    f"model (DC-AE compression x patch size). Use {f'{lower} or {upper}' if lower else upper}."
                 )
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:

@@ -265,7 +265,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         raise UserError(f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
                         f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
                         "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
-                        "files, or pass --ignore_memory_plan.")
+                        "files (a recipe run with --ignore_memory_plan starts without the plan).")
     full_depth = int(lookup(depth_config, key))
 
     comps = family.plan_components(cfg, read)  # full depth, meta: weights by dtype

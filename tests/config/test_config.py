@@ -34,7 +34,7 @@ def test_unknown_yaml_key_names_closest(tmp_path):
 
 @pytest.mark.parametrize("argv,pattern", [
     (["--rnak", "4"], "Unknown option `--rnak`.*--rank"),
-    (["--rank", "0"], "--rank is 0; it must be > 0"),
+    (["--rank", "0"], "--rank is 0; it must be an integer > 0"),
     (["--rank", "-3"], "--rank is -3"),
     (["--rank", "four"], "not a valid int"),
     (["--mixed_precision", "fp16"], "fp16 is refused.*--allow_fp16"),
@@ -42,12 +42,12 @@ def test_unknown_yaml_key_names_closest(tmp_path):
     (["--weighting_scheme", "logit"], "not one of none, logit_normal"),
     (["--max_bad_samples_fraction", "1.5"], "max_bad_samples_fraction"),
     (["--push_to_hub"], "--hub_model_id"),
-    (["--loraplus_lr_ratio", "0.5"], "ratio >= 1"),
-    (["--max_consecutive_skips", "0"], "--max_consecutive_skips is 0; it must be > 0"),
-    (["--rollback_lr_factor", "0"], "--rollback_lr_factor is 0.0; it must be in"),
+    (["--loraplus_lr_ratio", "0.5"], "--loraplus_lr_ratio is 0.5; it must be a number >= 1: LoRA"),
+    (["--max_consecutive_skips", "0"], "--max_consecutive_skips is 0; it must be an integer > 0"),
+    (["--rollback_lr_factor", "0"], r"--rollback_lr_factor is 0; it must be a number in \(0, 1\]"),
     (["--rollback_lr_factor", "2"], "multiplies the learning rates"),
     (["--max_rollbacks", "-1"], "--max_rollbacks is -1"),
-    (["--skip_loss_spikes", "0"], "--skip_loss_spikes is 0.0"),
+    (["--skip_loss_spikes", "0"], "--skip_loss_spikes is 0; it must be a number > 0"),
     (["--num_classes", "0"], "--num_classes is 0"),
 ])
 def test_bad_values_fail_with_named_flag(argv, pattern):

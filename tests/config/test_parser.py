@@ -1,0 +1,157 @@
+"""config/parser.py: every numeric option is finite and in its range at parse time, however it was given.
+
+Each numeric field of :class:`TrainConfig` declares its range next to itself (``valid=`` in the schema); a value
+outside it, NaN or an infinity stops the parse with one paragraph naming the option, the value as written, the
+range and where it came from: ``--x v``, ``--x=v`` or a YAML file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from dit_lora.config import parse_config
+from dit_lora.config.parser import _base_type, _field_types, build_argparser
+from dit_lora.config.schema import Range, config_fields
+from dit_lora.errors import UserError
+
+MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
+NUMERIC = [f for f in config_fields() if _base_type(_field_types()[f.name])[0] in (int, float)]
+
+
+def _out_of_range(rule: Range) -> float | None:
+    """A finite value just outside ``rule`` (None when every finite value is valid)."""
+    if rule.low is not None:
+        return rule.low if rule.low_open else rule.low - 1
+    if rule.high is not None:
+        return rule.high if rule.high_open else rule.high + 1
+    return None
+
+
+def _bad_values():
+    for f in NUMERIC:
+        rule = f.metadata["valid"]
+        values = ["nan", "inf", "-inf"]
+        bad = _out_of_range(rule)
+        if bad is not None:
+            is_int = _base_type(_field_types()[f.name])[0] is int
+            values.append(str(int(bad)) if is_int else repr(float(bad)))
+        for value in values:
+            yield f.name, value
+
+
+def _give(tmp_path, name: str, value: str, how: str) -> list[str]:
+    if how == "flag":
+        return MIN + [f"--{name}", value]
+    if how == "flag=":
+        return MIN + [f"--{name}={value}"]
+    path = tmp_path / "c.yaml"
+    # YAML's own spellings of the non-finite floats: .nan, .inf, -.inf
+    text = {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}.get(value, value)
+    path.write_text(f"{name}: {text}\n")
+    return MIN + ["--config", str(path)]
+
+
+def test_every_numeric_option_declares_its_range():
+    missing = [f.name for f in NUMERIC if not isinstance(f.metadata.get("valid"), Range)]
+    assert not missing, f"give these options a `valid=` range in config/schema.py: {missing}"
+    assert len(NUMERIC) >= 48
+
+
+@pytest.mark.parametrize("how", ["flag", "flag=", "yaml"])
+@pytest.mark.parametrize("name,value", list(_bad_values()))
+def test_bad_numeric_value_is_refused_with_one_paragraph(tmp_path, name, value, how):
+    with pytest.raises(UserError) as caught:
+        parse_config(_give(tmp_path, name, value, how))
+    text = str(caught.value)
+    rule = next(f.metadata["valid"] for f in NUMERIC if f.name == name)
+    assert text.startswith(f"--{name} is "), text
+    assert (str(rule) in text) or (str(rule) == "finite" and "a finite" in text), text
+    if value in ("nan", "inf", "-inf"):
+        assert "not a finite number" in text and value in text
+    else:
+        assert f"--{name} is {value};" in text
+    where = "on the command line" if how.startswith("flag") else f"in {tmp_path / 'c.yaml'}"
+    assert where in text, text
+    assert "\n" not in text and "Traceback" not in text
+
+
+@pytest.mark.parametrize("argv,expected", [
+    (["--learning_rate", "-1e-4"], "--learning_rate is -1e-4; it must be a number > 0. Set it on the command line"),
+    (["--learning_rate=-1e-4"], "--learning_rate is -1e-4; it must be a number > 0"),
+    (["--learning_rate", "nan"], "--learning_rate is nan, not a finite number; it must be a number > 0"),
+    (["--rank", "-3"], "--rank is -3; it must be an integer > 0"),
+    (["--max_rollbacks", "-.5"], "not a valid int"),
+    (["--rank", "1e999"], "--rank is 1e999, not a finite number"),
+    (["--seed", str(2**32)], "--seed is 4294967296; it must be an integer in [0, 4294967295]"),
+])
+def test_specific_messages(argv, expected):
+    with pytest.raises(UserError) as caught:
+        parse_config(MIN + argv)
+    assert expected in str(caught.value)
+
+
+def test_yaml_negative_learning_rate_names_the_file(tmp_path):
+    path = tmp_path / "neg.yaml"
+    path.write_text(yaml.safe_dump({"learning_rate": -1e-4}))
+    with pytest.raises(UserError, match=rf"--learning_rate is -0.0001; it must be a number > 0\. Set it in {path}"):
+        parse_config(MIN + ["--config", str(path)])
+
+
+@pytest.mark.parametrize("argv,field,value", [
+    (["--logit_mean", "-0.5"], "logit_mean", -0.5),
+    (["--logit_mean", "-1e-1"], "logit_mean", -0.1),
+    (["--logit_mean", "-.25"], "logit_mean", -0.25),
+    (["--mode_scale", "-2"], "mode_scale", -2.0),
+    (["--max_train_steps", "1e3"], "max_train_steps", 1000),
+    (["--learning_rate", "1e-4", "--rank", "4"], "learning_rate", 1e-4),
+])
+def test_negative_and_exponent_values_parse_as_values(argv, field, value):
+    cfg = parse_config(MIN + argv)
+    assert getattr(cfg, field) == value and not (isinstance(value, float) and math.isnan(value))
+
+
+def test_an_unknown_flag_is_still_a_flag():
+    with pytest.raises(UserError, match="Unknown option `--learnig_rate`"):
+        parse_config(MIN + ["--learnig_rate", "-1e-4"])
+
+
+def test_help_lists_the_range():
+    text = build_argparser().format_help()
+    assert "[valid: > 0]" in text and "[valid: in [0, 4294967295]]" in " ".join(text.split())
+
+
+def test_a_config_made_in_code_is_checked_too():
+    from dit_lora.config import TrainConfig, validate_static
+
+    cfg = TrainConfig(pretrained_model_name_or_path="org/model", train_data_dir="d", learning_rate=float("nan"))
+    with pytest.raises(UserError, match="--learning_rate is nan, not a finite number"):
+        validate_static(cfg)
+
+
+def test_check_data_reads_negative_values_as_values(tmp_path, capsys):
+    from dit_lora.cli import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(["check-data", "--train_data_dir", str(tmp_path), "--max_train_samples", "-2"])
+    assert caught.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--max_train_samples is -2; it must be an integer > 0" in err and "expected one argument" not in err
+
+
+@pytest.mark.parametrize("resolution", [7, 12])
+def test_sana_resolution_below_the_stride_names_one_valid_size(tiny_sana, resolution):
+    """A resolution below the latent stride has no lower multiple: the message offered "Use 8 or 8"."""
+    from dit_lora.families import get_family
+
+    cfg = parse_config(["--pretrained_model_name_or_path", str(tiny_sana), "--train_data_dir", "d",
+                        "--resolution", str(resolution)])
+    with pytest.raises(UserError) as caught:
+        get_family("sana").validate_config(cfg)
+    text = str(caught.value)
+    use = text.split("Use ", 1)[1]
+    assert f"--resolution {resolution} is not divisible by" in text
+    numbers = [int(n) for n in use.rstrip(".").split(" or ")]
+    assert len(set(numbers)) == len(numbers) and all(n > 0 for n in numbers), text

@@ -1,0 +1,31 @@
+"""`dit-lora plan`'s messages name what the command itself can do: it has no --ignore_memory_plan (a recipe flag)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import ROOT
+from dit_lora.cli import main
+
+
+def _plan(argv, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as caught:
+        main(["plan", *argv])
+    return caught.value.code, " ".join(capsys.readouterr().err.split())
+
+
+def test_demo_config_before_the_demo_was_built(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the demo config's relative .dit_lora_demo/ folder does not exist here
+    config = ROOT / "recipes" / "configs" / "sana" / "demo.yaml"
+    code, err = _plan(["--config", str(config)], capsys)
+    assert code == 2
+    assert "`.dit_lora_demo/tiny-sana`" in err and "does not exist yet" in err and "demo: true" in err
+    assert f"accelerate launch recipes/sana_lora.py --config {config}" in err
+    assert "--ignore_memory_plan" not in err and "Traceback" not in err
+    assert not (tmp_path / ".dit_lora_demo").exists()  # planning builds nothing
+
+
+def test_missing_model_configs_do_not_suggest_a_recipe_flag(tmp_path, capsys):
+    code, err = _plan(["--family", "sana", "--pretrained_model_name_or_path", str(tmp_path / "nowhere")], capsys)
+    assert code == 2 and "The memory plan needs `transformer/config.json`" in err
+    assert "pass --ignore_memory_plan" not in err
