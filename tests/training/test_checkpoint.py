@@ -1,0 +1,111 @@
+"""resolve_resume's verification, save_checkpoint's manifest, clean-up and full-disk paragraph (fake accelerator)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from dit_lora.errors import UserError
+from dit_lora.fileio import DiskFullError
+from dit_lora.training import checkpoint as ck
+from dit_lora.training.manifest import MANIFEST_KEY
+
+
+class FakeAccelerator:
+    """What save_checkpoint uses of accelerate's Accelerator, one process; ``save_state`` writes two files."""
+
+    is_main_process, process_index, num_processes = True, 0, 1
+
+    def __init__(self, fail: BaseException | None = None):
+        self.fail = fail
+        self._models = [torch.nn.Linear(4, 4)]
+        self._optimizers = []
+
+    def wait_for_everyone(self):
+        pass
+
+    def save_state(self, folder):
+        (torch.save({"w": torch.ones(4)}, os.path.join(folder, "optimizer.bin")))
+        if self.fail is not None:
+            raise self.fail
+        with open(os.path.join(folder, "random_states_0.pkl"), "wb") as fh:
+            fh.write(b"rng")
+
+
+def _save(out, step, accelerator=None, limit=None):
+    lines = []
+    path = ck.save_checkpoint(accelerator or FakeAccelerator(), out, step, {"run": {"global_step": step}},
+                              torch.Generator(), limit, log=lines.append)
+    return path, lines
+
+
+def test_marker_carries_a_manifest_of_every_file(tmp_path):
+    path, lines = _save(tmp_path, 2)
+    marker = json.loads((path / ck.COMPLETE_MARKER).read_text())
+    assert set(marker[MANIFEST_KEY]) == {"optimizer.bin", "random_states_0.pkl", "trainer_state_rank0.json"}
+    assert marker[MANIFEST_KEY]["random_states_0.pkl"]["size"] == 3 and lines == [f"saved {path}"]
+
+
+def test_latest_skips_damaged_with_one_line_and_explicit_refuses(tmp_path):
+    for step in (2, 4, 6):
+        _save(tmp_path, step)
+    os.truncate(tmp_path / "checkpoint-6" / "optimizer.bin", 10)
+    lines = []
+    assert ck.resolve_resume(tmp_path, "latest", log=lines.append) == tmp_path / "checkpoint-4"
+    assert len(lines) == 1 and lines[0].startswith("skipping damaged checkpoint-6: optimizer.bin is truncated (10 of")
+    with pytest.raises(UserError) as info:
+        ck.resolve_resume(tmp_path, str(tmp_path / "checkpoint-6"))
+    text = str(info.value)
+    assert "checkpoint-6` is damaged: optimizer.bin is truncated" in text
+    assert "Whole checkpoints in" in text and "checkpoint-4, checkpoint-2" in text
+    assert f"--resume_from_checkpoint {tmp_path / 'checkpoint-4'}" in text
+
+
+def test_latest_with_only_damaged_checkpoints_is_an_error(tmp_path):
+    _save(tmp_path, 2)
+    (tmp_path / "checkpoint-2" / "trainer_state_rank0.json").unlink()
+    with pytest.raises(UserError, match="every checkpoint in .* is damaged .*trainer_state_rank0.json is missing"):
+        ck.resolve_resume(tmp_path, "latest", log=lambda m: None)
+
+
+def test_checkpoint_without_manifest_resumes_unverified(tmp_path):
+    path, _ = _save(tmp_path, 2)
+    (path / ck.COMPLETE_MARKER).write_text(json.dumps({"step": 2, "num_processes": 1}))  # as dit-lora wrote it before
+    lines = []
+    assert ck.resolve_resume(tmp_path, "latest", log=lines.append) == path
+    assert lines == ["checkpoint-2 has no manifest (written by an older dit-lora): resuming from it unverified"]
+
+
+def test_a_failed_save_leaves_no_staging_folder(tmp_path):
+    _save(tmp_path, 2)
+    with pytest.raises(RuntimeError, match="boom"):
+        _save(tmp_path, 4, FakeAccelerator(fail=RuntimeError("boom")))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
+
+
+def test_a_full_disk_is_one_paragraph_with_sizes_and_the_command(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["recipes/sana_lora.py", "--output_dir", str(tmp_path),
+                                      "--resume_from_checkpoint", "checkpoint-2"])
+    _save(tmp_path, 2)
+    with pytest.raises(DiskFullError) as info:
+        _save(tmp_path, 4, FakeAccelerator(fail=OSError(errno.ENOSPC, "No space left on device")))
+    text = str(info.value)
+    assert text.startswith(f"No space left on device while writing checkpoint-4 to {tmp_path}. It needs about ")
+    assert "are free on that file system" in text and ".tmp-checkpoint-4 was removed" in text
+    assert f"The newest whole checkpoint is {tmp_path / 'checkpoint-2'}" in text
+    assert text.endswith(f"continue with: python recipes/sana_lora.py --output_dir {tmp_path} "
+                         "--resume_from_checkpoint latest")
+    assert info.value.exit_code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
+
+
+def test_continue_command_under_accelerate_launch(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["recipes/sana_lora.py", "--config", "a b.yaml", "--resume_from_checkpoint=x"])
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    assert ck.continue_command() == ("accelerate launch recipes/sana_lora.py --config 'a b.yaml' "
+                                     "--resume_from_checkpoint latest")
