@@ -51,6 +51,7 @@ from .host_memory import release_freed_memory, reuse_freed_memory
 from .guard import StepGuard
 from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
+from .output_lock import lock_for_run
 from .precision import audit_precision, check_fp16_model, format_audit
 from .recovery import Recovery
 
@@ -232,6 +233,9 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             print(msg, flush=True)
 
+    lock_note = lock_for_run(out, accelerator)  # one run per --output_dir, held until exit; before anything loads
+    if lock_note:
+        log(lock_note)
     if cfg.demo:
         if accelerator.is_main_process:
             family.prepare_demo(cfg)

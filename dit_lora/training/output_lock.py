@@ -1,0 +1,114 @@
+"""One run per output folder: an advisory lock held for the run's lifetime.
+
+Two runs writing one ``--output_dir`` replace each other's adapter and trip over each other's checkpoints. The main
+process takes ``fcntl.flock`` on ``<output_dir>/.dit-lora.lock`` (the other ranks take nothing, and learn the outcome
+by a broadcast, so none waits on a collective the main process never reaches). The kernel releases the lock when the
+process exits, however it exits: a SIGKILLed or OOM-killed run leaves the file behind but never a held lock, so no
+stale-lock cleanup is needed and none is attempted (the file's content is only the holder's description).
+
+File systems: on a local disk the lock is exact. On NFS, Linux emulates ``flock`` with byte-range locks that the
+server arbitrates (NFSv4, or NFSv3 with the lock manager), so runs on two machines see each other's lock; a holder
+whose machine crashes keeps it until the server's lease expires (NFSv4: about 90 s). A mount with ``nolock`` or
+``local_lock=flock`` (and Lustre without ``-o flock``) only locks within one machine, or not at all: where the file
+system refuses locks the run goes on with a warning rather than stopping every run on such a disk.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from ..errors import UserError
+
+LOCK_FILE = ".dit-lora.lock"
+#: errors of a file system that has no working locks (not "held by another process")
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+# Locks this process holds, by lock-file path: a second run in the same process (tests, notebooks) re-enters its
+# own lock instead of refusing itself, since flock on a second descriptor of the same file would conflict.
+_HELD: dict[str, int] = {}
+
+
+def _describe(fd: int) -> str:
+    """Who holds the lock, from the file's content (written by the holder just after it took the lock)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+        return f"pid {info['pid']} on host {info['host']}, started {info['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (it has not written its pid, host and start time yet)"
+
+
+def acquire(output_dir: str | Path) -> str | None:
+    """Lock ``output_dir`` (created if missing) for this process until it exits or :func:`release` is called.
+
+    Raises :class:`UserError` naming the holder (pid, host, start time) when another live run holds it. Returns a
+    warning line when the file system cannot lock at all (the run goes on), else None.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK_FILE
+    key = str(path.resolve())
+    if key in _HELD:
+        return None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _describe(fd)
+        os.close(fd)
+        raise UserError(
+            f"--output_dir `{out}` is in use by another run: {holder}. Two runs in one folder would replace each "
+            "other's adapter and checkpoints, so this one stops before loading anything. Wait for that run to end "
+            "(or stop it with Ctrl-C or `kill PID`), or choose another --output_dir; --overwrite_output_dir does not "
+            f"override a running run. The lock ({path}) is released by the system when that process exits, even "
+            "when it is killed."
+        ) from None
+    except OSError as err:
+        os.close(fd)
+        if err.errno not in _NO_LOCKS:
+            raise
+        return (f"warning: the file system of --output_dir `{out}` does not support locks ({os.strerror(err.errno)}), "
+                "so nothing stops a second run from writing the same folder: start one run per --output_dir.")
+    info = {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime())}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(info).encode() + b"\n", 0)
+    _HELD[key] = fd
+    return None
+
+
+def release(output_dir: str | Path) -> None:
+    """Give up this process's lock on ``output_dir`` (a no-op when it holds none). The file stays: deleting it
+    would let a run that opened it just before lock a file no later run sees."""
+    key = str((Path(output_dir) / LOCK_FILE).resolve())
+    fd = _HELD.pop(key, None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor releases the flock
+
+
+def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
+    """:func:`acquire` on the main process; every process raises the same :class:`UserError` when it fails.
+
+    Returns the main process's warning (None on the others).
+    """
+    failure, note = None, None
+    if accelerator.is_main_process:
+        try:
+            note = acquire(output_dir)
+        except UserError as err:
+            failure = str(err)
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        failure = broadcast_object_list([failure], from_process=0)[0]
+    if failure:
+        raise UserError(failure)
+    return note
+
+
+__all__ = ["LOCK_FILE", "acquire", "lock_for_run", "release"]

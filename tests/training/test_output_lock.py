@@ -1,0 +1,142 @@
+"""training/output_lock.py: one run per --output_dir, a lock the kernel releases when its holder dies.
+
+The holder in these tests is a real separate process that takes the lock through the module (as a run's main process
+does), so the refusals are the ones a second run on the same machine sees.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import base_args, free_port, run_recipe
+from dit_lora.errors import UserError
+from dit_lora.training import output_lock
+from dit_lora.training.output_lock import LOCK_FILE, acquire, release
+
+HOLD = """
+import sys, time
+from dit_lora.training.output_lock import acquire
+acquire(sys.argv[1])
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Start a process that holds the lock on a folder; yields (folder, process)."""
+    procs = []
+
+    def start(folder: Path) -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        assert proc.stdout.readline().strip() == "held"
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_a_live_holder_is_named_and_the_second_acquire_stops(tmp_path, holder):
+    out = tmp_path / "out"
+    proc = holder(out)
+    with pytest.raises(UserError) as caught:
+        acquire(out)
+    text = str(caught.value)
+    assert f"pid {proc.pid} on host {socket.gethostname()}, started " in text
+    assert "--output_dir" in text and "--overwrite_output_dir does not override" in text and "\n" not in text
+    info = json.loads((out / LOCK_FILE).read_text())
+    assert info["pid"] == proc.pid and info["host"] == socket.gethostname()
+
+
+def test_a_sigkilled_holder_leaves_no_stuck_lock(tmp_path, holder):
+    out = tmp_path / "out"
+    proc = holder(out)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert json.loads((out / LOCK_FILE).read_text())["pid"] == proc.pid  # the stale file is still there...
+    try:
+        assert acquire(out) is None  # ...and does not block
+        assert json.loads((out / LOCK_FILE).read_text())["pid"] == os.getpid()
+    finally:
+        release(out)
+
+
+def test_the_same_process_reenters_and_release_frees_it_for_others(tmp_path):
+    out = tmp_path / "out"
+    assert acquire(out) is None and acquire(out) is None  # a second run in one process (tests, notebooks)
+    probe = [sys.executable, "-c", "import sys; from dit_lora.training.output_lock import acquire; acquire(sys.argv[1])",
+             str(out)]
+    refused = subprocess.run(probe, capture_output=True, text=True)
+    assert refused.returncode != 0 and f"pid {os.getpid()}" in refused.stderr
+    release(out)
+    assert subprocess.run(probe, capture_output=True, text=True).returncode == 0
+
+
+def test_a_file_system_without_locks_is_a_warning(tmp_path, monkeypatch):
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(output_lock.fcntl, "flock", no_locks)
+    note = acquire(tmp_path / "out")
+    assert note.startswith("warning:") and "does not support locks" in note and "one run per --output_dir" in note
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [{}, {"overwrite_output_dir": "true", "checkpointing_steps": 1}])
+def test_a_second_recipe_run_stops_at_once_naming_the_first(tmp_path, holder, tiny_sana, shapes_data, extra):
+    out = tmp_path / "out"
+    proc = holder(out)
+    started = time.monotonic()
+    second = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **extra), timeout=120)
+    text = " ".join((second.stdout + second.stderr).split())
+    assert second.returncode == 2, text
+    assert f"pid {proc.pid} on host {socket.gethostname()}" in text and "Traceback" not in text
+    assert "training:" not in text and not (tmp_path / "cache").exists()  # stopped before loading anything
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+    print(f"second run refused in {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.slow
+def test_two_ranks_stop_together_without_deadlock(tmp_path, holder, tiny_sana, shapes_data):
+    out = tmp_path / "out"
+    proc = holder(out)
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", str(free_port())]
+    second = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache"), launcher=launcher,
+                        env={"CUDA_VISIBLE_DEVICES": ""}, timeout=240)
+    text = second.stdout + second.stderr
+    assert second.returncode != 0 and f"pid {proc.pid}" in text, text
+    assert "training:" not in text
+
+
+@pytest.mark.slow
+def test_a_two_rank_run_takes_the_lock_once_and_frees_it(tmp_path, tiny_sana, shapes_data):
+    """Only the main process locks (a second rank locking would refuse its own run); the lock goes with the run."""
+    out = tmp_path / "out"
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", str(free_port())]
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=1),
+                      launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    info = json.loads((out / LOCK_FILE).read_text())
+    assert info["host"] == socket.gethostname()
+    try:
+        assert acquire(out) is None  # released when the run ended
+    finally:
+        release(out)
