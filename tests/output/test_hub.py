@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,8 +201,15 @@ def test_offline_mode_and_bad_repo_id(hub, output_dir, monkeypatch):
     assert hub.requests == []
 
 
+#: what the CLI child inherits from the worker's environment; everything else it gets is set below. Copying the whole
+#: environment let a full test run's state in: proxies (httpx honours HTTP(S)_PROXY / ALL_PROXY and ~/.netrc),
+#: TRANSFORMERS_OFFLINE (huggingface_hub reads it as HF_HUB_OFFLINE), HUGGINGFACE_HUB_CACHE, XDG_CACHE_HOME and
+#: whatever earlier tests in the same worker left in os.environ.
+_CLI_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "SYSTEMROOT", "TMPDIR", "OMP_NUM_THREADS")
+
+
 def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE"))}
+    env = {k: os.environ[k] for k in _CLI_ENV_KEEP if k in os.environ}
     home = tmp_path / "hf_home"
     # huggingface_hub fetches its agent-harness registry (telemetry) with a 3 s timeout unless HF_HOME holds a
     # copy younger than a day; a stand-in starved of CPU answers late, and under HF_DEBUG the swallowed timeout
@@ -209,14 +217,29 @@ def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.Com
     home.mkdir(exist_ok=True)
     (home / ".agent_harnesses.json").write_text('{"standardEnvVars": [], "harnesses": {}}')
     env.update(
+        HOME=str(tmp_path),  # no ~/.netrc, ~/.cache or token of the user's
+        XDG_CACHE_HOME=str(tmp_path / "xdg-cache"),
         HF_ENDPOINT=hub.url,  # read by huggingface_hub.constants at import time
         HF_TOKEN=TOKEN,
         HF_HOME=str(home),
+        HF_HUB_OFFLINE="0",  # conftest sets 1 for the test process; the push needs the (stand-in) Hub
+        HF_HUB_DISABLE_TELEMETRY="1",
         HF_DEBUG="1",  # most verbose huggingface_hub logging: still must not show the token
-        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+        NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+        PYTHONPATH=str(ROOT),
+        PYTHONUNBUFFERED="1",
     )
+    # 300 s as run_recipe: the CLI starts in ~10 s on an idle 2-core machine, much longer under a full run's load.
     return subprocess.run([sys.executable, "-m", "dit_lora.cli", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=300)
+
+
+def _error_paragraph(stderr: str) -> str:
+    """The CLI's own closing paragraph: from the last line that starts with ``error: `` (HF_DEBUG log lines before it
+    may contain the same words, and how many there are depends on timing: a slow upload logs progress)."""
+    starts = [m.start() for m in re.finditer(r"^error: ", stderr, flags=re.MULTILINE)]
+    assert starts, stderr
+    return stderr[starts[-1]:]
 
 
 @pytest.mark.slow
@@ -235,7 +258,7 @@ def test_cli_push_success_and_scrubbed_error(hub, output_dir, tmp_path):
     bad = _run_cli(["push", str(output_dir), "--hub_model_id", REPO_ID], hub, tmp_path)
     assert bad.returncode == 2
     assert "Traceback" not in bad.stderr
-    error = bad.stderr[bad.stderr.index("error: "):]
+    error = _error_paragraph(bad.stderr)
     assert "\n\n" not in error.strip()  # one paragraph (format_error wraps it at 100 columns)
     flat = " ".join(error.split())
     assert "HTTP 401" in flat and "hf auth login" in flat and REPO_ID in flat

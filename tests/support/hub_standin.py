@@ -38,6 +38,13 @@ class Recorded:
     body: object = None
 
 
+class _Server(ThreadingHTTPServer):
+    # listen() backlog: the default 5 can refuse connections while a starved server is slow to accept (a full test
+    # run); a refused connection is retried by huggingface_hub with a logged warning, so the output would depend on load.
+    request_queue_size = 64
+    daemon_threads = True
+
+
 @dataclass
 class HubStandIn:
     """Threaded HTTP server on 127.0.0.1 (random port). Use as a context manager."""
@@ -51,8 +58,7 @@ class HubStandIn:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), _make_handler(self))
         # Short poll interval: shutdown() waits up to one interval, which adds up across tests.
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         daemon=True)
