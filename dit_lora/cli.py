@@ -1,4 +1,4 @@
-"""The ``dit-lora`` console script: ``doctor``, ``models``, ``plan``, ``push`` and ``check-data``.
+"""The ``dit-lora`` console script: ``doctor``, ``models``, ``plan``, ``push``, ``check-data`` and ``launch``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -42,6 +42,9 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)")
     plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
 
+    sub.add_parser("launch", add_help=False,
+                   help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch options] "
+                   "recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the recipe's exit code)")
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")
@@ -206,6 +209,11 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["launch"]:  # accelerate launch's own parser reads the rest: its options, the script, the script's
+        from dit_lora.launch import main as launch
+
+        return launch(argv[1:])
     parser = _build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "plan":

@@ -53,6 +53,8 @@ _PR_SET_PDEATHSIG = 1
 _LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.launch")
 
 _current: "StopSignals | None" = None
+_LAUNCHED: dict[str, str | None] = {}  # "by": how watch_launcher tied this process to its launcher (read at start:
+# once the launcher is gone, the parent is someone else)
 
 
 def _say(text: str) -> None:
@@ -206,7 +208,7 @@ def resume_command(output_dir: Path, step: int) -> str:
             argv.append(arg)
     script = os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "recipes/<family>_lora.py"
     launcher = os.environ.get(LAUNCHED_VAR + "_COMMAND") or (
-        "accelerate launch [your launch options]" if _launched() else "python")
+        "accelerate launch [your launch options]" if _LAUNCHED.get("by") else "python")
     command = f"{launcher} {shlex.join([script, *argv, '--resume_from_checkpoint', 'latest'])}"
     return (f"Resume with the same command plus --resume_from_checkpoint latest (or "
             f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {command}")
@@ -232,8 +234,13 @@ def _launched() -> bool:
 
 def watch_launcher() -> str | None:
     """Under a launcher, make its death a SIGTERM to this process; returns how (None when not launched)."""
-    if not _launched():
-        return None
+    if "by" in _LAUNCHED:
+        return _LAUNCHED["by"]
+    _LAUNCHED["by"] = _tie_to_launcher() if _launched() else None
+    return _LAUNCHED["by"]
+
+
+def _tie_to_launcher() -> str:
     parent = os.getppid()
     if sys.platform.startswith("linux"):
         try:

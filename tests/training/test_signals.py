@@ -1,0 +1,165 @@
+"""StopSignals: the handler's phases, repeats, the ranks' agreement, the resume command, the launcher tie."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from dit_lora.errors import Interrupted, UserError
+from dit_lora.training import signals
+from dit_lora.training.hooks import _signal_point
+
+
+@pytest.fixture
+def stop():
+    watcher = signals.StopSignals()
+    watcher.install()
+    yield watcher
+    watcher.uninstall()
+
+
+def test_setup_phase_raises_interrupted_with_the_signals_code(stop):
+    with pytest.raises(Interrupted) as info:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs at the next bytecode; never reached
+    assert info.value.exit_code == 143 and "nothing to save" in str(info.value)
+
+
+def test_sigint_in_setup_is_130_and_not_a_keyboard_interrupt(stop):
+    with pytest.raises(Interrupted) as info:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    assert info.value.exit_code == 130
+
+
+def test_training_phase_only_sets_the_flag_and_repeats_in_the_window_are_one(stop, capfd):
+    stop.phase = "training"
+    assert not stop.should_stop()
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)  # within REPEAT_WINDOW_S: the same request, not "stop at once"
+    assert stop.should_stop() and stop.signum == signal.SIGTERM and stop.exit_code == 143
+    err = capfd.readouterr().err
+    assert err.count("received") == 1 and "saving a checkpoint" in err
+
+
+def test_handlers_are_given_back(stop):
+    stop.uninstall()
+    assert signal.getsignal(signal.SIGTERM) is not stop._handle
+
+
+def test_a_second_signal_after_the_window_exits_at_once():
+    code = textwrap.dedent("""
+        import os, signal, time
+        from pathlib import Path
+        from dit_lora.training import signals
+        stop = signals.StopSignals(); stop.install(); stop.phase = "training"; stop.output_dir = Path("/x/out")
+        os.kill(os.getpid(), signal.SIGINT)
+        stop.first_at -= signals.REPEAT_WINDOW_S + 1
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        print("not reached")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert "not reached" not in proc.stdout and "Traceback" not in proc.stderr
+    assert "again: stopped at once" in proc.stderr and "/x/out" in proc.stderr
+
+
+def test_ranks_agree_on_one_step_when_only_one_is_signalled():
+    """Two gloo processes; only rank 1 is flagged after update 3: both stop after update 4 (the reduction started
+    after an update is read after the next one)."""
+    code = textwrap.dedent("""
+        import os, sys
+        import torch.distributed as dist
+        from dit_lora.training import signals
+        rank = int(sys.argv[1])
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank, world_size=2)
+        class Acc:
+            num_processes, is_main_process = 2, rank == 0
+        stop = signals.StopSignals(); stop.start_training(Acc(), ".")
+        for step in range(1, 10):
+            if rank == 1 and step == 3:
+                stop.signum = 15
+            if stop.should_stop():
+                break
+        print("stopped after", step, flush=True)
+        dist.destroy_process_group()
+    """)
+    from helpers import free_port
+
+    port = str(free_port())
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), port], stdout=subprocess.PIPE, text=True)
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == ["stopped after 4\n", "stopped after 4\n"], outs
+
+
+def test_resume_command_drops_an_earlier_resume_and_names_the_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["recipes/sana_lora.py", "--config", "my run.yaml",
+                                      "--resume_from_checkpoint", "checkpoint-2", "--resume_from_checkpoint=x"])
+    monkeypatch.setenv(signals.LAUNCHED_VAR + "_COMMAND", "dit-lora launch --num_processes 1")
+    text = signals.resume_command(tmp_path, 7)
+    assert text.endswith("dit-lora launch --num_processes 1 recipes/sana_lora.py --config 'my run.yaml' "
+                         "--resume_from_checkpoint latest")
+    assert str(tmp_path / "checkpoint-7") in text and "checkpoint-2" not in text
+
+
+def test_signal_point_parsing():
+    assert _signal_point("micro_batch:3", 0) == ("micro_batch", 3, signal.SIGTERM)
+    assert _signal_point("validation:2:INT", 0) == ("validation", 2, signal.SIGINT)
+    assert _signal_point("micro_batch:3@1", 0) is None and _signal_point("micro_batch:3@1", 1)[1] == 3
+    for bad in ("nowhere:3", "micro_batch:x", "micro_batch:3:KILL", "micro_batch:3@a"):
+        with pytest.raises(UserError, match="DIT_LORA_SIGNAL"):
+            _signal_point(bad, 0)
+
+
+def test_a_shell_started_run_is_not_tied_to_its_parent(monkeypatch):
+    for var in (signals.LAUNCHED_VAR, "TORCHELASTIC_RUN_ID", "ACCELERATE_MIXED_PRECISION"):
+        monkeypatch.delenv(var, raising=False)
+    assert not signals._launched()
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")  # exported in a shell: the parent is no launcher
+    assert not signals._launched()
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "x")
+    assert signals._launched()
+
+
+@pytest.mark.parametrize("launched", [True, False])
+def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launched):
+    """The middle process (a launcher) starts a child that ties itself to it, then is SIGKILLed: the child gets
+    SIGTERM when launched, and lives on when started as from a shell."""
+    child = textwrap.dedent(f"""
+        import signal, sys, time
+        from dit_lora.training import signals
+        print(signals.watch_launcher(), flush=True)
+        signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], "w").write("TERM"), sys.exit(0)))
+        for _ in range(40):  # 4 s: a SIGTERM from PR_SET_PDEATHSIG comes at once
+            time.sleep(0.1)
+        open(sys.argv[1], "w").write("survived")
+    """)
+    launcher = textwrap.dedent("""
+        import subprocess, sys, time
+        p = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True)
+        print(p.pid, p.stdout.readline().strip(), flush=True)
+        time.sleep(60)
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in (signals.LAUNCHED_VAR, "TORCHELASTIC_RUN_ID")}
+    if launched:
+        env[signals.LAUNCHED_VAR] = "1"
+    result = tmp_path / "result"
+    proc = subprocess.Popen([sys.executable, "-c", launcher, child, str(result)], stdout=subprocess.PIPE, text=True,
+                            env=env)
+    pid, how = proc.stdout.readline().split()
+    assert how == ("prctl" if launched else "None")
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 30
+    while not result.exists() and time.time() < deadline:
+        time.sleep(0.1)
+    assert result.read_text() == ("TERM" if launched else "survived")
