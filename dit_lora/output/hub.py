@@ -224,3 +224,113 @@ def _describe_failure(err: Exception, repo_id: str, token: str) -> str:
     else:
         fix = "check the repo id, your network connection and token, then re-run the push (it is safe to repeat)."
     return f"pushing to the Hub repo {repo_id} failed (HTTP {status or 'n/a'}): {detail} Fix: {fix}"
+
+
+def push_command(output_dir: str | Path, hub_model_id: str, private: bool = False) -> str:
+    """The command that pushes a finished run later: ``dit-lora push OUTPUT_DIR --hub_model_id ID``."""
+    return f"dit-lora push {output_dir} --hub_model_id {hub_model_id}" + (" --private" if private else "")
+
+
+def _can_write(whoami: dict, namespace: str, repo_id: str) -> str | None:
+    """Why the token of ``whoami`` cannot create or write ``repo_id`` in ``namespace`` (None: it can, or we cannot
+    tell). Classic tokens carry a role (read/write); fine-grained ones list ``repo.write`` per user, org or repo."""
+    token = (whoami.get("auth") or {}).get("accessToken") or {}
+    role = token.get("role")
+    user = whoami.get("name")
+    orgs = {o.get("name"): o.get("roleInOrg") for o in whoami.get("orgs") or [] if isinstance(o, dict)}
+    if role == "read":
+        return "the token is read-only (role `read`)"
+    if namespace != user and namespace not in orgs:
+        return f"`{namespace}` is neither the token's user (`{user}`) nor one of its organizations"
+    if orgs.get(namespace) == "read":
+        return f"the token's user only has the `read` role in the organization `{namespace}`"
+    if role == "fineGrained":
+        scoped = (token.get("fineGrained") or {}).get("scoped") or []
+        for scope in scoped:
+            entity = scope.get("entity") or {}
+            if entity.get("name") in (namespace, repo_id) and "repo.write" in (scope.get("permissions") or []):
+                return None
+        return f"the fine-grained token has no `repo.write` permission on `{namespace}` or `{repo_id}`"
+    return None
+
+
+def check_push(hub_model_id: str, *, token: str | None = None) -> None:
+    """Check, before training, that a push to ``hub_model_id`` can happen; raise :class:`UserError` saying why not.
+
+    In order: not offline (``HF_HUB_OFFLINE``), a token present, the Hub reachable and the token valid
+    (``whoami``), and the repository writable: ``auth_check(write=True)`` when it exists, else creatable in its
+    namespace by this token (role, organization role, fine-grained ``repo.write``). Creates nothing: a repo made at
+    start would stay empty (and visible) when the run fails. The token never appears in a message.
+    """
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", hub_model_id or ""):
+        raise UserError(f"--hub_model_id {hub_model_id!r} is not a valid repo id; use 'username/repo-name' "
+                        "(letters, digits, '-', '_', '.').")
+    from huggingface_hub import HfApi, constants
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    if constants.HF_HUB_OFFLINE:
+        raise UserError("HF_HUB_OFFLINE is set, so the Hub cannot be reached to push at the end of the run.")
+    token = _resolve_token(token)
+    api = HfApi(token=token)
+    try:
+        whoami = api.whoami(token=token)
+    except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", None)
+        if status == 401:
+            raise UserError("the Hugging Face token is invalid or expired (the Hub answered 401 to `whoami`): run "
+                            "`hf auth login` again or update HF_TOKEN.") from None
+        raise UserError(f"the Hub at {constants.ENDPOINT} answered HTTP {status} to `whoami`: "
+                        f"{scrub(str(err), token)[:300]}") from None
+    except Exception as err:  # connection refused, DNS, TLS, timeout: httpx's and requests' errors alike
+        raise UserError(f"the Hub at {constants.ENDPOINT} cannot be reached ({type(err).__name__}: "
+                        f"{scrub(str(err), token)[:200]}).") from None
+    namespace = hub_model_id.split("/")[0] if "/" in hub_model_id else whoami.get("name", "")
+    repo_id = hub_model_id if "/" in hub_model_id else f"{namespace}/{hub_model_id}"
+    try:
+        api.auth_check(repo_id, repo_type="model", token=token, write=True)
+        return  # exists and this token may write it
+    except RepositoryNotFoundError:
+        pass  # not there (or private to someone else): it must be creatable in its namespace
+    except HfHubHTTPError as err:
+        status = getattr(err.response, "status_code", None)
+        if status in (401, 403):
+            raise UserError(f"the token cannot write to the existing repository {repo_id} (HTTP {status}).") from None
+        if status != 404:  # a Hub without the auth-check route answers 404 too: judge by the namespace below
+            raise UserError(f"the Hub answered HTTP {status} when checking write access to {repo_id}.") from None
+    reason = _can_write(whoami, namespace, repo_id)
+    if reason:
+        raise UserError(f"{repo_id} does not exist and cannot be created with this token: {reason}.")
+
+
+def preflight_push(cfg, output_dir: str | Path) -> str | None:
+    """The start-of-run check of ``--push_to_hub``: None when the push can happen; else a stop, or with
+    ``--push_later_ok`` the warning to print (the run goes on and ends with the ``dit-lora push`` command)."""
+    try:
+        check_push(cfg.hub_model_id)
+    except UserError as err:
+        reason = str(err).rstrip(".")
+        later = push_command(output_dir, cfg.hub_model_id, cfg.hub_private)
+        if not cfg.push_later_ok:
+            raise UserError(
+                f"--push_to_hub cannot push to {cfg.hub_model_id}: {reason}. Nothing was trained. Fix that (a token "
+                "with write access: `hf auth login` or HF_TOKEN; network access to the Hub; a --hub_model_id you can "
+                "write), or add --push_later_ok to train now and push afterwards with `" + later + "`."
+            ) from None
+        return (f"warning: --push_to_hub cannot push to {cfg.hub_model_id} now: {reason}. Training anyway "
+                f"(--push_later_ok); the push is tried at the end, and if it fails, run `{later}` later.")
+    return None
+
+
+def push_after_run(output_dir: str | Path, cfg, log: Callable[[str], object] = print) -> None:
+    """The end-of-run push. A failure names the ``dit-lora push`` command that retries it; with ``--push_later_ok``
+    it is a warning (the adapter is saved; the run succeeded), otherwise the run's error."""
+    later = push_command(output_dir, cfg.hub_model_id, cfg.hub_private)
+    try:
+        url = push_adapter(output_dir, cfg.hub_model_id, private=cfg.hub_private, log=log)
+    except UserError as err:
+        text = f"{str(err).rstrip('.')}. The adapter is saved in {output_dir}; push it later with `{later}`."
+        if cfg.push_later_ok:
+            log(f"warning: {text}")
+            return
+        raise UserError(text) from None
+    log(f"pushed to {url}")

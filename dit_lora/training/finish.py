@@ -213,10 +213,9 @@ def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = Tru
     head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
     print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
     if cfg.push_to_hub and push:
-        from ..output.hub import push_adapter
+        from ..output.hub import push_after_run
 
-        url = push_adapter(out, cfg.hub_model_id, private=cfg.hub_private)
-        print(f"pushed to {url}", flush=True)
+        push_after_run(out, cfg, log=lambda line: print(line, flush=True))
 
 
 __all__ = ["finish"]

@@ -22,9 +22,11 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from ..errors import UserError
 
+T = TypeVar("T")
 LOCK_FILE = ".dit-lora.lock"
 #: errors of a file system that has no working locks (not "held by another process")
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
@@ -91,15 +93,16 @@ def release(output_dir: str | Path) -> None:
         os.close(fd)  # closing the only descriptor releases the flock
 
 
-def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
-    """:func:`acquire` on the main process; every process raises the same :class:`UserError` when it fails.
+def main_process_check(accelerator, check: Callable[[], T]) -> T | None:
+    """Run ``check`` on the main process only; when it raises :class:`UserError`, every process raises it.
 
-    Returns the main process's warning (None on the others).
+    The other ranks wait for the outcome (a broadcast) instead of running on into a collective the main process never
+    reaches. Returns the main process's result (None on the others).
     """
-    failure, note = None, None
+    failure, result = None, None
     if accelerator.is_main_process:
         try:
-            note = acquire(output_dir)
+            result = check()
         except UserError as err:
             failure = str(err)
     if accelerator.num_processes > 1:
@@ -108,7 +111,12 @@ def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
         failure = broadcast_object_list([failure], from_process=0)[0]
     if failure:
         raise UserError(failure)
-    return note
+    return result
 
 
-__all__ = ["LOCK_FILE", "acquire", "lock_for_run", "release"]
+def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
+    """:func:`acquire` on the main process (see :func:`main_process_check`); returns its warning, if any."""
+    return main_process_check(accelerator, lambda: acquire(output_dir))
+
+
+__all__ = ["LOCK_FILE", "acquire", "lock_for_run", "main_process_check", "release"]

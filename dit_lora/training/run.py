@@ -51,7 +51,7 @@ from .host_memory import release_freed_memory, reuse_freed_memory
 from .guard import StepGuard
 from .hooks import Hooks
 from .optim import make_lr_scheduler, make_optimizer
-from .output_lock import lock_for_run
+from .output_lock import lock_for_run, main_process_check
 from .precision import audit_precision, check_fp16_model, format_audit
 from .recovery import Recovery
 
@@ -236,6 +236,12 @@ def _start(cfg: TrainConfig) -> Run:
     lock_note = lock_for_run(out, accelerator)  # one run per --output_dir, held until exit; before anything loads
     if lock_note:
         log(lock_note)
+    if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
+        from ..output.hub import preflight_push
+
+        push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out))
+        if push_note:
+            log(push_note)
     if cfg.demo:
         if accelerator.is_main_process:
             family.prepare_demo(cfg)
