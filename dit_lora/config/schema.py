@@ -141,6 +141,12 @@ class TrainConfig:
         0.05, "Stop when more than this fraction of samples cannot be read (they are skipped and named).", section="data", valid=Range(0, 1, high_open=True)
     )
     resolution: int = opt(1024, "Training resolution in pixels (square); must be divisible by the model's latent stride.", section="data", valid=POSITIVE)
+    max_image_pixels: int | None = opt(
+        None, "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
+        "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on each side), "
+        "at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
+        section="data", valid=POSITIVE,
+    )
     center_crop: bool = opt(False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data")
     random_flip: bool = opt(False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data")
     cache_latents: bool = opt(

@@ -131,10 +131,12 @@ class CachedLatentDataset(torch.utils.data.Dataset):
 
 
 class RawImageDataset(torch.utils.data.Dataset):
-    """Decodes and preprocesses images on the fly (used with --cache_latents false)."""
+    """Decodes and preprocesses images on the fly (used with --cache_latents false), within ``max_pixels``
+    and reduced when much larger than ``resolution`` (:func:`~dit_lora.data.decode.load_rgb`)."""
 
-    def __init__(self, samples: list, resolution: int, center_crop: bool, seed: int):
+    def __init__(self, samples: list, resolution: int, center_crop: bool, seed: int, max_pixels: int | None = None):
         self.samples, self.resolution, self.center_crop, self.seed = samples, resolution, center_crop, seed
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -143,7 +145,8 @@ class RawImageDataset(torch.utils.data.Dataset):
         index, flip = item
         sample = self.samples[index]
         pixels = preprocess_image(
-            sample.open_image(), self.resolution, center_crop=self.center_crop, flip=flip,
+            sample.open_image(resolution=self.resolution, max_pixels=self.max_pixels), self.resolution,
+            center_crop=self.center_crop, flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )
         return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}

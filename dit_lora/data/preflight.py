@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .cache import cache_file_name, inspect_cache_file
+from .decode import decode_workers, pixel_budget
 from .sources import RawSample
 from .validation import image_problem, caption_problem
 from .transforms import target_size, crop_seed, preprocess_image
@@ -51,20 +52,24 @@ def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str
 
 
 def check_sample(
-    sample: RawSample, *, resolution: int, center_crop: bool = False, seed: int = 0, require_caption: bool = True
+    sample: RawSample, *, resolution: int, center_crop: bool = False, seed: int = 0, require_caption: bool = True,
+    max_pixels: int | None = None,
 ) -> SampleCheck:
-    """Decode ``sample``, preprocess it as training would, and check caption and pixels."""
+    """Decode ``sample`` as training would (within ``max_pixels``, default the resolution's
+    :func:`~dit_lora.data.decode.pixel_budget`; reduced when much larger), preprocess it, check caption and pixels."""
     blocks: list[str] = []
     warns: list[str] = []
     if require_caption and caption_problem(sample):
         blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
-    problem = image_problem(sample)
+    max_pixels = pixel_budget(resolution, max_pixels)
+    problem = image_problem(sample, resolution=resolution, max_pixels=max_pixels)
     if problem is not None:
         blocks.append(problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path)
     target_h, target_w = target_size(resolution)
     try:
-        image = sample.open_image()
+        # Reduced only when at least 4 times the resized size, so never below the target when the file is not.
+        image = sample.open_image(resolution=resolution, max_pixels=max_pixels)
         width, height = image.size
         pixels = preprocess_image(image, resolution, center_crop=center_crop, flip=False,
                                   crop_rng_seed=crop_seed(seed, sample.key))
@@ -101,13 +106,18 @@ def check_samples(
     seed: int = 0,
     require_captions: bool = True,
     num_workers: int | None = None,
+    max_pixels: int | None = None,
 ) -> list[SampleCheck]:
-    """:func:`check_sample` for every sample, in order (decoding in threads; PIL releases the GIL)."""
+    """:func:`check_sample` for every sample, in order (decoding in threads, as many as memory allows for
+    the pixel budget; PIL releases the GIL)."""
+    max_pixels = pixel_budget(resolution, max_pixels)
+
     def one(s: RawSample) -> SampleCheck:
         return check_sample(s, resolution=resolution, center_crop=center_crop, seed=seed,
-                            require_caption=require_captions)
+                            require_caption=require_captions, max_pixels=max_pixels)
 
-    return _map_in_threads(one, list(samples), num_workers, most=8)
+    workers = decode_workers(max_pixels, most=8) if num_workers is None else num_workers
+    return _map_in_threads(one, list(samples), workers, most=8)
 
 
 def check_video_sample(

@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from . import preflight
+from .decode import pixel_budget
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
@@ -104,6 +105,7 @@ class ImageMedia:
         return validate_samples(
             samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
             require_captions=self.family.requires_captions, raise_on_fraction=False,
+            resolution=self.cfg.resolution, max_pixels=self.max_pixels,
         )
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
@@ -113,8 +115,14 @@ class ImageMedia:
             raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
         log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...")
         rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
-                                       seed=cfg.seed, require_captions=self.family.requires_captions)
+                                       seed=cfg.seed, require_captions=self.family.requires_captions,
+                                       max_pixels=self.max_pixels)
         return rows, samples, None
+
+    @property
+    def max_pixels(self) -> int:
+        """The pixel budget of an image (``--max_image_pixels``, or its default for ``--resolution``)."""
+        return pixel_budget(self.cfg.resolution, self.cfg.max_image_pixels)
 
     def namespace_identity(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -125,13 +133,15 @@ class ImageMedia:
         cfg = self.cfg
 
         def load(i: int) -> torch.Tensor:
-            return preprocess_image(samples[i].open_image(), cfg.resolution, center_crop=cfg.center_crop, flip=False,
+            image = samples[i].open_image(resolution=cfg.resolution, max_pixels=self.max_pixels)
+            return preprocess_image(image, cfg.resolution, center_crop=cfg.center_crop, flip=False,
                                     crop_rng_seed=crop_seed(cfg.seed, samples[i].key))
 
         return load
 
     def raw_dataset(self, samples: list):
-        return batch_lib.RawImageDataset(samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed)
+        return batch_lib.RawImageDataset(samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed,
+                                         self.max_pixels)
 
     def groups(self, samples: list, **_: Any) -> None:
         return None

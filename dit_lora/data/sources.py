@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import io
 import json
 import os
 import posixpath
@@ -21,11 +20,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Iterator
 
-from PIL import Image, ImageOps
+from PIL import Image
 
 from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
+from .decode import load_rgb
 from .paths import locate
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
@@ -34,9 +34,6 @@ METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
 _CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
 MAX_LOGGED_BAD = 20
 MAX_NAMED = 5
-# Modes whose RGB conversion cannot fail; anything else is converted once during validation so
-# an exotic mode (e.g. 16-bit TIFF) is caught up front instead of in a dataloader worker.
-SAFE_MODES = frozenset({"RGB", "RGBA", "L", "LA", "P", "1", "CMYK", "YCbCr", "RGBX"})
 
 
 def name_some(items: list[str]) -> str:
@@ -85,19 +82,16 @@ class RawSample:
     #: an image has no (frames, height, width) bucket; a clip (:class:`~dit_lora.data.video.VideoSample`) has one
     bucket: ClassVar[None] = None
 
-    def open_image(self) -> Image.Image:
-        """Decode the image fully and return it as RGB, rotated per its EXIF orientation.
+    def open_image(self, *, resolution: Any = None, max_pixels: int | None = None) -> Image.Image:
+        """Decode the image and return it as RGB, rotated per its EXIF orientation.
 
         Transparent images are composited onto white rather than having alpha dropped, because the
-        colour under fully transparent pixels is arbitrary (often black) and would be learned.
+        colour under fully transparent pixels is arbitrary (often black) and would be learned. With
+        ``max_pixels`` an image beyond it is refused from its header (:class:`~dit_lora.data.decode.ImageTooLarge`);
+        with ``resolution`` (the training size) a much larger image is decoded reduced
+        (:func:`~dit_lora.data.decode.load_rgb`).
         """
-        source = self.source()
-        image = decode_image(source)
-        try:
-            return _to_rgb(ImageOps.exif_transpose(image))
-        finally:
-            if image is not source:
-                image.close()
+        return load_rgb(self.source(), resolution=resolution, max_pixels=max_pixels)
 
     def content_id(self) -> str:
         """sha256 hex digest of the encoded image bytes plus the caption.
@@ -158,34 +152,6 @@ def _update_prefixed(digest: Any, parts: Iterable[bytes]) -> None:
     for part in parts:
         digest.update(struct.pack("<Q", len(part)))
         digest.update(part)
-
-
-def decode_image(source: str | bytes | Image.Image) -> Image.Image:
-    """Open and fully decode ``source``; the caller closes the result unless it is ``source``."""
-    if isinstance(source, Image.Image):
-        source.load()
-        return source
-    if isinstance(source, (bytes, bytearray)):
-        image = Image.open(io.BytesIO(source))
-    else:
-        image = Image.open(source)
-    try:
-        image.load()
-    except BaseException:
-        image.close()
-        raise
-    return image
-
-
-def _to_rgb(image: Image.Image) -> Image.Image:
-    """Always return a new RGB image (so the caller may close the original file)."""
-    if image.mode == "P" or (image.mode in ("L", "RGB") and "transparency" in image.info):
-        image = image.convert("RGBA")
-    if image.mode in ("RGBA", "LA", "PA"):
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    return image.convert("RGB")
 
 
 # ---------------------------------------------------------------------------------------------

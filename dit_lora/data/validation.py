@@ -16,11 +16,16 @@ from PIL import Image, UnidentifiedImageError
 
 from dit_lora.errors import UserError
 
-from .sources import MAX_LOGGED_BAD, MAX_NAMED, SAFE_MODES, RawSample, decode_image
+from .decode import ImageTooLarge, decode_workers, pixel_budget
+from .sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
 
-def image_problem(sample: RawSample) -> str | None:
-    """Why ``sample``'s image cannot be used, or None if it decodes."""
+def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int | None = None) -> str | None:
+    """Why ``sample``'s image cannot be used, or None if it decodes and converts to RGB.
+
+    Decodes as training will (:meth:`RawSample.open_image`): within ``max_pixels`` (checked from the header,
+    before decoding) and reduced for ``resolution`` when much larger.
+    """
     if sample.refused is not None:
         return sample.refused  # outside the data folder: never opened
     try:
@@ -29,20 +34,13 @@ def image_problem(sample: RawSample) -> str | None:
                 return "is a folder, not an image file"
             if os.path.getsize(sample.path) == 0:
                 return "empty file (0 bytes)"
-        source = sample.source()
-        image = decode_image(source)
-        try:
-            if image.mode not in SAFE_MODES:
-                image.convert("RGB")
-        finally:
-            if image is not source:
-                image.close()
+        sample.open_image(resolution=resolution, max_pixels=max_pixels).close()
     except FileNotFoundError:
         return "file not found"
     except UnidentifiedImageError:
         return "not a readable image (corrupt, or not an image despite its extension)"
-    except Image.DecompressionBombError as err:
-        return f"image too large ({err})"
+    except ImageTooLarge as err:
+        return f"image too large: {err}"
     except OSError as err:
         text = " ".join(str(err).split())
         if "truncated" in text.lower():
@@ -60,13 +58,14 @@ def caption_problem(sample: RawSample) -> str | None:
     return None
 
 
-def sample_problem(sample: RawSample, *, require_caption: bool = True) -> str | None:
-    """Why ``sample`` must be left out of training (empty caption, unreadable image), or None."""
+def sample_problem(sample: RawSample, *, require_caption: bool = True, resolution: Any = None,
+                   max_pixels: int | None = None) -> str | None:
+    """Why ``sample`` must be left out of training (empty caption, unreadable or too large image), or None."""
     if require_caption:
         problem = caption_problem(sample)
         if problem is not None:
             return problem
-    return image_problem(sample)
+    return image_problem(sample, resolution=resolution, max_pixels=max_pixels)
 
 
 def bad_fraction_error(
@@ -111,8 +110,14 @@ def validate_samples(
     require_captions: bool = True,
     quarantine: list[dict[str, Any]] | None = None,
     raise_on_fraction: bool = True,
+    resolution: Any = None,
+    max_pixels: int | None = None,
 ) -> list[RawSample]:
     """Decode every image once; drop and report the bad ones; renumber ``index`` 0..N-1.
+
+    With ``resolution`` (the training size) images are decoded as training will: one beyond ``max_pixels``
+    (default :func:`~dit_lora.data.decode.pixel_budget` of the resolution) is left out from its header, a much
+    larger one is decoded reduced, and the threads are sized by memory (:func:`~dit_lora.data.decode.decode_workers`).
 
     Missing, zero-byte, truncated and corrupt files, and (with ``require_captions``) empty or
     whitespace-only captions, are skipped, each named once in ``log`` (at most 20 lines, then a
@@ -125,7 +130,12 @@ def validate_samples(
             only with ``raise_on_fraction``), or no usable sample is left.
     """
     samples = list(samples)
-    check = lambda s: sample_problem(s, require_caption=require_captions)  # noqa: E731
+    if resolution is not None:
+        max_pixels = pixel_budget(resolution, max_pixels)
+    if num_workers is None and max_pixels:
+        num_workers = decode_workers(max_pixels, most=8)
+    check = lambda s: sample_problem(s, require_caption=require_captions, resolution=resolution,  # noqa: E731
+                                     max_pixels=max_pixels)
     problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction, num_workers=num_workers,
                          empty_hint="Point --train_data_dir or --dataset_name at data with images.")
     only_images = all(p != "empty caption" for p in problems if p is not None)

@@ -197,6 +197,29 @@ def test_check_data_refuses_file_names_outside_the_folder_and_names_absolute_one
     assert "20 sample(s): 17 ok, 0 warning(s), 3 blocking" in out  # the absolute path inside is 00003.png's
 
 
+def _with_bomb(shapes_data, dest, side=9000):
+    """The 16 shapes plus a tiny palette PNG of ``side`` x ``side`` pixels (9000: 81 MP, beyond the 67 MP default
+    budget at 64 px, and under Pillow's own warning limit, so nothing said a word before)."""
+    shutil.copytree(shapes_data, dest)
+    Image.new("P", (side, side), 0).save(dest / "bomb.png")
+    _add_rows(dest, [{"file_name": "bomb.png", "text": "a small file of a huge image"}])
+    return dest
+
+
+def test_check_data_refuses_a_decompression_bomb_and_the_flag_lifts_the_budget(tmp_path, shapes_data, capsys):
+    data = _with_bomb(shapes_data, tmp_path / "data", side=13000)  # 169 MP: Pillow only warns
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
+    assert code == 1, out
+    rows = [" ".join(line.split()) for line in out.splitlines() if line.startswith("BLOCK")]
+    assert rows == ["BLOCK bomb.png sample image too large: 13000x13000 pixels (169 MP, 0.6 GiB as RGB pixels) is beyond "
+                    "the pixel budget of 67 MP (refused before decoding: a small file can hold a huge image). Downscale "
+                    "it, or raise --max_image_pixels (e.g. --max_image_pixels 169000000) if it is meant to be used"]
+    assert "DecompressionBombWarning" not in out
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64", "--max_image_pixels",
+                          "170000000"], capsys)
+    assert code == 0 and "17 sample(s): 17 ok" in out and "DecompressionBomb" not in out, out
+
+
 # ---------------------------------------------------------------------------------------------
 # training: prepare_data
 # ---------------------------------------------------------------------------------------------
@@ -238,6 +261,22 @@ def test_training_quarantines_bad_samples_and_stops_past_the_fraction(tmp_path, 
     with pytest.raises(UserError, match="4 of 20"):
         prepare_data(cfg, family, sana, _accelerator())
     assert len(json.loads((tmp_path / "out3" / QUARANTINE_FILE).read_text())) == 4
+
+
+def test_training_quarantines_a_decompression_bomb_before_decoding_it(tmp_path, tiny_sana, shapes_data, sana):
+    data = _with_bomb(shapes_data, tmp_path / "data")
+    cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.1)
+    prepared = prepare_data(cfg, get_family("sana"), sana, _accelerator())
+    assert len(prepared) == 16
+    assert prepared.quarantine == [{"key": "bomb.png", "reason": (
+        "image too large: 9000x9000 pixels (81 MP, 0.3 GiB as RGB pixels) is beyond the pixel budget of 67 MP (refused "
+        "before decoding: a small file can hold a huge image). Downscale it, or raise --max_image_pixels (e.g. "
+        "--max_image_pixels 81000000) if it is meant to be used")}]
+    assert json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text()) == prepared.quarantine
+    # The flag lifts it: the image is cached (decoded reduced) and trained on.
+    cfg = _cfg(tiny_sana, data, tmp_path, max_image_pixels=81_000_000, output_dir=tmp_path / "out2")
+    prepared = prepare_data(cfg, get_family("sana"), sana, _accelerator())
+    assert len(prepared) == 17 and prepared.quarantine == []
 
 
 def test_nan_cache_entry_is_recomputed_then_quarantined(tmp_path, tiny_sana, shapes_data, sana, monkeypatch, capsys):
