@@ -1,0 +1,58 @@
+"""keep_final_checkpoint: which checkpoint holds the final state, when one is written, and a full disk there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from dit_lora.fileio import DiskFullError
+from dit_lora.training.finish import _drop_export_checkpoint, keep_final_checkpoint
+
+
+def _run(tmp_path, step=6, checkpointing_steps=0, resume=None, max_steps=6):
+    lines = []
+    run = SimpleNamespace(cfg=SimpleNamespace(checkpointing_steps=checkpointing_steps), state=SimpleNamespace(
+        global_step=step), out=tmp_path, resume=resume, log=lines.append, max_steps=max_steps)
+    return run, lines
+
+
+def _saver(tmp_path, calls):
+    def save(run):
+        calls.append(run.state.global_step)
+        path = tmp_path / f"checkpoint-{run.state.global_step}"
+        path.mkdir()
+        return path
+    return save
+
+
+def test_written_unless_one_exists_for_the_step(tmp_path):
+    calls = []
+    run, _ = _run(tmp_path, checkpointing_steps=4)  # 6 is no multiple of 4: written now
+    assert keep_final_checkpoint(run, 6, _saver(tmp_path, calls)) == tmp_path / "checkpoint-6" and calls == [6]
+    run, _ = _run(tmp_path, step=8, checkpointing_steps=4, max_steps=8)  # after_update saved it
+    assert keep_final_checkpoint(run, 8, _saver(tmp_path, calls)) == tmp_path / "checkpoint-8" and calls == [6]
+    run, _ = _run(tmp_path, resume=Path("/x/checkpoint-6"))  # resumed at the last step: nothing trained
+    assert keep_final_checkpoint(run, 0, _saver(tmp_path, calls)) == Path("/x/checkpoint-6") and calls == [6]
+
+
+def test_no_space_for_it_is_a_warning(tmp_path):
+    def full(run):
+        raise DiskFullError("No space left on device while writing checkpoint-6")
+
+    run, lines = _run(tmp_path)
+    assert keep_final_checkpoint(run, 6, full) is None
+    assert len(lines) == 1 and lines[0].startswith("warning: no space left on device for the final checkpoint-6 (")
+
+
+def test_removed_after_the_export_only_with_checkpointing_off(tmp_path):
+    (tmp_path / "checkpoint-6").mkdir()
+    run, _ = _run(tmp_path, checkpointing_steps=2)
+    _drop_export_checkpoint(run, tmp_path / "checkpoint-6")
+    assert (tmp_path / "checkpoint-6").is_dir()  # the user asked for checkpoints: kept
+    run, _ = _run(tmp_path, step=8, max_steps=6)  # resumed from a later step than this run's last: not ours to drop
+    (tmp_path / "checkpoint-8").mkdir()
+    _drop_export_checkpoint(run, tmp_path / "checkpoint-8")
+    assert (tmp_path / "checkpoint-8").is_dir()
+    run, lines = _run(tmp_path)
+    _drop_export_checkpoint(run, tmp_path / "checkpoint-6")
+    assert not (tmp_path / "checkpoint-6").exists() and lines[0].startswith("removed checkpoint-6")
