@@ -21,6 +21,7 @@ from ..errors import UserError
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from . import preflight
+from .captions import caption_lines, token_counter_for_model, token_counter_from_components
 from .decode import pixel_budget
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
@@ -117,6 +118,7 @@ class ImageMedia:
         rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
                                        seed=cfg.seed, require_captions=self.family.requires_captions,
                                        max_pixels=self.max_pixels)
+        report_captions(samples, cfg, self.family, log)
         return rows, samples, None
 
     @property
@@ -145,6 +147,16 @@ class ImageMedia:
 
     def groups(self, samples: list, **_: Any) -> None:
         return None
+
+
+def report_captions(samples: list, cfg, family, log: Callable[[str], Any]) -> None:
+    """check-data's lines on duplicate rows and captions the text length cuts (the model's tokenizer when
+    --pretrained_model_name_or_path is given, else a character estimate, said so)."""
+    counter, note = token_counter_for_model(cfg, family)
+    for line in caption_lines(samples, counter):
+        log(line)
+    if note and counter is not None:
+        log(note)
 
 
 def cache_root_for(cfg) -> Path:
@@ -231,6 +243,9 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     except UserError:
         write_quarantine(cfg, accelerator, quarantine)
         raise
+    if samples and hasattr(samples[0], "caption"):  # images and clips; a video LLM fits conversations itself
+        for line in caption_lines(samples, token_counter_from_components(comps)):
+            log(line)
     family.inspect_samples(comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
     if not cfg.cache_latents or not media.cacheable:

@@ -204,6 +204,9 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
             require_captions=self.family.requires_captions)
+        from .prepare import report_captions
+
+        report_captions(samples, self.cfg, self.family, log)
         return rows, usable, None
 
     def namespace_identity(self) -> dict[str, Any]:

@@ -279,6 +279,50 @@ def test_training_quarantines_a_decompression_bomb_before_decoding_it(tmp_path, 
     assert len(prepared) == 17 and prepared.quarantine == []
 
 
+def _long_and_duplicated(shapes_data, dest):
+    """The 16 shapes with a 100,000-character caption on 00000.png and 00001.png listed three times."""
+    shutil.copytree(shapes_data, dest)
+    rows = [json.loads(line) for line in (dest / "metadata.jsonl").read_text().splitlines()]
+    rows[0]["text"] = ("a long caption " * 7000)[:100_000]
+    rows += [rows[1], rows[1]]
+    (dest / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dest
+
+
+DUPLICATES = ("duplicates: 1 file(s) are listed by more than one metadata row (2 extra row(s)), so each is trained "
+              "on once per row every epoch: 00001.png (x3).")
+
+
+def test_check_data_reports_long_captions_and_duplicates_once(tmp_path, shapes_data, tiny_sana, capsys):
+    data = _long_and_duplicated(shapes_data, tmp_path / "data")
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
+    assert code == 0, out
+    assert out.count("duplicates:") == 1 and DUPLICATES in out
+    assert out.count("long captions:") == 1
+    assert ("long captions: 1 of 18 caption(s) exceed the 300-token text length (estimated at 4 characters a token) "
+            "and would likely be cut to it; the model never sees the rest: 00000.png (100,000 characters, 25,000 "
+            "tokens)") in out
+    assert "pass --pretrained_model_name_or_path to count with the model's tokenizer" in out
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64",
+                          "--pretrained_model_name_or_path", str(tiny_sana)], capsys)
+    assert code == 0 and out.count("long captions:") == 1 and out.count("duplicates:") == 1, out
+    assert "exceed the 300-token text length (the model's tokenizer) and are cut to it" in out
+
+
+def test_a_run_reports_long_captions_and_duplicates_once_at_start(tmp_path, tiny_sana, shapes_data, sana, capsys):
+    data = _long_and_duplicated(shapes_data, tmp_path / "data")
+    cfg = _cfg(tiny_sana, data, tmp_path)
+    family = get_family("sana")
+    family.configure(sana, cfg)
+    prepare_data(cfg, family, sana, _accelerator())
+    out = capsys.readouterr().out
+    assert out.count(DUPLICATES) == 1
+    lines = [line for line in out.splitlines() if line.startswith("long captions:")]
+    assert len(lines) == 1 and lines[0].startswith(
+        "long captions: 1 of 18 caption(s) exceed the 300-token text length (the model's tokenizer) and are cut to "
+        "it; the model never sees the rest: 00000.png (100,000 characters, ")
+
+
 def test_nan_cache_entry_is_recomputed_then_quarantined(tmp_path, tiny_sana, shapes_data, sana, monkeypatch, capsys):
     data = tmp_path / "data"
     shutil.copytree(shapes_data, data)

@@ -1,0 +1,146 @@
+"""Say what training silently changes about the data: captions cut to the text length, files listed twice.
+
+Both are reported once, at the start of a run (:func:`~dit_lora.data.prepare.prepare_data`) and in
+``dit-lora check-data``, with a count and the first few names, never once per sample:
+
+* a caption longer than the text encoder's ``max_sequence_length`` is cut by the family's encode (Sana keeps 300
+  tokens, CogVideoX 226): judged in tokens by the model's own tokenizer, one batched pass over the captions. Without
+  a tokenizer (``check-data`` without ``--pretrained_model_name_or_path``) it is estimated from the characters, and
+  the line says so;
+* a file named by several metadata rows is trained on once per row each epoch (several captions for one image are
+  a legitimate use, an accidental duplicate is not, so it is reported rather than dropped).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+from .sources import MAX_NAMED
+
+__all__ = ["CHARS_PER_TOKEN", "TokenCounter", "caption_lines", "duplicate_line", "token_counter_for_model",
+           "token_counter_from_components", "truncation_line"]
+
+#: a rough English average for subword tokenizers (T5, Gemma): what check-data assumes without a tokenizer
+CHARS_PER_TOKEN = 4
+
+
+class TokenCounter:
+    """Counts a caption's tokens as the family's encode will and knows the most it keeps.
+
+    ``limit`` is compared with ``count(captions)`` (special tokens included); ``length`` is the
+    ``--max_sequence_length`` it derives from (what the line names). ``exact`` is False for the character
+    estimate; ``what`` words the line ("the model's tokenizer", "estimated at 4 characters a token").
+    """
+
+    def __init__(self, count: Callable[[list[str]], list[int]], length: int, *, instruction: bool = False,
+                 exact: bool, what: str) -> None:
+        self.count, self.length, self.exact, self.what = count, int(length), exact, what
+        # SanaPipeline._get_gemma_prompt_embeds: with the complex human instruction prefixed, the tokenizer keeps
+        # len(instruction) + max_sequence_length - 2 tokens, one fewer for the caption than without it.
+        self.limit = self.length - 1 if instruction else self.length
+
+
+def _tokenizer_counts(tokenizer: Any) -> Callable[[list[str]], list[int]]:
+    def count(captions: list[str]) -> list[int]:
+        # One batched pass, no truncation and no padding: every caption's full length with the special tokens the
+        # pipelines add (Gemma's <bos>, T5's </s>).
+        ids = tokenizer(list(captions), add_special_tokens=True, truncation=False, padding=False)["input_ids"]
+        return [len(i) for i in ids]
+
+    return count
+
+
+def token_counter_from_components(comps: Any) -> TokenCounter | None:
+    """The counter of a loaded run: ``comps.encoders["tokenizer"]`` at ``comps.extras["max_sequence_length"]``
+    (what Sana and CogVideoX encode with), or None for a family without caption tokens (DiT's class labels)."""
+    tokenizer = getattr(comps, "encoders", {}).get("tokenizer")
+    max_length = getattr(comps, "extras", {}).get("max_sequence_length")
+    if tokenizer is None or not max_length:
+        return None
+    instruction = bool(comps.extras.get("complex_human_instruction"))
+    return TokenCounter(_tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True,
+                        what="the model's tokenizer")
+
+
+def _pipeline_default_length(family: Any) -> tuple[int | None, bool]:
+    """The pipeline's own ``encode_prompt`` default ``max_sequence_length`` and whether it takes an instruction."""
+    import diffusers
+
+    pipeline = getattr(diffusers, getattr(family, "pipeline_class_name", "") or "", None)
+    if pipeline is None or not hasattr(pipeline, "encode_prompt"):
+        return None, False
+    params = inspect.signature(pipeline.encode_prompt).parameters
+    default = params["max_sequence_length"].default if "max_sequence_length" in params else None
+    return (default if isinstance(default, int) else None), "complex_human_instruction" in params
+
+
+def token_counter_for_model(cfg: Any, family: Any) -> tuple[TokenCounter | None, str | None]:
+    """check-data's counter: the tokenizer of ``--pretrained_model_name_or_path`` (only the tokenizer is read) at the
+    length the run would use; else a character estimate. Returns (counter or None, a note on how it counts)."""
+    default, takes_instruction = _pipeline_default_length(family)
+    model = getattr(cfg, "pretrained_model_name_or_path", None)
+    max_length = getattr(cfg, "max_sequence_length", None)
+    if model and not max_length and os.path.isfile(os.path.join(model, "transformer", "config.json")):
+        with open(os.path.join(model, "transformer", "config.json"), encoding="utf-8") as handle:
+            max_length = json.load(handle).get("max_text_seq_length")  # CogVideoX: fixed by the transformer
+    max_length = max_length or default
+    if not max_length:
+        return None, None  # no caption tokens in this family (DiT's class labels)
+    instruction = takes_instruction and bool(getattr(cfg, "complex_human_instruction", False))
+    if model:
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.revision)
+        except Exception as err:  # noqa: BLE001 - a missing tokenizer falls back to the estimate, and says why
+            note = f"caption length: estimated (the tokenizer of {model} did not load: {type(err).__name__})"
+        else:
+            return TokenCounter(_tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True,
+                                what="the model's tokenizer"), None
+    else:
+        note = ("caption length: estimated at 4 characters a token (pass --pretrained_model_name_or_path to count "
+                "with the model's tokenizer)")
+    estimate = TokenCounter(lambda captions: [-(-len(c) // CHARS_PER_TOKEN) for c in captions],
+                            max_length, instruction=instruction, exact=False,
+                            what=f"estimated at {CHARS_PER_TOKEN} characters a token")
+    return estimate, note
+
+
+def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str | None:
+    """One line naming the captions the text length cuts (count, the first few with their lengths), or None."""
+    if counter is None or not samples:
+        return None
+    captions = [s.caption for s in samples]
+    counts = counter.count(captions)
+    over = [(s, n) for s, n in zip(samples, counts) if n > counter.limit]
+    if not over:
+        return None
+    named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
+    more = f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else ""
+    verb = "are cut" if counter.exact else "would likely be cut"
+    return (f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
+            f"({counter.what}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
+            f"raise --max_sequence_length where the model allows it.")
+
+
+def duplicate_line(samples: Sequence[Any]) -> str | None:
+    """One line naming the files listed by more than one metadata row (each is trained on once per row), or None."""
+    counts = Counter(s.key for s in samples if getattr(s, "path", None) or getattr(s, "refused", None))
+    repeated = [(key, n) for key, n in counts.items() if n > 1]
+    if not repeated:
+        return None
+    named = ", ".join(f"{key} (x{n})" for key, n in repeated[:MAX_NAMED])
+    more = f" and {len(repeated) - MAX_NAMED} more" if len(repeated) > MAX_NAMED else ""
+    extra = sum(n - 1 for _, n in repeated)
+    return (f"duplicates: {len(repeated)} file(s) are listed by more than one metadata row ({extra} extra row(s)), "
+            f"so each is trained on once per row every epoch: {named}{more}. Delete the extra rows unless they are "
+            f"meant (several captions for one file).")
+
+
+def caption_lines(samples: Sequence[Any], counter: TokenCounter | None) -> list[str]:
+    """The duplicate and long-caption lines for ``samples`` (empty when there is nothing to say)."""
+    return [line for line in (duplicate_line(samples), truncation_line(samples, counter)) if line]
