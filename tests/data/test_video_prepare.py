@@ -445,3 +445,29 @@ def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monke
     assert len(blocked) == 1 and "short_4.mp4" in blocked[0] and "--frame_buckets 9x32x32,5x32x32" in blocked[0]
     assert "shapes differ" not in out
     assert "11 sample(s): 10 ok, 0 warning(s), 1 blocking; 10 cache entries, 0 bad" in out
+
+
+class FakeCogVideoFamily(FakeVideoFamily):
+    """The fake video family, captioned as CogVideoX's pipeline encodes (226 T5 tokens)."""
+
+    name = "fake_cog"
+    pipeline_class_name = "CogVideoXPipeline"
+
+
+def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path, clips, monkeypatch, capsys):
+    from dit_lora import families
+
+    monkeypatch.setitem(families._REGISTRY, "fake_cog", FakeCogVideoFamily)
+    root = tmp_path / "data"
+    shutil.copytree(clips, root)
+    with open(root / "metadata.jsonl", "a") as handle:
+        handle.write(json.dumps({"file_name": "clip_00001.mp4", "text": "the same clip again"}) + "\n")
+        handle.write(json.dumps({"file_name": "clip_00002.mp4", "text": "word " * 300}) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["check-data", "--family", "fake_cog", "--train_data_dir", str(root), "--max_num_frames", "9"])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0, out
+    assert out.count("duplicates:") == 1 and "clip_00001.mp4 (x2), clip_00002.mp4 (x2)" in out
+    assert out.count("long captions:") == 1
+    assert ("long captions: 1 of 8 caption(s) exceed the 226-token text length (estimated at 4 characters a token) "
+            "and would likely be cut to it; the model never sees the rest: clip_00002.mp4 (1,499 characters") in out
