@@ -16,6 +16,7 @@ from typing import Any, Callable
 import torch
 
 from ..data.preflight import BLOCK
+from ..data.sources import MAX_NAMED
 from ..errors import UserError
 from .data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from .prompts import pad_batch
@@ -99,7 +100,40 @@ class VideoQAMedia:
         return load_qa_samples(annotation_file(cfg.train_data_dir), cfg.video_folder, cfg.max_train_samples)
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
-        return screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
+        """The usable samples (clips screened), and one line naming the conversations whose later rounds are cut."""
+        good = screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
+        line = self.cut_rounds_line(good)
+        if line:
+            log(line)
+        return good
+
+    def cut_rounds_line(self, samples: list[QASample]) -> str | None:
+        """One line (count, the first names) for the conversations whose later QA rounds are cut to fit
+        --max_sequence_length, judged by the model's tokenizer with each clip's real video tokens, as the dataset
+        will cut them; None when none is. Only conversations of several rounds can be cut: their clips are read
+        once more, one video at a time (its frames are not kept)."""
+        if getattr(self.family, "tokenizer", True) is None:
+            return None  # the model's processing is not loaded (screening without a model): nothing to judge by
+        max_length = self.family.max_length(self.cfg)
+        fit = self._token_budget(max_length)
+        by_video: dict[Path, list[QASample]] = {}
+        for sample in samples:
+            if sum(m["role"] == "assistant" for m in sample.messages) > 1:
+                by_video.setdefault(sample.video, []).append(sample)
+        cut: list[tuple[str, str]] = []
+        for video, users in by_video.items():
+            clip = read_clip(video, self.cfg.num_frames)
+            cut += [(s.key, warn) for s in users for _, warn in [fit(s, clip)] if warn]
+        if not cut:
+            return None
+        order = {s.key: i for i, s in enumerate(samples)}
+        cut.sort(key=lambda kv: order[kv[0]])
+        named = ", ".join(f"{key} ({warn.split(' QA round')[0].replace('its last ', 'last ')} round(s))"
+                          for key, warn in cut[:MAX_NAMED])
+        more = f" and {len(cut) - MAX_NAMED} more" if len(cut) > MAX_NAMED else ""
+        return (f"long conversations: {len(cut)} of {len(samples)} conversation(s) do not fit --max_sequence_length "
+                f"{max_length} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
+                f"Raise --max_sequence_length, lower --num_frames, or split those conversations.")
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
         """``check-data``: the screening training does, per sample, and the token budget when the model is known.

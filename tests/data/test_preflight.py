@@ -439,6 +439,18 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     blocked = [line for line in out.splitlines() if line.startswith("BLOCK")]
     assert len(blocked) == 6 and sum("exceed --max_sequence_length" in line for line in blocked) == 4, out
 
+    # Training's screening says the same once, at the start: the conversations whose last rounds are cut.
+    lines: list[str] = []
+    cfg = TrainConfig(family=family, train_data_dir=str(annotation), num_frames=4, max_sequence_length=first)
+    VideoQAMedia(cfg, qa_family).screen(load_qa_samples(annotation), log=lines.append, quarantine=[])
+    cut = [line for line in lines if line.startswith("long conversations:")]
+    assert len(cut) == 1 and cut[0].startswith("long conversations: ") and f"{two_rounds.key} (last 1 round(s))" in cut[0]
+    assert f"do not fit --max_sequence_length {first} with their video tokens" in cut[0]
+    lines.clear()
+    cfg.max_sequence_length = whole + 1000
+    VideoQAMedia(cfg, qa_family).screen(load_qa_samples(annotation), log=lines.append, quarantine=[])
+    assert not [line for line in lines if line.startswith("long conversations:")]
+
 
 def test_check_data_judges_at_the_size_the_run_would_use(tiny_dit, shape_classes, capsys):
     """No --resolution: check-data resolves the model's defaults as the run does (the tiny DiT's native size),
