@@ -144,3 +144,37 @@ def test_sigterm_to_plain_accelerate_launch_does_not_leave_the_training_running(
     assert not _alive(child)
     (checkpoint,) = out.glob("checkpoint-*")
     assert (checkpoint / "dit_lora_checkpoint_complete.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_to_dit_lora_launch_multi_process_saves_one_checkpoint_and_ends_all(tmp_path, tiny_sana,
+                                                                                   shapes_data):
+    """Under torchrun (--multi_gpu, 2 processes on CPU): the agent passes the signal to both training processes,
+    they agree on a step, save one checkpoint and exit; the launcher exits 143 after them."""
+    from helpers import free_port
+
+    multi = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+             "--dynamo_backend", "no", "--main_process_port", str(free_port())]
+    out = tmp_path / "out"
+    args = base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=100000, resolution=32,
+                     train_batch_size=2)
+    proc = subprocess.Popen([*DIT_LORA_LAUNCH, *multi, RECIPE, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
+    seen = ""
+    while "steps:" not in seen:
+        char = proc.stdout.read(1)
+        assert char, seen
+        seen += char
+    workers = _children(proc.pid)
+    assert len(workers) == 2
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=120)
+    text = seen + rest
+    assert proc.returncode == 143, text
+    assert not any(_alive(pid) for pid in workers) and "Traceback" not in text
+    (checkpoint,) = out.glob("checkpoint-*")
+    assert {p.name for p in checkpoint.glob("trainer_state_rank*.json")} == {"trainer_state_rank0.json",
+                                                                            "trainer_state_rank1.json"}
+    assert (checkpoint / "dit_lora_checkpoint_complete.json").is_file() and f"saved {checkpoint}" in text

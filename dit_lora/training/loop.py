@@ -25,7 +25,7 @@ import torch
 
 from ..config import TrainConfig
 from ..data import batches as batch_lib
-from ..errors import Interrupted
+from ..errors import Interrupted, UserError
 from . import signals
 from .checkpoint import save_checkpoint
 from .compile import eager, shape_key
@@ -46,6 +46,14 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
     stop = signals.current()
     try:
         return _train(cfg, on_step, stop)
+    except Exception as err:
+        if stop.signum is None or not stop.distributed or isinstance(err, UserError):
+            raise
+        # A stop under several processes: a peer that ended first (stopped while it was still setting up, or
+        # killed) breaks the next collective; that is the stop, not a new fault.
+        raise Interrupted(f"stopped by {signals.signal_name(stop.signum)}: another process ended before the run "
+                          f"could save ({type(err).__name__}); the last whole checkpoint stays.",
+                          stop.exit_code) from None
     finally:
         signals.release()  # an in-process run leaves its caller's handlers as they were
 

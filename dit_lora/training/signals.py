@@ -133,11 +133,20 @@ class StopSignals:
         (a collective call: every rank makes it, in the same order)."""
         self.main_process = accelerator.is_main_process
         self.output_dir = Path(output_dir)
-        if accelerator.num_processes > 1:
-            import torch.distributed as dist
+        if accelerator.num_processes <= 1:
+            self.phase = "training"  # a signal that arrived during setup has already stopped the run
+            return
+        import torch.distributed as dist
 
-            self._group = dist.new_group(backend="gloo")
-        self.phase = "training"  # a signal that arrived during setup has already stopped the run
+        # The phase changes before new_group, which is a barrier: once any rank leaves it, every rank only sets
+        # the flag, so no rank trains while another could still stop in setup without saving. (A rank stopped in
+        # setup before reaching here leaves the others waiting in this barrier until the launcher ends them.)
+        self.phase = "training"
+        self._group = dist.new_group(backend="gloo")
+
+    @property
+    def distributed(self) -> bool:
+        return self._group is not None
 
     def should_stop(self) -> bool:
         """Whether every process stops after the update that just ended (called once per update, on every rank).
