@@ -47,6 +47,9 @@ _ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_18
                 8: Image.Transpose.ROTATE_90}
 
 
+_WARNING_HIDDEN = False
+
+
 class ImageTooLarge(ValueError):
     """An image beyond the pixel budget; ``str(err)`` is the quarantine reason with the fix."""
 
@@ -80,7 +83,10 @@ def decode_workers(budget: int, *, most: int, available: int | None = None) -> i
 def _allow_budget(budget: int | None) -> None:
     """Our budget replaces Pillow's bomb check: hide its raw warning, and lift its hard limit to the budget
     when a user set the budget above it (only ever raised, so concurrent callers cannot lower it)."""
-    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+    global _WARNING_HIDDEN
+    if not _WARNING_HIDDEN:  # once: the filter list is process-wide and rewritten on every call
+        warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+        _WARNING_HIDDEN = True
     if budget and Image.MAX_IMAGE_PIXELS is not None and budget > Image.MAX_IMAGE_PIXELS:
         Image.MAX_IMAGE_PIXELS = budget
 

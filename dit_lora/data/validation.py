@@ -12,7 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 
 from dit_lora.errors import UserError
 
