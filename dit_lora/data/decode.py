@@ -47,9 +47,6 @@ _ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_18
                 8: Image.Transpose.ROTATE_90}
 
 
-_WARNING_HIDDEN = False
-
-
 class ImageTooLarge(ValueError):
     """An image beyond the pixel budget; ``str(err)`` is the quarantine reason with the fix."""
 
@@ -83,10 +80,8 @@ def decode_workers(budget: int, *, most: int, available: int | None = None) -> i
 def _allow_budget(budget: int | None) -> None:
     """Our budget replaces Pillow's bomb check: hide its raw warning, and lift its hard limit to the budget
     when a user set the budget above it (only ever raised, so concurrent callers cannot lower it)."""
-    global _WARNING_HIDDEN
-    if not _WARNING_HIDDEN:  # once: the filter list is process-wide and rewritten on every call
-        warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
-        _WARNING_HIDDEN = True
+    # On every call, not once: a caller's warnings.catch_warnings() (pytest's, a notebook's) restores the filters.
+    warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
     if budget and Image.MAX_IMAGE_PIXELS is not None and budget > Image.MAX_IMAGE_PIXELS:
         Image.MAX_IMAGE_PIXELS = budget
 

@@ -206,7 +206,9 @@ def _with_bomb(shapes_data, dest, side=9000):
     return dest
 
 
-def test_check_data_refuses_a_decompression_bomb_and_the_flag_lifts_the_budget(tmp_path, shapes_data, capsys):
+def test_check_data_refuses_a_decompression_bomb_and_the_flag_lifts_the_budget(tmp_path, shapes_data, capsys,
+                                                                              monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", Image.MAX_IMAGE_PIXELS)  # a lifted budget raises Pillow's; restore
     data = _with_bomb(shapes_data, tmp_path / "data", side=13000)  # 169 MP: Pillow only warns
     code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
     assert code == 1, out
@@ -263,7 +265,9 @@ def test_training_quarantines_bad_samples_and_stops_past_the_fraction(tmp_path, 
     assert len(json.loads((tmp_path / "out3" / QUARANTINE_FILE).read_text())) == 4
 
 
-def test_training_quarantines_a_decompression_bomb_before_decoding_it(tmp_path, tiny_sana, shapes_data, sana):
+def test_training_quarantines_a_decompression_bomb_before_decoding_it(tmp_path, tiny_sana, shapes_data, sana,
+                                                                       monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", Image.MAX_IMAGE_PIXELS)
     data = _with_bomb(shapes_data, tmp_path / "data")
     cfg = _cfg(tiny_sana, data, tmp_path, max_bad_samples_fraction=0.1)
     prepared = prepare_data(cfg, get_family("sana"), sana, _accelerator())
