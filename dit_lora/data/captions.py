@@ -13,10 +13,10 @@ Both are reported once, at the start of a run (:func:`~dit_lora.data.prepare.pre
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from .sources import MAX_NAMED
@@ -66,31 +66,39 @@ def token_counter_from_components(comps: Any) -> TokenCounter | None:
                         what="the model's tokenizer")
 
 
-def _pipeline_default_length(family: Any) -> tuple[int | None, bool]:
-    """The pipeline's own ``encode_prompt`` default ``max_sequence_length`` and whether it takes an instruction."""
-    import diffusers
+def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
+    """The ``max_sequence_length`` a run of ``cfg`` encodes captions at, and whether an instruction is prefixed,
+    without loading a weight: with a model, the family's own ``configure`` on empty components (what a run records);
+    then the model's transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
+    extras: dict[str, Any] = {}
+    model = getattr(cfg, "pretrained_model_name_or_path", None)
+    if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
+        try:
+            family.configure(SimpleNamespace(extras=extras, encoders={}, model=None), cfg)
+        except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources
+            extras = {}
+    length = getattr(cfg, "max_sequence_length", None) or extras.get("max_sequence_length")
+    config = os.path.join(model, "transformer", "config.json") if model else ""
+    if not length and config and os.path.isfile(config):
+        with open(config, encoding="utf-8") as handle:
+            length = json.load(handle).get("max_text_seq_length")
+    if not length:
+        from ..catalogue import entries
 
-    pipeline = getattr(diffusers, getattr(family, "pipeline_class_name", "") or "", None)
-    if pipeline is None or not hasattr(pipeline, "encode_prompt"):
-        return None, False
-    params = inspect.signature(pipeline.encode_prompt).parameters
-    default = params["max_sequence_length"].default if "max_sequence_length" in params else None
-    return (default if isinstance(default, int) else None), "complex_human_instruction" in params
+        lengths = {e.text_length for e in entries(getattr(family, "name", None))}
+        length = lengths.pop() if len(lengths) == 1 else None
+    return (int(length) if length and int(length) > 1 else None), bool(extras.get("complex_human_instruction"))
 
 
 def token_counter_for_model(cfg: Any, family: Any) -> tuple[TokenCounter | None, str | None]:
     """check-data's counter: the tokenizer of ``--pretrained_model_name_or_path`` (only the tokenizer is read) at the
     length the run would use; else a character estimate. Returns (counter or None, a note on how it counts)."""
-    default, takes_instruction = _pipeline_default_length(family)
-    model = getattr(cfg, "pretrained_model_name_or_path", None)
-    max_length = getattr(cfg, "max_sequence_length", None)
-    if model and not max_length and os.path.isfile(os.path.join(model, "transformer", "config.json")):
-        with open(os.path.join(model, "transformer", "config.json"), encoding="utf-8") as handle:
-            max_length = json.load(handle).get("max_text_seq_length")  # CogVideoX: fixed by the transformer
-    max_length = max_length or default
+    if getattr(family, "caption_source", "captions") != "captions":
+        return None, None  # class labels (DiT), not encoded text
+    max_length, instruction = _run_settings(cfg, family)
     if not max_length:
-        return None, None  # no caption tokens in this family (DiT's class labels)
-    instruction = takes_instruction and bool(getattr(cfg, "complex_human_instruction", False))
+        return None, None
+    model = getattr(cfg, "pretrained_model_name_or_path", None)
     if model:
         try:
             from transformers import AutoTokenizer

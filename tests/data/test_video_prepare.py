@@ -448,10 +448,9 @@ def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monke
 
 
 class FakeCogVideoFamily(FakeVideoFamily):
-    """The fake video family, captioned as CogVideoX's pipeline encodes (226 T5 tokens)."""
+    """The fake video family under CogVideoX's name: the catalogue gives its text length (226 T5 tokens)."""
 
-    name = "fake_cog"
-    pipeline_class_name = "CogVideoXPipeline"
+    name = "cogvideox"
 
 
 def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path, clips, monkeypatch, capsys):
