@@ -196,7 +196,8 @@ def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
     if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
         path = save_run_checkpoint(run)
     run.accelerator.end_training()
-    name = signals.signal_name(stop.signum) if stop.signum is not None else "a stop signal that another process received"
+    name = (signals.signal_name(stop.signum) if stop.signum is not None
+            else "a stop signal that another process received")
     message = (f"stopped by {name} after step {step} of {run.max_steps}: saved {path}. "
                + signals.resume_command(run.out, step)) if run.accelerator.is_main_process else ""
     raise Interrupted(message, stop.exit_code)

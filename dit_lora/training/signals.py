@@ -112,8 +112,8 @@ class StopSignals:
             if self.main_process:
                 what = ("finishing the current update, then saving a checkpoint" if self.phase == "training"
                         else "finishing the run (adapter and summary)")
-                _say(f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole checkpoint "
-                     "stays).")
+                _say(f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole "
+                     "checkpoint stays).")
             return
         if now - self.first_at < REPEAT_WINDOW_S:
             return  # the same stop, delivered twice (a launcher forwarding it, a scheduler signalling every process)
