@@ -1,6 +1,6 @@
 """dit-lora: LoRA fine-tuning for diffusion transformers and video LLMs that never silently goes NaN."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def load_adapter(pipe, output_dir, adapter_name=None):

@@ -19,9 +19,7 @@ import json
 import os
 import random
 import re
-import shlex
 import shutil
-import sys
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +30,7 @@ import torch
 from ..errors import UserError
 from ..fileio import folder_bytes, reporting_disk_full, write_text_atomic
 from .manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
+from .signals import rerun_command
 
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -142,24 +141,6 @@ def _whole_alternatives(output_dir: Path, exclude: Path) -> str:
             f"`--resume_from_checkpoint {whole[0][0]}`{latest}; it repeats the steps after it.")
 
 
-def continue_command() -> str:
-    """The command line of this run with ``--resume_from_checkpoint latest`` in place of any resume flag."""
-    args, skip = [], False
-    for arg in sys.argv[1:]:
-        if skip:
-            skip = False
-            continue
-        if arg == "--resume_from_checkpoint":
-            skip = True
-            continue
-        if not arg.startswith("--resume_from_checkpoint="):
-            args.append(arg)
-    script = sys.argv[0] if sys.argv else "recipes/<family>_lora.py"
-    launch = ["accelerate", "launch"] if "LOCAL_RANK" in os.environ else ["python"]
-    head = launch + [script] if script.endswith(".py") else [script]
-    return shlex.join(head + args + ["--resume_from_checkpoint", "latest"])
-
-
 def newest_whole(output_dir: Path) -> Path | None:
     """The newest checkpoint in ``output_dir`` that passes :func:`~.manifest.verify`, or None."""
     for _, path in reversed(complete_checkpoints(output_dir)):
@@ -233,7 +214,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
         kept = (f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched" if whole else
                 "No whole checkpoint exists yet")
         return (f"The partial {tmp.name} was removed. {kept}. Free at least that much (checkpoint folders older than "
-                f"the newest whole one can go), then continue with: {continue_command()}")
+                f"the newest whole one can go), then continue with: {rerun_command()}")
 
     # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of it).
     found = complete_checkpoints(output_dir) if accelerator.is_main_process else []

@@ -24,8 +24,9 @@ from ..output.adapter import write_adapter
 from ..output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
 from . import trainables
-from .checkpoint import complete_checkpoints, continue_command, newest_whole
+from .checkpoint import complete_checkpoints, newest_whole
 from .run import Run
+from .signals import rerun_command
 
 
 def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], Path]) -> Path | None:
@@ -103,12 +104,12 @@ def _export_advice(run: Run, final_checkpoint: Path | None) -> Callable[[], str]
     def advice() -> str:
         if final_checkpoint is not None and final_checkpoint.is_dir():
             return (f"The trained state is kept in {final_checkpoint} (step {run.state.global_step}). Free space, "
-                    f"then write the outputs with: {continue_command()} (it resumes at the last step and trains "
+                    f"then write the outputs with: {rerun_command()} (it resumes at the last step and trains "
                     "nothing more).")
         whole = newest_whole(run.out)
         if whole is not None:
             return (f"No checkpoint holds the final step; the newest whole one is {whole}. Free space, then continue "
-                    f"with: {continue_command()} (it trains the steps after {whole.name} again).")
+                    f"with: {rerun_command()} (it trains the steps after {whole.name} again).")
         return ("No checkpoint holds this run's training (there was no space for a final one), so it is lost: free "
                 "space and run again.")
 

@@ -26,7 +26,7 @@ import torch
 from ..config import TrainConfig
 from ..data import batches as batch_lib
 from ..errors import Interrupted, UserError
-from . import signals
+from . import output_lock, signals
 from .checkpoint import save_checkpoint
 from .compile import eager, shape_key
 from .finish import finish, keep_final_checkpoint
@@ -56,6 +56,7 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
                           stop.exit_code) from None
     finally:
         signals.release()  # an in-process run leaves its caller's handlers as they were
+        output_lock.release(cfg.output_dir)  # a process exit releases it anyway; an in-process run ends here
 
 
 def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:

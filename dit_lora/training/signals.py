@@ -203,8 +203,9 @@ def release() -> None:
         _current = None
 
 
-def resume_command(output_dir: Path, step: int) -> str:
-    """The command that resumes this run: the same options plus ``--resume_from_checkpoint latest``."""
+def rerun_command() -> str:
+    """This run's command line with ``--resume_from_checkpoint latest`` in place of any resume flag, started the way
+    this run was (``dit-lora launch`` with its options, ``accelerate launch``, or ``python``)."""
     argv, skip = [], False
     for arg in sys.argv[1:]:
         if skip:
@@ -216,11 +217,16 @@ def resume_command(output_dir: Path, step: int) -> str:
         if not arg.startswith("--resume_from_checkpoint="):
             argv.append(arg)
     script = os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "recipes/<family>_lora.py"
+    launched = _LAUNCHED["by"] is not None if "by" in _LAUNCHED else _launched()
     launcher = os.environ.get(LAUNCHED_VAR + "_COMMAND") or (
-        "accelerate launch [your launch options]" if _LAUNCHED.get("by") else "python")
-    command = f"{launcher} {shlex.join([script, *argv, '--resume_from_checkpoint', 'latest'])}"
+        "accelerate launch [your launch options]" if launched else "python")
+    return f"{launcher} {shlex.join([script, *argv, '--resume_from_checkpoint', 'latest'])}"
+
+
+def resume_command(output_dir: Path, step: int) -> str:
+    """How to resume from ``checkpoint-<step>``: :func:`rerun_command`, on a line of its own to paste."""
     return (f"Resume with the same command plus --resume_from_checkpoint latest (or "
-            f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {command}")
+            f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {rerun_command()}")
 
 
 # ---- the launcher's lifetime bounds the training process's -------------------------------------
@@ -271,5 +277,5 @@ def _poll_parent(parent: int, interval: float = 0.5) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "release", "resume_command",
-           "signal_name", "watch_launcher"]
+__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "release", "rerun_command",
+           "resume_command", "signal_name", "watch_launcher"]

@@ -104,8 +104,11 @@ def test_a_full_disk_is_one_paragraph_with_sizes_and_the_command(tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-2"]
 
 
-def test_continue_command_under_accelerate_launch(monkeypatch):
+def test_the_command_that_continues_is_the_launch_that_started_the_run(monkeypatch):
+    """The disk-full paragraphs and the signal stop name one command: the run's own, started as it was."""
+    from dit_lora.training import signals
+
     monkeypatch.setattr(sys, "argv", ["recipes/sana_lora.py", "--config", "a b.yaml", "--resume_from_checkpoint=x"])
-    monkeypatch.setenv("LOCAL_RANK", "0")
-    assert ck.continue_command() == ("accelerate launch recipes/sana_lora.py --config 'a b.yaml' "
-                                     "--resume_from_checkpoint latest")
+    monkeypatch.setenv(signals.LAUNCHED_VAR + "_COMMAND", "dit-lora launch --num_processes 2")
+    assert signals.rerun_command() == ("dit-lora launch --num_processes 2 recipes/sana_lora.py --config 'a b.yaml' "
+                                       "--resume_from_checkpoint latest")

@@ -140,3 +140,27 @@ def test_a_two_rank_run_takes_the_lock_once_and_frees_it(tmp_path, tiny_sana, sh
         assert acquire(out) is None  # released when the run ended
     finally:
         release(out)
+
+
+TRY = """
+import sys
+from dit_lora.errors import UserError
+from dit_lora.training.output_lock import acquire
+try:
+    acquire(sys.argv[1])
+except UserError:
+    print("refused", flush=True)
+else:
+    print("acquired", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_an_in_process_run_frees_its_folder_when_it_ends(tiny_sana, shapes_data, tmp_path):
+    """A notebook or test that trains in process keeps living after the run: the lock must not outlive the run."""
+    from helpers import train_in_process
+
+    summary, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
+    assert isinstance(summary, dict), summary
+    other = subprocess.run([sys.executable, "-c", TRY, str(out)], capture_output=True, text=True, timeout=60)
+    assert other.stdout.strip() == "acquired", other.stdout + other.stderr
