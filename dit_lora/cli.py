@@ -203,7 +203,7 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
         raise UserError(
             f"The demo model `{model}` (--pretrained_model_name_or_path{f' in {config}' if config else ''}) does not "
             f"exist yet: with `demo: true` the recipe builds it on its first run, and `dit-lora plan` reads the "
-            f"configs of a model that exists. Run `accelerate launch {recipe}{f' --config {config}' if config else ''}` "
+            f"configs of a model that exists. Run `dit-lora launch {recipe}{f' --config {config}' if config else ''}` "
             "once (it builds the demo), or with the same options, then plan again."
         )
 

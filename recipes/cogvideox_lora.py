@@ -2,8 +2,8 @@
 """LoRA fine-tuning of CogVideoX text-to-video (CogVideoXPipeline, --family cogvideox, the default) and
 image-to-video (CogVideoXImageToVideoPipeline, --family cogvideox_i2v); 1.0 (2B, 5B) and 1.5.
 
-    accelerate launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/demo.yaml
-    accelerate launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/i2v_demo.yaml
+    dit-lora launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/demo.yaml
+    dit-lora launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/i2v_demo.yaml
     python recipes/cogvideox_lora.py --pretrained_model_name_or_path THUDM/CogVideoX-5b --train_data_dir ./my_clips
 
 Every option: `python recipes/cogvideox_lora.py --help`.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """LoRA fine-tuning of class-conditional DiT (DiTPipeline / DiTTransformer2DModel), OpenDiT-style.
 
-    accelerate launch recipes/dit_class_lora.py --config recipes/configs/dit_class/demo.yaml
+    dit-lora launch recipes/dit_class_lora.py --config recipes/configs/dit_class/demo.yaml
     python recipes/dit_class_lora.py --pretrained_model_name_or_path facebook/DiT-XL-2-256 --resolution 256 \
         --train_data_dir ./my_classes --num_classes 10      # ./my_classes/<class name>/<image>
 

@@ -3,7 +3,7 @@
 default; a Mistral language model in the VideoChat2-Mistral layout) and Qwen2.5-VL (--family qwen2_5_vl),
 on VideoChat2 instruction JSON or chat JSONL question-answer data.
 
-    accelerate launch recipes/videochat_lora.py --config recipes/configs/videochat/demo.yaml
+    dit-lora launch recipes/videochat_lora.py --config recipes/configs/videochat/demo.yaml
     python recipes/videochat_lora.py --pretrained_model_name_or_path llava-hf/LLaVA-NeXT-Video-7B-hf \\
         --train_data_dir ./videochat2_instructions.json --video_folder ./videos
 

@@ -43,7 +43,7 @@ class EpochBatches:
             if self.per_rank == 0:
                 raise UserError(
                     f"The dataset has {num_samples} usable samples but {world_size} processes need at least one "
-                    "each. Add data or launch fewer processes (accelerate launch --num_processes)."
+                    "each. Add data or launch fewer processes (dit-lora launch --num_processes)."
                 )
             return
         members: dict[int, list[int]] = {}
@@ -57,7 +57,7 @@ class EpochBatches:
             raise UserError(
                 f"No bucket has enough samples for {world_size} processes (samples per bucket: {sizes}); a batch "
                 "never mixes buckets, so every process needs at least one sample of the same bucket. Add data, "
-                "use fewer buckets (--frame_buckets) or launch fewer processes (accelerate launch --num_processes)."
+                "use fewer buckets (--frame_buckets) or launch fewer processes (dit-lora launch --num_processes)."
             )
 
     def __len__(self) -> int:

@@ -280,7 +280,7 @@ def load_checkpoint(accelerator, path: Path, generator: torch.Generator) -> dict
     if marker.get("num_processes") != accelerator.num_processes:
         raise UserError(
             f"Checkpoint {path} was written by {marker.get('num_processes')} processes but this run has "
-            f"{accelerator.num_processes}. Resume with the same `accelerate launch --num_processes`, since data "
+            f"{accelerator.num_processes}. Resume with the same `dit-lora launch --num_processes`, since data "
             "order and RNG streams are per process."
         )
     try:

@@ -150,7 +150,7 @@ def check_engine() -> None:
                 + ("DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
                    if name == "DeepSpeed" else "FSDP shards gradients, which the finite-step guard, its rollback "
                    "snapshot and exact resume do not handle. ")
-                + "Launch with `accelerate launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
+                + "Launch with `dit-lora launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
                 "model is replicated, the LoRA optimizer state is small) or accelerate_configs/single_gpu.yaml; to save "
                 "memory, keep --gradient_checkpointing on and lower --train_batch_size."
             )
@@ -226,7 +226,7 @@ def _start(cfg: TrainConfig) -> Run:
         raise UserError(
             f"{launched} processes were launched but they did not form one group (accelerate sees "
             f"{accelerator.num_processes}); they would overwrite each other's output. Launch with a matching "
-            "accelerate config (see accelerate_configs/), e.g. `accelerate launch --multi_gpu --num_processes N`."
+            "accelerate config (see accelerate_configs/), e.g. `dit-lora launch --multi_gpu --num_processes N`."
         )
 
     def log(msg: str) -> None:

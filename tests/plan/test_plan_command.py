@@ -20,7 +20,7 @@ def test_demo_config_before_the_demo_was_built(tmp_path, monkeypatch, capsys):
     code, err = _plan(["--config", str(config)], capsys)
     assert code == 2
     assert "`.dit_lora_demo/tiny-sana`" in err and "does not exist yet" in err and "demo: true" in err
-    assert f"accelerate launch recipes/sana_lora.py --config {config}" in err
+    assert f"dit-lora launch recipes/sana_lora.py --config {config}" in err
     assert "--ignore_memory_plan" not in err and "Traceback" not in err
     assert not (tmp_path / ".dit_lora_demo").exists()  # planning builds nothing
 
