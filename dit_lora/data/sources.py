@@ -26,7 +26,7 @@ from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
 from .decode import load_rgb
-from .paths import locate
+from .paths import Located, locate
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
@@ -47,19 +47,29 @@ class _DatasetImages:
 
     The column is cast to ``Image(decode=False)`` so reading a row yields the encoded bytes (or a
     path) instead of a decoded PIL image: hashing needs the bytes and decoding is deferred to
-    whoever actually wants pixels.
+    whoever actually wants pixels. ``placed`` holds, for a column of path strings, each row's file as
+    :func:`place_dataset_path` placed it (read once at load time, so a refused row never gets here).
     """
 
-    def __init__(self, dataset: Any, column: str, base_dir: str) -> None:
+    def __init__(self, dataset: Any, column: str, base_dir: str, placed: list[Located | None] | None = None) -> None:
         self.dataset = dataset
         self.column = column
         self.base_dir = base_dir
+        self.placed = placed
 
     def raw(self, row: int) -> Any:
         return self.dataset[row][self.column]
 
     def resolve(self, path: str) -> str:
+        """The file of an ``Image`` cell's path (written by `datasets` itself, see :func:`place_dataset_path`)."""
         return path if os.path.isabs(path) else os.path.join(self.base_dir, path)
+
+    def string_path(self, row: int, value: str) -> str:
+        """The file a path-string cell names, as placed at load time (never outside the dataset's files)."""
+        located = self.placed[row] if self.placed is not None else None
+        if located is None or located.path is None:
+            raise ValueError(located.refused if located is not None else f"row {row}: {value!r} was never placed")
+        return located.path
 
 
 @dataclass(frozen=True)
@@ -139,7 +149,7 @@ class RawSample:
                 return self._images.resolve(value["path"])
             raise ValueError("the image cell is empty")
         if isinstance(value, str):
-            return self._images.resolve(value)
+            return self._images.string_path(self._row, value)
         if isinstance(value, Image.Image):
             return value
         if value is None:
@@ -574,7 +584,51 @@ def _load_dataset(
             f"or image paths. Pass --image_column with the column of images "
             f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
-    handle = _DatasetImages(images, image_column, dataset_name if local else os.getcwd())
+    placed = None
+    if not isinstance(feature, datasets.Image):  # path strings: placed now, so a refused row is never opened
+        root = dataset_files_root(dataset_name)
+        placed = [place_dataset_path(root, dataset_name, value, f"row {row}: {image_column}")
+                  if isinstance(value, str) and value.strip() else None
+                  for row, value in enumerate(images[image_column])]
+    handle = _DatasetImages(images, image_column, dataset_name if local else os.getcwd(), placed)
+    samples = []
+    for row, caption in dataset_captions(dataset, dataset_name, caption_column):
+        refused = placed[row].refused if placed and placed[row] is not None else None
+        samples.append(RawSample(key=f"{dataset_name}[{row}]", caption=caption, refused=refused,
+                                 _images=None if refused else handle, _row=row))
+    return samples
 
-    return [RawSample(key=f"{dataset_name}[{row}]", caption=caption, _images=handle, _row=row)
-            for row, caption in dataset_captions(dataset, dataset_name, caption_column)]
+
+def dataset_files_root(dataset_name: str) -> str | None:
+    """The folder a path string in ``--dataset_name``'s cells may name files in, or None (none on this machine).
+
+    A local dataset: its folder, under the rule of :mod:`.paths` (as ``metadata.jsonl``'s ``file_name``). A Hub
+    dataset: its own files, i.e. its repository's snapshot in the Hugging Face Hub cache, where ``load_dataset``
+    downloads its data files (a path names a file of the repository, e.g. after ``hf download``); None when no
+    snapshot is there. Its paths were written on another machine: they never name a file of this one (the
+    working directory, ``/etc``), which is what joining them onto the working directory used to do.
+    ``datasets.Image``/``Video`` cells are not placed: they hold bytes, or a file `datasets` itself wrote or
+    resolved (its folder builders refuse a ``file_name`` with ``..`` or an absolute one).
+    """
+    if os.path.isdir(dataset_name):
+        return dataset_name
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(dataset_name, repo_type="dataset", local_files_only=True)
+    except Exception:  # noqa: BLE001 - not cached, or not a repository name: no folder to place paths in
+        return None
+
+
+def place_dataset_path(root: str | None, dataset_name: str, written: str, field: str) -> Located:
+    """Place a path string of a ``--dataset_name`` cell (``field`` names its row and column) inside ``root``
+    (:func:`dataset_files_root`), or refuse it with the reason (quarantined, shown by check-data, never opened)."""
+    if os.path.isdir(dataset_name):
+        return locate(root or dataset_name, written, field=field)
+    if root is None:
+        return Located(written, None, (
+            f"{field} {written!r} is a path, and Hub dataset {dataset_name!r} has no files in the Hugging Face "
+            f"cache (refused, never opened): a Hub dataset's paths may only name its own files. Download them "
+            f"(hf download {dataset_name} --repo-type dataset), or use a dataset whose column holds the files"))
+    return locate(root, written, field=field, hint=f" (for Hub dataset {dataset_name!r} that folder is its "
+                  f"download in the Hugging Face cache: its paths may only name the dataset's own files)")

@@ -26,8 +26,11 @@ from ..errors import UserError
 from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
 from .batches import collate
-from .sources import check_dataset_columns, dataset_captions, name_some, open_dataset
-from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples, validate_video_samples
+from .paths import Located
+from .sources import (check_dataset_columns, dataset_captions, dataset_files_root, name_some, open_dataset,
+                      place_dataset_path)
+from .video import (VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples,
+                    validate_video_samples)
 
 __all__ = ["VideoMedia", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
 
@@ -53,14 +56,20 @@ def _suffix(name: str | None) -> str:
     return ext if ext in VIDEO_EXTENSIONS else ".mp4"  # FFmpeg probes the content; the suffix is only a hint
 
 
-def _clip_path(value: Any, base_dir: str, clip_folder: Path) -> str | None:
-    """The file of one dataset cell: a path (relative to ``base_dir``) or bytes written under ``clip_folder``."""
+def _clip_path(value: Any, base_dir: str, clip_folder: Path, place: Callable[[str], Located]) -> Located | None:
+    """The file of one dataset cell: bytes written under ``clip_folder``, a ``Video`` cell's own path (relative
+    to ``base_dir``), or a path string placed by ``place`` (refused when it leaves the dataset's files)."""
     if isinstance(value, dict):
         if value.get("bytes"):
-            return str(materialise_clip(bytes(value["bytes"]), clip_folder, _suffix(value.get("path"))))
-        value = value.get("path")
+            path = str(materialise_clip(bytes(value["bytes"]), clip_folder, _suffix(value.get("path"))))
+            return Located(path, path, None)
+        path = value.get("path")  # written by `datasets` itself (see sources.dataset_files_root)
+        if isinstance(path, str) and path.strip():
+            path = os.path.normpath(path if os.path.isabs(path) else os.path.join(base_dir, path))
+            return Located(path, path, None)
+        return None
     if isinstance(value, str) and value.strip():
-        return os.path.normpath(value if os.path.isabs(value) else os.path.join(base_dir, value))
+        return place(value)
     return None
 
 
@@ -89,10 +98,11 @@ def load_video_dataset(
     """List the clips of a `datasets` dataset (its 'train' split) without decoding them.
 
     The clips are in ``video_column`` (default ``video``): a ``datasets.Video`` column (read with
-    ``decode=False``, so neither torchcodec nor decord is needed) or a string column of paths,
-    relative to the dataset folder for a local dataset. Clips stored as bytes are written once to
-    ``clip_folder`` (content-addressed, see :func:`materialise_clip`). Keys are ``"<dataset_name>[<row>]"``,
-    order is row order, ``max_train_samples`` keeps the first N rows.
+    ``decode=False``, so neither torchcodec nor decord is needed) or a string column of paths inside
+    the dataset's own files (:func:`~dit_lora.data.sources.dataset_files_root`): relative to the folder of a
+    local dataset; a path that leaves them is refused (the clip is quarantined with the reason, never opened).
+    Clips stored as bytes are written once to ``clip_folder`` (content-addressed, see :func:`materialise_clip`).
+    Keys are ``"<dataset_name>[<row>]"``, order is row order, ``max_train_samples`` keeps the first N rows.
 
     Raises:
         UserError: the dataset does not load, a missing video or caption column, a column that
@@ -117,20 +127,24 @@ def load_video_dataset(
             f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
     base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
+    root = dataset_files_root(dataset_name) if not isinstance(feature, datasets.Video) else None
     captions = dataset_captions(dataset, dataset_name, caption_column)
-    paths: list[str | None] = []
+    paths: list[Located | None] = []
     for start in range(0, len(videos), _ROWS_PER_READ):
         for value in videos[start : start + _ROWS_PER_READ][column]:
-            paths.append(_clip_path(value, base_dir, Path(clip_folder)))
+            field = f"row {len(paths)}: {column}"
+            paths.append(_clip_path(value, base_dir, Path(clip_folder),
+                                    lambda text: place_dataset_path(root, dataset_name, text, field)))
     empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
     if empty:
         raise UserError(
             f"{len(empty)} row(s) of --dataset_name {dataset_name!r} have no video in column {column!r}: "
             f"{name_some(empty)}. Fill them in, drop those rows, or pick another --video_column."
         )
-    samples = [VideoSample(key=f"{dataset_name}[{row}]", caption=caption, path=paths[row])  # type: ignore[arg-type]
-               for row, caption in captions]
-    return [VideoSample(key=s.key, caption=s.caption, path=s.path, index=i) for i, s in enumerate(samples)]
+    # A refused row keeps its written path as its path (never opened): screening quarantines it with the reason.
+    return [VideoSample(key=f"{dataset_name}[{row}]", caption=caption, index=i,
+                        path=paths[row].path or paths[row].key, refused=paths[row].refused)  # type: ignore[union-attr]
+            for i, (row, caption) in enumerate(captions)]
 
 
 def video_namespace_identity(cfg, family) -> dict[str, Any]:

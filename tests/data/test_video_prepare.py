@@ -19,7 +19,7 @@ from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.data import batches as batch_lib  # noqa: E402
 from dit_lora.data.cache import cache_namespace  # noqa: E402
 from dit_lora.data.prepare import cache_root_for, prepare_data  # noqa: E402
-from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets  # noqa: E402
+from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets, validate_video_samples  # noqa: E402
 from dit_lora.data.video_prepare import VideoMedia, load_video_dataset, materialise_clip  # noqa: E402
 from dit_lora.demo.clips import (  # noqa: E402
     make_moving_square_dataset,
@@ -355,16 +355,25 @@ def test_dataset_name_videofolder_paths_and_bytes(tmp_path, clips, hf_cache):
     assert [s.content_id() for s in data.samples] == [s.content_id() for s in reference.samples]
     assert data.dataset.files == reference.dataset.files  # the same clips hit the same cache entries
 
-    # A string column of paths, relative to the dataset folder.
+    # A string column of paths, relative to the dataset folder; one that leaves it is refused, never opened.
     paths = tmp_path / "paths"
     paths.mkdir()
-    rows = [{"file": f"../{clips.name}/clip_{i:05d}.mp4", "caption": s.caption}
-            for i, s in enumerate(reference.samples[:3])]
+    rows = [{"file": f"clips/clip_{i:05d}.mp4", "caption": s.caption} for i, s in enumerate(reference.samples[:3])]
+    rows += [{"file": f"../{clips.name}/clip_00000.mp4", "caption": "up"},
+             {"file": str(tmp_path / clips.name / "clip_00000.mp4"), "caption": "absolute"}]
+    shutil.copytree(clips, paths / "clips")
     shutil.copytree(clips, tmp_path / clips.name)
     (paths / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     listed = load_video_dataset(str(paths), video_column="file", caption_column="caption",
                                 clip_folder=tmp_path / "clips", cache_dir=hf_cache)
-    assert [Path(s.path) for s in listed] == [tmp_path / clips.name / f"clip_{i:05d}.mp4" for i in range(3)]
+    assert [Path(s.path) for s in listed[:3]] == [paths / "clips" / f"clip_{i:05d}.mp4" for i in range(3)]
+    assert [s.refused is None for s in listed] == [True, True, True, False, False]
+    assert listed[3].refused.startswith(f"row 3: file '../{clips.name}/clip_00000.mp4' leaves the data folder {paths}")
+    quarantine: list[dict] = []
+    validate_video_samples(listed, min_frames=1, max_bad_samples_fraction=1.0, log=lambda _: None,
+                           quarantine=quarantine, num_workers=1)
+    assert [q["key"] for q in quarantine] == [f"{paths}[3]", f"{paths}[4]"]
+    assert all("refused, never opened" in q["reason"] for q in quarantine)
 
     # Clips stored as bytes (parquet with a Video column) are written once, content-addressed, under the cache.
     blobs = [Path(s.path).read_bytes() for s in reference.samples[:2]]
