@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import logging
 import re
+import shlex
 from pathlib import Path
 from typing import Callable
 
@@ -227,8 +228,10 @@ def _describe_failure(err: Exception, repo_id: str, token: str) -> str:
 
 
 def push_command(output_dir: str | Path, hub_model_id: str, private: bool = False) -> str:
-    """The command that pushes a finished run later: ``dit-lora push OUTPUT_DIR --hub_model_id ID``."""
-    return f"dit-lora push {output_dir} --hub_model_id {hub_model_id}" + (" --private" if private else "")
+    """The command that pushes a finished run later: ``dit-lora push OUTPUT_DIR --hub_model_id ID``, each word
+    quoted for a POSIX shell (a folder with spaces or ``$`` is pasted as it is, not split or expanded)."""
+    words = ["dit-lora", "push", str(output_dir), "--hub_model_id", hub_model_id] + (["--private"] if private else [])
+    return shlex.join(words)
 
 
 def _can_write(whoami: dict, namespace: str, repo_id: str) -> str | None:

@@ -17,7 +17,7 @@ import pytest
 import huggingface_hub.constants as hf_constants
 from dit_lora.config import parse_config
 from dit_lora.errors import UserError
-from dit_lora.output.hub import check_push, preflight_push
+from dit_lora.output.hub import check_push, preflight_push, push_command
 from helpers import base_args, run_recipe
 from hub_standin import HubStandIn, _make_handler
 
@@ -119,6 +119,15 @@ def _cfg(**extra):
     for k, v in extra.items():
         args += [f"--{k}", v]
     return parse_config(args)
+
+
+def test_the_push_command_pastes_into_a_shell_as_one_word_per_argument(tmp_path):
+    import shlex
+
+    folder = tmp_path / "my runs" / "it's $HOME"
+    line = push_command(folder, "me/lora", private=True)
+    assert shlex.split(line) == ["dit-lora", "push", str(folder), "--hub_model_id", "me/lora", "--private"]
+    assert push_command("runs/lora", "me/lora") == "dit-lora push runs/lora --hub_model_id me/lora"  # no needless quotes
 
 
 def test_preflight_stops_naming_both_ways_out(hub):
