@@ -326,6 +326,13 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
     if cfg.push_to_hub and not cfg.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
+    if cfg.push_later_ok and not cfg.push_to_hub:
+        # Accepting it would let a user believe the run pushes later, when nothing is pushed at all.
+        raise UserError(
+            "--push_later_ok only says what --push_to_hub does when the start-of-run check finds that the push "
+            "cannot happen, but --push_to_hub is off, so nothing would be pushed. Add --push_to_hub (with "
+            "--hub_model_id) to upload the adapter at the end, or drop --push_later_ok."
+        )
 
 
 def check_optional_packages(cfg: TrainConfig) -> None:

@@ -55,6 +55,19 @@ def test_bad_values_fail_with_named_flag(argv, pattern):
         parse_config(MIN + argv)
 
 
+def test_push_later_ok_without_push_to_hub_is_refused(tmp_path):
+    with pytest.raises(UserError) as err:
+        parse_config(MIN + ["--push_later_ok"])
+    assert str(err.value).startswith("--push_later_ok only says what --push_to_hub does")
+    assert "Add --push_to_hub (with --hub_model_id)" in str(err.value) and "drop --push_later_ok" in str(err.value)
+    config = tmp_path / "c.yaml"
+    config.write_text("push_later_ok: true\n")  # a YAML config is checked the same way
+    with pytest.raises(UserError, match="--push_to_hub is off"):
+        parse_config(["--config", str(config)] + MIN)
+    cfg = parse_config(MIN + ["--push_later_ok", "--push_to_hub", "--hub_model_id", "me/lora"])
+    assert cfg.push_later_ok and cfg.push_to_hub
+
+
 def test_data_source_must_be_exactly_one():
     with pytest.raises(UserError, match="exactly one data source"):
         parse_config(["--pretrained_model_name_or_path", "org/model"])  # neither was given

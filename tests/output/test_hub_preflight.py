@@ -127,7 +127,8 @@ def test_the_push_command_pastes_into_a_shell_as_one_word_per_argument(tmp_path)
     folder = tmp_path / "my runs" / "it's $HOME"
     line = push_command(folder, "me/lora", private=True)
     assert shlex.split(line) == ["dit-lora", "push", str(folder), "--hub_model_id", "me/lora", "--private"]
-    assert push_command("runs/lora", "me/lora") == "dit-lora push runs/lora --hub_model_id me/lora"  # no needless quotes
+    # A plain folder gets no quotes at all.
+    assert push_command("runs/lora", "me/lora") == "dit-lora push runs/lora --hub_model_id me/lora"
 
 
 def test_preflight_stops_naming_both_ways_out(hub):
