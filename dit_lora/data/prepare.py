@@ -37,8 +37,8 @@ class PreparedData:
     :class:`~dit_lora.data.video.VideoSample` for clips); ``collate`` turns a list of ``dataset``
     items into a batch (the loop's loader and the recovery's replay both use it); every batch
     carries ``sample_index`` (a list of ints into ``samples``) so a bad step can be traced back to
-    files. ``quarantine`` lists the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None, or one
-    group id per sample that a batch must not mix (a clip's frame bucket, when there are several):
+    files. ``quarantine`` lists the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None,
+    or one group id per sample that a batch must not mix (a clip's frame bucket, when there are several):
     pass it to :class:`~dit_lora.data.batches.EpochBatches`.
     """
 
@@ -159,6 +159,18 @@ def report_captions(samples: list, cfg, family, log: Callable[[str], Any]) -> No
         log(note)
 
 
+def report_lines(media, samples: list, comps) -> list[str]:
+    """The lines, said once at the start, on what training silently changes about the usable ``samples``:
+    duplicate rows and captions beyond the text length (images, clips), or conversations whose last rounds are
+    cut (video LLMs, which fit them themselves: ``media.cut_rounds_line``, reading multi-round clips again)."""
+    if hasattr(media, "cut_rounds_line"):
+        line = media.cut_rounds_line(samples)
+        return [line] if line else []
+    if samples and hasattr(samples[0], "caption"):
+        return caption_lines(samples, token_counter_from_components(comps))
+    return []
+
+
 def cache_root_for(cfg) -> Path:
     """The latent-cache root: ``--cache_dir`` or :func:`default_cache_root`."""
     return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
@@ -243,8 +255,8 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     except UserError:
         write_quarantine(cfg, accelerator, quarantine)
         raise
-    if samples and hasattr(samples[0], "caption"):  # images and clips; a video LLM fits conversations itself
-        for line in caption_lines(samples, token_counter_from_components(comps)):
+    if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
+        for line in report_lines(media, samples, comps):
             log(line)
     family.inspect_samples(comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes

@@ -11,7 +11,7 @@ answer-only labels. Nothing is cached: a video LLM sees the frames through its o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 
@@ -22,6 +22,15 @@ from .data import QASample, check_qa_samples, load_qa_samples, read_clip, screen
 from .prompts import pad_batch
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
+
+
+class Fitted(NamedTuple):
+    """One conversation fitted to --max_sequence_length: its clip's video tokens, the QA rounds cut, and the
+    blocking problem (even its first round is too long) or None."""
+
+    video_tokens: int
+    dropped: int
+    problem: str | None
 
 
 def annotation_file(train_data_dir: str | None) -> Path:
@@ -100,12 +109,9 @@ class VideoQAMedia:
         return load_qa_samples(annotation_file(cfg.train_data_dir), cfg.video_folder, cfg.max_train_samples)
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
-        """The usable samples (clips screened), and one line naming the conversations whose later rounds are cut."""
-        good = screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
-        line = self.cut_rounds_line(good)
-        if line:
-            log(line)
-        return good
+        """The usable samples (clips screened); every rank screens, so all agree on them. What training cuts
+        is reported apart, by the main process only (:meth:`cut_rounds_line`, from ``prepare_data``)."""
+        return screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
 
     def cut_rounds_line(self, samples: list[QASample]) -> str | None:
         """One line (count, the first names) for the conversations whose later QA rounds are cut to fit
@@ -115,21 +121,22 @@ class VideoQAMedia:
         if getattr(self.family, "tokenizer", True) is None:
             return None  # the model's processing is not loaded (screening without a model): nothing to judge by
         max_length = self.family.max_length(self.cfg)
-        fit = self._token_budget(max_length)
         by_video: dict[Path, list[QASample]] = {}
         for sample in samples:
             if sum(m["role"] == "assistant" for m in sample.messages) > 1:
                 by_video.setdefault(sample.video, []).append(sample)
-        cut: list[tuple[str, str]] = []
+        cut: list[tuple[str, int]] = []  # (key, rounds cut)
         for video, users in by_video.items():
             clip = read_clip(video, self.cfg.num_frames)
-            cut += [(s.key, warn) for s in users for _, warn in [fit(s, clip)] if warn]
+            for sample in users:
+                fitted = self._fit(sample, clip, max_length)
+                if fitted.dropped:
+                    cut.append((sample.key, fitted.dropped))
         if not cut:
             return None
         order = {s.key: i for i, s in enumerate(samples)}
         cut.sort(key=lambda kv: order[kv[0]])
-        named = ", ".join(f"{key} ({warn.split(' QA round')[0].replace('its last ', 'last ')} round(s))"
-                          for key, warn in cut[:MAX_NAMED])
+        named = ", ".join(f"{key} (last {dropped} round(s))" for key, dropped in cut[:MAX_NAMED])
         more = f" and {len(cut) - MAX_NAMED} more" if len(cut) > MAX_NAMED else ""
         return (f"long conversations: {len(cut)} of {len(samples)} conversation(s) do not fit --max_sequence_length "
                 f"{max_length} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
@@ -156,20 +163,25 @@ class VideoQAMedia:
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
         return rows, usable, note
 
+    def _fit(self, sample: QASample, clip, max_length: int) -> Fitted:
+        """How :func:`fit_conversation` fits ``sample`` with ``clip``'s video tokens: the rounds it cuts, or why
+        even its first round does not fit."""
+        _, count = self.family.frame_inputs(clip.frames, clip.fps)
+        try:
+            _, dropped = fit_conversation(self.family, sample, count, max_length)
+        except UserError as err:
+            return Fitted(count, 0, str(err).split(": ", 1)[-1])
+        return Fitted(count, dropped, None)
+
     def _token_budget(self, max_length: int) -> Callable[[QASample, Any], tuple[str | None, str | None]]:
         """check-data's per-sample fit: (blocking problem, warning), as :func:`fit_conversation` will fit it."""
-        family = self.family
 
         def fit(sample: QASample, clip) -> tuple[str | None, str | None]:
-            _, count = family.frame_inputs(clip.frames, clip.fps)
-            try:
-                _, dropped = fit_conversation(family, sample, count, max_length)
-            except UserError as err:
-                return str(err).split(": ", 1)[-1], None
-            if dropped:
-                return None, (f"its last {dropped} QA round(s) are cut to fit --max_sequence_length {max_length} "
-                              f"({count} video tokens)")
-            return None, None
+            fitted = self._fit(sample, clip, max_length)
+            if fitted.dropped:
+                return None, (f"its last {fitted.dropped} QA round(s) are cut to fit --max_sequence_length "
+                              f"{max_length} ({fitted.video_tokens} video tokens)")
+            return fitted.problem, None
 
         return fit
 

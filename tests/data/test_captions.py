@@ -78,3 +78,21 @@ def test_check_data_counter_loads_only_the_tokenizer_or_estimates_and_says_so(ti
 
 def test_caption_lines_say_nothing_about_clean_data():
     assert caption_lines(_samples({"a.png": "a cat", "b.png": "a dog"}), None) == []
+
+
+def test_caption_lines_are_computed_by_the_main_process_only(tmp_path, monkeypatch):
+    """Counting every caption's tokens is work for the report: the ranks that do not log it skip it."""
+    from dit_lora.data import prepare
+
+    samples = [RawSample(key=f"{i}.png", caption="a caption", path=str(tmp_path / f"{i}.png")) for i in range(3)]
+    media = SimpleNamespace(list_samples=lambda: samples, screen=lambda s, **_: s, cacheable=False,
+                            raw_dataset=list, collate=None, groups=lambda s, **_: None)
+    family = SimpleNamespace(data_handler=lambda cfg: media, inspect_samples=lambda *a: None)
+    cfg = TrainConfig(output_dir=str(tmp_path / "out"), max_bad_samples_fraction=0.05)
+    counted = []
+    monkeypatch.setattr(prepare, "caption_lines", lambda s, counter: counted.append(len(s)) or [])
+    for main in (False, True):
+        accelerator = SimpleNamespace(is_main_process=main, process_index=0 if main else 1, num_processes=1,
+                                      wait_for_everyone=lambda: None)
+        prepare.prepare_data(cfg, family, None, accelerator)
+    assert counted == [3]  # once, by the main process

@@ -213,9 +213,10 @@ def test_check_data_refuses_a_decompression_bomb_and_the_flag_lifts_the_budget(t
     code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
     assert code == 1, out
     rows = [" ".join(line.split()) for line in out.splitlines() if line.startswith("BLOCK")]
-    assert rows == ["BLOCK bomb.png sample image too large: 13000x13000 pixels (169 MP, 0.6 GiB as RGB pixels) is beyond "
-                    "the pixel budget of 67 MP (refused before decoding: a small file can hold a huge image). Downscale "
-                    "it, or raise --max_image_pixels (e.g. --max_image_pixels 169000000) if it is meant to be used"]
+    assert rows == ["BLOCK bomb.png sample image too large: 13000x13000 pixels (169 MP, 0.6 GiB as RGB pixels) "
+                    "is beyond the pixel budget of 67 MP (refused before decoding: a small file can hold a huge "
+                    "image). Downscale it, or raise --max_image_pixels (e.g. --max_image_pixels 169000000) if it is "
+                    "meant to be used"]
     assert "DecompressionBombWarning" not in out
     code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64", "--max_image_pixels",
                           "170000000"], capsys)
@@ -443,17 +444,19 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     blocked = [line for line in out.splitlines() if line.startswith("BLOCK")]
     assert len(blocked) == 6 and sum("exceed --max_sequence_length" in line for line in blocked) == 4, out
 
-    # Training's screening says the same once, at the start: the conversations whose last rounds are cut.
-    lines: list[str] = []
+    # Training says the same once, at the start (prepare_data's report, main process): the conversations whose
+    # last rounds are cut.
+    from dit_lora.data.prepare import report_lines
+
     cfg = TrainConfig(family=family, train_data_dir=str(annotation), num_frames=4, max_sequence_length=first)
-    VideoQAMedia(cfg, qa_family).screen(load_qa_samples(annotation), log=lines.append, quarantine=[])
-    cut = [line for line in lines if line.startswith("long conversations:")]
-    assert len(cut) == 1 and cut[0].startswith("long conversations: ") and f"{two_rounds.key} (last 1 round(s))" in cut[0]
+    media = VideoQAMedia(cfg, qa_family)
+    cut = report_lines(media, media.screen(load_qa_samples(annotation), log=lambda _: None, quarantine=[]), None)
+    assert len(cut) == 1 and cut[0].startswith("long conversations: ")
+    assert f"{two_rounds.key} (last 1 round(s))" in cut[0]
     assert f"do not fit --max_sequence_length {first} with their video tokens" in cut[0]
-    lines.clear()
     cfg.max_sequence_length = whole + 1000
-    VideoQAMedia(cfg, qa_family).screen(load_qa_samples(annotation), log=lines.append, quarantine=[])
-    assert not [line for line in lines if line.startswith("long conversations:")]
+    assert report_lines(media, media.screen(load_qa_samples(annotation), log=lambda _: None, quarantine=[]),
+                        None) == []
 
 
 def test_check_data_judges_at_the_size_the_run_would_use(tiny_dit, shape_classes, capsys):

@@ -62,3 +62,19 @@ def test_video_qa_data_declares_its_padding_collate_and_the_loader_uses_it(tmp_p
     row = batch["sample_index"].index(short)
     assert (batch["labels"][row, min(lengths):] == -100).all()
     assert (batch["attention_mask"][row, min(lengths):] == 0).all()
+
+
+@pytest.mark.parametrize("main", [True, False])
+def test_cut_conversations_are_judged_by_the_main_process_only(tmp_path, monkeypatch, capsys, main):
+    """Judging the cut conversations reads every multi-round clip again: only the rank that logs it does it."""
+    annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=3)
+    cfg = TrainConfig(family="qwen2_5_vl", train_data_dir=str(annotation), num_frames=4,
+                      output_dir=str(tmp_path / "out"))
+    calls = []
+    monkeypatch.setattr(VideoQAMedia, "cut_rounds_line",
+                        lambda self, samples: calls.append(len(samples)) or "long conversations: stub")
+    accelerator = types.SimpleNamespace(is_main_process=main, process_index=0 if main else 1, num_processes=1,
+                                        wait_for_everyone=lambda: None)
+    data = prepare_data(cfg, _StubQAFamily(), None, accelerator)
+    assert calls == ([len(data.samples)] if main else [])
+    assert ("long conversations: stub" in capsys.readouterr().out) == main
