@@ -3,7 +3,7 @@
 :func:`~dit_lora.data.prepare.prepare_data` runs the same flow for images and clips (screen,
 quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:
 
-* listing: ``--train_data_dir`` through :func:`~dit_lora.data.video.load_video_samples`, or
+* listing: ``--train_data_dir`` through :func:`~dit_lora.data.video_sources.load_video_samples`, or
   ``--dataset_name`` through :func:`load_video_dataset` (clips stored as bytes in the dataset are
   written once, content-addressed, under ``<cache root>/videos/`` so every clip has a file path);
 * screening: every clip is decoded once; unreadable, truncated and too-short clips are left out
@@ -29,8 +29,8 @@ from .batches import collate
 from .paths import Located
 from .sources import (check_dataset_columns, dataset_captions, dataset_files_root, name_some, open_dataset,
                       place_dataset_path)
-from .video import (VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, load_video_samples,
-                    validate_video_samples)
+from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, validate_video_samples
+from .video_sources import load_video_samples
 
 __all__ = ["VideoMedia", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
 
