@@ -43,8 +43,9 @@ def _build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
 
     sub.add_parser("launch", add_help=False,
-                   help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch options] "
-                   "recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the recipe's exit code)")
+                   help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
+                   "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
+                   "recipe's exit code)")
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")

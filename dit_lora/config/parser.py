@@ -89,8 +89,8 @@ def coerce(name: str, value: Any, source: str) -> Any:
         pass
     pretty = getattr(tp, "__name__", str(tp))
     raise UserError(
-        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. Give {'an' if pretty[0] in 'aeiou' else 'a'} "
-        f"{pretty}"
+        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. "
+        f"Give {'an' if pretty[0] in 'aeiou' else 'a'} {pretty}"
         f"{' (comma-separated for a list)' if typing.get_origin(tp) is list else ''}."
     )
 
@@ -201,7 +201,8 @@ def _default_text(f) -> str:
 
 
 def check_one_source(train_data_dir: str | None, dataset_name: str | None, what: str) -> None:
-    """Raise the one paragraph for both or neither of --train_data_dir and --dataset_name (``what``: the folder's content)."""
+    """Raise the one paragraph for both or neither of --train_data_dir and --dataset_name (``what``: the folder's
+    content)."""
     if bool(train_data_dir) == bool(dataset_name):
         both = "both were given" if train_data_dir else "neither was given"
         raise UserError(
@@ -248,7 +249,8 @@ def add_config_flag(parser, name: str) -> None:
     elif typing.get_origin(tp) is list:
         parser.add_argument(f"--{f.name}", nargs="+", default=None, help=help_text, metavar="PATTERN")
     else:
-        parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=getattr(tp, "__name__", "VALUE").upper())
+        metavar = getattr(tp, "__name__", "VALUE").upper()
+        parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=metavar)
 
 
 def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True) -> TrainConfig:
@@ -341,7 +343,8 @@ def check_optional_packages(cfg: TrainConfig) -> None:
         try:
             import wandb  # noqa: F401
         except ImportError:
-            raise UserError("--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard.")
+            raise UserError("--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to "
+                            "tensorboard.")
     if cfg.use_8bit_adam:
         try:
             import bitsandbytes  # noqa: F401

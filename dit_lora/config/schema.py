@@ -36,7 +36,8 @@ class Range:
     def __str__(self) -> str:
         """The rule as the docs and messages write it: ``> 0``, ``>= 0``, ``in (0, 1]`` or ``finite``."""
         if self.low is not None and self.high is not None:
-            return f"in {'(' if self.low_open else '['}{_number(self.low)}, {_number(self.high)}{')' if self.high_open else ']'}"
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"in {left}{_number(self.low)}, {_number(self.high)}{right}"
         if self.low is not None:
             return f"{'>' if self.low_open else '>='} {_number(self.low)}"
         if self.high is not None:
@@ -119,7 +120,9 @@ class TrainConfig:
         section="model",
     )
     demo_size: str = opt("tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model")
-    demo_num_images: int = opt(32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE)
+    demo_num_images: int = opt(
+        32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
+    )
     demo_cogvideox_version: str = opt(
         "1.0-5b", "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
         "1.5: RoPE, patch_size_t 2, ofs embedding).", choices=("1.0-2b", "1.0-5b", "1.5"), section="model",
@@ -132,23 +135,41 @@ class TrainConfig:
         "or a .txt file beside each image.",
         section="data",
     )
-    dataset_name: str | None = opt(None, "Anything `datasets.load_dataset` opens (hub id or local path).", section="data")
+    dataset_name: str | None = opt(
+        None, "Anything `datasets.load_dataset` opens (hub id or local path).", section="data"
+    )
     dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data")
     image_column: str = opt("image", "Dataset column holding the images.", section="data")
     caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data")
-    max_train_samples: int | None = opt(None, "Use at most this many samples (deterministic prefix).", section="data", valid=POSITIVE)
+    max_train_samples: int | None = opt(
+        None, "Use at most this many samples (deterministic prefix).", section="data", valid=POSITIVE
+    )
     max_bad_samples_fraction: float = opt(
-        0.05, "Stop when more than this fraction of samples cannot be read (they are skipped and named).", section="data", valid=Range(0, 1, high_open=True)
+        0.05,
+        "Stop when more than this fraction of samples cannot be read (they are skipped and named).",
+        section="data",
+        valid=Range(0, 1, high_open=True),
     )
-    resolution: int = opt(1024, "Training resolution in pixels (square); must be divisible by the model's latent stride.", section="data", valid=POSITIVE)
+    resolution: int = opt(
+        1024,
+        "Training resolution in pixels (square); must be divisible by the model's latent stride.",
+        section="data",
+        valid=POSITIVE,
+    )
     max_image_pixels: int | None = opt(
-        None, "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
-        "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on each side), "
-        "at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
-        section="data", valid=POSITIVE,
+        None,
+        "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
+        "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on "
+        "each side), at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
+        section="data",
+        valid=POSITIVE,
     )
-    center_crop: bool = opt(False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data")
-    random_flip: bool = opt(False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data")
+    center_crop: bool = opt(
+        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data"
+    )
+    random_flip: bool = opt(
+        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data"
+    )
     cache_latents: bool = opt(
         True,
         "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
@@ -156,9 +177,13 @@ class TrainConfig:
         section="data",
     )
     cache_dir: str | None = opt(
-        None, "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).", section="data"
+        None,
+        "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).",
+        section="data",
     )
-    dataloader_num_workers: int = opt(0, "Worker processes for data loading (0: load in the main process).", section="data", valid=NON_NEGATIVE)
+    dataloader_num_workers: int = opt(
+        0, "Worker processes for data loading (0: load in the main process).", section="data", valid=NON_NEGATIVE
+    )
     complex_human_instruction: bool = opt(
         True,
         "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
@@ -187,8 +212,10 @@ class TrainConfig:
     max_num_frames: int | None = opt(
         None,
         "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at (49 "
-        "for CogVideoX 1.0, 81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its pipeline does).",
-        section="video", valid=POSITIVE,
+        "for CogVideoX 1.0, 81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its "
+        "pipeline does).",
+        section="video",
+        valid=POSITIVE,
     )
     height: int | None = opt(
         None, "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
@@ -216,7 +243,9 @@ class TrainConfig:
         "and THUDM CogVideoX trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
         choices=("uniform", "first"), section="video",
     )
-    enable_slicing: bool = opt(True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="video")
+    enable_slicing: bool = opt(
+        True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="video"
+    )
     enable_tiling: bool = opt(
         True, "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
         section="video",
@@ -240,7 +269,10 @@ class TrainConfig:
         section="video",
     )
     noised_image_dropout: float = opt(
-        0.0, "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.", section="video", valid=PROBABILITY
+        0.0,
+        "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.",
+        section="video",
+        valid=PROBABILITY,
     )
     validation_image: str | None = opt(
         None,
@@ -251,8 +283,13 @@ class TrainConfig:
 
     # --- LoRA ---
     rank: int = opt(16, "LoRA rank.", section="lora", valid=POSITIVE)
-    lora_alpha: float | None = opt(None, "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
-        "scale folded into lora_B and stores alpha = rank, so every loader applies it at scale 1.0.", section="lora", valid=POSITIVE)
+    lora_alpha: float | None = opt(
+        None,
+        "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
+        "scale folded into lora_B and stores alpha = rank, so every loader applies it at scale 1.0.",
+        section="lora",
+        valid=POSITIVE,
+    )
     lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY)
     lora_layers: list[str] = opt(
         [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"
@@ -263,38 +300,68 @@ class TrainConfig:
         "`caption_projection`); saved to dit_lora_backbone.safetensors.",
         section="lora",
     )
-    backbone_learning_rate: float = opt(1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora", valid=POSITIVE)
+    backbone_learning_rate: float = opt(
+        1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora", valid=POSITIVE
+    )
     loraplus_lr_ratio: float | None = opt(
-        None, "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.", section="lora", valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16")
+        None,
+        "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.",
+        section="lora",
+        valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
     )
 
     # --- optimisation ---
-    output_dir: str = opt("dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training")
-    overwrite_output_dir: bool = opt(False, "Allow replacing a finished run's adapter in output_dir.", section="training")
+    output_dir: str = opt(
+        "dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training"
+    )
+    overwrite_output_dir: bool = opt(
+        False, "Allow replacing a finished run's adapter in output_dir.", section="training"
+    )
     seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training", valid=SEED)
     train_batch_size: int = opt(4, "Batch size per process.", section="training", valid=POSITIVE)
-    gradient_accumulation_steps: int = opt(1, "Micro-batches accumulated per optimizer update.", section="training", valid=POSITIVE)
+    gradient_accumulation_steps: int = opt(
+        1, "Micro-batches accumulated per optimizer update.", section="training", valid=POSITIVE
+    )
     num_train_epochs: int = opt(1, "Epochs to train when max_train_steps is unset.", section="training", valid=POSITIVE)
-    max_train_steps: int | None = opt(None, "Optimizer updates to run; overrides num_train_epochs.", section="training", valid=POSITIVE)
+    max_train_steps: int | None = opt(
+        None, "Optimizer updates to run; overrides num_train_epochs.", section="training", valid=POSITIVE
+    )
     learning_rate: float = opt(1e-4, "Learning rate of the LoRA adapters.", section="training", valid=POSITIVE)
     scale_lr: bool = opt(
-        False, "Multiply learning rates by gradient_accumulation_steps * train_batch_size * num_processes.", section="training"
+        False,
+        "Multiply learning rates by gradient_accumulation_steps * train_batch_size * num_processes.",
+        section="training",
     )
-    lr_scheduler: str = opt("constant", "Learning-rate schedule (diffusers `get_scheduler`).", choices=LR_SCHEDULERS, section="training")
-    lr_warmup_steps: int = opt(0, "Warm-up updates of the learning-rate schedule.", section="training", valid=NON_NEGATIVE)
+    lr_scheduler: str = opt(
+        "constant", "Learning-rate schedule (diffusers `get_scheduler`).", choices=LR_SCHEDULERS, section="training"
+    )
+    lr_warmup_steps: int = opt(
+        0, "Warm-up updates of the learning-rate schedule.", section="training", valid=NON_NEGATIVE
+    )
     lr_num_cycles: int = opt(1, "Number of restarts for cosine_with_restarts.", section="training", valid=Range(1))
     lr_power: float = opt(1.0, "Power of the polynomial schedule.", section="training", valid=POSITIVE)
-    max_grad_norm: float = opt(1.0, "Clip the total gradient norm to this value (0 disables clipping).", section="training", valid=Range(0, why="0 disables clipping"))
+    max_grad_norm: float = opt(
+        1.0,
+        "Clip the total gradient norm to this value (0 disables clipping).",
+        section="training",
+        valid=Range(0, why="0 disables clipping"),
+    )
     adam_beta1: float = opt(0.9, "AdamW beta1.", section="training", valid=BETA)
     adam_beta2: float = opt(0.999, "AdamW beta2.", section="training", valid=BETA)
     adam_weight_decay: float = opt(1e-4, "AdamW weight decay.", section="training", valid=NON_NEGATIVE)
     adam_epsilon: float = opt(1e-8, "AdamW epsilon.", section="training", valid=POSITIVE)
-    use_8bit_adam: bool = opt(False, "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).", section="training")
+    use_8bit_adam: bool = opt(
+        False,
+        "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).",
+        section="training",
+    )
     mixed_precision: str = opt(
         "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training"
     )
     allow_fp16: bool = opt(
-        False, "Permit --mixed_precision fp16 (with a GradScaler); fp16 overflow causes most Sana NaN reports.", section="training"
+        False,
+        "Permit --mixed_precision fp16 (with a GradScaler); fp16 overflow causes most Sana NaN reports.",
+        section="training",
     )
     allow_tf32: bool = opt(True, "Allow TF32 matmuls on Ampere+ GPUs.", section="training")
     gradient_checkpointing: bool | None = opt(
@@ -308,28 +375,50 @@ class TrainConfig:
         section="training",
     )
     logit_mean: float = opt(0.0, "Mean of the logit-normal timestep density.", section="training", valid=FINITE)
-    logit_std: float = opt(1.0, "Standard deviation of the logit-normal timestep density.", section="training", valid=POSITIVE)
+    logit_std: float = opt(
+        1.0, "Standard deviation of the logit-normal timestep density.", section="training", valid=POSITIVE
+    )
     mode_scale: float = opt(1.29, "Scale of the `mode` timestep density.", section="training", valid=FINITE)
 
     # --- checkpoints ---
-    checkpointing_steps: int = opt(500, "Write checkpoint-<step>/ every this many updates (0: never).", section="checkpoints", valid=Range(0, why="0 writes no checkpoints"))
-    checkpoints_total_limit: int | None = opt(
-        None, "Keep at most this many checkpoints; older ones are pruned only after a new one is complete.", section="checkpoints", valid=POSITIVE
+    checkpointing_steps: int = opt(
+        500,
+        "Write checkpoint-<step>/ every this many updates (0: never).",
+        section="checkpoints",
+        valid=Range(0, why="0 writes no checkpoints"),
     )
-    resume_from_checkpoint: str | None = opt(None, "`latest` or a checkpoint folder to continue from.", section="checkpoints")
+    checkpoints_total_limit: int | None = opt(
+        None,
+        "Keep at most this many checkpoints; older ones are pruned only after a new one is complete.",
+        section="checkpoints",
+        valid=POSITIVE,
+    )
+    resume_from_checkpoint: str | None = opt(
+        None, "`latest` or a checkpoint folder to continue from.", section="checkpoints"
+    )
 
     # --- validation and logging ---
-    validation_prompt: str | None = opt(None, "Prompt sampled every validation_steps and at the end.", section="validation")
-    validation_steps: int = opt(100, "Sample validation images every this many updates.", section="validation", valid=POSITIVE)
+    validation_prompt: str | None = opt(
+        None, "Prompt sampled every validation_steps and at the end.", section="validation"
+    )
+    validation_steps: int = opt(
+        100, "Sample validation images every this many updates.", section="validation", valid=POSITIVE
+    )
     num_validation_images: int = opt(2, "Images per validation run.", section="validation", valid=POSITIVE)
-    validation_inference_steps: int = opt(20, "Sampler steps for validation images.", section="validation", valid=POSITIVE)
-    validation_guidance_scale: float = opt(4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE)
+    validation_inference_steps: int = opt(
+        20, "Sampler steps for validation images.", section="validation", valid=POSITIVE
+    )
+    validation_guidance_scale: float = opt(
+        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE
+    )
     report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
     logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")
     tracker_project_name: str = opt("dit-lora", "Project name for the tracker.", section="validation")
 
     # --- hub ---
-    push_to_hub: bool = opt(False, "Upload adapter, model card and samples (never checkpoints) at the end.", section="hub")
+    push_to_hub: bool = opt(
+        False, "Upload adapter, model card and samples (never checkpoints) at the end.", section="hub"
+    )
     hub_model_id: str | None = opt(None, "Hub repository to push to, e.g. `me/my-sana-lora`.", section="hub")
     hub_private: bool = opt(False, "Create the Hub repository as private.", section="hub")
     push_later_ok: bool = opt(
@@ -348,18 +437,37 @@ class TrainConfig:
         section="guards",
     )
     max_consecutive_skips: int = opt(
-        8, "Roll back to the last good in-memory snapshot after this many skipped steps in a row.", section="guards", valid=POSITIVE
+        8,
+        "Roll back to the last good in-memory snapshot after this many skipped steps in a row.",
+        section="guards",
+        valid=POSITIVE,
     )
-    rollback_lr_factor: float = opt(0.5, "Multiply every learning rate by this factor at each rollback.", section="guards", valid=Range(0, 1, low_open=True, why="each rollback multiplies the learning rates by it (0.5 halves them, 1 keeps them)"))
+    rollback_lr_factor: float = opt(
+        0.5,
+        "Multiply every learning rate by this factor at each rollback.",
+        section="guards",
+        valid=Range(
+            0, 1, low_open=True, why="each rollback multiplies the learning rates by it (0.5 halves them, 1 keeps them)"
+        ),
+    )
     max_rollbacks: int = opt(
-        3, "Stop (exit code 3) after this many rollbacks, keeping the last finite adapter and the diagnosis.", section="guards", valid=NON_NEGATIVE
+        3,
+        "Stop (exit code 3) after this many rollbacks, keeping the last finite adapter and the diagnosis.",
+        section="guards",
+        valid=NON_NEGATIVE,
     )
     max_skipped_fraction: float = opt(
         0.5,
         "A run that skipped more than this fraction of its updates (or whose last check window applied none) ends "
         "with exit code 3 and the diagnosis instead of `finished`; its last finite adapter is still written and "
         "labelled as such in train_summary.json and the model card. 1.0 turns the verdict off.",
-        section="guards", valid=Range(0, 1, low_open=True, why="e.g. 0.5 calls a run that skipped more than half of its updates a failure; 1 turns that verdict off"),
+        section="guards",
+        valid=Range(
+            0,
+            1,
+            low_open=True,
+            why="e.g. 0.5 calls a run that skipped more than half of its updates a failure; 1 turns that verdict off",
+        ),
     )
     skip_loss_spikes: float | None = opt(
         None,
@@ -466,7 +574,10 @@ class TrainConfig:
         False, "Video LLMs: also train the vision tower (fully), at --vision_tower_learning_rate.", section="videochat"
     )
     vision_tower_learning_rate: float = opt(
-        2e-6, "Video LLMs: learning rate of the vision tower with --train_vision_tower.", section="videochat", valid=POSITIVE
+        2e-6,
+        "Video LLMs: learning rate of the vision tower with --train_vision_tower.",
+        section="videochat",
+        valid=POSITIVE,
     )
     use_liger_kernel: bool = opt(
         False, "Video LLMs: apply Liger-Kernel to the language model (RMSNorm, SwiGLU, RoPE, fused linear "

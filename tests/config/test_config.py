@@ -128,8 +128,8 @@ def test_recipe_bad_inputs_end_in_seconds_without_traceback(tmp_path, tiny_sana,
                           "does not exist")
     _assert_clean_failure(run_recipe(base_args(tiny_sana, tmp_path / "nodata", tmp_path / "o3", cache)),
                           "--train_data_dir")
-    _assert_clean_failure(run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o4", cache) + ["--lerning_rate", "1"]),
-                          "--learning_rate")
+    misspelt = base_args(tiny_sana, shapes_data, tmp_path / "o4", cache) + ["--lerning_rate", "1"]
+    _assert_clean_failure(run_recipe(misspelt), "--learning_rate")
     assert time.time() - start < 90
 
 
