@@ -8,8 +8,9 @@ checkpoint is complete. Only folders with the marker are ever resumed from.
 The marker carries a manifest of every file's size and SHA-256 (:mod:`.manifest`): ``latest`` skips a damaged
 checkpoint with one line and resumes from the newest whole one, and a damaged one named explicitly is refused.
 A checkpoint of an older dit-lora (a marker without a manifest) resumes unverified, and any failure to load
-it is one paragraph naming the file. A save that fails (a full disk, a non-finite weight) removes its staging
-folder; a full disk is one paragraph with the space needed and free and the command that continues the run.
+it is one paragraph naming the file. A save that fails (a full disk, a non-finite weight) on any process fails on
+every process, never leaving the others at a barrier, and removes its staging folder; a full disk is one paragraph
+with the space needed and free and the command that continues the run.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import numpy as np
 import torch
 
 from ..errors import UserError
-from ..fileio import folder_bytes, reporting_disk_full, write_text_atomic
+from ..fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
+from .collective import Failure, exchange, share
 from .manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 from .signals import rerun_command
 
@@ -200,70 +202,121 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
                     total_limit: int | None, log=print, crash_point=lambda name, step: None) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
-    The marker, written last, carries the manifest of every file. A save that raises removes its staging folder
-    (a later save of the step would replace it anyway; only a SIGKILL leaves one); a full disk is a
-    :class:`~dit_lora.fileio.DiskFullError` saying how much space the checkpoint needs and how to continue.
-    ``crash_point(name, step)`` is called at the save's last instants (:meth:`~.hooks.Hooks.crash_point`).
+    The marker, written last, carries the manifest of every file. A save that fails on any rank fails on every rank
+    (:class:`_Save`) and removes its staging folder (a later save of the step would replace it anyway; only a
+    SIGKILL leaves one); a full disk is a :class:`~dit_lora.fileio.DiskFullError` saying how much space the
+    checkpoint needs and how to continue. ``crash_point(name, step)`` is called at the save's last instants
+    (:meth:`~.hooks.Hooks.crash_point`).
     """
-    output_dir = Path(output_dir)
-    final = output_dir / f"checkpoint-{step}"
-    tmp = output_dir / f".tmp-checkpoint-{step}"
+    save = _Save(accelerator, Path(output_dir), step)
+    main = accelerator.is_main_process
+    save.part(lambda: _stage(save.tmp) if main else None)
+    save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator))
+    crash_point("checkpoint_before_marker", step)
+    save.part(lambda: _complete(accelerator, save, total_limit, log, crash_point) if main else None)
+    return save.final
 
-    def advice() -> str:
-        whole = newest_whole(output_dir)
+
+class _Save:
+    """One checkpoint save, in parts separated by collectives.
+
+    Each rank runs its share of a part and catches what it raises; the ranks then exchange failures where they
+    would have met at a barrier (:func:`~.collective.exchange`), so a rank that fails alone (its disk full, a
+    non-finite weight, a bug) never leaves the others waiting at a barrier it skipped. On a failure anywhere, the
+    main process removes the staging folder and every rank raises the same paragraph (see :meth:`_fail`).
+    """
+
+    def __init__(self, accelerator, output_dir: Path, step: int) -> None:
+        self.accelerator, self.output_dir, self.step = accelerator, output_dir, step
+        self.final = output_dir / f"checkpoint-{step}"
+        self.tmp = output_dir / f".tmp-checkpoint-{step}"
+        # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of
+        # it). Every rank knows it: any of them may be the one whose write finds the disk full.
+        found = complete_checkpoints(output_dir)
+        self.needed = folder_bytes(found[-1][1]) if found else state_bytes(accelerator)
+
+    def part(self, work: Callable[[], None]) -> None:
+        """Run this rank's share of ``work``; return on every rank when no rank failed, else raise on every rank."""
+        own, failure = None, None
+        try:
+            work()
+        except Exception as err:  # noqa: BLE001 - any failure must reach the other ranks, or they wait for ever
+            own = err
+            full = not isinstance(err, UserError) and is_disk_full(err, self.output_dir, self.needed)
+            failure = Failure.of(err, self.accelerator.process_index, full)
+        except BaseException:  # a stop that cannot wait (a second signal): no staging folder left behind
+            if self.accelerator.is_main_process:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
+        failures = exchange(self.accelerator, failure)
+        if failures:
+            self._fail(failures, own)
+
+    def _fail(self, failures: list[Failure], own: Exception | None) -> None:
+        """Remove the staging folder, then raise on every rank: a full disk's paragraph (the disk is the likeliest
+        cause on all ranks), a :class:`UserError`'s own paragraph, or, for another error, that error where it
+        happened and a paragraph naming that rank on the others."""
+        if self.accelerator.is_main_process:  # removed before the message measures the free space
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        first = next((f for f in failures if f.disk_full), failures[0])
+        text = share(self.accelerator, self._message(first) if self.accelerator.is_main_process else None)
+        if first.disk_full:
+            raise DiskFullError(text) from own
+        if own is not None:
+            raise own
+        raise first.error() if first.user else UserError(text)
+
+    def _message(self, failure: Failure) -> str:
+        """The paragraph every rank raises for ``failure`` (built on the main process, after the clean-up)."""
+        whole = newest_whole(self.output_dir)
         kept = (f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched" if whole else
                 "No whole checkpoint exists yet")
-        return (f"The partial {tmp.name} was removed. {kept}. Free at least that much (checkpoint folders older than "
-                f"the newest whole one can go), then continue with: {rerun_command()}")
-
-    # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of it).
-    found = complete_checkpoints(output_dir) if accelerator.is_main_process else []
-    needed = folder_bytes(found[-1][1]) if found else state_bytes(accelerator)
-    with reporting_disk_full(f"checkpoint-{step}", output_dir, needed=needed, advice=advice):
-        try:
-            _write_checkpoint(accelerator, tmp, trainer_state, generator, step, crash_point)
-        except BaseException:  # removed before the message measures the free space
-            if accelerator.is_main_process:
-                shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    if accelerator.is_main_process:
-        if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
-            old = output_dir / f".old-checkpoint-{step}"
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, final)
-        _fsync_dir(output_dir)
-        crash_point("checkpoint_after_rename", step)
-        if total_limit:
-            for _, path in complete_checkpoints(output_dir)[:-total_limit]:
-                shutil.rmtree(path)
-                log(f"pruned {path.name} (--checkpoints_total_limit {total_limit})")
-        log(f"saved {final}")
-    accelerator.wait_for_everyone()
-    return final
+        if failure.disk_full:
+            advice = (f"The partial {self.tmp.name} was removed. {kept}. Free at least that much (checkpoint folders "
+                      f"older than the newest whole one can go), then continue with: {rerun_command()}")
+            return disk_full_message(f"checkpoint-{self.step}", self.output_dir, self.needed, advice)
+        if failure.user:
+            return failure.text
+        return (f"Process {failure.rank} failed while writing checkpoint-{self.step} ({failure.text}), so every "
+                f"process stops. Its own error, printed above with its traceback, says why. The partial "
+                f"{self.tmp.name} was removed. {kept}.")
 
 
-def _write_checkpoint(accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator, step: int,
-                      crash_point) -> None:
-    """Fill the staging folder: accelerate's state, each rank's trainer state, then the marker with the manifest."""
-    if accelerator.is_main_process:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
+def _stage(tmp: Path) -> None:
+    """A fresh, empty staging folder (a SIGKILLed earlier save of this step may have left one)."""
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+
+
+def _write_rank_files(accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator) -> None:
+    """This rank's files: accelerate's state (weights and optimizer from the main process) and its trainer state."""
     accelerator.save_state(str(tmp))
-    rank = accelerator.process_index
     per_rank = {**trainer_state, "rng": rng_state(generator)}
-    (tmp / f"trainer_state_rank{rank}.json").write_text(json.dumps(per_rank))
-    accelerator.wait_for_everyone()
-    crash_point("checkpoint_before_marker", step)
-    if accelerator.is_main_process:
-        _fsync_tree(tmp)
-        manifest = build_manifest(tmp, exclude=(COMPLETE_MARKER,))
-        write_text_atomic(tmp / COMPLETE_MARKER, json.dumps(
-            {"step": step, "num_processes": accelerator.num_processes, MANIFEST_KEY: manifest}))
+    (tmp / f"trainer_state_rank{accelerator.process_index}.json").write_text(json.dumps(per_rank))
+
+
+def _complete(accelerator, save: _Save, total_limit: int | None, log, crash_point) -> None:
+    """Main process: the marker with the manifest, the rename into place, the pruning of old checkpoints."""
+    tmp, final, output_dir, step = save.tmp, save.final, save.output_dir, save.step
+    _fsync_tree(tmp)
+    manifest = build_manifest(tmp, exclude=(COMPLETE_MARKER,))
+    write_text_atomic(tmp / COMPLETE_MARKER, json.dumps(
+        {"step": step, "num_processes": accelerator.num_processes, MANIFEST_KEY: manifest}))
+    if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
+        old = output_dir / f".old-checkpoint-{step}"
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, final)
+    _fsync_dir(output_dir)
+    crash_point("checkpoint_after_rename", step)
+    if total_limit:
+        for _, path in complete_checkpoints(output_dir)[:-total_limit]:
+            shutil.rmtree(path)
+            log(f"pruned {path.name} (--checkpoints_total_limit {total_limit})")
+    log(f"saved {final}")
 
 
 # What reading a damaged or foreign file raises inside accelerate's, safetensors' and torch's loaders.

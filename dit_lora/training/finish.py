@@ -25,6 +25,7 @@ from ..output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FI
 from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
 from . import trainables
 from .checkpoint import complete_checkpoints, newest_whole
+from .collective import main_process_check
 from .run import Run
 from .signals import rerun_command
 
@@ -32,7 +33,8 @@ from .signals import rerun_command
 def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], Path]) -> Path | None:
     """The checkpoint holding the run's final state, written with ``save(run)`` unless one exists for the step.
 
-    Every rank calls this (a save is collective) and decides alike, from the counters. A resume at the last
+    Every rank calls this (a save is collective) and decides alike, from the counters; a save that fails on one
+    rank raises on every rank (:func:`~.checkpoint.save_checkpoint`), so they go on alike too. A resume at the last
     step already has it (the checkpoint it resumed from). A full disk here is a warning, not a stop: the adapter,
     smaller than a checkpoint, may still fit, and writing it keeps the training.
     """
@@ -58,39 +60,48 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
     when a full disk stops the export, and removed once everything is written if the user asked for no
     checkpoints (``--checkpointing_steps 0``). Returns the summary (empty on ranks other than the main one).
     """
-    accelerator, cfg, family, state, guard = run.accelerator, run.cfg, run.family, run.state, run.guard
-    out = run.out
+    accelerator = run.accelerator
     accelerator.wait_for_everyone()
     model = accelerator.unwrap_model(run.model)
-    reading = guard.read()
-    state.skipped_steps, state.rollbacks = reading.skipped, len(guard.rollbacks)
-    summary: dict[str, Any] = {}
-    if accelerator.is_main_process:
-        advice = _export_advice(run, final_checkpoint)
-        lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
-        metadata = model.peft_config["default"].to_dict()
-        patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
-        with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
-            written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
-        print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
-        with reporting_disk_full("the final samples", out / "samples", advice=advice):
-            sample_files = [] if stopped else _final_samples(run, model)
-        with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
-            plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
-                            out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
-        summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
-                           stopped=stopped, verdict=verdict, sample_files=sample_files)
-        with reporting_disk_full("the run summary", out / SUMMARY_FILE, advice=advice,
-                                 needed=len(json.dumps(summary, default=str))):
-            write_json_atomic(out / SUMMARY_FILE, summary)
-            if run.recovery.report is not None:
-                run.recovery.report["status"] = "stopped" if stopped else "completed"
-                write_json_atomic(out / NONFINITE_REPORT_FILE, run.recovery.report)
-        if not stopped:
-            with reporting_disk_full("the model card", out / MODEL_CARD_FILE, advice=advice):
-                _publish(run, summary, sample_files, push=verdict is None, final_checkpoint=final_checkpoint)
-    accelerator.wait_for_everyone()
+    reading = run.guard.read()
+    run.state.skipped_steps, run.state.rollbacks = reading.skipped, len(run.guard.rollbacks)
+    # The main process writes; its failure (a full disk, a failed push) is every process's, so none waits for ever
+    # at a barrier the main process never reaches. Its broadcast is the barrier before end_training.
+    summary = main_process_check(
+        accelerator, lambda: _export(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
+                                     stopped=stopped, verdict=verdict, final_checkpoint=final_checkpoint),
+        what="writing the run's outputs")
     accelerator.end_training()
+    return summary or {}
+
+
+def _export(run: Run, model, reading, *, train_time: float, steps_this_run: int, stopped: bool,
+            verdict: str | None, final_checkpoint: Path | None) -> dict[str, Any]:
+    """Main process: the adapter, final samples, loss curve, summary, card and push; returns the summary."""
+    cfg, family, state, guard, out = run.cfg, run.family, run.state, run.guard, run.out
+    advice = _export_advice(run, final_checkpoint)
+    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
+    metadata = model.peft_config["default"].to_dict()
+    patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
+    with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
+        written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
+    print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
+    with reporting_disk_full("the final samples", out / "samples", advice=advice):
+        sample_files = [] if stopped else _final_samples(run, model)
+    with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
+        plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
+                        out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
+    summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
+                       stopped=stopped, verdict=verdict, sample_files=sample_files)
+    with reporting_disk_full("the run summary", out / SUMMARY_FILE, advice=advice,
+                             needed=len(json.dumps(summary, default=str))):
+        write_json_atomic(out / SUMMARY_FILE, summary)
+        if run.recovery.report is not None:
+            run.recovery.report["status"] = "stopped" if stopped else "completed"
+            write_json_atomic(out / NONFINITE_REPORT_FILE, run.recovery.report)
+    if not stopped:
+        with reporting_disk_full("the model card", out / MODEL_CARD_FILE, advice=advice):
+            _publish(run, summary, sample_files, push=verdict is None, final_checkpoint=final_checkpoint)
     return summary
 
 

@@ -52,6 +52,7 @@ class Verdict:
 
     @property
     def whole(self) -> bool:
+        """True when nothing is wrong (a checkpoint without a manifest counts as whole: see ``verified``)."""
         return self.problem is None
 
 
@@ -69,19 +70,24 @@ def verify(folder: Path, marker_name: str) -> Verdict:
     manifest = marker.get(MANIFEST_KEY)
     if manifest is None:
         return Verdict(None, False)
-    for rel, entry in manifest.items():
-        path = folder / rel
-        if not path.is_file():
-            return Verdict(f"{rel} is missing", True)
-        size = path.stat().st_size
-        if size < entry["size"]:
-            return Verdict(f"{rel} is truncated ({size} of {entry['size']} bytes)", True)
-        if size != entry["size"]:
-            return Verdict(f"{rel} has {size} bytes but was saved with {entry['size']}", True)
-    for rel, entry in manifest.items():
-        if sha256_file(folder / rel) != entry["sha256"]:
-            return Verdict(f"{rel} does not match the SHA-256 recorded when it was saved (it was changed or "
-                           "replaced since)", True)
+    rel = None
+    try:
+        for rel, entry in manifest.items():
+            path = folder / rel
+            if not path.is_file():
+                return Verdict(f"{rel} is missing", True)
+            size = path.stat().st_size
+            if size < entry["size"]:
+                return Verdict(f"{rel} is truncated ({size} of {entry['size']} bytes)", True)
+            if size != entry["size"]:
+                return Verdict(f"{rel} has {size} bytes but was saved with {entry['size']}", True)
+        for rel, entry in manifest.items():
+            if sha256_file(folder / rel) != entry["sha256"]:
+                return Verdict(f"{rel} does not match the SHA-256 recorded when it was saved (it was changed or "
+                               "replaced since)", True)
+    except OSError as err:  # removed, unreadable or failing while checked: damage, named, never a traceback
+        what = "missing" if isinstance(err, FileNotFoundError) else "unreadable"
+        return Verdict(f"{rel} is {what} ({err.strerror or type(err).__name__})", True)
     return Verdict(None, True)
 
 

@@ -22,18 +22,17 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
 
 from ..errors import UserError
-
-T = TypeVar("T")
+from .collective import main_process_check  # re-exported: a check whose refusal every rank raises
 LOCK_FILE = ".dit-lora.lock"
 #: errors of a file system that has no working locks (not "held by another process")
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
-# Locks this process holds, by lock-file path: a second run in the same process (tests, notebooks) re-enters its
-# own lock instead of refusing itself, since flock on a second descriptor of the same file would conflict.
-_HELD: dict[str, int] = {}
+# Locks this process holds, by lock-file path: [descriptor, acquisitions]. A second run in the same process (tests,
+# notebooks) re-enters its own lock instead of refusing itself, since flock on a second descriptor of the same file
+# would conflict; the count keeps the lock until the last of them releases it.
+_HELD: dict[str, list[int]] = {}
 
 
 def _describe(fd: int) -> str:
@@ -52,10 +51,11 @@ def acquire(output_dir: str | Path) -> str | None:
     warning line when the file system cannot lock at all (the run goes on), else None.
     """
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _make_folder(out)
     path = out / LOCK_FILE
     key = str(path.resolve())
     if key in _HELD:
+        _HELD[key][1] += 1
         return None
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
@@ -80,43 +80,39 @@ def acquire(output_dir: str | Path) -> str | None:
             "started": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime())}
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(info).encode() + b"\n", 0)
-    _HELD[key] = fd
+    _HELD[key] = [fd, 1]
     return None
 
 
 def release(output_dir: str | Path) -> None:
-    """Give up this process's lock on ``output_dir`` (a no-op when it holds none). The file stays: deleting it
-    would let a run that opened it just before lock a file no later run sees."""
+    """Undo one :func:`acquire` of ``output_dir`` by this process; the lock is given up when the last one is undone
+    (a no-op when it holds none). The file stays: deleting it would let a run that opened it just before lock a file
+    no later run sees."""
     key = str((Path(output_dir) / LOCK_FILE).resolve())
-    fd = _HELD.pop(key, None)
-    if fd is not None:
-        os.close(fd)  # closing the only descriptor releases the flock
+    held = _HELD.get(key)
+    if held is None:
+        return
+    held[1] -= 1
+    if held[1] <= 0:
+        del _HELD[key]
+        os.close(held[0])  # closing the only descriptor releases the flock
 
 
-def main_process_check(accelerator, check: Callable[[], T]) -> T | None:
-    """Run ``check`` on the main process only; when it raises :class:`UserError`, every process raises it.
-
-    The other ranks wait for the outcome (a broadcast) instead of running on into a collective the main process never
-    reaches. Returns the main process's result (None on the others).
-    """
-    failure, result = None, None
-    if accelerator.is_main_process:
-        try:
-            result = check()
-        except UserError as err:
-            failure = str(err)
-    if accelerator.num_processes > 1:
-        from accelerate.utils import broadcast_object_list
-
-        failure = broadcast_object_list([failure], from_process=0)[0]
-    if failure:
-        raise UserError(failure)
-    return result
+def _make_folder(out: Path) -> None:
+    """Create ``out`` for its lock file; a path that cannot be a folder is one paragraph, not a traceback."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--output_dir `{out}` could not be created ({err.strerror or err}). Choose a folder you can "
+                        "write to, or create it first.") from None
 
 
 def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
-    """:func:`acquire` on the main process (see :func:`main_process_check`); returns its warning, if any."""
-    return main_process_check(accelerator, lambda: acquire(output_dir))
+    """:func:`acquire` on the main process (see :func:`~.collective.main_process_check`); returns its warning, if
+    any."""
+    return main_process_check(accelerator, lambda: acquire(output_dir), what=f"locking --output_dir `{output_dir}`")
 
 
 __all__ = ["LOCK_FILE", "acquire", "lock_for_run", "main_process_check", "release"]

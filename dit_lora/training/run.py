@@ -208,9 +208,7 @@ def _start(cfg: TrainConfig) -> Run:
 
     check_engine()
     family = get_family(cfg.family)
-    check_output_dir(cfg)
     out = Path(cfg.output_dir)
-    resume = resolve_resume(out, cfg.resume_from_checkpoint)  # a bad path fails before any model loads
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         mixed_precision=cfg.mixed_precision,
@@ -233,13 +231,21 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             print(msg, flush=True)
 
-    lock_note = lock_for_run(out, accelerator)  # one run per --output_dir, held until exit; before anything loads
+    # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
+    # between a check and the lock would otherwise be overwritten, or its checkpoints read while they change.
+    lock_note = lock_for_run(out, accelerator)
     if lock_note:
         log(lock_note)
+
+    def judge_folder() -> Path | None:
+        check_output_dir(cfg)
+        return resolve_resume(out, cfg.resume_from_checkpoint, log)  # a bad path fails before any model loads
+
+    resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         from ..output.hub import preflight_push
 
-        push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out))
+        push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
     if cfg.demo:

@@ -174,3 +174,90 @@ def test_full_disk_at_the_export_keeps_the_training(disk, references, tiny_sana,
     assert not list(out.glob("checkpoint-*"))  # --checkpointing_steps 0: removed once the export was written
     reference = json.loads((references["none"] / "train_summary.json").read_text())
     assert summary["loss_history"] == reference["loss_history"]
+
+
+# Runs the recipe with torch.save refusing ENOSPC on one rank (DIT_LORA_TEST_ENOSPC_RANK) for the files of one
+# checkpoint (DIT_LORA_TEST_ENOSPC_STEP): what that rank writes there is accelerate's state (the main rank's optimizer
+# and RNG files, rank 1's RNG file); with the step "adapter", the adapter's writer refuses instead.
+ENOSPC_ON_ONE_RANK = """
+import errno, os, runpy, sys
+import safetensors.torch
+import torch
+import dit_lora.output.adapter as adapter
+
+_rank, _step = os.environ["DIT_LORA_TEST_ENOSPC_RANK"], os.environ["DIT_LORA_TEST_ENOSPC_STEP"]
+_where = ".tmp-adapter-" if _step == "adapter" else f".tmp-checkpoint-{_step}"
+
+def refusing(write):
+    def wrapper(obj, target, *args, **kwargs):
+        if os.environ.get("RANK") == _rank and _where in str(target):
+            raise OSError(errno.ENOSPC, "No space left on device", str(target))
+        return write(obj, target, *args, **kwargs)
+    return wrapper
+
+torch.save, adapter.save_file = refusing(torch.save), refusing(adapter.save_file)
+safetensors.torch.save_file = refusing(safetensors.torch.save_file)  # what diffusers writes the adapter with
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, rank, step, **opts):
+    """`dit-lora launch --multi_gpu --num_processes 2` (CPU, gloo) of the recipe, ENOSPC on ``rank`` at ``step``."""
+    import sys
+
+    from helpers import ROOT, base_args, free_port
+
+    wrapper = tmp_path / "enospc.py"
+    wrapper.write_text(ENOSPC_ON_ONE_RANK)
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "dit_lora.cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+           str(wrapper), str(ROOT / "recipes" / "sana_lora.py"),
+           *base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2, **opts)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+           "DIT_LORA_TEST_ENOSPC_RANK": str(rank), "DIT_LORA_TEST_ENOSPC_STEP": str(step)}
+    # A rank left at a barrier would wait for ever: the timeout turns that hang into a failure.
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400, env=env)
+    return proc, out, proc.stdout + proc.stderr
+
+
+def _checkpoints(out):
+    return sorted(p.name for p in out.iterdir() if "checkpoint" in p.name)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_full_disk_on_one_rank_mid_run_stops_every_rank_with_one_paragraph(tmp_path, tiny_sana, shapes_data, rank):
+    proc, out, text = _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, rank, 4, max_train_steps=6,
+                                             checkpointing_steps=2)
+    assert proc.returncode == 2 and "Traceback" not in text, text
+    # Each process prints the paragraph it raised (wrapped at 100 columns, paths split at hyphens): the same one.
+    flat = "".join(text.split())
+    head = "".join(f"error: No space left on device while writing checkpoint-4 to {out}. It needs about".split())
+    assert flat.count("error:") == flat.count(head) >= 1, text
+    assert "".join("The partial .tmp-checkpoint-4 was removed. The newest whole checkpoint is".split()) in flat
+    assert flat.count("--resume_from_checkpointlatest") == flat.count(head)
+    assert _checkpoints(out) == ["checkpoint-2"] and verify(out / "checkpoint-2", COMPLETE_MARKER).whole
+    assert not (out / ADAPTER).exists()
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_full_disk_on_one_rank_at_the_final_checkpoint_still_exports(tmp_path, tiny_sana, shapes_data, rank):
+    proc, out, text = _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, rank, 5, max_train_steps=5,
+                                             checkpointing_steps=2)
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text and text.count("warning: no space left on device for the final checkpoint-5") == 1
+    assert _checkpoints(out) == ["checkpoint-2", "checkpoint-4"]
+    assert all(verify(out / name, COMPLETE_MARKER).whole for name in _checkpoints(out))
+    assert (out / ADAPTER).is_file() and "finished:" in text
+
+
+def test_full_disk_at_the_adapter_stops_every_rank_with_the_same_paragraph(tmp_path, tiny_sana, shapes_data):
+    proc, out, text = _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, 0, "adapter", max_train_steps=4,
+                                             checkpointing_steps=2)
+    assert proc.returncode == 2 and "Traceback" not in text, text
+    flat = "".join(text.split())
+    head = "".join(f"error: No space left on device while writing the adapter to {out}.".split())
+    kept = "".join(f"The trained state is kept in {out / 'checkpoint-4'} (step 4)".split())
+    assert flat.count("error:") == flat.count(head) == flat.count(kept) == 2, text  # raised by both processes
+    assert all(verify(out / name, COMPLETE_MARKER).whole for name in ("checkpoint-2", "checkpoint-4"))

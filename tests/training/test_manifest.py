@@ -80,3 +80,19 @@ def test_a_foreign_pickle_is_refused_unread(tmp_path):
     name, reason = find_unreadable(folder)
     assert (name, reason) == ("optimizer.bin", UNSAFE_PICKLE)
     assert "weights_only" not in reason and not payload.target.exists()
+
+
+@pytest.mark.parametrize("error", [FileNotFoundError(2, "No such file or directory"), OSError(5, "Input/output error")])
+def test_a_file_that_fails_while_hashed_is_named_damage(tmp_path, monkeypatch, error):
+    """A run that prunes the checkpoint while another hashes it (or a failing disk): damage named, no traceback."""
+    from dit_lora.training import manifest
+
+    folder = _checkpoint(tmp_path / "c")
+
+    def failing(path):
+        raise error
+
+    monkeypatch.setattr(manifest, "sha256_file", failing)
+    verdict = verify(folder, MARKER)
+    what = "missing" if isinstance(error, FileNotFoundError) else "unreadable"
+    assert not verdict.whole and verdict.problem == f"optimizer.bin is {what} ({error.strerror})", verdict.problem

@@ -76,14 +76,26 @@ def test_a_sigkilled_holder_leaves_no_stuck_lock(tmp_path, holder):
 
 
 def test_the_same_process_reenters_and_release_frees_it_for_others(tmp_path):
+    """Two runs in one process (tests, notebooks): the first to end must not free the other's lock."""
     out = tmp_path / "out"
-    assert acquire(out) is None and acquire(out) is None  # a second run in one process (tests, notebooks)
+    assert acquire(out) is None and acquire(out) is None
     probe = [sys.executable, "-c", "import sys; from dit_lora.training.output_lock import acquire; acquire(sys.argv[1])",
              str(out)]
     refused = subprocess.run(probe, capture_output=True, text=True)
     assert refused.returncode != 0 and f"pid {os.getpid()}" in refused.stderr
-    release(out)
+    release(out)  # the second run ends: the first still runs, so the folder stays locked
+    refused = subprocess.run(probe, capture_output=True, text=True)
+    assert refused.returncode != 0 and f"pid {os.getpid()}" in refused.stderr
+    release(out)  # the first ends too
     assert subprocess.run(probe, capture_output=True, text=True).returncode == 0
+    release(out)  # one more release than acquisitions changes nothing
+    assert subprocess.run(probe, capture_output=True, text=True).returncode == 0
+
+
+def test_an_output_dir_that_is_a_file_is_one_paragraph(tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(UserError, match="is a file, not a folder"):
+        acquire(tmp_path / "out")
 
 
 def test_a_file_system_without_locks_is_a_warning(tmp_path, monkeypatch):
@@ -164,3 +176,23 @@ def test_an_in_process_run_frees_its_folder_when_it_ends(tiny_sana, shapes_data,
     assert isinstance(summary, dict), summary
     other = subprocess.run([sys.executable, "-c", TRY, str(out)], capture_output=True, text=True, timeout=60)
     assert other.stdout.strip() == "acquired", other.stdout + other.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resume", [None, "latest"])
+def test_the_lock_is_taken_before_the_folder_is_judged(tmp_path, holder, tiny_sana, shapes_data, capsys, resume):
+    """The live run's finished adapter and checkpoints are not judged (or read while it changes them) by a second
+    run: that run stops on the lock first, without a word about the folder's content."""
+    from helpers import train_in_process
+
+    from dit_lora.training.checkpoint import COMPLETE_MARKER
+
+    out = tmp_path / "out"
+    proc = holder(out)
+    (out / "pytorch_lora_weights.safetensors").write_bytes(b"finished")
+    (out / "checkpoint-2").mkdir()  # being pruned by the holder: its manifest names a file already gone
+    (out / "checkpoint-2" / COMPLETE_MARKER).write_text(json.dumps({"step": 2, "files": {"gone.bin": {
+        "size": 1, "sha256": "0"}}}))
+    err, _ = train_in_process(tiny_sana, shapes_data, tmp_path, resume_from_checkpoint=resume)
+    assert isinstance(err, UserError) and f"pid {proc.pid} on host" in str(err), repr(err)
+    assert "skipping damaged" not in capsys.readouterr().out
