@@ -9,7 +9,11 @@ plain ``accelerate launch`` loses:
   (accelerate raises ``CalledProcessError``, torchrun ``ChildFailedError``; both end in exit 1);
 * **signals**: SIGTERM / SIGINT / SIGHUP to the launcher are forwarded to the training process(es) and the
   launcher waits for them to save a checkpoint and exit (plain ``accelerate launch`` dies at once and leaves
-  the training process running; torchrun's agent forwards and waits up to its shutdown timeout, 30 s);
+  the training process running; torchrun's agent forwards and waits up to its shutdown timeout,
+  ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``, 30 s by default, which ``dit-lora launch`` raises to
+  :data:`STOP_TIMEOUT_S` unless the user set it, and applies itself where torch does not read it, before 2.12;
+  the launcher then exits with the processes' own codes). A signal the launcher was started with ignored (SIGHUP
+  under ``nohup``) stays ignored, in the launcher and in the training processes;
 * the training processes know they were launched (:data:`~.training.signals.LAUNCHED_VAR`), so they stop
   when the launcher dies however it died (``PR_SET_PDEATHSIG``), and print a resume command that starts
   with ``dit-lora launch`` and the same launch options.
@@ -26,8 +30,16 @@ from typing import Sequence
 
 from .errors import UserError
 
-#: signals the launcher forwards to the training process instead of dying
+#: signals the launcher forwards to the training process instead of dying (unless started with one ignored)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: torch's variable for how long its agent waits for the processes to exit after a signal, then SIGKILLs them
+SHUTDOWN_TIMEOUT_VAR = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+#: our default for it: a stop's checkpoint save must never be cut short by the launcher (a scheduler's own
+#: SIGKILL still bounds it); torch's 30 s would kill a large model's save half-way
+STOP_TIMEOUT_S = 4 * 3600
+#: torch's own default, kept for the agent's shutdown after a process failed (no stop requested): the other
+#: processes may wait in a collective for the one that died, and the launcher should report the failure soon
+FAILURE_TIMEOUT_S = 30
 
 
 def _exit_code(returncode: int) -> int:
@@ -46,7 +58,7 @@ def _launch_options(argv: list[str], script: str) -> list[str]:
 
 def run_process(cmd: list[str], env: dict[str, str]) -> int:
     """Start the training process, forward stop signals to it, wait for it; returns its exit code."""
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env)  # before our handlers: the child inherits an ignored signal as ignored
     told: list[int] = []
 
     def forward(signum, frame):
@@ -57,7 +69,8 @@ def run_process(cmd: list[str], env: dict[str, str]) -> int:
             told.append(signum)
             proc.send_signal(signum)
 
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    # A signal this launcher was started with ignored (SIGHUP under nohup) stays ignored here and in the child.
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED if signal.getsignal(sig) != signal.SIG_IGN}
     try:
         returncode = proc.wait()  # PEP 475: a handled signal does not interrupt the wait
     finally:
@@ -69,23 +82,118 @@ def run_process(cmd: list[str], env: dict[str, str]) -> int:
     return _exit_code(returncode)
 
 
-def _torchrun(args) -> int:
-    """Several processes (``--multi_gpu``): accelerate's torchrun launcher, its failures as exit codes."""
+def _torchrun(args, failure_timeout: int | None = FAILURE_TIMEOUT_S) -> int:
+    """Several processes (``--multi_gpu``): accelerate's torchrun launcher, its failures as exit codes.
+
+    ``failure_timeout`` bounds the agent's wait for the processes after a failure (None: the agent's own timeout,
+    as when the user set :data:`SHUTDOWN_TIMEOUT_VAR`); a stop signal gets the agent's whole timeout.
+    """
     from accelerate.commands.launch import multi_gpu_launcher
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    contexts: list = []
     try:
-        multi_gpu_launcher(args)
+        with _AgentWatch(contexts, failure_timeout):
+            multi_gpu_launcher(args)
     except ChildFailedError as err:
         codes = [_exit_code(f.exitcode) for f in err.failures.values()]
         # A process that exited by itself explains the failure; ones the agent then stopped show its signal.
         own = [c for c in codes if c < 128]
         return (own or codes or [1])[0]
     except SignalException as err:
-        # The agent has forwarded the signal to every process and waited for them (--shutdown_timeout).
-        return 128 + int(err.sigval)
+        # The agent has forwarded the signal to every process and waited for them (SHUTDOWN_TIMEOUT_VAR).
+        return _stopped_code(int(err.sigval), _worker_codes(contexts))
     return 0
+
+
+def _stopped_code(sigval: int, codes: list[int] | None) -> int:
+    """The launcher's code after a stop signal: the processes' own codes, a failure first (2 from a full disk
+    during the stop's save, 137 from a kill), else the stop's 128 + N, or 0 when all finished. Without the codes
+    (another torch version keeps its processes elsewhere), 128 + N."""
+    stopped = 128 + sigval
+    if not codes:
+        return stopped
+    failed = [c for c in codes if c not in (0, stopped)]
+    return (failed or [c for c in codes if c == stopped] or [0])[0]
+
+
+def _worker_codes(contexts: list) -> list[int] | None:
+    """The exit codes (shell style) of the processes the agent closed, in rank order; None when unknown."""
+    codes = []
+    for context in contexts:
+        for _rank, handler in sorted(getattr(context, "subprocess_handlers", {}).items()):
+            returncode = handler.proc.poll()
+            if returncode is None:  # still running (the agent gave up on it): nothing to report
+                return None
+            codes.append(_exit_code(returncode))
+    return codes or None
+
+
+def _stop_timeout_s(default: int = 30) -> int:
+    """The agent's wait after a stop signal: :data:`SHUTDOWN_TIMEOUT_VAR`, else ``default``."""
+    try:
+        return int(os.environ.get(SHUTDOWN_TIMEOUT_VAR, default))
+    except ValueError:
+        return default
+
+
+class _AgentWatch:
+    """While torchrun's agent runs: keep the process groups it closes (for their exit codes), bound its wait after
+    a failure to ``failure_timeout``, and put the agent's log lines on a stop in our words."""
+
+    def __init__(self, contexts: list, failure_timeout: int | None) -> None:
+        self.contexts, self.failure_timeout = contexts, failure_timeout
+        self.stopping = self.told_kill = False
+
+    def __enter__(self) -> "_AgentWatch":
+        import logging
+
+        from torch.distributed.elastic.multiprocessing import api
+
+        self.api, self.original = api, api.PContext.close
+        watch = self
+
+        def close(pcontext, death_sig=None, timeout=30):
+            # The agent closes its processes inside ``except SignalException`` for a stop, otherwise after a failure
+            # or at the end; only a stop gets the long wait.
+            watch.stopping = isinstance(sys.exc_info()[1], api.SignalException)
+            if watch.stopping:  # the variable's wait, also where torch ignores it (before 2.12: always 30 s)
+                timeout = _stop_timeout_s(timeout)
+            elif watch.failure_timeout is not None:
+                timeout = min(timeout, watch.failure_timeout)
+            if pcontext not in watch.contexts:
+                watch.contexts.append(pcontext)
+            return watch.original(pcontext, death_sig, timeout)
+
+        api.PContext.close = close
+        self.loggers = [logging.getLogger(name) for name in ("torch.distributed.elastic.agent.server.api",
+                                                              "torch.distributed.elastic.multiprocessing.api")]
+        for logger in self.loggers:
+            logger.addFilter(self.filter)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.api.PContext.close = self.original
+        for logger in self.loggers:
+            logger.removeFilter(self.filter)
+
+    def filter(self, record) -> bool:
+        """A logging filter: the agent's warnings on a stop become one line of ours; other records pass."""
+        text = str(record.msg)
+        if text.startswith("Received %s death signal"):
+            name = signal.Signals(int(record.args[0])).name
+            _say(f"received {name}: passed to the training processes; waiting for them to save a checkpoint and "
+                 f"exit (up to {_stop_timeout_s()} s, {SHUTDOWN_TIMEOUT_VAR})")
+            return False
+        if text.startswith("Unable to shutdown process") and self.stopping:
+            if not self.told_kill:
+                self.told_kill = True
+                _say(f"the training processes did not exit within {_stop_timeout_s()} s of the stop and are killed "
+                     f"(SIGKILL, exit 137); the last whole checkpoint stays. To give the save more time, raise "
+                     f"{SHUTDOWN_TIMEOUT_VAR} (seconds).")
+            return False
+        return not text.startswith("Sending process %s closing signal")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -109,9 +217,13 @@ def main(argv: Sequence[str]) -> int:
                         "DeepSpeed launches are not supported (dit-lora trains with DDP). Drop --tpu/--use_deepspeed, "
                         "or use `accelerate launch` for them.")
     if not args.cpu and (args.multi_gpu or args.use_fsdp or args.use_megatron_lm):
-        return _torchrun(args)
+        user_timeout = SHUTDOWN_TIMEOUT_VAR in os.environ
+        os.environ.setdefault(SHUTDOWN_TIMEOUT_VAR, str(STOP_TIMEOUT_S))  # read by torch's LaunchConfig
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:  # nohup: the agent must not take SIGHUP over
+            os.environ.setdefault("PET_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGQUIT")  # torchrun's --signals_to_handle
+        return _torchrun(args, failure_timeout=None if user_timeout else FAILURE_TIMEOUT_S)
     cmd, env = prepare_simple_launcher_cmd_env(args)
     return run_process(cmd, env)
 
 
-__all__ = ["FORWARDED", "main", "run_process"]
+__all__ = ["FORWARDED", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S", "main", "run_process"]

@@ -16,7 +16,8 @@ def _default_family(argv: list[str], family: str) -> list[str]:
     from .config import load_yaml
 
     for i, arg in enumerate(argv):
-        path = argv[i + 1] if arg == "--config" and i + 1 < len(argv) else arg.partition("=")[2] if arg.startswith("--config=") else None
+        path = (argv[i + 1] if arg == "--config" and i + 1 < len(argv)
+                else arg.partition("=")[2] if arg.startswith("--config=") else None)
         if path:
             try:
                 if "family" in (load_yaml(path) or {}):
@@ -61,8 +62,10 @@ def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[st
 def main(family: str, also: Sequence[str] = ()) -> None:
     """Console entry: run the recipe and turn user errors into one paragraph.
 
-    SIGTERM/SIGINT are handled from the first line (:mod:`.training.signals`): before training starts they stop
-    the process in one line with 143 / 130; during training the run saves a checkpoint first.
+    SIGTERM/SIGINT/SIGHUP are handled from the first line (:mod:`.training.signals`; SIGHUP only when not ignored,
+    as under ``nohup``): before training starts they stop the process in one line with 143 / 130 / 129; during
+    training the run saves a checkpoint first. The handlers stay until the process exits, so a repeat of the stop
+    (a launcher forwarding what the terminal already sent) is never Python's default ``KeyboardInterrupt``.
     """
     from .training import signals
 

@@ -15,7 +15,8 @@ import pytest
 
 from helpers import ROOT, base_args
 
-from dit_lora.launch import _exit_code, run_process
+from dit_lora import launch
+from dit_lora.launch import FORWARDED, _exit_code, run_process
 
 DIT_LORA_LAUNCH = [sys.executable, "-m", "dit_lora.cli", "launch"]
 ACCELERATE_LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -30,22 +31,52 @@ def test_exit_codes_as_a_shell_reports_them():
 
 def test_run_process_returns_the_childs_code_and_forwards_sigterm(tmp_path):
     assert run_process([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ)) == 3
-    # A child that saves on SIGTERM: the launcher (this process) gets SIGTERM, forwards it and waits.
+    # A child that saves on SIGTERM: the launcher (this process) gets SIGTERM once the child's handler is in place
+    # (its ready file), forwards it and waits.
+    ready = tmp_path / "ready"
     child = textwrap.dedent(f"""
         import signal, sys, time
         signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.5), open({str(tmp_path / 'saved')!r}, "w").close(),
                                                  sys.exit(143)))
-        print("ready", flush=True)
-        time.sleep(30)
+        open({str(ready)!r}, "w").close()
+        time.sleep(60)
     """)
-    timer = subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(2); os.kill({os.getpid()}, 15)"])
+    timer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, time
+        from pathlib import Path
+        deadline = time.time() + 60
+        while not Path({str(ready)!r}).exists() and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill({os.getpid()}, 15)
+    """)])
+    before = {sig: signal.getsignal(sig) for sig in FORWARDED}
     try:
         started = time.time()
         code = run_process([sys.executable, "-c", child], dict(os.environ))
     finally:
         timer.wait()
-    assert code == 143 and (tmp_path / "saved").exists() and time.time() - started < 20
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL or callable(signal.getsignal(signal.SIGTERM))
+    assert code == 143 and (tmp_path / "saved").exists() and time.time() - started < 50
+    assert {sig: signal.getsignal(sig) for sig in FORWARDED} == before  # the launcher's handlers are given back
+
+
+@pytest.mark.slow
+def test_run_process_leaves_an_ignored_sighup_ignored(capfd):
+    """Under nohup (SIGHUP ignored) the launcher neither takes SIGHUP over nor passes it on: the child starts with it
+    ignored, and a SIGHUP to the launcher changes nothing."""
+    child = textwrap.dedent("""
+        import os, signal, sys, time
+        ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        os.kill(os.getppid(), signal.SIGHUP)
+        time.sleep(1)
+        sys.exit(0 if ignored else 5)
+    """)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert run_process([sys.executable, "-c", child], dict(os.environ)) == 0
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    assert "received SIGHUP" not in capfd.readouterr().err
 
 
 def test_run_process_names_a_kill_by_signal(capfd):
@@ -178,3 +209,107 @@ def test_sigterm_to_dit_lora_launch_multi_process_saves_one_checkpoint_and_ends_
     assert {p.name for p in checkpoint.glob("trainer_state_rank*.json")} == {"trainer_state_rank0.json",
                                                                             "trainer_state_rank1.json"}
     assert (checkpoint / "dit_lora_checkpoint_complete.json").is_file() and f"saved {checkpoint}" in text
+
+
+MULTI_ARGV = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+              "--dynamo_backend", "no", "x.py"]
+
+
+@pytest.mark.parametrize("user_timeout", [None, "60"])
+@pytest.mark.parametrize("nohup", [False, True])
+def test_multi_process_launch_waits_for_the_stops_save_unless_the_user_set_a_timeout(monkeypatch, user_timeout,
+                                                                                     nohup):
+    """torchrun's agent SIGKILLs the processes TORCH_ELASTIC_SHUTDOWN_TIMEOUT (30 s) after a stop signal: dit-lora
+    launch raises it unless the user set it, and keeps 30 s for the shutdown after a failure. Under nohup the agent
+    is told not to handle SIGHUP (torchrun's --signals_to_handle), so it stays ignored."""
+    env = {k: v for k, v in os.environ.items() if k not in (launch.SHUTDOWN_TIMEOUT_VAR, "PET_SIGNALS_TO_HANDLE")}
+    if user_timeout:
+        env[launch.SHUTDOWN_TIMEOUT_VAR] = user_timeout
+    monkeypatch.setattr(os, "environ", env)  # main writes the launch variables; the test's own stay as they were
+    seen = {}
+    monkeypatch.setattr(launch, "_torchrun", lambda args, **kw: seen.update(env=dict(os.environ), **kw) or 0)
+    monkeypatch.setattr(signal, "getsignal", lambda sig: signal.SIG_IGN if nohup and sig == signal.SIGHUP
+                        else signal.SIG_DFL)
+    assert launch.main(MULTI_ARGV) == 0
+    assert seen["env"][launch.SHUTDOWN_TIMEOUT_VAR] == (user_timeout or str(launch.STOP_TIMEOUT_S))
+    assert launch.STOP_TIMEOUT_S >= 3600
+    assert seen["failure_timeout"] == (None if user_timeout else 30)
+    handled = seen["env"].get("PET_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT").split(",")
+    assert ("SIGHUP" in handled) is not nohup and "SIGTERM" in handled and "SIGINT" in handled
+
+
+def test_the_agents_long_wait_is_for_a_stop_only(monkeypatch):
+    """The agent closes its processes inside ``except SignalException`` for a stop: they get the variable's wait
+    (also from a torch that does not read it, before 2.12); otherwise (after a failure) the wait stays bounded, so a
+    failed run is reported soon."""
+    from torch.distributed.elastic.multiprocessing import SignalException, api
+
+    monkeypatch.setenv(launch.SHUTDOWN_TIMEOUT_VAR, "14400")
+    waits = []
+    context = type("Ctx", (), {"_close": lambda self, death_sig, timeout: waits.append(timeout), "_tail_logs": [],
+                               "filtered_stdout": None, "filtered_stderr": None})()
+    with launch._AgentWatch([], failure_timeout=30) as watch:
+        api.PContext.close(context, signal.SIGTERM, 14400)
+        try:
+            raise SignalException("stop", signal.SIGTERM)
+        except SignalException:
+            api.PContext.close(context, signal.SIGTERM, 30)
+    assert waits == [30, 14400] and watch.contexts == [context]
+    assert api.PContext.close is watch.original  # torch's own again
+
+
+def test_a_stopped_multi_process_run_reports_the_processes_own_codes():
+    assert launch._stopped_code(15, [143, 143]) == 143
+    assert launch._stopped_code(15, [143, 2]) == 2  # a full disk during the stop's save
+    assert launch._stopped_code(15, [137, 143]) == 137  # killed
+    assert launch._stopped_code(2, [0, 130]) == 130 and launch._stopped_code(15, [0, 0]) == 0
+    assert launch._stopped_code(15, None) == 143  # the codes could not be read
+
+
+WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    def stop(*args):  # a save that takes SAVE_S seconds, then the stop's exit code (or a failure's)
+        time.sleep(float(os.environ["SAVE_S"]))
+        open(os.path.join(sys.argv[1], "saved" + os.environ["RANK"]), "w").close()
+        sys.exit(int(os.environ["CODE"]))
+    signal.signal(signal.SIGTERM, stop)
+    os.write(1, f"ready {os.environ['RANK']}\\n".encode())  # one write: the two processes share the pipe
+    time.sleep(120)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("user_timeout,save_s,code,expected", [
+    ("1", 3, 143, 137),  # the user's 1 s: the agent SIGKILLs the saving processes, and the launcher says so
+    (None, 3, 143, 143),  # ours: the save completes
+    (None, 0.2, 2, 2),  # a failure during the stop's save (a full disk) is not reported as the stop's 143
+])
+def test_sigterm_to_a_multi_process_launch_waits_and_reports_the_processes_codes(tmp_path, user_timeout, save_s,
+                                                                                code, expected):
+    from helpers import free_port
+
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    env = {k: v for k, v in os.environ.items() if k != launch.SHUTDOWN_TIMEOUT_VAR}
+    env.update(SAVE_S=str(save_s), CODE=str(code), PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    if user_timeout:
+        env[launch.SHUTDOWN_TIMEOUT_VAR] = user_timeout
+    cmd = [*DIT_LORA_LAUNCH, *MULTI_ARGV[:-1], "--main_process_port", str(free_port()), str(script), str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    seen = ""
+    while not ("ready 0" in seen and "ready 1" in seen):  # both handlers are in place
+        line = proc.stdout.readline()
+        assert line, seen
+        seen += line
+    proc.send_signal(signal.SIGTERM)
+    try:
+        text = seen + proc.communicate(timeout=60)[0]
+    except subprocess.TimeoutExpired:
+        for pid in [*_children(proc.pid), proc.pid]:
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail("the launcher did not end within 60 s of SIGTERM:\n" + seen + proc.communicate()[0])
+    assert proc.returncode == expected, text
+    assert sorted(p.name for p in tmp_path.glob("saved*")) == ([] if expected == 137 else ["saved0", "saved1"])
+    assert "received SIGTERM: passed to the training processes" in text, text
+    assert "Sending process" not in text and "death signal" not in text and "Traceback" not in text, text
+    assert ("did not exit within 1 s" in text) is (expected == 137), text

@@ -40,9 +40,10 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
     """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk.
 
     ``on_step(step, model, optimizer)`` is called after every optimizer update (tests and extensions use it to
-    inspect state; anything it reads from the device costs a sync). SIGTERM and SIGINT stop the run after the
-    update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.errors.Interrupted`).
+    inspect state; anything it reads from the device costs a sync). SIGTERM, SIGINT and SIGHUP stop the run after
+    the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.errors.Interrupted`).
     """
+    owned = not signals.installed()  # the recipe's entry point installs them for the whole process
     stop = signals.current()
     try:
         return _train(cfg, on_step, stop)
@@ -55,7 +56,10 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
                           f"could save ({type(err).__name__}); the last whole checkpoint stays.",
                           stop.exit_code) from None
     finally:
-        signals.release()  # an in-process run leaves its caller's handlers as they were
+        if owned:
+            signals.release()  # an in-process run leaves its caller's handlers as they were
+        else:  # kept until the process exits: a launcher's forwarded repeat of the stop must not find Python's default
+            stop.end()
         output_lock.release(cfg.output_dir)  # a process exit releases it anyway; an in-process run ends here
 
 

@@ -1,17 +1,20 @@
-"""Preemption: SIGTERM and SIGINT finish the current update, save a checkpoint, say how to resume, and exit.
+"""Preemption: SIGTERM, SIGINT and SIGHUP finish the current update, save a checkpoint, say how to resume, and exit.
 
-What SLURM, Kubernetes and spot instances send before killing a job is SIGTERM; Ctrl-C is SIGINT. A run
-handles them in three phases (:class:`StopSignals`):
+What SLURM, Kubernetes and spot instances send before killing a job is SIGTERM; Ctrl-C is SIGINT; a closed
+terminal or SSH session sends SIGHUP. SIGHUP is left alone when the process started with it ignored (``nohup``):
+such a run keeps running when its terminal closes. A run handles them in three phases (:class:`StopSignals`):
 
 * **setup** (loading, caching; no step has run, nothing to save): the handler raises
-  :class:`~dit_lora.errors.Interrupted` at once: one line, exit 143 (SIGTERM) or 130 (SIGINT);
+  :class:`~dit_lora.errors.Interrupted` at once: one line (from the main process only), exit 143 (SIGTERM),
+  130 (SIGINT) or 129 (SIGHUP);
 * **training**: the handler only sets a flag (no device work, no host sync). The loop asks
   :meth:`StopSignals.should_stop` after each optimizer update, so the update in flight (all its
   micro-batches), a checkpoint save and a validation in progress all complete; then the run saves
   ``checkpoint-<step>`` (the same atomic save as a scheduled one), prints the command that resumes it and
-  exits 143 / 130. Resumed, it is bitwise the run that was never stopped;
+  exits 143 / 130 / 129. Resumed, it is bitwise the run that was never stopped;
 * **finishing** (after the last step: adapter, samples, card): the first signal is noted and the run ends
-  normally.
+  normally; once ``train`` has returned or raised (**ended**), a first signal is noted quietly: the process is
+  exiting with its own code.
 
 A second signal stops the process at once (one line; the last whole checkpoint stays, as after a SIGKILL).
 Repeats within :data:`REPEAT_WINDOW_S` of the first count as the same request: a scheduler may signal every
@@ -44,7 +47,9 @@ from ..errors import Interrupted
 
 #: exit code of a run stopped by each signal: the shell's 128 + signal number, which schedulers and
 #: ``set -e`` scripts read as "terminated", distinct from 2 (user error) and 3 (unrecoverable run)
-EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}
+#: handled only when not ignored at install: a run started with ``nohup`` must keep ignoring SIGHUP
+_UNLESS_IGNORED = (signal.SIGHUP,)
 #: repeats of the stop signal this soon after the first are the same request (forwarded or broadcast)
 REPEAT_WINDOW_S = 2.0
 #: set by ``dit-lora launch`` in the training processes' environment
@@ -71,13 +76,14 @@ def signal_name(signum: int) -> str:
 
 
 class StopSignals:
-    """The SIGTERM/SIGINT handlers of one training process and the stop flag they set (see the module doc)."""
+    """The SIGTERM/SIGINT/SIGHUP handlers of one training process and the stop flag they set (see the module doc)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None  # the first stop signal received
         self.first_at = 0.0
         self.phase = "setup"
-        self.main_process = True
+        # Until start_training knows: the launcher's rank variables, so only one process speaks during setup.
+        self.main_process = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"
         self.output_dir: Path | None = None
         self._previous: dict[int, object] = {}
         self._group = None  # the CPU process group of the agreement (several processes only)
@@ -86,10 +92,13 @@ class StopSignals:
 
     # ---- handlers -------------------------------------------------------------------------------
     def install(self) -> None:
-        """Take over SIGTERM and SIGINT (main thread only; elsewhere signals cannot be handled)."""
+        """Take over SIGTERM, SIGINT and SIGHUP, SIGHUP only when not ignored (main thread only; elsewhere signals
+        cannot be handled)."""
         if threading.current_thread() is not threading.main_thread():
             return
         for signum in EXIT_CODES:
+            if signum in _UNLESS_IGNORED and signal.getsignal(signum) == signal.SIG_IGN:
+                continue
             self._previous[signum] = signal.signal(signum, self._handle)
 
     def uninstall(self) -> None:
@@ -100,7 +109,13 @@ class StopSignals:
 
     @property
     def exit_code(self) -> int:
+        """The exit code for the first stop signal received: 143 (SIGTERM, and when none was), 130, 129."""
         return EXIT_CODES.get(self.signum, 143)
+
+    def end(self) -> None:
+        """``train`` has returned or raised while these handlers stay (installed by the recipe for the whole
+        process): a first signal from now on is noted, not raised, as the process is exiting with its own code."""
+        self.phase = "ended"
 
     def _handle(self, signum: int, frame) -> None:
         now = time.monotonic()
@@ -108,8 +123,9 @@ class StopSignals:
             self.signum, self.first_at = signum, now
             if self.phase == "setup":
                 raise Interrupted(f"received {signal_name(signum)} while setting up (before the first step: nothing to "
-                                  f"save); stopped (exit {self.exit_code}).", self.exit_code)
-            if self.main_process:
+                                  f"save); stopped (exit {self.exit_code})." if self.main_process else "",
+                                  self.exit_code)
+            if self.main_process and self.phase != "ended":
                 what = ("finishing the current update, then saving a checkpoint" if self.phase == "training"
                         else "finishing the run (adapter and summary)")
                 _say(f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole "
@@ -146,6 +162,7 @@ class StopSignals:
 
     @property
     def distributed(self) -> bool:
+        """Whether several processes take part in the stop agreement (the CPU group exists)."""
         return self._group is not None
 
     def should_stop(self) -> bool:
@@ -193,6 +210,11 @@ def current() -> StopSignals:
         _current.install()
         watch_launcher()
     return _current
+
+
+def installed() -> bool:
+    """Whether this process's handlers are installed (by the recipe's entry point, or by a ``train`` under way)."""
+    return _current is not None
 
 
 def release() -> None:
@@ -277,5 +299,5 @@ def _poll_parent(parent: int, interval: float = 0.5) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "release", "rerun_command",
-           "resume_command", "signal_name", "watch_launcher"]
+__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "installed", "release",
+           "rerun_command", "resume_command", "signal_name", "watch_launcher"]

@@ -1,6 +1,7 @@
-"""SIGTERM / SIGINT on real recipe processes: the update in flight finishes, a checkpoint is saved, the run exits
-143 / 130 with the resume command, and the resumed run is bitwise the uninterrupted one. Instants: mid-update
-(accumulation 2), mid-save, during validation, during setup, a second signal, an external kill, two processes."""
+"""SIGTERM / SIGINT / SIGHUP on real recipe processes: the update in flight finishes, a checkpoint is saved, the run
+exits 143 / 130 / 129 with the resume command, and the resumed run is bitwise the uninterrupted one. Instants:
+mid-update (accumulation 2), mid-save, during validation, during setup, a second signal, an external kill, two
+processes, a closed terminal (SIGHUP)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,22 @@ def test_external_sigterm_while_training_saves_and_resumes_bitwise(reference, tm
     class Done:
         returncode, stdout, stderr = proc.returncode, text, ""
     _stopped_then_resumed(reference, out, tiny_sana, shapes_data, Done, step)
+
+
+@pytest.mark.slow
+def test_sighup_while_training_saves_and_exits_129(tmp_path, tiny_sana, shapes_data):
+    """A closed terminal or SSH session (SIGHUP) is a stop like SIGTERM: the checkpoint is saved, exit 129."""
+    out = tmp_path / "out"
+    opts = dict(OPTS, max_train_steps=100000, validation_prompt=None, checkpointing_steps=0)
+    proc = _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts))
+    early = _read_until(proc, "steps:")
+    proc.send_signal(signal.SIGHUP)
+    rest, _ = proc.communicate(timeout=240)
+    text = early + rest
+    assert proc.returncode == 129 and "Traceback" not in text, text
+    assert "received SIGHUP: finishing the current update" in text and "stopped by SIGHUP after step" in text, text
+    (checkpoint,) = out.glob("checkpoint-*")
+    assert (checkpoint / "dit_lora_checkpoint_complete.json").is_file() and "--resume_from_checkpoint latest" in text
 
 
 @pytest.mark.slow

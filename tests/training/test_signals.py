@@ -48,9 +48,139 @@ def test_training_phase_only_sets_the_flag_and_repeats_in_the_window_are_one(sto
     assert err.count("received") == 1 and "saving a checkpoint" in err
 
 
-def test_handlers_are_given_back(stop):
-    stop.uninstall()
-    assert signal.getsignal(signal.SIGTERM) is not stop._handle
+def test_handlers_are_given_back():
+    before = {signum: signal.getsignal(signum) for signum in signals.EXIT_CODES}
+    watcher = signals.StopSignals()
+    watcher.install()
+    try:  # a bound method is a new object on each access: compare with ==
+        assert all(signal.getsignal(signum) == watcher._handle for signum in before)
+    finally:
+        watcher.uninstall()
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_only_the_main_process_speaks_when_stopped_in_setup(monkeypatch, rank):
+    """Before start_training, the launcher's RANK says which process is the main one: one line per run, not one
+    per process."""
+    monkeypatch.setenv("RANK", rank)
+    watcher = signals.StopSignals()
+    watcher.install()
+    try:
+        with pytest.raises(Interrupted) as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        watcher.uninstall()
+    assert info.value.exit_code == 143
+    assert ("while setting up" in str(info.value)) is (rank == "0") and (str(info.value) == "") is (rank == "1")
+
+
+SIGHUP_CHILD = textwrap.dedent("""
+    import sys, time
+    from dit_lora.training import signals
+    stop = signals.StopSignals(); stop.install(); stop.phase = "training"
+    print("ready", flush=True)  # after install: a signal from now on is handled
+    for _ in range(100):  # 10 s of "updates"
+        time.sleep(0.1)
+        if stop.should_stop():
+            print("saved after", stop.signum, flush=True)
+            sys.exit(stop.exit_code)
+    print("ran through", flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ignored", [False, True])
+def test_sighup_saves_and_exits_129_unless_the_process_started_with_it_ignored(ignored):
+    """A closed terminal (SIGHUP) stops the run like SIGTERM, exit 129; under nohup (SIGHUP ignored when the process
+    starts) it stays ignored and the run goes on."""
+    preexec = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignored else None
+    proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=preexec)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=60)
+    if ignored:
+        assert proc.returncode == 0 and out == "ran through\n" and err == "", err
+    else:
+        assert proc.returncode == 129 and out == f"saved after {int(signal.SIGHUP)}\n", err
+        assert "received SIGHUP: finishing the current update, then saving a checkpoint" in err
+
+
+class _Cfg:
+    output_dir = "."
+
+
+def test_train_keeps_the_handlers_the_recipe_installed_and_releases_its_own(monkeypatch, tmp_path):
+    """``recipe.main`` installs the handlers for the whole process: ``train`` leaves them (a launcher's forwarded
+    repeat of the stop must not meet Python's default handler); an in-process ``train`` gives back its own."""
+    from dit_lora.training import loop
+
+    def stopped_in_setup(cfg, on_step, stop):
+        raise Interrupted("stopped", 143)
+
+    monkeypatch.setattr(loop, "_train", stopped_in_setup)
+    cfg = _Cfg()
+    cfg.output_dir = str(tmp_path)
+    before = signal.getsignal(signal.SIGINT)
+    assert not signals.installed()
+    with pytest.raises(Interrupted):
+        loop.train(cfg)  # in process: its own handlers, given back
+    assert not signals.installed() and signal.getsignal(signal.SIGINT) == before
+    recipe_stop = signals.current()  # as recipe.main does
+    try:
+        with pytest.raises(Interrupted):
+            loop.train(cfg)
+        assert signals.current() is recipe_stop and signal.getsignal(signal.SIGINT) == recipe_stop._handle
+        assert recipe_stop.phase == "ended"
+        os.kill(os.getpid(), signal.SIGINT)  # after train: noted, not raised (the process is exiting anyway)
+        time.sleep(0.1)
+        assert recipe_stop.signum == signal.SIGINT
+    finally:
+        signals.release()
+
+
+@pytest.mark.slow
+def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
+    """Ctrl-C under dit-lora launch reaches the training process twice (the terminal, then the launcher): the second
+    arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt."""
+    code = textwrap.dedent("""
+        import os, signal, sys, time
+        from dit_lora.errors import run_cli
+        from dit_lora.training import loop, signals
+
+        class Cfg:
+            output_dir = "."
+
+        class Stderr:  # the launcher's copy arrives while run_cli prints the stop (in its except clause)
+            def __init__(self, stream):
+                self.stream, self.sent = stream, False
+            def write(self, text):
+                if not self.sent:
+                    self.sent = True
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.2)
+                return self.stream.write(text)
+            def flush(self):
+                self.stream.flush()
+
+        def setup(cfg, on_step, stop):
+            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C while setting up
+            time.sleep(5)
+
+        def main():
+            signals.current()  # as recipe.main does
+            loop._train = setup
+            sys.stderr = Stderr(sys.stderr)
+            loop.train(Cfg())
+
+        run_cli(main)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
+    assert proc.stderr.count("received SIGINT while setting up") == 1, proc.stderr
 
 
 def test_a_second_signal_after_the_window_exits_at_once():
@@ -137,8 +267,8 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     child = textwrap.dedent(f"""
         import signal, sys, time
         from dit_lora.training import signals
-        print(signals.watch_launcher(), flush=True)
         signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], "w").write("TERM"), sys.exit(0)))
+        print(signals.watch_launcher(), flush=True)  # ready: after the handler, so the launcher's death finds it
         for _ in range(40):  # 4 s: a SIGTERM from PR_SET_PDEATHSIG comes at once
             time.sleep(0.1)
         open(sys.argv[1], "w").write("survived")
