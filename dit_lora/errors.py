@@ -18,7 +18,7 @@ class UserError(Exception):
 
 
 class Interrupted(BaseException):
-    """The run was stopped by a signal (SIGTERM, SIGINT); ``exit_code`` is 143 or 130.
+    """The run was stopped by a signal (SIGTERM, SIGINT, SIGHUP); ``exit_code`` is 143, 130 or 129.
 
     A ``BaseException``, like ``KeyboardInterrupt``: a library's ``except Exception`` (a data loader that
     quarantines a sample it could not read, say) must not take a stop request for a bad sample. The message is
@@ -38,7 +38,7 @@ def format_error(err: BaseException) -> str:
 
 def run_cli(main: Callable[[], int | None]) -> None:
     """Run ``main`` and turn a :class:`UserError` into a short message and its exit code (2, or 3 for a stopped
-    run), an :class:`Interrupted` run into its paragraph and 143 / 130."""
+    run), an :class:`Interrupted` run into its paragraph and 143 / 130 / 129."""
     try:
         code = main()
     except UserError as err:

@@ -44,6 +44,7 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
     the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.errors.Interrupted`).
     """
     owned = not signals.installed()  # the recipe's entry point installs them for the whole process
+    locks_before = output_lock.holds(cfg.output_dir)  # setup takes one; a setup that failed before it took none
     stop = signals.current()
     try:
         return _train(cfg, on_step, stop)
@@ -60,7 +61,8 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
             signals.release()  # an in-process run leaves its caller's handlers as they were
         else:  # kept until the process exits: a launcher's forwarded repeat of the stop must not find Python's default
             stop.end()
-        output_lock.release(cfg.output_dir)  # a process exit releases it anyway; an in-process run ends here
+        if output_lock.holds(cfg.output_dir) > locks_before:  # a process exit releases it anyway; an in-process
+            output_lock.release(cfg.output_dir)  # run ends here, giving back only the acquisition its setup made
 
 
 def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:

@@ -98,6 +98,12 @@ def release(output_dir: str | Path) -> None:
         os.close(held[0])  # closing the only descriptor releases the flock
 
 
+def holds(output_dir: str | Path) -> int:
+    """How many :func:`acquire` calls of this process hold ``output_dir``'s lock now (0: none)."""
+    held = _HELD.get(str((Path(output_dir) / LOCK_FILE).resolve()))
+    return held[1] if held is not None else 0
+
+
 def _make_folder(out: Path) -> None:
     """Create ``out`` for its lock file; a path that cannot be a folder is one paragraph, not a traceback."""
     if out.exists() and not out.is_dir():
@@ -115,4 +121,4 @@ def lock_for_run(output_dir: str | Path, accelerator) -> str | None:
     return main_process_check(accelerator, lambda: acquire(output_dir), what=f"locking --output_dir `{output_dir}`")
 
 
-__all__ = ["LOCK_FILE", "acquire", "lock_for_run", "main_process_check", "release"]
+__all__ = ["LOCK_FILE", "acquire", "holds", "lock_for_run", "main_process_check", "release"]

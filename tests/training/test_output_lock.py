@@ -196,3 +196,22 @@ def test_the_lock_is_taken_before_the_folder_is_judged(tmp_path, holder, tiny_sa
     err, _ = train_in_process(tiny_sana, shapes_data, tmp_path, resume_from_checkpoint=resume)
     assert isinstance(err, UserError) and f"pid {proc.pid} on host" in str(err), repr(err)
     assert "skipping damaged" not in capsys.readouterr().out
+
+
+def test_a_run_that_fails_before_locking_leaves_another_runs_lock_alone(tmp_path, monkeypatch):
+    """train()'s clean-up gives back only the acquisition its own setup made: a run refused before it locked (here a
+    DeepSpeed launch, refused first) must not take a count off a lock another in-process run holds."""
+    from dit_lora.config import parse_config
+    from dit_lora.training.loop import train
+
+    out = tmp_path / "out"
+    assert acquire(out) is None
+    try:
+        monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+        cfg = parse_config(base_args(tmp_path / "model", tmp_path / "data", out, tmp_path / "cache"))
+        with pytest.raises(UserError, match="DeepSpeed"):
+            train(cfg)
+        assert output_lock.holds(out) == 1
+    finally:
+        release(out)
+    assert output_lock.holds(out) == 0
