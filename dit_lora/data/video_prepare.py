@@ -27,8 +27,8 @@ from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
 from .batches import collate
 from .paths import Located
-from .sources import (check_dataset_columns, dataset_captions, dataset_files_root, name_some, open_dataset,
-                      place_dataset_path)
+from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
+from .sources import name_some
 from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, validate_video_samples
 from .video_sources import load_video_samples
 
@@ -63,7 +63,7 @@ def _clip_path(value: Any, base_dir: str, clip_folder: Path, place: Callable[[st
         if value.get("bytes"):
             path = str(materialise_clip(bytes(value["bytes"]), clip_folder, _suffix(value.get("path"))))
             return Located(path, path, None)
-        path = value.get("path")  # written by `datasets` itself (see sources.dataset_files_root)
+        path = value.get("path")  # written by `datasets` itself (see hub_datasets.dataset_files_root)
         if isinstance(path, str) and path.strip():
             path = os.path.normpath(path if os.path.isabs(path) else os.path.join(base_dir, path))
             return Located(path, path, None)
@@ -99,7 +99,7 @@ def load_video_dataset(
 
     The clips are in ``video_column`` (default ``video``): a ``datasets.Video`` column (read with
     ``decode=False``, so neither torchcodec nor decord is needed) or a string column of paths inside
-    the dataset's own files (:func:`~dit_lora.data.sources.dataset_files_root`): relative to the folder of a
+    the dataset's own files (:func:`~dit_lora.data.hub_datasets.dataset_files_root`): relative to the folder of a
     local dataset; a path that leaves them is refused (the clip is quarantined with the reason, never opened).
     Clips stored as bytes are written once to ``clip_folder`` (content-addressed, see :func:`materialise_clip`).
     Keys are ``"<dataset_name>[<row>]"``, order is row order, ``max_train_samples`` keeps the first N rows.

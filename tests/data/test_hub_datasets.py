@@ -1,0 +1,162 @@
+"""Tests for dit_lora.data.hub_datasets: image samples of a ``--dataset_name`` (local folder or Hub, offline)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from PIL import Image
+
+from dit_lora.data import load_samples, validate_samples
+from dit_lora.errors import UserError
+
+
+
+def make_image(path, size=(16, 12), color=(200, 30, 30)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, color).save(path)
+    return path
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def keys(samples):
+    return [s.key for s in samples]
+
+
+class Log(list):
+    """Collects log lines; ``log=Log()`` stands in for print."""
+
+    def __call__(self, line):
+        self.append(line)
+
+    @property
+    def text(self):
+        return "\n".join(self)
+
+# ---------------------------------------------------------------------------------------------
+# load_samples: datasets
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets
+    import huggingface_hub.constants
+
+    # The env vars are read at import time; patch the constants too in case datasets is already loaded.
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True, raising=False)
+    return str(tmp_path / "hf-cache")
+
+
+def test_dataset_name_local_imagefolder(tmp_path, offline):
+    folder = tmp_path / "ds"
+    for i in range(3):
+        make_image(folder / f"{i}.png", color=(i * 100, 50, 0))
+    write_jsonl(folder / "metadata.jsonl", [{"file_name": f"{i}.png", "text": f"cap {i}"} for i in range(3)])
+    samples = load_samples(dataset_name=str(folder), cache_dir=offline)
+    assert keys(samples) == [f"{folder}[{i}]" for i in range(3)]
+    assert [s.caption for s in samples] == ["cap 0", "cap 1", "cap 2"]
+    assert all(s.path is None for s in samples)
+    assert samples[2].open_image().getpixel((0, 0)) == (200, 50, 0)
+    # same bytes + caption as the folder route, so caches are shared between the two
+    assert samples[1].content_id() == load_samples(train_data_dir=folder)[1].content_id()
+    assert validate_samples(samples, log=Log()) == samples
+    assert len(load_samples(dataset_name=str(folder), cache_dir=offline, max_train_samples=2)) == 2
+
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name=str(folder), cache_dir=offline, caption_column="prompt")
+    msg = str(err.value)
+    assert "'image'" in msg and "'text'" in msg and "--caption_column" in msg
+    with pytest.raises(UserError, match="--image_column"):
+        load_samples(dataset_name=str(folder), cache_dir=offline, image_column="img")
+
+
+def test_dataset_name_load_failure_is_user_error(tmp_path, offline):
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name="nobody/no-such-dataset-xyz", cache_dir=offline)
+    msg = str(err.value)
+    assert "nobody/no-such-dataset-xyz" in msg and "--train_data_dir" in msg and "--dataset_name" in msg
+
+
+def _watch_opens(monkeypatch):
+    opened = []
+    real_open = Image.open
+    monkeypatch.setattr(Image, "open", lambda fp, *a, **k: opened.append(str(fp)) or real_open(fp, *a, **k))
+    return opened
+
+
+def test_dataset_name_folder_path_strings_leaving_it_are_quarantined_and_never_opened(tmp_path, offline,
+                                                                                      monkeypatch):
+    folder = tmp_path / "ds"
+    make_image(folder / "a.png")
+    secret = make_image(tmp_path / "outside" / "secret.png", color=(0, 0, 255))
+    with open(folder / "train.csv", "w", newline="") as handle:
+        csv.writer(handle).writerows([["image", "text"], ["a.png", "in"], ["../outside/secret.png", "up"],
+                                      [str(secret), "absolute"], [str(folder / "a.png"), "absolute, inside"]])
+    opened = _watch_opens(monkeypatch)
+    samples = load_samples(dataset_name=str(folder), cache_dir=offline)
+    assert [s.refused is None for s in samples] == [True, False, False, True]
+    log, quarantine = Log(), []
+    good = validate_samples(samples, log=log, quarantine=quarantine, max_bad_samples_fraction=1.0, num_workers=1)
+    assert keys(good) == [f"{folder}[0]", f"{folder}[3]"]
+    assert not [path for path in opened if "outside" in path]
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert reasons[f"{folder}[1]"].startswith(f"row 1: image '../outside/secret.png' leaves the data folder {folder}")
+    assert "refused, never opened" in reasons[f"{folder}[2]"] and str(secret) in log.text
+
+
+def _fake_hub_dataset(monkeypatch, tmp_path, cells, snapshot=True):
+    """``owner/pics`` as a Hub dataset of path strings; its repository's snapshot (``images/a.png``) in a Hub
+    cache under tmp_path when ``snapshot``. Returns the snapshot folder."""
+    import datasets
+    import huggingface_hub.constants
+
+    from dit_lora.data import hub_datasets
+
+    cache = tmp_path / "hub"
+    repo = cache / "datasets--owner--pics"
+    folder = repo / "snapshots" / ("0" * 40)
+    if snapshot:
+        make_image(folder / "images" / "a.png", color=(0, 255, 0))
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    table = datasets.Dataset.from_dict({"image": cells, "text": [f"c{i}" for i in range(len(cells))]})
+    monkeypatch.setattr(hub_datasets, "open_dataset", lambda *a, **k: table)
+    return folder
+
+
+def test_hub_dataset_path_strings_stay_inside_its_own_files(tmp_path, offline, monkeypatch):
+    # In the working directory a file of the same name: a Hub dataset's path never names it.
+    make_image(tmp_path / "cwd" / "images" / "a.png", color=(255, 0, 0))
+    make_image(tmp_path / "cwd" / "b.png")
+    monkeypatch.chdir(tmp_path / "cwd")
+    folder = _fake_hub_dataset(monkeypatch, tmp_path, ["images/a.png", "../../../../cwd/b.png",
+                                                      str(tmp_path / "cwd" / "b.png")])
+    opened = _watch_opens(monkeypatch)
+    samples = load_samples(dataset_name="owner/pics", cache_dir=offline)
+    assert samples[0].refused is None and samples[0].open_image().getpixel((0, 0)) == (0, 255, 0)
+    assert opened == [str(folder / "images" / "a.png")]
+    for row, sample in enumerate(samples[1:], 1):
+        assert sample.refused.startswith(f"row {row}: image ") and f"leaves the data folder {folder}" in sample.refused
+        assert "Hub dataset 'owner/pics'" in sample.refused
+    with pytest.raises(ValueError, match="never opened"):
+        samples[2].content_id()
+
+
+def test_hub_dataset_path_strings_without_its_files_here_are_refused(tmp_path, offline, monkeypatch):
+    make_image(tmp_path / "images" / "a.png")
+    monkeypatch.chdir(tmp_path)  # the old rule read this file, joined onto the working directory
+    _fake_hub_dataset(monkeypatch, tmp_path, ["images/a.png", str(tmp_path / "images" / "a.png")], snapshot=False)
+    samples = load_samples(dataset_name="owner/pics", cache_dir=offline)
+    assert all(s.refused and "hf download owner/pics --repo-type dataset" in s.refused for s in samples)
+    assert "(refused, never opened)" in samples[0].refused and samples[0].refused.startswith(
+        "row 0: image 'images/a.png' is a path, and Hub dataset 'owner/pics' has no files in the Hugging Face cache")
