@@ -313,11 +313,18 @@ def _complete(accelerator, save: _Save, total_limit: int | None, log, crash_poin
     _fsync_dir(output_dir)
     crash_point("checkpoint_after_rename", step)
     if total_limit:
-        for _, path in complete_checkpoints(output_dir)[:-total_limit]:
+        for path in _to_prune(output_dir, final, total_limit):
             shutil.rmtree(path)
             log(f"pruned {path.name} (--checkpoints_total_limit {total_limit})")
     log(f"saved {final}")
 
+
+
+def _to_prune(output_dir: Path, final: Path, total_limit: int) -> list[Path]:
+    """The checkpoints past ``--checkpoints_total_limit``, oldest first: never ``final``, the one just written (a
+    checkpoint with a higher step, of another run, must not make a run delete its own newest state)."""
+    others = [path for _, path in complete_checkpoints(output_dir) if path.resolve() != final.resolve()]
+    return others[:max(0, len(others) - (total_limit - 1))]
 
 # What reading a damaged or foreign file raises inside accelerate's, safetensors' and torch's loaders.
 _READ_ERRORS = (OSError, ValueError, EOFError, KeyError, RuntimeError)

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,17 +121,49 @@ class Run:
         return injector.batch(step, batch) if injector is not None else batch
 
 
-def check_output_dir(cfg: TrainConfig) -> None:
-    """Refuse to overwrite a finished run unless asked to (or resuming)."""
+def check_output_dir(cfg: TrainConfig) -> str | None:
+    """Refuse to overwrite a finished run, or to mix a fresh run with an older run's checkpoints, unless asked to
+    (or resuming); return a line to log when ``--overwrite_output_dir`` removed old checkpoints.
+
+    Called on the main process after the output lock: nothing else writes the folder meanwhile.
+    """
     out = Path(cfg.output_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
     done = [name for name in ADAPTER_FILES if (out / name).exists()]
     if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
         raise UserError(
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
+    if cfg.resume_from_checkpoint:
+        return None
+    # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
+    # later `latest` would resume the older run: they never mix.
+    old = old_checkpoints(out)
+    if not old:
+        return None
+    names = ", ".join(p.name for p in old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
+    if not cfg.overwrite_output_dir:
+        raise UserError(
+            f"--output_dir `{out}` holds checkpoints of an earlier run ({names}), and this run does not resume: "
+            "its own checkpoints would mix with them. Continue that run with --resume_from_checkpoint latest, choose "
+            "another --output_dir, or add --overwrite_output_dir to remove them and start over."
+        )
+    for path in old:
+        shutil.rmtree(path)
+    return f"--overwrite_output_dir: removed {len(old)} checkpoint folder(s) of an earlier run from {out} ({names})"
+
+
+def old_checkpoints(out: Path) -> list[Path]:
+    """Every checkpoint folder in ``out``, whole, incomplete or half-replaced (``checkpoint-*``,
+    ``.tmp-checkpoint-*``, ``.old-checkpoint-*``), sorted by name."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if p.is_dir() and _CHECKPOINT_DIR.match(p.name))
+
+
+_CHECKPOINT_DIR = re.compile(r"^(\.tmp-|\.old-)?checkpoint-\d+$")
 
 
 _SHARDED_ENGINES = {"ACCELERATE_USE_DEEPSPEED": "DeepSpeed", "ACCELERATE_USE_FSDP": "FSDP"}
@@ -238,7 +272,9 @@ def _start(cfg: TrainConfig) -> Run:
         log(lock_note)
 
     def judge_folder() -> Path | None:
-        check_output_dir(cfg)
+        note = check_output_dir(cfg)
+        if note:
+            log(note)
         return resolve_resume(out, cfg.resume_from_checkpoint, log)  # a bad path fails before any model loads
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)

@@ -165,3 +165,46 @@ def test_a_failed_save_removes_its_staging_folder(tmp_path, tiny_sana, shapes_da
     err, out = train_in_process(tiny_sana, shapes_data, tmp_path, on_step=poison, **OPTS)
     assert isinstance(err, NonFiniteWeightsError), err
     assert not list(out.glob(".tmp-checkpoint-*")) and not list(out.glob("checkpoint-*"))
+
+
+def test_a_fresh_run_never_mixes_with_an_older_runs_checkpoints(reference, tmp_path, tiny_sana, shapes_data, capsys):
+    """Refused without --overwrite_output_dir; with it the old checkpoints go at start and the new run's own
+    checkpoints survive pruning (before, the old ones' higher steps made it prune its own, and `latest` resumed the
+    old run)."""
+    out = _copy(reference, tmp_path)
+    fresh = dict(OPTS, max_train_steps=4, checkpoints_total_limit=2)
+    err = train_in_process(tiny_sana, shapes_data, tmp_path, **fresh)[0]
+    assert isinstance(err, UserError) and "holds checkpoints of an earlier run (checkpoint-2" in str(err), err
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+    capsys.readouterr()
+    summary = train_in_process(tiny_sana, shapes_data, tmp_path, overwrite_output_dir="true", **fresh)[0]
+    assert isinstance(summary, dict), summary
+    text = capsys.readouterr().out
+    assert f"--overwrite_output_dir: removed 3 checkpoint folder(s) of an earlier run from {out}" in text
+    assert "pruned" not in text
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert json.loads((out / "checkpoint-4" / "trainer_state_rank0.json").read_text())["run"]["global_step"] == 4
+
+
+def test_the_demo_config_runs_again_in_its_own_folder(tmp_path, tiny_sana, shapes_data, capsys):
+    """The demo config sets overwrite_output_dir: a second run replaces the first's adapter and checkpoints."""
+    from accelerate.state import AcceleratorState
+
+    from helpers import ROOT
+    from dit_lora.config import parse_config
+    from dit_lora.training.loop import train
+
+    args = ["--config", str(ROOT / "recipes/configs/sana/demo.yaml"), "--demo", "false",
+            "--pretrained_model_name_or_path", str(tiny_sana), "--train_data_dir", str(shapes_data),
+            "--output_dir", str(tmp_path / "out"), "--cache_dir", str(tmp_path / "cache"), "--max_train_steps", "3",
+            "--checkpointing_steps", "1", "--report_to", "none", "--skip_doctor", "true",
+            "--ignore_memory_plan", "true", "--validation_steps", "1000", "--attention_canary", "false"]
+    for _ in range(2):
+        AcceleratorState._reset_state(True)
+        try:
+            summary = train(parse_config(args))
+        finally:
+            AcceleratorState._reset_state(True)
+        assert isinstance(summary, dict), summary
+    assert "removed 2 checkpoint folder(s) of an earlier run" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]

@@ -112,3 +112,14 @@ def test_the_command_that_continues_is_the_launch_that_started_the_run(monkeypat
     monkeypatch.setenv(signals.LAUNCHED_VAR + "_COMMAND", "dit-lora launch --num_processes 2")
     assert signals.rerun_command() == ("dit-lora launch --num_processes 2 recipes/sana_lora.py --config 'a b.yaml' "
                                        "--resume_from_checkpoint latest")
+
+
+def test_pruning_never_removes_the_checkpoint_just_written(tmp_path):
+    """Older checkpoints with higher steps (of another run) must not make a save prune itself."""
+    for step in (35, 40):
+        _save(tmp_path, step)
+    path, lines = _save(tmp_path, 5, limit=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-40", "checkpoint-5"]
+    assert lines == ["pruned checkpoint-35 (--checkpoints_total_limit 2)", f"saved {path}"]
+    _save(tmp_path, 6, limit=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-6"]
