@@ -18,7 +18,7 @@ import os
 import posixpath
 from typing import NamedTuple
 
-__all__ = ["Located", "locate", "refusal_text"]
+__all__ = ["Located", "locate", "printable", "refusal_text"]
 
 
 class Located(NamedTuple):
@@ -28,6 +28,12 @@ class Located(NamedTuple):
     key: str
     path: str | None
     refused: str | None
+
+
+def printable(text: str) -> str:
+    """``text`` itself, or its repr without quotes when it holds characters a terminal would hide or act on
+    (NUL, escape sequences, newlines): how a name read from a data file is shown in keys and logs."""
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def refusal_text(written: str, root: str, field: str, hint: str = "") -> str:

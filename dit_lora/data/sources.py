@@ -26,7 +26,7 @@ from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
 from .decode import load_rgb
-from .paths import locate
+from .paths import locate, printable
 
 if TYPE_CHECKING:
     from .hub_datasets import DatasetImages
@@ -236,9 +236,9 @@ def _walk_folder(root: str) -> tuple[list[str], set[str], list[tuple[str, str]]]
 
 
 def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
-                       caption_column: str, refused: dict[str, str]) -> dict[str, tuple[int, list[str | None]]]:
-    """Captions per image key from every metadata file; ``refused`` gets ``{key: reason}`` of the rows whose
-    file_name leaves the data folder (:func:`~dit_lora.data.paths.locate`)."""
+                       caption_column: str, refused: list[RawSample]) -> dict[str, tuple[int, list[str | None]]]:
+    """Captions per image key from every metadata file; ``refused`` gets one sample per row whose
+    file_name leaves the data folder (:func:`~dit_lora.data.paths.locate`), each with its own line's reason."""
     # key -> (depth of the metadata file, [captions]); the deepest metadata file naming an image
     # wins, mirroring how a subfolder's own metadata is the more specific statement.
     from_metadata: dict[str, tuple[int, list[str | None]]] = {}
@@ -246,7 +246,9 @@ def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
         depth = rel_dir.count("/") + 1 if rel_dir else 0
         for key, caption, refusal in read_metadata(root, rel_dir, name, caption_column):
             if refusal is not None:
-                refused.setdefault(key, refusal)
+                # Per row, not per key: two rows reaching the same outside file are two findings, each with its line.
+                refused.append(RawSample(key=key, caption=caption or "", refused=refusal))
+                continue
             best = from_metadata.get(key)
             if best is None or depth > best[0]:
                 from_metadata[key] = (depth, [caption])
@@ -268,9 +270,9 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
         )
 
     images, texts, metadata_files = _walk_folder(root)
-    refused: dict[str, str] = {}
+    refused: list[RawSample] = []  # outside the folder: kept (screening quarantines them), never opened
     from_metadata = _metadata_captions(root, metadata_files, caption_column, refused)
-    if not images and not from_metadata:
+    if not images and not from_metadata and not refused:
         raise UserError(
             f"--train_data_dir {root!r} contains no images (looked for "
             f"{', '.join(sorted(IMAGE_EXTENSIONS))} in it and its subfolders, case-insensitive). "
@@ -279,7 +281,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     if labels_from_folders and not metadata_files:
         return _class_folder_samples(root, images)
 
-    samples: list[RawSample] = []
+    samples: list[RawSample] = list(refused)
     uncaptioned: list[str] = []
     # Absolute paths keep samples valid if the working directory changes (workers, notebooks).
     abs_root = os.path.abspath(root)
@@ -287,10 +289,6 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
         path = os.path.normpath(os.path.join(abs_root, *key.split("/")))
         txt = posixpath.splitext(key)[0] + ".txt"
         captions = from_metadata[key][1] if key in from_metadata else [None]
-        if key in refused:
-            # Outside the folder: kept (screening quarantines it with the reason), never opened, no .txt read.
-            samples.extend(RawSample(key=key, caption=c or "", refused=refused[key]) for c in captions)
-            continue
         if txt in texts and any(c is None for c in captions):
             # Metadata wins, but a row with an empty caption cell falls back to the .txt beside it.
             fallback = _read_txt(os.path.join(root, *txt.split("/")))
@@ -308,7 +306,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             f'{{"file_name": "0001.png", "{caption_column}": "a photo of ..."}}, '
             f"or put a .txt file with the same name next to each image (0001.png -> 0001.txt)."
         )
-    return samples
+    return sorted(samples, key=lambda s: s.key)  # refused rows among the others; stable: row order kept
 
 
 def class_folder_names(root: str | None) -> list[str] | None:
@@ -405,7 +403,8 @@ def read_metadata(root: str, rel_dir: str, name: str,
             else:
                 reader = csv.DictReader(handle)
                 columns.update(dict.fromkeys(reader.fieldnames or []))
-                rows.extend((line_no, row) for line_no, row in enumerate(reader, 2))
+                for row in reader:  # line_num: the file's own line (blank lines and multi-line cells counted)
+                    rows.append((reader.line_num, row))
     except UnicodeDecodeError as err:
         raise UserError(f"{path} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8.") from None
     if not rows:
@@ -432,7 +431,9 @@ def read_metadata(root: str, rel_dir: str, name: str,
             )
         shown = posixpath.join(rel_dir, name) if rel_dir else name
         located = locate(root, file_name, rel_dir=rel_dir, field=f"{shown} line {line_no}: file_name")
-        out.append((located.key, caption_value(row.get(caption_column)), located.refused))
+        # A refused row is named by its file_name as written (escaped), so the row can be found in the file.
+        key = located.key if located.refused is None else printable(file_name)
+        out.append((key, caption_value(row.get(caption_column)), located.refused))
     return out
 
 

@@ -17,6 +17,7 @@ from PIL import UnidentifiedImageError
 from dit_lora.errors import UserError
 
 from .decode import ImageTooLarge, decode_workers, pixel_budget
+from .paths import printable
 from .sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
 
@@ -144,7 +145,7 @@ def validate_samples(
         raise_on_fraction=raise_on_fraction,
         what="training images" if only_images else "training samples",
         failed="could not be read" if only_images else "could not be used",
-        skipped_as="samples with unreadable images" + ("" if only_images else " or empty captions"),
+        skipped_as="unreadable images",
         fix="Check the files in --train_data_dir / --dataset_name.",
     )
 
@@ -162,26 +163,50 @@ def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samp
     return [check(s) for s in samples]
 
 
+_ONE = {"paths outside the data folder": "path outside the data folder", "empty captions": "empty caption",
+        "images too large": "image too large", "unreadable images": "unreadable image",
+        "clips that cannot be used": "clip that cannot be used"}
+
+
+def skipped_by_reason(bad: Sequence[tuple[Any, str]], other: str) -> str:
+    """``6 unreadable images, 2 paths outside the data folder``: the skipped (sample, problem) pairs counted by
+    reason; ``other`` names the problems that are neither a refused path, an empty caption nor a too-large image."""
+    counts: dict[str, int] = {}
+    for sample, problem in bad:
+        if getattr(sample, "refused", None) is not None:
+            reason = "paths outside the data folder"
+        elif problem == "empty caption":
+            reason = "empty captions"
+        elif problem.startswith("image too large"):
+            reason = "images too large"
+        else:
+            reason = other
+        counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{n} {_ONE.get(reason, reason) if n == 1 else reason}" for reason, n in counts.items())
+
+
 def screen(samples: list, problems: list[str | None], *, max_bad_samples_fraction: float, log: Callable[[str], Any],
            quarantine: list[dict[str, Any]] | None, raise_on_fraction: bool, what: str, failed: str, skipped_as: str,
            fix: str) -> list:
     """Drop the samples with a problem: name them (20 at most), quarantine them, enforce the fraction.
 
-    Shared by images and videos; returns the good samples renumbered ``index`` 0..N-1.
+    Shared by images and videos; returns the good samples renumbered ``index`` 0..N-1. The count line words
+    the skipped samples by reason (:func:`skipped_by_reason`; ``skipped_as`` names the problems of the media).
     """
     bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
         quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
     for sample, problem in bad[:MAX_LOGGED_BAD]:
-        log(f"skipping {sample.key}: {problem}")
+        log(f"skipping {printable(sample.key)}: {problem}")  # a key read from a data file may hold a NUL or ESC
     if len(bad) > MAX_LOGGED_BAD:
         log(f"... and {len(bad) - MAX_LOGGED_BAD} more")
     if bad:
-        log(f"skipped {len(bad)} of {len(samples)} {skipped_as}; {len(good)} remain")
+        log(f"skipped {len(bad)} of {len(samples)} samples: {skipped_by_reason(bad, skipped_as)}; {len(good)} remain")
     total = len(samples)
     if raise_on_fraction:
-        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=what, failed=failed)
+        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=what,
+                                   failed=failed)
         if error is not None:
             raise error
     if not good:

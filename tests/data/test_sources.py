@@ -233,8 +233,10 @@ def test_file_names_leaving_the_folder_are_quarantined_and_never_opened(tmp_path
     assert keys(good) == ["a.png"]
     assert opened == [str(data / "a.png")]  # nothing outside the folder was opened
     reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert [q["reason"][:25] for q in quarantine if q["key"] == "../outside/secret.png"] == [
+        "metadata.jsonl line 2: fi", "metadata.jsonl line 5: fi"]  # each row with its own line
     assert reasons["../outside/secret.png"].startswith(
-        f"metadata.jsonl line 2: file_name '../outside/secret.png' leaves the data folder {data}")
+        f"metadata.jsonl line 5: file_name '../outside/secret.png' leaves the data folder {data}")
     assert "refused, never opened" in reasons["../../../../etc/hostname"]
     assert "symlink" in log.text
     with pytest.raises(ValueError, match="leaves the data folder"):
@@ -268,7 +270,7 @@ def test_csv_file_name_outside_is_refused_too(tmp_path):
         csv.writer(handle).writerows([["file_name", "text"], ["a.png", "x"], ["../../b.png", "y"], ["../a.png", "z"]])
     samples = {s.key: s for s in load_samples(train_data_dir=data)}
     assert samples["sub/a.png"].refused is None and samples["a.png"].refused is None  # ../ inside the data folder
-    assert samples["../b.png"].refused.startswith("sub/metadata.csv line 3: file_name '../../b.png' leaves")
+    assert samples["../../b.png"].refused.startswith("sub/metadata.csv line 3: file_name '../../b.png' leaves")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -477,3 +479,36 @@ def test_every_sample_kind_names_itself_for_fault_reports_and_only_clips_have_a_
     assert QASample("qa.json:2", Path("/clips/a.mp4"), []).display_name() == "qa.json:2 (/clips/a.mp4)"
     assert RawSample(key="cat.png", caption="").bucket is None
     assert VideoSample(key="a.mp4", caption="", path="a.mp4", bucket=(9, 32, 32)).bucket == (9, 32, 32)
+
+
+def test_refused_rows_are_named_as_written_on_their_own_line_once_each(tmp_path):
+    # Review finding I: two rows reaching the same outside file were both reported as the first, with its line;
+    # a NUL in a name reached the log raw; the count called refused paths "unreadable images".
+    data = tmp_path / "data"
+    make_image(data / "a.png")
+    make_image(tmp_path / "outside" / "secret.png")
+    rows = [json.dumps({"file_name": "a.png", "text": "x"}), "", "",
+            json.dumps({"file_name": "../outside/secret.png", "text": "x"}), "",
+            json.dumps({"file_name": "inner/../../outside/secret.png", "text": "x"}),
+            json.dumps({"file_name": "/etc\x00/hostname", "text": "x"}),
+            json.dumps({"file_name": "missing.png", "text": "x"})]
+    (data / "metadata.jsonl").write_text("\n".join(rows) + "\n")
+    log, quarantine = Log(), []
+    validate_samples(load_samples(train_data_dir=data), log=log, quarantine=quarantine, max_bad_samples_fraction=1.0,
+                     num_workers=1)
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert len(quarantine) == 4 and len(reasons) == 4
+    assert reasons["../outside/secret.png"].startswith("metadata.jsonl line 4: file_name '../outside/secret.png' ")
+    assert reasons["inner/../../outside/secret.png"].startswith(
+        "metadata.jsonl line 6: file_name 'inner/../../outside/secret.png' ")
+    assert reasons["/etc\\x00/hostname"].startswith("metadata.jsonl line 7: file_name '/etc\\x00/hostname' ")
+    assert "\x00" not in log.text and "skipping /etc\\x00/hostname: " in log.text
+    assert log[-1] == "skipped 4 of 5 samples: 3 paths outside the data folder, 1 unreadable image; 1 remain"
+
+
+def test_csv_refused_row_names_its_true_line(tmp_path):
+    data = tmp_path / "data"
+    make_image(data / "a.png")
+    (data / "metadata.csv").write_text('file_name,text\na.png,"two\nlines"\n\n../b.png,y\n')
+    (refused,) = [s for s in load_samples(train_data_dir=data) if s.refused]
+    assert refused.refused.startswith("metadata.csv line 5: file_name '../b.png' leaves")
