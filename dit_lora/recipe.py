@@ -56,7 +56,38 @@ def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[st
             f"{err} The run diverged; lower --learning_rate, keep --max_grad_norm on, or resume from an earlier "
             "checkpoint with --resume_from_checkpoint."
         )
+    except UserError:
+        raise
+    except Exception as err:
+        full = _disk_full_error(err, cfg)
+        if full is None:
+            raise
+        raise full from err
     return 0
+
+
+def _disk_full_error(err: BaseException, cfg) -> UserError | None:
+    """A full disk that escaped its writer as a bare library error becomes one paragraph (None: not a full disk).
+
+    The writers that know what they write say so themselves (:mod:`.fileio`); this is the net for the others
+    (tracker logs, samples, a library's own files), naming the file the error names, else --output_dir.
+    """
+    from .fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
+
+    if not is_disk_full(err):
+        return None
+    chain, seen, where = err, set(), None
+    while chain is not None and id(chain) not in seen and where is None:
+        seen.add(id(chain))
+        where = getattr(chain, "filename", None)
+        chain = chain.__cause__ or chain.__context__
+    where, said = str(where or cfg.output_dir), " ".join(str(err).split())[:200]
+    return DiskFullError(
+        f"No space left on device while writing {where} ({type(err).__name__}: {said}). "
+        f"{human_bytes(free_bytes(where))} are free on that file system (a disk quota may allow less). Free some "
+        "space there, or put --output_dir (and --cache_dir, --logging_dir) on a disk with room, and run again; the "
+        "checkpoints already written are whole, and --resume_from_checkpoint latest continues from the newest."
+    )
 
 
 def main(family: str, also: Sequence[str] = ()) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from safetensors import safe_open
 
-from ..fileio import save_safetensors_atomic
+from ..fileio import reporting_disk_full, save_safetensors_atomic
 
 
 
@@ -182,7 +182,7 @@ def build_cache(
                         log(f"skipping {samples[index].key}: {failed[index]}")
                         continue
                     log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
-                _atomic_save(tensors, files[index])
+                _atomic_save(tensors, files[index], left=len(todo) - start - r)
         done = min(start + batch_size, len(todo))
         # A line per batch for small jobs; for thousands of one-clip batches, about every 5% or 30 s.
         if done == len(todo) or len(todo) <= 20 * batch_size or done * 20 // len(todo) != start * 20 // len(todo) \
@@ -192,5 +192,11 @@ def build_cache(
     return failed
 
 
-def _atomic_save(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    save_safetensors_atomic(tensors, path)
+def _atomic_save(tensors: dict[str, torch.Tensor], path: Path, left: int = 1) -> None:
+    """Write one cache entry; a full disk is one paragraph naming the cache folder and about what the ``left``
+    entries still to write (this one included) need."""
+    needed = sum(t.numel() * t.element_size() for t in tensors.values()) * max(left, 1)
+    advice = ("Nothing has been trained yet. Free some space there, or pass --cache_dir on a disk with room, and run "
+              "the same command again: the entries already cached are kept and not encoded again.")
+    with reporting_disk_full("the latent cache", path.parent, needed=needed, advice=advice):
+        save_safetensors_atomic(tensors, path)

@@ -192,13 +192,43 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
 
 def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
-    path = Path(cfg.output_dir) / QUARANTINE_FILE
-    if accelerator.is_main_process:
-        from ..fileio import write_json_atomic
+    from ..fileio import reporting_disk_full, write_json_atomic
+    from ..training.collective import main_process_check
 
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, quarantine)
+    path = Path(cfg.output_dir) / QUARANTINE_FILE
+    advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
+              "and run the same command again.")
+
+    def write() -> None:
+        with reporting_disk_full("the list of left-out samples", path, advice=advice):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(path, quarantine)
+
+    # Every rank learns of the main process's failure (a full disk), instead of waiting at the next collective.
+    main_process_check(accelerator, write, what=f"writing {path}")
     return path
+
+
+def _build_cache_everywhere(accelerator, build: Callable[[], dict[int, str]]) -> dict[int, str]:
+    """``build()`` on every rank; when it raises on one (a full cache disk), every rank raises (not a hang at the
+    next collective): the same paragraph for a :class:`UserError`, else the failing rank's traceback and a
+    paragraph naming that rank on the others."""
+    from ..training.collective import Failure, exchange
+
+    own, result = None, {}
+    try:
+        result = build()
+    except Exception as err:  # noqa: BLE001 - the other ranks must learn of any failure
+        own = err
+    failures = exchange(accelerator, Failure.of(own, accelerator.process_index) if own is not None else None)
+    if own is not None:
+        raise own
+    if failures:
+        first = failures[0]
+        raise first.error() if first.user else UserError(
+            f"Rank {first.rank} failed while building the latent cache ({first.text}), so this process stops too. "
+            "That process's own error, printed with its traceback, says why: fix that and run again.")
+    return result
 
 
 def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list, accelerator) -> dict[int, str]:
@@ -275,12 +305,12 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     log(f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
         + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else ""))
     accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
-    failed_local = build_cache(
+    failed_local = _build_cache_everywhere(accelerator, lambda: build_cache(
         samples, files, missing[rank::world],
         encode_images=lambda px: family.encode_images(comps, px),
         encode_prompts=lambda caps: family.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
         random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=print, what=media.noun,
-    )
+    ))
     failed = _gather(accelerator, failed_local)
     accelerator.wait_for_everyone()
     for i, reason in sorted(failed.items()):
