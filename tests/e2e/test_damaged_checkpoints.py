@@ -208,3 +208,27 @@ def test_the_demo_config_runs_again_in_its_own_folder(tmp_path, tiny_sana, shape
         assert isinstance(summary, dict), summary
     assert "removed 2 checkpoint folder(s) of an earlier run" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "out").glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+
+
+MALFORMED = {  # what a hand-edited marker holds: each makes checkpoint-6 damaged, skipped by `latest`
+    "a list": lambda m: [1, 2],
+    "a bad size": lambda m: {**m, "optimizer.bin": {**m["optimizer.bin"], "size": "x"}},
+    "an empty manifest, optimizer.bin then truncated": lambda m: {},
+    "a file left out": lambda m: {k: v for k, v in m.items() if k != "optimizer.bin"},
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_latest_skips_a_checkpoint_whose_manifest_is_malformed(case, reference, tmp_path, tiny_sana, shapes_data,
+                                                               capsys):
+    out = _copy(reference, tmp_path)
+    marker_path = out / "checkpoint-6" / COMPLETE_MARKER
+    marker = json.loads(marker_path.read_text())
+    marker_path.write_text(json.dumps({**marker, "files": MALFORMED[case](marker["files"])}))
+    if case.startswith("an empty"):
+        os.truncate(out / "checkpoint-6" / "optimizer.bin", 100)
+    summary = _resume(tiny_sana, shapes_data, tmp_path)
+    assert isinstance(summary, dict), summary
+    text = capsys.readouterr().out
+    assert "skipping damaged checkpoint-6: " in text and f"resumed from {out / 'checkpoint-4'} at step 4" in text
+    _assert_same_adapter(reference, out)

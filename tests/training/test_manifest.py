@@ -96,3 +96,49 @@ def test_a_file_that_fails_while_hashed_is_named_damage(tmp_path, monkeypatch, e
     verdict = verify(folder, MARKER)
     what = "missing" if isinstance(error, FileNotFoundError) else "unreadable"
     assert not verdict.whole and verdict.problem == f"optimizer.bin is {what} ({error.strerror})", verdict.problem
+
+
+def _set_manifest(folder, change):
+    marker = json.loads((folder / MARKER).read_text())
+    change(marker[MANIFEST_KEY])
+    (folder / MARKER).write_text(json.dumps(marker))
+
+
+@pytest.mark.parametrize("change,expected", [
+    (lambda m: m.clear(), "it lists no files"),
+    (lambda m: m.update({"state.json": 7}), "the entry of state.json is '7', not an object"),
+    (lambda m: m["state.json"].update(size="x"), "the size of state.json is 'x', not a byte count"),
+    (lambda m: m["state.json"].update(size=True), "the size of state.json is True, not a byte count"),
+    (lambda m: m["state.json"].pop("sha256"), "the sha256 of state.json is 'None', not a SHA-256 hex digest"),
+    (lambda m: m.update({"../outside.json": m["state.json"]}), "the file name '../outside.json' is not a path inside the checkpoint"),
+])
+def test_a_malformed_manifest_is_named_damage(tmp_path, change, expected):
+    """A marker whose manifest is not what build_manifest writes: damage (skipped by `latest`), never a traceback;
+    an empty one no longer vouches for every file."""
+    folder = _checkpoint(tmp_path / "c")
+    _set_manifest(folder, change)
+    verdict = verify(folder, MARKER)
+    assert not verdict.whole and verdict.problem == f"its completion marker {MARKER} holds a malformed manifest " \
+                                                    f"({expected})", verdict.problem
+
+
+def test_a_manifest_that_is_not_an_object_is_named_damage(tmp_path):
+    folder = _checkpoint(tmp_path / "c")
+    marker = json.loads((folder / MARKER).read_text())
+    (folder / MARKER).write_text(json.dumps({**marker, MANIFEST_KEY: [1, 2]}))
+    assert verify(folder, MARKER).problem == (f"its completion marker {MARKER} holds a malformed manifest "
+                                              f"(`{MANIFEST_KEY}` is a list, not an object of files)")
+
+
+def test_files_missing_from_the_manifest_or_the_folder_are_named(tmp_path):
+    folder = _checkpoint(tmp_path / "c")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "extra.bin").write_bytes(b"x")
+    assert verify(folder, MARKER).problem == "sub/extra.bin is not in the manifest (it was added after the save)"
+    (folder / "sub" / "extra.bin").unlink()
+    assert verify(folder, MARKER).whole
+    _set_manifest(folder, lambda m: m.pop("optimizer.bin"))
+    assert verify(folder, MARKER).problem.startswith("optimizer.bin is not in the manifest")
+    folder = _checkpoint(tmp_path / "d")
+    _set_manifest(folder, lambda m: m.update({"more.json": m["state.json"]}))
+    assert verify(folder, MARKER).problem == "more.json is missing"
