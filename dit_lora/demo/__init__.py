@@ -57,6 +57,24 @@ def _read_marker(path: Path, marker_name: str) -> dict | None:
         return None
 
 
+def is_user_folder(path: str | Path, marker_name: str) -> bool:
+    """True when ``path`` (``--train_data_dir`` of a ``--demo`` run) already holds data the demo did not build.
+
+    Such a folder is the user's own data: the demo model trains on it as it is, instead of refusing to
+    overwrite it (:func:`build_directory_atomically`). A folder holding this build's ``marker_name``, an empty
+    one or none is (re)built. A file there is one paragraph (:class:`~dit_lora.errors.UserError`).
+    """
+    from dit_lora.errors import UserError
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(
+            f"--train_data_dir {str(path)!r} is a file, and --demo writes its generated images into that folder. "
+            f"Pass a folder (a new one to get the demo images, or one that holds your own images)."
+        )
+    return path.is_dir() and any(path.iterdir()) and not (path / marker_name).exists()
+
+
 def build_directory_atomically(
     path: str | Path,
     marker_name: str,

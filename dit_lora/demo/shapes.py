@@ -22,6 +22,8 @@ __all__ = [
     "SHAPES",
     "SHAPES_VALIDATION_PROMPT",
     "SHAPES_DATASET_VERSION",
+    "MAX_DEMO_RESOLUTION",
+    "check_demo_resolution",
     "make_shapes_class_dataset",
     "make_shapes_dataset",
     "render_shape_example",
@@ -29,7 +31,7 @@ __all__ = [
 
 # Bump when the drawing or the caption format changes, so cached data sets are rebuilt.
 SHAPES_DATASET_VERSION = 1
-_MARKER = "dit_lora_shapes.json"
+SHAPES_MARKER = "dit_lora_shapes.json"  # in a folder make_shapes_dataset built
 
 # Saturated, well separated colours: after a 8x VAE compression at 64 px the colour is the
 # main signal that survives, so they must differ clearly in RGB.
@@ -92,6 +94,26 @@ def _write_dataset(directory: Path, n: int, size: int, seed: int) -> None:
     (directory / "metadata.jsonl").write_text("\n".join(lines) + "\n")
 
 
+#: The largest --resolution a --demo run draws its shapes at: the demo is a tiny random model meant to train in
+#: about a minute (64 px); far beyond this the generated images alone would not fit in memory.
+MAX_DEMO_RESOLUTION = 1024
+MIN_DEMO_RESOLUTION = 8
+
+
+def check_demo_resolution(resolution: int) -> None:
+    """Refuse (one paragraph) a ``--resolution`` the ``--demo`` shapes are not drawn at, before anything is built."""
+    if MIN_DEMO_RESOLUTION <= resolution <= MAX_DEMO_RESOLUTION:
+        return
+    from dit_lora.errors import UserError
+
+    raise UserError(
+        f"--resolution {resolution} is outside what --demo is for ({MIN_DEMO_RESOLUTION} to {MAX_DEMO_RESOLUTION} "
+        f"px): the demo trains a tiny random model on generated shapes drawn at --resolution (its config uses 64). "
+        f"Use a --resolution from {MIN_DEMO_RESOLUTION} to {MAX_DEMO_RESOLUTION}, or --demo false to train a real "
+        f"model at this size."
+    )
+
+
 def make_shapes_dataset(directory: str | Path, n: int = 32, size: int = 64, seed: int = 0) -> Path:
     """Write ``n`` PNG images of coloured shapes and their captions into ``directory``.
 
@@ -105,11 +127,11 @@ def make_shapes_dataset(directory: str | Path, n: int = 32, size: int = 64, seed
         raise ValueError(f"need n >= 1 and size >= 8, got n={n}, size={size}")
     marker = {"kind": "shapes", "n": n, "size": size, "seed": seed, "version": SHAPES_DATASET_VERSION}
     return build_directory_atomically(
-        directory, _MARKER, marker, lambda tmp: _write_dataset(tmp, n, size, seed)
+        directory, SHAPES_MARKER, marker, lambda tmp: _write_dataset(tmp, n, size, seed)
     )
 
 
-_CLASS_MARKER = "dit_lora_shape_classes.json"
+SHAPES_CLASS_MARKER = "dit_lora_shape_classes.json"
 
 
 def _write_class_dataset(directory: Path, n: int, size: int, seed: int) -> None:
@@ -133,5 +155,5 @@ def make_shapes_class_dataset(directory: str | Path, n: int = 32, size: int = 64
         raise ValueError(f"need n >= 1 and size >= 8, got n={n}, size={size}")
     marker = {"kind": "shape_classes", "n": n, "size": size, "seed": seed, "version": SHAPES_DATASET_VERSION}
     return build_directory_atomically(
-        directory, _CLASS_MARKER, marker, lambda tmp: _write_class_dataset(tmp, n, size, seed)
+        directory, SHAPES_CLASS_MARKER, marker, lambda tmp: _write_class_dataset(tmp, n, size, seed)
     )

@@ -180,15 +180,15 @@ class CogVideoXFamily(DiffusionFamily):
         info = self.model_info(cfg)
         rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
         if cfg.frame_buckets:
-            return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.spatial_multiple, **rule)
+            return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
         trained_frames, trained_height, trained_width, _ = info.trained_size()
         frames = cfg.max_num_frames or trained_frames
         check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's trained frame count",
                          **rule)
         height = cfg.height or trained_height
         width = cfg.width or trained_width
-        check_size_multiple("--height" if cfg.height else "the model's trained height", height, info.spatial_multiple, info)
-        check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.spatial_multiple, info)
+        check_size_multiple("--height" if cfg.height else "the model's trained height", height, info.size_multiple, info)
+        check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.size_multiple, info)
         return [(frames, height, width)]
 
     def _size_flags(self, cfg: TrainConfig) -> str:

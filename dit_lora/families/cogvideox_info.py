@@ -4,6 +4,7 @@ family itself."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +50,12 @@ class ModelInfo:
     @property
     def spatial_multiple(self) -> int:
         return self.vae_spatial * self.patch_size
+
+    @property
+    def size_multiple(self) -> int:
+        """What a trained height/width must be a multiple of: the latent patch, and the 8 the CogVideoX pipelines'
+        ``check_inputs`` require of the samples' height and width."""
+        return math.lcm(self.spatial_multiple, PIPELINE_MULTIPLE)
 
     @property
     def fps(self) -> int:
@@ -165,10 +172,17 @@ def check_latent_size(vae, pixel_size, latent_size) -> None:
         )
 
 
+#: CogVideoX(Image/Video)Pipeline.check_inputs: "`height` and `width` have to be divisible by 8"
+PIPELINE_MULTIPLE = 8
+
+
 def check_size_multiple(flag: str, value: int, multiple: int, info: ModelInfo) -> None:
+    """Refuse a height/width that is not a multiple of ``multiple`` (:attr:`ModelInfo.size_multiple`), suggesting
+    the nearest sizes that are (each accepted by the model and by its pipeline)."""
     if value % multiple:
         lower, upper = value // multiple * multiple, (value // multiple + 1) * multiple
         raise UserError(
             f"{flag} {value} is not a multiple of {multiple} (the VAE's {info.vae_spatial}x downsampling times "
-            f"patch size {info.patch_size}). Use {' or '.join(str(v) for v in (lower, upper) if v > 0)}."
+            f"patch size {info.patch_size}, and the pipeline's {PIPELINE_MULTIPLE} for the samples). "
+            f"Use {' or '.join(str(v) for v in (lower, upper) if v > 0)}."
         )

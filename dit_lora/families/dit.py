@@ -232,11 +232,15 @@ class DiTFamily(DiffusionFamily):
             raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from ..demo.shapes import make_shapes_class_dataset
+        from ..demo import is_user_folder
+        from ..demo.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
         from ..demo.tiny_dit import build_tiny_dit_pipeline, get_tiny_dit_config
 
         build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
-        if cfg.train_data_dir:
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
+            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
+                  flush=True)
+        elif cfg.train_data_dir:
             size = get_tiny_dit_config(cfg.demo_size)["resolution"]
             make_shapes_class_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)
 

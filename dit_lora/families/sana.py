@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,31 @@ def flow_tables(scheduler, device: torch.device) -> tuple[torch.Tensor, torch.Te
     return scheduler.sigmas.to(device), scheduler.timesteps.to(device)
 
 
+#: SanaPipeline.check_inputs: "`height` and `width` have to be divisible by 32"
+PIPELINE_MULTIPLE = 32
+
+
+def resolution_multiple(tr_cfg: dict, vae_cfg: dict) -> tuple[int, int]:
+    """(what ``--resolution`` must be a multiple of, the latent stride): the latent stride (DC-AE compression x
+    patch size) and SanaPipeline's 32, so that training and the validation/final samples accept the size."""
+    latent = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1) * int(tr_cfg.get("patch_size", 1))
+    return math.lcm(latent, PIPELINE_MULTIPLE), latent
+
+
+def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
+    """Refuse a ``--resolution`` the model or SanaPipeline cannot take, suggesting the nearest sizes both take."""
+    multiple, latent = resolution_multiple(tr_cfg, vae_cfg)
+    if resolution % multiple == 0:
+        return
+    lower, upper = resolution // multiple * multiple, (resolution // multiple + 1) * multiple
+    use = f"{lower} or {upper}" if lower else upper
+    raise UserError(
+        f"--resolution {resolution} is not divisible by {multiple}: this Sana model's latent stride is {latent} "
+        f"(DC-AE compression x patch size) and SanaPipeline, which draws the validation and final samples, takes "
+        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {use}."
+    )
+
+
 class SanaFamily(DiffusionFamily):
     """Text-to-image Sana 600M / 1.6B (and tiny random variants for tests)."""
 
@@ -78,15 +104,8 @@ class SanaFamily(DiffusionFamily):
         check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "Sana")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
         vae_cfg = read_component_config(cfg, "vae")
-        tr_cfg = read_component_config(cfg, "transformer") or {}
         if vae_cfg is not None:
-            stride = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1) * int(tr_cfg.get("patch_size", 1))
-            if cfg.resolution % stride:
-                lower, upper = cfg.resolution // stride * stride, (cfg.resolution // stride + 1) * stride
-                raise UserError(
-                    f"--resolution {cfg.resolution} is not divisible by {stride}, the latent stride of this Sana "
-                    f"model (DC-AE compression x patch size). Use {f'{lower} or {upper}' if lower else upper}."
-                )
+            check_resolution(cfg.resolution, read_component_config(cfg, "transformer") or {}, vae_cfg)
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
@@ -116,11 +135,20 @@ class SanaFamily(DiffusionFamily):
         ]
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from ..demo.shapes import make_shapes_dataset
-        from ..demo.tiny_sana import build_tiny_sana_pipeline
+        from ..demo import is_user_folder
+        from ..demo.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+        from ..demo.tiny_sana import build_tiny_sana_pipeline, get_tiny_sana_config
 
+        # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
+        # the run would refuse anyway.
+        tiny = get_tiny_sana_config(cfg.demo_size)
+        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.resolution)
         build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
-        if cfg.train_data_dir:
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
+                  flush=True)
+        elif cfg.train_data_dir:
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
 
     # ---- loading ---------------------------------------------------------------------------
