@@ -130,9 +130,11 @@ def test_exif_rotation_applies_to_reduced_images(tmp_path):
 
 
 def test_decode_threads_are_sized_by_memory():
-    budget = pixel_budget(1024)  # 67 MP: 256 MiB as 4-byte pixels, 320 MiB with the reduced copy
+    # 67 MP: a WebP at the budget peaks at ~1.0 GiB decoded (16 bytes per pixel, measured), sized at 17
+    budget = pixel_budget(1024)
     assert decode_workers(budget, most=8, available=64 * 2**30) == min(8, os.cpu_count())
-    assert decode_workers(budget, most=8, available=2 * 2**30) == min(3, os.cpu_count())
+    assert decode_workers(budget, most=8, available=2 * 2**30) == 1  # was 3: four WebPs peaked at 4.2 GiB
+    assert decode_workers(budget, most=8, available=9 * 2**30) == min(4, os.cpu_count())  # 4 x 1.06 GiB <= 4.5
     assert decode_workers(budget, most=8, available=100 * 2**20) == 1  # never none
     assert decode_workers(64 * 4096 * 4096, most=8, available=8 * 2**30) == 1  # Sana 4K budget on 8 GB
 
