@@ -377,6 +377,7 @@ def _build_optimizer(run: Run) -> None:
     run.order = batch_lib.EpochBatches(len(run.data), cfg.train_batch_size, seed=cfg.seed,
                                        rank=accelerator.process_index, world_size=world,
                                        random_flip=cfg.random_flip, groups=run.data.groups)
+    check_accumulation(cfg, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg, groups, accelerator.device)
@@ -390,6 +391,23 @@ def _build_optimizer(run: Run) -> None:
     )
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
+
+
+def check_accumulation(cfg: TrainConfig, batches_per_epoch: int, samples: int, world: int) -> None:
+    """Refuse an update that needs more micro-batches than an epoch has.
+
+    The loop counts micro-batches across epochs (no prepared dataloader ends an accumulation at an epoch's end), so
+    such an update would see every sample more than once and (at 1e9) never happen: a mistyped value, not a plan.
+    """
+    if cfg.gradient_accumulation_steps <= batches_per_epoch:
+        return
+    raise UserError(
+        f"--gradient_accumulation_steps {cfg.gradient_accumulation_steps} asks for more micro-batches per optimizer "
+        f"update than an epoch has: {samples} usable samples in batches of --train_batch_size "
+        f"{cfg.train_batch_size} on {world} process(es) are {batches_per_epoch} micro-batch(es) per process and "
+        f"epoch, so one update would repeat samples (or, this large, never come). Use at most "
+        f"--gradient_accumulation_steps {batches_per_epoch}, or add data."
+    )
 
 
 def _restore(run: Run) -> None:

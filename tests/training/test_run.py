@@ -54,3 +54,26 @@ def test_overwrite_output_dir_removes_old_checkpoints_with_one_line(tmp_path):
                     "(.old-checkpoint-40, checkpoint-35)")
     assert [p.name for p in tmp_path.iterdir()] == ["logs"]  # only checkpoint folders go
     assert check_output_dir(_cfg(tmp_path / "new")) is None
+
+
+def test_accumulation_longer_than_an_epoch_is_refused_with_the_largest_sensible_value():
+    from types import SimpleNamespace
+
+    from dit_lora.training.run import check_accumulation
+
+    cfg = SimpleNamespace(gradient_accumulation_steps=1_000_000_000, train_batch_size=4)
+    with pytest.raises(UserError) as caught:
+        check_accumulation(cfg, batches_per_epoch=8, samples=32, world=1)
+    text = str(caught.value)
+    assert "--gradient_accumulation_steps 1000000000" in text and "32 usable samples" in text
+    assert text.endswith("Use at most --gradient_accumulation_steps 8, or add data.") and "\n" not in text
+    check_accumulation(SimpleNamespace(gradient_accumulation_steps=8, train_batch_size=4), 8, 32, 1)  # one epoch: ok
+
+
+@pytest.mark.slow
+def test_a_run_with_accumulation_beyond_the_data_stops_before_training(tmp_path, tiny_sana, shapes_data):
+    from helpers import train_in_process
+
+    err, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=1, checkpointing_steps=0,
+                                gradient_accumulation_steps=1_000_000_000)
+    assert isinstance(err, UserError) and "Use at most --gradient_accumulation_steps" in str(err), repr(err)
