@@ -187,8 +187,10 @@ class ModelFamily(ABC):
 
     def save_sample(self, sample: Any, stem: Path) -> Path:
         """Write one validation sample (a PIL image here) as ``stem`` + extension; return the path."""
+        from ..fileio import atomic_write
+
         path = Path(stem).with_suffix(".png")
-        sample.save(path)
+        atomic_write(path, lambda tmp: sample.save(tmp, format="PNG"))  # replaces a link there, never follows it
         return path
 
     # ---- the adapter and its consumer -------------------------------------------------------

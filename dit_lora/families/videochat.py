@@ -305,8 +305,10 @@ class VideoChatFamily(ModelFamily):
         return [self._qa(model, cond["question"], cfg)]
 
     def save_sample(self, sample: Any, stem: Path) -> Path:
+        from ..fileio import write_text_atomic
+
         path = Path(stem).with_suffix(".txt")
-        path.write_text(str(sample) + "\n")
+        write_text_atomic(path, str(sample) + "\n")  # replaces a link there, never follows it
         return path
 
     # ---- output ---------------------------------------------------------------------------

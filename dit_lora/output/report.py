@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import quantize
-from ..fileio import atomic_write
+from ..fileio import atomic_write, write_text_atomic
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
@@ -145,7 +145,7 @@ LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
 """
     card = ModelCard(content)
     path = Path(output_dir) / MODEL_CARD_FILE
-    card.save(str(path))
+    write_text_atomic(path, str(card))  # renamed into place: never written through a link planted at README.md
     return path
 
 

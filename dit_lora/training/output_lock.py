@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def acquire(output_dir: str | Path) -> str | None:
     if key in _HELD:
         _HELD[key][1] += 1
         return None
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    fd = _open_lock_file(path, out)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -102,6 +103,25 @@ def holds(output_dir: str | Path) -> int:
     """How many :func:`acquire` calls of this process hold ``output_dir``'s lock now (0: none)."""
     held = _HELD.get(str((Path(output_dir) / LOCK_FILE).resolve()))
     return held[1] if held is not None else 0
+
+
+def _open_lock_file(path: Path, out: Path) -> int:
+    """Open (create) the lock file itself, never what a link there points to: the lock's content would overwrite
+    that file. A link or anything but a regular file is one paragraph."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as err:
+        if err.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.EWOULDBLOCK):
+            raise
+        fd = None
+    if fd is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    if fd is not None:
+        os.close(fd)
+    kind = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else "not a regular file"
+    raise UserError(f"The lock file {path} of --output_dir `{out}` is {kind}. dit-lora writes its lock there and "
+                    "will not write through a link or into anything else. Remove it (`rm` the link itself, not its "
+                    "target) and run again, or choose another --output_dir.")
 
 
 def _make_folder(out: Path) -> None:

@@ -215,3 +215,42 @@ def test_a_run_that_fails_before_locking_leaves_another_runs_lock_alone(tmp_path
     finally:
         release(out)
     assert output_lock.holds(out) == 0
+
+
+def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious data\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LOCK_FILE).symlink_to(victim)
+    with pytest.raises(UserError) as caught:
+        acquire(out)
+    text = str(caught.value)
+    assert victim.read_text() == "precious data\n" and output_lock.holds(out) == 0
+    assert f"is a symbolic link to {victim}" in text and "Remove it" in text and "\n" not in text
+
+
+def test_a_lock_path_that_is_not_a_regular_file_is_refused(tmp_path):
+    out = tmp_path / "out"
+    (out / LOCK_FILE).mkdir(parents=True)
+    with pytest.raises(UserError, match="is not a regular file"):
+        acquire(out)
+
+
+def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_path):
+    """The model card and the validation samples are written at known names: a link there is replaced."""
+    from PIL import Image
+
+    from dit_lora.families.base import ModelFamily
+    from dit_lora.families.videochat import VideoChatFamily
+    from dit_lora.fileio import write_text_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious data\n")
+    for name in ("README.md", "final_0.png", "final_1.txt"):
+        (tmp_path / name).symlink_to(victim)
+    write_text_atomic(tmp_path / "README.md", "card")  # what write_model_card uses
+    ModelFamily.save_sample(None, Image.new("RGB", (4, 4)), tmp_path / "final_0")
+    VideoChatFamily.save_sample(None, "an answer", tmp_path / "final_1")
+    assert victim.read_text() == "precious data\n"
+    assert not any((tmp_path / n).is_symlink() for n in ("README.md", "final_0.png", "final_1.txt"))
