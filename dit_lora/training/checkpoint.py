@@ -151,16 +151,37 @@ def newest_whole(output_dir: Path) -> Path | None:
     return None
 
 
-def state_bytes(accelerator) -> int:
-    """Bytes of the trainable tensors and the optimizer state: what a checkpoint of this run holds, roughly
-    (x2 for the trainable weights: the rollback snapshot is a copy)."""
-    total = 0
+# What a checkpoint holds besides tensor bytes, measured on the tiny Sana demo: per process its RNG states
+# (accelerate's pickle, ~15 KB, and the JSON copy in its trainer state, ~29 KB; more with CUDA devices); once, the
+# marker with the manifest and the pickled optimizer's parameter groups.
+RANK_FILES_BYTES = 64 * 1024
+SHARED_FILES_BYTES = 32 * 1024
+# Per trainable tensor: its safetensors header entries (weights, snapshot) and the pickling of its optimizer states
+# (measured: about 1.5 KB).
+PER_TENSOR_BYTES = 2048
+
+
+def state_bytes(accelerator, trainer_state_bytes: int = 0) -> int:
+    """An upper estimate of a checkpoint of this run, in bytes (within 2x of the real size; tested).
+
+    The trainable weights and the optimizer state are each written twice: the weights and ``optimizer.bin``, and
+    the rollback snapshot (:data:`GUARD_SNAPSHOT_FILE`, weights and optimizer state). Before the optimizer's first
+    step its state is empty: Adam's two fp32 moments per weight are counted then. Add ``trainer_state_bytes`` (the
+    loss history grows with the run; each process writes its own) and allowances for the small files and the
+    per-tensor overhead of the file formats.
+    """
+    weights = tensors = moments = 0
     for model in accelerator._models:
-        total += 2 * sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    for opt in accelerator._optimizers:
-        for st in getattr(opt, "state", {}).values():
-            total += sum(v.numel() * v.element_size() for v in st.values() if torch.is_tensor(v))
-    return total
+        for p in model.parameters():
+            if p.requires_grad:
+                weights += p.numel() * p.element_size()
+                moments += 2 * 4 * p.numel()
+                tensors += 1
+    opt_state = sum(v.numel() * v.element_size() for opt in accelerator._optimizers
+                    for st in getattr(opt, "state", {}).values() for v in st.values() if torch.is_tensor(v))
+    processes = getattr(accelerator, "num_processes", 1)
+    return (2 * (weights + (opt_state or moments)) + PER_TENSOR_BYTES * tensors
+            + processes * (RANK_FILES_BYTES + trainer_state_bytes) + SHARED_FILES_BYTES)
 
 
 def rng_state(generator: torch.Generator) -> dict[str, Any]:
@@ -208,7 +229,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
     checkpoint needs and how to continue. ``crash_point(name, step)`` is called at the save's last instants
     (:meth:`~.hooks.Hooks.crash_point`).
     """
-    save = _Save(accelerator, Path(output_dir), step)
+    save = _Save(accelerator, Path(output_dir), step, len(json.dumps(trainer_state, default=str)))
     main = accelerator.is_main_process
     save.part(lambda: _stage(save.tmp) if main else None)
     save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator))
@@ -226,14 +247,15 @@ class _Save:
     main process removes the staging folder and every rank raises the same paragraph (see :meth:`_fail`).
     """
 
-    def __init__(self, accelerator, output_dir: Path, step: int) -> None:
+    def __init__(self, accelerator, output_dir: Path, step: int, trainer_state_bytes: int = 0) -> None:
         self.accelerator, self.output_dir, self.step = accelerator, output_dir, step
         self.final = output_dir / f"checkpoint-{step}"
         self.tmp = output_dir / f".tmp-checkpoint-{step}"
-        # The estimate: the newest checkpoint's size (unverified: hashing it at every save would cost a read of
-        # it). Every rank knows it: any of them may be the one whose write finds the disk full.
+        # The estimate: the larger of the newest checkpoint's size (unverified: hashing it at every save would cost a
+        # read of it) and the state's (a checkpoint grows: the snapshot gains the optimizer state, the loss history
+        # lengthens). Every rank knows it: any of them may be the one whose write finds the disk full.
         found = complete_checkpoints(output_dir)
-        self.needed = folder_bytes(found[-1][1]) if found else state_bytes(accelerator)
+        self.needed = max(folder_bytes(found[-1][1]) if found else 0, state_bytes(accelerator, trainer_state_bytes))
 
     def part(self, work: Callable[[], None]) -> None:
         """Run this rank's share of ``work``; return on every rank when no rank failed, else raise on every rank."""
