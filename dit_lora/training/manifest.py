@@ -175,4 +175,5 @@ def _first_line(err: BaseException) -> str:
     return (text[0] if text else "")[:200]
 
 
-__all__ = ["MANIFEST_KEY", "UNSAFE_PICKLE", "Verdict", "build_manifest", "find_unreadable", "manifest_problem", "sha256_file", "verify"]
+__all__ = ["MANIFEST_KEY", "UNSAFE_PICKLE", "Verdict", "build_manifest", "find_unreadable", "manifest_problem",
+           "sha256_file", "verify"]

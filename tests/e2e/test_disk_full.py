@@ -263,7 +263,8 @@ def test_full_disk_at_the_adapter_stops_every_rank_with_the_same_paragraph(tmp_p
     assert all(verify(out / name, COMPLETE_MARKER).whole for name in ("checkpoint-2", "checkpoint-4"))
 
 
-@pytest.mark.parametrize("extra", [{}, {"train_backbone": "proj_out"}, {"rank": 32}], ids=["lora", "backbone", "rank32"])
+@pytest.mark.parametrize("extra", [{}, {"train_backbone": "proj_out"}, {"rank": 32}],
+                         ids=["lora", "backbone", "rank32"])
 def test_the_space_estimate_is_at_least_a_real_checkpoint_and_within_2x(tmp_path, tiny_sana, shapes_data,
                                                                         monkeypatch, extra):
     """The full-disk paragraph's "needs about" is the state's estimate before the first checkpoint (it once left out

@@ -110,7 +110,8 @@ def _set_manifest(folder, change):
     (lambda m: m["state.json"].update(size="x"), "the size of state.json is 'x', not a byte count"),
     (lambda m: m["state.json"].update(size=True), "the size of state.json is True, not a byte count"),
     (lambda m: m["state.json"].pop("sha256"), "the sha256 of state.json is 'None', not a SHA-256 hex digest"),
-    (lambda m: m.update({"../outside.json": m["state.json"]}), "the file name '../outside.json' is not a path inside the checkpoint"),
+    (lambda m: m.update({"../outside.json": m["state.json"]}),
+     "the file name '../outside.json' is not a path inside the checkpoint"),
 ])
 def test_a_malformed_manifest_is_named_damage(tmp_path, change, expected):
     """A marker whose manifest is not what build_manifest writes: damage (skipped by `latest`), never a traceback;
