@@ -315,7 +315,9 @@ class TrainConfig:
         "dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training"
     )
     overwrite_output_dir: bool = opt(
-        False, "Allow replacing a finished run's adapter in output_dir.", section="training"
+        False, "Allow replacing a finished run's adapter in output_dir; without --resume_from_checkpoint it also "
+        "removes an earlier run's checkpoint folders at start (a run still using the folder is never overridden).",
+        section="training",
     )
     seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training", valid=SEED)
     train_batch_size: int = opt(4, "Batch size per process.", section="training", valid=POSITIVE)
