@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..fileio import atomic_write
+
 __all__ = ["pick_video_codec", "write_video"]
 
 
@@ -62,8 +64,6 @@ def write_video(
     (lower: better, 18 is visually lossless); the mpeg4 fallback uses a fixed 2 Mbit/s.
     ``faststart`` puts the index first, as web-ready files have it.
     """
-    import av
-
     arrays = [_as_array(f) for f in frames]
     if not arrays:
         raise ValueError("no frames to write")
@@ -74,6 +74,16 @@ def write_video(
         raise ValueError(f"width and height must be even for yuv420p, got {width}x{height}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Atomically (a temporary file renamed over the path): a killed run leaves no half-written MP4, and a symbolic
+    # link planted at the path is replaced, never written through.
+    atomic_write(path, lambda tmp: _encode(arrays, tmp, fps=fps, crf=crf, faststart=faststart))
+    return path
+
+
+def _encode(arrays: list, path: Path, *, fps: int, crf: int, faststart: bool) -> None:
+    import av
+
+    height, width = arrays[0].shape[:2]
     codec = pick_video_codec()
     options = {"movflags": "+faststart"} if faststart else {}
     with av.open(str(path), mode="w", format="mp4", options=options) as container:
@@ -91,4 +101,3 @@ def write_video(
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
-    return path

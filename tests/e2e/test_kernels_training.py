@@ -99,7 +99,7 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("resolution,seed,batch", [(32, 0, 2), (32, 1, 2), (48, 2, 2), (64, 3, 4), (48, 4, 3)])
+@pytest.mark.parametrize("resolution,seed,batch", [(32, 0, 2), (32, 1, 2), (32, 2, 3), (64, 3, 4), (64, 4, 3)])
 def test_default_flags_never_flag_a_healthy_kernel(tiny_sana, shapes_data, tmp_path, resolution, seed, batch):
     """What a new user runs: default flags (kernels auto, canary, checks) at small sizes. The fp32 attention
     check used to fail at step 1 on rounding (5.6e-8 > 5e-8), skip it and drop to math attention."""
