@@ -3,40 +3,14 @@
 from __future__ import annotations
 
 import csv
-import json
 
 import pytest
 from PIL import Image
 
 from dit_lora.data import load_samples, validate_samples
 from dit_lora.errors import UserError
+from data_files import Log, keys, make_image, write_jsonl
 
-
-
-def make_image(path, size=(16, 12), color=(200, 30, 30)):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.new("RGB", size, color).save(path)
-    return path
-
-
-def write_jsonl(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def keys(samples):
-    return [s.key for s in samples]
-
-
-class Log(list):
-    """Collects log lines; ``log=Log()`` stands in for print."""
-
-    def __call__(self, line):
-        self.append(line)
-
-    @property
-    def text(self):
-        return "\n".join(self)
 
 # ---------------------------------------------------------------------------------------------
 # load_samples: datasets

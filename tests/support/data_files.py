@@ -1,0 +1,39 @@
+"""Small data-folder builders the data tests share: images, metadata.jsonl files, sample keys, a log collector.
+
+A plain module on the tests' path (``pythonpath = ["tests/support"]``): ``from data_files import make_image``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from PIL import Image
+
+
+def make_image(path, size=(16, 12), color=(200, 30, 30), fmt=None):
+    """A solid-colour image at ``path`` (folders made), in ``fmt`` or the format its suffix names."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, color).save(path, format=fmt)
+    return path
+
+
+def write_jsonl(path, rows):
+    """``rows`` as a JSON Lines file (folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def keys(samples):
+    """The samples' keys, in order."""
+    return [s.key for s in samples]
+
+
+class Log(list):
+    """Collects log lines; ``log=Log()`` stands in for print."""
+
+    def __call__(self, line):
+        self.append(line)
+
+    @property
+    def text(self):
+        return "\n".join(self)
