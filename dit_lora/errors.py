@@ -33,7 +33,9 @@ class Interrupted(BaseException):
 def format_error(err: BaseException) -> str:
     """Render an error as one wrapped paragraph prefixed with ``error:``."""
     text = " ".join(str(err).split())
-    return textwrap.fill(f"error: {text}", width=100)
+    # Never break inside a word: a hyphen break turns `dit-lora launch` or `--output_dir` into two pieces that no
+    # longer work when copied, and a long path split in two is no path at all.
+    return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
 def run_cli(main: Callable[[], int | None]) -> None:
