@@ -78,7 +78,7 @@ def _training_runs_are_marked_slow(request, monkeypatch):
 @pytest.fixture(scope="session")
 def tiny_sana(tmp_path_factory) -> Path:
     """A tiny random SanaPipeline saved like a real diffusers repo (bf16 transformer/text encoder, fp32 VAE)."""
-    from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline
+    from dit_lora.families.sana.demo import build_tiny_sana_pipeline
 
     return build_tiny_sana_pipeline(tmp_path_factory.mktemp("models") / "tiny-sana", size="tiny", seed=0)
 
@@ -94,7 +94,7 @@ def shapes_data(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_dit(tmp_path_factory) -> Path:
     """A tiny random 1000-class DiTPipeline laid out like facebook/DiT-XL-2-256."""
-    from dit_lora.demo.tiny_dit import build_tiny_dit_pipeline
+    from dit_lora.families.dit.demo import build_tiny_dit_pipeline
 
     return build_tiny_dit_pipeline(tmp_path_factory.mktemp("models") / "tiny-dit", seed=0)
 
@@ -110,7 +110,7 @@ def shape_classes(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_cogvideox(tmp_path_factory) -> Path:
     """A tiny random CogVideoX-5b-like text-to-video pipeline (fp32, 9 x 64 x 64)."""
-    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+    from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 
     return build_tiny_cogvideox_pipeline(tmp_path_factory.mktemp("models") / "tiny-cogvideox-t2v", task="t2v",
                                          version="1.0-5b")

@@ -79,7 +79,7 @@ def test_doctor_model_on_a_healthy_folder_and_on_an_unknown_id(tmp_path, monkeyp
 
 def test_load_error_names_a_missing_package_not_the_network():
     from dit_lora.config import TrainConfig
-    from dit_lora.families.pipeline_files import load_error
+    from dit_lora.pipeline_files import load_error
 
     cfg = TrainConfig(pretrained_model_name_or_path="THUDM/CogVideoX-5b")
     err = load_error("CogVideoX", cfg, ImportError("T5Tokenizer requires the SentencePiece library. pip install sentencepiece"))
@@ -93,7 +93,7 @@ def test_load_error_reads_the_wording_diffusers_uses_and_wrapped_hub_errors():
     from huggingface_hub.errors import RepositoryNotFoundError
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families.pipeline_files import load_error
+    from dit_lora.pipeline_files import load_error
 
     hub = TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256")
     err = load_error("DiT", hub, OSError("facebook/DiT-XL-2-256 does not appear to have a file named "

@@ -14,10 +14,10 @@ from .entry import Checkpoint, ConfigReader, lookup
 
 #: The data files, one line per family file (each a module here with an ``ENTRIES`` list), in listing order.
 DATA_FILES = (
-    "sana",
-    "cogvideox",
-    "dit",
-    "video_llm",
+    "dit_lora.families.sana.catalogue",
+    "dit_lora.families.cogvideox.catalogue",
+    "dit_lora.families.dit.catalogue",
+    "dit_lora.families.videochat.catalogue",
 )
 
 _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
@@ -25,7 +25,7 @@ _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
 
 def entries(family: str | None = None) -> list[Checkpoint]:
     """Every catalogued checkpoint (of ``family`` when given), in the order of :data:`DATA_FILES`."""
-    every = [e for name in DATA_FILES for e in importlib.import_module(f"{__name__}.{name}").ENTRIES]
+    every = [e for name in DATA_FILES for e in importlib.import_module(name).ENTRIES]
     return [e for e in every if family is None or e.family == family]
 
 

@@ -35,7 +35,7 @@ def config_reader(cfg: TrainConfig):
     A catalogued Hub id that is not downloaded yet reads the catalogue's copy of its published configs, so
     its defaults (and ``dit-lora plan``) need no download.
     """
-    from ..families.pipeline_files import read_component_config
+    from ..pipeline_files import read_component_config
     from . import by_hub_id
 
     cache: dict[tuple[str, str], dict | None] = {}
@@ -95,7 +95,7 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
     replace them, so a catalogued model gets the published figures and any other model what its own
     configs imply.
     """
-    from ..families.pipeline_files import stored_dtype
+    from ..pipeline_files import stored_dtype
 
     explicit = explicit_options(cfg)
     entry = None

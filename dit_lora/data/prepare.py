@@ -3,7 +3,7 @@
 Images, clips and video question-answer samples go through the same flow; what differs (how samples
 are listed, screened, decoded and grouped into batches) sits in the :class:`MediaHandler` the family
 returns from ``data_handler(cfg)``: :class:`ImageMedia` here,
-:class:`~dit_lora.data.video_prepare.VideoMedia` for clips, :class:`~dit_lora.vlm.media.VideoQAMedia`
+:class:`~dit_lora.data.video_prepare.VideoMedia` for clips, :class:`~dit_lora.families.videochat.media.VideoQAMedia`
 for video LLMs. ``check-data`` asks the same handler, so it screens exactly as training does.
 """
 

@@ -28,15 +28,15 @@ __all__ = [
 ]
 
 _LAZY = {
-    "build_tiny_sana_pipeline": "tiny_sana",
-    "build_tiny_sana_components": "tiny_sana",
-    "build_tiny_tokenizer": "tiny_sana",
-    "get_tiny_sana_config": "tiny_sana",
-    "TINY_SANA_CONFIGS": "tiny_sana",
-    "make_shapes_dataset": "shapes",
-    "make_shapes_class_dataset": "shapes",
-    "SHAPES_VALIDATION_PROMPT": "shapes",
-    "build_tiny_dit_pipeline": "tiny_dit",
+    "build_tiny_sana_pipeline": "dit_lora.families.sana.demo",
+    "build_tiny_sana_components": "dit_lora.families.sana.demo",
+    "build_tiny_tokenizer": "dit_lora.families.sana.demo",
+    "get_tiny_sana_config": "dit_lora.families.sana.demo",
+    "TINY_SANA_CONFIGS": "dit_lora.families.sana.demo",
+    "make_shapes_dataset": "dit_lora.demo.shapes",
+    "make_shapes_class_dataset": "dit_lora.demo.shapes",
+    "SHAPES_VALIDATION_PROMPT": "dit_lora.demo.shapes",
+    "build_tiny_dit_pipeline": "dit_lora.families.dit.demo",
 }
 
 
@@ -45,7 +45,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        module = importlib.import_module(_LAZY[name])
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import UserError
-from ..vlm import registry as vlm_registry
+from .videochat import registry as vlm_registry
 from .base import Components, ModelFamily
 
 _REGISTRY: dict[str, Callable[[], ModelFamily]] = {}
@@ -66,32 +66,32 @@ def family_for_model(cfg) -> str:
 
 
 def _sana() -> ModelFamily:
-    from .sana import SanaFamily
+    from .sana.spec import SanaFamily
 
     return SanaFamily()
 
 
 def _dit() -> ModelFamily:
-    from .dit import DiTFamily
+    from .dit.spec import DiTFamily
 
     return DiTFamily()
 
 
 def _cogvideox() -> ModelFamily:
-    from .cogvideox import CogVideoXFamily
+    from .cogvideox.spec import CogVideoXFamily
 
     return CogVideoXFamily()
 
 
 def _cogvideox_i2v() -> ModelFamily:
-    from .cogvideox_i2v import CogVideoXI2VFamily
+    from .cogvideox.i2v import CogVideoXI2VFamily
 
     return CogVideoXI2VFamily()
 
 
 def _videochat(name: str) -> Callable[[], ModelFamily]:
     def factory() -> ModelFamily:
-        from .videochat import VideoChatFamily
+        from .videochat.spec import VideoChatFamily
 
         return VideoChatFamily(vlm_registry.spec_for(name))
 

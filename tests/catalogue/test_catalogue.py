@@ -189,13 +189,14 @@ def test_a_hub_id_picks_its_own_entry_among_twins():
 def test_every_data_file_is_listed_once_and_every_family_has_entries():
     """A new family's data file counts only once it has its line in DATA_FILES; every family gets entries."""
     import importlib
+    import importlib.util
     import pkgutil
 
-    import dit_lora.catalogue as package
+    import dit_lora.families as package
     from dit_lora.catalogue import DATA_FILES
 
-    data_files = {m.name for m in pkgutil.iter_modules(package.__path__)
-                  if "ENTRIES" in vars(importlib.import_module(f"{package.__name__}.{m.name}"))}
+    data_files = {f"{package.__name__}.{m.name}.catalogue" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
+    data_files = {name for name in data_files if importlib.util.find_spec(name) is not None}
     assert sorted(DATA_FILES) == sorted(data_files) and len(set(DATA_FILES)) == len(DATA_FILES)
-    assert len(entries()) == sum(len(importlib.import_module(f"{package.__name__}.{n}").ENTRIES) for n in DATA_FILES)
+    assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in DATA_FILES)
     assert {e.family for e in entries()} == set(available())

@@ -22,7 +22,7 @@ def _files():
     yield ROOT / "ARCHITECTURE.md"
     yield from (ROOT / "recipes").rglob("*.yaml")
     yield from (ROOT / "recipes").glob("*.py")
-    yield from (p for p in (ROOT / "dit_lora").rglob("*.py") if "catalogue" not in p.parts)
+    yield from (p for p in (ROOT / "dit_lora").rglob("*.py") if "catalogue" not in p.parts and p.name != "catalogue.py")
     yield from (ROOT / "benchmarks").rglob("*.md")
     yield from (ROOT / "benchmarks").rglob("*.py")
 

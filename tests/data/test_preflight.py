@@ -391,10 +391,10 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     samples training quarantines, for the same reasons; with the model it fits each conversation to
     --max_sequence_length as the dataset will (a cut round warns, an unfittable first round blocks)."""
     from dit_lora.demo.clips import write_corrupt_clip
-    from dit_lora.demo.qa_clips import make_qa_dataset
-    from dit_lora.vlm.data import load_qa_samples
-    from dit_lora.vlm.media import VideoQAMedia
-    from dit_lora.vlm.registry import build_demo_model
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videochat.data import load_qa_samples
+    from dit_lora.families.videochat.media import VideoQAMedia
+    from dit_lora.families.videochat.registry import build_demo_model
 
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=2)
     write_corrupt_clip(tmp_path / "qa" / "corrupt.mp4")
@@ -428,7 +428,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     qa_family = get_family(family)
     qa_family.load_processing(str(model))
     two_rounds = next(s for s in load_qa_samples(annotation) if len(s.messages) == 4)
-    from dit_lora.vlm.data import read_clip
+    from dit_lora.families.videochat.data import read_clip
 
     clip = read_clip(two_rounds.video, 4)
     _, count = qa_family.frame_inputs(clip.frames, clip.fps)

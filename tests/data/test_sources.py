@@ -444,7 +444,7 @@ def test_every_sample_kind_names_itself_for_fault_reports_and_only_clips_have_a_
     from pathlib import Path
 
     from dit_lora.data.video import VideoSample
-    from dit_lora.vlm.data import QASample
+    from dit_lora.families.videochat.data import QASample
 
     assert RawSample(key="cat.png", caption="a cat", path="/data/cat.png").display_name() == "/data/cat.png"
     assert RawSample(key="ds[3]", caption="a cat").display_name() == "ds[3]"  # a dataset row has no file

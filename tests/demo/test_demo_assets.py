@@ -15,7 +15,7 @@ import torch
 
 from dit_lora.demo import build_directory_atomically
 from dit_lora.demo.shapes import SHAPES_VALIDATION_PROMPT, make_shapes_dataset
-from dit_lora.demo.tiny_sana import (
+from dit_lora.families.sana.demo import (
     TINY_SANA_CONFIGS,
     build_tiny_sana_components,
     build_tiny_sana_pipeline,

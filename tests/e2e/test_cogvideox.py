@@ -19,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, tiny_cogvideox) -> dict[str, Path]:
-    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+    from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 
     root = tmp_path_factory.mktemp("cogvideox-models")
     return {

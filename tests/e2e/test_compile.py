@@ -156,9 +156,9 @@ def test_video_llm_serves_every_sequence_length_with_one_compile(aot_eager, tmp_
     from accelerate.state import AcceleratorState
 
     from dit_lora.config import parse_config
-    from dit_lora.demo.qa_clips import make_qa_dataset
-    from dit_lora.demo.tiny_qwen_vl import build_tiny_qwen2_5_vl
-    from dit_lora.demo.tiny_videochat import build_tiny_llava_next_video
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videochat.demo_qwen import build_tiny_qwen2_5_vl
+    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
     from dit_lora.training.loop import train
 
     build = build_tiny_llava_next_video if family == "llava_next_video" else build_tiny_qwen2_5_vl

@@ -306,7 +306,7 @@ def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data
 @pytest.mark.slow
 def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data, tmp_path, monkeypatch):
     """A layer left in fp16 after loading is named in the log and in output_dir/precision_audit.json."""
-    from dit_lora.families.sana import SanaFamily
+    from dit_lora.families.sana.spec import SanaFamily
 
     original = SanaFamily.load_components
 

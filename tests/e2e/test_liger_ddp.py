@@ -24,9 +24,9 @@ def _worker(rank: int, world: int, port: int, results):
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from dit_lora.demo.tiny_videochat import build_tiny_videochat_model
+        from dit_lora.families.videochat.demo_llava import build_tiny_videochat_model
         from dit_lora.training import trainables
-        from dit_lora.vlm.liger import hidden_state_loss, plain_loss
+        from dit_lora.families.videochat.liger import hidden_state_loss, plain_loss
 
         torch.manual_seed(0)
         model = build_tiny_videochat_model(seed=0, dtype=torch.float32)

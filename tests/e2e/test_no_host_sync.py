@@ -234,7 +234,7 @@ def test_a_host_read_added_to_a_family_step_fails_the_run(demo_root, tmp_path, m
     dispatcher op on a CPU, so the old audit missed it) ends the run at the first step."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from dit_lora.families.sana import SanaFamily
+    from dit_lora.families.sana.spec import SanaFamily
 
     original = SanaFamily.compute_loss
 

@@ -221,7 +221,7 @@ def test_cogvideox_i2v_nf4_skips_a_nan_and_reloads_into_the_unquantized_i2v_pipe
     the adapter goes back into an ordinary CogVideoXImageToVideoPipeline."""
     from diffusers import CogVideoXImageToVideoPipeline
 
-    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+    from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 
     model_dir = build_tiny_cogvideox_pipeline(tmp_path / "tiny-i2v", task="i2v", version="1.0-5b")
     seen, on_step = _capture()
@@ -246,8 +246,8 @@ def test_cogvideox_i2v_nf4_skips_a_nan_and_reloads_into_the_unquantized_i2v_pipe
 @pytest.fixture(scope="module")
 def tiny_llava(tmp_path_factory):
     """The tiny LLaVA-NeXT-Video model and 4 video QA samples (VideoChat2 layout)."""
-    from dit_lora.demo.qa_clips import make_qa_dataset
-    from dit_lora.demo.tiny_videochat import build_tiny_llava_next_video
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
 
     root = tmp_path_factory.mktemp("llava-nf4")
     return (build_tiny_llava_next_video(root / "llava"),
@@ -273,7 +273,7 @@ def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bi
 
     from dit_lora.output.names import BACKBONE_FILE
     from dit_lora.training import hooks
-    from dit_lora.vlm.registry import spec_for
+    from dit_lora.families.videochat.registry import spec_for
 
     model_dir, annotation = tiny_llava
     opts = dict(NF4, family="llava_next_video", num_frames=4, resolution=None, center_crop=None, cache_dir=None,
@@ -355,9 +355,9 @@ def affine_bases(tmp_path_factory, tiny_sana, tiny_dit, tiny_cogvideox, shapes_d
     and LayerNormZero (``norm_elementwise_affine: true``, the tiny demo model as it is); DiT with affine LayerNorms
     (``norm_elementwise_affine: true``; the real DiT-XL-2 has none, so this is the harder case); the video LLMs'
     RMSNorms (and LLaVA's CLIP LayerNorms in the unquantized vision tower)."""
-    from dit_lora.demo.qa_clips import make_qa_dataset
-    from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
-    from dit_lora.demo.tiny_qwen_vl import build_tiny_qwen2_5_vl
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
+    from dit_lora.families.videochat.demo_qwen import build_tiny_qwen2_5_vl
 
     root = tmp_path_factory.mktemp("affine-bases")
     video = dict(resolution=None, center_crop=None, max_num_frames=9, height=64, width=64)

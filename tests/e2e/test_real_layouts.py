@@ -152,7 +152,7 @@ def test_llava_next_video_7b_layout(tmp_path):
     crops every clip to 336 px, 144 video tokens a frame, and a 4096-wide step of 8 frames is minutes on a CPU."""
     from transformers import AutoTokenizer, LlavaNextVideoForConditionalGeneration
 
-    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
 
     hub_id = "llava-hf/LLaVA-NeXT-Video-7B-hf"
     model = llava_next_video_folder(tmp_path / "models", hub_id)
@@ -170,7 +170,7 @@ def test_qwen2_5_vl_3b_layout(tmp_path):
     vision block; the default 8 frames (64 px clips: 4 video tokens per pair of frames)."""
     from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
-    from dit_lora.demo.qa_clips import make_qa_dataset
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
 
     hub_id = "Qwen/Qwen2.5-VL-3B-Instruct"
     model = qwen2_5_vl_folder(tmp_path / "models", hub_id)

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 @pytest.fixture(scope="module")
 def assets(tmp_path_factory) -> dict[str, Path]:
-    from dit_lora.demo.qa_clips import make_qa_dataset
-    from dit_lora.demo.tiny_qwen_vl import build_tiny_qwen2_5_vl
-    from dit_lora.demo.tiny_videochat import build_tiny_llava_next_video
+    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videochat.demo_qwen import build_tiny_qwen2_5_vl
+    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
 
     root = tmp_path_factory.mktemp("videochat")
     return {
@@ -62,7 +62,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     from peft import PeftModel
 
     from dit_lora import load_adapter
-    from dit_lora.vlm.registry import spec_for
+    from dit_lora.families.videochat.registry import spec_for
 
     out = tmp_path / "out"
     summary, trained = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video"))
@@ -168,8 +168,8 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
 
 
 def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_models(assets, tmp_path, capsys):
-    from dit_lora.vlm.liger import apply_liger, hidden_state_loss, plain_loss
-    from dit_lora.vlm.registry import spec_for
+    from dit_lora.families.videochat.liger import apply_liger, hidden_state_loss, plain_loss
+    from dit_lora.families.videochat.registry import spec_for
 
     spec = spec_for("llava_next_video")
     model = spec.load_model(assets["llava"], torch.float32)
@@ -202,8 +202,8 @@ def test_vision_tower_and_loraplus_get_their_own_groups(assets, tmp_path):
 def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clearly(assets):
     from dit_lora.errors import UserError
     from dit_lora.families import get_family
-    from dit_lora.vlm.data import QASample
-    from dit_lora.vlm.media import QADataset, fit_conversation
+    from dit_lora.families.videochat.data import QASample
+    from dit_lora.families.videochat.media import QADataset, fit_conversation
 
     family = get_family("llava_next_video")
     family.load_components(_cfg(assets), torch.device("cpu"))
@@ -230,7 +230,7 @@ def _cfg(assets):
 
 
 def load_videos(annotation: Path):
-    from dit_lora.vlm.data import load_qa_samples
+    from dit_lora.families.videochat.data import load_qa_samples
 
     return [s.video for s in load_qa_samples(annotation)]
 
@@ -239,7 +239,7 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
     from dit_lora.config import parse_config
     from dit_lora.errors import UserError
     from dit_lora.families import get_family
-    from dit_lora.vlm.media import annotation_file
+    from dit_lora.families.videochat.media import annotation_file
 
     with pytest.raises(UserError, match="does not exist"):
         annotation_file(str(tmp_path / "nowhere"))

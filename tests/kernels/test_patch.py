@@ -31,7 +31,7 @@ def _cogvideox(dtype):
     from diffusers import CogVideoXTransformer3DModel
     from diffusers.models.embeddings import get_3d_rotary_pos_embed
 
-    from dit_lora.demo.tiny_cogvideox import get_tiny_cogvideox_config
+    from dit_lora.families.cogvideox.demo import get_tiny_cogvideox_config
 
     torch.manual_seed(0)
     model = CogVideoXTransformer3DModel(**get_tiny_cogvideox_config("t2v", "1.0-5b")["transformer"])
@@ -50,7 +50,7 @@ def _cogvideox(dtype):
 def _sana(dtype):
     from diffusers import SanaTransformer2DModel
 
-    from dit_lora.demo.tiny_sana import get_tiny_sana_config
+    from dit_lora.families.sana.demo import get_tiny_sana_config
 
     torch.manual_seed(0)
     model = SanaTransformer2DModel(**get_tiny_sana_config("tiny")["transformer"])
@@ -70,10 +70,10 @@ def _sana(dtype):
 def _dit(dtype):
     from diffusers import DiTTransformer2DModel
 
-    from dit_lora.demo.tiny_dit import get_tiny_dit_config
+    from dit_lora.families.dit.demo import get_tiny_dit_config
 
     torch.manual_seed(0)
-    from dit_lora.families.dit import make_peft_capable
+    from dit_lora.families.dit.spec import make_peft_capable
 
     model = make_peft_capable(DiTTransformer2DModel(**get_tiny_dit_config("tiny")["transformer"]))
     add_lora(model, rank=4, alpha=8, dropout=0.0, targets=["to_q", "to_k", "to_v", "to_out.0"], seed=0)
@@ -211,7 +211,7 @@ def test_state_dict_and_lora_keys_are_untouched_by_patching():
 def test_patching_before_the_adapters_are_injected_works_the_same():
     from diffusers import CogVideoXTransformer3DModel
 
-    from dit_lora.demo.tiny_cogvideox import get_tiny_cogvideox_config
+    from dit_lora.families.cogvideox.demo import get_tiny_cogvideox_config
 
     reference, inputs = _cogvideox(torch.float32)
     ref_out, ref_grads = _run(reference, inputs)

@@ -143,7 +143,7 @@ def test_a_run_that_would_not_fit_stops_before_loading(tiny_sana, shapes_data, t
     """The recipe's gate: with the device's memory below the prediction, nothing loads and the paragraph says why."""
     from helpers import train_in_process
 
-    from dit_lora.families.sana import SanaFamily
+    from dit_lora.families.sana.spec import SanaFamily
     from dit_lora.plan import report
 
     monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)  # a 1 MiB device

@@ -67,7 +67,7 @@ def _regions(model) -> list[str]:
 def test_diffusion_families_compile_their_transformer_blocks(tiny_sana, tiny_cogvideox):
     from diffusers import CogVideoXTransformer3DModel, SanaTransformer2DModel
 
-    from dit_lora.demo.tiny_dit import build_tiny_dit_components
+    from dit_lora.families.dit.demo import build_tiny_dit_components
 
     cases = [
         ("sana", SanaTransformer2DModel.from_pretrained(tiny_sana / "transformer"), "SanaTransformerBlock"),
@@ -84,7 +84,7 @@ def test_diffusion_families_compile_their_transformer_blocks(tiny_sana, tiny_cog
 
 def test_video_llm_compiles_the_language_model_layers_only():
     """LoRA on the language model: its decoder layers are compiled, the frozen vision tower stays eager."""
-    from dit_lora.demo.tiny_videochat import build_tiny_videochat_model
+    from dit_lora.families.videochat.demo_llava import build_tiny_videochat_model
 
     model = _lora(build_tiny_videochat_model(dtype=torch.float32),
                   r"model\.language_model\.layers\.\d+\.self_attn\.(q|v)_proj")

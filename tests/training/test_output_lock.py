@@ -242,7 +242,7 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     from PIL import Image
 
     from dit_lora.families.base import ModelFamily
-    from dit_lora.families.videochat import VideoChatFamily
+    from dit_lora.families.videochat.spec import VideoChatFamily
     from dit_lora.fileio import write_text_atomic
 
     victim = tmp_path / "victim.txt"

@@ -1,0 +1,1 @@
+"""The cogvideox family: everything about this model lives in this folder."""

@@ -1,0 +1,351 @@
+"""Tiny, randomly initialised CogVideoX pipelines built locally (no Hub access needed).
+
+:func:`build_tiny_cogvideox_pipeline` writes what ``CogVideoXPipeline.save_pretrained`` /
+``CogVideoXImageToVideoPipeline.save_pretrained`` write (``model_index.json`` plus
+``transformer``, ``vae``, ``text_encoder``, ``tokenizer``, ``scheduler``), so code written
+against ``THUDM/CogVideoX-2b``, ``-5b``, ``-5b-I2V``, ``CogVideoX1.5-5B`` and
+``CogVideoX1.5-5B-I2V`` loads it the same way, offline, and LoRA target names (``to_q``,
+``to_k``, ``to_v``, ``to_out.0`` ...) are the real ones.
+
+Only widths and depths shrink.  The version-specific structure follows the published
+configs (and diffusers' ``CogVideoXTransformer3DModel`` / ``CogVideoXPatchEmbed``):
+
+==========  =========================================================================
+version     transformer flags
+==========  =========================================================================
+1.0-2b      fixed 3D sin-cos positional embedding (``use_rotary_positional_embeddings``
+            False, ``use_learned_positional_embeddings`` False: the buffer is
+            non-persistent, *not* learned), no RoPE; scheduler ``snr_shift_scale`` 3.0;
+            VAE ``scaling_factor`` 1.15258426.  There is no 2B I2V checkpoint.
+1.0-5b      RoPE (``use_rotary_positional_embeddings`` True), no additive position
+            embedding for T2V; I2V (``CogVideoX-5b-I2V``) additionally has
+            ``use_learned_positional_embeddings`` True (a persistent, trained
+            position table: generation only at the trained resolution); scheduler
+            ``snr_shift_scale`` 1.0; VAE ``scaling_factor`` 0.7.
+1.5         RoPE, ``patch_size_t`` 2 (latent frames padded to a multiple of 2),
+            ``patch_bias`` False, I2V has ``ofs_embed_dim`` (512 in the real model);
+            scheduler ``snr_shift_scale`` 1.0; VAE ``scaling_factor`` 0.7 with
+            ``invert_scale_latents`` True (the I2V pipeline *divides* the image
+            latents by the scaling factor).
+==========  =========================================================================
+
+I2V models take ``in_channels = 2 * latent_channels`` (noisy video latents concatenated on
+the channel axis with the first-frame image latents) and output ``latent_channels``.
+
+The scheduler is ``CogVideoXDDIMScheduler`` with the real repos' values (scaled_linear
+0.00085..0.012, v_prediction, rescale_betas_zero_snr, set_alpha_to_one, clip_sample
+False, timestep_spacing "trailing").
+
+Dtype: every component is saved in fp32 by default (``dtype=``).  The real repos store
+fp16 (2B) or bf16 (5B, 1.5) weights; :data:`REAL_CHECKPOINT_DTYPES` records that so a
+family can warn about it.  fp32 keeps ``from_pretrained(path)`` without ``torch_dtype``
+runnable on CPU: the pipelines feed the text encoder's dtype to the transformer and the
+VAE decoder, so mixed stored dtypes would fail there.
+
+Geometry: 64 x 64 px, 9 frames -> 8 x 8 latents, 3 latent frames (VAE: 8x spatial, 4x
+temporal compression; ``(9 - 1) / 4 + 1 = 3``); ``sample_height``/``sample_width`` are in
+latent pixels like the real configs (60 x 90 for 480 x 720). They record the tiny model's trained
+size, which dit-lora defaults to and judges requested sizes against (the real 1.5 configs' 300 x 300
+is no training size; :meth:`dit_lora.families.cogvideox.info.ModelInfo.trained_size` catalogues it).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.demo import build_directory_atomically
+
+__all__ = [
+    "REAL_VAE_SCALING_FACTORS",
+    "COGVIDEOX_VERSIONS",
+    "COGVIDEOX_TASKS",
+    "REAL_CHECKPOINT_DTYPES",
+    "TINY_COGVIDEOX_VERSION",
+    "TINY_COGVIDEOX_GEOMETRY",
+    "build_tiny_cogvideox_components",
+    "build_tiny_cogvideox_pipeline",
+    "build_tiny_t5_tokenizer",
+    "get_tiny_cogvideox_config",
+]
+
+TINY_COGVIDEOX_VERSION = 2  # bump when configs, init or tokenizer change
+_MARKER = "dit_lora_tiny.json"
+
+COGVIDEOX_VERSIONS = ("1.0-2b", "1.0-5b", "1.5")
+COGVIDEOX_TASKS = ("t2v", "i2v")
+
+# The dtype the published checkpoints store the transformer in (THUDM/CogVideoX-2b was
+# trained in fp16; 5B and 1.5 in bf16).  The tiny builds are fp32 (see module docstring).
+REAL_CHECKPOINT_DTYPES = {"1.0-2b": "float16", "1.0-5b": "bfloat16", "1.5": "bfloat16"}
+
+# Pixel geometry the tiny pipelines are built for.
+TINY_COGVIDEOX_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
+
+_LATENT_CHANNELS = 4
+_TEXT_DIM = 32  # T5 d_model == transformer text_embed_dim
+_MAX_TEXT_SEQ = 226  # the real value; the pipelines pad prompts to it (max_sequence_length)
+
+_TRANSFORMER_BASE: dict[str, Any] = {
+    "num_attention_heads": 2,
+    "attention_head_dim": 16,  # RoPE splits it 4 (t) + 6 (h) + 6 (w); must stay a multiple of 16
+    "out_channels": _LATENT_CHANNELS,
+    "time_embed_dim": 16,
+    "text_embed_dim": _TEXT_DIM,
+    "num_layers": 2,
+    "sample_height": TINY_COGVIDEOX_GEOMETRY["height"] // 8,  # latent pixels
+    "sample_width": TINY_COGVIDEOX_GEOMETRY["width"] // 8,
+    "sample_frames": TINY_COGVIDEOX_GEOMETRY["num_frames"],  # pixel frames, (K - 1) * 4 + 1
+    "patch_size": 2,
+    "temporal_compression_ratio": 4,
+    "max_text_seq_length": _MAX_TEXT_SEQ,
+    "spatial_interpolation_scale": 1.875,
+    "temporal_interpolation_scale": 1.0,
+}
+
+_VERSION_FLAGS: dict[str, dict[str, Any]] = {
+    "1.0-2b": {"use_rotary_positional_embeddings": False, "use_learned_positional_embeddings": False},
+    "1.0-5b": {"use_rotary_positional_embeddings": True, "use_learned_positional_embeddings": False},
+    "1.5": {
+        "use_rotary_positional_embeddings": True,
+        "use_learned_positional_embeddings": False,
+        "patch_size_t": 2,
+        "patch_bias": False,
+    },
+}
+
+_VAE_BASE: dict[str, Any] = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["CogVideoXDownBlock3D"] * 4,  # 4 blocks -> 2**3 = 8x spatial
+    "up_block_types": ["CogVideoXUpBlock3D"] * 4,
+    "block_out_channels": [8, 8, 16, 16],
+    "latent_channels": _LATENT_CHANNELS,
+    "layers_per_block": 1,
+    "norm_num_groups": 4,
+    "temporal_compression_ratio": 4,  # first log2(4) = 2 down blocks compress time
+    # Tiles are sample_size / 2: at twice the demo size, demo frames fit one tile, so VAE tiling (on by
+    # default) leaves them untiled, as the real VAEs' 240x360 tiles cover small clips.
+    "sample_height": 2 * TINY_COGVIDEOX_GEOMETRY["height"],
+    "sample_width": 2 * TINY_COGVIDEOX_GEOMETRY["width"],
+}
+
+# The published VAEs' scaling factors (the tiny VAE's is measured, see _vae_scaling_factor).
+REAL_VAE_SCALING_FACTORS = {"1.0-2b": 1.15258426, "1.0-5b": 0.7, "1.5": 0.7}
+
+_SCHEDULER_BASE: dict[str, Any] = {
+    "num_train_timesteps": 1000,
+    "beta_start": 0.00085,
+    "beta_end": 0.012,
+    "beta_schedule": "scaled_linear",
+    "clip_sample": False,
+    "clip_sample_range": 1.0,
+    "sample_max_value": 1.0,
+    "set_alpha_to_one": True,
+    "steps_offset": 0,
+    "prediction_type": "v_prediction",
+    "rescale_betas_zero_snr": True,
+    "timestep_spacing": "trailing",
+}
+_SNR_SHIFT = {"1.0-2b": 3.0, "1.0-5b": 1.0, "1.5": 1.0}
+
+_T5 = {
+    "d_model": _TEXT_DIM,
+    "d_kv": 8,
+    "d_ff": 64,
+    "num_layers": 2,
+    "num_heads": 4,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 128,
+    "feed_forward_proj": "gated-gelu",  # T5 v1.1 / t5-v1_1-xxl, which CogVideoX uses
+    "is_encoder_decoder": False,
+    "use_cache": False,
+    "tie_word_embeddings": False,
+}
+
+
+def _check(task: str, version: str) -> None:
+    if task not in COGVIDEOX_TASKS:
+        raise ValueError(f"unknown CogVideoX task {task!r}; choose from {COGVIDEOX_TASKS}")
+    if version not in COGVIDEOX_VERSIONS:
+        raise ValueError(f"unknown CogVideoX version {version!r}; choose from {COGVIDEOX_VERSIONS}")
+    if task == "i2v" and version == "1.0-2b":
+        raise ValueError("there is no CogVideoX-2b image-to-video checkpoint; use version '1.0-5b' or '1.5' for i2v")
+
+
+def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dict[str, Any]:
+    """Return the kwargs of each component for ``(task, version)`` (a fresh copy).
+
+    Keys ``transformer`` (CogVideoXTransformer3DModel), ``vae`` (AutoencoderKLCogVideoX,
+    without ``scaling_factor``, which is measured at build time), ``scheduler``
+    (CogVideoXDDIMScheduler) and ``text_encoder`` (T5Config, without ``vocab_size``).
+    """
+    _check(task, version)
+    transformer = copy.deepcopy(_TRANSFORMER_BASE)
+    transformer.update(_VERSION_FLAGS[version])
+    transformer["in_channels"] = _LATENT_CHANNELS * (2 if task == "i2v" else 1)
+    if task == "i2v" and version == "1.0-5b":
+        transformer["use_learned_positional_embeddings"] = True  # CogVideoX-5b-I2V
+    if task == "i2v" and version == "1.5":
+        transformer["ofs_embed_dim"] = 16  # 512 in CogVideoX1.5-5B-I2V
+    vae = copy.deepcopy(_VAE_BASE)
+    if version == "1.5":
+        vae["invert_scale_latents"] = True
+    scheduler = dict(_SCHEDULER_BASE, snr_shift_scale=_SNR_SHIFT[version])
+    return {"transformer": transformer, "vae": vae, "scheduler": scheduler, "text_encoder": dict(_T5)}
+
+
+# --------------------------------------------------------------------------------------
+# Tokenizer
+# --------------------------------------------------------------------------------------
+def _tokenizer_corpus() -> list[str]:
+    from dit_lora.demo.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+    from dit_lora.families.sana.demo import TOKENIZER_CORPUS_EXTRA
+
+    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
+    words += "video clip moving camera slowly frame motion".split()
+    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+    return words
+
+
+def build_tiny_t5_tokenizer(extra_ids: int = 100):
+    """Build a T5-style Unigram tokenizer with a small vocabulary, offline and deterministically.
+
+    Pieces: T5's id layout (``<pad>=0 </s>=1 <unk>=2``), then ``"\u2581" + word`` for every
+    word of the demo captions (log-frequency scores, so a known word is one token), then
+    ``"\u2581"`` and every printable ASCII character (low scores: other text still encodes,
+    character by character, never as ``<unk>``), then the ``<extra_id_N>`` sentinels in
+    reverse like T5.  The vocabulary is handed to ``transformers.T5Tokenizer(vocab=...)``,
+    which builds T5's backend (Unigram, WhitespaceSplit + Metaspace pre-tokenizer, ``</s>``
+    appended); the saved ``tokenizer.json`` reloads identically with ``T5Tokenizer`` and
+    ``AutoTokenizer``.  (``tokenizers``' UnigramTrainer is not used: its output differs
+    from run to run.)  Non-ASCII characters map to ``<unk>``, as in T5's own vocabulary
+    for many scripts.
+    """
+    import math
+    from collections import Counter
+
+    from transformers import T5Tokenizer
+
+    special = ["<pad>", "</s>", "<unk>"]
+    counts = Counter(w for w in _tokenizer_corpus() if w)
+    total = sum(counts.values())
+    vocab: list[tuple[str, float]] = [(tok, 0.0) for tok in special]
+    for word, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        vocab.append(("\u2581" + word, math.log(n / total)))
+    for ch in ["\u2581"] + [chr(c) for c in range(33, 127)]:
+        vocab.append((ch, -20.0))
+    for i in range(extra_ids - 1, -1, -1):
+        vocab.append((f"<extra_id_{i}>", 0.0))
+    return T5Tokenizer(vocab=vocab, extra_ids=extra_ids, model_max_length=_MAX_TEXT_SEQ)
+
+
+# --------------------------------------------------------------------------------------
+# Components
+# --------------------------------------------------------------------------------------
+def _vae_scaling_factor(vae, seed: int) -> float:
+    """1 / std of the latents of a few static shapes clips (the SD/CogVideoX definition).
+
+    A random VAE's latent scale is arbitrary; measuring it keeps the diffusion targets at
+    about unit variance like the real VAE's 1.15258426 / 0.7 do.
+    """
+    from dit_lora.demo.shapes import render_shape_example
+
+    g = TINY_COGVIDEOX_GEOMETRY
+    rng = random.Random(seed)
+    clips = []
+    for _ in range(2):
+        im = render_shape_example(rng, g["height"])[0]
+        frame = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(g["height"], g["width"], 3)
+        frame = frame.permute(2, 0, 1).float() / 127.5 - 1.0
+        clips.append(frame[:, None].expand(3, g["num_frames"], g["height"], g["width"]))
+    with torch.no_grad():
+        latents = vae.encode(torch.stack(clips)).latent_dist.mean
+    return float(f"{1.0 / latents.float().std().item():.4g}")
+
+
+def build_tiny_cogvideox_components(
+    task: str = "t2v", version: str = "1.0-5b", seed: int = 0, dtype: torch.dtype = torch.float32
+) -> dict[str, Any]:
+    """Build the five CogVideoX pipeline components in memory, randomly initialised from ``seed``.
+
+    Returns ``{"transformer", "vae", "text_encoder", "tokenizer", "scheduler"}`` in eval mode
+    and ``dtype``.  The caller's global torch RNG state is restored afterwards; each component
+    is seeded separately (``seed * 1000 + k``).
+    """
+    from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
+    from transformers import T5Config, T5EncoderModel
+
+    config = get_tiny_cogvideox_config(task, version)
+    tokenizer = build_tiny_t5_tokenizer()
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        transformer = CogVideoXTransformer3DModel(**config["transformer"])
+
+        torch.manual_seed(seed * 1000 + 2)
+        vae = AutoencoderKLCogVideoX(**config["vae"]).eval()
+        vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, seed))
+
+        torch.manual_seed(seed * 1000 + 3)
+        te_cfg = dict(config["text_encoder"])
+        te_cfg["vocab_size"] = -(-len(tokenizer) // 64) * 64
+        text_encoder = T5EncoderModel(
+            T5Config(
+                **te_cfg,
+                pad_token_id=tokenizer.pad_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+                decoder_start_token_id=tokenizer.pad_token_id,
+            )
+        )
+
+    scheduler = CogVideoXDDIMScheduler(**config["scheduler"])
+    for module in (transformer, vae, text_encoder):
+        torch.nn.Module.to(module, dtype)  # nn.Module.to: ModelMixin.to warns on dtype casts
+    return {
+        "transformer": transformer.eval(),
+        "vae": vae.eval(),
+        "text_encoder": text_encoder.eval(),
+        "tokenizer": tokenizer,
+        "scheduler": scheduler,
+    }
+
+
+def build_tiny_cogvideox_pipeline(
+    path: str | Path,
+    *,
+    task: str = "t2v",
+    version: str = "1.0-5b",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> Path:
+    """Write a randomly initialised CogVideoX pipeline to ``path`` and return ``path``.
+
+    ``task="t2v"`` saves a ``CogVideoXPipeline``, ``"i2v"`` a
+    ``CogVideoXImageToVideoPipeline`` (safetensors, ``dtype`` weights, fp32 by default), plus a
+    ``dit_lora_tiny.json`` marker.  Loads offline with ``<Pipeline>.from_pretrained(path)`` or
+    per component (``subfolder=``).  Idempotent (same marker -> nothing rewritten) and atomic
+    (built in a sibling temporary directory and renamed), like the tiny Sana builder.
+    """
+    _check(task, version)
+    marker = {
+        "kind": "cogvideox",
+        "task": task,
+        "cogvideox_version": version,
+        "seed": seed,
+        "dtype": str(dtype).removeprefix("torch."),
+        "version": TINY_COGVIDEOX_VERSION,
+    }
+
+    def build(tmp: Path) -> None:
+        from diffusers import CogVideoXImageToVideoPipeline, CogVideoXPipeline
+
+        cls = CogVideoXImageToVideoPipeline if task == "i2v" else CogVideoXPipeline
+        pipe = cls(**build_tiny_cogvideox_components(task, version, seed, dtype))
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)

@@ -1,0 +1,1 @@
+"""The dit family: everything about this model lives in this folder."""

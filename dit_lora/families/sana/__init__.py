@@ -1,0 +1,1 @@
+"""The sana family: everything about this model lives in this folder."""
