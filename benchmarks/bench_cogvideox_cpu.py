@@ -60,7 +60,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
 from dit_lora.demo.clips import make_moving_square_dataset
-from dit_lora.demo.tiny_cogvideox import build_tiny_cogvideox_pipeline
+from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 work, overrides = Path({str(work)!r}), {CONFIGS[config]!r}
 model = work / "models" / {config!r}
 if not (model / "model_index.json").exists():

@@ -172,7 +172,7 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     import torch.utils.benchmark as tb
 
     from dit_lora.config import parse_config
-    from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline
+    from dit_lora.families.sana.demo import build_tiny_sana_pipeline
     from dit_lora.families import get_family
     from dit_lora.training import trainables
     from dit_lora.training.guard import _APPLIED, StepGuard

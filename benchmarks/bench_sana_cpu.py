@@ -103,7 +103,7 @@ def build_assets(work: Path, sizes: dict[str, int], env: dict) -> None:
     """Random Sana pipelines and shapes data sets (a child process, so this one stays small)."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline\n"
+        "from dit_lora.families.sana.demo import build_tiny_sana_pipeline\n"
         "from dit_lora.demo.shapes import make_shapes_dataset\n"
         "work = sys.argv[2]\n"
         "for spec in sys.argv[3:]:\n"

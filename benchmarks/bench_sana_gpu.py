@@ -96,7 +96,7 @@ def build_model(config: dict, device, torch):
 def run_config(name: str, config: dict, batch: int, resolution: int, checkpointing: bool, args, device, torch) -> dict:
     from dit_lora.config import TrainConfig
     from dit_lora.families import Components, get_family
-    from dit_lora.families.sana import training_scheduler
+    from dit_lora.families.sana.spec import training_scheduler
 
     result = {"model": name, "batch_size": batch, "resolution": resolution, "gradient_checkpointing": checkpointing,
               "rank": args.rank, "lora_targets": list(LORA_TARGETS)}

@@ -56,7 +56,7 @@ def main() -> int:
     from diffusers.training_utils import cast_training_params
     from peft import LoraConfig
 
-    from dit_lora.demo.tiny_sana import build_tiny_sana_pipeline
+    from dit_lora.families.sana.demo import build_tiny_sana_pipeline
 
     path = build_tiny_sana_pipeline(Path(args.work_dir) / "models" / args.size, size=args.size, seed=0)
     base = SanaTransformer2DModel.from_pretrained(path, subfolder="transformer", torch_dtype=torch.bfloat16)
