@@ -5,27 +5,29 @@ after), checkpoints and ``save_lora_weights`` see the same model. It overrides `
 module instances (deleting the override restores the class's own) and sets attention processors
 (keeping the replaced one). Every override calls its ops through the model's
 :class:`~dit_lora.kernels.monitor.KernelRuntime`, which can switch an op back to its reference
-mid-run. What is patched is decided by module class, never by model family:
+mid-run.
+
+What is patched is a list of :class:`~dit_lora.kernels.patch_points.PatchPoint`: the model
+family's own (``families/<name>/kernels.py``, passed as ``points``; its transformer blocks and
+attention processors), then the generic ones here, which are about a library class rather than a
+model and apply to any model:
 
 ========================  ====================  ==============================================
-module                    kernels               where
+class                     kernels               what
 ========================  ====================  ==============================================
-CogVideoXLayerNormZero    modulate              CogVideoX norm1/norm2 (text and video streams)
-CogVideoXBlock            gated_residual        CogVideoX residual adds
-SanaTransformerBlock      modulate, gated_res.  Sana's adaLN-single blocks
-BasicTransformerBlock     modulate, gated_res.  DiT (``ada_norm_zero``, self-attention only)
-nn.LayerNorm              layernorm             e.g. CogVideoX's per-head q/k norms
-diffusers RMSNorm         rmsnorm               e.g. Sana's q/k norms where the checkpoint has them
-Attention processors      attention             CogVideoX joint, Sana cross, DiT self-attention
-SanaLinearAttnProcessor   linear_attention      Sana's ReLU linear self-attention
+torch ``nn.LayerNorm``    layernorm             plain LayerNorm over the last dimension
+diffusers ``RMSNorm``     rmsnorm               RMSNorm without a bias
+``AttnProcessor2_0``      attention             diffusers' default softmax attention processor
 ========================  ====================  ==============================================
+
+A point whose recorded source fingerprint no longer matches the installed library is skipped, with
+one line saying which class and which library version (:func:`~dit_lora.kernels.patch_points.drift_note`).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -36,7 +38,8 @@ from .gated_residual import gated_residual, gated_residual_reference
 from .linear_attention import relu_linear_attention, relu_linear_attention_reference
 from .modulate import layernorm_modulate, layernorm_modulate_reference
 from .monitor import KernelRuntime
-from .processors import JointAttentionProcessor, LinearAttentionProcessor, SoftmaxAttentionProcessor
+from .patch_points import PatchPoint, drift_note, library_version
+from .processors import SoftmaxAttentionProcessor
 from .rms_norm import rms_norm, rms_norm_reference
 from .triton_launch import note_once
 
@@ -54,62 +57,7 @@ _PATCHED = "_dit_lora_patched"
 _ORIGINAL_PROCESSOR = "_dit_lora_original_processor"
 
 
-# ---- replacement forwards ----------------------------------------------------------------------
-def _cogvideox_norm_zero(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb):
-    shift, scale, gate, enc_shift, enc_scale, enc_gate = self.linear(self.silu(temb)).chunk(6, dim=1)
-    n = self.norm
-    hidden_states = rt.call("modulate", hidden_states, n.weight, n.bias, scale, shift, n.eps)
-    encoder_hidden_states = rt.call("modulate", encoder_hidden_states, n.weight, n.bias, enc_scale, enc_shift, n.eps)
-    return hidden_states, encoder_hidden_states, gate[:, None, :], enc_gate[:, None, :]
-
-
-def _cogvideox_block(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
-                     attention_kwargs=None):
-    text_len = encoder_hidden_states.size(1)
-    norm_x, norm_ctx, gate_x, gate_ctx = self.norm1(hidden_states, encoder_hidden_states, temb)
-    attn_x, attn_ctx = self.attn1(hidden_states=norm_x, encoder_hidden_states=norm_ctx,
-                                  image_rotary_emb=image_rotary_emb, **(attention_kwargs or {}))
-    hidden_states = rt.call("gated_residual", hidden_states, gate_x, attn_x)
-    encoder_hidden_states = rt.call("gated_residual", encoder_hidden_states, gate_ctx, attn_ctx)
-    norm_x, norm_ctx, gate_x, gate_ctx = self.norm2(hidden_states, encoder_hidden_states, temb)
-    ff = self.ff(torch.cat([norm_ctx, norm_x], dim=1))
-    hidden_states = rt.call("gated_residual", hidden_states, gate_x, ff[:, text_len:])
-    encoder_hidden_states = rt.call("gated_residual", encoder_hidden_states, gate_ctx, ff[:, :text_len])
-    return hidden_states, encoder_hidden_states
-
-
-def _sana_block(self, rt: KernelRuntime, hidden_states, attention_mask=None, encoder_hidden_states=None,
-                encoder_attention_mask=None, timestep=None, height=None, width=None):
-    batch = hidden_states.shape[0]
-    # (B, 6, D) -> six per-sample (B, D) rows, the layout every op takes
-    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = (
-        self.scale_shift_table[None] + timestep.reshape(batch, 6, -1)).unbind(dim=1)
-    n1, n2 = self.norm1, self.norm2
-    norm_x = rt.call("modulate", hidden_states, n1.weight, n1.bias, scale_msa, shift_msa, n1.eps)
-    hidden_states = rt.call("gated_residual", hidden_states, gate_msa, self.attn1(norm_x.to(hidden_states.dtype)))
-    if self.attn2 is not None:
-        hidden_states = self.attn2(hidden_states, encoder_hidden_states=encoder_hidden_states,
-                                   attention_mask=encoder_attention_mask) + hidden_states
-    norm_x = rt.call("modulate", hidden_states, n2.weight, n2.bias, scale_mlp, shift_mlp, n2.eps)
-    ff = self.ff(norm_x.unflatten(1, (height, width)).permute(0, 3, 1, 2)).flatten(2, 3).permute(0, 2, 1)
-    return rt.call("gated_residual", hidden_states, gate_mlp, ff)
-
-
-def _dit_block(self, rt: KernelRuntime, hidden_states, attention_mask=None, encoder_hidden_states=None,
-               encoder_attention_mask=None, timestep=None, cross_attention_kwargs=None, class_labels=None,
-               added_cond_kwargs=None):
-    n1, n3 = self.norm1, self.norm3
-    emb = n1.emb(timestep, class_labels, hidden_dtype=hidden_states.dtype)
-    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = n1.linear(n1.silu(emb)).chunk(6, dim=1)
-    norm_x = rt.call("modulate", hidden_states, n1.norm.weight, n1.norm.bias, scale_msa, shift_msa, n1.norm.eps)
-    kwargs = dict(cross_attention_kwargs or {})
-    kwargs.pop("scale", None)
-    attn = self.attn1(norm_x, encoder_hidden_states=None, attention_mask=attention_mask, **kwargs)
-    hidden_states = rt.call("gated_residual", hidden_states, gate_msa, attn)
-    norm_x = rt.call("modulate", hidden_states, n3.weight, n3.bias, scale_mlp, shift_mlp, n3.eps)
-    return rt.call("gated_residual", hidden_states, gate_mlp, self.ff(norm_x))
-
-
+# ---- the generic points -------------------------------------------------------------------------
 def _layernorm(self, rt: KernelRuntime, x):
     return rt.call("layernorm", x, self.weight, self.bias, None, None, self.eps)
 
@@ -122,76 +70,33 @@ def _rmsnorm(self, rt: KernelRuntime, x):
     return rt.call("rmsnorm", x, w, self.eps, out_dtype)
 
 
-# ---- which module gets what -------------------------------------------------------------------
-def _named(module: nn.Module, *names: str) -> bool:
-    return type(module).__name__ in names
+def _plain_attention(module: nn.Module) -> bool:
+    return getattr(module, "spatial_norm", None) is None and getattr(module, "group_norm", None) is None
 
 
-def _is_dit_block(m: nn.Module) -> bool:
-    return (_named(m, "BasicTransformerBlock") and getattr(m, "norm_type", None) == "ada_norm_zero"
-            and getattr(m.norm1, "emb", None) is not None
-            and m.attn2 is None and m.pos_embed is None and getattr(m, "_chunk_size", None) is None
-            and not m.only_cross_attention and type(m.norm3) is nn.LayerNorm and not hasattr(m, "fuser"))
+def _per_head_qk_norm(rt: KernelRuntime, original) -> SoftmaxAttentionProcessor:
+    return SoftmaxAttentionProcessor(rt, original, qk_norm_per_head=True)
 
 
-def _is_sana_block(m: nn.Module) -> bool:
-    return _named(m, "SanaTransformerBlock") and hasattr(m, "norm2") and type(m.norm1) is nn.LayerNorm
+@functools.lru_cache(maxsize=None)
+def generic_patch_points() -> tuple[PatchPoint, ...]:
+    """The points that are about a library class, not a model: applied after a family's own, to any model."""
+    from diffusers.models.attention_processor import AttnProcessor2_0
+    from diffusers.models.normalization import RMSNorm
+
+    return (
+        PatchPoint("layernorm", nn.LayerNorm, ("layernorm",), "8f41fcc8f9a63455", forward=_layernorm,
+                   when=lambda m: len(m.normalized_shape) == 1, written_for="torch 2.13.0"),
+        PatchPoint("rmsnorm", RMSNorm, ("rmsnorm",), "2633294611ed3bdf", forward=_rmsnorm,
+                   when=lambda m: getattr(m, "bias", None) is None, written_for="diffusers 0.42.1"),
+        PatchPoint("attention", AttnProcessor2_0, ("attention",), "2ba1c402ca1e74ed", processor=_per_head_qk_norm,
+                   when=_plain_attention, written_for="diffusers 0.42.1"),
+    )
 
 
-@dataclass(frozen=True)
-class _ForwardPatch:
-    kernels: tuple[str, ...]
-    matches: Callable[[nn.Module], bool]
-    forward: Callable
-
-
-_FORWARD_PATCHES = (
-    _ForwardPatch(("modulate",), lambda m: _named(m, "CogVideoXLayerNormZero") and type(m.norm) is nn.LayerNorm,
-                  _cogvideox_norm_zero),
-    _ForwardPatch(("gated_residual",), lambda m: _named(m, "CogVideoXBlock"), _cogvideox_block),
-    _ForwardPatch(("modulate", "gated_residual"), _is_sana_block, _sana_block),
-    _ForwardPatch(("modulate", "gated_residual"), _is_dit_block, _dit_block),
-    _ForwardPatch(("layernorm",), lambda m: type(m) is nn.LayerNorm and len(m.normalized_shape) == 1, _layernorm),
-    _ForwardPatch(("rmsnorm",), lambda m: _named(m, "RMSNorm") and type(m).__module__.startswith("diffusers")
-                  and getattr(m, "bias", None) is None, _rmsnorm),
-)
-
-
-def _processor_for(module: nn.Module, rt: KernelRuntime):
-    """(kernel, replacement processor) for an attention module, or None when it is left alone."""
-    proc = getattr(module, "processor", None)
-    name = type(proc).__name__
-    if name == "CogVideoXAttnProcessor2_0":
-        return "attention", JointAttentionProcessor(rt, proc)
-    if name == "SanaAttnProcessor2_0":
-        return "attention", SoftmaxAttentionProcessor(rt, proc, qk_norm_per_head=False)
-    if name == "AttnProcessor2_0" and getattr(module, "spatial_norm", None) is None \
-            and getattr(module, "group_norm", None) is None:
-        return "attention", SoftmaxAttentionProcessor(rt, proc, qk_norm_per_head=True)
-    if name == "SanaLinearAttnProcessor2_0":
-        return "linear_attention", LinearAttentionProcessor(rt, proc)
-    return None
-
-
-# ---- public API ---------------------------------------------------------------------------------
-def patch_model(model: nn.Module, *, kernels: str = "auto", modulate: bool = True, layernorm: bool = True,
-                linear_attention: bool = True, attention: bool = True, attention_backend: str = "auto",
-                flashattn: bool = True, check_interval: int = 0, device: torch.device | str | None = None
-                ) -> dict[str, int]:
-    """Patch fused ops and attention processors into ``model``; return {kernel: modules patched}.
-
-    ``kernels`` is ``auto`` (measured defaults, see :mod:`dit_lora.kernels.defaults`), ``on`` (every
-    Triton kernel wherever Triton can run) or ``off`` (nothing). The other switches mirror the recipe
-    flags (``--disable_modulate_kernel`` is ``modulate=False``, and so on). A previous patch is undone
-    first. The runtime (choices, checks, fallbacks) is :func:`kernel_runtime` of the model.
-    """
-    unpatch_model(model)
-    if device is None:
-        device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    rt = KernelRuntime(device=torch.device(device), check_interval=check_interval)
-    counts = dict.fromkeys(KERNELS, 0)
-    wanted = {"modulate": modulate, "gated_residual": modulate, "layernorm": layernorm, "rmsnorm": layernorm,
-              "linear_attention": linear_attention}
+# ---- applying points ------------------------------------------------------------------------------
+def _choose_ops(rt: KernelRuntime, kernels: str, wanted: dict[str, bool]) -> None:
+    """Fill ``rt.ops``/``rt.impl`` with each op's implementation under ``--kernels kernels``."""
     for op, on in wanted.items():
         impl, note = choose_impl(op, rt.device, kernels) if on else ("eager", "")
         if note and note not in rt.notes:
@@ -203,25 +108,76 @@ def patch_model(model: nn.Module, *, kernels: str = "auto", modulate: bool = Tru
         rt.impl[op] = impl
         fast = _OPS[op][0] if impl == "triton" else torch.compile(_OPS[op][1])
         rt.ops[op] = (fast, _OPS[op][1])
+
+
+def _usable(point: PatchPoint, rt: KernelRuntime) -> bool:
+    if point.processor is not None and point.kernels == ("attention",):
+        return rt.attention_backend is not None
+    return any(k in rt.impl for k in point.kernels)
+
+
+def _drifted(point: PatchPoint, rt: KernelRuntime, cache: dict[str, str]) -> bool:
+    """Whether ``point``'s library source changed; says so once (log and ``rt.notes``) per point."""
+    if point.name not in cache:
+        cache[point.name] = note = drift_note(point)
+        if note:
+            rt.notes.append(note)
+            note_once(f"drift:{point.name}:{library_version(point.target)}", note)
+    return bool(cache[point.name])
+
+
+def _apply(module: nn.Module, point: PatchPoint, rt: KernelRuntime, counts: dict[str, int]) -> None:
+    if point.processor is not None:
+        setattr(module, _ORIGINAL_PROCESSOR, module.processor)
+        module.processor = point.processor(rt, module.processor)
+    else:
+        module.forward = functools.partial(point.forward, module, rt)
+        setattr(module, _PATCHED, point.kernels)
+    for k in point.kernels:
+        counts[k] += int(k in rt.impl or (k == "attention" and rt.attention_backend is not None))
+
+
+def _patch_modules(model: nn.Module, points: Sequence[PatchPoint], rt: KernelRuntime) -> dict[str, int]:
+    """Apply the first usable matching point to each module (a processor point first); return the counts."""
+    counts = dict.fromkeys(KERNELS, 0)
+    usable = [p for p in points if _usable(p, rt)]
+    processors = [p for p in usable if p.processor is not None]
+    forwards = [p for p in usable if p.forward is not None]
+    drift: dict[str, str] = {}
+    for module in model.modules():
+        candidates = (processors if hasattr(module, "processor") else []) + forwards
+        point = next((p for p in candidates if p.matches(module)), None)
+        if point is not None and not _drifted(point, rt, drift):
+            _apply(module, point, rt, counts)
+    return counts
+
+
+# ---- public API ---------------------------------------------------------------------------------
+def patch_model(model: nn.Module, points: Sequence[PatchPoint] = (), *, kernels: str = "auto", modulate: bool = True,
+                layernorm: bool = True, linear_attention: bool = True, attention: bool = True,
+                attention_backend: str = "auto", flashattn: bool = True, check_interval: int = 0,
+                device: torch.device | str | None = None) -> dict[str, int]:
+    """Patch fused ops and attention processors into ``model``; return {kernel: modules patched}.
+
+    ``points`` are the model family's own patch points (its ``kernel_patch_points()``); the generic
+    ones (:func:`generic_patch_points`) follow them. ``kernels`` is ``auto`` (measured defaults, see
+    :mod:`dit_lora.kernels.defaults`), ``on`` (every Triton kernel wherever Triton can run) or ``off``
+    (nothing). The other switches mirror the recipe flags (``--disable_modulate_kernel`` is
+    ``modulate=False``, and so on). A previous patch is undone first. The runtime (choices, checks,
+    fallbacks) is :func:`kernel_runtime` of the model.
+    """
+    unpatch_model(model)
+    if device is None:
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    rt = KernelRuntime(device=torch.device(device), check_interval=check_interval)
+    _choose_ops(rt, kernels, {"modulate": modulate, "gated_residual": modulate, "layernorm": layernorm,
+                              "rmsnorm": layernorm, "linear_attention": linear_attention})
     if attention and kernels != "off":
         rt.attention_backend = resolve_backend(attention_backend, rt.device, allow_flashattn=flashattn)
         if rt.attention_backend.note:
             rt.notes.append(f"attention: {rt.attention_backend.note}")
             note_once(rt.notes[-1], rt.notes[-1])
-    for module in model.modules():
-        proc = _processor_for(module, rt) if hasattr(module, "processor") else None
-        if proc is not None and (proc[0] in rt.impl or (proc[0] == "attention" and rt.attention_backend)):
-            setattr(module, _ORIGINAL_PROCESSOR, module.processor)
-            module.processor = proc[1]
-            counts[proc[0]] += 1
-            continue
-        for patch in _FORWARD_PATCHES:
-            if any(k in rt.impl for k in patch.kernels) and patch.matches(module):
-                module.forward = functools.partial(patch.forward, module, rt)
-                setattr(module, _PATCHED, patch.kernels)
-                for k in patch.kernels:
-                    counts[k] += int(k in rt.impl)
-                break
+    counts = _patch_modules(model, (*points, *generic_patch_points()), rt)
     for name, n in counts.items():
         rt.enabled[name] = n > 0
     setattr(model, _RUNTIME, rt)

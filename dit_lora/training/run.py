@@ -338,8 +338,12 @@ def _add_trainables(run: Run) -> None:
 
 
 def _install_kernels(run: Run) -> None:
+    from ..families.capabilities import FusedKernels, capability
+
     cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
-    patched = patch_model(model, **_kernel_switches(cfg), device=device)
+    fused = capability(run.family, FusedKernels)  # the family's own blocks/processors; generic points apply to all
+    points = fused.kernel_patch_points() if fused else ()
+    patched = patch_model(model, points, **_kernel_switches(cfg), device=device)
     run.kernels = kernel_runtime(model)
     run.log(_describe_kernels(patched, run.kernels))
     injector = run.hooks.injector

@@ -135,10 +135,11 @@ def test_without_triton_interpreter_on_cpu_patching_keeps_references_and_says_so
         "logging.basicConfig(level=logging.WARNING)\n"
         "from diffusers import SanaTransformer2DModel\n"
         "from dit_lora.families.sana.demo import get_tiny_sana_config\n"
+        "from dit_lora.families.sana.kernels import patch_points\n"
         "from dit_lora.kernels import patch_model\n"
         "m = SanaTransformer2DModel(**get_tiny_sana_config('tiny')['transformer'])\n"
-        "print(patch_model(m, kernels='on'))\n"
-        "print(patch_model(m, kernels='on'))\n"
+        "print(patch_model(m, patch_points(), kernels='on'))\n"
+        "print(patch_model(m, patch_points(), kernels='on'))\n"
     )
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)

@@ -12,10 +12,20 @@ from torch import nn
 
 pytest.importorskip("triton")
 
-from dit_lora.kernels import kernel_counts, kernel_runtime, patch_model, unpatch_model  # noqa: E402
+from dit_lora.families.cogvideox import kernels as cogvideox_kernels  # noqa: E402
+from dit_lora.families.dit import kernels as dit_kernels  # noqa: E402
+from dit_lora.families.sana import kernels as sana_kernels  # noqa: E402
+from dit_lora.kernels import kernel_counts, kernel_runtime, unpatch_model  # noqa: E402
+from dit_lora.kernels import patch_model as _patch_model  # noqa: E402
 from dit_lora.training.trainables import add_lora  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+POINTS = (*cogvideox_kernels.patch_points(), *sana_kernels.patch_points(), *dit_kernels.patch_points())
+
+
+def patch_model(model, **kwargs):
+    # every family's points at once: each matches its own diffusers classes only
+    return _patch_model(model, POINTS, **kwargs)
 
 
 def _randomise_lora(model: nn.Module, seed: int = 1) -> None:

@@ -1,0 +1,97 @@
+"""CogVideoX's fused-kernel patch points: its adaLN-zero norms, its block's gated residuals, its joint attention.
+
+Each forward below re-implements a diffusers one with the fused ops (through the model's
+:class:`~dit_lora.kernels.monitor.KernelRuntime`); each point records the fingerprint of the
+diffusers source it was written for, so an upgraded diffusers whose forward changed leaves that
+block on diffusers' own code (:mod:`dit_lora.kernels.patch_points`).
+``tests/families/cogvideox/test_kernels.py`` runs each against the installed diffusers block.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import nn
+
+from ...kernels.monitor import KernelRuntime
+from ...kernels.patch_points import PatchPoint
+from ...kernels.processors import heads_first, key_mask, merge_heads
+
+WRITTEN_FOR = "diffusers 0.42.1"
+
+
+def norm_zero_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb):
+    """``CogVideoXLayerNormZero.forward`` with the LayerNorm + modulation of both streams fused."""
+    shift, scale, gate, enc_shift, enc_scale, enc_gate = self.linear(self.silu(temb)).chunk(6, dim=1)
+    n = self.norm
+    hidden_states = rt.call("modulate", hidden_states, n.weight, n.bias, scale, shift, n.eps)
+    encoder_hidden_states = rt.call("modulate", encoder_hidden_states, n.weight, n.bias, enc_scale, enc_shift, n.eps)
+    return hidden_states, encoder_hidden_states, gate[:, None, :], enc_gate[:, None, :]
+
+
+def block_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
+                  attention_kwargs=None):
+    """``CogVideoXBlock.forward`` with its four gated residual adds fused."""
+    text_len = encoder_hidden_states.size(1)
+    norm_x, norm_ctx, gate_x, gate_ctx = self.norm1(hidden_states, encoder_hidden_states, temb)
+    attn_x, attn_ctx = self.attn1(hidden_states=norm_x, encoder_hidden_states=norm_ctx,
+                                  image_rotary_emb=image_rotary_emb, **(attention_kwargs or {}))
+    hidden_states = rt.call("gated_residual", hidden_states, gate_x, attn_x)
+    encoder_hidden_states = rt.call("gated_residual", encoder_hidden_states, gate_ctx, attn_ctx)
+    norm_x, norm_ctx, gate_x, gate_ctx = self.norm2(hidden_states, encoder_hidden_states, temb)
+    ff = self.ff(torch.cat([norm_ctx, norm_x], dim=1))
+    hidden_states = rt.call("gated_residual", hidden_states, gate_x, ff[:, text_len:])
+    encoder_hidden_states = rt.call("gated_residual", encoder_hidden_states, gate_ctx, ff[:, :text_len])
+    return hidden_states, encoder_hidden_states
+
+
+class JointAttentionProcessor:
+    """``CogVideoXAttnProcessor2_0`` on the runtime: text and video tokens attend jointly, RoPE on the video part."""
+
+    def __init__(self, runtime: KernelRuntime, original) -> None:
+        self.runtime = runtime
+        self.original = original
+
+    def __call__(self, attn, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor,
+                 attention_mask: torch.Tensor | None = None, image_rotary_emb=None):
+        text_len = encoder_hidden_states.size(1)
+        x = torch.cat([encoder_hidden_states, hidden_states], dim=1)
+        batch, length, _ = x.shape
+        mask = key_mask(attn, attention_mask, length, batch)
+        q = heads_first(attn.to_q(x), batch, attn.heads)
+        k = heads_first(attn.to_k(x), batch, attn.heads)
+        v = heads_first(attn.to_v(x), batch, attn.heads)
+        if attn.norm_q is not None:
+            q = attn.norm_q(q)
+        if attn.norm_k is not None:
+            k = attn.norm_k(k)
+        if image_rotary_emb is not None:
+            from diffusers.models.embeddings import apply_rotary_emb
+
+            # torch.cat rather than diffusers' in-place slice assignment: same values, no in-place op on a
+            # tensor autograd may still need.
+            q = torch.cat([q[:, :, :text_len], apply_rotary_emb(q[:, :, text_len:], image_rotary_emb)], dim=2)
+            if not attn.is_cross_attention:
+                k = torch.cat([k[:, :, :text_len], apply_rotary_emb(k[:, :, text_len:], image_rotary_emb)], dim=2)
+        out = merge_heads(self.runtime.attention(q, k, v, mask))
+        out = attn.to_out[1](attn.to_out[0](out))
+        encoder_out, out = out.split([text_len, length - text_len], dim=1)
+        return out, encoder_out
+
+
+@functools.lru_cache(maxsize=None)
+def patch_points() -> tuple[PatchPoint, ...]:
+    """CogVideoX's points: ``CogVideoXLayerNormZero``, ``CogVideoXBlock``, ``CogVideoXAttnProcessor2_0``."""
+    from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
+    from diffusers.models.normalization import CogVideoXLayerNormZero
+    from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXBlock
+
+    return (
+        PatchPoint("cogvideox.norm_zero", CogVideoXLayerNormZero, ("modulate",), "8561f8f69547e938",
+                   forward=norm_zero_forward, when=lambda m: type(m.norm) is nn.LayerNorm, written_for=WRITTEN_FOR),
+        PatchPoint("cogvideox.block", CogVideoXBlock, ("gated_residual",), "b1f155651a40b559", forward=block_forward,
+                   written_for=WRITTEN_FOR),
+        PatchPoint("cogvideox.attention", CogVideoXAttnProcessor2_0, ("attention",), "fd35fdcd6ed5ef80",
+                   processor=JointAttentionProcessor, written_for=WRITTEN_FOR),
+    )
