@@ -1,0 +1,1 @@
+"""A model family that lives entirely in this test folder (issue 26)."""
