@@ -1,4 +1,4 @@
-"""The ``dit-lora`` console script: ``doctor``, ``models``, ``plan``, ``push``, ``check-data`` and ``launch``.
+"""The ``dit-lora`` console script: ``train``, ``doctor``, ``models``, ``plan``, ``push``, ``check-data``, ``launch``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -42,6 +42,10 @@ def _build_parser() -> argparse.ArgumentParser:
                       help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)")
     plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
 
+    sub.add_parser("train", add_help=False,
+                   help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
+                   "from --family, the config's `family:`, else the model's; `dit-lora train --help` lists them). "
+                   "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`")
     sub.add_parser("launch", add_help=False,
                    help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
                    "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
@@ -197,10 +201,10 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
 
     model = cfg.pretrained_model_name_or_path
     if cfg.demo and model and not Path(model).exists():
-        from dit_lora.families import available, get_family
+        from dit_lora.families import available, recipe_script
 
         config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
-        recipe = get_family(cfg.family).recipe_script if cfg.family in available() else "the family's recipe"
+        recipe = recipe_script(cfg.family) if cfg.family in available() else "the family's recipe"
         raise UserError(
             f"The demo model `{model}` (--pretrained_model_name_or_path{f' in {config}' if config else ''}) does not "
             f"exist yet: with `demo: true` the recipe builds it on its first run, and `dit-lora plan` reads the "
@@ -211,6 +215,13 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
 
 def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:  # the recipes' own parser reads the rest
+        from dit_lora.training import signals
+
+        signals.current()  # SIGTERM/SIGINT/SIGHUP handled from here on, as in the recipe scripts (recipe.main)
+        from dit_lora.recipe import run_recipe
+
+        return run_recipe(None, argv[1:])
     if argv[:1] == ["launch"]:  # accelerate launch's own parser reads the rest: its options, the script, the script's
         from dit_lora.launch import main as launch
 

@@ -1,46 +1,111 @@
-"""Entry point shared by the thin ``recipes/<family>_lora.py`` scripts."""
+"""Entry point shared by ``dit-lora train`` (``python -m dit_lora train``) and the three-line
+``recipes/<family>_lora.py`` scripts."""
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from .errors import UserError, run_cli
 
 
-def _default_family(argv: list[str], family: str) -> list[str]:
-    """``recipes/<family>_lora.py`` trains ``family`` unless --family or the --config YAML names one."""
-    if any(a == "--family" or a.startswith("--family=") for a in argv):
-        return argv
-    from .config import load_yaml
+_UNREADABLE = object()  # the --config YAML could not be read: parse_config reports it
 
+
+def _flag_value(argv: Sequence[str], flag: str) -> str | None:
+    """The value of the last ``flag VALUE`` / ``flag=VALUE`` in ``argv`` (None: absent)."""
+    found = None
     for i, arg in enumerate(argv):
-        path = (argv[i + 1] if arg == "--config" and i + 1 < len(argv)
-                else arg.partition("=")[2] if arg.startswith("--config=") else None)
-        if path:
-            try:
-                if "family" in (load_yaml(path) or {}):
-                    return argv  # the check below names a mismatch
-            except UserError:
-                return argv  # parse_config reports the bad file
-    return ["--family", family, *argv]
+        if arg == flag and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            found = arg.partition("=")[2]
+    return found
 
 
-def run_recipe(family: str, argv: Sequence[str] | None = None, also: Sequence[str] = ()) -> int:
-    """Parse options, check the environment, then train ``family`` (or one of ``also``); returns an exit code."""
-    from .config import parse_config
-    from .families import available, get_family
+def _named(argv: Sequence[str], name: str):
+    """Option ``name`` as the run will see it: its flag, else the --config YAML's key (None: neither sets it).
 
-    argv = _default_family(list(sys.argv[1:] if argv is None else argv), family)
-    cfg = parse_config(argv, prog=get_family(family).recipe_script.rsplit("/", 1)[-1])
-    if cfg.family != family and cfg.family not in also:
-        where = get_family(cfg.family).recipe_script if cfg.family in available() else "the recipe of that family"
-        allowed = " or ".join(f"`{name}`" for name in (family, *also))
+    The YAML is read as it is (not checked: that needs the family); a file that cannot be read gives
+    ``_UNREADABLE`` and parse_config reports it.
+    """
+    flag = _flag_value(argv, f"--{name}")
+    if flag is not None:
+        return flag
+    path = _flag_value(argv, "--config")
+    if not path:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return _UNREADABLE
+    return data.get(name) if isinstance(data, dict) else _UNREADABLE
+
+
+def choose_family(argv: Sequence[str], recipe: str | None = None) -> list[str]:
+    """``argv`` with the family it trains named, decided the same way for every entry point.
+
+    The family is ``--family``, else the config's ``family:``, else (a recipe script) the recipe's own default,
+    else (``dit-lora train``) the family of the model (:func:`~dit_lora.families.family_for_model`). ``recipe`` is
+    the family a ``recipes/<...>_lora.py`` script was started for: it trains every name of that family's registry
+    entry, and a family of another entry is refused, naming the script that trains it.
+    """
+    from .families import entry_for, family_for_model
+
+    argv = list(argv)
+    named = _named(argv, "family")
+    if named is _UNREADABLE:
+        return argv  # parse_config reports the bad file
+    if named is not None:
+        named = str(named)
+        where = entry_for(named).recipe_script  # an unknown name: one paragraph listing the known ones
+        if recipe is not None and named not in entry_for(recipe).names:
+            allowed = " or ".join(f"`{name}`" for name in entry_for(recipe).names)
+            raise UserError(
+                f"This recipe trains {allowed} but --family/the config sets `{named}`. Use {where} (or `dit-lora "
+                "train`) or remove `family` from the config."
+            )
+        return argv
+    if recipe is not None:
+        return ["--family", entry_for(recipe).default, *argv]
+    if "-h" in argv or "--help" in argv:
+        return argv
+    return ["--family", family_for_model(_model_config(argv)), *argv]
+
+
+def _model_config(argv: Sequence[str]):
+    """A config holding just what :func:`~dit_lora.families.family_for_model` reads (the model and revision)."""
+    from .config import TrainConfig
+
+    model, revision = _named(argv, "pretrained_model_name_or_path"), _named(argv, "revision")
+    if model in (None, _UNREADABLE, ""):
+        from .families import available
+
         raise UserError(
-            f"This recipe trains {allowed} but --family/the config sets `{cfg.family}`. Use {where} or remove "
-            "`family` from the config."
+            "dit-lora train needs to know which model family it trains: pass --family "
+            f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "
+            "--pretrained_model_name_or_path (its config files tell the family)."
         )
+    return TrainConfig(pretrained_model_name_or_path=str(model),
+                       revision=None if revision in (None, _UNREADABLE) else str(revision))
+
+
+def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
+    """Parse options, check the environment, then train; returns an exit code.
+
+    ``family``: the family a recipe script trains (it also trains the other names of that family's registry
+    entry); None for ``dit-lora train``, which trains the family :func:`choose_family` finds.
+    """
+    from .config import parse_config
+    from .families import entry_for
+
+    argv = choose_family(list(sys.argv[1:] if argv is None else argv), family)
+    prog = "dit-lora train" if family is None else entry_for(family).recipe_script.rsplit("/", 1)[-1]
+    cfg = parse_config(argv, prog=prog)
     if not cfg.skip_doctor:
         from .doctor import ensure_environment
 
@@ -90,8 +155,9 @@ def _disk_full_error(err: BaseException, cfg) -> UserError | None:
     )
 
 
-def main(family: str, also: Sequence[str] = ()) -> None:
-    """Console entry: run the recipe and turn user errors into one paragraph.
+def main(family: str | None = None) -> None:
+    """Console entry: train (``family``: the recipe script's family; None: ``dit-lora train``), turning user
+    errors into one paragraph.
 
     SIGTERM/SIGINT/SIGHUP are handled from the first line (:mod:`.training.signals`; SIGHUP only when not ignored,
     as under ``nohup``): before training starts they stop the process in one line with 143 / 130 / 129; during
@@ -101,4 +167,4 @@ def main(family: str, also: Sequence[str] = ()) -> None:
     from .training import signals
 
     signals.current()
-    run_cli(lambda: run_recipe(family, also=also))
+    run_cli(lambda: run_recipe(family))

@@ -3,13 +3,14 @@
 image-to-video (CogVideoXImageToVideoPipeline, --family cogvideox_i2v); 1.0 (2B, 5B) and 1.5.
 
     dit-lora launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/demo.yaml
+    dit-lora launch -m dit_lora train --config recipes/configs/cogvideox/demo.yaml   # the same, through the installed package
     dit-lora launch recipes/cogvideox_lora.py --config recipes/configs/cogvideox/i2v_demo.yaml
     python recipes/cogvideox_lora.py --pretrained_model_name_or_path THUDM/CogVideoX-5b --train_data_dir ./my_clips
 
-Every option: `python recipes/cogvideox_lora.py --help`.
+Every option (the family's and the common ones): `python recipes/cogvideox_lora.py --help`.
 """
 
 from dit_lora.recipe import main
 
 if __name__ == "__main__":
-    main("cogvideox", also=("cogvideox_i2v",))
+    main("cogvideox")  # also trains cogvideox_i2v: every name of its registry entry

@@ -4,13 +4,14 @@ default; a Mistral language model in the VideoChat2-Mistral layout) and Qwen2.5-
 on VideoChat2 instruction JSON or chat JSONL question-answer data.
 
     dit-lora launch recipes/videochat_lora.py --config recipes/configs/videochat/demo.yaml
+    dit-lora launch -m dit_lora train --config recipes/configs/videochat/demo.yaml   # the same, through the installed package
     python recipes/videochat_lora.py --pretrained_model_name_or_path llava-hf/LLaVA-NeXT-Video-7B-hf \\
         --train_data_dir ./videochat2_instructions.json --video_folder ./videos
 
-Every option: `python recipes/videochat_lora.py --help`.
+Every option (the family's and the common ones): `python recipes/videochat_lora.py --help`.
 """
 
 from dit_lora.recipe import main
 
 if __name__ == "__main__":
-    main("llava_next_video", also=("qwen2_5_vl",))
+    main("llava_next_video")  # also trains qwen2_5_vl: every name of its registry entry

@@ -2,8 +2,8 @@
 
 ``entries()`` lists them (``dit-lora models`` prints it); ``match`` finds the entry whose published
 config a model folder has; :func:`~dit_lora.catalogue.defaults.resolve_defaults` applies an entry's
-defaults to a run. One data file per family (``sana.py``, ``cogvideox.py``, ``dit.py``,
-``video_llm.py``, listed in :data:`DATA_FILES`), each citing where its values were checked.
+defaults to a run. One data file per family package (``dit_lora/families/<name>/catalogue.py``, named by its
+registry entry; :func:`data_files` lists them), each citing where its values were checked.
 """
 
 from __future__ import annotations
@@ -12,20 +12,24 @@ import importlib
 
 from .entry import Checkpoint, ConfigReader, lookup
 
-#: The data files, one line per family file (each a module here with an ``ENTRIES`` list), in listing order.
-DATA_FILES = (
-    "dit_lora.families.sana.catalogue",
-    "dit_lora.families.cogvideox.catalogue",
-    "dit_lora.families.dit.catalogue",
-    "dit_lora.families.videochat.catalogue",
-)
+
+def data_files() -> tuple[str, ...]:
+    """The data files (modules with an ``ENTRIES`` list), one per registered family that has one, in listing order.
+
+    Derived from the family registry (each :class:`~dit_lora.families.registry.FamilyEntry` names its
+    ``catalogue`` module). The registry is imported on use, not with this module.
+    """
+    from ..families import entries as family_entries
+
+    return tuple(dict.fromkeys(e.catalogue for e in family_entries() if e.catalogue))
+
 
 _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
 
 
 def entries(family: str | None = None) -> list[Checkpoint]:
-    """Every catalogued checkpoint (of ``family`` when given), in the order of :data:`DATA_FILES`."""
-    every = [e for name in DATA_FILES for e in importlib.import_module(name).ENTRIES]
+    """Every catalogued checkpoint (of ``family`` when given), in the order of :func:`data_files`."""
+    every = [e for name in data_files() for e in importlib.import_module(name).ENTRIES]
     return [e for e in every if family is None or e.family == family]
 
 
@@ -57,4 +61,4 @@ def match(family: str, read: ConfigReader, stored_dtype: str | None = None,
     return min(found, key=rank) if found else None
 
 
-__all__ = ["DATA_FILES", "Checkpoint", "ConfigReader", "by_hub_id", "entries", "lookup", "match"]
+__all__ = ["Checkpoint", "ConfigReader", "by_hub_id", "data_files", "entries", "lookup", "match"]

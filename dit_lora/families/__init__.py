@@ -1,38 +1,121 @@
-"""Registry of model families. ``get_family(name)`` errors with the list of what exists."""
+"""Registry of model families: one :class:`~.registry.FamilyEntry` per family package, one line each below.
+
+``get_family(name)`` errors with the list of what exists. Everything else that depends on which families exist
+(the catalogue's data files, the demo configs the tests run, the recipe scripts, ``--family``'s help) is derived
+from :func:`entries`. A family outside this package registers with one call, ``register_family(ENTRY)``.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import importlib
 
 from ..errors import UserError
-from .videochat import registry as vlm_registry
 from .base import Components, ModelFamily
+from .registry import FamilyEntry
 
-_REGISTRY: dict[str, Callable[[], ModelFamily]] = {}
+_ENTRIES: list[FamilyEntry] = []
+_BY_NAME: dict[str, FamilyEntry] = {}
+_CHECKED: set[str] = set()  # names whose family passed the capability check
 
 
-def register_family(name: str, factory: Callable[[], ModelFamily]) -> None:
-    """Make a family available under ``name`` (factories are called lazily)."""
-    _REGISTRY[name] = factory
+def register_family(entry: FamilyEntry) -> None:
+    """Make every name of ``entry`` available (``--family``, YAML ``family:``); refuses a name already taken.
+
+    An entry whose factory is a callable is built and checked now (its declared capabilities must have their
+    methods); one naming its factory by ``"module:attribute"`` (the built-in families, imported lazily so this
+    package stays light) is checked when a name of it is first asked for.
+    """
+    if not isinstance(entry, FamilyEntry):
+        raise TypeError(f"register_family takes a FamilyEntry, got {type(entry).__name__}")
+    taken = [name for name in entry.names if name in _BY_NAME]
+    if taken:
+        owner = _BY_NAME[taken[0]]
+        raise ValueError(f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
+                         f"factory {_describe(owner.factory)}); choose another name")
+    if not isinstance(entry.factory, str):
+        for name in entry.names:
+            _check(name, entry.build(name))
+    _ENTRIES.append(entry)
+    _BY_NAME.update(dict.fromkeys(entry.names, entry))
+    _declare_options(entry)
+
+
+def _declare_options(entry: FamilyEntry) -> None:
+    """Tell the option owners (:mod:`dit_lora.config.owners`) each name's own options class."""
+    try:
+        from ..config.owners import register_options
+    except ImportError:  # TODO(issue 26, H2): config/owners.py not there yet
+        return
+    for name in entry.names:
+        if entry.options_for(name) is not None:
+            register_options(name, entry.options_for(name))
+
+
+def unregister_family(entry: FamilyEntry) -> None:
+    """Remove ``entry``'s names again (a test that registered a family of its own cleans up with this)."""
+    if entry not in _ENTRIES:
+        raise ValueError(f"the entry of {', '.join(entry.names)} is not registered")
+    _ENTRIES.remove(entry)
+    for name in entry.names:
+        _BY_NAME.pop(name, None)
+        _CHECKED.discard(name)
+    try:
+        from ..config.owners import unregister_options
+    except ImportError:  # TODO(issue 26, H2): forget the names' options classes once config/owners.py can
+        return
+    for name in entry.names:
+        unregister_options(name)
+
+
+def _describe(factory) -> str:
+    return factory if isinstance(factory, str) else f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
+
+
+def _check(name: str, family: ModelFamily) -> ModelFamily:
+    """``family`` once its declared capabilities were checked (each name once per process)."""
+    if name not in _CHECKED:
+        try:
+            from .capabilities import check_capabilities
+        except ImportError:  # TODO(issue 26, H1a): families/capabilities.py not there yet; always checked once it is
+            check_capabilities = None
+        if check_capabilities is not None:
+            check_capabilities(family)
+        _CHECKED.add(name)
+    return family
+
+
+def entries() -> list[FamilyEntry]:
+    """Every registered entry, in registration order (the built-in families first)."""
+    return list(_ENTRIES)
+
+
+def entry_for(name: str) -> FamilyEntry:
+    """The entry that registered the family ``name``; unknown names list the valid ones."""
+    if name not in _BY_NAME:
+        raise UserError(f"Unknown model family `{name}` (--family). Available families: {', '.join(available())}.")
+    return _BY_NAME[name]
 
 
 def available() -> list[str]:
     """Names of every registered family."""
-    return sorted(_REGISTRY)
+    return sorted(_BY_NAME)
+
+
+def recipe_script(name: str) -> str:
+    """``recipes/<...>_lora.py``, the script that trains the family ``name``."""
+    return entry_for(name).recipe_script
 
 
 def get_family(name: str) -> ModelFamily:
     """Instantiate the family called ``name``; unknown names list the valid ones."""
-    if name not in _REGISTRY:
-        raise UserError(f"Unknown model family `{name}` (--family). Available families: {', '.join(available())}.")
-    return _REGISTRY[name]()
+    return _check(name, entry_for(name).build(name))
 
 
 def family_for_pipeline(pipe) -> ModelFamily | None:
     """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
     names = {cls.__name__ for cls in type(pipe).__mro__}
     for name in available():
-        family = _REGISTRY[name]()
+        family = get_family(name)
         if family.pipeline_class_name in names:
             return family
     return None
@@ -45,7 +128,6 @@ def family_for_model(cfg) -> str:
     """
     from ..catalogue import by_hub_id, match
     from ..catalogue.defaults import config_reader
-    from ..errors import UserError
 
     entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
     if entry is not None:
@@ -56,8 +138,7 @@ def family_for_model(cfg) -> str:
             return name
     index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
     for name in available():
-        family = _REGISTRY[name]()
-        if family.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
+        if get_family(name).pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
     raise UserError(
         f"Could not tell which family trains `{cfg.pretrained_model_name_or_path}` from its config files. Pass "
@@ -65,45 +146,18 @@ def family_for_model(cfg) -> str:
     )
 
 
-def _sana() -> ModelFamily:
-    from .sana.spec import SanaFamily
+#: The built-in family packages, one line each (its ENTRY lists its names, catalogue, demo configs and recipe), in
+#: the order the catalogue lists them.
+BUILT_IN = (
+    "sana",
+    "cogvideox",
+    "dit",
+    "videochat",
+)
+for _package in BUILT_IN:
+    register_family(importlib.import_module(f"{__name__}.{_package}").ENTRY)
+del _package
 
-    return SanaFamily()
-
-
-def _dit() -> ModelFamily:
-    from .dit.spec import DiTFamily
-
-    return DiTFamily()
-
-
-def _cogvideox() -> ModelFamily:
-    from .cogvideox.spec import CogVideoXFamily
-
-    return CogVideoXFamily()
-
-
-def _cogvideox_i2v() -> ModelFamily:
-    from .cogvideox.i2v import CogVideoXI2VFamily
-
-    return CogVideoXI2VFamily()
-
-
-def _videochat(name: str) -> Callable[[], ModelFamily]:
-    def factory() -> ModelFamily:
-        from .videochat.spec import VideoChatFamily
-
-        return VideoChatFamily(vlm_registry.spec_for(name))
-
-    return factory
-
-
-register_family("sana", _sana)
-register_family("dit", _dit)
-register_family("cogvideox", _cogvideox)
-register_family("cogvideox_i2v", _cogvideox_i2v)
-for _name in vlm_registry.names():  # one family per video-LLM architecture in vlm/registry.py
-    register_family(_name, _videochat(_name))
-del _name
-
-__all__ = ["Components", "ModelFamily", "available", "family_for_pipeline", "get_family", "register_family"]
+__all__ = ["BUILT_IN", "Components", "FamilyEntry", "ModelFamily", "available", "entries", "entry_for",
+           "family_for_model", "family_for_pipeline", "get_family", "recipe_script", "register_family",
+           "unregister_family"]

@@ -187,16 +187,18 @@ def test_a_hub_id_picks_its_own_entry_among_twins():
 
 
 def test_every_data_file_is_listed_once_and_every_family_has_entries():
-    """A new family's data file counts only once it has its line in DATA_FILES; every family gets entries."""
+    """The data files are the registry entries' catalogue modules: a family package's catalogue.py counts once
+    its ENTRY names it (no list to edit elsewhere); every family gets entries."""
     import importlib
     import importlib.util
     import pkgutil
 
     import dit_lora.families as package
-    from dit_lora.catalogue import DATA_FILES
+    from dit_lora.catalogue import data_files
 
-    data_files = {f"{package.__name__}.{m.name}.catalogue" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
-    data_files = {name for name in data_files if importlib.util.find_spec(name) is not None}
-    assert sorted(DATA_FILES) == sorted(data_files) and len(set(DATA_FILES)) == len(DATA_FILES)
-    assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in DATA_FILES)
+    found = {f"{package.__name__}.{m.name}.catalogue" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
+    found = {name for name in found if importlib.util.find_spec(name) is not None}
+    assert sorted(data_files()) == sorted(found) and len(set(data_files())) == len(data_files())
+    assert data_files() == tuple(e.catalogue for e in package.entries() if e.catalogue)
+    assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in data_files())
     assert {e.family for e in entries()} == set(available())

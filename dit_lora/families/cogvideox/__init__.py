@@ -1,1 +1,22 @@
 """The cogvideox family: everything about this model lives in this folder."""
+
+from ..registry import FamilyEntry
+
+
+def make(name: str):
+    """The family of ``name``: ``cogvideox`` (text-to-video) or ``cogvideox_i2v`` (image-to-video)."""
+    if name == "cogvideox_i2v":
+        from .i2v import CogVideoXI2VFamily
+
+        return CogVideoXI2VFamily()
+    from .spec import CogVideoXFamily
+
+    return CogVideoXFamily()
+
+
+ENTRY = FamilyEntry(
+    names=("cogvideox", "cogvideox_i2v"), factory=f"{__name__}:make", catalogue=f"{__name__}.catalogue",
+    options={"cogvideox": f"{__name__}.options:CogVideoXOptions",
+             "cogvideox_i2v": f"{__name__}.options:CogVideoXI2VOptions"},
+    demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"), recipe="cogvideox_lora.py",
+)
