@@ -1,0 +1,131 @@
+"""training/loop.py's host-side stages with stand-ins: what follows an update (check window, checkpoints,
+validation), the logged window, gradient clipping, the stop on a signal. Whole runs are in tests/e2e/."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from dit_lora.errors import Interrupted
+from dit_lora.training import loop
+
+
+class Progress:
+    def __init__(self):
+        self.updates, self.postfix, self.closed = 0, None, False
+
+    def update(self, n):
+        self.updates += n
+
+    def set_postfix(self, postfix):
+        self.postfix = postfix
+
+    def close(self):
+        self.closed = True
+
+
+def _reading(loss=0.5, skipped=0, grad_norm=1.25):
+    return SimpleNamespace(window_loss=loss, learning_rates=[1e-4], grad_norm=grad_norm, skipped=skipped,
+                           nonfinite_losses=skipped, nonfinite_grads=0, loss_spikes=0, window_steps=2)
+
+
+def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation_steps=4, validation=True):
+    events = []
+    accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True, autocast=contextlib.nullcontext,
+                                  log=lambda values, step: events.append(("log", step, values)),
+                                  end_training=lambda: events.append(("end",)))
+    guard = SimpleNamespace(read=lambda: _reading(), rollbacks=[])
+    recovery = SimpleNamespace(at_check=lambda step, reading, model: events.append(("check", step)))
+    cfg = SimpleNamespace(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0)
+    model = torch.nn.Linear(2, 2)
+    family = SimpleNamespace(generate=lambda comps, m, cond, cfg, seed: (events.append(("generate", m.training)),
+                                                                           ["a", "b"])[1],
+                             save_sample=lambda item, path: events.append(("sample", Path(path).name)))
+    run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
+                          max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
+                          optimizer=SimpleNamespace(optimizer="inner"), family=family, out=tmp_path,
+                          validation_cond={"x": 1} if validation else None,
+                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
+    return run, events
+
+
+def test_after_update_runs_checks_checkpoints_and_validation_on_schedule(tmp_path, monkeypatch):
+    run, events = _run(tmp_path)
+    monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: events.append(("checkpoint", r.state.global_step)))
+    seen = []
+    progress, clock = Progress(), loop._Clock(steps_at_start=0)
+    for _ in range(6):
+        loop.after_update(run, progress, clock, on_step=lambda step, model, opt: seen.append((step, opt)))
+    assert run.state.global_step == 6 and progress.updates == 6 and seen[0] == (1, "inner") and len(seen) == 6
+    kinds = [(e[0], e[1]) for e in events if e[0] in ("check", "checkpoint", "log")]
+    assert kinds == [("log", 2), ("check", 2), ("checkpoint", 3), ("log", 4), ("check", 4), ("log", 6), ("check", 6),
+                     ("checkpoint", 6)]
+    # validation at step 4 only (not at the last step: finish draws the final samples), the model back in train mode
+    assert [e for e in events if e[0] in ("generate", "sample")] == [("generate", False), ("sample", "step4_0"),
+                                                                      ("sample", "step4_1")]
+    assert run.model.training and (tmp_path / "samples").is_dir()
+    assert clock.steps(run.state) == 6 and clock.last_window is not None
+
+
+def test_after_update_checks_at_the_last_step_off_the_interval(tmp_path, monkeypatch):
+    run, events = _run(tmp_path, interval=4, max_steps=5, checkpointing_steps=0, validation=False)
+    monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: pytest.fail("checkpointing_steps 0 saves nothing"))
+    for _ in range(5):
+        loop.after_update(run, Progress(), loop._Clock(0))
+    assert [e[1] for e in events if e[0] == "check"] == [4, 5]
+
+
+def test_log_window_records_loss_and_skips(tmp_path):
+    run, events = _run(tmp_path)
+    run.state.global_step = 8
+    progress = Progress()
+    loop._log_window(run, progress, _reading(loss=0.25, skipped=1), step_time=0.5)
+    assert run.state.loss_history == [[8, 0.25]] and run.state.skipped_steps == 1
+    assert progress.postfix["loss"] == "0.2500" and progress.postfix["skipped"] == 1
+    (_, step, values), = events
+    assert step == 8 and values["loss"] == 0.25 and values["grad_norm"] == 1.25 and values["step_time_s"] == 0.5
+    events.clear()
+    loop._log_window(run, progress, _reading(loss=None, grad_norm=math.inf), step_time=0.5)
+    assert progress.postfix["loss"] == "skipped" and "loss" not in events[0][2] and "grad_norm" not in events[0][2]
+    assert run.state.loss_history == [[8, 0.25]]
+
+
+def _grads(model):
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 2.0)
+
+
+def test_clip_uses_the_accelerator_and_unscales_fp16_without_clipping():
+    model = torch.nn.Linear(3, 1)  # 4 parameters
+    _grads(model)
+    calls = []
+    accelerator = SimpleNamespace(clip_grad_norm_=lambda params, norm: calls.append(("clip", len(params), norm)) or 9.0,
+                                  scaler=None, unscale_gradients=lambda: calls.append(("unscale",)))
+    assert loop._clip(accelerator, model, 1.0) == 9.0 and calls == [("clip", 2, 1.0)]
+    calls.clear()
+    assert torch.isclose(loop._clip(accelerator, model, 0.0), torch.tensor(4.0))  # sqrt(4 * 2^2), nothing clipped
+    assert calls == []
+    accelerator.scaler = object()
+    loop._clip(accelerator, model, 0.0)
+    assert calls == [("unscale",)]
+
+
+def test_stop_on_signal_saves_unless_just_saved_and_says_how_to_resume(tmp_path, monkeypatch):
+    run, events = _run(tmp_path, checkpointing_steps=3)
+    monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: events.append(("checkpoint",)) or tmp_path / "ck-4")
+    stop = SimpleNamespace(signum=15, exit_code=143)
+    run.state.global_step = 4
+    with pytest.raises(Interrupted) as err:
+        loop._stop_on_signal(run, Progress(), stop)
+    assert ("checkpoint",) in events and ("end",) in events and err.value.exit_code == 143
+    assert "after step 4 of 6" in str(err.value) and "ck-4" in str(err.value)
+    events.clear()
+    run.state.global_step = 3  # after_update saved this one already
+    with pytest.raises(Interrupted) as err:
+        loop._stop_on_signal(run, Progress(), stop)
+    assert ("checkpoint",) not in events and "checkpoint-3" in str(err.value)
