@@ -157,13 +157,13 @@ def test_shipped_configs_parse():
 
     files = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
     assert len(files) >= 3
-    from dit_lora.families import available, get_family
+    from dit_lora.families import available, recipe_script
 
     for f in files:
         values = load_yaml(f)
         assert values.get("family", "sana") in available(), f
         # configs/<recipe>/*.yaml: the folder is named after the recipe that trains the family
-        recipe = get_family(values.get("family", "sana")).recipe_script
+        recipe = recipe_script(values.get("family", "sana"))
         assert recipe == f"recipes/{f.parent.name}_lora.py", f
 
 

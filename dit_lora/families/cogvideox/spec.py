@@ -97,7 +97,6 @@ class CogVideoXFamily(DiffusionFamily):
 
     name = "cogvideox"
     task = "t2v"
-    recipe = "cogvideox_lora.py"
     gradient_checkpointing_default = True
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("text-to-video", "diffusers", "cogvideox", "diffusers-training")

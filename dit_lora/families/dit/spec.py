@@ -167,7 +167,6 @@ class DiTFamily(DiffusionFamily):
     """Class-conditional DiT (facebook/DiT-XL-2-256/512 and tiny random variants)."""
 
     name = "dit"
-    recipe = "dit_class_lora.py"  # recipes/dit_lora.py would shadow the dit_lora package
     default_lora_layers = ("to_q", "to_k", "to_v", "to_out.0")
     card_tags = ("class-conditional", "diffusers", "dit", "diffusers-training")
     pipeline_class_name = "DiTPipeline"

@@ -75,7 +75,6 @@ class VideoChatFamily(ModelFamily):
     adapter_weight_name = PEFT_ADAPTER_FILE
     gradient_checkpointing_default = True
     compile_dynamic = True  # the text length changes nearly every batch
-    recipe = "videochat_lora.py"
     card_tags = ("video-text-to-text", "videochat")
 
     def __init__(self, spec) -> None:

@@ -97,14 +97,14 @@ class _Capture:
 
 def test_registered_with_the_contract():
     from dit_lora.data.video_prepare import VideoMedia
-    from dit_lora.families import available, family_for_pipeline
+    from dit_lora.families import available, family_for_pipeline, recipe_script
 
     assert {"cogvideox", "cogvideox_i2v"} <= set(available())
     t2v, i2v = _family("t2v"), _family("i2v")
     for family, kind, pipeline in ((t2v, "text-to-video", "CogVideoXPipeline"),
                                    (i2v, "image-to-video", "CogVideoXImageToVideoPipeline")):
         assert isinstance(family.data_handler(_cfg(Path("unused"))), VideoMedia) and family.gradient_checkpointing_default
-        assert family.recipe_script == "recipes/cogvideox_lora.py" and family.pipeline_class_name == pipeline
+        assert recipe_script(family.name) == "recipes/cogvideox_lora.py" and family.pipeline_class_name == pipeline
         assert kind in family.card_tags and "cogvideox" in family.card_tags
         assert family.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0")
 
