@@ -19,9 +19,10 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     count, ``pipe.labels`` / ``get_label_ids`` set to the trained class names). Returns ``pipe``.
     """
     from .families import family_for_pipeline
+    from .families.capabilities import attach_adapter
     from .output.adapter import adapter_folder, load_adapter_files
 
     family = family_for_pipeline(pipe)
     if family is not None:
-        return family.attach_adapter(pipe, output_dir, adapter_name)
+        return attach_adapter(family, pipe, output_dir, adapter_name)
     return load_adapter_files(pipe, adapter_folder(output_dir), adapter_name)

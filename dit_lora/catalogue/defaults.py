@@ -101,7 +101,9 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
     entry = None
     if cfg.pretrained_model_name_or_path:
         entry = match(family.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
-    proposals: dict[str, tuple[Any, str]] = dict(family.generic_defaults(cfg))
+    from ..families.capabilities import generic_defaults
+
+    proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(family, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")

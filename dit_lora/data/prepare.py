@@ -18,6 +18,7 @@ from typing import Any, Callable, Protocol
 import torch
 
 from ..errors import UserError
+from ..families import capabilities as caps
 from ..output.names import QUARANTINE_FILE
 from . import batches as batch_lib
 from . import preflight
@@ -69,8 +70,9 @@ class MediaHandler(Protocol):
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
         """``check-data``: (per-sample rows, the usable samples, a note or None)."""
 
-    def namespace_identity(self) -> dict[str, Any]:
-        """Everything that changes an encoded sample besides its content (the cache namespace)."""
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
+        """Everything that changes an encoded sample besides its content (the cache namespace); ``comps``: the
+        run's components (what the data stage decided, e.g. DiT's label map), None in ``check-data``."""
 
     def raw_dataset(self, samples: list) -> torch.utils.data.Dataset:
         """The uncached dataset."""
@@ -99,13 +101,13 @@ class ImageMedia:
             train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name,
             dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-            labels_from_folders=self.family.caption_source == "class_folders",
+            labels_from_folders=caps.caption_source(self.family) == "class_folders",
         )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         return validate_samples(
             samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=self.family.requires_captions, raise_on_fraction=False,
+            require_captions=caps.requires_captions(self.family), raise_on_fraction=False,
             resolution=self.cfg.resolution, max_pixels=self.max_pixels,
         )
 
@@ -116,7 +118,7 @@ class ImageMedia:
             raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
         log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...")
         rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
-                                       seed=cfg.seed, require_captions=self.family.requires_captions,
+                                       seed=cfg.seed, require_captions=caps.requires_captions(self.family),
                                        max_pixels=self.max_pixels)
         report_captions(samples, cfg, self.family, log)
         return rows, samples, None
@@ -126,9 +128,9 @@ class ImageMedia:
         """The pixel budget of an image (``--max_image_pixels``, or its default for ``--resolution``)."""
         return pixel_budget(self.cfg.resolution, self.cfg.max_image_pixels)
 
-    def namespace_identity(self) -> dict[str, Any]:
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
         cfg = self.cfg
-        return {**self.family.cache_identity(cfg), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
+        return {**self.family.cache_identity(cfg, comps), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
                 "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
 
     def pixel_loader(self, samples: list):
@@ -251,7 +253,7 @@ def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list
     return _gather(accelerator, invalid_local)
 
 
-def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
+def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
     Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
@@ -265,7 +267,7 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    media = family.data_handler(cfg)
+    media = media if media is not None else family.data_handler(cfg)  # a family may hand in its own, bound to comps
     samples = media.list_samples()
     total = len(samples)
     quarantine: list[dict[str, Any]] = []
@@ -288,13 +290,13 @@ def prepare_data(cfg, family, comps, accelerator) -> PreparedData:
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
         for line in report_lines(media, samples, comps):
             log(line)
-    family.inspect_samples(comps, cfg, samples)
+    caps.inspect_samples(family, comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
     if not cfg.cache_latents or not media.cacheable:
         write_quarantine(cfg, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))
-    namespace = cache_namespace(media.namespace_identity())
+    namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg)
     files = cache_files(root, namespace, samples)
 

@@ -147,13 +147,13 @@ def load_video_dataset(
             for i, (row, caption) in enumerate(captions)]
 
 
-def video_namespace_identity(cfg, family) -> dict[str, Any]:
+def video_namespace_identity(cfg, family, comps=None) -> dict[str, Any]:
     """What besides the clip and its bucket shapes a cached video entry (the cache namespace's identity).
 
     No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
     re-encodes only the clips whose bucket changed. Frames are always centre-cropped (no crop seed).
     """
-    return {**family.cache_identity(cfg), "media": "video", "frame_sampling": cfg.frame_sampling,
+    return {**family.cache_identity(cfg, comps), "media": "video", "frame_sampling": cfg.frame_sampling,
             "random_flip": cfg.random_flip, "crop": "center"}
 
 
@@ -166,6 +166,12 @@ class VideoMedia:
     collate = staticmethod(collate)
 
     def __init__(self, cfg, family, cache_root: Path) -> None:
+        from ..families import capabilities as caps
+
+        # Clips need a family that encodes them (Encoders), buckets them (VideoFrames) and says about captions.
+        caps.require(family, caps.Encoders, "Video data")
+        caps.require(family, caps.VideoFrames, "Video data")
+        self.requires_captions = caps.requires_captions(family)
         self.cfg, self.family, self.cache_root = cfg, family, Path(cache_root)
         self._buckets: list[tuple[int, int, int]] | None = None
 
@@ -200,7 +206,7 @@ class VideoMedia:
         good = validate_video_samples(
             samples, buckets=self.buckets, frames_flag=self.frames_flag,
             max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=self.family.requires_captions, raise_on_fraction=False,
+            require_captions=self.requires_captions, raise_on_fraction=False,
         )
         if len(self.buckets) > 1:
             counts = {b: 0 for b in self.buckets}
@@ -217,14 +223,14 @@ class VideoMedia:
         log(f"checking {len(samples)} clip(s) for bucket(s) {shown} (frames x height x width) ...")
         rows, usable = preflight.check_video_samples(
             samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
-            require_captions=self.family.requires_captions)
+            require_captions=self.requires_captions)
         from .prepare import report_captions
 
         report_captions(samples, self.cfg, self.family, log)
         return rows, usable, None
 
-    def namespace_identity(self) -> dict[str, Any]:
-        return video_namespace_identity(self.cfg, self.family)
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
+        return video_namespace_identity(self.cfg, self.family, comps)
 
     def pixel_loader(self, samples: list) -> Callable[[int], torch.Tensor]:
         """``i -> (F, 3, H, W)`` pixels of clip ``i`` at its bucket, frames picked per --frame_sampling."""

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
 
 from ..config import TrainConfig
 from .base import Components, ModelFamily
+from .capabilities import Captions, Encoders
 
 
 class DiffusionFamily(ModelFamily):
-    """A diffusion transformer trained on cached (or on-the-fly) VAE latents and prompt embeddings."""
+    """A diffusion transformer trained on cached (or on-the-fly) VAE latents and prompt embeddings.
+
+    Declares :class:`~.capabilities.Encoders` and :class:`~.capabilities.Captions`; a subclass adds what it
+    implements (``capabilities = DiffusionFamily.capabilities + (Samples, ...)``). The hooks below with a
+    default (notes, setup, trainables, PNG samples, plan loss) are the diffusers defaults a subclass inherits
+    when it declares the capability they belong to.
+    """
+
+    capabilities = (Encoders, Captions)
 
     #: where a sample's caption comes from: "captions" (metadata/.txt/column) or "class_folders"
     #: (class-conditional: a folder without metadata gives each image its sub-folder's name)
@@ -30,8 +40,12 @@ class DiffusionFamily(ModelFamily):
 
     # ---- encoding ---------------------------------------------------------------------------
     @abstractmethod
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
-        """Everything besides the sample that changes the encoded latents/embeddings."""
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """Everything besides the sample that changes the encoded latents/embeddings.
+
+        ``comps``: the run's components, holding what the data stage decided (e.g. DiT's label map); None in
+        ``check-data``, where no model is loaded.
+        """
 
     @abstractmethod
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
@@ -81,10 +95,49 @@ class DiffusionFamily(ModelFamily):
         if keep_for_validation and vae is not None:
             comps.encoders["vae"] = vae.to("cpu")
 
+    # ---- defaults of optional hooks (used when a subclass declares their capability) ----------
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
+        """:class:`~.capabilities.RunNotes`: no start lines."""
+        return []
+
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
+        """:class:`~.capabilities.RunNotes`: no precision warnings."""
+        return []
+
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
+        """:class:`~.capabilities.Precision`: ``--quantize_base`` quantizes every Linear of the transformer."""
+        return []
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """:class:`~.capabilities.RunSetup`: nothing to record."""
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """:class:`~.capabilities.RunSetup`: nothing to check."""
+
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        """:class:`~.capabilities.Trainables`: ``--train_backbone``."""
+        return list(cfg.train_backbone)
+
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+        """:class:`~.capabilities.Trainables`: no further groups."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """:class:`~.capabilities.Trainables`: diffusers models' own switch."""
+        model.enable_gradient_checkpointing()
+
     # ---- samples ----------------------------------------------------------------------------
     def validation_inputs(self, comps: Components, cfg: TrainConfig) -> dict[str, Any]:
         """``--validation_prompt`` encoded with its classifier-free-guidance negative, before the encoders go."""
         return self.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
+        """Write one validation sample (a PIL image here) as ``stem.png``; return the path."""
+        from ..fileio import atomic_write
+
+        path = Path(stem).with_suffix(".png")
+        atomic_write(path, lambda tmp: sample.save(tmp, format="PNG"))  # replaces a link there, never follows it
+        return path
 
     @contextmanager
     def vae_on(self, comps: Components, device: torch.device) -> Iterator[Any]:
@@ -98,6 +151,15 @@ class DiffusionFamily(ModelFamily):
             vae.to(home)
 
     # ---- memory plan ------------------------------------------------------------------------
+    #: the config value that counts ``model``'s repeated blocks, as ``(config file, key)``: the planner traces
+    #: one and two blocks and extrapolates to the real depth
+    depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
+
+    def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator,
+                  cfg: TrainConfig) -> torch.Tensor:
+        """The loss the planner traces (on fake tensors): :meth:`compute_loss` on the planned model."""
+        return self.compute_loss(comps, comps.model, batch, generator, cfg)
+
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """``[(bucket, shape)]`` of one micro-batch of pixels per bucket: images ``(B, 3, H, W)``; video overrides."""
         r = cfg.resolution

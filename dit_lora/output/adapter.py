@@ -79,12 +79,15 @@ def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> t
 
 
 def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict, backbone: dict,
-                  backbone_patterns: list[str]) -> list[Path]:
+                  backbone_patterns: list[str], *, comps=None, cfg=None) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 
     The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
-    strength in every consumer.
+    strength in every consumer. With the run's ``comps`` and ``cfg``, a family declaring
+    :class:`~dit_lora.families.capabilities.AdapterExtras` adds the files that depend on the run.
     """
+    from ..families.capabilities import AdapterExtras, capability
+
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
     lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
@@ -94,6 +97,9 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     written = []
     try:
         family.save_adapter(staging, lora_state, lora_config)
+        extras = capability(family, AdapterExtras)
+        if extras is not None and comps is not None and cfg is not None:
+            extras.save_adapter_extras(staging, comps, cfg)
         if backbone:
             save_file(
                 {_plain_name(k): v for k, v in backbone.items()}, str(staging / BACKBONE_FILE),
@@ -128,6 +134,14 @@ def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, bas
     state = {f"base_model.model.{k}": v for k, v in lora_state.items()}
     save_file(state, str(Path(output_dir) / PEFT_ADAPTER_FILE), metadata={"format": "pt"})
     return Path(output_dir) / PEFT_ADAPTER_FILE
+
+
+def set_peft_base_model(output_dir: Path, base_model: str | None) -> None:
+    """Name ``base_model`` in the ``adapter_config.json`` :func:`save_peft_adapter` wrote into ``output_dir``."""
+    path = Path(output_dir) / PEFT_CONFIG_FILE
+    config = json.loads(path.read_text())
+    config["base_model_name_or_path"] = base_model
+    path.write_text(json.dumps(config, indent=2, sort_keys=True))  # as PeftConfig.save_pretrained writes it
 
 
 def adapter_folder(output_dir: str | Path) -> Path:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import quantize
+from ..families import capabilities as caps
 from ..fileio import atomic_write, write_text_atomic
 from .names import ADAPTER_FILE, MODEL_CARD_FILE
 
@@ -79,11 +80,12 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     from huggingface_hub import ModelCard, ModelCardData
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
+    card = caps.capability(family, caps.ModelCard)  # without it: no snippet, license or family rows
     data = ModelCardData(
         base_model=cfg.pretrained_model_name_or_path,
         library_name=family.library_name,
         pipeline_tag=family.pipeline_tag,
-        license=family.base_model_license(cfg),
+        license=card.base_model_license(cfg) if card else None,
         tags=["lora", "dit-lora", *family.card_tags],
     )
     settings = {
@@ -91,12 +93,12 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
-        "train_backbone": family.backbone_patterns(cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "train_backbone": caps.backbone_patterns(family, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
                                              if quantize.enabled(cfg) else None),
         "quantized text encoder (--quantize_text_encoder)": ("nf4 during caching" if cfg.quantize_text_encoder
                                                              else None),
-        **family.card_settings(cfg),
+        **(card.card_settings(cfg) if card else {}),
         "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
     }
@@ -106,7 +108,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if family.backbone_patterns(cfg) and family.adapter_weight_name == ADAPTER_FILE else ""
+        if caps.backbone_patterns(family, cfg) and family.adapter_weight_name == ADAPTER_FILE else ""
     )
     loaders = ("`load_lora_weights`, ComfyUI and other loaders that read no alpha" if family.adapter_weight_name ==
                ADAPTER_FILE else "`dit_lora.load_adapter`, `PeftModel.from_pretrained` and other loaders")
@@ -119,6 +121,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     quantized = _quantized_note(cfg)
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
+    usage = f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
     content = f"""---
 {data.to_yaml()}
 ---
@@ -130,9 +133,7 @@ LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
 {quantized}
 ## Usage
 
-```python
-{family.usage_snippet(cfg, repo_or_dir)}```
-{backbone_note}
+{usage}{backbone_note}
 ## Training settings
 
 | setting | value |

@@ -39,6 +39,7 @@ import torch
 from .. import quantize
 from ..config import TrainConfig
 from ..errors import UserError
+from ..families import capabilities as caps
 from . import resident
 from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
@@ -191,7 +192,7 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
             for module in modules:
                 fake_module(module, mode)
             with mode:
-                family.configure(comps, cfg)
+                caps.configure(family, comps, cfg)
                 if batches is None:
                     live, reads = LiveBytes(), ReadTensors()
                     with live, reads:
@@ -247,6 +248,14 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
     return cache, load, mapped
 
 
+def planner(family) -> caps.MemoryPlan:
+    """``family`` as a :class:`~dit_lora.families.capabilities.MemoryPlan`, or ``NotImplementedError`` (no plan)."""
+    found = caps.capability(family, caps.MemoryPlan)
+    if found is None:
+        raise NotImplementedError(f"the memory planner does not cover the {family.name} family yet")
+    return found
+
+
 def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
              catalogue_entry: str | None = None, both_settings: bool = True) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
@@ -258,6 +267,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     from ..catalogue import lookup
     from ..training.trainables import attach_trainables
 
+    family = planner(family)
     file, key = family.depth_key
     sub, _, name = file.rpartition("/")
     depth_config = read(sub, name)
@@ -272,7 +282,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     checkpointing = attach_trainables(comps.model, family, cfg).checkpointing
     weights = {"model": module_bytes(comps.model)}
     if quantize.enabled(cfg):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        names = quantize.quantized_linears(comps.model, family.quantize_skip_modules(cfg))
+        names = quantize.quantized_linears(comps.model, caps.quantize_skip_modules(family, cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")

@@ -20,6 +20,7 @@ import torch
 
 from ..fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from ..kernels import kernel_counts, kernel_runtime
+from ..families import capabilities as caps
 from ..output.adapter import write_adapter
 from ..output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
@@ -82,9 +83,9 @@ def _export(run: Run, model, reading, *, train_time: float, steps_this_run: int,
     advice = _export_advice(run, final_checkpoint)
     lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
     metadata = model.peft_config["default"].to_dict()
-    patterns = family.backbone_patterns(cfg) + [p for _, pats, _ in family.extra_trainable(cfg) for p in pats]
+    patterns = caps.backbone_patterns(family, cfg) + [p for _, pats, _ in caps.extra_trainable(family, cfg) for p in pats]
     with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
-        written = write_adapter(family, out, lora_state, metadata, backbone, patterns)
+        written = write_adapter(family, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)
     print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
     with reporting_disk_full("the final samples", out / "samples", advice=advice):
         sample_files = [] if stopped else _final_samples(run, model)
@@ -145,9 +146,11 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
         return []
     model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
     pipe = family.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
-    images = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images)
+    samples = caps.require(family, caps.Samples, "--validation_prompt")
+    images = samples.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images,
+                                            comps=run.comps)
     (out / "samples").mkdir(exist_ok=True)
-    files = [family.save_sample(item, out / "samples" / f"final_{i}") for i, item in enumerate(images)]
+    files = [samples.save_sample(item, out / "samples" / f"final_{i}", cfg) for i, item in enumerate(images)]
     del pipe
     return files
 

@@ -26,6 +26,7 @@ import torch
 from ..config import TrainConfig
 from ..data import batches as batch_lib
 from ..errors import Interrupted, UserError
+from ..families import capabilities as caps
 from . import output_lock, signals
 from .checkpoint import save_checkpoint
 from .compile import eager, shape_key
@@ -254,18 +255,19 @@ def _validate(run: Run, tag: str) -> None:
     """Samples from the model being trained (main process), saved as ``samples/<tag>_<i>``."""
     if not run.accelerator.is_main_process:
         return
+    samples = caps.require(run.family, caps.Samples, "--validation_prompt")
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     try:
         run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
         with run.accelerator.autocast(), eager(run.compiled):
-            images = run.family.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
+            images = samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
     finally:
         model.train()
     folder = run.out / "samples"
     folder.mkdir(parents=True, exist_ok=True)
     for i, item in enumerate(images):
-        run.family.save_sample(item, folder / f"{tag}_{i}")
+        samples.save_sample(item, folder / f"{tag}_{i}", run.cfg)
 
 
 __all__ = ["RunState", "after_update", "check_output_dir", "train", "train_step"]

@@ -14,6 +14,7 @@ import torch
 
 from ..data import batches as batch_lib
 from ..errors import UserError
+from ..families import capabilities as caps
 from ..output.names import NONFINITE_REPORT_FILE
 from ..fileio import write_json_atomic
 from .guard import GuardReading, StepGuard
@@ -125,7 +126,7 @@ class Recovery:
                     observed={"skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
                               "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
                               "learning_rate": self.guard.current_lrs()[0], "max_grad_norm": self.cfg.max_grad_norm,
-                              "train_backbone": self.family.backbone_patterns(self.cfg), "mixed_precision": self.cfg.mixed_precision,
+                              "train_backbone": caps.backbone_patterns(self.family, self.cfg), "mixed_precision": self.cfg.mixed_precision,
                               "compile": self.cfg.compile},
                     fault_context=self._fault_context(step, model),
                 )

@@ -38,7 +38,7 @@ from ..data import batches as batch_lib
 from .. import quantize
 from ..errors import UserError
 from ..quantize import QuantizeError
-from ..families import get_family
+from ..families import capabilities as caps, get_family
 from ..fileio import write_json_atomic
 from ..kernels import kernel_runtime, patch_model
 from ..kernels.monitor import install_sample_mixing_modulate
@@ -286,7 +286,7 @@ def _start(cfg: TrainConfig) -> Run:
             log(push_note)
     if cfg.demo:
         if accelerator.is_main_process:
-            family.prepare_demo(cfg)
+            caps.require(family, caps.Demo, "--demo").prepare_demo(cfg)
         accelerator.wait_for_everyone()
     defaults = resolve_defaults(cfg, family)  # before the family's checks: they judge the resolved values
     # The accelerator was built before the model could be read (the demo builds it); give it the resolved count.
@@ -298,9 +298,9 @@ def _start(cfg: TrainConfig) -> Run:
     quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
-    for note in family.start_notes(cfg):
+    for note in caps.start_notes(family, cfg):
         log(note)
-    for note in family.precision_notes(cfg):
+    for note in caps.precision_notes(family, cfg):
         log(f"warning: {note}")
     if quantize.enabled(cfg):
         log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg)}")
@@ -319,9 +319,10 @@ def _load(run: Run) -> None:
     cfg, family = run.cfg, run.family
     run.comps = family.load_components(cfg, run.accelerator.device)
     check_fp16_model(run.comps.model, cfg.allow_fp16)
-    family.configure(run.comps, cfg)
+    caps.configure(family, run.comps, cfg)
     if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
-        run.validation_cond = family.validation_inputs(run.comps, cfg)
+        run.validation_cond = caps.require(family, caps.Samples, "--validation_prompt").validation_inputs(run.comps,
+                                                                                                  cfg)
     run.data = family.build_data(cfg, run.comps, run.accelerator)
 
 
@@ -330,7 +331,7 @@ def _add_trainables(run: Run) -> None:
     made = trainables.attach_trainables(run.comps.model, family, cfg)
     run.lora_config, run.backbone_names, run.extra_groups = made.lora_config, made.backbone_names, made.extra_groups
     run.saved_backbone = made.saved_backbone
-    mismatches = audit_precision(run.comps, family.expected_dtypes(run.comps, cfg), allow_fp16=cfg.allow_fp16)
+    mismatches = audit_precision(run.comps, caps.expected_dtypes(family, run.comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
         if run.accelerator.is_main_process:

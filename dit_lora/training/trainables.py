@@ -10,6 +10,7 @@ import torch
 
 from .. import quantize
 from ..errors import UserError
+from ..families import capabilities as caps
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -117,17 +118,17 @@ def attach_trainables(model: torch.nn.Module, family, cfg) -> Trainables:
     """
     lora_config = add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                            targets=family.lora_targets(model, cfg), seed=cfg.seed)
-    backbone = unfreeze_backbone(model, family.backbone_patterns(cfg))
+    backbone = unfreeze_backbone(model, caps.backbone_patterns(family, cfg))
     extra = [(label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
-             for label, patterns, lr in family.extra_trainable(cfg)]
+             for label, patterns, lr in caps.extra_trainable(family, cfg)]
     if quantize.enabled(cfg):  # on the plan's meta model (before loading) and on the loaded one
         quantize.check_trainable(cfg, backbone + [n for _, names, _ in extra for n in names],
-                                 quantize.quantized_linears(model, family.quantize_skip_modules(cfg)))
+                                 quantize.quantized_linears(model, caps.quantize_skip_modules(family, cfg)))
     cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
     checkpointing = family.gradient_checkpointing_default if cfg.gradient_checkpointing is None \
         else cfg.gradient_checkpointing
     if checkpointing:
-        family.enable_gradient_checkpointing(model)
+        caps.enable_gradient_checkpointing(family, model)
     return Trainables(lora_config, backbone, extra, bool(checkpointing))
 
 

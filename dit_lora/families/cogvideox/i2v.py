@@ -30,8 +30,9 @@ class CogVideoXI2VFamily(CogVideoXFamily):
     pipeline_class_name = "CogVideoXImageToVideoPipeline"
 
     def _check_validation_image(self, cfg: TrainConfig) -> None:
-        if cfg.validation_image and not Path(cfg.validation_image).is_file():
-            raise UserError(f"--validation_image `{cfg.validation_image}` does not exist. Give an image file, or "
+        if cfg.family_options.validation_image and not Path(cfg.family_options.validation_image).is_file():
+            raise UserError(f"--validation_image `{cfg.family_options.validation_image}` does not exist. Give an image "
+                            "file, or "
                             "leave it unset to condition validation videos on the first training clip's first frame.")
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -52,30 +53,32 @@ class CogVideoXI2VFamily(CogVideoXFamily):
         """``[noisy latents | image latents at frame 0, zeros after]`` on the channel axis (``dim=2``)."""
         image = batch["image_latents"].to(noisy.dtype)
         bsz, device = image.shape[0], image.device
-        if cfg.first_frame_noise:
+        if cfg.family_options.first_frame_noise:
             sigma = torch.exp(torch.randn(bsz, generator=generator, device=device) * 0.5 - 3.0).to(image.dtype)
             noise = torch.randn(image.shape, generator=generator, device=device, dtype=image.dtype)
             image = image + sigma.view(-1, 1, 1, 1, 1) * noise
-        if cfg.noised_image_dropout > 0:
-            keep = torch.rand(bsz, generator=generator, device=device) >= cfg.noised_image_dropout
+        if cfg.family_options.noised_image_dropout > 0:
+            keep = torch.rand(bsz, generator=generator, device=device) >= cfg.family_options.noised_image_dropout
             image = image * keep.view(-1, 1, 1, 1, 1).to(image.dtype)
         zeros = image.new_zeros((bsz, noisy.shape[1] - image.shape[1], *image.shape[2:]))
         return torch.cat([noisy, torch.cat([image, zeros], dim=1)], dim=2)
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Remember the conditioning image of validation videos (--validation_image or the first clip's first frame)."""
-        self.validation_image = self._load_validation_image(cfg, samples)
+        """The conditioning image of validation videos (--validation_image or the first clip's first frame), kept in
+        ``comps.extras["validation_image"]``."""
+        comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
 
     def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
         from PIL import Image, ImageOps
 
         _, height, width = self.video_buckets(cfg)[0]
-        if cfg.validation_image:
+        if cfg.family_options.validation_image:
             try:
-                with Image.open(cfg.validation_image) as im:
+                with Image.open(cfg.family_options.validation_image) as im:
                     image = im.convert("RGB")
             except (OSError, ValueError) as err:
-                raise UserError(f"--validation_image `{cfg.validation_image}` cannot be read as an image ({err}).")
+                raise UserError(f"--validation_image `{cfg.family_options.validation_image}` cannot be read as an "
+                                f"image ({err}).")
             # Cover-resize and centre-crop to the validation size, as training frames are.
             return ImageOps.fit(image, (width, height), Image.BICUBIC)
         if not samples:
@@ -89,20 +92,25 @@ class CogVideoXI2VFamily(CogVideoXFamily):
         array = ((frame.permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
         return Image.fromarray(array)
 
-    def _image(self, cfg: TrainConfig):
-        if self.validation_image is None:
-            self.validation_image = self._load_validation_image(cfg)
-        return self.validation_image
+    def _image(self, cfg: TrainConfig, comps: Components | None):
+        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``, kept in ``comps``."""
+        image = comps.extras.get("validation_image") if comps is not None else None
+        if image is None:
+            image = self._load_validation_image(cfg)
+            if comps is not None:
+                comps.extras["validation_image"] = image
+        return image
 
-    def _call_kwargs(self, cfg, generator, num_videos):
-        return {**super()._call_kwargs(cfg, generator, num_videos), "image": [self._image(cfg)] * num_videos}
+    def _call_kwargs(self, cfg, generator, num_videos, comps=None):
+        return {**super()._call_kwargs(cfg, generator, num_videos, comps),
+                "image": [self._image(cfg, comps)] * num_videos}
 
     def _snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
-        source = cfg.validation_image or "first_frame.png"
+        source = cfg.family_options.validation_image or "first_frame.png"
         return (", load_image",
                 f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
                 "\n    image=image,")
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        return {**super().card_settings(cfg), "first_frame_noise": cfg.first_frame_noise,
-                "noised_image_dropout": cfg.noised_image_dropout}
+        return {**super().card_settings(cfg), "first_frame_noise": cfg.family_options.first_frame_noise,
+                "noised_image_dropout": cfg.family_options.noised_image_dropout}

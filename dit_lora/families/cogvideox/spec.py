@@ -62,6 +62,10 @@ from ...config import TrainConfig
 from ...errors import UserError
 from ...tokenizer_files import check_tokenizer_packages
 from ..base import Components, schedule_on_device
+from ..capabilities import (
+    Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples, VideoFrames,
+    attach_adapter,
+)
 from ..diffusion import DiffusionFamily
 from .loss import cogvideox_v_loss, sample_timesteps
 from ...pipeline_files import (
@@ -91,6 +95,24 @@ from .info import (
     check_size_multiple,
 )
 
+#: ``model_info`` by (model, revision, local config files' mtimes): Hub reads cost a request each
+_MODEL_INFOS: dict[tuple, ModelInfo] = {}
+_INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
+
+
+def cached_model_info(cfg: TrainConfig) -> ModelInfo:
+    """:func:`model_info`, read once per model path, revision and (local folders) config files' modification times,
+    so a rebuilt model is read again. A module-level cache: the family spec itself holds no state."""
+    path = cfg.pretrained_model_name_or_path
+    stamp = ()
+    if is_local(path):
+        stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
+                      for f in (os.path.join(path, name) for name in _INFO_FILES))
+    key = (path, cfg.revision, stamp)
+    if key not in _MODEL_INFOS:
+        _MODEL_INFOS[key] = model_info(cfg)
+    return _MODEL_INFOS[key]
+
 
 class CogVideoXFamily(DiffusionFamily):
     """CogVideoX 1.0 (2B, 5B) and 1.5 text-to-video."""
@@ -102,18 +124,20 @@ class CogVideoXFamily(DiffusionFamily):
     card_tags = ("text-to-video", "diffusers", "cogvideox", "diffusers-training")
     pipeline_class_name = "CogVideoXPipeline"
     text_encoder_label = "T5-XXL"
+    capabilities = DiffusionFamily.capabilities + (
+        Demo, ModelDefaults, RunNotes, Precision, RunSetup, VideoFrames, Samples, MemoryPlan, ModelCard,
+        FusedKernels,
+    )
 
-    def __init__(self) -> None:
-        self.fps = FPS_1_0  # set from the checkpoint in validate_config
-        self.validation_image = None  # I2V: the PIL conditioning image of validation videos
-        self._infos: dict[tuple, ModelInfo] = {}
+    def kernel_patch_points(self) -> tuple:
+        """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
+        from .kernels import patch_points
+
+        return patch_points()
 
     def model_info(self, cfg: TrainConfig) -> ModelInfo:
-        """:func:`model_info`, read once per model path and revision (Hub reads cost a request each)."""
-        key = (cfg.pretrained_model_name_or_path, cfg.revision)
-        if key not in self._infos:
-            self._infos[key] = model_info(cfg)
-        return self._infos[key]
+        """:func:`model_info` of the run's model, read once (:func:`cached_model_info`)."""
+        return cached_model_info(cfg)
 
     def _pipeline_class(self):
         import diffusers
@@ -159,7 +183,6 @@ class CogVideoXFamily(DiffusionFamily):
                 f"trains {KIND[self.task]}. Use --family {FAMILY_FOR[info.task]} (recipes/cogvideox_lora.py "
                 "trains both)."
             )
-        self.fps = info.fps
         buckets = self.video_buckets(cfg)
         if cfg.max_sequence_length is not None and cfg.max_sequence_length != info.max_text_seq_length:
             raise UserError(
@@ -223,7 +246,7 @@ class CogVideoXFamily(DiffusionFamily):
         "Far" counts latent tokens per clip, what both quality and cost follow: more than
         :data:`MAX_TOKEN_RATIO` or less than :data:`MIN_TOKEN_RATIO` times the trained size's. Reads configs only.
         """
-        if cfg.allow_untrained_resolution:
+        if cfg.family_options.allow_untrained_resolution:
             return
         info = self.model_info(cfg)
         frames, height, width, why = info.trained_size()
@@ -291,23 +314,23 @@ class CogVideoXFamily(DiffusionFamily):
 
         try:
             build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, task=self.task,
-                                          version=cfg.demo_cogvideox_version, seed=0)
+                                          version=cfg.family_options.demo_cogvideox_version, seed=0)
         except ValueError as err:  # e.g. there is no 2B image-to-video model
-            raise UserError(f"--demo_cogvideox_version {cfg.demo_cogvideox_version}: {err}.")
+            raise UserError(f"--demo_cogvideox_version {cfg.family_options.demo_cogvideox_version}: {err}.")
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
-        self._infos.clear()  # the model may have just been (re)built
-        self.fps = self.model_info(cfg).fps
+        _MODEL_INFOS.clear()  # the model may have just been (re)built
+        fps = self.model_info(cfg).fps
         if cfg.train_data_dir:
             frames = max(b[0] for b in self.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
             marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
-                      "fps": self.fps, "seed": 0}
+                      "fps": fps, "seed": 0}
             try:
                 build_directory_atomically(
                     cfg.train_data_dir, "dit_lora_clips.json", marker,
                     lambda tmp: make_moving_square_dataset(tmp, n=cfg.demo_num_images, num_frames=frames, size=size,
-                                                           fps=self.fps, seed=0),
+                                                           fps=fps, seed=0),
                 )
             except FileExistsError as err:
                 raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
@@ -374,12 +397,11 @@ class CogVideoXFamily(DiffusionFamily):
         quantize.keep_4bit_layout(transformer, text_encoder)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
-        if cfg.enable_slicing:
+        if cfg.family_options.enable_slicing:
             vae.enable_slicing()
-        if cfg.enable_tiling:
+        if cfg.family_options.enable_tiling:
             vae.enable_tiling()
         tc = transformer.config
-        self.fps = FPS_1_5 if tc.patch_size_t else FPS_1_0
         scheduler = CogVideoXDDIMScheduler.from_config(scheduler_cfg)
         return Components(
             model=transformer,
@@ -390,11 +412,12 @@ class CogVideoXFamily(DiffusionFamily):
                 "scheduler_config": scheduler_cfg,
                 "max_sequence_length": int(tc.max_text_seq_length),
                 "vae_scale_factor_spatial": 2 ** (len(vae.config.block_out_channels) - 1),
+                "fps": FPS_1_5 if tc.patch_size_t else FPS_1_0,  # the rate validation videos are written at
                 "rotary_cache": {},  # (h, w, latent frames, device) -> the pipeline's RoPE tensors
             },
         )
 
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         path = cfg.pretrained_model_name_or_path
         return {
             "family": self.name,
@@ -405,8 +428,8 @@ class CogVideoXFamily(DiffusionFamily):
             "variant": cfg.variant,
             "dtype": cfg.mixed_precision,  # VAE and T5 run in it
             "max_sequence_length": self.model_info(cfg).max_text_seq_length,
-            "vae_tiling": cfg.enable_tiling,  # tiles blend at the seams: slightly different latents
-            "vae_slicing": cfg.enable_slicing,
+            "vae_tiling": cfg.family_options.enable_tiling,  # tiles blend at the seams: slightly different latents
+            "vae_slicing": cfg.family_options.enable_slicing,
             "latents": "posterior_mean_fp32" + ("+first_frame" if self.task == "i2v" else ""),
             **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
         }
@@ -470,8 +493,9 @@ class CogVideoXFamily(DiffusionFamily):
         device = latents.device
         bsz, frames, _, height, width = latents.shape
         timesteps = sample_timesteps(  # drawn on the device with the step's generator: no host copy, no sync
-            bsz, scheduler.config.num_train_timesteps, sampling=cfg.timestep_sampling, generator=generator,
-            device=device, logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
+            bsz, scheduler.config.num_train_timesteps, sampling=cfg.family_options.timestep_sampling,
+            generator=generator,
+            device=device, logit_mean=cfg.family_options.logit_mean, logit_std=cfg.family_options.logit_std,
         )
         noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
         noisy = scheduler.add_noise(latents, noise, timesteps)
@@ -483,7 +507,8 @@ class CogVideoXFamily(DiffusionFamily):
             image_rotary_emb=self.rotary_embeddings(comps, height, width, frames, device),
             return_dict=False,
         )[0]
-        return cogvideox_v_loss(pred, noisy, latents, timesteps, scheduler, weight_cap=cfg.loss_weight_cap)[0]
+        return cogvideox_v_loss(pred, noisy, latents, timesteps, scheduler,
+                                weight_cap=cfg.family_options.loss_weight_cap)[0]
 
     # ---- sampling --------------------------------------------------------------------------
     def _inference_scheduler(self, comps: Components):
@@ -493,7 +518,8 @@ class CogVideoXFamily(DiffusionFamily):
         cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.CogVideoXDDIMScheduler
         return cls.from_config(config)
 
-    def _call_kwargs(self, cfg: TrainConfig, generator: torch.Generator, num_videos: int) -> dict[str, Any]:
+    def _call_kwargs(self, cfg: TrainConfig, generator: torch.Generator, num_videos: int,
+                     comps: Components | None = None) -> dict[str, Any]:
         frames, height, width = self.video_buckets(cfg)[0]
         return {"num_frames": frames, "height": height, "width": width,
                 "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
@@ -511,16 +537,16 @@ class CogVideoXFamily(DiffusionFamily):
                 videos = pipe(
                     prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
                     negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
-                    **self._call_kwargs(cfg, generator, n),
+                    **self._call_kwargs(cfg, generator, n, comps),
                 ).frames
         return list(videos)
 
     # ---- saving and loading ----------------------------------------------------------------
-    def save_sample(self, sample: Any, stem: Path) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at the model's frame rate."""
         from ...output.video import write_video
 
-        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.fps)
+        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.model_info(cfg).fps)
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         self._pipeline_class().save_lora_weights(
@@ -534,20 +560,20 @@ class CogVideoXFamily(DiffusionFamily):
             cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
             use_safetensors=True,
         )
-        self.attach_adapter(pipe, adapter_dir)
-        if cfg.enable_slicing:
+        attach_adapter(self, pipe, adapter_dir)
+        if cfg.family_options.enable_slicing:
             pipe.vae.enable_slicing()
-        if cfg.enable_tiling:
+        if cfg.family_options.enable_tiling:
             pipe.vae.enable_tiling()
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 
-    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images):
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images, comps=None):
         generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
         with torch.no_grad():
             return list(pipe(
                 prompt=[prompt] * num_images, max_sequence_length=pipe.transformer.config.max_text_seq_length,
-                **self._call_kwargs(cfg, generator, num_images),
+                **self._call_kwargs(cfg, generator, num_images, comps),
             ).frames)
 
     def _snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
@@ -557,7 +583,8 @@ class CogVideoXFamily(DiffusionFamily):
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         frames, height, width = self.video_buckets(cfg)[0]
         extra_import, before, image_arg = self._snippet_image(cfg)
-        tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n" if cfg.enable_tiling else ""
+        tiling = ("pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
+                  if cfg.family_options.enable_tiling else "")
         return (
             "import torch\n"
             f"from diffusers import {self.pipeline_class_name}\n"
@@ -573,7 +600,7 @@ class CogVideoXFamily(DiffusionFamily):
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").frames[0]\n"
-            f"export_to_video(video, \"sample.mp4\", fps={self.fps})\n"
+            f"export_to_video(video, \"sample.mp4\", fps={self.model_info(cfg).fps})\n"
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
@@ -582,11 +609,13 @@ class CogVideoXFamily(DiffusionFamily):
         return {
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
             "model": info.describe(),
-            "timestep_sampling": cfg.timestep_sampling,
-            "loss_weight_cap": cfg.loss_weight_cap if cfg.loss_weight_cap is not None else "none (1/(1 - alpha_bar_t))",
+            "timestep_sampling": cfg.family_options.timestep_sampling,
+            "loss_weight_cap": (cfg.family_options.loss_weight_cap if cfg.family_options.loss_weight_cap is not None
+                                else "none (1/(1 - alpha_bar_t))"),
             "max_sequence_length": info.max_text_seq_length,
             "frame_sampling": cfg.frame_sampling,
-            "vae": f"tiling {'on' if cfg.enable_tiling else 'off'}, slicing {'on' if cfg.enable_slicing else 'off'}",
+            "vae": f"tiling {'on' if cfg.family_options.enable_tiling else 'off'}, "
+                   f"slicing {'on' if cfg.family_options.enable_slicing else 'off'}",
         }
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:

@@ -47,6 +47,10 @@ from ...config import TrainConfig
 from ...errors import UserError
 from ...output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from ..base import Components, schedule_on_device
+from ..capabilities import (
+    AdapterExtras, AdapterFitting, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples,
+    Trainables, attach_adapter,
+)
 from ..diffusion import DiffusionFamily
 from .classes import class_count_error, map_to_pretrained, pretrained_labels
 from ...pipeline_files import (
@@ -163,6 +167,12 @@ def split_class_names(prompt: str, known) -> list[str]:
     return [p.strip() for p in prompt.split(",") if p.strip()]
 
 
+def _trained_classes(cfg: TrainConfig) -> tuple[list[str] | None, int | None]:
+    """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
+    info = read_classes(cfg.output_dir) if cfg.output_dir else None
+    return (info["classes"], info["num_classes"]) if info else (None, None)
+
+
 class DiTFamily(DiffusionFamily):
     """Class-conditional DiT (facebook/DiT-XL-2-256/512 and tiny random variants)."""
 
@@ -173,14 +183,16 @@ class DiTFamily(DiffusionFamily):
     repeated_block_classes = ("BasicTransformerBlock",)  # DiTTransformer2DModel declares neither list
     adapter_weight_name = PEFT_ADAPTER_FILE
     caption_source = "class_folders"
+    capabilities = DiffusionFamily.capabilities + (
+        Demo, ModelDefaults, Precision, RunSetup, Trainables, Samples, MemoryPlan, ModelCard, AdapterFitting,
+        AdapterExtras,
+    )
 
-    def __init__(self) -> None:
-        self.classes: list[str] | None = None  # sorted dataset class names
-        self.label2id: dict[str, int] | None = None  # class name -> row of the class table
-        self.kept_pretrained_names = False  # the names are the base model's own (wnids / id2label synonyms)
-        self.num_classes: int | None = None  # rows of the class table minus the null row
-        self.base_num_classes: int | None = None
-        self.base_model: str | None = None
+    def kernel_patch_points(self) -> tuple:
+        """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
+        from .kernels import patch_points
+
+        return patch_points()
 
     # ---- checks before loading ------------------------------------------------------------
     def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
@@ -205,13 +217,14 @@ class DiTFamily(DiffusionFamily):
                 f"--resolution {cfg.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
-        if cfg.num_classes is not None:
+        if cfg.family_options.num_classes is not None:
             model_classes = (tr_cfg or {}).get("num_embeds_ada_norm")
-            if cfg.num_classes < 1:
-                raise UserError(f"--num_classes must be at least 1, got {cfg.num_classes}.")
-            if cfg.num_classes > PIPELINE_NULL_CLASS and cfg.num_classes != model_classes:
+            if cfg.family_options.num_classes < 1:
+                raise UserError(f"--num_classes must be at least 1, got {cfg.family_options.num_classes}.")
+            if cfg.family_options.num_classes > PIPELINE_NULL_CLASS and cfg.family_options.num_classes != model_classes:
                 raise UserError(
-                    f"--num_classes {cfg.num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline hard-codes class "
+                    f"--num_classes {cfg.family_options.num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline "
+                    "hard-codes class "
                     f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
                     "sampled with it. Use at most 1000 classes."
                 )
@@ -228,7 +241,8 @@ class DiTFamily(DiffusionFamily):
         """The class-count check of :meth:`inspect_samples`, run on the folder names before the model loads."""
         from ...data.sources import class_folder_names
 
-        names = class_folder_names(cfg.train_data_dir) if cfg.num_classes is None and not cfg.dataset_name else None
+        names = (class_folder_names(cfg.train_data_dir)
+                 if cfg.family_options.num_classes is None and not cfg.dataset_name else None)
         if not names or not model_classes or len(names) == int(model_classes):
             return
         known = pretrained_labels(cfg, int(model_classes))
@@ -271,7 +285,6 @@ class DiTFamily(DiffusionFamily):
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
         transformer.to(device)
         vae.to(device)
-        self.base_model = path
         return self._components(transformer, vae, scheduler_cfg, device)
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
@@ -302,7 +315,7 @@ class DiTFamily(DiffusionFamily):
         quantize.keep_4bit_layout(transformer)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
-        self.base_num_classes = int(transformer.config.num_embeds_ada_norm)
+        base_num_classes = int(transformer.config.num_embeds_ada_norm)
         scheduler = DDPMScheduler(**train_cfg, prediction_type="epsilon")
         return Components(
             model=transformer,
@@ -313,7 +326,8 @@ class DiTFamily(DiffusionFamily):
                 "class_dropout_prob": float(dropout),
                 "learned_sigma": transformer.config.out_channels == 2 * transformer.config.in_channels,
                 "in_channels": int(transformer.config.in_channels),
-                "null_class": self.base_num_classes,
+                "null_class": base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
+                "base_num_classes": base_num_classes,
             },
         )
 
@@ -325,7 +339,7 @@ class DiTFamily(DiffusionFamily):
         LoRA setup does not depend on data preparation having run.
         """
         patterns = list(cfg.train_backbone)
-        if cfg.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
+        if cfg.family_options.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
             patterns.append(CLASS_EMBEDDING_PATTERN)
         return patterns
 
@@ -338,17 +352,18 @@ class DiTFamily(DiffusionFamily):
         classes = sorted({s.caption for s in samples})
         model_classes = int(comps.model.config.num_embeds_ada_norm)
         label2id = None
-        if cfg.num_classes is None:
+        if cfg.family_options.num_classes is None:
             known = pretrained_labels(cfg, model_classes)
             label2id = map_to_pretrained(classes, known)
             if label2id is None and len(classes) != model_classes:
                 raise class_count_error(classes, model_classes, cfg.pretrained_model_name_or_path, known)
-        if cfg.num_classes is not None and cfg.num_classes < len(classes):
+        if cfg.family_options.num_classes is not None and cfg.family_options.num_classes < len(classes):
             raise UserError(
-                f"--num_classes {cfg.num_classes} is smaller than the dataset's {len(classes)} classes; every "
+                f"--num_classes {cfg.family_options.num_classes} is smaller than the dataset's {len(classes)} classes; "
+                "every "
                 f"class needs its own row. Use --num_classes {len(classes)} (or more), or remove classes from the data."
             )
-        target = model_classes if cfg.num_classes is None else cfg.num_classes
+        target = model_classes if cfg.family_options.num_classes is None else cfg.family_options.num_classes
         if target != model_classes:
             resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
             print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
@@ -357,10 +372,10 @@ class DiTFamily(DiffusionFamily):
             rows = ", ".join(f"{name} -> {label2id[name]}" for name in classes[:10]) + (", ..." if len(classes) > 10 else "")
             print(f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
                   f"of the {model_classes}-class embedding (no resize): {rows}", flush=True)
-        self.kept_pretrained_names = label2id is not None
+        kept_pretrained_names = label2id is not None  # the names are the base model's own (wnids / synonyms)
         label2id = label2id or {name: i for i, name in enumerate(classes)}
-        self.classes, self.num_classes, self.label2id = classes, target, label2id
-        comps.extras.update(label2id=label2id, null_class=target)
+        comps.extras.update(label2id=label2id, null_class=target, classes=classes,
+                            kept_pretrained_names=kept_pretrained_names)
         if cfg.validation_prompt:
             unknown = [n for n in split_class_names(cfg.validation_prompt, label2id) if n not in label2id]
             if unknown:
@@ -370,7 +385,7 @@ class DiTFamily(DiffusionFamily):
                     f"{', '.join(classes[:20])}{', ...' if len(classes) > 20 else ''}."
                 )
 
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         path = cfg.pretrained_model_name_or_path
         return {
             "family": self.name,
@@ -380,7 +395,7 @@ class DiTFamily(DiffusionFamily):
             "variant": cfg.variant,
             "latents": "posterior_mean_fp32",
             # A changed label map must never reuse cached class ids.
-            "classes": self.classes,
+            "classes": comps.extras.get("classes") if comps is not None else None,
         }
 
     # ---- encoding ------------------------------------------------------------------------
@@ -450,23 +465,30 @@ class DiTFamily(DiffusionFamily):
 
     # ---- saving and loading ----------------------------------------------------------------
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """PEFT format (what ``PeftModel.save_pretrained`` writes) plus the label map."""
+        """PEFT format (what ``PeftModel.save_pretrained`` writes); the label map is :meth:`save_adapter_extras`'."""
         from ...output.adapter import save_peft_adapter
 
+        return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
+
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+        """The base model in ``adapter_config.json`` and the label map :meth:`inspect_samples` built."""
+        from ...output.adapter import set_peft_base_model
+
         output_dir = Path(output_dir)
-        save_peft_adapter(output_dir, lora_state, lora_config, self.base_model)
-        if self.classes is not None:
+        set_peft_base_model(output_dir, cfg.pretrained_model_name_or_path)
+        extras = comps.extras
+        classes = extras.get("classes")
+        if classes is not None:
             info = {
-                "classes": self.classes,
-                "label2id": self.label2id or {name: i for i, name in enumerate(self.classes)},
-                "num_classes": self.num_classes,
-                "null_class_index": self.num_classes,
-                "base_num_classes": self.base_num_classes,
+                "classes": classes,
+                "label2id": extras.get("label2id") or {name: i for i, name in enumerate(classes)},
+                "num_classes": extras["null_class"],
+                "null_class_index": extras["null_class"],
+                "base_num_classes": extras.get("base_num_classes"),
                 "class_embedding_pattern": CLASS_EMBEDDING_PATTERN,
-                "pretrained_rows": self.kept_pretrained_names,
+                "pretrained_rows": bool(extras.get("kept_pretrained_names")),
             }
             (output_dir / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
-        return output_dir / self.adapter_weight_name
 
     def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
         """Resize the class tables to the trained size and install the trained class names."""
@@ -493,11 +515,11 @@ class DiTFamily(DiffusionFamily):
                                             use_safetensors=True)
         pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant, use_safetensors=True,
                                            torch_dtype=cfg.weight_dtype)
-        self.attach_adapter(pipe, adapter_dir)
+        attach_adapter(self, pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 
-    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images):
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images, comps=None):
         names = split_class_names(prompt, pipe.labels)
         ids = [i for i in pipe.get_label_ids(names) for _ in range(num_images)]
         device = pipe.transformer.device
@@ -510,8 +532,9 @@ class DiTFamily(DiffusionFamily):
                         num_inference_steps=cfg.validation_inference_steps, generator=generator).images
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
-        classes = (split_class_names(cfg.validation_prompt, set(self.classes or [])) if cfg.validation_prompt
-                   else (self.classes or ["class name"])[:1])
+        trained = _trained_classes(cfg)[0]
+        classes = (split_class_names(cfg.validation_prompt, set(trained or [])) if cfg.validation_prompt
+                   else (trained or ["class name"])[:1])
         return (
             "import torch\n"
             "from diffusers import DiTPipeline\n"
@@ -530,10 +553,12 @@ class DiTFamily(DiffusionFamily):
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        classes = self.classes or []
+        classes, num_classes = _trained_classes(cfg)
+        classes = classes or []
         shown = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
-        return {"num_classes": self.num_classes, "classes": shown or None,
-                "class_embedding": "resized and trained" if cfg.num_classes is not None else "frozen (base model's)"}
+        return {"num_classes": num_classes, "classes": shown or None,
+                "class_embedding": ("resized and trained" if cfg.family_options.num_classes is not None
+                                    else "frozen (base model's)")}
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         return "cc-by-nc-4.0" if cfg.pretrained_model_name_or_path.startswith("facebook/DiT") else None

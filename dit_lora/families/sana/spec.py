@@ -19,9 +19,21 @@ import torch
 from ... import quantize
 from ...config import TrainConfig
 from ...data.text_padding import cut_text_padding
+from ...diffusion.flow_matching import (
+    draw,
+    flow_tables,
+    loss_weighting,
+    noisy_latents,
+    training_scheduler,
+    velocity_target,
+    weighted_mse,
+)
 from ...errors import UserError
 from ...tokenizer_files import check_tokenizer_packages
 from ..base import Components
+from ..capabilities import (
+    Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples, attach_adapter,
+)
 from ..diffusion import DiffusionFamily
 from ...pipeline_files import (
     check_pipeline_folder,
@@ -39,25 +51,6 @@ def default_complex_human_instruction() -> list[str]:
     from diffusers import SanaPipeline
 
     return list(inspect.signature(SanaPipeline.__call__).parameters["complex_human_instruction"].default)
-
-
-def training_scheduler(scheduler_config: dict):
-    """A FlowMatch scheduler carrying the checkpoint's flow shift (DPM-Solver configs call it flow_shift)."""
-    from diffusers import FlowMatchEulerDiscreteScheduler
-
-    shift = scheduler_config.get("flow_shift") or scheduler_config.get("shift") or 1.0
-    return FlowMatchEulerDiscreteScheduler(
-        num_train_timesteps=scheduler_config.get("num_train_timesteps", 1000), shift=float(shift)
-    )
-
-
-def flow_tables(scheduler, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The scheduler's sigma and timestep tables on ``device``.
-
-    The step indexes them every micro-batch; built once at load, so no step copies them from the host
-    (a blocking copy on CUDA).
-    """
-    return scheduler.sigmas.to(device), scheduler.timesteps.to(device)
 
 
 #: SanaPipeline.check_inputs: "`height` and `width` have to be divisible by 32"
@@ -93,6 +86,15 @@ class SanaFamily(DiffusionFamily):
     card_tags = ("text-to-image", "diffusers", "sana", "diffusers-training")
     pipeline_class_name = "SanaPipeline"
     text_encoder_label = "Gemma-2"
+    capabilities = DiffusionFamily.capabilities + (
+        Demo, ModelDefaults, RunNotes, Precision, RunSetup, Samples, MemoryPlan, ModelCard, FusedKernels,
+    )
+
+    def kernel_patch_points(self) -> tuple:
+        """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
+        from .kernels import patch_points
+
+        return patch_points()
 
     # ---- checks before loading ------------------------------------------------------------
     def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
@@ -218,7 +220,7 @@ class SanaFamily(DiffusionFamily):
         return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype),
                 "prompt_attention_mask": torch.ones(batch_size, length, dtype=torch.long)}
 
-    def cache_identity(self, cfg: TrainConfig) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         return {
             "family": self.name,
             "model": os.path.abspath(cfg.pretrained_model_name_or_path)
@@ -228,7 +230,7 @@ class SanaFamily(DiffusionFamily):
             "revision": cfg.revision,
             "variant": cfg.variant,
             "text_dtype": cfg.mixed_precision,
-            "complex_human_instruction": cfg.complex_human_instruction,
+            "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": self._max_sequence_length(cfg),
             **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
         }
@@ -267,7 +269,8 @@ class SanaFamily(DiffusionFamily):
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record per-run encoding settings on the components."""
-        comps.extras["complex_human_instruction"] = default_complex_human_instruction() if cfg.complex_human_instruction else None
+        comps.extras["complex_human_instruction"] = (default_complex_human_instruction()
+                                                     if cfg.family_options.complex_human_instruction else None)
         comps.extras["max_sequence_length"] = self._max_sequence_length(cfg)
 
     @staticmethod
@@ -279,7 +282,7 @@ class SanaFamily(DiffusionFamily):
         from ...data.text_padding import used_text_length
 
         data = super().build_data(cfg, comps, accelerator)
-        length = used_text_length(data.dataset.files) if data.cached and cfg.trim_text_padding else None
+        length = used_text_length(data.dataset.files) if data.cached and cfg.family_options.trim_text_padding else None
         comps.extras["text_tokens"] = length
         if length is not None and length < self._max_sequence_length(cfg) and accelerator.is_main_process:
             print(f"caption tokens: the longest cached caption uses {length} of {self._max_sequence_length(cfg)} "
@@ -289,38 +292,24 @@ class SanaFamily(DiffusionFamily):
 
     # ---- loss ------------------------------------------------------------------------------
     def compute_loss(self, comps, denoiser, batch, generator, cfg):
-        from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
-
         latents = batch["latents"]
-        device = latents.device
-        bsz = latents.shape[0]
-        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
-        u = compute_density_for_timestep_sampling(
-            cfg.weighting_scheme, bsz, logit_mean=cfg.logit_mean, logit_std=cfg.logit_std,
-            mode_scale=cfg.mode_scale, device=device, generator=generator,
-        )
-        scheduler = comps.scheduler
-        indices = (u * scheduler.config.num_train_timesteps).long().clamp(max=scheduler.config.num_train_timesteps - 1)
         if "flow_tables" not in comps.extras:  # components built by hand (tests): once, not per step
-            comps.extras["flow_tables"] = flow_tables(scheduler, device)
-        sigma_table, timestep_table = comps.extras["flow_tables"]
-        sigmas = sigma_table[indices].to(latents.dtype)
-        timesteps = timestep_table[indices]
-        sigma = sigmas.view(-1, *([1] * (latents.ndim - 1)))
-        noisy = (1.0 - sigma) * latents + sigma * noise
+            comps.extras["flow_tables"] = flow_tables(comps.scheduler, latents.device)
+        drawn = draw(latents, comps.extras["flow_tables"], cfg.family_options.weighting_scheme,
+                     logit_mean=cfg.family_options.logit_mean, logit_std=cfg.family_options.logit_std,
+                     mode_scale=cfg.family_options.mode_scale, generator=generator)
+        noisy = noisy_latents(latents, drawn.noise, drawn.sigmas)
         embeds, mask = cut_text_padding(batch["prompt_embeds"], batch["prompt_attention_mask"],
                                         comps.extras.get("text_tokens"))
         pred = denoiser(
             hidden_states=noisy,
             encoder_hidden_states=embeds,
             encoder_attention_mask=mask,
-            timestep=timesteps,
+            timestep=drawn.timesteps,
             return_dict=False,
         )[0]
-        target = noise - latents
-        weighting = compute_loss_weighting_for_sd3(cfg.weighting_scheme, sigmas=sigmas).view_as(sigmas)
-        per_sample = ((pred.float() - target.float()) ** 2).flatten(1).mean(1)
-        return (weighting.float() * per_sample).mean()
+        target = velocity_target(latents, drawn.noise)
+        return weighted_mse(pred, target, loss_weighting(cfg.family_options.weighting_scheme, drawn.sigmas))
 
     # ---- sampling --------------------------------------------------------------------------
     def _inference_scheduler(self, comps: Components):
@@ -371,14 +360,14 @@ class SanaFamily(DiffusionFamily):
             path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
             use_safetensors=True,
         )
-        self.attach_adapter(pipe, adapter_dir)
+        attach_adapter(self, pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)
 
-    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images):
+    def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images, comps=None):
         device = pipe.transformer.device
         generator = torch.Generator(device=device).manual_seed(seed)
-        kwargs = {} if cfg.complex_human_instruction else {"complex_human_instruction": None}
+        kwargs = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
         with torch.no_grad():
             return pipe(
                 prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
@@ -387,7 +376,8 @@ class SanaFamily(DiffusionFamily):
             ).images
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
-        chi = "" if cfg.complex_human_instruction else ",\n    complex_human_instruction=None,  # trained without the prefix"
+        chi = ("" if cfg.family_options.complex_human_instruction
+               else ",\n    complex_human_instruction=None,  # trained without the prefix")
         return (
             "import torch\n"
             "from diffusers import AutoencoderDC, SanaPipeline\n\n"
@@ -404,7 +394,8 @@ class SanaFamily(DiffusionFamily):
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        return {"weighting_scheme": cfg.weighting_scheme, "complex_human_instruction": cfg.complex_human_instruction,
+        return {"weighting_scheme": cfg.family_options.weighting_scheme,
+                "complex_human_instruction": cfg.family_options.complex_human_instruction,
                 "max_sequence_length": self._max_sequence_length(cfg)}
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:

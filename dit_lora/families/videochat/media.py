@@ -52,7 +52,7 @@ def annotation_file(train_data_dir: str | None) -> Path:
     return found[0]
 
 
-def fit_conversation(family, sample: QASample, video_tokens: int, max_length: int | None) -> tuple[dict, int]:
+def fit_conversation(processing, sample: QASample, video_tokens: int, max_length: int | None) -> tuple[dict, int]:
     """``sample``'s conversation tokenized, and how many later QA rounds were dropped to fit ``max_length``.
 
     Raises:
@@ -62,7 +62,7 @@ def fit_conversation(family, sample: QASample, video_tokens: int, max_length: in
     dropped = 0
     while True:
         try:
-            return family.tokenize(messages, video_tokens, max_length), dropped
+            return processing.tokenize(messages, video_tokens, max_length), dropped
         except ValueError as err:
             if "--max_sequence_length" not in str(err):
                 raise
@@ -80,8 +80,8 @@ def fit_conversation(family, sample: QASample, video_tokens: int, max_length: in
 class QADataset(torch.utils.data.Dataset):
     """Item ``i``: frames of sample ``i`` as model inputs, and its conversation tokenized with answer-only labels."""
 
-    def __init__(self, samples: list[QASample], family, num_frames: int, max_length: int | None) -> None:
-        self.samples, self.family, self.num_frames, self.max_length = samples, family, num_frames, max_length
+    def __init__(self, samples: list[QASample], processing, num_frames: int, max_length: int | None) -> None:
+        self.samples, self.processing, self.num_frames, self.max_length = samples, processing, num_frames, max_length
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -90,8 +90,8 @@ class QADataset(torch.utils.data.Dataset):
         i, _ = item  # (index, flip): a horizontal flip would swap "left to right" answers, so it is never applied
         sample = self.samples[i]
         clip = read_clip(sample.video, self.num_frames)
-        pixels, count = self.family.frame_inputs(clip.frames, clip.fps)
-        example, _ = fit_conversation(self.family, sample, count, self.max_length)
+        pixels, count = self.processing.frame_inputs(clip.frames, clip.fps)
+        example, _ = fit_conversation(self.processing, sample, count, self.max_length)
         return {**example, "pixels": pixels, "sample_index": i}
 
 
@@ -101,24 +101,27 @@ class VideoQAMedia:
     noun = "clip"
     cacheable = False
 
-    def __init__(self, cfg, family) -> None:
-        self.cfg, self.family = cfg, family
+    def __init__(self, cfg, family, processing=None) -> None:
+        #: the model's tokenizer, preprocessing and config (``VideoQAProcessing``, or anything with its
+        #: ``frame_inputs``/``tokenize``/``pad_token_id``); None until a model is known (``check`` loads it)
+        self.cfg, self.family, self.processing = cfg, family, processing
 
     def list_samples(self) -> list[QASample]:
         cfg = self.cfg
-        return load_qa_samples(annotation_file(cfg.train_data_dir), cfg.video_folder, cfg.max_train_samples)
+        return load_qa_samples(annotation_file(cfg.train_data_dir), cfg.family_options.video_folder,
+                               cfg.max_train_samples)
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The usable samples (clips screened); every rank screens, so all agree on them. What training cuts
         is reported apart, by the main process only (:meth:`cut_rounds_line`, from ``prepare_data``)."""
-        return screen_qa_samples(samples, num_frames=self.cfg.num_frames, log=log, quarantine=quarantine)
+        return screen_qa_samples(samples, num_frames=self.cfg.family_options.num_frames, log=log, quarantine=quarantine)
 
     def cut_rounds_line(self, samples: list[QASample]) -> str | None:
         """One line (count, the first names) for the conversations whose later QA rounds are cut to fit
         --max_sequence_length, judged by the model's tokenizer with each clip's real video tokens, as the dataset
         will cut them; None when none is. Only conversations of several rounds can be cut: their clips are read
         once more, one video at a time (its frames are not kept)."""
-        if getattr(self.family, "tokenizer", True) is None:
+        if self.processing is None:
             return None  # the model's processing is not loaded (screening without a model): nothing to judge by
         max_length = self.family.max_length(self.cfg)
         by_video: dict[Path, list[QASample]] = {}
@@ -127,7 +130,7 @@ class VideoQAMedia:
                 by_video.setdefault(sample.video, []).append(sample)
         cut: list[tuple[str, int]] = []  # (key, rounds cut)
         for video, users in by_video.items():
-            clip = read_clip(video, self.cfg.num_frames)
+            clip = read_clip(video, self.cfg.family_options.num_frames)
             for sample in users:
                 fitted = self._fit(sample, clip, max_length)
                 if fitted.dropped:
@@ -154,21 +157,21 @@ class VideoQAMedia:
         note = ("token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
                 "--max_sequence_length)")
         if cfg.pretrained_model_name_or_path:
-            self.family.load_processing(cfg.pretrained_model_name_or_path)
+            self.processing = self.family.load_processing(cfg.pretrained_model_name_or_path)
             max_length = self.family.max_length(cfg)
             fit = self._token_budget(max_length)
             note = f"token budget: each conversation fitted to --max_sequence_length {max_length} with its video tokens"
-        log(f"checking {len(samples)} QA sample(s) at {cfg.num_frames} frames ...")
-        rows = check_qa_samples(samples, num_frames=cfg.num_frames, fit=fit)
+        log(f"checking {len(samples)} QA sample(s) at {cfg.family_options.num_frames} frames ...")
+        rows = check_qa_samples(samples, num_frames=cfg.family_options.num_frames, fit=fit)
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
         return rows, usable, note
 
     def _fit(self, sample: QASample, clip, max_length: int) -> Fitted:
         """How :func:`fit_conversation` fits ``sample`` with ``clip``'s video tokens: the rounds it cuts, or why
         even its first round does not fit."""
-        _, count = self.family.frame_inputs(clip.frames, clip.fps)
+        _, count = self.processing.frame_inputs(clip.frames, clip.fps)
         try:
-            _, dropped = fit_conversation(self.family, sample, count, max_length)
+            _, dropped = fit_conversation(self.processing, sample, count, max_length)
         except UserError as err:
             return Fitted(count, 0, str(err).split(": ", 1)[-1])
         return Fitted(count, dropped, None)
@@ -185,16 +188,16 @@ class VideoQAMedia:
 
         return fit
 
-    def namespace_identity(self) -> dict[str, Any]:
-        return {"family": self.family.name, "num_frames": self.cfg.num_frames}
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
+        return {"family": self.family.name, "num_frames": self.cfg.family_options.num_frames}
 
     def raw_dataset(self, samples: list) -> QADataset:
-        return QADataset(samples, self.family, self.cfg.num_frames, self.family.max_length(self.cfg))
+        return QADataset(samples, self.processing, self.cfg.family_options.num_frames, self.family.max_length(self.cfg))
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
         batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
-                          self.family.pad_token_id)
+                          self.processing.pad_token_id)
         batch.update(self.family.spec.collate_pixels([it["pixels"] for it in items]))
         batch["sample_index"] = [it["sample_index"] for it in items]
         return batch

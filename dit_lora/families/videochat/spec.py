@@ -31,9 +31,63 @@ from ...config import TrainConfig
 from ...errors import UserError
 from ...output.names import PEFT_ADAPTER_FILE
 from ..base import Components, ModelFamily
+from ..capabilities import (
+    AdapterExtras, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples, Trainables,
+    attach_adapter,
+)
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_NEW_TOKENS = 24
+
+
+@dataclass(frozen=True)
+class VideoQAProcessing:
+    """A model's tokenizer, frame preprocessing and config: what turns clips and conversations into its inputs.
+
+    Loaded per run (``comps.extras["processing"]``, or by ``check-data``), never kept on the family.
+    """
+
+    spec: Any
+    tokenizer: Any
+    prep: dict
+    model_config: Any
+
+    @property
+    def pad_token_id(self) -> int:
+        tok = self.tokenizer
+        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+
+    def frame_inputs(self, frames, fps: float | None = None) -> tuple[dict[str, torch.Tensor], int]:
+        """The spec's pixel inputs for uint8 frames sampled at ``fps``, and how many video tokens they make."""
+        pixels = self.spec.frame_inputs(frames, self.prep, fps=fps)
+        return pixels, self.spec.video_token_count(pixels, self.model_config)
+
+    def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
+        """A conversation as training tokens with answer-only labels (``max_length``: refuse longer)."""
+        from .prompts import build_training_example
+
+        return build_training_example(
+            self.tokenizer, messages, video_placeholder=self.spec.video_placeholder,
+            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
+            video_token_count=video_tokens, max_length=max_length)
+
+    def answer(self, model, question: str, video: Path, num_frames: int) -> str:
+        """Greedy answer of ``model`` to ``question`` about ``video``."""
+        from .data import read_clip
+        from .prompts import build_generation_prompt
+
+        clip = read_clip(video, num_frames)
+        pixels, count = self.frame_inputs(clip.frames, clip.fps)
+        prompt = build_generation_prompt(
+            self.tokenizer, [{"role": "user", "content": question}], video_placeholder=self.spec.video_placeholder,
+            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token), video_token_count=count)
+        device = next(model.parameters()).device
+        inputs = {k: v[None].to(device) for k, v in prompt.items()}
+        inputs.update({k: v.to(device) for k, v in self.spec.collate_pixels([pixels]).items()})
+        with torch.no_grad():
+            out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+                                 pad_token_id=self.pad_token_id)
+        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
 
 
 @dataclass
@@ -41,8 +95,7 @@ class VideoQAPipe:
     """A base model with a loaded adapter, and what it needs to answer a question about a clip."""
 
     model: torch.nn.Module
-    tokenizer: Any
-    prep: dict
+    processing: VideoQAProcessing
     family: "VideoChatFamily"
 
 
@@ -76,17 +129,13 @@ class VideoChatFamily(ModelFamily):
     gradient_checkpointing_default = True
     compile_dynamic = True  # the text length changes nearly every batch
     card_tags = ("video-text-to-text", "videochat")
+    capabilities = (Demo, ModelDefaults, Precision, RunSetup, Trainables, Samples, MemoryPlan, ModelCard,
+                    AdapterExtras)
 
     def __init__(self, spec) -> None:
         self.spec = spec
         self.name = spec.name
         self.pipeline_class_name = spec.model_class
-        self.tokenizer = None
-        self.prep: dict = {}
-        self.model_config = None
-        self.base_model: str | None = None
-        self.validation_video: Path | None = None
-        self.loss_fn = None
 
     # ---- setup ----------------------------------------------------------------------------
     def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
@@ -102,8 +151,9 @@ class VideoChatFamily(ModelFamily):
 
         check_safetensors(cfg, ("",), "video LLM")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
-        if cfg.validation_video and not Path(cfg.validation_video).is_file():
-            raise UserError(f"--validation_video `{cfg.validation_video}` does not exist. Point it at a clip, or "
+        if cfg.family_options.validation_video and not Path(cfg.family_options.validation_video).is_file():
+            raise UserError(f"--validation_video `{cfg.family_options.validation_video}` does not exist. Point it at a "
+                            "clip, or "
                             "leave it unset to ask about the first training clip.")
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
@@ -114,15 +164,15 @@ class VideoChatFamily(ModelFamily):
         folder = Path(cfg.train_data_dir)
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
-        make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.num_frames, layout=layout, seed=cfg.seed)
+        make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout,
+                        seed=cfg.seed)
 
-    def load_processing(self, path: str) -> None:
+    def load_processing(self, path: str, model_config=None) -> VideoQAProcessing:
         """Tokenizer, frame preprocessing and model config of ``path``, without the weights (``check-data``)."""
         from transformers import AutoConfig
 
-        self.tokenizer = self.spec.load_tokenizer(path)
-        self.prep = self.spec.load_preprocessing(path)
-        self.model_config = AutoConfig.from_pretrained(path)
+        return VideoQAProcessing(self.spec, self.spec.load_tokenizer(path), self.spec.load_preprocessing(path),
+                                 model_config if model_config is not None else AutoConfig.from_pretrained(path))
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         path = cfg.pretrained_model_name_or_path
@@ -134,11 +184,7 @@ class VideoChatFamily(ModelFamily):
         quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
         model.to(device)
-        self.tokenizer = self.spec.load_tokenizer(path)
-        self.prep = self.spec.load_preprocessing(path)
-        self.model_config = model.config
-        self.base_model = path
-        return Components(model=model)
+        return Components(model=model, extras={"processing": self.load_processing(path, model.config)})
 
     # ---- memory plan ----------------------------------------------------------------------
     depth_key = ("config.json", "num_hidden_layers")  # the language model's layers (text_config in LLaVA)
@@ -153,7 +199,6 @@ class VideoChatFamily(ModelFamily):
         config = with_depth(read("", "config.json"), "num_hidden_layers", depth)
         model_class = getattr(transformers, self.spec.model_class)
         model = transformers_on_meta(config, cfg.weight_dtype, model_class)
-        self.model_config = model.config
         return Components(model=model)
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
@@ -164,25 +209,26 @@ class VideoChatFamily(ModelFamily):
         """
         import numpy as np
 
+        model_config = comps.model.config
         path = cfg.pretrained_model_name_or_path
         local = path is not None and Path(path).is_dir()
         prep = self.spec.load_preprocessing(path) if local else {"resize_to": None, **self.spec.default_preprocessing}
-        vision = getattr(self.model_config, "vision_config", None)
+        vision = getattr(model_config, "vision_config", None)
         if not local and getattr(vision, "image_size", None):  # LLaVA: the tower's own size, not the spec default
             prep.update(shortest_edge=vision.image_size, crop_size=(vision.image_size, vision.image_size))
         height, width = cfg.height or 448, cfg.width or 448
-        frames = np.zeros((cfg.num_frames, height, width, 3), dtype=np.uint8)
+        frames = np.zeros((cfg.family_options.num_frames, height, width, 3), dtype=np.uint8)
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
         with unset_fake_temporarily():  # the spec's real preprocessing of one small clip: counts need values
-            video = self.spec.video_token_count(self.spec.frame_inputs(frames, prep), self.model_config)
+            video = self.spec.video_token_count(self.spec.frame_inputs(frames, prep), model_config)
         length = min(video + self.PLAN_TEXT_TOKENS, self.max_length(cfg))
-        hidden = getattr(self.model_config, "text_config", self.model_config).hidden_size
+        hidden = getattr(model_config, "text_config", model_config).hidden_size
         batch = {"inputs_embeds": torch.empty(cfg.train_batch_size, length, hidden, dtype=cfg.weight_dtype,
                                               requires_grad=True),  # they carry the projector's gradient
                  "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long)}
-        return [(f"{cfg.num_frames} frames of {height} x {width}: {video} video + {length - video} text tokens",
-                 batch)]
+        return [(f"{cfg.family_options.num_frames} frames of {height} x {width}: {video} video + "
+                 f"{length - video} text tokens", batch)]
 
     def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator,
                   cfg: TrainConfig) -> torch.Tensor:
@@ -202,11 +248,13 @@ class VideoChatFamily(ModelFamily):
                                ignore_index=-100)
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """The run's loss function in ``comps.extras["loss_fn"]``: Liger's fused one with --use_liger_kernel."""
         from .liger import apply_liger, plain_loss
 
-        self.loss_fn = plain_loss
-        if cfg.use_liger_kernel:
-            self.loss_fn = apply_liger(self.spec, comps.model, print) or plain_loss
+        loss_fn = plain_loss
+        if cfg.family_options.use_liger_kernel:
+            loss_fn = apply_liger(self.spec, comps.model, print) or plain_loss
+        comps.extras["loss_fn"] = loss_fn
 
     def data_handler(self, cfg: TrainConfig):
         """Question-answer samples with their clips, tokenized by the dataset (nothing is cached)."""
@@ -214,9 +262,17 @@ class VideoChatFamily(ModelFamily):
 
         return VideoQAMedia(cfg, self)
 
+    def build_data(self, cfg: TrainConfig, comps: Components, accelerator):
+        """The QA data, tokenized with the loaded model's processing (``comps.extras["processing"]``)."""
+        from ...data.prepare import prepare_data
+        from .media import VideoQAMedia
+
+        return prepare_data(cfg, self, comps, accelerator, media=VideoQAMedia(cfg, self, comps.extras["processing"]))
+
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         if samples:
-            self.validation_video = Path(cfg.validation_video) if cfg.validation_video else samples[0].video
+            chosen = cfg.family_options.validation_video
+            comps.extras["validation_video"] = Path(chosen) if chosen else samples[0].video
 
     def max_length(self, cfg: TrainConfig) -> int:
         return cfg.max_sequence_length or DEFAULT_MAX_LENGTH
@@ -242,68 +298,45 @@ class VideoChatFamily(ModelFamily):
         return [m for m in (self.spec.vision_tower, self.spec.projector, "lm_head") if m]
 
     def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
-        if not cfg.train_vision_tower:
+        if not cfg.family_options.train_vision_tower:
             return []
-        return [("vision_tower", [re.escape(self.spec.vision_tower) + r"\..*"], cfg.vision_tower_learning_rate)]
+        return [("vision_tower", [re.escape(self.spec.vision_tower) + r"\..*"],
+                 cfg.family_options.vision_tower_learning_rate)]
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-
-    # ---- data helpers used by the dataset -------------------------------------------------
-    @property
-    def pad_token_id(self) -> int:
-        tok = self.tokenizer
-        return tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-
-    def frame_inputs(self, frames, fps: float | None = None) -> tuple[dict[str, torch.Tensor], int]:
-        """The spec's pixel inputs for uint8 frames sampled at ``fps``, and how many video tokens they make."""
-        pixels = self.spec.frame_inputs(frames, self.prep, fps=fps)
-        return pixels, self.spec.video_token_count(pixels, self.model_config)
-
-    def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
-        from .prompts import build_training_example
-
-        return build_training_example(
-            self.tokenizer, messages, video_placeholder=self.spec.video_placeholder,
-            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
-            video_token_count=video_tokens, max_length=max_length)
 
     # ---- loss -----------------------------------------------------------------------------
     def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
                      generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
-        return self.loss_fn(self.spec, model, self.spec.step_inputs(inputs, self.model_config), batch["labels"])
+        from .liger import plain_loss
 
-    # ---- answering questions --------------------------------------------------------------
-    def answer(self, model, question: str, video: Path, num_frames: int) -> str:
-        """Greedy answer of ``model`` to ``question`` about ``video``."""
-        from .data import read_clip
-        from .prompts import build_generation_prompt
+        loss_fn = comps.extras.get("loss_fn") or plain_loss  # configure() chose it
+        return loss_fn(self.spec, model, self.spec.step_inputs(inputs, comps.model.config), batch["labels"])
 
-        clip = read_clip(video, num_frames)
-        pixels, count = self.frame_inputs(clip.frames, clip.fps)
-        prompt = build_generation_prompt(
-            self.tokenizer, [{"role": "user", "content": question}], video_placeholder=self.spec.video_placeholder,
-            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token), video_token_count=count)
-        device = next(model.parameters()).device
-        inputs = {k: v[None].to(device) for k, v in prompt.items()}
-        inputs.update({k: v.to(device) for k, v in self.spec.collate_pixels([pixels]).items()})
-        with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                                 pad_token_id=self.pad_token_id)
-        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    @staticmethod
+    def _qa(processing: VideoQAProcessing, model, question: str, cfg: TrainConfig, video: Path | None) -> str:
+        if video is None:
+            raise UserError("Video-LLM validation needs a clip: set --validation_video.")
+        answer = processing.answer(model, question, video, cfg.family_options.num_frames)
+        return f"video: {video.name}\nQ: {question}\nA: {answer}"
 
-    def _qa(self, model, question: str, cfg: TrainConfig) -> str:
-        answer = self.answer(model, question, self.validation_video, cfg.num_frames)
-        return f"video: {self.validation_video.name}\nQ: {question}\nA: {answer}"
+    @staticmethod
+    def _validation_video(cfg: TrainConfig, comps: Components | None) -> Path | None:
+        """The clip validation asks about: the run's (:meth:`inspect_samples`), else ``--validation_video``."""
+        if comps is not None and comps.extras.get("validation_video") is not None:
+            return comps.extras["validation_video"]
+        chosen = cfg.family_options.validation_video
+        return Path(chosen) if chosen else None
 
     def validation_inputs(self, comps: Components, cfg: TrainConfig) -> dict[str, Any]:
         return {"question": cfg.validation_prompt}
 
     def generate(self, comps: Components, model: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
-        return [self._qa(model, cond["question"], cfg)]
+        return [self._qa(comps.extras["processing"], model, cond["question"], cfg, self._validation_video(cfg, comps))]
 
-    def save_sample(self, sample: Any, stem: Path) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         from ...fileio import write_text_atomic
 
         path = Path(stem).with_suffix(".txt")
@@ -314,21 +347,36 @@ class VideoChatFamily(ModelFamily):
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         from ...output.adapter import save_peft_adapter
 
-        return save_peft_adapter(Path(output_dir), lora_state, lora_config, self.base_model)
+        return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
+
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+        """The base model named in ``adapter_config.json``."""
+        from ...output.adapter import set_peft_base_model
+
+        set_peft_base_model(Path(output_dir), cfg.pretrained_model_name_or_path)
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         model = self.spec.load_model(cfg.pretrained_model_name_or_path, cfg.weight_dtype)
-        self.attach_adapter(model, adapter_dir)
+        attach_adapter(self, model, adapter_dir)
         model.to(device).eval()
-        return VideoQAPipe(model, self.tokenizer, self.prep, self)
+        return VideoQAPipe(model, self.load_processing(cfg.pretrained_model_name_or_path, model.config), self)
 
     def generate_with_pipeline(self, pipe: VideoQAPipe, prompt: str, cfg: TrainConfig, seed: int,
-                               num_images: int) -> list:
-        return [self._qa(pipe.model, prompt, cfg)]
+                               num_images: int, comps: Components | None = None) -> list:
+        return [self._qa(pipe.processing, pipe.model, prompt, cfg, self._validation_video(cfg, comps))]
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """The model in the run's weight dtype."""
+        return {"model": cfg.weight_dtype}
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        """Not known for video LLMs."""
+        return None
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         base = cfg.pretrained_model_name_or_path
         question = cfg.validation_prompt or "What happens in this video?"
+        num_frames = cfg.family_options.num_frames
         return f'''import av, numpy as np, torch
 from transformers import AutoProcessor, {self.spec.model_class}
 from dit_lora import load_adapter  # LoRA + the trained projector; PeftModel.from_pretrained loads the LoRA alone
@@ -337,11 +385,11 @@ model = {self.spec.model_class}.from_pretrained("{base}", dtype=torch.bfloat16, 
 load_adapter(model, "{repo_or_dir}")
 processor = AutoProcessor.from_pretrained("{base}")
 
-with av.open("clip.mp4") as container:  # {cfg.num_frames} frames, uniformly over the clip, as in training
+with av.open("clip.mp4") as container:  # {num_frames} frames, uniformly over the clip, as in training
     stream = container.streams.video[0]
     fps = float(stream.average_rate)
     frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
-indices = [(2 * i + 1) * len(frames) // {2 * cfg.num_frames} for i in range({cfg.num_frames})]
+indices = [(2 * i + 1) * len(frames) // {2 * num_frames} for i in range({num_frames})]
 video = np.stack([frames[i] for i in indices])
 conversation = [{{"role": "user", "content": [{{"type": "video"}}, {{"type": "text", "text": {question!r}}}]}}]
 prompt = processor.apply_chat_template(conversation, add_generation_prompt=True)
@@ -360,6 +408,7 @@ print(processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_token
                 "\"frames_indices\": indices}, do_sample_frames=False)\n")
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        return {"num_frames": cfg.num_frames, "projector": f"{self.spec.projector} (full, lr {cfg.backbone_learning_rate})",
-                "vision_tower": "trained" if cfg.train_vision_tower else "frozen",
-                "use_liger_kernel": cfg.use_liger_kernel or None}
+        return {"num_frames": cfg.family_options.num_frames,
+                "projector": f"{self.spec.projector} (full, lr {cfg.backbone_learning_rate})",
+                "vision_tower": "trained" if cfg.family_options.train_vision_tower else "frozen",
+                "use_liger_kernel": cfg.family_options.use_liger_kernel or None}
