@@ -1,0 +1,81 @@
+"""training/optim.py: the optimizer (fused AdamW, its fallback, 8-bit AdamW) and the learning-rate schedule."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from dit_lora.errors import UserError
+from dit_lora.training import optim
+
+
+def _cfg(**changes):
+    values = dict(adam_beta1=0.8, adam_beta2=0.95, adam_epsilon=1e-7, adam_weight_decay=0.01, use_8bit_adam=False,
+                  lr_scheduler="constant_with_warmup", lr_warmup_steps=2, lr_num_cycles=1, lr_power=1.0)
+    return SimpleNamespace(**{**values, **changes})
+
+
+def _groups():
+    return [{"params": [torch.nn.Parameter(torch.ones(3))], "lr": 0.1}]
+
+
+def test_fused_adamw_with_the_configured_hyperparameters():
+    optimizer, fused = optim.make_optimizer(_cfg(), _groups(), torch.device("cpu"))
+    assert isinstance(optimizer, torch.optim.AdamW) and fused
+    group = optimizer.param_groups[0]
+    assert group["fused"] and group["betas"] == (0.8, 0.95) and group["eps"] == 1e-7
+    assert group["weight_decay"] == 0.01 and group["lr"] == 0.1
+
+
+def test_falls_back_to_foreach_where_fused_is_refused(monkeypatch):
+    class PickyAdamW(torch.optim.AdamW):
+        def __init__(self, params, fused=None, **kwargs):
+            if fused:  # as torch does for parameters of an unsupported device or dtype
+                raise RuntimeError("`fused=True` requires all the params to be floating point Tensors")
+            super().__init__(params, fused=fused, **kwargs)
+
+    monkeypatch.setattr(optim.torch.optim, "AdamW", PickyAdamW)
+    optimizer, fused = optim.make_optimizer(_cfg(), _groups(), torch.device("cpu"))
+    assert not fused and optimizer.param_groups[0]["foreach"] and not optimizer.param_groups[0]["fused"]
+
+
+def test_an_unsupported_device_is_not_fused():
+    optimizer, fused = optim.make_optimizer(_cfg(), _groups(), torch.device("meta"))
+    assert not fused and not optimizer.param_groups[0]["fused"]
+
+
+def test_8bit_adam_without_bitsandbytes_is_one_paragraph(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_bnb(name, *args, **kwargs):
+        if name == "bitsandbytes":
+            raise ImportError("No module named 'bitsandbytes'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_bnb)
+    with pytest.raises(UserError, match=r"--use_8bit_adam could not import bitsandbytes .*pip install"):
+        optim.make_optimizer(_cfg(use_8bit_adam=True), _groups(), torch.device("cpu"))
+
+
+def test_lr_schedule_warms_up_then_holds():
+    optimizer, _ = optim.make_optimizer(_cfg(), _groups(), torch.device("cpu"))
+    scheduler = optim.make_lr_scheduler(_cfg(), optimizer, max_steps=10)
+    rates = []
+    for _ in range(4):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert rates == pytest.approx([0.0, 0.05, 0.1, 0.1])
+
+
+def test_lr_schedule_decays_to_zero_at_max_steps():
+    optimizer, _ = optim.make_optimizer(_cfg(), _groups(), torch.device("cpu"))
+    scheduler = optim.make_lr_scheduler(_cfg(lr_scheduler="linear", lr_warmup_steps=0), optimizer, max_steps=4)
+    for _ in range(4):
+        optimizer.step()
+        scheduler.step()
+    assert scheduler.get_last_lr()[0] == pytest.approx(0.0)
