@@ -1,14 +1,20 @@
-"""Render the options table for the README from the config schema.
+"""Render the options tables for the README from the config schema: the common options, then one table per family.
 
-``python -m dit_lora.config.docs`` prints it; ``--write README.md`` replaces the table in place.
+``python -m dit_lora.config.docs`` prints them; ``--write README.md`` replaces them in place (between the
+``<!-- options:start -->`` and ``<!-- options:end -->`` markers; a README without them has its first options
+table replaced and the markers added).
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING
+from dataclasses import MISSING, fields
 from pathlib import Path
 
+from . import owners
 from .schema import config_fields
+
+HEADER = "| option | default | description |"
+START, END = "<!-- options:start -->", "<!-- options:end -->"
 
 
 def valid_text(f) -> str:
@@ -18,27 +24,58 @@ def valid_text(f) -> str:
     return f"finite {kind}" if str(rule) == "finite" else f"{kind} {rule}"
 
 
+def _row(f) -> str:
+    default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    doc = f.metadata["help"]
+    if f.metadata.get("choices"):
+        doc += f" Choices: {', '.join(f.metadata['choices'])}."
+    if f.metadata.get("valid") is not None:  # checked at parse time (config/parser.py: check_value)
+        doc += f" Valid: {valid_text(f)}."
+    return f"| `--{f.name}` | `{default}` | {doc.replace('|', '/')} |"
+
+
+def table(option_fields) -> str:
+    """A markdown table of ``option_fields`` with their defaults and documentation."""
+    return "\n".join([HEADER, "|---|---|---|", *(_row(f) for f in option_fields)])
+
+
+def family_tables() -> list[tuple[str, str]]:
+    """(heading, table) per family options class: each class once, naming every family that uses it; a class
+    built on another family's lists only what it adds."""
+    by_class: dict[type, list[str]] = {}
+    for family in owners.known_families():
+        cls = owners.options_class(family)
+        if fields(cls):
+            by_class.setdefault(cls, []).append(family)
+    out = []
+    for cls, families in by_class.items():
+        base = next((b for b in cls.__mro__[1:] if b in by_class), None)
+        inherited = {f.name for f in fields(base)} if base is not None else set()
+        names = " or ".join(f"`--family {name}`" for name in families)
+        heading = f"Options of {names}" + (f" (and every option of `--family {by_class[base][0]}`)" if base else "")
+        out.append((heading, table([f for f in fields(cls) if f.name not in inherited])))
+    return out
+
+
 def options_markdown() -> str:
-    """A markdown table of every option with its default and documentation."""
-    rows = ["| option | default | description |", "|---|---|---|"]
-    for f in config_fields():
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
-        doc = f.metadata["help"]
-        if f.metadata.get("choices"):
-            doc += f" Choices: {', '.join(f.metadata['choices'])}."
-        if f.metadata.get("valid") is not None:  # checked at parse time (config/parser.py: check_value)
-            doc += f" Valid: {valid_text(f)}."
-        rows.append(f"| `--{f.name}` | `{default}` | {doc.replace('|', '/')} |")
-    return "\n".join(rows)
+    """The common options' table, then one table per family (a heading line before each)."""
+    parts = ["Common to every family:", "", table(config_fields())]
+    for heading, family_table in family_tables():
+        parts += ["", f"{heading}:", "", family_table]
+    return "\n".join(parts)
 
 
 def rewrite_table(readme: Path) -> None:
-    """Replace the options table in ``readme`` with the current one."""
+    """Replace the options tables in ``readme`` with the current ones."""
     lines = readme.read_text().splitlines()
-    start = lines.index("| option | default | description |")
-    end = start
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
+    if START in lines and END in lines:
+        start, end = lines.index(START) + 1, lines.index(END)
+    else:  # the first options table, from before the markers
+        start = end = lines.index(HEADER)
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        lines[start:end] = [START, *lines[start:end], END]
+        start, end = start + 1, end + 1
     readme.write_text("\n".join(lines[:start] + options_markdown().splitlines() + lines[end:]) + "\n")
 
 

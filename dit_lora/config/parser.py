@@ -16,18 +16,36 @@ import types
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import yaml
 
 from ..errors import UserError
-from .schema import TrainConfig
+from . import owners
+from .schema import TrainConfig, config_fields
 
 
 @functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
 def _field_types() -> dict[str, Any]:
-    hints = typing.get_type_hints(TrainConfig)
-    return {f.name: hints[f.name] for f in fields(TrainConfig)}
+    """Every option's declared type: the common ones and every known family's."""
+    return {name: _field_type(name) for name in owners.all_option_names()}
+
+
+def _field_type(name: str) -> Any:
+    f, cls = _option(name)
+    return _hints(cls)[f.name]
+
+
+def _option(name: str):
+    """(field, declaring class) of option ``name``, common or a family's."""
+    found = owners.find_field(name)
+    if found is None:
+        raise KeyError(name)
+    return found
 
 
 def _base_type(tp: Any) -> tuple[Any, bool]:
@@ -50,8 +68,8 @@ _FALSE = {"0", "false", "no", "off", "n"}
 
 def coerce(name: str, value: Any, source: str) -> Any:
     """Convert ``value`` to the declared type of field ``name``; errors name the field and source."""
-    tp, optional = _base_type(_field_types()[name])
-    meta = next(f.metadata for f in fields(TrainConfig) if f.name == name)
+    tp, optional = _base_type(_field_type(name))
+    meta = _option(name)[0].metadata
     if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null", "")):
         if optional:
             return None
@@ -127,11 +145,11 @@ def range_message(name: str, value: Any, source: str | None = None, shown: str |
     ``source`` is where the value came from: ``--name`` (the command line), a YAML path, or None (the config);
     ``shown`` is the value as the user wrote it (``-1e-4`` rather than ``-0.0001``).
     """
-    f = next(f for f in fields(TrainConfig) if f.name == name)
+    f = _option(name)[0]
     rule = f.metadata.get("valid")
     if rule is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value in rule:
         return None
-    kind = "an integer" if _base_type(_field_types()[name])[0] is int else "a number"
+    kind = "an integer" if _base_type(_field_type(name))[0] is int else "a number"
     wanted = f"{kind} {rule}" if str(rule) != "finite" else f"a finite {kind.split()[-1]}"
     problem = "" if math.isfinite(value) else ", not a finite number"
     why = f": {rule.why}" if rule.why else ""
@@ -151,8 +169,36 @@ def check_value(name: str, value: Any, source: str | None, raw: Any = None) -> N
         raise UserError(message)
 
 
-def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML config; errors name the file and the closest valid key."""
+def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
+    """Read a YAML config for a run of ``family`` (default: the file's own ``family:``, else the schema's);
+    errors name the file and the closest valid key, or the family that owns another family's option.
+    ``chosen_by`` says what set the family, for that message."""
+    data = _read_yaml(path)
+    path = Path(path)
+    if family is None:
+        family, chosen_by = _yaml_family(data, path)
+    valid = [*owners.common_names(), *(f.name for f in owners.family_fields(family))]
+    for key in data:
+        if key not in valid:
+            foreign = owners.foreign_option_message(str(key), family, str(path), chosen_by or "--family")
+            if foreign:
+                raise UserError(foreign)
+            raise UserError(
+                f"Unknown option `{key}` in {path}.{_suggest(str(key), valid)} "
+                "Run the recipe with --help for every valid option."
+            )
+    return {k: coerce(k, v, str(path)) for k, v in data.items()}
+
+
+def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
+    """The family a YAML file names (``family:``), else the schema's default; and what chose it."""
+    if isinstance(data.get("family"), str) and data["family"]:
+        return data["family"], f"`family:` in {path}"
+    return TrainConfig.__dataclass_fields__["family"].default, "the default family"
+
+
+def _read_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML file, unchecked; errors name the file."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"The config file `{path}` (from --config) does not exist. Check the path.")
@@ -162,14 +208,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown.")
     if not isinstance(data, dict):
         raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
-    valid = [f.name for f in fields(TrainConfig)]
-    for key in data:
-        if key not in valid:
-            raise UserError(
-                f"Unknown option `{key}` in {path}.{_suggest(str(key), valid)} "
-                "Run the recipe with --help for every valid option."
-            )
-    return {k: coerce(k, v, str(path)) for k, v in data.items()}
+    return data
 
 
 #: a negative number (``-1e-4``, ``-.5``, ``-inf``) after a flag is its value: argparse's own pattern knows only
@@ -211,8 +250,9 @@ def check_one_source(train_data_dir: str | None, dataset_name: str | None, what:
         )
 
 
-def build_argparser(prog: str | None = None) -> argparse.ArgumentParser:
-    """An argparse parser with one ``--flag`` per config field (values are coerced later)."""
+def build_argparser(prog: str | None = None, family: str | None = None) -> argparse.ArgumentParser:
+    """An argparse parser with one ``--flag`` per common option and per option of ``family`` (default: the
+    schema's), the family's under its own section title (values are coerced later)."""
     parser = _Parser(
         prog=prog,
         description="LoRA fine-tuning with dit-lora. Options come from --config YAML, overridden by flags.",
@@ -221,9 +261,16 @@ def build_argparser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", help="YAML file with options (flags override it).")
     groups: dict[str, argparse._ArgumentGroup] = {}
-    for f in fields(TrainConfig):
+    for f in config_fields():
         section = f.metadata.get("section") or "misc"
         add_config_flag(groups.setdefault(section, parser.add_argument_group(section)), f.name)
+    family = family or TrainConfig.__dataclass_fields__["family"].default
+    own = owners.family_fields(family)
+    if own:
+        title = owners.options_class(family).TITLE or f"{family} options"
+        group = parser.add_argument_group(title)
+        for f in own:
+            add_config_flag(group, f.name)
     return parser
 
 
@@ -233,8 +280,8 @@ def add_config_flag(parser, name: str) -> None:
     The value stays a string (None when absent); :func:`coerce` types it. ``dit-lora check-data`` declares
     the options it shares with the recipes through here, so help texts live in one place.
     """
-    f = next(f for f in fields(TrainConfig) if f.name == name)
-    tp, _ = _base_type(_field_types()[f.name])
+    f = _option(name)[0]
+    tp, _ = _base_type(_field_type(f.name))
     if isinstance(parser, argparse.ArgumentParser):  # e.g. `dit-lora check-data` (a group shares its parser's)
         accept_negative_numbers(parser)
     choices = f.metadata.get("choices")
@@ -253,31 +300,94 @@ def add_config_flag(parser, name: str) -> None:
         parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=metavar)
 
 
-def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True) -> TrainConfig:
+def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True,
+                 infer_family: Callable[[TrainConfig], str] | None = None) -> TrainConfig:
     """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`.
 
+    The family comes first: ``--family``, else the YAML's ``family:``, else ``infer_family`` (given the common
+    options, e.g. the model's family for ``dit-lora plan``), else the schema's default. The flags are then the
+    common options plus that family's; another family's flag or YAML key is refused naming its owner.
     ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_argparser(prog)
+    family, chosen_by, config = _family_of(argv)
+    if family is None and infer_family is not None:
+        common = _parse_values(argv, TrainConfig.__dataclass_fields__["family"].default, "the default family",
+                               config, common_only=True)
+        preliminary = TrainConfig(**common)
+        preliminary.explicit_options = frozenset(common)
+        validate_static(preliminary, needs_data=needs_data)
+        family, chosen_by = infer_family(preliminary), "the model's family"
+    if family is None:
+        family, chosen_by = TrainConfig.__dataclass_fields__["family"].default, "the default family"
+    values = _parse_values(argv, family, chosen_by, config, prog=prog)
+    values["family"] = family
+    common, own = owners.split_values(family, values, source=None)
+    cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own))
+    # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
+    cfg.explicit_options = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
+    validate_static(cfg, needs_data=needs_data)
+    return cfg
+
+
+def _family_of(argv: list[str]) -> tuple[str | None, str, str | None]:
+    """(family, what chose it, --config path) from ``--family`` or the YAML's ``family:`` (None: neither)."""
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--family", default=None)
+    peek.add_argument("--config", default=None)
+    accept_negative_numbers(peek)
+    try:
+        known, _ = peek.parse_known_args(argv)
+    except SystemExit:  # e.g. `--family` without a value: the full parser says so
+        return None, "--family", None
+    if known.family is not None:
+        return str(coerce("family", known.family, "--family")), "--family", known.config
+    if known.config:
+        path = Path(known.config)
+        if path.is_file():
+            try:
+                data = _read_yaml(path)
+            except UserError:
+                return None, "", known.config  # load_yaml reports the bad file
+            if isinstance(data.get("family"), str) and data["family"]:
+                return data["family"], f"`family:` in {path}", known.config
+    return None, "", known.config
+
+
+def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | None, *, prog: str | None = None,
+                  common_only: bool = False) -> dict[str, Any]:
+    """The options set in ``argv`` and its ``--config`` YAML for a run of ``family``, coerced (flags win).
+
+    ``common_only``: only the common options (the family's are left for the second pass).
+    """
+    parser = build_argparser(prog, family)
     args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        flags = [f"--{f.name}" for f in fields(TrainConfig)] + ["--config"]
+    own = [f.name for f in owners.family_fields(family)]
+    if unknown and not common_only:
         bad = next((u for u in unknown if u.startswith("-")), unknown[0])
+        foreign = owners.foreign_option_message(bad.split("=")[0].lstrip("-"), family, "--", chosen_by)
+        if foreign and bad.startswith("--"):
+            raise UserError(foreign)
+        flags = [f"--{name}" for name in [*owners.common_names(), *own]] + ["--config"]
         raise UserError(
             f"Unknown option `{bad}` on the command line.{_suggest(bad.split('=')[0], flags)} "
             "Run with --help for every valid option."
         )
-    values: dict[str, Any] = load_yaml(args.config) if args.config else {}
-    for f in fields(TrainConfig):
-        raw = getattr(args, f.name)
+    values: dict[str, Any] = {}
+    if config:
+        values = _common_yaml(config) if common_only else load_yaml(config, family, chosen_by)
+    for name in [f.name for f in config_fields()] + ([] if common_only else own):
+        raw = getattr(args, name)
         if raw is not None:
-            values[f.name] = coerce(f.name, raw, f"--{f.name}")
-    cfg = TrainConfig(**values)
-    # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
-    cfg.explicit_options = frozenset(values)
-    validate_static(cfg, needs_data=needs_data)
-    return cfg
+            values[name] = coerce(name, raw, f"--{name}")
+    return values
+
+
+def _common_yaml(path: str) -> dict[str, Any]:
+    """The common options of a YAML file, coerced (another family's keys are checked in the second pass)."""
+    data = _read_yaml(path)
+    common = owners.common_names()
+    return {k: coerce(k, v, str(path)) for k, v in data.items() if k in common}
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
@@ -288,9 +398,14 @@ def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
 
 
 def check_ranges(cfg: TrainConfig) -> None:
-    """Every numeric option finite and inside its range (``valid`` in the schema), however the config was made."""
-    for f in fields(TrainConfig):
+    """Every numeric option finite and inside its range (``valid`` in the schema), however the config was made:
+    the common options, then the family's."""
+    for f in config_fields():
         message = range_message(f.name, getattr(cfg, f.name))
+        if message is not None:
+            raise UserError(message)
+    for f in fields(cfg.family_options):
+        message = range_message(f.name, getattr(cfg.family_options, f.name))
         if message is not None:
             raise UserError(message)
 

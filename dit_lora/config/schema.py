@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,17 @@ def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, sect
     return field(default=default, metadata=meta)
 
 
+@dataclass
+class FamilyOptions:
+    """Base of a family's own options (``families/<name>/options.py``): fields declared with :func:`opt`.
+
+    ``TITLE`` names the section its flags are listed under in ``--help`` and the README. A family without
+    options of its own gets this class, empty.
+    """
+
+    TITLE: ClassVar[str] = ""
+
+
 WEIGHTING_SCHEMES = ("none", "logit_normal", "mode", "sigma_sqrt", "cosmap")
 LR_SCHEDULERS = (
     "constant",
@@ -122,10 +133,6 @@ class TrainConfig:
     demo_size: str = opt("tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model")
     demo_num_images: int = opt(
         32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
-    )
-    demo_cogvideox_version: str = opt(
-        "1.0-5b", "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
-        "1.5: RoPE, patch_size_t 2, ofs embedding).", choices=("1.0-2b", "1.0-5b", "1.5"), section="model",
     )
 
     # --- data ---
@@ -184,22 +191,9 @@ class TrainConfig:
     dataloader_num_workers: int = opt(
         0, "Worker processes for data loading (0: load in the main process).", section="data", valid=NON_NEGATIVE
     )
-    complex_human_instruction: bool = opt(
-        True,
-        "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
-        "SanaPipeline does at inference, so training and inference prompts match.",
-        section="data",
-    )
     max_sequence_length: int | None = opt(
         None, "Maximum caption length in tokens. Default: the family's (Sana 300; CogVideoX the transformer's "
         "max_text_seq_length, 226, which it must equal).", section="data", valid=POSITIVE,
-    )
-    trim_text_padding: bool = opt(
-        True,
-        "Sana: cut the caption padding that no cached caption reaches (the cross-attention masks it in every "
-        "sample) from every batch, once per run from the latent cache: the same function over fewer keys, up to "
-        "float rounding. Only with --cache_latents; false keeps all --max_sequence_length tokens.",
-        section="data",
     )
 
     # --- video ---
@@ -225,11 +219,6 @@ class TrainConfig:
         None, "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
         "(CogVideoX 1.0: 720; 1.5: 1360).", section="video", valid=POSITIVE,
     )
-    allow_untrained_resolution: bool = opt(
-        False, "Train at a video size whose latent tokens per clip are more than 2x or less than 1/4 of the "
-        "checkpoint's trained size (CogVideoX 1.0: 49x480x720; 1.5: 81x768x1360), which is refused otherwise.",
-        section="video",
-    )
     frame_buckets: str | None = opt(
         None,
         "Comma-separated FRAMESxHEIGHTxWIDTH buckets, e.g. `49x480x720,49x480x480,25x480x720`: each clip goes to "
@@ -242,43 +231,6 @@ class TrainConfig:
         "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
         "and THUDM CogVideoX trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
         choices=("uniform", "first"), section="video",
-    )
-    enable_slicing: bool = opt(
-        True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="video"
-    )
-    enable_tiling: bool = opt(
-        True, "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
-        section="video",
-    )
-    timestep_sampling: str = opt(
-        "uniform",
-        "CogVideoX: how training timesteps are drawn: `uniform` over 0..999 (the reference trainers) or "
-        "`logit_normal` (--logit_mean/--logit_std; fewer of the near-t=0 steps whose loss weight reaches ~1000x).",
-        choices=("uniform", "logit_normal"), section="video",
-    )
-    loss_weight_cap: float | None = opt(
-        None,
-        "CogVideoX: clamp the per-sample loss weight 1/(1 - alphas_cumprod[t]) to this value (e.g. 20). The "
-        "reference weight is ~1177 (5B, 1.5) or ~393 (2B) at t=0. Off when unset (parity with the references).",
-        section="video", valid=POSITIVE,
-    )
-    first_frame_noise: bool = opt(
-        True,
-        "CogVideoX image-to-video: add Gaussian noise with sigma = exp(N(-3, 0.5)) per sample to the conditioning "
-        "image latents at every step (the THUDM trainer's augmentation).",
-        section="video",
-    )
-    noised_image_dropout: float = opt(
-        0.0,
-        "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.",
-        section="video",
-        valid=PROBABILITY,
-    )
-    validation_image: str | None = opt(
-        None,
-        "Image-to-video: the conditioning image for validation videos. Default: the first frame of the first "
-        "training clip.",
-        section="validation",
     )
 
     # --- LoRA ---
@@ -370,17 +322,6 @@ class TrainConfig:
         None, "Recompute activations in backward to save memory. Default: the family's (on for CogVideoX, off for "
         "Sana and DiT).", section="training",
     )
-    weighting_scheme: str = opt(
-        "logit_normal",
-        "Timestep density / loss weighting from diffusers.training_utils (Sana's native: logit_normal).",
-        choices=WEIGHTING_SCHEMES,
-        section="training",
-    )
-    logit_mean: float = opt(0.0, "Mean of the logit-normal timestep density.", section="training", valid=FINITE)
-    logit_std: float = opt(
-        1.0, "Standard deviation of the logit-normal timestep density.", section="training", valid=POSITIVE
-    )
-    mode_scale: float = opt(1.29, "Scale of the `mode` timestep density.", section="training", valid=FINITE)
 
     # --- checkpoints ---
     checkpointing_steps: int = opt(
@@ -555,44 +496,38 @@ class TrainConfig:
         choices=("off", "blocks", "full"), section="kernels",
     )
 
-    # --- class-conditional DiT ---
-    num_classes: int | None = opt(
-        None,
-        "DiT: number of classes to train. If it differs from the model's class-embedding size, the label embedding "
-        "is resized (keeping the null class used for guidance) and trained at --backbone_learning_rate.",
-        section="dit", valid=POSITIVE,
-    )
-
-    # --- video LLMs (VideoChat-style question answering) ---
-    num_frames: int = opt(
-        8, "Video LLMs: frames sampled uniformly from each clip (VideoChat2 and LLaVA-NeXT-Video use 8-16).",
-        section="videochat", valid=POSITIVE,
-    )
-    video_folder: str | None = opt(
-        None, "Video LLMs: folder that relative video paths in the annotation file are under (default: the "
-        "annotation file's folder).", section="videochat",
-    )
-    train_vision_tower: bool = opt(
-        False, "Video LLMs: also train the vision tower (fully), at --vision_tower_learning_rate.", section="videochat"
-    )
-    vision_tower_learning_rate: float = opt(
-        2e-6,
-        "Video LLMs: learning rate of the vision tower with --train_vision_tower.",
-        section="videochat",
-        valid=POSITIVE,
-    )
-    use_liger_kernel: bool = opt(
-        False, "Video LLMs: apply Liger-Kernel to the language model (RMSNorm, SwiGLU, RoPE, fused linear "
-        "cross-entropy) when it is installed and a CUDA GPU is present; otherwise a note and the plain path.",
-        section="videochat",
-    )
-    validation_video: str | None = opt(
-        None, "Video LLMs: clip the validation question (--validation_prompt) is asked about (default: the first "
-        "training clip).", section="videochat",
-    )
-
     # --- robustness ---
     skip_doctor: bool = opt(False, "Skip the environment check at start (not recommended).", section="misc")
+
+    # --- the family's own options (not a flag: its fields are) ---
+    family_options: FamilyOptions = field(default=None, metadata={"option": False})  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        """Give the run its family's options (defaults when none were given); refuse another family's."""
+        from .owners import options_class
+
+        wanted = options_class(self.family)
+        if self.family_options is None:
+            self.family_options = wanted()
+        elif type(self.family_options) is not wanted:
+            raise TypeError(f"family_options of family `{self.family}` must be a {wanted.__name__}, "
+                            f"not a {type(self.family_options).__name__}")
+
+    @classmethod
+    def for_family(cls, family: str | None = None, /, **values: Any) -> "TrainConfig":
+        """A config for ``family`` built in code: each keyword goes where it belongs, common or the family's.
+
+        ``TrainConfig.for_family("dit", num_classes=10, resolution=64)``. ``family`` may also come as a keyword
+        (default: the schema's). A keyword that is another family's option raises the paragraph the parser gives.
+        """
+        from .owners import split_values
+
+        if family is None:
+            family = values.pop("family", None) or cls.__dataclass_fields__["family"].default
+        elif values.pop("family", family) != family:
+            raise TypeError("for_family: the family is given twice, with different values")
+        common, own = split_values(family, values, source=None)
+        return cls(family=family, family_options=options_class_of(family)(**own), **common)
 
     @property
     def weight_dtype(self):
@@ -607,6 +542,14 @@ class TrainConfig:
         return float(self.rank if self.lora_alpha is None else self.lora_alpha)
 
 
+def options_class_of(family: str) -> type[FamilyOptions]:
+    """The options dataclass of ``family`` (:class:`FamilyOptions` when it declares none)."""
+    from .owners import options_class
+
+    return options_class(family)
+
+
 def config_fields() -> list:
-    """The dataclass fields of :class:`TrainConfig`, in declaration order."""
-    return list(fields(TrainConfig))
+    """The common options: the dataclass fields of :class:`TrainConfig` in declaration order (not family_options;
+    each family's own options are ``fields(options_class(family))``, see :mod:`.owners`)."""
+    return [f for f in fields(TrainConfig) if f.metadata.get("option", True)]

@@ -13,12 +13,20 @@ import pytest
 import yaml
 
 from dit_lora.config import parse_config
+from dit_lora.config.owners import all_option_names, find_field, owners
 from dit_lora.config.parser import _base_type, _field_types, build_argparser
-from dit_lora.config.schema import Range, config_fields
+from dit_lora.config.schema import Range
 from dit_lora.errors import UserError
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
-NUMERIC = [f for f in config_fields() if _base_type(_field_types()[f.name])[0] in (int, float)]
+#: every numeric option, common or a family's (each given with --family of a family that owns it)
+NUMERIC = [find_field(name)[0] for name in all_option_names() if _base_type(_field_types()[name])[0] in (int, float)]
+
+
+def _family_flag(name: str) -> list[str]:
+    """``--family F`` for a family option (the first family that has it), nothing for a common one."""
+    holders = owners(name)
+    return ["--family", holders[0]] if holders else []
 
 
 def _out_of_range(rule: Range) -> float | None:
@@ -44,19 +52,19 @@ def _bad_values():
 
 def _give(tmp_path, name: str, value: str, how: str) -> list[str]:
     if how == "flag":
-        return MIN + [f"--{name}", value]
+        return MIN + _family_flag(name) + [f"--{name}", value]
     if how == "flag=":
-        return MIN + [f"--{name}={value}"]
+        return MIN + _family_flag(name) + [f"--{name}={value}"]
     path = tmp_path / "c.yaml"
     # YAML's own spellings of the non-finite floats: .nan, .inf, -.inf
     text = {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}.get(value, value)
     path.write_text(f"{name}: {text}\n")
-    return MIN + ["--config", str(path)]
+    return MIN + _family_flag(name) + ["--config", str(path)]
 
 
 def test_every_numeric_option_declares_its_range():
     missing = [f.name for f in NUMERIC if not isinstance(f.metadata.get("valid"), Range)]
-    assert not missing, f"give these options a `valid=` range in config/schema.py: {missing}"
+    assert not missing, f"give these options a `valid=` range (config/schema.py or the family's options): {missing}"
     assert len(NUMERIC) >= 48
 
 
@@ -110,7 +118,8 @@ def test_yaml_negative_learning_rate_names_the_file(tmp_path):
 ])
 def test_negative_and_exponent_values_parse_as_values(argv, field, value):
     cfg = parse_config(MIN + argv)
-    assert getattr(cfg, field) == value and not (isinstance(value, float) and math.isnan(value))
+    where = cfg.family_options if owners(field) else cfg
+    assert getattr(where, field) == value and not (isinstance(value, float) and math.isnan(value))
 
 
 def test_an_unknown_flag_is_still_a_flag():

@@ -415,7 +415,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     # Training's screening leaves out the same samples, for the same reasons.
     from dit_lora.config import TrainConfig
 
-    cfg = TrainConfig(family=family, train_data_dir=str(annotation), num_frames=4)
+    cfg = TrainConfig.for_family(family=family, train_data_dir=str(annotation), num_frames=4)
     quarantine: list = []
     VideoQAMedia(cfg, get_family(family)).screen(load_qa_samples(annotation), log=lambda _: None,
                                                  quarantine=quarantine)
@@ -448,7 +448,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     # last rounds are cut.
     from dit_lora.data.prepare import report_lines
 
-    cfg = TrainConfig(family=family, train_data_dir=str(annotation), num_frames=4, max_sequence_length=first)
+    cfg = TrainConfig.for_family(family=family, train_data_dir=str(annotation), num_frames=4, max_sequence_length=first)
     media = VideoQAMedia(cfg, qa_family)
     cut = report_lines(media, media.screen(load_qa_samples(annotation), log=lambda _: None, quarantine=[]), None)
     assert len(cut) == 1 and cut[0].startswith("long conversations: ")

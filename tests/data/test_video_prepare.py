@@ -86,7 +86,7 @@ def _cfg(tmp_path: Path, data: Path | None, **overrides) -> TrainConfig:
                   cache_dir=str(tmp_path / "cache"), max_num_frames=9, height=32, width=32, train_batch_size=2,
                   seed=0, max_bad_samples_fraction=0.05)
     values.update(overrides)
-    return TrainConfig(**values)
+    return TrainConfig.for_family(**values)
 
 
 def _snapshot(files) -> dict[str, tuple[int, bytes]]:

@@ -96,7 +96,8 @@ def text_encoding(family_name: str, model: Path, **overrides):
     from dit_lora.families import get_family
 
     family = get_family(family_name)
-    cfg = TrainConfig(family=family_name, pretrained_model_name_or_path=str(model), mixed_precision="no", **overrides)
+    cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path=str(model), mixed_precision="no",
+                                 **overrides)
     comps = family.load_components(cfg, torch.device("cpu"))
     family.configure(comps, cfg)
 

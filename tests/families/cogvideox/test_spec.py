@@ -56,7 +56,7 @@ def _cfg(model: Path, **kw):
                   mixed_precision="no", max_num_frames=9, height=64, width=64, enable_tiling=False,
                   rank=4, lora_alpha=8, seed=0, validation_inference_steps=2, num_validation_images=1)
     values.update(kw)
-    return TrainConfig(**values)
+    return TrainConfig.for_family(**values)
 
 
 def _family(task: str):

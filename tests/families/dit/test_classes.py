@@ -25,8 +25,8 @@ def _class_folders(root: Path, names: list[str], per_class: int = 2) -> Path:
 
 
 def _cfg(model: Path, data: Path, **kw) -> TrainConfig:
-    return TrainConfig(family="dit", pretrained_model_name_or_path=str(model), train_data_dir=str(data),
-                       resolution=64, mixed_precision="no", rank=4, lora_alpha=4, **kw)
+    return TrainConfig.for_family("dit", pretrained_model_name_or_path=str(model), train_data_dir=str(data),
+                                  resolution=64, mixed_precision="no", rank=4, lora_alpha=4, **kw)
 
 
 def _with_synonyms(tiny_dit: Path, tmp_path: Path) -> Path:

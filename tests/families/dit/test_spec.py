@@ -22,7 +22,7 @@ def _cfg(model: Path, data: Path, out: Path, **kw):
     values = dict(family="dit", pretrained_model_name_or_path=str(model), train_data_dir=str(data),
                   output_dir=str(out), resolution=64, mixed_precision="no", rank=4, lora_alpha=8, seed=0)
     values.update(kw)
-    return TrainConfig(**values)
+    return TrainConfig.for_family(**values)
 
 
 def test_folder_labels_and_classlabel_column(shape_classes, tmp_path):

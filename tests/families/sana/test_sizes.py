@@ -67,7 +67,7 @@ def _demo_cfg(tmp_path, **kw):
     values = dict(family="sana", demo=True, pretrained_model_name_or_path=str(tmp_path / "tiny-sana"),
                   train_data_dir=str(tmp_path / "shapes"), output_dir=str(tmp_path / "out"), resolution=64)
     values.update(kw)
-    return TrainConfig(**values)
+    return TrainConfig.for_family(**values)
 
 
 @pytest.fixture

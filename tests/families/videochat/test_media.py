@@ -45,7 +45,7 @@ class _StubQAFamily:
 
 def test_video_qa_data_declares_its_padding_collate_and_the_loader_uses_it(tmp_path):
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=3)
-    cfg = TrainConfig(family="qwen2_5_vl", train_data_dir=str(annotation), num_frames=4,
+    cfg = TrainConfig.for_family(family="qwen2_5_vl", train_data_dir=str(annotation), num_frames=4,
                       output_dir=str(tmp_path / "out"), cache_latents=True)
     accelerator = types.SimpleNamespace(is_main_process=True, process_index=0, num_processes=1,
                                         wait_for_everyone=lambda: None)
@@ -68,7 +68,7 @@ def test_video_qa_data_declares_its_padding_collate_and_the_loader_uses_it(tmp_p
 def test_cut_conversations_are_judged_by_the_main_process_only(tmp_path, monkeypatch, capsys, main):
     """Judging the cut conversations reads every multi-round clip again: only the rank that logs it does it."""
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=3)
-    cfg = TrainConfig(family="qwen2_5_vl", train_data_dir=str(annotation), num_frames=4,
+    cfg = TrainConfig.for_family(family="qwen2_5_vl", train_data_dir=str(annotation), num_frames=4,
                       output_dir=str(tmp_path / "out"))
     calls = []
     monkeypatch.setattr(VideoQAMedia, "cut_rounds_line",

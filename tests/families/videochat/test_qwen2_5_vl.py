@@ -450,7 +450,7 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
     assert read_clip(clips["long"], 8).fps == pytest.approx(8 / 60 * 4)
 
     family = get_family("qwen2_5_vl")
-    cfg = TrainConfig(family="qwen2_5_vl", pretrained_model_name_or_path=str(tiny), num_frames=8,
+    cfg = TrainConfig.for_family(family="qwen2_5_vl", pretrained_model_name_or_path=str(tiny), num_frames=8,
                       validation_prompt="What colour is the square?")
     family.load_components(cfg, torch.device("cpu"))
     messages = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]

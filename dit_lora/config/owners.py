@@ -1,0 +1,162 @@
+"""Who owns each option: the common :class:`TrainConfig`, or one family's options dataclass.
+
+Each family's own options live in ``dit_lora/families/<package>/options.py``; option groups that several
+families share (the flow-matching timestep density) live in a shared module and are inherited. The CLI keeps
+the flat flag names, so a flag's name says nothing about its owner: this module does.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import Field, fields
+from typing import Any
+
+from ..errors import UserError
+from .schema import FamilyOptions, TrainConfig
+
+#: TEMPORARY (issue 26): the family registry's entries (``FamilyEntry.options``) name each family's options class
+#: and register it here (:func:`register_options`, which wins); this table is the fallback until every entry does.
+_OPTION_CLASSES: dict[str, str] = {
+    "sana": "dit_lora.families.sana.options:SanaOptions",
+    "dit": "dit_lora.families.dit.options:DiTOptions",
+    "cogvideox": "dit_lora.families.cogvideox.options:CogVideoXOptions",
+    "cogvideox_i2v": "dit_lora.families.cogvideox.options:CogVideoXI2VOptions",
+    "llava_next_video": "dit_lora.families.videochat.options:VideoChatOptions",
+    "qwen2_5_vl": "dit_lora.families.videochat.options:VideoChatOptions",
+}
+_REGISTERED: dict[str, type[FamilyOptions] | str] = {}
+
+
+def register_options(family: str, options: type[FamilyOptions] | str) -> None:
+    """Declare ``family``'s options class (or its ``"module:Class"`` path, imported when first needed)."""
+    _REGISTERED[family] = options
+    _resolve.cache_clear()
+    _index.cache_clear()
+
+
+def unregister_options(family: str) -> None:
+    """Forget ``family``'s registered options class (the registry's ``unregister_family`` calls this)."""
+    _REGISTERED.pop(family, None)
+    _resolve.cache_clear()
+    _index.cache_clear()
+
+
+def _registry() -> None:
+    """Import the family registry, whose entries register their options classes here."""
+    importlib.import_module("dit_lora.families")
+
+
+def _load(path: str) -> type[FamilyOptions]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@functools.lru_cache(maxsize=None)
+def _resolve(family: str) -> type[FamilyOptions]:
+    _registry()
+    found = _REGISTERED.get(family, _OPTION_CLASSES.get(family))
+    if found is None:
+        return FamilyOptions
+    cls = _load(found) if isinstance(found, str) else found
+    if not (isinstance(cls, type) and issubclass(cls, FamilyOptions)):
+        raise TypeError(f"the options of family `{family}` must be a FamilyOptions dataclass, not {cls!r}")
+    return cls
+
+
+def options_class(family: str) -> type[FamilyOptions]:
+    """The options dataclass of ``family``; :class:`FamilyOptions` (no options) for a family that declares none."""
+    return _resolve(str(family))
+
+
+def known_families() -> list[str]:
+    """Every family whose options class is known (declared here, then registered), in that order."""
+    _registry()
+    return list(dict.fromkeys([*_OPTION_CLASSES, *_REGISTERED]))
+
+
+def family_fields(family: str) -> list[Field]:
+    """The option fields of ``family``'s options class, in declaration order (inherited groups first)."""
+    return list(fields(options_class(family)))
+
+
+def common_names() -> frozenset[str]:
+    """Names of the common options (every family has them)."""
+    return frozenset(f.name for f in fields(TrainConfig) if f.metadata.get("option", True))
+
+
+@functools.lru_cache(maxsize=None)
+def _index() -> dict[str, tuple[Field, type]]:
+    """Every option's name -> (field, the class that declares it): the common ones and every known family's."""
+    found: dict[str, tuple[Field, type]] = {}
+    for f in fields(TrainConfig):
+        if f.metadata.get("option", True):
+            found[f.name] = (f, TrainConfig)
+    for family in known_families():
+        cls = options_class(family)
+        for f in fields(cls):
+            found.setdefault(f.name, (f, _declaring_class(cls, f.name)))
+    return found
+
+
+def _declaring_class(cls: type, name: str) -> type:
+    """The class in ``cls``'s bases that declares field ``name`` (for its annotations)."""
+    for klass in reversed(cls.__mro__):
+        if name in getattr(klass, "__annotations__", {}):
+            return klass
+    return cls
+
+
+def find_field(name: str) -> tuple[Field, type] | None:
+    """The field called ``name`` (common or any family's) and its declaring class, or None."""
+    return _index().get(name)
+
+
+def all_option_names() -> list[str]:
+    """Every option name, common and every known family's."""
+    return list(_index())
+
+
+def owners(name: str) -> list[str]:
+    """The families whose options include ``name`` (empty for a common option or an unknown name)."""
+    if name in common_names():
+        return []
+    return [family for family in known_families() if name in {f.name for f in fields(options_class(family))}]
+
+
+def _families_text(names: list[str]) -> str:
+    listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 2 else names)
+    return f"the {listed} {'family' if len(names) == 1 else 'families'}"
+
+
+def foreign_option_message(name: str, family: str, where: str | None, chosen_by: str) -> str | None:
+    """The one paragraph for option ``name`` given to a run of ``family`` that does not have it (None: it does,
+    or no family has it). ``where``: ``--name`` (a flag), a YAML path, or None (code); ``chosen_by``: what set
+    the family (``--family``, ``family: in run.yaml``, ``the default``)."""
+    holders = owners(name)
+    if not holders or family in holders:
+        return None
+    if where is None or where.startswith("--"):
+        given, fix = f"--{name}", f"remove --{name}"
+    else:
+        given, fix = f"`{name}` in {where}", f"remove `{name}` from {where}"
+    other = holders[0]
+    return (f"{given} is an option of {_families_text(holders)}; this run trains {family} ({chosen_by}). "
+            f"To train {other}, use --family {other} (or `family: {other}` in the config); otherwise {fix}.")
+
+
+def split_values(family: str, values: dict[str, Any], source: str | None) -> tuple[dict, dict]:
+    """``values`` split into (common options, ``family``'s options); another family's option or an unknown name
+    raises one paragraph (``source``: where they came from, as in :func:`foreign_option_message`)."""
+    common, own = {}, {}
+    mine = {f.name for f in family_fields(family)}
+    commons = common_names()
+    for name, value in values.items():
+        if name in commons:
+            common[name] = value
+        elif name in mine:
+            own[name] = value
+        else:
+            message = foreign_option_message(name, family, source, "family")
+            raise UserError(message or f"`{name}` is not an option of dit-lora (family {family}).")
+    return common, own

@@ -1,0 +1,30 @@
+"""Sana's own options (``--family sana``): caption handling and the flow-matching density.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config.schema import opt
+from ...diffusion.options import FlowMatchingOptions
+
+
+@dataclass
+class SanaOptions(FlowMatchingOptions):
+    """Options only Sana reads."""
+
+    TITLE = "sana options (--family sana)"
+
+    complex_human_instruction: bool = opt(
+        True,
+        "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
+        "SanaPipeline does at inference, so training and inference prompts match.",
+        section="sana",
+    )
+    trim_text_padding: bool = opt(
+        True,
+        "Sana: cut the caption padding that no cached caption reaches (the cross-attention masks it in every "
+        "sample) from every batch, once per run from the latent cache: the same function over fewer keys, up to "
+        "float rounding. Only with --cache_latents; false keeps all --max_sequence_length tokens.",
+        section="sana",
+    )
