@@ -85,11 +85,11 @@ def generic_patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.normalization import RMSNorm
 
     return (
-        PatchPoint("layernorm", nn.LayerNorm, ("layernorm",), "8f41fcc8f9a63455", forward=_layernorm,
+        PatchPoint("layernorm", nn.LayerNorm, ("layernorm",), "d0ed1f7a9eb30e56", forward=_layernorm,
                    when=lambda m: len(m.normalized_shape) == 1, written_for="torch 2.13.0"),
-        PatchPoint("rmsnorm", RMSNorm, ("rmsnorm",), "2633294611ed3bdf", forward=_rmsnorm,
+        PatchPoint("rmsnorm", RMSNorm, ("rmsnorm",), "a17b3fdc312609e3", forward=_rmsnorm,
                    when=lambda m: getattr(m, "bias", None) is None, written_for="diffusers 0.42.1"),
-        PatchPoint("attention", AttnProcessor2_0, ("attention",), "2ba1c402ca1e74ed", processor=_per_head_qk_norm,
+        PatchPoint("attention", AttnProcessor2_0, ("attention",), "21a6628e8542037c", processor=_per_head_qk_norm,
                    when=_plain_attention, written_for="diffusers 0.42.1"),
     )
 

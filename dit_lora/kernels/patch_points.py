@@ -75,7 +75,7 @@ def source_fingerprint(fn: Callable) -> str:
     """sha256 (first :data:`FINGERPRINT_CHARS` hex digits) of ``fn``'s source, comments and docstring left out.
 
     The source is parsed and unparsed by :mod:`ast`, so reformatting or a reworded comment keeps
-    the fingerprint and any change to what the code does changes it. '' when the source is unavailable.
+    the fingerprint (so does renaming the function) and any change to what the code does changes it. '' when the source is unavailable.
     """
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
@@ -83,7 +83,7 @@ def source_fingerprint(fn: Callable) -> str:
         return ""
     node = tree.body[0]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        node.decorator_list = []
+        node.decorator_list, node.name = [], "_"  # what the code does, not what it is called
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
                 and isinstance(body[0].value.value, str):

@@ -88,10 +88,10 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXBlock
 
     return (
-        PatchPoint("cogvideox.norm_zero", CogVideoXLayerNormZero, ("modulate",), "8561f8f69547e938",
+        PatchPoint("cogvideox.norm_zero", CogVideoXLayerNormZero, ("modulate",), "7a8c5e8c95048878",
                    forward=norm_zero_forward, when=lambda m: type(m.norm) is nn.LayerNorm, written_for=WRITTEN_FOR),
-        PatchPoint("cogvideox.block", CogVideoXBlock, ("gated_residual",), "b1f155651a40b559", forward=block_forward,
+        PatchPoint("cogvideox.block", CogVideoXBlock, ("gated_residual",), "7d76aaa4a943237d", forward=block_forward,
                    written_for=WRITTEN_FOR),
-        PatchPoint("cogvideox.attention", CogVideoXAttnProcessor2_0, ("attention",), "fd35fdcd6ed5ef80",
+        PatchPoint("cogvideox.attention", CogVideoXAttnProcessor2_0, ("attention",), "d1aa6498c53047fc",
                    processor=JointAttentionProcessor, written_for=WRITTEN_FOR),
     )

@@ -49,5 +49,5 @@ def patch_points() -> tuple[PatchPoint, ...]:
     """DiT's point: ``BasicTransformerBlock`` with ``norm_type='ada_norm_zero'``."""
     from diffusers.models.attention import BasicTransformerBlock
 
-    return (PatchPoint("dit.block", BasicTransformerBlock, ("modulate", "gated_residual"), "8b6288f34e059da5",
+    return (PatchPoint("dit.block", BasicTransformerBlock, ("modulate", "gated_residual"), "b00f6c306bd464b8",
                        forward=block_forward, when=is_dit_block, written_for=WRITTEN_FOR),)

@@ -48,8 +48,8 @@ from ...errors import UserError
 from ...output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from ..base import Components, schedule_on_device
 from ..capabilities import (
-    AdapterExtras, AdapterFitting, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples,
-    Trainables, attach_adapter,
+    AdapterExtras, AdapterFitting, Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup,
+    Samples, Trainables, attach_adapter,
 )
 from ..diffusion import DiffusionFamily
 from .classes import class_count_error, map_to_pretrained, pretrained_labels
@@ -185,7 +185,7 @@ class DiTFamily(DiffusionFamily):
     caption_source = "class_folders"
     capabilities = DiffusionFamily.capabilities + (
         Demo, ModelDefaults, Precision, RunSetup, Trainables, Samples, MemoryPlan, ModelCard, AdapterFitting,
-        AdapterExtras,
+        AdapterExtras, FusedKernels,
     )
 
     def kernel_patch_points(self) -> tuple:

@@ -55,10 +55,10 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.sana_transformer import SanaAttnProcessor2_0, SanaTransformerBlock
 
     return (
-        PatchPoint("sana.block", SanaTransformerBlock, ("modulate", "gated_residual"), "1328475247f860ca",
+        PatchPoint("sana.block", SanaTransformerBlock, ("modulate", "gated_residual"), "5afe258c4b26a5f0",
                    forward=block_forward, when=_is_block, written_for=WRITTEN_FOR),
-        PatchPoint("sana.cross_attention", SanaAttnProcessor2_0, ("attention",), "7bbe5cc26d72bd56",
+        PatchPoint("sana.cross_attention", SanaAttnProcessor2_0, ("attention",), "8ef70e80b2143f99",
                    processor=cross_attention, written_for=WRITTEN_FOR),
-        PatchPoint("sana.linear_attention", SanaLinearAttnProcessor2_0, ("linear_attention",), "369f5575e6bd24c1",
+        PatchPoint("sana.linear_attention", SanaLinearAttnProcessor2_0, ("linear_attention",), "2f931a190ca42ed2",
                    processor=LinearAttentionProcessor, written_for=WRITTEN_FOR),
     )
