@@ -1,0 +1,169 @@
+"""Rectified-flow (flow-matching) training pieces shared by the families that train that way.
+
+The rules are those of diffusers' SD3 / Sana DreamBooth-LoRA training scripts
+(``examples/dreambooth/train_dreambooth_lora_sana.py``), with the SD3 paper's timestep densities
+(Esser et al. 2024, https://huggingface.co/papers/2403.03206):
+
+- the training tables are ``FlowMatchEulerDiscreteScheduler``'s ``sigmas`` / ``timesteps`` built with the
+  checkpoint's flow shift (:func:`training_scheduler`, :func:`flow_tables`);
+- a sample's table index is ``floor(u * num_train_timesteps)`` with ``u`` drawn from
+  ``diffusers.training_utils.compute_density_for_timestep_sampling`` (uniform, logit-normal or ``mode``)
+  (:func:`sample_indices`);
+- ``x_t = (1 - sigma) x0 + sigma eps`` (:func:`noisy_latents`), the model predicts the velocity
+  ``eps - x0`` (:func:`velocity_target`);
+- the per-sample MSE is weighted by ``diffusers.training_utils.compute_loss_weighting_for_sd3``
+  (``sigma_sqrt``, ``cosmap``, or 1) and averaged over the batch (:func:`loss_weighting`, :func:`weighted_mse`).
+
+:func:`draw` bundles noise, indices, sigmas and timesteps in the order Sana's loss has always drawn them
+(noise first, then ``u``, from the same generator), so a run resumed from a checkpoint repeats it bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+__all__ = [
+    "FlowDraw",
+    "draw",
+    "flow_tables",
+    "loss_weighting",
+    "noisy_latents",
+    "sample_indices",
+    "training_scheduler",
+    "velocity_target",
+    "weighted_mse",
+]
+
+
+def training_scheduler(scheduler_config: dict[str, Any]):
+    """A ``FlowMatchEulerDiscreteScheduler`` carrying the checkpoint's flow shift.
+
+    ``scheduler_config`` is the checkpoint's ``scheduler/scheduler_config.json`` (empty: shift 1, 1000 steps).
+    Flow-matching configs call the shift ``shift``; the DPM-Solver configs Sana ships call it ``flow_shift``,
+    which wins when both are set.
+    """
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    shift = scheduler_config.get("flow_shift") or scheduler_config.get("shift") or 1.0
+    return FlowMatchEulerDiscreteScheduler(
+        num_train_timesteps=scheduler_config.get("num_train_timesteps", 1000), shift=float(shift)
+    )
+
+
+def flow_tables(scheduler, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scheduler's ``(sigmas, timesteps)`` tables on ``device``.
+
+    The step indexes them every micro-batch; build them once at load, so that no step copies them from the
+    host (a blocking copy on CUDA). Index 0 is the noisiest entry (sigma 1, timestep ``num_train_timesteps``).
+    """
+    return scheduler.sigmas.to(device), scheduler.timesteps.to(device)
+
+
+def sample_indices(
+    weighting_scheme: str,
+    batch_size: int,
+    num_train_timesteps: int,
+    *,
+    logit_mean: float = 0.0,
+    logit_std: float = 1.0,
+    mode_scale: float = 1.29,
+    device: torch.device | str = "cpu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """One table index per sample (int64, ``[batch_size]``), in ``[0, num_train_timesteps - 1]``.
+
+    ``u`` comes from ``diffusers.training_utils.compute_density_for_timestep_sampling`` (``logit_normal``:
+    sigmoid of N(logit_mean, logit_std); ``mode``: the SD3 paper's mode density with ``mode_scale``; anything
+    else: uniform) and becomes ``floor(u * num_train_timesteps)``, as in diffusers' SD3/Sana scripts. The clamp
+    keeps ``u`` = 1 (possible in float32 after the sigmoid) inside the table.
+    """
+    from diffusers.training_utils import compute_density_for_timestep_sampling
+
+    u = compute_density_for_timestep_sampling(
+        weighting_scheme, batch_size, logit_mean=logit_mean, logit_std=logit_std, mode_scale=mode_scale,
+        device=device, generator=generator,
+    )
+    return (u * num_train_timesteps).long().clamp(max=num_train_timesteps - 1)
+
+
+def _per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``values`` (``[B]``) shaped to broadcast over ``like`` (``[B, ...]``)."""
+    if values.ndim != 1 or values.shape[0] != like.shape[0]:
+        raise ValueError(f"expected one value per sample ([{like.shape[0]}]), got shape {tuple(values.shape)}")
+    return values.view(-1, *([1] * (like.ndim - 1)))
+
+
+def noisy_latents(latents: torch.Tensor, noise: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+    """``x_t = (1 - sigma) x0 + sigma eps`` per sample, for any latent layout (``sigmas`` is ``[B]``).
+
+    The rectified-flow interpolation of ``FlowMatchEulerDiscreteScheduler.scale_noise`` and diffusers'
+    flow-matching training scripts.
+    """
+    sigma = _per_sample(sigmas, latents)
+    return (1.0 - sigma) * latents + sigma * noise
+
+
+def velocity_target(latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """The flow-matching target ``eps - x0`` (the velocity ``d x_t / d sigma``)."""
+    return noise - latents
+
+
+def loss_weighting(weighting_scheme: str, sigmas: torch.Tensor) -> torch.Tensor:
+    """Per-sample loss weights (``[B]``) from ``diffusers.training_utils.compute_loss_weighting_for_sd3``.
+
+    ``sigma_sqrt``: ``sigma^-2``; ``cosmap``: ``2 / (pi (1 - 2 sigma + 2 sigma^2))``; any other scheme
+    (``logit_normal``, ``mode``, ``none``): 1, the density alone shapes the loss.
+    """
+    from diffusers.training_utils import compute_loss_weighting_for_sd3
+
+    return compute_loss_weighting_for_sd3(weighting_scheme, sigmas=sigmas).view_as(sigmas)
+
+
+def weighted_mse(pred: torch.Tensor, target: torch.Tensor, weighting: torch.Tensor) -> torch.Tensor:
+    """``mean_b(w_b * mean((pred_b - target_b)^2))`` in fp32, a 0-d tensor.
+
+    As diffusers' scripts: the squared error is averaged within each sample, weighted, then averaged over the
+    batch (with equal-sized samples this is their ``mean(w * (pred - target)^2)``).
+    """
+    per_sample = ((pred.float() - target.float()) ** 2).flatten(1).mean(1)
+    return (weighting.float() * per_sample).mean()
+
+
+@dataclass(frozen=True)
+class FlowDraw:
+    """What one flow-matching step draws for a batch: the noise and each sample's table entry."""
+
+    noise: torch.Tensor
+    indices: torch.Tensor  #: int64 ``[B]``
+    sigmas: torch.Tensor  #: ``[B]``, in the latents' dtype
+    timesteps: torch.Tensor  #: ``[B]``, the table's dtype (float32): what the transformer is given
+
+
+def draw(
+    latents: torch.Tensor,
+    tables: tuple[torch.Tensor, torch.Tensor],
+    weighting_scheme: str,
+    *,
+    logit_mean: float = 0.0,
+    logit_std: float = 1.0,
+    mode_scale: float = 1.29,
+    generator: torch.Generator | None = None,
+) -> FlowDraw:
+    """Noise like ``latents``, then one table index per sample, both from ``generator`` (in that order).
+
+    ``tables`` is :func:`flow_tables`' output on the latents' device; its length is the scheduler's
+    ``num_train_timesteps``. The sigmas are cast to the latents' dtype (as diffusers' scripts do), the
+    timesteps are not.
+    """
+    device = latents.device
+    noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+    sigma_table, timestep_table = tables
+    indices = sample_indices(
+        weighting_scheme, latents.shape[0], sigma_table.shape[0], logit_mean=logit_mean, logit_std=logit_std,
+        mode_scale=mode_scale, device=device, generator=generator,
+    )
+    return FlowDraw(noise=noise, indices=indices, sigmas=sigma_table[indices].to(latents.dtype),
+                    timesteps=timestep_table[indices])
