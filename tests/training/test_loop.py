@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from dit_lora.errors import Interrupted
+from dit_lora.families.capabilities import Samples
 from dit_lora.training import loop
 
 
@@ -45,7 +46,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
     model = torch.nn.Linear(2, 2)
     family = SimpleNamespace(generate=lambda comps, m, cond, cfg, seed: (events.append(("generate", m.training)),
                                                                            ["a", "b"])[1],
-                             save_sample=lambda item, path: events.append(("sample", Path(path).name)))
+                             save_sample=lambda item, path, *cfg: events.append(("sample", Path(path).name)),
+                             capabilities=(Samples,), name="stand-in")
     run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
                           max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
                           optimizer=SimpleNamespace(optimizer="inner"), family=family, out=tmp_path,
