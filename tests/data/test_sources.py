@@ -1,44 +1,21 @@
-"""Tests for dit_lora.data: sample discovery, validation of broken files, and transforms.
+"""Tests for dit_lora.data.sources: sample discovery (folders, captions, data files) and what a sample is.
 
-Every image is built in tmp_path with PIL, so the suite needs no network and runs in seconds.
+Every image is built in tmp_path with PIL, so the suite needs no network and runs in seconds. Broken files are
+tests/data/test_validation.py's, transforms tests/data/test_transforms.py's.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
-import random
 
-import numpy as np
 import pytest
-import torch
 from PIL import Image
 
-from dit_lora.data import (
-    RawSample,
-    crop_box,
-    crop_seed,
-    flip_decision,
-    load_samples,
-    preprocess_image,
-    resized_size,
-    validate_samples,
-)
+from dit_lora.data import RawSample, load_samples, validate_samples
 from dit_lora.errors import UserError
 from data_files import Log, keys, make_image, write_jsonl
-
-
-
-
-def truncated_jpeg_bytes():
-    rng = np.random.default_rng(0)
-    noise = Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8))
-    buf = io.BytesIO()
-    noise.save(buf, format="JPEG", quality=95)
-    data = buf.getvalue()
-    return data[: len(data) // 2]  # header intact, scan data cut off
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,75 +224,6 @@ def test_csv_file_name_outside_is_refused_too(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# validate_samples: broken files
-# ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def messy_dir(tmp_path):
-    """4 good images and 5 broken ones of different kinds, all captioned via metadata.jsonl."""
-    rows = []
-    for i in range(4):
-        make_image(tmp_path / f"good{i}.png", color=(i * 60, 0, 0))
-        rows.append({"file_name": f"good{i}.png", "text": f"good {i}"})
-    (tmp_path / "corrupt.png").write_bytes(random.Random(0).randbytes(300))
-    (tmp_path / "empty.jpg").write_bytes(b"")
-    (tmp_path / "truncated.jpg").write_bytes(truncated_jpeg_bytes())
-    png = io.BytesIO()
-    Image.new("RGB", (32, 32), (1, 2, 3)).save(png, format="PNG")
-    data = bytearray(png.getvalue())
-    data[60:] = bytes(len(data) - 60)  # valid signature and header, garbage compressed data
-    (tmp_path / "badbody.png").write_bytes(bytes(data))
-    for name in ("corrupt.png", "empty.jpg", "truncated.jpg", "badbody.png", "missing.png"):
-        rows.append({"file_name": name, "text": name})
-    write_jsonl(tmp_path / "metadata.jsonl", rows)
-    return tmp_path
-
-
-def test_bad_files_skipped_and_named(messy_dir):
-    samples = load_samples(train_data_dir=messy_dir)
-    assert "missing.png" in keys(samples)  # a metadata row for a missing file is a sample, not a crash
-    log = Log()
-    good = validate_samples(samples, max_bad_samples_fraction=0.6, log=log)
-    assert keys(good) == [f"good{i}.png" for i in range(4)]
-    assert [s.index for s in good] == [0, 1, 2, 3]  # renumbered
-    lines = {line.split(":")[0]: line for line in log if line.startswith("skipping ")}
-    assert set(lines) == {f"skipping {n}" for n in
-                          ("badbody.png", "corrupt.png", "empty.jpg", "missing.png", "truncated.jpg")}
-    assert "file not found" in lines["skipping missing.png"]
-    assert "0 bytes" in lines["skipping empty.jpg"]
-    assert "truncated" in lines["skipping truncated.jpg"]
-    assert "not a readable image" in lines["skipping corrupt.png"]
-    assert "skipped 5 of 9" in log.text
-    # single-threaded path gives the same answer
-    assert validate_samples(samples, max_bad_samples_fraction=0.6, log=Log(), num_workers=1) == good
-
-
-def test_bad_fraction_exceeded(messy_dir):
-    samples = load_samples(train_data_dir=messy_dir)
-    with pytest.raises(UserError) as err:
-        validate_samples(samples, log=Log())  # default 5%
-    msg = str(err.value)
-    assert "--max_bad_samples_fraction" in msg and "5 of 9" in msg
-    assert "corrupt.png" in msg and "missing.png" in msg
-    # the suggested value really admits the data
-    suggested = float(msg.split("at least ")[1].split(" ")[0])
-    assert len(validate_samples(samples, max_bad_samples_fraction=suggested, log=Log())) == 4
-
-
-def test_nothing_left_and_long_logs_capped(tmp_path):
-    samples = [RawSample(key=f"gone{i}.png", caption="x", path=str(tmp_path / f"gone{i}.png"), index=i)
-               for i in range(25)]
-    log = Log()
-    with pytest.raises(UserError, match="None of the 25"):
-        validate_samples(samples, max_bad_samples_fraction=1.0, log=log)
-    assert sum(line.startswith("skipping ") for line in log) == 20
-    assert "... and 5 more" in log
-    with pytest.raises(UserError, match="No training samples"):
-        validate_samples([], log=log)
-
-
-# ---------------------------------------------------------------------------------------------
 # RawSample
 # ---------------------------------------------------------------------------------------------
 
@@ -350,94 +258,6 @@ def test_content_id_depends_on_bytes_and_caption_not_path(tmp_path):
     assert ids["a.png"] == ids["copy/b.png"] != ids["c.png"]
     assert RawSample(key="a", caption="other", path=str(tmp_path / "a.png")).content_id() != ids["a.png"]
     assert len(ids["a.png"]) == 64
-
-
-# ---------------------------------------------------------------------------------------------
-# transforms
-# ---------------------------------------------------------------------------------------------
-
-
-def test_preprocess_shape_dtype_range():
-    rng = np.random.default_rng(1)
-    img = Image.fromarray(rng.integers(0, 256, (30, 50, 3), dtype=np.uint8))
-    out = preprocess_image(img, 16, center_crop=True, flip=False, crop_rng_seed=0)
-    assert out.shape == (3, 16, 16) and out.dtype == torch.float32 and out.is_contiguous()
-    assert out.min() >= -1.0 and out.max() <= 1.0
-    black = preprocess_image(Image.new("RGB", (8, 8)), 8, center_crop=True, flip=False, crop_rng_seed=0)
-    white = preprocess_image(Image.new("L", (8, 8), 255), 8, center_crop=True, flip=False, crop_rng_seed=0)
-    assert torch.all(black == -1.0) and torch.all(white == 1.0)
-    tall = preprocess_image(img, (24, 12), center_crop=False, flip=False, crop_rng_seed=3)
-    assert tall.shape == (3, 24, 12)
-    with pytest.raises(UserError, match="--resolution"):
-        preprocess_image(img, 0, center_crop=True, flip=False, crop_rng_seed=0)
-
-
-def test_resize_matches_torchvision_rule():
-    # torchvision Resize(256) on PIL: short side -> 256, long side int(256 * long / short)
-    assert resized_size(640, 480, 256) == (341, 256)
-    assert resized_size(480, 640, 256) == (256, 341)
-    assert resized_size(100, 100, 64) == (64, 64)
-    # non-square targets: scale so both sides cover
-    assert resized_size(100, 100, (64, 32)) == (64, 64)
-    assert resized_size(400, 100, (50, 100)) == (200, 50)
-    # the pixels are PIL's plain bilinear resize, the call torchvision makes
-    rng = np.random.default_rng(2)
-    img = Image.fromarray(rng.integers(0, 256, (40, 60, 3), dtype=np.uint8))
-    ref = np.asarray(img.resize((30, 20), Image.BILINEAR).crop((5, 0, 25, 20)), dtype=np.float32)
-    out = preprocess_image(img, 20, center_crop=True, flip=False, crop_rng_seed=0)
-    assert torch.allclose(out, torch.from_numpy(ref).permute(2, 0, 1) / 127.5 - 1)
-
-
-def test_center_crop_takes_the_center():
-    # 30x10 image: white 10x10 square in the middle, black sides. Center crop to 10 = pure white.
-    img = Image.new("RGB", (30, 10), (0, 0, 0))
-    img.paste((255, 255, 255), (10, 0, 20, 10))
-    out = preprocess_image(img, 10, center_crop=True, flip=False, crop_rng_seed=0)
-    assert torch.all(out == 1.0)
-    assert crop_box((30, 10), 10, center_crop=True, crop_rng_seed=0) == (10, 0, 20, 10)
-
-
-def test_flip_mirrors():
-    arr = np.zeros((8, 8, 3), dtype=np.uint8)
-    arr[:, :2] = 255  # white stripe on the left
-    img = Image.fromarray(arr)
-    plain = preprocess_image(img, 8, center_crop=True, flip=False, crop_rng_seed=0)
-    flipped = preprocess_image(img, 8, center_crop=True, flip=True, crop_rng_seed=0)
-    assert torch.equal(flipped, plain.flip(-1))
-    assert torch.all(flipped[:, :, -2:] == 1.0) and torch.all(flipped[:, :, :-2] == -1.0)
-
-
-def test_random_crop_deterministic_per_seed():
-    # 64 wide x 16 tall: the resize to 16 keeps it 64x16, so the crop can slide 0..48 horizontally.
-    rng = np.random.default_rng(3)
-    img = Image.fromarray(rng.integers(0, 256, (16, 64, 3), dtype=np.uint8))
-
-    def crop(seed):
-        return preprocess_image(img, 16, center_crop=False, flip=False, crop_rng_seed=seed)
-
-    assert torch.equal(crop(7), crop(7))
-    boxes = {crop_box((64, 16), 16, center_crop=False, crop_rng_seed=s) for s in range(20)}
-    assert len(boxes) > 10  # different seeds give different crops
-    assert all(0 <= left <= 48 and top == 0 for left, top, _, _ in boxes)
-    left = crop_box((64, 16), 16, center_crop=False, crop_rng_seed=7)[0]
-    expected = np.asarray(img, dtype=np.float32)[:, left : left + 16]
-    assert torch.equal(crop(7), torch.from_numpy(expected).permute(2, 0, 1) / 127.5 - 1)
-    assert sum(not torch.equal(crop(7), crop(s)) for s in range(8, 14)) >= 5
-
-
-def test_flip_decision_and_crop_seed_are_pure():
-    torch_state, py_state, np_state = torch.random.get_rng_state(), random.getstate(), np.random.get_state()
-    draws = [flip_decision(1234, epoch, i) for epoch in range(2) for i in range(500)]
-    assert draws == [flip_decision(1234, epoch, i) for epoch in range(2) for i in range(500)]
-    assert 400 <= sum(draws) <= 600
-    assert draws[:500] != draws[500:]  # a sample is not flipped the same way every epoch
-    assert draws != [flip_decision(99, epoch, i) for epoch in range(2) for i in range(500)]
-    assert crop_seed(1, "a.png") == crop_seed(1, "a.png")
-    assert len({crop_seed(1, "a.png"), crop_seed(2, "a.png"), crop_seed(1, "b.png")}) == 3
-    assert torch.equal(torch.random.get_rng_state(), torch_state)
-    assert random.getstate() == py_state
-    assert all(np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
-               for a, b in zip(np.random.get_state(), np_state))
 
 
 def test_every_sample_kind_names_itself_for_fault_reports_and_only_clips_have_a_bucket():
