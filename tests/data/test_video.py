@@ -1,4 +1,5 @@
-"""Video data layer (groundwork for CogVideoX LoRA): loading, frame rule, decoding, validation, buckets."""
+"""Video data layer (groundwork for CogVideoX LoRA): loading, decoding, validation (the frame rule and buckets:
+tests/data/test_frames.py)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,8 @@ pytest.importorskip("av")
 
 from dit_lora.data.video import (  # noqa: E402
     VideoSample,
-    check_num_frames,
-    choose_bucket,
     decode_clip,
-    frame_rule,
-    latent_padding,
     load_video_samples,
-    resolution_buckets,
     validate_video_samples,
     video_problem,
 )
@@ -63,26 +59,6 @@ def test_decode_clip_shape_range_determinism_motion(clips):
 
     with pytest.raises(VideoDecodeError, match="too short"):
         decode_clip(path, 13, 32, 32)
-
-
-def test_frame_rule_and_check_num_frames():
-    assert [frame_rule(n) for n in (1, 4, 5, 48, 49, 50, 52, 53)] == [1, 1, 5, 45, 49, 49, 49, 53]
-    assert frame_rule(0) == 0
-    # CogVideoX 1.5 strict: latent frames (k + 1) even -> 5, 13, 21, ..., 45, 53, ..., 77, 85.
-    assert [frame_rule(n, patch_size_t=2) for n in (4, 5, 12, 13, 49, 81, 85)] == [0, 5, 5, 13, 45, 77, 85]
-    assert frame_rule(81, patch_size_t=2, pad_latent_frames=True) == 81
-    assert latent_padding(81, patch_size_t=2) == 1 and latent_padding(85, patch_size_t=2) == 0
-    assert latent_padding(49) == 0
-
-    assert check_num_frames(49) == 49
-    assert check_num_frames(53, patch_size_t=2) == 53
-    with pytest.raises(UserError, match=r"--max_num_frames 50 .*4k\+1.*Use 49 or 53"):
-        check_num_frames(50)
-    with pytest.raises(UserError, match=r"--max_num_frames 49 .*patch_size_t=2.*Use 45 or 53"):
-        check_num_frames(49, patch_size_t=2)
-    assert check_num_frames(81, patch_size_t=2, pad_latent_frames=True) == 81
-    with pytest.raises(UserError, match="positive whole number"):
-        check_num_frames(0)
 
 
 @pytest.fixture()
@@ -134,19 +110,3 @@ def test_bad_fraction_stops(bad_clips):
     assert "corrupt.mp4" in message
     with pytest.raises(UserError, match="between 0 and 1"):
         validate_video_samples(samples, min_frames=9, max_bad_samples_fraction=2.0)
-
-
-def test_buckets_parse_and_choose():
-    buckets = resolution_buckets("49x480x720, 49x256x256,13x256x256,49x480x720")
-    assert buckets == [(49, 480, 720), (49, 256, 256), (13, 256, 256)]
-    assert choose_bucket(60, 720, 1280, buckets) == (49, 480, 720)
-    assert choose_bucket(49, 500, 500, buckets) == (49, 256, 256)
-    assert choose_bucket(20, 720, 1280, buckets) == (13, 256, 256)  # too short for 49 frames
-    assert choose_bucket(9, 720, 1280, buckets) is None
-    with pytest.raises(UserError, match=r"--frame_buckets.*'48x480x720'.*Use 45 or 49"):
-        resolution_buckets("48x480x720")
-    with pytest.raises(UserError, match="FRAMESxHEIGHTxWIDTH"):
-        resolution_buckets("49x480")
-    with pytest.raises(UserError, match="multiple of 16"):
-        resolution_buckets("49x500x720")
-    assert resolution_buckets("53x480x720", patch_size_t=2) == [(53, 480, 720)]

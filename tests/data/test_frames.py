@@ -1,0 +1,57 @@
+"""data/frames.py: CogVideoX's frame-count rule (1.0 and 1.5, strict and padded) and ``--frame_buckets``."""
+
+from __future__ import annotations
+
+import pytest
+
+from dit_lora.data.frames import (
+    check_num_frames,
+    choose_bucket,
+    frame_rule,
+    latent_frames,
+    latent_padding,
+    resolution_buckets,
+)
+from dit_lora.errors import UserError
+
+
+def test_latent_frames_keep_the_first_frame_on_its_own():
+    assert [latent_frames(n) for n in (1, 5, 9, 49, 81)] == [1, 2, 3, 13, 21]
+    assert latent_frames(48) == 12  # a 4k frame count wastes its last three frames
+    assert latent_frames(9, temporal_compression=8) == 2
+
+
+def test_frame_rule_and_check_num_frames():
+    assert [frame_rule(n) for n in (1, 4, 5, 48, 49, 50, 52, 53)] == [1, 1, 5, 45, 49, 49, 49, 53]
+    assert frame_rule(0) == 0
+    # CogVideoX 1.5 strict: latent frames (k + 1) even -> 5, 13, 21, ..., 45, 53, ..., 77, 85.
+    assert [frame_rule(n, patch_size_t=2) for n in (4, 5, 12, 13, 49, 81, 85)] == [0, 5, 5, 13, 45, 77, 85]
+    assert frame_rule(81, patch_size_t=2, pad_latent_frames=True) == 81
+    assert latent_padding(81, patch_size_t=2) == 1 and latent_padding(85, patch_size_t=2) == 0
+    assert latent_padding(49) == 0
+
+    assert check_num_frames(49) == 49
+    assert check_num_frames(53, patch_size_t=2) == 53
+    with pytest.raises(UserError, match=r"--max_num_frames 50 .*4k\+1.*Use 49 or 53"):
+        check_num_frames(50)
+    with pytest.raises(UserError, match=r"--max_num_frames 49 .*patch_size_t=2.*Use 45 or 53"):
+        check_num_frames(49, patch_size_t=2)
+    assert check_num_frames(81, patch_size_t=2, pad_latent_frames=True) == 81
+    with pytest.raises(UserError, match="positive whole number"):
+        check_num_frames(0)
+
+
+def test_buckets_parse_and_choose():
+    buckets = resolution_buckets("49x480x720, 49x256x256,13x256x256,49x480x720")
+    assert buckets == [(49, 480, 720), (49, 256, 256), (13, 256, 256)]
+    assert choose_bucket(60, 720, 1280, buckets) == (49, 480, 720)
+    assert choose_bucket(49, 500, 500, buckets) == (49, 256, 256)
+    assert choose_bucket(20, 720, 1280, buckets) == (13, 256, 256)  # too short for 49 frames
+    assert choose_bucket(9, 720, 1280, buckets) is None
+    with pytest.raises(UserError, match=r"--frame_buckets.*'48x480x720'.*Use 45 or 49"):
+        resolution_buckets("48x480x720")
+    with pytest.raises(UserError, match="FRAMESxHEIGHTxWIDTH"):
+        resolution_buckets("49x480")
+    with pytest.raises(UserError, match="multiple of 16"):
+        resolution_buckets("49x500x720")
+    assert resolution_buckets("53x480x720", patch_size_t=2) == [(53, 480, 720)]
