@@ -1,6 +1,7 @@
 """``dit-lora launch``: ``accelerate launch`` that keeps the run's signals and exit codes.
 
-``dit-lora launch [accelerate launch options] recipes/X_lora.py [recipe options]`` takes exactly
+``dit-lora launch [accelerate launch options] recipes/X_lora.py [recipe options]`` (or ``... -m dit_lora train
+[options]``, the installed package's entry point) takes exactly
 ``accelerate launch``'s options (its own parser and launchers, run in this process) and differs in what
 plain ``accelerate launch`` loses:
 
@@ -206,7 +207,8 @@ def main(argv: Sequence[str]) -> int:
     argv = list(argv)
     parser = launch_command_parser()
     parser.prog = "dit-lora launch"
-    parser.usage = "dit-lora launch [accelerate launch options] recipes/<family>_lora.py [recipe options]"
+    parser.usage = ("dit-lora launch [accelerate launch options] recipes/<family>_lora.py [recipe options]\n"
+                    "       dit-lora launch [accelerate launch options] -m dit_lora train [recipe options]")
     args = parser.parse_args(argv)
     args, _defaults, _mp = _validate_launch_command(args)
     options = _launch_options(argv, args.training_script)

@@ -5,107 +5,68 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from .errors import UserError, run_cli
 
 
-_UNREADABLE = object()  # the --config YAML could not be read: parse_config reports it
+def choose_family(recipe: str | None = None):
+    """The ``infer_family`` hook of :func:`~dit_lora.config.parse_config` for an entry point: what trains when
+    neither ``--family`` nor the config's ``family:`` names a family (those two win, in that order).
 
-
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    """The value of the last ``flag VALUE`` / ``flag=VALUE`` in ``argv`` (None: absent)."""
-    found = None
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            found = argv[i + 1]
-        elif arg.startswith(flag + "="):
-            found = arg.partition("=")[2]
-    return found
-
-
-def _named(argv: Sequence[str], name: str):
-    """Option ``name`` as the run will see it: its flag, else the --config YAML's key (None: neither sets it).
-
-    The YAML is read as it is (not checked: that needs the family); a file that cannot be read gives
-    ``_UNREADABLE`` and parse_config reports it.
-    """
-    flag = _flag_value(argv, f"--{name}")
-    if flag is not None:
-        return flag
-    path = _flag_value(argv, "--config")
-    if not path:
-        return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return _UNREADABLE
-    return data.get(name) if isinstance(data, dict) else _UNREADABLE
-
-
-def choose_family(argv: Sequence[str], recipe: str | None = None) -> list[str]:
-    """``argv`` with the family it trains named, decided the same way for every entry point.
-
-    The family is ``--family``, else the config's ``family:``, else (a recipe script) the recipe's own default,
-    else (``dit-lora train``) the family of the model (:func:`~dit_lora.families.family_for_model`). ``recipe`` is
-    the family a ``recipes/<...>_lora.py`` script was started for: it trains every name of that family's registry
-    entry, and a family of another entry is refused, naming the script that trains it.
+    A recipe script (``recipe``: the family it was started for) trains its registry entry's default name; ``dit-lora
+    train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.families.family_for_model`).
     """
     from .families import entry_for, family_for_model
 
-    argv = list(argv)
-    named = _named(argv, "family")
-    if named is _UNREADABLE:
-        return argv  # parse_config reports the bad file
-    if named is not None:
-        named = str(named)
-        where = entry_for(named).recipe_script  # an unknown name: one paragraph listing the known ones
-        if recipe is not None and named not in entry_for(recipe).names:
-            allowed = " or ".join(f"`{name}`" for name in entry_for(recipe).names)
-            raise UserError(
-                f"This recipe trains {allowed} but --family/the config sets `{named}`. Use {where} (or `dit-lora "
-                "train`) or remove `family` from the config."
-            )
-        return argv
-    if recipe is not None:
-        return ["--family", entry_for(recipe).default, *argv]
-    if "-h" in argv or "--help" in argv:
-        return argv
-    return ["--family", family_for_model(_model_config(argv)), *argv]
+    def infer(common) -> tuple[str, str]:  # common: the common options, checked (a model is named)
+        if recipe is not None:
+            return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
+        return family_for_model(common), "the model's family"
+
+    return infer
 
 
-def _model_config(argv: Sequence[str]):
-    """A config holding just what :func:`~dit_lora.families.family_for_model` reads (the model and revision)."""
-    from .config import TrainConfig
+def check_family(family: str, recipe: str | None = None) -> None:
+    """Refuse a family that is not registered (one paragraph listing those that are), and for a recipe script one
+    that its registry entry does not train, naming the script (or ``dit-lora train``) that does."""
+    from .families import entry_for
 
-    model, revision = _named(argv, "pretrained_model_name_or_path"), _named(argv, "revision")
-    if model in (None, _UNREADABLE, ""):
-        from .families import available
-
+    where = entry_for(family).recipe_script
+    if recipe is not None and family not in entry_for(recipe).names:
+        allowed = " or ".join(f"`{name}`" for name in entry_for(recipe).names)
         raise UserError(
-            "dit-lora train needs to know which model family it trains: pass --family "
-            f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "
-            "--pretrained_model_name_or_path (its config files tell the family)."
+            f"This recipe trains {allowed} but --family/the config sets `{family}`. Use {where} (or `dit-lora "
+            "train`) or remove `family` from the config."
         )
-    return TrainConfig(pretrained_model_name_or_path=str(model),
-                       revision=None if revision in (None, _UNREADABLE) else str(revision))
+
+
+def parse_run(argv: Sequence[str], recipe: str | None = None):
+    """``argv`` parsed into the run's config, the family decided the same way for every entry point.
+
+    The family is ``--family``, else the config's ``family:``, else :func:`choose_family`'s (the recipe script's
+    own, or the model's for ``dit-lora train``); then :func:`check_family`.
+    """
+    from .config.parser import named_family, parse_config
+    from .families import entry_for
+
+    argv = list(argv)
+    named = named_family(argv)
+    if named is not None:  # before the options are checked: they depend on the family
+        check_family(named, recipe)
+    prog = "dit-lora train" if recipe is None else entry_for(recipe).recipe_script.rsplit("/", 1)[-1]
+    cfg = parse_config(argv, prog=prog, infer_family=choose_family(recipe))
+    check_family(cfg.family, recipe)
+    return cfg
 
 
 def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     """Parse options, check the environment, then train; returns an exit code.
 
     ``family``: the family a recipe script trains (it also trains the other names of that family's registry
-    entry); None for ``dit-lora train``, which trains the family :func:`choose_family` finds.
+    entry); None for ``dit-lora train``, which trains the family :func:`parse_run` finds.
     """
-    from .config import parse_config
-    from .families import entry_for
-
-    argv = choose_family(list(sys.argv[1:] if argv is None else argv), family)
-    prog = "dit-lora train" if family is None else entry_for(family).recipe_script.rsplit("/", 1)[-1]
-    cfg = parse_config(argv, prog=prog)
+    cfg = parse_run(sys.argv[1:] if argv is None else argv, family)
     if not cfg.skip_doctor:
         from .doctor import ensure_environment
 

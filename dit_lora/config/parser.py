@@ -301,11 +301,12 @@ def add_config_flag(parser, name: str) -> None:
 
 
 def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True,
-                 infer_family: Callable[[TrainConfig], str] | None = None) -> TrainConfig:
+                 infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None) -> TrainConfig:
     """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`.
 
     The family comes first: ``--family``, else the YAML's ``family:``, else ``infer_family`` (given the common
-    options, e.g. the model's family for ``dit-lora plan``), else the schema's default. The flags are then the
+    options, e.g. the model's family for ``dit-lora plan``; it may return ``(family, what chose it)`` for the
+    messages, e.g. a recipe script's own family), else the schema's default. The flags are then the
     common options plus that family's; another family's flag or YAML key is refused naming its owner.
     ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source.
     """
@@ -313,11 +314,12 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     family, chosen_by, config = _family_of(argv)
     if family is None and infer_family is not None:
         common = _parse_values(argv, TrainConfig.__dataclass_fields__["family"].default, "the default family",
-                               config, common_only=True)
+                               config, prog=prog, common_only=True)
         preliminary = TrainConfig(**common)
         preliminary.explicit_options = frozenset(common)
         validate_static(preliminary, needs_data=needs_data)
-        family, chosen_by = infer_family(preliminary), "the model's family"
+        inferred = infer_family(preliminary)
+        family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
     if family is None:
         family, chosen_by = TrainConfig.__dataclass_fields__["family"].default, "the default family"
     values = _parse_values(argv, family, chosen_by, config, prog=prog)
@@ -328,6 +330,12 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     cfg.explicit_options = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
     validate_static(cfg, needs_data=needs_data)
     return cfg
+
+
+def named_family(argv: Sequence[str]) -> str | None:
+    """The family ``--family`` or the ``--config`` YAML's ``family:`` names (None: neither), as :func:`parse_config`
+    reads it; for an entry point that checks the name before the whole parse (e.g. a recipe script's)."""
+    return _family_of(list(argv))[0]
 
 
 def _family_of(argv: list[str]) -> tuple[str | None, str, str | None]:

@@ -227,7 +227,8 @@ def release() -> None:
 
 def rerun_command() -> str:
     """This run's command line with ``--resume_from_checkpoint latest`` in place of any resume flag, started the way
-    this run was (``dit-lora launch`` with its options, ``accelerate launch``, or ``python``)."""
+    this run was (``dit-lora launch`` with its options, ``accelerate launch``, ``python``, or ``dit-lora train``;
+    ``python -m dit_lora`` stays a module run)."""
     argv, skip = [], False
     for arg in sys.argv[1:]:
         if skip:
@@ -238,11 +239,18 @@ def rerun_command() -> str:
             continue
         if not arg.startswith("--resume_from_checkpoint="):
             argv.append(arg)
-    script = os.path.relpath(sys.argv[0]) if sys.argv and sys.argv[0] else "recipes/<family>_lora.py"
     launched = _LAUNCHED["by"] is not None if "by" in _LAUNCHED else _launched()
     launcher = os.environ.get(LAUNCHED_VAR + "_COMMAND") or (
         "accelerate launch [your launch options]" if launched else "python")
-    return f"{launcher} {shlex.join([script, *argv, '--resume_from_checkpoint', 'latest'])}"
+    main = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if main is not None and main.name == "dit-lora" and not launched:  # the console script: `dit-lora train ...`
+        return shlex.join(["dit-lora", *argv, "--resume_from_checkpoint", "latest"])
+    if main is not None and main.name == "__main__.py" and main.parent.name == "dit_lora":  # python -m dit_lora
+        module = {"-m", "--module"} & set(shlex.split(launcher))  # `dit-lora launch -m` names the module next
+        script = ["dit_lora"] if module else ["-m", "dit_lora"]
+    else:
+        script = [os.path.relpath(main) if main is not None else "recipes/<family>_lora.py"]
+    return f"{launcher} {shlex.join([*script, *argv, '--resume_from_checkpoint', 'latest'])}"
 
 
 def resume_command(output_dir: Path, step: int) -> str:

@@ -15,17 +15,30 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from helpers import ROOT
 from dit_lora.training.sync_audit import HostSyncError, SyncAudit
 
-DEMOS = {  # config -> (model folder, data path inside the demo folder)
-    "sana/demo.yaml": ("tiny-sana", "shapes"),
-    "dit_class/demo.yaml": ("tiny-dit", "shape-classes"),
-    "cogvideox/demo.yaml": ("tiny-cogvideox", "clips"),
-    "cogvideox/i2v_demo.yaml": ("tiny-cogvideox-i2v", "clips-i2v"),
-    "videochat/demo.yaml": ("tiny-llava-next-video", "qa-clips/videochat2.json"),
-}
+CONFIGS = ROOT / "recipes" / "configs"
+
+
+def _demos() -> dict[str, tuple[str, str]]:
+    """Every registered family's demo configs (its registry entry's ``demo_configs``) -> (model folder, data path
+    inside the demo folder), both as the config names them under ``.dit_lora_demo/``."""
+    from dit_lora.families import entries
+
+    found = {}
+    for entry in entries():
+        for config in entry.demo_configs:
+            values = yaml.safe_load((CONFIGS / config).read_text())
+            data = Path(values["train_data_dir"]).relative_to(".dit_lora_demo").as_posix()
+            found[config] = (Path(values["pretrained_model_name_or_path"]).name, data)
+    return found
+
+
+DEMOS = _demos()  # config -> (model folder, data path inside the demo folder)
+#: the video-LLM demo config trained as Qwen2.5-VL (a family with no demo config of its own)
 QWEN = ("videochat/demo.yaml:qwen2_5_vl", ("tiny-qwen2.5-vl", "qa-clips-qwen/chat.jsonl"))
 
 
@@ -77,9 +90,13 @@ def _train(config: str, root: Path, out: Path, monkeypatch, **extra):
 
 
 def test_every_shipped_demo_config_is_audited():
-    """A new family's demo config needs its line in DEMOS; this fails until it has one."""
-    configs = ROOT / "recipes" / "configs"
-    assert sorted(DEMOS) == sorted(p.relative_to(configs).as_posix() for p in configs.glob("*/*demo.yaml"))
+    """DEMOS comes from the family registry: a demo config on disk that no entry names fails here, and so does a
+    family name that no audited run trains."""
+    assert sorted(DEMOS) == sorted(p.relative_to(CONFIGS).as_posix() for p in CONFIGS.glob("*/*demo.yaml"))
+    from dit_lora.families import available
+
+    trained = {yaml.safe_load((CONFIGS / config).read_text())["family"] for config in DEMOS}
+    assert trained | {QWEN[0].partition(":")[2]} == set(available())
 
 
 def test_the_audit_catches_a_sync_on_the_cpu():

@@ -241,6 +241,20 @@ def test_resume_command_drops_an_earlier_resume_and_names_the_checkpoint(monkeyp
     assert str(tmp_path / "checkpoint-7") in text and "checkpoint-2" not in text
 
 
+@pytest.mark.parametrize("main, launcher, start", [
+    ("/site/dit_lora/__main__.py", "", "python -m dit_lora train"),  # python -m dit_lora train
+    ("/site/dit_lora/__main__.py", "dit-lora launch -m --num_processes 2", "dit-lora launch -m --num_processes 2 "
+     "dit_lora train"),  # the launcher's -m names the module next
+    ("/venv/bin/dit-lora", "", "dit-lora train"),  # the console script
+])
+def test_resume_command_of_the_train_command_starts_it_the_same_way(monkeypatch, main, launcher, start):
+    monkeypatch.setattr(sys, "argv", [main, "train", "--config", "run.yaml", "--resume_from_checkpoint", "x"])
+    monkeypatch.setattr(signals, "_launched", lambda: bool(launcher))
+    monkeypatch.setitem(signals._LAUNCHED, "by", "prctl" if launcher else None)
+    monkeypatch.setenv(signals.LAUNCHED_VAR + "_COMMAND", launcher)
+    assert signals.rerun_command() == f"{start} --config run.yaml --resume_from_checkpoint latest"
+
+
 def test_signal_point_parsing():
     assert _signal_point("micro_batch:3", 0) == ("micro_batch", 3, signal.SIGTERM)
     assert _signal_point("validation:2:INT", 0) == ("validation", 2, signal.SIGINT)
