@@ -112,6 +112,23 @@ def test_registration_checks_the_declared_capabilities():
     assert "pixart_toy_video" not in available()
 
 
+def test_unregistering_leaves_nothing_behind():
+    """What a test registers is gone after it, its options too (other tests see the built-in families only)."""
+    from dataclasses import replace
+
+    from dit_lora.config.owners import owners
+    from dit_lora.errors import UserError
+    from dit_lora.families import available, get_family, register_family, unregister_family
+
+    again = replace(ENTRY, names=("pixart_toy_again",))
+    register_family(again)
+    assert "pixart_toy_again" in owners("pixart_text_length")
+    unregister_family(again)
+    assert "pixart_toy_again" not in available() and "pixart_toy_again" not in owners("pixart_text_length")
+    with pytest.raises(UserError, match="Unknown model family `pixart_toy_again`"):
+        get_family("pixart_toy_again")
+
+
 def test_its_options_are_flat_flags_owned_by_it(registered, tmp_path):
     from dit_lora.config import parse_config
     from dit_lora.errors import UserError
@@ -200,10 +217,24 @@ RESUME = {"max_train_steps": 8, "checkpointing_steps": 4}
 
 @pytest.fixture(scope="module")
 def reference(registered, tiny_pixart, shapes_data, cache, tmp_path_factory) -> Path:
-    """The uninterrupted run the resumed ones must equal."""
+    """The uninterrupted run the resumed ones must equal: trained by ``dit-lora train``'s code in process, without
+    --family (the entry point finds the family from the model's ``model_index.json``)."""
+    import json
+
+    from accelerate.state import AcceleratorState
+
+    from dit_lora.recipe import run_recipe
+
     out = tmp_path_factory.mktemp("pixart-reference") / "out"
-    summary = _train(tiny_pixart, shapes_data, out, cache, **RESUME)
-    assert summary["status"] == "completed" and summary["steps"] == 8
+    argv = _args(tiny_pixart, shapes_data, out, cache, **RESUME)
+    assert argv[:2] == ["--family", FAMILY]
+    AcceleratorState._reset_state(True)
+    try:
+        assert run_recipe(None, argv[2:]) == 0
+    finally:
+        AcceleratorState._reset_state(True)
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["status"] == "completed" and summary["steps"] == 8 and summary["family"] == FAMILY
     return out
 
 
