@@ -9,6 +9,7 @@ all generated from here.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -79,6 +80,22 @@ class FamilyOptions:
     TITLE: ClassVar[str] = ""
 
 
+class RegisteredFamilies(Sequence):
+    """``--family``'s choices: the names in the family registry (:mod:`dit_lora.families`), read when asked, so
+    the help, the README table and the check list every registered family, one registered later too."""
+
+    def _names(self) -> list[str]:
+        from ..families import available
+
+        return available()
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
 WEIGHTING_SCHEMES = ("none", "logit_normal", "mode", "sigma_sqrt", "cosmap")
 LR_SCHEDULERS = (
     "constant",
@@ -98,8 +115,8 @@ class TrainConfig:
 
     # --- model ---
     family: str = opt(
-        "sana", "Model family (see `dit_lora.families.available()`): sana, dit, cogvideox (text-to-video) or "
-        "cogvideox_i2v (image-to-video), llava_next_video or qwen2_5_vl (video LLMs).", section="model",
+        "sana", "Model family (its registry entry: dit_lora/families/<package>/__init__.py). `dit-lora train` reads "
+        "it from the model when neither this nor the config names it.", choices=RegisteredFamilies(), section="model",
     )
     pretrained_model_name_or_path: str | None = opt(
         None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
