@@ -291,14 +291,15 @@ def test_a_stopped_run_resumes_bitwise(registered, tiny_pixart, shapes_data, cac
 
 # ---- samples and the saved adapter in the real consumer ----------------------------------------------
 @pytest.mark.slow
-def test_validation_samples_during_training_and_from_the_reloaded_adapter(registered, tiny_pixart, shapes_data,
-                                                                          cache, tmp_path):
-    """With --validation_prompt the loop samples the in-memory model (Samples.generate) and, at the end, the
-    pipeline reloaded with the saved adapter (load_pipeline_with_adapter, Samples.generate_with_pipeline)."""
+def test_demo_run_samples_during_training_and_from_the_reloaded_adapter(registered, tmp_path):
+    """``--demo`` builds the tiny model and data (Demo); with --validation_prompt the loop samples the in-memory
+    model (Samples.generate) and, at the end, the pipeline reloaded with the saved adapter
+    (load_pipeline_with_adapter, Samples.generate_with_pipeline)."""
     out = tmp_path / "out"
-    summary = _train(tiny_pixart, shapes_data, out, cache, max_train_steps=2, validation_steps=1,
-                     validation_prompt="a yellow triangle on a blue background", validation_inference_steps=2)
-    assert summary["status"] == "completed"
+    summary = _train(tmp_path / "model", tmp_path / "data", out, tmp_path / "cache", demo="true", max_train_steps=2,
+                     validation_steps=1, validation_prompt="a yellow triangle on a blue background",
+                     validation_inference_steps=2)
+    assert summary["status"] == "completed" and (tmp_path / "model" / "model_index.json").is_file()
     assert sorted(p.name for p in (out / "samples").glob("*.png")) == [
         "final_0.png", "final_1.png", "step1_0.png", "step1_1.png"]  # --num_validation_images 2 (the default)
 

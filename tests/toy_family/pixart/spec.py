@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from dit_lora import quantize
 from dit_lora.errors import UserError
 from dit_lora.families.base import Components, schedule_on_device
 from dit_lora.families.capabilities import (
@@ -88,11 +89,12 @@ class PixArtFamily(DiffusionFamily):
         """The tiny random PixArt at ``--pretrained_model_name_or_path`` and a shapes set at ``--train_data_dir``."""
         from dit_lora.demo.shapes import make_shapes_dataset
 
-        from .demo import build_tiny_pixart_pipeline
+        from .demo import build_tiny_pixart_pipeline, tiny_pixart_config
 
         build_tiny_pixart_pipeline(cfg.pretrained_model_name_or_path)
-        if cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        if cfg.train_data_dir:  # at the model's own size (--resolution is resolved from the model after this)
+            size = tiny_pixart_config()["resolution"]
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)
 
     def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
         """Transformer and T5 in the run's weight dtype; the AutoencoderKL in fp32."""
@@ -107,13 +109,17 @@ class PixArtFamily(DiffusionFamily):
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision, "use_safetensors": True}
         try:
-            transformer = PixArtTransformer2DModel.from_pretrained(path, subfolder="transformer", torch_dtype=dtype,
-                                                                   variant=cfg.variant, **common)
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = PixArtTransformer2DModel.from_pretrained(
+                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg), **common)
             vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
-            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype, **common)
+            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+                                                          **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("PixArt", cfg, err) from None
+        quantize.keep_4bit_layout(transformer, text_encoder)
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
         return self._components(cfg, (transformer, vae, text_encoder, tokenizer), scheduler_cfg, device)
 
