@@ -1,10 +1,8 @@
 """LiveBytes: bytes of the storages a step makes and keeps, and FLOPs, on fake tensors."""
 
-import pytest
 import torch
 
 from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module, fused_attention, module_bytes, on_meta
-from dit_lora.plan.report import parse_memory
 
 
 def test_live_bytes_counts_new_storages_once_and_frees_them():
@@ -64,32 +62,3 @@ def test_fused_attention_holds_no_attention_matrix():
     matrix = 2 * 2048 * 2048 * 4
     assert peak(False) >= matrix
     assert peak(True) < matrix / 4
-
-
-@pytest.mark.parametrize("text, expected", [("24GB", 24 * 2**30), ("24GiB", 24 * 2**30), ("80g", 80 * 2**30),
-                                            ("16000MB", 16000 * 2**20), ("0.5T", 2**39), ("12", 12 * 2**30)])
-def test_parse_memory(text, expected):
-    assert parse_memory(text) == expected
-
-
-def test_parse_memory_refuses_nonsense():
-    from dit_lora.errors import UserError
-
-    with pytest.raises(UserError, match="--gpu_memory"):
-        parse_memory("a lot")
-
-
-def test_advice_warns_when_the_headroom_is_within_the_plans_error():
-    from dit_lora.plan.estimate import Plan, StepTrace
-    from dit_lora.plan.report import advice
-
-    plan = Plan(model="m", family="sana", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=2,
-                gradient_accumulation_steps=1, depth=2, weights={"model": 6 * 2**30}, trained_component="model",
-                trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
-                encoders_in_training=False, process_bytes=0, checkpointing=False,
-                steps=[StepTrace("b", False, 4 * 2**30, 1), StepTrace("b", True, 2**30, 2)])
-    assert advice(plan, 16 * 2**30).startswith("fits: 10.00 GiB")
-    assert advice(plan, 11 * 2**30).startswith("fits, narrowly")
-    tight = advice(plan, 9 * 2**30)
-    assert tight.startswith("does not fit") and "--gradient_checkpointing true" in tight
-    assert "--train_batch_size 1 with --gradient_accumulation_steps 2" in advice(plan, int(8.5 * 2**30))

@@ -1,0 +1,63 @@
+"""plan/report.py: memory sizes as written, the plan's table, the advice on what fits and the start-of-run gate."""
+
+import pytest
+
+from dit_lora.errors import UserError
+from dit_lora.plan.estimate import Plan, StepTrace
+from dit_lora.plan.report import advice, check_fits, format_plan, parse_memory
+
+
+def make_plan(**changes):
+    """A 6 GiB model whose step needs 4 GiB of activations (1 GiB with checkpointing) at batch 2."""
+    fields = dict(model="m", family="sana", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=2,
+                  gradient_accumulation_steps=1, depth=2, weights={"model": 6 * 2**30}, trained_component="model",
+                  trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
+                  encoders_in_training=False, process_bytes=0, checkpointing=False,
+                  steps=[StepTrace("b", False, 4 * 2**30, 1), StepTrace("b", True, 2**30, 2)])
+    fields.update(changes)
+    return Plan(**fields)
+
+
+@pytest.mark.parametrize("text, expected", [("24GB", 24 * 2**30), ("24GiB", 24 * 2**30), ("80g", 80 * 2**30),
+                                            ("16000MB", 16000 * 2**20), ("0.5T", 2**39), ("12", 12 * 2**30)])
+def test_parse_memory(text, expected):
+    assert parse_memory(text) == expected
+
+
+def test_parse_memory_refuses_nonsense():
+    with pytest.raises(UserError, match="--gpu_memory"):
+        parse_memory("a lot")
+
+
+def test_advice_warns_when_the_headroom_is_within_the_plans_error():
+    plan = make_plan()
+    assert advice(plan, 16 * 2**30).startswith("fits: 10.00 GiB")
+    assert advice(plan, 11 * 2**30).startswith("fits, narrowly")
+    tight = advice(plan, 9 * 2**30)
+    assert tight.startswith("does not fit") and "--gradient_checkpointing true" in tight
+    assert "--train_batch_size 1 with --gradient_accumulation_steps 2" in advice(plan, int(8.5 * 2**30))
+
+
+def test_advice_without_a_smaller_setting_suggests_fewer_tokens_or_a_larger_cache_device():
+    single = make_plan(train_batch_size=1, steps=[StepTrace("b", False, 4 * 2**30, 1)])
+    assert "a lower --resolution" in advice(single, 8 * 2**30)
+    caching = make_plan(train_batch_size=1, steps=[StepTrace("b", False, 4 * 2**30, 1)], cache_phase_bytes=12 * 2**30)
+    assert "build it once on a larger device" in advice(caching, 8 * 2**30)
+
+
+def test_the_table_names_every_row_and_appends_the_advice():
+    plan = make_plan(catalogue_entry="org/model", quantized="nf4", ddp_bytes=2**30)
+    table = format_plan(plan)
+    assert table.splitlines()[0].startswith("memory plan for `m` (sana, catalogued as org/model), 1 process(es) on cuda")
+    assert "weights: model (Linear weights nf4-quantized)" in table and "DDP gradient buckets" in table
+    assert "step activations, b, with checkpointing" in table and "step activations, b, without checkpointing" in table
+    assert "predicted peak per process" in table and "glibc heap" not in table
+    assert format_plan(plan, 64 * 2**30).splitlines()[-1].startswith("fits:")
+
+
+def test_the_gate_stops_only_beyond_the_margin():
+    plan = make_plan()  # 10 GiB peak
+    check_fits(plan, int(9.5 * 2**30), "the GPU")  # within 10%: the prediction may be off, the run starts
+    with pytest.raises(UserError, match="This run would not fit on the GPU: the predicted peak 10.00 GiB") as err:
+        check_fits(plan, 8 * 2**30, "the GPU")
+    assert "--ignore_memory_plan" in str(err.value) and "dit-lora plan" in str(err.value)
