@@ -116,12 +116,12 @@ def _check_data(args: argparse.Namespace) -> int:
     from dit_lora.data import preflight
     from dit_lora.data.cache import default_cache_root
 
-    values = load_yaml(args.config) if args.config else {}
+    values = load_yaml(args.config, args.family, "--family" if args.family else None) if args.config else {}
     for name in _CHECK_DATA_KEYS:
         raw = getattr(args, name)
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
-    cfg = TrainConfig(**values)
+    cfg = TrainConfig.for_family(**values)  # a flag of another family than the one checked: one paragraph
     cfg.explicit_options = frozenset(values)
 
     from dit_lora.catalogue.defaults import resolve_defaults
@@ -170,12 +170,11 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     from dit_lora.plan import make_plan
     from dit_lora.plan.report import device_memory, format_plan, parse_memory
 
-    if not any(a == "--family" or a.startswith("--family=") for a in rest):
-        cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
-        _plan_demo_exists(cfg, rest)
-        if "family" not in cfg.explicit_options:
-            rest = ["--family", family_for_model(cfg), *rest]
-    cfg = parse_config(rest, prog="dit-lora plan", needs_data=False)
+    def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
+        _plan_demo_exists(common, rest)
+        return family_for_model(common)
+
+    cfg = parse_config(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family)
     _plan_demo_exists(cfg, rest)
     family = get_family(cfg.family)
     chosen = resolve_defaults(cfg, family)

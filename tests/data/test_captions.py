@@ -60,8 +60,9 @@ def test_check_data_counter_loads_only_the_tokenizer_or_estimates_and_says_so(ti
     sana = get_family("sana")
     counter, note = token_counter_for_model(TrainConfig(pretrained_model_name_or_path=str(tiny_sana)), sana)
     assert note is None and counter.exact and counter.length == 300 and counter.limit == 299  # instruction on
-    counter, _ = token_counter_for_model(TrainConfig(pretrained_model_name_or_path=str(tiny_sana),
-                                                     complex_human_instruction=False, max_sequence_length=120), sana)
+    counter, _ = token_counter_for_model(TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana),
+                                                                complex_human_instruction=False,
+                                                                max_sequence_length=120), sana)
     assert (counter.length, counter.limit) == (120, 120)
     counter, note = token_counter_for_model(TrainConfig(), sana)
     assert not counter.exact and counter.count(["x" * 1001]) == [251] and "estimated at 4 characters" in note
