@@ -1,0 +1,127 @@
+"""The family registry (``dit_lora/families/__init__.py``): one entry per family package, every list derived from it,
+and ``register_family`` for a family that lives anywhere else (here: a folder written by the test)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import dit_lora.families as families
+from dit_lora.families.base import REQUIRED
+from helpers import ROOT
+
+FAMILY = textwrap.dedent("""
+    from dit_lora.families.base import ModelFamily
+    from dit_lora.families.registry import FamilyEntry
+
+
+    class Tiny(ModelFamily):
+        name = "tiny_elsewhere"
+        pipeline_class_name = "TinyPipeline"
+    {methods}
+
+    def make(name):
+        return Tiny()
+
+
+    ENTRY = FamilyEntry(names=("tiny_elsewhere",), factory={factory}, catalogue="{package}.catalogue",
+                        demo_configs=("tiny/demo.yaml",), recipe="tiny_lora.py")
+""")
+CATALOGUE = "ENTRIES = []\n"
+
+
+def _write_family(folder: Path, package: str, factory: str) -> Path:
+    """A family package written under ``folder``: the required methods (empty), an entry, a catalogue module."""
+    methods = "".join(f"\n    def {name}(self, *args):\n        return None\n" for name in REQUIRED)
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text(FAMILY.format(methods=methods, factory=factory, package=package))
+    (folder / package / "catalogue.py").write_text(CATALOGUE)
+    return folder / package
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """The ENTRY of a family package in a tmp folder (not registered); unregistered after the test if it was."""
+    _write_family(tmp_path, "tiny_family_pkg", factory="make")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = importlib.import_module("tiny_family_pkg").ENTRY
+    yield entry
+    if entry in families.entries():
+        families.unregister_family(entry)
+
+
+def test_a_family_from_another_folder_registers_with_one_call(elsewhere):
+    from dit_lora.catalogue import data_files
+
+    families.register_family(elsewhere)
+    assert "tiny_elsewhere" in families.available()
+    assert type(families.get_family("tiny_elsewhere")).__name__ == "Tiny"
+    assert families.entry_for("tiny_elsewhere") is elsewhere and families.entries()[-1] is elsewhere
+    assert families.recipe_script("tiny_elsewhere") == "recipes/tiny_lora.py"
+    assert data_files()[-1] == "tiny_family_pkg.catalogue"  # its catalogue counts, nothing else to edit
+    families.unregister_family(elsewhere)
+    assert "tiny_elsewhere" not in families.available() and "tiny_family_pkg.catalogue" not in data_files()
+
+
+def test_a_name_already_registered_is_refused(elsewhere):
+    from dataclasses import replace
+
+    families.register_family(elsewhere)
+    with pytest.raises(ValueError, match="family name `tiny_elsewhere` is already registered"):
+        families.register_family(replace(elsewhere))
+    with pytest.raises(ValueError, match="family name `sana` is already registered .*recipes/sana_lora.py"):
+        families.register_family(replace(elsewhere, names=("sana",)))
+    assert families.entries().count(elsewhere) == 1 and families.entry_for("sana").recipe == "sana_lora.py"
+
+
+def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
+    """A factory named by "module:attribute" is not imported at registration; its capabilities are checked on the
+    first get_family (a callable factory is checked at registration: tests/toy_family)."""
+    from dit_lora.errors import UserError
+
+    folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
+    (folder / "spec.py").write_text("from . import Tiny\nfrom dit_lora.families.capabilities import Samples\n\n\n"
+                                    "class Claims(Tiny):\n    capabilities = (Samples,)\n\n\n"
+                                    "def make(name):\n    return Claims()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = importlib.import_module("tiny_lazy_pkg").ENTRY
+    families.register_family(entry)
+    try:
+        assert "tiny_lazy_pkg.spec" not in __import__("sys").modules
+        with pytest.raises(UserError, match="Samples capability but does not implement"):
+            families.get_family("tiny_elsewhere")
+    finally:
+        families.unregister_family(entry)
+
+
+def test_every_family_package_has_its_one_registry_line():
+    """BUILT_IN names every package under dit_lora/families/ (each with an ENTRY), and nothing else."""
+    packages = {m.name for m in pkgutil.iter_modules(families.__path__) if m.ispkg}
+    assert sorted(families.BUILT_IN) == sorted(packages)
+    built_in = [importlib.import_module(f"dit_lora.families.{name}").ENTRY for name in families.BUILT_IN]
+    assert families.entries()[:len(built_in)] == built_in
+    assert sorted(n for e in built_in for n in e.names) == families.available()
+
+
+def test_recipe_scripts_come_from_the_entries():
+    """Every recipes/*_lora.py is the script of one entry, and every entry's script exists."""
+    scripts = {e.recipe_script for e in families.entries()}
+    assert scripts == {p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").glob("*_lora.py")}
+
+
+def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
+    from dit_lora.catalogue import entries
+    from dit_lora.config import TrainConfig
+    from dit_lora.errors import UserError
+
+    for entry in entries():
+        assert families.family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id)) == entry.family
+    (tmp_path / "model_index.json").write_text('{"_class_name": "DiTPipeline"}')
+    assert families.family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path))) == "dit"
+    (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
+    with pytest.raises(UserError, match="Could not tell which family trains .* Pass --family"):
+        families.family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)))
