@@ -104,9 +104,9 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
     def body() -> None:
         model = build_model(config, device, torch)
         result["base_params"] = sum(p.numel() for p in model.parameters())
-        cfg = TrainConfig(rank=args.rank, lora_alpha=args.rank, train_batch_size=batch, resolution=resolution,
-                          gradient_checkpointing=checkpointing, learning_rate=1e-4, max_grad_norm=1.0,
-                          weighting_scheme="logit_normal", mixed_precision="bf16")
+        cfg = TrainConfig.for_family("sana", rank=args.rank, lora_alpha=args.rank, train_batch_size=batch,
+                                     resolution=resolution, gradient_checkpointing=checkpointing, learning_rate=1e-4,
+                                     max_grad_norm=1.0, weighting_scheme="logit_normal", mixed_precision="bf16")
         optimizer, fused, params, result["lora_params"] = prepare_lora(model, cfg, LORA_TARGETS, checkpointing, device)
         result["fused_adamw"] = fused
         comps = Components(model=model, scheduler=training_scheduler({"flow_shift": 3.0}))

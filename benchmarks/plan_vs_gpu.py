@@ -35,7 +35,7 @@ def _plan(family_name: str, hub_id: str, **options):
     from dit_lora.families import get_family
     from dit_lora.plan import plan_run
 
-    cfg = TrainConfig(family=family_name, pretrained_model_name_or_path=hub_id, **options)
+    cfg = TrainConfig.for_family(family=family_name, pretrained_model_name_or_path=hub_id, **options)
     return plan_run(cfg, get_family(family_name), config_reader(cfg), device="cuda",
                     catalogue_entry=by_hub_id(hub_id).hub_id)
 
