@@ -55,7 +55,7 @@ def test_a_recipe_refuses_another_entry_s_family_before_checking_options(tmp_pat
 
 def test_an_unknown_family_is_one_paragraph_with_a_suggestion(tmp_path):
     for recipe in ("sana", None):
-        with pytest.raises(UserError, match=r"is `cogvidex`, which is not one of cogvideox, .*Did you mean `cogvideox`"):
+        with pytest.raises(UserError, match=r"is `cogvidex`, which is not one of cogvideox, .*Did you mean `cogvideox"):
             parse_run(_args(tmp_path, "--family", "cogvidex"), recipe)
 
 
