@@ -1,25 +1,13 @@
-"""LoRA injection, parameter groups, precision policy, and the save -> load_lora_weights round trip."""
+"""LoRA injection, parameter groups and the precision policy (the adapter files: tests/output/test_adapter.py)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
-from dit_lora.api import load_adapter
-from dit_lora.output.adapter import ADAPTER_FILE, NonFiniteWeightsError, write_adapter
 from dit_lora.training import trainables
-
-
-def _metadata(path) -> dict:
-    """An adapter file's safetensors metadata (rank/alpha as diffusers stores them)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as fh:
-        return dict(fh.metadata() or {})
 
 
 def _cfg(model, **kw) -> TrainConfig:
@@ -94,133 +82,6 @@ def test_bad_targets_and_patterns_name_valid_options(tiny_sana):
         trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_qq",), seed=0)
     with pytest.raises(UserError, match="--train_backbone"):
         trainables.unfreeze_backbone(model, ["no_such_module"])
-
-
-def _inputs(model, seed=1):
-    g = torch.Generator().manual_seed(seed)
-    cfg = model.config
-    x = torch.randn(2, cfg.in_channels, 8, 8, generator=g).to(torch.bfloat16)
-    text = torch.randn(2, 12, cfg.caption_channels, generator=g).to(torch.bfloat16)
-    mask = torch.ones(2, 12, dtype=torch.long)
-    mask[1, 6:] = 0
-    t = torch.tensor([900.0, 150.0])
-    return dict(hidden_states=x, encoder_hidden_states=text, encoder_attention_mask=mask, timestep=t, return_dict=False)
-
-
-def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
-    """alpha != rank: the scale is folded into lora_B, so the stock loader and a metadata-blind one (ComfyUI, old
-    diffusers: alpha taken = rank) both reproduce the trained model; the live model is left as trained."""
-    from diffusers import SanaPipeline
-    from safetensors.torch import load_file, save_file
-
-    family = get_family("sana")
-    model = _fresh_transformer(tiny_sana)
-    trainables.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
-    trainables.cast_trainable_to_fp32(model, under_autocast=True)
-    with torch.no_grad():  # stand-in for training: make lora_B non-zero
-        g = torch.Generator().manual_seed(3)
-        for n, p in model.named_parameters():
-            if "lora_B" in n:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
-    model.eval()
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        trained = model(**_inputs(model))[0].float()
-    live = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
-    lora, backbone = trainables.split_trainable_state(model, [])
-    write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, [])
-    meta = json.loads(_metadata(tmp_path / ADAPTER_FILE)["lora_adapter_metadata"])
-    assert meta["transformer.r"] == 4 and meta["transformer.lora_alpha"] == 4  # scale 16 / 4 is in lora_B
-    saved = load_file(str(tmp_path / ADAPTER_FILE))
-    for name, value in live.items():  # folded on export only: the live (checkpointed) weights are untouched
-        assert torch.equal(dict(model.named_parameters())[name], value), name
-        key = "transformer." + name.replace(".default.", ".")
-        assert torch.equal(saved[key], value * 4 if "lora_B" in name else value), name
-    # A metadata-blind consumer: the same tensors in a file without diffusers' metadata.
-    blind = tmp_path / "blind"
-    blind.mkdir()
-    save_file(saved, str(blind / ADAPTER_FILE))
-    assert "lora_adapter_metadata" not in _metadata(blind / ADAPTER_FILE)
-
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        base_out = _fresh_transformer(tiny_sana)(**_inputs(model))[0].float()
-    change = (trained - base_out).abs().max()
-    assert change > 1e-2  # the adapter does something measurable
-    for folder in (tmp_path, blind):
-        pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
-        pipe.load_lora_weights(folder)
-        assert next(iter(pipe.transformer.transformer_blocks[0].attn1.to_q.scaling.values())) == 1.0
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            loaded_out = pipe.transformer.eval()(**_inputs(model))[0].float()
-        # bf16 LoRA weights after loading vs fp32 masters: equal up to bf16 rounding, far below the LoRA effect
-        # (at the wrong strength, e.g. the unfolded file read as alpha = rank, it is off by over 0.3x the change).
-        assert (loaded_out - trained).abs().max() < 0.05 * change, folder
-
-
-def test_fold_lora_scale_keeps_the_function_for_rslora_patterns_and_bias():
-    """alpha / sqrt(r) (rsLoRA), per-layer rank/alpha patterns and lora_B biases fold exactly as PEFT scales them."""
-    import copy
-    import inspect
-
-    from peft import LoraConfig, inject_adapter_in_model
-
-    from dit_lora.output.adapter import fold_lora_scale
-
-    torch.manual_seed(0)
-    base = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8))
-    x = torch.randn(3, 8)
-    configs = [LoraConfig(r=4, lora_alpha=16, use_rslora=True, target_modules=["0", "1"]),
-               LoraConfig(r=4, lora_alpha=16, rank_pattern={"1": 2}, alpha_pattern={"0": 3}, target_modules=["0", "1"],
-                          lora_bias=True)]
-    for config in configs:
-        model = inject_adapter_in_model(config, copy.deepcopy(base))
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                if "lora_" in name:
-                    param.copy_(torch.randn(param.shape))
-            want = model(x)
-        state = {k.replace(".default", ""): v for k, v in model.state_dict().items() if "lora_" in k}
-        before = {k: v.clone() for k, v in state.items()}
-        folded, folded_config = fold_lora_scale(state, config.to_dict())
-        assert all(torch.equal(state[k], before[k]) for k in state)  # inputs untouched
-        params = inspect.signature(LoraConfig).parameters
-        fresh = inject_adapter_in_model(LoraConfig(**{k: v for k, v in folded_config.items() if k in params}),
-                                        copy.deepcopy(base))
-        assert all(m.scaling["default"] == 1.0 for m in fresh.modules() if hasattr(m, "scaling"))
-        missing = fresh.load_state_dict({k.replace(".lora_A", ".lora_A.default").replace(".lora_B", ".lora_B.default"): v
-                                         for k, v in folded.items()}, strict=False).missing_keys
-        assert not [k for k in missing if "lora_" in k]
-        with torch.no_grad():
-            torch.testing.assert_close(fresh(x), want, rtol=1e-5, atol=1e-6 * want.abs().max().item())
-
-
-def test_backbone_weights_round_trip_with_load_adapter(tiny_sana, tmp_path):
-    from diffusers import SanaPipeline
-
-    family = get_family("sana")
-    model = _fresh_transformer(tiny_sana)
-    trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q",), seed=0)
-    names = trainables.unfreeze_backbone(model, ["caption_projection"])
-    trainables.cast_trainable_to_fp32(model, under_autocast=True)
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            if n in names or "lora_B" in n:
-                p.add_(0.1)
-    lora, backbone = trainables.split_trainable_state(model, names)
-    write_adapter(family, tmp_path, lora, model.peft_config["default"].to_dict(), backbone, ["caption_projection"])
-    pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.bfloat16)
-    load_adapter(pipe, tmp_path)
-    loaded = dict(pipe.transformer.named_parameters())
-    for n in names:
-        assert torch.equal(loaded[n], dict(model.named_parameters())[n].to(torch.bfloat16))
-
-
-def test_non_finite_adapter_is_never_written(tmp_path):
-    family = get_family("sana")
-    bad = {"transformer_blocks.0.attn1.to_q.lora_A.weight": torch.tensor([[float("nan")]])}
-    with pytest.raises(NonFiniteWeightsError, match="nothing was written"):
-        write_adapter(family, tmp_path, bad, {"r": 1, "lora_alpha": 1}, {}, [])
-    assert not (tmp_path / ADAPTER_FILE).exists()
-    assert not any(tmp_path.iterdir())
 
 
 def test_fp16_checkpoint_is_flagged(tmp_path):
