@@ -111,8 +111,9 @@ def _text(tokenizer, n_tokens: int, rng: random.Random, end: str) -> str:
     return (" ".join(words) + end).capitalize()
 
 
-def make_batch(family, args, frame_size: tuple[int, int], device, torch) -> dict:
-    """One collated batch through the loop's data path (frame_inputs, tokenize, pad_batch, collate_pixels)."""
+def make_batch(processing, args, frame_size: tuple[int, int], device, torch) -> dict:
+    """One collated batch through the loop's data path (frame_inputs, tokenize, pad_batch, collate_pixels);
+    ``processing``: the run's ``VideoQAProcessing`` (``comps.extras["processing"]``)."""
     import numpy as np
 
     from dit_lora.families.videochat.prompts import pad_batch
@@ -122,14 +123,14 @@ def make_batch(family, args, frame_size: tuple[int, int], device, torch) -> dict
     for i in range(args.batch_size):
         rng = random.Random(i)
         frames = rng_np.integers(0, 256, size=(args.frames, *frame_size, 3), dtype=np.uint8)
-        pixels, count = family.frame_inputs(frames)
+        pixels, count = processing.frame_inputs(frames)
         messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                    {"role": "user", "content": _text(family.tokenizer, args.question_tokens, rng, "?")},
-                    {"role": "assistant", "content": _text(family.tokenizer, args.answer_tokens, rng, ".")}]
-        items.append({**family.tokenize(messages, count, None), "pixels": pixels})
+                    {"role": "user", "content": _text(processing.tokenizer, args.question_tokens, rng, "?")},
+                    {"role": "assistant", "content": _text(processing.tokenizer, args.answer_tokens, rng, ".")}]
+        items.append({**processing.tokenize(messages, count, None), "pixels": pixels})
     batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
-                      family.pad_token_id)
-    batch.update(family.spec.collate_pixels([it["pixels"] for it in items]))
+                      processing.pad_token_id)
+    batch.update(processing.spec.collate_pixels([it["pixels"] for it in items]))
     batch = {k: v.to(device) for k, v in batch.items()}
     batch["sample_index"] = list(range(args.batch_size))
     return batch
@@ -148,10 +149,11 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
     if liger and not args.smoke and not _liger_installed():
         result.update(status="skipped", note="liger: not installed (pip install liger-kernel)")
         return result
-    cfg = TrainConfig(family=FAMILY, pretrained_model_name_or_path=str(tiny_dir) if tiny_dir else None,
-                      rank=args.rank, lora_alpha=args.rank, train_batch_size=args.batch_size, num_frames=args.frames,
-                      gradient_checkpointing=checkpointing, learning_rate=1e-4, backbone_learning_rate=2e-5,
-                      max_grad_norm=1.0, mixed_precision="bf16", use_liger_kernel=liger)
+    cfg = TrainConfig.for_family(FAMILY, pretrained_model_name_or_path=str(tiny_dir) if tiny_dir else None,
+                                 rank=args.rank, lora_alpha=args.rank, train_batch_size=args.batch_size,
+                                 num_frames=args.frames, gradient_checkpointing=checkpointing, learning_rate=1e-4,
+                                 backbone_learning_rate=2e-5, max_grad_norm=1.0, mixed_precision="bf16",
+                                 use_liger_kernel=liger)
 
     def body() -> None:
         family = get_family(FAMILY)
@@ -163,9 +165,11 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
 
             tokenizer = build_tiny_videochat_tokenizer()
             model = build_llava_next_video_7b(tokenizer, device, torch)
-            family.tokenizer, family.model_config = tokenizer, model.config
-            family.prep = dict(family.spec.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
-            comps = Components(model=model)
+            from dit_lora.families.videochat.spec import VideoQAProcessing
+
+            prep = dict(family.spec.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
+            comps = Components(model=model, extras={"processing": VideoQAProcessing(family.spec, tokenizer, prep,
+                                                                                     model.config)})
             frame_size = (360, 640)
         model = comps.model
         result["base_params"] = sum(p.numel() for p in model.parameters())
@@ -177,7 +181,7 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
         if note:
             print("  " + note, flush=True)
             result["note"] = note
-        if liger and family.loss_fn is plain_loss:
+        if liger and comps.extras["loss_fn"] is plain_loss:
             if not args.smoke:  # the same step as the plain row: nothing to measure
                 result["status"] = "skipped"
                 return
@@ -208,7 +212,7 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
                       projector_params=sum(named[n].numel() for n in backbone_names))
         watched = {n: named[n].detach().clone() for n in (next(n for n in named if "lora_B" in n), backbone_names[0])}
 
-        data = make_batch(family, args, frame_size, device, torch)
+        data = make_batch(comps.extras["processing"], args, frame_size, device, torch)
         total = int(data["attention_mask"].sum())
         answer = int((data["labels"] != -100).sum())
         video = int((data["input_ids"] == model.config.video_token_index).sum())

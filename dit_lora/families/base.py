@@ -140,7 +140,8 @@ class ModelFamily(metaclass=_SpecMeta):
 
     @abstractmethod
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """The training loss (scalar) of one micro-batch from :meth:`prepare_batch`."""
 

@@ -108,7 +108,8 @@ def _nan_for(monkeypatch, family, cfg, data, keys):
                 calls.append(r)
         return latents
 
-    monkeypatch.setattr(family, "encode_images", encode_images)
+    # The spec is immutable: patch its class for the test (the family object itself is never written to).
+    monkeypatch.setattr(type(family), "encode_images", lambda self, comps, pixels: encode_images(comps, pixels))
     return calls
 
 
@@ -426,14 +427,14 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     # cuts the second round (warn); one below the first round blocks.
     model = build_demo_model(family, tmp_path / "model")
     qa_family = get_family(family)
-    qa_family.load_processing(str(model))
+    processing = qa_family.load_processing(str(model))
     two_rounds = next(s for s in load_qa_samples(annotation) if len(s.messages) == 4)
     from dit_lora.families.videochat.data import read_clip
 
     clip = read_clip(two_rounds.video, 4)
-    _, count = qa_family.frame_inputs(clip.frames, clip.fps)
-    first = len(qa_family.tokenize(two_rounds.messages[:2], count, None)["input_ids"])
-    whole = len(qa_family.tokenize(two_rounds.messages, count, None)["input_ids"])
+    _, count = processing.frame_inputs(clip.frames, clip.fps)
+    first = len(processing.tokenize(two_rounds.messages[:2], count, None)["input_ids"])
+    whole = len(processing.tokenize(two_rounds.messages, count, None)["input_ids"])
     assert first < whole
     with_model = base + ["--pretrained_model_name_or_path", str(model)]
     code, out = _run_cli(with_model + ["--max_sequence_length", str(first)], capsys)
@@ -449,7 +450,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     from dit_lora.data.prepare import report_lines
 
     cfg = TrainConfig.for_family(family=family, train_data_dir=str(annotation), num_frames=4, max_sequence_length=first)
-    media = VideoQAMedia(cfg, qa_family)
+    media = VideoQAMedia(cfg, qa_family, processing)
     cut = report_lines(media, media.screen(load_qa_samples(annotation), log=lambda _: None, quarantine=[]), None)
     assert len(cut) == 1 and cut[0].startswith("long conversations: ")
     assert f"{two_rounds.key} (last 1 round(s))" in cut[0]

@@ -28,6 +28,7 @@ from dit_lora.demo.clips import (  # noqa: E402
     write_truncated_clip,
 )
 from dit_lora.errors import UserError  # noqa: E402
+from dit_lora.families import capabilities as caps  # noqa: E402
 from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
 
@@ -41,6 +42,7 @@ class FakeVideoFamily(DiffusionFamily):
     """A video family whose 'VAE' average-pools: 4x in time (first frame alone), 8x in space."""
 
     name = "fake_video"
+    capabilities = DiffusionFamily.capabilities + (caps.VideoFrames, caps.RunSetup)
 
     def data_handler(self, cfg):
         return VideoMedia(cfg, self, cache_root_for(cfg))
@@ -54,7 +56,7 @@ class FakeVideoFamily(DiffusionFamily):
             return resolution_buckets(cfg.frame_buckets)
         return [(cfg.max_num_frames or 9, cfg.height or 32, cfg.width or 32)]
 
-    def cache_identity(self, cfg):
+    def cache_identity(self, cfg, comps=None):
         return {"model": "fake-video", "version": 1}
 
     def encode_images(self, comps, pixel_values):

@@ -206,20 +206,20 @@ def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clea
     from dit_lora.families.videochat.media import QADataset, fit_conversation
 
     family = get_family("llava_next_video")
-    family.load_components(_cfg(assets), torch.device("cpu"))
+    processing = family.load_components(_cfg(assets), torch.device("cpu")).extras["processing"]
     video = next(iter(load_videos(assets["videochat2"])))
     turns = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"},
              {"role": "user", "content": "Which way does the square move? " * 20},
              {"role": "assistant", "content": "left to right"}]
     sample = QASample("long:1", video, turns)
-    full = family.tokenize(turns, 64, None)["input_ids"].numel()
-    first = family.tokenize(turns[:2], 64, None)["input_ids"].numel()
-    example, dropped = fit_conversation(family, sample, 64, (full + first) // 2)
+    full = processing.tokenize(turns, 64, None)["input_ids"].numel()
+    first = processing.tokenize(turns[:2], 64, None)["input_ids"].numel()
+    example, dropped = fit_conversation(processing, sample, 64, (full + first) // 2)
     assert example["input_ids"].numel() == first and dropped == 1  # the long second round dropped, the first kept
     with pytest.raises(UserError, match="--max_sequence_length"):
-        fit_conversation(family, sample, 64, first - 1)
+        fit_conversation(processing, sample, 64, first - 1)
     # The dataset fits its items the same way.
-    item = QADataset([sample], family, num_frames=4, max_length=(full + first) // 2)[(0, False)]
+    item = QADataset([sample], processing, num_frames=4, max_length=(full + first) // 2)[(0, False)]
     assert item["labels"].numel() < full
 
 

@@ -156,7 +156,8 @@ def test_loss_matches_a_hand_computed_example(models):
 def test_compute_loss_reaches_lora_and_pads_15(models, case):
     from diffusers import CogVideoXImageToVideoPipeline
 
-    family, cfg, comps, batch = _setup(models, case, first_frame_noise=False)
+    no_noise = {"first_frame_noise": False} if case[0] == "i2v" else {}  # an image-to-video option
+    family, cfg, comps, batch = _setup(models, case, **no_noise)
     denoiser = comps.model
     assert batch["latents"].shape == (2, 3, 4, 8, 8) and batch["latents"].dtype == torch.float32
     capture = _Capture(denoiser)
@@ -205,13 +206,14 @@ def test_i2v_noise_augmentation_and_dropout(models):
     family, cfg, comps, batch = _setup(models, ("i2v", "1.0-5b"), lora=False)
     noisy = torch.zeros(2, 3, 4, 8, 8)
     clean = family.model_input(noisy, batch, torch.Generator().manual_seed(0), _cfg(models[("i2v", "1.0-5b")],
-                               first_frame_noise=False))
+                               family="cogvideox_i2v", first_frame_noise=False))
     augmented = family.model_input(noisy, batch, torch.Generator().manual_seed(0), cfg)
     delta = (augmented - clean)[:, 0, 4:]
     assert 0 < delta.std() < 0.3  # sigma = exp(N(-3, 0.5)) ~ 0.05
     assert augmented[:, 1:, 4:].abs().sum() == 0
     dropped = family.model_input(noisy, batch, torch.Generator().manual_seed(0),
-                                 _cfg(models[("i2v", "1.0-5b")], noised_image_dropout=0.999999))
+                                 _cfg(models[("i2v", "1.0-5b")], family="cogvideox_i2v",
+                                      noised_image_dropout=0.999999))
     assert dropped[:, :, 4:].abs().sum() == 0
 
 
@@ -301,7 +303,7 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
     family.inspect_samples(comps, cfg, load_video_samples(clips))
     if case[0] == "i2v":
-        image = family.validation_image
+        image = comps.extras["validation_image"]  # per-run state: in the components, not on the spec
         assert image.size == (64, 64) and image.getpixel((2, 2))[0] < 60  # the clip's dark background
     family.release_encoders(comps, keep_for_validation=True)
     assert set(comps.encoders) == {"vae"} and comps.encoders["vae"].device.type == "cpu"
@@ -312,10 +314,10 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     family.save_adapter(tmp_path, lora_state, comps.model.peft_config["default"].to_dict())
     pipe = family.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
     assert pipe.transformer.peft_config  # the adapter is loaded
-    reloaded = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1)
+    reloaded = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1, comps=comps)
     assert len(reloaded) == 1 and len(reloaded[0]) == 9
 
-    path = family.save_sample(reloaded[0], tmp_path / "samples" / "final_0")
+    path = family.save_sample(reloaded[0], tmp_path / "samples" / "final_0", cfg)
     assert path.name == "final_0.mp4"
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
@@ -470,7 +472,7 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
     assert "\n" not in note
     assert ("2400 px" in note) == ("1.5" in name) and f"the published config of THUDM/{name}" in note
-    assert family.fps == (16 if "1.5" in name else 8)
+    assert family.model_info(cfg).fps == (16 if "1.5" in name else 8)
 
 
 def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models):

@@ -106,7 +106,8 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
                 p.add_(torch.randn_like(p) * 0.3)
     lora_state, backbone = trainables.split_trainable_state(model, names)
     out = tmp_path / "out"
-    write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone, family.backbone_patterns(cfg))
+    write_adapter(family, out, lora_state, model.peft_config["default"].to_dict(), backbone,
+                  family.backbone_patterns(cfg), comps=comps, cfg=cfg)
     for f in (PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE):
         assert (out / f).is_file(), f
     assert json.loads((out / PEFT_CONFIG_FILE).read_text())["lora_alpha"] == 4  # alpha 8 / rank 4 folded into B

@@ -27,7 +27,7 @@ class _StubQAFamily:
             collate_pixels=lambda items: {"pixel_values": torch.stack([it["pixel_values"] for it in items])})
 
     def data_handler(self, cfg):
-        return VideoQAMedia(cfg, self)
+        return VideoQAMedia(cfg, self, processing=self)  # the stub is its own tokenizer and preprocessing
 
     def inspect_samples(self, comps, cfg, samples) -> None:
         pass

@@ -452,21 +452,21 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
     family = get_family("qwen2_5_vl")
     cfg = TrainConfig.for_family(family="qwen2_5_vl", pretrained_model_name_or_path=str(tiny), num_frames=8,
                       validation_prompt="What colour is the square?")
-    family.load_components(cfg, torch.device("cpu"))
+    processing = family.load_components(cfg, torch.device("cpu")).extras["processing"]
     messages = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
 
     # Training: the dataset's items.
     samples = [QASample(name, path, messages) for name, path in clips.items()]
-    dataset = QADataset(samples, family, 8, None)
+    dataset = QADataset(samples, processing, 8, None)
     for i, name in enumerate(clips):
         got = float(dataset[(i, False)]["pixels"]["second_per_grid_ts"])
         assert got == pytest.approx(seconds_per_patch[name], rel=1e-6), name
 
-    # Validation: what family.answer hands to generate.
+    # Validation: what the processing's answer hands to generate.
     seen = {}
     model = torch.nn.Linear(1, 1)
     model.generate = lambda **kw: seen.update(kw) or kw["input_ids"]
-    family.answer(model, "What colour is the square?", clips["long"], 8)
+    processing.answer(model, "What colour is the square?", clips["long"], 8)
     assert seen["second_per_grid_ts"].tolist() == pytest.approx([seconds_per_patch["long"]], rel=1e-6)
 
     # The card's snippet, run with the model and processor stood in: the processor gets the frames training saw
