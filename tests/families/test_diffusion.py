@@ -15,14 +15,19 @@ from dit_lora.families.diffusion import DiffusionFamily
 
 
 class Vae(torch.nn.Linear):
-    """A stand-in VAE: diffusers models say where they are with ``.device``."""
+    """A stand-in VAE that says where it is (``.device``, as diffusers models do) and remembers each move."""
 
     def __init__(self):
         super().__init__(1, 1)
+        self.moves = [torch.device("cpu")]
 
     @property
     def device(self):
-        return self.weight.device
+        return self.moves[-1]
+
+    def to(self, device):
+        self.moves.append(torch.device(device))
+        return self
 
 
 class Pooling(DiffusionFamily):
@@ -90,11 +95,11 @@ def test_release_encoders_keeps_only_the_vae_when_validation_decodes():
 def test_vae_on_returns_the_vae_home_even_after_an_error():
     family = Pooling()
     comps = family.load_components(None, "cpu")
-    with pytest.raises(RuntimeError):
-        with family.vae_on(comps, torch.device("meta")) as vae:
-            assert vae.weight.device.type == "meta"
+    with pytest.raises(RuntimeError, match="decode failed"):
+        with family.vae_on(comps, torch.device("cuda")) as vae:
+            assert vae.device.type == "cuda"
             raise RuntimeError("decode failed")
-    assert comps.encoders["vae"].weight.device.type == "cpu"
+    assert [d.type for d in comps.encoders["vae"].moves] == ["cpu", "cuda", "cpu"]
 
 
 def test_defaults_validation_inputs_samples_and_hooks(tmp_path):
