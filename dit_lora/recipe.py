@@ -17,11 +17,18 @@ def choose_family(recipe: str | None = None):
     A recipe script (``recipe``: the family it was started for) trains its registry entry's default name; ``dit-lora
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.families.family_for_model`).
     """
-    from .families import entry_for, family_for_model
+    from .families import available, entry_for, family_for_model
 
-    def infer(common) -> tuple[str, str]:  # common: the common options, checked (a model is named)
+    def infer(common) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
+        if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
+            raise UserError(
+                "dit-lora train needs to know which model family it trains: pass --family "
+                f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "
+                "--pretrained_model_name_or_path (its config files tell the family). `dit-lora train --family "
+                "NAME --help` lists the options of that family."
+            )
         return family_for_model(common), "the model's family"
 
     return infer

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from dit_lora.errors import UserError
-from dit_lora.recipe import parse_run
+from dit_lora.config import TrainConfig
+from dit_lora.recipe import choose_family, parse_run
 
 SANA_HUB_ID = "Efficient-Large-Model/Sana_600M_1024px_diffusers"  # catalogued: its family needs no download
 
@@ -77,6 +78,9 @@ def test_dit_lora_train_stops_when_nothing_names_the_family(tmp_path):
         parse_run(_args(tmp_path))
     with pytest.raises(UserError, match="No model given"):
         parse_run(["--train_data_dir", str(tmp_path)])
+    with pytest.raises(UserError, match=r"needs to know which model family it trains: pass --family \(cogvideox, .*"
+                                        r"`dit-lora train --family NAME --help`"):
+        choose_family()(TrainConfig())
 
 
 def test_a_config_that_cannot_be_read_is_reported_by_the_parser(tmp_path):
