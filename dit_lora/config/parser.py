@@ -317,7 +317,8 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
                                config, prog=prog, common_only=True)
         preliminary = TrainConfig(**common)
         preliminary.explicit_options = frozenset(common)
-        validate_static(preliminary, needs_data=needs_data)
+        if not {"-h", "--help"} & set(argv):  # the help comes first, once the family is known
+            validate_static(preliminary, needs_data=needs_data)
         inferred = infer_family(preliminary)
         family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
     if family is None:
@@ -366,10 +367,11 @@ def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | No
                   common_only: bool = False) -> dict[str, Any]:
     """The options set in ``argv`` and its ``--config`` YAML for a run of ``family``, coerced (flags win).
 
-    ``common_only``: only the common options (the family's are left for the second pass).
+    ``common_only``: only the common options (the family's are left for the second pass, which also answers
+    ``--help``: the help lists the family's options).
     """
     parser = build_argparser(prog, family)
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args([a for a in argv if a not in ("-h", "--help")] if common_only else argv)
     own = [f.name for f in owners.family_fields(family)]
     if unknown and not common_only:
         bad = next((u for u in unknown if u.startswith("-")), unknown[0])

@@ -152,3 +152,11 @@ def test_a_family_registered_elsewhere_declares_its_options():
     finally:
         unregister_options("toy")
     assert owners("toy_strength") == [] and "toy_strength" not in {f.name for f in fields(TrainConfig)}
+
+
+def test_help_before_the_family_is_inferred_lists_the_inferred_familys_options(capsys):
+    """A recipe's --help (no --family, no config): the family comes from infer_family, and so do the options."""
+    with pytest.raises(SystemExit):
+        parse_config(["--help"], infer_family=lambda common: "dit")
+    text = capsys.readouterr().out
+    assert "dit options (--family dit):" in text and "--weighting_scheme" not in text
