@@ -1,0 +1,96 @@
+"""data/batches.py: the rank-sharded, resumable batch order and the datasets the loop reads.
+
+The grouped (bucketed) order and its bit-for-bit agreement with the order before groups existed are pinned in
+tests/data/test_video_prepare.py (``test_ungrouped_order_is_unchanged_and_grouped_order_resumes``).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from dit_lora.data import RawSample
+from dit_lora.data.batches import (
+    CachedLatentDataset,
+    EpochBatches,
+    RawImageDataset,
+    collate,
+    epoch_loader,
+)
+from dit_lora.errors import UserError
+
+
+def test_ranks_split_each_epoch_without_overlap_and_drop_the_uneven_tail():
+    orders = [EpochBatches(11, 2, seed=1, rank=r, world_size=2, random_flip=False) for r in range(2)]
+    assert [len(o) for o in orders] == [3, 3]  # 5 samples per rank, batches of 2
+    seen = [i for o in orders for batch in o.batches(0) for i, _ in batch]
+    assert len(seen) == len(set(seen)) == 10  # one sample is left out this epoch
+    assert all(not flip for o in orders for batch in o.batches(0) for _, flip in batch)
+    assert list(orders[0].batches(0)) == list(orders[0].batches(0))
+    assert list(orders[0].batches(0)) != list(orders[0].batches(1))  # reshuffled each epoch
+
+
+def test_resuming_mid_epoch_gives_the_remaining_batches_and_flips_are_per_sample():
+    order = EpochBatches(20, 3, seed=7, rank=0, world_size=1, random_flip=True)
+    full = list(order.batches(2))
+    assert list(order.batches(2, start=4)) == full[4:]
+    flips = [flip for batch in full for _, flip in batch]
+    assert 0 < sum(flips) < len(flips)
+
+
+def test_too_few_samples_for_the_processes_and_mismatched_groups_are_refused():
+    with pytest.raises(UserError, match="3 usable samples but 4 processes"):
+        EpochBatches(3, 1, seed=0, rank=0, world_size=4, random_flip=False)
+    with pytest.raises(ValueError, match="groups has 2 entries for 3 samples"):
+        EpochBatches(3, 1, seed=0, rank=0, world_size=1, random_flip=False, groups=[0, 1])
+    assert EpochBatches(4, 2, seed=0, rank=0, world_size=1, random_flip=False, groups=[5] * 4).groups is None
+
+
+def test_cached_dataset_swaps_in_the_flipped_entries(tmp_path):
+    file = tmp_path / "0.safetensors"
+    save_file({"latents": torch.zeros(2), "latents_flipped": torch.ones(2), "image_latents": torch.zeros(1),
+               "image_latents_flipped": torch.ones(1), "prompt_embeds": torch.full((3,), 5.0)}, str(file))
+    data = CachedLatentDataset([file])
+    plain, flipped = data[(0, False)], data[(0, True)]
+    assert sorted(plain) == ["image_latents", "latents", "prompt_embeds", "sample_index"]
+    assert plain["latents"].sum() == 0 and flipped["latents"].sum() == 2 and flipped["image_latents"].sum() == 1
+    assert torch.equal(plain["prompt_embeds"], flipped["prompt_embeds"]) and flipped["sample_index"] == 0
+    save_file({"latents": torch.zeros(2)}, str(tmp_path / "1.safetensors"))
+    with pytest.raises(KeyError, match="no flipped latents"):
+        CachedLatentDataset([tmp_path / "1.safetensors"])[(0, True)]
+
+
+def test_raw_image_dataset_preprocesses_and_flips(tmp_path):
+    from PIL import Image
+
+    image = Image.new("RGB", (16, 16), (255, 0, 0))
+    image.paste((0, 0, 255), (0, 0, 8, 16))  # blue left half
+    image.save(tmp_path / "a.png")
+    data = RawImageDataset([RawSample(key="a.png", caption="red", path=str(tmp_path / "a.png"))], 8,
+                           center_crop=True, seed=0)
+    plain, flipped = data[(0, False)], data[(0, True)]
+    assert flipped["pixel_values"].shape == (3, 8, 8) and flipped["caption"] == "red" and flipped["sample_index"] == 0
+    assert plain["pixel_values"][2, 0, 0] == 1.0 and plain["pixel_values"][0, 0, 0] == -1.0  # blue on the left
+    assert torch.equal(flipped["pixel_values"], plain["pixel_values"].flip(-1))
+
+
+def test_collate_stacks_tensors_and_lists_the_rest():
+    out = collate([{"x": torch.zeros(2), "caption": "a", "sample_index": 0},
+                   {"x": torch.ones(2), "caption": "b", "sample_index": 1}])
+    assert out["x"].shape == (2, 2) and out["caption"] == ["a", "b"] and out["sample_index"] == [0, 1]
+
+
+def test_epoch_loader_starts_at_the_batch_and_leaves_the_global_rng_alone():
+    class Items(torch.utils.data.Dataset):
+        def __getitem__(self, item):
+            return {"index": torch.tensor(item[0])}
+
+        def __len__(self):
+            return 6
+
+    order = EpochBatches(6, 2, seed=3, rank=0, world_size=1, random_flip=False)
+    state = torch.random.get_rng_state()
+    loaded = [b["index"].tolist() for b in epoch_loader(Items(), collate, order, 1, 1, 0)]
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert loaded == [[i for i, _ in batch] for batch in list(order.batches(1))[1:]]
