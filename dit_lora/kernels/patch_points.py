@@ -75,7 +75,8 @@ def source_fingerprint(fn: Callable) -> str:
     """sha256 (first :data:`FINGERPRINT_CHARS` hex digits) of ``fn``'s source, comments and docstring left out.
 
     The source is parsed and unparsed by :mod:`ast`, so reformatting or a reworded comment keeps
-    the fingerprint (so does renaming the function) and any change to what the code does changes it. '' when the source is unavailable.
+    the fingerprint (so does renaming the function) and any change to what the code does changes it.
+    '' when the source is unavailable.
     """
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))

@@ -31,9 +31,9 @@ def _block(qk_norm=None, affine=False):
 
     torch.manual_seed(0)
     dim = HEADS * HEAD_DIM
-    block = SanaTransformerBlock(dim, HEADS, HEAD_DIM, num_cross_attention_heads=HEADS, cross_attention_head_dim=HEAD_DIM,
-                                 cross_attention_dim=dim, attention_bias=True, norm_elementwise_affine=affine,
-                                 qk_norm=qk_norm, mlp_ratio=2.5)
+    block = SanaTransformerBlock(dim, HEADS, HEAD_DIM, num_cross_attention_heads=HEADS,
+                                 cross_attention_head_dim=HEAD_DIM, cross_attention_dim=dim, attention_bias=True,
+                                 norm_elementwise_affine=affine, qk_norm=qk_norm, mlp_ratio=2.5)
     with torch.no_grad():  # diffusers starts the table at random/dim scale; make the modulation matter
         block.scale_shift_table.normal_(0, 0.5)
         for name, p in block.named_parameters():
