@@ -1,4 +1,5 @@
-"""Sana and CogVideoX size checks (review finding G) and the demo's checks before it builds anything (H)."""
+"""Sana's size checks (review finding G) and its demo's checks before it builds anything (H); CogVideoX's sizes are
+tests/families/cogvideox/test_info.py's, the DiT demo's tests/families/dit/test_demo.py's."""
 
 from __future__ import annotations
 
@@ -42,23 +43,6 @@ def test_sana_suggested_resolutions_pass_the_pipelines_own_check(model, resoluti
     for size in suggested:
         SanaPipeline.check_inputs(pipe, "a prompt", size, size)  # raises on a size the samples cannot take
         check_resolution(size, tr_cfg, vae_cfg)
-
-
-@pytest.mark.parametrize("vae_blocks,patch", [(4, 2), (3, 1), (2, 1)])
-def test_cogvideox_suggested_sizes_pass_the_pipelines_own_check(vae_blocks, patch):
-    from diffusers import CogVideoXPipeline
-
-    from dit_lora.families.cogvideox.info import ModelInfo, check_size_multiple
-
-    info = ModelInfo(vae_spatial=2 ** (vae_blocks - 1), patch_size=patch)
-    pipe = types.SimpleNamespace(_callback_tensor_inputs=["latents"])
-    for value in (4, 12, 60, 100):
-        if value % info.size_multiple == 0:
-            continue
-        with pytest.raises(UserError) as err:
-            check_size_multiple("--height", value, info.size_multiple, info)
-        for size in _suggested(str(err.value)):
-            CogVideoXPipeline.check_inputs(pipe, "a prompt", size, size, None, None)
 
 
 def _demo_cfg(tmp_path, **kw):
@@ -107,15 +91,3 @@ def test_sana_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, no_model_bu
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="--train_data_dir .* is a file"):
         get_family("sana").prepare_demo(_demo_cfg(tmp_path, train_data_dir=str(tmp_path / "file")))
-
-
-def test_dit_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, monkeypatch):
-    from dit_lora.families.dit import demo as tiny_dit
-    from dit_lora.families import get_family
-
-    monkeypatch.setattr(tiny_dit, "build_tiny_dit_pipeline", lambda path, **k: None)
-    data = tmp_path / "mine" / "cat"
-    data.mkdir(parents=True)
-    Image.new("RGB", (32, 32)).save(data / "0.png")
-    get_family("dit").prepare_demo(_demo_cfg(tmp_path, family="dit", train_data_dir=str(tmp_path / "mine")))
-    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["cat"]
