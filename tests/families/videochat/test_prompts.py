@@ -24,8 +24,6 @@ SINGLE = [
     {"role": "user", "content": "What colour is the square?"},
     {"role": "assistant", "content": "The square is red."},
 ]
-
-
 MULTI = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "What colour is the square?"},
@@ -33,7 +31,6 @@ MULTI = [
     {"role": "user", "content": "Which way does the square move?"},
     {"role": "assistant", "content": "It moves left to right."},
 ]
-
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +48,6 @@ def model(tiny_path):
 @pytest.fixture(scope="module")
 def tokenizer(tiny_path):
     return SPEC.load_tokenizer(tiny_path)
-
 
 
 # Written for this test in the layout of the llava-hf LLaVA-NeXT-Video templates: it iterates
@@ -90,7 +86,6 @@ def _example(tokenizer, model, messages, count=16, **kwargs):
         video_token_count=count,
         **kwargs,
     )
-
 
 
 def test_single_turn_labels_only_the_answer(tokenizer, model):
