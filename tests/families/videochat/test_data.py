@@ -1,4 +1,5 @@
-"""Video question-answering data (VideoChat2 style): annotation formats, errors, frame sampling, screening, demo set."""
+"""Video question-answering data (VideoChat2 style): annotation formats, errors, frame sampling, screening (the
+demo set: tests/families/videochat/test_demo_clips.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from dit_lora.demo.clips import (  # noqa: E402
     write_moving_square_clip,
     write_truncated_clip,
 )
-from dit_lora.families.videochat.demo_clips import COLOR_QUESTION, DIRECTION_QUESTION, INSTRUCTION, make_qa_dataset  # noqa: E402
 from dit_lora.errors import UserError  # noqa: E402
 from dit_lora.families.videochat import data as vlm_data  # noqa: E402
 from dit_lora.families.videochat.data import (  # noqa: E402
@@ -323,31 +323,3 @@ def test_screen_quarantines_video_paths_leaving_the_folder_without_opening_them(
     rows = check_qa_samples(samples, num_frames=8, num_workers=1)
     assert [r.status for r in rows] == ["ok", "block", "block", "block"]
     assert "leaves the data folder" in rows[3].problem and calls == [tmp_path / "data" / "good.mp4"] * 2
-
-
-# --- demo data set --------------------------------------------------------------------------------
-
-
-def test_make_qa_dataset_both_layouts_load_and_answer_from_the_pixels(tmp_path):
-    vc2 = make_qa_dataset(tmp_path, n=6, num_frames=8, seed=3)
-    chat = make_qa_dataset(tmp_path, n=6, num_frames=8, seed=3, layout="chat")
-    assert (vc2.name, chat.name) == ("videochat2.json", "chat.jsonl")
-    assert len(list(tmp_path.glob("*.mp4"))) == 6  # the second layout reused the clips
-    a, b = load_qa_samples(vc2), load_qa_samples(chat)
-    assert len(a) == len(b) == 6
-    assert [(s.video, s.messages) for s in a] == [(s.video, s.messages) for s in b]
-    turns = {len(s.messages) for s in a}
-    assert turns <= {2, 4}
-    for sample in a:
-        assert sample.messages[0] == {"role": "user", "content": f"{INSTRUCTION}\n{COLOR_QUESTION}"}
-        answer = sample.messages[1]["content"]
-        assert answer == _square_color(read_frames(sample.video, 8))
-        if len(sample.messages) == 4:
-            assert sample.messages[2]["content"] == DIRECTION_QUESTION
-    # Deterministic and idempotent: the same call writes the same annotation, other seeds other clips.
-    before = vc2.read_bytes()
-    assert make_qa_dataset(tmp_path, n=6, num_frames=8, seed=3).read_bytes() == before
-    other = make_qa_dataset(tmp_path / "other", n=6, num_frames=8, seed=4)
-    assert [s.messages for s in load_qa_samples(other)] != [s.messages for s in a]
-    with pytest.raises(ValueError, match="layout"):
-        make_qa_dataset(tmp_path, layout="csv")
