@@ -410,10 +410,18 @@ def test_dataset_name_videofolder_paths_and_bytes(tmp_path, clips, hf_cache):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_check_data_decodes_clips_for_the_buckets(tmp_path, bad_clips, monkeypatch, capsys):
-    from dit_lora import families
+def _register(request, name: str, cls) -> None:
+    """Register ``cls`` as family ``name`` for one test, with the registry's one call, and remove it after."""
+    from dit_lora.families import register_family, unregister_family
+    from dit_lora.families.registry import FamilyEntry
 
-    monkeypatch.setitem(families._REGISTRY, "fake_video", FakeVideoFamily)
+    entry = FamilyEntry(names=(name,), factory=lambda _name: cls())
+    register_family(entry)
+    request.addfinalizer(lambda: unregister_family(entry))
+
+
+def test_check_data_decodes_clips_for_the_buckets(tmp_path, bad_clips, monkeypatch, capsys, request):
+    _register(request, "fake_video", FakeVideoFamily)
     cfg = _cfg(tmp_path, bad_clips, max_bad_samples_fraction=0.5)
     data = prepare_data(cfg, FakeVideoFamily(), None, _acc())
     data.dataset.files[1].write_bytes(b"torn")
@@ -441,10 +449,8 @@ def test_check_data_decodes_clips_for_the_buckets(tmp_path, bad_clips, monkeypat
     assert "10 sample(s): 6 ok, 0 warning(s), 4 blocking; 6 cache entries, 1 bad" in out
 
 
-def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monkeypatch, capsys):
-    from dit_lora import families
-
-    monkeypatch.setitem(families._REGISTRY, "fake_video", FakeVideoFamily)
+def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monkeypatch, capsys, request):
+    _register(request, "fake_video", FakeVideoFamily)
     cfg = _cfg(tmp_path, mixed, frame_buckets="9x32x32,5x32x32", max_bad_samples_fraction=0.1)
     prepare_data(cfg, FakeVideoFamily(), None, _acc())
     with pytest.raises(SystemExit) as exit_:
@@ -464,10 +470,8 @@ class FakeCogVideoFamily(FakeVideoFamily):
     name = "cogvideox"
 
 
-def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path, clips, monkeypatch, capsys):
-    from dit_lora import families
-
-    monkeypatch.setitem(families._REGISTRY, "fake_cog", FakeCogVideoFamily)
+def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path, clips, monkeypatch, capsys, request):
+    _register(request, "fake_cog", FakeCogVideoFamily)
     root = tmp_path / "data"
     shutil.copytree(clips, root)
     with open(root / "metadata.jsonl", "a") as handle:
