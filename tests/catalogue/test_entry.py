@@ -34,7 +34,8 @@ def test_matches_compares_lists_and_whole_floats_alike():
     assert not entry.matches(reader({"transformer/config.json": {**found, "sizes": [2, 1]}}))
     assert not entry.matches(reader({"transformer/config.json": {**found, "text_config": {}}}))
     assert not entry.matches(reader({}))  # a missing file never matches
-    assert checkpoint(signature={"config.json": {"model_type": "x"}}).matches(reader({"config.json": {"model_type": "x"}}))
+    top_level = checkpoint(signature={"config.json": {"model_type": "x"}})  # a file at the folder's root
+    assert top_level.matches(reader({"config.json": {"model_type": "x"}}))
 
 
 def test_depth_differences_name_what_the_copy_changed():

@@ -48,7 +48,8 @@ def test_advice_without_a_smaller_setting_suggests_fewer_tokens_or_a_larger_cach
 def test_the_table_names_every_row_and_appends_the_advice():
     plan = make_plan(catalogue_entry="org/model", quantized="nf4", ddp_bytes=2**30)
     table = format_plan(plan)
-    assert table.splitlines()[0].startswith("memory plan for `m` (sana, catalogued as org/model), 1 process(es) on cuda")
+    head = table.splitlines()[0]
+    assert head.startswith("memory plan for `m` (sana, catalogued as org/model), 1 process(es) on cuda")
     assert "weights: model (Linear weights nf4-quantized)" in table and "DDP gradient buckets" in table
     assert "step activations, b, with checkpointing" in table and "step activations, b, without checkpointing" in table
     assert "predicted peak per process" in table and "glibc heap" not in table
