@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,37 +20,10 @@ from dit_lora.families.videochat.prompts import (
     pad_batch,
 )
 
+from conversations import MULTI, SINGLE
+
 SPEC = LlavaNextVideoSpec()
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-SINGLE = [
-    {"role": "user", "content": "What colour is the square?"},
-    {"role": "assistant", "content": "The square is red."},
-]
-MULTI = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "What colour is the square?"},
-    {"role": "assistant", "content": "The square is red."},
-    {"role": "user", "content": "Which way does the square move?"},
-    {"role": "assistant", "content": "It moves left to right."},
-]
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> Path:
-    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
-
-    return build_tiny_llava_next_video(tmp_path_factory.mktemp("vlm") / "tiny-llava-next-video", seed=0)
-
-
-@pytest.fixture(scope="module")
-def model(tiny_path):
-    return SPEC.load_model(tiny_path, torch.float32)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_path):
-    return SPEC.load_tokenizer(tiny_path)
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,6 @@ that is their prefix, template fallbacks and padding (the tiny LLaVA-NeXT-Video 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -17,37 +15,9 @@ from dit_lora.families.videochat.prompts import (
     pad_batch,
 )
 
+from conversations import MULTI, SINGLE
+
 SPEC = LlavaNextVideoSpec()
-
-
-SINGLE = [
-    {"role": "user", "content": "What colour is the square?"},
-    {"role": "assistant", "content": "The square is red."},
-]
-MULTI = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "What colour is the square?"},
-    {"role": "assistant", "content": "The square is red."},
-    {"role": "user", "content": "Which way does the square move?"},
-    {"role": "assistant", "content": "It moves left to right."},
-]
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> Path:
-    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
-
-    return build_tiny_llava_next_video(tmp_path_factory.mktemp("vlm") / "tiny-llava-next-video", seed=0)
-
-
-@pytest.fixture(scope="module")
-def model(tiny_path):
-    return SPEC.load_model(tiny_path, torch.float32)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_path):
-    return SPEC.load_tokenizer(tiny_path)
 
 
 # Written for this test in the layout of the llava-hf LLaVA-NeXT-Video templates: it iterates
