@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,25 +13,12 @@ import pytest
 
 from dit_lora.demo.shapes import SHAPES_VALIDATION_PROMPT, make_shapes_dataset
 from helpers import ROOT
+from offline import no_network
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _offline():
-    # Everything here must work without a network: loading the pipeline and its components
-    # from the local directory, the tokenizer, imagefolder.  HF_HUB_OFFLINE is read by the
-    # libraries at import time (maybe before this module), so in addition every outgoing
-    # connection is made to fail: an accidental Hub lookup errors instead of passing/hanging.
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    mp.setenv("HF_DATASETS_OFFLINE", "1")
-
-    def no_network(*args, **kwargs):
-        raise OSError("network access attempted in an offline test")
-
-    mp.setattr(socket.socket, "connect", no_network)
-    mp.setattr(socket, "create_connection", no_network)
-    yield
-    mp.undo()
+    yield from no_network()
 
 
 

@@ -5,11 +5,11 @@ The shapes data set is tested in tests/demo/test_shapes.py."""
 from __future__ import annotations
 
 import json
-import socket
 import inspect
 from pathlib import Path
 
 import pytest
+from offline import no_network
 import torch
 
 from dit_lora.demo.shapes import SHAPES_VALIDATION_PROMPT
@@ -26,21 +26,7 @@ LORA_TARGETS = ["to_q", "to_k", "to_v", "to_out.0"]
 
 @pytest.fixture(scope="module", autouse=True)
 def _offline():
-    # Everything here must work without a network: loading the pipeline and its components
-    # from the local directory, the tokenizer, imagefolder.  HF_HUB_OFFLINE is read by the
-    # libraries at import time (maybe before this module), so in addition every outgoing
-    # connection is made to fail: an accidental Hub lookup errors instead of passing/hanging.
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HF_HUB_OFFLINE", "1")
-    mp.setenv("HF_DATASETS_OFFLINE", "1")
-
-    def no_network(*args, **kwargs):
-        raise OSError("network access attempted in an offline test")
-
-    mp.setattr(socket.socket, "connect", no_network)
-    mp.setattr(socket, "create_connection", no_network)
-    yield
-    mp.undo()
+    yield from no_network()
 
 
 @pytest.fixture(scope="module")
