@@ -15,16 +15,7 @@ from typing import Any
 from ..errors import UserError
 from .schema import FamilyOptions, TrainConfig
 
-#: TEMPORARY (issue 26): the family registry's entries (``FamilyEntry.options``) name each family's options class
-#: and register it here (:func:`register_options`, which wins); this table is the fallback until every entry does.
-_OPTION_CLASSES: dict[str, str] = {
-    "sana": "dit_lora.families.sana.options:SanaOptions",
-    "dit": "dit_lora.families.dit.options:DiTOptions",
-    "cogvideox": "dit_lora.families.cogvideox.options:CogVideoXOptions",
-    "cogvideox_i2v": "dit_lora.families.cogvideox.options:CogVideoXI2VOptions",
-    "llava_next_video": "dit_lora.families.videochat.options:VideoChatOptions",
-    "qwen2_5_vl": "dit_lora.families.videochat.options:VideoChatOptions",
-}
+#: each family name -> its options class (or ``"module:Class"`` path), from the family registry's entries
 _REGISTERED: dict[str, type[FamilyOptions] | str] = {}
 
 
@@ -55,7 +46,7 @@ def _load(path: str) -> type[FamilyOptions]:
 @functools.lru_cache(maxsize=None)
 def _resolve(family: str) -> type[FamilyOptions]:
     _registry()
-    found = _REGISTERED.get(family, _OPTION_CLASSES.get(family))
+    found = _REGISTERED.get(family)
     if found is None:
         return FamilyOptions
     cls = _load(found) if isinstance(found, str) else found
@@ -70,9 +61,9 @@ def options_class(family: str) -> type[FamilyOptions]:
 
 
 def known_families() -> list[str]:
-    """Every family whose options class is known (declared here, then registered), in that order."""
+    """Every family whose options class the registry declared, in registration order."""
     _registry()
-    return list(dict.fromkeys([*_OPTION_CLASSES, *_REGISTERED]))
+    return list(_REGISTERED)
 
 
 def family_fields(family: str) -> list[Field]:

@@ -38,14 +38,21 @@ def register_family(entry: FamilyEntry) -> None:
     _ENTRIES.append(entry)
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
     _declare_options(entry)
+    if not isinstance(entry.factory, str):  # built now, so its options class is checked now too
+        from ..config.owners import options_class
+
+        try:
+            for name in entry.names:
+                options_class(name)
+        except Exception:
+            unregister_family(entry)
+            raise
 
 
 def _declare_options(entry: FamilyEntry) -> None:
     """Tell the option owners (:mod:`dit_lora.config.owners`) each name's own options class."""
-    try:
-        from ..config.owners import register_options
-    except ImportError:  # TODO(issue 26, H2): config/owners.py not there yet
-        return
+    from ..config.owners import register_options
+
     for name in entry.names:
         if entry.options_for(name) is not None:
             register_options(name, entry.options_for(name))
@@ -59,10 +66,8 @@ def unregister_family(entry: FamilyEntry) -> None:
     for name in entry.names:
         _BY_NAME.pop(name, None)
         _CHECKED.discard(name)
-    try:
-        from ..config.owners import unregister_options
-    except ImportError:  # TODO(issue 26, H2): forget the names' options classes once config/owners.py can
-        return
+    from ..config.owners import unregister_options
+
     for name in entry.names:
         unregister_options(name)
 

@@ -59,7 +59,7 @@ def test_every_registered_family_is_immutable(name):
 def test_a_tiny_training_run_leaves_no_state_on_the_family(tiny_sana, shapes_data, tmp_path, monkeypatch):
     """Every stage of a run (setup, data, validation, export, card) keeps what it decides off the spec."""
     from dit_lora.training import run as run_module
-    from tests.support.helpers import train_in_process
+    from helpers import train_in_process
 
     made: list[tuple[ModelFamily, dict]] = []
 

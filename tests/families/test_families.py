@@ -125,3 +125,42 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
     (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
     with pytest.raises(UserError, match="Could not tell which family trains .* Pass --family"):
         families.family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)))
+
+
+class _Bare(families.ModelFamily):
+    """The required methods and nothing else: enough to be registered."""
+
+    name = "bare_family"
+
+
+for _method in REQUIRED:
+    setattr(_Bare, _method, lambda self, *args: None)
+_Bare.__abstractmethods__ = frozenset()
+
+
+def test_register_family_takes_only_an_entry():
+    with pytest.raises(TypeError, match="register_family takes a FamilyEntry, got dict"):
+        families.register_family({"names": ("x",)})
+
+
+def test_unregistering_an_entry_that_is_not_registered_is_refused():
+    from dit_lora.families.registry import FamilyEntry
+
+    with pytest.raises(ValueError, match="the entry of never_registered is not registered"):
+        families.unregister_family(FamilyEntry(names=("never_registered",), factory=lambda name: _Bare()))
+
+
+def test_an_options_class_that_is_no_family_options_is_refused_at_registration():
+    from dit_lora.families.registry import FamilyEntry
+
+    bad = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(),
+                      options="dit_lora.families.registry:FamilyEntry")
+    with pytest.raises(TypeError, match="options of family `bare_family` must be a FamilyOptions dataclass"):
+        families.register_family(bad)
+    assert "bare_family" not in families.available()  # nothing half-registered is left behind
+    good = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare())
+    families.register_family(good)
+    try:
+        assert isinstance(families.get_family("bare_family"), _Bare)
+    finally:
+        families.unregister_family(good)

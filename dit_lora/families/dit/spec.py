@@ -51,7 +51,7 @@ from ..capabilities import (
     AdapterExtras, AdapterFitting, Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup,
     Samples, Trainables, attach_adapter,
 )
-from ..diffusion import DiffusionFamily
+from ..diffusion import DiffusionFamily, make_peft_capable
 from .classes import class_count_error, map_to_pretrained, pretrained_labels
 from ...pipeline_files import (
     check_pipeline_folder,
@@ -69,8 +69,6 @@ CLASS_EMBEDDING_PATTERN = r"\.class_embedder\.embedding_table\.weight$"
 #: DiT's label-dropout probability for guidance (diffusers' CombinedTimestepLabelEmbeddings default)
 DEFAULT_CLASS_DROPOUT = 0.1
 
-_PEFT_CLASSES: dict[type, type] = {}
-
 
 # ---- model helpers (used by training and by dit_lora.load_adapter) ---------------------------
 def label_embeddings(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
@@ -78,24 +76,6 @@ def label_embeddings(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]
     from diffusers.models.embeddings import LabelEmbedding
 
     return [(n, m) for n, m in model.named_modules() if isinstance(m, LabelEmbedding)]
-
-
-def make_peft_capable(model: torch.nn.Module) -> torch.nn.Module:
-    """Give a diffusers model without ``PeftAdapterMixin`` (DiT) its methods (``add_adapter``, ``peft_config``...).
-
-    The instance's class is swapped for a subclass that adds the mixin (same name and module, so a
-    saved config still names the original class); weights and behaviour are unchanged.
-    """
-    from diffusers.loaders.peft import PeftAdapterMixin
-
-    if isinstance(model, PeftAdapterMixin):
-        return model
-    base = type(model)
-    if base not in _PEFT_CLASSES:
-        _PEFT_CLASSES[base] = type(base.__name__, (base, PeftAdapterMixin), {"__module__": base.__module__,
-                                                                             "__doc__": base.__doc__})
-    model.__class__ = _PEFT_CLASSES[base]
-    return model
 
 
 def _map_pipeline_null(module, args):

@@ -37,7 +37,7 @@ def test_pipeline_loads_generates_and_has_version_flags(built, case):
     pipe.set_progress_bar_config(disable=True)
     tc, sc = pipe.transformer.config, pipe.scheduler.config
 
-    # Version flags (published configs; see dit_lora/demo/tiny_cogvideox.py).
+    # Version flags (published configs; see dit_lora/families/cogvideox/demo.py).
     if version == "1.0-2b":
         assert not tc.use_rotary_positional_embeddings and not tc.use_learned_positional_embeddings
         assert tc.patch_size_t is None and sc.snr_shift_scale == 3.0

@@ -170,7 +170,8 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     from diffusers import DiTPipeline
 
     import dit_lora
-    from dit_lora.families.dit.spec import make_peft_capable, resize_class_embeddings
+    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.families.dit.spec import resize_class_embeddings
     from dit_lora.training import trainables
     from dit_lora.training.checkpoint import TRAINABLE_FILE
 

@@ -89,6 +89,7 @@ def test_fingerprint_matches_the_installed_diffusers(point):
 
 
 def test_a_block_whose_diffusers_forward_changed_stays_eager_and_says_so(monkeypatch, caplog):
+    monkeypatch.setattr("dit_lora.kernels.triton_launch._NOTED", set())  # once per process: start afresh
     from diffusers.models.transformers.sana_transformer import SanaTransformerBlock
 
     original = SanaTransformerBlock.forward

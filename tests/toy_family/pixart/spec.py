@@ -26,7 +26,7 @@ from dit_lora.families.capabilities import (
     AdapterFitting, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples, attach_adapter,
 )
 from dit_lora.families.diffusion import DiffusionFamily
-from dit_lora.families.dit.spec import make_peft_capable
+from dit_lora.families.diffusion import make_peft_capable
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 from dit_lora.pipeline_files import (
     check_pipeline_folder,
