@@ -44,7 +44,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("train", add_help=False,
                    help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
-                   "from --family, the config's `family:`, else the model's; `dit-lora train --help` lists them). "
+                   "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists that family's). "
                    "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`")
     sub.add_parser("launch", add_help=False,
                    help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
@@ -121,6 +121,11 @@ def _check_data(args: argparse.Namespace) -> int:
         raw = getattr(args, name)
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
+    if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
+        from dit_lora.families import family_for_model
+
+        values["family"] = family_for_model(TrainConfig(
+            pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
     cfg = TrainConfig.for_family(**values)  # a flag of another family than the one checked: one paragraph
     cfg.explicit_options = frozenset(values)
 

@@ -29,3 +29,14 @@ def test_missing_model_configs_do_not_suggest_a_recipe_flag(tmp_path, capsys):
     code, err = _plan(["--family", "sana", "--pretrained_model_name_or_path", str(tmp_path / "nowhere")], capsys)
     assert code == 2 and "The memory plan needs `transformer/config.json`" in err
     assert "pass --ignore_memory_plan" not in err
+
+
+def test_check_data_reads_the_family_from_the_model_as_train_and_plan_do(tiny_dit, shape_classes, tmp_path, capsys):
+    """Without --family, a DiT model's class folders are checked as DiT data (folder names are the labels), not as
+    Sana images without captions."""
+    with pytest.raises(SystemExit) as caught:
+        main(["check-data", "--pretrained_model_name_or_path", str(tiny_dit), "--train_data_dir", str(shape_classes),
+              "--cache_dir", str(tmp_path / "cache")])
+    out = capsys.readouterr().out
+    assert caught.value.code == 0, out
+    assert "no caption" not in out and " 0 blocking" in out

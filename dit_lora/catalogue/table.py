@@ -26,7 +26,7 @@ def format_table(family: str | None = None) -> str:
     lines.insert(1, "-" * len(lines[0]))
     lines.append("")
     lines.append("A model folder with one of these configs (a local copy, a fine-tune) gets the same defaults; "
-                 "flags you give win. Sources: dit_lora/catalogue/*.py.")
+                 "flags you give win. Sources: dit_lora/families/*/catalogue.py.")
     return "\n".join(lines)
 
 

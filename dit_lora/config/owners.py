@@ -86,7 +86,13 @@ def _index() -> dict[str, tuple[Field, type]]:
     for family in known_families():
         cls = options_class(family)
         for f in fields(cls):
-            found.setdefault(f.name, (f, _declaring_class(cls, f.name)))
+            declared = _declaring_class(cls, f.name)
+            other = found.setdefault(f.name, (f, declared))[1]
+            if other is not declared:  # one flag, two meanings: its type, range and help would be the first's
+                raise TypeError(
+                    f"option `{f.name}` of family `{family}` ({declared.__module__}.{declared.__qualname__}) is "
+                    f"already declared by {other.__module__}.{other.__qualname__}; a flag has one owner: rename it, "
+                    "or inherit the shared group that declares it")
     return found
 
 

@@ -1,9 +1,9 @@
-"""Demo assets that need no network: a tiny random Sana pipeline and a shapes data set.
+"""What the offline demos share: the shapes data set (captioned or in class folders) and the atomic folder build.
 
-Everything here is built locally from configs (nothing comes from the Hub), so tests, the
-demo and CPU benchmarks run offline.  The public API is imported lazily: importing
-``dit_lora.demo.shapes`` must not pull in torch/diffusers (seconds of import time), and the
-submodules themselves import :func:`build_directory_atomically` from this package.
+Each family's tiny model is its own ``families/<name>/demo.py``; everything is built locally from configs (nothing
+comes from the Hub), so tests, the demos and CPU benchmarks run offline. The shapes API is imported lazily:
+importing this package must not pull in torch or diffusers (seconds of import time), and the submodules themselves
+import :func:`build_directory_atomically` from it.
 """
 
 from __future__ import annotations
@@ -16,27 +16,16 @@ from typing import Any, Callable
 
 __all__ = [
     "build_directory_atomically",
-    "build_tiny_sana_pipeline",
-    "build_tiny_sana_components",
-    "build_tiny_tokenizer",
-    "get_tiny_sana_config",
-    "TINY_SANA_CONFIGS",
+    "is_user_folder",
     "make_shapes_dataset",
     "make_shapes_class_dataset",
     "SHAPES_VALIDATION_PROMPT",
-    "build_tiny_dit_pipeline",
 ]
 
 _LAZY = {
-    "build_tiny_sana_pipeline": "dit_lora.families.sana.demo",
-    "build_tiny_sana_components": "dit_lora.families.sana.demo",
-    "build_tiny_tokenizer": "dit_lora.families.sana.demo",
-    "get_tiny_sana_config": "dit_lora.families.sana.demo",
-    "TINY_SANA_CONFIGS": "dit_lora.families.sana.demo",
     "make_shapes_dataset": "dit_lora.demo.shapes",
     "make_shapes_class_dataset": "dit_lora.demo.shapes",
     "SHAPES_VALIDATION_PROMPT": "dit_lora.demo.shapes",
-    "build_tiny_dit_pipeline": "dit_lora.families.dit.demo",
 }
 
 

@@ -39,11 +39,12 @@ def register_family(entry: FamilyEntry) -> None:
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
     _declare_options(entry)
     if not isinstance(entry.factory, str):  # built now, so its options class is checked now too
-        from ..config.owners import options_class
+        from ..config.owners import all_option_names, options_class
 
         try:
             for name in entry.names:
                 options_class(name)
+            all_option_names()  # no flag of its options is another family's or a common option
         except Exception:
             unregister_family(entry)
             raise
@@ -79,12 +80,9 @@ def _describe(factory) -> str:
 def _check(name: str, family: ModelFamily) -> ModelFamily:
     """``family`` once its declared capabilities were checked (each name once per process)."""
     if name not in _CHECKED:
-        try:
-            from .capabilities import check_capabilities
-        except ImportError:  # TODO(issue 26, H1a): families/capabilities.py not there yet; always checked once it is
-            check_capabilities = None
-        if check_capabilities is not None:
-            check_capabilities(family)
+        from .capabilities import check_capabilities
+
+        check_capabilities(family)
         _CHECKED.add(name)
     return family
 

@@ -172,5 +172,8 @@ def _alpha_row(cfg) -> str:
 
 
 def config_dict(cfg) -> dict:
-    """The resolved config as plain data."""
-    return asdict(cfg)
+    """The resolved config as plain data, one key per option as the flags name them (the family's own options sit
+    beside the common ones, as they did before options had owners: summaries and tracker filters keep their keys)."""
+    values = asdict(cfg)
+    values.update(values.pop("family_options", None) or {})
+    return values

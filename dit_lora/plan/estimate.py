@@ -249,11 +249,10 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
 
 
 def planner(family) -> caps.MemoryPlan:
-    """``family`` as a :class:`~dit_lora.families.capabilities.MemoryPlan`, or ``NotImplementedError`` (no plan)."""
-    found = caps.capability(family, caps.MemoryPlan)
-    if found is None:
-        raise NotImplementedError(f"the memory planner does not cover the {family.name} family yet")
-    return found
+    """``family`` as a :class:`~dit_lora.families.capabilities.MemoryPlan`; a family that does not declare it is one
+    paragraph (``dit-lora plan`` exits 2; a run goes on without a plan)."""
+    return caps.require(family, caps.MemoryPlan, "The memory plan (`dit-lora plan`, and the check at the start of a "
+                        "run)")
 
 
 def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,

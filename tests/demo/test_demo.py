@@ -19,3 +19,13 @@ def test_atomic_build_refuses_foreign_directory(tmp_path):
     empty.mkdir()
     build_directory_atomically(empty, "marker.json", {"v": 1}, lambda tmp: (tmp / "x").write_text("x"))
     assert (empty / "x").read_text() == "x"
+
+
+def test_the_shapes_api_is_reached_lazily_and_nothing_names_a_family():
+    import dit_lora.demo as demo
+    from dit_lora.demo import shapes
+
+    assert demo.make_shapes_dataset is shapes.make_shapes_dataset
+    assert not [name for name in demo.__all__ if "sana" in name.lower() or "dit" in name.lower()]
+    with pytest.raises(AttributeError):
+        demo.build_tiny_sana_pipeline  # the family's own: dit_lora.families.sana.demo

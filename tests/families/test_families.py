@@ -164,3 +164,26 @@ def test_an_options_class_that_is_no_family_options_is_refused_at_registration()
         assert isinstance(families.get_family("bare_family"), _Bare)
     finally:
         families.unregister_family(good)
+
+
+def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, monkeypatch):
+    """`--num_classes` is DiT's (an int); a family declaring its own `num_classes` would get DiT's type and help."""
+    from dit_lora.families.registry import FamilyEntry
+
+    (tmp_path / "clash_options.py").write_text(textwrap.dedent("""
+        from dataclasses import dataclass
+        from dit_lora.config.schema import FamilyOptions, opt
+
+        @dataclass
+        class ClashOptions(FamilyOptions):
+            num_classes: float = opt(0.5, "A fraction, not DiT's class count.")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    clash = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(), options="clash_options:ClashOptions")
+    with pytest.raises(TypeError, match="option `num_classes` of family `bare_family`.*already declared by "
+                                        "dit_lora.families.dit.options.DiTOptions"):
+        families.register_family(clash)
+    assert "bare_family" not in families.available()
+    from dit_lora.config.owners import all_option_names
+
+    assert "num_classes" in all_option_names()  # the registry is whole again

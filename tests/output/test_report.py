@@ -95,3 +95,13 @@ def test_a_run_without_matplotlib_writes_no_curve_and_says_so_once(tiny_sana, sh
     said = [line for line in printed.splitlines() if "loss curve: not drawn" in line]
     assert len(said) == 1 and "matplotlib is not installed" in said[0] and "dit-lora[plot]" in said[0]
     assert "loss curve " not in printed.split("finished:", 1)[1]
+
+
+def test_config_dict_is_flat_with_the_familys_own_options_beside_the_common_ones():
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import config_dict
+
+    values = config_dict(TrainConfig.for_family("dit", num_classes=7, resolution=64))
+    assert values["num_classes"] == 7 and values["resolution"] == 64 and values["family"] == "dit"
+    assert "family_options" not in values
+    assert config_dict(TrainConfig.for_family("sana"))["weighting_scheme"] == "logit_normal"

@@ -179,3 +179,20 @@ def test_measured_cpu_peak_is_the_runs_own_not_its_launchers():
     ours, inherited = map(int, proc.stdout.split())
     del held
     assert inherited >= 1536 * 2**20 > 2 * ours, (ours, inherited)
+
+
+def test_a_family_without_the_memory_plan_capability_is_one_paragraph():
+    from dit_lora.errors import UserError
+    from dit_lora.families import get_family
+    from dit_lora.families.capabilities import MemoryPlan
+    from dit_lora.plan.estimate import planner
+
+    sana = get_family("sana")
+    assert planner(sana) is sana
+
+    class NoPlan(type(sana)):
+        capabilities = tuple(c for c in type(sana).capabilities if c is not MemoryPlan)
+
+    with pytest.raises(UserError, match=r"The memory plan .* needs the MemoryPlan capability, which the `sana` family "
+                                        r"does not declare \(depth_key, plan_batches"):
+        planner(NoPlan())

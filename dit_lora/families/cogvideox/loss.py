@@ -40,7 +40,7 @@ __all__ = [
 
 # 1 / (1 - alphas_cumprod[t]) of CogVideoXDDIMScheduler with the published configs
 # (scaled_linear 0.00085..0.012, rescale_betas_zero_snr=True), rounded.  Checked in
-# tests/families/test_cogvideox_loss.py.  snr_shift_scale 3.0: CogVideoX-2b; 1.0: 5B and 1.5.
+# tests/families/cogvideox/test_loss.py.  snr_shift_scale 3.0: CogVideoX-2b; 1.0: 5B and 1.5.
 WEIGHT_REFERENCE: dict[float, dict[int, float]] = {
     1.0: {0: 1176.47, 100: 8.831, 500: 1.318, 999: 1.0},
     3.0: {0: 392.82, 100: 3.680, 500: 1.105, 999: 1.0},

@@ -20,7 +20,7 @@ frames for 1.0; 768x1360, 81 frames for 1.5, whose config's ``sample_height``/``
 far from the trained one (over 2x or under 1/4 of its latent tokens per clip) need
 ``--allow_untrained_resolution``.
 
-Loss (the reference trainers'; math in :mod:`.cogvideox_loss`): ``t`` uniform over 0..999 (or
+Loss (the reference trainers'; math in :mod:`.loss`): ``t`` uniform over 0..999 (or
 ``--timestep_sampling logit_normal``), ``x_t = scheduler.add_noise(x0, eps, t)`` with the checkpoint's
 ``CogVideoXDDIMScheduler`` config, the transformer predicts ``v``, ``x0_hat = get_velocity(v, x_t, t)``,
 loss ``= mean_b w_t mean((x0_hat - x0)^2)`` with ``w_t = 1 / (1 - alpha_bar_t)`` (``--loss_weight_cap``

@@ -1,7 +1,7 @@
 """The video-LLM architectures dit-lora knows: spec and tiny demo builder per family name.
 
-One line per architecture in :data:`ARCHITECTURES`; ``families/__init__.py`` registers a family for
-every name here. Both halves are imported only when asked for.
+One line per architecture in :data:`ARCHITECTURES`; the package's registry entry (``ENTRY.names``)
+registers a family for every name here. Both halves are imported only when asked for.
 """
 
 from __future__ import annotations
