@@ -44,7 +44,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("train", add_help=False,
                    help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
-                   "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists that family's). "
+                   "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists "
+                   "that family's). "
                    "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`")
     sub.add_parser("launch", add_help=False,
                    help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
