@@ -1,4 +1,5 @@
-"""The ``dit-lora`` console script: ``train``, ``doctor``, ``models``, ``plan``, ``push``, ``check-data``, ``launch``.
+"""The ``dit-lora`` console script: ``train``, ``doctor``, ``models``, ``plan``, ``push``, ``export``, ``check-data``,
+``launch``.
 
 Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
 stays instant and works in a broken environment (which is when people run ``doctor``).
@@ -57,6 +58,19 @@ def _build_parser() -> argparse.ArgumentParser:
     push.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
     push.add_argument("--commit_message", default=None, help="commit message for the upload")
 
+    export = sub.add_parser(
+        "export", help="write a finished run's adapter in another consumer's format (e.g. ComfyUI) beside it",
+        description="Convert a finished run's adapter into another consumer's key format, written next to it in "
+        "OUTPUT_DIR (e.g. `--format comfyui`: <adapter>_comfyui.safetensors). The formats depend on "
+        "the run's family, read from its train_summary.json; an unknown --format lists them. A file of the same "
+        "name that dit-lora did not write is never replaced.",
+    )
+    export.add_argument("output_dir", help="the --output_dir of a finished training run")
+    export.add_argument("--format", required=True, dest="export_format", metavar="FORMAT",
+                        help="the format to write, e.g. comfyui (a format the family lacks lists the ones it has)")
+    export.add_argument("--family", default=None,
+                        help="the run's family, when the folder has no train_summary.json to read it from")
+
     check = sub.add_parser(
         "check-data",
         help="decode every training sample (and its cached latents) and report problems; exit 1 if any blocks",
@@ -100,6 +114,14 @@ def _push(args: argparse.Namespace) -> int:
         )
     url = push_adapter(output_dir, args.hub_model_id, private=args.private, commit_message=args.commit_message)
     print(url)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from dit_lora.output.export import export_run
+
+    for path in export_run(args.output_dir, args.export_format, family=args.family):
+        print(path)
     return 0
 
 
@@ -241,6 +263,8 @@ def _main(argv: list[str] | None) -> int:
         return _doctor(args)
     if args.command == "push":
         return _push(args)
+    if args.command == "export":
+        return _export(args)
     if args.command == "check-data":
         return _check_data(args)
     if args.command == "models":

@@ -40,3 +40,12 @@ def test_check_data_reads_the_family_from_the_model_as_train_and_plan_do(tiny_di
     out = capsys.readouterr().out
     assert caught.value.code == 0, out
     assert "no caption" not in out and " 0 blocking" in out
+
+
+def test_export_is_a_command_and_needs_a_format(tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0 and "export" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as caught:
+        main(["export", str(tmp_path)])
+    assert caught.value.code == 2 and "--format" in capsys.readouterr().err

@@ -181,6 +181,21 @@ class AdapterExtras(Protocol):
 
 
 @runtime_checkable
+class Exports(Protocol):
+    """``dit-lora export``: the adapter rewritten for other consumers (e.g. ComfyUI's key names)."""
+
+    def export_formats(self) -> dict[str, str]:
+        """``{format: one-line description}`` of what :meth:`export_adapter` writes."""
+
+    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
+        """Write the finished run's adapter in ``output_dir`` as ``fmt`` next to it; return the files written.
+
+        Each file's path comes from :func:`dit_lora.output.export.export_target` (inside the folder, never a user's
+        own file) and carries :func:`dit_lora.output.export.export_metadata`.
+        """
+
+
+@runtime_checkable
 class FusedKernels(Protocol):
     """The family's fused-kernel patch points (``families/<name>/kernels.py``)."""
 
@@ -190,7 +205,7 @@ class FusedKernels(Protocol):
 
 #: every capability, for messages and checks
 ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, Samples,
-       MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, FusedKernels)
+       MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
 
 
 def members(proto: type) -> list[str]:

@@ -91,3 +91,17 @@ def test_a_method_present_but_undeclared_is_not_used():
             raise AssertionError("called without being declared")
 
     assert caps.backbone_patterns(Undeclared(), SimpleNamespace(train_backbone=[])) == []
+
+
+def test_exports_is_a_capability_and_is_checked():
+    assert caps.Exports in caps.ALL
+    assert caps.members(caps.Exports) == ["export_adapter", "export_formats"]
+
+    class FormatsOnly(_Base):
+        capabilities = (caps.Exports,)
+
+        def export_formats(self):
+            return {"x": "y"}
+
+    with pytest.raises(UserError, match="declares the Exports capability but does not implement export_adapter"):
+        caps.check_capabilities(FormatsOnly)

@@ -1,0 +1,179 @@
+"""A Wan LoRA in ComfyUI's key format: ``diffusion_model.<original Wan name>.lora_A/lora_B.weight``.
+
+dit-lora writes a Wan adapter as diffusers' ``WanPipeline.save_lora_weights`` does (``transformer.blocks.0.attn1.
+to_q.lora_A.weight``), with the scale alpha/r already folded into ``lora_B`` (``fold_lora_scale`` in
+:mod:`dit_lora.output.adapter`). ComfyUI does not load that file for Wan. What the sources say:
+
+* ComfyUI (``comfy/lora.py``, ``model_lora_keys_unet``) maps a LoRA module to a model weight for every model by the
+  model's own state-dict names: ``diffusion_model.<name>`` (and ``lora_unet_<name with _>``). Its diffusers-name
+  branches exist only for SD3, AuraFlow, HunyuanDiT and Flux; for Wan 2.1/2.2 a diffusers-named key is not loaded
+  ("lora key not loaded"; ComfyUI issue 8285, /work/shared/ANCHORS.md "Wan 2.x and ComfyUI").
+* ComfyUI's Wan model (``comfy/ldm/wan/model.py``) keeps the original Wan names: ``blocks.N.self_attn.{q,k,v,o}``,
+  ``blocks.N.cross_attn.{q,k,v,o,k_img,v_img}``, ``blocks.N.ffn.{0,2}`` (``Sequential(Linear, GELU, Linear)``),
+  ``text_embedding.{0,2}``, ``time_embedding.{0,2}``, ``time_projection.1`` (``Sequential(SiLU, Linear)``),
+  ``head.head`` and, for I2V, ``img_emb.proj.{1,3}`` (``MLPProj``: ``LayerNorm, Linear, GELU, Linear, LayerNorm``).
+* diffusers' single-file converter ``convert_wan_transformer_to_diffusers`` (``loaders/single_file_utils.py``)
+  renames exactly those to diffusers' names (``self_attn`` -> ``attn1``, ``.q.`` -> ``.to_q.``, ``.o.`` ->
+  ``.to_out.0.``, ``k_img`` -> ``add_k_proj``, ``ffn.0`` -> ``ffn.net.0.proj``, ``time_projection.1`` ->
+  ``condition_embedder.time_proj``, ``head.head`` -> ``proj_out``, ``img_emb.proj.1`` ->
+  ``condition_embedder.image_embedder.ff.net.0.proj`` ...); :data:`_MODULES` is its inverse for the Linear layers.
+* ComfyUI reads ``<x>.lora_B.weight`` / ``<x>.lora_A.weight`` (besides ``lora_up``/``lora_down``), an optional
+  ``<x>.alpha`` tensor and ``<x>.diff_b`` as a bias difference (``comfy/lora.py: load_lora``). Its
+  ``weight_adapter/lora.py`` applies ``alpha / rank`` when ``.alpha`` is present and **scale 1.0 when it is not**.
+  Alpha in the file's metadata is ignored (ComfyUI 12191).
+* diffusers loads such a file back (``WanLoraLoaderMixin.lora_state_dict``: any ``diffusion_model.`` key ->
+  ``_convert_non_diffusers_wan_lora_to_diffusers`` in ``loaders/lora_conversion_utils.py``), which is how the
+  tests prove the export exact without ComfyUI.
+
+**No ``.alpha`` tensors are written.** The fold already put alpha/r into ``lora_B``, so scale 1.0 is the trained
+strength, and without ``.alpha`` ComfyUI applies exactly 1.0. Writing ``alpha = rank`` would mean the same to
+ComfyUI but breaks diffusers' converter (0.42): it pops ``.alpha`` only for the block layers, leaves
+``text_embedding.0.alpha`` (and the other embedders' and ``head.head``'s) behind and then raises
+"``state_dict`` should be empty", so the file would not load in diffusers when the embedders were trained.
+
+A ``lora_B.bias`` (PEFT ``lora_bias``; dit-lora does not train one, diffusers writes it when present) becomes
+``<x>.diff_b``: with the scale folded it is exactly the difference added to the layer's bias, which ComfyUI applies
+as such and diffusers' converter maps back to ``lora_B.bias``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from ...errors import UserError
+
+#: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
+DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
+FORMAT = "comfyui"
+SUFFIX = "_comfyui.safetensors"
+
+_PREFIX_IN = "transformer."
+_PREFIX_OUT = "diffusion_model."
+
+# diffusers module name (after `transformer.`) -> original Wan / ComfyUI name; \1 is the block index.
+_MODULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(f"^{a}$"), b) for a, b in (
+    (r"blocks\.(\d+)\.attn1\.to_q", r"blocks.\1.self_attn.q"),
+    (r"blocks\.(\d+)\.attn1\.to_k", r"blocks.\1.self_attn.k"),
+    (r"blocks\.(\d+)\.attn1\.to_v", r"blocks.\1.self_attn.v"),
+    (r"blocks\.(\d+)\.attn1\.to_out\.0", r"blocks.\1.self_attn.o"),
+    (r"blocks\.(\d+)\.attn2\.to_q", r"blocks.\1.cross_attn.q"),
+    (r"blocks\.(\d+)\.attn2\.to_k", r"blocks.\1.cross_attn.k"),
+    (r"blocks\.(\d+)\.attn2\.to_v", r"blocks.\1.cross_attn.v"),
+    (r"blocks\.(\d+)\.attn2\.to_out\.0", r"blocks.\1.cross_attn.o"),
+    (r"blocks\.(\d+)\.attn2\.add_k_proj", r"blocks.\1.cross_attn.k_img"),  # I2V image cross-attention
+    (r"blocks\.(\d+)\.attn2\.add_v_proj", r"blocks.\1.cross_attn.v_img"),
+    (r"blocks\.(\d+)\.ffn\.net\.0\.proj", r"blocks.\1.ffn.0"),
+    (r"blocks\.(\d+)\.ffn\.net\.2", r"blocks.\1.ffn.2"),
+    (r"condition_embedder\.text_embedder\.linear_1", "text_embedding.0"),
+    (r"condition_embedder\.text_embedder\.linear_2", "text_embedding.2"),
+    (r"condition_embedder\.time_embedder\.linear_1", "time_embedding.0"),
+    (r"condition_embedder\.time_embedder\.linear_2", "time_embedding.2"),
+    (r"condition_embedder\.time_proj", "time_projection.1"),
+    (r"condition_embedder\.image_embedder\.ff\.net\.0\.proj", "img_emb.proj.1"),  # I2V CLIP-image MLP
+    (r"condition_embedder\.image_embedder\.ff\.net\.2", "img_emb.proj.3"),
+    (r"proj_out", "head.head"),
+))
+# diffusers' tensor suffix -> ComfyUI's (load_lora reads `<x>.lora_A.weight`, `<x>.lora_B.weight`, `<x>.diff_b`)
+_SUFFIXES = {"lora_A.weight": "lora_A.weight", "lora_B.weight": "lora_B.weight", "lora_B.bias": "diff_b"}
+
+
+def comfyui_module(module: str) -> str | None:
+    """The original Wan (ComfyUI) name of the diffusers module ``module`` (no ``transformer.`` prefix), or None."""
+    for pattern, replacement in _MODULES:
+        if pattern.match(module):
+            return pattern.sub(replacement, module)
+    return None
+
+
+def _split(key: str) -> tuple[str, str] | None:
+    """``transformer.<module>.<suffix>`` -> ``(module, suffix)`` for a suffix of :data:`_SUFFIXES`."""
+    if not key.startswith(_PREFIX_IN):
+        return None
+    for suffix in _SUFFIXES:
+        if key.endswith("." + suffix):
+            return key[len(_PREFIX_IN):-len(suffix) - 1], suffix
+    return None
+
+
+def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
+    """A diffusers-format Wan LoRA (scale folded into ``lora_B``) with ComfyUI's keys; tensors and dtypes unchanged.
+
+    ``transformer.blocks.0.attn1.to_q.lora_A.weight`` -> ``diffusion_model.blocks.0.self_attn.q.lora_A.weight``;
+    ``lora_B.bias`` -> ``diff_b``. No ``.alpha`` is written (the module docstring says why). A key this map does
+    not know, or a module with only one of ``lora_A``/``lora_B``, raises :class:`UserError` naming it (``source``:
+    the file, for the message): nothing is dropped silently.
+    """
+    out: dict[str, torch.Tensor] = {}
+    halves: dict[str, set[str]] = {}
+    for key, tensor in lora_state.items():
+        parts = _split(key)
+        name = comfyui_module(parts[0]) if parts else None
+        if name is None:
+            raise UserError(
+                f"{source}: `{key}` is not a LoRA weight of a Wan transformer layer ComfyUI can load (known: the "
+                "blocks' attn1/attn2 to_q/to_k/to_v/to_out.0, attn2 add_k_proj/add_v_proj, ffn.net.0.proj/ffn.net.2, "
+                "condition_embedder's text/time/image embedders and time_proj, proj_out; keys `transformer.<layer>."
+                "lora_A.weight`/`lora_B.weight`/`lora_B.bias`; DoRA magnitudes have no ComfyUI form here). Nothing "
+                "was written: train plain LoRA on those layers (--lora_layers), or load the diffusers file itself."
+            )
+        module, suffix = parts
+        out[f"{_PREFIX_OUT}{name}.{_SUFFIXES[suffix]}"] = tensor.contiguous()
+        if suffix != "lora_B.bias":
+            halves.setdefault(module, set()).add(suffix)
+    lonely = sorted(m for m, have in halves.items() if len(have) != 2)
+    if lonely:
+        raise UserError(
+            f"{source}: the layer `{lonely[0]}` has only {', '.join(sorted(halves[lonely[0]]))} (a LoRA layer needs "
+            "lora_A and lora_B); the file is damaged. Nothing was written: export the adapter of a finished run again."
+        )
+    return out
+
+
+def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
+    """Refuse an adapter with NaN/Inf: it would load and render black frames for whoever uses it."""
+    from ...output.adapter import NonFiniteWeightsError, assert_finite
+
+    try:
+        assert_finite(state, source)
+    except NonFiniteWeightsError as err:
+        raise UserError(f"{err} A broken adapter is not exported: re-train (e.g. a lower learning rate) or export "
+                        "an earlier finite checkpoint.") from None
+
+
+def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) -> list[Path]:
+    """Write ``<stem>_comfyui.safetensors`` next to each diffusers Wan adapter file of ``adapter_dir``.
+
+    ``files`` maps each adapter file name to its expert (default :data:`DEFAULT_FILES`; a Wan 2.2 A14B run passes
+    ``{"pytorch_lora_weights.safetensors": "high", "pytorch_lora_weights_low_noise.safetensors": "low"}``). Every
+    file is converted and checked (keys mapped, tensors finite) before any is written; each is written atomically
+    with metadata naming its source, format and expert. A target that is a user's own file is refused
+    (:func:`dit_lora.output.export.export_target`). Returns the written paths.
+    """
+    from safetensors.torch import load_file
+
+    from ...fileio import save_safetensors_atomic
+    from ...output.export import export_metadata, export_target
+
+    adapter_dir = Path(adapter_dir)
+    planned = []
+    for name, expert in (files or DEFAULT_FILES).items():
+        source = adapter_dir / name
+        if Path(name).name != name or not name.endswith(".safetensors"):
+            raise UserError(f"`{name}` is not the file name of a safetensors adapter in {adapter_dir}; the Wan "
+                            "export converts the run's pytorch_lora_weights*.safetensors files.")
+        if not source.is_file():
+            raise UserError(f"{source} does not exist: the {expert}-noise expert's adapter is missing. Export the "
+                            "--output_dir of a finished Wan run.")
+        target = export_target(adapter_dir, name[:-len(".safetensors")] + SUFFIX)
+        state = comfyui_state(load_file(str(source)), source=str(source))
+        _check_finite(state, str(source))
+        metadata = export_metadata(
+            FORMAT, name, dit_lora_expert=expert,
+            dit_lora_keys="diffusion_model.<original Wan name>.lora_A/lora_B.weight; no .alpha: scale 1.0, "
+                          "alpha/rank is folded into lora_B",
+        )
+        planned.append((target, state, metadata))
+    return [save_safetensors_atomic(state, target, metadata=metadata) for target, state, metadata in planned]

@@ -1,0 +1,133 @@
+"""``dit-lora export``: a finished run's adapter rewritten for another consumer, by the run's family.
+
+The training run writes the adapter its family's diffusers (or PEFT) loader reads. Some consumers name the model's
+weights differently (ComfyUI keeps a model's original checkpoint names), so a family may declare the
+:class:`~dit_lora.families.capabilities.Exports` capability: the formats it can write and a writer for each.
+This module is the generic part and names no family:
+
+* :func:`export_run` finds the run's family (``train_summary.json``'s ``family``, or ``--family`` for a folder
+  without a summary), checks that the folder is a finished run (its adapter file is there) and that the family
+  offers the format, then calls the family's writer.
+* :func:`export_target` is what every writer asks before writing a file: the path stays inside the run folder,
+  and a file already there is replaced only when an earlier export wrote it (its safetensors metadata carries
+  :data:`EXPORT_MARKER`); a user's own file of that name is never overwritten.
+* :func:`export_metadata` is the metadata an exported file carries, the marker included.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import UserError
+from .names import SUMMARY_FILE
+
+#: safetensors metadata key every exported file carries: its value is the format (e.g. "comfyui")
+EXPORT_MARKER = "dit_lora_export"
+#: metadata key naming the file the export was converted from
+EXPORT_SOURCE = "dit_lora_source"
+
+
+def export_metadata(fmt: str, source: str, **extra: str) -> dict[str, str]:
+    """The safetensors metadata of an exported file: the format, the source file, and ``extra`` (all strings)."""
+    return {"format": "pt", EXPORT_MARKER: fmt, EXPORT_SOURCE: source, **{k: str(v) for k, v in extra.items()}}
+
+
+def written_by_export(path: Path) -> bool:
+    """Whether ``path`` is a safetensors file an export wrote (its metadata has :data:`EXPORT_MARKER`).
+
+    Only the header is read; anything that is not a readable safetensors file is not ours.
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return EXPORT_MARKER in (handle.metadata() or {})
+    except Exception:  # noqa: BLE001 - not safetensors, truncated, unreadable: in every case not ours
+        return False
+
+
+def export_target(output_dir: str | Path, name: str) -> Path:
+    """The path ``name`` will be written to in ``output_dir``, after refusing what must never be written.
+
+    Refused with one paragraph each: a ``name`` that is not a plain file name or that resolves outside the folder
+    (``..``, a symbolic link pointing elsewhere), and an existing file that no dit-lora export wrote (a user's own
+    file of that name is left as it is).
+    """
+    folder = Path(output_dir)
+    path = folder / name
+    root = folder.resolve()
+    if Path(name).name != name or name in ("", ".", "..") or not path.resolve().is_relative_to(root):
+        raise UserError(
+            f"The export file `{name}` would be written outside the run folder {folder} (it is not a plain file "
+            f"name inside it, or {path} is a link to {path.resolve()}). Exports are written only next to the "
+            "adapter; remove the link or rename the file the family's export names."
+        )
+    if path.is_symlink() or (path.exists() and not (path.is_file() and written_by_export(path))):
+        raise UserError(
+            f"{path} already exists and was not written by `dit-lora export` (its safetensors metadata has no "
+            f"`{EXPORT_MARKER}` entry), so it is not replaced. Move or rename that file, then export again."
+        )
+    return path
+
+
+def _run_family(folder: Path, family: str | None) -> str:
+    """The family that trained the run in ``folder``: ``family`` when given, else its summary's ``family``."""
+    summary_file = folder / SUMMARY_FILE
+    if family:
+        return family
+    if not summary_file.is_file():
+        raise UserError(
+            f"{folder} has no {SUMMARY_FILE}, so the family that trained it is unknown. Pass the --output_dir of a "
+            "finished dit-lora run, or name its family with --family (e.g. `dit-lora export DIR --format FORMAT "
+            "--family NAME`)."
+        )
+    try:
+        name = json.loads(summary_file.read_text(encoding="utf-8")).get("family")
+    except (OSError, ValueError, AttributeError) as err:
+        raise UserError(f"{summary_file} is not a readable run summary ({type(err).__name__}: {err}). Name the "
+                        "run's family with --family.") from None
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{summary_file} names no `family`. Name the run's family with --family.")
+    return name
+
+
+def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> list[Path]:
+    """Write the run's adapter in ``output_dir`` in the format ``fmt`` beside it; return the files written.
+
+    ``family`` overrides the family read from ``train_summary.json``. Refuses, in one paragraph each, a folder
+    that is not a finished run (no adapter file), a family without the
+    :class:`~dit_lora.families.capabilities.Exports` capability or without ``fmt`` (naming the valid formats),
+    and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
+    (:func:`export_target`).
+    """
+    from ..families import get_family
+    from ..families.capabilities import Exports, capability
+
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
+                        "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
+    spec = get_family(_run_family(folder, family))
+    adapter = folder / spec.adapter_weight_name
+    if not adapter.is_file():
+        raise UserError(
+            f"{folder} is not a finished run: it has no adapter file {spec.adapter_weight_name} (a run writes it "
+            "when training ends). Export the --output_dir of a run that finished, or finish this one first."
+        )
+    exports = capability(spec, Exports)
+    formats = exports.export_formats() if exports is not None else {}
+    if fmt not in formats:
+        offered = "; ".join(f"`{k}`: {v}" for k, v in sorted(formats.items()))
+        raise UserError(
+            f"The `{spec.name}` family cannot export `{fmt}` (--format). "
+            + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
+               f"{spec.adapter_weight_name} is already the format its consumers load.")
+        )
+    written = [Path(p) for p in exports.export_adapter(folder, fmt)]
+    root = folder.resolve()
+    outside = [p for p in written if not p.resolve().is_relative_to(root)]
+    if outside:  # the writers check before writing (export_target); this catches one that did not
+        raise UserError(f"The `{spec.name}` family's `{fmt}` export wrote {outside[0]}, outside the run folder "
+                        f"{folder}. This is a bug in the family's export; please report it.")
+    return written

@@ -1,0 +1,162 @@
+"""output/export.py and `dit-lora export`: a family declaring Exports writes its format next to a finished run's
+adapter; an unknown format, a folder that is not a finished run, a family without exports, a path leaving the
+folder and a user's own file of the same name are refused in one paragraph each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from dit_lora.cli import main
+from dit_lora.errors import UserError
+from dit_lora.families import register_family, unregister_family
+from dit_lora.families.base import ModelFamily
+from dit_lora.families.capabilities import Exports
+from dit_lora.families.registry import FamilyEntry
+from dit_lora.fileio import save_safetensors_atomic
+from dit_lora.output.export import EXPORT_MARKER, export_metadata, export_run, export_target, written_by_export
+from dit_lora.output.names import ADAPTER_FILE, SUMMARY_FILE
+
+COPY = "copy_scaled.safetensors"
+
+
+class _Plain(ModelFamily):
+    """The required part only (never trained here); no export formats."""
+
+    def validate_config(self, cfg): ...
+    def load_components(self, cfg, device): ...
+    def data_handler(self, cfg): ...
+    def compute_loss(self, comps, model, batch, generator, cfg): ...
+    def save_adapter(self, output_dir, lora_state, lora_config): ...
+    def load_pipeline_with_adapter(self, cfg, adapter_dir, device): ...
+
+
+class _Exporting(_Plain):
+    """Exports `scaled`: the adapter's tensors doubled, renamed `new.<key>`, in a file of its own."""
+
+    capabilities = (Exports,)
+    out_name = COPY
+
+    def export_formats(self) -> dict[str, str]:
+        return {"scaled": "every tensor doubled (a stand-in for a consumer's key format)"}
+
+    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
+        target = export_target(output_dir, self.out_name)
+        state = {f"new.{k}": v * 2 for k, v in load_file(str(Path(output_dir) / self.adapter_weight_name)).items()}
+        return [save_safetensors_atomic(state, target, metadata=export_metadata(fmt, self.adapter_weight_name))]
+
+
+class _Escaping(_Exporting):
+    out_name = "../escaped.safetensors"
+
+
+_CLASSES = {"toy_export": _Exporting, "toy_noexport": _Plain, "toy_escape": _Escaping}
+
+
+def _make(name: str) -> ModelFamily:
+    family = _CLASSES[name]()
+    object.__setattr__(family, "name", name)  # a spec is sealed after construction; the name is its registry name
+    return family
+
+
+@pytest.fixture(autouse=True)
+def toy_families():
+    entry = FamilyEntry(names=tuple(_CLASSES), factory=_make)
+    register_family(entry)
+    yield
+    unregister_family(entry)
+
+
+def _run(folder: Path, family: str = "toy_export", summary: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({"a.lora_A.weight": torch.ones(2, 3)}, str(folder / ADAPTER_FILE), metadata={"format": "pt"})
+    if summary:
+        (folder / SUMMARY_FILE).write_text(json.dumps({"family": family, "status": "completed"}))
+    return folder
+
+
+def _cli(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as caught:
+        main(["export", *argv])
+    captured = capsys.readouterr()
+    return caught.value.code, captured.out, " ".join(captured.err.split())
+
+
+def test_export_writes_the_format_beside_the_adapter(tmp_path, capsys):
+    run = _run(tmp_path / "run")
+    code, out, err = _cli([str(run), "--format", "scaled"], capsys)
+    assert code == 0, err
+    assert out.split() == [str(run / COPY)]
+    assert torch.equal(load_file(str(run / COPY))["new.a.lora_A.weight"], torch.full((2, 3), 2.0))
+    assert written_by_export(run / COPY)
+    assert export_run(run, "scaled") == [run / COPY]  # its own earlier export is replaced
+
+
+def test_an_unknown_format_names_the_valid_ones(tmp_path, capsys):
+    code, _, err = _cli([str(_run(tmp_path / "run")), "--format", "comfyui"], capsys)
+    assert code == 2 and "cannot export `comfyui` (--format)" in err and "`scaled`: every tensor doubled" in err
+    assert "Traceback" not in err and not (tmp_path / "run" / COPY).exists()
+
+
+def test_a_family_without_exports_says_so(tmp_path):
+    with pytest.raises(UserError, match="`toy_noexport` family cannot export `scaled`.*offers no export formats"):
+        export_run(_run(tmp_path / "run", family="toy_noexport"), "scaled")
+
+
+def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = _cli([str(empty), "--format", "scaled"], capsys)
+    assert code == 2 and f"has no {SUMMARY_FILE}" in err and "--family" in err
+    code, _, err = _cli([str(empty), "--format", "scaled", "--family", "toy_export"], capsys)
+    assert code == 2 and f"is not a finished run: it has no adapter file {ADAPTER_FILE}" in err
+    code, _, err = _cli([str(tmp_path / "nowhere"), "--format", "scaled"], capsys)
+    assert code == 2 and "does not exist or is not a directory" in err
+    (empty / SUMMARY_FILE).write_text("{not json")
+    with pytest.raises(UserError, match="is not a readable run summary"):
+        export_run(empty, "scaled")
+
+
+def test_the_family_can_be_named_when_the_summary_is_missing(tmp_path):
+    run = _run(tmp_path / "run", summary=False)
+    assert export_run(run, "scaled", family="toy_export") == [run / COPY]
+
+
+def test_a_users_file_of_that_name_is_never_overwritten(tmp_path, capsys):
+    run = _run(tmp_path / "run")
+    (run / COPY).write_bytes(b"my own notes")
+    code, _, err = _cli([str(run), "--format", "scaled"], capsys)
+    assert code == 2 and "was not written by `dit-lora export`" in err
+    assert (run / COPY).read_bytes() == b"my own notes"
+    save_file({"x": torch.ones(1)}, str(run / COPY), metadata={"format": "pt"})  # safetensors, but not ours
+    with pytest.raises(UserError, match="not replaced"):
+        export_run(run, "scaled")
+
+
+def test_a_path_leaving_the_folder_is_refused(tmp_path):
+    run = _run(tmp_path / "run", family="toy_escape")
+    with pytest.raises(UserError, match="outside the run folder"):
+        export_run(run, "scaled")
+    assert not (tmp_path / "escaped.safetensors").exists()
+    outside = tmp_path / "elsewhere.safetensors"
+    save_safetensors_atomic({"x": torch.ones(1)}, outside, metadata=export_metadata("scaled", "x"))
+    (run / COPY).symlink_to(outside)  # even a link to one of our own files: never written through
+    with pytest.raises(UserError, match="outside the run folder"):
+        export_target(run, COPY)
+
+
+def test_export_metadata_marks_the_file():
+    meta = export_metadata("scaled", ADAPTER_FILE, dit_lora_expert="low")
+    assert meta == {"format": "pt", EXPORT_MARKER: "scaled", "dit_lora_source": ADAPTER_FILE, "dit_lora_expert": "low"}
+
+
+def test_export_help(capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["export", "--help"])
+    out = capsys.readouterr().out
+    assert caught.value.code == 0
+    assert "OUTPUT_DIR" in out.upper() and "--format FORMAT" in out and "--family" in out
