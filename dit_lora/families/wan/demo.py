@@ -1,0 +1,350 @@
+"""Tiny, randomly initialised Wan 2.1 / 2.2 pipelines built locally (no Hub access needed).
+
+:func:`build_tiny_wan_pipeline` writes what ``WanPipeline.save_pretrained`` /
+``WanImageToVideoPipeline.save_pretrained`` write for the published ``Wan-AI/*-Diffusers`` repos
+(``model_index.json`` plus ``transformer`` [``transformer_2``], ``vae``, ``text_encoder``,
+``tokenizer``, ``scheduler`` [``image_encoder``, ``image_processor``]), so code written against them
+loads it the same way, offline, and LoRA target names (``attn1.to_q``, ``attn2.to_k``,
+``ffn.net.0.proj`` ...) are the real ones.  Only widths and depths shrink.
+
+==============  ==========================  ===========================================================
+variant         published repo              structure (``scripts/convert_wan_to_diffusers.py``)
+==============  ==========================  ===========================================================
+2.1-t2v         Wan2.1-T2V-1.3B / -14B      ``WanPipeline``; transformer in/out 16; VAE z_dim 16, 8x
+                                            spatial; UniPC ``flow_shift`` 3.0
+2.1-i2v         Wan2.1-I2V-14B-480P/-720P   ``WanImageToVideoPipeline`` with a CLIP vision
+                                            ``image_encoder`` (``CLIPVisionModelWithProjection``) and
+                                            ``CLIPImageProcessor``; transformer ``in_channels`` 36 (16
+                                            noise + 4 mask + 16 image latents), ``image_dim`` = the
+                                            CLIP width (1280), ``added_kv_proj_dim`` = the transformer
+                                            width (5120); ``flow_shift`` 3.0
+2.2-ti2v        Wan2.2-TI2V-5B              ``WanPipeline`` with ``expand_timesteps`` True; the Wan 2.2
+                                            VAE (z_dim 48, ``is_residual``, ``patch_size`` 2, 16x
+                                            spatial, in/out 12 channels); transformer in/out 48;
+                                            ``flow_shift`` 5.0
+2.2-t2v-a14b    Wan2.2-T2V-A14B             ``WanPipeline``, ``transformer`` (high noise) and
+                                            ``transformer_2`` (low noise), ``boundary_ratio`` 0.875;
+                                            ``flow_shift`` 3.0
+2.2-i2v-a14b    Wan2.2-I2V-A14B             ``WanImageToVideoPipeline``, two experts, in_channels 36,
+                                            no image encoder, ``boundary_ratio`` 0.9; ``flow_shift`` 3.0
+==============  ==========================  ===========================================================
+
+The boundaries are Wan's own (``wan/configs/wan_t2v_A14B.py`` ``boundary = 0.875``,
+``wan_i2v_A14B.py`` ``0.900``, Wan-Video/Wan2.2) and the conversion script's ``boundary_ratio``.  The
+flow shifts are what the conversion script writes into the scheduler (16.0 FLF2V, 5.0 TI2V, else 3.0);
+Wan's own samplers default higher for A14B (``sample_shift`` 12.0 T2V, 5.0 I2V).  In the 2.1 I2V
+transformer the image tokens are everything in front of the last 512 text tokens
+(``WanAttnProcessor``: "512 is the context length of the text encoder, hardcoded"), so prompts must
+be padded to 512 (the pipelines' ``max_sequence_length`` default, Wan's ``text_len``).
+
+Text encoder: a tiny ``UMT5EncoderModel`` (the real one is google/umt5-xxl) with CogVideoX's offline
+T5-style Unigram tokenizer (:func:`dit_lora.families.cogvideox.demo.build_tiny_t5_tokenizer`; the real
+UMT5 SentencePiece vocabulary has 256384 pieces).  The VAE's ``latents_mean`` / ``latents_std`` are
+measured per channel on moving-square clips at build time (the published ones are the real VAE's), so
+the diffusion targets stay at about unit variance.  Everything is fp32 by default (``dtype=``), which
+keeps ``from_pretrained(path)`` runnable on CPU.
+
+The 2.1 I2V image encoder is ``CLIPVisionModelWithProjection``, as the conversion script saves it and the
+published ``model_index.json`` names it (diffusers' ``WanImageToVideoPipeline`` annotates
+``CLIPVisionModel`` and logs "Expected types for image_encoder" on loading either; the pipeline reads
+``hidden_states[-2]``, which both have).  Without torchvision, transformers builds and names the processor
+``CLIPImageProcessorPil`` (the Hub's says ``CLIPImageProcessor``; either loads).
+
+Geometry (:data:`TINY_WAN_GEOMETRY`): 9 frames of 64 x 64 px -> 3 latent frames of 8 x 8 (2.1 VAE) or
+4 x 4 (2.2 VAE) latents -> 48 or 12 transformer tokens (patch 1 x 2 x 2).  A whole 2-step generation takes
+well under a second on a CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.demo import build_directory_atomically
+
+__all__ = [
+    "TINY_WAN_GEOMETRY",
+    "TINY_WAN_VERSION",
+    "WAN_DEMO_VARIANTS",
+    "build_tiny_wan_components",
+    "build_tiny_wan_pipeline",
+    "get_tiny_wan_config",
+    "wan_pipeline_class",
+]
+
+TINY_WAN_VERSION = 1  # bump when configs, init or tokenizer change
+_MARKER = "dit_lora_tiny.json"
+
+# Pixel geometry the tiny pipelines are built for: frames = 4k + 1 (4x temporal VAE), height and width
+# multiples of vae spatial factor x transformer patch (8 x 2 for 2.1, 16 x 2 for the 2.2 VAE).
+TINY_WAN_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
+
+_TEXT_DIM = 32  # UMT5 d_model == transformer text_dim (4096 for umt5-xxl)
+_TEXT_LEN = 512  # Wan's text_len (wan/configs/shared_config.py); hard-wired in the 2.1 I2V attention
+_HEADS, _HEAD_DIM = 2, 16  # RoPE splits head_dim into t/h/w with h = w = 2 * (head_dim // 6): 8/4/4
+_INNER = _HEADS * _HEAD_DIM
+_CLIP_WIDTH = 32  # CLIP ViT-H/14's hidden size is 1280
+
+
+@dataclass(frozen=True)
+class _Variant:
+    pipeline: str  # the diffusers pipeline class the Hub repo's model_index.json names
+    wan22_vae: bool  # the Wan 2.2 (TI2V-5B) VAE: z_dim 48, 16x spatial
+    i2v: bool  # noise + mask + image latents on the channel axis
+    experts: int  # 2: transformer (high noise) + transformer_2 (low noise)
+    image_encoder: bool  # Wan 2.1 I2V: CLIP image tokens through added K/V projections
+    boundary_ratio: float | None
+    expand_timesteps: bool
+    flow_shift: float
+
+
+_VARIANTS: dict[str, _Variant] = {
+    "2.1-t2v": _Variant("WanPipeline", False, False, 1, False, None, False, 3.0),
+    "2.1-i2v": _Variant("WanImageToVideoPipeline", False, True, 1, True, None, False, 3.0),
+    "2.2-ti2v": _Variant("WanPipeline", True, False, 1, False, None, True, 5.0),
+    "2.2-t2v-a14b": _Variant("WanPipeline", False, False, 2, False, 0.875, False, 3.0),
+    "2.2-i2v-a14b": _Variant("WanImageToVideoPipeline", False, True, 2, False, 0.9, False, 3.0),
+}
+WAN_DEMO_VARIANTS = tuple(_VARIANTS)
+
+_VAE_21: dict[str, Any] = {
+    "base_dim": 8,  # 96 in Wan2.1_VAE
+    "z_dim": 16,
+    "dim_mult": [1, 2, 4, 4],  # 3 downsamples: 8x spatial, as the real VAE (scale_factor_spatial 8)
+    "num_res_blocks": 1,  # 2 in the real VAE
+    "attn_scales": [],
+    "temperal_downsample": [False, True, True],  # 4x temporal
+    "scale_factor_temporal": 4,
+    "scale_factor_spatial": 8,
+}
+# The Wan 2.2 VAE (vae22_diffusers_config in the conversion script: base_dim 160, decoder_base_dim 256).
+_VAE_22: dict[str, Any] = {
+    **_VAE_21,
+    "base_dim": 8,
+    "decoder_base_dim": 16,
+    "z_dim": 48,
+    "is_residual": True,
+    "in_channels": 12,  # 3 channels x 2 x 2 patch
+    "out_channels": 12,
+    "patch_size": 2,
+    "scale_factor_spatial": 16,
+}
+
+_UMT5: dict[str, Any] = {
+    "d_model": _TEXT_DIM,
+    "d_kv": 8,
+    "d_ff": 64,  # 10240 in umt5-xxl
+    "num_layers": 1,
+    "num_heads": 4,
+    "relative_attention_num_buckets": 32,
+    "relative_attention_max_distance": 128,
+    "feed_forward_proj": "gated-gelu",  # umt5-xxl
+    "is_encoder_decoder": False,
+    "use_cache": False,
+    "tie_word_embeddings": False,
+}
+
+_CLIP_VISION: dict[str, Any] = {
+    "hidden_size": _CLIP_WIDTH,
+    "intermediate_size": 64,
+    "projection_dim": 16,  # unused: the pipeline reads hidden_states[-2]
+    "num_hidden_layers": 2,  # the pipeline takes the penultimate layer, so at least 2
+    "num_attention_heads": 2,
+    "image_size": 32,  # 224 with patch 14 in ViT-H/14: 257 tokens; here 16 + 1
+    "patch_size": 8,
+    "hidden_act": "gelu",  # ViT-H/14 (open_clip) uses gelu, not quick_gelu
+}
+
+
+def _check(variant: str) -> _Variant:
+    if variant not in _VARIANTS:
+        raise ValueError(f"unknown Wan demo variant {variant!r}; choose from {', '.join(WAN_DEMO_VARIANTS)}")
+    return _VARIANTS[variant]
+
+
+def wan_pipeline_class(variant: str):
+    """The diffusers pipeline class the published repo of ``variant`` uses (its ``model_index.json``)."""
+    import diffusers
+
+    return getattr(diffusers, _check(variant).pipeline)
+
+
+def get_tiny_wan_config(variant: str = "2.1-t2v", layers: int = 1) -> dict[str, Any]:
+    """Return the kwargs of each component for ``variant`` (a fresh copy).
+
+    Keys ``transformer`` (WanTransformer3DModel, ``layers`` blocks; ``transformer_2`` has the same
+    config), ``vae`` (AutoencoderKLWan, without the measured ``latents_mean`` / ``latents_std``),
+    ``scheduler`` (UniPCMultistepScheduler), ``text_encoder`` (UMT5Config without ``vocab_size``),
+    ``image_encoder`` (CLIPVisionConfig, or None) and ``pipeline`` (``boundary_ratio``,
+    ``expand_timesteps``).
+    """
+    v = _check(variant)
+    if layers < 1:
+        raise ValueError(f"layers must be at least 1, got {layers}")
+    vae = copy.deepcopy(_VAE_22 if v.wan22_vae else _VAE_21)
+    z_dim = vae["z_dim"]
+    transformer: dict[str, Any] = {
+        "patch_size": [1, 2, 2],
+        "num_attention_heads": _HEADS,
+        "attention_head_dim": _HEAD_DIM,
+        # I2V: noise latents + 4 mask channels (the 4 frames a latent frame holds) + image latents
+        "in_channels": 2 * z_dim + 4 if v.i2v else z_dim,
+        "out_channels": z_dim,
+        "text_dim": _TEXT_DIM,
+        "freq_dim": 32,  # 256 in every Wan model
+        "ffn_dim": 64,
+        "num_layers": layers,
+        "cross_attn_norm": True,
+        "qk_norm": "rms_norm_across_heads",
+        "eps": 1e-6,
+        # Wan 2.1 I2V: image_dim is the CLIP width, added_kv_proj_dim the transformer's (1280 / 5120)
+        "image_dim": _CLIP_WIDTH if v.image_encoder else None,
+        "added_kv_proj_dim": _INNER if v.image_encoder else None,
+    }
+    scheduler = {
+        "prediction_type": "flow_prediction",
+        "use_flow_sigmas": True,
+        "num_train_timesteps": 1000,
+        "flow_shift": v.flow_shift,
+    }
+    return {
+        "transformer": transformer,
+        "vae": vae,
+        "scheduler": scheduler,
+        "text_encoder": copy.deepcopy(_UMT5),
+        "image_encoder": copy.deepcopy(_CLIP_VISION) if v.image_encoder else None,
+        "pipeline": {"boundary_ratio": v.boundary_ratio, "expand_timesteps": v.expand_timesteps},
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Components
+# --------------------------------------------------------------------------------------
+def _moving_square_clips(seed: int, n: int = 4) -> torch.Tensor:
+    """``n`` clips at :data:`TINY_WAN_GEOMETRY` in [-1, 1] (``[n, 3, F, H, W]``): a square crossing a
+    plain background, like the demo's training clips (``dit_lora.demo.clips``)."""
+    g = TINY_WAN_GEOMETRY
+    frames, size = g["num_frames"], g["height"]
+    rng = random.Random(seed)
+    clips = torch.empty(n, 3, frames, size, g["width"])
+    side = size // 4
+    for clip in clips:
+        clip[:] = torch.tensor([rng.uniform(-1, 0) for _ in range(3)])[:, None, None, None]
+        color = torch.tensor([rng.uniform(0, 1) for _ in range(3)])[:, None, None]
+        row = rng.randrange(size - side)
+        for f in range(frames):
+            col = round(f * (g["width"] - side) / (frames - 1))
+            clip[:, f, row : row + side, col : col + side] = color
+    return clips
+
+
+def _latent_stats(vae, seed: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of the latents of a few clips (what the published lists are for the
+    real VAEs): the pipelines normalise latents as ``(z - mean) / std``."""
+    with torch.no_grad():
+        latents = vae.encode(_moving_square_clips(seed)).latent_dist.mean.float()
+    per_channel = latents.transpose(0, 1).flatten(1)
+    mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
+    std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
+    return mean, std
+
+
+def _image_components(config: dict[str, Any]):
+    """A tiny CLIP vision tower and its processor (the real ones: laion/CLIP-ViT-H-14-laion2B-s32B-b79K)."""
+    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
+
+    encoder = CLIPVisionModelWithProjection(CLIPVisionConfig(**config))
+    size = config["image_size"]
+    processor = CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    return encoder.eval(), processor
+
+
+def build_tiny_wan_components(
+    variant: str = "2.1-t2v", seed: int = 0, dtype: torch.dtype = torch.float32, layers: int = 1
+) -> dict[str, Any]:
+    """Build the Wan pipeline components of ``variant`` in memory, randomly initialised from ``seed``.
+
+    Returns the modules the variant's pipeline takes (``transformer``, ``vae``, ``text_encoder``,
+    ``tokenizer``, ``scheduler``, plus ``transformer_2`` for the A14B variants and ``image_encoder``
+    / ``image_processor`` for 2.1 I2V) in eval mode and ``dtype``; ``wan_pipeline_class(variant)(
+    **components, **get_tiny_wan_config(variant)["pipeline"])`` is the pipeline.  The caller's global
+    torch RNG is left alone; each module is seeded separately (``seed * 1000 + k``).
+    """
+    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanTransformer3DModel
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from dit_lora.families.cogvideox.demo import build_tiny_t5_tokenizer
+
+    v = _check(variant)
+    config = get_tiny_wan_config(variant, layers)
+    tokenizer = build_tiny_t5_tokenizer()
+    tokenizer.model_max_length = _TEXT_LEN
+
+    comps: dict[str, Any] = {"tokenizer": tokenizer, "scheduler": UniPCMultistepScheduler(**config["scheduler"])}
+    with torch.random.fork_rng(devices=[]):
+        for k, name in enumerate(["transformer", "transformer_2"][: v.experts], start=1):
+            torch.manual_seed(seed * 1000 + k)  # the two experts differ, as high/low-noise models do
+            comps[name] = WanTransformer3DModel(**config["transformer"])
+
+        torch.manual_seed(seed * 1000 + 3)
+        vae = AutoencoderKLWan(**config["vae"]).eval()
+        mean, std = _latent_stats(vae, seed)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
+        comps["vae"] = vae
+
+        torch.manual_seed(seed * 1000 + 4)
+        te = dict(config["text_encoder"], vocab_size=-(-len(tokenizer) // 64) * 64)
+        ids = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
+        comps["text_encoder"] = UMT5EncoderModel(UMT5Config(**te, **ids, decoder_start_token_id=ids["pad_token_id"]))
+
+        if config["image_encoder"] is not None:
+            torch.manual_seed(seed * 1000 + 5)
+            comps["image_encoder"], comps["image_processor"] = _image_components(config["image_encoder"])
+
+    for name, module in comps.items():
+        if isinstance(module, torch.nn.Module):
+            torch.nn.Module.to(module, dtype)  # nn.Module.to: ModelMixin.to warns on dtype casts
+            module.eval()
+    return comps
+
+
+def build_tiny_wan_pipeline(
+    path: str | Path,
+    *,
+    variant: str = "2.1-t2v",
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    layers: int = 1,
+) -> Path:
+    """Write a randomly initialised Wan pipeline of ``variant`` to ``path`` and return ``path``.
+
+    Saves the variant's pipeline class (:func:`wan_pipeline_class`) as ``save_pretrained`` does
+    (safetensors, ``dtype`` weights, fp32 by default), plus a ``dit_lora_tiny.json`` marker.  Loads
+    offline with ``<Pipeline>.from_pretrained(path)`` or per component (``subfolder=``).  Idempotent
+    (same marker: nothing rewritten) and atomic (built in a sibling temporary directory and renamed);
+    a stale build of ours (another variant, seed, ...) is replaced, a folder we did not build is
+    refused (``FileExistsError``), as the other tiny builders do.
+    """
+    _check(variant)
+    if layers < 1:
+        raise ValueError(f"layers must be at least 1, got {layers}")
+    marker = {
+        "kind": "wan",
+        "variant": variant,
+        "seed": seed,
+        "dtype": str(dtype).removeprefix("torch."),
+        "layers": layers,
+        "version": TINY_WAN_VERSION,
+    }
+
+    def build(tmp: Path) -> None:
+        comps = build_tiny_wan_components(variant, seed, dtype, layers)
+        pipe = wan_pipeline_class(variant)(**comps, **get_tiny_wan_config(variant, layers)["pipeline"])
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)
