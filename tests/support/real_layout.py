@@ -422,3 +422,84 @@ def qwen2_5_vl_folder(root: Path, hub_id: str = "Qwen/Qwen2.5-VL-3B-Instruct", l
         "image_mean": _CLIP_MEAN, "image_std": _CLIP_STD, "image_processor_type": "Qwen2VLImageProcessor",
         "processor_class": "Qwen2_5_VLProcessor"})
     return folder
+
+
+# ---- Wan 2.1 / 2.2 (diffusers layout; the configs are dit_lora/families/wan/catalogue.py's) --------------------------
+
+def umt5_tokenizer_folder(folder: Path) -> Path:
+    """Wan's tokenizer/ as the Hub has it: ``special_tokens_map.json``, ``spiece.model``, ``tokenizer.json`` and
+    ``tokenizer_config.json``. google/umt5-xxl's own 256384-piece model cannot be had offline, so the pieces are a
+    small SentencePiece model trained here (T5's ids: pad 0, eos 1, unk 2) and ``tokenizer.json`` is transformers'
+    conversion of it: the real file set, not the real vocabulary."""
+    from transformers import AutoTokenizer
+
+    t5_tokenizer_folder(folder, max_length=512)
+    (folder / "added_tokens.json").unlink()  # the Wan repos have none
+    tokenizer = AutoTokenizer.from_pretrained(folder)  # converts spiece.model (sentencepiece + protobuf)
+    tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def _wan_entry(hub_id: str):
+    """The catalogue entry of ``hub_id`` (read from the family's data file, so this works before the registry
+    lists the wan family)."""
+    from dit_lora.families.wan.catalogue import ENTRIES
+
+    found = [e for e in ENTRIES if e.hub_id.lower() == hub_id.lower()]
+    if not found:
+        raise ValueError(f"{hub_id} is not a catalogued Wan checkpoint: {', '.join(e.hub_id for e in ENTRIES)}")
+    return found[0]
+
+
+def _built_in(dtype: torch.dtype, seed: int, make):
+    """``make()`` with parameters created in ``dtype`` (a 5120-wide 14B block is ~360M parameters: built in bf16
+    it never exists in fp32) and a fixed seed; the libraries' own init (nothing all-zero in these models)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return make()
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", layers: int = 1,
+                 dtype: torch.dtype = torch.bfloat16) -> Path:
+    """A Wan checkpoint as the Hub lays it out: every published config (model_index.json with its
+    ``boundary_ratio`` / ``expand_timesteps``, the UniPC scheduler, the tokenizer config), the transformer at real
+    widths and heads, ``layers`` deep (the A14B repos: ``transformer`` and ``transformer_2``, different seeds), in
+    ``dtype`` (the Hub ships fp32; bf16 keeps a 14B-wide folder at ~0.7 GB per expert); the VAE with its published
+    z_dim, stages, temporal/spatial compression and latent statistics but 8/16 base channels and one residual block
+    per stage (fp32, as published); UMT5-XXL's widths with one layer, the local tokenizer's vocabulary, in bf16; the
+    UMT5 tokenizer file set (:func:`umt5_tokenizer_folder`); for the 2.1 I2V repos the CLIP ViT-H/14 vision tower at
+    its widths with two layers (the pipeline reads the penultimate hidden state) in bf16 and the published
+    ``image_processor/preprocessor_config.json``. Weights are safetensors."""
+    from diffusers import AutoencoderKLWan, WanTransformer3DModel
+    from transformers import AutoTokenizer, CLIPVisionConfig, CLIPVisionModelWithProjection, UMT5Config, \
+        UMT5EncoderModel
+
+    from dit_lora.families.wan.catalogue import IMAGE_PROCESSOR_CONFIG
+
+    entry = _wan_entry(hub_id)
+    folder = root / hub_id.split("/")[-1]
+    for file, config in entry.configs.items():  # model_index.json, scheduler and the rest as published
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(json.dumps(config, indent=1))
+    for seed, sub in enumerate(s for s in ("transformer", "transformer_2") if f"{s}/config.json" in entry.configs):
+        config = {**entry.configs[f"{sub}/config.json"], "num_layers": layers}
+        _built_in(dtype, seed, lambda: WanTransformer3DModel.from_config(config)).save_pretrained(folder / sub)
+    vae = entry.configs["vae/config.json"]
+    narrow = {"base_dim": 8, "num_res_blocks": 1, **({"decoder_base_dim": 16} if vae.get("decoder_base_dim") else {})}
+    AutoencoderKLWan.from_config({**vae, **narrow}).save_pretrained(folder / "vae")
+    vocab = len(AutoTokenizer.from_pretrained(umt5_tokenizer_folder(folder / "tokenizer")))
+    text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab})
+    _built_in(torch.bfloat16, 10, lambda: UMT5EncoderModel(text)).save_pretrained(folder / "text_encoder")
+    if "image_encoder/config.json" in entry.configs:
+        clip = CLIPVisionConfig(**{**entry.configs["image_encoder/config.json"], "num_hidden_layers": 2})
+        _built_in(torch.bfloat16, 11, lambda: CLIPVisionModelWithProjection(clip)).save_pretrained(
+            folder / "image_encoder")
+        (folder / "image_processor").mkdir(exist_ok=True)
+        (folder / "image_processor" / "preprocessor_config.json").write_text(json.dumps(IMAGE_PROCESSOR_CONFIG,
+                                                                                        indent=1))
+    return folder
