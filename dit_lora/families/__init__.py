@@ -156,6 +156,7 @@ BUILT_IN = (
     "cogvideox",
     "dit",
     "videochat",
+    "wan",
 )
 for _package in BUILT_IN:
     register_family(importlib.import_module(f"{__name__}.{_package}").ENTRY)

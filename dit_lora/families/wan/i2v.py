@@ -1,0 +1,199 @@
+"""Wan image-to-video (``wan_i2v``, ``WanImageToVideoPipeline``): what differs from text-to-video (:mod:`.spec`).
+
+Wan 2.1 I2V 14B (480P, 720P) and Wan 2.2 I2V-A14B: the transformer takes ``[noisy latents | mask | image
+condition]`` on the channel axis (16 + 4 + 16 = 36). The condition is what ``WanImageToVideoPipeline.prepare_latents``
+builds at inference: the first frame followed by black frames through the VAE, normalised, with the 4-channel
+first-frame mask in front; this family computes it with that very method at caching time (so training and
+inference conditions agree by construction). Wan 2.1 also feeds the CLIP ViT-H image embedding (the
+penultimate hidden state, ``WanImageToVideoPipeline.encode_image``) to the cross-attention's image keys; it is
+cached too. Wan 2.2 TI2V-5B in image mode needs no extra cache: its condition is the clip's own first latent
+frame (the Wan VAE is causal in time: the first latent frame depends on the first frame only; tested).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...config import TrainConfig
+from ...errors import UserError
+from ..base import Components
+from .info import I2V_PIPELINE
+from .spec import WanFamily
+
+
+class WanI2VFamily(WanFamily):
+    """Wan 2.1 I2V 14B, Wan 2.2 I2V-A14B and TI2V-5B's image mode."""
+
+    name = "wan_i2v"
+    task = "i2v"
+    kinds = ("i2v", "ti2v")
+    card_tags = ("image-to-video", "diffusers", "wan", "diffusers-training")
+    pipeline_class_name = I2V_PIPELINE
+
+    # ---- loading ------------------------------------------------------------------------------
+    def load_image_encoder(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+        """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
+        if not self.info(cfg).image_encoder:
+            return {}
+        from transformers import CLIPImageProcessor, CLIPVisionModel
+
+        path = cfg.pretrained_model_name_or_path
+        return {"image_encoder": CLIPVisionModel.from_pretrained(path, subfolder="image_encoder",
+                                                                 torch_dtype=torch.float32, **common).eval(),
+                "image_processor": CLIPImageProcessor.from_pretrained(path, subfolder="image_processor",
+                                                                      revision=cfg.revision)}
+
+    def fp32_image_encoder(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+        if not self.info(cfg).image_encoder:
+            return {}
+        from transformers import CLIPVisionModel
+
+        return {"image_encoder": CLIPVisionModel.from_pretrained(cfg.pretrained_model_name_or_path,
+                                                                 subfolder="image_encoder", torch_dtype=torch.float32,
+                                                                 **common)}
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        out = super().expected_dtypes(comps, cfg)
+        return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
+
+    def _cached_conditions(self, cfg: TrainConfig) -> str:
+        info = self.info(cfg)
+        if info.kind == "ti2v":
+            return ""
+        return "+pipeline_condition" + ("+clip_penultimate" if info.image_encoder else "")
+
+    # ---- encoding -------------------------------------------------------------------------------
+    def _i2v_pipeline(self, comps: Components, expand: bool):
+        from diffusers import WanImageToVideoPipeline
+
+        return WanImageToVideoPipeline(
+            tokenizer=None, text_encoder=None, vae=comps.encoders["vae"], scheduler=None,
+            image_processor=comps.encoders.get("image_processor"), image_encoder=comps.encoders.get("image_encoder"),
+            transformer=None, transformer_2=None, expand_timesteps=expand)
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Adds ``"condition"`` (mask + image latents, ``(B, 4 + C, F', h, w)``) and, with a CLIP encoder,
+        ``"image_embeds"``, both as ``WanImageToVideoPipeline`` computes them (TI2V: nothing added)."""
+        out = super().encode_images(comps, pixel_values)
+        if comps.extras.get("expand_timesteps"):
+            return out
+        pipe = self._i2v_pipeline(comps, expand=False)
+        bsz, frames, _, height, width = pixel_values.shape
+        vae = comps.encoders["vae"]
+        first = pixel_values[:, 0].to(vae.device, torch.float32)  # the pipeline's preprocessed image: [-1, 1]
+        conditions = []
+        with torch.no_grad():
+            for i in range(bsz):  # prepare_latents encodes one image per call
+                zeros = torch.zeros_like(out["latents"][i:i + 1])  # given latents: no random draw
+                _, condition = pipe.prepare_latents(first[i:i + 1], 1, out["latents"].shape[1], height, width, frames,
+                                                    torch.float32, vae.device, None, latents=zeros)
+                conditions.append(condition)
+            out["condition"] = torch.cat(conditions).float()
+            if "image_encoder" in comps.encoders:
+                out["image_embeds"] = pipe.encode_image(_to_pil(first), vae.device).float()
+        return out
+
+    # ---- loss -----------------------------------------------------------------------------------
+    def conditioning(self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any],
+                     generator: torch.Generator) -> dict[str, Any]:
+        """``[noisy | mask + image latents]`` on the channel axis and the CLIP image embedding (2.1)."""
+        if "condition" not in batch:  # TI2V: the first latent frame is in the hidden states already
+            return inputs
+        hidden = torch.cat([inputs["hidden_states"], batch["condition"].to(inputs["hidden_states"].dtype)], dim=1)
+        out = {**inputs, "hidden_states": hidden}
+        if "image_embeds" in batch:
+            out["encoder_hidden_states_image"] = batch["image_embeds"]
+        return out
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """The planned components, plus the CLIP token count of 2.1 I2V ((image_size / patch)^2 + class token)."""
+        comps = super().plan_components(cfg, read, depth)
+        clip = read("image_encoder", "config.json") if self.info(cfg).image_encoder else None
+        if clip:
+            vision = clip.get("vision_config", clip)
+            comps.extras["clip_tokens"] = (int(vision["image_size"]) // int(vision["patch_size"])) ** 2 + 1
+        return comps
+
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """The planner's batches: the latents plus the condition (and CLIP embedding) shapes, as empty tensors."""
+        out = []
+        info = self.info(cfg)
+        for bucket, batch in super().plan_batches(cfg, comps):
+            latents = batch["latents"]
+            if info.kind != "ti2v":
+                b, c, f, h, w = latents.shape
+                batch["condition"] = torch.empty(b, c + 4, f, h, w, dtype=latents.dtype)
+                if info.image_encoder:
+                    batch["image_embeds"] = torch.empty(b, comps.extras.get("clip_tokens", 257),
+                                                        comps.model.config.image_dim, dtype=latents.dtype)
+            out.append((bucket, batch))
+        return out
+
+    # ---- validation image -----------------------------------------------------------------------
+    def check_validation_image(self, cfg: TrainConfig) -> None:
+        image = cfg.family_options.validation_image
+        if image and not Path(image).is_file():
+            raise UserError(f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
+                            "condition validation videos on the first training clip's first frame.")
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Keep the conditioning image of validation videos in ``comps.extras["validation_image"]``."""
+        image = comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
+        if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
+            pipe = self._i2v_pipeline(comps, expand=False)
+            with torch.no_grad():
+                comps.extras["validation_image_embeds"] = pipe.encode_image(image, comps.encoders["image_encoder"].device)
+
+    def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
+        from PIL import Image, ImageOps
+
+        _, height, width = self.video_buckets(cfg)[0]
+        source = cfg.family_options.validation_image
+        if source:
+            try:
+                with Image.open(source) as im:
+                    image = im.convert("RGB")
+            except (OSError, ValueError) as err:
+                raise UserError(f"--validation_image `{source}` cannot be read as an image ({err}).")
+            return ImageOps.fit(image, (width, height), Image.BICUBIC)  # cover and centre-crop, as training frames
+        if not samples:
+            raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
+        from ...data.video import VideoDecodeError, decode_clip
+
+        try:
+            frame = decode_clip(samples[0].path, 1, height, width)[0]
+        except VideoDecodeError as err:
+            raise UserError(f"Cannot take the validation image from `{samples[0].key}` ({err}); set --validation_image.")
+        return _to_pil(frame[None])[0]
+
+    def _image(self, cfg: TrainConfig, comps: Components | None):
+        image = comps.extras.get("validation_image") if comps is not None else None
+        if image is None:
+            image = self._load_validation_image(cfg)
+            if comps is not None:
+                comps.extras["validation_image"] = image
+        return image
+
+    def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
+        kwargs: dict[str, Any] = {"image": self._image(cfg, comps)}
+        embeds = comps.extras.get("validation_image_embeds") if comps is not None else None
+        if cond is not None and embeds is not None:  # in-memory validation: the encoder is gone, use the cached one
+            kwargs["image_embeds"] = embeds.to(cond["prompt_embeds"].device)
+        return kwargs
+
+    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+        source = cfg.family_options.validation_image or "first_frame.png"
+        return (", load_image", f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
+                "\n    image=image,")
+
+
+def _to_pil(frames: torch.Tensor) -> list:
+    """``(B, 3, H, W)`` in [-1, 1] -> PIL images (what a user hands the pipeline)."""
+    from PIL import Image
+
+    arrays = ((frames.float().permute(0, 2, 3, 1) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).cpu().numpy()
+    return [Image.fromarray(a) for a in arrays]

@@ -1,0 +1,124 @@
+"""What a Wan checkpoint's small config files say (version, task, experts, geometry, trained size, shift), read
+before any weight loads. See :mod:`.spec` for the family itself.
+
+Sources (diffusers 0.42.1 unless named): ``WanPipeline`` / ``WanImageToVideoPipeline`` (``boundary_ratio`` and
+``expand_timesteps`` are pipeline config keys in ``model_index.json``; ``transformer`` handles timesteps
+``>= boundary_ratio * num_train_timesteps`` and ``transformer_2`` the rest; ``vae_scale_factor_temporal`` /
+``_spatial`` come from the VAE config's ``scale_factor_temporal`` / ``scale_factor_spatial``); prompt length 512
+UMT5 tokens (the pipelines' ``max_sequence_length`` default and Wan's ``shared_config.text_len``); frame rates
+and trained sizes from the Wan-Video/Wan2.1 and Wan2.2 READMEs and ``generate.py`` (2.1 and 2.2 A14B: 16 fps,
+81 frames, 480 x 832 or 720 x 1280; 2.2 TI2V-5B: 24 fps, 121 frames, 704 x 1280); the family catalogue
+(:mod:`.catalogue`) records the per-checkpoint values with their sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import TrainConfig
+
+T2V_PIPELINE = "WanPipeline"
+I2V_PIPELINE = "WanImageToVideoPipeline"
+EXAMPLE_IDS = {"t2v": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "i2v": "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers"}
+FAMILY_FOR = {"t2v": "wan", "i2v": "wan_i2v"}
+KIND = {"t2v": "text-to-video", "i2v": "image-to-video", "ti2v": "text-and-image-to-video (TI2V)"}
+#: UMT5 tokens every prompt is padded to (WanPipeline.encode_prompt's max_sequence_length; Wan's text_len)
+TEXT_LEN = 512
+#: where each expert's adapter goes in the output folder, and which pipeline transformer loads it
+EXPERT_FILES = {"high": "pytorch_lora_weights.safetensors", "low": "pytorch_lora_weights_low_noise.safetensors"}
+EXPERT_TARGET = {"high": "transformer", "low": "transformer_2"}
+#: the file a finished run writes naming the expert of each adapter file (export and cards read it)
+EXPERTS_FILE = "dit_lora_wan_experts.json"
+#: latent token ratios outside which a requested size is refused without --allow_untrained_resolution
+MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 1 / 64
+
+
+@dataclass(frozen=True)
+class WanInfo:
+    """What the small config files say about a Wan checkpoint (diffusers' defaults where unreadable)."""
+
+    pipeline_class: str | None = None
+    kind: str | None = None  #: "t2v", "i2v", "ti2v" (2.2 5B: both modes) or None (configs unreadable)
+    evidence: str = ""
+    z_dim: int = 16  #: VAE latent channels (2.1 and 2.2 A14B: 16; 2.2 TI2V-5B: 48)
+    in_channels: int = 16
+    vae_spatial: int = 8  #: VAE scale_factor_spatial (TI2V-5B: 16)
+    vae_temporal: int = 4
+    patch: tuple[int, int, int] = (1, 2, 2)
+    two_experts: bool = False  #: Wan 2.2 A14B: transformer (high noise) + transformer_2 (low noise)
+    boundary_ratio: float | None = None
+    expand_timesteps: bool = False  #: per-token timesteps (TI2V-5B)
+    image_encoder: bool = False  #: 2.1 I2V: a CLIP image embedding enters the cross-attention
+    flow_shift: float = 3.0
+    num_train_timesteps: int = 1000
+    layers: int = 30
+
+    @property
+    def version(self) -> str:
+        """"2.2" for the two-expert and TI2V checkpoints, else "2.1" (the configs carry no version field)."""
+        return "2.2" if (self.two_experts or self.expand_timesteps) else "2.1"
+
+    @property
+    def fps(self) -> int:
+        """Frames per second the checkpoint generates at (TI2V-5B 24, the others 16)."""
+        return 24 if self.expand_timesteps else 16
+
+    @property
+    def size_multiple(self) -> int:
+        """Height and width must be multiples of this (VAE downsampling x patch)."""
+        return self.vae_spatial * self.patch[1]
+
+    def trained_size(self) -> tuple[int, int, int, str]:
+        """``(frames, height, width, why)``: the default training size."""
+        if self.expand_timesteps:
+            return 121, 704, 1280, "Wan2.2 TI2V-5B generates 121 frames at 704x1280 (24 fps)"
+        return 81, 480, 832, "Wan 2.1/2.2 generate 81 frames; 480x832 is the 480p size every Wan checkpoint runs at"
+
+    def latent_tokens(self, frames: int, height: int, width: int) -> int:
+        """Transformer tokens of one clip: latent frames x (h / patch) x (w / patch)."""
+        f = (frames - 1) // self.vae_temporal + 1
+        return (f // self.patch[0]) * (height // self.size_multiple) * (width // self.size_multiple)
+
+    def describe(self) -> str:
+        """One line for logs and the model card."""
+        parts = [f"Wan {self.version} {KIND.get(self.kind or '', 'unknown task')}", f"{self.layers} layers",
+                 f"VAE {self.z_dim} channels ({self.vae_spatial}x spatial)", f"flow shift {self.flow_shift:g}"]
+        if self.two_experts:
+            parts.append(f"two experts split at boundary_ratio {self.boundary_ratio:g}")
+        if self.image_encoder:
+            parts.append("CLIP image embedding")
+        return ", ".join(parts)
+
+
+def wan_info(cfg: TrainConfig) -> WanInfo:
+    """Read ``model_index.json`` and the transformer, VAE and scheduler configs (small files only), through the
+    catalogue's reader (a catalogued Hub id not downloaded yet reads its published configs)."""
+    from ...catalogue.defaults import config_reader
+
+    read = config_reader(cfg)
+    index = read("", "model_index.json") or {}
+    tr = read("transformer", "config.json") or read("transformer_2", "config.json") or {}
+    vae = read("vae", "config.json") or {}
+    sched = read("scheduler", "scheduler_config.json") or {}
+    z_dim = int(vae.get("z_dim", 16))
+    in_ch = int(tr.get("in_channels", z_dim))
+    expand = bool(index.get("expand_timesteps", False))
+    kind, evidence = None, ""
+    if tr:
+        if in_ch == z_dim:
+            kind = "ti2v" if expand else "t2v"
+        elif in_ch == 2 * z_dim + 4:
+            kind = "i2v"
+        evidence = f"transformer in_channels {in_ch}, VAE z_dim {z_dim}" + (", expand_timesteps" if expand else "")
+    two = index.get("transformer_2") not in (None, [None, None]) and index.get("transformer") not in (None,
+                                                                                                    [None, None])
+    boundary = index.get("boundary_ratio")
+    image_encoder = index.get("image_encoder") not in (None, [None, None]) and "image_encoder" in index
+    return WanInfo(
+        pipeline_class=index.get("_class_name"), kind=kind, evidence=evidence, z_dim=z_dim, in_channels=in_ch,
+        vae_spatial=int(vae.get("scale_factor_spatial", 8)), vae_temporal=int(vae.get("scale_factor_temporal", 4)),
+        patch=tuple(int(p) for p in tr.get("patch_size", (1, 2, 2))), two_experts=bool(two),
+        boundary_ratio=float(boundary) if boundary is not None else None, expand_timesteps=expand,
+        image_encoder=bool(image_encoder), flow_shift=float(sched.get("flow_shift") or sched.get("shift") or 3.0),
+        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)), layers=int(tr.get("num_layers", 30)),
+    )

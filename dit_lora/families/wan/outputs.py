@@ -1,0 +1,221 @@
+"""What a Wan run writes and shows: the demo model and clips, validation videos, the adapter files (one per
+expert), the ComfyUI files, the reloaded pipeline and the model card's usage snippet."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ...config import TrainConfig
+from ...errors import UserError
+from ...output.names import ADAPTER_FILE
+from ..base import Components
+from .experts import WanExperts
+from .info import EXPERT_FILES, EXPERT_TARGET
+
+_LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (transformer_2)"}
+
+
+# ---- demo ------------------------------------------------------------------------------------
+def prepare_wan_demo(family, cfg: TrainConfig) -> None:
+    """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
+    from ...demo import build_directory_atomically
+    from ...demo.clips import make_moving_square_dataset
+    from .demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
+
+    variant = cfg.family_options.demo_wan_variant
+    try:
+        build_tiny_wan_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
+    except FileExistsError as err:
+        raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
+    if cfg.train_data_dir:
+        frames = max(b[0] for b in family.video_buckets(cfg))
+        size = TINY_WAN_GEOMETRY["height"]
+        fps = 24 if "ti2v" in variant else 16
+        marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
+                  "fps": fps, "seed": 0}
+        try:
+            build_directory_atomically(
+                cfg.train_data_dir, "dit_lora_clips.json", marker,
+                lambda tmp: make_moving_square_dataset(tmp, n=cfg.demo_num_images, num_frames=frames, size=size,
+                                                       fps=fps, seed=0))
+        except FileExistsError as err:
+            raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
+
+
+# ---- validation videos -----------------------------------------------------------------------
+def _inference_scheduler(comps: Components):
+    import diffusers
+
+    config = dict(comps.extras.get("scheduler_config") or {})
+    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.UniPCMultistepScheduler
+    return cls.from_config(config)
+
+
+def call_kwargs(family, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
+    """The pipeline call's size, steps, guidance and generator (the first bucket's size)."""
+    frames, height, width = family.video_buckets(cfg)[0]
+    return {"num_frames": frames, "height": height, "width": width,
+            "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
+            "generator": generator, "output_type": "pil"}
+
+
+def _transformers(family, comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
+    """The pipeline's transformer arguments for the in-memory model.
+
+    Both experts: ``transformer``/``transformer_2`` split at the checkpoint's boundary, each made resident on the
+    device before its forward (hooks removed after). One trained expert of an A14B: that expert alone for every
+    step (the other is not loaded; the start notes say so).
+    """
+    if isinstance(denoiser, WanExperts):
+        for name in ("high", "low"):
+            hook = denoiser.expert(name).register_forward_pre_hook(lambda *_, n=name: denoiser.activate(n) and None)
+            stack.callback(hook.remove)
+        return {"transformer": denoiser.high, "transformer_2": denoiser.low,
+                "boundary_ratio": comps.extras["boundary_ratio"]}
+    return {"transformer": denoiser}
+
+
+def generate_validation(family, comps: Components, denoiser, cond: dict, cfg: TrainConfig, seed: int) -> list:
+    """Validation videos from the in-memory model: the pipeline with the cached prompt embeddings."""
+    device = next(p for p in denoiser.parameters() if p.requires_grad).device
+    with ExitStack() as stack:
+        vae = stack.enter_context(family.vae_on(comps, device))
+        pipe = family._pipeline_class()(tokenizer=None, text_encoder=None, vae=vae,
+                                        scheduler=_inference_scheduler(comps),
+                                        **_transformers(family, comps, denoiser, stack),
+                                        **family.pipeline_extras(comps))
+        pipe.set_progress_bar_config(disable=True)
+        n = cfg.num_validation_images
+        generator = torch.Generator(device=device).manual_seed(seed)
+        with torch.no_grad():
+            videos = pipe(prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
+                          negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
+                          **family.image_call_kwargs(comps, cond, cfg, n), **call_kwargs(family, cfg, generator)
+                          ).frames
+    return list(videos)
+
+
+def generate_from_pipeline(family, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
+                           comps: Components | None = None) -> list:
+    """Videos from the reloaded consumer pipeline (both experts of an A14B, with the adapter(s) loaded)."""
+    device = (pipe.transformer or pipe.transformer_2).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        return list(pipe(prompt=[prompt] * num_images, **family.image_call_kwargs(comps, None, cfg, num_images),
+                         **call_kwargs(family, cfg, generator)).frames)
+
+
+# ---- adapter files -----------------------------------------------------------------------------
+def split_experts(lora_state: dict[str, torch.Tensor]) -> dict[str, dict[str, torch.Tensor]]:
+    """A two-expert model's LoRA state (``high.``/``low.`` prefixes) as one state per expert; otherwise
+    ``{"single": state}``."""
+    if lora_state and all(k.startswith(("high.", "low.")) for k in lora_state):
+        return {e: {k[len(e) + 1:]: v for k, v in lora_state.items() if k.startswith(e + ".")} for e in ("high", "low")}
+    return {"single": lora_state}
+
+
+def save_wan_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+    """``WanPipeline.save_lora_weights`` for each expert's LoRA (the high-noise one, or the only one, in
+    ``pytorch_lora_weights.safetensors``); returns the first file."""
+    from diffusers import WanPipeline
+
+    written = []
+    for expert, state in split_experts(lora_state).items():
+        name = EXPERT_FILES[expert] if expert in EXPERT_FILES else ADAPTER_FILE
+        WanPipeline.save_lora_weights(output_dir, transformer_lora_layers=state,
+                                      transformer_lora_adapter_metadata=lora_config, weight_name=name,
+                                      safe_serialization=True)
+        written.append(Path(output_dir) / name)
+    return written[0]
+
+
+def adapter_files(comps: Components) -> dict[str, str]:
+    """``{file name: expert}`` of a finished run: ``high`` for single-expert checkpoints."""
+    experts = comps.extras.get("trained_experts") or ["high"]
+    if len(experts) == 2:
+        return {EXPERT_FILES["high"]: "high", EXPERT_FILES["low"]: "low"}
+    return {ADAPTER_FILE: experts[0]}
+
+
+def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+    """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files."""
+    from ...output.adapter import write_adapter_index
+    from .comfyui import write_comfyui_files
+
+    files = adapter_files(comps)
+    if comps.extras.get("expert"):
+        write_adapter_index(output_dir, [
+            {"file": name, "label": expert, "expert": _LABEL[expert],
+             "load_kwargs": {"load_into_transformer_2": True} if EXPERT_TARGET[expert] == "transformer_2" else {}}
+            for name, expert in files.items()])
+    write_comfyui_files(Path(output_dir), files)
+
+
+def export_wan(output_dir: Path, fmt: str) -> list[Path]:
+    """``dit-lora export OUTPUT_DIR --format comfyui``: the ComfyUI files of a finished run's adapter(s)."""
+    from ...output.adapter import adapter_index
+    from .comfyui import write_comfyui_files
+
+    if fmt != "comfyui":
+        raise UserError(f"--format {fmt}: Wan adapters export as `comfyui` only.")
+    index = adapter_index(Path(output_dir))
+    files = {e["file"]: e["label"] for e in index} if index else {ADAPTER_FILE: "high"}
+    return write_comfyui_files(Path(output_dir), files)
+
+
+# ---- reloading and the card -----------------------------------------------------------------
+def load_wan_pipeline(family, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+    """A fresh pipeline from the base model (VAE and 2.1's CLIP in fp32, the rest in the run's dtype) with the
+    saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
+    from diffusers import AutoencoderKLWan
+
+    from ..capabilities import attach_adapter
+
+    path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
+    parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)}
+    parts.update(family.fp32_image_encoder(cfg, common))
+    pipe = family._pipeline_class().from_pretrained(path, torch_dtype=cfg.weight_dtype, variant=cfg.variant,
+                                                    **parts, **common)
+    attach_adapter(family, pipe, adapter_dir)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe.to(device)
+
+
+def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
+    """Loading the adapter(s) with diffusers and making a video, as the card shows it."""
+    frames, height, width = family.video_buckets(cfg)[0]
+    expert = family.expert(cfg)
+    if expert == "both":
+        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)})  # high-noise expert (transformer)\n"
+                f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
+                "                       load_into_transformer_2=True)  # low-noise expert (transformer_2)\n")
+    elif expert == "low":
+        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, load_into_transformer_2=True)"
+                "  # the low-noise expert\n")
+    else:
+        load = f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
+    extra_import, before, image_arg = family.snippet_image(cfg)
+    name = family.pipeline_class_name
+    return (
+        "import torch\n"
+        f"from diffusers import AutoencoderKLWan, {name}\n"
+        f"from diffusers.utils import export_to_video{extra_import}\n\n"
+        f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+        "vae = AutoencoderKLWan.from_pretrained(model_id, subfolder=\"vae\", torch_dtype=torch.float32)\n"
+        f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
+        f"{load}"
+        "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+        f"{before}"
+        f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
+        f"    num_frames={frames}, height={height}, width={width},\n"
+        f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+        "    generator=torch.manual_seed(0),\n"
+        ").frames[0]\n"
+        f"export_to_video(video, \"sample.mp4\", fps={family.info(cfg).fps})\n"
+        "# ComfyUI: load the *_comfyui.safetensors file(s) with the stock LoRA loader at strength 1.0\n"
+    )

@@ -1,0 +1,100 @@
+"""Wan's checks before any weight loads: the folder, the checkpoint kind against ``--family``, the experts and
+TI2V options against the checkpoint, the prompt length and the video size. Each refusal is one paragraph."""
+
+from __future__ import annotations
+
+import os
+
+from ...config import TrainConfig
+from ...errors import UserError
+from ...pipeline_files import check_pipeline_folder, check_safetensors, read_component_config
+from ...tokenizer_files import check_tokenizer_packages
+from .info import EXAMPLE_IDS, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN
+
+
+def validate_wan_config(family, cfg: TrainConfig) -> None:
+    """Every check of :class:`~.spec.WanFamily` (and its image-to-video subclass) that reads configs only."""
+    path = cfg.pretrained_model_name_or_path
+    check_pipeline_folder(cfg, "Wan", EXAMPLE_IDS[family.task],
+                          "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+    info = family.info(cfg)
+    weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
+    check_safetensors(cfg, tuple(weights), "Wan")
+    check_tokenizer_packages(path, "tokenizer", cfg.revision)
+    _check_kind(family, cfg, info)
+    _check_options(family, cfg, info)
+    if cfg.max_sequence_length is not None and cfg.max_sequence_length != TEXT_LEN:
+        raise UserError(
+            f"--max_sequence_length {cfg.max_sequence_length}: Wan's pipelines pad every prompt to {TEXT_LEN} UMT5 "
+            f"tokens and the model was trained on that length (Wan 2.1 I2V even splits its cross-attention input at "
+            f"token {TEXT_LEN}). Remove --max_sequence_length or set it to {TEXT_LEN}."
+        )
+    check_trained_size(family, cfg, info)
+    family.check_validation_image(cfg)
+
+
+def _check_kind(family, cfg: TrainConfig, info) -> None:
+    path = cfg.pretrained_model_name_or_path
+    known = (T2V_PIPELINE, I2V_PIPELINE)
+    if info.pipeline_class and info.pipeline_class not in known:
+        hint = ("a Wan variant this recipe does not train (VACE, Animate and video-to-video are not supported)"
+                if "Wan" in info.pipeline_class else "use the --family of that model")
+        raise UserError(
+            f"`{path}` is not a Wan text-to-video or image-to-video pipeline: its model_index.json names "
+            f"{info.pipeline_class} ({hint}). --family wan and wan_i2v train {', '.join(known)} checkpoints, e.g. "
+            f"{EXAMPLE_IDS['t2v']} or {EXAMPLE_IDS['i2v']}."
+        )
+    tr = read_component_config(cfg, "transformer") or read_component_config(cfg, "transformer_2")
+    if tr is not None and tr.get("_class_name", "WanTransformer3DModel") != "WanTransformer3DModel":
+        raise UserError(f"`{path}`: transformer/config.json is a {tr.get('_class_name')}, not a WanTransformer3DModel. "
+                        "Point --pretrained_model_name_or_path at a Wan pipeline.")
+    if tr is not None and info.kind is None:
+        raise UserError(
+            f"`{path}`: the transformer's in_channels {info.in_channels} is neither the VAE's {info.z_dim} latent "
+            f"channels (text-to-video) nor 2 x {info.z_dim} + 4 (image-to-video: latents, mask, image latents); "
+            "--family wan and wan_i2v train neither kind of model (Fun/control variants are not supported)."
+        )
+    if info.kind and info.kind not in family.kinds:
+        other = FAMILY_FOR["i2v" if family.task == "t2v" else "t2v"]
+        raise UserError(
+            f"`{path}` is a {KIND[info.kind]} Wan checkpoint ({info.evidence}), but --family {family.name} trains "
+            f"{KIND[family.task]}. Use --family {other}."
+        )
+
+
+def _check_options(family, cfg: TrainConfig, info) -> None:
+    opts, path = cfg.family_options, cfg.pretrained_model_name_or_path
+    if opts.wan_expert and not info.two_experts:
+        raise UserError(
+            f"--wan_expert {opts.wan_expert}: `{path}` has one transformer, not the two experts of Wan 2.2 A14B "
+            "(transformer and transformer_2 in model_index.json). Remove --wan_expert."
+        )
+    if opts.ti2v_image_probability is not None and info.kind != "ti2v":
+        raise UserError(
+            f"--ti2v_image_probability applies to Wan 2.2 TI2V-5B (expand_timesteps in model_index.json); `{path}` is "
+            f"{KIND.get(info.kind or '', 'another kind of')} checkpoint. Remove it."
+        )
+    if family.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # WORLD_SIZE: set by accelerate launch
+        raise UserError(
+            "--wan_expert both alternates the experts step by step, which multi-process data parallel training does "
+            "not support yet (each step leaves one expert's LoRA without gradients). Train one expert per run "
+            "(--wan_expert high, then --wan_expert low), or run on one process."
+        )
+
+
+def check_trained_size(family, cfg: TrainConfig, info) -> None:
+    """Refuse buckets with over :data:`MAX_TOKEN_RATIO` times the default size's latent tokens per clip
+    (unless ``--allow_untrained_resolution``): the cost grows with the square of the tokens."""
+    if cfg.family_options.allow_untrained_resolution:
+        return
+    frames, height, width, why = info.trained_size()
+    trained = info.latent_tokens(frames, height, width)
+    for bucket in family.video_buckets(cfg):
+        tokens = info.latent_tokens(*bucket)
+        if tokens > MAX_TOKEN_RATIO * trained:
+            f, h, w = bucket
+            raise UserError(
+                f"{f}x{h}x{w} (frames x height x width) is {tokens:,} latent tokens per clip, over "
+                f"{MAX_TOKEN_RATIO:g}x the {trained:,} of {frames}x{height}x{width} ({why}). Use a smaller "
+                "--max_num_frames/--height/--width (or --frame_buckets), or add --allow_untrained_resolution."
+            )
