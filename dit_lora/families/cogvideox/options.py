@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...config.schema import POSITIVE, PROBABILITY, opt
-from ...diffusion.options import LogitNormalOptions
+from ...diffusion.options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
 
 @dataclass
-class CogVideoXOptions(LogitNormalOptions):
+class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
     """Options only CogVideoX (both tasks) reads."""
 
     TITLE = "cogvideox options (--family cogvideox or cogvideox_i2v)"
@@ -19,23 +19,12 @@ class CogVideoXOptions(LogitNormalOptions):
         "1.0-5b", "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
         "1.5: RoPE, patch_size_t 2, ofs embedding).", choices=("1.0-2b", "1.0-5b", "1.5"), section="cogvideox",
     )
-    allow_untrained_resolution: bool = opt(
-        False, "Train at a video size whose latent tokens per clip are more than 2x or less than 1/4 of the "
-        "checkpoint's trained size (CogVideoX 1.0: 49x480x720; 1.5: 81x768x1360), which is refused otherwise.",
-        section="cogvideox",
-    )
     enable_slicing: bool = opt(
         True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="cogvideox"
     )
     enable_tiling: bool = opt(
         True, "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
         section="cogvideox",
-    )
-    timestep_sampling: str = opt(
-        "uniform",
-        "CogVideoX: how training timesteps are drawn: `uniform` over 0..999 (the reference trainers) or "
-        "`logit_normal` (--logit_mean/--logit_std; fewer of the near-t=0 steps whose loss weight reaches ~1000x).",
-        choices=("uniform", "logit_normal"), section="cogvideox",
     )
     loss_weight_cap: float | None = opt(
         None,
@@ -46,7 +35,7 @@ class CogVideoXOptions(LogitNormalOptions):
 
 
 @dataclass
-class CogVideoXI2VOptions(CogVideoXOptions):
+class CogVideoXI2VOptions(CogVideoXOptions, ConditioningImageOptions):
     """CogVideoX image-to-video: the CogVideoX options plus the conditioning image's."""
 
     TITLE = "cogvideox_i2v options (--family cogvideox_i2v)"
@@ -62,10 +51,4 @@ class CogVideoXI2VOptions(CogVideoXOptions):
         "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.",
         section="cogvideox",
         valid=PROBABILITY,
-    )
-    validation_image: str | None = opt(
-        None,
-        "Image-to-video: the conditioning image for validation videos. Default: the first frame of the first "
-        "training clip.",
-        section="cogvideox",
     )
