@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 
 from ..errors import UserError
 
-from .names import ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
+from .names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -112,6 +112,8 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
             written.append(output_dir / f.name)
         if not backbone and (output_dir / BACKBONE_FILE).exists():
             (output_dir / BACKBONE_FILE).unlink()  # a stale backbone from an overwritten run would mislead loaders
+        if (output_dir / ADAPTER_INDEX_FILE) not in written and (output_dir / ADAPTER_INDEX_FILE).exists():
+            (output_dir / ADAPTER_INDEX_FILE).unlink()  # likewise a stale list of adapter files
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written
@@ -190,6 +192,44 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
         )
 
 
+#: the keyword arguments of ``load_lora_weights`` an adapter index may set
+_INDEX_KWARGS = {"load_into_transformer_2": bool}
+
+
+def adapter_index(output_dir: Path) -> list[dict] | None:
+    """The entries of ``dit_lora_adapter_files.json`` in ``output_dir`` (None without one): ``file`` (a plain file
+    name in that folder), ``label`` and ``load_kwargs`` (only the keys of :data:`_INDEX_KWARGS`). A damaged or
+    foreign index is refused in one paragraph rather than followed (never outside the folder)."""
+    path = Path(output_dir) / ADAPTER_INDEX_FILE
+    if not path.is_file():
+        return None
+    try:
+        entries = json.loads(path.read_text())["files"]
+        out = []
+        for e in entries:
+            name, label, kwargs = str(e["file"]), str(e["label"]), dict(e.get("load_kwargs") or {})
+            if Path(name).name != name or name in ("", ".", "..") or not name.endswith(".safetensors"):
+                raise ValueError(f"file {name!r} is not a .safetensors file name inside the folder")
+            if not (Path(output_dir) / name).is_file():
+                raise ValueError(f"{name} is missing")
+            if any(k not in _INDEX_KWARGS or not isinstance(v, _INDEX_KWARGS[k]) for k, v in kwargs.items()):
+                raise ValueError(f"load_kwargs {kwargs} (allowed: {', '.join(_INDEX_KWARGS)})")
+            out.append({"file": name, "label": re.sub(r"[^A-Za-z0-9_]", "_", label), "load_kwargs": kwargs})
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise UserError(f"`{path}` cannot be used ({err}). It lists the adapter files of a dit-lora run; restore it "
+                        "from the run, or delete it to load only pytorch_lora_weights.safetensors.") from None
+    return out
+
+
+def write_adapter_index(output_dir: Path, entries: list[dict]) -> Path:
+    """Write ``dit_lora_adapter_files.json`` (entries as :func:`adapter_index` reads them), atomically."""
+    from ..fileio import write_json_atomic
+
+    path = Path(output_dir) / ADAPTER_INDEX_FILE
+    write_json_atomic(path, {"files": entries})
+    return path
+
+
 def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = None):
     """Load a dit-lora output folder (or Hub repo id) into ``pipe``: the LoRA, plus backbone weights.
 
@@ -205,7 +245,13 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
       is injected at its trained rank/alpha, then the backbone weights are copied in.
     """
     output_dir = adapter_folder(output_dir)
-    if hasattr(pipe, "load_lora_weights") and (output_dir / ADAPTER_FILE).is_file():
+    index = adapter_index(output_dir)
+    if hasattr(pipe, "load_lora_weights") and index:
+        for entry in index:  # several files (Wan A14B: one per expert), each loaded where the run says
+            name = f"{adapter_name}_{entry['label']}" if adapter_name else None
+            pipe.load_lora_weights(str(output_dir), weight_name=entry["file"], adapter_name=name,
+                                   use_safetensors=True, **entry["load_kwargs"])
+    elif hasattr(pipe, "load_lora_weights") and (output_dir / ADAPTER_FILE).is_file():
         pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name,
                                use_safetensors=True)
     elif (output_dir / PEFT_ADAPTER_FILE).is_file() and (output_dir / PEFT_CONFIG_FILE).is_file():

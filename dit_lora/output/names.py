@@ -9,6 +9,9 @@ ADAPTER_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE)
 # DiT: the trained class names and the class-embedding size (label map of the run).
 CLASSES_FILE = "dit_lora_classes.json"
 BACKBONE_FILE = "dit_lora_backbone.safetensors"
+# Where a run writes several LoRA files (Wan 2.2 A14B: one per expert): each file and the keyword arguments of
+# `pipe.load_lora_weights` that load it where it belongs (e.g. load_into_transformer_2).
+ADAPTER_INDEX_FILE = "dit_lora_adapter_files.json"
 SUMMARY_FILE = "train_summary.json"
 LOSS_CURVE_FILE = "loss_curve.png"
 MODEL_CARD_FILE = "README.md"
