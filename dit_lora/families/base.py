@@ -143,7 +143,11 @@ class ModelFamily(metaclass=_SpecMeta):
         self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
         cfg: TrainConfig,
     ) -> torch.Tensor:
-        """The training loss (scalar) of one micro-batch from :meth:`prepare_batch`."""
+        """The training loss (scalar) of one micro-batch from :meth:`prepare_batch`.
+
+        ``batch["step"]`` is the 1-based update number the micro-batch belongs to (a host int, set by the loop and
+        by a fault replay alike); absent when a caller builds a batch by hand (the planner, unit tests).
+        """
 
     @abstractmethod
     def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:

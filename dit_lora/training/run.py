@@ -117,6 +117,10 @@ class Run:
         step saw.
         """
         batch = self.family.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
+        # The 1-based update number, a host int: a family may choose per step on the host (Wan A14B trains its
+        # experts on alternate steps) without reading anything back from the device; a resumed run and a replay
+        # see the same number.
+        batch["step"] = step
         injector = self.hooks.injector
         return injector.batch(step, batch) if injector is not None else batch
 

@@ -77,3 +77,24 @@ def test_a_run_with_accumulation_beyond_the_data_stops_before_training(tmp_path,
     err, out = train_in_process(tiny_sana, shapes_data, tmp_path, max_train_steps=1, checkpointing_steps=0,
                                 gradient_accumulation_steps=1_000_000_000)
     assert isinstance(err, UserError) and "Use at most --gradient_accumulation_steps" in str(err), repr(err)
+
+
+def test_load_batch_gives_the_family_the_update_number_as_a_host_int():
+    """``batch["step"]``: the loop and a fault replay both go through load_batch, so a family choosing per step
+    (Wan A14B's alternating experts) sees the same number in both, and nothing is read from the device."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from dit_lora.training.run import Run
+
+    class Family:
+        def prepare_batch(self, comps, batch, device, cached):
+            return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+    fake = SimpleNamespace(family=Family(), comps=None, accelerator=SimpleNamespace(device=torch.device("cpu")),
+                           data=SimpleNamespace(cached=True), hooks=SimpleNamespace(injector=None))
+    for step in (1, 2, 7):
+        out = Run.load_batch(fake, {"latents": torch.zeros(2, 3), "sample_index": [0, 1]}, step)
+        assert out["step"] == step and type(out["step"]) is int
+        assert out["latents"].shape == (2, 3)
