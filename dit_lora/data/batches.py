@@ -153,10 +153,11 @@ class RawImageDataset(torch.utils.data.Dataset):
 
 
 class RawVideoDataset(torch.utils.data.Dataset):
-    """Decodes clips on the fly to their bucket (used with --cache_latents false for video families)."""
+    """Decodes clips on the fly to their bucket (used with --cache_latents false for video families); an image
+    among them is a one-frame clip, decoded within ``max_pixels`` (:func:`~dit_lora.data.video.decode_clip`)."""
 
-    def __init__(self, samples: list, frame_sampling: str):
-        self.samples, self.frame_sampling = samples, frame_sampling
+    def __init__(self, samples: list, frame_sampling: str, max_pixels: int | None = None):
+        self.samples, self.frame_sampling, self.max_pixels = samples, frame_sampling, max_pixels
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -167,7 +168,7 @@ class RawVideoDataset(torch.utils.data.Dataset):
         index, flip = item
         sample = self.samples[index]
         frames, height, width = sample.bucket
-        pixels = decode_clip(sample.path, frames, height, width, start=self.frame_sampling)
+        pixels = decode_clip(sample.path, frames, height, width, start=self.frame_sampling, max_pixels=self.max_pixels)
         if flip:
             pixels = pixels.flip(-1)
         return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}

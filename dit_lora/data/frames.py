@@ -197,3 +197,17 @@ def choose_bucket(frames: int, height: int, width: int, buckets: Sequence[Bucket
     candidates = [(i, b) for i, b in enumerate(fitting) if b[0] == most]
     _, best = min(candidates, key=lambda ib: (abs(math.log(ib[1][1] / ib[1][2]) - aspect), -ib[1][1] * ib[1][2], ib[0]))
     return best
+
+
+def one_frame_buckets(buckets: Sequence[Bucket]) -> list[Bucket]:
+    """The one-frame buckets ``(1, h, w)`` images of a video dataset train in: one per spatial size of ``buckets``.
+
+    An image is a one-frame clip; it keeps the run's spatial sizes (so its latents have the video buckets' height
+    and width) and gets one of them by :func:`choose_bucket`'s aspect rule (``choose_bucket(1, h, w, these)``).
+    Order follows ``buckets``, duplicates dropped.
+    """
+    out: list[Bucket] = []
+    for _, height, width in buckets:
+        if (1, height, width) not in out:
+            out.append((1, height, width))
+    return out

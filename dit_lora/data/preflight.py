@@ -4,7 +4,8 @@ Each sample is decoded and put through the real preprocessing (:func:`preprocess
 pixels are checked (shape 3xHxW, finite, within [-1, 1]); empty captions block; images smaller
 than the training resolution warn (they are upscaled). Clips (:func:`check_video_samples`) are
 decoded whole once (unreadable, truncated and too-short clips block), given their frame bucket
-and decoded to it as training would, then checked the same way. Cache entries of the samples, when a cache
+and decoded to it as training would, then checked the same way; an image among them is a one-frame clip
+(a broken one blocks with the image families' reason). Cache entries of the samples, when a cache
 namespace exists, are read (safetensors only) and checked for NaN/Inf and for shapes that differ
 from the other entries. Results are plain records, rendered by :func:`format_table`.
 """
@@ -123,27 +124,33 @@ def check_samples(
 def check_video_sample(
     sample, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
     frames_flag: str = "--max_num_frames", require_caption: bool = True,
+    image_buckets: Sequence[tuple[int, int, int]] | None = None, max_pixels: int | None = None,
 ):
     """Decode a clip once, pick its bucket, decode it to that bucket as training would, check the pixels.
 
     Returns ``(row, bucket)``; ``bucket`` is None when the clip cannot be used (the row blocks then:
     unreadable, truncated, too short for every bucket, empty caption, bad pixels). A clip smaller
-    than its bucket warns (its frames are upscaled).
+    than its bucket warns (its frames are upscaled). An image is a one-frame clip: its bucket is one of
+    ``image_buckets`` (default: one per spatial size of ``buckets``), it is decoded within ``max_pixels``, and a
+    broken one blocks with the image families' reason.
     """
-    from .video import choose_bucket, decode_clip, scan_clip
+    from .video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
     blocks: list[str] = []
     warns: list[str] = []
     if require_caption and caption_problem(sample):
         blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
-    scan = scan_clip(sample, min(b[0] for b in buckets), frames_flag=frames_flag)
+    largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1])
+    scan = scan_clip(sample, min(b[0] for b in buckets), frames_flag=frames_flag, max_pixels=max_pixels,
+                     resolution=largest)
     if scan.problem is not None:
         blocks.append(scan.problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path), None
-    bucket = choose_bucket(scan.num_frames, scan.height, scan.width, buckets)
+    stills = one_frame_buckets(buckets) if image_buckets is None else image_buckets
+    bucket = choose_bucket(scan.num_frames, scan.height, scan.width, stills if sample.is_image else buckets)
     frames, height, width = bucket
     try:
-        pixels = decode_clip(sample.path, frames, height, width, start=frame_sampling)
+        pixels = decode_clip(sample.path, frames, height, width, start=frame_sampling, max_pixels=max_pixels)
     except Exception as err:  # noqa: BLE001 - anything that stops decoding blocks this clip
         blocks.append(f"decoding to {frames}x{height}x{width} failed ({type(err).__name__}: "
                       f"{' '.join(str(err).split())[:200]})")
@@ -163,8 +170,10 @@ def check_video_sample(
 def check_video_samples(
     samples: Sequence, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
     frames_flag: str = "--max_num_frames", require_captions: bool = True, num_workers: int | None = None,
+    image_buckets: Sequence[tuple[int, int, int]] | None = None, max_pixels: int | None = None,
 ) -> tuple[list[SampleCheck], list]:
-    """:func:`check_video_sample` for every clip, in order (threads: FFmpeg releases the GIL).
+    """:func:`check_video_sample` for every clip and image (a one-frame clip), in order (threads: FFmpeg and PIL
+    release the GIL).
 
     Returns the rows and the usable clips with their ``bucket`` set (what :func:`check_cache` needs
     to find their cache entries).
@@ -173,7 +182,8 @@ def check_video_samples(
 
     def one(s):
         return check_video_sample(s, buckets=buckets, frame_sampling=frame_sampling, frames_flag=frames_flag,
-                                  require_caption=require_captions)
+                                  require_caption=require_captions, image_buckets=image_buckets,
+                                  max_pixels=max_pixels)
 
     samples = list(samples)
     results = _map_in_threads(one, samples, num_workers, most=4)

@@ -11,6 +11,9 @@ preparation. It mirrors the image data layer:
 * :func:`decode_clip` turns one clip into an ``(F, 3, H, W)`` float tensor in [-1, 1], resized and
   centre-cropped exactly like :func:`~dit_lora.data.transforms.preprocess_image` does for images.
 * The frame-count rule and ``--frame_buckets`` live in :mod:`.frames` (re-exported here).
+* An image in a video dataset (:data:`CLIP_IMAGE_EXTENSIONS`) is a one-frame clip: decoded with PIL as the image
+  families decode (:func:`~dit_lora.data.decode.load_rgb`: EXIF orientation, transparency on white, pixel budget),
+  then resized and cropped by the very function video frames go through, to a ``(1, h, w)`` bucket.
 
 Decoding uses PyAV only (no torchvision, no decord).
 """
@@ -26,13 +29,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .sources import RawSample
+from .decode import load_rgb, open_checked, pixel_budget
+from .sources import IMAGE_EXTENSIONS, RawSample
 from .transforms import crop_box, resized_size
 from .frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
-                     resolution_buckets)
-from .validation import caption_problem, check_all, screen
+                     one_frame_buckets, resolution_buckets)
+from .validation import caption_problem, check_all, image_problem, screen
 
 __all__ = [
+    "CLIP_IMAGE_EXTENSIONS",
     "VIDEO_EXTENSIONS",
     "VideoDecodeError",
     "VideoInfo",
@@ -41,11 +46,14 @@ __all__ = [
     "check_num_frames",
     "choose_bucket",
     "decode_clip",
+    "decode_image_clip",
+    "is_image_file",
     "frame_rule",
     "frames_flag_for",
     "latent_frames",
     "latent_padding",
     "load_video_samples",
+    "one_frame_buckets",
     "resolution_buckets",
     "scan_clip",
     "validate_video_samples",
@@ -53,6 +61,18 @@ __all__ = [
 ]
 
 VIDEO_EXTENSIONS = frozenset({".mp4", ".mov", ".webm", ".mkv", ".avi", ".gif"})
+#: files of a video dataset that are images, trained as one-frame clips: the image families' extensions but .gif
+#: (an animated GIF is a clip, decoded by FFmpeg)
+CLIP_IMAGE_EXTENSIONS = IMAGE_EXTENSIONS - VIDEO_EXTENSIONS
+#: EXIF orientations that swap width and height (a transpose or a quarter turn; decode._ORIENTATION)
+_SWAPPING_ORIENTATIONS = (5, 6, 7, 8)
+
+
+def is_image_file(path: str | os.PathLike | None) -> bool:
+    """Whether a video dataset's file is an image (a one-frame clip), judged by its extension."""
+    if not path:
+        return False
+    return os.path.splitext(os.fspath(path))[1].lower() in CLIP_IMAGE_EXTENSIONS
 
 
 class VideoDecodeError(ValueError):
@@ -111,6 +131,11 @@ class VideoSample:
     def display_name(self) -> str:
         """How reports name this clip: its file."""
         return str(self.path) if self.path else self.key
+
+    @property
+    def is_image(self) -> bool:
+        """An image file (:data:`CLIP_IMAGE_EXTENSIONS`): a one-frame clip, bucketed ``(1, h, w)``."""
+        return is_image_file(self.path or self.key)
 
     def probe(self) -> VideoInfo:
         """Frame count, fps, width and height of the first video stream.
@@ -230,8 +255,13 @@ def decode_clip(
     width: int,
     *,
     start: Literal["first", "uniform"] = "first",
+    max_pixels: int | None = None,
 ) -> torch.Tensor:
     """Decode ``num_frames`` frames of a clip to a float32 ``(F, 3, height, width)`` tensor in [-1, 1].
+
+    An image file (:func:`is_image_file`) is a one-frame clip: ``num_frames`` must be 1 and the image is decoded
+    by :func:`decode_image_clip` (within ``max_pixels``, default the bucket's
+    :func:`~dit_lora.data.decode.pixel_budget`); ``start`` does not matter for it.
 
     ``start="first"`` (default) takes the first ``num_frames`` consecutive frames at the clip's own
     frame rate, as the CogVideoX fine-tuning scripts effectively do with clips prepared at the
@@ -245,13 +275,18 @@ def decode_clip(
     metadata is ignored. Deterministic: same file and arguments, same tensor.
 
     Raises:
-        VideoDecodeError: unreadable, no video stream, fewer frames than needed, or a decode error.
+        VideoDecodeError: unreadable, no video stream, fewer frames than needed, or a decode error; for an
+            image, more than one frame asked of it.
     """
     if start not in ("first", "uniform"):
         raise ValueError(f"start must be 'first' or 'uniform', got {start!r}")
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     path = os.fspath(path)
+    if is_image_file(path):
+        if num_frames != 1:
+            raise VideoDecodeError(f"an image is a one-frame clip; it cannot give {num_frames} frames")
+        return decode_image_clip(path, height, width, max_pixels=max_pixels)
     total = 0
     if start == "uniform":
         total = VideoSample(key=path, caption="", path=path).probe().num_frames
@@ -266,6 +301,26 @@ def decode_clip(
     for slot, index in enumerate(wanted):
         out[slot] = by_index[index]
     return out
+
+
+def decode_image_clip(path: str | os.PathLike, height: int, width: int, *, max_pixels: int | None = None
+                      ) -> torch.Tensor:
+    """An image as a one-frame clip: a float32 ``(1, 3, height, width)`` tensor in [-1, 1].
+
+    Decoded exactly as the image families decode (:func:`~dit_lora.data.decode.load_rgb`: EXIF orientation applied,
+    transparency composited on white, refused beyond ``max_pixels`` (default: the bucket's
+    :func:`~dit_lora.data.decode.pixel_budget`), decoded reduced when far larger than the bucket), then resized
+    and centre-cropped by the function every video frame goes through (:func:`_frame_tensor`).
+
+    Raises:
+        ImageTooLarge, OSError, PIL's errors: an image beyond the budget, unreadable, truncated or corrupt.
+    """
+    budget = pixel_budget((height, width), max_pixels)
+    image = load_rgb(os.fspath(path), resolution=(height, width), max_pixels=budget)
+    try:
+        return _frame_tensor(image, height, width)[None]
+    finally:
+        image.close()
 
 
 def _frame_tensor(image: Image.Image, height: int, width: int) -> torch.Tensor:
@@ -295,8 +350,38 @@ class ClipScan(NamedTuple):
     height: int = 0
 
 
-def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "--max_num_frames") -> ClipScan:
+def image_size(path: str, max_pixels: int | None = None) -> tuple[int, int]:
+    """(width, height) of an image as training sees it, from its header: after its EXIF orientation."""
+    with open_checked(path, max_pixels) as image:
+        width, height = image.size
+        orientation = int(image.getexif().get(0x0112) or 1)
+    return (height, width) if orientation in _SWAPPING_ORIENTATIONS else (width, height)
+
+
+def scan_image(sample: VideoSample, *, max_pixels: int | None = None, resolution: Any = None) -> ClipScan:
+    """An image of a video dataset decoded once as training will: why it cannot be used (or None), 1 frame, size.
+
+    The reasons are the image families' (:func:`~dit_lora.data.validation.image_problem`: file not found, empty,
+    not a readable image, truncated, too large for ``max_pixels``); the size is the oriented one (EXIF applied).
+    """
+    budget = max_pixels or (pixel_budget(resolution) if resolution is not None else None)
+    raw = RawSample(key=sample.key, caption=sample.caption, path=sample.path, refused=sample.refused)
+    problem = image_problem(raw, resolution=resolution, max_pixels=budget)
+    if problem is not None:
+        return ClipScan(problem)
+    try:
+        width, height = image_size(sample.path, budget)
+    except Exception as err:  # noqa: BLE001 - replaced or damaged since the decode just above
+        return ClipScan(f"unreadable ({describe_error(err)})")
+    return ClipScan(None, 1, width, height)
+
+
+def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "--max_num_frames",
+              max_pixels: int | None = None, resolution: Any = None) -> ClipScan:
     """Decode ``sample``'s whole video stream once: why it cannot be trained on (or None), frames, size.
+
+    An image (:attr:`VideoSample.is_image`) is scanned by :func:`scan_image` (one frame, never too short: it
+    trains in a one-frame bucket), within ``max_pixels`` and decoded reduced for ``resolution`` (height, width).
 
     Reasons: file not found, folder, empty file (0 bytes), not a readable video, no video stream,
     truncated (a decode error after some frames, or far fewer frames than the header declares), too
@@ -306,6 +391,8 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     path = sample.path
     if sample.refused is not None:
         return ClipScan(sample.refused)  # outside the data folder: never opened
+    if sample.is_image:
+        return scan_image(sample, max_pixels=max_pixels, resolution=resolution)
     try:
         if os.path.isdir(path):
             return ClipScan("is a folder, not a video file")
@@ -348,14 +435,15 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     return ClipScan(None, count, width, height)
 
 
-def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames") -> str | None:
+def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames",
+                  max_pixels: int | None = None) -> str | None:
     """Why ``sample``'s clip cannot be trained on, or None if it decodes with enough frames.
 
     Decodes the whole video stream once (like validation decodes every image), so a file that
     breaks off mid-stream is caught here rather than in a dataloader worker; see :func:`scan_clip`
     for the reasons.
     """
-    return scan_clip(sample, min_frames, frames_flag=frames_flag).problem
+    return scan_clip(sample, min_frames, frames_flag=frames_flag, max_pixels=max_pixels).problem
 
 
 def frames_flag_for(buckets: Sequence[Bucket], *, from_buckets: bool) -> str:
@@ -378,6 +466,8 @@ def validate_video_samples(
     num_workers: int | None = None,
     require_captions: bool = True,
     raise_on_fraction: bool = True,
+    image_buckets: Sequence[Bucket] | None = None,
+    max_pixels: int | None = None,
 ) -> list[VideoSample]:
     """Decode every clip once; drop and report the bad ones; renumber ``index`` 0..N-1.
 
@@ -391,6 +481,11 @@ def validate_video_samples(
     and ``min_frames`` defaults to the fewest frames a bucket asks for, so a clip too short for
     every bucket is left out with a reason naming ``frames_flag`` (e.g. ``--frame_buckets ...``).
 
+    An image (:attr:`VideoSample.is_image`) is a one-frame clip: never too short, it gets a one-frame bucket of
+    ``image_buckets`` (default :func:`~dit_lora.data.frames.one_frame_buckets` of ``buckets``) by the same aspect
+    rule, and is decoded within ``max_pixels`` (default: the largest bucket's
+    :func:`~dit_lora.data.decode.pixel_budget`). Whether the model takes one frame is the caller's to check.
+
     Raises:
         UserError: the bad fraction exceeds ``--max_bad_samples_fraction`` (with
             ``raise_on_fraction``), or no usable clip is left (when every clip is too short, the
@@ -401,6 +496,7 @@ def validate_video_samples(
         if not buckets:
             raise ValueError("validate_video_samples needs min_frames or buckets")
         min_frames = min(b[0] for b in buckets)
+    largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1]) if buckets else None
     scans: dict[int, ClipScan] = {}
 
     def check(sample: VideoSample) -> str | None:
@@ -408,7 +504,7 @@ def validate_video_samples(
             problem = caption_problem(sample)  # type: ignore[arg-type] - only reads .caption
             if problem is not None:
                 return problem
-        scan = scan_clip(sample, min_frames, frames_flag=frames_flag)
+        scan = scan_clip(sample, min_frames, frames_flag=frames_flag, max_pixels=max_pixels, resolution=largest)
         scans[id(sample)] = scan  # a dict store is atomic under the GIL; ids stay valid while `samples` lives
         return scan.problem
 
@@ -432,10 +528,14 @@ def validate_video_samples(
     if not buckets:
         return good
     # screen() returns renumbered copies in input order: pair them with the kept originals' scans.
-    kept = [s for s, p in zip(samples, problems) if p is None]
-    out = []
-    for original, sample in zip(kept, good):
-        scan = scans[id(original)]
-        bucket = choose_bucket(scan.num_frames, scan.height, scan.width, buckets)
-        out.append(dataclasses.replace(sample, bucket=bucket))
-    return out
+    kept = [scans[id(s)] for s, p in zip(samples, problems) if p is None]
+    stills = list(image_buckets) if image_buckets is not None else one_frame_buckets(buckets)
+    return _with_buckets(good, kept, buckets, stills)
+
+
+def _with_buckets(good: list[VideoSample], scans: list[ClipScan], buckets: Sequence[Bucket],
+                  stills: Sequence[Bucket]) -> list[VideoSample]:
+    """Each kept sample with its bucket: a clip's among ``buckets``, an image's among the one-frame ``stills``."""
+    return [dataclasses.replace(sample, bucket=choose_bucket(scan.num_frames, scan.height, scan.width,
+                                                             stills if sample.is_image else buckets))
+            for sample, scan in zip(good, scans)]

@@ -8,13 +8,19 @@ quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:
   written once, content-addressed, under ``<cache root>/videos/`` so every clip has a file path);
 * screening: every clip is decoded once; unreadable, truncated and too-short clips are left out
   and every kept clip gets its (frames, height, width) bucket from ``family.video_buckets(cfg)``;
+* images among the clips (any layout, or ``--dataset_name`` rows) are one-frame clips: each gets a ``(1, h, w)``
+  bucket whose size is one of the run's buckets' (:func:`~dit_lora.data.frames.one_frame_buckets`, chosen by the
+  clips' aspect rule). These buckets are the data layer's, added only when the data holds images and only when the
+  family's own frame rule takes one frame (:func:`image_buckets_for`); ``video_buckets(cfg)`` stays the clips';
 * pixels: :func:`~dit_lora.data.video.decode_clip` to the clip's bucket, one clip per encode call
   (a 49x480x720 clip through the VAE is already heavy);
-* batching: with several buckets, the bucket index of each clip is its batch group.
+* batching: with several buckets, the bucket index of each clip is its batch group, so images and clips train
+  in one run, in separate batches.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 from pathlib import Path
@@ -26,13 +32,16 @@ from ..errors import UserError
 from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
 from .batches import collate
+from .decode import pixel_budget
+from .frames import Bucket, one_frame_buckets
 from .paths import Located
 from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
 from .sources import name_some
-from .video import VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for, validate_video_samples
+from .video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
+                    validate_video_samples)
 from .video_sources import load_video_samples
 
-__all__ = ["VideoMedia", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
+__all__ = ["VideoMedia", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
 
 _ROWS_PER_READ = 64  # dataset rows fetched at once: bounded memory for datasets that embed clip bytes
 
@@ -51,17 +60,20 @@ def materialise_clip(data: bytes, folder: str | os.PathLike, suffix: str = ".mp4
     return write_bytes_atomic(path, data)
 
 
-def _suffix(name: str | None) -> str:
+def _suffix(name: str | None, default: str = ".mp4") -> str:
+    # FFmpeg and PIL probe the content; the suffix only says clip or image (an image is a one-frame clip).
     ext = os.path.splitext(name or "")[1].lower()
-    return ext if ext in VIDEO_EXTENSIONS else ".mp4"  # FFmpeg probes the content; the suffix is only a hint
+    return ext if ext in VIDEO_EXTENSIONS or ext in CLIP_IMAGE_EXTENSIONS else default
 
 
-def _clip_path(value: Any, base_dir: str, clip_folder: Path, place: Callable[[str], Located]) -> Located | None:
-    """The file of one dataset cell: bytes written under ``clip_folder``, a ``Video`` cell's own path (relative
-    to ``base_dir``), or a path string placed by ``place`` (refused when it leaves the dataset's files)."""
+def _clip_path(value: Any, base_dir: str, clip_folder: Path, place: Callable[[str], Located],
+               default_suffix: str = ".mp4") -> Located | None:
+    """The file of one dataset cell: bytes written under ``clip_folder``, a ``Video``/``Image`` cell's own path
+    (relative to ``base_dir``), or a path string placed by ``place`` (refused when it leaves the dataset's files)."""
     if isinstance(value, dict):
         if value.get("bytes"):
-            path = str(materialise_clip(bytes(value["bytes"]), clip_folder, _suffix(value.get("path"))))
+            suffix = _suffix(value.get("path"), default_suffix)
+            path = str(materialise_clip(bytes(value["bytes"]), clip_folder, suffix))
             return Located(path, path, None)
         path = value.get("path")  # written by `datasets` itself (see hub_datasets.dataset_files_root)
         if isinstance(path, str) and path.strip():
@@ -77,7 +89,7 @@ def _video_column_hint(dataset: Any, exclude: str) -> str:
     import datasets
 
     for name, feature in dataset.features.items():
-        if name != exclude and isinstance(feature, datasets.Video):
+        if name != exclude and isinstance(feature, (datasets.Video, datasets.Image)):
             return f" (probably --video_column {name})"
     for name in dataset.column_names:
         if name != exclude and "video" in name.lower():
@@ -98,7 +110,8 @@ def load_video_dataset(
     """List the clips of a `datasets` dataset (its 'train' split) without decoding them.
 
     The clips are in ``video_column`` (default ``video``): a ``datasets.Video`` column (read with
-    ``decode=False``, so neither torchcodec nor decord is needed) or a string column of paths inside
+    ``decode=False``, so neither torchcodec nor decord is needed), a ``datasets.Image`` column (every row a
+    one-frame clip, its bytes written out as below) or a string column of paths (clips or images) inside
     the dataset's own files (:func:`~dit_lora.data.hub_datasets.dataset_files_root`): relative to the folder of a
     local dataset; a path that leaves them is refused (the clip is quarantined with the reason, never opened).
     Clips stored as bytes are written once to ``clip_folder`` (content-addressed, see :func:`materialise_clip`).
@@ -118,23 +131,26 @@ def load_video_dataset(
         dataset = dataset.select(range(max_train_samples))
     feature = dataset.features[column]
     videos = dataset.select_columns([column])
-    if isinstance(feature, datasets.Video):
-        videos = videos.cast_column(column, datasets.Video(decode=False))  # {"path", "bytes"}: no decoder needed
+    media = isinstance(feature, (datasets.Video, datasets.Image))
+    if media:  # {"path", "bytes"}: no decoder needed
+        videos = videos.cast_column(column, type(feature)(decode=False))
     elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
         raise UserError(
-            f"Column {column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not videos or video "
+            f"Column {column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not videos, images or their "
             f"paths. Pass --video_column with the column of videos "
             f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
+    # Image bytes whose name says nothing are written as .png: the suffix marks them images, PIL reads any format.
+    default_suffix = ".png" if isinstance(feature, datasets.Image) else ".mp4"
     base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
-    root = dataset_files_root(dataset_name) if not isinstance(feature, datasets.Video) else None
+    root = dataset_files_root(dataset_name) if not media else None
     captions = dataset_captions(dataset, dataset_name, caption_column)
     paths: list[Located | None] = []
     for start in range(0, len(videos), _ROWS_PER_READ):
         for value in videos[start : start + _ROWS_PER_READ][column]:
             field = f"row {len(paths)}: {column}"
             paths.append(_clip_path(value, base_dir, Path(clip_folder),
-                                    lambda text: place_dataset_path(root, dataset_name, text, field)))
+                                    lambda text: place_dataset_path(root, dataset_name, text, field), default_suffix))
     empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
     if empty:
         raise UserError(
@@ -157,8 +173,53 @@ def video_namespace_identity(cfg, family, comps=None) -> dict[str, Any]:
             "random_flip": cfg.random_flip, "crop": "center"}
 
 
+def _bucket_text(buckets) -> str:
+    return ",".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+
+
+def image_buckets_for(family, cfg, buckets: list[Bucket], samples: list) -> list[Bucket]:
+    """The one-frame buckets the images among ``samples`` train in (``[]`` when there is none).
+
+    One ``(1, h, w)`` per spatial size of ``buckets`` (the family's, :func:`~dit_lora.data.frames.one_frame_buckets`).
+    Whether the model takes one frame is the family's own frame rule: its ``video_buckets`` is asked for these
+    buckets as ``--frame_buckets`` (what checks a user's buckets, e.g. CogVideoX's ``4k+1``) on a copy of ``cfg``.
+
+    Raises:
+        UserError: the rule refuses one frame (or the family ignores the buckets asked): one paragraph naming the
+            images and the fix.
+    """
+    images = [s for s in samples if getattr(s, "is_image", False)]
+    if not images:
+        return []
+    stills = one_frame_buckets(buckets)
+    asked = [b for b in stills if b not in buckets]  # a one-frame bucket the user gave is already the family's
+    if not asked:
+        return stills
+    probe = copy.copy(cfg)
+    probe.frame_buckets = _bucket_text(asked)
+    try:
+        given = [tuple(b) for b in family.video_buckets(probe)]
+    except UserError as err:
+        reason: str | None = " ".join(str(err).split())
+    else:
+        ignored = any(b not in given for b in asked)
+        reason = f"asked for {probe.frame_buckets}, it gives {_bucket_text(given)}" if ignored else None
+    if reason is None:
+        return stills
+    name = getattr(family, "name", "") or type(family).__name__
+    shortest = min(b[0] for b in buckets)
+    raise UserError(
+        f"The video dataset holds {len(images)} image(s) ({name_some([s.key for s in images])}), which train as "
+        f"one-frame clips in bucket(s) {_bucket_text(asked)}, but the {name} model does not take a one-frame clip "
+        f"(its frame rule, asked for those buckets: {reason}). Remove the images from --train_data_dir or "
+        f"--dataset_name (their rows or files), or make each a clip of {shortest} frames (e.g. the still repeated) "
+        f"to train on it."
+    )
+
+
 class VideoMedia:
-    """What :func:`~dit_lora.data.prepare.prepare_data` and ``check-data`` do differently for clips."""
+    """What :func:`~dit_lora.data.prepare.prepare_data` and ``check-data`` do differently for clips (and images,
+    one-frame clips)."""
 
     noun = "clip"
     cacheable = True
@@ -187,8 +248,25 @@ class VideoMedia:
         """The option a too-short clip is measured against, as reasons and errors name it."""
         return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.frame_buckets))
 
+    @property
+    def max_pixels(self) -> int:
+        """An image's pixel budget (``--max_image_pixels``, or its default for the largest bucket), one for every
+        image so that screening, caching and the uncached loader agree."""
+        height, width = max(((h, w) for _, h, w in self.buckets), key=lambda hw: hw[0] * hw[1])
+        return pixel_budget((height, width), self.cfg.max_image_pixels)
+
+    def image_buckets(self, samples: list) -> list[Bucket]:
+        """The one-frame buckets of the images among ``samples`` (:func:`image_buckets_for`)."""
+        return image_buckets_for(self.family, self.cfg, self.buckets, samples)
+
+    def all_buckets(self, samples: list) -> list[Bucket]:
+        """The video buckets, then the one-frame buckets the images add (not checked here: :meth:`screen` did)."""
+        if not any(getattr(s, "is_image", False) for s in samples):
+            return list(self.buckets)
+        return self.buckets + [b for b in one_frame_buckets(self.buckets) if b not in self.buckets]
+
     def list_samples(self) -> list[VideoSample]:
-        """The clips of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
+        """The clips (and images) of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
         cfg = self.cfg
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
         if cfg.train_data_dir is not None:
@@ -202,28 +280,31 @@ class VideoMedia:
         )
 
     def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
-        """Decode every clip once, leave out the bad and too-short ones, give the others their bucket."""
+        """Decode every clip and image once, leave out the bad and too-short ones, give the others their bucket."""
+        stills = self.image_buckets(samples)
         good = validate_video_samples(
             samples, buckets=self.buckets, frames_flag=self.frames_flag,
             max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=self.requires_captions, raise_on_fraction=False,
+            require_captions=self.requires_captions, raise_on_fraction=False, image_buckets=stills,
+            max_pixels=self.max_pixels,
         )
-        if len(self.buckets) > 1:
-            counts = {b: 0 for b in self.buckets}
-            for s in good:
-                counts[s.bucket] += 1
-            log("clips per bucket: " + ", ".join(f"{f}x{h}x{w}: {n}" for (f, h, w), n in counts.items()))
+        buckets = self.all_buckets(samples)
+        if len(buckets) > 1:
+            log("clips per bucket: " + ", ".join(_count_text(b, good) for b in buckets))
         return good
 
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
         """``check-data``: every clip decoded to its bucket as training would; (rows, usable clips, note)."""
         from . import preflight
 
-        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.buckets)
-        log(f"checking {len(samples)} clip(s) for bucket(s) {shown} (frames x height x width) ...")
+        stills = self.image_buckets(samples)
+        images = sum(1 for s in samples if s.is_image)
+        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.all_buckets(samples))
+        what = f" ({images} of them images, one-frame clips)" if images else ""
+        log(f"checking {len(samples)} clip(s){what} for bucket(s) {shown} (frames x height x width) ...")
         rows, usable = preflight.check_video_samples(
             samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
-            require_captions=self.requires_captions)
+            require_captions=self.requires_captions, image_buckets=stills, max_pixels=self.max_pixels)
         from .prepare import report_captions
 
         report_captions(samples, self.cfg, self.family, log)
@@ -233,26 +314,40 @@ class VideoMedia:
         return video_namespace_identity(self.cfg, self.family, comps)
 
     def pixel_loader(self, samples: list) -> Callable[[int], torch.Tensor]:
-        """``i -> (F, 3, H, W)`` pixels of clip ``i`` at its bucket, frames picked per --frame_sampling."""
+        """``i -> (F, 3, H, W)`` pixels of clip ``i`` at its bucket, frames picked per --frame_sampling (an image:
+        ``(1, 3, H, W)``)."""
+        max_pixels = self.max_pixels
+
         def load(i: int) -> torch.Tensor:
             frames, height, width = samples[i].bucket
-            return decode_clip(samples[i].path, frames, height, width, start=self.cfg.frame_sampling)
+            return decode_clip(samples[i].path, frames, height, width, start=self.cfg.frame_sampling,
+                               max_pixels=max_pixels)
 
         return load
 
     def raw_dataset(self, samples: list):
         from .batches import RawVideoDataset
 
-        return RawVideoDataset(samples, self.cfg.frame_sampling)
+        return RawVideoDataset(samples, self.cfg.frame_sampling, max_pixels=self.max_pixels)
 
     def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:
         """Bucket index of every clip (batches never mix buckets), or None with a single bucket."""
-        if len(self.buckets) <= 1:
+        buckets = self.all_buckets(samples)
+        if len(buckets) <= 1:
             return None
-        groups = [self.buckets.index(s.bucket) for s in samples]
-        for g, (f, h, w) in enumerate(self.buckets):
+        groups = [buckets.index(s.bucket) for s in samples]
+        for g, (f, h, w) in enumerate(buckets):
             n = groups.count(g)
             if 0 < n < world_size:
                 log(f"warning: bucket {f}x{h}x{w} has {n} clip(s), fewer than the {world_size} processes; "
                     f"a batch never mixes buckets, so those clips are never trained on")
         return groups
+
+
+def _count_text(bucket: Bucket, samples: list) -> str:
+    """``1x480x832: 120 (images)``: how many samples are in ``bucket``, and which of them are images."""
+    members = [s for s in samples if s.bucket == bucket]
+    images = sum(1 for s in members if s.is_image)
+    f, h, w = bucket
+    note = "" if not images else " (images)" if images == len(members) else f" ({images} images)"
+    return f"{f}x{h}x{w}: {len(members)}{note}"

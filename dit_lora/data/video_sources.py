@@ -1,20 +1,27 @@
 """List the clips of a local video folder and their captions, without decoding anything (``--train_data_dir``).
 
-Two layouts, both written by people: ``metadata.jsonl``/``.csv`` (as for images) and the CogVideoX /
-finetrainers ``prompts.txt`` + ``videos.txt`` pair. A path written in either that leaves the folder is kept
-with the reason it is refused (:mod:`.paths`), so screening quarantines it without opening it.
+Three layouts, all written by people: ``metadata.jsonl``/``.csv`` (as for images), the CogVideoX /
+finetrainers ``prompts.txt`` + ``videos.txt`` pair, and a folder of clips with a ``.txt`` caption beside each (as
+image folders have). A path written in the first two that leaves the folder is kept with the reason it is refused
+(:mod:`.paths`), so screening quarantines it without opening it. Any of them may list images
+(:data:`~dit_lora.data.video.CLIP_IMAGE_EXTENSIONS`) among the clips: they train as one-frame clips.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 
 from dit_lora.errors import UserError
 
 from .paths import locate
 from .sources import METADATA_FILENAMES, is_hidden, name_some, read_metadata
-from .video import VIDEO_EXTENSIONS, VideoSample
+from .sources import _read_txt as read_txt_caption  # the image folders' .txt captions, read the same way
+from .video import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
+
+#: what a video dataset's file may be: a clip, or an image (a one-frame clip)
+MEDIA_EXTENSIONS = VIDEO_EXTENSIONS | CLIP_IMAGE_EXTENSIONS
 
 __all__ = ["load_video_samples"]
 
@@ -25,9 +32,9 @@ def load_video_samples(
     video_column: str | None = None,
     max_train_samples: int | None = None,
 ) -> list[VideoSample]:
-    """List the clips of a local folder and their captions, without decoding anything.
+    """List the clips (and images, one-frame clips) of a local folder and their captions, without decoding anything.
 
-    Two layouts:
+    Three layouts:
 
     * ``metadata.jsonl`` or ``metadata.csv`` at the folder root, one row per clip with
       ``file_name`` (relative to the folder) and the caption column (``--caption_column``,
@@ -37,12 +44,14 @@ def load_video_samples(
       per line, paired by line number. Trailing blank lines are ignored, a line that is blank in
       both files is skipped, and a blank line in only one of them is an error, as is a different
       number of lines.
+    * Neither: every clip or image in the folder and its sub-folders (hidden ones skipped) with a ``.txt`` file of
+      the same name beside it holding its caption (``clip0.mp4`` -> ``clip0.txt``); one without is an error.
 
     Order is metadata/line order (deterministic); ``max_train_samples`` keeps the first N.
 
     Raises:
-        UserError: missing folder, no metadata and no .txt pair, both metadata files, a missing
-            column, mismatched prompts/videos lines, a blank caption, or no clips at all.
+        UserError: missing folder, both metadata files, a missing column, mismatched prompts/videos lines, a
+            blank caption, a clip or image without a caption (no metadata: its .txt), or no clips at all.
     """
     root = os.fspath(train_data_dir)
     if max_train_samples is not None and (
@@ -144,17 +153,7 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
             f"captions to use. Delete or rename one of them (see --train_data_dir)."
         )
     if not present:
-        videos = sorted(
-            name for name in os.listdir(root)
-            if not is_hidden(name) and os.path.splitext(name)[1].lower() in VIDEO_EXTENSIONS
-        )
-        found = f"it holds {len(videos)} video file(s) but no captions" if videos else "it holds no videos"
-        raise UserError(
-            f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv ({found}). Add a "
-            f'metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
-            f'"a ..."}}, or use the prompts.txt + videos.txt layout with --caption_column prompts.txt '
-            f"--video_column videos.txt."
-        )
+        return _load_sidecar_captions(root, caption_column)
     rows = read_metadata(root, "", present[0], caption_column)
     samples: list[VideoSample] = []
     uncaptioned: list[str] = []
@@ -162,7 +161,7 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
     for key, caption, refused in rows:
         if refused is not None:  # outside the folder: quarantined with the reason by screening, never opened
             samples.append(VideoSample(key=key, caption=caption or "", path=key, refused=refused))
-        elif os.path.splitext(key)[1].lower() not in VIDEO_EXTENSIONS:
+        elif os.path.splitext(key)[1].lower() not in MEDIA_EXTENSIONS:
             not_video.append(key)
         elif caption is None or not caption:
             uncaptioned.append(key)
@@ -172,8 +171,9 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
     if not_video:
         named = name_some(not_video)
         raise UserError(
-            f"{metadata_path} lists {len(not_video)} file(s) that are not videos: {named}. Video "
-            f"training reads {', '.join(sorted(VIDEO_EXTENSIONS))} files; fix the file_name column."
+            f"{metadata_path} lists {len(not_video)} file(s) that are neither videos nor images: {named}. Video "
+            f"training reads clips ({', '.join(sorted(VIDEO_EXTENSIONS))}) and images as one-frame clips "
+            f"({', '.join(sorted(CLIP_IMAGE_EXTENSIONS))}); fix the file_name column."
         )
     if uncaptioned:
         named = name_some(uncaptioned)
@@ -184,3 +184,56 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
     if not samples:
         raise UserError(f"{metadata_path} lists no clips. Add one row per video (file_name and {caption_column!r}).")
     return samples
+
+
+def _media_and_texts(root: str) -> tuple[list[str], set[str]]:
+    """Clips and images, and .txt files, under ``root`` (keys relative to it, "/"-separated, sorted; hidden skipped)."""
+    media: list[str] = []
+    texts: set[str] = set()
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)  # a linked-in folder is followed once: a link cycle ends here
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        for name in sorted(filenames):
+            if is_hidden(name):
+                continue
+            rel = name if rel_dir == "." else posixpath.join(rel_dir, name)
+            ext = os.path.splitext(name)[1].lower()
+            if ext in MEDIA_EXTENSIONS:
+                media.append(rel)
+            elif ext == ".txt":
+                texts.add(rel)
+    return sorted(media), texts
+
+
+def _load_sidecar_captions(root: str, caption_column: str) -> list[VideoSample]:
+    """The layout without metadata: each clip or image with a same-named .txt caption beside it."""
+    media, texts = _media_and_texts(root)
+    hint = (f'Add a metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
+            f'"a ..."}}, put a .txt caption beside each clip or image (clip0.mp4 -> clip0.txt), or use the '
+            f"prompts.txt + videos.txt layout with --caption_column prompts.txt --video_column videos.txt.")
+    if not media:
+        raise UserError(f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv and holds no videos or "
+                        f"images ({', '.join(sorted(MEDIA_EXTENSIONS))}). {hint}")
+    uncaptioned: list[str] = []
+    samples: list[VideoSample] = []
+    for key in media:
+        txt = posixpath.splitext(key)[0] + ".txt"
+        caption = read_txt_caption(os.path.join(root, *txt.split("/"))) if txt in texts else ""
+        if not caption:
+            uncaptioned.append(key)
+        else:
+            samples.append(VideoSample(key=key, caption=caption, path=_abs(root, key)))
+    if uncaptioned:
+        raise UserError(
+            f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv, and {len(uncaptioned)} of its "
+            f"{len(media)} video and image file(s) have no caption (no .txt beside them, or an empty one): "
+            f"{name_some(uncaptioned)}. {hint}"
+        )
+    return samples
+

@@ -94,3 +94,21 @@ def test_epoch_loader_starts_at_the_batch_and_leaves_the_global_rng_alone():
     loaded = [b["index"].tolist() for b in epoch_loader(Items(), collate, order, 1, 1, 0)]
     assert torch.equal(torch.random.get_rng_state(), state)
     assert loaded == [[i for i, _ in batch] for batch in list(order.batches(1))[1:]]
+
+
+def test_raw_video_dataset_gives_an_image_as_a_flippable_one_frame_clip(tmp_path):
+    from PIL import Image
+
+    from dit_lora.data.batches import RawVideoDataset
+    from dit_lora.data.video import VideoSample
+
+    pixels = torch.arange(24 * 40 * 3, dtype=torch.int64).reshape(24, 40, 3) % 251
+    Image.fromarray(pixels.to(torch.uint8).numpy()).save(tmp_path / "a.png")
+    sample = VideoSample(key="a.png", caption="a still", path=str(tmp_path / "a.png"), bucket=(1, 16, 16))
+    dataset = RawVideoDataset([sample], "uniform", max_pixels=24 * 40)
+    plain, flipped = dataset[(0, False)], dataset[(0, True)]
+    assert plain["pixel_values"].shape == (1, 3, 16, 16) and plain["caption"] == "a still"
+    assert torch.equal(flipped["pixel_values"], plain["pixel_values"].flip(-1))
+    assert not torch.equal(flipped["pixel_values"], plain["pixel_values"])
+    with pytest.raises(ValueError, match="beyond"):  # the budget is the run's, not the decoder's default
+        RawVideoDataset([sample], "uniform", max_pixels=24 * 40 - 1)[(0, False)]

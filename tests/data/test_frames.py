@@ -10,6 +10,7 @@ from dit_lora.data.frames import (
     frame_rule,
     latent_frames,
     latent_padding,
+    one_frame_buckets,
     resolution_buckets,
 )
 from dit_lora.errors import UserError
@@ -55,3 +56,16 @@ def test_buckets_parse_and_choose():
     with pytest.raises(UserError, match="multiple of 16"):
         resolution_buckets("49x500x720")
     assert resolution_buckets("53x480x720", patch_size_t=2) == [(53, 480, 720)]
+
+
+def test_images_get_one_frame_buckets_of_the_runs_sizes_by_the_aspect_rule():
+    buckets = [(49, 480, 832), (49, 832, 480), (25, 480, 832), (49, 512, 512)]
+    stills = one_frame_buckets(buckets)
+    assert stills == [(1, 480, 832), (1, 832, 480), (1, 512, 512)]  # one per spatial size, in the run's order
+    # (height, width) of an image -> its bucket: the nearest aspect (log space), then the larger area.
+    for size, want in {(1080, 1920): (1, 480, 832), (1920, 1080): (1, 832, 480), (300, 310): (1, 512, 512),
+                       (100, 1000): (1, 480, 832), (1000, 100): (1, 832, 480), (700, 900): (1, 512, 512)}.items():
+        assert choose_bucket(1, *size, stills) == want, size
+    # The video buckets never take an image: they all ask for more than one frame.
+    assert choose_bucket(1, 1080, 1920, buckets) is None
+    assert one_frame_buckets([(1, 64, 64), (9, 64, 64)]) == [(1, 64, 64)]

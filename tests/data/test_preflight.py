@@ -470,3 +470,25 @@ def test_check_data_judges_at_the_size_the_run_would_use(tiny_dit, shape_classes
     assert "upscaled" not in out and "1024" not in out
     code, out = _run_cli(args + ["--resolution", "128"], capsys)  # a flag still wins
     assert "upscaled" in out
+
+
+def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
+    pytest.importorskip("av")
+    from dit_lora.data.preflight import BLOCK, OK, WARN, check_video_samples
+    from dit_lora.data.video import VideoSample
+    from dit_lora.demo.clips import write_corrupt_clip, write_moving_square_clip
+
+    Image.new("RGB", (128, 64), (10, 200, 30)).save(tmp_path / "wide.png")
+    Image.new("RGB", (16, 16), (10, 200, 30)).save(tmp_path / "small.jpg")
+    write_corrupt_clip(tmp_path / "broken.png")
+    write_moving_square_clip(tmp_path / "clip.mp4", num_frames=5, size=32)
+    names = ["wide.png", "small.jpg", "broken.png", "clip.mp4"]
+    samples = [VideoSample(key=n, caption="c", path=str(tmp_path / n)) for n in names]
+    rows, usable = check_video_samples(samples, buckets=[(5, 32, 64), (5, 32, 32)], num_workers=1)
+    status = {r.key: (r.status, r.problem) for r in rows}
+    assert status["wide.png"] == (OK, "")
+    assert status["small.jpg"] == (WARN, "16x16 is smaller than its 1x32x32 bucket; it is upscaled")
+    assert status["broken.png"] == (BLOCK, "not a readable image (corrupt, or not an image despite its extension)")
+    assert status["clip.mp4"] == (OK, "")
+    assert {s.key: s.bucket for s in usable} == {"wide.png": (1, 32, 64), "small.jpg": (1, 32, 32),
+                                                "clip.mp4": (5, 32, 32)}

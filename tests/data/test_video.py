@@ -1,5 +1,5 @@
-"""Video data layer (groundwork for CogVideoX LoRA): loading, decoding, validation (the frame rule and buckets:
-tests/data/test_frames.py)."""
+"""Video data layer (groundwork for CogVideoX LoRA): loading, decoding, validation, images as one-frame clips (the
+frame rule and buckets: tests/data/test_frames.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image, ImageOps
 
 pytest.importorskip("av")
 
+from dit_lora.data import video as video_lib  # noqa: E402
 from dit_lora.data.video import (  # noqa: E402
+    VideoDecodeError,
     VideoSample,
     decode_clip,
+    decode_image_clip,
+    scan_clip,
     load_video_samples,
     validate_video_samples,
     video_problem,
@@ -110,3 +116,81 @@ def test_bad_fraction_stops(bad_clips):
     assert "corrupt.mp4" in message
     with pytest.raises(UserError, match="between 0 and 1"):
         validate_video_samples(samples, min_frames=9, max_bad_samples_fraction=2.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# images: one-frame clips
+# ---------------------------------------------------------------------------------------------
+
+
+def _picture(width: int, height: int) -> np.ndarray:
+    """A smooth colour gradient with a dark bar: content the crop position shows, mild for yuv420p's chroma."""
+    y, x = np.mgrid[0:height, 0:width]
+    rgb = np.stack([x * 255 // (width - 1), y * 255 // (height - 1), (x + y) * 255 // (width + height - 2)], -1)
+    rgb[height // 3 : height // 2, :] //= 4
+    return rgb.astype(np.uint8)
+
+
+def test_an_image_decodes_like_a_one_frame_clip_of_the_same_picture(tmp_path, monkeypatch):
+    from dit_lora.output.video import write_video
+
+    picture = _picture(80, 48)
+    png = tmp_path / "still.png"
+    Image.fromarray(picture).save(png)
+    clip = write_video([picture], tmp_path / "still.mp4", crf=0)
+    calls: list[tuple[int, int]] = []
+    real = video_lib._frame_tensor
+    monkeypatch.setattr(video_lib, "_frame_tensor", lambda img, h, w: calls.append(img.size) or real(img, h, w))
+    image = decode_clip(png, 1, 32, 32)
+    from_clip = decode_clip(clip, 1, 32, 32)
+    # Both went through the one resize/crop function, from the same 80x48 picture.
+    assert calls == [(80, 48), (80, 48)]
+    assert image.shape == from_clip.shape == (1, 3, 32, 32) and image.dtype == torch.float32
+    assert image.min() >= -1 and image.max() <= 1
+    assert (image - from_clip).abs().mean() < 0.02  # the codec's error (yuv420p halves the chroma)
+    assert torch.equal(image, real(Image.open(png), 32, 32)[None])
+    assert torch.equal(decode_image_clip(png, 32, 32), image)
+    with pytest.raises(VideoDecodeError, match="one-frame clip; it cannot give 5 frames"):
+        decode_clip(png, 5, 32, 32)
+
+
+def test_image_exif_orientation_is_applied_to_its_size_and_pixels(tmp_path):
+    jpg = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored landscape, shown portrait (a phone held upright)
+    Image.fromarray(_picture(64, 32)).save(jpg, exif=exif, quality=95)
+    sample = VideoSample(key="rotated.jpg", caption="x", path=str(jpg))
+    assert sample.is_image and scan_clip(sample, 9)[1:] == (1, 32, 64)  # one frame, never too short; 32 wide
+    good = validate_video_samples([sample], buckets=[(9, 32, 64), (9, 64, 32)], log=lambda _: None, num_workers=1)
+    assert good[0].bucket == (1, 64, 32)
+    upright = ImageOps.exif_transpose(Image.open(jpg))
+    assert torch.equal(decode_clip(jpg, 1, 64, 32), video_lib._frame_tensor(upright, 64, 32)[None])
+
+
+def test_bad_images_are_quarantined_with_the_image_reasons_and_good_ones_bucketed(tmp_path):
+    root = tmp_path / "stills"
+    root.mkdir()
+    Image.fromarray(_picture(96, 32)).save(root / "wide.png")
+    Image.fromarray(_picture(32, 96)).save(root / "tall.png")
+    Image.fromarray(_picture(40, 40)).save(root / "square.webp")
+    data = (root / "wide.png").read_bytes()
+    (root / "truncated.png").write_bytes(data[: len(data) // 2])
+    write_corrupt_clip(root / "corrupt.png")
+    (root / "empty.jpg").write_bytes(b"")
+    names = ["wide.png", "tall.png", "square.webp", "truncated.png", "corrupt.png", "empty.jpg", "missing.png"]
+    samples = [VideoSample(key=n, caption=f"still {n}", path=str(root / n)) for n in names]
+    quarantine: list[dict] = []
+    good = validate_video_samples(samples, buckets=[(5, 32, 64), (5, 64, 32), (9, 32, 32)], log=lambda _: None,
+                                  quarantine=quarantine, max_bad_samples_fraction=0.6)
+    assert {s.key: s.bucket for s in good} == {"wide.png": (1, 32, 64), "tall.png": (1, 64, 32),
+                                              "square.webp": (1, 32, 32)}
+    reasons = {q["key"]: q["reason"] for q in quarantine}
+    assert reasons["corrupt.png"] == "not a readable image (corrupt, or not an image despite its extension)"
+    assert reasons["truncated.png"].startswith(("truncated image", "unreadable"))
+    assert reasons["empty.jpg"] == "empty file (0 bytes)" and reasons["missing.png"] == "file not found"
+    # Beyond the pixel budget: refused from the header, as for the image families.
+    too_large: list[dict] = []
+    validate_video_samples(samples[:3], buckets=[(5, 32, 64)], log=lambda _: None, quarantine=too_large,
+                           max_pixels=2000, max_bad_samples_fraction=1.0)
+    assert [q["key"] for q in too_large] == ["wide.png", "tall.png"]
+    assert too_large[0]["reason"].startswith("image too large: 96x32 pixels")

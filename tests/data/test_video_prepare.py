@@ -1,4 +1,5 @@
-"""Video data through the training data pipeline: list, screen, bucket, cache, batch (a fake video family, CPU)."""
+"""Video data through the training data pipeline: list, screen, bucket, cache, batch (a fake video family, CPU);
+images among the clips as one-frame clips."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from dit_lora.errors import UserError  # noqa: E402
 from dit_lora.families import capabilities as caps  # noqa: E402
 from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
+from PIL import Image  # noqa: E402
 
 
 def _namespace(cfg, family) -> str:
@@ -485,3 +487,114 @@ def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path,
     assert out.count("long captions:") == 1
     assert ("long captions: 1 of 8 caption(s) exceed the 226-token text length (estimated at 4 characters a token) "
             "and would likely be cut to it; the model never sees the rest: clip_00002.mp4 (1,499 characters") in out
+
+
+def _still(path: Path, size: tuple[int, int], shade: int) -> bytes:
+    Image.new("RGB", size, (shade, 255 - shade, 90)).save(path)
+    return path.read_bytes()
+
+
+@pytest.fixture()
+def stills(tmp_path, clips) -> Path:
+    """The six 9-frame 32 px clips plus three wide (64x32) and two square images and a corrupt one."""
+    root = tmp_path / "stills"
+    shutil.copytree(clips, root)
+    images = {f"wide_{i}.png": (64, 32) for i in range(3)} | {f"square_{i}.jpg": (40, 40) for i in range(2)}
+    for i, (name, size) in enumerate(images.items()):
+        _still(root / name, size, 40 * i)
+    write_corrupt_clip(root / "corrupt.png")
+    with open(root / "metadata.jsonl", "a") as handle:
+        for name in [*images, "corrupt.png"]:
+            handle.write(json.dumps({"file_name": name, "text": f"a still {name}"}) + "\n")
+    return root
+
+
+def test_images_and_clips_train_in_one_run_in_separate_buckets(tmp_path, stills, capsys):
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, stills, frame_buckets="9x32x32,9x32x64", max_bad_samples_fraction=0.1)
+    data = prepare_data(cfg, family, None, _acc())
+    out = capsys.readouterr().out
+    assert "clips per bucket: 9x32x32: 6, 9x32x64: 0, 1x32x32: 2 (images), 1x32x64: 3 (images)" in out
+    assert data.quarantine == [{"key": "corrupt.png",
+                                "reason": "not a readable image (corrupt, or not an image despite its extension)"}]
+    assert {s.key: s.bucket for s in data.samples if s.is_image} == {
+        **{f"wide_{i}.png": (1, 32, 64) for i in range(3)}, **{f"square_{i}.jpg": (1, 32, 32) for i in range(2)}}
+    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 6 + [(1, 1, 3, 32, 64)] * 3 + [(1, 1, 3, 32, 32)] * 2)
+    wide = data.samples.index(next(s for s in data.samples if s.key == "wide_0.png"))
+    assert data.dataset[(wide, False)]["latents"].shape == (1, 3, 4, 8)  # one latent frame of 32x64 px
+    # One group per bucket; a batch never mixes them, so images and clips share the run, never a batch.
+    assert len(set(data.groups)) == len({(g, s.bucket) for g, s in zip(data.groups, data.samples)}) == 3
+    order = batch_lib.EpochBatches(len(data), 2, seed=1, rank=0, world_size=1, random_flip=False, groups=data.groups)
+    for batch in (batch for epoch in range(3) for batch in order.batches(epoch)):
+        assert len({data.samples[i].bucket for i, _ in batch}) == 1
+        batch_lib.collate([data.dataset[item] for item in batch])  # stacks: one shape per batch
+
+    # A re-run encodes nothing; a changed image (same name and caption) is encoded again, alone.
+    for change, encoded in ((None, []), ((64, 32), [(1, 1, 3, 32, 64)])):
+        if change:
+            _still(stills / "wide_0.png", change, 250)
+        family = FakeVideoFamily()
+        prepare_data(cfg, family, None, _acc())
+        assert family.encoded == encoded
+
+
+def test_a_dataset_of_only_images_trains_cached_or_not(tmp_path):
+    root = tmp_path / "only"
+    root.mkdir()
+    for i, size in enumerate([(48, 32), (32, 48), (32, 32)]):
+        _still(root / f"s{i}.webp", size, 60 * i)
+        (root / f"s{i}.txt").write_text(f"still number {i}")
+    family = FakeVideoFamily()
+    cached = prepare_data(_cfg(tmp_path, root, random_flip=True), family, None, _acc())
+    assert [s.bucket for s in cached.samples] == [(1, 32, 32)] * 3 and cached.groups == [1, 1, 1]
+    raw = prepare_data(_cfg(tmp_path, root, random_flip=True, cache_latents=False), family, None, _acc())
+    for item in ((0, False), (1, True)):
+        pixels = raw.dataset[item]["pixel_values"]
+        want = family.encode_images(None, pixels[None])["latents"][0]
+        assert pixels.shape == (1, 3, 32, 32) and torch.allclose(cached.dataset[item]["latents"], want, atol=1e-6)
+
+
+class StrictFramesFamily(FakeVideoFamily):
+    """A family whose frame rule refuses one frame (latent frames in pairs, no padding: 5, 13, ...)."""
+
+    def video_buckets(self, cfg):
+        return resolution_buckets(cfg.frame_buckets or "5x32x32", patch_size_t=2)
+
+
+def test_a_family_whose_frame_rule_refuses_one_frame_names_the_images(tmp_path, stills, clips):
+    with pytest.raises(UserError) as err:
+        prepare_data(_cfg(tmp_path, stills), StrictFramesFamily(), None, _acc())
+    text = str(err.value)
+    assert "holds 6 image(s) (wide_0.png, wide_1.png, wide_2.png, square_0.jpg, square_1.jpg and 1 more)" in text
+    assert all(part in text for part in ("in bucket(s) 1x32x32", "does not take a one-frame clip", "patch_size_t=2",
+                                         "a clip of 5 frames", "Remove the images from --train_data_dir")), text
+    assert len(prepare_data(_cfg(tmp_path, clips), StrictFramesFamily(), None, _acc())) == 6  # clips alone: fine
+
+
+def test_dataset_name_image_column_rows_are_one_frame_clips(tmp_path, hf_cache):
+    import datasets
+
+    blobs = [_still(tmp_path / f"{i}.png", (32, 32), 100 * i) for i in range(2)]
+    features = datasets.Features({"picture": datasets.Image(), "text": datasets.Value("string")})
+    table = datasets.Dataset.from_dict({"picture": [{"bytes": b} for b in blobs], "text": ["a", "b"]}, features)
+    (tmp_path / "ds").mkdir()
+    table.to_parquet(str(tmp_path / "ds" / "train.parquet"))
+    family = FakeVideoFamily()
+    data = prepare_data(_cfg(tmp_path, None, dataset_name=str(tmp_path / "ds"), video_column="picture"), family,
+                        None, _acc())
+    assert [s.is_image and s.bucket == (1, 32, 32) and Path(s.path).read_bytes() == b
+            for s, b in zip(data.samples, blobs)] == [True, True]
+    assert family.encoded == [(1, 1, 3, 32, 32)] * 2
+
+
+def test_check_data_reports_images_and_blocks_a_broken_one(tmp_path, stills, capsys, request):
+    _register(request, "fake_video", FakeVideoFamily)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["check-data", "--family", "fake_video", "--train_data_dir", str(stills), "--max_num_frames", "9",
+                  "--height", "32", "--width", "32", "--cache_dir", str(tmp_path / "cache")])
+    out = capsys.readouterr().out
+    assert exit_.value.code == 1, out
+    assert "checking 12 clip(s) (6 of them images, one-frame clips) for bucket(s) 9x32x32, 1x32x32" in out
+    assert [line.split(None, 2)[1] for line in out.splitlines() if line.startswith("BLOCK")] == ["corrupt.png"]
+    assert "not a readable image" in out
+    assert "12 sample(s): 11 ok, 0 warning(s), 1 blocking" in out

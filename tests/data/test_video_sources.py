@@ -1,4 +1,5 @@
-"""Listing a local video folder (dit_lora.data.video_sources): both layouts, their errors, paths leaving it."""
+"""Listing a local video folder (dit_lora.data.video_sources): the three layouts, images among the clips, their
+errors, paths leaving it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ pytest.importorskip("av")
 from dit_lora.data.video import validate_video_samples  # noqa: E402
 from dit_lora.data.video_sources import load_video_samples  # noqa: E402
 from dit_lora.demo.clips import make_moving_square_dataset, write_moving_square_clip  # noqa: E402
+from PIL import Image  # noqa: E402
 from dit_lora.errors import UserError  # noqa: E402
 
 
@@ -67,7 +69,10 @@ def test_txt_layout_blank_lines_and_mismatch(tmp_path, clips):
 
 def test_folder_without_captions_is_a_clear_error(tmp_path):
     write_moving_square_clip(tmp_path / "a.mp4", num_frames=5)
-    with pytest.raises(UserError, match=r"no metadata\.jsonl.*1 video file"):
+    with pytest.raises(UserError, match=r"no metadata\.jsonl.*1 of its 1 video and image file\(s\) have no caption"):
+        load_video_samples(tmp_path)
+    (tmp_path / "a.mp4").unlink()
+    with pytest.raises(UserError, match=r"holds no videos or images"):
         load_video_samples(tmp_path)
     with pytest.raises(UserError, match="does not exist"):
         load_video_samples(tmp_path / "missing")
@@ -106,3 +111,53 @@ def test_still_importable_from_the_video_module():
     from dit_lora.data import video
 
     assert video.load_video_samples is load_video_samples
+
+
+def _image(path: Path, size=(40, 24)) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, (200, 30, 30)).save(path)
+    return path
+
+
+def test_metadata_lists_images_among_clips_and_refuses_other_files(tmp_path, clips):
+    root = tmp_path / "mixed"
+    shutil.copytree(clips, root)
+    _image(root / "still.png")
+    _image(root / "photos" / "b.JPG")
+    with open(root / "metadata.jsonl", "a") as handle:
+        for name in ("still.png", "photos/b.JPG"):
+            handle.write(json.dumps({"file_name": name, "text": f"the image {name}"}) + "\n")
+    samples = load_video_samples(root)
+    assert [(s.key, s.is_image) for s in samples] == [(f"clip_{i:05d}.mp4", False) for i in range(4)] + [
+        ("still.png", True), ("photos/b.JPG", True)]
+    assert samples[-1].caption == "the image photos/b.JPG" and os.path.isfile(samples[-1].path)
+
+    (root / "notes.pdf").write_bytes(b"%PDF")
+    with open(root / "metadata.jsonl", "a") as handle:
+        handle.write(json.dumps({"file_name": "notes.pdf", "text": "a document"}) + "\n")
+    with pytest.raises(UserError, match=r"1 file\(s\) that are neither videos nor images: notes\.pdf.*\.png"):
+        load_video_samples(root)
+
+
+def test_folder_of_images_and_clips_with_txt_captions(tmp_path):
+    root = tmp_path / "sidecar"
+    _image(root / "a.png")
+    _image(root / "sub" / "b.webp")
+    write_moving_square_clip(root / "sub" / "c.mp4", num_frames=5, size=32)
+    for name, text in (("a", "first still"), ("sub/b", "second still"), ("sub/c", "a clip")):
+        (root / f"{name}.txt").write_text(f"  {text}\n")
+    (root / ".hidden.png").write_bytes(b"")  # hidden files are skipped, as for image folders
+    samples = load_video_samples(root)
+    assert [(s.key, s.caption, s.is_image) for s in samples] == [
+        ("a.png", "first still", True), ("sub/b.webp", "second still", True), ("sub/c.mp4", "a clip", False)]
+    assert [s.index for s in samples] == [0, 1, 2] and len(load_video_samples(root, max_train_samples=1)) == 1
+    good = validate_video_samples(samples, buckets=[(5, 32, 32)], log=lambda _: None, num_workers=1)
+    assert [s.bucket for s in good] == [(1, 32, 32), (1, 32, 32), (5, 32, 32)]
+
+    (root / "sub" / "b.txt").write_text("  \n")
+    _image(root / "d.png")
+    with pytest.raises(UserError) as err:
+        load_video_samples(root)
+    text = str(err.value)
+    assert "2 of its 4 video and image file(s) have no caption" in text and "d.png, sub/b.webp" in text
+    assert "clip0.mp4 -> clip0.txt" in text
