@@ -141,7 +141,15 @@ class WanI2VFamily(WanFamily):
                             "condition validation videos on the first training clip's first frame.")
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """Keep the conditioning image of validation videos in ``comps.extras["validation_image"]``."""
+        """Refuse images (one-frame clips: nothing after the conditioning frame to learn), then keep the
+        conditioning image of validation videos in ``comps.extras["validation_image"]``."""
+        stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
+        if stills:
+            raise UserError(
+                f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
+                "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
+                "from the data, or train them with --family wan (text-to-video), where images teach appearance."
+            )
         image = comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
         if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
             pipe = self._i2v_pipeline(comps, expand=False)
