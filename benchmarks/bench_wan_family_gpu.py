@@ -103,6 +103,9 @@ def main() -> int:
     print(json.dumps(row, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps(row, indent=1))
+    if args.smoke:
+        assert row["steps"] == args.steps and row["skipped_steps"] == 0, row
+        print("smoke test passed (CPU, tiny: no numbers to report)")
     return 0
 
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GP
 
 
 @pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py", "bench_videochat_gpu.py",
-                                    "bench_wan_gpu.py"])
+                                    "bench_wan_gpu.py", "bench_wan_kernels_gpu.py", "bench_wan_family_gpu.py"])
 def test_gpu_benchmark_smoke(script):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
