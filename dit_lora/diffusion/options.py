@@ -67,6 +67,6 @@ class TrainedSizeOptions(FamilyOptions):
         False,
         "Train at a video size whose latent tokens per clip are far from the checkpoint's trained size, which is "
         "refused otherwise: CogVideoX over 2x or under 1/4 of 1.0's 49x480x720 or 1.5's 81x768x1360; Wan over 2x "
-        "81x480x832 (TI2V-5B 121x704x1280).",
+        "81x720x1280 (TI2V-5B 121x704x1280).",
         section="video size",
     )

@@ -74,6 +74,13 @@ class WanInfo:
             return 121, 704, 1280, "Wan2.2 TI2V-5B generates 121 frames at 704x1280 (24 fps)"
         return 81, 480, 832, "Wan 2.1/2.2 generate 81 frames; 480x832 is the 480p size every Wan checkpoint runs at"
 
+    def largest_trained_size(self) -> tuple[int, int, int, str]:
+        """``(frames, height, width, why)``: the largest size the checkpoint generates at (the size check's
+        reference)."""
+        if self.expand_timesteps:
+            return self.trained_size()
+        return 81, 720, 1280, "the 720p size the Wan 14B and A14B checkpoints generate at"
+
     def latent_tokens(self, frames: int, height: int, width: int) -> int:
         """Transformer tokens of one clip: latent frames x (h / patch) x (w / patch)."""
         f = (frames - 1) // self.vae_temporal + 1

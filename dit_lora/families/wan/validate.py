@@ -83,11 +83,12 @@ def _check_options(family, cfg: TrainConfig, info) -> None:
 
 
 def check_trained_size(family, cfg: TrainConfig, info) -> None:
-    """Refuse buckets with over :data:`MAX_TOKEN_RATIO` times the default size's latent tokens per clip
-    (unless ``--allow_untrained_resolution``): the cost grows with the square of the tokens."""
+    """Refuse buckets with over :data:`MAX_TOKEN_RATIO` times the latent tokens per clip of the largest size the
+    checkpoint generates at (unless ``--allow_untrained_resolution``): the cost grows with the square of the
+    tokens, and the model never saw such lengths."""
     if cfg.family_options.allow_untrained_resolution:
         return
-    frames, height, width, why = info.trained_size()
+    frames, height, width, why = info.largest_trained_size()
     trained = info.latent_tokens(frames, height, width)
     for bucket in family.video_buckets(cfg):
         tokens = info.latent_tokens(*bucket)
