@@ -29,7 +29,6 @@ the low-noise expert loads with ``load_into_transformer_2=True``) and the ComfyU
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -40,21 +39,15 @@ from ... import quantize
 from ...config import TrainConfig
 from ...diffusion.flow_matching import flow_tables, noisy_latents, sample_indices, training_scheduler, velocity_target
 from ...errors import UserError
-from ...pipeline_files import (
-    check_pipeline_folder, check_safetensors, is_local, load_error, model_stamp, read_component_config,
-)
-from ...tokenizer_files import check_tokenizer_packages
+from ...pipeline_files import is_local, model_stamp
 from ..base import Components
 from ..capabilities import (
     AdapterExtras, Demo, Exports, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup,
-    Samples, VideoFrames,
+    Samples, Trainables, VideoFrames,
 )
 from ..diffusion import DiffusionFamily, make_peft_capable
-from .experts import EXPERTS, WanExperts, expert_for_step, expert_index_ranges
-from .info import (
-    EXAMPLE_IDS, EXPERT_FILES, EXPERT_TARGET, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN,
-    WanInfo, wan_info,
-)
+from .experts import WanExperts, expert_for_step, expert_index_ranges
+from .info import T2V_PIPELINE, TEXT_LEN, WanInfo, wan_info
 
 _INFOS: dict[tuple, WanInfo] = {}
 _INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
@@ -90,6 +83,7 @@ class WanFamily(DiffusionFamily):
     capabilities = DiffusionFamily.capabilities + (
         Demo, ModelDefaults, RunNotes, Precision, RunSetup, VideoFrames, Samples, MemoryPlan, ModelCard,
         AdapterExtras, Exports, FusedKernels,
+        Trainables,  # its enable_gradient_checkpointing switches both A14B experts (WanExperts has no switch)
     )
 
     def info(self, cfg: TrainConfig) -> WanInfo:
