@@ -28,9 +28,10 @@ _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
 
 
 def entries(family: str | None = None) -> list[Checkpoint]:
-    """Every catalogued checkpoint (of ``family`` when given), in the order of :func:`data_files`."""
+    """Every catalogued checkpoint (those serving ``family`` when given: :attr:`Checkpoint.families`), once each,
+    in the order of :func:`data_files`."""
     every = [e for name in data_files() for e in importlib.import_module(name).ENTRIES]
-    return [e for e in every if family is None or e.family == family]
+    return [e for e in every if family is None or family in e.families]
 
 
 def by_hub_id(hub_id: str) -> Checkpoint | None:

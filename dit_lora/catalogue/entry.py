@@ -25,7 +25,8 @@ class Checkpoint:
     a reduced-depth copy still gets the entry's defaults, and the start-of-run block says what differs).
     ``configs`` holds every published component config by the same keys (the real-layout tests build
     folders from them). ``defaults`` are recipe options (``TrainConfig`` field names) the run takes
-    unless the user set them; ``sources`` says where each fact was checked.
+    unless the user set them; ``sources`` says where each fact was checked. One checkpoint that two recipe
+    families train (a text-and-image-to-video model) is one entry: ``family`` plus ``also_families``.
     """
 
     hub_id: str
@@ -44,6 +45,19 @@ class Checkpoint:
     tokenizer_files: tuple[str, ...] = ()
     depth: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: str = ""
+    #: further families that train this same checkpoint (Wan 2.2 TI2V-5B: ``wan_i2v`` besides ``wan``). ``family``
+    #: stays the one a Hub id alone implies; the entry is still listed once (``entries()``, ``by_hub_id``)
+    also_families: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.family in self.also_families or len(set(self.also_families)) != len(self.also_families):
+            raise ValueError(f"{self.hub_id}: also_families {self.also_families} repeats a family "
+                             f"(its family is {self.family!r})")
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """Every family whose runs get this entry's defaults: ``family`` first, then ``also_families``."""
+        return (self.family, *self.also_families)
 
     def matches(self, read: ConfigReader) -> bool:
         """True when every signature value equals the model's config (missing files never match)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dit_lora.catalogue.entry import Checkpoint, lookup
 
 
@@ -51,3 +53,46 @@ def test_trained_text():
     assert checkpoint(trained={"frames": 49, "height": 480, "width": 720, "fps": 8}).trained_text() == \
         "49 x 480 x 720 at 8 fps"
     assert checkpoint().trained_text() == "-"
+
+
+def test_also_families_serve_one_entry_to_several_families():
+    entry = checkpoint(family="wan", also_families=("wan_i2v",))
+    assert entry.families == ("wan", "wan_i2v") and checkpoint().families == ("sana",)
+    for bad in (("wan",), ("wan_i2v", "wan_i2v")):  # the family itself, or a repeat, is a mistake in the data file
+        with pytest.raises(ValueError, match="repeats a family"):
+            checkpoint(family="wan", also_families=bad)
+
+
+def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
+    """TI2V-5B serves --family wan and wan_i2v from one entry: listed once, found once by Hub id, matched by content
+    for either family, and a wan_i2v run on its configs takes its defaults (not the family's generic ones)."""
+    import json
+
+    from dit_lora.catalogue import by_hub_id, entries, match
+    from dit_lora.catalogue.defaults import resolve_defaults
+    from dit_lora.config.parser import parse_config
+    from dit_lora.families import family_for_model, get_family
+
+    hub_id = "Wan-AI/Wan2.2-TI2V-5B-Diffusers"
+    ti2v = by_hub_id(hub_id)
+    assert ti2v.families == ("wan", "wan_i2v")
+    assert [e.hub_id for e in entries()].count(hub_id) == 1
+    assert ti2v in entries("wan") and ti2v in entries("wan_i2v")
+    assert all(e.families == (e.family,) for e in entries() if e is not ti2v)  # the only one serving two
+    for family in ti2v.families:
+        assert match(family, reader(ti2v.configs)) is ti2v
+    # the 2.1 T2V 1.3B is text-to-video only: wan_i2v does not get it
+    t2v = by_hub_id("Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+    assert match("wan", reader(t2v.configs)) is t2v and match("wan_i2v", reader(t2v.configs)) is None
+    folder = tmp_path / "ti2v"
+    for file, config in ti2v.configs.items():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(json.dumps(config))
+    cfg = parse_config(["--pretrained_model_name_or_path", str(folder), "--train_data_dir", str(folder),
+                        "--family", "wan_i2v"])
+    chosen = resolve_defaults(cfg, get_family("wan_i2v"))
+    assert chosen.entry is ti2v and chosen.summary()["catalogue_entry"] == hub_id
+    assert (cfg.rank, cfg.lora_alpha, cfg.learning_rate) == (32, 32, 1e-4)
+    assert f"has the published config of {hub_id}" in "\n".join(chosen.lines())
+    assert family_for_model(parse_config(["--pretrained_model_name_or_path", hub_id, "--train_data_dir", str(folder),
+                                          "--family", "wan"])) == "wan"

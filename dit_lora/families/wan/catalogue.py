@@ -208,8 +208,11 @@ def _entry(hub_id: str, title: str, size: str, *, version: str, shift: float, tr
     signature = {"transformer/config.json": {k: transformer[k] for k in _IDENTITY},
                  "model_index.json": {"_class_name": pipeline, "boundary_ratio": pipeline_config.get("boundary_ratio")}}
     frames, height, width, fps = trained
+    # TI2V-5B is one checkpoint for both tasks (expand_timesteps): --family wan_i2v gets its defaults too.
+    also = (I2V,) if pipeline_config.get("expand_timesteps") else ()
     return Checkpoint(
-        hub_id=hub_id, family=I2V if i2v else T2V, title=title, signature=signature, configs=configs,
+        hub_id=hub_id, family=I2V if i2v else T2V, also_families=also, title=title, signature=signature,
+        configs=configs,
         stored_dtype="fp32", text_length=TEXT_LEN,
         defaults={"rank": 32, "lora_alpha": 32, "learning_rate": 1e-4, "train_batch_size": 1},
         sources=dict(_SOURCES), trained={"frames": frames, "height": height, "width": width, "fps": fps},
@@ -223,7 +226,7 @@ def _notes(size: str, experts: int, pipeline_config: dict) -> str:
                 "transformer_2 (low noise); 480 x 832 is supported too")
     if pipeline_config.get("expand_timesteps"):
         return ("text-to-video and image-to-video in one model (expand_timesteps: the first latent frame's tokens get "
-                "timestep 0); catalogued once, under --family wan")
+                "timestep 0); one entry for --family wan (text-to-video) and wan_i2v (image-to-video)")
     return "480 x 832 is supported too" if size == "14B" else ""
 
 

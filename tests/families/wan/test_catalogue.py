@@ -190,7 +190,8 @@ def test_models_table_lists_all_seven(monkeypatch):
     table = format_table("wan") + format_table("wan_i2v")
     assert all(e.hub_id in table for e in ENTRIES)
     assert "121 x 704 x 1280 at 24 fps" in table and "rank 32, lora_alpha 32, learning_rate 1e-4" in table
-    assert {d["hub_id"] for d in json.loads(as_json("wan_i2v"))} == TWINS | {A14B[1]}
+    # TI2V-5B serves both families (one entry, also_families): --family wan_i2v lists it too
+    assert {d["hub_id"] for d in json.loads(as_json("wan_i2v"))} == TWINS | {A14B[1], "Wan-AI/Wan2.2-TI2V-5B-Diffusers"}
 
 
 @pytest.mark.slow
