@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
-from real_layout import cogvideox_pipeline, dit_pipeline, llava_next_video_folder, qwen2_5_vl_folder, sana_pipeline
+from real_layout import cogvideox_pipeline, dit_pipeline, llava_next_video_folder, qwen2_5_vl_folder, sana_pipeline, \
+    wan_pipeline
 from safetensors.torch import load_file
 
 from helpers import read_summary, run_recipe
@@ -181,3 +182,110 @@ def test_qwen2_5_vl_3b_layout(tmp_path):
     text, summary = _video_llm_run("qwen2_5_vl", model, data, tmp_path / "out")
     _check_video_llm_run(text, summary, hub_id, 36, "num_hidden_layers")
     _check_peft_reload(Qwen2_5_VLForConditionalGeneration, model, tmp_path / "out")
+
+
+# Wan: the catalogue's defaults (DiffSynth-Studio's rank 32, alpha 32, 1e-4, one clip per step) on every layout.
+_WAN_DEFAULTS = {"train_batch_size": 1, "rank": 32, "lora_alpha": 32, "learning_rate": 1e-4}
+#: what a CPU can train in seconds: 9 frames at 64 px (3 x 8 x 8 latents; 2 x 4 x 4 on TI2V's 16x VAE)
+_WAN_SIZE = ("--height", "64", "--width", "64", "--max_num_frames", "9", "--allow_untrained_resolution", "true")
+
+
+def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps: int = 1):
+    """The Hub layout of ``hub_id`` (one block per transformer, stored in ``dtype``), two clips, ``steps`` updates with
+    minimal flags (the size flags only); checks the defaults block names the entry, what the copy changed and the
+    trained size, and that the summary recorded the catalogue's defaults. Returns (folder, text, summary)."""
+    from dit_lora.catalogue import by_hub_id
+    from dit_lora.demo.clips import make_moving_square_dataset
+
+    entry = by_hub_id(hub_id)
+    model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)
+    assert sorted(p.name for p in (model / "tokenizer").iterdir()) == sorted(entry.tokenizer_files)
+    data = make_moving_square_dataset(tmp_path / "data", n=2, num_frames=9, size=64, seed=0)
+    text, summary = _run("wan", model, data, tmp_path / "out", *_WAN_SIZE, "--max_train_steps", str(steps),
+                         *extra)
+    published = entry.configs["transformer/config.json"]["num_layers"]
+    assert f"has the published config of {hub_id} ({entry.title}; trained at {entry.trained_text()}" in text
+    assert f"num_layers 1 (published: {published})" in text
+    assert summary["defaults"]["catalogue_entry"] == hub_id and summary["defaults"]["applied"] == _WAN_DEFAULTS
+    assert summary["status"] == "completed" and summary["applied_updates"] == steps
+    return model, text, summary
+
+
+def _check_wan_lora(transformer: torch.nn.Module, saved: dict[str, torch.Tensor], adapter: str) -> None:
+    """Every saved tensor (``transformer.<module>.lora_A.weight``) landed in ``transformer`` under ``adapter`` with
+    its saved values, no other LoRA weight exists there, rank 32, and training moved lora_B off its zero start."""
+    loaded = {n: p for n, p in transformer.named_parameters() if f".{adapter}." in n}
+    expected = {k.removeprefix("transformer.").replace(".weight", f".{adapter}.weight"): v for k, v in saved.items()}
+    # A 2.1 I2V transformer: diffusers pads an adapter without image K/V LoRA with zero LoRA on add_k_proj/add_v_proj
+    # (WanLoraLoaderMixin._maybe_expand_t2v_lora_for_i2v), which leaves the image branch as it was.
+    padded = {n for n in set(loaded) - set(expected) if ".add_k_proj." in n or ".add_v_proj." in n}
+    assert all(not loaded[n].any() for n in padded if ".lora_B." in n)
+    assert set(loaded) - padded == set(expected) and len(loaded) > 0
+    for name, value in expected.items():
+        assert torch.equal(loaded[name].detach(), value.to(loaded[name].dtype)), name
+    assert transformer.peft_config[adapter].r == 32
+    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)
+    # the default targets: q, k, v, out of self- and cross-attention, and the feed-forward's two linears
+    modules = {k.split(".lora_")[0].removeprefix("transformer.blocks.0.") for k in saved}
+    assert {"attn1.to_q", "attn2.to_out.0", "ffn.net.0.proj", "ffn.net.2"} <= modules
+
+
+def test_wan2_1_t2v_1_3b_layout(tmp_path):
+    """fp32 as published; the stock WanPipeline loads the adapter with load_lora_weights."""
+    from diffusers import WanPipeline
+
+    model, _, _ = _wan_run(tmp_path, "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", torch.float32)
+    pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    pipe.load_lora_weights(tmp_path / "out")
+    _check_wan_lora(pipe.transformer, load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors")),
+                    "default_0")
+
+
+def test_wan2_2_ti2v_5b_layout(tmp_path):
+    """TI2V-5B (48-channel 16x VAE, expand_timesteps) under --family wan: text-to-video mode, its 24 fps."""
+    from diffusers import WanPipeline
+
+    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.2-TI2V-5B-Diffusers", torch.float32)
+    assert "TI2V-5B: 0% of samples in image-to-video mode" in text and "at 24 fps" in text
+    pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    pipe.load_lora_weights(tmp_path / "out")
+    _check_wan_lora(pipe.transformer, load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors")),
+                    "default_0")
+
+
+def test_wan2_1_i2v_14b_480p_layout(tmp_path):
+    """The 14B-wide I2V transformer (CLIP branch: image_dim 1280, added K/V) with the repo's CLIP ViT-H/14 image
+    encoder and image processor; bf16 on disk keeps the folder small (the run loads it in fp32:
+    --mixed_precision no). The conditioning image is each clip's first frame."""
+    from diffusers import WanImageToVideoPipeline
+
+    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers", torch.bfloat16,
+                              "--family", "wan_i2v")
+    assert "CLIP image embedding" in text
+    pipe = WanImageToVideoPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    pipe.load_lora_weights(tmp_path / "out")
+    _check_wan_lora(pipe.transformer, load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors")),
+                    "default_0")
+
+
+def test_wan2_2_t2v_a14b_layout_both_experts(tmp_path):
+    """Two 14B-wide experts of one block each (bf16 on disk), --wan_expert both over two updates (high, then low);
+    the adapter index says how the stock WanPipeline loads each file, and each expert gets its own LoRA."""
+    import json
+
+    from diffusers import WanPipeline
+
+    hub_id = "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
+    model, text, _ = _wan_run(tmp_path, hub_id, torch.bfloat16, "--wan_expert", "both", steps=2)
+    assert "training both experts, alternating steps" in text
+    out = tmp_path / "out"
+    index = json.loads((out / "dit_lora_adapter_files.json").read_text())["files"]
+    assert [(f["label"], f["load_kwargs"]) for f in index] == [("high", {}), ("low", {"load_into_transformer_2": True})]
+    pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    for f, name in zip(index, ("high", "low")):  # what a user does with the index: one call per file
+        pipe.load_lora_weights(out, weight_name=f["file"], adapter_name=name, **f["load_kwargs"])
+    high, low = (load_file(str(out / f["file"])) for f in index)
+    _check_wan_lora(pipe.transformer, high, "high")
+    _check_wan_lora(pipe.transformer_2, low, "low")
+    assert not any("lora_" in n for n, _ in pipe.transformer.named_parameters() if ".low." in n)
+    assert any(not torch.equal(high[k], low[k]) for k in high if "lora_B" in k)  # each trained on its own step
