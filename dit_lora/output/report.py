@@ -110,14 +110,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
         if caps.backbone_patterns(family, cfg) and family.adapter_weight_name == ADAPTER_FILE else ""
     )
-    loaders = ("`load_lora_weights`, ComfyUI and other loaders that read no alpha" if family.adapter_weight_name ==
-               ADAPTER_FILE else "`dit_lora.load_adapter`, `PeftModel.from_pretrained` and other loaders")
-    alpha, rank = cfg.effective_lora_alpha, cfg.rank
-    strength = (
-        f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
-        "is folded into the lora_B weights\nand the files store alpha = rank"
-        if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
-    ) + f", so {loaders} all apply the trained strength."
+    strength = _strength_note(family, cfg) + _exports_note(family)
     quantized = _quantized_note(cfg)
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
@@ -148,6 +141,39 @@ LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def _strength_note(family, cfg) -> str:
+    """The card's sentence on the strength an adapter loads at, naming only the loaders a test loads it with.
+
+    A diffusers-format file (``pytorch_lora_weights.safetensors``): ``load_lora_weights`` on the file, and on the
+    same tensors with the safetensors metadata stripped, which is what a loader that reads no alpha and takes
+    alpha = rank sees (tests/output/test_adapter.py, tests/families/cogvideox/test_spec.py). A PEFT folder:
+    ``dit_lora.load_adapter`` and ``PeftModel.from_pretrained`` (tests/families/dit/test_spec.py,
+    tests/e2e/test_videochat.py). No other consumer is named: ComfyUI, for one, has no Sana or DiT model and other
+    CogVideoX key names (issue 28), so it loads none of those files.
+    """
+    alpha, rank = cfg.effective_lora_alpha, cfg.rank
+    start = (
+        f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
+        "is folded into the lora_B weights\nand the files store alpha = rank"
+        if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
+    )
+    if family.adapter_weight_name == ADAPTER_FILE:
+        return (f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
+                "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
+                "metadata stripped).")
+    return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."
+
+
+def _exports_note(family) -> str:
+    """The other formats a family writes (``Exports``), each with the family's own description of it."""
+    exports = caps.capability(family, caps.Exports)
+    if exports is None:
+        return ""
+    lines = [f"- `{fmt}`: {desc}" for fmt, desc in exports.export_formats().items()]
+    return ("\n\nOther formats (`dit-lora export OUTPUT_DIR --format FORMAT` writes them beside the adapter):\n"
+            + "\n".join(lines))
 
 
 def _quantized_note(cfg) -> str:

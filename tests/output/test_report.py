@@ -105,3 +105,53 @@ def test_config_dict_is_flat_with_the_familys_own_options_beside_the_common_ones
     assert values["num_classes"] == 7 and values["resolution"] == 64 and values["family"] == "dit"
     assert "family_options" not in values
     assert config_dict(TrainConfig.for_family("sana"))["weighting_scheme"] == "logit_normal"
+
+
+# ---- the model card's strength sentence: only loaders a test loads the file with -------------------------------------
+def _card(family_name: str, tmp_path, **values) -> str:
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+    from dit_lora.output.report import write_model_card
+
+    cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path="org/model", **values)
+    path = write_model_card(get_family(family_name), cfg, tmp_path, {"steps": 2}, [])
+    return " ".join(path.read_text().split())
+
+
+@pytest.mark.parametrize("family_name", ["sana", "dit"])
+def test_card_names_only_the_loaders_the_tests_load_with(family_name, tmp_path):
+    """ComfyUI has no Sana or DiT model and other CogVideoX key names (issue 28: 0 of 32 tensors matched), so no
+    card names it; a diffusers file names load_lora_weights and a metadata-blind loader as the tests check it (the
+    metadata stripped), a PEFT folder load_adapter and PeftModel.from_pretrained."""
+    card = _card(family_name, tmp_path, rank=4, lora_alpha=8)
+    assert "Load it at scale 1.0: the trained LoRA scale alpha / rank = 2 (rank 4, alpha 8) is folded" in card
+    assert "ComfyUI" not in card and "other loaders" not in card
+    if family_name == "sana":
+        assert ("diffusers' `load_lora_weights` applies the trained strength, and so does a loader that reads no alpha "
+                "and assumes alpha = rank (checked in dit-lora's tests by loading such a file with its metadata "
+                "stripped)") in card
+    else:
+        assert "`dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength" in card
+        assert "load_lora_weights` applies" not in card
+
+
+def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
+    """alpha = rank says so; a family declaring Exports lists each format with its own description (the Sana spec
+    with a stand-in Exports, so no family's wording is asserted here)."""
+    from dit_lora.families import capabilities as caps
+    from dit_lora.families import get_family
+    from dit_lora.output.report import _exports_note
+
+    card = _card("sana", tmp_path, rank=8, lora_alpha=8)
+    assert "Load it at scale 1.0: rank 8, alpha = rank, so diffusers' `load_lora_weights`" in card
+    assert "Other formats" not in card
+
+    class Exporting:
+        capabilities = (caps.Exports,)
+
+        def export_formats(self):
+            return {"fmt": "what fmt holds and how it was checked"}
+
+    assert _exports_note(get_family("sana")) == ""
+    note = _exports_note(Exporting())
+    assert "`dit-lora export OUTPUT_DIR --format FORMAT`" in note and "- `fmt`: what fmt holds and how it was checked" in note
