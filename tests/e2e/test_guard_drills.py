@@ -244,6 +244,73 @@ def test_fault_drills_on_dit(tiny_dit, shape_classes, tmp_path):
     _all_files_finite(out)
 
 
+@pytest.fixture(scope="module")
+def tiny_wan(tmp_path_factory) -> tuple[Path, Path]:
+    """The tiny Wan 2.1 text-to-video pipeline and 4 moving-square clips (9 frames of 64 px at 16 fps)."""
+    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.families.wan.demo import build_tiny_wan_pipeline
+
+    root = tmp_path_factory.mktemp("wan-drills")
+    return (build_tiny_wan_pipeline(root / "tiny-wan", variant="2.1-t2v"),
+            make_moving_square_dataset(root / "clips", n=4, num_frames=9, fps=16, seed=3))
+
+
+#: Wan's video flags (the tiny pipeline's 9 x 64 x 64; fp32, as the video families' e2e tests on a CPU)
+WAN = dict(family="wan", resolution=None, center_crop=None, max_num_frames=9, height=64, width=64, train_batch_size=2,
+           mixed_precision="no")
+
+
+@pytest.mark.slow
+def test_fault_drills_on_wan(tiny_wan, tmp_path):
+    """The same guarantees on a video family (Wan 2.1 T2V: cached clip latents, rectified-flow loss): each drilled
+    update leaves every weight, moment and learning rate as it was; the first fault is diagnosed as bad data naming
+    the clip."""
+    model, clips = tiny_wan
+    rec = StateRecorder()
+    summary, out = _train(model, clips, tmp_path, on_step=rec, **WAN, max_train_steps=6,
+                          inject_faults="nan_batch@2,nan_loss@3,inf_grad@4,nan_grad@5",
+                          max_skipped_fraction=1.0)  # a drill: 4 of 6 skipped on purpose
+    assert isinstance(summary, dict), summary
+    for bad in (2, 3, 4, 5):
+        assert _same(rec.states[bad], rec.states[bad - 1]), f"step {bad} changed the state"
+    assert not _same(rec.states[6], rec.states[5])
+    assert summary["skipped_steps"] == 4 and summary["applied_updates"] == 2 and summary["status"] == "completed"
+    assert summary["nonfinite_losses"] == 2 and summary["nonfinite_grads"] == 3  # nan_batch: both
+    first = json.loads((out / "nonfinite_report.json").read_text())["first_fault"]
+    assert first["step"] == 2 and first["classification"] == "data", first
+    assert str(clips) in json.dumps(first["inputs"]), first["inputs"]  # the poisoned clip is named
+    _all_files_finite(out)
+
+
+@pytest.mark.slow
+def test_wan_fault_streak_rolls_back_and_ends_with_the_verdict(tiny_wan, tmp_path):
+    """A NaN streak over Wan's last 4 of 8 updates: each 2 in a row roll back to the step-4 weights at a halved
+    learning rate; the run ends with the verdict (exit 3) and the step-4 adapter, labelled the last finite state."""
+    from dit_lora.training.recovery import RunUnhealthy
+
+    model, clips = tiny_wan
+    rec = StateRecorder()
+    result, out = _train(model, clips, tmp_path, on_step=rec, **WAN, max_train_steps=8, inject_faults="nan_loss@5-8",
+                         max_consecutive_skips=2, lr_scheduler="constant")
+    assert isinstance(result, RunUnhealthy) and result.exit_code == 3, result
+    assert "last check window" in str(result)
+    summary = read_summary(out)
+    assert [(e["step"], e["restored_step"], e["lr_factor"]) for e in summary["rollback_events"]] == [
+        (6, 4, 0.5), (8, 4, 0.25)]
+    assert summary["skipped_steps"] == 4 and summary["applied_updates"] == 4
+    assert summary["verdict"] == str(result)
+    _assert_labelled_last_finite(out, summary)
+    # The adapter is the step-4 weights (alpha 8 / rank 4 folded into lora_B).
+    adapter = load_file(str(out / "pytorch_lora_weights.safetensors"))
+    trained = rec.states[4]["params"]
+    assert len(adapter) == len(trained)
+    for name, value in trained.items():
+        assert torch.equal(adapter["transformer." + name.replace(".default.", ".")],
+                           value * 2 if ".lora_B." in name else value), name
+    report = json.loads((out / "nonfinite_report.json").read_text())
+    assert report["first_fault"]["step"] == 5 and len(report["rollbacks"]) == 2
+
+
 @pytest.fixture
 def restore_attention():
     import torch.nn.functional as F
