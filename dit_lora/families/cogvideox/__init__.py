@@ -19,4 +19,5 @@ ENTRY = FamilyEntry(
     options={"cogvideox": f"{__name__}.options:CogVideoXOptions",
              "cogvideox_i2v": f"{__name__}.options:CogVideoXI2VOptions"},
     demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"), recipe="cogvideox_lora.py",
+    docs="docs/guides/cogvideox.md",
 )

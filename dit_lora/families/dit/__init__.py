@@ -15,4 +15,5 @@ ENTRY = FamilyEntry(
     catalogue=f"{__name__}.catalogue",
     demo_configs=("dit_class/demo.yaml",),
     recipe="dit_class_lora.py",  # recipes/dit_lora.py would shadow the dit_lora package
+    docs="docs/guides/dit.md",
 )

@@ -14,4 +14,5 @@ ENTRY = FamilyEntry(
     names=("sana",), factory=f"{__name__}:make", options=f"{__name__}.options:SanaOptions",
     catalogue=f"{__name__}.catalogue",
     demo_configs=("sana/demo.yaml",), recipe="sana_lora.py",
+    docs="docs/guides/sana.md",
 )

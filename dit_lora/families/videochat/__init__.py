@@ -18,4 +18,5 @@ ENTRY = FamilyEntry(
     names=tuple(_architectures.names()), factory=f"{__name__}:make", options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
     demo_configs=("videochat/demo.yaml",), recipe="videochat_lora.py",
+    docs="docs/guides/video-llms.md",
 )
