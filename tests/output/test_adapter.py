@@ -163,3 +163,105 @@ def test_a_missing_folder_or_a_folder_without_adapter_files_is_named(tmp_path):
         adapter_folder(tmp_path / "nowhere")
     with pytest.raises(UserError, match="No adapter_model.safetensors and adapter_config.json in"):
         load_adapter_files(torch.nn.Linear(2, 2), tmp_path)
+
+
+# ---- the adapter index (dit_lora_adapter_files.json) ------------------------------------------------------------
+class _RecordingPipe:
+    """A pipeline stand-in that records each ``load_lora_weights`` call (file and keyword arguments)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def load_lora_weights(self, folder, **kwargs):
+        self.calls.append((folder, kwargs))
+
+
+def _index_folder(tmp_path, entries, files=("a.safetensors", "b.safetensors")):
+    from dit_lora.output.adapter import write_adapter_index
+
+    for name in files:
+        (tmp_path / name).write_bytes(b"stand-in")
+    write_adapter_index(tmp_path, entries)
+    return tmp_path
+
+
+def test_a_valid_index_loads_every_file_with_its_arguments(tmp_path):
+    from dit_lora.output.adapter import adapter_index
+
+    folder = _index_folder(tmp_path, [
+        {"file": "a.safetensors", "label": "high", "load_kwargs": {}},
+        {"file": "b.safetensors", "label": "low noise!", "expert": "note",
+         "load_kwargs": {"load_into_transformer_2": True}},
+    ])
+    assert adapter_index(folder) == [
+        {"file": "a.safetensors", "label": "high", "load_kwargs": {}},
+        {"file": "b.safetensors", "label": "low_noise_", "load_kwargs": {"load_into_transformer_2": True}}]
+    pipe = _RecordingPipe()
+    load_adapter_files(pipe, folder, adapter_name="style")
+    assert pipe.calls == [
+        (str(folder), {"weight_name": "a.safetensors", "adapter_name": "style_high", "use_safetensors": True}),
+        (str(folder), {"weight_name": "b.safetensors", "adapter_name": "style_low_noise_", "use_safetensors": True,
+                       "load_into_transformer_2": True})]
+    pipe = _RecordingPipe()
+    load_adapter_files(pipe, folder)  # no name: diffusers picks one per file
+    assert [c[1]["adapter_name"] for c in pipe.calls] == [None, None]
+
+
+def test_without_an_index_the_single_file_loads(tmp_path):
+    (tmp_path / ADAPTER_FILE).write_bytes(b"stand-in")
+    pipe = _RecordingPipe()
+    load_adapter_files(pipe, tmp_path)
+    assert pipe.calls == [(str(tmp_path), {"weight_name": ADAPTER_FILE, "adapter_name": None, "use_safetensors": True})]
+
+
+@pytest.mark.parametrize("entry,says", [
+    ({"file": "../a.safetensors", "label": "x"}, "file '../a.safetensors' is not a .safetensors file name inside"),
+    ({"file": "sub/a.safetensors", "label": "x"}, "file 'sub/a.safetensors' is not a .safetensors file name inside"),
+    ({"file": "/etc/a.safetensors", "label": "x"}, "is not a .safetensors file name inside"),
+    ({"file": "..", "label": "x"}, "file '..' is not a .safetensors file name"),
+    ({"file": "a.bin", "label": "x"}, "file 'a.bin' is not a .safetensors file name"),
+    ({"file": "c.safetensors", "label": "x"}, "c.safetensors is missing"),
+    ({"file": "a.safetensors", "label": "x", "load_kwargs": {"adapter_name": "evil"}},
+     "load_kwargs {'adapter_name': 'evil'} (allowed: load_into_transformer_2)"),
+    ({"file": "a.safetensors", "label": "x", "load_kwargs": {"load_into_transformer_2": "yes"}}, "allowed:"),
+    ({"label": "x"}, "'file'"),
+])
+def test_a_damaged_index_is_refused_in_one_paragraph(tmp_path, entry, says):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.safetensors").write_bytes(b"stand-in")
+    folder = _index_folder(tmp_path, [entry])
+    pipe = _RecordingPipe()
+    with pytest.raises(UserError) as caught:
+        load_adapter_files(pipe, folder)
+    text = str(caught.value)
+    assert says in text, text
+    assert text.startswith(f"`{folder / 'dit_lora_adapter_files.json'}` cannot be used (") and "\n" not in text
+    assert "restore it from the run, or delete it" in text
+    assert pipe.calls == []  # nothing loaded from a damaged index
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"files": 3}', '{"files": [3]}', '{"entries": []}'])
+def test_an_index_that_is_not_the_format_is_refused(tmp_path, text):
+    from dit_lora.output.adapter import adapter_index
+
+    (tmp_path / "dit_lora_adapter_files.json").write_text(text)
+    with pytest.raises(UserError, match=r"dit_lora_adapter_files.json` cannot be used \(") as caught:
+        adapter_index(tmp_path)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_stale_index_is_removed_when_a_run_without_one_overwrites_the_folder(tmp_path):
+    """A Wan A14B run's index left in a folder that a single-file run then writes would send the loader to the old
+    files; write_adapter removes it (and keeps the index a run writes itself: tests/families/wan/test_outputs.py)."""
+    from dit_lora.output.adapter import adapter_index
+
+    _index_folder(tmp_path, [{"file": "a.safetensors", "label": "high", "load_kwargs": {}}])
+    family = get_family("sana")
+    lora = {"transformer_blocks.0.attn1.to_q.lora_A.weight": torch.ones(1, 4),
+            "transformer_blocks.0.attn1.to_q.lora_B.weight": torch.ones(4, 1)}
+    written = write_adapter(family, tmp_path, lora, {"r": 1, "lora_alpha": 1}, {}, [])
+    assert [p.name for p in written] == [ADAPTER_FILE]
+    assert not (tmp_path / "dit_lora_adapter_files.json").exists() and adapter_index(tmp_path) is None
+    pipe = _RecordingPipe()
+    load_adapter_files(pipe, tmp_path)
+    assert [c[1]["weight_name"] for c in pipe.calls] == [ADAPTER_FILE]

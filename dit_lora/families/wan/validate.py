@@ -56,9 +56,10 @@ def _check_kind(family, cfg: TrainConfig, info) -> None:
         )
     if info.kind and info.kind not in family.kinds:
         other = FAMILY_FOR["i2v" if family.task == "t2v" else "t2v"]
+        article = "an" if KIND[info.kind][0] in "aeiou" else "a"
         raise UserError(
-            f"`{path}` is a {KIND[info.kind]} Wan checkpoint ({info.evidence}), but --family {family.name} trains "
-            f"{KIND[family.task]}. Use --family {other}."
+            f"`{path}` is {article} {KIND[info.kind]} Wan checkpoint ({info.evidence}), but --family {family.name} "
+            f"trains {KIND[family.task]}. Use --family {other}."
         )
 
 

@@ -1,0 +1,132 @@
+"""families/wan/info.py: what a Wan checkpoint's small config files say, read from each tiny demo variant and from
+the catalogue's copies of the published configs (a catalogued Hub id is read offline, without a download).
+
+Expected values: the published ``model_index.json`` (``boundary_ratio`` 0.875 for T2V-A14B and 0.9 for I2V-A14B,
+``expand_timesteps`` for TI2V-5B; diffusers ``scripts/convert_wan_to_diffusers.py``), the VAE configs (z_dim 16,
+8x spatial; the Wan 2.2 VAE z_dim 48, 16x), Wan's READMEs / ``wan/configs`` (16 fps and 81 frames at 480x832;
+TI2V-5B 24 fps, 121 frames at 704x1280) and Wan's ``generate.py`` sequence length: 32760 tokens for 81x480x832
+(21 latent frames x 30 x 52 patches).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from offline import no_network
+
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.config import TrainConfig
+from dit_lora.families.wan.catalogue import ENTRIES
+from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS, build_tiny_wan_pipeline
+from dit_lora.families.wan.info import WanInfo, wan_info
+
+#: (kind, two_experts, boundary_ratio, expand_timesteps, z_dim, vae_spatial, fps, image_encoder, pipeline class)
+T2V21 = ("t2v", False, None, False, 16, 8, 16, False, "WanPipeline")
+I2V21 = ("i2v", False, None, False, 16, 8, 16, True, "WanImageToVideoPipeline")
+TI2V = ("ti2v", False, None, True, 48, 16, 24, False, "WanPipeline")
+T2V_A14B = ("t2v", True, 0.875, False, 16, 8, 16, False, "WanPipeline")
+I2V_A14B = ("i2v", True, 0.9, False, 16, 8, 16, False, "WanImageToVideoPipeline")
+BY_VARIANT = {"2.1-t2v": T2V21, "2.1-i2v": I2V21, "2.2-ti2v": TI2V, "2.2-t2v-a14b": T2V_A14B,
+              "2.2-i2v-a14b": I2V_A14B}
+BY_HUB_ID = {
+    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": T2V21, "Wan-AI/Wan2.1-T2V-14B-Diffusers": T2V21,
+    "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers": I2V21, "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers": I2V21,
+    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": TI2V, "Wan-AI/Wan2.2-T2V-A14B-Diffusers": T2V_A14B,
+    "Wan-AI/Wan2.2-I2V-A14B-Diffusers": I2V_A14B,
+}
+LAYERS = {"Wan-AI/Wan2.1-T2V-1.3B-Diffusers": 30, "Wan-AI/Wan2.2-TI2V-5B-Diffusers": 30}  # the others: 40
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _offline():
+    yield from no_network()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
+    root = tmp_path_factory.getbasetemp() / "wan_tiny"
+    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+
+
+def _cfg(path, family="wan") -> TrainConfig:
+    return TrainConfig.for_family(family, pretrained_model_name_or_path=str(path))
+
+
+def _check(info: WanInfo, expected: tuple) -> None:
+    kind, two, boundary, expand, z_dim, spatial, fps, image_encoder, pipeline = expected
+    assert (info.kind, info.two_experts, info.boundary_ratio, info.expand_timesteps) == (kind, two, boundary, expand)
+    assert (info.z_dim, info.vae_spatial, info.vae_temporal, info.patch) == (z_dim, spatial, 4, (1, 2, 2))
+    assert (info.fps, info.image_encoder, info.pipeline_class) == (fps, image_encoder, pipeline)
+    assert info.in_channels == (2 * z_dim + 4 if kind == "i2v" else z_dim)
+    assert info.size_multiple == 2 * spatial  # VAE downsampling x patch 2
+    assert info.version == ("2.2" if two or expand else "2.1")
+    frames, height, width, why = info.trained_size()
+    if expand:
+        assert (frames, height, width) == (121, 704, 1280) and "TI2V-5B" in why
+        assert info.latent_tokens(frames, height, width) == 31 * 22 * 40  # 27280: Wan2.2 TI2V-5B's seq_len
+    else:
+        assert (frames, height, width) == (81, 480, 832)
+        assert info.latent_tokens(frames, height, width) == 32760  # Wan 2.1's 480p seq_len
+    described = info.describe()
+    assert described.startswith(f"Wan {info.version} ") and f"{z_dim} channels" in described
+    assert ("boundary_ratio" in described) == two and ("CLIP" in described) == image_encoder
+
+
+@pytest.mark.parametrize("variant", WAN_DEMO_VARIANTS)
+def test_each_tiny_variant_reads_as_its_checkpoint(tiny, variant):
+    info = wan_info(_cfg(tiny(variant), "wan_i2v" if "i2v" in variant else "wan"))
+    _check(info, BY_VARIANT[variant])
+    assert info.layers == 1 and info.flow_shift == (5.0 if variant == "2.2-ti2v" else 3.0)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.hub_id)
+def test_each_catalogued_hub_id_reads_offline_from_the_catalogue(entry):
+    cfg = _cfg(entry.hub_id, entry.family)
+    assert config_reader(cfg)("", "model_index.json") == entry.configs["model_index.json"]  # the published copy
+    info = wan_info(cfg)
+    _check(info, BY_HUB_ID[entry.hub_id])
+    assert info.layers == LAYERS.get(entry.hub_id, 40)
+    assert info.flow_shift == (5.0 if "TI2V" in entry.hub_id else 3.0)
+    assert {"wan": ("t2v", "ti2v"), "wan_i2v": ("i2v",)}[entry.family].count(info.kind) == 1
+
+
+def test_latent_tokens_count_the_causal_first_frame_and_patches():
+    info = WanInfo()
+    assert info.latent_tokens(1, 64, 64) == 1 * 4 * 4  # one frame: one latent frame
+    assert info.latent_tokens(9, 64, 64) == 3 * 4 * 4  # (9 - 1) / 4 + 1 latent frames
+    assert info.latent_tokens(81, 720, 1280) == 21 * 45 * 80  # Wan 2.1 720p: 75600
+    ti2v = WanInfo(vae_spatial=16, z_dim=48, in_channels=48, expand_timesteps=True)
+    assert ti2v.size_multiple == 32 and ti2v.latent_tokens(9, 64, 64) == 3 * 2 * 2
+
+
+def test_unreadable_configs_give_the_defaults_and_no_kind(tmp_path):
+    info = wan_info(_cfg(tmp_path / "missing"))
+    assert info.kind is None and info.pipeline_class is None and info.evidence == ""
+    assert info == WanInfo()
+
+
+def _edited(tiny, tmp_path, variant, **index):
+    folder = tmp_path / variant
+    shutil.copytree(tiny(variant), folder)
+    path = folder / "model_index.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **index}))
+    return folder
+
+
+def test_experts_need_both_transformers_named_in_model_index(tiny, tmp_path):
+    """TI2V-5B's published model_index.json has ``transformer_2: [null, null]``: one expert, not two."""
+    folder = _edited(tiny, tmp_path, "2.2-t2v-a14b", transformer_2=[None, None], boundary_ratio=None)
+    info = wan_info(_cfg(folder))
+    assert not info.two_experts and info.boundary_ratio is None and info.version == "2.1"
+
+
+def test_an_unknown_channel_count_is_no_kind(tiny, tmp_path):
+    folder = tmp_path / "fun"
+    shutil.copytree(tiny("2.1-t2v"), folder)
+    config = folder / "transformer" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "in_channels": 48}))  # e.g. a control model
+    info = wan_info(_cfg(folder))
+    assert info.kind is None and "in_channels 48, VAE z_dim 16" in info.evidence

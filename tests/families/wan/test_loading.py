@@ -1,0 +1,151 @@
+"""families/wan/loading.py: only the trained expert(s) of an A14B checkpoint are read (``--wan_expert high`` never
+opens ``transformer_2``), the dtypes diffusers' Wan docs load them in (VAE fp32; transformer and UMT5 in the run's
+dtype), and the memory plan's components build on the meta device for every tiny variant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from offline import no_network
+
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.config import TrainConfig
+from dit_lora.families import get_family
+from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS, build_tiny_wan_pipeline
+from dit_lora.families.wan.experts import WanExperts
+from dit_lora.families.wan.loading import trained_experts
+
+FAMILY = {"2.1-t2v": "wan", "2.1-i2v": "wan_i2v", "2.2-ti2v": "wan", "2.2-t2v-a14b": "wan", "2.2-i2v-a14b": "wan_i2v"}
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _offline():
+    yield from no_network()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
+    root = tmp_path_factory.getbasetemp() / "wan_tiny"
+    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+
+
+@pytest.fixture
+def subfolders(monkeypatch):
+    """The subfolders ``WanTransformer3DModel.from_pretrained`` is asked for, in order (the real load still runs)."""
+    from diffusers import WanTransformer3DModel
+
+    asked: list[str] = []
+    original = WanTransformer3DModel.from_pretrained.__func__
+
+    def spy(cls, *args, **kwargs):
+        asked.append(kwargs.get("subfolder"))
+        return original(cls, *args, **kwargs)
+
+    monkeypatch.setattr(WanTransformer3DModel, "from_pretrained", classmethod(spy))
+    return asked
+
+
+def _cfg(path, family="wan", **values) -> TrainConfig:
+    return TrainConfig.for_family(family, pretrained_model_name_or_path=str(path), train_data_dir="clips", **values)
+
+
+def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k].float(), sb[k].float()) for k in sa)
+
+
+def _direct(path, subfolder, dtype=torch.bfloat16):
+    from diffusers import WanTransformer3DModel
+
+    return WanTransformer3DModel.from_pretrained(path, subfolder=subfolder, torch_dtype=dtype)
+
+
+@pytest.mark.parametrize("expert,subfolder", [("high", "transformer"), ("low", "transformer_2")])
+def test_one_expert_loads_only_its_transformer(tiny, subfolders, expert, subfolder):
+    path = tiny("2.2-t2v-a14b")
+    family = get_family("wan")
+    comps = family.load_components(_cfg(path, wan_expert=expert), CPU)
+    assert subfolders == [subfolder]
+    assert not isinstance(comps.model, WanExperts)
+    assert comps.extras["expert"] == expert and comps.extras["trained_experts"] == [expert]
+    assert _same_weights(comps.model, _direct(path, subfolder))  # the right expert's weights, not the other's
+    assert not _same_weights(comps.model, _direct(path, "transformer_2" if expert == "high" else "transformer"))
+    first, end = comps.extras["index_ranges"][expert]
+    timesteps = comps.extras["flow_tables"][1][first:end]
+    owns_high = timesteps >= 0.875 * 1000  # the pipelines route t >= boundary_ratio * 1000 to `transformer`
+    assert bool(owns_high.all()) if expert == "high" else not bool(owns_high.any())
+
+
+def test_both_experts_build_wan_experts(tiny, subfolders):
+    path = tiny("2.2-t2v-a14b")
+    comps = get_family("wan").load_components(_cfg(path), CPU)  # --wan_expert defaults to both
+    assert subfolders == ["transformer", "transformer_2"]
+    model = comps.model
+    assert isinstance(model, WanExperts) and model.offload is True
+    assert _same_weights(model.high, _direct(path, "transformer"))
+    assert _same_weights(model.low, _direct(path, "transformer_2"))
+    assert comps.extras["trained_experts"] == ["high", "low"] and comps.extras["boundary_ratio"] == 0.875
+    assert hasattr(model, "add_adapter")  # LoRA attaches through diffusers' PeftAdapterMixin
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def test_single_expert_checkpoints_load_transformer(tiny, subfolders):
+    family = get_family("wan")
+    cfg = _cfg(tiny("2.1-t2v"))
+    assert trained_experts(family, cfg) == ["high"]
+    comps = family.load_components(cfg, CPU)
+    assert subfolders == ["transformer"] and comps.extras["expert"] is None
+
+
+@pytest.mark.parametrize("variant", ["2.1-t2v", "2.1-i2v", "2.2-ti2v"])
+def test_default_dtypes(tiny, variant):
+    """VAE (and 2.1 I2V's CLIP) in fp32, transformer and UMT5 in bf16 (the default --mixed_precision), even though
+    the tiny folders store everything in fp32; the family's expected dtypes say the same."""
+    family = get_family(FAMILY[variant])
+    cfg = _cfg(tiny(variant), FAMILY[variant])
+    assert cfg.weight_dtype == torch.bfloat16
+    comps = family.load_components(cfg, CPU)
+    dtypes = {"model": comps.model.dtype, "vae": comps.encoders["vae"].dtype,
+              "text_encoder": comps.encoders["text_encoder"].dtype}
+    if "image_encoder" in comps.encoders:
+        dtypes["image_encoder"] = comps.encoders["image_encoder"].dtype
+    expected = {"model": torch.bfloat16, "vae": torch.float32, "text_encoder": torch.bfloat16}
+    if variant == "2.1-i2v":
+        expected["image_encoder"] = torch.float32
+        assert "image_processor" in comps.encoders
+    assert dtypes == expected == family.expected_dtypes(comps, cfg)
+    assert comps.encoders["tokenizer"] is not None
+
+
+def test_mixed_precision_no_loads_fp32(tiny):
+    comps = get_family("wan").load_components(_cfg(tiny("2.1-t2v"), mixed_precision="no"), CPU)
+    assert comps.model.dtype == comps.encoders["text_encoder"].dtype == torch.float32
+
+
+@pytest.mark.parametrize("variant", WAN_DEMO_VARIANTS)
+def test_plan_components_build_on_meta(tiny, variant):
+    family = get_family(FAMILY[variant])
+    cfg = _cfg(tiny(variant), FAMILY[variant])
+    comps = family.plan_components(cfg, config_reader(cfg), 2)
+    params = list(comps.model.parameters()) + list(comps.encoders["vae"].parameters())
+    assert params and all(p.is_meta for p in params)
+    assert len(comps.model.blocks) == 2  # the requested depth, not the config's
+    assert comps.model.dtype == torch.bfloat16 and comps.encoders["vae"].dtype == torch.float32
+    # --wan_expert both with offload (the default): only one expert is on the device at a time
+    assert not isinstance(comps.model, WanExperts)
+    if variant == "2.1-i2v":
+        clip = config_reader(cfg)("image_encoder", "config.json")  # CLIP: one token per patch plus the class token
+        assert comps.extras["clip_tokens"] == (clip["image_size"] // clip["patch_size"]) ** 2 + 1
+    batches = family.plan_batches(cfg, comps)
+    assert batches and all(b["latents"].shape[1] == comps.model.config.out_channels for _, b in batches)
+
+
+def test_plan_without_offload_holds_both_experts(tiny):
+    family = get_family("wan")
+    cfg = _cfg(tiny("2.2-t2v-a14b"), offload_inactive_expert=False)
+    comps = family.plan_components(cfg, config_reader(cfg), 1)
+    assert isinstance(comps.model, WanExperts) and comps.model.high.device.type == "meta"
+    high = _cfg(tiny("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
+    assert not isinstance(family.plan_components(high, config_reader(high), 1).model, WanExperts)
