@@ -1,7 +1,8 @@
 """Shared fixtures of the Wan family tests: tiny offline pipelines (built once per session, on demand), the family's
 own loading of them, pixel clips, and a stand-in transformer that records what the loss feeds it.
 
-Nothing here is autouse: the other test modules of this folder keep their own fixtures.
+Nothing here is autouse; a module that must not reach the network says `pytestmark =
+pytest.mark.usefixtures("wan_offline")`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY
 
 FRAMES, HEIGHT, WIDTH = (TINY_WAN_GEOMETRY[k] for k in ("num_frames", "height", "width"))
 PROMPTS = ["a red square moving left to right", "blue"]
+
+
+@pytest.fixture(scope="module")
+def wan_offline():
+    """No network for the module's tests (tests/support/offline.py)."""
+    from offline import no_network
+
+    yield from no_network()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""families/wan/info.py: what a Wan checkpoint's small config files say, read from each tiny demo variant and from
+"""families/wan/info.py: what a Wan checkpoint's small config files say, read from each wan_model demo variant and from
 the catalogue's copies of the published configs (a catalogued Hub id is read offline, without a download).
 
 Expected values: the published ``model_index.json`` (``boundary_ratio`` 0.875 for T2V-A14B and 0.9 for I2V-A14B,
@@ -14,12 +14,11 @@ import json
 import shutil
 
 import pytest
-from offline import no_network
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.families.wan.catalogue import ENTRIES
-from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS, build_tiny_wan_pipeline
+from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS
 from dit_lora.families.wan.info import WanInfo, wan_info
 
 #: (kind, two_experts, boundary_ratio, expand_timesteps, z_dim, vae_spatial, fps, image_encoder, pipeline class)
@@ -39,16 +38,7 @@ BY_HUB_ID = {
 LAYERS = {"Wan-AI/Wan2.1-T2V-1.3B-Diffusers": 30, "Wan-AI/Wan2.2-TI2V-5B-Diffusers": 30}  # the others: 40
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _offline():
-    yield from no_network()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
-    root = tmp_path_factory.getbasetemp() / "wan_tiny"
-    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+pytestmark = pytest.mark.usefixtures("wan_offline")  # the shared fixtures: conftest.py
 
 
 def _cfg(path, family="wan") -> TrainConfig:
@@ -76,8 +66,8 @@ def _check(info: WanInfo, expected: tuple) -> None:
 
 
 @pytest.mark.parametrize("variant", WAN_DEMO_VARIANTS)
-def test_each_tiny_variant_reads_as_its_checkpoint(tiny, variant):
-    info = wan_info(_cfg(tiny(variant), "wan_i2v" if "i2v" in variant else "wan"))
+def test_each_tiny_variant_reads_as_its_checkpoint(wan_model, variant):
+    info = wan_info(_cfg(wan_model(variant), "wan_i2v" if "i2v" in variant else "wan"))
     _check(info, BY_VARIANT[variant])
     assert info.layers == 1 and info.flow_shift == (5.0 if variant == "2.2-ti2v" else 3.0)
 
@@ -108,24 +98,24 @@ def test_unreadable_configs_give_the_defaults_and_no_kind(tmp_path):
     assert info == WanInfo()
 
 
-def _edited(tiny, tmp_path, variant, **index):
+def _edited(wan_model, tmp_path, variant, **index):
     folder = tmp_path / variant
-    shutil.copytree(tiny(variant), folder)
+    shutil.copytree(wan_model(variant), folder)
     path = folder / "model_index.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), **index}))
     return folder
 
 
-def test_experts_need_both_transformers_named_in_model_index(tiny, tmp_path):
+def test_experts_need_both_transformers_named_in_model_index(wan_model, tmp_path):
     """TI2V-5B's published model_index.json has ``transformer_2: [null, null]``: one expert, not two."""
-    folder = _edited(tiny, tmp_path, "2.2-t2v-a14b", transformer_2=[None, None], boundary_ratio=None)
+    folder = _edited(wan_model, tmp_path, "2.2-t2v-a14b", transformer_2=[None, None], boundary_ratio=None)
     info = wan_info(_cfg(folder))
     assert not info.two_experts and info.boundary_ratio is None and info.version == "2.1"
 
 
-def test_an_unknown_channel_count_is_no_kind(tiny, tmp_path):
+def test_an_unknown_channel_count_is_no_kind(wan_model, tmp_path):
     folder = tmp_path / "fun"
-    shutil.copytree(tiny("2.1-t2v"), folder)
+    shutil.copytree(wan_model("2.1-t2v"), folder)
     config = folder / "transformer" / "config.json"
     config.write_text(json.dumps({**json.loads(config.read_text()), "in_channels": 48}))  # e.g. a control model
     info = wan_info(_cfg(folder))

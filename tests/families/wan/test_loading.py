@@ -1,17 +1,16 @@
 """families/wan/loading.py: only the trained expert(s) of an A14B checkpoint are read (``--wan_expert high`` never
 opens ``transformer_2``), the dtypes diffusers' Wan docs load them in (VAE fp32; transformer and UMT5 in the run's
-dtype), and the memory plan's components build on the meta device for every tiny variant."""
+dtype), and the memory plan's components build on the meta device for every wan_model variant."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from offline import no_network
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
-from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS, build_tiny_wan_pipeline
+from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.loading import trained_experts
 
@@ -19,16 +18,7 @@ FAMILY = {"2.1-t2v": "wan", "2.1-i2v": "wan_i2v", "2.2-ti2v": "wan", "2.2-t2v-a1
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _offline():
-    yield from no_network()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
-    root = tmp_path_factory.getbasetemp() / "wan_tiny"
-    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+pytestmark = pytest.mark.usefixtures("wan_offline")  # the shared fixtures: conftest.py
 
 
 @pytest.fixture
@@ -63,8 +53,8 @@ def _direct(path, subfolder, dtype=torch.bfloat16):
 
 
 @pytest.mark.parametrize("expert,subfolder", [("high", "transformer"), ("low", "transformer_2")])
-def test_one_expert_loads_only_its_transformer(tiny, subfolders, expert, subfolder):
-    path = tiny("2.2-t2v-a14b")
+def test_one_expert_loads_only_its_transformer(wan_model, subfolders, expert, subfolder):
+    path = wan_model("2.2-t2v-a14b")
     family = get_family("wan")
     comps = family.load_components(_cfg(path, wan_expert=expert), CPU)
     assert subfolders == [subfolder]
@@ -78,8 +68,8 @@ def test_one_expert_loads_only_its_transformer(tiny, subfolders, expert, subfold
     assert bool(owns_high.all()) if expert == "high" else not bool(owns_high.any())
 
 
-def test_both_experts_build_wan_experts(tiny, subfolders):
-    path = tiny("2.2-t2v-a14b")
+def test_both_experts_build_wan_experts(wan_model, subfolders):
+    path = wan_model("2.2-t2v-a14b")
     comps = get_family("wan").load_components(_cfg(path), CPU)  # --wan_expert defaults to both
     assert subfolders == ["transformer", "transformer_2"]
     model = comps.model
@@ -91,20 +81,20 @@ def test_both_experts_build_wan_experts(tiny, subfolders):
     assert not any(p.requires_grad for p in model.parameters())
 
 
-def test_single_expert_checkpoints_load_transformer(tiny, subfolders):
+def test_single_expert_checkpoints_load_transformer(wan_model, subfolders):
     family = get_family("wan")
-    cfg = _cfg(tiny("2.1-t2v"))
+    cfg = _cfg(wan_model("2.1-t2v"))
     assert trained_experts(family, cfg) == ["high"]
     comps = family.load_components(cfg, CPU)
     assert subfolders == ["transformer"] and comps.extras["expert"] is None
 
 
 @pytest.mark.parametrize("variant", ["2.1-t2v", "2.1-i2v", "2.2-ti2v"])
-def test_default_dtypes(tiny, variant):
+def test_default_dtypes(wan_model, variant):
     """VAE (and 2.1 I2V's CLIP) in fp32, transformer and UMT5 in bf16 (the default --mixed_precision), even though
-    the tiny folders store everything in fp32; the family's expected dtypes say the same."""
+    the wan_model folders store everything in fp32; the family's expected dtypes say the same."""
     family = get_family(FAMILY[variant])
-    cfg = _cfg(tiny(variant), FAMILY[variant])
+    cfg = _cfg(wan_model(variant), FAMILY[variant])
     assert cfg.weight_dtype == torch.bfloat16
     comps = family.load_components(cfg, CPU)
     dtypes = {"model": comps.model.dtype, "vae": comps.encoders["vae"].dtype,
@@ -119,15 +109,15 @@ def test_default_dtypes(tiny, variant):
     assert comps.encoders["tokenizer"] is not None
 
 
-def test_mixed_precision_no_loads_fp32(tiny):
-    comps = get_family("wan").load_components(_cfg(tiny("2.1-t2v"), mixed_precision="no"), CPU)
+def test_mixed_precision_no_loads_fp32(wan_model):
+    comps = get_family("wan").load_components(_cfg(wan_model("2.1-t2v"), mixed_precision="no"), CPU)
     assert comps.model.dtype == comps.encoders["text_encoder"].dtype == torch.float32
 
 
 @pytest.mark.parametrize("variant", WAN_DEMO_VARIANTS)
-def test_plan_components_build_on_meta(tiny, variant):
+def test_plan_components_build_on_meta(wan_model, variant):
     family = get_family(FAMILY[variant])
-    cfg = _cfg(tiny(variant), FAMILY[variant])
+    cfg = _cfg(wan_model(variant), FAMILY[variant])
     comps = family.plan_components(cfg, config_reader(cfg), 2)
     params = list(comps.model.parameters()) + list(comps.encoders["vae"].parameters())
     assert params and all(p.is_meta for p in params)
@@ -142,10 +132,10 @@ def test_plan_components_build_on_meta(tiny, variant):
     assert batches and all(b["latents"].shape[1] == comps.model.config.out_channels for _, b in batches)
 
 
-def test_plan_without_offload_holds_both_experts(tiny):
+def test_plan_without_offload_holds_both_experts(wan_model):
     family = get_family("wan")
-    cfg = _cfg(tiny("2.2-t2v-a14b"), offload_inactive_expert=False)
+    cfg = _cfg(wan_model("2.2-t2v-a14b"), offload_inactive_expert=False)
     comps = family.plan_components(cfg, config_reader(cfg), 1)
     assert isinstance(comps.model, WanExperts) and comps.model.high.device.type == "meta"
-    high = _cfg(tiny("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
+    high = _cfg(wan_model("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
     assert not isinstance(family.plan_components(high, config_reader(high), 1).model, WanExperts)

@@ -2,7 +2,7 @@
 index (the low-noise expert loads with ``load_into_transformer_2=True``, diffusers' ``WanLoraLoaderMixin``), the
 ComfyUI files beside them, the reloaded pipeline, ``dit-lora export`` and the card's usage snippet.
 
-A "trained" adapter here is the run's own path: the family loads the tiny model, ``attach_trainables`` adds the
+A "trained" adapter here is the run's own path: the family loads the wan_model model, ``attach_trainables`` adds the
 LoRA, ``lora_B`` gets seeded random values (a stand-in for training) and ``write_adapter`` writes it with the
 run's components, as ``finish`` does.
 """
@@ -14,14 +14,12 @@ import json
 
 import pytest
 import torch
-from offline import no_network
 from safetensors import safe_open
 from safetensors.torch import load_file
 
 from dit_lora.config import TrainConfig
 from dit_lora.errors import UserError
 from dit_lora.families import get_family
-from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.output.adapter import adapter_index, write_adapter
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_INDEX_FILE
@@ -32,16 +30,7 @@ LOW_FILE = "pytorch_lora_weights_low_noise.safetensors"
 TO_2 = {"load_into_transformer_2": True}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _offline():
-    yield from no_network()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
-    root = tmp_path_factory.getbasetemp() / "wan_tiny"
-    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+pytestmark = pytest.mark.usefixtures("wan_offline")  # the shared fixtures: conftest.py
 
 
 def _cfg(path, family="wan", **values) -> TrainConfig:
@@ -98,9 +87,9 @@ def _comfy_expert(path) -> str:
         return (fh.metadata() or {})["dit_lora_expert"]
 
 
-def test_single_expert_run_writes_one_file_and_no_index(tiny, tmp_path):
+def test_single_expert_run_writes_one_file_and_no_index(wan_model, tmp_path):
     out = tmp_path / "out"
-    _, _, model, written = _trained(tiny("2.1-t2v"), out)
+    _, _, model, written = _trained(wan_model("2.1-t2v"), out)
     names = {p.name for p in written}
     assert names == {ADAPTER_FILE, "pytorch_lora_weights_comfyui.safetensors"}
     assert adapter_index(out) is None
@@ -109,9 +98,9 @@ def test_single_expert_run_writes_one_file_and_no_index(tiny, tmp_path):
 
 
 @pytest.mark.parametrize("expert,kwargs", [("low", TO_2), ("high", {})])
-def test_one_expert_run_indexes_its_file(tiny, tmp_path, expert, kwargs):
+def test_one_expert_run_indexes_its_file(wan_model, tmp_path, expert, kwargs):
     out = tmp_path / "out"
-    _, _, model, written = _trained(tiny("2.2-t2v-a14b"), out, wan_expert=expert)
+    _, _, model, written = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert=expert)
     assert {p.name for p in written} == {ADAPTER_FILE, "pytorch_lora_weights_comfyui.safetensors", ADAPTER_INDEX_FILE}
     assert adapter_index(out) == [{"file": ADAPTER_FILE, "label": expert, "load_kwargs": kwargs}]
     raw = json.loads((out / ADAPTER_INDEX_FILE).read_text())["files"][0]
@@ -121,9 +110,9 @@ def test_one_expert_run_indexes_its_file(tiny, tmp_path, expert, kwargs):
 
 
 @pytest.fixture(scope="module")
-def both_run(tiny, tmp_path_factory):
+def both_run(wan_model, tmp_path_factory):
     out = tmp_path_factory.mktemp("both") / "out"
-    family, cfg, model, written = _trained(tiny("2.2-t2v-a14b"), out)  # --wan_expert both (the default)
+    family, cfg, model, written = _trained(wan_model("2.2-t2v-a14b"), out)  # --wan_expert both (the default)
     return family, cfg, model, written, out
 
 
@@ -161,9 +150,9 @@ def test_reloaded_pipeline_has_each_expert_in_its_transformer(both_run):
         torch.testing.assert_close(reloaded, trained, rtol=1e-4, atol=1e-4 * float(change))
 
 
-def test_low_only_run_reloads_into_transformer_2(tiny, tmp_path):
+def test_low_only_run_reloads_into_transformer_2(wan_model, tmp_path):
     out = tmp_path / "out"
-    family, cfg, model, _ = _trained(tiny("2.2-t2v-a14b"), out, wan_expert="low")
+    family, cfg, model, _ = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert="low")
     pipe = family.load_pipeline_with_adapter(cfg, out, CPU)
     assert _has_lora(pipe.transformer_2) and not _has_lora(pipe.transformer)
     inputs = _inputs(model.config)
@@ -185,9 +174,9 @@ def test_export_recreates_the_comfyui_files(both_run):
         family.export_adapter(out, "kohya")
 
 
-def test_export_of_a_single_run_without_index(tiny, tmp_path):
+def test_export_of_a_single_run_without_index(wan_model, tmp_path):
     out = tmp_path / "out"
-    family, *_ = _trained(tiny("2.1-t2v"), out)
+    family, *_ = _trained(wan_model("2.1-t2v"), out)
     (out / "pytorch_lora_weights_comfyui.safetensors").unlink()
     assert [p.name for p in family.export_adapter(out, "comfyui")] == ["pytorch_lora_weights_comfyui.safetensors"]
 
@@ -208,8 +197,8 @@ def _load_calls(snippet: str) -> list[dict]:
     ("2.2-t2v-a14b", "wan", "low", [TO_2]),
     ("2.2-t2v-a14b", "wan", "both", [{}, {"weight_name": LOW_FILE, **TO_2}]),
 ])
-def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(tiny, variant, family, expert, calls):
-    cfg = _cfg(tiny(variant), family, **({"wan_expert": expert} if expert else {}))
+def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(wan_model, variant, family, expert, calls):
+    cfg = _cfg(wan_model(variant), family, **({"wan_expert": expert} if expert else {}))
     snippet = get_family(family).usage_snippet(cfg, "me/my-wan-lora")
     compile(snippet, "snippet.py", "exec")
     assert _load_calls(snippet) == calls
@@ -217,11 +206,11 @@ def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(tiny, vari
 
 
 @pytest.mark.parametrize("expert", ["both", "low"])
-def test_usage_snippet_loading_lines_run_against_the_written_files(tiny, tmp_path, expert):
-    """Executing the snippet up to ``pipe.to(...)`` on the tiny model and a run's folder puts the LoRA where the
+def test_usage_snippet_loading_lines_run_against_the_written_files(wan_model, tmp_path, expert):
+    """Executing the snippet up to ``pipe.to(...)`` on the wan_model model and a run's folder puts the LoRA where the
     run trained it (what a user copying the card gets)."""
     out = tmp_path / "out"
-    family, cfg, _, _ = _trained(tiny("2.2-t2v-a14b"), out, wan_expert=expert)
+    family, cfg, _, _ = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert=expert)
     snippet = family.usage_snippet(cfg, str(out))
     namespace: dict = {}
     exec(compile(snippet[:snippet.index("pipe.to(")], "snippet.py", "exec"), namespace)

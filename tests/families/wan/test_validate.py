@@ -7,26 +7,15 @@ import json
 import shutil
 
 import pytest
-from offline import no_network
 
 from dit_lora.config import TrainConfig
 from dit_lora.errors import UserError
 from dit_lora.families import get_family
-from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
 FAMILY = {"2.1-t2v": "wan", "2.1-i2v": "wan_i2v", "2.2-ti2v": "wan", "2.2-t2v-a14b": "wan", "2.2-i2v-a14b": "wan_i2v"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _offline():
-    yield from no_network()
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """A tiny demo pipeline per variant, built once per session (the builder reuses an identical build)."""
-    root = tmp_path_factory.getbasetemp() / "wan_tiny"
-    return lambda variant: build_tiny_wan_pipeline(root / variant, variant=variant)
+pytestmark = pytest.mark.usefixtures("wan_offline")  # the shared fixtures: conftest.py
 
 
 @pytest.fixture(autouse=True)
@@ -48,49 +37,49 @@ def _refused(path, family: str, **values) -> str:
 
 
 @pytest.mark.parametrize("variant", FAMILY)
-def test_each_variant_passes_under_its_family(tiny, variant):
-    _validate(tiny(variant), FAMILY[variant])
+def test_each_variant_passes_under_its_family(wan_model, variant):
+    _validate(wan_model(variant), FAMILY[variant])
 
 
-def test_ti2v_passes_under_both_families(tiny):
-    _validate(tiny("2.2-ti2v"), "wan_i2v")
+def test_ti2v_passes_under_both_families(wan_model):
+    _validate(wan_model("2.2-ti2v"), "wan_i2v")
 
 
 @pytest.mark.parametrize("variant,family,fix", [
     ("2.1-t2v", "wan_i2v", "--family wan"), ("2.2-t2v-a14b", "wan_i2v", "--family wan"),
     ("2.1-i2v", "wan", "--family wan_i2v"), ("2.2-i2v-a14b", "wan", "--family wan_i2v"),
 ])
-def test_a_checkpoint_of_the_other_task_is_refused(tiny, variant, family, fix):
-    text = _refused(tiny(variant), family)
+def test_a_checkpoint_of_the_other_task_is_refused(wan_model, variant, family, fix):
+    text = _refused(wan_model(variant), family)
     kind = "an image-to-video" if "i2v" in variant else "a text-to-video"
     assert f"is {kind} Wan checkpoint (transformer in_channels" in text
     assert f"--family {family} trains" in text and text.endswith(f"Use {fix}.")
 
 
-def test_wan_expert_on_a_single_expert_checkpoint_is_refused(tiny):
-    text = _refused(tiny("2.1-t2v"), "wan", wan_expert="high")
+def test_wan_expert_on_a_single_expert_checkpoint_is_refused(wan_model):
+    text = _refused(wan_model("2.1-t2v"), "wan", wan_expert="high")
     assert text.startswith("--wan_expert high:") and "one transformer" in text and "Remove --wan_expert" in text
     for expert in ("high", "low", "both"):
-        _validate(tiny("2.2-t2v-a14b"), "wan", wan_expert=expert)
+        _validate(wan_model("2.2-t2v-a14b"), "wan", wan_expert=expert)
 
 
-def test_ti2v_image_probability_only_for_ti2v(tiny):
-    text = _refused(tiny("2.1-t2v"), "wan", ti2v_image_probability=0.5)
+def test_ti2v_image_probability_only_for_ti2v(wan_model):
+    text = _refused(wan_model("2.1-t2v"), "wan", ti2v_image_probability=0.5)
     assert text.startswith("--ti2v_image_probability applies to Wan 2.2 TI2V-5B") and "Remove it" in text
     assert "text-to-video" in text
-    _validate(tiny("2.2-ti2v"), "wan", ti2v_image_probability=0.5)
+    _validate(wan_model("2.2-ti2v"), "wan", ti2v_image_probability=0.5)
 
 
-def test_max_sequence_length_other_than_512_is_refused(tiny):
-    text = _refused(tiny("2.1-t2v"), "wan", max_sequence_length=226)
+def test_max_sequence_length_other_than_512_is_refused(wan_model):
+    text = _refused(wan_model("2.1-t2v"), "wan", max_sequence_length=226)
     assert text.startswith("--max_sequence_length 226:") and "512 UMT5 tokens" in text
     assert "Remove --max_sequence_length or set it to 512" in text
-    _validate(tiny("2.1-t2v"), "wan", max_sequence_length=512)
+    _validate(wan_model("2.1-t2v"), "wan", max_sequence_length=512)
 
 
-def test_a_size_over_twice_the_largest_trained_tokens_needs_the_flag(tiny):
+def test_a_size_over_twice_the_largest_trained_tokens_needs_the_flag(wan_model):
     """The reference is the largest size the checkpoint generates at: 81x720x1280 (75,600 tokens) for 2.1/2.2 A14B."""
-    path = tiny("2.1-t2v")
+    path = wan_model("2.1-t2v")
     _validate(path, "wan", height=720, width=2560)  # exactly 2x: accepted
     text = _refused(path, "wan", height=736, width=2560)  # 21 x 46 x 160 latent tokens
     assert text.startswith("81x736x2560 (frames x height x width) is 154,560 latent tokens per clip, over 2x the "
@@ -101,8 +90,8 @@ def test_a_size_over_twice_the_largest_trained_tokens_needs_the_flag(tiny):
     _validate(path, "wan", height=736, width=2560, allow_untrained_resolution=True)
 
 
-def test_ti2v_size_limit_is_its_own_trained_size(tiny):
-    path = tiny("2.2-ti2v")
+def test_ti2v_size_limit_is_its_own_trained_size(wan_model):
+    path = wan_model("2.2-ti2v")
     _validate(path, "wan", height=1408, width=1280)  # 31 x 44 x 40 latent tokens: exactly 2x 121x704x1280
     text = _refused(path, "wan", height=1440, width=1280)  # 31 x 45 x 40
     assert text.startswith("121x1440x1280 (frames x height x width) is 55,800 latent tokens per clip, over 2x the "
@@ -113,17 +102,17 @@ def test_ti2v_size_limit_is_its_own_trained_size(tiny):
     ("2.1-t2v", "height", 488, 16), ("2.1-t2v", "width", 840, 16),
     ("2.2-ti2v", "height", 688, 32), ("2.2-ti2v", "width", 1264, 32),
 ])
-def test_sizes_must_be_multiples_of_the_vae_and_patch(tiny, variant, flag, value, multiple):
-    text = _refused(tiny(variant), FAMILY[variant], **{flag: value})
+def test_sizes_must_be_multiples_of_the_vae_and_patch(wan_model, variant, flag, value, multiple):
+    text = _refused(wan_model(variant), FAMILY[variant], **{flag: value})
     assert text.startswith(f"--{flag} {value} must be a multiple of {multiple} for this Wan checkpoint")
     fixed = int(text.rsplit("use ", 1)[1].rstrip("."))
     assert fixed % multiple == 0 and abs(fixed - value) <= multiple // 2
-    _validate(tiny(variant), FAMILY[variant], **{flag: fixed})
+    _validate(wan_model(variant), FAMILY[variant], **{flag: fixed})
 
 
-def _with_pipeline_class(tiny, tmp_path, name: str):
+def _with_pipeline_class(wan_model, tmp_path, name: str):
     folder = tmp_path / name
-    shutil.copytree(tiny("2.1-t2v"), folder)
+    shutil.copytree(wan_model("2.1-t2v"), folder)
     index = folder / "model_index.json"
     index.write_text(json.dumps({**json.loads(index.read_text()), "_class_name": name}))
     return folder
@@ -135,14 +124,14 @@ def _with_pipeline_class(tiny, tmp_path, name: str):
     ("WanVideoToVideoPipeline", "a Wan variant this recipe does not train"),
     ("CogVideoXPipeline", "use the --family of that model"),
 ])
-def test_another_pipeline_class_is_refused(tiny, tmp_path, name, hint):
-    text = _refused(_with_pipeline_class(tiny, tmp_path, name), "wan")
+def test_another_pipeline_class_is_refused(wan_model, tmp_path, name, hint):
+    text = _refused(_with_pipeline_class(wan_model, tmp_path, name), "wan")
     assert f"its model_index.json names {name} ({hint}" in text
     assert "WanPipeline, WanImageToVideoPipeline" in text and "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in text
 
 
-def test_both_experts_on_several_processes_is_refused(tiny, monkeypatch):
-    path = tiny("2.2-t2v-a14b")
+def test_both_experts_on_several_processes_is_refused(wan_model, monkeypatch):
+    path = wan_model("2.2-t2v-a14b")
     monkeypatch.setenv("WORLD_SIZE", "2")
     for values in ({}, {"wan_expert": "both"}):  # both is the default for two experts
         text = _refused(path, "wan", **values)
@@ -152,12 +141,12 @@ def test_both_experts_on_several_processes_is_refused(tiny, monkeypatch):
     _validate(path, "wan", wan_expert="both")
 
 
-def test_a_missing_validation_image_is_refused_for_wan_i2v(tiny, tmp_path):
+def test_a_missing_validation_image_is_refused_for_wan_i2v(wan_model, tmp_path):
     missing = tmp_path / "first.png"
-    text = _refused(tiny("2.1-i2v"), "wan_i2v", validation_image=str(missing))
+    text = _refused(wan_model("2.1-i2v"), "wan_i2v", validation_image=str(missing))
     assert text.startswith(f"--validation_image `{missing}` does not exist")
     missing.write_bytes(b"")  # existence is what is checked before loading; decoding comes with the samples
-    _validate(tiny("2.1-i2v"), "wan_i2v", validation_image=str(missing))
+    _validate(wan_model("2.1-i2v"), "wan_i2v", validation_image=str(missing))
 
 
 def test_a_missing_folder_is_named(tmp_path):
