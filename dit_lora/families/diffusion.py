@@ -181,6 +181,35 @@ class DiffusionFamily(ModelFamily):
         return out
 
 
+def load_conditioning_image(source: str | None, samples: list | None, height: int, width: int):
+    """The conditioning image of image-to-video validation, as a PIL image of ``width`` x ``height``.
+
+    ``source`` (``--validation_image``) is cover-resized and centre-cropped as training frames are; without it the
+    first frame of the first training clip (``samples[0]``) is taken. Either failure is one paragraph.
+    """
+    from PIL import Image, ImageOps
+
+    from ..errors import UserError
+
+    if source:
+        try:
+            with Image.open(source) as im:
+                image = im.convert("RGB")
+        except (OSError, ValueError) as err:
+            raise UserError(f"--validation_image `{source}` cannot be read as an image ({err}).")
+        return ImageOps.fit(image, (width, height), Image.BICUBIC)
+    if not samples:
+        raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
+    from ..data.video import VideoDecodeError, decode_clip
+
+    try:
+        frame = decode_clip(samples[0].path, 1, height, width)[0]
+    except VideoDecodeError as err:
+        raise UserError(f"Cannot take the validation image from `{samples[0].key}` ({err}); set --validation_image.")
+    array = ((frame.permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
+    return Image.fromarray(array)
+
+
 #: diffusers model classes given PeftAdapterMixin, one subclass each (see make_peft_capable)
 _PEFT_CLASSES: dict[type, type] = {}
 

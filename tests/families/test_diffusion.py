@@ -118,3 +118,28 @@ def test_plan_batches_run_the_familys_own_encoder_per_bucket():
     assert family.pixel_batches(cfg) == [("32 x 32 px", (3, 3, 32, 32))]
     ((bucket, batch),) = family.plan_batches(cfg, None)
     assert bucket == "32 x 32 px" and batch["latents"].shape == (3, 3, 4, 4) and batch["prompt_embeds"].shape == (3, 1)
+
+
+def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
+    """--validation_image is cover-resized to the bucket; without it the first clip's first frame is used; a bad
+    file and no samples are one paragraph each."""
+    from types import SimpleNamespace
+
+    import pytest
+    from PIL import Image
+
+    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.errors import UserError
+    from dit_lora.families.diffusion import load_conditioning_image
+
+    Image.new("RGB", (100, 40), (200, 10, 10)).save(tmp_path / "wide.png")
+    image = load_conditioning_image(str(tmp_path / "wide.png"), None, 32, 48)
+    assert image.size == (48, 32) and image.getpixel((24, 16))[0] > 150
+    clips = make_moving_square_dataset(tmp_path / "clips", n=1, num_frames=5, size=32)
+    sample = SimpleNamespace(path=next(clips.glob("*.mp4")), key="clip")
+    assert load_conditioning_image(None, [sample], 32, 32).size == (32, 32)
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(UserError, match="cannot be read as an image"):
+        load_conditioning_image(str(tmp_path / "bad.png"), None, 32, 32)
+    with pytest.raises(UserError, match="set --validation_image"):
+        load_conditioning_image(None, [], 32, 32)

@@ -69,28 +69,10 @@ class CogVideoXI2VFamily(CogVideoXFamily):
         comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
 
     def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
-        from PIL import Image, ImageOps
+        from ..diffusion import load_conditioning_image
 
         _, height, width = self.video_buckets(cfg)[0]
-        if cfg.family_options.validation_image:
-            try:
-                with Image.open(cfg.family_options.validation_image) as im:
-                    image = im.convert("RGB")
-            except (OSError, ValueError) as err:
-                raise UserError(f"--validation_image `{cfg.family_options.validation_image}` cannot be read as an "
-                                f"image ({err}).")
-            # Cover-resize and centre-crop to the validation size, as training frames are.
-            return ImageOps.fit(image, (width, height), Image.BICUBIC)
-        if not samples:
-            raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
-        from ...data.video import VideoDecodeError, decode_clip
-
-        try:
-            frame = decode_clip(samples[0].path, 1, height, width)[0]
-        except VideoDecodeError as err:
-            raise UserError(f"Cannot take the validation image from `{samples[0].key}` ({err}); set --validation_image.")
-        array = ((frame.permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
-        return Image.fromarray(array)
+        return load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
 
     def _image(self, cfg: TrainConfig, comps: Components | None):
         """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``, kept in ``comps``."""

@@ -157,26 +157,10 @@ class WanI2VFamily(WanFamily):
                 comps.extras["validation_image_embeds"] = pipe.encode_image(image, comps.encoders["image_encoder"].device)
 
     def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
-        from PIL import Image, ImageOps
+        from ..diffusion import load_conditioning_image
 
         _, height, width = self.video_buckets(cfg)[0]
-        source = cfg.family_options.validation_image
-        if source:
-            try:
-                with Image.open(source) as im:
-                    image = im.convert("RGB")
-            except (OSError, ValueError) as err:
-                raise UserError(f"--validation_image `{source}` cannot be read as an image ({err}).")
-            return ImageOps.fit(image, (width, height), Image.BICUBIC)  # cover and centre-crop, as training frames
-        if not samples:
-            raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
-        from ...data.video import VideoDecodeError, decode_clip
-
-        try:
-            frame = decode_clip(samples[0].path, 1, height, width)[0]
-        except VideoDecodeError as err:
-            raise UserError(f"Cannot take the validation image from `{samples[0].key}` ({err}); set --validation_image.")
-        return _to_pil(frame[None])[0]
+        return load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
 
     def _image(self, cfg: TrainConfig, comps: Components | None):
         image = comps.extras.get("validation_image") if comps is not None else None
