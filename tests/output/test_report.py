@@ -154,4 +154,5 @@ def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
 
     assert _exports_note(get_family("sana")) == ""
     note = _exports_note(Exporting())
-    assert "`dit-lora export OUTPUT_DIR --format FORMAT`" in note and "- `fmt`: what fmt holds and how it was checked" in note
+    assert "`dit-lora export OUTPUT_DIR --format FORMAT`" in note
+    assert "- `fmt`: what fmt holds and how it was checked" in note
