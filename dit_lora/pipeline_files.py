@@ -181,3 +181,18 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
                          "folder.")
     return UserError(f"{what} Check --pretrained_model_name_or_path, --revision and --variant, and that the repo "
                      f"is a diffusers-format {kind} pipeline.")
+
+
+def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
+    """``read(cfg)``, memoised in ``cache`` by model path, revision and (local folders) the modification times of
+    ``files`` (paths inside the model folder), so a rebuilt model is read again. For what a family derives from
+    a checkpoint's small configs: Hub reads cost a request each, and a family spec holds no state."""
+    path = cfg.pretrained_model_name_or_path
+    stamp = ()
+    if is_local(path):
+        stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
+                      for f in (os.path.join(path, name) for name in files))
+    key = (path, cfg.revision, stamp)
+    if key not in cache:
+        cache[key] = read(cfg)
+    return cache[key]

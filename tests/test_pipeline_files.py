@@ -110,3 +110,20 @@ def test_load_error_names_the_cause_that_applies(tmp_path, monkeypatch):
     assert "has no `fp16` variant" in str(load_error("Sana", cfg("org/model", variant="fp16"), missing_variant))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert "not in the Hub cache" in str(load_error("Sana", cfg("org/model"), OSError("x")))
+
+
+def test_read_once_reads_again_only_when_a_config_file_changes(tmp_path):
+    import os
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.pipeline_files import read_once
+
+    (tmp_path / "model_index.json").write_text("{}")
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path), train_data_dir="x")
+    calls, cache = [], {}
+    read = lambda c: calls.append(1) or len(calls)  # noqa: E731
+    assert read_once(cache, cfg, ("model_index.json",), read) == 1
+    assert read_once(cache, cfg, ("model_index.json",), read) == 1  # memoised
+    stat = os.stat(tmp_path / "model_index.json")
+    os.utime(tmp_path / "model_index.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert read_once(cache, cfg, ("model_index.json",), read) == 2  # a rebuilt model is read again

@@ -69,6 +69,7 @@ from ..capabilities import (
 from ..diffusion import DiffusionFamily
 from .loss import cogvideox_v_loss, sample_timesteps
 from ...pipeline_files import (
+    read_once,
     check_pipeline_folder,
     check_safetensors,
     is_local,
@@ -103,15 +104,7 @@ _INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json",
 def cached_model_info(cfg: TrainConfig) -> ModelInfo:
     """:func:`model_info`, read once per model path, revision and (local folders) config files' modification times,
     so a rebuilt model is read again. A module-level cache: the family spec itself holds no state."""
-    path = cfg.pretrained_model_name_or_path
-    stamp = ()
-    if is_local(path):
-        stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
-                      for f in (os.path.join(path, name) for name in _INFO_FILES))
-    key = (path, cfg.revision, stamp)
-    if key not in _MODEL_INFOS:
-        _MODEL_INFOS[key] = model_info(cfg)
-    return _MODEL_INFOS[key]
+    return read_once(_MODEL_INFOS, cfg, _INFO_FILES, model_info)
 
 
 class CogVideoXFamily(DiffusionFamily):

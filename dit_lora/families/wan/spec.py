@@ -39,7 +39,7 @@ from ... import quantize
 from ...config import TrainConfig
 from ...diffusion.flow_matching import flow_tables, noisy_latents, sample_indices, training_scheduler, velocity_target
 from ...errors import UserError
-from ...pipeline_files import is_local, model_stamp
+from ...pipeline_files import is_local, model_stamp, read_once
 from ..base import Components
 from ..capabilities import (
     AdapterExtras, Demo, Exports, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup,
@@ -55,15 +55,7 @@ _INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json",
 
 def cached_wan_info(cfg: TrainConfig) -> WanInfo:
     """:func:`wan_info`, read once per model path, revision and (local folders) config files' modification times."""
-    path = cfg.pretrained_model_name_or_path
-    stamp = ()
-    if is_local(path):
-        stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
-                      for f in (os.path.join(path, name) for name in _INFO_FILES))
-    key = (path, cfg.revision, stamp)
-    if key not in _INFOS:
-        _INFOS[key] = wan_info(cfg)
-    return _INFOS[key]
+    return read_once(_INFOS, cfg, _INFO_FILES, wan_info)
 
 
 class WanFamily(DiffusionFamily):
