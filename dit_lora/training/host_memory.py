@@ -4,7 +4,7 @@ PyTorch's CPU tensors come from glibc's ``malloc``. By default glibc serves bloc
 with fresh ``mmap`` pages and gives freed heap back to the system, so a training step that allocates the same
 activations every time page-faults (and has the kernel zero) all of them again: measured on the small random Sana
 at 256 px, batch 4, bf16, 0.708 s per step with glibc's defaults and 0.594 s with the blocks kept
-(``benchmarks/RESULTS.md``). Three of glibc's own settings (``mallopt``, the knobs of its ``MALLOC_*_``
+(CHANGELOG.md, Benchmark history). Three of glibc's own settings (``mallopt``, the knobs of its ``MALLOC_*_``
 environment variables) keep them: blocks up to the largest mmap threshold glibc allows (32 MiB) come from the heap,
 and the heap is not trimmed. Larger blocks are still mapped afresh each step. The settings take effect at the end
 of setup: loading and caching (each done once) run with glibc's defaults, what they freed is handed back

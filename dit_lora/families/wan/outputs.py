@@ -217,5 +217,6 @@ def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
         "    generator=torch.manual_seed(0),\n"
         ").frames[0]\n"
         f"export_to_video(video, \"sample.mp4\", fps={family.info(cfg).fps})\n"
-        "# ComfyUI: load the *_comfyui.safetensors file(s) with the stock LoRA loader at strength 1.0\n"
+        "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (checked against its source and\n"
+        "# through diffusers' converter; ComfyUI itself was not run by dit-lora's tests): LoRA loader, strength 1.0\n"
     )

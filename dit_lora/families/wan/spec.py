@@ -402,7 +402,10 @@ class WanFamily(DiffusionFamily):
         save_wan_extras(self, output_dir, comps, cfg)
 
     def export_formats(self) -> dict[str, str]:
-        return {"comfyui": "ComfyUI's Wan LoRA keys (diffusion_model.blocks.N.self_attn.q...), trained strength at 1.0"}
+        return {"comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
+                           "into lora_B and no .alpha keys, so strength 1.0 is the trained one; the names follow "
+                           "ComfyUI's source and the file reproduces the trained output through diffusers' converter in "
+                           "dit-lora's tests (ComfyUI itself not run)"}
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         from .outputs import export_wan

@@ -263,7 +263,7 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     assert [p.name for p in written] == ["pytorch_lora_weights.safetensors"]
     # The scale 12 / 4 is folded into lora_B; the metadata says alpha = rank, as a consumer without it assumes.
     assert json.loads(_metadata(written[0])["lora_adapter_metadata"])["transformer.lora_alpha"] == 4
-    blind = tmp_path / "no-metadata"  # what ComfyUI / older diffusers see: the tensors alone
+    blind = tmp_path / "no-metadata"  # what a loader that reads no alpha sees: the tensors alone
     blind.mkdir()
     save_file(load_file(str(written[0])), str(blind / written[0].name))
 
