@@ -48,8 +48,8 @@ def _inputs(model, seed=1):
 
 
 def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
-    """alpha != rank: the scale is folded into lora_B, so the stock loader and a metadata-blind one (a loader that reads no
-    diffusers: alpha taken = rank) both reproduce the trained model; the live model is left as trained."""
+    """alpha != rank: the scale is folded into lora_B, so the stock loader and a metadata-blind one (it reads no alpha
+    and takes alpha = rank) both reproduce the trained model; the live model is left as trained."""
     from diffusers import SanaPipeline
     from safetensors.torch import load_file, save_file
 
