@@ -1,4 +1,5 @@
-"""config/docs.py: the README's options tables are generated per owner (common, then one per family)."""
+"""config/docs.py: the options tables are generated per owner (common, then one per family); dit_lora/docsite.py puts
+them in docs/reference/options.md."""
 
 from __future__ import annotations
 
