@@ -6,9 +6,13 @@ masters and checkpointing, and one micro-batch per bucket goes through the famil
 (the cache step) and ``compute_loss`` + backward on fake tensors, counted by
 :class:`~dit_lora.plan.fake.LiveBytes` and ``torch.utils.flop_counter.FlopCounterMode``.
 
-Repeated blocks are identical, so the step is traced at one and at two blocks and extrapolated linearly
-to the model's depth: a 28-block trace costs what a 2-block one does, and activations, gradients and
-FLOPs all grow by the same amount per block. Weights are counted at full depth from the meta modules.
+Repeated blocks are identical, so the step is traced at two and at three blocks (:data:`TRACE_DEPTHS`) and
+extrapolated linearly to the model's depth: a 28-block trace costs what a 3-block one does, and activations,
+gradients and FLOPs all grow by the same amount per block from the second block on. The first block is not
+like the others: its input needs no gradient (the patch embedding before it is frozen), so its backward keeps
+less; extrapolating from one and two blocks took that lighter block's growth for every block's and overstated
+Wan's checkpointed step (1.3B at 81 x 480 x 832: 11.8 GiB against the full trace's 6.5, ``benchmarks/
+bench_wan_gpu.py``). Weights are counted at full depth from the meta modules.
 
 What a process holds at its peak:
 - caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
@@ -54,6 +58,9 @@ from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_modul
 #: allocations, and leaves more such holes. Measured with ``--cpu_reuse_memory``; glibc's defaults grow the
 #: heap alike (476 vs 455 MiB for one Sana step), so the factor does not depend on that flag.
 CPU_HEAP_FACTOR = {False: 1.96, True: 2.85}
+#: the depths a step is traced at before extrapolating (module docstring: the first block is lighter than the rest,
+#: so the per-block growth is read between blocks two and three); a model this deep or shallower is traced whole
+TRACE_DEPTHS = (2, 3)
 
 
 @dataclass
@@ -95,6 +102,9 @@ class Plan:
     mapped: list[str] = field(default_factory=list)  # CPU: components memory-mapped in their stored dtype
     heap_factor: float = 1.0  # resident bytes per live byte of a training step (CPU_HEAP_FACTOR on a CPU) ...
     heap_factor_checkpointed: float = 1.0  # ... and of a checkpointed one
+    #: bytes ``--quantize_base nf4`` / ``--quantize_text_encoder`` would save (0 when already on), for the advice
+    nf4_model_savings: int = 0
+    nf4_text_encoder_savings: int = 0
 
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
@@ -179,9 +189,9 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
     per component the fraction of its weight bytes that encode call read.
 
     One fake mode serves every trace, so the batches (the family's encode of one micro-batch per bucket) are
-    made once and reused; a model of at most two blocks is traced at its own depth.
+    made once and reused; a model of at most :data:`TRACE_DEPTHS`' deepest is traced at its own depth.
     """
-    depths = (1, 2) if full_depth > 2 else (full_depth,)
+    depths = TRACE_DEPTHS if full_depth > TRACE_DEPTHS[-1] else (full_depth,)
     measured: dict[tuple[str, bool], list[tuple[int, int]]] = {}
     encode_peak, batches, read_share = 0, None, {}
     mode = fake_mode()  # entered per use: the meta modules are built outside it
@@ -207,9 +217,10 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
             del comps, modules
     out = []
     for (bucket, gc), points in measured.items():
-        if len(points) == 2:  # per block: the difference; the rest: what one block leaves over
+        if len(points) == 2:  # per block: the difference; the rest: what the shallower trace holds
             (m1, f1), (m2, f2) = points
-            mem, flops = m1 + (full_depth - 1) * max(m2 - m1, 0), f1 + (full_depth - 1) * max(f2 - f1, 0)
+            extra = full_depth - depths[0]
+            mem, flops = m1 + extra * max(m2 - m1, 0), f1 + extra * max(f2 - f1, 0)
         else:
             mem, flops = points[0]
         out.append(StepTrace(bucket, gc, int(mem), int(flops)))
@@ -285,9 +296,12 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
-    if cfg.quantize_text_encoder and text_encoder is not None:  # transformers' nf4 (its _keep_in_fp32_modules not)
-        weights["text_encoder"] -= quantize.quantized_weight_savings(
-            text_encoder, "nf4", quantize.quantized_linears(text_encoder))
+    te_savings = 0 if text_encoder is None else quantize.quantized_weight_savings(  # transformers' nf4 (its
+        text_encoder, "nf4", quantize.quantized_linears(text_encoder))  # _keep_in_fp32_modules not)
+    if cfg.quantize_text_encoder:
+        weights["text_encoder"] -= te_savings
+    nf4_savings = 0 if quantize.enabled(cfg) else quantize.quantized_weight_savings(  # what the advice may offer
+        comps.model, "nf4", quantize.quantized_linears(comps.model, caps.quantize_skip_modules(family, cfg)))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
@@ -315,4 +329,5 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
         load_phase_bytes=load_phase, mapped=mapped, heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
+        nf4_model_savings=nf4_savings, nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
     )

@@ -104,11 +104,62 @@ def advice(plan: Plan, capacity: int) -> str:
     if plan.cache_phase_bytes and plan.cache_phase_bytes + plan.process_bytes > capacity:
         options.append("building the latent cache needs the encoders beside the model: build it once on "
                        "a larger device (the same --cache_dir is reused)")
-    if not options:
-        options.append("a lower --resolution (or --height/--width/--max_num_frames for video): activations grow with "
-                       "the token count")
+    gc = plan.checkpointing or traced_with  # the lighter setting, where it was traced
+    quantized = bool(plan.nf4_model_savings) and not plan.quantized
+    if quantized:
+        options.append(_nf4_option(plan, gc, capacity))
+    resolved = bool(smaller) or (gc and not plan.checkpointing and plan.peak_bytes(True) <= capacity) or (
+        quantized and _peak_with(plan, gc, nf4=True) <= capacity)
+    fewer = None if resolved else _fewer_tokens(plan, gc, quantized, capacity)
+    if fewer or not options:  # no setting above fits alone: how far the tokens per step must come down
+        options.append(fewer or _FEWER_TOKENS)
     return (f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. Options: "
             + "; ".join(options) + ".")
+
+
+def _phases(plan: Plan, checkpointing: bool, nf4: bool) -> tuple[int, int]:
+    """(training phase, the other phases' peak) at ``checkpointing``, with (``nf4``) the model's and the text
+    encoder's Linear weights nf4-quantized; the process itself added to both."""
+    model = plan.nf4_model_savings if nf4 else 0
+    text = plan.nf4_text_encoder_savings if nf4 else 0
+    train = plan.train_phase_bytes(checkpointing) - model - (text if plan.encoders_in_training else 0)
+    cache = plan.cache_phase_bytes - model - text if plan.cache_phase_bytes else 0
+    return train + plan.process_bytes, max(cache, plan.load_phase_bytes or 0) + plan.process_bytes
+
+
+def _peak_with(plan: Plan, checkpointing: bool, nf4: bool) -> int:
+    return max(_phases(plan, checkpointing, nf4))
+
+
+def _nf4_option(plan: Plan, checkpointing: bool, capacity: int) -> str:
+    """``--quantize_base nf4`` (and the text encoder's nf4 when it has one), with the peak that gives."""
+    flags = "--quantize_base nf4" + (" --quantize_text_encoder true" if plan.nf4_text_encoder_savings else "")
+    if checkpointing and not plan.checkpointing:
+        flags += " --gradient_checkpointing true"
+    after = _peak_with(plan, checkpointing, nf4=True)
+    saved = _gib(plan.nf4_model_savings + plan.nf4_text_encoder_savings)
+    return (f"{flags} (frozen Linear weights in 4 bits, {saved} less: peak {_gib(after)}"
+            + (")" if after <= capacity else ", not enough alone)"))
+
+
+_FEWER_TOKENS = ("a lower --resolution (or --height/--width/--max_num_frames for video): activations grow with the "
+                 "token count")
+
+
+def _fewer_tokens(plan: Plan, checkpointing: bool, nf4: bool, capacity: int) -> str | None:
+    """A lower size, with the share of the largest bucket's tokens whose training step fits beside everything else
+    (activations grow about linearly with the tokens: fused attention keeps no token x token matrix); None when
+    the training step fits as it is (another phase sets the peak)."""
+    activations = plan.resident_activations(checkpointing)
+    train, _ = _phases(plan, checkpointing, nf4)
+    held = train - activations
+    if train <= capacity:
+        return None
+    if activations <= 0 or held >= capacity:
+        return _FEWER_TOKENS  # nothing is left for activations at any size
+    settings = " with the settings above" if nf4 or (checkpointing and not plan.checkpointing) else ""
+    share = (capacity - held) / activations
+    return f"{_FEWER_TOKENS} (about {share:.0%} of the largest bucket's tokens fits{settings})"
 
 
 def _step_cost(plan: Plan) -> float:

@@ -62,3 +62,27 @@ def test_the_gate_stops_only_beyond_the_margin():
     with pytest.raises(UserError, match="This run would not fit on the GPU: the predicted peak 10.00 GiB") as err:
         check_fits(plan, 8 * 2**30, "the GPU")
     assert "--ignore_memory_plan" in str(err.value) and "dit-lora plan" in str(err.value)
+
+
+def test_advice_offers_nf4_with_its_peak_and_the_share_of_tokens_that_fits():
+    """A 20 GiB model, 4 GiB of activations (1 with checkpointing), batch 1: no batch to cut; nf4 saves 14 GiB of
+    the model and 3 of the text encoder (whose 6 GiB only the caching phase holds)."""
+    plan = make_plan(train_batch_size=1, weights={"model": 20 * 2**30, "text_encoder": 6 * 2**30},
+                     cache_phase_bytes=27 * 2**30, nf4_model_savings=14 * 2**30, nf4_text_encoder_savings=3 * 2**30)
+    # 12 GiB: checkpointing gives 21, nf4 with it 7 (cache phase 10): both together fit
+    text = advice(plan, 12 * 2**30)
+    assert ("--quantize_base nf4 --quantize_text_encoder true --gradient_checkpointing true (frozen Linear weights "
+            "in 4 bits, 17.00 GiB less: peak 10.00 GiB)") in text
+    assert "a lower --resolution" not in text  # a setting above fits as it is
+    # 8 GiB: nf4 and checkpointing leave a 10 GiB caching phase and 7 GiB of training: the step fits, the cache is
+    # what needs a larger device (fewer tokens would not help)
+    tight = advice(plan, 8 * 2**30)
+    assert "peak 10.00 GiB, not enough alone" in tight and "build it once on a larger device" in tight
+    assert "a lower --resolution" not in tight
+    # 6.5 GiB: 6 GiB held for training with nf4 and checkpointing, 0.5 for 1 GiB of activations
+    assert "(about 50% of the largest bucket's tokens fits with the settings above)" in advice(plan, int(6.5 * 2**30))
+    # already quantized: no nf4 option; 6.5 GiB of training held beside 1 GiB of activations on 7 GiB: half the tokens
+    done = make_plan(train_batch_size=1, checkpointing=True, quantized="nf4", weights={"model": int(5.5 * 2**30)},
+                     steps=[StepTrace("b", True, 2**30, 1)], optimizer_bytes=2**30)
+    assert "--quantize_base" not in advice(done, 7 * 2**30)
+    assert "(about 50% of the largest bucket's tokens fits)" in advice(done, 7 * 2**30)
