@@ -241,12 +241,14 @@ def test_wan2_1_t2v_1_3b_layout(tmp_path):
                     "default_0")
 
 
-def test_wan2_2_ti2v_5b_layout(tmp_path):
-    """TI2V-5B (48-channel 16x VAE, expand_timesteps) under --family wan: text-to-video mode, its 24 fps."""
+@pytest.mark.parametrize("family, image_share", [("wan", "0%"), ("wan_i2v", "100%")])
+def test_wan2_2_ti2v_5b_layout(tmp_path, family, image_share):
+    """TI2V-5B (48-channel 16x VAE, expand_timesteps), one catalogue entry for both families: under --family wan
+    in text-to-video mode, under wan_i2v in image-to-video mode, the same defaults either way; its 24 fps."""
     from diffusers import WanPipeline
 
-    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.2-TI2V-5B-Diffusers", torch.float32)
-    assert "TI2V-5B: 0% of samples in image-to-video mode" in text and "at 24 fps" in text
+    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.2-TI2V-5B-Diffusers", torch.float32, "--family", family)
+    assert f"TI2V-5B: {image_share} of samples in image-to-video mode" in text and "at 24 fps" in text
     pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
     pipe.load_lora_weights(tmp_path / "out")
     _check_wan_lora(pipe.transformer, load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors")),
