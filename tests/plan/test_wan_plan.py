@@ -48,8 +48,11 @@ def test_every_catalogued_wan_checkpoint_plans_from_the_catalogue(family, entry)
     assert plan.trainable_params > 0 and all(s.flops > 0 and s.activation_bytes > 0 for s in plan.steps)
     assert plan.peak_memory_bytes > plan.weights["model"] > 0
     if "transformer_2/config.json" in entry.configs:  # --wan_expert both, the idle expert offloaded: one on device
-        single = make_plan(*_cfg("wan", T2V_14B, *SMALL), device="cuda", both_settings=False)
-        assert plan.weights["model"] == pytest.approx(single.weights["model"], rel=0.02)  # not twice
+        single_cfg, wan = _cfg("wan", T2V_14B, *SMALL)
+        resolve_defaults(single_cfg, wan)  # the same rank 32 LoRA
+        single = make_plan(single_cfg, wan, device="cuda", both_settings=False)
+        # the 2.1 14B's transformer (I2V: a wider patch embedding, 36 input channels), not twice it
+        assert plan.weights["model"] == pytest.approx(single.weights["model"], rel=1e-3)
 
 
 def _narrow_reader(layers: int):
