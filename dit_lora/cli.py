@@ -32,9 +32,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     plan = sub.add_parser(
         "plan", help="predict a run's peak memory and FLOPs per step, without loading weights",
+        usage="dit-lora plan [MODEL] [--gpu_memory SIZE] [recipe options ...]",
         description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
-        "(meta-device model, fake tensors). Takes any recipe option (--config, --pretrained_model_name_or_path, "
-        "--resolution, --train_batch_size, ...); the family is read from the model unless --family is given.",
+        "(meta-device model, fake tensors). MODEL (a Hub id or a folder) is short for "
+        "--pretrained_model_name_or_path. Takes any recipe option (--config, --resolution, --train_batch_size, "
+        "...); the family is read from the model unless --family is given.",
     )
     plan.add_argument("--gpu_memory", default=None, metavar="SIZE",
                       help="say what fits on this much memory, e.g. 24GB (default: this machine's device)")
@@ -202,6 +204,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         _plan_demo_exists(common, rest)
         return family_for_model(common)
 
+    rest = _model_argument(rest)
     cfg = parse_config(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family)
     _plan_demo_exists(cfg, rest)
     family = get_family(cfg.family)
@@ -219,6 +222,16 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         print("\n".join(chosen.lines()))
         print(format_plan(plan, capacity))
     return 0
+
+
+def _model_argument(rest: list[str]) -> list[str]:
+    """``dit-lora plan MODEL ...``: a first argument that is not an option is the model."""
+    if not rest or rest[0].startswith("-"):
+        return rest
+    if "--pretrained_model_name_or_path" in rest or any(a.startswith("--pretrained_model_name_or_path=") for a in rest):
+        raise UserError(f"dit-lora plan got the model twice: `{rest[0]}` and --pretrained_model_name_or_path. Give it "
+                        "once, as the first argument or with the flag.")
+    return ["--pretrained_model_name_or_path", rest[0], *rest[1:]]
 
 
 def _plan_demo_exists(cfg, argv: list[str]) -> None:

@@ -18,18 +18,28 @@ def is_local(path: str) -> bool:
     return os.path.isdir(path) or not _HUB_ID.match(path)
 
 
+#: set once a Hub request found no connection: later small-file reads of this process use the local cache only
+_HUB_UNREACHABLE = False
+
+
 def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "config.json") -> dict | None:
     """Read a small JSON config of the pipeline (local folder or Hub cache); ``None`` if unreachable."""
     path = cfg.pretrained_model_name_or_path
     if is_local(path):
         file = Path(path) / subfolder / filename
         return json.loads(file.read_text()) if file.is_file() else None
+    global _HUB_UNREACHABLE
     try:
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
 
-        file = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision)
+        file = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision,
+                               local_files_only=_HUB_UNREACHABLE)
         return json.loads(Path(file).read_text())
-    except Exception:  # offline or gated: the full load later reports it properly
+    except LocalEntryNotFoundError:  # no connection (after huggingface_hub's retries) and not in the cache
+        _HUB_UNREACHABLE = True  # the next small files come from the cache only: one wait, not one per file
+        return None
+    except Exception:  # gated, missing: the full load later reports it properly
         return None
 
 

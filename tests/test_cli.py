@@ -49,3 +49,36 @@ def test_export_is_a_command_and_needs_a_format(tmp_path, capsys):
     with pytest.raises(SystemExit) as caught:
         main(["export", str(tmp_path)])
     assert caught.value.code == 2 and "--format" in capsys.readouterr().err
+
+
+def test_plan_takes_the_model_as_its_first_argument(monkeypatch):
+    """`dit-lora plan Wan-AI/Wan2.1-T2V-14B-Diffusers --gpu_memory 24GB` (the form users type) is the same as the
+    flag; both at once is one paragraph."""
+    import pytest
+
+    from dit_lora.cli import _model_argument
+    from dit_lora.errors import UserError
+
+    assert _model_argument(["Wan-AI/Wan2.1-T2V-14B-Diffusers", "--resolution", "512"]) == [
+        "--pretrained_model_name_or_path", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--resolution", "512"]
+    assert _model_argument(["--pretrained_model_name_or_path", "x"]) == ["--pretrained_model_name_or_path", "x"]
+    assert _model_argument([]) == []
+    with pytest.raises(UserError, match="got the model twice"):
+        _model_argument(["a/b", "--pretrained_model_name_or_path", "c/d"])
+
+
+def test_plan_with_a_positional_catalogued_model_says_what_fits(monkeypatch, capsys):
+    """Offline (no network here), the catalogue's configs of the Wan 14B: the plan names the peak and what to do on
+    24 GB (the issue's own command)."""
+    import pytest
+
+    from dit_lora import pipeline_files
+    from dit_lora.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", True)
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--gpu_memory", "24GB"])
+    assert done.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "predicted peak per process" in out and "does not fit" in out and "--quantize_base nf4" in out

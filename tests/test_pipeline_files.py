@@ -127,3 +127,27 @@ def test_read_once_reads_again_only_when_a_config_file_changes(tmp_path):
     stat = os.stat(tmp_path / "model_index.json")
     os.utime(tmp_path / "model_index.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     assert read_once(cache, cfg, ("model_index.json",), read) == 2  # a rebuilt model is read again
+
+
+def test_an_unreachable_hub_is_asked_once_then_only_the_cache(monkeypatch):
+    """Offline, each small config read used to wait through huggingface_hub's retries (dit-lora plan of a catalogued
+    Wan id: 4.5 minutes); after the first connection failure the reads use the local cache only."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    from dit_lora import pipeline_files
+    from dit_lora.config import TrainConfig
+
+    calls = []
+
+    def download(repo, filename, revision=None, local_files_only=False):
+        calls.append(local_files_only)
+        raise LocalEntryNotFoundError("no connection")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-14B-Diffusers",
+                                 train_data_dir="x")
+    assert pipeline_files.read_component_config(cfg, "transformer") is None
+    assert pipeline_files.read_component_config(cfg, "vae") is None
+    assert calls == [False, True]
