@@ -94,6 +94,7 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-adapter-", dir=output_dir))
+    stale = _previous_adapter_files(output_dir)
     written = []
     try:
         family.save_adapter(staging, lora_state, lora_config)
@@ -112,11 +113,26 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
             written.append(output_dir / f.name)
         if not backbone and (output_dir / BACKBONE_FILE).exists():
             (output_dir / BACKBONE_FILE).unlink()  # a stale backbone from an overwritten run would mislead loaders
-        if (output_dir / ADAPTER_INDEX_FILE) not in written and (output_dir / ADAPTER_INDEX_FILE).exists():
-            (output_dir / ADAPTER_INDEX_FILE).unlink()  # likewise a stale list of adapter files
+        for path in stale:  # an overwritten run's other adapter files (its index, per-expert and export files)
+            if path not in written and path.exists():
+                path.unlink()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return written
+
+
+def _previous_adapter_files(output_dir: Path) -> list[Path]:
+    """What an earlier run left in ``output_dir`` that a new adapter must replace or remove: its adapter index, the
+    files the index lists, and export files dit-lora wrote (a user's own files are never listed)."""
+    from .export import written_by_export
+
+    found = [output_dir / ADAPTER_INDEX_FILE] if (output_dir / ADAPTER_INDEX_FILE).exists() else []
+    try:
+        found += [output_dir / e["file"] for e in adapter_index(output_dir) or []]
+    except UserError:
+        pass  # a damaged index: the index itself goes, the files it may name stay
+    found += [p for p in output_dir.glob("*.safetensors") if p not in found and written_by_export(p)]
+    return found
 
 
 def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, base_model: str | None) -> Path:
@@ -156,8 +172,10 @@ def adapter_folder(output_dir: str | Path) -> Path:
         from huggingface_hub import snapshot_download
 
         try:
+            # the index and the per-expert LoRA files it may list (pytorch_lora_weights_*.safetensors)
             return Path(snapshot_download(text, allow_patterns=[*ADAPTER_FILES, PEFT_CONFIG_FILE, BACKBONE_FILE,
-                                                                  CLASSES_FILE]))
+                                                                  CLASSES_FILE, ADAPTER_INDEX_FILE,
+                                                                  "pytorch_lora_weights_*.safetensors"]))
         except Exception as err:  # noqa: BLE001 - offline, gated, missing: one message
             raise UserError(f"Could not fetch the adapter repo `{text}` from the Hub ({type(err).__name__}: {err}).")
     raise UserError(f"`{output_dir}` does not exist. Point load_adapter at a finished dit-lora output_dir.")

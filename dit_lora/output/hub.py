@@ -31,15 +31,30 @@ DEFAULT_COMMIT_MESSAGE = "Upload LoRA adapter trained with dit-lora"
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 
 
+def run_adapter_files(output_dir: Path) -> list[str]:
+    """The adapter files of a run beyond the standard names: the adapter index (``dit_lora_adapter_files.json``),
+    the files it lists (Wan A14B: one per expert), and export files dit-lora wrote (their metadata says so)."""
+    from .adapter import adapter_index
+    from .export import written_by_export
+    from .names import ADAPTER_INDEX_FILE
+
+    names = []
+    if (output_dir / ADAPTER_INDEX_FILE).is_file():
+        names = [ADAPTER_INDEX_FILE] + [e["file"] for e in adapter_index(output_dir) or []]
+    names += sorted(p.name for p in output_dir.glob("*.safetensors") if p.name not in names and written_by_export(p))
+    return names
+
+
 def select_files(output_dir: Path) -> list[str]:
     """Relative POSIX paths of the files that may be published from ``output_dir``.
 
-    Only the top-level artefacts in TOP_LEVEL_FILES and the images/videos directly inside
-    ``samples/``. Symlinks pointing outside ``output_dir`` are skipped so a link can never
+    Only the top-level artefacts in TOP_LEVEL_FILES, the run's further adapter files (:func:`run_adapter_files`)
+    and the images/videos directly inside ``samples/``. Symlinks pointing outside ``output_dir`` are skipped so a link can never
     smuggle an unrelated file into a public repo.
     """
     root = output_dir.resolve()
     candidates = [output_dir / name for name in TOP_LEVEL_FILES]
+    candidates += [output_dir / name for name in run_adapter_files(output_dir) if name not in TOP_LEVEL_FILES]
     samples = output_dir / SAMPLES_DIR
     if samples.is_dir():
         candidates += sorted(p for p in samples.iterdir() if p.suffix.lower() in SAMPLE_SUFFIXES)
@@ -157,7 +172,7 @@ def push_adapter(
             f"output directory {output_dir} does not exist. Pass the --output_dir of a finished training run "
             f"(the folder that contains {ADAPTER_FILE})."
         )
-    if not any((output_dir / name).is_file() for name in ADAPTER_FILES):
+    if not any((output_dir / name).is_file() for name in ADAPTER_FILES) and not run_adapter_files(output_dir):
         raise UserError(
             f"no {ADAPTER_FILE} in {output_dir}, so there is no adapter to push. Point to the output_dir of a "
             "finished run (checkpoint-* folders are not pushable), or let the run finish so it writes the adapter."
@@ -168,8 +183,8 @@ def push_adapter(
             "(letters, digits, '-', '_', '.')."
         )
     files = select_files(output_dir)
-    for name in (*ADAPTER_FILES, BACKBONE_FILE):
-        if name in files:
+    for name in files:
+        if name.endswith(".safetensors"):
             check_finite(output_dir / name)
     token = _resolve_token(token)
 

@@ -43,7 +43,7 @@ from ..fileio import write_json_atomic
 from ..kernels import kernel_runtime, patch_model
 from ..kernels.monitor import install_sample_mixing_modulate
 from ..output.adapter import assert_finite
-from ..output.names import ADAPTER_FILES, PRECISION_AUDIT_FILE
+from ..output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE, PRECISION_AUDIT_FILE
 from ..output.report import config_dict
 from . import trainables
 from .canary import attention_canary, install_broken_attention
@@ -134,7 +134,7 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     out = Path(cfg.output_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
-    done = [name for name in ADAPTER_FILES if (out / name).exists()]
+    done = [name for name in (*ADAPTER_FILES, ADAPTER_INDEX_FILE) if (out / name).exists()]
     if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
         raise UserError(
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "

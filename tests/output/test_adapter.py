@@ -265,3 +265,30 @@ def test_a_stale_index_is_removed_when_a_run_without_one_overwrites_the_folder(t
     pipe = _RecordingPipe()
     load_adapter_files(pipe, tmp_path)
     assert [c[1]["weight_name"] for c in pipe.calls] == [ADAPTER_FILE]
+
+
+def test_overwriting_a_run_removes_its_other_adapter_files_but_not_the_users(tmp_path):
+    """A run written over an A14B `both` run: the old index, the low-noise file it listed and the export files
+    dit-lora wrote go (a ComfyUI user picking files by name would get another run's LoRA); a user's file stays."""
+    import json
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    from dit_lora.output.export import export_metadata
+
+    class Family:
+        def save_adapter(self, output_dir, lora_state, lora_config):
+            save_file(lora_state, str(Path(output_dir) / "pytorch_lora_weights.safetensors"))
+
+    low = "pytorch_lora_weights_low_noise.safetensors"
+    for name in ("pytorch_lora_weights.safetensors", low, "mine.safetensors"):
+        save_file({"a": torch.zeros(1)}, str(tmp_path / name))
+    save_file({"a": torch.zeros(1)}, str(tmp_path / "old_comfyui.safetensors"), metadata=export_metadata("comfyui", "x"))
+    (tmp_path / "dit_lora_adapter_files.json").write_text(json.dumps({"files": [
+        {"file": "pytorch_lora_weights.safetensors", "label": "high", "load_kwargs": {}},
+        {"file": low, "label": "low", "load_kwargs": {"load_into_transformer_2": True}}]}))
+    state = {"blocks.0.to_q.lora_A.weight": torch.ones(2, 4), "blocks.0.to_q.lora_B.weight": torch.ones(4, 2)}
+    write_adapter(Family(), tmp_path, state, {"r": 2, "lora_alpha": 2}, {}, [])
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == {"pytorch_lora_weights.safetensors", "mine.safetensors"}

@@ -265,3 +265,24 @@ def test_cli_push_success_and_scrubbed_error(hub, output_dir, tmp_path):
     _assert_no_token(bad.stdout, bad.stderr)
     assert hub.files == {}
     assert not [r for r in hub.requests if r.path == "/api/agent-harnesses"]
+
+
+def test_a_run_with_an_adapter_index_publishes_every_file_it_lists_and_its_exports(tmp_path):
+    """Wan A14B writes one LoRA file per expert, the index and ComfyUI files: all are published (a plain list of
+    standard names left the low-noise expert behind); a user's own .safetensors file is not."""
+    import json
+
+    from dit_lora.output.export import export_metadata
+    from dit_lora.output.hub import select_files
+
+    low = "pytorch_lora_weights_low_noise.safetensors"
+    save_file({"a": torch.zeros(1)}, str(tmp_path / "pytorch_lora_weights.safetensors"))
+    save_file({"a": torch.zeros(1)}, str(tmp_path / low))
+    save_file({"a": torch.zeros(1)}, str(tmp_path / "x_comfyui.safetensors"), metadata=export_metadata("comfyui", "x"))
+    save_file({"a": torch.zeros(1)}, str(tmp_path / "mine.safetensors"))
+    (tmp_path / "dit_lora_adapter_files.json").write_text(json.dumps({"files": [
+        {"file": "pytorch_lora_weights.safetensors", "label": "high", "load_kwargs": {}},
+        {"file": low, "label": "low", "load_kwargs": {"load_into_transformer_2": True}}]}))
+    files = select_files(tmp_path)
+    assert {"pytorch_lora_weights.safetensors", low, "dit_lora_adapter_files.json", "x_comfyui.safetensors"} <= set(files)
+    assert "mine.safetensors" not in files
