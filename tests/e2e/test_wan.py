@@ -203,11 +203,12 @@ def test_a14b_both_experts_resume_bit_for_bit_with_the_same_expert_per_step(refe
 
 
 # ---- the A14B experts ----------------------------------------------------------------------------------------------
-#: the .safetensors files of each --wan_expert run (a single expert's adapter is pytorch_lora_weights.safetensors,
-#: the index says where it loads); every run also writes the adapter index
+#: the .safetensors files of each --wan_expert run (each expert's adapter has its own name: the low-noise one is never
+#: pytorch_lora_weights.safetensors, which a plain load_lora_weights would put into `transformer`); every run also
+#: writes the adapter index
 EXPERT_FILES = {
     "high": {"pytorch_lora_weights.safetensors", "pytorch_lora_weights_comfyui.safetensors"},
-    "low": {"pytorch_lora_weights.safetensors", "pytorch_lora_weights_comfyui.safetensors"},
+    "low": {LOW_FILE, "pytorch_lora_weights_low_noise_comfyui.safetensors"},
     "both": {"pytorch_lora_weights.safetensors", "pytorch_lora_weights_comfyui.safetensors", LOW_FILE,
              "pytorch_lora_weights_low_noise_comfyui.safetensors"},
 }
@@ -331,3 +332,16 @@ def test_export_comfyui_recreates_the_files_the_run_wrote(name, references, tmp_
             main(["export", str(out), "--format", "comfyui"])
         assert done.value.code == 0
         assert {p.name: _safetensors_parts(p) for p in out.glob("*_comfyui.safetensors")} == written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant,expert", [("2.1-i2v", None), ("2.2-i2v-a14b", "low")])
+def test_image_to_video_validates_during_training(variant, expert, wan_model, clips, tmp_path):
+    """In-memory validation videos of image-to-video runs: Wan 2.1 (its CLIP encoder left with the cache: the
+    pipeline gets the embedding computed while it was loaded) and one trained I2V-A14B expert (it runs both stages;
+    the pipeline never looks for a CLIP encoder the A14B models lack). Both crashed in the pipeline before."""
+    summary, out = _train(wan_model(variant), clips, tmp_path, family="wan_i2v", max_train_steps=2,
+                          validation_prompt="a red square", validation_steps=1, num_validation_images=1,
+                          validation_inference_steps=2, **({"wan_expert": expert} if expert else {}))
+    assert isinstance(summary, dict) and summary["status"] == "completed", summary
+    assert (out / "samples" / "step1_0.mp4").is_file() and (out / "samples" / "final_0.mp4").is_file()

@@ -171,11 +171,15 @@ class WanI2VFamily(WanFamily):
         return image
 
     def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
-        kwargs: dict[str, Any] = {"image": self._image(cfg, comps)}
-        embeds = comps.extras.get("validation_image_embeds") if comps is not None else None
-        if cond is not None and embeds is not None:  # in-memory validation: the encoder is gone, use the cached one
-            kwargs["image_embeds"] = embeds.to(cond["prompt_embeds"].device)
-        return kwargs
+        return {"image": self._image(cfg, comps)}
+
+    def fit_validation_pipeline(self, pipe, comps: Components) -> None:
+        """Wan 2.1: the image encoder left with the cache, so the pipeline's ``encode_image`` returns the embedding
+        :meth:`inspect_samples` computed from the same image. (Passing ``image_embeds`` is not an option: the
+        pipeline refuses it together with ``image``, which ``prepare_latents`` needs.)"""
+        embeds = comps.extras.get("validation_image_embeds")
+        if embeds is not None:
+            pipe.encode_image = lambda image, device: embeds.to(device)
 
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
         source = cfg.family_options.validation_image or "first_frame.png"

@@ -77,6 +77,9 @@ def _transformers(family, comps: Components, denoiser, stack: ExitStack) -> dict
             stack.callback(hook.remove)
         return {"transformer": denoiser.high, "transformer_2": denoiser.low,
                 "boundary_ratio": comps.extras["boundary_ratio"]}
+    if comps.extras.get("expert"):  # one trained A14B expert: it runs both stages (the pipeline keeps its boundary,
+        # so an I2V-A14B pipeline does not look for the CLIP encoder the A14B models do not have)
+        return {"transformer": denoiser, "transformer_2": denoiser, "boundary_ratio": comps.extras["boundary_ratio"]}
     return {"transformer": denoiser}
 
 
@@ -90,6 +93,7 @@ def generate_validation(family, comps: Components, denoiser, cond: dict, cfg: Tr
                                         **_transformers(family, comps, denoiser, stack),
                                         **family.pipeline_extras(comps))
         pipe.set_progress_bar_config(disable=True)
+        family.fit_validation_pipeline(pipe, comps)
         n = cfg.num_validation_images
         generator = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
@@ -135,11 +139,13 @@ def save_wan_adapter(family, output_dir: Path, lora_state: dict, lora_config: di
 
 
 def adapter_files(comps: Components) -> dict[str, str]:
-    """``{file name: expert}`` of a finished run: ``high`` for single-expert checkpoints."""
+    """``{file name: expert}`` of a finished run: ``high`` for single-expert checkpoints. Each A14B expert's file
+    has its own name, so a file is never mistaken for the other expert's (the low-noise one must load with
+    ``load_into_transformer_2=True``)."""
     experts = comps.extras.get("trained_experts") or ["high"]
-    if len(experts) == 2:
-        return {EXPERT_FILES["high"]: "high", EXPERT_FILES["low"]: "low"}
-    return {ADAPTER_FILE: experts[0]}
+    if not comps.extras.get("expert"):
+        return {ADAPTER_FILE: "high"}
+    return {EXPERT_FILES[e]: e for e in experts}
 
 
 def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
@@ -148,6 +154,9 @@ def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfi
     from .comfyui import write_comfyui_files
 
     files = adapter_files(comps)
+    if ADAPTER_FILE not in files and (Path(output_dir) / ADAPTER_FILE).exists():
+        # a --wan_expert low run: save_wan_adapter wrote the only file under the default name
+        (Path(output_dir) / ADAPTER_FILE).rename(Path(output_dir) / EXPERT_FILES["low"])
     if comps.extras.get("expert"):
         write_adapter_index(output_dir, [
             {"file": name, "label": expert, "expert": _LABEL[expert],
@@ -195,8 +204,8 @@ def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
                 f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
                 "                       load_into_transformer_2=True)  # low-noise expert (transformer_2)\n")
     elif expert == "low":
-        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, load_into_transformer_2=True)"
-                "  # the low-noise expert\n")
+        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
+                "                       load_into_transformer_2=True)  # the low-noise expert (transformer_2)\n")
     else:
         load = f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
     extra_import, before, image_arg = family.snippet_image(cfg)

@@ -355,6 +355,10 @@ class WanFamily(DiffusionFamily):
         """Pipeline constructor arguments besides the modules (TI2V: ``expand_timesteps``)."""
         return {"expand_timesteps": bool(comps.extras.get("expand_timesteps"))}
 
+    def fit_validation_pipeline(self, pipe, comps: Components) -> None:
+        """Adapt the in-memory validation pipeline to what the run still holds (image-to-video: the cached CLIP
+        embedding stands in for the released image encoder); nothing for text-to-video."""
+
     def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
         """The pipeline call's image arguments (text-to-video: none)."""
         return {}

@@ -101,12 +101,14 @@ def test_single_expert_run_writes_one_file_and_no_index(wan_model, tmp_path):
 def test_one_expert_run_indexes_its_file(wan_model, tmp_path, expert, kwargs):
     out = tmp_path / "out"
     _, _, model, written = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert=expert)
-    assert {p.name for p in written} == {ADAPTER_FILE, "pytorch_lora_weights_comfyui.safetensors", ADAPTER_INDEX_FILE}
-    assert adapter_index(out) == [{"file": ADAPTER_FILE, "label": expert, "load_kwargs": kwargs}]
+    name = ADAPTER_FILE if expert == "high" else LOW_FILE  # the low-noise file never has the default name
+    comfy = name.replace(".safetensors", "_comfyui.safetensors")
+    assert {p.name for p in written} == {name, comfy, ADAPTER_INDEX_FILE}
+    assert adapter_index(out) == [{"file": name, "label": expert, "load_kwargs": kwargs}]
     raw = json.loads((out / ADAPTER_INDEX_FILE).read_text())["files"][0]
     assert raw["expert"].startswith(f"{expert}-noise expert")
-    _lora_file(out / ADAPTER_FILE, model)
-    assert _comfy_expert(out / "pytorch_lora_weights_comfyui.safetensors") == expert
+    _lora_file(out / name, model)
+    assert _comfy_expert(out / comfy) == expert
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +196,7 @@ def _load_calls(snippet: str) -> list[dict]:
     ("2.1-t2v", "wan", None, [{}]),
     ("2.1-i2v", "wan_i2v", None, [{}]),
     ("2.2-t2v-a14b", "wan", "high", [{}]),
-    ("2.2-t2v-a14b", "wan", "low", [TO_2]),
+    ("2.2-t2v-a14b", "wan", "low", [{"weight_name": LOW_FILE, **TO_2}]),
     ("2.2-t2v-a14b", "wan", "both", [{}, {"weight_name": LOW_FILE, **TO_2}]),
 ])
 def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(wan_model, variant, family, expert, calls):
