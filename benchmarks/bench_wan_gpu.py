@@ -252,7 +252,7 @@ def predict_config(name: str, config: dict, frames: int, height: int, width: int
     and no allocator workspace or fragmentation: on the H100 the planner read 4-31% low (benchmarks/RESULTS.md,
     "Memory plan: predicted vs measured on the H100").
 
-    ``dit-lora plan`` traces one and two blocks and extrapolates; for Wan that overstates the checkpointed step
+    ``dit-lora plan`` once traced one and two blocks and extrapolated; for Wan that overstated the checkpointed step
     (1.3B: 11.8 GiB instead of the full trace's 6.5), because block 0's q, k, v inputs need no gradient and its
     backward is lighter, so the 1-to-2 difference is not the per-block growth (2-to-3 is, and extrapolates to the
     full trace exactly)."""

@@ -1,7 +1,7 @@
 """The documentation site's generated reference pages: every option, the checkpoint catalogue, every CLI command's help.
 
 ``python -m dit_lora.docsite --write`` writes them under ``docs/reference/``; ``--check`` exits 1 naming each page
-that differs from what the code generates now (a test runs it, as it keeps the README's options tables current).
+that differs from what the code generates now (a test runs it).
 Each page is built from the code alone (the typed configs, the catalogue's data files, the ``dit-lora`` argparse
 parsers), never from running a command or from the machine: the help text is formatted at a fixed width.
 """
@@ -34,7 +34,7 @@ def md_text(text: str) -> str:
 
 
 def _site_table(table: str) -> str:
-    """One of ``config/docs.py``'s options tables (the README's) with each description escaped for the site."""
+    """One of ``config/docs.py``'s options tables with each description escaped for the site."""
     rows = table.splitlines()
     out = rows[:2]
     for row in rows[2:]:

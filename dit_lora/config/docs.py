@@ -1,6 +1,7 @@
-"""Render the options tables for the README from the config schema: the common options, then one table per family.
+"""Render the options tables from the config schema: the common options, then one table per family.
 
-``python -m dit_lora.config.docs`` prints them; ``--write README.md`` replaces them in place (between the
+:mod:`dit_lora.docsite` puts them on the documentation's reference page (``docs/reference/options.md``).
+``python -m dit_lora.config.docs`` prints them; ``--write FILE.md`` replaces them in place in a Markdown file (between the
 ``<!-- options:start -->`` and ``<!-- options:end -->`` markers; a README without them has its first options
 table replaced and the markers added).
 """

@@ -2,7 +2,7 @@
 
 Names follow the diffusers training examples wherever the concept exists there, so a user of
 ``train_dreambooth_lora_sana.py`` can bring their flags along. Each field carries its help text
-in ``metadata["help"]``; ``--help``, the README options table and unknown-key suggestions are
+in ``metadata["help"]``; ``--help``, the documentation's options reference and unknown-key suggestions are
 all generated from here.
 """
 
@@ -73,7 +73,7 @@ def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, sect
 class FamilyOptions:
     """Base of a family's own options (``families/<name>/options.py``): fields declared with :func:`opt`.
 
-    ``TITLE`` names the section its flags are listed under in ``--help`` and the README. A family without
+    ``TITLE`` names the section its flags are listed under in ``--help`` and the options reference. A family without
     options of its own gets this class, empty.
     """
 
@@ -82,7 +82,7 @@ class FamilyOptions:
 
 class RegisteredFamilies(Sequence):
     """``--family``'s choices: the names in the family registry (:mod:`dit_lora.families`), read when asked, so
-    the help, the README table and the check list every registered family, one registered later too."""
+    the help, the options reference and the check list every registered family, one registered later too."""
 
     def _names(self) -> list[str]:
         from ..families import available

@@ -152,7 +152,7 @@ class DiffusionFamily(ModelFamily):
 
     # ---- memory plan ------------------------------------------------------------------------
     #: the config value that counts ``model``'s repeated blocks, as ``(config file, key)``: the planner traces
-    #: one and two blocks and extrapolates to the real depth
+    #: two and three blocks and extrapolates to the real depth
     depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
 
     def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator,
