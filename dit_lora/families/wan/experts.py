@@ -7,19 +7,28 @@ same split: an expert's step draws its timesteps from its own part of the traini
 
 ``--wan_expert high`` or ``low`` loads only that expert. ``both`` holds the two in :class:`WanExperts`; steps
 alternate, high on odd steps and low on even ones (:func:`expert_for_step`: decided on the host from the step
-number, so no step waits for the device, and a resumed run picks the same expert for the same step). With
-``--offload_inactive_expert`` (default) the frozen weights of the expert a step does not train wait in CPU
-memory: each expert keeps a CPU copy of its frozen tensors, made once; switching drops the device copy of the
-one going idle (nothing to copy back: frozen weights never change) and copies the other in with
-``non_blocking``. LoRA weights and their optimizer state stay on the device throughout.
+number, so no step waits for the device, and a resumed run picks the same expert for the same step).
+
+With ``--offload_inactive_expert`` (default) on an accelerator, only one expert's frozen weights are ever on the
+device, from the load on (:meth:`WanExperts.place`): both experts' frozen tensors get a CPU copy once, at load
+(pinned on CUDA); ``high``'s go to the device, ``low``'s stay in CPU memory. ``.to(device)`` (accelerate's
+placement) moves the LoRA weights of both experts but not the parked expert's frozen tensors (:meth:`_apply`).
+A switch points the idle expert's tensors back at their CPU copies (nothing to copy back: frozen weights never
+change) and copies the other's in with ``non_blocking``. LoRA weights and their optimizer state stay on the
+device throughout. The memory plan counts one expert (``loading.plan_wan_components``).
 """
 
 from __future__ import annotations
+
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
 
 EXPERTS = ("high", "low")
+
+#: one frozen tensor's place in its module: (``module._parameters`` or ``module._buffers``, key, the tensor)
+Slot = tuple[dict, str, torch.Tensor]
 
 
 def expert_for_step(step: int | None) -> str:
@@ -42,6 +51,24 @@ def expert_index_ranges(timesteps: torch.Tensor, boundary_ratio: float, num_trai
     return {"high": (0, split), "low": (split, n)}
 
 
+def _other(name: str) -> str:
+    return "low" if name == "high" else "high"
+
+
+def _set(tensor: torch.Tensor, value: torch.Tensor) -> None:
+    """Make ``tensor`` (the same Python object: optimizer and PEFT hold it) hold ``value``'s storage.
+
+    ``.data`` works between the CPU and CUDA; for types it cannot join (CPU and meta, the tests' stand-in
+    accelerator) the contents are swapped with a new object sharing ``value``'s storage, as ``nn.Module._apply``
+    does under ``torch.__future__.set_swap_module_params_on_conversion``.
+    """
+    if torch._has_compatible_shallow_copy_type(tensor, value):
+        tensor.data = value
+    else:
+        holder = nn.Parameter(value, requires_grad=False) if isinstance(tensor, nn.Parameter) else value.detach()
+        torch.utils.swap_tensors(tensor, holder)
+
+
 class WanExperts(nn.Module):
     """The two A14B experts trained in one run (``--wan_expert both``): ``high`` and ``low`` submodules.
 
@@ -53,7 +80,10 @@ class WanExperts(nn.Module):
         super().__init__()
         self.high, self.low = high, low
         self.offload = offload
-        self._host: dict[str, dict[str, torch.Tensor]] = {}
+        # expert -> id(frozen tensor) -> (that tensor, its CPU copy). Keyed by the tensor object, not its name:
+        # PEFT later moves each targeted weight under ``.base_layer`` (the same Parameter, a new name). The tensor
+        # is kept in the entry so that its id cannot be reused while the entry lives.
+        self._host: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
         self._active: str | None = None
         self._device: torch.device | None = None
 
@@ -68,49 +98,130 @@ class WanExperts(nn.Module):
 
     def expert(self, name: str) -> nn.Module:
         """The ``high`` or ``low`` transformer."""
+        if name not in EXPERTS:
+            raise ValueError(f"unknown Wan expert {name!r} (expected one of {EXPERTS})")
         return self.high if name == "high" else self.low
 
-    def _frozen(self, name: str):
-        module = self.expert(name)
-        for key, param in module.named_parameters():
-            if not param.requires_grad:
-                yield key, param
-        for key, buf in module.named_buffers():
-            yield "buffer:" + key, buf
+    def _slots(self, name: str) -> Iterator[Slot]:
+        """The expert's frozen tensors now (parameters without grad, and buffers) with where each is held. Read
+        at each use: a parameter unfrozen after load (a backbone group) trains, so it is never parked."""
+        for module in self.expert(name).modules():
+            for table, frozen_only in ((module._parameters, True), (module._buffers, False)):
+                for key, tensor in table.items():
+                    if tensor is not None and not (frozen_only and tensor.requires_grad):
+                        yield table, key, tensor
 
-    def _keep_host_copies(self) -> None:
-        """A CPU copy of each expert's frozen tensors, made at the first switch (after LoRA moved the targeted
-        weights under ``base_layer``), on the device the LoRA weights are on. Nothing on a CPU run."""
-        trainable = next((p for p in self.parameters() if p.requires_grad), None)
-        self._device = trainable.device if trainable is not None else torch.device("cpu")
-        if not self.offload or self._device.type == "cpu":
+    def place(self, device: torch.device | str) -> None:
+        """Put the frozen weights where training starts (called once, by the loader, before LoRA is attached).
+
+        Offloading on an accelerator: a CPU copy of every frozen tensor of both experts (page-locked on CUDA, so
+        the switches' copies run asynchronously), made here, synchronously, once; ``high``'s tensors go to
+        ``device``, ``low``'s stay in CPU memory. Otherwise both experts simply move to ``device``.
+        """
+        device = torch.device(device)
+        self._device = device
+        if not self.offload or device.type == "cpu":
+            self.high.to(device)
+            self.low.to(device)
             return
-        pin = self._device.type == "cuda"
+        pin = device.type == "cuda"
+        self._host = {}
         for name in EXPERTS:
-            self._host[name] = {k: (t.detach().to("cpu").pin_memory() if pin else t.detach().to("cpu"))
-                                for k, t in self._frozen(name)}
+            kept = self._host[name] = {}
+            for _, _, tensor in self._slots(name):
+                host = tensor.detach().to("cpu")
+                kept[id(tensor)] = (tensor, host.pin_memory() if pin else host)
+            self._park(name)  # the loaded copy (CPU, or the device for a loader that put it there) is dropped
+        self._bring("high")
+        self._active = "high"
+
+    def _park(self, name: str) -> None:
+        """Point ``name``'s frozen tensors at their CPU copies (the device copies are freed; no copy back)."""
+        for _, _, tensor in self._slots(name):
+            entry = self._host[name].get(id(tensor))
+            if entry is not None:
+                _set(tensor, entry[1])
+
+    def _bring(self, name: str) -> None:
+        """Copy ``name``'s frozen tensors onto the device (asynchronous from pinned memory)."""
+        for _, _, tensor in self._slots(name):
+            entry = self._host[name].get(id(tensor))
+            if entry is not None:
+                _set(tensor, entry[1].to(self._device, non_blocking=True))
+
+    def _parked(self) -> str | None:
+        """The expert whose frozen tensors wait in CPU memory now (None: offloading is off or on the CPU)."""
+        if not self._host or self._device is None or self._device.type == "cpu" or self._active is None:
+            return None
+        return _other(self._active)
 
     def activate(self, name: str) -> nn.Module:
-        """Make ``name`` the expert whose frozen weights are on the device (the other's wait on the CPU)."""
-        if self._device is None:
-            self._keep_host_copies()
-        if self._active == name or not self._host:
-            self._active = name
-            return self.expert(name)
-        idle = "low" if name == "high" else "high"
-        self._place(idle, self._host[idle])  # drop the device copy: the CPU copy is identical (frozen)
-        self._place(name, {k: t.to(self._device, non_blocking=True) for k, t in self._host[name].items()})
-        self._active = name
-        return self.expert(name)
+        """Make ``name`` the expert whose frozen weights are on the device (the other's wait in CPU memory).
 
-    def _place(self, name: str, tensors: dict[str, torch.Tensor]) -> None:
-        for key, tensor in self._frozen(name):
-            tensor.data = tensors[key]
+        Idempotent; nothing moves on a CPU run or without offloading. A model that was never :meth:`place`-d
+        (built by hand, LoRA already on an accelerator) is placed at its first call, on its LoRA weights' device.
+        """
+        module = self.expert(name)
+        if self._device is None and self.offload:
+            trainable = next((p for p in self.parameters() if p.requires_grad), None)
+            self.place(trainable.device if trainable is not None else torch.device("cpu"))
+        if self._parked() == name:
+            self._park(_other(name))  # first, so the device never holds both experts
+            self._bring(name)
+        self._active = name
+        return module
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True):
+        """``nn.Module._apply`` (under ``.to()``, ``.cuda()``, ``.float()``...: accelerate's device placement is
+        ``model.to(device)``) that leaves the parked expert's frozen tensors in CPU memory.
+
+        While ``super()._apply`` runs, each of them is a 0-element placeholder, so nothing of the parked expert is
+        ever allocated on the device; its CPU copies are put back after. Everything else is handled as usual: the
+        active expert, and the LoRA (trainable) parameters of both experts, which must be on the device.
+        ``_apply`` also casts dtypes (``.half()``, ``.to(dtype)``): a frozen tensor whose dtype ``fn`` changed (seen on
+        its result, the placeholder's included) gets its CPU copy cast too, so a switch never brings back the old
+        dtype. The run itself never casts them (they are frozen and loaded in the run's dtype); only LoRA weights
+        are cast, to fp32 masters, parameter by parameter. If ``fn`` moves the model to the CPU, offloading stops
+        (every tensor is then in CPU memory anyway).
+        """
+        parked = self._parked()
+        if parked is None:
+            return super()._apply(fn, recurse)
+        slots = {name: list(self._slots(name)) for name in EXPERTS}
+        for _, _, tensor in slots[parked]:
+            _set(tensor, torch.empty(0, dtype=tensor.dtype))
+        try:
+            super()._apply(fn, recurse)
+        finally:
+            self._after_apply(slots, parked)
+        return self
+
+    def _after_apply(self, slots: dict[str, list[Slot]], parked: str) -> None:
+        """Re-key the CPU copies (``_apply`` replaces buffers by new tensors), follow dtype casts, and point the
+        parked expert's tensors back at their CPU copies."""
+        target = None
+        for name, entries in slots.items():
+            kept = self._host[name]
+            for table, key, old in entries:
+                new = table[key]
+                entry = kept.pop(id(old), None)
+                if entry is None:
+                    continue
+                host = entry[1]
+                if new.dtype != host.dtype:
+                    host = host.to(new.dtype).pin_memory() if host.is_pinned() else host.to(new.dtype)
+                kept[id(new)] = (new, host)
+                if name == parked:
+                    _set(new, host)
+                else:
+                    target = new.device  # where fn sent the active expert: the model's device from now on
+        if target is not None:
+            self._device = target  # the active expert went there with the rest (fn moved it)
 
     def residency(self) -> dict[str, str]:
         """``{expert: device type of its frozen weights}`` (tests and logs)."""
         out = {}
         for name in EXPERTS:
-            first = next((t for _, t in self._frozen(name)), None)
+            first = next((t for _, _, t in self._slots(name)), None)
             out[name] = first.device.type if first is not None else "none"
         return out

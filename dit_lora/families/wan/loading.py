@@ -1,6 +1,8 @@
 """Loading a Wan checkpoint for training (weights) or for the memory plan (configs on the meta device).
 
 Only the trained expert(s) of an A14B checkpoint are read: ``--wan_expert high`` never loads ``transformer_2``.
+With ``--wan_expert both`` and ``--offload_inactive_expert`` on an accelerator, only ``high``'s weights go to the
+device; ``low``'s stay in CPU memory (``WanExperts.place``), as the memory plan counts.
 """
 
 from __future__ import annotations
@@ -46,9 +48,13 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
         extra = family.load_image_encoder(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg, err) from None
-    for module in (*transformers_.values(), vae, text_encoder, *(m for m in extra.values() if hasattr(m, "to"))):
+    both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
+    for module in ((*(() if both else transformers_.values()), vae, text_encoder,
+                    *(m for m in extra.values() if hasattr(m, "to")))):
         module.to(device)
     comps = family.make_components(cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
+    if both:
+        comps.model.place(device)
     comps.encoders["tokenizer"] = tokenizer
     return comps
 

@@ -9,8 +9,6 @@ start on the CPU and only the active expert's go to "the device"), and on CUDA (
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
 from torch import nn
@@ -91,126 +89,208 @@ def test_loaded_a14b_experts_with_lora_switch_on_the_cpu(wan_load):
     assert model.residency() == {"high": "cpu", "low": "cpu"} and model.config is model.high.config
 
 
-def _meta_experts(offload: bool = True):
-    """Experts whose LoRA parameters live on the meta device (the stand-in accelerator): WanExperts takes the
-    trainable parameters' device as the accelerator's, exactly as on CUDA."""
-    high, low = _Expert(1, "meta"), _Expert(2, "meta")
-    originals = {name: {k: t.detach().clone() for k, t in _frozen(m).items()} for name, m in (("high", high),
-                                                                                               ("low", low))}
+META = torch.device("meta")  # the stand-in accelerator: its tensors hold no values, so moves onto it are free
+
+
+def _fresh(offload: bool = True, lora_device: str = "cpu"):
+    """Two small experts and their original frozen values (``{expert: {name: tensor}}``)."""
+    high, low = _Expert(1, lora_device), _Expert(2, lora_device)
+    originals = {n: {k: t.detach().clone() for k, t in _frozen(m).items()} for n, m in (("high", high), ("low", low))}
     return WanExperts(high, low, offload=offload), originals
 
 
-def test_place_points_the_frozen_tensors_at_the_given_ones_and_leaves_lora_alone():
-    experts = WanExperts(_Expert(1), _Expert(2), offload=True)
-    lora, module = experts.high.lora, experts.high
-    params = {k: id(p) for k, p in module.named_parameters()}
-    given = {"base.weight": torch.full((4, 4), 2.0), "base.bias": torch.full((4,), 3.0), "buffer:scale": torch.ones(4)}
-    experts._place("high", given)
-    assert module.base.weight.data_ptr() == given["base.weight"].data_ptr()
-    assert module.scale.data_ptr() == given["buffer:scale"].data_ptr()
-    assert {k: id(p) for k, p in module.named_parameters()} == params  # the same Parameter objects (optimizer state)
-    assert experts.high.lora is lora and not lora.any() and not torch.equal(experts.low.base.weight, given["base.weight"])
+def _assert_parked(experts: WanExperts, name: str, originals) -> None:
+    """``name``'s frozen tensors are its kept CPU copies (the same storage), holding the original values."""
+    kept = experts._host[name]
+    for key, tensor in _frozen(experts.expert(name)).items():
+        assert tensor.device.type == "cpu" and tensor.data_ptr() == kept[id(tensor)][1].data_ptr(), key
+        assert torch.equal(tensor, originals[name][key.replace("base_layer.", "")]), key
 
 
-def test_with_an_accelerator_the_idle_expert_waits_in_cpu_copies_and_lora_never_moves(monkeypatch):
-    """The meta device holds no values, so a placement onto it is recorded rather than made; placements of CPU
-    copies are made for real (``_place``, tested above)."""
-    experts, originals = _meta_experts()
-    loras = {p: id(p) for p in experts.parameters() if p.requires_grad}
-    assert len(loras) == 2 and all(p.device.type == "meta" for p in loras)
-    placed: list[tuple[str, str, bool]] = []
-    place = WanExperts._place
+def test_place_brings_high_to_the_device_and_keeps_low_in_cpu_memory():
+    experts, originals = _fresh()
+    experts.place(META)
+    assert experts.residency() == {"high": "meta", "low": "cpu"}
+    assert all(t.is_meta for t in _frozen(experts.high).values())
+    _assert_parked(experts, "low", originals)
+    for name in ("high", "low"):  # a CPU copy of every frozen tensor of both experts, made now (values: originals)
+        kept = {id(t): t for t in _frozen(experts.expert(name)).values()}
+        assert kept.keys() == experts._host[name].keys()
+        assert all(h.device.type == "cpu" and not h.is_pinned() for _, h in experts._host[name].values())
+    assert sorted(torch.cat([h.flatten() for _, h in experts._host["high"].values()]).tolist()) == sorted(
+        torch.cat([t.flatten() for t in originals["high"].values()]).tolist())
+    assert all(p.device.type == "cpu" for p in experts.parameters() if p.requires_grad)  # LoRA: not place's business
 
-    def recording(self, name, tensors):
-        devices = {t.device.type for t in tensors.values()}
-        assert len(devices) == 1 and set(tensors) == {"base.weight", "base.bias", "buffer:scale"}  # frozen only
-        placed.append((name, devices.pop(), tensors is self._host.get(name)))
-        if placed[-1][1] == "cpu":
-            place(self, name, tensors)
 
-    monkeypatch.setattr(WanExperts, "_place", recording)
-    expected = {"high": [("low", "cpu", True), ("high", "meta", False)],
-                "low": [("high", "cpu", True), ("low", "meta", False)]}
-    previous = None
-    for name in ("high", "high", "low", "high", "low", "low"):
-        placed.clear()
+def test_to_moves_the_lora_weights_and_the_active_expert_but_never_the_parked_one():
+    experts, originals = _fresh()
+    experts.place(META)
+    loras = [p for p in experts.parameters() if p.requires_grad]
+    assert len(loras) == 2 and {p.device.type for p in loras} == {"cpu"}  # as PEFT creates them on a parked expert
+    assert experts.to(META) is experts
+    loras = [p for p in experts.parameters() if p.requires_grad]  # new objects: meta cannot share a CPU tensor's type
+    assert len(loras) == 2 and all(p.is_meta for p in loras) and experts.residency() == {"high": "meta", "low": "cpu"}
+    _assert_parked(experts, "low", originals)  # full size again, the same CPU copies: never moved, never emptied
+    experts.to(META)  # again (accelerate may place twice): no change
+    _assert_parked(experts, "low", originals)
+    experts.activate("low")  # the buffers _apply replaced by new tensor objects still find their CPU copies
+    assert experts.residency() == {"high": "cpu", "low": "meta"}
+    _assert_parked(experts, "high", originals)
+
+
+def test_activate_swaps_the_experts_and_the_values_round_trip(monkeypatch):
+    experts, originals = _fresh(lora_device="meta")
+    experts.place(META)
+    loras = {id(p) for p in experts.parameters() if p.requires_grad}
+    copies: list[str] = []
+    bring = WanExperts._bring
+    monkeypatch.setattr(WanExperts, "_bring", lambda self, name: (copies.append(name), bring(self, name)))
+    previous = "high"
+    for name in ("high", "low", "low", "high", "low", "high"):
+        copies.clear()
         assert experts.activate(name) is experts.expert(name)
-        assert placed == ([] if name == previous else expected[name])  # a repeat moves nothing
-        previous = name
+        assert copies == ([] if name == previous else [name])  # a repeat copies nothing
         idle = "low" if name == "high" else "high"
-        host = experts._host[idle]
-        assert all(t.device.type == "cpu" for t in host.values())
-        for key, tensor in _frozen(experts.expert(idle)).items():
-            kept = host[key if key != "scale" else "buffer:scale"]
-            assert tensor.data_ptr() == kept.data_ptr()  # the idle expert's tensors are the kept CPU copies
-            assert torch.equal(tensor, originals[idle][key])  # holding the original values
-        assert {p: id(p) for p in experts.parameters() if p.requires_grad} == loras
-        assert all(p.device.type == "meta" for p in loras)  # LoRA weights never move
+        assert experts.residency() == {name: "meta", idle: "cpu"}
+        _assert_parked(experts, idle, originals)
+        assert {id(p) for p in experts.parameters() if p.requires_grad} == loras
+        assert all(p.is_meta for p in experts.parameters() if p.requires_grad)  # LoRA weights never move
+        previous = name
 
 
-def test_without_offload_both_experts_stay_on_the_accelerator():
-    experts, _ = _meta_experts(offload=False)
-    before = experts.residency()
+def test_a_dtype_cast_reaches_the_parked_expert_through_its_cpu_copies():
+    experts, originals = _fresh()
+    experts.place(META)
+    experts.to(torch.float64)
+    assert {t.dtype for t in _frozen(experts.low).values()} == {torch.float64} and experts.high.base.weight.is_meta
+    assert experts.high.base.weight.dtype == torch.float64
+    experts.activate("low")
+    assert {t.dtype for t in _frozen(experts.high).values()} == {torch.float64}  # not brought back as fp32
+    _assert_parked(experts, "high", originals)
+
+
+def test_without_offload_place_moves_both_experts_and_activate_nothing():
+    experts, _ = _fresh(offload=False)
+    experts.place(META)
+    assert experts.residency() == {"high": "meta", "low": "meta"}
     for name in ("high", "low", "high"):
         assert experts.activate(name) is experts.expert(name)
-    assert experts._host == {} and experts.residency() == before
+    assert experts._host == {} and experts.residency() == {"high": "meta", "low": "meta"}
 
 
-def _tiny_a14b_on(device: torch.device, offload: bool, pair):
-    from dit_lora.families.diffusion import make_peft_capable
+def test_a_model_never_placed_is_placed_at_its_first_switch_on_its_lora_device():
+    experts, originals = _fresh(lora_device="meta")  # built by hand, LoRA already on "the accelerator"
+    experts.activate("low")
+    assert experts.residency() == {"high": "cpu", "low": "meta"}
+    _assert_parked(experts, "high", originals)
+
+
+def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
+    """The family's own ``both`` model loaded for an accelerator (meta): PEFT moves every targeted weight under
+    ``base_layer`` (new names, the same Parameters), and the CPU copies, kept by tensor, still cover them all."""
+    from diffusers import WanTransformer3DModel
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
     from dit_lora.training.trainables import add_lora
 
-    high, low = (copy.deepcopy(m).requires_grad_(False) for m in pair)  # frozen before LoRA, as make_components
-    model = make_peft_capable(WanExperts(high, low, offload=offload))
+    path = wan_model("2.2-t2v-a14b")
+    family = get_family("wan")
+    cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(path), train_data_dir="clips",
+                                 mixed_precision="no")
+    model = family.load_components(cfg, META).model
+    assert model.residency() == {"high": "meta", "low": "cpu"}
+    originals = {n: _frozen(WanTransformer3DModel.from_pretrained(path, subfolder=s).requires_grad_(False))
+                 for n, s in (("high", "transformer"), ("low", "transformer_2"))}
+    add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    names = [k for k, p in model.low.named_parameters() if not p.requires_grad]
+    assert any(".base_layer." in k for k in names)
+    for name in ("high", "low"):
+        assert {id(t) for t in _frozen(model.expert(name)).values()} == set(model._host[name])
+    model.to(META)  # accelerate's placement
+    assert all(p.is_meta for p in model.parameters() if p.requires_grad)
+    for name in ("low", "high"):
+        model.activate(name)
+        idle = "low" if name == "high" else "high"
+        assert model.residency() == {name: "meta", idle: "cpu"}
+        _assert_parked(model, idle, originals)
+
+
+def _load_on_cuda(wan_model, offload: bool):
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+    from dit_lora.training.trainables import add_lora
+
+    family = get_family("wan")
+    cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(wan_model("2.2-t2v-a14b")),
+                                 train_data_dir="clips", mixed_precision="no", offload_inactive_expert=offload)
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    comps = family.load_components(cfg, torch.device("cuda"))
+    load_peak = torch.cuda.max_memory_allocated() - start
+    model = comps.model
     add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"), seed=0)
-    return model.to(device)
+    return comps, model.to("cuda"), load_peak  # .to: accelerate's placement in accelerator.prepare
+
+
+def _nbytes(module: nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in _frozen(module).values())
 
 
 @pytest.mark.gpu
-def test_on_cuda_offloaded_training_matches_both_experts_resident():
-    """Real device moves: the idle expert's frozen weights are pinned CPU copies, the active one's are on the GPU,
-    LoRA parameters never move, frozen values survive the round trips, and four alternating training steps give
-    the same LoRA weights and outputs as with both experts resident."""
-    from dit_lora.families.wan.demo import build_tiny_wan_components
-
+def test_on_cuda_offloaded_training_matches_both_experts_resident(wan_model):
+    """The real path end to end: loaded by the family for CUDA, placed by ``.to("cuda")``, four alternating steps.
+    The device never holds both experts' frozen weights (at load, at placement, at each switch), the parked one's
+    are pinned CPU copies, LoRA parameters never move, frozen values survive the round trips, and the trained LoRA
+    weights and outputs equal those of a run with both experts resident."""
     device = torch.device("cuda")
-    comps = build_tiny_wan_components("2.2-t2v-a14b", layers=2)
-    pair = (comps["transformer"], comps["transformer_2"])
-    originals = {n: {k: t.detach().clone() for k, t in [*m.named_parameters(), *m.named_buffers()]}
-                 for n, m in zip(("high", "low"), pair)}
-    offloaded, resident = _tiny_a14b_on(device, True, pair), _tiny_a14b_on(device, False, pair)
     g = torch.Generator().manual_seed(0)
     hidden = torch.randn(1, 16, 3, 8, 8, generator=g).to(device)
     text = torch.randn(1, 512, 32, generator=g).to(device)
     outputs = {}
-    for key, model in (("offloaded", offloaded), ("resident", resident)):
+    for key, offload in (("resident", False), ("offloaded", True)):  # resident first: the reference values
+        comps, model, load_peak = _load_on_cuda(wan_model, offload)
+        high, low = _nbytes(model.high), _nbytes(model.low)
+        slack = 512 * (len(_frozen(model.high)) + len(_frozen(model.low)))  # the allocator's 512-byte rounding
+        assert low > slack  # else "both experts resident" could not be told from one
+        originals = {n: {k: t.detach().cpu().clone() for k, t in _frozen(model.expert(n)).items()}
+                     for n in ("high", "low")} if not offload else None
+        if offload:
+            encoders = sum(_nbytes(m) for m in comps.encoders.values() if isinstance(m, nn.Module))
+            assert load_peak < encoders + high + low  # low's weights never reached the device
+            assert model.residency() == {"high": "cuda", "low": "cpu"}
         loras = {n: p for n, p in model.named_parameters() if p.requires_grad}
         pointers = {n: p.data_ptr() for n, p in loras.items()}
         opt = torch.optim.AdamW(loras.values(), lr=1e-2)
         outs = []
         for step in range(1, 5):
             name = expert_for_step(step)
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
             expert = model.activate(name)
+            if offload:  # the idle expert is dropped before the other comes in: never both on the device
+                assert torch.cuda.max_memory_allocated() - before <= max(high, low) - min(high, low) + slack
+                idle = "low" if name == "high" else "high"
+                assert model.residency() == {name: "cuda", idle: "cpu"}
+                assert all(t.is_pinned() for t in _frozen(model.expert(idle)).values())
             t = torch.full((1,), 950.0 if name == "high" else 300.0, device=device)
             out = expert(hidden_states=hidden, timestep=t, encoder_hidden_states=text, return_dict=False)[0]
             out.float().pow(2).mean().backward()
             opt.step()
             opt.zero_grad()
             outs.append(out.detach())
-            if key == "offloaded":
-                idle = "low" if name == "high" else "high"
-                assert model.residency() == {name: "cuda", idle: "cpu"}
-                assert all(t.is_pinned() for t in _frozen(model.expert(idle)).values())
             assert all(p.device.type == "cuda" for p in loras.values())
             assert {n: p.data_ptr() for n, p in loras.items()} == pointers  # LoRA weights never moved
         torch.cuda.synchronize()
-        for name in ("high", "low"):
-            model.activate(name)  # both round trips done: every frozen value is the original
-            module = model.expert(name)
-            for k, t in _frozen(module).items():
-                base = k.replace("base_layer.", "")
-                assert torch.equal(t.cpu(), originals[name][base]), k
+        if offload:  # both round trips done: every frozen value is the one loaded
+            for name in ("high", "low"):
+                model.activate(name)
+                for k, t in _frozen(model.expert(name)).items():
+                    assert torch.equal(t.cpu(), outputs["reference"][name][k]), k
+        else:
+            outputs["reference"] = originals
         outputs[key] = (outs, {n: p.detach().cpu() for n, p in loras.items()})
+        del comps, model, opt
     # Same weights, same kernels: equal up to the GPU's run-to-run reduction order (attention backward).
     for a, b in zip(outputs["offloaded"][0], outputs["resident"][0]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

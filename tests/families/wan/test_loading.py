@@ -139,3 +139,17 @@ def test_plan_without_offload_holds_both_experts(wan_model):
     assert isinstance(comps.model, WanExperts) and comps.model.high.device.type == "meta"
     high = _cfg(wan_model("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
     assert not isinstance(family.plan_components(high, config_reader(high), 1).model, WanExperts)
+
+
+@pytest.mark.parametrize("offload", [True, False])
+def test_both_experts_on_an_accelerator_load_only_high_there_with_offload(wan_model, offload):
+    """The meta device stands in for the accelerator: with --offload_inactive_expert, low's weights stay in CPU
+    memory from the load on (the memory plan counts one expert); without it both go to the device."""
+    path = wan_model("2.2-t2v-a14b")
+    comps = get_family("wan").load_components(_cfg(path, offload_inactive_expert=offload), torch.device("meta"))
+    model = comps.model
+    assert model.residency() == ({"high": "meta", "low": "cpu"} if offload else {"high": "meta", "low": "meta"})
+    if offload:
+        assert _same_weights(model.low, _direct(path, "transformer_2"))  # the loaded values, kept on the CPU
+        assert set(model._host) == {"high", "low"}
+    assert comps.encoders["vae"].device.type == "meta"
