@@ -80,6 +80,9 @@ class WanExperts(nn.Module):
         super().__init__()
         self.high, self.low = high, low
         self.offload = offload
+        # the experts' own fp32 modules (time embedder, scale_shift_table, norms): the precision audit reads them
+        # from the top module, and would otherwise report them as bf16 weights left in fp32
+        self._keep_in_fp32_modules = list(getattr(high, "_keep_in_fp32_modules", None) or ())
         # expert -> id(frozen tensor) -> (that tensor, its CPU copy). Keyed by the tensor object, not its name:
         # PEFT later moves each targeted weight under ``.base_layer`` (the same Parameter, a new name). The tensor
         # is kept in the entry so that its id cannot be reused while the entry lives.

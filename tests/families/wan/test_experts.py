@@ -297,3 +297,13 @@ def test_on_cuda_offloaded_training_matches_both_experts_resident(wan_model):
     assert outputs["offloaded"][1].keys() == outputs["resident"][1].keys()
     for n, p in outputs["offloaded"][1].items():
         torch.testing.assert_close(p, outputs["resident"][1][n], rtol=1e-4, atol=1e-5)
+
+
+def test_both_experts_pass_the_precision_audit(wan_load):
+    """WanExperts carries the experts' _keep_in_fp32_modules: a `both` run's audit reports nothing (it listed 16
+    fp32 modules of each expert as mismatches)."""
+    from dit_lora.training.precision import audit_precision
+
+    family, cfg, comps = wan_load("2.2-t2v-a14b", wan_expert="both", mixed_precision="bf16")
+    mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=False)
+    assert [m for m in mismatches if m["component"] == "model"] == []
