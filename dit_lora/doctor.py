@@ -45,6 +45,7 @@ TESTED_RANGES: dict[str, str] = {
     "pyyaml": ">=6,<7",
     "tqdm": ">=4.66,<5",
     "tensorboard": ">=2.15,<3",
+    "ftfy": ">=6,<7",  # diffusers' WanImageToVideoPipeline cleans prompts with it
 }
 
 # Mirrors [project.optional-dependencies]; missing is fine, installed-but-broken is a warning.
