@@ -38,6 +38,21 @@ def format_error(err: BaseException) -> str:
     return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
+def _leave_process_group() -> None:
+    """Tear down a torch.distributed process group before the interpreter exits (local, no collective).
+
+    Exiting with the gloo group still alive sometimes aborts the process in a C++ destructor ("terminate called
+    without an active exception", exit -6), so a multi-process run refused with a UserError ended as 134 under
+    torchrun instead of its own code. Imports nothing when torch.distributed was never loaded.
+    """
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - best effort on the way out; the exit code matters more
+        pass
+
+
 def run_cli(main: Callable[[], int | None]) -> None:
     """Run ``main`` and turn a :class:`UserError` into a short message and its exit code (2, or 3 for a stopped
     run), an :class:`Interrupted` run into its paragraph and 143 / 130 / 129."""
@@ -45,6 +60,7 @@ def run_cli(main: Callable[[], int | None]) -> None:
         code = main()
     except UserError as err:
         print(format_error(err), file=sys.stderr, flush=True)
+        _leave_process_group()
         sys.exit(err.exit_code)
     except Interrupted as err:
         if str(err):  # as written: it may end with a command to copy, which wrapping would break

@@ -22,3 +22,23 @@ def test_commands_and_paths_survive_wrapping_at_any_offset(prefix):
 
 def test_whitespace_in_the_message_collapses_to_one_paragraph():
     assert format_error(UserError("one\n\n  two\tthree")) == "error: one two three"
+
+
+def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypatch):
+    """A UserError in a multi-process run exits with its code, not an abort from a gloo destructor: the process group
+    is torn down first (a one-process gloo group here)."""
+    import pytest
+    import torch.distributed as dist
+
+    from dit_lora.errors import UserError, run_cli
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29531")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+
+    def main():
+        raise UserError("refused")
+
+    with pytest.raises(SystemExit) as done:
+        run_cli(main)
+    assert done.value.code == 2 and not dist.is_initialized()
