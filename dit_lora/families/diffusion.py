@@ -210,6 +210,19 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     return Image.fromarray(array)
 
 
+
+def run_conditioning_image(family, cfg: TrainConfig, comps=None, samples: list | None = None):
+    """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket's size), kept in
+    ``comps.extras["validation_image"]``: given ``samples`` (the data stage's ``inspect_samples``) it is taken from
+    them; otherwise the kept one is returned, or ``--validation_image`` loaded."""
+    image = comps.extras.get("validation_image") if comps is not None and samples is None else None
+    if image is None:
+        _, height, width = family.video_buckets(cfg)[0]
+        image = load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
+        if comps is not None:
+            comps.extras["validation_image"] = image
+    return image
+
 #: diffusers model classes given PeftAdapterMixin, one subclass each (see make_peft_capable)
 _PEFT_CLASSES: dict[type, type] = {}
 

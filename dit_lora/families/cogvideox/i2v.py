@@ -17,6 +17,7 @@ import torch
 from ...config import TrainConfig
 from ...errors import UserError
 from ..base import Components
+from ..diffusion import run_conditioning_image
 from .spec import CogVideoXFamily
 from .info import check_latent_size
 
@@ -66,22 +67,11 @@ class CogVideoXI2VFamily(CogVideoXFamily):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """The conditioning image of validation videos (--validation_image or the first clip's first frame), kept in
         ``comps.extras["validation_image"]``."""
-        comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
-
-    def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
-        from ..diffusion import load_conditioning_image
-
-        _, height, width = self.video_buckets(cfg)[0]
-        return load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
+        run_conditioning_image(self, cfg, comps, samples)
 
     def _image(self, cfg: TrainConfig, comps: Components | None):
-        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``, kept in ``comps``."""
-        image = comps.extras.get("validation_image") if comps is not None else None
-        if image is None:
-            image = self._load_validation_image(cfg)
-            if comps is not None:
-                comps.extras["validation_image"] = image
-        return image
+        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``."""
+        return run_conditioning_image(self, cfg, comps)
 
     def _call_kwargs(self, cfg, generator, num_videos, comps=None):
         return {**super()._call_kwargs(cfg, generator, num_videos, comps),

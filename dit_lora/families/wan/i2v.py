@@ -21,6 +21,7 @@ import torch
 from ...config import TrainConfig
 from ...errors import UserError
 from ..base import Components
+from ..diffusion import run_conditioning_image
 from .info import I2V_PIPELINE
 from .spec import WanFamily
 
@@ -150,25 +151,15 @@ class WanI2VFamily(WanFamily):
                 "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
                 "from the data, or train them with --family wan (text-to-video), where images teach appearance."
             )
-        image = comps.extras["validation_image"] = self._load_validation_image(cfg, samples)
+        image = run_conditioning_image(self, cfg, comps, samples)
         if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
             pipe = self._i2v_pipeline(comps, expand=False)
             with torch.no_grad():
                 comps.extras["validation_image_embeds"] = pipe.encode_image(image, comps.encoders["image_encoder"].device)
 
-    def _load_validation_image(self, cfg: TrainConfig, samples: list | None = None):
-        from ..diffusion import load_conditioning_image
-
-        _, height, width = self.video_buckets(cfg)[0]
-        return load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
-
     def _image(self, cfg: TrainConfig, comps: Components | None):
-        image = comps.extras.get("validation_image") if comps is not None else None
-        if image is None:
-            image = self._load_validation_image(cfg)
-            if comps is not None:
-                comps.extras["validation_image"] = image
-        return image
+        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``."""
+        return run_conditioning_image(self, cfg, comps)
 
     def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
         return {"image": self._image(cfg, comps)}
