@@ -109,8 +109,10 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
                         "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
     spec = get_family(_run_family(folder, family))
+    from .names import ADAPTER_INDEX_FILE
+
     adapter = folder / spec.adapter_weight_name
-    if not adapter.is_file():
+    if not adapter.is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index lists a run's own files
         raise UserError(
             f"{folder} is not a finished run: it has no adapter file {spec.adapter_weight_name} (a run writes it "
             "when training ends). Export the --output_dir of a run that finished, or finish this one first."
@@ -124,7 +126,12 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
             + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
                f"{spec.adapter_weight_name} is already the format its consumers load.")
         )
-    written = [Path(p) for p in exports.export_adapter(folder, fmt)]
+    from ..fileio import reporting_disk_full
+
+    with reporting_disk_full(f"the {fmt} export", folder,
+                             advice="The run's own files are untouched (each export file is written whole or not "
+                                    "at all). Free some space and export again."):
+        written = [Path(p) for p in exports.export_adapter(folder, fmt)]
     root = folder.resolve()
     outside = [p for p in written if not p.resolve().is_relative_to(root)]
     if outside:  # the writers check before writing (export_target); this catches one that did not

@@ -160,3 +160,39 @@ def test_export_help(capsys):
     out = capsys.readouterr().out
     assert caught.value.code == 0
     assert "OUTPUT_DIR" in out.upper() and "--format FORMAT" in out and "--family" in out
+
+
+class _Indexed(_Exporting):
+    """Its run's only adapter file has another name, listed in the adapter index (Wan's --wan_expert low)."""
+
+    adapter_weight_name = "pytorch_lora_weights_low_noise.safetensors"
+
+
+class _FullDisk(_Exporting):
+    def export_adapter(self, output_dir, fmt):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+_CLASSES.update(toy_indexed=_Indexed, toy_fulldisk=_FullDisk)
+
+
+def test_a_run_whose_adapter_is_listed_in_its_index_is_a_finished_run(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    name = _Indexed.adapter_weight_name
+    save_file({"a.lora_A.weight": torch.ones(2, 3)}, str(folder / name), metadata={"format": "pt"})
+    (folder / "dit_lora_adapter_files.json").write_text(json.dumps({"files": [
+        {"file": name, "label": "low", "load_kwargs": {"load_into_transformer_2": True}}]}))
+    (folder / SUMMARY_FILE).write_text(json.dumps({"family": "toy_indexed", "status": "completed"}))
+    assert [p.name for p in export_run(folder, "scaled")] == [COPY]
+
+
+def test_a_full_disk_during_an_export_is_one_paragraph(tmp_path):
+    from dit_lora.fileio import DiskFullError
+
+    folder = _run(tmp_path / "run", family="toy_fulldisk")
+    with pytest.raises(DiskFullError, match="export"):
+        export_run(folder, "scaled")
+    assert {p.name for p in folder.iterdir()} == {ADAPTER_FILE, SUMMARY_FILE}
