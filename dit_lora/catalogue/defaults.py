@@ -73,6 +73,11 @@ class ChosenDefaults:
         else:
             head = (f"defaults: `{self.model}` matches no catalogued {self.family} checkpoint (`dit-lora models` lists "
                     "them), so it trains with the family's generic defaults")
+        if not self.applied and not self.overridden:  # a header ending in ":" with nothing after it reads as cut off
+            if self.entry is None:
+                head = head.replace(", so it trains with the family's generic defaults",
+                                    " and none of the family's generic defaults applies to it")
+            return [head + "; every option keeps your value or its documented default"]
         out = [head + ":"]
         width = max((len(k) for k in [*self.applied, *self.overridden]), default=0)
         for name, (value, why) in self.applied.items():

@@ -86,6 +86,20 @@ def test_an_unknown_config_trains_with_generic_defaults_and_says_so(tmp_path):
     assert cfg.rank == 16 and "rank" not in chosen.applied  # the schema's own default, not reported
 
 
+def test_the_defaults_header_never_ends_in_a_colon_with_nothing_after_it(tmp_path):
+    """An unknown model whose generic defaults the user already set (here --resolution): one whole sentence, not
+    "... generic defaults:" followed by nothing."""
+    folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_1024px_diffusers", num_attention_heads=4,
+                     sample_size=16)
+    cfg, chosen = _resolve(folder, "sana", "--resolution", "256")
+    assert chosen.entry is None and not chosen.applied and not chosen.overridden
+    lines = chosen.lines()
+    assert len(lines) == 1 and not lines[0].rstrip().endswith(":")
+    assert "matches no catalogued sana checkpoint" in lines[0] and "keeps your value or its documented default" \
+        in lines[0]
+    assert cfg.resolution == 256
+
+
 def test_dit_takes_its_resolution_from_the_model(tmp_path, tiny_dit):
     """No --resolution: the tiny DiT's native size (sample_size x the VAE's factor), not the schema's 1024."""
     cfg, chosen = _resolve(tiny_dit, "dit")
