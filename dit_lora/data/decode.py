@@ -15,6 +15,25 @@ took 3.7 GB (7.2 GB for two in parallel). So, for every image a run or ``check-d
   bilinear resize makes, as Pillow's own ``reducing_gap`` does; smaller images decode exactly as before;
 * decoding threads are sized by memory (:func:`decode_workers`: available memory over the worst case of
   one image within the budget), not only by cores.
+
+Every Pillow mode becomes 8-bit sRGB faithfully, or is refused (:class:`UnsupportedImage`, a quarantine reason),
+never clipped: Pillow's own ``convert("RGB")`` clips 16- and 32-bit greyscale at 255 (a 16-bit PNG turns near
+white). The rules (:func:`to_rgb`, shared by training, ``check-data`` and the video data sets):
+
+* ``I;16``/``I;16B``/``I;16L`` (16-bit PNG, TIFF, PGM): ``round(v * 255 / 65535)``; ``I`` (32-bit integer, e.g.
+  a TIFF, or a 16-bit PNG in older Pillow) is read as 16-bit data when all its values are within 0..65535 (the
+  range PNG and PGM can hold) and refused otherwise; ``F`` (32-bit float) is read as 0 black .. 1 white when all
+  its values are within [0, 1] and refused otherwise (no per-image stretching: it would change the brightness).
+  A 16-bit grey PNG's transparent value (``tRNS``) is honoured. 16-bit RGB(A) PNGs are opened by Pillow as
+  8-bit RGB(A) already (the high byte: within one level of ``round(v / 257)``);
+* ``La``/``RGBa`` (premultiplied) are un-premultiplied, ``P``/``PA`` use their palette's and ``tRNS``'s alpha,
+  ``CMYK`` (Adobe's inverted CMYK JPEGs are un-inverted by Pillow's decoder), ``YCbCr``, ``LAB``, ``HSV``, ``1``
+  convert by Pillow's formulas; anything with alpha is composited on white;
+* an embedded ICC profile that is not sRGB (Display P3, Adobe RGB, a CMYK press profile) is converted to sRGB
+  with LittleCMS (``PIL.ImageCms``, perceptual intent), as browsers do; an unreadable profile, or one that does
+  not fit the pixels, is ignored with a note (:func:`decode_notes`);
+* an animated image (GIF, APNG, WebP) or a multi-page TIFF is decoded at its first frame, with a note, which
+  training counts once per run and ``check-data`` shows as a warning.
 """
 
 from __future__ import annotations
@@ -24,12 +43,13 @@ import os
 import re
 import warnings
 
-from PIL import Image, ImageOps
+import numpy as np
+from PIL import Image, ImageCms, ImageOps
 
 from .transforms import Resolution, resized_size, target_size
 
-__all__ = ["ImageTooLarge", "decode_workers", "image_bytes", "load_rgb", "open_checked", "pixel_budget", "to_rgb",
-           "too_large"]
+__all__ = ["ImageTooLarge", "UnsupportedImage", "decode_notes", "decode_workers", "header_notes", "image_bytes",
+           "load_rgb", "open_checked", "pixel_budget", "to_rgb", "too_large"]
 
 #: the default budget allows this many times the training resolution's pixels (8 times its size on each side) ...
 BUDGET_FACTOR = 64
@@ -49,6 +69,10 @@ _ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_18
 
 class ImageTooLarge(ValueError):
     """An image beyond the pixel budget; ``str(err)`` is the quarantine reason with the fix."""
+
+
+class UnsupportedImage(ValueError):
+    """An image whose pixels cannot be converted to 8-bit sRGB faithfully; ``str(err)`` is the reason with the fix."""
 
 
 def pixel_budget(resolution: Resolution, max_image_pixels: int | None = None) -> int:
@@ -131,6 +155,19 @@ def open_checked(source: str | bytes | Image.Image, max_pixels: int | None = Non
     return image
 
 
+def oriented_size(source: str | bytes | Image.Image, max_pixels: int | None = None) -> tuple[int, int]:
+    """(width, height) of an image as training sees it, read from its header without decoding: after its EXIF
+    orientation (a portrait photo stored landscape with orientation 6 is portrait here)."""
+    image = open_checked(source, max_pixels)
+    try:
+        width, height = image.size
+        orientation = int(image.getexif().get(0x0112) or 1)
+    finally:
+        if image is not source:  # a decoded image handed in (a dataset cell) stays open for its owner
+            image.close()
+    return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+
+
 def _reduce_factor(image: Image.Image, resolution: Resolution, orientation: int) -> int:
     """How many times smaller ``image`` may be decoded and still be ``REDUCING_GAP`` times what the resize needs."""
     width, height = image.size
@@ -141,47 +178,196 @@ def _reduce_factor(image: Image.Image, resolution: Resolution, orientation: int)
     return max(1, min(width // (REDUCING_GAP * need_w), height // (REDUCING_GAP * need_h)))
 
 
-def _has_alpha(image: Image.Image) -> bool:
-    return image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info
+#: where :func:`load_rgb` leaves its notes on the image it returns (read them with :func:`decode_notes`)
+_NOTES = "dit_lora.decode_notes"
+#: an embedded ICC profile's colour space -> the mode of the colour channels it describes
+_PROFILE_SPACES = {"RGB ": "RGB", "GRAY": "L", "CMYK": "CMYK"}
+#: how a note names an animated format (Pillow calls an APNG a PNG)
+_ANIMATED_NAMES = {"GIF": "GIF", "PNG": "APNG", "WEBP": "WebP"}
 
 
-def _reduced(image: Image.Image, factor: int) -> Image.Image:
+def _is_deep(mode: str) -> bool:
+    """16-bit or 32-bit integer, or 32-bit float, greyscale: the modes Pillow's ``convert`` clips at 255."""
+    return mode == "F" or mode.startswith("I")
+
+
+def _colour_mode(mode: str) -> str:
+    """The mode of an image's colour channels once :func:`_colour` has taken its alpha off."""
+    if _is_deep(mode) or mode in ("1", "L", "LA", "La"):
+        return "L"
+    if mode in ("P", "PA", "RGB", "RGBA", "RGBa", "RGBX"):
+        return "RGB"
+    return mode
+
+
+def _deep_to_grey(image: Image.Image) -> Image.Image:
+    """A 16/32-bit greyscale image as 8-bit ``L`` (``LA`` when a grey value is transparent), scaled by the rules
+    of the module docstring, or refused (:class:`UnsupportedImage`) when its scale is unknown."""
+    values = np.asarray(image)
+    if image.mode == "F":
+        bad = int(values.size - np.isfinite(values).sum())
+        low, high = (float(values.min()), float(values.max())) if values.size and not bad else (0.0, 0.0)
+        if bad or low < 0 or high > 1:
+            found = f"{bad} NaN/Inf values" if bad else f"values from {low:.4g} to {high:.4g}"
+            raise UnsupportedImage(
+                f"32-bit float greyscale image (mode F) with {found}: only 0 (black) to 1 (white) has a known "
+                f"brightness, and stretching the image's own range would change it. Save it as an 8- or 16-bit image")
+        grey = np.rint(values.astype(np.float64) * 255).astype(np.uint8)
+    else:
+        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+        if low < 0 or high > 65535:
+            raise UnsupportedImage(
+                f"32-bit integer greyscale image (mode {image.mode}) with values from {low} to {high}: only 0..65535 "
+                f"(16-bit data) has a known brightness, and stretching the image's own range would change it. Save "
+                f"it as an 8- or 16-bit image")
+        scaled = values.astype(np.uint32)
+        scaled *= 255
+        scaled += 32767  # round(v * 255 / 65535), in integers
+        scaled //= 65535
+        grey = scaled.astype(np.uint8)
+    out = Image.fromarray(grey)
+    transparent = image.info.get("transparency")
+    if isinstance(transparent, int) and image.mode != "F":
+        out.putalpha(Image.fromarray(np.where(values == transparent, 0, 255).astype(np.uint8)))
+    return out
+
+
+def _colour(image: Image.Image, transform: ImageCms.ImageCmsTransform | None) -> Image.Image:
+    """A new 8-bit sRGB image of ``image``: RGB, or RGBA when it has transparency (composited by the caller, after
+    any reduction); ``transform`` converts the colour channels from the embedded profile (:func:`_embedded_profile`)."""
+    mode = image.mode
+    if _is_deep(mode):
+        image = _deep_to_grey(image)
+    elif mode == "1":
+        transparent = image.info.get("transparency")
+        image = image.convert("L")
+        if transparent in (0, 1):
+            image = _with_transparency(image, 255 * transparent)
+    elif mode in ("La", "RGBa"):
+        image = image.convert("LA" if mode == "La" else "RGBA")  # un-premultiplied (Pillow converts La only to LA)
+    if image.mode in ("P", "PA") or (image.mode == "RGB" and "transparency" in image.info):
+        image = image.convert("RGBA")  # the palette's alpha, tRNS
+    elif image.mode == "L" and "transparency" in image.info:
+        image = image.convert("LA")
+    alpha = image.getchannel("A") if image.mode in ("RGBA", "LA") else None
+    colour = image.convert("RGB" if image.mode == "RGBA" else "L") if alpha is not None else image
+    try:
+        if transform is not None and colour.mode == transform.input_mode:
+            rgb = ImageCms.applyTransform(colour, transform)
+        else:
+            rgb = colour.convert("RGB")
+    except ValueError as err:
+        raise UnsupportedImage(f"pixel mode {mode} has no conversion to RGB ({err}); save it as an 8-bit RGB "
+                               f"image") from None
+    if alpha is not None:
+        rgb.putalpha(alpha)
+    return rgb
+
+
+def _with_transparency(image: Image.Image, value: int) -> Image.Image:
+    image = image.copy()
+    image.info["transparency"] = value
+    return image
+
+
+def _on_white(image: Image.Image) -> Image.Image:
+    """RGB(A) to RGB: transparency composited onto white, because the colour under fully transparent pixels is
+    arbitrary (often black) and would be learned."""
+    if image.mode != "RGBA":
+        return image
+    background = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    return Image.alpha_composite(background, image).convert("RGB")
+
+
+def _embedded_profile(image: Image.Image) -> tuple[ImageCms.ImageCmsTransform | None, str | None]:
+    """The transform from ``image``'s embedded ICC profile to sRGB (None when it has none or it is sRGB already),
+    and a note when the profile is there but ignored (unreadable, or for other pixels than the image has)."""
+    icc = image.info.get("icc_profile")
+    if not icc:
+        return None, None
+    try:
+        profile = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+        description = " ".join(ImageCms.getProfileDescription(profile).split())
+    except (ImageCms.PyCMSError, OSError, ValueError, TypeError):
+        return None, "its embedded colour profile is unreadable: decoded as sRGB"
+    if "srgb" in description.lower():
+        return None, None  # already what training expects: the pixels stay exactly as stored
+    space = profile.profile.xcolor_space
+    mode = _colour_mode(image.mode)
+    if _PROFILE_SPACES.get(space) != mode:
+        return None, (f"its embedded colour profile ({description or 'unnamed'}) is for {space.strip()} pixels, not "
+                      f"{image.mode}: ignored")
+    try:
+        return ImageCms.buildTransform(profile, ImageCms.createProfile("sRGB"), mode, "RGB"), None
+    except (ImageCms.PyCMSError, ValueError):
+        return None, f"its embedded colour profile ({description or 'unnamed'}) cannot be applied: decoded as sRGB"
+
+
+def _frames_note(image: Image.Image) -> str | None:
+    """A note when ``image`` holds several frames (animated GIF, APNG, WebP; multi-page TIFF): training uses the
+    first. A camera's MPO (a JPEG with preview images) is one picture and gets none."""
+    if image.format == "MPO" or not getattr(image, "is_animated", False):
+        return None
+    frames = getattr(image, "n_frames", 0)
+    if image.format == "TIFF":
+        return f"multi-page TIFF ({frames} pages): training uses its first page"
+    return f"animated {_ANIMATED_NAMES.get(image.format, image.format)} ({frames} frames): training uses its first frame"
+
+
+def header_notes(image: Image.Image) -> list[str]:
+    """What decoding ``image`` (opened, not yet loaded) will do that its user should hear, from its header alone:
+    an animated image's first frame only, an embedded colour profile ignored."""
+    notes = [_frames_note(image), _embedded_profile(image)[1]]
+    return [note for note in notes if note]
+
+
+def decode_notes(image: Image.Image) -> list[str]:
+    """The notes :func:`load_rgb` left on the image it returned (see :func:`header_notes`)."""
+    return list(image.info.get(_NOTES, ()))
+
+
+def _reduced(image: Image.Image, factor: int, transform: ImageCms.ImageCmsTransform | None) -> Image.Image:
     """``image`` box-reduced ``factor`` times as RGB or RGBA, converting one strip of rows at a time."""
-    mode = "RGBA" if _has_alpha(image) else "RGB"
     width, height = image.size
-    out = Image.new(mode, (-(-width // factor), -(-height // factor)))
+    out = None
     rows = max(factor, _STRIP_ROWS // factor * factor)  # strips start at multiples of the factor: exact blocks
     for top in range(0, height, rows):
-        strip = image.crop((0, top, width, min(height, top + rows)))
-        out.paste(strip.convert(mode).reduce(factor), (0, top // factor))
+        strip = _colour(image.crop((0, top, width, min(height, top + rows))), transform).reduce(factor)
+        if out is None:
+            out = Image.new(strip.mode, (-(-width // factor), -(-height // factor)))
+        out.paste(strip, (0, top // factor))
     return out
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
-    """Always a new RGB image (so the caller may close the original); transparency is composited onto white,
-    because the colour under fully transparent pixels is arbitrary (often black) and would be learned."""
-    if image.mode == "P" or (image.mode in ("L", "RGB") and "transparency" in image.info):
-        image = image.convert("RGBA")
-    if image.mode in ("RGBA", "LA", "PA"):
-        rgba = image.convert("RGBA")
-        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return Image.alpha_composite(background, rgba).convert("RGB")
-    return image.convert("RGB")
+    """Always a new 8-bit sRGB image (so the caller may close the original), whatever Pillow mode ``image`` has:
+    16/32-bit greyscale scaled (not clipped), an embedded colour profile converted to sRGB, transparency composited
+    onto white (the rules are in the module docstring).
+
+    Raises:
+        UnsupportedImage: pixels whose conversion would not be faithful (a float image beyond [0, 1], ...).
+    """
+    return _on_white(_colour(image, _embedded_profile(image)[0]))
 
 
 def load_rgb(source: str | bytes | Image.Image, *, resolution: Resolution | None = None,
              max_pixels: int | None = None) -> Image.Image:
-    """Decode ``source`` to RGB, rotated per its EXIF orientation, within ``max_pixels`` and reduced for
-    ``resolution`` when it is much larger than training needs (see the module docstring).
+    """Decode ``source`` to 8-bit sRGB (:func:`to_rgb`), rotated per its EXIF orientation, within ``max_pixels``
+    and reduced for ``resolution`` when it is much larger than training needs (see the module docstring).
 
     Without ``resolution`` the image is decoded at full size, as before; a source image is never closed,
-    an image opened here always is.
+    an image opened here always is. An animated image gives its first frame; what the user should hear about
+    (:func:`header_notes`) is on the result, for :func:`decode_notes`.
 
     Raises:
-        ImageTooLarge: beyond ``max_pixels``; Pillow's errors for unreadable, truncated or corrupt files.
+        ImageTooLarge: beyond ``max_pixels``; UnsupportedImage: no faithful 8-bit conversion; Pillow's errors for
+            unreadable, truncated or corrupt files.
     """
     image = open_checked(source, max_pixels)
     try:
+        notes = [note for note in (_frames_note(image),) if note]
+        transform, profile_note = _embedded_profile(image)
+        notes += [profile_note] if profile_note else []
         orientation = int(image.getexif().get(0x0112) or 1) if resolution is not None else 1
         factor = _reduce_factor(image, resolution, orientation) if resolution is not None else 1
         if factor > 1 and image.format == "JPEG" and image is not source:
@@ -191,11 +377,16 @@ def load_rgb(source: str | bytes | Image.Image, *, resolution: Resolution | None
         if factor > 1:
             factor = _reduce_factor(image, resolution, orientation)  # what the draft left to reduce
         if factor <= 1:
-            return to_rgb(ImageOps.exif_transpose(image))
-        reduced = _reduced(image, factor)
-        if orientation in _ORIENTATION:
-            reduced = reduced.transpose(_ORIENTATION[orientation])
-        return to_rgb(reduced)
+            rgb = _on_white(_colour(ImageOps.exif_transpose(image), transform))
+        else:
+            reduced = _reduced(image, factor, transform)
+            if orientation in _ORIENTATION:
+                reduced = reduced.transpose(_ORIENTATION[orientation])
+            rgb = _on_white(reduced)
+        rgb.info = {key: value for key, value in rgb.info.items() if key not in ("icc_profile", "transparency")}
+        if notes:
+            rgb.info[_NOTES] = notes
+        return rgb
     finally:
         if image is not source:
             image.close()

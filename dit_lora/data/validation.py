@@ -16,16 +16,19 @@ from PIL import UnidentifiedImageError
 
 from dit_lora.errors import UserError
 
-from .decode import ImageTooLarge, decode_workers, pixel_budget
+from .decode import ImageTooLarge, UnsupportedImage, decode_notes, decode_workers, pixel_budget
 from .paths import printable
 from .sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
 
-def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int | None = None) -> str | None:
+def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int | None = None,
+                  notes: list[tuple[str, str]] | None = None) -> str | None:
     """Why ``sample``'s image cannot be used, or None if it decodes and converts to RGB.
 
     Decodes as training will (:meth:`RawSample.open_image`): within ``max_pixels`` (checked from the header,
-    before decoding) and reduced for ``resolution`` when much larger.
+    before decoding) and reduced for ``resolution`` when much larger. What the decoder says about a usable image
+    (an animated image's first frame, an ignored colour profile: :func:`~dit_lora.data.decode.decode_notes`) is
+    appended to ``notes`` as ``(key, note)`` when a list is given.
     """
     if sample.refused is not None:
         return sample.refused  # outside the data folder: never opened
@@ -35,13 +38,18 @@ def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int 
                 return "is a folder, not an image file"
             if os.path.getsize(sample.path) == 0:
                 return "empty file (0 bytes)"
-        sample.open_image(resolution=resolution, max_pixels=max_pixels).close()
+        image = sample.open_image(resolution=resolution, max_pixels=max_pixels)
+        if notes is not None:
+            notes.extend((sample.key, note) for note in decode_notes(image))  # list.extend: safe across threads
+        image.close()
     except FileNotFoundError:
         return "file not found"
     except UnidentifiedImageError:
         return "not a readable image (corrupt, or not an image despite its extension)"
     except ImageTooLarge as err:
         return f"image too large: {err}"
+    except UnsupportedImage as err:
+        return f"cannot be converted to 8-bit RGB faithfully: {err}"
     except OSError as err:
         text = " ".join(str(err).split())
         if "truncated" in text.lower():
@@ -60,13 +68,36 @@ def caption_problem(sample: RawSample) -> str | None:
 
 
 def sample_problem(sample: RawSample, *, require_caption: bool = True, resolution: Any = None,
-                   max_pixels: int | None = None) -> str | None:
-    """Why ``sample`` must be left out of training (empty caption, unreadable or too large image), or None."""
+                   max_pixels: int | None = None, notes: list[tuple[str, str]] | None = None) -> str | None:
+    """Why ``sample`` must be left out of training (empty caption, unreadable or too large image), or None;
+    the decoder's notes on a usable image go to ``notes`` (:func:`image_problem`)."""
     if require_caption:
         problem = caption_problem(sample)
         if problem is not None:
             return problem
-    return image_problem(sample, resolution=resolution, max_pixels=max_pixels)
+    return image_problem(sample, resolution=resolution, max_pixels=max_pixels, notes=notes)
+
+
+def summarize_notes(notes: Sequence[tuple[str, str]]) -> list[str]:
+    """The decoder's ``(key, note)`` pairs as log lines, once per run: one for the animated images (``3 animated
+    images (GIF, WebP): training uses their first frame (a.gif, b.webp, c.webp)``), one for the rest."""
+    animated = [(key, note) for key, note in notes if "training uses its first" in note]
+    others = [(key, note) for key, note in notes if "training uses its first" not in note]
+    lines = []
+    if animated:
+        kinds = sorted({note.split(" (")[0].replace("animated ", "") for _, note in animated})
+        plural = len(animated) != 1
+        lines.append(f"{len(animated)} animated image{'s' if plural else ''} ({', '.join(kinds)}): training uses "
+                     f"{'their' if plural else 'its'} first frame ({_named([key for key, _ in animated])})")
+    if others:
+        lines.append(f"{len(others)} image{'s' if len(others) != 1 else ''} decoded with a note: "
+                     + _named([f"{key} ({note})" for key, note in others]))
+    return lines
+
+
+def _named(items: Sequence[str]) -> str:
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    return ", ".join(printable(item) for item in items[:MAX_NAMED]) + more
 
 
 def bad_fraction_error(
@@ -124,7 +155,9 @@ def validate_samples(
     whitespace-only captions, are skipped, each named once in ``log`` (at most 20 lines, then a
     count) and appended to ``quarantine`` as ``{"key": ..., "reason": ...}`` when a list is given.
     Decoding runs in ``num_workers`` threads (default: up to 8) since PIL releases the GIL while
-    decoding; results keep the input order.
+    decoding; results keep the input order. An image that cannot be converted to 8-bit RGB faithfully
+    (:class:`~dit_lora.data.decode.UnsupportedImage`) is skipped with its reason; what the decoder notes about the
+    usable ones (animated images train on their first frame) is logged once, counted (:func:`summarize_notes`).
 
     Raises:
         UserError: the bad fraction exceeds ``max_bad_samples_fraction`` (``--max_bad_samples_fraction``;
@@ -135,11 +168,15 @@ def validate_samples(
         max_pixels = pixel_budget(resolution, max_pixels)
     if num_workers is None and max_pixels:
         num_workers = decode_workers(max_pixels, most=8)
+    notes: list[tuple[str, str]] = []
     check = lambda s: sample_problem(s, require_caption=require_captions, resolution=resolution,  # noqa: E731
-                                     max_pixels=max_pixels)
+                                     max_pixels=max_pixels, notes=notes)
     problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction, num_workers=num_workers,
                          empty_hint="Point --train_data_dir or --dataset_name at data with images.")
     only_images = all(p != "empty caption" for p in problems if p is not None)
+    usable = {s.key for s, p in zip(samples, problems) if p is None}
+    for line in summarize_notes(sorted((key, note) for key, note in notes if key in usable)):
+        log(line)
     return screen(
         samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
         raise_on_fraction=raise_on_fraction,
@@ -165,6 +202,7 @@ def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samp
 
 _ONE = {"paths outside the data folder": "path outside the data folder", "empty captions": "empty caption",
         "images too large": "image too large", "unreadable images": "unreadable image",
+        "images with no faithful 8-bit RGB conversion": "image with no faithful 8-bit RGB conversion",
         "clips that cannot be used": "clip that cannot be used"}
 
 
@@ -179,6 +217,8 @@ def skipped_by_reason(bad: Sequence[tuple[Any, str]], other: str) -> str:
             reason = "empty captions"
         elif problem.startswith("image too large"):
             reason = "images too large"
+        elif problem.startswith("cannot be converted"):
+            reason = "images with no faithful 8-bit RGB conversion"
         else:
             reason = other
         counts[reason] = counts.get(reason, 0) + 1
