@@ -22,6 +22,8 @@ import yaml
 
 from ..errors import UserError
 from . import owners
+from .applies import check_applies
+from .peers import peer_hint
 from .schema import TrainConfig, config_fields
 
 
@@ -60,6 +62,20 @@ def _base_type(tp: Any) -> tuple[Any, bool]:
 def _suggest(name: str, valid: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
     return f" Did you mean `{close[0]}`?" if close else ""
+
+
+def unknown_message(name: str, valid: Sequence[str], where: str) -> str:
+    """The one paragraph for an unknown option ``name`` (no family has it): another trainer's name gets its
+    dit-lora counterpart or "no equivalent" (:mod:`.peers`), anything else the closest of ``valid`` (the run's
+    option names). ``where``: ``on the command line`` or ``in run.yaml``."""
+    bare = name.split("=")[0].lstrip("-")
+    flag = where == "on the command line"
+    hint = peer_hint(bare, valid)
+    if hint is None:
+        close = difflib.get_close_matches(bare, list(valid), n=1, cutoff=0.5)
+        hint = f"Did you mean `{'--' if flag else ''}{close[0]}`?" if close else ""
+    return (f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
+            "for every valid option.")
 
 
 _TRUE = {"1", "true", "yes", "on", "y"}
@@ -183,10 +199,7 @@ def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None
             foreign = owners.foreign_option_message(str(key), family, str(path), chosen_by or "--family")
             if foreign:
                 raise UserError(foreign)
-            raise UserError(
-                f"Unknown option `{key}` in {path}.{_suggest(str(key), valid)} "
-                "Run the recipe with --help for every valid option."
-            )
+            raise UserError(unknown_message(str(key), valid, f"in {path}"))
     return {k: coerce(k, v, str(path)) for k, v in data.items()}
 
 
@@ -250,12 +263,18 @@ def check_one_source(train_data_dir: str | None, dataset_name: str | None, what:
         )
 
 
-def build_argparser(prog: str | None = None, family: str | None = None) -> argparse.ArgumentParser:
+def build_argparser(prog: str | None = None, family: str | None = None, *, families_epilog: bool = False,
+                    with_family: bool = True) -> argparse.ArgumentParser:
     """An argparse parser with one ``--flag`` per common option and per option of ``family`` (default: the
-    schema's), the family's under its own section title (values are coerced later)."""
+    schema's), the family's under its own section title (values are coerced later). ``families_epilog``: the help
+    ends with the registered families (building each: only for ``--help``); ``with_family=False``: the common
+    options only (the help of a run whose family is not known yet)."""
     parser = _Parser(
         prog=prog,
-        description="LoRA fine-tuning with dit-lora. Options come from --config YAML, overridden by flags.",
+        description="LoRA fine-tuning with dit-lora. Options come from --config YAML, overridden by flags."
+        + ("" if with_family else " Listed: the options every family has; a family's own options are listed by "
+           f"`{prog or 'dit-lora train'} --family NAME --help`."),
+        epilog=families_help(prog) if families_epilog else None,
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -265,13 +284,31 @@ def build_argparser(prog: str | None = None, family: str | None = None) -> argpa
         section = f.metadata.get("section") or "misc"
         add_config_flag(groups.setdefault(section, parser.add_argument_group(section)), f.name)
     family = family or TrainConfig.__dataclass_fields__["family"].default
-    own = owners.family_fields(family)
+    own = owners.family_fields(family) if with_family else []
     if own:
         title = owners.options_class(family).TITLE or f"{family} options"
         group = parser.add_argument_group(title)
         for f in own:
             add_config_flag(group, f.name)
     return parser
+
+
+def families_help(prog: str | None = None) -> str:
+    """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
+    how to list one family's own options."""
+    from ..families import available, get_family, recipe_script
+
+    lines = ["families (--family; default: the config's `family:`, else the model's):"]
+    for name in available():
+        lines.append(f"  {name:<18} {get_family(name).pipeline_class_name} ({recipe_script(name)})")
+    lines.append(f"`{prog or 'dit-lora train'} --family NAME --help` adds that family's own options to this list.")
+    return "\n".join(lines)
+
+
+def _print_common_help(prog: str | None) -> typing.NoReturn:
+    """``--help`` before the family is known: the common options by section and the families; exit 0."""
+    build_argparser(prog, families_epilog=True, with_family=False).print_help()
+    raise SystemExit(0)
 
 
 def add_config_flag(parser, name: str) -> None:
@@ -290,6 +327,8 @@ def add_config_flag(parser, name: str) -> None:
         help_text += f" [choices: {', '.join(choices)}]"
     if f.metadata.get("valid") is not None:
         help_text += f" [valid: {f.metadata['valid']}]"
+    if f.metadata.get("applies") is not None:
+        help_text += f" [{f.metadata['applies'].kind} only]"
     if tp is bool:
         # `--flag` alone means true; `--flag false` is also accepted.
         parser.add_argument(f"--{f.name}", nargs="?", const="true", default=None, help=help_text, metavar="BOOL")
@@ -317,9 +356,15 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
                                config, prog=prog, common_only=True)
         preliminary = TrainConfig(**common)
         preliminary.explicit_options = frozenset(common)
-        if not {"-h", "--help"} & set(argv):  # the help comes first, once the family is known
+        asks_help = bool(_HELP & set(argv))
+        if not asks_help:  # the help comes first, once the family is known
             validate_static(preliminary, needs_data=needs_data)
-        inferred = infer_family(preliminary)
+        try:
+            inferred = infer_family(preliminary)
+        except UserError:
+            if asks_help:  # no family to be had (no model named): the common options and how to see a family's
+                _print_common_help(prog)
+            raise
         family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
     if family is None:
         family, chosen_by = TrainConfig.__dataclass_fields__["family"].default, "the default family"
@@ -329,8 +374,16 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own))
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
     cfg.explicit_options = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
+    check_applies(cfg, lambda name: _given(name, argv, config), chosen_by)
     validate_static(cfg, needs_data=needs_data)
     return cfg
+
+
+def _given(name: str, argv: Sequence[str], config: str | None) -> str:
+    """How option ``name`` was set: ``--name`` (a flag, which wins) or ``name in the YAML path``."""
+    if any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv) or not config:
+        return f"--{name}"
+    return f"`{name}` in {config}"
 
 
 def named_family(argv: Sequence[str]) -> str | None:
@@ -370,19 +423,20 @@ def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | No
     ``common_only``: only the common options (the family's are left for the second pass, which also answers
     ``--help``: the help lists the family's options).
     """
-    parser = build_argparser(prog, family)
-    args, unknown = parser.parse_known_args([a for a in argv if a not in ("-h", "--help")] if common_only else argv)
+    parser = build_argparser(prog, family, families_epilog=not common_only and bool(_HELP & set(argv)))
+    args, unknown = parser.parse_known_args([a for a in argv if a not in _HELP] if common_only else argv)
     own = [f.name for f in owners.family_fields(family)]
+    if common_only and not _HELP & set(argv):  # an option no family has is wrong whatever the family: say so
+        _refuse_unknown(unknown, config)      # before any data or model check
     if unknown and not common_only:
         bad = next((u for u in unknown if u.startswith("-")), unknown[0])
         foreign = owners.foreign_option_message(bad.split("=")[0].lstrip("-"), family, "--", chosen_by)
         if foreign and bad.startswith("--"):
             raise UserError(foreign)
-        flags = [f"--{name}" for name in [*owners.common_names(), *own]] + ["--config"]
-        raise UserError(
-            f"Unknown option `{bad}` on the command line.{_suggest(bad.split('=')[0], flags)} "
-            "Run with --help for every valid option."
-        )
+        if not bad.startswith("-"):
+            raise UserError(f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
+                            "Run with --help for every valid option.")
+        raise UserError(unknown_message(bad, [*owners.common_names(), *own, "config"], "on the command line"))
     values: dict[str, Any] = {}
     if config:
         values = _common_yaml(config) if common_only else load_yaml(config, family, chosen_by)
@@ -391,6 +445,26 @@ def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | No
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     return values
+
+
+_HELP = {"-h", "--help"}
+
+
+def _refuse_unknown(unknown: list[str], config: str | None) -> None:
+    """Raise the paragraph for the first flag (in ``unknown``) or ``config`` YAML key that no family has (another
+    family's option waits for the family to be known: its message names the owner)."""
+    known = set(owners.all_option_names()) | {"config"}
+    for arg in unknown:
+        if arg.startswith("--") and arg.split("=")[0][2:] not in known:
+            raise UserError(unknown_message(arg, sorted(known), "on the command line"))
+    if config and Path(config).is_file():
+        try:
+            data = _read_yaml(config)
+        except UserError:
+            return  # the full parse reports the bad file
+        for key in data:
+            if str(key) not in known:
+                raise UserError(unknown_message(str(key), sorted(known - {"config"}), f"in {config}"))
 
 
 def _common_yaml(path: str) -> dict[str, Any]:

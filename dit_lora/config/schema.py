@@ -59,11 +59,49 @@ BETA = Range(0, 1, high_open=True, why="AdamW's moment decay; 0.9 and 0.999 are 
 SEED = Range(0, 2**32 - 1, why="numpy's random seed takes 0 to 2**32 - 1")
 
 
+@dataclass(frozen=True)
+class Applies:
+    """The families an option means something to, by the capabilities they declare (``families/capabilities.py``).
+
+    A family applies when it declares any capability of ``any_of`` and none of ``none_of`` (protocol names, so this
+    module imports no family). ``kind`` names those families in messages (``video families``); ``instead`` says
+    what the other families use. An option given explicitly to a family it does not apply to is refused
+    (:mod:`dit_lora.config.applies`): that family would ignore it.
+    """
+
+    any_of: tuple[str, ...]
+    kind: str
+    instead: str = ""
+    none_of: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+#: clips: frame counts, buckets and the video column (CogVideoX, Wan: their media read these)
+VIDEO_FAMILIES = Applies(("VideoFrames",), "video families",
+                         "an image family's size is --resolution; a video LLM's frames are --num_frames")
+#: a clip's height and width: the video families' media, and the video LLMs' memory plan
+VIDEO_SIZE = Applies(("VideoFrames", "VideoQA"), "video families and video LLMs",
+                     "an image family's size is --resolution")
+#: images (not clips): the image families' media
+IMAGE_FAMILIES = Applies(("Encoders",), "image families",
+                         "a video family's size is --height/--width or --frame_buckets; a video LLM's clips are "
+                         "--num_frames of --height x --width", none_of=("VideoFrames",))
+#: latents, the latent cache and sampled images or clips: every diffusion family
+DIFFUSION_FAMILIES = Applies(("Encoders",), "diffusion families",
+                             "a video LLM reads its clips through the model's own processor and validates by "
+                             "answering --validation_prompt")
+
+
+
+
 def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, section: str = "",
-        valid: Range | None = None) -> Any:
-    """Declare a config field with its help text, allowed values for string choices, and ``valid``: the range of
-    a numeric option (checked at parse time, whichever way the value was given, and listed in the docs)."""
-    meta = {"help": help, "choices": choices, "section": section, "valid": valid}
+        valid: Range | None = None, applies: Applies | None = None) -> Any:
+    """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
+    a numeric option (checked at parse time, whichever way the value was given, and listed in the docs), and
+    ``applies``: the families the option means something to (None: every family); given to another, it is refused."""
+    meta = {"help": help, "choices": choices, "section": section, "valid": valid, "applies": applies}
     if isinstance(default, list):
         return field(default_factory=lambda d=default: list(d), metadata=meta)
     return field(default=default, metadata=meta)
@@ -163,7 +201,7 @@ class TrainConfig:
         None, "Anything `datasets.load_dataset` opens (hub id or local path).", section="data"
     )
     dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data")
-    image_column: str = opt("image", "Dataset column holding the images.", section="data")
+    image_column: str = opt("image", "Dataset column holding the images.", section="data", applies=IMAGE_FAMILIES)
     caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data")
     max_train_samples: int | None = opt(
         None, "Use at most this many samples (deterministic prefix).", section="data", valid=POSITIVE
@@ -178,7 +216,7 @@ class TrainConfig:
         1024,
         "Training resolution in pixels (square); must be divisible by the model's latent stride.",
         section="data",
-        valid=POSITIVE,
+        valid=POSITIVE, applies=IMAGE_FAMILIES,
     )
     max_image_pixels: int | None = opt(
         None,
@@ -186,24 +224,24 @@ class TrainConfig:
         "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on "
         "each side), at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
         section="data",
-        valid=POSITIVE,
+        valid=POSITIVE, applies=DIFFUSION_FAMILIES,
     )
     center_crop: bool = opt(
-        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data"
+        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data", applies=IMAGE_FAMILIES,
     )
     random_flip: bool = opt(
-        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data"
+        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data", applies=DIFFUSION_FAMILIES,
     )
     cache_latents: bool = opt(
         True,
         "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
         "resolution; the VAE and text encoder leave memory afterwards.",
-        section="data",
+        section="data", applies=DIFFUSION_FAMILIES,
     )
     cache_dir: str | None = opt(
         None,
         "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).",
-        section="data",
+        section="data", applies=DIFFUSION_FAMILIES,
     )
     dataloader_num_workers: int = opt(
         0, "Worker processes for data loading (0: load in the main process).", section="data", valid=NON_NEGATIVE
@@ -218,7 +256,7 @@ class TrainConfig:
         None,
         "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
         "CogVideoX/finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
-        section="video",
+        section="video", applies=VIDEO_FAMILIES,
     )
     max_num_frames: int | None = opt(
         None,
@@ -226,28 +264,28 @@ class TrainConfig:
         "for CogVideoX 1.0, 81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its "
         "pipeline does).",
         section="video",
-        valid=POSITIVE,
+        valid=POSITIVE, applies=VIDEO_FAMILIES,
     )
     height: int | None = opt(
         None, "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
-        "(CogVideoX 1.0: 480; 1.5: 768).", section="video", valid=POSITIVE,
+        "(CogVideoX 1.0: 480; 1.5: 768).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
     )
     width: int | None = opt(
         None, "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
-        "(CogVideoX 1.0: 720; 1.5: 1360).", section="video", valid=POSITIVE,
+        "(CogVideoX 1.0: 720; 1.5: 1360).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
     )
     frame_buckets: str | None = opt(
         None,
         "Comma-separated FRAMESxHEIGHTxWIDTH buckets, e.g. `49x480x720,49x480x480,25x480x720`: each clip goes to "
         "the bucket with the most frames it can fill, then the nearest aspect ratio; a batch never mixes "
         "buckets. Replaces --max_num_frames/--height/--width.",
-        section="video",
+        section="video", applies=VIDEO_FAMILIES,
     )
     frame_sampling: str = opt(
         "uniform",
         "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
         "and THUDM CogVideoX trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
-        choices=("uniform", "first"), section="video",
+        choices=("uniform", "first"), section="video", applies=VIDEO_FAMILIES,
     )
 
     # --- LoRA ---
@@ -365,12 +403,12 @@ class TrainConfig:
     validation_steps: int = opt(
         100, "Sample validation images every this many updates.", section="validation", valid=POSITIVE
     )
-    num_validation_images: int = opt(2, "Images per validation run.", section="validation", valid=POSITIVE)
+    num_validation_images: int = opt(2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES)
     validation_inference_steps: int = opt(
-        20, "Sampler steps for validation images.", section="validation", valid=POSITIVE
+        20, "Sampler steps for validation images.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES,
     )
     validation_guidance_scale: float = opt(
-        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE
+        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE, applies=DIFFUSION_FAMILIES,
     )
     report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
     logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")

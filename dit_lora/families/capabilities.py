@@ -116,6 +116,14 @@ class VideoFrames(Protocol):
         """The run's ``(frames, height, width)`` buckets."""
 
 
+@runtime_checkable
+class VideoQA(Protocol):
+    """Video question answering (the video LLMs): clips read through the model's own processor, not as latents."""
+
+    def load_processing(self, path: str, model_config=None):
+        """The tokenizer, frame preprocessing and model config of the model at ``path``, without its weights."""
+
+
 # ---- samples, plan, card, adapter, kernels ----------------------------------------------------
 @runtime_checkable
 class Samples(Protocol):
@@ -204,8 +212,8 @@ class FusedKernels(Protocol):
 
 
 #: every capability, for messages and checks
-ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, Samples,
-       MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
+ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, VideoQA,
+       Samples, MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
 
 
 def members(proto: type) -> list[str]:

@@ -32,7 +32,7 @@ from ...errors import UserError
 from ...output.names import PEFT_ADAPTER_FILE
 from ..base import Components, ModelFamily
 from ..capabilities import (
-    AdapterExtras, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples, Trainables,
+    AdapterExtras, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples, Trainables, VideoQA,
     attach_adapter,
 )
 
@@ -130,7 +130,7 @@ class VideoChatFamily(ModelFamily):
     compile_dynamic = True  # the text length changes nearly every batch
     card_tags = ("video-text-to-text", "videochat")
     capabilities = (Demo, ModelDefaults, Precision, RunSetup, Trainables, Samples, MemoryPlan, ModelCard,
-                    AdapterExtras)
+                    AdapterExtras, VideoQA)
 
     def __init__(self, spec) -> None:
         self.spec = spec
