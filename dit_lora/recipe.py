@@ -22,6 +22,10 @@ def choose_family(recipe: str | None = None):
     def infer(common) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
+        if common.pretrained_model_name_or_path and not common.demo:
+            from .single_file import check_model_path
+
+            check_model_path(common)  # a file: say what it is, not "could not tell the family"
         if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
                 "dit-lora train needs to know which model family it trains: pass --family "
@@ -64,7 +68,24 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
     prog = "dit-lora train" if recipe is None else entry_for(recipe).recipe_script.rsplit("/", 1)[-1]
     cfg = parse_config(argv, prog=prog, infer_family=choose_family(recipe))
     check_family(cfg.family, recipe)
+    check_model(cfg)
     return cfg
+
+
+def check_model(cfg) -> None:
+    """Before anything is built: a file given as the model folder, a --family that trains another pipeline class
+    than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
+    model is built later, so its folder is not judged."""
+    from .catalogue.defaults import config_reader
+    from .families.support import check_family_trains_model
+    from .single_file import check_model_path, check_transformer_file
+
+    if not cfg.pretrained_model_name_or_path or cfg.demo:
+        return
+    check_model_path(cfg)
+    read = config_reader(cfg)
+    check_family_trains_model(cfg, read)
+    check_transformer_file(cfg, read)
 
 
 def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
@@ -73,6 +94,9 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     ``family``: the family a recipe script trains (it also trains the other names of that family's registry
     entry); None for ``dit-lora train``, which trains the family :func:`parse_run` finds.
     """
+    from . import quiet
+
+    quiet.install()  # before the doctor or the run imports PEFT (and with it bitsandbytes)
     cfg = parse_run(sys.argv[1:] if argv is None else argv, family)
     if not cfg.skip_doctor:
         from .doctor import ensure_environment

@@ -127,7 +127,8 @@ def family_for_pipeline(pipe) -> ModelFamily | None:
 def family_for_model(cfg) -> str:
     """The family that trains ``cfg.pretrained_model_name_or_path``: its catalogue entry, else its configs' class.
 
-    Reads small config files only; stops naming ``--family`` when neither says.
+    Reads small config files only; when neither says, stops with the class the configs name and the pipelines
+    each family trains (:func:`.support.unsupported_model`).
     """
     from ..catalogue import by_hub_id, match
     from ..catalogue.defaults import config_reader
@@ -143,10 +144,9 @@ def family_for_model(cfg) -> str:
     for name in available():
         if get_family(name).pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
-    raise UserError(
-        f"Could not tell which family trains `{cfg.pretrained_model_name_or_path}` from its config files. Pass "
-        f"--family ({', '.join(available())})."
-    )
+    from .support import unsupported_model
+
+    raise unsupported_model(str(cfg.pretrained_model_name_or_path), read)
 
 
 #: The built-in family packages, one line each (its ENTRY lists its names, catalogue, demo configs and recipe), in
