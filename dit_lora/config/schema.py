@@ -197,9 +197,30 @@ class TrainConfig:
         "or a .txt file beside each image.",
         section="data",
     )
-    dataset_name: str | None = opt(
-        None, "Anything `datasets.load_dataset` opens (hub id or local path).", section="data"
+    instance_data_dir: str | None = opt(
+        None,
+        "Another name for --train_data_dir, as diffusers' DreamBooth scripts call it (give one of the two).",
+        section="data",
     )
+    instance_prompt: str | None = opt(
+        None,
+        "One caption for every image (or clip) of the data, e.g. `a photo of sks dog`, as diffusers' DreamBooth "
+        "scripts use it: per-image captions (caption files, metadata, the caption column) are then not read.",
+        section="data",
+    )
+    caption_extension: str = opt(
+        ".txt",
+        "Extension of the caption file beside each image or clip in --train_data_dir (`.txt`; kohya's sd-scripts "
+        "use `.caption`).",
+        section="data",
+    )
+    dataset_name: str | None = opt(
+        None,
+        "A Hub dataset id, a local folder `datasets` opens (one written by `save_to_disk` too), or a single "
+        ".parquet/.csv/.json/.jsonl file.",
+        section="data",
+    )
+    dataset_split: str = opt("train", "The split of --dataset_name to train on.", section="data")
     dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data")
     image_column: str = opt("image", "Dataset column holding the images.", section="data", applies=IMAGE_FAMILIES)
     caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data")
@@ -562,6 +583,15 @@ class TrainConfig:
         """Give the run its family's options (defaults when none were given); refuse another family's."""
         from .owners import options_class
 
+        if self.instance_data_dir is not None:  # an alias: from here on only train_data_dir is read
+            if self.train_data_dir is not None and self.train_data_dir != self.instance_data_dir:
+                from ..errors import UserError
+
+                raise UserError(
+                    f"Both --train_data_dir {self.train_data_dir!r} and --instance_data_dir {self.instance_data_dir!r} "
+                    f"were given; --instance_data_dir is diffusers' name for --train_data_dir. Give one of them."
+                )
+            self.train_data_dir, self.instance_data_dir = self.instance_data_dir, None
         wanted = options_class(self.family)
         if self.family_options is None:
             self.family_options = wanted()

@@ -154,6 +154,10 @@ def build_cache(
     failed: dict[int, str] = {}
     if not todo:
         return failed
+    # Repeats of one image (a kohya N_words folder) share one cache file: encode it once, for its first index.
+    first_of: dict[Path, int] = {}
+    copies = {i: first_of.setdefault(Path(files[i]), i) for i in todo}
+    todo = [i for i in todo if copies[i] == i]
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
     last_log = time.monotonic()
 
@@ -189,6 +193,7 @@ def build_cache(
                 or time.monotonic() - last_log > 30:
             log(f"cached {done}/{len(todo)} samples (rank {rank})")
             last_log = time.monotonic()
+    failed.update({i: failed[first] for i, first in copies.items() if first in failed and i != first})
     return failed
 
 

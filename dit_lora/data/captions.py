@@ -139,7 +139,9 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
 
 def duplicate_line(samples: Sequence[Any]) -> str | None:
     """One line naming the files listed by more than one metadata row (each is trained on once per row), or None."""
-    counts = Counter(s.key for s in samples if getattr(s, "path", None) or getattr(s, "refused", None))
+    # A kohya folder's repeats (``repeat`` > 0) are asked for by its name, not extra rows: said by sources.py instead.
+    counts = Counter(s.key for s in samples if (getattr(s, "path", None) or getattr(s, "refused", None))
+                     and not getattr(s, "repeat", 0))
     repeated = [(key, n) for key, n in counts.items() if n > 1]
     if not repeated:
         return None

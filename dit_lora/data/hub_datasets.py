@@ -7,7 +7,7 @@ datasets (:mod:`.video_prepare`).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 from dit_lora.errors import UserError
 
@@ -45,23 +45,122 @@ class DatasetImages:
         return located.path
 
 
-def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | None, *, what: str = "images") -> Any:
-    """The 'train' split of ``datasets.load_dataset(dataset_name, config_name)``; a failure is one UserError.
+#: a single data file ``--dataset_name`` may name, and the `datasets` builder that reads it
+DATA_FILE_BUILDERS = {".parquet": "parquet", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+#: what ``save_to_disk`` writes: a Dataset's folder holds the first two, a DatasetDict's the last
+SAVED_DATASET_FILES = ("state.json", "dataset_info.json")
+SAVED_DATASET_DICT_FILE = "dataset_dict.json"
 
-    ``what`` ("images" or "videos") only words the hint of the error message.
+
+def local_root(dataset_name: str) -> str | None:
+    """The local folder ``--dataset_name`` reads from: the folder itself, a data file's folder; None for a Hub id."""
+    if os.path.isdir(dataset_name):
+        return dataset_name
+    if os.path.isfile(dataset_name):
+        return os.path.dirname(os.path.abspath(dataset_name))
+    return None
+
+
+def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | None, *, what: str = "images",
+                 split: str = "train") -> Any:
+    """The ``split`` of ``--dataset_name``; a failure is one UserError.
+
+    A folder written by ``save_to_disk`` (a Dataset, or a DatasetDict's ``split``) is read with
+    ``datasets.load_from_disk``; a single ``.parquet``/``.csv``/``.json``/``.jsonl`` file with its builder
+    (``load_dataset("parquet", data_files=FILE)``); anything else with ``datasets.load_dataset``. A bare builder
+    name (``parquet``, ``imagefolder``) is refused: without data files it reads the working directory. No Hub call
+    is made for a local path. ``what`` ("images" or "videos") only words the hints of the error messages.
     """
     import datasets  # slow import; only paid when --dataset_name is used
 
-    local = os.path.isdir(dataset_name)
+    if os.path.isdir(dataset_name) and _saved_kind(dataset_name):
+        return _load_saved(dataset_name, split)
+    if os.path.isfile(dataset_name):
+        return _load_data_file(dataset_name, split, cache_dir, what)
+    if not os.path.exists(dataset_name):
+        _refuse_bare_builder(dataset_name, what)
+    return _load_with_datasets(dataset_name, config_name, split, cache_dir, what,
+                               lambda: datasets.load_dataset(dataset_name, config_name, split=split,
+                                                             cache_dir=cache_dir))
+
+
+def _saved_kind(folder: str) -> str | None:
+    """``"dict"``/``"dataset"`` for a folder ``save_to_disk`` wrote, else None."""
+    if os.path.isfile(os.path.join(folder, SAVED_DATASET_DICT_FILE)):
+        return "dict"
+    if all(os.path.isfile(os.path.join(folder, f)) for f in SAVED_DATASET_FILES):
+        return "dataset"
+    return None
+
+
+def _load_saved(folder: str, split: str) -> Any:
+    import datasets
+
     try:
-        return datasets.load_dataset(dataset_name, config_name, split="train", cache_dir=cache_dir)
+        loaded = datasets.load_from_disk(folder)
+    except Exception as err:  # noqa: BLE001 - a damaged folder becomes one actionable message
+        raise UserError(
+            f"--dataset_name {folder!r} looks like a folder written by `save_to_disk`, but "
+            f"`datasets.load_from_disk` could not read it ({_detail(err)}). Write it again with "
+            f"Dataset.save_to_disk / DatasetDict.save_to_disk, or pass the original files."
+        ) from None
+    if not isinstance(loaded, datasets.DatasetDict):
+        return loaded
+    if split not in loaded:
+        splits = ", ".join(repr(name) for name in loaded)
+        raise UserError(
+            f"--dataset_name {folder!r} is a DatasetDict written by `save_to_disk` with the splits {splits} and no "
+            f"{split!r} split. Pick the split to train on with --dataset_split (e.g. --dataset_split "
+            f"{next(iter(loaded))})."
+        )
+    return loaded[split]
+
+
+def _load_data_file(path: str, split: str, cache_dir: str | None, what: str) -> Any:
+    import datasets
+
+    builder = DATA_FILE_BUILDERS.get(os.path.splitext(path)[1].lower())
+    if builder is None:
+        raise UserError(
+            f"--dataset_name {path!r} is a file that `datasets` is not asked to read: a single file must be "
+            f"{', '.join(DATA_FILE_BUILDERS)}. Pass such a file, the folder holding your data, or, for a folder of "
+            f"{what} with metadata.jsonl, --train_data_dir."
+        )
+    # One data file is the 'train' split of its builder; --dataset_split names no other split of it.
+    return _load_with_datasets(path, None, split, cache_dir, what, lambda: datasets.load_dataset(
+        builder, data_files={split: os.path.abspath(path)}, split=split, cache_dir=cache_dir))
+
+
+def _refuse_bare_builder(dataset_name: str, what: str) -> None:
+    """A `datasets` builder name without data files (``parquet``) reads the working directory: one UserError."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    if dataset_name.strip().lower() in _PACKAGED_DATASETS_MODULES:
+        raise UserError(
+            f"--dataset_name {dataset_name!r} names a `datasets` file format, not your data: without data files it "
+            f"would read the files of the working directory ({os.getcwd()}). Point --dataset_name at your file "
+            f"(e.g. --dataset_name data/train.parquet, or a .csv/.json/.jsonl file) or the folder that holds it, or "
+            f"pass a folder of {what} with metadata.jsonl as --train_data_dir."
+        )
+
+
+def _detail(err: BaseException) -> str:
+    detail = " ".join(str(err).split())
+    return f"{type(err).__name__}: " + detail[:400] + ("..." if len(detail) > 400 else "")
+
+
+def _load_with_datasets(dataset_name: str, config_name: str | None, split: str, cache_dir: str | None, what: str,
+                        load: Callable[[], Any]) -> Any:
+    """``load()``, with any failure as the one paragraph that names the dataset and the likely fix."""
+    try:
+        return load()
     except Exception as err:  # noqa: BLE001 - every load failure becomes one actionable message
-        detail = " ".join(str(err).split())
-        detail = detail[:400] + ("..." if len(detail) > 400 else "")
         config = f" (config {config_name!r})" if config_name else ""
-        if local:
+        if os.path.isfile(dataset_name):
+            hint = "Check that the file is whole and in the format its name says."
+        elif os.path.isdir(dataset_name):
             hint = (
-                "The folder exists but `datasets` could not read it as a dataset with a 'train' split; "
+                f"The folder exists but `datasets` could not read it as a dataset with a {split!r} split; "
                 f"for a folder of {what} with metadata.jsonl"
                 + (" or .txt captions" if what == "images" else " (or prompts.txt + videos.txt)")
                 + " pass it as --train_data_dir instead."
@@ -72,9 +171,7 @@ def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | No
                 "download it beforehand and keep --cache_dir pointing at that download); if your "
                 f"{what} are in a local folder, pass --train_data_dir PATH instead."
             )
-        raise UserError(
-            f"Could not load --dataset_name {dataset_name!r}{config}: {type(err).__name__}: {detail}. {hint}"
-        ) from None
+        raise UserError(f"Could not load --dataset_name {dataset_name!r}{config}: {_detail(err)}. {hint}") from None
 
 
 def dataset_captions(dataset: Any, dataset_name: str, caption_column: str) -> list[tuple[int, str]]:
@@ -141,13 +238,19 @@ def load_dataset_samples(
     caption_column: str,
     max_train_samples: int | None,
     cache_dir: str | None,
+    *,
+    instance_prompt: str | None = None,
+    split: str = "train",
+    log: Callable[[str], Any] = print,
 ) -> list[RawSample]:
-    """The samples of ``--dataset_name``'s 'train' split (see :func:`~dit_lora.data.sources.load_samples`)."""
+    """The samples of ``--dataset_name``'s ``split`` (see :func:`~dit_lora.data.sources.load_samples`); with
+    ``instance_prompt`` every row is captioned with it and the caption column is not read (said through ``log``)."""
     import datasets  # slow import; only paid when --dataset_name is used
 
-    local = os.path.isdir(dataset_name)
-    dataset = open_dataset(dataset_name, config_name, cache_dir, what="images")
-    check_dataset_columns(dataset_name, list(dataset.column_names), image_column, caption_column)
+    dataset = open_dataset(dataset_name, config_name, cache_dir, what="images", split=split)
+    # With --instance_prompt no caption column is needed: the image column stands in for it in the check.
+    check_dataset_columns(dataset_name, list(dataset.column_names), image_column,
+                          caption_column if instance_prompt is None else image_column)
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
@@ -167,9 +270,15 @@ def load_dataset_samples(
         placed = [place_dataset_path(root, dataset_name, value, f"row {row}: {image_column}")
                   if isinstance(value, str) and value.strip() else None
                   for row, value in enumerate(images[image_column])]
-    handle = DatasetImages(images, image_column, dataset_name if local else os.getcwd(), placed)
+    handle = DatasetImages(images, image_column, local_root(dataset_name) or os.getcwd(), placed)
+    if instance_prompt is not None:
+        captions = [(row, instance_prompt) for row in range(len(dataset))]
+        log(f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
+            f"the caption column is not read (diffusers' DreamBooth scripts do the same without --caption_column)")
+    else:
+        captions = dataset_captions(dataset, dataset_name, caption_column)
     samples = []
-    for row, caption in dataset_captions(dataset, dataset_name, caption_column):
+    for row, caption in captions:
         refused = placed[row].refused if placed and placed[row] is not None else None
         samples.append(RawSample(key=f"{dataset_name}[{row}]", caption=caption, refused=refused,
                                  _images=None if refused else handle, _row=row))
@@ -179,7 +288,7 @@ def load_dataset_samples(
 def dataset_files_root(dataset_name: str) -> str | None:
     """The folder a path string in ``--dataset_name``'s cells may name files in, or None (none on this machine).
 
-    A local dataset: its folder, under the rule of :mod:`.paths` (as ``metadata.jsonl``'s ``file_name``). A Hub
+    A local dataset: its folder (a single data file's folder), under the rule of :mod:`.paths` (as ``metadata.jsonl``'s ``file_name``). A Hub
     dataset: its own files, i.e. its repository's snapshot in the Hugging Face Hub cache, where ``load_dataset``
     downloads its data files (a path names a file of the repository, e.g. after ``hf download``); None when no
     snapshot is there. Its paths were written on another machine: they never name a file of this one (the
@@ -187,8 +296,8 @@ def dataset_files_root(dataset_name: str) -> str | None:
     ``datasets.Image``/``Video`` cells are not placed: they hold bytes, or a file `datasets` itself wrote or
     resolved (its folder builders refuse a ``file_name`` with ``..`` or an absolute one).
     """
-    if os.path.isdir(dataset_name):
-        return dataset_name
+    if local_root(dataset_name) is not None:  # a folder, or a data file's folder: no Hub call for a local path
+        return local_root(dataset_name)
     try:
         from huggingface_hub import snapshot_download
 
@@ -200,8 +309,8 @@ def dataset_files_root(dataset_name: str) -> str | None:
 def place_dataset_path(root: str | None, dataset_name: str, written: str, field: str) -> Located:
     """Place a path string of a ``--dataset_name`` cell (``field`` names its row and column) inside ``root``
     (:func:`dataset_files_root`), or refuse it with the reason (quarantined, shown by check-data, never opened)."""
-    if os.path.isdir(dataset_name):
-        return locate(root or dataset_name, written, field=field)
+    if local_root(dataset_name) is not None:
+        return locate(root or local_root(dataset_name), written, field=field)
     if root is None:
         return Located(written, None, (
             f"{field} {written!r} is a path, and Hub dataset {dataset_name!r} has no files in the Hugging Face "

@@ -102,6 +102,8 @@ class ImageMedia:
             dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
             labels_from_folders=caps.caption_source(self.family) == "class_folders",
+            caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt,
+            dataset_split=cfg.dataset_split,
         )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:

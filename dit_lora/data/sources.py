@@ -37,6 +37,11 @@ METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
 _CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
 MAX_LOGGED_BAD = 20
 MAX_NAMED = 5
+#: the sidecar caption extensions in common use: this project and musubi-tuner read ``.txt`` by default, kohya-ss'
+#: sd-scripts ``.caption``; the one not chosen is looked for only to say that it is there
+COMMON_CAPTION_EXTENSIONS = (".txt", ".caption")
+#: the most repeats a kohya folder name (``N_words``) may ask for; a larger N is far more likely a name (``2024_trip``)
+MAX_FOLDER_REPEATS = 1000
 
 
 def name_some(items: list[str]) -> str:
@@ -62,6 +67,9 @@ class RawSample:
     _row: int = field(default=-1, repr=False, compare=False)
     #: why the file is never opened (its written path leaves the data folder, :mod:`.paths`), or None
     refused: str | None = None
+    #: which copy of a repeated image this is (a kohya ``N_words/`` folder lists each image N times): 0 for the first;
+    #: the copies share key, file, caption and so their cache entry, and differ in index (their flips)
+    repeat: int = 0
     #: an image has no (frames, height, width) bucket; a clip (:class:`~dit_lora.data.video.VideoSample`) has one
     bucket: ClassVar[None] = None
 
@@ -152,27 +160,39 @@ def load_samples(
     max_train_samples: int | None = None,
     cache_dir: str | None = None,
     labels_from_folders: bool = False,
+    caption_extension: str = ".txt",
+    instance_prompt: str | None = None,
+    dataset_split: str = "train",
+    log: Callable[[str], Any] | None = None,
 ) -> list[RawSample]:
     """List the training samples of a local folder or a `datasets` dataset, without decoding images.
 
     Folders follow the `datasets` imagefolder convention: ``metadata.jsonl`` / ``metadata.csv``
     (root or any subfolder, ``file_name`` relative to the metadata file) with a caption column, or
-    a ``.txt`` caption beside each image. Metadata wins over ``.txt`` for the images it lists; a
-    metadata row whose image is missing is kept so :func:`validate_samples` reports it by name.
-    Order is sorted by key, so it is identical on every machine; ``max_train_samples`` keeps the
-    first N of that order.
+    a sidecar caption beside each image (``caption_extension``: ``.txt``, or kohya's ``.caption``). Metadata wins
+    over the sidecar for the images it lists; a metadata row whose image is missing is kept so
+    :func:`validate_samples` reports it by name. Order is sorted by key, so it is identical on every machine;
+    ``max_train_samples`` keeps the first N images of that order.
+
+    kohya-ss folders: a first-level sub-folder named ``N_words`` (read as sd-scripts reads it: the text before the
+    first ``_`` is N) lists each of its images N times per epoch (copies with ``repeat`` 1..N-1 right after the
+    image, sharing its cache entry); an image in it without a caption takes ``words`` as its caption (kohya's class
+    tokens). ``instance_prompt`` (diffusers' DreamBooth ``--instance_prompt``) captions every image with itself.
+    What was repeated or captioned so is said through ``log`` (default: print, on the main process only).
 
     Class labels (``labels_from_folders``, for class-conditional models): a folder without any
     metadata file is read in the imagefolder-by-class layout, ``root/<class>/<image>``, and each
-    image's caption is the name of its first-level sub-folder (``.txt`` files are ignored then).
+    image's caption is the name of its first-level sub-folder (sidecar captions are ignored then, no repeats).
     With metadata, the caption column holds the class names as usual. A `datasets` caption column
     of type ``ClassLabel`` (e.g. ``label``) is always mapped from ints to the class names.
 
     Raises:
         UserError: both or neither source given, missing/empty folder, unreadable metadata, a
-            missing caption/image column, images without any caption, or a dataset that fails to load.
+            missing caption/image column, images without any caption, a kohya folder asking for 0 or more than
+            :data:`MAX_FOLDER_REPEATS` repeats, or a dataset that fails to load.
     """
     check_one_source(train_data_dir, dataset_name, "images with captions")
+    say = log if log is not None else _main_process_print
     if max_train_samples is not None and (
         isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
     ):
@@ -180,17 +200,123 @@ def load_samples(
             f"--max_train_samples must be a positive whole number, got {max_train_samples!r}. "
             f"Leave it unset to train on every sample."
         )
+    instance_prompt = checked_instance_prompt(instance_prompt)
+    folders: dict[str, tuple[int, str]] = {}
     if train_data_dir is not None:
-        samples = _load_folder(os.fspath(train_data_dir), caption_column, labels_from_folders)
+        samples, folders = _load_folder(os.fspath(train_data_dir), caption_column, labels_from_folders,
+                                        caption_extension=checked_caption_extension(caption_extension),
+                                        instance_prompt=instance_prompt, log=say)
     else:
         from .hub_datasets import load_dataset_samples  # imports this module: imported on use
 
         samples = load_dataset_samples(
-            dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir
+            dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir,
+            instance_prompt=instance_prompt, split=dataset_split, log=say,
         )
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
+    if folders:
+        samples = repeat_folder_samples(samples, folders, say)
     return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
+
+
+def _main_process_print(message: str) -> None:
+    # Every process lists the samples; only the main one (accelerate's RANK, unset in a single process) says so.
+    if os.environ.get("RANK", "0") in ("", "0"):
+        print(message, flush=True)
+
+
+def checked_caption_extension(extension: str) -> str:
+    """``--caption_extension`` with its leading dot (``caption`` -> ``.caption``); one without a name is refused."""
+    text = (extension or "").strip()
+    if not text.lstrip("."):
+        raise UserError(
+            f"--caption_extension {extension!r} names no extension. Give the ending of the caption file beside each "
+            f"image: .txt (the default) or .caption (kohya's sd-scripts)."
+        )
+    return text if text.startswith(".") else "." + text
+
+
+def checked_instance_prompt(prompt: str | None) -> str | None:
+    """``--instance_prompt`` stripped; a blank one is refused (it would caption every image with nothing)."""
+    if prompt is None:
+        return None
+    if not prompt.strip():
+        raise UserError(
+            "--instance_prompt is empty. Give the one caption every image is trained with, e.g. "
+            '--instance_prompt "a photo of sks dog", or leave it unset to read each image\'s own caption.'
+        )
+    return prompt.strip()
+
+
+def kohya_folder(name: str) -> tuple[int, str] | None:
+    """``(N, words)`` of a kohya-ss DreamBooth folder name ``N_words``, or None when it is not one.
+
+    Read exactly as sd-scripts' ``extract_dreambooth_params`` (``library/config_util.py``) reads it: the text before
+    the first ``_`` is N when Python's ``int`` parses it, the rest is the class tokens (``"10_sks dog"`` ->
+    ``(10, "sks dog")``, ``"10"`` -> ``(10, "")``, ``"2024_trip"`` -> ``(2024, "trip")``; ``"trip_2024"`` -> None).
+    """
+    head, _, words = name.partition("_")
+    try:
+        return int(head), words
+    except ValueError:
+        return None
+
+
+def _kohya_folders(root: str, keys: Iterable[str]) -> dict[str, tuple[int, str]]:
+    """The first-level ``N_words`` folders among ``keys``; an N below 1 or above :data:`MAX_FOLDER_REPEATS` is one
+    UserError (sd-scripts skips a 0 folder without a word and reads ``2024_trip`` as 2024 repeats)."""
+    folders: dict[str, tuple[int, str]] = {}
+    for top in sorted({key.split("/", 1)[0] for key in keys if "/" in key}):
+        parsed = kohya_folder(top)
+        if parsed is None:
+            continue
+        repeats, words = parsed
+        if not 1 <= repeats <= MAX_FOLDER_REPEATS:
+            why = ("0 or fewer repeats would leave its images out (kohya's sd-scripts skips such a folder without "
+                   "a word)") if repeats < 1 else (
+                   f"{repeats} repeats is more than {MAX_FOLDER_REPEATS}, far more likely a name than a count")
+            raise UserError(
+                f"Folder {top!r} in --train_data_dir {root!r} reads as kohya's `N_words` layout (as sd-scripts reads "
+                f"it: N = {repeats}, each image listed N times per epoch, {words!r} the class tokens), but {why}. "
+                f"Rename it: `{max(1, min(repeats, 10)) if repeats >= 1 else 1}_{words or 'name'}` for that many "
+                f"repeats, or a name that does not start with a number and `_` (e.g. `trip_{head_of(top)}`) to "
+                f"list each image once."
+            )
+        folders[top] = (repeats, words)
+    return folders
+
+
+def head_of(name: str) -> str:
+    """The text before the first ``_`` of a folder name (used in the rename hint)."""
+    return name.partition("_")[0]
+
+
+def repeat_folder_samples(samples: list[RawSample], folders: dict[str, tuple[int, str]],
+                          log: Callable[[str], Any]) -> list[RawSample]:
+    """Each sample of an ``N_words`` folder followed by its N-1 copies (``repeat`` 1..N-1), one log line per folder.
+
+    The copies keep key, file and caption, so they name one cache entry (encoded once) and one crop; their own
+    index gives each its own flip per epoch (:class:`~dit_lora.data.batches.EpochBatches`), as kohya's repeats do.
+    """
+    out: list[RawSample] = []
+    counts: dict[str, int] = {}
+    for sample in samples:
+        top = sample.key.split("/", 1)[0] if "/" in sample.key else None
+        repeats = folders[top][0] if top in folders else 1
+        if top in folders:
+            counts[top] = counts.get(top, 0) + 1
+        out.append(sample)
+        out.extend(dataclasses.replace(sample, repeat=r) for r in range(1, repeats))
+    for top, count in counts.items():
+        repeats = folders[top][0]
+        log(f"`{top}/`: {count} image(s) x {repeats} repeats = {count * repeats} samples per epoch "
+            f"(kohya's N_words folder)")
+    others = len(samples) - sum(counts.values())
+    if others:
+        log(f"{others} image(s) outside any N_words folder: 1 repeat each (kohya's sd-scripts would not read them)")
+    log(f"{len(out)} samples per epoch from {len(samples)} image(s)")
+    return out
 
 
 def is_hidden(name: str) -> bool:
@@ -198,10 +324,16 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("__")
 
 
-def _walk_folder(root: str) -> tuple[list[str], set[str], list[tuple[str, str]]]:
-    """Images, .txt captions and metadata files under ``root`` (keys relative to it, "/"-separated)."""
+def _walk_folder(root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_EXTENSIONS
+                 ) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
+    """Images, sidecar captions and metadata files under ``root`` (keys relative to it, "/"-separated).
+
+    Captions map ``<image key without extension><extension, lower case>`` to the file's own key, for every
+    extension of ``caption_extensions`` (matched case-insensitively, as image extensions are).
+    """
+    wanted = {e.lower() for e in caption_extensions}
     images: list[str] = []
-    texts: set[str] = set()
+    captions: dict[str, str] = {}
     metadata_files: list[tuple[str, str]] = []  # (folder relative to root, file name)
     seen_dirs: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
@@ -227,12 +359,12 @@ def _walk_folder(root: str) -> tuple[list[str], set[str], list[tuple[str, str]]]
             if is_hidden(name):
                 continue
             rel = posixpath.join(rel_dir, name) if rel_dir else name
-            ext = os.path.splitext(name)[1].lower()
-            if ext in IMAGE_EXTENSIONS:
+            stem, ext = posixpath.splitext(rel)
+            if ext.lower() in IMAGE_EXTENSIONS:
                 images.append(rel)
-            elif ext == ".txt":
-                texts.add(rel)
-    return images, texts, metadata_files
+            elif ext.lower() in wanted:
+                captions[stem + ext.lower()] = rel
+    return images, captions, metadata_files
 
 
 def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
@@ -257,7 +389,7 @@ def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
     return from_metadata
 
 
-def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False) -> list[RawSample]:
+def _check_folder(root: str) -> None:
     if not os.path.exists(root):
         raise UserError(
             f"--train_data_dir {root!r} does not exist. Pass the folder that holds your training "
@@ -269,7 +401,52 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             f"images and their metadata.jsonl or .txt captions."
         )
 
-    images, texts, metadata_files = _walk_folder(root)
+
+@dataclass
+class _SidecarCaptions:
+    """Reads each image's sidecar caption (``extension``) and counts what the log must say about captions."""
+
+    root: str
+    files: dict[str, str]  #: from :func:`_walk_folder`
+    extension: str
+    folders: dict[str, tuple[int, str]]  #: kohya folders, whose words caption an image without its own caption
+    other_found: list[str] = field(default_factory=list)  #: caption files of another common extension, unread
+    from_words: dict[str, int] = field(default_factory=dict)  #: kohya folder -> images captioned by its words
+
+    def read(self, key: str) -> str | None:
+        """The caption of image ``key`` from its sidecar file, else its kohya folder's words, else None."""
+        stem = posixpath.splitext(key)[0]
+        own = self.files.get(stem + self.extension.lower())
+        if own is not None:
+            return _read_txt(os.path.join(self.root, *own.split("/")))
+        other = next((self.files[stem + e] for e in COMMON_CAPTION_EXTENSIONS
+                      if e != self.extension.lower() and stem + e in self.files), None)
+        if other is not None:
+            self.other_found.append(other)
+        top = key.split("/", 1)[0] if "/" in key else None
+        if top in self.folders and self.folders[top][1]:
+            self.from_words[top] = self.from_words.get(top, 0) + 1
+            return self.folders[top][1]
+        return None
+
+    def report(self, log: Callable[[str], Any]) -> None:
+        """One line for unread captions of the other extension, one per kohya folder whose words were used."""
+        if self.other_found:
+            ext = posixpath.splitext(self.other_found[0])[1]
+            log(f"{len(self.other_found)} image(s) have no {self.extension} caption file but a {ext} one beside them "
+                f"({name_some(self.other_found)}): those are not read; pass --caption_extension {ext.lower()} to "
+                f"use them.")
+        for top, count in self.from_words.items():
+            log(f"`{top}/`: {count} image(s) without a {self.extension} caption are captioned "
+                f"{self.folders[top][1]!r}, the folder's words (kohya's class tokens)")
+
+
+def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False, *,
+                 caption_extension: str = ".txt", instance_prompt: str | None = None,
+                 log: Callable[[str], Any] = print) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
+    """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`)."""
+    _check_folder(root)
+    images, caption_files, metadata_files = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
     refused: list[RawSample] = []  # outside the folder: kept (screening quarantines them), never opened
     from_metadata = _metadata_captions(root, metadata_files, caption_column, refused)
     if not images and not from_metadata and not refused:
@@ -279,34 +456,58 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             f"Point --train_data_dir at the folder that holds the images."
         )
     if labels_from_folders and not metadata_files:
-        return _class_folder_samples(root, images)
-
+        if instance_prompt is not None:
+            raise UserError(
+                f"--instance_prompt gives every image one caption, but this model learns class labels, read from the "
+                f"sub-folder names of --train_data_dir {root!r} (root/<class>/<image>). Leave --instance_prompt unset."
+            )
+        return _class_folder_samples(root, images), {}
+    folders = _kohya_folders(root, set(images) | set(from_metadata))
+    keys = sorted(set(images) | set(from_metadata))
+    if instance_prompt is not None:
+        return _instance_samples(root, keys, refused, instance_prompt, len(caption_files) + len(from_metadata),
+                                 log), folders
+    sidecar = _SidecarCaptions(root, caption_files, caption_extension, folders)
     samples: list[RawSample] = list(refused)
     uncaptioned: list[str] = []
-    # Absolute paths keep samples valid if the working directory changes (workers, notebooks).
-    abs_root = os.path.abspath(root)
-    for key in sorted(set(images) | set(from_metadata)):
+    abs_root = os.path.abspath(root)  # absolute paths keep samples valid if the working directory changes
+    for key in keys:
         path = os.path.normpath(os.path.join(abs_root, *key.split("/")))
-        txt = posixpath.splitext(key)[0] + ".txt"
         captions = from_metadata[key][1] if key in from_metadata else [None]
-        if txt in texts and any(c is None for c in captions):
-            # Metadata wins, but a row with an empty caption cell falls back to the .txt beside it.
-            fallback = _read_txt(os.path.join(root, *txt.split("/")))
+        if any(c is None for c in captions):
+            # Metadata wins, but a row with an empty caption cell falls back to the sidecar file beside it.
+            fallback = sidecar.read(key)
             captions = [fallback if c is None else c for c in captions]
         for caption in captions:
             if caption is None:
                 uncaptioned.append(key)
             else:
                 samples.append(RawSample(key=key, caption=caption, path=path))
+    sidecar.report(log)
     if uncaptioned:
-        named = name_some(uncaptioned)
+        other = (f" The {posixpath.splitext(sidecar.other_found[0])[1]} files beside them are read with "
+                 f"--caption_extension {posixpath.splitext(sidecar.other_found[0])[1].lower()}."
+                 if sidecar.other_found else "")
         raise UserError(
-            f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {named}. "
+            f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {name_some(uncaptioned)}. "
             f"Add a metadata.jsonl beside them with one line per image, e.g. "
             f'{{"file_name": "0001.png", "{caption_column}": "a photo of ..."}}, '
-            f"or put a .txt file with the same name next to each image (0001.png -> 0001.txt)."
+            f"put a {caption_extension} file with the same name next to each image "
+            f"(0001.png -> 0001{caption_extension}), or give them all one caption with --instance_prompt.{other}"
         )
-    return sorted(samples, key=lambda s: s.key)  # refused rows among the others; stable: row order kept
+    return sorted(samples, key=lambda s: s.key), folders  # refused rows among the others; stable: row order kept
+
+
+def _instance_samples(root: str, keys: list[str], refused: list[RawSample], prompt: str, unread: int,
+                      log: Callable[[str], Any]) -> list[RawSample]:
+    """Every image captioned ``prompt`` (``--instance_prompt``), as diffusers' DreamBooth scripts caption a folder."""
+    abs_root = os.path.abspath(root)
+    samples = list(refused) + [RawSample(key=key, caption=prompt, path=os.path.normpath(
+        os.path.join(abs_root, *key.split("/")))) for key in keys]
+    log(f"--instance_prompt: all {len(keys)} image(s) of --train_data_dir are captioned {prompt!r}"
+        + (f"; their own captions ({unread} caption file(s) or metadata row(s)) are not read" if unread else "")
+        + " (diffusers' DreamBooth scripts do the same)")
+    return sorted(samples, key=lambda s: s.key)
 
 
 def class_folder_names(root: str | None) -> list[str] | None:

@@ -28,3 +28,13 @@ def test_family_options_default_to_the_familys_class():
 def test_for_family_refuses_two_different_families():
     with pytest.raises(TypeError, match="given twice"):
         TrainConfig.for_family("dit", family="sana")
+
+
+def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
+    from dit_lora.errors import UserError
+
+    cfg = TrainConfig(instance_data_dir="dogs")
+    assert cfg.train_data_dir == "dogs" and cfg.instance_data_dir is None
+    assert TrainConfig(instance_data_dir="dogs", train_data_dir="dogs").train_data_dir == "dogs"
+    with pytest.raises(UserError, match="--instance_data_dir is diffusers' name for --train_data_dir"):
+        TrainConfig(instance_data_dir="dogs", train_data_dir="cats")

@@ -150,3 +150,19 @@ def test_inspect_names_what_is_wrong_with_an_entry(tmp_path):
     broken.write_bytes(good.read_bytes()[:20])
     assert cache.verify_cache_file(broken).startswith("cache file is unreadable (")
     assert cache.verify_cache_file(tmp_path / "missing.safetensors") == "cache file is missing"
+
+
+def test_repeats_sharing_a_cache_file_are_encoded_once(tmp_path):
+    calls: list[int] = []
+
+    def load(i):
+        calls.append(i)
+        if i == 2:
+            raise OSError("broken")
+        return _pixels(i)
+
+    samples = [Sample("a.png", "caption 0"), Sample("a.png", "caption 0"), Sample("b.png", "caption 1"),
+               Sample("b.png", "caption 1")]
+    files, failed, _ = _build(tmp_path, samples, load_pixels=load)
+    assert calls == [0, 2] and files[0] == files[1] and files[0].exists()
+    assert set(failed) == {2, 3}  # the repeat of a failed image fails with it

@@ -32,6 +32,16 @@ def test_duplicate_rows_are_counted_and_named_once():
     assert duplicate_line([RawSample(key="ds[0]", caption="x")] * 2) is None
 
 
+def test_kohya_folder_repeats_are_not_duplicate_rows(tmp_path):
+    from data_files import Log, make_image
+    from dit_lora.data import load_samples
+
+    make_image(tmp_path / "4_sks dog" / "a.png")
+    (tmp_path / "4_sks dog" / "a.txt").write_text("a dog")
+    samples = load_samples(train_data_dir=tmp_path, log=Log())
+    assert len(samples) == 4 and duplicate_line(samples) is None
+
+
 def test_truncation_is_judged_by_the_models_tokenizer_at_its_length(tiny_sana):
     tokenizer = AutoTokenizer.from_pretrained(tiny_sana, subfolder="tokenizer")
     comps = SimpleNamespace(encoders={"tokenizer": tokenizer},

@@ -134,3 +134,72 @@ def test_hub_dataset_path_strings_without_its_files_here_are_refused(tmp_path, o
     assert all(s.refused and "hf download owner/pics --repo-type dataset" in s.refused for s in samples)
     assert "(refused, never opened)" in samples[0].refused and samples[0].refused.startswith(
         "row 0: image 'images/a.png' is a path, and Hub dataset 'owner/pics' has no files in the Hugging Face cache")
+
+
+# ---------------------------------------------------------------------------------------------
+# save_to_disk folders, single data files, bare builder names
+# ---------------------------------------------------------------------------------------------
+
+
+def _image_dataset(tmp_path, n=3):
+    import datasets
+
+    paths = [str(make_image(tmp_path / "src" / f"{i}.png", color=(i * 80, 0, 0)))
+             for i in range(n)]
+    return datasets.Dataset.from_dict({"image": paths, "text": [f"cap {i}" for i in range(n)]}).cast_column(
+        "image", datasets.Image())
+
+
+def test_save_to_disk_dataset_and_dataset_dict(tmp_path, offline):
+    import datasets
+
+    ds = _image_dataset(tmp_path)
+    ds.save_to_disk(str(tmp_path / "saved"))
+    samples = load_samples(dataset_name=str(tmp_path / "saved"), cache_dir=offline)
+    assert [s.caption for s in samples] == ["cap 0", "cap 1", "cap 2"]
+    assert samples[2].open_image().size == (16, 12)
+    datasets.DatasetDict({"train": ds.select([0, 1]), "test": ds.select([2])}).save_to_disk(str(tmp_path / "dd"))
+    assert [s.caption for s in load_samples(dataset_name=str(tmp_path / "dd"), cache_dir=offline)] == ["cap 0", "cap 1"]
+    datasets.DatasetDict({"validation": ds, "test": ds}).save_to_disk(str(tmp_path / "nt"))
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name=str(tmp_path / "nt"), cache_dir=offline)
+    assert "'validation', 'test'" in str(err.value) and "--dataset_split" in str(err.value)
+    picked = load_samples(dataset_name=str(tmp_path / "nt"), dataset_split="test", cache_dir=offline)
+    assert len(picked) == 3
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".json", ".jsonl"])
+def test_single_data_file_with_paths_relative_to_its_folder(tmp_path, offline, suffix):
+    import pandas as pd
+
+    folder = tmp_path / "data"
+    for i in range(2):
+        make_image(folder / "img" / f"{i}.png", color=(0, i * 90, 0))
+    frame = pd.DataFrame({"image": ["img/0.png", "../outside.png"], "text": ["zero", "one"]})
+    file = folder / f"train{suffix}"
+    {".parquet": lambda: frame.to_parquet(file), ".csv": lambda: frame.to_csv(file, index=False),
+     ".json": lambda: frame.to_json(file, orient="records"),
+     ".jsonl": lambda: frame.to_json(file, orient="records", lines=True)}[suffix]()
+    samples = load_samples(dataset_name=str(file), cache_dir=offline)
+    assert [s.caption for s in samples] == ["zero", "one"]
+    assert samples[0].source() == str(folder / "img" / "0.png")
+    assert samples[1].refused is not None and "leaves the data folder" in samples[1].refused
+
+
+def test_bare_builder_name_is_refused_without_reading_the_working_directory(tmp_path, offline, monkeypatch):
+    import pandas as pd
+
+    pd.DataFrame({"image": ["x.png"], "text": ["x"]}).to_parquet(tmp_path / "stray.parquet")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name="parquet", cache_dir=offline)
+    assert "names a `datasets` file format" in str(err.value) and "--dataset_name data/train.parquet" in str(err.value)
+
+
+def test_instance_prompt_captions_every_row(tmp_path, offline):
+    ds = _image_dataset(tmp_path).remove_columns(["text"])
+    ds.save_to_disk(str(tmp_path / "saved"))
+    log = Log()
+    samples = load_samples(dataset_name=str(tmp_path / "saved"), instance_prompt="a photo of sks dog",
+                           cache_dir=offline, log=log)
+    assert [s.caption for s in samples] == ["a photo of sks dog"] * 3 and "--instance_prompt: all 3 row(s)" in log.text

@@ -305,3 +305,92 @@ def test_csv_refused_row_names_its_true_line(tmp_path):
     (data / "metadata.csv").write_text('file_name,text\na.png,"two\nlines"\n\n../b.png,y\n')
     (refused,) = [s for s in load_samples(train_data_dir=data) if s.refused]
     assert refused.refused.startswith("metadata.csv line 5: file_name '../b.png' leaves")
+
+
+# ---------------------------------------------------------------------------------------------
+# kohya folders, --caption_extension, --instance_prompt
+# ---------------------------------------------------------------------------------------------
+
+
+def _kohya(tmp_path, folder="10_sks dog", n=3, ext=".caption"):
+    for i in range(n):
+        make_image(tmp_path / folder / f"{i}.png", color=(i * 60, 10, 10))
+        if ext:
+            (tmp_path / folder / f"{i}{ext}").write_text(f"sks dog number {i}")
+    return tmp_path
+
+
+def test_kohya_folder_repeats_each_image_n_times_sharing_its_cache_entry(tmp_path):
+    log = Log()
+    samples = load_samples(train_data_dir=_kohya(tmp_path), caption_extension=".caption", log=log)
+    assert len(samples) == 30 and [s.index for s in samples] == list(range(30))
+    assert keys(samples) == [f"10_sks dog/{i}.png" for i in range(3) for _ in range(10)]
+    assert [s.repeat for s in samples[:10]] == list(range(10))
+    assert [s.caption for s in samples[::10]] == [f"sks dog number {i}" for i in range(3)]
+    assert len({s.cache_key() for s in samples}) == 3  # one cache entry per image: encoded once
+    assert "`10_sks dog/`: 3 image(s) x 10 repeats = 30 samples per epoch" in log.text
+
+
+def test_kohya_folder_beside_a_plain_one_and_max_train_samples_counts_images(tmp_path):
+    _kohya(tmp_path, "3_cat", n=2, ext=".txt")
+    make_image(tmp_path / "plain" / "p.png")
+    (tmp_path / "plain" / "p.txt").write_text("plain")
+    log = Log()
+    samples = load_samples(train_data_dir=tmp_path, log=log)
+    assert keys(samples) == ["3_cat/0.png"] * 3 + ["3_cat/1.png"] * 3 + ["plain/p.png"]
+    assert "1 image(s) outside any N_words folder" in log.text
+    assert len(load_samples(train_data_dir=tmp_path, max_train_samples=1, log=Log())) == 3
+
+
+@pytest.mark.parametrize("folder", ["0_sks dog", "2024_trip", "-1_x"])
+def test_kohya_folder_with_zero_or_absurd_repeats_is_refused(tmp_path, folder):
+    _kohya(tmp_path, folder, n=1, ext=".txt")
+    with pytest.raises(UserError) as err:
+        load_samples(train_data_dir=tmp_path, log=Log())
+    msg = str(err.value)
+    assert repr(folder) in msg and "N_words" in msg and "Rename it" in msg
+
+
+def test_folder_not_read_as_kohya_keeps_one_repeat(tmp_path):
+    _kohya(tmp_path, "trip_2024", n=2, ext=".txt")
+    samples = load_samples(train_data_dir=tmp_path, log=Log())
+    assert keys(samples) == ["trip_2024/0.png", "trip_2024/1.png"]
+
+
+def test_kohya_words_caption_an_image_without_caption_file(tmp_path):
+    _kohya(tmp_path, "5_sks dog", n=2, ext=None)
+    (tmp_path / "5_sks dog" / "0.txt").write_text("own caption")
+    log = Log()
+    samples = load_samples(train_data_dir=tmp_path, log=log)
+    assert [s.caption for s in samples[::5]] == ["own caption", "sks dog"]
+    assert "`5_sks dog/`: 1 image(s) without a .txt caption are captioned 'sks dog'" in log.text
+
+
+def test_caption_extension_caption_and_the_other_extension_is_named(tmp_path):
+    make_image(tmp_path / "a.png")
+    (tmp_path / "a.caption").write_text("from caption file")
+    assert load_samples(train_data_dir=tmp_path, caption_extension="caption", log=Log())[0].caption == \
+        "from caption file"
+    with pytest.raises(UserError) as err:  # default .txt: the .caption file is not read, and said so
+        load_samples(train_data_dir=tmp_path, log=Log())
+    assert "--caption_extension .caption" in str(err.value)
+    make_image(tmp_path / "b.png")
+    (tmp_path / "b.txt").write_text("b text")
+    (tmp_path / "a.txt").write_text("a text")
+    (tmp_path / "b.caption").write_text("unused")
+    log = Log()
+    assert [s.caption for s in load_samples(train_data_dir=tmp_path, log=log)] == ["a text", "b text"]
+    assert "caption file" not in log.text  # the chosen extension was found: no note
+    with pytest.raises(UserError, match="--caption_extension"):
+        load_samples(train_data_dir=tmp_path, caption_extension=".", log=Log())
+
+
+def test_instance_prompt_captions_every_image_and_says_so(tmp_path):
+    _kohya(tmp_path, "2_sks dog", n=2, ext=".txt")
+    make_image(tmp_path / "x.png")
+    log = Log()
+    samples = load_samples(train_data_dir=tmp_path, instance_prompt=" a photo of sks dog ", log=log)
+    assert len(samples) == 5 and {s.caption for s in samples} == {"a photo of sks dog"}
+    assert "--instance_prompt: all 3 image(s)" in log.text and "not read" in log.text
+    with pytest.raises(UserError, match="--instance_prompt is empty"):
+        load_samples(train_data_dir=tmp_path, instance_prompt="  ", log=Log())
