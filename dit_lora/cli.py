@@ -153,6 +153,10 @@ def _check_data(args: argparse.Namespace) -> int:
             pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
     cfg = TrainConfig.for_family(**values)  # a flag of another family than the one checked: one paragraph
     cfg.explicit_options = frozenset(values)
+    from dit_lora.config.applies import check_applies
+
+    check_applies(cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None
+                  else f"`{name}` in {args.config}")
 
     from dit_lora.catalogue.defaults import resolve_defaults
     from dit_lora.data.cache import cache_namespace

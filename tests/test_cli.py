@@ -82,3 +82,11 @@ def test_plan_with_a_positional_catalogued_model_says_what_fits(monkeypatch, cap
     assert done.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "predicted peak per process" in out and "does not fit" in out and "--quantize_base nf4" in out
+
+
+def test_check_data_refuses_a_video_option_of_an_image_family(tmp_path, capsys):
+    """`dit-lora check-data --family sana --frame_buckets ...` used to check the images and ignore the buckets."""
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path), "--frame_buckets", "17x64x64"])
+    assert done.value.code == 2
+    assert "--frame_buckets is an option of video families" in capsys.readouterr().err

@@ -88,3 +88,28 @@ def test_a_config_that_cannot_be_read_is_reported_by_the_parser(tmp_path):
     for recipe in ("sana", None):
         with pytest.raises(UserError, match="is not valid YAML"):
             parse_run(_args(tmp_path, "--config", str(tmp_path / "bad.yaml")), recipe)
+
+
+def test_train_help_without_a_family_prints_the_common_options_and_the_families(capsys):
+    """`dit-lora train --help` and `-h` exited 2 ("needs to know which model family"); now a help page, exit 0."""
+    from dit_lora.families import available
+    from dit_lora.recipe import parse_run
+
+    for flag in ("--help", "-h"):
+        with pytest.raises(SystemExit) as done:
+            parse_run([flag])
+        assert done.value.code == 0
+        out = capsys.readouterr().out
+        assert "--learning_rate" in out and "video:" in out and "--flow_shift" not in out
+        assert all(f"  {name} " in out for name in available()) and "SanaPipeline" in out
+        assert "--family NAME --help" in out
+
+
+def test_train_help_of_one_family_adds_its_options(capsys):
+    from dit_lora.recipe import parse_run
+
+    with pytest.raises(SystemExit) as done:
+        parse_run(["--family", "wan", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "--flow_shift" in out and "WanPipeline" in out and "[video families only]" in out

@@ -164,3 +164,32 @@ def test_sana_resolution_below_the_stride_names_one_valid_size(tiny_sana, resolu
     assert f"--resolution {resolution} is not divisible by" in text
     numbers = [int(n) for n in use.rstrip(".").split(" or ")]
     assert len(set(numbers)) == len(numbers) and all(n > 0 for n in numbers), text
+
+
+def test_an_unknown_flag_is_judged_before_the_data_and_model_checks():
+    """diffusers DreamBooth flags plus a flag no family has, no model and no data: the unknown flag is named first,
+    with its peer counterpart (the old parser said "neither --train_data_dir nor --dataset_name was given")."""
+    from dit_lora.recipe import parse_run
+
+    with pytest.raises(UserError) as err:
+        parse_run(["--instance_data_dir", "dogs", "--instance_prompt", "a photo of sks dog", "--network_dim", "8"])
+    text = str(err.value)
+    assert text.startswith("Unknown option `--network_dim`") and "dit-lora's option is --rank" in text
+    assert "data source" not in text and "validation_prompt" not in text
+
+
+def test_an_unknown_yaml_key_gets_the_peer_hint(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("family: sana\nsave_every_n_steps: 100\n")
+    with pytest.raises(UserError, match="`save_every_n_steps` in .*--checkpointing_steps"):
+        parse_config(["--config", str(config)])
+
+
+def test_an_explicit_video_option_of_an_image_run_is_refused_before_the_data_check(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("family: dit\nmax_num_frames: 49\n")
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", str(config)])
+    assert f"`max_num_frames` in {config} is an option of video families" in str(err.value)
+    with pytest.raises(UserError, match=r"^--frame_buckets is an option of video families"):
+        parse_config(["--family", "sana", "--frame_buckets", "49x480x720"])

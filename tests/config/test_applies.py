@@ -1,0 +1,44 @@
+"""Options only some families read: tagged in the schema, refused when given explicitly to another family."""
+
+import pytest
+
+from dit_lora.config import TrainConfig
+from dit_lora.config.applies import check_applies, families_for, tagged_options
+from dit_lora.errors import UserError
+
+
+def test_the_video_options_are_tagged_for_the_families_declaring_video_frames():
+    tags = tagged_options()
+    for name in ("frame_buckets", "max_num_frames", "video_column", "frame_sampling", "height", "width"):
+        assert name in tags, name
+    holders = families_for(tags["frame_buckets"])
+    assert "wan" in holders and "cogvideox" in holders and "sana" not in holders and "dit" not in holders
+    assert "qwen2_5_vl" in families_for(tags["height"])  # the video LLMs' plan reads the clip size
+
+
+@pytest.mark.parametrize("name, value", [("frame_buckets", "49x480x720"), ("height", 480), ("max_num_frames", 49),
+                                         ("frame_sampling", "first"), ("video_column", "video")])
+def test_an_image_family_refuses_an_explicit_video_option(name, value):
+    cfg = TrainConfig.for_family("sana", **{name: value})
+    cfg.explicit_options = frozenset({name})
+    with pytest.raises(UserError) as err:
+        check_applies(cfg)
+    text = str(err.value)
+    assert f"--{name} is an option of video families" in text and "`sana`" in text and "trains images" in text
+    assert f"remove --{name}" in text and "--resolution" in text
+
+
+def test_defaults_and_the_families_that_read_an_option_are_not_refused():
+    cfg = TrainConfig.for_family("sana")  # frame_sampling has a default: never refused
+    cfg.explicit_options = frozenset()
+    check_applies(cfg)
+    video = TrainConfig.for_family("wan", frame_buckets="17x64x64")
+    video.explicit_options = frozenset({"frame_buckets"})
+    check_applies(video)
+
+
+def test_a_video_llm_refuses_the_image_size():
+    cfg = TrainConfig.for_family("qwen2_5_vl", resolution=512)
+    cfg.explicit_options = frozenset({"resolution"})
+    with pytest.raises(UserError, match="image families .*video LLM"):
+        check_applies(cfg)
