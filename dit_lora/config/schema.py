@@ -97,14 +97,34 @@ DIFFUSION_FAMILIES = Applies(("Encoders",), "diffusion families",
 
 
 def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, section: str = "",
-        valid: Range | None = None, applies: Applies | None = None) -> Any:
+        valid: Range | None = None, resume: str | None = None, applies: Applies | None = None) -> Any:
     """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
     a numeric option (checked at parse time, whichever way the value was given, and listed in the docs), and
-    ``applies``: the families the option means something to (None: every family); given to another, it is refused."""
-    meta = {"help": help, "choices": choices, "section": section, "valid": valid, "applies": applies}
+    ``resume``: whether a resumed run may change it (``"free"``) or not (``"fixed"``: it changes what the saved
+    state means); unset, the section's class in :data:`SECTION_RESUME` applies (:func:`resume_class`). ``applies``:
+    the families the option means something to (None: every family); given to another family, it is refused."""
+    if resume not in (None, *RESUME_CLASSES):
+        raise ValueError(f"resume must be one of {RESUME_CLASSES}, not {resume!r}")
+    meta = {"help": help, "choices": choices, "section": section, "valid": valid, "resume": resume, "applies": applies}
     if isinstance(default, list):
         return field(default_factory=lambda d=default: list(d), metadata=meta)
     return field(default=default, metadata=meta)
+
+
+#: ``fixed``: a resume refuses a change (it changes what the checkpoint's weights, optimizer state or data position
+#: mean); ``free``: a resume takes the new value and records the change (:mod:`dit_lora.training.resume_options`)
+RESUME_CLASSES = ("fixed", "free")
+#: the class of a common option that names none. No section default for a family's options: each declares its own,
+#: and tests/config/test_schema.py fails for one that does not.
+SECTION_RESUME = {"model": "fixed", "data": "fixed", "video": "fixed", "lora": "fixed", "training": "free",
+                  "checkpoints": "free", "validation": "free", "hub": "free", "guards": "free", "kernels": "free",
+                  "misc": "free"}
+
+
+def resume_class(f) -> str | None:
+    """``"fixed"`` or ``"free"`` for a config field (:func:`opt`'s ``resume``, else its section's), or None when
+    the declaration classifies it nowhere (a resume then treats it as fixed: the safe side)."""
+    return f.metadata.get("resume") or SECTION_RESUME.get(f.metadata.get("section", ""))
 
 
 @dataclass
@@ -195,7 +215,7 @@ class TrainConfig:
         None,
         "Folder of images with captions in metadata.jsonl/metadata.csv (`file_name` + caption column) "
         "or a .txt file beside each image.",
-        section="data",
+        section="data", resume="free",
     )
     instance_data_dir: str | None = opt(
         None,
@@ -218,19 +238,19 @@ class TrainConfig:
         None,
         "A Hub dataset id, a local folder `datasets` opens (one written by `save_to_disk` too), or a single "
         ".parquet/.csv/.json/.jsonl file.",
-        section="data",
+        section="data", resume="free",
     )
-    dataset_split: str = opt("train", "The split of --dataset_name to train on.", section="data")
-    dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data")
-    image_column: str = opt("image", "Dataset column holding the images.", section="data", applies=IMAGE_FAMILIES)
-    caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data")
+    dataset_split: str = opt("train", "The split of --dataset_name to train on.", section="data", resume="free")
+    dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free")
+    image_column: str = opt("image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES)
+    caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data", resume="free")
     max_train_samples: int | None = opt(
-        None, "Use at most this many samples (deterministic prefix).", section="data", valid=POSITIVE
+        None, "Use at most this many samples (deterministic prefix).", section="data", resume="free", valid=POSITIVE
     )
     max_bad_samples_fraction: float = opt(
         0.05,
         "Stop when more than this fraction of samples cannot be read (they are skipped and named).",
-        section="data",
+        section="data", resume="free",
         valid=Range(0, 1, high_open=True),
     )
     resolution: int = opt(
@@ -244,7 +264,7 @@ class TrainConfig:
         "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
         "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on "
         "each side), at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
-        section="data",
+        section="data", resume="free",
         valid=POSITIVE, applies=DIFFUSION_FAMILIES,
     )
     center_crop: bool = opt(
@@ -257,15 +277,15 @@ class TrainConfig:
         True,
         "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
         "resolution; the VAE and text encoder leave memory afterwards.",
-        section="data", applies=DIFFUSION_FAMILIES,
+        section="data", resume="free", applies=DIFFUSION_FAMILIES,
     )
     cache_dir: str | None = opt(
         None,
         "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).",
-        section="data", applies=DIFFUSION_FAMILIES,
+        section="data", resume="free", applies=DIFFUSION_FAMILIES,
     )
     dataloader_num_workers: int = opt(
-        0, "Worker processes for data loading (0: load in the main process).", section="data", valid=NON_NEGATIVE
+        0, "Worker processes for data loading (0: load in the main process).", section="data", resume="free", valid=NON_NEGATIVE
     )
     max_sequence_length: int | None = opt(
         None, "Maximum caption length in tokens. Default: the family's (Sana 300; CogVideoX the transformer's "
@@ -277,7 +297,7 @@ class TrainConfig:
         None,
         "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
         "CogVideoX/finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
-        section="video", applies=VIDEO_FAMILIES,
+        section="video", resume="free", applies=VIDEO_FAMILIES,
     )
     max_num_frames: int | None = opt(
         None,
@@ -330,12 +350,12 @@ class TrainConfig:
         section="lora",
     )
     backbone_learning_rate: float = opt(
-        1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora", valid=POSITIVE
+        1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora", resume="free", valid=POSITIVE
     )
     loraplus_lr_ratio: float | None = opt(
         None,
         "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.",
-        section="lora",
+        section="lora", resume="free",
         valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
     )
 
@@ -348,10 +368,10 @@ class TrainConfig:
         "removes an earlier run's checkpoint folders at start (a run still using the folder is never overridden).",
         section="training",
     )
-    seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training", valid=SEED)
-    train_batch_size: int = opt(4, "Batch size per process.", section="training", valid=POSITIVE)
+    seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training", resume="fixed", valid=SEED)
+    train_batch_size: int = opt(4, "Batch size per process.", section="training", resume="fixed", valid=POSITIVE)
     gradient_accumulation_steps: int = opt(
-        1, "Micro-batches accumulated per optimizer update.", section="training", valid=POSITIVE
+        1, "Micro-batches accumulated per optimizer update.", section="training", resume="fixed", valid=POSITIVE
     )
     num_train_epochs: int = opt(1, "Epochs to train when max_train_steps is unset.", section="training", valid=POSITIVE)
     max_train_steps: int | None = opt(
@@ -384,10 +404,10 @@ class TrainConfig:
     use_8bit_adam: bool = opt(
         False,
         "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).",
-        section="training",
+        section="training", resume="fixed",
     )
     mixed_precision: str = opt(
-        "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training"
+        "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training", resume="fixed"
     )
     allow_fp16: bool = opt(
         False,
@@ -415,6 +435,13 @@ class TrainConfig:
     )
     resume_from_checkpoint: str | None = opt(
         None, "`latest` or a checkpoint folder to continue from.", section="checkpoints"
+    )
+    allow_changed_options: bool = opt(
+        False,
+        "Resume even though options that change what the checkpoint means differ from the ones it was trained with "
+        "(--rank, --lora_alpha, --train_batch_size, --seed, the model, the resolution, the data set, ...), which is "
+        "refused otherwise. The changes are recorded in train_summary.json and the model card either way.",
+        section="checkpoints",
     )
 
     # --- validation and logging ---

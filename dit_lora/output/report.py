@@ -114,6 +114,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     quantized = _quantized_note(cfg)
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
+    strength += changed_options_note(summary.get("changed_options"))
     usage = f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
     content = f"""---
 {data.to_yaml()}
@@ -141,6 +142,15 @@ LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def changed_options_note(history: list[dict] | None) -> str:
+    """The card's sentence on the options resumes changed, each with the step it changed at (empty: none did)."""
+    if not history:
+        return ""
+    parts = [f"`{c['option']}` {c['old']} -> {c['new']} at step {c['step']}"
+             + (" (forced with --allow_changed_options)" if c.get("forced") else "") for c in history]
+    return "\n\nOptions changed when the run was resumed: " + "; ".join(parts) + "."
 
 
 def _strength_note(family, cfg) -> str:

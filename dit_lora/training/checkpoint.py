@@ -220,18 +220,20 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator) -> None:
 
 
 def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dict, generator: torch.Generator,
-                    total_limit: int | None, log=print, crash_point=lambda name, step: None) -> Path:
+                    total_limit: int | None, log=print, crash_point=lambda name, step: None,
+                    options: dict | None = None) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
     The marker, written last, carries the manifest of every file. A save that fails on any rank fails on every rank
     (:class:`_Save`) and removes its staging folder (a later save of the step would replace it anyway; only a
     SIGKILL leaves one); a full disk is a :class:`~dit_lora.fileio.DiskFullError` saying how much space the
     checkpoint needs and how to continue. ``crash_point(name, step)`` is called at the save's last instants
-    (:meth:`~.hooks.Hooks.crash_point`).
+    (:meth:`~.hooks.Hooks.crash_point`). ``options`` (:func:`~.resume_options.options_record`: the run's resolved
+    options, data fingerprint and changed-options history) is written beside them, under the manifest.
     """
     save = _Save(accelerator, Path(output_dir), step, len(json.dumps(trainer_state, default=str)))
     main = accelerator.is_main_process
-    save.part(lambda: _stage(save.tmp) if main else None)
+    save.part(lambda: _stage(save.tmp, options) if main else None)
     save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator))
     crash_point("checkpoint_before_marker", step)
     save.part(lambda: _complete(accelerator, save, total_limit, log, crash_point) if main else None)
@@ -304,11 +306,15 @@ class _Save:
                 f"{self.tmp.name} was removed. {kept}.")
 
 
-def _stage(tmp: Path) -> None:
-    """A fresh, empty staging folder (a SIGKILLed earlier save of this step may have left one)."""
+def _stage(tmp: Path, options: dict | None = None) -> None:
+    """A fresh staging folder (a SIGKILLed earlier save of this step may have left one), holding ``options``."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    if options is not None:
+        from .resume_options import write_options
+
+        write_options(tmp, options)
 
 
 def _write_rank_files(accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator) -> None:

@@ -189,6 +189,7 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "defaults": run.defaults.summary() if run.defaults is not None else None,
         "memory_plan": run.plan.as_dict() if run.plan is not None else None,
         "config": config_dict(cfg),
+        "changed_options": run.changed_options,  # each with the step a resume changed it at
     }
 
 

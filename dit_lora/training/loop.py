@@ -192,7 +192,7 @@ def save_run_checkpoint(run: Run):
     return save_checkpoint(run.accelerator, run.out, state.global_step,
                            {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
                            run.generator, run.cfg.checkpoints_total_limit, log=run.log,
-                           crash_point=run.hooks.crash_point)
+                           crash_point=run.hooks.crash_point, options=run.options_record)
 
 
 def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:

@@ -56,6 +56,7 @@ from .optim import make_lr_scheduler, make_optimizer
 from .output_lock import lock_for_run, main_process_check
 from .precision import audit_precision, check_fp16_model, format_audit
 from .recovery import Recovery
+from .resume_options import check_options, options_record, resume_history
 
 
 @dataclass
@@ -105,6 +106,9 @@ class Run:
     recovery: Recovery | None = None
     generator: torch.Generator | None = None
     state: RunState = field(default_factory=RunState)
+    # Options changed by resumes so far, each {"step", "option", "old", "new"} (summary, card, every checkpoint)
+    changed_options: list[dict] = field(default_factory=list)
+    options_record: dict | None = None  # what every checkpoint records about the options (resume_options)
     # Within an update (micro-batches of one optimizer step):
     micro_losses: torch.Tensor | None = None
     kernel_veto: bool = False  # a kernel failed its check during this update: skip it
@@ -298,6 +302,7 @@ def _start(cfg: TrainConfig) -> Run:
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)
+    check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.compile, accelerator.device.type)
     quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
@@ -425,11 +430,13 @@ def _restore(run: Run) -> None:
     if cfg.resume_from_checkpoint and run.resume is None:
         run.log("no complete checkpoint found; starting from scratch")
     if run.resume is not None:
+        run.changed_options = resume_history(run.resume, cfg, run.data.samples, run.log)
         saved = load_checkpoint(accelerator, run.resume, run.generator)
         run.guard.load_state_dict(saved["guard"])  # after load_state: it re-installs device LR tensors
         run.kernels.load_state_dict(saved["kernels"])
         run.state = RunState(**saved["run"])
         run.log(f"resumed from {run.resume} at step {run.state.global_step}")
+    run.options_record = options_record(cfg, run.data.samples, run.changed_options)
     if accelerator.is_main_process and cfg.report_to != "none":
         accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
     run.recovery = Recovery(guard=run.guard, accelerator=accelerator, family=run.family, comps=run.comps, cfg=cfg,

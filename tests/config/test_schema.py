@@ -30,6 +30,31 @@ def test_for_family_refuses_two_different_families():
         TrainConfig.for_family("dit", family="sana")
 
 
+def test_every_option_is_classified_for_resume_where_it_is_declared():
+    """A new option (common, or any registered family's) must say whether a resume may change it."""
+    from dataclasses import fields
+
+    from dit_lora.config.owners import options_class
+    from dit_lora.config.schema import resume_class
+    from dit_lora.families import available
+
+    declared = [("common", f) for f in config_fields()]
+    declared += [(family, f) for family in available() for f in fields(options_class(family))]
+    unclassified = [f"{owner}: {f.name}" for owner, f in declared if resume_class(f) not in ("fixed", "free")]
+    assert not unclassified, f"declare opt(..., resume='fixed'|'free') for {unclassified}"
+    common = {f.name: resume_class(f) for f in config_fields()}
+    assert common["lora_alpha"] == common["train_batch_size"] == common["seed"] == common["resolution"] == "fixed"
+    assert common["learning_rate"] == common["max_train_steps"] == common["validation_steps"] == "free"
+    assert common["train_data_dir"] == "free"  # judged by the data set's fingerprint, not by its path
+
+
+def test_an_unknown_resume_class_is_refused_at_declaration():
+    from dit_lora.config.schema import opt
+
+    with pytest.raises(ValueError, match="resume must be"):
+        opt(1, "x", resume="sometimes")
+
+
 def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
     from dit_lora.errors import UserError
 

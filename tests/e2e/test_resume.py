@@ -143,3 +143,28 @@ def test_resume_from_incomplete_checkpoint_is_refused(tmp_path, tiny_sana, shape
                                 resume_from_checkpoint=str(out / "checkpoint-3")))
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "is incomplete" in text and "Traceback" not in text
+
+
+@pytest.mark.slow
+def test_resume_refuses_a_changed_alpha_and_records_a_changed_learning_rate(tmp_path, tiny_sana, shapes_data):
+    """Train 4 steps with checkpoints; a resume with another --lora_alpha is refused in one paragraph (exit 2); one
+    with another --learning_rate runs, says so in one line, and the summary and card record it with its step."""
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    opts = dict(max_train_steps=4, checkpointing_steps=2, resolution=32, train_batch_size=2)
+    first = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (out / "checkpoint-4" / "run_options.json").is_file()
+    more = dict(opts, max_train_steps=6, resume_from_checkpoint="latest")
+    refused = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, lora_alpha=16)))
+    text = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, text
+    assert "lora_alpha 8.0 -> 16.0" in text and "--allow_changed_options" in text and "Traceback" not in text
+    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, learning_rate=5e-4)))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "changed at step 4: max_train_steps 4 -> 6, learning_rate 0.001 -> 0.0005" in resumed.stdout
+    changed = {c["option"]: c for c in read_summary(out)["changed_options"]}
+    assert changed["learning_rate"] == {"step": 4, "option": "learning_rate", "old": 1e-3, "new": 5e-4}
+    card = " ".join((out / "README.md").read_text().split())
+    assert "`learning_rate` 0.001 -> 0.0005 at step 4" in card
+    # the history travels in every later checkpoint
+    assert "learning_rate" in (out / "checkpoint-6" / "run_options.json").read_text()

@@ -123,3 +123,12 @@ def test_pruning_never_removes_the_checkpoint_just_written(tmp_path):
     assert lines == ["pruned checkpoint-35 (--checkpoints_total_limit 2)", f"saved {path}"]
     _save(tmp_path, 6, limit=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-6"]
+
+
+def test_the_run_options_are_written_inside_the_checkpoint_under_its_manifest(tmp_path):
+    record = {"options": {"learning_rate": 1e-4}, "data_fingerprint": "ab" * 32, "num_samples": 3,
+              "changed_options": []}
+    path = ck.save_checkpoint(FakeAccelerator(), tmp_path, 2, {"run": {"global_step": 2}}, torch.Generator(), None,
+                              log=lambda line: None, options=record)
+    assert json.loads((path / "run_options.json").read_text()) == record
+    assert "run_options.json" in json.loads((path / ck.COMPLETE_MARKER).read_text())[MANIFEST_KEY]

@@ -18,5 +18,5 @@ class DiTOptions(FamilyOptions):
         None,
         "DiT: number of classes to train. If it differs from the model's class-embedding size, the label embedding "
         "is resized (keeping the null class used for guidance) and trained at --backbone_learning_rate.",
-        section="dit", valid=POSITIVE,
+        section="dit", resume="fixed", valid=POSITIVE,
     )

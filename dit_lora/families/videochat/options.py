@@ -17,27 +17,27 @@ class VideoChatOptions(FamilyOptions):
 
     num_frames: int = opt(
         8, "Video LLMs: frames sampled uniformly from each clip (VideoChat2 and LLaVA-NeXT-Video use 8-16).",
-        section="videochat", valid=POSITIVE,
+        section="videochat", resume="fixed", valid=POSITIVE,
     )
     video_folder: str | None = opt(
         None, "Video LLMs: folder that relative video paths in the annotation file are under (default: the "
-        "annotation file's folder).", section="videochat",
+        "annotation file's folder).", section="videochat", resume="free",
     )
     train_vision_tower: bool = opt(
-        False, "Video LLMs: also train the vision tower (fully), at --vision_tower_learning_rate.", section="videochat"
+        False, "Video LLMs: also train the vision tower (fully), at --vision_tower_learning_rate.", section="videochat", resume="fixed"
     )
     vision_tower_learning_rate: float = opt(
         2e-6,
         "Video LLMs: learning rate of the vision tower with --train_vision_tower.",
-        section="videochat",
+        section="videochat", resume="free",
         valid=POSITIVE,
     )
     use_liger_kernel: bool = opt(
         False, "Video LLMs: apply Liger-Kernel to the language model (RMSNorm, SwiGLU, RoPE, fused linear "
         "cross-entropy) when it is installed and a CUDA GPU is present; otherwise a note and the plain path.",
-        section="videochat",
+        section="videochat", resume="free",
     )
     validation_video: str | None = opt(
         None, "Video LLMs: clip the validation question (--validation_prompt) is asked about (default: the first "
-        "training clip).", section="videochat",
+        "training clip).", section="videochat", resume="free",
     )

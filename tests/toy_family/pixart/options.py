@@ -19,6 +19,7 @@ class PixArtOptions(FamilyOptions):
     pixart_text_length: int = opt(
         DEFAULT_TEXT_LENGTH, "Tokens every caption is padded or cut to for the T5 encoder (PixArt-alpha: 120, "
         "PixArt-sigma: 300; the toy model's captions need 16).", section="pixart_toy", valid=POSITIVE,
+        resume="fixed",
     )
 
 
