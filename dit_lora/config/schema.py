@@ -181,6 +181,14 @@ class TrainConfig:
     )
     revision: str | None = opt(None, "Hub revision (branch, tag or commit) of the pretrained model.", section="model")
     variant: str | None = opt(None, "Weight variant to load, e.g. `bf16` for repos that ship one.", section="model")
+    transformer_file: str | None = opt(
+        None,
+        "A single .safetensors file holding the transformer (original or ComfyUI key names, e.g. "
+        "`wan2.1_t2v_1.3B_bf16.safetensors`): loaded with diffusers' from_single_file, configured by the diffusers "
+        "folder or Hub id of --pretrained_model_name_or_path, which still gives the VAE, text encoder and scheduler. "
+        "For transformer classes diffusers loads from one file (Wan, Sana).",
+        section="model",
+    )
     quantize_base: str = opt(
         "none",
         "Load the model that gets LoRA (the diffusion transformer; a video LLM's language model) quantized through "

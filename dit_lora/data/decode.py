@@ -48,8 +48,8 @@ from PIL import Image, ImageCms, ImageOps
 
 from .transforms import Resolution, resized_size, target_size
 
-__all__ = ["ImageTooLarge", "UnsupportedImage", "decode_notes", "decode_workers", "header_notes", "image_bytes",
-           "load_rgb", "open_checked", "pixel_budget", "to_rgb", "too_large"]
+__all__ = ["ImageTooLarge", "UnsupportedImage", "decode_notes", "decode_workers", "file_notes", "header_notes",
+           "image_bytes", "load_rgb", "open_checked", "pixel_budget", "to_rgb", "too_large"]
 
 #: the default budget allows this many times the training resolution's pixels (8 times its size on each side) ...
 BUDGET_FACTOR = 64
@@ -319,6 +319,12 @@ def header_notes(image: Image.Image) -> list[str]:
     an animated image's first frame only, an embedded colour profile ignored."""
     notes = [_frames_note(image), _embedded_profile(image)[1]]
     return [note for note in notes if note]
+
+
+def file_notes(path: str | os.PathLike, max_pixels: int | None = None) -> list[str]:
+    """:func:`header_notes` of the image file at ``path`` (opened within ``max_pixels``, never decoded)."""
+    with open_checked(os.fspath(path), max_pixels) as image:
+        return header_notes(image)
 
 
 def decode_notes(image: Image.Image) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .cache import cache_file_name, inspect_cache_file
-from .decode import decode_workers, pixel_budget
+from .decode import decode_notes, decode_workers, file_notes, pixel_budget
 from .sources import RawSample
 from .validation import image_problem, caption_problem
 from .transforms import target_size, crop_seed, preprocess_image
@@ -71,6 +71,7 @@ def check_sample(
     try:
         # Reduced only when at least 4 times the resized size, so never below the target when the file is not.
         image = sample.open_image(resolution=resolution, max_pixels=max_pixels)
+        warns.extend(decode_notes(image))  # an animated image trains on its first frame: say it here too
         width, height = image.size
         pixels = preprocess_image(image, resolution, center_crop=center_crop, flip=False,
                                   crop_rng_seed=crop_seed(seed, sample.key))
@@ -146,6 +147,8 @@ def check_video_sample(
     if scan.problem is not None:
         blocks.append(scan.problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path), None
+    if sample.is_image:
+        warns.extend(file_notes(sample.path, max_pixels))  # the notes training's decode_image_clip gets
     stills = one_frame_buckets(buckets) if image_buckets is None else image_buckets
     bucket = choose_bucket(scan.num_frames, scan.height, scan.width, stills if sample.is_image else buckets)
     frames, height, width = bucket

@@ -96,6 +96,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
         "train_backbone": caps.backbone_patterns(family, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
                                              if quantize.enabled(cfg) else None),
+        "transformer (--transformer_file)": _transformer_file_row(cfg),
         "quantized text encoder (--quantize_text_encoder)": ("nf4 during caching" if cfg.quantize_text_encoder
                                                              else None),
         **(card.card_settings(cfg) if card else {}),
@@ -197,6 +198,15 @@ def _quantized_note(cfg) -> str:
         note += ("\nTrained with a quantized text encoder (`--quantize_text_encoder`): "
                  f"{quantize.describe_text_encoder(cfg)}. Prompt it through the unquantized encoder as usual.\n")
     return note
+
+
+def _transformer_file_row(cfg) -> str | None:
+    """The card's record of a single-file transformer: its base name and size (a path could name the user's
+    folders, and the card may be pushed to the Hub); None without --transformer_file."""
+    from ..single_file import transformer_file_record
+
+    record = transformer_file_record(cfg)
+    return None if record is None else f"`{record['name']}` ({record['bytes']} bytes; the rest from the base model)"
 
 
 def _alpha_row(cfg) -> str:

@@ -29,6 +29,7 @@ from ...diffusion.flow_matching import (
     weighted_mse,
 )
 from ...errors import UserError
+from ...single_file import load_transformer
 from ...tokenizer_files import check_tokenizer_packages
 from ..base import Components
 from ..capabilities import (
@@ -175,8 +176,8 @@ class SanaFamily(DiffusionFamily):
         try:
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
-                transformer = SanaTransformer2DModel.from_pretrained(
-                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                transformer = load_transformer(  # from the folder, or --transformer_file
+                    SanaTransformer2DModel, cfg, "transformer", torch_dtype=dtype, variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common
                 )
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)

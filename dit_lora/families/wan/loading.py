@@ -12,6 +12,7 @@ import torch
 from ... import quantize
 from ...config import TrainConfig
 from ...pipeline_files import load_error
+from ...single_file import load_transformer
 from ..base import Components
 
 #: subfolder of each expert in the pipeline folder
@@ -37,8 +38,8 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
         transformers_ = {}
         for expert in trained_experts(family, cfg):
             with quantize.diffusers_loading(cfg):
-                transformers_[expert] = WanTransformer3DModel.from_pretrained(
-                    path, subfolder=SUBFOLDER[expert], torch_dtype=dtype, variant=cfg.variant,
+                transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
+                    WanTransformer3DModel, cfg, SUBFOLDER[expert], torch_dtype=dtype, variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common)
         vae = AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
         text_encoder = UMT5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
