@@ -178,6 +178,10 @@ def _check_data(args: argparse.Namespace) -> int:
         note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
         if cfg.cache_dir or namespace is not None:
             root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+            from dit_lora.fileio import check_writable
+
+            # A run would fail writing this cache: say so now, not after the model loads.
+            check_writable(root, "--cache_dir", "" if cfg.cache_dir else " (It is the default cache folder.)")
             cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
             rows += cache_rows
 
@@ -258,6 +262,9 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    from dit_lora import quiet
+
+    quiet.install()  # before any subcommand imports PEFT (and with it bitsandbytes)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # the recipes' own parser reads the rest
         from dit_lora.training import signals

@@ -23,6 +23,7 @@ import errno
 import json
 import os
 import shutil
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -162,3 +163,36 @@ def reporting_disk_full(what: str, where: str | os.PathLike, *, needed: int | No
             raise
         text = advice() if callable(advice) else advice
         raise DiskFullError(disk_full_message(what, where, needed, text)) from err
+
+
+_NOT_WRITABLE = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                 errno.EPERM: "permission denied (an immutable folder?)"}
+
+
+def check_writable(folder: str | os.PathLike, flag: str, advice: str = "") -> None:
+    """Raise one :class:`UserError` paragraph when ``folder`` (``flag`` names the option that chose it) cannot be
+    written: it, or the nearest folder above it that exists (where it will be created), refuses a new file.
+
+    A real probe (create and remove a file) rather than ``os.access``: root passes ``access`` on an immutable
+    (``chattr +i``) folder, and only the write tells. Called before anything loads, so a read-only folder costs
+    seconds, not a model load and a traceback.
+    """
+    path = Path(folder).expanduser()
+    probe_in = path
+    while not probe_in.exists() and probe_in != probe_in.parent:
+        probe_in = probe_in.parent
+    if not probe_in.is_dir():
+        return  # a file in the way: the caller's own checks say so in their words
+    try:
+        fd, name = tempfile.mkstemp(prefix=".dit-lora-write-check-", dir=probe_in)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as err:
+        reason = _NOT_WRITABLE.get(err.errno)
+        if reason is None:
+            raise
+        where = "" if probe_in == path else f" (it would be created in {probe_in}, which refuses new files)"
+        raise UserError(
+            f"`{flag} {path}` is not writable ({reason}){where}: choose another folder with {flag}, or make this one "
+            f"writable (remount it read-write, or fix its owner and permissions), and run again.{advice}"
+        ) from None

@@ -42,3 +42,44 @@ def test_reporting_disk_full_is_one_paragraph(tmp_path):
 def test_human_bytes():
     assert [fileio.human_bytes(n) for n in (0, 999, 38_432, 5 * 10**9)] == ["0 bytes", "999 bytes", "38.4 KB",
                                                                             "5.0 GB"]
+
+
+@pytest.fixture
+def read_only_folder(tmp_path):
+    """A read-only tmpfs (root ignores chmod, not a read-only mount)."""
+    import subprocess
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here ({mounted.stderr.decode().strip()}): needs root")
+    yield folder
+    subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_read_only_folder_is_one_paragraph_naming_the_flag(read_only_folder, tmp_path):
+    from dit_lora.errors import UserError
+    from dit_lora.fileio import check_writable
+
+    with pytest.raises(UserError, match=r"`--output_dir .*ro` is not writable \(read-only file system\): choose"):
+        check_writable(read_only_folder, "--output_dir")
+    with pytest.raises(UserError, match=r"it would be created in .*ro, which refuses new files"):
+        check_writable(read_only_folder / "run" / "logs", "--logging_dir")
+    check_writable(tmp_path / "new" / "folder", "--cache_dir")  # writable: nothing raised, nothing created
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_run_refuses_a_read_only_cache_before_loading(read_only_folder, tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.errors import UserError
+    from dit_lora.training.run import check_run_folders
+
+    cfg = TrainConfig.for_family("sana", output_dir=str(tmp_path / "out"), cache_dir=str(read_only_folder),
+                                 train_data_dir=str(tmp_path))
+    with pytest.raises(UserError, match="--cache_dir"):
+        check_run_folders(cfg)
+    cfg = TrainConfig.for_family("sana", output_dir=str(read_only_folder), cache_dir=str(tmp_path / "c"),
+                                 train_data_dir=str(tmp_path))
+    with pytest.raises(UserError, match="--output_dir"):
+        check_run_folders(cfg)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +20,7 @@ import torch
 from safetensors import safe_open
 
 from ..fileio import reporting_disk_full, save_safetensors_atomic
+from ..progress import Progress, say
 
 
 
@@ -122,6 +123,16 @@ def _load_chunk(chunk: list[int], samples: list, load_pixels: Callable[[int], to
     return ready, pixels
 
 
+def same_bucket_chunks(todo: list[int], samples: list, batch_size: int) -> list[list[int]]:
+    """``todo`` cut into encode calls of at most ``batch_size`` samples that share one ``sample.bucket``: images of
+    different aspect-ratio buckets (clips of different frame buckets) cannot be stacked. One bucket: plain chunks."""
+    by_bucket: dict[Any, list[int]] = {}
+    for i in todo:
+        by_bucket.setdefault(getattr(samples[i], "bucket", None), []).append(i)
+    return [group[start : start + batch_size] for group in by_bucket.values()
+            for start in range(0, len(group), batch_size)]
+
+
 def build_cache(
     samples: list,
     files: list[Path],
@@ -133,8 +144,9 @@ def build_cache(
     random_flip: bool,
     batch_size: int,
     rank: int = 0,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = say,
     what: str = "image",
+    world: int = 1,
 ) -> dict[int, str]:
     """Encode the samples ``todo`` (this rank's share of the missing ones); return ``{index: reason}`` of failures.
 
@@ -150,6 +162,9 @@ def build_cache(
     come out non-finite is not cached and is reported, so bad data never reaches training. A
     non-finite encoding is recomputed once on its own (a NaN can come from the batch rather than
     the sample) before the sample is given up.
+
+    Rank 0 shows its share's progress (:class:`~dit_lora.progress.Progress`: a bar with rate and ETA on a terminal,
+    a plain line every 10% or 30 s without one); with ``world`` ranks each has about ``1 / world`` of the work.
     """
     failed: dict[int, str] = {}
     if not todo:
@@ -159,7 +174,7 @@ def build_cache(
     copies = {i: first_of.setdefault(Path(files[i]), i) for i in todo}
     todo = [i for i in todo if copies[i] == i]
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
-    last_log = time.monotonic()
+    desc = "caching" if world <= 1 else f"caching (rank {rank}'s share, {world} ranks)"
 
     def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
         out = as_encoding(encode_images(pixels))
@@ -172,27 +187,25 @@ def build_cache(
     def row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
         return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
 
-    for start in range(0, len(todo), batch_size):
-        ready, pixels = _load_chunk(todo[start : start + batch_size], samples, load_pixels, failed, log, what)
-        if ready:
-            batch = encode(ready, torch.stack(pixels))
-            for r, index in enumerate(ready):
-                tensors = row(batch, r)
-                if not _finite(tensors):
-                    # Recompute once, alone, before giving the sample up.
-                    tensors = row(encode([index], pixels[r][None]), 0)
+    with Progress(len(todo), desc=desc, unit="sample", enabled=rank == 0) as progress:
+        chunks = same_bucket_chunks(todo, samples, batch_size)
+        for start, chunk in zip(accumulate([len(c) for c in chunks], initial=0), chunks):  # start: samples before it
+            ready, pixels = _load_chunk(chunk, samples, load_pixels, failed, log, what)
+            if ready:
+                batch = encode(ready, torch.stack(pixels))
+                for r, index in enumerate(ready):
+                    tensors = row(batch, r)
                     if not _finite(tensors):
-                        failed[index] = "encoded latents or caption embeddings are not finite (also when recomputed)"
-                        log(f"skipping {samples[index].key}: {failed[index]}")
-                        continue
-                    log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
-                _atomic_save(tensors, files[index], left=len(todo) - start - r)
-        done = min(start + batch_size, len(todo))
-        # A line per batch for small jobs; for thousands of one-clip batches, about every 5% or 30 s.
-        if done == len(todo) or len(todo) <= 20 * batch_size or done * 20 // len(todo) != start * 20 // len(todo) \
-                or time.monotonic() - last_log > 30:
-            log(f"cached {done}/{len(todo)} samples (rank {rank})")
-            last_log = time.monotonic()
+                        # Recompute once, alone, before giving the sample up.
+                        tensors = row(encode([index], pixels[r][None]), 0)
+                        if not _finite(tensors):
+                            failed[index] = ("encoded latents or caption embeddings are not finite (also when "
+                                             "recomputed)")
+                            log(f"skipping {samples[index].key}: {failed[index]}")
+                            continue
+                        log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
+                    _atomic_save(tensors, files[index], left=len(todo) - start - r)
+            progress.update(len(chunk))
     failed.update({i: failed[first] for i, first in copies.items() if first in failed and i != first})
     return failed
 

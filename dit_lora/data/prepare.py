@@ -24,6 +24,7 @@ from . import batches as batch_lib
 from . import preflight
 from .captions import caption_lines, token_counter_for_model, token_counter_from_components
 from .decode import pixel_budget
+from ..progress import say
 from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
@@ -182,7 +183,7 @@ def cache_root_for(cfg) -> Path:
 
 def _log(accelerator, msg: str) -> None:
     if accelerator.is_main_process:
-        print(msg, flush=True)
+        say(msg)  # above the caching bar, if one is drawn
 
 
 def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
@@ -313,7 +314,8 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
         samples, files, missing[rank::world],
         encode_images=lambda px: family.encode_images(comps, px),
         encode_prompts=lambda caps: family.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
-        random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=print, what=media.noun,
+        random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=say, what=media.noun,
+        world=world,
     ))
     failed = _gather(accelerator, failed_local)
     accelerator.wait_for_everyone()

@@ -108,6 +108,9 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     if not folder.is_dir():
         raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
                         "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
+    from ..fileio import check_writable
+
+    check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
     spec = get_family(_run_family(folder, family))
     from .names import ADAPTER_INDEX_FILE
 

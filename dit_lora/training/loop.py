@@ -29,6 +29,7 @@ from ..errors import Interrupted, UserError
 from ..families import capabilities as caps
 from . import output_lock, signals
 from .checkpoint import save_checkpoint
+from ..progress import Progress
 from .compile import eager, shape_key
 from .finish import finish, keep_final_checkpoint
 from .recovery import RunStopped, RunUnhealthy
@@ -67,13 +68,12 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
 
 
 def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:
-    from tqdm.auto import tqdm
-
     run = setup(cfg)
     stop.start_training(run.accelerator, run.out)
     state = run.state
-    progress = tqdm(total=run.max_steps, initial=state.global_step, disable=not run.accelerator.is_main_process,
-                    desc="steps")
+    # A bar on a terminal, plain lines every 10% or 30 s without one; run.log prints above an open bar.
+    progress = Progress(run.max_steps, initial=state.global_step, enabled=run.accelerator.is_main_process,
+                        desc="step", unit="step")
     run.model.train()
     clock = _Clock(steps_at_start=state.global_step)
     try:
@@ -94,6 +94,9 @@ def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) 
     except RunStopped:
         progress.close()
         finish(run, train_time=clock.train_time(), steps_this_run=clock.steps(state), stopped=True)
+        raise
+    except BaseException:
+        progress.close()  # the error's paragraph and traceback print below the bar, not on its line
         raise
     progress.close()
     if stop.finish_training():  # a signal during the last update
@@ -169,7 +172,6 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
     """Host-side work after an optimizer update: the check window, rollbacks, checkpoints, validation."""
     cfg, accelerator, state = run.cfg, run.accelerator, run.state
     state.global_step += 1
-    progress.update(1)
     if on_step is not None:
         on_step(state.global_step, accelerator.unwrap_model(run.model), run.optimizer.optimizer)
     if state.global_step % run.interval == 0 or state.global_step == run.max_steps:
@@ -179,6 +181,7 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
         with eager(run.compiled):  # a diagnosis replays the faulty step (eagerly: no recompiles)
             run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
+    progress.update(1)  # after the check window: a plain progress line then carries the loss just read
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if run.validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
@@ -219,8 +222,9 @@ def _log_window(run: Run, progress, reading, step_time: float) -> None:
     lr, grad_norm = reading.learning_rates[0], reading.grad_norm
     if reading.window_loss is not None:
         state.loss_history.append([state.global_step, reading.window_loss])
+    # Short: the bar must fit a terminal (its rate already gives the step time).
     postfix = {"loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
-               "lr": f"{lr:.2e}", "grad_norm": f"{grad_norm:.3f}", "step_s": f"{step_time:.3f}"}
+               "lr": f"{lr:.2e}", "grad_norm": f"{grad_norm:.3f}"}
     if reading.skipped:
         postfix.update(skipped=reading.skipped, nan_loss=reading.nonfinite_losses, nan_grad=reading.nonfinite_grads)
     if guard.rollbacks:

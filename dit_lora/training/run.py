@@ -40,6 +40,7 @@ from ..errors import UserError
 from ..quantize import QuantizeError
 from ..families import capabilities as caps, get_family
 from ..fileio import write_json_atomic
+from ..progress import say
 from ..kernels import kernel_runtime, patch_model
 from ..kernels.monitor import install_sample_mixing_modulate
 from ..output.adapter import assert_finite
@@ -163,6 +164,24 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     return f"--overwrite_output_dir: removed {len(old)} checkpoint folder(s) of an earlier run from {out} ({names})"
 
 
+def check_run_folders(cfg: TrainConfig) -> None:
+    """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
+    default one) that cannot be written (a read-only file system, no permission)."""
+    from ..data.cache import default_cache_root
+    from ..fileio import check_writable
+
+    out = Path(cfg.output_dir)
+    check_writable(out, "--output_dir")
+    if cfg.logging_dir and cfg.report_to != "none":
+        check_writable(out / cfg.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
+    if cfg.cache_latents:
+        if cfg.cache_dir:
+            check_writable(cfg.cache_dir, "--cache_dir")
+        else:
+            check_writable(default_cache_root(), "--cache_dir", " (It is the default cache folder: $HF_HOME/dit-lora/"
+                           "cache or ~/.cache/dit-lora/cache; pass --cache_dir to put the cache elsewhere.)")
+
+
 def old_checkpoints(out: Path) -> list[Path]:
     """Every checkpoint folder in ``out``, whole, incomplete or half-replaced (``checkpoint-*``,
     ``.tmp-checkpoint-*``, ``.old-checkpoint-*``), sorted by name."""
@@ -251,6 +270,7 @@ def _start(cfg: TrainConfig) -> Run:
     check_engine()
     family = get_family(cfg.family)
     out = Path(cfg.output_dir)
+    check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         mixed_precision=cfg.mixed_precision,
@@ -271,7 +291,7 @@ def _start(cfg: TrainConfig) -> Run:
 
     def log(msg: str) -> None:
         if accelerator.is_main_process:
-            print(msg, flush=True)
+            say(msg)  # above the step bar while one is drawn
 
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
     # between a check and the lock would otherwise be overwritten, or its checkpoints read while they change.

@@ -73,7 +73,7 @@ def test_file_names_are_per_sample_and_bucket(tmp_path):
 def test_build_writes_each_sample_with_its_own_caption(tmp_path):
     samples = _samples(5)
     files, failed, logs = _build(tmp_path, samples)
-    assert failed == {} and logs[-1] == "cached 5/5 samples (rank 0)"
+    assert failed == {} and logs == []
     for i, path in enumerate(files):
         entry = load_file(path)
         assert torch.equal(entry["latents"], _pixels(i)[:2] * 2.0)
@@ -166,3 +166,16 @@ def test_repeats_sharing_a_cache_file_are_encoded_once(tmp_path):
     files, failed, _ = _build(tmp_path, samples, load_pixels=load)
     assert calls == [0, 2] and files[0] == files[1] and files[0].exists()
     assert set(failed) == {2, 3}  # the repeat of a failed image fails with it
+
+
+def test_caching_without_a_terminal_prints_progress_lines_with_rate_and_eta(tmp_path, capsys):
+    """pytest's stdout is no terminal: plain lines (every tenth of the work), each with its rate; ETA until the
+    last, which says how long it took. Rank 0 only."""
+    _build(tmp_path, _samples(20))
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("caching")]
+    assert lines[0].startswith("caching 2/20 samples, ")
+    assert all("samples/s" in line or "s/sample" in line for line in lines)
+    assert all("ETA " in line for line in lines[:-1]) and lines[-1].startswith("caching 20/20 samples")
+    assert "took " in lines[-1] and len(lines) == 10
+    _build(tmp_path / "rank1", _samples(4), rank=1, world=2)
+    assert "caching" not in capsys.readouterr().out  # only rank 0 reports its share

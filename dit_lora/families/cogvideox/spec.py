@@ -57,6 +57,7 @@ from typing import Any
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ... import quantize
 from ...config import TrainConfig
 from ...errors import UserError
@@ -343,11 +344,11 @@ class CogVideoXFamily(DiffusionFamily):
         try:
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = CogVideoXTransformer3DModel.from_pretrained(
-                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                    path, subfolder="transformer", **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common
                 )
-            vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", torch_dtype=dtype, **common)
-            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+            vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", dtype), **common)
+            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
                                                           **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
@@ -550,7 +551,7 @@ class CogVideoXFamily(DiffusionFamily):
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         pipe = self._pipeline_class().from_pretrained(
-            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
+            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
         attach_adapter(self, pipe, adapter_dir)

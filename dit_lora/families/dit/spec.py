@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ... import quantize
 from ...config import TrainConfig
 from ...errors import UserError
@@ -255,10 +256,10 @@ class DiTFamily(DiffusionFamily):
         try:
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = DiTTransformer2DModel.from_pretrained(
-                    path, subfolder="transformer", torch_dtype=cfg.weight_dtype, variant=cfg.variant,
+                    path, subfolder="transformer", **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
                     use_safetensors=True, **quantize.diffusers_kwargs(cfg), **common
                 )
-            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, use_safetensors=True,
+            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), use_safetensors=True,
                                                 **common)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("DiT", cfg, err) from None
@@ -491,10 +492,10 @@ class DiTFamily(DiffusionFamily):
         from diffusers import AutoencoderKL, DiTPipeline
 
         path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32,
+        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, **dtype_kwarg("diffusers", torch.float32),
                                             use_safetensors=True)
         pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant, use_safetensors=True,
-                                           torch_dtype=cfg.weight_dtype)
+                                           **dtype_kwarg("diffusers", cfg.weight_dtype))
         attach_adapter(self, pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)
         return pipe.to(device)

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ... import quantize
 from ...config import TrainConfig
 from ...data.text_padding import cut_text_padding
@@ -177,11 +178,11 @@ class SanaFamily(DiffusionFamily):
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(  # from the folder, or --transformer_file
-                    SanaTransformer2DModel, cfg, "transformer", torch_dtype=dtype, variant=cfg.variant,
+                    SanaTransformer2DModel, cfg, "transformer", **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common
                 )
-            vae = AutoencoderDC.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
-            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+            vae = AutoencoderDC.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
+            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
                                                      **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
@@ -355,10 +356,10 @@ class SanaFamily(DiffusionFamily):
 
         path = cfg.pretrained_model_name_or_path
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
-        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32,
+        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision, **dtype_kwarg("diffusers", torch.float32),
                                             use_safetensors=True)
         pipe = SanaPipeline.from_pretrained(
-            path, vae=vae, revision=cfg.revision, variant=cfg.variant, torch_dtype=cfg.weight_dtype,
+            path, vae=vae, revision=cfg.revision, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
         attach_adapter(self, pipe, adapter_dir)

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ...config import TrainConfig
 from ...errors import UserError
 from ..base import Components
@@ -44,7 +45,7 @@ class WanI2VFamily(WanFamily):
 
         path = cfg.pretrained_model_name_or_path
         return {"image_encoder": CLIPVisionModel.from_pretrained(path, subfolder="image_encoder",
-                                                                 torch_dtype=torch.float32, **common).eval(),
+                                                                 **dtype_kwarg("transformers", torch.float32), **common).eval(),
                 "image_processor": CLIPImageProcessor.from_pretrained(path, subfolder="image_processor",
                                                                       revision=cfg.revision)}
 
@@ -54,7 +55,7 @@ class WanI2VFamily(WanFamily):
         from transformers import CLIPVisionModel
 
         return {"image_encoder": CLIPVisionModel.from_pretrained(cfg.pretrained_model_name_or_path,
-                                                                 subfolder="image_encoder", torch_dtype=torch.float32,
+                                                                 subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32),
                                                                  **common)}
 
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ... import quantize
 from ...config import TrainConfig
 from ...pipeline_files import load_error
@@ -39,10 +40,10 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
         for expert in trained_experts(family, cfg):
             with quantize.diffusers_loading(cfg):
                 transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
-                    WanTransformer3DModel, cfg, SUBFOLDER[expert], torch_dtype=dtype, variant=cfg.variant,
+                    WanTransformer3DModel, cfg, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common)
-        vae = AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
-        text_encoder = UMT5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
+        vae = AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
+        text_encoder = UMT5EncoderModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
                                                         **quantize.text_encoder_kwargs(cfg), **common)
         tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         scheduler_cfg = _scheduler_config(path, cfg.revision)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from ...quiet import dtype_kwarg
 from ...config import TrainConfig
 from ...errors import UserError
 from ...output.names import ADAPTER_FILE
@@ -186,9 +187,9 @@ def load_wan_pipeline(family, cfg: TrainConfig, adapter_dir: Path, device: torch
     from ..capabilities import attach_adapter
 
     path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
-    parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)}
+    parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)}
     parts.update(family.fp32_image_encoder(cfg, common))
-    pipe = family._pipeline_class().from_pretrained(path, torch_dtype=cfg.weight_dtype, variant=cfg.variant,
+    pipe = family._pipeline_class().from_pretrained(path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
                                                     **parts, **common)
     attach_adapter(family, pipe, adapter_dir)
     pipe.set_progress_bar_config(disable=True)

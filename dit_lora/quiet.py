@@ -1,0 +1,69 @@
+"""Third-party messages a user cannot act on, silenced where they are emitted; the dtype keyword each library takes.
+
+Every dit-lora command imports PEFT, which imports bitsandbytes when it is installed; on a CPU with AVX512-BF16
+bitsandbytes then logs (its logger ``bitsandbytes.backends.cpu.ops``, at import) that it could not fetch an optional
+4-bit kernel from the Hub. dit-lora never uses that kernel (an nf4 base on a CPU computes with bitsandbytes' own
+code), so the line only alarms. :func:`install` drops exactly that record with a filter on exactly that logger:
+every other message of bitsandbytes, and every warning, still shows.
+
+The ``torch_dtype`` deprecation warnings are not filtered: they are avoided, by passing the keyword the installed
+library wants (:func:`dtype_kwarg`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
+BNB_KERNEL_NOTE = "Failed to load CPU gemm_4bit_forward"
+
+
+class DropMessage(logging.Filter):
+    """Drops the records of one logger whose message starts with ``prefix``; lets every other record through."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
+
+
+def install() -> None:
+    """Silence the third-party lines listed in this module's docstring (idempotent; call before PEFT is imported).
+
+    A filter on a logger that does not exist yet still applies: ``logging.getLogger`` returns the same object to
+    the library when it is imported later.
+    """
+    logger = logging.getLogger(BNB_CPU_LOGGER)
+    if not any(isinstance(f, DropMessage) and f.prefix == BNB_KERNEL_NOTE for f in logger.filters):
+        logger.addFilter(DropMessage(BNB_KERNEL_NOTE))
+
+
+@functools.cache
+def _takes_dtype(library: str) -> bool:
+    """Whether the installed ``library``'s ``from_pretrained`` takes ``dtype`` (and deprecates ``torch_dtype``)."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    if library == "transformers":  # `dtype` since 4.56; `torch_dtype` warns from then on
+        return Version(version("transformers")) >= Version("4.56")
+    if library == "diffusers":  # the release that added `dtype` also added the helper that resolves the old name
+        try:
+            from diffusers.utils import deprecation_utils
+        except ImportError:
+            return False
+        return hasattr(deprecation_utils, "_resolve_dtype")
+    raise ValueError(f"unknown library {library!r}")
+
+
+def dtype_kwarg(library: str, dtype: Any) -> dict[str, Any]:
+    """``{"dtype": dtype}`` or ``{"torch_dtype": dtype}``: the keyword the installed ``library`` ("transformers" or
+    "diffusers") takes without a deprecation warning, for ``from_pretrained(..., **dtype_kwarg(...))``."""
+    return {"dtype" if _takes_dtype(library) else "torch_dtype": dtype}
+
+
+__all__ = ["DropMessage", "dtype_kwarg", "install"]
