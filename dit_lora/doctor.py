@@ -27,15 +27,15 @@ from dit_lora.errors import UserError
 # Mirrors [project].dependencies in pyproject.toml (tests/test_doctor.py asserts they agree).
 # Keys are distribution names as pip spells them; values are PEP 440 specifiers.
 TESTED_RANGES: dict[str, str] = {
-    "torch": ">=2.6,<3",
-    "diffusers": ">=0.34,<1",
-    "transformers": ">=4.51,<6",
-    "peft": ">=0.18,<1",
-    "accelerate": ">=1.2,<2",
-    "datasets": ">=3.0,<6",
-    "safetensors": ">=0.5,<1",
-    "huggingface_hub": ">=1.0,<3",
-    "tokenizers": ">=0.21,<1",
+    "torch": ">=2.6,<2.14",
+    "diffusers": ">=0.34,<0.43",
+    "transformers": ">=4.51,<5.24",
+    "peft": ">=0.18,<0.22",
+    "accelerate": ">=1.2,<1.16",
+    "datasets": ">=3.0,<5.3",
+    "safetensors": ">=0.5,<0.9",
+    "huggingface_hub": ">=1.0,<2.5",
+    "tokenizers": ">=0.21,<0.24",
     "sentencepiece": ">=0.2,<1",
     "protobuf": ">=4,<8",
     "packaging": ">=23",
@@ -235,6 +235,20 @@ def _version_lt(a: str, b: str) -> bool:
     return pa is not None and pb is not None and pa < pb
 
 
+def _peft_fix(need: str, who: str) -> str:
+    """The fix for a peft older than ``who`` needs: a newer peft when the tested range has one, else ``who`` back in
+    its tested range (transformers 5.24 needs peft 0.22, which no tested range admits: the fix is the older
+    transformers, not a peft that may not exist)."""
+    from packaging.specifiers import SpecifierSet
+
+    peft_range = SpecifierSet(TESTED_RANGES["peft"])
+    upper = [s.version for s in peft_range if s.operator in ("<", "<=")]
+    if not upper or not _version_lt(need, upper[0]):
+        return f'Fix: pip install "{who}{TESTED_RANGES[who]}" (the tested range; its peft need is met by peft' \
+               f'{TESTED_RANGES["peft"]})'
+    return f'Fix: pip install "peft>={need},<{upper[0]}"'
+
+
 def _peft_combination_checks() -> list[Check]:
     """peft versions that the installed diffusers / transformers refuse."""
     checks: list[Check] = []
@@ -251,7 +265,7 @@ def _peft_combination_checks() -> list[Check]:
             checks.append(Check("peft vs diffusers", f"peft {peft} / diffusers {diffusers}", BLOCK,
                                 f"diffusers {diffusers} refuses peft {peft} for LoRA (check_peft_version needs "
                                 f"peft>={need}; load_lora_weights/add_adapter raise ValueError). "
-                                f'Fix: pip install "peft>={need},<1"'))
+                                + _peft_fix(need, "diffusers")))
     transformers = installed_version("transformers")
     if transformers is not None:
         need = _min_peft_from_source("transformers", "integrations/peft.py", None)
@@ -266,7 +280,7 @@ def _peft_combination_checks() -> list[Check]:
             checks.append(Check("peft vs transformers", f"peft {peft} / transformers {transformers}", BLOCK,
                                 f"transformers {transformers} needs peft>={need} (older peft fails to import "
                                 "against transformers 5, or is refused by transformers' adapter loading). "
-                                f'Fix: pip install "peft>={need},<1"'))
+                                + _peft_fix(need, "transformers")))
     if not checks and needs:
         checks.append(Check("peft compatibility", ", ".join(needs)))
     return checks

@@ -69,8 +69,8 @@ def test_out_of_range_version_blocks_with_pip_fix(fake_versions):
     fake_versions["bitsandbytes"] = None  # optional: fine
     checks = _by_name(doctor.run_checks())
     assert checks["diffusers"].status == "block"
-    assert 'pip install "diffusers>=0.34,<1"' in checks["diffusers"].message
-    assert checks["datasets"].status == "block" and 'pip install "datasets>=3.0,<6"' in checks["datasets"].message
+    assert f'pip install "diffusers{doctor.TESTED_RANGES["diffusers"]}"' in checks["diffusers"].message
+    assert checks["datasets"].status == "block" and f'pip install "datasets{doctor.TESTED_RANGES["datasets"]}"' in checks["datasets"].message
     assert checks["bitsandbytes"].status == "ok" and checks["bitsandbytes"].value == "not installed (optional)"
     assert checks["torch"].status == "ok"
 
@@ -79,7 +79,7 @@ def test_cli_doctor_exits_1_on_block(fake_versions, capsys):
     fake_versions["accelerate"] = "0.34.2"
     assert cli._main(["doctor", "--no-import"]) == 1
     out = capsys.readouterr().out
-    assert "BLOCK" in out and 'pip install "accelerate>=1.2,<2"' in out
+    assert "BLOCK" in out and f'pip install "accelerate{doctor.TESTED_RANGES["accelerate"]}"' in out
 
 
 def test_ensure_environment_raises_one_paragraph(fake_versions, monkeypatch):
@@ -112,7 +112,7 @@ def test_peft_refused_by_diffusers_and_transformers(fake_versions):
     assert tf_block.status == "block" and 'pip install "peft>=' in tf_block.message
     if doctor._version_lt("0.16.0", diff_min):
         assert checks["peft vs diffusers"].status == "block"
-        assert f'pip install "peft>={diff_min},<1"' in checks["peft vs diffusers"].message
+        assert f'pip install "peft>={diff_min},<0.22"' in checks["peft vs diffusers"].message
 
 
 def test_old_peft_with_transformers_5_blocks_even_without_source(fake_versions, monkeypatch):
@@ -121,7 +121,19 @@ def test_old_peft_with_transformers_5_blocks_even_without_source(fake_versions, 
     monkeypatch.setattr(doctor, "_min_peft_from_source", lambda *a: None)
     checks = _by_name(doctor._peft_combination_checks())
     assert checks["peft vs transformers"].status == "block"
-    assert 'pip install "peft>=0.18.0,<1"' in checks["peft vs transformers"].message
+    assert 'pip install "peft>=0.18.0,<0.22"' in checks["peft vs transformers"].message
+
+
+def test_a_peft_need_beyond_the_tested_range_fixes_the_library_not_peft(fake_versions, monkeypatch):
+    # what a plain `pip install .` under `transformers<6` gave: transformers 5.24.0 (needs peft 0.22) and peft 0.21.2
+    fake_versions["peft"] = "0.21.2"
+    fake_versions["transformers"] = "5.24.0"
+    monkeypatch.setattr(doctor, "_min_peft_from_source",
+                        lambda dist, *a: "0.22.0" if dist == "transformers" else "0.6.0")
+    block = _by_name(doctor._peft_combination_checks())["peft vs transformers"]
+    assert block.status == "block"
+    assert f'pip install "transformers{doctor.TESTED_RANGES["transformers"]}"' in block.message
+    assert "peft>=0.22" not in block.message.split("Fix:")[1]
 
 
 def test_current_peft_is_compatible():
@@ -226,3 +238,30 @@ def test_tested_ranges_mirror_pyproject():
                 for r in map(Requirement, project["optional-dependencies"][group])}
     assert optional == {canonicalize_name(k): spec(v) for k, v in doctor.OPTIONAL_RANGES.items()}
     assert project["requires-python"] == doctor.REQUIRES_PYTHON
+
+
+#: the torch / Hugging Face stack: a new minor of any of them has changed what the others need (transformers 5.24
+#: required peft >= 0.22, which did not exist), so pyproject admits only the minor series CI tested
+_STACK = ("torch", "diffusers", "transformers", "peft", "accelerate", "datasets", "huggingface_hub", "tokenizers",
+          "safetensors")
+
+
+def test_the_stack_is_capped_at_the_tested_minor_series():
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    tested = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            tested[canonicalize_name(name)] = Version(version.split("+")[0])
+    for name in _STACK:
+        spec = Requirement(f"{name}{doctor.TESTED_RANGES[name]}").specifier
+        version = tested[canonicalize_name(name)]
+        assert version in spec, f"{name}: the tested {version} is outside {spec}"
+        next_minor = Version(f"{version.major}.{version.minor + 1}")
+        # the next minor release (the first version that was never tested) is refused
+        assert next_minor not in spec, f"{name}{spec} admits {next_minor}, which CI never tested"
+        # transformers 5.24.0, the release that broke the plain install, in particular
+    assert Version("5.24.0") not in Requirement(f"x{doctor.TESTED_RANGES['transformers']}").specifier
