@@ -128,7 +128,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 _CHECK_DATA_KEYS = ("train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column",
-                    "max_train_samples", "resolution", "center_crop", "cache_dir", "pretrained_model_name_or_path",
+                    "max_train_samples", "resolution", "aspect_buckets", "center_crop", "cache_dir", "pretrained_model_name_or_path",
                     "family", "video_column", "max_num_frames", "height", "width", "frame_buckets", "frame_sampling",
                     "num_frames", "video_folder", "max_sequence_length", "max_image_pixels")
 

@@ -275,6 +275,14 @@ class TrainConfig:
         section="data", resume="free",
         valid=POSITIVE, applies=DIFFUSION_FAMILIES,
     )
+    aspect_buckets: str = opt(
+        "auto",
+        "Image sizes (image families): `auto` puts each image in the aspect-ratio bucket nearest its shape, "
+        "about --resolution squared pixels in the model's stride (kohya's --enable_bucket); `square` crops every "
+        "image to the --resolution square; `WIDTHxHEIGHT` (e.g. 768x512, multiples of the stride) crops every "
+        "image to that one size. Images are resized to cover their size, then cropped.",
+        section="data", applies=IMAGE_FAMILIES,
+    )
     center_crop: bool = opt(
         False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data", applies=IMAGE_FAMILIES,
     )

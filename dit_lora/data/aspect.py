@@ -70,3 +70,102 @@ def cropped_share(height: int, width: int, bucket: Size) -> float:
 def format_size(size: Size) -> str:
     """``WxH``, the way users and peers write an image size (kohya, SimpleTuner): width first."""
     return f"{size[1]}x{size[0]}"
+
+
+# ---- the run's buckets (``--aspect_buckets``) and each image's ----------------------------------------------------
+
+#: an image whose crop cuts more than this share of its area is counted in the run's log and warned about by check-data
+CROP_WARNING = 0.10
+AUTO, SQUARE = "auto", "square"
+FLAG = "--aspect_buckets"
+
+
+def parse_mode(value: str) -> str | Size:
+    """``auto``, ``square`` or a fixed size: ``--aspect_buckets`` read, a fixed ``WIDTHxHEIGHT`` as ``(height, width)``.
+
+    Raises:
+        UserError: anything else, in one paragraph with the three forms.
+    """
+    from ..errors import UserError
+
+    text = str(value).strip().lower()
+    if text in (AUTO, SQUARE):
+        return text
+    parts = text.replace("*", "x").split("x")
+    if len(parts) == 2 and all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        return int(parts[1]), int(parts[0])
+    raise UserError(
+        f"{FLAG} {value!r} is not a bucket mode: give `auto` (each image in the aspect-ratio bucket nearest its shape, "
+        f"the default), `square` (every image cropped to the --resolution square) or one fixed size as "
+        f"WIDTHxHEIGHT, e.g. 768x512.")
+
+
+def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
+    """The buckets a run's images go to: ``auto``, about ``resolution**2`` pixels in ``stride`` (:func:`aspect_buckets`,
+    the square among them); ``square``, the ``resolution`` square; a fixed ``WxH``, that one size. ``stride`` None:
+    the model takes only squares, so ``auto`` is the square too.
+
+    Raises:
+        UserError: a bad mode, a fixed size that is not a multiple of ``stride`` (naming the nearest that is), or a
+            fixed size for a model that takes only squares.
+    """
+    from ..errors import UserError
+
+    mode = parse_mode(value)
+    if mode == SQUARE or (mode == AUTO and stride is None):
+        return [(resolution, resolution)]
+    if mode == AUTO:
+        return aspect_buckets(resolution * resolution, stride)  # type: ignore[arg-type]
+    height, width = mode  # type: ignore[misc]
+    if stride is None:
+        raise UserError(
+            f"{FLAG} {format_size(mode)}: this model takes only square images, so there is no fixed size to choose; "
+            f"use {FLAG} square (or auto), and --resolution for the size.")
+    if height % stride or width % stride:
+        near = tuple(max(stride, round(side / stride) * stride) for side in (height, width))
+        raise UserError(
+            f"{FLAG} {format_size(mode)} is not a multiple of {stride} on each side (this model's stride: the VAE's "
+            f"downsampling x the transformer's patch size), so its latents would not patch evenly. Use "
+            f"{FLAG} {format_size(near)}, the nearest size that is.")  # type: ignore[arg-type]
+    return [(height, width)]
+
+
+def bucket_of(width: int, height: int, buckets: Sequence[Size]) -> tuple[Size, float]:
+    """The bucket a ``width`` x ``height`` image (as oriented) trains in and the share of it the crop cuts off:
+    the one choice training and ``check-data`` make (:func:`nearest_bucket`, :func:`cropped_share`)."""
+    bucket = nearest_bucket(height, width, buckets)
+    return bucket, cropped_share(height, width, bucket)
+
+
+def bucket_table(chosen: Sequence[Size], *, noun: str = "image") -> list[str]:
+    """The lines of the bucket table: each bucket used (``WxH``, largest area first, then widest), its count, share."""
+    counts: dict[Size, int] = {}
+    for bucket in chosen:
+        counts[bucket] = counts.get(bucket, 0) + 1
+    total = max(1, len(chosen))
+    rows = sorted(counts.items(), key=lambda kv: (-kv[0][0] * kv[0][1], kv[0][0] / kv[0][1]))
+    width = max([len("bucket (WxH)")] + [len(format_size(b)) for b in counts])
+    lines = [f"  {'bucket (WxH)':<{width}}  {noun + 's':>7}  share"]
+    lines += [f"  {format_size(b):<{width}}  {n:>7}  {n / total:>5.1%}" for b, n in rows]
+    return lines
+
+
+def crop_line(cropped: Sequence[tuple[str, float]], *, noun: str = "image",
+              threshold: float = CROP_WARNING) -> str | None:
+    """One line on the images whose crop cuts more than ``threshold`` of their area (``(key, share)`` pairs), the
+    most cut first; None when there is none."""
+    over = sorted(((k, s) for k, s in cropped if s > threshold), key=lambda ks: -ks[1])
+    if not over:
+        return None
+    named = ", ".join(f"{k} ({s:.0%})" for k, s in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+    return (f"{len(over)} {noun}(s) lose more than {threshold:.0%} of their area to the crop into their bucket: "
+            f"{named}")
+
+
+def sample_bucket(sample, buckets: Sequence[Size], *, max_pixels: int | None = None) -> tuple[Size, float]:
+    """:func:`bucket_of` an image sample (a :class:`~dit_lora.data.sources.RawSample`), its size read from its header
+    after its EXIF orientation, without decoding (:func:`~dit_lora.data.decode.oriented_size`)."""
+    from .decode import oriented_size
+
+    width, height = oriented_size(sample.source(), max_pixels)
+    return bucket_of(width, height, buckets)

@@ -57,7 +57,7 @@ class EpochBatches:
             raise UserError(
                 f"No bucket has enough samples for {world_size} processes (samples per bucket: {sizes}); a batch "
                 "never mixes buckets, so every process needs at least one sample of the same bucket. Add data, "
-                "use fewer buckets (--frame_buckets) or launch fewer processes (dit-lora launch --num_processes)."
+                "use fewer buckets (--frame_buckets; for images --aspect_buckets square) or launch fewer processes (dit-lora launch --num_processes)."
             )
 
     def __len__(self) -> int:
@@ -132,7 +132,8 @@ class CachedLatentDataset(torch.utils.data.Dataset):
 
 class RawImageDataset(torch.utils.data.Dataset):
     """Decodes and preprocesses images on the fly (used with --cache_latents false), within ``max_pixels``
-    and reduced when much larger than ``resolution`` (:func:`~dit_lora.data.decode.load_rgb`)."""
+    and reduced when much larger than their size (:func:`~dit_lora.data.decode.load_rgb`): each image to its bucket
+    (``sample.bucket``, (height, width)), else to the ``resolution`` square."""
 
     def __init__(self, samples: list, resolution: int, center_crop: bool, seed: int, max_pixels: int | None = None):
         self.samples, self.resolution, self.center_crop, self.seed = samples, resolution, center_crop, seed
@@ -144,8 +145,9 @@ class RawImageDataset(torch.utils.data.Dataset):
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
         index, flip = item
         sample = self.samples[index]
+        size = sample.bucket or (self.resolution, self.resolution)
         pixels = preprocess_image(
-            sample.open_image(resolution=self.resolution, max_pixels=self.max_pixels), self.resolution,
+            sample.open_image(resolution=size, max_pixels=self.max_pixels), size,
             center_crop=self.center_crop, flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from .aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
 from .cache import cache_file_name, inspect_cache_file
 from .decode import decode_notes, decode_workers, file_notes, pixel_budget
 from .sources import RawSample
@@ -37,7 +38,8 @@ class SampleCheck:
 
     ``key`` names the sample (its path relative to the data folder, or ``dataset[row]``); ``what``
     is ``"sample"`` (image + caption) or ``"cache"`` (its cached latents/embeddings, ``path`` is
-    the cache file); ``problem`` says what is wrong (empty when ``status`` is ok).
+    the cache file); ``problem`` says what is wrong (empty when ``status`` is ok). An image checked against
+    aspect-ratio buckets has its ``bucket`` (height, width) and the share of its area the crop cuts (``cropped``).
     """
 
     key: str
@@ -45,6 +47,8 @@ class SampleCheck:
     status: str = OK
     problem: str = ""
     path: str | None = None
+    bucket: tuple[int, int] | None = None
+    cropped: float | None = None
 
 
 def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str | None) -> SampleCheck:
@@ -54,10 +58,14 @@ def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str
 
 def check_sample(
     sample: RawSample, *, resolution: int, center_crop: bool = False, seed: int = 0, require_caption: bool = True,
-    max_pixels: int | None = None,
+    max_pixels: int | None = None, buckets: Sequence[tuple[int, int]] | None = None,
 ) -> SampleCheck:
     """Decode ``sample`` as training would (within ``max_pixels``, default the resolution's
-    :func:`~dit_lora.data.decode.pixel_budget`; reduced when much larger), preprocess it, check caption and pixels."""
+    :func:`~dit_lora.data.decode.pixel_budget`; reduced when much larger), preprocess it, check caption and pixels.
+
+    With ``buckets`` the image goes to its bucket as training chooses it (:func:`~dit_lora.data.aspect.sample_bucket`)
+    and the row holds that bucket and the share the crop cuts, a warning above
+    :data:`~dit_lora.data.aspect.CROP_WARNING`; without, to the ``resolution`` square."""
     blocks: list[str] = []
     warns: list[str] = []
     if require_caption and caption_problem(sample):
@@ -67,17 +75,30 @@ def check_sample(
     if problem is not None:
         blocks.append(problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path)
-    target_h, target_w = target_size(resolution)
+    bucket, cropped = None, None
     try:
+        if buckets:
+            bucket, cropped = sample_bucket(sample, buckets, max_pixels=max_pixels)
+        size = bucket or resolution
         # Reduced only when at least 4 times the resized size, so never below the target when the file is not.
-        image = sample.open_image(resolution=resolution, max_pixels=max_pixels)
+        image = sample.open_image(resolution=size, max_pixels=max_pixels)
         warns.extend(decode_notes(image))  # an animated image trains on its first frame: say it here too
         width, height = image.size
-        pixels = preprocess_image(image, resolution, center_crop=center_crop, flip=False,
+        pixels = preprocess_image(image, size, center_crop=center_crop, flip=False,
                                   crop_rng_seed=crop_seed(seed, sample.key))
     except Exception as err:  # noqa: BLE001 - anything that stops preprocessing blocks this sample
         blocks.append(f"preprocessing failed ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
         return _combine(sample.key, "sample", blocks, warns, sample.path)
+    row = _check_pixels(sample, pixels, size, (width, height), blocks, warns, cropped)
+    row.bucket, row.cropped = bucket, cropped
+    return row
+
+
+def _check_pixels(sample: RawSample, pixels: torch.Tensor, size, decoded: tuple[int, int], blocks: list[str],
+                  warns: list[str], cropped: float | None) -> SampleCheck:
+    """The checks of a preprocessed image (shape, finite, range), its upscaling and its crop, as one row."""
+    target_h, target_w = target_size(size)
+    width, height = decoded
     if tuple(pixels.shape) != (3, target_h, target_w):
         blocks.append(f"preprocessed to shape {tuple(pixels.shape)}, expected (3, {target_h}, {target_w})")
     finite = torch.isfinite(pixels)
@@ -88,6 +109,8 @@ def check_sample(
         blocks.append(f"pixels outside [-1, 1] after preprocessing ({low:.3g}..{high:.3g})")
     if width < target_w or height < target_h:
         warns.append(f"{width}x{height} is smaller than the {target_w}x{target_h} training resolution; it is upscaled")
+    if cropped is not None and cropped > CROP_WARNING:
+        warns.append(f"the crop into its {target_w}x{target_h} bucket cuts {cropped:.0%} of its area")
     return _combine(sample.key, "sample", blocks, warns, sample.path)
 
 
@@ -109,6 +132,7 @@ def check_samples(
     require_captions: bool = True,
     num_workers: int | None = None,
     max_pixels: int | None = None,
+    buckets: Sequence[tuple[int, int]] | None = None,
 ) -> list[SampleCheck]:
     """:func:`check_sample` for every sample, in order (decoding in threads, as many as memory allows for
     the pixel budget; PIL releases the GIL)."""
@@ -116,7 +140,7 @@ def check_samples(
 
     def one(s: RawSample) -> SampleCheck:
         return check_sample(s, resolution=resolution, center_crop=center_crop, seed=seed,
-                            require_caption=require_captions, max_pixels=max_pixels)
+                            require_caption=require_captions, max_pixels=max_pixels, buckets=buckets)
 
     workers = decode_workers(max_pixels, most=8) if num_workers is None else num_workers
     return _map_in_threads(one, list(samples), workers, most=8)
@@ -261,7 +285,8 @@ def check_cache(
 
 
 def format_table(rows: Sequence[SampleCheck], *, show_ok: bool = False) -> str:
-    """Fixed-width table: problems first (blocks, then warnings), ok rows only with ``show_ok``."""
+    """Fixed-width table: problems first (blocks, then warnings), ok rows only with ``show_ok``; with images checked
+    against aspect-ratio buckets, a ``bucket`` (WxH) and a ``cropped`` (share of the area the crop cuts) column."""
     shown = [r for r in rows if show_ok or r.status != OK]
     shown.sort(key=lambda r: -_SEVERITY.get(r.status, 0))  # stable: keeps sample order within a status
     hidden = len(rows) - len(shown)
@@ -269,18 +294,24 @@ def format_table(rows: Sequence[SampleCheck], *, show_ok: bool = False) -> str:
     if shown:
         width_key = min(max(len("sample"), *(len(r.key) for r in shown)), 60)
         width_what = max(len("check"), *(len(r.what) for r in shown))
-        header = f"{'status':<6}  {'sample':<{width_key}}  {'check':<{width_what}}  problem"
+        sized = any(r.bucket is not None for r in shown)
+        width_bucket = max([len("bucket")] + [len(format_size(r.bucket)) for r in shown if r.bucket is not None])
+        columns = f"{'bucket':<{width_bucket}}  cropped  " if sized else ""
+        header = f"{'status':<6}  {'sample':<{width_key}}  {'check':<{width_what}}  {columns}problem"
         lines += [header, "-" * len(header)]
         for r in shown:
             mark = {OK: "ok", WARN: "WARN", BLOCK: "BLOCK"}.get(r.status, r.status)
-            lines.append(f"{mark:<6}  {r.key:<{width_key}}  {r.what:<{width_what}}  {r.problem}".rstrip())
+            size = f"{format_size(r.bucket) if r.bucket else '-':<{width_bucket}}  " if sized else ""
+            cut = f"{format(r.cropped, '.0%') if r.cropped is not None else '-':>7}  " if sized else ""
+            lines.append(f"{mark:<6}  {r.key:<{width_key}}  {r.what:<{width_what}}  {size}{cut}{r.problem}".rstrip())
     if hidden:
         lines.append(f"{hidden} ok row(s) not shown (--all shows every row)")
     return "\n".join(lines)
 
 
 def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | None = None) -> str:
-    """One line: how many samples are ok / warn / blocked, and what training would do with them."""
+    """One line: how many samples are ok / warn / blocked, and what training would do with them; then, for images
+    checked against aspect-ratio buckets, the table of buckets training would use (:func:`bucket_lines`)."""
     samples = [r for r in rows if r.what == "sample"]
     cache = [r for r in rows if r.what == "cache"]
     counts = Counter(r.status for r in samples)
@@ -298,7 +329,18 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
                      f"--max_bad_samples_fraction={max_bad_samples_fraction}")
             if verdict == "more than":
                 text += ", so it would stop"
-    return text + "."
+    return "\n".join([text + "."] + bucket_lines(samples))
+
+
+def bucket_lines(rows: Sequence[SampleCheck]) -> list[str]:
+    """The bucket table of the usable checked images (as training logs it) and how many the crop cuts by more than
+    :data:`~dit_lora.data.aspect.CROP_WARNING`; ``[]`` when no row has a bucket."""
+    sized = [r for r in rows if r.bucket is not None and r.status != BLOCK]
+    if not sized:
+        return []
+    over = sum(r.cropped is not None and r.cropped > CROP_WARNING for r in sized)
+    return (["images per bucket, as training would batch them:"] + bucket_table([r.bucket for r in sized])
+            + [f"{over} of {len(sized)} image(s) lose more than {CROP_WARNING:.0%} of their area to the crop"])
 
 
 def has_blocking(rows: Sequence[SampleCheck]) -> bool:

@@ -9,6 +9,8 @@ for video LLMs. ``check-data`` asks the same handler, so it screens exactly as t
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ import torch
 from ..errors import UserError
 from ..families import capabilities as caps
 from ..output.names import QUARANTINE_FILE
+from . import aspect
 from . import batches as batch_lib
 from . import preflight
 from .captions import caption_lines, token_counter_for_model, token_counter_from_components
@@ -108,40 +111,100 @@ class ImageMedia:
         )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
-        return validate_samples(
+        """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here)."""
+        usable = validate_samples(
             samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
             require_captions=caps.requires_captions(self.family), raise_on_fraction=False,
             resolution=self.cfg.resolution, max_pixels=self.max_pixels,
         )
+        return self.bucket_samples(usable, log=log)
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
-        """``check-data``: every image preprocessed as training would; (rows, samples, note)."""
+        """``check-data``: every image preprocessed to its bucket as training would; (rows, usable samples with their
+        buckets, note)."""
         cfg = self.cfg
         if cfg.resolution < 1:
             raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
-        log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ...")
+        log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ({self.buckets_text}) ...")
+        if self.square_reason:
+            log(f"aspect buckets: {self.square_reason}")
         rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
                                        seed=cfg.seed, require_captions=caps.requires_captions(self.family),
-                                       max_pixels=self.max_pixels)
+                                       max_pixels=self.max_pixels, buckets=self.buckets)
         report_captions(samples, cfg, self.family, log)
-        return rows, samples, None
+        bucketed = [dataclasses.replace(s, bucket=r.bucket) for s, r in zip(samples, rows) if r.bucket is not None]
+        return rows, bucketed, None
+
+    @functools.cached_property
+    def _stride(self) -> tuple[int | None, str | None]:
+        return caps.bucket_stride(self.family, self.cfg)
+
+    @functools.cached_property
+    def buckets(self) -> list[tuple[int, int]]:
+        """The run's ``(height, width)`` buckets (``--aspect_buckets``, :func:`~dit_lora.data.aspect.run_buckets`)."""
+        return aspect.run_buckets(self.cfg.aspect_buckets, self.cfg.resolution, self._stride[0])
+
+    @property
+    def square_reason(self) -> str | None:
+        """Why images keep the square although ``--aspect_buckets auto`` asks for buckets (the model), or None."""
+        return self._stride[1] if aspect.parse_mode(self.cfg.aspect_buckets) == aspect.AUTO else None
+
+    @property
+    def buckets_text(self) -> str:
+        """How the log names the run's buckets: the mode, their number, area and stride."""
+        mode, stride = aspect.parse_mode(self.cfg.aspect_buckets), self._stride[0]
+        if mode == aspect.AUTO and stride is not None:
+            return (f"{aspect.FLAG} auto: {len(self.buckets)} aspect-ratio buckets of at most {self.cfg.resolution}"
+                    f"x{self.cfg.resolution} pixels in steps of {stride}")
+        return f"{aspect.FLAG} {self.cfg.aspect_buckets}: every image cropped to {aspect.format_size(self.buckets[0])}"
+
+    def bucket_samples(self, samples: list, *, log) -> list:
+        """``samples`` each with its bucket (:func:`~dit_lora.data.aspect.sample_bucket`, the header read in threads);
+        logs the bucket table and the images the crop cuts by more than :data:`~dit_lora.data.aspect.CROP_WARNING`."""
+        if not samples:
+            return samples
+        choose = functools.partial(aspect.sample_bucket, buckets=self.buckets, max_pixels=self.max_pixels)
+        with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="bucket") as pool:
+            chosen = list(pool.map(choose, samples))
+        if self.square_reason:
+            log(f"aspect buckets: {self.square_reason}")
+        log(f"images per bucket ({self.buckets_text}):")
+        for line in aspect.bucket_table([b for b, _ in chosen]):
+            log(line)
+        line = aspect.crop_line([(s.key, share) for s, (_, share) in zip(samples, chosen)])
+        if line:
+            log(line + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
+                       "auto keeps the least crop)")
+        return [dataclasses.replace(s, bucket=b) for s, (b, _) in zip(samples, chosen)]
 
     @property
     def max_pixels(self) -> int:
-        """The pixel budget of an image (``--max_image_pixels``, or its default for ``--resolution``)."""
-        return pixel_budget(self.cfg.resolution, self.cfg.max_image_pixels)
+        """The pixel budget of an image (``--max_image_pixels``, or its default for ``--resolution`` or a larger
+        fixed ``--aspect_buckets`` size)."""
+        area = self.cfg.resolution * self.cfg.resolution
+        mode = aspect.parse_mode(self.cfg.aspect_buckets)
+        size = mode if isinstance(mode, tuple) and mode[0] * mode[1] > area else self.cfg.resolution
+        return pixel_budget(size, self.cfg.max_image_pixels)
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
+        """No ``resolution`` or bucket mode: each entry's name carries its bucket (:meth:`RawSample.cache_key`), so a
+        change of either re-encodes only the images whose bucket changed."""
         cfg = self.cfg
-        return {**self.family.cache_identity(cfg, comps), "resolution": cfg.resolution, "center_crop": cfg.center_crop,
-                "random_flip": cfg.random_flip, "crop_seed": None if cfg.center_crop else cfg.seed}
+        return {**self.family.cache_identity(cfg, comps), "image_size": "bucket in the key",
+                "center_crop": cfg.center_crop, "random_flip": cfg.random_flip,
+                "crop_seed": None if cfg.center_crop else cfg.seed}
+
+    def size_of(self, sample) -> tuple[int, int]:
+        """The ``(height, width)`` a sample is cropped to: its bucket (the ``--resolution`` square before it has one)."""
+        return sample.bucket or (self.cfg.resolution, self.cfg.resolution)
 
     def pixel_loader(self, samples: list):
         cfg = self.cfg
 
         def load(i: int) -> torch.Tensor:
-            image = samples[i].open_image(resolution=cfg.resolution, max_pixels=self.max_pixels)
-            return preprocess_image(image, cfg.resolution, center_crop=cfg.center_crop, flip=False,
+            size = self.size_of(samples[i])
+            image = samples[i].open_image(resolution=size, max_pixels=self.max_pixels)
+            return preprocess_image(image, size, center_crop=cfg.center_crop, flip=False,
                                     crop_rng_seed=crop_seed(cfg.seed, samples[i].key))
 
         return load
@@ -150,8 +213,18 @@ class ImageMedia:
         return batch_lib.RawImageDataset(samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed,
                                          self.max_pixels)
 
-    def groups(self, samples: list, **_: Any) -> None:
-        return None
+    def groups(self, samples: list, **_: Any) -> list[int] | None:
+        """Each image's bucket (its index among the run's buckets): a batch never mixes sizes; None for one bucket."""
+        index = {b: i for i, b in enumerate(self.buckets)}
+        groups = [index[self.size_of(s)] for s in samples]
+        return groups if len(set(groups)) > 1 else None
+
+
+def check_image_buckets(family, cfg) -> None:
+    """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
+    without :class:`~dit_lora.families.capabilities.ImageBuckets`, e.g. a video one, ignores the flag)."""
+    if caps.capability(family, caps.ImageBuckets) is not None:
+        aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, caps.bucket_stride(family, cfg)[0])
 
 
 def report_captions(samples: list, cfg, family, log: Callable[[str], Any]) -> None:

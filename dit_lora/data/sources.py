@@ -18,7 +18,7 @@ import os
 import posixpath
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from PIL import Image
 
@@ -70,8 +70,9 @@ class RawSample:
     #: which copy of a repeated image this is (a kohya ``N_words/`` folder lists each image N times): 0 for the first;
     #: the copies share key, file, caption and so their cache entry, and differ in index (their flips)
     repeat: int = 0
-    #: an image has no (frames, height, width) bucket; a clip (:class:`~dit_lora.data.video.VideoSample`) has one
-    bucket: ClassVar[None] = None
+    #: the (height, width) an image is resized to cover and cropped to: its aspect-ratio bucket, set when the image
+    #: family screens it (:func:`~dit_lora.data.aspect.bucket_of`); None before (a clip's is (frames, height, width))
+    bucket: tuple[int, int] | None = None
 
     def open_image(self, *, resolution: Any = None, max_pixels: int | None = None) -> Image.Image:
         """Decode the image and return it as RGB, rotated per its EXIF orientation.
@@ -107,8 +108,15 @@ class RawSample:
         return digest.hexdigest()
 
     def cache_key(self) -> str:
-        """What names this sample's latent-cache entry: for an image, exactly its :meth:`content_id`."""
-        return self.content_id()
+        """What names this sample's latent-cache entry: its :meth:`content_id` plus its bucket, ``<sha256>:HxW``.
+
+        Changing ``--resolution`` or ``--aspect_buckets`` thus re-encodes only the images whose bucket changed.
+        An image not bucketed yet is named by its content id alone.
+        """
+        if self.bucket is None:
+            return self.content_id()
+        height, width = self.bucket
+        return f"{self.content_id()}:{height}x{width}"
 
     def display_name(self) -> str:
         """How reports name this sample: its file, or its key when it is a dataset row."""

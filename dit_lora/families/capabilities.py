@@ -117,6 +117,17 @@ class VideoFrames(Protocol):
 
 
 @runtime_checkable
+class ImageBuckets(Protocol):
+    """Images: aspect-ratio buckets (``--aspect_buckets``): the model's stride, or why it takes only squares."""
+
+    def bucket_stride(self, cfg) -> int:
+        """Pixels per transformer token side (VAE downsampling x patch size): every bucket side is a multiple."""
+
+    def square_only(self, cfg) -> str | None:
+        """Why the transformer takes only square inputs (its images keep the ``--resolution`` square), or None."""
+
+
+@runtime_checkable
 class VideoQA(Protocol):
     """Video question answering (the video LLMs): clips read through the model's own processor, not as latents."""
 
@@ -212,8 +223,8 @@ class FusedKernels(Protocol):
 
 
 #: every capability, for messages and checks
-ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, VideoQA,
-       Samples, MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
+ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, ImageBuckets,
+       VideoQA, Samples, MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
 
 
 def members(proto: type) -> list[str]:
@@ -330,6 +341,16 @@ def caption_source(family) -> str:
     """Where captions come from (:class:`Captions`; ``"captions"`` without it)."""
     found = capability(family, Captions)
     return found.caption_source if found else "captions"
+
+
+def bucket_stride(family, cfg) -> tuple[int | None, str | None]:
+    """``(stride, None)`` for a family whose images take aspect-ratio buckets (:class:`ImageBuckets`), else
+    ``(None, why only squares)``: its own reason, or that it declares no buckets."""
+    found = capability(family, ImageBuckets)
+    if found is None:
+        return None, f"the `{family.name}` family declares no aspect-ratio buckets (ImageBuckets)"
+    reason = found.square_only(cfg)
+    return (None, reason) if reason else (int(found.bucket_stride(cfg)), None)
 
 
 def require(family, proto: type[P], what: str) -> P:

@@ -161,9 +161,17 @@ class DiffusionFamily(ModelFamily):
         return self.compute_loss(comps, comps.model, batch, generator, cfg)
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """``[(bucket, shape)]`` of one micro-batch of pixels per bucket: images ``(B, 3, H, W)``; video overrides."""
-        r = cfg.resolution
-        return [(f"{r} x {r} px", (cfg.train_batch_size, 3, r, r))]
+        """``[(bucket, shape)]`` of one micro-batch of pixels per bucket: images ``(B, 3, H, W)``; video overrides.
+
+        The run's largest image bucket is planned (the most pixels, so the most tokens; the square on a tie): a fixed
+        ``--aspect_buckets WxH``, that size; else the ``--resolution`` square, which bounds every ``auto`` bucket.
+        """
+        from ..data.aspect import run_buckets
+        from .capabilities import bucket_stride
+
+        buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, bucket_stride(self, cfg)[0])
+        height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
+        return [(f"{width} x {height} px", (cfg.train_batch_size, 3, height, width))]
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """The cached conditioning of ``batch_size`` samples (caption embeddings, class labels), as empty tensors."""

@@ -35,6 +35,7 @@ import torch
 from ..catalogue.defaults import resolve_defaults
 from ..config import TrainConfig
 from ..data import batches as batch_lib
+from ..data.prepare import check_image_buckets
 from .. import quantize
 from ..errors import UserError
 from ..quantize import QuantizeError
@@ -322,6 +323,7 @@ def _start(cfg: TrainConfig) -> Run:
     for line in defaults.lines():
         log(line)
     family.validate_config(cfg)
+    check_image_buckets(family, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.compile, accelerator.device.type)
     quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)

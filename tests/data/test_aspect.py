@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from dit_lora.data.aspect import aspect_buckets, cropped_share, format_size, nearest_bucket
+from PIL import Image
+
+from dit_lora.data.aspect import (
+    aspect_buckets, bucket_of, bucket_table, crop_line, cropped_share, format_size, nearest_bucket, parse_mode,
+    run_buckets, sample_bucket,
+)
+from dit_lora.data.sources import RawSample
+from dit_lora.errors import UserError
 
 
 @pytest.mark.parametrize("area,stride", [(64 * 64, 32), (256 * 256, 16), (1024 * 1024, 32), (480 * 832, 16)])
@@ -58,3 +65,57 @@ def test_no_bucket_smaller_than_one_stride():
     with pytest.raises(ValueError):
         aspect_buckets(100, 32)
     assert format_size((32, 128)) == "128x32"
+
+
+def test_the_mode_is_auto_square_or_a_fixed_width_by_height():
+    assert parse_mode("auto") == "auto" and parse_mode(" Square ") == "square"
+    assert parse_mode("768x512") == (512, 768)  # WIDTHxHEIGHT in, (height, width) out
+    for bad in ("", "wide", "768", "0x512", "768x512x3", "-32x32"):
+        with pytest.raises(UserError, match="--aspect_buckets"):
+            parse_mode(bad)
+
+
+def test_the_run_buckets_of_each_mode():
+    assert run_buckets("auto", 64, 32) == aspect_buckets(64 * 64, 32)
+    assert run_buckets("square", 64, 32) == [(64, 64)]
+    assert run_buckets("auto", 64, None) == [(64, 64)]  # a model that takes only squares
+    assert run_buckets("96x64", 64, 32) == [(64, 96)]
+    assert max(h * w for h, w in run_buckets("auto", 1024, 32)) == 1024 * 1024  # the square bounds them
+
+
+def test_a_fixed_size_off_the_stride_names_the_nearest_valid_one():
+    with pytest.raises(UserError, match=r"multiple of 32.*--aspect_buckets 96x64") as err:
+        run_buckets("100x70", 64, 32)
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="only square"):
+        run_buckets("96x64", 64, None)
+
+
+@pytest.mark.parametrize("width,height", [(200, 50), (50, 200), (300, 100), (64, 64), (120, 80), (80, 120)])
+def test_an_image_takes_the_bucket_that_cuts_the_least(width, height):
+    buckets = aspect_buckets(64 * 64, 32)
+    bucket, share = bucket_of(width, height, buckets)
+    assert bucket in buckets and share == pytest.approx(cropped_share(height, width, bucket))
+    assert share <= min(cropped_share(height, width, b) for b in buckets) + 1e-12
+
+
+def test_the_bucket_table_counts_and_shares():
+    lines = bucket_table([(64, 64), (32, 128), (64, 64), (128, 32)])
+    assert lines[0].split() == ["bucket", "(WxH)", "images", "share"]
+    rows = [line.split() for line in lines[1:]]
+    assert ["64x64", "2", "50.0%"] in rows and ["128x32", "1", "25.0%"] in rows and ["32x128", "1", "25.0%"] in rows
+
+
+def test_the_crop_line_names_the_images_cut_beyond_the_threshold():
+    assert crop_line([("a.png", 0.05), ("b.png", 0.1)]) is None
+    line = crop_line([("a.png", 0.05), ("b.png", 0.5), ("c.png", 0.25)])
+    assert line.startswith("2 image(s) lose more than 10%") and line.index("b.png (50%)") < line.index("c.png (25%)")
+
+
+def test_a_sample_is_bucketed_by_its_size_after_exif_orientation(tmp_path):
+    path = tmp_path / "rotated.jpg"
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored 200 x 50, shown 50 x 200
+    Image.new("RGB", (200, 50), (10, 20, 30)).save(path, exif=exif.tobytes())
+    sample = RawSample(key="rotated.jpg", caption="x", path=str(path))
+    assert sample_bucket(sample, aspect_buckets(64 * 64, 32)) == ((128, 32), pytest.approx(0.0))

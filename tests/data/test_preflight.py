@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+from collections import Counter
 import json
 import random
 import shutil
@@ -148,7 +150,8 @@ def test_check_data_names_every_bad_file_and_cache_entry(tmp_path, shapes_data):
             "prompt_attention_mask": torch.ones(8, dtype=torch.int64)}
     names = {}
     for key in ("00000.png", "00001.png", "00002.png", "00003.png", "00004.png"):
-        names[key] = cache_file_name(ns, samples[key].content_id())
+        # an image's entry is named by its content and its bucket: these squares train in the 64 x 64 one
+        names[key] = cache_file_name(ns, dataclasses.replace(samples[key], bucket=(64, 64)).cache_key())
         entry = good
         if key == "00001.png":
             entry = _nan_entry(good)
@@ -492,3 +495,65 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
     assert status["clip.mp4"] == (OK, "")
     assert {s.key: s.bucket for s in usable} == {"wide.png": (1, 32, 64), "small.jpg": (1, 32, 32),
                                                 "clip.mp4": (5, 32, 32)}
+
+
+def _mixed_folder(root):
+    """A 200x50, a 50x200, a 3:1, a 3:2 and two squares, each with a caption."""
+    sizes = {"wide.png": (200, 50), "tall.png": (50, 200), "three.png": (192, 64), "land.png": (96, 64),
+             "sq0.png": (64, 64), "sq1.png": (80, 80)}
+    root.mkdir(parents=True)
+    for name, size in sizes.items():
+        Image.new("RGB", size, (120, 30, 200)).save(root / name)
+        (root / name).with_suffix(".txt").write_text(name)
+    return sizes
+
+
+def test_check_data_names_each_image_bucket_and_crop_and_warns_above_the_threshold(tmp_path, capsys):
+    from dit_lora.data.aspect import CROP_WARNING, aspect_buckets, bucket_of, format_size
+
+    sizes = _mixed_folder(tmp_path / "mixed")
+    code, out = _run_cli(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path / "mixed"),
+                          "--resolution", "64", "--all"], capsys)
+    assert code == 0, out  # a crop warns, it never blocks
+    header = next(line for line in out.splitlines() if line.startswith("status"))
+    assert header.split()[:6] == ["status", "sample", "check", "bucket", "cropped", "problem"]
+    rows = {line.split()[1]: line for line in out.splitlines() if line.split()[:1] in (["ok"], ["WARN"])}
+    buckets = aspect_buckets(64 * 64, 32)  # Sana's stride: DC-AE 32 x patch 1
+    for name, (width, height) in sizes.items():
+        bucket, share = bucket_of(width, height, buckets)
+        assert rows[name].split()[3:5] == [format_size(bucket), f"{share:.0%}"]
+        assert rows[name].startswith("WARN") == (share > CROP_WARNING), rows[name]
+    assert "cuts" in rows["land.png"] and rows["sq0.png"].startswith("ok")
+    summary = out[out.index("6 sample(s):"):]
+    assert "images per bucket, as training would batch them:" in summary
+    table = [line.split() for line in summary.splitlines()]
+    counts = Counter(format_size(bucket_of(w, h, buckets)[0]) for w, h in sizes.values())
+    for bucket, n in counts.items():
+        assert [bucket, str(n), f"{n / len(sizes):.1%}"] in table
+    assert len(counts) >= 3
+
+
+def test_check_data_square_mode_crops_to_the_square(tmp_path, capsys):
+    _mixed_folder(tmp_path / "mixed")
+    code, out = _run_cli(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path / "mixed"),
+                          "--resolution", "64", "--aspect_buckets", "square"], capsys)
+    assert code == 0 and "--aspect_buckets square: every image cropped to 64x64" in out
+    assert [line.split() for line in out.splitlines() if line.strip().startswith("64x64")] == [["64x64", "6", "100.0%"]]
+    assert "WARN" in out and "cuts 75% of its area" in out  # the 200 x 50 image in the square
+    code, out = _run_cli(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path / "mixed"),
+                          "--resolution", "64", "--aspect_buckets", "100x64"], capsys)
+    assert code == 2 and "--aspect_buckets 96x64" in out and "Traceback" not in out
+
+
+def test_check_sample_bucket_is_trainings_choice(tmp_path):
+    from dit_lora.data.aspect import aspect_buckets, sample_bucket
+    from dit_lora.data.preflight import check_sample, format_table, summarize
+
+    _mixed_folder(tmp_path / "mixed")
+    buckets = aspect_buckets(64 * 64, 32)
+    for sample in load_samples(train_data_dir=tmp_path / "mixed"):
+        row = check_sample(sample, resolution=64, buckets=buckets)
+        assert (row.bucket, row.cropped) == sample_bucket(sample, buckets)
+    plain = check_sample(sample, resolution=64)  # without buckets: the square, no bucket columns
+    assert plain.bucket is None and "bucket" not in format_table([plain], show_ok=True)
+    assert summarize([plain]).count("\n") == 0

@@ -16,6 +16,8 @@ from dit_lora.config import TrainConfig
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import ImageMedia, cache_root_for, prepare_data, report_lines
 from dit_lora.errors import UserError
+from dit_lora.data.aspect import aspect_buckets, cropped_share, nearest_bucket
+from dit_lora.families.capabilities import ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.output.names import QUARANTINE_FILE
 from data_files import make_image, write_jsonl
@@ -114,9 +116,111 @@ def test_image_media_identity_and_paths(tmp_path, images):
     cfg = config(tmp_path, images, center_crop=False)
     media = ImageMedia(cfg, PoolingImages())
     identity = media.namespace_identity()
-    assert identity == {"model": "pooling", "resolution": 16, "center_crop": False, "random_flip": True,
-                        "crop_seed": 0}
+    # No resolution: each entry's name carries its bucket (RawSample.cache_key), so a new size re-encodes only those.
+    assert identity == {"model": "pooling", "image_size": "bucket in the key", "center_crop": False,
+                        "random_flip": True, "crop_seed": 0}
     assert media.noun == "image" and media.cacheable and media.groups([]) is None
     assert media.pixel_loader(media.list_samples())(0).shape == (3, 16, 16)
     assert cache_root_for(cfg) == tmp_path / "cache"
     assert report_lines(media, [], None) == []
+
+
+class BucketedPooling(PoolingImages):
+    """PoolingImages whose model takes any size in steps of 8 (its pooling): aspect-ratio buckets."""
+
+    name = "bucketed_pooling"
+    capabilities = DiffusionFamily.capabilities + (ImageBuckets,)
+
+    def bucket_stride(self, cfg):
+        return 8
+
+    def square_only(self, cfg):
+        return None
+
+
+class SquarePooling(BucketedPooling):
+    """A model whose transformer takes only squares (as DiT's)."""
+
+    name = "square_pooling"
+
+    def square_only(self, cfg):
+        return "this stand-in takes only square inputs, so every image is cropped to the --resolution square"
+
+
+#: (width, height) of a mixed set: 4:1, 1:4, 3:1, 3:2, 2:3 and squares
+MIXED = {"wide.png": (128, 32), "tall.png": (32, 128), "three.png": (96, 32), "land.png": (48, 32),
+         "port.png": (32, 48), "sq0.png": (32, 32), "sq1.png": (40, 40)}
+
+
+@pytest.fixture
+def mixed(tmp_path):
+    rows = []
+    for i, (name, size) in enumerate(MIXED.items()):
+        make_image(tmp_path / "mixed" / name, size=size, color=(30 * i, 200, 0))
+        rows.append({"file_name": name, "text": name})
+    write_jsonl(tmp_path / "mixed" / "metadata.jsonl", rows)
+    return tmp_path / "mixed"
+
+
+def test_each_image_trains_in_its_nearest_bucket_cropped_the_least(tmp_path, mixed, capsys):
+    cfg = config(tmp_path, mixed, resolution=32)
+    data = prepare_data(cfg, BucketedPooling(), None, accelerator())
+    buckets = aspect_buckets(32 * 32, 8)
+    for sample, item in zip(data.samples, (data.dataset[(i, False)] for i in range(len(data)))):
+        width, height = MIXED[sample.key]
+        assert sample.bucket == nearest_bucket(height, width, buckets)
+        assert cropped_share(height, width, sample.bucket) == min(cropped_share(height, width, b) for b in buckets)
+        assert item["latents"].shape == (3, sample.bucket[0] // 8, sample.bucket[1] // 8)
+    by_key = {s.key: s.bucket for s in data.samples}
+    assert by_key["wide.png"] == (16, 64) and by_key["tall.png"] == (64, 16) and by_key["sq0.png"] == (32, 32)
+    # a batch never mixes buckets: one group per bucket
+    assert data.groups is not None and len(set(data.groups)) == len(set(by_key.values()))
+    for group, sample in zip(data.groups, data.samples):
+        assert [s.bucket for g, s in zip(data.groups, data.samples) if g == group] == \
+               [sample.bucket] * data.groups.count(group)
+    out = capsys.readouterr().out
+    assert "images per bucket (--aspect_buckets auto: " in out
+    table = out[out.index("bucket (WxH)"):].splitlines()
+    assert ["32x32", "2", "28.6%"] in [line.split() for line in table]
+    assert ["64x16", "1", "14.3%"] in [line.split() for line in table]
+
+
+def test_the_cache_key_carries_the_bucket_so_a_new_mode_re_encodes_only_what_changed(tmp_path, mixed, capsys):
+    family = BucketedPooling()
+    data = prepare_data(config(tmp_path, mixed, resolution=32), family, None, accelerator())
+    for sample in data.samples:
+        height, width = sample.bucket
+        assert sample.cache_key() == f"{sample.content_id()}:{height}x{width}"
+    assert sum(family.encoded) == 2 * len(MIXED)
+    again = BucketedPooling()
+    square = prepare_data(config(tmp_path, mixed, resolution=32, aspect_buckets="square"), again, None, accelerator())
+    assert {s.bucket for s in square.samples} == {(32, 32)} and square.groups is None
+    assert sum(again.encoded) == 2 * (len(MIXED) - 2)  # the two square images are cached already
+    assert f"2/{len(MIXED)} samples already cached" in capsys.readouterr().out
+
+
+def test_a_fixed_size_crops_every_image_to_it(tmp_path, mixed, capsys):
+    data = prepare_data(config(tmp_path, mixed, resolution=32, aspect_buckets="48x24"), BucketedPooling(), None,
+                        accelerator())
+    assert {s.bucket for s in data.samples} == {(24, 48)} and data.groups is None
+    assert data.dataset[(0, False)]["latents"].shape == (3, 3, 6)
+    out = capsys.readouterr().out
+    assert "--aspect_buckets 48x24: every image cropped to 48x24" in out
+    tall = cropped_share(MIXED["tall.png"][1], MIXED["tall.png"][0], (24, 48))
+    assert "lose more than 10% of their area" in out and f"tall.png ({tall:.0%})" in out
+    with pytest.raises(UserError, match="--aspect_buckets 48x24, the nearest"):
+        ImageMedia(config(tmp_path, mixed, resolution=32, aspect_buckets="50x21"), BucketedPooling()).buckets
+
+
+def test_a_model_that_takes_only_squares_keeps_them_and_says_so(tmp_path, mixed, capsys):
+    data = prepare_data(config(tmp_path, mixed, resolution=32), SquarePooling(), None, accelerator())
+    assert {s.bucket for s in data.samples} == {(32, 32)} and data.groups is None
+    out = capsys.readouterr().out
+    assert out.count("aspect buckets: this stand-in takes only square inputs") == 1
+
+
+def test_without_the_cache_each_image_is_decoded_to_its_bucket(tmp_path, mixed):
+    data = prepare_data(config(tmp_path, mixed, resolution=32, cache_latents=False), BucketedPooling(), None,
+                        accelerator())
+    for i, sample in enumerate(data.samples):
+        assert data.dataset[(i, True)]["pixel_values"].shape == (3, *sample.bucket)

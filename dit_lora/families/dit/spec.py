@@ -49,8 +49,8 @@ from ...errors import UserError
 from ...output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
 from ..base import Components, schedule_on_device
 from ..capabilities import (
-    AdapterExtras, AdapterFitting, Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup,
-    Samples, Trainables, attach_adapter,
+    AdapterExtras, AdapterFitting, Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision,
+    RunSetup, Samples, Trainables, attach_adapter,
 )
 from ..diffusion import DiffusionFamily, make_peft_capable
 from .classes import class_count_error, map_to_pretrained, pretrained_labels
@@ -166,8 +166,21 @@ class DiTFamily(DiffusionFamily):
     caption_source = "class_folders"
     capabilities = DiffusionFamily.capabilities + (
         Demo, ModelDefaults, Precision, RunSetup, Trainables, Samples, MemoryPlan, ModelCard, AdapterFitting,
-        AdapterExtras, FusedKernels,
+        AdapterExtras, FusedKernels, ImageBuckets,
     )
+
+    def bucket_stride(self, cfg: TrainConfig) -> int:
+        """:class:`~..capabilities.ImageBuckets`: the VAE's downsampling x the patch size (8 x 2), from the configs."""
+        named = bool(cfg.pretrained_model_name_or_path)
+        tr_cfg = (read_component_config(cfg, "transformer") if named else None) or {}
+        vae_cfg = (read_component_config(cfg, "vae") if named else None) or {}
+        return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """:class:`~..capabilities.ImageBuckets`: always: diffusers' DiTTransformer2DModel unpatchifies its output as a
+        square (``height = width = sqrt(tokens)``), so a non-square latent cannot go through it."""
+        return ("the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
+                "square), so every image is cropped to the --resolution square")
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""

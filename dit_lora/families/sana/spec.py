@@ -34,7 +34,8 @@ from ...single_file import load_transformer
 from ...tokenizer_files import check_tokenizer_packages
 from ..base import Components
 from ..capabilities import (
-    Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples, attach_adapter,
+    Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples,
+    attach_adapter,
 )
 from ..diffusion import DiffusionFamily
 from ...pipeline_files import (
@@ -89,8 +90,21 @@ class SanaFamily(DiffusionFamily):
     pipeline_class_name = "SanaPipeline"
     text_encoder_label = "Gemma-2"
     capabilities = DiffusionFamily.capabilities + (
-        Demo, ModelDefaults, RunNotes, Precision, RunSetup, Samples, MemoryPlan, ModelCard, FusedKernels,
+        Demo, ModelDefaults, RunNotes, Precision, RunSetup, Samples, MemoryPlan, ModelCard, FusedKernels, ImageBuckets,
     )
+
+    def bucket_stride(self, cfg: TrainConfig) -> int:
+        """:class:`~..capabilities.ImageBuckets`: the latent stride, DC-AE compression x patch size (32 x 1), from
+        the model's configs (their defaults when no model is named, as in ``check-data``)."""
+        named = bool(cfg.pretrained_model_name_or_path)
+        tr_cfg = read_component_config(cfg, "transformer") if named else None
+        vae_cfg = read_component_config(cfg, "vae") if named else None
+        return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
+
+    def square_only(self, cfg: TrainConfig) -> str | None:
+        """:class:`~..capabilities.ImageBuckets`: never; SanaTransformer2DModel patchifies and unpatchifies any
+        height and width (its patch embedding has no positional table, or recomputes its sin-cos one for the grid)."""
+        return None
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""

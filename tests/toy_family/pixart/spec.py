@@ -23,7 +23,7 @@ from dit_lora import quantize
 from dit_lora.errors import UserError
 from dit_lora.families.base import Components, schedule_on_device
 from dit_lora.families.capabilities import (
-    AdapterFitting, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples, attach_adapter,
+    AdapterFitting, Demo, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples, attach_adapter,
 )
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.families.diffusion import make_peft_capable
@@ -60,7 +60,15 @@ class PixArtFamily(DiffusionFamily):
     adapter_weight_name = PEFT_ADAPTER_FILE
     text_encoder_label = "T5"
     capabilities = DiffusionFamily.capabilities + (Demo, ModelDefaults, Precision, Samples, MemoryPlan,
-                                                   ModelCard, AdapterFitting)
+                                                   ModelCard, AdapterFitting, ImageBuckets)
+
+    def bucket_stride(self, cfg) -> int:
+        """:class:`ImageBuckets`: the VAE's downsampling x the patch size (:func:`latent_stride`; 16 without a model)."""
+        return latent_stride(cfg) if cfg.pretrained_model_name_or_path else 16
+
+    def square_only(self, cfg) -> str | None:
+        """:class:`ImageBuckets`: never; PixArtTransformer2DModel's patch embedding and unpatchify take any grid."""
+        return None
 
     # ---- checks before loading ------------------------------------------------------------
     def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
