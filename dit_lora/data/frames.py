@@ -211,3 +211,82 @@ def one_frame_buckets(buckets: Sequence[Bucket]) -> list[Bucket]:
         if (1, height, width) not in out:
             out.append((1, height, width))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Automatic resolution buckets (no --frame_buckets)
+# ---------------------------------------------------------------------------------------------
+
+#: a clip or image losing more than this share of its picture to its bucket's crop is counted and warned about
+CROP_WARNING = 0.1
+
+
+def automatic_buckets(base: Bucket, stride: int, *, max_aspect: float | None = None) -> list[Bucket]:
+    """``base`` first, then every other aspect bucket of about its area at its frame count (:mod:`.aspect`).
+
+    The sizes are :func:`~dit_lora.data.aspect.aspect_buckets` of ``height * width`` in ``stride`` (the model's
+    spatial multiple): for each width the largest height whose area does not exceed the base's, so no bucket has
+    more latent tokens than ``base`` (the memory plan and the trained-size checks that judge ``base`` judge the
+    worst of the set), and a clip of ``base``'s aspect ratio gets exactly ``base`` (:func:`choose_bucket` prefers
+    the larger area among equally near aspects, and ``base`` is the largest of its aspect).
+    """
+    from .aspect import MAX_ASPECT, aspect_buckets
+
+    frames, height, width = base
+    limit = MAX_ASPECT if max_aspect is None else max_aspect
+    sizes = aspect_buckets(height * width, stride, max_aspect=limit)
+    return [base] + [(frames, h, w) for h, w in sizes if (h, w) != (height, width)]
+
+
+def most_tokens(buckets: Sequence[Bucket]) -> Bucket:
+    """The bucket with the most pixels across its frames (so the most latent tokens), the first among equals."""
+    return max(buckets, key=lambda b: (b[0] * b[1] * b[2], -buckets.index(b)))
+
+
+def clip_cropped_share(height: int, width: int, bucket: Bucket) -> float:
+    """The share of a ``width`` x ``height`` clip's picture that the cover-resize to ``bucket`` and its centre crop
+    cut off (:func:`~dit_lora.data.aspect.cropped_share` on the bucket's spatial size)."""
+    from .aspect import cropped_share
+
+    return cropped_share(height, width, (bucket[1], bucket[2]))
+
+
+def describe_buckets(buckets: Sequence[Bucket], *, automatic: bool) -> str:
+    """The run's buckets in one phrase, for the start notes, the log and the model card.
+
+    Automatic sets are long (dozens of sizes), so they are summarised by their first (the default size), their
+    count and the way to pin one; a user's ``--frame_buckets`` are listed as given.
+    """
+    listed = ", ".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+    if not automatic or len(buckets) < 2:
+        return listed
+    f, h, w = buckets[0]
+    return (f"{f}x{h}x{w} and {len(buckets) - 1} other automatic aspect buckets of at most its area "
+            f"(each clip takes the nearest to its aspect ratio; --frame_buckets {f}x{h}x{w} pins this one)")
+
+
+def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: bool) -> list[str]:
+    """Log lines: the bucket set, the clips per used bucket and how many lose more than :data:`CROP_WARNING`.
+
+    ``samples`` carry ``bucket``, ``is_image`` and ``source_size`` (``(height, width)`` after rotation, or None).
+    """
+    lines = [f"buckets (frames x height x width): {describe_buckets(buckets, automatic=automatic)}"]
+    rows = []
+    for bucket in buckets:
+        members = [s for s in samples if s.bucket == bucket]
+        if not members:
+            continue
+        images = sum(1 for s in members if getattr(s, "is_image", False))
+        shares = [clip_cropped_share(*s.source_size, bucket) for s in members if getattr(s, "source_size", None)]
+        note = "" if not images else " (images)" if images == len(members) else f" ({images} images)"
+        crop = f", up to {max(shares):.0%} cropped" if shares and max(shares) > 0.005 else ""
+        f, h, w = bucket
+        rows.append(f"  {f}x{h}x{w} ({w}x{h} px, aspect {w / h:.2f}): {len(members)}{note}{crop}")
+    if rows:
+        lines += ["clips per bucket:"] + rows
+    cropped = [s for s in samples if getattr(s, "source_size", None) and s.bucket
+               and clip_cropped_share(*s.source_size, s.bucket) > CROP_WARNING]
+    lines.append(f"clips cropped by more than {CROP_WARNING:.0%} to fit their bucket: {len(cropped)} of {len(samples)}"
+                 + (f" ({', '.join(s.key for s in cropped[:5])}{', ...' if len(cropped) > 5 else ''})"
+                    if cropped else ""))
+    return lines

@@ -104,6 +104,12 @@ class VideoSample:
     bucket: tuple[int, int, int] | None = None
     #: why the file is never opened (its written path leaves the data folder, :mod:`.paths`), or None
     refused: str | None = None
+    #: (height, width) of its decoded frames as displayed (after rotation metadata), set with ``bucket``: what the
+    #: bucket was chosen for and what the log's cropped share is measured on
+    source_size: tuple[int, int] | None = None
+    #: which copy of a repeated clip this is (a kohya ``N_words/`` folder lists each clip N times): 0 for the first;
+    #: the copies share key, file, caption and bucket, so one cache entry (:meth:`cache_key` ignores it)
+    repeat: int = 0
 
     def content_id(self) -> str:
         """sha256 hex digest of the clip's file bytes plus the caption.
@@ -537,5 +543,6 @@ def _with_buckets(good: list[VideoSample], scans: list[ClipScan], buckets: Seque
                   stills: Sequence[Bucket]) -> list[VideoSample]:
     """Each kept sample with its bucket: a clip's among ``buckets``, an image's among the one-frame ``stills``."""
     return [dataclasses.replace(sample, bucket=choose_bucket(scan.num_frames, scan.height, scan.width,
-                                                             stills if sample.is_image else buckets))
+                                                             stills if sample.is_image else buckets),
+                                source_size=(scan.height, scan.width))
             for sample, scan in zip(good, scans)]

@@ -33,7 +33,7 @@ from ..fileio import write_bytes_atomic
 from ..config.parser import check_one_source
 from .batches import collate
 from .decode import pixel_budget
-from .frames import Bucket, one_frame_buckets
+from .frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
 from .paths import Located
 from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
 from .sources import name_some
@@ -244,6 +244,11 @@ class VideoMedia:
         return self._buckets  # type: ignore[return-value]
 
     @property
+    def automatic(self) -> bool:
+        """Whether the buckets are the automatic aspect set (no ``--frame_buckets``: the family made several)."""
+        return not self.cfg.frame_buckets and len(self.buckets) > 1
+
+    @property
     def frames_flag(self) -> str:
         """The option a too-short clip is measured against, as reasons and errors name it."""
         return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.frame_buckets))
@@ -288,9 +293,8 @@ class VideoMedia:
             require_captions=self.requires_captions, raise_on_fraction=False, image_buckets=stills,
             max_pixels=self.max_pixels,
         )
-        buckets = self.all_buckets(samples)
-        if len(buckets) > 1:
-            log("clips per bucket: " + ", ".join(_count_text(b, good) for b in buckets))
+        for line in bucket_table(self.all_buckets(samples), good, automatic=self.automatic):
+            log(line)
         return good
 
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
@@ -299,7 +303,7 @@ class VideoMedia:
 
         stills = self.image_buckets(samples)
         images = sum(1 for s in samples if s.is_image)
-        shown = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.all_buckets(samples))
+        shown = describe_buckets(self.all_buckets(samples), automatic=self.automatic)
         what = f" ({images} of them images, one-frame clips)" if images else ""
         log(f"checking {len(samples)} clip(s){what} for bucket(s) {shown} (frames x height x width) ...")
         rows, usable = preflight.check_video_samples(
@@ -308,6 +312,8 @@ class VideoMedia:
         from .prepare import report_captions
 
         report_captions(samples, self.cfg, self.family, log)
+        for line in bucket_table(self.all_buckets(samples), usable, automatic=self.automatic)[1:]:
+            log(line)
         return rows, usable, None
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
@@ -343,11 +349,3 @@ class VideoMedia:
                     f"a batch never mixes buckets, so those clips are never trained on")
         return groups
 
-
-def _count_text(bucket: Bucket, samples: list) -> str:
-    """``1x480x832: 120 (images)``: how many samples are in ``bucket``, and which of them are images."""
-    members = [s for s in samples if s.bucket == bucket]
-    images = sum(1 for s in members if s.is_image)
-    f, h, w = bucket
-    note = "" if not images else " (images)" if images == len(members) else f" ({images} images)"
-    return f"{f}x{h}x{w}: {len(members)}{note}"

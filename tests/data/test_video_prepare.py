@@ -514,7 +514,11 @@ def test_images_and_clips_train_in_one_run_in_separate_buckets(tmp_path, stills,
     cfg = _cfg(tmp_path, stills, frame_buckets="9x32x32,9x32x64", max_bad_samples_fraction=0.1)
     data = prepare_data(cfg, family, None, _acc())
     out = capsys.readouterr().out
-    assert "clips per bucket: 9x32x32: 6, 9x32x64: 0, 1x32x32: 2 (images), 1x32x64: 3 (images)" in out
+    # The bucket table lists the used buckets, one line each (9x32x64 holds nothing), and the crop count.
+    assert "buckets (frames x height x width): 9x32x32, 9x32x64, 1x32x32, 1x32x64\n" in out
+    assert ("clips per bucket:\n  9x32x32 (32x32 px, aspect 1.00): 6\n  1x32x32 (32x32 px, aspect 1.00): 2 (images)\n"
+            "  1x32x64 (64x32 px, aspect 2.00): 3 (images)\n") in out
+    assert "clips cropped by more than 10% to fit their bucket: 0 of 11\n" in out
     assert data.quarantine == [{"key": "corrupt.png",
                                 "reason": "not a readable image (corrupt, or not an image despite its extension)"}]
     assert {s.key: s.bucket for s in data.samples if s.is_image} == {
@@ -597,4 +601,7 @@ def test_check_data_reports_images_and_blocks_a_broken_one(tmp_path, stills, cap
     assert "checking 12 clip(s) (6 of them images, one-frame clips) for bucket(s) 9x32x32, 1x32x32" in out
     assert [line.split(None, 2)[1] for line in out.splitlines() if line.startswith("BLOCK")] == ["corrupt.png"]
     assert "not a readable image" in out
-    assert "12 sample(s): 11 ok, 0 warning(s), 1 blocking" in out
+    # The single (pinned) 32x32 size cuts half of each 64x32 image: counted and warned about, never silent.
+    assert "12 sample(s): 8 ok, 3 warning(s), 1 blocking" in out
+    assert "50% of its 64x32 picture is cropped to fit its 1x32x32 bucket" in out
+    assert "clips cropped by more than 10% to fit their bucket: 3 of 11" in out

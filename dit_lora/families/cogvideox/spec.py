@@ -211,7 +211,11 @@ class CogVideoXFamily(DiffusionFamily):
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
-        from ...data.frames import check_num_frames, resolution_buckets
+        """``--frame_buckets`` (only those), else automatic aspect buckets around the flags' or the trained size,
+        that size first (:func:`~dit_lora.data.frames.automatic_buckets`): sin-cos positions (2B) are recomputed and
+        RoPE (5B, 1.5) computed per size, so any multiple of the size multiple runs; a learned position table
+        (5B I2V) runs only at its trained size, so such a model keeps the one bucket."""
+        from ...data.frames import automatic_buckets, check_num_frames, resolution_buckets
 
         info = self.model_info(cfg)
         rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
@@ -225,7 +229,9 @@ class CogVideoXFamily(DiffusionFamily):
         width = cfg.width or trained_width
         check_size_multiple("--height" if cfg.height else "the model's trained height", height, info.size_multiple, info)
         check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.size_multiple, info)
-        return [(frames, height, width)]
+        if info.learned_positions:
+            return [(frames, height, width)]
+        return automatic_buckets((frames, height, width), info.size_multiple)
 
     def _size_flags(self, cfg: TrainConfig) -> str:
         """The flags that set the run's video size, for messages."""
@@ -266,8 +272,10 @@ class CogVideoXFamily(DiffusionFamily):
         """One line: the video size(s) the run trains at, where they come from, and the trained size."""
         info = self.model_info(cfg)
         frames, height, width, why = info.trained_size()
+        from ...data.frames import describe_buckets
+
         buckets = self.video_buckets(cfg)
-        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in buckets)
+        chosen = describe_buckets(buckets, automatic=not cfg.frame_buckets)
         given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
         if not cfg.frame_buckets and not given:
             return [f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why})."]
@@ -381,7 +389,12 @@ class CogVideoXFamily(DiffusionFamily):
                                              dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in self.video_buckets(cfg)]
+        from ...data.frames import most_tokens
+
+        buckets = self.video_buckets(cfg)
+        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+            buckets = [most_tokens(buckets)]
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
     def _components(self, cfg: TrainConfig, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
         """The loaded (or planned, ``device`` None) modules as the run's components."""
@@ -598,7 +611,9 @@ class CogVideoXFamily(DiffusionFamily):
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        buckets = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.video_buckets(cfg))
+        from ...data.frames import describe_buckets
+
+        buckets = describe_buckets(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         info = self.model_info(cfg)
         return {
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row

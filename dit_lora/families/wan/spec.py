@@ -125,8 +125,10 @@ class WanFamily(DiffusionFamily):
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
-        """The run's (frames, height, width) buckets: ``--frame_buckets``, or the flags, or the default size."""
-        from ...data.frames import check_num_frames, resolution_buckets
+        """The run's (frames, height, width) buckets: ``--frame_buckets`` (only those), else automatic aspect buckets
+        around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
+        Wan's RoPE is computed per input size, so any multiple of :attr:`size_multiple` runs)."""
+        from ...data.frames import automatic_buckets, check_num_frames, resolution_buckets
 
         info = self.info(cfg)
         rule = {"temporal_compression": info.vae_temporal, "patch_size_t": None}
@@ -142,12 +144,14 @@ class WanFamily(DiffusionFamily):
                 fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
                 raise UserError(f"{flag} {value} must be a multiple of {info.size_multiple} for this Wan checkpoint "
                                 f"(VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}.")
-        return [(frames, height, width)]
+        return automatic_buckets((frames, height, width), info.size_multiple)
 
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         info = self.info(cfg)
         f, h, w = self.video_buckets(cfg)[0]
-        notes = [f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps"]
+        notes = [f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps"
+                 + ("" if cfg.frame_buckets else f", with automatic aspect buckets of at most its area for clips of "
+                    f"other shapes (--frame_buckets {f}x{h}x{w} pins this one size)")]
         expert = self.expert(cfg)
         if expert:
             what = {"high": "the high-noise expert (transformer) only", "low": "the low-noise expert (transformer_2) "
@@ -337,7 +341,12 @@ class WanFamily(DiffusionFamily):
         return {"prompt_embeds": torch.empty(batch_size, TEXT_LEN, text, dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in self.video_buckets(cfg)]
+        from ...data.frames import most_tokens
+
+        buckets = self.video_buckets(cfg)
+        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+            buckets = [most_tokens(buckets)]
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
     # ---- what image-to-video adds (text-to-video: nothing) ------------------------------------
     def load_image_encoder(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
@@ -428,7 +437,9 @@ class WanFamily(DiffusionFamily):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         info = self.info(cfg)
-        buckets = ", ".join(f"{f}x{h}x{w}" for f, h, w in self.video_buckets(cfg))
+        from ...data.frames import describe_buckets
+
+        buckets = describe_buckets(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         settings = {"resolution": f"{buckets} (frames x height x width)", "model": info.describe(),
                     "timestep_sampling": cfg.family_options.timestep_sampling,
                     "flow_shift": cfg.family_options.flow_shift or info.flow_shift, "frame_sampling": cfg.frame_sampling}

@@ -368,7 +368,9 @@ def test_bad_configs_are_user_errors(models, tmp_path):
     # 1.5 takes any 4k+1 (latents padded like the pipeline); 1.0 takes 9 at any multiple of 16.
     _family("t2v").validate_config(_cfg(models[("t2v", "1.5")], max_num_frames=9))
     assert _family("t2v").video_buckets(_cfg(t2v, frame_buckets="9x64x64,5x32x48")) == [(9, 64, 64), (5, 32, 48)]
-    assert _family("t2v").video_buckets(_cfg(t2v, max_num_frames=None, height=None, width=None)) == [(9, 64, 64)]
+    # Without --frame_buckets: the trained size first, then automatic aspect buckets of at most its area.
+    auto = _family("t2v").video_buckets(_cfg(t2v, max_num_frames=None, height=None, width=None))
+    assert auto[0] == (9, 64, 64) and len(auto) > 1 and all(f == 9 and h * w <= 64 * 64 for f, h, w in auto)
 
 
 def test_precision_notes(models, tmp_path):
@@ -466,7 +468,10 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     family = _family("i2v" if name.endswith("I2V") else "t2v")
     cfg = _size_cfg(folder)
     family.validate_config(cfg)
-    assert family.video_buckets(cfg) == [size]
+    buckets = family.video_buckets(cfg)
+    assert buckets[0] == size
+    # A learned position table (5B I2V) runs only at its trained size: one bucket; the others get aspect buckets.
+    assert (len(buckets) == 1) == (name == "CogVideoX-5b-I2V")
     (note,) = family.start_notes(cfg)
     frames, height, width = size
     assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
@@ -488,12 +493,12 @@ def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models
         family.validate_config(_size_cfg(v15, height=2400, width=2400))
     forced = _size_cfg(v15, height=2400, width=2400, allow_untrained_resolution=True)
     family.validate_config(forced)
-    assert family.video_buckets(forced) == [(81, 2400, 2400)]
+    assert family.video_buckets(forced)[0] == (81, 2400, 2400)
     assert "allowed by --allow_untrained_resolution" in family.start_notes(forced)[0]
     # User sizes within range win; unset dimensions come from the trained size.
     within = _size_cfg(v15, height=480, width=848)
     family.validate_config(within)
-    assert family.video_buckets(within) == [(81, 480, 848)]
+    assert family.video_buckets(within)[0] == (81, 480, 848)
     assert "from --height/--width, the rest the trained size; the checkpoint was trained at 81x768x1360" in (
         family.start_notes(within)[0])
     # Too small: a 1.0 checkpoint asked for the tiny demo size; buckets are checked one by one.
@@ -519,4 +524,4 @@ def test_an_undownloaded_catalogued_id_gets_its_trained_size(hub_id, size, tmp_p
     from dit_lora.families import get_family
 
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=hub_id)
-    assert get_family("cogvideox").video_buckets(cfg) == [size]
+    assert get_family("cogvideox").video_buckets(cfg)[0] == size
