@@ -158,7 +158,20 @@ def check_video_sample(
     than its bucket warns (its frames are upscaled). An image is a one-frame clip: its bucket is one of
     ``image_buckets`` (default: one per spatial size of ``buckets``), it is decoded within ``max_pixels``, and a
     broken one blocks with the image families' reason.
+
+    A usable row names the bucket and the share of the picture its crop cuts off (shown with ``--all``); above
+    :data:`~dit_lora.data.frames.CROP_WARNING` it warns. The bucket is chosen by training's own
+    :func:`~dit_lora.data.frames.choose_bucket`, on the clip's size as displayed (after rotation metadata).
     """
+    row, bucket, _ = _check_video_sample(sample, buckets=buckets, frame_sampling=frame_sampling,
+                                         frames_flag=frames_flag, require_caption=require_caption,
+                                         image_buckets=image_buckets, max_pixels=max_pixels)
+    return row, bucket
+
+
+def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require_caption, image_buckets, max_pixels):
+    """:func:`check_video_sample`, plus the clip's displayed ``(height, width)`` (None when it cannot be read)."""
+    from .frames import CROP_WARNING, clip_cropped_share
     from .video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
     blocks: list[str] = []
@@ -170,7 +183,7 @@ def check_video_sample(
                      resolution=largest)
     if scan.problem is not None:
         blocks.append(scan.problem)
-        return _combine(sample.key, "sample", blocks, warns, sample.path), None
+        return _combine(sample.key, "sample", blocks, warns, sample.path), None, None
     if sample.is_image:
         warns.extend(file_notes(sample.path, max_pixels))  # the notes training's decode_image_clip gets
     stills = one_frame_buckets(buckets) if image_buckets is None else image_buckets
@@ -181,7 +194,7 @@ def check_video_sample(
     except Exception as err:  # noqa: BLE001 - anything that stops decoding blocks this clip
         blocks.append(f"decoding to {frames}x{height}x{width} failed ({type(err).__name__}: "
                       f"{' '.join(str(err).split())[:200]})")
-        return _combine(sample.key, "sample", blocks, warns, sample.path), None
+        return _combine(sample.key, "sample", blocks, warns, sample.path), None, None
     if tuple(pixels.shape) != (frames, 3, height, width):
         blocks.append(f"decoded to shape {tuple(pixels.shape)}, expected ({frames}, 3, {height}, {width})")
     finite = torch.isfinite(pixels)
@@ -191,7 +204,14 @@ def check_video_sample(
         blocks.append(f"pixels outside [-1, 1] after decoding ({float(pixels.min()):.3g}..{float(pixels.max()):.3g})")
     if scan.width < width or scan.height < height:
         warns.append(f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled")
-    return _combine(sample.key, "sample", blocks, warns, sample.path), (None if blocks else bucket)
+    share = clip_cropped_share(scan.height, scan.width, bucket)
+    if share > CROP_WARNING:
+        warns.append(f"{share:.0%} of its {scan.width}x{scan.height} picture is cropped to fit its {frames}x{height}x"
+                     f"{width} bucket (over {CROP_WARNING:.0%}: its aspect ratio is far from every bucket's)")
+    row = _combine(sample.key, "sample", blocks, warns, sample.path)
+    if row.status == OK:  # the report's --all rows say where each clip trains
+        row.problem = f"bucket {frames}x{height}x{width}, {share:.0%} cropped"
+    return row, (None if blocks else bucket), (scan.height, scan.width)
 
 
 def check_video_samples(
@@ -208,14 +228,15 @@ def check_video_samples(
     import dataclasses
 
     def one(s):
-        return check_video_sample(s, buckets=buckets, frame_sampling=frame_sampling, frames_flag=frames_flag,
-                                  require_caption=require_captions, image_buckets=image_buckets,
-                                  max_pixels=max_pixels)
+        return _check_video_sample(s, buckets=buckets, frame_sampling=frame_sampling, frames_flag=frames_flag,
+                                   require_caption=require_captions, image_buckets=image_buckets,
+                                   max_pixels=max_pixels)
 
     samples = list(samples)
     results = _map_in_threads(one, samples, num_workers, most=4)
-    usable = [dataclasses.replace(s, bucket=b) for s, (_, b) in zip(samples, results) if b is not None]
-    return [row for row, _ in results], usable
+    usable = [dataclasses.replace(s, bucket=b, source_size=size)
+              for s, (_, b, size) in zip(samples, results) if b is not None]
+    return [row for row, _, _ in results], usable
 
 
 def _namespace_folders(root: Path, namespace: str | None) -> list[Path]:

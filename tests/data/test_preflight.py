@@ -489,10 +489,10 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
     samples = [VideoSample(key=n, caption="c", path=str(tmp_path / n)) for n in names]
     rows, usable = check_video_samples(samples, buckets=[(5, 32, 64), (5, 32, 32)], num_workers=1)
     status = {r.key: (r.status, r.problem) for r in rows}
-    assert status["wide.png"] == (OK, "")
+    assert status["wide.png"] == (OK, "bucket 1x32x64, 0% cropped")  # an ok row says where it trains
     assert status["small.jpg"] == (WARN, "16x16 is smaller than its 1x32x32 bucket; it is upscaled")
     assert status["broken.png"] == (BLOCK, "not a readable image (corrupt, or not an image despite its extension)")
-    assert status["clip.mp4"] == (OK, "")
+    assert status["clip.mp4"] == (OK, "bucket 5x32x32, 0% cropped")
     assert {s.key: s.bucket for s in usable} == {"wide.png": (1, 32, 64), "small.jpg": (1, 32, 32),
                                                 "clip.mp4": (5, 32, 32)}
 
@@ -557,3 +557,22 @@ def test_check_sample_bucket_is_trainings_choice(tmp_path):
     plain = check_sample(sample, resolution=64)  # without buckets: the square, no bucket columns
     assert plain.bucket is None and "bucket" not in format_table([plain], show_ok=True)
     assert summarize([plain]).count("\n") == 0
+
+
+def test_check_video_samples_warns_about_a_clip_cropped_beyond_the_threshold(tmp_path):
+    """The bucket is training's own choice; a clip losing over CROP_WARNING of its picture to it warns."""
+    from dit_lora.data.frames import CROP_WARNING
+    from dit_lora.data.preflight import check_video_samples
+    from dit_lora.data.video import VideoSample
+    from dit_lora.data.preflight import OK, WARN
+
+    Image.new("RGB", (128, 32), (10, 200, 30)).save(tmp_path / "pano.png")
+    Image.new("RGB", (64, 32), (10, 200, 30)).save(tmp_path / "wide.png")
+    samples = [VideoSample(key=n, caption="c", path=str(tmp_path / n)) for n in ("pano.png", "wide.png")]
+    rows, usable = check_video_samples(samples, buckets=[(5, 32, 64)], num_workers=1)
+    status = {r.key: (r.status, r.problem) for r in rows}
+    assert CROP_WARNING < 0.5
+    assert status["pano.png"] == (WARN, "50% of its 128x32 picture is cropped to fit its 1x32x64 bucket (over 10%: "
+                                        "its aspect ratio is far from every bucket's)")
+    assert status["wide.png"] == (OK, "bucket 1x32x64, 0% cropped")
+    assert [s.source_size for s in usable] == [(32, 128), (32, 64)]

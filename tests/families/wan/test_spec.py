@@ -316,3 +316,26 @@ def test_the_audit_would_see_a_host_read_in_the_loss(wan_load, wan_kit, monkeypa
     audit = SyncAudit(torch.device("cpu"), enabled=True)
     with pytest.raises(HostSyncError), audit.step():
         family.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(0), cfg)
+
+
+# ---- buckets ---------------------------------------------------------------------------------------------------
+def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_default(tmp_path, monkeypatch):
+    """Wan 1.3B's default 81x480x832 comes first, then aspect buckets of at most its area (RoPE is computed per
+    size); the memory plan traces the most-token bucket, the default; --frame_buckets pins exactly what it lists."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    from dit_lora.config import TrainConfig
+    from dit_lora.data.frames import choose_bucket
+    from dit_lora.families import get_family
+
+    family = get_family("wan")
+    cfg = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+    buckets = family.video_buckets(cfg)
+    assert buckets[0] == (81, 480, 832) and len(buckets) > 10
+    assert all(h * w <= 480 * 832 and h % 16 == 0 == w % 16 for _, h, w in buckets)
+    assert choose_bucket(81, 1280, 720, buckets) == (81, 832, 480)
+    assert family.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.train_batch_size, 81, 3, 480, 832))]
+    assert "--frame_buckets 81x480x832 pins" in family.start_notes(cfg)[0]
+    pinned = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
+                         frame_buckets="81x480x832")
+    assert family.video_buckets(pinned) == [(81, 480, 832)]
