@@ -345,3 +345,55 @@ def test_image_to_video_validates_during_training(variant, expert, wan_model, cl
                           validation_inference_steps=2, **({"wan_expert": expert} if expert else {}))
     assert isinstance(summary, dict) and summary["status"] == "completed", summary
     assert (out / "samples" / "step1_0.mp4").is_file() and (out / "samples" / "final_0.mp4").is_file()
+
+
+# ---- clips of several aspect ratios: automatic buckets ----------------------------------------------------------
+#: (width, height) of the mixed clips: square (the default 64 x 64 bucket), 3:5 portrait, 4:1 landscape
+MIXED_SIZES = [(64, 64), (64, 64), (48, 80), (48, 80), (128, 32), (128, 32)]
+
+
+@pytest.fixture(scope="module")
+def mixed_clips(tmp_path_factory) -> Path:
+    """Six captioned clips of three aspect ratios (9 frames at 16 fps), written with PyAV."""
+    import numpy as np
+
+    from dit_lora.output.video import write_video
+
+    root = tmp_path_factory.mktemp("wan-mixed") / "clips"
+    root.mkdir()
+    rows = []
+    for i, (width, height) in enumerate(MIXED_SIZES):
+        frames = []
+        for t in range(9):  # a bright bar sweeping across a dark frame
+            frame = np.full((height, width, 3), 20, dtype=np.uint8)
+            x = t * (width - width // 4) // 8
+            frame[:, x : x + width // 4] = (200, 40 + 20 * i, 30)
+            frames.append(frame)
+        write_video(frames, root / f"clip_{i}.mp4", fps=16, crf=12)
+        rows.append({"file_name": f"clip_{i}.mp4", "text": f"a bar sweeping across, {width}x{height}"})
+    (root / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+@pytest.mark.slow
+def test_clips_of_three_aspects_train_in_their_buckets_and_resume_bit_for_bit(wan_model, mixed_clips, tmp_path,
+                                                                              monkeypatch, capsys):
+    """No --frame_buckets: each clip trains in the automatic bucket of its aspect (none cropped), the log has the
+    bucket table, no step syncs with the host, and a run killed mid-update resumes to the same adapter and losses as the uninterrupted one."""
+    from dit_lora.training.sync_audit import ENV_VAR
+
+    model = wan_model("2.1-t2v")
+    monkeypatch.setenv(ENV_VAR, "1")  # the reference runs under the no-host-sync audit: buckets change no step
+    reference, ref_out = _train(model, mixed_clips, tmp_path / "ref", **T2V_RESUME)
+    monkeypatch.delenv(ENV_VAR)
+    assert isinstance(reference, dict) and reference["status"] == "completed", reference
+    log = capsys.readouterr().out
+    assert "clips per bucket:\n  9x64x64 (64x64 px, aspect 1.00): 2\n  9x80x48 (48x80 px, aspect 0.60): 2\n" in log
+    assert "  9x32x128 (128x32 px, aspect 4.00): 2\n" in log
+    assert "clips cropped by more than 10% to fit their bucket: 0 of 6" in log
+    run = lambda **extra: _train(model, mixed_clips, tmp_path / "run", **T2V_RESUME, **extra)  # noqa: E731
+    _killed_in_process(monkeypatch, "micro_batch:9", run)
+    summary, out = run(resume_from_checkpoint="latest")
+    assert isinstance(summary, dict) and summary["steps_this_run"] == 2, summary
+    _assert_bitwise_equal(_lora(ref_out / ADAPTER), _lora(out / ADAPTER))
+    assert summary["loss_history"] == reference["loss_history"]
