@@ -197,6 +197,33 @@ class _AgentWatch:
         return not text.startswith("Sending process %s closing signal")
 
 
+#: the training script's help flags: ``dit-lora launch recipes/X_lora.py --help`` shows the script's options
+HELP_FLAGS = ("-h", "--help")
+
+
+def script_help(args) -> int | None:
+    """The training script's own help page when its arguments ask for it (``recipes/X_lora.py --help`` or
+    ``-m dit_lora train -h``), run in this process: its exit code. None when they do not ask for it (or with
+    ``--no_python``). Accelerate's launcher would first warn about every launch default it fills in and start a
+    process only to print a page, so the user would read accelerate's notes before dit-lora's options."""
+    if getattr(args, "no_python", False) or not set(HELP_FLAGS) & set(args.training_script_args or ()):
+        return None
+    import runpy
+
+    saved = sys.argv
+    sys.argv = [args.training_script, *args.training_script_args]
+    try:
+        if getattr(args, "module", False):
+            runpy.run_module(args.training_script, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(args.training_script, run_name="__main__")
+    except SystemExit as stop:  # argparse's help exits 0; a script's own error keeps its code
+        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        sys.argv = saved
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
     """``dit-lora launch ...``: returns the training process's exit code."""
     from accelerate.commands.launch import (_validate_launch_command, launch_command_parser,
@@ -210,6 +237,9 @@ def main(argv: Sequence[str]) -> int:
     parser.usage = ("dit-lora launch [accelerate launch options] recipes/<family>_lora.py [recipe options]\n"
                     "       dit-lora launch [accelerate launch options] -m dit_lora train [recipe options]")
     args = parser.parse_args(argv)
+    shown = script_help(args)
+    if shown is not None:
+        return shown
     args, _defaults, _mp = _validate_launch_command(args)
     options = _launch_options(argv, args.training_script)
     os.environ[LAUNCHED_VAR] = "1"  # inherited by the training processes, through torchrun too
@@ -228,4 +258,4 @@ def main(argv: Sequence[str]) -> int:
     return run_process(cmd, env)
 
 
-__all__ = ["FORWARDED", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S", "main", "run_process"]
+__all__ = ["FORWARDED", "HELP_FLAGS", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S", "main", "run_process", "script_help"]

@@ -314,3 +314,21 @@ def test_sigterm_to_a_multi_process_launch_waits_and_reports_the_processes_codes
     assert "received SIGTERM: passed to the training processes" in text, text
     assert "Sending process" not in text and "death signal" not in text and "Traceback" not in text, text
     assert ("did not exit within 1 s" in text) is (expected == 137), text
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_launch_with_the_scripts_help_flag_shows_dit_loras_options_in_process(flag, capsys):
+    # accelerate's parser leaves the flag to the script; the page is dit-lora's, with no launch-defaults warning first
+    assert launch.main([RECIPE, flag]) == 0
+    out, err = capsys.readouterr()
+    assert "usage: sana_lora.py" in out and "--rank" in out and "--train_data_dir" in out
+    assert "accelerate" not in err
+
+
+def test_launch_module_help_and_no_help_request(capsys):
+    assert launch.main(["-m", "dit_lora", "train", "-h"]) == 0
+    assert "usage: dit-lora train" in capsys.readouterr().out
+    from accelerate.commands.launch import launch_command_parser
+
+    args = launch_command_parser().parse_args([RECIPE, "--validation_prompt", "a cat"])
+    assert launch.script_help(args) is None  # a run: left to accelerate's launcher
