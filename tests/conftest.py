@@ -99,6 +99,29 @@ def tiny_dit(tmp_path_factory) -> Path:
     return build_tiny_dit_pipeline(tmp_path_factory.mktemp("models") / "tiny-dit", seed=0)
 
 
+#: (width, height) of the mixed-aspect set: 4:1, 1:4, 3:1, 1:3, 3:2, 2:3 and four squares
+MIXED_ASPECT_SIZES = [(200, 50), (50, 200), (192, 64), (64, 192), (96, 64), (64, 96), (64, 64), (64, 64), (80, 80),
+                      (64, 64)]
+
+
+@pytest.fixture(scope="session")
+def mixed_aspect_data(tmp_path_factory, shapes_data) -> Path:
+    """Ten captioned shape images of six aspect ratios and squares (each a shapes image stretched to its size)."""
+    import json
+
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("data") / "mixed"
+    root.mkdir()
+    rows = [json.loads(line) for line in (shapes_data / "metadata.jsonl").read_text().splitlines()]
+    with open(root / "metadata.jsonl", "w") as meta:
+        for i, ((width, height), row) in enumerate(zip(MIXED_ASPECT_SIZES, rows)):
+            name = f"{i:02d}_{width}x{height}.png"
+            Image.open(shapes_data / row["file_name"]).convert("RGB").resize((width, height)).save(root / name)
+            meta.write(json.dumps({"file_name": name, "text": row["text"]}) + "\n")
+    return root
+
+
 @pytest.fixture(scope="session")
 def shape_classes(tmp_path_factory) -> Path:
     """Shapes in circle/ square/ triangle/ class folders (imagefolder-by-class, no metadata)."""

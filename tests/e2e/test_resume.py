@@ -33,7 +33,13 @@ SETTINGS = {
     # so the checkpointed check schedule and kernel state decide the resumed run's path.
     "defaults_check_after_resume": dict(max_train_steps=8, checkpointing_steps=4, resolution=32, train_batch_size=2,
                                         kernel_check_interval=3),
+    # Images of six aspect ratios and squares in their buckets (--aspect_buckets auto): batches of one bucket each,
+    # drawn per epoch from the groups (the tiny model's 64 px buckets give 8 batches an epoch), so the resume from
+    # checkpoint-8 continues in the second epoch's order.
+    "mixed_aspect": dict(max_train_steps=12, checkpointing_steps=4, train_batch_size=2, random_flip="true"),
 }
+#: the settings trained on the mixed-aspect images (the conftest's mixed_aspect_data) instead of the square shapes
+MIXED_DATA = {"mixed_aspect"}
 # Kill instants: (DIT_LORA_FAULT, the checkpoint the resume must start from). Mid-step (micro_batch), mid-save
 # (checkpoint_before_marker: the save of that step is incomplete) and right after a save (checkpoint_after_rename).
 INSTANTS = {
@@ -43,6 +49,8 @@ INSTANTS = {
     "accumulation_kernels_rollback": [("micro_batch:11", 4)],
     # mid-save of step 8 (a leftover .tmp-checkpoint-8), so the resume from 4 runs the check at 6
     "defaults_check_after_resume": [("checkpoint_before_marker:8", 4)],
+    # mid-step in the second epoch
+    "mixed_aspect": [("micro_batch:10", 8)],
 }
 # What the uninterrupted reference must show, or a setting does not test what it is named for.
 REFERENCE_FACTS = {
@@ -61,7 +69,7 @@ def _group(setting: str):
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory, tiny_sana, shapes_data):
+def references(tmp_path_factory, tiny_sana, shapes_data, mixed_aspect_data):
     """``reference(setting)``: the setting's uninterrupted run, made the first time a test asks for it."""
     root = tmp_path_factory.mktemp("resume-refs")
     done = {}
@@ -69,7 +77,8 @@ def references(tmp_path_factory, tiny_sana, shapes_data):
     def reference(name):
         if name not in done:
             out = root / name
-            proc = run_recipe(base_args(tiny_sana, shapes_data, out, root / "cache", **SETTINGS[name]))
+            data = mixed_aspect_data if name in MIXED_DATA else shapes_data
+            proc = run_recipe(base_args(tiny_sana, data, out, root / "cache", **SETTINGS[name]))
             assert proc.returncode == 0, proc.stdout + proc.stderr
             summary = read_summary(out)
             assert REFERENCE_FACTS.get(name, lambda s: True)(summary), (name, {k: summary[k] for k in (
@@ -91,8 +100,9 @@ def test_the_references_show_what_each_setting_is_for(references, name):
 @pytest.mark.parametrize("setting,fault,resume_at", [pytest.param(s, f, r, marks=_group(s))
                                                      for s, cases in INSTANTS.items() for f, r in cases])
 def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, references, tmp_path, tiny_sana,
-                                                  shapes_data):
+                                                  shapes_data, mixed_aspect_data):
     reference = references(setting)
+    shapes_data = mixed_aspect_data if setting in MIXED_DATA else shapes_data
     opts, out, cache = SETTINGS[setting], tmp_path / "interrupted", reference.parent / "cache"
     killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1, **opts),
                         env={"DIT_LORA_FAULT": fault})

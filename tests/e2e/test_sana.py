@@ -131,3 +131,39 @@ def test_uncached_path_encodes_on_the_fly(tmp_path, tiny_sana, shapes_data):
     assert summary["steps"] == 3 and summary["final_loss"] is not None
     assert not cache.exists() or not any(cache.rglob("*.safetensors"))
     assert (out / "samples" / "step2_0.png").is_file() and (out / "samples" / "final_0.png").is_file()
+
+
+@pytest.mark.slow
+def test_mixed_aspect_images_train_in_their_buckets(tmp_path, tiny_sana, mixed_aspect_data):
+    """--aspect_buckets auto (the default) on 4:1, 1:4, 3:1, 1:3, 3:2, 2:3 and square images: each is cached at its
+    bucket, batches keep to one bucket, the bucket table is logged once, samples stay the --resolution square."""
+    from dit_lora.data.aspect import aspect_buckets, bucket_of, format_size
+
+    sizes = [Image.open(p).size for p in sorted(mixed_aspect_data.glob("*.png"))]
+    assert len({round(w / h, 2) for w, h in sizes}) >= 6
+
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    proc = run_recipe(base_args(tiny_sana, mixed_aspect_data, out, cache, max_train_steps=4, train_batch_size=2,
+                                random_flip="true", ignore_memory_plan="false", validation_prompt="a red circle",
+                                validation_steps=4, num_validation_images=1, validation_inference_steps=2))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from dit_lora.families.sana.spec import resolution_multiple
+
+    # the model's stride from its configs: DC-AE compression x patch size (the tiny model's DC-AE compresses 8x)
+    configs = [json.loads((tiny_sana / c / "config.json").read_text()) for c in ("transformer", "vae")]
+    stride = resolution_multiple(*configs)[1]
+    buckets = aspect_buckets(64 * 64, stride)
+    chosen = [bucket_of(w, h, buckets) for w, h in sizes]
+    assert proc.stdout.count(f"images per bucket (--aspect_buckets auto: {len(buckets)} aspect-ratio buckets of at "
+                             f"most 64x64 pixels in steps of {stride}") == 1
+    table = [line.split() for line in proc.stdout.splitlines()]
+    for bucket in {b for b, _ in chosen}:
+        n = sum(b == bucket for b, _ in chosen)
+        assert [format_size(bucket), str(n), f"{n / len(chosen):.1%}"] in table
+    over = sum(share > 0.10 for _, share in chosen)
+    assert f"{over} image(s) lose more than 10% of their area" in proc.stdout
+    assert "memory plan: predicted peak" in proc.stdout
+    shapes = sorted(tuple(load_file(str(f))["latents"].shape[-2:]) for f in cache.rglob("*.safetensors"))
+    assert shapes == sorted((h // stride, w // stride) for (h, w), _ in chosen)
+    assert read_summary(out)["steps"] == 4
+    assert Image.open(out / "samples" / "final_0.png").size == (64, 64)  # sampling keeps the --resolution square
