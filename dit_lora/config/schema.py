@@ -92,6 +92,9 @@ IMAGE_FAMILIES = Applies(("Encoders",), "image families",
 DIFFUSION_FAMILIES = Applies(("Encoders",), "diffusion families",
                              "a video LLM reads its clips through the model's own processor and validates by "
                              "answering --validation_prompt")
+#: the demo models whose size --demo_size picks (Sana, DiT); the video families pick theirs by version or variant
+IMAGE_DEMOS = Applies(("Encoders",), "the image families' demos",
+                      "CogVideoX's demo is --demo_cogvideox_version, Wan's --demo_wan_variant", none_of=("VideoFrames",))
 
 
 
@@ -187,7 +190,7 @@ class TrainConfig:
         "`wan2.1_t2v_1.3B_bf16.safetensors`): loaded with diffusers' from_single_file, configured by the diffusers "
         "folder or Hub id of --pretrained_model_name_or_path, which still gives the VAE, text encoder and scheduler. "
         "For transformer classes diffusers loads from one file (Wan, Sana).",
-        section="model",
+        section="model", applies=DIFFUSION_FAMILIES,
     )
     quantize_base: str = opt(
         "none",
@@ -213,7 +216,10 @@ class TrainConfig:
         "shapes dataset at train_data_dir when they are missing (offline demo and tests).",
         section="model",
     )
-    demo_size: str = opt("tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model")
+    demo_size: str = opt(
+        "tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model",
+        applies=IMAGE_DEMOS,
+    )
     demo_num_images: int = opt(
         32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
     )
@@ -234,13 +240,13 @@ class TrainConfig:
         None,
         "One caption for every image (or clip) of the data, e.g. `a photo of sks dog`, as diffusers' DreamBooth "
         "scripts use it: per-image captions (caption files, metadata, the caption column) are then not read.",
-        section="data",
+        section="data", applies=DIFFUSION_FAMILIES,
     )
     caption_extension: str = opt(
         ".txt",
         "Extension of the caption file beside each image or clip in --train_data_dir (`.txt`; kohya's sd-scripts "
         "use `.caption`).",
-        section="data",
+        section="data", applies=DIFFUSION_FAMILIES,
     )
     dataset_name: str | None = opt(
         None,
@@ -248,7 +254,9 @@ class TrainConfig:
         ".parquet/.csv/.json/.jsonl file.",
         section="data", resume="free",
     )
-    dataset_split: str = opt("train", "The split of --dataset_name to train on.", section="data", resume="free")
+    dataset_split: str = opt(
+        "train", "The split of --dataset_name to train on.", section="data", resume="free", applies=DIFFUSION_FAMILIES
+    )
     dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free")
     image_column: str = opt("image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES)
     caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data", resume="free")

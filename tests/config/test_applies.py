@@ -42,3 +42,28 @@ def test_a_video_llm_refuses_the_image_size():
     cfg.explicit_options = frozenset({"resolution"})
     with pytest.raises(UserError, match="image families .*video LLM"):
         check_applies(cfg)
+
+
+@pytest.mark.parametrize("name, value", [("instance_prompt", "a photo of sks dog"), ("caption_extension", ".caption"),
+                                         ("dataset_split", "validation"), ("transformer_file", "wan.safetensors")])
+def test_a_video_llm_refuses_the_diffusion_data_and_model_options(name, value):
+    # the video LLMs read VideoQA annotations and a model folder: these would be ignored
+    cfg = TrainConfig.for_family("qwen2_5_vl", **{name: value})
+    cfg.explicit_options = frozenset({name})
+    with pytest.raises(UserError) as err:
+        check_applies(cfg)
+    assert f"--{name} is an option of diffusion families" in str(err.value) and "video LLM" in str(err.value)
+    for family in ("sana", "wan"):
+        ok = TrainConfig.for_family(family, **{name: value})
+        ok.explicit_options = frozenset({name})
+        check_applies(ok)
+
+
+def test_demo_size_belongs_to_the_image_families_demos():
+    tag = tagged_options()["demo_size"]
+    assert set(families_for(tag)) >= {"sana", "dit"} and not {"wan", "cogvideox", "qwen2_5_vl"} & set(
+        families_for(tag))
+    cfg = TrainConfig.for_family("wan", demo_size="small")
+    cfg.explicit_options = frozenset({"demo_size"})
+    with pytest.raises(UserError, match="--demo_wan_variant"):
+        check_applies(cfg)
