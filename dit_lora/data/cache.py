@@ -133,6 +133,19 @@ def same_bucket_chunks(todo: list[int], samples: list, batch_size: int) -> list[
             for start in range(0, len(group), batch_size)]
 
 
+def first_per_file(indices: list[int], files: list[Path]) -> dict[int, int]:
+    """Each of ``indices`` mapped to the first of them naming the same cache file: kohya repeats share one entry
+    (:meth:`~dit_lora.data.sources.RawSample.cache_key` ignores ``repeat``), which must be written once, by one rank."""
+    first_of: dict[Path, int] = {}
+    return {i: first_of.setdefault(Path(files[i]), i) for i in indices}
+
+
+def for_copies(found: dict[int, str], first: dict[int, int]) -> dict[int, str]:
+    """``found`` (``{first index: problem}``) handed to every index whose first it is (``first``:
+    :func:`first_per_file`)."""
+    return {**found, **{i: found[f] for i, f in first.items() if f in found}}
+
+
 def build_cache(
     samples: list,
     files: list[Path],
@@ -170,8 +183,7 @@ def build_cache(
     if not todo:
         return failed
     # Repeats of one image (a kohya N_words folder) share one cache file: encode it once, for its first index.
-    first_of: dict[Path, int] = {}
-    copies = {i: first_of.setdefault(Path(files[i]), i) for i in todo}
+    copies = first_per_file(todo, files)
     todo = [i for i in todo if copies[i] == i]
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
     desc = "caching" if world <= 1 else f"caching (rank {rank}'s share, {world} ranks)"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,9 @@ from . import preflight
 from .captions import caption_lines, token_counter_for_model, token_counter_from_components
 from .decode import pixel_budget
 from ..progress import say
-from .cache import build_cache, cache_files, cache_namespace, default_cache_root, verify_cache_file
+from .cache import (build_cache, cache_files, cache_namespace, default_cache_root, first_per_file, for_copies,
+                    verify_cache_file)
+from .kohya import copy_of
 from .sources import RawSample, load_samples
 from .transforms import crop_seed, preprocess_image
 from .validation import bad_fraction_error, validate_samples
@@ -318,7 +321,8 @@ def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list
     rank, world = accelerator.process_index, accelerator.num_processes
     accelerator.wait_for_everyone()
     invalid_local: dict[int, str] = {}
-    mine = present[rank::world]
+    first = first_per_file(present, files)  # one check per file: two ranks never check and delete one file
+    mine = [i for i in present if first[i] == i][rank::world]
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)), thread_name_prefix="verify") as pool:
         problems = list(pool.map(verify_cache_file, [files[i] for i in mine]))
     for i, problem in zip(mine, problems):
@@ -326,7 +330,7 @@ def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list
             invalid_local[i] = problem
             print(f"cache entry of {samples[i].key} ({files[i].name}): {problem}; recomputing it", flush=True)
             files[i].unlink(missing_ok=True)
-    return _gather(accelerator, invalid_local)
+    return for_copies(_gather(accelerator, invalid_local), first)
 
 
 def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
@@ -345,14 +349,15 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     log = lambda m: _log(accelerator, m)  # noqa: E731
     media = media if media is not None else family.data_handler(cfg)  # a family may hand in its own, bound to comps
     samples = media.list_samples()
-    total = len(samples)
+    total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once
+    counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
     quarantine: list[dict[str, Any]] = []
     path = Path(cfg.output_dir) / QUARANTINE_FILE
 
     def stop_if_too_many() -> None:
         error = bad_fraction_error(
             [(q["key"], q["reason"]) for q in quarantine], total, cfg.max_bad_samples_fraction,
-            where=f" Every left-out sample and why: {path}.",
+            what=counted, where=f" Every left-out sample and why: {path}.",
         )
         if error is not None:
             raise error
@@ -383,19 +388,26 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     log(f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
         + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else ""))
     accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
+    # One index per cache file before the ranks' shares: copies of one file on two ranks would encode it twice at once
+    first = first_per_file(missing, files)
+    todo = [i for i in missing if first[i] == i]
     failed_local = _build_cache_everywhere(accelerator, lambda: build_cache(
-        samples, files, missing[rank::world],
+        samples, files, todo[rank::world],
         encode_images=lambda px: family.encode_images(comps, px),
         encode_prompts=lambda caps: family.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
         random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=say, what=media.noun,
         world=world,
     ))
-    failed = _gather(accelerator, failed_local)
+    failed = for_copies(_gather(accelerator, failed_local), first)
     accelerator.wait_for_everyone()
+    origin, listed = copy_of(samples), Counter(copy_of(samples))
     for i, reason in sorted(failed.items()):
+        if origin[i] != i:
+            continue  # a kohya repeat: its file is quarantined once, with the count
         if i in invalid:
             reason = f"cached entry was bad ({invalid[i]}) and recomputing it failed: {reason}"
-        quarantine.append({"key": samples[i].key, "reason": reason})
+        repeats = {"repeats": listed[i]} if listed[i] > 1 else {}
+        quarantine.append({"key": samples[i].key, "reason": reason, **repeats})
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {path})")

@@ -26,6 +26,9 @@ from dit_lora.config.parser import check_one_source
 from dit_lora.errors import UserError
 
 from .decode import load_rgb
+from .kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, checked_instance_prompt,  # noqa: F401
+                    head_of, kohya_folder, repeat_folder_samples)
+from .kohya import kohya_folders as _kohya_folders
 from .paths import locate, printable
 
 if TYPE_CHECKING:
@@ -40,8 +43,6 @@ MAX_NAMED = 5
 #: the sidecar caption extensions in common use: this project and musubi-tuner read ``.txt`` by default, kohya-ss'
 #: sd-scripts ``.caption``; the one not chosen is looked for only to say that it is there
 COMMON_CAPTION_EXTENSIONS = (".txt", ".caption")
-#: the most repeats a kohya folder name (``N_words``) may ask for; a larger N is far more likely a name (``2024_trip``)
-MAX_FOLDER_REPEATS = 1000
 
 
 def name_some(items: list[str]) -> str:
@@ -234,99 +235,6 @@ def _main_process_print(message: str) -> None:
         print(message, flush=True)
 
 
-def checked_caption_extension(extension: str) -> str:
-    """``--caption_extension`` with its leading dot (``caption`` -> ``.caption``); one without a name is refused."""
-    text = (extension or "").strip()
-    if not text.lstrip("."):
-        raise UserError(
-            f"--caption_extension {extension!r} names no extension. Give the ending of the caption file beside each "
-            f"image: .txt (the default) or .caption (kohya's sd-scripts)."
-        )
-    return text if text.startswith(".") else "." + text
-
-
-def checked_instance_prompt(prompt: str | None) -> str | None:
-    """``--instance_prompt`` stripped; a blank one is refused (it would caption every image with nothing)."""
-    if prompt is None:
-        return None
-    if not prompt.strip():
-        raise UserError(
-            "--instance_prompt is empty. Give the one caption every image is trained with, e.g. "
-            '--instance_prompt "a photo of sks dog", or leave it unset to read each image\'s own caption.'
-        )
-    return prompt.strip()
-
-
-def kohya_folder(name: str) -> tuple[int, str] | None:
-    """``(N, words)`` of a kohya-ss DreamBooth folder name ``N_words``, or None when it is not one.
-
-    Read exactly as sd-scripts' ``extract_dreambooth_params`` (``library/config_util.py``) reads it: the text before
-    the first ``_`` is N when Python's ``int`` parses it, the rest is the class tokens (``"10_sks dog"`` ->
-    ``(10, "sks dog")``, ``"10"`` -> ``(10, "")``, ``"2024_trip"`` -> ``(2024, "trip")``; ``"trip_2024"`` -> None).
-    """
-    head, _, words = name.partition("_")
-    try:
-        return int(head), words
-    except ValueError:
-        return None
-
-
-def _kohya_folders(root: str, keys: Iterable[str]) -> dict[str, tuple[int, str]]:
-    """The first-level ``N_words`` folders among ``keys``; an N below 1 or above :data:`MAX_FOLDER_REPEATS` is one
-    UserError (sd-scripts skips a 0 folder without a word and reads ``2024_trip`` as 2024 repeats)."""
-    folders: dict[str, tuple[int, str]] = {}
-    for top in sorted({key.split("/", 1)[0] for key in keys if "/" in key}):
-        parsed = kohya_folder(top)
-        if parsed is None:
-            continue
-        repeats, words = parsed
-        if not 1 <= repeats <= MAX_FOLDER_REPEATS:
-            why = ("0 or fewer repeats would leave its images out (kohya's sd-scripts skips such a folder without "
-                   "a word)") if repeats < 1 else (
-                   f"{repeats} repeats is more than {MAX_FOLDER_REPEATS}, far more likely a name than a count")
-            raise UserError(
-                f"Folder {top!r} in --train_data_dir {root!r} reads as kohya's `N_words` layout (as sd-scripts reads "
-                f"it: N = {repeats}, each image listed N times per epoch, {words!r} the class tokens), but {why}. "
-                f"Rename it: `{max(1, min(repeats, 10)) if repeats >= 1 else 1}_{words or 'name'}` for that many "
-                f"repeats, or a name that does not start with a number and `_` (e.g. `trip_{head_of(top)}`) to "
-                f"list each image once."
-            )
-        folders[top] = (repeats, words)
-    return folders
-
-
-def head_of(name: str) -> str:
-    """The text before the first ``_`` of a folder name (used in the rename hint)."""
-    return name.partition("_")[0]
-
-
-def repeat_folder_samples(samples: list[RawSample], folders: dict[str, tuple[int, str]],
-                          log: Callable[[str], Any]) -> list[RawSample]:
-    """Each sample of an ``N_words`` folder followed by its N-1 copies (``repeat`` 1..N-1), one log line per folder.
-
-    The copies keep key, file and caption, so they name one cache entry (encoded once) and one crop; their own
-    index gives each its own flip per epoch (:class:`~dit_lora.data.batches.EpochBatches`), as kohya's repeats do.
-    """
-    out: list[RawSample] = []
-    counts: dict[str, int] = {}
-    for sample in samples:
-        top = sample.key.split("/", 1)[0] if "/" in sample.key else None
-        repeats = folders[top][0] if top in folders else 1
-        if top in folders:
-            counts[top] = counts.get(top, 0) + 1
-        out.append(sample)
-        out.extend(dataclasses.replace(sample, repeat=r) for r in range(1, repeats))
-    for top, count in counts.items():
-        repeats = folders[top][0]
-        log(f"`{top}/`: {count} image(s) x {repeats} repeats = {count * repeats} samples per epoch "
-            f"(kohya's N_words folder)")
-    others = len(samples) - sum(counts.values())
-    if others:
-        log(f"{others} image(s) outside any N_words folder: 1 repeat each (kohya's sd-scripts would not read them)")
-    log(f"{len(out)} samples per epoch from {len(samples)} image(s)")
-    return out
-
-
 def is_hidden(name: str) -> bool:
     # Same rule as `datasets`: skips .ipynb_checkpoints, .DS_Store, __MACOSX and friends.
     return name.startswith(".") or name.startswith("__")
@@ -420,6 +328,7 @@ class _SidecarCaptions:
     folders: dict[str, tuple[int, str]]  #: kohya folders, whose words caption an image without its own caption
     other_found: list[str] = field(default_factory=list)  #: caption files of another common extension, unread
     from_words: dict[str, int] = field(default_factory=dict)  #: kohya folder -> images captioned by its words
+    noun: str = "image"  #: what the files are called in the log (``clip`` for video folders)
 
     def read(self, key: str) -> str | None:
         """The caption of image ``key`` from its sidecar file, else its kohya folder's words, else None."""
@@ -441,11 +350,11 @@ class _SidecarCaptions:
         """One line for unread captions of the other extension, one per kohya folder whose words were used."""
         if self.other_found:
             ext = posixpath.splitext(self.other_found[0])[1]
-            log(f"{len(self.other_found)} image(s) have no {self.extension} caption file but a {ext} one beside them "
-                f"({name_some(self.other_found)}): those are not read; pass --caption_extension {ext.lower()} to "
-                f"use them.")
+            log(f"{len(self.other_found)} {self.noun}(s) have no {self.extension} caption file but a {ext} one beside "
+                f"them ({name_some(self.other_found)}): those are not read; pass --caption_extension {ext.lower()} "
+                f"to use them.")
         for top, count in self.from_words.items():
-            log(f"`{top}/`: {count} image(s) without a {self.extension} caption are captioned "
+            log(f"`{top}/`: {count} {self.noun}(s) without a {self.extension} caption are captioned "
                 f"{self.folders[top][1]!r}, the folder's words (kohya's class tokens)")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
@@ -17,6 +18,7 @@ from PIL import UnidentifiedImageError
 from dit_lora.errors import UserError
 
 from .decode import ImageTooLarge, UnsupportedImage, decode_notes, decode_workers, pixel_budget
+from .kohya import copies_note, copy_of
 from .paths import printable
 from .sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
@@ -189,15 +191,23 @@ def validate_samples(
 
 def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samples_fraction: float,
               num_workers: int | None, empty_hint: str) -> list[str | None]:
-    """Run ``check`` on every sample (threads: decoders release the GIL); the problems, in input order."""
+    """Run ``check`` on every sample (threads: decoders release the GIL); the problems, in input order.
+
+    A kohya repeat (:func:`~dit_lora.data.kohya.copy_of`) is not checked again: it gets its first copy's verdict, so
+    a file listed N times is decoded once."""
     check_bad_fraction_value(max_bad_samples_fraction)
     if not samples:
         raise UserError(f"No training samples to check. {empty_hint}")
+    origin = copy_of(samples)
+    firsts = [samples[i] for i, first in enumerate(origin) if first == i]
     workers = num_workers if num_workers is not None else min(8, os.cpu_count() or 1)
-    if workers > 1 and len(samples) > 1:
+    if workers > 1 and len(firsts) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="validate") as pool:
-            return list(pool.map(check, samples))
-    return [check(s) for s in samples]
+            found = list(pool.map(check, firsts))
+    else:
+        found = [check(s) for s in firsts]
+    verdict = dict(zip((i for i, first in enumerate(origin) if first == i), found))
+    return [verdict[first] for first in origin]
 
 
 _ONE = {"paths outside the data folder": "path outside the data folder", "empty captions": "empty caption",
@@ -232,20 +242,31 @@ def screen(samples: list, problems: list[str | None], *, max_bad_samples_fractio
 
     Shared by images and videos; returns the good samples renumbered ``index`` 0..N-1. The count line words
     the skipped samples by reason (:func:`skipped_by_reason`; ``skipped_as`` names the problems of the media).
+    A file listed several times (kohya ``N_words/`` repeats, :func:`~dit_lora.data.kohya.copy_of`) is named and
+    quarantined once with its count (``"repeats"``), and the fraction counts files, not copies.
     """
-    bad = [(s, p) for s, p in zip(samples, problems) if p is not None]
+    origin = copy_of(samples)
+    listed = Counter(origin)
+    bad = [(samples[i], problems[i]) for i, first in enumerate(origin) if first == i and problems[i] is not None]
+    repeats = [listed[i] for i, first in enumerate(origin) if first == i and problems[i] is not None]
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": p} for s, p in bad)
-    for sample, problem in bad[:MAX_LOGGED_BAD]:
-        log(f"skipping {printable(sample.key)}: {problem}")  # a key read from a data file may hold a NUL or ESC
+        quarantine.extend({"key": s.key, "reason": p, **({"repeats": n} if n > 1 else {})}
+                          for (s, p), n in zip(bad, repeats))
+    for (sample, problem), n in list(zip(bad, repeats))[:MAX_LOGGED_BAD]:
+        # a key read from a data file may hold a NUL or ESC
+        log(f"skipping {printable(sample.key)}: {problem}{copies_note(n)}")
     if len(bad) > MAX_LOGGED_BAD:
         log(f"... and {len(bad) - MAX_LOGGED_BAD} more")
+    total = len(listed)  # files (first copies), not kohya repeats
     if bad:
-        log(f"skipped {len(bad)} of {len(samples)} samples: {skipped_by_reason(bad, skipped_as)}; {len(good)} remain")
-    total = len(samples)
+        copies = f" ({sum(repeats)} of {len(samples)} samples per epoch with kohya repeats)" if total < len(samples) \
+            else ""
+        log(f"skipped {len(bad)} of {total} {'files' if total < len(samples) else 'samples'}{copies}: "
+            f"{skipped_by_reason(bad, skipped_as)}; {total - len(bad)} remain")
     if raise_on_fraction:
-        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=what,
+        counted = f"{what} (files; their kohya repeats are not counted)" if total < len(samples) else what
+        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=counted,
                                    failed=failed)
         if error is not None:
             raise error

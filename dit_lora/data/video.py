@@ -503,7 +503,8 @@ def validate_video_samples(
             raise ValueError("validate_video_samples needs min_frames or buckets")
         min_frames = min(b[0] for b in buckets)
     largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1]) if buckets else None
-    scans: dict[int, ClipScan] = {}
+    # keyed by the file: a kohya repeat is not scanned again (check_all), it shares its first copy's scan and bucket
+    scans: dict[tuple[str, str], ClipScan] = {}
 
     def check(sample: VideoSample) -> str | None:
         if require_captions:
@@ -511,14 +512,15 @@ def validate_video_samples(
             if problem is not None:
                 return problem
         scan = scan_clip(sample, min_frames, frames_flag=frames_flag, max_pixels=max_pixels, resolution=largest)
-        scans[id(sample)] = scan  # a dict store is atomic under the GIL; ids stay valid while `samples` lives
+        scans[(sample.key, sample.path)] = scan  # a dict store is atomic under the GIL
         return scan.problem
 
     problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction,
                          num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
                          empty_hint="Point --train_data_dir at a folder of videos with captions.")
     fix = "Check the files in --train_data_dir and --max_num_frames."
-    short = [scans[id(s)].num_frames for s, p in zip(samples, problems) if p is not None and p.startswith("too short")]
+    short = [scans[(s.key, s.path)].num_frames for s, p in zip(samples, problems)
+             if p is not None and p.startswith("too short")]
     # No usable clip and some merely too short: say which option to lower rather than which fraction to raise.
     none_long_enough = bool(short) and all(p is not None for p in problems)
     if none_long_enough:
@@ -534,7 +536,7 @@ def validate_video_samples(
     if not buckets:
         return good
     # screen() returns renumbered copies in input order: pair them with the kept originals' scans.
-    kept = [scans[id(s)] for s, p in zip(samples, problems) if p is None]
+    kept = [scans[(s.key, s.path)] for s, p in zip(samples, problems) if p is None]
     stills = list(image_buckets) if image_buckets is not None else one_frame_buckets(buckets)
     return _with_buckets(good, kept, buckets, stills)
 

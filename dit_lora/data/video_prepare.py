@@ -36,7 +36,8 @@ from .decode import pixel_budget
 from .frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
 from .paths import Located
 from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
-from .sources import name_some
+from .kohya import checked_caption_extension, checked_instance_prompt
+from .sources import _main_process_print, name_some
 from .video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
                     validate_video_samples)
 from .video_sources import load_video_samples
@@ -106,6 +107,8 @@ def load_video_dataset(
     max_train_samples: int | None = None,
     clip_folder: str | os.PathLike,
     cache_dir: str | None = None,
+    instance_prompt: str | None = None,
+    log: Callable[[str], Any] = _main_process_print,
 ) -> list[VideoSample]:
     """List the clips of a `datasets` dataset (its 'train' split) without decoding them.
 
@@ -116,6 +119,7 @@ def load_video_dataset(
     local dataset; a path that leaves them is refused (the clip is quarantined with the reason, never opened).
     Clips stored as bytes are written once to ``clip_folder`` (content-addressed, see :func:`materialise_clip`).
     Keys are ``"<dataset_name>[<row>]"``, order is row order, ``max_train_samples`` keeps the first N rows.
+    With ``instance_prompt`` every row is captioned with it and the caption column is not read (said through ``log``).
 
     Raises:
         UserError: the dataset does not load, a missing video or caption column, a column that
@@ -125,7 +129,9 @@ def load_video_dataset(
 
     column = video_column or "video"
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos")
-    check_dataset_columns(dataset_name, list(dataset.column_names), column, caption_column, what="videos",
+    # With --instance_prompt no caption column is needed: the video column stands in for it in the check.
+    check_dataset_columns(dataset_name, list(dataset.column_names), column,
+                          caption_column if instance_prompt is None else column, what="videos",
                           media_hint=_video_column_hint(dataset, caption_column))
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
@@ -144,7 +150,12 @@ def load_video_dataset(
     default_suffix = ".png" if isinstance(feature, datasets.Image) else ".mp4"
     base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
     root = dataset_files_root(dataset_name) if not media else None
-    captions = dataset_captions(dataset, dataset_name, caption_column)
+    if instance_prompt is None:
+        captions = dataset_captions(dataset, dataset_name, caption_column)
+    else:
+        captions = [(row, instance_prompt) for row in range(len(dataset))]
+        log(f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
+            f"the caption column is not read (diffusers' DreamBooth scripts do the same)")
     paths: list[Located | None] = []
     for start in range(0, len(videos), _ROWS_PER_READ):
         for value in videos[start : start + _ROWS_PER_READ][column]:
@@ -275,13 +286,21 @@ class VideoMedia:
         cfg = self.cfg
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
         if cfg.train_data_dir is not None:
-            return load_video_samples(cfg.train_data_dir, cfg.caption_column, cfg.video_column, cfg.max_train_samples)
+            return load_video_samples(cfg.train_data_dir, cfg.caption_column, cfg.video_column, cfg.max_train_samples,
+                                      caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt)
         if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
             raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.max_train_samples!r}.")
+        if checked_caption_extension(cfg.caption_extension) != ".txt":
+            raise UserError(
+                f"--caption_extension {cfg.caption_extension} names the caption file beside each clip of "
+                f"--train_data_dir, but the clips come from --dataset_name {cfg.dataset_name!r}, whose captions are "
+                f"its --caption_column {cfg.caption_column!r}. Leave --caption_extension unset, or pass the folder "
+                f"of clips and their caption files as --train_data_dir."
+            )
         return load_video_dataset(
             cfg.dataset_name, cfg.dataset_config_name, video_column=cfg.video_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-            clip_folder=self.cache_root / "videos",
+            clip_folder=self.cache_root / "videos", instance_prompt=checked_instance_prompt(cfg.instance_prompt),
         )
 
     def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:

@@ -1,10 +1,13 @@
 """List the clips of a local video folder and their captions, without decoding anything (``--train_data_dir``).
 
 Three layouts, all written by people: ``metadata.jsonl``/``.csv`` (as for images), the CogVideoX /
-finetrainers ``prompts.txt`` + ``videos.txt`` pair, and a folder of clips with a ``.txt`` caption beside each (as
-image folders have). A path written in the first two that leaves the folder is kept with the reason it is refused
-(:mod:`.paths`), so screening quarantines it without opening it. Any of them may list images
-(:data:`~dit_lora.data.video.CLIP_IMAGE_EXTENSIONS`) among the clips: they train as one-frame clips.
+finetrainers ``prompts.txt`` + ``videos.txt`` pair, and a folder of clips with a caption file beside each (as
+image folders have; ``--caption_extension``, ``.txt`` by default). kohya-ss ``N_words/`` folders repeat their clips
+N times per epoch in every layout, and their words caption a clip without its own caption; ``--instance_prompt``
+captions every clip (:mod:`.kohya`, shared with the image folders).
+
+A path written in the first two that leaves the folder is kept with the reason it is refused (:mod:`.paths`), so
+screening quarantines it without opening it. Any of them may list images (:data:`~dit_lora.data.video.CLIP_IMAGE_EXTENSIONS`) among the clips: they train as one-frame clips.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
+from typing import Any, Callable
 
 from dit_lora.errors import UserError
 
+from .kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
 from .paths import locate
-from .sources import METADATA_FILENAMES, is_hidden, name_some, read_metadata
-from .sources import _read_txt as read_txt_caption  # the image folders' .txt captions, read the same way
+from .sources import COMMON_CAPTION_EXTENSIONS, METADATA_FILENAMES, is_hidden, name_some, read_metadata
+from .sources import _main_process_print
+from .sources import _SidecarCaptions as SidecarCaptions  # the image folders' sidecar captions, read the same way
 from .video import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
 
 #: what a video dataset's file may be: a clip, or an image (a one-frame clip)
@@ -31,6 +37,10 @@ def load_video_samples(
     caption_column: str = "text",
     video_column: str | None = None,
     max_train_samples: int | None = None,
+    *,
+    caption_extension: str = ".txt",
+    instance_prompt: str | None = None,
+    log: Callable[[str], Any] | None = None,
 ) -> list[VideoSample]:
     """List the clips (and images, one-frame clips) of a local folder and their captions, without decoding anything.
 
@@ -44,14 +54,22 @@ def load_video_samples(
       per line, paired by line number. Trailing blank lines are ignored, a line that is blank in
       both files is skipped, and a blank line in only one of them is an error, as is a different
       number of lines.
-    * Neither: every clip or image in the folder and its sub-folders (hidden ones skipped) with a ``.txt`` file of
-      the same name beside it holding its caption (``clip0.mp4`` -> ``clip0.txt``); one without is an error.
+    * Neither: every clip or image in the folder and its sub-folders (hidden ones skipped) with a caption file of
+      the same name beside it (``caption_extension``: ``clip0.mp4`` -> ``clip0.txt``); one without is an error.
+      A metadata row with an empty caption falls back to that file too, as image folders do.
 
-    Order is metadata/line order (deterministic); ``max_train_samples`` keeps the first N.
+    kohya-ss folders (any layout): a first-level sub-folder ``N_words`` lists each of its clips N times per epoch
+    (copies with ``repeat`` 1..N-1 right after the clip, sharing its cache entry and bucket); a clip in it without a
+    caption takes ``words`` (not in the prompts.txt layout, where every clip has its line). ``instance_prompt``
+    captions every clip with itself (the captions of the files are not read). Said through ``log`` (default: print,
+    on the main process only).
+
+    Order is metadata/line order (deterministic); ``max_train_samples`` keeps the first N clips (before repeats).
 
     Raises:
         UserError: missing folder, both metadata files, a missing column, mismatched prompts/videos lines, a
-            blank caption, a clip or image without a caption (no metadata: its .txt), or no clips at all.
+            blank caption, a clip or image without a caption, no clips at all, a kohya folder asking for 0 or more
+            than 1000 repeats, or ``--instance_prompt``/``--caption_extension`` with the prompts.txt layout.
     """
     root = os.fspath(train_data_dir)
     if max_train_samples is not None and (
@@ -67,6 +85,9 @@ def load_video_samples(
             f"--train_data_dir {root!r} {what}. Pass the folder that holds your training videos and "
             f"their metadata.jsonl (or prompts.txt + videos.txt)."
         )
+    say = log if log is not None else _main_process_print
+    extension = checked_caption_extension(caption_extension)
+    instance_prompt = checked_instance_prompt(instance_prompt)
     txt_caption = caption_column.lower().endswith(".txt")
     txt_video = video_column is not None and video_column.lower().endswith(".txt")
     if txt_caption or txt_video:
@@ -76,12 +97,36 @@ def load_video_samples(
                 f"prompts.txt + videos.txt layout needs both flags to name .txt files in "
                 f"--train_data_dir (e.g. --caption_column prompts.txt --video_column videos.txt)."
             )
+        _refuse_for_pair_layout(caption_column, video_column, extension, instance_prompt)  # type: ignore[arg-type]
         samples = _load_txt_pair(root, caption_column, video_column)  # type: ignore[arg-type]
+        folders = kohya_folders(root, [s.key for s in samples if s.refused is None], noun="clip")
     else:
-        samples = _load_video_metadata(root, caption_column, video_column)
+        samples, folders = _load_video_metadata(root, caption_column, video_column, extension, instance_prompt, say)
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
+    if folders:
+        samples = repeat_folder_samples(samples, folders, say, noun="clip")
     return [dataclasses.replace(s, index=i) for i, s in enumerate(samples)]
+
+
+def _refuse_for_pair_layout(caption_file: str, video_file: str, extension: str, instance_prompt: str | None) -> None:
+    """The prompts.txt + videos.txt layout reads every caption from its prompts file: a flag about other captions
+    would be ignored, so it is refused."""
+    layout = f"--caption_column {caption_file} --video_column {video_file}"
+    if instance_prompt is not None:
+        raise UserError(
+            f"--instance_prompt {instance_prompt!r} gives every clip one caption, but {layout} (the CogVideoX "
+            f"prompts.txt + videos.txt layout) captions each clip by its line of {caption_file}, so one of the two "
+            f"would be ignored. Leave --instance_prompt unset to train on {caption_file}, or leave --caption_column "
+            f"and --video_column unset to caption every clip of --train_data_dir with --instance_prompt."
+        )
+    if extension != ".txt":
+        raise UserError(
+            f"--caption_extension {extension} names the caption file beside each clip, but {layout} (the CogVideoX "
+            f"prompts.txt + videos.txt layout) reads every caption from {caption_file}: no file beside a clip is "
+            f"read. Leave --caption_extension unset, or leave --caption_column and --video_column unset to read the "
+            f"{extension} file beside each clip."
+        )
 
 
 def _abs(root: str, rel: str) -> str:
@@ -139,7 +184,10 @@ def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoS
     return samples
 
 
-def _load_video_metadata(root: str, caption_column: str, video_column: str | None) -> list[VideoSample]:
+def _load_video_metadata(root: str, caption_column: str, video_column: str | None, extension: str,
+                         instance_prompt: str | None, log: Callable[[str], Any]
+                         ) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
+    """The metadata layout, else the sidecar one (:func:`_load_sidecar_captions`); the samples and kohya folders."""
     if video_column not in (None, "file_name"):
         raise UserError(
             f"--video_column {video_column!r}: with metadata.jsonl/csv the clip is always named in the "
@@ -152,18 +200,25 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
             f"{os.path.join(root, '')} holds both metadata.jsonl and metadata.csv, so it is unclear which "
             f"captions to use. Delete or rename one of them (see --train_data_dir)."
         )
+    media, caption_files = _media_and_captions(root, extension)
     if not present:
-        return _load_sidecar_captions(root, caption_column)
+        return _load_sidecar_captions(root, caption_column, media, caption_files, extension, instance_prompt, log)
     rows = read_metadata(root, "", present[0], caption_column)
+    folders = kohya_folders(root, [key for key, _, refused in rows if refused is None], noun="clip")
+    sidecar = SidecarCaptions(root, caption_files, extension, folders, noun="clip")
     samples: list[VideoSample] = []
     uncaptioned: list[str] = []
     not_video: list[str] = []
     for key, caption, refused in rows:
         if refused is not None:  # outside the folder: quarantined with the reason by screening, never opened
-            samples.append(VideoSample(key=key, caption=caption or "", path=key, refused=refused))
-        elif os.path.splitext(key)[1].lower() not in MEDIA_EXTENSIONS:
+            samples.append(VideoSample(key=key, caption=instance_prompt or caption or "", path=key, refused=refused))
+            continue
+        if os.path.splitext(key)[1].lower() not in MEDIA_EXTENSIONS:
             not_video.append(key)
-        elif caption is None or not caption:
+            continue
+        # --instance_prompt wins; an empty cell falls back to the caption file beside the clip, then its folder's words
+        caption = instance_prompt or caption or sidecar.read(key)
+        if not caption:
             uncaptioned.append(key)
         else:
             samples.append(VideoSample(key=key, caption=caption, path=_abs(root, key)))
@@ -175,21 +230,28 @@ def _load_video_metadata(root: str, caption_column: str, video_column: str | Non
             f"training reads clips ({', '.join(sorted(VIDEO_EXTENSIONS))}) and images as one-frame clips "
             f"({', '.join(sorted(CLIP_IMAGE_EXTENSIONS))}); fix the file_name column."
         )
+    sidecar.report(log)
     if uncaptioned:
         named = name_some(uncaptioned)
         raise UserError(
-            f"{len(uncaptioned)} clip(s) in {metadata_path} have an empty {caption_column!r} caption: "
-            f"{named}. Fill in the caption column (--caption_column) for every row."
+            f"{len(uncaptioned)} clip(s) in {metadata_path} have an empty {caption_column!r} caption and no "
+            f"{extension} file beside them: {named}. Fill in the caption column (--caption_column) for every row, put "
+            f"a {extension} caption beside each of them, or give every clip one caption with --instance_prompt."
         )
     if not samples:
         raise UserError(f"{metadata_path} lists no clips. Add one row per video (file_name and {caption_column!r}).")
-    return samples
+    if instance_prompt is not None:
+        _say_instance_prompt(log, len(samples), instance_prompt, f"the {caption_column!r} column of {present[0]}")
+    return samples, folders
 
 
-def _media_and_texts(root: str) -> tuple[list[str], set[str]]:
-    """Clips and images, and .txt files, under ``root`` (keys relative to it, "/"-separated, sorted; hidden skipped)."""
+def _media_and_captions(root: str, extension: str) -> tuple[list[str], dict[str, str]]:
+    """Clips and images under ``root`` (keys relative to it, "/"-separated, sorted; hidden skipped), and the caption
+    files of ``extension`` and the other common one, as :class:`~dit_lora.data.sources._SidecarCaptions` reads them
+    (``<media key without extension><extension, lower case>`` -> the file's key)."""
+    wanted = {e.lower() for e in (*COMMON_CAPTION_EXTENSIONS, extension)}
     media: list[str] = []
-    texts: set[str] = set()
+    captions: dict[str, str] = {}
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         real = os.path.realpath(dirpath)  # a linked-in folder is followed once: a link cycle ends here
@@ -203,37 +265,49 @@ def _media_and_texts(root: str) -> tuple[list[str], set[str]]:
             if is_hidden(name):
                 continue
             rel = name if rel_dir == "." else posixpath.join(rel_dir, name)
-            ext = os.path.splitext(name)[1].lower()
-            if ext in MEDIA_EXTENSIONS:
+            stem, ext = posixpath.splitext(rel)
+            if ext.lower() in MEDIA_EXTENSIONS:
                 media.append(rel)
-            elif ext == ".txt":
-                texts.add(rel)
-    return sorted(media), texts
+            elif ext.lower() in wanted:
+                captions[stem + ext.lower()] = rel
+    return sorted(media), captions
 
 
-def _load_sidecar_captions(root: str, caption_column: str) -> list[VideoSample]:
-    """The layout without metadata: each clip or image with a same-named .txt caption beside it."""
-    media, texts = _media_and_texts(root)
+def _load_sidecar_captions(root: str, caption_column: str, media: list[str], caption_files: dict[str, str],
+                           extension: str, instance_prompt: str | None, log: Callable[[str], Any]
+                           ) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
+    """The layout without metadata: each clip or image with a same-named caption file beside it (``extension``),
+    else its kohya folder's words; every one ``instance_prompt`` when given. The samples and kohya folders."""
     hint = (f'Add a metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
-            f'"a ..."}}, put a .txt caption beside each clip or image (clip0.mp4 -> clip0.txt), or use the '
-            f"prompts.txt + videos.txt layout with --caption_column prompts.txt --video_column videos.txt.")
+            f'"a ..."}}, put a {extension} caption beside each clip or image (clip0.mp4 -> clip0{extension}), give '
+            f"them all one caption with --instance_prompt, or use the prompts.txt + videos.txt layout with "
+            f"--caption_column prompts.txt --video_column videos.txt.")
     if not media:
         raise UserError(f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv and holds no videos or "
                         f"images ({', '.join(sorted(MEDIA_EXTENSIONS))}). {hint}")
+    folders = kohya_folders(root, media, noun="clip")
+    if instance_prompt is not None:
+        _say_instance_prompt(log, len(media), instance_prompt, f"{len(caption_files)} caption file(s)")
+        return [VideoSample(key=key, caption=instance_prompt, path=_abs(root, key)) for key in media], folders
+    sidecar = SidecarCaptions(root, caption_files, extension, folders, noun="clip")
     uncaptioned: list[str] = []
     samples: list[VideoSample] = []
     for key in media:
-        txt = posixpath.splitext(key)[0] + ".txt"
-        caption = read_txt_caption(os.path.join(root, *txt.split("/"))) if txt in texts else ""
+        caption = sidecar.read(key)
         if not caption:
             uncaptioned.append(key)
         else:
             samples.append(VideoSample(key=key, caption=caption, path=_abs(root, key)))
+    sidecar.report(log)
     if uncaptioned:
         raise UserError(
             f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv, and {len(uncaptioned)} of its "
-            f"{len(media)} video and image file(s) have no caption (no .txt beside them, or an empty one): "
+            f"{len(media)} video and image file(s) have no caption (no {extension} beside them, or an empty one): "
             f"{name_some(uncaptioned)}. {hint}"
         )
-    return samples
+    return samples, folders
 
+
+def _say_instance_prompt(log: Callable[[str], Any], count: int, prompt: str, unread: str) -> None:
+    log(f"--instance_prompt: all {count} clip(s) of --train_data_dir are captioned {prompt!r}; their own captions "
+        f"({unread}) are not read (diffusers' DreamBooth scripts do the same)")

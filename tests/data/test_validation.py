@@ -86,3 +86,29 @@ def test_nothing_left_and_long_logs_capped(tmp_path):
     assert "... and 5 more" in log
     with pytest.raises(UserError, match="No training samples"):
         validate_samples([], log=log)
+
+
+def test_kohya_repeats_are_decoded_quarantined_and_counted_once(tmp_path, monkeypatch):
+    """A `10_sks/` folder lists each image 10 times: each file is decoded once, a bad one is named and quarantined
+    once with its count, and the bad fraction counts files (1 of 3), not copies (10 of 21)."""
+    make_image(tmp_path / "10_sks" / "good.png")
+    (tmp_path / "10_sks" / "bad.png").write_bytes(b"not an image")
+    make_image(tmp_path / "plain" / "other.png")
+    for name in ("10_sks/good", "10_sks/bad", "plain/other"):
+        (tmp_path / f"{name}.txt").write_text("a photo")
+    samples = load_samples(train_data_dir=tmp_path, log=Log())
+    assert len(samples) == 21
+    opened: list[str] = []
+    real = RawSample.open_image
+    monkeypatch.setattr(RawSample, "open_image", lambda self, **kw: opened.append(self.key) or real(self, **kw))
+    log, quarantine = Log(), []
+    good = validate_samples(samples, max_bad_samples_fraction=0.5, log=log, quarantine=quarantine, num_workers=1)
+    assert sorted(opened) == ["10_sks/bad.png", "10_sks/good.png", "plain/other.png"]
+    assert len(good) == 11 and [s.index for s in good] == list(range(11))
+    assert quarantine == [{"key": "10_sks/bad.png", "reason": quarantine[0]["reason"], "repeats": 10}]
+    skipped = [line for line in log if line.startswith("skipping ")]
+    assert len(skipped) == 1 and skipped[0].endswith("(listed 10 times: kohya N_words/ repeats)")
+    assert "skipped 1 of 3 files (10 of 21 samples per epoch with kohya repeats)" in log.text
+    with pytest.raises(UserError) as err:
+        validate_samples(samples, max_bad_samples_fraction=0.3, log=Log())
+    assert "1 of 3 training images (files; their kohya repeats are not counted) (33.3%)" in str(err.value)

@@ -605,3 +605,69 @@ def test_check_data_reports_images_and_blocks_a_broken_one(tmp_path, stills, cap
     assert "12 sample(s): 8 ok, 3 warning(s), 1 blocking" in out
     assert "50% of its 64x32 picture is cropped to fit its 1x32x32 bucket" in out
     assert "clips cropped by more than 10% to fit their bucket: 3 of 11" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# kohya N_words/ clip folders: encoded once, quarantined once, one rank per cache entry (issue 33)
+# ---------------------------------------------------------------------------------------------
+
+
+def _kohya_clips(root: Path, *, bad: bool = False) -> Path:
+    """``3_clipword/`` with 2 distinct clips (and a corrupt one with ``bad``), captioned by the folder's words."""
+    for i, color in enumerate(("red", "blue")):
+        write_moving_square_clip(root / "3_clipword" / f"c{i}.mp4", color=color, num_frames=9, size=32)
+    if bad:
+        write_corrupt_clip(root / "3_clipword" / "broken.mp4")
+    return root
+
+
+def test_kohya_clip_copies_are_encoded_once_and_a_bad_clip_quarantined_once(tmp_path):
+    family = FakeVideoFamily()
+    cfg = _cfg(tmp_path, _kohya_clips(tmp_path / "data", bad=True), max_bad_samples_fraction=0.4)
+    data = prepare_data(cfg, family, None, _acc())
+    assert len(data) == 6 and [s.repeat for s in data.samples] == [0, 1, 2, 0, 1, 2]
+    assert family.encoded == [(1, 9, 3, 32, 32)] * 2  # one encode per clip, not per copy
+    assert len(set(data.dataset.files)) == 2 and data.dataset.files[0] == data.dataset.files[2]
+    # 1 bad file of 3 (33%, under 0.4): by copies it would be 3 of 9, the same share, so count lines say which
+    assert data.quarantine == [{"key": "3_clipword/broken.mp4", "reason": data.quarantine[0]["reason"], "repeats": 3}]
+    with pytest.raises(UserError) as err:
+        prepare_data(_cfg(tmp_path, cfg.train_data_dir, max_bad_samples_fraction=0.3), FakeVideoFamily(), None, _acc())
+    assert "1 of 3 training files (their kohya repeats are not counted) (33.3%)" in str(err.value)
+
+
+def test_kohya_clip_copies_never_land_on_two_ranks(tmp_path, monkeypatch):
+    """Two ranks share the missing entries: each cache file goes to exactly one of them (the copies of one clip on
+    two ranks would encode and write one entry twice, at the same time)."""
+    import accelerate.utils
+
+    from dit_lora.data import prepare
+
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda items: list(items))  # a lone stand-in for 2 ranks
+    shares: dict[int, set] = {}
+
+    def record(samples, files, todo, **kwargs):
+        shares[kwargs["rank"]] = {files[i] for i in todo}
+        return {}
+
+    monkeypatch.setattr(prepare, "build_cache", record)
+    cfg = _cfg(tmp_path, _kohya_clips(tmp_path / "data"))
+    for rank in (0, 1):
+        acc = types.SimpleNamespace(is_main_process=rank == 0, process_index=rank, num_processes=2,
+                                    wait_for_everyone=lambda: None)
+        data = prepare_data(cfg, FakeVideoFamily(), None, acc)
+    assert len(data) == 6 and len(shares[0]) == len(shares[1]) == 1
+    assert not shares[0] & shares[1] and shares[0] | shares[1] == set(data.dataset.files)
+
+
+def test_video_media_passes_caption_flags_and_refuses_caption_extension_for_datasets(tmp_path):
+    root = _kohya_clips(tmp_path / "data")
+    for i in range(2):
+        (root / "3_clipword" / f"c{i}.caption").write_text(f"clip {i}")
+    cfg = _cfg(tmp_path, None, instance_data_dir=str(root), caption_extension=".caption")
+    samples = VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()
+    assert [s.caption for s in samples] == ["clip 0"] * 3 + ["clip 1"] * 3
+    cfg = _cfg(tmp_path, root, instance_prompt="sks clip")
+    assert {s.caption for s in VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()} == {"sks clip"}
+    cfg = _cfg(tmp_path, None, dataset_name=str(tmp_path / "ds"), caption_extension=".caption")
+    with pytest.raises(UserError, match="--caption_extension .caption names the caption file beside each clip"):
+        VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()

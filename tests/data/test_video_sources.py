@@ -161,3 +161,100 @@ def test_folder_of_images_and_clips_with_txt_captions(tmp_path):
     text = str(err.value)
     assert "2 of its 4 video and image file(s) have no caption" in text and "d.png, sub/b.webp" in text
     assert "clip0.mp4 -> clip0.txt" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# kohya N_words/ folders, --caption_extension, --instance_prompt (issue 33)
+# ---------------------------------------------------------------------------------------------
+
+
+def _clip_folder(root: Path, folder: str = "3_clipword", n: int = 2, caption: str | None = None) -> Path:
+    """``n`` distinct 9-frame clips in ``root/folder`` (a caption file ``caption`` beside each, e.g. ``.caption``)."""
+    for i, color in enumerate(("red", "blue", "green")[:n]):
+        path = root / folder / f"c{i}.mp4"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_moving_square_clip(path, color=color, num_frames=9, size=32)
+        if caption:
+            (root / folder / f"c{i}{caption}").write_text(f"a {color} square")
+    return root
+
+
+def test_kohya_clip_folder_repeats_each_clip_and_its_words_caption_it(tmp_path):
+    log: list[str] = []
+    samples = load_video_samples(_clip_folder(tmp_path), log=log.append)
+    assert [(s.key, s.repeat, s.index) for s in samples] == [
+        ("3_clipword/c0.mp4", 0, 0), ("3_clipword/c0.mp4", 1, 1), ("3_clipword/c0.mp4", 2, 2),
+        ("3_clipword/c1.mp4", 0, 3), ("3_clipword/c1.mp4", 1, 4), ("3_clipword/c1.mp4", 2, 5)]
+    assert {s.caption for s in samples} == {"clipword"}
+    assert "`3_clipword/`: 2 clip(s) x 3 repeats = 6 samples per epoch (kohya's N_words folder)" in log
+    assert "6 samples per epoch from 2 clip(s)" in log
+    assert any("2 clip(s) without a .txt caption are captioned 'clipword'" in line for line in log)
+    # Copies are screened once and get their first's bucket, so they name one cache entry.
+    scanned: list[str] = []
+    import dit_lora.data.video as video
+
+    real = video.scan_clip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(video, "scan_clip", lambda s, *a, **k: scanned.append(s.key) or real(s, *a, **k))
+        good = validate_video_samples(samples, buckets=[(9, 32, 32)], log=log.append)
+    assert sorted(scanned) == ["3_clipword/c0.mp4", "3_clipword/c1.mp4"]
+    assert [s.repeat for s in good] == [0, 1, 2, 0, 1, 2] and {s.bucket for s in good} == {(9, 32, 32)}
+    assert len({s.cache_key() for s in good}) == 2
+
+
+def test_kohya_clip_folders_in_metadata_and_pair_layouts_repeat_too(tmp_path):
+    root = _clip_folder(tmp_path / "meta", "2_x", n=2)
+    (root / "metadata.jsonl").write_text("".join(json.dumps({"file_name": f"2_x/c{i}.mp4", "text": f"clip {i}"}) + "\n"
+                                                 for i in range(2)))
+    samples = load_video_samples(root, log=lambda _: None)
+    assert [(s.caption, s.repeat) for s in samples] == [("clip 0", 0), ("clip 0", 1), ("clip 1", 0), ("clip 1", 1)]
+    (root / "prompts.txt").write_text("first\nsecond\n")
+    (root / "videos.txt").write_text("2_x/c0.mp4\n2_x/c1.mp4\n")
+    pair = load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt", log=lambda _: None)
+    assert [(s.caption, s.repeat) for s in pair] == [("first", 0), ("first", 1), ("second", 0), ("second", 1)]
+    assert len(load_video_samples(root, max_train_samples=1, log=lambda _: None)) == 2  # N clips, then repeats
+
+
+@pytest.mark.parametrize("folder", ["0_clipword", "5000_trip"])
+def test_kohya_clip_folder_with_zero_or_absurd_repeats_is_refused(tmp_path, folder):
+    with pytest.raises(UserError, match=rf"Folder '{folder}' .* each clip listed N times per epoch"):
+        load_video_samples(_clip_folder(tmp_path, folder, n=1, caption=".txt"), log=lambda _: None)
+
+
+def test_caption_extension_reads_clip_captions_and_names_the_other_one(tmp_path):
+    root = _clip_folder(tmp_path, "clips", n=2, caption=".caption")
+    log: list[str] = []
+    samples = load_video_samples(root, caption_extension="caption", log=log.append)
+    assert [s.caption for s in samples] == ["a red square", "a blue square"]
+    with pytest.raises(UserError) as err:
+        load_video_samples(root, log=log.append)  # .txt by default: the .caption files are named, not read
+    assert "no .txt beside them" in str(err.value) and "--instance_prompt" in str(err.value)
+    assert any("have no .txt caption file but a .caption one" in line and "--caption_extension .caption" in line
+               for line in log)
+
+
+def test_instance_prompt_captions_every_clip_and_says_so(tmp_path):
+    root = _clip_folder(tmp_path, "2_sks", n=2, caption=".txt")
+    log: list[str] = []
+    samples = load_video_samples(root, instance_prompt="  a video of sks  ", log=log.append)
+    assert len(samples) == 4 and {s.caption for s in samples} == {"a video of sks"}
+    assert any(line.startswith("--instance_prompt: all 2 clip(s)") and "2 caption file(s)" in line for line in log)
+    (root / "metadata.jsonl").write_text(json.dumps({"file_name": "2_sks/c0.mp4", "text": ""}) + "\n")
+    assert {s.caption for s in load_video_samples(root, instance_prompt="sks", log=log.append)} == {"sks"}
+    with pytest.raises(UserError, match="--instance_prompt is empty"):
+        load_video_samples(root, instance_prompt=" ", log=log.append)
+
+
+@pytest.mark.parametrize("flags, refused", [({"instance_prompt": "sks"}, "--instance_prompt 'sks' gives every clip"),
+                                            ({"caption_extension": ".caption"}, "--caption_extension .caption names")])
+def test_pair_layout_refuses_caption_flags_it_cannot_apply(tmp_path, clips, flags, refused):
+    root = make_moving_square_dataset(tmp_path / "txt", n=2, num_frames=9, seed=0, layout="txt")
+    with pytest.raises(UserError) as err:
+        load_video_samples(root, caption_column="prompts.txt", video_column="videos.txt", **flags)
+    assert str(err.value).startswith(refused) and "prompts.txt + videos.txt" in str(err.value)
+
+
+def test_metadata_row_without_caption_falls_back_to_its_caption_file(tmp_path):
+    root = _clip_folder(tmp_path, "clips", n=1, caption=".caption")
+    (root / "metadata.jsonl").write_text(json.dumps({"file_name": "clips/c0.mp4", "text": ""}) + "\n")
+    assert [s.caption for s in load_video_samples(root, caption_extension=".caption")] == ["a red square"]
