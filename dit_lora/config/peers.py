@@ -61,7 +61,8 @@ _SWAP = "block swap is planned (issue 35); `dit-lora plan` says what fits, --qua
 _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
 _CAPTIONS = ("captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
              "caption column; --instance_prompt gives every image one caption")
-_DROPOUT = "dit-lora has no caption dropout yet"
+_DROPOUT = ("the same share of samples trained on the empty caption (decided per seed, epoch and sample; the empty "
+            "caption encoded once into the latent cache)")
 
 #: another trainer's option name -> its dit-lora counterpart (only names that are not dit-lora options themselves)
 PEER_FLAGS: dict[str, Peer] = {
@@ -137,7 +138,7 @@ PEER_FLAGS: dict[str, Peer] = {
     "dataset_repeats": Peer("sd-scripts", None, _REPEATS, sources=("k-util",)),
     "reg_data_dir": Peer("sd-scripts", None, _PRIOR, sources=("k-util",)),
     "caption_extention": Peer("sd-scripts", "caption_extension", "kohya's misspelt alias", sources=("k-util",)),
-    "caption_dropout_rate": Peer("sd-scripts, ai-toolkit", None, _DROPOUT, sources=("k-util", "at")),
+    "caption_dropout_rate": Peer("sd-scripts, ai-toolkit", "caption_dropout_probability", _DROPOUT, sources=("k-util", "at")),
     "shuffle_caption": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),
     "keep_tokens": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),
     "flip_aug": Peer("sd-scripts", "random_flip", sources=("k-util",)),
@@ -320,7 +321,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "learning_rate", "lr_scheduler", "lr_warmup_steps", "max_grad_norm", "mixed_precision",
         "checkpointing_steps", "checkpoints_total_limit", "resume_from_checkpoint", "validation_steps",
         "validation_prompt", "report_to", "tracker_project_name", "logging_dir", "push_to_hub", "hub_model_id",
-        "output_dir"),
+        "output_dir", "caption_dropout_probability"),
     "ai-toolkit": ("resolution", "gradient_accumulation_steps", "gradient_checkpointing", "lr_scheduler", "seed",
                    "num_frames"),
 }

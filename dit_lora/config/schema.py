@@ -297,6 +297,15 @@ class TrainConfig:
     random_flip: bool = opt(
         False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data", applies=DIFFUSION_FAMILIES,
     )
+    caption_dropout_probability: float = opt(
+        0.0,
+        "Train this share of samples on the empty caption (decided per seed, epoch and sample, so a resume drops "
+        "the same ones), which keeps the unconditional prediction of classifier-free guidance trained. The empty "
+        "caption is encoded once, into the latent cache. 0 (the default) never drops; 0.05 to 0.1 is usual. "
+        "DiT refuses it (it drops class labels to its null class itself).",
+        section="data", valid=Range(0, 1, high_open=True, why="the share of samples trained on the empty caption"),
+        resume="fixed", applies=DIFFUSION_FAMILIES,
+    )
     cache_latents: bool = opt(
         True,
         "Precompute latents and text embeddings once into a disk cache keyed by content, model and "

@@ -15,11 +15,14 @@ import torch
 from safetensors.torch import load_file
 
 from ..errors import UserError
+from .caption_dropout import drop_caption
 from .transforms import crop_seed, flip_decision, preprocess_image
 
 
 class EpochBatches:
     """Batches of (sample index, flip) for one rank; every rank yields the same number of batches.
+
+    With ``caption_dropout`` > 0 each item is (sample index, flip, drop caption) (:func:`unpack_item` reads both).
 
     ``groups`` (optional, one group id per sample, e.g. a clip's frame bucket) keeps every batch
     within one group, since samples of different shapes cannot be stacked. Per epoch each group is
@@ -31,11 +34,12 @@ class EpochBatches:
     """
 
     def __init__(self, num_samples: int, batch_size: int, *, seed: int, rank: int, world_size: int, random_flip: bool,
-                 groups: list[int] | None = None):
+                 groups: list[int] | None = None, caption_dropout: float = 0.0):
         if groups is not None and len(groups) != num_samples:
             raise ValueError(f"groups has {len(groups)} entries for {num_samples} samples")
         self.num_samples, self.batch_size = num_samples, batch_size
         self.seed, self.rank, self.world_size, self.random_flip = seed, rank, world_size, random_flip
+        self.caption_dropout = caption_dropout  # > 0: items carry a third entry, drop the caption (drop_caption)
         # One group is no grouping: keep the plain order (and its resume behaviour) bit for bit.
         self.groups = list(groups) if groups is not None and len(set(groups)) > 1 else None
         self.per_rank = num_samples // world_size
@@ -74,7 +78,10 @@ class EpochBatches:
         else:
             chunks = self._grouped(gen)
         for chunk in chunks[start:]:
-            yield [(i, self.random_flip and flip_decision(self.seed, epoch, i)) for i in chunk]
+            items = [(i, self.random_flip and flip_decision(self.seed, epoch, i)) for i in chunk]
+            if self.caption_dropout > 0:  # without it the items stay (index, flip), as recorded before it existed
+                items = [(i, flip, drop_caption(self.seed, epoch, i, self.caption_dropout)) for i, flip in items]
+            yield items
 
     def _grouped(self, gen: torch.Generator) -> list[list[int]]:
         span = self.batch_size * self.world_size
@@ -105,29 +112,46 @@ class _ListSampler:
 _FLIPPED = "_flipped"
 
 
+def unpack_item(item: tuple) -> tuple[int, bool, bool]:
+    """A batch item as (index, flip, drop caption): :class:`EpochBatches` adds the third entry only with caption
+    dropout on."""
+    return int(item[0]), bool(item[1]), len(item) > 2 and bool(item[2])
+
+
 class CachedLatentDataset(torch.utils.data.Dataset):
     """Reads one cache file per sample: latents (and flipped latents) plus its own caption's embeddings.
 
     Flipped items get every cached ``X_flipped`` in place of ``X`` (``latents``, and e.g. a video
-    family's ``image_latents``); unflipped items drop the ``_flipped`` entries.
+    family's ``image_latents``); unflipped items drop the ``_flipped`` entries. An item whose caption is dropped gets
+    every tensor of the ``empty_prompt`` entry (the empty caption's embeddings and masks) in place of its own.
     """
 
-    def __init__(self, files: list[Path]):
-        self.files = files
+    def __init__(self, files: list[Path], empty_prompt: Path | None = None):
+        self.files, self.empty_prompt = files, empty_prompt
+        self._empty: dict[str, torch.Tensor] | None = None  # read once per process (each worker its copy)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
-        index, flip = item
+        index, flip, drop = unpack_item(item)
         tensors = load_file(str(self.files[index]))
         out = {k: v for k, v in tensors.items() if not k.endswith(_FLIPPED)}
         if flip:
             if "latents" + _FLIPPED not in tensors:
                 raise KeyError(f"cache entry {self.files[index]} has no flipped latents")
             out.update({k[: -len(_FLIPPED)]: v for k, v in tensors.items() if k.endswith(_FLIPPED)})
+        if drop:
+            out.update(self._empty_caption())
         out["sample_index"] = index
         return out
+
+    def _empty_caption(self) -> dict[str, torch.Tensor]:
+        if self.empty_prompt is None:
+            raise KeyError("a caption is dropped but the dataset has no empty-caption entry")
+        if self._empty is None:
+            self._empty = load_file(str(self.empty_prompt))
+        return dict(self._empty)
 
 
 class RawImageDataset(torch.utils.data.Dataset):
@@ -143,7 +167,7 @@ class RawImageDataset(torch.utils.data.Dataset):
         return len(self.samples)
 
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
-        index, flip = item
+        index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         size = sample.bucket or (self.resolution, self.resolution)
         pixels = preprocess_image(
@@ -151,7 +175,7 @@ class RawImageDataset(torch.utils.data.Dataset):
             center_crop=self.center_crop, flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )
-        return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}
+        return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}
 
 
 class RawVideoDataset(torch.utils.data.Dataset):
@@ -167,13 +191,13 @@ class RawVideoDataset(torch.utils.data.Dataset):
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
         from .video import decode_clip  # PyAV only when videos are trained
 
-        index, flip = item
+        index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         frames, height, width = sample.bucket
         pixels = decode_clip(sample.path, frames, height, width, start=self.frame_sampling, max_pixels=self.max_pixels)
         if flip:
             pixels = pixels.flip(-1)
-        return {"pixel_values": pixels, "caption": sample.caption, "sample_index": index}
+        return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}
 
 
 def collate(items: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ..families import capabilities as caps
 from ..output.names import QUARANTINE_FILE
 from . import aspect
 from . import batches as batch_lib
+from . import caption_dropout
 from . import preflight
 from .captions import caption_lines, token_counter_for_model, token_counter_from_components
 from .decode import pixel_budget
@@ -373,6 +374,8 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
             log(line)
     caps.inspect_samples(family, comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
+    if cfg.caption_dropout_probability > 0:
+        log(caption_dropout.start_line(cfg.caption_dropout_probability))
     if not cfg.cache_latents or not media.cacheable:
         write_quarantine(cfg, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
@@ -416,5 +419,8 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     if not keep:
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
     kept = [samples[i] for i in keep]
-    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep]), batch_lib.collate, kept, True,
+    # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
+    empty = caption_dropout.cached_empty_prompt(cfg.caption_dropout_probability, root / namespace,
+                                                lambda caps: family.encode_prompts(comps, caps), accelerator, log)
+    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep], empty), batch_lib.collate, kept, True,
                         quarantine, groups=media.groups(kept, world_size=world, log=log))

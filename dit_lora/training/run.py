@@ -412,7 +412,8 @@ def _build_optimizer(run: Run) -> None:
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
     run.order = batch_lib.EpochBatches(len(run.data), cfg.train_batch_size, seed=cfg.seed,
                                        rank=accelerator.process_index, world_size=world,
-                                       random_flip=cfg.random_flip, groups=run.data.groups)
+                                       random_flip=cfg.random_flip, groups=run.data.groups,
+                                       caption_dropout=cfg.caption_dropout_probability)
     check_accumulation(cfg, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch

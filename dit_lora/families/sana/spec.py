@@ -298,7 +298,9 @@ class SanaFamily(DiffusionFamily):
         from ...data.text_padding import used_text_length
 
         data = super().build_data(cfg, comps, accelerator)
-        length = used_text_length(data.dataset.files) if data.cached and cfg.family_options.trim_text_padding else None
+        # The empty caption's entry (--caption_dropout_probability) is a caption the batches may hold too.
+        files = [*data.dataset.files, *filter(None, [getattr(data.dataset, "empty_prompt", None)])] if data.cached else []
+        length = used_text_length(files) if data.cached and cfg.family_options.trim_text_padding else None
         comps.extras["text_tokens"] = length
         if length is not None and length < self._max_sequence_length(cfg) and accelerator.is_main_process:
             print(f"caption tokens: the longest cached caption uses {length} of {self._max_sequence_length(cfg)} "
