@@ -196,6 +196,15 @@ class DiTFamily(DiffusionFamily):
 
     def validate_config(self, cfg: TrainConfig) -> None:
         path = cfg.pretrained_model_name_or_path
+        if cfg.caption_dropout_probability > 0:
+            raise UserError(
+                f"--caption_dropout_probability {cfg.caption_dropout_probability:g} is for captioned models; DiT is "
+                "class-conditional and already drops class labels to its null class (the last row of its class "
+                "table, the id DiTPipeline's guidance feeds) with the checkpoint's own probability (its "
+                "LabelEmbedding dropout_prob: 0.1 for facebook/DiT-XL-2-256, as in the DiT paper), drawn on the "
+                "run's generator so a resume is exact. A second dropout would stack on it. Remove "
+                "--caption_dropout_probability."
+            )
         check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
         tr_cfg = read_component_config(cfg, "transformer")
         if tr_cfg is not None and (tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero"
@@ -222,15 +231,6 @@ class DiTFamily(DiffusionFamily):
                     f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
                     "sampled with it. Use at most 1000 classes."
                 )
-        if cfg.caption_dropout_probability > 0:
-            raise UserError(
-                f"--caption_dropout_probability {cfg.caption_dropout_probability:g} is for captioned models; DiT is "
-                "class-conditional and already drops class labels to its null class (the last row of its class "
-                "table, the id DiTPipeline's guidance feeds) with the checkpoint's own probability (its "
-                "LabelEmbedding dropout_prob: 0.1 for facebook/DiT-XL-2-256, as in the DiT paper), drawn on the "
-                "run's generator so a resume is exact. A second dropout would stack on it. Remove "
-                "--caption_dropout_probability."
-            )
         check_safetensors(cfg, ("transformer", "vae"), "DiT")
         self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
         sched = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
