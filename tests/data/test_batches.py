@@ -75,6 +75,18 @@ def test_raw_image_dataset_preprocesses_and_flips(tmp_path):
     assert torch.equal(flipped["pixel_values"], plain["pixel_values"].flip(-1))
 
 
+def test_raw_image_dataset_decodes_each_image_to_its_bucket(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (64, 16), (255, 0, 0)).save(tmp_path / "wide.png")
+    path = str(tmp_path / "wide.png")
+    samples = [RawSample(key="wide.png", caption="red", path=path, bucket=(8, 32)),
+               RawSample(key="wide.png", caption="red", path=path)]
+    data = RawImageDataset(samples, 16, center_crop=True, seed=0)
+    assert data[(0, False)]["pixel_values"].shape == (3, 8, 32)
+    assert data[(1, False)]["pixel_values"].shape == (3, 16, 16)  # no bucket yet: the --resolution square
+
+
 def test_collate_stacks_tensors_and_lists_the_rest():
     out = collate([{"x": torch.zeros(2), "caption": "a", "sample_index": 0},
                    {"x": torch.ones(2), "caption": "b", "sample_index": 1}])

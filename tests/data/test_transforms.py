@@ -81,6 +81,19 @@ def test_random_crop_deterministic_per_seed():
     assert sum(not torch.equal(crop(7), crop(s)) for s in range(8, 14)) >= 5
 
 
+@pytest.mark.parametrize("bucket", [(16, 64), (64, 16), (24, 40)])
+def test_a_bucket_is_covered_then_cropped_within_the_cover(bucket):
+    """An (height, width) bucket: resized to cover it (one side exact), cropped to it; a random crop stays inside."""
+    img = Image.fromarray(np.random.default_rng(0).integers(0, 256, (50, 200, 3), dtype=np.uint8))  # 200 x 50
+    height, width = bucket
+    new_w, new_h = resized_size(200, 50, bucket)
+    assert (new_w == width or new_h == height) and new_w >= width and new_h >= height
+    for seed in range(5):
+        left, top, right, bottom = crop_box((new_w, new_h), bucket, center_crop=False, crop_rng_seed=seed)
+        assert 0 <= left and right <= new_w and 0 <= top and bottom <= new_h
+        assert preprocess_image(img, bucket, center_crop=False, flip=False, crop_rng_seed=seed).shape == (3, *bucket)
+
+
 def test_flip_decision_and_crop_seed_are_pure():
     torch_state, py_state, np_state = torch.random.get_rng_state(), random.getstate(), np.random.get_state()
     draws = [flip_decision(1234, epoch, i) for epoch in range(2) for i in range(500)]

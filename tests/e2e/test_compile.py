@@ -135,6 +135,18 @@ def test_sana_compiles_without_breaks(aot_eager, tiny_sana, shapes_data, tmp_pat
 
 
 @pytest.mark.slow
+def test_sana_compiles_one_graph_per_aspect_bucket(aot_eager, tiny_sana, mixed_aspect_data, tmp_path):
+    """Mixed-aspect images (--aspect_buckets auto): one static graph per batch shape met, no break, no recompile after
+    warm-up (the recompile limit is sized by the buckets)."""
+    summary, _ = train_in_process(tiny_sana, mixed_aspect_data, tmp_path, compile="blocks", max_train_steps=8,
+                                  resolution=64, train_batch_size=2)
+    assert not isinstance(summary, Exception), summary
+    compiled = summary["compile"]
+    assert compiled["graph_breaks"] == 0 and compiled["recompiles_after_warmup"] == 0, compiled
+    assert compiled["batch_shapes"] >= 4  # the tiny model's 64 px buckets: several shapes in 8 steps
+
+
+@pytest.mark.slow
 def test_dit_compiles_whole_without_breaks(aot_eager, tiny_dit, shape_classes, tmp_path):
     """--compile full (the whole model) on DiT; --compile blocks is covered by the other families' tests."""
     summary, _ = train_in_process(tiny_dit, shape_classes, tmp_path, compile="full", max_train_steps=3,

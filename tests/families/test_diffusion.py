@@ -10,7 +10,8 @@ from PIL import Image
 from dit_lora.config import TrainConfig
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.families.base import Components
-from dit_lora.families.capabilities import Captions, Encoders
+from dit_lora.errors import UserError
+from dit_lora.families.capabilities import Captions, Encoders, ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily
 
 
@@ -163,3 +164,32 @@ def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
     assert comps.extras["validation_image"] is first and first.size == (32, 32)
     (tmp_path / "green.png").unlink()  # a reload would now fail: the kept image is returned
     assert run_conditioning_image(family, cfg, comps) is first
+
+
+class BucketedPooling(Pooling):
+    """Pooling whose images take aspect-ratio buckets in steps of 8."""
+
+    capabilities = DiffusionFamily.capabilities + (ImageBuckets,)
+
+    def bucket_stride(self, cfg):
+        return 8
+
+    def square_only(self, cfg):
+        return None
+
+
+def test_the_plan_traces_the_largest_image_bucket():
+    """auto: the --resolution square, which no bucket exceeds in pixels (tokens); a fixed size: that size."""
+    from dit_lora.data.aspect import run_buckets
+
+    family = BucketedPooling()
+    cfg = TrainConfig(resolution=32, train_batch_size=2)
+    assert max(h * w for h, w in run_buckets("auto", 32, 8)) == 32 * 32
+    assert family.pixel_batches(cfg) == [("32 x 32 px", (2, 3, 32, 32))]
+    cfg.aspect_buckets = "48x24"  # larger than the square: the plan takes it
+    assert family.pixel_batches(cfg) == [("48 x 24 px", (2, 3, 24, 48))]
+    ((_, batch),) = family.plan_batches(cfg, None)
+    assert batch["latents"].shape == (2, 3, 3, 6)
+    cfg.aspect_buckets = "50x24"
+    with pytest.raises(UserError, match="--aspect_buckets 48x24"):
+        family.pixel_batches(cfg)
