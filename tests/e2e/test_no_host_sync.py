@@ -246,6 +246,30 @@ def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audit
 
 
 @pytest.mark.slow
+def test_caption_dropout_steps_never_sync(demo_root, tmp_path, monkeypatch, audits):
+    """--caption_dropout_probability: the drop is decided on the host and the empty caption swapped in the dataset,
+    so the Sana demo's steps still never wait for the device."""
+    summary = _train("sana/demo.yaml", demo_root, tmp_path / "out", monkeypatch, caption_dropout_probability=0.5)
+    assert summary["status"] == "completed" and summary["steps"] == 6
+    assert summary["config"]["caption_dropout_probability"] == 0.5
+    (audit,) = audits
+    assert audit.enabled and audit.steps == 6 * summary["config"]["gradient_accumulation_steps"]
+    assert set(audit.passed_in) <= {1}, audit.passed_in
+
+
+@pytest.mark.slow
+def test_mixed_aspect_bucket_steps_never_sync(demo_root, tmp_path, monkeypatch, audits, mixed_aspect_data):
+    """Images of six aspect ratios in their buckets: batches of several shapes, chosen on the host, never a sync."""
+    summary = _train("sana/demo.yaml", demo_root, tmp_path / "out", monkeypatch, train_data_dir=mixed_aspect_data,
+                     train_batch_size=2)
+    assert summary["status"] == "completed" and summary["steps"] == 6 and summary["config"]["aspect_buckets"] == "auto"
+    assert summary["config"]["train_data_dir"] == str(mixed_aspect_data)
+    (audit,) = audits
+    assert audit.enabled and audit.steps == 6 * summary["config"]["gradient_accumulation_steps"]
+    assert set(audit.passed_in) <= {1}, audit.passed_in
+
+
+@pytest.mark.slow
 def test_a_host_read_added_to_a_family_step_fails_the_run(demo_root, tmp_path, monkeypatch, audits):
     """The loop really runs each step under the audit: a .tolist() of the loss in Sana's compute_loss (no
     dispatcher op on a CPU, so the old audit missed it) ends the run at the first step."""
