@@ -217,8 +217,7 @@ def one_frame_buckets(buckets: Sequence[Bucket]) -> list[Bucket]:
 # Automatic resolution buckets (no --frame_buckets)
 # ---------------------------------------------------------------------------------------------
 
-#: a clip or image losing more than this share of its picture to its bucket's crop is counted and warned about
-CROP_WARNING = 0.1
+from .aspect import CROP_WARNING  # noqa: E402 - the image families' threshold: one for every picture
 
 
 def automatic_buckets(base: Bucket, stride: int, *, max_aspect: float | None = None) -> list[Bucket]:

@@ -49,6 +49,7 @@ class SampleCheck:
     path: str | None = None
     bucket: tuple[int, int] | None = None
     cropped: float | None = None
+    noun: str = "image"  # what the bucket table counts: a video family's rows are clips
 
 
 def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str | None) -> SampleCheck:
@@ -159,9 +160,10 @@ def check_video_sample(
     ``image_buckets`` (default: one per spatial size of ``buckets``), it is decoded within ``max_pixels``, and a
     broken one blocks with the image families' reason.
 
-    A usable row names the bucket and the share of the picture its crop cuts off (shown with ``--all``); above
-    :data:`~dit_lora.data.frames.CROP_WARNING` it warns. The bucket is chosen by training's own
-    :func:`~dit_lora.data.frames.choose_bucket`, on the clip's size as displayed (after rotation metadata).
+    A usable row holds its bucket's size and the share of the picture its crop cuts off (the report's ``bucket`` and
+    ``cropped`` columns, counted as clips); above :data:`~dit_lora.data.aspect.CROP_WARNING` it warns. The bucket is
+    chosen by training's own :func:`~dit_lora.data.frames.choose_bucket`, on the clip's size as displayed (after
+    rotation metadata).
     """
     row, bucket, _ = _check_video_sample(sample, buckets=buckets, frame_sampling=frame_sampling,
                                          frames_flag=frames_flag, require_caption=require_caption,
@@ -170,8 +172,8 @@ def check_video_sample(
 
 
 def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require_caption, image_buckets, max_pixels):
-    """:func:`check_video_sample`, plus the clip's displayed ``(height, width)`` (None when it cannot be read)."""
-    from .frames import CROP_WARNING, clip_cropped_share
+    """:func:`check_video_sample`, plus the clip's displayed ``(height, width, rotation)`` (None when unusable)."""
+    from .frames import clip_cropped_share
     from .video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
     blocks: list[str] = []
@@ -206,12 +208,11 @@ def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require
         warns.append(f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled")
     share = clip_cropped_share(scan.height, scan.width, bucket)
     if share > CROP_WARNING:
-        warns.append(f"{share:.0%} of its {scan.width}x{scan.height} picture is cropped to fit its {frames}x{height}x"
-                     f"{width} bucket (over {CROP_WARNING:.0%}: its aspect ratio is far from every bucket's)")
+        warns.append(f"the crop into its {frames}x{height}x{width} bucket cuts {share:.0%} of its {scan.width}x"
+                     f"{scan.height} picture")
     row = _combine(sample.key, "sample", blocks, warns, sample.path)
-    if row.status == OK:  # the report's --all rows say where each clip trains
-        row.problem = f"bucket {frames}x{height}x{width}, {share:.0%} cropped"
-    return row, (None if blocks else bucket), (scan.height, scan.width)
+    row.bucket, row.cropped, row.noun = (height, width), share, "clip"
+    return row, (None if blocks else bucket), (scan.height, scan.width, scan.rotation)
 
 
 def check_video_samples(
@@ -234,8 +235,8 @@ def check_video_samples(
 
     samples = list(samples)
     results = _map_in_threads(one, samples, num_workers, most=4)
-    usable = [dataclasses.replace(s, bucket=b, source_size=size)
-              for s, (_, b, size) in zip(samples, results) if b is not None]
+    usable = [dataclasses.replace(s, bucket=b, source_size=shown[:2], rotation=shown[2])
+              for s, (_, b, shown) in zip(samples, results) if b is not None]
     return [row for row, _, _ in results], usable
 
 
@@ -360,8 +361,9 @@ def bucket_lines(rows: Sequence[SampleCheck]) -> list[str]:
     if not sized:
         return []
     over = sum(r.cropped is not None and r.cropped > CROP_WARNING for r in sized)
-    return (["images per bucket, as training would batch them:"] + bucket_table([r.bucket for r in sized])
-            + [f"{over} of {len(sized)} image(s) lose more than {CROP_WARNING:.0%} of their area to the crop"])
+    noun = sized[0].noun
+    return ([f"{noun}s per bucket, as training would batch them:"] + bucket_table([r.bucket for r in sized], noun=noun)
+            + [f"{over} of {len(sized)} {noun}(s) lose more than {CROP_WARNING:.0%} of their area to the crop"])
 
 
 def has_blocking(rows: Sequence[SampleCheck]) -> bool:

@@ -107,6 +107,9 @@ class VideoSample:
     #: (height, width) of its decoded frames as displayed (after rotation metadata), set with ``bucket``: what the
     #: bucket was chosen for and what the log's cropped share is measured on
     source_size: tuple[int, int] | None = None
+    #: the counter-clockwise turn (0, 90, 180, 270) its rotation metadata asks for, set with ``bucket``: frames are
+    #: decoded upright, so a turned clip's cache entry is named apart from one cached before that (:meth:`cache_key`)
+    rotation: int = 0
     #: which copy of a repeated clip this is (a kohya ``N_words/`` folder lists each clip N times): 0 for the first;
     #: the copies share key, file, caption and bucket, so one cache entry (:meth:`cache_key` ignores it)
     repeat: int = 0
@@ -132,7 +135,8 @@ class VideoSample:
         if self.bucket is None:
             raise ValueError(f"clip {self.key!r} has no bucket (frames, height, width) assigned yet")
         frames, height, width = self.bucket
-        return f"{self.content_id()}:{frames}x{height}x{width}"
+        turned = f":r{self.rotation}" if self.rotation else ""  # upright frames differ from the stored ones
+        return f"{self.content_id()}:{frames}x{height}x{width}{turned}"
 
     def display_name(self) -> str:
         """How reports name this clip: its file."""
@@ -276,9 +280,10 @@ def decode_clip(
     frames evenly from the first to the last frame (covers the whole clip, but speeds motion up
     by a clip-dependent factor, and decodes the whole clip).
 
-    Each frame is resized (bilinear, aspect-preserving cover) and centre-cropped with PIL exactly
-    like :func:`~dit_lora.data.transforms.preprocess_image` with ``center_crop=True``. Rotation
-    metadata is ignored. Deterministic: same file and arguments, same tensor.
+    Each frame is turned upright per the clip's rotation metadata (:func:`upright`, as players show it: a phone's
+    portrait clip stays portrait), then resized (bilinear, aspect-preserving cover) and centre-cropped with PIL
+    exactly like :func:`~dit_lora.data.transforms.preprocess_image` with ``center_crop=True``. Deterministic: same
+    file and arguments, same tensor.
 
     Raises:
         VideoDecodeError: unreadable, no video stream, fewer frames than needed, or a decode error; for an
@@ -301,7 +306,7 @@ def decode_clip(
     wanted = _frame_indices(total, num_frames, start)
     last = wanted[-1]
     out = torch.empty((num_frames, 3, height, width), dtype=torch.float32)
-    by_index, seen = decode_frames_at(path, wanted, lambda frame: _frame_tensor(frame.to_image(), height, width))
+    by_index, seen = decode_frames_at(path, wanted, lambda frame: _frame_tensor(upright(frame), height, width))
     if len(by_index) < len(set(wanted)):
         raise VideoDecodeError(f"too short: {seen} decodable frame(s), need {last + 1}")
     for slot, index in enumerate(wanted):
@@ -329,6 +334,22 @@ def decode_image_clip(path: str | os.PathLike, height: int, width: int, *, max_p
         image.close()
 
 
+_TURNS = {1: Image.Transpose.ROTATE_90, 2: Image.Transpose.ROTATE_180, 3: Image.Transpose.ROTATE_270}
+
+
+def quarter_turns(frame: Any) -> int:
+    """How many counter-clockwise quarter turns a decoded frame's rotation metadata (its display matrix, PyAV's
+    ``VideoFrame.rotation``) asks for, 0-3 (an angle between quarter turns is rounded to the nearest)."""
+    return round((getattr(frame, "rotation", 0) or 0) / 90) % 4
+
+
+def upright(frame: Any) -> Image.Image:
+    """A decoded PyAV frame as a PIL image the way players show it: turned per its rotation metadata."""
+    image = frame.to_image()
+    turns = quarter_turns(frame)
+    return image.transpose(_TURNS[turns]) if turns else image
+
+
 def _frame_tensor(image: Image.Image, height: int, width: int) -> torch.Tensor:
     if image.mode != "RGB":
         image = image.convert("RGB")
@@ -352,8 +373,9 @@ class ClipScan(NamedTuple):
 
     problem: str | None
     num_frames: int = 0
-    width: int = 0
+    width: int = 0  # as displayed: after the rotation metadata
     height: int = 0
+    rotation: int = 0  # the counter-clockwise turn the rotation metadata asks for (0, 90, 180, 270)
 
 
 def image_size(path: str, max_pixels: int | None = None) -> tuple[int, int]:
@@ -409,7 +431,7 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     except OSError as err:
         return ClipScan(f"unreadable ({describe_error(err)})")
     av = _av()
-    count = declared = width = height = 0
+    count = declared = width = height = turns = 0
     opened = False
     try:
         with av.open(path) as container:
@@ -418,8 +440,10 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
             opened = True
             for frame in container.decode(stream):
                 frame.to_ndarray(format="rgb24")  # forces a full conversion, as training will
-                if not count:
-                    width, height = int(frame.width), int(frame.height)
+                if not count:  # the size as displayed: a quarter turn swaps it
+                    turns = quarter_turns(frame)
+                    width, height = (int(frame.height), int(frame.width)) if turns % 2 else (int(frame.width),
+                                                                                            int(frame.height))
                 count += 1
     except VideoDecodeError as err:
         return ClipScan(str(err), count, width, height)
@@ -438,7 +462,7 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     if count < min_frames:
         return ClipScan(f"too short ({count} frame(s), need at least {min_frames} for {frames_flag})",
                         count, width, height)
-    return ClipScan(None, count, width, height)
+    return ClipScan(None, count, width, height, 90 * turns)
 
 
 def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames",
@@ -546,5 +570,5 @@ def _with_buckets(good: list[VideoSample], scans: list[ClipScan], buckets: Seque
     """Each kept sample with its bucket: a clip's among ``buckets``, an image's among the one-frame ``stills``."""
     return [dataclasses.replace(sample, bucket=choose_bucket(scan.num_frames, scan.height, scan.width,
                                                              stills if sample.is_image else buckets),
-                                source_size=(scan.height, scan.width))
+                                source_size=(scan.height, scan.width), rotation=scan.rotation)
             for sample, scan in zip(good, scans)]

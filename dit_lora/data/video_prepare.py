@@ -331,9 +331,7 @@ class VideoMedia:
         from .prepare import report_captions
 
         report_captions(samples, self.cfg, self.family, log)
-        for line in bucket_table(self.all_buckets(samples), usable, automatic=self.automatic)[1:]:
-            log(line)
-        return rows, usable, None
+        return rows, usable, None  # each row has its bucket and crop; the summary counts them (preflight.summarize)
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
         return video_namespace_identity(self.cfg, self.family, comps)

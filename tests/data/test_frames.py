@@ -73,7 +73,8 @@ def test_images_get_one_frame_buckets_of_the_runs_sizes_by_the_aspect_rule():
 
 # ---- automatic aspect buckets (no --frame_buckets) -------------------------------------------
 
-from dit_lora.data.frames import (CROP_WARNING, automatic_buckets, bucket_table, choose_bucket, clip_cropped_share,
+from dit_lora.data.aspect import CROP_WARNING
+from dit_lora.data.frames import (automatic_buckets, bucket_table, choose_bucket, clip_cropped_share,
                                   describe_buckets, most_tokens)
 
 

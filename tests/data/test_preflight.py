@@ -489,10 +489,13 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
     samples = [VideoSample(key=n, caption="c", path=str(tmp_path / n)) for n in names]
     rows, usable = check_video_samples(samples, buckets=[(5, 32, 64), (5, 32, 32)], num_workers=1)
     status = {r.key: (r.status, r.problem) for r in rows}
-    assert status["wide.png"] == (OK, "bucket 1x32x64, 0% cropped")  # an ok row says where it trains
+    assert status["wide.png"] == (OK, "")
     assert status["small.jpg"] == (WARN, "16x16 is smaller than its 1x32x32 bucket; it is upscaled")
     assert status["broken.png"] == (BLOCK, "not a readable image (corrupt, or not an image despite its extension)")
-    assert status["clip.mp4"] == (OK, "bucket 5x32x32, 0% cropped")
+    assert status["clip.mp4"] == (OK, "")
+    # Each row holds its bucket (height, width) and the share cropped: the report's columns, counted as clips.
+    buckets = {r.key: (r.bucket, r.cropped, r.noun) for r in rows}
+    assert buckets["wide.png"] == ((32, 64), 0.0, "clip") and buckets["clip.mp4"] == ((32, 32), 0.0, "clip")
     assert {s.key: s.bucket for s in usable} == {"wide.png": (1, 32, 64), "small.jpg": (1, 32, 32),
                                                 "clip.mp4": (5, 32, 32)}
 
@@ -561,8 +564,8 @@ def test_check_sample_bucket_is_trainings_choice(tmp_path):
 
 def test_check_video_samples_warns_about_a_clip_cropped_beyond_the_threshold(tmp_path):
     """The bucket is training's own choice; a clip losing over CROP_WARNING of its picture to it warns."""
-    from dit_lora.data.frames import CROP_WARNING
-    from dit_lora.data.preflight import check_video_samples
+    from dit_lora.data.aspect import CROP_WARNING
+    from dit_lora.data.preflight import check_video_samples, format_table, summarize
     from dit_lora.data.video import VideoSample
     from dit_lora.data.preflight import OK, WARN
 
@@ -572,7 +575,12 @@ def test_check_video_samples_warns_about_a_clip_cropped_beyond_the_threshold(tmp
     rows, usable = check_video_samples(samples, buckets=[(5, 32, 64)], num_workers=1)
     status = {r.key: (r.status, r.problem) for r in rows}
     assert CROP_WARNING < 0.5
-    assert status["pano.png"] == (WARN, "50% of its 128x32 picture is cropped to fit its 1x32x64 bucket (over 10%: "
-                                        "its aspect ratio is far from every bucket's)")
-    assert status["wide.png"] == (OK, "bucket 1x32x64, 0% cropped")
+    assert status["pano.png"] == (WARN, "the crop into its 1x32x64 bucket cuts 50% of its 128x32 picture")
+    assert status["wide.png"] == (OK, "")
     assert [s.source_size for s in usable] == [(32, 128), (32, 64)]
+    table = format_table(rows, show_ok=True)
+    assert "bucket  cropped" in table and any(line.startswith("ok ") and "64x32" in line and " 0%" in line
+                                              for line in table.splitlines())
+    summary = summarize(rows)
+    assert "clips per bucket, as training would batch them:" in summary
+    assert "1 of 2 clip(s) lose more than 10% of their area to the crop" in summary

@@ -160,7 +160,7 @@ def test_image_exif_orientation_is_applied_to_its_size_and_pixels(tmp_path):
     exif[0x0112] = 6  # stored landscape, shown portrait (a phone held upright)
     Image.fromarray(_picture(64, 32)).save(jpg, exif=exif, quality=95)
     sample = VideoSample(key="rotated.jpg", caption="x", path=str(jpg))
-    assert sample.is_image and scan_clip(sample, 9)[1:] == (1, 32, 64)  # one frame, never too short; 32 wide
+    assert sample.is_image and scan_clip(sample, 9)[1:4] == (1, 32, 64)  # one frame, never too short; 32 wide
     good = validate_video_samples([sample], buckets=[(9, 32, 64), (9, 64, 32)], log=lambda _: None, num_workers=1)
     assert good[0].bucket == (1, 64, 32)
     upright = ImageOps.exif_transpose(Image.open(jpg))
@@ -194,3 +194,41 @@ def test_bad_images_are_quarantined_with_the_image_reasons_and_good_ones_buckete
                            max_pixels=2000, max_bad_samples_fraction=1.0)
     assert [q["key"] for q in too_large] == ["wide.png", "tall.png"]
     assert too_large[0]["reason"].startswith("image too large: 96x32 pixels")
+
+
+# ---- rotation metadata ---------------------------------------------------------------------------------------------
+def _rotated_clip(path: Path, *, degrees: int, frames: int = 5) -> Path:
+    """A clip stored 64 wide x 32 tall, red in its left quarter, whose display matrix turns it ``degrees``
+    counter-clockwise (what a phone writes for a portrait recording)."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=8)
+        stream.width, stream.height, stream.pix_fmt = 64, 32, "yuv420p"
+        stream.set_display_rotation(degrees)
+        for _ in range(frames):
+            array = np.full((32, 64, 3), 20, np.uint8)
+            array[:, :16] = (230, 20, 20)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(array, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    return path
+
+
+def test_a_rotated_clip_is_bucketed_and_decoded_as_displayed(tmp_path):
+    """A 64x32 clip turned 90 degrees is a 32x64 portrait clip: scanned, bucketed and decoded upright."""
+    from dit_lora.data.frames import automatic_buckets
+    from dit_lora.data.video import scan_clip
+
+    sample = VideoSample(key="phone.mp4", caption="c", path=str(_rotated_clip(tmp_path / "phone.mp4", degrees=90)))
+    scan = scan_clip(sample)
+    assert (scan.width, scan.height, scan.rotation) == (32, 64, 90)
+    (kept,) = validate_video_samples([sample], buckets=automatic_buckets((5, 32, 64), 16), log=lambda _: None)
+    assert kept.bucket == (5, 64, 32) and kept.source_size == (64, 32) and kept.rotation == 90
+    assert kept.cache_key().endswith(":5x64x32:r90")  # upright frames: never an entry cached sideways
+    pixels = decode_clip(sample.path, 1, 64, 32)[0]
+    # Turned counter-clockwise, the stored left edge (red) is the displayed bottom edge.
+    assert pixels[0, -8:].mean() > 0.6 and pixels[0, :32].mean() < -0.6
+    plain = VideoSample(key="a.mp4", caption="c", path=sample.path, bucket=(5, 64, 32))
+    assert plain.cache_key().endswith(":5x64x32")

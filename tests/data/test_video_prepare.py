@@ -603,8 +603,8 @@ def test_check_data_reports_images_and_blocks_a_broken_one(tmp_path, stills, cap
     assert "not a readable image" in out
     # The single (pinned) 32x32 size cuts half of each 64x32 image: counted and warned about, never silent.
     assert "12 sample(s): 8 ok, 3 warning(s), 1 blocking" in out
-    assert "50% of its 64x32 picture is cropped to fit its 1x32x32 bucket" in out
-    assert "clips cropped by more than 10% to fit their bucket: 3 of 11" in out
+    assert "the crop into its 1x32x32 bucket cuts 50% of its 64x32 picture" in out
+    assert "3 of 11 clip(s) lose more than 10% of their area to the crop" in out
 
 
 # ---------------------------------------------------------------------------------------------
