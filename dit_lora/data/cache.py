@@ -21,6 +21,7 @@ from safetensors import safe_open
 
 from ..fileio import reporting_disk_full, save_safetensors_atomic
 from ..progress import Progress, say
+from .kohya import copy_of
 
 
 
@@ -39,10 +40,18 @@ def cache_namespace(identity: dict[str, Any]) -> str:
 def cache_files(root: Path, namespace: str, samples: list) -> list[Path]:
     """The cache path of every sample (existing or not), named by the sample's ``cache_key()``.
 
-    An image's key is its content id; a clip's adds its bucket (``<content id>:FxHxW``).
+    An image's key is its content id; a clip's adds its bucket (``<content id>:FxHxW``). A kohya repeat
+    (:func:`~dit_lora.data.kohya.copy_of`) of the same bucket takes its first copy's name: the file is hashed once.
     """
     folder = Path(root) / namespace
-    return [folder / cache_file_name(namespace, s.cache_key()) for s in samples]
+    names: dict[tuple[int, Any], Path] = {}
+    out: list[Path] = []
+    for sample, first in zip(samples, copy_of(samples)):
+        entry = (first, getattr(sample, "bucket", None))
+        if entry not in names:
+            names[entry] = folder / cache_file_name(namespace, sample.cache_key())
+        out.append(names[entry])
+    return out
 
 
 def cache_file_name(namespace: str, content_id: str) -> str:

@@ -24,6 +24,7 @@ import torch
 from .aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
 from .cache import cache_file_name, inspect_cache_file
 from .decode import decode_notes, decode_workers, file_notes, pixel_budget
+from .kohya import copy_of
 from .sources import RawSample
 from .validation import image_problem, caption_problem
 from .transforms import target_size, crop_seed, preprocess_image
@@ -116,12 +117,18 @@ def _check_pixels(sample: RawSample, pixels: torch.Tensor, size, decoded: tuple[
 
 
 def _map_in_threads(fn: Callable[[Any], Any], items: list, num_workers: int | None, *, most: int) -> list:
-    """``[fn(x) for x in items]``, in order, on ``num_workers`` threads (default: up to ``most``, one per CPU)."""
+    """``[fn(x) for x in samples]``, in order, on ``num_workers`` threads (default: up to ``most``, one per CPU).
+
+    A kohya repeat (:func:`~dit_lora.data.kohya.copy_of`) gets its first copy's result: each file is decoded once."""
+    origin = copy_of(items)
+    firsts = [i for i, first in enumerate(origin) if first == i]
     workers = num_workers if num_workers is not None else min(most, os.cpu_count() or 1)
-    if workers > 1 and len(items) > 1:
+    if workers > 1 and len(firsts) > 1:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight") as pool:
-            return list(pool.map(fn, items))
-    return [fn(x) for x in items]
+            found = dict(zip(firsts, pool.map(fn, [items[i] for i in firsts])))
+    else:
+        found = {i: fn(items[i]) for i in firsts}
+    return [found[first] for first in origin]
 
 
 def check_samples(

@@ -179,3 +179,20 @@ def test_caching_without_a_terminal_prints_progress_lines_with_rate_and_eta(tmp_
     assert "took " in lines[-1] and len(lines) == 10
     _build(tmp_path / "rank1", _samples(4), rank=1, world=2)
     assert "caching" not in capsys.readouterr().out  # only rank 0 reports its share
+
+
+def test_cache_files_hash_a_repeated_file_once(tmp_path, monkeypatch):
+    """Each kohya copy names its first's entry, and the file is read (hashed) once, not once per copy."""
+    from dit_lora.data.sources import RawSample
+
+    (tmp_path / "a.png").write_bytes(b"image a")
+    (tmp_path / "b.png").write_bytes(b"image b")
+    first_a, first_b = (RawSample(key=n, caption="c", path=str(tmp_path / n)) for n in ("a.png", "b.png"))
+    samples = [first_a, *(RawSample(key="a.png", caption="c", path=str(tmp_path / "a.png"), repeat=r)
+                          for r in (1, 2)), first_b]
+    hashed: list[str] = []
+    real = RawSample.content_id
+    monkeypatch.setattr(RawSample, "content_id", lambda self: hashed.append(self.key) or real(self))
+    files = cache.cache_files(tmp_path / "cache", "ns", samples)
+    assert files[0] == files[1] == files[2] != files[3]
+    assert hashed == ["a.png", "b.png"]

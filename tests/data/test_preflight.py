@@ -584,3 +584,21 @@ def test_check_video_samples_warns_about_a_clip_cropped_beyond_the_threshold(tmp
     summary = summarize(rows)
     assert "clips per bucket, as training would batch them:" in summary
     assert "1 of 2 clip(s) lose more than 10% of their area to the crop" in summary
+
+
+def test_check_data_decodes_a_kohya_repeated_image_once(tmp_path, monkeypatch):
+    """A `4_sks/` folder lists its image 4 times: check-data decodes the file once and gives each copy its row."""
+    from dit_lora.data import preflight
+
+    (tmp_path / "4_sks").mkdir()
+    Image.new("RGB", (48, 40), (200, 30, 30)).save(tmp_path / "4_sks" / "a.png")
+    Image.new("RGB", (40, 48), (30, 30, 200)).save(tmp_path / "b.png")
+    (tmp_path / "b.txt").write_text("a blue square")
+    samples = load_samples(train_data_dir=tmp_path, log=lambda _: None)
+    assert len(samples) == 5
+    checked: list[str] = []
+    real = preflight.check_sample
+    monkeypatch.setattr(preflight, "check_sample", lambda s, **kw: checked.append(s.key) or real(s, **kw))
+    rows = preflight.check_samples(samples, resolution=32, num_workers=1)
+    assert sorted(checked) == ["4_sks/a.png", "b.png"]
+    assert [r.key for r in rows] == ["4_sks/a.png"] * 4 + ["b.png"]

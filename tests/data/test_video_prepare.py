@@ -137,7 +137,8 @@ def test_bad_clips_quarantined_cached_and_reused(tmp_path, bad_clips):
     assert data.cached and len(data) == 6 and data.groups is None
     assert all(isinstance(s, VideoSample) and s.bucket == (9, 32, 32) for s in data.samples)
     assert [s.key for s in family.inspected[0]] == [s.key for s in data.samples]
-    assert family.encoded == [(1, 9, 3, 32, 32)] * 6  # one clip per encode call
+    # one clip per encode call; clips 0 and 2 of the fixture are the same bytes and caption: one entry (20e329b)
+    assert family.encoded == [(1, 9, 3, 32, 32)] * 5
     item = data.dataset[(2, False)]
     assert set(item) == {"latents", "image_latents", "prompt_embeds", "sample_index"}
     assert item["latents"].shape == (3, 3, 4, 4) and item["image_latents"].shape == (1, 3, 4, 4)
@@ -157,7 +158,7 @@ def test_bad_clips_quarantined_cached_and_reused(tmp_path, bad_clips):
     for change in ({"max_num_frames": 5}, {"height": 48}, {"width": 16}):
         fam = FakeVideoFamily()
         other = prepare_data(_cfg(tmp_path, bad_clips, max_bad_samples_fraction=0.5, **change), fam, None, _acc())
-        assert len(fam.encoded) == len(other) and not set(other.dataset.files) & set(files)
+        assert len(fam.encoded) == len(set(other.dataset.files)) and not set(other.dataset.files) & set(files)
         assert {f.parent for f in other.dataset.files} == {files[0].parent}
     assert _snapshot(files) == before
 
@@ -262,7 +263,8 @@ def test_buckets_assign_group_and_recache_only_what_changed(tmp_path, mixed):
     assert all(buckets[f"clip_{i:05d}.mp4"] == (9, 32, 32) for i in range(6))
     assert all(buckets[f"short_{i}.mp4"] == (5, 32, 32) for i in range(4))
     assert data.groups == [0 if s.bucket[0] == 9 else 1 for s in data.samples]
-    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 6 + [(1, 5, 3, 32, 32)] * 4)
+    # clips 0 and 2 of the fixture are the same bytes and caption: one cache entry, encoded once
+    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 5 + [(1, 5, 3, 32, 32)] * 4)
     assert data.dataset[(data.groups.index(1), False)]["latents"].shape == (2, 3, 4, 4)
 
     # Changing one bucket re-encodes only its clips.
@@ -523,7 +525,8 @@ def test_images_and_clips_train_in_one_run_in_separate_buckets(tmp_path, stills,
                                 "reason": "not a readable image (corrupt, or not an image despite its extension)"}]
     assert {s.key: s.bucket for s in data.samples if s.is_image} == {
         **{f"wide_{i}.png": (1, 32, 64) for i in range(3)}, **{f"square_{i}.jpg": (1, 32, 32) for i in range(2)}}
-    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 6 + [(1, 1, 3, 32, 64)] * 3 + [(1, 1, 3, 32, 32)] * 2)
+    # clips 0 and 2 of the fixture are the same bytes and caption: one cache entry, encoded once
+    assert sorted(family.encoded) == sorted([(1, 9, 3, 32, 32)] * 5 + [(1, 1, 3, 32, 64)] * 3 + [(1, 1, 3, 32, 32)] * 2)
     wide = data.samples.index(next(s for s in data.samples if s.key == "wide_0.png"))
     assert data.dataset[(wide, False)]["latents"].shape == (1, 3, 4, 8)  # one latent frame of 32x64 px
     # One group per bucket; a batch never mixes them, so images and clips share the run, never a batch.
