@@ -236,3 +236,27 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
          {"OUT": str(tmp_path / "card.png"), "__name__": "card"}, {})
     assert Image.open(tmp_path / "card.png").size == (64, 64)
     assert elapsed < 120, f"DiT demo took {elapsed:.0f}s"
+
+
+def test_dit_keeps_square_images_because_its_transformer_unpatchifies_a_square():
+    """diffusers' DiTTransformer2DModel takes height = width = sqrt(tokens) when unpatchifying: a non-square latent
+    cannot come out in its shape, so the family keeps the --resolution square (square_only says why)."""
+    from diffusers import DiTTransformer2DModel
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families import get_family
+    from dit_lora.families.dit.demo import get_tiny_dit_config
+
+    family = get_family("dit")
+    cfg = TrainConfig.for_family("dit")
+    assert "only square" in family.square_only(cfg) and family.bucket_stride(cfg) == 16  # VAE 8 x patch 2
+    torch.manual_seed(0)
+    model = DiTTransformer2DModel(**get_tiny_dit_config()["transformer"]).eval()
+    labels, t = torch.tensor([1]), torch.tensor([500])
+    with torch.no_grad():
+        square = model(torch.randn(1, 4, 8, 8), timestep=t, class_labels=labels).sample
+        assert square.shape == (1, 8, 8, 8)
+        # 2 x 8 patches come out as 4 x 4: the wrong shape, its pixels scrambled
+        assert model(torch.randn(1, 4, 4, 16), timestep=t, class_labels=labels).sample.shape == (1, 8, 8, 8)
+        with pytest.raises(RuntimeError):
+            model(torch.randn(1, 4, 4, 24), timestep=t, class_labels=labels)  # 2 x 12 patches: no square root

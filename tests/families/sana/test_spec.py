@@ -178,3 +178,23 @@ def test_cache_identity_names_what_changes_the_embeddings():
     assert family.cache_identity(_cfg(max_sequence_length=120))["max_sequence_length"] == 120
     assert base["complex_human_instruction"] is True
     assert family.cache_identity(_cfg(max_sequence_length=None, complex_human_instruction=False)) != base
+
+
+def test_sana_takes_aspect_buckets_in_its_latent_stride():
+    """SanaTransformer2DModel patchifies and unpatchifies any grid (what square_only None claims); the stride is
+    DC-AE compression x patch size from the configs, 32 for the released models (their defaults, no model named)."""
+    from diffusers import SanaTransformer2DModel
+
+    from dit_lora.families.sana.demo import get_tiny_sana_config
+
+    family = get_family("sana")
+    cfg = TrainConfig.for_family("sana")
+    assert family.square_only(cfg) is None and family.bucket_stride(cfg) == 32
+    torch.manual_seed(0)
+    model = SanaTransformer2DModel(**get_tiny_sana_config()["transformer"]).eval()
+    channels = model.config.in_channels
+    latents = torch.randn(1, channels, 2, 8)  # a 1:4 latent grid
+    text = torch.randn(1, 4, model.config.caption_channels)
+    with torch.no_grad():
+        out = model(latents, encoder_hidden_states=text, timestep=torch.tensor([500])).sample
+    assert out.shape == (1, model.config.out_channels or channels, 2, 8)
