@@ -7,7 +7,8 @@ N times per epoch in every layout, and their words caption a clip without its ow
 captions every clip (:mod:`.kohya`, shared with the image folders).
 
 A path written in the first two that leaves the folder is kept with the reason it is refused (:mod:`.paths`), so
-screening quarantines it without opening it. Any of them may list images (:data:`~dit_lora.data.video.CLIP_IMAGE_EXTENSIONS`) among the clips: they train as one-frame clips.
+screening quarantines it without opening it. Any of them may list images
+(:data:`~dit_lora.data.video.CLIP_IMAGE_EXTENSIONS`) among the clips: they train as one-frame clips.
 """
 
 from __future__ import annotations
