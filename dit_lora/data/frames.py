@@ -264,6 +264,15 @@ def describe_buckets(buckets: Sequence[Bucket], *, automatic: bool) -> str:
             f"(each clip takes the nearest to its aspect ratio; --frame_buckets {f}x{h}x{w} pins this one)")
 
 
+def automatic_note(buckets: Sequence[Bucket], *, automatic: bool) -> str:
+    """The start note's clause on an automatic set (``""`` for given or single buckets): how many, and the pin."""
+    if not automatic or len(buckets) < 2:
+        return ""
+    f, h, w = buckets[0]
+    return (f"; clips of other shapes take the nearest of {len(buckets) - 1} other automatic aspect buckets of at "
+            f"most its area (--frame_buckets {f}x{h}x{w} pins this one size)")
+
+
 def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: bool) -> list[str]:
     """Log lines: the bucket set, the clips per used bucket and how many lose more than :data:`CROP_WARNING`.
 

@@ -272,19 +272,22 @@ class CogVideoXFamily(DiffusionFamily):
         """One line: the video size(s) the run trains at, where they come from, and the trained size."""
         info = self.model_info(cfg)
         frames, height, width, why = info.trained_size()
-        from ...data.frames import describe_buckets
+        from ...data.frames import automatic_note
 
         buckets = self.video_buckets(cfg)
-        chosen = describe_buckets(buckets, automatic=not cfg.frame_buckets)
+        # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
+        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.frame_buckets else buckets[:1]))
+        also = automatic_note(buckets, automatic=not cfg.frame_buckets)
         given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
         if not cfg.frame_buckets and not given:
-            return [f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why})."]
+            return [f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at "
+                    f"({why}){also}."]
         source = self._size_flags(cfg) + ("" if cfg.frame_buckets or len(given) == 3 else ", the rest the trained size")
         trained = info.latent_tokens(frames, height, width)
         outside = [b for b in buckets if not MIN_TOKEN_RATIO <= info.latent_tokens(*b) / trained <= MAX_TOKEN_RATIO]
         forced = "; far from it, allowed by --allow_untrained_resolution" if outside else ""
         return [f"video size: {chosen} (frames x height x width) from {source}; the checkpoint was trained at "
-                f"{frames}x{height}x{width} ({why}){forced}."]
+                f"{frames}x{height}x{width} ({why}){forced}{also}."]
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""

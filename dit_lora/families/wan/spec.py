@@ -149,9 +149,11 @@ class WanFamily(DiffusionFamily):
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         info = self.info(cfg)
         f, h, w = self.video_buckets(cfg)[0]
+        from ...data.frames import automatic_note
+
+        also = automatic_note(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         notes = [f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps"
-                 + ("" if cfg.frame_buckets else f", with automatic aspect buckets of at most its area for clips of "
-                    f"other shapes (--frame_buckets {f}x{h}x{w} pins this one size)")]
+                 + also]
         expert = self.expert(cfg)
         if expert:
             what = {"high": "the high-noise expert (transformer) only", "low": "the low-noise expert (transformer_2) "

@@ -476,6 +476,7 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     frames, height, width = size
     assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
     assert "\n" not in note
+    assert ("other automatic aspect buckets" in note) == (name != "CogVideoX-5b-I2V")
     assert ("2400 px" in note) == ("1.5" in name) and f"the published config of THUDM/{name}" in note
     assert family.model_info(cfg).fps == (16 if "1.5" in name else 8)
 

@@ -335,7 +335,7 @@ def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_def
     assert all(h * w <= 480 * 832 and h % 16 == 0 == w % 16 for _, h, w in buckets)
     assert choose_bucket(81, 1280, 720, buckets) == (81, 832, 480)
     assert family.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.train_batch_size, 81, 3, 480, 832))]
-    assert "--frame_buckets 81x480x832 pins" in family.start_notes(cfg)[0]
+    assert "--frame_buckets 81x480x832 pins this one size" in family.start_notes(cfg)[0]
     pinned = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
                          frame_buckets="81x480x832")
     assert family.video_buckets(pinned) == [(81, 480, 832)]
