@@ -128,7 +128,9 @@ def repeat_folder_samples(samples: list, folders: dict[str, tuple[int, str]], lo
 
 def _identity(sample: Any) -> tuple:
     # What a copy shares with the sample it repeats (repeat_folder_samples changes `repeat` and, later, `index`).
-    return (sample.key, getattr(sample, "path", None), sample.caption, getattr(sample, "refused", None))
+    # A video-QA sample has no caption (its conversation is not repeated by kohya folders).
+    return (sample.key, getattr(sample, "path", None), getattr(sample, "caption", None),
+            getattr(sample, "refused", None))
 
 
 def copy_of(samples: Sequence[Any]) -> list[int]:
