@@ -152,3 +152,20 @@ def copy_of(samples: Sequence[Any]) -> list[int]:
 def copies_note(count: int) -> str:
     """`` (listed 3 times: kohya N_words/ repeats)`` for a file listed ``count`` > 1 times, else ``""``."""
     return f" (listed {count} times: kohya N_words/ repeats)" if count > 1 else ""
+
+
+def refuse_caption_extension_for_dataset(caption_extension: str, dataset_name: str, caption_column: str,
+                                         noun: str) -> None:
+    """One paragraph when ``--caption_extension`` is set away from ``.txt`` for a ``--dataset_name`` run: a data set's
+    captions are its column, so the option would be accepted and ignored.
+
+    Raises:
+        UserError: ``caption_extension`` is not the default.
+    """
+    if checked_caption_extension(caption_extension) != ".txt":
+        raise UserError(
+            f"--caption_extension {caption_extension} names the caption file beside each {noun} of "
+            f"--train_data_dir, but the {noun}s come from --dataset_name {dataset_name!r}, whose captions are "
+            f"its --caption_column {caption_column!r}. Leave --caption_extension unset, or pass the folder "
+            f"of {noun}s and their caption files as --train_data_dir."
+        )

@@ -27,6 +27,7 @@ from dit_lora.errors import UserError
 
 from .decode import load_rgb
 from .kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, checked_instance_prompt,  # noqa: F401
+                    refuse_caption_extension_for_dataset,
                     head_of, kohya_folder, repeat_folder_samples)
 from .kohya import kohya_folders as _kohya_folders
 from .paths import locate, printable
@@ -218,6 +219,7 @@ def load_samples(
     else:
         from .hub_datasets import load_dataset_samples  # imports this module: imported on use
 
+        refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
         samples = load_dataset_samples(
             dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir,
             instance_prompt=instance_prompt, split=dataset_split, log=say,

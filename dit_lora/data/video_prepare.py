@@ -36,7 +36,7 @@ from .decode import pixel_budget
 from .frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
 from .paths import Located
 from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
-from .kohya import checked_caption_extension, checked_instance_prompt
+from .kohya import checked_instance_prompt, refuse_caption_extension_for_dataset
 from .sources import _main_process_print, name_some
 from .video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
                     validate_video_samples)
@@ -108,9 +108,10 @@ def load_video_dataset(
     clip_folder: str | os.PathLike,
     cache_dir: str | None = None,
     instance_prompt: str | None = None,
+    split: str = "train",
     log: Callable[[str], Any] = _main_process_print,
 ) -> list[VideoSample]:
-    """List the clips of a `datasets` dataset (its 'train' split) without decoding them.
+    """List the clips of a `datasets` dataset (its ``split``, ``--dataset_split``) without decoding them.
 
     The clips are in ``video_column`` (default ``video``): a ``datasets.Video`` column (read with
     ``decode=False``, so neither torchcodec nor decord is needed), a ``datasets.Image`` column (every row a
@@ -128,7 +129,7 @@ def load_video_dataset(
     import datasets  # slow import; only paid when --dataset_name is used
 
     column = video_column or "video"
-    dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos")
+    dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos", split=split)
     # With --instance_prompt no caption column is needed: the video column stands in for it in the check.
     check_dataset_columns(dataset_name, list(dataset.column_names), column,
                           caption_column if instance_prompt is None else column, what="videos",
@@ -290,17 +291,12 @@ class VideoMedia:
                                       caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt)
         if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
             raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.max_train_samples!r}.")
-        if checked_caption_extension(cfg.caption_extension) != ".txt":
-            raise UserError(
-                f"--caption_extension {cfg.caption_extension} names the caption file beside each clip of "
-                f"--train_data_dir, but the clips come from --dataset_name {cfg.dataset_name!r}, whose captions are "
-                f"its --caption_column {cfg.caption_column!r}. Leave --caption_extension unset, or pass the folder "
-                f"of clips and their caption files as --train_data_dir."
-            )
+        refuse_caption_extension_for_dataset(cfg.caption_extension, cfg.dataset_name, cfg.caption_column, "clip")
         return load_video_dataset(
             cfg.dataset_name, cfg.dataset_config_name, video_column=cfg.video_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
             clip_folder=self.cache_root / "videos", instance_prompt=checked_instance_prompt(cfg.instance_prompt),
+            split=cfg.dataset_split,
         )
 
     def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:

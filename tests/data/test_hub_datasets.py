@@ -203,3 +203,11 @@ def test_instance_prompt_captions_every_row(tmp_path, offline):
     samples = load_samples(dataset_name=str(tmp_path / "saved"), instance_prompt="a photo of sks dog",
                            cache_dir=offline, log=log)
     assert [s.caption for s in samples] == ["a photo of sks dog"] * 3 and "--instance_prompt: all 3 row(s)" in log.text
+
+
+def test_caption_extension_is_refused_for_a_dataset_not_ignored(tmp_path, offline):
+    _image_dataset(tmp_path).save_to_disk(str(tmp_path / "saved"))
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name=str(tmp_path / "saved"), caption_extension=".caption", cache_dir=offline)
+    assert "--caption_extension .caption names the caption file beside each image" in str(err.value)
+    assert "--caption_column 'text'" in str(err.value)

@@ -674,3 +674,19 @@ def test_video_media_passes_caption_flags_and_refuses_caption_extension_for_data
     cfg = _cfg(tmp_path, None, dataset_name=str(tmp_path / "ds"), caption_extension=".caption")
     with pytest.raises(UserError, match="--caption_extension .caption names the caption file beside each clip"):
         VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()
+
+
+def test_video_dataset_split_picks_the_split_of_a_save_to_disk_folder(tmp_path, clips, hf_cache):
+    import datasets
+
+    shutil.copytree(clips, tmp_path / "saved_src" / "clips")
+    rows = {"file": [f"clips/clip_{i:05d}.mp4" for i in range(3)], "caption": ["a", "b", "c"]}
+    full = datasets.Dataset.from_dict(rows)
+    folder = tmp_path / "saved_src"
+    datasets.DatasetDict({"train": full.select([0]), "holdout": full.select([1, 2])}).save_to_disk(str(folder))
+    listed = load_video_dataset(str(folder), video_column="file", caption_column="caption",
+                                clip_folder=tmp_path / "clip_cache", cache_dir=hf_cache, split="holdout")
+    assert [s.caption for s in listed] == ["b", "c"]
+    cfg = _cfg(tmp_path, None, dataset_name=str(folder), video_column="file", caption_column="caption",
+               dataset_split="holdout")
+    assert [s.caption for s in VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()] == ["b", "c"]
