@@ -197,8 +197,23 @@ class CogVideoXFamily(DiffusionFamily):
                     f"THUDM/CogVideoX-5b-I2V): diffusers runs it only at its trained size {size[0]}x{size[1]} px "
                     f"(height x width), but {flag} asks for {bad[0][1]}x{bad[0][2]}. {fix}."
                 )
-        self.check_trained_size(cfg)
+        self.check_trained_size(cfg)  # first: its message says what the size costs, and how to force it
+        self._check_rope_size(cfg, buckets, info)
         self._check_validation_image(cfg)
+
+    def _check_rope_size(self, cfg: TrainConfig, buckets, info) -> None:
+        """Refuse a bucket beyond CogVideoX 1.5's RoPE table (:meth:`rope_limit`): diffusers fails on it mid-step."""
+        most = self.rope_limit(info)
+        beyond = [b for b in buckets if most is not None and (b[1] > most[0] or b[2] > most[1])]
+        if beyond:
+            f, h, w = beyond[0]
+            raise UserError(
+                f"{self._size_flags(cfg)} asks for {f}x{h}x{w} (frames x height x width), but "
+                f"`{cfg.pretrained_model_name_or_path}`'s rotary position table (CogVideoX 1.5: sample_height x "
+                f"sample_width of transformer/config.json) covers at most {most[0]}x{most[1]} px (height x width); "
+                f"diffusers cannot place a larger frame. Use a height of at most {most[0]} and a width of at most "
+                f"{most[1]}."
+            )
 
     def _check_validation_image(self, cfg: TrainConfig) -> None:
         """T2V has no conditioning image."""
@@ -231,7 +246,21 @@ class CogVideoXFamily(DiffusionFamily):
         check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.size_multiple, info)
         if info.learned_positions:
             return [(frames, height, width)]
-        return automatic_buckets((frames, height, width), info.size_multiple)
+        buckets = automatic_buckets((frames, height, width), info.size_multiple)
+        most = self.rope_limit(info)
+        if most is None:
+            return buckets
+        # 1.5's RoPE slices a table of the sample size: an automatic bucket never goes beyond it on either side.
+        return buckets[:1] + [b for b in buckets[1:] if b[1] <= most[0] and b[2] <= most[1]]
+
+    @staticmethod
+    def rope_limit(info) -> tuple[int, int] | None:
+        """The largest (height, width) in px CogVideoX 1.5's RoPE takes (its ``grid_type="slice"`` table of
+        ``sample_height`` x ``sample_width`` latent px, ``_prepare_rotary_positional_embeddings``); None for 1.0,
+        whose RoPE crops a grid of any size."""
+        if not info.patch_size_t or not info.rope:
+            return None
+        return info.sample_height * info.vae_spatial, info.sample_width * info.vae_spatial
 
     def _size_flags(self, cfg: TrainConfig) -> str:
         """The flags that set the run's video size, for messages."""

@@ -526,3 +526,27 @@ def test_an_undownloaded_catalogued_id_gets_its_trained_size(hub_id, size, tmp_p
 
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=hub_id)
     assert get_family("cogvideox").video_buckets(cfg)[0] == size
+
+
+def test_automatic_buckets_stay_within_what_each_version_runs(tmp_path, models):
+    """1.0's sin-cos (2B) and RoPE (5B) take any size, so clips of other shapes get aspect buckets of at most the
+    default's tokens (what the trained-size check and the memory plan judge); 1.5's RoPE slices a table of its sample
+    size, so no automatic bucket goes beyond it, and a --frame_buckets entry beyond it is one paragraph."""
+    from dit_lora.data.frames import choose_bucket, clip_cropped_share
+    from dit_lora.families.cogvideox.info import model_info
+
+    family = _family("t2v")
+    v10 = _size_cfg(_hub_layout(tmp_path, "CogVideoX-2b"))
+    buckets = family.video_buckets(v10)
+    info = model_info(v10)
+    portrait = choose_bucket(49, 1280, 720, buckets)  # a 9:16 clip: a portrait bucket, little cropped
+    assert buckets[0] == (49, 480, 720) and portrait[1] > portrait[2] and clip_cropped_share(1280, 720, portrait) < 0.05
+    assert max(info.latent_tokens(*b) for b in buckets) == info.latent_tokens(49, 480, 720)
+    assert family.pixel_batches(v10) == [("49 x 480 x 720", (v10.train_batch_size, 49, 3, 480, 720))]
+    family.validate_config(v10)  # every automatic bucket within the trained-size check's range
+    v15 = _size_cfg(_hub_layout(tmp_path, "CogVideoX1.5-5B"))
+    assert all(h <= 2400 and w <= 2400 for _, h, w in family.video_buckets(v15))
+    tiny15 = _cfg(models[("t2v", "1.5")])  # its table: 64 x 64 px
+    assert all(h <= 64 and w <= 64 for _, h, w in family.video_buckets(tiny15))
+    with pytest.raises(UserError, match=r"--frame_buckets asks for 9x32x128 .*covers at most 64x64 px"):
+        family.validate_config(_cfg(models[("t2v", "1.5")], frame_buckets="9x64x64,9x32x128"))
