@@ -25,8 +25,10 @@ def aspect_buckets(area: int, stride: int, *, max_aspect: float = MAX_ASPECT) ->
     """Every bucket of about ``area`` pixels in multiples of ``stride``, narrowest-tall first.
 
     For each width ``w`` (a multiple of ``stride``) the height is the largest multiple of ``stride`` with
-    ``h * w <= area``; buckets whose aspect ratio exceeds ``max_aspect`` either way are left out, and so are
-    duplicates. The square ``sqrt(area)`` (rounded down to the stride) is always one of them.
+    ``h * w <= area``, and its transpose (kohya's ``make_buckets`` adds both: without it the grid is lopsided when
+    the area is a few strides wide, e.g. a 3:1 bucket but no 1:3 one at 64 px in a stride of 32); buckets whose
+    aspect ratio exceeds ``max_aspect`` either way are left out, and so are duplicates. The square ``sqrt(area)``
+    (rounded down to the stride) is always one of them.
 
     Raises:
         ValueError: ``stride`` or ``area`` is not positive, or ``area`` is smaller than one ``stride`` square.
@@ -39,7 +41,7 @@ def aspect_buckets(area: int, stride: int, *, max_aspect: float = MAX_ASPECT) ->
     while width * stride <= area:
         height = area // width // stride * stride
         if height >= stride and max(height / width, width / height) <= max_aspect:
-            buckets.add((height, width))
+            buckets.update({(height, width), (width, height)})
         width += stride
     return sorted(buckets, key=lambda hw: (-hw[0] / hw[1], -hw[0] * hw[1]))
 

@@ -28,10 +28,18 @@ def test_buckets_are_in_the_stride_within_the_area_and_the_aspect_limit(area, st
     assert (side, side) in buckets
 
 
+@pytest.mark.parametrize("area,stride", [(64 * 64, 32), (96 * 96, 32), (256 * 256, 16), (1024 * 1024, 32)])
+def test_the_grid_is_symmetric(area, stride):
+    # every wide bucket has its tall twin: at 64 px in a stride of 32 the grid had 96x32 but not 32x96
+    buckets = aspect_buckets(area, stride)
+    assert {(w, h) for h, w in buckets} == set(buckets)
+
+
 def test_each_width_takes_the_largest_height_that_fits():
     buckets = aspect_buckets(1024 * 1024, 32)
     for height, width in buckets:
-        assert (height + 32) * width > 1024 * 1024 or height == width
+        # the largest height for its width, or the transpose of such a bucket
+        assert (height + 32) * width > 1024 * 1024 or (width + 32) * height > 1024 * 1024
 
 
 @pytest.mark.parametrize("size,expected", [((50, 200), (512, 2048)), ((200, 50), (2048, 512)), ((768, 1024), None)])
