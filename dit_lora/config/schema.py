@@ -97,8 +97,6 @@ IMAGE_DEMOS = Applies(("Encoders",), "the image families' demos",
                       "CogVideoX's demo is --demo_cogvideox_version, Wan's --demo_wan_variant", none_of=("VideoFrames",))
 
 
-
-
 def opt(default: Any, help: str, *, choices: tuple[str, ...] | None = None, section: str = "",
         valid: Range | None = None, resume: str | None = None, applies: Applies | None = None) -> Any:
     """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
@@ -234,19 +232,19 @@ class TrainConfig:
     instance_data_dir: str | None = opt(
         None,
         "Another name for --train_data_dir, as diffusers' DreamBooth scripts call it (give one of the two).",
-        section="data",
+        section="data", resume="free",
     )
     instance_prompt: str | None = opt(
         None,
         "One caption for every image (or clip) of the data, e.g. `a photo of sks dog`, as diffusers' DreamBooth "
         "scripts use it: per-image captions (caption files, metadata, the caption column) are then not read.",
-        section="data", applies=DIFFUSION_FAMILIES,
+        section="data", resume="free", applies=DIFFUSION_FAMILIES,
     )
     caption_extension: str = opt(
         ".txt",
         "Extension of the caption file beside each image or clip in --train_data_dir (`.txt`; kohya's sd-scripts "
         "use `.caption`).",
-        section="data", applies=DIFFUSION_FAMILIES,
+        section="data", resume="free", applies=DIFFUSION_FAMILIES,
     )
     dataset_name: str | None = opt(
         None,
@@ -258,7 +256,9 @@ class TrainConfig:
         "train", "The split of --dataset_name to train on.", section="data", resume="free", applies=DIFFUSION_FAMILIES
     )
     dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free")
-    image_column: str = opt("image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES)
+    image_column: str = opt(
+        "image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES
+    )
     caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data", resume="free")
     max_train_samples: int | None = opt(
         None, "Use at most this many samples (deterministic prefix).", section="data", resume="free", valid=POSITIVE
@@ -292,10 +292,12 @@ class TrainConfig:
         section="data", applies=IMAGE_FAMILIES,
     )
     center_crop: bool = opt(
-        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data", applies=IMAGE_FAMILIES,
+        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data",
+        applies=IMAGE_FAMILIES,
     )
     random_flip: bool = opt(
-        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data", applies=DIFFUSION_FAMILIES,
+        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data",
+        applies=DIFFUSION_FAMILIES,
     )
     caption_dropout_probability: float = opt(
         0.0,
@@ -372,7 +374,8 @@ class TrainConfig:
         section="lora",
         valid=POSITIVE,
     )
-    lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY)
+    lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY,
+                              resume="free")
     lora_layers: list[str] = opt(
         [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"
     )
@@ -484,12 +487,15 @@ class TrainConfig:
     validation_steps: int = opt(
         100, "Sample validation images every this many updates.", section="validation", valid=POSITIVE
     )
-    num_validation_images: int = opt(2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES)
+    num_validation_images: int = opt(
+        2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES
+    )
     validation_inference_steps: int = opt(
         20, "Sampler steps for validation images.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES,
     )
     validation_guidance_scale: float = opt(
-        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE, applies=DIFFUSION_FAMILIES,
+        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE,
+        applies=DIFFUSION_FAMILIES,
     )
     report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
     logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")
