@@ -3,7 +3,8 @@
 On a terminal (stdout and stderr both TTYs) a phase shows a tqdm bar that fits the terminal's width as it is now
 (``dynamic_ncols``; count, ETA and rate first, the bar takes what is left). Without one (CI, ``nohup``, a SLURM
 log) a bar would write hundreds of carriage-return updates into the file, so the phase prints a plain line instead
-every 10% of the work or every 30 s, whichever comes first, and at the end:
+after the first item (the phase has started: its first rate and ETA), then every 10% of the work or every 30 s,
+whichever comes first, and at the end:
 ``caching 400/1000 samples, 35.2 samples/s, ETA 0:17`` / ``step 120/1000, 1.90 s/step, loss 0.2130, ETA 27:51``.
 
 :func:`say` prints a message line. While a bar is open it prints through ``tqdm.write``, which clears the bar,
@@ -69,13 +70,15 @@ class Progress:
         return int(n / max(1, self.total) / LINE_EVERY_FRACTION + 1e-9)
 
     def update(self, n: int = 1) -> None:
-        """``n`` more items done: the bar moves, or a plain line when a tenth of the work or 30 s have passed."""
+        """``n`` more items done: the bar moves, or a plain line after the first, and when a tenth of the work or
+        30 s have passed."""
+        first = self.n == self.initial
         self.n += n
         if self.bar is not None:
             self.bar.update(n)
         elif self.enabled and not self.closed:
             fraction_step = self._fraction_step(self.n)
-            if fraction_step != self.last_fraction_step or self.n >= self.total \
+            if first or fraction_step != self.last_fraction_step or self.n >= self.total \
                     or time.monotonic() - self.last_line >= LINE_EVERY_S:
                 self.last_fraction_step, self.last_line = fraction_step, time.monotonic()
                 print(self.line(), flush=True)

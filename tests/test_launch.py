@@ -140,7 +140,7 @@ def _start_training(launcher, tmp_path, tiny_sana, shapes_data):
     proc = subprocess.Popen([*launcher, *LAUNCH_OPTS, RECIPE, *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     seen = ""
-    while "steps:" not in seen:  # the training loop has started
+    while "step 1/" not in seen:  # the training loop has started (the progress line after update 1)
         char = proc.stdout.read(1)
         assert char, seen
         seen += char
@@ -195,7 +195,7 @@ def test_sigterm_to_dit_lora_launch_multi_process_saves_one_checkpoint_and_ends_
                             stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
     seen = ""
-    while "steps:" not in seen:
+    while "step 1/" not in seen:
         char = proc.stdout.read(1)
         assert char, seen
         seen += char

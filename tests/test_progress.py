@@ -65,14 +65,16 @@ def test_the_bar_fits_the_terminal_and_a_message_gets_its_own_line(columns):
     assert final and "100%" in final[-1] and "<" in final[-1]  # count, elapsed<remaining: the ETA
 
 
-def test_without_a_terminal_plain_lines_every_tenth_with_rate_postfix_and_eta(capsys):
+def test_without_a_terminal_plain_lines_first_and_every_tenth_with_rate_postfix_and_eta(capsys):
     bar = progress.Progress(20, desc="step", unit="step", bar=False)
     for _ in range(20):
         bar.update(1)
         bar.set_postfix({"loss": "0.2130"})
     bar.close()
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 10 and lines[0].startswith("step 2/20, ") and "loss 0.2130" in lines[-1]
+    # the first update (the phase has started: its first rate and ETA), then every tenth
+    assert len(lines) == 11 and lines[0].startswith("step 1/20, ") and lines[1].startswith("step 2/20, ")
+    assert "loss 0.2130" in lines[-1]
     assert all("ETA " in line for line in lines[:-1]) and "took " in lines[-1]
     assert all(re.search(r"(steps/s|s/step)", line) for line in lines)
 

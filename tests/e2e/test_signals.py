@@ -86,6 +86,10 @@ def _start(args, **env):
                             env={**os.environ, "PYTHONUNBUFFERED": "1", **env})
 
 
+#: the progress line after the first update (a bar's first redraw, or the plain line without a terminal)
+FIRST_STEP = "step 1/"
+
+
 def _read_until(proc, needle: str, timeout: float = 240) -> str:
     """The process's output up to the first line holding ``needle`` (tqdm's carriage returns split lines)."""
     seen, deadline, line = "", time.time() + timeout, ""
@@ -105,7 +109,7 @@ def test_external_sigterm_while_training_saves_and_resumes_bitwise(reference, tm
     """A real SIGTERM from outside, at whatever step the run is in."""
     out = tmp_path / "out"
     proc = _start(base_args(tiny_sana, shapes_data, out, reference.parent / "cache", **OPTS))
-    early = _read_until(proc, "steps:")  # the loop has started
+    early = _read_until(proc, FIRST_STEP)  # the loop has started
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=240)
     text = early + rest
@@ -123,7 +127,7 @@ def test_sighup_while_training_saves_and_exits_129(tmp_path, tiny_sana, shapes_d
     out = tmp_path / "out"
     opts = dict(OPTS, max_train_steps=100000, validation_prompt=None, checkpointing_steps=0)
     proc = _start(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **opts))
-    early = _read_until(proc, "steps:")
+    early = _read_until(proc, FIRST_STEP)
     proc.send_signal(signal.SIGHUP)
     rest, _ = proc.communicate(timeout=240)
     text = early + rest
@@ -142,7 +146,7 @@ def test_sigterm_during_setup_stops_in_one_line(tmp_path, tiny_sana, shapes_data
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 143 and time.time() - started < 30, early + rest
     assert "Traceback" not in rest and rest.count("received SIGTERM while setting up") == 1, rest
-    assert not list((tmp_path / "out").glob("checkpoint-*")) and "steps:" not in early + rest
+    assert not list((tmp_path / "out").glob("checkpoint-*")) and FIRST_STEP not in early + rest
 
 
 @pytest.mark.slow
