@@ -137,7 +137,8 @@ PEER_FLAGS: dict[str, Peer] = {
                             "squared pixels", sources=("k-util",)),
     "dataset_repeats": Peer("sd-scripts", None, _REPEATS, sources=("k-util",)),
     "reg_data_dir": Peer("sd-scripts", None, _PRIOR, sources=("k-util",)),
-    "caption_extention": Peer("sd-scripts", "caption_extension", "kohya's misspelt alias", sources=("k-util",)),
+    "caption_extention": Peer("sd-scripts", "caption_extension", "sd-scripts also accepts this misspelling; "
+                              "dit-lora takes only the correct spelling", sources=("k-util",)),
     "caption_dropout_rate": Peer("sd-scripts, ai-toolkit", "caption_dropout_probability", _DROPOUT, sources=("k-util", "at")),
     "shuffle_caption": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),
     "keep_tokens": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),

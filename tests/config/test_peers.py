@@ -91,3 +91,9 @@ def test_checked_entries_say_what_the_peers_mean():
     assert "--logit_std" in peer_hint("sigmoid_scale", common) and "--family" in peer_hint("sigmoid_scale", common)
     assert "--use_8bit_adam" in peer_hint("optimizer_type", common)
     assert "--caption_extension" in peer_hint("caption_ext", common)
+
+
+def test_caption_extention_is_not_called_an_alias_dit_lora_accepts():
+    """dit-lora refuses `caption_extention`: the hint must not call it an alias (sd-scripts accepts it, we do not)."""
+    hint = peer_hint("caption_extention", sorted(owners.common_names()))
+    assert "alias" not in hint and "--caption_extension" in hint and "only the correct spelling" in hint
