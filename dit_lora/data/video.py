@@ -113,6 +113,10 @@ class VideoSample:
     #: which copy of a repeated clip this is (a kohya ``N_words/`` folder lists each clip N times): 0 for the first;
     #: the copies share key, file, caption and bucket, so one cache entry (:meth:`cache_key` ignores it)
     repeat: int = 0
+    #: frames that decode and the stream's frame rate (0 unknown), set with ``bucket``: what the log's effective
+    #: sampling rate (``--frame_sampling``) is measured on
+    source_frames: int = 0
+    source_fps: float = 0.0
 
     def content_id(self) -> str:
         """sha256 hex digest of the clip's file bytes plus the caption.
@@ -376,6 +380,7 @@ class ClipScan(NamedTuple):
     width: int = 0  # as displayed: after the rotation metadata
     height: int = 0
     rotation: int = 0  # the counter-clockwise turn the rotation metadata asks for (0, 90, 180, 270)
+    fps: float = 0.0  # the stream's average frame rate (0 when the container does not say)
 
 
 def image_size(path: str, max_pixels: int | None = None) -> tuple[int, int]:
@@ -432,11 +437,13 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
         return ClipScan(f"unreadable ({describe_error(err)})")
     av = _av()
     count = declared = width = height = turns = 0
+    fps = 0.0
     opened = False
     try:
         with av.open(path) as container:
             stream = _video_stream(container)
             declared = int(stream.frames or 0)
+            fps = float(stream.average_rate or stream.guessed_rate or 0)
             opened = True
             for frame in container.decode(stream):
                 frame.to_ndarray(format="rgb24")  # forces a full conversion, as training will
@@ -462,7 +469,7 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
     if count < min_frames:
         return ClipScan(f"too short ({count} frame(s), need at least {min_frames} for {frames_flag})",
                         count, width, height)
-    return ClipScan(None, count, width, height, 90 * turns)
+    return ClipScan(None, count, width, height, 90 * turns, fps)
 
 
 def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames",
@@ -570,5 +577,6 @@ def _with_buckets(good: list[VideoSample], scans: list[ClipScan], buckets: Seque
     """Each kept sample with its bucket: a clip's among ``buckets``, an image's among the one-frame ``stills``."""
     return [dataclasses.replace(sample, bucket=choose_bucket(scan.num_frames, scan.height, scan.width,
                                                              stills if sample.is_image else buckets),
-                                source_size=(scan.height, scan.width), rotation=scan.rotation)
+                                source_size=(scan.height, scan.width), rotation=scan.rotation,
+                                source_frames=scan.num_frames, source_fps=scan.fps)
             for sample, scan in zip(good, scans)]

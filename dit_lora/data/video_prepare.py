@@ -42,7 +42,7 @@ from .video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode
                     validate_video_samples)
 from .video_sources import load_video_samples
 
-__all__ = ["VideoMedia", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
+__all__ = ["VideoMedia", "frame_sampling_lines", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
 
 _ROWS_PER_READ = 64  # dataset rows fetched at once: bounded memory for datasets that embed clip bytes
 
@@ -185,6 +185,45 @@ def video_namespace_identity(cfg, family, comps=None) -> dict[str, Any]:
             "random_flip": cfg.random_flip, "crop": "center"}
 
 
+def _sampled(sample, sampling: str) -> tuple[float, float] | None:
+    """(seconds of the clip its bucket's frames span, frames per second they are taken at), or None (an image, or a
+    clip whose frame rate the container does not give). Mirrors :func:`~dit_lora.data.video._frame_indices`."""
+    frames = sample.bucket[0] if sample.bucket else 0
+    total, fps = sample.source_frames, sample.source_fps
+    if getattr(sample, "is_image", False) or fps <= 0 or frames < 2 or total < frames:
+        return None
+    step = 1.0 if sampling == "first" else (total - 1) / (frames - 1)  # source frames between two sampled ones
+    return (1 + step * (frames - 1)) / fps, fps / step
+
+
+def frame_sampling_lines(samples: list, sampling: str, model_fps: float | None) -> list[str]:
+    """What ``--frame_sampling`` does to the clips' timing, said once: the range of seconds each clip's frames span
+    and of the frame rates they are taken at, then a warning naming the clips sampled outside half to twice the
+    model's rate (their motion trains faster or slower than the model generates). ``[]`` without clips."""
+    timed = [(s, t) for s in samples if (t := _sampled(s, sampling)) is not None]
+    if not timed:
+        return []
+    spans = [t[0] for _, t in timed]
+    rates = [t[1] for _, t in timed]
+    counts = sorted({s.bucket[0] for s, _ in timed})
+    frames = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    model = f"; the model runs at {model_fps:g} fps" if model_fps else ""
+    other = ("--frame_sampling first takes consecutive frames" if sampling != "first"
+             else "--frame_sampling uniform spreads them over the whole clip")
+    lines = [f"frame sampling {sampling}: the clips' {frames} frames span {min(spans):.1f} to {max(spans):.1f} s of "
+             f"each clip ({min(rates):.1f} to {max(rates):.1f} frames per second{model}); {other}"]
+    if not model_fps:
+        return lines
+    far = list(dict.fromkeys(s.key for s, (_, rate) in timed if not 0.5 * model_fps <= rate <= 2 * model_fps))
+    if far:
+        fix = ("--frame_sampling first keeps each clip's own speed" if sampling != "first"
+               else f"re-encode those clips at about {model_fps:g} fps")
+        lines.append(f"warning: {len(far)} clip(s) are sampled at under {0.5 * model_fps:g} or over "
+                     f"{2 * model_fps:g} frames per second, far from the model's {model_fps:g} fps, so their motion "
+                     f"trains faster or slower than the model generates: {name_some(far)}; {fix}")
+    return lines
+
+
 def _bucket_text(buckets) -> str:
     return ",".join(f"{f}x{h}x{w}" for f, h, w in buckets)
 
@@ -261,6 +300,14 @@ class VideoMedia:
         return not self.cfg.frame_buckets and len(self.buckets) > 1
 
     @property
+    def model_fps(self) -> float | None:
+        """The frame rate the model generates at (the family's :class:`~dit_lora.families.capabilities.FrameRate`),
+        or None when the family does not say."""
+        from ..families import capabilities as caps
+
+        return self.family.model_fps(self.cfg) if isinstance(self.family, caps.FrameRate) else None
+
+    @property
     def frames_flag(self) -> str:
         """The option a too-short clip is measured against, as reasons and errors name it."""
         return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.frame_buckets))
@@ -309,6 +356,8 @@ class VideoMedia:
             max_pixels=self.max_pixels,
         )
         for line in bucket_table(self.all_buckets(samples), good, automatic=self.automatic):
+            log(line)
+        for line in frame_sampling_lines(good, self.cfg.frame_sampling, self.model_fps):
             log(line)
         return good
 

@@ -117,6 +117,14 @@ class VideoFrames(Protocol):
 
 
 @runtime_checkable
+class FrameRate(Protocol):
+    """Clips: the frame rate the model generates at (what the log compares ``--frame_sampling``'s rate with)."""
+
+    def model_fps(self, cfg) -> float:
+        """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8)."""
+
+
+@runtime_checkable
 class ImageBuckets(Protocol):
     """Images: aspect-ratio buckets (``--aspect_buckets``): the model's stride, or why it takes only squares."""
 

@@ -690,3 +690,40 @@ def test_video_dataset_split_picks_the_split_of_a_save_to_disk_folder(tmp_path, 
     cfg = _cfg(tmp_path, None, dataset_name=str(folder), video_column="file", caption_column="caption",
                dataset_split="holdout")
     assert [s.caption for s in VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()] == ["b", "c"]
+
+
+class FakeFpsFamily(FakeVideoFamily):
+    """The fake video family, generating at 16 fps (what Wan2.1 and CogVideoX 1.5 say)."""
+
+    capabilities = FakeVideoFamily.capabilities + (caps.FrameRate,)
+
+    def model_fps(self, cfg):
+        return 16
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "first"])
+def test_screening_says_the_rate_frame_sampling_takes_frames_at(tmp_path, sampling):
+    root = tmp_path / "rates"
+    root.mkdir()
+    write_moving_square_clip(root / "short.mp4", num_frames=9, size=32, fps=8)  # 9 frames: 1.125 s at 8 fps
+    write_moving_square_clip(root / "long.mp4", num_frames=45, size=32, fps=15)  # 45 frames: 3 s at 15 fps
+    (root / "metadata.jsonl").write_text("".join(json.dumps({"file_name": n, "text": n}) + "\n"
+                                                 for n in ("short.mp4", "long.mp4")))
+    family = FakeFpsFamily()
+    media = family.data_handler(_cfg(tmp_path, root, frame_sampling=sampling))
+    lines: list[str] = []
+    good = media.screen(media.list_samples(), log=lines.append, quarantine=[])
+    assert {(s.key, s.source_frames, round(s.source_fps)) for s in good} == {("short.mp4", 9, 8), ("long.mp4", 45, 15)}
+    said = [line for line in lines if line.startswith(f"frame sampling {sampling}:")]
+    warned = [line for line in lines if "far from the model's 16 fps" in line]
+    if sampling == "uniform":  # the long clip's 9 frames spread over all 45: every 5.5th frame, 15 / 5.5 fps
+        assert said == [f"frame sampling uniform: the clips' 9 frames span {9 / 8:.1f} to {45 / 15:.1f} s of each "
+                        f"clip ({15 / 5.5:.1f} to {8:.1f} frames per second; the model runs at 16 fps); "
+                        f"--frame_sampling first takes consecutive frames"]
+        assert len(warned) == 1 and warned[0].startswith("warning: 1 clip(s) are sampled at under 8 or over 32")
+        assert "long.mp4; --frame_sampling first keeps each clip's own speed" in warned[0]
+    else:  # consecutive frames: each clip's own rate, both within half to twice 16 fps
+        assert said == [f"frame sampling first: the clips' 9 frames span {9 / 15:.1f} to {9 / 8:.1f} s of each clip "
+                        f"({8:.1f} to {15:.1f} frames per second; the model runs at 16 fps); "
+                        f"--frame_sampling uniform spreads them over the whole clip"]
+        assert warned == []

@@ -225,6 +225,10 @@ class CogVideoXFamily(DiffusionFamily):
 
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
+    def model_fps(self, cfg: TrainConfig) -> float:
+        """Frames per second the checkpoint generates at (1.0: 8, 1.5: 16): what validation videos are written at."""
+        return self.model_info(cfg).fps
+
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """``--frame_buckets`` (only those), else automatic aspect buckets around the flags' or the trained size,
         that size first (:func:`~dit_lora.data.frames.automatic_buckets`): sin-cos positions (2B) are recomputed and

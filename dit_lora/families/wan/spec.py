@@ -124,6 +124,10 @@ class WanFamily(DiffusionFamily):
 
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
+    def model_fps(self, cfg: TrainConfig) -> float:
+        """Frames per second the checkpoint generates at (:attr:`WanInfo.fps`): the rate the log names."""
+        return self.info(cfg).fps
+
     def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """The run's (frames, height, width) buckets: ``--frame_buckets`` (only those), else automatic aspect buckets
         around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
