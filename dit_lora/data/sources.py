@@ -331,13 +331,17 @@ class _SidecarCaptions:
     other_found: list[str] = field(default_factory=list)  #: caption files of another common extension, unread
     from_words: dict[str, int] = field(default_factory=dict)  #: kohya folder -> images captioned by its words
     noun: str = "image"  #: what the files are called in the log (``clip`` for video folders)
+    multi_line: list[str] = field(default_factory=list)  #: caption files of more than one line (read whole)
 
     def read(self, key: str) -> str | None:
         """The caption of image ``key`` from its sidecar file, else its kohya folder's words, else None."""
         stem = posixpath.splitext(key)[0]
         own = self.files.get(stem + self.extension.lower())
         if own is not None:
-            return _read_txt(os.path.join(self.root, *own.split("/")))
+            text = _read_txt(os.path.join(self.root, *own.split("/")))
+            if "\n" in text:  # kohya's sd-scripts would train on the first line only: the log says so
+                self.multi_line.append(own)
+            return text
         other = next((self.files[stem + e] for e in COMMON_CAPTION_EXTENSIONS
                       if e != self.extension.lower() and stem + e in self.files), None)
         if other is not None:
@@ -355,6 +359,10 @@ class _SidecarCaptions:
             log(f"{len(self.other_found)} {self.noun}(s) have no {self.extension} caption file but a {ext} one beside "
                 f"them ({name_some(self.other_found)}): those are not read; pass --caption_extension {ext.lower()} "
                 f"to use them.")
+        if self.multi_line:
+            log(f"{len(self.multi_line)} caption file(s) hold more than one line: the whole file is each caption, "
+                f"line breaks included (kohya's sd-scripts read the first line only; musubi-tuner reads the whole "
+                f"file too): {name_some(self.multi_line)}")
         for top, count in self.from_words.items():
             log(f"`{top}/`: {count} {self.noun}(s) without a {self.extension} caption are captioned "
                 f"{self.folders[top][1]!r}, the folder's words (kohya's class tokens)")

@@ -394,3 +394,26 @@ def test_instance_prompt_captions_every_image_and_says_so(tmp_path):
     assert "--instance_prompt: all 3 image(s)" in log.text and "not read" in log.text
     with pytest.raises(UserError, match="--instance_prompt is empty"):
         load_samples(train_data_dir=tmp_path, instance_prompt="  ", log=Log())
+
+
+def test_multi_line_caption_files_are_read_whole_and_named_once(tmp_path):
+    make_image(tmp_path / "a.png")
+    make_image(tmp_path / "sub" / "b.png")
+    make_image(tmp_path / "c.png")
+    (tmp_path / "a.txt").write_text("a red car\nparked outside\n")
+    (tmp_path / "sub" / "b.txt").write_text("line one\r\nline two")
+    (tmp_path / "c.txt").write_text("  one line only \n")
+    log = Log()
+    samples = load_samples(train_data_dir=tmp_path, log=log)
+    # dit-lora trains on the whole file (as musubi-tuner does), line breaks included; kohya would take line one
+    assert [(s.key, s.caption) for s in samples] == [("a.png", "a red car\nparked outside"),
+                                                     ("c.png", "one line only"), ("sub/b.png", "line one\nline two")]
+    said = [line for line in log if "caption file(s) hold more than one line" in line]
+    assert said == ["2 caption file(s) hold more than one line: the whole file is each caption, line breaks included "
+                    "(kohya's sd-scripts read the first line only; musubi-tuner reads the whole file too): "
+                    "a.txt, sub/b.txt"]
+    quiet = Log()
+    (tmp_path / "a.txt").write_text("one line")
+    (tmp_path / "sub" / "b.txt").write_text("one line")
+    load_samples(train_data_dir=tmp_path, log=quiet)
+    assert not any("more than one line" in line for line in quiet)
