@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 from dit_lora.errors import UserError
 
 __all__ = ["MAX_FOLDER_REPEATS", "checked_caption_extension", "checked_instance_prompt", "copy_of", "copies_note",
-           "folder_of", "head_of", "kohya_folder", "kohya_folders", "repeat_folder_samples"]
+           "folder_of", "head_of", "kohya_folder", "kohya_folders", "nested_lines", "plural", "repeat_folder_samples"]
 
 #: the most repeats a kohya folder name (``N_words``) may ask for; a larger N is far more likely a name (``2024_trip``)
 MAX_FOLDER_REPEATS = 1000
@@ -105,6 +105,8 @@ def repeat_folder_samples(samples: list, folders: dict[str, tuple[int, str]], lo
     :class:`~dit_lora.data.video.VideoSample`). The copies keep key, file and caption, so they name one cache entry
     (encoded once) and one crop; their own index gives each its own flip per epoch
     (:class:`~dit_lora.data.batches.EpochBatches`), as kohya's repeats do. ``noun`` names the files in the log.
+    Files in sub-folders of an ``N_words`` folder train with its repeats and words (kohya's sd-scripts would not
+    read them): one more line per such folder says so.
     """
     out: list = []
     counts: dict[str, int] = {}
@@ -117,13 +119,40 @@ def repeat_folder_samples(samples: list, folders: dict[str, tuple[int, str]], lo
         out.extend(dataclasses.replace(sample, repeat=r) for r in range(1, repeats))
     for top, count in counts.items():
         repeats = folders[top][0]
-        log(f"`{top}/`: {count} {noun}(s) x {repeats} repeats = {count * repeats} samples per epoch "
-            f"(kohya's N_words folder)")
+        log(f"`{top}/`: {count} {noun}(s) x {plural(repeats, 'repeat')} = {plural(count * repeats, 'sample')} per "
+            f"epoch (kohya's N_words folder)")
+    for line in nested_lines(samples, folders, noun):
+        log(line)
     others = len(samples) - sum(counts.values())
     if others:
         log(f"{others} {noun}(s) outside any N_words folder: 1 repeat each (kohya's sd-scripts would not read them)")
-    log(f"{len(out)} samples per epoch from {len(samples)} {noun}(s)")
+    log(f"{plural(len(out), 'sample')} per epoch from {len(samples)} {noun}(s)")
     return out
+
+
+def plural(count: int, word: str) -> str:
+    """``1 repeat``, ``3 repeats``: a count with its noun in the right number (the log's words all take an s)."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def nested_lines(samples: Sequence[Any], folders: dict[str, tuple[int, str]], noun: str = "image") -> list[str]:
+    """One line per ``N_words`` folder holding files in its sub-folders: they train with the folder's repeats and
+    words, where kohya's sd-scripts (``glob_images(dir, "*")``, not recursive) reads only the folder itself."""
+    nested: dict[str, dict[str, int]] = {}  # N_words folder -> sub-folder (relative key) -> files
+    for sample in samples:
+        top = folder_of(sample.key)
+        if top in folders and sample.key.count("/") > 1:
+            sub = sample.key.rsplit("/", 1)[0]
+            nested.setdefault(top, {})[sub] = nested.get(top, {}).get(sub, 0) + 1  # type: ignore[arg-type]
+    lines = []
+    for top, subs in nested.items():
+        repeats, words = folders[top]
+        shown = ", ".join(f"`{sub}/`" for sub in list(subs)[:5]) + (f" and {len(subs) - 5} more" if len(subs) > 5
+                                                                     else "")
+        said = f" and its words ({words!r})" if words else ""
+        lines.append(f"{shown}: {sum(subs.values())} {noun}(s) in sub-folders train with `{top}/`'s "
+                     f"{plural(repeats, 'repeat')}{said} (kohya's sd-scripts read only the folder itself)")
+    return lines
 
 
 def _identity(sample: Any) -> tuple:

@@ -52,3 +52,26 @@ def test_caption_flags_are_checked_once():
     assert checked_instance_prompt(None) is None and checked_instance_prompt(" sks ") == "sks"
     with pytest.raises(UserError, match="--instance_prompt is empty"):
         checked_instance_prompt("  ")
+
+
+def test_one_repeat_and_one_sample_are_singular():
+    lines: list[str] = []
+    repeat_folder_samples([RawSample(key="1_a/x", caption="c")], {"1_a": (1, "a")}, lines.append)
+    assert lines == ["`1_a/`: 1 image(s) x 1 repeat = 1 sample per epoch (kohya's N_words folder)",
+                     "1 sample per epoch from 1 image(s)"]
+
+
+def test_files_in_sub_folders_of_a_kohya_folder_are_named_once_per_folder():
+    lines: list[str] = []
+    keys = ["10_sks dog/a.png", "10_sks dog/sub/b.png", "10_sks dog/sub/deeper/c.png", "10_sks dog/sub/d.png",
+            "2_cat/e.png", "3/more/f.png", "plain/sub/g.png"]
+    folders = {"10_sks dog": (10, "sks dog"), "2_cat": (2, "cat"), "3": (3, "")}
+    out = repeat_folder_samples([RawSample(key=k, caption="") for k in keys], folders, lines.append)
+    assert len(out) == 10 * 4 + 2 + 3 + 1  # nested files still train, with their folder's repeats
+    nested = [line for line in lines if "in sub-folders" in line]
+    assert nested == [
+        "`10_sks dog/sub/`, `10_sks dog/sub/deeper/`: 3 image(s) in sub-folders train with `10_sks dog/`'s "
+        "10 repeats and its words ('sks dog') (kohya's sd-scripts read only the folder itself)",
+        "`3/more/`: 1 image(s) in sub-folders train with `3/`'s 3 repeats (kohya's sd-scripts read only the folder "
+        "itself)",
+    ]
