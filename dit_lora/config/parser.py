@@ -70,11 +70,32 @@ def unknown_message(name: str, valid: Sequence[str], where: str) -> str:
     option names). ``where``: ``on the command line`` or ``in run.yaml``."""
     bare = name.split("=")[0].lstrip("-")
     flag = where == "on the command line"
+    hint = _unknown_hint(bare, valid, flag)
+    return (f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
+            "for every valid option.")
+
+
+def _unknown_hint(bare: str, valid: Sequence[str], flag: bool) -> str:
+    """Another trainer's counterpart of option ``bare`` (:mod:`.peers`), else the closest of ``valid``, else ""."""
     hint = peer_hint(bare, valid)
     if hint is None:
         close = difflib.get_close_matches(bare, list(valid), n=1, cutoff=0.5)
         hint = f"Did you mean `{'--' if flag else ''}{close[0]}`?" if close else ""
-    return (f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
+    return hint
+
+
+def unknown_options_message(names: Sequence[str], valid: Sequence[str], where: str) -> str:
+    """One paragraph for every unknown option in ``names`` at once (a config from another trainer has several:
+    one per run would take as many runs to fix), each with its hint; one name is :func:`unknown_message`."""
+    if len(names) == 1:
+        return unknown_message(names[0], valid, where)
+    flag = where == "on the command line"
+    items = []
+    for name in names:
+        bare = name.split("=")[0].lstrip("-")
+        hint = _unknown_hint(bare, valid, flag)
+        items.append(f"`{'--' if flag else ''}{bare}`{f' ({hint.rstrip(chr(46))})' if hint else ''}")
+    return (f"{len(items)} unknown options {where}: {'; '.join(items)}. Fix or remove each of them; run with --help "
             "for every valid option.")
 
 
@@ -126,7 +147,17 @@ def coerce(name: str, value: Any, source: str) -> Any:
         f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. "
         f"Give {'an' if pretty[0] in 'aeiou' else 'a'} {pretty}"
         f"{' (comma-separated for a list)' if typing.get_origin(tp) is list else ''}."
+        f"{_LIST_HINTS.get(name, '') if isinstance(value, (list, tuple)) else ''}"
     )
+
+
+#: what a list means for a one-value option in the trainers people come from (the sentence after the type error)
+_LIST_HINTS = {
+    "resolution": " dit-lora trains at one --resolution (one side in pixels) and aspect-ratio buckets "
+                  "(--aspect_buckets, `auto` by default) hold every image near its square's pixel count; "
+                  "ai-toolkit's list of resolutions (training at several sizes) has no dit-lora equivalent: "
+                  "pick one, e.g. the largest.",
+}
 
 
 def _to_number(value: Any, tp: type) -> int | float:
@@ -194,12 +225,15 @@ def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None
     if family is None:
         family, chosen_by = _yaml_family(data, path)
     valid = [*owners.common_names(), *(f.name for f in owners.family_fields(family))]
+    unknown = []
     for key in data:
         if key not in valid:
             foreign = owners.foreign_option_message(str(key), family, str(path), chosen_by or "--family")
             if foreign:
                 raise UserError(foreign)
-            raise UserError(unknown_message(str(key), valid, f"in {path}"))
+            unknown.append(str(key))
+    if unknown:
+        raise UserError(unknown_options_message(unknown, valid, f"in {path}"))
     return {k: coerce(k, v, str(path)) for k, v in data.items()}
 
 
@@ -221,7 +255,38 @@ def _read_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"The config file `{path}` is not valid YAML ({err}). Fix the syntax at the position shown.")
     if not isinstance(data, dict):
         raise UserError(f"The config file `{path}` must be a mapping of option: value, not {type(data).__name__}.")
+    if _is_ai_toolkit(data):
+        raise UserError(ai_toolkit_message(path))
     return data
+
+
+def _is_ai_toolkit(data: dict) -> bool:
+    """An ai-toolkit job file: ``job:``/``config:`` at the top, ``config: {process: [...]}`` (no dit-lora option
+    is called ``job``, ``config`` is a flag, never a YAML key)."""
+    config = data.get("config")
+    return ("job" in data or "config" in data) and isinstance(config, dict) and isinstance(config.get("process"), list)
+
+
+#: ai-toolkit's main keys (their place in its nested file) and dit-lora's flat option, from :mod:`.peers`
+_AI_TOOLKIT_KEYS = ("model.name_or_path", "datasets[].folder_path", "datasets[].caption_ext", "network.linear",
+                    "network.linear_alpha", "train.lr", "train.steps", "train.batch_size", "train.dtype",
+                    "save.save_every", "training_folder")
+
+
+def ai_toolkit_message(path: Path) -> str:
+    """The paragraph for an ai-toolkit job YAML given as a dit-lora ``--config``: the shape, the main keys'
+    counterparts (:data:`.peers.PEER_FLAGS`), the migration page."""
+    from .peers import PEER_FLAGS
+
+    pairs = []
+    for where in _AI_TOOLKIT_KEYS:
+        peer = PEER_FLAGS.get(where.rsplit(".", 1)[-1])
+        if peer is not None and peer.option:
+            pairs.append(f"{where} -> `{peer.option}`")
+    return (f"The config file `{path}` is an ai-toolkit config (top-level `job`/`config` with a `process` list): "
+            "dit-lora's YAML is flat, one `option: value` per line at the top level, the same names as its --flags. "
+            f"Rewrite it as such; its main keys map as {', '.join(pairs)}. docs/guides/migrating.md lists every "
+            "ai-toolkit key and its dit-lora option (or that there is none).")
 
 
 #: a negative number (``-1e-4``, ``-.5``, ``-inf``) after a flag is its value: argparse's own pattern knows only
@@ -436,7 +501,8 @@ def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | No
         if not bad.startswith("-"):
             raise UserError(f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
                             "Run with --help for every valid option.")
-        raise UserError(unknown_message(bad, [*owners.common_names(), *own, "config"], "on the command line"))
+        flags = [u for u in unknown if u.startswith("-") and not NEGATIVE_NUMBER.match(u)]  # all, each hinted
+        raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
     values: dict[str, Any] = {}
     if config:
         values = _common_yaml(config) if common_only else load_yaml(config, family, chosen_by)
@@ -454,17 +520,17 @@ def _refuse_unknown(unknown: list[str], config: str | None) -> None:
     """Raise the paragraph for the first flag (in ``unknown``) or ``config`` YAML key that no family has (another
     family's option waits for the family to be known: its message names the owner)."""
     known = set(owners.all_option_names()) | {"config"}
-    for arg in unknown:
-        if arg.startswith("--") and arg.split("=")[0][2:] not in known:
-            raise UserError(unknown_message(arg, sorted(known), "on the command line"))
+    flags = [arg for arg in unknown if arg.startswith("--") and arg.split("=")[0][2:] not in known]
+    if flags:
+        raise UserError(unknown_options_message(flags, sorted(known), "on the command line"))
     if config and Path(config).is_file():
         try:
             data = _read_yaml(config)
         except UserError:
             return  # the full parse reports the bad file
-        for key in data:
-            if str(key) not in known:
-                raise UserError(unknown_message(str(key), sorted(known - {"config"}), f"in {config}"))
+        keys = [str(key) for key in data if str(key) not in known]
+        if keys:
+            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {config}"))
 
 
 def _common_yaml(path: str) -> dict[str, Any]:

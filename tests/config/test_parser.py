@@ -193,3 +193,67 @@ def test_an_explicit_video_option_of_an_image_run_is_refused_before_the_data_che
     assert f"`max_num_frames` in {config} is an option of video families" in str(err.value)
     with pytest.raises(UserError, match=r"^--frame_buckets is an option of video families"):
         parse_config(["--family", "sana", "--frame_buckets", "49x480x720"])
+
+
+_AI_TOOLKIT_JOB = """\
+job: extension
+config:
+  name: my_lora
+  process:
+    - type: sd_trainer
+      training_folder: output
+      network: {type: lora, linear: 16, linear_alpha: 16}
+      datasets:
+        - folder_path: /data/dogs
+          caption_ext: txt
+          resolution: [512, 768]
+      train: {batch_size: 1, steps: 2000, lr: 1.0e-4}
+      model: {name_or_path: Efficient-Large-Model/Sana_600M_512px_diffusers}
+"""
+
+
+@pytest.mark.parametrize("how", ["train", "load_yaml"])
+def test_an_ai_toolkit_job_file_is_named_as_such_with_its_key_mapping(tmp_path, how):
+    """ai-toolkit's nested job YAML: one paragraph saying what it is, that dit-lora's YAML is flat, the main keys'
+    counterparts and the migration page (it said "Unknown option `job`")."""
+    from dit_lora.config.parser import load_yaml
+
+    config = tmp_path / "aitk.yaml"
+    config.write_text(_AI_TOOLKIT_JOB)
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", str(config)]) if how == "train" else load_yaml(config)
+    text = str(err.value)
+    assert "ai-toolkit config" in text and "flat" in text and "docs/guides/migrating.md" in text
+    for pair in ("network.linear -> `rank`", "train.lr -> `learning_rate`", "datasets[].folder_path -> "
+                 "`train_data_dir`", "model.name_or_path -> `pretrained_model_name_or_path`"):
+        assert pair in text, pair
+    assert "Unknown option" not in text and "\n" not in text
+
+
+def test_a_flat_yaml_with_several_unknown_keys_names_them_all_with_their_hints(tmp_path):
+    config = tmp_path / "kohya.yaml"
+    config.write_text("family: sana\nnetwork_dim: 16\nsave_every_n_steps: 100\nlearnig_rate: 1.0e-4\n")
+    for argv in (["--config", str(config)], ["--family", "sana", "--config", str(config)]):
+        with pytest.raises(UserError) as err:
+            parse_config(argv)
+        text = str(err.value)
+        assert text.startswith(f"3 unknown options in {config}:"), text
+        assert "`network_dim` (--network_dim comes from" in text and "--rank" in text
+        assert "--checkpointing_steps" in text and "`learnig_rate` (Did you mean `learning_rate`?)" in text
+
+
+def test_several_unknown_flags_are_named_in_one_paragraph():
+    with pytest.raises(UserError) as err:
+        parse_config(["--family", "sana", "--network_dim", "8", "--network_alpha", "8", "--train_data_dir", "d"])
+    text = str(err.value)
+    assert text.startswith("2 unknown options on the command line:") and "--rank" in text and "--lora_alpha" in text
+
+
+def test_a_list_of_resolutions_says_there_is_one_resolution_and_buckets(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("family: sana\nresolution: [64, 96]\n")
+    with pytest.raises(UserError) as err:
+        parse_config(["--config", str(config), "--train_data_dir", "d"])
+    text = str(err.value)
+    assert "is [64, 96], which is not a valid int" in text and "--aspect_buckets" in text
+    assert "ai-toolkit's list of resolutions" in text and "no dit-lora equivalent" in text
