@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -51,6 +52,7 @@ class SampleCheck:
     bucket: tuple[int, int] | None = None
     cropped: float | None = None
     noun: str = "image"  # what the bucket table counts: a video family's rows are clips
+    repeats: int = 1  # how many times the file is listed (a kohya N_words/ folder's repeats): one row per file
 
 
 def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str | None) -> SampleCheck:
@@ -131,6 +133,20 @@ def _map_in_threads(fn: Callable[[Any], Any], items: list, num_workers: int | No
     return [found[first] for first in origin]
 
 
+def one_row_per_file(rows: Sequence[SampleCheck]) -> list[SampleCheck]:
+    """The rows with a kohya repeat's copies folded into their file's row (its ``repeats`` the count), in order.
+
+    :func:`_map_in_threads` hands every copy its first copy's very row, so copies are the same object."""
+    counts = Counter(id(r) for r in rows)
+    seen: set[int] = set()
+    out = []
+    for r in rows:
+        if id(r) not in seen:
+            seen.add(id(r))
+            out.append(dataclasses.replace(r, repeats=counts[id(r)]) if counts[id(r)] > 1 else r)
+    return out
+
+
 def check_samples(
     samples: Sequence[RawSample],
     *,
@@ -151,7 +167,7 @@ def check_samples(
                             require_caption=require_captions, max_pixels=max_pixels, buckets=buckets)
 
     workers = decode_workers(max_pixels, most=8) if num_workers is None else num_workers
-    return _map_in_threads(one, list(samples), workers, most=8)
+    return one_row_per_file(_map_in_threads(one, list(samples), workers, most=8))
 
 
 def check_video_sample(
@@ -244,7 +260,7 @@ def check_video_samples(
     results = _map_in_threads(one, samples, num_workers, most=4)
     usable = [dataclasses.replace(s, bucket=b, source_size=shown[:2], rotation=shown[2])
               for s, (_, b, shown) in zip(samples, results) if b is not None]
-    return [row for row, _, _ in results], usable
+    return one_row_per_file([row for row, _, _ in results]), usable
 
 
 def _namespace_folders(root: Path, namespace: str | None) -> list[Path]:
@@ -282,7 +298,10 @@ def check_cache(
     for folder in _namespace_folders(root, namespace):
         ns = folder.name
         hits = [(s, folder / cache_file_name(ns, cid)) for s, cid in ids]
-        hits = [(s, f) for s, f in hits if f.is_file()]
+        first: dict[Path, Any] = {}  # a kohya repeat names its file's entry again: one row per entry
+        for s, f in hits:
+            first.setdefault(f, s)
+        hits = [(s, f) for f, s in first.items() if f.is_file()]
         if not hits:
             continue
         namespaces += 1
@@ -326,12 +345,15 @@ def format_table(rows: Sequence[SampleCheck], *, show_ok: bool = False) -> str:
         sized = any(r.bucket is not None for r in shown)
         width_bucket = max([len("bucket")] + [len(format_size(r.bucket)) for r in shown if r.bucket is not None])
         columns = f"{'bucket':<{width_bucket}}  cropped  " if sized else ""
+        repeated = any(r.repeats > 1 for r in shown)  # kohya N_words/ files: one row each, with its repeats
+        columns += "repeats  " if repeated else ""
         header = f"{'status':<6}  {'sample':<{width_key}}  {'check':<{width_what}}  {columns}problem"
         lines += [header, "-" * len(header)]
         for r in shown:
             mark = {OK: "ok", WARN: "WARN", BLOCK: "BLOCK"}.get(r.status, r.status)
             size = f"{format_size(r.bucket) if r.bucket else '-':<{width_bucket}}  " if sized else ""
             cut = f"{format(r.cropped, '.0%') if r.cropped is not None else '-':>7}  " if sized else ""
+            cut += f"{r.repeats if r.what == 'sample' else '-':>7}  " if repeated else ""
             lines.append(f"{mark:<6}  {r.key:<{width_key}}  {r.what:<{width_what}}  {size}{cut}{r.problem}".rstrip())
     if hidden:
         lines.append(f"{hidden} ok row(s) not shown (--all shows every row)")
@@ -344,7 +366,10 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
     samples = [r for r in rows if r.what == "sample"]
     cache = [r for r in rows if r.what == "cache"]
     counts = Counter(r.status for r in samples)
-    text = (f"{len(samples)} sample(s): {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking")
+    listed = sum(r.repeats for r in samples)
+    what = (f"{len(samples)} sample(s)" if listed == len(samples)
+            else f"{len(samples)} file(s) ({listed} samples per epoch with kohya repeats)")
+    text = f"{what}: {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking"
     if cache:
         bad_cache = sum(r.status == BLOCK for r in cache)
         text += f"; {len(cache)} cache entr{'y' if len(cache) == 1 else 'ies'}, {bad_cache} bad"

@@ -587,7 +587,8 @@ def test_check_video_samples_warns_about_a_clip_cropped_beyond_the_threshold(tmp
 
 
 def test_check_data_decodes_a_kohya_repeated_image_once(tmp_path, monkeypatch):
-    """A `4_sks/` folder lists its image 4 times: check-data decodes the file once and gives each copy its row."""
+    """A `4_sks/` folder lists its image 4 times: check-data decodes the file once and shows it in one row, with its
+    4 repeats (not four identical rows)."""
     from dit_lora.data import preflight
 
     (tmp_path / "4_sks").mkdir()
@@ -601,4 +602,8 @@ def test_check_data_decodes_a_kohya_repeated_image_once(tmp_path, monkeypatch):
     monkeypatch.setattr(preflight, "check_sample", lambda s, **kw: checked.append(s.key) or real(s, **kw))
     rows = preflight.check_samples(samples, resolution=32, num_workers=1)
     assert sorted(checked) == ["4_sks/a.png", "b.png"]
-    assert [r.key for r in rows] == ["4_sks/a.png"] * 4 + ["b.png"]
+    assert [(r.key, r.repeats) for r in rows] == [("4_sks/a.png", 4), ("b.png", 1)]
+    table = preflight.format_table(rows, show_ok=True).splitlines()
+    assert "repeats" in table[0] and len(table) == 4  # header, rule, one row per file
+    assert table[2].split() == ["ok", "4_sks/a.png", "sample", "4"] and table[3].split() == ["ok", "b.png", "sample", "1"]
+    assert preflight.summarize(rows).startswith("2 file(s) (5 samples per epoch with kohya repeats): 2 ok,")
