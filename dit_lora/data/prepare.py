@@ -172,10 +172,13 @@ class ImageMedia:
             chosen = list(pool.map(choose, samples))
         if self.square_reason:
             log(f"aspect buckets: {self.square_reason}")
-        log(f"images per bucket ({self.buckets_text}):")
-        for line in aspect.bucket_table([b for b, _ in chosen]):
+        # Files, not kohya copies: a copy has its file's bucket and crop (repeats are said where folders are listed).
+        files = [(s, c) for s, c in zip(samples, chosen) if getattr(s, "repeat", 0) == 0]
+        counted = "" if len(files) == len(samples) else ", each file once whatever its kohya repeats"
+        log(f"images per bucket ({self.buckets_text}{counted}):")
+        for line in aspect.bucket_table([b for _, (b, _) in files]):
             log(line)
-        line = aspect.crop_line([(s.key, share) for s, (_, share) in zip(samples, chosen)])
+        line = aspect.crop_line([(s.key, share) for s, (_, share) in files])
         if line:
             log(line + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
                        "auto keeps the least crop)")

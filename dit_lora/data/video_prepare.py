@@ -355,9 +355,12 @@ class VideoMedia:
             require_captions=self.requires_captions, raise_on_fraction=False, image_buckets=stills,
             max_pixels=self.max_pixels,
         )
-        for line in bucket_table(self.all_buckets(samples), good, automatic=self.automatic):
+        files = [s for s in good if s.repeat == 0]  # a kohya copy shares its file's bucket: tables count files
+        if len(files) < len(good):
+            log(f"the clip table counts files: {len(good)} samples per epoch with kohya repeats")
+        for line in bucket_table(self.all_buckets(samples), files, automatic=self.automatic):
             log(line)
-        for line in frame_sampling_lines(good, self.cfg.frame_sampling, self.model_fps):
+        for line in frame_sampling_lines(files, self.cfg.frame_sampling, self.model_fps):
             log(line)
         return good
 

@@ -224,3 +224,14 @@ def test_without_the_cache_each_image_is_decoded_to_its_bucket(tmp_path, mixed):
                         accelerator())
     for i, sample in enumerate(data.samples):
         assert data.dataset[(i, True)]["pixel_values"].shape == (3, *sample.bucket)
+
+
+def test_the_image_bucket_table_counts_a_kohya_file_once(tmp_path, capsys):
+    make_image(tmp_path / "data" / "5_sks" / "wide.png", size=(64, 16))
+    make_image(tmp_path / "data" / "5_sks" / "sq.png", size=(32, 32))
+    data = prepare_data(config(tmp_path, tmp_path / "data", resolution=32), BucketedPooling(), None, accelerator())
+    assert len(data) == 10  # 2 files x 5 repeats
+    out = capsys.readouterr().out
+    assert ", each file once whatever its kohya repeats):" in out
+    table = [line.split() for line in out[out.index("bucket (WxH)"):].splitlines()]
+    assert ["32x32", "1", "50.0%"] in table and ["64x16", "1", "50.0%"] in table

@@ -727,3 +727,14 @@ def test_screening_says_the_rate_frame_sampling_takes_frames_at(tmp_path, sampli
                         f"({8:.1f} to {15:.1f} frames per second; the model runs at 16 fps); "
                         f"--frame_sampling uniform spreads them over the whole clip"]
         assert warned == []
+
+
+def test_kohya_clip_copies_are_counted_once_in_the_clip_table(tmp_path):
+    family = FakeVideoFamily()
+    media = family.data_handler(_cfg(tmp_path, _kohya_clips(tmp_path / "data")))
+    lines: list[str] = []
+    good = media.screen(media.list_samples(), log=lines.append, quarantine=[])
+    assert len(good) == 6  # 2 clips x 3 repeats still train
+    assert "the clip table counts files: 6 samples per epoch with kohya repeats" in lines
+    assert "  9x32x32 (32x32 px, aspect 1.00): 2" in lines  # the files, not their 6 copies
+    assert "clips cropped by more than 10% to fit their bucket: 0 of 2" in lines
