@@ -82,7 +82,7 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
     from dit_lora.config.parser import add_config_flag
 
-    for name in _CHECK_DATA_KEYS:  # the recipes' own options, help texts from the config schema
+    for name in _check_data_keys():  # the recipes' own options, help texts from the config schema
         add_config_flag(check, name)
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
     return parser
@@ -127,10 +127,47 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-_CHECK_DATA_KEYS = ("train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column",
-                    "max_train_samples", "resolution", "aspect_buckets", "center_crop", "cache_dir", "pretrained_model_name_or_path",
-                    "family", "video_column", "max_num_frames", "height", "width", "frame_buckets", "frame_sampling",
-                    "num_frames", "video_folder", "max_sequence_length", "max_image_pixels")
+#: the schema sections whose options decide what check-data screens (a new data option is a check-data flag
+#: without a change here), the model options that pick the family, size and cache namespace, and the families'
+#: own data options (the video LLMs' frames per clip and video folder; the video size CogVideoX allows)
+_CHECK_DATA_SECTIONS = ("data", "video")
+_CHECK_DATA_MODEL_KEYS = ("family", "pretrained_model_name_or_path")
+_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "allow_untrained_resolution")
+
+
+def _check_data_keys() -> list[str]:
+    """The run options ``dit-lora check-data`` takes as flags: the model ones and every data/video option."""
+    from dit_lora.config.schema import config_fields
+
+    data = [f.name for f in config_fields() if f.metadata.get("section") in _CHECK_DATA_SECTIONS]
+    return [*_CHECK_DATA_MODEL_KEYS, *data, *_CHECK_DATA_FAMILY_KEYS]
+
+
+def _check_data_unknown(rest: list[str]) -> UserError:
+    """The one paragraph for the check-data arguments it does not take: run options it does not read (training,
+    LoRA, ...) are named as such, unknown ones get train's hints (another trainer's name, the closest option)."""
+    from dit_lora.config import owners
+    from dit_lora.config.parser import unknown_options_message
+
+    flags = [a for a in rest if a.startswith("--")]
+    if not flags:
+        return UserError(f"Unexpected argument `{rest[0]}` for dit-lora check-data: every value follows its "
+                         "--option. Run `dit-lora check-data --help` for every option.")
+    known = set(owners.all_option_names())
+    run_options = [f.split("=")[0] for f in flags if f.split("=")[0][2:] in known]
+    unknown = [f for f in flags if f.split("=")[0][2:] not in known]
+    parts = []
+    if unknown:  # hints against every option: a peer's name maps to its dit-lora option even when not a data one
+        text = unknown_options_message(unknown, sorted(known | {"config", "all"}), "on the command line")
+        parts.append(text.replace(" Run with --help for every valid option.", "").replace(
+            " Fix or remove each of them; run with --help for every valid option.", " Fix or remove each of them."))
+    if run_options:
+        it = "it" if len(run_options) == 1 else "them"
+        parts.append(f"dit-lora check-data does not read {', '.join(run_options)}: it screens the data only (its "
+                     f"flags are the data and video options, --family and --pretrained_model_name_or_path); drop "
+                     f"{it}, or pass the run's YAML with --config (it reads what it needs and accepts the rest).")
+    return UserError(" ".join(parts) + " `dit-lora check-data --help` lists every option it takes.")
+
 
 
 def _check_data(args: argparse.Namespace) -> int:
@@ -142,7 +179,7 @@ def _check_data(args: argparse.Namespace) -> int:
     from dit_lora.data.cache import default_cache_root
 
     values = load_yaml(args.config, args.family, "--family" if args.family else None) if args.config else {}
-    for name in _CHECK_DATA_KEYS:
+    for name in _check_data_keys():
         raw = getattr(args, name)
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
@@ -281,6 +318,8 @@ def _main(argv: list[str] | None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "plan":
         return _plan(args, rest)
+    if rest and args.command == "check-data":
+        raise _check_data_unknown(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "doctor":

@@ -90,3 +90,50 @@ def test_check_data_refuses_a_video_option_of_an_image_family(tmp_path, capsys):
         main(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path), "--frame_buckets", "17x64x64"])
     assert done.value.code == 2
     assert "--frame_buckets is an option of video families" in capsys.readouterr().err
+
+
+def _check_data(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", *argv])
+    captured = capsys.readouterr()
+    return done.value.code, captured.out, " ".join(captured.err.split())
+
+
+def test_check_data_takes_every_data_option_of_the_schema(capsys):
+    """check-data's flags come from the schema's data and video sections: a new data option is one without a change
+    to the CLI (it refused --caption_extension, --instance_prompt, --dataset_split as bare argparse errors)."""
+    from dit_lora.config.schema import config_fields
+
+    with pytest.raises(SystemExit):
+        main(["check-data", "--help"])
+    shown = capsys.readouterr().out
+    data = [f.name for f in config_fields() if f.metadata.get("section") in ("data", "video")]
+    assert {"caption_extension", "instance_prompt", "instance_data_dir", "dataset_split"} <= set(data)
+    for name in data:
+        assert f"--{name} " in shown or f"--{name}\n" in shown, name
+
+
+def test_check_data_reads_caption_extension_from_the_command_line(tmp_path, capsys):
+    """kohya's `.caption` files, named by the flag as the YAML key already could."""
+    from PIL import Image
+
+    for i in range(2):
+        Image.new("RGB", (64, 64), (40 * i, 90, 30)).save(tmp_path / f"img{i}.png")
+        (tmp_path / f"img{i}.caption").write_text("a green square")
+    code, out, err = _check_data(["--family", "sana", "--train_data_dir", str(tmp_path), "--resolution", "64",
+                                  "--caption_extension", ".caption"], capsys)
+    assert code == 0, err
+    assert "2 sample(s): 2 ok" in out and "unrecognized" not in err
+
+
+def test_check_data_unknown_flags_get_train_s_hints_in_one_paragraph(tmp_path, capsys):
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--network_dim", "8", "--resolutoin", "64"],
+                               capsys)
+    assert code == 2 and "unrecognized arguments" not in err and "usage:" not in err
+    assert "2 unknown options on the command line" in err and "dit-lora's option is --rank" in err
+    assert "Did you mean `--resolution`?" in err and "dit-lora check-data --help" in err
+
+
+def test_check_data_names_a_training_option_it_does_not_read(tmp_path, capsys):
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--learning_rate", "1e-4"], capsys)
+    assert code == 2 and "check-data does not read --learning_rate" in err and "--config" in err
