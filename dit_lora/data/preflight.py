@@ -298,10 +298,10 @@ def check_cache(
     for folder in _namespace_folders(root, namespace):
         ns = folder.name
         hits = [(s, folder / cache_file_name(ns, cid)) for s, cid in ids]
-        first: dict[Path, Any] = {}  # a kohya repeat names its file's entry again: one row per entry
+        first: dict[tuple[str, Path], Any] = {}  # a kohya repeat (same key) names its file's entry again: one row
         for s, f in hits:
-            first.setdefault(f, s)
-        hits = [(s, f) for f, s in first.items() if f.is_file()]
+            first.setdefault((s.key, f), s)
+        hits = [(s, f) for (_, f), s in first.items() if f.is_file()]
         if not hits:
             continue
         namespaces += 1
