@@ -139,11 +139,94 @@ def load_transformer(cls, cfg, subfolder: str = "transformer", **kwargs: Any):
     dtype = kwargs.get("torch_dtype", kwargs.get("dtype"))  # whichever keyword quiet.dtype_kwarg chose
     quantized = kwargs.get("quantization_config") is not None
     passed = ("quantization_config", "torch_dtype", "dtype") if quantized else ()  # unquantized: stored dtype, cast below
-    model = cls.from_single_file(cfg.transformer_file, config=path, subfolder=subfolder, revision=cfg.revision,
-                                 **{k: v for k, v in kwargs.items() if k in passed})
+    try:
+        model = cls.from_single_file(cfg.transformer_file, config=path, subfolder=subfolder, revision=cfg.revision,
+                                     **{k: v for k, v in kwargs.items() if k in passed})
+    except Exception as err:  # noqa: BLE001 - judged below: a bad file is one paragraph naming it, anything else raises
+        message = file_load_message(cls, cfg, subfolder, err)
+        if message is None:
+            raise
+        raise UserError(message) from None
     if dtype is not None and not quantized:
         _cast_like_from_pretrained(model, dtype)
     return model
+
+
+_SHAPE = re.compile(r"(\S+) expected shape (torch\.Size\(\[[^\]]*\]\)), but got (torch\.Size\(\[[^\]]*\]\))")
+
+
+def file_load_message(cls, cfg, subfolder: str, err: BaseException) -> str | None:
+    """The paragraph for ``from_single_file`` failing on --transformer_file (``err``): tensors of other shapes
+    (another model or size), a truncated or unreadable file, missing tensors (a few named); None when the failure is
+    not the file's (out of memory, a bug), which then raises as it is."""
+    import torch
+
+    if isinstance(err, torch.OutOfMemoryError) or not isinstance(err, (OSError, ValueError, RuntimeError, KeyError)) \
+            and type(err).__name__ != "SingleFileComponentError":
+        return None
+    file, model = cfg.transformer_file, cfg.pretrained_model_name_or_path
+    head = f"--transformer_file `{file}` does not load as the {cls.__name__} of `{model}` (its {subfolder}/config.json)"
+    fix = (f"Pass the transformer file of the model and size `{model}` is, or, to train the file's model, its own "
+           "diffusers folder as --pretrained_model_name_or_path.")
+    shape = _SHAPE.search(str(err))
+    if shape:
+        name, expected, got = shape.groups()
+        return (f"{head}: its tensor for `{name}` is {_size(got)} where the model has {_size(expected)}, so the "
+                f"file is another model or another size of it (e.g. 14B weights with a 1.3B folder). {fix}")
+    cut = _truncated(file)
+    if cut is not None or isinstance(err, OSError):
+        what = (f"it is {cut[0]} bytes, its header describes {cut[1]}: the file is truncated (a download cut short)"
+                if cut else f"it could not be read ({type(err).__name__}: {err}): the file is damaged or truncated")
+        return f"{head}: {what}. Download it again and compare its size with the one its page lists."
+    missing, total = _missing_tensors(cls, cfg, subfolder)
+    if missing and len(missing) == total:
+        return (f"{head}: it holds none of the model's {total} tensors (its own are named like "
+                f"`{next(iter(header_keys(file)), '-')}`), so it is another model's transformer. {fix}")
+    if missing:
+        shown = ", ".join(f"`{k}`" for k in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        return (f"{head}: it lacks {len(missing)} of the model's tensors ({shown}), so it is a partial file or "
+                f"another model's. {fix}")
+    return f"{head} ({type(err).__name__}: {str(err).strip()[:300]}). {fix}"
+
+
+def _size(text: str) -> str:
+    """``torch.Size([32, 32])`` as ``32x32``."""
+    return "x".join(re.findall(r"\d+", text)) or text
+
+
+def _truncated(file: str) -> tuple[int, int] | None:
+    """(bytes on disk, bytes the safetensors header describes) when the file is shorter than its header says."""
+    with open(file, "rb") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    expected, actual = 8 + size + end, os.path.getsize(file)
+    return (actual, expected) if actual < expected else None
+
+
+def _missing_tensors(cls, cfg, subfolder: str) -> tuple[list[str], int]:
+    """The model's parameter names the file lacks once diffusers renamed its keys (read from the header: meta
+    tensors of the listed shapes through the class's own key converter; nothing is loaded), sorted; and how many
+    tensors the model has."""
+    import torch
+    from accelerate import init_empty_weights
+    from diffusers.loaders.single_file_model import SINGLE_FILE_LOADABLE_CLASSES
+
+    file = cfg.transformer_file
+    with open(file, "rb") as fh:
+        header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    checkpoint = {k: torch.empty(v["shape"], device="meta") for k, v in header.items() if k != "__metadata__"}
+    config = cls.load_config(cfg.pretrained_model_name_or_path, subfolder=subfolder, revision=cfg.revision)
+    with init_empty_weights():
+        expected = set(cls.from_config(config).state_dict())
+    if expected != set(checkpoint):  # diffusers' rule (_should_convert_state_dict_to_diffusers): its converter
+        # renames the file's keys as the load did
+        convert = SINGLE_FILE_LOADABLE_CLASSES[cls.__name__]["checkpoint_mapping_fn"]
+        try:
+            checkpoint = convert(config=config, checkpoint=checkpoint)
+        except (KeyError, ValueError, RuntimeError):
+            return [], len(expected)  # keys the converter cannot read: the caller gives the load's own error
+    return sorted(expected - set(checkpoint)), len(expected)
 
 
 def _cast_like_from_pretrained(model, dtype) -> None:

@@ -127,3 +127,60 @@ def test_single_file_transformer_equals_the_folders_bit_for_bit(tiny_wan, tmp_pa
     for k in folder:
         assert single[k].dtype == folder[k].dtype and torch.equal(single[k], folder[k]), k
     assert transformer_file_record(cfg) == {"name": "wan.safetensors", "bytes": file.stat().st_size}
+
+
+def _bad_file(tiny_wan: Path, tmp_path: Path, how: str) -> Path:
+    """The demo transformer as an original-layout file, spoilt: one tensor of another shape, the first block's
+    feed-forward dropped, cut in half, or another model's keys."""
+    good = write_original_wan_file(tiny_wan / "transformer", tmp_path / "good.safetensors")
+    state = load_file(str(good))
+    out = tmp_path / f"{how}.safetensors"
+    if how == "shape":
+        key = next(k for k in state if k.endswith("self_attn.q.weight"))
+        state[key] = torch.zeros(state[key].shape[0] * 2, state[key].shape[1])
+    elif how == "missing":
+        state = {k: v for k, v in state.items() if not k.startswith("blocks.0.ffn.")}
+    elif how == "other_model":  # Sana's diffusers key names
+        state = {"transformer_blocks.0.attn1.to_q.weight": torch.zeros(8, 8), "patch_embed.proj.weight":
+                 torch.zeros(8, 4, 1, 1), "caption_projection.linear_1.weight": torch.zeros(8, 8)}
+    if how == "truncated":
+        data = good.read_bytes()
+        out.write_bytes(data[: len(data) // 2])
+    else:
+        save_file(state, str(out))
+    return out
+
+
+@pytest.mark.parametrize("how, says", [
+    ("shape", ["its tensor for `blocks.0.attn1.to_q.weight` is 64x32 where the model has 32x32",
+               "another model or another size"]),
+    ("missing", ["lacks 4 of the model's tensors", "`blocks.0.ffn.net.0.proj.bias`", "partial file"]),
+    ("truncated", ["the file is truncated", "Download it again"]),
+    ("other_model", ["holds none of the model's", "its own are named like `", "another model's transformer"]),
+])
+def test_a_bad_transformer_file_is_named_with_what_is_wrong(tiny_wan, tmp_path, how, says):
+    """The file, not the model folder, is blamed: wrong shapes, missing tensors (a raw `Cannot copy out of meta
+    tensor` before), a truncated file, another model's weights (all said "the local folder is incomplete")."""
+    from diffusers import WanTransformer3DModel
+
+    file = _bad_file(tiny_wan, tmp_path, how)
+    cfg = types.SimpleNamespace(pretrained_model_name_or_path=str(tiny_wan), transformer_file=str(file),
+                                revision=None)
+    with pytest.raises(UserError) as err:
+        load_transformer(WanTransformer3DModel, cfg, "transformer", torch_dtype=torch.float32)
+    text = str(err.value)
+    assert text.startswith(f"--transformer_file `{file}` does not load as the WanTransformer3DModel"), text
+    for part in says:
+        assert part in text, (part, text)
+    assert "folder is incomplete" not in text and "\n" not in text
+
+
+def test_a_bad_transformer_file_is_blamed_through_the_wan_loader(tiny_wan, tmp_path):
+    """The Wan loader's own wrapper (load_error: "the local folder is incomplete") leaves the file's paragraph."""
+    from dit_lora.families import get_family
+    from dit_lora.families.wan.loading import load_wan_components
+
+    file = _bad_file(tiny_wan, tmp_path, "shape")
+    cfg = _parse(_argv(tiny_wan, tmp_path, "--family", "wan", "--transformer_file", str(file)))
+    with pytest.raises(UserError, match=r"^--transformer_file .* another model or another size"):
+        load_wan_components(get_family("wan"), cfg, torch.device("cpu"))
