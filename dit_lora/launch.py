@@ -43,6 +43,40 @@ STOP_TIMEOUT_S = 4 * 3600
 FAILURE_TIMEOUT_S = 30
 
 
+#: the launch options' own ``--mixed_precision`` (accelerate's, before the script), passed to the run, which trains
+#: in its own --mixed_precision and says so when the two differ (:func:`check_launch_precision`)
+LAUNCH_PRECISION_VAR = "DIT_LORA_LAUNCH_MIXED_PRECISION"
+
+
+def launch_precision(options: Sequence[str]) -> str | None:
+    """The ``--mixed_precision`` value among the launch options (before the script), None when not given."""
+    for i, arg in enumerate(options):
+        if arg == "--mixed_precision" and i + 1 < len(options):
+            return options[i + 1]
+        if arg.startswith("--mixed_precision="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def check_launch_precision(run_precision: str, log) -> None:
+    """Compare the launcher's ``--mixed_precision`` (kohya users pass it to ``accelerate launch``) with the run's:
+    accelerate's value never reaches the run (dit-lora's Accelerator takes the run's --mixed_precision), so a
+    difference is said in one line at start, or, for fp16 (refused without --allow_fp16), refused in one
+    paragraph instead of training in another precision than the one asked for."""
+    given = os.environ.get(LAUNCH_PRECISION_VAR)
+    if not given or given == run_precision:
+        return
+    if given == "fp16":
+        raise UserError(
+            f"`dit-lora launch --mixed_precision fp16` is accelerate's launch option and does not set the run's "
+            f"precision: dit-lora trains in its own --mixed_precision, {run_precision} for this run. To train in "
+            "fp16, pass `--mixed_precision fp16 --allow_fp16` after the script path (fp16 needs --allow_fp16: its "
+            f"range ends at 65504, where diffusion transformers overflow); to train in {run_precision}, drop "
+            "--mixed_precision from the launch options.")
+    log(f"mixed precision: {run_precision}, the run's --mixed_precision; the launch option --mixed_precision "
+        f"{given} is accelerate's and not used (pass --mixed_precision after the script path to change the run's)")
+
+
 def _exit_code(returncode: int) -> int:
     """A child's return code as a shell reports it: a death by signal N is 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -244,6 +278,11 @@ def main(argv: Sequence[str]) -> int:
     options = _launch_options(argv, args.training_script)
     os.environ[LAUNCHED_VAR] = "1"  # inherited by the training processes, through torchrun too
     os.environ[LAUNCHED_VAR + "_COMMAND"] = shlex.join(["dit-lora", "launch", *options])
+    precision = launch_precision(options)
+    if precision is None:
+        os.environ.pop(LAUNCH_PRECISION_VAR, None)  # an outer launch's value is not this one's
+    else:
+        os.environ[LAUNCH_PRECISION_VAR] = precision
     if getattr(args, "tpu", False) or getattr(args, "use_deepspeed", False) and not args.cpu:
         raise UserError("dit-lora launch starts local processes (one, or several with --multi_gpu); TPU and "
                         "DeepSpeed launches are not supported (dit-lora trains with DDP). Drop --tpu/--use_deepspeed, "
@@ -258,4 +297,5 @@ def main(argv: Sequence[str]) -> int:
     return run_process(cmd, env)
 
 
-__all__ = ["FORWARDED", "HELP_FLAGS", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S", "main", "run_process", "script_help"]
+__all__ = ["FORWARDED", "HELP_FLAGS", "LAUNCH_PRECISION_VAR", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S",
+           "check_launch_precision", "launch_precision", "main", "run_process", "script_help"]

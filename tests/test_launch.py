@@ -16,6 +16,7 @@ import pytest
 from helpers import ROOT, base_args
 
 from dit_lora import launch
+from dit_lora.errors import UserError
 from dit_lora.launch import FORWARDED, _exit_code, run_process
 
 DIT_LORA_LAUNCH = [sys.executable, "-m", "dit_lora.cli", "launch"]
@@ -332,3 +333,49 @@ def test_launch_module_help_and_no_help_request(capsys):
 
     args = launch_command_parser().parse_args([RECIPE, "--validation_prompt", "a cat"])
     assert launch.script_help(args) is None  # a run: left to accelerate's launcher
+
+
+def test_the_launch_options_mixed_precision_is_read_and_passed_to_the_run(monkeypatch):
+    """`dit-lora launch --mixed_precision fp16 recipe.py ...` (kohya users' habit): the launcher's value reaches the
+    training process under LAUNCH_PRECISION_VAR (accelerate's own ACCELERATE_MIXED_PRECISION is always set, from its
+    config's default too, so it cannot tell an explicit choice); a recipe option of that name is not the launcher's."""
+    assert launch.launch_precision(["--mixed_precision", "fp16", "--num_processes", "1"]) == "fp16"
+    assert launch.launch_precision(["--mixed_precision=no"]) == "no"
+    assert launch.launch_precision(["--num_processes", "1"]) is None
+    seen = {}
+    monkeypatch.setattr(launch, "run_process", lambda cmd, env: seen.update(env) or 0)
+    monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "bf16")  # an outer launch's value: not this launch's
+    assert launch.main(["--num_processes", "1", RECIPE, "--mixed_precision", "fp16"]) == 0
+    assert launch.LAUNCH_PRECISION_VAR not in seen
+    assert launch.main(["--mixed_precision", "fp16", "--num_processes", "1", RECIPE, "--rank", "4"]) == 0
+    assert seen[launch.LAUNCH_PRECISION_VAR] == "fp16"
+
+
+def test_a_launchers_fp16_is_refused_and_another_difference_said_in_one_line(monkeypatch):
+    lines = []
+    monkeypatch.delenv(launch.LAUNCH_PRECISION_VAR, raising=False)
+    launch.check_launch_precision("bf16", lines.append)  # plain `dit-lora launch`: nothing to say
+    monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "bf16")
+    launch.check_launch_precision("bf16", lines.append)  # the same: nothing to say
+    assert lines == []
+    monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "fp16")
+    with pytest.raises(UserError) as err:
+        launch.check_launch_precision("bf16", lines.append)
+    text = str(err.value)
+    assert "accelerate's launch option" in text and "bf16 for this run" in text
+    assert "`--mixed_precision fp16 --allow_fp16` after the script path" in text
+    monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "no")
+    launch.check_launch_precision("bf16", lines.append)
+    assert len(lines) == 1 and lines[0].startswith("mixed precision: bf16, the run's --mixed_precision")
+    assert "--mixed_precision no is accelerate's and not used" in lines[0]
+
+
+def test_a_run_launched_with_fp16_is_refused_before_the_model_loads(tmp_path, tiny_sana, shapes_data, monkeypatch):
+    """In process, as the training process of `dit-lora launch --mixed_precision fp16` sees it."""
+    from dit_lora.recipe import run_recipe
+
+    monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "fp16")
+    argv = base_args(tiny_sana, shapes_data, tmp_path / "out", tmp_path / "cache", mixed_precision="bf16")
+    with pytest.raises(UserError, match="accelerate's launch option"):
+        run_recipe(None, argv)
+    assert not (tmp_path / "cache").exists()  # nothing encoded: refused at start

@@ -294,6 +294,10 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             say(msg)  # above the step bar while one is drawn
 
+    from dit_lora.launch import check_launch_precision
+
+    check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
     # between a check and the lock would otherwise be overwritten, or its checkpoints read while they change.
     lock_note = lock_for_run(out, accelerator)
