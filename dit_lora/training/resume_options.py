@@ -34,7 +34,7 @@ NOT_COMPARED = frozenset({"resume_from_checkpoint", "allow_changed_options"})
 
 def data_fingerprint(samples: list) -> str:
     """A SHA-256 of the usable samples in their order: each one's key (its path in the data folder, or its dataset
-    row), caption, bucket and file size.
+    row), caption (a video-QA sample: its conversation), bucket and file size.
 
     Cheap: a ``stat`` per file, nothing read or decoded (a content hash would read every file again at each resume
     of an uncached run). The order is part of it because the saved data position is an index into it: another
@@ -43,12 +43,17 @@ def data_fingerprint(samples: list) -> str:
     """
     digest = hashlib.sha256()
     for sample in samples:
-        path = getattr(sample, "path", None)
+        # an image or clip has a path, a caption and a bucket; a video-QA sample a video and its conversation
+        path = getattr(sample, "path", None) or getattr(sample, "video", None)
         try:
             size = os.stat(path).st_size if path else None
         except OSError:
             size = None
-        row = [sample.key, sample.caption, list(sample.bucket) if sample.bucket else None, size]
+        text = getattr(sample, "caption", None)
+        if text is None:
+            text = getattr(sample, "messages", None)
+        bucket = getattr(sample, "bucket", None)
+        row = [sample.key, text, list(bucket) if bucket else None, size]
         digest.update(json.dumps(row).encode("utf-8") + b"\n")
     return digest.hexdigest()
 

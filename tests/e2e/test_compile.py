@@ -182,7 +182,8 @@ def test_video_llm_serves_every_sequence_length_with_one_compile(aot_eager, tmp_
     for i, row in enumerate(rows):
         row["messages"][1]["content"] += " and" * (3 * i)  # four different lengths
     qa_file.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    args = base_args(model, data, tmp_path / "out", tmp_path / "cache", resolution=None, center_crop=None,
+    # a video LLM reads no latent cache, resolution or crop: given, they are refused (config/applies.py)
+    args = base_args(model, data, tmp_path / "out", None, resolution=None, center_crop=None,
                      train_batch_size=1, max_train_steps=4, num_frames=4, compile="blocks",
                      family=family, attention_canary="false")
     AcceleratorState._reset_state(True)

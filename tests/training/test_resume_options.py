@@ -107,3 +107,19 @@ def test_the_fingerprint_follows_the_listing_not_the_decoded_pixels(tmp_path):
     samples = _samples(tmp_path)
     assert ro.data_fingerprint(samples) == ro.data_fingerprint(list(samples))
     assert ro.data_fingerprint(samples) != ro.data_fingerprint(samples[::-1])  # the data position indexes the order
+
+
+def test_a_video_qa_data_set_is_fingerprinted_by_its_videos_and_conversations(tmp_path):
+    # a video LLM's samples have no caption or bucket: their conversation stands for the caption (the e2e resume of
+    # the video LLMs failed with AttributeError before)
+    from dit_lora.families.videochat.data import QASample
+
+    video = tmp_path / "a.mp4"
+    video.write_bytes(b"\0" * 10)
+    talk = [{"role": "user", "content": "what?"}, {"role": "assistant", "content": "a cat"}]
+    one = ro.data_fingerprint([QASample(key="a", video=video, messages=talk)])
+    other = ro.data_fingerprint([QASample(key="a", video=video, messages=[talk[0], {
+        "role": "assistant", "content": "a dog"}])])
+    assert one != other
+    video.write_bytes(b"\0" * 11)
+    assert ro.data_fingerprint([QASample(key="a", video=video, messages=talk)]) != one
