@@ -137,3 +137,15 @@ def test_check_data_unknown_flags_get_train_s_hints_in_one_paragraph(tmp_path, c
 def test_check_data_names_a_training_option_it_does_not_read(tmp_path, capsys):
     code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--learning_rate", "1e-4"], capsys)
     assert code == 2 and "check-data does not read --learning_rate" in err and "--config" in err
+
+
+@pytest.mark.parametrize("family", ["wan", "cogvideox"])
+def test_check_data_of_a_video_family_without_a_model_is_one_paragraph(tmp_path, capsys, family):
+    # the bucket rule comes from the model's configs: without one this ended in a TypeError traceback (exit 1)
+    from data_files import make_image
+
+    make_image(tmp_path / "a.png")
+    (tmp_path / "a.txt").write_text("a picture")
+    code, _, err = _check_data(["--family", family, "--train_data_dir", str(tmp_path)], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert f"check-data for --family {family} needs the model" in err and "--pretrained_model_name_or_path" in err
