@@ -242,15 +242,19 @@ def load_dataset_samples(
     instance_prompt: str | None = None,
     split: str = "train",
     log: Callable[[str], Any] = print,
+    caption_column_given: bool = False,
 ) -> list[RawSample]:
     """The samples of ``--dataset_name``'s ``split`` (see :func:`~dit_lora.data.sources.load_samples`); with
-    ``instance_prompt`` every row is captioned with it and the caption column is not read (said through ``log``)."""
+    ``instance_prompt`` every row is captioned with it and the caption column is not read, unless
+    ``caption_column_given`` (``--caption_column`` set explicitly): then, as diffusers' ``DreamBoothDataset``, the
+    column's captions are used and only empty ones take the instance prompt (said through ``log``)."""
     import datasets  # slow import; only paid when --dataset_name is used
 
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="images", split=split)
     # With --instance_prompt no caption column is needed: the image column stands in for it in the check.
+    fallback = instance_prompt is not None and caption_column_given
     check_dataset_columns(dataset_name, list(dataset.column_names), image_column,
-                          caption_column if instance_prompt is None else image_column)
+                          caption_column if instance_prompt is None or fallback else image_column)
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
@@ -271,10 +275,13 @@ def load_dataset_samples(
                   if isinstance(value, str) and value.strip() else None
                   for row, value in enumerate(images[image_column])]
     handle = DatasetImages(images, image_column, local_root(dataset_name) or os.getcwd(), placed)
-    if instance_prompt is not None:
+    if fallback:
+        captions = _captions_or_instance_prompt(dataset, dataset_name, caption_column, instance_prompt, log)
+    elif instance_prompt is not None:
         captions = [(row, instance_prompt) for row in range(len(dataset))]
         log(f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
-            f"the caption column is not read (diffusers' DreamBooth scripts do the same without --caption_column)")
+            f"the caption column is not read (as diffusers' DreamBooth scripts without --caption_column; give "
+            f"--caption_column to use it, the prompt filling only its empty captions)")
     else:
         captions = dataset_captions(dataset, dataset_name, caption_column)
     samples = []
@@ -283,6 +290,28 @@ def load_dataset_samples(
         samples.append(RawSample(key=f"{dataset_name}[{row}]", caption=caption, refused=refused,
                                  _images=None if refused else handle, _row=row))
     return samples
+
+
+def _captions_or_instance_prompt(dataset: Any, dataset_name: str, caption_column: str, prompt: str,
+                                 log: Callable[[str], Any]) -> list[tuple[int, str]]:
+    """(row, caption): the column's caption, or ``prompt`` where it is empty (diffusers' DreamBooth rule with both
+    ``--caption_column`` and ``--instance_prompt``); how many took the prompt is said through ``log``."""
+    import datasets
+
+    feature = dataset.features[caption_column]
+    to_name = feature.int2str if isinstance(feature, datasets.ClassLabel) else None
+    captions: list[tuple[int, str]] = []
+    filled = 0
+    for row, value in enumerate(dataset[caption_column]):
+        if to_name is not None and value is not None:
+            value = to_name(value) if value >= 0 else None
+        caption = caption_value(value)
+        if not caption:  # None or blank
+            caption, filled = prompt, filled + 1
+        captions.append((row, caption))
+    log(f"--caption_column {caption_column!r} with --instance_prompt: {len(captions) - filled} row(s) of "
+        f"--dataset_name keep their own caption, {filled} empty one(s) take {prompt!r} (diffusers' DreamBooth rule)")
+    return captions
 
 
 def dataset_files_root(dataset_name: str) -> str | None:

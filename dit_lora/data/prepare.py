@@ -112,6 +112,7 @@ class ImageMedia:
             labels_from_folders=caps.caption_source(self.family) == "class_folders",
             caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt,
             dataset_split=cfg.dataset_split,
+            caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
         )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:

@@ -174,6 +174,7 @@ def load_samples(
     instance_prompt: str | None = None,
     dataset_split: str = "train",
     log: Callable[[str], Any] | None = None,
+    caption_column_given: bool = False,
 ) -> list[RawSample]:
     """List the training samples of a local folder or a `datasets` dataset, without decoding images.
 
@@ -187,7 +188,9 @@ def load_samples(
     kohya-ss folders: a first-level sub-folder named ``N_words`` (read as sd-scripts reads it: the text before the
     first ``_`` is N) lists each of its images N times per epoch (copies with ``repeat`` 1..N-1 right after the
     image, sharing its cache entry); an image in it without a caption takes ``words`` as its caption (kohya's class
-    tokens). ``instance_prompt`` (diffusers' DreamBooth ``--instance_prompt``) captions every image with itself.
+    tokens). ``instance_prompt`` (diffusers' DreamBooth ``--instance_prompt``) captions every image with itself; for a
+    dataset with ``caption_column_given`` (``--caption_column`` set explicitly) it captions only the rows whose
+    caption is empty, as diffusers' ``DreamBoothDataset`` does.
     What was repeated or captioned so is said through ``log`` (default: print, on the main process only).
 
     Class labels (``labels_from_folders``, for class-conditional models): a folder without any
@@ -222,7 +225,7 @@ def load_samples(
         refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
         samples = load_dataset_samples(
             dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir,
-            instance_prompt=instance_prompt, split=dataset_split, log=say,
+            instance_prompt=instance_prompt, split=dataset_split, log=say, caption_column_given=caption_column_given,
         )
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
@@ -320,6 +323,20 @@ def _check_folder(root: str) -> None:
         )
 
 
+def _report_unread_sidecars(from_metadata: dict, caption_files: dict[str, str], extension: str,
+                            log: Callable[[str], Any]) -> None:
+    """One line when images captioned by a metadata file also have a caption file beside them, which is not read
+    (metadata wins; SimpleTuner users expect the .txt files to be read)."""
+    shadowed = [caption_files[stem] for stem in (posixpath.splitext(key)[0] + extension.lower()
+                                                 for key, (_, captions) in from_metadata.items()
+                                                 if all(c is not None for c in captions))
+                if stem in caption_files]
+    if shadowed:
+        log(f"{len(shadowed)} image(s) listed in a metadata file also have a {extension} caption file beside them "
+            f"({name_some(sorted(shadowed))}): the metadata's caption is used and those files are not read (remove "
+            f"the metadata file, or its rows, to train on them)")
+
+
 @dataclass
 class _SidecarCaptions:
     """Reads each image's sidecar caption (``extension``) and counts what the log must say about captions."""
@@ -411,6 +428,7 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
             else:
                 samples.append(RawSample(key=key, caption=caption, path=path))
     sidecar.report(log)
+    _report_unread_sidecars(from_metadata, caption_files, caption_extension, log)
     if uncaptioned:
         other = (f" The {posixpath.splitext(sidecar.other_found[0])[1]} files beside them are read with "
                  f"--caption_extension {posixpath.splitext(sidecar.other_found[0])[1].lower()}."

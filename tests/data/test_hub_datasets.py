@@ -211,3 +211,20 @@ def test_caption_extension_is_refused_for_a_dataset_not_ignored(tmp_path, offlin
         load_samples(dataset_name=str(tmp_path / "saved"), caption_extension=".caption", cache_dir=offline)
     assert "--caption_extension .caption names the caption file beside each image" in str(err.value)
     assert "--caption_column 'text'" in str(err.value)
+
+
+def test_instance_prompt_with_an_explicit_caption_column_fills_only_the_empty_captions(tmp_path, offline):
+    # diffusers' DreamBoothDataset: with --caption_column the column is read and the instance prompt only stands in for
+    # an empty caption; dit-lora used to throw the column away
+    ds = _image_dataset(tmp_path)
+    ds = ds.map(lambda row, i: {"prompt": "" if i == 1 else f"own {i}"}, with_indices=True)
+    ds.save_to_disk(str(tmp_path / "saved"))
+    log = Log()
+    samples = load_samples(dataset_name=str(tmp_path / "saved"), caption_column="prompt", caption_column_given=True,
+                           instance_prompt="a photo of sks dog", cache_dir=offline, log=log)
+    assert [s.caption for s in samples] == ["own 0", "a photo of sks dog", "own 2"]
+    assert "2 row(s) of --dataset_name keep their own caption, 1 empty one(s) take 'a photo of sks dog'" in log.text
+    # without an explicit column the prompt captions every row, as before (and says how to keep the column)
+    samples = load_samples(dataset_name=str(tmp_path / "saved"), caption_column="prompt",
+                           instance_prompt="a photo of sks dog", cache_dir=offline, log=Log())
+    assert {s.caption for s in samples} == {"a photo of sks dog"}

@@ -417,3 +417,18 @@ def test_multi_line_caption_files_are_read_whole_and_named_once(tmp_path):
     (tmp_path / "sub" / "b.txt").write_text("one line")
     load_samples(train_data_dir=tmp_path, log=quiet)
     assert not any("more than one line" in line for line in quiet)
+
+
+def test_caption_files_shadowed_by_metadata_are_named_once(tmp_path):
+    # metadata wins over the .txt beside an image; a SimpleTuner user expects the .txt: the log says it is not read
+    from data_files import Log, make_image
+
+    for name in ("a", "b", "c"):
+        make_image(tmp_path / f"{name}.png")
+        (tmp_path / f"{name}.txt").write_text(f"txt {name}")
+    (tmp_path / "metadata.jsonl").write_text('{"file_name": "a.png", "text": "META a"}\n'
+                                             '{"file_name": "b.png", "text": "META b"}\n')
+    log = Log()
+    samples = load_samples(train_data_dir=tmp_path, log=log)
+    assert [s.caption for s in samples] == ["META a", "META b", "txt c"]
+    assert "2 image(s) listed in a metadata file also have a .txt caption file beside them (a.txt, b.txt)" in log.text
