@@ -377,7 +377,8 @@ class TrainConfig:
     lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY,
                               resume="free")
     lora_layers: list[str] = opt(
-        [], "Module names (or suffixes) that get LoRA. Default: the family's attention projections.", section="lora"
+        [], "Module names (or suffixes) that get LoRA, space- or comma-separated (`to_q to_k` or diffusers' "
+        "`to_q,to_k`). Default: the family's attention projections.", section="lora"
     )
     train_backbone: list[str] = opt(
         [],
@@ -658,6 +659,11 @@ class TrainConfig:
                     f"were given; --instance_data_dir is diffusers' name for --train_data_dir. Give one of them."
                 )
             self.train_data_dir, self.instance_data_dir = self.instance_data_dir, None
+        # diffusers' examples take `--lora_layers "to_k,to_q,to_v"` (one comma-separated string): the same list here
+        for name in ("lora_layers", "train_backbone"):
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)) and any("," in str(v) for v in value):
+                setattr(self, name, [p.strip() for v in value for p in str(v).split(",") if p.strip()])
         wanted = options_class(self.family)
         if self.family_options is None:
             self.family_options = wanted()

@@ -63,3 +63,11 @@ def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
     assert TrainConfig(instance_data_dir="dogs", train_data_dir="dogs").train_data_dir == "dogs"
     with pytest.raises(UserError, match="--instance_data_dir is diffusers' name for --train_data_dir"):
         TrainConfig(instance_data_dir="dogs", train_data_dir="cats")
+
+
+def test_lora_layers_take_diffusers_comma_separated_string():
+    # diffusers' examples: --lora_layers "to_k,to_q,to_v"; it was one entry that matched no layer
+    cfg = TrainConfig.for_family("sana", lora_layers=["to_k,to_q, to_v"])
+    assert cfg.lora_layers == ["to_k", "to_q", "to_v"]
+    assert TrainConfig.for_family("sana", lora_layers=["to_k", "to_q"]).lora_layers \
+        == ["to_k", "to_q"]
