@@ -202,6 +202,12 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
     ``files`` (paths inside the model folder), so a rebuilt model is read again. For what a family derives from
     a checkpoint's small configs: Hub reads cost a request each, and a family spec holds no state."""
     path = cfg.pretrained_model_name_or_path
+    if path is None:  # `dit-lora check-data --family wan` without a model: this was a TypeError traceback
+        raise UserError(
+            f"--family {cfg.family} reads its frame rule, default size and size multiple from the model's configs, "
+            f"and no model was given. Pass --pretrained_model_name_or_path (a diffusers folder or Hub id: only its "
+            f"config files are read, no weights), or --config with the run's YAML."
+        )
     stamp = ()
     if is_local(path):
         stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None

@@ -148,4 +148,4 @@ def test_check_data_of_a_video_family_without_a_model_is_one_paragraph(tmp_path,
     (tmp_path / "a.txt").write_text("a picture")
     code, _, err = _check_data(["--family", family, "--train_data_dir", str(tmp_path)], capsys)
     assert code == 2 and "Traceback" not in err
-    assert f"check-data for --family {family} needs the model" in err and "--pretrained_model_name_or_path" in err
+    assert f"--family {family} reads its frame rule" in err and "--pretrained_model_name_or_path" in err

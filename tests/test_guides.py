@@ -153,6 +153,7 @@ def offline_version(words: list[str], tmp: Path) -> tuple[list[str], dict[str, s
         # the clips beside it
         changes["train_data_dir"] = str(tmp / "qa" / Path(demo["train_data_dir"]).name)
         changes["video_folder"] = str(tmp / "qa")
+        changes["validation_inference_steps"] = None  # a sampler option: a video LLM refuses it (config/applies.py)
     changes.update({key: str(demo[key]) for key in DEMO_SIZES if key in demo})
     out = list(args)
     for key, value in changes.items():

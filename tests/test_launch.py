@@ -19,6 +19,17 @@ from dit_lora import launch
 from dit_lora.errors import UserError
 from dit_lora.launch import FORWARDED, _exit_code, run_process
 
+
+@pytest.fixture(autouse=True)
+def _launch_env_is_restored(monkeypatch):
+    """An in-process `launch.main` marks os.environ as launched (for its children); undo it after each test, or every
+    later test in the worker sees a launched run (its resume command then names this test's launch options)."""
+    from dit_lora.training.signals import LAUNCHED_VAR
+
+    for name in (LAUNCHED_VAR, LAUNCHED_VAR + "_COMMAND", launch.LAUNCH_PRECISION_VAR):
+        monkeypatch.setenv(name, "")  # recorded as absent before: restored to absent at teardown
+        monkeypatch.delenv(name)
+
 DIT_LORA_LAUNCH = [sys.executable, "-m", "dit_lora.cli", "launch"]
 ACCELERATE_LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
 LAUNCH_OPTS = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
@@ -374,8 +385,13 @@ def test_a_run_launched_with_fp16_is_refused_before_the_model_loads(tmp_path, ti
     """In process, as the training process of `dit-lora launch --mixed_precision fp16` sees it."""
     from dit_lora.recipe import run_recipe
 
+    from dit_lora.training import signals
+
     monkeypatch.setenv(launch.LAUNCH_PRECISION_VAR, "fp16")
     argv = base_args(tiny_sana, shapes_data, tmp_path / "out", tmp_path / "cache", mixed_precision="bf16")
-    with pytest.raises(UserError, match="accelerate's launch option"):
-        run_recipe(None, argv)
+    try:
+        with pytest.raises(UserError, match="accelerate's launch option"):
+            run_recipe(None, argv)
+    finally:  # a recipe's process installs its stop handlers for life: this one goes on as the test worker
+        signals.release()
     assert not (tmp_path / "cache").exists()  # nothing encoded: refused at start

@@ -368,15 +368,6 @@ class VideoMedia:
         """``check-data``: every clip decoded to its bucket as training would; (rows, usable clips, note)."""
         from . import preflight
 
-        if self.cfg.pretrained_model_name_or_path is None:
-            # a video model's configs give the frame rule, its default size and the bucket stride: without them
-            # there is nothing to check the clips against (this used to end in a TypeError traceback)
-            raise UserError(
-                f"dit-lora check-data for --family {self.cfg.family} needs the model: its configs give the frame "
-                f"counts the VAE takes, the default size and the size multiple the clips are bucketed to. Pass "
-                f"--pretrained_model_name_or_path (a diffusers folder or Hub id: only its config files are read, no "
-                f"weights), or --config with the run's YAML."
-            )
         stills = self.image_buckets(samples)
         images = sum(1 for s in samples if s.is_image)
         shown = describe_buckets(self.all_buckets(samples), automatic=self.automatic)
