@@ -3,7 +3,8 @@
 Every dit-lora command imports PEFT, which imports bitsandbytes when it is installed; on a CPU with AVX512-BF16
 bitsandbytes then logs (its logger ``bitsandbytes.backends.cpu.ops``, at import) that it could not fetch an optional
 4-bit kernel from the Hub. dit-lora never uses that kernel (an nf4 base on a CPU computes with bitsandbytes' own
-code), so the line only alarms. :func:`install` drops exactly that record with a filter on exactly that logger:
+code), so the line only alarms. ``dit-lora launch`` with no launch options got accelerate's list of defaulted
+options, which says ``--mixed_precision`` is 'no' while the run trains in bf16 (:data:`ACCELERATE_DEFAULTS_NOTE`). :func:`install` drops exactly that record with a filter on exactly that logger:
 every other message of bitsandbytes, and every warning, still shows.
 
 The ``torch_dtype`` deprecation warnings are not filtered: they are avoided, by passing the keyword the installed
@@ -18,6 +19,13 @@ from typing import Any
 
 BNB_CPU_LOGGER = "bitsandbytes.backends.cpu.ops"
 BNB_KERNEL_NOTE = "Failed to load CPU gemm_4bit_forward"
+#: accelerate's launcher lists the launch options it defaulted ("`--mixed_precision` was set to a value of 'no'"),
+#: under `dit-lora launch` on every run of the README's own command; the defaults are right for dit-lora, which
+#: sets the precision itself (the list's 'no' was read as the run's precision), so the list only misleads
+ACCELERATE_LAUNCH_LOGGER = "accelerate.commands.launch"
+ACCELERATE_DEFAULTS_NOTE = "The following values were not passed to `accelerate launch`"
+#: (logger, message prefix) of every dropped record
+DROPPED = ((BNB_CPU_LOGGER, BNB_KERNEL_NOTE), (ACCELERATE_LAUNCH_LOGGER, ACCELERATE_DEFAULTS_NOTE))
 
 
 class DropMessage(logging.Filter):
@@ -37,9 +45,10 @@ def install() -> None:
     A filter on a logger that does not exist yet still applies: ``logging.getLogger`` returns the same object to
     the library when it is imported later.
     """
-    logger = logging.getLogger(BNB_CPU_LOGGER)
-    if not any(isinstance(f, DropMessage) and f.prefix == BNB_KERNEL_NOTE for f in logger.filters):
-        logger.addFilter(DropMessage(BNB_KERNEL_NOTE))
+    for name, prefix in DROPPED:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropMessage) and f.prefix == prefix for f in logger.filters):
+            logger.addFilter(DropMessage(prefix))
 
 
 @functools.cache

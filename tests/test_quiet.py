@@ -74,3 +74,21 @@ def test_the_sana_loader_passes_no_deprecated_keyword(tiny_sana, monkeypatch):
         get_family("sana").load_components(cfg, torch.device("cpu"))
     assert not [w for w in caught if "torch_dtype" in str(w.message)]
     assert seen and all("dtype" in keys and "torch_dtype" not in keys for keys in seen)
+
+
+def test_accelerates_list_of_defaulted_launch_options_is_dropped(capsys):
+    # `dit-lora launch recipes/sana_lora.py ...` (the README's quickstart) printed it on every run, saying
+    # `--mixed_precision` was 'no' while the run trains in bf16
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    quiet.install()
+    logger = logging.getLogger(quiet.ACCELERATE_LAUNCH_LOGGER)
+    handler = logging.StreamHandler(sys.stderr)
+    logger.addHandler(handler)
+    try:
+        _validate_launch_command(launch_command_parser().parse_args(["recipes/sana_lora.py"]))
+        logger.warning("another accelerate launch warning")
+    finally:
+        logger.removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "were not passed to `accelerate launch`" not in err and "another accelerate launch warning" in err

@@ -61,7 +61,8 @@ class EpochBatches:
             raise UserError(
                 f"No bucket has enough samples for {world_size} processes (samples per bucket: {sizes}); a batch "
                 "never mixes buckets, so every process needs at least one sample of the same bucket. Add data, "
-                "use fewer buckets (--frame_buckets; for images --aspect_buckets square) or launch fewer processes (dit-lora launch --num_processes)."
+                "use fewer buckets (--frame_buckets; for images --aspect_buckets square) or launch fewer processes "
+                "(dit-lora launch --num_processes)."
             )
 
     def __len__(self) -> int:
