@@ -59,7 +59,7 @@ def build_assets(work: Path, config: str, size: int, env: dict) -> None:
 import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
-from dit_lora.demo.clips import make_moving_square_dataset
+from dit_lora.data.synthetic.clips import make_moving_square_dataset
 from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 work, overrides = Path({str(work)!r}), {CONFIGS[config]!r}
 model = work / "models" / {config!r}

@@ -61,8 +61,8 @@ import sys
 sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests' / 'support')!r})
 from pathlib import Path
 import real_layout
-from dit_lora.demo.shapes import make_shapes_dataset
-from dit_lora.demo.clips import make_moving_square_dataset
+from dit_lora.data.synthetic.shapes import make_shapes_dataset
+from dit_lora.data.synthetic.clips import make_moving_square_dataset
 work = Path({str(work)!r})
 for key, (builder, hub, _) in {dict((k, v) for k, v in MODELS.items())!r}.items():
     if not (work / 'models' / key / hub.split('/')[-1] / 'model_index.json').exists():

@@ -104,7 +104,7 @@ def build_assets(work: Path, sizes: dict[str, int], env: dict) -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from dit_lora.families.sana.demo import build_tiny_sana_pipeline\n"
-        "from dit_lora.demo.shapes import make_shapes_dataset\n"
+        "from dit_lora.data.synthetic.shapes import make_shapes_dataset\n"
         "work = sys.argv[2]\n"
         "for spec in sys.argv[3:]:\n"
         "    size, res = spec.split(':')\n"

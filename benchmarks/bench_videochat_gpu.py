@@ -24,7 +24,7 @@ token ids come from dit-lora's tiny offline Mistral-style tokenizer (no Mistral 
 downloaded), so the model's ``<video>``/``<image>`` ids are set to that tokenizer's; the sequence
 lengths and layout, which decide the cost, are those of a real sample.
 
-Training setup, as ``recipes/videochat_lora.py`` does it (``VideoChatFamily`` hooks): LoRA rank 64
+Training setup, as ``recipes/videollm_lora.py`` does it (``VideoChatFamily`` hooks): LoRA rank 64
 (alpha 64) on every q/k/v/o/gate/up/down projection of the language model (``family.lora_targets``:
 full module names, never the vision tower), the projector trained fully
 (``family.backbone_patterns``), the vision tower frozen, fp32 trainable weights under bf16
@@ -34,7 +34,7 @@ its fused linear cross-entropy on the last hidden states) under bf16 autocast, b
 at 1.0, fused AdamW with the non-finite skip in the kernel, ``zero_grad(set_to_none=True)``
 (``benchmarks.common.gpu_step.train_step_fn``). CUDA events per step; peak memory since the model was built.
 
-Liger rows (``--use_liger_kernel``: ``family.configure`` -> ``dit_lora.families.videochat.liger.apply_liger``) run
+Liger rows (``--use_liger_kernel``: ``family.configure`` -> ``dit_lora.families.videollm.liger.apply_liger``) run
 after the plain rows, because Liger patches transformers' Mistral module globally. Without
 ``liger-kernel`` installed they are recorded as skipped ("liger: not installed").
 
@@ -116,7 +116,7 @@ def make_batch(processing, args, frame_size: tuple[int, int], device, torch) -> 
     ``processing``: the run's ``VideoQAProcessing`` (``comps.extras["processing"]``)."""
     import numpy as np
 
-    from dit_lora.families.videochat.prompts import pad_batch
+    from dit_lora.families.videollm.prompts import pad_batch
 
     rng_np = np.random.default_rng(0)
     items = []
@@ -141,7 +141,7 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
     from dit_lora.families import Components, get_family
     from dit_lora.training import trainables
     from dit_lora.training.optim import make_optimizer
-    from dit_lora.families.videochat.liger import plain_loss
+    from dit_lora.families.videollm.liger import plain_loss
 
     model_name = "tiny (smoke)" if args.smoke else "LLaVA-NeXT-Video-7B (Mistral)"
     result = {"model": model_name, "frames": args.frames, "batch_size": args.batch_size, "liger": liger,
@@ -161,11 +161,11 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
             comps = family.load_components(cfg, device)
             frame_size = (48, 64)
         else:
-            from dit_lora.families.videochat.demo_llava import build_tiny_videochat_tokenizer
+            from dit_lora.families.videollm.demo_llava import build_tiny_videollm_tokenizer
 
-            tokenizer = build_tiny_videochat_tokenizer()
+            tokenizer = build_tiny_videollm_tokenizer()
             model = build_llava_next_video_7b(tokenizer, device, torch)
-            from dit_lora.families.videochat.spec import VideoQAProcessing
+            from dit_lora.families.videollm.spec import VideoQAProcessing
 
             prep = dict(family.spec.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
             comps = Components(model=model, extras={"processing": VideoQAProcessing(family.spec, tokenizer, prep,
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         import tempfile
 
-        from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
+        from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
 
         device = torch.device("cpu")
         args.frames, args.batch_size, args.steps, args.warmup_steps = 4, 2, 2, 0

@@ -12,7 +12,7 @@ What it measures, next to ``bench_wan_gpu.py`` (the bare transformer step): ever
 batch 1, LoRA rank 32 on ``to_q,to_k,to_v,to_out.0`` (the bare benchmark's targets), gradient checkpointing on
 (the family's default). The folder comes from ``tests/support/real_layout.wan_pipeline``: published configs, the
 transformer at full depth (``--layers`` cuts it), a narrow VAE and a one-layer UMT5 (they only build the cache).
-Clips: moving squares (``dit_lora.demo.clips``). Time per step: median gap between consecutive updates after the
+Clips: moving squares (``dit_lora.data.synthetic.clips``). Time per step: median gap between consecutive updates after the
 warm-up (the loop never waits for the device, so the gaps average to the device's pace); peak memory and loss from
 the run's ``train_summary.json``.
 """
@@ -36,7 +36,7 @@ def build(root: Path, model: str, layers: int | None, frames: int, size: int) ->
     """The Hub-layout folder and a clip folder under ``root``."""
     from real_layout import wan_pipeline
 
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
     from dit_lora.families.wan.catalogue import ENTRIES
 
     entry = next(e for e in ENTRIES if e.hub_id == model)
@@ -50,7 +50,7 @@ def run(folder: Path, clips: Path, out: Path, args) -> dict:
     """Train in this process; return the step gaps and the summary."""
     import torch
 
-    from dit_lora.recipe import parse_run
+    from dit_lora.commands.recipe import parse_run
     from dit_lora.training.loop import train
 
     argv = ["--pretrained_model_name_or_path", str(folder), "--train_data_dir", str(clips), "--output_dir", str(out),

@@ -105,8 +105,8 @@ def build_models(work: Path, keys: set[str]) -> None:
 def build_data(work: Path, keys: set[str]) -> None:
     """``shapes``: 8 captioned 512 px images; ``wnids``: 8 images in ImageNet class folders; ``clips``: 2 clips
     of 9 frames at 256 x 256."""
-    from dit_lora.demo.clips import make_moving_square_dataset
-    from dit_lora.demo.shapes import make_shapes_class_dataset, make_shapes_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.shapes import make_shapes_class_dataset, make_shapes_dataset
 
     if "shapes" in keys:
         make_shapes_dataset(data_folder(work, "shapes"), n=8, size=512, seed=0)

@@ -20,7 +20,7 @@ on identical inputs, the transformer step with:
 
 It also checks that turning the cast off does not change the numbers under autocast (the
 bf16 -> fp32 -> bf16 round trip is exact), by comparing loss and LoRA gradients of one step.
-Uses the random demo model from ``dit_lora.demo`` (built into --work_dir if missing).
+Uses the random demo model from ``dit_lora.data.synthetic`` (built into --work_dir if missing).
 """
 
 from __future__ import annotations

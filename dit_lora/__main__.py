@@ -5,7 +5,7 @@
 ``--multi_gpu``).
 """
 
-from dit_lora.cli import main
+from dit_lora.commands.cli import main
 
 if __name__ == "__main__":
     main()

@@ -10,7 +10,7 @@ image-to-video (CogVideoXImageToVideoPipeline, --family cogvideox_i2v); 1.0 (2B,
 Every option (the family's and the common ones): `python recipes/cogvideox_lora.py --help`.
 """
 
-from dit_lora.recipe import main
+from dit_lora.commands.recipe import main
 
 if __name__ == "__main__":
     main("cogvideox")  # also trains cogvideox_i2v: every name of its registry entry

@@ -9,7 +9,7 @@
 Every option (the family's and the common ones): `python recipes/dit_class_lora.py --help`.
 """
 
-from dit_lora.recipe import main
+from dit_lora.commands.recipe import main
 
 if __name__ == "__main__":
     main("dit")

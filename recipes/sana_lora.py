@@ -8,7 +8,7 @@
 Every option (the family's and the common ones): `python recipes/sana_lora.py --help`.
 """
 
-from dit_lora.recipe import main
+from dit_lora.commands.recipe import main
 
 if __name__ == "__main__":
     main("sana")

@@ -11,7 +11,7 @@ TI2V-5B's image mode).
 Every option (the family's and the common ones): `python recipes/wan_lora.py --help`.
 """
 
-from dit_lora.recipe import main
+from dit_lora.commands.recipe import main
 
 if __name__ == "__main__":
     main("wan")  # also trains wan_i2v: every name of its registry entry

@@ -86,7 +86,7 @@ def tiny_sana(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def shapes_data(tmp_path_factory) -> Path:
     """16 captioned 64 px shape images in the imagefolder layout."""
-    from dit_lora.demo.shapes import make_shapes_dataset
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
     return make_shapes_dataset(tmp_path_factory.mktemp("data") / "shapes", n=16, size=64, seed=0)
 
@@ -125,7 +125,7 @@ def mixed_aspect_data(tmp_path_factory, shapes_data) -> Path:
 @pytest.fixture(scope="session")
 def shape_classes(tmp_path_factory) -> Path:
     """Shapes in circle/ square/ triangle/ class folders (imagefolder-by-class, no metadata)."""
-    from dit_lora.demo.shapes import make_shapes_class_dataset
+    from dit_lora.data.synthetic.shapes import make_shapes_class_dataset
 
     return make_shapes_class_dataset(tmp_path_factory.mktemp("data") / "classes", n=12, size=64, seed=0)
 

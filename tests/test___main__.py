@@ -23,7 +23,7 @@ def _run(cmd: list[str], cwd, timeout: int = 400) -> subprocess.CompletedProcess
 
 
 def test_train_handles_signals_from_its_first_line_and_ends_a_user_error_in_one_paragraph(capsys):
-    from dit_lora import cli
+    from dit_lora.commands import cli
     from dit_lora.training import signals
 
     assert not signals.installed()

@@ -168,7 +168,7 @@ def offline_version(words: list[str], tmp: Path) -> tuple[list[str], dict[str, s
 
 def parsed(words: list[str]):
     """The run config the recipe builds from a command's options (the real parser; nothing is loaded)."""
-    from dit_lora.recipe import parse_run
+    from dit_lora.commands.recipe import parse_run
 
     _, script, args = split_launch(words)
     return parse_run(args, recipe_family(script))
@@ -252,7 +252,7 @@ def test_offline_version_changes_only_paths_sizes_and_length(tmp_path):
     assert options["train_data_dir"] == str(tmp_path / "train_data_dir") and "rank" not in changes
     with pytest.raises(AssertionError, match="DEMO_OF"):
         offline_version([*words[:4], "THUDM/CogVideoX-2b", *words[5:]], tmp_path)
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     with pytest.raises(UserError, match="--lora_rank"):  # a renamed option fails the parse, as it fails the reader
         parsed([*words, "--lora_rank", "8"])

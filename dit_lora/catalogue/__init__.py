@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from .entry import Checkpoint, ConfigReader, lookup
+from dit_lora.catalogue.entry import Checkpoint, ConfigReader, lookup
 
 
 def data_files() -> tuple[str, ...]:
@@ -19,7 +19,7 @@ def data_files() -> tuple[str, ...]:
     Derived from the family registry (each :class:`~dit_lora.families.registry.FamilyEntry` names its
     ``catalogue`` module). The registry is imported on use, not with this module.
     """
-    from ..families import entries as family_entries
+    from dit_lora.families import entries as family_entries
 
     return tuple(dict.fromkeys(e.catalogue for e in family_entries() if e.catalogue))
 

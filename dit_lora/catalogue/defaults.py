@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from ..config import TrainConfig
-from . import Checkpoint, match
+from dit_lora.config import TrainConfig
+from dit_lora.catalogue import Checkpoint, match
 
 
 def explicit_options(cfg: TrainConfig) -> frozenset[str]:
@@ -35,8 +35,8 @@ def config_reader(cfg: TrainConfig):
     A catalogued Hub id that is not downloaded yet reads the catalogue's copy of its published configs, so
     its defaults (and ``dit-lora plan``) need no download.
     """
-    from ..pipeline_files import read_component_config
-    from . import by_hub_id
+    from dit_lora.modelfiles.pipeline_files import read_component_config
+    from dit_lora.catalogue import by_hub_id
 
     cache: dict[tuple[str, str], dict | None] = {}
     published = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
@@ -100,13 +100,13 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
     replace them, so a catalogued model gets the published figures and any other model what its own
     configs imply.
     """
-    from ..pipeline_files import stored_dtype
+    from dit_lora.modelfiles.pipeline_files import stored_dtype
 
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
         entry = match(family.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
-    from ..families.capabilities import generic_defaults
+    from dit_lora.families.capabilities import generic_defaults
 
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(family, cfg))
     if entry is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from . import Checkpoint, entries
+from dit_lora.catalogue import Checkpoint, entries
 
 def _number(value) -> str:
     return f"{value:.0e}".replace("e-0", "e-") if isinstance(value, float) and value < 0.01 else f"{value:g}" \

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..errors import UserError
-from .schema import Applies, config_fields
+from dit_lora.core.errors import UserError
+from dit_lora.config.schema import Applies, config_fields
 
 
 def declared(family) -> set[str]:
@@ -30,7 +30,7 @@ def applies_to(tag: Applies, family) -> bool:
 
 def families_for(tag: Applies) -> list[str]:
     """The registered family names that read the options tagged ``tag`` (builds each family's spec: messages only)."""
-    from ..families import available, get_family
+    from dit_lora.families import available, get_family
 
     return [name for name in available() if applies_to(tag, get_family(name))]
 
@@ -69,7 +69,7 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
-    from ..families import get_family
+    from dit_lora.families import get_family
 
     family = get_family(cfg.family)
     for name, tag in tagged:

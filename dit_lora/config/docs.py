@@ -1,6 +1,6 @@
 """Render the options tables from the config schema: the common options, then one table per family.
 
-:mod:`dit_lora.docsite` puts them on the documentation's reference page (``docs/reference/options.md``).
+:mod:`dit_lora.commands.docsite` puts them on the documentation's reference page (``docs/reference/options.md``).
 ``python -m dit_lora.config.docs`` prints them; ``--write FILE.md`` replaces them in place in a Markdown file (between the
 ``<!-- options:start -->`` and ``<!-- options:end -->`` markers; a README without them has its first options
 table replaced and the markers added).
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import MISSING, fields
 from pathlib import Path
 
-from . import owners
-from .schema import config_fields
+from dit_lora.config import owners
+from dit_lora.config.schema import config_fields
 
 HEADER = "| option | default | description |"
 START, END = "<!-- options:start -->", "<!-- options:end -->"

@@ -12,8 +12,8 @@ import importlib
 from dataclasses import Field, fields
 from typing import Any
 
-from ..errors import UserError
-from .schema import FamilyOptions, TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.config.schema import FamilyOptions, TrainConfig
 
 #: each family name -> its options class (or ``"module:Class"`` path), from the family registry's entries
 _REGISTERED: dict[str, type[FamilyOptions] | str] = {}

@@ -20,11 +20,11 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from ..errors import UserError
-from . import owners
-from .applies import check_applies
-from .peers import peer_hint
-from .schema import TrainConfig, config_fields
+from dit_lora.core.errors import UserError
+from dit_lora.config import owners
+from dit_lora.config.applies import check_applies
+from dit_lora.config.peers import peer_hint
+from dit_lora.config.schema import TrainConfig, config_fields
 
 
 @functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
@@ -276,7 +276,7 @@ _AI_TOOLKIT_KEYS = ("model.name_or_path", "datasets[].folder_path", "datasets[].
 def ai_toolkit_message(path: Path) -> str:
     """The paragraph for an ai-toolkit job YAML given as a dit-lora ``--config``: the shape, the main keys'
     counterparts (:data:`.peers.PEER_FLAGS`), the migration page."""
-    from .peers import PEER_FLAGS
+    from dit_lora.config.peers import PEER_FLAGS
 
     pairs = []
     for where in _AI_TOOLKIT_KEYS:
@@ -361,7 +361,7 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
 def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
-    from ..families import available, get_family, recipe_script
+    from dit_lora.families import available, get_family, recipe_script
 
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
     for name in available():

@@ -144,7 +144,7 @@ class RegisteredFamilies(Sequence):
     the help, the options reference and the check list every registered family, one registered later too."""
 
     def _names(self) -> list[str]:
-        from ..families import available
+        from dit_lora.families import available
 
         return available()
 
@@ -648,11 +648,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """Give the run its family's options (defaults when none were given); refuse another family's."""
-        from .owners import options_class
+        from dit_lora.config.owners import options_class
 
         if self.instance_data_dir is not None:  # an alias: from here on only train_data_dir is read
             if self.train_data_dir is not None and self.train_data_dir != self.instance_data_dir:
-                from ..errors import UserError
+                from dit_lora.core.errors import UserError
 
                 raise UserError(
                     f"Both --train_data_dir {self.train_data_dir!r} and --instance_data_dir {self.instance_data_dir!r} "
@@ -678,7 +678,7 @@ class TrainConfig:
         ``TrainConfig.for_family("dit", num_classes=10, resolution=64)``. ``family`` may also come as a keyword
         (default: the schema's). A keyword that is another family's option raises the paragraph the parser gives.
         """
-        from .owners import split_values
+        from dit_lora.config.owners import split_values
 
         if family is None:
             family = values.pop("family", None) or cls.__dataclass_fields__["family"].default
@@ -702,7 +702,7 @@ class TrainConfig:
 
 def options_class_of(family: str) -> type[FamilyOptions]:
     """The options dataclass of ``family`` (:class:`FamilyOptions` when it declares none)."""
-    from .owners import options_class
+    from dit_lora.config.owners import options_class
 
     return options_class(family)
 

@@ -88,7 +88,7 @@ def parse_mode(value: str) -> str | Size:
     Raises:
         UserError: anything else, in one paragraph with the three forms.
     """
-    from ..errors import UserError
+    from dit_lora.core.errors import UserError
 
     text = str(value).strip().lower()
     if text in (AUTO, SQUARE):
@@ -111,7 +111,7 @@ def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
         UserError: a bad mode, a fixed size that is not a multiple of ``stride`` (naming the nearest that is), or a
             fixed size for a model that takes only squares.
     """
-    from ..errors import UserError
+    from dit_lora.core.errors import UserError
 
     mode = parse_mode(value)
     if mode == SQUARE or (mode == AUTO and stride is None):
@@ -167,7 +167,7 @@ def crop_line(cropped: Sequence[tuple[str, float]], *, noun: str = "image",
 def sample_bucket(sample, buckets: Sequence[Size], *, max_pixels: int | None = None) -> tuple[Size, float]:
     """:func:`bucket_of` an image sample (a :class:`~dit_lora.data.sources.RawSample`), its size read from its header
     after its EXIF orientation, without decoding (:func:`~dit_lora.data.decode.oriented_size`)."""
-    from .decode import oriented_size
+    from dit_lora.data.decode import oriented_size
 
     width, height = oriented_size(sample.source(), max_pixels)
     return bucket_of(width, height, buckets)

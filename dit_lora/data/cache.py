@@ -19,9 +19,9 @@ from typing import Any, Callable
 import torch
 from safetensors import safe_open
 
-from ..fileio import reporting_disk_full, save_safetensors_atomic
-from ..progress import Progress, say
-from .kohya import copy_of
+from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
+from dit_lora.core.progress import Progress, say
+from dit_lora.data.kohya import copy_of
 
 
 
@@ -185,7 +185,7 @@ def build_cache(
     non-finite encoding is recomputed once on its own (a NaN can come from the batch rather than
     the sample) before the sample is given up.
 
-    Rank 0 shows its share's progress (:class:`~dit_lora.progress.Progress`: a bar with rate and ETA on a terminal,
+    Rank 0 shows its share's progress (:class:`~dit_lora.core.progress.Progress`: a bar with rate and ETA on a terminal,
     a plain line every 10% or 30 s without one); with ``world`` ranks each has about ``1 / world`` of the work.
     """
     failed: dict[int, str] = {}

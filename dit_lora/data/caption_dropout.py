@@ -23,8 +23,8 @@ from typing import Callable
 import torch
 from safetensors import safe_open
 
-from ..errors import UserError
-from ..fileio import reporting_disk_full, save_safetensors_atomic
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
 
 #: name of the empty caption's entry inside a cache namespace folder (sample entries are 32 hex digits)
 EMPTY_PROMPT_FILE = "empty_prompt.safetensors"
@@ -102,7 +102,7 @@ def cached_empty_prompt(probability: float, cache_dir: Path, encode_prompts: Cal
     wait and share its failure) unless usable already; None when ``probability`` is 0 (nothing is encoded)."""
     if probability <= 0:
         return None
-    from ..training.collective import main_process_check  # lazily: the data path runs without a training run too
+    from dit_lora.training.collective import main_process_check  # lazily: the data path runs without a training run too
 
     path = empty_prompt_file(cache_dir)
     encoded = main_process_check(accelerator, lambda: ensure_empty_prompt(path, encode_prompts, log),

@@ -19,7 +19,7 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
-from .sources import MAX_NAMED
+from dit_lora.data.sources import MAX_NAMED
 
 __all__ = ["CHARS_PER_TOKEN", "TokenCounter", "caption_lines", "duplicate_line", "token_counter_for_model",
            "token_counter_from_components", "truncation_line"]
@@ -74,7 +74,7 @@ def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
     model = getattr(cfg, "pretrained_model_name_or_path", None)
     if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
         try:
-            from ..families.capabilities import configure
+            from dit_lora.families.capabilities import configure
 
             configure(family, SimpleNamespace(extras=extras, encoders={}, model=None), cfg)
         except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources
@@ -85,7 +85,7 @@ def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
         with open(config, encoding="utf-8") as handle:
             length = json.load(handle).get("max_text_seq_length")
     if not length:
-        from ..catalogue import entries
+        from dit_lora.catalogue import entries
 
         lengths = {e.text_length for e in entries(getattr(family, "name", None))}
         length = lengths.pop() if len(lengths) == 1 else None

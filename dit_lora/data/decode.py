@@ -46,7 +46,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageCms, ImageOps
 
-from .transforms import Resolution, resized_size, target_size
+from dit_lora.data.transforms import Resolution, resized_size, target_size
 
 __all__ = ["ImageTooLarge", "UnsupportedImage", "decode_notes", "decode_workers", "file_notes", "header_notes",
            "image_bytes", "load_rgb", "open_checked", "pixel_budget", "to_rgb", "too_large"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
-from .paths import Located, locate
-from .sources import RawSample, caption_value, name_some, suggest_caption_column
+from dit_lora.data.paths import Located, locate
+from dit_lora.data.sources import RawSample, caption_value, name_some, suggest_caption_column
 
 
 class DatasetImages:

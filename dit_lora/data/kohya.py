@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterable, Sequence
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 __all__ = ["MAX_FOLDER_REPEATS", "checked_caption_extension", "checked_instance_prompt", "copy_of", "copies_note",
            "folder_of", "head_of", "kohya_folder", "kohya_folders", "nested_lines", "plural", "repeat_folder_samples"]

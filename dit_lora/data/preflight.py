@@ -22,13 +22,13 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
-from .cache import cache_file_name, inspect_cache_file
-from .decode import decode_notes, decode_workers, file_notes, pixel_budget
-from .kohya import copy_of
-from .sources import RawSample
-from .validation import image_problem, caption_problem
-from .transforms import target_size, crop_seed, preprocess_image
+from dit_lora.data.aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
+from dit_lora.data.cache import cache_file_name, inspect_cache_file
+from dit_lora.data.decode import decode_notes, decode_workers, file_notes, pixel_budget
+from dit_lora.data.kohya import copy_of
+from dit_lora.data.sources import RawSample
+from dit_lora.data.validation import image_problem, caption_problem
+from dit_lora.data.transforms import target_size, crop_seed, preprocess_image
 
 OK, WARN, BLOCK = "ok", "warn", "block"
 _SEVERITY = {OK: 0, WARN: 1, BLOCK: 2}
@@ -196,8 +196,8 @@ def check_video_sample(
 
 def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require_caption, image_buckets, max_pixels):
     """:func:`check_video_sample`, plus the clip's displayed ``(height, width, rotation)`` (None when unusable)."""
-    from .frames import clip_cropped_share
-    from .video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
+    from dit_lora.data.frames import clip_cropped_share
+    from dit_lora.data.video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
     blocks: list[str] = []
     warns: list[str] = []

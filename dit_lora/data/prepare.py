@@ -3,7 +3,7 @@
 Images, clips and video question-answer samples go through the same flow; what differs (how samples
 are listed, screened, decoded and grouped into batches) sits in the :class:`MediaHandler` the family
 returns from ``data_handler(cfg)``: :class:`ImageMedia` here,
-:class:`~dit_lora.data.video_prepare.VideoMedia` for clips, :class:`~dit_lora.families.videochat.media.VideoQAMedia`
+:class:`~dit_lora.data.video_prepare.VideoMedia` for clips, :class:`~dit_lora.families.videollm.media.VideoQAMedia`
 for video LLMs. ``check-data`` asks the same handler, so it screens exactly as training does.
 """
 
@@ -20,22 +20,22 @@ from typing import Any, Callable, Protocol
 
 import torch
 
-from ..errors import UserError
-from ..families import capabilities as caps
-from ..output.names import QUARANTINE_FILE
-from . import aspect
-from . import batches as batch_lib
-from . import caption_dropout
-from . import preflight
-from .captions import caption_lines, token_counter_for_model, token_counter_from_components
-from .decode import pixel_budget
-from ..progress import say
-from .cache import (build_cache, cache_files, cache_namespace, default_cache_root, first_per_file, for_copies,
+from dit_lora.core.errors import UserError
+from dit_lora.families import capabilities as caps
+from dit_lora.output.names import QUARANTINE_FILE
+from dit_lora.data import aspect
+from dit_lora.data import batches as batch_lib
+from dit_lora.data import caption_dropout
+from dit_lora.data import preflight
+from dit_lora.data.captions import caption_lines, token_counter_for_model, token_counter_from_components
+from dit_lora.data.decode import pixel_budget
+from dit_lora.core.progress import say
+from dit_lora.data.cache import (build_cache, cache_files, cache_namespace, default_cache_root, first_per_file, for_copies,
                     verify_cache_file)
-from .kohya import copy_of
-from .sources import RawSample, load_samples
-from .transforms import crop_seed, preprocess_image
-from .validation import bad_fraction_error, validate_samples
+from dit_lora.data.kohya import copy_of
+from dit_lora.data.sources import RawSample, load_samples
+from dit_lora.data.transforms import crop_seed, preprocess_image
+from dit_lora.data.validation import bad_fraction_error, validate_samples
 
 
 @dataclass
@@ -278,8 +278,8 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
 
 def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
-    from ..fileio import reporting_disk_full, write_json_atomic
-    from ..training.collective import main_process_check
+    from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
+    from dit_lora.training.collective import main_process_check
 
     path = Path(cfg.output_dir) / QUARANTINE_FILE
     advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
@@ -299,7 +299,7 @@ def _build_cache_everywhere(accelerator, build: Callable[[], dict[int, str]]) ->
     """``build()`` on every rank; when it raises on one (a full cache disk), every rank raises (not a hang at the
     next collective): the same paragraph for a :class:`UserError`, else the failing rank's traceback and a
     paragraph naming that rank on the others."""
-    from ..training.collective import Failure, exchange
+    from dit_lora.training.collective import Failure, exchange
 
     own, result = None, {}
     try:

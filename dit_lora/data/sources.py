@@ -23,17 +23,17 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from PIL import Image
 
 from dit_lora.config.parser import check_one_source
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
-from .decode import load_rgb
-from .kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, checked_instance_prompt,  # noqa: F401
+from dit_lora.data.decode import load_rgb
+from dit_lora.data.kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, checked_instance_prompt,  # noqa: F401
                     refuse_caption_extension_for_dataset,
                     head_of, kohya_folder, repeat_folder_samples)
-from .kohya import kohya_folders as _kohya_folders
-from .paths import locate, printable
+from dit_lora.data.kohya import kohya_folders as _kohya_folders
+from dit_lora.data.paths import locate, printable
 
 if TYPE_CHECKING:
-    from .hub_datasets import DatasetImages
+    from dit_lora.data.hub_datasets import DatasetImages
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 METADATA_FILENAMES = ("metadata.jsonl", "metadata.csv")
@@ -220,7 +220,7 @@ def load_samples(
                                         caption_extension=checked_caption_extension(caption_extension),
                                         instance_prompt=instance_prompt, log=say)
     else:
-        from .hub_datasets import load_dataset_samples  # imports this module: imported on use
+        from dit_lora.data.hub_datasets import load_dataset_samples  # imports this module: imported on use
 
         refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
         samples = load_dataset_samples(

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 Resolution = Union[int, Sequence[int]]
 

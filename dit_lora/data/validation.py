@@ -15,12 +15,12 @@ from typing import Any, Callable, Sequence
 
 from PIL import UnidentifiedImageError
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
-from .decode import ImageTooLarge, UnsupportedImage, decode_notes, decode_workers, pixel_budget
-from .kohya import copies_note, copy_of
-from .paths import printable
-from .sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
+from dit_lora.data.decode import ImageTooLarge, UnsupportedImage, decode_notes, decode_workers, pixel_budget
+from dit_lora.data.kohya import copies_note, copy_of
+from dit_lora.data.paths import printable
+from dit_lora.data.sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
 
 def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int | None = None,

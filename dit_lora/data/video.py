@@ -29,12 +29,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .decode import load_rgb, open_checked, pixel_budget
-from .sources import IMAGE_EXTENSIONS, RawSample
-from .transforms import crop_box, resized_size
-from .frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
+from dit_lora.data.decode import load_rgb, open_checked, pixel_budget
+from dit_lora.data.sources import IMAGE_EXTENSIONS, RawSample
+from dit_lora.data.transforms import crop_box, resized_size
+from dit_lora.data.frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
                      one_frame_buckets, resolution_buckets)
-from .validation import caption_problem, check_all, image_problem, screen
+from dit_lora.data.validation import caption_problem, check_all, image_problem, screen
 
 __all__ = [
     "CLIP_IMAGE_EXTENSIONS",
@@ -186,7 +186,7 @@ def __getattr__(name: str) -> Any:
     # load_video_samples lives in .video_sources (which imports this module); imported lazily to keep
     # `from dit_lora.data.video import load_video_samples` working without a circular import.
     if name == "load_video_samples":
-        from .video_sources import load_video_samples
+        from dit_lora.data.video_sources import load_video_samples
 
         return load_video_samples
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,19 +28,19 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import UserError
-from ..fileio import write_bytes_atomic
-from ..config.parser import check_one_source
-from .batches import collate
-from .decode import pixel_budget
-from .frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
-from .paths import Located
-from .hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
-from .kohya import checked_instance_prompt, refuse_caption_extension_for_dataset
-from .sources import _main_process_print, name_some
-from .video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import write_bytes_atomic
+from dit_lora.config.parser import check_one_source
+from dit_lora.data.batches import collate
+from dit_lora.data.decode import pixel_budget
+from dit_lora.data.frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
+from dit_lora.data.paths import Located
+from dit_lora.data.hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
+from dit_lora.data.kohya import checked_instance_prompt, refuse_caption_extension_for_dataset
+from dit_lora.data.sources import _main_process_print, name_some
+from dit_lora.data.video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
                     validate_video_samples)
-from .video_sources import load_video_samples
+from dit_lora.data.video_sources import load_video_samples
 
 __all__ = ["VideoMedia", "frame_sampling_lines", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
 
@@ -278,7 +278,7 @@ class VideoMedia:
     collate = staticmethod(collate)
 
     def __init__(self, cfg, family, cache_root: Path) -> None:
-        from ..families import capabilities as caps
+        from dit_lora.families import capabilities as caps
 
         # Clips need a family that encodes them (Encoders), buckets them (VideoFrames) and says about captions.
         caps.require(family, caps.Encoders, "Video data")
@@ -303,7 +303,7 @@ class VideoMedia:
     def model_fps(self) -> float | None:
         """The frame rate the model generates at (the family's :class:`~dit_lora.families.capabilities.FrameRate`),
         or None when the family does not say."""
-        from ..families import capabilities as caps
+        from dit_lora.families import capabilities as caps
 
         return self.family.model_fps(self.cfg) if isinstance(self.family, caps.FrameRate) else None
 
@@ -366,7 +366,7 @@ class VideoMedia:
 
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
         """``check-data``: every clip decoded to its bucket as training would; (rows, usable clips, note)."""
-        from . import preflight
+        from dit_lora.data import preflight
 
         stills = self.image_buckets(samples)
         images = sum(1 for s in samples if s.is_image)
@@ -376,7 +376,7 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
             require_captions=self.requires_captions, image_buckets=stills, max_pixels=self.max_pixels)
-        from .prepare import report_captions
+        from dit_lora.data.prepare import report_captions
 
         report_captions(samples, self.cfg, self.family, log)
         return rows, usable, None  # each row has its bucket and crop; the summary counts them (preflight.summarize)
@@ -397,7 +397,7 @@ class VideoMedia:
         return load
 
     def raw_dataset(self, samples: list):
-        from .batches import RawVideoDataset
+        from dit_lora.data.batches import RawVideoDataset
 
         return RawVideoDataset(samples, self.cfg.frame_sampling, max_pixels=self.max_pixels)
 

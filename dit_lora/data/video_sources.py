@@ -18,14 +18,14 @@ import os
 import posixpath
 from typing import Any, Callable
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
-from .kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
-from .paths import locate
-from .sources import COMMON_CAPTION_EXTENSIONS, METADATA_FILENAMES, is_hidden, name_some, read_metadata
-from .sources import _main_process_print
-from .sources import _SidecarCaptions as SidecarCaptions  # the image folders' sidecar captions, read the same way
-from .video import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
+from dit_lora.data.kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
+from dit_lora.data.paths import locate
+from dit_lora.data.sources import COMMON_CAPTION_EXTENSIONS, METADATA_FILENAMES, is_hidden, name_some, read_metadata
+from dit_lora.data.sources import _main_process_print
+from dit_lora.data.sources import _SidecarCaptions as SidecarCaptions  # the image folders' sidecar captions, read the same way
+from dit_lora.data.video import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
 
 #: what a video dataset's file may be: a clip, or an image (a one-frame clip)
 MEDIA_EXTENSIONS = VIDEO_EXTENSIONS | CLIP_IMAGE_EXTENSIONS

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import UserError
-from .base import Components, ModelFamily
-from .registry import FamilyEntry
+from dit_lora.core.errors import UserError
+from dit_lora.families.base import Components, ModelFamily
+from dit_lora.families.registry import FamilyEntry
 
 _ENTRIES: list[FamilyEntry] = []
 _BY_NAME: dict[str, FamilyEntry] = {}
@@ -39,7 +39,7 @@ def register_family(entry: FamilyEntry) -> None:
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
     _declare_options(entry)
     if not isinstance(entry.factory, str):  # built now, so its options class is checked now too
-        from ..config.owners import all_option_names, options_class
+        from dit_lora.config.owners import all_option_names, options_class
 
         try:
             for name in entry.names:
@@ -52,7 +52,7 @@ def register_family(entry: FamilyEntry) -> None:
 
 def _declare_options(entry: FamilyEntry) -> None:
     """Tell the option owners (:mod:`dit_lora.config.owners`) each name's own options class."""
-    from ..config.owners import register_options
+    from dit_lora.config.owners import register_options
 
     for name in entry.names:
         if entry.options_for(name) is not None:
@@ -67,7 +67,7 @@ def unregister_family(entry: FamilyEntry) -> None:
     for name in entry.names:
         _BY_NAME.pop(name, None)
         _CHECKED.discard(name)
-    from ..config.owners import unregister_options
+    from dit_lora.config.owners import unregister_options
 
     for name in entry.names:
         unregister_options(name)
@@ -80,7 +80,7 @@ def _describe(factory) -> str:
 def _check(name: str, family: ModelFamily) -> ModelFamily:
     """``family`` once its declared capabilities were checked (each name once per process)."""
     if name not in _CHECKED:
-        from .capabilities import check_capabilities
+        from dit_lora.families.capabilities import check_capabilities
 
         check_capabilities(family)
         _CHECKED.add(name)
@@ -130,8 +130,8 @@ def family_for_model(cfg) -> str:
     Reads small config files only; when neither says, stops with the class the configs name and the pipelines
     each family trains (:func:`.support.unsupported_model`).
     """
-    from ..catalogue import by_hub_id, match
-    from ..catalogue.defaults import config_reader
+    from dit_lora.catalogue import by_hub_id, match
+    from dit_lora.catalogue.defaults import config_reader
 
     entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
     if entry is not None:
@@ -144,7 +144,7 @@ def family_for_model(cfg) -> str:
     for name in available():
         if get_family(name).pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
-    from .support import unsupported_model
+    from dit_lora.families.support import unsupported_model
 
     raise unsupported_model(str(cfg.pretrained_model_name_or_path), read)
 
@@ -155,7 +155,7 @@ BUILT_IN = (
     "sana",
     "cogvideox",
     "dit",
-    "videochat",
+    "videollm",
     "wan",
 )
 for _package in BUILT_IN:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..config import TrainConfig
+from dit_lora.config import TrainConfig
 
 
 @dataclass
@@ -130,7 +130,7 @@ class ModelFamily(metaclass=_SpecMeta):
 
         Returns a :class:`~dit_lora.data.prepare.PreparedData`.
         """
-        from ..data.prepare import prepare_data
+        from dit_lora.data.prepare import prepare_data
 
         return prepare_data(cfg, self, comps, accelerator)
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import torch
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 P = TypeVar("P")
 
@@ -373,7 +373,7 @@ def require(family, proto: type[P], what: str) -> P:
 def attach_adapter(family, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
     """Load a saved adapter into the consumer ``pipe``, fitted first when the family declares
     :class:`AdapterFitting` (``dit_lora.load_adapter`` and each family's ``load_pipeline_with_adapter``)."""
-    from ..output.adapter import adapter_folder, load_adapter_files
+    from dit_lora.output.adapter import adapter_folder, load_adapter_files
 
     folder = adapter_folder(adapter_dir)
     fitting = capability(family, AdapterFitting)

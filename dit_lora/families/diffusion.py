@@ -16,9 +16,9 @@ from typing import Any, Iterator
 
 import torch
 
-from ..config import TrainConfig
-from .base import Components, ModelFamily
-from .capabilities import Captions, Encoders
+from dit_lora.config import TrainConfig
+from dit_lora.families.base import Components, ModelFamily
+from dit_lora.families.capabilities import Captions, Encoders
 
 
 class DiffusionFamily(ModelFamily):
@@ -63,7 +63,7 @@ class DiffusionFamily(ModelFamily):
     # ---- data -------------------------------------------------------------------------------
     def data_handler(self, cfg: TrainConfig):
         """Images by default; video families return a :class:`~dit_lora.data.video_prepare.VideoMedia`."""
-        from ..data.prepare import ImageMedia
+        from dit_lora.data.prepare import ImageMedia
 
         return ImageMedia(cfg, self)
 
@@ -81,7 +81,7 @@ class DiffusionFamily(ModelFamily):
         """Cached batches move to ``device``; raw ones are encoded here, every step (``--cache_latents false``)."""
         if cached:
             return super().prepare_batch(comps, batch, device, cached)
-        from ..data.cache import as_encoding
+        from dit_lora.data.cache import as_encoding
 
         out = self.encode_prompts(comps, batch["caption"])
         out.update(as_encoding(self.encode_images(comps, batch["pixel_values"].to(device))))
@@ -133,7 +133,7 @@ class DiffusionFamily(ModelFamily):
 
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """Write one validation sample (a PIL image here) as ``stem.png``; return the path."""
-        from ..fileio import atomic_write
+        from dit_lora.core.fileio import atomic_write
 
         path = Path(stem).with_suffix(".png")
         atomic_write(path, lambda tmp: sample.save(tmp, format="PNG"))  # replaces a link there, never follows it
@@ -166,8 +166,8 @@ class DiffusionFamily(ModelFamily):
         The run's largest image bucket is planned (the most pixels, so the most tokens; the square on a tie): a fixed
         ``--aspect_buckets WxH``, that size; else the ``--resolution`` square, which bounds every ``auto`` bucket.
         """
-        from ..data.aspect import run_buckets
-        from .capabilities import bucket_stride
+        from dit_lora.data.aspect import run_buckets
+        from dit_lora.families.capabilities import bucket_stride
 
         buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, bucket_stride(self, cfg)[0])
         height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
@@ -179,7 +179,7 @@ class DiffusionFamily(ModelFamily):
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """Each bucket's pixels through the family's own :meth:`encode_images` (the cache step), plus conditioning."""
-        from ..data.cache import as_encoding
+        from dit_lora.data.cache import as_encoding
 
         out = []
         for bucket, shape in self.pixel_batches(cfg):
@@ -197,7 +197,7 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     """
     from PIL import Image, ImageOps
 
-    from ..errors import UserError
+    from dit_lora.core.errors import UserError
 
     if source:
         try:
@@ -208,7 +208,7 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
         return ImageOps.fit(image, (width, height), Image.BICUBIC)
     if not samples:
         raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
-    from ..data.video import VideoDecodeError, decode_clip
+    from dit_lora.data.video import VideoDecodeError, decode_clip
 
     try:
         frame = decode_clip(samples[0].path, 1, height, width)[0]

@@ -26,7 +26,7 @@ class FamilyEntry:
     """What a family package declares about itself (immutable; one per package, several names allowed)."""
 
     #: The family names it registers (``--family``, YAML ``family:``), the first being the default its recipe
-    #: script trains (CogVideoX: text-to-video, then image-to-video; videochat: one per video-LLM architecture).
+    #: script trains (CogVideoX: text-to-video, then image-to-video; videollm: one per video-LLM architecture).
     names: tuple[str, ...]
     #: Builds the :class:`~dit_lora.families.base.ModelFamily` of one name: called with that name. A
     #: ``"module:attribute"`` string is imported on first use (so ``import dit_lora.families`` stays light).

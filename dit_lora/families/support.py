@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 #: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
 PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
@@ -17,7 +17,7 @@ PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
     """Each registered family name and the pipeline classes it trains (its spec's ``pipeline_class_name``)."""
-    from . import available, get_family
+    from dit_lora.families import available, get_family
 
     return {name: (get_family(name).pipeline_class_name,) for name in available()}
 
@@ -25,7 +25,7 @@ def pipelines_by_family() -> dict[str, tuple[str, ...]]:
 def entry_pipelines(name: str) -> tuple[str, ...]:
     """The pipeline classes of every name of ``name``'s registry entry (``wan`` and ``wan_i2v`` together: which
     of the two a checkpoint needs is the family's own check, with its own advice)."""
-    from . import entry_for
+    from dit_lora.families import entry_for
 
     table = pipelines_by_family()
     return tuple(dict.fromkeys(c for n in entry_for(name).names for c in table[n]))
@@ -48,7 +48,7 @@ def found_class(read: Callable[[str, str], dict | None]) -> tuple[str | None, st
 
 def trained_list() -> str:
     """``--family sana: SanaPipeline; --family wan: WanPipeline; ...`` from the registry, one item per entry."""
-    from . import entries
+    from dit_lora.families import entries
 
     table = pipelines_by_family()
     items = []
@@ -79,7 +79,7 @@ def check_family_trains_model(cfg, read: Callable[[str, str], dict | None]) -> N
     trained = entry_pipelines(cfg.family)
     if cls is None or cls in trained:
         return
-    from . import available, get_family
+    from dit_lora.families import available, get_family
 
     others = [n for n in available() if get_family(n).pipeline_class_name == cls]
     advice = (f"Use --family {others[0]} for it" if others else

@@ -7,9 +7,9 @@ attention backend. :func:`patch_model` puts them into a model, :func:`unpatch_mo
 and :mod:`.monitor` checks them against their references during training.
 """
 
-from .attention import ATTENTION_BACKENDS, resolve_backend
-from .defaults import KERNEL_MODES
-from .patch import KERNELS, kernel_counts, kernel_runtime, patch_model, unpatch_model
+from dit_lora.kernels.attention import ATTENTION_BACKENDS, resolve_backend
+from dit_lora.kernels.defaults import KERNEL_MODES
+from dit_lora.kernels.patch import KERNELS, kernel_counts, kernel_runtime, patch_model, unpatch_model
 
 __all__ = [
     "ATTENTION_BACKENDS",

@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from .triton_launch import at_least_fp32
+from dit_lora.kernels.triton_launch import at_least_fp32
 
 ATTENTION_BACKENDS = ("auto", "flash", "cudnn", "efficient", "sdpa", "math")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .triton_launch import triton_usable
+from dit_lora.kernels.triton_launch import triton_usable
 
 KERNEL_MODES = ("auto", "on", "off")
 SPEEDUP_TO_ENABLE = 1.5

@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import torch
 
-from .attention import AttentionBackend, attention, attention_reference, fallback_backend, restore_backend
-from .tolerance import check_call
+from dit_lora.kernels.attention import AttentionBackend, attention, attention_reference, fallback_backend, restore_backend
+from dit_lora.kernels.tolerance import check_call
 
 logger = logging.getLogger("dit_lora.kernels")
 

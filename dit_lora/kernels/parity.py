@@ -18,9 +18,9 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-from .patch import kernel_counts, patch_model
-from .patch_points import PatchPoint
-from .tolerance import check_call
+from dit_lora.kernels.patch import kernel_counts, patch_model
+from dit_lora.kernels.patch_points import PatchPoint
+from dit_lora.kernels.tolerance import check_call
 
 
 def _flat(out: Any) -> torch.Tensor:

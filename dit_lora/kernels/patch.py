@@ -32,16 +32,16 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .attention import resolve_backend
-from .defaults import choose_impl
-from .gated_residual import gated_residual, gated_residual_reference
-from .linear_attention import relu_linear_attention, relu_linear_attention_reference
-from .modulate import layernorm_modulate, layernorm_modulate_reference
-from .monitor import KernelRuntime
-from .patch_points import PatchPoint, drift_note, library_version
-from .processors import SoftmaxAttentionProcessor
-from .rms_norm import rms_norm, rms_norm_reference
-from .triton_launch import note_once
+from dit_lora.kernels.attention import resolve_backend
+from dit_lora.kernels.defaults import choose_impl
+from dit_lora.kernels.gated_residual import gated_residual, gated_residual_reference
+from dit_lora.kernels.linear_attention import relu_linear_attention, relu_linear_attention_reference
+from dit_lora.kernels.modulate import layernorm_modulate, layernorm_modulate_reference
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint, drift_note, library_version
+from dit_lora.kernels.processors import SoftmaxAttentionProcessor
+from dit_lora.kernels.rms_norm import rms_norm, rms_norm_reference
+from dit_lora.kernels.triton_launch import note_once
 
 KERNELS = ("modulate", "gated_residual", "layernorm", "rmsnorm", "linear_attention", "attention")
 _OPS: dict[str, tuple[Callable, Callable]] = {

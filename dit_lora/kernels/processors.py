@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from .monitor import KernelRuntime
+from dit_lora.kernels.monitor import KernelRuntime
 
 
 def heads_first(x: torch.Tensor, batch: int, heads: int) -> torch.Tensor:

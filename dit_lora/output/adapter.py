@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
-from .names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
+from dit_lora.output.names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -86,7 +86,7 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     strength in every consumer. With the run's ``comps`` and ``cfg``, a family declaring
     :class:`~dit_lora.families.capabilities.AdapterExtras` adds the files that depend on the run.
     """
-    from ..families.capabilities import AdapterExtras, capability
+    from dit_lora.families.capabilities import AdapterExtras, capability
 
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
@@ -124,7 +124,7 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
 def _previous_adapter_files(output_dir: Path) -> list[Path]:
     """What an earlier run left in ``output_dir`` that a new adapter must replace or remove: its adapter index, the
     files the index lists, and export files dit-lora wrote (a user's own files are never listed)."""
-    from .export import written_by_export
+    from dit_lora.output.export import written_by_export
 
     found = [output_dir / ADAPTER_INDEX_FILE] if (output_dir / ADAPTER_INDEX_FILE).exists() else []
     try:
@@ -241,7 +241,7 @@ def adapter_index(output_dir: Path) -> list[dict] | None:
 
 def write_adapter_index(output_dir: Path, entries: list[dict]) -> Path:
     """Write ``dit_lora_adapter_files.json`` (entries as :func:`adapter_index` reads them), atomically."""
-    from ..fileio import write_json_atomic
+    from dit_lora.core.fileio import write_json_atomic
 
     path = Path(output_dir) / ADAPTER_INDEX_FILE
     write_json_atomic(path, {"files": entries})

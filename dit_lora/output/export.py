@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import UserError
-from .names import SUMMARY_FILE
+from dit_lora.core.errors import UserError
+from dit_lora.output.names import SUMMARY_FILE
 
 #: safetensors metadata key every exported file carries: its value is the format (e.g. "comfyui")
 EXPORT_MARKER = "dit_lora_export"
@@ -101,18 +101,18 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
     (:func:`export_target`).
     """
-    from ..families import get_family
-    from ..families.capabilities import Exports, capability
+    from dit_lora.families import get_family
+    from dit_lora.families.capabilities import Exports, capability
 
     folder = Path(output_dir)
     if not folder.is_dir():
         raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
                         "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
-    from ..fileio import check_writable
+    from dit_lora.core.fileio import check_writable
 
     check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
     spec = get_family(_run_family(folder, family))
-    from .names import ADAPTER_INDEX_FILE
+    from dit_lora.output.names import ADAPTER_INDEX_FILE
 
     adapter = folder / spec.adapter_weight_name
     if not adapter.is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index lists a run's own files
@@ -129,7 +129,7 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
             + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
                f"{spec.adapter_weight_name} is already the format its consumers load.")
         )
-    from ..fileio import reporting_disk_full
+    from dit_lora.core.fileio import reporting_disk_full
 
     with reporting_disk_full(f"the {fmt} export", folder,
                              advice="The run's own files are untouched (each export file is written whole or not "

@@ -15,7 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Callable
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 from dit_lora.output.names import (ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, LOSS_CURVE_FILE,
                                    MODEL_CARD_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE)
@@ -34,9 +34,9 @@ _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 def run_adapter_files(output_dir: Path) -> list[str]:
     """The adapter files of a run beyond the standard names: the adapter index (``dit_lora_adapter_files.json``),
     the files it lists (Wan A14B: one per expert), and export files dit-lora wrote (their metadata says so)."""
-    from .adapter import adapter_index
-    from .export import written_by_export
-    from .names import ADAPTER_INDEX_FILE
+    from dit_lora.output.adapter import adapter_index
+    from dit_lora.output.export import written_by_export
+    from dit_lora.output.names import ADAPTER_INDEX_FILE
 
     names = []
     if (output_dir / ADAPTER_INDEX_FILE).is_file():

@@ -6,10 +6,10 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import quantize
-from ..families import capabilities as caps
-from ..fileio import atomic_write, write_text_atomic
-from .names import ADAPTER_FILE, MODEL_CARD_FILE
+from dit_lora.modeling import quantize
+from dit_lora.families import capabilities as caps
+from dit_lora.core.fileio import atomic_write, write_text_atomic
+from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -161,7 +161,7 @@ def _strength_note(family, cfg) -> str:
     same tensors with the safetensors metadata stripped, which is what a loader that reads no alpha and takes
     alpha = rank sees (tests/output/test_adapter.py, tests/families/cogvideox/test_spec.py). A PEFT folder:
     ``dit_lora.load_adapter`` and ``PeftModel.from_pretrained`` (tests/families/dit/test_spec.py,
-    tests/e2e/test_videochat.py). No other consumer is named: ComfyUI, for one, has no Sana or DiT model and other
+    tests/e2e/test_videollm.py). No other consumer is named: ComfyUI, for one, has no Sana or DiT model and other
     CogVideoX key names (issue 28), so it loads none of those files.
     """
     alpha, rank = cfg.effective_lora_alpha, cfg.rank
@@ -203,7 +203,7 @@ def _quantized_note(cfg) -> str:
 def _transformer_file_row(cfg) -> str | None:
     """The card's record of a single-file transformer: its base name and size (a path could name the user's
     folders, and the card may be pushed to the Hub); None without --transformer_file."""
-    from ..single_file import transformer_file_record
+    from dit_lora.modelfiles.single_file import transformer_file_record
 
     record = transformer_file_record(cfg)
     return None if record is None else f"`{record['name']}` ({record['bytes']} bytes; the rest from the base model)"

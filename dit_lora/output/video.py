@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..fileio import atomic_write
+from dit_lora.core.fileio import atomic_write
 
 __all__ = ["pick_video_codec", "write_video"]
 

@@ -7,8 +7,8 @@ and the recipes' start-of-run gate.
 
 from __future__ import annotations
 
-from ..config import TrainConfig
-from .estimate import Plan, StepTrace, plan_run
+from dit_lora.config import TrainConfig
+from dit_lora.plan.estimate import Plan, StepTrace, plan_run
 
 
 def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None,
@@ -17,7 +17,7 @@ def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: 
 
     ``both_settings``: trace with and without activation checkpointing (see :func:`~.estimate.plan_run`).
     """
-    from ..catalogue.defaults import config_reader
+    from dit_lora.catalogue.defaults import config_reader
 
     return plan_run(cfg, family, config_reader(cfg), device=device, num_processes=num_processes,
                     catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings)

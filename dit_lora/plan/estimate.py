@@ -40,12 +40,12 @@ from typing import Any
 
 import torch
 
-from .. import quantize
-from ..config import TrainConfig
-from ..errors import UserError
-from ..families import capabilities as caps
-from . import resident
-from .fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.families import capabilities as caps
+from dit_lora.plan import resident
+from dit_lora.plan.fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
 
 #: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
@@ -146,7 +146,7 @@ def process_resident_bytes() -> int:
     matplotlib is imported first when it is installed: every run draws its loss curve at the end, and on a CPU
     that import (about 30 MiB resident) was the part of a small run's peak that the plan missed.
     """
-    from ..output.report import load_pyplot
+    from dit_lora.output.report import load_pyplot
 
     load_pyplot()
     try:
@@ -174,7 +174,7 @@ def _trace_step(family, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int
 
 def _build(family, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
     """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
-    from ..training.trainables import attach_trainables
+    from dit_lora.training.trainables import attach_trainables
 
     comps = family.plan_components(cfg, read, depth)
     run_cfg = dataclasses.replace(cfg, gradient_checkpointing=checkpointing)
@@ -238,7 +238,7 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
     stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
     the transformer's files, so for a Hub id not downloaded only the model is placed by it.
     """
-    from ..catalogue import by_hub_id
+    from dit_lora.catalogue import by_hub_id
 
     entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
     cache, converted, mapped = dict(weights), {}, []
@@ -274,8 +274,8 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     without it only the run's own setting is traced (the start-of-run gate, which asks for the other only
     when the run does not fit).
     """
-    from ..catalogue import lookup
-    from ..training.trainables import attach_trainables
+    from dit_lora.catalogue import lookup
+    from dit_lora.training.trainables import attach_trainables
 
     family = planner(family)
     file, key = family.depth_key

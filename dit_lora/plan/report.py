@@ -7,8 +7,8 @@ import re
 
 import torch
 
-from ..errors import UserError
-from .estimate import Plan
+from dit_lora.core.errors import UserError
+from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
 #: a run stops at start only when the prediction exceeds the device's memory by more than this fraction

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..pipeline_files import SAFETENSORS_DTYPES, header_bytes, is_local, weight_files
+from dit_lora.modelfiles.pipeline_files import SAFETENSORS_DTYPES, header_bytes, is_local, weight_files
 
 #: safetensors dtype names -> bytes per element
 _ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,

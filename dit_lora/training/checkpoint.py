@@ -28,11 +28,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..errors import UserError
-from ..fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
-from .collective import Failure, exchange, share
-from .manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
-from .signals import rerun_command
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
+from dit_lora.training.collective import Failure, exchange, share
+from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
+from dit_lora.training.signals import rerun_command
 
 COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -226,7 +226,7 @@ def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dic
 
     The marker, written last, carries the manifest of every file. A save that fails on any rank fails on every rank
     (:class:`_Save`) and removes its staging folder (a later save of the step would replace it anyway; only a
-    SIGKILL leaves one); a full disk is a :class:`~dit_lora.fileio.DiskFullError` saying how much space the
+    SIGKILL leaves one); a full disk is a :class:`~dit_lora.core.fileio.DiskFullError` saying how much space the
     checkpoint needs and how to continue. ``crash_point(name, step)`` is called at the save's last instants
     (:meth:`~.hooks.Hooks.crash_point`). ``options`` (:func:`~.resume_options.options_record`: the run's resolved
     options, data fingerprint and changed-options history) is written beside them, under the manifest.
@@ -312,7 +312,7 @@ def _stage(tmp: Path, options: dict | None = None) -> None:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     if options is not None:
-        from .resume_options import write_options
+        from dit_lora.training.resume_options import write_options
 
         write_options(tmp, options)
 

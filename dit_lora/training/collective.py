@@ -4,7 +4,7 @@ Under several processes the ranks meet at collectives (barriers, broadcasts). A 
 them never reaches the next one, and the others wait there for ever (or pair that barrier with a later, unrelated
 one). So where one rank's part may fail (a check on the main process, a checkpoint's files, the export), each rank
 catches its own failure and the ranks exchange what failed where they would have met anyway: every rank raises,
-or none does. A :class:`~dit_lora.errors.UserError` is raised with the same paragraph on every rank; any other
+or none does. A :class:`~dit_lora.core.errors.UserError` is raised with the same paragraph on every rank; any other
 error is re-raised (with its traceback) on the rank it happened on, and the others raise a paragraph naming
 that rank and saying where to read why.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from ..errors import UserError
-from ..fileio import DiskFullError
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import DiskFullError
 
 T = TypeVar("T")
 

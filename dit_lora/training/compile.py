@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 #: torch.compile's backend. Tests of graph capture (breaks, recompiles) on families other than the one whose
 #: generated code they check may set "aot_eager": the same dynamo capture without inductor's C++ build.

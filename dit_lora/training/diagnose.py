@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .diagnose_advice import MAX_NAMES, advice_for, format_paragraph
+from dit_lora.training.diagnose_advice import MAX_NAMES, advice_for, format_paragraph
 
 __all__ = [
     "CLASSES",

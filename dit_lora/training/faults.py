@@ -29,7 +29,7 @@ from typing import Iterator
 
 import torch
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 STEP_KINDS = ("nan_loss", "inf_loss", "nan_grad", "inf_grad", "nan_batch", "inf_batch", "overflow", "spike")
 GLOBAL_KINDS = ("broken_attention", "broken_kernel")

@@ -18,17 +18,17 @@ from typing import Any, Callable
 
 import torch
 
-from ..fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
-from ..kernels import kernel_counts, kernel_runtime
-from ..families import capabilities as caps
-from ..output.adapter import write_adapter
-from ..output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
-from ..output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
-from . import trainables
-from .checkpoint import complete_checkpoints, newest_whole
-from .collective import main_process_check
-from .run import Run
-from .signals import rerun_command
+from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
+from dit_lora.kernels import kernel_counts, kernel_runtime
+from dit_lora.families import capabilities as caps
+from dit_lora.output.adapter import write_adapter
+from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
+from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
+from dit_lora.training import trainables
+from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
+from dit_lora.training.collective import main_process_check
+from dit_lora.training.run import Run
+from dit_lora.training.signals import rerun_command
 
 
 def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], Path]) -> Path | None:
@@ -229,7 +229,7 @@ def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = Tru
     head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
     print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
     if cfg.push_to_hub and push:
-        from ..output.hub import push_after_run
+        from dit_lora.output.hub import push_after_run
 
         push_after_run(out, cfg, log=lambda line: print(line, flush=True))
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from .sync_audit import deliberate
+from dit_lora.training.sync_audit import deliberate
 
 # Counter slots in one device tensor, so a check reads everything with a single transfer.
 # Slots from _WIN_LOSS on belong to the current check window and are reset when it is read.

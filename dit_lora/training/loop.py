@@ -23,17 +23,17 @@ from typing import Any, Callable
 
 import torch
 
-from ..config import TrainConfig
-from ..data import batches as batch_lib
-from ..errors import Interrupted, UserError
-from ..families import capabilities as caps
-from . import output_lock, signals
-from .checkpoint import save_checkpoint
-from ..progress import Progress
-from .compile import eager, shape_key
-from .finish import finish, keep_final_checkpoint
-from .recovery import RunStopped, RunUnhealthy
-from .run import Run, RunState, check_output_dir, setup
+from dit_lora.config import TrainConfig
+from dit_lora.data import batches as batch_lib
+from dit_lora.core.errors import Interrupted, UserError
+from dit_lora.families import capabilities as caps
+from dit_lora.training import output_lock, signals
+from dit_lora.training.checkpoint import save_checkpoint
+from dit_lora.core.progress import Progress
+from dit_lora.training.compile import eager, shape_key
+from dit_lora.training.finish import finish, keep_final_checkpoint
+from dit_lora.training.recovery import RunStopped, RunUnhealthy
+from dit_lora.training.run import Run, RunState, check_output_dir, setup
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
@@ -43,7 +43,7 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
 
     ``on_step(step, model, optimizer)`` is called after every optimizer update (tests and extensions use it to
     inspect state; anything it reads from the device costs a sync). SIGTERM, SIGINT and SIGHUP stop the run after
-    the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.errors.Interrupted`).
+    the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.core.errors.Interrupted`).
     """
     owned = not signals.installed()  # the recipe's entry point installs them for the whole process
     locks_before = output_lock.holds(cfg.output_dir)  # setup takes one; a setup that failed before it took none
@@ -200,7 +200,7 @@ def save_run_checkpoint(run: Run):
 
 def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
     """Every rank, after the same update: save a checkpoint (unless this step's was just saved), say how to
-    resume, raise :class:`~dit_lora.errors.Interrupted` (exit 143 for SIGTERM, 130 for SIGINT)."""
+    resume, raise :class:`~dit_lora.core.errors.Interrupted` (exit 143 for SIGTERM, 130 for SIGINT)."""
     cfg, step = run.cfg, run.state.global_step
     progress.close()
     path = run.out / f"checkpoint-{step}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def make_optimizer(cfg, groups: list[dict], device: torch.device) -> tuple[torch.optim.Optimizer, bool]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UserError
+from dit_lora.core.errors import UserError
 
 __all__ = ["audit_precision", "check_fp16_model", "format_audit"]
 

@@ -12,12 +12,12 @@ from typing import Any, Callable
 
 import torch
 
-from ..data import batches as batch_lib
-from ..errors import UserError
-from ..families import capabilities as caps
-from ..output.names import NONFINITE_REPORT_FILE
-from ..fileio import write_json_atomic
-from .guard import GuardReading, StepGuard
+from dit_lora.data import batches as batch_lib
+from dit_lora.core.errors import UserError
+from dit_lora.families import capabilities as caps
+from dit_lora.output.names import NONFINITE_REPORT_FILE
+from dit_lora.core.fileio import write_json_atomic
+from dit_lora.training.guard import GuardReading, StepGuard
 
 
 class RunStopped(UserError):
@@ -100,7 +100,7 @@ class Recovery:
                + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})")
         diagnosis = ""
         if self.report is not None and self.report.get("first_fault"):
-            from .diagnose import format_paragraph
+            from dit_lora.training.diagnose import format_paragraph
 
             diagnosis = " First fault: " + format_paragraph(self.report["first_fault"])
         return (f"Training reached its last step, but {why}, so the adapter learned little: it is the last finite "
@@ -110,7 +110,7 @@ class Recovery:
 
     # ---- diagnosis -----------------------------------------------------------------------
     def _diagnose(self, slot: int, reading: GuardReading, wrapped) -> None:
-        from .diagnose import diagnose_step, format_paragraph
+        from dit_lora.training.diagnose import diagnose_step, format_paragraph
 
         acc = self.accelerator
         model = acc.unwrap_model(wrapped)

@@ -22,9 +22,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config.schema import config_fields, resume_class
-from ..errors import UserError
-from ..output.report import config_dict
+from dit_lora.config.schema import config_fields, resume_class
+from dit_lora.core.errors import UserError
+from dit_lora.output.report import config_dict
 
 OPTIONS_FILE = "run_options.json"
 DATA_KEY = "data set"  # how a data set change is named among the options
@@ -66,7 +66,7 @@ def options_record(cfg, samples: list, history: list[dict]) -> dict[str, Any]:
 
 def write_options(folder: Path, record: dict) -> None:
     """Write :data:`OPTIONS_FILE` into a checkpoint's staging folder (before its manifest, which then covers it)."""
-    from ..fileio import write_json_atomic
+    from dit_lora.core.fileio import write_json_atomic
 
     write_json_atomic(Path(folder) / OPTIONS_FILE, record)
 
@@ -147,7 +147,7 @@ def check_options(checkpoint: Path | None, cfg, log: Callable[[str], None]) -> N
 
 def _step(checkpoint: Path) -> int:
     """The step a checkpoint was written at (its marker's)."""
-    from .checkpoint import COMPLETE_MARKER
+    from dit_lora.training.checkpoint import COMPLETE_MARKER
 
     return int(json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text())["step"])
 

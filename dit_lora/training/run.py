@@ -4,7 +4,7 @@
 :func:`~.finish.finish`) share: the accelerator, the family spec and its components, the data, the
 wrapped model, optimizer, guard, recovery, kernel runtime and the counters a checkpoint saves.
 ``setup`` is itself a sequence of small stages, in the order they must run (each may stop the run with
-a :class:`~dit_lora.errors.UserError` before anything expensive happens after it):
+a :class:`~dit_lora.core.errors.UserError` before anything expensive happens after it):
 
 1. :func:`_start`: engine and output checks, the accelerator, the family's config checks, the drills
    and debug modes (:class:`~.hooks.Hooks`);
@@ -32,33 +32,33 @@ from typing import Any, Callable
 
 import torch
 
-from ..catalogue.defaults import resolve_defaults
-from ..config import TrainConfig
-from ..data import batches as batch_lib
-from ..data.prepare import check_image_buckets
-from .. import quantize
-from ..errors import UserError
-from ..quantize import QuantizeError
-from ..families import capabilities as caps, get_family
-from ..fileio import write_json_atomic
-from ..progress import say
-from ..kernels import kernel_runtime, patch_model
-from ..kernels.monitor import install_sample_mixing_modulate
-from ..output.adapter import assert_finite
-from ..output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE, PRECISION_AUDIT_FILE
-from ..output.report import config_dict
-from . import trainables
-from .canary import attention_canary, install_broken_attention
-from .checkpoint import load_checkpoint, resolve_resume
-from .compile import CompileCounters, check_compiler, compile_model
-from .host_memory import release_freed_memory, reuse_freed_memory
-from .guard import StepGuard
-from .hooks import Hooks
-from .optim import make_lr_scheduler, make_optimizer
-from .output_lock import lock_for_run, main_process_check
-from .precision import audit_precision, check_fp16_model, format_audit
-from .recovery import Recovery
-from .resume_options import check_options, options_record, resume_history
+from dit_lora.catalogue.defaults import resolve_defaults
+from dit_lora.config import TrainConfig
+from dit_lora.data import batches as batch_lib
+from dit_lora.data.prepare import check_image_buckets
+from dit_lora.modeling import quantize
+from dit_lora.core.errors import UserError
+from dit_lora.modeling.quantize import QuantizeError
+from dit_lora.families import capabilities as caps, get_family
+from dit_lora.core.fileio import write_json_atomic
+from dit_lora.core.progress import say
+from dit_lora.kernels import kernel_runtime, patch_model
+from dit_lora.kernels.monitor import install_sample_mixing_modulate
+from dit_lora.output.adapter import assert_finite
+from dit_lora.output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE, PRECISION_AUDIT_FILE
+from dit_lora.output.report import config_dict
+from dit_lora.training import trainables
+from dit_lora.training.canary import attention_canary, install_broken_attention
+from dit_lora.training.checkpoint import load_checkpoint, resolve_resume
+from dit_lora.training.compile import CompileCounters, check_compiler, compile_model
+from dit_lora.training.host_memory import release_freed_memory, reuse_freed_memory
+from dit_lora.training.guard import StepGuard
+from dit_lora.training.drills import Hooks
+from dit_lora.training.optim import make_lr_scheduler, make_optimizer
+from dit_lora.training.output_lock import lock_for_run, main_process_check
+from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
+from dit_lora.training.recovery import Recovery
+from dit_lora.training.resume_options import check_options, options_record, resume_history
 
 
 @dataclass
@@ -168,8 +168,8 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 def check_run_folders(cfg: TrainConfig) -> None:
     """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
     default one) that cannot be written (a read-only file system, no permission)."""
-    from ..data.cache import default_cache_root
-    from ..fileio import check_writable
+    from dit_lora.data.cache import default_cache_root
+    from dit_lora.core.fileio import check_writable
 
     out = Path(cfg.output_dir)
     check_writable(out, "--output_dir")
@@ -241,8 +241,8 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
 
     A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
     """
-    from ..plan import make_plan
-    from ..plan.report import check_fits, device_memory
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.report import check_fits, device_memory
 
     device = accelerator.device
     try:
@@ -294,7 +294,7 @@ def _start(cfg: TrainConfig) -> Run:
         if accelerator.is_main_process:
             say(msg)  # above the step bar while one is drawn
 
-    from dit_lora.launch import check_launch_precision
+    from dit_lora.commands.launch import check_launch_precision
 
     check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
 
@@ -312,7 +312,7 @@ def _start(cfg: TrainConfig) -> Run:
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
-        from ..output.hub import preflight_push
+        from dit_lora.output.hub import preflight_push
 
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out), what="checking --push_to_hub")
         if push_note:
@@ -374,7 +374,7 @@ def _add_trainables(run: Run) -> None:
 
 
 def _install_kernels(run: Run) -> None:
-    from ..families.capabilities import FusedKernels, capability
+    from dit_lora.families.capabilities import FusedKernels, capability
 
     cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
     fused = capability(run.family, FusedKernels)  # the family's own blocks/processors; generic points apply to all
@@ -496,7 +496,7 @@ def _register_state_hooks(accelerator, guard: StepGuard) -> None:
     """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model, plus the guard's snapshot."""
     from safetensors.torch import load_file, save_file
 
-    from .checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE
+    from dit_lora.training.checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE
 
     def save_hook(models, weights, output_dir):
         model = accelerator.unwrap_model(models[0])

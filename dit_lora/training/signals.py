@@ -5,7 +5,7 @@ terminal or SSH session sends SIGHUP. SIGHUP is left alone when the process star
 such a run keeps running when its terminal closes. A run handles them in three phases (:class:`StopSignals`):
 
 * **setup** (loading, caching; no step has run, nothing to save): the handler raises
-  :class:`~dit_lora.errors.Interrupted` at once: one line (from the main process only), exit 143 (SIGTERM),
+  :class:`~dit_lora.core.errors.Interrupted` at once: one line (from the main process only), exit 143 (SIGTERM),
   130 (SIGINT) or 129 (SIGHUP);
 * **training**: the handler only sets a flag (no device work, no host sync). The loop asks
   :meth:`StopSignals.should_stop` after each optimizer update, so the update in flight (all its
@@ -43,7 +43,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import Interrupted
+from dit_lora.core.errors import Interrupted
 
 #: exit code of a run stopped by each signal: the shell's 128 + signal number, which schedulers and
 #: ``set -e`` scripts read as "terminated", distinct from 2 (user error) and 3 (unrecoverable run)
@@ -55,7 +55,7 @@ REPEAT_WINDOW_S = 2.0
 #: set by ``dit-lora launch`` in the training processes' environment
 LAUNCHED_VAR = "DIT_LORA_LAUNCHED"
 _PR_SET_PDEATHSIG = 1
-_LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.launch")
+_LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.commands.launch")
 
 _current: "StopSignals | None" = None
 _LAUNCHED: dict[str, str | None] = {}  # "by": how watch_launcher tied this process to its launcher (read at start:

@@ -8,9 +8,9 @@ from typing import Iterable
 
 import torch
 
-from .. import quantize
-from ..errors import UserError
-from ..families import capabilities as caps
+from dit_lora.modeling import quantize
+from dit_lora.core.errors import UserError
+from dit_lora.families import capabilities as caps
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:

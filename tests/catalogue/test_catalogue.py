@@ -163,7 +163,7 @@ def test_models_table_and_json_list_every_entry():
 
 
 def test_models_command(capsys):
-    from dit_lora.cli import main
+    from dit_lora.commands.cli import main
 
     with pytest.raises(SystemExit) as done:
         main(["models", "--family", "sana"])

@@ -4,7 +4,7 @@ import pytest
 
 from dit_lora.config import TrainConfig
 from dit_lora.config.applies import check_applies, families_for, tagged_options
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def test_the_video_options_are_tagged_for_the_families_declaring_video_frames():

@@ -10,7 +10,7 @@ import yaml
 from helpers import base_args, run_recipe
 from dit_lora.config import parse_config
 from dit_lora.config.schema import TrainConfig, config_fields
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
 
@@ -170,7 +170,7 @@ def test_shipped_configs_parse():
 
 
 def test_readme_links_the_generated_options_page_and_copies_no_table():
-    """The options tables live in docs/reference/options.md (generated; tests/test_docsite.py checks it is current):
+    """The options tables live in docs/reference/options.md (generated; tests/commands/test_docsite.py checks it is current):
     a copy in the README would go stale unchecked."""
     from helpers import ROOT
     from dit_lora.config.docs import HEADER

@@ -1,4 +1,4 @@
-"""config/docs.py: the options tables are generated per owner (common, then one per family); dit_lora/docsite.py puts
+"""config/docs.py: the options tables are generated per owner (common, then one per family); dit_lora/commands/docsite.py puts
 them in docs/reference/options.md."""
 
 from __future__ import annotations

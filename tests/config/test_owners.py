@@ -12,7 +12,7 @@ from dit_lora.config.owners import (common_names, family_fields, find_field, for
                                     known_families, options_class, owners, register_options, unregister_options)
 from dit_lora.config.parser import build_argparser
 from dit_lora.config.schema import FamilyOptions, TrainConfig, config_fields
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
 FAMILIES = ["sana", "dit", "cogvideox", "cogvideox_i2v", "llava_next_video", "qwen2_5_vl"]

@@ -16,7 +16,7 @@ from dit_lora.config import parse_config
 from dit_lora.config.owners import all_option_names, find_field, owners
 from dit_lora.config.parser import _base_type, _field_types, build_argparser
 from dit_lora.config.schema import Range
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
 #: every numeric option, common or a family's (each given with --family of a family that owns it)
@@ -141,7 +141,7 @@ def test_a_config_made_in_code_is_checked_too():
 
 
 def test_check_data_reads_negative_values_as_values(tmp_path, capsys):
-    from dit_lora.cli import main
+    from dit_lora.commands.cli import main
 
     with pytest.raises(SystemExit) as caught:
         main(["check-data", "--train_data_dir", str(tmp_path), "--max_train_samples", "-2"])
@@ -169,7 +169,7 @@ def test_sana_resolution_below_the_stride_names_one_valid_size(tiny_sana, resolu
 def test_an_unknown_flag_is_judged_before_the_data_and_model_checks():
     """diffusers DreamBooth flags plus a flag no family has, no model and no data: the unknown flag is named first,
     with its peer counterpart (the old parser said "neither --train_data_dir nor --dataset_name was given")."""
-    from dit_lora.recipe import parse_run
+    from dit_lora.commands.recipe import parse_run
 
     with pytest.raises(UserError) as err:
         parse_run(["--instance_data_dir", "dogs", "--instance_prompt", "a photo of sks dog", "--network_dim", "8"])

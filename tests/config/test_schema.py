@@ -56,7 +56,7 @@ def test_an_unknown_resume_class_is_refused_at_declaration():
 
 
 def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     cfg = TrainConfig(instance_data_dir="dogs")
     assert cfg.train_data_dir == "dogs" and cfg.instance_data_dir is None

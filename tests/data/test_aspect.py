@@ -13,7 +13,7 @@ from dit_lora.data.aspect import (
     run_buckets, sample_bucket,
 )
 from dit_lora.data.sources import RawSample
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 @pytest.mark.parametrize("area,stride", [(64 * 64, 32), (256 * 256, 16), (1024 * 1024, 32), (480 * 832, 16)])

@@ -18,7 +18,7 @@ from dit_lora.data.batches import (
     collate,
     epoch_loader,
 )
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def test_ranks_split_each_epoch_without_overlap_and_drop_the_uneven_tail():

@@ -14,7 +14,7 @@ from dit_lora.data import batches as batch_lib
 from dit_lora.data.caption_dropout import (EMPTY_PROMPT_FILE, drop_caption, empty_prompt_problem, ensure_empty_prompt,
                                            start_line)
 from dit_lora.data.prepare import prepare_data
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import DiffusionFamily
 from data_files import make_image, write_jsonl
 

@@ -12,7 +12,7 @@ from PIL import Image, ImageFile
 from dit_lora.data import RawSample, validate_samples
 from dit_lora.data.decode import ImageTooLarge, decode_workers, load_rgb, pixel_budget
 from dit_lora.data.transforms import preprocess_image
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def palette_bomb(path, side: int, transparent: bool = False):

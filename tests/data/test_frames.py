@@ -13,7 +13,7 @@ from dit_lora.data.frames import (
     one_frame_buckets,
     resolution_buckets,
 )
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def test_latent_frames_keep_the_first_frame_on_its_own():

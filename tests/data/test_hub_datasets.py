@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from dit_lora.data import load_samples, validate_samples
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from data_files import Log, keys, make_image, write_jsonl
 
 

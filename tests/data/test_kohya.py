@@ -9,7 +9,7 @@ from dit_lora.data.kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, 
                                  copy_of, kohya_folder, kohya_folders, repeat_folder_samples)
 from dit_lora.data.sources import RawSample
 from dit_lora.data.video import VideoSample
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 @pytest.mark.parametrize("name, parsed", [("10_sks dog", (10, "sks dog")), ("10", (10, "")),

@@ -19,14 +19,14 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from helpers import ROOT, base_args
-from dit_lora.cli import main as cli_main
+from dit_lora.commands.cli import main as cli_main
 from dit_lora.config import parse_config
 from dit_lora.data.cache import cache_file_name, cache_namespace
 from dit_lora.data.prepare import prepare_data
 from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data.sources import load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 
 BAD = ("corrupt.png", "truncated.png", "missing.png", "blank.png")
@@ -160,7 +160,7 @@ def test_check_data_names_every_bad_file_and_cache_entry(tmp_path, shapes_data):
         save_file(entry, str(folder / names[key]))
 
     proc = subprocess.run(
-        [sys.executable, "-m", "dit_lora.cli", "check-data", "--train_data_dir", str(data), "--resolution", "64",
+        [sys.executable, "-m", "dit_lora.commands.cli", "check-data", "--train_data_dir", str(data), "--resolution", "64",
          "--cache_dir", str(tmp_path / "cache")],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
     )
@@ -394,11 +394,11 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     """check-data on video-QA data (it crashed: QASample has no .caption): the clips it blocks are exactly the
     samples training quarantines, for the same reasons; with the model it fits each conversation to
     --max_sequence_length as the dataset will (a cut round warns, an unfittable first round blocks)."""
-    from dit_lora.demo.clips import write_corrupt_clip
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
-    from dit_lora.families.videochat.data import load_qa_samples
-    from dit_lora.families.videochat.media import VideoQAMedia
-    from dit_lora.families.videochat.registry import build_demo_model
+    from dit_lora.data.synthetic.clips import write_corrupt_clip
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.data import load_qa_samples
+    from dit_lora.families.videollm.media import VideoQAMedia
+    from dit_lora.families.videollm.registry import build_demo_model
 
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=2)
     write_corrupt_clip(tmp_path / "qa" / "corrupt.mp4")
@@ -432,7 +432,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     qa_family = get_family(family)
     processing = qa_family.load_processing(str(model))
     two_rounds = next(s for s in load_qa_samples(annotation) if len(s.messages) == 4)
-    from dit_lora.families.videochat.data import read_clip
+    from dit_lora.families.videollm.data import read_clip
 
     clip = read_clip(two_rounds.video, 4)
     _, count = processing.frame_inputs(clip.frames, clip.fps)
@@ -479,7 +479,7 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
     pytest.importorskip("av")
     from dit_lora.data.preflight import BLOCK, OK, WARN, check_video_samples
     from dit_lora.data.video import VideoSample
-    from dit_lora.demo.clips import write_corrupt_clip, write_moving_square_clip
+    from dit_lora.data.synthetic.clips import write_corrupt_clip, write_moving_square_clip
 
     Image.new("RGB", (128, 64), (10, 200, 30)).save(tmp_path / "wide.png")
     Image.new("RGB", (16, 16), (10, 200, 30)).save(tmp_path / "small.jpg")

@@ -15,7 +15,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import ImageMedia, cache_root_for, prepare_data, report_lines
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.data.aspect import aspect_buckets, cropped_share, nearest_bucket
 from dit_lora.families.capabilities import ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily

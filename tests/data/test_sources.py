@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from dit_lora.data import RawSample, load_samples, validate_samples
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from data_files import Log, keys, make_image, write_jsonl
 
 
@@ -264,7 +264,7 @@ def test_every_sample_kind_names_itself_for_fault_reports_and_only_clips_have_a_
     from pathlib import Path
 
     from dit_lora.data.video import VideoSample
-    from dit_lora.families.videochat.data import QASample
+    from dit_lora.families.videollm.data import QASample
 
     assert RawSample(key="cat.png", caption="a cat", path="/data/cat.png").display_name() == "/data/cat.png"
     assert RawSample(key="ds[3]", caption="a cat").display_name() == "ds[3]"  # a dataset row has no file

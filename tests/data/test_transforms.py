@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from dit_lora.data import crop_box, crop_seed, flip_decision, preprocess_image, resized_size
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def test_preprocess_shape_dtype_range():

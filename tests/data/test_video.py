@@ -25,13 +25,13 @@ from dit_lora.data.video import (  # noqa: E402
     validate_video_samples,
     video_problem,
 )
-from dit_lora.demo.clips import (  # noqa: E402
+from dit_lora.data.synthetic.clips import (  # noqa: E402
     make_moving_square_dataset,
     write_corrupt_clip,
     write_moving_square_clip,
     write_truncated_clip,
 )
-from dit_lora.errors import UserError  # noqa: E402
+from dit_lora.core.errors import UserError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -15,20 +15,20 @@ from safetensors.torch import load_file
 
 pytest.importorskip("av")
 
-from dit_lora.cli import main as cli_main  # noqa: E402
+from dit_lora.commands.cli import main as cli_main  # noqa: E402
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.data import batches as batch_lib  # noqa: E402
 from dit_lora.data.cache import cache_namespace  # noqa: E402
 from dit_lora.data.prepare import cache_root_for, prepare_data  # noqa: E402
 from dit_lora.data.video import VideoSample, decode_clip, resolution_buckets, validate_video_samples  # noqa: E402
 from dit_lora.data.video_prepare import VideoMedia, load_video_dataset, materialise_clip  # noqa: E402
-from dit_lora.demo.clips import (  # noqa: E402
+from dit_lora.data.synthetic.clips import (  # noqa: E402
     make_moving_square_dataset,
     write_corrupt_clip,
     write_moving_square_clip,
     write_truncated_clip,
 )
-from dit_lora.errors import UserError  # noqa: E402
+from dit_lora.core.errors import UserError  # noqa: E402
 from dit_lora.families import capabilities as caps  # noqa: E402
 from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402

@@ -14,9 +14,9 @@ pytest.importorskip("av")
 
 from dit_lora.data.video import validate_video_samples  # noqa: E402
 from dit_lora.data.video_sources import load_video_samples  # noqa: E402
-from dit_lora.demo.clips import make_moving_square_dataset, write_moving_square_clip  # noqa: E402
+from dit_lora.data.synthetic.clips import make_moving_square_dataset, write_moving_square_clip  # noqa: E402
 from PIL import Image  # noqa: E402
-from dit_lora.errors import UserError  # noqa: E402
+from dit_lora.core.errors import UserError  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def models(tmp_path_factory, tiny_cogvideox) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def clip_sets(tmp_path_factory) -> dict[str, Path]:
     """The same 12 clips in the metadata layout and in the prompts.txt/videos.txt layout (+ bad clips)."""
-    from dit_lora.demo.clips import make_moving_square_dataset, write_corrupt_clip, write_truncated_clip
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset, write_corrupt_clip, write_truncated_clip
 
     root = tmp_path_factory.mktemp("clips")
     meta = make_moving_square_dataset(root / "meta", n=12, num_frames=9, seed=3, layout="metadata")

@@ -38,7 +38,7 @@ def _args(model: Path, data: Path, out: Path, **overrides) -> list[str]:
 @pytest.fixture(scope="module")
 def two_buckets(tmp_path_factory) -> Path:
     """4 clips of 9 frames and 4 of 5 frames: two bucket shapes."""
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     root = tmp_path_factory.mktemp("compile-clips")
     data = make_moving_square_dataset(root / "mixed", n=4, num_frames=9, seed=4)
@@ -168,9 +168,9 @@ def test_video_llm_serves_every_sequence_length_with_one_compile(aot_eager, tmp_
     from accelerate.state import AcceleratorState
 
     from dit_lora.config import parse_config
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
-    from dit_lora.families.videochat.demo_qwen import build_tiny_qwen2_5_vl
-    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
+    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
     from dit_lora.training.loop import train
 
     build = build_tiny_llava_next_video if family == "llava_next_video" else build_tiny_qwen2_5_vl

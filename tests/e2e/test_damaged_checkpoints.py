@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 from helpers import base_args, run_recipe, train_in_process
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.output.adapter import NonFiniteWeightsError
 from dit_lora.training.checkpoint import COMPLETE_MARKER
 

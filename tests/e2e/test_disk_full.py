@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from helpers import train_in_process
-from dit_lora.fileio import DiskFullError
+from dit_lora.core.fileio import DiskFullError
 from dit_lora.training.checkpoint import COMPLETE_MARKER
 from dit_lora.training.manifest import verify
 
@@ -211,7 +211,7 @@ def _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, rank, step, **opts)
     wrapper = tmp_path / "enospc.py"
     wrapper.write_text(ENOSPC_ON_ONE_RANK)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "dit_lora.cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+    cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
            str(wrapper), str(ROOT / "recipes" / "sana_lora.py"),
            *base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2, **opts)]
@@ -269,7 +269,7 @@ def test_the_space_estimate_is_at_least_a_real_checkpoint_and_within_2x(tmp_path
                                                                         monkeypatch, extra):
     """The full-disk paragraph's "needs about" is the state's estimate before the first checkpoint (it once left out
     the rollback snapshot, the trainer state and the RNG files: 131 KB for a 292 KB checkpoint)."""
-    from dit_lora.fileio import folder_bytes
+    from dit_lora.core.fileio import folder_bytes
     from dit_lora.training import checkpoint as ck
 
     estimates, real = {}, ck.state_bytes

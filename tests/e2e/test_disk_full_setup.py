@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from helpers import train_in_process
-from dit_lora.fileio import DiskFullError
+from dit_lora.core.fileio import DiskFullError
 
 pytestmark = [pytest.mark.xdist_group("disk-full")]
 
@@ -29,7 +29,7 @@ def full_disk(tmp_path, monkeypatch):
     if not mounted:
         import safetensors.torch
 
-        import dit_lora.fileio as fileio
+        import dit_lora.core.fileio as fileio
 
         def refusing(write):
             def wrapper(obj, target, *args, **kwargs):
@@ -71,7 +71,7 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
     """The net for writers that do not say what they write (tracker logs, a library's files): the file, the free
     space there, the fix."""
     import dit_lora.training.loop as loop
-    from dit_lora.recipe import run_recipe
+    from dit_lora.commands.recipe import run_recipe
 
     target = tmp_path / "logs" / "events.out"
 
@@ -93,7 +93,7 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
 
 def test_run_recipe_leaves_other_errors_alone(tmp_path, monkeypatch):
     import dit_lora.training.loop as loop
-    from dit_lora.recipe import run_recipe
+    from dit_lora.commands.recipe import run_recipe
 
     monkeypatch.setattr(loop, "train", lambda cfg, **_: (_ for _ in ()).throw(RuntimeError("something else")))
     with pytest.raises(RuntimeError, match="something else"):

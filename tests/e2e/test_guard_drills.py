@@ -247,7 +247,7 @@ def test_fault_drills_on_dit(tiny_dit, shape_classes, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_wan(tmp_path_factory) -> tuple[Path, Path]:
     """The tiny Wan 2.1 text-to-video pipeline and 4 moving-square clips (9 frames of 64 px at 16 fps)."""
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
     from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
     root = tmp_path_factory.mktemp("wan-drills")

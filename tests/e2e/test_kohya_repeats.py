@@ -31,7 +31,7 @@ def _die(code):
 @pytest.fixture(scope="module")
 def kohya_clips(tmp_path_factory) -> Path:
     """``3_clipword/`` holding 2 distinct uncaptioned clips (PyAV), captioned by the folder's words."""
-    from dit_lora.demo.clips import write_moving_square_clip
+    from dit_lora.data.synthetic.clips import write_moving_square_clip
 
     root = tmp_path_factory.mktemp("kohya-clips")
     for i, (color, direction) in enumerate((("red", "left to right"), ("blue", "top to bottom"))):
@@ -43,7 +43,7 @@ def kohya_clips(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_kohya_clip_folder_trains_and_resumes_bit_for_bit(tmp_path_factory, kohya_clips, monkeypatch, capsys):
     from dit_lora.families.wan.demo import build_tiny_wan_pipeline
-    from dit_lora.training import hooks
+    from dit_lora.training import drills as hooks
 
     root = tmp_path_factory.mktemp("kohya-run")
     model = build_tiny_wan_pipeline(root / "model", variant="2.1-t2v")

@@ -24,12 +24,12 @@ def _worker(rank: int, world: int, port: int, results):
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        from dit_lora.families.videochat.demo_llava import build_tiny_videochat_model
+        from dit_lora.families.videollm.demo_llava import build_tiny_videollm_model
         from dit_lora.training import trainables
-        from dit_lora.families.videochat.liger import hidden_state_loss, plain_loss
+        from dit_lora.families.videollm.liger import hidden_state_loss, plain_loss
 
         torch.manual_seed(0)
-        model = build_tiny_videochat_model(seed=0, dtype=torch.float32)
+        model = build_tiny_videollm_model(seed=0, dtype=torch.float32)
         model.requires_grad_(False)
         trainables.add_lora(model, rank=4, alpha=4, dropout=0.0, seed=0,
                           targets=("language_model.layers.0.self_attn.q_proj", "language_model.layers.1.mlp.up_proj"))

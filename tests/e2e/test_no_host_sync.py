@@ -39,7 +39,7 @@ def _demos() -> dict[str, tuple[str, str]]:
 
 DEMOS = _demos()  # config -> (model folder, data path inside the demo folder)
 #: the video-LLM demo config trained as Qwen2.5-VL (a family with no demo config of its own)
-QWEN = ("videochat/demo.yaml:qwen2_5_vl", ("tiny-qwen2.5-vl", "qa-clips-qwen/chat.jsonl"))
+QWEN = ("videollm/demo.yaml:qwen2_5_vl", ("tiny-qwen2.5-vl", "qa-clips-qwen/chat.jsonl"))
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def demo_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def audits(monkeypatch) -> list:
     """The SyncAudit of each run started in the test (to count what it saw)."""
-    from dit_lora.training import hooks
+    from dit_lora.training import drills as hooks
 
     made = []
 
@@ -77,7 +77,7 @@ def _train(config: str, root: Path, out: Path, monkeypatch, **extra):
             "--skip_doctor", "true"]
     if family:
         args += ["--family", family]
-    if not config.startswith("videochat/"):  # a video LLM reads no latent cache: --cache_dir is refused for it
+    if not config.startswith("videollm/"):  # a video LLM reads no latent cache: --cache_dir is refused for it
         args += ["--cache_dir", str(root / "cache")]
     if "max_train_steps" in extra:
         args[args.index("--max_train_steps") + 1] = str(extra.pop("max_train_steps"))
@@ -231,7 +231,7 @@ _LLAVA_ON_CUDA = pytest.mark.xfail(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", [pytest.param(c, marks=_LLAVA_ON_CUDA) if c.startswith("videochat") else c
+@pytest.mark.parametrize("config", [pytest.param(c, marks=_LLAVA_ON_CUDA) if c.startswith("videollm") else c
                                     for c in sorted(DEMOS)])
 def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audits):
     summary = _train(config, demo_root, tmp_path / "out", monkeypatch, inject_faults="nan_loss@4")

@@ -179,7 +179,7 @@ def test_nf4_killed_run_resumes_bit_for_bit(tiny_sana, shapes_data, tmp_path):
 @pytest.fixture(scope="module")
 def four_clips(tmp_path_factory):
     """4 captioned 9-frame 64 px clips."""
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "squares", n=4, num_frames=9, seed=3)
 
@@ -279,8 +279,8 @@ def test_wan_nf4_skips_a_nan_and_reloads_into_the_unquantized_pipeline(tiny_wan,
 @pytest.fixture(scope="module")
 def tiny_llava(tmp_path_factory):
     """The tiny LLaVA-NeXT-Video model and 4 video QA samples (VideoChat2 layout)."""
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
-    from dit_lora.families.videochat.demo_llava import build_tiny_llava_next_video
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
 
     root = tmp_path_factory.mktemp("llava-nf4")
     return (build_tiny_llava_next_video(root / "llava"),
@@ -305,8 +305,8 @@ def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bi
     from peft import PeftModel
 
     from dit_lora.output.names import BACKBONE_FILE
-    from dit_lora.training import hooks
-    from dit_lora.families.videochat.registry import spec_for
+    from dit_lora.training import drills as hooks
+    from dit_lora.families.videollm.registry import spec_for
 
     model_dir, annotation = tiny_llava
     opts = dict(NF4, family="llava_next_video", num_frames=4, resolution=None, center_crop=None, cache_dir=None,
@@ -390,9 +390,9 @@ def affine_bases(tmp_path_factory, tiny_sana, tiny_dit, tiny_cogvideox, shapes_d
     RMSNorms (and LLaVA's CLIP LayerNorms in the unquantized vision tower); Wan's RMS q/k norms and affine
     cross-attention FP32LayerNorm (``qk_norm: rms_norm_across_heads``, ``cross_attn_norm: true``, the tiny demo model
     as it is)."""
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
     from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
-    from dit_lora.families.videochat.demo_qwen import build_tiny_qwen2_5_vl
+    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
 
     root = tmp_path_factory.mktemp("affine-bases")
     video = dict(resolution=None, center_crop=None, max_num_frames=9, height=64, width=64)

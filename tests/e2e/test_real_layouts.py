@@ -38,7 +38,7 @@ def _lora_params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 def test_sana_600m_layout(tmp_path):
     from diffusers import SanaPipeline
 
-    from dit_lora.demo.shapes import make_shapes_dataset
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
     model = sana_pipeline(tmp_path / "models")
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
@@ -62,7 +62,7 @@ def test_cogvideox_5b_layout(tmp_path):
     trained size and the spiece.model-only tokenizer are the real ones."""
     from diffusers import CogVideoXPipeline
 
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     model = cogvideox_pipeline(tmp_path / "models")
     data = make_moving_square_dataset(tmp_path / "data", n=2, num_frames=9, size=64, seed=0)
@@ -112,7 +112,7 @@ def _video_llm_run(family: str, model: Path, data: Path, out: Path, *extra: str)
     args = ["--family", family, "--pretrained_model_name_or_path", str(model), "--train_data_dir", str(data),
             "--output_dir", str(out), "--max_train_steps", "2", "--report_to", "none", "--mixed_precision", "no",
             "--gradient_accumulation_steps", "1", *extra]
-    proc = run_recipe(args, recipe="videochat", timeout=600)
+    proc = run_recipe(args, recipe="videollm", timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     return " ".join(proc.stdout.split()), read_summary(out)
 
@@ -153,7 +153,7 @@ def test_llava_next_video_7b_layout(tmp_path):
     crops every clip to 336 px, 144 video tokens a frame, and a 4096-wide step of 8 frames is minutes on a CPU."""
     from transformers import AutoTokenizer, LlavaNextVideoForConditionalGeneration
 
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
 
     hub_id = "llava-hf/LLaVA-NeXT-Video-7B-hf"
     model = llava_next_video_folder(tmp_path / "models", hub_id)
@@ -171,7 +171,7 @@ def test_qwen2_5_vl_3b_layout(tmp_path):
     vision block; the default 8 frames (64 px clips: 4 video tokens per pair of frames)."""
     from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
-    from dit_lora.families.videochat.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
 
     hub_id = "Qwen/Qwen2.5-VL-3B-Instruct"
     model = qwen2_5_vl_folder(tmp_path / "models", hub_id)
@@ -195,7 +195,7 @@ def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps
     minimal flags (the size flags only); checks the defaults block names the entry, what the copy changed and the
     trained size, and that the summary recorded the catalogue's defaults. Returns (folder, text, summary)."""
     from dit_lora.catalogue import by_hub_id
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     entry = by_hub_id(hub_id)
     model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)

@@ -175,7 +175,7 @@ def test_two_processes_stop_together_when_one_is_signalled_and_resume_bitwise(tm
     cache = tmp_path / "cache"
 
     def launch(out, **env):
-        cmd = [sys.executable, "-m", "dit_lora.cli", "launch", "--multi_gpu", "--num_processes", "2",
+        cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", "--multi_gpu", "--num_processes", "2",
                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                "--main_process_port", str(free_port()), str(ROOT / "recipes" / "sana_lora.py"),
                *base_args(tiny_sana, shapes_data, out, cache, **opts)]

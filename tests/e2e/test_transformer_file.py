@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from dit_lora.single_file import COMFY_PREFIX
+from dit_lora.modelfiles.single_file import COMFY_PREFIX
 from helpers import train_in_process
 from wan_single_file import write_original_wan_file
 
@@ -19,7 +19,7 @@ WAN = dict(family="wan", resolution=None, center_crop=None, max_num_frames=9, he
 
 
 def test_single_file_run_equals_the_folder_run_bit_for_bit(tmp_path):
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
     from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
     model = build_tiny_wan_pipeline(tmp_path / "tiny-wan", variant="2.1-t2v")

@@ -48,7 +48,7 @@ def wan_model(tmp_path_factory):
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> Path:
     """4 captioned moving-square clips, 9 frames of 64 px at Wan's 16 fps."""
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     return make_moving_square_dataset(tmp_path_factory.mktemp("wan-clips") / "squares", n=4, num_frames=9, fps=16,
                                       seed=3)
@@ -80,7 +80,7 @@ def _die(code):
 
 def _killed_in_process(monkeypatch, point: str, train) -> None:
     """Run ``train()`` with the crash point ``point`` (``DIT_LORA_FAULT``); it must die there."""
-    from dit_lora.training import hooks
+    from dit_lora.training import drills as hooks
 
     monkeypatch.setenv(hooks.CRASH_VAR, point)
     monkeypatch.setattr(hooks.os, "_exit", _die)
@@ -320,7 +320,7 @@ def test_export_comfyui_recreates_the_files_the_run_wrote(name, references, tmp_
     """`dit-lora export OUTPUT_DIR --format comfyui` on a finished run (one adapter; two experts): the ComfyUI files,
     moved away, come back identical (the same tensors, byte for byte, and the same metadata, which names the source
     file's path: the run's own folder, not a copy); exported again over them, still identical."""
-    from dit_lora.cli import main
+    from dit_lora.commands.cli import main
 
     out = references(name)[0]
     written = {p.name: _safetensors_parts(p) for p in out.glob("*_comfyui.safetensors")}

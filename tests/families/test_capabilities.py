@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import available, get_family
 from dit_lora.families import capabilities as caps
 from dit_lora.families.base import ModelFamily

@@ -10,7 +10,7 @@ from PIL import Image
 from dit_lora.config import TrainConfig
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.families.base import Components
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.capabilities import Captions, Encoders, ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily
 
@@ -129,8 +129,8 @@ def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
     import pytest
     from PIL import Image
 
-    from dit_lora.demo.clips import make_moving_square_dataset
-    from dit_lora.errors import UserError
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
+    from dit_lora.core.errors import UserError
     from dit_lora.families.diffusion import load_conditioning_image
 
     Image.new("RGB", (100, 40), (200, 10, 10)).save(tmp_path / "wide.png")

@@ -81,7 +81,7 @@ def test_a_name_already_registered_is_refused(elsewhere):
 def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
     """A factory named by "module:attribute" is not imported at registration; its capabilities are checked on the
     first get_family (a callable factory is checked at registration: tests/toy_family)."""
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
     (folder / "spec.py").write_text("from . import Tiny\nfrom dit_lora.families.capabilities import Samples\n\n\n"
@@ -116,7 +116,7 @@ def test_recipe_scripts_come_from_the_entries():
 def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
     from dit_lora.catalogue import entries
     from dit_lora.config import TrainConfig
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     for entry in entries():
         assert families.family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id)) == entry.family

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.support import found_class, pipelines_by_family
 
 
@@ -41,7 +41,7 @@ def unsupported(tmp_path_factory) -> dict[str, Path]:
 
 
 def _parse(argv: list[str]):
-    from dit_lora.recipe import parse_run
+    from dit_lora.commands.recipe import parse_run
 
     return parse_run(argv)
 
@@ -67,7 +67,7 @@ def test_family_of_another_class_is_refused_before_anything_is_built(unsupported
     import types
 
     import diffusers.models.modeling_utils as modeling
-    from dit_lora.recipe import run_recipe
+    from dit_lora.commands.recipe import run_recipe
 
     def built(*a, **k):  # the refusal must come first: no training stage, no weights
         raise AssertionError("something was built")

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.output.adapter import (
     ADAPTER_FILE,

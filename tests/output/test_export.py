@@ -11,13 +11,13 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from dit_lora.cli import main
-from dit_lora.errors import UserError
+from dit_lora.commands.cli import main
+from dit_lora.core.errors import UserError
 from dit_lora.families import register_family, unregister_family
 from dit_lora.families.base import ModelFamily
 from dit_lora.families.capabilities import Exports
 from dit_lora.families.registry import FamilyEntry
-from dit_lora.fileio import save_safetensors_atomic
+from dit_lora.core.fileio import save_safetensors_atomic
 from dit_lora.output.export import EXPORT_MARKER, export_metadata, export_run, export_target, written_by_export
 from dit_lora.output.names import ADAPTER_FILE, SUMMARY_FILE
 
@@ -190,7 +190,7 @@ def test_a_run_whose_adapter_is_listed_in_its_index_is_a_finished_run(tmp_path):
 
 
 def test_a_full_disk_during_an_export_is_one_paragraph(tmp_path):
-    from dit_lora.fileio import DiskFullError
+    from dit_lora.core.fileio import DiskFullError
 
     folder = _run(tmp_path / "run", family="toy_fulldisk")
     with pytest.raises(DiskFullError, match="export"):

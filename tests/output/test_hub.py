@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import save_file
 
 import huggingface_hub.constants as hf_constants
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.output.hub import push_adapter
 from helpers import ROOT
 from hub_standin import HubStandIn
@@ -230,7 +230,7 @@ def _run_cli(args: list[str], hub: HubStandIn, tmp_path: Path) -> subprocess.Com
         PYTHONUNBUFFERED="1",
     )
     # 300 s as run_recipe: the CLI starts in ~10 s on an idle 2-core machine, much longer under a full run's load.
-    return subprocess.run([sys.executable, "-m", "dit_lora.cli", *args], cwd=tmp_path, env=env,
+    return subprocess.run([sys.executable, "-m", "dit_lora.commands.cli", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
 
 

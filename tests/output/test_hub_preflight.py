@@ -16,7 +16,7 @@ import pytest
 
 import huggingface_hub.constants as hf_constants
 from dit_lora.config import parse_config
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.output.hub import check_push, preflight_push, push_command
 from helpers import base_args, run_recipe
 from hub_standin import HubStandIn, _make_handler

@@ -9,7 +9,7 @@ import pytest
 
 from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.plan import plan_run
 from dit_lora.plan.report import check_fits, format_plan
@@ -103,7 +103,7 @@ def test_the_gate_stops_with_the_fix_and_lets_a_fitting_run_start(dit_plan):
 @pytest.mark.slow
 def test_cli_plans_a_catalogued_checkpoint_without_downloading(tmp_path):
     env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}  # an empty cache: the catalogue's configs
-    proc = subprocess.run([sys.executable, "-m", "dit_lora.cli", "plan", "--pretrained_model_name_or_path",
+    proc = subprocess.run([sys.executable, "-m", "dit_lora.commands.cli", "plan", "--pretrained_model_name_or_path",
                            "facebook/DiT-XL-2-256", "--gpu_memory", "24GB", "--json"],
                           capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -120,7 +120,7 @@ def test_cli_plans_a_catalogued_checkpoint_without_downloading(tmp_path):
 def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path):
     folder = tmp_path / "empty"
     folder.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "dit_lora.cli", "plan", "--pretrained_model_name_or_path",
+    proc = subprocess.run([sys.executable, "-m", "dit_lora.commands.cli", "plan", "--pretrained_model_name_or_path",
                            str(folder)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode != 0
     assert "--family" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
@@ -182,7 +182,7 @@ def test_measured_cpu_peak_is_the_runs_own_not_its_launchers():
 
 
 def test_a_family_without_the_memory_plan_capability_is_one_paragraph():
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
     from dit_lora.families import get_family
     from dit_lora.families.capabilities import MemoryPlan
     from dit_lora.plan.estimate import planner

@@ -2,7 +2,7 @@
 
 import pytest
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.plan.estimate import Plan, StepTrace
 from dit_lora.plan.report import advice, check_fits, format_plan, parse_memory
 

@@ -10,7 +10,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
 from dit_lora.plan import plan_run
 from dit_lora.plan.estimate import cpu_residency
-from dit_lora.pipeline_files import header_bytes
+from dit_lora.modelfiles.pipeline_files import header_bytes
 from dit_lora.plan.fake import ReadTensors, fake_mode, fake_module, on_meta
 from dit_lora.plan.resident import stored_component, stored_local, touched_bytes
 

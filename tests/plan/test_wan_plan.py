@@ -111,7 +111,7 @@ def test_the_14b_on_24_gb_says_what_fits_and_the_suggestion_fits(capsys):
     """``dit-lora plan Wan-AI/Wan2.1-T2V-14B-Diffusers --gpu_memory 24GB`` (offline: the catalogue's configs) does not
     fit as it is; it offers nf4 for the model and UMT5 and the share of the tokens that fits beside them; the
     suggested run at that share of the latent frames fits."""
-    from dit_lora.cli import _main
+    from dit_lora.commands.cli import _main
 
     assert _main(["plan", "--pretrained_model_name_or_path", T2V_14B, "--gpu_memory", "24GB"]) == 0
     text = " ".join(capsys.readouterr().out.split())

@@ -132,8 +132,8 @@ def vlm_batch(spec, model_dir: Path, annotation: Path, num_frames: int = 4) -> d
     """One training example of a video LLM (the annotation's first sample, ``num_frames`` frames) as model inputs."""
     from transformers import AutoConfig
 
-    from dit_lora.families.videochat.data import load_qa_samples, read_frames
-    from dit_lora.families.videochat.prompts import build_training_example
+    from dit_lora.families.videollm.data import load_qa_samples, read_frames
+    from dit_lora.families.videollm.prompts import build_training_example
 
     tokenizer = spec.load_tokenizer(model_dir)
     prep = spec.load_preprocessing(model_dir)

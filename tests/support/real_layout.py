@@ -348,7 +348,7 @@ def qwen_tokenizer_files(folder: Path, template: str = QWEN2_5_VL_CHAT_TEMPLATE)
     ``<|endoftext|>``, no bos, the chat template), ``added_tokens.json``, ``special_tokens_map.json``."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-    from dit_lora.families.videochat.demo_qwen import _QWEN_SPLIT_REGEX, _bytes_to_unicode, _corpus_words, _learn_merges
+    from dit_lora.families.videollm.demo_qwen import _QWEN_SPLIT_REGEX, _bytes_to_unicode, _corpus_words, _learn_merges
 
     folder.mkdir(parents=True, exist_ok=True)
     alphabet = _bytes_to_unicode()

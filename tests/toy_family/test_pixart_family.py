@@ -99,7 +99,7 @@ def test_one_registry_call_makes_the_family_available(registered):
 
 def test_registration_checks_the_declared_capabilities():
     """A family declaring a capability it does not implement is refused when it registers, naming the method."""
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
     from dit_lora.families import available, register_family
     from dit_lora.families.capabilities import VideoFrames
     from dit_lora.families.registry import FamilyEntry
@@ -117,7 +117,7 @@ def test_unregistering_leaves_nothing_behind():
     from dataclasses import replace
 
     from dit_lora.config.owners import owners
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
     from dit_lora.families import available, get_family, register_family, unregister_family
 
     again = replace(ENTRY, names=("pixart_toy_again",))
@@ -131,7 +131,7 @@ def test_unregistering_leaves_nothing_behind():
 
 def test_its_options_are_flat_flags_owned_by_it(registered, tmp_path):
     from dit_lora.config import parse_config
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     base = ["--pretrained_model_name_or_path", str(tmp_path), "--train_data_dir", str(tmp_path),
             "--output_dir", str(tmp_path / "out")]
@@ -164,7 +164,7 @@ def test_a_non_finite_step_is_skipped_and_changes_nothing(registered, tiny_pixar
 @pytest.fixture
 def audits(monkeypatch) -> list:
     """Every SyncAudit a run in this test makes (to count what it saw), with the audit switched on."""
-    from dit_lora.training import hooks
+    from dit_lora.training import drills as hooks
     from dit_lora.training.sync_audit import ENV_VAR, SyncAudit
 
     made = []
@@ -223,7 +223,7 @@ def reference(registered, tiny_pixart, shapes_data, cache, tmp_path_factory) -> 
 
     from accelerate.state import AcceleratorState
 
-    from dit_lora.recipe import run_recipe
+    from dit_lora.commands.recipe import run_recipe
 
     out = tmp_path_factory.mktemp("pixart-reference") / "out"
     argv = _args(tiny_pixart, shapes_data, out, cache, **RESUME)
@@ -276,8 +276,8 @@ def test_a_stopped_run_resumes_bitwise(registered, tiny_pixart, shapes_data, cac
                                        monkeypatch):
     """SIGTERM during micro-batch 6 (as a scheduler's preemption): the run saves checkpoint-6 and stops; resumed,
     it ends as the reference did."""
-    from dit_lora.errors import Interrupted
-    from dit_lora.training.hooks import SIGNAL_VAR
+    from dit_lora.core.errors import Interrupted
+    from dit_lora.training.drills import SIGNAL_VAR
 
     out = tmp_path / "out"
     monkeypatch.setenv(SIGNAL_VAR, "micro_batch:6")

@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from dit_lora.errors import UserError
-from dit_lora.fileio import DiskFullError
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import DiskFullError
 from dit_lora.training import checkpoint as ck
 from dit_lora.training.manifest import MANIFEST_KEY
 

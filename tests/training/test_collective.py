@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from helpers import ROOT, free_port
-from dit_lora.errors import UserError
-from dit_lora.fileio import DiskFullError
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import DiskFullError
 from dit_lora.training.collective import Failure, main_process_check
 
 
@@ -44,7 +44,7 @@ def test_a_failure_is_rebuilt_as_the_same_paragraph_and_code():
 CHECK = """
 import errno, sys
 from accelerate import Accelerator
-from dit_lora.errors import run_cli
+from dit_lora.core.errors import run_cli
 from dit_lora.training.output_lock import main_process_check
 
 def check():

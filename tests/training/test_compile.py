@@ -7,7 +7,7 @@ import pytest
 import torch
 from peft import LoraConfig, inject_adapter_in_model
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.training import compile as compile_mod
 from dit_lora.training.compile import CompileCounters, block_classes, check_compiler, compile_model, eager, shape_key
@@ -84,9 +84,9 @@ def test_diffusion_families_compile_their_transformer_blocks(tiny_sana, tiny_cog
 
 def test_video_llm_compiles_the_language_model_layers_only():
     """LoRA on the language model: its decoder layers are compiled, the frozen vision tower stays eager."""
-    from dit_lora.families.videochat.demo_llava import build_tiny_videochat_model
+    from dit_lora.families.videollm.demo_llava import build_tiny_videollm_model
 
-    model = _lora(build_tiny_videochat_model(dtype=torch.float32),
+    model = _lora(build_tiny_videollm_model(dtype=torch.float32),
                   r"model\.language_model\.layers\.\d+\.self_attn\.(q|v)_proj")
     family = get_family("llava_next_video")
     names = block_classes(family, model)
@@ -211,7 +211,7 @@ def test_off_compiles_nothing_and_eager_is_a_no_op():
 
 
 def test_doctor_says_whether_compile_can_run(monkeypatch):
-    from dit_lora.doctor import run_checks
+    from dit_lora.commands.doctor import run_checks
 
     if torch.cuda.is_available():
         pytest.skip("the doctor reports the CUDA device here; the C++ compiler matters on a CPU")

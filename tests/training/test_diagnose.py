@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dit_lora.output.names import NONFINITE_REPORT_FILE
-from dit_lora.fileio import write_json_atomic
+from dit_lora.core.fileio import write_json_atomic
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
 
 ROWS = ["data/red_circle.png", "data/blue_square.png"]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.training.faults import Fault, FaultInjector, parse_faults
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from dit_lora.fileio import DiskFullError
+from dit_lora.core.fileio import DiskFullError
 from dit_lora.training.finish import _drop_export_checkpoint, keep_final_checkpoint
 
 

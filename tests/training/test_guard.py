@@ -141,8 +141,8 @@ def test_a_non_fused_optimizer_gets_host_learning_rates_and_honours_every_skip()
 
 def test_drill_switches_are_parsed_once_and_malformed_ones_stop_the_run(monkeypatch):
     """Hooks.from_config reads --inject_faults, DIT_LORA_FAULT and DIT_LORA_SYNC_DEBUG together, before loading."""
-    from dit_lora.errors import UserError
-    from dit_lora.training.hooks import Hooks
+    from dit_lora.core.errors import UserError
+    from dit_lora.training.drills import Hooks
 
     monkeypatch.delenv("DIT_LORA_FAULT", raising=False)
     monkeypatch.delenv("DIT_LORA_SYNC_DEBUG", raising=False)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dit_lora.errors import Interrupted
+from dit_lora.core.errors import Interrupted
 from dit_lora.families.capabilities import Samples
 from dit_lora.training import loop
 

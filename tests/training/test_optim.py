@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.training import optim
 
 

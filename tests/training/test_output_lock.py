@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from helpers import base_args, free_port, run_recipe
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.training import output_lock
 from dit_lora.training.output_lock import LOCK_FILE, acquire, release
 
@@ -156,7 +156,7 @@ def test_a_two_rank_run_takes_the_lock_once_and_frees_it(tmp_path, tiny_sana, sh
 
 TRY = """
 import sys
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.training.output_lock import acquire
 try:
     acquire(sys.argv[1])
@@ -242,8 +242,8 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     from PIL import Image
 
     from dit_lora.families.diffusion import DiffusionFamily
-    from dit_lora.families.videochat.spec import VideoChatFamily
-    from dit_lora.fileio import write_text_atomic
+    from dit_lora.families.videollm.spec import VideoChatFamily
+    from dit_lora.core.fileio import write_text_atomic
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious data\n")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.training import trainables
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit

@@ -8,7 +8,7 @@ import pytest
 
 from dit_lora.config.schema import TrainConfig
 from dit_lora.data.sources import RawSample
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.output.report import changed_options_note
 from dit_lora.training import resume_options as ro
 from dit_lora.training.checkpoint import COMPLETE_MARKER
@@ -112,7 +112,7 @@ def test_the_fingerprint_follows_the_listing_not_the_decoded_pixels(tmp_path):
 def test_a_video_qa_data_set_is_fingerprinted_by_its_videos_and_conversations(tmp_path):
     # a video LLM's samples have no caption or bucket: their conversation stands for the caption (the e2e resume of
     # the video LLMs failed with AttributeError before)
-    from dit_lora.families.videochat.data import QASample
+    from dit_lora.families.videollm.data import QASample
 
     video = tmp_path / "a.mp4"
     video.write_bytes(b"\0" * 10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 # imported at collection: conftest replaces run.check_output_dir during quick tests (it guards training)
 from dit_lora.training.run import check_output_dir, check_same_trainables
 

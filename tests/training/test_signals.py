@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from dit_lora.errors import Interrupted, UserError
+from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.training import signals
-from dit_lora.training.hooks import _signal_point
+from dit_lora.training.drills import _signal_point
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
     arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt."""
     code = textwrap.dedent("""
         import os, signal, sys, time
-        from dit_lora.errors import run_cli
+        from dit_lora.core.errors import run_cli
         from dit_lora.training import loop, signals
 
         class Cfg:

@@ -75,7 +75,7 @@ def test_param_groups_and_learning_rates(tiny_sana):
 
 
 def test_bad_targets_and_patterns_name_valid_options(tiny_sana):
-    from dit_lora.errors import UserError
+    from dit_lora.core.errors import UserError
 
     model = _fresh_transformer(tiny_sana)
     with pytest.raises(UserError, match="to_q"):

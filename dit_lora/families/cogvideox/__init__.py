@@ -1,15 +1,15 @@
 """The cogvideox family: everything about this model lives in this folder."""
 
-from ..registry import FamilyEntry
+from dit_lora.families.registry import FamilyEntry
 
 
 def make(name: str):
     """The family of ``name``: ``cogvideox`` (text-to-video) or ``cogvideox_i2v`` (image-to-video)."""
     if name == "cogvideox_i2v":
-        from .i2v import CogVideoXI2VFamily
+        from dit_lora.families.cogvideox.i2v import CogVideoXI2VFamily
 
         return CogVideoXI2VFamily()
-    from .spec import CogVideoXFamily
+    from dit_lora.families.cogvideox.spec import CogVideoXFamily
 
     return CogVideoXFamily()
 

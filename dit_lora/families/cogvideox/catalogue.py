@@ -25,7 +25,7 @@ Where each fact was checked (copies of published files; nothing is fetched at ru
 
 from __future__ import annotations
 
-from ...catalogue.entry import Checkpoint
+from dit_lora.catalogue.entry import Checkpoint
 
 _T5_XXL = {
     "architectures": ["T5EncoderModel"], "model_type": "t5", "d_model": 4096, "d_ff": 10240, "d_kv": 64,

@@ -58,7 +58,7 @@ from typing import Any
 
 import torch
 
-from dit_lora.demo import build_directory_atomically
+from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
     "REAL_VAE_SCALING_FACTORS",
@@ -203,7 +203,7 @@ def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dic
 # Tokenizer
 # --------------------------------------------------------------------------------------
 def _tokenizer_corpus() -> list[str]:
-    from dit_lora.demo.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+    from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
     from dit_lora.families.sana.demo import TOKENIZER_CORPUS_EXTRA
 
     words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
@@ -253,7 +253,7 @@ def _vae_scaling_factor(vae, seed: int) -> float:
     A random VAE's latent scale is arbitrary; measuring it keeps the diffusion targets at
     about unit variance like the real VAE's 1.15258426 / 0.7 do.
     """
-    from dit_lora.demo.shapes import render_shape_example
+    from dit_lora.data.synthetic.shapes import render_shape_example
 
     g = TINY_COGVIDEOX_GEOMETRY
     rng = random.Random(seed)

@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from ...config import TrainConfig
-from ...errors import UserError
-from ..base import Components
-from ..diffusion import run_conditioning_image
-from .spec import CogVideoXFamily
-from .info import check_latent_size
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.families.base import Components
+from dit_lora.families.diffusion import run_conditioning_image
+from dit_lora.families.cogvideox.spec import CogVideoXFamily
+from dit_lora.families.cogvideox.info import check_latent_size
 
 
 class CogVideoXI2VFamily(CogVideoXFamily):

@@ -14,9 +14,9 @@ import functools
 import torch
 from torch import nn
 
-from ...kernels.monitor import KernelRuntime
-from ...kernels.patch_points import PatchPoint
-from ...kernels.processors import heads_first, key_mask, merge_heads
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint
+from dit_lora.kernels.processors import heads_first, key_mask, merge_heads
 
 WRITTEN_FOR = "diffusers 0.42.1"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config.schema import POSITIVE, PROBABILITY, opt
-from ...diffusion.options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
+from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
 
 @dataclass
 class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):

@@ -57,19 +57,19 @@ from typing import Any
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ... import quantize
-from ...config import TrainConfig
-from ...errors import UserError
-from ...tokenizer_files import check_tokenizer_packages
-from ..base import Components, schedule_on_device
-from ..capabilities import (
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
+from dit_lora.families.base import Components, schedule_on_device
+from dit_lora.families.capabilities import (
     Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples, VideoFrames,
     attach_adapter,
 )
-from ..diffusion import DiffusionFamily
-from .loss import cogvideox_v_loss, sample_timesteps
-from ...pipeline_files import (
+from dit_lora.families.diffusion import DiffusionFamily
+from dit_lora.families.cogvideox.loss import cogvideox_v_loss, sample_timesteps
+from dit_lora.modelfiles.pipeline_files import (
     read_once,
     check_pipeline_folder,
     check_safetensors,
@@ -79,7 +79,7 @@ from ...pipeline_files import (
     read_component_config,
     stored_dtype,
 )
-from .info import (
+from dit_lora.families.cogvideox.info import (
     T2V_PIPELINES,
     I2V_PIPELINE,
     EXAMPLE_IDS,
@@ -125,7 +125,7 @@ class CogVideoXFamily(DiffusionFamily):
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
-        from .kernels import patch_points
+        from dit_lora.families.cogvideox.kernels import patch_points
 
         return patch_points()
 
@@ -220,8 +220,8 @@ class CogVideoXFamily(DiffusionFamily):
 
     def data_handler(self, cfg: TrainConfig):
         """Clips, decoded to :meth:`video_buckets`."""
-        from ...data.prepare import cache_root_for
-        from ...data.video_prepare import VideoMedia
+        from dit_lora.data.prepare import cache_root_for
+        from dit_lora.data.video_prepare import VideoMedia
 
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
@@ -234,7 +234,7 @@ class CogVideoXFamily(DiffusionFamily):
         that size first (:func:`~dit_lora.data.frames.automatic_buckets`): sin-cos positions (2B) are recomputed and
         RoPE (5B, 1.5) computed per size, so any multiple of the size multiple runs; a learned position table
         (5B I2V) runs only at its trained size, so such a model keeps the one bucket."""
-        from ...data.frames import automatic_buckets, check_num_frames, resolution_buckets
+        from dit_lora.data.frames import automatic_buckets, check_num_frames, resolution_buckets
 
         info = self.model_info(cfg)
         rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
@@ -305,7 +305,7 @@ class CogVideoXFamily(DiffusionFamily):
         """One line: the video size(s) the run trains at, where they come from, and the trained size."""
         info = self.model_info(cfg)
         frames, height, width, why = info.trained_size()
-        from ...data.frames import automatic_note
+        from dit_lora.data.frames import automatic_note
 
         buckets = self.video_buckets(cfg)
         # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
@@ -346,9 +346,9 @@ class CogVideoXFamily(DiffusionFamily):
         return notes
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from ...demo import build_directory_atomically
-        from ...demo.clips import make_moving_square_dataset
-        from .demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
+        from dit_lora.data.synthetic import build_directory_atomically
+        from dit_lora.data.synthetic.clips import make_moving_square_dataset
+        from dit_lora.families.cogvideox.demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
 
         try:
             build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, task=self.task,
@@ -409,7 +409,7 @@ class CogVideoXFamily(DiffusionFamily):
         from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
         from transformers import T5EncoderModel
 
-        from ...plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+        from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
         dtype = cfg.weight_dtype
         transformer = diffusers_on_meta(CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"),
@@ -425,7 +425,7 @@ class CogVideoXFamily(DiffusionFamily):
                                              dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        from ...data.frames import most_tokens
+        from dit_lora.data.frames import most_tokens
 
         buckets = self.video_buckets(cfg)
         if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
@@ -587,7 +587,7 @@ class CogVideoXFamily(DiffusionFamily):
     # ---- saving and loading ----------------------------------------------------------------
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at the model's frame rate."""
-        from ...output.video import write_video
+        from dit_lora.output.video import write_video
 
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.model_info(cfg).fps)
 
@@ -647,7 +647,7 @@ class CogVideoXFamily(DiffusionFamily):
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
-        from ...data.frames import describe_buckets
+        from dit_lora.data.frames import describe_buckets
 
         buckets = describe_buckets(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         info = self.model_info(cfg)

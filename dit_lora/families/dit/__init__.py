@@ -1,11 +1,11 @@
 """The dit family: everything about this model lives in this folder."""
 
-from ..registry import FamilyEntry
+from dit_lora.families.registry import FamilyEntry
 
 
 def make(name: str):
     """The :class:`~.spec.DiTFamily` (``name`` is ``"dit"``)."""
-    from .spec import DiTFamily
+    from dit_lora.families.dit.spec import DiTFamily
 
     return DiTFamily()
 

@@ -22,7 +22,7 @@ Where each fact was checked:
 
 from __future__ import annotations
 
-from ...catalogue.entry import Checkpoint
+from dit_lora.catalogue.entry import Checkpoint
 
 _VAE = {
     "_class_name": "AutoencoderKL", "act_fn": "silu", "block_out_channels": [128, 256, 512, 512],

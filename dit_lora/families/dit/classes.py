@@ -13,9 +13,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from ...config import TrainConfig
-from ...errors import UserError
-from ...pipeline_files import read_component_config
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.pipeline_files import read_component_config
 
 #: the 1000 ImageNet-1k wnids in class-index order (sorted), as DiT's ImageFolder numbers them
 WNIDS_FILE = Path(__file__).resolve().parent / "imagenet_wnids.txt"

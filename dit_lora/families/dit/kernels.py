@@ -15,8 +15,8 @@ import functools
 
 from torch import nn
 
-from ...kernels.monitor import KernelRuntime
-from ...kernels.patch_points import PatchPoint
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint
 
 WRITTEN_FOR = "diffusers 0.42.1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config.schema import POSITIVE, FamilyOptions, opt
+from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 
 
 @dataclass

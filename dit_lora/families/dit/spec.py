@@ -42,19 +42,19 @@ from typing import Any
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ... import quantize
-from ...config import TrainConfig
-from ...errors import UserError
-from ...output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
-from ..base import Components, schedule_on_device
-from ..capabilities import (
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
+from dit_lora.families.base import Components, schedule_on_device
+from dit_lora.families.capabilities import (
     AdapterExtras, AdapterFitting, Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision,
     RunSetup, Samples, Trainables, attach_adapter,
 )
-from ..diffusion import DiffusionFamily, make_peft_capable
-from .classes import class_count_error, map_to_pretrained, pretrained_labels
-from ...pipeline_files import (
+from dit_lora.families.diffusion import DiffusionFamily, make_peft_capable
+from dit_lora.families.dit.classes import class_count_error, map_to_pretrained, pretrained_labels
+from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
     is_local,
@@ -184,7 +184,7 @@ class DiTFamily(DiffusionFamily):
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
-        from .kernels import patch_points
+        from dit_lora.families.dit.kernels import patch_points
 
         return patch_points()
 
@@ -242,7 +242,7 @@ class DiTFamily(DiffusionFamily):
 
     def _check_class_folders(self, cfg: TrainConfig, model_classes: int | None) -> None:
         """The class-count check of :meth:`inspect_samples`, run on the folder names before the model loads."""
-        from ...data.sources import class_folder_names
+        from dit_lora.data.sources import class_folder_names
 
         names = (class_folder_names(cfg.train_data_dir)
                  if cfg.family_options.num_classes is None and not cfg.dataset_name else None)
@@ -253,9 +253,9 @@ class DiTFamily(DiffusionFamily):
             raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from ...demo import is_user_folder
-        from ...demo.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
-        from .demo import build_tiny_dit_pipeline, get_tiny_dit_config
+        from dit_lora.data.synthetic import is_user_folder
+        from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
+        from dit_lora.families.dit.demo import build_tiny_dit_pipeline, get_tiny_dit_config
 
         build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
@@ -293,7 +293,7 @@ class DiTFamily(DiffusionFamily):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         from diffusers import AutoencoderKL, DiTTransformer2DModel
 
-        from ...plan.fake import diffusers_on_meta, with_depth
+        from dit_lora.plan.fake import diffusers_on_meta, with_depth
 
         transformer = diffusers_on_meta(DiTTransformer2DModel, with_depth(read("transformer", "config.json"),
                                                                           "num_layers", depth), cfg.weight_dtype)
@@ -469,13 +469,13 @@ class DiTFamily(DiffusionFamily):
     # ---- saving and loading ----------------------------------------------------------------
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """PEFT format (what ``PeftModel.save_pretrained`` writes); the label map is :meth:`save_adapter_extras`'."""
-        from ...output.adapter import save_peft_adapter
+        from dit_lora.output.adapter import save_peft_adapter
 
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
 
     def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
         """The base model in ``adapter_config.json`` and the label map :meth:`inspect_samples` built."""
-        from ...output.adapter import set_peft_base_model
+        from dit_lora.output.adapter import set_peft_base_model
 
         output_dir = Path(output_dir)
         set_peft_base_model(output_dir, cfg.pretrained_model_name_or_path)

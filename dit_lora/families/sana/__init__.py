@@ -1,11 +1,11 @@
 """The sana family: everything about this model lives in this folder."""
 
-from ..registry import FamilyEntry
+from dit_lora.families.registry import FamilyEntry
 
 
 def make(name: str):
     """The :class:`~.spec.SanaFamily` (``name`` is ``"sana"``)."""
-    from .spec import SanaFamily
+    from dit_lora.families.sana.spec import SanaFamily
 
     return SanaFamily()
 

@@ -26,7 +26,7 @@ the 1.5 repos ship (the current conversion script loads dc-ae ``sana-1.1``), the
 
 from __future__ import annotations
 
-from ...catalogue.entry import Checkpoint
+from dit_lora.catalogue.entry import Checkpoint
 
 _MODEL_INDEX = {
     "_class_name": "SanaPipeline", "_diffusers_version": "0.32.0.dev0",

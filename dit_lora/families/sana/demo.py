@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from dit_lora.demo import build_directory_atomically
+from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -195,7 +195,7 @@ def _default_complex_human_instruction() -> list[str]:
 
 
 def _tokenizer_corpus() -> list[str]:
-    from dit_lora.demo.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+    from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 
     text = " ".join(_default_complex_human_instruction())
     words = text.split() + TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
@@ -273,7 +273,7 @@ def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
     A random VAE's latent scale is arbitrary; normalising it keeps the flow-matching targets
     of training at unit variance like with the real DC-AE (0.41407).
     """
-    from dit_lora.demo.shapes import render_shape_example
+    from dit_lora.data.synthetic.shapes import render_shape_example
 
     rng = random.Random(seed)
     images = [render_shape_example(rng, resolution)[0] for _ in range(8)]

@@ -14,9 +14,9 @@ import functools
 
 from torch import nn
 
-from ...kernels.monitor import KernelRuntime
-from ...kernels.patch_points import PatchPoint
-from ...kernels.processors import LinearAttentionProcessor, SoftmaxAttentionProcessor
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint
+from dit_lora.kernels.processors import LinearAttentionProcessor, SoftmaxAttentionProcessor
 
 WRITTEN_FOR = "diffusers 0.42.1"
 

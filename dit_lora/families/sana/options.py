@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config.schema import opt
-from ...diffusion.options import FlowMatchingOptions
+from dit_lora.config.schema import opt
+from dit_lora.modeling.timestep_options import FlowMatchingOptions
 
 
 @dataclass

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ... import quantize
-from ...config import TrainConfig
-from ...data.text_padding import cut_text_padding
-from ...diffusion.flow_matching import (
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.data.text_padding import cut_text_padding
+from dit_lora.modeling.flow_matching import (
     draw,
     flow_tables,
     loss_weighting,
@@ -29,16 +29,16 @@ from ...diffusion.flow_matching import (
     velocity_target,
     weighted_mse,
 )
-from ...errors import UserError
-from ...single_file import load_transformer
-from ...tokenizer_files import check_tokenizer_packages
-from ..base import Components
-from ..capabilities import (
+from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
+from dit_lora.families.base import Components
+from dit_lora.families.capabilities import (
     Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples,
     attach_adapter,
 )
-from ..diffusion import DiffusionFamily
-from ...pipeline_files import (
+from dit_lora.families.diffusion import DiffusionFamily
+from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
     is_local,
@@ -108,7 +108,7 @@ class SanaFamily(DiffusionFamily):
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: the blocks and processors the fused kernels patch (``kernels.py``)."""
-        from .kernels import patch_points
+        from dit_lora.families.sana.kernels import patch_points
 
         return patch_points()
 
@@ -133,8 +133,8 @@ class SanaFamily(DiffusionFamily):
 
     def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
-        from ...catalogue import entries, match
-        from ...catalogue.defaults import config_reader
+        from dit_lora.catalogue import entries, match
+        from dit_lora.catalogue.defaults import config_reader
 
         dtype = stored_dtype(cfg)
         name = cfg.pretrained_model_name_or_path
@@ -159,9 +159,9 @@ class SanaFamily(DiffusionFamily):
         ]
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from ...demo import is_user_folder
-        from ...demo.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-        from .demo import build_tiny_sana_pipeline, get_tiny_sana_config
+        from dit_lora.data.synthetic import is_user_folder
+        from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+        from dit_lora.families.sana.demo import build_tiny_sana_pipeline, get_tiny_sana_config
 
         # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
         # the run would refuse anyway.
@@ -220,7 +220,7 @@ class SanaFamily(DiffusionFamily):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         from diffusers import AutoencoderDC, SanaTransformer2DModel
 
-        from ...plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+        from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
         dtype = cfg.weight_dtype
         transformer = diffusers_on_meta(SanaTransformer2DModel, with_depth(read("transformer", "config.json"),
@@ -295,7 +295,7 @@ class SanaFamily(DiffusionFamily):
 
     def build_data(self, cfg: TrainConfig, comps: Components, accelerator):
         """The family's data, then (cached, --trim_text_padding) the caption length every batch is cut to."""
-        from ...data.text_padding import used_text_length
+        from dit_lora.data.text_padding import used_text_length
 
         data = super().build_data(cfg, comps, accelerator)
         # The empty caption's entry (--caption_dropout_probability) is a caption the batches may hold too.

@@ -1,15 +1,15 @@
 """The wan family: Wan 2.1 and 2.2 LoRA (text-to-video and image-to-video); everything about it lives here."""
 
-from ..registry import FamilyEntry
+from dit_lora.families.registry import FamilyEntry
 
 
 def make(name: str):
     """The family of ``name``: ``wan`` (text-to-video) or ``wan_i2v`` (image-to-video)."""
     if name == "wan_i2v":
-        from .i2v import WanI2VFamily
+        from dit_lora.families.wan.i2v import WanI2VFamily
 
         return WanI2VFamily()
-    from .spec import WanFamily
+    from dit_lora.families.wan.spec import WanFamily
 
     return WanFamily()
 

@@ -50,7 +50,7 @@ repos differ in any config (taken as identical: same architecture, told apart by
 
 from __future__ import annotations
 
-from ...catalogue.entry import Checkpoint
+from dit_lora.catalogue.entry import Checkpoint
 
 _V21, _V22 = "0.33.0.dev0", "0.35.0.dev0"
 TEXT_LEN = 512

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from ...errors import UserError
+from dit_lora.core.errors import UserError
 
 #: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
 DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
@@ -134,7 +134,7 @@ def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapte
 
 def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
     """Refuse an adapter with NaN/Inf: it would load and render black frames for whoever uses it."""
-    from ...output.adapter import NonFiniteWeightsError, assert_finite
+    from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
 
     try:
         assert_finite(state, source)
@@ -154,8 +154,8 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
     """
     from safetensors.torch import load_file
 
-    from ...fileio import save_safetensors_atomic
-    from ...output.export import export_metadata, export_target
+    from dit_lora.core.fileio import save_safetensors_atomic
+    from dit_lora.output.export import export_metadata, export_target
 
     adapter_dir = Path(adapter_dir)
     planned = []

@@ -65,7 +65,7 @@ from typing import Any
 
 import torch
 
-from dit_lora.demo import build_directory_atomically
+from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
     "TINY_WAN_GEOMETRY",
@@ -227,7 +227,7 @@ def get_tiny_wan_config(variant: str = "2.1-t2v", layers: int = 1) -> dict[str, 
 # --------------------------------------------------------------------------------------
 def _moving_square_clips(seed: int, n: int = 4) -> torch.Tensor:
     """``n`` clips at :data:`TINY_WAN_GEOMETRY` in [-1, 1] (``[n, 3, F, H, W]``): a square crossing a
-    plain background, like the demo's training clips (``dit_lora.demo.clips``)."""
+    plain background, like the demo's training clips (``dit_lora.data.synthetic.clips``)."""
     g = TINY_WAN_GEOMETRY
     frames, size = g["num_frames"], g["height"]
     rng = random.Random(seed)

@@ -18,13 +18,13 @@ from typing import Any
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ...config import TrainConfig
-from ...errors import UserError
-from ..base import Components
-from ..diffusion import run_conditioning_image
-from .info import I2V_PIPELINE
-from .spec import WanFamily
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.families.base import Components
+from dit_lora.families.diffusion import run_conditioning_image
+from dit_lora.families.wan.info import I2V_PIPELINE
+from dit_lora.families.wan.spec import WanFamily
 
 
 class WanI2VFamily(WanFamily):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import TrainConfig
+from dit_lora.config import TrainConfig
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -100,7 +100,7 @@ class WanInfo:
 def wan_info(cfg: TrainConfig) -> WanInfo:
     """Read ``model_index.json`` and the transformer, VAE and scheduler configs (small files only), through the
     catalogue's reader (a catalogued Hub id not downloaded yet reads its published configs)."""
-    from ...catalogue.defaults import config_reader
+    from dit_lora.catalogue.defaults import config_reader
 
     read = config_reader(cfg)
     index = read("", "model_index.json") or {}

@@ -30,9 +30,9 @@ import functools
 import torch
 from torch import nn
 
-from ...kernels.monitor import KernelRuntime
-from ...kernels.patch_points import PatchPoint
-from ...kernels.processors import merge_heads
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint
+from dit_lora.kernels.processors import merge_heads
 
 WRITTEN_FOR = "diffusers 0.42.1"
 TORCH_WRITTEN_FOR = "torch 2.13.0"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ... import quantize
-from ...config import TrainConfig
-from ...pipeline_files import load_error
-from ...single_file import load_transformer
-from ..base import Components
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.modelfiles.pipeline_files import load_error
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.families.base import Components
 
 #: subfolder of each expert in the pipeline folder
 SUBFOLDER = {"high": "transformer", "low": "transformer_2"}
@@ -73,7 +73,7 @@ def plan_wan_components(family, cfg: TrainConfig, read, depth: int | None = None
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from transformers import UMT5EncoderModel
 
-    from ...plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+    from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
     dtype = cfg.weight_dtype
     experts = trained_experts(family, cfg)

@@ -1,13 +1,13 @@
 """Wan's own options: text-to-video (``--family wan``) and image-to-video (``--family wan_i2v``, which adds the
 conditioning image). The timestep density and the validation image are groups shared with CogVideoX
-(:mod:`dit_lora.diffusion.options`)."""
+(:mod:`dit_lora.modeling.timestep_options`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config.schema import POSITIVE, PROBABILITY, opt
-from ...diffusion.options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
+from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
 
 #: the tiny offline pipelines ``--demo`` can build (:mod:`.demo`)
 DEMO_VARIANTS = ("2.1-t2v", "2.1-i2v", "2.2-ti2v", "2.2-t2v-a14b", "2.2-i2v-a14b")

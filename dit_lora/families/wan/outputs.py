@@ -10,13 +10,13 @@ from typing import Any
 
 import torch
 
-from ...quiet import dtype_kwarg
-from ...config import TrainConfig
-from ...errors import UserError
-from ...output.names import ADAPTER_FILE
-from ..base import Components
-from .experts import WanExperts
-from .info import EXPERT_FILES, EXPERT_TARGET
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.output.names import ADAPTER_FILE
+from dit_lora.families.base import Components
+from dit_lora.families.wan.experts import WanExperts
+from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
 
 _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (transformer_2)"}
 
@@ -24,9 +24,9 @@ _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (t
 # ---- demo ------------------------------------------------------------------------------------
 def prepare_wan_demo(family, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
-    from ...demo import build_directory_atomically
-    from ...demo.clips import make_moving_square_dataset
-    from .demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
+    from dit_lora.data.synthetic import build_directory_atomically
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
+    from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 
     variant = cfg.family_options.demo_wan_variant
     try:
@@ -151,8 +151,8 @@ def adapter_files(comps: Components) -> dict[str, str]:
 
 def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
     """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files."""
-    from ...output.adapter import write_adapter_index
-    from .comfyui import write_comfyui_files
+    from dit_lora.output.adapter import write_adapter_index
+    from dit_lora.families.wan.comfyui import write_comfyui_files
 
     files = adapter_files(comps)
     if ADAPTER_FILE not in files and (Path(output_dir) / ADAPTER_FILE).exists():
@@ -168,8 +168,8 @@ def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfi
 
 def export_wan(output_dir: Path, fmt: str) -> list[Path]:
     """``dit-lora export OUTPUT_DIR --format comfyui``: the ComfyUI files of a finished run's adapter(s)."""
-    from ...output.adapter import adapter_index
-    from .comfyui import write_comfyui_files
+    from dit_lora.output.adapter import adapter_index
+    from dit_lora.families.wan.comfyui import write_comfyui_files
 
     if fmt != "comfyui":
         raise UserError(f"--format {fmt}: Wan adapters export as `comfyui` only.")
@@ -184,7 +184,7 @@ def load_wan_pipeline(family, cfg: TrainConfig, adapter_dir: Path, device: torch
     saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
     from diffusers import AutoencoderKLWan
 
-    from ..capabilities import attach_adapter
+    from dit_lora.families.capabilities import attach_adapter
 
     path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
     parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)}

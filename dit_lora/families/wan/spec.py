@@ -14,7 +14,7 @@ Loss (rectified flow). Wan's own repositories publish no trainer; the training s
 ``--flow_shift``): ``sigma`` from the shifted table, ``x_t = (1 - sigma) x0 + sigma eps``, timestep ``1000
 sigma``, target ``eps - x0`` (the velocity the Wan pipelines integrate with ``UniPCMultistepScheduler``'s flow
 prediction), plain MSE in fp32. Timesteps: ``uniform`` over the table (DiffSynth-Studio's Wan trainer) or
-``logit_normal`` (:mod:`dit_lora.diffusion.flow_matching`). A two-expert run draws from the trained expert's part
+``logit_normal`` (:mod:`dit_lora.modeling.flow_matching`). A two-expert run draws from the trained expert's part
 of the table only. TI2V-5B: every token gets its own timestep as ``WanPipeline`` passes them with
 ``expand_timesteps``; in image mode (``--ti2v_image_probability``) the first latent frame is the clean latent
 with timestep 0 and is left out of the loss, as the pipeline keeps it fixed.
@@ -35,19 +35,19 @@ from typing import Any
 
 import torch
 
-from ... import quantize
-from ...config import TrainConfig
-from ...diffusion.flow_matching import flow_tables, noisy_latents, sample_indices, training_scheduler, velocity_target
-from ...errors import UserError
-from ...pipeline_files import is_local, model_stamp, read_once
-from ..base import Components
-from ..capabilities import (
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.modeling.flow_matching import flow_tables, noisy_latents, sample_indices, training_scheduler, velocity_target
+from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp, read_once
+from dit_lora.families.base import Components
+from dit_lora.families.capabilities import (
     AdapterExtras, Demo, Exports, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup,
     Samples, Trainables, VideoFrames,
 )
-from ..diffusion import DiffusionFamily, make_peft_capable
-from .experts import WanExperts, expert_for_step, expert_index_ranges
-from .info import T2V_PIPELINE, TEXT_LEN, WanInfo, wan_info
+from dit_lora.families.diffusion import DiffusionFamily, make_peft_capable
+from dit_lora.families.wan.experts import WanExperts, expert_for_step, expert_index_ranges
+from dit_lora.families.wan.info import T2V_PIPELINE, TEXT_LEN, WanInfo, wan_info
 
 _INFOS: dict[tuple, WanInfo] = {}
 _INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
@@ -84,7 +84,7 @@ class WanFamily(DiffusionFamily):
 
     def kernel_patch_points(self) -> tuple:
         """:class:`~..capabilities.FusedKernels`: Wan's blocks and processors (``kernels.py``)."""
-        from .kernels import patch_points
+        from dit_lora.families.wan.kernels import patch_points
 
         return tuple(patch_points())
 
@@ -113,14 +113,14 @@ class WanFamily(DiffusionFamily):
 
     # ---- checks before loading ----------------------------------------------------------------
     def validate_config(self, cfg: TrainConfig) -> None:
-        from .validate import validate_wan_config
+        from dit_lora.families.wan.validate import validate_wan_config
 
         validate_wan_config(self, cfg)
 
     def data_handler(self, cfg: TrainConfig):
         """Clips (and images as one-frame clips), decoded to :meth:`video_buckets`."""
-        from ...data.prepare import cache_root_for
-        from ...data.video_prepare import VideoMedia
+        from dit_lora.data.prepare import cache_root_for
+        from dit_lora.data.video_prepare import VideoMedia
 
         return VideoMedia(cfg, self, cache_root_for(cfg))
 
@@ -132,7 +132,7 @@ class WanFamily(DiffusionFamily):
         """The run's (frames, height, width) buckets: ``--frame_buckets`` (only those), else automatic aspect buckets
         around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
         Wan's RoPE is computed per input size, so any multiple of :attr:`size_multiple` runs)."""
-        from ...data.frames import automatic_buckets, check_num_frames, resolution_buckets
+        from dit_lora.data.frames import automatic_buckets, check_num_frames, resolution_buckets
 
         info = self.info(cfg)
         rule = {"temporal_compression": info.vae_temporal, "patch_size_t": None}
@@ -153,7 +153,7 @@ class WanFamily(DiffusionFamily):
     def start_notes(self, cfg: TrainConfig) -> list[str]:
         info = self.info(cfg)
         f, h, w = self.video_buckets(cfg)[0]
-        from ...data.frames import automatic_note
+        from dit_lora.data.frames import automatic_note
 
         also = automatic_note(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         notes = [f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps"
@@ -177,12 +177,12 @@ class WanFamily(DiffusionFamily):
         return {"model": cfg.weight_dtype, "vae": torch.float32, "text_encoder": cfg.weight_dtype}
 
     def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        from .loading import load_wan_components
+        from dit_lora.families.wan.loading import load_wan_components
 
         return load_wan_components(self, cfg, device)
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
-        from .loading import plan_wan_components
+        from dit_lora.families.wan.loading import plan_wan_components
 
         return plan_wan_components(self, cfg, read, depth)
 
@@ -347,7 +347,7 @@ class WanFamily(DiffusionFamily):
         return {"prompt_embeds": torch.empty(batch_size, TEXT_LEN, text, dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        from ...data.frames import most_tokens
+        from dit_lora.data.frames import most_tokens
 
         buckets = self.video_buckets(cfg)
         if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
@@ -384,7 +384,7 @@ class WanFamily(DiffusionFamily):
 
     # ---- samples, saving, loading, card: see .outputs --------------------------------------------
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        from .outputs import prepare_wan_demo
+        from dit_lora.families.wan.outputs import prepare_wan_demo
 
         prepare_wan_demo(self, cfg)
         _INFOS.clear()
@@ -393,30 +393,30 @@ class WanFamily(DiffusionFamily):
         """Nothing for text-to-video (image-to-video keeps its validation image)."""
 
     def generate(self, comps, denoiser, cond, cfg, seed):
-        from .outputs import generate_validation
+        from dit_lora.families.wan.outputs import generate_validation
 
         return generate_validation(self, comps, denoiser, cond, cfg, seed)
 
     def generate_with_pipeline(self, pipe, prompt, cfg, seed, num_images, comps=None):
-        from .outputs import generate_from_pipeline
+        from dit_lora.families.wan.outputs import generate_from_pipeline
 
         return generate_from_pipeline(self, pipe, prompt, cfg, seed, num_images, comps)
 
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at the checkpoint's frame rate."""
-        from ...output.video import write_video
+        from dit_lora.output.video import write_video
 
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.info(cfg).fps)
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """``WanPipeline.save_lora_weights``; a two-expert model's ``high.``/``low.`` keys go to one file each."""
-        from .outputs import save_wan_adapter
+        from dit_lora.families.wan.outputs import save_wan_adapter
 
         return save_wan_adapter(self, output_dir, lora_state, lora_config)
 
     def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
         """Which expert each adapter file is for, and the ComfyUI-format files beside them."""
-        from .outputs import save_wan_extras
+        from dit_lora.families.wan.outputs import save_wan_extras
 
         save_wan_extras(self, output_dir, comps, cfg)
 
@@ -427,23 +427,23 @@ class WanFamily(DiffusionFamily):
                            "dit-lora's tests (ComfyUI itself not run)"}
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
-        from .outputs import export_wan
+        from dit_lora.families.wan.outputs import export_wan
 
         return export_wan(output_dir, fmt)
 
     def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-        from .outputs import load_wan_pipeline
+        from dit_lora.families.wan.outputs import load_wan_pipeline
 
         return load_wan_pipeline(self, cfg, adapter_dir, device)
 
     def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
-        from .outputs import usage_snippet
+        from dit_lora.families.wan.outputs import usage_snippet
 
         return usage_snippet(self, cfg, repo_or_dir)
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         info = self.info(cfg)
-        from ...data.frames import describe_buckets
+        from dit_lora.data.frames import describe_buckets
 
         buckets = describe_buckets(self.video_buckets(cfg), automatic=not cfg.frame_buckets)
         settings = {"resolution": f"{buckets} (frames x height x width)", "model": info.describe(),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from ...config import TrainConfig
-from ...errors import UserError
-from ...pipeline_files import check_pipeline_folder, check_safetensors, read_component_config
-from ...tokenizer_files import check_tokenizer_packages
-from .info import EXAMPLE_IDS, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.pipeline_files import check_pipeline_folder, check_safetensors, read_component_config
+from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
+from dit_lora.families.wan.info import EXAMPLE_IDS, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN
 
 
 def validate_wan_config(family, cfg: TrainConfig) -> None:

@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from dit_lora.config import TrainConfig
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families import get_family
 from dit_lora.families.base import Components
 

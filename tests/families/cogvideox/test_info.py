@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.cogvideox.info import ModelInfo, check_latent_size, model_info, pad_latent_frames
 
 

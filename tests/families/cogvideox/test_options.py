@@ -3,7 +3,7 @@
 import pytest
 
 from dit_lora.config import parse_config
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
 

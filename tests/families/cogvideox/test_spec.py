@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 CASES = [("t2v", "1.0-2b"), ("t2v", "1.0-5b"), ("t2v", "1.5"), ("i2v", "1.0-5b"), ("i2v", "1.5")]
 ids = lambda c: "-".join(c)  # noqa: E731
@@ -44,7 +44,7 @@ def models(tmp_path_factory) -> dict[tuple[str, str], Path]:
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory) -> Path:
-    from dit_lora.demo.clips import make_moving_square_dataset
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     return make_moving_square_dataset(tmp_path_factory.mktemp("clips") / "squares", n=2, num_frames=9, seed=0)
 

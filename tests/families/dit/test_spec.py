@@ -13,7 +13,7 @@ from PIL import Image
 from safetensors.torch import load_file
 
 from helpers import ROOT, base_args, read_summary, run_recipe
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 
 def _cfg(model: Path, data: Path, out: Path, **kw):

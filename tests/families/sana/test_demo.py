@@ -1,6 +1,6 @@
 """families/sana/demo.py: the tiny random Sana pipeline the demo and the tests train (offline).
 
-The shapes data set is tested in tests/demo/test_shapes.py."""
+The shapes data set is tested in tests/data/synthetic/test_shapes.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from offline import no_network
 import torch
 
-from dit_lora.demo.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.families.sana.demo import (
     TINY_SANA_CONFIGS,
     build_tiny_sana_components,

@@ -9,7 +9,7 @@ import types
 import pytest
 from PIL import Image
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 
 # The published Sana (DC-AE f32, patch 1) and the demo's tiny one (f8, patch 1).
 REAL = ({"patch_size": 1}, {"encoder_block_out_channels": [128, 256, 512, 512, 1024, 1024]})

@@ -18,7 +18,7 @@ from diffusers.training_utils import compute_density_for_timestep_sampling, comp
 from dit_lora.config import TrainConfig
 from dit_lora.families import get_family
 from dit_lora.families.base import Components
-from dit_lora.diffusion.flow_matching import training_scheduler
+from dit_lora.modeling.flow_matching import training_scheduler
 
 
 class Recorder:

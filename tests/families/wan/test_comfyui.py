@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.wan.comfyui import SUFFIX, comfyui_module, comfyui_state, write_comfyui_files
 from dit_lora.output.adapter import ADAPTER_FILE, write_adapter
 from dit_lora.output.export import EXPORT_MARKER

@@ -174,7 +174,7 @@ def test_rebuilding_rewrites_nothing_and_other_builds_replace_only_ours(built, t
     assert [p.stat().st_mtime_ns for p in files] == mtimes
 
     # A folder someone else wrote is refused; a build of ours with other arguments is replaced (like the
-    # CogVideoX and Sana builders: dit_lora.demo.build_directory_atomically).
+    # CogVideoX and Sana builders: dit_lora.data.synthetic.build_directory_atomically).
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "weights.bin").write_bytes(b"x")

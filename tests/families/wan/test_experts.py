@@ -30,7 +30,7 @@ def test_index_ranges_split_where_the_timesteps_cross_the_boundary():
 
 @pytest.mark.parametrize("shift,boundary", [(3.0, 0.875), (3.0, 0.9), (5.0, 0.875), (1.0, 0.5)])
 def test_index_ranges_on_the_shifted_training_table(shift, boundary):
-    from dit_lora.diffusion.flow_matching import training_scheduler
+    from dit_lora.modeling.flow_matching import training_scheduler
 
     timesteps = training_scheduler({"flow_shift": shift, "num_train_timesteps": 1000}).timesteps
     ranges = expert_index_ranges(timesteps, boundary, 1000)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dit_lora.config import parse_config
-from dit_lora.errors import UserError
+from dit_lora.core.errors import UserError
 from dit_lora.families.wan.options import DEMO_VARIANTS, WanI2VOptions, WanOptions
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]

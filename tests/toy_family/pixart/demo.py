@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from dit_lora.demo import build_directory_atomically
+from dit_lora.data.synthetic import build_directory_atomically
 
 #: bump when the configs or the init change: a build whose marker carries another version is rebuilt
 TINY_PIXART_VERSION = 1
@@ -80,7 +80,7 @@ def build_tiny_t5_tokenizer():
 
 def _scaling_factor(vae, resolution: int, seed: int) -> float:
     """1 / std of the posterior means of a few shapes images (what 0.18215 is for the SD VAE)."""
-    from dit_lora.demo.shapes import render_shape_example
+    from dit_lora.data.synthetic.shapes import render_shape_example
 
     rng = random.Random(seed)
     images = [render_shape_example(rng, resolution)[0] for _ in range(8)]

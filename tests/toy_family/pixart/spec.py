@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from dit_lora import quantize
-from dit_lora.errors import UserError
+from dit_lora.modeling import quantize
+from dit_lora.core.errors import UserError
 from dit_lora.families.base import Components, schedule_on_device
 from dit_lora.families.capabilities import (
     AdapterFitting, Demo, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples, attach_adapter,
@@ -28,7 +28,7 @@ from dit_lora.families.capabilities import (
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.families.diffusion import make_peft_capable
 from dit_lora.output.names import PEFT_ADAPTER_FILE
-from dit_lora.pipeline_files import (
+from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
     is_local,
@@ -95,7 +95,7 @@ class PixArtFamily(DiffusionFamily):
 
     def prepare_demo(self, cfg) -> None:
         """The tiny random PixArt at ``--pretrained_model_name_or_path`` and a shapes set at ``--train_data_dir``."""
-        from dit_lora.demo.shapes import make_shapes_dataset
+        from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
         from .demo import build_tiny_pixart_pipeline, tiny_pixart_config
 

@@ -1,0 +1,1 @@
+"""dit_lora.commands"""

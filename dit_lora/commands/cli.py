@@ -1,0 +1,357 @@
+"""The ``dit-lora`` console script: ``train``, ``doctor``, ``models``, ``plan``, ``push``, ``export``, ``check-data``,
+``launch``.
+
+Heavy imports (torch, huggingface_hub) happen inside the subcommands so ``dit-lora --help``
+stays instant and works in a broken environment (which is when people run ``doctor``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dit_lora.core.errors import UserError, run_cli
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dit-lora",
+        description="LoRA fine-tuning for diffusion transformers: environment checks, data checks and Hub upload.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    doctor = sub.add_parser("doctor", help="check installed versions, device and known-bad combinations")
+    doctor.add_argument("--no-import", action="store_true",
+                        help="only compare versions; do not import the packages (faster)")
+    doctor.add_argument("--model", default=None, metavar="PATH_OR_ID",
+                        help="also check what this model needs (e.g. the packages its tokenizer files require)")
+
+    models = sub.add_parser("models", help="list the catalogued checkpoints and the defaults each one gets")
+    models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
+    models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
+
+    plan = sub.add_parser(
+        "plan", help="predict a run's peak memory and FLOPs per step, without loading weights",
+        usage="dit-lora plan [MODEL] [--gpu_memory SIZE] [recipe options ...]",
+        description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
+        "(meta-device model, fake tensors). MODEL (a Hub id or a folder) is short for "
+        "--pretrained_model_name_or_path. Takes any recipe option (--config, --resolution, --train_batch_size, "
+        "...); the family is read from the model unless --family is given.",
+    )
+    plan.add_argument("--gpu_memory", default=None, metavar="SIZE",
+                      help="say what fits on this much memory, e.g. 24GB (default: this machine's device)")
+    plan.add_argument("--num_processes", type=int, default=1, help="processes of the run (DDP adds its buckets)")
+    plan.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                      help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)")
+    plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
+
+    sub.add_parser("train", add_help=False,
+                   help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
+                   "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists "
+                   "that family's). "
+                   "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`")
+    sub.add_parser("launch", add_help=False,
+                   help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
+                   "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
+                   "recipe's exit code)")
+    push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
+    push.add_argument("output_dir", help="the --output_dir of a finished training run")
+    push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")
+    push.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
+    push.add_argument("--commit_message", default=None, help="commit message for the upload")
+
+    export = sub.add_parser(
+        "export", help="write a finished run's adapter in another consumer's format (e.g. ComfyUI) beside it",
+        description="Convert a finished run's adapter into another consumer's key format, written next to it in "
+        "OUTPUT_DIR (e.g. `--format comfyui`: <adapter>_comfyui.safetensors). The formats depend on "
+        "the run's family, read from its train_summary.json; an unknown --format lists them. A file of the same "
+        "name that dit-lora did not write is never replaced.",
+    )
+    export.add_argument("output_dir", help="the --output_dir of a finished training run")
+    export.add_argument("--format", required=True, dest="export_format", metavar="FORMAT",
+                        help="the format to write, e.g. comfyui (a format the family lacks lists the ones it has)")
+    export.add_argument("--family", default=None,
+                        help="the run's family, when the folder has no train_summary.json to read it from")
+
+    check = sub.add_parser(
+        "check-data",
+        help="decode every training sample (and its cached latents) and report problems; exit 1 if any blocks",
+        description="Decode every sample, run the training preprocessing, and check pixels, captions and cached "
+        "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
+    )
+    check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
+    from dit_lora.config.parser import add_config_flag
+
+    for name in _check_data_keys():  # the recipes' own options, help texts from the config schema
+        add_config_flag(check, name)
+    check.add_argument("--all", action="store_true", help="also list the rows without problems")
+    return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from dit_lora.commands import doctor
+
+    checks = doctor.run_checks(import_check=not args.no_import, model=args.model)
+    print(doctor.format_table(checks))
+    blocks = [c for c in checks if c.status == doctor.BLOCK]
+    warns = [c for c in checks if c.status == doctor.WARN]
+    print()
+    if blocks:
+        print(f"{len(blocks)} blocking problem(s), {len(warns)} warning(s): fix the BLOCK lines before training.")
+        return 1
+    print(f"no blocking problems ({len(warns)} warning(s)).")
+    return 0
+
+
+def _push(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dit_lora.output.hub import push_adapter
+
+    output_dir = Path(args.output_dir)
+    if not output_dir.is_dir():
+        raise UserError(
+            f"OUTPUT_DIR {output_dir} does not exist or is not a directory. Pass the --output_dir of a finished "
+            "training run, e.g. `dit-lora push runs/my-lora --hub_model_id username/my-lora`."
+        )
+    url = push_adapter(output_dir, args.hub_model_id, private=args.private, commit_message=args.commit_message)
+    print(url)
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from dit_lora.output.export import export_run
+
+    for path in export_run(args.output_dir, args.export_format, family=args.family):
+        print(path)
+    return 0
+
+
+#: the schema sections whose options decide what check-data screens (a new data option is a check-data flag
+#: without a change here), the model options that pick the family, size and cache namespace, and the families'
+#: own data options (the video LLMs' frames per clip and video folder; the video size CogVideoX allows)
+_CHECK_DATA_SECTIONS = ("data", "video")
+_CHECK_DATA_MODEL_KEYS = ("family", "pretrained_model_name_or_path")
+_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "allow_untrained_resolution")
+
+
+def _check_data_keys() -> list[str]:
+    """The run options ``dit-lora check-data`` takes as flags: the model ones and every data/video option."""
+    from dit_lora.config.schema import config_fields
+
+    data = [f.name for f in config_fields() if f.metadata.get("section") in _CHECK_DATA_SECTIONS]
+    return [*_CHECK_DATA_MODEL_KEYS, *data, *_CHECK_DATA_FAMILY_KEYS]
+
+
+def _check_data_unknown(rest: list[str]) -> UserError:
+    """The one paragraph for the check-data arguments it does not take: run options it does not read (training,
+    LoRA, ...) are named as such, unknown ones get train's hints (another trainer's name, the closest option)."""
+    from dit_lora.config import owners
+    from dit_lora.config.parser import unknown_options_message
+
+    flags = [a for a in rest if a.startswith("--")]
+    if not flags:
+        return UserError(f"Unexpected argument `{rest[0]}` for dit-lora check-data: every value follows its "
+                         "--option. Run `dit-lora check-data --help` for every option.")
+    known = set(owners.all_option_names())
+    run_options = [f.split("=")[0] for f in flags if f.split("=")[0][2:] in known]
+    unknown = [f for f in flags if f.split("=")[0][2:] not in known]
+    parts = []
+    if unknown:  # hints against every option: a peer's name maps to its dit-lora option even when not a data one
+        text = unknown_options_message(unknown, sorted(known | {"config", "all"}), "on the command line")
+        parts.append(text.replace(" Run with --help for every valid option.", "").replace(
+            " Fix or remove each of them; run with --help for every valid option.", " Fix or remove each of them."))
+    if run_options:
+        it = "it" if len(run_options) == 1 else "them"
+        parts.append(f"dit-lora check-data does not read {', '.join(run_options)}: it screens the data only (its "
+                     f"flags are the data and video options, --family and --pretrained_model_name_or_path); drop "
+                     f"{it}, or pass the run's YAML with --config (it reads what it needs and accepts the rest).")
+    return UserError(" ".join(parts) + " `dit-lora check-data --help` lists every option it takes.")
+
+
+
+def _check_data(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dit_lora.config import TrainConfig, load_yaml
+    from dit_lora.config.parser import coerce
+    from dit_lora.data import preflight
+    from dit_lora.data.cache import default_cache_root
+
+    values = load_yaml(args.config, args.family, "--family" if args.family else None) if args.config else {}
+    for name in _check_data_keys():
+        raw = getattr(args, name)
+        if raw is not None:
+            values[name] = coerce(name, raw, f"--{name}")
+    if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
+        from dit_lora.families import family_for_model
+
+        values["family"] = family_for_model(TrainConfig(
+            pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
+    cfg = TrainConfig.for_family(**values)  # a flag of another family than the one checked: one paragraph
+    cfg.explicit_options = frozenset(values)
+    from dit_lora.config.applies import check_applies
+
+    check_applies(cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None
+                  else f"`{name}` in {args.config}")
+
+    from dit_lora.catalogue.defaults import resolve_defaults
+    from dit_lora.data.cache import cache_namespace
+    from dit_lora.families import get_family
+
+    family = get_family(cfg.family)
+    if cfg.pretrained_model_name_or_path:
+        resolve_defaults(cfg, family)  # the size and cache namespace the run would use (e.g. DiT's 256 px)
+    media = family.data_handler(cfg)
+    # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
+    rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
+
+    # The cache: exactly the namespace a run would use when the model is known, else every namespace in
+    # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).
+    if media.cacheable:
+        namespace = None
+        if cfg.pretrained_model_name_or_path and cfg.cache_latents:
+            namespace = cache_namespace(media.namespace_identity())
+        note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
+        if cfg.cache_dir or namespace is not None:
+            root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+            from dit_lora.core.fileio import check_writable
+
+            # A run would fail writing this cache: say so now, not after the model loads.
+            check_writable(root, "--cache_dir", "" if cfg.cache_dir else " (It is the default cache folder.)")
+            cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
+            rows += cache_rows
+
+    table = preflight.format_table(rows, show_ok=args.all)
+    if table:
+        print(table)
+    if note:
+        print(note)
+    print(preflight.summarize(rows, max_bad_samples_fraction=cfg.max_bad_samples_fraction))
+    if preflight.has_blocking(rows):
+        print("fix or remove the BLOCK rows (training skips those samples and lists them in quarantine.json).")
+        return 1
+    return 0
+
+
+def _plan(args: argparse.Namespace, rest: list[str]) -> int:
+    import json
+
+    import torch
+
+    from dit_lora.catalogue.defaults import resolve_defaults
+    from dit_lora.config import parse_config
+    from dit_lora.families import get_family, family_for_model
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.report import device_memory, format_plan, parse_memory
+
+    def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
+        _plan_demo_exists(common, rest)
+        return family_for_model(common)
+
+    rest = _model_argument(rest)
+    cfg = parse_config(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family)
+    _plan_demo_exists(cfg, rest)
+    family = get_family(cfg.family)
+    chosen = resolve_defaults(cfg, family)
+    plan = make_plan(cfg, family, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
+    if args.gpu_memory:
+        capacity = parse_memory(args.gpu_memory)
+    elif args.device == "cpu" or torch.cuda.is_available():
+        capacity = device_memory(torch.device(args.device if args.device == "cpu" else "cuda"))
+    else:
+        capacity = None
+    if args.json:
+        print(json.dumps({**plan.as_dict(), "capacity_bytes": capacity}, indent=2))
+    else:
+        print("\n".join(chosen.lines()))
+        print(format_plan(plan, capacity))
+    return 0
+
+
+def _model_argument(rest: list[str]) -> list[str]:
+    """``dit-lora plan MODEL ...``: a first argument that is not an option is the model."""
+    if not rest or rest[0].startswith("-"):
+        return rest
+    if "--pretrained_model_name_or_path" in rest or any(a.startswith("--pretrained_model_name_or_path=") for a in rest):
+        raise UserError(f"dit-lora plan got the model twice: `{rest[0]}` and --pretrained_model_name_or_path. Give it "
+                        "once, as the first argument or with the flag.")
+    return ["--pretrained_model_name_or_path", rest[0], *rest[1:]]
+
+
+def _plan_demo_exists(cfg, argv: list[str]) -> None:
+    """A demo config (``demo: true``) names a model folder its recipe builds on the first run; say so before the
+    plan looks for configs that are not there yet."""
+    from pathlib import Path
+
+    model = cfg.pretrained_model_name_or_path
+    if cfg.demo and model and not Path(model).exists():
+        from dit_lora.families import available, recipe_script
+
+        config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
+        recipe = recipe_script(cfg.family) if cfg.family in available() else "the family's recipe"
+        raise UserError(
+            f"The demo model `{model}` (--pretrained_model_name_or_path{f' in {config}' if config else ''}) does not "
+            f"exist yet: with `demo: true` the recipe builds it on its first run, and `dit-lora plan` reads the "
+            f"configs of a model that exists. Run `dit-lora launch {recipe}{f' --config {config}' if config else ''}` "
+            "once (it builds the demo), or with the same options, then plan again."
+        )
+
+
+def _main(argv: list[str] | None) -> int:
+    from dit_lora.core import quiet
+
+    quiet.install()  # before any subcommand imports PEFT (and with it bitsandbytes)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["train"]:  # the recipes' own parser reads the rest
+        from dit_lora.training import signals
+
+        signals.current()  # SIGTERM/SIGINT/SIGHUP handled from here on, as in the recipe scripts (recipe.main)
+        from dit_lora.commands.recipe import run_recipe
+
+        return run_recipe(None, argv[1:])
+    if argv[:1] == ["launch"]:  # accelerate launch's own parser reads the rest: its options, the script, the script's
+        from dit_lora.commands.launch import main as launch
+
+        return launch(argv[1:])
+    parser = _build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "plan":
+        return _plan(args, rest)
+    if rest and args.command == "check-data":
+        raise _check_data_unknown(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "doctor":
+        return _doctor(args)
+    if args.command == "push":
+        return _push(args)
+    if args.command == "export":
+        return _export(args)
+    if args.command == "check-data":
+        return _check_data(args)
+    if args.command == "models":
+        return _models(args)
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _models(args: argparse.Namespace) -> int:
+    from dit_lora.catalogue import entries
+    from dit_lora.catalogue.table import as_json, format_table
+
+    if args.family and not entries(args.family):
+        known = sorted({e.family for e in entries()})
+        raise UserError(f"No catalogued checkpoint of family `{args.family}` (--family). Families with "
+                        f"catalogued checkpoints: {', '.join(known)}.")
+    print(as_json(args.family) if args.json else format_table(args.family))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``dit-lora`` console script (exits with the command's status)."""
+    run_cli(lambda: _main(argv))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""`dit-lora plan`'s messages name what the command itself can do: it has no --ignore_memory_plan (a recipe flag)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import ROOT
+from dit_lora.commands.cli import main
+
+
+def _plan(argv, capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as caught:
+        main(["plan", *argv])
+    return caught.value.code, " ".join(capsys.readouterr().err.split())
+
+
+def test_demo_config_before_the_demo_was_built(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the demo config's relative .dit_lora_demo/ folder does not exist here
+    config = ROOT / "recipes" / "configs" / "sana" / "demo.yaml"
+    code, err = _plan(["--config", str(config)], capsys)
+    assert code == 2
+    assert "`.dit_lora_demo/tiny-sana`" in err and "does not exist yet" in err and "demo: true" in err
+    assert f"dit-lora launch recipes/sana_lora.py --config {config}" in err
+    assert "--ignore_memory_plan" not in err and "Traceback" not in err
+    assert not (tmp_path / ".dit_lora_demo").exists()  # planning builds nothing
+
+
+def test_missing_model_configs_do_not_suggest_a_recipe_flag(tmp_path, capsys):
+    code, err = _plan(["--family", "sana", "--pretrained_model_name_or_path", str(tmp_path / "nowhere")], capsys)
+    assert code == 2 and "The memory plan needs `transformer/config.json`" in err
+    assert "pass --ignore_memory_plan" not in err
+
+
+def test_check_data_reads_the_family_from_the_model_as_train_and_plan_do(tiny_dit, shape_classes, tmp_path, capsys):
+    """Without --family, a DiT model's class folders are checked as DiT data (folder names are the labels), not as
+    Sana images without captions."""
+    with pytest.raises(SystemExit) as caught:
+        main(["check-data", "--pretrained_model_name_or_path", str(tiny_dit), "--train_data_dir", str(shape_classes),
+              "--cache_dir", str(tmp_path / "cache")])
+    out = capsys.readouterr().out
+    assert caught.value.code == 0, out
+    assert "no caption" not in out and " 0 blocking" in out
+
+
+def test_export_is_a_command_and_needs_a_format(tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["--help"])
+    assert caught.value.code == 0 and "export" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as caught:
+        main(["export", str(tmp_path)])
+    assert caught.value.code == 2 and "--format" in capsys.readouterr().err
+
+
+def test_plan_takes_the_model_as_its_first_argument(monkeypatch):
+    """`dit-lora plan Wan-AI/Wan2.1-T2V-14B-Diffusers --gpu_memory 24GB` (the form users type) is the same as the
+    flag; both at once is one paragraph."""
+    import pytest
+
+    from dit_lora.commands.cli import _model_argument
+    from dit_lora.core.errors import UserError
+
+    assert _model_argument(["Wan-AI/Wan2.1-T2V-14B-Diffusers", "--resolution", "512"]) == [
+        "--pretrained_model_name_or_path", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--resolution", "512"]
+    assert _model_argument(["--pretrained_model_name_or_path", "x"]) == ["--pretrained_model_name_or_path", "x"]
+    assert _model_argument([]) == []
+    with pytest.raises(UserError, match="got the model twice"):
+        _model_argument(["a/b", "--pretrained_model_name_or_path", "c/d"])
+
+
+def test_plan_with_a_positional_catalogued_model_says_what_fits(monkeypatch, capsys):
+    """Offline (no network here), the catalogue's configs of the Wan 14B: the plan names the peak and what to do on
+    24 GB (the issue's own command)."""
+    import pytest
+
+    from dit_lora.modelfiles import pipeline_files
+    from dit_lora.commands.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", True)
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--gpu_memory", "24GB"])
+    assert done.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "predicted peak per process" in out and "does not fit" in out and "--quantize_base nf4" in out
+
+
+def test_check_data_refuses_a_video_option_of_an_image_family(tmp_path, capsys):
+    """`dit-lora check-data --family sana --frame_buckets ...` used to check the images and ignore the buckets."""
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", "--family", "sana", "--train_data_dir", str(tmp_path), "--frame_buckets", "17x64x64"])
+    assert done.value.code == 2
+    assert "--frame_buckets is an option of video families" in capsys.readouterr().err
+
+
+def _check_data(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", *argv])
+    captured = capsys.readouterr()
+    return done.value.code, captured.out, " ".join(captured.err.split())
+
+
+def test_check_data_takes_every_data_option_of_the_schema(capsys):
+    """check-data's flags come from the schema's data and video sections: a new data option is one without a change
+    to the CLI (it refused --caption_extension, --instance_prompt, --dataset_split as bare argparse errors)."""
+    from dit_lora.config.schema import config_fields
+
+    with pytest.raises(SystemExit):
+        main(["check-data", "--help"])
+    shown = capsys.readouterr().out
+    data = [f.name for f in config_fields() if f.metadata.get("section") in ("data", "video")]
+    assert {"caption_extension", "instance_prompt", "instance_data_dir", "dataset_split"} <= set(data)
+    for name in data:
+        assert f"--{name} " in shown or f"--{name}\n" in shown, name
+
+
+def test_check_data_reads_caption_extension_from_the_command_line(tmp_path, capsys):
+    """kohya's `.caption` files, named by the flag as the YAML key already could."""
+    from PIL import Image
+
+    for i in range(2):
+        Image.new("RGB", (64, 64), (40 * i, 90, 30)).save(tmp_path / f"img{i}.png")
+        (tmp_path / f"img{i}.caption").write_text("a green square")
+    code, out, err = _check_data(["--family", "sana", "--train_data_dir", str(tmp_path), "--resolution", "64",
+                                  "--caption_extension", ".caption"], capsys)
+    assert code == 0, err
+    assert "2 sample(s): 2 ok" in out and "unrecognized" not in err
+
+
+def test_check_data_unknown_flags_get_train_s_hints_in_one_paragraph(tmp_path, capsys):
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--network_dim", "8", "--resolutoin", "64"],
+                               capsys)
+    assert code == 2 and "unrecognized arguments" not in err and "usage:" not in err
+    assert "2 unknown options on the command line" in err and "dit-lora's option is --rank" in err
+    assert "Did you mean `--resolution`?" in err and "dit-lora check-data --help" in err
+
+
+def test_check_data_names_a_training_option_it_does_not_read(tmp_path, capsys):
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--learning_rate", "1e-4"], capsys)
+    assert code == 2 and "check-data does not read --learning_rate" in err and "--config" in err
+
+
+@pytest.mark.parametrize("family", ["wan", "cogvideox"])
+def test_check_data_of_a_video_family_without_a_model_is_one_paragraph(tmp_path, capsys, family):
+    # the bucket rule comes from the model's configs: without one this ended in a TypeError traceback (exit 1)
+    from data_files import make_image
+
+    make_image(tmp_path / "a.png")
+    (tmp_path / "a.txt").write_text("a picture")
+    code, _, err = _check_data(["--family", family, "--train_data_dir", str(tmp_path)], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert f"--family {family} reads its frame rule" in err and "--pretrained_model_name_or_path" in err

@@ -1,0 +1,44 @@
+"""`format_error` wraps a message into one paragraph without ever splitting a word a user copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from dit_lora.core.errors import UserError, format_error
+
+
+@pytest.mark.parametrize("prefix", range(0, 100, 7))
+def test_commands_and_paths_survive_wrapping_at_any_offset(prefix):
+    command = "dit-lora launch recipes/sana_lora.py --config /a/very-long-folder/with-hyphens/recipes/demo.yaml"
+    path = "/" + "x" * 130 + "/model-file.safetensors"
+    message = format_error(UserError(f"{'w ' * prefix}run `{command}` and read {path} --resume_from_checkpoint"))
+    words = message.split()
+    assert words[0] == "error:"
+    for piece in [*command.split(), path, "--resume_from_checkpoint"]:
+        assert piece in words or f"`{piece}" in words or f"{piece}`" in words
+    assert all(len(line) <= 100 for line in message.splitlines() if path not in line)
+    assert "\n\n" not in message
+
+
+def test_whitespace_in_the_message_collapses_to_one_paragraph():
+    assert format_error(UserError("one\n\n  two\tthree")) == "error: one two three"
+
+
+def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypatch):
+    """A UserError in a multi-process run exits with its code, not an abort from a gloo destructor: the process group
+    is torn down first (a one-process gloo group here)."""
+    import pytest
+    import torch.distributed as dist
+
+    from dit_lora.core.errors import UserError, run_cli
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29531")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+
+    def main():
+        raise UserError("refused")
+
+    with pytest.raises(SystemExit) as done:
+        run_cli(main)
+    assert done.value.code == 2 and not dist.is_initialized()

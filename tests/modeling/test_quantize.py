@@ -1,0 +1,237 @@
+"""dit_lora/modeling/quantize.py: the refusals (one paragraph, before loading), quantized sizes, the plan, the audit, the doctor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dit_lora.modeling import quantize
+from dit_lora.config import TrainConfig
+from dit_lora.modeling.quantize import QuantizeError
+
+
+def _cfg(**kw):
+    return TrainConfig(**{"mixed_precision": "no", **kw})
+
+
+def _paragraph(err) -> str:
+    text = str(err)
+    assert "\n" not in text and "--quantize_base" in text
+    return text
+
+
+def test_nf4_without_bitsandbytes_names_the_flag_and_the_install(monkeypatch):
+    monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
+    for scheme in ("nf4", "int8"):
+        with pytest.raises(QuantizeError) as err:
+            quantize.check_config(_cfg(quantize_base=scheme), "cpu")
+        assert f"--quantize_base {scheme}" in _paragraph(err.value) and "pip install" in str(err.value)
+    quantize.check_config(_cfg(), "cpu")  # none never needs anything
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU refusal")
+def test_fp8_on_a_device_without_fp8_is_refused():
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(quantize_base="fp8"), "cpu")
+    assert "nf4" in _paragraph(err.value)
+
+
+def test_fp8_with_allow_fp16_is_refused():
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(quantize_base="fp8", allow_fp16=True), "cuda")
+    assert "--allow_fp16" in _paragraph(err.value)
+
+
+def test_quantize_text_encoder_is_refused_without_a_text_encoder_or_bitsandbytes(monkeypatch):
+    from dit_lora.families import get_family
+
+    for name in ("dit", "llava_next_video"):
+        with pytest.raises(QuantizeError) as err:
+            quantize.check_config(_cfg(family=name, quantize_text_encoder=True), "cpu", get_family(name))
+        text = str(err.value)
+        assert "\n" not in text and "--quantize_text_encoder" in text and f"the {name} family has none" in text
+    quantize.check_config(_cfg(family="sana", quantize_text_encoder=True), "cpu", get_family("sana"))
+    monkeypatch.setattr(quantize, "bitsandbytes_status", lambda: "ModuleNotFoundError: no bitsandbytes")
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(_cfg(family="cogvideox", quantize_text_encoder=True), "cpu", get_family("cogvideox"))
+    assert "\n" not in str(err.value) and "pip install" in str(err.value)
+    quantize.check_config(_cfg(family="dit"), "cpu", get_family("dit"))  # off: nothing is needed
+
+
+def test_quantized_text_encoder_embeddings_differ_by_its_quantization_error_only(tiny_sana):
+    """Gemma-2 loaded nf4 by the family: its embeddings are the unquantized encoder's with bitsandbytes' dequantized
+    weights, and they are cached apart from the unquantized encoder's."""
+    pytest.importorskip("bitsandbytes")
+    from helpers import assert_text_encoder_quantization_error_only
+
+    from dit_lora.families import get_family
+
+    assert_text_encoder_quantization_error_only("sana", tiny_sana, ["a red square", "a blue circle on a grey field"])
+    family = get_family("sana")
+    plain = _cfg(family="sana", pretrained_model_name_or_path=str(tiny_sana))
+    assert family.cache_identity(plain) != family.cache_identity(_cfg(**{**plain.__dict__, "quantize_text_encoder": True}))
+
+
+def test_plan_counts_the_quantized_text_encoder(tiny_sana):
+    """Gemma-2's Linear weights at nf4 size, the rest of it as loaded."""
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.families import get_family
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.fake import module_bytes
+    from dit_lora.plan.report import format_plan
+
+    family = get_family("sana")
+    cfg = _cfg(family="sana", pretrained_model_name_or_path=str(tiny_sana), resolution=32, rank=4, train_batch_size=1,
+               quantize_text_encoder=True)
+    plain = family.plan_components(cfg, config_reader(cfg))  # the meta components, unquantized
+    encoder = plain.encoders["text_encoder"]
+    plan = make_plan(cfg, family, device="cpu", both_settings=False)
+    saved = quantize.quantized_weight_savings(encoder, "nf4", quantize.quantized_linears(encoder))
+    assert saved > 0 and plan.weights["text_encoder"] == module_bytes(encoder) - saved
+    assert "weights: text_encoder (Linear weights nf4-quantized)" in format_plan(plan)
+
+
+def test_quantized_bytes():
+    lin = torch.nn.Linear(128, 64, device="meta")
+    assert quantize.quantized_bytes(lin, "nf4") == 8192 // 2 + 4 * 8192 // 64
+    assert quantize.quantized_bytes(lin, "int8") == 8192 + 4 * 64
+
+
+def test_backbone_training_of_quantized_weights_stops_at_the_plan_before_loading(tiny_dit, tmp_path):
+    """The start-of-run plan builds the meta model and attaches the trainables: a quantized Linear weight under
+    --train_backbone stops there (QuantizeError is never downgraded to a planning note); embeddings may train."""
+    from dit_lora.families import get_family
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.report import format_plan
+
+    family = get_family("dit")
+    cfg = _cfg(family="dit", pretrained_model_name_or_path=str(tiny_dit), resolution=64, rank=4, train_batch_size=1,
+               quantize_base="nf4", train_backbone=["attn1\\.to_q"])
+    with pytest.raises(QuantizeError) as err:
+        make_plan(cfg, family, device="cpu", both_settings=False)
+    assert "--train_backbone" in _paragraph(err.value)
+    plain = make_plan(_cfg(**{**cfg.__dict__, "quantize_base": "none", "train_backbone": []}), family,
+                      device="cpu", both_settings=False)
+    nf4 = make_plan(_cfg(**{**cfg.__dict__, "train_backbone": ["class_embedder"]}), family, device="cpu", both_settings=False)
+    assert nf4.weights["model"] < plain.weights["model"] and nf4.weights["vae"] == plain.weights["vae"]
+    assert "nf4-quantized" in format_plan(nf4)
+
+
+def test_nf4_model_passes_the_precision_audit(tiny_dit):
+    pytest.importorskip("bitsandbytes")
+    from diffusers import DiTTransformer2DModel
+
+    from dit_lora.families.base import Components
+    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.training.precision import audit_precision
+    from dit_lora.training.trainables import add_lora, cast_trainable_to_fp32
+
+    cfg = _cfg(quantize_base="nf4")
+    with quantize.diffusers_loading(cfg):
+        model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.float32,
+                                                      **quantize.diffusers_kwargs(cfg))
+    model = make_peft_capable(model).requires_grad_(False)
+    add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q", "to_k", "to_v"], seed=0)
+    cast_trainable_to_fp32(model, under_autocast=False)
+    assert quantize.quantized_linears(model)  # the base_layers are bitsandbytes Linear4bit
+    assert audit_precision(Components(model=model), {"model": torch.float32}, allow_fp16=False) == []
+
+
+def test_doctor_reports_the_quantization_backends():
+    from dit_lora.commands.doctor import run_checks
+
+    (check,) = [c for c in run_checks(import_check=False) if c.name == "quantized base"]
+    assert "bitsandbytes" in check.value and "torchao" in check.value and check.status == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="fp8 weights need CUDA")
+def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
+    why = quantize.fp8_status("cuda")
+    if why is not None:
+        pytest.skip(why)
+    from diffusers import DiTTransformer2DModel
+
+    from dit_lora.families.diffusion import make_peft_capable
+    from dit_lora.training.trainables import add_lora
+
+    cfg = _cfg(quantize_base="fp8", mixed_precision="bf16")
+    model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.bfloat16,
+                                                  **quantize.diffusers_kwargs(cfg)).to("cuda")
+    model = make_peft_capable(model).requires_grad_(False)
+    add_lora(model, rank=4, alpha=4, dropout=0.0, targets=["to_q"], seed=0)
+    x = torch.randn(1, 4, 8, 8, device="cuda", dtype=torch.bfloat16)
+    out = model(x, timestep=torch.tensor([10], device="cuda"), class_labels=torch.tensor([1], device="cuda")).sample
+    out.float().pow(2).mean().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("in_features", [32, 128])
+def test_an_eval_forward_leaves_the_4bit_weights_as_loaded(in_features):
+    """bitsandbytes repacks a Linear4bit in place (bf16 absmax) at its first eval, no-grad forward on an AVX-512 BF16
+    CPU; keep_4bit_layout turns that off, so validation or caching cannot change what training computes next. The
+    CPU feature is forced on, so the test means the same on every CPU; the control shows the repacking is real."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+
+    def layer():
+        lin = bnb.nn.Linear4bit(in_features, 64, bias=True, compute_dtype=torch.float32, quant_type="nf4")
+        lin.load_state_dict(torch.nn.Linear(in_features, 64).state_dict())
+        lin = lin.to("cpu")  # quantizes
+        lin.support_avx512bf16_for_cpu = True  # as on an AVX-512 BF16 CPU
+        return lin.eval()
+
+    x = torch.randn(3, in_features)
+    kept = layer()
+    quantize.keep_4bit_layout(None, torch.nn.Sequential(kept))
+    before, absmax = kept.weight.data.clone(), kept.weight.quant_state.absmax.clone()
+    with torch.no_grad():
+        y = kept(x)
+    assert torch.equal(kept.weight.data, before) and torch.equal(kept.weight.quant_state.absmax, absmax)
+    assert not getattr(kept.weight.quant_state, "packing_format_for_cpu", False) and torch.isfinite(y).all()
+    if in_features >= quantize.NF4_BLOCK:  # the control: without it the layer is rewritten
+        repacked = layer()
+        with torch.no_grad():
+            repacked(x)
+        assert getattr(repacked.weight.quant_state, "packing_format_for_cpu", False)
+
+
+@pytest.mark.parametrize("kind", ["nf4", "int8"])
+def test_quantized_linears_follow_autocast_like_a_plain_linear(kind):
+    """bitsandbytes' Linear4bit returns its input's dtype (Linear8bitLt, the control, already follows autocast); a
+    plain Linear under autocast returns the autocast dtype. On a quantized bf16 base an fp32 input (diffusers' timestep
+    embedding) then met a bf16 affine LayerNorm, which CPU autocast does not cast: CogVideoX's first step died with
+    "mixed dtype (CPU)". After keep_4bit_layout (every family calls it on load) the layer answers in the autocast
+    dtype, autocast off it is unchanged, and gradients still flow."""
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+
+    def model():
+        if kind == "nf4":
+            lin = bnb.nn.Linear4bit(64, 64, bias=True, compute_dtype=torch.bfloat16, quant_type="nf4")
+        else:
+            lin = bnb.nn.Linear8bitLt(64, 64, bias=True, has_fp16_weights=False)
+        lin.load_state_dict(torch.nn.Linear(64, 64).state_dict())
+        norm = torch.nn.LayerNorm(64).to(torch.bfloat16)  # affine, frozen in the run's bf16 as the model loads it
+        return torch.nn.Sequential(lin.to("cpu"), norm)
+
+    x = torch.randn(2, 64, requires_grad=True)  # fp32, as the timestep embedding
+    plain = model()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        if kind == "nf4":
+            with pytest.raises(RuntimeError, match="mixed dtype"):
+                plain(x)  # the library's own behaviour is what crashed
+        else:
+            assert plain(x).dtype == torch.bfloat16
+
+    fixed = model()
+    quantize.keep_4bit_layout(fixed, None)
+    assert quantize.follow_autocast(fixed) == (kind == "nf4")  # idempotent: still one hook
+    assert len(fixed[0]._forward_hooks) == (kind == "nf4")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = fixed(x)
+        assert fixed[0](x).dtype == torch.bfloat16 == torch.nn.Linear(64, 64)(x).dtype
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+    y.float().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+    assert fixed[0](x).dtype == torch.float32  # autocast off: as before
