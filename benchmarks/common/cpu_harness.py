@@ -3,8 +3,8 @@
 ``run_once`` starts a training script under ``step_timer.py`` (fresh child process), samples every 0.1 s how
 much CPU other processes use, and returns per-step times (from the tqdm step bar's stamps), which steps were
 *clean* (other processes used < ``clean_cores`` around them), the child's peak RSS (``os.wait4``) and, where
-the run wrote one, fields of its ``train_summary.json``. Used by ``bench_sana_cpu.py`` and
-``bench_quantize_cpu.py``.
+the run wrote one, fields of its ``train_summary.json``. Used by the CPU benchmarks
+(``sana/vs_example_cpu.py``, ``cogvideox/vs_example_cpu.py``, ``guard/overhead_cpu.py``, ``levers/compile_nf4_cpu.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared parts of the GPU train-step benchmarks (``bench_sana_gpu.py``, ``bench_cogvideox_gpu.py``).
+"""Shared parts of the GPU train-step benchmarks (``sana/step_gpu.py``, ``cogvideox/step_gpu.py``).
 
 One timed step is exactly what dit-lora's training loop runs for a family on cached inputs:
 ``family.compute_loss`` under bf16 autocast, backward, total-norm clipping, the optimizer from

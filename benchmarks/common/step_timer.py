@@ -2,7 +2,7 @@
 
     python benchmarks/common/step_timer.py LOG.json SCRIPT.py [script args...]
 
-Used by ``bench_sana_cpu.py`` on dit-lora's recipe and diffusers' example alike, so both are
+Used by ``sana/vs_example_cpu.py`` on dit-lora's recipe and diffusers' example alike, so both are
 timed by the same probe: ``tqdm.auto.tqdm`` is replaced (before the script is imported) by a
 subclass whose ``update()`` records ``time.perf_counter()`` and the process's resident set size
 (``/proc/self/statm``). Both trainers call ``progress.update(1)`` once per optimizer update, right

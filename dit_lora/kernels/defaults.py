@@ -1,6 +1,6 @@
 """Which implementation each fused op uses: measured defaults, ``--kernels on`` and ``--kernels off``.
 
-A fused kernel is on by default only where ``benchmarks/kernels.py`` measured it at least 1.5x
+A fused kernel is on by default only where ``benchmarks/kernels/ops_gpu.py`` measured it at least 1.5x
 faster than eager PyTorch for forward+backward on that kind of device; where it did not, the
 default is the faster of eager and ``torch.compile`` of the reference. :data:`MEASURED_DEFAULTS`
 holds those decisions with the measurement they rest on (``benchmarks/RESULTS.md``): on CUDA the
@@ -23,10 +23,10 @@ SPEEDUP_TO_ENABLE = 1.5
 # (the fused kernel) or "compiled" (torch.compile of the PyTorch reference).
 MEASURED_DEFAULTS: dict[str, dict[str, tuple[str, str]]] = {
     "cuda": {
-        "modulate": ("triton", "benchmarks/kernels.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 2.52x eager, slowest shape 1.21x (modulate and the affine variant)"),
-        "gated_residual": ("triton", "benchmarks/kernels.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 1.96x eager, slowest shape 1.89x"),
-        "rmsnorm": ("triton", "benchmarks/kernels.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 11.66x eager, slowest shape 10.42x"),
-        "linear_attention": ("triton", "benchmarks/kernels.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 3.87x eager, slowest shape 2.61x"),
+        "modulate": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 2.52x eager, slowest shape 1.21x (modulate and the affine variant)"),
+        "gated_residual": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 1.96x eager, slowest shape 1.89x"),
+        "rmsnorm": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 11.66x eager, slowest shape 10.42x"),
+        "linear_attention": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 3.87x eager, slowest shape 2.61x"),
         # "layernorm" (plain LayerNorm without modulation, e.g. CogVideoX's q/k norms): not measured, stays eager.
     },
 }

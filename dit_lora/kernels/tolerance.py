@@ -20,7 +20,7 @@ answer instead, and asks how far a correct implementation could be from it:
 where the floor scale is the largest exact value among the call's tensors of the same kind (see
 :func:`_judge_all`). A healthy kernel rounds differently but not an order of magnitude worse; a
 kernel that mixes samples, reads a wrong row or drops a term is off by a sizeable fraction of the
-values themselves. ``benchmarks/kernel_check_errors.py`` measures both sides (false trips over
+values themselves. ``benchmarks/kernels/check_errors.py`` measures both sides (false trips over
 random shapes, magnitudes and masks; broken variants caught) on each device; the figures are in
 ``benchmarks/RESULTS.md``.
 """

@@ -14,7 +14,7 @@ GIB = 2**30
 #: a run stops at start only when the prediction exceeds the device's memory by more than this fraction
 #: (the prediction leaves out allocator fragmentation and the CUDA context, and may be off either way)
 MARGIN = 0.10
-#: how far below the measured peak the plan has come out on a GPU (benchmarks/plan_vs_gpu.py: 4-16%, once 31%)
+#: how far below the measured peak the plan has come out on a GPU (benchmarks/plan/vs_gpu.py: 4-16%, once 31%)
 UNDER_PREDICTION = 0.15
 
 

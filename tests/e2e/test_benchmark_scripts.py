@@ -12,8 +12,8 @@ from helpers import ROOT
 pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GPU ones train two steps)
 
 
-@pytest.mark.parametrize("script", ["bench_sana_gpu.py", "bench_cogvideox_gpu.py", "bench_videochat_gpu.py",
-                                    "bench_wan_gpu.py", "bench_wan_kernels_gpu.py", "bench_wan_family_gpu.py"])
+@pytest.mark.parametrize("script", ["sana/step_gpu.py", "cogvideox/step_gpu.py", "videollm/step_gpu.py",
+                                    "wan/step_gpu.py", "wan/kernels_gpu.py", "wan/family_step_gpu.py"])
 def test_gpu_benchmark_smoke(script):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
@@ -22,9 +22,9 @@ def test_gpu_benchmark_smoke(script):
 
 
 def test_kernels_benchmark_smoke():
-    """benchmarks/kernels.py --smoke: every fused op (Triton interpreter) and CPU attention backend, tiny shapes,
-    checked against the references; torch.compile runs for one op."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels.py"), "--smoke"], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+    """benchmarks/kernels/ops_gpu.py --smoke: every fused op (Triton interpreter) and CPU attention backend, tiny
+    shapes, checked against the references; torch.compile runs for one op."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels" / "ops_gpu.py"), "--smoke"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout

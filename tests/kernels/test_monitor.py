@@ -154,7 +154,7 @@ def test_without_triton_interpreter_on_cpu_patching_keeps_references_and_says_so
 
 # ---- the tolerance as a property ------------------------------------------------------------------
 def _check_errors_script(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernel_check_errors.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels" / "check_errors.py"), *args],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
