@@ -9,20 +9,20 @@ the user set that differs from the catalogue's.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
-from dit_lora.config import TrainConfig
+from dit_lora.config import TrainConfig, config_fields
 from dit_lora.catalogue import Checkpoint, match
 
 
 def explicit_options(cfg: TrainConfig) -> frozenset[str]:
-    """Options the user set: recorded by ``parse_config``; for a config built in code, those off their default."""
-    recorded = getattr(cfg, "explicit_options", None)
-    if recorded is not None:
-        return frozenset(recorded)
+    """Options the user set: ``cfg.explicit`` (recorded by the parser); for a config built in code, those off
+    their default."""
+    if cfg.explicit is not None:
+        return cfg.explicit
     changed = set()
-    for f in fields(TrainConfig):
+    for f in config_fields():
         default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
         if getattr(cfg, f.name) != default:
             changed.add(f.name)
@@ -54,7 +54,8 @@ def config_reader(cfg: TrainConfig):
 
 @dataclass
 class ChosenDefaults:
-    """What :func:`resolve_defaults` decided: the matched entry, the values applied and the user's own."""
+    """What :func:`choose_defaults` decided: the matched entry, the values applied and the user's own, and the
+    config with them (:attr:`config`)."""
 
     model: str
     family: str
@@ -62,6 +63,7 @@ class ChosenDefaults:
     applied: dict[str, tuple[Any, str]] = field(default_factory=dict)  # option -> (value, where it came from)
     differences: list[str] = field(default_factory=list)  # depth values the model does not share with the entry
     overridden: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # option -> (user's value, catalogue's)
+    config: TrainConfig | None = None  # the config the defaults were chosen for, with the applied values
 
     def lines(self) -> list[str]:
         """The start-of-run block (a header line, then one line per option)."""
@@ -93,21 +95,21 @@ class ChosenDefaults:
                 "user_set": {k: mine for k, (mine, _) in self.overridden.items()}}
 
 
-def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
-    """Fill every option the user left unset from the catalogue entry or the model's configs (in place).
+def choose_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
+    """The values of every option the user left unset that the catalogue entry or the model's configs decide, and
+    ``cfg`` with them (``.config``, a new frozen config: ``cfg`` is not changed).
 
     Reads small config files only. The family's :meth:`generic_defaults` come first and the entry's values
     replace them, so a catalogued model gets the published figures and any other model what its own
     configs imply.
     """
+    from dit_lora.contract.capabilities import generic_defaults
     from dit_lora.modelfiles.pipeline_files import stored_dtype
 
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
         entry = match(family.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
-    from dit_lora.families.capabilities import generic_defaults
-
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(family, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():
@@ -124,6 +126,6 @@ def resolve_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
             if entry is not None and name in entry.defaults and getattr(cfg, name) != value:
                 chosen.overridden[name] = (getattr(cfg, name), value)
             continue
-        setattr(cfg, name, value)
         chosen.applied[name] = (value, why)
+    chosen.config = replace(cfg, **{name: value for name, (value, _) in chosen.applied.items()})
     return chosen

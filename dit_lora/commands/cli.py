@@ -184,24 +184,24 @@ def _check_data(args: argparse.Namespace) -> int:
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
-        from dit_lora.families import family_for_model
+        from dit_lora.setup.family_inference import family_for_model
 
         values["family"] = family_for_model(TrainConfig(
             pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
-    cfg = TrainConfig.for_family(**values)  # a flag of another family than the one checked: one paragraph
-    cfg.explicit_options = frozenset(values)
+    # a flag of another family than the one checked: one paragraph
+    cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
     from dit_lora.config.applies import check_applies
 
     check_applies(cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None
                   else f"`{name}` in {args.config}")
 
-    from dit_lora.catalogue.defaults import resolve_defaults
     from dit_lora.data.cache import cache_namespace
-    from dit_lora.families import get_family
+    from dit_lora.setup.resolve import resolve
 
-    family = get_family(cfg.family)
-    if cfg.pretrained_model_name_or_path:
-        resolve_defaults(cfg, family)  # the size and cache namespace the run would use (e.g. DiT's 256 px)
+    # With a model: the size and cache namespace the run would use (e.g. DiT's 256 px). The data only is screened:
+    # the training options are not judged, and no demo is built.
+    resolved = resolve(cfg, build_demo=False, validate=False)
+    cfg, family = resolved.config, resolved.family
     media = family.data_handler(cfg)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
@@ -239,9 +239,8 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
 
     import torch
 
-    from dit_lora.catalogue.defaults import resolve_defaults
-    from dit_lora.config import parse_config
-    from dit_lora.families import get_family, family_for_model
+    from dit_lora.setup.family_inference import family_for_model
+    from dit_lora.setup.resolve import resolve
     from dit_lora.plan import make_plan
     from dit_lora.plan.report import device_memory, format_plan, parse_memory
 
@@ -250,10 +249,11 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         return family_for_model(common)
 
     rest = _model_argument(rest)
-    cfg = parse_config(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family)
-    _plan_demo_exists(cfg, rest)
-    family = get_family(cfg.family)
-    chosen = resolve_defaults(cfg, family)
+    # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate
+    # off), without building a demo: one named that does not exist yet is a paragraph.
+    resolved = resolve(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family,
+                       check=lambda cfg: _plan_demo_exists(cfg, rest), build_demo=False, validate=False)
+    cfg, family, chosen = resolved.config, resolved.family, resolved.defaults
     plan = make_plan(cfg, family, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
     if args.gpu_memory:
         capacity = parse_memory(args.gpu_memory)
@@ -286,7 +286,7 @@ def _plan_demo_exists(cfg, argv: list[str]) -> None:
 
     model = cfg.pretrained_model_name_or_path
     if cfg.demo and model and not Path(model).exists():
-        from dit_lora.families import available, recipe_script
+        from dit_lora.registry import available, recipe_script
 
         config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
         recipe = recipe_script(cfg.family) if cfg.family in available() else "the family's recipe"

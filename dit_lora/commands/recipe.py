@@ -15,9 +15,10 @@ def choose_family(recipe: str | None = None):
     neither ``--family`` nor the config's ``family:`` names a family (those two win, in that order).
 
     A recipe script (``recipe``: the family it was started for) trains its registry entry's default name; ``dit-lora
-    train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.families.family_for_model`).
+    train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
-    from dit_lora.families import available, entry_for, family_for_model
+    from dit_lora.registry import available, entry_for
+    from dit_lora.setup.family_inference import family_for_model
 
     def infer(common) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
@@ -41,7 +42,7 @@ def choose_family(recipe: str | None = None):
 def check_family(family: str, recipe: str | None = None) -> None:
     """Refuse a family that is not registered (one paragraph listing those that are), and for a recipe script one
     that its registry entry does not train, naming the script (or ``dit-lora train``) that does."""
-    from dit_lora.families import entry_for
+    from dit_lora.registry import entry_for
 
     where = entry_for(family).recipe_script
     if recipe is not None and family not in entry_for(recipe).names:
@@ -59,7 +60,7 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
     own, or the model's for ``dit-lora train``); then :func:`check_family`.
     """
     from dit_lora.config.parser import named_family, parse_config
-    from dit_lora.families import entry_for
+    from dit_lora.registry import entry_for
 
     argv = list(argv)
     named = named_family(argv)
@@ -77,7 +78,7 @@ def check_model(cfg) -> None:
     than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
     model is built later, so its folder is not judged."""
     from dit_lora.catalogue.defaults import config_reader
-    from dit_lora.families.support import check_family_trains_model
+    from dit_lora.setup.family_inference import check_family_trains_model
     from dit_lora.modelfiles.single_file import check_model_path, check_transformer_file
 
     if not cfg.pretrained_model_name_or_path or cfg.demo:
@@ -105,9 +106,10 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from dit_lora.output.adapter import NonFiniteWeightsError
     from dit_lora.training.loop import train
+    from dit_lora.training.run import resolve_for_training
 
     try:
-        train(cfg)
+        train(resolve_for_training(cfg))  # the config resolved once (demo, defaults, checks), then the run
     except NonFiniteWeightsError as err:
         raise UserError(
             f"{err} The run diverged; lower --learning_rate, keep --max_grad_norm on, or resume from an earlier "

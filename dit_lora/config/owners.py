@@ -12,30 +12,38 @@ import importlib
 from dataclasses import Field, fields
 from typing import Any
 
+from dit_lora import registry
+from dit_lora.config.schema import SECTIONS, FamilyOptions, config_fields
 from dit_lora.core.errors import UserError
-from dit_lora.config.schema import FamilyOptions, TrainConfig
 
-#: each family name -> its options class (or ``"module:Class"`` path), from the family registry's entries
+#: options classes declared here directly (a test's family of its own); the registry's entries declare the rest
 _REGISTERED: dict[str, type[FamilyOptions] | str] = {}
 
 
 def register_options(family: str, options: type[FamilyOptions] | str) -> None:
     """Declare ``family``'s options class (or its ``"module:Class"`` path, imported when first needed)."""
     _REGISTERED[family] = options
-    _resolve.cache_clear()
-    _index.cache_clear()
+    _forget()
 
 
 def unregister_options(family: str) -> None:
-    """Forget ``family``'s registered options class (the registry's ``unregister_family`` calls this)."""
+    """Forget ``family``'s options class declared with :func:`register_options`."""
     _REGISTERED.pop(family, None)
+    _forget()
+
+
+def _forget() -> None:
     _resolve.cache_clear()
     _index.cache_clear()
 
 
-def _registry() -> None:
-    """Import the family registry, whose entries register their options classes here."""
-    importlib.import_module("dit_lora.families")
+def _declared() -> dict[str, type[FamilyOptions] | str]:
+    """Each family name -> its options class (or ``"module:Class"`` path): the registry's entries, in registration
+    order, then those declared here."""
+    found = {name: entry.options_for(name) for entry in registry.entries() for name in entry.names
+             if entry.options_for(name) is not None}
+    found.update(_REGISTERED)
+    return found
 
 
 def _load(path: str) -> type[FamilyOptions]:
@@ -43,10 +51,22 @@ def _load(path: str) -> type[FamilyOptions]:
     return getattr(importlib.import_module(module), name)
 
 
+def _on_registry_change(entry: registry.FamilyEntry | None) -> None:
+    """The registry changed: drop what was derived from it; a family built at registration (a callable factory)
+    has its options class checked now, so a bad one is refused there (the registry removes it again)."""
+    _forget()
+    if entry is not None and not isinstance(entry.factory, str):
+        for name in entry.names:
+            options_class(name)
+        all_option_names()  # no flag of its options is another family's or a common option
+
+
+registry.watch(_on_registry_change)
+
+
 @functools.lru_cache(maxsize=None)
 def _resolve(family: str) -> type[FamilyOptions]:
-    _registry()
-    found = _REGISTERED.get(family)
+    found = _declared().get(family)
     if found is None:
         return FamilyOptions
     cls = _load(found) if isinstance(found, str) else found
@@ -62,8 +82,7 @@ def options_class(family: str) -> type[FamilyOptions]:
 
 def known_families() -> list[str]:
     """Every family whose options class the registry declared, in registration order."""
-    _registry()
-    return list(_REGISTERED)
+    return list(_declared())
 
 
 def family_fields(family: str) -> list[Field]:
@@ -73,16 +92,15 @@ def family_fields(family: str) -> list[Field]:
 
 def common_names() -> frozenset[str]:
     """Names of the common options (every family has them)."""
-    return frozenset(f.name for f in fields(TrainConfig) if f.metadata.get("option", True))
+    return frozenset(f.name for f in config_fields())
 
 
 @functools.lru_cache(maxsize=None)
 def _index() -> dict[str, tuple[Field, type]]:
     """Every option's name -> (field, the class that declares it): the common ones and every known family's."""
     found: dict[str, tuple[Field, type]] = {}
-    for f in fields(TrainConfig):
-        if f.metadata.get("option", True):
-            found[f.name] = (f, TrainConfig)
+    for f in config_fields():  # declared by its section's class (TrainConfig's sections)
+        found[f.name] = (f, SECTIONS[f.metadata["section"]][0])
     for family in known_families():
         cls = options_class(family)
         for f in fields(cls):

@@ -24,7 +24,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.config import owners
 from dit_lora.config.applies import check_applies
 from dit_lora.config.peers import peer_hint
-from dit_lora.config.schema import TrainConfig, config_fields
+from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 
 
 @functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
@@ -241,7 +241,7 @@ def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
     """The family a YAML file names (``family:``), else the schema's default; and what chose it."""
     if isinstance(data.get("family"), str) and data["family"]:
         return data["family"], f"`family:` in {path}"
-    return TrainConfig.__dataclass_fields__["family"].default, "the default family"
+    return DEFAULT_FAMILY, "the default family"
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -348,7 +348,7 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
     for f in config_fields():
         section = f.metadata.get("section") or "misc"
         add_config_flag(groups.setdefault(section, parser.add_argument_group(section)), f.name)
-    family = family or TrainConfig.__dataclass_fields__["family"].default
+    family = family or DEFAULT_FAMILY
     own = owners.family_fields(family) if with_family else []
     if own:
         title = owners.options_class(family).TITLE or f"{family} options"
@@ -361,7 +361,7 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
 def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
-    from dit_lora.families import available, get_family, recipe_script
+    from dit_lora.registry import available, get_family, recipe_script
 
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
     for name in available():
@@ -417,10 +417,9 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     argv = list(sys.argv[1:] if argv is None else argv)
     family, chosen_by, config = _family_of(argv)
     if family is None and infer_family is not None:
-        common = _parse_values(argv, TrainConfig.__dataclass_fields__["family"].default, "the default family",
+        common = _parse_values(argv, DEFAULT_FAMILY, "the default family",
                                config, prog=prog, common_only=True)
-        preliminary = TrainConfig(**common)
-        preliminary.explicit_options = frozenset(common)
+        preliminary = TrainConfig(**common, explicit=frozenset(common))
         asks_help = bool(_HELP & set(argv))
         if not asks_help:  # the help comes first, once the family is known
             validate_static(preliminary, needs_data=needs_data)
@@ -432,13 +431,13 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
             raise
         family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
     if family is None:
-        family, chosen_by = TrainConfig.__dataclass_fields__["family"].default, "the default family"
+        family, chosen_by = DEFAULT_FAMILY, "the default family"
     values = _parse_values(argv, family, chosen_by, config, prog=prog)
     values["family"] = family
     common, own = owners.split_values(family, values, source=None)
-    cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own))
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
-    cfg.explicit_options = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
+    explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
+    cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
     check_applies(cfg, lambda name: _given(name, argv, config), chosen_by)
     validate_static(cfg, needs_data=needs_data)
     return cfg

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, ClassVar, Generic, TypeVar
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ SEED = Range(0, 2**32 - 1, why="numpy's random seed takes 0 to 2**32 - 1")
 
 @dataclass(frozen=True)
 class Applies:
-    """The families an option means something to, by the capabilities they declare (``families/capabilities.py``).
+    """The families an option means something to, by the capabilities they declare (``contract/capabilities.py``).
 
     A family applies when it declares any capability of ``any_of`` and none of ``none_of`` (protocol names, so this
     module imports no family). ``kind`` names those families in messages (``video families``); ``instead`` says
@@ -144,7 +144,7 @@ class RegisteredFamilies(Sequence):
     the help, the options reference and the check list every registered family, one registered later too."""
 
     def _names(self) -> list[str]:
-        from dit_lora.families import available
+        from dit_lora.registry import available  # at call time: the registry holds every family, registered later too
 
         return available()
 
@@ -168,11 +168,10 @@ MIXED_PRECISIONS = ("bf16", "fp16", "no")
 REPORT_TO = ("tensorboard", "wandb", "none")
 
 
-@dataclass
-class TrainConfig:
-    """Everything a LoRA run needs; validated before any model loads."""
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model to fine-tune and how it loads."""
 
-    # --- model ---
     family: str = opt(
         "sana", "Model family (its registry entry: dit_lora/families/<package>/__init__.py). `dit-lora train` reads "
         "it from the model when neither this nor the config names it.", choices=RegisteredFamilies(), section="model",
@@ -222,7 +221,11 @@ class TrainConfig:
         32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
     )
 
-    # --- data ---
+
+@dataclass(frozen=True)
+class DataOptions:
+    """The training data: where it is, how it is read, cropped, captioned and cached."""
+
     train_data_dir: str | None = opt(
         None,
         "Folder of images with captions in metadata.jsonl/metadata.csv (`file_name` + caption column) "
@@ -327,7 +330,11 @@ class TrainConfig:
         "max_text_seq_length, 226, which it must equal).", section="data", valid=POSITIVE,
     )
 
-    # --- video ---
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """Clips: frames per clip, their size and buckets, and the video column."""
+
     video_column: str | None = opt(
         None,
         "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
@@ -364,7 +371,11 @@ class TrainConfig:
         choices=("uniform", "first"), section="video", applies=VIDEO_FAMILIES,
     )
 
-    # --- LoRA ---
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """What trains: the LoRA adapters and any backbone weights unfrozen beside them."""
+
     rank: int = opt(16, "LoRA rank.", section="lora", valid=POSITIVE)
     lora_alpha: float | None = opt(
         None,
@@ -396,7 +407,16 @@ class TrainConfig:
         valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
     )
 
-    # --- optimisation ---
+    @property
+    def effective_alpha(self) -> float:
+        """LoRA alpha with the documented default (alpha = rank)."""
+        return float(self.rank if self.lora_alpha is None else self.lora_alpha)
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """The optimisation: output folder, seed, batches, schedule, optimizer, precision."""
+
     output_dir: str = opt(
         "dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training"
     )
@@ -457,7 +477,11 @@ class TrainConfig:
         "Sana and DiT).", section="training",
     )
 
-    # --- checkpoints ---
+
+@dataclass(frozen=True)
+class CheckpointOptions:
+    """When checkpoints are written and how a run resumes from one."""
+
     checkpointing_steps: int = opt(
         500,
         "Write checkpoint-<step>/ every this many updates (0: never).",
@@ -481,7 +505,11 @@ class TrainConfig:
         section="checkpoints",
     )
 
-    # --- validation and logging ---
+
+@dataclass(frozen=True)
+class ValidationOptions:
+    """Validation samples and the experiment tracker."""
+
     validation_prompt: str | None = opt(
         None, "Prompt sampled every validation_steps and at the end.", section="validation"
     )
@@ -502,7 +530,11 @@ class TrainConfig:
     logging_dir: str = opt("logs", "Tracker folder, relative to output_dir.", section="validation")
     tracker_project_name: str = opt("dit-lora", "Project name for the tracker.", section="validation")
 
-    # --- hub ---
+
+@dataclass(frozen=True)
+class HubOptions:
+    """The push of the adapter to the Hugging Face Hub at the end."""
+
     push_to_hub: bool = opt(
         False, "Upload adapter, model card and samples (never checkpoints) at the end.", section="hub"
     )
@@ -516,7 +548,11 @@ class TrainConfig:
         section="hub",
     )
 
-    # --- non-finite guards ---
+
+@dataclass(frozen=True)
+class GuardOptions:
+    """The non-finite guard, its rollbacks and verdict, the memory plan's gate, the fault drills."""
+
     finite_guard: bool = opt(
         True,
         "Skip any optimizer step whose loss or total gradient norm is non-finite on any process; parameters, "
@@ -568,15 +604,6 @@ class TrainConfig:
         "than the device holds; also skips the plan.",
         section="guards",
     )
-    cpu_reuse_memory: bool = opt(
-        True,
-        "On a CPU (Linux), from the first training step: keep the memory a step frees for the next one (glibc's "
-        "mallopt: tensors up to 32 MiB from the heap, the heap not trimmed) instead of page-faulting fresh pages "
-        "every step; loading and caching run with glibc's defaults and hand back what they freed. 1.25x faster "
-        "steps on the small demo Sana on a 2-core CPU (0.717 -> 0.572 s; CHANGELOG.md, Benchmark history); the "
-        "training phase then holds its working set between steps. No effect on CUDA runs.",
-        section="kernels",
-    )
     attention_canary: bool = opt(
         True,
         "At start, run a tiny forward and backward through the run's attention on adversarial inputs; fall back "
@@ -592,11 +619,24 @@ class TrainConfig:
         section="guards",
     )
 
-    # --- fused kernels and attention ---
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """Fused kernels, attention backend, torch.compile and the CPU's memory reuse."""
+
+    cpu_reuse_memory: bool = opt(
+        True,
+        "On a CPU (Linux), from the first training step: keep the memory a step frees for the next one (glibc's "
+        "mallopt: tensors up to 32 MiB from the heap, the heap not trimmed) instead of page-faulting fresh pages "
+        "every step; loading and caching run with glibc's defaults and hand back what they freed. 1.25x faster "
+        "steps on the small demo Sana on a 2-core CPU (0.717 -> 0.572 s; CHANGELOG.md, Benchmark history); the "
+        "training phase then holds its working set between steps. No effect on CUDA runs.",
+        section="kernels",
+    )
     kernels: str = opt(
         "auto",
         "Fused Triton ops (LayerNorm + adaLN modulation, gated residual, LayerNorm/RMSNorm, Sana's linear "
-        "attention) and attention processors. `auto`: each op only where benchmarks/kernels.py measured it "
+        "attention) and attention processors. `auto`: each op only where benchmarks/kernels/ops_gpu.py measured it "
         ">= 1.5x faster than eager on this kind of device (see benchmarks/RESULTS.md), plus the attention backend; "
         "`on`: every Triton op wherever Triton runs (CUDA, or TRITON_INTERPRET=1 on a CPU); `off`: diffusers' own "
         "modules and processors, untouched.",
@@ -640,36 +680,120 @@ class TrainConfig:
         choices=("off", "blocks", "full"), section="kernels",
     )
 
-    # --- robustness ---
+
+@dataclass(frozen=True)
+class MiscOptions:
+    """The rest: the environment check at start."""
+
     skip_doctor: bool = opt(False, "Skip the environment check at start (not recommended).", section="misc")
 
-    # --- the family's own options (not a flag: its fields are) ---
-    family_options: FamilyOptions = field(default=None, metadata={"option": False})  # type: ignore[assignment]
 
-    def __post_init__(self) -> None:
-        """Give the run its family's options (defaults when none were given); refuse another family's."""
+#: the sections in the order --help and the reference list them: section name -> (its class, its attribute on
+#: :class:`TrainConfig`). The kernels section is ``cfg.performance``: ``cfg.kernels`` is the --kernels option.
+SECTIONS: dict[str, tuple[type, str]] = {
+    "model": (ModelOptions, "model"),
+    "data": (DataOptions, "data"),
+    "video": (VideoOptions, "video"),
+    "lora": (LoraOptions, "lora"),
+    "training": (TrainingOptions, "training"),
+    "checkpoints": (CheckpointOptions, "checkpoints"),
+    "validation": (ValidationOptions, "validation"),
+    "hub": (HubOptions, "hub"),
+    "guards": (GuardOptions, "guards"),
+    "kernels": (KernelOptions, "performance"),
+    "misc": (MiscOptions, "misc"),
+}
+#: the reference table, the summaries and --help have always listed --cpu_reuse_memory among the guards' options,
+#: before --attention_canary (it was declared there); it keeps that place in every listing
+_LISTED_BEFORE = {"cpu_reuse_memory": "attention_canary"}
+
+
+def _ordered_fields() -> list:
+    out = [f for cls, _ in SECTIONS.values() for f in fields(cls) if f.name not in _LISTED_BEFORE]
+    for name, before in _LISTED_BEFORE.items():
+        moved = next(f for cls, _ in SECTIONS.values() for f in fields(cls) if f.name == name)
+        out.insert(next(i for i, f in enumerate(out) if f.name == before), moved)
+    return out
+
+
+_FIELDS = _ordered_fields()
+#: option name -> the attribute of its section on :class:`TrainConfig`
+SECTION_OF: dict[str, str] = {f.name: SECTIONS[f.metadata["section"]][1] for f in _FIELDS}
+_SECTION_ATTRS = tuple(attr for _, attr in SECTIONS.values())
+
+FamilyOptionsT = TypeVar("FamilyOptionsT", bound=FamilyOptions)
+
+
+@dataclass(frozen=True, init=False)
+class TrainConfig(Generic[FamilyOptionsT]):
+    """Everything a LoRA run needs, frozen: one typed section per group of options, the family's own options
+    (typed per family: ``TrainConfig[WanOptions]``) and the options the user set explicitly.
+
+    Built from sections (``TrainConfig(lora=LoraOptions(rank=8))``) or from flat option names, as the flags and
+    YAML keys name them (``TrainConfig(rank=8)``); a flat name reads through its section (``cfg.rank`` is
+    ``cfg.lora.rank``). :func:`dit_lora.setup.resolve.resolve` returns the resolved one a run trains with; a
+    changed copy is :func:`dataclasses.replace` (flat names accepted).
+    """
+
+    model: ModelOptions
+    data: DataOptions
+    video: VideoOptions
+    lora: LoraOptions
+    training: TrainingOptions
+    checkpoints: CheckpointOptions
+    validation: ValidationOptions
+    hub: HubOptions
+    guards: GuardOptions
+    performance: KernelOptions
+    misc: MiscOptions
+    # the family's own options (not a flag: its fields are)
+    family_options: FamilyOptionsT = field(metadata={"option": False})
+    #: the options the user set (a flag or a YAML key), recorded by the parser; None for a config built in code
+    #: (then the options off their default count as set: :func:`dit_lora.catalogue.defaults.explicit_options`)
+    explicit: frozenset[str] | None = field(default=None, compare=False, metadata={"option": False})
+
+    def __init__(self, *, family_options: FamilyOptions | None = None, explicit: frozenset[str] | None = None,
+                 **values: Any) -> None:
+        """Sections by their attribute name, options by their flat name (each put into its section, over a
+        section given too); the family's options default to its options class's defaults."""
+        sections = {attr: values.pop(attr, None) for attr in _SECTION_ATTRS}
+        unknown = [name for name in values if name not in SECTION_OF]
+        if unknown:
+            raise TypeError(f"TrainConfig got an unexpected keyword argument {unknown[0]!r}")
+        values = _normalised(values, sections)
+        for name, (cls, attr) in SECTIONS.items():
+            given = sections[attr] if sections[attr] is not None else cls()
+            own = {k: v for k, v in values.items() if SECTION_OF[k] == attr}
+            object.__setattr__(self, attr, replace(given, **own) if own else given)
+        object.__setattr__(self, "explicit", None if explicit is None else frozenset(explicit))
         from dit_lora.config.owners import options_class
 
-        if self.instance_data_dir is not None:  # an alias: from here on only train_data_dir is read
-            if self.train_data_dir is not None and self.train_data_dir != self.instance_data_dir:
-                from dit_lora.core.errors import UserError
+        wanted = options_class(self.model.family)
+        if family_options is None:
+            family_options = wanted()
+        elif type(family_options) is not wanted:
+            raise TypeError(f"family_options of family `{self.model.family}` must be a {wanted.__name__}, "
+                            f"not a {type(family_options).__name__}")
+        object.__setattr__(self, "family_options", family_options)
 
-                raise UserError(
-                    f"Both --train_data_dir {self.train_data_dir!r} and --instance_data_dir {self.instance_data_dir!r} "
-                    f"were given; --instance_data_dir is diffusers' name for --train_data_dir. Give one of them."
-                )
-            self.train_data_dir, self.instance_data_dir = self.instance_data_dir, None
-        # diffusers' examples take `--lora_layers "to_k,to_q,to_v"` (one comma-separated string): the same list here
-        for name in ("lora_layers", "train_backbone"):
-            value = getattr(self, name)
-            if isinstance(value, (list, tuple)) and any("," in str(v) for v in value):
-                setattr(self, name, [p.strip() for v in value for p in str(v).split(",") if p.strip()])
-        wanted = options_class(self.family)
-        if self.family_options is None:
-            self.family_options = wanted()
-        elif type(self.family_options) is not wanted:
-            raise TypeError(f"family_options of family `{self.family}` must be a {wanted.__name__}, "
-                            f"not a {type(self.family_options).__name__}")
+    def __getattr__(self, name: str) -> Any:
+        """A flat option name (``cfg.learning_rate``) read through its section (``cfg.training.learning_rate``)."""
+        attr = SECTION_OF.get(name)
+        if attr is None or attr not in self.__dict__:  # also while unpickling, before the sections are set
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self.__dict__[attr], name)
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *SECTION_OF})
+
+    @property
+    def explicit_options(self) -> frozenset[str] | None:
+        """The options the user set (:attr:`explicit`), under the name the code has always read."""
+        return self.explicit
+
+    def options(self) -> dict[str, Any]:
+        """The common options as flat ``name: value`` pairs, in the order the reference lists them."""
+        return {f.name: getattr(getattr(self, SECTION_OF[f.name]), f.name) for f in _FIELDS}
 
     @classmethod
     def for_family(cls, family: str | None = None, /, **values: Any) -> "TrainConfig":
@@ -680,24 +804,59 @@ class TrainConfig:
         """
         from dit_lora.config.owners import split_values
 
+        explicit = values.pop("explicit", None)
         if family is None:
-            family = values.pop("family", None) or cls.__dataclass_fields__["family"].default
+            family = values.pop("family", None) or DEFAULT_FAMILY
         elif values.pop("family", family) != family:
             raise TypeError("for_family: the family is given twice, with different values")
         common, own = split_values(family, values, source=None)
-        return cls(family=family, family_options=options_class_of(family)(**own), **common)
+        return cls(family=family, family_options=options_class_of(family)(**own), explicit=explicit, **common)
 
     @property
     def weight_dtype(self):
         """The torch dtype --mixed_precision names: frozen weights load in it and autocast computes in it."""
         import torch
 
-        return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[self.mixed_precision]
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "no": torch.float32}[self.training.mixed_precision]
 
     @property
     def effective_lora_alpha(self) -> float:
         """LoRA alpha with the documented default (alpha = rank)."""
-        return float(self.rank if self.lora_alpha is None else self.lora_alpha)
+        return self.lora.effective_alpha
+
+
+#: the family a config trains when nothing names one
+DEFAULT_FAMILY: str = ModelOptions.__dataclass_fields__["family"].default
+
+
+def _normalised(values: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
+    """The flat ``values`` with diffusers' spellings read as ours: --instance_data_dir is --train_data_dir, and
+    ``--lora_layers "to_k,to_q"`` (one comma-separated string, as diffusers' examples take it) is a list."""
+    values = dict(values)
+    data = sections.get("data")
+
+    def current(name: str) -> Any:
+        if name in values:
+            return values[name]
+        return getattr(data, name) if data is not None else DataOptions.__dataclass_fields__[name].default
+
+    alias = current("instance_data_dir")
+    if alias is not None:  # an alias: from here on only train_data_dir is read
+        train = current("train_data_dir")
+        if train is not None and train != alias:
+            from dit_lora.core.errors import UserError
+
+            raise UserError(
+                f"Both --train_data_dir {train!r} and --instance_data_dir {alias!r} "
+                f"were given; --instance_data_dir is diffusers' name for --train_data_dir. Give one of them."
+            )
+        values["train_data_dir"], values["instance_data_dir"] = alias, None
+    lora = sections.get("lora")
+    for name in ("lora_layers", "train_backbone"):
+        value = values.get(name, getattr(lora, name) if lora is not None else None)
+        if isinstance(value, (list, tuple)) and any("," in str(v) for v in value):
+            values[name] = [p.strip() for v in value for p in str(v).split(",") if p.strip()]
+    return values
 
 
 def options_class_of(family: str) -> type[FamilyOptions]:
@@ -708,6 +867,12 @@ def options_class_of(family: str) -> type[FamilyOptions]:
 
 
 def config_fields() -> list:
-    """The common options: the dataclass fields of :class:`TrainConfig` in declaration order (not family_options;
-    each family's own options are ``fields(options_class(family))``, see :mod:`.owners`)."""
-    return [f for f in fields(TrainConfig) if f.metadata.get("option", True)]
+    """The common options: the fields of :class:`TrainConfig`'s sections in the order ``--help`` and the reference
+    list them (not family_options; each family's own options are ``fields(options_class(family))``, see
+    :mod:`.owners`)."""
+    return list(_FIELDS)
+
+
+def section_fields(section: str) -> list:
+    """The option fields of one section (``"lora"``, ``"kernels"``, ...) in declaration order."""
+    return list(fields(SECTIONS[section][0]))

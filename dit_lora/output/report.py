@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from dit_lora.modeling import quantize
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
 
@@ -220,6 +220,6 @@ def _alpha_row(cfg) -> str:
 def config_dict(cfg) -> dict:
     """The resolved config as plain data, one key per option as the flags name them (the family's own options sit
     beside the common ones, as they did before options had owners: summaries and tracker filters keep their keys)."""
-    values = asdict(cfg)
-    values.update(values.pop("family_options", None) or {})
+    values = cfg.options()  # the sections' options, flat, in the reference's order
+    values.update(asdict(cfg.family_options) if cfg.family_options is not None else {})
     return values

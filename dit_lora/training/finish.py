@@ -20,7 +20,7 @@ import torch
 
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from dit_lora.kernels import kernel_counts, kernel_runtime
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.output.adapter import write_adapter
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
@@ -53,18 +53,20 @@ def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], P
 
 
 def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = False,
-           verdict: str | None = None, final_checkpoint: Path | None = None) -> dict[str, Any]:
+           verdict: str | None = None, final_checkpoint: Path | None = None, reading=None) -> dict[str, Any]:
     """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped).
 
     ``verdict`` (from :meth:`~.recovery.Recovery.verdict`) labels a run that skipped most of its updates: its
     summary and card say so, and it is not pushed. ``final_checkpoint`` (:func:`keep_final_checkpoint`) is named
     when a full disk stops the export, and removed once everything is written if the user asked for no
-    checkpoints (``--checkpointing_steps 0``). Returns the summary (empty on ranks other than the main one).
+    checkpoints (``--checkpointing_steps 0``). ``reading``: the guard's final reading when the caller has taken it
+    (one host read at the end, shared with the verdict). Returns the summary (empty on ranks other than the main one).
     """
     accelerator = run.accelerator
     accelerator.wait_for_everyone()
     model = accelerator.unwrap_model(run.model)
-    reading = run.guard.read()
+    if reading is None:  # a stopped run: no verdict read the guard's totals
+        reading = run.guard.read()
     run.state.skipped_steps, run.state.rollbacks = reading.skipped, len(run.guard.rollbacks)
     # The main process writes; its failure (a full disk, a failed push) is every process's, so none waits for ever
     # at a barrier the main process never reaches. Its broadcast is the barrier before end_training.

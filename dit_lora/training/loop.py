@@ -26,27 +26,30 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.data import batches as batch_lib
 from dit_lora.core.errors import Interrupted, UserError
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.core.progress import Progress
 from dit_lora.training.compile import eager, shape_key
 from dit_lora.training.finish import finish, keep_final_checkpoint
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
+from dit_lora.setup.resolve import Resolved
 from dit_lora.training.run import Run, RunState, check_output_dir, setup
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
 
-def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
-    """Run a LoRA fine-tune described by ``cfg``; return the summary that is also written to disk.
+def train(cfg: TrainConfig | Resolved, on_step: OnStep | None = None) -> dict[str, Any]:
+    """Run a LoRA fine-tune described by ``cfg`` (a config, or what :func:`dit_lora.setup.resolve.resolve`
+    returned); return the summary that is also written to disk.
 
     ``on_step(step, model, optimizer)`` is called after every optimizer update (tests and extensions use it to
     inspect state; anything it reads from the device costs a sync). SIGTERM, SIGINT and SIGHUP stop the run after
     the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.core.errors.Interrupted`).
     """
     owned = not signals.installed()  # the recipe's entry point installs them for the whole process
-    locks_before = output_lock.holds(cfg.output_dir)  # setup takes one; a setup that failed before it took none
+    output_dir = (cfg.config if isinstance(cfg, Resolved) else cfg).output_dir
+    locks_before = output_lock.holds(output_dir)  # setup takes one; a setup that failed before it took none
     stop = signals.current()
     try:
         return _train(cfg, on_step, stop)
@@ -63,12 +66,13 @@ def train(cfg: TrainConfig, on_step: OnStep | None = None) -> dict[str, Any]:
             signals.release()  # an in-process run leaves its caller's handlers as they were
         else:  # kept until the process exits: a launcher's forwarded repeat of the stop must not find Python's default
             stop.end()
-        if output_lock.holds(cfg.output_dir) > locks_before:  # a process exit releases it anyway; an in-process
-            output_lock.release(cfg.output_dir)  # run ends here, giving back only the acquisition its setup made
+        if output_lock.holds(output_dir) > locks_before:  # a process exit releases it anyway; an in-process
+            output_lock.release(output_dir)  # run ends here, giving back only the acquisition its setup made
 
 
-def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:
+def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.StopSignals) -> dict[str, Any]:
     run = setup(cfg)
+    cfg = run.cfg  # the resolved config
     stop.start_training(run.accelerator, run.out)
     state = run.state
     # A bar on a terminal, plain lines every 10% or 30 s without one; run.log prints above an open bar.
@@ -102,11 +106,12 @@ def _train(cfg: TrainConfig, on_step: OnStep | None, stop: signals.StopSignals) 
     if stop.finish_training():  # a signal during the last update
         _stop_on_signal(run, progress, stop)
     train_time = clock.train_time()
-    verdict = run.recovery.verdict(run.guard.read(), clock.last_window, state.global_step)
+    reading = run.guard.read()  # the guard's last host read: the verdict and the summary share it
+    verdict = run.recovery.verdict(reading, clock.last_window, state.global_step)
     # The trained state is kept before the export, so a full disk while writing the adapter loses nothing.
     final = keep_final_checkpoint(run, clock.steps(state), save_run_checkpoint)
     summary = finish(run, train_time=train_time, steps_this_run=clock.steps(state), verdict=verdict,
-                     final_checkpoint=final)
+                     final_checkpoint=final, reading=reading)
     if verdict is not None:
         raise RunUnhealthy(verdict)
     return summary

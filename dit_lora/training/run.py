@@ -32,14 +32,13 @@ from typing import Any, Callable
 
 import torch
 
-from dit_lora.catalogue.defaults import resolve_defaults
 from dit_lora.config import TrainConfig
 from dit_lora.data import batches as batch_lib
-from dit_lora.data.prepare import check_image_buckets
+from dit_lora.data.prepare import prepare_data
 from dit_lora.modeling import quantize
 from dit_lora.core.errors import UserError
 from dit_lora.modeling.quantize import QuantizeError
-from dit_lora.families import capabilities as caps, get_family
+from dit_lora.contract import capabilities as caps
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.core.progress import say
 from dit_lora.kernels import kernel_runtime, patch_model
@@ -59,6 +58,7 @@ from dit_lora.training.output_lock import lock_for_run, main_process_check
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 from dit_lora.training.recovery import Recovery
 from dit_lora.training.resume_options import check_options, options_record, resume_history
+from dit_lora.setup.resolve import Resolved, resolve
 
 
 @dataclass
@@ -218,9 +218,14 @@ def check_engine() -> None:
             )
 
 
-def setup(cfg: TrainConfig) -> Run:
-    """Build a :class:`Run` ready for its first (or resumed) step; see the module docstring for the stages."""
-    run = _start(cfg)
+def setup(cfg: TrainConfig | Resolved) -> Run:
+    """Build a :class:`Run` ready for its first (or resumed) step; see the module docstring for the stages.
+
+    ``cfg``: what :func:`dit_lora.setup.resolve.resolve` returned (the entry points), or a config built in code,
+    resolved here first (before the Accelerator exists).
+    """
+    run = _start(cfg if isinstance(cfg, Resolved) else resolve_for_training(cfg))
+    cfg = run.cfg
     _load(run)
     _add_trainables(run)
     _install_kernels(run)
@@ -264,14 +269,24 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
     return plan
 
 
-def _start(cfg: TrainConfig) -> Run:
+def resolve_for_training(cfg: TrainConfig) -> Resolved:
+    """A parsed (or code-built) config resolved for training (:func:`dit_lora.setup.resolve.resolve`): the engine and
+    the folders are judged first (nothing is built for a launch or a folder that cannot work), then the demo, the
+    defaults and the family's checks. The entry points call it before the Accelerator exists."""
+    check_engine()
+    check_run_folders(cfg)  # a read-only folder is one paragraph, before the demo is built
+    return resolve(cfg)
+
+
+def _start(resolved: Resolved) -> Run:
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
+    cfg, family, defaults = resolved.config, resolved.family, resolved.defaults
     check_engine()
-    family = get_family(cfg.family)
     out = Path(cfg.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
+    # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included).
     accelerator = Accelerator(
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         mixed_precision=cfg.mixed_precision,
@@ -317,17 +332,8 @@ def _start(cfg: TrainConfig) -> Run:
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
-    if cfg.demo:
-        if accelerator.is_main_process:
-            caps.require(family, caps.Demo, "--demo").prepare_demo(cfg)
-        accelerator.wait_for_everyone()
-    defaults = resolve_defaults(cfg, family)  # before the family's checks: they judge the resolved values
-    # The accelerator was built before the model could be read (the demo builds it); give it the resolved count.
-    accelerator.gradient_accumulation_steps = cfg.gradient_accumulation_steps
-    for line in defaults.lines():
+    for line in defaults.lines() if defaults is not None else ():
         log(line)
-    family.validate_config(cfg)
-    check_image_buckets(family, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.compile, accelerator.device.type)
     quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)
@@ -359,6 +365,8 @@ def _load(run: Run) -> None:
         run.validation_cond = caps.require(family, caps.Samples, "--validation_prompt").validation_inputs(run.comps,
                                                                                                   cfg)
     run.data = family.build_data(cfg, run.comps, run.accelerator)
+    if run.data is None:  # the family keeps the standard data path (the contract's default)
+        run.data = prepare_data(cfg, family, run.comps, run.accelerator)
 
 
 def _add_trainables(run: Run) -> None:
@@ -374,7 +382,7 @@ def _add_trainables(run: Run) -> None:
 
 
 def _install_kernels(run: Run) -> None:
-    from dit_lora.families.capabilities import FusedKernels, capability
+    from dit_lora.contract.capabilities import FusedKernels, capability
 
     cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
     fused = capability(run.family, FusedKernels)  # the family's own blocks/processors; generic points apply to all
@@ -542,4 +550,4 @@ def _describe_kernels(counts: dict[str, int], runtime) -> str:
     return f"kernels: patched {patched}; attention backend: {backend}"
 
 
-__all__ = ["Run", "RunState", "check_engine", "check_output_dir", "setup"]
+__all__ = ["Run", "RunState", "check_engine", "check_output_dir", "resolve_for_training", "setup"]

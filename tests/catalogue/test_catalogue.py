@@ -9,7 +9,7 @@ import pytest
 
 from dit_lora.catalogue import by_hub_id, entries, lookup, match
 from dit_lora.catalogue.table import as_json, format_table
-from dit_lora.families import available
+from dit_lora.registry import available
 
 
 def _reader(configs: dict):
@@ -20,11 +20,9 @@ def _reader(configs: dict):
 
 
 def test_every_entry_names_a_recipe_family_a_source_and_its_defaults_are_options():
-    from dataclasses import fields
+    from dit_lora.config import config_fields
 
-    from dit_lora.config import TrainConfig
-
-    options = {f.name for f in fields(TrainConfig)}
+    options = {f.name for f in config_fields()}
     assert len(entries()) >= 25
     for e in entries():
         assert e.family in available(), e.hub_id

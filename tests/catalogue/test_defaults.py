@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dit_lora.catalogue import by_hub_id
-from dit_lora.catalogue.defaults import resolve_defaults
+from dit_lora.catalogue.defaults import choose_defaults
 from dit_lora.config.parser import parse_config
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 
 
 def _layout(root: Path, hub_id: str, **transformer) -> Path:
@@ -27,7 +27,8 @@ def _layout(root: Path, hub_id: str, **transformer) -> Path:
 def _resolve(folder: Path, family: str, *flags: str):
     cfg = parse_config(["--pretrained_model_name_or_path", str(folder), "--train_data_dir", str(folder),
                         "--family", family, *flags])
-    return cfg, resolve_defaults(cfg, get_family(family))
+    chosen = choose_defaults(cfg, get_family(family))
+    return chosen.config, chosen
 
 
 @pytest.mark.parametrize("hub_id", [

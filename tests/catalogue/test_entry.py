@@ -69,9 +69,10 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
     import json
 
     from dit_lora.catalogue import by_hub_id, entries, match
-    from dit_lora.catalogue.defaults import resolve_defaults
+    from dit_lora.catalogue.defaults import choose_defaults
     from dit_lora.config.parser import parse_config
-    from dit_lora.families import family_for_model, get_family
+    from dit_lora.setup.family_inference import family_for_model
+    from dit_lora.registry import get_family
 
     hub_id = "Wan-AI/Wan2.2-TI2V-5B-Diffusers"
     ti2v = by_hub_id(hub_id)
@@ -90,7 +91,8 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
         (folder / file).write_text(json.dumps(config))
     cfg = parse_config(["--pretrained_model_name_or_path", str(folder), "--train_data_dir", str(folder),
                         "--family", "wan_i2v"])
-    chosen = resolve_defaults(cfg, get_family("wan_i2v"))
+    chosen = choose_defaults(cfg, get_family("wan_i2v"))
+    cfg = chosen.config
     assert chosen.entry is ti2v and chosen.summary()["catalogue_entry"] == hub_id
     assert (cfg.rank, cfg.lora_alpha, cfg.learning_rate) == (32, 32, 1e-4)
     assert f"has the published config of {hub_id}" in "\n".join(chosen.lines())

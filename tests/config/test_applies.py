@@ -1,5 +1,7 @@
 """Options only some families read: tagged in the schema, refused when given explicitly to another family."""
 
+import dataclasses
+
 import pytest
 
 from dit_lora.config import TrainConfig
@@ -20,7 +22,7 @@ def test_the_video_options_are_tagged_for_the_families_declaring_video_frames():
                                          ("frame_sampling", "first"), ("video_column", "video")])
 def test_an_image_family_refuses_an_explicit_video_option(name, value):
     cfg = TrainConfig.for_family("sana", **{name: value})
-    cfg.explicit_options = frozenset({name})
+    cfg = dataclasses.replace(cfg, explicit=frozenset({name}))
     with pytest.raises(UserError) as err:
         check_applies(cfg)
     text = str(err.value)
@@ -30,16 +32,16 @@ def test_an_image_family_refuses_an_explicit_video_option(name, value):
 
 def test_defaults_and_the_families_that_read_an_option_are_not_refused():
     cfg = TrainConfig.for_family("sana")  # frame_sampling has a default: never refused
-    cfg.explicit_options = frozenset()
+    cfg = dataclasses.replace(cfg, explicit=frozenset())
     check_applies(cfg)
     video = TrainConfig.for_family("wan", frame_buckets="17x64x64")
-    video.explicit_options = frozenset({"frame_buckets"})
+    video = dataclasses.replace(video, explicit=frozenset({"frame_buckets"}))
     check_applies(video)
 
 
 def test_a_video_llm_refuses_the_image_size():
     cfg = TrainConfig.for_family("qwen2_5_vl", resolution=512)
-    cfg.explicit_options = frozenset({"resolution"})
+    cfg = dataclasses.replace(cfg, explicit=frozenset({"resolution"}))
     with pytest.raises(UserError, match="image families .*video LLM"):
         check_applies(cfg)
 
@@ -49,13 +51,13 @@ def test_a_video_llm_refuses_the_image_size():
 def test_a_video_llm_refuses_the_diffusion_data_and_model_options(name, value):
     # the video LLMs read VideoQA annotations and a model folder: these would be ignored
     cfg = TrainConfig.for_family("qwen2_5_vl", **{name: value})
-    cfg.explicit_options = frozenset({name})
+    cfg = dataclasses.replace(cfg, explicit=frozenset({name}))
     with pytest.raises(UserError) as err:
         check_applies(cfg)
     assert f"--{name} is an option of diffusion families" in str(err.value) and "video LLM" in str(err.value)
     for family in ("sana", "wan"):
         ok = TrainConfig.for_family(family, **{name: value})
-        ok.explicit_options = frozenset({name})
+        ok = dataclasses.replace(ok, explicit=frozenset({name}))
         check_applies(ok)
 
 
@@ -64,6 +66,6 @@ def test_demo_size_belongs_to_the_image_families_demos():
     assert set(families_for(tag)) >= {"sana", "dit"} and not {"wan", "cogvideox", "qwen2_5_vl"} & set(
         families_for(tag))
     cfg = TrainConfig.for_family("wan", demo_size="small")
-    cfg.explicit_options = frozenset({"demo_size"})
+    cfg = dataclasses.replace(cfg, explicit=frozenset({"demo_size"}))
     with pytest.raises(UserError, match="--demo_wan_variant"):
         check_applies(cfg)

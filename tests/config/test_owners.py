@@ -153,7 +153,7 @@ def test_a_family_registered_elsewhere_declares_its_options():
             "--toy_strength is an option of the toy family")
     finally:
         unregister_options("toy")
-    assert owners("toy_strength") == [] and "toy_strength" not in {f.name for f in fields(TrainConfig)}
+    assert owners("toy_strength") == [] and "toy_strength" not in {f.name for f in config_fields()}
 
 
 def test_help_before_the_family_is_inferred_lists_the_inferred_familys_options(capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import types
 
 import pytest
@@ -164,7 +166,7 @@ def test_uncached_runs_encode_the_empty_caption_for_a_dropped_sample(tmp_path, i
 
 def test_sana_dropped_samples_get_the_cached_empty_caption_which_is_its_own_encoding(tmp_path, tiny_sana,
                                                                                       shapes_data):
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     family = get_family("sana")
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana), train_data_dir=str(shapes_data),
@@ -191,18 +193,18 @@ def test_sana_dropped_samples_get_the_cached_empty_caption_which_is_its_own_enco
 
 
 def test_dit_refuses_it_and_the_video_llms_never_read_it():
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     dit = TrainConfig.for_family("dit", pretrained_model_name_or_path="unused", caption_dropout_probability=0.1)
     with pytest.raises(UserError, match="DiT is class-conditional and already drops class labels to its null class"):
         get_family("dit").validate_config(dit)
     llm = TrainConfig.for_family("qwen2_5_vl", caption_dropout_probability=0.1)
-    llm.explicit_options = frozenset({"caption_dropout_probability"})
+    llm = dataclasses.replace(llm, explicit=frozenset({"caption_dropout_probability"}))
     with pytest.raises(UserError, match="--caption_dropout_probability is an option of diffusion families.*video LLM"):
         check_applies(llm)
     for name in ("sana", "wan", "cogvideox"):
         ok = TrainConfig.for_family(name, caption_dropout_probability=0.1)
-        ok.explicit_options = frozenset({"caption_dropout_probability"})
+        ok = dataclasses.replace(ok, explicit=frozenset({"caption_dropout_probability"}))
         check_applies(ok)
 
 

@@ -27,7 +27,7 @@ from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data.sources import load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 
 BAD = ("corrupt.png", "truncated.png", "missing.png", "blank.png")
 
@@ -458,7 +458,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     assert len(cut) == 1 and cut[0].startswith("long conversations: ")
     assert f"{two_rounds.key} (last 1 round(s))" in cut[0]
     assert f"do not fit --max_sequence_length {first} with their video tokens" in cut[0]
-    cfg.max_sequence_length = whole + 1000
+    media = VideoQAMedia(dataclasses.replace(cfg, max_sequence_length=whole + 1000), qa_family, processing)
     assert report_lines(media, media.screen(load_qa_samples(annotation), log=lambda _: None, quarantine=[]),
                         None) == []
 

@@ -3,15 +3,17 @@ between validations, PNG samples, the planner's batches), on a toy family that e
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from PIL import Image
 
 from dit_lora.config import TrainConfig
 from dit_lora.data.prepare import ImageMedia
-from dit_lora.families.base import Components
+from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.capabilities import Captions, Encoders, ImageBuckets
+from dit_lora.contract.capabilities import Captions, Encoders, ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily
 
 
@@ -153,7 +155,7 @@ def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
 
     from PIL import Image
 
-    from dit_lora.families.base import Components
+    from dit_lora.contract.family import Components
     from dit_lora.families.diffusion import run_conditioning_image
 
     Image.new("RGB", (40, 40), (0, 200, 0)).save(tmp_path / "green.png")
@@ -186,10 +188,10 @@ def test_the_plan_traces_the_largest_image_bucket():
     cfg = TrainConfig(resolution=32, train_batch_size=2)
     assert max(h * w for h, w in run_buckets("auto", 32, 8)) == 32 * 32
     assert family.pixel_batches(cfg) == [("32 x 32 px", (2, 3, 32, 32))]
-    cfg.aspect_buckets = "48x24"  # larger than the square: the plan takes it
+    cfg = dataclasses.replace(cfg, aspect_buckets="48x24")  # larger than the square: the plan takes it
     assert family.pixel_batches(cfg) == [("48 x 24 px", (2, 3, 24, 48))]
     ((_, batch),) = family.plan_batches(cfg, None)
     assert batch["latents"].shape == (2, 3, 3, 6)
-    cfg.aspect_buckets = "50x24"
+    cfg = dataclasses.replace(cfg, aspect_buckets="50x24")
     with pytest.raises(UserError, match="--aspect_buckets 48x24"):
         family.pixel_batches(cfg)

@@ -9,9 +9,9 @@ import re
 import pytest
 
 from dit_lora.catalogue import by_hub_id, entries
-from dit_lora.catalogue.defaults import resolve_defaults
+from dit_lora.catalogue.defaults import choose_defaults
 from dit_lora.config.parser import parse_config
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.plan import estimate, make_plan, plan_run
 
 GIB = 2**30
@@ -39,7 +39,8 @@ def test_every_catalogued_wan_checkpoint_plans_from_the_catalogue(family, entry)
     """By Hub id alone (nothing downloaded: the catalogue's configs), for each family that trains it (TI2V-5B under
     both), at a small size; the plan names the entry, the published depth and the expert it holds on the device."""
     cfg, fam = _cfg(family, entry.hub_id, *SMALL)
-    chosen = resolve_defaults(cfg, fam)
+    chosen = choose_defaults(cfg, fam)
+    cfg = chosen.config
     assert chosen.entry is entry
     plan = make_plan(cfg, fam, device="cuda", entry=chosen.entry, both_settings=False)
     assert plan.catalogue_entry == entry.hub_id and plan.family == family
@@ -49,7 +50,7 @@ def test_every_catalogued_wan_checkpoint_plans_from_the_catalogue(family, entry)
     assert plan.peak_memory_bytes > plan.weights["model"] > 0
     if "transformer_2/config.json" in entry.configs:  # --wan_expert both, the idle expert offloaded: one on device
         single_cfg, wan = _cfg("wan", T2V_14B, *SMALL)
-        resolve_defaults(single_cfg, wan)  # the same rank 32 LoRA
+        single_cfg = choose_defaults(single_cfg, wan).config  # the same rank 32 LoRA
         single = make_plan(single_cfg, wan, device="cuda", both_settings=False)
         # the 2.1 14B's transformer (I2V: a wider patch embedding, 36 input channels), not twice it
         assert plan.weights["model"] == pytest.approx(single.weights["model"], rel=1e-3)
@@ -99,7 +100,7 @@ def test_the_training_phase_agrees_with_the_h100_measurements(hub_id, checkpoint
     """The bench's step (no encoders in memory: the training phase) within 15% of the measured peak, on the safe
     side by at most that: the plan's stated error (report.UNDER_PREDICTION)."""
     cfg, fam = _cfg("wan", hub_id, *BENCH_FLAGS, "--gradient_checkpointing", str(checkpointing).lower())
-    resolve_defaults(cfg, fam)  # the catalogue's batch 1, as `dit-lora plan` and a run take it
+    cfg = choose_defaults(cfg, fam).config  # the catalogue's batch 1, as `dit-lora plan` and a run take it
     assert cfg.train_batch_size == 1 and cfg.rank == 32
     plan = make_plan(cfg, fam, device="cuda", both_settings=False)
     ratio = plan.train_phase_bytes() / GIB / MEASURED_GIB[hub_id, checkpointing]

@@ -1,0 +1,92 @@
+"""A run's config resolved once, before any Accelerator or model exists.
+
+:func:`resolve` is the one way from what the user wrote (the command line, a YAML file through ``--config``, or
+a :class:`~dit_lora.config.TrainConfig` built in code) to the frozen config a run trains with:
+
+1. parse (``--family``, else the YAML's ``family:``, else the entry point's inference: a recipe script's own
+   family, or the model's), with the unknown options, the family's options, applies-to, ranges, combinations of
+   options and the data source checked (:func:`dit_lora.config.parse_config`);
+2. the entry point's checks of the model before anything is built (``check``: a file as the model folder, a
+   --family that trains another pipeline class);
+3. the demo model and data, built once on the main process when ``--demo`` asks for them (their configs decide
+   the defaults);
+4. the catalogue's and the family's generic defaults (:func:`dit_lora.catalogue.defaults.choose_defaults`): the
+   values come back, a new frozen config holds them;
+5. the family's own checks of the resolved values (``validate_config``) and the image buckets.
+
+``dit-lora train``, the recipe scripts, ``dit-lora plan`` and ``dit-lora check-data`` all go through here;
+:func:`dit_lora.training.run.setup` builds the Accelerator once, from the resolved config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults
+from dit_lora.config import TrainConfig
+from dit_lora.config.parser import parse_config
+from dit_lora.data.prepare import check_image_buckets
+from dit_lora.registry import get_family
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A resolved run: the frozen config, its family spec and what the defaults chose (``defaults.lines()`` is the
+    start-of-run block; None when no model was named, e.g. ``dit-lora check-data`` without one)."""
+
+    config: TrainConfig
+    family: Any  # the family's spec (a ModelFamily), looked up in the registry
+    defaults: ChosenDefaults | None
+
+
+def resolve(args: Sequence[str] | TrainConfig | None = None, *, prog: str | None = None, needs_data: bool = True,
+            infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+            check: Callable[[TrainConfig], None] | None = None, build_demo: bool = True,
+            validate: bool = True) -> Resolved:
+    """``args`` (a command line: ``--config run.yaml`` plus flags; or a config built in code) resolved into the
+    frozen config of a run; see the module docstring for the steps.
+
+    ``infer_family`` picks the family when neither ``--family`` nor the YAML names one; ``check`` runs on the parsed
+    config before anything is built; ``build_demo=False`` (``dit-lora plan``) never builds the demo; ``validate=False``
+    (``dit-lora check-data``, which screens data only) skips the family's checks of the training options.
+    """
+    if isinstance(args, TrainConfig):
+        cfg = args
+    else:
+        cfg = parse_config(args, prog=prog, needs_data=needs_data, infer_family=infer_family)
+    if check is not None:
+        check(cfg)
+    return resolve_config(cfg, build_demo=build_demo, validate=validate)
+
+
+def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool = True) -> Resolved:
+    """Steps 3 to 5 of :func:`resolve` for a parsed (or code-built) config: demo, defaults, the family's checks."""
+    family = get_family(cfg.family)
+    if build_demo and cfg.demo:
+        build_demo_files(cfg, family)
+    defaults = choose_defaults(cfg, family) if cfg.pretrained_model_name_or_path else None
+    if defaults is not None:
+        cfg = defaults.config
+    if validate:
+        family.validate_config(cfg)
+        check_image_buckets(family, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
+    return Resolved(config=cfg, family=family, defaults=defaults)
+
+
+def build_demo_files(cfg: TrainConfig, family) -> None:
+    """``--demo``: the family's tiny model and generated data, built by the main process while the others wait
+    (accelerate's process state, not an Accelerator: the Accelerator is built from the resolved config)."""
+    import torch
+    from accelerate import PartialState
+
+    from dit_lora.contract.capabilities import Demo, require
+
+    # cpu=: as the run's Accelerator asks, so the process group is the one it joins
+    state = PartialState(cpu=not torch.cuda.is_available())
+    if state.is_main_process:
+        require(family, Demo, "--demo").prepare_demo(cfg)
+    state.wait_for_everyone()
+
+
+__all__ = ["Resolved", "build_demo_files", "resolve", "resolve_config"]
