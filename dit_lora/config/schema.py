@@ -183,10 +183,9 @@ class ModelOptions:
     variant: str | None = opt(None, "Weight variant to load, e.g. `bf16` for repos that ship one.", section="model")
     transformer_file: str | None = opt(
         None,
-        "A single .safetensors file holding the transformer (original or ComfyUI key names, e.g. "
-        "`wan2.1_t2v_1.3B_bf16.safetensors`): loaded with diffusers' from_single_file, configured by the diffusers "
+        "A single .safetensors file holding the transformer (original or ComfyUI key names): loaded with diffusers' from_single_file, configured by the diffusers "
         "folder or Hub id of --pretrained_model_name_or_path, which still gives the VAE, text encoder and scheduler. "
-        "For transformer classes diffusers loads from one file (Wan, Sana).",
+        "For the transformer classes diffusers loads from one file (each family's page says whether it has one).",
         section="model", applies=DIFFUSION_FAMILIES,
     )
     quantize_base: str = opt(
@@ -200,11 +199,11 @@ class ModelOptions:
     )
     quantize_text_encoder: bool = opt(
         False,
-        "Load the text encoder (CogVideoX's T5-XXL, Sana's Gemma-2) nf4-quantized through transformers' "
+        "Load the text encoder nf4-quantized through transformers' "
         "`BitsAndBytesConfig`, so the cache can be built on a small GPU (with --cache_latents, the default, the "
         "encoder is released after caching; without it, it stays loaded and encodes every step). The embeddings then "
-        "carry its quantization error, and cached ones are kept apart from unquantized ones. Needs bitsandbytes; DiT "
-        "and the video LLMs have no text encoder.",
+        "carry its quantization error, and cached ones are kept apart from unquantized ones. Needs bitsandbytes; a model without a text encoder "
+        "has nothing to quantize.",
         section="model",
     )
     demo: bool = opt(
@@ -307,7 +306,7 @@ class DataOptions:
         "Train this share of samples on the empty caption (decided per seed, epoch and sample, so a resume drops "
         "the same ones), which keeps the unconditional prediction of classifier-free guidance trained. The empty "
         "caption is encoded once, into the latent cache. 0 (the default) never drops; 0.05 to 0.1 is usual. "
-        "DiT refuses it (it drops class labels to its null class itself).",
+        "A class-conditional family that drops its class labels itself refuses it (its page says so).",
         section="data", valid=Range(0, 1, high_open=True, why="the share of samples trained on the empty caption"),
         resume="fixed", applies=DIFFUSION_FAMILIES,
     )
@@ -326,8 +325,8 @@ class DataOptions:
         0, "Worker processes for data loading (0: load in the main process).", section="data", resume="free", valid=NON_NEGATIVE
     )
     max_sequence_length: int | None = opt(
-        None, "Maximum caption length in tokens. Default: the family's (Sana 300; CogVideoX the transformer's "
-        "max_text_seq_length, 226, which it must equal).", section="data", valid=POSITIVE,
+        None, "Maximum caption length in tokens. Default: the family's, from the model's configs (a family whose "
+        "transformer has a fixed text length requires exactly that; its page and `dit-lora models` give the values).", section="data", valid=POSITIVE,
     )
 
 
@@ -338,24 +337,23 @@ class VideoOptions:
     video_column: str | None = opt(
         None,
         "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
-        "CogVideoX/finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
+        "finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
         section="video", resume="free", applies=VIDEO_FAMILIES,
     )
     max_num_frames: int | None = opt(
         None,
-        "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at (49 "
-        "for CogVideoX 1.0, 81 for 1.5, whose latent frames are then padded to a multiple of patch_size_t as its "
-        "pipeline does).",
+        "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint); latent frames are padded as the model's pipeline pads them.",
         section="video",
         valid=POSITIVE, applies=VIDEO_FAMILIES,
     )
     height: int | None = opt(
         None, "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
-        "(CogVideoX 1.0: 480; 1.5: 768).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
+        "(`dit-lora models` lists it per checkpoint).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
     )
     width: int | None = opt(
         None, "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
-        "(CogVideoX 1.0: 720; 1.5: 1360).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
+        "(`dit-lora models` lists it per checkpoint).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
     )
     frame_buckets: str | None = opt(
         None,
@@ -367,7 +365,7 @@ class VideoOptions:
     frame_sampling: str = opt(
         "uniform",
         "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
-        "and THUDM CogVideoX trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
+        "video trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
         choices=("uniform", "first"), section="video", applies=VIDEO_FAMILIES,
     )
 
@@ -468,13 +466,14 @@ class TrainingOptions:
     )
     allow_fp16: bool = opt(
         False,
-        "Permit --mixed_precision fp16 (with a GradScaler); fp16 overflow causes most Sana NaN reports.",
+        "Permit --mixed_precision fp16 (with a GradScaler); fp16's overflow (65504 at most) is the usual cause of "
+        "NaN losses in attention and large text encoders.",
         section="training",
     )
     allow_tf32: bool = opt(True, "Allow TF32 matmuls on Ampere+ GPUs.", section="training")
     gradient_checkpointing: bool | None = opt(
-        None, "Recompute activations in backward to save memory. Default: the family's (on for CogVideoX, off for "
-        "Sana and DiT).", section="training",
+        None, "Recompute activations in backward to save memory. Default: the family's (its page and `dit-lora "
+        "models` say which; the start-of-run defaults block shows the value taken).", section="training",
     )
 
 
@@ -538,7 +537,7 @@ class HubOptions:
     push_to_hub: bool = opt(
         False, "Upload adapter, model card and samples (never checkpoints) at the end.", section="hub"
     )
-    hub_model_id: str | None = opt(None, "Hub repository to push to, e.g. `me/my-sana-lora`.", section="hub")
+    hub_model_id: str | None = opt(None, "Hub repository to push to, e.g. `me/my-lora`.", section="hub")
     hub_private: bool = opt(False, "Create the Hub repository as private.", section="hub")
     push_later_ok: bool = opt(
         False,
@@ -629,13 +628,13 @@ class KernelOptions:
         "On a CPU (Linux), from the first training step: keep the memory a step frees for the next one (glibc's "
         "mallopt: tensors up to 32 MiB from the heap, the heap not trimmed) instead of page-faulting fresh pages "
         "every step; loading and caching run with glibc's defaults and hand back what they freed. 1.25x faster "
-        "steps on the small demo Sana on a 2-core CPU (0.717 -> 0.572 s; CHANGELOG.md, Benchmark history); the "
+        "steps on a small demo model on a 2-core CPU (0.717 -> 0.572 s; CHANGELOG.md, Benchmark history); the "
         "training phase then holds its working set between steps. No effect on CUDA runs.",
         section="kernels",
     )
     kernels: str = opt(
         "auto",
-        "Fused Triton ops (LayerNorm + adaLN modulation, gated residual, LayerNorm/RMSNorm, Sana's linear "
+        "Fused Triton ops (LayerNorm + adaLN modulation, gated residual, LayerNorm/RMSNorm, ReLU linear "
         "attention) and attention processors. `auto`: each op only where benchmarks/kernels/ops_gpu.py measured it "
         ">= 1.5x faster than eager on this kind of device (see benchmarks/RESULTS.md), plus the attention backend; "
         "`on`: every Triton op wherever Triton runs (CUDA, or TRITON_INTERPRET=1 on a CPU); `off`: diffusers' own "
@@ -650,7 +649,7 @@ class KernelOptions:
         False, "Keep PyTorch for plain LayerNorm and RMSNorm modules (e.g. q/k norms).", section="kernels"
     )
     disable_linear_attention_kernel: bool = opt(
-        False, "Keep diffusers' processor for Sana's ReLU linear self-attention.", section="kernels"
+        False, "Keep diffusers' processor for ReLU linear self-attention.", section="kernels"
     )
     disable_flashattn: bool = opt(
         False, "Never call the flash-attn package (FA2/FA3), even with --attention_backend flash or auto.",

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import torch
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import KernelOptions
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import prepare_data
 from dit_lora.modeling import quantize
@@ -387,7 +388,7 @@ def _install_kernels(run: Run) -> None:
     cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
     fused = capability(run.family, FusedKernels)  # the family's own blocks/processors; generic points apply to all
     points = fused.kernel_patch_points() if fused else ()
-    patched = patch_model(model, points, **_kernel_switches(cfg), device=device)
+    patched = patch_model(model, points, **_kernel_switches(cfg.performance), device=device)
     run.kernels = kernel_runtime(model)
     run.log(_describe_kernels(patched, run.kernels))
     injector = run.hooks.injector
@@ -533,13 +534,14 @@ def _register_state_hooks(accelerator, guard: StepGuard) -> None:
     accelerator.register_load_state_pre_hook(load_hook)
 
 
-def _kernel_switches(cfg: TrainConfig) -> dict[str, Any]:
-    """patch_model's switches from the recipe flags."""
+def _kernel_switches(kernels: KernelOptions) -> dict[str, Any]:
+    """patch_model's switches from the kernels section of the config."""
     return {
-        "kernels": cfg.kernels, "modulate": not cfg.disable_modulate_kernel,
-        "layernorm": not cfg.disable_layernorm_kernel, "linear_attention": not cfg.disable_linear_attention_kernel,
-        "attention_backend": cfg.attention_backend, "flashattn": not cfg.disable_flashattn,
-        "check_interval": cfg.kernel_check_interval,
+        "kernels": kernels.kernels, "modulate": not kernels.disable_modulate_kernel,
+        "layernorm": not kernels.disable_layernorm_kernel,
+        "linear_attention": not kernels.disable_linear_attention_kernel,
+        "attention_backend": kernels.attention_backend, "flashattn": not kernels.disable_flashattn,
+        "check_interval": kernels.kernel_check_interval,
     }
 
 

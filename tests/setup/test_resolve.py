@@ -1,0 +1,83 @@
+"""The run config resolved once: parse, the catalogue's defaults as values (a new frozen config), the family's
+checks, before any Accelerator exists."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from dit_lora.catalogue import by_hub_id
+from dit_lora.config import TrainConfig
+from dit_lora.config.schema import LoraOptions
+from dit_lora.core.errors import UserError
+from dit_lora.setup.resolve import Resolved, resolve
+
+HUB_ID = "facebook/DiT-XL-2-512"
+
+
+def _layout(root: Path) -> Path:
+    """A folder with the catalogued release's configs (no weights: defaults are decided from configs alone)."""
+    folder = root / "dit"
+    for file, config in by_hub_id(HUB_ID).configs.items():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        (folder / file).write_text(json.dumps(config))
+    return folder
+
+
+def _no_accelerator(monkeypatch):
+    import accelerate
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("resolve built an Accelerator")
+
+    monkeypatch.setattr(accelerate, "Accelerator", refuse)
+
+
+def test_a_command_line_resolves_to_a_frozen_config_with_the_catalogues_defaults(tmp_path, monkeypatch):
+    _no_accelerator(monkeypatch)
+    folder = _layout(tmp_path)
+    resolved = resolve(["--family", "dit", "--pretrained_model_name_or_path", str(folder),
+                        "--train_data_dir", str(folder), "--rank", "8"])
+    assert isinstance(resolved, Resolved) and resolved.family.name == "dit"
+    cfg, entry = resolved.config, by_hub_id(HUB_ID)
+    assert resolved.defaults.entry is entry
+    assert cfg.explicit == frozenset({"family", "pretrained_model_name_or_path", "train_data_dir", "rank"})
+    assert cfg.rank == cfg.lora.rank == 8  # the user's value wins
+    for name, value in entry.defaults.items():
+        if name not in cfg.explicit and name != "lora_alpha":
+            assert getattr(cfg, name) == value, name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.rank = 4  # type: ignore[misc]
+
+
+def test_the_defaults_are_returned_not_written_into_the_parsed_config(tmp_path):
+    folder = _layout(tmp_path)
+    parsed = TrainConfig.for_family("dit", pretrained_model_name_or_path=str(folder), train_data_dir=str(folder),
+                                    explicit=frozenset({"pretrained_model_name_or_path", "train_data_dir"}))
+    resolved = resolve(parsed)
+    assert resolved.defaults.applied and parsed == TrainConfig.for_family(
+        "dit", pretrained_model_name_or_path=str(folder), train_data_dir=str(folder))
+    assert resolved.config != parsed
+    assert {name: getattr(resolved.config, name) for name in resolved.defaults.applied} == {
+        name: value for name, (value, _) in resolved.defaults.applied.items()}
+
+
+def test_the_familys_checks_run_in_resolve(tmp_path):
+    folder = _layout(tmp_path)
+    cfg = TrainConfig.for_family("dit", pretrained_model_name_or_path=str(folder), train_data_dir=str(folder),
+                                 caption_dropout_probability=0.1)
+    with pytest.raises(UserError, match="class labels"):
+        resolve(cfg)
+    assert resolve(cfg, validate=False).config.caption_dropout_probability == 0.1
+
+
+def test_sections_and_flat_names_build_the_same_config():
+    by_section = TrainConfig(lora=LoraOptions(rank=8, lora_layers=["to_q,to_k"]))
+    flat = TrainConfig(rank=8, lora_layers=["to_q", "to_k"])
+    assert by_section == flat and flat.lora_layers == ["to_q", "to_k"]
+    assert dataclasses.replace(flat, learning_rate=1e-3).training.learning_rate == 1e-3
+    with pytest.raises(TypeError, match="no_such_option"):
+        TrainConfig(no_such_option=1)
