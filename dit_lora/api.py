@@ -18,8 +18,8 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     family first fits the pipeline to the adapter (DiT: class embedding resized to the trained class
     count, ``pipe.labels`` / ``get_label_ids`` set to the trained class names). Returns ``pipe``.
     """
-    from dit_lora.families import family_for_pipeline
-    from dit_lora.families.capabilities import attach_adapter
+    from dit_lora.setup.family_inference import family_for_pipeline
+    from dit_lora.output.adapter import attach_adapter
     from dit_lora.output.adapter import adapter_folder, load_adapter_files
 
     family = family_for_pipeline(pipe)

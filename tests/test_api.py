@@ -7,7 +7,7 @@ import torch
 
 from dit_lora.api import load_adapter
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.output.adapter import write_adapter
 from dit_lora.training import trainables
 

@@ -107,7 +107,7 @@ def split_launch(words: list[str]) -> tuple[list[str], str, list[str]]:
 
 def recipe_family(script: str) -> str:
     """The family a recipe script trains by default (its registry entry's)."""
-    from dit_lora.families import available, entry_for
+    from dit_lora.registry import available, entry_for
 
     names = [entry_for(n).default for n in available() if entry_for(n).recipe == Path(script).name]
     assert names, f"{script} is no family's recipe script"
@@ -116,7 +116,7 @@ def recipe_family(script: str) -> str:
 
 def guides() -> dict[str, Path]:
     """``{registry entry's default family: its guide}`` (``FamilyEntry.docs``), one per entry."""
-    from dit_lora.families import available, entry_for
+    from dit_lora.registry import available, entry_for
 
     return {entry_for(n).default: ROOT / entry_for(n).docs for n in available()}
 
@@ -136,7 +136,7 @@ def offline_version(words: list[str], tmp: Path) -> tuple[list[str], dict[str, s
     """``words`` as the test runs it, and the options it changed (see the module docstring)."""
     launch, script, args = split_launch(words)
     family = recipe_family(script)
-    from dit_lora.families import entry_for
+    from dit_lora.registry import entry_for
 
     demo = yaml.safe_load((ROOT / "recipes" / "configs" / entry_for(family).demo_configs[0]).read_text())
     given = option_dict(args)
@@ -188,7 +188,7 @@ def every_command() -> list[tuple[str, list[str]]]:
 
 # ---- quick checks: the commands parse and say the same thing in every place --------------------------------------
 def test_every_family_guide_has_one_main_example_for_its_recipe():
-    from dit_lora.families import entry_for
+    from dit_lora.registry import entry_for
 
     for family in guides():
         words = main_example(family)

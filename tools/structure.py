@@ -117,7 +117,7 @@ def main() -> None:
         "functions taking the whole config": whole_config_functions(),
     }
     try:
-        from dit_lora.families.base import REQUIRED
+        from dit_lora.contract.family import REQUIRED
 
         report["family contract required methods"] = len(REQUIRED)
     except ImportError:

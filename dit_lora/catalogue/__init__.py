@@ -16,10 +16,10 @@ from dit_lora.catalogue.entry import Checkpoint, ConfigReader, lookup
 def data_files() -> tuple[str, ...]:
     """The data files (modules with an ``ENTRIES`` list), one per registered family that has one, in listing order.
 
-    Derived from the family registry (each :class:`~dit_lora.families.registry.FamilyEntry` names its
+    Derived from the family registry (each :class:`~dit_lora.registry.FamilyEntry` names its
     ``catalogue`` module). The registry is imported on use, not with this module.
     """
-    from dit_lora.families import entries as family_entries
+    from dit_lora.registry import entries as family_entries
 
     return tuple(dict.fromkeys(e.catalogue for e in family_entries() if e.catalogue))
 

@@ -1,7 +1,7 @@
 """Options that only some families read, refused when given to another.
 
 A common option declares the families it means something to with ``opt(..., applies=Applies(...))``
-(:class:`~.schema.Applies`): the capabilities those families declare (``families/capabilities.py``, e.g.
+(:class:`~.schema.Applies`): the capabilities those families declare (``contract/capabilities.py``, e.g.
 ``VideoFrames``). A family that does not read an option would ignore it and record it in ``train_summary.json``
 as if used; so an option set explicitly (a flag or a YAML key: ``cfg.explicit_options``) for such a family ends
 the run before anything loads, in one paragraph. Defaults are never refused. A new option tagged in the schema,
@@ -30,7 +30,7 @@ def applies_to(tag: Applies, family) -> bool:
 
 def families_for(tag: Applies) -> list[str]:
     """The registered family names that read the options tagged ``tag`` (builds each family's spec: messages only)."""
-    from dit_lora.families import available, get_family
+    from dit_lora.registry import available, get_family
 
     return [name for name in available() if applies_to(tag, get_family(name))]
 
@@ -69,7 +69,7 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     family = get_family(cfg.family)
     for name, tag in tagged:

@@ -74,7 +74,7 @@ def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
     model = getattr(cfg, "pretrained_model_name_or_path", None)
     if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
         try:
-            from dit_lora.families.capabilities import configure
+            from dit_lora.contract.capabilities import configure
 
             configure(family, SimpleNamespace(extras=extras, encoders={}, model=None), cfg)
         except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources

@@ -21,7 +21,7 @@ from typing import Any, Callable, Protocol
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data import aspect
 from dit_lora.data import batches as batch_lib
@@ -230,7 +230,7 @@ class ImageMedia:
 
 def check_image_buckets(family, cfg) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
-    without :class:`~dit_lora.families.capabilities.ImageBuckets`, e.g. a video one, ignores the flag)."""
+    without :class:`~dit_lora.contract.capabilities.ImageBuckets`, e.g. a video one, ignores the flag)."""
     if caps.capability(family, caps.ImageBuckets) is not None:
         aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, caps.bucket_stride(family, cfg)[0])
 

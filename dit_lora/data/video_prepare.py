@@ -278,7 +278,7 @@ class VideoMedia:
     collate = staticmethod(collate)
 
     def __init__(self, cfg, family, cache_root: Path) -> None:
-        from dit_lora.families import capabilities as caps
+        from dit_lora.contract import capabilities as caps
 
         # Clips need a family that encodes them (Encoders), buckets them (VideoFrames) and says about captions.
         caps.require(family, caps.Encoders, "Video data")
@@ -301,9 +301,9 @@ class VideoMedia:
 
     @property
     def model_fps(self) -> float | None:
-        """The frame rate the model generates at (the family's :class:`~dit_lora.families.capabilities.FrameRate`),
+        """The frame rate the model generates at (the family's :class:`~dit_lora.contract.capabilities.FrameRate`),
         or None when the family does not say."""
-        from dit_lora.families import capabilities as caps
+        from dit_lora.contract import capabilities as caps
 
         return self.family.model_fps(self.cfg) if isinstance(self.family, caps.FrameRate) else None
 

@@ -17,8 +17,9 @@ from typing import Any, Iterator
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.families.base import Components, ModelFamily
-from dit_lora.families.capabilities import Captions, Encoders
+from dit_lora.contract.family import Components, ModelFamily
+from dit_lora.contract.capabilities import Captions, Encoders
+from dit_lora.data.prepare import prepare_data
 
 
 class DiffusionFamily(ModelFamily):
@@ -69,7 +70,7 @@ class DiffusionFamily(ModelFamily):
 
     def build_data(self, cfg: TrainConfig, comps: Components, accelerator):
         """List, screen and cache the samples; with the cache built, release the encoders (they are done)."""
-        data = super().build_data(cfg, comps, accelerator)
+        data = prepare_data(cfg, self, comps, accelerator)
         if cfg.cache_latents:
             self.release_encoders(comps, keep_for_validation=bool(cfg.validation_prompt))
             from diffusers.training_utils import free_memory
@@ -167,7 +168,7 @@ class DiffusionFamily(ModelFamily):
         ``--aspect_buckets WxH``, that size; else the ``--resolution`` square, which bounds every ``auto`` bucket.
         """
         from dit_lora.data.aspect import run_buckets
-        from dit_lora.families.capabilities import bucket_stride
+        from dit_lora.contract.capabilities import bucket_stride
 
         buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, bucket_stride(self, cfg)[0])
         height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))

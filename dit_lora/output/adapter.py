@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from dit_lora.contract.capabilities import AdapterExtras, AdapterFitting, capability
 from dit_lora.core.errors import UserError
 
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
@@ -84,10 +85,8 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
 
     The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
     strength in every consumer. With the run's ``comps`` and ``cfg``, a family declaring
-    :class:`~dit_lora.families.capabilities.AdapterExtras` adds the files that depend on the run.
+    :class:`~dit_lora.contract.capabilities.AdapterExtras` adds the files that depend on the run.
     """
-    from dit_lora.families.capabilities import AdapterExtras, capability
-
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
     lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
@@ -300,6 +299,16 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
                 params[name].copy_(value.to(params[name].dtype))
     return pipe
 
+
+def attach_adapter(family, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
+    """Load a saved adapter into the consumer ``pipe``, fitted first when the family declares
+    :class:`~dit_lora.contract.capabilities.AdapterFitting` (``dit_lora.load_adapter`` and each family's
+    ``load_pipeline_with_adapter``)."""
+    folder = adapter_folder(adapter_dir)
+    fitting = capability(family, AdapterFitting)
+    if fitting:
+        fitting.prepare_pipeline_for_adapter(pipe, folder)
+    return load_adapter_files(pipe, folder, adapter_name)
 
 def _target_model(pipe) -> torch.nn.Module:
     """The module an adapter goes into: a pipeline's transformer, or the model itself."""

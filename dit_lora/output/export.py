@@ -2,7 +2,7 @@
 
 The training run writes the adapter its family's diffusers (or PEFT) loader reads. Some consumers name the model's
 weights differently (ComfyUI keeps a model's original checkpoint names), so a family may declare the
-:class:`~dit_lora.families.capabilities.Exports` capability: the formats it can write and a writer for each.
+:class:`~dit_lora.contract.capabilities.Exports` capability: the formats it can write and a writer for each.
 This module is the generic part and names no family:
 
 * :func:`export_run` finds the run's family (``train_summary.json``'s ``family``, or ``--family`` for a folder
@@ -97,12 +97,12 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
 
     ``family`` overrides the family read from ``train_summary.json``. Refuses, in one paragraph each, a folder
     that is not a finished run (no adapter file), a family without the
-    :class:`~dit_lora.families.capabilities.Exports` capability or without ``fmt`` (naming the valid formats),
+    :class:`~dit_lora.contract.capabilities.Exports` capability or without ``fmt`` (naming the valid formats),
     and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
     (:func:`export_target`).
     """
-    from dit_lora.families import get_family
-    from dit_lora.families.capabilities import Exports, capability
+    from dit_lora.registry import get_family
+    from dit_lora.contract.capabilities import Exports, capability
 
     folder = Path(output_dir)
     if not folder.is_dir():

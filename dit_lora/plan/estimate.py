@@ -12,7 +12,7 @@ gradients and FLOPs all grow by the same amount per block from the second block 
 like the others: its input needs no gradient (the patch embedding before it is frozen), so its backward keeps
 less; extrapolating from one and two blocks took that lighter block's growth for every block's and overstated
 Wan's checkpointed step (1.3B at 81 x 480 x 832: 11.8 GiB against the full trace's 6.5, ``benchmarks/
-bench_wan_gpu.py``). Weights are counted at full depth from the meta modules.
+wan/step_gpu.py``). Weights are counted at full depth from the meta modules.
 
 What a process holds at its peak:
 - caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
@@ -43,13 +43,13 @@ import torch
 from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.plan import resident
 from dit_lora.plan.fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
 
 #: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
-#: with activation checkpointing: the medians over ``benchmarks/cpu_heap_factor.py``'s cases (Sana, DiT,
+#: with activation checkpointing: the medians over ``benchmarks/plan/cpu_heap_factor.py``'s cases (Sana, DiT,
 #: CogVideoX transformers; batch 1-16; fp32 and bf16; 16 steps each): 1.79-2.59 without (6 cases), 2.58-3.36
 #: with (5 cases; benchmarks/RESULTS.md); doubling a case's batch leaves its factor within that spread, so it
 #: is a ratio, not a fixed cost. glibc puts a step's small allocations (tensor headers, autograd nodes) into the
@@ -260,7 +260,7 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
 
 
 def planner(family) -> caps.MemoryPlan:
-    """``family`` as a :class:`~dit_lora.families.capabilities.MemoryPlan`; a family that does not declare it is one
+    """``family`` as a :class:`~dit_lora.contract.capabilities.MemoryPlan`; a family that does not declare it is one
     paragraph (``dit-lora plan`` exits 2; a run goes on without a plan)."""
     return caps.require(family, caps.MemoryPlan, "The memory plan (`dit-lora plan`, and the check at the start of a "
                         "run)")

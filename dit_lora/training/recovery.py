@@ -14,7 +14,7 @@ import torch
 
 from dit_lora.data import batches as batch_lib
 from dit_lora.core.errors import UserError
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.training.guard import GuardReading, StepGuard

@@ -10,7 +10,7 @@ import torch
 
 from dit_lora.modeling import quantize
 from dit_lora.core.errors import UserError
-from dit_lora.families import capabilities as caps
+from dit_lora.contract import capabilities as caps
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -83,7 +83,7 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
 
     Under autocast, PEFT's cast of each LoRA input to the fp32 weight dtype is undone by autocast
     right away (an extra copy per layer, ~8% of a step measured on CPU); switching it off leaves
-    losses and gradients bit-identical (benchmarks/profile_lora_dtype_cpu.py).
+    losses and gradients bit-identical (benchmarks/sana/lora_dtype_cpu.py).
     """
     from diffusers.training_utils import cast_training_params
     from peft.tuners.tuners_utils import BaseTunerLayer

@@ -192,11 +192,12 @@ def test_every_data_file_is_listed_once_and_every_family_has_entries():
     import pkgutil
 
     import dit_lora.families as package
+    from dit_lora import registry
     from dit_lora.catalogue import data_files
 
     found = {f"{package.__name__}.{m.name}.catalogue" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
     found = {name for name in found if importlib.util.find_spec(name) is not None}
     assert sorted(data_files()) == sorted(found) and len(set(data_files())) == len(data_files())
-    assert data_files() == tuple(e.catalogue for e in package.entries() if e.catalogue)
+    assert data_files() == tuple(e.catalogue for e in registry.entries() if e.catalogue)
     assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in data_files())
     assert {e.family for e in entries()} == set(available())

@@ -97,7 +97,7 @@ def test_nav_lists_every_page_and_every_entry_exists():
 
 
 def test_every_family_docs_page_exists():
-    from dit_lora.families import entries
+    from dit_lora.registry import entries
 
     for entry in entries():
         if entry.docs:  # a path from the repository root, e.g. docs/guides/wan.md

@@ -92,7 +92,7 @@ def test_a_config_that_cannot_be_read_is_reported_by_the_parser(tmp_path):
 
 def test_train_help_without_a_family_prints_the_common_options_and_the_families(capsys):
     """`dit-lora train --help` and `-h` exited 2 ("needs to know which model family"); now a help page, exit 0."""
-    from dit_lora.families import available
+    from dit_lora.registry import available
     from dit_lora.commands.recipe import parse_run
 
     for flag in ("--help", "-h"):

@@ -146,7 +146,7 @@ def test_finished_output_dir_is_not_overwritten(tmp_path, tiny_sana, shapes_data
 
 
 def test_unknown_family_lists_available():
-    from dit_lora.families import available, get_family
+    from dit_lora.registry import available, get_family
 
     with pytest.raises(UserError, match=r"Available families: .*\bsana\b"):
         get_family("sdxl")
@@ -159,7 +159,7 @@ def test_shipped_configs_parse():
 
     files = sorted((ROOT / "recipes" / "configs").rglob("*.yaml"))
     assert len(files) >= 3
-    from dit_lora.families import available, recipe_script
+    from dit_lora.registry import available, recipe_script
 
     for f in files:
         values = load_yaml(f)

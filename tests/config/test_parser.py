@@ -153,7 +153,7 @@ def test_check_data_reads_negative_values_as_values(tmp_path, capsys):
 @pytest.mark.parametrize("resolution", [7, 12])
 def test_sana_resolution_below_the_stride_names_one_valid_size(tiny_sana, resolution):
     """A resolution below the latent stride has no lower multiple: the message offered "Use 8 or 8"."""
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     cfg = parse_config(["--pretrained_model_name_or_path", str(tiny_sana), "--train_data_dir", "d",
                         "--resolution", str(resolution)])

@@ -36,7 +36,7 @@ def test_every_option_is_classified_for_resume_where_it_is_declared():
 
     from dit_lora.config.owners import options_class
     from dit_lora.config.schema import resume_class
-    from dit_lora.families import available
+    from dit_lora.registry import available
 
     declared = [("common", f) for f in config_fields()]
     declared += [(family, f) for family in available() for f in fields(options_class(family))]

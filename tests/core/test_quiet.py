@@ -58,7 +58,7 @@ def test_the_sana_loader_passes_no_deprecated_keyword(tiny_sana, monkeypatch):
     import transformers
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     seen = []
     original = transformers.AutoModel.from_pretrained.__func__

@@ -11,7 +11,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.data import RawSample
 from dit_lora.data.captions import (caption_lines, duplicate_line, token_counter_for_model,
                                     token_counter_from_components, truncation_line)
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 
 
 def _samples(captions: dict[str, str], repeat: dict[str, int] | None = None) -> list[RawSample]:

@@ -84,8 +84,8 @@ def test_sanas_loss_feeds_the_model_the_cut_captions_and_the_same_loss(tiny_sana
     from diffusers import SanaTransformer2DModel
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
-    from dit_lora.families.base import Components
+    from dit_lora.registry import get_family
+    from dit_lora.contract.family import Components
     from dit_lora.families.sana.spec import training_scheduler
 
     model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=torch.float32)

@@ -29,7 +29,7 @@ from dit_lora.data.synthetic.clips import (  # noqa: E402
     write_truncated_clip,
 )
 from dit_lora.core.errors import UserError  # noqa: E402
-from dit_lora.families import capabilities as caps  # noqa: E402
+from dit_lora.contract import capabilities as caps
 from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
 from PIL import Image  # noqa: E402
@@ -416,8 +416,8 @@ def test_dataset_name_videofolder_paths_and_bytes(tmp_path, clips, hf_cache):
 
 def _register(request, name: str, cls) -> None:
     """Register ``cls`` as family ``name`` for one test, with the registry's one call, and remove it after."""
-    from dit_lora.families import register_family, unregister_family
-    from dit_lora.families.registry import FamilyEntry
+    from dit_lora.registry import register_family, unregister_family
+    from dit_lora.registry import FamilyEntry
 
     entry = FamilyEntry(names=(name,), factory=lambda _name: cls())
     register_family(entry)

@@ -26,7 +26,7 @@ CONFIGS = ROOT / "recipes" / "configs"
 def _demos() -> dict[str, tuple[str, str]]:
     """Every registered family's demo configs (its registry entry's ``demo_configs``) -> (model folder, data path
     inside the demo folder), both as the config names them under ``.dit_lora_demo/``."""
-    from dit_lora.families import entries
+    from dit_lora.registry import entries
 
     found = {}
     for entry in entries():
@@ -95,7 +95,7 @@ def test_every_shipped_demo_config_is_audited():
     """DEMOS comes from the family registry: a demo config on disk that no entry names fails here, and so does a
     family name that no audited run trains."""
     assert sorted(DEMOS) == sorted(p.relative_to(CONFIGS).as_posix() for p in CONFIGS.glob("*/*demo.yaml"))
-    from dit_lora.families import available
+    from dit_lora.registry import available
 
     trained = {yaml.safe_load((CONFIGS / config).read_text())["family"] for config in DEMOS}
     assert trained | {QWEN[0].partition(":")[2]} == set(available())

@@ -149,7 +149,7 @@ def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes,
     model.disable_adapters()
     base_q = run(model)  # LoRA off, the trained class table still in
     base = DiTPipeline.from_pretrained(str(tiny_dit), torch_dtype=torch.float32)
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     get_family("dit").prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
     base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)

@@ -201,7 +201,7 @@ def test_vision_tower_and_loraplus_get_their_own_groups(assets, tmp_path):
 
 def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clearly(assets):
     from dit_lora.core.errors import UserError
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.families.videollm.data import QASample
     from dit_lora.families.videollm.media import QADataset, fit_conversation
 
@@ -238,7 +238,7 @@ def load_videos(annotation: Path):
 def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
     from dit_lora.config import parse_config
     from dit_lora.core.errors import UserError
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.families.videollm.media import annotation_file
 
     with pytest.raises(UserError, match="does not exist"):

@@ -54,7 +54,7 @@ def test_a_missing_package_is_named_by_the_check_and_the_doctor(monkeypatch, tmp
 def test_the_recipe_stops_before_loading_when_the_tokenizer_package_is_missing(monkeypatch, tmp_path):
     """The CogVideoX family's checks (run before any weight loads) raise the paragraph."""
     from dit_lora.config.parser import parse_config
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     model = write_configs("THUDM/CogVideoX-2b", tmp_path / "cogvideox")
     t5_tokenizer_folder(model / "tokenizer")

@@ -43,7 +43,7 @@ def test_fp8_with_allow_fp16_is_refused():
 
 
 def test_quantize_text_encoder_is_refused_without_a_text_encoder_or_bitsandbytes(monkeypatch):
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     for name in ("dit", "llava_next_video"):
         with pytest.raises(QuantizeError) as err:
@@ -64,7 +64,7 @@ def test_quantized_text_encoder_embeddings_differ_by_its_quantization_error_only
     pytest.importorskip("bitsandbytes")
     from helpers import assert_text_encoder_quantization_error_only
 
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     assert_text_encoder_quantization_error_only("sana", tiny_sana, ["a red square", "a blue circle on a grey field"])
     family = get_family("sana")
@@ -75,7 +75,7 @@ def test_quantized_text_encoder_embeddings_differ_by_its_quantization_error_only
 def test_plan_counts_the_quantized_text_encoder(tiny_sana):
     """Gemma-2's Linear weights at nf4 size, the rest of it as loaded."""
     from dit_lora.catalogue.defaults import config_reader
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.plan import make_plan
     from dit_lora.plan.fake import module_bytes
     from dit_lora.plan.report import format_plan
@@ -100,7 +100,7 @@ def test_quantized_bytes():
 def test_backbone_training_of_quantized_weights_stops_at_the_plan_before_loading(tiny_dit, tmp_path):
     """The start-of-run plan builds the meta model and attaches the trainables: a quantized Linear weight under
     --train_backbone stops there (QuantizeError is never downgraded to a planning note); embeddings may train."""
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.plan import make_plan
     from dit_lora.plan.report import format_plan
 
@@ -121,7 +121,7 @@ def test_nf4_model_passes_the_precision_audit(tiny_dit):
     pytest.importorskip("bitsandbytes")
     from diffusers import DiTTransformer2DModel
 
-    from dit_lora.families.base import Components
+    from dit_lora.contract.family import Components
     from dit_lora.families.diffusion import make_peft_capable
     from dit_lora.training.precision import audit_precision
     from dit_lora.training.trainables import add_lora, cast_trainable_to_fp32

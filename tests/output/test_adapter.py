@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.output.adapter import (
     ADAPTER_FILE,
     NonFiniteWeightsError,

@@ -13,10 +13,10 @@ from safetensors.torch import load_file, save_file
 
 from dit_lora.commands.cli import main
 from dit_lora.core.errors import UserError
-from dit_lora.families import register_family, unregister_family
-from dit_lora.families.base import ModelFamily
-from dit_lora.families.capabilities import Exports
-from dit_lora.families.registry import FamilyEntry
+from dit_lora.registry import register_family, unregister_family
+from dit_lora.contract.family import ModelFamily
+from dit_lora.contract.capabilities import Exports
+from dit_lora.registry import FamilyEntry
 from dit_lora.core.fileio import save_safetensors_atomic
 from dit_lora.output.export import EXPORT_MARKER, export_metadata, export_run, export_target, written_by_export
 from dit_lora.output.names import ADAPTER_FILE, SUMMARY_FILE

@@ -110,7 +110,7 @@ def test_config_dict_is_flat_with_the_familys_own_options_beside_the_common_ones
 # ---- the model card's strength sentence: only loaders a test loads the file with -------------------------------------
 def _card(family_name: str, tmp_path, **values) -> str:
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.output.report import write_model_card
 
     cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path="org/model", **values)
@@ -138,8 +138,8 @@ def test_card_names_only_the_loaders_the_tests_load_with(family_name, tmp_path):
 def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
     """alpha = rank says so; a family declaring Exports lists each format with its own description (the Sana spec
     with a stand-in Exports, so no family's wording is asserted here)."""
-    from dit_lora.families import capabilities as caps
-    from dit_lora.families import get_family
+    from dit_lora.contract import capabilities as caps
+    from dit_lora.registry import get_family
     from dit_lora.output.report import _exports_note
 
     card = _card("sana", tmp_path, rank=8, lora_alpha=8)

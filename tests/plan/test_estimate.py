@@ -10,7 +10,7 @@ import pytest
 from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.plan import plan_run
 from dit_lora.plan.report import check_fits, format_plan
 from helpers import ROOT, base_args, read_summary, run_recipe
@@ -183,8 +183,8 @@ def test_measured_cpu_peak_is_the_runs_own_not_its_launchers():
 
 def test_a_family_without_the_memory_plan_capability_is_one_paragraph():
     from dit_lora.core.errors import UserError
-    from dit_lora.families import get_family
-    from dit_lora.families.capabilities import MemoryPlan
+    from dit_lora.registry import get_family
+    from dit_lora.contract.capabilities import MemoryPlan
     from dit_lora.plan.estimate import planner
 
     sana = get_family("sana")

@@ -5,7 +5,7 @@ import pytest
 from dit_lora.catalogue import by_hub_id
 from dit_lora.catalogue import defaults
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.plan import Plan, make_plan
 
 HUB_ID = "facebook/DiT-XL-2-256"

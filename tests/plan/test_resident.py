@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.plan import plan_run
 from dit_lora.plan.estimate import cpu_residency
 from dit_lora.modelfiles.pipeline_files import header_bytes

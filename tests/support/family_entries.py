@@ -16,8 +16,8 @@ def check_entry(package, classes: dict[str, str]) -> None:
     ``recipes/configs/`` and each trains one of its names, and its recipe script exists and calls ``main`` with
     its default name.
     """
-    from dit_lora.families import entry_for, get_family
-    from dit_lora.families.registry import resolve
+    from dit_lora.registry import entry_for, get_family
+    from dit_lora.registry import resolve
 
     entry = package.ENTRY
     assert entry.names == tuple(classes) and all(entry_for(name) is entry for name in entry.names)

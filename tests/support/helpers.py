@@ -93,7 +93,7 @@ def text_encoding(family_name: str, model: Path, **overrides):
     import torch
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     family = get_family(family_name)
     cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path=str(model), mixed_precision="no",

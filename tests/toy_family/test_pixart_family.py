@@ -25,7 +25,7 @@ pytestmark = pytest.mark.xdist_group("toy-family-pixart")
 @pytest.fixture(scope="module")
 def registered():
     """The toy family registered by one call for this module's tests, and removed again afterwards."""
-    from dit_lora.families import register_family, unregister_family
+    from dit_lora.registry import register_family, unregister_family
 
     register_family(ENTRY)
     yield ENTRY
@@ -88,7 +88,7 @@ def _same(a: dict, b: dict) -> bool:
 
 # ---- registration and options (quick) ----------------------------------------------------------
 def test_one_registry_call_makes_the_family_available(registered):
-    from dit_lora.families import available, entry_for, get_family
+    from dit_lora.registry import available, entry_for, get_family
 
     assert FAMILY in available() and entry_for(FAMILY) is ENTRY
     family = get_family(FAMILY)
@@ -100,9 +100,9 @@ def test_one_registry_call_makes_the_family_available(registered):
 def test_registration_checks_the_declared_capabilities():
     """A family declaring a capability it does not implement is refused when it registers, naming the method."""
     from dit_lora.core.errors import UserError
-    from dit_lora.families import available, register_family
-    from dit_lora.families.capabilities import VideoFrames
-    from dit_lora.families.registry import FamilyEntry
+    from dit_lora.registry import available, register_family
+    from dit_lora.contract.capabilities import VideoFrames
+    from dit_lora.registry import FamilyEntry
 
     class ClaimsVideo(PixArtFamily):
         capabilities = PixArtFamily.capabilities + (VideoFrames,)  # but has no video_buckets
@@ -118,7 +118,7 @@ def test_unregistering_leaves_nothing_behind():
 
     from dit_lora.config.owners import owners
     from dit_lora.core.errors import UserError
-    from dit_lora.families import available, get_family, register_family, unregister_family
+    from dit_lora.registry import available, get_family, register_family, unregister_family
 
     again = replace(ENTRY, names=("pixart_toy_again",))
     register_family(again)
@@ -318,7 +318,7 @@ def test_the_saved_adapter_loads_back_and_changes_the_output(registered, tiny_pi
 
     from dit_lora import load_adapter
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     cfg = TrainConfig(family=FAMILY, pretrained_model_name_or_path=str(tiny_pixart), mixed_precision="no")
     pipe = get_family(FAMILY).load_pipeline_with_adapter(cfg, reference, torch.device("cpu"))

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
-from dit_lora.families.base import Components
+from dit_lora.registry import get_family
+from dit_lora.contract.family import Components
 from dit_lora.families.sana.spec import training_scheduler
 from dit_lora.training import trainables
 from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags

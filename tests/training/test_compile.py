@@ -8,7 +8,7 @@ import torch
 from peft import LoraConfig, inject_adapter_in_model
 
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.training import compile as compile_mod
 from dit_lora.training.compile import CompileCounters, block_classes, check_compiler, compile_model, eager, shape_key
 

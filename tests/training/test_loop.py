@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dit_lora.core.errors import Interrupted
-from dit_lora.families.capabilities import Samples
+from dit_lora.contract.capabilities import Samples
 from dit_lora.training import loop
 
 

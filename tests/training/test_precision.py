@@ -7,7 +7,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.training import trainables
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
@@ -64,7 +64,7 @@ def test_a_float64_buffer_cast_at_forward_is_not_a_mismatch(tmp_path):
     diffusers casts it at forward, so the audit must not warn. A bf16 model's fp16 buffer still is one."""
     from diffusers import CogVideoXTransformer3DModel
 
-    from dit_lora.families.base import Components
+    from dit_lora.contract.family import Components
 
     config = dict(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, num_layers=1,
                   text_embed_dim=16, time_embed_dim=8, sample_width=8, sample_height=8, sample_frames=9,

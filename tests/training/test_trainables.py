@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.training import trainables
 
 

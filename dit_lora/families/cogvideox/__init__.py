@@ -1,6 +1,6 @@
 """The cogvideox family: everything about this model lives in this folder."""
 
-from dit_lora.families.registry import FamilyEntry
+from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):

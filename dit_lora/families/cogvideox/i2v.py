@@ -16,7 +16,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.base import Components
+from dit_lora.contract.family import Components
 from dit_lora.families.diffusion import run_conditioning_image
 from dit_lora.families.cogvideox.spec import CogVideoXFamily
 from dit_lora.families.cogvideox.info import check_latent_size

@@ -62,11 +62,11 @@ from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
-from dit_lora.families.base import Components, schedule_on_device
-from dit_lora.families.capabilities import (
+from dit_lora.contract.family import Components, schedule_on_device
+from dit_lora.contract.capabilities import (
     Demo, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples, VideoFrames,
-    attach_adapter,
 )
+from dit_lora.output.adapter import attach_adapter
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.families.cogvideox.loss import cogvideox_v_loss, sample_timesteps
 from dit_lora.modelfiles.pipeline_files import (

@@ -47,11 +47,12 @@ from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.output.names import CLASSES_FILE, PEFT_ADAPTER_FILE
-from dit_lora.families.base import Components, schedule_on_device
-from dit_lora.families.capabilities import (
+from dit_lora.contract.family import Components, schedule_on_device
+from dit_lora.contract.capabilities import (
     AdapterExtras, AdapterFitting, Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision,
-    RunSetup, Samples, Trainables, attach_adapter,
+    RunSetup, Samples, Trainables,
 )
+from dit_lora.output.adapter import attach_adapter
 from dit_lora.families.diffusion import DiffusionFamily, make_peft_capable
 from dit_lora.families.dit.classes import class_count_error, map_to_pretrained, pretrained_labels
 from dit_lora.modelfiles.pipeline_files import (

@@ -32,11 +32,11 @@ from dit_lora.modeling.flow_matching import (
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.single_file import load_transformer
 from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
-from dit_lora.families.base import Components
-from dit_lora.families.capabilities import (
+from dit_lora.contract.family import Components
+from dit_lora.contract.capabilities import (
     Demo, FusedKernels, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup, Samples,
-    attach_adapter,
 )
+from dit_lora.output.adapter import attach_adapter
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,

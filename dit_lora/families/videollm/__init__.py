@@ -3,7 +3,7 @@
 One family name per video-LLM architecture in :mod:`.registry` (LLaVA-NeXT-Video first: the recipe's default).
 """
 
-from dit_lora.families.registry import FamilyEntry
+from dit_lora.registry import FamilyEntry
 from dit_lora.families.videollm import registry as _architectures
 
 

@@ -30,11 +30,11 @@ from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.output.names import PEFT_ADAPTER_FILE
-from dit_lora.families.base import Components, ModelFamily
-from dit_lora.families.capabilities import (
+from dit_lora.contract.family import Components, ModelFamily
+from dit_lora.contract.capabilities import (
     AdapterExtras, Demo, MemoryPlan, ModelCard, ModelDefaults, Precision, RunSetup, Samples, Trainables, VideoQA,
-    attach_adapter,
 )
+from dit_lora.output.adapter import attach_adapter
 
 DEFAULT_MAX_LENGTH = 2048
 MAX_NEW_TOKENS = 24

@@ -1,6 +1,6 @@
 """The wan family: Wan 2.1 and 2.2 LoRA (text-to-video and image-to-video); everything about it lives here."""
 
-from dit_lora.families.registry import FamilyEntry
+from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):

@@ -21,7 +21,7 @@ import torch
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.base import Components
+from dit_lora.contract.family import Components
 from dit_lora.families.diffusion import run_conditioning_image
 from dit_lora.families.wan.info import I2V_PIPELINE
 from dit_lora.families.wan.spec import WanFamily

@@ -14,7 +14,7 @@ from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
 from dit_lora.modelfiles.pipeline_files import load_error
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.families.base import Components
+from dit_lora.contract.family import Components
 
 #: subfolder of each expert in the pipeline folder
 SUBFOLDER = {"high": "transformer", "low": "transformer_2"}

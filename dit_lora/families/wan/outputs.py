@@ -14,7 +14,7 @@ from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.output.names import ADAPTER_FILE
-from dit_lora.families.base import Components
+from dit_lora.contract.family import Components
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
 
@@ -184,7 +184,7 @@ def load_wan_pipeline(family, cfg: TrainConfig, adapter_dir: Path, device: torch
     saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
     from diffusers import AutoencoderKLWan
 
-    from dit_lora.families.capabilities import attach_adapter
+    from dit_lora.output.adapter import attach_adapter
 
     path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
     parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)}

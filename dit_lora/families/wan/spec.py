@@ -40,8 +40,8 @@ from dit_lora.config import TrainConfig
 from dit_lora.modeling.flow_matching import flow_tables, noisy_latents, sample_indices, training_scheduler, velocity_target
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp, read_once
-from dit_lora.families.base import Components
-from dit_lora.families.capabilities import (
+from dit_lora.contract.family import Components
+from dit_lora.contract.capabilities import (
     AdapterExtras, Demo, Exports, FusedKernels, MemoryPlan, ModelCard, ModelDefaults, Precision, RunNotes, RunSetup,
     Samples, Trainables, VideoFrames,
 )

@@ -10,7 +10,7 @@ from helpers import ROOT
 from dit_lora.families import cogvideox
 from dit_lora.families.cogvideox.i2v import CogVideoXI2VFamily
 from dit_lora.families.cogvideox.spec import CogVideoXFamily
-from dit_lora.families.registry import resolve
+from dit_lora.registry import resolve
 
 
 def test_make_picks_the_family_by_name():

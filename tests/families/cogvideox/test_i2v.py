@@ -11,8 +11,8 @@ from PIL import Image
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
-from dit_lora.families.base import Components
+from dit_lora.registry import get_family
+from dit_lora.contract.family import Components
 
 
 def config(**kw) -> TrainConfig:

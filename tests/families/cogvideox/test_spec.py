@@ -60,7 +60,7 @@ def _cfg(model: Path, **kw):
 
 
 def _family(task: str):
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     return get_family("cogvideox_i2v" if task == "i2v" else "cogvideox")
 
@@ -97,7 +97,8 @@ class _Capture:
 
 def test_registered_with_the_contract():
     from dit_lora.data.video_prepare import VideoMedia
-    from dit_lora.families import available, family_for_pipeline, recipe_script
+    from dit_lora.registry import available, recipe_script
+    from dit_lora.setup.family_inference import family_for_pipeline
 
     assert {"cogvideox", "cogvideox_i2v"} <= set(available())
     t2v, i2v = _family("t2v"), _family("i2v")
@@ -522,7 +523,7 @@ def test_an_undownloaded_catalogued_id_gets_its_trained_size(hub_id, size, tmp_p
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=hub_id)
     assert get_family("cogvideox").video_buckets(cfg)[0] == size

@@ -12,7 +12,7 @@ from PIL import Image
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.families.dit.classes import imagenet_wnids, map_to_pretrained, pretrained_labels
 
 

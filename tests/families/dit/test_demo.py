@@ -59,7 +59,7 @@ def _demo_cfg(tmp_path, **kw):
 
 def test_dit_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, monkeypatch):
     from dit_lora.families.dit import demo as tiny_dit
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     monkeypatch.setattr(tiny_dit, "build_tiny_dit_pipeline", lambda path, **k: None)
     data = tmp_path / "mine" / "cat"

@@ -7,7 +7,7 @@ import dataclasses
 from helpers import ROOT
 from dit_lora.families import dit
 from dit_lora.families.dit.spec import DiTFamily
-from dit_lora.families.registry import resolve
+from dit_lora.registry import resolve
 
 
 def test_make_builds_a_new_dit_family_each_call():

@@ -55,7 +55,7 @@ def test_folder_labels_and_classlabel_column(shape_classes, tmp_path):
 
 def test_num_classes_smaller_than_dataset_is_refused(tiny_dit, shape_classes, tmp_path):
     from dit_lora.data.sources import load_samples
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     family = get_family("dit")
     cfg = _cfg(tiny_dit, shape_classes, tmp_path / "o", num_classes=2)
@@ -74,7 +74,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
 
     import dit_lora
     from dit_lora.data.sources import load_samples
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.output.adapter import write_adapter
     from dit_lora.output.names import BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
     from dit_lora.training import trainables
@@ -244,7 +244,7 @@ def test_dit_keeps_square_images_because_its_transformer_unpatchifies_a_square()
     from diffusers import DiTTransformer2DModel
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.families.dit.demo import get_tiny_dit_config
 
     family = get_family("dit")

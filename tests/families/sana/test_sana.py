@@ -8,7 +8,7 @@ import pytest
 
 from helpers import ROOT
 from dit_lora.families import sana
-from dit_lora.families.registry import resolve
+from dit_lora.registry import resolve
 from dit_lora.families.sana.spec import SanaFamily
 
 

@@ -67,7 +67,7 @@ def no_model_build(monkeypatch):
 @pytest.mark.parametrize("resolution,expected", [(7, "Use 32."), (100000, "outside what --demo is for"),
                                                  (40, "Use 32 or 64.")])
 def test_sana_demo_checks_the_resolution_before_building_anything(tmp_path, no_model_build, resolution, expected):
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     cfg = _demo_cfg(tmp_path, resolution=resolution)
     with pytest.raises(UserError, match=re.escape(expected)):
@@ -76,7 +76,7 @@ def test_sana_demo_checks_the_resolution_before_building_anything(tmp_path, no_m
 
 
 def test_sana_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, no_model_build, capsys):
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     data = tmp_path / "mine"
     data.mkdir()

@@ -16,8 +16,8 @@ from diffusers import FlowMatchEulerDiscreteScheduler
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
-from dit_lora.families.base import Components
+from dit_lora.registry import get_family
+from dit_lora.contract.family import Components
 from dit_lora.modeling.flow_matching import training_scheduler
 
 

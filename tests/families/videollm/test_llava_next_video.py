@@ -52,7 +52,7 @@ def _example(tokenizer, model, messages, count=16, **kwargs):
 def _lora_targets(model) -> set[str]:
     """The module names the family puts LoRA on (the language model's projections)."""
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     return set(get_family("llava_next_video").lora_targets(model, TrainConfig(family="llava_next_video")))
 

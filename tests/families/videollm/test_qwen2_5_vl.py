@@ -41,7 +41,7 @@ def parts(tiny, spec):
 def _lora_targets(model) -> set[str]:
     """The module names the family puts LoRA on (the language model's projections)."""
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     return set(get_family("qwen2_5_vl").lora_targets(model, TrainConfig(family="qwen2_5_vl")))
 
@@ -440,7 +440,7 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
     import dit_lora
     from dit_lora.config import TrainConfig
     from dit_lora.data.synthetic.clips import write_moving_square_clip
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.families.videollm.data import QASample, read_clip
     from dit_lora.families.videollm.media import QADataset
 

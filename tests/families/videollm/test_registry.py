@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dit_lora.families import available
+from dit_lora.registry import available
 from dit_lora.families.videollm import registry
 
 

@@ -8,7 +8,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.families.videollm.spec import DEFAULT_MAX_LENGTH, skip_placeholder_count_check
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from helpers import ROOT
 from dit_lora.families import videollm
-from dit_lora.families.registry import resolve
+from dit_lora.registry import resolve
 from dit_lora.families.videollm import registry
 from dit_lora.families.videollm.spec import VideoChatFamily
 

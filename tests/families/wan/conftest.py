@@ -59,7 +59,7 @@ def wan_config(model: Path, family: str = "wan", **kw):
 def wan_load(wan_model) -> Callable[..., tuple[Any, Any, Any]]:
     """``wan_load(variant, family="wan", **options) -> (family, cfg, comps)``: checked, then loaded on the CPU by the
     family's own ``load_components`` (fresh components each call: tests may change them)."""
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     def load(variant: str, family: str = "wan", **kw):
         fam = get_family(family)

@@ -191,7 +191,7 @@ def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
     from diffusers import WanTransformer3DModel
 
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.training.trainables import add_lora
 
     path = wan_model("2.2-t2v-a14b")
@@ -218,7 +218,7 @@ def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
 
 def _load_on_cuda(wan_model, offload: bool):
     from dit_lora.config import TrainConfig
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
     from dit_lora.training.trainables import add_lora
 
     family = get_family("wan")

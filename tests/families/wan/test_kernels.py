@@ -17,7 +17,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from dit_lora.families.capabilities import FusedKernels, capability  # noqa: E402
+from dit_lora.contract.capabilities import FusedKernels, capability
 from dit_lora.families.wan import kernels as wan_kernels  # noqa: E402
 from dit_lora.kernels import kernel_counts, kernel_runtime, patch_model  # noqa: E402
 from dit_lora.kernels.parity import check_block  # noqa: E402
@@ -235,7 +235,7 @@ def test_kernels_on_a_tiny_wan_model_give_the_same_output_and_grads_fp32():
 
 
 def test_the_family_declares_its_points():
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     try:
         family = get_family("wan")

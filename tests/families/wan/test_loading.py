@@ -9,7 +9,7 @@ import torch
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.loading import trained_experts

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.output.adapter import adapter_index, write_adapter
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_INDEX_FILE

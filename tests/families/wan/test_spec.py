@@ -326,7 +326,7 @@ def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_def
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
     from dit_lora.config import TrainConfig
     from dit_lora.data.frames import choose_bucket
-    from dit_lora.families import get_family
+    from dit_lora.registry import get_family
 
     family = get_family("wan")
     cfg = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers")

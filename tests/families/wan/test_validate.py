@@ -10,7 +10,7 @@ import pytest
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families import get_family
+from dit_lora.registry import get_family
 
 FAMILY = {"2.1-t2v": "wan", "2.1-i2v": "wan_i2v", "2.2-ti2v": "wan", "2.2-t2v-a14b": "wan", "2.2-i2v-a14b": "wan_i2v"}
 

@@ -10,8 +10,8 @@ import yaml
 
 from helpers import ROOT
 from dit_lora.config import parse_config
-from dit_lora.families import BUILT_IN, entry_for, get_family, recipe_script, wan
-from dit_lora.families.registry import resolve
+from dit_lora.families import wan
+from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, resolve
 from dit_lora.families.wan.i2v import WanI2VFamily
 from dit_lora.families.wan.options import DEMO_VARIANTS, WanI2VOptions, WanOptions
 from dit_lora.families.wan.spec import WanFamily

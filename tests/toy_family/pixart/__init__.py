@@ -4,7 +4,7 @@ It shows what a new diffusion family needs: its spec (:mod:`.spec`), its options
 offline model (:mod:`.demo`) and this entry; nothing in ``dit_lora`` names it.
 """
 
-from dit_lora.families.registry import FamilyEntry
+from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):

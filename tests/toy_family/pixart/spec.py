@@ -21,10 +21,11 @@ import torch
 
 from dit_lora.modeling import quantize
 from dit_lora.core.errors import UserError
-from dit_lora.families.base import Components, schedule_on_device
-from dit_lora.families.capabilities import (
-    AdapterFitting, Demo, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples, attach_adapter,
+from dit_lora.contract.family import Components, schedule_on_device
+from dit_lora.contract.capabilities import (
+    AdapterFitting, Demo, ImageBuckets, MemoryPlan, ModelCard, ModelDefaults, Precision, Samples,
 )
+from dit_lora.output.adapter import attach_adapter
 from dit_lora.families.diffusion import DiffusionFamily
 from dit_lora.families.diffusion import make_peft_capable
 from dit_lora.output.names import PEFT_ADAPTER_FILE

@@ -1,0 +1,242 @@
+"""The family registry: one :class:`FamilyEntry` per family, looked up by name.
+
+Each family package (``dit_lora/families/<name>/__init__.py``) defines ``ENTRY``; the built-in ones are listed
+below by module path (:data:`BUILT_IN`) and imported with :mod:`importlib` on the first lookup, so this module,
+and :mod:`dit_lora.config` above it, import no family. From the entries come the family names (``--family``), the
+catalogue's data files, the demo configs the tests run, the recipe script of each name and its docs page. A
+family living outside the package (a test folder, a plugin) builds its own ``FamilyEntry`` and registers it with
+one call, :func:`register_family`.
+
+This module imports nothing heavy: an entry names its code by ``"module:attribute"`` strings, imported on use.
+The layers above learn of registrations through :func:`watch` (the option owners check a new family's options
+class and drop their caches), since the registry sits below them and cannot call them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
+
+from dit_lora.contract.capabilities import check_capabilities
+from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:
+    from dit_lora.contract.family import ModelFamily
+
+#: what builds the family called ``name``: a ``"module:attribute"`` path to such a callable (imported when the
+#: family is first asked for), or the callable itself
+Factory = Union[str, Callable[[str], Any]]
+
+
+@dataclass(frozen=True)
+class FamilyEntry:
+    """What a family package declares about itself (immutable; one per package, several names allowed)."""
+
+    #: The family names it registers (``--family``, YAML ``family:``), the first being the default its recipe
+    #: script trains (CogVideoX: text-to-video, then image-to-video; videollm: one per video-LLM architecture).
+    names: tuple[str, ...]
+    #: Builds the :class:`~dit_lora.contract.family.ModelFamily` of one name: called with that name. A
+    #: ``"module:attribute"`` string is imported on first use (so ``import dit_lora.registry`` stays light).
+    factory: Factory
+    #: The family's own options (``families/<name>/options.py``): a ``"module:Class"`` path for every name, or a
+    #: mapping of name to path where names differ (CogVideoX image-to-video); None: only the common options.
+    options: Union[str, Mapping[str, str], None] = None
+    #: Module holding the family's catalogue ``ENTRIES`` (published checkpoints); None: nothing catalogued.
+    catalogue: str | None = None
+    #: Its demo configs, relative to ``recipes/configs/`` (e.g. ``"sana/demo.yaml"``): the runs the
+    #: no-host-sync audit trains with default flags.
+    demo_configs: tuple[str, ...] = ()
+    #: File name of its recipe script under ``recipes/`` (default ``<first name>_lora.py``).
+    recipe: str = ""
+    #: Its page under the documentation (a path from the repository root); None until it has one.
+    docs: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.names, str) or not self.names or not all(isinstance(n, str) and n for n in self.names):
+            raise ValueError(f"FamilyEntry.names must be a non-empty tuple of names, got {self.names!r}")
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"FamilyEntry.names repeats a name: {self.names!r}")
+        object.__setattr__(self, "names", tuple(self.names))
+        if isinstance(self.options, Mapping):
+            unknown = sorted(set(self.options) - set(self.names))
+            if unknown:
+                raise ValueError(f"FamilyEntry.options names {unknown}, which are not among its names {self.names}")
+            object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+        object.__setattr__(self, "demo_configs", tuple(self.demo_configs))
+
+    @property
+    def default(self) -> str:
+        """The name its recipe script trains when neither ``--family`` nor the config names one."""
+        return self.names[0]
+
+    @property
+    def recipe_script(self) -> str:
+        """``recipes/<...>_lora.py``, the script that trains every name of this entry."""
+        return f"recipes/{self.recipe or self.default + '_lora.py'}"
+
+    def options_for(self, name: str) -> str | None:
+        """The ``"module:Class"`` of ``name``'s own options (None: it has only the common options)."""
+        if isinstance(self.options, Mapping):
+            return self.options.get(name)
+        return self.options
+
+    def build(self, name: str):
+        """A new :class:`~dit_lora.contract.family.ModelFamily` for ``name`` (one of :attr:`names`)."""
+        if name not in self.names:
+            raise KeyError(f"{name!r} is not a name of this entry ({', '.join(self.names)})")
+        return resolve(self.factory)(name)
+
+
+def resolve(path: Factory) -> Any:
+    """The object a ``"module:attribute"`` path names (a non-string is returned as it is)."""
+    if not isinstance(path, str):
+        return path
+    module, _, attribute = path.partition(":")
+    if not module or not attribute:
+        raise ValueError(f"expected 'module:attribute', got {path!r}")
+    found: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        found = getattr(found, part)
+    return found
+
+
+#: The package of the built-in families, and their packages under it, one line each (its ENTRY lists its names,
+#: catalogue, demo configs and recipe), in the order the catalogue lists them. Imported on the first lookup.
+BUILT_IN_PACKAGE = "dit_lora.families"
+BUILT_IN = (
+    "sana",
+    "cogvideox",
+    "dit",
+    "videollm",
+    "wan",
+)
+
+_ENTRIES: list[FamilyEntry] = []
+_BY_NAME: dict[str, FamilyEntry] = {}
+_CHECKED: set[str] = set()  # names whose family passed the capability check
+#: callbacks told of each registration (the entry) and removal (None); see :func:`watch`
+_WATCHERS: list[Callable[[FamilyEntry | None], None]] = []
+_built_in_loaded = False
+
+
+def _load_built_in() -> None:
+    """Register the built-in families (once, before anything else is registered or looked up)."""
+    global _built_in_loaded
+    if _built_in_loaded:
+        return
+    _built_in_loaded = True  # set first: registering them calls back here
+    try:
+        for package in BUILT_IN:
+            _register(importlib.import_module(f"{BUILT_IN_PACKAGE}.{package}").ENTRY)
+    except BaseException:
+        _built_in_loaded = False
+        for entry in list(_ENTRIES):
+            _remove(entry)
+        raise
+
+
+def watch(callback: Callable[[FamilyEntry | None], None]) -> None:
+    """Call ``callback(entry)`` after each registration and ``callback(None)`` after each removal.
+
+    A callback that raises on a registration refuses it (the entry is removed again and the error raised): the
+    option owners (:mod:`dit_lora.config.owners`) check a new family's options class this way.
+    """
+    if callback not in _WATCHERS:
+        _WATCHERS.append(callback)
+
+
+def register_family(entry: FamilyEntry) -> None:
+    """Make every name of ``entry`` available (``--family``, YAML ``family:``); refuses a name already taken.
+
+    An entry whose factory is a callable is built and checked now (its declared capabilities must have their
+    methods); one naming its factory by ``"module:attribute"`` (the built-in families, imported lazily so this
+    module stays light) is checked when a name of it is first asked for.
+    """
+    _load_built_in()
+    _register(entry)
+
+
+def _register(entry: FamilyEntry) -> None:
+    if not isinstance(entry, FamilyEntry):
+        raise TypeError(f"register_family takes a FamilyEntry, got {type(entry).__name__}")
+    taken = [name for name in entry.names if name in _BY_NAME]
+    if taken:
+        owner = _BY_NAME[taken[0]]
+        raise ValueError(f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
+                         f"factory {_describe(owner.factory)}); choose another name")
+    if not isinstance(entry.factory, str):
+        for name in entry.names:
+            _check(name, entry.build(name))
+    _ENTRIES.append(entry)
+    _BY_NAME.update(dict.fromkeys(entry.names, entry))
+    try:
+        for callback in list(_WATCHERS):
+            callback(entry)
+    except Exception:
+        _remove(entry)
+        raise
+
+
+def unregister_family(entry: FamilyEntry) -> None:
+    """Remove ``entry``'s names again (a test that registered a family of its own cleans up with this)."""
+    _load_built_in()
+    if entry not in _ENTRIES:
+        raise ValueError(f"the entry of {', '.join(entry.names)} is not registered")
+    _remove(entry)
+
+
+def _remove(entry: FamilyEntry) -> None:
+    _ENTRIES.remove(entry)
+    for name in entry.names:
+        _BY_NAME.pop(name, None)
+        _CHECKED.discard(name)
+    for callback in list(_WATCHERS):
+        callback(None)
+
+
+def _describe(factory) -> str:
+    return factory if isinstance(factory, str) else f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
+
+
+def _check(name: str, family: ModelFamily) -> ModelFamily:
+    """``family`` once its declared capabilities were checked (each name once per process)."""
+    if name not in _CHECKED:
+        check_capabilities(family)
+        _CHECKED.add(name)
+    return family
+
+
+def entries() -> list[FamilyEntry]:
+    """Every registered entry, in registration order (the built-in families first)."""
+    _load_built_in()
+    return list(_ENTRIES)
+
+
+def entry_for(name: str) -> FamilyEntry:
+    """The entry that registered the family ``name``; unknown names list the valid ones."""
+    _load_built_in()
+    if name not in _BY_NAME:
+        raise UserError(f"Unknown model family `{name}` (--family). Available families: {', '.join(available())}.")
+    return _BY_NAME[name]
+
+
+def available() -> list[str]:
+    """Names of every registered family."""
+    _load_built_in()
+    return sorted(_BY_NAME)
+
+
+def recipe_script(name: str) -> str:
+    """``recipes/<...>_lora.py``, the script that trains the family ``name``."""
+    return entry_for(name).recipe_script
+
+
+def get_family(name: str) -> ModelFamily:
+    """Instantiate the family called ``name``; unknown names list the valid ones."""
+    return _check(name, entry_for(name).build(name))
+
+
+__all__ = ["BUILT_IN", "BUILT_IN_PACKAGE", "FamilyEntry", "Factory", "available", "entries", "entry_for",
+           "get_family", "recipe_script", "register_family", "resolve", "unregister_family", "watch"]

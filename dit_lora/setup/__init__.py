@@ -1,0 +1,1 @@
+"""Setting a run up before anything is built: which family trains a model (:mod:`.family_inference`)."""

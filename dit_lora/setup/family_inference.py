@@ -1,0 +1,118 @@
+"""Which family a model is: the family of a model folder or Hub id (:func:`family_for_model`) or of a loaded
+pipeline (:func:`family_for_pipeline`); the pipeline classes of the registered families, the class a model's configs
+name, and the one-paragraph refusals for a model no family trains or a ``--family`` that trains another class.
+
+The pipeline classes come from the registry alone: each family's spec declares its ``pipeline_class_name`` (the
+diffusers pipeline, or a video LLM's transformers class), so registering a family makes its pipelines supported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from dit_lora.catalogue import by_hub_id, match
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.core.errors import UserError
+from dit_lora.registry import available, entries, entry_for, get_family
+
+if TYPE_CHECKING:
+    from dit_lora.contract.family import ModelFamily
+
+#: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
+PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
+
+
+def pipelines_by_family() -> dict[str, tuple[str, ...]]:
+    """Each registered family name and the pipeline classes it trains (its spec's ``pipeline_class_name``)."""
+    return {name: (get_family(name).pipeline_class_name,) for name in available()}
+
+
+def entry_pipelines(name: str) -> tuple[str, ...]:
+    """The pipeline classes of every name of ``name``'s registry entry (``wan`` and ``wan_i2v`` together: which
+    of the two a checkpoint needs is the family's own check, with its own advice)."""
+    table = pipelines_by_family()
+    return tuple(dict.fromkeys(c for n in entry_for(name).names for c in table[n]))
+
+
+def found_class(read: Callable[[str, str], dict | None]) -> tuple[str | None, str]:
+    """The class a model's configs name and where: ``model_index.json``'s ``_class_name`` (a diffusers pipeline),
+    else ``config.json``'s ``architectures`` (a transformers model) or ``_class_name`` (a transformer-only folder).
+    ``(None, "no model_index.json")`` when neither file is readable."""
+    index = read("", "model_index.json") or {}
+    if index.get("_class_name"):
+        return index["_class_name"], "model_index.json"
+    config = read("", "config.json") or {}
+    if config.get("architectures"):
+        return config["architectures"][0], "config.json"
+    if config.get("_class_name"):
+        return config["_class_name"], "config.json (a transformer-only folder, no model_index.json)"
+    return None, "no model_index.json"
+
+
+def trained_list() -> str:
+    """``--family sana: SanaPipeline; --family wan: WanPipeline; ...`` from the registry, one item per entry."""
+    table = pipelines_by_family()
+    items = []
+    for entry in entries():
+        classes = ", ".join(dict.fromkeys(c for n in entry.names for c in table[n]))
+        items.append(f"--family {'/'.join(entry.names)}: {classes}")
+    return "; ".join(items)
+
+
+def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> UserError:
+    """The paragraph for a model no registered family trains: the class found, what each family trains, what to do."""
+    cls, where = found_class(read)
+    if cls is None:
+        what = (f"`{path}` has no model_index.json or config.json dit-lora can read (a local folder, the Hub cache, "
+                "or the catalogue's copy; nothing is downloaded to decide), so its pipeline class is unknown")
+    else:
+        what = f"`{path}` is a {cls} ({where}), which no dit-lora family trains"
+    return UserError(
+        f"{what}. dit-lora trains these pipelines ({trained_list()}). If the model is one of them, pass its --family "
+        f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet ({', '.join(PLANNED)} "
+        "are planned): train it with a trainer that supports it.")
+
+
+def check_family_trains_model(cfg, read: Callable[[str, str], dict | None]) -> None:
+    """Refuse ``cfg.family`` for a model whose configs name a class outside its registry entry's pipelines
+    (before anything is built). A model whose class cannot be read is left to the family's own checks."""
+    cls, where = found_class(read)
+    trained = entry_pipelines(cfg.family)
+    if cls is None or cls in trained:
+        return
+    others = [n for n in available() if get_family(n).pipeline_class_name == cls]
+    advice = (f"Use --family {others[0]} for it" if others else
+              f"No dit-lora family trains {cls} (not supported yet; {', '.join(PLANNED)} are planned). dit-lora "
+              f"trains: {trained_list()}")
+    raise UserError(f"--family {cfg.family} trains {' and '.join(trained)}; `{cfg.pretrained_model_name_or_path}` is "
+                    f"a {cls} ({where}). {advice}.")
+
+
+def family_for_pipeline(pipe) -> ModelFamily | None:
+    """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
+    names = {cls.__name__ for cls in type(pipe).__mro__}
+    for name in available():
+        family = get_family(name)
+        if family.pipeline_class_name in names:
+            return family
+    return None
+
+
+def family_for_model(cfg) -> str:
+    """The family that trains ``cfg.pretrained_model_name_or_path``: its catalogue entry, else its configs' class.
+
+    Reads small config files only; when neither says, stops with the class the configs name and the pipelines
+    each family trains (:func:`unsupported_model`).
+    """
+    entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    if entry is not None:
+        return entry.family
+    read = config_reader(cfg)
+    for name in available():
+        if match(name, read) is not None:
+            return name
+    index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
+    for name in available():
+        if get_family(name).pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
+            return name
+    raise unsupported_model(str(cfg.pretrained_model_name_or_path), read)

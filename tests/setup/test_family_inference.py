@@ -1,0 +1,132 @@
+"""Models no dit-lora family trains (a PixArt-Sigma and a FLUX.1 folder with their real diffusers configs): one
+paragraph naming the class found and what each registered family trains; ``--family sana`` on them is refused
+while parsing, before anything is built; a registered family (the toy PixArt-alpha one) makes its pipeline supported.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dit_lora.core.errors import UserError
+from dit_lora.setup.family_inference import family_for_model, found_class, pipelines_by_family
+
+
+def _folder(root: Path, pipeline: str, transformer) -> Path:
+    """A pipeline folder holding the real model_index.json layout and the transformer's own saved config."""
+    root.mkdir(parents=True)
+    index = {"_class_name": pipeline, "_diffusers_version": "0.42.1", "transformer": ["diffusers", type(transformer).__name__],
+             "vae": ["diffusers", "AutoencoderKL"], "scheduler": ["diffusers", "FlowMatchEulerDiscreteScheduler"]}
+    (root / "model_index.json").write_text(json.dumps(index))
+    transformer.save_config(root / "transformer")
+    return root
+
+
+@pytest.fixture(scope="module")
+def unsupported(tmp_path_factory) -> dict[str, Path]:
+    """A tiny PixArt-Sigma and a tiny FLUX.1 folder (configs only: nothing trains them)."""
+    from diffusers import FluxTransformer2DModel, PixArtTransformer2DModel
+
+    root = tmp_path_factory.mktemp("unsupported")
+    pixart = PixArtTransformer2DModel(num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8,
+                                      num_layers=1, cross_attention_dim=16, caption_channels=16, sample_size=8,
+                                      norm_type="ada_norm_single", use_additional_conditions=False)
+    flux = FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=8,
+                                  num_attention_heads=2, joint_attention_dim=16, pooled_projection_dim=16,
+                                  axes_dims_rope=(2, 2, 4))
+    return {"PixArtSigmaPipeline": _folder(root / "pixart-sigma", "PixArtSigmaPipeline", pixart),
+            "FluxPipeline": _folder(root / "flux", "FluxPipeline", flux)}
+
+
+def _parse(argv: list[str]):
+    from dit_lora.commands.recipe import parse_run
+
+    return parse_run(argv)
+
+
+def _argv(model: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return ["--pretrained_model_name_or_path", str(model), "--train_data_dir", str(tmp_path),
+            "--output_dir", str(tmp_path / "out"), *extra]
+
+
+@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "FluxPipeline"])
+def test_unsupported_model_names_its_class_and_every_family(unsupported, tmp_path, cls):
+    with pytest.raises(UserError) as err:
+        _parse(_argv(unsupported[cls], tmp_path))
+    text = str(err.value)
+    assert f"is a {cls} (model_index.json)" in text and "not supported yet" in text and "\n" not in text
+    for family, classes in pipelines_by_family().items():
+        assert family in text and all(c in text for c in classes)
+
+
+@pytest.mark.parametrize("cls", ["PixArtSigmaPipeline", "FluxPipeline"])
+def test_family_of_another_class_is_refused_before_anything_is_built(unsupported, tmp_path, monkeypatch, cls):
+    import sys
+    import types
+
+    import diffusers.models.modeling_utils as modeling
+    from dit_lora.commands.recipe import run_recipe
+
+    def built(*a, **k):  # the refusal must come first: no training stage, no weights
+        raise AssertionError("something was built")
+
+    monkeypatch.setitem(sys.modules, "dit_lora.training.loop", types.SimpleNamespace(train=built))
+    monkeypatch.setattr(modeling.ModelMixin, "from_pretrained", classmethod(built))
+    with pytest.raises(UserError) as err:
+        run_recipe(None, _argv(unsupported[cls], tmp_path, "--family", "sana", "--skip_doctor", "true"))
+    text = str(err.value)
+    assert text.startswith(f"--family sana trains SanaPipeline; `{unsupported[cls]}` is a {cls}") and "\n" not in text
+
+
+def test_transformer_only_folder_and_empty_folder_say_what_was_found(tmp_path):
+    from diffusers import PixArtTransformer2DModel
+
+    PixArtTransformer2DModel(num_attention_heads=2, attention_head_dim=8, num_layers=1, cross_attention_dim=16,
+                             caption_channels=16, sample_size=8).save_config(tmp_path / "only")
+    read = lambda folder: (lambda sub, name: json.loads(p.read_text()) if (p := folder / sub / name).is_file() else None)  # noqa: E731
+    assert found_class(read(tmp_path / "only")) == ("PixArtTransformer2DModel",
+                                                    "config.json (a transformer-only folder, no model_index.json)")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match=r"has no model_index.json or config.json .* SanaPipeline"):
+        _parse(_argv(tmp_path / "empty", tmp_path))
+
+
+def test_a_registered_family_makes_its_pipeline_supported(unsupported, tmp_path, monkeypatch):
+    from diffusers import PixArtTransformer2DModel
+
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))  # tests/: the toy family lives there
+    from toy_family.pixart import ENTRY
+
+    from dit_lora.setup.family_inference import family_for_model
+    from dit_lora.registry import register_family, unregister_family
+
+    alpha = _folder(tmp_path / "alpha", "PixArtAlphaPipeline",
+                    PixArtTransformer2DModel(num_attention_heads=2, attention_head_dim=8, num_layers=1,
+                                             cross_attention_dim=16, caption_channels=16, sample_size=8))
+    cfg = type("Common", (), {"pretrained_model_name_or_path": str(alpha), "revision": None})()
+    with pytest.raises(UserError, match="PixArtAlphaPipeline"):
+        family_for_model(cfg)  # not registered: unsupported
+    register_family(ENTRY)
+    try:
+        assert pipelines_by_family()["pixart_toy"] == ("PixArtAlphaPipeline",)
+        assert family_for_model(cfg) == "pixart_toy"
+        with pytest.raises(UserError, match=r"--family pixart_toy: PixArtAlphaPipeline"):
+            _parse(_argv(unsupported["PixArtSigmaPipeline"], tmp_path))  # Sigma is still not Alpha
+    finally:
+        unregister_family(ENTRY)
+
+
+def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
+    from dit_lora.catalogue import entries
+    from dit_lora.config import TrainConfig
+    from dit_lora.core.errors import UserError
+
+    for entry in entries():
+        assert family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id)) == entry.family
+    (tmp_path / "model_index.json").write_text('{"_class_name": "DiTPipeline"}')
+    assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path))) == "dit"
+    (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
+    with pytest.raises(UserError, match=r"is a FluxPipeline \(model_index.json\), which no dit-lora family trains.*--family sana: SanaPipeline"):
+        family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)))

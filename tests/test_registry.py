@@ -1,0 +1,176 @@
+"""The family registry (``dit_lora/registry.py``): one entry per family package, every list derived from it,
+and ``register_family`` for a family that lives anywhere else (here: a folder written by the test)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import dit_lora.families as family_packages
+from dit_lora import registry
+from dit_lora.contract.family import REQUIRED, ModelFamily
+from helpers import ROOT
+
+FAMILY = textwrap.dedent("""
+    from dit_lora.contract.family import ModelFamily
+    from dit_lora.registry import FamilyEntry
+
+
+    class Tiny(ModelFamily):
+        name = "tiny_elsewhere"
+        pipeline_class_name = "TinyPipeline"
+    {methods}
+
+    def make(name):
+        return Tiny()
+
+
+    ENTRY = FamilyEntry(names=("tiny_elsewhere",), factory={factory}, catalogue="{package}.catalogue",
+                        demo_configs=("tiny/demo.yaml",), recipe="tiny_lora.py")
+""")
+CATALOGUE = "ENTRIES = []\n"
+
+
+def _write_family(folder: Path, package: str, factory: str) -> Path:
+    """A family package written under ``folder``: the required methods (empty), an entry, a catalogue module."""
+    methods = "".join(f"\n    def {name}(self, *args):\n        return None\n" for name in REQUIRED)
+    (folder / package).mkdir(parents=True)
+    (folder / package / "__init__.py").write_text(FAMILY.format(methods=methods, factory=factory, package=package))
+    (folder / package / "catalogue.py").write_text(CATALOGUE)
+    return folder / package
+
+
+@pytest.fixture
+def elsewhere(tmp_path, monkeypatch):
+    """The ENTRY of a family package in a tmp folder (not registered); unregistered after the test if it was."""
+    _write_family(tmp_path, "tiny_family_pkg", factory="make")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = importlib.import_module("tiny_family_pkg").ENTRY
+    yield entry
+    if entry in registry.entries():
+        registry.unregister_family(entry)
+
+
+def test_a_family_from_another_folder_registers_with_one_call(elsewhere):
+    from dit_lora.catalogue import data_files
+
+    registry.register_family(elsewhere)
+    assert "tiny_elsewhere" in registry.available()
+    assert type(registry.get_family("tiny_elsewhere")).__name__ == "Tiny"
+    assert registry.entry_for("tiny_elsewhere") is elsewhere and registry.entries()[-1] is elsewhere
+    assert registry.recipe_script("tiny_elsewhere") == "recipes/tiny_lora.py"
+    assert data_files()[-1] == "tiny_family_pkg.catalogue"  # its catalogue counts, nothing else to edit
+    registry.unregister_family(elsewhere)
+    assert "tiny_elsewhere" not in registry.available() and "tiny_family_pkg.catalogue" not in data_files()
+
+
+def test_a_name_already_registered_is_refused(elsewhere):
+    from dataclasses import replace
+
+    registry.register_family(elsewhere)
+    with pytest.raises(ValueError, match="family name `tiny_elsewhere` is already registered"):
+        registry.register_family(replace(elsewhere))
+    with pytest.raises(ValueError, match="family name `sana` is already registered .*recipes/sana_lora.py"):
+        registry.register_family(replace(elsewhere, names=("sana",)))
+    assert registry.entries().count(elsewhere) == 1 and registry.entry_for("sana").recipe == "sana_lora.py"
+
+
+def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
+    """A factory named by "module:attribute" is not imported at registration; its capabilities are checked on the
+    first get_family (a callable factory is checked at registration: tests/toy_family)."""
+    from dit_lora.core.errors import UserError
+
+    folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
+    (folder / "spec.py").write_text("from . import Tiny\nfrom dit_lora.contract.capabilities import Samples\n\n\n"
+                                    "class Claims(Tiny):\n    capabilities = (Samples,)\n\n\n"
+                                    "def make(name):\n    return Claims()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = importlib.import_module("tiny_lazy_pkg").ENTRY
+    registry.register_family(entry)
+    try:
+        assert "tiny_lazy_pkg.spec" not in __import__("sys").modules
+        with pytest.raises(UserError, match="Samples capability but does not implement"):
+            registry.get_family("tiny_elsewhere")
+    finally:
+        registry.unregister_family(entry)
+
+
+def test_every_family_package_has_its_one_registry_line():
+    """BUILT_IN names every package under dit_lora/families/ (each with an ENTRY), and nothing else."""
+    packages = {m.name for m in pkgutil.iter_modules(family_packages.__path__) if m.ispkg}
+    assert sorted(registry.BUILT_IN) == sorted(packages)
+    built_in = [importlib.import_module(f"dit_lora.families.{name}").ENTRY for name in registry.BUILT_IN]
+    assert registry.entries()[:len(built_in)] == built_in
+    assert sorted(n for e in built_in for n in e.names) == registry.available()
+
+
+def test_recipe_scripts_come_from_the_entries():
+    """Every recipes/*_lora.py is the script of one entry, and every entry's script exists."""
+    scripts = {e.recipe_script for e in registry.entries()}
+    assert scripts == {p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").glob("*_lora.py")}
+
+
+class _Bare(ModelFamily):
+    """The required methods and nothing else: enough to be registered."""
+
+    name = "bare_family"
+
+
+for _method in REQUIRED:
+    setattr(_Bare, _method, lambda self, *args: None)
+_Bare.__abstractmethods__ = frozenset()
+
+
+def test_register_family_takes_only_an_entry():
+    with pytest.raises(TypeError, match="register_family takes a FamilyEntry, got dict"):
+        registry.register_family({"names": ("x",)})
+
+
+def test_unregistering_an_entry_that_is_not_registered_is_refused():
+    from dit_lora.registry import FamilyEntry
+
+    with pytest.raises(ValueError, match="the entry of never_registered is not registered"):
+        registry.unregister_family(FamilyEntry(names=("never_registered",), factory=lambda name: _Bare()))
+
+
+def test_an_options_class_that_is_no_family_options_is_refused_at_registration():
+    from dit_lora.registry import FamilyEntry
+
+    bad = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(),
+                      options="dit_lora.registry:FamilyEntry")
+    with pytest.raises(TypeError, match="options of family `bare_family` must be a FamilyOptions dataclass"):
+        registry.register_family(bad)
+    assert "bare_family" not in registry.available()  # nothing half-registered is left behind
+    good = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare())
+    registry.register_family(good)
+    try:
+        assert isinstance(registry.get_family("bare_family"), _Bare)
+    finally:
+        registry.unregister_family(good)
+
+
+def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, monkeypatch):
+    """`--num_classes` is DiT's (an int); a family declaring its own `num_classes` would get DiT's type and help."""
+    from dit_lora.registry import FamilyEntry
+
+    (tmp_path / "clash_options.py").write_text(textwrap.dedent("""
+        from dataclasses import dataclass
+        from dit_lora.config.schema import FamilyOptions, opt
+
+        @dataclass
+        class ClashOptions(FamilyOptions):
+            num_classes: float = opt(0.5, "A fraction, not DiT's class count.")
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    clash = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(), options="clash_options:ClashOptions")
+    with pytest.raises(TypeError, match="option `num_classes` of family `bare_family`.*already declared by "
+                                        "dit_lora.families.dit.options.DiTOptions"):
+        registry.register_family(clash)
+    assert "bare_family" not in registry.available()
+    from dit_lora.config.owners import all_option_names
+
+    assert "num_classes" in all_option_names()  # the registry is whole again
