@@ -40,7 +40,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.sana.vs_example_cpu import DERIVED, markdown, summarize  # noqa: E402
-from benchmarks.common.cpu_harness import machine_environment, run_once, wait_for_quiet  # noqa: E402
+from benchmarks.common.cpu_harness import child_environment, machine_environment, run_once, wait_for_quiet  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO / "recipes" / "configs" / "cogvideox" / "demo.yaml"
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min_clean_steps", type=int, default=20)
     args = ap.parse_args(argv)
     work = Path(args.work_dir)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    env = child_environment()  # PYTHONPATH kept, this checkout first: the children run this checkout's code
     env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
     configs = args.configs.split(",")
     for config in configs:

@@ -1,10 +1,12 @@
 """What the CPU benchmarks share: machine description, other processes' load, and one timed child run.
 
 ``run_once`` starts a training script under ``step_timer.py`` (fresh child process), samples every 0.1 s how
-much CPU other processes use, and returns per-step times (from the tqdm step bar's stamps), which steps were
+much CPU other processes use, and returns per-step times (from the stamps of the trainer's step progress: a
+diffusers example's tqdm bar, dit-lora's ``Progress``, bar or plain lines), which steps were
 *clean* (other processes used < ``clean_cores`` around them), the child's peak RSS (``os.wait4``) and, where
 the run wrote one, fields of its ``train_summary.json``. Used by the CPU benchmarks
-(``sana/vs_example_cpu.py``, ``cogvideox/vs_example_cpu.py``, ``guard/overhead_cpu.py``, ``levers/compile_nf4_cpu.py``).
+(``sana/vs_example_cpu.py``, ``cogvideox/vs_example_cpu.py``, ``guard/overhead_cpu.py``, ``levers/compile_nf4_cpu.py``),
+whose children get their environment from ``child_environment``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ REPO = Path(__file__).resolve().parents[2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: train_summary.json fields copied into a run's result
 SUMMARY_KEYS = ("steps_per_second", "train_time_s", "peak_memory_bytes", "compile", "quantization", "memory_plan")
+#: what the trainers call their step progress: diffusers' examples "Steps", dit-lora's loop "step"
+STEP_BAR_NAMES = ("steps", "step")
+
+
+def child_environment(**extra: str) -> dict:
+    """The environment of the benchmark's child processes: this one's, offline, unbuffered, and ``PYTHONPATH``
+    kept (a checkout run with it must time its own code, not an editable install's) with this repository
+    first, so the children import the ``dit_lora`` this benchmark belongs to, as it does itself."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1", **extra)
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO]
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + kept)
+    return env
+
+
+def step_bar(bars: list[dict], steps: int) -> dict | None:
+    """The step progress of a run of ``steps`` updates among the stamped ``bars`` (a step_timer log's), or None."""
+    found = [b for b in bars if str(b.get("desc", "")).strip().lower() in STEP_BAR_NAMES and b["total"] == steps]
+    return found[0] if found else None
 
 # --------------------------------------------------------------------------------------------
 # machine state
@@ -167,12 +187,14 @@ def run_once(name: str, script_argv: list[str], env: dict, logs: Path, warmup: i
         log(f"    FAILED (rc {proc.returncode}); see {logs / (name + '.log')}")
         return result
     data = json.loads(stamp_file.read_text())
-    bars = [b for b in data["bars"] if str(b.get("desc", "")).lower() == "steps" and b["total"] == steps]
-    if not bars or len(bars[0]["stamps"]) < warmup + 3:
-        result["error"] = f"no step bar with {steps} updates found in {stamp_file}"
+    bar = step_bar(data["bars"], steps)
+    if bar is None or len(bar["stamps"]) < warmup + 3:
+        seen = ", ".join(f"{b.get('desc')!r} ({b.get('source', 'tqdm.auto')}, total {b['total']}, "
+                         f"{len(b['stamps'])} updates)" for b in data["bars"]) or "none"
+        result["error"] = f"no step bar with {steps} updates found in {stamp_file} (stamped: {seen})"
         log(f"    FAILED: {result['error']}")
         return result
-    stamps, rss = bars[0]["stamps"], bars[0]["rss"]
+    stamps, rss = bar["stamps"], bar["rss"]
     # stamps[i] is the end of step i + 1, so step k (2..N) is stamps[k-1] - stamps[k-2]. Timed: steps warmup+1..N.
     first = max(warmup - 1, 0)
     bounds = list(zip(stamps[first:-1], stamps[first + 1 :]))
@@ -192,7 +214,7 @@ def run_once(name: str, script_argv: list[str], env: dict, logs: Path, warmup: i
         "step_clean": clean,
         # steps 1..warmup: compile (first compiled step), the kernel check (step 1), allocator warm-up
         "warmup_step_s": [round(x, 3) for x in
-                          [stamps[0] - bars[0]["created"]] + [b - a for a, b in zip(stamps[: max(warmup - 1, 0)], stamps[1:warmup])]],
+                          [stamps[0] - bar["created"]] + [b - a for a, b in zip(stamps[: max(warmup - 1, 0)], stamps[1:warmup])]],
     })
     if any(clean):
         result["clean_median_s_per_step"] = round(statistics.median(t for t, c in zip(timed, clean) if c), 5)

@@ -1,15 +1,23 @@
-"""Run a training script as ``__main__`` and timestamp every update of its tqdm step bar.
+"""Run a training script as ``__main__`` and timestamp every update of its step progress.
 
     python benchmarks/common/step_timer.py LOG.json SCRIPT.py [script args...]
 
-Used by ``sana/vs_example_cpu.py`` on dit-lora's recipe and diffusers' example alike, so both are
-timed by the same probe: ``tqdm.auto.tqdm`` is replaced (before the script is imported) by a
-subclass whose ``update()`` records ``time.perf_counter()`` and the process's resident set size
-(``/proc/self/statm``). Both trainers call ``progress.update(1)`` once per optimizer update, right
-after ``optimizer.step()``, so consecutive timestamps bracket exactly one training step (data
-loading, forward, backward, clipping, optimizer, logging included); model loading and latent
-caching happen before the first stamp. Neither script is modified. At exit the stamps of every
-bar that was updated are written to LOG.json.
+Used by the CPU benchmarks (``benchmarks/common/cpu_harness.py``) on dit-lora's recipes and diffusers' example
+trainers alike, so both are timed by the same kind of probe, installed before the script is imported:
+
+* diffusers' examples draw a ``tqdm.auto.tqdm`` bar: it is replaced by a subclass whose ``update()`` stamps;
+* dit-lora draws its step progress through ``dit_lora.core.progress.Progress``, a tqdm bar on a terminal and
+  plain lines without one (the benchmarks' children write to a log file: no bar at all). ``Progress.__init__``
+  and ``Progress.update`` are wrapped when that module is first imported (a post-import hook on
+  ``sys.meta_path``, so whichever copy of ``dit_lora`` the script imports is the one timed, and nothing is
+  imported early), so the stamps come whatever the output is.
+
+A stamp is ``time.perf_counter()`` and the process's resident set size (``/proc/self/statm``), taken on the host
+when the trainer reports an update: nothing reads a device value. Both trainers report once per optimizer
+update, right after ``optimizer.step()``, so consecutive stamps bracket exactly one training step (data loading,
+forward, backward, clipping, optimizer, logging included); model loading and latent caching happen before the
+first stamp. Neither script is modified. At exit the stamps of every progress that was updated are written to
+LOG.json (``bars``: desc, total, created, stamps, rss, and ``source``: ``tqdm.auto`` or ``dit_lora``).
 
 ``STEP_TIMER_TIME_CALLS=diffusers:SanaPipeline.encode_prompt`` also records the (start, end) of
 every call to that method, so the benchmark can say how much of a step was text encoding.
@@ -18,6 +26,7 @@ every call to that method, so the benchmark can say how much of a step was text 
 from __future__ import annotations
 
 import atexit
+import importlib.abc
 import json
 import os
 import runpy
@@ -27,6 +36,8 @@ import time
 _BARS: list = []
 _CALLS: dict[str, list] = {}
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+#: dit-lora's progress module: its ``Progress`` draws the training steps (a bar on a terminal, lines without)
+PROGRESS_MODULE = "dit_lora.core.progress"
 
 
 def _rss_bytes() -> int:
@@ -37,7 +48,20 @@ def _rss_bytes() -> int:
         return -1
 
 
+def _new_bar(desc, total, source: str) -> dict:
+    """The record of one progress (a bar or dit-lora's ``Progress``); stamped by :func:`_stamp`."""
+    bar = {"desc": desc, "total": total, "source": source, "created": time.perf_counter(), "stamps": [], "rss": []}
+    _BARS.append(bar)
+    return bar
+
+
+def _stamp(bar: dict) -> None:
+    bar["stamps"].append(time.perf_counter())
+    bar["rss"].append(_rss_bytes())
+
+
 def _install() -> None:
+    """Stamp the updates of ``tqdm.auto`` bars (diffusers' examples) and of dit-lora's ``Progress``."""
     import tqdm.auto
 
     base = tqdm.auto.tqdm
@@ -45,16 +69,67 @@ def _install() -> None:
     class TimedTqdm(base):  # type: ignore[misc, valid-type]
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            self._bench = {"desc": kwargs.get("desc") or getattr(self, "desc", ""), "total": self.total,
-                           "created": time.perf_counter(), "stamps": [], "rss": []}
-            _BARS.append(self._bench)
+            self._bench = _new_bar(kwargs.get("desc") or getattr(self, "desc", ""), self.total, "tqdm.auto")
 
         def update(self, n=1):
-            self._bench["stamps"].append(time.perf_counter())
-            self._bench["rss"].append(_rss_bytes())
+            _stamp(self._bench)
             return super().update(n)
 
     tqdm.auto.tqdm = TimedTqdm
+    if PROGRESS_MODULE in sys.modules:  # imported already (the timer run in-process, as by a test)
+        time_progress(sys.modules[PROGRESS_MODULE])
+    else:
+        sys.meta_path.insert(0, _AfterImport(PROGRESS_MODULE, time_progress))
+
+
+def time_progress(module) -> None:
+    """Wrap ``module.Progress`` (``dit_lora.core.progress``) so each instance records its updates' stamps.
+
+    Its own ``desc`` and ``total`` name the record ("step", the run's max steps), as a tqdm bar's do; the stamp is
+    taken before the update prints, as :class:`TimedTqdm`'s is before the bar redraws."""
+    cls = module.Progress
+    if getattr(cls, "_step_timer", False):
+        return
+    original_init, original_update = cls.__init__, cls.update
+
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self._bench = _new_bar(self.desc, self.total, "dit_lora")
+
+    def update(self, n: int = 1) -> None:
+        _stamp(self._bench)
+        return original_update(self, n)
+
+    cls.__init__, cls.update, cls._step_timer = __init__, update, True
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``patch(module)`` right after the module ``name`` is executed, wherever it is imported from: the
+    finders after this one find it as usual and its loader's ``exec_module`` is wrapped."""
+
+    def __init__(self, name: str, patch) -> None:
+        self.name, self.patch = name, patch
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                break
+        else:
+            return None
+        sys.meta_path.remove(self)  # once is enough
+        execute, patch = spec.loader.exec_module, self.patch
+
+        def exec_module(module):
+            execute(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module  # the loader instance is this module's alone
+        return spec
 
 
 def _time_calls(specs: list[str]) -> None:

@@ -62,6 +62,7 @@ REPO = BENCH.parents[1]
 sys.path.insert(0, str(REPO))
 
 # reused: assets, command line, child runs, load monitoring
+from benchmarks.common.cpu_harness import child_environment  # noqa: E402
 from benchmarks.sana import vs_example_cpu as sana_cpu  # noqa: E402
 
 CONFIG, RESOLUTION = "small", 256
@@ -175,7 +176,7 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     from dit_lora.config import parse_config
     from dit_lora.families.sana.demo import build_tiny_sana_pipeline
     from dit_lora.registry import get_family
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
     from dit_lora.training.guard import _APPLIED, StepGuard
     from dit_lora.training.optim import make_lr_scheduler, make_optimizer
 
@@ -419,8 +420,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
-    env.pop("PYTHONPATH", None)
+    env = child_environment()  # PYTHONPATH kept, this checkout first: the children run this checkout's code
     if args.threads:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
-from benchmarks.common.cpu_harness import machine_environment, run_once, wait_for_quiet  # noqa: E402
+from benchmarks.common.cpu_harness import child_environment, machine_environment, run_once, wait_for_quiet  # noqa: E402
 
 COMMON = ["--skip_doctor", "--report_to", "none", "--checkpointing_steps", "0", "--validation_prompt", "none",
           "--overwrite_output_dir", "--seed", "0", "--gradient_accumulation_steps", "1"]
@@ -141,8 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(table))
         return 0
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
-    env.pop("PYTHONPATH", None)
+    env = child_environment()  # PYTHONPATH kept, this checkout first: the children run this checkout's code
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     build(work, args.layers, env)

@@ -68,7 +68,7 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.common.cpu_harness import machine_environment, run_once, wait_for_quiet  # noqa: E402
+from benchmarks.common.cpu_harness import child_environment, machine_environment, run_once, wait_for_quiet  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = Path(__file__).resolve().parent
@@ -343,8 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", PYTHONUNBUFFERED="1")
-    env.pop("PYTHONPATH", None)
+    env = child_environment()  # PYTHONPATH kept, this checkout first: the children run this checkout's code
 
     diffusers_env = dict(env, STEP_TIMER_TIME_CALLS=ENCODE_CALL)
     example_python = args.example_python or sys.executable
