@@ -30,7 +30,7 @@ def _row(f) -> str:
     doc = f.metadata["help"]
     if f.metadata.get("choices"):
         doc += f" Choices: {', '.join(f.metadata['choices'])}."
-    if f.metadata.get("valid") is not None:  # checked at parse time (config/parser.py: check_value)
+    if f.metadata.get("valid") is not None:  # checked at parse time (config/values.py: check_value)
         doc += f" Valid: {valid_text(f)}."
     return f"| `--{f.name}` | `{default}` | {doc.replace('|', '/')} |"
 

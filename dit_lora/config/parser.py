@@ -7,12 +7,8 @@ option; values are coerced to the field's type and checked before any model is l
 from __future__ import annotations
 
 import argparse
-import difflib
-import functools
-import math
 import re
 import sys
-import types
 import typing
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -23,197 +19,9 @@ import yaml
 from dit_lora.core.errors import UserError
 from dit_lora.config import owners
 from dit_lora.config.applies import check_applies
-from dit_lora.config.peers import peer_hint
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
-
-
-@functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _field_types() -> dict[str, Any]:
-    """Every option's declared type: the common ones and every known family's."""
-    return {name: _field_type(name) for name in owners.all_option_names()}
-
-
-def _field_type(name: str) -> Any:
-    f, cls = _option(name)
-    return _hints(cls)[f.name]
-
-
-def _option(name: str):
-    """(field, declaring class) of option ``name``, common or a family's."""
-    found = owners.find_field(name)
-    if found is None:
-        raise KeyError(name)
-    return found
-
-
-def _base_type(tp: Any) -> tuple[Any, bool]:
-    """Return (inner type, optional?) for ``X | None`` annotations."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args[0], True
-    return tp, False
-
-
-def _suggest(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
-    return f" Did you mean `{close[0]}`?" if close else ""
-
-
-def unknown_message(name: str, valid: Sequence[str], where: str) -> str:
-    """The one paragraph for an unknown option ``name`` (no family has it): another trainer's name gets its
-    dit-lora counterpart or "no equivalent" (:mod:`.peers`), anything else the closest of ``valid`` (the run's
-    option names). ``where``: ``on the command line`` or ``in run.yaml``."""
-    bare = name.split("=")[0].lstrip("-")
-    flag = where == "on the command line"
-    hint = _unknown_hint(bare, valid, flag)
-    return (f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
-            "for every valid option.")
-
-
-def _unknown_hint(bare: str, valid: Sequence[str], flag: bool) -> str:
-    """Another trainer's counterpart of option ``bare`` (:mod:`.peers`), else the closest of ``valid``, else ""."""
-    hint = peer_hint(bare, valid)
-    if hint is None:
-        close = difflib.get_close_matches(bare, list(valid), n=1, cutoff=0.5)
-        hint = f"Did you mean `{'--' if flag else ''}{close[0]}`?" if close else ""
-    return hint
-
-
-def unknown_options_message(names: Sequence[str], valid: Sequence[str], where: str) -> str:
-    """One paragraph for every unknown option in ``names`` at once (a config from another trainer has several:
-    one per run would take as many runs to fix), each with its hint; one name is :func:`unknown_message`."""
-    if len(names) == 1:
-        return unknown_message(names[0], valid, where)
-    flag = where == "on the command line"
-    items = []
-    for name in names:
-        bare = name.split("=")[0].lstrip("-")
-        hint = _unknown_hint(bare, valid, flag)
-        items.append(f"`{'--' if flag else ''}{bare}`{f' ({hint.rstrip(chr(46))})' if hint else ''}")
-    return (f"{len(items)} unknown options {where}: {'; '.join(items)}. Fix or remove each of them; run with --help "
-            "for every valid option.")
-
-
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n"}
-
-
-def coerce(name: str, value: Any, source: str) -> Any:
-    """Convert ``value`` to the declared type of field ``name``; errors name the field and source."""
-    tp, optional = _base_type(_field_type(name))
-    meta = _option(name)[0].metadata
-    if value is None or (optional and isinstance(value, str) and value.lower() in ("none", "null", "")):
-        if optional:
-            return None
-        raise UserError(f"`{name}` in {source} cannot be empty; remove it to use the default.")
-    try:
-        if tp is bool:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in _TRUE:
-                return True
-            if text in _FALSE:
-                return False
-            raise ValueError
-        if typing.get_origin(tp) is list:
-            if isinstance(value, str):
-                value = [v.strip() for v in value.split(",") if v.strip()]
-            if not isinstance(value, (list, tuple)):
-                raise ValueError
-            return [str(v) for v in value]
-        if tp in (int, float):
-            number = _to_number(value, tp)
-            check_value(name, number, source, raw=value)
-            return number
-        if tp is str:
-            value = str(value)
-            choices = meta.get("choices")
-            if choices and value not in choices:
-                raise UserError(
-                    f"`{name}` in {source} is `{value}`, which is not one of {', '.join(choices)}."
-                    f"{_suggest(value, choices)} Pick one of those values."
-                )
-            return value
-    except (TypeError, ValueError, OverflowError):
-        pass
-    pretty = getattr(tp, "__name__", str(tp))
-    raise UserError(
-        f"`{name}` in {source} is {value!r}, which is not a valid {pretty}. "
-        f"Give {'an' if pretty[0] in 'aeiou' else 'a'} {pretty}"
-        f"{' (comma-separated for a list)' if typing.get_origin(tp) is list else ''}."
-        f"{_LIST_HINTS.get(name, '') if isinstance(value, (list, tuple)) else ''}"
-    )
-
-
-#: what a list means for a one-value option in the trainers people come from (the sentence after the type error)
-_LIST_HINTS = {
-    "resolution": " dit-lora trains at one --resolution (one side in pixels) and aspect-ratio buckets "
-                  "(--aspect_buckets, `auto` by default) hold every image near its square's pixel count; "
-                  "ai-toolkit's list of resolutions (training at several sizes) has no dit-lora equivalent: "
-                  "pick one, e.g. the largest.",
-}
-
-
-def _to_number(value: Any, tp: type) -> int | float:
-    """``value`` (a YAML number or the text of a flag) as ``tp``; non-finite values pass through to the range check.
-
-    An int option takes ``3``, ``3.0`` and ``1e3`` (YAML reads ``1e3`` as text), not ``2.5``.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            return int(text) if tp is int else float(text)
-        except ValueError:
-            value = float(text)  # "1e3" for an int, "nan", "inf"; anything else raises ValueError
-    if tp is float or not math.isfinite(value):
-        return float(value)
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError
-    return int(value)
-
-
-def _where(source: str | None) -> str:
-    if source is None:
-        return ""
-    return " on the command line" if source.startswith("--") else f" in {source}"
-
-
-def range_message(name: str, value: Any, source: str | None = None, shown: str | None = None) -> str | None:
-    """The one paragraph for a numeric option outside its range (``None`` when ``value`` is valid).
-
-    ``source`` is where the value came from: ``--name`` (the command line), a YAML path, or None (the config);
-    ``shown`` is the value as the user wrote it (``-1e-4`` rather than ``-0.0001``).
-    """
-    f = _option(name)[0]
-    rule = f.metadata.get("valid")
-    if rule is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value in rule:
-        return None
-    kind = "an integer" if _base_type(_field_type(name))[0] is int else "a number"
-    wanted = f"{kind} {rule}" if str(rule) != "finite" else f"a finite {kind.split()[-1]}"
-    problem = "" if math.isfinite(value) else ", not a finite number"
-    why = f": {rule.why}" if rule.why else ""
-    if isinstance(f.default, (int, float)) and not isinstance(f.default, bool) and f.default in rule:
-        fix = f"or leave it out for the default ({f.default})"
-    else:
-        fix = "or leave it out (unset)"
-    return (f"--{name} is {shown or value}{problem}; it must be {wanted}{why}. Set it{_where(source)} to "
-            f"{wanted}, {fix}.")
-
-
-def check_value(name: str, value: Any, source: str | None, raw: Any = None) -> None:
-    """Raise the paragraph of :func:`range_message` when ``value`` is outside the range of option ``name``."""
-    shown = raw.strip() if isinstance(raw, str) and raw.strip() else None
-    message = range_message(name, value, source, shown)
-    if message is not None:
-        raise UserError(message)
+from dit_lora.config.values import (base_type, coerce, field_type, option_field, range_message,
+                                    unknown_options_message)
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -224,6 +32,13 @@ def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None
     path = Path(path)
     if family is None:
         family, chosen_by = _yaml_family(data, path)
+    return _yaml_values(data, path, family, chosen_by)
+
+
+def _yaml_values(data: dict, path: Path, family: str, chosen_by: str | None,
+                 skip: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The keys of a YAML mapping checked for a run of ``family`` (another family's key names its owner; every
+    unknown key at once), then coerced, except those in ``skip`` (coerced already)."""
     valid = [*owners.common_names(), *(f.name for f in owners.family_fields(family))]
     unknown = []
     for key in data:
@@ -234,7 +49,7 @@ def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None
             unknown.append(str(key))
     if unknown:
         raise UserError(unknown_options_message(unknown, valid, f"in {path}"))
-    return {k: coerce(k, v, str(path)) for k, v in data.items()}
+    return {k: coerce(k, v, str(path)) for k, v in data.items() if k not in skip}
 
 
 def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
@@ -382,8 +197,8 @@ def add_config_flag(parser, name: str) -> None:
     The value stays a string (None when absent); :func:`coerce` types it. ``dit-lora check-data`` declares
     the options it shares with the recipes through here, so help texts live in one place.
     """
-    f = _option(name)[0]
-    tp, _ = _base_type(_field_type(f.name))
+    f = option_field(name)[0]
+    tp, _ = base_type(field_type(f.name))
     if isinstance(parser, argparse.ArgumentParser):  # e.g. `dit-lora check-data` (a group shares its parser's)
         accept_negative_numbers(parser)
     choices = f.metadata.get("choices")
@@ -412,27 +227,19 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     options, e.g. the model's family for ``dit-lora plan``; it may return ``(family, what chose it)`` for the
     messages, e.g. a recipe script's own family), else the schema's default. The flags are then the
     common options plus that family's; another family's flag or YAML key is refused naming its owner.
-    ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source.
+    ``needs_data=False`` (``dit-lora plan``) accepts a configuration without a data source. The command line and
+    the YAML are each read once, the inferred family's options checked against what that one reading found.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    family, chosen_by, config = _family_of(argv)
-    if family is None and infer_family is not None:
-        common = _parse_values(argv, DEFAULT_FAMILY, "the default family",
-                               config, prog=prog, common_only=True)
-        preliminary = TrainConfig(**common, explicit=frozenset(common))
-        asks_help = bool(_HELP & set(argv))
-        if not asks_help:  # the help comes first, once the family is known
-            validate_static(preliminary, needs_data=needs_data)
-        try:
-            inferred = infer_family(preliminary)
-        except UserError:
-            if asks_help:  # no family to be had (no model named): the common options and how to see a family's
-                _print_common_help(prog)
-            raise
-        family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
-    if family is None:
+    family, chosen_by, config, data = _family_of(argv)
+    if family is None and infer_family is None:
         family, chosen_by = DEFAULT_FAMILY, "the default family"
-    values = _parse_values(argv, family, chosen_by, config, prog=prog)
+    if family is None:
+        family, chosen_by, values = _parse_inferring(argv, config, data, prog, needs_data, infer_family)
+    else:
+        parser = build_argparser(prog, family, families_epilog=bool(_HELP & set(argv)))
+        flags, unknown = _read_flags(parser, argv)
+        values = _family_values(flags, unknown, family, chosen_by, config, data)
     values["family"] = family
     common, own = owners.split_values(family, values, source=None)
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
@@ -441,6 +248,110 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     check_applies(cfg, lambda name: _given(name, argv, config), chosen_by)
     validate_static(cfg, needs_data=needs_data)
     return cfg
+
+
+def _parse_inferring(argv: list[str], config: str | None, data: dict | None, prog: str | None, needs_data: bool,
+                     infer_family: Callable[[TrainConfig], str | tuple[str, str]]) -> tuple[str, str, dict]:
+    """(family, what chose it, the options set) when ``infer_family`` picks the family from the common options.
+
+    One reading of ``argv`` knows every family's flags: the common options decide the family, then the flags and
+    YAML keys of the others are checked against that family's options, as a parse for it would have.
+    """
+    asks_help = bool(_HELP & set(argv))
+    flags, extras = _read_flags(_every_option_parser(prog), [a for a in argv if a not in _HELP])
+    if not asks_help:  # an option no family has is wrong whatever the family: say so before any data or model check
+        _refuse_unknown(extras, config, data)
+    data = _yaml_of(config, data)
+    common = owners.common_names()
+    yaml_common = {k: coerce(k, v, str(config)) for k, v in data.items() if k in common}
+    flag_common = _coerced_flags(flags, [f.name for f in config_fields()])
+    preliminary = TrainConfig(**yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common}))
+    if not asks_help:  # the help comes first, once the family is known
+        validate_static(preliminary, needs_data=needs_data)
+    try:
+        inferred = infer_family(preliminary)
+    except UserError:
+        if asks_help:  # no family to be had (no model named): the common options and how to see a family's
+            _print_common_help(prog)
+        raise
+    family, chosen_by = inferred if isinstance(inferred, tuple) else (inferred, "the model's family")
+    if asks_help:
+        build_argparser(prog, family, families_epilog=True).print_help()
+        raise SystemExit(0)
+    unknown = _unknown_for(family, argv, flags, extras)
+    values = _family_values(flags, unknown, family, chosen_by, config, data, done=(yaml_common, flag_common))
+    return family, chosen_by, values
+
+
+def _every_option_parser(prog: str | None) -> argparse.ArgumentParser:
+    """The parser of the common options plus every registered family's (a run whose family is not known yet)."""
+    parser = build_argparser(prog, with_family=False)
+    group = parser.add_argument_group("family options")
+    for name in owners.all_option_names():
+        if name not in owners.common_names():
+            add_config_flag(group, name)
+    return parser
+
+
+def _read_flags(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The one argparse pass: the raw value of each option given in ``argv`` and the arguments ``parser`` does not
+    know, in order (``--help`` prints the help and exits here)."""
+    args, unknown = parser.parse_known_args(argv)
+    given = {name: raw for name, raw in vars(args).items() if raw is not None and name != "config"}
+    return given, unknown
+
+
+def _unknown_for(family: str, argv: list[str], flags: dict[str, str], extras: list[str]) -> list[str]:
+    """The arguments a parser of ``family``'s options would have left unknown, in ``argv``'s order: ``extras``
+    (no family knows them) and the flags of other families' options that the reading of every option took."""
+    mine = owners.common_names() | {f.name for f in owners.family_fields(family)}
+    foreign = {name for name in flags if name not in mine}
+    if not foreign:
+        return extras
+    pending, ordered = list(extras), []
+    for arg in argv:
+        if pending and arg == pending[0]:
+            ordered.append(pending.pop(0))
+        elif arg.startswith("--") and arg[2:].split("=")[0] in foreign:
+            ordered.append(arg)
+    return ordered + pending
+
+
+def _family_values(flags: dict[str, str], unknown: list[str], family: str, chosen_by: str, config: str | None,
+                   data: dict | None, done: tuple[dict, dict] = ({}, {})) -> dict[str, Any]:
+    """The options set for a run of ``family``, coerced (flags win over the YAML): the unknown arguments refused
+    first, then the YAML's keys, then the flags' values. ``done``: the YAML's and the flags' options already
+    coerced (the common ones, when they inferred the family)."""
+    own = [f.name for f in owners.family_fields(family)]
+    _refuse_for_family(unknown, family, chosen_by, own)
+    values: dict[str, Any] = dict(done[0])
+    if config:
+        values.update(_yaml_values(_yaml_of(config, data), Path(config), family, chosen_by, skip=set(done[0])))
+    values.update(done[1])
+    names = [f.name for f in config_fields() if f.name not in done[1]] + own
+    values.update(_coerced_flags(flags, names))
+    return values
+
+
+def _coerced_flags(flags: dict[str, str], names: Sequence[str]) -> dict[str, Any]:
+    """The flags among ``names`` that were given, coerced to their types, in the order of ``names``."""
+    return {name: coerce(name, flags[name], f"--{name}") for name in names if name in flags}
+
+
+def _refuse_for_family(unknown: list[str], family: str, chosen_by: str, own: list[str]) -> None:
+    """Raise one paragraph for the arguments a run of ``family`` does not know: another family's option (naming
+    it), a value without its option, or unknown flags (all of them, each with its hint)."""
+    if not unknown:
+        return
+    bad = next((u for u in unknown if u.startswith("-")), unknown[0])
+    foreign = owners.foreign_option_message(bad.split("=")[0].lstrip("-"), family, "--", chosen_by)
+    if foreign and bad.startswith("--"):
+        raise UserError(foreign)
+    if not bad.startswith("-"):
+        raise UserError(f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
+                        "Run with --help for every valid option.")
+    flags = [u for u in unknown if u.startswith("-") and not NEGATIVE_NUMBER.match(u)]  # all, each hinted
+    raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
 
 
 def _given(name: str, argv: Sequence[str], config: str | None) -> str:
@@ -456,8 +367,9 @@ def named_family(argv: Sequence[str]) -> str | None:
     return _family_of(list(argv))[0]
 
 
-def _family_of(argv: list[str]) -> tuple[str | None, str, str | None]:
-    """(family, what chose it, --config path) from ``--family`` or the YAML's ``family:`` (None: neither)."""
+def _family_of(argv: list[str]) -> tuple[str | None, str, str | None, dict | None]:
+    """(family, what chose it, --config path, the YAML's mapping) from ``--family`` or the YAML's ``family:``
+    (family None: neither; mapping None: no readable YAML, whose error the parse reports in its turn)."""
     peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     peek.add_argument("--family", default=None)
     peek.add_argument("--config", default=None)
@@ -465,78 +377,42 @@ def _family_of(argv: list[str]) -> tuple[str | None, str, str | None]:
     try:
         known, _ = peek.parse_known_args(argv)
     except SystemExit:  # e.g. `--family` without a value: the full parser says so
-        return None, "--family", None
+        return None, "--family", None, None
+    data = None
+    if known.config and Path(known.config).is_file():
+        try:
+            data = _read_yaml(known.config)
+        except UserError:
+            data = None  # the parse reports the bad file
     if known.family is not None:
-        return str(coerce("family", known.family, "--family")), "--family", known.config
-    if known.config:
-        path = Path(known.config)
-        if path.is_file():
-            try:
-                data = _read_yaml(path)
-            except UserError:
-                return None, "", known.config  # load_yaml reports the bad file
-            if isinstance(data.get("family"), str) and data["family"]:
-                return data["family"], f"`family:` in {path}", known.config
-    return None, "", known.config
+        return str(coerce("family", known.family, "--family")), "--family", known.config, data
+    if data is not None and isinstance(data.get("family"), str) and data["family"]:
+        return data["family"], f"`family:` in {Path(known.config)}", known.config, data
+    return None, "", known.config, data
 
 
-def _parse_values(argv: list[str], family: str, chosen_by: str, config: str | None, *, prog: str | None = None,
-                  common_only: bool = False) -> dict[str, Any]:
-    """The options set in ``argv`` and its ``--config`` YAML for a run of ``family``, coerced (flags win).
-
-    ``common_only``: only the common options (the family's are left for the second pass, which also answers
-    ``--help``: the help lists the family's options).
-    """
-    parser = build_argparser(prog, family, families_epilog=not common_only and bool(_HELP & set(argv)))
-    args, unknown = parser.parse_known_args([a for a in argv if a not in _HELP] if common_only else argv)
-    own = [f.name for f in owners.family_fields(family)]
-    if common_only and not _HELP & set(argv):  # an option no family has is wrong whatever the family: say so
-        _refuse_unknown(unknown, config)      # before any data or model check
-    if unknown and not common_only:
-        bad = next((u for u in unknown if u.startswith("-")), unknown[0])
-        foreign = owners.foreign_option_message(bad.split("=")[0].lstrip("-"), family, "--", chosen_by)
-        if foreign and bad.startswith("--"):
-            raise UserError(foreign)
-        if not bad.startswith("-"):
-            raise UserError(f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
-                            "Run with --help for every valid option.")
-        flags = [u for u in unknown if u.startswith("-") and not NEGATIVE_NUMBER.match(u)]  # all, each hinted
-        raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
-    values: dict[str, Any] = {}
-    if config:
-        values = _common_yaml(config) if common_only else load_yaml(config, family, chosen_by)
-    for name in [f.name for f in config_fields()] + ([] if common_only else own):
-        raw = getattr(args, name)
-        if raw is not None:
-            values[name] = coerce(name, raw, f"--{name}")
-    return values
+def _yaml_of(config: str | None, data: dict | None) -> dict[str, Any]:
+    """The mapping of the ``config`` YAML: ``data`` when it was read already, else read now (its errors raised)."""
+    if not config:
+        return {}
+    return data if data is not None else _read_yaml(config)
 
 
 _HELP = {"-h", "--help"}
 
 
-def _refuse_unknown(unknown: list[str], config: str | None) -> None:
-    """Raise the paragraph for the first flag (in ``unknown``) or ``config`` YAML key that no family has (another
-    family's option waits for the family to be known: its message names the owner)."""
+def _refuse_unknown(unknown: list[str], config: str | None, data: dict | None) -> None:
+    """Raise the paragraph for the first flag (in ``unknown``) or ``config`` YAML key (``data``: its mapping, None
+    when unreadable) that no family has (another family's option waits for the family to be known: its message
+    names the owner)."""
     known = set(owners.all_option_names()) | {"config"}
     flags = [arg for arg in unknown if arg.startswith("--") and arg.split("=")[0][2:] not in known]
     if flags:
         raise UserError(unknown_options_message(flags, sorted(known), "on the command line"))
-    if config and Path(config).is_file():
-        try:
-            data = _read_yaml(config)
-        except UserError:
-            return  # the full parse reports the bad file
+    if config and data is not None:
         keys = [str(key) for key in data if str(key) not in known]
         if keys:
             raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {config}"))
-
-
-def _common_yaml(path: str) -> dict[str, Any]:
-    """The common options of a YAML file, coerced (another family's keys are checked in the second pass)."""
-    data = _read_yaml(path)
-    common = owners.common_names()
-    return {k: coerce(k, v, str(path)) for k, v in data.items() if k in common}
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:

@@ -14,7 +14,9 @@ import yaml
 
 from dit_lora.config import parse_config
 from dit_lora.config.owners import all_option_names, find_field, owners
-from dit_lora.config.parser import _base_type, _field_types, build_argparser
+from dit_lora.config.parser import build_argparser
+from dit_lora.config.values import base_type as _base_type
+from dit_lora.config.values import field_types as _field_types
 from dit_lora.config.schema import Range
 from dit_lora.core.errors import UserError
 
@@ -257,3 +259,60 @@ def test_a_list_of_resolutions_says_there_is_one_resolution_and_buckets(tmp_path
     text = str(err.value)
     assert "is [64, 96], which is not a valid int" in text and "--aspect_buckets" in text
     assert "ai-toolkit's list of resolutions" in text and "no dit-lora equivalent" in text
+
+
+def _counting(monkeypatch) -> dict[str, int]:
+    """Count the argparse passes over the run's options (the peek at --family/--config is not one) and the reads
+    of YAML files."""
+    import argparse
+
+    from dit_lora.config import parser as parser_module
+
+    counts = {"parses": 0, "yaml reads": 0}
+    real_parse, real_load = argparse.ArgumentParser.parse_known_args, yaml.safe_load
+
+    def parse(self, *args, **kwargs):
+        counts["parses"] += isinstance(self, parser_module._Parser)
+        return real_parse(self, *args, **kwargs)
+
+    def load(*args, **kwargs):
+        counts["yaml reads"] += 1
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", parse)
+    monkeypatch.setattr(parser_module.yaml, "safe_load", load)
+    return counts
+
+
+def test_an_inferred_family_parses_the_command_line_and_reads_the_yaml_once(tmp_path, monkeypatch):
+    """The family inferred from the common options: one argparse pass over every family's flags and one read of
+    the YAML (there were two passes and four reads), then the family's own options checked and typed."""
+    config = tmp_path / "run.yaml"
+    config.write_text("rank: 8\nnum_classes: 10\n")
+    counts = _counting(monkeypatch)
+    cfg = parse_config([*MIN, "--config", str(config), "--resolution", "64", "--learning_rate", "2e-4"],
+                       infer_family=lambda common: "dit")
+    assert counts == {"parses": 1, "yaml reads": 1}
+    assert (cfg.family, cfg.rank, cfg.resolution, cfg.learning_rate) == ("dit", 8, 64, 2e-4)
+    assert cfg.family_options.num_classes == 10
+    assert cfg.explicit_options == {"family", "rank", "num_classes", "resolution", "learning_rate",
+                                    "pretrained_model_name_or_path", "train_data_dir"}
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--wan_expert", "high"], r"^--wan_expert is an option of the wan"),
+    (["--wan_expert", "high", "--flow_shift", "3"], r"^--wan_expert is an option of the wan"),
+    (["stray"], r"^Unexpected argument `stray` on the command line"),
+    (["--num_classes", "ten"], r"^`num_classes` in --num_classes is 'ten', which is not a valid int"),
+])
+def test_an_inferred_family_refuses_as_the_named_family_does(extra, expected):
+    """What one pass leaves for the inferred family to judge (another family's flags, a value without its option, a
+    value of the wrong type) gets the paragraph ``--family dit`` gives."""
+    inferred = [*MIN, *extra]
+    named = [*MIN, "--family", "dit", *extra]
+    messages = []
+    for argv, infer in ((inferred, lambda common: ("dit", "--family")), (named, None)):
+        with pytest.raises(UserError, match=expected) as err:
+            parse_config(argv, infer_family=infer)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1]
