@@ -12,15 +12,17 @@ from dit_lora.plan.estimate import Plan, StepTrace, plan_run
 
 
 def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None,
-              both_settings: bool = True) -> Plan:
+              both_settings: bool = True, capacity: int | None = None) -> Plan:
     """The plan of ``cfg`` as ``family`` would train it (``entry``: the matched catalogue entry, if any).
 
-    ``both_settings``: trace with and without activation checkpointing (see :func:`~.estimate.plan_run`).
+    ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
+    as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`).
     """
     from dit_lora.catalogue.defaults import config_reader
 
     return plan_run(cfg, family, config_reader(cfg), device=device, num_processes=num_processes,
-                    catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings)
+                    catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings,
+                    capacity=capacity)
 
 
 __all__ = ["Plan", "StepTrace", "make_plan", "plan_run"]

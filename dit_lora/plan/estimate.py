@@ -267,12 +267,13 @@ def planner(family) -> caps.MemoryPlan:
 
 
 def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
-             catalogue_entry: str | None = None, both_settings: bool = True) -> Plan:
+             catalogue_entry: str | None = None, both_settings: bool = True, capacity: int | None = None) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
 
     ``both_settings`` traces the step with and without activation checkpointing (the table and its advice);
-    without it only the run's own setting is traced (the start-of-run gate, which asks for the other only
-    when the run does not fit).
+    without it only the run's own setting is traced (the start-of-run gate), and the other setting too when the
+    plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
+    the plan is still built once.
     """
     from dit_lora.catalogue import lookup
     from dit_lora.training.trainables import attach_trainables
@@ -315,7 +316,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         copied = {"model"} if quantize.enabled(cfg) else set()
         copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
         cache_weights, load_phase, mapped = cpu_residency(cfg, modules, weights, read_share, sub, copied)
-    return Plan(
+    plan = Plan(
         model=str(cfg.pretrained_model_name_or_path), family=family.name, catalogue_entry=catalogue_entry,
         device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, depth=full_depth, weights=weights,
@@ -331,3 +332,7 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
         nf4_model_savings=nf4_savings, nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
     )
+    if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
+        other, _, _ = _traces(family, cfg, read, full_depth, (not checkpointing,))
+        plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
+    return plan

@@ -252,12 +252,10 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
 
     device = accelerator.device
     try:
-        plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
-                         entry=defaults.entry, both_settings=False)
         capacity = device_memory(device)
-        if plan.peak_memory_bytes > capacity:  # the advice weighs the other checkpointing setting too
-            plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
-                             entry=defaults.entry)
+        # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
+        plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
+                         entry=defaults.entry, both_settings=False, capacity=capacity)
     except QuantizeError:  # a refusal, not a planning problem
         raise
     except (NotImplementedError, UserError) as err:

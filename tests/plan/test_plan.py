@@ -47,3 +47,56 @@ def test_without_an_entry_the_plan_is_uncatalogued_and_traces_both_settings(narr
     plan = make_plan(cfg, get_family("dit"), device="cuda")
     assert plan.catalogue_entry is None
     assert sorted(step.checkpointing for step in plan.steps) == [False, True]
+
+
+def _count_traces(monkeypatch) -> list[tuple[bool, ...]]:
+    """The checkpointing settings of each step trace the plans make from here on."""
+    from dit_lora.plan import estimate
+
+    settings, real = [], estimate._traces
+
+    def traces(family, cfg, read, full_depth, wanted):
+        settings.append(tuple(wanted))
+        return real(family, cfg, read, full_depth, wanted)
+
+    monkeypatch.setattr(estimate, "_traces", traces)
+    return settings
+
+
+def test_over_capacity_the_same_plan_traces_the_other_setting_too(narrow_dit, monkeypatch):
+    """The start-of-run gate: one plan, the run's own checkpointing setting traced, and the other one added only
+    when the peak exceeds the device's memory (the advice weighs both); the steps as a plan of both settings
+    lists them."""
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
+    both = make_plan(cfg, get_family("dit"), device="cuda")
+    settings = _count_traces(monkeypatch)
+    fits = make_plan(cfg, get_family("dit"), device="cuda", both_settings=False, capacity=1 << 50)
+    assert settings == [(False,)] and [s.checkpointing for s in fits.steps] == [False]
+    settings.clear()
+    over = make_plan(cfg, get_family("dit"), device="cuda", both_settings=False, capacity=1)
+    assert settings == [(False,), (True,)]
+    assert [(s.bucket, s.checkpointing, s.activation_bytes) for s in over.steps] == [
+        (s.bucket, s.checkpointing, s.activation_bytes) for s in both.steps]
+
+
+def test_the_run_builds_its_plan_once_when_it_does_not_fit(narrow_dit, monkeypatch):
+    """A run whose plan exceeds the device's memory stops with the advice, having built one plan (it built a
+    second one, of both settings, to advise)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import dit_lora.plan as plan_package
+    from dit_lora.core.errors import UserError
+    from dit_lora.plan import report
+    from dit_lora.training.run import _memory_plan
+
+    builds, real = [], plan_package.plan_run
+    monkeypatch.setattr(plan_package, "plan_run", lambda *a, **k: builds.append(k) or real(*a, **k))
+    monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)  # a 1 MiB device
+    settings = _count_traces(monkeypatch)
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1)
+    with pytest.raises(UserError, match="would not fit"):
+        _memory_plan(cfg, get_family("dit"), accelerator, SimpleNamespace(entry=None), lambda line: None)
+    assert len(builds) == 1 and settings == [(False,), (True,)]
