@@ -8,7 +8,7 @@ to_q/to_k/to_v/to_out.0, bf16 autocast, fp32 LoRA weights, fused AdamW, max_grad
 ``small`` dit-lora run of ``sana/vs_example_cpu.py``, whose helpers this script imports):
 
 1. **End to end.** ``recipes/sana_lora.py`` with the settings of ``sana/vs_example_cpu.py``'s ``dit_lora_cmd``
-   in fresh child processes under ``benchmarks/common/step_timer.py`` (per-step times from the tqdm step bar), in
+   in fresh child processes under ``benchmarks/common/step_timer.py`` (per-step times from the step progress), in
    three variants: ``guard`` (the default, ``--finite_guard true``), ``guard+spikes``
    (``--skip_loss_spikes 6``) and ``no-guard`` (``--finite_guard false``). ``--repeats``
    interleaved rounds (the variant order rotates from round to round), the same quiet-machine
@@ -208,8 +208,8 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
             model, learning_rate=cfg.learning_rate, backbone_names=backbone,
             backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=cfg.adam_weight_decay,
             loraplus_lr_ratio=cfg.loraplus_lr_ratio)
-        opt, fused = make_optimizer(cfg, groups, device)
-        return opt, fused, make_lr_scheduler(cfg, opt, max_steps)
+        opt, fused = make_optimizer(cfg.training, groups, device)
+        return opt, fused, make_lr_scheduler(cfg.training, opt, max_steps)
 
     def clip():
         return torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)  # accelerator.clip_grad_norm_ on 1 CPU process

@@ -37,8 +37,8 @@ environment with torch and torchvision. Where that interpreter cannot import tor
 project's CPU machine: torchvision's wheels are CUDA builds), the comparison is skipped and says so.
 
 Timing: every child runs under ``benchmarks/common/step_timer.py``, which timestamps each update of the
-trainer's tqdm step bar (both trainers update it once per optimizer step), so model loading,
-latent/text caching and saving are excluded for all programs alike; the first ``--warmup_steps``
+trainer's step progress (the example's tqdm bar, dit-lora's ``Progress``; both update it once per optimizer
+step), so model loading, latent/text caching and saving are excluded for all programs alike; the first ``--warmup_steps``
 steps of each run are not timed. Peak RSS = ``ru_maxrss`` of the child (``os.wait4``; whole
 process life, loading and caching included), plus the largest RSS seen at a step (the
 training-phase footprint).
