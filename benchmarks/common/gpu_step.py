@@ -46,7 +46,7 @@ def prepare_lora(model, cfg, targets, checkpointing: bool, device):
     groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
                                          backbone_learning_rate=0.0, weight_decay=cfg.adam_weight_decay,
                                          loraplus_lr_ratio=None)
-    optimizer, fused = make_optimizer(cfg, groups, device)
+    optimizer, fused = make_optimizer(cfg.training, groups, device)
     params = [p for g in groups for p in g["params"]]
     return optimizer, fused, params, sum(p.numel() for p in params)
 

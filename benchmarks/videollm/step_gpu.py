@@ -205,7 +205,7 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
         groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=backbone_names,
                                              backbone_learning_rate=cfg.backbone_learning_rate,
                                              weight_decay=cfg.adam_weight_decay, loraplus_lr_ratio=None)
-        optimizer, fused = make_optimizer(cfg, groups, device)
+        optimizer, fused = make_optimizer(cfg.training, groups, device)
         params = [p for g in groups for p in g["params"]]
         named = dict(model.named_parameters())
         result.update(fused_adamw=fused, lora_modules=len(targets),

@@ -15,8 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Callable
 
+from dit_lora.config.schema import HubOptions
 from dit_lora.core.errors import UserError
-
 from dit_lora.output.names import (ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, LOSS_CURVE_FILE,
                                    MODEL_CARD_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE)
 
@@ -320,34 +320,36 @@ def check_push(hub_model_id: str, *, token: str | None = None) -> None:
         raise UserError(f"{repo_id} does not exist and cannot be created with this token: {reason}.")
 
 
-def preflight_push(cfg, output_dir: str | Path) -> str | None:
-    """The start-of-run check of ``--push_to_hub``: None when the push can happen; else a stop, or with
-    ``--push_later_ok`` the warning to print (the run goes on and ends with the ``dit-lora push`` command)."""
+def preflight_push(hub: HubOptions, output_dir: str | Path) -> str | None:
+    """The start-of-run check of ``--push_to_hub`` (``hub``: the run's ``cfg.hub``): None when the push can happen;
+    else a stop, or with ``--push_later_ok`` the warning to print (the run goes on and ends with the ``dit-lora
+    push`` command)."""
     try:
-        check_push(cfg.hub_model_id)
+        check_push(hub.hub_model_id)
     except UserError as err:
         reason = str(err).rstrip(".")
-        later = push_command(output_dir, cfg.hub_model_id, cfg.hub_private)
-        if not cfg.push_later_ok:
+        later = push_command(output_dir, hub.hub_model_id, hub.hub_private)
+        if not hub.push_later_ok:
             raise UserError(
-                f"--push_to_hub cannot push to {cfg.hub_model_id}: {reason}. Nothing was trained. Fix that (a token "
+                f"--push_to_hub cannot push to {hub.hub_model_id}: {reason}. Nothing was trained. Fix that (a token "
                 "with write access: `hf auth login` or HF_TOKEN; network access to the Hub; a --hub_model_id you can "
                 "write), or add --push_later_ok to train now and push afterwards with `" + later + "`."
             ) from None
-        return (f"warning: --push_to_hub cannot push to {cfg.hub_model_id} now: {reason}. Training anyway "
+        return (f"warning: --push_to_hub cannot push to {hub.hub_model_id} now: {reason}. Training anyway "
                 f"(--push_later_ok); the push is tried at the end, and if it fails, run `{later}` later.")
     return None
 
 
-def push_after_run(output_dir: str | Path, cfg, log: Callable[[str], object] = print) -> None:
-    """The end-of-run push. A failure names the ``dit-lora push`` command that retries it; with ``--push_later_ok``
-    it is a warning (the adapter is saved; the run succeeded), otherwise the run's error."""
-    later = push_command(output_dir, cfg.hub_model_id, cfg.hub_private)
+def push_after_run(output_dir: str | Path, hub: HubOptions, log: Callable[[str], object] = print) -> None:
+    """The end-of-run push to ``hub.hub_model_id`` (``hub``: the run's ``cfg.hub``). A failure names the ``dit-lora
+    push`` command that retries it; with ``--push_later_ok`` it is a warning (the adapter is saved; the run
+    succeeded), otherwise the run's error."""
+    later = push_command(output_dir, hub.hub_model_id, hub.hub_private)
     try:
-        url = push_adapter(output_dir, cfg.hub_model_id, private=cfg.hub_private, log=log)
+        url = push_adapter(output_dir, hub.hub_model_id, private=hub.hub_private, log=log)
     except UserError as err:
         text = f"{str(err).rstrip('.')}. The adapter is saved in {output_dir}; push it later with `{later}`."
-        if cfg.push_later_ok:
+        if hub.push_later_ok:
             log(f"warning: {text}")
             return
         raise UserError(text) from None

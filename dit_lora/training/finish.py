@@ -233,7 +233,7 @@ def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = Tru
     if cfg.push_to_hub and push:
         from dit_lora.output.hub import push_after_run
 
-        push_after_run(out, cfg, log=lambda line: print(line, flush=True))
+        push_after_run(out, cfg.hub, log=lambda line: print(line, flush=True))
 
 
 __all__ = ["finish"]

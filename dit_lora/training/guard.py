@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from dit_lora.config.schema import GuardOptions
 from dit_lora.training.sync_audit import deliberate
 
 # Counter slots in one device tensor, so a check reads everything with a single transfer.
@@ -82,6 +83,16 @@ class StepGuard:
         self._last_norm = torch.full((), float("nan"), device=device)
         self.snapshot_step = 0
         self._install_lr()
+
+    @classmethod
+    def for_run(cls, guards: GuardOptions, optimizer: torch.optim.Optimizer, lr_lambdas: list, max_steps: int,
+                device: torch.device, *, fused: bool, interval: int, world_size: int) -> "StepGuard":
+        """The guard a run's ``guards`` section (``cfg.guards``: --finite_guard, --max_consecutive_skips,
+        --rollback_lr_factor, --max_rollbacks, --skip_loss_spikes) asks for."""
+        return cls(optimizer, lr_lambdas, max_steps, device, enabled=guards.finite_guard, fused=fused,
+                   interval=interval, max_consecutive_skips=guards.max_consecutive_skips,
+                   rollback_lr_factor=guards.rollback_lr_factor, max_rollbacks=guards.max_rollbacks,
+                   spike_sigma=guards.skip_loss_spikes, world_size=world_size)
 
     # ---- learning rate -------------------------------------------------------------------
     def _install_lr(self) -> None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import torch
 
+from dit_lora.config.schema import TrainingOptions
 from dit_lora.core.errors import UserError
 
 
-def make_optimizer(cfg, groups: list[dict], device: torch.device) -> tuple[torch.optim.Optimizer, bool]:
-    """AdamW (fused where the device supports it) or bitsandbytes' 8-bit AdamW; returns (optimizer, fused?)."""
-    kwargs = dict(betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon, weight_decay=cfg.adam_weight_decay)
-    if cfg.use_8bit_adam:
+def make_optimizer(training: TrainingOptions, groups: list[dict], device: torch.device
+                   ) -> tuple[torch.optim.Optimizer, bool]:
+    """AdamW (fused where the device supports it) or bitsandbytes' 8-bit AdamW, as the run's ``training`` section
+    (``cfg.training``: the --adam_* options, --use_8bit_adam) says; returns (optimizer, fused?)."""
+    kwargs = dict(betas=(training.adam_beta1, training.adam_beta2), eps=training.adam_epsilon,
+                  weight_decay=training.adam_weight_decay)
+    if training.use_8bit_adam:
         try:
             import bitsandbytes as bnb
         except Exception as err:
@@ -24,13 +28,14 @@ def make_optimizer(cfg, groups: list[dict], device: torch.device) -> tuple[torch
         return torch.optim.AdamW(groups, foreach=True, **kwargs), False
 
 
-def make_lr_scheduler(cfg, optimizer, max_steps: int):
-    """A diffusers schedule stepped once per optimizer update (not once per process)."""
+def make_lr_scheduler(training: TrainingOptions, optimizer, max_steps: int):
+    """A diffusers schedule (``training``: the --lr_* options of ``cfg.training``) stepped once per optimizer update
+    (not once per process)."""
     from diffusers.optimization import get_scheduler
 
     return get_scheduler(
-        cfg.lr_scheduler, optimizer=optimizer, num_warmup_steps=cfg.lr_warmup_steps, num_training_steps=max_steps,
-        num_cycles=cfg.lr_num_cycles, power=cfg.lr_power,
+        training.lr_scheduler, optimizer=optimizer, num_warmup_steps=training.lr_warmup_steps,
+        num_training_steps=max_steps, num_cycles=training.lr_num_cycles, power=training.lr_power,
     )
 
 

@@ -328,7 +328,7 @@ def _start(resolved: Resolved) -> Run:
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         from dit_lora.output.hub import preflight_push
 
-        push_note = main_process_check(accelerator, lambda: preflight_push(cfg, out), what="checking --push_to_hub")
+        push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
     for line in defaults.lines() if defaults is not None else ():
@@ -428,15 +428,11 @@ def _build_optimizer(run: Run) -> None:
     check_accumulation(cfg, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
-    optimizer, fused = make_optimizer(cfg, groups, accelerator.device)
-    run.lr_scheduler = make_lr_scheduler(cfg, optimizer, run.max_steps)
+    optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
+    run.lr_scheduler = make_lr_scheduler(cfg.training, optimizer, run.max_steps)
     run.interval = max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips))
-    run.guard = StepGuard(
-        optimizer, run.lr_scheduler.lr_lambdas, run.max_steps, accelerator.device, enabled=cfg.finite_guard,
-        fused=fused, interval=run.interval, max_consecutive_skips=cfg.max_consecutive_skips,
-        rollback_lr_factor=cfg.rollback_lr_factor, max_rollbacks=cfg.max_rollbacks, spike_sigma=cfg.skip_loss_spikes,
-        world_size=world,
-    )
+    run.guard = StepGuard.for_run(cfg.guards, optimizer, run.lr_scheduler.lr_lambdas, run.max_steps,
+                                  accelerator.device, fused=fused, interval=run.interval, world_size=world)
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
 

@@ -133,14 +133,14 @@ def test_the_push_command_pastes_into_a_shell_as_one_word_per_argument(tmp_path)
 
 def test_preflight_stops_naming_both_ways_out(hub):
     with pytest.raises(UserError) as caught:
-        preflight_push(_cfg(), "runs/x")
+        preflight_push(_cfg().hub, "runs/x")
     text = str(caught.value)
     assert text.startswith("--push_to_hub cannot push to someone-else/their-lora: no Hugging Face token found")
     assert "--push_later_ok" in text and "dit-lora push runs/x --hub_model_id someone-else/their-lora" in text
 
 
 def test_preflight_with_push_later_ok_is_a_warning(hub):
-    note = preflight_push(_cfg(push_later_ok="true"), "runs/x")
+    note = preflight_push(_cfg(push_later_ok="true").hub, "runs/x")
     assert note.startswith("warning: --push_to_hub cannot push") and "dit-lora push runs/x" in note
 
 

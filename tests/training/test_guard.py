@@ -321,3 +321,16 @@ def test_a_non_fused_optimizer_honours_every_skip_and_the_schedule_with_one_sync
     ref = _reference(make, bad, steps=7)
     for a, b in zip(model.parameters(), ref.parameters()):
         assert torch.equal(a, b)
+
+
+def test_a_run_builds_its_guard_from_the_guards_section():
+    """The guard receives ``cfg.guards``, not the whole config: its five options read from there."""
+    from dit_lora.config.schema import GuardOptions
+
+    opt = torch.optim.AdamW(torch.nn.Linear(2, 1).parameters(), lr=1e-2)
+    guards = GuardOptions(finite_guard=False, max_consecutive_skips=7, rollback_lr_factor=0.25, max_rollbacks=3,
+                          skip_loss_spikes=5.0)
+    guard = StepGuard.for_run(guards, opt, [lambda k: 1.0], 8, torch.device("cpu"), fused=False, interval=2,
+                              world_size=1)
+    assert (guard.enabled, guard.max_consecutive_skips, guard.rollback_lr_factor, guard.max_rollbacks,
+            guard.spike_sigma, guard.interval, guard.fused) == (False, 7, 0.25, 3, 5.0, 2, False)

@@ -79,3 +79,14 @@ def test_lr_schedule_decays_to_zero_at_max_steps():
         optimizer.step()
         scheduler.step()
     assert scheduler.get_last_lr()[0] == pytest.approx(0.0)
+
+
+def test_the_optimizer_and_schedule_read_the_training_section():
+    """They receive ``cfg.training``, not the whole config."""
+    from dit_lora.config import TrainConfig
+
+    training = TrainConfig(adam_beta1=0.7, adam_epsilon=1e-6, lr_scheduler="linear", lr_warmup_steps=0).training
+    optimizer, _ = optim.make_optimizer(training, _groups(), torch.device("cpu"))
+    assert optimizer.param_groups[0]["betas"][0] == 0.7 and optimizer.param_groups[0]["eps"] == 1e-6
+    scheduler = optim.make_lr_scheduler(training, optimizer, max_steps=4)
+    assert scheduler.lr_lambdas[0](2) == 0.5
