@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
 
-from dit_lora.contract.capabilities import check_capabilities
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -116,6 +117,7 @@ BUILT_IN = (
 _ENTRIES: list[FamilyEntry] = []
 _BY_NAME: dict[str, FamilyEntry] = {}
 _CHECKED: set[str] = set()  # names whose family passed the capability check
+_SPEC_CACHE: dict[str, FamilySpec] = {}  # each name's spec, built once
 #: callbacks told of each registration (the entry) and removal (None); see :func:`watch`
 _WATCHERS: list[Callable[[FamilyEntry | None], None]] = []
 _built_in_loaded = False
@@ -192,6 +194,7 @@ def _remove(entry: FamilyEntry) -> None:
     for name in entry.names:
         _BY_NAME.pop(name, None)
         _CHECKED.discard(name)
+        _SPEC_CACHE.pop(name, None)
     for callback in list(_WATCHERS):
         callback(None)
 
@@ -200,10 +203,11 @@ def _describe(factory) -> str:
     return factory if isinstance(factory, str) else f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
 
 
-def _check(name: str, family: ModelFamily) -> ModelFamily:
-    """``family`` once its declared capabilities were checked (each name once per process)."""
+def _check(name: str, family: Any) -> Any:
+    """``family`` once its spec (its own, or transitionally one filled from an old-style family) was checked
+    (each name once per process)."""
     if name not in _CHECKED:
-        check_capabilities(family)
+        as_spec(family)  # FamilySpec.__post_init__ checks every component; an old-style family its capabilities
         _CHECKED.add(name)
     return family
 
@@ -233,10 +237,21 @@ def recipe_script(name: str) -> str:
     return entry_for(name).recipe_script
 
 
-def get_family(name: str) -> ModelFamily:
-    """Instantiate the family called ``name``; unknown names list the valid ones."""
+def get_family(name: str) -> FamilySpec | ModelFamily:
+    """What the factory of the family called ``name`` builds: a :class:`FamilySpec`, or TRANSITIONALLY an old-style
+    :class:`~dit_lora.contract.family.ModelFamily` (families not converted yet); unknown names list the valid ones.
+    Callers want :func:`get_spec`."""
     return _check(name, entry_for(name).build(name))
 
 
+def get_spec(name: str) -> FamilySpec:
+    """The :class:`FamilySpec` of the family called ``name`` (built once per process); unknown names list the valid
+    ones."""
+    entry = entry_for(name)
+    if name not in _SPEC_CACHE:
+        _SPEC_CACHE[name] = as_spec(_check(name, entry.build(name)))
+    return _SPEC_CACHE[name]
+
+
 __all__ = ["BUILT_IN", "BUILT_IN_PACKAGE", "FamilyEntry", "Factory", "available", "entries", "entry_for",
-           "get_family", "recipe_script", "register_family", "resolve", "unregister_family", "watch"]
+           "get_family", "get_spec", "recipe_script", "register_family", "resolve", "unregister_family", "watch"]

@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
+from dit_lora.contract.legacy import as_spec
 from dit_lora.config import TrainConfig, config_fields
 from dit_lora.catalogue import Checkpoint, match
+from dit_lora.contract.spec import FamilySpec, generic_defaults
 
 
 def explicit_options(cfg: TrainConfig) -> frozenset[str]:
@@ -95,26 +97,26 @@ class ChosenDefaults:
                 "user_set": {k: mine for k, (mine, _) in self.overridden.items()}}
 
 
-def choose_defaults(cfg: TrainConfig, family) -> ChosenDefaults:
+def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     """The values of every option the user left unset that the catalogue entry or the model's configs decide, and
     ``cfg`` with them (``.config``, a new frozen config: ``cfg`` is not changed).
 
-    Reads small config files only. The family's :meth:`generic_defaults` come first and the entry's values
+    Reads small config files only. The family's ``generic_defaults`` (``spec.defaults``) come first and the entry's values
     replace them, so a catalogued model gets the published figures and any other model what its own
     configs imply.
     """
-    from dit_lora.contract.capabilities import generic_defaults
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     from dit_lora.modelfiles.pipeline_files import stored_dtype
 
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
-        entry = match(family.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
-    proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(family, cfg))
+        entry = match(spec.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
+    proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")
-    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), family.name, entry,
+    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), spec.name, entry,
                             differences=entry.depth_differences(config_reader(cfg)) if entry else [])
     if entry is not None and "rank" in explicit and "lora_alpha" not in explicit and "lora_alpha" in entry.defaults:
         # Keep the published scale (alpha / rank), not the published alpha, at the rank the user chose.

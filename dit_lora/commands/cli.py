@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from dit_lora.core.errors import UserError, run_cli
+
+if TYPE_CHECKING:  # the command line starts without importing the config schema
+    from dit_lora.config.schema import ModelOptions
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -201,8 +205,8 @@ def _check_data(args: argparse.Namespace) -> int:
     # With a model: the size and cache namespace the run would use (e.g. DiT's 256 px). The data only is screened:
     # the training options are not judged, and no demo is built.
     resolved = resolve(cfg, build_demo=False, validate=False)
-    cfg, family = resolved.config, resolved.family
-    media = family.data_handler(cfg)
+    cfg, spec = resolved.config, resolved.spec
+    media = spec.data.data_handler(cfg, spec)
     # The family's own screening, as training runs it (images, clips to their buckets, video-QA conversations).
     rows, samples, note = media.check(media.list_samples(), log=lambda line: print(line, flush=True))
 
@@ -245,16 +249,16 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     from dit_lora.plan.report import device_memory, format_plan, parse_memory
 
     def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
-        _plan_demo_exists(common, rest)
+        _plan_demo_exists(common.model, rest)
         return family_for_model(common)
 
     rest = _model_argument(rest)
     # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate
     # off), without building a demo: one named that does not exist yet is a paragraph.
     resolved = resolve(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family,
-                       check=lambda cfg: _plan_demo_exists(cfg, rest), build_demo=False, validate=False)
-    cfg, family, chosen = resolved.config, resolved.family, resolved.defaults
-    plan = make_plan(cfg, family, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
+                       check=lambda cfg: _plan_demo_exists(cfg.model, rest), build_demo=False, validate=False)
+    cfg, spec, chosen = resolved.config, resolved.spec, resolved.defaults
+    plan = make_plan(cfg, spec, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
     if args.gpu_memory:
         capacity = parse_memory(args.gpu_memory)
     elif args.device == "cpu" or torch.cuda.is_available():
@@ -279,17 +283,17 @@ def _model_argument(rest: list[str]) -> list[str]:
     return ["--pretrained_model_name_or_path", rest[0], *rest[1:]]
 
 
-def _plan_demo_exists(cfg, argv: list[str]) -> None:
-    """A demo config (``demo: true``) names a model folder its recipe builds on the first run; say so before the
-    plan looks for configs that are not there yet."""
+def _plan_demo_exists(options: ModelOptions, argv: list[str]) -> None:
+    """A demo config (``demo: true`` in ``options``, the run's ``cfg.model``) names a model folder its recipe builds
+    on the first run; say so before the plan looks for configs that are not there yet."""
     from pathlib import Path
 
-    model = cfg.pretrained_model_name_or_path
-    if cfg.demo and model and not Path(model).exists():
+    model = options.pretrained_model_name_or_path
+    if options.demo and model and not Path(model).exists():
         from dit_lora.registry import available, recipe_script
 
         config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
-        recipe = recipe_script(cfg.family) if cfg.family in available() else "the family's recipe"
+        recipe = recipe_script(options.family) if options.family in available() else "the family's recipe"
         raise UserError(
             f"The demo model `{model}` (--pretrained_model_name_or_path{f' in {config}' if config else ''}) does not "
             f"exist yet: with `demo: true` the recipe builds it on its first run, and `dit-lora plan` reads the "

@@ -17,7 +17,8 @@ from dit_lora.config.schema import Applies, config_fields
 
 
 def declared(family) -> set[str]:
-    """The names of the capability protocols ``family`` (a built :class:`ModelFamily`) declares."""
+    """The names of the capability protocols ``family`` (a :class:`~dit_lora.contract.spec.FamilySpec`: the protocols of the optional
+    components it fills) declares."""
     return {proto.__name__ for proto in getattr(family, "capabilities", ())}
 
 
@@ -30,9 +31,9 @@ def applies_to(tag: Applies, family) -> bool:
 
 def families_for(tag: Applies) -> list[str]:
     """The registered family names that read the options tagged ``tag`` (builds each family's spec: messages only)."""
-    from dit_lora.registry import available, get_family
+    from dit_lora.registry import available, get_spec
 
-    return [name for name in available() if applies_to(tag, get_family(name))]
+    return [name for name in available() if applies_to(tag, get_spec(name))]
 
 
 def what_it_trains(family) -> str:
@@ -69,9 +70,9 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
-    from dit_lora.registry import get_family
+    from dit_lora.registry import get_spec
 
-    family = get_family(cfg.family)
+    family = get_spec(cfg.family)
     for name, tag in tagged:
         if not applies_to(tag, family):
             raise UserError(refusal(name, tag, cfg.family, family, given(name) if given else f"--{name}", chosen_by))

@@ -176,11 +176,11 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
 def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
-    from dit_lora.registry import available, get_family, recipe_script
+    from dit_lora.registry import available, get_spec, recipe_script
 
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
     for name in available():
-        lines.append(f"  {name:<18} {get_family(name).pipeline_class_name} ({recipe_script(name)})")
+        lines.append(f"  {name:<18} {get_spec(name).info.pipeline_class_name} ({recipe_script(name)})")
     lines.append(f"`{prog or 'dit-lora train'} --family NAME --help` adds that family's own options to this list.")
     return "\n".join(lines)
 

@@ -1,24 +1,103 @@
-"""Optional capabilities of a model family: what a family may offer beyond the required contract.
+"""The protocols of a family's components: the four required ones and the optional capabilities.
 
-:class:`~dit_lora.contract.family.ModelFamily` holds the handful of methods the training loop cannot run without.
-Everything else is a capability here: a runtime-checkable ``Protocol`` a family *declares* in its
-``capabilities`` class attribute (``capabilities = (Samples, MemoryPlan, ...)``) and implements.
-:func:`check_capabilities` verifies the declaration when the family registers, naming any missing member;
-callers ask :func:`capability` (the family, or None when it does not declare the protocol) and fall back to
-the behaviour a family without it gets. The ``*_or_default`` style helpers below keep those fallbacks in one
-place, so a caller never re-states a default.
+A family fills a :class:`~dit_lora.contract.spec.FamilySpec`: its ``model``, ``data``, ``loss`` and ``adapter``
+components implement :class:`ModelLoading`, :class:`DataPath`, :class:`Loss` and :class:`AdapterIO`; each optional
+component (``samples``, ``plan``, ``card``, ...) implements the protocol of its field, and the spec's fallbacks
+(:mod:`dit_lora.contract.spec`) apply when it is None. TRANSITIONAL: an old-style
+:class:`~dit_lora.contract.family.ModelFamily` still *declares* the protocols it implements in its ``capabilities``;
+:func:`check_capabilities` verifies that declaration and :func:`capability` reads it, for
+:func:`~dit_lora.contract.legacy.spec_from_family`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from dit_lora.core.errors import UserError
 
+if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
+    import torch
+
 P = TypeVar("P")
+
+
+# ---- the required components (every family fills these four) --------------------------------
+@runtime_checkable
+class ModelLoading(Protocol):
+    """``FamilySpec.model``: config checks that read only small files, loading, and what gets LoRA."""
+
+    def validate_config(self, cfg) -> None:
+        """Family-specific checks that read only small config files (never weights)."""
+
+    def load_components(self, cfg, device: torch.device):
+        """The :class:`~dit_lora.contract.family.Components` of a run on ``device`` (the model frozen, bf16)."""
+
+    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+        """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
+
+
+@runtime_checkable
+class DataPath(Protocol):
+    """``FamilySpec.data``: how samples are listed, screened, checked, preprocessed and batched."""
+
+    def data_handler(self, cfg, spec):
+        """A :class:`~dit_lora.data.prepare.MediaHandler` for ``spec`` (training and ``check-data`` screen with it)."""
+
+    def build_data(self, cfg, spec, comps, accelerator):
+        """The training data (a :class:`~dit_lora.data.prepare.PreparedData`), or None for the standard path,
+        :func:`dit_lora.data.prepare.prepare_data` with :meth:`data_handler`, which the training stage then runs."""
+
+
+@runtime_checkable
+class Loss(Protocol):
+    """``FamilySpec.loss``: a collated batch as the step's inputs, and the training loss."""
+
+    def prepare_batch(self, comps, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+        """A collated batch as the step's inputs on ``device`` (the loop and the fault replay both call this)."""
+
+    def compute_loss(self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
+                     cfg) -> torch.Tensor:
+        """The scalar loss of one micro-batch (``batch["step"]``: the 1-based update, a host int, when the loop
+        built the batch)."""
+
+
+@runtime_checkable
+class AdapterIO(Protocol):
+    """``FamilySpec.adapter``: the adapter written by the consumer's own saver and loaded back by its loader."""
+
+    def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:
+        """Write the adapter so it reloads at the trained strength; return the file."""
+
+    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
+        """A fresh consumer (pipeline or model) from the base model with the saved adapter loaded."""
+
+
+# ---- per-run state the data path reads ----------------------------------------------------------
+@dataclass(frozen=True)
+class TextSettings:
+    """How a run encodes captions: what the caption-length report (``data/captions.py``) counts against."""
+
+    #: tokens the text encoder keeps (``--max_sequence_length`` or the family's default)
+    max_sequence_length: int
+    #: the instruction prefixed to every caption (Sana's complex human instruction), or None
+    instruction: tuple[str, ...] | None = None
+
+
+@runtime_checkable
+class PromptText(Protocol):
+    """An encoders component that says, without loading a weight, how a run of ``cfg`` encodes captions."""
+
+    def text_settings(self, cfg) -> TextSettings:
+        """The run's :class:`TextSettings`."""
+
+
+@runtime_checkable
+class HasTextSettings(Protocol):
+    """A family's per-run state (``comps.state``) that holds the run's :class:`TextSettings`."""
+
+    text: TextSettings | None
 
 
 # ---- setup ----------------------------------------------------------------------------------
@@ -62,10 +141,11 @@ class Precision(Protocol):
 
 @runtime_checkable
 class RunSetup(Protocol):
-    """Hooks once the components are loaded; what they decide goes into ``comps.extras``, never onto the family."""
+    """Hooks once the components are loaded; what they decide goes into the run's state (``comps.state``), never onto
+    the family."""
 
     def configure(self, comps, cfg) -> None:
-        """Record per-run settings (prompt prefixes, lengths, a fused loss) in ``comps.extras``."""
+        """Record per-run settings (prompt prefixes, lengths, a fused loss) in ``comps.state``."""
 
     def inspect_samples(self, comps, cfg, samples: list) -> None:
         """Check the screened samples against the loaded model before anything is encoded (raise ``UserError``)."""
@@ -271,100 +351,3 @@ def check_capabilities(family_or_cls) -> None:
 def capability(family, proto: type[P]) -> P | None:
     """``family`` when it declares ``proto`` in its ``capabilities``, else None (the caller's fallback applies)."""
     return family if proto in tuple(getattr(family, "capabilities", ()) or ()) else None
-
-
-# ---- the fallbacks of optional hooks, in one place ----------------------------------------------
-def backbone_patterns(family, cfg) -> list[str]:
-    """The family's backbone regexes (:class:`Trainables`), else ``--train_backbone``."""
-    found = capability(family, Trainables)
-    return found.backbone_patterns(cfg) if found else list(cfg.train_backbone)
-
-
-def extra_trainable(family, cfg) -> list[tuple[str, list[str], float]]:
-    """The family's further trained groups (:class:`Trainables`), else none."""
-    found = capability(family, Trainables)
-    return found.extra_trainable(cfg) if found else []
-
-
-def enable_gradient_checkpointing(family, model: torch.nn.Module) -> None:
-    """The family's way (:class:`Trainables`), else diffusers' ``enable_gradient_checkpointing``."""
-    found = capability(family, Trainables)
-    if found:
-        found.enable_gradient_checkpointing(model)
-    else:
-        model.enable_gradient_checkpointing()
-
-
-def expected_dtypes(family, comps, cfg) -> dict[str, torch.dtype]:
-    """The family's precision policy (:class:`Precision`), else the model in the run's weight dtype."""
-    found = capability(family, Precision)
-    return found.expected_dtypes(comps, cfg) if found else {"model": cfg.weight_dtype}
-
-
-def quantize_skip_modules(family, cfg) -> list[str]:
-    """Modules ``--quantize_base`` leaves alone (:class:`Precision`), else none."""
-    found = capability(family, Precision)
-    return found.quantize_skip_modules(cfg) if found else []
-
-
-def generic_defaults(family, cfg) -> dict[str, tuple[Any, str]]:
-    """The family's defaults for an uncatalogued model (:class:`ModelDefaults`), else none."""
-    found = capability(family, ModelDefaults)
-    return found.generic_defaults(cfg) if found else {}
-
-
-def start_notes(family, cfg) -> list[str]:
-    """:meth:`RunNotes.start_notes`, else none."""
-    found = capability(family, RunNotes)
-    return found.start_notes(cfg) if found else []
-
-
-def precision_notes(family, cfg) -> list[str]:
-    """:meth:`RunNotes.precision_notes`, else none."""
-    found = capability(family, RunNotes)
-    return found.precision_notes(cfg) if found else []
-
-
-def configure(family, comps, cfg) -> None:
-    """:meth:`RunSetup.configure` when declared."""
-    found = capability(family, RunSetup)
-    if found:
-        found.configure(comps, cfg)
-
-
-def inspect_samples(family, comps, cfg, samples: list) -> None:
-    """:meth:`RunSetup.inspect_samples` when declared."""
-    found = capability(family, RunSetup)
-    if found:
-        found.inspect_samples(comps, cfg, samples)
-
-
-def requires_captions(family) -> bool:
-    """Whether an empty caption makes a sample unusable (:class:`Captions`; True without it)."""
-    found = capability(family, Captions)
-    return bool(found.requires_captions) if found else True
-
-
-def caption_source(family) -> str:
-    """Where captions come from (:class:`Captions`; ``"captions"`` without it)."""
-    found = capability(family, Captions)
-    return found.caption_source if found else "captions"
-
-
-def bucket_stride(family, cfg) -> tuple[int | None, str | None]:
-    """``(stride, None)`` for a family whose images take aspect-ratio buckets (:class:`ImageBuckets`), else
-    ``(None, why only squares)``: its own reason, or that it declares no buckets."""
-    found = capability(family, ImageBuckets)
-    if found is None:
-        return None, f"the `{family.name}` family declares no aspect-ratio buckets (ImageBuckets)"
-    reason = found.square_only(cfg)
-    return (None, reason) if reason else (int(found.bucket_stride(cfg)), None)
-
-
-def require(family, proto: type[P], what: str) -> P:
-    """``family`` as ``proto``, or a ``UserError`` saying ``what`` needs that capability."""
-    found = capability(family, proto)
-    if found is None:
-        raise UserError(f"{what} needs the {proto.__name__} capability, which the `{family.name}` family does not "
-                        f"declare ({', '.join(members(proto))}).")
-    return found

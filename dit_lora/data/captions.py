@@ -19,6 +19,9 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.capabilities import HasTextSettings, PromptText
+from dit_lora.contract.spec import FamilySpec, caption_source
 from dit_lora.data.sources import MAX_NAMED
 
 __all__ = ["CHARS_PER_TOKEN", "TokenCounter", "caption_lines", "duplicate_line", "token_counter_for_model",
@@ -54,32 +57,52 @@ def _tokenizer_counts(tokenizer: Any) -> Callable[[list[str]], list[int]]:
     return count
 
 
+def _loaded_settings(comps: Any) -> tuple[int | None, bool]:
+    """``(max_sequence_length, instruction prefixed)`` of a loaded run: its typed state's :class:`TextSettings`
+    (a state implementing :class:`HasTextSettings`), else TRANSITIONALLY an old-style family's ``comps.extras``."""
+    state = getattr(comps, "state", None)
+    if isinstance(state, HasTextSettings):
+        text = state.text
+        return (text.max_sequence_length, bool(text.instruction)) if text is not None else (None, False)
+    extras = getattr(comps, "extras", None) or {}
+    return extras.get("max_sequence_length"), bool(extras.get("complex_human_instruction"))
+
+
 def token_counter_from_components(comps: Any) -> TokenCounter | None:
-    """The counter of a loaded run: ``comps.encoders["tokenizer"]`` at ``comps.extras["max_sequence_length"]``
-    (what Sana and CogVideoX encode with), or None for a family without caption tokens (DiT's class labels)."""
+    """The counter of a loaded run: ``comps.encoders["tokenizer"]`` at the run's text length (what Sana and CogVideoX
+    encode with), or None for a family without caption tokens (DiT's class labels)."""
     tokenizer = getattr(comps, "encoders", {}).get("tokenizer")
-    max_length = getattr(comps, "extras", {}).get("max_sequence_length")
+    max_length, instruction = _loaded_settings(comps)
     if tokenizer is None or not max_length:
         return None
-    instruction = bool(comps.extras.get("complex_human_instruction"))
     return TokenCounter(_tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True,
                         what="the model's tokenizer")
 
 
-def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
-    """The ``max_sequence_length`` a run of ``cfg`` encodes captions at, and whether an instruction is prefixed,
-    without loading a weight: with a model, the family's own ``configure`` on empty components (what a run records);
-    then the model's transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
+def _declared_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
+    """The family's own word on how a run of ``cfg`` encodes captions: its encoders' :class:`PromptText`, else
+    TRANSITIONALLY an old-style family's ``configure`` on empty components (what its run records in ``extras``)."""
+    if isinstance(spec.encoders, PromptText):
+        text = spec.encoders.text_settings(cfg)
+        return text.max_sequence_length, bool(text.instruction)
     extras: dict[str, Any] = {}
+    try:
+        if spec.setup is not None:
+            spec.setup.configure(SimpleNamespace(extras=extras, encoders={}, model=None, state=None), cfg)
+    except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources
+        extras = {}
+    return extras.get("max_sequence_length"), bool(extras.get("complex_human_instruction"))
+
+
+def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
+    """The ``max_sequence_length`` a run of ``cfg`` encodes captions at, and whether an instruction is prefixed,
+    without loading a weight: with a model, the family's own word (:func:`_declared_settings`); then the model's
+    transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
+    declared, instruction = None, False
     model = getattr(cfg, "pretrained_model_name_or_path", None)
     if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
-        try:
-            from dit_lora.contract.capabilities import configure
-
-            configure(family, SimpleNamespace(extras=extras, encoders={}, model=None), cfg)
-        except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources
-            extras = {}
-    length = getattr(cfg, "max_sequence_length", None) or extras.get("max_sequence_length")
+        declared, instruction = _declared_settings(cfg, spec)
+    length = getattr(cfg, "max_sequence_length", None) or declared
     config = os.path.join(model, "transformer", "config.json") if model else ""
     if not length and config and os.path.isfile(config):
         with open(config, encoding="utf-8") as handle:
@@ -87,17 +110,18 @@ def _run_settings(cfg: Any, family: Any) -> tuple[int | None, bool]:
     if not length:
         from dit_lora.catalogue import entries
 
-        lengths = {e.text_length for e in entries(getattr(family, "name", None))}
+        lengths = {e.text_length for e in entries(spec.name)}
         length = lengths.pop() if len(lengths) == 1 else None
-    return (int(length) if length and int(length) > 1 else None), bool(extras.get("complex_human_instruction"))
+    return (int(length) if length and int(length) > 1 else None), instruction
 
 
-def token_counter_for_model(cfg: Any, family: Any) -> tuple[TokenCounter | None, str | None]:
+def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | None, str | None]:
     """check-data's counter: the tokenizer of ``--pretrained_model_name_or_path`` (only the tokenizer is read) at the
     length the run would use; else a character estimate. Returns (counter or None, a note on how it counts)."""
-    if getattr(family, "caption_source", "captions") != "captions":
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
+    if caption_source(spec) != "captions":
         return None, None  # class labels (DiT), not encoded text
-    max_length, instruction = _run_settings(cfg, family)
+    max_length, instruction = _run_settings(cfg, spec)
     if not max_length:
         return None, None
     model = getattr(cfg, "pretrained_model_name_or_path", None)

@@ -21,7 +21,9 @@ from typing import Any, Callable, Protocol
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.output.names import QUARANTINE_FILE
 from dit_lora.data import aspect
 from dit_lora.data import batches as batch_lib
@@ -99,8 +101,8 @@ class ImageMedia:
     cacheable = True
     collate = staticmethod(batch_lib.collate)
 
-    def __init__(self, cfg, family) -> None:
-        self.cfg, self.family = cfg, family
+    def __init__(self, cfg, spec: FamilySpec) -> None:
+        self.cfg, self.spec = cfg, as_spec(spec)  # TRANSITIONAL as_spec: an old-style family's own handler hands itself
         self.encode_batch_size = cfg.train_batch_size
 
     def list_samples(self) -> list[RawSample]:
@@ -109,7 +111,7 @@ class ImageMedia:
             train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name,
             dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
             caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-            labels_from_folders=caps.caption_source(self.family) == "class_folders",
+            labels_from_folders=fallback.caption_source(self.spec) == "class_folders",
             caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt,
             dataset_split=cfg.dataset_split,
             caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
@@ -119,7 +121,7 @@ class ImageMedia:
         """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here)."""
         usable = validate_samples(
             samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=caps.requires_captions(self.family), raise_on_fraction=False,
+            require_captions=fallback.requires_captions(self.spec), raise_on_fraction=False,
             resolution=self.cfg.resolution, max_pixels=self.max_pixels,
         )
         return self.bucket_samples(usable, log=log)
@@ -134,15 +136,15 @@ class ImageMedia:
         if self.square_reason:
             log(f"aspect buckets: {self.square_reason}")
         rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
-                                       seed=cfg.seed, require_captions=caps.requires_captions(self.family),
+                                       seed=cfg.seed, require_captions=fallback.requires_captions(self.spec),
                                        max_pixels=self.max_pixels, buckets=self.buckets)
-        report_captions(samples, cfg, self.family, log)
+        report_captions(samples, cfg, self.spec, log)
         bucketed = [dataclasses.replace(s, bucket=r.bucket) for s, r in zip(samples, rows) if r.bucket is not None]
         return rows, bucketed, None
 
     @functools.cached_property
     def _stride(self) -> tuple[int | None, str | None]:
-        return caps.bucket_stride(self.family, self.cfg)
+        return fallback.bucket_stride(self.spec, self.cfg)
 
     @functools.cached_property
     def buckets(self) -> list[tuple[int, int]]:
@@ -198,7 +200,7 @@ class ImageMedia:
         """No ``resolution`` or bucket mode: each entry's name carries its bucket (:meth:`RawSample.cache_key`), so a
         change of either re-encodes only the images whose bucket changed."""
         cfg = self.cfg
-        return {**self.family.cache_identity(cfg, comps), "image_size": "bucket in the key",
+        return {**self.spec.encoders.cache_identity(cfg, comps), "image_size": "bucket in the key",
                 "center_crop": cfg.center_crop, "random_flip": cfg.random_flip,
                 "crop_seed": None if cfg.center_crop else cfg.seed}
 
@@ -228,17 +230,18 @@ class ImageMedia:
         return groups if len(set(groups)) > 1 else None
 
 
-def check_image_buckets(family, cfg) -> None:
+def check_image_buckets(spec: FamilySpec, cfg) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
-    without :class:`~dit_lora.contract.capabilities.ImageBuckets`, e.g. a video one, ignores the flag)."""
-    if caps.capability(family, caps.ImageBuckets) is not None:
-        aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, caps.bucket_stride(family, cfg)[0])
+    without ``image_buckets``, e.g. a video one, ignores the flag)."""
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
+    if spec.image_buckets is not None:
+        aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, fallback.bucket_stride(spec, cfg)[0])
 
 
-def report_captions(samples: list, cfg, family, log: Callable[[str], Any]) -> None:
+def report_captions(samples: list, cfg, spec: FamilySpec, log: Callable[[str], Any]) -> None:
     """check-data's lines on duplicate rows and captions the text length cuts (the model's tokenizer when
     --pretrained_model_name_or_path is given, else a character estimate, said so)."""
-    counter, note = token_counter_for_model(cfg, family)
+    counter, note = token_counter_for_model(cfg, spec)
     for line in caption_lines(samples, counter):
         log(line)
     if note and counter is not None:
@@ -279,7 +282,7 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
 def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
     from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
-    from dit_lora.training.collective import main_process_check
+    from dit_lora.core.collective import main_process_check
 
     path = Path(cfg.output_dir) / QUARANTINE_FILE
     advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
@@ -299,7 +302,7 @@ def _build_cache_everywhere(accelerator, build: Callable[[], dict[int, str]]) ->
     """``build()`` on every rank; when it raises on one (a full cache disk), every rank raises (not a hang at the
     next collective): the same paragraph for a :class:`UserError`, else the failing rank's traceback and a
     paragraph naming that rank on the others."""
-    from dit_lora.training.collective import Failure, exchange
+    from dit_lora.core.collective import Failure, exchange
 
     own, result = None, {}
     try:
@@ -338,7 +341,7 @@ def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list
     return for_copies(_gather(accelerator, invalid_local), first)
 
 
-def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
+def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
     Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
@@ -352,7 +355,8 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    media = media if media is not None else family.data_handler(cfg)  # a family may hand in its own, bound to comps
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family's own data stage hands itself
+    media = media if media is not None else spec.data.data_handler(cfg, spec)  # a family may hand in its own, bound to comps
     samples = media.list_samples()
     total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once
     counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
@@ -376,7 +380,7 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
         for line in report_lines(media, samples, comps):
             log(line)
-    caps.inspect_samples(family, comps, cfg, samples)
+    fallback.inspect_samples(spec, comps, cfg, samples)
     rank, world = accelerator.process_index, accelerator.num_processes
     if cfg.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.caption_dropout_probability))
@@ -384,6 +388,7 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
         write_quarantine(cfg, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))
+    encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg)
     files = cache_files(root, namespace, samples)
@@ -400,8 +405,8 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     todo = [i for i in missing if first[i] == i]
     failed_local = _build_cache_everywhere(accelerator, lambda: build_cache(
         samples, files, todo[rank::world],
-        encode_images=lambda px: family.encode_images(comps, px),
-        encode_prompts=lambda caps: family.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
+        encode_images=lambda px: encoders.encode_images(comps, px),
+        encode_prompts=lambda caps: encoders.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
         random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=say, what=media.noun,
         world=world,
     ))
@@ -425,6 +430,6 @@ def prepare_data(cfg, family, comps, accelerator, media=None) -> PreparedData:
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(cfg.caption_dropout_probability, root / namespace,
-                                                lambda caps: family.encode_prompts(comps, caps), accelerator, log)
+                                                lambda caps: encoders.encode_prompts(comps, caps), accelerator, log)
     return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep], empty), batch_lib.collate, kept, True,
                         quarantine, groups=media.groups(kept, world_size=world, log=log))

@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 import torch
 
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_bytes_atomic
 from dit_lora.config.parser import check_one_source
@@ -175,13 +178,13 @@ def load_video_dataset(
             for i, (row, caption) in enumerate(captions)]
 
 
-def video_namespace_identity(cfg, family, comps=None) -> dict[str, Any]:
+def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any]:
     """What besides the clip and its bucket shapes a cached video entry (the cache namespace's identity).
 
     No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
     re-encodes only the clips whose bucket changed. Frames are always centre-cropped (no crop seed).
     """
-    return {**family.cache_identity(cfg, comps), "media": "video", "frame_sampling": cfg.frame_sampling,
+    return {**spec.encoders.cache_identity(cfg, comps), "media": "video", "frame_sampling": cfg.frame_sampling,
             "random_flip": cfg.random_flip, "crop": "center"}
 
 
@@ -228,7 +231,7 @@ def _bucket_text(buckets) -> str:
     return ",".join(f"{f}x{h}x{w}" for f, h, w in buckets)
 
 
-def image_buckets_for(family, cfg, buckets: list[Bucket], samples: list) -> list[Bucket]:
+def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: list) -> list[Bucket]:
     """The one-frame buckets the images among ``samples`` train in (``[]`` when there is none).
 
     One ``(1, h, w)`` per spatial size of ``buckets`` (the family's, :func:`~dit_lora.data.frames.one_frame_buckets`).
@@ -249,7 +252,7 @@ def image_buckets_for(family, cfg, buckets: list[Bucket], samples: list) -> list
     probe = copy.copy(cfg)
     probe.frame_buckets = _bucket_text(asked)
     try:
-        given = [tuple(b) for b in family.video_buckets(probe)]
+        given = [tuple(b) for b in spec.video_frames.video_buckets(probe)]
     except UserError as err:
         reason: str | None = " ".join(str(err).split())
     else:
@@ -257,7 +260,7 @@ def image_buckets_for(family, cfg, buckets: list[Bucket], samples: list) -> list
         reason = f"asked for {probe.frame_buckets}, it gives {_bucket_text(given)}" if ignored else None
     if reason is None:
         return stills
-    name = getattr(family, "name", "") or type(family).__name__
+    name = spec.name
     shortest = min(b[0] for b in buckets)
     raise UserError(
         f"The video dataset holds {len(images)} image(s) ({name_some([s.key for s in images])}), which train as "
@@ -277,21 +280,20 @@ class VideoMedia:
     encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
     collate = staticmethod(collate)
 
-    def __init__(self, cfg, family, cache_root: Path) -> None:
-        from dit_lora.contract import capabilities as caps
-
-        # Clips need a family that encodes them (Encoders), buckets them (VideoFrames) and says about captions.
-        caps.require(family, caps.Encoders, "Video data")
-        caps.require(family, caps.VideoFrames, "Video data")
-        self.requires_captions = caps.requires_captions(family)
-        self.cfg, self.family, self.cache_root = cfg, family, Path(cache_root)
+    def __init__(self, cfg, spec: FamilySpec, cache_root: Path) -> None:
+        spec = as_spec(spec)  # TRANSITIONAL: an old-style family's own handler hands itself
+        # Clips need a family that encodes them (encoders), buckets them (video_frames) and says about captions.
+        fallback.require(spec, "encoders", "Video data")
+        fallback.require(spec, "video_frames", "Video data")
+        self.requires_captions = fallback.requires_captions(spec)
+        self.cfg, self.spec, self.cache_root = cfg, spec, Path(cache_root)
         self._buckets: list[tuple[int, int, int]] | None = None
 
     @property
     def buckets(self) -> list[tuple[int, int, int]]:
         """The family's validated (frames, height, width) buckets for this config."""
         if self._buckets is None:
-            self._buckets = [tuple(b) for b in self.family.video_buckets(self.cfg)]  # type: ignore[misc]
+            self._buckets = [tuple(b) for b in self.spec.video_frames.video_buckets(self.cfg)]  # type: ignore[misc]
         return self._buckets  # type: ignore[return-value]
 
     @property
@@ -301,11 +303,9 @@ class VideoMedia:
 
     @property
     def model_fps(self) -> float | None:
-        """The frame rate the model generates at (the family's :class:`~dit_lora.contract.capabilities.FrameRate`),
-        or None when the family does not say."""
-        from dit_lora.contract import capabilities as caps
-
-        return self.family.model_fps(self.cfg) if isinstance(self.family, caps.FrameRate) else None
+        """The frame rate the model generates at (the family's ``frame_rate`` component), or None when the family
+        does not say."""
+        return self.spec.frame_rate.model_fps(self.cfg) if self.spec.frame_rate is not None else None
 
     @property
     def frames_flag(self) -> str:
@@ -321,7 +321,7 @@ class VideoMedia:
 
     def image_buckets(self, samples: list) -> list[Bucket]:
         """The one-frame buckets of the images among ``samples`` (:func:`image_buckets_for`)."""
-        return image_buckets_for(self.family, self.cfg, self.buckets, samples)
+        return image_buckets_for(self.spec, self.cfg, self.buckets, samples)
 
     def all_buckets(self, samples: list) -> list[Bucket]:
         """The video buckets, then the one-frame buckets the images add (not checked here: :meth:`screen` did)."""
@@ -378,11 +378,11 @@ class VideoMedia:
             require_captions=self.requires_captions, image_buckets=stills, max_pixels=self.max_pixels)
         from dit_lora.data.prepare import report_captions
 
-        report_captions(samples, self.cfg, self.family, log)
+        report_captions(samples, self.cfg, self.spec, log)
         return rows, usable, None  # each row has its bucket and crop; the summary counts them (preflight.summarize)
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
-        return video_namespace_identity(self.cfg, self.family, comps)
+        return video_namespace_identity(self.cfg, self.spec, comps)
 
     def pixel_loader(self, samples: list) -> Callable[[int], torch.Tensor]:
         """``i -> (F, 3, H, W)`` pixels of clip ``i`` at its bucket, frames picked per --frame_sampling (an image:

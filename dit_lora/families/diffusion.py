@@ -168,9 +168,10 @@ class DiffusionFamily(ModelFamily):
         ``--aspect_buckets WxH``, that size; else the ``--resolution`` square, which bounds every ``auto`` bucket.
         """
         from dit_lora.data.aspect import run_buckets
-        from dit_lora.contract.capabilities import bucket_stride
+        from dit_lora.contract.legacy import as_spec
+        from dit_lora.contract.spec import bucket_stride
 
-        buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, bucket_stride(self, cfg)[0])
+        buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, bucket_stride(as_spec(self), cfg)[0])
         height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
         return [(f"{width} x {height} px", (cfg.train_batch_size, 3, height, width))]
 

@@ -31,6 +31,7 @@ from typing import Iterable
 
 import torch
 
+from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
 SCHEMES = ("none", "nf4", "int8", "fp8")
@@ -121,7 +122,7 @@ def check_text_encoder(cfg, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
     if not getattr(cfg, "quantize_text_encoder", False):
         return
-    if family is not None and getattr(family, "text_encoder_label", None) is None:
+    if family is not None and as_spec(family).info.text_encoder_label is None:  # TRANSITIONAL: old-style taken
         raise QuantizeError(
             f"--quantize_text_encoder quantizes the text encoder of the caching phase, and the {family.name} family "
             "has none (DiT is class-conditional; a video LLM reads its prompts with the language model that gets LoRA, "

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from dit_lora.contract.capabilities import AdapterExtras, AdapterFitting, capability
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
@@ -79,14 +80,15 @@ def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> t
     return folded, config
 
 
-def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict, backbone: dict,
+def write_adapter(spec: FamilySpec, output_dir: Path, lora_state: dict, lora_config: dict, backbone: dict,
                   backbone_patterns: list[str], *, comps=None, cfg=None) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 
     The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
-    strength in every consumer. With the run's ``comps`` and ``cfg``, a family declaring
-    :class:`~dit_lora.contract.capabilities.AdapterExtras` adds the files that depend on the run.
+    strength in every consumer. With the run's ``comps`` and ``cfg``, a family with an ``adapter_extras``
+    component adds the files that depend on the run.
     """
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
     lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
@@ -96,8 +98,8 @@ def write_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict,
     stale = _previous_adapter_files(output_dir)
     written = []
     try:
-        family.save_adapter(staging, lora_state, lora_config)
-        extras = capability(family, AdapterExtras)
+        spec.adapter.save_adapter(staging, lora_state, lora_config)
+        extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
             extras.save_adapter_extras(staging, comps, cfg)
         if backbone:
@@ -300,12 +302,12 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
     return pipe
 
 
-def attach_adapter(family, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
-    """Load a saved adapter into the consumer ``pipe``, fitted first when the family declares
-    :class:`~dit_lora.contract.capabilities.AdapterFitting` (``dit_lora.load_adapter`` and each family's
-    ``load_pipeline_with_adapter``)."""
+def attach_adapter(spec: FamilySpec | None, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
+    """Load a saved adapter into the consumer ``pipe``, fitted first by ``spec.fitting`` when the family has one
+    (``dit_lora.load_adapter`` and each family's ``load_pipeline_with_adapter``; None: a family without fitting).
+    TRANSITIONAL: an old-style family object is taken too (:func:`~dit_lora.contract.legacy.as_spec`)."""
     folder = adapter_folder(adapter_dir)
-    fitting = capability(family, AdapterFitting)
+    fitting = as_spec(spec).fitting if spec is not None else None
     if fitting:
         fitting.prepare_pipeline_for_adapter(pipe, folder)
     return load_adapter_files(pipe, folder, adapter_name)

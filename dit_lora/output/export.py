@@ -101,8 +101,7 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
     (:func:`export_target`).
     """
-    from dit_lora.registry import get_family
-    from dit_lora.contract.capabilities import Exports, capability
+    from dit_lora.registry import get_spec
 
     folder = Path(output_dir)
     if not folder.is_dir():
@@ -111,23 +110,23 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     from dit_lora.core.fileio import check_writable
 
     check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
-    spec = get_family(_run_family(folder, family))
+    spec = get_spec(_run_family(folder, family))
     from dit_lora.output.names import ADAPTER_INDEX_FILE
 
-    adapter = folder / spec.adapter_weight_name
+    adapter = folder / spec.info.adapter_weight_name
     if not adapter.is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index lists a run's own files
         raise UserError(
-            f"{folder} is not a finished run: it has no adapter file {spec.adapter_weight_name} (a run writes it "
+            f"{folder} is not a finished run: it has no adapter file {spec.info.adapter_weight_name} (a run writes it "
             "when training ends). Export the --output_dir of a run that finished, or finish this one first."
         )
-    exports = capability(spec, Exports)
+    exports = spec.exports
     formats = exports.export_formats() if exports is not None else {}
     if fmt not in formats:
         offered = "; ".join(f"`{k}`: {v}" for k, v in sorted(formats.items()))
         raise UserError(
             f"The `{spec.name}` family cannot export `{fmt}` (--format). "
             + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
-               f"{spec.adapter_weight_name} is already the format its consumers load.")
+               f"{spec.info.adapter_weight_name} is already the format its consumers load.")
         )
     from dit_lora.core.fileio import reporting_disk_full
 

@@ -6,8 +6,11 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
+from dit_lora.contract.legacy import as_spec
 from dit_lora.modeling import quantize
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
+from dit_lora.config.schema import LoraOptions
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
 
@@ -75,25 +78,26 @@ def _ema(values, weight: float = 0.8) -> list[float]:
     return out
 
 
-def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:
+def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:
     """A Hub model card with YAML metadata, a runnable usage snippet, settings and samples."""
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     from huggingface_hub import ModelCard, ModelCardData
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
-    card = caps.capability(family, caps.ModelCard)  # without it: no snippet, license or family rows
+    card = spec.card  # without it: no snippet, license or family rows
     data = ModelCardData(
         base_model=cfg.pretrained_model_name_or_path,
-        library_name=family.library_name,
-        pipeline_tag=family.pipeline_tag,
+        library_name=spec.info.library_name,
+        pipeline_tag=spec.info.pipeline_tag,
         license=card.base_model_license(cfg) if card else None,
-        tags=["lora", "dit-lora", *family.card_tags],
+        tags=["lora", "dit-lora", *spec.info.card_tags],
     )
     settings = {
-        "rank": cfg.rank, "lora_alpha": _alpha_row(cfg), "lora_layers": cfg.lora_layers or list(family.default_lora_layers),
+        "rank": cfg.rank, "lora_alpha": _alpha_row(cfg.lora), "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
         "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
-        "train_backbone": caps.backbone_patterns(family, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "train_backbone": fallback.backbone_patterns(spec, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
                                              if quantize.enabled(cfg) else None),
         "transformer (--transformer_file)": _transformer_file_row(cfg),
@@ -109,9 +113,9 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if caps.backbone_patterns(family, cfg) and family.adapter_weight_name == ADAPTER_FILE else ""
+        if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE else ""
     )
-    strength = _strength_note(family, cfg) + _exports_note(family)
+    strength = _strength_note(spec, cfg.lora) + _exports_note(spec)
     quantized = _quantized_note(cfg)
     warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
                if summary.get("verdict") else "")
@@ -123,7 +127,7 @@ def write_model_card(family, cfg, output_dir: Path, summary: dict, sample_files:
 
 # {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
 {warning}
-LoRA adapter trained with dit-lora ({family.pipeline_class_name}).
+LoRA adapter trained with dit-lora ({spec.info.pipeline_class_name}).
 {strength}
 {quantized}
 ## Usage
@@ -154,7 +158,7 @@ def changed_options_note(history: list[dict] | None) -> str:
     return "\n\nOptions changed when the run was resumed: " + "; ".join(parts) + "."
 
 
-def _strength_note(family, cfg) -> str:
+def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
     """The card's sentence on the strength an adapter loads at, naming only the loaders a test loads it with.
 
     A diffusers-format file (``pytorch_lora_weights.safetensors``): ``load_lora_weights`` on the file, and on the
@@ -164,22 +168,22 @@ def _strength_note(family, cfg) -> str:
     tests/e2e/test_videollm.py). No other consumer is named: ComfyUI, for one, has no Sana or DiT model and other
     CogVideoX key names (issue 28), so it loads none of those files.
     """
-    alpha, rank = cfg.effective_lora_alpha, cfg.rank
+    alpha, rank = lora.effective_alpha, lora.rank
     start = (
         f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
         "is folded into the lora_B weights\nand the files store alpha = rank"
         if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     )
-    if family.adapter_weight_name == ADAPTER_FILE:
+    if spec.info.adapter_weight_name == ADAPTER_FILE:
         return (f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
                 "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
                 "metadata stripped).")
     return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."
 
 
-def _exports_note(family) -> str:
-    """The other formats a family writes (``Exports``), each with the family's own description of it."""
-    exports = caps.capability(family, caps.Exports)
+def _exports_note(spec: FamilySpec) -> str:
+    """The other formats a family writes (``spec.exports``), each with the family's own description of it."""
+    exports = spec.exports
     if exports is None:
         return ""
     lines = [f"- `{fmt}`: {desc}" for fmt, desc in exports.export_formats().items()]
@@ -205,16 +209,17 @@ def _transformer_file_row(cfg) -> str | None:
     folders, and the card may be pushed to the Hub); None without --transformer_file."""
     from dit_lora.modelfiles.single_file import transformer_file_record
 
-    record = transformer_file_record(cfg)
+    record = transformer_file_record(cfg.model)
     return None if record is None else f"`{record['name']}` ({record['bytes']} bytes; the rest from the base model)"
 
 
-def _alpha_row(cfg) -> str:
-    """The card's lora_alpha: the trained value, and that the file stores alpha = rank with the scale folded in."""
-    alpha = cfg.effective_lora_alpha
-    if alpha == cfg.rank:
+def _alpha_row(lora: LoraOptions) -> str:
+    """The card's lora_alpha (``lora``: the run's ``cfg.lora``): the trained value, and that the file stores
+    alpha = rank with the scale folded in."""
+    alpha = lora.effective_alpha
+    if alpha == lora.rank:
         return f"{alpha:g}"
-    return f"{alpha:g} (scale {alpha / cfg.rank:g} folded into lora_B; the files store alpha = rank {cfg.rank})"
+    return f"{alpha:g} (scale {alpha / lora.rank:g} folded into lora_B; the files store alpha = rank {lora.rank})"
 
 
 def config_dict(cfg) -> dict:

@@ -8,19 +8,20 @@ and the recipes' start-of-run gate.
 from __future__ import annotations
 
 from dit_lora.config import TrainConfig
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.plan.estimate import Plan, StepTrace, plan_run
 
 
-def make_plan(cfg: TrainConfig, family, *, device: str = "cuda", num_processes: int = 1, entry=None,
+def make_plan(cfg: TrainConfig, spec: FamilySpec, *, device: str = "cuda", num_processes: int = 1, entry=None,
               both_settings: bool = True, capacity: int | None = None) -> Plan:
-    """The plan of ``cfg`` as ``family`` would train it (``entry``: the matched catalogue entry, if any).
+    """The plan of ``cfg`` as the family of ``spec`` would train it (``entry``: the matched catalogue entry, if any).
 
     ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
     as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`).
     """
     from dit_lora.catalogue.defaults import config_reader
 
-    return plan_run(cfg, family, config_reader(cfg), device=device, num_processes=num_processes,
+    return plan_run(cfg, spec, config_reader(cfg), device=device, num_processes=num_processes,
                     catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings,
                     capacity=capacity)
 

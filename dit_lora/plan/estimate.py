@@ -1,7 +1,7 @@
 """Predict a run's peak memory and FLOPs per step without loading a weight.
 
 The family builds its components from their configs on the meta device (:meth:`plan_components`),
-the run's own :func:`~dit_lora.training.trainables.attach_trainables` adds LoRA, backbone groups, fp32
+the run's own :func:`~dit_lora.modeling.trainables.attach_trainables` adds LoRA, backbone groups, fp32
 masters and checkpointing, and one micro-batch per bucket goes through the family's own ``encode_images``
 (the cache step) and ``compute_loss`` + backward on fake tensors, counted by
 :class:`~dit_lora.plan.fake.LiveBytes` and ``torch.utils.flop_counter.FlopCounterMode``.
@@ -40,10 +40,14 @@ from typing import Any
 
 import torch
 
+from dit_lora.contract.legacy import as_spec
 from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.capabilities import MemoryPlan
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.plan import resident
 from dit_lora.plan.fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
 
@@ -158,7 +162,7 @@ def process_resident_bytes() -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _trace_step(family, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int, int]:
+def _trace_step(spec: FamilySpec, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int, int]:
     """(peak live bytes, FLOPs) of one loss + backward on the fake model."""
     model = comps.model
     batch_bytes = sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
@@ -166,24 +170,24 @@ def _trace_step(family, cfg: TrainConfig, comps, batch: dict, mode) -> tuple[int
     generator = torch.Generator().manual_seed(0)
     with mode, fused_attention(), live, torch.autocast("cpu", dtype=cfg.weight_dtype,
                                                       enabled=cfg.mixed_precision != "no"):
-        loss = family.plan_loss(comps, batch, generator, cfg)
+        loss = planner(spec).plan_loss(comps, batch, generator, cfg)
         loss.backward()
     model.zero_grad(set_to_none=True)
     return live.peak + batch_bytes, live.flops
 
 
-def _build(family, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
+def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
     """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
-    from dit_lora.training.trainables import attach_trainables
+    from dit_lora.modeling.trainables import attach_trainables
 
-    comps = family.plan_components(cfg, read, depth)
+    comps = planner(spec).plan_components(cfg, read, depth)
     run_cfg = dataclasses.replace(cfg, gradient_checkpointing=checkpointing)
-    made = attach_trainables(comps.model, family, run_cfg)
+    made = attach_trainables(comps.model, spec, run_cfg)
     comps.model.train()
     return comps, made
 
 
-def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
+def _traces(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
             ) -> tuple[list[StepTrace], int, dict[str, float]]:
     """Step traces for every bucket and checkpointing setting in ``settings``, the peak of one encode call, and
     per component the fraction of its weight bytes that encode call read.
@@ -197,23 +201,23 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
     mode = fake_mode()  # entered per use: the meta modules are built outside it
     for gc in settings:
         for depth in depths:
-            comps, _ = _build(family, cfg, read, depth, gc)  # meta modules, outside the fake mode
+            comps, _ = _build(spec, cfg, read, depth, gc)  # meta modules, outside the fake mode
             modules = [comps.model, *[m for m in comps.encoders.values() if isinstance(m, torch.nn.Module)]]
             for module in modules:
                 fake_module(module, mode)
             with mode:
-                caps.configure(family, comps, cfg)
+                fallback.configure(spec, comps, cfg)
                 if batches is None:
                     live, reads = LiveBytes(), ReadTensors()
                     with live, reads:
-                        batches = family.plan_batches(cfg, comps)
+                        batches = planner(spec).plan_batches(cfg, comps)
                     encode_peak = live.peak
                     parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items()
                                                       if isinstance(m, torch.nn.Module)}}
                     read_share = {k: resident.touched_bytes(m, reads.ids) / max(module_bytes(m), 1)
                                   for k, m in parts.items()}
             for bucket, batch in batches:
-                measured.setdefault((bucket, gc), []).append(_trace_step(family, cfg, comps, batch, mode))
+                measured.setdefault((bucket, gc), []).append(_trace_step(spec, cfg, comps, batch, mode))
             del comps, modules
     out = []
     for (bucket, gc), points in measured.items():
@@ -227,12 +231,13 @@ def _traces(family, cfg: TrainConfig, read, full_depth: int, settings: tuple[boo
     return out, encode_peak, read_share
 
 
-def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights: dict[str, int],
+def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weights: dict[str, int],
                   read_share: dict[str, float], model_subfolder: str, copied: set[str] = frozenset()
                   ) -> tuple[dict[str, int], int | None, list[str]]:
     """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
 
-    ``read_share``: per component, the fraction of its bytes the encode trace read; ``copied``: components
+    ``model``: the run's ``cfg.model`` (where the weights are stored); ``read_share``: per component, the fraction of
+    its bytes the encode trace read; ``copied``: components
     that load into fresh memory whatever their files hold (quantized ones: their quantized size is in
     ``weights``), which read their source pages while they load, as converted ones do. A component whose
     stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
@@ -240,12 +245,12 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
     """
     from dit_lora.catalogue import by_hub_id
 
-    entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    entry = by_hub_id(str(model.pretrained_model_name_or_path or ""))
     cache, converted, mapped = dict(weights), {}, []
     for name, module in modules.items():
         stored = resident.stored_component(
-            str(cfg.pretrained_model_name_or_path), model_subfolder if name == "model" else name, module,
-            variant=cfg.variant, catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None)
+            str(model.pretrained_model_name_or_path), model_subfolder if name == "model" else name, module,
+            variant=model.variant, catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None)
         if stored is None:
             continue
         if name not in copied and stored.dtype == resident.loaded_dtype(module):
@@ -259,14 +264,15 @@ def cpu_residency(cfg: TrainConfig, modules: dict[str, torch.nn.Module], weights
     return cache, load, mapped
 
 
-def planner(family) -> caps.MemoryPlan:
-    """``family`` as a :class:`~dit_lora.contract.capabilities.MemoryPlan`; a family that does not declare it is one
-    paragraph (``dit-lora plan`` exits 2; a run goes on without a plan)."""
-    return caps.require(family, caps.MemoryPlan, "The memory plan (`dit-lora plan`, and the check at the start of a "
+def planner(spec: FamilySpec) -> MemoryPlan:
+    """``spec.plan`` (:class:`~dit_lora.contract.capabilities.MemoryPlan`); a family without it is one paragraph
+    (``dit-lora plan`` exits 2; a run goes on without a plan)."""
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
+    return fallback.require(spec, "plan", "The memory plan (`dit-lora plan`, and the check at the start of a "
                         "run)")
 
 
-def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_processes: int = 1,
+def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", num_processes: int = 1,
              catalogue_entry: str | None = None, both_settings: bool = True, capacity: int | None = None) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
 
@@ -275,11 +281,11 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
     the plan is still built once.
     """
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     from dit_lora.catalogue import lookup
-    from dit_lora.training.trainables import attach_trainables
+    from dit_lora.modeling.trainables import attach_trainables
 
-    family = planner(family)
-    file, key = family.depth_key
+    file, key = planner(spec).depth_key
     sub, _, name = file.rpartition("/")
     depth_config = read(sub, name)
     if depth_config is None:
@@ -289,11 +295,11 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
                         "files (a recipe run with --ignore_memory_plan starts without the plan).")
     full_depth = int(lookup(depth_config, key))
 
-    comps = family.plan_components(cfg, read)  # full depth, meta: weights by dtype
-    checkpointing = attach_trainables(comps.model, family, cfg).checkpointing
+    comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
+    checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
     weights = {"model": module_bytes(comps.model)}
     if quantize.enabled(cfg):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        names = quantize.quantized_linears(comps.model, caps.quantize_skip_modules(family, cfg))
+        names = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
@@ -302,22 +308,22 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
     if cfg.quantize_text_encoder:
         weights["text_encoder"] -= te_savings
     nf4_savings = 0 if quantize.enabled(cfg) else quantize.quantized_weight_savings(  # what the advice may offer
-        comps.model, "nf4", quantize.quantized_linears(comps.model, caps.quantize_skip_modules(family, cfg)))
+        comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg)))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
     cached = bool(comps.encoders) and cfg.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
-    steps, encode_peak, read_share = _traces(family, cfg, read, full_depth, settings)
+    steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, []
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
         copied = {"model"} if quantize.enabled(cfg) else set()
         copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
-        cache_weights, load_phase, mapped = cpu_residency(cfg, modules, weights, read_share, sub, copied)
+        cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
-        model=str(cfg.pretrained_model_name_or_path), family=family.name, catalogue_entry=catalogue_entry,
+        model=str(cfg.pretrained_model_name_or_path), family=spec.name, catalogue_entry=catalogue_entry,
         device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps, depth=full_depth, weights=weights,
         trained_component="model", trainable_params=sum(p.numel() for p in trainable), optimizer_bytes=moments,
@@ -333,6 +339,6 @@ def plan_run(cfg: TrainConfig, family, read, *, device: str = "cuda", num_proces
         nf4_model_savings=nf4_savings, nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
-        other, _, _ = _traces(family, cfg, read, full_depth, (not checkpointing,))
+        other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Callable
 
 from dit_lora.catalogue import by_hub_id, match
 from dit_lora.catalogue.defaults import config_reader
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, entries, entry_for, get_family
+from dit_lora.registry import available, entries, entry_for, get_spec
 
 if TYPE_CHECKING:
-    from dit_lora.contract.family import ModelFamily
+    from dit_lora.contract.spec import FamilySpec
 
 #: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
 PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
@@ -24,7 +25,7 @@ PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
     """Each registered family name and the pipeline classes it trains (its spec's ``pipeline_class_name``)."""
-    return {name: (get_family(name).pipeline_class_name,) for name in available()}
+    return {name: (get_spec(name).info.pipeline_class_name,) for name in available()}
 
 
 def entry_pipelines(name: str) -> tuple[str, ...]:
@@ -73,28 +74,29 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
         "are planned): train it with a trainer that supports it.")
 
 
-def check_family_trains_model(cfg, read: Callable[[str, str], dict | None]) -> None:
-    """Refuse ``cfg.family`` for a model whose configs name a class outside its registry entry's pipelines
-    (before anything is built). A model whose class cannot be read is left to the family's own checks."""
+def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
+    """Refuse ``model.family`` (``model``: the run's ``cfg.model``) for a model whose configs name a class outside
+    its registry entry's pipelines (before anything is built). A model whose class cannot be read is left to the
+    family's own checks."""
     cls, where = found_class(read)
-    trained = entry_pipelines(cfg.family)
+    trained = entry_pipelines(model.family)
     if cls is None or cls in trained:
         return
-    others = [n for n in available() if get_family(n).pipeline_class_name == cls]
+    others = [n for n in available() if get_spec(n).info.pipeline_class_name == cls]
     advice = (f"Use --family {others[0]} for it" if others else
               f"No dit-lora family trains {cls} (not supported yet; {', '.join(PLANNED)} are planned). dit-lora "
               f"trains: {trained_list()}")
-    raise UserError(f"--family {cfg.family} trains {' and '.join(trained)}; `{cfg.pretrained_model_name_or_path}` is "
-                    f"a {cls} ({where}). {advice}.")
+    raise UserError(f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
+                    f"is a {cls} ({where}). {advice}.")
 
 
-def family_for_pipeline(pipe) -> ModelFamily | None:
+def family_for_pipeline(pipe) -> FamilySpec | None:
     """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
     names = {cls.__name__ for cls in type(pipe).__mro__}
     for name in available():
-        family = get_family(name)
-        if family.pipeline_class_name in names:
-            return family
+        spec = get_spec(name)
+        if spec.info.pipeline_class_name in names:
+            return spec
     return None
 
 
@@ -113,6 +115,6 @@ def family_for_model(cfg) -> str:
             return name
     index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
     for name in available():
-        if get_family(name).pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
+        if get_spec(name).info.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
     raise unsupported_model(str(cfg.pretrained_model_name_or_path), read)

@@ -21,13 +21,14 @@ a :class:`~dit_lora.config.TrainConfig` built in code) to the frozen config a ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults
 from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
 from dit_lora.data.prepare import check_image_buckets
-from dit_lora.registry import get_family
+from dit_lora.contract.spec import FamilySpec, require
+from dit_lora.registry import get_spec
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Resolved:
     start-of-run block; None when no model was named, e.g. ``dit-lora check-data`` without one)."""
 
     config: TrainConfig
-    family: Any  # the family's spec (a ModelFamily), looked up in the registry
+    spec: FamilySpec  # the family's spec, looked up in the registry
     defaults: ChosenDefaults | None
 
 
@@ -62,30 +63,28 @@ def resolve(args: Sequence[str] | TrainConfig | None = None, *, prog: str | None
 
 def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool = True) -> Resolved:
     """Steps 3 to 5 of :func:`resolve` for a parsed (or code-built) config: demo, defaults, the family's checks."""
-    family = get_family(cfg.family)
+    spec = get_spec(cfg.family)
     if build_demo and cfg.demo:
-        build_demo_files(cfg, family)
-    defaults = choose_defaults(cfg, family) if cfg.pretrained_model_name_or_path else None
+        build_demo_files(cfg, spec)
+    defaults = choose_defaults(cfg, spec) if cfg.pretrained_model_name_or_path else None
     if defaults is not None:
         cfg = defaults.config
     if validate:
-        family.validate_config(cfg)
-        check_image_buckets(family, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
-    return Resolved(config=cfg, family=family, defaults=defaults)
+        spec.model.validate_config(cfg)
+        check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
+    return Resolved(config=cfg, spec=spec, defaults=defaults)
 
 
-def build_demo_files(cfg: TrainConfig, family) -> None:
+def build_demo_files(cfg: TrainConfig, spec: FamilySpec) -> None:
     """``--demo``: the family's tiny model and generated data, built by the main process while the others wait
     (accelerate's process state, not an Accelerator: the Accelerator is built from the resolved config)."""
     import torch
     from accelerate import PartialState
 
-    from dit_lora.contract.capabilities import Demo, require
-
     # cpu=: as the run's Accelerator asks, so the process group is the one it joins
     state = PartialState(cpu=not torch.cuda.is_available())
     if state.is_main_process:
-        require(family, Demo, "--demo").prepare_demo(cfg)
+        require(spec, "demo", "--demo").prepare_demo(cfg)
     state.wait_for_everyone()
 
 

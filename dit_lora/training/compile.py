@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
 #: torch.compile's backend. Tests of graph capture (breaks, recompiles) on families other than the one whose
@@ -69,9 +70,10 @@ def check_compiler(mode: str, device_type: str) -> None:
                         "train with --compile off.")
 
 
-def block_classes(family, model: torch.nn.Module) -> list[str]:
+def block_classes(spec, model: torch.nn.Module) -> list[str]:
     """The class names whose instances are compiled regions (see the module docstring)."""
-    names = list(getattr(family, "repeated_block_classes", ()) or ())
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
+    names = list(spec.info.repeated_block_classes)
     if not names:
         names = list(getattr(model, "_repeated_blocks", None) or getattr(model, "_no_split_modules", None) or ())
     counts = Counter(type(m).__name__ for m in model.modules())
@@ -142,7 +144,7 @@ class CompileCounters:
         }
 
 
-def compile_model(model: torch.nn.Module, family, mode: str, *, dynamic: bool, buckets: int) -> CompileCounters:
+def compile_model(model: torch.nn.Module, spec, mode: str, *, dynamic: bool, buckets: int) -> CompileCounters:
     """Compile ``model`` in place (``module.compile``) for ``--compile mode``; return the counters to keep.
 
     ``buckets`` (the number of data buckets) sizes dynamo's recompile limit so that one static graph per batch
@@ -151,6 +153,7 @@ def compile_model(model: torch.nn.Module, family, mode: str, *, dynamic: bool, b
     run still meet more, dynamo raises instead of running the extra shape eagerly: which shapes ran eagerly would
     depend on the order they arrived in, and a resumed run would not compute the same bits.
     """
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     counters = CompileCounters(mode=mode, dynamic=dynamic)
     if mode == "off":
         return counters
@@ -172,7 +175,7 @@ def compile_model(model: torch.nn.Module, family, mode: str, *, dynamic: bool, b
         model.compile(**options)
         counters.regions = 1
     else:
-        names = block_classes(family, model)
+        names = block_classes(spec, model)
         blocks = [m for m in model.modules() if type(m).__name__ in names and _trains(m)]
         if not blocks:
             raise UserError(

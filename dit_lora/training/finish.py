@@ -20,13 +20,13 @@ import torch
 
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from dit_lora.kernels import kernel_counts, kernel_runtime
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
 from dit_lora.output.adapter import write_adapter
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
-from dit_lora.training.collective import main_process_check
+from dit_lora.core.collective import main_process_check
 from dit_lora.training.run import Run
 from dit_lora.training.signals import rerun_command
 
@@ -81,13 +81,13 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
 def _export(run: Run, model, reading, *, train_time: float, steps_this_run: int, stopped: bool,
             verdict: str | None, final_checkpoint: Path | None) -> dict[str, Any]:
     """Main process: the adapter, final samples, loss curve, summary, card and push; returns the summary."""
-    cfg, family, state, guard, out = run.cfg, run.family, run.state, run.guard, run.out
+    cfg, spec, state, guard, out = run.cfg, run.spec, run.state, run.guard, run.out
     advice = _export_advice(run, final_checkpoint)
     lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
     metadata = model.peft_config["default"].to_dict()
-    patterns = caps.backbone_patterns(family, cfg) + [p for _, pats, _ in caps.extra_trainable(family, cfg) for p in pats]
+    patterns = fallback.backbone_patterns(spec, cfg) + [p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats]
     with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
-        written = write_adapter(family, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)
+        written = write_adapter(spec, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)
     print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
     with reporting_disk_full("the final samples", out / "samples", advice=advice):
         sample_files = [] if stopped else _final_samples(run, model)
@@ -143,12 +143,12 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
 
 def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     """Samples from a fresh pipeline with the saved adapter loaded by the consumer itself."""
-    cfg, family, out = run.cfg, run.family, run.out
+    cfg, spec, out = run.cfg, run.spec, run.out
     if not cfg.validation_prompt:
         return []
     model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
-    pipe = family.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
-    samples = caps.require(family, caps.Samples, "--validation_prompt")
+    pipe = spec.adapter.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
+    samples = fallback.require(spec, "samples", "--validation_prompt")
     images = samples.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images,
                                             comps=run.comps)
     (out / "samples").mkdir(exist_ok=True)
@@ -187,7 +187,7 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
         "param_groups": [vars(g) for g in run.group_info],
         "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
-        "adapter": str(run.out / run.family.adapter_weight_name), "samples": [str(p) for p in sample_files],
+        "adapter": str(run.out / run.spec.info.adapter_weight_name), "samples": [str(p) for p in sample_files],
         "defaults": run.defaults.summary() if run.defaults is not None else None,
         "memory_plan": run.plan.as_dict() if run.plan is not None else None,
         "config": config_dict(cfg),
@@ -217,10 +217,10 @@ def _peak_memory_bytes(device) -> int:
 def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = True,
              final_checkpoint: Path | None = None) -> None:
     """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
-    cfg, family, out = run.cfg, run.family, run.out
-    card = write_model_card(family, cfg, out, summary, sample_files)
+    cfg, spec, out = run.cfg, run.spec, run.out
+    card = write_model_card(spec, cfg, out, summary, sample_files)
     _drop_export_checkpoint(run, final_checkpoint)  # every output is written now
-    where = [("adapter", out / family.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
+    where = [("adapter", out / spec.info.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
     if (out / LOSS_CURVE_FILE).is_file():
         where.append(("loss curve", out / LOSS_CURVE_FILE))
     where += [("sample", p) for p in sample_files]

@@ -26,7 +26,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.data import batches as batch_lib
 from dit_lora.core.errors import Interrupted, UserError
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
 from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.core.progress import Progress
@@ -151,7 +151,7 @@ def train_step(run: Run, batch: dict) -> bool:
         key = shape_key(batch) if cfg.compile != "off" else None
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
-                loss = run.family.compute_loss(run.comps, run.model, batch, run.generator, cfg)
+                loss = run.spec.loss.compute_loss(run.comps, run.model, batch, run.generator, cfg)
             if injector is not None:
                 loss = injector.loss(step, loss)
             accelerator.backward(loss)
@@ -264,7 +264,7 @@ def _validate(run: Run, tag: str) -> None:
     """Samples from the model being trained (main process), saved as ``samples/<tag>_<i>``."""
     if not run.accelerator.is_main_process:
         return
-    samples = caps.require(run.family, caps.Samples, "--validation_prompt")
+    samples = fallback.require(run.spec, "samples", "--validation_prompt")
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
     try:

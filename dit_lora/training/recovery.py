@@ -14,7 +14,8 @@ import torch
 
 from dit_lora.data import batches as batch_lib
 from dit_lora.core.errors import UserError
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.training.guard import GuardReading, StepGuard
@@ -33,10 +34,10 @@ class RunUnhealthy(RunStopped):
 class Recovery:
     """Host-side half of the guard: replay records, diagnosis, snapshots, rollbacks, the report."""
 
-    def __init__(self, *, guard: StepGuard, accelerator, family, comps, cfg, data, order: batch_lib.EpochBatches,
+    def __init__(self, *, guard: StepGuard, accelerator, spec: FamilySpec, comps, cfg, data, order: batch_lib.EpochBatches,
                  injector, load_batch: Callable[[dict, int], dict], log: Callable[[str], None]):
         """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw."""
-        self.guard, self.accelerator, self.family, self.comps, self.cfg = guard, accelerator, family, comps, cfg
+        self.guard, self.accelerator, self.spec, self.comps, self.cfg = guard, accelerator, spec, comps, cfg
         self.data, self.order, self.injector, self.load_batch, self.log = data, order, injector, load_batch, log
         self.out = Path(cfg.output_dir)
         self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
@@ -126,7 +127,7 @@ class Recovery:
                     observed={"skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
                               "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
                               "learning_rate": self.guard.current_lrs()[0], "max_grad_norm": self.cfg.max_grad_norm,
-                              "train_backbone": caps.backbone_patterns(self.family, self.cfg), "mixed_precision": self.cfg.mixed_precision,
+                              "train_backbone": fallback.backbone_patterns(self.spec, self.cfg), "mixed_precision": self.cfg.mixed_precision,
                               "compile": self.cfg.compile},
                     fault_context=self._fault_context(step, model),
                 )
@@ -151,7 +152,7 @@ class Recovery:
 
     def _loss_fn(self, step: int):
         def loss_fn(model, batch, generator):
-            loss = self.family.compute_loss(self.comps, model, batch, generator, self.cfg)
+            loss = self.spec.loss.compute_loss(self.comps, model, batch, generator, self.cfg)
             return self.injector.loss(step, loss) if self.injector is not None else loss
         return loss_fn
 

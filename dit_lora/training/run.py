@@ -33,13 +33,14 @@ from typing import Any, Callable
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.config.schema import KernelOptions
+from dit_lora.config.schema import KernelOptions, TrainingOptions
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import prepare_data
 from dit_lora.modeling import quantize
 from dit_lora.core.errors import UserError
 from dit_lora.modeling.quantize import QuantizeError
-from dit_lora.contract import capabilities as caps
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.core.progress import say
 from dit_lora.kernels import kernel_runtime, patch_model
@@ -47,10 +48,11 @@ from dit_lora.kernels.monitor import install_sample_mixing_modulate
 from dit_lora.output.adapter import assert_finite
 from dit_lora.output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE, PRECISION_AUDIT_FILE
 from dit_lora.output.report import config_dict
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 from dit_lora.training.canary import attention_canary, install_broken_attention
 from dit_lora.training.checkpoint import load_checkpoint, resolve_resume
 from dit_lora.training.compile import CompileCounters, check_compiler, compile_model
+from dit_lora.training.launch_precision import check_launch_precision
 from dit_lora.training.host_memory import release_freed_memory, reuse_freed_memory
 from dit_lora.training.guard import StepGuard
 from dit_lora.training.drills import Hooks
@@ -81,7 +83,7 @@ class Run:
 
     cfg: TrainConfig
     accelerator: Any
-    family: Any
+    spec: FamilySpec  # the family's spec
     log: Callable[[str], None]
     out: Path
     started: float  # perf_counter at setup: the summary's wall time
@@ -123,7 +125,7 @@ class Run:
         The loop and the recovery's replay of a faulty step both go through here, so a replay sees what the
         step saw.
         """
-        batch = self.family.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
+        batch = self.spec.loss.prepare_batch(self.comps, batch, self.accelerator.device, self.data.cached)
         # The 1-based update number, a host int: a family may choose per step on the host (Wan A14B trains its
         # experts on alternate steps) without reading anything back from the device; a resumed run and a replay
         # see the same number.
@@ -242,7 +244,7 @@ def setup(cfg: TrainConfig | Resolved) -> Run:
     return run
 
 
-def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
+def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log):
     """Predict the run's peak memory before anything loads; stop when it clearly exceeds the device's.
 
     A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
@@ -254,7 +256,7 @@ def _memory_plan(cfg: TrainConfig, family, accelerator, defaults, log):
     try:
         capacity = device_memory(device)
         # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
-        plan = make_plan(cfg, family, device=device.type, num_processes=accelerator.num_processes,
+        plan = make_plan(cfg, spec, device=device.type, num_processes=accelerator.num_processes,
                          entry=defaults.entry, both_settings=False, capacity=capacity)
     except QuantizeError:  # a refusal, not a planning problem
         raise
@@ -281,7 +283,7 @@ def _start(resolved: Resolved) -> Run:
     from accelerate import Accelerator
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
-    cfg, family, defaults = resolved.config, resolved.family, resolved.defaults
+    cfg, spec, defaults = resolved.config, resolved.spec, resolved.defaults
     check_engine()
     out = Path(cfg.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
@@ -308,8 +310,6 @@ def _start(resolved: Resolved) -> Run:
         if accelerator.is_main_process:
             say(msg)  # above the step bar while one is drawn
 
-    from dit_lora.commands.launch import check_launch_precision
-
     check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
 
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
@@ -335,12 +335,12 @@ def _start(resolved: Resolved) -> Run:
         log(line)
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.compile, accelerator.device.type)
-    quantize.check_config(cfg, accelerator.device.type, family)  # before anything loads (the plan also checks backbone training)
-    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, family, accelerator, defaults, log)
+    quantize.check_config(cfg, accelerator.device.type, spec)  # before anything loads (the plan also checks backbone training)
+    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
-    for note in caps.start_notes(family, cfg):
+    for note in fallback.start_notes(spec, cfg):
         log(note)
-    for note in caps.precision_notes(family, cfg):
+    for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
     if quantize.enabled(cfg):
         log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg)}")
@@ -351,29 +351,29 @@ def _start(resolved: Resolved) -> Run:
     set_seed(cfg.seed)
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-    return Run(cfg=cfg, accelerator=accelerator, family=family, log=log, out=out, started=time.perf_counter(),
+    return Run(cfg=cfg, accelerator=accelerator, spec=spec, log=log, out=out, started=time.perf_counter(),
                resume=resume, hooks=hooks, defaults=defaults, plan=plan)
 
 
 def _load(run: Run) -> None:
-    cfg, family = run.cfg, run.family
-    run.comps = family.load_components(cfg, run.accelerator.device)
+    cfg, spec = run.cfg, run.spec
+    run.comps = spec.model.load_components(cfg, run.accelerator.device)
     check_fp16_model(run.comps.model, cfg.allow_fp16)
-    caps.configure(family, run.comps, cfg)
+    fallback.configure(spec, run.comps, cfg)
     if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
-        run.validation_cond = caps.require(family, caps.Samples, "--validation_prompt").validation_inputs(run.comps,
-                                                                                                  cfg)
-    run.data = family.build_data(cfg, run.comps, run.accelerator)
-    if run.data is None:  # the family keeps the standard data path (the contract's default)
-        run.data = prepare_data(cfg, family, run.comps, run.accelerator)
+        samples = fallback.require(spec, "samples", "--validation_prompt")
+        run.validation_cond = samples.validation_inputs(run.comps, cfg)
+    run.data = spec.data.build_data(cfg, spec, run.comps, run.accelerator)
+    if run.data is None:  # the family keeps the standard data path
+        run.data = prepare_data(cfg, spec, run.comps, run.accelerator)
 
 
 def _add_trainables(run: Run) -> None:
-    cfg, family = run.cfg, run.family
-    made = trainables.attach_trainables(run.comps.model, family, cfg)
+    cfg, spec = run.cfg, run.spec
+    made = trainables.attach_trainables(run.comps.model, spec, cfg)
     run.lora_config, run.backbone_names, run.extra_groups = made.lora_config, made.backbone_names, made.extra_groups
     run.saved_backbone = made.saved_backbone
-    mismatches = audit_precision(run.comps, caps.expected_dtypes(family, run.comps, cfg), allow_fp16=cfg.allow_fp16)
+    mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
         if run.accelerator.is_main_process:
@@ -381,10 +381,8 @@ def _add_trainables(run: Run) -> None:
 
 
 def _install_kernels(run: Run) -> None:
-    from dit_lora.contract.capabilities import FusedKernels, capability
-
     cfg, model, device = run.cfg, run.comps.model, run.accelerator.device
-    fused = capability(run.family, FusedKernels)  # the family's own blocks/processors; generic points apply to all
+    fused = run.spec.kernels  # the family's own blocks/processors; generic points apply to all
     points = fused.kernel_patch_points() if fused else ()
     patched = patch_model(model, points, **_kernel_switches(cfg.performance), device=device)
     run.kernels = kernel_runtime(model)
@@ -400,11 +398,11 @@ def _install_kernels(run: Run) -> None:
     if cfg.attention_canary:
         attention_canary(model, device, cfg.weight_dtype, run.log)
         model.zero_grad(set_to_none=True)
-    run.compiled = compile_model(model, run.family, cfg.compile, dynamic=run.family.compile_dynamic,
+    run.compiled = compile_model(model, run.spec, cfg.compile, dynamic=run.spec.info.compile_dynamic,
                                  buckets=len(set(run.data.groups or [0])))
     if cfg.compile != "off":
         run.log(f"compile: --compile {cfg.compile}, {run.compiled.regions} compiled region(s), "
-                f"{'dynamic shapes' if run.family.compile_dynamic else 'one static graph per batch shape'}; "
+                f"{'dynamic shapes' if run.spec.info.compile_dynamic else 'one static graph per batch shape'}; "
                 "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
                 "references of the fused ops (attention keeps its backend)")
 
@@ -425,7 +423,7 @@ def _build_optimizer(run: Run) -> None:
                                        rank=accelerator.process_index, world_size=world,
                                        random_flip=cfg.random_flip, groups=run.data.groups,
                                        caption_dropout=cfg.caption_dropout_probability)
-    check_accumulation(cfg, len(run.order), len(run.data), world)
+    check_accumulation(cfg.training, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
@@ -437,18 +435,18 @@ def _build_optimizer(run: Run) -> None:
     _register_state_hooks(accelerator, run.guard)
 
 
-def check_accumulation(cfg: TrainConfig, batches_per_epoch: int, samples: int, world: int) -> None:
-    """Refuse an update that needs more micro-batches than an epoch has.
+def check_accumulation(training: TrainingOptions, batches_per_epoch: int, samples: int, world: int) -> None:
+    """Refuse an update that needs more micro-batches than an epoch has (``training``: the run's ``cfg.training``).
 
     The loop counts micro-batches across epochs (no prepared dataloader ends an accumulation at an epoch's end), so
     such an update would see every sample more than once and (at 1e9) never happen: a mistyped value, not a plan.
     """
-    if cfg.gradient_accumulation_steps <= batches_per_epoch:
+    if training.gradient_accumulation_steps <= batches_per_epoch:
         return
     raise UserError(
-        f"--gradient_accumulation_steps {cfg.gradient_accumulation_steps} asks for more micro-batches per optimizer "
-        f"update than an epoch has: {samples} usable samples in batches of --train_batch_size "
-        f"{cfg.train_batch_size} on {world} process(es) are {batches_per_epoch} micro-batch(es) per process and "
+        f"--gradient_accumulation_steps {training.gradient_accumulation_steps} asks for more micro-batches per "
+        f"optimizer update than an epoch has: {samples} usable samples in batches of --train_batch_size "
+        f"{training.train_batch_size} on {world} process(es) are {batches_per_epoch} micro-batch(es) per process and "
         f"epoch, so one update would repeat samples (or, this large, never come). Use at most "
         f"--gradient_accumulation_steps {batches_per_epoch}, or add data."
     )
@@ -469,7 +467,7 @@ def _restore(run: Run) -> None:
     run.options_record = options_record(cfg, run.data.samples, run.changed_options)
     if accelerator.is_main_process and cfg.report_to != "none":
         accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
-    run.recovery = Recovery(guard=run.guard, accelerator=accelerator, family=run.family, comps=run.comps, cfg=cfg,
+    run.recovery = Recovery(guard=run.guard, accelerator=accelerator, spec=run.spec, comps=run.comps, cfg=cfg,
                             data=run.data,
                             order=run.order, injector=run.hooks.injector, load_batch=run.load_batch, log=run.log)
     run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)

@@ -70,27 +70,34 @@ def test_undeclared_capabilities_fall_back_to_the_defaults(tmp_path):
 
     import torch
 
+    from dit_lora.contract import spec as fallback
+    from dit_lora.contract.legacy import spec_from_family
+
     family = _Base()
+    spec = spec_from_family(family)
     cfg = SimpleNamespace(train_backbone=["x"], weight_dtype=torch.bfloat16)
-    assert caps.capability(family, caps.Trainables) is None
-    assert caps.backbone_patterns(family, cfg) == ["x"] and caps.extra_trainable(family, cfg) == []
-    assert caps.expected_dtypes(family, None, cfg) == {"model": torch.bfloat16}
-    assert caps.quantize_skip_modules(family, cfg) == [] and caps.generic_defaults(family, cfg) == {}
-    assert caps.start_notes(family, cfg) == [] and caps.precision_notes(family, cfg) == []
-    assert caps.requires_captions(family) is True and caps.caption_source(family) == "captions"
+    assert caps.capability(family, caps.Trainables) is None and spec.trainables is None
+    assert fallback.backbone_patterns(spec, cfg) == ["x"] and fallback.extra_trainable(spec, cfg) == []
+    assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.bfloat16}
+    assert fallback.quantize_skip_modules(spec, cfg) == [] and fallback.generic_defaults(spec, cfg) == {}
+    assert fallback.start_notes(spec, cfg) == [] and fallback.precision_notes(spec, cfg) == []
+    assert fallback.requires_captions(spec) is True and fallback.caption_source(spec) == "captions"
     with pytest.raises(UserError, match="--demo needs the Demo capability"):
-        caps.require(family, caps.Demo, "--demo")
+        fallback.require(spec, "demo", "--demo")
 
 
 def test_a_method_present_but_undeclared_is_not_used():
     """Declaration, not probing: a hook the family has but does not declare is never called."""
     from types import SimpleNamespace
 
+    from dit_lora.contract import spec as fallback
+    from dit_lora.contract.legacy import spec_from_family
+
     class Undeclared(_Base):
         def backbone_patterns(self, cfg):
             raise AssertionError("called without being declared")
 
-    assert caps.backbone_patterns(Undeclared(), SimpleNamespace(train_backbone=[])) == []
+    assert fallback.backbone_patterns(spec_from_family(Undeclared()), SimpleNamespace(train_backbone=[])) == []
 
 
 def test_exports_is_a_capability_and_is_checked():

@@ -98,7 +98,7 @@ def test_caption_lines_are_computed_by_the_main_process_only(tmp_path, monkeypat
     samples = [RawSample(key=f"{i}.png", caption="a caption", path=str(tmp_path / f"{i}.png")) for i in range(3)]
     media = SimpleNamespace(list_samples=lambda: samples, screen=lambda s, **_: s, cacheable=False,
                             raw_dataset=list, collate=None, groups=lambda s, **_: None)
-    family = SimpleNamespace(data_handler=lambda cfg: media, inspect_samples=lambda *a: None)
+    family = SimpleNamespace(data=SimpleNamespace(data_handler=lambda cfg, spec: media), setup=None)  # spec stand-in
     cfg = TrainConfig(output_dir=str(tmp_path / "out"), max_bad_samples_fraction=0.05)
     counted = []
     monkeypatch.setattr(prepare, "caption_lines", lambda s, counter: counted.append(len(s)) or [])

@@ -19,7 +19,7 @@ from dit_lora.output.adapter import (
     lora_scale,
     write_adapter,
 )
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 
 
 def _metadata(path) -> dict:
@@ -277,6 +277,8 @@ def test_overwriting_a_run_removes_its_other_adapter_files_but_not_the_users(tmp
 
     from dit_lora.output.export import export_metadata
 
+    from types import SimpleNamespace
+
     class Family:
         def save_adapter(self, output_dir, lora_state, lora_config):
             save_file(lora_state, str(Path(output_dir) / "pytorch_lora_weights.safetensors"))
@@ -289,6 +291,7 @@ def test_overwriting_a_run_removes_its_other_adapter_files_but_not_the_users(tmp
         {"file": "pytorch_lora_weights.safetensors", "label": "high", "load_kwargs": {}},
         {"file": low, "label": "low", "load_kwargs": {"load_into_transformer_2": True}}]}))
     state = {"blocks.0.to_q.lora_A.weight": torch.ones(2, 4), "blocks.0.to_q.lora_B.weight": torch.ones(4, 2)}
-    write_adapter(Family(), tmp_path, state, {"r": 2, "lora_alpha": 2}, {}, [])
+    write_adapter(SimpleNamespace(adapter=Family(), adapter_extras=None), tmp_path, state, {"r": 2, "lora_alpha": 2},
+                  {}, [])
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"pytorch_lora_weights.safetensors", "mine.safetensors"}

@@ -139,7 +139,9 @@ def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
     """alpha = rank says so; a family declaring Exports lists each format with its own description (the Sana spec
     with a stand-in Exports, so no family's wording is asserted here)."""
     from dit_lora.contract import capabilities as caps
-    from dit_lora.registry import get_family
+    from types import SimpleNamespace
+
+    from dit_lora.registry import get_spec
     from dit_lora.output.report import _exports_note
 
     card = _card("sana", tmp_path, rank=8, lora_alpha=8)
@@ -152,7 +154,7 @@ def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
         def export_formats(self):
             return {"fmt": "what fmt holds and how it was checked"}
 
-    assert _exports_note(get_family("sana")) == ""
-    note = _exports_note(Exporting())
+    assert _exports_note(get_spec("sana")) == ""
+    note = _exports_note(SimpleNamespace(exports=Exporting()))
     assert "`dit-lora export OUTPUT_DIR --format FORMAT`" in note
     assert "- `fmt`: what fmt holds and how it was checked" in note

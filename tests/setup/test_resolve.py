@@ -41,7 +41,7 @@ def test_a_command_line_resolves_to_a_frozen_config_with_the_catalogues_defaults
     folder = _layout(tmp_path)
     resolved = resolve(["--family", "dit", "--pretrained_model_name_or_path", str(folder),
                         "--train_data_dir", str(folder), "--rank", "8"])
-    assert isinstance(resolved, Resolved) and resolved.family.name == "dit"
+    assert isinstance(resolved, Resolved) and resolved.spec.name == "dit"
     cfg, entry = resolved.config, by_hub_id(HUB_ID)
     assert resolved.defaults.entry is entry
     assert cfg.explicit == frozenset({"family", "pretrained_model_name_or_path", "train_data_dir", "rank"})

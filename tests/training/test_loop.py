@@ -50,7 +50,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                              capabilities=(Samples,), name="stand-in")
     run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
                           max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
-                          optimizer=SimpleNamespace(optimizer="inner"), family=family, out=tmp_path,
+                          optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
+                          out=tmp_path,
                           validation_cond={"x": 1} if validation else None,
                           hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
     return run, events

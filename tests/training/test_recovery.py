@@ -33,7 +33,7 @@ def make(tmp_path, *, max_rollbacks=1, enabled=True, max_skipped_fraction=0.5):
                       spike_sigma=None, world_size=1)
     cfg = types.SimpleNamespace(output_dir=str(tmp_path), max_skipped_fraction=max_skipped_fraction)
     log: list[str] = []
-    recovery = Recovery(guard=guard, accelerator=Accelerator(), family=None, comps=None, cfg=cfg, data=None,
+    recovery = Recovery(guard=guard, accelerator=Accelerator(), spec=None, comps=None, cfg=cfg, data=None,
                         order=None, injector=None, load_batch=lambda batch, step: batch, log=log.append)
     return recovery, model, log
 

@@ -92,7 +92,7 @@ def test_load_batch_gives_the_family_the_update_number_as_a_host_int():
         def prepare_batch(self, comps, batch, device, cached):
             return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
-    fake = SimpleNamespace(family=Family(), comps=None, accelerator=SimpleNamespace(device=torch.device("cpu")),
+    fake = SimpleNamespace(spec=SimpleNamespace(loss=Family()), comps=None, accelerator=SimpleNamespace(device=torch.device("cpu")),
                            data=SimpleNamespace(cached=True), hooks=SimpleNamespace(injector=None))
     for step in (1, 2, 7):
         out = Run.load_batch(fake, {"latents": torch.zeros(2, 3), "sample_index": [0, 1]}, step)

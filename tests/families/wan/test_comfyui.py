@@ -16,7 +16,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.families.wan.comfyui import SUFFIX, comfyui_module, comfyui_state, write_comfyui_files
 from dit_lora.output.adapter import ADAPTER_FILE, write_adapter
 from dit_lora.output.export import EXPORT_MARKER
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 
 RANK, ALPHA = 4, 12.0  # alpha != rank: the fold into lora_B (scale 3) must survive the export
 LOW_FILE = "pytorch_lora_weights_low_noise.safetensors"
@@ -78,8 +78,8 @@ def _train_and_save(model, out_dir, weight_name=ADAPTER_FILE, seed=0):
         WanPipeline.save_lora_weights(folder, transformer_lora_layers=state, transformer_lora_adapter_metadata=config,
                                       weight_name=weight_name, safe_serialization=True)
 
-    write_adapter(SimpleNamespace(save_adapter=save_adapter), out_dir, lora_state,
-                  model.peft_config["default"].to_dict(), {}, [])
+    stand_in = SimpleNamespace(adapter=SimpleNamespace(save_adapter=save_adapter), adapter_extras=None)
+    write_adapter(stand_in, out_dir, lora_state, model.peft_config["default"].to_dict(), {}, [])
     return out_dir / weight_name
 
 

@@ -1,0 +1,230 @@
+"""LoRA injection (PEFT), backbone unfreezing, fp32 master weights and optimizer parameter groups."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+import torch
+
+from dit_lora.modeling import quantize
+from dit_lora.core.errors import UserError
+from dit_lora.contract import spec as fallback
+from dit_lora.contract.legacy import as_spec
+from dit_lora.contract.spec import FamilySpec
+
+
+def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
+    """Expand user target names/suffixes to the module names PEFT will match, or fail naming the valid ones."""
+    names = [n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d))]
+    resolved: list[str] = []
+    for pattern in patterns:
+        hits = [n for n in names if n == pattern or n.endswith("." + pattern)]
+        if not hits:
+            suffixes = sorted({".".join(n.split(".")[-2:]) if n.split(".")[-1].isdigit() else n.split(".")[-1] for n in names})
+            raise UserError(
+                f"--lora_layers entry `{pattern}` matches no Linear/Conv layer of the model. Valid layer names "
+                f"include: {', '.join(suffixes[:40])}. Use those names (suffixes match every block)."
+            )
+        resolved.append(pattern)
+    return resolved
+
+
+def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, dropout: float, targets: Iterable[str], seed: int):
+    """Attach a PEFT LoRA adapter named ``default`` and return its ``LoraConfig``.
+
+    Initialisation draws from the global RNG, so it is seeded here: the same seed gives the
+    same adapter in every process and on resume.
+    """
+    from peft import LoraConfig
+
+    targets = _resolve_targets(model, targets)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        init_lora_weights="gaussian",
+        target_modules=list(targets),
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.add_adapter(config)
+    return config
+
+
+def unfreeze_backbone(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
+    """Make original (non-LoRA) parameters matching any regex in ``patterns`` trainable; return their names."""
+    patterns = list(patterns)
+    if not patterns:
+        return []
+    compiled = []
+    for p in patterns:
+        try:
+            compiled.append(re.compile(p))
+        except re.error as err:
+            raise UserError(f"--train_backbone pattern `{p}` is not a valid regular expression ({err}).")
+    chosen = []
+    for name, param in model.named_parameters():
+        if "lora_" in name:
+            continue
+        if any(c.search(name) for c in compiled):
+            param.requires_grad_(True)
+            chosen.append(name)
+    if not chosen:
+        sample = sorted({n.rsplit(".", 1)[0].split(".")[-1] for n, _ in model.named_parameters() if "lora_" not in n})
+        raise UserError(
+            f"--train_backbone {' '.join(patterns)} matches no parameter of the model. Module names include: "
+            f"{', '.join(sample[:40])}."
+        )
+    return chosen
+
+
+def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> None:
+    """Keep trainable weights as fp32 master weights even when the frozen base is bf16.
+
+    Under autocast, PEFT's cast of each LoRA input to the fp32 weight dtype is undone by autocast
+    right away (an extra copy per layer, ~8% of a step measured on CPU); switching it off leaves
+    losses and gradients bit-identical (benchmarks/sana/lora_dtype_cpu.py).
+    """
+    from diffusers.training_utils import cast_training_params
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    cast_training_params(model, dtype=torch.float32)
+    if under_autocast:
+        for module in model.modules():
+            if isinstance(module, BaseTunerLayer):
+                module.cast_input_dtype_enabled = False
+
+
+@dataclass
+class Trainables:
+    """What :func:`attach_trainables` made trainable on a model."""
+
+    lora_config: object  # peft.LoraConfig
+    backbone_names: list[str]
+    extra_groups: list[tuple[str, list[str], float]]  # (label, weight names, learning rate)
+    checkpointing: bool
+
+    @property
+    def saved_backbone(self) -> list[str]:
+        """Every fully trained original weight (backbone and extra groups): saved beside the adapter."""
+        return self.backbone_names + [n for _, names, _ in self.extra_groups for n in names]
+
+
+def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainables:
+    """LoRA, unfrozen backbone groups, fp32 masters and activation checkpointing, as ``cfg`` and the family say.
+
+    The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
+    the weights a run trains.
+    """
+    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
+    lora_config = add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+                           targets=spec.model.lora_targets(model, cfg), seed=cfg.seed)
+    backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
+    extra = [(label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
+             for label, patterns, lr in fallback.extra_trainable(spec, cfg)]
+    if quantize.enabled(cfg):  # on the plan's meta model (before loading) and on the loaded one
+        quantize.check_trainable(cfg, backbone + [n for _, names, _ in extra for n in names],
+                                 quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)))
+    cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    checkpointing = spec.info.gradient_checkpointing_default if cfg.gradient_checkpointing is None \
+        else cfg.gradient_checkpointing
+    if checkpointing:
+        fallback.enable_gradient_checkpointing(spec, model)
+    return Trainables(lora_config, backbone, extra, bool(checkpointing))
+
+
+@dataclass
+class ParamGroupInfo:
+    """What one optimizer parameter group holds: for the start-of-run table and the summary."""
+
+    name: str
+    num_params: int
+    lr: float
+
+
+class _GroupCollector:
+    """Stands in for an optimizer class so PEFT's LoRA+ grouping can be reused as-is."""
+
+    def __init__(self, groups, **kwargs):
+        self.groups = groups
+        self.kwargs = kwargs
+
+
+def build_param_groups(
+    model: torch.nn.Module,
+    *,
+    learning_rate: float,
+    backbone_names: list[str],
+    backbone_learning_rate: float,
+    weight_decay: float,
+    loraplus_lr_ratio: float | None,
+    extra_groups: list[tuple[str, list[str], float]] = (),
+) -> list[dict]:
+    """Split trainable parameters into named groups: LoRA (or LoRA+ A/B), backbone, and ``extra_groups``.
+
+    ``extra_groups`` are ``(label, parameter names, learning rate)`` of further original weights with a
+    learning rate of their own (e.g. a video LLM's vision tower).
+    """
+    extra_names = {n for _, names, _ in extra_groups for n in names}
+    backbone = set(backbone_names)
+    frozen_for_lora = backbone | extra_names
+    named = dict(model.named_parameters())
+    lora_params = [p for n, p in named.items() if p.requires_grad and n not in frozen_for_lora]
+    groups: list[dict] = []
+    if loraplus_lr_ratio:
+        from peft.optimizers import create_loraplus_optimizer
+
+        # PEFT groups every trainable parameter; hide the backbone so only LoRA weights are grouped.
+        hidden = [named[n] for n in frozen_for_lora]
+        for p in hidden:
+            p.requires_grad_(False)
+        try:
+            collected = create_loraplus_optimizer(
+                model, _GroupCollector, lr=learning_rate, loraplus_lr_ratio=loraplus_lr_ratio,
+                loraplus_weight_decay=weight_decay,
+            )
+        finally:
+            for p in hidden:
+                p.requires_grad_(True)
+        for label, group in zip(("lora_A", "lora_embedding", "lora_B", "lora_B_no_decay"), collected.groups):
+            if group["params"]:
+                groups.append({**group, "name": label})
+    elif lora_params:
+        groups.append({"params": lora_params, "lr": learning_rate, "weight_decay": weight_decay, "name": "lora"})
+    if backbone:
+        groups.append({
+            "params": [named[n] for n in backbone_names],
+            "lr": backbone_learning_rate,
+            "weight_decay": 0.0,
+            "name": "backbone",
+        })
+    for label, names, lr in extra_groups:
+        if names:
+            groups.append({"params": [named[n] for n in names], "lr": lr, "weight_decay": 0.0, "name": label})
+    return groups
+
+
+def describe_groups(groups: list[dict]) -> list[ParamGroupInfo]:
+    """Name, parameter count and learning rate of each group."""
+    return [ParamGroupInfo(g["name"], sum(p.numel() for p in g["params"]), float(g["lr"])) for g in groups]
+
+
+def format_groups(infos: list[ParamGroupInfo]) -> str:
+    """A small fixed-width table of the parameter groups."""
+    lines = [f"{'group':<18}{'#params':>14}{'lr':>12}"]
+    for info in infos:
+        lines.append(f"{info.name:<18}{info.num_params:>14,}{info.lr:>12.3g}")
+    lines.append(f"{'total trainable':<18}{sum(i.num_params for i in infos):>14,}")
+    return "\n".join(lines)
+
+
+def split_trainable_state(model: torch.nn.Module, backbone_names: list[str]) -> tuple[dict, dict]:
+    """Return (LoRA state dict in diffusers format, backbone state dict), both detached on CPU."""
+    from peft.utils import get_peft_model_state_dict
+
+    lora = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
+    named = dict(model.named_parameters())
+    backbone = {n: named[n].detach().cpu().contiguous() for n in backbone_names}
+    return lora, backbone
