@@ -26,7 +26,7 @@ def choose_family(recipe: str | None = None):
         if common.pretrained_model_name_or_path and not common.demo:
             from dit_lora.modelfiles.single_file import check_model_path
 
-            check_model_path(common)  # a file: say what it is, not "could not tell the family"
+            check_model_path(common.model)  # a file: say what it is, not "could not tell the family"
         if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
                 "dit-lora train needs to know which model family it trains: pass --family "
@@ -83,10 +83,10 @@ def check_model(cfg) -> None:
 
     if not cfg.pretrained_model_name_or_path or cfg.demo:
         return
-    check_model_path(cfg)
+    check_model_path(cfg.model)
     read = config_reader(cfg)
-    check_family_trains_model(cfg, read)
-    check_transformer_file(cfg, read)
+    check_family_trains_model(cfg.model, read)
+    check_transformer_file(cfg.model, read)
 
 
 def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
@@ -118,14 +118,14 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     except UserError:
         raise
     except Exception as err:
-        full = _disk_full_error(err, cfg)
+        full = _disk_full_error(err, cfg.output_dir)
         if full is None:
             raise
         raise full from err
     return 0
 
 
-def _disk_full_error(err: BaseException, cfg) -> UserError | None:
+def _disk_full_error(err: BaseException, output_dir: str) -> UserError | None:
     """A full disk that escaped its writer as a bare library error becomes one paragraph (None: not a full disk).
 
     The writers that know what they write say so themselves (:mod:`.fileio`); this is the net for the others
@@ -140,7 +140,7 @@ def _disk_full_error(err: BaseException, cfg) -> UserError | None:
         seen.add(id(chain))
         where = getattr(chain, "filename", None)
         chain = chain.__cause__ or chain.__context__
-    where, said = str(where or cfg.output_dir), " ".join(str(err).split())[:200]
+    where, said = str(where or output_dir), " ".join(str(err).split())[:200]
     return DiskFullError(
         f"No space left on device while writing {where} ({type(err).__name__}: {said}). "
         f"{human_bytes(free_bytes(where))} are free on that file system (a disk quota may allow less). Free some "

@@ -51,7 +51,7 @@ def check_pipeline_folder(cfg: TrainConfig, model_kind: str, example_id: str, co
     if os.path.isfile(path):  # what the file is and what to pass instead (one paragraph)
         from dit_lora.modelfiles.single_file import check_model_path
 
-        check_model_path(cfg)
+        check_model_path(cfg.model)
     if not os.path.isdir(path):
         raise UserError(
             f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers {model_kind} folder "

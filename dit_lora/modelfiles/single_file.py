@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 
 #: the prefix ComfyUI's repackaged checkpoints put before every transformer key
@@ -60,9 +61,10 @@ def describe_keys(keys: list[str]) -> str:
     return f"a single-file model ({len(keys)} tensors, e.g. `{bare[0] if bare else '-'}`)"
 
 
-def check_model_path(cfg) -> None:
-    """Refuse a file given as --pretrained_model_name_or_path in one paragraph: what the file is and what to pass."""
-    path = cfg.pretrained_model_name_or_path
+def check_model_path(model: ModelOptions) -> None:
+    """Refuse a file given as --pretrained_model_name_or_path (``model``: the run's ``cfg.model``) in one paragraph:
+    what the file is and what to pass."""
+    path = model.pretrained_model_name_or_path
     if not path or not os.path.isfile(path):
         return
     what = describe_keys(header_keys(path)) if path.endswith(".safetensors") else \
@@ -80,13 +82,14 @@ def check_model_path(cfg) -> None:
                     f"{todo}")
 
 
-def check_transformer_file(cfg, read: Callable[[str, str], dict | None]) -> None:
+def check_transformer_file(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
     """Every refusal of --transformer_file, before anything is built: a missing or non-safetensors file, a LoRA or
     all-in-one checkpoint, a model whose transformer class diffusers cannot load from one file, a two-expert model.
 
-    ``read``: the model's small-config reader (:func:`dit_lora.catalogue.defaults.config_reader`).
+    ``model``: the run's ``cfg.model``; ``read``: the model's small-config reader
+    (:func:`dit_lora.catalogue.defaults.config_reader`).
     """
-    file = cfg.transformer_file
+    file = model.transformer_file
     if not file:
         return
     if not os.path.isfile(file):
@@ -100,21 +103,21 @@ def check_transformer_file(cfg, read: Callable[[str, str], dict | None]) -> None
     if what.startswith(("a LoRA", "a full single-file")):
         raise UserError(f"--transformer_file `{file}` is {what}; it must hold the transformer alone. Use the "
                         "transformer's own file (ComfyUI's `diffusion_models/` folder holds them).")
-    model = cfg.pretrained_model_name_or_path
+    folder = model.pretrained_model_name_or_path
     config = read("transformer", "config.json")
     if config is None:
         raise UserError(f"--transformer_file needs the transformer's config from --pretrained_model_name_or_path, "
-                        f"but `{model}` has no readable transformer/config.json. Pass {FOLDER_HINT}.")
+                        f"but `{folder}` has no readable transformer/config.json. Pass {FOLDER_HINT}.")
     cls = config.get("_class_name", "?")
     loadable = single_file_classes()
     if cls not in loadable:
         raise UserError(
-            f"--transformer_file: `{model}`'s transformer is a {cls}, which diffusers cannot load from a single file "
+            f"--transformer_file: `{folder}`'s transformer is a {cls}, which diffusers cannot load from a single file "
             f"(its from_single_file covers {', '.join(sorted(c for c in loadable if 'Transformer' in c))}). Train "
             f"from the diffusers folder instead: pass it (or its Hub id, e.g. via `hf download <id>`) as "
             "--pretrained_model_name_or_path and drop --transformer_file.")
     if (read("", "model_index.json") or {}).get("transformer_2") not in (None, [None, None]):
-        raise UserError(f"--transformer_file: `{model}` has two transformers (transformer/ and transformer_2/, the "
+        raise UserError(f"--transformer_file: `{folder}` has two transformers (transformer/ and transformer_2/, the "
                         "Wan 2.2 A14B experts); replacing one from a single file is not supported yet. Train from "
                         "the diffusers folder and drop --transformer_file.")
 
@@ -126,36 +129,37 @@ def single_file_classes() -> frozenset[str]:
     return frozenset(SINGLE_FILE_LOADABLE_CLASSES)
 
 
-def load_transformer(cls, cfg, subfolder: str = "transformer", **kwargs: Any):
+def load_transformer(cls, model: ModelOptions, subfolder: str = "transformer", **kwargs: Any):
     """``cls`` from the pipeline folder's ``subfolder`` (``from_pretrained(path, subfolder=..., **kwargs)``), or,
-    with --transformer_file, from that single file configured by the folder's ``subfolder/config.json``.
+    with --transformer_file, from that single file configured by the folder's ``subfolder/config.json``
+    (``model``: the run's ``cfg.model``).
 
     The single file's parameters get the dtypes ``from_pretrained`` gives them: ``torch_dtype``, except the
     class's ``_keep_in_fp32_modules`` in fp32 (diffusers' ``from_single_file`` keeps those only for fp16).
     """
-    path = cfg.pretrained_model_name_or_path
-    if not cfg.transformer_file or subfolder != "transformer":
+    path = model.pretrained_model_name_or_path
+    if not model.transformer_file or subfolder != "transformer":
         return cls.from_pretrained(path, subfolder=subfolder, **kwargs)
     dtype = kwargs.get("torch_dtype", kwargs.get("dtype"))  # whichever keyword quiet.dtype_kwarg chose
     quantized = kwargs.get("quantization_config") is not None
     passed = ("quantization_config", "torch_dtype", "dtype") if quantized else ()  # unquantized: stored dtype, cast below
     try:
-        model = cls.from_single_file(cfg.transformer_file, config=path, subfolder=subfolder, revision=cfg.revision,
+        loaded = cls.from_single_file(model.transformer_file, config=path, subfolder=subfolder, revision=model.revision,
                                      **{k: v for k, v in kwargs.items() if k in passed})
     except Exception as err:  # noqa: BLE001 - judged below: a bad file is one paragraph naming it, anything else raises
-        message = file_load_message(cls, cfg, subfolder, err)
+        message = file_load_message(cls, model, subfolder, err)
         if message is None:
             raise
         raise UserError(message) from None
     if dtype is not None and not quantized:
-        _cast_like_from_pretrained(model, dtype)
-    return model
+        _cast_like_from_pretrained(loaded, dtype)
+    return loaded
 
 
 _SHAPE = re.compile(r"(\S+) expected shape (torch\.Size\(\[[^\]]*\]\)), but got (torch\.Size\(\[[^\]]*\]\))")
 
 
-def file_load_message(cls, cfg, subfolder: str, err: BaseException) -> str | None:
+def file_load_message(cls, model: ModelOptions, subfolder: str, err: BaseException) -> str | None:
     """The paragraph for ``from_single_file`` failing on --transformer_file (``err``): tensors of other shapes
     (another model or size), a truncated or unreadable file, missing tensors (a few named); None when the failure is
     not the file's (out of memory, a bug), which then raises as it is."""
@@ -164,9 +168,10 @@ def file_load_message(cls, cfg, subfolder: str, err: BaseException) -> str | Non
     if isinstance(err, torch.OutOfMemoryError) or not isinstance(err, (OSError, ValueError, RuntimeError, KeyError)) \
             and type(err).__name__ != "SingleFileComponentError":
         return None
-    file, model = cfg.transformer_file, cfg.pretrained_model_name_or_path
-    head = f"--transformer_file `{file}` does not load as the {cls.__name__} of `{model}` (its {subfolder}/config.json)"
-    fix = (f"Pass the transformer file of the model and size `{model}` is, or, to train the file's model, its own "
+    file, folder = model.transformer_file, model.pretrained_model_name_or_path
+    head = (f"--transformer_file `{file}` does not load as the {cls.__name__} of `{folder}` (its {subfolder}/"
+            "config.json)")
+    fix = (f"Pass the transformer file of the model and size `{folder}` is, or, to train the file's model, its own "
            "diffusers folder as --pretrained_model_name_or_path.")
     shape = _SHAPE.search(str(err))
     if shape:
@@ -178,7 +183,7 @@ def file_load_message(cls, cfg, subfolder: str, err: BaseException) -> str | Non
         what = (f"it is {cut[0]} bytes, its header describes {cut[1]}: the file is truncated (a download cut short)"
                 if cut else f"it could not be read ({type(err).__name__}: {err}): the file is damaged or truncated")
         return f"{head}: {what}. Download it again and compare its size with the one its page lists."
-    missing, total = _missing_tensors(cls, cfg, subfolder)
+    missing, total = _missing_tensors(cls, model, subfolder)
     if missing and len(missing) == total:
         return (f"{head}: it holds none of the model's {total} tensors (its own are named like "
                 f"`{next(iter(header_keys(file)), '-')}`), so it is another model's transformer. {fix}")
@@ -204,7 +209,7 @@ def _truncated(file: str) -> tuple[int, int] | None:
     return (actual, expected) if actual < expected else None
 
 
-def _missing_tensors(cls, cfg, subfolder: str) -> tuple[list[str], int]:
+def _missing_tensors(cls, model: ModelOptions, subfolder: str) -> tuple[list[str], int]:
     """The model's parameter names the file lacks once diffusers renamed its keys (read from the header: meta
     tensors of the listed shapes through the class's own key converter; nothing is loaded), sorted; and how many
     tensors the model has."""
@@ -212,11 +217,11 @@ def _missing_tensors(cls, cfg, subfolder: str) -> tuple[list[str], int]:
     from accelerate import init_empty_weights
     from diffusers.loaders.single_file_model import SINGLE_FILE_LOADABLE_CLASSES
 
-    file = cfg.transformer_file
+    file = model.transformer_file
     with open(file, "rb") as fh:
         header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
     checkpoint = {k: torch.empty(v["shape"], device="meta") for k, v in header.items() if k != "__metadata__"}
-    config = cls.load_config(cfg.pretrained_model_name_or_path, subfolder=subfolder, revision=cfg.revision)
+    config = cls.load_config(model.pretrained_model_name_or_path, subfolder=subfolder, revision=model.revision)
     with init_empty_weights():
         expected = set(cls.from_config(config).state_dict())
     if expected != set(checkpoint):  # diffusers' rule (_should_convert_state_dict_to_diffusers): its converter
@@ -241,10 +246,11 @@ def _cast_like_from_pretrained(model, dtype) -> None:
                 tensor.data = tensor.data.to(target)
 
 
-def transformer_file_record(cfg) -> dict[str, Any] | None:
-    """What the model card and summary record of --transformer_file: its base name and size in bytes (never the
-    path: it may name the user's folders; no hash: reading a 28 GB file again costs minutes); None without one."""
-    file = cfg.transformer_file
+def transformer_file_record(model: ModelOptions) -> dict[str, Any] | None:
+    """What the model card and summary record of --transformer_file (``model``: the run's ``cfg.model``): its base
+    name and size in bytes (never the path: it may name the user's folders; no hash: reading a 28 GB file again
+    costs minutes); None without one."""
+    file = model.transformer_file
     if not file:
         return None
     return {"name": Path(file).name, "bytes": os.path.getsize(file)}

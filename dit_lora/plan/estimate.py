@@ -236,10 +236,10 @@ def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weig
                   ) -> tuple[dict[str, int], int | None, list[str]]:
     """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
 
-    ``model``: the run's ``cfg.model`` (where the weights are stored); ``read_share``: per component, the fraction of
-    its bytes the encode trace read; ``copied``: components
-    that load into fresh memory whatever their files hold (quantized ones: their quantized size is in
-    ``weights``), which read their source pages while they load, as converted ones do. A component whose
+    ``model``: the run's ``cfg.model`` (where the weights are stored); ``read_share``: per component, the fraction
+    of its bytes the encode trace read; ``copied``: components that load into fresh memory whatever their files
+    hold (quantized ones: their quantized size is in ``weights``), which read their source pages while they load,
+    as converted ones do. A component whose
     stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
     the transformer's files, so for a Hub id not downloaded only the model is placed by it.
     """

@@ -81,13 +81,13 @@ def test_mapped_components_count_what_is_read_and_converted_ones_their_source(tm
                "text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}  # no files
     weights = {k: 4000 for k in modules}
     cfg = TrainConfig(family="dit", pretrained_model_name_or_path=str(folder))
-    cache, load, mapped = cpu_residency(cfg, modules, weights, {"model": 0.0, "vae": 0.25, "text_encoder": 0.5},
+    cache, load, mapped = cpu_residency(cfg.model, modules, weights, {"model": 0.0, "vae": 0.25, "text_encoder": 0.5},
                                         "transformer")
     assert mapped == ["vae"]
     assert cache == {"model": 4000, "vae": 1000, "text_encoder": 4000}  # converted and unknown: in full
     assert load == 4000 + 2000  # the fp32 copy beside its bf16 source
     # quantized at load: never mapped, and its source pages are read while it loads (bf16 here, as stored)
-    cache, load, mapped = cpu_residency(cfg, modules, weights, {"vae": 0.25}, "transformer", copied={"model"})
+    cache, load, mapped = cpu_residency(cfg.model, modules, weights, {"vae": 0.25}, "transformer", copied={"model"})
     assert load == 4000 + 2000 and mapped == ["vae"] and cache["model"] == 4000
 
 
@@ -95,7 +95,7 @@ def test_the_catalogue_dtype_places_only_the_transformer_of_a_hub_id_not_downloa
     """The catalogue's stored dtype describes the transformer's files; the other components count in full."""
     modules = {name: on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32) for name in ("model", "vae")}
     cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256")  # fp32 in the catalogue
-    cache, load, mapped = cpu_residency(cfg, modules, {"model": 4000, "vae": 4000}, {"model": 0.0, "vae": 0.5},
+    cache, load, mapped = cpu_residency(cfg.model, modules, {"model": 4000, "vae": 4000}, {"model": 0.0, "vae": 0.5},
                                         "transformer")
     assert mapped == ["model"] and cache == {"model": 0, "vae": 4000} and load is None
 
@@ -107,7 +107,7 @@ def test_a_converted_source_counts_only_the_tensors_the_module_loads(tmp_path):
               str(tmp_path / "text_encoder" / "model.safetensors"))
     modules = {"text_encoder": on_meta(lambda: torch.nn.Linear(1000, 1, bias=False), torch.float32)}
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=str(tmp_path))
-    _, load, mapped = cpu_residency(cfg, modules, {"text_encoder": 4000}, {}, "transformer")
+    _, load, mapped = cpu_residency(cfg.model, modules, {"text_encoder": 4000}, {}, "transformer")
     assert mapped == [] and load == 4000 + 2000  # not 4000 + 8000: the decoder's pages are never touched
 
 

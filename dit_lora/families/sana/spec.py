@@ -192,7 +192,8 @@ class SanaFamily(DiffusionFamily):
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(  # from the folder, or --transformer_file
-                    SanaTransformer2DModel, cfg, "transformer", **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
+                    SanaTransformer2DModel, cfg.model, "transformer", **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common
                 )
             vae = AutoencoderDC.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)

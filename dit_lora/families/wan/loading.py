@@ -40,7 +40,8 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
         for expert in trained_experts(family, cfg):
             with quantize.diffusers_loading(cfg):
                 transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
-                    WanTransformer3DModel, cfg, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
+                    WanTransformer3DModel, cfg.model, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common)
         vae = AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
         text_encoder = UMT5EncoderModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
