@@ -161,7 +161,7 @@ def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, 
         from dataclasses import dataclass
         from dit_lora.config.schema import FamilyOptions, opt
 
-        @dataclass
+        @dataclass(frozen=True)
         class ClashOptions(FamilyOptions):
             num_classes: float = opt(0.5, "A fraction, not DiT's class count.")
     """))

@@ -128,9 +128,10 @@ def resume_class(f) -> str | None:
     return f.metadata.get("resume") or SECTION_RESUME.get(f.metadata.get("section", ""))
 
 
-@dataclass
+@dataclass(frozen=True)
 class FamilyOptions:
-    """Base of a family's own options (``families/<name>/options.py``): fields declared with :func:`opt`.
+    """Base of a family's own options (``families/<name>/options.py``): fields declared with :func:`opt`, in a
+    ``@dataclass(frozen=True)`` (frozen as the rest of the resolved config; Python refuses a non-frozen subclass).
 
     ``TITLE`` names the section its flags are listed under in ``--help`` and the options reference. A family without
     options of its own gets this class, empty.

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from dit_lora.config.schema import FINITE, POSITIVE, WEIGHTING_SCHEMES, FamilyOptions, opt
 
-@dataclass
+@dataclass(frozen=True)
 class LogitNormalOptions(FamilyOptions):
     """The logit-normal timestep density: its mean and standard deviation."""
 
@@ -21,7 +21,7 @@ class LogitNormalOptions(FamilyOptions):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class FlowMatchingOptions(LogitNormalOptions):
     """Flow-matching training: the timestep density / loss weighting scheme (diffusers.training_utils)."""
 
@@ -34,7 +34,7 @@ class FlowMatchingOptions(LogitNormalOptions):
     mode_scale: float = opt(1.29, "Scale of the `mode` timestep density.", section="flow matching", resume="fixed", valid=FINITE)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TimestepSamplingOptions(LogitNormalOptions):
     """How training timesteps are drawn where the reference trainers draw them uniformly (CogVideoX, Wan)."""
 
@@ -47,7 +47,7 @@ class TimestepSamplingOptions(LogitNormalOptions):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ConditioningImageOptions(FamilyOptions):
     """Image-to-video: the conditioning image of validation videos."""
 
@@ -59,7 +59,7 @@ class ConditioningImageOptions(FamilyOptions):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainedSizeOptions(FamilyOptions):
     """Video families: the guard against sizes far from the checkpoint's trained one."""
 

@@ -139,7 +139,7 @@ def test_a_family_registered_elsewhere_declares_its_options():
 
     from dit_lora.config.schema import opt
 
-    @dataclass
+    @dataclass(frozen=True)
     class ToyOptions(FamilyOptions):
         TITLE = "toy options"
         toy_strength: float = opt(0.5, "Toy: strength.", section="toy")

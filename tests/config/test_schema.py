@@ -71,3 +71,18 @@ def test_lora_layers_take_diffusers_comma_separated_string():
     assert cfg.lora_layers == ["to_k", "to_q", "to_v"]
     assert TrainConfig.for_family("sana", lora_layers=["to_k", "to_q"]).lora_layers \
         == ["to_k", "to_q"]
+
+
+def test_every_family_options_class_is_frozen_like_the_rest_of_the_config():
+    """A resolved config is frozen, its family's options included: a changed copy is dataclasses.replace."""
+    import dataclasses
+
+    from dit_lora.config.owners import known_families, options_class
+
+    for family in known_families():
+        cls = options_class(family)
+        assert cls.__dataclass_params__.frozen, f"{cls.__qualname__} of family {family} is not frozen"
+    options = TrainConfig.for_family("dit", num_classes=10).family_options
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.num_classes = 3
+    assert dataclasses.replace(options, num_classes=3).num_classes == 3

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
 from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
 
-@dataclass
+@dataclass(frozen=True)
 class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
     """Options only CogVideoX (both tasks) reads."""
 
@@ -34,7 +34,7 @@ class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class CogVideoXI2VOptions(CogVideoXOptions, ConditioningImageOptions):
     """CogVideoX image-to-video: the CogVideoX options plus the conditioning image's."""
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 
 
-@dataclass
+@dataclass(frozen=True)
 class DiTOptions(FamilyOptions):
     """Options only DiT reads."""
 

@@ -9,7 +9,7 @@ from dit_lora.config.schema import opt
 from dit_lora.modeling.timestep_options import FlowMatchingOptions
 
 
-@dataclass
+@dataclass(frozen=True)
 class SanaOptions(FlowMatchingOptions):
     """Options only Sana reads."""
 

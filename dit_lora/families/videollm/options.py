@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 
 
-@dataclass
+@dataclass(frozen=True)
 class VideoChatOptions(FamilyOptions):
     """Options only the video LLMs read."""
 

@@ -13,7 +13,7 @@ from dit_lora.modeling.timestep_options import ConditioningImageOptions, Timeste
 DEMO_VARIANTS = ("2.1-t2v", "2.1-i2v", "2.2-ti2v", "2.2-t2v-a14b", "2.2-i2v-a14b")
 
 
-@dataclass
+@dataclass(frozen=True)
 class WanOptions(TimestepSamplingOptions, TrainedSizeOptions):
     """Options only Wan (both tasks) reads."""
 
@@ -53,7 +53,7 @@ class WanOptions(TimestepSamplingOptions, TrainedSizeOptions):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class WanI2VOptions(WanOptions, ConditioningImageOptions):
     """Wan image-to-video: the Wan options plus the conditioning image's."""
 

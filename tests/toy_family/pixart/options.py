@@ -10,7 +10,7 @@ from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 DEFAULT_TEXT_LENGTH = 16
 
 
-@dataclass
+@dataclass(frozen=True)
 class PixArtOptions(FamilyOptions):
     """Options only the PixArt family reads (flat flags on the command line, as every option)."""
 
