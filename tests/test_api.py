@@ -9,7 +9,7 @@ from dit_lora.api import load_adapter
 from dit_lora.core.errors import UserError
 from dit_lora.registry import get_family
 from dit_lora.output.adapter import write_adapter
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 
 
 def _fresh_transformer(tiny_sana):

@@ -36,7 +36,7 @@ def env_info(torch) -> dict:
 
 def prepare_lora(model, cfg, targets, checkpointing: bool, device):
     """LoRA (fp32 weights) on ``targets`` as the loop adds it; returns (optimizer, fused, params, lora_params)."""
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
     from dit_lora.training.optim import make_optimizer
 
     trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)

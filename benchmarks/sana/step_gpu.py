@@ -10,7 +10,7 @@ synthetic *cached* inputs (no VAE, no text encoder, no data loading):
 * ``SanaTransformer2DModel`` built from the real configs below with random weights, stored in bf16
   (as dit-lora loads the ``*_BF16_diffusers`` repos), frozen;
 * LoRA rank ``--rank`` (default 32, alpha = rank) on to_q, to_k, to_v, to_out.0 via
-  ``dit_lora.training.trainables.add_lora`` and fp32 LoRA weights (``cast_trainable_to_fp32``);
+  ``dit_lora.modeling.trainables.add_lora`` and fp32 LoRA weights (``cast_trainable_to_fp32``);
 * latents ``[B, 32, res/32, res/32]`` (DC-AE f32c32) and 300-token caption embeddings
   ``[B, 300, 2304]`` (Gemma-2-2B width) with a padding mask;
 * per step: ``SanaFamily.compute_loss`` (logit-normal timesteps, flow-matching loss) under bf16

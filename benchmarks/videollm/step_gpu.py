@@ -140,7 +140,7 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
     from dit_lora.config import TrainConfig
     from dit_lora.contract.family import Components
     from dit_lora.registry import get_family
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
     from dit_lora.training.optim import make_optimizer
     from dit_lora.families.videollm.liger import plain_loss
 

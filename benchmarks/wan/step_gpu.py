@@ -14,7 +14,7 @@ the transformer step only, on synthetic cached inputs: no VAE, no UMT5 in memory
 The setting (issue 27): 81 frames x 480 x 832, the Wan VAE (4x temporal, 8x spatial, 16 channels) gives latents
 ``[1, 16, 21, 60, 104]``; patch (1, 2, 2) makes 21 * 30 * 52 = 32,760 video tokens; UMT5-XXL text embeddings
 ``[1, 512, 4096]`` (``text_len`` 512 in Wan's ``wan/configs/shared_config.py``). Batch 1. LoRA rank 32, alpha
-32 (``dit_lora.training.trainables.add_lora``, PEFT, Gaussian A, zero B) on ``to_q``, ``to_k``, ``to_v``,
+32 (``dit_lora.modeling.trainables.add_lora``, PEFT, Gaussian A, zero B) on ``to_q``, ``to_k``, ``to_v``,
 ``to_out.0`` of every block's self-attention (``blocks.N.attn1``) and cross-attention (``blocks.N.attn2``):
 8 modules per block, nothing in the FFN, embedders or ``proj_out``. Base weights bf16 and frozen, the
 modules diffusers keeps in fp32 when it loads the published bf16 checkpoints (``_keep_in_fp32_modules``:
@@ -257,7 +257,7 @@ def predict_config(name: str, config: dict, frames: int, height: int, width: int
     backward is lighter, so the 1-to-2 difference is not the per-block growth (2-to-3 is, and extrapolates to the
     full trace exactly)."""
     from dit_lora.plan.fake import LiveBytes, fake_mode, fake_module, fused_attention, module_bytes
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
 
     latent = latent_shape(frames, height, width, config["in_channels"])
     tokens = video_tokens(config, latent)

@@ -437,6 +437,7 @@ def model_checks(model: str, revision: str | None = None) -> list[Check]:
     neither cached nor catalogued cannot be judged and says so.
     """
     from dit_lora.modelfiles import tokenizer_files as tf
+    from dit_lora.setup.tokenizer_check import requirements
 
     local = Path(model)
     if local.is_dir():
@@ -445,7 +446,7 @@ def model_checks(model: str, revision: str | None = None) -> list[Check]:
         subfolders = ["tokenizer", ""]
     checks, judged = [], False
     for sub in subfolders:
-        reqs = tf.requirements(model, sub, revision)
+        reqs = requirements(model, sub, revision)
         if reqs is None:
             continue
         judged = True

@@ -30,6 +30,7 @@ import sys
 from typing import Sequence
 
 from dit_lora.core.errors import UserError
+from dit_lora.training.launch_precision import LAUNCH_PRECISION_VAR, check_launch_precision
 
 #: signals the launcher forwards to the training process instead of dying (unless started with one ignored)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -43,11 +44,6 @@ STOP_TIMEOUT_S = 4 * 3600
 FAILURE_TIMEOUT_S = 30
 
 
-#: the launch options' own ``--mixed_precision`` (accelerate's, before the script), passed to the run, which trains
-#: in its own --mixed_precision and says so when the two differ (:func:`check_launch_precision`)
-LAUNCH_PRECISION_VAR = "DIT_LORA_LAUNCH_MIXED_PRECISION"
-
-
 def launch_precision(options: Sequence[str]) -> str | None:
     """The ``--mixed_precision`` value among the launch options (before the script), None when not given."""
     for i, arg in enumerate(options):
@@ -56,25 +52,6 @@ def launch_precision(options: Sequence[str]) -> str | None:
         if arg.startswith("--mixed_precision="):
             return arg.split("=", 1)[1]
     return None
-
-
-def check_launch_precision(run_precision: str, log) -> None:
-    """Compare the launcher's ``--mixed_precision`` (kohya users pass it to ``accelerate launch``) with the run's:
-    accelerate's value never reaches the run (dit-lora's Accelerator takes the run's --mixed_precision), so a
-    difference is said in one line at start, or, for fp16 (refused without --allow_fp16), refused in one
-    paragraph instead of training in another precision than the one asked for."""
-    given = os.environ.get(LAUNCH_PRECISION_VAR)
-    if not given or given == run_precision:
-        return
-    if given == "fp16":
-        raise UserError(
-            f"`dit-lora launch --mixed_precision fp16` is accelerate's launch option and does not set the run's "
-            f"precision: dit-lora trains in its own --mixed_precision, {run_precision} for this run. To train in "
-            "fp16, pass `--mixed_precision fp16 --allow_fp16` after the script path (fp16 needs --allow_fp16: its "
-            f"range ends at 65504, where diffusion transformers overflow); to train in {run_precision}, drop "
-            "--mixed_precision from the launch options.")
-    log(f"mixed precision: {run_precision}, the run's --mixed_precision; the launch option --mixed_precision "
-        f"{given} is accelerate's and not used (pass --mixed_precision after the script path to change the run's)")
 
 
 def _exit_code(returncode: int) -> int:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # the contract names these in its signatures only: it sits below dit_lora.config, and the
+    # registry and `dit-lora --help` read it without torch
+    import torch
 
-if TYPE_CHECKING:  # the contract names the config in its signatures only: it sits below dit_lora.config
     from dit_lora.config import TrainConfig
 
 
@@ -138,6 +139,8 @@ class ModelFamily(metaclass=_SpecMeta):
 
     def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
         """A collated batch as the step's inputs on ``device`` (the loop and the fault replay both call this)."""
+        import torch  # on use: importing the contract stays light (the module imports torch for typing only)
+
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
     @abstractmethod

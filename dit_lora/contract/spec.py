@@ -11,9 +11,7 @@ in ``comps.state``, a typed object of the family's own, never on the spec.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.capabilities import (
     AdapterExtras,
@@ -42,6 +40,9 @@ from dit_lora.contract.capabilities import (
     members,
 )
 from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read the contract without torch
+    import torch
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ def cached_empty_prompt(probability: float, cache_dir: Path, encode_prompts: Cal
     wait and share its failure) unless usable already; None when ``probability`` is 0 (nothing is encoded)."""
     if probability <= 0:
         return None
-    from dit_lora.training.collective import main_process_check  # lazily: the data path runs without a training run too
+    from dit_lora.core.collective import main_process_check  # lazily: the data path runs without a training run too
 
     path = empty_prompt_file(cache_dir)
     encoded = main_process_check(accelerator, lambda: ensure_empty_prompt(path, encode_prompts, log),

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from dit_lora.core.errors import UserError
 
 from dit_lora.data.paths import Located, locate
-from dit_lora.data.sources import RawSample, caption_value, name_some, suggest_caption_column
+from dit_lora.data.samples import RawSample, caption_value, name_some, suggest_caption_column
 
 
 class DatasetImages:

@@ -25,7 +25,7 @@ from dit_lora.data.paths import locate
 from dit_lora.data.sources import COMMON_CAPTION_EXTENSIONS, METADATA_FILENAMES, is_hidden, name_some, read_metadata
 from dit_lora.data.sources import _main_process_print
 from dit_lora.data.sources import _SidecarCaptions as SidecarCaptions  # the image folders' sidecar captions, read the same way
-from dit_lora.data.video import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
+from dit_lora.data.video_sample import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
 
 #: what a video dataset's file may be: a clip, or an image (a one-frame clip)
 MEDIA_EXTENSIONS = VIDEO_EXTENSIONS | CLIP_IMAGE_EXTENSIONS

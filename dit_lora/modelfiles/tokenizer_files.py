@@ -5,7 +5,8 @@ SentencePiece model (CogVideoX's T5 folder holds just ``spiece.model``) needs ``
 it and ``protobuf`` for transformers to convert it into a fast tokenizer; without them transformers 5
 falls through to an unrelated "tiktoken is required" error. This module names the package instead,
 before any weight loads. It imports nothing heavy, so ``dit-lora doctor`` can use it in a broken
-environment.
+environment. What a model (a folder or a Hub id, answered from the catalogue when not cached) needs is
+:mod:`dit_lora.setup.tokenizer_check`, a layer above the catalogue this module sits below.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import importlib.util
 from pathlib import Path
 from typing import Iterable
 
-from dit_lora.core.errors import UserError
 
 #: file names that hold a SentencePiece model
 SENTENCEPIECE_FILES = ("spiece.model", "tokenizer.model", "sentencepiece.bpe.model")
 #: files that make a folder a tokenizer folder
-_TOKENIZER_FILES = ("tokenizer.json", *SENTENCEPIECE_FILES)
+TOKENIZER_FILES = ("tokenizer.json", *SENTENCEPIECE_FILES)
 #: distribution name -> module to find
 _MODULES = {"sentencepiece": "sentencepiece", "protobuf": "google.protobuf"}
 
@@ -47,7 +47,7 @@ def tokenizer_folders(model: Path) -> list[Path]:
     return found
 
 
-def _cached_folder(repo_id: str, subfolder: str, revision: str | None) -> Path | None:
+def cached_folder(repo_id: str, subfolder: str, revision: str | None) -> Path | None:
     """The Hub cache's copy of ``repo_id/subfolder`` when it is already downloaded (no network)."""
     try:
         from huggingface_hub import snapshot_download
@@ -58,32 +58,6 @@ def _cached_folder(repo_id: str, subfolder: str, revision: str | None) -> Path |
         return None
     folder = root / subfolder if subfolder else root
     return folder if folder.is_dir() else None
-
-
-def requirements(model: str, subfolder: str = "tokenizer", revision: str | None = None) -> list[tuple[str, str]] | None:
-    """What the tokenizer of ``model`` (a local folder or a Hub id) needs; ``None`` when its files are unknown.
-
-    A Hub id is answered from the Hub cache when downloaded, else from the catalogue's record of that repo's
-    tokenizer files.
-    """
-    where = f"{model}/{subfolder}" if subfolder else model
-    local = Path(model)
-    if local.is_dir():
-        folder = local / subfolder if subfolder else local
-        return requirements_for_files((p.name for p in folder.iterdir()), where) if folder.is_dir() else None
-    cached = _cached_folder(model, subfolder, revision)
-    # A snapshot holding only some files (the configs a run read first) says nothing about the tokenizer.
-    if cached is not None and any((cached / f).is_file() for f in ("tokenizer_config.json", *_TOKENIZER_FILES)):
-        return requirements_for_files((p.name for p in cached.iterdir()), where)
-    from dit_lora.catalogue import by_hub_id
-
-    entry = by_hub_id(model)
-    if entry is None or not entry.tokenizer_files:
-        return None
-    # The catalogue lists the files of one folder: a transformers model's root, a pipeline's tokenizer/.
-    if subfolder != ("" if "config.json" in entry.configs else "tokenizer"):
-        return None
-    return requirements_for_files(entry.tokenizer_files, where)
 
 
 def missing(reqs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -98,17 +72,3 @@ def missing(reqs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         if not found:
             out.append((package, why))
     return out
-
-
-def check_tokenizer_packages(model: str, subfolder: str = "tokenizer", revision: str | None = None) -> None:
-    """Stop in one paragraph when the tokenizer of ``model`` needs a package that is not installed."""
-    gaps = missing(requirements(model, subfolder, revision) or [])
-    if not gaps:
-        return
-    packages = " ".join(p for p, _ in gaps)
-    reasons = "; ".join(f"{p}: {why}" for p, why in gaps)
-    raise UserError(
-        f"The tokenizer of `{model}` needs {', '.join(p for p, _ in gaps)}, which {'is' if len(gaps) == 1 else 'are'} "
-        f"not installed ({reasons}). Install {'it' if len(gaps) == 1 else 'them'}: pip install {packages} "
-        "(dit-lora's own install includes both; `dit-lora doctor --model` checks a model's tokenizer)."
-    )

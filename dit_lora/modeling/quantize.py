@@ -31,7 +31,6 @@ from typing import Iterable
 
 import torch
 
-from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
@@ -194,14 +193,13 @@ def text_encoder_kwargs(cfg) -> dict:
 
 
 @contextlib.contextmanager
-def diffusers_loading(model: ModelOptions):
-    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))`` (``model``: the run's
-    ``cfg.model``, whose --quantize_base it reads).
+def diffusers_loading(cfg):
+    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))``.
 
     With a GPU, or without bitsandbytes quantization, it does nothing. Without one, diffusers' bitsandbytes
     quantizers would refuse ("No GPU found"); their CPU subclasses below are used instead, for this load only.
     """
-    if model.quantize_base not in ("nf4", "int8") or torch.cuda.is_available():
+    if cfg.quantize_base not in ("nf4", "int8") or torch.cuda.is_available():
         yield
         return
     from diffusers.quantizers import auto

@@ -18,3 +18,5 @@ MODEL_CARD_FILE = "README.md"
 NONFINITE_REPORT_FILE = "nonfinite_report.json"
 QUARANTINE_FILE = "quarantine.json"
 PRECISION_AUDIT_FILE = "precision_audit.json"
+# The file a checkpoint-<step>/ folder's save writes last: a folder without it is an incomplete (killed) save.
+COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"

@@ -30,11 +30,12 @@ import torch
 
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
-from dit_lora.training.collective import Failure, exchange, share
+from dit_lora.core.collective import Failure, exchange, share
+from dit_lora.output.names import COMPLETE_MARKER  # re-exported: the checkpoints' own marker
+from dit_lora.training.resume_options import write_options
 from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 from dit_lora.training.signals import rerun_command
 
-COMPLETE_MARKER = "dit_lora_checkpoint_complete.json"
 TRAINABLE_FILE = "trainable_weights.safetensors"
 GUARD_SNAPSHOT_FILE = "guard_snapshot.safetensors"  # the last good state a rollback returns to
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -312,8 +313,6 @@ def _stage(tmp: Path, options: dict | None = None) -> None:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     if options is not None:
-        from dit_lora.training.resume_options import write_options
-
         write_options(tmp, options)
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from dit_lora.core.errors import UserError
-from dit_lora.training.collective import main_process_check  # re-exported: a check whose refusal every rank raises
+from dit_lora.core.collective import main_process_check  # re-exported: a check whose refusal every rank raises
 LOCK_FILE = ".dit-lora.lock"
 #: errors of a file system that has no working locks (not "held by another process")
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}

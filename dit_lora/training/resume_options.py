@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from dit_lora.config.schema import config_fields, resume_class
 from dit_lora.core.errors import UserError
+from dit_lora.output.names import COMPLETE_MARKER
 from dit_lora.output.report import config_dict
 
 OPTIONS_FILE = "run_options.json"
@@ -147,8 +148,6 @@ def check_options(checkpoint: Path | None, cfg, log: Callable[[str], None]) -> N
 
 def _step(checkpoint: Path) -> int:
     """The step a checkpoint was written at (its marker's)."""
-    from dit_lora.training.checkpoint import COMPLETE_MARKER
-
     return int(json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text())["step"])
 
 

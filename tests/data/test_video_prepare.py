@@ -47,7 +47,7 @@ class FakeVideoFamily(DiffusionFamily):
     capabilities = DiffusionFamily.capabilities + (caps.VideoFrames, caps.RunSetup)
 
     def data_handler(self, cfg):
-        return VideoMedia(cfg, self, cache_root_for(cfg.data))
+        return VideoMedia(cfg, self, cache_root_for(cfg))
 
     def __init__(self) -> None:
         self.inspected: list = []

@@ -25,7 +25,7 @@ def _worker(rank: int, world: int, port: int, results):
         from torch.nn.parallel import DistributedDataParallel as DDP
 
         from dit_lora.families.videollm.demo_llava import build_tiny_videollm_model
-        from dit_lora.training import trainables
+        from dit_lora.modeling import trainables
         from dit_lora.families.videollm.liger import hidden_state_loss, plain_loss
 
         torch.manual_seed(0)

@@ -17,7 +17,7 @@ from dit_lora.families.dit import kernels as dit_kernels  # noqa: E402
 from dit_lora.families.sana import kernels as sana_kernels  # noqa: E402
 from dit_lora.kernels import kernel_counts, kernel_runtime, unpatch_model  # noqa: E402
 from dit_lora.kernels import patch_model as _patch_model  # noqa: E402
-from dit_lora.training.trainables import add_lora  # noqa: E402
+from dit_lora.modeling.trainables import add_lora  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 POINTS = (*cogvideox_kernels.patch_points(), *sana_kernels.patch_points(), *dit_kernels.patch_points())

@@ -8,7 +8,8 @@ from real_layout import block_packages, t5_tokenizer_folder, write_configs
 
 from dit_lora.commands import doctor
 from dit_lora.core.errors import UserError
-from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages, requirements, requirements_for_files
+from dit_lora.modelfiles.tokenizer_files import requirements_for_files
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
 def test_requirements_follow_the_files():
@@ -16,13 +17,6 @@ def test_requirements_follow_the_files():
     needs = requirements_for_files(["spiece.model", "tokenizer_config.json"], "m/tokenizer")
     assert [p for p, _ in needs] == ["sentencepiece", "protobuf"] and "m/tokenizer/spiece.model" in needs[0][1]
     assert requirements_for_files(["vocab.json", "merges.txt"], "m") == []
-
-
-def test_a_hub_id_is_judged_from_the_catalogue_when_not_cached(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    assert [p for p, _ in requirements("THUDM/CogVideoX-5b")] == ["sentencepiece", "protobuf"]
-    assert requirements("Efficient-Large-Model/Sana_600M_1024px_diffusers") == []
-    assert requirements("someone/unknown-model") is None
 
 
 def test_the_spiece_only_cogvideox_tokenizer_loads_with_the_installed_packages(tmp_path):
@@ -112,12 +106,3 @@ def test_load_error_reads_the_wording_diffusers_uses_and_wrapped_hub_errors():
     except OSError as wrapped:
         err = load_error("Sana", TrainConfig(pretrained_model_name_or_path="someone/typo"), wrapped)
     assert "not accessible" in str(err) and "offline" not in str(err)
-
-
-def test_the_catalogue_answers_only_for_the_folder_it_lists(monkeypatch, tmp_path):
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
-    assert requirements("THUDM/CogVideoX-5b", "") is None  # its spiece.model is in tokenizer/, not the root
-    assert requirements("Qwen/Qwen2.5-VL-7B-Instruct", "") == []
-    assert requirements("Qwen/Qwen2.5-VL-7B-Instruct", "tokenizer") is None
-    checks = doctor.model_checks("THUDM/CogVideoX-5b")
-    assert [c.name for c in checks] == ["tokenizer THUDM/CogVideoX-5b/tokenizer"]

@@ -124,10 +124,10 @@ def test_nf4_model_passes_the_precision_audit(tiny_dit):
     from dit_lora.contract.family import Components
     from dit_lora.families.diffusion import make_peft_capable
     from dit_lora.training.precision import audit_precision
-    from dit_lora.training.trainables import add_lora, cast_trainable_to_fp32
+    from dit_lora.modeling.trainables import add_lora, cast_trainable_to_fp32
 
     cfg = _cfg(quantize_base="nf4")
-    with quantize.diffusers_loading(cfg.model):
+    with quantize.diffusers_loading(cfg):
         model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.float32,
                                                       **quantize.diffusers_kwargs(cfg))
     model = make_peft_capable(model).requires_grad_(False)
@@ -153,7 +153,7 @@ def test_fp8_loads_a_transformer_with_lora_on_a_capable_gpu(tiny_dit):
     from diffusers import DiTTransformer2DModel
 
     from dit_lora.families.diffusion import make_peft_capable
-    from dit_lora.training.trainables import add_lora
+    from dit_lora.modeling.trainables import add_lora
 
     cfg = _cfg(quantize_base="fp8", mixed_precision="bf16")
     model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.bfloat16,

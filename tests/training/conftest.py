@@ -10,7 +10,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.registry import get_family
 from dit_lora.contract.family import Components
 from dit_lora.families.sana.spec import training_scheduler
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
 
 

@@ -8,7 +8,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.registry import get_family
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 
 

@@ -59,6 +59,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer  # shared with Wan's demo; re-exported
 
 __all__ = [
     "REAL_VAE_SCALING_FACTORS",
@@ -197,51 +198,6 @@ def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dic
         vae["invert_scale_latents"] = True
     scheduler = dict(_SCHEDULER_BASE, snr_shift_scale=_SNR_SHIFT[version])
     return {"transformer": transformer, "vae": vae, "scheduler": scheduler, "text_encoder": dict(_T5)}
-
-
-# --------------------------------------------------------------------------------------
-# Tokenizer
-# --------------------------------------------------------------------------------------
-def _tokenizer_corpus() -> list[str]:
-    from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
-    from dit_lora.families.sana.demo import TOKENIZER_CORPUS_EXTRA
-
-    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    words += "video clip moving camera slowly frame motion".split()
-    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
-    return words
-
-
-def build_tiny_t5_tokenizer(extra_ids: int = 100):
-    """Build a T5-style Unigram tokenizer with a small vocabulary, offline and deterministically.
-
-    Pieces: T5's id layout (``<pad>=0 </s>=1 <unk>=2``), then ``"\u2581" + word`` for every
-    word of the demo captions (log-frequency scores, so a known word is one token), then
-    ``"\u2581"`` and every printable ASCII character (low scores: other text still encodes,
-    character by character, never as ``<unk>``), then the ``<extra_id_N>`` sentinels in
-    reverse like T5.  The vocabulary is handed to ``transformers.T5Tokenizer(vocab=...)``,
-    which builds T5's backend (Unigram, WhitespaceSplit + Metaspace pre-tokenizer, ``</s>``
-    appended); the saved ``tokenizer.json`` reloads identically with ``T5Tokenizer`` and
-    ``AutoTokenizer``.  (``tokenizers``' UnigramTrainer is not used: its output differs
-    from run to run.)  Non-ASCII characters map to ``<unk>``, as in T5's own vocabulary
-    for many scripts.
-    """
-    import math
-    from collections import Counter
-
-    from transformers import T5Tokenizer
-
-    special = ["<pad>", "</s>", "<unk>"]
-    counts = Counter(w for w in _tokenizer_corpus() if w)
-    total = sum(counts.values())
-    vocab: list[tuple[str, float]] = [(tok, 0.0) for tok in special]
-    for word, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        vocab.append(("\u2581" + word, math.log(n / total)))
-    for ch in ["\u2581"] + [chr(c) for c in range(33, 127)]:
-        vocab.append((ch, -20.0))
-    for i in range(extra_ids - 1, -1, -1):
-        vocab.append((f"<extra_id_{i}>", 0.0))
-    return T5Tokenizer(vocab=vocab, extra_ids=extra_ids, model_max_length=_MAX_TEXT_SEQ)
 
 
 # --------------------------------------------------------------------------------------

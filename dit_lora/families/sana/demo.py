@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA  # shared with the T5 demo tokenizer; re-exported
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -154,17 +155,6 @@ TINY_SANA_CONFIGS: dict[str, dict[str, Any]] = {
 
 # The scheduler of the real Sana diffusers repos (flow matching, shift 3.0).
 _SCHEDULER_CONFIG = {"num_train_timesteps": 1000, "shift": 3.0}
-
-# Words the tokenizer should know as whole tokens besides the shapes vocabulary and
-# SanaPipeline's default complex_human_instruction; anything else still encodes (characters
-# and byte fallback), just in more tokens.
-TOKENIZER_CORPUS_EXTRA = (
-    "a an the of on in with and or at by for to from is are this that it its background "
-    "photo picture image painting drawing illustration render style of sks ohwx dog cat person "
-    "man woman small large big tiny bright dark light colorful simple flat centered left right top bottom "
-    "shape shapes color colors sky grass tree house car red green blue yellow orange purple pink "
-    "white black gray grey brown cyan magenta circle square triangle star rectangle"
-)
 
 _SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>")  # Gemma's ids 0..4
 

@@ -145,7 +145,7 @@ class VideoChatFamily(ModelFamily):
     def validate_config(self, cfg: TrainConfig) -> None:
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
-        from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
+        from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
         from dit_lora.modelfiles.pipeline_files import check_safetensors
 

@@ -38,7 +38,7 @@ transformer the image tokens are everything in front of the last 512 text tokens
 be padded to 512 (the pipelines' ``max_sequence_length`` default, Wan's ``text_len``).
 
 Text encoder: a tiny ``UMT5EncoderModel`` (the real one is google/umt5-xxl) with CogVideoX's offline
-T5-style Unigram tokenizer (:func:`dit_lora.families.cogvideox.demo.build_tiny_t5_tokenizer`; the real
+T5-style Unigram tokenizer (:func:`dit_lora.data.synthetic.tokenizers.build_tiny_t5_tokenizer`; the real
 UMT5 SentencePiece vocabulary has 256384 pieces).  The VAE's ``latents_mean`` / ``latents_std`` are
 measured per channel on moving-square clips at build time (the published ones are the real VAE's), so
 the diffusion targets stay at about unit variance.  Everything is fp32 by default (``dtype=``), which
@@ -278,7 +278,7 @@ def build_tiny_wan_components(
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanTransformer3DModel
     from transformers import UMT5Config, UMT5EncoderModel
 
-    from dit_lora.families.cogvideox.demo import build_tiny_t5_tokenizer
+    from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
 
     v = _check(variant)
     config = get_tiny_wan_config(variant, layers)

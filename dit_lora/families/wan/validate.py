@@ -8,7 +8,7 @@ import os
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import check_pipeline_folder, check_safetensors, read_component_config
-from dit_lora.modelfiles.tokenizer_files import check_tokenizer_packages
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 from dit_lora.families.wan.info import EXAMPLE_IDS, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN
 
 

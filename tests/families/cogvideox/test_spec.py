@@ -67,7 +67,7 @@ def _family(task: str):
 
 def _setup(models, case, lora: bool = True, **kw):
     """(family, cfg, comps, batch) for ``case``: components loaded, two clips encoded, LoRA injected."""
-    from dit_lora.training.trainables import add_lora
+    from dit_lora.modeling.trainables import add_lora
 
     family = _family(case[0])
     cfg = _cfg(models[case], family=family.name, **kw)
@@ -251,7 +251,7 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
 
     from dit_lora.api import load_adapter
     from dit_lora.output.adapter import write_adapter
-    from dit_lora.training.trainables import split_trainable_state
+    from dit_lora.modeling.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, rank=4, lora_alpha=12)
     model = comps.model
@@ -298,7 +298,7 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     import av
 
     from dit_lora.data.video import load_video_samples
-    from dit_lora.training.trainables import split_trainable_state
+    from dit_lora.modeling.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, validation_prompt="a red square", num_validation_images=2)
     cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)

@@ -77,7 +77,7 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     from dit_lora.registry import get_family
     from dit_lora.output.adapter import write_adapter
     from dit_lora.output.names import BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
 
     family = get_family("dit")
     cfg = _cfg(tiny_dit, shape_classes, tmp_path / "out", num_classes=3)
@@ -172,7 +172,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     import dit_lora
     from dit_lora.families.diffusion import make_peft_capable
     from dit_lora.families.dit.spec import resize_class_embeddings
-    from dit_lora.training import trainables
+    from dit_lora.modeling import trainables
     from dit_lora.training.checkpoint import TRAINABLE_FILE
 
     demo_cfg = ROOT / "recipes/configs/dit_class/demo.yaml"

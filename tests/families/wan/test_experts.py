@@ -77,7 +77,7 @@ def test_on_the_cpu_activate_returns_the_expert_and_moves_nothing():
 
 def test_loaded_a14b_experts_with_lora_switch_on_the_cpu(wan_load):
     """The family's own ``both`` model (``make_peft_capable(WanExperts(...))``) with LoRA attached as the run does."""
-    from dit_lora.training.trainables import add_lora
+    from dit_lora.modeling.trainables import add_lora
 
     family, cfg, comps = wan_load("2.2-t2v-a14b", wan_expert="both")
     model = comps.model
@@ -192,7 +192,7 @@ def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
 
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
-    from dit_lora.training.trainables import add_lora
+    from dit_lora.modeling.trainables import add_lora
 
     path = wan_model("2.2-t2v-a14b")
     family = get_family("wan")
@@ -219,7 +219,7 @@ def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
 def _load_on_cuda(wan_model, offload: bool):
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
-    from dit_lora.training.trainables import add_lora
+    from dit_lora.modeling.trainables import add_lora
 
     family = get_family("wan")
     cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(wan_model("2.2-t2v-a14b")),

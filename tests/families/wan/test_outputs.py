@@ -23,7 +23,7 @@ from dit_lora.registry import get_family
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.output.adapter import adapter_index, write_adapter
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_INDEX_FILE
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 
 CPU = torch.device("cpu")
 LOW_FILE = "pytorch_lora_weights_low_noise.safetensors"

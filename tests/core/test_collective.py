@@ -1,4 +1,4 @@
-"""training/collective.py: a failure on one rank is every rank's, so none waits for ever at a collective.
+"""core/collective.py: a failure on one rank is every rank's, so none waits for ever at a collective.
 
 The two-rank tests start two real CPU processes (gloo) under ``accelerate launch --multi_gpu``; each is bounded by
 a timeout, so a hang fails the test instead of stalling it.
@@ -16,7 +16,7 @@ import pytest
 from helpers import ROOT, free_port
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import DiskFullError
-from dit_lora.training.collective import Failure, main_process_check
+from dit_lora.core.collective import Failure, main_process_check
 
 
 class _One:

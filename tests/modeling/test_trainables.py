@@ -7,7 +7,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.registry import get_family
-from dit_lora.training import trainables
+from dit_lora.modeling import trainables
 
 
 def _cfg(model, **kw) -> TrainConfig:

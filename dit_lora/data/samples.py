@@ -1,0 +1,154 @@
+"""One listed training image before any pixel work (:class:`RawSample`), and the small text helpers its listings
+share (:func:`name_some`, :func:`caption_value`, :func:`suggest_caption_column`).
+
+Below both listings, the folders' (:mod:`.sources`, which re-exports these names) and the Hub datasets'
+(:mod:`.hub_datasets`), so neither imports the other's way round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from PIL import Image
+
+from dit_lora.data.decode import load_rgb
+
+if TYPE_CHECKING:
+    from dit_lora.data.hub_datasets import DatasetImages
+
+# Column names people commonly use for captions; only used to suggest a --caption_column value.
+_CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
+MAX_NAMED = 5
+
+
+def name_some(items: list[str]) -> str:
+    """``a, b, c, d, e and 3 more``: the first few names of a list for an error message."""
+    more = f" and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else ""
+    return ", ".join(items[:MAX_NAMED]) + more
+
+
+@dataclass(frozen=True)
+class RawSample:
+    """One training example before any pixel work: where the image is and its caption.
+
+    ``key`` is what humans see in logs: the image path relative to ``--train_data_dir`` (posix
+    separators) or ``"<dataset_name>[<row>]"``. ``path`` is set for folder samples; dataset samples
+    keep a private handle on the dataset row instead (excluded from equality and hashing).
+    """
+
+    key: str
+    caption: str
+    path: str | None = None
+    index: int = 0
+    _images: DatasetImages | None = field(default=None, repr=False, compare=False)
+    _row: int = field(default=-1, repr=False, compare=False)
+    #: why the file is never opened (its written path leaves the data folder, :mod:`.paths`), or None
+    refused: str | None = None
+    #: which copy of a repeated image this is (a kohya ``N_words/`` folder lists each image N times): 0 for the first;
+    #: the copies share key, file, caption and so their cache entry, and differ in index (their flips)
+    repeat: int = 0
+    #: the (height, width) an image is resized to cover and cropped to: its aspect-ratio bucket, set when the image
+    #: family screens it (:func:`~dit_lora.data.aspect.bucket_of`); None before (a clip's is (frames, height, width))
+    bucket: tuple[int, int] | None = None
+
+    def open_image(self, *, resolution: Any = None, max_pixels: int | None = None) -> Image.Image:
+        """Decode the image and return it as RGB, rotated per its EXIF orientation.
+
+        Transparent images are composited onto white rather than having alpha dropped, because the
+        colour under fully transparent pixels is arbitrary (often black) and would be learned. With
+        ``max_pixels`` an image beyond it is refused from its header (:class:`~dit_lora.data.decode.ImageTooLarge`);
+        with ``resolution`` (the training size) a much larger image is decoded reduced
+        (:func:`~dit_lora.data.decode.load_rgb`).
+        """
+        return load_rgb(self.source(), resolution=resolution, max_pixels=max_pixels)
+
+    def content_id(self) -> str:
+        """sha256 hex digest of the encoded image bytes plus the caption.
+
+        Stable across renames and machines, so caches keyed on it survive moving the data. For a
+        dataset cell that only holds a decoded image, the raw pixels (with mode and size) are hashed.
+        """
+        digest = hashlib.sha256()
+        source = self.source()
+        if isinstance(source, Image.Image):
+            payload = f"{source.mode}:{source.size[0]}x{source.size[1]}:".encode() + source.tobytes()
+            _update_prefixed(digest, [payload])
+        elif isinstance(source, (bytes, bytearray)):
+            _update_prefixed(digest, [bytes(source)])
+        else:
+            with open(source, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                digest.update(struct.pack("<Q", size))
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        _update_prefixed(digest, [self.caption.encode("utf-8")])
+        return digest.hexdigest()
+
+    def cache_key(self) -> str:
+        """What names this sample's latent-cache entry: its :meth:`content_id` plus its bucket, ``<sha256>:HxW``.
+
+        Changing ``--resolution`` or ``--aspect_buckets`` thus re-encodes only the images whose bucket changed.
+        An image not bucketed yet is named by its content id alone.
+        """
+        if self.bucket is None:
+            return self.content_id()
+        height, width = self.bucket
+        return f"{self.content_id()}:{height}x{width}"
+
+    def display_name(self) -> str:
+        """How reports name this sample: its file, or its key when it is a dataset row."""
+        return str(self.path) if self.path else self.key
+
+    def source(self) -> str | bytes | Image.Image:
+        """A file path, encoded bytes, or (rarely) an already decoded image."""
+        if self.refused is not None:
+            raise ValueError(self.refused)  # a refused file is never opened, whoever asks
+        if self.path is not None:
+            return self.path
+        if self._images is None:
+            raise ValueError(f"sample {self.key!r} has neither a file path nor a dataset row")
+        value = self._images.raw(self._row)
+        if isinstance(value, dict):
+            if value.get("bytes"):
+                return bytes(value["bytes"])
+            if value.get("path"):
+                return self._images.resolve(value["path"])
+            raise ValueError("the image cell is empty")
+        if isinstance(value, str):
+            return self._images.string_path(self._row, value)
+        if isinstance(value, Image.Image):
+            return value
+        if value is None:
+            raise ValueError("the image cell is empty")
+        raise TypeError(f"the image cell holds a {type(value).__name__}, not an image")
+
+
+def _update_prefixed(digest: Any, parts: Iterable[bytes]) -> None:
+    # Length prefixes keep (image, caption) pairs unambiguous: no bytes can migrate between them.
+    for part in parts:
+        digest.update(struct.pack("<Q", len(part)))
+        digest.update(part)
+
+
+def caption_value(value: Any) -> str | None:
+    """A caption cell as text (the first of a list), or None when empty."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        # Datasets with several captions per image: use the first so training is deterministic.
+        return caption_value(value[0]) if value else None
+    return str(value).strip()
+
+
+def suggest_caption_column(columns: Iterable[str], exclude: str) -> str:
+    """`` (probably --caption_column NAME)`` for a column named like a caption column, else ``""``."""
+    names = [c for c in columns if c != exclude]
+    for guess in _CAPTION_GUESSES:
+        for name in names:
+            if name.lower() == guess:
+                return f" (probably --caption_column {name})"
+    return ""

@@ -1,0 +1,66 @@
+"""The tiny offline tokenizers the demo models share, built from the words of the demo captions.
+
+Sana's demo tokenizer and the T5-style one (CogVideoX's demo; Wan's reuses it) know the
+same extra words (:data:`TOKENIZER_CORPUS_EXTRA`) as whole tokens. Kept here, below the family packages, so one
+family's demo never imports another's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+
+# Words the tokenizer should know as whole tokens besides the shapes vocabulary and
+# SanaPipeline's default complex_human_instruction; anything else still encodes (characters
+# and byte fallback), just in more tokens.
+TOKENIZER_CORPUS_EXTRA = (
+    "a an the of on in with and or at by for to from is are this that it its background "
+    "photo picture image painting drawing illustration render style of sks ohwx dog cat person "
+    "man woman small large big tiny bright dark light colorful simple flat centered left right top bottom "
+    "shape shapes color colors sky grass tree house car red green blue yellow orange purple pink "
+    "white black gray grey brown cyan magenta circle square triangle star rectangle"
+)
+
+#: the T5 tokenizer's ``model_max_length``: CogVideoX's real value (its pipelines pad prompts to it)
+T5_MAX_LENGTH = 226
+
+
+def _tokenizer_corpus() -> list[str]:
+    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
+    words += "video clip moving camera slowly frame motion".split()
+    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+    return words
+
+
+def build_tiny_t5_tokenizer(extra_ids: int = 100):
+    """Build a T5-style Unigram tokenizer with a small vocabulary, offline and deterministically.
+
+    Pieces: T5's id layout (``<pad>=0 </s>=1 <unk>=2``), then ``"\u2581" + word`` for every
+    word of the demo captions (log-frequency scores, so a known word is one token), then
+    ``"\u2581"`` and every printable ASCII character (low scores: other text still encodes,
+    character by character, never as ``<unk>``), then the ``<extra_id_N>`` sentinels in
+    reverse like T5.  The vocabulary is handed to ``transformers.T5Tokenizer(vocab=...)``,
+    which builds T5's backend (Unigram, WhitespaceSplit + Metaspace pre-tokenizer, ``</s>``
+    appended); the saved ``tokenizer.json`` reloads identically with ``T5Tokenizer`` and
+    ``AutoTokenizer``.  (``tokenizers``' UnigramTrainer is not used: its output differs
+    from run to run.)  Non-ASCII characters map to ``<unk>``, as in T5's own vocabulary
+    for many scripts.
+    """
+    from transformers import T5Tokenizer  # on use: importing the demo data package stays light
+
+    special = ["<pad>", "</s>", "<unk>"]
+    counts = Counter(w for w in _tokenizer_corpus() if w)
+    total = sum(counts.values())
+    vocab: list[tuple[str, float]] = [(tok, 0.0) for tok in special]
+    for word, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        vocab.append(("\u2581" + word, math.log(n / total)))
+    for ch in ["\u2581"] + [chr(c) for c in range(33, 127)]:
+        vocab.append((ch, -20.0))
+    for i in range(extra_ids - 1, -1, -1):
+        vocab.append((f"<extra_id_{i}>", 0.0))
+    return T5Tokenizer(vocab=vocab, extra_ids=extra_ids, model_max_length=T5_MAX_LENGTH)
+
+
+__all__ = ["T5_MAX_LENGTH", "TOKENIZER_CORPUS_EXTRA", "build_tiny_t5_tokenizer"]
