@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 
 import torch
 
+from dit_lora.config.schema import DataOptions
 from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.legacy import as_spec
@@ -260,9 +261,9 @@ def report_lines(media, samples: list, comps) -> list[str]:
     return []
 
 
-def cache_root_for(cfg) -> Path:
-    """The latent-cache root: ``--cache_dir`` or :func:`default_cache_root`."""
-    return Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+def cache_root_for(data: DataOptions) -> Path:
+    """The latent-cache root (``data``: the run's ``cfg.data``): ``--cache_dir`` or :func:`default_cache_root`."""
+    return Path(data.cache_dir) if data.cache_dir else default_cache_root()
 
 
 def _log(accelerator, msg: str) -> None:
@@ -390,7 +391,7 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
                             groups=media.groups(samples, world_size=world, log=log))
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     namespace = cache_namespace(media.namespace_identity(comps))
-    root = cache_root_for(cfg)
+    root = cache_root_for(cfg.data)
     files = cache_files(root, namespace, samples)
 
     present = [i for i, f in enumerate(files) if f.exists()]

@@ -20,7 +20,7 @@ quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -249,8 +249,7 @@ def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: lis
     asked = [b for b in stills if b not in buckets]  # a one-frame bucket the user gave is already the family's
     if not asked:
         return stills
-    probe = copy.copy(cfg)
-    probe.frame_buckets = _bucket_text(asked)
+    probe = dataclasses.replace(cfg, frame_buckets=_bucket_text(asked))  # the resolved config is frozen
     try:
         given = [tuple(b) for b in spec.video_frames.video_buckets(probe)]
     except UserError as err:

@@ -31,6 +31,7 @@ from typing import Iterable
 
 import torch
 
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
@@ -193,13 +194,14 @@ def text_encoder_kwargs(cfg) -> dict:
 
 
 @contextlib.contextmanager
-def diffusers_loading(cfg):
-    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))``.
+def diffusers_loading(model: ModelOptions):
+    """Around a diffusers ``from_pretrained(..., quantization_config=diffusers_config(cfg))`` (``model``: the run's
+    ``cfg.model``, whose --quantize_base it reads).
 
     With a GPU, or without bitsandbytes quantization, it does nothing. Without one, diffusers' bitsandbytes
     quantizers would refuse ("No GPU found"); their CPU subclasses below are used instead, for this load only.
     """
-    if cfg.quantize_base not in ("nf4", "int8") or torch.cuda.is_available():
+    if model.quantize_base not in ("nf4", "int8") or torch.cuda.is_available():
         yield
         return
     from diffusers.quantizers import auto

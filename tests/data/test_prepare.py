@@ -121,7 +121,7 @@ def test_image_media_identity_and_paths(tmp_path, images):
                         "random_flip": True, "crop_seed": 0}
     assert media.noun == "image" and media.cacheable and media.groups([]) is None
     assert media.pixel_loader(media.list_samples())(0).shape == (3, 16, 16)
-    assert cache_root_for(cfg) == tmp_path / "cache"
+    assert cache_root_for(cfg.data) == tmp_path / "cache"
     assert report_lines(media, [], None) == []
 
 

@@ -47,7 +47,7 @@ class FakeVideoFamily(DiffusionFamily):
     capabilities = DiffusionFamily.capabilities + (caps.VideoFrames, caps.RunSetup)
 
     def data_handler(self, cfg):
-        return VideoMedia(cfg, self, cache_root_for(cfg))
+        return VideoMedia(cfg, self, cache_root_for(cfg.data))
 
     def __init__(self) -> None:
         self.inspected: list = []

@@ -127,7 +127,7 @@ def test_nf4_model_passes_the_precision_audit(tiny_dit):
     from dit_lora.modeling.trainables import add_lora, cast_trainable_to_fp32
 
     cfg = _cfg(quantize_base="nf4")
-    with quantize.diffusers_loading(cfg):
+    with quantize.diffusers_loading(cfg.model):
         model = DiTTransformer2DModel.from_pretrained(str(tiny_dit), subfolder="transformer", torch_dtype=torch.float32,
                                                       **quantize.diffusers_kwargs(cfg))
     model = make_peft_capable(model).requires_grad_(False)

@@ -223,7 +223,7 @@ class CogVideoXFamily(DiffusionFamily):
         from dit_lora.data.prepare import cache_root_for
         from dit_lora.data.video_prepare import VideoMedia
 
-        return VideoMedia(cfg, self, cache_root_for(cfg))
+        return VideoMedia(cfg, self, cache_root_for(cfg.data))
 
     def model_fps(self, cfg: TrainConfig) -> float:
         """Frames per second the checkpoint generates at (1.0: 8, 1.5: 16): what validation videos are written at."""
@@ -386,7 +386,7 @@ class CogVideoXFamily(DiffusionFamily):
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
         try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = CogVideoXTransformer3DModel.from_pretrained(
                     path, subfolder="transformer", **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common

@@ -277,7 +277,7 @@ class DiTFamily(DiffusionFamily):
         path = cfg.pretrained_model_name_or_path
         common = {"revision": cfg.revision}
         try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = DiTTransformer2DModel.from_pretrained(
                     path, subfolder="transformer", **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
                     use_safetensors=True, **quantize.diffusers_kwargs(cfg), **common

@@ -38,7 +38,7 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
     try:
         transformers_ = {}
         for expert in trained_experts(family, cfg):
-            with quantize.diffusers_loading(cfg):
+            with quantize.diffusers_loading(cfg.model):
                 transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
                     WanTransformer3DModel, cfg.model, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype),
                     variant=cfg.variant,

@@ -122,7 +122,7 @@ class WanFamily(DiffusionFamily):
         from dit_lora.data.prepare import cache_root_for
         from dit_lora.data.video_prepare import VideoMedia
 
-        return VideoMedia(cfg, self, cache_root_for(cfg))
+        return VideoMedia(cfg, self, cache_root_for(cfg.data))
 
     def model_fps(self, cfg: TrainConfig) -> float:
         """Frames per second the checkpoint generates at (:attr:`WanInfo.fps`): the rate the log names."""

@@ -118,7 +118,7 @@ class PixArtFamily(DiffusionFamily):
         path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.revision, "use_safetensors": True}
         try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = PixArtTransformer2DModel.from_pretrained(
                     path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
                     **quantize.diffusers_kwargs(cfg), **common)
