@@ -46,6 +46,12 @@ def pytest_collection_modifyitems(config, items):
     # then end on the many short tests instead of one worker finishing a long run alone.
     heavy = {item.module.__name__ for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: (item.module.__name__ not in heavy, "/e2e/" not in item.nodeid))
+    # The tests of one xdist_group run one after another on one worker; without xdist too (at the first one's
+    # place), so what the group shares (a reference run, a session-cached real layout) is made and dropped once.
+    first: dict[str, int] = {}
+    order = {id(item): first.setdefault(_xdist_group(item), i) if _xdist_group(item) else i
+             for i, item in enumerate(items)}
+    items.sort(key=lambda item: order[id(item)])
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if torch.cuda.is_available():
@@ -54,6 +60,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _xdist_group(item) -> str | None:
+    """The name of the item's ``xdist_group`` mark, if it has one."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is None:
+        return None
+    return mark.args[0] if mark.args else mark.kwargs.get("name")
 
 
 def pytest_runtest_setup(item):
@@ -73,6 +87,15 @@ def _training_runs_are_marked_slow(request, monkeypatch):
 
         monkeypatch.setattr(run_stage, "check_output_dir", refuse)
     yield
+
+
+@pytest.fixture(scope="session")
+def real_layouts(tmp_path_factory):
+    """``real_layouts(build, *args, **kwargs)``: a tests/support/real_layout.py folder (``wan_pipeline``, ...) built
+    once per session for the tests that read the same layout (mark them with one ``xdist_group``)."""
+    from real_layout import LayoutCache
+
+    return LayoutCache(tmp_path_factory.mktemp("real-layouts"))
 
 
 @pytest.fixture(scope="session")

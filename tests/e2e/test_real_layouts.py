@@ -190,15 +190,19 @@ _WAN_DEFAULTS = {"train_batch_size": 1, "rank": 32, "lora_alpha": 32, "learning_
 _WAN_SIZE = ("--height", "64", "--width", "64", "--max_num_frames", "9", "--allow_untrained_resolution", "true")
 
 
-def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps: int = 1):
-    """The Hub layout of ``hub_id`` (one block per transformer, stored in ``dtype``), two clips, ``steps`` updates with
-    minimal flags (the size flags only); checks the defaults block names the entry, what the copy changed and the
-    trained size, and that the summary recorded the catalogue's defaults. Returns (folder, text, summary)."""
+def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps: int = 1, layouts=None):
+    """The Hub layout of ``hub_id`` (one block per transformer, stored in ``dtype``; from ``layouts``, the session's
+    real_layouts cache, when tests share it), two clips, ``steps`` updates with minimal flags (the size flags only);
+    checks the defaults block names the entry, what the copy changed and the trained size, and that the summary
+    recorded the catalogue's defaults. Returns (folder, text, summary)."""
     from dit_lora.catalogue import by_hub_id
     from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
     entry = by_hub_id(hub_id)
-    model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)
+    if layouts is None:
+        model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)
+    else:
+        model = layouts(wan_pipeline, hub_id, layers=1, dtype=dtype)
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == sorted(entry.tokenizer_files)
     data = make_moving_square_dataset(tmp_path / "data", n=2, num_frames=9, size=64, seed=0)
     text, summary = _run("wan", model, data, tmp_path / "out", *_WAN_SIZE, "--max_train_steps", str(steps),
@@ -230,24 +234,33 @@ def _check_wan_lora(transformer: torch.nn.Module, saved: dict[str, torch.Tensor]
     assert {"attn1.to_q", "attn2.to_out.0", "ffn.net.0.proj", "ffn.net.2"} <= modules
 
 
-def test_wan2_1_t2v_1_3b_layout(tmp_path):
+# The layouts the Wan catalogue's fixture test (tests/families/wan/test_catalogue.py) reads too: each built once a
+# session (the real_layouts fixture), its tests on one worker.
+T2V_1_3B_GROUP = pytest.mark.xdist_group("layout-Wan2.1-T2V-1.3B")
+TI2V_5B_GROUP = pytest.mark.xdist_group("layout-Wan2.2-TI2V-5B")
+
+
+@T2V_1_3B_GROUP
+def test_wan2_1_t2v_1_3b_layout(tmp_path, real_layouts):
     """fp32 as published; the stock WanPipeline loads the adapter with load_lora_weights."""
     from diffusers import WanPipeline
 
-    model, _, _ = _wan_run(tmp_path, "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", torch.float32)
+    model, _, _ = _wan_run(tmp_path, "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", torch.float32, layouts=real_layouts)
     pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
     pipe.load_lora_weights(tmp_path / "out")
     _check_wan_lora(pipe.transformer, load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors")),
                     "default_0")
 
 
+@TI2V_5B_GROUP
 @pytest.mark.parametrize("family, image_share", [("wan", "0%"), ("wan_i2v", "100%")])
-def test_wan2_2_ti2v_5b_layout(tmp_path, family, image_share):
+def test_wan2_2_ti2v_5b_layout(tmp_path, real_layouts, family, image_share):
     """TI2V-5B (48-channel 16x VAE, expand_timesteps), one catalogue entry for both families: under --family wan
     in text-to-video mode, under wan_i2v in image-to-video mode, the same defaults either way; its 24 fps."""
     from diffusers import WanPipeline
 
-    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.2-TI2V-5B-Diffusers", torch.float32, "--family", family)
+    model, text, _ = _wan_run(tmp_path, "Wan-AI/Wan2.2-TI2V-5B-Diffusers", torch.float32, "--family", family,
+                              layouts=real_layouts)
     assert f"TI2V-5B: {image_share} of samples in image-to-video mode" in text and "at 24 fps" in text
     pipe = WanPipeline.from_pretrained(model, torch_dtype=torch.float32)
     pipe.load_lora_weights(tmp_path / "out")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -89,6 +90,35 @@ def block_packages(monkeypatch, *names: str) -> None:
         if module.split(".")[0] in names:
             monkeypatch.delitem(sys.modules, module)
     monkeypatch.setattr(sys, "meta_path", [Blocked(*names), *sys.meta_path])
+
+
+class LayoutCache:
+    """Hub-layout folders built once per test session and shared by the tests that read the same layout (a
+    recipe run reads its model folder and writes only its own output folder). ``cache(build, *args, **kwargs)``
+    returns ``build(<a fresh folder>, *args, **kwargs)``, building it the first time these arguments come.
+
+    Only the ``keep`` most recently used folders stay on disk: a real-width layout is up to 3 GB, and the tests
+    of one layout run one after another (one ``xdist_group``, which the conftest also keeps together without
+    xdist), so a folder is dropped once another layout is asked for."""
+
+    def __init__(self, root: Path, keep: int = 1) -> None:
+        self.root, self.keep = Path(root), keep
+        self.builds = 0  # how many folders were built (tests check the sharing)
+        self._folders: dict[tuple, Path] = {}
+
+    def __call__(self, build, *args, **kwargs) -> Path:
+        key = (build.__name__, args, tuple(sorted(kwargs.items())))
+        if key in self._folders:
+            self._folders[key] = self._folders.pop(key)  # most recently used last
+            return self._folders[key]
+        while self._folders and len(self._folders) >= self.keep:
+            oldest = next(iter(self._folders))
+            shutil.rmtree(self._folders.pop(oldest).parent, ignore_errors=True)
+        self.builds += 1
+        root = self.root / f"layout-{self.builds}"
+        root.mkdir(parents=True)
+        self._folders[key] = build(root, *args, **kwargs)
+        return self._folders[key]
 
 
 def random_weights(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:

@@ -195,15 +195,18 @@ def test_models_table_lists_all_seven(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hub_id", ["Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "Wan-AI/Wan2.2-TI2V-5B-Diffusers"])
-def test_hub_layout_fixture_loads_and_generates(tmp_path, hub_id):
+@pytest.mark.parametrize("hub_id", [
+    # the folders tests/e2e/test_real_layouts.py trains on (fp32, one block), built once a session: one worker each
+    pytest.param("Wan-AI/Wan2.1-T2V-1.3B-Diffusers", marks=pytest.mark.xdist_group("layout-Wan2.1-T2V-1.3B")),
+    pytest.param("Wan-AI/Wan2.2-TI2V-5B-Diffusers", marks=pytest.mark.xdist_group("layout-Wan2.2-TI2V-5B"))])
+def test_hub_layout_fixture_loads_and_generates(real_layouts, hub_id):
     """tests/support/real_layout.wan_pipeline writes a folder WanPipeline loads as published: the configs, the
     tokenizer file set, one block at real width; a two-step 5-frame 32 px video comes out finite."""
     from diffusers import WanPipeline
     from real_layout import wan_pipeline
 
     entry = BY_ID[hub_id]
-    folder = wan_pipeline(tmp_path, hub_id)
+    folder = real_layouts(wan_pipeline, hub_id, layers=1, dtype=torch.float32)
     assert sorted(p.name for p in (folder / "tokenizer").iterdir()) == list(entry.tokenizer_files)
     assert entry.matches(lambda sub, name: json.loads((folder / sub / name).read_text()))
     assert json.loads((folder / "model_index.json").read_text()) == entry.configs["model_index.json"]
