@@ -231,26 +231,26 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     the YAML are each read once, the inferred family's options checked against what that one reading found.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    family, chosen_by, config, data = _family_of(argv)
+    family, chosen_by, yaml_path, data = _family_of(argv)
     if family is None and infer_family is None:
         family, chosen_by = DEFAULT_FAMILY, "the default family"
     if family is None:
-        family, chosen_by, values = _parse_inferring(argv, config, data, prog, needs_data, infer_family)
+        family, chosen_by, values = _parse_inferring(argv, yaml_path, data, prog, needs_data, infer_family)
     else:
         parser = build_argparser(prog, family, families_epilog=bool(_HELP & set(argv)))
         flags, unknown = _read_flags(parser, argv)
-        values = _family_values(flags, unknown, family, chosen_by, config, data)
+        values = _family_values(flags, unknown, family, chosen_by, yaml_path, data)
     values["family"] = family
     common, own = owners.split_values(family, values, source=None)
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
     cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
-    check_applies(cfg, lambda name: _given(name, argv, config), chosen_by)
+    check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
     validate_static(cfg, needs_data=needs_data)
     return cfg
 
 
-def _parse_inferring(argv: list[str], config: str | None, data: dict | None, prog: str | None, needs_data: bool,
+def _parse_inferring(argv: list[str], yaml_path: str | None, data: dict | None, prog: str | None, needs_data: bool,
                      infer_family: Callable[[TrainConfig], str | tuple[str, str]]) -> tuple[str, str, dict]:
     """(family, what chose it, the options set) when ``infer_family`` picks the family from the common options.
 
@@ -260,10 +260,10 @@ def _parse_inferring(argv: list[str], config: str | None, data: dict | None, pro
     asks_help = bool(_HELP & set(argv))
     flags, extras = _read_flags(_every_option_parser(prog), [a for a in argv if a not in _HELP])
     if not asks_help:  # an option no family has is wrong whatever the family: say so before any data or model check
-        _refuse_unknown(extras, config, data)
-    data = _yaml_of(config, data)
+        _refuse_unknown(extras, yaml_path, data)
+    data = _yaml_of(yaml_path, data)
     common = owners.common_names()
-    yaml_common = {k: coerce(k, v, str(config)) for k, v in data.items() if k in common}
+    yaml_common = {k: coerce(k, v, str(yaml_path)) for k, v in data.items() if k in common}
     flag_common = _coerced_flags(flags, [f.name for f in config_fields()])
     preliminary = TrainConfig(**yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common}))
     if not asks_help:  # the help comes first, once the family is known
@@ -279,7 +279,7 @@ def _parse_inferring(argv: list[str], config: str | None, data: dict | None, pro
         build_argparser(prog, family, families_epilog=True).print_help()
         raise SystemExit(0)
     unknown = _unknown_for(family, argv, flags, extras)
-    values = _family_values(flags, unknown, family, chosen_by, config, data, done=(yaml_common, flag_common))
+    values = _family_values(flags, unknown, family, chosen_by, yaml_path, data, done=(yaml_common, flag_common))
     return family, chosen_by, values
 
 
@@ -317,7 +317,7 @@ def _unknown_for(family: str, argv: list[str], flags: dict[str, str], extras: li
     return ordered + pending
 
 
-def _family_values(flags: dict[str, str], unknown: list[str], family: str, chosen_by: str, config: str | None,
+def _family_values(flags: dict[str, str], unknown: list[str], family: str, chosen_by: str, yaml_path: str | None,
                    data: dict | None, done: tuple[dict, dict] = ({}, {})) -> dict[str, Any]:
     """The options set for a run of ``family``, coerced (flags win over the YAML): the unknown arguments refused
     first, then the YAML's keys, then the flags' values. ``done``: the YAML's and the flags' options already
@@ -325,8 +325,8 @@ def _family_values(flags: dict[str, str], unknown: list[str], family: str, chose
     own = [f.name for f in owners.family_fields(family)]
     _refuse_for_family(unknown, family, chosen_by, own)
     values: dict[str, Any] = dict(done[0])
-    if config:
-        values.update(_yaml_values(_yaml_of(config, data), Path(config), family, chosen_by, skip=set(done[0])))
+    if yaml_path:
+        values.update(_yaml_values(_yaml_of(yaml_path, data), Path(yaml_path), family, chosen_by, skip=set(done[0])))
     values.update(done[1])
     names = [f.name for f in config_fields() if f.name not in done[1]] + own
     values.update(_coerced_flags(flags, names))
@@ -354,11 +354,11 @@ def _refuse_for_family(unknown: list[str], family: str, chosen_by: str, own: lis
     raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
 
 
-def _given(name: str, argv: Sequence[str], config: str | None) -> str:
+def _given(name: str, argv: Sequence[str], yaml_path: str | None) -> str:
     """How option ``name`` was set: ``--name`` (a flag, which wins) or ``name in the YAML path``."""
-    if any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv) or not config:
+    if any(a == f"--{name}" or a.startswith(f"--{name}=") for a in argv) or not yaml_path:
         return f"--{name}"
-    return f"`{name}` in {config}"
+    return f"`{name}` in {yaml_path}"
 
 
 def named_family(argv: Sequence[str]) -> str | None:
@@ -391,28 +391,29 @@ def _family_of(argv: list[str]) -> tuple[str | None, str, str | None, dict | Non
     return None, "", known.config, data
 
 
-def _yaml_of(config: str | None, data: dict | None) -> dict[str, Any]:
-    """The mapping of the ``config`` YAML: ``data`` when it was read already, else read now (its errors raised)."""
-    if not config:
+def _yaml_of(yaml_path: str | None, data: dict | None) -> dict[str, Any]:
+    """The mapping of the ``--config`` YAML at ``yaml_path``: ``data`` when it was read already, else read now (its
+    errors raised)."""
+    if not yaml_path:
         return {}
-    return data if data is not None else _read_yaml(config)
+    return data if data is not None else _read_yaml(yaml_path)
 
 
 _HELP = {"-h", "--help"}
 
 
-def _refuse_unknown(unknown: list[str], config: str | None, data: dict | None) -> None:
-    """Raise the paragraph for the first flag (in ``unknown``) or ``config`` YAML key (``data``: its mapping, None
+def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None) -> None:
+    """Raise the paragraph for the first flag (in ``unknown``) or ``--config`` YAML key (``data``: its mapping, None
     when unreadable) that no family has (another family's option waits for the family to be known: its message
     names the owner)."""
     known = set(owners.all_option_names()) | {"config"}
     flags = [arg for arg in unknown if arg.startswith("--") and arg.split("=")[0][2:] not in known]
     if flags:
         raise UserError(unknown_options_message(flags, sorted(known), "on the command line"))
-    if config and data is not None:
+    if yaml_path and data is not None:
         keys = [str(key) for key in data if str(key) not in known]
         if keys:
-            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {config}"))
+            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}"))
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
