@@ -280,12 +280,12 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
     return dict(sorted(gather_object(sorted(local.items()))))
 
 
-def write_quarantine(cfg, accelerator, quarantine: list[dict[str, Any]]) -> Path:
+def write_quarantine(output_dir: str | Path, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
     from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
     from dit_lora.core.collective import main_process_check
 
-    path = Path(cfg.output_dir) / QUARANTINE_FILE
+    path = Path(output_dir) / QUARANTINE_FILE
     advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
               "and run the same command again.")
 
@@ -376,7 +376,7 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         samples = media.screen(samples, log=log, quarantine=quarantine)
         stop_if_too_many()
     except UserError:
-        write_quarantine(cfg, accelerator, quarantine)
+        write_quarantine(cfg.output_dir, accelerator, quarantine)
         raise
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
         for line in report_lines(media, samples, comps):
@@ -386,7 +386,7 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     if cfg.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.caption_dropout_probability))
     if not cfg.cache_latents or not media.cacheable:
-        write_quarantine(cfg, accelerator, quarantine)
+        write_quarantine(cfg.output_dir, accelerator, quarantine)
         return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
                             groups=media.groups(samples, world_size=world, log=log))
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
@@ -424,7 +424,7 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {path})")
-    write_quarantine(cfg, accelerator, quarantine)
+    write_quarantine(cfg.output_dir, accelerator, quarantine)
     stop_if_too_many()
     if not keep:
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
