@@ -25,16 +25,16 @@ downloaded), so the model's ``<video>``/``<image>`` ids are set to that tokenize
 lengths and layout, which decide the cost, are those of a real sample.
 
 Training setup, as ``recipes/videollm_lora.py`` does it (``VideoChatFamily`` hooks): LoRA rank 64
-(alpha 64) on every q/k/v/o/gate/up/down projection of the language model (``family.lora_targets``:
+(alpha 64) on every q/k/v/o/gate/up/down projection of the language model (``spec.model.lora_targets``:
 full module names, never the vision tower), the projector trained fully
-(``family.backbone_patterns``), the vision tower frozen, fp32 trainable weights under bf16
+(``spec.trainables.backbone_patterns``), the vision tower frozen, fp32 trainable weights under bf16
 autocast, gradient checkpointing on (the family's default, non-reentrant). One timed step is the
-loop's step: ``family.compute_loss`` (the model's causal-LM loss on answer tokens, or with Liger
+loop's step: ``spec.loss.compute_loss`` (the model's causal-LM loss on answer tokens, or with Liger
 its fused linear cross-entropy on the last hidden states) under bf16 autocast, backward, clipping
 at 1.0, fused AdamW with the non-finite skip in the kernel, ``zero_grad(set_to_none=True)``
 (``benchmarks.common.gpu_step.train_step_fn``). CUDA events per step; peak memory since the model was built.
 
-Liger rows (``--use_liger_kernel``: ``family.configure`` -> ``dit_lora.families.videollm.liger.apply_liger``) run
+Liger rows (``--use_liger_kernel``: ``spec.setup.configure`` -> ``dit_lora.families.videollm.liger.apply_liger``) run
 after the plain rows, because Liger patches transformers' Mistral module globally. Without
 ``liger-kernel`` installed they are recorded as skipped ("liger: not installed").
 
@@ -113,7 +113,7 @@ def _text(tokenizer, n_tokens: int, rng: random.Random, end: str) -> str:
 
 def make_batch(processing, args, frame_size: tuple[int, int], device, torch) -> dict:
     """One collated batch through the loop's data path (frame_inputs, tokenize, pad_batch, collate_pixels);
-    ``processing``: the run's ``VideoQAProcessing`` (``comps.extras["processing"]``)."""
+    ``processing``: the run's ``VideoQAProcessing`` (``comps.state.processing``)."""
     import numpy as np
 
     from dit_lora.families.videollm.prompts import pad_batch
@@ -139,7 +139,7 @@ def make_batch(processing, args, frame_size: tuple[int, int], device, torch) -> 
 def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: Path | None) -> dict:
     from dit_lora.config import TrainConfig
     from dit_lora.contract.family import Components
-    from dit_lora.registry import get_family
+    from dit_lora.registry import get_spec
     from dit_lora.modeling import trainables
     from dit_lora.training.optim import make_optimizer
     from dit_lora.families.videollm.liger import plain_loss
@@ -157,32 +157,34 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
                                  use_liger_kernel=liger)
 
     def body() -> None:
-        family = get_family(FAMILY)
+        spec = get_spec(FAMILY)
         if args.smoke:  # the loop's own loading of a model folder
-            comps = family.load_components(cfg, device)
+            comps = spec.model.load_components(cfg, device)
             frame_size = (48, 64)
         else:
             from dit_lora.families.videollm.demo_llava import build_tiny_videollm_tokenizer
 
             tokenizer = build_tiny_videollm_tokenizer()
             model = build_llava_next_video_7b(tokenizer, device, torch)
-            from dit_lora.families.videollm.spec import VideoQAProcessing
+            from dit_lora.families.videollm.processing import VideoQAProcessing
+            from dit_lora.families.videollm.state import VideoLLMState
 
-            prep = dict(family.spec.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
-            comps = Components(model=model, extras={"processing": VideoQAProcessing(family.spec, tokenizer, prep,
-                                                                                     model.config)})
+            arch = spec.model.arch
+            prep = dict(arch.default_preprocessing, resize_to=None)  # 336 shortest edge + crop
+            comps = Components(model=model, state=VideoLLMState(VideoQAProcessing(arch, tokenizer, prep,
+                                                                                  model.config)))
             frame_size = (360, 640)
         model = comps.model
         result["base_params"] = sum(p.numel() for p in model.parameters())
         result["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
         log = io.StringIO()
         with contextlib.redirect_stdout(log):  # configure() prints Liger's note or its "applied" line
-            family.configure(comps, cfg)
+            spec.setup.configure(comps, cfg)
         note = log.getvalue().strip()
         if note:
             print("  " + note, flush=True)
             result["note"] = note
-        if liger and comps.extras["loss_fn"] is plain_loss:
+        if liger and comps.state.loss_fn is plain_loss:
             if not args.smoke:  # the same step as the plain row: nothing to measure
                 result["status"] = "skipped"
                 return
@@ -194,13 +196,13 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
             result["liger_path"] = "applied"
 
         # What the loop does after loading (dit_lora/training/loop.py), with the family's hooks.
-        targets = family.lora_targets(model, cfg)
+        targets = spec.model.lora_targets(model, cfg)
         trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                           targets=targets, seed=0)
-        backbone_names = trainables.unfreeze_backbone(model, family.backbone_patterns(cfg))
+        backbone_names = trainables.unfreeze_backbone(model, spec.trainables.backbone_patterns(cfg))
         trainables.cast_trainable_to_fp32(model, under_autocast=True)
         if checkpointing:
-            family.enable_gradient_checkpointing(model)
+            spec.trainables.enable_gradient_checkpointing(model)
         model.train()
         groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=backbone_names,
                                              backbone_learning_rate=cfg.backbone_learning_rate,
@@ -213,14 +215,14 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
                       projector_params=sum(named[n].numel() for n in backbone_names))
         watched = {n: named[n].detach().clone() for n in (next(n for n in named if "lora_B" in n), backbone_names[0])}
 
-        data = make_batch(comps.extras["processing"], args, frame_size, device, torch)
+        data = make_batch(comps.state.processing, args, frame_size, device, torch)
         total = int(data["attention_mask"].sum())
         answer = int((data["labels"] != -100).sum())
         video = int((data["input_ids"] == model.config.video_token_index).sum())
         result.update(seq_len=int(data["input_ids"].shape[1]), tokens_per_step=total, answer_tokens_per_step=answer,
                       video_tokens_per_step=video, padded_tokens_per_step=int(data["input_ids"].numel()))
 
-        step = train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, device, torch)
+        step = train_step_fn(spec.loss, comps, model, data, cfg, optimizer, fused, params, device, torch)
         result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
         med = result["median_s_per_step"]
         result["tokens_per_s"] = round(total / med, 1)
@@ -339,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
             tmp.cleanup()
     settings = {"frames": args.frames, "batch_size": args.batch_size, "question_tokens": args.question_tokens,
                 "answer_tokens": args.answer_tokens, "rank": args.rank, "lora_alpha": args.rank,
-                "lora_targets": "language model q/k/v/o/gate/up/down_proj (family.lora_targets)",
-                "projector": "trained (family.backbone_patterns)", "vision_tower": "frozen",
+                "lora_targets": "language model q/k/v/o/gate/up/down_proj (spec.model.lora_targets)",
+                "projector": "trained (spec.trainables.backbone_patterns)", "vision_tower": "frozen",
                 "steps": args.steps, "warmup_steps": args.warmup_steps,
                 "vision_config": VISION_CONFIG, "text_config": TEXT_CONFIG, "multimodal_config": MULTIMODAL_CONFIG}
     return finish(rows, args, benchmark="videollm/step_gpu", env=env, settings=settings, table=markdown(rows, env))

@@ -34,7 +34,7 @@ BAD = ("corrupt.png", "truncated.png", "missing.png", "blank.png")
 
 def _namespace(cfg, family) -> str:
     """The latent-cache folder a run with ``cfg`` uses (what its handler's identity hashes to)."""
-    return cache_namespace(family.data_handler(cfg).namespace_identity())
+    return cache_namespace(family.data.data_handler(cfg, family).namespace_identity())
 
 
 def _accelerator():
@@ -82,8 +82,8 @@ def sana(tiny_sana, shapes_data, tmp_path_factory):
     scratch = tmp_path_factory.mktemp("load")
     cfg = parse_config(base_args(tiny_sana, shapes_data, scratch / "out", scratch / "cache"))
     family = get_family("sana")
-    comps = family.load_components(cfg, torch.device("cpu"))
-    family.configure(comps, cfg)
+    comps = family.model.load_components(cfg, torch.device("cpu"))
+    family.setup.configure(comps, cfg)
     return comps
 
 
@@ -99,7 +99,7 @@ def _nan_for(monkeypatch, family, cfg, data, keys):
             px = preprocess_image(s.open_image(), cfg.resolution, center_crop=cfg.center_crop, flip=False,
                                   crop_rng_seed=crop_seed(cfg.seed, s.key))
             targets += [px, px.flip(-1)]
-    original = family.encode_images
+    original = family.encoders.encode_images
     calls = []
 
     def encode_images(comps, pixels):
@@ -111,7 +111,7 @@ def _nan_for(monkeypatch, family, cfg, data, keys):
         return latents
 
     # The spec is immutable: patch its class for the test (the family object itself is never written to).
-    monkeypatch.setattr(type(family), "encode_images", lambda self, comps, pixels: encode_images(comps, pixels))
+    monkeypatch.setattr(type(family.encoders), "encode_images", lambda self, comps, pixels: encode_images(comps, pixels))
     return calls
 
 
@@ -322,7 +322,7 @@ def test_a_run_reports_long_captions_and_duplicates_once_at_start(tmp_path, tiny
     data = _long_and_duplicated(shapes_data, tmp_path / "data")
     cfg = _cfg(tiny_sana, data, tmp_path)
     family = get_family("sana")
-    family.configure(sana, cfg)
+    family.setup.configure(sana, cfg)
     prepare_data(cfg, family, sana, _accelerator())
     out = capsys.readouterr().out
     assert out.count(DUPLICATES) == 1
@@ -398,7 +398,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
     from dit_lora.families.videollm.data import load_qa_samples
     from dit_lora.families.videollm.media import VideoQAMedia
-    from dit_lora.families.videollm.registry import build_demo_model
+    from dit_lora.families.videollm import build_demo_model
 
     annotation = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, seed=2)
     write_corrupt_clip(tmp_path / "qa" / "corrupt.mp4")
@@ -430,7 +430,7 @@ def test_check_data_screens_video_qa_as_training_does(tmp_path, capsys, family):
     # cuts the second round (warn); one below the first round blocks.
     model = build_demo_model(family, tmp_path / "model")
     qa_family = get_family(family)
-    processing = qa_family.load_processing(str(model))
+    processing = qa_family.video_qa.load_processing(str(model))
     two_rounds = next(s for s in load_qa_samples(annotation) if len(s.messages) == 4)
     from dit_lora.families.videollm.data import read_clip
 

@@ -306,7 +306,7 @@ def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bi
 
     from dit_lora.output.names import BACKBONE_FILE
     from dit_lora.training import drills as hooks
-    from dit_lora.families.videollm.registry import spec_for
+    from dit_lora.families.videollm import architecture_spec as spec_for
 
     model_dir, annotation = tiny_llava
     opts = dict(NF4, family="llava_next_video", num_frames=4, resolution=None, center_crop=None, cache_dir=None,

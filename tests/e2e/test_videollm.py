@@ -62,7 +62,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     from peft import PeftModel
 
     from dit_lora import load_adapter
-    from dit_lora.families.videollm.registry import spec_for
+    from dit_lora.families.videollm import architecture_spec as spec_for
 
     out = tmp_path / "out"
     summary, trained = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video"))
@@ -169,7 +169,7 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
 
 def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_models(assets, tmp_path, capsys):
     from dit_lora.families.videollm.liger import apply_liger, hidden_state_loss, plain_loss
-    from dit_lora.families.videollm.registry import spec_for
+    from dit_lora.families.videollm import architecture_spec as spec_for
 
     spec = spec_for("llava_next_video")
     model = spec.load_model(assets["llava"], torch.float32)
@@ -206,7 +206,7 @@ def test_long_conversations_drop_late_rounds_and_too_long_first_rounds_stop_clea
     from dit_lora.families.videollm.media import QADataset, fit_conversation
 
     family = get_family("llava_next_video")
-    processing = family.load_components(_cfg(assets), torch.device("cpu")).extras["processing"]
+    processing = family.model.load_components(_cfg(assets), torch.device("cpu")).state.processing
     video = next(iter(load_videos(assets["videochat2"])))
     turns = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"},
              {"role": "user", "content": "Which way does the square move? " * 20},
@@ -253,9 +253,9 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
     cfg = parse_config(_args(assets["llava"], assets["videochat2"], tmp_path / "out", family="llava_next_video",
                              validation_video=tmp_path / "missing.mp4"))
     with pytest.raises(UserError, match="--validation_video"):
-        family.validate_config(cfg)
+        family.model.validate_config(cfg)
     cfg = parse_config(_args(assets["llava"], assets["videochat2"], tmp_path / "out", family="llava_next_video",
                              lora_layers="qkv"))
-    model = family.load_components(cfg, torch.device("cpu")).model
+    model = family.model.load_components(cfg, torch.device("cpu")).model
     with pytest.raises(UserError, match="match no Linear layer of the language model"):
-        family.lora_targets(model, cfg)
+        family.model.lora_targets(model, cfg)

@@ -242,7 +242,7 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     from PIL import Image
 
     from dit_lora.families.diffusion import DiffusionFamily
-    from dit_lora.families.videollm.spec import VideoChatFamily
+    from dit_lora.families.videollm.outputs import VideoLLMSamples
     from dit_lora.core.fileio import write_text_atomic
 
     victim = tmp_path / "victim.txt"
@@ -251,6 +251,6 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
         (tmp_path / name).symlink_to(victim)
     write_text_atomic(tmp_path / "README.md", "card")  # what write_model_card uses
     DiffusionFamily.save_sample(None, Image.new("RGB", (4, 4)), tmp_path / "final_0", None)
-    VideoChatFamily.save_sample(None, "an answer", tmp_path / "final_1", None)
+    VideoLLMSamples().save_sample("an answer", tmp_path / "final_1", None)
     assert victim.read_text() == "precious data\n"
     assert not any((tmp_path / n).is_symlink() for n in ("README.md", "final_0.png", "final_1.txt"))

@@ -1,21 +1,64 @@
-"""Video-language models: VideoChat-style question answering data, prompts and model specs.
+"""Video-language models: VideoChat-style question answering data, prompts and one family spec per architecture.
 
-One family name per video-LLM architecture in :mod:`.registry` (LLaVA-NeXT-Video first: the recipe's default).
+The one registry of video-LLM architectures is :data:`ARCHITECTURES` below: a family name, its architecture class
+(``architecture.VideoLLMSpec`` subclass) and its tiny demo builder. ``ENTRY`` registers every name of it (LLaVA-NeXT-
+Video first: the recipe's default), and :func:`make` builds the :class:`~dit_lora.contract.spec.FamilySpec` of a name.
+Adding an architecture reads as: its module, one line here. Everything is imported on first use.
 """
 
-from dit_lora.registry import FamilyEntry
-from dit_lora.families.videollm import registry as _architectures
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import NamedTuple
+
+from dit_lora.registry import FamilyEntry, resolve
+
+
+class Architecture(NamedTuple):
+    """One video-LLM architecture, as ``"module:attribute"`` paths (imported when the family is first asked for)."""
+
+    #: its :class:`~dit_lora.families.videollm.architecture.VideoLLMSpec` subclass
+    spec: str
+    #: ``build(path) -> Path``: its tiny offline model (``--demo``, the tests)
+    demo: str
+
+
+#: family name -> its architecture, in the order the family names are registered (the first: the recipe's default)
+ARCHITECTURES: dict[str, Architecture] = {
+    "llava_next_video": Architecture(f"{__name__}.llava_next_video:LlavaNextVideoSpec",
+                                     f"{__name__}.demo_llava:build_tiny_llava_next_video"),
+    "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
+}
+
+
+def _architecture(name: str) -> Architecture:
+    if name not in ARCHITECTURES:
+        raise KeyError(f"unknown video-LLM family {name!r}; known: {', '.join(ARCHITECTURES)}")
+    return ARCHITECTURES[name]
+
+
+def architecture_spec(name: str):
+    """A new :class:`~dit_lora.families.videollm.architecture.VideoLLMSpec` of family ``name`` (an unknown name:
+    KeyError naming the known)."""
+    return resolve(_architecture(name).spec)()
+
+
+def build_demo_model(name: str, path: str | Path) -> Path:
+    """Build (or reuse) the tiny offline model of family ``name`` at ``path`` (an unknown name: KeyError, nothing
+    built)."""
+    return resolve(_architecture(name).demo)(path)
 
 
 def make(name: str):
-    """The :class:`~.spec.VideoChatFamily` of the architecture ``name`` (see :mod:`.registry`)."""
-    from dit_lora.families.videollm.spec import VideoChatFamily
+    """The :class:`~dit_lora.contract.spec.FamilySpec` of the video-LLM architecture ``name``."""
+    from dit_lora.families.videollm.spec import family_spec
 
-    return VideoChatFamily(_architectures.spec_for(name))
+    return family_spec(architecture_spec(name), partial(build_demo_model, name))
 
 
 ENTRY = FamilyEntry(
-    names=tuple(_architectures.names()), factory=f"{__name__}:make", options=f"{__name__}.options:VideoChatOptions",
+    names=tuple(ARCHITECTURES), factory=f"{__name__}:make", options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
     demo_configs=("videollm/demo.yaml",), recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",

@@ -1,7 +1,7 @@
 """The data side of video-LLM training: question-answer samples in, padded token batches with frames out.
 
 :class:`VideoQAMedia` is the media handler :func:`dit_lora.data.prepare.prepare_data` uses for a
-video-LLM family (``VideoChatFamily.data_handler``): it lists samples from a VideoChat2 instruction JSON or a chat
+video-LLM family (:class:`VideoQAData`, the spec's ``data``): it lists samples from a VideoChat2 instruction JSON or a chat
 JSONL (``--train_data_dir``: the file, or a folder holding exactly one), screens their clips
 (unreadable, truncated or missing clips are quarantined like the diffusion recipes' bad samples)
 and builds a dataset that decodes ``--num_frames`` frames and tokenizes each conversation with
@@ -19,7 +19,9 @@ from dit_lora.data.preflight import BLOCK
 from dit_lora.data.sources import MAX_NAMED
 from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
+from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
+from dit_lora.families.videollm.state import run_state
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
 
@@ -101,10 +103,13 @@ class VideoQAMedia:
     noun = "clip"
     cacheable = False
 
-    def __init__(self, cfg, family, processing=None) -> None:
+    def __init__(self, cfg, spec, processing=None) -> None:
+        #: the family's :class:`~dit_lora.contract.spec.FamilySpec` (its name; its ``video_qa`` loads the processing)
+        self.cfg, self.spec = cfg, spec
         #: the model's tokenizer, preprocessing and config (``VideoQAProcessing``, or anything with its
-        #: ``frame_inputs``/``tokenize``/``pad_token_id``); None until a model is known (``check`` loads it)
-        self.cfg, self.family, self.processing = cfg, family, processing
+        #: ``frame_inputs``/``tokenize``/``pad_token_id`` and the architecture's ``collate_pixels`` as
+        #: ``spec.collate_pixels``); None until a model is known (``check`` loads it)
+        self.processing = processing
 
     def list_samples(self) -> list[QASample]:
         cfg = self.cfg
@@ -123,7 +128,7 @@ class VideoQAMedia:
         once more, one video at a time (its frames are not kept)."""
         if self.processing is None:
             return None  # the model's processing is not loaded (screening without a model): nothing to judge by
-        max_length = self.family.max_length(self.cfg)
+        budget = max_tokens(self.cfg)
         by_video: dict[Path, list[QASample]] = {}
         for sample in samples:
             if sum(m["role"] == "assistant" for m in sample.messages) > 1:
@@ -132,7 +137,7 @@ class VideoQAMedia:
         for video, users in by_video.items():
             clip = read_clip(video, self.cfg.family_options.num_frames)
             for sample in users:
-                fitted = self._fit(sample, clip, max_length)
+                fitted = self._fit(sample, clip, budget)
                 if fitted.dropped:
                     cut.append((sample.key, fitted.dropped))
         if not cut:
@@ -142,7 +147,7 @@ class VideoQAMedia:
         named = ", ".join(f"{key} (last {dropped} round(s))" for key, dropped in cut[:MAX_NAMED])
         more = f" and {len(cut) - MAX_NAMED} more" if len(cut) > MAX_NAMED else ""
         return (f"long conversations: {len(cut)} of {len(samples)} conversation(s) do not fit --max_sequence_length "
-                f"{max_length} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
+                f"{budget} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
                 f"Raise --max_sequence_length, lower --num_frames, or split those conversations.")
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
@@ -157,10 +162,10 @@ class VideoQAMedia:
         note = ("token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
                 "--max_sequence_length)")
         if cfg.pretrained_model_name_or_path:
-            self.processing = self.family.load_processing(cfg.pretrained_model_name_or_path)
-            max_length = self.family.max_length(cfg)
-            fit = self._token_budget(max_length)
-            note = f"token budget: each conversation fitted to --max_sequence_length {max_length} with its video tokens"
+            self.processing = self.spec.video_qa.load_processing(cfg.pretrained_model_name_or_path)
+            budget = max_tokens(cfg)
+            fit = self._token_budget(budget)
+            note = f"token budget: each conversation fitted to --max_sequence_length {budget} with its video tokens"
         log(f"checking {len(samples)} QA sample(s) at {cfg.family_options.num_frames} frames ...")
         rows = check_qa_samples(samples, num_frames=cfg.family_options.num_frames, fit=fit)
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
@@ -189,19 +194,33 @@ class VideoQAMedia:
         return fit
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
-        return {"family": self.family.name, "num_frames": self.cfg.family_options.num_frames}
+        return {"family": self.spec.name, "num_frames": self.cfg.family_options.num_frames}
 
     def raw_dataset(self, samples: list) -> QADataset:
-        return QADataset(samples, self.processing, self.cfg.family_options.num_frames, self.family.max_length(self.cfg))
+        return QADataset(samples, self.processing, self.cfg.family_options.num_frames, max_tokens(self.cfg))
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
         batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
                           self.processing.pad_token_id)
-        batch.update(self.family.spec.collate_pixels([it["pixels"] for it in items]))
+        batch.update(self.processing.spec.collate_pixels([it["pixels"] for it in items]))
         batch["sample_index"] = [it["sample_index"] for it in items]
         return batch
 
     def groups(self, samples: list, **_: Any) -> None:
         return None
 
+
+
+class VideoQAData:
+    """``FamilySpec.data``: question-answer samples with their clips, tokenized by the dataset (nothing is cached)."""
+
+    def data_handler(self, cfg, spec) -> VideoQAMedia:
+        """Screening and ``check-data`` (``check`` loads the model's processing when the model is named)."""
+        return VideoQAMedia(cfg, spec)
+
+    def build_data(self, cfg, spec, comps, accelerator):
+        """The QA data on the standard path, tokenized with the loaded model's processing (the run's state)."""
+        from dit_lora.data.prepare import prepare_data
+
+        return prepare_data(cfg, spec, comps, accelerator, media=VideoQAMedia(cfg, spec, run_state(comps).processing))

@@ -17,23 +17,20 @@ from dit_lora.families.videollm.media import VideoQAMedia  # noqa: E402
 
 
 class _StubQAFamily:
-    """Just what VideoQAMedia asks of a video-LLM family: one token per character of the conversation."""
+    """Just what prepare_data and VideoQAMedia ask of a video-LLM family spec: its data component (itself) and no
+    setup; as the processing, one token per character of the conversation."""
 
     name = "stub_qa"
     pad_token_id = 0
+    setup = None
 
     def __init__(self) -> None:
-        self.spec = types.SimpleNamespace(
+        self.data = self
+        self.spec = types.SimpleNamespace(  # the architecture, as the processing holds it
             collate_pixels=lambda items: {"pixel_values": torch.stack([it["pixel_values"] for it in items])})
 
-    def data_handler(self, cfg):
-        return VideoQAMedia(cfg, self, processing=self)  # the stub is its own tokenizer and preprocessing
-
-    def inspect_samples(self, comps, cfg, samples) -> None:
-        pass
-
-    def max_length(self, cfg) -> int:
-        return 4096
+    def data_handler(self, cfg, spec):
+        return VideoQAMedia(cfg, spec, processing=self)  # the stub is its own tokenizer and preprocessing
 
     def frame_inputs(self, frames, fps):
         return {"pixel_values": torch.as_tensor(frames).float().mean(dim=(1, 2, 3))}, 2

@@ -43,7 +43,7 @@ def _lora_targets(model) -> set[str]:
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
 
-    return set(get_family("qwen2_5_vl").lora_targets(model, TrainConfig(family="qwen2_5_vl")))
+    return set(get_family("qwen2_5_vl").model.lora_targets(model, TrainConfig(family="qwen2_5_vl")))
 
 
 def _frames(n, height, width, seed=0):
@@ -452,7 +452,7 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
     family = get_family("qwen2_5_vl")
     cfg = TrainConfig.for_family(family="qwen2_5_vl", pretrained_model_name_or_path=str(tiny), num_frames=8,
                       validation_prompt="What colour is the square?")
-    processing = family.load_components(cfg, torch.device("cpu")).extras["processing"]
+    processing = family.model.load_components(cfg, torch.device("cpu")).state.processing
     messages = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
 
     # Training: the dataset's items.
@@ -495,12 +495,12 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
             return torch.zeros(1, 4, dtype=torch.long)
 
     monkeypatch.setattr(transformers.AutoProcessor, "from_pretrained", lambda *a, **k: Processor())
-    monkeypatch.setattr(transformers, family.spec.model_class, Model)
+    monkeypatch.setattr(transformers, family.model.arch.model_class, Model)
     monkeypatch.setattr(dit_lora, "load_adapter", lambda *a, **k: None)
     (tmp_path / "card").mkdir()
     (tmp_path / "card" / "clip.mp4").write_bytes(clips["long"].read_bytes())
     monkeypatch.chdir(tmp_path / "card")
-    exec(compile(family.usage_snippet(cfg, str(tmp_path / "out")), "snippet", "exec"), {})
+    exec(compile(family.card.usage_snippet(cfg, str(tmp_path / "out")), "snippet", "exec"), {})
     np.testing.assert_array_equal(call["videos"], read_clip(clips["long"], 8).frames)
     assert call["do_sample_frames"] is False
     sampled = VideoMetadata(**call["video_metadata"]).sampled_fps

@@ -1,0 +1,65 @@
+"""families/videollm/outputs.py: validation answers as text files about the run's clip, the adapter's base model,
+the card. Reloading a trained adapter: tests/e2e/test_videollm.py; the card's snippet: test_qwen2_5_vl.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.contract.family import Components
+from dit_lora.families.videollm import outputs
+from dit_lora.families.videollm.state import VideoLLMState
+from dit_lora.registry import get_family
+
+
+def config(**kw) -> TrainConfig:
+    return TrainConfig.for_family(family="llava_next_video", **kw)
+
+
+def test_samples_are_text_files(tmp_path):
+    path = get_family("llava_next_video").samples.save_sample("It is red.", tmp_path / "step_5", config())
+    assert path == tmp_path / "step_5.txt" and path.read_text() == "It is red.\n"
+
+
+class _Processing:
+    def __init__(self) -> None:
+        self.asked = []
+
+    def answer(self, model, question, video, num_frames):
+        self.asked.append((question, video, num_frames))
+        return "red"
+
+
+def test_validation_asks_about_the_runs_clip_else_the_option(tmp_path):
+    samples = outputs.VideoLLMSamples()
+    processing = _Processing()
+    comps = Components(model=None, state=VideoLLMState(processing, validation_video=tmp_path / "first.mp4"))
+    cfg = config(validation_prompt="What colour?", validation_video=str(tmp_path / "chosen.mp4"), num_frames=4)
+    cond = samples.validation_inputs(comps, cfg)
+    assert samples.generate(comps, "model", cond, cfg, seed=0) == ["video: first.mp4\nQ: What colour?\nA: red"]
+    pipe = outputs.VideoQAPipe("reloaded", processing)
+    assert samples.generate_with_pipeline(pipe, "What colour?", cfg, 0, 1) == [
+        "video: chosen.mp4\nQ: What colour?\nA: red"]
+    assert processing.asked == [("What colour?", tmp_path / "first.mp4", 4), ("What colour?", tmp_path / "chosen.mp4", 4)]
+    with pytest.raises(UserError, match="needs a clip: set --validation_video"):
+        samples.generate_with_pipeline(pipe, "What colour?", config(), 0, 1)
+
+
+def test_the_adapter_names_its_base_model(tmp_path):
+    adapter = get_family("qwen2_5_vl").adapter_extras
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": None}))
+    adapter.save_adapter_extras(tmp_path, None, config(pretrained_model_name_or_path="/models/qwen"))
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["base_model_name_or_path"] == "/models/qwen"
+
+
+def test_the_card_rows_and_no_license():
+    card = get_family("llava_next_video").card
+    rows = card.card_settings(config(num_frames=6, train_vision_tower=True))
+    assert rows["num_frames"] == 6 and rows["vision_tower"] == "trained" and rows["use_liger_kernel"] is None
+    assert rows["projector"].startswith(card.arch.projector)
+    assert card.base_model_license(config()) is None
+    snippet = card.usage_snippet(config(pretrained_model_name_or_path="base"), "out")
+    assert card.arch.model_class in snippet and "timing" not in snippet  # LLaVA's positions do not encode time
