@@ -1,5 +1,6 @@
-"""--caption_dropout_probability end to end on the tiny Sana model: killed and resumed bit for bit, P=0 is the run
-without the option, and an uncached run drops too."""
+"""--caption_dropout_probability end to end on the tiny Sana model: P=0 is the run without the option, and an
+uncached run drops too. Killed and resumed bit for bit: tests/e2e/test_resume.py's mixed_aspect setting trains with
+caption dropout (its kill and resume share that module's reference run)."""
 
 from __future__ import annotations
 
@@ -21,24 +22,13 @@ def _equal(a, b) -> bool:
 
 
 @pytest.mark.slow
-def test_killed_and_resumed_with_caption_dropout_is_bitwise_identical(tmp_path, tiny_sana, shapes_data):
+def test_caption_dropout_changes_training_and_p0_is_the_run_without_it(tmp_path, tiny_sana, shapes_data):
     cache = tmp_path / "cache"
     reference = tmp_path / "reference"
     ref = run_recipe(base_args(tiny_sana, shapes_data, reference, cache, caption_dropout_probability=0.5, **OPTS))
     assert ref.returncode == 0, ref.stdout + ref.stderr
     assert ref.stdout.count(LINE) == 1 and ref.stdout.count("the empty caption encoded once") == 1, ref.stdout
     assert read_summary(reference)["config"]["caption_dropout_probability"] == 0.5
-
-    out = tmp_path / "interrupted"
-    args = base_args(tiny_sana, shapes_data, out, cache, caption_dropout_probability=0.5, **OPTS)
-    killed = run_recipe(args, env={"DIT_LORA_FAULT": "micro_batch:5"})
-    assert killed.returncode == 137, killed.stdout + killed.stderr
-    assert "the empty caption encoded once" not in killed.stdout  # the reference's cache entry is reused
-    resumed = run_recipe(args + ["--resume_from_checkpoint", "latest"])
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "checkpoint-4 at step 4" in resumed.stdout, resumed.stdout
-    assert _equal(_adapter(reference), _adapter(out))
-    assert read_summary(out)["loss_history"] == read_summary(reference)["loss_history"]
 
     # The drop changes training: without it the adapter differs; P=0 is exactly the run without the option.
     plain, zero = tmp_path / "plain", tmp_path / "zero"

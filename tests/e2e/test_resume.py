@@ -35,8 +35,10 @@ SETTINGS = {
                                         kernel_check_interval=3),
     # Images of six aspect ratios and squares in their buckets (--aspect_buckets auto): batches of one bucket each,
     # drawn per epoch from the groups (the tiny model's 64 px buckets give 8 batches an epoch), so the resume from
-    # checkpoint-8 continues in the second epoch's order.
-    "mixed_aspect": dict(max_train_steps=12, checkpointing_steps=4, train_batch_size=2, random_flip="true"),
+    # checkpoint-8 continues in the second epoch's order. With caption dropout too (drawn per seed, epoch and
+    # sample; its other properties: tests/e2e/test_caption_dropout.py): the kill and resume cost no runs of their own.
+    "mixed_aspect": dict(max_train_steps=12, checkpointing_steps=4, train_batch_size=2, random_flip="true",
+                         caption_dropout_probability=0.5),
 }
 #: the settings trained on the mixed-aspect images (the conftest's mixed_aspect_data) instead of the square shapes
 MIXED_DATA = {"mixed_aspect"}
@@ -108,6 +110,9 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
                         env={"DIT_LORA_FAULT": fault})
     assert killed.returncode == 137, killed.stdout + killed.stderr
     assert not (out / "pytorch_lora_weights.safetensors").exists()
+    if opts.get("caption_dropout_probability"):
+        assert "caption dropout: each step drops" in killed.stdout, killed.stdout
+        assert "the empty caption encoded once" not in killed.stdout  # the reference's cache entry is reused
     resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1,
                                    resume_from_checkpoint="latest", **opts))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
