@@ -9,7 +9,7 @@ from pathlib import Path
 from dit_lora.contract.legacy import as_spec
 from dit_lora.modeling import quantize
 from dit_lora.contract import spec as fallback
-from dit_lora.config.schema import LoraOptions
+from dit_lora.config.schema import LoraOptions, ModelOptions
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
@@ -100,7 +100,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         "train_backbone": fallback.backbone_patterns(spec, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
                                              if quantize.enabled(cfg) else None),
-        "transformer (--transformer_file)": _transformer_file_row(cfg),
+        "transformer (--transformer_file)": _transformer_file_row(cfg.model),
         "quantized text encoder (--quantize_text_encoder)": ("nf4 during caching" if cfg.quantize_text_encoder
                                                              else None),
         **(card.card_settings(cfg) if card else {}),
@@ -204,12 +204,12 @@ def _quantized_note(cfg) -> str:
     return note
 
 
-def _transformer_file_row(cfg) -> str | None:
-    """The card's record of a single-file transformer: its base name and size (a path could name the user's
-    folders, and the card may be pushed to the Hub); None without --transformer_file."""
+def _transformer_file_row(model: ModelOptions) -> str | None:
+    """The card's record of a single-file transformer (``model``: the run's ``cfg.model``): its base name and size
+    (a path could name the user's folders, and the card may be pushed to the Hub); None without --transformer_file."""
     from dit_lora.modelfiles.single_file import transformer_file_record
 
-    record = transformer_file_record(cfg.model)
+    record = transformer_file_record(model)
     return None if record is None else f"`{record['name']}` ({record['bytes']} bytes; the rest from the base model)"
 
 
