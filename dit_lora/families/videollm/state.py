@@ -48,13 +48,16 @@ class VideoLLMSetup:
 
     def configure(self, comps, cfg) -> None:
         """The run's loss function in ``comps.state.loss_fn``: Liger's fused one with --use_liger_kernel (where it
-        can run; otherwise a note and the plain loss)."""
+        can run; otherwise a note and the plain loss). The planner's components (no run state: the traced loss is
+        :meth:`~dit_lora.families.videollm.plan.VideoLLMPlan.plan_loss`) get the same note and keep nothing."""
         from dit_lora.families.videollm.liger import apply_liger, plain_loss
 
         loss_fn = plain_loss
         if cfg.family_options.use_liger_kernel:
             loss_fn = apply_liger(self.arch, comps.model, print) or plain_loss
-        comps.state.loss_fn = loss_fn
+        state = run_state(comps)
+        if state is not None:
+            state.loss_fn = loss_fn
 
     def inspect_samples(self, comps, cfg, samples: list) -> None:
         """The clip validation asks about: ``--validation_video``, else the first screened training clip."""

@@ -36,6 +36,14 @@ def test_the_setup_chooses_the_plain_loss_where_liger_cannot_run(capsys):
     assert comps.state.loss_fn is liger.plain_loss and "plain PyTorch path" in capsys.readouterr().out
 
 
+def test_the_planners_components_get_the_note_and_keep_nothing(capsys):
+    model = torch.nn.Linear(1, 1)
+    model.config = SimpleNamespace(model_type="mistral")
+    comps = Components(model=model)  # what VideoLLMPlan.plan_components builds: no run state
+    get_family("qwen2_5_vl").setup.configure(comps, config(use_liger_kernel=True))
+    assert comps.state is None and "plain PyTorch path" in capsys.readouterr().out
+
+
 def test_the_validation_clip_is_the_option_else_the_first_screened_clip(tmp_path):
     setup = VideoLLMSetup(get_family("llava_next_video").model.arch)
     samples = [SimpleNamespace(video=tmp_path / "a.mp4"), SimpleNamespace(video=tmp_path / "b.mp4")]
