@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CURRENT
+from scheduling import keep_groups_together, share_module_fixtures
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -39,19 +40,17 @@ def pytest_cmdline_main(config):
         config.option.dist = "loadgroup"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook names each item's group in its node id
 def pytest_collection_modifyitems(config, items):
     import torch
+
+    share_module_fixtures(items)
 
     # Modules with slow tests first (each module kept together, for its module-scoped fixtures): the two workers
     # then end on the many short tests instead of one worker finishing a long run alone.
     heavy = {item.module.__name__ for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: (item.module.__name__ not in heavy, "/e2e/" not in item.nodeid))
-    # The tests of one xdist_group run one after another on one worker; without xdist too (at the first one's
-    # place), so what the group shares (a reference run, a session-cached real layout) is made and dropped once.
-    first: dict[str, int] = {}
-    order = {id(item): first.setdefault(_xdist_group(item), i) if _xdist_group(item) else i
-             for i, item in enumerate(items)}
-    items.sort(key=lambda item: order[id(item)])
+    keep_groups_together(items)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if torch.cuda.is_available():
@@ -60,14 +59,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-def _xdist_group(item) -> str | None:
-    """The name of the item's ``xdist_group`` mark, if it has one."""
-    mark = item.get_closest_marker("xdist_group")
-    if mark is None:
-        return None
-    return mark.args[0] if mark.args else mark.kwargs.get("name")
 
 
 def pytest_runtest_setup(item):
