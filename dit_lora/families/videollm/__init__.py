@@ -52,6 +52,7 @@ def build_demo_model(name: str, path: str | Path) -> Path:
 
 def make(name: str):
     """The :class:`~dit_lora.contract.spec.FamilySpec` of the video-LLM architecture ``name``."""
+    # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
     from dit_lora.families.videollm.spec import family_spec
 
     return family_spec(architecture_spec(name), partial(build_demo_model, name))

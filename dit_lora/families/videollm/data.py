@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dit_lora.data.paths import locate
+from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
 from dit_lora.data.video import VideoDecodeError, VideoSample, describe_error, decode_frames_at
 from dit_lora.core.errors import UserError
@@ -470,7 +471,6 @@ def check_qa_samples(
     that cannot fit ``--max_sequence_length`` blocks and one whose later rounds would be cut warns.
     Each distinct video is decoded once.
     """
-    from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 
     samples = list(samples)
     problem_of = _sample_problems(samples, num_frames, num_workers)

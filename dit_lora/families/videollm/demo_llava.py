@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
@@ -167,7 +168,6 @@ def tokenizer_corpus() -> list[str]:
     Built from the moving-square clips' colours and directions so every word of a demo
     question or answer is one token; other text still encodes byte by byte.
     """
-    from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 
     colours = sorted(CLIP_COLORS) + ["orange", "purple", "white", "black", "gray", "pink"]
     questions = [

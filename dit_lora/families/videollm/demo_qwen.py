@@ -38,6 +38,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
@@ -157,7 +158,6 @@ _VISION_CONFIG: dict[str, Any] = {
 # --------------------------------------------------------------------------------------
 def _corpus_words() -> list[str]:
     """Words of the demo conversations (questions about the moving-square clips and their answers)."""
-    from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 
     text = [
         "You are a helpful assistant.",

@@ -22,7 +22,9 @@ from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.state import VideoLLMState
+from dit_lora.modelfiles.pipeline_files import check_safetensors
 from dit_lora.modeling import quantize
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
 def skip_placeholder_count_check(model: torch.nn.Module) -> None:
@@ -72,9 +74,6 @@ class VideoLLMModel:
         """A local model folder with safetensors weights and a loadable tokenizer; an existing --validation_video."""
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
-        from dit_lora.modelfiles.pipeline_files import check_safetensors
-        from dit_lora.setup.tokenizer_check import check_tokenizer_packages
-
         check_safetensors(cfg, ("",), "video LLM")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
         if cfg.family_options.validation_video and not Path(cfg.family_options.validation_video).is_file():

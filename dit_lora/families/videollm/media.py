@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from dit_lora.data.preflight import BLOCK
+from dit_lora.data.prepare import prepare_data
 from dit_lora.data.sources import MAX_NAMED
 from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
@@ -221,6 +222,4 @@ class VideoQAData:
 
     def build_data(self, cfg, spec, comps, accelerator):
         """The QA data on the standard path, tokenized with the loaded model's processing (the run's state)."""
-        from dit_lora.data.prepare import prepare_data
-
         return prepare_data(cfg, spec, comps, accelerator, media=VideoQAMedia(cfg, spec, run_state(comps).processing))

@@ -15,9 +15,11 @@ from typing import Any
 import torch
 
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
 from dit_lora.families.videollm.state import run_state
+from dit_lora.output.adapter import attach_adapter, save_peft_adapter, set_peft_base_model
 
 
 @dataclass
@@ -36,20 +38,14 @@ class VideoLLMAdapter:
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """PEFT's ``adapter_model.safetensors`` and ``adapter_config.json``."""
-        from dit_lora.output.adapter import save_peft_adapter
-
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
         """The base model named in ``adapter_config.json``."""
-        from dit_lora.output.adapter import set_peft_base_model
-
         set_peft_base_model(Path(output_dir), cfg.pretrained_model_name_or_path)
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         """The base model with the saved adapter (and projector) loaded by dit-lora's loader, and its processing."""
-        from dit_lora.output.adapter import attach_adapter
-
         model = self.arch.load_model(cfg.pretrained_model_name_or_path, cfg.weight_dtype)
         attach_adapter(None, model, adapter_dir)  # a video LLM fits no consumer before its adapter loads
         model.to(device).eval()
@@ -91,8 +87,6 @@ class VideoLLMSamples:
 
     def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
         """``stem.txt`` holding the clip's name, the question and the answer."""
-        from dit_lora.core.fileio import write_text_atomic
-
         path = Path(stem).with_suffix(".txt")
         write_text_atomic(path, str(sample) + "\n")  # replaces a link there, never follows it
         return path

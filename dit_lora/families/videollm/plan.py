@@ -15,6 +15,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.processing import max_tokens
+from dit_lora.plan.fake import transformers_on_meta, with_depth
 
 #: text tokens (question, answer, template) the plan assumes beside the video tokens
 PLAN_TEXT_TOKENS = 256
@@ -31,9 +32,7 @@ class VideoLLMPlan:
 
     def plan_components(self, cfg, read, depth: int | None = None) -> Components:
         """The transformers model of the architecture from the folder's ``config.json``, ``depth`` layers deep."""
-        import transformers
-
-        from dit_lora.plan.fake import transformers_on_meta, with_depth
+        import transformers  # the model classes: transformers' lazy module imports the one asked for
 
         config = with_depth(read("", "config.json"), "num_hidden_layers", depth)
         model_class = getattr(transformers, self.arch.model_class)

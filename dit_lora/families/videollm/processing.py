@@ -14,6 +14,8 @@ from typing import Any
 import torch
 
 from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.data import read_clip
+from dit_lora.families.videollm.prompts import build_generation_prompt, build_training_example
 
 #: tokens a training example may hold when --max_sequence_length is unset
 DEFAULT_MAX_LENGTH = 2048
@@ -52,8 +54,6 @@ class VideoQAProcessing:
 
     def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
         """A conversation as training tokens with answer-only labels (``max_length``: refuse longer)."""
-        from dit_lora.families.videollm.prompts import build_training_example
-
         return build_training_example(
             self.tokenizer, messages, video_placeholder=self.spec.video_placeholder,
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
@@ -61,9 +61,6 @@ class VideoQAProcessing:
 
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
         """Greedy answer of ``model`` to ``question`` about ``video``."""
-        from dit_lora.families.videollm.data import read_clip
-        from dit_lora.families.videollm.prompts import build_generation_prompt
-
         clip = read_clip(video, num_frames)
         pixels, count = self.frame_inputs(clip.frames, clip.fps)
         prompt = build_generation_prompt(

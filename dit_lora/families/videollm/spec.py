@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.videollm import demo_clips
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.loading import VideoLLMDefaults, VideoLLMModel, VideoLLMPrecision, VideoLLMTrainables
 from dit_lora.families.videollm.media import VideoQAData
@@ -52,13 +53,11 @@ class VideoLLMDemo:
     def prepare_demo(self, cfg) -> None:
         """The tiny model at ``--pretrained_model_name_or_path`` and the clips at ``--train_data_dir`` (a
         ``.jsonl`` annotation: chat layout; otherwise VideoChat2's)."""
-        from dit_lora.families.videollm.demo_clips import make_qa_dataset
-
         self.build_model(cfg.pretrained_model_name_or_path)
         folder = Path(cfg.train_data_dir)
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
-        make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout,
+        demo_clips.make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout,
                         seed=cfg.seed)
 
 

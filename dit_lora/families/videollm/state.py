@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.liger import apply_liger, plain_loss
 from dit_lora.families.videollm.processing import VideoQAProcessing
 
 #: ``loss_fn(arch, model, inputs, labels)``: the answer-token loss (:mod:`dit_lora.families.videollm.liger`)
@@ -50,8 +51,6 @@ class VideoLLMSetup:
         """The run's loss function in ``comps.state.loss_fn``: Liger's fused one with --use_liger_kernel (where it
         can run; otherwise a note and the plain loss). The planner's components (no run state: the traced loss is
         :meth:`~dit_lora.families.videollm.plan.VideoLLMPlan.plan_loss`) get the same note and keep nothing."""
-        from dit_lora.families.videollm.liger import apply_liger, plain_loss
-
         loss_fn = plain_loss
         if cfg.family_options.use_liger_kernel:
             loss_fn = apply_liger(self.arch, comps.model, print) or plain_loss
@@ -80,8 +79,6 @@ class VideoLLMLoss:
     def compute_loss(self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
                      cfg) -> torch.Tensor:
         """The mean cross-entropy of the answer tokens, by the loss the run's setup chose."""
-        from dit_lora.families.videollm.liger import plain_loss
-
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
         state = run_state(comps)
         loss_fn = (state.loss_fn if state is not None else None) or plain_loss
