@@ -24,7 +24,7 @@ token ids come from dit-lora's tiny offline Mistral-style tokenizer (no Mistral 
 downloaded), so the model's ``<video>``/``<image>`` ids are set to that tokenizer's; the sequence
 lengths and layout, which decide the cost, are those of a real sample.
 
-Training setup, as ``recipes/videollm_lora.py`` does it (``VideoChatFamily`` hooks): LoRA rank 64
+Training setup, as ``recipes/videollm_lora.py`` does it (the video-LLM family spec's components): LoRA rank 64
 (alpha 64) on every q/k/v/o/gate/up/down projection of the language model (``spec.model.lora_targets``:
 full module names, never the vision tower), the projector trained fully
 (``spec.trainables.backbone_patterns``), the vision tower frozen, fp32 trainable weights under bf16

@@ -5,20 +5,14 @@
 (:class:`~dit_lora.families.videollm.architecture.VideoLLMSpec`: module names, frame preprocessing, video tokens),
 so the training loop, guards, checkpoints and Hub push are the diffusion recipes' own:
 
-========================  ===================================================================
-component                 class
-========================  ===================================================================
-``model``                 :class:`~.loading.VideoLLMModel` (checks, loading, LoRA targets)
-``trainables``            :class:`~.loading.VideoLLMTrainables` (projector, vision tower)
-``precision``             :class:`~.loading.VideoLLMPrecision`
-``defaults``              :class:`~.loading.VideoLLMDefaults`
-``data``                  :class:`~.media.VideoQAData` (QA samples, tokenized on the fly)
-``video_qa``              :class:`~.processing.QAProcessingLoader`
-``setup``, ``loss``       :class:`~.state.VideoLLMSetup`, :class:`~.state.VideoLLMLoss`
-``plan``                  :class:`~.plan.VideoLLMPlan`
-``adapter``, ``adapter_extras``, ``samples``, ``card``   :mod:`~.outputs`
-``demo``                  :class:`VideoLLMDemo`
-========================  ===================================================================
+* ``model``, ``trainables``, ``precision``, ``defaults``: :mod:`~.loading` (checks, loading, LoRA targets; the
+  projector and the vision tower; what stays unquantized; one clip per step)
+* ``data``: :class:`~.media.VideoQAData` (QA samples, tokenized on the fly); ``video_qa``:
+  :class:`~.processing.QAProcessingLoader` (the model's processing, for ``check-data`` too)
+* ``setup``, ``loss``: :mod:`~.state` (the loss function and the validation clip, and the step that reads them)
+* ``plan``: :class:`~.plan.VideoLLMPlan`
+* ``adapter`` and ``adapter_extras`` (one object), ``samples``, ``card``: :mod:`~.outputs`
+* ``demo``: :class:`VideoLLMDemo` (below)
 
 What a run decides lives in its :class:`~.state.VideoLLMState` (``comps.state``). The loss counts answer tokens
 only; with ``--use_liger_kernel`` on a CUDA GPU it is Liger's fused linear cross-entropy on the language model's
