@@ -13,7 +13,7 @@ synthetic *cached* inputs (no VAE, no text encoder, no data loading):
   ``dit_lora.modeling.trainables.add_lora`` and fp32 LoRA weights (``cast_trainable_to_fp32``);
 * latents ``[B, 32, res/32, res/32]`` (DC-AE f32c32) and 300-token caption embeddings
   ``[B, 300, 2304]`` (Gemma-2-2B width) with a padding mask;
-* per step: ``SanaFamily.compute_loss`` (logit-normal timesteps, flow-matching loss) under bf16
+* per step: ``SanaLoss.compute_loss`` (logit-normal timesteps, flow-matching loss) under bf16
   autocast, backward, total-norm clipping at 1.0, the optimizer from
   ``dit_lora.training.optim.make_optimizer`` (fused AdamW) with the non-finite-gradient skip
   handed to the fused kernel (no host sync), ``zero_grad(set_to_none=True)``.
@@ -96,8 +96,8 @@ def build_model(config: dict, device, torch):
 def run_config(name: str, config: dict, batch: int, resolution: int, checkpointing: bool, args, device, torch) -> dict:
     from dit_lora.config import TrainConfig
     from dit_lora.contract.family import Components
-    from dit_lora.registry import get_family
-    from dit_lora.families.sana.spec import training_scheduler
+    from dit_lora.modeling.flow_matching import training_scheduler
+    from dit_lora.registry import get_spec
 
     result = {"model": name, "batch_size": batch, "resolution": resolution, "gradient_checkpointing": checkpointing,
               "rank": args.rank, "lora_targets": list(LORA_TARGETS)}
@@ -119,7 +119,7 @@ def run_config(name: str, config: dict, batch: int, resolution: int, checkpointi
         lengths = torch.randint(8, TEXT_TOKENS + 1, (batch,), device=device, generator=gen)
         mask = (torch.arange(TEXT_TOKENS, device=device)[None] < lengths[:, None]).long()
         data = {"latents": latents, "prompt_embeds": embeds, "prompt_attention_mask": mask}
-        step = train_step_fn(get_family("sana"), comps, model, data, cfg, optimizer, fused, params, device, torch)
+        step = train_step_fn(get_spec("sana").loss, comps, model, data, cfg, optimizer, fused, params, device, torch)
         result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
         result["images_per_s"] = round(batch / result["median_s_per_step"], 2)
         result["lora_updated"] = lora_updated(model)

@@ -27,7 +27,9 @@ class Components:
     model: torch.nn.Module
     scheduler: Any = None  # the training noise schedule (diffusion); None for language models
     encoders: dict[str, Any] = field(default_factory=dict)  # e.g. vae, text_encoder, tokenizer
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict)  # TRANSITIONAL: old-style families' per-run decisions
+    #: what the run decided, as the family's own typed object (e.g. Sana's ``SanaRun``); None until it decides
+    state: Any = None
 
 
 def schedule_on_device(scheduler, device: torch.device):

@@ -160,7 +160,7 @@ def test_sana_resolution_below_the_stride_names_one_valid_size(tiny_sana, resolu
     cfg = parse_config(["--pretrained_model_name_or_path", str(tiny_sana), "--train_data_dir", "d",
                         "--resolution", str(resolution)])
     with pytest.raises(UserError) as caught:
-        get_family("sana").validate_config(cfg)
+        get_family("sana").model.validate_config(cfg)
     text = str(caught.value)
     use = text.split("Use ", 1)[1]
     assert f"--resolution {resolution} is not divisible by" in text

@@ -71,7 +71,7 @@ def test_the_sana_loader_passes_no_deprecated_keyword(tiny_sana, monkeypatch):
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana), train_data_dir=str(tiny_sana))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        get_family("sana").load_components(cfg, torch.device("cpu"))
+        get_family("sana").model.load_components(cfg, torch.device("cpu"))
     assert not [w for w in caught if "torch_dtype" in str(w.message)]
     assert seen and all("dtype" in keys and "torch_dtype" not in keys for keys in seen)
 

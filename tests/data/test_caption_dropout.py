@@ -172,10 +172,10 @@ def test_sana_dropped_samples_get_the_cached_empty_caption_which_is_its_own_enco
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana), train_data_dir=str(shapes_data),
                                  output_dir=str(tmp_path / "out"), cache_dir=str(tmp_path / "cache"), resolution=64,
                                  center_crop=True, seed=0, caption_dropout_probability=0.5)
-    comps = family.load_components(cfg, torch.device("cpu"))
-    family.configure(comps, cfg)
+    comps = family.model.load_components(cfg, torch.device("cpu"))
+    family.setup.configure(comps, cfg)
     data = prepare_data(cfg, family, comps, _accelerator())
-    own = family.encode_prompts(comps, [""])
+    own = family.encoders.encode_prompts(comps, [""])
     entry = load_file(str(data.dataset.empty_prompt))
     assert set(entry) == set(own) == {"prompt_embeds", "prompt_attention_mask"}
     for key in own:
@@ -189,7 +189,7 @@ def test_sana_dropped_samples_get_the_cached_empty_caption_which_is_its_own_enco
             assert torch.equal(got[key], own[key][0]), key
     caption = data.samples[kept[0][0]].caption
     assert not torch.equal(data.dataset[kept[0]]["prompt_embeds"],
-                           family.encode_prompts(comps, [""])["prompt_embeds"][0]) and caption
+                           family.encoders.encode_prompts(comps, [""])["prompt_embeds"][0]) and caption
 
 
 def test_dit_refuses_it_and_the_video_llms_never_read_it():

@@ -86,7 +86,8 @@ def test_sanas_loss_feeds_the_model_the_cut_captions_and_the_same_loss(tiny_sana
     from dit_lora.config import TrainConfig
     from dit_lora.registry import get_family
     from dit_lora.contract.family import Components
-    from dit_lora.families.sana.spec import training_scheduler
+    from dit_lora.families.sana.state import SanaRun
+    from dit_lora.modeling.flow_matching import training_scheduler
 
     model = SanaTransformer2DModel.from_pretrained(tiny_sana, subfolder="transformer", torch_dtype=torch.float32)
     seen = []
@@ -102,9 +103,9 @@ def test_sanas_loss_feeds_the_model_the_cut_captions_and_the_same_loss(tiny_sana
 
     def loss(text_tokens):
         comps = Components(model=model, scheduler=training_scheduler({"shift": 3.0}),
-                           extras={"text_tokens": text_tokens})
+                           state=SanaRun(text_tokens=text_tokens))
         with torch.no_grad():
-            return family.compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
+            return family.loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(1), cfg)
 
     full, cut = loss(None), loss(16)
     assert seen == [300, 16]

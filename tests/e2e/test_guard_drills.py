@@ -373,16 +373,16 @@ def test_without_the_guard_a_bad_gradient_poisons_the_run(tiny_sana, shapes_data
 @pytest.mark.slow
 def test_precision_audit_reports_a_stray_dtype_in_the_run(tiny_sana, shapes_data, tmp_path, monkeypatch):
     """A layer left in fp16 after loading is named in the log and in output_dir/precision_audit.json."""
-    from dit_lora.families.sana.spec import SanaFamily
+    from dit_lora.families.sana.model import SanaModel
 
-    original = SanaFamily.load_components
+    original = SanaModel.load_components
 
     def load_with_fp16_norm(self, cfg, device):
         comps = original(self, cfg, device)
         comps.model.proj_out.to(torch.float16)
         return comps
 
-    monkeypatch.setattr(SanaFamily, "load_components", load_with_fp16_norm)
+    monkeypatch.setattr(SanaModel, "load_components", load_with_fp16_norm)
     summary, out = _train(tiny_sana, shapes_data, tmp_path, max_train_steps=2)
     assert isinstance(summary, dict), summary
     audit = json.loads((out / "precision_audit.json").read_text())

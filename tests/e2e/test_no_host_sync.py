@@ -269,9 +269,9 @@ def test_a_host_read_added_to_a_family_step_fails_the_run(demo_root, tmp_path, m
     dispatcher op on a CPU, so the old audit missed it) ends the run at the first step."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    from dit_lora.families.sana.spec import SanaFamily
+    from dit_lora.families.sana.loss import SanaLoss
 
-    original = SanaFamily.compute_loss
+    original = SanaLoss.compute_loss
 
     def leaky(self, comps, model, batch, generator, cfg):
         loss = original(self, comps, model, batch, generator, cfg)
@@ -279,7 +279,7 @@ def test_a_host_read_added_to_a_family_step_fails_the_run(demo_root, tmp_path, m
             loss.detach().tolist()  # e.g. for a log line
         return loss
 
-    monkeypatch.setattr(SanaFamily, "compute_loss", leaky)
+    monkeypatch.setattr(SanaLoss, "compute_loss", leaky)
     with pytest.raises(HostSyncError, match=r"Tensor.tolist\(\)") as err:
         _train("sana/demo.yaml", demo_root, tmp_path / "out", monkeypatch, max_train_steps=1)
     assert "in leaky" in str(err.value) and audits[0].steps == 1

@@ -147,7 +147,7 @@ def test_mixed_aspect_images_train_in_their_buckets(tmp_path, tiny_sana, mixed_a
                                 random_flip="true", ignore_memory_plan="false", validation_prompt="a red circle",
                                 validation_steps=4, num_validation_images=1, validation_inference_steps=2))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    from dit_lora.families.sana.spec import resolution_multiple
+    from dit_lora.families.sana.model import resolution_multiple
 
     # the model's stride from its configs: DC-AE compression x patch size (the tiny model's DC-AE compresses 8x)
     configs = [json.loads((tiny_sana / c / "config.json").read_text()) for c in ("transformer", "vae")]

@@ -18,8 +18,8 @@ def _cfg(model, **kw) -> TrainConfig:
 def loaded(tiny_sana):
     family = get_family("sana")
     cfg = _cfg(tiny_sana)
-    comps = family.load_components(cfg, torch.device("cpu"))
-    family.configure(comps, cfg)
+    comps = family.model.load_components(cfg, torch.device("cpu"))
+    family.setup.configure(comps, cfg)
     return family, cfg, comps
 
 
@@ -91,10 +91,10 @@ def test_fp16_checkpoint_is_flagged(tmp_path):
     (tmp_path / "transformer").mkdir()
     (tmp_path / "model_index.json").write_text("{}")
     save_file({"w": torch.zeros(2, dtype=torch.float16)}, str(tmp_path / "transformer" / "m.safetensors"))
-    notes = family.precision_notes(_cfg(tmp_path))
+    notes = family.notes.precision_notes(_cfg(tmp_path))
     assert notes and "fp16" in notes[0] and "_BF16_diffusers" in notes[0]
     save_file({"w": torch.zeros(2, dtype=torch.bfloat16)}, str(tmp_path / "transformer" / "m.safetensors"))
-    assert family.precision_notes(_cfg(tmp_path)) == []
+    assert family.notes.precision_notes(_cfg(tmp_path)) == []
 
 
 @pytest.mark.parametrize("hub_id, advice", [
@@ -112,8 +112,8 @@ def test_fp16_advice_names_the_bf16_release_only_where_one_exists(tmp_path, hub_
     save_file({"w": torch.zeros(2, dtype=torch.float16)},
               str(folder / "transformer" / "diffusion_pytorch_model.fp16.safetensors"))
     family = get_family("sana")
-    assert family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder))) == []  # fp32 main files
-    (note,) = family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16"))
+    assert family.notes.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder))) == []  # fp32 main files
+    (note,) = family.notes.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16"))
     assert advice in note
-    assert family.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16",
+    assert family.notes.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16",
                                               mixed_precision="fp16")) == []

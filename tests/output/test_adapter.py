@@ -55,7 +55,7 @@ def test_saved_adapter_reloads_at_trained_strength(tiny_sana, tmp_path):
 
     family = get_family("sana")
     model = _fresh_transformer(tiny_sana)
-    trainables.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    trainables.add_lora(model, rank=4, alpha=16, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
     trainables.cast_trainable_to_fp32(model, under_autocast=True)
     with torch.no_grad():  # stand-in for training: make lora_B non-zero
         g = torch.Generator().manual_seed(3)

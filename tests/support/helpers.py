@@ -93,16 +93,17 @@ def text_encoding(family_name: str, model: Path, **overrides):
     import torch
 
     from dit_lora.config import TrainConfig
-    from dit_lora.registry import get_family
+    from dit_lora.contract.spec import configure
+    from dit_lora.registry import get_spec
 
-    family = get_family(family_name)
+    spec = get_spec(family_name)
     cfg = TrainConfig.for_family(family_name, pretrained_model_name_or_path=str(model), mixed_precision="no",
                                  **overrides)
-    comps = family.load_components(cfg, torch.device("cpu"))
-    family.configure(comps, cfg)
+    comps = spec.model.load_components(cfg, torch.device("cpu"))
+    configure(spec, comps, cfg)
 
     def encode(captions: list[str]):
-        return family.encode_prompts(comps, list(captions))["prompt_embeds"].float()
+        return spec.encoders.encode_prompts(comps, list(captions))["prompt_embeds"].float()
     return comps, encode
 
 

@@ -9,7 +9,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.registry import get_family
 from dit_lora.contract.family import Components
-from dit_lora.families.sana.spec import training_scheduler
+from dit_lora.modeling.flow_matching import training_scheduler
 from dit_lora.modeling import trainables
 from dit_lora.training.canary import restore_sdpa_backends, sdpa_backend_flags
 
@@ -58,6 +58,6 @@ def sana_step(tiny_sana, sana_model):
     }
 
     def loss_fn(m, b, g):
-        return family.compute_loss(comps, m, b, g, cfg)
+        return family.loss.compute_loss(comps, m, b, g, cfg)
 
     return model, loss_fn, batch

@@ -4,10 +4,11 @@ from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """The :class:`~.spec.SanaFamily` (``name`` is ``"sana"``)."""
-    from dit_lora.families.sana.spec import SanaFamily
+    """Sana's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"sana"``)."""
+    # The registry imports a family on its first lookup
+    from dit_lora.families.sana.spec import sana_spec
 
-    return SanaFamily()
+    return sana_spec()
 
 
 ENTRY = FamilyEntry(

@@ -16,7 +16,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from dit_lora.contract.capabilities import FusedKernels, capability
+from dit_lora.contract.capabilities import FusedKernels
 from dit_lora.families.sana import kernels as sana_kernels  # noqa: E402
 from dit_lora.kernels import kernel_counts, patch_model  # noqa: E402
 from dit_lora.kernels.parity import check_block  # noqa: E402
@@ -111,6 +111,5 @@ def test_a_block_whose_diffusers_forward_changed_stays_eager_and_says_so(monkeyp
 def test_the_family_declares_its_points():
     from dit_lora.registry import get_family
 
-    family = get_family("sana")
-    fused = capability(family, FusedKernels)
-    assert fused is not None and tuple(fused.kernel_patch_points()) == POINTS
+    fused = get_family("sana").kernels  # Sana's FamilySpec
+    assert isinstance(fused, FusedKernels) and tuple(fused.kernel_patch_points()) == POINTS

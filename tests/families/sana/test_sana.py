@@ -9,13 +9,14 @@ import pytest
 from helpers import ROOT
 from dit_lora.families import sana
 from dit_lora.registry import resolve
-from dit_lora.families.sana.spec import SanaFamily
+from dit_lora.contract.spec import FamilySpec
 
 
 def test_make_builds_a_new_sana_family_each_call():
     first, second = sana.make("sana"), sana.make("sana")
-    assert isinstance(first, SanaFamily) and first.name == "sana"
+    assert isinstance(first, FamilySpec) and first.name == "sana"
     assert first is not second  # a run never shares a family object with another
+    assert first.loss is not second.loss  # nor a component
 
 
 def test_entry_names_its_options_catalogue_demo_and_recipe():

@@ -31,7 +31,7 @@ def _suggested(message: str) -> list[int]:
 def test_sana_suggested_resolutions_pass_the_pipelines_own_check(model, resolution):
     from diffusers import SanaPipeline
 
-    from dit_lora.families.sana.spec import check_resolution
+    from dit_lora.families.sana.model import check_resolution
 
     tr_cfg, vae_cfg = REAL if model == "real" else _tiny()
     with pytest.raises(UserError) as err:
@@ -71,7 +71,7 @@ def test_sana_demo_checks_the_resolution_before_building_anything(tmp_path, no_m
 
     cfg = _demo_cfg(tmp_path, resolution=resolution)
     with pytest.raises(UserError, match=re.escape(expected)):
-        get_family("sana").prepare_demo(cfg)
+        get_family("sana").demo.prepare_demo(cfg)
     assert not no_model_build and not (tmp_path / "shapes").exists()
 
 
@@ -83,11 +83,11 @@ def test_sana_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, no_model_bu
     for i in range(5):
         Image.new("RGB", (64, 64)).save(data / f"{i}.png")
     before = sorted(p.name for p in data.iterdir())
-    get_family("sana").prepare_demo(_demo_cfg(tmp_path, train_data_dir=str(data)))
+    get_family("sana").demo.prepare_demo(_demo_cfg(tmp_path, train_data_dir=str(data)))
     assert sorted(p.name for p in data.iterdir()) == before and no_model_build
     assert "already holds data; training on it as it is" in capsys.readouterr().out
-    get_family("sana").prepare_demo(_demo_cfg(tmp_path))  # a new folder still gets the shapes
+    get_family("sana").demo.prepare_demo(_demo_cfg(tmp_path))  # a new folder still gets the shapes
     assert (tmp_path / "shapes" / "metadata.jsonl").is_file()
     (tmp_path / "file").write_text("x")
     with pytest.raises(UserError, match="--train_data_dir .* is a file"):
-        get_family("sana").prepare_demo(_demo_cfg(tmp_path, train_data_dir=str(tmp_path / "file")))
+        get_family("sana").demo.prepare_demo(_demo_cfg(tmp_path, train_data_dir=str(tmp_path / "file")))

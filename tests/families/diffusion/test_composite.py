@@ -1,5 +1,5 @@
-"""families/diffusion.py: what every diffusion family inherits (on-the-fly encoding, releasing the encoders, the VAE
-between validations, PNG samples, the planner's batches), on a toy family that encodes by pooling."""
+"""families/diffusion/composite.py: what every old-style diffusion family inherits (on-the-fly encoding, releasing the
+encoders, the VAE between validations, PNG samples, the planner's batches), on a toy family that encodes by pooling."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
+from diffusion_stand_ins import PoolingEncoding, Vae
 from dit_lora.config import TrainConfig
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.contract.family import Components
@@ -17,23 +18,7 @@ from dit_lora.contract.capabilities import Captions, Encoders, ImageBuckets
 from dit_lora.families.diffusion import DiffusionFamily
 
 
-class Vae(torch.nn.Linear):
-    """A stand-in VAE that says where it is (``.device``, as diffusers models do) and remembers each move."""
-
-    def __init__(self):
-        super().__init__(1, 1)
-        self.moves = [torch.device("cpu")]
-
-    @property
-    def device(self):
-        return self.moves[-1]
-
-    def to(self, device):
-        self.moves.append(torch.device(device))
-        return self
-
-
-class Pooling(DiffusionFamily):
+class Pooling(PoolingEncoding, DiffusionFamily):
     """Latents are 8x average-pooled pixels; a caption's embedding is its length."""
 
     name = "pooling"
@@ -43,16 +28,6 @@ class Pooling(DiffusionFamily):
 
     def load_components(self, cfg, device):
         return Components(model=torch.nn.Linear(1, 1), encoders={"vae": Vae(), "text_encoder": "t5"})
-
-    def cache_identity(self, cfg, comps=None):
-        return {"resolution": cfg.resolution}
-
-    def encode_images(self, comps, pixel_values):
-        return torch.nn.functional.avg_pool2d(pixel_values, 8)
-
-    def encode_prompts(self, comps, captions, *, with_negative=False):
-        lengths = [len(c) for c in captions] + ([0] if with_negative else [])
-        return {"prompt_embeds": torch.tensor(lengths, dtype=torch.float32)[:, None]}
 
     def plan_conditioning(self, comps, cfg, batch_size):
         return {"prompt_embeds": torch.empty(batch_size, 1)}
@@ -121,51 +96,6 @@ def test_plan_batches_run_the_familys_own_encoder_per_bucket():
     assert family.pixel_batches(cfg) == [("32 x 32 px", (3, 3, 32, 32))]
     ((bucket, batch),) = family.plan_batches(cfg, None)
     assert bucket == "32 x 32 px" and batch["latents"].shape == (3, 3, 4, 4) and batch["prompt_embeds"].shape == (3, 1)
-
-
-def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
-    """--validation_image is cover-resized to the bucket; without it the first clip's first frame is used; a bad
-    file and no samples are one paragraph each."""
-    from types import SimpleNamespace
-
-    import pytest
-    from PIL import Image
-
-    from dit_lora.data.synthetic.clips import make_moving_square_dataset
-    from dit_lora.core.errors import UserError
-    from dit_lora.families.diffusion import load_conditioning_image
-
-    Image.new("RGB", (100, 40), (200, 10, 10)).save(tmp_path / "wide.png")
-    image = load_conditioning_image(str(tmp_path / "wide.png"), None, 32, 48)
-    assert image.size == (48, 32) and image.getpixel((24, 16))[0] > 150
-    clips = make_moving_square_dataset(tmp_path / "clips", n=1, num_frames=5, size=32)
-    sample = SimpleNamespace(path=next(clips.glob("*.mp4")), key="clip")
-    assert load_conditioning_image(None, [sample], 32, 32).size == (32, 32)
-    (tmp_path / "bad.png").write_bytes(b"not an image")
-    with pytest.raises(UserError, match="cannot be read as an image"):
-        load_conditioning_image(str(tmp_path / "bad.png"), None, 32, 32)
-    with pytest.raises(UserError, match="set --validation_image"):
-        load_conditioning_image(None, [], 32, 32)
-
-
-def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
-    """With samples (the data stage) it is taken from them and kept; later calls return the kept image, not a new
-    load of --validation_image."""
-    from types import SimpleNamespace
-
-    from PIL import Image
-
-    from dit_lora.contract.family import Components
-    from dit_lora.families.diffusion import run_conditioning_image
-
-    Image.new("RGB", (40, 40), (0, 200, 0)).save(tmp_path / "green.png")
-    family = SimpleNamespace(video_buckets=lambda cfg: [(5, 32, 32)])
-    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "green.png")))
-    comps = Components(model=None)
-    first = run_conditioning_image(family, cfg, comps, samples=[])
-    assert comps.extras["validation_image"] is first and first.size == (32, 32)
-    (tmp_path / "green.png").unlink()  # a reload would now fail: the kept image is returned
-    assert run_conditioning_image(family, cfg, comps) is first
 
 
 class BucketedPooling(Pooling):

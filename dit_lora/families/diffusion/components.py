@@ -1,0 +1,289 @@
+"""The component bases every diffusion family fills its :class:`~dit_lora.contract.spec.FamilySpec` with.
+
+A diffusion family (Sana, DiT, Wan, CogVideoX) encodes each sample once into latents and conditioning, caches them
+(``--cache_latents``, the default) and then releases its encoders; without the cache it encodes every batch on the
+fly. Validation decodes latents with the VAE, which waits off the accelerator between validations. A family
+subclasses the bases below, one per component of the spec, and writes only what is its own: how it encodes
+(:class:`DiffusionEncoders`), its loss (:class:`DiffusionLoss`), how it samples (:class:`DiffusionSamples`) and what
+the planner builds (:class:`DiffusionPlan`). The components that need another one (the loss encodes raw batches, the
+samples encode the validation prompt, the plan traces the loss) are handed it when the family builds its spec.
+
+The plain functions (:func:`release_encoders`, :func:`encoded_batch`, :func:`save_png`, :func:`vae_on`,
+:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code itself: the transitional
+:class:`~dit_lora.families.diffusion.composite.DiffusionFamily` calls them too.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.contract.capabilities import ImageBuckets
+from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.fileio import atomic_write
+from dit_lora.data.aspect import run_buckets
+from dit_lora.data.cache import as_encoding
+from dit_lora.data.prepare import ImageMedia, prepare_data
+
+
+# ---- the shared code ----------------------------------------------------------------------------
+def release_encoders(comps: Components, keep_for_validation: bool) -> None:
+    """Drop every encoder after caching; keep the VAE, parked on the CPU, when validation decodes."""
+    vae = comps.encoders.get("vae")
+    comps.encoders.clear()
+    if keep_for_validation and vae is not None:
+        comps.encoders["vae"] = vae.to("cpu")
+
+
+def prepare_and_release(cfg, spec, comps: Components, accelerator):
+    """List, screen and cache the samples (:func:`~dit_lora.data.prepare.prepare_data`); with the cache built,
+    release the encoders (they are done)."""
+    data = prepare_data(cfg, spec, comps, accelerator)
+    if cfg.cache_latents:
+        release_encoders(comps, keep_for_validation=bool(cfg.validation_prompt))
+        # Diffusers' import is slow: only when the cache was built
+        from diffusers.training_utils import free_memory
+
+        free_memory()
+    return data
+
+
+def to_device(batch: dict[str, Any], device) -> dict[str, Any]:
+    """A cached batch's tensors on ``device`` (non-blocking), everything else as it is."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def encoded_batch(encoders, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+    """Cached batches move to ``device``; raw ones are encoded here by ``encoders``, every step
+    (``--cache_latents false``)."""
+    if cached:
+        return to_device(batch, device)
+    out = encoders.encode_prompts(comps, batch["caption"])
+    out.update(as_encoding(encoders.encode_images(comps, batch["pixel_values"].to(device))))
+    out["sample_index"] = batch["sample_index"]
+    return out
+
+
+def save_png(sample: Any, stem: Path) -> Path:
+    """Write one validation sample (a PIL image) as ``stem.png``; return the path."""
+    path = Path(stem).with_suffix(".png")
+    atomic_write(path, lambda tmp: sample.save(tmp, format="PNG"))  # replaces a link there, never follows it
+    return path
+
+
+@contextmanager
+def vae_on(comps: Components, device: torch.device) -> Iterator[Any]:
+    """The VAE on ``device`` for a validation decode, then back where it waits between validations."""
+    vae = comps.encoders["vae"]
+    home = vae.device
+    vae.to(device)
+    try:
+        yield vae
+    finally:
+        vae.to(home)
+
+
+def image_pixel_batches(cfg, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:
+    """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket.
+
+    The most pixels (so the most tokens; the square on a tie): a fixed ``--aspect_buckets WxH``, that size; else the
+    ``--resolution`` square, which bounds every ``auto`` bucket (``stride``: the family's bucket stride, None for
+    squares only).
+    """
+    buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, stride)
+    height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
+    return [(f"{width} x {height} px", (cfg.train_batch_size, 3, height, width))]
+
+
+def encoded_plan_batches(encode_images: Callable[[torch.Tensor], Any], pixel_batches,
+                         conditioning: Callable[[int], dict[str, torch.Tensor]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each bucket's pixels through the family's own encoder (the cache step), plus its conditioning."""
+    out = []
+    for bucket, shape in pixel_batches:
+        batch = as_encoding(encode_images(torch.empty(shape)))
+        batch.update(conditioning(shape[0]))
+        out.append((bucket, batch))
+    return out
+
+
+# ---- the component bases ------------------------------------------------------------------------
+class DiffusionModel(ABC):
+    """``FamilySpec.model``: a family writes :meth:`validate_config` and :meth:`load_components`; LoRA goes on
+    ``--lora_layers`` or the family's default layers (``info.default_lora_layers``)."""
+
+    def __init__(self, info: FamilyInfo) -> None:
+        self.info = info
+
+    @abstractmethod
+    def validate_config(self, cfg) -> None:
+        """Family-specific checks that read only small config files (never weights)."""
+
+    @abstractmethod
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """The run's components on ``device`` (the model frozen), its typed state in ``comps.state``."""
+
+    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+        """``--lora_layers``, else the family's default layers."""
+        return list(cfg.lora_layers or self.info.default_lora_layers)
+
+
+class DiffusionEncoders(ABC):
+    """``FamilySpec.encoders``: samples encoded once into the latent cache; a family says how and what changes it."""
+
+    @abstractmethod
+    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+        """Everything besides the sample that changes the encoded latents/embeddings (``comps``: what the data stage
+        decided; None in ``check-data``, where no model is loaded)."""
+
+    @abstractmethod
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor | dict[str, torch.Tensor]:
+        """Pixels in [-1, 1] -> scaled latents in fp32.
+
+        Images: ``(B, 3, H, W)`` -> a latent tensor. Videos: ``(B, F, 3, H, W)`` -> a latent tensor or a dict with
+        ``"latents"`` plus other per-sample tensors the loss needs (e.g. ``"image_latents"``); every entry is cached
+        beside the caption embeddings and arrives in the batch under its own key.
+        """
+
+    @abstractmethod
+    def encode_prompts(self, comps: Components, captions: list[str], *,
+                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+        """Captions -> conditioning tensors (batched along dim 0); ``with_negative`` adds the CFG negative."""
+
+
+@dataclass(frozen=True)
+class DiffusionCaptions:
+    """``FamilySpec.captions``: captions from metadata, required (a class-conditional family: ``"class_folders"``)."""
+
+    #: "captions" (metadata/.txt/column) or "class_folders" (a folder without metadata: the sub-folder's name)
+    caption_source: str = "captions"
+    #: whether a sample with an empty caption is unusable (skipped and quarantined)
+    requires_captions: bool = True
+
+
+class DiffusionData:
+    """``FamilySpec.data``: images through the standard data path, the encoders released once the cache is built
+    (a video family returns its :class:`~dit_lora.data.video_prepare.VideoMedia` from :meth:`data_handler`)."""
+
+    def data_handler(self, cfg, spec):
+        """The image :class:`~dit_lora.data.prepare.MediaHandler`."""
+        return ImageMedia(cfg, spec)
+
+    def build_data(self, cfg, spec, comps: Components, accelerator):
+        """:func:`prepare_and_release`."""
+        return prepare_and_release(cfg, spec, comps, accelerator)
+
+
+class DiffusionLoss(ABC):
+    """``FamilySpec.loss``: cached batches moved to the device, raw ones encoded by ``encoders``; a family writes
+    :meth:`compute_loss`."""
+
+    def __init__(self, encoders: DiffusionEncoders) -> None:
+        self.encoders = encoders
+
+    def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+        """:func:`encoded_batch` with the family's encoders."""
+        return encoded_batch(self.encoders, comps, batch, device, cached)
+
+    @abstractmethod
+    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
+                     generator: torch.Generator, cfg) -> torch.Tensor:
+        """The scalar loss of one micro-batch from :meth:`prepare_batch`."""
+
+
+class DiffusionSamples(ABC):
+    """``FamilySpec.samples``: the validation prompt encoded with its negative, PNG files; a family writes how it
+    generates (from the in-memory model, and from the consumer with the saved adapter)."""
+
+    def __init__(self, encoders: DiffusionEncoders) -> None:
+        self.encoders = encoders
+
+    def validation_inputs(self, comps: Components, cfg) -> dict[str, Any]:
+        """``--validation_prompt`` encoded with its classifier-free-guidance negative, before the encoders go."""
+        return self.encoders.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+
+    @abstractmethod
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+        """Validation samples from the in-memory model."""
+
+    @abstractmethod
+    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+        """Samples from the consumer with the saved adapter."""
+
+    def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
+        """:func:`save_png` (a video family writes its own format)."""
+        return save_png(sample, stem)
+
+
+class DiffusionPlan(ABC):
+    """``FamilySpec.plan``: one image micro-batch per bucket through the family's own encoder, the family's loss
+    traced; a family writes :meth:`plan_components` and :meth:`plan_conditioning`."""
+
+    #: the config value that counts the model's repeated blocks, as ``(config file, key)``: the planner traces two
+    #: and three blocks and extrapolates to the real depth
+    depth_key: tuple[str, str] = ("transformer/config.json", "num_layers")
+
+    def __init__(self, encoders: DiffusionEncoders, loss: DiffusionLoss, buckets: ImageBuckets | None = None) -> None:
+        self.encoders, self.loss, self.buckets = encoders, loss, buckets
+
+    @abstractmethod
+    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+        """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
+
+    @abstractmethod
+    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+        """The cached conditioning of ``batch_size`` samples (caption embeddings, class labels), as empty tensors."""
+
+    def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+        """The family's loss on the planned model."""
+        return self.loss.compute_loss(comps, comps.model, batch, generator, cfg)
+
+    def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
+        """:func:`image_pixel_batches` at the family's bucket stride (a video family plans clips instead)."""
+        square = self.buckets is None or self.buckets.square_only(cfg)
+        return image_pixel_batches(cfg, None if square else int(self.buckets.bucket_stride(cfg)))
+
+    def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """:func:`encoded_plan_batches` with the family's encoder and conditioning."""
+        return encoded_plan_batches(lambda px: self.encoders.encode_images(comps, px), self.pixel_batches(cfg),
+                                    lambda size: self.plan_conditioning(comps, cfg, size))
+
+
+class DiffusionNotes:
+    """``FamilySpec.notes``: no lines by default; a family overrides what it says."""
+
+    def start_notes(self, cfg) -> list[str]:
+        """What the family chose from the checkpoint, and why (none here)."""
+        return []
+
+    def precision_notes(self, cfg) -> list[str]:
+        """Warnings about the checkpoint's stored precision (none here)."""
+        return []
+
+
+class DiffusionPrecision:
+    """``FamilySpec.precision``: the model in the run's weight dtype, every Linear quantizable; a family overrides."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """The model in the run's weight dtype."""
+        return {"model": cfg.weight_dtype}
+
+    def quantize_skip_modules(self, cfg) -> list[str]:
+        """``--quantize_base`` quantizes every Linear of the transformer."""
+        return []
+
+
+class DiffusionSetup:
+    """``FamilySpec.setup``: nothing recorded, nothing checked; a family overrides what it decides per run."""
+
+    def configure(self, comps: Components, cfg) -> None:
+        """Record the run's settings in ``comps.state`` (nothing here)."""
+
+    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+        """Check the screened samples against the loaded model (nothing here)."""

@@ -1,0 +1,50 @@
+"""The conditioning image of image-to-video validation (Wan and CogVideoX image-to-video)."""
+
+from __future__ import annotations
+
+import torch
+from PIL import Image, ImageOps
+
+from dit_lora.core.errors import UserError
+
+
+def load_conditioning_image(source: str | None, samples: list | None, height: int, width: int):
+    """The conditioning image of image-to-video validation, as a PIL image of ``width`` x ``height``.
+
+    ``source`` (``--validation_image``) is cover-resized and centre-cropped as training frames are; without it the
+    first frame of the first training clip (``samples[0]``) is taken. Either failure is one paragraph.
+    """
+    if source:
+        try:
+            with Image.open(source) as im:
+                image = im.convert("RGB")
+        except (OSError, ValueError) as err:
+            raise UserError(f"--validation_image `{source}` cannot be read as an image ({err}).")
+        return ImageOps.fit(image, (width, height), Image.BICUBIC)
+    if not samples:
+        raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
+    from dit_lora.data.video import (  # video decoding (PyAV) only for this fallback
+        VideoDecodeError,
+        decode_clip,
+    )
+
+    try:
+        frame = decode_clip(samples[0].path, 1, height, width)[0]
+    except VideoDecodeError as err:
+        raise UserError(f"Cannot take the validation image from `{samples[0].key}` ({err}); set --validation_image.")
+    array = ((frame.permute(1, 2, 0) + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8).numpy()
+    return Image.fromarray(array)
+
+
+def run_conditioning_image(family, cfg, comps=None, samples: list | None = None):
+    """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket's size), kept in
+    ``comps.extras["validation_image"]`` (TRANSITIONAL: until Wan and CogVideoX keep it in their typed state): given
+    ``samples`` (the data stage's ``inspect_samples``) it is taken from them; otherwise the kept one is returned, or
+    ``--validation_image`` loaded."""
+    image = comps.extras.get("validation_image") if comps is not None and samples is None else None
+    if image is None:
+        _, height, width = family.video_buckets(cfg)[0]
+        image = load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
+        if comps is not None:
+            comps.extras["validation_image"] = image
+    return image

@@ -1,0 +1,70 @@
+"""Sana's loss (rectified flow: x_t = (1 - sigma) x0 + sigma eps, target eps - x0, with the timestep density and loss
+weighting of ``diffusers.training_utils`` and the flow shift read from the checkpoint's scheduler config), and its
+data stage, which measures once how many caption tokens the cached captions use so the loss cuts every batch to
+them (``--trim_text_padding``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.data.text_padding import cut_text_padding, used_text_length
+from dit_lora.families.diffusion.components import (
+    DiffusionData,
+    DiffusionLoss,
+    prepare_and_release,
+)
+from dit_lora.families.sana.encoders import max_sequence_length
+from dit_lora.families.sana.state import run_state, tables
+from dit_lora.modeling.flow_matching import (
+    draw,
+    loss_weighting,
+    noisy_latents,
+    velocity_target,
+    weighted_mse,
+)
+
+
+class SanaLoss(DiffusionLoss):
+    """``FamilySpec.loss``: the rectified-flow loss of one micro-batch (batches prepared by the diffusion base)."""
+
+    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
+                     generator: torch.Generator, cfg) -> torch.Tensor:
+        """Noise drawn at timesteps of the run's density, the velocity predicted, the weighted MSE against it."""
+        latents, options = batch["latents"], cfg.family_options
+        drawn = draw(latents, tables(comps, latents.device), options.weighting_scheme,
+                     logit_mean=options.logit_mean, logit_std=options.logit_std,
+                     mode_scale=options.mode_scale, generator=generator)
+        noisy = noisy_latents(latents, drawn.noise, drawn.sigmas)
+        embeds, mask = cut_text_padding(batch["prompt_embeds"], batch["prompt_attention_mask"],
+                                        run_state(comps).text_tokens)
+        pred = model(
+            hidden_states=noisy,
+            encoder_hidden_states=embeds,
+            encoder_attention_mask=mask,
+            timestep=drawn.timesteps,
+            return_dict=False,
+        )[0]
+        target = velocity_target(latents, drawn.noise)
+        return weighted_mse(pred, target, loss_weighting(options.weighting_scheme, drawn.sigmas))
+
+
+class SanaData(DiffusionData):
+    """``FamilySpec.data``: the standard image data, then (cached, ``--trim_text_padding``) the caption length every
+    batch is cut to, recorded in the run's :class:`~dit_lora.families.sana.state.SanaRun`."""
+
+    def build_data(self, cfg, spec, comps: Components, accelerator):
+        """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
+        data = prepare_and_release(cfg, spec, comps, accelerator)
+        # The empty caption's entry (--caption_dropout_probability) is a caption the batches may hold too.
+        files = [*data.dataset.files, *filter(None, [getattr(data.dataset, "empty_prompt", None)])] if data.cached else []
+        length = used_text_length(files) if data.cached and cfg.family_options.trim_text_padding else None
+        run_state(comps).text_tokens = length
+        padded = max_sequence_length(cfg)
+        if length is not None and length < padded and accelerator.is_main_process:
+            print(f"caption tokens: the longest cached caption uses {length} of {padded} "
+                  "padded tokens; every batch is cut to them (the rest is masked in every sample: "
+                  "--trim_text_padding false keeps it)")
+        return data

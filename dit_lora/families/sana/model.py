@@ -1,0 +1,213 @@
+"""Sana's model component and what is read from its small config files before anything loads: the config checks,
+the resolution it takes, its defaults, its precision policy and notes, its aspect-ratio buckets, and ``--demo``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.components import (
+    DiffusionModel,
+    DiffusionNotes,
+    DiffusionPrecision,
+)
+from dit_lora.families.sana.state import SanaRun
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+    stored_dtype,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import quantize
+from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+#: SanaPipeline.check_inputs: "`height` and `width` have to be divisible by 32"
+PIPELINE_MULTIPLE = 32
+
+
+def resolution_multiple(tr_cfg: dict, vae_cfg: dict) -> tuple[int, int]:
+    """(what ``--resolution`` must be a multiple of, the latent stride): the latent stride (DC-AE compression x
+    patch size) and SanaPipeline's 32, so that training and the validation/final samples accept the size."""
+    latent = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1) * int(tr_cfg.get("patch_size", 1))
+    return math.lcm(latent, PIPELINE_MULTIPLE), latent
+
+
+def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
+    """Refuse a ``--resolution`` the model or SanaPipeline cannot take, suggesting the nearest sizes both take."""
+    multiple, latent = resolution_multiple(tr_cfg, vae_cfg)
+    if resolution % multiple == 0:
+        return
+    lower, upper = resolution // multiple * multiple, (resolution // multiple + 1) * multiple
+    use = f"{lower} or {upper}" if lower else upper
+    raise UserError(
+        f"--resolution {resolution} is not divisible by {multiple}: this Sana model's latent stride is {latent} "
+        f"(DC-AE compression x patch size) and SanaPipeline, which draws the validation and final samples, takes "
+        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {use}."
+    )
+
+
+class SanaModel(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then transformer, DC-AE, Gemma-2 and tokenizer loaded."""
+
+    def validate_config(self, cfg) -> None:
+        """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes."""
+        check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers",
+                              "transformer/, vae/, text_encoder/")
+        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "Sana")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        vae_cfg = read_component_config(cfg, "vae")
+        if vae_cfg is not None:
+            check_resolution(cfg.resolution, read_component_config(cfg, "transformer") or {}, vae_cfg)
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """Transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32, all frozen on ``device``; the
+        checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
+        from diffusers import (  # heavy: only when a run loads
+            AutoencoderDC,
+            SanaTransformer2DModel,
+        )
+        from transformers import AutoModel, AutoTokenizer
+
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
+        # Weights from safetensors only: a pickle file can run code when it is read.
+        common = {"revision": cfg.revision, "use_safetensors": True}
+        try:
+            # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = load_transformer(  # from the folder, or --transformer_file
+                    SanaTransformer2DModel, cfg.model, "transformer", **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg), **common
+                )
+            vae = AutoencoderDC.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
+            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
+                                                     **quantize.text_encoder_kwargs(cfg), **common)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("Sana", cfg, err) from None
+        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        quantize.keep_4bit_layout(transformer, text_encoder)
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        scheduler = training_scheduler(scheduler_cfg)
+        return Components(
+            model=transformer,
+            scheduler=scheduler,
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            state=SanaRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device)),
+        )
+
+
+class SanaPrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
+        weight = cfg.weight_dtype
+        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
+
+
+class SanaNotes(DiffusionNotes):
+    """``FamilySpec.notes``: fp16-trained Sana checkpoints must not run in bf16."""
+
+    def precision_notes(self, cfg) -> list[str]:
+        """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
+        from dit_lora.catalogue import (  # the catalogue's files are read only for this note
+            entries,
+            match,
+        )
+        from dit_lora.catalogue.defaults import config_reader
+
+        dtype = stored_dtype(cfg)
+        name = cfg.pretrained_model_name_or_path
+        fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
+        if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
+            return []
+        entry = match("sana", config_reader(cfg), dtype)
+        twin = next((e for e in entries("sana") if entry is not None and e.stored_dtype == "bf16"
+                     and e.signature == entry.signature and e.depth == entry.depth), None)
+        if twin is not None:
+            advice = f"Prefer its BF16 release, {twin.hub_id}"
+        elif entry is None:
+            advice = ("Prefer a `_BF16_diffusers` release of the same model (e.g. "
+                      "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers; `dit-lora models` lists them)")
+        else:
+            advice = (f"{entry.hub_id} has no BF16 release (the Sana 600M and 512 px releases are fp16/fp32 only): "
+                      "--mixed_precision fp16 trains it in the precision it was trained in, at fp16's overflow risk "
+                      "(the finite-step guard skips such steps), or accept bf16's small precision cost")
+        return [(
+            f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
+            f"maintainers warn bf16 degrades them. {advice}."
+        )]
+
+
+class SanaDefaults:
+    """``FamilySpec.defaults``: what an uncatalogued Sana model's configs imply."""
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """The resolution the model was built for: its transformer's ``sample_size`` x the DC-AE's compression."""
+        tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+        if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
+            return {}
+        factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
+        size = int(tr_cfg["sample_size"]) * factor
+        return {"resolution": (size, f"transformer sample_size {tr_cfg['sample_size']} x the VAE's {factor}x")}
+
+
+class SanaBuckets:
+    """``FamilySpec.image_buckets``: any aspect ratio, in the latent stride."""
+
+    def bucket_stride(self, cfg) -> int:
+        """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
+        no model is named, as in ``check-data``)."""
+        named = bool(cfg.pretrained_model_name_or_path)
+        tr_cfg = read_component_config(cfg, "transformer") if named else None
+        vae_cfg = read_component_config(cfg, "vae") if named else None
+        return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
+
+    def square_only(self, cfg) -> str | None:
+        """Never; SanaTransformer2DModel patchifies and unpatchifies any height and width (its patch embedding has no
+        positional table, or recomputes its sin-cos one for the grid)."""
+        return None
+
+
+class SanaDemo:
+    """``FamilySpec.demo``: the tiny random Sana pipeline (``demo.py``) and the shapes data set."""
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
+        # The demo builders: only for --demo
+        from dit_lora.data.synthetic import is_user_folder
+        from dit_lora.data.synthetic.shapes import (
+            SHAPES_MARKER,
+            check_demo_resolution,
+            make_shapes_dataset,
+        )
+        from dit_lora.families.sana.demo import (
+            build_tiny_sana_pipeline,
+            get_tiny_sana_config,
+        )
+
+        # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
+        # the run would refuse anyway.
+        tiny = get_tiny_sana_config(cfg.demo_size)
+        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.resolution)
+        build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
+                  flush=True)
+        elif cfg.train_data_dir:
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)

@@ -1,0 +1,61 @@
+"""Sana's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's own sampler)
+and from SanaPipeline with the saved adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+
+
+def inference_scheduler(comps: Components):
+    """The sampler of the checkpoint's scheduler config (DPM-Solver or flow-matching Euler), else the training one."""
+    from diffusers import (  # slow: only at validation
+        DPMSolverMultistepScheduler,
+        FlowMatchEulerDiscreteScheduler,
+    )
+
+    config = dict((comps.state.scheduler_config if comps.state is not None else None) or {})
+    if config.get("_class_name") == "DPMSolverMultistepScheduler":
+        return DPMSolverMultistepScheduler.from_config(config)
+    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
+
+
+class SanaSamples(DiffusionSamples):
+    """``FamilySpec.samples``: SanaPipeline at ``--resolution``, without resolution binning."""
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+        """Images from the in-memory transformer and the validation prompt's embeddings (VAE moved in to decode)."""
+        # Diffusers' pipelines import slowly: only at validation
+        from diffusers import SanaPipeline
+
+        device = next(model.parameters()).device
+        with vae_on(comps, device) as vae:
+            pipe = SanaPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=model,
+                                scheduler=inference_scheduler(comps))
+            pipe.set_progress_bar_config(disable=True)
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                return pipe(
+                    prompt_embeds=cond["prompt_embeds"], prompt_attention_mask=cond["prompt_attention_mask"],
+                    negative_prompt_embeds=cond["negative_prompt_embeds"],
+                    negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
+                    num_images_per_prompt=cfg.num_validation_images, height=cfg.resolution, width=cfg.resolution,
+                    num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
+                    generator=generator, output_type="pil", use_resolution_binning=False,
+                ).images
+
+    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+        """Images from the reloaded pipeline, with the instruction prefix only when the run trained with it."""
+        device = pipe.transformer.device
+        generator = torch.Generator(device=device).manual_seed(seed)
+        kwargs = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
+        with torch.no_grad():
+            return pipe(
+                prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
+                num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
+                generator=generator, use_resolution_binning=False, **kwargs,
+            ).images

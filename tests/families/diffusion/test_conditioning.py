@@ -1,0 +1,48 @@
+"""families/diffusion/conditioning.py: the conditioning image of image-to-video validation."""
+
+from __future__ import annotations
+
+
+def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
+    """--validation_image is cover-resized to the bucket; without it the first clip's first frame is used; a bad
+    file and no samples are one paragraph each."""
+    from types import SimpleNamespace
+
+    import pytest
+    from PIL import Image
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
+    from dit_lora.families.diffusion import load_conditioning_image
+
+    Image.new("RGB", (100, 40), (200, 10, 10)).save(tmp_path / "wide.png")
+    image = load_conditioning_image(str(tmp_path / "wide.png"), None, 32, 48)
+    assert image.size == (48, 32) and image.getpixel((24, 16))[0] > 150
+    clips = make_moving_square_dataset(tmp_path / "clips", n=1, num_frames=5, size=32)
+    sample = SimpleNamespace(path=next(clips.glob("*.mp4")), key="clip")
+    assert load_conditioning_image(None, [sample], 32, 32).size == (32, 32)
+    (tmp_path / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(UserError, match="cannot be read as an image"):
+        load_conditioning_image(str(tmp_path / "bad.png"), None, 32, 32)
+    with pytest.raises(UserError, match="set --validation_image"):
+        load_conditioning_image(None, [], 32, 32)
+
+
+def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
+    """With samples (the data stage) it is taken from them and kept; later calls return the kept image, not a new
+    load of --validation_image."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from dit_lora.contract.family import Components
+    from dit_lora.families.diffusion import run_conditioning_image
+
+    Image.new("RGB", (40, 40), (0, 200, 0)).save(tmp_path / "green.png")
+    family = SimpleNamespace(video_buckets=lambda cfg: [(5, 32, 32)])
+    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "green.png")))
+    comps = Components(model=None)
+    first = run_conditioning_image(family, cfg, comps, samples=[])
+    assert comps.extras["validation_image"] is first and first.size == (32, 32)
+    (tmp_path / "green.png").unlink()  # a reload would now fail: the kept image is returned
+    assert run_conditioning_image(family, cfg, comps) is first
