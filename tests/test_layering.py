@@ -63,3 +63,16 @@ def test_a_planted_upward_import_fails_naming_it(tmp_path):
     assert "dit_lora.data.aspect -> dit_lora.training.loop" in out
     assert "dit_lora.families.wan is not allowed to import dit_lora.families.sana" in out
     assert "dit_lora.core.errors -> dit_lora.training.run" not in out
+
+
+def test_the_diffusion_base_imports_no_family(tmp_path):
+    """families.diffusion sits below the family packages (the "families" contract's lower layer): the shared bases
+    importing a family they serve fails, naming the import."""
+    root = _copy(tmp_path)
+    _append(root / "dit_lora/families/diffusion/components.py",
+            "def _planted():\n    from dit_lora.families.sana import spec  # planted\n\n    return spec")
+    result = _lint(root)
+    out = result.stdout
+    assert result.returncode != 0 and "Contracts: 1 kept, 1 broken." in out, out + result.stderr
+    assert "dit_lora.families.diffusion is not allowed to import dit_lora.families.sana" in out
+    assert "dit_lora.families.diffusion.components -> dit_lora.families.sana.spec" in out
