@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import CURRENT
-from scheduling import keep_groups_together, share_module_fixtures
+from scheduling import keep_groups_together, name_groups_in_node_ids, share_module_fixtures
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -31,13 +31,26 @@ DEFAULT_WORKERS = 2
 def pytest_cmdline_main(config):
     """Without ``-n``, run on DEFAULT_WORKERS workers, tests sharing an ``xdist_group`` on one worker. Set here, not in
     ``addopts``, so ``-p no:xdist`` (or no pytest-xdist installed) still runs everything in one process."""
+    if hasattr(config, "workerinput"):  # a worker: group as the controller does (see pytest_configure_node)
+        if config.workerinput.get("dit_lora_loadgroup"):
+            config.option.loadgroup = True
+        return
     if (not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER")
-            or hasattr(config, "workerinput") or config.getoption("usepdb", False)):
+            or config.getoption("usepdb", False)):
         return
     if config.option.numprocesses is None:
         config.option.numprocesses = DEFAULT_WORKERS
     if config.option.numprocesses and config.option.dist == "no":  # -n N too: reference runs stay shared
         config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist, on the controller, for each worker it starts. A worker parses the command line again, and
+    ``--dist loadgroup`` set above is not on it: without this the worker leaves the ``xdist_group`` marks out of its
+    node ids, and the controller hands every test of a group out on its own (each worker then builds the group's
+    reference run itself)."""
+    node.workerinput["dit_lora_loadgroup"] = node.config.option.dist == "loadgroup"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook names each item's group in its node id
@@ -59,6 +72,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook sends the worker's node ids to the controller
+def pytest_collection_finish(session):
+    if hasattr(session.config, "workerinput") and session.config.getvalue("loadgroup"):
+        name_groups_in_node_ids(session.items)
 
 
 def pytest_runtest_setup(item):

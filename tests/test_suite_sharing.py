@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from real_layout import LayoutCache
-from scheduling import keep_groups_together, share_module_fixtures, xdist_group
+from scheduling import keep_groups_together, name_groups_in_node_ids, share_module_fixtures, xdist_group
 
 
 def _fake_build(root: Path, name: str, *, size: int = 1) -> Path:
@@ -45,6 +45,14 @@ class _Item:
         self._fixtureinfo = SimpleNamespace(name2fixturedefs={
             name: [SimpleNamespace(scope=scope)] for name, scope in fixtures.items()})
         self.marks = [pytest.mark.xdist_group(group).mark] if group else []
+        self._id = f"{module.replace('.', '/')}.py::test_it[a@b]"
+
+    @property
+    def nodeid(self) -> str:
+        return str(self._id)
+
+    def iter_markers(self, name):
+        return (m for m in self.marks if m.name == name)
 
     def get_closest_marker(self, name):
         return next((m for m in reversed(self.marks) if m.name == name), None)
@@ -71,3 +79,28 @@ def test_a_group_runs_together_at_its_first_place_without_xdist():
     items = [a1, b, a2, c, d1, a3, d2]
     keep_groups_together(items)
     assert items == [a1, a2, a3, b, c, d1, d2]
+
+
+def test_a_worker_names_the_group_in_the_node_id_where_pytest_reads_it():
+    """pytest-xdist's loadgroup scheduler reads ``<id>@<group>``; pytest 9.2 reads node ids from ``item._id``."""
+    nodeid = pytest.importorskip("_pytest.nodeid")
+    grouped, plain = _Item("tests.e2e.test_x", {}, group="resume-defaults"), _Item("tests.e2e.test_x", {})
+    for item in (grouped, plain):
+        item._id = nodeid.NodeId.parse(item._id)
+    name_groups_in_node_ids([grouped, plain])
+    assert grouped.nodeid == "tests/e2e/test_x.py::test_it[a@b]@resume-defaults"
+    assert plain.nodeid == "tests/e2e/test_x.py::test_it[a@b]"
+    name_groups_in_node_ids([grouped])  # named once, however often it is asked
+    assert grouped.nodeid.count("@resume-defaults") == 1
+
+
+def test_the_workers_are_told_to_group(request):
+    """A plain ``python -m pytest`` picks ``--dist loadgroup`` in conftest; the workers, which parse the command line
+    again, learn it through ``pytest_configure_node``, and on a worker the grouped tests' node ids name their group."""
+    config = request.config
+    if not hasattr(config, "workerinput"):
+        pytest.skip("not on a pytest-xdist worker")
+    if config.workerinput.get("dit_lora_loadgroup"):
+        assert config.getvalue("loadgroup")
+        grouped = [item for item in request.session.items if xdist_group(item)]
+        assert all("@" in item.nodeid for item in grouped)

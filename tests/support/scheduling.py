@@ -37,3 +37,21 @@ def keep_groups_together(items) -> None:
         group = xdist_group(item)
         order[id(item)] = i if group is None else first.setdefault(group, i)
     items.sort(key=lambda item: order[id(item)])
+
+
+def name_groups_in_node_ids(items) -> None:
+    """On a pytest-xdist worker under ``--dist loadgroup``: give each grouped test the node id ``<id>@<group>`` that
+    the controller's scheduler reads its group from. pytest-xdist 3.8 writes it to ``item._nodeid``, which pytest 9.2
+    no longer reads (``nodeid`` comes from the structured ``item._id``): the write is lost and every group falls apart,
+    each test handed out alone (pytest-dev/pytest-xdist#1386). Written here where this pytest reads it; a pytest or
+    xdist that already named the group is left alone."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # a pytest before structured node ids: pytest-xdist's own write works there
+        return
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)
