@@ -8,7 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 from real_layout import LayoutCache
-from scheduling import keep_groups_together, name_groups_in_node_ids, share_module_fixtures, xdist_group
+from scheduling import (
+    keep_groups_together,
+    name_groups_in_node_ids,
+    share_module_fixtures,
+    xdist_group,
+)
 
 
 def _fake_build(root: Path, name: str, *, size: int = 1) -> Path:
