@@ -14,8 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from dit_lora.contract.spec import FamilySpec
 from toy_family.pixart import ENTRY
-from toy_family.pixart.spec import PixArtFamily
+from toy_family.pixart.loss import PixArtLoss
+from toy_family.pixart.spec import pixart_spec
 
 FAMILY = ENTRY.names[0]
 #: one pytest-xdist worker runs the module: its model, cache and reference run are built once
@@ -92,23 +94,25 @@ def test_one_registry_call_makes_the_family_available(registered):
 
     assert FAMILY in available() and entry_for(FAMILY) is ENTRY
     family = get_family(FAMILY)
-    assert isinstance(family, PixArtFamily) and family.name == FAMILY
-    with pytest.raises(AttributeError, match="immutable"):
+    assert isinstance(family, FamilySpec) and isinstance(family.loss, PixArtLoss) and family.name == FAMILY
+    with pytest.raises(AttributeError, match="immutable|cannot assign"):
         family.name = "other"  # the spec keeps no per-run state
 
 
 def test_registration_checks_the_declared_capabilities():
     """A family declaring a capability it does not implement is refused when it registers, naming the method."""
+    from dataclasses import replace
+
     from dit_lora.core.errors import UserError
-    from dit_lora.registry import available, register_family
-    from dit_lora.contract.capabilities import VideoFrames
-    from dit_lora.registry import FamilyEntry
+    from dit_lora.registry import FamilyEntry, available, register_family
 
-    class ClaimsVideo(PixArtFamily):
-        capabilities = PixArtFamily.capabilities + (VideoFrames,)  # but has no video_buckets
+    class ClaimsVideo:
+        """A video_frames component (the VideoFrames capability) without video_buckets."""
 
-    with pytest.raises(UserError, match=r"VideoFrames capability but does not implement video_buckets"):
-        register_family(FamilyEntry(names=("pixart_toy_video",), factory=lambda name: ClaimsVideo()))
+    with pytest.raises(UserError, match=r"`video_frames` component \(ClaimsVideo\) lacks video_buckets of the "
+                                        r"VideoFrames protocol"):
+        register_family(FamilyEntry(names=("pixart_toy_video",),
+                                    factory=lambda name: replace(pixart_spec(), video_frames=ClaimsVideo())))
     assert "pixart_toy_video" not in available()
 
 
@@ -118,7 +122,12 @@ def test_unregistering_leaves_nothing_behind():
 
     from dit_lora.config.owners import owners
     from dit_lora.core.errors import UserError
-    from dit_lora.registry import available, get_family, register_family, unregister_family
+    from dit_lora.registry import (
+        available,
+        get_family,
+        register_family,
+        unregister_family,
+    )
 
     again = replace(ENTRY, names=("pixart_toy_again",))
     register_family(again)
@@ -141,6 +150,64 @@ def test_its_options_are_flat_flags_owned_by_it(registered, tmp_path):
         parse_config(["--family", "sana", "--pixart_text_length", "8", *base])
     with pytest.raises(UserError, match=r"num_classes is an option of the dit family"):
         parse_config(["--family", FAMILY, "--num_classes", "3", *base])
+
+
+# ---- the spec: small components, typed run state (quick) -------------------------------------------
+def test_its_spec_fills_the_capabilities_the_old_class_declared():
+    """The ten optional capabilities the old PixArtFamily declared (what `opt(applies=...)` tags read)."""
+    from dit_lora.contract import capabilities as caps
+
+    spec = pixart_spec()
+    assert set(spec.capabilities) == {
+        caps.Encoders, caps.Captions, caps.Demo, caps.ModelDefaults, caps.Precision, caps.Samples, caps.MemoryPlan,
+        caps.ModelCard, caps.AdapterFitting, caps.ImageBuckets}
+    assert spec.info.pipeline_class_name == "PixArtAlphaPipeline" and spec.info.text_encoder_label == "T5"
+    assert spec.info.adapter_weight_name == "adapter_model.safetensors"
+    assert spec.adapter.fitting is spec.fitting  # the consumer is fitted before the adapter loads
+
+
+def test_its_components_are_small_and_share_the_encoders():
+    import inspect
+
+    spec = pixart_spec()
+    for field in ("model", "data", "loss", "adapter", "encoders", "samples", "plan", "card", "precision", "demo",
+                  "defaults", "image_buckets", "fitting"):
+        part = getattr(spec, field)
+        methods = [n for n, v in inspect.getmembers(type(part), inspect.isfunction) if not n.startswith("__")]
+        assert len(methods) < 20, (type(part).__name__, methods)
+    assert spec.loss.encoders is spec.encoders and spec.samples.encoders is spec.encoders
+    assert spec.plan.loss is spec.loss and spec.plan.buckets is spec.image_buckets
+
+
+def test_its_run_state_is_typed_not_extras():
+    """What a run decides is a PixArtRun in comps.state (the planned components carry one too)."""
+    import toy_family.pixart as package
+    from dit_lora.contract.family import Components
+    from toy_family.pixart.state import PixArtRun, run_state
+
+    for module in Path(package.__file__).parent.glob("*.py"):
+        assert "extras" not in module.read_text(), module.name
+    comps = Components(model=torch.nn.Linear(1, 1))
+    assert run_state(comps) is comps.state and comps.state == PixArtRun()
+
+
+def test_its_loss_takes_the_epsilon_half_of_a_learned_sigma():
+    """With a learned sigma only the first in_channels of the prediction are compared with the noise."""
+    from diffusers import DDPMScheduler
+
+    from dit_lora.contract.family import Components
+    from toy_family.pixart.state import PixArtRun
+
+    class Doubled(torch.nn.Module):
+        def forward(self, noisy, **kwargs):  # epsilon half = the noisy latents, variance half = garbage
+            return (torch.cat([noisy, torch.full_like(noisy, 1e6)], dim=1),)
+
+    latents = torch.randn(2, 4, 4, 4)
+    batch = {"latents": latents, "prompt_embeds": torch.zeros(2, 3, 8), "prompt_attention_mask": torch.ones(2, 3)}
+    comps = Components(model=Doubled(), scheduler=DDPMScheduler(),
+                       state=PixArtRun(learned_sigma=True, in_channels=4))
+    loss = pixart_spec().loss.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(0), None)
+    assert torch.isfinite(loss) and float(loss) < 1e3
 
 
 # ---- the loop's promises, with default flags (slow: they train) -----------------------------------
@@ -198,7 +265,7 @@ def test_a_host_read_in_its_loss_fails_the_run(registered, tiny_pixart, shapes_d
 
     from dit_lora.training.sync_audit import HostSyncError
 
-    original = PixArtFamily.compute_loss
+    original = PixArtLoss.compute_loss
 
     def leaky(self, comps, model, batch, generator, cfg):
         loss = original(self, comps, model, batch, generator, cfg)
@@ -206,7 +273,7 @@ def test_a_host_read_in_its_loss_fails_the_run(registered, tiny_pixart, shapes_d
             loss.detach().tolist()
         return loss
 
-    monkeypatch.setattr(PixArtFamily, "compute_loss", leaky)
+    monkeypatch.setattr(PixArtLoss, "compute_loss", leaky)
     with pytest.raises(HostSyncError, match=r"Tensor.tolist\(\)"):
         _train(tiny_pixart, shapes_data, tmp_path / "out", cache, max_train_steps=1)
 
@@ -321,7 +388,7 @@ def test_the_saved_adapter_loads_back_and_changes_the_output(registered, tiny_pi
     from dit_lora.registry import get_family
 
     cfg = TrainConfig(family=FAMILY, pretrained_model_name_or_path=str(tiny_pixart), mixed_precision="no")
-    pipe = get_family(FAMILY).load_pipeline_with_adapter(cfg, reference, torch.device("cpu"))
+    pipe = get_family(FAMILY).adapter.load_pipeline_with_adapter(cfg, reference, torch.device("cpu"))
     lora = {n: p for n, p in pipe.transformer.named_parameters() if "lora_" in n}
     saved = load_file(str(reference / "adapter_model.safetensors"))
     assert len(lora) == len(saved) > 0  # every saved LoRA weight landed in the transformer
