@@ -157,7 +157,7 @@ class DiffusionEncoders(ABC):
         """Captions -> conditioning tensors (batched along dim 0); ``with_negative`` adds the CFG negative."""
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: the Captions protocol declares plain attributes (a spec's components are never written)
 class DiffusionCaptions:
     """``FamilySpec.captions``: captions from metadata, required (a class-conditional family: ``"class_folders"``)."""
 
@@ -246,8 +246,9 @@ class DiffusionPlan(ABC):
 
     def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`image_pixel_batches` at the family's bucket stride (a video family plans clips instead)."""
-        square = self.buckets is None or self.buckets.square_only(cfg)
-        return image_pixel_batches(cfg, None if square else int(self.buckets.bucket_stride(cfg)))
+        buckets = self.buckets
+        stride = None if buckets is None or buckets.square_only(cfg) else int(buckets.bucket_stride(cfg))
+        return image_pixel_batches(cfg, stride)
 
     def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """:func:`encoded_plan_batches` with the family's encoder and conditioning."""

@@ -37,11 +37,11 @@ INFO = FamilyInfo(
 class SanaKernels:
     """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
 
-    def kernel_patch_points(self) -> tuple:
+    def kernel_patch_points(self) -> list:
         """Sana's patch points (imported on use: the kernels pull in Triton's launchers)."""
         from dit_lora.families.sana.kernels import patch_points
 
-        return patch_points()
+        return list(patch_points())
 
 
 def sana_spec() -> FamilySpec:

@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 import torch
+from diffusion_stand_ins import PoolingEncoding, Vae
 from PIL import Image
 
-from diffusion_stand_ins import PoolingEncoding, Vae
 from dit_lora.config import TrainConfig
-from dit_lora.data.prepare import ImageMedia
+from dit_lora.contract.capabilities import Captions, Encoders, ImageBuckets
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.contract.capabilities import Captions, Encoders, ImageBuckets
+from dit_lora.data.prepare import ImageMedia
 from dit_lora.families.diffusion import DiffusionFamily
 
 
