@@ -106,10 +106,10 @@ def test_dit_takes_its_resolution_from_the_model(tmp_path, tiny_dit):
     cfg, chosen = _resolve(tiny_dit, "dit")
     native = json.loads((tiny_dit / "transformer" / "config.json").read_text())["sample_size"] * 8
     assert cfg.resolution == native and chosen.applied["resolution"][0] == native
-    get_family("dit").validate_config(cfg)  # and the family's check accepts it
+    get_family("dit").model.validate_config(cfg)  # and the family's check accepts it
     cfg, _ = _resolve(tiny_dit, "dit", "--resolution", "1024")
     with pytest.raises(Exception, match=f"Use --resolution {native}, or leave it unset"):
-        get_family("dit").validate_config(cfg)
+        get_family("dit").model.validate_config(cfg)
 
 
 @pytest.mark.parametrize("family, hub_id", [("cogvideox", "THUDM/CogVideoX-5b"), ("qwen2_5_vl", None)])

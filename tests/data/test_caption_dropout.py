@@ -197,7 +197,7 @@ def test_dit_refuses_it_and_the_video_llms_never_read_it():
 
     dit = TrainConfig.for_family("dit", pretrained_model_name_or_path="unused", caption_dropout_probability=0.1)
     with pytest.raises(UserError, match="DiT is class-conditional and already drops class labels to its null class"):
-        get_family("dit").validate_config(dit)
+        get_family("dit").model.validate_config(dit)
     llm = TrainConfig.for_family("qwen2_5_vl", caption_dropout_probability=0.1)
     llm = dataclasses.replace(llm, explicit=frozenset({"caption_dropout_probability"}))
     with pytest.raises(UserError, match="--caption_dropout_probability is an option of diffusion families.*video LLM"):

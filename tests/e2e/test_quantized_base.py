@@ -151,7 +151,7 @@ def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes,
     base = DiTPipeline.from_pretrained(str(tiny_dit), torch_dtype=torch.float32)
     from dit_lora.registry import get_family
 
-    get_family("dit").prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
+    get_family("dit").fitting.prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
     base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
     base_unq = run(base.transformer)
     reloaded = PeftModel.from_pretrained(base.transformer, str(out)).eval()  # PEFT's own loader

@@ -67,7 +67,7 @@ def _direct(family, cfg, read, depth, settings):
                 fake_module(module, mode)
             live = LiveBytes()
             with live:
-                batches = family.plan_batches(cfg, comps)
+                batches = family.plan.plan_batches(cfg, comps)
             encode = max(encode, live.peak)
         for bucket, batch in batches:
             mem, flops = estimate._trace_step(family, cfg, comps, batch, mode)

@@ -4,10 +4,11 @@ from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """The :class:`~.spec.DiTFamily` (``name`` is ``"dit"``)."""
-    from dit_lora.families.dit.spec import DiTFamily
+    """DiT's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"dit"``)."""
+    # The registry imports a family's package for its ENTRY alone; the spec's modules load torch
+    from dit_lora.families.dit.spec import dit_spec
 
-    return DiTFamily()
+    return dit_spec()
 
 
 ENTRY = FamilyEntry(

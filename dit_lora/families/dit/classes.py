@@ -10,12 +10,14 @@ not the model's needs ``--num_classes`` (a resized, trained table).
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import read_component_config
+from dit_lora.output.names import CLASSES_FILE
 
 #: the 1000 ImageNet-1k wnids in class-index order (sorted), as DiT's ImageFolder numbers them
 WNIDS_FILE = Path(__file__).resolve().parent / "imagenet_wnids.txt"
@@ -70,3 +72,17 @@ def class_count_error(classes: list[str], model_classes: int, model: str, known:
         "embedding trains at --backbone_learning_rate), or check that the class folders / --caption_column are what "
         f"you meant.{mapping_hint}"
     )
+
+
+def read_classes(adapter_dir: str | Path) -> dict | None:
+    """The label map a DiT run saved (``dit_lora_classes.json``), or None."""
+    path = Path(adapter_dir) / CLASSES_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def split_class_names(prompt: str, known) -> list[str]:
+    """Class names in a validation prompt: the whole string if it is a class, else comma-separated names."""
+    prompt = prompt.strip()
+    if prompt in known:
+        return [prompt]
+    return [p.strip() for p in prompt.split(",") if p.strip()]

@@ -72,33 +72,33 @@ def test_wrong_class_count_is_refused_before_the_model_loads(tiny_dit, tmp_path,
 
     monkeypatch.setattr(DiTTransformer2DModel, "from_pretrained", no_load)
     with pytest.raises(UserError) as err:
-        get_family("dit").validate_config(_cfg(tiny_dit, data))
+        get_family("dit").model.validate_config(_cfg(tiny_dit, data))
     text = str(err.value)
     assert "The dataset has 3 classes" in text and "1000 classes" in text and "--num_classes 3" in text
     assert "1 of the names are the model's own" in text and "cats" in text
-    get_family("dit").validate_config(_cfg(tiny_dit, data, num_classes=3))  # resizing is the user's choice
+    get_family("dit").model.validate_config(_cfg(tiny_dit, data, num_classes=3))  # resizing is the user's choice
 
 
 @pytest.mark.parametrize("names", [["n01440764", "n01443537", "n15075141"], ["goldfish", "white shark"]])
 def test_imagenet_names_keep_their_pretrained_rows_without_resize(tiny_dit, tmp_path, names):
     from dit_lora.data.sources import load_samples
-    from dit_lora.families.dit.spec import read_classes
+    from dit_lora.families.dit.classes import read_classes
 
     model = _with_synonyms(tiny_dit, tmp_path)
     data = _class_folders(tmp_path / "data", names)
     cfg = _cfg(model, data)
     family = get_family("dit")
-    family.validate_config(cfg)
-    comps = family.load_components(cfg, torch.device("cpu"))
+    family.model.validate_config(cfg)
+    comps = family.model.load_components(cfg, torch.device("cpu"))
     samples = load_samples(train_data_dir=cfg.train_data_dir, labels_from_folders=True)
-    family.inspect_samples(comps, cfg, samples)
+    family.setup.inspect_samples(comps, cfg, samples)
     known = pretrained_labels(cfg, 1000)
-    assert comps.extras["label2id"] == {n: known[n] for n in names}
-    assert int(comps.model.config.num_embeds_ada_norm) == 1000 and comps.extras["null_class"] == 1000
+    assert comps.state.label2id == {n: known[n] for n in names}
+    assert int(comps.model.config.num_embeds_ada_norm) == 1000 and comps.state.null_class == 1000
     out = tmp_path / "adapter"
     out.mkdir()
-    family.save_adapter(out, {}, {"r": 4, "lora_alpha": 4, "target_modules": ["to_q"]})
-    family.save_adapter_extras(out, comps, cfg)  # the label map the data stage decided
+    family.adapter.save_adapter(out, {}, {"r": 4, "lora_alpha": 4, "target_modules": ["to_q"]})
+    family.adapter_extras.save_adapter_extras(out, comps, cfg)  # the label map the data stage decided
     info = read_classes(out)
     assert info["pretrained_rows"] is True and info["label2id"] == {n: known[n] for n in names}
 
@@ -107,7 +107,7 @@ def test_imagenet_names_keep_their_pretrained_rows_without_resize(tiny_dit, tmp_
         labels = {"tench": 0, "goldfish": 1}
 
     pipe = Pipe()
-    family.prepare_pipeline_for_adapter(pipe, out)
+    family.fitting.prepare_pipeline_for_adapter(pipe, out)
     assert pipe.labels["tench"] == 0 and all(pipe.labels[n] == known[n] for n in names)
 
 
@@ -119,4 +119,32 @@ def test_pickle_only_weights_are_refused_before_loading(tiny_dit, tmp_path):
     for file in (model / "transformer").glob("*.safetensors"):
         file.rename(file.with_suffix(".bin"))
     with pytest.raises(UserError, match=r"transformer/ weights only as pickle files .*safetensors files only"):
-        get_family("dit").validate_config(_cfg(model, tmp_path))
+        get_family("dit").model.validate_config(_cfg(model, tmp_path))
+
+
+def test_folder_labels_and_classlabel_column(shape_classes, tmp_path):
+    from dit_lora.data.sources import load_samples
+
+    samples = load_samples(train_data_dir=shape_classes, labels_from_folders=True)
+    assert {s.caption for s in samples} == {"circle", "square", "triangle"}
+    assert all(s.key.split("/")[0] == s.caption for s in samples)
+    # Without the flag the same folder has no captions (unchanged behaviour for captioned families).
+    with pytest.raises(UserError, match="no caption"):
+        load_samples(train_data_dir=shape_classes)
+    # Images outside a class folder are named.
+    loose = tmp_path / "loose"
+    (loose / "circle").mkdir(parents=True)
+    Image.new("RGB", (8, 8)).save(loose / "circle" / "a.png")
+    Image.new("RGB", (8, 8)).save(loose / "stray.png")
+    with pytest.raises(UserError, match="stray.png"):
+        load_samples(train_data_dir=loose, labels_from_folders=True)
+    # A `datasets` ClassLabel column maps ints to names.
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict(
+        {"image": [str(loose / "circle" / "a.png")] * 2, "label": [1, 0]},
+        features=datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=["cat", "dog"])}),
+    )
+    (tmp_path / "dsdir").mkdir()
+    ds.to_parquet(str(tmp_path / "dsdir" / "train.parquet"))  # parquet keeps the ClassLabel feature
+    rows = load_samples(dataset_name=str(tmp_path / "dsdir"), caption_column="label")
+    assert [r.caption for r in rows] == ["dog", "cat"]

@@ -65,5 +65,5 @@ def test_dit_demo_trains_on_a_custom_data_folder_as_it_is(tmp_path, monkeypatch)
     data = tmp_path / "mine" / "cat"
     data.mkdir(parents=True)
     Image.new("RGB", (32, 32)).save(data / "0.png")
-    get_family("dit").prepare_demo(_demo_cfg(tmp_path, family="dit", train_data_dir=str(tmp_path / "mine")))
+    get_family("dit").demo.prepare_demo(_demo_cfg(tmp_path, family="dit", train_data_dir=str(tmp_path / "mine")))
     assert [p.name for p in (tmp_path / "mine").iterdir()] == ["cat"]

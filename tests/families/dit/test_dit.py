@@ -6,14 +6,15 @@ import dataclasses
 
 from helpers import ROOT
 from dit_lora.families import dit
-from dit_lora.families.dit.spec import DiTFamily
 from dit_lora.registry import resolve
+from dit_lora.contract.spec import FamilySpec
 
 
 def test_make_builds_a_new_dit_family_each_call():
     first, second = dit.make("dit"), dit.make("dit")
-    assert isinstance(first, DiTFamily) and first.name == "dit"
-    assert first is not second
+    assert isinstance(first, FamilySpec) and first.name == "dit"
+    assert first is not second  # a run never shares a family object with another
+    assert first.loss is not second.loss  # nor a component
 
 
 def test_entry_names_its_options_catalogue_demo_and_recipe():

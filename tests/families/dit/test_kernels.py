@@ -14,7 +14,6 @@ import torch
 
 pytest.importorskip("triton")
 
-from dit_lora.contract.capabilities import FusedKernels, capability
 from dit_lora.families.dit import kernels as dit_kernels  # noqa: E402
 from dit_lora.kernels import kernel_counts, patch_model  # noqa: E402
 from dit_lora.kernels.parity import check_block  # noqa: E402
@@ -78,5 +77,5 @@ def test_fingerprint_matches_the_installed_diffusers(point):
 def test_the_family_declares_its_points():
     from dit_lora.registry import get_family
 
-    fused = capability(get_family("dit"), FusedKernels)
+    fused = get_family("dit").kernels  # DiT's FamilySpec
     assert fused is not None and tuple(fused.kernel_patch_points()) == POINTS

@@ -1,0 +1,142 @@
+"""DiT's adapter: saved in PEFT's own format (``DiTPipeline`` has no LoRA loader) beside the label map, the
+``DiTPipeline`` reshaped to the trained class table before it loads, and the model card's snippet, rows and
+license."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.dit.classes import read_classes, split_class_names
+from dit_lora.families.dit.embedding import (
+    CLASS_EMBEDDING_PATTERN,
+    resize_class_embeddings,
+)
+from dit_lora.families.dit.state import run_state
+from dit_lora.output.adapter import (
+    adapter_folder,
+    attach_adapter,
+    save_peft_adapter,
+    set_peft_base_model,
+)
+from dit_lora.output.names import CLASSES_FILE
+
+
+def trained_classes(cfg) -> tuple[list[str] | None, int | None]:
+    """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
+    info = read_classes(cfg.output_dir) if cfg.output_dir else None
+    return (info["classes"], info["num_classes"]) if info else (None, None)
+
+
+class DiTFitting:
+    """``FamilySpec.fitting``: a DiTPipeline reshaped to the saved class table and given the trained names."""
+
+    def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
+        """Resize the class tables to the trained size and install the trained class names."""
+        make_peft_capable(pipe.transformer)
+        info = read_classes(adapter_dir)
+        if info is None:
+            return
+        transformer = pipe.transformer
+        if int(transformer.config.num_embeds_ada_norm) != int(info["num_classes"]):
+            resize_class_embeddings(transformer, int(info["num_classes"]))  # values come from the backbone file
+        label2id = {str(k): int(v) for k, v in info["label2id"].items()}
+        if info.get("pretrained_rows"):
+            # The pretrained rows were kept: the base model's own names stay valid beside the trained ones.
+            pipe.labels = dict(sorted({**(getattr(pipe, "labels", None) or {}), **label2id}.items()))
+            return
+        pipe.labels = dict(sorted(label2id.items()))
+        pipe.register_to_config(id2label={str(i): name for name, i in label2id.items()})
+
+
+class DiTAdapter:
+    """``FamilySpec.adapter``: PEFT's format, loaded back into a DiTPipeline fitted by :class:`DiTFitting`."""
+
+    def __init__(self, info: FamilyInfo, fitting: DiTFitting) -> None:
+        self.info, self.fitting = info, fitting
+
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        """PEFT format (what ``PeftModel.save_pretrained`` writes); the label map is :class:`DiTAdapterExtras`'."""
+        return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
+
+    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
+        """A DiTPipeline of the base model (AutoencoderKL in fp32), reshaped and with the saved adapter loaded."""
+        # Diffusers' pipelines import slowly: only for the final samples
+        from diffusers import AutoencoderKL, DiTPipeline
+
+        path = cfg.pretrained_model_name_or_path
+        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision,
+                                            **dtype_kwarg("diffusers", torch.float32), use_safetensors=True)
+        pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
+                                           use_safetensors=True, **dtype_kwarg("diffusers", cfg.weight_dtype))
+        self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
+        attach_adapter(None, pipe, adapter_dir)  # fitted just above
+        pipe.set_progress_bar_config(disable=True)
+        return pipe.to(device)
+
+
+class DiTAdapterExtras:
+    """``FamilySpec.adapter_extras``: the base model in ``adapter_config.json`` and the run's label map."""
+
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg) -> None:
+        """The base model in ``adapter_config.json`` and the label map the setup component built."""
+        output_dir = Path(output_dir)
+        set_peft_base_model(output_dir, cfg.pretrained_model_name_or_path)
+        state = run_state(comps)
+        if state.classes is not None:
+            info = {
+                "classes": state.classes,
+                "label2id": state.label2id or {name: i for i, name in enumerate(state.classes)},
+                "num_classes": state.null_class,
+                "null_class_index": state.null_class,
+                "base_num_classes": state.base_num_classes,
+                "class_embedding_pattern": CLASS_EMBEDDING_PATTERN,
+                "pretrained_rows": bool(state.kept_pretrained_names),
+            }
+            (output_dir / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
+
+
+class DiTCard:
+    """``FamilySpec.card``: the model card's snippet (``dit_lora.load_adapter``), the classes, Meta's license."""
+
+    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+        """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
+        trained = trained_classes(cfg)[0]
+        classes = (split_class_names(cfg.validation_prompt, set(trained or [])) if cfg.validation_prompt
+                   else (trained or ["class name"])[:1])
+        return (
+            "import torch\n"
+            "from diffusers import DiTPipeline\n"
+            "from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n\n"
+            f"base = \"{cfg.pretrained_model_name_or_path}\"\n"
+            "dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n"
+            "pipe = DiTPipeline.from_pretrained(base, torch_dtype=dtype)\n"
+            f"load_adapter(pipe, \"{repo_or_dir}\")  # LoRA (PEFT format) + resized class embedding + class names\n"
+            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n"
+            "image = pipe(\n    class_labels=class_ids,\n"
+            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            "    generator=torch.manual_seed(0),\n"
+            ").images[0]\n"
+            "image.save(\"sample.png\")\n"
+        )
+
+    def card_settings(self, cfg) -> dict[str, Any]:
+        """The trained classes and whether the class embedding was resized."""
+        classes, num_classes = trained_classes(cfg)
+        classes = classes or []
+        shown = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
+        return {"num_classes": num_classes, "classes": shown or None,
+                "class_embedding": ("resized and trained" if cfg.family_options.num_classes is not None
+                                    else "frozen (base model's)")}
+
+    def base_model_license(self, cfg) -> str | None:
+        """facebook/DiT checkpoints are CC BY-NC 4.0."""
+        return "cc-by-nc-4.0" if cfg.pretrained_model_name_or_path.startswith("facebook/DiT") else None

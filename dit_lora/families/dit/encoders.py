@@ -1,0 +1,120 @@
+"""DiT's encoders (the AutoencoderKL's posterior mean; class names to class ids) and its setup component, which
+builds the run's label map from the screened samples and checks (or, with ``--num_classes``, resizes) the class
+embedding."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.dit.classes import (
+    class_count_error,
+    map_to_pretrained,
+    pretrained_labels,
+    split_class_names,
+)
+from dit_lora.families.dit.embedding import resize_class_embeddings
+from dit_lora.families.dit.state import run_state
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+
+
+class DiTEncoders(DiffusionEncoders):
+    """``FamilySpec.encoders``: images to scaled VAE latents, class names to the run's class ids."""
+
+    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its VAE and transformer files, and the run's class list (a changed label map must never reuse
+        cached class ids)."""
+        path = cfg.pretrained_model_name_or_path
+        return {
+            "family": "dit",
+            "model": os.path.abspath(path) if is_local(path) else path,
+            "model_stamp": model_stamp(cfg, ("vae", "transformer")),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "latents": "posterior_mean_fp32",
+            "classes": run_state(comps).classes if comps is not None else None,
+        }
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
+        """The VAE posterior's mean times ``scaling_factor``, in fp32 (deterministic, so the cache is too)."""
+        vae = comps.encoders["vae"]
+        with torch.no_grad():
+            latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent_dist.mode()
+        shift = getattr(vae.config, "shift_factor", None) or 0.0
+        return ((latents - shift) * vae.config.scaling_factor).float()
+
+    def encode_prompts(self, comps: Components, captions: list[str], *,
+                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+        """Class names -> ``{"class_labels": LongTensor}`` (+ ``negative_class_labels``: the null class).
+
+        The loop encodes the validation prompt before the data is inspected; until the label map
+        exists this returns ``{}`` and the samples component resolves the names itself.
+        """
+        state = run_state(comps)
+        label2id = state.label2id
+        if label2id is None:
+            return {}
+        unknown = [c for c in captions if c not in label2id]
+        if unknown:
+            raise UserError(f"Unknown class name(s) {unknown[:5]}; classes: {', '.join(list(label2id)[:20])}.")
+        out = {"class_labels": torch.tensor([label2id[c] for c in captions], dtype=torch.long)}
+        if with_negative:
+            out["negative_class_labels"] = torch.full((len(captions),), state.null_class, dtype=torch.long)
+        return out
+
+
+class DiTSetup(DiffusionSetup):
+    """``FamilySpec.setup``: the label map built from the screened samples, recorded in the run's ``DiTRun``."""
+
+    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+        """Build the label map; check (or, with --num_classes, resize) the class embedding.
+
+        Without --num_classes, class names that are the model's own (ImageNet wnids, id2label synonyms) keep
+        their pretrained rows; a dataset with exactly the model's class count takes rows in sorted-name order.
+        """
+        classes = sorted({s.caption for s in samples})
+        model_classes = int(comps.model.config.num_embeds_ada_norm)
+        num_classes = cfg.family_options.num_classes
+        label2id = None
+        if num_classes is None:
+            known = pretrained_labels(cfg, model_classes)
+            label2id = map_to_pretrained(classes, known)
+            if label2id is None and len(classes) != model_classes:
+                raise class_count_error(classes, model_classes, cfg.pretrained_model_name_or_path, known)
+        if num_classes is not None and num_classes < len(classes):
+            raise UserError(
+                f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; "
+                "every "
+                f"class needs its own row. Use --num_classes {len(classes)} (or more), or remove classes from the data."
+            )
+        target = model_classes if num_classes is None else num_classes
+        if target != model_classes:
+            resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
+            print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
+                  flush=True)
+        elif label2id is not None and len(classes) != model_classes:
+            rows = ", ".join(f"{name} -> {label2id[name]}" for name in classes[:10]) + (", ..." if len(classes) > 10 else "")
+            print(f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
+                  f"of the {model_classes}-class embedding (no resize): {rows}", flush=True)
+        state = run_state(comps)
+        state.kept_pretrained_names = label2id is not None  # the names are the base model's own (wnids / synonyms)
+        state.label2id = label2id or {name: i for i, name in enumerate(classes)}
+        state.null_class, state.classes = target, classes
+        self._check_validation_prompt(cfg, state.label2id, classes)
+
+    def _check_validation_prompt(self, cfg, label2id: dict[str, int], classes: list[str]) -> None:
+        """Every class the validation prompt names is one of the dataset's."""
+        if not cfg.validation_prompt:
+            return
+        unknown = [n for n in split_class_names(cfg.validation_prompt, label2id) if n not in label2id]
+        if unknown:
+            raise UserError(
+                f"--validation_prompt names {', '.join(repr(u) for u in unknown)}, which is not a class of the "
+                f"dataset. For DiT the prompt is a class name (several: comma-separated); classes: "
+                f"{', '.join(classes[:20])}{', ...' if len(classes) > 20 else ''}."
+            )

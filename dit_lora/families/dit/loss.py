@@ -1,0 +1,35 @@
+"""DiT's loss: epsilon-prediction DDPM as DiT trains it (t uniform, the checkpoint's betas, class labels dropped to
+the null class for guidance on the run's generator, MSE on the epsilon half of a learned-sigma output)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.dit.state import run_state
+
+
+class DiTLoss(DiffusionLoss):
+    """``FamilySpec.loss``: the DDPM noise-prediction loss of one micro-batch (batches prepared by the base)."""
+
+    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
+                     generator: torch.Generator, cfg) -> torch.Tensor:
+        """Noise at uniform timesteps, labels dropped to the null class, the MSE of the predicted noise."""
+        state = run_state(comps)
+        latents = batch["latents"]
+        device, bsz = latents.device, latents.shape[0]
+        scheduler = comps.scheduler
+        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+        timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (bsz,), generator=generator, device=device)
+        noisy = scheduler.add_noise(latents, noise, timesteps)
+        labels = batch["class_labels"].to(device).long()
+        drop = torch.rand(bsz, generator=generator, device=device) < state.class_dropout_prob
+        labels = torch.where(drop, torch.full_like(labels, state.null_class), labels)
+        pred = model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0]
+        if state.learned_sigma:
+            # As DiTPipeline: the first in_channels are epsilon, the rest the (here untrained) variance.
+            pred = pred[:, : state.in_channels]
+        return ((pred.float() - noise.float()) ** 2).mean()

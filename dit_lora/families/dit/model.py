@@ -1,0 +1,252 @@
+"""DiT's model component and what is read from its small config files before anything loads: the config checks
+(class-conditional, epsilon prediction, the native resolution, the class count), its default resolution, its
+precision policy, its square images, the class tables it trains besides LoRA, and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components, schedule_on_device
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.sources import class_folder_names
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.dit.classes import (
+    class_count_error,
+    map_to_pretrained,
+    pretrained_labels,
+)
+from dit_lora.families.dit.embedding import (
+    CLASS_EMBEDDING_PATTERN,
+    DEFAULT_CLASS_DROPOUT,
+    PIPELINE_NULL_CLASS,
+    label_embeddings,
+)
+from dit_lora.families.dit.state import DiTRun
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+)
+from dit_lora.modeling import quantize
+
+
+def native_resolution(cfg) -> tuple[int, str] | None:
+    """``(pixels, why)`` from the transformer's ``sample_size`` and the VAE's downsampling (configs only)."""
+    tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+    if not (tr_cfg and vae_cfg):
+        return None
+    factor = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
+    sample = int(tr_cfg.get("sample_size", 32))
+    return sample * factor, f"transformer sample_size {sample} x the VAE's {factor}x"
+
+
+def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
+    """The loaded (or planned) transformer and VAE as the run's components, what the checkpoint says in its
+    :class:`DiTRun` (``device`` None: the scheduler's tables stay where they are)."""
+    # Diffusers' schedulers import slowly: only when a model is loaded or planned
+    from diffusers import DDPMScheduler
+
+    make_peft_capable(transformer)
+    tables = label_embeddings(transformer)
+    dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT
+    for _, emb in tables:
+        # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
+        emb.dropout_prob = 0.0
+    train_cfg = {k: scheduler_cfg[k] for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule",
+                                               "trained_betas") if scheduler_cfg.get(k) is not None}
+    quantize.keep_4bit_layout(transformer)
+    transformer.requires_grad_(False)
+    vae.requires_grad_(False).eval()
+    base_num_classes = int(transformer.config.num_embeds_ada_norm)
+    scheduler = DDPMScheduler(**train_cfg, prediction_type="epsilon")
+    return Components(
+        model=transformer,
+        scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
+        encoders={"vae": vae},
+        state=DiTRun(
+            scheduler_config=scheduler_cfg,
+            class_dropout_prob=float(dropout),
+            learned_sigma=transformer.config.out_channels == 2 * transformer.config.in_channels,
+            in_channels=int(transformer.config.in_channels),
+            null_class=base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
+            base_num_classes=base_num_classes,
+        ),
+    )
+
+
+class DiTModel(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then the transformer (weight dtype) and the AutoencoderKL (fp32)."""
+
+    def validate_config(self, cfg) -> None:
+        """A class-conditional, epsilon-prediction DiTPipeline folder of safetensors, at its native resolution, with
+        a class count the model takes (or ``--num_classes`` within DiTPipeline's 1000)."""
+        path = cfg.pretrained_model_name_or_path
+        if cfg.caption_dropout_probability > 0:
+            raise UserError(
+                f"--caption_dropout_probability {cfg.caption_dropout_probability:g} is for captioned models; DiT is "
+                "class-conditional and already drops class labels to its null class (the last row of its class "
+                "table, the id DiTPipeline's guidance feeds) with the checkpoint's own probability (its "
+                "LabelEmbedding dropout_prob: 0.1 for facebook/DiT-XL-2-256, as in the DiT paper), drawn on the "
+                "run's generator so a resume is exact. A second dropout would stack on it. Remove "
+                "--caption_dropout_probability."
+            )
+        check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
+        tr_cfg = read_component_config(cfg, "transformer")
+        if tr_cfg is not None and (tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero"
+                                   or not tr_cfg.get("num_embeds_ada_norm")):
+            raise UserError(
+                f"`{path}` is not a class-conditional DiT (its transformer has norm_type "
+                f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
+                "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
+            )
+        native = native_resolution(cfg)
+        if native is not None and cfg.resolution != native[0]:
+            raise UserError(
+                f"--resolution {cfg.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
+                f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
+            )
+        self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
+        check_safetensors(cfg, ("transformer", "vae"), "DiT")
+        self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
+        sched = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        if sched.get("prediction_type", "epsilon") != "epsilon":
+            raise UserError(
+                f"The scheduler of `{path}` has prediction_type {sched.get('prediction_type')!r}; the DiT recipe "
+                "trains epsilon prediction (as DiT does) only."
+            )
+
+    def _check_num_classes(self, cfg, model_classes: int | None) -> None:
+        """``--num_classes`` at least 1, and at most DiTPipeline's hard-coded null id unless it is the model's."""
+        num_classes = cfg.family_options.num_classes
+        if num_classes is None:
+            return
+        if num_classes < 1:
+            raise UserError(f"--num_classes must be at least 1, got {num_classes}.")
+        if num_classes > PIPELINE_NULL_CLASS and num_classes != model_classes:
+            raise UserError(
+                f"--num_classes {num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline "
+                "hard-codes class "
+                f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
+                "sampled with it. Use at most 1000 classes."
+            )
+
+    def _check_class_folders(self, cfg, model_classes: int | None) -> None:
+        """The class-count check of ``inspect_samples``, run on the folder names before the model loads."""
+        names = (class_folder_names(cfg.train_data_dir)
+                 if cfg.family_options.num_classes is None and not cfg.dataset_name else None)
+        if not names or not model_classes or len(names) == int(model_classes):
+            return
+        known = pretrained_labels(cfg, int(model_classes))
+        if map_to_pretrained(names, known) is None:
+            raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """Transformer in the run's weight dtype and the AutoencoderKL in fp32, frozen on ``device``; what the
+        checkpoint says (label dropout, learned sigma, class count, scheduler) in the run's :class:`DiTRun`."""
+        # Diffusers' models import slowly: only when a run loads
+        from diffusers import AutoencoderKL, DiTTransformer2DModel
+
+        path = cfg.pretrained_model_name_or_path
+        common = {"revision": cfg.revision}
+        try:
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
+                transformer = DiTTransformer2DModel.from_pretrained(
+                    path, subfolder="transformer", **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
+                    use_safetensors=True, **quantize.diffusers_kwargs(cfg), **common
+                )
+            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32),
+                                                use_safetensors=True, **common)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("DiT", cfg, err) from None
+        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        transformer.to(device)
+        vae.to(device)
+        return dit_components(transformer, vae, scheduler_cfg, device)
+
+
+class DiTPrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: the transformer in the run's weight dtype; the AutoencoderKL stays fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
+        return {"model": cfg.weight_dtype, "vae": torch.float32}
+
+
+class DiTDefaults:
+    """``FamilySpec.defaults``: what an uncatalogued DiT's configs imply."""
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """The only resolution DiTPipeline samples at: the transformer's ``sample_size`` x the VAE's factor."""
+        native = native_resolution(cfg)
+        return {"resolution": native} if native else {}
+
+
+class DiTBuckets:
+    """``FamilySpec.image_buckets``: squares only (the stride is still said, for ``check-data``)."""
+
+    def bucket_stride(self, cfg) -> int:
+        """The VAE's downsampling x the patch size (8 x 2), from the configs."""
+        named = bool(cfg.pretrained_model_name_or_path)
+        tr_cfg = (read_component_config(cfg, "transformer") if named else None) or {}
+        vae_cfg = (read_component_config(cfg, "vae") if named else None) or {}
+        return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
+
+    def square_only(self, cfg) -> str | None:
+        """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
+        sqrt(tokens)``), so a non-square latent cannot go through it."""
+        return ("the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
+                "square), so every image is cropped to the --resolution square")
+
+
+class DiTTrainables:
+    """``FamilySpec.trainables``: the class tables train besides LoRA when ``--num_classes`` resizes them."""
+
+    def backbone_patterns(self, cfg) -> list[str]:
+        """--train_backbone, plus the class-embedding table when --num_classes resizes it.
+
+        The backbone machinery then unfreezes it, casts it to fp32, gives it --backbone_learning_rate,
+        checkpoints it and saves it to dit_lora_backbone.safetensors. Decided from the config alone, so
+        LoRA setup does not depend on data preparation having run.
+        """
+        patterns = list(cfg.train_backbone)
+        if cfg.family_options.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
+            patterns.append(CLASS_EMBEDDING_PATTERN)
+        return patterns
+
+    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+        """No further groups."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """Diffusers' own switch."""
+        model.enable_gradient_checkpointing()
+
+
+class DiTDemo:
+    """``FamilySpec.demo``: the tiny random DiT pipeline (``demo.py``) and the shapes class folders."""
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
+        # The demo builders: only for --demo
+        from dit_lora.data.synthetic import is_user_folder
+        from dit_lora.data.synthetic.shapes import (
+            SHAPES_CLASS_MARKER,
+            make_shapes_class_dataset,
+        )
+        from dit_lora.families.dit.demo import (
+            build_tiny_dit_pipeline,
+            get_tiny_dit_config,
+        )
+
+        build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
+            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
+                  flush=True)
+        elif cfg.train_data_dir:
+            size = get_tiny_dit_config(cfg.demo_size)["resolution"]
+            make_shapes_class_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)

@@ -1,0 +1,39 @@
+"""``DiTRun``: what a DiT run decides, kept in ``comps.state`` (typed, instead of string keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
+
+
+@dataclass
+class DiTRun:
+    """The per-run state of a DiT run (mutable: loading fills what the checkpoint says, the data stage the labels)."""
+
+    #: the checkpoint's scheduler config (the validation sampler is built from it)
+    scheduler_config: dict[str, Any] | None = None
+    #: the probability a class label is dropped to the null class for guidance (the checkpoint's own)
+    class_dropout_prob: float = DEFAULT_CLASS_DROPOUT
+    #: whether the transformer also predicts the variance (``out_channels == 2 * in_channels``; that half is unused)
+    learned_sigma: bool = False
+    #: the transformer's latent channels (the epsilon half of a learned-sigma output)
+    in_channels: int = 4
+    #: the class count of the model as loaded (before ``--num_classes`` resizes it)
+    base_num_classes: int | None = None
+    #: the null class's id: the class rows of the table (after ``inspect_samples``), the row guidance feeds
+    null_class: int | None = None
+    #: the dataset's class names, sorted (part of the cache key); None until the samples are inspected
+    classes: list[str] | None = None
+    #: ``{class name: class id}``; None until the samples are inspected
+    label2id: dict[str, int] | None = None
+    #: whether the class names are the base model's own (ImageNet wnids, id2label synonyms), keeping its rows
+    kept_pretrained_names: bool = False
+
+
+def run_state(comps) -> DiTRun:
+    """``comps.state``, an empty :class:`DiTRun` put there first for components built by hand (tests, benchmarks)."""
+    if comps.state is None:
+        comps.state = DiTRun()
+    return comps.state

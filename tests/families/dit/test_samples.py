@@ -1,0 +1,21 @@
+"""families/dit/samples.py: the validation sampler follows the checkpoint's scheduler config."""
+
+from __future__ import annotations
+
+from diffusers import DDIMScheduler, DPMSolverMultistepScheduler
+
+from dit_lora.contract.family import Components
+from dit_lora.families.dit.samples import DiTSamples, inference_scheduler
+from dit_lora.families.dit.state import DiTRun
+from dit_lora.registry import get_family
+
+
+def test_the_sampler_is_the_checkpoints_own_else_ddim():
+    named = Components(model=None, state=DiTRun(scheduler_config={"_class_name": "DPMSolverMultistepScheduler"}))
+    assert isinstance(inference_scheduler(named), DPMSolverMultistepScheduler)
+    assert isinstance(inference_scheduler(Components(model=None)), DDIMScheduler)
+
+
+def test_the_validation_prompt_goes_through_the_familys_encoders():
+    spec = get_family("dit")
+    assert isinstance(spec.samples, DiTSamples) and spec.samples.encoders is spec.encoders
