@@ -9,7 +9,7 @@ channels; 17,550 video tokens + 226 text tokens), batch 1, LoRA rank 64 (alpha 6
 to_q/to_k/to_v/to_out.0, bf16 weights with fp32 LoRA masters, gradient checkpointing, precomputed
 latents and T5 embeddings (no VAE, no T5 in memory: what ``--cache_latents`` gives the loop).
 
-Each step is ``CogVideoXFamily.compute_loss`` (uniform timesteps, v-prediction, x0 loss weighted
+Each step is ``CogVideoXLoss.compute_loss`` (the spec's loss component) (uniform timesteps, v-prediction, x0 loss weighted
 1/(1 - alphas_cumprod[t]), RoPE from the pipeline's own helper) plus backward, clipping and fused
 AdamW, exactly as the training loop runs it (see ``benchmarks/common/gpu_step.py``). Weights are random
 (``CogVideoXTransformer3DModel`` built from the published ``transformer/config.json`` values below),
@@ -100,7 +100,7 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
             "prompt_embeds": torch.randn(1, config["max_text_seq_length"], config["text_embed_dim"], device=device,
                                          generator=gen).to(torch.bfloat16),
         }
-        step = train_step_fn(get_family("cogvideox"), comps, model, data, cfg, optimizer, fused, params, device, torch)
+        step = train_step_fn(get_family("cogvideox").loss, comps, model, data, cfg, optimizer, fused, params, device, torch)
         result.update(time_steps(step, steps=args.steps, warmup_steps=args.warmup_steps, device=device, torch=torch))
         if name in FLOOR_S:
             result["floor_s"] = FLOOR_S[name]

@@ -54,10 +54,10 @@ def test_the_recipe_stops_before_loading_when_the_tokenizer_package_is_missing(m
     t5_tokenizer_folder(model / "tokenizer")
     cfg = parse_config(["--pretrained_model_name_or_path", str(model), "--train_data_dir", str(tmp_path),
                         "--family", "cogvideox"])
-    get_family("cogvideox").validate_config(cfg)  # the packages are installed here
+    get_family("cogvideox").model.validate_config(cfg)  # the packages are installed here
     block_packages(monkeypatch, "sentencepiece")
     with pytest.raises(UserError, match=r"needs sentencepiece.*pip install sentencepiece"):
-        get_family("cogvideox").validate_config(cfg)
+        get_family("cogvideox").model.validate_config(cfg)
 
 
 def test_doctor_model_on_a_healthy_folder_and_on_an_unknown_id(tmp_path, monkeypatch):

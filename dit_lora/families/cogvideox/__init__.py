@@ -4,14 +4,12 @@ from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """The family of ``name``: ``cogvideox`` (text-to-video) or ``cogvideox_i2v`` (image-to-video)."""
-    if name == "cogvideox_i2v":
-        from dit_lora.families.cogvideox.i2v import CogVideoXI2VFamily
+    """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``cogvideox`` (text-to-video) or
+    ``cogvideox_i2v`` (image-to-video)."""
+    # The registry imports a family on its first lookup
+    from dit_lora.families.cogvideox.spec import cogvideox_spec
 
-        return CogVideoXI2VFamily()
-    from dit_lora.families.cogvideox.spec import CogVideoXFamily
-
-    return CogVideoXFamily()
+    return cogvideox_spec(name)
 
 
 ENTRY = FamilyEntry(

@@ -1,9 +1,10 @@
-"""CogVideoX image-to-video (``cogvideox_i2v``, ``CogVideoXImageToVideoPipeline``): what differs from text-to-video.
+"""CogVideoX image-to-video (``cogvideox_i2v``, ``CogVideoXImageToVideoPipeline``): the components that differ from
+text-to-video.
 
-The shared implementation (loading, loss, RoPE, 1.5 padding, saving) is :mod:`.cogvideox`. Here: the
-cached first-frame latents, the conditioning input of the transformer (noisy latents and the image
-latents concatenated on the channel axis, with ``--first_frame_noise`` / ``--noised_image_dropout``),
-and the conditioning image of validation videos.
+The shared implementation (loading, loss, RoPE, 1.5 padding, saving) is the text-to-video components'. Here: the
+``--validation_image`` check, the cached first-frame latents, the conditioning input of the transformer (noisy
+latents and the image latents concatenated on the channel axis, with ``--first_frame_noise`` /
+``--noised_image_dropout``), the conditioning image of validation videos (kept in the run's state) and the card.
 """
 
 from __future__ import annotations
@@ -14,27 +15,35 @@ from typing import Any
 
 import torch
 
-from dit_lora.config import TrainConfig
-from dit_lora.core.errors import UserError
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion import run_conditioning_image
-from dit_lora.families.cogvideox.spec import CogVideoXFamily
+from dit_lora.core.errors import UserError
+from dit_lora.families.cogvideox.adapter import CogVideoXCard
+from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
 from dit_lora.families.cogvideox.info import check_latent_size
+from dit_lora.families.cogvideox.loss import CogVideoXLoss
+from dit_lora.families.cogvideox.model import CogVideoXModel
+from dit_lora.families.cogvideox.samples import CogVideoXSamples
+from dit_lora.families.cogvideox.sizes import CogVideoXVideo
+from dit_lora.families.cogvideox.state import run_state
+from dit_lora.families.diffusion.components import DiffusionSetup
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 
 
-class CogVideoXI2VFamily(CogVideoXFamily):
-    """CogVideoX 1.0 5B and 1.5 image-to-video: the first frame conditions the video."""
+class CogVideoXI2VModel(CogVideoXModel):
+    """``FamilySpec.model`` of image-to-video: the text-to-video checks, and ``--validation_image`` exists."""
 
-    name = "cogvideox_i2v"
-    task = "i2v"
-    card_tags = ("image-to-video", "diffusers", "cogvideox", "diffusers-training")
-    pipeline_class_name = "CogVideoXImageToVideoPipeline"
-
-    def _check_validation_image(self, cfg: TrainConfig) -> None:
+    def check_validation_image(self, cfg) -> None:
+        """Refuse a ``--validation_image`` that is not a file (unset: the first clip's first frame is taken)."""
         if cfg.family_options.validation_image and not Path(cfg.family_options.validation_image).is_file():
             raise UserError(f"--validation_image `{cfg.family_options.validation_image}` does not exist. Give an image "
                             "file, or "
                             "leave it unset to condition validation videos on the first training clip's first frame.")
+
+
+class CogVideoXI2VEncoders(CogVideoXEncoders):
+    """``FamilySpec.encoders`` of image-to-video: the clip latents and the first frame's, encoded alone."""
+
+    task = "i2v"
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """Adds ``"image_latents"``: the first frame encoded alone, ``(B, 1, C, h, w)``, scaled as the I2V pipeline."""
@@ -50,7 +59,12 @@ class CogVideoXI2VFamily(CogVideoXFamily):
         out["image_latents"] = image.permute(0, 2, 1, 3, 4).float()
         return out
 
-    def model_input(self, noisy, batch, generator, cfg):
+
+class CogVideoXI2VLoss(CogVideoXLoss):
+    """``FamilySpec.loss`` of image-to-video: the image latents beside the noisy ones, augmented per sample."""
+
+    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator,
+                    cfg) -> torch.Tensor:
         """``[noisy latents | image latents at frame 0, zeros after]`` on the channel axis (``dim=2``)."""
         image = batch["image_latents"].to(noisy.dtype)
         bsz, device = image.shape[0], image.device
@@ -64,25 +78,40 @@ class CogVideoXI2VFamily(CogVideoXFamily):
         zeros = image.new_zeros((bsz, noisy.shape[1] - image.shape[1], *image.shape[2:]))
         return torch.cat([noisy, torch.cat([image, zeros], dim=1)], dim=2)
 
-    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
-        """The conditioning image of validation videos (--validation_image or the first clip's first frame), kept in
-        ``comps.extras["validation_image"]``."""
-        run_conditioning_image(self, cfg, comps, samples)
 
-    def _image(self, cfg: TrainConfig, comps: Components | None):
-        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``."""
-        return run_conditioning_image(self, cfg, comps)
+class CogVideoXI2VSetup(DiffusionSetup):
+    """``FamilySpec.setup`` of image-to-video: the validation videos' conditioning image, taken once the samples are
+    screened and kept in the run's :class:`~.state.CogVideoXRun`."""
 
-    def _call_kwargs(self, cfg, generator, num_videos, comps=None):
-        return {**super()._call_kwargs(cfg, generator, num_videos, comps),
-                "image": [self._image(cfg, comps)] * num_videos}
+    def __init__(self, video: CogVideoXVideo) -> None:
+        self.video = video
 
-    def _snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+        """``--validation_image``, else the first clip's first frame, at the first bucket's size."""
+        kept_conditioning_image(self.video, cfg, run_state(comps), samples)
+
+
+class CogVideoXI2VSamples(CogVideoXSamples):
+    """``FamilySpec.samples`` of image-to-video: every video conditioned on the run's image."""
+
+    def call_kwargs(self, cfg, generator: torch.Generator, num_videos: int,
+                    comps: Components | None = None) -> dict[str, Any]:
+        """The text-to-video arguments and the run's conditioning image (else ``--validation_image``) per video."""
+        image = kept_conditioning_image(self.video, cfg, run_state(comps) if comps is not None else None)
+        return {**super().call_kwargs(cfg, generator, num_videos, comps), "image": [image] * num_videos}
+
+
+class CogVideoXI2VCard(CogVideoXCard):
+    """``FamilySpec.card`` of image-to-video: the snippet loads the first frame; the conditioning rows."""
+
+    def snippet_image(self, cfg) -> tuple[str, str, str]:
+        """``load_image`` of ``--validation_image`` (or a placeholder name), passed as ``image=``."""
         source = cfg.family_options.validation_image or "first_frame.png"
         return (", load_image",
                 f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
                 "\n    image=image,")
 
-    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+    def card_settings(self, cfg) -> dict[str, Any]:
+        """The text-to-video rows and the first frame's noise and dropout."""
         return {**super().card_settings(cfg), "first_frame_noise": cfg.family_options.first_frame_noise,
                 "noised_image_dropout": cfg.family_options.noised_image_dropout}

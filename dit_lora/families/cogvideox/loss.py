@@ -1,4 +1,4 @@
-"""CogVideoX training-loss math (pure functions; the family class comes later).
+"""CogVideoX's loss component (:class:`CogVideoXLoss`) and its math (pure functions).
 
 What the reference trainers (diffusers' CogVideoX examples, finetrainers, THUDM's
 ``finetune/``) do, per sample:
@@ -30,7 +30,15 @@ from typing import Any
 
 import torch
 
+from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
+from dit_lora.families.cogvideox.info import OFS_VALUE, pad_latent_frames
+from dit_lora.families.cogvideox.state import run_state
+from dit_lora.families.diffusion.components import DiffusionLoss
+
 __all__ = [
+    "CogVideoXLoss",
     "WEIGHT_REFERENCE",
     "add_noise",
     "cogvideox_loss_weights",
@@ -138,3 +146,57 @@ def cogvideox_v_loss(
     mse = (x0_hat - latents.float()).pow(2).reshape(latents.shape[0], -1).mean(dim=1)
     per_sample = cogvideox_loss_weights(scheduler, timesteps, weight_cap=weight_cap) * mse
     return per_sample.mean(), per_sample
+
+
+class CogVideoXLoss(DiffusionLoss):
+    """``FamilySpec.loss``: :func:`cogvideox_v_loss` of the transformer's v prediction at drawn timesteps, with the
+    pipeline's own RoPE and (1.5) its first-frame padding; text-to-video (``i2v.py`` adds the image latents)."""
+
+    def __init__(self, encoders: CogVideoXEncoders, info: FamilyInfo) -> None:
+        super().__init__(encoders)
+        self.info = info
+
+    def rotary_embeddings(self, comps: Components, height: int, width: int, frames: int, device: torch.device):
+        """The pipeline's ``_prepare_rotary_positional_embeddings`` for ``frames`` latent frames of ``height`` x
+        ``width`` latent pixels (cached in the run's state); ``None`` for transformers without RoPE (2B)."""
+        if not comps.model.config.use_rotary_positional_embeddings:
+            return None
+        state = run_state(comps)
+        key = (height, width, frames, str(device))
+        if key not in state.rotary_cache:
+            pipe = pipeline_class(self.info)(tokenizer=None, text_encoder=None, vae=None, transformer=comps.model,
+                                             scheduler=None)
+            scale = state.vae_scale_factor_spatial or 8
+            pipe.vae_scale_factor_spatial = scale  # the constructor assumes 8 without a VAE
+            state.rotary_cache[key] = pipe._prepare_rotary_positional_embeddings(height * scale, width * scale,
+                                                                                 frames, device)
+        return state.rotary_cache[key]
+
+    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator,
+                    cfg) -> torch.Tensor:
+        """What the transformer gets besides the noisy latents (text-to-video: nothing)."""
+        return noisy
+
+    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
+                     generator: torch.Generator, cfg) -> torch.Tensor:
+        """Timesteps, then noise, drawn from the step's generator; the weighted x0 loss of the v prediction."""
+        scheduler, arch = comps.scheduler, comps.model.config
+        latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
+        device = latents.device
+        bsz, frames, _, height, width = latents.shape
+        options = cfg.family_options
+        timesteps = sample_timesteps(  # drawn on the device with the step's generator: no host copy, no sync
+            bsz, scheduler.config.num_train_timesteps, sampling=options.timestep_sampling, generator=generator,
+            device=device, logit_mean=options.logit_mean, logit_std=options.logit_std,
+        )
+        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+        noisy = scheduler.add_noise(latents, noise, timesteps)
+        pred = model(
+            hidden_states=self.model_input(noisy, batch, generator, cfg),
+            encoder_hidden_states=batch["prompt_embeds"],
+            timestep=timesteps,
+            ofs=noisy.new_full((1,), OFS_VALUE) if arch.ofs_embed_dim else None,  # as the I2V pipeline: shape (1,)
+            image_rotary_emb=self.rotary_embeddings(comps, height, width, frames, device),
+            return_dict=False,
+        )[0]
+        return cogvideox_v_loss(pred, noisy, latents, timesteps, scheduler, weight_cap=options.loss_weight_cap)[0]

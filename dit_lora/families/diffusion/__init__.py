@@ -7,9 +7,11 @@ The names below are those the not-yet-converted families (DiT, Wan, CogVideoX, t
 
 from dit_lora.families.diffusion.composite import DiffusionFamily
 from dit_lora.families.diffusion.conditioning import (
+    kept_conditioning_image,
     load_conditioning_image,
     run_conditioning_image,
 )
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 
-__all__ = ["DiffusionFamily", "load_conditioning_image", "make_peft_capable", "run_conditioning_image"]
+__all__ = ["DiffusionFamily", "kept_conditioning_image", "load_conditioning_image", "make_peft_capable",
+           "run_conditioning_image"]

@@ -48,3 +48,17 @@ def run_conditioning_image(family, cfg, comps=None, samples: list | None = None)
         if comps is not None:
             comps.extras["validation_image"] = image
     return image
+
+
+def kept_conditioning_image(video_frames, cfg, state, samples: list | None = None):
+    """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket of
+    ``video_frames``), kept in ``state.validation_image`` (the family's typed run state): given ``samples`` (the data
+    stage's ``inspect_samples``) it is taken from them; otherwise the kept one is returned, or ``--validation_image``
+    loaded (``state`` None: nothing is kept, as for a card written without a run)."""
+    image = state.validation_image if state is not None and samples is None else None
+    if image is None:
+        _, height, width = video_frames.video_buckets(cfg)[0]
+        image = load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
+        if state is not None:
+            state.validation_image = image
+    return image

@@ -5,18 +5,19 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from helpers import ROOT
+
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import cogvideox
-from dit_lora.families.cogvideox.i2v import CogVideoXI2VFamily
-from dit_lora.families.cogvideox.spec import CogVideoXFamily
+from dit_lora.families.cogvideox.i2v import CogVideoXI2VEncoders
 from dit_lora.registry import resolve
 
 
 def test_make_picks_the_family_by_name():
     t2v, i2v = cogvideox.make("cogvideox"), cogvideox.make("cogvideox_i2v")
-    assert type(t2v) is CogVideoXFamily and t2v.name == "cogvideox"
-    assert isinstance(i2v, CogVideoXI2VFamily) and i2v.name == "cogvideox_i2v"
+    assert isinstance(t2v, FamilySpec) and t2v.name == "cogvideox" and not isinstance(t2v.encoders, CogVideoXI2VEncoders)
+    assert isinstance(i2v.encoders, CogVideoXI2VEncoders) and i2v.name == "cogvideox_i2v"
+    assert cogvideox.make("cogvideox") is not t2v  # a new spec per call
 
 
 def test_entry_gives_each_name_its_own_options():

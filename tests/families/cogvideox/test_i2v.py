@@ -1,4 +1,5 @@
-"""families/cogvideox/i2v.py: what image-to-video adds (the conditioning input, the validation image, the card).
+"""families/cogvideox/i2v.py: what image-to-video changes (the conditioning input, the validation image in the run's
+state, the card).
 
 Encoding on a real tiny pipeline and the loss are pinned in tests/families/cogvideox/test_spec.py.
 """
@@ -10,9 +11,9 @@ import torch
 from PIL import Image
 
 from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.registry import get_family
-from dit_lora.contract.family import Components
 
 
 def config(**kw) -> TrainConfig:
@@ -26,7 +27,7 @@ def test_model_input_puts_the_image_latents_at_frame_zero_on_the_channel_axis():
     family = get_family("cogvideox_i2v")
     noisy = torch.randn(2, 3, 4, 2, 2)
     image = torch.randn(2, 1, 4, 2, 2)
-    out = family.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0), config())
+    out = family.loss.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0), config())
     assert out.shape == (2, 3, 8, 2, 2)
     assert torch.equal(out[:, :, :4], noisy) and torch.equal(out[:, :1, 4:], image)
     assert not out[:, 1:, 4:].any()  # zeros after the first frame
@@ -35,10 +36,10 @@ def test_model_input_puts_the_image_latents_at_frame_zero_on_the_channel_axis():
 def test_first_frame_noise_and_dropout_change_only_the_conditioning():
     family = get_family("cogvideox_i2v")
     noisy, image = torch.zeros(2, 3, 4, 2, 2), torch.ones(2, 1, 4, 2, 2)
-    noised = family.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0),
+    noised = family.loss.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0),
                                 config(first_frame_noise=True))
     assert not torch.equal(noised[:, :1, 4:], image) and (noised[:, :1, 4:] - image).abs().max() < 0.5
-    dropped = family.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0),
+    dropped = family.loss.model_input(noisy, {"image_latents": image}, torch.Generator().manual_seed(0),
                                  config(noised_image_dropout=1.0))
     assert not dropped.any()
 
@@ -48,20 +49,20 @@ def test_the_validation_image_is_fitted_to_the_video_size_and_kept_in_the_compon
     Image.new("RGB", (200, 100), (10, 200, 30)).save(tmp_path / "first.png")
     cfg = config(validation_image=str(tmp_path / "first.png"))
     comps = Components(model=torch.nn.Linear(1, 1))
-    family.inspect_samples(comps, cfg, samples=[])
-    image = comps.extras["validation_image"]
+    family.setup.inspect_samples(comps, cfg, samples=[])
+    image = comps.state.validation_image
     assert image.size == (48, 32) and image.getpixel((24, 16)) == (10, 200, 30)
-    assert family._call_kwargs(cfg, None, 2, comps)["image"] == [image, image]
-    assert family.card_settings(cfg)["noised_image_dropout"] == 0.0 and not family.card_settings(cfg)[
+    assert family.samples.call_kwargs(cfg, None, 2, comps)["image"] == [image, image]
+    assert family.card.card_settings(cfg)["noised_image_dropout"] == 0.0 and not family.card.card_settings(cfg)[
         "first_frame_noise"]
 
 
 def test_a_missing_or_unreadable_validation_image_is_named(tmp_path):
     family = get_family("cogvideox_i2v")
     with pytest.raises(UserError, match="--validation_image `.*nope.png` does not exist"):
-        family._check_validation_image(config(validation_image=str(tmp_path / "nope.png")))
+        family.model.check_validation_image(config(validation_image=str(tmp_path / "nope.png")))
     (tmp_path / "bad.png").write_bytes(b"not an image")
     with pytest.raises(UserError, match="cannot be read as an image"):
-        family.inspect_samples(Components(model=None), config(validation_image=str(tmp_path / "bad.png")), [])
+        family.setup.inspect_samples(Components(model=None), config(validation_image=str(tmp_path / "bad.png")), [])
     with pytest.raises(UserError, match="needs a conditioning image: set --validation_image"):
-        family.inspect_samples(Components(model=None), config(), [])
+        family.setup.inspect_samples(Components(model=None), config(), [])

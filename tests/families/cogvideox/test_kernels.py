@@ -14,7 +14,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from dit_lora.contract.capabilities import FusedKernels, capability
+from dit_lora.contract.capabilities import FusedKernels
 from dit_lora.families.cogvideox import kernels as cogvideox_kernels  # noqa: E402
 from dit_lora.kernels import kernel_counts, patch_model  # noqa: E402
 from dit_lora.kernels.parity import check_block  # noqa: E402
@@ -98,5 +98,5 @@ def test_a_processor_whose_diffusers_source_changed_is_kept(monkeypatch):
 def test_the_family_declares_its_points():
     from dit_lora.registry import get_family
 
-    fused = capability(get_family("cogvideox"), FusedKernels)
-    assert fused is not None and tuple(fused.kernel_patch_points()) == POINTS
+    fused = get_family("cogvideox").kernels  # CogVideoX's FamilySpec
+    assert isinstance(fused, FusedKernels) and tuple(fused.kernel_patch_points()) == POINTS

@@ -1,6 +1,8 @@
-"""CogVideoX families (cogvideox, cogvideox_i2v): checks, loss, 1.5 padding, RoPE, I2V conditioning, saving.
+"""families/cogvideox/spec.py: the two CogVideoX specs (cogvideox, cogvideox_i2v) and their components together:
+checks, loss, 1.5 padding, RoPE, I2V conditioning, saving.
 
-The families are exercised directly on tiny offline pipelines (no training loop).
+The specs' components are exercised directly on tiny offline pipelines (no training loop), here in one module so the
+five tiny pipelines are built once; each component module's own file tests what needs no pipeline.
 """
 
 from __future__ import annotations
@@ -67,20 +69,21 @@ def _family(task: str):
 
 def _setup(models, case, lora: bool = True, **kw):
     """(family, cfg, comps, batch) for ``case``: components loaded, two clips encoded, LoRA injected."""
+    from dit_lora.contract.spec import configure
     from dit_lora.modeling.trainables import add_lora
 
     family = _family(case[0])
     cfg = _cfg(models[case], family=family.name, **kw)
-    family.validate_config(cfg)
-    comps = family.load_components(cfg, torch.device("cpu"))
-    family.configure(comps, cfg)
+    family.model.validate_config(cfg)
+    comps = family.model.load_components(cfg, torch.device("cpu"))
+    configure(family, comps, cfg)
     pixels = torch.rand(2, 9, 3, 64, 64, generator=torch.Generator().manual_seed(1)) * 2 - 1
-    batch = {**family.encode_images(comps, pixels),
-             **family.encode_prompts(comps, ["a red square moving left to right", "a blue square"])}
+    batch = {**family.encoders.encode_images(comps, pixels),
+             **family.encoders.encode_prompts(comps, ["a red square moving left to right", "a blue square"])}
     batch["pixels"] = pixels
     if lora:
         add_lora(comps.model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
-                 targets=family.default_lora_layers, seed=0)
+                 targets=family.info.default_lora_layers, seed=0)
     return family, cfg, comps, batch
 
 
@@ -104,10 +107,10 @@ def test_registered_with_the_contract():
     t2v, i2v = _family("t2v"), _family("i2v")
     for family, kind, pipeline in ((t2v, "text-to-video", "CogVideoXPipeline"),
                                    (i2v, "image-to-video", "CogVideoXImageToVideoPipeline")):
-        assert isinstance(family.data_handler(_cfg(Path("unused"))), VideoMedia) and family.gradient_checkpointing_default
-        assert recipe_script(family.name) == "recipes/cogvideox_lora.py" and family.pipeline_class_name == pipeline
-        assert kind in family.card_tags and "cogvideox" in family.card_tags
-        assert family.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0")
+        assert isinstance(family.data.data_handler(_cfg(Path("unused")), family), VideoMedia) and family.info.gradient_checkpointing_default
+        assert recipe_script(family.name) == "recipes/cogvideox_lora.py" and family.info.pipeline_class_name == pipeline
+        assert kind in family.info.card_tags and "cogvideox" in family.info.card_tags
+        assert family.info.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0")
 
     class CogVideoXImageToVideoPipeline:  # what family_for_pipeline matches on (class names in the MRO)
         pass
@@ -134,7 +137,7 @@ def test_loss_matches_a_hand_computed_example(models):
     denoiser = ConstantV()
     for cap in (None, 5.0):
         generator = torch.Generator().manual_seed(123)
-        loss = family.compute_loss(comps, denoiser, {"latents": x0, "prompt_embeds": batch["prompt_embeds"]},
+        loss = family.loss.compute_loss(comps, denoiser, {"latents": x0, "prompt_embeds": batch["prompt_embeds"]},
                                    generator, _cfg(models[("t2v", "1.0-5b")], loss_weight_cap=cap))
         # The RNG protocol on the CPU: timesteps first, then the noise, from the run's generator.
         replay = torch.Generator().manual_seed(123)
@@ -162,7 +165,7 @@ def test_compute_loss_reaches_lora_and_pads_15(models, case):
     denoiser = comps.model
     assert batch["latents"].shape == (2, 3, 4, 8, 8) and batch["latents"].dtype == torch.float32
     capture = _Capture(denoiser)
-    loss = family.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(0), cfg)
+    loss = family.loss.compute_loss(comps, denoiser, batch, torch.Generator().manual_seed(0), cfg)
     capture.close()
     assert loss.ndim == 0 and torch.isfinite(loss)
     loss.backward()
@@ -206,13 +209,13 @@ def test_compute_loss_reaches_lora_and_pads_15(models, case):
 def test_i2v_noise_augmentation_and_dropout(models):
     family, cfg, comps, batch = _setup(models, ("i2v", "1.0-5b"), lora=False)
     noisy = torch.zeros(2, 3, 4, 8, 8)
-    clean = family.model_input(noisy, batch, torch.Generator().manual_seed(0), _cfg(models[("i2v", "1.0-5b")],
+    clean = family.loss.model_input(noisy, batch, torch.Generator().manual_seed(0), _cfg(models[("i2v", "1.0-5b")],
                                family="cogvideox_i2v", first_frame_noise=False))
-    augmented = family.model_input(noisy, batch, torch.Generator().manual_seed(0), cfg)
+    augmented = family.loss.model_input(noisy, batch, torch.Generator().manual_seed(0), cfg)
     delta = (augmented - clean)[:, 0, 4:]
     assert 0 < delta.std() < 0.3  # sigma = exp(N(-3, 0.5)) ~ 0.05
     assert augmented[:, 1:, 4:].abs().sum() == 0
-    dropped = family.model_input(noisy, batch, torch.Generator().manual_seed(0),
+    dropped = family.loss.model_input(noisy, batch, torch.Generator().manual_seed(0),
                                  _cfg(models[("i2v", "1.0-5b")], family="cogvideox_i2v",
                                       noised_image_dropout=0.999999))
     assert dropped[:, :, 4:].abs().sum() == 0
@@ -226,10 +229,10 @@ def test_training_rope_equals_the_pipelines(models, case):
 
     family, cfg, comps, batch = _setup(models, case, lora=False)
     capture = _Capture(comps.model)
-    family.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(0), cfg)
+    family.loss.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(0), cfg)
     capture.close()
     trained = capture.calls[0]["image_rotary_emb"]
-    pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+    pipe = getattr(diffusers, family.info.pipeline_class_name).from_pretrained(models[case])
     pipe.set_progress_bar_config(disable=True)
     capture = _Capture(pipe.transformer)
     extra = {"image": Image.new("RGB", (64, 64))} if case[0] == "i2v" else {}
@@ -241,7 +244,7 @@ def test_training_rope_equals_the_pipelines(models, case):
     assert trained[0].shape == inference[0].shape and trained[0].shape[0] == tokens
     for a, b in zip(trained, inference):
         assert torch.equal(a, b)
-    assert len(comps.extras["rotary_cache"]) == 1  # cached per geometry
+    assert len(comps.state.rotary_cache) == 1  # cached per geometry
 
 
 @pytest.mark.parametrize("case", [("t2v", "1.0-5b"), ("i2v", "1.5")], ids=ids)
@@ -272,13 +275,13 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
     inputs = dict(hidden_states=torch.randn(1, 4 if case[1] == "1.5" else 3, channels, 8, 8,
                                             generator=torch.Generator().manual_seed(5)),
                   encoder_hidden_states=batch["prompt_embeds"][:1], timestep=torch.tensor([500]),
-                  image_rotary_emb=family.rotary_embeddings(comps, 8, 8, 4 if case[1] == "1.5" else 3, "cpu"),
+                  image_rotary_emb=family.loss.rotary_embeddings(comps, 8, 8, 4 if case[1] == "1.5" else 3, "cpu"),
                   ofs=torch.tensor([2.0]) if case == ("i2v", "1.5") else None, return_dict=False)
     model.eval()
     with torch.no_grad():
         expected = model(**inputs)[0]
     for loader in ("load_adapter", "load_lora_weights", "load_lora_weights without metadata"):
-        pipe = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+        pipe = getattr(diffusers, family.info.pipeline_class_name).from_pretrained(models[case])
         if loader == "load_adapter":
             load_adapter(pipe, tmp_path)
         else:
@@ -288,7 +291,7 @@ def test_saved_adapter_reloads_at_trained_strength(models, case, tmp_path):
         with torch.no_grad():
             got = pipe.transformer(**inputs)[0]
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
-    base = getattr(diffusers, family.pipeline_class_name).from_pretrained(models[case])
+    base = getattr(diffusers, family.info.pipeline_class_name).from_pretrained(models[case])
     with torch.no_grad():
         assert not torch.allclose(base.transformer(**inputs)[0], expected, atol=1e-4)  # the adapter matters
 
@@ -298,27 +301,28 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     import av
 
     from dit_lora.data.video import load_video_samples
+    from dit_lora.families.diffusion.components import release_encoders
     from dit_lora.modeling.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, validation_prompt="a red square", num_validation_images=2)
-    cond = family.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
-    family.inspect_samples(comps, cfg, load_video_samples(clips))
+    cond = family.encoders.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+    family.setup.inspect_samples(comps, cfg, load_video_samples(clips))
     if case[0] == "i2v":
-        image = comps.extras["validation_image"]  # per-run state: in the components, not on the spec
+        image = comps.state.validation_image  # per-run state: in the components, not on the spec
         assert image.size == (64, 64) and image.getpixel((2, 2))[0] < 60  # the clip's dark background
-    family.release_encoders(comps, keep_for_validation=True)
+    release_encoders(comps, keep_for_validation=True)
     assert set(comps.encoders) == {"vae"} and comps.encoders["vae"].device.type == "cpu"
-    videos = family.generate(comps, comps.model, cond, cfg, seed=0)
+    videos = family.samples.generate(comps, comps.model, cond, cfg, seed=0)
     assert len(videos) == 2 and all(len(v) == 9 and v[0].size == (64, 64) for v in videos)
 
     lora_state, _ = split_trainable_state(comps.model, [])
-    family.save_adapter(tmp_path, lora_state, comps.model.peft_config["default"].to_dict())
-    pipe = family.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
+    family.adapter.save_adapter(tmp_path, lora_state, comps.model.peft_config["default"].to_dict())
+    pipe = family.adapter.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
     assert pipe.transformer.peft_config  # the adapter is loaded
-    reloaded = family.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1, comps=comps)
+    reloaded = family.samples.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1, comps=comps)
     assert len(reloaded) == 1 and len(reloaded[0]) == 9
 
-    path = family.save_sample(reloaded[0], tmp_path / "samples" / "final_0", cfg)
+    path = family.samples.save_sample(reloaded[0], tmp_path / "samples" / "final_0", cfg)
     assert path.name == "final_0.mp4"
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
@@ -365,12 +369,12 @@ def test_bad_configs_are_user_errors(models, tmp_path):
     for overrides, family_name, pattern in cases:
         cfg = _cfg(overrides.pop("pretrained_model_name_or_path", t2v), family=family_name, **overrides)
         with pytest.raises(UserError, match=pattern):
-            _family("i2v" if family_name == "cogvideox_i2v" else "t2v").validate_config(cfg)
+            _family("i2v" if family_name == "cogvideox_i2v" else "t2v").model.validate_config(cfg)
     # 1.5 takes any 4k+1 (latents padded like the pipeline); 1.0 takes 9 at any multiple of 16.
-    _family("t2v").validate_config(_cfg(models[("t2v", "1.5")], max_num_frames=9))
-    assert _family("t2v").video_buckets(_cfg(t2v, frame_buckets="9x64x64,5x32x48")) == [(9, 64, 64), (5, 32, 48)]
+    _family("t2v").model.validate_config(_cfg(models[("t2v", "1.5")], max_num_frames=9))
+    assert _family("t2v").video_frames.video_buckets(_cfg(t2v, frame_buckets="9x64x64,5x32x48")) == [(9, 64, 64), (5, 32, 48)]
     # Without --frame_buckets: the trained size first, then automatic aspect buckets of at most its area.
-    auto = _family("t2v").video_buckets(_cfg(t2v, max_num_frames=None, height=None, width=None))
+    auto = _family("t2v").video_frames.video_buckets(_cfg(t2v, max_num_frames=None, height=None, width=None))
     assert auto[0] == (9, 64, 64) and len(auto) > 1 and all(f == 9 and h * w <= 64 * 64 for f, h, w in auto)
 
 
@@ -378,22 +382,22 @@ def test_precision_notes(models, tmp_path):
     from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
 
     i2v = models[("i2v", "1.0-5b")]
-    notes = _family("i2v").precision_notes(_cfg(i2v, family="cogvideox_i2v", max_num_frames=5))
+    notes = _family("i2v").notes.precision_notes(_cfg(i2v, family="cogvideox_i2v", max_num_frames=5))
     assert len(notes) == 1 and "learned position table for 9 frames" in notes[0] and "sin-cos" in notes[0]
-    assert _family("i2v").precision_notes(_cfg(i2v, family="cogvideox_i2v")) == []
+    assert _family("i2v").notes.precision_notes(_cfg(i2v, family="cogvideox_i2v")) == []
     fp16 = build_tiny_cogvideox_pipeline(tmp_path / "fp16", version="1.0-2b", dtype=torch.float16)
-    notes = _family("t2v").precision_notes(_cfg(fp16))
+    notes = _family("t2v").notes.precision_notes(_cfg(fp16))
     assert len(notes) == 1 and "fp16" in notes[0] and "bf16" in notes[0]
 
 
 def test_tiled_encode_size_mismatch_is_named(models):
     family = _family("t2v")
     cfg = _cfg(models[("t2v", "1.0-5b")], enable_tiling=True)
-    comps = family.load_components(cfg, torch.device("cpu"))
+    comps = family.model.load_components(cfg, torch.device("cpu"))
     # The tiny VAE's tiles are 64 px (stride 53, no multiple of 8): 128 px frames get tiled and miscounted.
-    assert family.encode_images(comps, torch.zeros(1, 9, 3, 64, 64))["latents"].shape[-2:] == (8, 8)
+    assert family.encoders.encode_images(comps, torch.zeros(1, 9, 3, 64, 64))["latents"].shape[-2:] == (8, 8)
     with pytest.raises(UserError, match="--enable_tiling false"):
-        family.encode_images(comps, torch.zeros(1, 9, 3, 128, 128))
+        family.encoders.encode_images(comps, torch.zeros(1, 9, 3, 128, 128))
 
 
 def test_snippet_card_license_and_identity(models, tmp_path):
@@ -404,26 +408,26 @@ def test_snippet_card_license_and_identity(models, tmp_path):
     Image.new("RGB", (64, 64)).save(tmp_path / "frame.png")
     i2v_cfg = _cfg(models[("i2v", "1.5")], family="cogvideox_i2v", validation_image=str(tmp_path / "frame.png"),
                    enable_tiling=True)
-    i2v.validate_config(i2v_cfg)
+    i2v.model.validate_config(i2v_cfg)
     for family, c in ((t2v, cfg), (i2v, i2v_cfg)):
-        code = family.usage_snippet(c, "me/my-lora")
+        code = family.card.usage_snippet(c, "me/my-lora")
         compile(code, "snippet", "exec")
         assert "load_lora_weights(\"me/my-lora\")" in code and "enable_tiling()" in code
         assert "export_to_video(video, \"sample.mp4\", fps=" in code and "torch.bfloat16" in code
-    i2v_code = i2v.usage_snippet(i2v_cfg, "x")
+    i2v_code = i2v.card.usage_snippet(i2v_cfg, "x")
     assert f"load_image({json.dumps(str(tmp_path / 'frame.png'))})" in i2v_code and "fps=16" in i2v_code
     assert "image=image," in i2v_code and "prompt=" in i2v_code  # the I2V pipeline's first argument is the image
-    assert "enable_tiling" not in t2v.usage_snippet(_cfg(models[("t2v", "1.0-5b")]), "x")  # as trained (tiny VAE)
-    settings = t2v.card_settings(cfg)
+    assert "enable_tiling" not in t2v.card.usage_snippet(_cfg(models[("t2v", "1.0-5b")]), "x")  # as trained (tiny VAE)
+    settings = t2v.card.card_settings(cfg)
     assert settings["resolution"].startswith("9x64x64") and "RoPE" in settings["model"]
-    assert "first_frame_noise" in i2v.card_settings(i2v_cfg)
-    license_of = lambda name: t2v.base_model_license(_cfg(models[("t2v", "1.0-5b")]).__class__(  # noqa: E731
+    assert "first_frame_noise" in i2v.card.card_settings(i2v_cfg)
+    license_of = lambda name: t2v.card.base_model_license(_cfg(models[("t2v", "1.0-5b")]).__class__(  # noqa: E731
         family="cogvideox", pretrained_model_name_or_path=name, train_data_dir="x"))
     assert license_of("THUDM/CogVideoX-2b") == "apache-2.0"
     assert license_of("THUDM/CogVideoX-5b-I2V") == "other" and license_of("zai-org/CogVideoX1.5-5B") == "other"
     assert license_of(str(models[("t2v", "1.0-5b")])) is None
-    a, b = t2v.cache_identity(cfg), t2v.cache_identity(_cfg(models[("t2v", "1.0-5b")], enable_tiling=False))
-    assert a != b and a["max_sequence_length"] == 226 and i2v.cache_identity(i2v_cfg)["cogvideox_variant"] == "i2v"
+    a, b = t2v.encoders.cache_identity(cfg), t2v.encoders.cache_identity(_cfg(models[("t2v", "1.0-5b")], enable_tiling=False))
+    assert a != b and a["max_sequence_length"] == 226 and i2v.encoders.cache_identity(i2v_cfg)["cogvideox_variant"] == "i2v"
 
 
 def test_prepare_demo_builds_model_and_clips(tmp_path):
@@ -432,13 +436,13 @@ def test_prepare_demo_builds_model_and_clips(tmp_path):
     family = _family("i2v")
     cfg = _cfg(tmp_path / "model", family="cogvideox_i2v", demo=True, demo_cogvideox_version="1.5",
                train_data_dir=str(tmp_path / "clips"), demo_num_images=3, max_num_frames=13)
-    family.prepare_demo(cfg)
-    family.validate_config(cfg)
+    family.demo.prepare_demo(cfg)
+    family.model.validate_config(cfg)
     samples = load_video_samples(tmp_path / "clips")
     assert len(samples) == 3 and samples[0].probe().num_frames == 13 and samples[0].caption.startswith("a ")
-    family.prepare_demo(cfg)  # idempotent
+    family.demo.prepare_demo(cfg)  # idempotent
     with pytest.raises(UserError, match="1.0-2b"):
-        family.prepare_demo(_cfg(tmp_path / "m2", family="cogvideox_i2v", demo_cogvideox_version="1.0-2b"))
+        family.demo.prepare_demo(_cfg(tmp_path / "m2", family="cogvideox_i2v", demo_cogvideox_version="1.0-2b"))
 
 
 # ---- the size each checkpoint was trained at --------------------------------------------------------------------
@@ -468,18 +472,18 @@ def test_default_size_is_the_documented_trained_size(tmp_path, name, size):
     folder = _hub_layout(tmp_path, name)
     family = _family("i2v" if name.endswith("I2V") else "t2v")
     cfg = _size_cfg(folder)
-    family.validate_config(cfg)
-    buckets = family.video_buckets(cfg)
+    family.model.validate_config(cfg)
+    buckets = family.video_frames.video_buckets(cfg)
     assert buckets[0] == size
     # A learned position table (5B I2V) runs only at its trained size: one bucket; the others get aspect buckets.
     assert (len(buckets) == 1) == (name == "CogVideoX-5b-I2V")
-    (note,) = family.start_notes(cfg)
+    (note,) = family.notes.start_notes(cfg)
     frames, height, width = size
     assert f"video size: {frames}x{height}x{width}" in note and "the size the checkpoint was trained at" in note
     assert "\n" not in note
     assert ("other automatic aspect buckets" in note) == (name != "CogVideoX-5b-I2V")
     assert ("2400 px" in note) == ("1.5" in name) and f"the published config of THUDM/{name}" in note
-    assert family.model_info(cfg).fps == (16 if "1.5" in name else 8)
+    assert family.video_frames.model_info(cfg).fps == (16 if "1.5" in name else 8)
 
 
 def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models):
@@ -492,29 +496,29 @@ def test_size_far_from_the_trained_one_is_refused_unless_forced(tmp_path, models
     # What diffusers' own default (sample size x 8) would train at: 5.5x the tokens.
     with pytest.raises(UserError, match=r"--height/--width asks for 81x2400x2400 .*5\.51x the 44,880 of 81x768x1360"
                                         r".*--height 768 --width 1360 --max_num_frames 81.*--allow_untrained_resolution"):
-        family.validate_config(_size_cfg(v15, height=2400, width=2400))
+        family.model.validate_config(_size_cfg(v15, height=2400, width=2400))
     forced = _size_cfg(v15, height=2400, width=2400, allow_untrained_resolution=True)
-    family.validate_config(forced)
-    assert family.video_buckets(forced)[0] == (81, 2400, 2400)
-    assert "allowed by --allow_untrained_resolution" in family.start_notes(forced)[0]
+    family.model.validate_config(forced)
+    assert family.video_frames.video_buckets(forced)[0] == (81, 2400, 2400)
+    assert "allowed by --allow_untrained_resolution" in family.notes.start_notes(forced)[0]
     # User sizes within range win; unset dimensions come from the trained size.
     within = _size_cfg(v15, height=480, width=848)
-    family.validate_config(within)
-    assert family.video_buckets(within)[0] == (81, 480, 848)
+    family.model.validate_config(within)
+    assert family.video_frames.video_buckets(within)[0] == (81, 480, 848)
     assert "from --height/--width, the rest the trained size; the checkpoint was trained at 81x768x1360" in (
-        family.start_notes(within)[0])
+        family.notes.start_notes(within)[0])
     # Too small: a 1.0 checkpoint asked for the tiny demo size; buckets are checked one by one.
     v10 = _hub_layout(tmp_path, "CogVideoX-5b")
     with pytest.raises(UserError, match=r"--height/--width/--max_num_frames asks for 9x64x64 .*: 48 latent tokens per clip, 0.00274x"):
-        family.validate_config(_size_cfg(v10, height=64, width=64, max_num_frames=9))
+        family.model.validate_config(_size_cfg(v10, height=64, width=64, max_num_frames=9))
     with pytest.raises(UserError, match=r"--frame_buckets asks for 49x1280x1920"):
-        family.validate_config(_size_cfg(v10, frame_buckets="49x480x720,49x1280x1920"))
+        family.model.validate_config(_size_cfg(v10, frame_buckets="49x480x720,49x1280x1920"))
     # The tiny demo models are judged against their own recorded size (9x64x64), not a real checkpoint's.
     tiny = models[("t2v", "1.5")]
-    family.validate_config(_cfg(tiny))
-    assert "9x64x64" in family.start_notes(_cfg(tiny))[0] and "not a catalogued" in family.start_notes(_cfg(tiny))[0]
+    family.model.validate_config(_cfg(tiny))
+    assert "9x64x64" in family.notes.start_notes(_cfg(tiny))[0] and "not a catalogued" in family.notes.start_notes(_cfg(tiny))[0]
     with pytest.raises(UserError, match="--allow_untrained_resolution"):
-        family.validate_config(_cfg(tiny, height=256, width=256))
+        family.model.validate_config(_cfg(tiny, height=256, width=256))
 
 
 @pytest.mark.parametrize("hub_id, size", [("THUDM/CogVideoX1.5-5B", (81, 768, 1360)), ("THUDM/CogVideoX-5b", (49, 480, 720))])
@@ -526,7 +530,7 @@ def test_an_undownloaded_catalogued_id_gets_its_trained_size(hub_id, size, tmp_p
     from dit_lora.registry import get_family
 
     cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path=hub_id)
-    assert get_family("cogvideox").video_buckets(cfg)[0] == size
+    assert get_family("cogvideox").video_frames.video_buckets(cfg)[0] == size
 
 
 def test_automatic_buckets_stay_within_what_each_version_runs(tmp_path, models):
@@ -538,16 +542,68 @@ def test_automatic_buckets_stay_within_what_each_version_runs(tmp_path, models):
 
     family = _family("t2v")
     v10 = _size_cfg(_hub_layout(tmp_path, "CogVideoX-2b"))
-    buckets = family.video_buckets(v10)
+    buckets = family.video_frames.video_buckets(v10)
     info = model_info(v10)
     portrait = choose_bucket(49, 1280, 720, buckets)  # a 9:16 clip: a portrait bucket, little cropped
     assert buckets[0] == (49, 480, 720) and portrait[1] > portrait[2] and clip_cropped_share(1280, 720, portrait) < 0.05
     assert max(info.latent_tokens(*b) for b in buckets) == info.latent_tokens(49, 480, 720)
-    assert family.pixel_batches(v10) == [("49 x 480 x 720", (v10.train_batch_size, 49, 3, 480, 720))]
-    family.validate_config(v10)  # every automatic bucket within the trained-size check's range
+    assert family.plan.pixel_batches(v10) == [("49 x 480 x 720", (v10.train_batch_size, 49, 3, 480, 720))]
+    family.model.validate_config(v10)  # every automatic bucket within the trained-size check's range
     v15 = _size_cfg(_hub_layout(tmp_path, "CogVideoX1.5-5B"))
-    assert all(h <= 2400 and w <= 2400 for _, h, w in family.video_buckets(v15))
+    assert all(h <= 2400 and w <= 2400 for _, h, w in family.video_frames.video_buckets(v15))
     tiny15 = _cfg(models[("t2v", "1.5")])  # its table: 64 x 64 px
-    assert all(h <= 64 and w <= 64 for _, h, w in family.video_buckets(tiny15))
+    assert all(h <= 64 and w <= 64 for _, h, w in family.video_frames.video_buckets(tiny15))
     with pytest.raises(UserError, match=r"--frame_buckets asks for 9x32x128 .*covers at most 64x64 px"):
-        family.validate_config(_cfg(models[("t2v", "1.5")], frame_buckets="9x64x64,9x32x128"))
+        family.model.validate_config(_cfg(models[("t2v", "1.5")], frame_buckets="9x64x64,9x32x128"))
+
+
+# ---- the specs themselves ---------------------------------------------------------------------------------------
+def test_the_registry_serves_each_tasks_own_spec():
+    from dit_lora.contract.spec import FamilySpec
+    from dit_lora.families.cogvideox.spec import INFO
+    from dit_lora.registry import get_spec
+
+    for name in ("cogvideox", "cogvideox_i2v"):
+        spec = get_spec(name)
+        assert isinstance(spec, FamilySpec) and spec.name == name and spec.info == INFO[name]
+        assert isinstance(_family("i2v" if name.endswith("i2v") else "t2v"), FamilySpec)
+    assert INFO["cogvideox"].text_encoder_label == "T5-XXL" and INFO["cogvideox_i2v"].gradient_checkpointing_default
+
+
+def test_it_fills_the_capabilities_the_old_class_declared():
+    """CogVideoXFamily's twelve declared capabilities, and FrameRate (which the old spec took from its model_fps)."""
+    from dit_lora.contract import capabilities as caps
+    from dit_lora.families.cogvideox.spec import cogvideox_spec
+
+    for name in ("cogvideox", "cogvideox_i2v"):
+        spec = cogvideox_spec(name)
+        assert set(spec.capabilities) == {
+            caps.Encoders, caps.Captions, caps.Demo, caps.ModelDefaults, caps.RunNotes, caps.Precision,
+            caps.RunSetup, caps.VideoFrames, caps.Samples, caps.MemoryPlan, caps.ModelCard, caps.FusedKernels,
+            caps.FrameRate}
+        assert spec.trainables is None and spec.image_buckets is None and spec.exports is None
+        assert spec.video_frames is spec.frame_rate
+
+
+def test_components_are_small_and_share_the_encoders_and_the_sizes():
+    import inspect
+
+    from dit_lora.families.cogvideox.spec import cogvideox_spec
+
+    for name in ("cogvideox", "cogvideox_i2v"):
+        spec = cogvideox_spec(name)
+        for field in ("model", "data", "loss", "adapter", "encoders", "samples", "plan", "card", "notes", "setup",
+                      "precision", "demo", "defaults", "video_frames", "kernels"):
+            part = getattr(spec, field)
+            methods = [n for n, v in inspect.getmembers(type(part), inspect.isfunction) if not n.startswith("__")]
+            assert len(methods) < 20, (type(part).__name__, methods)
+        assert spec.loss.encoders is spec.encoders and spec.samples.encoders is spec.encoders
+        assert spec.plan.loss is spec.loss and spec.model.video is spec.video_frames is spec.card.video
+        assert spec.model.task == spec.encoders.task == ("i2v" if name == "cogvideox_i2v" else "t2v")
+
+
+def test_no_component_keeps_run_state_in_extras():
+    import dit_lora.families.cogvideox as package
+
+    for module in Path(package.__file__).parent.glob("*.py"):
+        assert "extras" not in module.read_text(), module.name

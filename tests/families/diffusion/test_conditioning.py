@@ -46,3 +46,23 @@ def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
     assert comps.extras["validation_image"] is first and first.size == (32, 32)
     (tmp_path / "green.png").unlink()  # a reload would now fail: the kept image is returned
     assert run_conditioning_image(family, cfg, comps) is first
+
+
+def test_kept_conditioning_image_lives_in_the_run_state(tmp_path):
+    """The typed-state path: taken once, kept in ``state.validation_image``, returned afterwards; without a state
+    (a card written without a run) it is loaded and nothing is kept."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from dit_lora.families.diffusion import kept_conditioning_image
+
+    Image.new("RGB", (40, 40), (0, 0, 200)).save(tmp_path / "blue.png")
+    frames = SimpleNamespace(video_buckets=lambda cfg: [(5, 32, 48)])
+    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "blue.png")))
+    state = SimpleNamespace(validation_image=None)
+    first = kept_conditioning_image(frames, cfg, state, samples=[])
+    assert state.validation_image is first and first.size == (48, 32)
+    assert kept_conditioning_image(frames, cfg, None).size == (48, 32)
+    (tmp_path / "blue.png").unlink()  # a reload would now fail: the kept image is returned
+    assert kept_conditioning_image(frames, cfg, state) is first

@@ -1,0 +1,59 @@
+"""CogVideoX's memory plan: its components from their configs on the meta device, one clip micro-batch per planned
+bucket, and the cached T5 conditioning."""
+
+from __future__ import annotations
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.data.frames import most_tokens
+from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
+from dit_lora.families.cogvideox.loss import CogVideoXLoss
+from dit_lora.families.cogvideox.model import build_components
+from dit_lora.families.cogvideox.sizes import CogVideoXVideo
+from dit_lora.families.diffusion.components import DiffusionPlan
+
+
+class CogVideoXPlan(DiffusionPlan):
+    """``FamilySpec.plan``: transformer, VAE and T5 on the meta device; clips ``(B, F, 3, H, W)`` of the run's
+    buckets; the prompt embeddings at the transformer's text length."""
+
+    def __init__(self, encoders: CogVideoXEncoders, loss: CogVideoXLoss, video: CogVideoXVideo) -> None:
+        super().__init__(encoders, loss)
+        self.video = video
+
+    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+        """What :meth:`CogVideoXModel.load_components <dit_lora.families.cogvideox.model.CogVideoXModel.load_components>`
+        loads, built from the configs ``read`` returns (``depth``: that many transformer blocks)."""
+        from diffusers import (  # heavy: only when a plan is made
+            AutoencoderKLCogVideoX,
+            CogVideoXTransformer3DModel,
+        )
+        from transformers import T5EncoderModel
+
+        from dit_lora.plan.fake import (  # the fake-tensor tooling: only for a plan
+            diffusers_on_meta,
+            transformers_on_meta,
+            with_depth,
+        )
+
+        dtype = cfg.weight_dtype
+        transformer = diffusers_on_meta(CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"),
+                                                                                "num_layers", depth), dtype)
+        vae = diffusers_on_meta(AutoencoderKLCogVideoX, read("vae", "config.json"), dtype)
+        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype, T5EncoderModel)
+        return build_components(cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {},
+                                None)
+
+    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+        """The prompt embeddings at the transformer's text length, as an empty tensor."""
+        text = comps.encoders["text_encoder"].config.d_model
+        return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text,
+                                             dtype=cfg.weight_dtype)}
+
+    def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
+        """One clip micro-batch per ``--frame_buckets`` entry; of the automatic set, the bucket of the most tokens."""
+        buckets = self.video.video_buckets(cfg)
+        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+            buckets = [most_tokens(buckets)]
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
