@@ -183,4 +183,4 @@ def test_a_bad_transformer_file_is_blamed_through_the_wan_loader(tiny_wan, tmp_p
     file = _bad_file(tiny_wan, tmp_path, "shape")
     cfg = _parse(_argv(tiny_wan, tmp_path, "--family", "wan", "--transformer_file", str(file)))
     with pytest.raises(UserError, match=r"^--transformer_file .* another model or another size"):
-        load_wan_components(get_family("wan"), cfg, torch.device("cpu"))
+        load_wan_components(get_family("wan").model, cfg, torch.device("cpu"))

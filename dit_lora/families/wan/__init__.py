@@ -4,14 +4,12 @@ from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """The family of ``name``: ``wan`` (text-to-video) or ``wan_i2v`` (image-to-video)."""
-    if name == "wan_i2v":
-        from dit_lora.families.wan.i2v import WanI2VFamily
+    """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``wan`` (text-to-video) or ``wan_i2v``
+    (image-to-video), a new one per call."""
+    # The registry imports the package for ENTRY; the spec's modules load torch
+    from dit_lora.families.wan.spec import wan_spec
 
-        return WanI2VFamily()
-    from dit_lora.families.wan.spec import WanFamily
-
-    return WanFamily()
+    return wan_spec(name)
 
 
 ENTRY = FamilyEntry(

@@ -20,7 +20,7 @@ device throughout. The memory plan counts one expert (``loading.plan_wan_compone
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -228,3 +228,21 @@ class WanExperts(nn.Module):
             first = next((t for _, _, t in self._slots(name)), None)
             out[name] = first.device.type if first is not None else "none"
         return out
+
+
+class WanTrainables:
+    """``FamilySpec.trainables``: ``--train_backbone`` as given, no further groups, and a checkpointing switch that
+    reaches both A14B experts (:class:`WanExperts` has no switch of its own)."""
+
+    def backbone_patterns(self, cfg) -> list[str]:
+        """``--train_backbone``."""
+        return list(cfg.train_backbone)
+
+    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+        """No further groups."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: nn.Module) -> None:
+        """Each expert's own diffusers switch (one transformer, or both of :class:`WanExperts`)."""
+        for module in ((model.high, model.low) if isinstance(model, WanExperts) else (model,)):
+            module.enable_gradient_checkpointing()

@@ -1,4 +1,5 @@
-"""Wan image-to-video (``wan_i2v``, ``WanImageToVideoPipeline``): what differs from text-to-video (:mod:`.spec`).
+"""Wan image-to-video (``wan_i2v``, ``WanImageToVideoPipeline``): what differs from text-to-video (:mod:`.spec`):
+the components below subclass text-to-video's.
 
 Wan 2.1 I2V 14B (480P, 720P) and Wan 2.2 I2V-A14B: the transformer takes ``[noisy latents | mask | image
 condition]`` on the channel axis (16 + 4 + 16 = 36). The condition is what ``WanImageToVideoPipeline.prepare_latents``
@@ -18,28 +19,51 @@ from typing import Any
 
 import torch
 
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.config import TrainConfig
-from dit_lora.core.errors import UserError
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion import run_conditioning_image
-from dit_lora.families.wan.info import I2V_PIPELINE
-from dit_lora.families.wan.spec import WanFamily
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.components import DiffusionSetup
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.wan.encoders import WanEncoders
+from dit_lora.families.wan.loading import WanModel, WanPlan
+from dit_lora.families.wan.loss import WanLoss
+from dit_lora.families.wan.outputs import WanAdapter, WanCard, WanSamples
+from dit_lora.families.wan.state import run_state
+from dit_lora.families.wan.task import WanTask
 
 
-class WanI2VFamily(WanFamily):
-    """Wan 2.1 I2V 14B, Wan 2.2 I2V-A14B and TI2V-5B's image mode."""
+def i2v_pipeline(comps: Components, expand: bool):
+    """A ``WanImageToVideoPipeline`` of the VAE (and 2.1's CLIP) only: its ``prepare_latents`` and ``encode_image``
+    build the conditions exactly as at inference."""
+    from diffusers import WanImageToVideoPipeline
 
-    name = "wan_i2v"
-    task = "i2v"
-    kinds = ("i2v", "ti2v")
-    card_tags = ("image-to-video", "diffusers", "wan", "diffusers-training")
-    pipeline_class_name = I2V_PIPELINE
+    return WanImageToVideoPipeline(
+        tokenizer=None, text_encoder=None, vae=comps.encoders["vae"], scheduler=None,
+        image_processor=comps.encoders.get("image_processor"), image_encoder=comps.encoders.get("image_encoder"),
+        transformer=None, transformer_2=None, expand_timesteps=expand)
 
-    # ---- loading ------------------------------------------------------------------------------
-    def load_image_encoder(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+
+def conditioning_image(task: WanTask, cfg: TrainConfig, comps: Components | None, samples: list | None = None):
+    """The run's conditioning image (kept in its :class:`~dit_lora.families.wan.state.WanRun` by
+    :meth:`WanI2VSetup.inspect_samples`), else ``--validation_image``."""
+    return kept_conditioning_image(task, cfg, run_state(comps) if comps is not None else None, samples)
+
+
+class WanI2VModel(WanModel):
+    """``FamilySpec.model``: text-to-video's checks plus ``--validation_image``; 2.1 I2V also loads CLIP."""
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Text-to-video's checks, then a given ``--validation_image`` must be a file."""
+        super().validate_config(cfg)
+        image = cfg.family_options.validation_image
+        if image and not Path(image).is_file():
+            raise UserError(f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
+                            "condition validation videos on the first training clip's first frame.")
+
+    def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
-        if not self.info(cfg).image_encoder:
+        if not self.task.info(cfg).image_encoder:
             return {}
         from transformers import CLIPImageProcessor, CLIPVisionModel
 
@@ -49,41 +73,24 @@ class WanI2VFamily(WanFamily):
                 "image_processor": CLIPImageProcessor.from_pretrained(path, subfolder="image_processor",
                                                                       revision=cfg.revision)}
 
-    def fp32_image_encoder(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
-        if not self.info(cfg).image_encoder:
-            return {}
-        from transformers import CLIPVisionModel
 
-        return {"image_encoder": CLIPVisionModel.from_pretrained(cfg.pretrained_model_name_or_path,
-                                                                 subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32),
-                                                                 **common)}
+class WanI2VEncoders(WanEncoders):
+    """``FamilySpec.encoders``: the latents plus the pipeline's own image condition (and 2.1's CLIP embedding)."""
 
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        out = super().expected_dtypes(comps, cfg)
-        return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
-
-    def _cached_conditions(self, cfg: TrainConfig) -> str:
-        info = self.info(cfg)
+    def cached_conditions(self, cfg: TrainConfig) -> str:
+        """The pipeline condition and (2.1) the CLIP embedding; nothing for TI2V-5B."""
+        info = self.task.info(cfg)
         if info.kind == "ti2v":
             return ""
         return "+pipeline_condition" + ("+clip_penultimate" if info.image_encoder else "")
-
-    # ---- encoding -------------------------------------------------------------------------------
-    def _i2v_pipeline(self, comps: Components, expand: bool):
-        from diffusers import WanImageToVideoPipeline
-
-        return WanImageToVideoPipeline(
-            tokenizer=None, text_encoder=None, vae=comps.encoders["vae"], scheduler=None,
-            image_processor=comps.encoders.get("image_processor"), image_encoder=comps.encoders.get("image_encoder"),
-            transformer=None, transformer_2=None, expand_timesteps=expand)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """Adds ``"condition"`` (mask + image latents, ``(B, 4 + C, F', h, w)``) and, with a CLIP encoder,
         ``"image_embeds"``, both as ``WanImageToVideoPipeline`` computes them (TI2V: nothing added)."""
         out = super().encode_images(comps, pixel_values)
-        if comps.extras.get("expand_timesteps"):
+        if run_state(comps).expand_timesteps:
             return out
-        pipe = self._i2v_pipeline(comps, expand=False)
+        pipe = i2v_pipeline(comps, expand=False)
         bsz, frames, _, height, width = pixel_values.shape
         vae = comps.encoders["vae"]
         first = pixel_values[:, 0].to(vae.device, torch.float32)  # the pipeline's preprocessed image: [-1, 1]
@@ -99,7 +106,10 @@ class WanI2VFamily(WanFamily):
                 out["image_embeds"] = pipe.encode_image(_to_pil(first), vae.device).float()
         return out
 
-    # ---- loss -----------------------------------------------------------------------------------
+
+class WanI2VLoss(WanLoss):
+    """``FamilySpec.loss``: text-to-video's, the image condition beside the noisy latents."""
+
     def conditioning(self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any],
                      generator: torch.Generator) -> dict[str, Any]:
         """``[noisy | mask + image latents]`` on the channel axis and the CLIP image embedding (2.1)."""
@@ -111,40 +121,44 @@ class WanI2VFamily(WanFamily):
             out["encoder_hidden_states_image"] = batch["image_embeds"]
         return out
 
+
+class WanI2VPlan(WanPlan):
+    """``FamilySpec.plan``: text-to-video's, plus the condition (and CLIP embedding) in every planned batch."""
+
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """The planned components, plus the CLIP token count of 2.1 I2V ((image_size / patch)^2 + class token)."""
         comps = super().plan_components(cfg, read, depth)
-        clip = read("image_encoder", "config.json") if self.info(cfg).image_encoder else None
+        clip = read("image_encoder", "config.json") if self.task.info(cfg).image_encoder else None
         if clip:
             vision = clip.get("vision_config", clip)
-            comps.extras["clip_tokens"] = (int(vision["image_size"]) // int(vision["patch_size"])) ** 2 + 1
+            run_state(comps).clip_tokens = (int(vision["image_size"]) // int(vision["patch_size"])) ** 2 + 1
         return comps
 
     def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """The planner's batches: the latents plus the condition (and CLIP embedding) shapes, as empty tensors."""
         out = []
-        info = self.info(cfg)
+        info = self.task.info(cfg)
         for bucket, batch in super().plan_batches(cfg, comps):
             latents = batch["latents"]
             if info.kind != "ti2v":
                 b, c, f, h, w = latents.shape
                 batch["condition"] = torch.empty(b, c + 4, f, h, w, dtype=latents.dtype)
                 if info.image_encoder:
-                    batch["image_embeds"] = torch.empty(b, comps.extras.get("clip_tokens", 257),
+                    batch["image_embeds"] = torch.empty(b, run_state(comps).clip_tokens or 257,
                                                         comps.model.config.image_dim, dtype=latents.dtype)
             out.append((bucket, batch))
         return out
 
-    # ---- validation image -----------------------------------------------------------------------
-    def check_validation_image(self, cfg: TrainConfig) -> None:
-        image = cfg.family_options.validation_image
-        if image and not Path(image).is_file():
-            raise UserError(f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
-                            "condition validation videos on the first training clip's first frame.")
+
+class WanI2VSetup(DiffusionSetup):
+    """``FamilySpec.setup``: images refused, the validation image (and 2.1's CLIP embedding of it) kept."""
+
+    def __init__(self, task: WanTask) -> None:
+        self.task = task
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Refuse images (one-frame clips: nothing after the conditioning frame to learn), then keep the
-        conditioning image of validation videos in ``comps.extras["validation_image"]``."""
+        conditioning image of validation videos in the run's ``validation_image``."""
         stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
         if stills:
             raise UserError(
@@ -152,28 +166,49 @@ class WanI2VFamily(WanFamily):
                 "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
                 "from the data, or train them with --family wan (text-to-video), where images teach appearance."
             )
-        image = run_conditioning_image(self, cfg, comps, samples)
+        image = conditioning_image(self.task, cfg, comps, samples)
         if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
-            pipe = self._i2v_pipeline(comps, expand=False)
+            pipe = i2v_pipeline(comps, expand=False)
             with torch.no_grad():
-                comps.extras["validation_image_embeds"] = pipe.encode_image(image, comps.encoders["image_encoder"].device)
+                run_state(comps).validation_image_embeds = pipe.encode_image(
+                    image, comps.encoders["image_encoder"].device)
 
-    def _image(self, cfg: TrainConfig, comps: Components | None):
-        """The run's conditioning image (:meth:`inspect_samples`), else ``--validation_image``."""
-        return run_conditioning_image(self, cfg, comps)
+
+class WanI2VSamples(WanSamples):
+    """``FamilySpec.samples``: text-to-video's, animating the run's conditioning image."""
 
     def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
-        return {"image": self._image(cfg, comps)}
+        """The conditioning image (:func:`conditioning_image`)."""
+        return {"image": conditioning_image(self.task, cfg, comps)}
 
     def fit_validation_pipeline(self, pipe, comps: Components) -> None:
         """Wan 2.1: the image encoder left with the cache, so the pipeline's ``encode_image`` returns the embedding
-        :meth:`inspect_samples` computed from the same image. (Passing ``image_embeds`` is not an option: the
-        pipeline refuses it together with ``image``, which ``prepare_latents`` needs.)"""
-        embeds = comps.extras.get("validation_image_embeds")
+        :meth:`WanI2VSetup.inspect_samples` computed from the same image. (Passing ``image_embeds`` is not an
+        option: the pipeline refuses it together with ``image``, which ``prepare_latents`` needs.)"""
+        embeds = run_state(comps).validation_image_embeds
         if embeds is not None:
             pipe.encode_image = lambda image, device: embeds.to(device)
 
+
+class WanI2VAdapter(WanAdapter):
+    """``FamilySpec.adapter``: text-to-video's; 2.1 I2V's CLIP reloads in fp32."""
+
+    def fp32_parts(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+        """The CLIP image encoder in fp32 (2.1 I2V; none for the others)."""
+        if not self.task.info(cfg).image_encoder:
+            return {}
+        from transformers import CLIPVisionModel
+
+        return {"image_encoder": CLIPVisionModel.from_pretrained(cfg.pretrained_model_name_or_path,
+                                                                 subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32),
+                                                                 **common)}
+
+
+class WanI2VCard(WanCard):
+    """``FamilySpec.card``: text-to-video's, the snippet loading the first frame to animate."""
+
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+        """(extra import, lines before the call, argument) for the usage snippet's conditioning image."""
         source = cfg.family_options.validation_image or "first_frame.png"
         return (", load_image", f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
                 "\n    image=image,")

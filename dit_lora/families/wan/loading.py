@@ -7,27 +7,42 @@ device; ``low``'s stay in CPU memory (``WanExperts.place``), as the memory plan 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.modeling import quantize
 from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.frames import most_tokens
+from dit_lora.families.diffusion.components import (
+    DiffusionModel,
+    DiffusionPlan,
+    DiffusionPrecision,
+)
+from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.wan.experts import WanExperts, expert_index_ranges
+from dit_lora.families.wan.info import TEXT_LEN
+from dit_lora.families.wan.state import WanRun
+from dit_lora.families.wan.task import WanTask
+from dit_lora.families.wan.validate import validate_wan_config
 from dit_lora.modelfiles.pipeline_files import load_error
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.contract.family import Components
+from dit_lora.modeling import quantize
+from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 
 #: subfolder of each expert in the pipeline folder
 SUBFOLDER = {"high": "transformer", "low": "transformer_2"}
 
 
-def trained_experts(family, cfg: TrainConfig) -> list[str]:
+def trained_experts(task: WanTask, cfg: TrainConfig) -> list[str]:
     """The transformers this run loads: ``["high"]`` (single-expert checkpoints, or --wan_expert high),
     ``["low"]`` or ``["high", "low"]``."""
-    expert = family.expert(cfg)
+    expert = task.expert(cfg)
     return ["high", "low"] if expert == "both" else [expert or "high"]
 
 
-def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Components:
+def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device) -> Components:
     """Transformer(s) in the run's dtype (``--quantize_base`` through diffusers' config), UMT5 in the run's dtype,
     the VAE in fp32; 2.1 image-to-video also the CLIP image encoder (fp32) and its processor."""
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
@@ -37,7 +52,7 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
     common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
     try:
         transformers_ = {}
-        for expert in trained_experts(family, cfg):
+        for expert in trained_experts(model.task, cfg):
             with quantize.diffusers_loading(cfg.model):
                 transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
                     WanTransformer3DModel, cfg.model, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype),
@@ -48,14 +63,14 @@ def load_wan_components(family, cfg: TrainConfig, device: torch.device) -> Compo
                                                         **quantize.text_encoder_kwargs(cfg), **common)
         tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         scheduler_cfg = _scheduler_config(path, cfg.revision)
-        extra = family.load_image_encoder(cfg, common)
+        extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg, err) from None
     both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
     for module in ((*(() if both else transformers_.values()), vae, text_encoder,
                     *(m for m in extra.values() if hasattr(m, "to")))):
         module.to(device)
-    comps = family.make_components(cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
+    comps = make_components(model.task, cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
     if both:
         comps.model.place(device)
     comps.encoders["tokenizer"] = tokenizer
@@ -68,7 +83,7 @@ def _scheduler_config(path: str, revision: str | None) -> dict:
     return dict(diffusers.UniPCMultistepScheduler.load_config(path, subfolder="scheduler", revision=revision))
 
 
-def plan_wan_components(family, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+def plan_wan_components(task: WanTask, cfg: TrainConfig, read, depth: int | None = None) -> Components:
     """What :func:`load_wan_components` loads, on the meta device, ``depth`` blocks deep. A two-expert run plans
     the expert on the device (the idle one waits in CPU memory with --offload_inactive_expert)."""
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
@@ -77,12 +92,105 @@ def plan_wan_components(family, cfg: TrainConfig, read, depth: int | None = None
     from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
     dtype = cfg.weight_dtype
-    experts = trained_experts(family, cfg)
+    experts = trained_experts(task, cfg)
     on_device = experts if not (len(experts) == 2 and cfg.family_options.offload_inactive_expert) else experts[:1]
     transformers_ = {e: diffusers_on_meta(WanTransformer3DModel, with_depth(read(SUBFOLDER[e], "config.json"),
                                                                              "num_layers", depth), dtype)
                      for e in on_device}
     vae = diffusers_on_meta(AutoencoderKLWan, read("vae", "config.json"), torch.float32)
     text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype, UMT5EncoderModel)
-    return family.make_components(cfg, transformers_, vae, text_encoder,
-                                  read("scheduler", "scheduler_config.json") or {}, None)
+    return make_components(task, cfg, transformers_, vae, text_encoder,
+                           read("scheduler", "scheduler_config.json") or {}, None)
+
+
+def make_components(task: WanTask, cfg: TrainConfig, transformers: dict[str, torch.nn.Module], vae, text_encoder,
+                    scheduler_cfg: dict, device, extra_encoders: dict | None = None) -> Components:
+    """The loaded (or planned: ``device`` None) modules as the run's components, what the run decided in its
+    :class:`~dit_lora.families.wan.state.WanRun`.
+
+    ``transformers``: ``{"high": ...}`` for a single-expert checkpoint, or the trained expert(s) of an A14B.
+    """
+    info = task.info(cfg)
+    for t in transformers.values():
+        t.requires_grad_(False)
+        quantize.keep_4bit_layout(t, text_encoder)
+    vae.requires_grad_(False).eval()
+    if text_encoder is not None:
+        text_encoder.requires_grad_(False).eval()
+    if len(transformers) == 2:
+        model = make_peft_capable(WanExperts(transformers["high"], transformers["low"],
+                                             offload=cfg.family_options.offload_inactive_expert))
+    else:
+        model = next(iter(transformers.values()))
+    shift = cfg.family_options.flow_shift or info.flow_shift
+    scheduler = training_scheduler({"flow_shift": shift, "num_train_timesteps": info.num_train_timesteps})
+    tables = flow_tables(scheduler, device if device is not None else "cpu")
+    expert = task.expert(cfg)
+    ranges = {"all": (0, info.num_train_timesteps)}
+    if expert:
+        ranges.update(expert_index_ranges(scheduler.timesteps, info.boundary_ratio, info.num_train_timesteps))
+    vae_cfg = vae.config
+    state = WanRun(
+        scheduler_config=scheduler_cfg, flow_shift=shift, flow_tables=tables, index_ranges=ranges, expert=expert,
+        trained_experts=["high", "low"] if expert == "both" else [expert or "high"], fps=info.fps,
+        boundary_ratio=info.boundary_ratio, image_probability=task.image_probability(cfg),
+        expand_timesteps=info.expand_timesteps,
+        latents_mean=torch.tensor(vae_cfg.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1),
+        latents_std=torch.tensor(vae_cfg.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1),
+    )
+    return Components(model=model, scheduler=scheduler,
+                      encoders={"vae": vae, "text_encoder": text_encoder, **(extra_encoders or {})}, state=state)
+
+
+class WanModel(DiffusionModel):
+    """``FamilySpec.model``: the checks of :mod:`.validate`, then the trained expert(s), UMT5 and the VAE loaded."""
+
+    def __init__(self, info, task: WanTask) -> None:
+        super().__init__(info)
+        self.task = task
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """Every check that reads configs only (:func:`~dit_lora.families.wan.validate.validate_wan_config`)."""
+        validate_wan_config(self.task, cfg)
+
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        """:func:`load_wan_components`."""
+        return load_wan_components(self, cfg, device)
+
+    def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+        """Extra encoders to load (2.1 image-to-video: CLIP); none for text-to-video."""
+        return {}
+
+
+class WanPrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and UMT5 in the run's weight dtype; the VAE (and 2.1 I2V's CLIP) fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """Transformer and UMT5 in the run's weight dtype; the VAE and a CLIP image encoder in fp32 (diffusers'
+        Wan docs)."""
+        out = {"model": cfg.weight_dtype, "vae": torch.float32, "text_encoder": cfg.weight_dtype}
+        return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
+
+
+class WanPlan(DiffusionPlan):
+    """``FamilySpec.plan``: the trained expert(s), UMT5 and the VAE on the meta device; clips of the worst bucket."""
+
+    def __init__(self, task: WanTask, encoders, loss) -> None:
+        super().__init__(encoders, loss)
+        self.task = task
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """:func:`plan_wan_components`."""
+        return plan_wan_components(self.task, cfg, read, depth)
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        """UMT5 embeddings of every prompt padded to 512 tokens, as empty tensors."""
+        text = comps.encoders["text_encoder"].config.d_model
+        return {"prompt_embeds": torch.empty(batch_size, TEXT_LEN, text, dtype=cfg.weight_dtype)}
+
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
+        """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
+        buckets = self.task.video_buckets(cfg)
+        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+            buckets = [most_tokens(buckets)]
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]

@@ -10,19 +10,29 @@ from typing import Any
 
 import torch
 
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.config import TrainConfig
-from dit_lora.core.errors import UserError
-from dit_lora.output.names import ADAPTER_FILE
 from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.frames import describe_buckets
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.wan.comfyui import write_comfyui_files
+from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
+from dit_lora.families.wan.state import run_state
+from dit_lora.families.wan.task import WanTask, forget_infos
+from dit_lora.modelfiles.pipeline_files import is_local
+from dit_lora.output.adapter import adapter_index, attach_adapter, write_adapter_index
+from dit_lora.output.names import ADAPTER_FILE
+from dit_lora.output.video import write_video
 
 _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (transformer_2)"}
 
 
 # ---- demo ------------------------------------------------------------------------------------
-def prepare_wan_demo(family, cfg: TrainConfig) -> None:
+def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     from dit_lora.data.synthetic import build_directory_atomically
     from dit_lora.data.synthetic.clips import make_moving_square_dataset
@@ -34,7 +44,7 @@ def prepare_wan_demo(family, cfg: TrainConfig) -> None:
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
     if cfg.train_data_dir:
-        frames = max(b[0] for b in family.video_buckets(cfg))
+        frames = max(b[0] for b in task.video_buckets(cfg))
         size = TINY_WAN_GEOMETRY["height"]
         fps = 24 if "ti2v" in variant else 16
         marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
@@ -52,67 +62,69 @@ def prepare_wan_demo(family, cfg: TrainConfig) -> None:
 def _inference_scheduler(comps: Components):
     import diffusers
 
-    config = dict(comps.extras.get("scheduler_config") or {})
+    config = dict(run_state(comps).scheduler_config or {})
     cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.UniPCMultistepScheduler
     return cls.from_config(config)
 
 
-def call_kwargs(family, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
+def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
     """The pipeline call's size, steps, guidance and generator (the first bucket's size)."""
-    frames, height, width = family.video_buckets(cfg)[0]
+    frames, height, width = task.video_buckets(cfg)[0]
     return {"num_frames": frames, "height": height, "width": width,
             "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
             "generator": generator, "output_type": "pil"}
 
 
-def _transformers(family, comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
+def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
     """The pipeline's transformer arguments for the in-memory model.
 
     Both experts: ``transformer``/``transformer_2`` split at the checkpoint's boundary, each made resident on the
     device before its forward (hooks removed after). One trained expert of an A14B: that expert alone for every
     step (the other is not loaded; the start notes say so).
     """
+    state = run_state(comps)
     if isinstance(denoiser, WanExperts):
         for name in ("high", "low"):
             hook = denoiser.expert(name).register_forward_pre_hook(lambda *_, n=name: denoiser.activate(n) and None)
             stack.callback(hook.remove)
         return {"transformer": denoiser.high, "transformer_2": denoiser.low,
-                "boundary_ratio": comps.extras["boundary_ratio"]}
-    if comps.extras.get("expert"):  # one trained A14B expert: it runs both stages (the pipeline keeps its boundary,
+                "boundary_ratio": state.boundary_ratio}
+    if state.expert:  # one trained A14B expert: it runs both stages (the pipeline keeps its boundary,
         # so an I2V-A14B pipeline does not look for the CLIP encoder the A14B models do not have)
-        return {"transformer": denoiser, "transformer_2": denoiser, "boundary_ratio": comps.extras["boundary_ratio"]}
+        return {"transformer": denoiser, "transformer_2": denoiser, "boundary_ratio": state.boundary_ratio}
     return {"transformer": denoiser}
 
 
-def generate_validation(family, comps: Components, denoiser, cond: dict, cfg: TrainConfig, seed: int) -> list:
+def generate_validation(samples: WanSamples, comps: Components, denoiser, cond: dict, cfg: TrainConfig,
+                        seed: int) -> list:
     """Validation videos from the in-memory model: the pipeline with the cached prompt embeddings."""
     device = next(p for p in denoiser.parameters() if p.requires_grad).device
     with ExitStack() as stack:
-        vae = stack.enter_context(family.vae_on(comps, device))
-        pipe = family._pipeline_class()(tokenizer=None, text_encoder=None, vae=vae,
-                                        scheduler=_inference_scheduler(comps),
-                                        **_transformers(family, comps, denoiser, stack),
-                                        **family.pipeline_extras(comps))
+        vae = stack.enter_context(vae_on(comps, device))
+        pipe = samples.task.pipeline_class()(tokenizer=None, text_encoder=None, vae=vae,
+                                             scheduler=_inference_scheduler(comps),
+                                             **_transformers(comps, denoiser, stack),
+                                             expand_timesteps=bool(run_state(comps).expand_timesteps))
         pipe.set_progress_bar_config(disable=True)
-        family.fit_validation_pipeline(pipe, comps)
+        samples.fit_validation_pipeline(pipe, comps)
         n = cfg.num_validation_images
         generator = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
             videos = pipe(prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
                           negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
-                          **family.image_call_kwargs(comps, cond, cfg, n), **call_kwargs(family, cfg, generator)
+                          **samples.image_call_kwargs(comps, cond, cfg, n), **call_kwargs(samples.task, cfg, generator)
                           ).frames
     return list(videos)
 
 
-def generate_from_pipeline(family, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
+def generate_from_pipeline(samples: WanSamples, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
                            comps: Components | None = None) -> list:
     """Videos from the reloaded consumer pipeline (both experts of an A14B, with the adapter(s) loaded)."""
     device = (pipe.transformer or pipe.transformer_2).device
     generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
-        return list(pipe(prompt=[prompt] * num_images, **family.image_call_kwargs(comps, None, cfg, num_images),
-                         **call_kwargs(family, cfg, generator)).frames)
+        return list(pipe(prompt=[prompt] * num_images, **samples.image_call_kwargs(comps, None, cfg, num_images),
+                         **call_kwargs(samples.task, cfg, generator)).frames)
 
 
 # ---- adapter files -----------------------------------------------------------------------------
@@ -124,7 +136,7 @@ def split_experts(lora_state: dict[str, torch.Tensor]) -> dict[str, dict[str, to
     return {"single": lora_state}
 
 
-def save_wan_adapter(family, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+def save_wan_adapter(output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
     """``WanPipeline.save_lora_weights`` for each expert's LoRA (the high-noise one, or the only one, in
     ``pytorch_lora_weights.safetensors``); returns the first file."""
     from diffusers import WanPipeline
@@ -143,22 +155,20 @@ def adapter_files(comps: Components) -> dict[str, str]:
     """``{file name: expert}`` of a finished run: ``high`` for single-expert checkpoints. Each A14B expert's file
     has its own name, so a file is never mistaken for the other expert's (the low-noise one must load with
     ``load_into_transformer_2=True``)."""
-    experts = comps.extras.get("trained_experts") or ["high"]
-    if not comps.extras.get("expert"):
+    state = run_state(comps)
+    experts = state.trained_experts or ["high"]
+    if not state.expert:
         return {ADAPTER_FILE: "high"}
     return {EXPERT_FILES[e]: e for e in experts}
 
 
-def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
     """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files."""
-    from dit_lora.output.adapter import write_adapter_index
-    from dit_lora.families.wan.comfyui import write_comfyui_files
-
     files = adapter_files(comps)
     if ADAPTER_FILE not in files and (Path(output_dir) / ADAPTER_FILE).exists():
         # a --wan_expert low run: save_wan_adapter wrote the only file under the default name
         (Path(output_dir) / ADAPTER_FILE).rename(Path(output_dir) / EXPERT_FILES["low"])
-    if comps.extras.get("expert"):
+    if run_state(comps).expert:
         write_adapter_index(output_dir, [
             {"file": name, "label": expert, "expert": _LABEL[expert],
              "load_kwargs": {"load_into_transformer_2": True} if EXPERT_TARGET[expert] == "transformer_2" else {}}
@@ -168,9 +178,6 @@ def save_wan_extras(family, output_dir: Path, comps: Components, cfg: TrainConfi
 
 def export_wan(output_dir: Path, fmt: str) -> list[Path]:
     """``dit-lora export OUTPUT_DIR --format comfyui``: the ComfyUI files of a finished run's adapter(s)."""
-    from dit_lora.output.adapter import adapter_index
-    from dit_lora.families.wan.comfyui import write_comfyui_files
-
     if fmt != "comfyui":
         raise UserError(f"--format {fmt}: Wan adapters export as `comfyui` only.")
     index = adapter_index(Path(output_dir))
@@ -179,27 +186,26 @@ def export_wan(output_dir: Path, fmt: str) -> list[Path]:
 
 
 # ---- reloading and the card -----------------------------------------------------------------
-def load_wan_pipeline(family, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+def load_wan_pipeline(adapter: WanAdapter, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
     """A fresh pipeline from the base model (VAE and 2.1's CLIP in fp32, the rest in the run's dtype) with the
     saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
     from diffusers import AutoencoderKLWan
 
-    from dit_lora.output.adapter import attach_adapter
-
     path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
     parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)}
-    parts.update(family.fp32_image_encoder(cfg, common))
-    pipe = family._pipeline_class().from_pretrained(path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
-                                                    **parts, **common)
-    attach_adapter(family, pipe, adapter_dir)
+    parts.update(adapter.fp32_parts(cfg, common))
+    pipe = adapter.task.pipeline_class().from_pretrained(path, **dtype_kwarg("diffusers", cfg.weight_dtype),
+                                                         variant=cfg.variant, **parts, **common)
+    attach_adapter(None, pipe, adapter_dir)  # Wan fits no consumer before the adapter loads
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
 
 
-def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
+def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
     """Loading the adapter(s) with diffusers and making a video, as the card shows it."""
-    frames, height, width = family.video_buckets(cfg)[0]
-    expert = family.expert(cfg)
+    task = card.task
+    frames, height, width = task.video_buckets(cfg)[0]
+    expert = task.expert(cfg)
     if expert == "both":
         load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)})  # high-noise expert (transformer)\n"
                 f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
@@ -209,8 +215,8 @@ def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
                 "                       load_into_transformer_2=True)  # the low-noise expert (transformer_2)\n")
     else:
         load = f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
-    extra_import, before, image_arg = family.snippet_image(cfg)
-    name = family.pipeline_class_name
+    extra_import, before, image_arg = card.snippet_image(cfg)
+    name = task.pipeline_class_name
     return (
         "import torch\n"
         f"from diffusers import AutoencoderKLWan, {name}\n"
@@ -226,7 +232,127 @@ def usage_snippet(family, cfg: TrainConfig, repo_or_dir: str) -> str:
         f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
         "    generator=torch.manual_seed(0),\n"
         ").frames[0]\n"
-        f"export_to_video(video, \"sample.mp4\", fps={family.info(cfg).fps})\n"
+        f"export_to_video(video, \"sample.mp4\", fps={task.info(cfg).fps})\n"
         "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (checked against its source and\n"
         "# through diffusers' converter; ComfyUI itself was not run by dit-lora's tests): LoRA loader, strength 1.0\n"
     )
+
+
+# ---- the components --------------------------------------------------------------------------
+class WanSamples(DiffusionSamples):
+    """``FamilySpec.samples``: videos from the Wan pipeline, written as mp4 at the checkpoint's frame rate."""
+
+    def __init__(self, task: WanTask, encoders: WanEncoders) -> None:
+        super().__init__(encoders)
+        self.task = task
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig,
+                 seed: int) -> list:
+        """:func:`generate_validation`."""
+        return generate_validation(self, comps, model, cond, cfg, seed)
+
+    def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
+                               comps: Components | None = None) -> list:
+        """:func:`generate_from_pipeline`."""
+        return generate_from_pipeline(self, pipe, prompt, cfg, seed, num_images, comps)
+
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
+        """A validation video (list of PIL frames) as ``stem.mp4`` at the checkpoint's frame rate."""
+        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.task.info(cfg).fps)
+
+    def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
+        """The pipeline call's image arguments (text-to-video: none)."""
+        return {}
+
+    def fit_validation_pipeline(self, pipe, comps: Components) -> None:
+        """Adapt the in-memory validation pipeline to what the run still holds (image-to-video: the cached CLIP
+        embedding stands in for the released image encoder); nothing for text-to-video."""
+
+
+class WanAdapter:
+    """``FamilySpec.adapter``: ``WanPipeline.save_lora_weights`` (one file per expert) and ``load_lora_weights``."""
+
+    def __init__(self, info: FamilyInfo, task: WanTask) -> None:
+        self.info, self.task = info, task
+
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        """``WanPipeline.save_lora_weights``; a two-expert model's ``high.``/``low.`` keys go to one file each."""
+        return save_wan_adapter(output_dir, lora_state, lora_config)
+
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        """:func:`load_wan_pipeline`."""
+        return load_wan_pipeline(self, cfg, adapter_dir, device)
+
+    def fp32_parts(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
+        """Components the reloaded pipeline takes in fp32 besides the VAE (2.1 I2V: the CLIP image encoder)."""
+        return {}
+
+
+class WanAdapterExtras:
+    """``FamilySpec.adapter_extras``: which expert each adapter file is for, and the ComfyUI-format files."""
+
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+        """:func:`save_beside_adapter`."""
+        save_beside_adapter(output_dir, comps, cfg)
+
+
+class WanExports:
+    """``FamilySpec.exports``: ``dit-lora export --format comfyui``."""
+
+    def export_formats(self) -> dict[str, str]:
+        """The one format, and how faithful it is."""
+        return {"comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
+                           "into lora_B and no .alpha keys, so strength 1.0 is the trained one; the names follow "
+                           "ComfyUI's source and the file reproduces the trained output through diffusers' converter in "
+                           "dit-lora's tests (ComfyUI itself not run)"}
+
+    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
+        """:func:`export_wan`."""
+        return export_wan(output_dir, fmt)
+
+
+class WanCard:
+    """``FamilySpec.card``: the snippet, Wan's rows (size, model, schedule, experts) and Wan-AI's license."""
+
+    def __init__(self, task: WanTask) -> None:
+        self.task = task
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        """:func:`usage_snippet`."""
+        return usage_snippet(self, cfg, repo_or_dir)
+
+    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
+        """(extra import, lines before the call, argument) for the usage snippet's conditioning image (none)."""
+        return "", "", ""
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
+        info = self.task.info(cfg)
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        settings = {"resolution": f"{buckets} (frames x height x width)", "model": info.describe(),
+                    "timestep_sampling": cfg.family_options.timestep_sampling,
+                    "flow_shift": cfg.family_options.flow_shift or info.flow_shift, "frame_sampling": cfg.frame_sampling}
+        expert = self.task.expert(cfg)
+        if expert:
+            settings["experts"] = {"high": "high-noise expert (`transformer`)", "low": "low-noise expert "
+                                   "(`transformer_2`)", "both": "both experts, one adapter each"}[expert]
+        if info.kind == "ti2v":
+            settings["ti2v_image_probability"] = self.task.image_probability(cfg)
+        return settings
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
+        name = cfg.pretrained_model_name_or_path
+        return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
+
+
+class WanDemo:
+    """``FamilySpec.demo``: the tiny offline Wan pipeline of ``--demo_wan_variant`` and moving-square clips."""
+
+    def __init__(self, task: WanTask) -> None:
+        self.task = task
+
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        """:func:`prepare_wan_demo`, then the configs read before it forgotten (the folder is new)."""
+        prepare_wan_demo(self.task, cfg)
+        forget_infos()

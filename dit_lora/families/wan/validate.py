@@ -7,33 +7,46 @@ import os
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.modelfiles.pipeline_files import check_pipeline_folder, check_safetensors, read_component_config
+from dit_lora.families.wan.info import (
+    EXAMPLE_IDS,
+    FAMILY_FOR,
+    I2V_PIPELINE,
+    KIND,
+    MAX_TOKEN_RATIO,
+    T2V_PIPELINE,
+    TEXT_LEN,
+)
+from dit_lora.families.wan.task import WanTask
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    read_component_config,
+)
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
-from dit_lora.families.wan.info import EXAMPLE_IDS, FAMILY_FOR, I2V_PIPELINE, KIND, MAX_TOKEN_RATIO, T2V_PIPELINE, TEXT_LEN
 
 
-def validate_wan_config(family, cfg: TrainConfig) -> None:
-    """Every check of :class:`~.spec.WanFamily` (and its image-to-video subclass) that reads configs only."""
+def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
+    """Every check of the ``wan`` and ``wan_i2v`` families that reads configs only (image-to-video then checks
+    ``--validation_image``: :class:`~dit_lora.families.wan.i2v.WanI2VModel`)."""
     path = cfg.pretrained_model_name_or_path
-    check_pipeline_folder(cfg, "Wan", EXAMPLE_IDS[family.task],
+    check_pipeline_folder(cfg, "Wan", EXAMPLE_IDS[task.task],
                           "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
-    info = family.info(cfg)
+    info = task.info(cfg)
     weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
     check_safetensors(cfg, tuple(weights), "Wan")
     check_tokenizer_packages(path, "tokenizer", cfg.revision)
-    _check_kind(family, cfg, info)
-    _check_options(family, cfg, info)
+    _check_kind(task, cfg, info)
+    _check_options(task, cfg, info)
     if cfg.max_sequence_length is not None and cfg.max_sequence_length != TEXT_LEN:
         raise UserError(
             f"--max_sequence_length {cfg.max_sequence_length}: Wan's pipelines pad every prompt to {TEXT_LEN} UMT5 "
             f"tokens and the model was trained on that length (Wan 2.1 I2V even splits its cross-attention input at "
             f"token {TEXT_LEN}). Remove --max_sequence_length or set it to {TEXT_LEN}."
         )
-    check_trained_size(family, cfg, info)
-    family.check_validation_image(cfg)
+    check_trained_size(task, cfg, info)
 
 
-def _check_kind(family, cfg: TrainConfig, info) -> None:
+def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
     path = cfg.pretrained_model_name_or_path
     known = (T2V_PIPELINE, I2V_PIPELINE)
     if info.pipeline_class and info.pipeline_class not in known:
@@ -54,16 +67,16 @@ def _check_kind(family, cfg: TrainConfig, info) -> None:
             f"channels (text-to-video) nor 2 x {info.z_dim} + 4 (image-to-video: latents, mask, image latents); "
             "--family wan and wan_i2v train neither kind of model (Fun/control variants are not supported)."
         )
-    if info.kind and info.kind not in family.kinds:
-        other = FAMILY_FOR["i2v" if family.task == "t2v" else "t2v"]
+    if info.kind and info.kind not in task.kinds:
+        other = FAMILY_FOR["i2v" if task.task == "t2v" else "t2v"]
         article = "an" if KIND[info.kind][0] in "aeiou" else "a"
         raise UserError(
-            f"`{path}` is {article} {KIND[info.kind]} Wan checkpoint ({info.evidence}), but --family {family.name} "
-            f"trains {KIND[family.task]}. Use --family {other}."
+            f"`{path}` is {article} {KIND[info.kind]} Wan checkpoint ({info.evidence}), but --family {task.name} "
+            f"trains {KIND[task.task]}. Use --family {other}."
         )
 
 
-def _check_options(family, cfg: TrainConfig, info) -> None:
+def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
     opts, path = cfg.family_options, cfg.pretrained_model_name_or_path
     if opts.wan_expert and not info.two_experts:
         raise UserError(
@@ -75,7 +88,7 @@ def _check_options(family, cfg: TrainConfig, info) -> None:
             f"--ti2v_image_probability applies to Wan 2.2 TI2V-5B (expand_timesteps in model_index.json); `{path}` is "
             f"{KIND.get(info.kind or '', 'another kind of')} checkpoint. Remove it."
         )
-    if family.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # WORLD_SIZE: set by accelerate launch
+    if task.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # WORLD_SIZE: set by accelerate launch
         raise UserError(
             "--wan_expert both alternates the experts step by step, which multi-process data parallel training does "
             "not support yet (each step leaves one expert's LoRA without gradients). Train one expert per run "
@@ -83,7 +96,7 @@ def _check_options(family, cfg: TrainConfig, info) -> None:
         )
 
 
-def check_trained_size(family, cfg: TrainConfig, info) -> None:
+def check_trained_size(task: WanTask, cfg: TrainConfig, info) -> None:
     """Refuse buckets with over :data:`MAX_TOKEN_RATIO` times the latent tokens per clip of the largest size the
     checkpoint generates at (unless ``--allow_untrained_resolution``): the cost grows with the square of the
     tokens, and the model never saw such lengths."""
@@ -91,7 +104,7 @@ def check_trained_size(family, cfg: TrainConfig, info) -> None:
         return
     frames, height, width, why = info.largest_trained_size()
     trained = info.latent_tokens(frames, height, width)
-    for bucket in family.video_buckets(cfg):
+    for bucket in task.video_buckets(cfg):
         tokens = info.latent_tokens(*bucket)
         if tokens > MAX_TOKEN_RATIO * trained:
             f, h, w = bucket

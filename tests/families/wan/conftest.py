@@ -64,8 +64,8 @@ def wan_load(wan_model) -> Callable[..., tuple[Any, Any, Any]]:
     def load(variant: str, family: str = "wan", **kw):
         fam = get_family(family)
         cfg = wan_config(wan_model(variant), family, **kw)
-        fam.validate_config(cfg)
-        return fam, cfg, fam.load_components(cfg, torch.device("cpu"))
+        fam.model.validate_config(cfg)
+        return fam, cfg, fam.model.load_components(cfg, torch.device("cpu"))
 
     return load
 

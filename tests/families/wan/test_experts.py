@@ -82,7 +82,7 @@ def test_loaded_a14b_experts_with_lora_switch_on_the_cpu(wan_load):
     family, cfg, comps = wan_load("2.2-t2v-a14b", wan_expert="both")
     model = comps.model
     assert isinstance(model, WanExperts) and model.offload  # --offload_inactive_expert defaults on
-    add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any(n.startswith("high.") for n in names) and any(n.startswith("low.") for n in names)
     assert model.activate("low") is model.low and model.activate("high") is model.high
@@ -198,11 +198,11 @@ def test_the_cpu_copies_survive_lora_injection_on_the_loaded_a14b(wan_model):
     family = get_family("wan")
     cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(path), train_data_dir="clips",
                                  mixed_precision="no")
-    model = family.load_components(cfg, META).model
+    model = family.model.load_components(cfg, META).model
     assert model.residency() == {"high": "meta", "low": "cpu"}
     originals = {n: _frozen(WanTransformer3DModel.from_pretrained(path, subfolder=s).requires_grad_(False))
                  for n, s in (("high", "transformer"), ("low", "transformer_2"))}
-    add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.default_lora_layers, seed=0)
+    add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
     names = [k for k, p in model.low.named_parameters() if not p.requires_grad]
     assert any(".base_layer." in k for k in names)
     for name in ("high", "low"):
@@ -226,7 +226,7 @@ def _load_on_cuda(wan_model, offload: bool):
                                  train_data_dir="clips", mixed_precision="no", offload_inactive_expert=offload)
     torch.cuda.reset_peak_memory_stats()
     start = torch.cuda.memory_allocated()
-    comps = family.load_components(cfg, torch.device("cuda"))
+    comps = family.model.load_components(cfg, torch.device("cuda"))
     load_peak = torch.cuda.max_memory_allocated() - start
     model = comps.model
     add_lora(model, rank=4, alpha=4, dropout=0.0, targets=("to_q", "to_k", "to_v", "to_out.0"), seed=0)
@@ -305,5 +305,5 @@ def test_both_experts_pass_the_precision_audit(wan_load):
     from dit_lora.training.precision import audit_precision
 
     family, cfg, comps = wan_load("2.2-t2v-a14b", wan_expert="both", mixed_precision="bf16")
-    mismatches = audit_precision(comps, family.expected_dtypes(comps, cfg), allow_fp16=False)
+    mismatches = audit_precision(comps, family.precision.expected_dtypes(comps, cfg), allow_fp16=False)
     assert [m for m in mismatches if m["component"] == "model"] == []

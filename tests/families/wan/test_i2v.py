@@ -57,7 +57,7 @@ def _at_inference(path, image: Image.Image) -> dict:
 def test_cached_condition_and_image_embedding_are_the_pipeline_s_at_inference(wan_load, wan_model, wan_kit, variant):
     family, _, comps = wan_load(variant, family="wan_i2v")
     pixels = wan_kit.clips(batch=2)
-    out = family.encode_images(comps, pixels)
+    out = family.encoders.encode_images(comps, pixels)
     latent_frames, c = (FRAMES - 1) // 4 + 1, comps.encoders["vae"].config.z_dim
     assert out["condition"].shape == (2, 4 + c, latent_frames, 8, 8) and out["condition"].dtype == torch.float32
     for i in range(2):
@@ -84,7 +84,7 @@ def test_cached_condition_and_image_embedding_are_the_pipeline_s_at_inference(wa
 def test_condition_by_hand_mask_then_first_frame_and_black_frames(wan_load, wan_kit, variant):
     family, _, comps = wan_load(variant, family="wan_i2v")
     pixels = wan_kit.clips(batch=2)
-    condition = family.encode_images(comps, pixels)["condition"]
+    condition = family.encoders.encode_images(comps, pixels)["condition"]
     mask = torch.zeros(2, 4, (FRAMES - 1) // 4 + 1, 8, 8)
     mask[:, :, 0] = 1.0  # the first latent frame holds the 4 (first-frame-repeated) mask frames
     assert torch.equal(condition[:, :4], mask)
@@ -101,16 +101,16 @@ def test_condition_by_hand_mask_then_first_frame_and_black_frames(wan_load, wan_
 def test_the_transformer_gets_noisy_latents_then_the_condition_and_the_image_embedding(wan_load, wan_kit, variant):
     options = {"wan_expert": "high"} if "a14b" in variant else {}
     family, cfg, comps = wan_load(variant, family="wan_i2v", **options)
-    batch = {**family.encode_images(comps, wan_kit.clips()), **family.encode_prompts(comps, PROMPTS)}
+    batch = {**family.encoders.encode_images(comps, wan_kit.clips()), **family.encoders.encode_prompts(comps, PROMPTS)}
     model = wan_kit.Recorder(16, inner=comps.model)
-    loss = family.compute_loss(comps, model, batch, torch.Generator().manual_seed(3), cfg)
+    loss = family.loss.compute_loss(comps, model, batch, torch.Generator().manual_seed(3), cfg)
     (call,) = model.calls
     x0 = batch["latents"]
     replay = torch.Generator().manual_seed(3)
     eps = torch.randn(x0.shape, generator=replay)
-    first, end = comps.extras["index_ranges"][family.step_expert(comps, batch) or "all"]
+    first, end = comps.state.index_ranges[family.loss.step_expert(comps, batch) or "all"]
     idx = first + (torch.rand(2, generator=replay) * (end - first)).long()
-    sigma = comps.extras["flow_tables"][0][idx].view(-1, 1, 1, 1, 1)
+    sigma = comps.state.flow_tables[0][idx].view(-1, 1, 1, 1, 1)
     hidden = call["hidden_states"]
     assert hidden.shape == (2, 36, *x0.shape[2:])
     torch.testing.assert_close(hidden[:, :16], (1 - sigma) * x0 + sigma * eps, rtol=1e-5, atol=1e-5)
@@ -126,16 +126,16 @@ def test_ti2v_first_latent_frame_is_the_encoding_of_the_first_frame_alone(wan_lo
     """The Wan VAE is causal in time: a clip's first latent frame depends on its first frame only, so TI2V's image
     mode (wan_i2v on TI2V-5B) conditions on the clip's own first latent frame and caches nothing else."""
     family, _, comps = wan_load("2.2-ti2v", family="wan_i2v")
-    assert comps.extras["image_probability"] == 1.0  # wan_i2v's default on TI2V-5B
+    assert comps.state.image_probability == 1.0  # wan_i2v's default on TI2V-5B
     pixels = wan_kit.clips(batch=2)
-    out = family.encode_images(comps, pixels)
+    out = family.encoders.encode_images(comps, pixels)
     assert set(out) == {"latents"}
-    alone = family.encode_images(comps, pixels[:, :1])["latents"]
+    alone = family.encoders.encode_images(comps, pixels[:, :1])["latents"]
     assert alone.shape[2] == 1
     torch.testing.assert_close(out["latents"][:, :, :1], alone, rtol=1e-4, atol=1e-4)
     other = pixels.clone()
     other[:, 1:] = -other[:, 1:]  # later frames change: the first latent frame does not, the others do
-    changed = family.encode_images(comps, other)["latents"]
+    changed = family.encoders.encode_images(comps, other)["latents"]
     torch.testing.assert_close(changed[:, :, :1], out["latents"][:, :, :1], rtol=1e-4, atol=1e-4)
     assert not torch.allclose(changed[:, :, 1:], out["latents"][:, :, 1:], atol=1e-3)
 
@@ -145,10 +145,10 @@ def test_image_to_video_loss_makes_no_host_sync(wan_load, wan_kit, variant, opti
     from dit_lora.training.sync_audit import SyncAudit
 
     family, cfg, comps = wan_load(variant, family="wan_i2v", **options)
-    batch = {**family.encode_images(comps, wan_kit.clips()), **family.encode_prompts(comps, PROMPTS)}
+    batch = {**family.encoders.encode_images(comps, wan_kit.clips()), **family.encoders.encode_prompts(comps, PROMPTS)}
     audit = SyncAudit(torch.device("cpu"), enabled=True)
     for step in (1, 2):
         with audit.step():
-            loss = family.compute_loss(comps, comps.model, {**batch, "step": step},
+            loss = family.loss.compute_loss(comps, comps.model, {**batch, "step": step},
                                        torch.Generator().manual_seed(0), cfg)
     assert audit.steps == 2 and not audit.passed and torch.isfinite(loss)

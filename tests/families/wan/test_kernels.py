@@ -17,12 +17,10 @@ import torch
 
 pytest.importorskip("triton")
 
-from dit_lora.contract.capabilities import FusedKernels, capability
-from dit_lora.families.wan import kernels as wan_kernels  # noqa: E402
-from dit_lora.kernels import kernel_counts, kernel_runtime, patch_model  # noqa: E402
-from dit_lora.kernels.parity import check_block  # noqa: E402
-from dit_lora.kernels.patch_points import drift_note  # noqa: E402
-
+from dit_lora.families.wan import kernels as wan_kernels
+from dit_lora.kernels import kernel_counts, kernel_runtime, patch_model
+from dit_lora.kernels.parity import check_block
+from dit_lora.kernels.patch_points import drift_note
 
 POINTS = wan_kernels.patch_points()
 HEADS, HEAD_DIM, VIDEO, TEXT, IMAGE, BATCH = 3, 8, 15, 7, 5, 3
@@ -241,6 +239,6 @@ def test_the_family_declares_its_points():
         family = get_family("wan")
     except Exception as err:  # noqa: BLE001 - the Wan spec lands separately (issue 27)
         pytest.skip(f"the wan family is not registered yet: {err}")
-    fused = capability(family, FusedKernels)
+    fused = family.kernels
     assert fused is not None and tuple(fused.kernel_patch_points()) == POINTS
 

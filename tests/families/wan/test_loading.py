@@ -56,27 +56,27 @@ def _direct(path, subfolder, dtype=torch.bfloat16):
 def test_one_expert_loads_only_its_transformer(wan_model, subfolders, expert, subfolder):
     path = wan_model("2.2-t2v-a14b")
     family = get_family("wan")
-    comps = family.load_components(_cfg(path, wan_expert=expert), CPU)
+    comps = family.model.load_components(_cfg(path, wan_expert=expert), CPU)
     assert subfolders == [subfolder]
     assert not isinstance(comps.model, WanExperts)
-    assert comps.extras["expert"] == expert and comps.extras["trained_experts"] == [expert]
+    assert comps.state.expert == expert and comps.state.trained_experts == [expert]
     assert _same_weights(comps.model, _direct(path, subfolder))  # the right expert's weights, not the other's
     assert not _same_weights(comps.model, _direct(path, "transformer_2" if expert == "high" else "transformer"))
-    first, end = comps.extras["index_ranges"][expert]
-    timesteps = comps.extras["flow_tables"][1][first:end]
+    first, end = comps.state.index_ranges[expert]
+    timesteps = comps.state.flow_tables[1][first:end]
     owns_high = timesteps >= 0.875 * 1000  # the pipelines route t >= boundary_ratio * 1000 to `transformer`
     assert bool(owns_high.all()) if expert == "high" else not bool(owns_high.any())
 
 
 def test_both_experts_build_wan_experts(wan_model, subfolders):
     path = wan_model("2.2-t2v-a14b")
-    comps = get_family("wan").load_components(_cfg(path), CPU)  # --wan_expert defaults to both
+    comps = get_family("wan").model.load_components(_cfg(path), CPU)  # --wan_expert defaults to both
     assert subfolders == ["transformer", "transformer_2"]
     model = comps.model
     assert isinstance(model, WanExperts) and model.offload is True
     assert _same_weights(model.high, _direct(path, "transformer"))
     assert _same_weights(model.low, _direct(path, "transformer_2"))
-    assert comps.extras["trained_experts"] == ["high", "low"] and comps.extras["boundary_ratio"] == 0.875
+    assert comps.state.trained_experts == ["high", "low"] and comps.state.boundary_ratio == 0.875
     assert hasattr(model, "add_adapter")  # LoRA attaches through diffusers' PeftAdapterMixin
     assert not any(p.requires_grad for p in model.parameters())
 
@@ -84,9 +84,9 @@ def test_both_experts_build_wan_experts(wan_model, subfolders):
 def test_single_expert_checkpoints_load_transformer(wan_model, subfolders):
     family = get_family("wan")
     cfg = _cfg(wan_model("2.1-t2v"))
-    assert trained_experts(family, cfg) == ["high"]
-    comps = family.load_components(cfg, CPU)
-    assert subfolders == ["transformer"] and comps.extras["expert"] is None
+    assert trained_experts(family.video_frames, cfg) == ["high"]
+    comps = family.model.load_components(cfg, CPU)
+    assert subfolders == ["transformer"] and comps.state.expert is None
 
 
 @pytest.mark.parametrize("variant", ["2.1-t2v", "2.1-i2v", "2.2-ti2v"])
@@ -96,7 +96,7 @@ def test_default_dtypes(wan_model, variant):
     family = get_family(FAMILY[variant])
     cfg = _cfg(wan_model(variant), FAMILY[variant])
     assert cfg.weight_dtype == torch.bfloat16
-    comps = family.load_components(cfg, CPU)
+    comps = family.model.load_components(cfg, CPU)
     dtypes = {"model": comps.model.dtype, "vae": comps.encoders["vae"].dtype,
               "text_encoder": comps.encoders["text_encoder"].dtype}
     if "image_encoder" in comps.encoders:
@@ -105,12 +105,12 @@ def test_default_dtypes(wan_model, variant):
     if variant == "2.1-i2v":
         expected["image_encoder"] = torch.float32
         assert "image_processor" in comps.encoders
-    assert dtypes == expected == family.expected_dtypes(comps, cfg)
+    assert dtypes == expected == family.precision.expected_dtypes(comps, cfg)
     assert comps.encoders["tokenizer"] is not None
 
 
 def test_mixed_precision_no_loads_fp32(wan_model):
-    comps = get_family("wan").load_components(_cfg(wan_model("2.1-t2v"), mixed_precision="no"), CPU)
+    comps = get_family("wan").model.load_components(_cfg(wan_model("2.1-t2v"), mixed_precision="no"), CPU)
     assert comps.model.dtype == comps.encoders["text_encoder"].dtype == torch.float32
 
 
@@ -118,7 +118,7 @@ def test_mixed_precision_no_loads_fp32(wan_model):
 def test_plan_components_build_on_meta(wan_model, variant):
     family = get_family(FAMILY[variant])
     cfg = _cfg(wan_model(variant), FAMILY[variant])
-    comps = family.plan_components(cfg, config_reader(cfg), 2)
+    comps = family.plan.plan_components(cfg, config_reader(cfg), 2)
     params = list(comps.model.parameters()) + list(comps.encoders["vae"].parameters())
     assert params and all(p.is_meta for p in params)
     assert len(comps.model.blocks) == 2  # the requested depth, not the config's
@@ -127,18 +127,18 @@ def test_plan_components_build_on_meta(wan_model, variant):
     assert not isinstance(comps.model, WanExperts)
     if variant == "2.1-i2v":
         clip = config_reader(cfg)("image_encoder", "config.json")  # CLIP: one token per patch plus the class token
-        assert comps.extras["clip_tokens"] == (clip["image_size"] // clip["patch_size"]) ** 2 + 1
-    batches = family.plan_batches(cfg, comps)
+        assert comps.state.clip_tokens == (clip["image_size"] // clip["patch_size"]) ** 2 + 1
+    batches = family.plan.plan_batches(cfg, comps)
     assert batches and all(b["latents"].shape[1] == comps.model.config.out_channels for _, b in batches)
 
 
 def test_plan_without_offload_holds_both_experts(wan_model):
     family = get_family("wan")
     cfg = _cfg(wan_model("2.2-t2v-a14b"), offload_inactive_expert=False)
-    comps = family.plan_components(cfg, config_reader(cfg), 1)
+    comps = family.plan.plan_components(cfg, config_reader(cfg), 1)
     assert isinstance(comps.model, WanExperts) and comps.model.high.device.type == "meta"
     high = _cfg(wan_model("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
-    assert not isinstance(family.plan_components(high, config_reader(high), 1).model, WanExperts)
+    assert not isinstance(family.plan.plan_components(high, config_reader(high), 1).model, WanExperts)
 
 
 @pytest.mark.parametrize("offload", [True, False])
@@ -146,7 +146,7 @@ def test_both_experts_on_an_accelerator_load_only_high_there_with_offload(wan_mo
     """The meta device stands in for the accelerator: with --offload_inactive_expert, low's weights stay in CPU
     memory from the load on (the memory plan counts one expert); without it both go to the device."""
     path = wan_model("2.2-t2v-a14b")
-    comps = get_family("wan").load_components(_cfg(path, offload_inactive_expert=offload), torch.device("meta"))
+    comps = get_family("wan").model.load_components(_cfg(path, offload_inactive_expert=offload), torch.device("meta"))
     model = comps.model
     assert model.residency() == ({"high": "meta", "low": "cpu"} if offload else {"high": "meta", "low": "meta"})
     if offload:

@@ -43,7 +43,7 @@ def _trained(path, out, family_name="wan", **values):
     """(family, cfg, trained model, files written) of a stand-in run on ``path``."""
     family = get_family(family_name)
     cfg = _cfg(path, family_name, **values)
-    comps = family.load_components(cfg, CPU)
+    comps = family.model.load_components(cfg, CPU)
     model = comps.model
     trainables.attach_trainables(model, family, cfg)
     g = torch.Generator().manual_seed(5)
@@ -138,7 +138,7 @@ def test_reloaded_pipeline_has_each_expert_in_its_transformer(both_run):
     from diffusers import WanTransformer3DModel
 
     family, cfg, model, _, out = both_run
-    pipe = family.load_pipeline_with_adapter(cfg, out, CPU)
+    pipe = family.adapter.load_pipeline_with_adapter(cfg, out, CPU)
     assert type(pipe).__name__ == "WanPipeline" and pipe.vae.dtype == torch.float32
     path = cfg.pretrained_model_name_or_path
     for sub, expert in (("transformer", model.high), ("transformer_2", model.low)):
@@ -155,7 +155,7 @@ def test_reloaded_pipeline_has_each_expert_in_its_transformer(both_run):
 def test_low_only_run_reloads_into_transformer_2(wan_model, tmp_path):
     out = tmp_path / "out"
     family, cfg, model, _ = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert="low")
-    pipe = family.load_pipeline_with_adapter(cfg, out, CPU)
+    pipe = family.adapter.load_pipeline_with_adapter(cfg, out, CPU)
     assert _has_lora(pipe.transformer_2) and not _has_lora(pipe.transformer)
     inputs = _inputs(model.config)
     torch.testing.assert_close(_run(pipe.transformer_2, inputs), _run(model, inputs), rtol=1e-4, atol=1e-4)
@@ -167,20 +167,20 @@ def test_export_recreates_the_comfyui_files(both_run):
     before = {name: load_file(str(out / name)) for name in comfy}
     for name in comfy:
         (out / name).unlink()
-    written = family.export_adapter(out, "comfyui")
+    written = family.exports.export_adapter(out, "comfyui")
     assert sorted(p.name for p in written) == sorted(comfy)
     for name in comfy:
         after = load_file(str(out / name))
         assert after.keys() == before[name].keys() and all(torch.equal(after[k], before[name][k]) for k in after)
     with pytest.raises(UserError, match="--format kohya: Wan adapters export as `comfyui` only"):
-        family.export_adapter(out, "kohya")
+        family.exports.export_adapter(out, "kohya")
 
 
 def test_export_of_a_single_run_without_index(wan_model, tmp_path):
     out = tmp_path / "out"
     family, *_ = _trained(wan_model("2.1-t2v"), out)
     (out / "pytorch_lora_weights_comfyui.safetensors").unlink()
-    assert [p.name for p in family.export_adapter(out, "comfyui")] == ["pytorch_lora_weights_comfyui.safetensors"]
+    assert [p.name for p in family.exports.export_adapter(out, "comfyui")] == ["pytorch_lora_weights_comfyui.safetensors"]
 
 
 def _load_calls(snippet: str) -> list[dict]:
@@ -201,7 +201,7 @@ def _load_calls(snippet: str) -> list[dict]:
 ])
 def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(wan_model, variant, family, expert, calls):
     cfg = _cfg(wan_model(variant), family, **({"wan_expert": expert} if expert else {}))
-    snippet = get_family(family).usage_snippet(cfg, "me/my-wan-lora")
+    snippet = get_family(family).card.usage_snippet(cfg, "me/my-wan-lora")
     compile(snippet, "snippet.py", "exec")
     assert _load_calls(snippet) == calls
     assert ("WanImageToVideoPipeline" in snippet) == (family == "wan_i2v") and "fps=16" in snippet
@@ -213,7 +213,7 @@ def test_usage_snippet_loading_lines_run_against_the_written_files(wan_model, tm
     run trained it (what a user copying the card gets)."""
     out = tmp_path / "out"
     family, cfg, _, _ = _trained(wan_model("2.2-t2v-a14b"), out, wan_expert=expert)
-    snippet = family.usage_snippet(cfg, str(out))
+    snippet = family.card.usage_snippet(cfg, str(out))
     namespace: dict = {}
     exec(compile(snippet[:snippet.index("pipe.to(")], "snippet.py", "exec"), namespace)
     pipe = namespace["pipe"]

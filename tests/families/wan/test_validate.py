@@ -25,7 +25,7 @@ def _one_process(monkeypatch):
 
 def _validate(path, family: str, **values) -> None:
     cfg = TrainConfig.for_family(family, pretrained_model_name_or_path=str(path), train_data_dir="clips", **values)
-    get_family(family).validate_config(cfg)
+    get_family(family).model.validate_config(cfg)
 
 
 def _refused(path, family: str, **values) -> str:

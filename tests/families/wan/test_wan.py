@@ -7,27 +7,32 @@ import dataclasses
 
 import pytest
 import yaml
-
 from helpers import ROOT
+
 from dit_lora.config import parse_config
+from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import wan
-from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, resolve
-from dit_lora.families.wan.i2v import WanI2VFamily
+from dit_lora.families.wan.i2v import WanI2VModel
+from dit_lora.families.wan.loading import WanModel
 from dit_lora.families.wan.options import DEMO_VARIANTS, WanI2VOptions, WanOptions
-from dit_lora.families.wan.spec import WanFamily
+from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, resolve
 
 
 def test_make_picks_the_family_by_name():
     t2v, i2v = wan.make("wan"), wan.make("wan_i2v")
-    assert type(t2v) is WanFamily and (t2v.name, t2v.task, t2v.kinds) == ("wan", "t2v", ("t2v", "ti2v"))
-    assert type(i2v) is WanI2VFamily and (i2v.name, i2v.task, i2v.kinds) == ("wan_i2v", "i2v", ("i2v", "ti2v"))
-    assert t2v.pipeline_class_name == "WanPipeline" and i2v.pipeline_class_name == "WanImageToVideoPipeline"
+    assert type(t2v.model) is WanModel and (t2v.name, t2v.video_frames.task, t2v.video_frames.kinds) == (
+        "wan", "t2v", ("t2v", "ti2v"))
+    assert type(i2v.model) is WanI2VModel and (i2v.name, i2v.video_frames.task, i2v.video_frames.kinds) == (
+        "wan_i2v", "i2v", ("i2v", "ti2v"))
+    assert t2v.info.pipeline_class_name == "WanPipeline" and i2v.info.pipeline_class_name == "WanImageToVideoPipeline"
 
 
 def test_registry_builds_both_names_through_the_entry():
     assert "wan" in BUILT_IN
     assert entry_for("wan") is entry_for("wan_i2v") is wan.ENTRY
-    assert type(get_family("wan")) is WanFamily and type(get_family("wan_i2v")) is WanI2VFamily
+    t2v, i2v = get_family("wan"), get_family("wan_i2v")
+    assert type(t2v) is type(i2v) is FamilySpec and (t2v.name, i2v.name) == ("wan", "wan_i2v")
+    assert type(t2v.model) is WanModel and type(i2v.model) is WanI2VModel
     assert wan.ENTRY.default == "wan"
     with pytest.raises(KeyError):
         wan.ENTRY.build("wan_vace")
