@@ -37,7 +37,7 @@ class WanRun:
     latents_std: torch.Tensor | None = None
     #: the memory plan of 2.1 I2V: the CLIP image embedding's token count
     clip_tokens: int | None = None
-    #: image-to-video: the image validation videos start from (``run_conditioning_image``)
+    #: image-to-video: the image validation videos start from (``kept_conditioning_image``)
     validation_image: Any = None
     #: Wan 2.1 I2V: that image's CLIP embedding, computed while the image encoder was loaded
     validation_image_embeds: torch.Tensor | None = None
