@@ -35,7 +35,7 @@ __all__ = ["DiskFullError", "atomic_write", "folder_bytes", "free_bytes", "human
            "write_text_atomic"]
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
     """Create ``path`` atomically: ``write(tmp)`` fills a temporary file, which is fsynced and renamed."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -84,7 +84,7 @@ _FULL_TEXT = ("no space left on device", "disk quota exceeded", "os error 28", "
 _TORCH_WRITE_TEXT = ("unexpected pos", "iostream error", "file write failed", "pytorchstreamwriter failed")
 
 
-def _chain(err: BaseException) -> Iterator[BaseException]:
+def _chain(err: BaseException | None) -> Iterator[BaseException]:
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
@@ -125,11 +125,12 @@ def human_bytes(n: int | None) -> str:
     """``123.4 MB`` (decimal units, as ``df -H`` and file managers show them)."""
     if n is None:
         return "an unknown amount"
+    size: float = n  # an int until the first division: "123 bytes", not "123.0 bytes"
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"  # unreachable
+        if abs(size) < 1000 or unit == "TB":
+            return f"{size} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"  # unreachable
 
 
 def folder_bytes(folder: str | os.PathLike) -> int:
@@ -165,7 +166,7 @@ def reporting_disk_full(what: str, where: str | os.PathLike, *, needed: int | No
         raise DiskFullError(disk_full_message(what, where, needed, text)) from err
 
 
-_NOT_WRITABLE = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+_NOT_WRITABLE: dict[int | None, str] = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
                  errno.EPERM: "permission denied (an immutable folder?)"}
 
 

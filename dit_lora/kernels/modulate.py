@@ -234,6 +234,7 @@ def layernorm_modulate_reference(x: torch.Tensor, weight: torch.Tensor | None, b
     """
     y = torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
     if scale is not None:
+        assert shift is not None, "give both scale and shift, or neither"
         y = y * (1 + scale[:, None, :]) + shift[:, None, :]
     return y
 
@@ -265,7 +266,7 @@ def layernorm_modulate(x: torch.Tensor, weight: torch.Tensor | None, bias: torch
         if t is not None and tuple(t.shape) != (d,):
             raise ValueError(f"layernorm_modulate: {name} has shape {tuple(t.shape)}, expected ({d},)")
     out_dtype = x.dtype
-    if scale is not None:
+    if scale is not None and shift is not None:  # both or neither: checked above
         if x.dim() != 3:
             raise ValueError(f"layernorm_modulate: with scale/shift x must be (B, N, D), got {tuple(x.shape)}")
         scale = _as_rows(scale, x.shape[0], d, "scale")

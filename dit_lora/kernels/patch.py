@@ -27,7 +27,7 @@ one line saying which class and which library version (:func:`~dit_lora.kernels.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from typing import Callable, Sequence, cast
 
 import torch
 from torch import nn
@@ -86,7 +86,7 @@ def generic_patch_points() -> tuple[PatchPoint, ...]:
 
     return (
         PatchPoint("layernorm", nn.LayerNorm, ("layernorm",), "d0ed1f7a9eb30e56", forward=_layernorm,
-                   when=lambda m: len(m.normalized_shape) == 1, written_for="torch 2.13.0"),
+                   when=lambda m: len(cast(nn.LayerNorm, m).normalized_shape) == 1, written_for="torch 2.13.0"),
         PatchPoint("rmsnorm", RMSNorm, ("rmsnorm",), "a17b3fdc312609e3", forward=_rmsnorm,
                    when=lambda m: getattr(m, "bias", None) is None, written_for="diffusers 0.42.1"),
         PatchPoint("attention", AttnProcessor2_0, ("attention",), "21a6628e8542037c", processor=_per_head_qk_norm,
@@ -131,6 +131,7 @@ def _apply(module: nn.Module, point: PatchPoint, rt: KernelRuntime, counts: dict
         setattr(module, _ORIGINAL_PROCESSOR, module.processor)
         module.processor = point.processor(rt, module.processor)
     else:
+        assert point.forward is not None  # a PatchPoint names a processor or a forward
         module.forward = functools.partial(point.forward, module, rt)
         setattr(module, _PATCHED, point.kernels)
     for k in point.kernels:

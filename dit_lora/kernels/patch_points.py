@@ -86,8 +86,8 @@ def source_fingerprint(fn: Callable) -> str:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         node.decorator_list, node.name = [], "_"  # what the code does, not what it is called
         body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.unparse(tree).encode()).hexdigest()[:FINGERPRINT_CHARS]
 

@@ -106,8 +106,9 @@ def _rms_norm_bwd(dy: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | No
             m, d, n_blocks,
             HAS_WEIGHT=weight is not None, NEED_DX=need_dx, NEED_DW=need_dw,
             BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
-    dw = dw_part.sum(0).to(weight.dtype) if need_dw else None
-    return (dx.to(x2d.dtype) if need_dx else None), dw
+    # dw_part exists exactly when need_dw (which needs a weight), dx exactly when need_dx
+    dw = dw_part.sum(0).to(weight.dtype) if dw_part is not None and weight is not None else None
+    return (dx.to(x2d.dtype) if dx is not None else None), dw
 
 
 class RMSNormFunction(torch.autograd.Function):

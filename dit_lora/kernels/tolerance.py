@@ -27,7 +27,7 @@ random shapes, magnitudes and masks; broken variants caught) on each device; the
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -61,7 +61,7 @@ def exact_inputs(args: tuple, grads: tuple[bool, ...], perturb: int | None = Non
     precision inside a kernel (of the inputs, or of what it computes from them, such as attention
     logits) can move this op's result on these values (its conditioning).
     """
-    out = []
+    out: list[Any] = []
     for a, grad in zip(args, grads):
         if isinstance(a, torch.Tensor) and a.is_floating_point():
             a = a.detach().to(torch.float64)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.single_file import check_model_path
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -33,9 +34,9 @@ def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "con
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
-        file = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision,
-                               local_files_only=_HUB_UNREACHABLE)
-        return json.loads(Path(file).read_text())
+        fetched = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision,
+                                  local_files_only=_HUB_UNREACHABLE)
+        return json.loads(Path(fetched).read_text())
     except LocalEntryNotFoundError:  # no connection (after huggingface_hub's retries) and not in the cache
         _HUB_UNREACHABLE = True  # the next small files come from the cache only: one wait, not one per file
         return None
@@ -49,8 +50,6 @@ def check_pipeline_folder(cfg: TrainConfig, model_kind: str, example_id: str, co
     if not is_local(path):
         return
     if os.path.isfile(path):  # what the file is and what to pass instead (one paragraph)
-        from dit_lora.modelfiles.single_file import check_model_path
-
         check_model_path(cfg.model)
     if not os.path.isdir(path):
         raise UserError(
@@ -147,7 +146,7 @@ def check_safetensors(cfg: TrainConfig, subfolders: tuple[str, ...], kind: str) 
                             f"({', '.join(pickled[:3])}). {SAFETENSORS_ONLY}")
 
 
-def _causes(err: BaseException) -> list[BaseException]:
+def _causes(err: BaseException | None) -> list[BaseException]:
     """``err`` and the exceptions it was raised from (``__cause__`` / ``__context__``), nearest first."""
     chain: list[BaseException] = []
     while err is not None and err not in chain and len(chain) < 8:
@@ -164,7 +163,11 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
     as a missing package.
     """
     from huggingface_hub.errors import (
-        GatedRepoError, LocalEntryNotFoundError, OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
     )
 
     path = cfg.pretrained_model_name_or_path
@@ -208,7 +211,7 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
             f"and no model was given. Pass --pretrained_model_name_or_path (a diffusers folder or Hub id: only its "
             f"config files are read, no weights), or --config with the run's YAML."
         )
-    stamp = ()
+    stamp: tuple[int | None, ...] = ()
     if is_local(path):
         stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
                       for f in (os.path.join(path, name) for name in files))

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
@@ -169,6 +169,7 @@ def file_load_message(cls, model: ModelOptions, subfolder: str, err: BaseExcepti
             and type(err).__name__ != "SingleFileComponentError":
         return None
     file, folder = model.transformer_file, model.pretrained_model_name_or_path
+    assert file is not None  # called only when a --transformer_file load failed
     head = (f"--transformer_file `{file}` does not load as the {cls.__name__} of `{folder}` (its {subfolder}/"
             "config.json)")
     fix = (f"Pass the transformer file of the model and size `{folder}` is, or, to train the file's model, its own "
@@ -218,6 +219,7 @@ def _missing_tensors(cls, model: ModelOptions, subfolder: str) -> tuple[list[str
     from diffusers.loaders.single_file_model import SINGLE_FILE_LOADABLE_CLASSES
 
     file = model.transformer_file
+    assert file is not None  # called only when a --transformer_file load failed
     with open(file, "rb") as fh:
         header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
     checkpoint = {k: torch.empty(v["shape"], device="meta") for k, v in header.items() if k != "__metadata__"}
@@ -226,7 +228,8 @@ def _missing_tensors(cls, model: ModelOptions, subfolder: str) -> tuple[list[str
         expected = set(cls.from_config(config).state_dict())
     if expected != set(checkpoint):  # diffusers' rule (_should_convert_state_dict_to_diffusers): its converter
         # renames the file's keys as the load did
-        convert = SINGLE_FILE_LOADABLE_CLASSES[cls.__name__]["checkpoint_mapping_fn"]
+        # diffusers annotates the table's entries as object; each is a dict of loader functions
+        convert = cast(dict[str, Any], SINGLE_FILE_LOADABLE_CLASSES[cls.__name__])["checkpoint_mapping_fn"]
         try:
             checkpoint = convert(config=config, checkpoint=checkpoint)
         except (KeyError, ValueError, RuntimeError):

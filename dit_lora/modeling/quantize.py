@@ -16,7 +16,7 @@ in the dtypes the unquantized one does under the default --mixed_precision bf16.
 
 ``--quantize_text_encoder`` loads the caching phase's text encoder (T5-XXL, Gemma-2) nf4 through transformers'
 ``BitsAndBytesConfig`` (:func:`text_encoder_kwargs`); the family says whether it has one
-(``ModelFamily.text_encoder_label``).
+(``FamilyInfo.text_encoder_label``).
 
 The bad inputs stop in :func:`check_config` (before anything loads) with one paragraph naming the flag
 and the fix; backbone training of quantized weights stops in :func:`check_trainable` (on the memory plan's
@@ -32,7 +32,6 @@ from typing import Iterable
 import torch
 
 from dit_lora.config.schema import ModelOptions
-from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
 SCHEMES = ("none", "nf4", "int8", "fp8")
@@ -123,7 +122,7 @@ def check_text_encoder(cfg, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
     if not getattr(cfg, "quantize_text_encoder", False):
         return
-    if family is not None and as_spec(family).info.text_encoder_label is None:  # TRANSITIONAL: old-style taken
+    if family is not None and family.info.text_encoder_label is None:
         raise QuantizeError(
             f"--quantize_text_encoder quantizes the text encoder of the caching phase, and the {family.name} family "
             "has none (DiT is class-conditional; a video LLM reads its prompts with the language model that gets LoRA, "
@@ -236,7 +235,7 @@ def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
             continue
         for layer in module.modules():
             if hasattr(layer, "support_avx512bf16_for_cpu"):
-                layer.support_avx512bf16_for_cpu = False
+                setattr(layer, "support_avx512bf16_for_cpu", False)
         follow_autocast(module)
 
 
@@ -282,7 +281,7 @@ def follow_autocast(*modules: torch.nn.Module | None) -> int:
                 continue
             if not getattr(layer, "_dit_lora_follows_autocast", False):
                 layer.register_forward_hook(_autocast_output)
-                layer._dit_lora_follows_autocast = True
+                setattr(layer, "_dit_lora_follows_autocast", True)
             count += 1
     return count
 

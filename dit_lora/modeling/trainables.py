@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable, Sequence, cast
 
 import torch
 
 from dit_lora.modeling import quantize
 from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 
 
@@ -42,14 +41,15 @@ def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, dropout: float,
     targets = _resolve_targets(model, targets)
     config = LoraConfig(
         r=rank,
-        lora_alpha=alpha,
+        lora_alpha=alpha,  # type: ignore[arg-type]  # peft annotates an int; LoRA's scale alpha/r takes any float
         lora_dropout=dropout,
         init_lora_weights="gaussian",
         target_modules=list(targets),
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model.add_adapter(config)
+        # diffusers' and transformers' models have add_adapter (PEFT's adapter mixin); torch.nn.Module does not
+        cast(Any, model).add_adapter(config)
     return config
 
 
@@ -94,7 +94,7 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
     if under_autocast:
         for module in model.modules():
             if isinstance(module, BaseTunerLayer):
-                module.cast_input_dtype_enabled = False
+                setattr(module, "cast_input_dtype_enabled", False)  # a plain flag; Module's types read tensors
 
 
 @dataclass
@@ -118,7 +118,6 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
     The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
     the weights a run trains.
     """
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     lora_config = add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
                            targets=spec.model.lora_targets(model, cfg), seed=cfg.seed)
     backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
@@ -160,7 +159,7 @@ def build_param_groups(
     backbone_learning_rate: float,
     weight_decay: float,
     loraplus_lr_ratio: float | None,
-    extra_groups: list[tuple[str, list[str], float]] = (),
+    extra_groups: Sequence[tuple[str, list[str], float]] = (),
 ) -> list[dict]:
     """Split trainable parameters into named groups: LoRA (or LoRA+ A/B), backbone, and ``extra_groups``.
 
@@ -181,10 +180,12 @@ def build_param_groups(
         for p in hidden:
             p.requires_grad_(False)
         try:
-            collected = create_loraplus_optimizer(
-                model, _GroupCollector, lr=learning_rate, loraplus_lr_ratio=loraplus_lr_ratio,
+            # a model with a PEFT adapter groups like a PeftModel; _GroupCollector only records the groups
+            collected = cast(_GroupCollector, create_loraplus_optimizer(
+                model, _GroupCollector,  # type: ignore[arg-type]  # (above) PEFT's types name PeftModel, Optimizer
+                lr=learning_rate, loraplus_lr_ratio=loraplus_lr_ratio,
                 loraplus_weight_decay=weight_decay,
-            )
+            ))
         finally:
             for p in hidden:
                 p.requires_grad_(True)
