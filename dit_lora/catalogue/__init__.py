@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from dit_lora.catalogue.entry import Checkpoint, ConfigReader, lookup
+from dit_lora.registry import entries as family_entries
 
 
 def data_files() -> tuple[str, ...]:
@@ -19,8 +20,6 @@ def data_files() -> tuple[str, ...]:
     Derived from the family registry (each :class:`~dit_lora.registry.FamilyEntry` names its
     ``catalogue`` module). The registry is imported on use, not with this module.
     """
-    from dit_lora.registry import entries as family_entries
-
     return tuple(dict.fromkeys(e.catalogue for e in family_entries() if e.catalogue))
 
 

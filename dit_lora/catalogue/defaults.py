@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
-from dit_lora.contract.legacy import as_spec
+from dit_lora.catalogue import Checkpoint, by_hub_id, match
 from dit_lora.config import TrainConfig, config_fields
-from dit_lora.catalogue import Checkpoint, match
 from dit_lora.contract.spec import FamilySpec, generic_defaults
+from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 
 def explicit_options(cfg: TrainConfig) -> frozenset[str]:
@@ -25,7 +25,7 @@ def explicit_options(cfg: TrainConfig) -> frozenset[str]:
         return cfg.explicit
     changed = set()
     for f in config_fields():
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default is not MISSING else f.default_factory()
         if getattr(cfg, f.name) != default:
             changed.add(f.name)
     return frozenset(changed)
@@ -37,9 +37,6 @@ def config_reader(cfg: TrainConfig):
     A catalogued Hub id that is not downloaded yet reads the catalogue's copy of its published configs, so
     its defaults (and ``dit-lora plan``) need no download.
     """
-    from dit_lora.modelfiles.pipeline_files import read_component_config
-    from dit_lora.catalogue import by_hub_id
-
     cache: dict[tuple[str, str], dict | None] = {}
     published = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
 
@@ -105,9 +102,6 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     replace them, so a catalogued model gets the published figures and any other model what its own
     configs imply.
     """
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
-    from dit_lora.modelfiles.pipeline_files import stored_dtype
-
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dit_lora.core.errors import UserError
 from dit_lora.config.schema import Applies, config_fields
+from dit_lora.core.errors import UserError
+from dit_lora.registry import available, get_spec
 
 
 def declared(family) -> set[str]:
@@ -31,8 +32,6 @@ def applies_to(tag: Applies, family) -> bool:
 
 def families_for(tag: Applies) -> list[str]:
     """The registered family names that read the options tagged ``tag`` (builds each family's spec: messages only)."""
-    from dit_lora.registry import available, get_spec
-
     return [name for name in available() if applies_to(tag, get_spec(name))]
 
 
@@ -70,8 +69,6 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
-    from dit_lora.registry import get_spec
-
     family = get_spec(cfg.family)
     for name, tag in tagged:
         if not applies_to(tag, family):

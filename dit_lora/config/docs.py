@@ -26,7 +26,7 @@ def valid_text(f) -> str:
 
 
 def _row(f) -> str:
-    default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+    default = f.default if f.default is not MISSING else f.default_factory()
     doc = f.metadata["help"]
     if f.metadata.get("choices"):
         doc += f" Choices: {', '.join(f.metadata['choices'])}."

@@ -13,7 +13,7 @@ from dataclasses import Field, fields
 from typing import Any
 
 from dit_lora import registry
-from dit_lora.config.schema import SECTIONS, FamilyOptions, config_fields
+from dit_lora.config.sections import SECTIONS, FamilyOptions, config_fields
 from dit_lora.core.errors import UserError
 
 #: options classes declared here directly (a test's family of its own); the registry's entries declare the rest
@@ -40,8 +40,12 @@ def _forget() -> None:
 def _declared() -> dict[str, type[FamilyOptions] | str]:
     """Each family name -> its options class (or ``"module:Class"`` path): the registry's entries, in registration
     order, then those declared here."""
-    found = {name: entry.options_for(name) for entry in registry.entries() for name in entry.names
-             if entry.options_for(name) is not None}
+    found: dict[str, type[FamilyOptions] | str] = {}
+    for entry in registry.entries():
+        for name in entry.names:
+            path = entry.options_for(name)
+            if path is not None:
+                found[name] = path
     found.update(_REGISTERED)
     return found
 

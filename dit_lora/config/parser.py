@@ -16,12 +16,13 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from dit_lora.core.errors import UserError
 from dit_lora.config import owners
 from dit_lora.config.applies import check_applies
+from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
-from dit_lora.config.values import (base_type, coerce, field_type, option_field, range_message,
-                                    unknown_options_message)
+from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
+from dit_lora.core.errors import UserError
+from dit_lora.registry import available, get_spec, recipe_script
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -91,8 +92,6 @@ _AI_TOOLKIT_KEYS = ("model.name_or_path", "datasets[].folder_path", "datasets[].
 def ai_toolkit_message(path: Path) -> str:
     """The paragraph for an ai-toolkit job YAML given as a dit-lora ``--config``: the shape, the main keys'
     counterparts (:data:`.peers.PEER_FLAGS`), the migration page."""
-    from dit_lora.config.peers import PEER_FLAGS
-
     pairs = []
     for where in _AI_TOOLKIT_KEYS:
         peer = PEER_FLAGS.get(where.rsplit(".", 1)[-1])
@@ -129,7 +128,7 @@ class _Parser(argparse.ArgumentParser):
 def _default_text(f) -> str:
     if f.default is not MISSING:
         return repr(f.default) if f.default is not None else "unset"
-    return repr(f.default_factory())  # type: ignore[misc]
+    return repr(f.default_factory())
 
 
 def check_one_source(train_data_dir: str | None, dataset_name: str | None, what: str) -> None:
@@ -176,8 +175,6 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
 def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
-    from dit_lora.registry import available, get_spec, recipe_script
-
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
     for name in available():
         lines.append(f"  {name:<18} {get_spec(name).info.pipeline_class_name} ({recipe_script(name)})")
@@ -235,6 +232,7 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     if family is None and infer_family is None:
         family, chosen_by = DEFAULT_FAMILY, "the default family"
     if family is None:
+        assert infer_family is not None  # no family and nothing to infer it: the default family, above
         family, chosen_by, values = _parse_inferring(argv, yaml_path, data, prog, needs_data, infer_family)
     else:
         parser = build_argparser(prog, family, families_epilog=bool(_HELP & set(argv)))
@@ -244,7 +242,7 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     common, own = owners.split_values(family, values, source=None)
     # What the user set (YAML or flag): the catalogue's defaults fill only the rest.
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
-    cfg = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
+    cfg: TrainConfig = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
     check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
     validate_static(cfg, needs_data=needs_data)
     return cfg
@@ -265,7 +263,7 @@ def _parse_inferring(argv: list[str], yaml_path: str | None, data: dict | None, 
     common = owners.common_names()
     yaml_common = {k: coerce(k, v, str(yaml_path)) for k, v in data.items() if k in common}
     flag_common = _coerced_flags(flags, [f.name for f in config_fields()])
-    preliminary = TrainConfig(**yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common}))
+    preliminary: TrainConfig = TrainConfig(**yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common}))
     if not asks_help:  # the help comes first, once the family is known
         validate_static(preliminary, needs_data=needs_data)
     try:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from dit_lora.config.owners import owners
+
 
 @dataclass(frozen=True)
 class Peer:
@@ -351,8 +353,6 @@ def peer_hint(name: str, valid: Iterable[str]) -> str | None:
     said = f" ({peer.note})" if peer.note else ""
     if peer.option is not None and peer.option in set(valid):
         return f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}{said}."
-    from dit_lora.config.owners import owners
-
     holders = owners(peer.option) if peer.option else []
     if holders:
         return (f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}, an option of "
@@ -373,8 +373,6 @@ def _cell(text: str) -> str:
 def migration_table(peer: str) -> str:
     """The Markdown table of ``peer``'s (a :data:`PEERS` key) options and dit-lora's counterparts, as
     ``docs/guides/migrating.md`` holds it (its rows: their option, dit-lora's or "none: ...", the source)."""
-    from dit_lora.config.owners import owners
-
     rows = ["| their option | dit-lora | read in |", "|---|---|---|"]
     for name in peer_names(peer):
         entry = PEER_FLAGS[name]

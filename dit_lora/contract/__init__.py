@@ -1,5 +1,4 @@
 """The contract between the training loop and a model family: the spec (:mod:`.spec`: ``FamilySpec``, ``FamilyInfo``
 and the fallbacks of its optional components), the component protocols (:mod:`.capabilities`), the loaded parts of a
-run (:mod:`.family`: ``Components``) and, TRANSITIONALLY, the old-style ``ModelFamily`` with :mod:`.legacy`'s
-``spec_from_family``. It imports no family and no module of the layers above it (data, output, training); the run
-config only for type checking."""
+run (:mod:`.family`: ``Components``). It imports no family and no module of the layers above it (data, output,
+training); the run config only for type checking."""

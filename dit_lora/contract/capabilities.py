@@ -3,24 +3,18 @@
 A family fills a :class:`~dit_lora.contract.spec.FamilySpec`: its ``model``, ``data``, ``loss`` and ``adapter``
 components implement :class:`ModelLoading`, :class:`DataPath`, :class:`Loss` and :class:`AdapterIO`; each optional
 component (``samples``, ``plan``, ``card``, ...) implements the protocol of its field, and the spec's fallbacks
-(:mod:`dit_lora.contract.spec`) apply when it is None. TRANSITIONAL: an old-style
-:class:`~dit_lora.contract.family.ModelFamily` still *declares* the protocols it implements in its ``capabilities``;
-:func:`check_capabilities` verifies that declaration and :func:`capability` reads it, for
-:func:`~dit_lora.contract.legacy.spec_from_family`.
+(:mod:`dit_lora.contract.spec`) apply when it is None. :meth:`FamilySpec.__post_init__
+<dit_lora.contract.spec.FamilySpec>` checks each component against its protocol's :func:`members`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
-
-from dit_lora.core.errors import UserError
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
-
-P = TypeVar("P")
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -316,38 +310,7 @@ ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders,
 
 
 def members(proto: type) -> list[str]:
-    """The names a class declaring ``proto`` must have (its methods and annotated attributes)."""
+    """The names a component implementing ``proto`` must have (its methods and annotated attributes)."""
     names = [n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")]
     names += [n for n in vars(proto).get("__annotations__", {}) if not n.startswith("_")]
     return sorted(set(names))
-
-
-def _family_name(family_or_cls) -> str:
-    cls = family_or_cls if isinstance(family_or_cls, type) else type(family_or_cls)
-    name = getattr(family_or_cls, "name", "") or ""
-    return f"`{name}` ({cls.__name__})" if name else cls.__name__
-
-
-def check_capabilities(family_or_cls) -> None:
-    """Refuse a family whose ``capabilities`` declare a protocol it does not implement, naming the missing member.
-
-    Also refuses an entry of ``capabilities`` that is not a capability protocol.
-    """
-    declared = tuple(getattr(family_or_cls, "capabilities", ()) or ())
-    who = _family_name(family_or_cls)
-    for proto in declared:
-        if not (isinstance(proto, type) and getattr(proto, "_is_protocol", False)):
-            raise UserError(f"Model family {who} declares {proto!r} as a capability; capabilities are the protocols "
-                            f"of dit_lora.contract.capabilities ({', '.join(p.__name__ for p in ALL)}).")
-        missing = [m for m in members(proto) if not hasattr(family_or_cls, m)]
-        if missing:
-            raise UserError(
-                f"Model family {who} declares the {proto.__name__} capability but does not implement "
-                f"{', '.join(missing)} (every member of {proto.__name__}: {', '.join(members(proto))}). Implement "
-                f"{'them' if len(missing) > 1 else 'it'}, or drop {proto.__name__} from its `capabilities`."
-            )
-
-
-def capability(family, proto: type[P]) -> P | None:
-    """``family`` when it declares ``proto`` in its ``capabilities``, else None (the caller's fallback applies)."""
-    return family if proto in tuple(getattr(family, "capabilities", ()) or ()) else None

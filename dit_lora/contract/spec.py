@@ -11,7 +11,7 @@ in ``comps.state``, a typed object of the family's own, never on the spec.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dit_lora.contract.capabilities import (
     AdapterExtras,
@@ -200,8 +200,8 @@ def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> N
     """The family's way, else diffusers' ``enable_gradient_checkpointing``."""
     if spec.trainables:
         spec.trainables.enable_gradient_checkpointing(model)
-    else:
-        model.enable_gradient_checkpointing()
+    else:  # diffusers' ModelMixin method; torch.nn.Module's types do not know it
+        cast(Any, model).enable_gradient_checkpointing()
 
 
 def expected_dtypes(spec: FamilySpec, comps, cfg) -> dict[str, torch.dtype]:

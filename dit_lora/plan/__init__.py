@@ -7,6 +7,7 @@ and the recipes' start-of-run gate.
 
 from __future__ import annotations
 
+from dit_lora.catalogue import defaults  # its reader looked up at call time: tests stand in a model's files
 from dit_lora.config import TrainConfig
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.plan.estimate import Plan, StepTrace, plan_run
@@ -19,9 +20,7 @@ def make_plan(cfg: TrainConfig, spec: FamilySpec, *, device: str = "cuda", num_p
     ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
     as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`).
     """
-    from dit_lora.catalogue.defaults import config_reader
-
-    return plan_run(cfg, spec, config_reader(cfg), device=device, num_processes=num_processes,
+    return plan_run(cfg, spec, defaults.config_reader(cfg), device=device, num_processes=num_processes,
                     catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings,
                     capacity=capacity)
 

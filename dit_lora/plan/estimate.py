@@ -40,17 +40,18 @@ from typing import Any
 
 import torch
 
-from dit_lora.contract.legacy import as_spec
-from dit_lora.modeling import quantize
+from dit_lora.catalogue import by_hub_id, lookup
 from dit_lora.config import TrainConfig
 from dit_lora.config.schema import ModelOptions
-from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.capabilities import MemoryPlan
 from dit_lora.contract.spec import FamilySpec
+from dit_lora.core.errors import UserError
+from dit_lora.modeling import quantize
+from dit_lora.modeling.trainables import attach_trainables
+from dit_lora.output.report import load_pyplot
 from dit_lora.plan import resident
-from dit_lora.plan.fake import LiveBytes, ReadTensors, fused_attention, fake_mode, fake_module, module_bytes
-
+from dit_lora.plan.fake import LiveBytes, ReadTensors, fake_mode, fake_module, fused_attention, module_bytes
 
 #: On a CPU with glibc, resident growth of training steps over the live bytes their operators keep, without and
 #: with activation checkpointing: the medians over ``benchmarks/plan/cpu_heap_factor.py``'s cases (Sana, DiT,
@@ -150,8 +151,6 @@ def process_resident_bytes() -> int:
     matplotlib is imported first when it is installed: every run draws its loss curve at the end, and on a CPU
     that import (about 30 MiB resident) was the part of a small run's peak that the plan missed.
     """
-    from dit_lora.output.report import load_pyplot
-
     load_pyplot()
     try:
         with open("/proc/self/statm") as f:
@@ -178,10 +177,8 @@ def _trace_step(spec: FamilySpec, cfg: TrainConfig, comps, batch: dict, mode) ->
 
 def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpointing: bool):
     """Components at ``depth`` blocks with the run's trainables attached (meta device)."""
-    from dit_lora.modeling.trainables import attach_trainables
-
     comps = planner(spec).plan_components(cfg, read, depth)
-    run_cfg = dataclasses.replace(cfg, gradient_checkpointing=checkpointing)
+    run_cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, gradient_checkpointing=checkpointing))
     made = attach_trainables(comps.model, spec, run_cfg)
     comps.model.train()
     return comps, made
@@ -232,7 +229,7 @@ def _traces(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings:
 
 
 def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weights: dict[str, int],
-                  read_share: dict[str, float], model_subfolder: str, copied: set[str] = frozenset()
+                  read_share: dict[str, float], model_subfolder: str, copied: frozenset[str] | set[str] = frozenset()
                   ) -> tuple[dict[str, int], int | None, list[str]]:
     """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
 
@@ -243,8 +240,6 @@ def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weig
     stored dtype is unknown counts in full, as before this distinction. The catalogue's stored dtype describes
     the transformer's files, so for a Hub id not downloaded only the model is placed by it.
     """
-    from dit_lora.catalogue import by_hub_id
-
     entry = by_hub_id(str(model.pretrained_model_name_or_path or ""))
     cache, converted, mapped = dict(weights), {}, []
     for name, module in modules.items():
@@ -267,7 +262,6 @@ def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weig
 def planner(spec: FamilySpec) -> MemoryPlan:
     """``spec.plan`` (:class:`~dit_lora.contract.capabilities.MemoryPlan`); a family without it is one paragraph
     (``dit-lora plan`` exits 2; a run goes on without a plan)."""
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     return fallback.require(spec, "plan", "The memory plan (`dit-lora plan`, and the check at the start of a "
                         "run)")
 
@@ -281,10 +275,6 @@ def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", 
     plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
     the plan is still built once.
     """
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
-    from dit_lora.catalogue import lookup
-    from dit_lora.modeling.trainables import attach_trainables
-
     file, key = planner(spec).depth_key
     sub, _, name = file.rpartition("/")
     depth_config = read(sub, name)
@@ -315,7 +305,7 @@ def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", 
     cached = bool(comps.encoders) and cfg.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
-    cache_weights, load_phase, mapped = dict(weights), None, []
+    cache_weights, load_phase, mapped = dict(weights), None, list[str]()
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}

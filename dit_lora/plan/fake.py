@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -37,7 +37,7 @@ def on_meta(factory: Callable[[], torch.nn.Module], dtype: torch.dtype) -> torch
 def module_bytes(module: torch.nn.Module, *, trainable: bool | None = None) -> int:
     """Bytes of ``module``'s parameters and buffers (shared tensors once); only (non-)trainable ones if asked."""
     seen, total = set(), 0
-    tensors = [p for p in module.parameters() if trainable is None or p.requires_grad == trainable]
+    tensors: list[torch.Tensor] = [p for p in module.parameters() if trainable is None or p.requires_grad == trainable]
     if trainable is not True:
         tensors += list(module.buffers())
     for t in tensors:
@@ -64,7 +64,7 @@ def fake_module(module: torch.nn.Module, mode, device: str = "cpu") -> torch.nn.
             if p is not None:
                 if id(p) not in made:
                     made[id(p)] = torch.nn.Parameter(fake(p), requires_grad=p.requires_grad)
-                sub._parameters[name] = made[id(p)]
+                sub._parameters[name] = cast(torch.nn.Parameter, made[id(p)])  # made as a Parameter just above
         for name, b in list(sub._buffers.items()):
             if b is not None:
                 if id(b) not in made:

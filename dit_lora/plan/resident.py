@@ -37,7 +37,7 @@ class Stored:
     @property
     def dtype(self) -> str:
         """The dtype holding most of the bytes (a file may keep a few small tensors in another)."""
-        return max(self.bytes_by_dtype, key=self.bytes_by_dtype.get)
+        return max(self.bytes_by_dtype, key=self.bytes_by_dtype.__getitem__)
 
     @property
     def nbytes(self) -> int:
@@ -55,7 +55,8 @@ def stored_local(folder: Path, variant: str | None = None) -> Stored | None:
 
 def stored_as(module: torch.nn.Module, dtype_name: str) -> Stored:
     """``module``'s tensors as a file storing its floating tensors in ``dtype_name`` would hold them."""
-    itemsize, total = _ITEMSIZE[dtype_name], {}
+    itemsize = _ITEMSIZE[dtype_name]
+    total: dict[str, int] = {}
     tensors = {id(t): t for t in [*module.parameters(), *module.buffers()]}.values()
     for t in tensors:
         name = dtype_name if t.is_floating_point() else str(t.dtype)
@@ -70,7 +71,7 @@ def loaded_dtype(module: torch.nn.Module) -> str | None:
     for t in {id(t): t for t in [*module.parameters(), *module.buffers()]}.values():
         if t.dtype in _TORCH:
             by_dtype[_TORCH[t.dtype]] = by_dtype.get(_TORCH[t.dtype], 0) + t.numel() * t.element_size()
-    return max(by_dtype, key=by_dtype.get) if by_dtype else None
+    return max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None
 
 
 def stored_component(path: str, subfolder: str, module: torch.nn.Module, *, variant: str | None = None,

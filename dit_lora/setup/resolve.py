@@ -68,6 +68,7 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
         build_demo_files(cfg, spec)
     defaults = choose_defaults(cfg, spec) if cfg.pretrained_model_name_or_path else None
     if defaults is not None:
+        assert defaults.config is not None  # choose_defaults always returns the config it chose for
         cfg = defaults.config
     if validate:
         spec.model.validate_config(cfg)
