@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from dit_lora.contract.legacy import as_spec
-from dit_lora.modeling import quantize
-from dit_lora.contract import spec as fallback
 from dit_lora.config.schema import LoraOptions, ModelOptions
+from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import atomic_write, write_text_atomic
+from dit_lora.modelfiles.single_file import transformer_file_record
+from dit_lora.modeling import quantize
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
 
 
@@ -32,7 +33,7 @@ def load_pyplot():
     return plt
 
 
-def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollbacks: list[int] = (),
+def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollbacks: Sequence[int] = (),
                     log=print) -> Path | None:
     """Plot the logged loss against the step with matplotlib (the ``plot`` extra); returns the PNG's path.
 
@@ -80,7 +81,6 @@ def _ema(values, weight: float = 0.8) -> list[float]:
 
 def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:
     """A Hub model card with YAML metadata, a runnable usage snippet, settings and samples."""
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     from huggingface_hub import ModelCard, ModelCardData
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
@@ -207,8 +207,6 @@ def _quantized_note(cfg) -> str:
 def _transformer_file_row(model: ModelOptions) -> str | None:
     """The card's record of a single-file transformer (``model``: the run's ``cfg.model``): its base name and size
     (a path could name the user's folders, and the card may be pushed to the Hub); None without --transformer_file."""
-    from dit_lora.modelfiles.single_file import transformer_file_record
-
     record = transformer_file_record(model)
     return None if record is None else f"`{record['name']}` ({record['bytes']} bytes; the rest from the base model)"
 

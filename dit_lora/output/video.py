@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 import numpy as np
 
@@ -87,7 +87,8 @@ def _encode(arrays: list, path: Path, *, fps: int, crf: int, faststart: bool) ->
     codec = pick_video_codec()
     options = {"movflags": "+faststart"} if faststart else {}
     with av.open(str(path), mode="w", format="mp4", options=options) as container:
-        stream = container.add_stream(codec, rate=Fraction(fps))
+        # a video codec's name (pick_video_codec) gives a video stream; PyAV types a str codec as any stream kind
+        stream = cast(av.VideoStream, container.add_stream(codec, rate=Fraction(fps)))
         stream.width = width
         stream.height = height
         stream.pix_fmt = "yuv420p"
