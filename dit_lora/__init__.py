@@ -10,6 +10,7 @@ def load_adapter(pipe, output_dir, adapter_name=None):
     PEFT-format LoRA, the resized class embedding and the trained class names for
     ``pipe.get_label_ids``), and for transformers video LLMs; see :func:`dit_lora.api.load_adapter`.
     """
+    # here, not at the top: `import dit_lora` (every submodule's import, the command line's start) must not load torch
     from dit_lora.api import load_adapter as _load
 
     return _load(pipe, output_dir, adapter_name=adapter_name)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dit_lora.output.adapter import adapter_folder, attach_adapter, load_adapter_files
+from dit_lora.setup.family_inference import family_for_pipeline
+
 
 def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     """Load a dit-lora output folder (or Hub repo id) into ``pipe``: the LoRA plus any backbone weights.
@@ -18,10 +21,6 @@ def load_adapter(pipe, output_dir: str | Path, adapter_name: str | None = None):
     family first fits the pipeline to the adapter (DiT: class embedding resized to the trained class
     count, ``pipe.labels`` / ``get_label_ids`` set to the trained class names). Returns ``pipe``.
     """
-    from dit_lora.setup.family_inference import family_for_pipeline
-    from dit_lora.output.adapter import attach_adapter
-    from dit_lora.output.adapter import adapter_folder, load_adapter_files
-
     family = family_for_pipeline(pipe)
     if family is not None:
         return attach_adapter(family, pipe, output_dir, adapter_name)

@@ -9,12 +9,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
+from dit_lora.catalogue import entries
+from dit_lora.catalogue.table import as_json, format_table
+from dit_lora.commands import doctor
+from dit_lora.commands.launch import main as launch
+from dit_lora.commands.recipe import run_recipe
+from dit_lora.config import TrainConfig, load_yaml, owners
+from dit_lora.config.applies import check_applies
+from dit_lora.config.parser import add_config_flag, coerce, unknown_options_message
+from dit_lora.config.schema import ModelOptions, config_fields
+from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
-
-if TYPE_CHECKING:  # the command line starts without importing the config schema
-    from dit_lora.config.schema import ModelOptions
+from dit_lora.core.fileio import check_writable
+from dit_lora.output.export import export_run
+from dit_lora.registry import available, recipe_script
+from dit_lora.setup.family_inference import family_for_model
+from dit_lora.training import signals
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -84,8 +95,6 @@ def _build_parser() -> argparse.ArgumentParser:
         "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
     )
     check.add_argument("--config", default=None, help="a recipe YAML config; flags below override it")
-    from dit_lora.config.parser import add_config_flag
-
     for name in _check_data_keys():  # the recipes' own options, help texts from the config schema
         add_config_flag(check, name)
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
@@ -93,8 +102,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from dit_lora.commands import doctor
-
     checks = doctor.run_checks(import_check=not args.no_import, model=args.model)
     print(doctor.format_table(checks))
     blocks = [c for c in checks if c.status == doctor.BLOCK]
@@ -110,6 +117,7 @@ def _doctor(args: argparse.Namespace) -> int:
 def _push(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    # here, not at the top: `dit-lora --help` must start without torch (the hub upload loads it)
     from dit_lora.output.hub import push_adapter
 
     output_dir = Path(args.output_dir)
@@ -124,8 +132,6 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from dit_lora.output.export import export_run
-
     for path in export_run(args.output_dir, args.export_format, family=args.family):
         print(path)
     return 0
@@ -141,8 +147,6 @@ _CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "allow_untrained_resolu
 
 def _check_data_keys() -> list[str]:
     """The run options ``dit-lora check-data`` takes as flags: the model ones and every data/video option."""
-    from dit_lora.config.schema import config_fields
-
     data = [f.name for f in config_fields() if f.metadata.get("section") in _CHECK_DATA_SECTIONS]
     return [*_CHECK_DATA_MODEL_KEYS, *data, *_CHECK_DATA_FAMILY_KEYS]
 
@@ -150,9 +154,6 @@ def _check_data_keys() -> list[str]:
 def _check_data_unknown(rest: list[str]) -> UserError:
     """The one paragraph for the check-data arguments it does not take: run options it does not read (training,
     LoRA, ...) are named as such, unknown ones get train's hints (another trainer's name, the closest option)."""
-    from dit_lora.config import owners
-    from dit_lora.config.parser import unknown_options_message
-
     flags = [a for a in rest if a.startswith("--")]
     if not flags:
         return UserError(f"Unexpected argument `{rest[0]}` for dit-lora check-data: every value follows its "
@@ -177,8 +178,7 @@ def _check_data_unknown(rest: list[str]) -> UserError:
 def _check_data(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from dit_lora.config import TrainConfig, load_yaml
-    from dit_lora.config.parser import coerce
+    # here, not at the top: `dit-lora --help` must start without torch (the data check loads it)
     from dit_lora.data import preflight
     from dit_lora.data.cache import default_cache_root
 
@@ -188,17 +188,14 @@ def _check_data(args: argparse.Namespace) -> int:
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
-        from dit_lora.setup.family_inference import family_for_model
-
         values["family"] = family_for_model(TrainConfig(
             pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
-    from dit_lora.config.applies import check_applies
-
     check_applies(cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None
                   else f"`{name}` in {args.config}")
 
+    # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)
     from dit_lora.data.cache import cache_namespace
     from dit_lora.setup.resolve import resolve
 
@@ -219,8 +216,6 @@ def _check_data(args: argparse.Namespace) -> int:
         note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
         if cfg.cache_dir or namespace is not None:
             root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
-            from dit_lora.core.fileio import check_writable
-
             # A run would fail writing this cache: say so now, not after the model loads.
             check_writable(root, "--cache_dir", "" if cfg.cache_dir else " (It is the default cache folder.)")
             cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
@@ -243,10 +238,10 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
 
     import torch
 
-    from dit_lora.setup.family_inference import family_for_model
-    from dit_lora.setup.resolve import resolve
+    # here, not at the top: `dit-lora --help` must start without torch (the memory plan loads it)
     from dit_lora.plan import make_plan
     from dit_lora.plan.report import device_memory, format_plan, parse_memory
+    from dit_lora.setup.resolve import resolve
 
     def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
         _plan_demo_exists(common.model, rest)
@@ -290,8 +285,6 @@ def _plan_demo_exists(options: ModelOptions, argv: list[str]) -> None:
 
     model = options.pretrained_model_name_or_path
     if options.demo and model and not Path(model).exists():
-        from dit_lora.registry import available, recipe_script
-
         config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--config"), None)
         recipe = recipe_script(options.family) if options.family in available() else "the family's recipe"
         raise UserError(
@@ -303,20 +296,12 @@ def _plan_demo_exists(options: ModelOptions, argv: list[str]) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
-    from dit_lora.core import quiet
-
     quiet.install()  # before any subcommand imports PEFT (and with it bitsandbytes)
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["train"]:  # the recipes' own parser reads the rest
-        from dit_lora.training import signals
-
         signals.current()  # SIGTERM/SIGINT/SIGHUP handled from here on, as in the recipe scripts (recipe.main)
-        from dit_lora.commands.recipe import run_recipe
-
         return run_recipe(None, argv[1:])
     if argv[:1] == ["launch"]:  # accelerate launch's own parser reads the rest: its options, the script, the script's
-        from dit_lora.commands.launch import main as launch
-
         return launch(argv[1:])
     parser = _build_parser()
     args, rest = parser.parse_known_args(argv)
@@ -341,9 +326,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from dit_lora.catalogue import entries
-    from dit_lora.catalogue.table import as_json, format_table
-
     if args.family and not entries(args.family):
         known = sorted({e.family for e in entries()})
         raise UserError(f"No catalogued checkpoint of family `{args.family}` (--family). Families with "

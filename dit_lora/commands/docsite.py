@@ -14,6 +14,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from dit_lora.catalogue import entries
+from dit_lora.catalogue.table import _number as number
+from dit_lora.commands.cli import _build_parser
+from dit_lora.config import docs
+from dit_lora.config.schema import config_fields
+
 #: where ``--write`` and ``--check`` look by default: the checkout's docs/ folder
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 #: argparse's help is wrapped at this width whatever the terminal (COLUMNS) says, so the page is the same everywhere
@@ -45,9 +51,6 @@ def _site_table(table: str) -> str:
 
 def options_page() -> str:
     """``reference/options.md``: the common options' table, then one table per family options class."""
-    from dit_lora.config import docs
-    from dit_lora.config.schema import config_fields
-
     parts = [
         GENERATED, "", "# Options", "",
         "Every option of a training run, from the typed configs (`dit_lora/config/schema.py` for the common ones, "
@@ -66,8 +69,6 @@ def options_page() -> str:
 
 
 def _number(value) -> str:
-    from dit_lora.catalogue.table import _number as number  # the same spelling `dit-lora models` prints
-
     return number(value)
 
 
@@ -92,8 +93,6 @@ def _family_section(family: str, group: list) -> list[str]:
 def catalogue_page() -> str:
     """``reference/catalogue.md``: every catalogued checkpoint (what ``dit-lora models`` prints) with the defaults
     it gets and where each value was checked, one section per family data file."""
-    from dit_lora.catalogue import entries
-
     by_family: dict[str, list] = {}
     for e in entries():
         by_family.setdefault(e.family, []).append(e)
@@ -156,8 +155,6 @@ _PASSED_ON = {
 
 def cli_page() -> str:
     """``reference/cli.md``: ``dit-lora --help`` and each subcommand's, from the parsers in ``dit_lora/commands/cli.py``."""
-    from dit_lora.commands.cli import _build_parser
-
     parser = _build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help for choice in sub._choices_actions}

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from dit_lora.core.errors import UserError
+from dit_lora.modelfiles import tokenizer_files as tf
+from dit_lora.setup.tokenizer_check import requirements
 
 # Mirrors [project].dependencies in pyproject.toml (tests/commands/test_doctor.py asserts they agree).
 # Keys are distribution names as pip spells them; values are PEP 440 specifiers.
@@ -388,6 +390,7 @@ def _fused_kernels_check() -> Check:
     """What ``--kernels on`` and ``--attention_backend auto`` would use on this machine."""
     import torch
 
+    # here, not at the top: the doctor reports a broken torch install instead of failing to import
     from dit_lora.kernels.attention import resolve_backend
     from dit_lora.kernels.triton_launch import triton_usable
 
@@ -404,6 +407,7 @@ def _quantize_check() -> Check:
     """``--quantize_base``: whether bitsandbytes and torchao are present and which schemes run on this device."""
     import torch
 
+    # here, not at the top: the doctor reports a broken torch install instead of failing to import
     from dit_lora.modeling import quantize
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -419,7 +423,7 @@ def _compile_check() -> Check:
     """``--compile``: whether torch.compile can build kernels on this device (a C++ compiler, or Triton on CUDA)."""
     import torch
 
-    from dit_lora.core.errors import UserError
+    # here, not at the top: the doctor reports a broken torch install instead of failing to import
     from dit_lora.training.compile import check_compiler
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -436,9 +440,6 @@ def model_checks(model: str, revision: str | None = None) -> list[Check]:
     A pipeline's ``tokenizer*/`` folders and a transformers model's root are each checked; a Hub id that is
     neither cached nor catalogued cannot be judged and says so.
     """
-    from dit_lora.modelfiles import tokenizer_files as tf
-    from dit_lora.setup.tokenizer_check import requirements
-
     local = Path(model)
     if local.is_dir():
         subfolders = [("" if f == local else f.name) for f in tf.tokenizer_folders(local)]

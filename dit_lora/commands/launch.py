@@ -31,6 +31,7 @@ from typing import Sequence
 
 from dit_lora.core.errors import UserError
 from dit_lora.training.launch_precision import LAUNCH_PRECISION_VAR, check_launch_precision
+from dit_lora.training.signals import LAUNCHED_VAR
 
 #: signals the launcher forwards to the training process instead of dying (unless started with one ignored)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -237,10 +238,11 @@ def script_help(args) -> int | None:
 
 def main(argv: Sequence[str]) -> int:
     """``dit-lora launch ...``: returns the training process's exit code."""
-    from accelerate.commands.launch import (_validate_launch_command, launch_command_parser,
-                                            prepare_simple_launcher_cmd_env)
-
-    from dit_lora.training.signals import LAUNCHED_VAR
+    from accelerate.commands.launch import (
+        _validate_launch_command,
+        launch_command_parser,
+        prepare_simple_launcher_cmd_env,
+    )
 
     argv = list(argv)
     parser = launch_command_parser()

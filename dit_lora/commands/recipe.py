@@ -7,7 +7,16 @@ import os
 import sys
 from typing import Sequence
 
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.commands.doctor import ensure_environment
+from dit_lora.config.parser import named_family, parse_config
+from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
+from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
+from dit_lora.modelfiles.single_file import check_model_path, check_transformer_file
+from dit_lora.registry import available, entry_for
+from dit_lora.setup.family_inference import check_family_trains_model, family_for_model
+from dit_lora.training import signals
 
 
 def choose_family(recipe: str | None = None):
@@ -17,15 +26,10 @@ def choose_family(recipe: str | None = None):
     A recipe script (``recipe``: the family it was started for) trains its registry entry's default name; ``dit-lora
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
-    from dit_lora.registry import available, entry_for
-    from dit_lora.setup.family_inference import family_for_model
-
     def infer(common) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
         if common.pretrained_model_name_or_path and not common.demo:
-            from dit_lora.modelfiles.single_file import check_model_path
-
             check_model_path(common.model)  # a file: say what it is, not "could not tell the family"
         if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
@@ -42,8 +46,6 @@ def choose_family(recipe: str | None = None):
 def check_family(family: str, recipe: str | None = None) -> None:
     """Refuse a family that is not registered (one paragraph listing those that are), and for a recipe script one
     that its registry entry does not train, naming the script (or ``dit-lora train``) that does."""
-    from dit_lora.registry import entry_for
-
     where = entry_for(family).recipe_script
     if recipe is not None and family not in entry_for(recipe).names:
         allowed = " or ".join(f"`{name}`" for name in entry_for(recipe).names)
@@ -59,9 +61,6 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
     The family is ``--family``, else the config's ``family:``, else :func:`choose_family`'s (the recipe script's
     own, or the model's for ``dit-lora train``); then :func:`check_family`.
     """
-    from dit_lora.config.parser import named_family, parse_config
-    from dit_lora.registry import entry_for
-
     argv = list(argv)
     named = named_family(argv)
     if named is not None:  # before the options are checked: they depend on the family
@@ -77,10 +76,6 @@ def check_model(cfg) -> None:
     """Before anything is built: a file given as the model folder, a --family that trains another pipeline class
     than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
     model is built later, so its folder is not judged."""
-    from dit_lora.catalogue.defaults import config_reader
-    from dit_lora.setup.family_inference import check_family_trains_model
-    from dit_lora.modelfiles.single_file import check_model_path, check_transformer_file
-
     if not cfg.pretrained_model_name_or_path or cfg.demo:
         return
     check_model_path(cfg.model)
@@ -95,15 +90,12 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     ``family``: the family a recipe script trains (it also trains the other names of that family's registry
     entry); None for ``dit-lora train``, which trains the family :func:`parse_run` finds.
     """
-    from dit_lora.core import quiet
-
     quiet.install()  # before the doctor or the run imports PEFT (and with it bitsandbytes)
     cfg = parse_run(sys.argv[1:] if argv is None else argv, family)
     if not cfg.skip_doctor:
-        from dit_lora.commands.doctor import ensure_environment
-
         ensure_environment()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # here, not at the top: a recipe's --help and the doctor run before torch, quiet.install() before PEFT loads
     from dit_lora.output.adapter import NonFiniteWeightsError
     from dit_lora.training.loop import train
     from dit_lora.training.run import resolve_for_training
@@ -131,8 +123,6 @@ def _disk_full_error(err: BaseException, output_dir: str) -> UserError | None:
     The writers that know what they write say so themselves (:mod:`.fileio`); this is the net for the others
     (tracker logs, samples, a library's own files), naming the file the error names, else --output_dir.
     """
-    from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
-
     if not is_disk_full(err):
         return None
     chain, seen, where = err, set(), None
@@ -158,7 +148,5 @@ def main(family: str | None = None) -> None:
     training the run saves a checkpoint first. The handlers stay until the process exits, so a repeat of the stop
     (a launcher forwarding what the terminal already sent) is never Python's default ``KeyboardInterrupt``.
     """
-    from dit_lora.training import signals
-
     signals.current()
     run_cli(lambda: run_recipe(family))

@@ -15,6 +15,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from dit_lora.core.errors import UserError
+from dit_lora.data.decode import oriented_size
+
 Size = tuple[int, int]  # (height, width)
 
 #: the widest aspect ratio a bucket may have (4:1 or 1:4), as kohya's and SimpleTuner's defaults
@@ -88,8 +91,6 @@ def parse_mode(value: str) -> str | Size:
     Raises:
         UserError: anything else, in one paragraph with the three forms.
     """
-    from dit_lora.core.errors import UserError
-
     text = str(value).strip().lower()
     if text in (AUTO, SQUARE):
         return text
@@ -111,8 +112,6 @@ def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
         UserError: a bad mode, a fixed size that is not a multiple of ``stride`` (naming the nearest that is), or a
             fixed size for a model that takes only squares.
     """
-    from dit_lora.core.errors import UserError
-
     mode = parse_mode(value)
     if mode == SQUARE or (mode == AUTO and stride is None):
         return [(resolution, resolution)]
@@ -167,7 +166,5 @@ def crop_line(cropped: Sequence[tuple[str, float]], *, noun: str = "image",
 def sample_bucket(sample, buckets: Sequence[Size], *, max_pixels: int | None = None) -> tuple[Size, float]:
     """:func:`bucket_of` an image sample (a :class:`~dit_lora.data.sources.RawSample`), its size read from its header
     after its EXIF orientation, without decoding (:func:`~dit_lora.data.decode.oriented_size`)."""
-    from dit_lora.data.decode import oriented_size
-
     width, height = oriented_size(sample.source(), max_pixels)
     return bucket_of(width, height, buckets)

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from dit_lora.core.errors import UserError
 from dit_lora.data.caption_dropout import drop_caption
 from dit_lora.data.transforms import crop_seed, flip_decision, preprocess_image
+from dit_lora.data.video import decode_clip
 
 
 class EpochBatches:
@@ -190,8 +191,6 @@ class RawVideoDataset(torch.utils.data.Dataset):
         return len(self.samples)
 
     def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
-        from dit_lora.data.video import decode_clip  # PyAV only when videos are trained
-
         index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         frames, height, width = sample.bucket

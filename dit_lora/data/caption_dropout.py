@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 from safetensors import safe_open
 
+from dit_lora.core.collective import main_process_check
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
 
@@ -102,8 +103,6 @@ def cached_empty_prompt(probability: float, cache_dir: Path, encode_prompts: Cal
     wait and share its failure) unless usable already; None when ``probability`` is 0 (nothing is encoded)."""
     if probability <= 0:
         return None
-    from dit_lora.core.collective import main_process_check  # lazily: the data path runs without a training run too
-
     path = empty_prompt_file(cache_dir)
     encoded = main_process_check(accelerator, lambda: ensure_empty_prompt(path, encode_prompts, log),
                                  what=f"encoding the empty caption into {path}")

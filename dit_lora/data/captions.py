@@ -19,8 +19,9 @@ from collections import Counter
 from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
-from dit_lora.contract.legacy import as_spec
+from dit_lora.catalogue import entries
 from dit_lora.contract.capabilities import HasTextSettings, PromptText
+from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec, caption_source
 from dit_lora.data.sources import MAX_NAMED
 
@@ -108,8 +109,6 @@ def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
         with open(config, encoding="utf-8") as handle:
             length = json.load(handle).get("max_text_seq_length")
     if not length:
-        from dit_lora.catalogue import entries
-
         lengths = {e.text_length for e in entries(spec.name)}
         length = lengths.pop() if len(lengths) == 1 else None
     return (int(length) if length and int(length) > 1 else None), instruction

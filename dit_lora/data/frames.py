@@ -32,7 +32,6 @@ from typing import Sequence
 
 from dit_lora.core.errors import UserError
 
-
 # ---------------------------------------------------------------------------------------------
 # Frame-count rule
 # ---------------------------------------------------------------------------------------------
@@ -217,7 +216,7 @@ def one_frame_buckets(buckets: Sequence[Bucket]) -> list[Bucket]:
 # Automatic resolution buckets (no --frame_buckets)
 # ---------------------------------------------------------------------------------------------
 
-from dit_lora.data.aspect import CROP_WARNING  # noqa: E402 - the image families' threshold: one for every picture
+from dit_lora.data.aspect import CROP_WARNING, MAX_ASPECT, aspect_buckets, cropped_share
 
 
 def automatic_buckets(base: Bucket, stride: int, *, max_aspect: float | None = None) -> list[Bucket]:
@@ -229,8 +228,6 @@ def automatic_buckets(base: Bucket, stride: int, *, max_aspect: float | None = N
     worst of the set), and a clip of ``base``'s aspect ratio gets exactly ``base`` (:func:`choose_bucket` prefers
     the larger area among equally near aspects, and ``base`` is the largest of its aspect).
     """
-    from dit_lora.data.aspect import MAX_ASPECT, aspect_buckets
-
     frames, height, width = base
     limit = MAX_ASPECT if max_aspect is None else max_aspect
     sizes = aspect_buckets(height * width, stride, max_aspect=limit)
@@ -245,8 +242,6 @@ def most_tokens(buckets: Sequence[Bucket]) -> Bucket:
 def clip_cropped_share(height: int, width: int, bucket: Bucket) -> float:
     """The share of a ``width`` x ``height`` clip's picture that the cover-resize to ``bucket`` and its centre crop
     cut off (:func:`~dit_lora.data.aspect.cropped_share` on the bucket's spatial size)."""
-    from dit_lora.data.aspect import cropped_share
-
     return cropped_share(height, width, (bucket[1], bucket[2]))
 
 

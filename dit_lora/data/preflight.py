@@ -12,10 +12,10 @@ from the other entries. Results are plain records, rendered by :func:`format_tab
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,10 +25,12 @@ import torch
 from dit_lora.data.aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
 from dit_lora.data.cache import cache_file_name, inspect_cache_file
 from dit_lora.data.decode import decode_notes, decode_workers, file_notes, pixel_budget
+from dit_lora.data.frames import clip_cropped_share
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.sources import RawSample
-from dit_lora.data.validation import image_problem, caption_problem
-from dit_lora.data.transforms import target_size, crop_seed, preprocess_image
+from dit_lora.data.transforms import crop_seed, preprocess_image, target_size
+from dit_lora.data.validation import caption_problem, image_problem
+from dit_lora.data.video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
 OK, WARN, BLOCK = "ok", "warn", "block"
 _SEVERITY = {OK: 0, WARN: 1, BLOCK: 2}
@@ -196,9 +198,6 @@ def check_video_sample(
 
 def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require_caption, image_buckets, max_pixels):
     """:func:`check_video_sample`, plus the clip's displayed ``(height, width, rotation)`` (None when unusable)."""
-    from dit_lora.data.frames import clip_cropped_share
-    from dit_lora.data.video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
-
     blocks: list[str] = []
     warns: list[str] = []
     if require_caption and caption_problem(sample):

@@ -21,24 +21,31 @@ from typing import Any, Callable, Protocol
 import torch
 
 from dit_lora.config.schema import DataOptions
-from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.output.names import QUARANTINE_FILE
-from dit_lora.data import aspect
+from dit_lora.core.collective import Failure, exchange, main_process_check
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
+from dit_lora.core.progress import say
+from dit_lora.data import aspect, caption_dropout, preflight
 from dit_lora.data import batches as batch_lib
-from dit_lora.data import caption_dropout
-from dit_lora.data import preflight
+from dit_lora.data.cache import (
+    build_cache,
+    cache_files,
+    cache_namespace,
+    default_cache_root,
+    first_per_file,
+    for_copies,
+    verify_cache_file,
+)
 from dit_lora.data.captions import caption_lines, token_counter_for_model, token_counter_from_components
 from dit_lora.data.decode import pixel_budget
-from dit_lora.core.progress import say
-from dit_lora.data.cache import (build_cache, cache_files, cache_namespace, default_cache_root, first_per_file, for_copies,
-                    verify_cache_file)
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.sources import RawSample, load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
 from dit_lora.data.validation import bad_fraction_error, validate_samples
+from dit_lora.output.names import QUARANTINE_FILE
 
 
 @dataclass
@@ -282,9 +289,6 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
 
 def write_quarantine(output_dir: str | Path, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
-    from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
-    from dit_lora.core.collective import main_process_check
-
     path = Path(output_dir) / QUARANTINE_FILE
     advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
               "and run the same command again.")
@@ -303,8 +307,6 @@ def _build_cache_everywhere(accelerator, build: Callable[[], dict[int, str]]) ->
     """``build()`` on every rank; when it raises on one (a full cache disk), every rank raises (not a hang at the
     next collective): the same paragraph for a :class:`UserError`, else the failing rank's traceback and a
     paragraph naming that rank on the others."""
-    from dit_lora.core.collective import Failure, exchange
-
     own, result = None, {}
     try:
         result = build()

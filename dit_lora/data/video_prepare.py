@@ -28,21 +28,35 @@ from typing import Any, Callable
 
 import torch
 
+from dit_lora.config.parser import check_one_source
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_bytes_atomic
-from dit_lora.config.parser import check_one_source
-from dit_lora.data.batches import collate
+from dit_lora.data import preflight
+from dit_lora.data.batches import RawVideoDataset, collate
 from dit_lora.data.decode import pixel_budget
 from dit_lora.data.frames import Bucket, bucket_table, describe_buckets, one_frame_buckets
-from dit_lora.data.paths import Located
-from dit_lora.data.hub_datasets import check_dataset_columns, dataset_captions, dataset_files_root, open_dataset, place_dataset_path
+from dit_lora.data.hub_datasets import (
+    check_dataset_columns,
+    dataset_captions,
+    dataset_files_root,
+    open_dataset,
+    place_dataset_path,
+)
 from dit_lora.data.kohya import checked_instance_prompt, refuse_caption_extension_for_dataset
+from dit_lora.data.paths import Located
+from dit_lora.data.prepare import report_captions
 from dit_lora.data.sources import _main_process_print, name_some
-from dit_lora.data.video import (CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample, decode_clip, frames_flag_for,
-                    validate_video_samples)
+from dit_lora.data.video import (
+    CLIP_IMAGE_EXTENSIONS,
+    VIDEO_EXTENSIONS,
+    VideoSample,
+    decode_clip,
+    frames_flag_for,
+    validate_video_samples,
+)
 from dit_lora.data.video_sources import load_video_samples
 
 __all__ = ["VideoMedia", "frame_sampling_lines", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
@@ -365,8 +379,6 @@ class VideoMedia:
 
     def check(self, samples: list, *, log: Callable[[str], Any]) -> tuple[list, list, str | None]:
         """``check-data``: every clip decoded to its bucket as training would; (rows, usable clips, note)."""
-        from dit_lora.data import preflight
-
         stills = self.image_buckets(samples)
         images = sum(1 for s in samples if s.is_image)
         shown = describe_buckets(self.all_buckets(samples), automatic=self.automatic)
@@ -375,8 +387,6 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
             require_captions=self.requires_captions, image_buckets=stills, max_pixels=self.max_pixels)
-        from dit_lora.data.prepare import report_captions
-
         report_captions(samples, self.cfg, self.spec, log)
         return rows, usable, None  # each row has its bucket and crop; the summary counts them (preflight.summarize)
 
@@ -396,8 +406,6 @@ class VideoMedia:
         return load
 
     def raw_dataset(self, samples: list):
-        from dit_lora.data.batches import RawVideoDataset
-
         return RawVideoDataset(samples, self.cfg.frame_sampling, max_pixels=self.max_pixels)
 
     def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:

@@ -16,8 +16,17 @@ from safetensors.torch import load_file, save_file
 from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-
-from dit_lora.output.names import ADAPTER_FILE, ADAPTER_FILES, ADAPTER_INDEX_FILE, BACKBONE_FILE, CLASSES_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE
+from dit_lora.core.fileio import write_json_atomic
+from dit_lora.output.export import written_by_export
+from dit_lora.output.names import (
+    ADAPTER_FILE,
+    ADAPTER_FILES,
+    ADAPTER_INDEX_FILE,
+    BACKBONE_FILE,
+    CLASSES_FILE,
+    PEFT_ADAPTER_FILE,
+    PEFT_CONFIG_FILE,
+)
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -125,8 +134,6 @@ def write_adapter(spec: FamilySpec, output_dir: Path, lora_state: dict, lora_con
 def _previous_adapter_files(output_dir: Path) -> list[Path]:
     """What an earlier run left in ``output_dir`` that a new adapter must replace or remove: its adapter index, the
     files the index lists, and export files dit-lora wrote (a user's own files are never listed)."""
-    from dit_lora.output.export import written_by_export
-
     found = [output_dir / ADAPTER_INDEX_FILE] if (output_dir / ADAPTER_INDEX_FILE).exists() else []
     try:
         found += [output_dir / e["file"] for e in adapter_index(output_dir) or []]
@@ -242,8 +249,6 @@ def adapter_index(output_dir: Path) -> list[dict] | None:
 
 def write_adapter_index(output_dir: Path, entries: list[dict]) -> Path:
     """Write ``dit_lora_adapter_files.json`` (entries as :func:`adapter_index` reads them), atomically."""
-    from dit_lora.core.fileio import write_json_atomic
-
     path = Path(output_dir) / ADAPTER_INDEX_FILE
     write_json_atomic(path, {"files": entries})
     return path

@@ -20,7 +20,9 @@ import json
 from pathlib import Path
 
 from dit_lora.core.errors import UserError
-from dit_lora.output.names import SUMMARY_FILE
+from dit_lora.core.fileio import check_writable, reporting_disk_full
+from dit_lora.output.names import ADAPTER_INDEX_FILE, SUMMARY_FILE
+from dit_lora.registry import get_spec
 
 #: safetensors metadata key every exported file carries: its value is the format (e.g. "comfyui")
 EXPORT_MARKER = "dit_lora_export"
@@ -101,18 +103,12 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     and a writer returning a path outside the folder. The writers themselves refuse to replace a user's file
     (:func:`export_target`).
     """
-    from dit_lora.registry import get_spec
-
     folder = Path(output_dir)
     if not folder.is_dir():
         raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
                         "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
-    from dit_lora.core.fileio import check_writable
-
     check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
     spec = get_spec(_run_family(folder, family))
-    from dit_lora.output.names import ADAPTER_INDEX_FILE
-
     adapter = folder / spec.info.adapter_weight_name
     if not adapter.is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index lists a run's own files
         raise UserError(
@@ -128,8 +124,6 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
             + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
                f"{spec.info.adapter_weight_name} is already the format its consumers load.")
         )
-    from dit_lora.core.fileio import reporting_disk_full
-
     with reporting_disk_full(f"the {fmt} export", folder,
                              advice="The run's own files are untouched (each export file is written whole or not "
                                     "at all). Free some space and export again."):

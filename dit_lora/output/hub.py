@@ -17,11 +17,24 @@ from typing import Callable
 
 from dit_lora.config.schema import HubOptions
 from dit_lora.core.errors import UserError
-from dit_lora.output.names import (ADAPTER_FILE, ADAPTER_FILES, BACKBONE_FILE, CLASSES_FILE, LOSS_CURVE_FILE,
-                                   MODEL_CARD_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE)
+from dit_lora.output.names import (
+    ADAPTER_FILE,
+    ADAPTER_FILES,
+    ADAPTER_INDEX_FILE,
+    BACKBONE_FILE,
+    CLASSES_FILE,
+    LOSS_CURVE_FILE,
+    MODEL_CARD_FILE,
+    PEFT_ADAPTER_FILE,
+    PEFT_CONFIG_FILE,
+    SUMMARY_FILE,
+)
 
 TOP_LEVEL_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE, MODEL_CARD_FILE,
                    SUMMARY_FILE, LOSS_CURVE_FILE)
+from dit_lora.output.adapter import adapter_index
+from dit_lora.output.export import written_by_export
+
 SAMPLES_DIR = "samples"
 SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")  # video-LLM answers (.txt) are in the card itself
 DEFAULT_COMMIT_MESSAGE = "Upload LoRA adapter trained with dit-lora"
@@ -34,10 +47,6 @@ _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 def run_adapter_files(output_dir: Path) -> list[str]:
     """The adapter files of a run beyond the standard names: the adapter index (``dit_lora_adapter_files.json``),
     the files it lists (Wan A14B: one per expert), and export files dit-lora wrote (their metadata says so)."""
-    from dit_lora.output.adapter import adapter_index
-    from dit_lora.output.export import written_by_export
-    from dit_lora.output.names import ADAPTER_INDEX_FILE
-
     names = []
     if (output_dir / ADAPTER_INDEX_FILE).is_file():
         names = [ADAPTER_INDEX_FILE] + [e["file"] for e in adapter_index(output_dir) or []]

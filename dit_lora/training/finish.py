@@ -18,15 +18,16 @@ from typing import Any, Callable
 
 import torch
 
+from dit_lora.contract import spec as fallback
+from dit_lora.core.collective import main_process_check
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from dit_lora.kernels import kernel_counts, kernel_runtime
-from dit_lora.contract import spec as fallback
+from dit_lora.modeling import trainables
 from dit_lora.output.adapter import write_adapter
+from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
-from dit_lora.modeling import trainables
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
-from dit_lora.core.collective import main_process_check
 from dit_lora.training.run import Run
 from dit_lora.training.signals import rerun_command
 
@@ -231,8 +232,6 @@ def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = Tru
     head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
     print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
     if cfg.push_to_hub and push:
-        from dit_lora.output.hub import push_after_run
-
         push_after_run(out, cfg.hub, log=lambda line: print(line, flush=True))
 
 

@@ -12,12 +12,13 @@ from typing import Any, Callable
 
 import torch
 
-from dit_lora.data import batches as batch_lib
-from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.output.names import NONFINITE_REPORT_FILE
+from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_json_atomic
+from dit_lora.data import batches as batch_lib
+from dit_lora.output.names import NONFINITE_REPORT_FILE
+from dit_lora.training.diagnose import diagnose_step, format_paragraph
 from dit_lora.training.guard import GuardReading, StepGuard
 
 
@@ -101,8 +102,6 @@ class Recovery:
                + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})")
         diagnosis = ""
         if self.report is not None and self.report.get("first_fault"):
-            from dit_lora.training.diagnose import format_paragraph
-
             diagnosis = " First fault: " + format_paragraph(self.report["first_fault"])
         return (f"Training reached its last step, but {why}, so the adapter learned little: it is the last finite "
                 f"state (after {total.applied} applied updates), written to {self.out} and labelled as such in "
@@ -111,8 +110,6 @@ class Recovery:
 
     # ---- diagnosis -----------------------------------------------------------------------
     def _diagnose(self, slot: int, reading: GuardReading, wrapped) -> None:
-        from dit_lora.training.diagnose import diagnose_step, format_paragraph
-
         acc = self.accelerator
         model = acc.unwrap_model(wrapped)
         found: dict[str, Any] | None = None

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from dit_lora.config.schema import config_fields, resume_class
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import write_json_atomic
 from dit_lora.output.names import COMPLETE_MARKER
 from dit_lora.output.report import config_dict
 
@@ -67,8 +68,6 @@ def options_record(cfg, samples: list, history: list[dict]) -> dict[str, Any]:
 
 def write_options(folder: Path, record: dict) -> None:
     """Write :data:`OPTIONS_FILE` into a checkpoint's staging folder (before its manifest, which then covers it)."""
-    from dit_lora.core.fileio import write_json_atomic
-
     write_json_atomic(Path(folder) / OPTIONS_FILE, record)
 
 

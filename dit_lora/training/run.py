@@ -34,34 +34,37 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.config.schema import KernelOptions, TrainingOptions
-from dit_lora.data import batches as batch_lib
-from dit_lora.data.prepare import prepare_data
-from dit_lora.modeling import quantize
-from dit_lora.core.errors import UserError
-from dit_lora.modeling.quantize import QuantizeError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.core.fileio import write_json_atomic
+from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import check_writable, write_json_atomic
 from dit_lora.core.progress import say
+from dit_lora.data import batches as batch_lib
+from dit_lora.data.cache import default_cache_root
+from dit_lora.data.prepare import prepare_data
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
+from dit_lora.modeling import quantize, trainables
+from dit_lora.modeling.quantize import QuantizeError
 from dit_lora.output.adapter import assert_finite
+from dit_lora.output.hub import preflight_push
 from dit_lora.output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE, PRECISION_AUDIT_FILE
 from dit_lora.output.report import config_dict
-from dit_lora.modeling import trainables
+from dit_lora.plan import make_plan
+from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
+from dit_lora.setup.resolve import Resolved, resolve
 from dit_lora.training.canary import attention_canary, install_broken_attention
-from dit_lora.training.checkpoint import load_checkpoint, resolve_resume
+from dit_lora.training.checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE, load_checkpoint, resolve_resume
 from dit_lora.training.compile import CompileCounters, check_compiler, compile_model
-from dit_lora.training.launch_precision import check_launch_precision
-from dit_lora.training.host_memory import release_freed_memory, reuse_freed_memory
-from dit_lora.training.guard import StepGuard
 from dit_lora.training.drills import Hooks
+from dit_lora.training.guard import StepGuard
+from dit_lora.training.host_memory import release_freed_memory, reuse_freed_memory
+from dit_lora.training.launch_precision import check_launch_precision
 from dit_lora.training.optim import make_lr_scheduler, make_optimizer
 from dit_lora.training.output_lock import lock_for_run, main_process_check
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 from dit_lora.training.recovery import Recovery
 from dit_lora.training.resume_options import check_options, options_record, resume_history
-from dit_lora.setup.resolve import Resolved, resolve
 
 
 @dataclass
@@ -171,9 +174,6 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 def check_run_folders(cfg: TrainConfig) -> None:
     """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
     default one) that cannot be written (a read-only file system, no permission)."""
-    from dit_lora.data.cache import default_cache_root
-    from dit_lora.core.fileio import check_writable
-
     out = Path(cfg.output_dir)
     check_writable(out, "--output_dir")
     if cfg.logging_dir and cfg.report_to != "none":
@@ -249,12 +249,9 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
 
     A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
     """
-    from dit_lora.plan import make_plan
-    from dit_lora.plan.report import check_fits, device_memory
-
     device = accelerator.device
     try:
-        capacity = device_memory(device)
+        capacity = plan_report.device_memory(device)
         # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
         plan = make_plan(cfg, spec, device=device.type, num_processes=accelerator.num_processes,
                          entry=defaults.entry, both_settings=False, capacity=capacity)
@@ -266,7 +263,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
     log(f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)")
-    check_fits(plan, capacity, f"this {device.type} device")
+    plan_report.check_fits(plan, capacity, f"this {device.type} device")
     return plan
 
 
@@ -326,8 +323,6 @@ def _start(resolved: Resolved) -> Run:
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
-        from dit_lora.output.hub import preflight_push
-
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
@@ -496,8 +491,6 @@ def check_same_trainables(state: dict, params: dict, input_dir) -> None:
 def _register_state_hooks(accelerator, guard: StepGuard) -> None:
     """Checkpoint only trainable weights (safetensors), not the frozen multi-GB base model, plus the guard's snapshot."""
     from safetensors.torch import load_file, save_file
-
-    from dit_lora.training.checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE
 
     def save_hook(models, weights, output_dir):
         model = accelerator.unwrap_model(models[0])

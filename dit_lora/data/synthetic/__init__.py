@@ -14,6 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from dit_lora.core.errors import UserError
+
 __all__ = [
     "build_directory_atomically",
     "is_user_folder",
@@ -53,8 +55,6 @@ def is_user_folder(path: str | Path, marker_name: str) -> bool:
     overwrite it (:func:`build_directory_atomically`). A folder holding this build's ``marker_name``, an empty
     one or none is (re)built. A file there is one paragraph (:class:`~dit_lora.core.errors.UserError`).
     """
-    from dit_lora.core.errors import UserError
-
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UserError(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic import build_directory_atomically
 
 __all__ = [
@@ -104,8 +105,6 @@ def check_demo_resolution(resolution: int) -> None:
     """Refuse (one paragraph) a ``--resolution`` the ``--demo`` shapes are not drawn at, before anything is built."""
     if MIN_DEMO_RESOLUTION <= resolution <= MAX_DEMO_RESOLUTION:
         return
-    from dit_lora.core.errors import UserError
-
     raise UserError(
         f"--resolution {resolution} is outside what --demo is for ({MIN_DEMO_RESOLUTION} to {MAX_DEMO_RESOLUTION} "
         f"px): the demo trains a tiny random model on generated shapes drawn at --resolution (its config uses 64). "

@@ -5,7 +5,7 @@ from dit_lora.registry import FamilyEntry
 
 def make(name: str):
     """Sana's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"sana"``)."""
-    # The registry imports a family on its first lookup
+    # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
     from dit_lora.families.sana.spec import sana_spec
 
     return sana_spec()

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT, render_shape_example
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA  # shared with the T5 demo tokenizer; re-exported
 
 __all__ = [
@@ -185,8 +186,6 @@ def _default_complex_human_instruction() -> list[str]:
 
 
 def _tokenizer_corpus() -> list[str]:
-    from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
-
     text = " ".join(_default_complex_human_instruction())
     words = text.split() + TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
     # Demo words are repeated so BPE merges them into single tokens even if they are rare
@@ -263,8 +262,6 @@ def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
     A random VAE's latent scale is arbitrary; normalising it keeps the flow-matching targets
     of training at unit variance like with the real DC-AE (0.41407).
     """
-    from dit_lora.data.synthetic.shapes import render_shape_example
-
     rng = random.Random(seed)
     images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
     pixels = torch.stack(

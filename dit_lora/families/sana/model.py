@@ -8,14 +8,19 @@ from typing import Any
 
 import torch
 
+from dit_lora.catalogue import entries, match
+from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
 from dit_lora.families.diffusion.components import (
     DiffusionModel,
     DiffusionNotes,
     DiffusionPrecision,
 )
+from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
@@ -124,12 +129,6 @@ class SanaNotes(DiffusionNotes):
 
     def precision_notes(self, cfg) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
-        from dit_lora.catalogue import (  # the catalogue's files are read only for this note
-            entries,
-            match,
-        )
-        from dit_lora.catalogue.defaults import config_reader
-
         dtype = stored_dtype(cfg)
         name = cfg.pretrained_model_name_or_path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
@@ -189,23 +188,12 @@ class SanaDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         # The demo builders: only for --demo
-        from dit_lora.data.synthetic import is_user_folder
-        from dit_lora.data.synthetic.shapes import (
-            SHAPES_MARKER,
-            check_demo_resolution,
-            make_shapes_dataset,
-        )
-        from dit_lora.families.sana.demo import (
-            build_tiny_sana_pipeline,
-            get_tiny_sana_config,
-        )
-
         # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
         # the run would refuse anyway.
-        tiny = get_tiny_sana_config(cfg.demo_size)
+        tiny = tiny_sana.get_tiny_sana_config(cfg.demo_size)
         check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
         check_demo_resolution(cfg.resolution)
-        build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
+        tiny_sana.build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
             print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
                   flush=True)

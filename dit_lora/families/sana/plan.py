@@ -10,6 +10,7 @@ from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.sana.encoders import max_sequence_length
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.modeling.flow_matching import training_scheduler
+from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
 class SanaPlan(DiffusionPlan):
@@ -22,12 +23,6 @@ class SanaPlan(DiffusionPlan):
         from diffusers import (  # heavy: only when a plan is made
             AutoencoderDC,
             SanaTransformer2DModel,
-        )
-
-        from dit_lora.plan.fake import (  # the fake-tensor tooling: only for a plan
-            diffusers_on_meta,
-            transformers_on_meta,
-            with_depth,
         )
 
         dtype = cfg.weight_dtype

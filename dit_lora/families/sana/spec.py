@@ -13,6 +13,7 @@ from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.components import DiffusionCaptions
 from dit_lora.families.sana.adapter import SanaAdapter, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
+from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
 from dit_lora.families.sana.model import (
     SanaBuckets,
@@ -39,8 +40,6 @@ class SanaKernels:
 
     def kernel_patch_points(self) -> list:
         """Sana's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        from dit_lora.families.sana.kernels import patch_points
-
         return list(patch_points())
 
 
