@@ -17,14 +17,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
 
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-
-if TYPE_CHECKING:
-    from dit_lora.contract.family import ModelFamily
 
 #: what builds the family called ``name``: a ``"module:attribute"`` path to such a callable (imported when the
 #: family is first asked for), or the callable itself
@@ -38,7 +34,7 @@ class FamilyEntry:
     #: The family names it registers (``--family``, YAML ``family:``), the first being the default its recipe
     #: script trains (CogVideoX: text-to-video, then image-to-video; videollm: one per video-LLM architecture).
     names: tuple[str, ...]
-    #: Builds the :class:`~dit_lora.contract.family.ModelFamily` of one name: called with that name. A
+    #: Builds the :class:`~dit_lora.contract.spec.FamilySpec` of one name: called with that name. A
     #: ``"module:attribute"`` string is imported on first use (so ``import dit_lora.registry`` stays light).
     factory: Factory
     #: The family's own options (``families/<name>/options.py``): a ``"module:Class"`` path for every name, or a
@@ -84,7 +80,7 @@ class FamilyEntry:
         return self.options
 
     def build(self, name: str):
-        """A new :class:`~dit_lora.contract.family.ModelFamily` for ``name`` (one of :attr:`names`)."""
+        """A new :class:`~dit_lora.contract.spec.FamilySpec` for ``name`` (one of :attr:`names`)."""
         if name not in self.names:
             raise KeyError(f"{name!r} is not a name of this entry ({', '.join(self.names)})")
         return resolve(self.factory)(name)
@@ -116,7 +112,6 @@ BUILT_IN = (
 
 _ENTRIES: list[FamilyEntry] = []
 _BY_NAME: dict[str, FamilyEntry] = {}
-_CHECKED: set[str] = set()  # names whose family passed the capability check
 _SPEC_CACHE: dict[str, FamilySpec] = {}  # each name's spec, built once
 #: callbacks told of each registration (the entry) and removal (None); see :func:`watch`
 _WATCHERS: list[Callable[[FamilyEntry | None], None]] = []
@@ -152,8 +147,8 @@ def watch(callback: Callable[[FamilyEntry | None], None]) -> None:
 def register_family(entry: FamilyEntry) -> None:
     """Make every name of ``entry`` available (``--family``, YAML ``family:``); refuses a name already taken.
 
-    An entry whose factory is a callable is built and checked now (its declared capabilities must have their
-    methods); one naming its factory by ``"module:attribute"`` (the built-in families, imported lazily so this
+    An entry whose factory is a callable is built and checked now (it must build a :class:`FamilySpec`, whose
+    components are checked when it is made); one naming its factory by ``"module:attribute"`` (the built-in families, imported lazily so this
     module stays light) is checked when a name of it is first asked for.
     """
     _load_built_in()
@@ -170,7 +165,7 @@ def _register(entry: FamilyEntry) -> None:
                          f"factory {_describe(owner.factory)}); choose another name")
     if not isinstance(entry.factory, str):
         for name in entry.names:
-            _check(name, entry.build(name))
+            _check(name, entry.build(name), entry)
     _ENTRIES.append(entry)
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
     try:
@@ -193,7 +188,6 @@ def _remove(entry: FamilyEntry) -> None:
     _ENTRIES.remove(entry)
     for name in entry.names:
         _BY_NAME.pop(name, None)
-        _CHECKED.discard(name)
         _SPEC_CACHE.pop(name, None)
     for callback in list(_WATCHERS):
         callback(None)
@@ -203,12 +197,16 @@ def _describe(factory) -> str:
     return factory if isinstance(factory, str) else f"{factory.__module__}.{getattr(factory, '__qualname__', '?')}"
 
 
-def _check(name: str, family: Any) -> Any:
-    """``family`` once its spec (its own, or transitionally one filled from an old-style family) was checked
-    (each name once per process)."""
-    if name not in _CHECKED:
-        as_spec(family)  # FamilySpec.__post_init__ checks every component; an old-style family its capabilities
-        _CHECKED.add(name)
+def _check(name: str, family: Any, entry: FamilyEntry) -> FamilySpec:
+    """``family`` when it is a :class:`FamilySpec` (which checked every component when it was made); anything else
+    is refused in one paragraph naming the entry and the fix."""
+    if not isinstance(family, FamilySpec):
+        raise UserError(
+            f"The family `{name}` is refused: the factory of its entry ({_describe(entry.factory)}, "
+            f"recipe {entry.recipe_script}) returned a {type(family).__name__}, not a FamilySpec. A factory must "
+            f"return `FamilySpec(name={name!r}, info=FamilyInfo(...), model=..., data=..., loss=..., adapter=...)` "
+            "(dit_lora.contract.spec), its components filled from small objects; see ARCHITECTURE.md, \"What a new "
+            "family adds\".")
     return family
 
 
@@ -237,11 +235,11 @@ def recipe_script(name: str) -> str:
     return entry_for(name).recipe_script
 
 
-def get_family(name: str) -> FamilySpec | ModelFamily:
-    """What the factory of the family called ``name`` builds: a :class:`FamilySpec`, or TRANSITIONALLY an old-style
-    :class:`~dit_lora.contract.family.ModelFamily` (families not converted yet); unknown names list the valid ones.
-    Callers want :func:`get_spec`."""
-    return _check(name, entry_for(name).build(name))
+def get_family(name: str) -> FamilySpec:
+    """A new :class:`FamilySpec` from the factory of the family called ``name`` (checked); unknown names list the
+    valid ones. Callers want :func:`get_spec`, built once per process."""
+    entry = entry_for(name)
+    return _check(name, entry.build(name), entry)
 
 
 def get_spec(name: str) -> FamilySpec:
@@ -249,7 +247,7 @@ def get_spec(name: str) -> FamilySpec:
     ones."""
     entry = entry_for(name)
     if name not in _SPEC_CACHE:
-        _SPEC_CACHE[name] = as_spec(_check(name, entry.build(name)))
+        _SPEC_CACHE[name] = _check(name, entry.build(name), entry)
     return _SPEC_CACHE[name]
 
 

@@ -12,21 +12,16 @@ import pytest
 
 import dit_lora.families as family_packages
 from dit_lora import registry
-from dit_lora.contract.family import REQUIRED, ModelFamily
 from helpers import ROOT
+from spec_parts import tiny_spec
 
 FAMILY = textwrap.dedent("""
-    from dit_lora.contract.family import ModelFamily
     from dit_lora.registry import FamilyEntry
+    from spec_parts import tiny_spec
 
-
-    class Tiny(ModelFamily):
-        name = "tiny_elsewhere"
-        pipeline_class_name = "TinyPipeline"
-    {methods}
 
     def make(name):
-        return Tiny()
+        return tiny_spec(name)
 
 
     ENTRY = FamilyEntry(names=("tiny_elsewhere",), factory={factory}, catalogue="{package}.catalogue",
@@ -36,10 +31,9 @@ CATALOGUE = "ENTRIES = []\n"
 
 
 def _write_family(folder: Path, package: str, factory: str) -> Path:
-    """A family package written under ``folder``: the required methods (empty), an entry, a catalogue module."""
-    methods = "".join(f"\n    def {name}(self, *args):\n        return None\n" for name in REQUIRED)
+    """A family package written under ``folder``: a spec of the tiny required components, an entry, a catalogue."""
     (folder / package).mkdir(parents=True)
-    (folder / package / "__init__.py").write_text(FAMILY.format(methods=methods, factory=factory, package=package))
+    (folder / package / "__init__.py").write_text(FAMILY.format(factory=factory, package=package))
     (folder / package / "catalogue.py").write_text(CATALOGUE)
     return folder / package
 
@@ -60,7 +54,7 @@ def test_a_family_from_another_folder_registers_with_one_call(elsewhere):
 
     registry.register_family(elsewhere)
     assert "tiny_elsewhere" in registry.available()
-    assert type(registry.get_family("tiny_elsewhere")).__name__ == "Tiny"
+    assert type(registry.get_family("tiny_elsewhere")).__name__ == "FamilySpec"
     assert registry.entry_for("tiny_elsewhere") is elsewhere and registry.entries()[-1] is elsewhere
     assert registry.recipe_script("tiny_elsewhere") == "recipes/tiny_lora.py"
     assert data_files()[-1] == "tiny_family_pkg.catalogue"  # its catalogue counts, nothing else to edit
@@ -85,27 +79,61 @@ def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
     from dit_lora.core.errors import UserError
 
     folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
-    (folder / "spec.py").write_text("from . import Tiny\nfrom dit_lora.contract.capabilities import Samples\n\n\n"
-                                    "class Claims(Tiny):\n    capabilities = (Samples,)\n\n\n"
-                                    "def make(name):\n    return Claims()\n")
+    (folder / "spec.py").write_text("from spec_parts import tiny_spec\n\n\nclass Claims:\n"
+                                    "    def validation_inputs(self, comps, cfg): ...\n\n\n"
+                                    "def make(name):\n    return tiny_spec(name, samples=Claims())\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     entry = importlib.import_module("tiny_lazy_pkg").ENTRY
     registry.register_family(entry)
     try:
         assert "tiny_lazy_pkg.spec" not in __import__("sys").modules
-        with pytest.raises(UserError, match="Samples capability but does not implement"):
+        with pytest.raises(UserError, match=r"`samples` component \(Claims\) lacks generate, .* of the Samples protocol"):
             registry.get_family("tiny_elsewhere")
     finally:
         registry.unregister_family(entry)
 
 
-def test_every_family_package_has_its_one_registry_line():
-    """BUILT_IN names every package under dit_lora/families/ (each with an ENTRY), and nothing else."""
+def _family_packages() -> set[str]:
+    """The packages under dit_lora/families/ but those that declare themselves shared code (``FAMILY_PACKAGE =
+    False``, e.g. ``diffusion``): a family package cannot opt out by leaving its line out, only by saying so."""
     packages = {m.name for m in pkgutil.iter_modules(family_packages.__path__) if m.ispkg}
-    assert sorted(registry.BUILT_IN) == sorted(packages)
+    return {name for name in packages
+            if getattr(importlib.import_module(f"dit_lora.families.{name}"), "FAMILY_PACKAGE", True)}
+
+
+def test_every_family_package_has_its_one_registry_line():
+    """BUILT_IN names every family package under dit_lora/families/ (each with an ENTRY), and nothing else."""
+    assert sorted(registry.BUILT_IN) == sorted(_family_packages())
     built_in = [importlib.import_module(f"dit_lora.families.{name}").ENTRY for name in registry.BUILT_IN]
     assert registry.entries()[:len(built_in)] == built_in
     assert sorted(n for e in built_in for n in e.names) == registry.available()
+
+
+def test_a_family_package_without_its_line_is_found(tmp_path, monkeypatch):
+    """A package under dit_lora/families/ that is not in BUILT_IN fails the check; only a declared shared package
+    (FAMILY_PACKAGE = False) is left out."""
+    (tmp_path / "newfam").mkdir()
+    (tmp_path / "newfam" / "__init__.py").write_text("")
+    (tmp_path / "shared_bits").mkdir()
+    (tmp_path / "shared_bits" / "__init__.py").write_text("FAMILY_PACKAGE = False\n")
+    monkeypatch.setattr(family_packages, "__path__", [*family_packages.__path__, str(tmp_path)])
+    found = _family_packages()
+    assert "newfam" in found and "shared_bits" not in found and "diffusion" not in found
+    assert sorted(registry.BUILT_IN) != sorted(found)
+
+
+def test_a_factory_that_returns_no_spec_is_refused_naming_the_entry_and_the_fix():
+    from dit_lora.core.errors import UserError
+    from dit_lora.registry import FamilyEntry
+
+    def old_style(name):
+        return object()
+
+    with pytest.raises(UserError, match=r"(?s)family `not_a_spec` is refused: the factory of its entry "
+                                        r"\(.*old_style, recipe recipes/not_a_spec_lora.py\) returned a object, not a "
+                                        r"FamilySpec\. A factory must return `FamilySpec\(name='not_a_spec'"):
+        registry.register_family(FamilyEntry(names=("not_a_spec",), factory=old_style))
+    assert "not_a_spec" not in registry.available()
 
 
 def test_recipe_scripts_come_from_the_entries():
@@ -114,15 +142,9 @@ def test_recipe_scripts_come_from_the_entries():
     assert scripts == {p.relative_to(ROOT).as_posix() for p in (ROOT / "recipes").glob("*_lora.py")}
 
 
-class _Bare(ModelFamily):
-    """The required methods and nothing else: enough to be registered."""
-
-    name = "bare_family"
-
-
-for _method in REQUIRED:
-    setattr(_Bare, _method, lambda self, *args: None)
-_Bare.__abstractmethods__ = frozenset()
+def _bare(name: str = "bare_family"):
+    """The required components and nothing else: enough to be registered."""
+    return tiny_spec(name)
 
 
 def test_register_family_takes_only_an_entry():
@@ -134,21 +156,21 @@ def test_unregistering_an_entry_that_is_not_registered_is_refused():
     from dit_lora.registry import FamilyEntry
 
     with pytest.raises(ValueError, match="the entry of never_registered is not registered"):
-        registry.unregister_family(FamilyEntry(names=("never_registered",), factory=lambda name: _Bare()))
+        registry.unregister_family(FamilyEntry(names=("never_registered",), factory=_bare))
 
 
 def test_an_options_class_that_is_no_family_options_is_refused_at_registration():
     from dit_lora.registry import FamilyEntry
 
-    bad = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(),
+    bad = FamilyEntry(names=("bare_family",), factory=_bare,
                       options="dit_lora.registry:FamilyEntry")
     with pytest.raises(TypeError, match="options of family `bare_family` must be a FamilyOptions dataclass"):
         registry.register_family(bad)
     assert "bare_family" not in registry.available()  # nothing half-registered is left behind
-    good = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare())
+    good = FamilyEntry(names=("bare_family",), factory=_bare)
     registry.register_family(good)
     try:
-        assert isinstance(registry.get_family("bare_family"), _Bare)
+        assert registry.get_family("bare_family").name == "bare_family"
     finally:
         registry.unregister_family(good)
 
@@ -166,7 +188,7 @@ def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, 
             num_classes: float = opt(0.5, "A fraction, not DiT's class count.")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    clash = FamilyEntry(names=("bare_family",), factory=lambda name: _Bare(), options="clash_options:ClashOptions")
+    clash = FamilyEntry(names=("bare_family",), factory=_bare, options="clash_options:ClashOptions")
     with pytest.raises(TypeError, match="option `num_classes` of family `bare_family`.*already declared by "
                                         "dit_lora.families.dit.options.DiTOptions"):
         registry.register_family(clash)

@@ -16,12 +16,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from dit_lora.catalogue import entries
 from dit_lora.contract.capabilities import HasTextSettings, PromptText
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec, caption_source
 from dit_lora.data.sources import MAX_NAMED
 
@@ -60,13 +58,10 @@ def _tokenizer_counts(tokenizer: Any) -> Callable[[list[str]], list[int]]:
 
 def _loaded_settings(comps: Any) -> tuple[int | None, bool]:
     """``(max_sequence_length, instruction prefixed)`` of a loaded run: its typed state's :class:`TextSettings`
-    (a state implementing :class:`HasTextSettings`), else TRANSITIONALLY an old-style family's ``comps.extras``."""
+    (a state implementing :class:`HasTextSettings`); ``(None, False)`` for a state without text settings."""
     state = getattr(comps, "state", None)
-    if isinstance(state, HasTextSettings):
-        text = state.text
-        return (text.max_sequence_length, bool(text.instruction)) if text is not None else (None, False)
-    extras = getattr(comps, "extras", None) or {}
-    return extras.get("max_sequence_length"), bool(extras.get("complex_human_instruction"))
+    text = state.text if isinstance(state, HasTextSettings) else None
+    return (text.max_sequence_length, bool(text.instruction)) if text is not None else (None, False)
 
 
 def token_counter_from_components(comps: Any) -> TokenCounter | None:
@@ -82,17 +77,11 @@ def token_counter_from_components(comps: Any) -> TokenCounter | None:
 
 def _declared_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
     """The family's own word on how a run of ``cfg`` encodes captions: its encoders' :class:`PromptText`, else
-    TRANSITIONALLY an old-style family's ``configure`` on empty components (what its run records in ``extras``)."""
+    ``(None, False)`` (the other sources apply)."""
     if isinstance(spec.encoders, PromptText):
         text = spec.encoders.text_settings(cfg)
         return text.max_sequence_length, bool(text.instruction)
-    extras: dict[str, Any] = {}
-    try:
-        if spec.setup is not None:
-            spec.setup.configure(SimpleNamespace(extras=extras, encoders={}, model=None, state=None), cfg)
-    except Exception:  # noqa: BLE001 - a family whose configure needs loaded components: the other sources
-        extras = {}
-    return extras.get("max_sequence_length"), bool(extras.get("complex_human_instruction"))
+    return None, False
 
 
 def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
@@ -117,7 +106,6 @@ def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
 def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | None, str | None]:
     """check-data's counter: the tokenizer of ``--pretrained_model_name_or_path`` (only the tokenizer is read) at the
     length the run would use; else a character estimate. Returns (counter or None, a note on how it counts)."""
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     if caption_source(spec) != "captions":
         return None, None  # class labels (DiT), not encoded text
     max_length, instruction = _run_settings(cfg, spec)

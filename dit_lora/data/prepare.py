@@ -22,7 +22,6 @@ import torch
 
 from dit_lora.config.schema import DataOptions
 from dit_lora.contract import spec as fallback
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.collective import Failure, exchange, main_process_check
 from dit_lora.core.errors import UserError
@@ -103,14 +102,14 @@ class MediaHandler(Protocol):
 
 
 class ImageMedia:
-    """The :class:`MediaHandler` of image families (``DiffusionFamily.data_handler``'s default)."""
+    """The :class:`MediaHandler` of image families (``DiffusionData.data_handler``)."""
 
     noun = "image"
     cacheable = True
     collate = staticmethod(batch_lib.collate)
 
     def __init__(self, cfg, spec: FamilySpec) -> None:
-        self.cfg, self.spec = cfg, as_spec(spec)  # TRANSITIONAL as_spec: an old-style family's own handler hands itself
+        self.cfg, self.spec = cfg, spec
         self.encode_batch_size = cfg.train_batch_size
 
     def list_samples(self) -> list[RawSample]:
@@ -241,7 +240,6 @@ class ImageMedia:
 def check_image_buckets(spec: FamilySpec, cfg) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
     without ``image_buckets``, e.g. a video one, ignores the flag)."""
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     if spec.image_buckets is not None:
         aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, fallback.bucket_stride(spec, cfg)[0])
 
@@ -358,7 +356,6 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family's own data stage hands itself
     media = media if media is not None else spec.data.data_handler(cfg, spec)  # a family may hand in its own, bound to comps
     samples = media.list_samples()
     total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once

@@ -30,7 +30,6 @@ import torch
 
 from dit_lora.config.parser import check_one_source
 from dit_lora.contract import spec as fallback
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_bytes_atomic
@@ -294,7 +293,6 @@ class VideoMedia:
     collate = staticmethod(collate)
 
     def __init__(self, cfg, spec: FamilySpec, cache_root: Path) -> None:
-        spec = as_spec(spec)  # TRANSITIONAL: an old-style family's own handler hands itself
         # Clips need a family that encodes them (encoders), buckets them (video_frames) and says about captions.
         fallback.require(spec, "encoders", "Video data")
         fallback.require(spec, "video_frames", "Video data")

@@ -13,7 +13,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from dit_lora.contract.legacy import as_spec
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_json_atomic
@@ -97,7 +96,6 @@ def write_adapter(spec: FamilySpec, output_dir: Path, lora_state: dict, lora_con
     strength in every consumer. With the run's ``comps`` and ``cfg``, a family with an ``adapter_extras``
     component adds the files that depend on the run.
     """
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
     lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
@@ -309,10 +307,9 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
 
 def attach_adapter(spec: FamilySpec | None, pipe, adapter_dir: str | Path, adapter_name: str | None = None):
     """Load a saved adapter into the consumer ``pipe``, fitted first by ``spec.fitting`` when the family has one
-    (``dit_lora.load_adapter`` and each family's ``load_pipeline_with_adapter``; None: a family without fitting).
-    TRANSITIONAL: an old-style family object is taken too (:func:`~dit_lora.contract.legacy.as_spec`)."""
+    (``dit_lora.load_adapter`` and each family's ``load_pipeline_with_adapter``; None: a family without fitting)."""
     folder = adapter_folder(adapter_dir)
-    fitting = as_spec(spec).fitting if spec is not None else None
+    fitting = spec.fitting if spec is not None else None
     if fitting:
         fitting.prepare_pipeline_for_adapter(pipe, folder)
     return load_adapter_files(pipe, folder, adapter_name)

@@ -36,7 +36,6 @@ from typing import Any
 
 import torch
 
-from dit_lora.contract.legacy import as_spec
 from dit_lora.core.errors import UserError
 
 #: torch.compile's backend. Tests of graph capture (breaks, recompiles) on families other than the one whose
@@ -72,7 +71,6 @@ def check_compiler(mode: str, device_type: str) -> None:
 
 def block_classes(spec, model: torch.nn.Module) -> list[str]:
     """The class names whose instances are compiled regions (see the module docstring)."""
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     names = list(spec.info.repeated_block_classes)
     if not names:
         names = list(getattr(model, "_repeated_blocks", None) or getattr(model, "_no_split_modules", None) or ())
@@ -153,7 +151,6 @@ def compile_model(model: torch.nn.Module, spec, mode: str, *, dynamic: bool, buc
     run still meet more, dynamo raises instead of running the extra shape eagerly: which shapes ran eagerly would
     depend on the order they arrived in, and a resumed run would not compute the same bits.
     """
-    spec = as_spec(spec)  # TRANSITIONAL: an old-style family object is taken too
     counters = CompileCounters(mode=mode, dynamic=dynamic)
     if mode == "off":
         return counters

@@ -1,6 +1,6 @@
 """Precision audit after loading: every tensor whose dtype differs from the policy, and the fp16 refusal.
 
-The policy is :meth:`ModelFamily.expected_dtypes` (component name -> dtype of its floating
+The policy is :func:`dit_lora.contract.spec.expected_dtypes` (component name -> dtype of its floating
 parameters and buffers). Trainable parameters are checked against ``trainable_dtype`` (fp32
 master weights) instead; integer and bool buffers are ignored, and floating buffers may also be
 fp32 or fp64 (rotary frequencies, CogVideoX-2B's sin-cos position table: kept wide on purpose and cast

@@ -1,51 +1,40 @@
-"""The required contract of a model family: at most ten methods, and an immutable spec."""
+"""The required contract of a model family: at most ten methods over the spec's four required components, and an
+immutable spec."""
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 
 import pytest
+from spec_parts import tiny_spec
 
+from dit_lora.contract.capabilities import members
+from dit_lora.contract.family import Components
+from dit_lora.contract.spec import REQUIRED
 from dit_lora.registry import available, get_family
-from dit_lora.contract.family import REQUIRED, ModelFamily
-
-
-def _methods(cls) -> list[str]:
-    """Public methods and properties a class itself declares (not inherited from ``object``)."""
-    return sorted(n for n, v in vars(cls).items()
-                  if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, (property, staticmethod))))
 
 
 def test_the_required_part_is_at_most_ten_methods_and_exactly_the_contract():
-    methods = _methods(ModelFamily)
+    methods = sorted(m for proto in REQUIRED.values() for m in members(proto))
     assert len(methods) <= 10, methods
-    assert sorted(REQUIRED) == methods
-
-
-class _Tiny(ModelFamily):
-    name = "tiny_spec"
-
-    def __init__(self) -> None:
-        self.label = "set in __init__ is fine"
-
-    def validate_config(self, cfg): ...
-    def load_components(self, cfg, device): ...
-    def data_handler(self, cfg): ...
-    def compute_loss(self, comps, model, batch, generator, cfg): ...
-    def save_adapter(self, output_dir, lora_state, lora_config): ...
-    def load_pipeline_with_adapter(self, cfg, adapter_dir, device): ...
+    assert methods == sorted(["validate_config", "load_components", "lora_targets", "data_handler", "build_data",
+                              "prepare_batch", "compute_loss", "save_adapter", "load_pipeline_with_adapter"])
 
 
 def test_a_spec_is_immutable_after_construction():
-    family = _Tiny()
-    assert family.label == "set in __init__ is fine"
-    with pytest.raises(AttributeError, match="immutable"):
-        family.fps = 16
-    with pytest.raises(AttributeError, match="immutable"):
-        family.label = "changed"
-    with pytest.raises(AttributeError, match="immutable"):
-        del family.label
-    assert family.label == "set in __init__ is fine" and "fps" not in vars(family)
+    spec = tiny_spec("tiny_spec")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.fps = 16
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "changed"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del spec.name
+    assert spec.name == "tiny_spec" and not hasattr(spec, "fps")
+
+
+def test_what_a_run_decides_has_one_place_its_typed_state():
+    comps = Components(model=None)
+    assert comps.state is None and not hasattr(comps, "extras")
 
 
 @pytest.mark.parametrize("name", available())
@@ -59,10 +48,11 @@ def test_every_registered_family_is_immutable(name):
 @pytest.mark.slow
 def test_a_tiny_training_run_leaves_no_state_on_the_family(tiny_sana, shapes_data, tmp_path, monkeypatch):
     """Every stage of a run (setup, data, validation, export, card) keeps what it decides off the spec."""
-    from dit_lora.contract.spec import COMPONENTS
-    from dit_lora.setup import resolve as resolve_module
-    from dit_lora.registry import get_spec
     from helpers import train_in_process
+
+    from dit_lora.contract.spec import COMPONENTS
+    from dit_lora.registry import get_spec
+    from dit_lora.setup import resolve as resolve_module
 
     made: list[tuple[object, dict]] = []
 

@@ -17,8 +17,9 @@ from dit_lora.data.caption_dropout import (EMPTY_PROMPT_FILE, drop_caption, empt
                                            start_line)
 from dit_lora.data.prepare import prepare_data
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion import DiffusionFamily
+from dit_lora.families.diffusion import components as base
 from data_files import make_image, write_jsonl
+from diffusion_stand_ins import stand_in_spec
 
 
 def test_the_dropped_share_is_the_probability_and_the_drop_is_a_pure_function():
@@ -52,11 +53,9 @@ def test_batches_carry_the_drop_only_when_it_is_on_and_a_resume_sees_the_same():
     assert batch_lib.unpack_item((5, False, True)) == (5, False, True)
 
 
-class CountingPrompts(DiffusionFamily):
+class CountingEncoders(base.DiffusionEncoders):
     """Latents are 8x pooled pixels; a caption's embedding is (its length, 1) with a mask; records every caption
     list it encodes."""
-
-    name = "counting_prompts"
 
     def __init__(self) -> None:
         self.prompts: list[list[str]] = []
@@ -72,10 +71,10 @@ class CountingPrompts(DiffusionFamily):
         embeds = torch.tensor([[float(len(c)), 1.0] for c in captions])
         return {"prompt_embeds": embeds, "prompt_attention_mask": torch.ones(len(captions), 3, dtype=torch.long)}
 
-    def _unused(self, *args, **kwargs):
-        raise NotImplementedError
 
-    validate_config = load_components = compute_loss = save_adapter = load_pipeline_with_adapter = _unused
+def counting_prompts():
+    """The stand-in family: CountingEncoders (``spec.encoders.prompts``), squares only."""
+    return stand_in_spec("counting_prompts", CountingEncoders())
 
 
 def _accelerator():
@@ -105,9 +104,9 @@ def _dropped_and_kept(order, epochs=range(4)):
 
 
 def test_the_empty_caption_is_encoded_once_into_the_cache_and_reused(tmp_path, images, capsys):
-    family, cfg = CountingPrompts(), _config(tmp_path, images)
+    family, cfg = counting_prompts(), _config(tmp_path, images)
     data = prepare_data(cfg, family, None, _accelerator())
-    assert family.prompts.count([""]) == 1 and sum(p == [""] for p in family.prompts) == 1
+    assert family.encoders.prompts.count([""]) == 1 and sum(p == [""] for p in family.encoders.prompts) == 1
     (entry,) = (tmp_path / "cache").glob(f"*/{EMPTY_PROMPT_FILE}")
     assert data.dataset.empty_prompt == entry and empty_prompt_problem(entry) is None
     log = capsys.readouterr().out
@@ -124,20 +123,20 @@ def test_the_empty_caption_is_encoded_once_into_the_cache_and_reused(tmp_path, i
         caption = data.samples[item[0]].caption
         assert data.dataset[item]["prompt_embeds"].tolist() == [float(len(caption)), 1.0]
 
-    again = CountingPrompts()  # a second run on the same cache encodes nothing: no caption, no empty caption
+    again = counting_prompts()  # a second run on the same cache encodes nothing: no caption, no empty caption
     prepare_data(cfg, again, None, _accelerator())
-    assert again.prompts == []
+    assert again.encoders.prompts == []
     entry.write_bytes(b"not safetensors")  # a damaged entry is said and encoded again
-    third = CountingPrompts()
+    third = counting_prompts()
     prepare_data(cfg, third, None, _accelerator())
-    assert third.prompts == [[""]] and empty_prompt_problem(entry) is None
+    assert third.encoders.prompts == [[""]] and empty_prompt_problem(entry) is None
     assert "is unreadable" in capsys.readouterr().out
 
 
 def test_without_dropout_nothing_is_encoded_for_the_empty_caption(tmp_path, images):
-    family = CountingPrompts()
+    family = counting_prompts()
     data = prepare_data(_config(tmp_path, images, caption_dropout_probability=0.0), family, None, _accelerator())
-    assert [""] not in family.prompts and data.dataset.empty_prompt is None
+    assert [""] not in family.encoders.prompts and data.dataset.empty_prompt is None
     assert not list((tmp_path / "cache").glob(f"*/{EMPTY_PROMPT_FILE}"))
 
 
@@ -151,17 +150,17 @@ def test_a_non_finite_empty_caption_is_one_paragraph(tmp_path):
 
 
 def test_uncached_runs_encode_the_empty_caption_for_a_dropped_sample(tmp_path, images):
-    family = CountingPrompts()
+    family = counting_prompts()
     cfg = _config(tmp_path, images, cache_latents=False)
     data = prepare_data(cfg, family, None, _accelerator())
-    assert not data.cached and family.prompts == []
+    assert not data.cached and family.encoders.prompts == []
     order = batch_lib.EpochBatches(len(data), 2, seed=0, rank=0, world_size=1, random_flip=False, caption_dropout=0.5)
     dropped, kept = _dropped_and_kept(order)
     assert {data.dataset[item]["caption"] for item in dropped} == {""}
     assert all(data.dataset[item]["caption"] == data.samples[item[0]].caption != "" for item in kept)
     batch = data.collate([data.dataset[item] for item in dropped[:1] + kept[:1]])
-    family.prepare_batch(None, batch, torch.device("cpu"), cached=False)  # the per-step encode sees ""
-    assert family.prompts[-1] == ["", data.samples[kept[0][0]].caption]
+    family.loss.prepare_batch(None, batch, torch.device("cpu"), cached=False)  # the per-step encode sees ""
+    assert family.encoders.prompts[-1] == ["", data.samples[kept[0][0]].caption]
 
 
 def test_sana_dropped_samples_get_the_cached_empty_caption_which_is_its_own_encoding(tmp_path, tiny_sana,

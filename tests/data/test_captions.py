@@ -42,10 +42,16 @@ def test_kohya_folder_repeats_are_not_duplicate_rows(tmp_path):
     assert len(samples) == 4 and duplicate_line(samples) is None
 
 
+def _run_text(max_sequence_length, instruction=None):
+    """A run's typed state holding its text settings (what Sana's ``SanaRun`` holds)."""
+    from dit_lora.contract.capabilities import TextSettings
+
+    return SimpleNamespace(text=TextSettings(max_sequence_length, instruction))
+
+
 def test_truncation_is_judged_by_the_models_tokenizer_at_its_length(tiny_sana):
     tokenizer = AutoTokenizer.from_pretrained(tiny_sana, subfolder="tokenizer")
-    comps = SimpleNamespace(encoders={"tokenizer": tokenizer},
-                            extras={"max_sequence_length": 300, "complex_human_instruction": None})
+    comps = SimpleNamespace(encoders={"tokenizer": tokenizer}, state=_run_text(300))
     counter = token_counter_from_components(comps)
     long = "a photo of a cat " * 6000  # ~100,000 characters
     samples = _samples({"short.png": "a cat", "long.png": long, "edge.png": "word " * 299})
@@ -59,11 +65,11 @@ def test_truncation_is_judged_by_the_models_tokenizer_at_its_length(tiny_sana):
     exact = _samples({"exact.png": tokenizer.decode(tokenizer("x " * 400)["input_ids"][1:300])})
     n = counter.count([exact[0].caption])[0]
     assert truncation_line(exact, token_counter_from_components(
-        SimpleNamespace(encoders={"tokenizer": tokenizer}, extras={"max_sequence_length": n}))) is None
+        SimpleNamespace(encoders={"tokenizer": tokenizer}, state=_run_text(n)))) is None
     assert truncation_line(exact, token_counter_from_components(SimpleNamespace(
-        encoders={"tokenizer": tokenizer}, extras={"max_sequence_length": n, "complex_human_instruction": ["x"]})))
+        encoders={"tokenizer": tokenizer}, state=_run_text(n, instruction=("x",)))))
     # No caption tokens (DiT's class labels): nothing to judge.
-    assert token_counter_from_components(SimpleNamespace(encoders={}, extras={})) is None
+    assert token_counter_from_components(SimpleNamespace(encoders={}, state=None)) is None
 
 
 def test_check_data_counter_loads_only_the_tokenizer_or_estimates_and_says_so(tiny_sana, tmp_path):

@@ -17,16 +17,14 @@ from dit_lora.data import batches as batch_lib
 from dit_lora.data.prepare import ImageMedia, cache_root_for, prepare_data, report_lines
 from dit_lora.core.errors import UserError
 from dit_lora.data.aspect import aspect_buckets, cropped_share, nearest_bucket
-from dit_lora.contract.capabilities import ImageBuckets
-from dit_lora.families.diffusion import DiffusionFamily
+from dit_lora.families.diffusion import components as base
 from dit_lora.output.names import QUARANTINE_FILE
 from data_files import make_image, write_jsonl
+from diffusion_stand_ins import stand_in_spec
 
 
-class PoolingImages(DiffusionFamily):
+class PoolingEncoders(base.DiffusionEncoders):
     """Latents are 8x average-pooled pixels; a caption's embedding is its length."""
-
-    name = "pooling_images"
 
     def __init__(self) -> None:
         self.encoded: list[int] = []  # images per encode call (a spec is immutable: a list it appends to)
@@ -41,10 +39,10 @@ class PoolingImages(DiffusionFamily):
     def encode_prompts(self, comps, captions, *, with_negative=False):
         return {"prompt_embeds": torch.tensor([[float(len(c))] for c in captions])}
 
-    def _unused(self, *args, **kwargs):
-        raise NotImplementedError
 
-    validate_config = load_components = compute_loss = save_adapter = load_pipeline_with_adapter = _unused
+def pooling_images():
+    """The stand-in family: PoolingEncoders, squares only."""
+    return stand_in_spec("pooling_images", PoolingEncoders())
 
 
 def accelerator():
@@ -70,51 +68,51 @@ def config(tmp_path, data, **kw):
 
 
 def test_the_cache_is_built_once_and_reused(tmp_path, images, capsys):
-    family, cfg = PoolingImages(), config(tmp_path, images)
+    family, cfg = pooling_images(), config(tmp_path, images)
     data = prepare_data(cfg, family, None, accelerator())
     assert data.cached and isinstance(data.dataset, batch_lib.CachedLatentDataset) and len(data) == 4
-    assert sum(family.encoded) == 8  # each image and its flip
+    assert sum(family.encoders.encoded) == 8  # each image and its flip
     item = data.dataset[(2, True)]
     assert item["latents"].shape == (3, 2, 2) and item["prompt_embeds"].tolist() == [3.0]
     assert json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text()) == []
-    again = PoolingImages()
+    again = pooling_images()
     prepare_data(cfg, again, None, accelerator())
-    assert again.encoded == [] and "4/4 samples already cached" in capsys.readouterr().out
+    assert again.encoders.encoded == [] and "4/4 samples already cached" in capsys.readouterr().out
 
 
 def test_a_bad_cache_entry_is_recomputed(tmp_path, images, capsys):
     cfg = config(tmp_path, images)
-    data = prepare_data(cfg, PoolingImages(), None, accelerator())
+    data = prepare_data(cfg, pooling_images(), None, accelerator())
     data.dataset.files[0].write_bytes(b"not safetensors")
-    family = PoolingImages()
+    family = pooling_images()
     prepare_data(cfg, family, None, accelerator())
-    assert sum(family.encoded) == 2 and "1 bad cache entry to recompute" in capsys.readouterr().out
+    assert sum(family.encoders.encoded) == 2 and "1 bad cache entry to recompute" in capsys.readouterr().out
 
 
 def test_without_the_cache_images_are_decoded_each_step(tmp_path, images):
-    family = PoolingImages()
+    family = pooling_images()
     data = prepare_data(config(tmp_path, images, cache_latents=False), family, None, accelerator())
-    assert not data.cached and isinstance(data.dataset, batch_lib.RawImageDataset) and family.encoded == []
+    assert not data.cached and isinstance(data.dataset, batch_lib.RawImageDataset) and family.encoders.encoded == []
     assert data.collate is batch_lib.collate and data.groups is None
 
 
 def test_bad_images_are_quarantined_and_too_many_stop_the_run(tmp_path, images):
     (images / "2.png").write_bytes(b"broken")
     cfg = config(tmp_path, images, max_bad_samples_fraction=0.3)
-    data = prepare_data(cfg, PoolingImages(), None, accelerator())
+    data = prepare_data(cfg, pooling_images(), None, accelerator())
     assert [s.key for s in data.samples] == ["0.png", "1.png", "3.png"]
     (entry,) = json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())
     assert entry["key"] == "2.png" and entry == data.quarantine[0]
     (images / "1.png").write_bytes(b"")
     with pytest.raises(UserError, match="--max_bad_samples_fraction") as err:
-        prepare_data(cfg, PoolingImages(), None, accelerator())
+        prepare_data(cfg, pooling_images(), None, accelerator())
     assert QUARANTINE_FILE in str(err.value)
     assert len(json.loads((tmp_path / "out" / QUARANTINE_FILE).read_text())) == 2  # written before stopping
 
 
 def test_image_media_identity_and_paths(tmp_path, images):
     cfg = config(tmp_path, images, center_crop=False)
-    media = ImageMedia(cfg, PoolingImages())
+    media = ImageMedia(cfg, pooling_images())
     identity = media.namespace_identity()
     # No resolution: each entry's name carries its bucket (RawSample.cache_key), so a new size re-encodes only those.
     assert identity == {"model": "pooling", "image_size": "bucket in the key", "center_crop": False,
@@ -125,11 +123,8 @@ def test_image_media_identity_and_paths(tmp_path, images):
     assert report_lines(media, [], None) == []
 
 
-class BucketedPooling(PoolingImages):
-    """PoolingImages whose model takes any size in steps of 8 (its pooling): aspect-ratio buckets."""
-
-    name = "bucketed_pooling"
-    capabilities = DiffusionFamily.capabilities + (ImageBuckets,)
+class PoolingBuckets:
+    """A model that takes any size in steps of 8 (its pooling): aspect-ratio buckets."""
 
     def bucket_stride(self, cfg):
         return 8
@@ -138,13 +133,21 @@ class BucketedPooling(PoolingImages):
         return None
 
 
-class SquarePooling(BucketedPooling):
+class SquareBuckets(PoolingBuckets):
     """A model whose transformer takes only squares (as DiT's)."""
-
-    name = "square_pooling"
 
     def square_only(self, cfg):
         return "this stand-in takes only square inputs, so every image is cropped to the --resolution square"
+
+
+def bucketed_pooling():
+    """pooling_images whose model takes any size in steps of 8 (its pooling): aspect-ratio buckets."""
+    return stand_in_spec("bucketed_pooling", PoolingEncoders(), image_buckets=PoolingBuckets())
+
+
+def square_pooling():
+    """A model whose transformer takes only squares (as DiT's)."""
+    return stand_in_spec("square_pooling", PoolingEncoders(), image_buckets=SquareBuckets())
 
 
 #: (width, height) of a mixed set: 4:1, 1:4, 3:1, 3:2, 2:3 and squares
@@ -164,7 +167,7 @@ def mixed(tmp_path):
 
 def test_each_image_trains_in_its_nearest_bucket_cropped_the_least(tmp_path, mixed, capsys):
     cfg = config(tmp_path, mixed, resolution=32)
-    data = prepare_data(cfg, BucketedPooling(), None, accelerator())
+    data = prepare_data(cfg, bucketed_pooling(), None, accelerator())
     buckets = aspect_buckets(32 * 32, 8)
     for sample, item in zip(data.samples, (data.dataset[(i, False)] for i in range(len(data)))):
         width, height = MIXED[sample.key]
@@ -186,21 +189,21 @@ def test_each_image_trains_in_its_nearest_bucket_cropped_the_least(tmp_path, mix
 
 
 def test_the_cache_key_carries_the_bucket_so_a_new_mode_re_encodes_only_what_changed(tmp_path, mixed, capsys):
-    family = BucketedPooling()
+    family = bucketed_pooling()
     data = prepare_data(config(tmp_path, mixed, resolution=32), family, None, accelerator())
     for sample in data.samples:
         height, width = sample.bucket
         assert sample.cache_key() == f"{sample.content_id()}:{height}x{width}"
-    assert sum(family.encoded) == 2 * len(MIXED)
-    again = BucketedPooling()
+    assert sum(family.encoders.encoded) == 2 * len(MIXED)
+    again = bucketed_pooling()
     square = prepare_data(config(tmp_path, mixed, resolution=32, aspect_buckets="square"), again, None, accelerator())
     assert {s.bucket for s in square.samples} == {(32, 32)} and square.groups is None
-    assert sum(again.encoded) == 2 * (len(MIXED) - 2)  # the two square images are cached already
+    assert sum(again.encoders.encoded) == 2 * (len(MIXED) - 2)  # the two square images are cached already
     assert f"2/{len(MIXED)} samples already cached" in capsys.readouterr().out
 
 
 def test_a_fixed_size_crops_every_image_to_it(tmp_path, mixed, capsys):
-    data = prepare_data(config(tmp_path, mixed, resolution=32, aspect_buckets="48x24"), BucketedPooling(), None,
+    data = prepare_data(config(tmp_path, mixed, resolution=32, aspect_buckets="48x24"), bucketed_pooling(), None,
                         accelerator())
     assert {s.bucket for s in data.samples} == {(24, 48)} and data.groups is None
     assert data.dataset[(0, False)]["latents"].shape == (3, 3, 6)
@@ -209,18 +212,18 @@ def test_a_fixed_size_crops_every_image_to_it(tmp_path, mixed, capsys):
     tall = cropped_share(MIXED["tall.png"][1], MIXED["tall.png"][0], (24, 48))
     assert "lose more than 10% of their area" in out and f"tall.png ({tall:.0%})" in out
     with pytest.raises(UserError, match="--aspect_buckets 48x24, the nearest"):
-        ImageMedia(config(tmp_path, mixed, resolution=32, aspect_buckets="50x21"), BucketedPooling()).buckets
+        ImageMedia(config(tmp_path, mixed, resolution=32, aspect_buckets="50x21"), bucketed_pooling()).buckets
 
 
 def test_a_model_that_takes_only_squares_keeps_them_and_says_so(tmp_path, mixed, capsys):
-    data = prepare_data(config(tmp_path, mixed, resolution=32), SquarePooling(), None, accelerator())
+    data = prepare_data(config(tmp_path, mixed, resolution=32), square_pooling(), None, accelerator())
     assert {s.bucket for s in data.samples} == {(32, 32)} and data.groups is None
     out = capsys.readouterr().out
     assert out.count("aspect buckets: this stand-in takes only square inputs") == 1
 
 
 def test_without_the_cache_each_image_is_decoded_to_its_bucket(tmp_path, mixed):
-    data = prepare_data(config(tmp_path, mixed, resolution=32, cache_latents=False), BucketedPooling(), None,
+    data = prepare_data(config(tmp_path, mixed, resolution=32, cache_latents=False), bucketed_pooling(), None,
                         accelerator())
     for i, sample in enumerate(data.samples):
         assert data.dataset[(i, True)]["pixel_values"].shape == (3, *sample.bucket)
@@ -229,7 +232,7 @@ def test_without_the_cache_each_image_is_decoded_to_its_bucket(tmp_path, mixed):
 def test_the_image_bucket_table_counts_a_kohya_file_once(tmp_path, capsys):
     make_image(tmp_path / "data" / "5_sks" / "wide.png", size=(64, 16))
     make_image(tmp_path / "data" / "5_sks" / "sq.png", size=(32, 32))
-    data = prepare_data(config(tmp_path, tmp_path / "data", resolution=32), BucketedPooling(), None, accelerator())
+    data = prepare_data(config(tmp_path, tmp_path / "data", resolution=32), bucketed_pooling(), None, accelerator())
     assert len(data) == 10  # 2 files x 5 repeats
     out = capsys.readouterr().out
     assert ", each file once whatever its kohya repeats):" in out

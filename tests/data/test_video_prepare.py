@@ -29,29 +29,33 @@ from dit_lora.data.synthetic.clips import (  # noqa: E402
     write_truncated_clip,
 )
 from dit_lora.core.errors import UserError  # noqa: E402
-from dit_lora.contract import capabilities as caps
-from dit_lora.families.diffusion import DiffusionFamily  # noqa: E402
+from dit_lora.contract.spec import FamilyInfo, FamilySpec  # noqa: E402
+from dit_lora.families.diffusion import components as base  # noqa: E402
 from dit_lora.output.names import QUARANTINE_FILE  # noqa: E402
 from PIL import Image  # noqa: E402
 
 
 def _namespace(cfg, family) -> str:
     """The latent-cache folder a run with ``cfg`` uses (what its handler's identity hashes to)."""
-    return cache_namespace(family.data_handler(cfg).namespace_identity())
+    return cache_namespace(family.data.data_handler(cfg, family).namespace_identity())
 
 
-class FakeVideoFamily(DiffusionFamily):
-    """A video family whose 'VAE' average-pools: 4x in time (first frame alone), 8x in space."""
+class FakeVideoParts:
+    """A video family's components in one stand-in whose 'VAE' average-pools: 4x in time (first frame alone), 8x in
+    space; it records what it inspects and encodes."""
 
-    name = "fake_video"
-    capabilities = DiffusionFamily.capabilities + (caps.VideoFrames, caps.RunSetup)
-
-    def data_handler(self, cfg):
-        return VideoMedia(cfg, self, cache_root_for(cfg.data))
+    caption_source = "captions"
+    requires_captions = True
 
     def __init__(self) -> None:
         self.inspected: list = []
         self.encoded: list[tuple[int, ...]] = []  # pixel shape of every encode_images call
+
+    def data_handler(self, cfg, spec):
+        return VideoMedia(cfg, spec, cache_root_for(cfg.data))
+
+    def build_data(self, cfg, spec, comps, accelerator):
+        return base.prepare_and_release(cfg, spec, comps, accelerator)
 
     def video_buckets(self, cfg):
         if cfg.frame_buckets:
@@ -71,14 +75,40 @@ class FakeVideoFamily(DiffusionFamily):
     def encode_prompts(self, comps, captions, *, with_negative=False):
         return {"prompt_embeds": torch.tensor([[float(len(c)), float(sum(map(ord, c)) % 97)] for c in captions])}
 
+    def prepare_batch(self, comps, batch, device, cached):
+        return base.encoded_batch(self, comps, batch, device, cached)
+
+    def configure(self, comps, cfg):
+        pass
+
     def inspect_samples(self, comps, cfg, samples):
         self.inspected.append(list(samples))
 
     def _unused(self, *args, **kwargs):
         raise NotImplementedError
 
-    validate_config = prepare_demo = load_components = compute_loss = validation_inputs = _unused
-    generate = save_adapter = load_pipeline_with_adapter = generate_with_pipeline = _unused
+    validate_config = load_components = lora_targets = compute_loss = _unused
+    save_adapter = load_pipeline_with_adapter = _unused
+
+
+class FakeVideoFamily(FamilySpec):
+    """The spec of a :class:`FakeVideoParts` (each component that one object); the tests read its records through
+    the spec (``family.encoded``)."""
+
+    parts = FakeVideoParts
+    family_name = "fake_video"
+    frame_rate_too = False  # whether the parts fill the frame_rate component too
+
+    def __init__(self) -> None:
+        p = self.parts()
+        super().__init__(name=self.family_name, info=FamilyInfo(pipeline_class_name="FakeVideoPipeline"), model=p,
+                         data=p, loss=p, adapter=p, encoders=p, captions=p, video_frames=p, setup=p,
+                         frame_rate=p if self.frame_rate_too else None)
+
+    def __getattr__(self, attr):  # only for what a spec has not: the stand-in's records and methods
+        if attr == "model":
+            raise AttributeError(attr)
+        return getattr(self.model, attr)
 
 
 def _acc():
@@ -471,7 +501,7 @@ def test_check_data_compares_cache_shapes_within_a_bucket(tmp_path, mixed, monke
 class FakeCogVideoFamily(FakeVideoFamily):
     """The fake video family under CogVideoX's name: the catalogue gives its text length (226 T5 tokens)."""
 
-    name = "cogvideox"
+    family_name = "cogvideox"
 
 
 def test_check_data_reports_long_clip_captions_and_duplicate_rows_once(tmp_path, clips, monkeypatch, capsys, request):
@@ -561,11 +591,17 @@ def test_a_dataset_of_only_images_trains_cached_or_not(tmp_path):
         assert pixels.shape == (1, 3, 32, 32) and torch.allclose(cached.dataset[item]["latents"], want, atol=1e-6)
 
 
-class StrictFramesFamily(FakeVideoFamily):
+class StrictFramesParts(FakeVideoParts):
     """A family whose frame rule refuses one frame (latent frames in pairs, no padding: 5, 13, ...)."""
 
     def video_buckets(self, cfg):
         return resolution_buckets(cfg.frame_buckets or "5x32x32", patch_size_t=2)
+
+
+class StrictFramesFamily(FakeVideoFamily):
+    """The spec of :class:`StrictFramesParts`."""
+
+    parts = StrictFramesParts
 
 
 def test_a_family_whose_frame_rule_refuses_one_frame_names_the_images(tmp_path, stills, clips):
@@ -692,13 +728,18 @@ def test_video_dataset_split_picks_the_split_of_a_save_to_disk_folder(tmp_path, 
     assert [s.caption for s in VideoMedia(cfg, FakeVideoFamily(), tmp_path / "cache").list_samples()] == ["b", "c"]
 
 
-class FakeFpsFamily(FakeVideoFamily):
+class FakeFpsParts(FakeVideoParts):
     """The fake video family, generating at 16 fps (what Wan2.1 and CogVideoX 1.5 say)."""
-
-    capabilities = FakeVideoFamily.capabilities + (caps.FrameRate,)
 
     def model_fps(self, cfg):
         return 16
+
+
+class FakeFpsFamily(FakeVideoFamily):
+    """The spec of :class:`FakeFpsParts`, its frame rate filled."""
+
+    parts = FakeFpsParts
+    frame_rate_too = True
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "first"])
@@ -710,7 +751,7 @@ def test_screening_says_the_rate_frame_sampling_takes_frames_at(tmp_path, sampli
     (root / "metadata.jsonl").write_text("".join(json.dumps({"file_name": n, "text": n}) + "\n"
                                                  for n in ("short.mp4", "long.mp4")))
     family = FakeFpsFamily()
-    media = family.data_handler(_cfg(tmp_path, root, frame_sampling=sampling))
+    media = family.data.data_handler(_cfg(tmp_path, root, frame_sampling=sampling), family)
     lines: list[str] = []
     good = media.screen(media.list_samples(), log=lines.append, quarantine=[])
     assert {(s.key, s.source_frames, round(s.source_fps)) for s in good} == {("short.mp4", 9, 8), ("long.mp4", 45, 15)}
@@ -731,7 +772,7 @@ def test_screening_says_the_rate_frame_sampling_takes_frames_at(tmp_path, sampli
 
 def test_kohya_clip_copies_are_counted_once_in_the_clip_table(tmp_path):
     family = FakeVideoFamily()
-    media = family.data_handler(_cfg(tmp_path, _kohya_clips(tmp_path / "data")))
+    media = family.data.data_handler(_cfg(tmp_path, _kohya_clips(tmp_path / "data")), family)
     lines: list[str] = []
     good = media.screen(media.list_samples(), log=lines.append, quarantine=[])
     assert len(good) == 6  # 2 clips x 3 repeats still train

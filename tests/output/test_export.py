@@ -14,31 +14,20 @@ from safetensors.torch import load_file, save_file
 from dit_lora.commands.cli import main
 from dit_lora.core.errors import UserError
 from dit_lora.registry import register_family, unregister_family
-from dit_lora.contract.family import ModelFamily
-from dit_lora.contract.capabilities import Exports
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.registry import FamilyEntry
 from dit_lora.core.fileio import save_safetensors_atomic
 from dit_lora.output.export import EXPORT_MARKER, export_metadata, export_run, export_target, written_by_export
 from dit_lora.output.names import ADAPTER_FILE, SUMMARY_FILE
+from spec_parts import tiny_spec
 
 COPY = "copy_scaled.safetensors"
 
 
-class _Plain(ModelFamily):
-    """The required part only (never trained here); no export formats."""
-
-    def validate_config(self, cfg): ...
-    def load_components(self, cfg, device): ...
-    def data_handler(self, cfg): ...
-    def compute_loss(self, comps, model, batch, generator, cfg): ...
-    def save_adapter(self, output_dir, lora_state, lora_config): ...
-    def load_pipeline_with_adapter(self, cfg, adapter_dir, device): ...
-
-
-class _Exporting(_Plain):
+class _Exporting:
     """Exports `scaled`: the adapter's tensors doubled, renamed `new.<key>`, in a file of its own."""
 
-    capabilities = (Exports,)
+    adapter_weight_name = "pytorch_lora_weights.safetensors"
     out_name = COPY
 
     def export_formats(self) -> dict[str, str]:
@@ -54,13 +43,15 @@ class _Escaping(_Exporting):
     out_name = "../escaped.safetensors"
 
 
-_CLASSES = {"toy_export": _Exporting, "toy_noexport": _Plain, "toy_escape": _Escaping}
+#: each toy family's exports component (None: the required part only, never trained here; no export formats)
+_CLASSES = {"toy_export": _Exporting, "toy_noexport": None, "toy_escape": _Escaping}
 
 
-def _make(name: str) -> ModelFamily:
-    family = _CLASSES[name]()
-    object.__setattr__(family, "name", name)  # a spec is sealed after construction; the name is its registry name
-    return family
+def _make(name: str) -> FamilySpec:
+    exports = _CLASSES[name]() if _CLASSES[name] else None
+    weights = exports.adapter_weight_name if exports else _Exporting.adapter_weight_name
+    return tiny_spec(name, info=FamilyInfo(pipeline_class_name="ToyPipeline", adapter_weight_name=weights),
+                     exports=exports)
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ def caption_lengths(captions: list[str], with_negative: bool = False) -> dict[st
 
 
 class PoolingEncoding:
-    """The toy's encoders as methods (mixed into a DiffusionEncoders component or an old-style DiffusionFamily)."""
+    """The toy's encoders as methods (mixed into a DiffusionEncoders component)."""
 
     def cache_identity(self, cfg, comps=None):
         return {"resolution": cfg.resolution}
@@ -44,3 +44,42 @@ class PoolingEncoding:
 
     def encode_prompts(self, comps, captions, *, with_negative=False):
         return caption_lengths(captions, with_negative)
+
+
+class _StandInModel:
+    """``model`` of a stand-in family that the data tests never load."""
+
+    def validate_config(self, cfg):
+        raise NotImplementedError
+
+    def load_components(self, cfg, device):
+        raise NotImplementedError
+
+    def lora_targets(self, model, cfg):
+        raise NotImplementedError
+
+
+class _StandInAdapter:
+    """``adapter`` of a stand-in family that the data tests never save."""
+
+    def save_adapter(self, output_dir, lora_state, lora_config):
+        raise NotImplementedError
+
+    def load_pipeline_with_adapter(self, cfg, adapter_dir, device):
+        raise NotImplementedError
+
+
+def stand_in_spec(name: str, encoders, **components):
+    """A diffusion family's spec for the data tests: ``encoders`` (a DiffusionEncoders), the shared data path, loss
+    (raw batches encoded by ``encoders``) and captions, ``components`` adding or replacing any field."""
+    from dit_lora.contract.spec import FamilyInfo, FamilySpec
+    from dit_lora.families.diffusion import components as base
+
+    class _Loss(base.DiffusionLoss):
+        def compute_loss(self, comps, model, batch, generator, cfg):
+            raise NotImplementedError
+
+    parts = dict(info=FamilyInfo(pipeline_class_name="StandInPipeline"), model=_StandInModel(),
+                 data=base.DiffusionData(), loss=_Loss(encoders), adapter=_StandInAdapter(), encoders=encoders,
+                 captions=base.DiffusionCaptions())
+    return FamilySpec(name=name, **{**parts, **components})

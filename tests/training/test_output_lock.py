@@ -241,7 +241,7 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     """The model card and the validation samples are written at known names: a link there is replaced."""
     from PIL import Image
 
-    from dit_lora.families.diffusion import DiffusionFamily
+    from dit_lora.families.diffusion.components import save_png
     from dit_lora.families.videollm.outputs import VideoLLMSamples
     from dit_lora.core.fileio import write_text_atomic
 
@@ -250,7 +250,7 @@ def test_output_files_replace_a_planted_link_instead_of_writing_through_it(tmp_p
     for name in ("README.md", "final_0.png", "final_1.txt"):
         (tmp_path / name).symlink_to(victim)
     write_text_atomic(tmp_path / "README.md", "card")  # what write_model_card uses
-    DiffusionFamily.save_sample(None, Image.new("RGB", (4, 4)), tmp_path / "final_0", None)
+    save_png(Image.new("RGB", (4, 4)), tmp_path / "final_0")  # what every diffusion family's samples write with
     VideoLLMSamples().save_sample("an answer", tmp_path / "final_1", None)
     assert victim.read_text() == "precious data\n"
     assert not any((tmp_path / n).is_symlink() for n in ("README.md", "final_0.png", "final_1.txt"))

@@ -1,17 +1,17 @@
 """What the diffusion families share: the component bases (:mod:`.components`), the image-to-video conditioning
-image (:mod:`.conditioning`), PEFT's methods for a diffusers model without them (:mod:`.peft_capable`), and
-TRANSITIONALLY the old-style :class:`~dit_lora.families.diffusion.composite.DiffusionFamily` (:mod:`.composite`).
+image (:mod:`.conditioning`) and PEFT's methods for a diffusers model without them (:mod:`.peft_capable`).
 
-The names below are those the not-yet-converted families (DiT, Wan, CogVideoX, the toy family) import from here.
+Shared bases, not a family: this package registers no family (``FAMILY_PACKAGE = False`` below tells
+``tests/test_registry.py`` so).
 """
 
-from dit_lora.families.diffusion.composite import DiffusionFamily
 from dit_lora.families.diffusion.conditioning import (
     kept_conditioning_image,
     load_conditioning_image,
-    run_conditioning_image,
 )
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 
-__all__ = ["DiffusionFamily", "kept_conditioning_image", "load_conditioning_image", "make_peft_capable",
-           "run_conditioning_image"]
+#: this package holds the bases the families share and registers no family of its own
+FAMILY_PACKAGE = False
+
+__all__ = ["FAMILY_PACKAGE", "kept_conditioning_image", "load_conditioning_image", "make_peft_capable"]

@@ -9,8 +9,7 @@ the planner builds (:class:`DiffusionPlan`). The components that need another on
 samples encode the validation prompt, the plan traces the loss) are handed it when the family builds its spec.
 
 The plain functions (:func:`release_encoders`, :func:`encoded_batch`, :func:`save_png`, :func:`vae_on`,
-:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code itself: the transitional
-:class:`~dit_lora.families.diffusion.composite.DiffusionFamily` calls them too.
+:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code the bases call.
 """
 
 from __future__ import annotations

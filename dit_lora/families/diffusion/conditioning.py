@@ -36,20 +36,6 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     return Image.fromarray(array)
 
 
-def run_conditioning_image(family, cfg, comps=None, samples: list | None = None):
-    """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket's size), kept in
-    ``comps.extras["validation_image"]`` (TRANSITIONAL: until Wan and CogVideoX keep it in their typed state): given
-    ``samples`` (the data stage's ``inspect_samples``) it is taken from them; otherwise the kept one is returned, or
-    ``--validation_image`` loaded."""
-    image = comps.extras.get("validation_image") if comps is not None and samples is None else None
-    if image is None:
-        _, height, width = family.video_buckets(cfg)[0]
-        image = load_conditioning_image(cfg.family_options.validation_image, samples, height, width)
-        if comps is not None:
-            comps.extras["validation_image"] = image
-    return image
-
-
 def kept_conditioning_image(video_frames, cfg, state, samples: list | None = None):
     """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket of
     ``video_frames``), kept in ``state.validation_image`` (the family's typed run state): given ``samples`` (the data

@@ -1,5 +1,5 @@
 """families/diffusion/components.py: the component bases a diffusion family fills its spec with, on a toy family
-whose encoders pool pixels and measure captions (the same toy as test_composite.py, as components)."""
+whose encoders pool pixels and measure captions."""
 
 from __future__ import annotations
 
@@ -142,3 +142,20 @@ def test_the_plan_traces_the_largest_bucket_through_the_familys_encoder_and_loss
     assert square.plan.pixel_batches(cfg) == [("32 x 32 px", (2, 3, 32, 32))]
     with pytest.raises(UserError, match="takes only square images"):
         square.plan.pixel_batches(wide)
+
+
+def test_the_plan_traces_the_largest_image_bucket():
+    """auto: the --resolution square, which no bucket exceeds in pixels (tokens); a fixed size: that size (moved
+    from the old composite's tests)."""
+    from dit_lora.data.aspect import run_buckets
+
+    spec = pooling_spec(Buckets())
+    assert spec.plan.depth_key == ("transformer/config.json", "num_layers")
+    cfg = TrainConfig(resolution=32, train_batch_size=2)
+    assert max(h * w for h, w in run_buckets("auto", 32, 8)) == 32 * 32
+    assert spec.plan.pixel_batches(cfg) == [("32 x 32 px", (2, 3, 32, 32))]
+    cfg = dataclasses.replace(cfg, aspect_buckets="48x24")  # larger than the square: the plan takes it
+    assert spec.plan.pixel_batches(cfg) == [("48 x 24 px", (2, 3, 24, 48))]
+    cfg = dataclasses.replace(cfg, aspect_buckets="50x24")
+    with pytest.raises(UserError, match="--aspect_buckets 48x24"):
+        spec.plan.pixel_batches(cfg)

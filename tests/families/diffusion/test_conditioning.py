@@ -28,26 +28,6 @@ def test_load_conditioning_image_fits_a_file_or_takes_the_first_frame(tmp_path):
         load_conditioning_image(None, [], 32, 32)
 
 
-def test_run_conditioning_image_is_taken_once_and_kept(tmp_path):
-    """With samples (the data stage) it is taken from them and kept; later calls return the kept image, not a new
-    load of --validation_image."""
-    from types import SimpleNamespace
-
-    from PIL import Image
-
-    from dit_lora.contract.family import Components
-    from dit_lora.families.diffusion import run_conditioning_image
-
-    Image.new("RGB", (40, 40), (0, 200, 0)).save(tmp_path / "green.png")
-    family = SimpleNamespace(video_buckets=lambda cfg: [(5, 32, 32)])
-    cfg = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "green.png")))
-    comps = Components(model=None)
-    first = run_conditioning_image(family, cfg, comps, samples=[])
-    assert comps.extras["validation_image"] is first and first.size == (32, 32)
-    (tmp_path / "green.png").unlink()  # a reload would now fail: the kept image is returned
-    assert run_conditioning_image(family, cfg, comps) is first
-
-
 def test_kept_conditioning_image_lives_in_the_run_state(tmp_path):
     """The typed-state path: taken once, kept in ``state.validation_image``, returned afterwards; without a state
     (a card written without a run) it is loaded and nothing is kept."""
