@@ -6,7 +6,7 @@ from dit_lora.registry import FamilyEntry
 def make(name: str):
     """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``cogvideox`` (text-to-video) or
     ``cogvideox_i2v`` (image-to-video)."""
-    # The registry imports a family on its first lookup
+    # The registry imports this package for ENTRY alone; the spec's modules load torch
     from dit_lora.families.cogvideox.spec import cogvideox_spec
 
     return cogvideox_spec(name)

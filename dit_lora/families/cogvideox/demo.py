@@ -59,6 +59,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import render_shape_example
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer  # shared with Wan's demo; re-exported
 
 __all__ = [
@@ -209,8 +210,6 @@ def _vae_scaling_factor(vae, seed: int) -> float:
     A random VAE's latent scale is arbitrary; measuring it keeps the diffusion targets at
     about unit variance like the real VAE's 1.15258426 / 0.7 do.
     """
-    from dit_lora.data.synthetic.shapes import render_shape_example
-
     g = TINY_COGVIDEOX_GEOMETRY
     rng = random.Random(seed)
     clips = []

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 
 import torch
 
+from dit_lora.catalogue import match
+from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.data.frames import latent_frames, latent_padding
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
@@ -81,8 +84,6 @@ class ModelInfo:
 
     def latent_tokens(self, frames: int, height: int, width: int) -> int:
         """Transformer tokens of one ``frames`` x ``height`` x ``width`` clip (latent frames padded like the pipeline)."""
-        from dit_lora.data.frames import latent_frames, latent_padding
-
         count = latent_frames(frames, temporal_compression=self.temporal)
         count += latent_padding(frames, temporal_compression=self.temporal, patch_size_t=self.patch_size_t)
         count //= self.patch_size_t or 1
@@ -105,8 +106,6 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
 
     Through the catalogue's reader: a catalogued Hub id not yet downloaded reads its published configs.
     """
-    from dit_lora.catalogue.defaults import config_reader
-
     read = config_reader(cfg)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or {}
@@ -139,9 +138,6 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
 
 def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, str] | None:
     """The documented training size of the catalogue entry this model's configs match, if any."""
-    from dit_lora.catalogue import match
-    from dit_lora.catalogue.defaults import config_reader
-
     entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(cfg))
     if entry is None or "frames" not in entry.trained:
         return None

@@ -13,6 +13,9 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.clips import make_moving_square_dataset
+from dit_lora.families.cogvideox.demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
 from dit_lora.families.cogvideox.info import (
     EXAMPLE_IDS,
     FAMILY_FOR,
@@ -260,13 +263,6 @@ class CogVideoXDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the clips."""
         # The demo builders: only for --demo
-        from dit_lora.data.synthetic import build_directory_atomically
-        from dit_lora.data.synthetic.clips import make_moving_square_dataset
-        from dit_lora.families.cogvideox.demo import (
-            TINY_COGVIDEOX_GEOMETRY,
-            build_tiny_cogvideox_pipeline,
-        )
-
         try:
             build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, task=self.task,
                                           version=cfg.family_options.demo_cogvideox_version, seed=0)

@@ -12,6 +12,7 @@ from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import build_components
 from dit_lora.families.cogvideox.sizes import CogVideoXVideo
 from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
 class CogVideoXPlan(DiffusionPlan):
@@ -30,12 +31,6 @@ class CogVideoXPlan(DiffusionPlan):
             CogVideoXTransformer3DModel,
         )
         from transformers import T5EncoderModel
-
-        from dit_lora.plan.fake import (  # the fake-tensor tooling: only for a plan
-            diffusers_on_meta,
-            transformers_on_meta,
-            with_depth,
-        )
 
         dtype = cfg.weight_dtype
         transformer = diffusers_on_meta(CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"),

@@ -68,6 +68,7 @@ from dit_lora.families.cogvideox.i2v import (
     CogVideoXI2VSamples,
     CogVideoXI2VSetup,
 )
+from dit_lora.families.cogvideox.kernels import patch_points
 from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import (
     CogVideoXDefaults,
@@ -104,8 +105,6 @@ class CogVideoXKernels:
 
     def kernel_patch_points(self) -> tuple:
         """CogVideoX's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        from dit_lora.families.cogvideox.kernels import patch_points
-
         return patch_points()
 
 

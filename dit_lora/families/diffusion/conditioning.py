@@ -6,6 +6,7 @@ import torch
 from PIL import Image, ImageOps
 
 from dit_lora.core.errors import UserError
+from dit_lora.data.video import VideoDecodeError, decode_clip
 
 
 def load_conditioning_image(source: str | None, samples: list | None, height: int, width: int):
@@ -23,11 +24,6 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
         return ImageOps.fit(image, (width, height), Image.BICUBIC)
     if not samples:
         raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
-    from dit_lora.data.video import (  # video decoding (PyAV) only for this fallback
-        VideoDecodeError,
-        decode_clip,
-    )
-
     try:
         frame = decode_clip(samples[0].path, 1, height, width)[0]
     except VideoDecodeError as err:

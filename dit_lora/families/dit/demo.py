@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import render_shape_example
 
 __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", "build_tiny_dit_pipeline"]
 
@@ -98,8 +99,6 @@ def get_tiny_dit_config(size: str = "tiny") -> dict[str, Any]:
 
 def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
     """1 / std of the posterior means of a few shapes images (what 0.18215 is for the SD VAE)."""
-    from dit_lora.data.synthetic.shapes import render_shape_example
-
     rng = random.Random(seed)
     images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
     pixels = torch.stack(

@@ -12,6 +12,8 @@ from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.sources import class_folder_names
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
 from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.dit.classes import (
@@ -19,6 +21,7 @@ from dit_lora.families.dit.classes import (
     map_to_pretrained,
     pretrained_labels,
 )
+from dit_lora.families.dit.demo import build_tiny_dit_pipeline, get_tiny_dit_config
 from dit_lora.families.dit.embedding import (
     CLASS_EMBEDDING_PATTERN,
     DEFAULT_CLASS_DROPOUT,
@@ -233,16 +236,6 @@ class DiTDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
         # The demo builders: only for --demo
-        from dit_lora.data.synthetic import is_user_folder
-        from dit_lora.data.synthetic.shapes import (
-            SHAPES_CLASS_MARKER,
-            make_shapes_class_dataset,
-        )
-        from dit_lora.families.dit.demo import (
-            build_tiny_dit_pipeline,
-            get_tiny_dit_config,
-        )
-
         build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
             print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",

@@ -8,6 +8,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.dit.model import dit_components
+from dit_lora.plan.fake import diffusers_on_meta, with_depth
 
 
 class DiTPlan(DiffusionPlan):
@@ -18,8 +19,6 @@ class DiTPlan(DiffusionPlan):
         built from the configs ``read`` returns (``depth``: that many transformer blocks)."""
         # Diffusers' models and the fake-tensor tooling: only when a plan is made
         from diffusers import AutoencoderKL, DiTTransformer2DModel
-
-        from dit_lora.plan.fake import diffusers_on_meta, with_depth
 
         transformer = diffusers_on_meta(DiTTransformer2DModel, with_depth(read("transformer", "config.json"),
                                                                           "num_layers", depth), cfg.weight_dtype)

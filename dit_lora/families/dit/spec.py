@@ -51,6 +51,7 @@ from dit_lora.families.dit.adapter import (
     DiTFitting,
 )
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
+from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
 from dit_lora.families.dit.model import (
     DiTBuckets,
@@ -79,8 +80,6 @@ class DiTKernels:
 
     def kernel_patch_points(self) -> tuple:
         """DiT's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        from dit_lora.families.dit.kernels import patch_points
-
         return patch_points()
 
 

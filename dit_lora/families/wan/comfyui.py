@@ -44,6 +44,9 @@ from pathlib import Path
 import torch
 
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import save_safetensors_atomic
+from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
+from dit_lora.output.export import export_metadata, export_target
 
 #: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
 DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
@@ -134,8 +137,6 @@ def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapte
 
 def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
     """Refuse an adapter with NaN/Inf: it would load and render black frames for whoever uses it."""
-    from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
-
     try:
         assert_finite(state, source)
     except NonFiniteWeightsError as err:
@@ -153,9 +154,6 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
     (:func:`dit_lora.output.export.export_target`). Returns the written paths.
     """
     from safetensors.torch import load_file
-
-    from dit_lora.core.fileio import save_safetensors_atomic
-    from dit_lora.output.export import export_metadata, export_target
 
     adapter_dir = Path(adapter_dir)
     planned = []

@@ -66,6 +66,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
 
 __all__ = [
     "TINY_WAN_GEOMETRY",
@@ -277,8 +278,6 @@ def build_tiny_wan_components(
     """
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanTransformer3DModel
     from transformers import UMT5Config, UMT5EncoderModel
-
-    from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
 
     v = _check(variant)
     config = get_tiny_wan_config(variant, layers)

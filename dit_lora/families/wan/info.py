@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 
 T2V_PIPELINE = "WanPipeline"
@@ -100,8 +101,6 @@ class WanInfo:
 def wan_info(cfg: TrainConfig) -> WanInfo:
     """Read ``model_index.json`` and the transformer, VAE and scheduler configs (small files only), through the
     catalogue's reader (a catalogued Hub id not downloaded yet reads its published configs)."""
-    from dit_lora.catalogue.defaults import config_reader
-
     read = config_reader(cfg)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or read("transformer_2", "config.json") or {}

@@ -30,6 +30,7 @@ from dit_lora.modelfiles.pipeline_files import load_error
 from dit_lora.modelfiles.single_file import load_transformer
 from dit_lora.modeling import quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 #: subfolder of each expert in the pipeline folder
 SUBFOLDER = {"high": "transformer", "low": "transformer_2"}
@@ -88,8 +89,6 @@ def plan_wan_components(task: WanTask, cfg: TrainConfig, read, depth: int | None
     the expert on the device (the idle one waits in CPU memory with --offload_inactive_expert)."""
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from transformers import UMT5EncoderModel
-
-    from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
     dtype = cfg.weight_dtype
     experts = trained_experts(task, cfg)

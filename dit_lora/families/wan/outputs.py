@@ -16,8 +16,11 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.clips import make_moving_square_dataset
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.wan.comfyui import write_comfyui_files
+from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
@@ -34,10 +37,6 @@ _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (t
 # ---- demo ------------------------------------------------------------------------------------
 def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
-    from dit_lora.data.synthetic import build_directory_atomically
-    from dit_lora.data.synthetic.clips import make_moving_square_dataset
-    from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
-
     variant = cfg.family_options.demo_wan_variant
     try:
         build_tiny_wan_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)

@@ -51,6 +51,7 @@ from dit_lora.families.wan.i2v import (
     WanI2VSetup,
 )
 from dit_lora.families.wan.info import I2V_PIPELINE, T2V_PIPELINE
+from dit_lora.families.wan.kernels import patch_points
 from dit_lora.families.wan.loading import WanModel, WanPlan, WanPrecision
 from dit_lora.families.wan.loss import WanData, WanLoss
 from dit_lora.families.wan.outputs import (
@@ -89,8 +90,6 @@ class WanKernels:
 
     def kernel_patch_points(self) -> list:
         """Wan's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        from dit_lora.families.wan.kernels import patch_points
-
         return list(patch_points())
 
 
