@@ -15,16 +15,17 @@ class and drop their caches), since the registry sits below them and cannot call
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Union
+from typing import Any
 
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 
 #: what builds the family called ``name``: a ``"module:attribute"`` path to such a callable (imported when the
 #: family is first asked for), or the callable itself
-Factory = Union[str, Callable[[str], Any]]
+Factory = str | Callable[[str], Any]
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class FamilyEntry:
     factory: Factory
     #: The family's own options (``families/<name>/options.py``): a ``"module:Class"`` path for every name, or a
     #: mapping of name to path where names differ (CogVideoX image-to-video); None: only the common options.
-    options: Union[str, Mapping[str, str], None] = None
+    options: str | Mapping[str, str] | None = None
     #: Module holding the family's catalogue ``ENTRIES`` (published checkpoints); None: nothing catalogued.
     catalogue: str | None = None
     #: Its demo configs, relative to ``recipes/configs/`` (e.g. ``"sana/demo.yaml"``): the runs the
@@ -161,8 +162,10 @@ def _register(entry: FamilyEntry) -> None:
     taken = [name for name in entry.names if name in _BY_NAME]
     if taken:
         owner = _BY_NAME[taken[0]]
-        raise ValueError(f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
-                         f"factory {_describe(owner.factory)}); choose another name")
+        raise ValueError(
+            f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
+            f"factory {_describe(owner.factory)}); choose another name"
+        )
     if not isinstance(entry.factory, str):
         for name in entry.names:
             _check(name, entry.build(name), entry)
@@ -205,8 +208,9 @@ def _check(name: str, family: Any, entry: FamilyEntry) -> FamilySpec:
             f"The family `{name}` is refused: the factory of its entry ({_describe(entry.factory)}, "
             f"recipe {entry.recipe_script}) returned a {type(family).__name__}, not a FamilySpec. A factory must "
             f"return `FamilySpec(name={name!r}, info=FamilyInfo(...), model=..., data=..., loss=..., adapter=...)` "
-            "(dit_lora.contract.spec), its components filled from small objects; see ARCHITECTURE.md, \"What a new "
-            "family adds\".")
+            '(dit_lora.contract.spec), its components filled from small objects; see ARCHITECTURE.md, "What a new '
+            'family adds".'
+        )
     return family
 
 
@@ -251,5 +255,19 @@ def get_spec(name: str) -> FamilySpec:
     return _SPEC_CACHE[name]
 
 
-__all__ = ["BUILT_IN", "BUILT_IN_PACKAGE", "FamilyEntry", "Factory", "available", "entries", "entry_for",
-           "get_family", "get_spec", "recipe_script", "register_family", "resolve", "unregister_family", "watch"]
+__all__ = [
+    "BUILT_IN",
+    "BUILT_IN_PACKAGE",
+    "FamilyEntry",
+    "Factory",
+    "available",
+    "entries",
+    "entry_for",
+    "get_family",
+    "get_spec",
+    "recipe_script",
+    "register_family",
+    "resolve",
+    "unregister_family",
+    "watch",
+]

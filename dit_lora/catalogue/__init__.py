@@ -39,8 +39,9 @@ def by_hub_id(hub_id: str) -> Checkpoint | None:
     return next((e for e in entries() if e.hub_id.lower() == wanted), None)
 
 
-def match(family: str, read: ConfigReader, stored_dtype: str | None = None,
-          hub_id: str | None = None) -> Checkpoint | None:
+def match(
+    family: str, read: ConfigReader, stored_dtype: str | None = None, hub_id: str | None = None
+) -> Checkpoint | None:
     """The entry of ``family`` whose signature the model's configs have.
 
     Among entries that share a signature, the one whose layer count (``depth``) the model has wins (Sana 1.5

@@ -67,17 +67,23 @@ class ChosenDefaults:
     def lines(self) -> list[str]:
         """The start-of-run block (a header line, then one line per option)."""
         if self.entry is not None:
-            head = (f"defaults: `{self.model}` has the published config of {self.entry.hub_id} ({self.entry.title}; "
-                    f"trained at {self.entry.trained_text()}, {self.entry.stored_dtype} weights)")
+            head = (
+                f"defaults: `{self.model}` has the published config of {self.entry.hub_id} ({self.entry.title}; "
+                f"trained at {self.entry.trained_text()}, {self.entry.stored_dtype} weights)"
+            )
             if self.differences:
                 head += f" except {', '.join(self.differences)}"
         else:
-            head = (f"defaults: `{self.model}` matches no catalogued {self.family} checkpoint (`dit-lora models` lists "
-                    "them), so it trains with the family's generic defaults")
+            head = (
+                f"defaults: `{self.model}` matches no catalogued {self.family} checkpoint (`dit-lora models` lists "
+                "them), so it trains with the family's generic defaults"
+            )
         if not self.applied and not self.overridden:  # a header ending in ":" with nothing after it reads as cut off
             if self.entry is None:
-                head = head.replace(", so it trains with the family's generic defaults",
-                                    " and none of the family's generic defaults applies to it")
+                head = head.replace(
+                    ", so it trains with the family's generic defaults",
+                    " and none of the family's generic defaults applies to it",
+                )
             return [head + "; every option keeps your value or its documented default"]
         out = [head + ":"]
         width = max((len(k) for k in [*self.applied, *self.overridden]), default=0)
@@ -89,9 +95,11 @@ class ChosenDefaults:
 
     def summary(self) -> dict[str, Any]:
         """For ``train_summary.json``: the entry and every value chosen on the user's behalf."""
-        return {"catalogue_entry": self.entry.hub_id if self.entry else None,
-                "applied": {k: v for k, (v, _) in self.applied.items()},
-                "user_set": {k: mine for k, (mine, _) in self.overridden.items()}}
+        return {
+            "catalogue_entry": self.entry.hub_id if self.entry else None,
+            "applied": {k: v for k, (v, _) in self.applied.items()},
+            "user_set": {k: mine for k, (mine, _) in self.overridden.items()},
+        }
 
 
 def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
@@ -110,13 +118,19 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")
-    chosen = ChosenDefaults(str(cfg.pretrained_model_name_or_path), spec.name, entry,
-                            differences=entry.depth_differences(config_reader(cfg)) if entry else [])
+    chosen = ChosenDefaults(
+        str(cfg.pretrained_model_name_or_path),
+        spec.name,
+        entry,
+        differences=entry.depth_differences(config_reader(cfg)) if entry else [],
+    )
     if entry is not None and "rank" in explicit and "lora_alpha" not in explicit and "lora_alpha" in entry.defaults:
         # Keep the published scale (alpha / rank), not the published alpha, at the rank the user chose.
         ratio = entry.defaults["lora_alpha"] / entry.defaults["rank"]
-        proposals["lora_alpha"] = (cfg.rank * ratio, f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} "
-                                                     "at your --rank")
+        proposals["lora_alpha"] = (
+            cfg.rank * ratio,
+            f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} at your --rank",
+        )
     for name, (value, why) in proposals.items():
         if name in explicit:
             if entry is not None and name in entry.defaults and getattr(cfg, name) != value:

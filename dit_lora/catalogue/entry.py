@@ -8,8 +8,9 @@ architecture gets the same defaults as the Hub release.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: reads one small JSON file of a model folder: ``(subfolder, filename) -> dict | None``
 ConfigReader = Callable[[str, str], "dict | None"]
@@ -51,8 +52,9 @@ class Checkpoint:
 
     def __post_init__(self) -> None:
         if self.family in self.also_families or len(set(self.also_families)) != len(self.also_families):
-            raise ValueError(f"{self.hub_id}: also_families {self.also_families} repeats a family "
-                             f"(its family is {self.family!r})")
+            raise ValueError(
+                f"{self.hub_id}: also_families {self.also_families} repeats a family (its family is {self.family!r})"
+            )
 
     @property
     def families(self) -> tuple[str, ...]:

@@ -7,9 +7,15 @@ from dataclasses import asdict
 
 from dit_lora.catalogue import Checkpoint, entries
 
+
 def _number(value) -> str:
-    return f"{value:.0e}".replace("e-0", "e-") if isinstance(value, float) and value < 0.01 else f"{value:g}" \
-        if isinstance(value, float) else str(value)
+    return (
+        f"{value:.0e}".replace("e-0", "e-")
+        if isinstance(value, float) and value < 0.01
+        else f"{value:g}"
+        if isinstance(value, float)
+        else str(value)
+    )
 
 
 def _defaults_text(entry: Checkpoint) -> str:
@@ -25,8 +31,10 @@ def format_table(family: str | None = None) -> str:
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths)) + "  " + r[-1] for r in rows]
     lines.insert(1, "-" * len(lines[0]))
     lines.append("")
-    lines.append("A model folder with one of these configs (a local copy, a fine-tune) gets the same defaults; "
-                 "flags you give win. Sources: dit_lora/families/*/catalogue.py.")
+    lines.append(
+        "A model folder with one of these configs (a local copy, a fine-tune) gets the same defaults; "
+        "flags you give win. Sources: dit_lora/families/*/catalogue.py."
+    )
     return "\n".join(lines)
 
 

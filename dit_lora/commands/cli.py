@@ -36,39 +36,59 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     doctor = sub.add_parser("doctor", help="check installed versions, device and known-bad combinations")
-    doctor.add_argument("--no-import", action="store_true",
-                        help="only compare versions; do not import the packages (faster)")
-    doctor.add_argument("--model", default=None, metavar="PATH_OR_ID",
-                        help="also check what this model needs (e.g. the packages its tokenizer files require)")
+    doctor.add_argument(
+        "--no-import", action="store_true", help="only compare versions; do not import the packages (faster)"
+    )
+    doctor.add_argument(
+        "--model",
+        default=None,
+        metavar="PATH_OR_ID",
+        help="also check what this model needs (e.g. the packages its tokenizer files require)",
+    )
 
     models = sub.add_parser("models", help="list the catalogued checkpoints and the defaults each one gets")
     models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
     models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
 
     plan = sub.add_parser(
-        "plan", help="predict a run's peak memory and FLOPs per step, without loading weights",
+        "plan",
+        help="predict a run's peak memory and FLOPs per step, without loading weights",
         usage="dit-lora plan [MODEL] [--gpu_memory SIZE] [recipe options ...]",
         description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
         "(meta-device model, fake tensors). MODEL (a Hub id or a folder) is short for "
         "--pretrained_model_name_or_path. Takes any recipe option (--config, --resolution, --train_batch_size, "
         "...); the family is read from the model unless --family is given.",
     )
-    plan.add_argument("--gpu_memory", default=None, metavar="SIZE",
-                      help="say what fits on this much memory, e.g. 24GB (default: this machine's device)")
+    plan.add_argument(
+        "--gpu_memory",
+        default=None,
+        metavar="SIZE",
+        help="say what fits on this much memory, e.g. 24GB (default: this machine's device)",
+    )
     plan.add_argument("--num_processes", type=int, default=1, help="processes of the run (DDP adds its buckets)")
-    plan.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
-                      help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)")
+    plan.add_argument(
+        "--device",
+        default="cuda",
+        choices=("cuda", "cpu"),
+        help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)",
+    )
     plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
 
-    sub.add_parser("train", add_help=False,
-                   help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
-                   "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists "
-                   "that family's). "
-                   "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`")
-    sub.add_parser("launch", add_help=False,
-                   help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
-                   "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
-                   "recipe's exit code)")
+    sub.add_parser(
+        "train",
+        add_help=False,
+        help="train a LoRA: `dit-lora train --config run.yaml [options]` (every recipe option; the family "
+        "from --family, the config's `family:`, else the model's; `dit-lora train --family NAME --help` lists "
+        "that family's). "
+        "Several processes: `dit-lora launch [launch options] -m dit_lora train ...`",
+    )
+    sub.add_parser(
+        "launch",
+        add_help=False,
+        help="`accelerate launch` keeping exit codes and signals: `dit-lora launch [accelerate launch "
+        "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
+        "recipe's exit code)",
+    )
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")
@@ -76,17 +96,24 @@ def _build_parser() -> argparse.ArgumentParser:
     push.add_argument("--commit_message", default=None, help="commit message for the upload")
 
     export = sub.add_parser(
-        "export", help="write a finished run's adapter in another consumer's format (e.g. ComfyUI) beside it",
+        "export",
+        help="write a finished run's adapter in another consumer's format (e.g. ComfyUI) beside it",
         description="Convert a finished run's adapter into another consumer's key format, written next to it in "
         "OUTPUT_DIR (e.g. `--format comfyui`: <adapter>_comfyui.safetensors). The formats depend on "
         "the run's family, read from its train_summary.json; an unknown --format lists them. A file of the same "
         "name that dit-lora did not write is never replaced.",
     )
     export.add_argument("output_dir", help="the --output_dir of a finished training run")
-    export.add_argument("--format", required=True, dest="export_format", metavar="FORMAT",
-                        help="the format to write, e.g. comfyui (a format the family lacks lists the ones it has)")
-    export.add_argument("--family", default=None,
-                        help="the run's family, when the folder has no train_summary.json to read it from")
+    export.add_argument(
+        "--format",
+        required=True,
+        dest="export_format",
+        metavar="FORMAT",
+        help="the format to write, e.g. comfyui (a format the family lacks lists the ones it has)",
+    )
+    export.add_argument(
+        "--family", default=None, help="the run's family, when the folder has no train_summary.json to read it from"
+    )
 
     check = sub.add_parser(
         "check-data",
@@ -156,23 +183,29 @@ def _check_data_unknown(rest: list[str]) -> UserError:
     LoRA, ...) are named as such, unknown ones get train's hints (another trainer's name, the closest option)."""
     flags = [a for a in rest if a.startswith("--")]
     if not flags:
-        return UserError(f"Unexpected argument `{rest[0]}` for dit-lora check-data: every value follows its "
-                         "--option. Run `dit-lora check-data --help` for every option.")
+        return UserError(
+            f"Unexpected argument `{rest[0]}` for dit-lora check-data: every value follows its "
+            "--option. Run `dit-lora check-data --help` for every option."
+        )
     known = set(owners.all_option_names())
     run_options = [f.split("=")[0] for f in flags if f.split("=")[0][2:] in known]
     unknown = [f for f in flags if f.split("=")[0][2:] not in known]
     parts = []
     if unknown:  # hints against every option: a peer's name maps to its dit-lora option even when not a data one
         text = unknown_options_message(unknown, sorted(known | {"config", "all"}), "on the command line")
-        parts.append(text.replace(" Run with --help for every valid option.", "").replace(
-            " Fix or remove each of them; run with --help for every valid option.", " Fix or remove each of them."))
+        parts.append(
+            text.replace(" Run with --help for every valid option.", "").replace(
+                " Fix or remove each of them; run with --help for every valid option.", " Fix or remove each of them."
+            )
+        )
     if run_options:
         it = "it" if len(run_options) == 1 else "them"
-        parts.append(f"dit-lora check-data does not read {', '.join(run_options)}: it screens the data only (its "
-                     f"flags are the data and video options, --family and --pretrained_model_name_or_path); drop "
-                     f"{it}, or pass the run's YAML with --config (it reads what it needs and accepts the rest).")
+        parts.append(
+            f"dit-lora check-data does not read {', '.join(run_options)}: it screens the data only (its "
+            f"flags are the data and video options, --family and --pretrained_model_name_or_path); drop "
+            f"{it}, or pass the run's YAML with --config (it reads what it needs and accepts the rest)."
+        )
     return UserError(" ".join(parts) + " `dit-lora check-data --help` lists every option it takes.")
-
 
 
 def _check_data(args: argparse.Namespace) -> int:
@@ -188,12 +221,14 @@ def _check_data(args: argparse.Namespace) -> int:
         if raw is not None:
             values[name] = coerce(name, raw, f"--{name}")
     if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
-        values["family"] = family_for_model(TrainConfig(
-            pretrained_model_name_or_path=values["pretrained_model_name_or_path"]))
+        values["family"] = family_for_model(
+            TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"])
+        )
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
-    check_applies(cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None
-                  else f"`{name}` in {args.config}")
+    check_applies(
+        cfg, lambda name: f"--{name}" if getattr(args, name, None) is not None else f"`{name}` in {args.config}"
+    )
 
     # here, not at the top: `dit-lora --help` must start without torch (the resolve step loads it)
     from dit_lora.data.cache import cache_namespace
@@ -250,8 +285,15 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     rest = _model_argument(rest)
     # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate
     # off), without building a demo: one named that does not exist yet is a paragraph.
-    resolved = resolve(rest, prog="dit-lora plan", needs_data=False, infer_family=model_family,
-                       check=lambda cfg: _plan_demo_exists(cfg.model, rest), build_demo=False, validate=False)
+    resolved = resolve(
+        rest,
+        prog="dit-lora plan",
+        needs_data=False,
+        infer_family=model_family,
+        check=lambda cfg: _plan_demo_exists(cfg.model, rest),
+        build_demo=False,
+        validate=False,
+    )
     cfg, spec, chosen = resolved.config, resolved.spec, resolved.defaults
     plan = make_plan(cfg, spec, device=args.device, num_processes=args.num_processes, entry=chosen.entry)
     if args.gpu_memory:
@@ -273,8 +315,10 @@ def _model_argument(rest: list[str]) -> list[str]:
     if not rest or rest[0].startswith("-"):
         return rest
     if "--pretrained_model_name_or_path" in rest or any(a.startswith("--pretrained_model_name_or_path=") for a in rest):
-        raise UserError(f"dit-lora plan got the model twice: `{rest[0]}` and --pretrained_model_name_or_path. Give it "
-                        "once, as the first argument or with the flag.")
+        raise UserError(
+            f"dit-lora plan got the model twice: `{rest[0]}` and --pretrained_model_name_or_path. Give it "
+            "once, as the first argument or with the flag."
+        )
     return ["--pretrained_model_name_or_path", rest[0], *rest[1:]]
 
 
@@ -328,8 +372,10 @@ def _main(argv: list[str] | None) -> int:
 def _models(args: argparse.Namespace) -> int:
     if args.family and not entries(args.family):
         known = sorted({e.family for e in entries()})
-        raise UserError(f"No catalogued checkpoint of family `{args.family}` (--family). Families with "
-                        f"catalogued checkpoints: {', '.join(known)}.")
+        raise UserError(
+            f"No catalogued checkpoint of family `{args.family}` (--family). Families with "
+            f"catalogued checkpoints: {', '.join(known)}."
+        )
     print(as_json(args.family) if args.json else format_table(args.family))
     return 0
 

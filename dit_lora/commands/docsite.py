@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import _number as number
@@ -52,13 +52,19 @@ def _site_table(table: str) -> str:
 def options_page() -> str:
     """``reference/options.md``: the common options' table, then one table per family options class."""
     parts = [
-        GENERATED, "", "# Options", "",
+        GENERATED,
+        "",
+        "# Options",
+        "",
         "Every option of a training run, from the typed configs (`dit_lora/config/schema.py` for the common ones, "
         "each family's `options.py` for its own). Each one is a flag (`--rank 32`) and a key of the YAML file "
         "passed with `--config` (`rank: 32`); flags win over the YAML. A family's own options are accepted only "
         "when that family trains: another family's flag or key is refused, naming the family it belongs to. "
-        "`Valid:` is checked when the option is read, before anything loads.", "",
-        "## Common to every family", "", _site_table(docs.table(config_fields())),
+        "`Valid:` is checked when the option is read, before anything loads.",
+        "",
+        "## Common to every family",
+        "",
+        _site_table(docs.table(config_fields())),
     ]
     for heading, table in docs.family_tables():
         parts += ["", f"## {heading.removeprefix('Options of ')}", "", _site_table(table)]
@@ -73,12 +79,16 @@ def _number(value) -> str:
 
 
 def _family_section(family: str, group: list) -> list[str]:
-    rows = ["| Hub id | families | trained at | text tokens | weights | defaults it gets | notes |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| Hub id | families | trained at | text tokens | weights | defaults it gets | notes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for e in group:
         defaults = ", ".join(f"{k} {_number(v)}" for k, v in e.defaults.items()) or "-"
-        rows.append(f"| `{e.hub_id}` | {', '.join(e.families)} | {e.trained_text()} | {e.text_length} | "
-                    f"{e.stored_dtype} | {md_text(defaults)} | {md_text(e.notes) or '-'} |")
+        rows.append(
+            f"| `{e.hub_id}` | {', '.join(e.families)} | {e.trained_text()} | {e.text_length} | "
+            f"{e.stored_dtype} | {md_text(defaults)} | {md_text(e.notes) or '-'} |"
+        )
     sources: dict[tuple[str, str], list[str]] = {}
     for e in group:
         for key, text in e.sources.items():
@@ -97,15 +107,20 @@ def catalogue_page() -> str:
     for e in entries():
         by_family.setdefault(e.family, []).append(e)
     parts = [
-        GENERATED, "", "# Checkpoint catalogue", "",
+        GENERATED,
+        "",
+        "# Checkpoint catalogue",
+        "",
         "Every checkpoint dit-lora knows: `dit-lora models` prints this table (`--family NAME` one family's, "
         "`--json` every entry in full, published configs included). A run reads the model's small config files "
         "before loading anything and finds the entry whose published configs the model has (by content, so a "
         "local copy, a fine-tune that kept the architecture or a reduced-depth copy gets the same defaults); the "
         "options you give win over the entry's defaults, and the run prints the values it chose. A model that "
         "matches no entry trains with its family's generic defaults and says so. The facts live in "
-        "`dit_lora/families/<family>/catalogue.py`, each citing where it was checked (the sources below).", "",
-        f"{len(entries())} checkpoints in {len(by_family)} families.", "",
+        "`dit_lora/families/<family>/catalogue.py`, each citing where it was checked (the sources below).",
+        "",
+        f"{len(entries())} checkpoints in {len(by_family)} families.",
+        "",
     ]
     for family, group in by_family.items():
         parts += _family_section(family, group)
@@ -147,9 +162,9 @@ EXIT_CODES = """## Exit codes
 #: the subcommands whose arguments another parser reads, and where the site documents them
 _PASSED_ON = {
     "train": "`dit-lora train` takes every option of a training run: see [Options](options.md). "
-             "`dit-lora train --family NAME --help` prints the common options and that family's.",
+    "`dit-lora train --family NAME --help` prints the common options and that family's.",
     "launch": "`dit-lora launch` takes `accelerate launch`'s own options (`accelerate launch --help`), then the "
-              "recipe script or `-m dit_lora train` and its options ([Options](options.md)).",
+    "recipe script or `-m dit_lora train` and its options ([Options](options.md)).",
 }
 
 
@@ -159,10 +174,18 @@ def cli_page() -> str:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     parts = [
-        GENERATED, "", "# Command line", "",
+        GENERATED,
+        "",
+        "# Command line",
+        "",
         "The `dit-lora` console script (also `python -m dit_lora`). Each section is the command's `--help`; "
-        "the exit codes are at the end.", "",
-        "## dit-lora", "", "```text", _help(parser), "```",
+        "the exit codes are at the end.",
+        "",
+        "## dit-lora",
+        "",
+        "```text",
+        _help(parser),
+        "```",
     ]
     for name, command in sub.choices.items():
         parts += ["", f"## dit-lora {name}", ""]
@@ -188,8 +211,9 @@ PAGES: dict[str, Callable[[], str]] = {
 
 def stale_pages(docs: Path = DOCS) -> list[str]:
     """The generated pages under ``docs`` that are missing or differ from what the code generates now."""
-    return [name for name, build in PAGES.items()
-            if not (docs / name).is_file() or (docs / name).read_text() != build()]
+    return [
+        name for name, build in PAGES.items() if not (docs / name).is_file() or (docs / name).read_text() != build()
+    ]
 
 
 def write_pages(docs: Path = DOCS) -> list[str]:

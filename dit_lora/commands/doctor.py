@@ -18,9 +18,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles import tokenizer_files as tf
@@ -70,8 +70,15 @@ MODULE_NAMES: dict[str, str] = {
 # (ABI mismatch, a dependency that is too new) is the most common "it worked yesterday".
 # The small pure-python ones are covered by the version check alone.
 IMPORT_CHECKED = (
-    "torch", "diffusers", "transformers", "peft", "accelerate", "datasets",
-    "safetensors", "huggingface_hub", "av",
+    "torch",
+    "diffusers",
+    "transformers",
+    "peft",
+    "accelerate",
+    "datasets",
+    "safetensors",
+    "huggingface_hub",
+    "av",
 )
 
 # peft < 0.18 does `from transformers import HybridCache` at import time; transformers 5
@@ -144,7 +151,7 @@ def _try_import(module: str) -> BaseException | None:
         importlib.import_module(module)
     except KeyboardInterrupt:
         raise
-    except BaseException as err:  # noqa: BLE001 - any failure is a finding, never a crash
+    except BaseException as err:
         return err
     return None
 
@@ -153,8 +160,12 @@ def _python_check() -> Check:
     version = ".".join(str(p) for p in sys.version_info[:3])
     if in_range(version, REQUIRES_PYTHON):
         return Check("python", version)
-    return Check("python", version, BLOCK,
-                 f"dit-lora needs Python {REQUIRES_PYTHON}; create a new environment with a newer Python (e.g. 3.11).")
+    return Check(
+        "python",
+        version,
+        BLOCK,
+        f"dit-lora needs Python {REQUIRES_PYTHON}; create a new environment with a newer Python (e.g. 3.11).",
+    )
 
 
 def _package_check(dist: str, spec: str, *, optional: bool, import_check: bool) -> Check:
@@ -168,16 +179,24 @@ def _package_check(dist: str, spec: str, *, optional: bool, import_check: bool) 
         return Check(dist, version, WARN, f"cannot parse version {version!r}; tested range is {spec}.")
     if not ok:
         status = WARN if optional else BLOCK
-        return Check(dist, version, status,
-                     f"{dist} {version} is outside the tested range {spec}. Fix: {pip_fix(dist, spec)}")
+        return Check(
+            dist, version, status, f"{dist} {version} is outside the tested range {spec}. Fix: {pip_fix(dist, spec)}"
+        )
     if import_check and (optional or dist in IMPORT_CHECKED):
         err = _try_import(MODULE_NAMES.get(dist, dist))
         if err is not None:
             status = WARN if optional else BLOCK
-            fix = (f"pip uninstall -y {dist} (it is optional)" if optional
-                   else f'pip install --force-reinstall "{dist}{spec}"')
-            return Check(dist, version, status,
-                         f"{dist} {version} is installed but fails to import ({_first_line(err)}). Fix: {fix}")
+            fix = (
+                f"pip uninstall -y {dist} (it is optional)"
+                if optional
+                else f'pip install --force-reinstall "{dist}{spec}"'
+            )
+            return Check(
+                dist,
+                version,
+                status,
+                f"{dist} {version} is installed but fails to import ({_first_line(err)}). Fix: {fix}",
+            )
     return Check(dist, version)
 
 
@@ -185,7 +204,7 @@ def _device_checks() -> list[Check]:
     """Device name/count and bf16 support; tolerant of a missing or broken torch."""
     try:
         import torch
-    except BaseException as err:  # noqa: BLE001
+    except BaseException as err:
         return [Check("device", "unknown", WARN, f"torch does not import ({_first_line(err)}).")]
     checks = []
     try:
@@ -197,20 +216,44 @@ def _device_checks() -> list[Check]:
             if torch.cuda.is_bf16_supported():
                 checks.append(Check("bf16", "supported"))
             else:
-                checks.append(Check("bf16", "not supported", WARN,
-                                    f"{name} has no bf16; set mixed_precision to 'no' (fp32) in the config and in "
-                                    "the accelerate config (fp16 LoRA training without loss scaling can go NaN)."))
+                checks.append(
+                    Check(
+                        "bf16",
+                        "not supported",
+                        WARN,
+                        f"{name} has no bf16; set mixed_precision to 'no' (fp32) in the config and in "
+                        "the accelerate config (fp16 LoRA training without loss scaling can go NaN).",
+                    )
+                )
         else:
-            checks.append(Check("device", "CPU (no CUDA device)", OK,
-                                "CPU runs are for smoke tests only; training a real model needs a CUDA GPU."))
+            checks.append(
+                Check(
+                    "device",
+                    "CPU (no CUDA device)",
+                    OK,
+                    "CPU runs are for smoke tests only; training a real model needs a CUDA GPU.",
+                )
+            )
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 out = torch.ones(2, 2) @ torch.ones(2, 2)
             ok = out.dtype == torch.bfloat16
-            checks.append(Check("bf16", "CPU autocast works" if ok else "CPU autocast inactive",
-                                OK if ok else WARN, "" if ok else "use mixed_precision 'no' on this machine."))
-    except BaseException as err:  # noqa: BLE001 - a broken driver must be reported, not raised
-        checks.append(Check("device", "unknown", WARN,
-                            f"querying the device failed ({_first_line(err)}); check the NVIDIA driver (nvidia-smi)."))
+            checks.append(
+                Check(
+                    "bf16",
+                    "CPU autocast works" if ok else "CPU autocast inactive",
+                    OK if ok else WARN,
+                    "" if ok else "use mixed_precision 'no' on this machine.",
+                )
+            )
+    except BaseException as err:
+        checks.append(
+            Check(
+                "device",
+                "unknown",
+                WARN,
+                f"querying the device failed ({_first_line(err)}); check the NVIDIA driver (nvidia-smi).",
+            )
+        )
     return checks
 
 
@@ -246,8 +289,10 @@ def _peft_fix(need: str, who: str) -> str:
     peft_range = SpecifierSet(TESTED_RANGES["peft"])
     upper = [s.version for s in peft_range if s.operator in ("<", "<=")]
     if not upper or not _version_lt(need, upper[0]):
-        return f'Fix: pip install "{who}{TESTED_RANGES[who]}" (the tested range; its peft need is met by peft' \
-               f'{TESTED_RANGES["peft"]})'
+        return (
+            f'Fix: pip install "{who}{TESTED_RANGES[who]}" (the tested range; its peft need is met by peft'
+            f"{TESTED_RANGES['peft']})"
+        )
     return f'Fix: pip install "peft>={need},<{upper[0]}"'
 
 
@@ -258,31 +303,42 @@ def _peft_combination_checks() -> list[Check]:
     peft = installed_version("peft")
     if peft is None:
         return checks  # already a block from the version table
-    peft_base = (_parse(peft).base_version if _parse(peft) else peft)
+    peft_base = _parse(peft).base_version if _parse(peft) else peft
     diffusers = installed_version("diffusers")
     if diffusers is not None:
         need = _min_peft_from_source("diffusers", "utils/constants.py", FALLBACK_DIFFUSERS_MIN_PEFT)
         needs.append(f"diffusers needs >={need}")
         if need and _version_lt(peft_base, need):
-            checks.append(Check("peft vs diffusers", f"peft {peft} / diffusers {diffusers}", BLOCK,
-                                f"diffusers {diffusers} refuses peft {peft} for LoRA (check_peft_version needs "
-                                f"peft>={need}; load_lora_weights/add_adapter raise ValueError). "
-                                + _peft_fix(need, "diffusers")))
+            checks.append(
+                Check(
+                    "peft vs diffusers",
+                    f"peft {peft} / diffusers {diffusers}",
+                    BLOCK,
+                    f"diffusers {diffusers} refuses peft {peft} for LoRA (check_peft_version needs "
+                    f"peft>={need}; load_lora_weights/add_adapter raise ValueError). " + _peft_fix(need, "diffusers"),
+                )
+            )
     transformers = installed_version("transformers")
     if transformers is not None:
         need = _min_peft_from_source("transformers", "integrations/peft.py", None)
         parsed = _parse(transformers)
-        if parsed is not None and not _version_lt(transformers, "5.0.0.dev0"):
-            # transformers >= 5: old peft cannot even be imported (HybridCache was removed).
-            if need is None or _version_lt(need, PEFT_MIN_FOR_TRANSFORMERS_5):
-                need = PEFT_MIN_FOR_TRANSFORMERS_5
+        # transformers >= 5: old peft cannot even be imported (HybridCache was removed).
+        transformers_5 = parsed is not None and not _version_lt(transformers, "5.0.0.dev0")
+        if transformers_5 and (need is None or _version_lt(need, PEFT_MIN_FOR_TRANSFORMERS_5)):
+            need = PEFT_MIN_FOR_TRANSFORMERS_5
         if need:
             needs.append(f"transformers needs >={need}")
         if need and _version_lt(peft_base, need):
-            checks.append(Check("peft vs transformers", f"peft {peft} / transformers {transformers}", BLOCK,
-                                f"transformers {transformers} needs peft>={need} (older peft fails to import "
-                                "against transformers 5, or is refused by transformers' adapter loading). "
-                                + _peft_fix(need, "transformers")))
+            checks.append(
+                Check(
+                    "peft vs transformers",
+                    f"peft {peft} / transformers {transformers}",
+                    BLOCK,
+                    f"transformers {transformers} needs peft>={need} (older peft fails to import "
+                    "against transformers 5, or is refused by transformers' adapter loading). "
+                    + _peft_fix(need, "transformers"),
+                )
+            )
     if not checks and needs:
         checks.append(Check("peft compatibility", ", ".join(needs)))
     return checks
@@ -294,8 +350,10 @@ def _torchvision_check() -> Check | None:
     if tv is None:
         return None
     torch_v = installed_version("torch")
-    fix = ("pip uninstall -y torchvision (dit-lora does not need it), or install the torchvision "
-           "built for your torch from the same index as torch")
+    fix = (
+        "pip uninstall -y torchvision (dit-lora does not need it), or install the torchvision "
+        "built for your torch from the same index as torch"
+    )
     problem = None
     pt, pv = _parse(torch_v or ""), _parse(tv)
     if pt is not None and pv is not None:
@@ -309,18 +367,23 @@ def _torchvision_check() -> Check | None:
         # Import in a child process: a mismatched torchvision can abort the interpreter while
         # registering its C++ operators, and the doctor must survive to report it.
         try:
-            proc = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True,
-                                  text=True, timeout=120)
+            proc = subprocess.run(
+                [sys.executable, "-c", "import torchvision"], capture_output=True, text=True, timeout=120
+            )
             if proc.returncode != 0:
-                tail = (proc.stderr.strip().splitlines() or ["exit code %d" % proc.returncode])[-1]
+                tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
                 problem = f"torchvision {tv} fails to import ({tail})"
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             problem = f"torchvision {tv} import check failed ({_first_line(err)})"
     if problem is None:
         return Check("torchvision", tv)
-    return Check("torchvision", tv, WARN,
-                 f"{problem}; transformers/diffusers import it for image processors and then fail at model "
-                 f"import (typically 'operator torchvision::nms does not exist'). Fix: {fix}.")
+    return Check(
+        "torchvision",
+        tv,
+        WARN,
+        f"{problem}; transformers/diffusers import it for image processors and then fail at model "
+        f"import (typically 'operator torchvision::nms does not exist'). Fix: {fix}.",
+    )
 
 
 def _torch_cuda_sdpa_check() -> Check | None:
@@ -333,12 +396,16 @@ def _torch_cuda_sdpa_check() -> Check | None:
 
         if torch.version.cuda is None:
             return None
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         return None
-    return Check("torch 2.5.0 + CUDA", torch_v, WARN,
-                 "torch 2.5.0 enables the cuDNN scaled-dot-product-attention backend by default on H100, "
-                 "which can produce NaN gradients in attention backward. Fix: "
-                 'pip install "torch>=2.5.1,<3" (or call torch.backends.cuda.enable_cudnn_sdp(False)).')
+    return Check(
+        "torch 2.5.0 + CUDA",
+        torch_v,
+        WARN,
+        "torch 2.5.0 enables the cuDNN scaled-dot-product-attention backend by default on H100, "
+        "which can produce NaN gradients in attention backward. Fix: "
+        'pip install "torch>=2.5.1,<3" (or call torch.backends.cuda.enable_cudnn_sdp(False)).',
+    )
 
 
 def _kernels_shadow_check() -> Check:
@@ -351,9 +418,13 @@ def _kernels_shadow_check() -> Check:
     """
     try:
         spec = importlib.util.find_spec("kernels")
-    except BaseException as err:  # noqa: BLE001 - a broken kernels/__init__ still shadows
-        return Check("kernels", "unimportable", BLOCK,
-                     f"a module named 'kernels' is on sys.path but breaks ({_first_line(err)}); rename it.")
+    except BaseException as err:
+        return Check(
+            "kernels",
+            "unimportable",
+            BLOCK,
+            f"a module named 'kernels' is on sys.path but breaks ({_first_line(err)}); rename it.",
+        )
     if spec is None:
         return Check("kernels", "not installed (optional)")
     origin = spec.origin if spec.origin not in (None, "namespace") else None
@@ -368,21 +439,32 @@ def _kernels_shadow_check() -> Check:
         except Exception:
             owned = False
     if not owned:
-        reason = ("no 'kernels' distribution is installed" if version is None
-                  else f"Hugging Face's kernels {version} is installed but this file is found first")
-        return Check("kernels", f"shadowed by {location}", BLOCK,
-                     f"the top-level module 'kernels' resolves to {location}, which is not Hugging Face's "
-                     f"'kernels' package ({reason}). Fix: rename that file/directory (or remove its folder from "
-                     "PYTHONPATH / the working directory).")
+        reason = (
+            "no 'kernels' distribution is installed"
+            if version is None
+            else f"Hugging Face's kernels {version} is installed but this file is found first"
+        )
+        return Check(
+            "kernels",
+            f"shadowed by {location}",
+            BLOCK,
+            f"the top-level module 'kernels' resolves to {location}, which is not Hugging Face's "
+            f"'kernels' package ({reason}). Fix: rename that file/directory (or remove its folder from "
+            "PYTHONPATH / the working directory).",
+        )
     try:
         meta = metadata.metadata("kernels")
         blob = " ".join(str(v) for v in meta.values()).lower()
     except Exception:
         blob = "huggingface"
     if "huggingface" not in blob and "hugging face" not in blob:
-        return Check("kernels", version, WARN,
-                     f"the installed 'kernels' {version} does not look like Hugging Face's kernels package; "
-                     "diffusers/transformers may call it as if it were. Fix: pip uninstall -y kernels.")
+        return Check(
+            "kernels",
+            version,
+            WARN,
+            f"the installed 'kernels' {version} does not look like Hugging Face's kernels package; "
+            "diffusers/transformers may call it as if it were. Fix: pip uninstall -y kernels.",
+        )
     return Check("kernels", version)
 
 
@@ -455,14 +537,26 @@ def model_checks(model: str, revision: str | None = None) -> list[Check]:
         gaps = tf.missing(reqs)
         if gaps:
             names = " ".join(p for p, _ in gaps)
-            checks.append(Check(f"tokenizer {where}", "missing " + names, BLOCK,
-                                "; ".join(why for _, why in gaps) + f". Fix: pip install {names}"))
+            checks.append(
+                Check(
+                    f"tokenizer {where}",
+                    "missing " + names,
+                    BLOCK,
+                    "; ".join(why for _, why in gaps) + f". Fix: pip install {names}",
+                )
+            )
         else:
             checks.append(Check(f"tokenizer {where}", ", ".join(p for p, _ in reqs) or "tokenizers only", OK))
     if not judged:
-        checks.append(Check(f"tokenizer {model}", "files unknown", WARN,
-                            "not a local folder, not in the Hub cache and not catalogued (`dit-lora models`): "
-                            "download it first or pass its local folder to check its tokenizer."))
+        checks.append(
+            Check(
+                f"tokenizer {model}",
+                "files unknown",
+                WARN,
+                "not a local folder, not in the Hub cache and not catalogued (`dit-lora models`): "
+                "download it first or pass its local folder to check its tokenizer.",
+            )
+        )
     return checks
 
 
@@ -474,11 +568,13 @@ def run_checks(*, import_check: bool = True, model: str | None = None) -> list[C
     """
     checks: list[Check] = [_safe(_python_check, "python")]
     for dist, spec in TESTED_RANGES.items():
-        checks.append(_safe(lambda d=dist, s=spec: _package_check(d, s, optional=False, import_check=import_check),
-                            dist))
+        checks.append(
+            _safe(lambda d=dist, s=spec: _package_check(d, s, optional=False, import_check=import_check), dist)
+        )
     for dist, spec in OPTIONAL_RANGES.items():
-        checks.append(_safe(lambda d=dist, s=spec: _package_check(d, s, optional=True, import_check=import_check),
-                            dist))
+        checks.append(
+            _safe(lambda d=dist, s=spec: _package_check(d, s, optional=True, import_check=import_check), dist)
+        )
     extra: list[tuple[str, Callable[[], object]]] = [
         ("device", _device_checks),
         ("peft compatibility", _peft_combination_checks),
@@ -506,7 +602,7 @@ def _safe(fn: Callable[[], object], name: str):
         return fn()
     except KeyboardInterrupt:
         raise
-    except BaseException as err:  # noqa: BLE001
+    except BaseException as err:
         return Check(name, "check failed", WARN, f"the doctor could not check this ({_first_line(err)}).")
 
 

@@ -27,7 +27,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from dit_lora.core.errors import UserError
 from dit_lora.training.launch_precision import LAUNCH_PRECISION_VAR, check_launch_precision
@@ -66,7 +66,7 @@ def _say(text: str) -> None:
 
 def _launch_options(argv: list[str], script: str) -> list[str]:
     """The launch options of ``argv`` (everything before the training script)."""
-    return argv[:argv.index(script)] if script in argv else []
+    return argv[: argv.index(script)] if script in argv else []
 
 
 def run_process(cmd: list[str], env: dict[str, str]) -> int:
@@ -77,8 +77,10 @@ def run_process(cmd: list[str], env: dict[str, str]) -> int:
     def forward(signum, frame):
         if proc.poll() is None:
             if not told:
-                _say(f"received {signal.Signals(signum).name}: passed to the training process (pid {proc.pid}); "
-                     "waiting for it to save a checkpoint and exit")
+                _say(
+                    f"received {signal.Signals(signum).name}: passed to the training process (pid {proc.pid}); "
+                    "waiting for it to save a checkpoint and exit"
+                )
             told.append(signum)
             proc.send_signal(signum)
 
@@ -90,8 +92,10 @@ def run_process(cmd: list[str], env: dict[str, str]) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if returncode < 0:
-        _say(f"the training process was killed by {signal.Signals(-returncode).name} (exit {_exit_code(returncode)})"
-             + ("" if -returncode in FORWARDED else "; out of memory is a common cause of SIGKILL"))
+        _say(
+            f"the training process was killed by {signal.Signals(-returncode).name} (exit {_exit_code(returncode)})"
+            + ("" if -returncode in FORWARDED else "; out of memory is a common cause of SIGKILL")
+        )
     return _exit_code(returncode)
 
 
@@ -159,7 +163,7 @@ class _AgentWatch:
         self.contexts, self.failure_timeout = contexts, failure_timeout
         self.stopping = self.told_kill = False
 
-    def __enter__(self) -> "_AgentWatch":
+    def __enter__(self) -> _AgentWatch:
         import logging
 
         from torch.distributed.elastic.multiprocessing import api
@@ -180,8 +184,10 @@ class _AgentWatch:
             return watch.original(pcontext, death_sig, timeout)
 
         api.PContext.close = close
-        self.loggers = [logging.getLogger(name) for name in ("torch.distributed.elastic.agent.server.api",
-                                                              "torch.distributed.elastic.multiprocessing.api")]
+        self.loggers = [
+            logging.getLogger(name)
+            for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api")
+        ]
         for logger in self.loggers:
             logger.addFilter(self.filter)
         return self
@@ -196,15 +202,19 @@ class _AgentWatch:
         text = str(record.msg)
         if text.startswith("Received %s death signal"):
             name = signal.Signals(int(record.args[0])).name
-            _say(f"received {name}: passed to the training processes; waiting for them to save a checkpoint and "
-                 f"exit (up to {_stop_timeout_s()} s, {SHUTDOWN_TIMEOUT_VAR})")
+            _say(
+                f"received {name}: passed to the training processes; waiting for them to save a checkpoint and "
+                f"exit (up to {_stop_timeout_s()} s, {SHUTDOWN_TIMEOUT_VAR})"
+            )
             return False
         if text.startswith("Unable to shutdown process") and self.stopping:
             if not self.told_kill:
                 self.told_kill = True
-                _say(f"the training processes did not exit within {_stop_timeout_s()} s of the stop and are killed "
-                     f"(SIGKILL, exit 137); the last whole checkpoint stays. To give the save more time, raise "
-                     f"{SHUTDOWN_TIMEOUT_VAR} (seconds).")
+                _say(
+                    f"the training processes did not exit within {_stop_timeout_s()} s of the stop and are killed "
+                    f"(SIGKILL, exit 137); the last whole checkpoint stays. To give the save more time, raise "
+                    f"{SHUTDOWN_TIMEOUT_VAR} (seconds)."
+                )
             return False
         return not text.startswith("Sending process %s closing signal")
 
@@ -247,8 +257,10 @@ def main(argv: Sequence[str]) -> int:
     argv = list(argv)
     parser = launch_command_parser()
     parser.prog = "dit-lora launch"
-    parser.usage = ("dit-lora launch [accelerate launch options] recipes/<family>_lora.py [recipe options]\n"
-                    "       dit-lora launch [accelerate launch options] -m dit_lora train [recipe options]")
+    parser.usage = (
+        "dit-lora launch [accelerate launch options] recipes/<family>_lora.py [recipe options]\n"
+        "       dit-lora launch [accelerate launch options] -m dit_lora train [recipe options]"
+    )
     args = parser.parse_args(argv)
     shown = script_help(args)
     if shown is not None:
@@ -263,9 +275,11 @@ def main(argv: Sequence[str]) -> int:
     else:
         os.environ[LAUNCH_PRECISION_VAR] = precision
     if getattr(args, "tpu", False) or getattr(args, "use_deepspeed", False) and not args.cpu:
-        raise UserError("dit-lora launch starts local processes (one, or several with --multi_gpu); TPU and "
-                        "DeepSpeed launches are not supported (dit-lora trains with DDP). Drop --tpu/--use_deepspeed, "
-                        "or use `accelerate launch` for them.")
+        raise UserError(
+            "dit-lora launch starts local processes (one, or several with --multi_gpu); TPU and "
+            "DeepSpeed launches are not supported (dit-lora trains with DDP). Drop --tpu/--use_deepspeed, "
+            "or use `accelerate launch` for them."
+        )
     if not args.cpu and (args.multi_gpu or args.use_fsdp or args.use_megatron_lm):
         user_timeout = SHUTDOWN_TIMEOUT_VAR in os.environ
         os.environ.setdefault(SHUTDOWN_TIMEOUT_VAR, str(STOP_TIMEOUT_S))  # read by torch's LaunchConfig
@@ -276,5 +290,15 @@ def main(argv: Sequence[str]) -> int:
     return run_process(cmd, env)
 
 
-__all__ = ["FORWARDED", "HELP_FLAGS", "LAUNCH_PRECISION_VAR", "SHUTDOWN_TIMEOUT_VAR", "STOP_TIMEOUT_S",
-           "check_launch_precision", "launch_precision", "main", "run_process", "script_help"]
+__all__ = [
+    "FORWARDED",
+    "HELP_FLAGS",
+    "LAUNCH_PRECISION_VAR",
+    "SHUTDOWN_TIMEOUT_VAR",
+    "STOP_TIMEOUT_S",
+    "check_launch_precision",
+    "launch_precision",
+    "main",
+    "run_process",
+    "script_help",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.commands.doctor import ensure_environment
@@ -26,6 +26,7 @@ def choose_family(recipe: str | None = None):
     A recipe script (``recipe``: the family it was started for) trains its registry entry's default name; ``dit-lora
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
+
     def infer(common) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"

@@ -10,7 +10,7 @@ or a new family declaring its capabilities, needs nothing here.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dit_lora.config.schema import Applies, config_fields
 from dit_lora.core.errors import UserError
@@ -56,10 +56,12 @@ def refusal(name: str, tag: Applies, family_name: str, family, given: str, chose
     holders = families_for(tag)
     where = f"--{name}" if given.startswith("--") else given
     fix = f"remove --{name}" if given.startswith("--") else f"remove `{name}` from {given.split(' in ', 1)[-1]}"
-    return (f"{where} is an option of {tag.kind} ({', '.join(holders) or 'none registered'}); this run trains "
-            f"`{family_name}` ({chosen_by}), which {what_it_trains(family)} and never reads it, so it would be "
-            f"ignored. To train one of those families, set --family; otherwise {fix}"
-            f"{f' ({tag.instead})' if tag.instead else ''}.")
+    return (
+        f"{where} is an option of {tag.kind} ({', '.join(holders) or 'none registered'}); this run trains "
+        f"`{family_name}` ({chosen_by}), which {what_it_trains(family)} and never reads it, so it would be "
+        f"ignored. To train one of those families, set --family; otherwise {fix}"
+        f"{f' ({tag.instead})' if tag.instead else ''}."
+    )
 
 
 def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str = "--family") -> None:

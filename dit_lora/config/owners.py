@@ -68,7 +68,7 @@ def _on_registry_change(entry: registry.FamilyEntry | None) -> None:
 registry.watch(_on_registry_change)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _resolve(family: str) -> type[FamilyOptions]:
     found = _declared().get(family)
     if found is None:
@@ -99,7 +99,7 @@ def common_names() -> frozenset[str]:
     return frozenset(f.name for f in config_fields())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index() -> dict[str, tuple[Field, type]]:
     """Every option's name -> (field, the class that declares it): the common ones and every known family's."""
     found: dict[str, tuple[Field, type]] = {}
@@ -114,7 +114,8 @@ def _index() -> dict[str, tuple[Field, type]]:
                 raise TypeError(
                     f"option `{f.name}` of family `{family}` ({declared.__module__}.{declared.__qualname__}) is "
                     f"already declared by {other.__module__}.{other.__qualname__}; a flag has one owner: rename it, "
-                    "or inherit the shared group that declares it")
+                    "or inherit the shared group that declares it"
+                )
     return found
 
 
@@ -160,8 +161,10 @@ def foreign_option_message(name: str, family: str, where: str | None, chosen_by:
     else:
         given, fix = f"`{name}` in {where}", f"remove `{name}` from {where}"
     other = holders[0]
-    return (f"{given} is an option of {_families_text(holders)}; this run trains {family} ({chosen_by}). "
-            f"To train {other}, use --family {other} (or `family: {other}` in the config); otherwise {fix}.")
+    return (
+        f"{given} is an option of {_families_text(holders)}; this run trains {family} ({chosen_by}). "
+        f"To train {other}, use --family {other} (or `family: {other}` in the config); otherwise {fix}."
+    )
 
 
 def split_values(family: str, values: dict[str, Any], source: str | None) -> tuple[dict, dict]:

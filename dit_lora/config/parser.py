@@ -10,9 +10,10 @@ import argparse
 import re
 import sys
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import yaml
 
@@ -36,8 +37,9 @@ def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None
     return _yaml_values(data, path, family, chosen_by)
 
 
-def _yaml_values(data: dict, path: Path, family: str, chosen_by: str | None,
-                 skip: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+def _yaml_values(
+    data: dict, path: Path, family: str, chosen_by: str | None, skip: set[str] | frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The keys of a YAML mapping checked for a run of ``family`` (another family's key names its owner; every
     unknown key at once), then coerced, except those in ``skip`` (coerced already)."""
     valid = [*owners.common_names(), *(f.name for f in owners.family_fields(family))]
@@ -84,9 +86,19 @@ def _is_ai_toolkit(data: dict) -> bool:
 
 
 #: ai-toolkit's main keys (their place in its nested file) and dit-lora's flat option, from :mod:`.peers`
-_AI_TOOLKIT_KEYS = ("model.name_or_path", "datasets[].folder_path", "datasets[].caption_ext", "network.linear",
-                    "network.linear_alpha", "train.lr", "train.steps", "train.batch_size", "train.dtype",
-                    "save.save_every", "training_folder")
+_AI_TOOLKIT_KEYS = (
+    "model.name_or_path",
+    "datasets[].folder_path",
+    "datasets[].caption_ext",
+    "network.linear",
+    "network.linear_alpha",
+    "train.lr",
+    "train.steps",
+    "train.batch_size",
+    "train.dtype",
+    "save.save_every",
+    "training_folder",
+)
 
 
 def ai_toolkit_message(path: Path) -> str:
@@ -97,10 +109,12 @@ def ai_toolkit_message(path: Path) -> str:
         peer = PEER_FLAGS.get(where.rsplit(".", 1)[-1])
         if peer is not None and peer.option:
             pairs.append(f"{where} -> `{peer.option}`")
-    return (f"The config file `{path}` is an ai-toolkit config (top-level `job`/`config` with a `process` list): "
-            "dit-lora's YAML is flat, one `option: value` per line at the top level, the same names as its --flags. "
-            f"Rewrite it as such; its main keys map as {', '.join(pairs)}. docs/guides/migrating.md lists every "
-            "ai-toolkit key and its dit-lora option (or that there is none).")
+    return (
+        f"The config file `{path}` is an ai-toolkit config (top-level `job`/`config` with a `process` list): "
+        "dit-lora's YAML is flat, one `option: value` per line at the top level, the same names as its --flags. "
+        f"Rewrite it as such; its main keys map as {', '.join(pairs)}. docs/guides/migrating.md lists every "
+        "ai-toolkit key and its dit-lora option (or that there is none)."
+    )
 
 
 #: a negative number (``-1e-4``, ``-.5``, ``-inf``) after a flag is its value: argparse's own pattern knows only
@@ -142,8 +156,9 @@ def check_one_source(train_data_dir: str | None, dataset_name: str | None, what:
         )
 
 
-def build_argparser(prog: str | None = None, family: str | None = None, *, families_epilog: bool = False,
-                    with_family: bool = True) -> argparse.ArgumentParser:
+def build_argparser(
+    prog: str | None = None, family: str | None = None, *, families_epilog: bool = False, with_family: bool = True
+) -> argparse.ArgumentParser:
     """An argparse parser with one ``--flag`` per common option and per option of ``family`` (default: the
     schema's), the family's under its own section title (values are coerced later). ``families_epilog``: the help
     ends with the registered families (building each: only for ``--help``); ``with_family=False``: the common
@@ -151,8 +166,12 @@ def build_argparser(prog: str | None = None, family: str | None = None, *, famil
     parser = _Parser(
         prog=prog,
         description="LoRA fine-tuning with dit-lora. Options come from --config YAML, overridden by flags."
-        + ("" if with_family else " Listed: the options every family has; a family's own options are listed by "
-           f"`{prog or 'dit-lora train'} --family NAME --help`."),
+        + (
+            ""
+            if with_family
+            else " Listed: the options every family has; a family's own options are listed by "
+            f"`{prog or 'dit-lora train'} --family NAME --help`."
+        ),
         epilog=families_help(prog) if families_epilog else None,
         allow_abbrev=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -216,8 +235,13 @@ def add_config_flag(parser, name: str) -> None:
         parser.add_argument(f"--{f.name}", default=None, help=help_text, metavar=metavar)
 
 
-def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, needs_data: bool = True,
-                 infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None) -> TrainConfig:
+def parse_config(
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    *,
+    needs_data: bool = True,
+    infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+) -> TrainConfig:
     """Parse ``--config`` YAML plus flag overrides into a validated :class:`TrainConfig`.
 
     The family comes first: ``--family``, else the YAML's ``family:``, else ``infer_family`` (given the common
@@ -248,8 +272,14 @@ def parse_config(argv: Sequence[str] | None = None, prog: str | None = None, *, 
     return cfg
 
 
-def _parse_inferring(argv: list[str], yaml_path: str | None, data: dict | None, prog: str | None, needs_data: bool,
-                     infer_family: Callable[[TrainConfig], str | tuple[str, str]]) -> tuple[str, str, dict]:
+def _parse_inferring(
+    argv: list[str],
+    yaml_path: str | None,
+    data: dict | None,
+    prog: str | None,
+    needs_data: bool,
+    infer_family: Callable[[TrainConfig], str | tuple[str, str]],
+) -> tuple[str, str, dict]:
     """(family, what chose it, the options set) when ``infer_family`` picks the family from the common options.
 
     One reading of ``argv`` knows every family's flags: the common options decide the family, then the flags and
@@ -263,7 +293,9 @@ def _parse_inferring(argv: list[str], yaml_path: str | None, data: dict | None, 
     common = owners.common_names()
     yaml_common = {k: coerce(k, v, str(yaml_path)) for k, v in data.items() if k in common}
     flag_common = _coerced_flags(flags, [f.name for f in config_fields()])
-    preliminary: TrainConfig = TrainConfig(**yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common}))
+    preliminary: TrainConfig = TrainConfig(
+        **yaml_common, **flag_common, explicit=frozenset({*yaml_common, *flag_common})
+    )
     if not asks_help:  # the help comes first, once the family is known
         validate_static(preliminary, needs_data=needs_data)
     try:
@@ -315,8 +347,15 @@ def _unknown_for(family: str, argv: list[str], flags: dict[str, str], extras: li
     return ordered + pending
 
 
-def _family_values(flags: dict[str, str], unknown: list[str], family: str, chosen_by: str, yaml_path: str | None,
-                   data: dict | None, done: tuple[dict, dict] = ({}, {})) -> dict[str, Any]:
+def _family_values(
+    flags: dict[str, str],
+    unknown: list[str],
+    family: str,
+    chosen_by: str,
+    yaml_path: str | None,
+    data: dict | None,
+    done: tuple[dict, dict] = ({}, {}),
+) -> dict[str, Any]:
     """The options set for a run of ``family``, coerced (flags win over the YAML): the unknown arguments refused
     first, then the YAML's keys, then the flags' values. ``done``: the YAML's and the flags' options already
     coerced (the common ones, when they inferred the family)."""
@@ -346,8 +385,10 @@ def _refuse_for_family(unknown: list[str], family: str, chosen_by: str, own: lis
     if foreign and bad.startswith("--"):
         raise UserError(foreign)
     if not bad.startswith("-"):
-        raise UserError(f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
-                        "Run with --help for every valid option.")
+        raise UserError(
+            f"Unexpected argument `{bad}` on the command line: every value follows its --option. "
+            "Run with --help for every valid option."
+        )
     flags = [u for u in unknown if u.startswith("-") and not NEGATIVE_NUMBER.match(u)]  # all, each hinted
     raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
 
@@ -482,8 +523,9 @@ def check_optional_packages(cfg: TrainConfig) -> None:
         try:
             import wandb  # noqa: F401
         except ImportError:
-            raise UserError("--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to "
-                            "tensorboard.")
+            raise UserError(
+                "--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard."
+            )
     if cfg.use_8bit_adam:
         try:
             import bitsandbytes  # noqa: F401

@@ -11,8 +11,8 @@ the peers' options that dit-lora spells the same way. ``docs/guides/migrating.md
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from dit_lora.config.owners import owners
 
@@ -55,16 +55,22 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 _DATA = "one folder of images or clips with captions (--train_data_dir) or a dataset (--dataset_name)"
 _PRIOR = "dit-lora has no prior preservation (class images); train on the instance data alone"
-_ADAMW = ("dit-lora trains with AdamW (--adam_beta1/--adam_beta2/--adam_weight_decay/--adam_epsilon); "
-          "--use_8bit_adam for bitsandbytes' 8-bit AdamW; Prodigy, Adafactor and others are not offered")
+_ADAMW = (
+    "dit-lora trains with AdamW (--adam_beta1/--adam_beta2/--adam_weight_decay/--adam_epsilon); "
+    "--use_8bit_adam for bitsandbytes' 8-bit AdamW; Prodigy, Adafactor and others are not offered"
+)
 _REPEATS = "name the image folder N_words (kohya's layout, e.g. 10_sks/) to repeat its images N times"
 _LYCORIS = "dit-lora trains a PEFT LoRA; LoKr, LoHa and DoRA are planned (issue 37)"
 _SWAP = "block swap is planned (issue 35); `dit-lora plan` says what fits, --quantize_base saves memory today"
 _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
-_CAPTIONS = ("captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
-             "caption column; --instance_prompt gives every image one caption")
-_DROPOUT = ("the same share of samples trained on the empty caption (decided per seed, epoch and sample; the empty "
-            "caption encoded once into the latent cache)")
+_CAPTIONS = (
+    "captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
+    "caption column; --instance_prompt gives every image one caption"
+)
+_DROPOUT = (
+    "the same share of samples trained on the empty caption (decided per seed, epoch and sample; the empty "
+    "caption encoded once into the latent cache)"
+)
 
 #: another trainer's option name -> its dit-lora counterpart (only names that are not dit-lora options themselves)
 PEER_FLAGS: dict[str, Peer] = {
@@ -78,169 +84,340 @@ PEER_FLAGS: dict[str, Peer] = {
     "repeats": Peer("diffusers DreamBooth", None, _REPEATS, sources=("d-sana",)),
     "validation_epochs": Peer("diffusers", "validation_steps", _STEPS, sources=("d-sana", "d-t2i", "d-cog")),
     "num_validation_videos": Peer("diffusers CogVideoX", "num_validation_images", sources=("d-cog",)),
-    "validation_prompt_separator": Peer("diffusers CogVideoX", None, "dit-lora samples one --validation_prompt",
-                                        sources=("d-cog",)),
-    "instance_data_root": Peer("diffusers CogVideoX", "train_data_dir",
-                               "a folder of clips with a caption file beside each", sources=("d-cog",)),
-    "id_token": Peer("diffusers CogVideoX", None, "write the token into the captions, or give one caption with "
-                     "--instance_prompt", sources=("d-cog",)),
-    "skip_frames_start": Peer("diffusers CogVideoX", None, "trim the clips beforehand; --frame_sampling chooses "
-                              "which frames a clip gives", sources=("d-cog",)),
-    "skip_frames_end": Peer("diffusers CogVideoX", None, "trim the clips beforehand; --frame_sampling chooses "
-                            "which frames a clip gives", sources=("d-cog",)),
+    "validation_prompt_separator": Peer(
+        "diffusers CogVideoX", None, "dit-lora samples one --validation_prompt", sources=("d-cog",)
+    ),
+    "instance_data_root": Peer(
+        "diffusers CogVideoX", "train_data_dir", "a folder of clips with a caption file beside each", sources=("d-cog",)
+    ),
+    "id_token": Peer(
+        "diffusers CogVideoX",
+        None,
+        "write the token into the captions, or give one caption with --instance_prompt",
+        sources=("d-cog",),
+    ),
+    "skip_frames_start": Peer(
+        "diffusers CogVideoX",
+        None,
+        "trim the clips beforehand; --frame_sampling chooses which frames a clip gives",
+        sources=("d-cog",),
+    ),
+    "skip_frames_end": Peer(
+        "diffusers CogVideoX",
+        None,
+        "trim the clips beforehand; --frame_sampling chooses which frames a clip gives",
+        sources=("d-cog",),
+    ),
     "tracker_name": Peer("diffusers CogVideoX", "tracker_project_name", sources=("d-cog",)),
-    "guidance_scale": Peer("diffusers CogVideoX, ai-toolkit", "validation_guidance_scale",
-                           "the guidance of the validation samples", sources=("d-cog", "at")),
-    "train_text_encoder": Peer("diffusers", None, "the text encoder stays frozen; LoRA goes on the transformer",
-                               sources=("d-flux",)),
-    "text_encoder_lr": Peer("diffusers, sd-scripts", None, "the text encoder stays frozen",
-                            sources=("d-flux", "k-net")),
+    "guidance_scale": Peer(
+        "diffusers CogVideoX, ai-toolkit",
+        "validation_guidance_scale",
+        "the guidance of the validation samples",
+        sources=("d-cog", "at"),
+    ),
+    "train_text_encoder": Peer(
+        "diffusers", None, "the text encoder stays frozen; LoRA goes on the transformer", sources=("d-flux",)
+    ),
+    "text_encoder_lr": Peer(
+        "diffusers, sd-scripts", None, "the text encoder stays frozen", sources=("d-flux", "k-net")
+    ),
     "optimizer": Peer("diffusers, SimpleTuner, ai-toolkit", None, _ADAMW, sources=("d-sana", "st", "at")),
     "prodigy_beta3": Peer("diffusers", None, _ADAMW, sources=("d-sana",)),
     "prodigy_decouple": Peer("diffusers", None, _ADAMW, sources=("d-sana",)),
     "prodigy_use_bias_correction": Peer("diffusers", None, _ADAMW, sources=("d-sana",)),
     "prodigy_safeguard_warmup": Peer("diffusers", None, _ADAMW, sources=("d-sana",)),
-    "hub_token": Peer("diffusers", None, "log in once with `hf auth login` (or set HF_TOKEN): tokens are not "
-                      "flags", sources=("d-sana",)),
-    "upcast_before_saving": Peer("diffusers", None, "the LoRA weights are fp32 masters throughout: nothing to "
-                                 "upcast", sources=("d-sana",)),
-    "offload": Peer("diffusers", None, "the encoders are released after the latent cache is built "
-                    "(--cache_latents, on by default); `dit-lora plan` says what fits", sources=("d-sana",)),
+    "hub_token": Peer(
+        "diffusers",
+        None,
+        "log in once with `hf auth login` (or set HF_TOKEN): tokens are not flags",
+        sources=("d-sana",),
+    ),
+    "upcast_before_saving": Peer(
+        "diffusers", None, "the LoRA weights are fp32 masters throughout: nothing to upcast", sources=("d-sana",)
+    ),
+    "offload": Peer(
+        "diffusers",
+        None,
+        "the encoders are released after the latent cache is built "
+        "(--cache_latents, on by default); `dit-lora plan` says what fits",
+        sources=("d-sana",),
+    ),
     "enable_vae_tiling": Peer("diffusers", "enable_tiling", sources=("d-sana",)),
     "enable_xformers_memory_efficient_attention": Peer("diffusers", "attention_backend", sources=("d-t2i",)),
-    "noise_offset": Peer("diffusers, sd-scripts", None, "dit-lora adds no noise offset",
-                         sources=("d-t2i", "k-util")),
-    "snr_gamma": Peer("diffusers, SimpleTuner", None, "the flow-matching families weight timesteps by their "
-                      "density instead (Sana: --weighting_scheme; CogVideoX and Wan: --timestep_sampling)",
-                      sources=("d-t2i", "st")),
+    "noise_offset": Peer("diffusers, sd-scripts", None, "dit-lora adds no noise offset", sources=("d-t2i", "k-util")),
+    "snr_gamma": Peer(
+        "diffusers, SimpleTuner",
+        None,
+        "the flow-matching families weight timesteps by their "
+        "density instead (Sana: --weighting_scheme; CogVideoX and Wan: --timestep_sampling)",
+        sources=("d-t2i", "st"),
+    ),
     "prediction_type": Peer("diffusers", None, "the family's scheduler sets the target", sources=("d-t2i",)),
-    "local_rank": Peer("diffusers", None, "the launcher sets it: start several processes with `dit-lora launch "
-                       "--multi_gpu`", sources=("d-sana",)),
+    "local_rank": Peer(
+        "diffusers",
+        None,
+        "the launcher sets it: start several processes with `dit-lora launch --multi_gpu`",
+        sources=("d-sana",),
+    ),
     # kohya sd-scripts / musubi-tuner
     "network_dim": Peer("sd-scripts, musubi-tuner", "rank", sources=("k-net", "m-common")),
-    "network_alpha": Peer("sd-scripts, musubi-tuner", "lora_alpha", "the saved adapter has alpha/rank folded "
-                          "in, so it loads at the trained strength", sources=("k-net", "m-common")),
+    "network_alpha": Peer(
+        "sd-scripts, musubi-tuner",
+        "lora_alpha",
+        "the saved adapter has alpha/rank folded in, so it loads at the trained strength",
+        sources=("k-net", "m-common"),
+    ),
     "network_dropout": Peer("sd-scripts, musubi-tuner", "lora_dropout", sources=("k-net", "m-common")),
     "network_module": Peer("sd-scripts, musubi-tuner", None, _LYCORIS, sources=("k-net", "m-common")),
-    "network_args": Peer("sd-scripts, musubi-tuner", None, f"{_LYCORIS}; --lora_layers picks the layers",
-                         sources=("k-net", "m-common")),
-    "network_weights": Peer("sd-scripts, musubi-tuner", None, "dit-lora does not start from another adapter; "
-                            "continue a dit-lora run with --resume_from_checkpoint", sources=("k-net", "m-common")),
-    "dataset_config": Peer("sd-scripts, musubi-tuner", None,
-                           f"no TOML dataset config: {_DATA} per run (docs/guides/migrating.md)",
-                           sources=("k-util", "m-common")),
-    "enable_bucket": Peer("sd-scripts", "aspect_buckets", "on by default (`auto`)",
-                          fallback="images are resized and cropped to the --resolution square", sources=("k-util",)),
-    "bucket_reso_steps": Peer("sd-scripts", None, "buckets step by the model's own stride (VAE factor x patch "
-                              "size)", sources=("k-util",)),
-    "min_bucket_reso": Peer("sd-scripts", None, "--aspect_buckets auto spans the shapes near --resolution "
-                            "squared pixels", sources=("k-util",)),
-    "max_bucket_reso": Peer("sd-scripts", None, "--aspect_buckets auto spans the shapes near --resolution "
-                            "squared pixels", sources=("k-util",)),
+    "network_args": Peer(
+        "sd-scripts, musubi-tuner", None, f"{_LYCORIS}; --lora_layers picks the layers", sources=("k-net", "m-common")
+    ),
+    "network_weights": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "dit-lora does not start from another adapter; continue a dit-lora run with --resume_from_checkpoint",
+        sources=("k-net", "m-common"),
+    ),
+    "dataset_config": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        f"no TOML dataset config: {_DATA} per run (docs/guides/migrating.md)",
+        sources=("k-util", "m-common"),
+    ),
+    "enable_bucket": Peer(
+        "sd-scripts",
+        "aspect_buckets",
+        "on by default (`auto`)",
+        fallback="images are resized and cropped to the --resolution square",
+        sources=("k-util",),
+    ),
+    "bucket_reso_steps": Peer(
+        "sd-scripts", None, "buckets step by the model's own stride (VAE factor x patch size)", sources=("k-util",)
+    ),
+    "min_bucket_reso": Peer(
+        "sd-scripts",
+        None,
+        "--aspect_buckets auto spans the shapes near --resolution squared pixels",
+        sources=("k-util",),
+    ),
+    "max_bucket_reso": Peer(
+        "sd-scripts",
+        None,
+        "--aspect_buckets auto spans the shapes near --resolution squared pixels",
+        sources=("k-util",),
+    ),
     "dataset_repeats": Peer("sd-scripts", None, _REPEATS, sources=("k-util",)),
     "reg_data_dir": Peer("sd-scripts", None, _PRIOR, sources=("k-util",)),
-    "caption_extention": Peer("sd-scripts", "caption_extension", "sd-scripts also accepts this misspelling; "
-                              "dit-lora takes only the correct spelling", sources=("k-util",)),
-    "caption_dropout_rate": Peer("sd-scripts, ai-toolkit", "caption_dropout_probability", _DROPOUT, sources=("k-util", "at")),
+    "caption_extention": Peer(
+        "sd-scripts",
+        "caption_extension",
+        "sd-scripts also accepts this misspelling; dit-lora takes only the correct spelling",
+        sources=("k-util",),
+    ),
+    "caption_dropout_rate": Peer(
+        "sd-scripts, ai-toolkit", "caption_dropout_probability", _DROPOUT, sources=("k-util", "at")
+    ),
     "shuffle_caption": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),
     "keep_tokens": Peer("sd-scripts", None, "captions are used as written", sources=("k-util",)),
     "flip_aug": Peer("sd-scripts", "random_flip", sources=("k-util",)),
-    "random_crop": Peer("sd-scripts, ai-toolkit", None, "random crops are dit-lora's default (one fixed crop "
-                        "per image); --center_crop centres them", sources=("k-util", "at")),
-    "cache_latents_to_disk": Peer("sd-scripts, ai-toolkit", "cache_latents", "the cache is on disk (--cache_dir) "
-                                  "and on by default", sources=("k-util", "at")),
-    "cache_text_encoder_outputs": Peer("sd-scripts", "cache_latents", "the cache holds the text embeddings too",
-                                       sources=("k-util",)),
+    "random_crop": Peer(
+        "sd-scripts, ai-toolkit",
+        None,
+        "random crops are dit-lora's default (one fixed crop per image); --center_crop centres them",
+        sources=("k-util", "at"),
+    ),
+    "cache_latents_to_disk": Peer(
+        "sd-scripts, ai-toolkit",
+        "cache_latents",
+        "the cache is on disk (--cache_dir) and on by default",
+        sources=("k-util", "at"),
+    ),
+    "cache_text_encoder_outputs": Peer(
+        "sd-scripts", "cache_latents", "the cache holds the text embeddings too", sources=("k-util",)
+    ),
     "max_train_epochs": Peer("sd-scripts, musubi-tuner", "num_train_epochs", sources=("k-util", "m-common")),
-    "output_name": Peer("sd-scripts, musubi-tuner", None,
-                        "the adapter is always pytorch_lora_weights.safetensors in --output_dir: name the folder",
-                        sources=("k-util", "m-common")),
-    "save_model_as": Peer("sd-scripts", None, "dit-lora writes safetensors only (diffusers' key names; "
-                          "`dit-lora export` converts)", sources=("k-net",)),
-    "save_precision": Peer("sd-scripts, musubi-tuner", None, "the adapter is saved from the fp32 LoRA masters",
-                           sources=("k-util", "m-common")),
-    "save_every_n_steps": Peer("sd-scripts, musubi-tuner", "checkpointing_steps", "each checkpoint-<step>/ is "
-                               "the whole training state", sources=("k-util", "m-common")),
-    "save_every_n_epochs": Peer("sd-scripts, musubi-tuner", None,
-                                "checkpoints are counted in updates: --checkpointing_steps",
-                                sources=("k-util", "m-common")),
-    "save_last_n_steps": Peer("sd-scripts, musubi-tuner", "checkpoints_total_limit",
-                              "kohya's is a number of steps, dit-lora's a number of checkpoints: N / "
-                              "--checkpointing_steps", sources=("k-util", "m-common")),
-    "save_last_n_epochs": Peer("sd-scripts, musubi-tuner", "checkpoints_total_limit",
-                               "dit-lora keeps the last N checkpoints", sources=("k-util", "m-common")),
-    "save_state": Peer("sd-scripts, musubi-tuner", None, "every checkpoint is the whole state (optimizer, RNG, "
-                       "data position): nothing to turn on", sources=("k-util", "m-common")),
-    "save_state_on_train_end": Peer("sd-scripts, musubi-tuner", None, "the last update is always kept as a "
-                                    "checkpoint", sources=("k-util", "m-common")),
-    "resume": Peer("sd-scripts, musubi-tuner", "resume_from_checkpoint", "a checkpoint folder, or `latest`",
-                   sources=("k-util", "m-common")),
-    "max_data_loader_n_workers": Peer("sd-scripts, musubi-tuner", "dataloader_num_workers",
-                                      sources=("k-util", "m-common")),
-    "persistent_data_loader_workers": Peer("sd-scripts, musubi-tuner", None, "the data loader is set up once "
-                                           "per run", sources=("k-util", "m-common")),
+    "output_name": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the adapter is always pytorch_lora_weights.safetensors in --output_dir: name the folder",
+        sources=("k-util", "m-common"),
+    ),
+    "save_model_as": Peer(
+        "sd-scripts",
+        None,
+        "dit-lora writes safetensors only (diffusers' key names; `dit-lora export` converts)",
+        sources=("k-net",),
+    ),
+    "save_precision": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the adapter is saved from the fp32 LoRA masters",
+        sources=("k-util", "m-common"),
+    ),
+    "save_every_n_steps": Peer(
+        "sd-scripts, musubi-tuner",
+        "checkpointing_steps",
+        "each checkpoint-<step>/ is the whole training state",
+        sources=("k-util", "m-common"),
+    ),
+    "save_every_n_epochs": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "checkpoints are counted in updates: --checkpointing_steps",
+        sources=("k-util", "m-common"),
+    ),
+    "save_last_n_steps": Peer(
+        "sd-scripts, musubi-tuner",
+        "checkpoints_total_limit",
+        "kohya's is a number of steps, dit-lora's a number of checkpoints: N / --checkpointing_steps",
+        sources=("k-util", "m-common"),
+    ),
+    "save_last_n_epochs": Peer(
+        "sd-scripts, musubi-tuner",
+        "checkpoints_total_limit",
+        "dit-lora keeps the last N checkpoints",
+        sources=("k-util", "m-common"),
+    ),
+    "save_state": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "every checkpoint is the whole state (optimizer, RNG, data position): nothing to turn on",
+        sources=("k-util", "m-common"),
+    ),
+    "save_state_on_train_end": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the last update is always kept as a checkpoint",
+        sources=("k-util", "m-common"),
+    ),
+    "resume": Peer(
+        "sd-scripts, musubi-tuner",
+        "resume_from_checkpoint",
+        "a checkpoint folder, or `latest`",
+        sources=("k-util", "m-common"),
+    ),
+    "max_data_loader_n_workers": Peer(
+        "sd-scripts, musubi-tuner", "dataloader_num_workers", sources=("k-util", "m-common")
+    ),
+    "persistent_data_loader_workers": Peer(
+        "sd-scripts, musubi-tuner", None, "the data loader is set up once per run", sources=("k-util", "m-common")
+    ),
     "sample_every_n_steps": Peer("sd-scripts, musubi-tuner", "validation_steps", sources=("k-util", "m-common")),
-    "sample_every_n_epochs": Peer("sd-scripts, musubi-tuner", "validation_steps", _STEPS,
-                                  sources=("k-util", "m-common")),
-    "sample_prompts": Peer("sd-scripts, musubi-tuner", "validation_prompt", "one prompt, not a file",
-                           sources=("k-util", "m-common")),
+    "sample_every_n_epochs": Peer(
+        "sd-scripts, musubi-tuner", "validation_steps", _STEPS, sources=("k-util", "m-common")
+    ),
+    "sample_prompts": Peer(
+        "sd-scripts, musubi-tuner", "validation_prompt", "one prompt, not a file", sources=("k-util", "m-common")
+    ),
     "optimizer_type": Peer("sd-scripts, musubi-tuner", None, _ADAMW, sources=("k-util", "m-common")),
     "optimizer_args": Peer("sd-scripts, musubi-tuner", None, _ADAMW, sources=("k-util", "m-common")),
     "lr_scheduler_num_cycles": Peer("sd-scripts, musubi-tuner", "lr_num_cycles", sources=("k-util", "m-common")),
     "lr_scheduler_power": Peer("sd-scripts, musubi-tuner", "lr_power", sources=("k-util", "m-common")),
     "unet_lr": Peer("sd-scripts", "learning_rate", sources=("k-net",)),
-    "full_bf16": Peer("sd-scripts, musubi-tuner", None, "the LoRA weights stay fp32 masters; --mixed_precision "
-                      "bf16 (the default) is the compute precision", sources=("k-util", "m-common")),
-    "full_fp16": Peer("sd-scripts, musubi-tuner", None, "the LoRA weights stay fp32 masters; fp16 compute needs "
-                      "--mixed_precision fp16 --allow_fp16", sources=("k-util", "m-common")),
-    "fp8_base": Peer("sd-scripts, musubi-tuner", "quantize_base", "--quantize_base fp8 (torchao fp8 weights, "
-                     "CUDA compute capability 8.9+)", sources=("k-util", "m-common")),
+    "full_bf16": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the LoRA weights stay fp32 masters; --mixed_precision bf16 (the default) is the compute precision",
+        sources=("k-util", "m-common"),
+    ),
+    "full_fp16": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the LoRA weights stay fp32 masters; fp16 compute needs --mixed_precision fp16 --allow_fp16",
+        sources=("k-util", "m-common"),
+    ),
+    "fp8_base": Peer(
+        "sd-scripts, musubi-tuner",
+        "quantize_base",
+        "--quantize_base fp8 (torchao fp8 weights, CUDA compute capability 8.9+)",
+        sources=("k-util", "m-common"),
+    ),
     "fp8_scaled": Peer("musubi-tuner", "quantize_base", "--quantize_base fp8", sources=("m-wan",)),
-    "fp8_t5": Peer("musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8",
-                   sources=("m-wan",)),
-    "fp8_llm": Peer("musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8",
-                    sources=("m-common",)),
+    "fp8_t5": Peer("musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-wan",)),
+    "fp8_llm": Peer(
+        "musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-common",)
+    ),
     "blocks_to_swap": Peer("sd-scripts, musubi-tuner", None, _SWAP, sources=("k-util", "m-common")),
     "gradient_checkpointing_cpu_offload": Peer("musubi-tuner", None, _SWAP, sources=("m-common",)),
-    "sdpa": Peer("sd-scripts, musubi-tuner", "attention_backend", "--attention_backend sdpa",
-                 sources=("k-util", "m-common")),
-    "xformers": Peer("sd-scripts, musubi-tuner", "attention_backend", "xformers is not used: --attention_backend "
-                     "auto picks FA3 or cuDNN SDPA", sources=("k-util", "m-common")),
+    "sdpa": Peer(
+        "sd-scripts, musubi-tuner", "attention_backend", "--attention_backend sdpa", sources=("k-util", "m-common")
+    ),
+    "xformers": Peer(
+        "sd-scripts, musubi-tuner",
+        "attention_backend",
+        "xformers is not used: --attention_backend auto picks FA3 or cuDNN SDPA",
+        sources=("k-util", "m-common"),
+    ),
     "torch_compile": Peer("sd-scripts", "compile", "--compile blocks", sources=("k-util",)),
     "log_with": Peer("sd-scripts, musubi-tuner", "report_to", sources=("k-util", "m-common")),
     "log_tracker_name": Peer("sd-scripts, musubi-tuner", "tracker_project_name", sources=("k-util", "m-common")),
-    "huggingface_repo_id": Peer("sd-scripts, musubi-tuner", "hub_model_id", "with --push_to_hub",
-                                sources=("k-util", "m-common")),
-    "huggingface_repo_visibility": Peer("sd-scripts, musubi-tuner", "hub_private",
-                                        sources=("k-util", "m-common")),
-    "dit": Peer("musubi-tuner", "transformer_file", "a single-file transformer; --pretrained_model_name_or_path "
-                "(the diffusers folder or Hub id) still gives its config, the VAE and the text encoder",
-                sources=("m-common",)),
-    "vae": Peer("sd-scripts, musubi-tuner", None, "the VAE comes from --pretrained_model_name_or_path",
-                sources=("k-util", "m-common")),
-    "task": Peer("musubi-tuner", "family", "the model folder says which Wan it is; --family wan or wan_i2v",
-                 sources=("m-wan",)),
+    "huggingface_repo_id": Peer(
+        "sd-scripts, musubi-tuner", "hub_model_id", "with --push_to_hub", sources=("k-util", "m-common")
+    ),
+    "huggingface_repo_visibility": Peer("sd-scripts, musubi-tuner", "hub_private", sources=("k-util", "m-common")),
+    "dit": Peer(
+        "musubi-tuner",
+        "transformer_file",
+        "a single-file transformer; --pretrained_model_name_or_path "
+        "(the diffusers folder or Hub id) still gives its config, the VAE and the text encoder",
+        sources=("m-common",),
+    ),
+    "vae": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "the VAE comes from --pretrained_model_name_or_path",
+        sources=("k-util", "m-common"),
+    ),
+    "task": Peer(
+        "musubi-tuner", "family", "the model folder says which Wan it is; --family wan or wan_i2v", sources=("m-wan",)
+    ),
     "discrete_flow_shift": Peer("musubi-tuner", "flow_shift", sources=("m-common",)),
-    "sigmoid_scale": Peer("musubi-tuner", "logit_std", "musubi-tuner's `sigmoid` sampling is --timestep_sampling "
-                          "logit_normal with --logit_std its scale", sources=("m-common",)),
-    "min_timestep": Peer("sd-scripts, musubi-tuner", None, "timesteps span the whole schedule (Wan A14B: the "
-                         "trained expert's part of it, --wan_expert)", sources=("k-util", "m-common")),
-    "max_timestep": Peer("sd-scripts, musubi-tuner", None, "timesteps span the whole schedule (Wan A14B: the "
-                         "trained expert's part of it, --wan_expert)", sources=("k-util", "m-common")),
-    "dit_high_noise": Peer("musubi-tuner", "wan_expert", "both Wan 2.2 A14B experts come from the diffusers "
-                           "folder; --wan_expert high, low or both picks the trained one", sources=("m-wan",)),
-    "timestep_boundary": Peer("musubi-tuner", None, "the experts' boundary is the checkpoint's own "
-                              "(boundary_ratio)", sources=("m-wan",)),
+    "sigmoid_scale": Peer(
+        "musubi-tuner",
+        "logit_std",
+        "musubi-tuner's `sigmoid` sampling is --timestep_sampling logit_normal with --logit_std its scale",
+        sources=("m-common",),
+    ),
+    "min_timestep": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "timesteps span the whole schedule (Wan A14B: the trained expert's part of it, --wan_expert)",
+        sources=("k-util", "m-common"),
+    ),
+    "max_timestep": Peer(
+        "sd-scripts, musubi-tuner",
+        None,
+        "timesteps span the whole schedule (Wan A14B: the trained expert's part of it, --wan_expert)",
+        sources=("k-util", "m-common"),
+    ),
+    "dit_high_noise": Peer(
+        "musubi-tuner",
+        "wan_expert",
+        "both Wan 2.2 A14B experts come from the diffusers "
+        "folder; --wan_expert high, low or both picks the trained one",
+        sources=("m-wan",),
+    ),
+    "timestep_boundary": Peer(
+        "musubi-tuner", None, "the experts' boundary is the checkpoint's own (boundary_ratio)", sources=("m-wan",)
+    ),
     "offload_inactive_dit": Peer("musubi-tuner", "offload_inactive_expert", sources=("m-wan",)),
     # SimpleTuner
     "model_family": Peer("SimpleTuner", "family", sources=("st",)),
-    "model_flavour": Peer("SimpleTuner", None, "the checkpoint (--pretrained_model_name_or_path) is the variant",
-                          sources=("st",)),
-    "model_type": Peer("SimpleTuner", None, "dit-lora trains LoRA; --train_backbone trains chosen blocks in full "
-                       "beside it", sources=("st",)),
+    "model_flavour": Peer(
+        "SimpleTuner", None, "the checkpoint (--pretrained_model_name_or_path) is the variant", sources=("st",)
+    ),
+    "model_type": Peer(
+        "SimpleTuner",
+        None,
+        "dit-lora trains LoRA; --train_backbone trains chosen blocks in full beside it",
+        sources=("st",),
+    ),
     "pretrained_transformer_model_name_or_path": Peer(
-        "SimpleTuner", "transformer_file", "a single .safetensors file; a separate transformer folder is not read",
-        sources=("st",)),
+        "SimpleTuner",
+        "transformer_file",
+        "a single .safetensors file; a separate transformer folder is not read",
+        sources=("st",),
+    ),
     "lora_rank": Peer("SimpleTuner", "rank", sources=("st-fields",)),
     "lora_type": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
     "lycoris_config": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
@@ -248,17 +425,23 @@ PEER_FLAGS: dict[str, Peer] = {
     "ema_config": Peer("ai-toolkit", None, "EMA is planned (issue 37)", sources=("at-yaml",)),
     "data_backend_config": Peer("SimpleTuner", None, f"no data backend JSON: {_DATA} per run", sources=("st",)),
     "caption_strategy": Peer("SimpleTuner", None, _CAPTIONS, sources=("st",)),
-    "resolution_type": Peer("SimpleTuner", "aspect_buckets", "--resolution is a side in pixels; `auto` buckets "
-                            "hold about its square", sources=("st",)),
+    "resolution_type": Peer(
+        "SimpleTuner",
+        "aspect_buckets",
+        "--resolution is a side in pixels; `auto` buckets hold about its square",
+        sources=("st",),
+    ),
     "checkpoint_step_interval": Peer("SimpleTuner", "checkpointing_steps", sources=("st",)),
     "checkpoint_epoch_interval": Peer("SimpleTuner", "checkpointing_steps", _STEPS, sources=("st",)),
     "validation_step_interval": Peer("SimpleTuner", "validation_steps", sources=("st-fields",)),
     "validation_num_inference_steps": Peer("SimpleTuner", "validation_inference_steps", sources=("st-fields",)),
     "validation_guidance": Peer("SimpleTuner", "validation_guidance_scale", sources=("st-fields",)),
-    "user_prompt_library": Peer("SimpleTuner", "validation_prompt", "one prompt, not a library",
-                                sources=("st-fields",)),
-    "base_model_precision": Peer("SimpleTuner", "quantize_base", "int8-*, fp8-*, nf4-bnb: --quantize_base int8, "
-                                 "fp8 or nf4", sources=("st",)),
+    "user_prompt_library": Peer(
+        "SimpleTuner", "validation_prompt", "one prompt, not a library", sources=("st-fields",)
+    ),
+    "base_model_precision": Peer(
+        "SimpleTuner", "quantize_base", "int8-*, fp8-*, nf4-bnb: --quantize_base int8, fp8 or nf4", sources=("st",)
+    ),
     "flow_schedule_shift": Peer("SimpleTuner", "flow_shift", sources=("st-fields",)),
     "attention_mechanism": Peer("SimpleTuner", "attention_backend", sources=("st",)),
     "musubi_blocks_to_swap": Peer("SimpleTuner", None, _SWAP, sources=("st",)),
@@ -277,22 +460,37 @@ PEER_FLAGS: dict[str, Peer] = {
     "folder_path": Peer("ai-toolkit", "train_data_dir", sources=("at",)),
     "caption_ext": Peer("ai-toolkit", "caption_extension", "with its dot: `.txt`", sources=("at",)),
     "num_repeats": Peer("ai-toolkit", None, _REPEATS, sources=("at",)),
-    "trigger_word": Peer("ai-toolkit", None, "write it into the captions, or give one caption with "
-                         "--instance_prompt", sources=("at",)),
-    "default_caption": Peer("ai-toolkit", None, "uncaptioned images in a kohya N_words/ folder take the folder's "
-                            "words; --instance_prompt gives every image one caption", sources=("at",)),
+    "trigger_word": Peer(
+        "ai-toolkit", None, "write it into the captions, or give one caption with --instance_prompt", sources=("at",)
+    ),
+    "default_caption": Peer(
+        "ai-toolkit",
+        None,
+        "uncaptioned images in a kohya N_words/ folder take the folder's "
+        "words; --instance_prompt gives every image one caption",
+        sources=("at",),
+    ),
     "flip_x": Peer("ai-toolkit", "random_flip", sources=("at",)),
     "shuffle_tokens": Peer("ai-toolkit", None, "captions are used as written", sources=("at-yaml",)),
     "name_or_path": Peer("ai-toolkit", "pretrained_model_name_or_path", sources=("at-yaml",)),
-    "quantize": Peer("ai-toolkit", "quantize_base", "its 8-bit quantization: --quantize_base int8 or fp8",
-                     sources=("at-yaml",)),
-    "quantize_te": Peer("ai-toolkit", "quantize_text_encoder", "nf4 through bitsandbytes",
-                        sources=("at-yaml",)),
+    "quantize": Peer(
+        "ai-toolkit", "quantize_base", "its 8-bit quantization: --quantize_base int8 or fp8", sources=("at-yaml",)
+    ),
+    "quantize_te": Peer("ai-toolkit", "quantize_text_encoder", "nf4 through bitsandbytes", sources=("at-yaml",)),
     "training_folder": Peer("ai-toolkit", "output_dir", sources=("at-yaml",)),
-    "dtype": Peer("ai-toolkit", "mixed_precision", "train: dtype is the compute precision (bf16 by default); "
-                  "save: dtype has no counterpart (fp32 LoRA masters are saved)", sources=("at",)),
-    "timestep_type": Peer("ai-toolkit", "timestep_sampling", "`sigmoid` is `logit_normal` (mean 0, std 1), "
-                          "`linear` is `uniform`", sources=("at",)),
+    "dtype": Peer(
+        "ai-toolkit",
+        "mixed_precision",
+        "train: dtype is the compute precision (bf16 by default); "
+        "save: dtype has no counterpart (fp32 LoRA masters are saved)",
+        sources=("at",),
+    ),
+    "timestep_type": Peer(
+        "ai-toolkit",
+        "timestep_sampling",
+        "`sigmoid` is `logit_normal` (mean 0, std 1), `linear` is `uniform`",
+        sources=("at",),
+    ),
     "layer_offloading": Peer("ai-toolkit", None, _SWAP, sources=("at",)),
     "low_vram": Peer("ai-toolkit", None, _SWAP, sources=("at-yaml",)),
 }
@@ -300,45 +498,145 @@ PEER_FLAGS: dict[str, Peer] = {
 #: peer options dit-lora spells the same way (same meaning unless the page says otherwise), by peer (PEERS keys)
 SAME_NAMES: dict[str, tuple[str, ...]] = {
     "diffusers": (
-        "pretrained_model_name_or_path", "revision", "variant", "instance_data_dir", "instance_prompt",
-        "train_data_dir", "dataset_name", "dataset_config_name", "image_column", "caption_column", "video_column",
-        "max_train_samples", "resolution", "center_crop", "random_flip", "cache_latents", "cache_dir",
-        "max_sequence_length", "complex_human_instruction", "height", "width", "max_num_frames", "rank",
-        "lora_alpha", "lora_dropout", "lora_layers", "output_dir", "seed", "train_batch_size", "num_train_epochs",
-        "max_train_steps", "gradient_accumulation_steps", "gradient_checkpointing", "learning_rate", "scale_lr",
-        "lr_scheduler", "lr_warmup_steps", "lr_num_cycles", "lr_power", "max_grad_norm", "adam_beta1",
-        "adam_beta2", "adam_weight_decay", "adam_epsilon", "use_8bit_adam", "mixed_precision", "allow_tf32",
-        "checkpointing_steps", "checkpoints_total_limit", "resume_from_checkpoint", "validation_prompt",
-        "num_validation_images", "dataloader_num_workers", "weighting_scheme", "logit_mean", "logit_std",
-        "mode_scale", "report_to", "logging_dir", "push_to_hub", "hub_model_id", "enable_slicing",
-        "enable_tiling"),
+        "pretrained_model_name_or_path",
+        "revision",
+        "variant",
+        "instance_data_dir",
+        "instance_prompt",
+        "train_data_dir",
+        "dataset_name",
+        "dataset_config_name",
+        "image_column",
+        "caption_column",
+        "video_column",
+        "max_train_samples",
+        "resolution",
+        "center_crop",
+        "random_flip",
+        "cache_latents",
+        "cache_dir",
+        "max_sequence_length",
+        "complex_human_instruction",
+        "height",
+        "width",
+        "max_num_frames",
+        "rank",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_layers",
+        "output_dir",
+        "seed",
+        "train_batch_size",
+        "num_train_epochs",
+        "max_train_steps",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "learning_rate",
+        "scale_lr",
+        "lr_scheduler",
+        "lr_warmup_steps",
+        "lr_num_cycles",
+        "lr_power",
+        "max_grad_norm",
+        "adam_beta1",
+        "adam_beta2",
+        "adam_weight_decay",
+        "adam_epsilon",
+        "use_8bit_adam",
+        "mixed_precision",
+        "allow_tf32",
+        "checkpointing_steps",
+        "checkpoints_total_limit",
+        "resume_from_checkpoint",
+        "validation_prompt",
+        "num_validation_images",
+        "dataloader_num_workers",
+        "weighting_scheme",
+        "logit_mean",
+        "logit_std",
+        "mode_scale",
+        "report_to",
+        "logging_dir",
+        "push_to_hub",
+        "hub_model_id",
+        "enable_slicing",
+        "enable_tiling",
+    ),
     "kohya": (
-        "pretrained_model_name_or_path", "train_data_dir", "resolution", "caption_extension", "cache_latents",
-        "seed", "train_batch_size", "max_train_steps", "gradient_accumulation_steps", "gradient_checkpointing",
-        "learning_rate", "lr_scheduler", "lr_warmup_steps", "max_grad_norm", "use_8bit_adam", "mixed_precision",
-        "output_dir", "logging_dir", "weighting_scheme", "logit_mean", "logit_std", "mode_scale",
-        "timestep_sampling", "flow_shift"),
+        "pretrained_model_name_or_path",
+        "train_data_dir",
+        "resolution",
+        "caption_extension",
+        "cache_latents",
+        "seed",
+        "train_batch_size",
+        "max_train_steps",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "learning_rate",
+        "lr_scheduler",
+        "lr_warmup_steps",
+        "max_grad_norm",
+        "use_8bit_adam",
+        "mixed_precision",
+        "output_dir",
+        "logging_dir",
+        "weighting_scheme",
+        "logit_mean",
+        "logit_std",
+        "mode_scale",
+        "timestep_sampling",
+        "flow_shift",
+    ),
     "simpletuner": (
-        "pretrained_model_name_or_path", "resolution", "lora_alpha", "lora_dropout", "seed", "train_batch_size",
-        "num_train_epochs", "max_train_steps", "gradient_accumulation_steps", "gradient_checkpointing",
-        "learning_rate", "lr_scheduler", "lr_warmup_steps", "max_grad_norm", "mixed_precision",
-        "checkpointing_steps", "checkpoints_total_limit", "resume_from_checkpoint", "validation_steps",
-        "validation_prompt", "report_to", "tracker_project_name", "logging_dir", "push_to_hub", "hub_model_id",
-        "output_dir", "caption_dropout_probability"),
-    "ai-toolkit": ("resolution", "gradient_accumulation_steps", "gradient_checkpointing", "lr_scheduler", "seed",
-                   "num_frames"),
+        "pretrained_model_name_or_path",
+        "resolution",
+        "lora_alpha",
+        "lora_dropout",
+        "seed",
+        "train_batch_size",
+        "num_train_epochs",
+        "max_train_steps",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "learning_rate",
+        "lr_scheduler",
+        "lr_warmup_steps",
+        "max_grad_norm",
+        "mixed_precision",
+        "checkpointing_steps",
+        "checkpoints_total_limit",
+        "resume_from_checkpoint",
+        "validation_steps",
+        "validation_prompt",
+        "report_to",
+        "tracker_project_name",
+        "logging_dir",
+        "push_to_hub",
+        "hub_model_id",
+        "output_dir",
+        "caption_dropout_probability",
+    ),
+    "ai-toolkit": (
+        "resolution",
+        "gradient_accumulation_steps",
+        "gradient_checkpointing",
+        "lr_scheduler",
+        "seed",
+        "num_frames",
+    ),
 }
 
 #: same spelling, another meaning: the peer's sense, and what to pass to dit-lora
 SAME_NAME_CAVEATS: dict[str, str] = {
     "resolution": "kohya, SimpleTuner and ai-toolkit also take `W,H`, megapixels or a list; dit-lora's is one "
-                  "side in pixels (aspect buckets hold about its square)",
+    "side in pixels (aspect buckets hold about its square)",
     "timestep_sampling": "musubi-tuner's choices (sigma, shift, sigmoid, ...) are not dit-lora's (uniform, "
-                         "logit_normal; CogVideoX and Wan): `sigmoid` is logit_normal",
+    "logit_normal; CogVideoX and Wan): `sigmoid` is logit_normal",
     "flow_shift": "musubi-tuner's --flow_shift is the sampling shift of its generation scripts; its training "
-                  "shift is --discrete_flow_shift, which is dit-lora's --flow_shift (Wan)",
+    "shift is --discrete_flow_shift, which is dit-lora's --flow_shift (Wan)",
     "num_frames": "ai-toolkit's datasets: num_frames is a clip's frame count: for Wan and CogVideoX pass "
-                  "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip",
+    "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip",
     "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
 }
 
@@ -355,8 +653,10 @@ def peer_hint(name: str, valid: Iterable[str]) -> str | None:
         return f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}{said}."
     holders = owners(peer.option) if peer.option else []
     if holders:
-        return (f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}, an option of "
-                f"--family {' or '.join(holders)}{said}.")
+        return (
+            f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}, an option of "
+            f"--family {' or '.join(holders)}{said}."
+        )
     return f"--{name} ({peer.trainers}) has no dit-lora equivalent: {peer.fallback or peer.note}."
 
 

@@ -134,8 +134,9 @@ class TrainConfig(Generic[FamilyOptionsT]):
     #: (then the options off their default count as set: :func:`dit_lora.catalogue.defaults.explicit_options`)
     explicit: frozenset[str] | None = field(default=None, compare=False, metadata={"option": False})
 
-    def __init__(self, *, family_options: FamilyOptions | None = None, explicit: frozenset[str] | None = None,
-                 **values: Any) -> None:
+    def __init__(
+        self, *, family_options: FamilyOptions | None = None, explicit: frozenset[str] | None = None, **values: Any
+    ) -> None:
         """Sections by their attribute name, options by their flat name (each put into its section, over a
         section given too); the family's options default to its options class's defaults."""
         sections = {attr: values.pop(attr, None) for attr in _SECTION_ATTRS}
@@ -143,7 +144,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
         if unknown:
             raise TypeError(f"TrainConfig got an unexpected keyword argument {unknown[0]!r}")
         values = _normalised(values, sections)
-        for name, (cls, attr) in SECTIONS.items():
+        for cls, attr in SECTIONS.values():
             given = sections[attr] if sections[attr] is not None else cls()
             own = {k: v for k, v in values.items() if SECTION_OF[k] == attr}
             object.__setattr__(self, attr, replace(given, **own) if own else given)
@@ -152,8 +153,10 @@ class TrainConfig(Generic[FamilyOptionsT]):
         if family_options is None:
             family_options = wanted()
         elif type(family_options) is not wanted:
-            raise TypeError(f"family_options of family `{self.model.family}` must be a {wanted.__name__}, "
-                            f"not a {type(family_options).__name__}")
+            raise TypeError(
+                f"family_options of family `{self.model.family}` must be a {wanted.__name__}, "
+                f"not a {type(family_options).__name__}"
+            )
         object.__setattr__(self, "family_options", family_options)
 
     def __getattr__(self, name: str) -> Any:
@@ -176,7 +179,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
         return {f.name: getattr(getattr(self, SECTION_OF[f.name]), f.name) for f in _FIELDS}
 
     @classmethod
-    def for_family(cls, family: str | None = None, /, **values: Any) -> "TrainConfig":
+    def for_family(cls, family: str | None = None, /, **values: Any) -> TrainConfig:
         """A config for ``family`` built in code: each keyword goes where it belongs, common or the family's.
 
         ``TrainConfig.for_family("dit", num_classes=10, resolution=64)``. ``family`` may also come as a keyword

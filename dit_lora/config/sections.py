@@ -82,26 +82,46 @@ class Applies:
 
 
 #: clips: frame counts, buckets and the video column (CogVideoX, Wan: their media read these)
-VIDEO_FAMILIES = Applies(("VideoFrames",), "video families",
-                         "an image family's size is --resolution; a video LLM's frames are --num_frames")
+VIDEO_FAMILIES = Applies(
+    ("VideoFrames",), "video families", "an image family's size is --resolution; a video LLM's frames are --num_frames"
+)
 #: a clip's height and width: the video families' media, and the video LLMs' memory plan
-VIDEO_SIZE = Applies(("VideoFrames", "VideoQA"), "video families and video LLMs",
-                     "an image family's size is --resolution")
+VIDEO_SIZE = Applies(
+    ("VideoFrames", "VideoQA"), "video families and video LLMs", "an image family's size is --resolution"
+)
 #: images (not clips): the image families' media
-IMAGE_FAMILIES = Applies(("Encoders",), "image families",
-                         "a video family's size is --height/--width or --frame_buckets; a video LLM's clips are "
-                         "--num_frames of --height x --width", none_of=("VideoFrames",))
+IMAGE_FAMILIES = Applies(
+    ("Encoders",),
+    "image families",
+    "a video family's size is --height/--width or --frame_buckets; a video LLM's clips are "
+    "--num_frames of --height x --width",
+    none_of=("VideoFrames",),
+)
 #: latents, the latent cache and sampled images or clips: every diffusion family
-DIFFUSION_FAMILIES = Applies(("Encoders",), "diffusion families",
-                             "a video LLM reads its clips through the model's own processor and validates by "
-                             "answering --validation_prompt")
+DIFFUSION_FAMILIES = Applies(
+    ("Encoders",),
+    "diffusion families",
+    "a video LLM reads its clips through the model's own processor and validates by answering --validation_prompt",
+)
 #: the demo models whose size --demo_size picks (Sana, DiT); the video families pick theirs by version or variant
-IMAGE_DEMOS = Applies(("Encoders",), "the image families' demos",
-                      "CogVideoX's demo is --demo_cogvideox_version, Wan's --demo_wan_variant", none_of=("VideoFrames",))
+IMAGE_DEMOS = Applies(
+    ("Encoders",),
+    "the image families' demos",
+    "CogVideoX's demo is --demo_cogvideox_version, Wan's --demo_wan_variant",
+    none_of=("VideoFrames",),
+)
 
 
-def opt(default: Any, help: str, *, choices: Sequence[str] | None = None, section: str = "",
-        valid: Range | None = None, resume: str | None = None, applies: Applies | None = None) -> Any:
+def opt(
+    default: Any,
+    help: str,
+    *,
+    choices: Sequence[str] | None = None,
+    section: str = "",
+    valid: Range | None = None,
+    resume: str | None = None,
+    applies: Applies | None = None,
+) -> Any:
     """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
     a numeric option (checked at parse time, whichever way the value was given, and listed in the docs), and
     ``resume``: whether a resumed run may change it (``"free"``) or not (``"fixed"``: it changes what the saved
@@ -120,9 +140,19 @@ def opt(default: Any, help: str, *, choices: Sequence[str] | None = None, sectio
 RESUME_CLASSES = ("fixed", "free")
 #: the class of a common option that names none. No section default for a family's options: each declares its own,
 #: and tests/config/test_schema.py fails for one that does not.
-SECTION_RESUME = {"model": "fixed", "data": "fixed", "video": "fixed", "lora": "fixed", "training": "free",
-                  "checkpoints": "free", "validation": "free", "hub": "free", "guards": "free", "kernels": "free",
-                  "misc": "free"}
+SECTION_RESUME = {
+    "model": "fixed",
+    "data": "fixed",
+    "video": "fixed",
+    "lora": "fixed",
+    "training": "free",
+    "checkpoints": "free",
+    "validation": "free",
+    "hub": "free",
+    "guards": "free",
+    "kernels": "free",
+    "misc": "free",
+}
 
 
 def resume_class(f) -> str | None:
@@ -175,8 +205,11 @@ class ModelOptions:
     """The model to fine-tune and how it loads."""
 
     family: str = opt(
-        "sana", "Model family (its registry entry: dit_lora/families/<package>/__init__.py). `dit-lora train` reads "
-        "it from the model when neither this nor the config names it.", choices=RegisteredFamilies(), section="model",
+        "sana",
+        "Model family (its registry entry: dit_lora/families/<package>/__init__.py). `dit-lora train` reads "
+        "it from the model when neither this nor the config names it.",
+        choices=RegisteredFamilies(),
+        section="model",
     )
     pretrained_model_name_or_path: str | None = opt(
         None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
@@ -188,7 +221,8 @@ class ModelOptions:
         "A single .safetensors file holding the transformer (original or ComfyUI key names): loaded with diffusers' from_single_file, configured by the diffusers "
         "folder or Hub id of --pretrained_model_name_or_path, which still gives the VAE, text encoder and scheduler. "
         "For the transformer classes diffusers loads from one file (each family's page says whether it has one).",
-        section="model", applies=DIFFUSION_FAMILIES,
+        section="model",
+        applies=DIFFUSION_FAMILIES,
     )
     quantize_base: str = opt(
         "none",
@@ -197,7 +231,8 @@ class ModelOptions:
         "`fp8` (torchao fp8 weights: CUDA GPUs of compute capability 8.9+). LoRA goes on the quantized linears and "
         "trains in fp32; the adapter loads into the ordinary unquantized pipeline. Quantized weights cannot be "
         "trained in full (--train_backbone).",
-        choices=("none", "nf4", "int8", "fp8"), section="model",
+        choices=("none", "nf4", "int8", "fp8"),
+        section="model",
     )
     quantize_text_encoder: bool = opt(
         False,
@@ -215,7 +250,10 @@ class ModelOptions:
         section="model",
     )
     demo_size: str = opt(
-        "tiny", "Size of the demo model built by --demo.", choices=("tiny", "small"), section="model",
+        "tiny",
+        "Size of the demo model built by --demo.",
+        choices=("tiny", "small"),
+        section="model",
         applies=IMAGE_DEMOS,
     )
     demo_num_images: int = opt(
@@ -231,35 +269,44 @@ class DataOptions:
         None,
         "Folder of images with captions in metadata.jsonl/metadata.csv (`file_name` + caption column) "
         "or a .txt file beside each image.",
-        section="data", resume="free",
+        section="data",
+        resume="free",
     )
     instance_data_dir: str | None = opt(
         None,
         "Another name for --train_data_dir, as diffusers' DreamBooth scripts call it (give one of the two).",
-        section="data", resume="free",
+        section="data",
+        resume="free",
     )
     instance_prompt: str | None = opt(
         None,
         "One caption for every image (or clip) of the data, e.g. `a photo of sks dog`, as diffusers' DreamBooth "
         "scripts use it: per-image captions (caption files, metadata, the caption column) are then not read.",
-        section="data", resume="free", applies=DIFFUSION_FAMILIES,
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
     )
     caption_extension: str = opt(
         ".txt",
         "Extension of the caption file beside each image or clip in --train_data_dir (`.txt`; kohya's sd-scripts "
         "use `.caption`).",
-        section="data", resume="free", applies=DIFFUSION_FAMILIES,
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
     )
     dataset_name: str | None = opt(
         None,
         "A Hub dataset id, a local folder `datasets` opens (one written by `save_to_disk` too), or a single "
         ".parquet/.csv/.json/.jsonl file.",
-        section="data", resume="free",
+        section="data",
+        resume="free",
     )
     dataset_split: str = opt(
         "train", "The split of --dataset_name to train on.", section="data", resume="free", applies=DIFFUSION_FAMILIES
     )
-    dataset_config_name: str | None = opt(None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free")
+    dataset_config_name: str | None = opt(
+        None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free"
+    )
     image_column: str = opt(
         "image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES
     )
@@ -270,22 +317,26 @@ class DataOptions:
     max_bad_samples_fraction: float = opt(
         0.05,
         "Stop when more than this fraction of samples cannot be read (they are skipped and named).",
-        section="data", resume="free",
+        section="data",
+        resume="free",
         valid=Range(0, 1, high_open=True),
     )
     resolution: int = opt(
         1024,
         "Training resolution in pixels (square); must be divisible by the model's latent stride.",
         section="data",
-        valid=POSITIVE, applies=IMAGE_FAMILIES,
+        valid=POSITIVE,
+        applies=IMAGE_FAMILIES,
     )
     max_image_pixels: int | None = opt(
         None,
         "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
         "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on "
         "each side), at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
-        section="data", resume="free",
-        valid=POSITIVE, applies=DIFFUSION_FAMILIES,
+        section="data",
+        resume="free",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
     )
     aspect_buckets: str = opt(
         "auto",
@@ -293,14 +344,19 @@ class DataOptions:
         "about --resolution squared pixels in the model's stride (kohya's --enable_bucket); `square` crops every "
         "image to the --resolution square; `WIDTHxHEIGHT` (e.g. 768x512, multiples of the stride) crops every "
         "image to that one size. Images are resized to cover their size, then cropped.",
-        section="data", applies=IMAGE_FAMILIES,
+        section="data",
+        applies=IMAGE_FAMILIES,
     )
     center_crop: bool = opt(
-        False, "Center-crop after resizing; otherwise a random crop, fixed per image.", section="data",
+        False,
+        "Center-crop after resizing; otherwise a random crop, fixed per image.",
+        section="data",
         applies=IMAGE_FAMILIES,
     )
     random_flip: bool = opt(
-        False, "Randomly flip images horizontally (reproducible per epoch and sample).", section="data",
+        False,
+        "Randomly flip images horizontally (reproducible per epoch and sample).",
+        section="data",
         applies=DIFFUSION_FAMILIES,
     )
     caption_dropout_probability: float = opt(
@@ -309,26 +365,39 @@ class DataOptions:
         "the same ones), which keeps the unconditional prediction of classifier-free guidance trained. The empty "
         "caption is encoded once, into the latent cache. 0 (the default) never drops; 0.05 to 0.1 is usual. "
         "A class-conditional family that drops its class labels itself refuses it (its page says so).",
-        section="data", valid=Range(0, 1, high_open=True, why="the share of samples trained on the empty caption"),
-        resume="fixed", applies=DIFFUSION_FAMILIES,
+        section="data",
+        valid=Range(0, 1, high_open=True, why="the share of samples trained on the empty caption"),
+        resume="fixed",
+        applies=DIFFUSION_FAMILIES,
     )
     cache_latents: bool = opt(
         True,
         "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
         "resolution; the VAE and text encoder leave memory afterwards.",
-        section="data", resume="free", applies=DIFFUSION_FAMILIES,
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
     )
     cache_dir: str | None = opt(
         None,
         "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).",
-        section="data", resume="free", applies=DIFFUSION_FAMILIES,
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
     )
     dataloader_num_workers: int = opt(
-        0, "Worker processes for data loading (0: load in the main process).", section="data", resume="free", valid=NON_NEGATIVE
+        0,
+        "Worker processes for data loading (0: load in the main process).",
+        section="data",
+        resume="free",
+        valid=NON_NEGATIVE,
     )
     max_sequence_length: int | None = opt(
-        None, "Maximum caption length in tokens. Default: the family's, from the model's configs (a family whose "
-        "transformer has a fixed text length requires exactly that; its page and `dit-lora models` give the values).", section="data", valid=POSITIVE,
+        None,
+        "Maximum caption length in tokens. Default: the family's, from the model's configs (a family whose "
+        "transformer has a fixed text length requires exactly that; its page and `dit-lora models` give the values).",
+        section="data",
+        valid=POSITIVE,
     )
 
 
@@ -340,35 +409,49 @@ class VideoOptions:
         None,
         "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
         "finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
-        section="video", resume="free", applies=VIDEO_FAMILIES,
+        section="video",
+        resume="free",
+        applies=VIDEO_FAMILIES,
     )
     max_num_frames: int | None = opt(
         None,
         "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at "
         "(`dit-lora models` lists it per checkpoint); latent frames are padded as the model's pipeline pads them.",
         section="video",
-        valid=POSITIVE, applies=VIDEO_FAMILIES,
+        valid=POSITIVE,
+        applies=VIDEO_FAMILIES,
     )
     height: int | None = opt(
-        None, "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
-        "(`dit-lora models` lists it per checkpoint).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
+        None,
+        "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint).",
+        section="video",
+        valid=POSITIVE,
+        applies=VIDEO_SIZE,
     )
     width: int | None = opt(
-        None, "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
-        "(`dit-lora models` lists it per checkpoint).", section="video", valid=POSITIVE, applies=VIDEO_SIZE,
+        None,
+        "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint).",
+        section="video",
+        valid=POSITIVE,
+        applies=VIDEO_SIZE,
     )
     frame_buckets: str | None = opt(
         None,
         "Comma-separated FRAMESxHEIGHTxWIDTH buckets, e.g. `49x480x720,49x480x480,25x480x720`: each clip goes to "
         "the bucket with the most frames it can fill, then the nearest aspect ratio; a batch never mixes "
         "buckets. Replaces --max_num_frames/--height/--width.",
-        section="video", applies=VIDEO_FAMILIES,
+        section="video",
+        applies=VIDEO_FAMILIES,
     )
     frame_sampling: str = opt(
         "uniform",
         "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
         "video trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
-        choices=("uniform", "first"), section="video", applies=VIDEO_FAMILIES,
+        choices=("uniform", "first"),
+        section="video",
+        applies=VIDEO_FAMILIES,
     )
 
 
@@ -385,11 +468,14 @@ class LoraOptions:
         section="lora",
         valid=POSITIVE,
     )
-    lora_dropout: float = opt(0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY,
-                              resume="free")
+    lora_dropout: float = opt(
+        0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY, resume="free"
+    )
     lora_layers: list[str] = opt(
-        [], "Module names (or suffixes) that get LoRA, space- or comma-separated (`to_q to_k` or diffusers' "
-        "`to_q,to_k`). Default: the family's attention projections.", section="lora"
+        [],
+        "Module names (or suffixes) that get LoRA, space- or comma-separated (`to_q to_k` or diffusers' "
+        "`to_q,to_k`). Default: the family's attention projections.",
+        section="lora",
     )
     train_backbone: list[str] = opt(
         [],
@@ -398,12 +484,17 @@ class LoraOptions:
         section="lora",
     )
     backbone_learning_rate: float = opt(
-        1e-5, "Learning rate for the parameters unfrozen by --train_backbone.", section="lora", resume="free", valid=POSITIVE
+        1e-5,
+        "Learning rate for the parameters unfrozen by --train_backbone.",
+        section="lora",
+        resume="free",
+        valid=POSITIVE,
     )
     loraplus_lr_ratio: float | None = opt(
         None,
         "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.",
-        section="lora", resume="free",
+        section="lora",
+        resume="free",
         valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
     )
 
@@ -421,11 +512,14 @@ class TrainingOptions:
         "dit-lora-output", "Where the adapter, model card, samples and checkpoints go.", section="training"
     )
     overwrite_output_dir: bool = opt(
-        False, "Allow replacing a finished run's adapter in output_dir; without --resume_from_checkpoint it also "
+        False,
+        "Allow replacing a finished run's adapter in output_dir; without --resume_from_checkpoint it also "
         "removes an earlier run's checkpoint folders at start (a run still using the folder is never overridden).",
         section="training",
     )
-    seed: int = opt(0, "Seed for initialisation, data order, noise and timesteps.", section="training", resume="fixed", valid=SEED)
+    seed: int = opt(
+        0, "Seed for initialisation, data order, noise and timesteps.", section="training", resume="fixed", valid=SEED
+    )
     train_batch_size: int = opt(4, "Batch size per process.", section="training", resume="fixed", valid=POSITIVE)
     gradient_accumulation_steps: int = opt(
         1, "Micro-batches accumulated per optimizer update.", section="training", resume="fixed", valid=POSITIVE
@@ -461,10 +555,15 @@ class TrainingOptions:
     use_8bit_adam: bool = opt(
         False,
         "Use bitsandbytes' 8-bit AdamW (the `quant` extra; bitsandbytes >= 0.49 also runs it on a CPU).",
-        section="training", resume="fixed",
+        section="training",
+        resume="fixed",
     )
     mixed_precision: str = opt(
-        "bf16", "Compute precision. fp16 is refused unless --allow_fp16.", choices=MIXED_PRECISIONS, section="training", resume="fixed"
+        "bf16",
+        "Compute precision. fp16 is refused unless --allow_fp16.",
+        choices=MIXED_PRECISIONS,
+        section="training",
+        resume="fixed",
     )
     allow_fp16: bool = opt(
         False,
@@ -474,8 +573,10 @@ class TrainingOptions:
     )
     allow_tf32: bool = opt(True, "Allow TF32 matmuls on Ampere+ GPUs.", section="training")
     gradient_checkpointing: bool | None = opt(
-        None, "Recompute activations in backward to save memory. Default: the family's (its page and `dit-lora "
-        "models` say which; the start-of-run defaults block shows the value taken).", section="training",
+        None,
+        "Recompute activations in backward to save memory. Default: the family's (its page and `dit-lora "
+        "models` say which; the start-of-run defaults block shows the value taken).",
+        section="training",
     )
 
 
@@ -521,10 +622,17 @@ class ValidationOptions:
         2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES
     )
     validation_inference_steps: int = opt(
-        20, "Sampler steps for validation images.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES,
+        20,
+        "Sampler steps for validation images.",
+        section="validation",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
     )
     validation_guidance_scale: float = opt(
-        4.5, "Classifier-free guidance scale for validation images.", section="validation", valid=NON_NEGATIVE,
+        4.5,
+        "Classifier-free guidance scale for validation images.",
+        section="validation",
+        valid=NON_NEGATIVE,
         applies=DIFFUSION_FAMILIES,
     )
     report_to: str = opt("tensorboard", "Experiment tracker.", choices=REPORT_TO, section="validation")
@@ -597,7 +705,8 @@ class GuardOptions:
         None,
         "Also skip steps whose loss or gradient norm is more than this many standard deviations above its recent "
         "running mean (e.g. 6). Off when unset.",
-        section="guards", valid=POSITIVE,
+        section="guards",
+        valid=POSITIVE,
     )
     ignore_memory_plan: bool = opt(
         False,
@@ -641,10 +750,12 @@ class KernelOptions:
         ">= 1.5x faster than eager on this kind of device (see benchmarks/RESULTS.md), plus the attention backend; "
         "`on`: every Triton op wherever Triton runs (CUDA, or TRITON_INTERPRET=1 on a CPU); `off`: diffusers' own "
         "modules and processors, untouched.",
-        choices=("auto", "on", "off"), section="kernels",
+        choices=("auto", "on", "off"),
+        section="kernels",
     )
     disable_modulate_kernel: bool = opt(
-        False, "Keep PyTorch for the LayerNorm + adaLN modulation (scale/shift) and the gated residual adds.",
+        False,
+        "Keep PyTorch for the LayerNorm + adaLN modulation (scale/shift) and the gated residual adds.",
         section="kernels",
     )
     disable_layernorm_kernel: bool = opt(
@@ -654,7 +765,8 @@ class KernelOptions:
         False, "Keep diffusers' processor for ReLU linear self-attention.", section="kernels"
     )
     disable_flashattn: bool = opt(
-        False, "Never call the flash-attn package (FA2/FA3), even with --attention_backend flash or auto.",
+        False,
+        "Never call the flash-attn package (FA2/FA3), even with --attention_backend flash or auto.",
         section="kernels",
     )
     attention_backend: str = opt(
@@ -662,7 +774,8 @@ class KernelOptions:
         "Softmax attention backend in the patched processors: `auto` (CUDA: FA3 if installed, else cuDNN SDPA; "
         "CPU: PyTorch's choice), `flash` (flash-attn, else SDPA flash), `cudnn`, `efficient`, `sdpa` (PyTorch's "
         "choice) or `math`. Ignored with --kernels off.",
-        choices=("auto", "flash", "cudnn", "efficient", "sdpa", "math"), section="kernels",
+        choices=("auto", "flash", "cudnn", "efficient", "sdpa", "math"),
+        section="kernels",
     )
     kernel_check_interval: int = opt(
         500,
@@ -670,7 +783,8 @@ class KernelOptions:
         "first step and then every this many updates; an op that returns non-finite values where the reference "
         "does not, or disagrees beyond tolerance, is switched off for the rest of the run (the step is skipped). "
         "0: only at the first step.",
-        section="kernels", valid=Range(0, why="0 checks only at the first step"),
+        section="kernels",
+        valid=Range(0, why="0 checks only at the first step"),
     )
     compile: str = opt(
         "off",
@@ -678,7 +792,8 @@ class KernelOptions:
         "by all blocks, one per bucket shape), `full` the whole model, `off` runs eagerly. Kernel-check steps, "
         "the diagnosis replay and validation samples run eagerly; train_summary.json reports graphs, graph breaks "
         "and recompiles after warm-up. Off by default until benchmarks/RESULTS.md shows it faster on a device.",
-        choices=("off", "blocks", "full"), section="kernels",
+        choices=("off", "blocks", "full"),
+        section="kernels",
     )
 
 

@@ -11,14 +11,15 @@ import functools
 import math
 import types
 import typing
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from dit_lora.config import owners
 from dit_lora.config.peers import peer_hint
 from dit_lora.core.errors import UserError
 
 
-@functools.lru_cache(maxsize=None)  # resolving the annotations is most of a parse's time; they never change
+@functools.cache  # resolving the annotations is most of a parse's time; they never change
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -63,8 +64,10 @@ def unknown_message(name: str, valid: Sequence[str], where: str) -> str:
     bare = name.split("=")[0].lstrip("-")
     flag = where == "on the command line"
     hint = _unknown_hint(bare, valid, flag)
-    return (f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
-            "for every valid option.")
+    return (
+        f"Unknown option `{'--' if flag else ''}{bare}` {where}.{f' {hint}' if hint else ''} Run with --help "
+        "for every valid option."
+    )
 
 
 def _unknown_hint(bare: str, valid: Sequence[str], flag: bool) -> str:
@@ -87,8 +90,10 @@ def unknown_options_message(names: Sequence[str], valid: Sequence[str], where: s
         bare = name.split("=")[0].lstrip("-")
         hint = _unknown_hint(bare, valid, flag)
         items.append(f"`{'--' if flag else ''}{bare}`{f' ({hint.rstrip(chr(46))})' if hint else ''}")
-    return (f"{len(items)} unknown options {where}: {'; '.join(items)}. Fix or remove each of them; run with --help "
-            "for every valid option.")
+    return (
+        f"{len(items)} unknown options {where}: {'; '.join(items)}. Fix or remove each of them; run with --help "
+        "for every valid option."
+    )
 
 
 _TRUE = {"1", "true", "yes", "on", "y"}
@@ -146,9 +151,9 @@ def coerce(name: str, value: Any, source: str) -> Any:
 #: what a list means for a one-value option in the trainers people come from (the sentence after the type error)
 _LIST_HINTS = {
     "resolution": " dit-lora trains at one --resolution (one side in pixels) and aspect-ratio buckets "
-                  "(--aspect_buckets, `auto` by default) hold every image near its square's pixel count; "
-                  "ai-toolkit's list of resolutions (training at several sizes) has no dit-lora equivalent: "
-                  "pick one, e.g. the largest.",
+    "(--aspect_buckets, `auto` by default) hold every image near its square's pixel count; "
+    "ai-toolkit's list of resolutions (training at several sizes) has no dit-lora equivalent: "
+    "pick one, e.g. the largest.",
 }
 
 
@@ -196,8 +201,9 @@ def range_message(name: str, value: Any, source: str | None = None, shown: str |
         fix = f"or leave it out for the default ({f.default})"
     else:
         fix = "or leave it out (unset)"
-    return (f"--{name} is {shown or value}{problem}; it must be {wanted}{why}. Set it{_where(source)} to "
-            f"{wanted}, {fix}.")
+    return (
+        f"--{name} is {shown or value}{problem}; it must be {wanted}{why}. Set it{_where(source)} to {wanted}, {fix}."
+    )
 
 
 def check_value(name: str, value: Any, source: str | None, raw: Any = None) -> None:

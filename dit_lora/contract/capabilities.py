@@ -51,8 +51,9 @@ class Loss(Protocol):
     def prepare_batch(self, comps, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
         """A collated batch as the step's inputs on ``device`` (the loop and the fault replay both call this)."""
 
-    def compute_loss(self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
-                     cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """The scalar loss of one micro-batch (``batch["step"]``: the 1-based update, a host int, when the loop
         built the batch)."""
 
@@ -305,8 +306,26 @@ class FusedKernels(Protocol):
 
 
 #: every capability, for messages and checks
-ALL = (Demo, ModelDefaults, RunNotes, Precision, RunSetup, Trainables, Encoders, Captions, VideoFrames, ImageBuckets,
-       VideoQA, Samples, MemoryPlan, ModelCard, AdapterFitting, AdapterExtras, Exports, FusedKernels)
+ALL = (
+    Demo,
+    ModelDefaults,
+    RunNotes,
+    Precision,
+    RunSetup,
+    Trainables,
+    Encoders,
+    Captions,
+    VideoFrames,
+    ImageBuckets,
+    VideoQA,
+    Samples,
+    MemoryPlan,
+    ModelCard,
+    AdapterFitting,
+    AdapterExtras,
+    Exports,
+    FusedKernels,
+)
 
 
 def members(proto: type) -> list[str]:

@@ -147,10 +147,24 @@ class FamilySpec:
 REQUIRED: dict[str, type] = {"model": ModelLoading, "data": DataPath, "loss": Loss, "adapter": AdapterIO}
 #: the optional components and their protocols, in the order of the fields
 OPTIONAL: dict[str, type] = {
-    "encoders": Encoders, "captions": Captions, "image_buckets": ImageBuckets, "video_frames": VideoFrames,
-    "frame_rate": FrameRate, "video_qa": VideoQA, "samples": Samples, "plan": MemoryPlan, "kernels": FusedKernels,
-    "exports": Exports, "card": ModelCard, "defaults": ModelDefaults, "notes": RunNotes, "setup": RunSetup,
-    "trainables": Trainables, "precision": Precision, "demo": Demo, "fitting": AdapterFitting,
+    "encoders": Encoders,
+    "captions": Captions,
+    "image_buckets": ImageBuckets,
+    "video_frames": VideoFrames,
+    "frame_rate": FrameRate,
+    "video_qa": VideoQA,
+    "samples": Samples,
+    "plan": MemoryPlan,
+    "kernels": FusedKernels,
+    "exports": Exports,
+    "card": ModelCard,
+    "defaults": ModelDefaults,
+    "notes": RunNotes,
+    "setup": RunSetup,
+    "trainables": Trainables,
+    "precision": Precision,
+    "demo": Demo,
+    "fitting": AdapterFitting,
     "adapter_extras": AdapterExtras,
 }
 #: every component
@@ -164,7 +178,8 @@ def _check_component(family: str, field: str, proto: type, value: Any, *, requir
             raise UserError(
                 f"The `{family}` family's spec has no `{field}` component, which every family needs: pass "
                 f"`{field}=` an object with {', '.join(members(proto))} ({proto.__name__}, "
-                "dit_lora.contract.capabilities).")
+                "dit_lora.contract.capabilities)."
+            )
         return
     missing = [m for m in members(proto) if not hasattr(value, m)]
     if missing:
@@ -172,7 +187,8 @@ def _check_component(family: str, field: str, proto: type, value: Any, *, requir
             f"The `{family}` family's `{field}` component ({type(value).__name__}) lacks "
             f"{', '.join(missing)} of the {proto.__name__} protocol (its members: {', '.join(members(proto))}). "
             f"Implement {'them' if len(missing) > 1 else 'it'} on {type(value).__name__}"
-            f"{'' if required else f', or leave `{field}` None for the default behaviour'}.")
+            f"{'' if required else f', or leave `{field}` None for the default behaviour'}."
+        )
 
 
 # ---- the fallbacks of the optional components, in one place ------------------------------------
@@ -181,8 +197,10 @@ def require(spec: FamilySpec, field: str, what: str) -> Any:
     found = getattr(spec, field)
     if found is None:
         proto = OPTIONAL[field]
-        raise UserError(f"{what} needs the {proto.__name__} capability, which the `{spec.name}` family does not "
-                        f"declare ({', '.join(members(proto))}).")
+        raise UserError(
+            f"{what} needs the {proto.__name__} capability, which the `{spec.name}` family does not "
+            f"declare ({', '.join(members(proto))})."
+        )
     return found
 
 

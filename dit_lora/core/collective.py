@@ -11,8 +11,9 @@ that rank and saying where to read why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import DiskFullError
@@ -31,13 +32,14 @@ class Failure:
     disk_full: bool = False
 
     @classmethod
-    def of(cls, err: BaseException, rank: int, disk_full: bool = False) -> "Failure":
+    def of(cls, err: BaseException, rank: int, disk_full: bool = False) -> Failure:
         """Describe ``err``, raised on ``rank``."""
         if isinstance(err, UserError):
             return cls(rank, str(err), True, err.exit_code, disk_full or isinstance(err, DiskFullError))
         lines = str(err).strip().splitlines()
-        return cls(rank, f"{type(err).__name__}: {lines[0][:300] if lines else ''}".rstrip(": "), False,
-                   disk_full=disk_full)
+        return cls(
+            rank, f"{type(err).__name__}: {lines[0][:300] if lines else ''}".rstrip(": "), False, disk_full=disk_full
+        )
 
     def error(self) -> UserError:
         """The :class:`UserError` a rank raises for this failure (:class:`DiskFullError` for a full disk)."""
@@ -65,8 +67,9 @@ def share(accelerator, value: T) -> T:
     return broadcast_object_list([value], from_process=0)[0]
 
 
-def main_process_check(accelerator, check: Callable[[], T], *, what: str = "running a start-up check",
-                       share_result: bool = False) -> T | None:
+def main_process_check(
+    accelerator, check: Callable[[], T], *, what: str = "running a start-up check", share_result: bool = False
+) -> T | None:
     """Run ``check`` on the main process only; when it raises, every process raises.
 
     The other ranks wait for the outcome (a broadcast) instead of running on into a collective the main process never
@@ -78,15 +81,20 @@ def main_process_check(accelerator, check: Callable[[], T], *, what: str = "runn
     if accelerator.is_main_process:
         try:
             result = check()
-        except Exception as err:  # noqa: BLE001 - every error must reach the other ranks, or they wait for ever
+        except Exception as err:
             own, failure = err, Failure.of(err, accelerator.process_index)
     failure, shared = share(accelerator, (failure, result if share_result else None))
     if own is not None:
         raise own
     if failure is not None:
-        raise failure.error() if failure.user else UserError(
-            f"The main process (rank 0) failed while {what} ({failure.text}), so this process stops too. The main "
-            "process's own error, printed above with its traceback, says why: fix that and run again.")
+        raise (
+            failure.error()
+            if failure.user
+            else UserError(
+                f"The main process (rank 0) failed while {what} ({failure.text}), so this process stops too. The main "
+                "process's own error, printed above with its traceback, says why: fix that and run again."
+            )
+        )
     return result if accelerator.is_main_process else shared
 
 

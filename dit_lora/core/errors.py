@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from typing import Callable
+from collections.abc import Callable
 
 
 class UserError(Exception):
@@ -49,7 +49,7 @@ def _leave_process_group() -> None:
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - best effort on the way out; the exit code matters more
+    except Exception:
         pass
 
 

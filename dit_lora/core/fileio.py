@@ -25,14 +25,25 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from dit_lora.core.errors import UserError
 
-__all__ = ["DiskFullError", "atomic_write", "folder_bytes", "free_bytes", "human_bytes", "is_disk_full",
-           "reporting_disk_full", "save_safetensors_atomic", "write_bytes_atomic", "write_json_atomic",
-           "write_text_atomic"]
+__all__ = [
+    "DiskFullError",
+    "atomic_write",
+    "folder_bytes",
+    "free_bytes",
+    "human_bytes",
+    "is_disk_full",
+    "reporting_disk_full",
+    "save_safetensors_atomic",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
@@ -78,8 +89,14 @@ class DiskFullError(UserError):
 
 _FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 # What the libraries say when the OS said ENOSPC/EDQUOT: safetensors' Rust I/O error, and its text.
-_FULL_TEXT = ("no space left on device", "disk quota exceeded", "os error 28", "os error 122", "storagefull",
-              "quotaexceeded")
+_FULL_TEXT = (
+    "no space left on device",
+    "disk quota exceeded",
+    "os error 28",
+    "os error 122",
+    "storagefull",
+    "quotaexceeded",
+)
 # torch.save's zip writer loses the errno: a short write shows up only as these (checked against the free space).
 _TORCH_WRITE_TEXT = ("unexpected pos", "iostream error", "file write failed", "pytorchstreamwriter failed")
 
@@ -143,13 +160,20 @@ def disk_full_message(what: str, where: str | os.PathLike, needed: int | None, a
     """One paragraph: what could not be written where, the space it needs, the space free, and ``advice``."""
     free = free_bytes(where)
     need = f"It needs about {human_bytes(needed)}; " if needed else ""
-    return (f"No space left on device while writing {what} to {where}. {need}{human_bytes(free)} are free on that "
-            f"file system (a disk quota may allow less). {advice}")
+    return (
+        f"No space left on device while writing {what} to {where}. {need}{human_bytes(free)} are free on that "
+        f"file system (a disk quota may allow less). {advice}"
+    )
 
 
 @contextlib.contextmanager
-def reporting_disk_full(what: str, where: str | os.PathLike, *, needed: int | None = None,
-                        advice: str | Callable[[], str] = "Free some space and run again.") -> Iterator[None]:
+def reporting_disk_full(
+    what: str,
+    where: str | os.PathLike,
+    *,
+    needed: int | None = None,
+    advice: str | Callable[[], str] = "Free some space and run again.",
+) -> Iterator[None]:
     """Turn a full disk inside the block into a :class:`DiskFullError` paragraph; other errors pass unchanged.
 
     ``advice`` (or a function returning it, called only on failure) says which state survived and how to
@@ -166,8 +190,11 @@ def reporting_disk_full(what: str, where: str | os.PathLike, *, needed: int | No
         raise DiskFullError(disk_full_message(what, where, needed, text)) from err
 
 
-_NOT_WRITABLE: dict[int | None, str] = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-                 errno.EPERM: "permission denied (an immutable folder?)"}
+_NOT_WRITABLE: dict[int | None, str] = {
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied (an immutable folder?)",
+}
 
 
 def check_writable(folder: str | os.PathLike, flag: str, advice: str = "") -> None:

@@ -23,7 +23,7 @@ LINE_EVERY_S = 30.0  # without a terminal: at least one line this often ...
 LINE_EVERY_FRACTION = 0.1  # ... and one per tenth of the work
 BAR_FORMAT = "{desc} {n_fmt}/{total_fmt} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}, {rate_fmt}{postfix}"
 
-_open_bars: list["Progress"] = []  # the bars drawn now (a phase without a terminal draws none)
+_open_bars: list[Progress] = []  # the bars drawn now (a phase without a terminal draws none)
 
 
 def on_terminal() -> bool:
@@ -53,8 +53,9 @@ class Progress:
     (the processes other than the main one). ``update``, ``set_postfix`` and ``close`` as tqdm's; ``close`` is
     idempotent. ``desc`` starts the plain lines ("caching", "step"); ``unit`` names one item."""
 
-    def __init__(self, total: int, *, desc: str, unit: str, initial: int = 0, enabled: bool = True,
-                 bar: bool | None = None) -> None:
+    def __init__(
+        self, total: int, *, desc: str, unit: str, initial: int = 0, enabled: bool = True, bar: bool | None = None
+    ) -> None:
         self.total, self.desc, self.unit, self.n = total, desc, unit, initial
         self.initial, self.enabled, self.closed = initial, enabled, False
         self.postfix: dict[str, Any] = {}
@@ -62,8 +63,16 @@ class Progress:
         self.last_fraction_step = self._fraction_step(initial)
         self.bar = None
         if enabled and (on_terminal() if bar is None else bar):
-            self.bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
-                            bar_format=BAR_FORMAT, file=sys.stderr, leave=True)
+            self.bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=desc,
+                unit=unit,
+                dynamic_ncols=True,
+                bar_format=BAR_FORMAT,
+                file=sys.stderr,
+                leave=True,
+            )
             _open_bars.append(self)
 
     def _fraction_step(self, n: int) -> int:
@@ -78,8 +87,12 @@ class Progress:
             self.bar.update(n)
         elif self.enabled and not self.closed:
             fraction_step = self._fraction_step(self.n)
-            if first or fraction_step != self.last_fraction_step or self.n >= self.total \
-                    or time.monotonic() - self.last_line >= LINE_EVERY_S:
+            if (
+                first
+                or fraction_step != self.last_fraction_step
+                or self.n >= self.total
+                or time.monotonic() - self.last_line >= LINE_EVERY_S
+            ):
                 self.last_fraction_step, self.last_line = fraction_step, time.monotonic()
                 print(self.line(), flush=True)
 
@@ -92,8 +105,10 @@ class Progress:
     def line(self) -> str:
         """The plain progress line: count, rate, the postfix values, ETA."""
         done, seconds = self.n - self.initial, time.monotonic() - self.started
-        parts = [f"{self.desc} {self.n}/{self.total}" + (f" {self.unit}s" if self.desc != self.unit else ""),
-                 rate_text(done, seconds, self.unit)]
+        parts = [
+            f"{self.desc} {self.n}/{self.total}" + (f" {self.unit}s" if self.desc != self.unit else ""),
+            rate_text(done, seconds, self.unit),
+        ]
         parts += [f"{k} {v}" for k, v in self.postfix.items()]
         left = self.total - self.n
         if done > 0 and left > 0:
@@ -110,7 +125,7 @@ class Progress:
             _open_bars.remove(self)
             self.bar = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,7 @@ Sizes are ``(height, width)`` in pixels throughout, as :mod:`.frames` and the tr
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.decode import oriented_size
@@ -100,7 +100,8 @@ def parse_mode(value: str) -> str | Size:
     raise UserError(
         f"{FLAG} {value!r} is not a bucket mode: give `auto` (each image in the aspect-ratio bucket nearest its shape, "
         f"the default), `square` (every image cropped to the --resolution square) or one fixed size as "
-        f"WIDTHxHEIGHT, e.g. 768x512.")
+        f"WIDTHxHEIGHT, e.g. 768x512."
+    )
 
 
 def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
@@ -121,13 +122,15 @@ def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
     if stride is None:
         raise UserError(
             f"{FLAG} {format_size(mode)}: this model takes only square images, so there is no fixed size to choose; "
-            f"use {FLAG} square (or auto), and --resolution for the size.")
+            f"use {FLAG} square (or auto), and --resolution for the size."
+        )
     if height % stride or width % stride:
         near = tuple(max(stride, round(side / stride) * stride) for side in (height, width))
         raise UserError(
             f"{FLAG} {format_size(mode)} is not a multiple of {stride} on each side (this model's stride: the VAE's "
             f"downsampling x the transformer's patch size), so its latents would not patch evenly. Use "
-            f"{FLAG} {format_size(near)}, the nearest size that is.")  # type: ignore[arg-type]
+            f"{FLAG} {format_size(near)}, the nearest size that is."
+        )  # type: ignore[arg-type]
     return [(height, width)]
 
 
@@ -151,16 +154,16 @@ def bucket_table(chosen: Sequence[Size], *, noun: str = "image") -> list[str]:
     return lines
 
 
-def crop_line(cropped: Sequence[tuple[str, float]], *, noun: str = "image",
-              threshold: float = CROP_WARNING) -> str | None:
+def crop_line(
+    cropped: Sequence[tuple[str, float]], *, noun: str = "image", threshold: float = CROP_WARNING
+) -> str | None:
     """One line on the images whose crop cuts more than ``threshold`` of their area (``(key, share)`` pairs), the
     most cut first; None when there is none."""
     over = sorted(((k, s) for k, s in cropped if s > threshold), key=lambda ks: -ks[1])
     if not over:
         return None
     named = ", ".join(f"{k} ({s:.0%})" for k, s in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
-    return (f"{len(over)} {noun}(s) lose more than {threshold:.0%} of their area to the crop into their bucket: "
-            f"{named}")
+    return f"{len(over)} {noun}(s) lose more than {threshold:.0%} of their area to the crop into their bucket: {named}"
 
 
 def sample_bucket(sample, buckets: Sequence[Size], *, max_pixels: int | None = None) -> tuple[Size, float]:

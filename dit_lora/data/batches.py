@@ -8,8 +8,9 @@ resumed from a checkpoint sees exactly the batches an uninterrupted run would.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -34,8 +35,18 @@ class EpochBatches:
     rank-strided permutation, unchanged.
     """
 
-    def __init__(self, num_samples: int, batch_size: int, *, seed: int, rank: int, world_size: int, random_flip: bool,
-                 groups: list[int] | None = None, caption_dropout: float = 0.0):
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        *,
+        seed: int,
+        rank: int,
+        world_size: int,
+        random_flip: bool,
+        groups: list[int] | None = None,
+        caption_dropout: float = 0.0,
+    ):
         if groups is not None and len(groups) != num_samples:
             raise ValueError(f"groups has {len(groups)} entries for {num_samples} samples")
         self.num_samples, self.batch_size = num_samples, batch_size
@@ -173,8 +184,10 @@ class RawImageDataset(torch.utils.data.Dataset):
         sample = self.samples[index]
         size = sample.bucket or (self.resolution, self.resolution)
         pixels = preprocess_image(
-            sample.open_image(resolution=size, max_pixels=self.max_pixels), size,
-            center_crop=self.center_crop, flip=flip,
+            sample.open_image(resolution=size, max_pixels=self.max_pixels),
+            size,
+            center_crop=self.center_crop,
+            flip=flip,
             crop_rng_seed=crop_seed(self.seed, sample.key),
         )
         return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}

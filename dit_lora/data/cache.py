@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -22,7 +23,6 @@ from safetensors import safe_open
 from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
 from dit_lora.core.progress import Progress, say
 from dit_lora.data.kohya import copy_of
-
 
 
 def default_cache_root() -> Path:
@@ -81,7 +81,7 @@ def inspect_cache_file(path: Path) -> tuple[str | None, dict[str, tuple[int, ...
                     bad.append(f"{name} has {'/'.join(kinds)}")
     except FileNotFoundError:
         return "cache file is missing", shapes
-    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types on bad files
+    except Exception as err:
         text = " ".join(str(err).split())[:200]
         return f"cache file is unreadable ({type(err).__name__}: {text})", shapes
     if bad:
@@ -110,15 +110,21 @@ def as_encoding(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, to
     return dict(encoded)
 
 
-def _load_chunk(chunk: list[int], samples: list, load_pixels: Callable[[int], torch.Tensor], failed: dict[int, str],
-                log: Callable[[str], None], what: str) -> tuple[list[int], list[torch.Tensor]]:
+def _load_chunk(
+    chunk: list[int],
+    samples: list,
+    load_pixels: Callable[[int], torch.Tensor],
+    failed: dict[int, str],
+    log: Callable[[str], None],
+    what: str,
+) -> tuple[list[int], list[torch.Tensor]]:
     """The decodable, finite samples of ``chunk`` and their pixels; the others go into ``failed``."""
     ready: list[int] = []
     pixels: list[torch.Tensor] = []
     for i in chunk:
         try:
             px = load_pixels(i)
-        except Exception as err:  # noqa: BLE001 - the file changed or broke since validation
+        except Exception as err:
             detail = " ".join(str(err).split())[:200]
             failed[i] = f"{what} could not be decoded for caching ({type(err).__name__}: {detail})"
             log(f"skipping {samples[i].key}: {failed[i]}")
@@ -138,8 +144,9 @@ def same_bucket_chunks(todo: list[int], samples: list, batch_size: int) -> list[
     by_bucket: dict[Any, list[int]] = {}
     for i in todo:
         by_bucket.setdefault(getattr(samples[i], "bucket", None), []).append(i)
-    return [group[start : start + batch_size] for group in by_bucket.values()
-            for start in range(0, len(group), batch_size)]
+    return [
+        group[start : start + batch_size] for group in by_bucket.values() for start in range(0, len(group), batch_size)
+    ]
 
 
 def first_per_file(indices: list[int], files: list[Path]) -> dict[int, int]:
@@ -220,8 +227,9 @@ def build_cache(
                         # Recompute once, alone, before giving the sample up.
                         tensors = row(encode([index], pixels[r][None]), 0)
                         if not _finite(tensors):
-                            failed[index] = ("encoded latents or caption embeddings are not finite (also when "
-                                             "recomputed)")
+                            failed[index] = (
+                                "encoded latents or caption embeddings are not finite (also when recomputed)"
+                            )
                             log(f"skipping {samples[index].key}: {failed[index]}")
                             continue
                         log(f"{samples[index].key}: non-finite encoding in its batch, finite when recomputed alone")
@@ -235,7 +243,9 @@ def _atomic_save(tensors: dict[str, torch.Tensor], path: Path, left: int = 1) ->
     """Write one cache entry; a full disk is one paragraph naming the cache folder and about what the ``left``
     entries still to write (this one included) need."""
     needed = sum(t.numel() * t.element_size() for t in tensors.values()) * max(left, 1)
-    advice = ("Nothing has been trained yet. Free some space there, or pass --cache_dir on a disk with room, and run "
-              "the same command again: the entries already cached are kept and not encoded again.")
+    advice = (
+        "Nothing has been trained yet. Free some space there, or pass --cache_dir on a disk with room, and run "
+        "the same command again: the entries already cached are kept and not encoded again."
+    )
     with reporting_disk_full("the latent cache", path.parent, needed=needed, advice=advice):
         save_safetensors_atomic(tensors, path)

@@ -16,15 +16,23 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from dit_lora.catalogue import entries
 from dit_lora.contract.capabilities import HasTextSettings, PromptText
 from dit_lora.contract.spec import FamilySpec, caption_source
 from dit_lora.data.sources import MAX_NAMED
 
-__all__ = ["CHARS_PER_TOKEN", "TokenCounter", "caption_lines", "duplicate_line", "token_counter_for_model",
-           "token_counter_from_components", "truncation_line"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "TokenCounter",
+    "caption_lines",
+    "duplicate_line",
+    "token_counter_for_model",
+    "token_counter_from_components",
+    "truncation_line",
+]
 
 #: a rough English average for subword tokenizers (T5, Gemma): what check-data assumes without a tokenizer
 CHARS_PER_TOKEN = 4
@@ -38,8 +46,9 @@ class TokenCounter:
     estimate; ``what`` words the line ("the model's tokenizer", "estimated at 4 characters a token").
     """
 
-    def __init__(self, count: Callable[[list[str]], list[int]], length: int, *, instruction: bool = False,
-                 exact: bool, what: str) -> None:
+    def __init__(
+        self, count: Callable[[list[str]], list[int]], length: int, *, instruction: bool = False, exact: bool, what: str
+    ) -> None:
         self.count, self.length, self.exact, self.what = count, int(length), exact, what
         # SanaPipeline._get_gemma_prompt_embeds: with the complex human instruction prefixed, the tokenizer keeps
         # len(instruction) + max_sequence_length - 2 tokens, one fewer for the caption than without it.
@@ -71,8 +80,9 @@ def token_counter_from_components(comps: Any) -> TokenCounter | None:
     max_length, instruction = _loaded_settings(comps)
     if tokenizer is None or not max_length:
         return None
-    return TokenCounter(_tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True,
-                        what="the model's tokenizer")
+    return TokenCounter(
+        _tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True, what="the model's tokenizer"
+    )
 
 
 def _declared_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
@@ -117,17 +127,28 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.revision)
-        except Exception as err:  # noqa: BLE001 - a missing tokenizer falls back to the estimate, and says why
+        except Exception as err:
             note = f"caption length: estimated (the tokenizer of {model} did not load: {type(err).__name__})"
         else:
-            return TokenCounter(_tokenizer_counts(tokenizer), max_length, instruction=instruction, exact=True,
-                                what="the model's tokenizer"), None
+            return TokenCounter(
+                _tokenizer_counts(tokenizer),
+                max_length,
+                instruction=instruction,
+                exact=True,
+                what="the model's tokenizer",
+            ), None
     else:
-        note = ("caption length: estimated at 4 characters a token (pass --pretrained_model_name_or_path to count "
-                "with the model's tokenizer)")
-    estimate = TokenCounter(lambda captions: [-(-len(c) // CHARS_PER_TOKEN) for c in captions],
-                            max_length, instruction=instruction, exact=False,
-                            what=f"estimated at {CHARS_PER_TOKEN} characters a token")
+        note = (
+            "caption length: estimated at 4 characters a token (pass --pretrained_model_name_or_path to count "
+            "with the model's tokenizer)"
+        )
+    estimate = TokenCounter(
+        lambda captions: [-(-len(c) // CHARS_PER_TOKEN) for c in captions],
+        max_length,
+        instruction=instruction,
+        exact=False,
+        what=f"estimated at {CHARS_PER_TOKEN} characters a token",
+    )
     return estimate, note
 
 
@@ -143,25 +164,32 @@ def truncation_line(samples: Sequence[Any], counter: TokenCounter | None) -> str
     named = ", ".join(f"{s.key} ({len(s.caption):,} characters, {n:,} tokens)" for s, n in over[:MAX_NAMED])
     more = f" and {len(over) - MAX_NAMED} more" if len(over) > MAX_NAMED else ""
     verb = "are cut" if counter.exact else "would likely be cut"
-    return (f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
-            f"({counter.what}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
-            f"raise --max_sequence_length where the model allows it.")
+    return (
+        f"long captions: {len(over)} of {len(samples)} caption(s) exceed the {counter.length}-token text length "
+        f"({counter.what}) and {verb} to it; the model never sees the rest: {named}{more}. Shorten them, or "
+        f"raise --max_sequence_length where the model allows it."
+    )
 
 
 def duplicate_line(samples: Sequence[Any]) -> str | None:
     """One line naming the files listed by more than one metadata row (each is trained on once per row), or None."""
     # A kohya folder's repeats (``repeat`` > 0) are asked for by its name, not extra rows: said by sources.py instead.
-    counts = Counter(s.key for s in samples if (getattr(s, "path", None) or getattr(s, "refused", None))
-                     and not getattr(s, "repeat", 0))
+    counts = Counter(
+        s.key
+        for s in samples
+        if (getattr(s, "path", None) or getattr(s, "refused", None)) and not getattr(s, "repeat", 0)
+    )
     repeated = [(key, n) for key, n in counts.items() if n > 1]
     if not repeated:
         return None
     named = ", ".join(f"{key} (x{n})" for key, n in repeated[:MAX_NAMED])
     more = f" and {len(repeated) - MAX_NAMED} more" if len(repeated) > MAX_NAMED else ""
     extra = sum(n - 1 for _, n in repeated)
-    return (f"duplicates: {len(repeated)} file(s) are listed by more than one metadata row ({extra} extra row(s)), "
-            f"so each is trained on once per row every epoch: {named}{more}. Delete the extra rows unless they are "
-            f"meant (several captions for one file).")
+    return (
+        f"duplicates: {len(repeated)} file(s) are listed by more than one metadata row ({extra} extra row(s)), "
+        f"so each is trained on once per row every epoch: {named}{more}. Delete the extra rows unless they are "
+        f"meant (several captions for one file)."
+    )
 
 
 def caption_lines(samples: Sequence[Any], counter: TokenCounter | None) -> list[str]:

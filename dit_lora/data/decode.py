@@ -48,8 +48,20 @@ from PIL import Image, ImageCms, ImageOps
 
 from dit_lora.data.transforms import Resolution, resized_size, target_size
 
-__all__ = ["ImageTooLarge", "UnsupportedImage", "decode_notes", "decode_workers", "file_notes", "header_notes",
-           "image_bytes", "load_rgb", "open_checked", "pixel_budget", "to_rgb", "too_large"]
+__all__ = [
+    "ImageTooLarge",
+    "UnsupportedImage",
+    "decode_notes",
+    "decode_workers",
+    "file_notes",
+    "header_notes",
+    "image_bytes",
+    "load_rgb",
+    "open_checked",
+    "pixel_budget",
+    "to_rgb",
+    "too_large",
+]
 
 #: the default budget allows this many times the training resolution's pixels (8 times its size on each side) ...
 BUDGET_FACTOR = 64
@@ -62,9 +74,15 @@ _STRIP_ROWS = 512
 #: Pillow's bytes per pixel by mode as it holds them (RGB is stored in 4 bytes); other modes count 4
 _BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2}
 #: EXIF orientation -> the transpose that undoes it (the table ImageOps.exif_transpose applies)
-_ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-                5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
-                8: Image.Transpose.ROTATE_90}
+_ORIENTATION = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
 
 
 class ImageTooLarge(ValueError):
@@ -125,7 +143,8 @@ def too_large(width: int, height: int, budget: int, what: str = "the pixel budge
     return ImageTooLarge(
         f"{width}x{height} pixels ({pixels / 1e6:.0f} MP, {image_bytes(pixels) / 2**30:.1f} GiB as RGB pixels) is beyond "
         f"{what} of {budget / 1e6:.0f} MP (refused before decoding: a small file can hold a huge image). Downscale "
-        f"it, or raise --max_image_pixels (e.g. --max_image_pixels {pixels}) if it is meant to be used")
+        f"it, or raise --max_image_pixels (e.g. --max_image_pixels {pixels}) if it is meant to be used"
+    )
 
 
 def open_checked(source: str | bytes | Image.Image, max_pixels: int | None = None) -> Image.Image:
@@ -145,9 +164,11 @@ def open_checked(source: str | bytes | Image.Image, max_pixels: int | None = Non
         found = re.search(r"\((\d+) pixels\)", str(err))
         pixels = int(found.group(1)) if found else 0
         limit = max_pixels or 2 * (Image.MAX_IMAGE_PIXELS or 0)
-        raise ImageTooLarge(f"{pixels / 1e6:.0f} MP is beyond the pixel budget of {limit / 1e6:.0f} MP (refused "
-                            f"before decoding: a small file can hold a huge image). Downscale it, or raise "
-                            f"--max_image_pixels if it is meant to be used") from None
+        raise ImageTooLarge(
+            f"{pixels / 1e6:.0f} MP is beyond the pixel budget of {limit / 1e6:.0f} MP (refused "
+            f"before decoding: a small file can hold a huge image). Downscale it, or raise "
+            f"--max_image_pixels if it is meant to be used"
+        ) from None
     if max_pixels and image.width * image.height > max_pixels:
         width, height = image.size
         image.close()
@@ -211,7 +232,8 @@ def _deep_to_grey(image: Image.Image) -> Image.Image:
             found = f"{bad} NaN/Inf values" if bad else f"values from {low:.4g} to {high:.4g}"
             raise UnsupportedImage(
                 f"32-bit float greyscale image (mode F) with {found}: only 0 (black) to 1 (white) has a known "
-                f"brightness, and stretching the image's own range would change it. Save it as an 8- or 16-bit image")
+                f"brightness, and stretching the image's own range would change it. Save it as an 8- or 16-bit image"
+            )
         grey = np.rint(values.astype(np.float64) * 255).astype(np.uint8)
     else:
         low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
@@ -219,7 +241,8 @@ def _deep_to_grey(image: Image.Image) -> Image.Image:
             raise UnsupportedImage(
                 f"32-bit integer greyscale image (mode {image.mode}) with values from {low} to {high}: only 0..65535 "
                 f"(16-bit data) has a known brightness, and stretching the image's own range would change it. Save "
-                f"it as an 8- or 16-bit image")
+                f"it as an 8- or 16-bit image"
+            )
         scaled = values.astype(np.uint32)
         scaled *= 255
         scaled += 32767  # round(v * 255 / 65535), in integers
@@ -257,8 +280,9 @@ def _colour(image: Image.Image, transform: ImageCms.ImageCmsTransform | None) ->
         else:
             rgb = colour.convert("RGB")
     except ValueError as err:
-        raise UnsupportedImage(f"pixel mode {mode} has no conversion to RGB ({err}); save it as an 8-bit RGB "
-                               f"image") from None
+        raise UnsupportedImage(
+            f"pixel mode {mode} has no conversion to RGB ({err}); save it as an 8-bit RGB image"
+        ) from None
     if alpha is not None:
         rgb.putalpha(alpha)
     return rgb
@@ -295,8 +319,10 @@ def _embedded_profile(image: Image.Image) -> tuple[ImageCms.ImageCmsTransform | 
     space = profile.profile.xcolor_space
     mode = _colour_mode(image.mode)
     if _PROFILE_SPACES.get(space) != mode:
-        return None, (f"its embedded colour profile ({description or 'unnamed'}) is for {space.strip()} pixels, not "
-                      f"{image.mode}: ignored")
+        return None, (
+            f"its embedded colour profile ({description or 'unnamed'}) is for {space.strip()} pixels, not "
+            f"{image.mode}: ignored"
+        )
     try:
         return ImageCms.buildTransform(profile, ImageCms.createProfile("sRGB"), mode, "RGB"), None
     except (ImageCms.PyCMSError, ValueError):
@@ -311,7 +337,9 @@ def _frames_note(image: Image.Image) -> str | None:
     frames = getattr(image, "n_frames", 0)
     if image.format == "TIFF":
         return f"multi-page TIFF ({frames} pages): training uses its first page"
-    return f"animated {_ANIMATED_NAMES.get(image.format, image.format)} ({frames} frames): training uses its first frame"
+    return (
+        f"animated {_ANIMATED_NAMES.get(image.format, image.format)} ({frames} frames): training uses its first frame"
+    )
 
 
 def header_notes(image: Image.Image) -> list[str]:
@@ -356,8 +384,9 @@ def to_rgb(image: Image.Image) -> Image.Image:
     return _on_white(_colour(image, _embedded_profile(image)[0]))
 
 
-def load_rgb(source: str | bytes | Image.Image, *, resolution: Resolution | None = None,
-             max_pixels: int | None = None) -> Image.Image:
+def load_rgb(
+    source: str | bytes | Image.Image, *, resolution: Resolution | None = None, max_pixels: int | None = None
+) -> Image.Image:
     """Decode ``source`` to 8-bit sRGB (:func:`to_rgb`), rotated per its EXIF orientation, within ``max_pixels``
     and reduced for ``resolution`` when it is much larger than training needs (see the module docstring).
 

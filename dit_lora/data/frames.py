@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from dit_lora.core.errors import UserError
+from dit_lora.data.aspect import CROP_WARNING, MAX_ASPECT, aspect_buckets, cropped_share
 
 # ---------------------------------------------------------------------------------------------
 # Frame-count rule
@@ -107,8 +108,9 @@ def check_num_frames(
     p_t = None if pad_latent_frames else patch_size_t
     if _valid(num_frames, step, p_t):
         return num_frames
-    below = frame_rule(num_frames, temporal_compression=step, patch_size_t=patch_size_t,
-                       pad_latent_frames=pad_latent_frames)
+    below = frame_rule(
+        num_frames, temporal_compression=step, patch_size_t=patch_size_t, pad_latent_frames=pad_latent_frames
+    )
     above = num_frames + 1
     while not _valid(above, step, p_t):
         above += 1
@@ -124,8 +126,6 @@ def check_num_frames(
         f"{flag} {num_frames} is not a frame count the model can take: it must be {rule}. "
         f"Use {nearest} (nearest valid values)."
     )
-
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,8 +166,13 @@ def resolution_buckets(
                 f"49x480x720,49x256x256 (frames, height, width in pixels)."
             )
         frames, height, width = (int(v) for v in match.groups())
-        check_num_frames(frames, temporal_compression=temporal_compression, patch_size_t=patch_size_t,
-                         pad_latent_frames=pad_latent_frames, flag=f"{flag} entry {entry.strip()!r}: frame count")
+        check_num_frames(
+            frames,
+            temporal_compression=temporal_compression,
+            patch_size_t=patch_size_t,
+            pad_latent_frames=pad_latent_frames,
+            flag=f"{flag} entry {entry.strip()!r}: frame count",
+        )
         for name, value in (("height", height), ("width", width)):
             if value < spatial_multiple or value % spatial_multiple:
                 fixed = max(spatial_multiple, round(value / spatial_multiple) * spatial_multiple)
@@ -216,8 +221,6 @@ def one_frame_buckets(buckets: Sequence[Bucket]) -> list[Bucket]:
 # Automatic resolution buckets (no --frame_buckets)
 # ---------------------------------------------------------------------------------------------
 
-from dit_lora.data.aspect import CROP_WARNING, MAX_ASPECT, aspect_buckets, cropped_share
-
 
 def automatic_buckets(base: Bucket, stride: int, *, max_aspect: float | None = None) -> list[Bucket]:
     """``base`` first, then every other aspect bucket of about its area at its frame count (:mod:`.aspect`).
@@ -255,8 +258,10 @@ def describe_buckets(buckets: Sequence[Bucket], *, automatic: bool) -> str:
     if not automatic or len(buckets) < 2:
         return listed
     f, h, w = buckets[0]
-    return (f"{f}x{h}x{w} and {len(buckets) - 1} other automatic aspect buckets of at most its area "
-            f"(each clip takes the nearest to its aspect ratio; --frame_buckets {f}x{h}x{w} pins this one)")
+    return (
+        f"{f}x{h}x{w} and {len(buckets) - 1} other automatic aspect buckets of at most its area "
+        f"(each clip takes the nearest to its aspect ratio; --frame_buckets {f}x{h}x{w} pins this one)"
+    )
 
 
 def automatic_note(buckets: Sequence[Bucket], *, automatic: bool) -> str:
@@ -264,8 +269,10 @@ def automatic_note(buckets: Sequence[Bucket], *, automatic: bool) -> str:
     if not automatic or len(buckets) < 2:
         return ""
     f, h, w = buckets[0]
-    return (f"; clips of other shapes take the nearest of {len(buckets) - 1} other automatic aspect buckets of at "
-            f"most its area (--frame_buckets {f}x{h}x{w} pins this one size)")
+    return (
+        f"; clips of other shapes take the nearest of {len(buckets) - 1} other automatic aspect buckets of at "
+        f"most its area (--frame_buckets {f}x{h}x{w} pins this one size)"
+    )
 
 
 def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: bool) -> list[str]:
@@ -287,9 +294,13 @@ def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: boo
         rows.append(f"  {f}x{h}x{w} ({w}x{h} px, aspect {w / h:.2f}): {len(members)}{note}{crop}")
     if rows:
         lines += ["clips per bucket:"] + rows
-    cropped = [s for s in samples if getattr(s, "source_size", None) and s.bucket
-               and clip_cropped_share(*s.source_size, s.bucket) > CROP_WARNING]
-    lines.append(f"clips cropped by more than {CROP_WARNING:.0%} to fit their bucket: {len(cropped)} of {len(samples)}"
-                 + (f" ({', '.join(s.key for s in cropped[:5])}{', ...' if len(cropped) > 5 else ''})"
-                    if cropped else ""))
+    cropped = [
+        s
+        for s in samples
+        if getattr(s, "source_size", None) and s.bucket and clip_cropped_share(*s.source_size, s.bucket) > CROP_WARNING
+    ]
+    lines.append(
+        f"clips cropped by more than {CROP_WARNING:.0%} to fit their bucket: {len(cropped)} of {len(samples)}"
+        + (f" ({', '.join(s.key for s in cropped[:5])}{', ...' if len(cropped) > 5 else ''})" if cropped else "")
+    )
     return lines

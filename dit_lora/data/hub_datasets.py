@@ -7,10 +7,10 @@ datasets (:mod:`.video_prepare`).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dit_lora.core.errors import UserError
-
 from dit_lora.data.paths import Located, locate
 from dit_lora.data.samples import RawSample, caption_value, name_some, suggest_caption_column
 
@@ -61,8 +61,9 @@ def local_root(dataset_name: str) -> str | None:
     return None
 
 
-def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | None, *, what: str = "images",
-                 split: str = "train") -> Any:
+def open_dataset(
+    dataset_name: str, config_name: str | None, cache_dir: str | None, *, what: str = "images", split: str = "train"
+) -> Any:
     """The ``split`` of ``--dataset_name``; a failure is one UserError.
 
     A folder written by ``save_to_disk`` (a Dataset, or a DatasetDict's ``split``) is read with
@@ -79,9 +80,14 @@ def open_dataset(dataset_name: str, config_name: str | None, cache_dir: str | No
         return _load_data_file(dataset_name, split, cache_dir, what)
     if not os.path.exists(dataset_name):
         _refuse_bare_builder(dataset_name, what)
-    return _load_with_datasets(dataset_name, config_name, split, cache_dir, what,
-                               lambda: datasets.load_dataset(dataset_name, config_name, split=split,
-                                                             cache_dir=cache_dir))
+    return _load_with_datasets(
+        dataset_name,
+        config_name,
+        split,
+        cache_dir,
+        what,
+        lambda: datasets.load_dataset(dataset_name, config_name, split=split, cache_dir=cache_dir),
+    )
 
 
 def _saved_kind(folder: str) -> str | None:
@@ -98,7 +104,7 @@ def _load_saved(folder: str, split: str) -> Any:
 
     try:
         loaded = datasets.load_from_disk(folder)
-    except Exception as err:  # noqa: BLE001 - a damaged folder becomes one actionable message
+    except Exception as err:
         raise UserError(
             f"--dataset_name {folder!r} looks like a folder written by `save_to_disk`, but "
             f"`datasets.load_from_disk` could not read it ({_detail(err)}). Write it again with "
@@ -127,8 +133,16 @@ def _load_data_file(path: str, split: str, cache_dir: str | None, what: str) -> 
             f"{what} with metadata.jsonl, --train_data_dir."
         )
     # One data file is the 'train' split of its builder; --dataset_split names no other split of it.
-    return _load_with_datasets(path, None, split, cache_dir, what, lambda: datasets.load_dataset(
-        builder, data_files={split: os.path.abspath(path)}, split=split, cache_dir=cache_dir))
+    return _load_with_datasets(
+        path,
+        None,
+        split,
+        cache_dir,
+        what,
+        lambda: datasets.load_dataset(
+            builder, data_files={split: os.path.abspath(path)}, split=split, cache_dir=cache_dir
+        ),
+    )
 
 
 def _refuse_bare_builder(dataset_name: str, what: str) -> None:
@@ -149,12 +163,13 @@ def _detail(err: BaseException) -> str:
     return f"{type(err).__name__}: " + detail[:400] + ("..." if len(detail) > 400 else "")
 
 
-def _load_with_datasets(dataset_name: str, config_name: str | None, split: str, cache_dir: str | None, what: str,
-                        load: Callable[[], Any]) -> Any:
+def _load_with_datasets(
+    dataset_name: str, config_name: str | None, split: str, cache_dir: str | None, what: str, load: Callable[[], Any]
+) -> Any:
     """``load()``, with any failure as the one paragraph that names the dataset and the likely fix."""
     try:
         return load()
-    except Exception as err:  # noqa: BLE001 - every load failure becomes one actionable message
+    except Exception as err:
         config = f" (config {config_name!r})" if config_name else ""
         if os.path.isfile(dataset_name):
             hint = "Check that the file is whole and in the format its name says."
@@ -206,8 +221,14 @@ def dataset_captions(dataset: Any, dataset_name: str, caption_column: str) -> li
     return captions
 
 
-def check_dataset_columns(dataset_name: str, available: list[str], media_column: str, caption_column: str,
-                          what: str = "images", media_hint: str = "") -> None:
+def check_dataset_columns(
+    dataset_name: str,
+    available: list[str],
+    media_column: str,
+    caption_column: str,
+    what: str = "images",
+    media_hint: str = "",
+) -> None:
     """Raise the one paragraph for a dataset without its media column (``--image_column``/``--video_column``)
     or its caption column, listing the columns it has and suggesting a likely caption column."""
     listed = ", ".join(repr(c) for c in available)
@@ -253,8 +274,12 @@ def load_dataset_samples(
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="images", split=split)
     # With --instance_prompt no caption column is needed: the image column stands in for it in the check.
     fallback = instance_prompt is not None and caption_column_given
-    check_dataset_columns(dataset_name, list(dataset.column_names), image_column,
-                          caption_column if instance_prompt is None or fallback else image_column)
+    check_dataset_columns(
+        dataset_name,
+        list(dataset.column_names),
+        image_column,
+        caption_column if instance_prompt is None or fallback else image_column,
+    )
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
@@ -271,29 +296,42 @@ def load_dataset_samples(
     placed = None
     if not isinstance(feature, datasets.Image):  # path strings: placed now, so a refused row is never opened
         root = dataset_files_root(dataset_name)
-        placed = [place_dataset_path(root, dataset_name, value, f"row {row}: {image_column}")
-                  if isinstance(value, str) and value.strip() else None
-                  for row, value in enumerate(images[image_column])]
+        placed = [
+            place_dataset_path(root, dataset_name, value, f"row {row}: {image_column}")
+            if isinstance(value, str) and value.strip()
+            else None
+            for row, value in enumerate(images[image_column])
+        ]
     handle = DatasetImages(images, image_column, local_root(dataset_name) or os.getcwd(), placed)
     if fallback:
         captions = _captions_or_instance_prompt(dataset, dataset_name, caption_column, instance_prompt, log)
     elif instance_prompt is not None:
         captions = [(row, instance_prompt) for row in range(len(dataset))]
-        log(f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
+        log(
+            f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
             f"the caption column is not read (as diffusers' DreamBooth scripts without --caption_column; give "
-            f"--caption_column to use it, the prompt filling only its empty captions)")
+            f"--caption_column to use it, the prompt filling only its empty captions)"
+        )
     else:
         captions = dataset_captions(dataset, dataset_name, caption_column)
     samples = []
     for row, caption in captions:
         refused = placed[row].refused if placed and placed[row] is not None else None
-        samples.append(RawSample(key=f"{dataset_name}[{row}]", caption=caption, refused=refused,
-                                 _images=None if refused else handle, _row=row))
+        samples.append(
+            RawSample(
+                key=f"{dataset_name}[{row}]",
+                caption=caption,
+                refused=refused,
+                _images=None if refused else handle,
+                _row=row,
+            )
+        )
     return samples
 
 
-def _captions_or_instance_prompt(dataset: Any, dataset_name: str, caption_column: str, prompt: str,
-                                 log: Callable[[str], Any]) -> list[tuple[int, str]]:
+def _captions_or_instance_prompt(
+    dataset: Any, dataset_name: str, caption_column: str, prompt: str, log: Callable[[str], Any]
+) -> list[tuple[int, str]]:
     """(row, caption): the column's caption, or ``prompt`` where it is empty (diffusers' DreamBooth rule with both
     ``--caption_column`` and ``--instance_prompt``); how many took the prompt is said through ``log``."""
     import datasets
@@ -309,8 +347,10 @@ def _captions_or_instance_prompt(dataset: Any, dataset_name: str, caption_column
         if not caption:  # None or blank
             caption, filled = prompt, filled + 1
         captions.append((row, caption))
-    log(f"--caption_column {caption_column!r} with --instance_prompt: {len(captions) - filled} row(s) of "
-        f"--dataset_name keep their own caption, {filled} empty one(s) take {prompt!r} (diffusers' DreamBooth rule)")
+    log(
+        f"--caption_column {caption_column!r} with --instance_prompt: {len(captions) - filled} row(s) of "
+        f"--dataset_name keep their own caption, {filled} empty one(s) take {prompt!r} (diffusers' DreamBooth rule)"
+    )
     return captions
 
 
@@ -331,7 +371,7 @@ def dataset_files_root(dataset_name: str) -> str | None:
         from huggingface_hub import snapshot_download
 
         return snapshot_download(dataset_name, repo_type="dataset", local_files_only=True)
-    except Exception:  # noqa: BLE001 - not cached, or not a repository name: no folder to place paths in
+    except Exception:
         return None
 
 
@@ -341,9 +381,19 @@ def place_dataset_path(root: str | None, dataset_name: str, written: str, field:
     if local_root(dataset_name) is not None:
         return locate(root or local_root(dataset_name), written, field=field)
     if root is None:
-        return Located(written, None, (
-            f"{field} {written!r} is a path, and Hub dataset {dataset_name!r} has no files in the Hugging Face "
-            f"cache (refused, never opened): a Hub dataset's paths may only name its own files. Download them "
-            f"(hf download {dataset_name} --repo-type dataset), or use a dataset whose column holds the files"))
-    return locate(root, written, field=field, hint=f" (for Hub dataset {dataset_name!r} that folder is its "
-                  f"download in the Hugging Face cache: its paths may only name the dataset's own files)")
+        return Located(
+            written,
+            None,
+            (
+                f"{field} {written!r} is a path, and Hub dataset {dataset_name!r} has no files in the Hugging Face "
+                f"cache (refused, never opened): a Hub dataset's paths may only name its own files. Download them "
+                f"(hf download {dataset_name} --repo-type dataset), or use a dataset whose column holds the files"
+            ),
+        )
+    return locate(
+        root,
+        written,
+        field=field,
+        hint=f" (for Hub dataset {dataset_name!r} that folder is its "
+        f"download in the Hugging Face cache: its paths may only name the dataset's own files)",
+    )

@@ -14,12 +14,25 @@ Nothing here decodes or reads a file; :mod:`.sources` (images) and :mod:`.video_
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from dit_lora.core.errors import UserError
 
-__all__ = ["MAX_FOLDER_REPEATS", "checked_caption_extension", "checked_instance_prompt", "copy_of", "copies_note",
-           "folder_of", "head_of", "kohya_folder", "kohya_folders", "nested_lines", "plural", "repeat_folder_samples"]
+__all__ = [
+    "MAX_FOLDER_REPEATS",
+    "checked_caption_extension",
+    "checked_instance_prompt",
+    "copy_of",
+    "copies_note",
+    "folder_of",
+    "head_of",
+    "kohya_folder",
+    "kohya_folders",
+    "nested_lines",
+    "plural",
+    "repeat_folder_samples",
+]
 
 #: the most repeats a kohya folder name (``N_words``) may ask for; a larger N is far more likely a name (``2024_trip``)
 MAX_FOLDER_REPEATS = 1000
@@ -78,9 +91,14 @@ def kohya_folders(root: str, keys: Iterable[str], noun: str = "image") -> dict[s
             continue
         repeats, words = parsed
         if not 1 <= repeats <= MAX_FOLDER_REPEATS:
-            why = (f"0 or fewer repeats would leave its {noun}s out (kohya's sd-scripts skips such a folder without "
-                   "a word)") if repeats < 1 else (
-                   f"{repeats} repeats is more than {MAX_FOLDER_REPEATS}, far more likely a name than a count")
+            why = (
+                (
+                    f"0 or fewer repeats would leave its {noun}s out (kohya's sd-scripts skips such a folder without "
+                    "a word)"
+                )
+                if repeats < 1
+                else (f"{repeats} repeats is more than {MAX_FOLDER_REPEATS}, far more likely a name than a count")
+            )
             raise UserError(
                 f"Folder {top!r} in --train_data_dir {root!r} reads as kohya's `N_words` layout (as sd-scripts reads "
                 f"it: N = {repeats}, each {noun} listed N times per epoch, {words!r} the class tokens), but {why}. "
@@ -97,8 +115,9 @@ def head_of(name: str) -> str:
     return name.partition("_")[0]
 
 
-def repeat_folder_samples(samples: list, folders: dict[str, tuple[int, str]], log: Callable[[str], Any],
-                          noun: str = "image") -> list:
+def repeat_folder_samples(
+    samples: list, folders: dict[str, tuple[int, str]], log: Callable[[str], Any], noun: str = "image"
+) -> list:
     """Each sample of an ``N_words`` folder followed by its N-1 copies (``repeat`` 1..N-1), one log line per folder.
 
     Works on any frozen dataclass with ``key`` and ``repeat`` (:class:`~dit_lora.data.sources.RawSample`,
@@ -119,8 +138,10 @@ def repeat_folder_samples(samples: list, folders: dict[str, tuple[int, str]], lo
         out.extend(dataclasses.replace(sample, repeat=r) for r in range(1, repeats))
     for top, count in counts.items():
         repeats = folders[top][0]
-        log(f"`{top}/`: {count} {noun}(s) x {plural(repeats, 'repeat')} = {plural(count * repeats, 'sample')} per "
-            f"epoch (kohya's N_words folder)")
+        log(
+            f"`{top}/`: {count} {noun}(s) x {plural(repeats, 'repeat')} = {plural(count * repeats, 'sample')} per "
+            f"epoch (kohya's N_words folder)"
+        )
     for line in nested_lines(samples, folders, noun):
         log(line)
     others = len(samples) - sum(counts.values())
@@ -147,19 +168,26 @@ def nested_lines(samples: Sequence[Any], folders: dict[str, tuple[int, str]], no
     lines = []
     for top, subs in nested.items():
         repeats, words = folders[top]
-        shown = ", ".join(f"`{sub}/`" for sub in list(subs)[:5]) + (f" and {len(subs) - 5} more" if len(subs) > 5
-                                                                     else "")
+        shown = ", ".join(f"`{sub}/`" for sub in list(subs)[:5]) + (
+            f" and {len(subs) - 5} more" if len(subs) > 5 else ""
+        )
         said = f" and its words ({words!r})" if words else ""
-        lines.append(f"{shown}: {sum(subs.values())} {noun}(s) in sub-folders train with `{top}/`'s "
-                     f"{plural(repeats, 'repeat')}{said} (kohya's sd-scripts read only the folder itself)")
+        lines.append(
+            f"{shown}: {sum(subs.values())} {noun}(s) in sub-folders train with `{top}/`'s "
+            f"{plural(repeats, 'repeat')}{said} (kohya's sd-scripts read only the folder itself)"
+        )
     return lines
 
 
 def _identity(sample: Any) -> tuple:
     # What a copy shares with the sample it repeats (repeat_folder_samples changes `repeat` and, later, `index`).
     # A video-QA sample has no caption (its conversation is not repeated by kohya folders).
-    return (sample.key, getattr(sample, "path", None), getattr(sample, "caption", None),
-            getattr(sample, "refused", None))
+    return (
+        sample.key,
+        getattr(sample, "path", None),
+        getattr(sample, "caption", None),
+        getattr(sample, "refused", None),
+    )
 
 
 def copy_of(samples: Sequence[Any]) -> list[int]:
@@ -183,8 +211,9 @@ def copies_note(count: int) -> str:
     return f" (listed {count} times: kohya N_words/ repeats)" if count > 1 else ""
 
 
-def refuse_caption_extension_for_dataset(caption_extension: str, dataset_name: str, caption_column: str,
-                                         noun: str) -> None:
+def refuse_caption_extension_for_dataset(
+    caption_extension: str, dataset_name: str, caption_column: str, noun: str
+) -> None:
     """One paragraph when ``--caption_extension`` is set away from ``.txt`` for a ``--dataset_name`` run: a data set's
     captions are its column, so the option would be accepted and ignored.
 

@@ -38,9 +38,11 @@ def printable(text: str) -> str:
 
 def refusal_text(written: str, root: str, field: str, hint: str = "") -> str:
     """The quarantine reason of a path that leaves the data folder (one sentence with the fix; ``hint`` adds one)."""
-    return (f"{field} {written!r} leaves the data folder {root} (refused, never opened): paths in the data files "
-            f"must stay inside that folder. Move the file into it, or link it in (a symlink inside the folder may "
-            f"point anywhere), and name it relative to the folder{hint}")
+    return (
+        f"{field} {written!r} leaves the data folder {root} (refused, never opened): paths in the data files "
+        f"must stay inside that folder. Move the file into it, or link it in (a symlink inside the folder may "
+        f"point anywhere), and name it relative to the folder{hint}"
+    )
 
 
 def _within(path: str, folder: str) -> str | None:
@@ -50,11 +52,12 @@ def _within(path: str, folder: str) -> str | None:
     prefix = folder if folder.endswith(os.sep) else folder + os.sep
     if not path.startswith(prefix):
         return None
-    return path[len(prefix):].replace(os.sep, "/")
+    return path[len(prefix) :].replace(os.sep, "/")
 
 
-def locate(root: str | os.PathLike, written: str, *, rel_dir: str = "", field: str = "file_name",
-           hint: str = "") -> Located:
+def locate(
+    root: str | os.PathLike, written: str, *, rel_dir: str = "", field: str = "file_name", hint: str = ""
+) -> Located:
     """Place ``written`` (a path from a data file in ``root/rel_dir``) in ``root``, or refuse it.
 
     ``written`` is relative to ``root/rel_dir`` unless absolute; backslashes count as separators. The check
@@ -72,8 +75,7 @@ def locate(root: str | os.PathLike, written: str, *, rel_dir: str = "", field: s
         for folder in dict.fromkeys((abs_root, os.path.realpath(abs_root))):
             inside = _within(target, folder)
             if inside is not None:
-                return Located(inside or ".", os.path.join(abs_root, *inside.split("/")) if inside else abs_root,
-                               None)
+                return Located(inside or ".", os.path.join(abs_root, *inside.split("/")) if inside else abs_root, None)
         return Located(target, None, refusal_text(written, abs_root, field, hint))
     key = posixpath.normpath(posixpath.join(rel_dir, text)) if rel_dir else posixpath.normpath(text)
     if key == ".." or key.startswith("../"):

@@ -15,10 +15,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -63,8 +64,14 @@ def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str
 
 
 def check_sample(
-    sample: RawSample, *, resolution: int, center_crop: bool = False, seed: int = 0, require_caption: bool = True,
-    max_pixels: int | None = None, buckets: Sequence[tuple[int, int]] | None = None,
+    sample: RawSample,
+    *,
+    resolution: int,
+    center_crop: bool = False,
+    seed: int = 0,
+    require_caption: bool = True,
+    max_pixels: int | None = None,
+    buckets: Sequence[tuple[int, int]] | None = None,
 ) -> SampleCheck:
     """Decode ``sample`` as training would (within ``max_pixels``, default the resolution's
     :func:`~dit_lora.data.decode.pixel_budget`; reduced when much larger), preprocess it, check caption and pixels.
@@ -90,9 +97,10 @@ def check_sample(
         image = sample.open_image(resolution=size, max_pixels=max_pixels)
         warns.extend(decode_notes(image))  # an animated image trains on its first frame: say it here too
         width, height = image.size
-        pixels = preprocess_image(image, size, center_crop=center_crop, flip=False,
-                                  crop_rng_seed=crop_seed(seed, sample.key))
-    except Exception as err:  # noqa: BLE001 - anything that stops preprocessing blocks this sample
+        pixels = preprocess_image(
+            image, size, center_crop=center_crop, flip=False, crop_rng_seed=crop_seed(seed, sample.key)
+        )
+    except Exception as err:
         blocks.append(f"preprocessing failed ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
         return _combine(sample.key, "sample", blocks, warns, sample.path)
     row = _check_pixels(sample, pixels, size, (width, height), blocks, warns, cropped)
@@ -100,8 +108,15 @@ def check_sample(
     return row
 
 
-def _check_pixels(sample: RawSample, pixels: torch.Tensor, size, decoded: tuple[int, int], blocks: list[str],
-                  warns: list[str], cropped: float | None) -> SampleCheck:
+def _check_pixels(
+    sample: RawSample,
+    pixels: torch.Tensor,
+    size,
+    decoded: tuple[int, int],
+    blocks: list[str],
+    warns: list[str],
+    cropped: float | None,
+) -> SampleCheck:
     """The checks of a preprocessed image (shape, finite, range), its upscaling and its crop, as one row."""
     target_h, target_w = target_size(size)
     width, height = decoded
@@ -165,17 +180,29 @@ def check_samples(
     max_pixels = pixel_budget(resolution, max_pixels)
 
     def one(s: RawSample) -> SampleCheck:
-        return check_sample(s, resolution=resolution, center_crop=center_crop, seed=seed,
-                            require_caption=require_captions, max_pixels=max_pixels, buckets=buckets)
+        return check_sample(
+            s,
+            resolution=resolution,
+            center_crop=center_crop,
+            seed=seed,
+            require_caption=require_captions,
+            max_pixels=max_pixels,
+            buckets=buckets,
+        )
 
     workers = decode_workers(max_pixels, most=8) if num_workers is None else num_workers
     return one_row_per_file(_map_in_threads(one, list(samples), workers, most=8))
 
 
 def check_video_sample(
-    sample, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
-    frames_flag: str = "--max_num_frames", require_caption: bool = True,
-    image_buckets: Sequence[tuple[int, int, int]] | None = None, max_pixels: int | None = None,
+    sample,
+    *,
+    buckets: Sequence[tuple[int, int, int]],
+    frame_sampling: str = "uniform",
+    frames_flag: str = "--max_num_frames",
+    require_caption: bool = True,
+    image_buckets: Sequence[tuple[int, int, int]] | None = None,
+    max_pixels: int | None = None,
 ):
     """Decode a clip once, pick its bucket, decode it to that bucket as training would, check the pixels.
 
@@ -190,9 +217,15 @@ def check_video_sample(
     chosen by training's own :func:`~dit_lora.data.frames.choose_bucket`, on the clip's size as displayed (after
     rotation metadata).
     """
-    row, bucket, _ = _check_video_sample(sample, buckets=buckets, frame_sampling=frame_sampling,
-                                         frames_flag=frames_flag, require_caption=require_caption,
-                                         image_buckets=image_buckets, max_pixels=max_pixels)
+    row, bucket, _ = _check_video_sample(
+        sample,
+        buckets=buckets,
+        frame_sampling=frame_sampling,
+        frames_flag=frames_flag,
+        require_caption=require_caption,
+        image_buckets=image_buckets,
+        max_pixels=max_pixels,
+    )
     return row, bucket
 
 
@@ -203,8 +236,9 @@ def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require
     if require_caption and caption_problem(sample):
         blocks.append("empty caption" if not sample.caption else "caption is only whitespace")
     largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1])
-    scan = scan_clip(sample, min(b[0] for b in buckets), frames_flag=frames_flag, max_pixels=max_pixels,
-                     resolution=largest)
+    scan = scan_clip(
+        sample, min(b[0] for b in buckets), frames_flag=frames_flag, max_pixels=max_pixels, resolution=largest
+    )
     if scan.problem is not None:
         blocks.append(scan.problem)
         return _combine(sample.key, "sample", blocks, warns, sample.path), None, None
@@ -215,9 +249,10 @@ def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require
     frames, height, width = bucket
     try:
         pixels = decode_clip(sample.path, frames, height, width, start=frame_sampling, max_pixels=max_pixels)
-    except Exception as err:  # noqa: BLE001 - anything that stops decoding blocks this clip
-        blocks.append(f"decoding to {frames}x{height}x{width} failed ({type(err).__name__}: "
-                      f"{' '.join(str(err).split())[:200]})")
+    except Exception as err:
+        blocks.append(
+            f"decoding to {frames}x{height}x{width} failed ({type(err).__name__}: {' '.join(str(err).split())[:200]})"
+        )
         return _combine(sample.key, "sample", blocks, warns, sample.path), None, None
     if tuple(pixels.shape) != (frames, 3, height, width):
         blocks.append(f"decoded to shape {tuple(pixels.shape)}, expected ({frames}, 3, {height}, {width})")
@@ -230,17 +265,25 @@ def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require
         warns.append(f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled")
     share = clip_cropped_share(scan.height, scan.width, bucket)
     if share > CROP_WARNING:
-        warns.append(f"the crop into its {frames}x{height}x{width} bucket cuts {share:.0%} of its {scan.width}x"
-                     f"{scan.height} picture")
+        warns.append(
+            f"the crop into its {frames}x{height}x{width} bucket cuts {share:.0%} of its {scan.width}x"
+            f"{scan.height} picture"
+        )
     row = _combine(sample.key, "sample", blocks, warns, sample.path)
     row.bucket, row.cropped, row.noun = (height, width), share, "clip"
     return row, (None if blocks else bucket), (scan.height, scan.width, scan.rotation)
 
 
 def check_video_samples(
-    samples: Sequence, *, buckets: Sequence[tuple[int, int, int]], frame_sampling: str = "uniform",
-    frames_flag: str = "--max_num_frames", require_captions: bool = True, num_workers: int | None = None,
-    image_buckets: Sequence[tuple[int, int, int]] | None = None, max_pixels: int | None = None,
+    samples: Sequence,
+    *,
+    buckets: Sequence[tuple[int, int, int]],
+    frame_sampling: str = "uniform",
+    frames_flag: str = "--max_num_frames",
+    require_captions: bool = True,
+    num_workers: int | None = None,
+    image_buckets: Sequence[tuple[int, int, int]] | None = None,
+    max_pixels: int | None = None,
 ) -> tuple[list[SampleCheck], list]:
     """:func:`check_video_sample` for every clip and image (a one-frame clip), in order (threads: FFmpeg and PIL
     release the GIL).
@@ -251,14 +294,23 @@ def check_video_samples(
     import dataclasses
 
     def one(s):
-        return _check_video_sample(s, buckets=buckets, frame_sampling=frame_sampling, frames_flag=frames_flag,
-                                   require_caption=require_captions, image_buckets=image_buckets,
-                                   max_pixels=max_pixels)
+        return _check_video_sample(
+            s,
+            buckets=buckets,
+            frame_sampling=frame_sampling,
+            frames_flag=frames_flag,
+            require_caption=require_captions,
+            image_buckets=image_buckets,
+            max_pixels=max_pixels,
+        )
 
     samples = list(samples)
     results = _map_in_threads(one, samples, num_workers, most=4)
-    usable = [dataclasses.replace(s, bucket=b, source_size=shown[:2], rotation=shown[2])
-              for s, (_, b, shown) in zip(samples, results) if b is not None]
+    usable = [
+        dataclasses.replace(s, bucket=b, source_size=shown[:2], rotation=shown[2])
+        for s, (_, b, shown) in zip(samples, results)
+        if b is not None
+    ]
     return one_row_per_file([row for row, _, _ in results]), usable
 
 
@@ -290,7 +342,7 @@ def check_cache(
     for s in samples:
         try:
             ids.append((s, s.cache_key()))  # a clip's key includes its bucket: unbucketed clips are skipped
-        except Exception:  # noqa: BLE001 - unreadable samples are reported by check_samples
+        except Exception:
             continue
     rows: list[SampleCheck] = []
     namespaces = 0
@@ -320,8 +372,11 @@ def check_cache(
                 blocks.append(f"{shown}: {problem}")
             elif common is not None and tuple(sorted(shapes.items())) != common:
                 expected = dict(common)
-                diff = ", ".join(f"{k} {shapes.get(k)} (others: {expected.get(k)})"
-                                 for k in sorted(set(shapes) | set(expected)) if shapes.get(k) != expected.get(k))
+                diff = ", ".join(
+                    f"{k} {shapes.get(k)} (others: {expected.get(k)})"
+                    for k in sorted(set(shapes) | set(expected))
+                    if shapes.get(k) != expected.get(k)
+                )
                 blocks.append(f"{shown}: shapes differ from the other cache entries: {diff}")
             rows.append(_combine(s.key, "cache", blocks, [], str(f)))
     where = f"namespace {namespace}" if namespace is not None else f"{namespaces} namespace(s)"
@@ -366,8 +421,11 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
     cache = [r for r in rows if r.what == "cache"]
     counts = Counter(r.status for r in samples)
     listed = sum(r.repeats for r in samples)
-    what = (f"{len(samples)} sample(s)" if listed == len(samples)
-            else f"{len(samples)} file(s) ({listed} samples per epoch with kohya repeats)")
+    what = (
+        f"{len(samples)} sample(s)"
+        if listed == len(samples)
+        else f"{len(samples)} file(s) ({listed} samples per epoch with kohya repeats)"
+    )
     text = f"{what}: {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking"
     if cache:
         bad_cache = sum(r.status == BLOCK for r in cache)
@@ -378,8 +436,10 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
         fraction = len(bad_keys) / len(samples)
         if bad_keys:
             verdict = "within" if fraction <= max_bad_samples_fraction else "more than"
-            text += (f". Training would leave out {len(bad_keys)} sample(s) ({fraction:.1%}), {verdict} "
-                     f"--max_bad_samples_fraction={max_bad_samples_fraction}")
+            text += (
+                f". Training would leave out {len(bad_keys)} sample(s) ({fraction:.1%}), {verdict} "
+                f"--max_bad_samples_fraction={max_bad_samples_fraction}"
+            )
             if verdict == "more than":
                 text += ", so it would stop"
     return "\n".join([text + "."] + bucket_lines(samples))
@@ -393,13 +453,28 @@ def bucket_lines(rows: Sequence[SampleCheck]) -> list[str]:
         return []
     over = sum(r.cropped is not None and r.cropped > CROP_WARNING for r in sized)
     noun = sized[0].noun
-    return ([f"{noun}s per bucket, as training would batch them:"] + bucket_table([r.bucket for r in sized], noun=noun)
-            + [f"{over} of {len(sized)} {noun}(s) lose more than {CROP_WARNING:.0%} of their area to the crop"])
+    return (
+        [f"{noun}s per bucket, as training would batch them:"]
+        + bucket_table([r.bucket for r in sized], noun=noun)
+        + [f"{over} of {len(sized)} {noun}(s) lose more than {CROP_WARNING:.0%} of their area to the crop"]
+    )
 
 
 def has_blocking(rows: Sequence[SampleCheck]) -> bool:
     return any(r.status == BLOCK for r in rows)
 
 
-__all__ = ["BLOCK", "OK", "WARN", "SampleCheck", "check_cache", "check_sample", "check_samples", "check_video_sample",
-           "check_video_samples", "format_table", "has_blocking", "summarize"]
+__all__ = [
+    "BLOCK",
+    "OK",
+    "WARN",
+    "SampleCheck",
+    "check_cache",
+    "check_sample",
+    "check_samples",
+    "check_video_sample",
+    "check_video_samples",
+    "format_table",
+    "has_blocking",
+    "summarize",
+]

@@ -13,10 +13,11 @@ import dataclasses
 import functools
 import os
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -115,11 +116,15 @@ class ImageMedia:
     def list_samples(self) -> list[RawSample]:
         cfg = self.cfg
         return load_samples(
-            train_data_dir=cfg.train_data_dir, dataset_name=cfg.dataset_name,
-            dataset_config_name=cfg.dataset_config_name, image_column=cfg.image_column,
-            caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
+            train_data_dir=cfg.train_data_dir,
+            dataset_name=cfg.dataset_name,
+            dataset_config_name=cfg.dataset_config_name,
+            image_column=cfg.image_column,
+            caption_column=cfg.caption_column,
+            max_train_samples=cfg.max_train_samples,
             labels_from_folders=fallback.caption_source(self.spec) == "class_folders",
-            caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt,
+            caption_extension=cfg.caption_extension,
+            instance_prompt=cfg.instance_prompt,
             dataset_split=cfg.dataset_split,
             caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
         )
@@ -127,9 +132,14 @@ class ImageMedia:
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here)."""
         usable = validate_samples(
-            samples, max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=fallback.requires_captions(self.spec), raise_on_fraction=False,
-            resolution=self.cfg.resolution, max_pixels=self.max_pixels,
+            samples,
+            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction,
+            log=log,
+            quarantine=quarantine,
+            require_captions=fallback.requires_captions(self.spec),
+            raise_on_fraction=False,
+            resolution=self.cfg.resolution,
+            max_pixels=self.max_pixels,
         )
         return self.bucket_samples(usable, log=log)
 
@@ -142,9 +152,15 @@ class ImageMedia:
         log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ({self.buckets_text}) ...")
         if self.square_reason:
             log(f"aspect buckets: {self.square_reason}")
-        rows = preflight.check_samples(samples, resolution=cfg.resolution, center_crop=cfg.center_crop,
-                                       seed=cfg.seed, require_captions=fallback.requires_captions(self.spec),
-                                       max_pixels=self.max_pixels, buckets=self.buckets)
+        rows = preflight.check_samples(
+            samples,
+            resolution=cfg.resolution,
+            center_crop=cfg.center_crop,
+            seed=cfg.seed,
+            require_captions=fallback.requires_captions(self.spec),
+            max_pixels=self.max_pixels,
+            buckets=self.buckets,
+        )
         report_captions(samples, cfg, self.spec, log)
         bucketed = [dataclasses.replace(s, bucket=r.bucket) for s, r in zip(samples, rows) if r.bucket is not None]
         return rows, bucketed, None
@@ -168,8 +184,10 @@ class ImageMedia:
         """How the log names the run's buckets: the mode, their number, area and stride."""
         mode, stride = aspect.parse_mode(self.cfg.aspect_buckets), self._stride[0]
         if mode == aspect.AUTO and stride is not None:
-            return (f"{aspect.FLAG} auto: {len(self.buckets)} aspect-ratio buckets of at most {self.cfg.resolution}"
-                    f"x{self.cfg.resolution} pixels in steps of {stride}")
+            return (
+                f"{aspect.FLAG} auto: {len(self.buckets)} aspect-ratio buckets of at most {self.cfg.resolution}"
+                f"x{self.cfg.resolution} pixels in steps of {stride}"
+            )
         return f"{aspect.FLAG} {self.cfg.aspect_buckets}: every image cropped to {aspect.format_size(self.buckets[0])}"
 
     def bucket_samples(self, samples: list, *, log) -> list:
@@ -190,8 +208,10 @@ class ImageMedia:
             log(line)
         line = aspect.crop_line([(s.key, share) for s, (_, share) in files])
         if line:
-            log(line + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
-                       "auto keeps the least crop)")
+            log(
+                line + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
+                "auto keeps the least crop)"
+            )
         return [dataclasses.replace(s, bucket=b) for s, (b, _) in zip(samples, chosen)]
 
     @property
@@ -207,9 +227,13 @@ class ImageMedia:
         """No ``resolution`` or bucket mode: each entry's name carries its bucket (:meth:`RawSample.cache_key`), so a
         change of either re-encodes only the images whose bucket changed."""
         cfg = self.cfg
-        return {**self.spec.encoders.cache_identity(cfg, comps), "image_size": "bucket in the key",
-                "center_crop": cfg.center_crop, "random_flip": cfg.random_flip,
-                "crop_seed": None if cfg.center_crop else cfg.seed}
+        return {
+            **self.spec.encoders.cache_identity(cfg, comps),
+            "image_size": "bucket in the key",
+            "center_crop": cfg.center_crop,
+            "random_flip": cfg.random_flip,
+            "crop_seed": None if cfg.center_crop else cfg.seed,
+        }
 
     def size_of(self, sample) -> tuple[int, int]:
         """The ``(height, width)`` a sample is cropped to: its bucket (the ``--resolution`` square before it has one)."""
@@ -221,14 +245,16 @@ class ImageMedia:
         def load(i: int) -> torch.Tensor:
             size = self.size_of(samples[i])
             image = samples[i].open_image(resolution=size, max_pixels=self.max_pixels)
-            return preprocess_image(image, size, center_crop=cfg.center_crop, flip=False,
-                                    crop_rng_seed=crop_seed(cfg.seed, samples[i].key))
+            return preprocess_image(
+                image, size, center_crop=cfg.center_crop, flip=False, crop_rng_seed=crop_seed(cfg.seed, samples[i].key)
+            )
 
         return load
 
     def raw_dataset(self, samples: list):
-        return batch_lib.RawImageDataset(samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed,
-                                         self.max_pixels)
+        return batch_lib.RawImageDataset(
+            samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed, self.max_pixels
+        )
 
     def groups(self, samples: list, **_: Any) -> list[int] | None:
         """Each image's bucket (its index among the run's buckets): a batch never mixes sizes; None for one bucket."""
@@ -288,8 +314,10 @@ def _gather(accelerator, local: dict[int, str]) -> dict[int, str]:
 def write_quarantine(output_dir: str | Path, accelerator, quarantine: list[dict[str, Any]]) -> Path:
     """Write ``output_dir/quarantine.json`` (main process, atomic): every left-out sample with its reason."""
     path = Path(output_dir) / QUARANTINE_FILE
-    advice = ("Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
-              "and run the same command again.")
+    advice = (
+        "Nothing has been trained yet: free some space there or choose an --output_dir on a disk with room, "
+        "and run the same command again."
+    )
 
     def write() -> None:
         with reporting_disk_full("the list of left-out samples", path, advice=advice):
@@ -308,16 +336,21 @@ def _build_cache_everywhere(accelerator, build: Callable[[], dict[int, str]]) ->
     own, result = None, {}
     try:
         result = build()
-    except Exception as err:  # noqa: BLE001 - the other ranks must learn of any failure
+    except Exception as err:
         own = err
     failures = exchange(accelerator, Failure.of(own, accelerator.process_index) if own is not None else None)
     if own is not None:
         raise own
     if failures:
         first = failures[0]
-        raise first.error() if first.user else UserError(
-            f"Rank {first.rank} failed while building the latent cache ({first.text}), so this process stops too. "
-            "That process's own error, printed with its traceback, says why: fix that and run again.")
+        raise (
+            first.error()
+            if first.user
+            else UserError(
+                f"Rank {first.rank} failed while building the latent cache ({first.text}), so this process stops too. "
+                "That process's own error, printed with its traceback, says why: fix that and run again."
+            )
+        )
     return result
 
 
@@ -356,7 +389,9 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
     """
     log = lambda m: _log(accelerator, m)  # noqa: E731
-    media = media if media is not None else spec.data.data_handler(cfg, spec)  # a family may hand in its own, bound to comps
+    media = (
+        media if media is not None else spec.data.data_handler(cfg, spec)
+    )  # a family may hand in its own, bound to comps
     samples = media.list_samples()
     total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once
     counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
@@ -365,8 +400,11 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
 
     def stop_if_too_many() -> None:
         error = bad_fraction_error(
-            [(q["key"], q["reason"]) for q in quarantine], total, cfg.max_bad_samples_fraction,
-            what=counted, where=f" Every left-out sample and why: {path}.",
+            [(q["key"], q["reason"]) for q in quarantine],
+            total,
+            cfg.max_bad_samples_fraction,
+            what=counted,
+            where=f" Every left-out sample and why: {path}.",
         )
         if error is not None:
             raise error
@@ -386,8 +424,14 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         log(caption_dropout.start_line(cfg.caption_dropout_probability))
     if not cfg.cache_latents or not media.cacheable:
         write_quarantine(cfg.output_dir, accelerator, quarantine)
-        return PreparedData(media.raw_dataset(samples), media.collate, samples, False, quarantine,
-                            groups=media.groups(samples, world_size=world, log=log))
+        return PreparedData(
+            media.raw_dataset(samples),
+            media.collate,
+            samples,
+            False,
+            quarantine,
+            groups=media.groups(samples, world_size=world, log=log),
+        )
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg.data)
@@ -397,19 +441,31 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     invalid = _drop_bad_cache_entries(files, present, samples, accelerator)
     present_set = set(present) - set(invalid)
     missing = [i for i in range(len(files)) if i not in present_set]
-    log(f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
-        + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else ""))
+    log(
+        f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
+        + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else "")
+    )
     accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
     # One index per cache file before the ranks' shares: copies of one file on two ranks would encode it twice at once
     first = first_per_file(missing, files)
     todo = [i for i in missing if first[i] == i]
-    failed_local = _build_cache_everywhere(accelerator, lambda: build_cache(
-        samples, files, todo[rank::world],
-        encode_images=lambda px: encoders.encode_images(comps, px),
-        encode_prompts=lambda caps: encoders.encode_prompts(comps, caps), load_pixels=media.pixel_loader(samples),
-        random_flip=cfg.random_flip, batch_size=media.encode_batch_size, rank=rank, log=say, what=media.noun,
-        world=world,
-    ))
+    failed_local = _build_cache_everywhere(
+        accelerator,
+        lambda: build_cache(
+            samples,
+            files,
+            todo[rank::world],
+            encode_images=lambda px: encoders.encode_images(comps, px),
+            encode_prompts=lambda caps: encoders.encode_prompts(comps, caps),
+            load_pixels=media.pixel_loader(samples),
+            random_flip=cfg.random_flip,
+            batch_size=media.encode_batch_size,
+            rank=rank,
+            log=say,
+            what=media.noun,
+            world=world,
+        ),
+    )
     failed = for_copies(_gather(accelerator, failed_local), first)
     accelerator.wait_for_everyone()
     origin, listed = copy_of(samples), Counter(copy_of(samples))
@@ -429,7 +485,18 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
-    empty = caption_dropout.cached_empty_prompt(cfg.caption_dropout_probability, root / namespace,
-                                                lambda caps: encoders.encode_prompts(comps, caps), accelerator, log)
-    return PreparedData(batch_lib.CachedLatentDataset([files[i] for i in keep], empty), batch_lib.collate, kept, True,
-                        quarantine, groups=media.groups(kept, world_size=world, log=log))
+    empty = caption_dropout.cached_empty_prompt(
+        cfg.caption_dropout_probability,
+        root / namespace,
+        lambda caps: encoders.encode_prompts(comps, caps),
+        accelerator,
+        log,
+    )
+    return PreparedData(
+        batch_lib.CachedLatentDataset([files[i] for i in keep], empty),
+        batch_lib.collate,
+        kept,
+        True,
+        quarantine,
+        groups=media.groups(kept, world_size=world, log=log),
+    )

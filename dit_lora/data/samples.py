@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 

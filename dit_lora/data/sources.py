@@ -15,21 +15,27 @@ import dataclasses
 import json
 import os
 import posixpath
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from dit_lora.config.parser import check_one_source
 from dit_lora.core.errors import UserError
-
-from dit_lora.data.kohya import (MAX_FOLDER_REPEATS, checked_caption_extension, checked_instance_prompt,  # noqa: F401
-                    refuse_caption_extension_for_dataset,
-                    head_of, kohya_folder, repeat_folder_samples)
+from dit_lora.data.hub_datasets import load_dataset_samples
+from dit_lora.data.kohya import (
+    checked_caption_extension,
+    checked_instance_prompt,
+    refuse_caption_extension_for_dataset,
+    repeat_folder_samples,
+)
 from dit_lora.data.kohya import kohya_folders as _kohya_folders
 from dit_lora.data.paths import locate, printable
-
-from dit_lora.data.hub_datasets import load_dataset_samples
 from dit_lora.data.samples import (  # noqa: F401 (re-exported: what a listed sample is, below the listings)
-    MAX_NAMED, RawSample, caption_value, name_some, suggest_caption_column,
+    MAX_NAMED,
+    RawSample,
+    caption_value,
+    name_some,
+    suggest_caption_column,
 )
 
 IMAGE_EXTENSIONS = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
@@ -101,14 +107,27 @@ def load_samples(
     instance_prompt = checked_instance_prompt(instance_prompt)
     folders: dict[str, tuple[int, str]] = {}
     if train_data_dir is not None:
-        samples, folders = _load_folder(os.fspath(train_data_dir), caption_column, labels_from_folders,
-                                        caption_extension=checked_caption_extension(caption_extension),
-                                        instance_prompt=instance_prompt, log=say)
+        samples, folders = _load_folder(
+            os.fspath(train_data_dir),
+            caption_column,
+            labels_from_folders,
+            caption_extension=checked_caption_extension(caption_extension),
+            instance_prompt=instance_prompt,
+            log=say,
+        )
     else:
         refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
         samples = load_dataset_samples(
-            dataset_name, dataset_config_name, image_column, caption_column, max_train_samples, cache_dir,
-            instance_prompt=instance_prompt, split=dataset_split, log=say, caption_column_given=caption_column_given,
+            dataset_name,
+            dataset_config_name,
+            image_column,
+            caption_column,
+            max_train_samples,
+            cache_dir,
+            instance_prompt=instance_prompt,
+            split=dataset_split,
+            log=say,
+            caption_column_given=caption_column_given,
         )
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
@@ -128,8 +147,9 @@ def is_hidden(name: str) -> bool:
     return name.startswith(".") or name.startswith("__")
 
 
-def _walk_folder(root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_EXTENSIONS
-                 ) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
+def _walk_folder(
+    root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_EXTENSIONS
+) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
     """Images, sidecar captions and metadata files under ``root`` (keys relative to it, "/"-separated).
 
     Captions map ``<image key without extension><extension, lower case>`` to the file's own key, for every
@@ -171,8 +191,9 @@ def _walk_folder(root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_E
     return images, captions, metadata_files
 
 
-def _metadata_captions(root: str, metadata_files: list[tuple[str, str]],
-                       caption_column: str, refused: list[RawSample]) -> dict[str, tuple[int, list[str | None]]]:
+def _metadata_captions(
+    root: str, metadata_files: list[tuple[str, str]], caption_column: str, refused: list[RawSample]
+) -> dict[str, tuple[int, list[str | None]]]:
     """Captions per image key from every metadata file; ``refused`` gets one sample per row whose
     file_name leaves the data folder (:func:`~dit_lora.data.paths.locate`), each with its own line's reason."""
     # key -> (depth of the metadata file, [captions]); the deepest metadata file naming an image
@@ -206,18 +227,26 @@ def _check_folder(root: str) -> None:
         )
 
 
-def _report_unread_sidecars(from_metadata: dict, caption_files: dict[str, str], extension: str,
-                            log: Callable[[str], Any]) -> None:
+def _report_unread_sidecars(
+    from_metadata: dict, caption_files: dict[str, str], extension: str, log: Callable[[str], Any]
+) -> None:
     """One line when images captioned by a metadata file also have a caption file beside them, which is not read
     (metadata wins; SimpleTuner users expect the .txt files to be read)."""
-    shadowed = [caption_files[stem] for stem in (posixpath.splitext(key)[0] + extension.lower()
-                                                 for key, (_, captions) in from_metadata.items()
-                                                 if all(c is not None for c in captions))
-                if stem in caption_files]
+    shadowed = [
+        caption_files[stem]
+        for stem in (
+            posixpath.splitext(key)[0] + extension.lower()
+            for key, (_, captions) in from_metadata.items()
+            if all(c is not None for c in captions)
+        )
+        if stem in caption_files
+    ]
     if shadowed:
-        log(f"{len(shadowed)} image(s) listed in a metadata file also have a {extension} caption file beside them "
+        log(
+            f"{len(shadowed)} image(s) listed in a metadata file also have a {extension} caption file beside them "
             f"({name_some(sorted(shadowed))}): the metadata's caption is used and those files are not read (remove "
-            f"the metadata file, or its rows, to train on them)")
+            f"the metadata file, or its rows, to train on them)"
+        )
 
 
 @dataclass
@@ -242,8 +271,14 @@ class _SidecarCaptions:
             if "\n" in text:  # kohya's sd-scripts would train on the first line only: the log says so
                 self.multi_line.append(own)
             return text
-        other = next((self.files[stem + e] for e in COMMON_CAPTION_EXTENSIONS
-                      if e != self.extension.lower() and stem + e in self.files), None)
+        other = next(
+            (
+                self.files[stem + e]
+                for e in COMMON_CAPTION_EXTENSIONS
+                if e != self.extension.lower() and stem + e in self.files
+            ),
+            None,
+        )
         if other is not None:
             self.other_found.append(other)
         top = key.split("/", 1)[0] if "/" in key else None
@@ -256,21 +291,33 @@ class _SidecarCaptions:
         """One line for unread captions of the other extension, one per kohya folder whose words were used."""
         if self.other_found:
             ext = posixpath.splitext(self.other_found[0])[1]
-            log(f"{len(self.other_found)} {self.noun}(s) have no {self.extension} caption file but a {ext} one beside "
+            log(
+                f"{len(self.other_found)} {self.noun}(s) have no {self.extension} caption file but a {ext} one beside "
                 f"them ({name_some(self.other_found)}): those are not read; pass --caption_extension {ext.lower()} "
-                f"to use them.")
+                f"to use them."
+            )
         if self.multi_line:
-            log(f"{len(self.multi_line)} caption file(s) hold more than one line: the whole file is each caption, "
+            log(
+                f"{len(self.multi_line)} caption file(s) hold more than one line: the whole file is each caption, "
                 f"line breaks included (kohya's sd-scripts read the first line only; musubi-tuner reads the whole "
-                f"file too): {name_some(self.multi_line)}")
+                f"file too): {name_some(self.multi_line)}"
+            )
         for top, count in self.from_words.items():
-            log(f"`{top}/`: {count} {self.noun}(s) without a {self.extension} caption are captioned "
-                f"{self.folders[top][1]!r}, the folder's words (kohya's class tokens)")
+            log(
+                f"`{top}/`: {count} {self.noun}(s) without a {self.extension} caption are captioned "
+                f"{self.folders[top][1]!r}, the folder's words (kohya's class tokens)"
+            )
 
 
-def _load_folder(root: str, caption_column: str, labels_from_folders: bool = False, *,
-                 caption_extension: str = ".txt", instance_prompt: str | None = None,
-                 log: Callable[[str], Any] = print) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
+def _load_folder(
+    root: str,
+    caption_column: str,
+    labels_from_folders: bool = False,
+    *,
+    caption_extension: str = ".txt",
+    instance_prompt: str | None = None,
+    log: Callable[[str], Any] = print,
+) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
     """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`)."""
     _check_folder(root)
     images, caption_files, metadata_files = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
@@ -292,8 +339,9 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     folders = _kohya_folders(root, set(images) | set(from_metadata))
     keys = sorted(set(images) | set(from_metadata))
     if instance_prompt is not None:
-        return _instance_samples(root, keys, refused, instance_prompt, len(caption_files) + len(from_metadata),
-                                 log), folders
+        return _instance_samples(
+            root, keys, refused, instance_prompt, len(caption_files) + len(from_metadata), log
+        ), folders
     sidecar = _SidecarCaptions(root, caption_files, caption_extension, folders)
     samples: list[RawSample] = list(refused)
     uncaptioned: list[str] = []
@@ -313,9 +361,12 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     sidecar.report(log)
     _report_unread_sidecars(from_metadata, caption_files, caption_extension, log)
     if uncaptioned:
-        other = (f" The {posixpath.splitext(sidecar.other_found[0])[1]} files beside them are read with "
-                 f"--caption_extension {posixpath.splitext(sidecar.other_found[0])[1].lower()}."
-                 if sidecar.other_found else "")
+        other = (
+            f" The {posixpath.splitext(sidecar.other_found[0])[1]} files beside them are read with "
+            f"--caption_extension {posixpath.splitext(sidecar.other_found[0])[1].lower()}."
+            if sidecar.other_found
+            else ""
+        )
         raise UserError(
             f"{len(uncaptioned)} image(s) in --train_data_dir {root!r} have no caption: {name_some(uncaptioned)}. "
             f"Add a metadata.jsonl beside them with one line per image, e.g. "
@@ -326,15 +377,20 @@ def _load_folder(root: str, caption_column: str, labels_from_folders: bool = Fal
     return sorted(samples, key=lambda s: s.key), folders  # refused rows among the others; stable: row order kept
 
 
-def _instance_samples(root: str, keys: list[str], refused: list[RawSample], prompt: str, unread: int,
-                      log: Callable[[str], Any]) -> list[RawSample]:
+def _instance_samples(
+    root: str, keys: list[str], refused: list[RawSample], prompt: str, unread: int, log: Callable[[str], Any]
+) -> list[RawSample]:
     """Every image captioned ``prompt`` (``--instance_prompt``), as diffusers' DreamBooth scripts caption a folder."""
     abs_root = os.path.abspath(root)
-    samples = list(refused) + [RawSample(key=key, caption=prompt, path=os.path.normpath(
-        os.path.join(abs_root, *key.split("/")))) for key in keys]
-    log(f"--instance_prompt: all {len(keys)} image(s) of --train_data_dir are captioned {prompt!r}"
+    samples = list(refused) + [
+        RawSample(key=key, caption=prompt, path=os.path.normpath(os.path.join(abs_root, *key.split("/"))))
+        for key in keys
+    ]
+    log(
+        f"--instance_prompt: all {len(keys)} image(s) of --train_data_dir are captioned {prompt!r}"
         + (f"; their own captions ({unread} caption file(s) or metadata row(s)) are not read" if unread else "")
-        + " (diffusers' DreamBooth scripts do the same)")
+        + " (diffusers' DreamBooth scripts do the same)"
+    )
     return sorted(samples, key=lambda s: s.key)
 
 
@@ -343,11 +399,15 @@ def class_folder_names(root: str | None) -> list[str] | None:
     walking every image; None when ``root`` is not such a folder (missing, or labelled by a metadata file)."""
     if not root or not os.path.isdir(root) or any(os.path.isfile(os.path.join(root, m)) for m in METADATA_FILENAMES):
         return None
+
     def has_image(folder: str) -> bool:  # stops at the first image, at any depth
         return any(os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS for _, _, files in os.walk(folder) for f in files)
 
-    names = [e.name for e in sorted(os.scandir(root), key=lambda e: e.name)
-             if e.is_dir() and not e.name.startswith(".") and has_image(e.path)]
+    names = [
+        e.name
+        for e in sorted(os.scandir(root), key=lambda e: e.name)
+        if e.is_dir() and not e.name.startswith(".") and has_image(e.path)
+    ]
     return names or None
 
 
@@ -392,8 +452,7 @@ def json_lines(lines: Iterable[str], bad_line: Callable[[int, json.JSONDecodeErr
         yield line_no, value
 
 
-def read_metadata(root: str, rel_dir: str, name: str,
-                  caption_column: str) -> list[tuple[str, str | None, str | None]]:
+def read_metadata(root: str, rel_dir: str, name: str, caption_column: str) -> list[tuple[str, str | None, str | None]]:
     """Rows of one metadata file as (key relative to root, caption or None, refusal or None).
 
     A ``file_name`` that leaves ``root`` (``..``, or an absolute path outside it) keeps the row with the

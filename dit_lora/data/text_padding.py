@@ -11,8 +11,8 @@ step, one static shape for ``--compile``), and the same on every process and aft
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 from safetensors import safe_open
@@ -27,7 +27,7 @@ def used_text_length(files: Iterable[Path], mask_key: str = "prompt_attention_ma
     longest, padded = 0, None
     for file in files:
         with safe_open(str(file), framework="pt") as handle:
-            if mask_key not in handle.keys():
+            if mask_key not in handle.keys():  # noqa: SIM118 - safe_open has keys(), no `in`
                 return None
             mask = handle.get_tensor(mask_key).reshape(-1)
         padded = max(padded or 0, mask.numel())

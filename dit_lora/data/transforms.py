@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Sequence, Union
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from PIL import Image
 
 from dit_lora.core.errors import UserError
 
-Resolution = Union[int, Sequence[int]]
+Resolution = int | Sequence[int]
 
 
 def target_size(resolution: Resolution) -> tuple[int, int]:

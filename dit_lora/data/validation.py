@@ -10,21 +10,26 @@ import dataclasses
 import math
 import os
 from collections import Counter
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from PIL import UnidentifiedImageError
 
 from dit_lora.core.errors import UserError
-
 from dit_lora.data.decode import ImageTooLarge, UnsupportedImage, decode_notes, decode_workers, pixel_budget
 from dit_lora.data.kohya import copies_note, copy_of
 from dit_lora.data.paths import printable
 from dit_lora.data.sources import MAX_LOGGED_BAD, MAX_NAMED, RawSample
 
 
-def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int | None = None,
-                  notes: list[tuple[str, str]] | None = None) -> str | None:
+def image_problem(
+    sample: RawSample,
+    *,
+    resolution: Any = None,
+    max_pixels: int | None = None,
+    notes: list[tuple[str, str]] | None = None,
+) -> str | None:
     """Why ``sample``'s image cannot be used, or None if it decodes and converts to RGB.
 
     Decodes as training will (:meth:`RawSample.open_image`): within ``max_pixels`` (checked from the header,
@@ -57,7 +62,7 @@ def image_problem(sample: RawSample, *, resolution: Any = None, max_pixels: int 
         if "truncated" in text.lower():
             return f"truncated image ({text})"
         return f"unreadable ({type(err).__name__}: {text})"
-    except Exception as err:  # noqa: BLE001 - PIL raises SyntaxError/ValueError/... on odd files
+    except Exception as err:
         return f"unreadable ({type(err).__name__}: {' '.join(str(err).split())})"
     return None
 
@@ -69,8 +74,14 @@ def caption_problem(sample: RawSample) -> str | None:
     return None
 
 
-def sample_problem(sample: RawSample, *, require_caption: bool = True, resolution: Any = None,
-                   max_pixels: int | None = None, notes: list[tuple[str, str]] | None = None) -> str | None:
+def sample_problem(
+    sample: RawSample,
+    *,
+    require_caption: bool = True,
+    resolution: Any = None,
+    max_pixels: int | None = None,
+    notes: list[tuple[str, str]] | None = None,
+) -> str | None:
     """Why ``sample`` must be left out of training (empty caption, unreadable or too large image), or None;
     the decoder's notes on a usable image go to ``notes`` (:func:`image_problem`)."""
     if require_caption:
@@ -89,11 +100,15 @@ def summarize_notes(notes: Sequence[tuple[str, str]]) -> list[str]:
     if animated:
         kinds = sorted({note.split(" (")[0].replace("animated ", "") for _, note in animated})
         plural = len(animated) != 1
-        lines.append(f"{len(animated)} animated image{'s' if plural else ''} ({', '.join(kinds)}): training uses "
-                     f"{'their' if plural else 'its'} first frame ({_named([key for key, _ in animated])})")
+        lines.append(
+            f"{len(animated)} animated image{'s' if plural else ''} ({', '.join(kinds)}): training uses "
+            f"{'their' if plural else 'its'} first frame ({_named([key for key, _ in animated])})"
+        )
     if others:
-        lines.append(f"{len(others)} image{'s' if len(others) != 1 else ''} decoded with a note: "
-                     + _named([f"{key} ({note})" for key, note in others]))
+        lines.append(
+            f"{len(others)} image{'s' if len(others) != 1 else ''} decoded with a note: "
+            + _named([f"{key} ({note})" for key, note in others])
+        )
     return lines
 
 
@@ -171,16 +186,33 @@ def validate_samples(
     if num_workers is None and max_pixels:
         num_workers = decode_workers(max_pixels, most=8)
     notes: list[tuple[str, str]] = []
-    check = lambda s: sample_problem(s, require_caption=require_captions, resolution=resolution,  # noqa: E731
-                                     max_pixels=max_pixels, notes=notes)
-    problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction, num_workers=num_workers,
-                         empty_hint="Point --train_data_dir or --dataset_name at data with images.")
+
+    def check(s):
+        return sample_problem(
+            s,
+            require_caption=require_captions,
+            resolution=resolution,
+            max_pixels=max_pixels,
+            notes=notes,
+        )
+
+    problems = check_all(
+        samples,
+        check,
+        max_bad_samples_fraction=max_bad_samples_fraction,
+        num_workers=num_workers,
+        empty_hint="Point --train_data_dir or --dataset_name at data with images.",
+    )
     only_images = all(p != "empty caption" for p in problems if p is not None)
     usable = {s.key for s, p in zip(samples, problems) if p is None}
     for line in summarize_notes(sorted((key, note) for key, note in notes if key in usable)):
         log(line)
     return screen(
-        samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
+        samples,
+        problems,
+        max_bad_samples_fraction=max_bad_samples_fraction,
+        log=log,
+        quarantine=quarantine,
         raise_on_fraction=raise_on_fraction,
         what="training images" if only_images else "training samples",
         failed="could not be read" if only_images else "could not be used",
@@ -189,8 +221,14 @@ def validate_samples(
     )
 
 
-def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samples_fraction: float,
-              num_workers: int | None, empty_hint: str) -> list[str | None]:
+def check_all(
+    samples: list,
+    check: Callable[[Any], str | None],
+    *,
+    max_bad_samples_fraction: float,
+    num_workers: int | None,
+    empty_hint: str,
+) -> list[str | None]:
     """Run ``check`` on every sample (threads: decoders release the GIL); the problems, in input order.
 
     A kohya repeat (:func:`~dit_lora.data.kohya.copy_of`) is not checked again: it gets its first copy's verdict, so
@@ -210,10 +248,14 @@ def check_all(samples: list, check: Callable[[Any], str | None], *, max_bad_samp
     return [verdict[first] for first in origin]
 
 
-_ONE = {"paths outside the data folder": "path outside the data folder", "empty captions": "empty caption",
-        "images too large": "image too large", "unreadable images": "unreadable image",
-        "images with no faithful 8-bit RGB conversion": "image with no faithful 8-bit RGB conversion",
-        "clips that cannot be used": "clip that cannot be used"}
+_ONE = {
+    "paths outside the data folder": "path outside the data folder",
+    "empty captions": "empty caption",
+    "images too large": "image too large",
+    "unreadable images": "unreadable image",
+    "images with no faithful 8-bit RGB conversion": "image with no faithful 8-bit RGB conversion",
+    "clips that cannot be used": "clip that cannot be used",
+}
 
 
 def skipped_by_reason(bad: Sequence[tuple[Any, str]], other: str) -> str:
@@ -235,9 +277,19 @@ def skipped_by_reason(bad: Sequence[tuple[Any, str]], other: str) -> str:
     return ", ".join(f"{n} {_ONE.get(reason, reason) if n == 1 else reason}" for reason, n in counts.items())
 
 
-def screen(samples: list, problems: list[str | None], *, max_bad_samples_fraction: float, log: Callable[[str], Any],
-           quarantine: list[dict[str, Any]] | None, raise_on_fraction: bool, what: str, failed: str, skipped_as: str,
-           fix: str) -> list:
+def screen(
+    samples: list,
+    problems: list[str | None],
+    *,
+    max_bad_samples_fraction: float,
+    log: Callable[[str], Any],
+    quarantine: list[dict[str, Any]] | None,
+    raise_on_fraction: bool,
+    what: str,
+    failed: str,
+    skipped_as: str,
+    fix: str,
+) -> list:
     """Drop the samples with a problem: name them (20 at most), quarantine them, enforce the fraction.
 
     Shared by images and videos; returns the good samples renumbered ``index`` 0..N-1. The count line words
@@ -251,8 +303,9 @@ def screen(samples: list, problems: list[str | None], *, max_bad_samples_fractio
     repeats = [listed[i] for i, first in enumerate(origin) if first == i and problems[i] is not None]
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": p, **({"repeats": n} if n > 1 else {})}
-                          for (s, p), n in zip(bad, repeats))
+        quarantine.extend(
+            {"key": s.key, "reason": p, **({"repeats": n} if n > 1 else {})} for (s, p), n in zip(bad, repeats)
+        )
     for (sample, problem), n in list(zip(bad, repeats))[:MAX_LOGGED_BAD]:
         # a key read from a data file may hold a NUL or ESC
         log(f"skipping {printable(sample.key)}: {problem}{copies_note(n)}")
@@ -260,14 +313,18 @@ def screen(samples: list, problems: list[str | None], *, max_bad_samples_fractio
         log(f"... and {len(bad) - MAX_LOGGED_BAD} more")
     total = len(listed)  # files (first copies), not kohya repeats
     if bad:
-        copies = f" ({sum(repeats)} of {len(samples)} samples per epoch with kohya repeats)" if total < len(samples) \
-            else ""
-        log(f"skipped {len(bad)} of {total} {'files' if total < len(samples) else 'samples'}{copies}: "
-            f"{skipped_by_reason(bad, skipped_as)}; {total - len(bad)} remain")
+        copies = (
+            f" ({sum(repeats)} of {len(samples)} samples per epoch with kohya repeats)" if total < len(samples) else ""
+        )
+        log(
+            f"skipped {len(bad)} of {total} {'files' if total < len(samples) else 'samples'}{copies}: "
+            f"{skipped_by_reason(bad, skipped_as)}; {total - len(bad)} remain"
+        )
     if raise_on_fraction:
         counted = f"{what} (files; their kohya repeats are not counted)" if total < len(samples) else what
-        error = bad_fraction_error([(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=counted,
-                                   failed=failed)
+        error = bad_fraction_error(
+            [(s.key, p) for s, p in bad], total, max_bad_samples_fraction, what=counted, failed=failed
+        )
         if error is not None:
             raise error
     if not good:

@@ -22,21 +22,37 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Literal, NamedTuple, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import numpy as np
 import torch
 from PIL import Image
 
 from dit_lora.data.decode import load_rgb, open_checked, pixel_budget
+from dit_lora.data.frames import (
+    Bucket,
+    check_num_frames,
+    choose_bucket,
+    frame_rule,
+    latent_frames,
+    latent_padding,
+    one_frame_buckets,
+    resolution_buckets,
+)
 from dit_lora.data.sources import RawSample
 from dit_lora.data.transforms import crop_box, resized_size
-from dit_lora.data.frames import (Bucket, check_num_frames, choose_bucket, frame_rule, latent_frames, latent_padding,
-                     one_frame_buckets, resolution_buckets)
 from dit_lora.data.validation import caption_problem, check_all, image_problem, screen
 from dit_lora.data.video_sample import (  # re-exported: the clip itself, below the sources that list clips
-    CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoDecodeError, VideoInfo, VideoSample, _av, _video_stream,
-    describe_error, is_image_file,
+    CLIP_IMAGE_EXTENSIONS,
+    VIDEO_EXTENSIONS,
+    VideoDecodeError,
+    VideoInfo,
+    VideoSample,
+    _av,
+    _video_stream,
+    describe_error,
+    is_image_file,
 )
 from dit_lora.data.video_sources import load_video_samples  # re-exported: the listing lives there
 
@@ -114,8 +130,9 @@ def decode_frames_at(path: str, indices: Sequence[int], convert: Callable[[Any],
         raise VideoDecodeError("file not found") from None
     except (av.FFmpegError, OSError, ValueError, EOFError) as err:
         if opened:
-            raise VideoDecodeError(f"truncated or damaged (decode failed after {seen} frame(s): "
-                                   f"{describe_error(err)})") from None
+            raise VideoDecodeError(
+                f"truncated or damaged (decode failed after {seen} frame(s): {describe_error(err)})"
+            ) from None
         raise VideoDecodeError(f"not a readable video (corrupt, or not a video; {describe_error(err)})") from None
     return kept, seen
 
@@ -176,8 +193,9 @@ def decode_clip(
     return out
 
 
-def decode_image_clip(path: str | os.PathLike, height: int, width: int, *, max_pixels: int | None = None
-                      ) -> torch.Tensor:
+def decode_image_clip(
+    path: str | os.PathLike, height: int, width: int, *, max_pixels: int | None = None
+) -> torch.Tensor:
     """An image as a one-frame clip: a float32 ``(1, 3, height, width)`` tensor in [-1, 1].
 
     Decoded exactly as the image families decode (:func:`~dit_lora.data.decode.load_rgb`: EXIF orientation applied,
@@ -262,13 +280,19 @@ def scan_image(sample: VideoSample, *, max_pixels: int | None = None, resolution
         return ClipScan(problem)
     try:
         width, height = image_size(sample.path, budget)
-    except Exception as err:  # noqa: BLE001 - replaced or damaged since the decode just above
+    except Exception as err:
         return ClipScan(f"unreadable ({describe_error(err)})")
     return ClipScan(None, 1, width, height)
 
 
-def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "--max_num_frames",
-              max_pixels: int | None = None, resolution: Any = None) -> ClipScan:
+def scan_clip(
+    sample: VideoSample,
+    min_frames: int = 1,
+    *,
+    frames_flag: str = "--max_num_frames",
+    max_pixels: int | None = None,
+    resolution: Any = None,
+) -> ClipScan:
     """Decode ``sample``'s whole video stream once: why it cannot be trained on (or None), frames, size.
 
     An image (:attr:`VideoSample.is_image`) is scanned by :func:`scan_image` (one frame, never too short: it
@@ -307,8 +331,9 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
                 frame.to_ndarray(format="rgb24")  # forces a full conversion, as training will
                 if not count:  # the size as displayed: a quarter turn swaps it
                     turns = quarter_turns(frame)
-                    width, height = (int(frame.height), int(frame.width)) if turns % 2 else (int(frame.width),
-                                                                                            int(frame.height))
+                    width, height = (
+                        (int(frame.height), int(frame.width)) if turns % 2 else (int(frame.width), int(frame.height))
+                    )
                 count += 1
     except VideoDecodeError as err:
         return ClipScan(str(err), count, width, height)
@@ -316,22 +341,28 @@ def scan_clip(sample: VideoSample, min_frames: int = 1, *, frames_flag: str = "-
         if opened:
             # The header was fine, the frame data is not: a download cut short, or damage inside.
             of = f" of {declared}" if declared else ""
-            return ClipScan(f"truncated or damaged (decode failed after {count}{of} frame(s): {describe_error(err)})",
-                            count, width, height)
+            return ClipScan(
+                f"truncated or damaged (decode failed after {count}{of} frame(s): {describe_error(err)})",
+                count,
+                width,
+                height,
+            )
         return ClipScan(f"not a readable video (corrupt, or not a video despite its extension; {describe_error(err)})")
-    except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files
+    except Exception as err:
         return ClipScan(f"unreadable ({describe_error(err)})", count, width, height)
     # Headers can be off by a frame or two (edit lists, B-frame delay); only a real gap is truncation.
     if declared and count < declared - max(2, declared // 50):
         return ClipScan(f"truncated (header declares {declared} frames, only {count} decode)", count, width, height)
     if count < min_frames:
-        return ClipScan(f"too short ({count} frame(s), need at least {min_frames} for {frames_flag})",
-                        count, width, height)
+        return ClipScan(
+            f"too short ({count} frame(s), need at least {min_frames} for {frames_flag})", count, width, height
+        )
     return ClipScan(None, count, width, height, 90 * turns, fps)
 
 
-def video_problem(sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames",
-                  max_pixels: int | None = None) -> str | None:
+def video_problem(
+    sample: VideoSample, min_frames: int, *, frames_flag: str = "--max_num_frames", max_pixels: int | None = None
+) -> str | None:
     """Why ``sample``'s clip cannot be trained on, or None if it decodes with enough frames.
 
     Decodes the whole video stream once (like validation decodes every image), so a file that
@@ -404,23 +435,39 @@ def validate_video_samples(
         scans[(sample.key, sample.path)] = scan  # a dict store is atomic under the GIL
         return scan.problem
 
-    problems = check_all(samples, check, max_bad_samples_fraction=max_bad_samples_fraction,
-                         num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
-                         empty_hint="Point --train_data_dir at a folder of videos with captions.")
+    problems = check_all(
+        samples,
+        check,
+        max_bad_samples_fraction=max_bad_samples_fraction,
+        num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
+        empty_hint="Point --train_data_dir at a folder of videos with captions.",
+    )
     fix = "Check the files in --train_data_dir and --max_num_frames."
-    short = [scans[(s.key, s.path)].num_frames for s, p in zip(samples, problems)
-             if p is not None and p.startswith("too short")]
+    short = [
+        scans[(s.key, s.path)].num_frames
+        for s, p in zip(samples, problems)
+        if p is not None and p.startswith("too short")
+    ]
     # No usable clip and some merely too short: say which option to lower rather than which fraction to raise.
     none_long_enough = bool(short) and all(p is not None for p in problems)
     if none_long_enough:
         longest = max(short)
-        fix = (f"No clip is long enough for {frames_flag}: the longest has {longest} decodable frame(s). Lower "
-               f"--max_num_frames (or the frame counts of --frame_buckets) to at most {longest} (of the form 4k+1"
-               f"{f', e.g. {frame_rule(longest)}' if frame_rule(longest) else ''}), or use longer clips.")
+        fix = (
+            f"No clip is long enough for {frames_flag}: the longest has {longest} decodable frame(s). Lower "
+            f"--max_num_frames (or the frame counts of --frame_buckets) to at most {longest} (of the form 4k+1"
+            f"{f', e.g. {frame_rule(longest)}' if frame_rule(longest) else ''}), or use longer clips."
+        )
     good = screen(
-        samples, problems, max_bad_samples_fraction=max_bad_samples_fraction, log=log, quarantine=quarantine,
-        raise_on_fraction=raise_on_fraction and not none_long_enough, what="training videos",
-        failed="could not be used", skipped_as="clips that cannot be used", fix=fix,
+        samples,
+        problems,
+        max_bad_samples_fraction=max_bad_samples_fraction,
+        log=log,
+        quarantine=quarantine,
+        raise_on_fraction=raise_on_fraction and not none_long_enough,
+        what="training videos",
+        failed="could not be used",
+        skipped_as="clips that cannot be used",
+        fix=fix,
     )
     if not buckets:
         return good
@@ -430,11 +477,18 @@ def validate_video_samples(
     return _with_buckets(good, kept, buckets, stills)
 
 
-def _with_buckets(good: list[VideoSample], scans: list[ClipScan], buckets: Sequence[Bucket],
-                  stills: Sequence[Bucket]) -> list[VideoSample]:
+def _with_buckets(
+    good: list[VideoSample], scans: list[ClipScan], buckets: Sequence[Bucket], stills: Sequence[Bucket]
+) -> list[VideoSample]:
     """Each kept sample with its bucket: a clip's among ``buckets``, an image's among the one-frame ``stills``."""
-    return [dataclasses.replace(sample, bucket=choose_bucket(scan.num_frames, scan.height, scan.width,
-                                                             stills if sample.is_image else buckets),
-                                source_size=(scan.height, scan.width), rotation=scan.rotation,
-                                source_frames=scan.num_frames, source_fps=scan.fps)
-            for sample, scan in zip(good, scans)]
+    return [
+        dataclasses.replace(
+            sample,
+            bucket=choose_bucket(scan.num_frames, scan.height, scan.width, stills if sample.is_image else buckets),
+            source_size=(scan.height, scan.width),
+            rotation=scan.rotation,
+            source_frames=scan.num_frames,
+            source_fps=scan.fps,
+        )
+        for sample, scan in zip(good, scans)
+    ]

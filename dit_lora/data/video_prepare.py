@@ -23,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -58,7 +59,14 @@ from dit_lora.data.video import (
 )
 from dit_lora.data.video_sources import load_video_samples
 
-__all__ = ["VideoMedia", "frame_sampling_lines", "image_buckets_for", "load_video_dataset", "materialise_clip", "video_namespace_identity"]
+__all__ = [
+    "VideoMedia",
+    "frame_sampling_lines",
+    "image_buckets_for",
+    "load_video_dataset",
+    "materialise_clip",
+    "video_namespace_identity",
+]
 
 _ROWS_PER_READ = 64  # dataset rows fetched at once: bounded memory for datasets that embed clip bytes
 
@@ -83,8 +91,9 @@ def _suffix(name: str | None, default: str = ".mp4") -> str:
     return ext if ext in VIDEO_EXTENSIONS or ext in CLIP_IMAGE_EXTENSIONS else default
 
 
-def _clip_path(value: Any, base_dir: str, clip_folder: Path, place: Callable[[str], Located],
-               default_suffix: str = ".mp4") -> Located | None:
+def _clip_path(
+    value: Any, base_dir: str, clip_folder: Path, place: Callable[[str], Located], default_suffix: str = ".mp4"
+) -> Located | None:
     """The file of one dataset cell: bytes written under ``clip_folder``, a ``Video``/``Image`` cell's own path
     (relative to ``base_dir``), or a path string placed by ``place`` (refused when it leaves the dataset's files)."""
     if isinstance(value, dict):
@@ -147,9 +156,14 @@ def load_video_dataset(
     column = video_column or "video"
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos", split=split)
     # With --instance_prompt no caption column is needed: the video column stands in for it in the check.
-    check_dataset_columns(dataset_name, list(dataset.column_names), column,
-                          caption_column if instance_prompt is None else column, what="videos",
-                          media_hint=_video_column_hint(dataset, caption_column))
+    check_dataset_columns(
+        dataset_name,
+        list(dataset.column_names),
+        column,
+        caption_column if instance_prompt is None else column,
+        what="videos",
+        media_hint=_video_column_hint(dataset, caption_column),
+    )
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
     feature = dataset.features[column]
@@ -171,14 +185,23 @@ def load_video_dataset(
         captions = dataset_captions(dataset, dataset_name, caption_column)
     else:
         captions = [(row, instance_prompt) for row in range(len(dataset))]
-        log(f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
-            f"the caption column is not read (diffusers' DreamBooth scripts do the same)")
+        log(
+            f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
+            f"the caption column is not read (diffusers' DreamBooth scripts do the same)"
+        )
     paths: list[Located | None] = []
     for start in range(0, len(videos), _ROWS_PER_READ):
         for value in videos[start : start + _ROWS_PER_READ][column]:
             field = f"row {len(paths)}: {column}"
-            paths.append(_clip_path(value, base_dir, Path(clip_folder),
-                                    lambda text: place_dataset_path(root, dataset_name, text, field), default_suffix))
+            paths.append(
+                _clip_path(
+                    value,
+                    base_dir,
+                    Path(clip_folder),
+                    lambda text, field=field: place_dataset_path(root, dataset_name, text, field),
+                    default_suffix,
+                )
+            )
     empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
     if empty:
         raise UserError(
@@ -186,9 +209,16 @@ def load_video_dataset(
             f"{name_some(empty)}. Fill them in, drop those rows, or pick another --video_column."
         )
     # A refused row keeps its written path as its path (never opened): screening quarantines it with the reason.
-    return [VideoSample(key=f"{dataset_name}[{row}]", caption=caption, index=i,
-                        path=paths[row].path or paths[row].key, refused=paths[row].refused)  # type: ignore[union-attr]
-            for i, (row, caption) in enumerate(captions)]
+    return [
+        VideoSample(
+            key=f"{dataset_name}[{row}]",
+            caption=caption,
+            index=i,
+            path=paths[row].path or paths[row].key,
+            refused=paths[row].refused,
+        )  # type: ignore[union-attr]
+        for i, (row, caption) in enumerate(captions)
+    ]
 
 
 def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any]:
@@ -197,8 +227,13 @@ def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any
     No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
     re-encodes only the clips whose bucket changed. Frames are always centre-cropped (no crop seed).
     """
-    return {**spec.encoders.cache_identity(cfg, comps), "media": "video", "frame_sampling": cfg.frame_sampling,
-            "random_flip": cfg.random_flip, "crop": "center"}
+    return {
+        **spec.encoders.cache_identity(cfg, comps),
+        "media": "video",
+        "frame_sampling": cfg.frame_sampling,
+        "random_flip": cfg.random_flip,
+        "crop": "center",
+    }
 
 
 def _sampled(sample, sampling: str) -> tuple[float, float] | None:
@@ -224,19 +259,29 @@ def frame_sampling_lines(samples: list, sampling: str, model_fps: float | None) 
     counts = sorted({s.bucket[0] for s, _ in timed})
     frames = str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     model = f"; the model runs at {model_fps:g} fps" if model_fps else ""
-    other = ("--frame_sampling first takes consecutive frames" if sampling != "first"
-             else "--frame_sampling uniform spreads them over the whole clip")
-    lines = [f"frame sampling {sampling}: the clips' {frames} frames span {min(spans):.1f} to {max(spans):.1f} s of "
-             f"each clip ({min(rates):.1f} to {max(rates):.1f} frames per second{model}); {other}"]
+    other = (
+        "--frame_sampling first takes consecutive frames"
+        if sampling != "first"
+        else "--frame_sampling uniform spreads them over the whole clip"
+    )
+    lines = [
+        f"frame sampling {sampling}: the clips' {frames} frames span {min(spans):.1f} to {max(spans):.1f} s of "
+        f"each clip ({min(rates):.1f} to {max(rates):.1f} frames per second{model}); {other}"
+    ]
     if not model_fps:
         return lines
     far = list(dict.fromkeys(s.key for s, (_, rate) in timed if not 0.5 * model_fps <= rate <= 2 * model_fps))
     if far:
-        fix = ("--frame_sampling first keeps each clip's own speed" if sampling != "first"
-               else f"re-encode those clips at about {model_fps:g} fps")
-        lines.append(f"warning: {len(far)} clip(s) are sampled at under {0.5 * model_fps:g} or over "
-                     f"{2 * model_fps:g} frames per second, far from the model's {model_fps:g} fps, so their motion "
-                     f"trains faster or slower than the model generates: {name_some(far)}; {fix}")
+        fix = (
+            "--frame_sampling first keeps each clip's own speed"
+            if sampling != "first"
+            else f"re-encode those clips at about {model_fps:g} fps"
+        )
+        lines.append(
+            f"warning: {len(far)} clip(s) are sampled at under {0.5 * model_fps:g} or over "
+            f"{2 * model_fps:g} frames per second, far from the model's {model_fps:g} fps, so their motion "
+            f"trains faster or slower than the model generates: {name_some(far)}; {fix}"
+        )
     return lines
 
 
@@ -345,15 +390,25 @@ class VideoMedia:
         cfg = self.cfg
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
         if cfg.train_data_dir is not None:
-            return load_video_samples(cfg.train_data_dir, cfg.caption_column, cfg.video_column, cfg.max_train_samples,
-                                      caption_extension=cfg.caption_extension, instance_prompt=cfg.instance_prompt)
+            return load_video_samples(
+                cfg.train_data_dir,
+                cfg.caption_column,
+                cfg.video_column,
+                cfg.max_train_samples,
+                caption_extension=cfg.caption_extension,
+                instance_prompt=cfg.instance_prompt,
+            )
         if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
             raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.max_train_samples!r}.")
         refuse_caption_extension_for_dataset(cfg.caption_extension, cfg.dataset_name, cfg.caption_column, "clip")
         return load_video_dataset(
-            cfg.dataset_name, cfg.dataset_config_name, video_column=cfg.video_column,
-            caption_column=cfg.caption_column, max_train_samples=cfg.max_train_samples,
-            clip_folder=self.cache_root / "videos", instance_prompt=checked_instance_prompt(cfg.instance_prompt),
+            cfg.dataset_name,
+            cfg.dataset_config_name,
+            video_column=cfg.video_column,
+            caption_column=cfg.caption_column,
+            max_train_samples=cfg.max_train_samples,
+            clip_folder=self.cache_root / "videos",
+            instance_prompt=checked_instance_prompt(cfg.instance_prompt),
             split=cfg.dataset_split,
         )
 
@@ -361,9 +416,15 @@ class VideoMedia:
         """Decode every clip and image once, leave out the bad and too-short ones, give the others their bucket."""
         stills = self.image_buckets(samples)
         good = validate_video_samples(
-            samples, buckets=self.buckets, frames_flag=self.frames_flag,
-            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction, log=log, quarantine=quarantine,
-            require_captions=self.requires_captions, raise_on_fraction=False, image_buckets=stills,
+            samples,
+            buckets=self.buckets,
+            frames_flag=self.frames_flag,
+            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction,
+            log=log,
+            quarantine=quarantine,
+            require_captions=self.requires_captions,
+            raise_on_fraction=False,
+            image_buckets=stills,
             max_pixels=self.max_pixels,
         )
         files = [s for s in good if s.repeat == 0]  # a kohya copy shares its file's bucket: tables count files
@@ -383,8 +444,14 @@ class VideoMedia:
         what = f" ({images} of them images, one-frame clips)" if images else ""
         log(f"checking {len(samples)} clip(s){what} for bucket(s) {shown} (frames x height x width) ...")
         rows, usable = preflight.check_video_samples(
-            samples, buckets=self.buckets, frame_sampling=self.cfg.frame_sampling, frames_flag=self.frames_flag,
-            require_captions=self.requires_captions, image_buckets=stills, max_pixels=self.max_pixels)
+            samples,
+            buckets=self.buckets,
+            frame_sampling=self.cfg.frame_sampling,
+            frames_flag=self.frames_flag,
+            require_captions=self.requires_captions,
+            image_buckets=stills,
+            max_pixels=self.max_pixels,
+        )
         report_captions(samples, self.cfg, self.spec, log)
         return rows, usable, None  # each row has its bucket and crop; the summary counts them (preflight.summarize)
 
@@ -398,8 +465,9 @@ class VideoMedia:
 
         def load(i: int) -> torch.Tensor:
             frames, height, width = samples[i].bucket
-            return decode_clip(samples[i].path, frames, height, width, start=self.cfg.frame_sampling,
-                               max_pixels=max_pixels)
+            return decode_clip(
+                samples[i].path, frames, height, width, start=self.cfg.frame_sampling, max_pixels=max_pixels
+            )
 
         return load
 
@@ -415,7 +483,8 @@ class VideoMedia:
         for g, (f, h, w) in enumerate(buckets):
             n = groups.count(g)
             if 0 < n < world_size:
-                log(f"warning: bucket {f}x{h}x{w} has {n} clip(s), fewer than the {world_size} processes; "
-                    f"a batch never mixes buckets, so those clips are never trained on")
+                log(
+                    f"warning: bucket {f}x{h}x{w} has {n} clip(s), fewer than the {world_size} processes; "
+                    f"a batch never mixes buckets, so those clips are never trained on"
+                )
         return groups
-

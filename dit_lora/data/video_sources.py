@@ -16,15 +16,23 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dit_lora.core.errors import UserError
-
 from dit_lora.data.kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
 from dit_lora.data.paths import locate
-from dit_lora.data.sources import COMMON_CAPTION_EXTENSIONS, METADATA_FILENAMES, is_hidden, name_some, read_metadata
-from dit_lora.data.sources import _main_process_print
-from dit_lora.data.sources import _SidecarCaptions as SidecarCaptions  # the image folders' sidecar captions, read the same way
+from dit_lora.data.sources import (
+    COMMON_CAPTION_EXTENSIONS,
+    METADATA_FILENAMES,
+    _main_process_print,
+    is_hidden,
+    name_some,
+    read_metadata,
+)
+from dit_lora.data.sources import (
+    _SidecarCaptions as SidecarCaptions,
+)  # the image folders' sidecar captions, read the same way
 from dit_lora.data.video_sample import CLIP_IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, VideoSample
 
 #: what a video dataset's file may be: a clip, or an image (a one-frame clip)
@@ -171,8 +179,9 @@ def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoS
             half_blank.append(f"line {line_no} of {missing}")
             continue
         located = locate(root, video, field=f"{video_file} line {line_no}")
-        samples.append(VideoSample(key=located.key, caption=prompt, path=located.path or located.key,
-                                   refused=located.refused))
+        samples.append(
+            VideoSample(key=located.key, caption=prompt, path=located.path or located.key, refused=located.refused)
+        )
     if half_blank:
         named = name_some(half_blank)
         raise UserError(
@@ -185,9 +194,14 @@ def _load_txt_pair(root: str, caption_file: str, video_file: str) -> list[VideoS
     return samples
 
 
-def _load_video_metadata(root: str, caption_column: str, video_column: str | None, extension: str,
-                         instance_prompt: str | None, log: Callable[[str], Any]
-                         ) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
+def _load_video_metadata(
+    root: str,
+    caption_column: str,
+    video_column: str | None,
+    extension: str,
+    instance_prompt: str | None,
+    log: Callable[[str], Any],
+) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
     """The metadata layout, else the sidecar one (:func:`_load_sidecar_captions`); the samples and kohya folders."""
     if video_column not in (None, "file_name"):
         raise UserError(
@@ -274,18 +288,28 @@ def _media_and_captions(root: str, extension: str) -> tuple[list[str], dict[str,
     return sorted(media), captions
 
 
-def _load_sidecar_captions(root: str, caption_column: str, media: list[str], caption_files: dict[str, str],
-                           extension: str, instance_prompt: str | None, log: Callable[[str], Any]
-                           ) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
+def _load_sidecar_captions(
+    root: str,
+    caption_column: str,
+    media: list[str],
+    caption_files: dict[str, str],
+    extension: str,
+    instance_prompt: str | None,
+    log: Callable[[str], Any],
+) -> tuple[list[VideoSample], dict[str, tuple[int, str]]]:
     """The layout without metadata: each clip or image with a same-named caption file beside it (``extension``),
     else its kohya folder's words; every one ``instance_prompt`` when given. The samples and kohya folders."""
-    hint = (f'Add a metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
-            f'"a ..."}}, put a {extension} caption beside each clip or image (clip0.mp4 -> clip0{extension}), give '
-            f"them all one caption with --instance_prompt, or use the prompts.txt + videos.txt layout with "
-            f"--caption_column prompts.txt --video_column videos.txt.")
+    hint = (
+        f'Add a metadata.jsonl with one line per clip, e.g. {{"file_name": "clip0.mp4", "{caption_column}": '
+        f'"a ..."}}, put a {extension} caption beside each clip or image (clip0.mp4 -> clip0{extension}), give '
+        f"them all one caption with --instance_prompt, or use the prompts.txt + videos.txt layout with "
+        f"--caption_column prompts.txt --video_column videos.txt."
+    )
     if not media:
-        raise UserError(f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv and holds no videos or "
-                        f"images ({', '.join(sorted(MEDIA_EXTENSIONS))}). {hint}")
+        raise UserError(
+            f"--train_data_dir {root!r} has no metadata.jsonl or metadata.csv and holds no videos or "
+            f"images ({', '.join(sorted(MEDIA_EXTENSIONS))}). {hint}"
+        )
     folders = kohya_folders(root, media, noun="clip")
     if instance_prompt is not None:
         _say_instance_prompt(log, len(media), instance_prompt, f"{len(caption_files)} caption file(s)")
@@ -310,5 +334,7 @@ def _load_sidecar_captions(root: str, caption_column: str, media: list[str], cap
 
 
 def _say_instance_prompt(log: Callable[[str], Any], count: int, prompt: str, unread: str) -> None:
-    log(f"--instance_prompt: all {count} clip(s) of --train_data_dir are captioned {prompt!r}; their own captions "
-        f"({unread}) are not read (diffusers' DreamBooth scripts do the same)")
+    log(
+        f"--instance_prompt: all {count} clip(s) of --train_data_dir are captioned {prompt!r}; their own captions "
+        f"({unread}) are not read (diffusers' DreamBooth scripts do the same)"
+    )

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -58,8 +58,10 @@ class AttentionBackend:
 
 def find_flash_attn() -> tuple[str, Callable] | None:
     """The installed flash-attn entry point: FA3 (``flash_attn_interface``) before FA2, or None."""
-    for name, module, attr in (("flash_attn_3", "flash_attn_interface", "flash_attn_func"),
-                               ("flash_attn_2", "flash_attn", "flash_attn_func")):
+    for name, module, attr in (
+        ("flash_attn_3", "flash_attn_interface", "flash_attn_func"),
+        ("flash_attn_2", "flash_attn", "flash_attn_func"),
+    ):
         try:
             fn = getattr(importlib.import_module(module), attr)
         except Exception:  # missing, or built against another torch/CUDA: both mean "not usable"
@@ -83,8 +85,13 @@ def resolve_backend(requested: str, device: torch.device | str, allow_flashattn:
     if requested == "flash":
         if flash is not None:
             return AttentionBackend(flash[0], requested, _ORDERS["flash"], flash[1])
-        why = ("--disable_flashattn is set" if not allow_flashattn else
-               "no CUDA device" if not cuda else "the flash-attn package is not installed")
+        why = (
+            "--disable_flashattn is set"
+            if not allow_flashattn
+            else "no CUDA device"
+            if not cuda
+            else "the flash-attn package is not installed"
+        )
         return AttentionBackend("flash", requested, _ORDERS["flash"], note=f"{why}: using PyTorch SDPA's flash kernel")
     if requested in ("cudnn", "efficient") and not cuda:
         return AttentionBackend("sdpa", requested, note=f"{requested} SDPA needs a CUDA device: using PyTorch's choice")
@@ -96,7 +103,9 @@ def resolve_backend(requested: str, device: torch.device | str, allow_flashattn:
 def fallback_backend(failed: AttentionBackend, device: torch.device | str) -> AttentionBackend:
     """The backend to switch to when ``failed`` disagreed with the reference: efficient, else math."""
     if torch.device(device).type == "cuda" and failed.name != "efficient":
-        return AttentionBackend("efficient", failed.requested, _ORDERS["efficient"], note=f"{failed.name} failed its check")
+        return AttentionBackend(
+            "efficient", failed.requested, _ORDERS["efficient"], note=f"{failed.name} failed its check"
+        )
     return AttentionBackend("math", failed.requested, _ORDERS["math"], note=f"{failed.name} failed its check")
 
 
@@ -106,7 +115,9 @@ def restore_backend(current: AttentionBackend, name: str) -> AttentionBackend:
         return current
     if name in ("efficient", "math"):
         return AttentionBackend(name, current.requested, _ORDERS[name], note="restored from the checkpoint")
-    raise ValueError(f"checkpoint names attention backend {name!r}, which this run cannot restore from {current.name!r}")
+    raise ValueError(
+        f"checkpoint names attention backend {name!r}, which this run cannot restore from {current.name!r}"
+    )
 
 
 def _enabled(backend: SDPBackend) -> bool:
@@ -121,22 +132,30 @@ def _sdpa_context(order: tuple[SDPBackend, ...] | None):
     return sdpa_kernel(allowed, set_priority=True)
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None,
-              backend: AttentionBackend) -> torch.Tensor:
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None, backend: AttentionBackend
+) -> torch.Tensor:
     """Scaled dot-product attention of (B, H, N, D) tensors on ``backend``; returns (B, H, N, D)."""
-    if (backend.flash_fn is not None and attn_mask is None and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
-            and _enabled(SDPBackend.FLASH_ATTENTION)):
+    if (
+        backend.flash_fn is not None
+        and attn_mask is None
+        and q.is_cuda
+        and q.dtype in (torch.float16, torch.bfloat16)
+        and _enabled(SDPBackend.FLASH_ATTENTION)
+    ):
         out = backend.flash_fn(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
         if isinstance(out, tuple):  # some FA3 builds also return the log-sum-exp
             out = out[0]
         return out.transpose(1, 2)
     with _sdpa_context(backend.sdpa_order):
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=0.0,
-                                                                is_causal=False)
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=0.0, is_causal=False
+        )
 
 
-def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                        attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+def attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Softmax attention written out in fp32, or float64 for float64 inputs (the reference every backend is checked against)."""
     scale = q.shape[-1] ** -0.5
     scores = torch.matmul(at_least_fp32(q), at_least_fp32(k).transpose(-1, -2)) * scale

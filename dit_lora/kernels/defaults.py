@@ -23,10 +23,22 @@ SPEEDUP_TO_ENABLE = 1.5
 # (the fused kernel) or "compiled" (torch.compile of the PyTorch reference).
 MEASURED_DEFAULTS: dict[str, dict[str, tuple[str, str]]] = {
     "cuda": {
-        "modulate": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 2.52x eager, slowest shape 1.21x (modulate and the affine variant)"),
-        "gated_residual": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 1.96x eager, slowest shape 1.89x"),
-        "rmsnorm": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 11.66x eager, slowest shape 10.42x"),
-        "linear_attention": ("triton", "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 3.87x eager, slowest shape 2.61x"),
+        "modulate": (
+            "triton",
+            "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 2.52x eager, slowest shape 1.21x (modulate and the affine variant)",
+        ),
+        "gated_residual": (
+            "triton",
+            "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 1.96x eager, slowest shape 1.89x",
+        ),
+        "rmsnorm": (
+            "triton",
+            "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 11.66x eager, slowest shape 10.42x",
+        ),
+        "linear_attention": (
+            "triton",
+            "benchmarks/kernels/ops_gpu.py on an NVIDIA H100 80GB HBM3 (torch 2.11, Triton 3.6; bf16 fwd+bwd at D 1152/3072 x N 16k/64k): Triton median 3.87x eager, slowest shape 2.61x",
+        ),
         # "layernorm" (plain LayerNorm without modulation, e.g. CogVideoX's q/k norms): not measured, stays eager.
     },
 }
@@ -52,6 +64,8 @@ def choose_impl(op: str, device: torch.device | str, mode: str) -> tuple[str, st
     if impl == "triton" and not usable:
         return "eager", f"{why}; the fused ops keep their PyTorch reference paths"
     if impl == "eager":
-        return "eager", (f"--kernels auto: no fused op has measured {SPEEDUP_TO_ENABLE}x faster than eager on a "
-                         f"{device.type} (benchmarks/RESULTS.md), so they stay off; --kernels on forces them")
+        return "eager", (
+            f"--kernels auto: no fused op has measured {SPEEDUP_TO_ENABLE}x faster than eager on a "
+            f"{device.type} (benchmarks/RESULTS.md), so they stay off; --kernels on forces them"
+        )
     return impl, evidence

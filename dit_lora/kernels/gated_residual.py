@@ -22,7 +22,6 @@ from torch.autograd.function import once_differentiable
 from dit_lora.kernels.optional_triton import tl, triton
 from dit_lora.kernels.triton_launch import kernel_dtype, reduction_programs, require_triton, tile_config
 
-
 if triton is not None:
 
     @triton.jit
@@ -40,9 +39,20 @@ if triton is not None:
         tl.store(OUT + offs, out.to(OUT.dtype.element_ty), mask=mask)
 
     @triton.jit
-    def _gated_residual_bwd_kernel(DOUT, G, Y, DY, DG_PART, N, D, n_blocks,
-                                   NEED_DY: tl.constexpr, NEED_DG: tl.constexpr,
-                                   BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _gated_residual_bwd_kernel(
+        DOUT,
+        G,
+        Y,
+        DY,
+        DG_PART,
+        N,
+        D,
+        n_blocks,
+        NEED_DY: tl.constexpr,
+        NEED_DG: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         n_prog = tl.num_programs(0)
         sample = tl.program_id(1)
@@ -72,7 +82,8 @@ def _gated_residual_fwd(residual, gate, y, out_dtype):
         return out.to(out_dtype)
     block_d, block_m, num_warps = tile_config(d)
     _gated_residual_fwd_kernel[(triton.cdiv(n, block_m), bsz)](
-        residual, gate, y, out, n, d, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+        residual, gate, y, out, n, d, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps
+    )
     return out.to(out_dtype)
 
 
@@ -86,9 +97,20 @@ def _gated_residual_bwd(dout, gate, y, need_dy, need_dg):
     dg_part = torch.zeros((bsz, n_prog, d), dtype=torch.float32, device=dout.device) if need_dg else None
     if bsz * n > 0 and (need_dy or need_dg):
         _gated_residual_bwd_kernel[(n_prog, bsz)](
-            dout, gate, y, dy if dy is not None else dout, dg_part if dg_part is not None else gate,
-            n, d, n_blocks, NEED_DY=need_dy, NEED_DG=need_dg,
-            BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+            dout,
+            gate,
+            y,
+            dy if dy is not None else dout,
+            dg_part if dg_part is not None else gate,
+            n,
+            d,
+            n_blocks,
+            NEED_DY=need_dy,
+            NEED_DG=need_dg,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            num_warps=num_warps,
+        )
     return (dy.to(y.dtype) if need_dy else None), (dg_part.sum(1) if need_dg else None)
 
 
@@ -131,12 +153,14 @@ def gated_residual(residual: torch.Tensor, gate: torch.Tensor, y: torch.Tensor) 
     """
     require_triton(residual.device, "gated_residual")
     if residual.dim() != 3 or residual.shape != y.shape:
-        raise ValueError(f"gated_residual: residual {tuple(residual.shape)} and y {tuple(y.shape)} "
-                         "must both be (B, N, D)")
+        raise ValueError(
+            f"gated_residual: residual {tuple(residual.shape)} and y {tuple(y.shape)} must both be (B, N, D)"
+        )
     bsz, _, d = residual.shape
     if gate.dim() == 3 and gate.shape[1] == 1:
         gate = gate.squeeze(1)
     if tuple(gate.shape) != (bsz, d):
-        raise ValueError(f"gated_residual: gate has shape {tuple(gate.shape)}; expected ({bsz}, {d}) "
-                         f"or ({bsz}, 1, {d})")
+        raise ValueError(
+            f"gated_residual: gate has shape {tuple(gate.shape)}; expected ({bsz}, {d}) or ({bsz}, 1, {d})"
+        )
     return GatedResidualFunction.apply(residual, gate, y)

@@ -25,7 +25,6 @@ import torch.nn.functional as F
 from dit_lora.kernels.optional_triton import tl, triton
 from dit_lora.kernels.triton_launch import at_least_fp32, interpreting, next_power_of_2, triton_usable
 
-
 __all__ = [
     "ReLULinearAttentionFunction",
     "relu_linear_attention",
@@ -37,8 +36,9 @@ MAX_HEAD_DIM = 256
 _SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def relu_linear_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int,
-                                    eps: float = 1e-15) -> torch.Tensor:
+def relu_linear_attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, eps: float = 1e-15
+) -> torch.Tensor:
     """ReLU linear attention exactly as diffusers' ``SanaLinearAttnProcessor2_0`` computes it.
 
     ``q`` is (B, N, H*Dh), ``k`` and ``v`` are (B, M, H*Dh), each the raw output of its projection.
@@ -68,11 +68,28 @@ if triton is not None:
 
     @triton.jit
     def _linear_attention_fwd(
-        q_ptr, k_ptr, v_ptr, o_ptr, kv_ptr, ks_ptr,
-        n_q, n_kv, heads, head_dim,
-        sq_b, sq_n, sk_b, sk_n, sv_b, sv_n, so_b, so_n,
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        o_ptr,
+        kv_ptr,
+        ks_ptr,
+        n_q,
+        n_kv,
+        heads,
+        head_dim,
+        sq_b,
+        sq_n,
+        sk_b,
+        sk_n,
+        sv_b,
+        sv_n,
+        so_b,
+        so_n,
         eps,
-        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        PRECISION: tl.constexpr,
     ):
         pid = tl.program_id(0)
         # int64 so batch offsets of long, wide sequences cannot overflow.
@@ -118,12 +135,37 @@ if triton is not None:
 
     @triton.jit
     def _linear_attention_bwd(
-        q_ptr, k_ptr, v_ptr, do_ptr, kv_ptr, ks_ptr, dq_ptr, dk_ptr, dv_ptr,
-        n_q, n_kv, heads, head_dim,
-        sq_b, sq_n, sk_b, sk_n, sv_b, sv_n, sdo_b, sdo_n,
-        sdq_b, sdq_n, sdk_b, sdk_n, sdv_b, sdv_n,
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        do_ptr,
+        kv_ptr,
+        ks_ptr,
+        dq_ptr,
+        dk_ptr,
+        dv_ptr,
+        n_q,
+        n_kv,
+        heads,
+        head_dim,
+        sq_b,
+        sq_n,
+        sk_b,
+        sk_n,
+        sv_b,
+        sv_n,
+        sdo_b,
+        sdo_n,
+        sdq_b,
+        sdq_n,
+        sdk_b,
+        sdk_n,
+        sdv_b,
+        sdv_n,
         eps,
-        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, PRECISION: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+        PRECISION: tl.constexpr,
     ):
         pid = tl.program_id(0)
         b = (pid // heads).to(tl.int64)
@@ -134,8 +176,8 @@ if triton is not None:
         col = h * head_dim + offs_d
 
         kv_base = kv_ptr + pid * BLOCK_D * BLOCK_D
-        kv = tl.load(kv_base + offs_d[:, None] * BLOCK_D + offs_d[None, :])       # kv[j, i] = KV[i, j]
-        kv_t = tl.load(kv_base + offs_d[None, :] * BLOCK_D + offs_d[:, None])     # kv_t[i, j] = KV[i, j]
+        kv = tl.load(kv_base + offs_d[:, None] * BLOCK_D + offs_d[None, :])  # kv[j, i] = KV[i, j]
+        kv_t = tl.load(kv_base + offs_d[None, :] * BLOCK_D + offs_d[:, None])  # kv_t[i, j] = KV[i, j]
         ks = tl.load(ks_ptr + pid * BLOCK_D + offs_d)
 
         q_base = q_ptr + b * sq_b
@@ -207,7 +249,9 @@ def _rows_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int) -> int:
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
-        raise ValueError(f"q, k, v must be (B, N, H*Dh); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must be (B, N, H*Dh); got shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
         raise ValueError(f"incompatible q, k, v shapes {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if heads <= 0 or q.shape[2] % heads:
@@ -243,12 +287,29 @@ class ReLULinearAttentionFunction(torch.autograd.Function):
         ks = torch.empty((batch * heads, block_d), device=q.device, dtype=torch.float32)
         if out.numel():
             _linear_attention_fwd[(batch * heads,)](
-                q, k, v, out, kv, ks,
-                n_q, n_kv, heads, head_dim,
-                q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                out.stride(0), out.stride(1),
+                q,
+                k,
+                v,
+                out,
+                kv,
+                ks,
+                n_q,
+                n_kv,
+                heads,
+                head_dim,
+                q.stride(0),
+                q.stride(1),
+                k.stride(0),
+                k.stride(1),
+                v.stride(0),
+                v.stride(1),
+                out.stride(0),
+                out.stride(1),
                 float(eps),
-                BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision, num_warps=num_warps,
+                BLOCK_N=block_n,
+                BLOCK_D=block_d,
+                PRECISION=precision,
+                num_warps=num_warps,
             )
         ctx.save_for_backward(q, k, v, kv, ks)
         ctx.heads, ctx.eps = heads, float(eps)
@@ -265,21 +326,47 @@ class ReLULinearAttentionFunction(torch.autograd.Function):
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         if q.numel() and k.numel():
             _linear_attention_bwd[(batch * ctx.heads,)](
-                q, k, v, grad_out, kv, ks, dq, dk, dv,
-                n_q, n_kv, ctx.heads, head_dim,
-                q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-                grad_out.stride(0), grad_out.stride(1),
-                dq.stride(0), dq.stride(1), dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+                q,
+                k,
+                v,
+                grad_out,
+                kv,
+                ks,
+                dq,
+                dk,
+                dv,
+                n_q,
+                n_kv,
+                ctx.heads,
+                head_dim,
+                q.stride(0),
+                q.stride(1),
+                k.stride(0),
+                k.stride(1),
+                v.stride(0),
+                v.stride(1),
+                grad_out.stride(0),
+                grad_out.stride(1),
+                dq.stride(0),
+                dq.stride(1),
+                dk.stride(0),
+                dk.stride(1),
+                dv.stride(0),
+                dv.stride(1),
                 ctx.eps,
-                BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision, num_warps=num_warps,
+                BLOCK_N=block_n,
+                BLOCK_D=block_d,
+                PRECISION=precision,
+                num_warps=num_warps,
             )
         else:
             dq.zero_(), dk.zero_(), dv.zero_()
         return dq, dk, dv, None, None
 
 
-def relu_linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int,
-                          eps: float = 1e-15) -> torch.Tensor:
+def relu_linear_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, heads: int, eps: float = 1e-15
+) -> torch.Tensor:
     """Sana's ReLU linear attention through the fused Triton kernels, differentiable in q, k and v.
 
     Same contract as :func:`relu_linear_attention_reference`: (B, N, H*Dh) queries, (B, M, H*Dh)

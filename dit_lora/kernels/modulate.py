@@ -26,13 +26,27 @@ from torch.autograd.function import once_differentiable
 from dit_lora.kernels.optional_triton import tl, triton
 from dit_lora.kernels.triton_launch import kernel_dtype, reduction_programs, require_triton, tile_config
 
-
 if triton is not None:
 
     @triton.jit
-    def _ln_mod_fwd_kernel(X, W, B, S, T, Y, MEAN, RSTD, N, D, eps,
-                           HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MOD: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _ln_mod_fwd_kernel(
+        X,
+        W,
+        B,
+        S,
+        T,
+        Y,
+        MEAN,
+        RSTD,
+        N,
+        D,
+        eps,
+        HAS_WEIGHT: tl.constexpr,
+        HAS_BIAS: tl.constexpr,
+        HAS_MOD: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         sample = tl.program_id(1)
         tok = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.arange(0, BLOCK_D)
@@ -61,12 +75,33 @@ if triton is not None:
         tl.store(RSTD + rows, rstd, mask=row_ok)
 
     @triton.jit
-    def _ln_mod_bwd_kernel(DY, X, W, B, S, MEAN, RSTD, DX, DW_PART, DB_PART, DS_PART, DT_PART,
-                           N, D, n_blocks,
-                           HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_MOD: tl.constexpr,
-                           NEED_DX: tl.constexpr, NEED_DW: tl.constexpr, NEED_DB: tl.constexpr,
-                           NEED_DS: tl.constexpr, NEED_DT: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _ln_mod_bwd_kernel(
+        DY,
+        X,
+        W,
+        B,
+        S,
+        MEAN,
+        RSTD,
+        DX,
+        DW_PART,
+        DB_PART,
+        DS_PART,
+        DT_PART,
+        N,
+        D,
+        n_blocks,
+        HAS_WEIGHT: tl.constexpr,
+        HAS_BIAS: tl.constexpr,
+        HAS_MOD: tl.constexpr,
+        NEED_DX: tl.constexpr,
+        NEED_DW: tl.constexpr,
+        NEED_DB: tl.constexpr,
+        NEED_DS: tl.constexpr,
+        NEED_DT: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         n_prog = tl.num_programs(0)
         sample = tl.program_id(1)
@@ -142,9 +177,24 @@ def _ln_mod_fwd(x3d, weight, bias, scale, shift, eps, out_dtype):
         return y.to(out_dtype), mean, rstd
     block_d, block_m, num_warps = tile_config(d)
     _ln_mod_fwd_kernel[(triton.cdiv(n, block_m), bsz)](
-        x3d, _or(weight, x3d), _or(bias, x3d), _or(scale, x3d), _or(shift, x3d), y, mean, rstd, n, d, float(eps),
-        HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, HAS_MOD=scale is not None,
-        BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+        x3d,
+        _or(weight, x3d),
+        _or(bias, x3d),
+        _or(scale, x3d),
+        _or(shift, x3d),
+        y,
+        mean,
+        rstd,
+        n,
+        d,
+        float(eps),
+        HAS_WEIGHT=weight is not None,
+        HAS_BIAS=bias is not None,
+        HAS_MOD=scale is not None,
+        BLOCK_M=block_m,
+        BLOCK_D=block_d,
+        num_warps=num_warps,
+    )
     return y.to(out_dtype), mean, rstd
 
 
@@ -166,12 +216,33 @@ def _ln_mod_bwd(dy, x3d, weight, bias, scale, mean, rstd, needs):
     dw_p, db_p, ds_p, dt_p = part(need_dw), part(need_db), part(need_ds), part(need_dt)
     if bsz * n > 0 and any(needs):
         _ln_mod_bwd_kernel[(n_prog, bsz)](
-            dy, x3d, _or(weight, x3d), _or(bias, x3d), _or(scale, x3d), mean, rstd,
-            _or(dx, x3d), _or(dw_p, mean), _or(db_p, mean), _or(ds_p, mean), _or(dt_p, mean),
-            n, d, n_blocks,
-            HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, HAS_MOD=scale is not None,
-            NEED_DX=need_dx, NEED_DW=need_dw, NEED_DB=need_db, NEED_DS=need_ds, NEED_DT=need_dt,
-            BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+            dy,
+            x3d,
+            _or(weight, x3d),
+            _or(bias, x3d),
+            _or(scale, x3d),
+            mean,
+            rstd,
+            _or(dx, x3d),
+            _or(dw_p, mean),
+            _or(db_p, mean),
+            _or(ds_p, mean),
+            _or(dt_p, mean),
+            n,
+            d,
+            n_blocks,
+            HAS_WEIGHT=weight is not None,
+            HAS_BIAS=bias is not None,
+            HAS_MOD=scale is not None,
+            NEED_DX=need_dx,
+            NEED_DW=need_dw,
+            NEED_DB=need_db,
+            NEED_DS=need_ds,
+            NEED_DT=need_dt,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            num_warps=num_warps,
+        )
     dw = dw_p.sum((0, 1)) if need_dw else None
     db = db_p.sum((0, 1)) if need_db else None
     ds = ds_p.sum(1) if need_ds else None
@@ -213,21 +284,34 @@ class LayerNormModulateFunction(torch.autograd.Function):
         x3d, weight, bias, scale, mean, rstd = ctx.saved_tensors
         nig = ctx.needs_input_grad
         modulated = scale is not None
-        needs = (nig[0], weight is not None and nig[1], bias is not None and nig[2],
-                 modulated and nig[3], modulated and nig[4])
+        needs = (
+            nig[0],
+            weight is not None and nig[1],
+            bias is not None and nig[2],
+            modulated and nig[3],
+            modulated and nig[4],
+        )
         dy = grad_out.reshape(x3d.shape).contiguous()
         dx, dw, db, ds, dt = _ln_mod_bwd(dy, x3d, weight, bias, scale, mean, rstd, needs)
-        return (dx.view(ctx.x_shape) if dx is not None else None,
-                dw.to(weight.dtype) if dw is not None else None,
-                db.to(bias.dtype) if db is not None else None,
-                ds.to(scale.dtype) if ds is not None else None,
-                dt.to(ctx.shift_dtype) if dt is not None else None,
-                None, None)
+        return (
+            dx.view(ctx.x_shape) if dx is not None else None,
+            dw.to(weight.dtype) if dw is not None else None,
+            db.to(bias.dtype) if db is not None else None,
+            ds.to(scale.dtype) if ds is not None else None,
+            dt.to(ctx.shift_dtype) if dt is not None else None,
+            None,
+            None,
+        )
 
 
-def layernorm_modulate_reference(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                                 scale: torch.Tensor | None, shift: torch.Tensor | None,
-                                 eps: float) -> torch.Tensor:
+def layernorm_modulate_reference(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
     """LayerNorm over the last dimension, then ``* (1 + scale) + shift`` per sample, in plain PyTorch.
 
     ``scale``/``shift`` are ``(B, D)`` (one row per sample of a ``(B, N, D)`` input) or both None.
@@ -248,8 +332,14 @@ def _as_rows(t: torch.Tensor, bsz: int, d: int, name: str) -> torch.Tensor:
     return t
 
 
-def layernorm_modulate(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                       scale: torch.Tensor | None, shift: torch.Tensor | None, eps: float) -> torch.Tensor:
+def layernorm_modulate(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    scale: torch.Tensor | None,
+    shift: torch.Tensor | None,
+    eps: float,
+) -> torch.Tensor:
     """Fused ``layer_norm(x, weight, bias, eps) * (1 + scale[:, None]) + shift[:, None]`` (Triton).
 
     ``x`` is ``(B, N, D)`` with ``scale``/``shift`` of shape ``(B, D)`` or ``(B, 1, D)``; with both

@@ -16,17 +16,26 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from dit_lora.kernels.attention import AttentionBackend, attention, attention_reference, fallback_backend, restore_backend
+from dit_lora.kernels.attention import (
+    AttentionBackend,
+    attention,
+    attention_reference,
+    fallback_backend,
+    restore_backend,
+)
 from dit_lora.kernels.tolerance import check_call
 
 logger = logging.getLogger("dit_lora.kernels")
 
-_ATTENTION_SLICE_HEADS = 1  # attention checks run on one sample, one head: the fp32 N^2 reference is ~1.3 GB at 17.8k tokens
+_ATTENTION_SLICE_HEADS = (
+    1  # attention checks run on one sample, one head: the fp32 N^2 reference is ~1.3 GB at 17.8k tokens
+)
 
 
 @dataclass
@@ -144,13 +153,17 @@ class KernelRuntime:
             old = self.attention_backend
             self.attention_backend = fallback_backend(old, self.device)
             record.update({"from": old.name, "to": self.attention_backend.name})
-            message = (f"kernel check at step {step}: attention on {old.name} {reason}; switched to "
-                       f"{self.attention_backend.name} for the rest of the run")
+            message = (
+                f"kernel check at step {step}: attention on {old.name} {reason}; switched to "
+                f"{self.attention_backend.name} for the rest of the run"
+            )
         else:
             self.enabled[name] = False
             record.update({"from": self.impl.get(name, "triton"), "to": "reference"})
-            message = (f"kernel check at step {step}: the {name} kernel {reason}; switched off for the rest "
-                       "of the run (its PyTorch reference runs instead)")
+            message = (
+                f"kernel check at step {step}: the {name} kernel {reason}; switched off for the rest "
+                "of the run (its PyTorch reference runs instead)"
+            )
         self.fallbacks.append(record)
         logger.warning(message)
         print(f"warning: {message}", flush=True)
@@ -165,9 +178,13 @@ class KernelRuntime:
     # ---- checkpointing -----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe run state: which ops are on, the attention backend now, fallbacks and check counts."""
-        return {"enabled": dict(self.enabled), "attention_backend": None if self.attention_backend is None
-                else self.attention_backend.name, "fallbacks": list(self.fallbacks), "checks": self.checks,
-                "inconclusive": self.inconclusive}
+        return {
+            "enabled": dict(self.enabled),
+            "attention_backend": None if self.attention_backend is None else self.attention_backend.name,
+            "fallbacks": list(self.fallbacks),
+            "checks": self.checks,
+            "inconclusive": self.inconclusive,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`: ops switched off before the checkpoint stay off after a resume."""
@@ -185,8 +202,11 @@ class KernelRuntime:
             "patched": dict(counts),
             "implementations": {name: self._implementation(name) for name in sorted(self.enabled)},
             "attention_backend": None if self.attention_backend is None else self.attention_backend.name,
-            "check_interval": self.check_interval, "checks": self.checks, "inconclusive_checks": self.inconclusive,
-            "fallbacks": list(self.fallbacks), "notes": list(self.notes),
+            "check_interval": self.check_interval,
+            "checks": self.checks,
+            "inconclusive_checks": self.inconclusive,
+            "fallbacks": list(self.fallbacks),
+            "notes": list(self.notes),
         }
 
 

@@ -12,7 +12,8 @@ run in float64, and the patched block may be off by no more than a correct imple
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -32,9 +33,10 @@ def _flat(out: Any) -> torch.Tensor:
 
 def _caller(module: nn.Module, keys: list[str], names: list[str], fixed: dict[str, Any]):
     """fn(*inputs, *params) -> the module's flattened output, with ``names`` bound to the given parameters."""
+
     def run(*xs):
-        kwargs = {**fixed, **dict(zip(keys, xs[:len(keys)]))}
-        return _flat(functional_call(module, dict(zip(names, xs[len(keys):])), (), kwargs))
+        kwargs = {**fixed, **dict(zip(keys, xs[: len(keys)]))}
+        return _flat(functional_call(module, dict(zip(names, xs[len(keys) :])), (), kwargs))
 
     return run
 
@@ -47,8 +49,15 @@ def patch_block(block: nn.Module, points: Sequence[PatchPoint], **switches) -> t
     return fused, kernel_counts(fused)
 
 
-def check_block(block: nn.Module, points: Sequence[PatchPoint], inputs: dict[str, Any], grads: Sequence[str],
-                seed: int = 0, stats: list | None = None, **switches) -> str:
+def check_block(
+    block: nn.Module,
+    points: Sequence[PatchPoint],
+    inputs: dict[str, Any],
+    grads: Sequence[str],
+    seed: int = 0,
+    stats: list | None = None,
+    **switches,
+) -> str:
     """'' when ``block`` patched with ``points`` matches the library's own ``block``; else why not.
 
     ``inputs`` are the block's keyword arguments; its floating tensors are compared in gradient
@@ -68,5 +77,12 @@ def check_block(block: nn.Module, points: Sequence[PatchPoint], inputs: dict[str
     args = tuple(inputs[k] for k in keys) + params
     needs_grad = tuple(k in grads for k in keys) + (True,) * len(params)
     autocast = (args[0].device.type, False, torch.float32)
-    return check_call(_caller(fused, keys, names, fixed), _caller(block, keys, names, fixed), args, needs_grad,
-                      autocast, seed=seed, stats=stats)
+    return check_call(
+        _caller(fused, keys, names, fixed),
+        _caller(block, keys, names, fixed),
+        args,
+        needs_grad,
+        autocast,
+        seed=seed,
+        stats=stats,
+    )

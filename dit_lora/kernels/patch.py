@@ -27,7 +27,8 @@ one line saying which class and which library version (:func:`~dit_lora.kernels.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence, cast
+from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -78,19 +79,40 @@ def _per_head_qk_norm(rt: KernelRuntime, original) -> SoftmaxAttentionProcessor:
     return SoftmaxAttentionProcessor(rt, original, qk_norm_per_head=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def generic_patch_points() -> tuple[PatchPoint, ...]:
     """The points that are about a library class, not a model: applied after a family's own, to any model."""
     from diffusers.models.attention_processor import AttnProcessor2_0
     from diffusers.models.normalization import RMSNorm
 
     return (
-        PatchPoint("layernorm", nn.LayerNorm, ("layernorm",), "d0ed1f7a9eb30e56", forward=_layernorm,
-                   when=lambda m: len(cast(nn.LayerNorm, m).normalized_shape) == 1, written_for="torch 2.13.0"),
-        PatchPoint("rmsnorm", RMSNorm, ("rmsnorm",), "a17b3fdc312609e3", forward=_rmsnorm,
-                   when=lambda m: getattr(m, "bias", None) is None, written_for="diffusers 0.42.1"),
-        PatchPoint("attention", AttnProcessor2_0, ("attention",), "21a6628e8542037c", processor=_per_head_qk_norm,
-                   when=_plain_attention, written_for="diffusers 0.42.1"),
+        PatchPoint(
+            "layernorm",
+            nn.LayerNorm,
+            ("layernorm",),
+            "d0ed1f7a9eb30e56",
+            forward=_layernorm,
+            when=lambda m: len(cast(nn.LayerNorm, m).normalized_shape) == 1,
+            written_for="torch 2.13.0",
+        ),
+        PatchPoint(
+            "rmsnorm",
+            RMSNorm,
+            ("rmsnorm",),
+            "a17b3fdc312609e3",
+            forward=_rmsnorm,
+            when=lambda m: getattr(m, "bias", None) is None,
+            written_for="diffusers 0.42.1",
+        ),
+        PatchPoint(
+            "attention",
+            AttnProcessor2_0,
+            ("attention",),
+            "21a6628e8542037c",
+            processor=_per_head_qk_norm,
+            when=_plain_attention,
+            written_for="diffusers 0.42.1",
+        ),
     )
 
 
@@ -154,10 +176,20 @@ def _patch_modules(model: nn.Module, points: Sequence[PatchPoint], rt: KernelRun
 
 
 # ---- public API ---------------------------------------------------------------------------------
-def patch_model(model: nn.Module, points: Sequence[PatchPoint] = (), *, kernels: str = "auto", modulate: bool = True,
-                layernorm: bool = True, linear_attention: bool = True, attention: bool = True,
-                attention_backend: str = "auto", flashattn: bool = True, check_interval: int = 0,
-                device: torch.device | str | None = None) -> dict[str, int]:
+def patch_model(
+    model: nn.Module,
+    points: Sequence[PatchPoint] = (),
+    *,
+    kernels: str = "auto",
+    modulate: bool = True,
+    layernorm: bool = True,
+    linear_attention: bool = True,
+    attention: bool = True,
+    attention_backend: str = "auto",
+    flashattn: bool = True,
+    check_interval: int = 0,
+    device: torch.device | str | None = None,
+) -> dict[str, int]:
     """Patch fused ops and attention processors into ``model``; return {kernel: modules patched}.
 
     ``points`` are the model family's own patch points (its ``kernel_patch_points()``); the generic
@@ -171,8 +203,17 @@ def patch_model(model: nn.Module, points: Sequence[PatchPoint] = (), *, kernels:
     if device is None:
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
     rt = KernelRuntime(device=torch.device(device), check_interval=check_interval)
-    _choose_ops(rt, kernels, {"modulate": modulate, "gated_residual": modulate, "layernorm": layernorm,
-                              "rmsnorm": layernorm, "linear_attention": linear_attention})
+    _choose_ops(
+        rt,
+        kernels,
+        {
+            "modulate": modulate,
+            "gated_residual": modulate,
+            "layernorm": layernorm,
+            "rmsnorm": layernorm,
+            "linear_attention": linear_attention,
+        },
+    )
     if attention and kernels != "off":
         rt.attention_backend = resolve_backend(attention_backend, rt.device, allow_flashattn=flashattn)
         if rt.attention_backend.note:

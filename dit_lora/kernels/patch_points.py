@@ -20,9 +20,9 @@ import functools
 import hashlib
 import inspect
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Callable
 
 from torch import nn
 
@@ -70,7 +70,7 @@ class PatchPoint:
         return type(owner) is self.target and (self.when is None or bool(self.when(module)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def source_fingerprint(fn: Callable) -> str:
     """sha256 (first :data:`FINGERPRINT_CHARS` hex digits) of ``fn``'s source, comments and docstring left out.
 
@@ -109,13 +109,23 @@ def drift_note(point: PatchPoint) -> str:
     if installed == point.fingerprint:
         return ""
     written = f" (written for {point.written_for})" if point.written_for else ""
-    return (f"kernels: {point.target.__qualname__}.{point.method} in the installed {library_version(point.target)} "
-            f"is not the source patch point {point.name}{written} re-implements (fingerprint {installed or 'n/a'}, "
-            f"expected {point.fingerprint}); fused ops are off for it, it runs the library's own code")
+    return (
+        f"kernels: {point.target.__qualname__}.{point.method} in the installed {library_version(point.target)} "
+        f"is not the source patch point {point.name}{written} re-implements (fingerprint {installed or 'n/a'}, "
+        f"expected {point.fingerprint}); fused ops are off for it, it runs the library's own code"
+    )
 
 
 def describe(points: tuple[PatchPoint, ...] | list[PatchPoint]) -> list[dict[str, str]]:
     """One row per point: name, class, method, kernels, recorded and installed fingerprints (for docs and reports)."""
-    return [{"name": p.name, "class": f"{p.target.__module__}.{p.target.__qualname__}", "method": p.method,
-             "kernels": ",".join(p.kernels), "fingerprint": p.fingerprint or "",
-             "installed": source_fingerprint(p.source()) if p.fingerprint is not None else ""} for p in points]
+    return [
+        {
+            "name": p.name,
+            "class": f"{p.target.__module__}.{p.target.__qualname__}",
+            "method": p.method,
+            "kernels": ",".join(p.kernels),
+            "fingerprint": p.fingerprint or "",
+            "installed": source_fingerprint(p.source()) if p.fingerprint is not None else "",
+        }
+        for p in points
+    ]

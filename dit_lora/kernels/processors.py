@@ -48,8 +48,16 @@ class SoftmaxAttentionProcessor:
         self.original = original
         self.qk_norm_per_head = qk_norm_per_head
 
-    def __call__(self, attn, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
-                 attention_mask: torch.Tensor | None = None, temb: torch.Tensor | None = None, *args, **kwargs):
+    def __call__(
+        self,
+        attn,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        temb: torch.Tensor | None = None,
+        *args,
+        **kwargs,
+    ):
         if hidden_states.ndim != 3 or temb is not None or args or kwargs:
             extra = {"temb": temb} if temb is not None else {}
             return self.original(attn, hidden_states, encoder_hidden_states, attention_mask, *args, **extra, **kwargs)
@@ -85,8 +93,13 @@ class LinearAttentionProcessor:
         self.runtime = runtime
         self.original = original
 
-    def __call__(self, attn, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
-                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def __call__(
+        self,
+        attn,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         original_dtype = hidden_states.dtype
         context = hidden_states if encoder_hidden_states is None else encoder_hidden_states
         q, k, v = attn.to_q(hidden_states), attn.to_k(context), attn.to_v(context)

@@ -17,12 +17,12 @@ from torch.autograd.function import once_differentiable
 from dit_lora.kernels.optional_triton import tl, triton
 from dit_lora.kernels.triton_launch import at_least_fp32, kernel_dtype, reduction_programs, require_triton, tile_config
 
-
 if triton is not None:
 
     @triton.jit
-    def _rms_norm_fwd_kernel(X, W, Y, RSTD, n_rows, D, eps,
-                             HAS_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _rms_norm_fwd_kernel(
+        X, W, Y, RSTD, n_rows, D, eps, HAS_WEIGHT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr
+    ):
         rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.arange(0, BLOCK_D)
         row_ok = rows < n_rows
@@ -41,9 +41,22 @@ if triton is not None:
         tl.store(RSTD + rows, rstd, mask=row_ok)
 
     @triton.jit
-    def _rms_norm_bwd_kernel(DY, X, W, RSTD, DX, DW_PART, n_rows, D, n_blocks,
-                             HAS_WEIGHT: tl.constexpr, NEED_DX: tl.constexpr, NEED_DW: tl.constexpr,
-                             BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    def _rms_norm_bwd_kernel(
+        DY,
+        X,
+        W,
+        RSTD,
+        DX,
+        DW_PART,
+        n_rows,
+        D,
+        n_blocks,
+        HAS_WEIGHT: tl.constexpr,
+        NEED_DX: tl.constexpr,
+        NEED_DW: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_D: tl.constexpr,
+    ):
         pid = tl.program_id(0)
         n_prog = tl.num_programs(0)
         cols = tl.arange(0, BLOCK_D)
@@ -75,8 +88,9 @@ if triton is not None:
             tl.store(DW_PART + pid.to(tl.int64) * D + cols, dw_acc, mask=col_ok)
 
 
-def _rms_norm_fwd(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float,
-                  out_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _rms_norm_fwd(
+    x2d: torch.Tensor, weight: torch.Tensor | None, eps: float, out_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the forward kernel on contiguous ``(M, D)`` rows; returns ``(y, rstd)``."""
     m, d = x2d.shape
     y = torch.empty((m, d), dtype=kernel_dtype(out_dtype), device=x2d.device)
@@ -85,13 +99,24 @@ def _rms_norm_fwd(x2d: torch.Tensor, weight: torch.Tensor | None, eps: float,
         return y.to(out_dtype), rstd
     block_d, block_m, num_warps = tile_config(d)
     _rms_norm_fwd_kernel[(triton.cdiv(m, block_m),)](
-        x2d, weight if weight is not None else x2d, y, rstd, m, d, float(eps),
-        HAS_WEIGHT=weight is not None, BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+        x2d,
+        weight if weight is not None else x2d,
+        y,
+        rstd,
+        m,
+        d,
+        float(eps),
+        HAS_WEIGHT=weight is not None,
+        BLOCK_M=block_m,
+        BLOCK_D=block_d,
+        num_warps=num_warps,
+    )
     return y.to(out_dtype), rstd
 
 
-def _rms_norm_bwd(dy: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor,
-                  need_dx: bool, need_dw: bool) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def _rms_norm_bwd(
+    dy: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | None, rstd: torch.Tensor, need_dx: bool, need_dw: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """Launch the backward kernel; returns ``(dx, dweight)`` (None where not needed)."""
     m, d = x2d.shape
     block_d, block_m, num_warps = tile_config(d)
@@ -101,11 +126,22 @@ def _rms_norm_bwd(dy: torch.Tensor, x2d: torch.Tensor, weight: torch.Tensor | No
     dw_part = torch.zeros((n_prog, d), dtype=torch.float32, device=x2d.device) if need_dw else None
     if m > 0 and (need_dx or need_dw):
         _rms_norm_bwd_kernel[(n_prog,)](
-            dy, x2d, weight if weight is not None else x2d, rstd,
-            dx if dx is not None else x2d, dw_part if dw_part is not None else rstd,
-            m, d, n_blocks,
-            HAS_WEIGHT=weight is not None, NEED_DX=need_dx, NEED_DW=need_dw,
-            BLOCK_M=block_m, BLOCK_D=block_d, num_warps=num_warps)
+            dy,
+            x2d,
+            weight if weight is not None else x2d,
+            rstd,
+            dx if dx is not None else x2d,
+            dw_part if dw_part is not None else rstd,
+            m,
+            d,
+            n_blocks,
+            HAS_WEIGHT=weight is not None,
+            NEED_DX=need_dx,
+            NEED_DW=need_dw,
+            BLOCK_M=block_m,
+            BLOCK_D=block_d,
+            num_warps=num_warps,
+        )
     # dw_part exists exactly when need_dw (which needs a weight), dx exactly when need_dx
     dw = dw_part.sum(0).to(weight.dtype) if dw_part is not None and weight is not None else None
     return (dx.to(x2d.dtype) if dx is not None else None), dw
@@ -135,8 +171,9 @@ class RMSNormFunction(torch.autograd.Function):
         return (dx.view(ctx.x_shape) if dx is not None else None), dw, None, None
 
 
-def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
-                       out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def rms_norm_reference(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, out_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """RMSNorm over the last dimension in plain PyTorch, computed in fp32 and cast to ``out_dtype``."""
     xf = at_least_fp32(x)
     y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
@@ -145,8 +182,9 @@ def rms_norm_reference(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
     return y.to(out_dtype or x.dtype)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float,
-             out_dtype: torch.dtype | None = None) -> torch.Tensor:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, out_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """RMSNorm over the last dimension of ``x`` (any shape ``(..., D)``) with the fused Triton kernels.
 
     ``weight`` is ``(D,)`` or None. The result has ``out_dtype`` (default ``x.dtype``); gradients

@@ -27,7 +27,8 @@ random shapes, magnitudes and masks; broken variants caught) on each device; the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -40,7 +41,7 @@ FLOOR_ULPS = 2.0
 # No check asks two implementations to agree beyond this fraction of the largest value: in fp32,
 # rounding residues of terms that cancel exactly in float64 reach ~1e-6 of it, while a wrong row, a
 # mixed-up sample or a dropped term is off by a sizeable fraction of the values themselves.
-RELATIVE_FLOOR = 2.0 ** -12
+RELATIVE_FLOOR = 2.0**-12
 # Relative size of the input perturbation (in ulps of the compute dtype) that measures an op's
 # conditioning, e.g. a softmax over large logits: a correct kernel may round what it handles to
 # the compute dtype, so its answer is the exact answer on inputs moved by about this much.
@@ -81,8 +82,9 @@ def allowed_error(reference_error: float, sensitivity: float, floor_scale: float
     return ERROR_MULTIPLE * max(reference_error, sensitivity) + max(FLOOR_ULPS * eps, RELATIVE_FLOOR) * floor_scale
 
 
-def error_stats(fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor,
-                perturbed: torch.Tensor) -> dict[str, float]:
+def error_stats(
+    fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor, perturbed: torch.Tensor
+) -> dict[str, float]:
     """The figures :func:`judge` works from: max errors against ``exact``, and ``exact``'s largest value.
 
     Non-finite entries of the reference and the perturbed run are left out of their errors (inf if
@@ -99,15 +101,27 @@ def error_stats(fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor
         return float(d.pow(2).mean().sqrt()) if rms else float(d.max())
 
     empty = exact.numel() == 0
-    return {"fast_error": err(fast, False), "reference_error": err(reference, True),
-            "sensitivity": err(perturbed, True), "scale": 0.0 if empty else float(exact.abs().max()),
-            "fast_rms": err(fast, False, True), "reference_rms": err(reference, True, True),
-            "sensitivity_rms": err(perturbed, True, True),
-            "scale_rms": 0.0 if empty else float(exact.pow(2).mean().sqrt())}
+    return {
+        "fast_error": err(fast, False),
+        "reference_error": err(reference, True),
+        "sensitivity": err(perturbed, True),
+        "scale": 0.0 if empty else float(exact.abs().max()),
+        "fast_rms": err(fast, False, True),
+        "reference_rms": err(reference, True, True),
+        "sensitivity_rms": err(perturbed, True, True),
+        "scale_rms": 0.0 if empty else float(exact.pow(2).mean().sqrt()),
+    }
 
 
-def judge(what: str, fast: torch.Tensor, reference: torch.Tensor, exact: torch.Tensor, perturbed: torch.Tensor,
-          eps: float, floor_scale: tuple[float, float] | None = None) -> str | None:
+def judge(
+    what: str,
+    fast: torch.Tensor,
+    reference: torch.Tensor,
+    exact: torch.Tensor,
+    perturbed: torch.Tensor,
+    eps: float,
+    floor_scale: tuple[float, float] | None = None,
+) -> str | None:
     """None when ``fast`` is as accurate as a correct implementation at ``eps``; a reason otherwise.
 
     ``reference`` is the PyTorch reference at the compute dtype, ``exact`` the same in float64,
@@ -130,14 +144,16 @@ def judge(what: str, fast: torch.Tensor, reference: torch.Tensor, exact: torch.T
     floor_max, floor_rms = floor_scale if floor_scale else (0.0, 0.0)
     # The largest error catches a fault in a few values (a wrong row); the root-mean-square one a
     # fault spread thinly over many (a sample modulated with another sample's scale).
-    for kind, err, ref, sens, scale in (("max", s["fast_error"], s["reference_error"], s["sensitivity"],
-                                         max(s["scale"], floor_max)),
-                                        ("rms", s["fast_rms"], s["reference_rms"], s["sensitivity_rms"],
-                                         max(s["scale_rms"], floor_rms))):
+    for kind, err, ref, sens, scale in (
+        ("max", s["fast_error"], s["reference_error"], s["sensitivity"], max(s["scale"], floor_max)),
+        ("rms", s["fast_rms"], s["reference_rms"], s["sensitivity_rms"], max(s["scale_rms"], floor_rms)),
+    ):
         limit = allowed_error(ref, sens, scale, eps)
         if err > limit:
-            return (f"disagreed with the float64 reference in its {what}: {kind} |error| {err:.3g}, while the "
-                    f"reference at the same precision is off by {ref:.3g} (allowed {limit:.3g})")
+            return (
+                f"disagreed with the float64 reference in its {what}: {kind} |error| {err:.3g}, while the "
+                f"reference at the same precision is off by {ref:.3g} (allowed {limit:.3g})"
+            )
     return None
 
 
@@ -148,12 +164,20 @@ def _run(fn: Callable, inputs: list, autocast: tuple[str, bool, torch.dtype]) ->
 
 
 def _leaves(args: tuple, grads: tuple[bool, ...]) -> list:
-    return [a.detach().clone().requires_grad_(grad) if isinstance(a, torch.Tensor) else a
-            for a, grad in zip(args, grads)]
+    return [
+        a.detach().clone().requires_grad_(grad) if isinstance(a, torch.Tensor) else a for a, grad in zip(args, grads)
+    ]
 
 
-def check_call(fast: Callable, reference: Callable, args: tuple, needs_grad: tuple[bool, ...],
-               autocast: tuple[str, bool, torch.dtype], seed: int = 0, stats: list | None = None) -> str:
+def check_call(
+    fast: Callable,
+    reference: Callable,
+    args: tuple,
+    needs_grad: tuple[bool, ...],
+    autocast: tuple[str, bool, torch.dtype],
+    seed: int = 0,
+    stats: list | None = None,
+) -> str:
     """Check one call of a fast op: '' when it agrees, 'inconclusive', or the reason it does not.
 
     Runs on ``args``: the fast path and the reference at the run's precision (under the captured
@@ -177,17 +201,24 @@ def check_call(fast: Callable, reference: Callable, args: tuple, needs_grad: tup
     gen = torch.Generator(device=outs[2].device).manual_seed(seed)
     cotangent = torch.randn(outs[2].shape, generator=gen, device=outs[2].device, dtype=torch.float32)
     wrt = [i for i, a in enumerate(in_r) if isinstance(a, torch.Tensor) and a.requires_grad]
-    grads = [torch.autograd.grad(out, [ins[i] for i in wrt], cotangent.to(out.dtype), allow_unused=True,
-                                 retain_graph=out is outs[2])
-             for out, ins in zip(outs, (in_f, in_r, in_x, in_p))]
+    grads = [
+        torch.autograd.grad(
+            out, [ins[i] for i in wrt], cotangent.to(out.dtype), allow_unused=True, retain_graph=out is outs[2]
+        )
+        for out, ins in zip(outs, (in_f, in_r, in_x, in_p))
+    ]
     # A kernel that keeps its backward intermediates (softmax probabilities, their gradient) at the
     # compute dtype rounds them by up to eps: the exact backward of a cotangent moved by that much
     # shows how far such rounding can move each gradient, cancellation included.
     jitter = torch.rand(cotangent.shape, generator=gen, device=cotangent.device, dtype=torch.float64) * 2 - 1
-    moved = torch.autograd.grad(outs[2], [in_x[i] for i in wrt], cotangent.double() * (1 + jitter * eps),
-                                allow_unused=True)
-    pairs = [(f"gradient of input {i}", _or_zeros(gf, gx), _or_zeros(gr, gx), gx, _farther(gp, gm, gx))
-             for i, gf, gr, gx, gp, gm in zip(wrt, *grads, moved) if gx is not None]
+    moved = torch.autograd.grad(
+        outs[2], [in_x[i] for i in wrt], cotangent.double() * (1 + jitter * eps), allow_unused=True
+    )
+    pairs = [
+        (f"gradient of input {i}", _or_zeros(gf, gx), _or_zeros(gr, gx), gx, _farther(gp, gm, gx))
+        for i, gf, gr, gx, gp, gm in zip(wrt, *grads, moved)
+        if gx is not None
+    ]
     return _judge_all(pairs, eps, stats)
 
 
@@ -209,6 +240,7 @@ def _judge_all(pairs: list, eps: float, stats: list | None) -> str:
     tensor of the same kind in the call (same rank and last dimension: q, k and v's gradients, not a
     LayerNorm's weight gradient beside its input's) keeps such residues from tripping it.
     """
+
     def kind(t: torch.Tensor) -> tuple:
         return (t.dim(), t.shape[-1] if t.dim() else 0)
 
@@ -221,8 +253,14 @@ def _judge_all(pairs: list, eps: float, stats: list | None) -> str:
     inconclusive = False
     for what, fast, reference, exact, perturbed in pairs:
         if stats is not None:
-            stats.append({"what": what, "eps": eps, "floor_scale": floors.get(kind(exact), (0.0, 0.0))[0],
-                          **error_stats(fast, reference, exact, perturbed)})
+            stats.append(
+                {
+                    "what": what,
+                    "eps": eps,
+                    "floor_scale": floors.get(kind(exact), (0.0, 0.0))[0],
+                    **error_stats(fast, reference, exact, perturbed),
+                }
+            )
         verdict = judge(what, fast, reference, exact, perturbed, eps, floors.get(kind(exact)))
         if verdict == "inconclusive":
             inconclusive = True

@@ -105,7 +105,7 @@ def kernel_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 

@@ -34,8 +34,12 @@ def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "con
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
-        fetched = hf_hub_download(path, "/".join(p for p in (subfolder, filename) if p), revision=cfg.revision,
-                                  local_files_only=_HUB_UNREACHABLE)
+        fetched = hf_hub_download(
+            path,
+            "/".join(p for p in (subfolder, filename) if p),
+            revision=cfg.revision,
+            local_files_only=_HUB_UNREACHABLE,
+        )
         return json.loads(Path(fetched).read_text())
     except LocalEntryNotFoundError:  # no connection (after huggingface_hub's retries) and not in the cache
         _HUB_UNREACHABLE = True  # the next small files come from the cache only: one wait, not one per file
@@ -86,8 +90,11 @@ def weight_files(folder: Path, variant: str | None = None) -> list[Path]:
     files = sorted(folder.glob("*.safetensors"))
     if variant:
         return [f for f in files if f".{variant}." in f.name or f".{variant}-" in f.name] or files
-    main = [f for f in files if len(f.name.split(".")) == 2 or f.name.split(".")[-2].split("-")[0] in
-            ("diffusion_pytorch_model", "model")]
+    main = [
+        f
+        for f in files
+        if len(f.name.split(".")) == 2 or f.name.split(".")[-2].split("-")[0] in ("diffusion_pytorch_model", "model")
+    ]
     return main or files
 
 
@@ -142,8 +149,10 @@ def check_safetensors(cfg: TrainConfig, subfolders: tuple[str, ...], kind: str) 
         pickled = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES))
         if pickled and not any(f.endswith(".safetensors") for f in files):
             where = f"{sub}/ weights" if sub else "its weights"
-            raise UserError(f"The {kind} model `{path}` stores {where} only as pickle files "
-                            f"({', '.join(pickled[:3])}). {SAFETENSORS_ONLY}")
+            raise UserError(
+                f"The {kind} model `{path}` stores {where} only as pickle files "
+                f"({', '.join(pickled[:3])}). {SAFETENSORS_ONLY}"
+            )
 
 
 def _causes(err: BaseException | None) -> list[BaseException]:
@@ -175,29 +184,41 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
     what = f"Could not load the {kind} pipeline from `{path}` ({type(err).__name__}: {first})."
     causes = _causes(err)  # diffusers and transformers re-raise huggingface_hub's errors as a plain OSError
     if isinstance(err, ImportError) or "pip install" in first:
-        return UserError(f"{what} A package the pipeline needs is missing: install it as the message says, then "
-                         "run `dit-lora doctor --model` on the model to check the rest.")
+        return UserError(
+            f"{what} A package the pipeline needs is missing: install it as the message says, then "
+            "run `dit-lora doctor --model` on the model to check the rest."
+        )
     lowered = first.lower()
     if ".safetensors" in lowered and ("file named" in lowered or "not found" in lowered):
         if cfg.variant and f".{cfg.variant}." in lowered:
-            return UserError(f"{what} The model has no `{cfg.variant}` variant of these weights: drop --variant or "
-                             "name one it has (`fp16`, `bf16`: the suffix of its weight files).")
+            return UserError(
+                f"{what} The model has no `{cfg.variant}` variant of these weights: drop --variant or "
+                "name one it has (`fp16`, `bf16`: the suffix of its weight files)."
+            )
         if not os.path.isdir(path):  # a local folder's pickle-only weights were refused before loading
             return UserError(f"{what} {SAFETENSORS_ONLY}")
     if any(isinstance(c, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)) for c in causes):
-        return UserError(f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
-                         "lists the catalogued ones), the revision, and that you are logged in for a gated repo.")
+        return UserError(
+            f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
+            "lists the catalogued ones), the revision, and that you are logged in for a gated repo."
+        )
     if os.path.isdir(path):
-        return UserError(f"{what} The local folder is incomplete or not a diffusers-format {kind} pipeline: check "
-                         "that every component folder has its config and weights, and that --variant names weights "
-                         "it has.")
+        return UserError(
+            f"{what} The local folder is incomplete or not a diffusers-format {kind} pipeline: check "
+            "that every component folder has its config and weights, and that --variant names weights "
+            "it has."
+        )
     offline = any(isinstance(c, (LocalEntryNotFoundError, OfflineModeIsEnabled)) for c in causes)
     if offline or os.environ.get("HF_HUB_OFFLINE") == "1":
-        return UserError(f"{what} It is not in the Hub cache and this process may not download it "
-                         "(HF_HUB_OFFLINE or no network): download it first (`hf download <id>`) or pass a local "
-                         "folder.")
-    return UserError(f"{what} Check --pretrained_model_name_or_path, --revision and --variant, and that the repo "
-                     f"is a diffusers-format {kind} pipeline.")
+        return UserError(
+            f"{what} It is not in the Hub cache and this process may not download it "
+            "(HF_HUB_OFFLINE or no network): download it first (`hf download <id>`) or pass a local "
+            "folder."
+        )
+    return UserError(
+        f"{what} Check --pretrained_model_name_or_path, --revision and --variant, and that the repo "
+        f"is a diffusers-format {kind} pipeline."
+    )
 
 
 def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
@@ -213,8 +234,9 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
         )
     stamp: tuple[int | None, ...] = ()
     if is_local(path):
-        stamp = tuple(os.stat(f).st_mtime_ns if os.path.exists(f) else None
-                      for f in (os.path.join(path, name) for name in files))
+        stamp = tuple(
+            os.stat(f).st_mtime_ns if os.path.exists(f) else None for f in (os.path.join(path, name) for name in files)
+        )
     key = (path, cfg.revision, stamp)
     if key not in cache:
         cache[key] = read(cfg)

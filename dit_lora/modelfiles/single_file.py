@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
@@ -21,8 +22,10 @@ from dit_lora.core.errors import UserError
 #: the prefix ComfyUI's repackaged checkpoints put before every transformer key
 COMFY_PREFIX = "model.diffusion_model."
 #: how the diffusers folder a single file needs is written in the refusals below
-FOLDER_HINT = ("the model's diffusers folder (with model_index.json; e.g. `hf download Wan-AI/Wan2.1-T2V-1.3B-Diffusers`"
-               " for Wan 2.1 T2V 1.3B)")
+FOLDER_HINT = (
+    "the model's diffusers folder (with model_index.json; e.g. `hf download Wan-AI/Wan2.1-T2V-1.3B-Diffusers`"
+    " for Wan 2.1 T2V 1.3B)"
+)
 _WAN_ORIGINAL = re.compile(r"^blocks\.\d+\.(self_attn|cross_attn)\.[qkvo]\.")
 _LORA = re.compile(r"(^lora_(unet|te\d?|transformer)_|\.lora_(A|B|down|up)\.|\.alpha$|^diffusion_model\..*lora)")
 
@@ -36,9 +39,11 @@ def header_keys(path: str | os.PathLike) -> list[str]:
                 raise ValueError(f"header length {size}")
             header = json.loads(fh.read(size))
     except (OSError, ValueError, UnicodeDecodeError) as err:
-        raise UserError(f"`{path}` is not a readable safetensors file ({type(err).__name__}: {err}). dit-lora reads "
-                        "weights from .safetensors files only; check the file (a download cut short is smaller "
-                        "than the size its page lists).") from None
+        raise UserError(
+            f"`{path}` is not a readable safetensors file ({type(err).__name__}: {err}). dit-lora reads "
+            "weights from .safetensors files only; check the file (a download cut short is smaller "
+            "than the size its page lists)."
+        ) from None
     return [k for k in header if k != "__metadata__"]
 
 
@@ -47,13 +52,18 @@ def describe_keys(keys: list[str]) -> str:
     transformer (original, ComfyUI or diffusers names), or a transformer in some other layout."""
     if any(_LORA.search(k) for k in keys):
         return "a LoRA adapter (ComfyUI/kohya `lora_unet_...` or PEFT `lora_A`/`lora_B` key names), not a base model"
-    if any(k.startswith(("first_stage_model.", "vae.", "cond_stage_model.", "conditioner.", "text_encoders."))
-           for k in keys):
+    if any(
+        k.startswith(("first_stage_model.", "vae.", "cond_stage_model.", "conditioner.", "text_encoders."))
+        for k in keys
+    ):
         return "a full single-file checkpoint (transformer plus VAE and/or text encoder weights in one file)"
     prefixed = bool(keys) and all(k.startswith(COMFY_PREFIX) for k in keys)
-    bare = [k[len(COMFY_PREFIX):] if prefixed else k for k in keys]
-    layout = "ComfyUI's layout (original Wan key names behind `model.diffusion_model.`)" if prefixed else \
-        "the original Wan layout (`blocks.0.self_attn.q.weight`)"
+    bare = [k[len(COMFY_PREFIX) :] if prefixed else k for k in keys]
+    layout = (
+        "ComfyUI's layout (original Wan key names behind `model.diffusion_model.`)"
+        if prefixed
+        else "the original Wan layout (`blocks.0.self_attn.q.weight`)"
+    )
     if any(_WAN_ORIGINAL.match(k) for k in bare):
         return f"a single-file Wan transformer in {layout}"
     if any(k.startswith("condition_embedder.") for k in bare) and any(".attn1.to_q." in k for k in bare):
@@ -67,19 +77,29 @@ def check_model_path(model: ModelOptions) -> None:
     path = model.pretrained_model_name_or_path
     if not path or not os.path.isfile(path):
         return
-    what = describe_keys(header_keys(path)) if path.endswith(".safetensors") else \
-        "not a safetensors file (dit-lora reads weights from .safetensors files only)"
+    what = (
+        describe_keys(header_keys(path))
+        if path.endswith(".safetensors")
+        else "not a safetensors file (dit-lora reads weights from .safetensors files only)"
+    )
     if what.startswith("a LoRA"):
-        todo = ("A LoRA is applied on top of its base model: pass the base model's diffusers folder or Hub id as "
-                "--pretrained_model_name_or_path (to continue training this LoRA, that is not supported yet).")
+        todo = (
+            "A LoRA is applied on top of its base model: pass the base model's diffusers folder or Hub id as "
+            "--pretrained_model_name_or_path (to continue training this LoRA, that is not supported yet)."
+        )
     elif what.startswith("a full single-file"):
-        todo = (f"dit-lora does not split an all-in-one checkpoint: pass {FOLDER_HINT} as --pretrained_model_name_or_"
-                "path, and the transformer alone, if you have it as one file, as --transformer_file.")
+        todo = (
+            f"dit-lora does not split an all-in-one checkpoint: pass {FOLDER_HINT} as --pretrained_model_name_or_"
+            "path, and the transformer alone, if you have it as one file, as --transformer_file."
+        )
     else:
-        todo = (f"Pass {FOLDER_HINT} as --pretrained_model_name_or_path (it gives the VAE, text encoder, scheduler and "
-                f"the transformer's config) and this file as --transformer_file {path}.")
-    raise UserError(f"--pretrained_model_name_or_path `{path}` is a file, not a model folder or Hub id: it is {what}. "
-                    f"{todo}")
+        todo = (
+            f"Pass {FOLDER_HINT} as --pretrained_model_name_or_path (it gives the VAE, text encoder, scheduler and "
+            f"the transformer's config) and this file as --transformer_file {path}."
+        )
+    raise UserError(
+        f"--pretrained_model_name_or_path `{path}` is a file, not a model folder or Hub id: it is {what}. {todo}"
+    )
 
 
 def check_transformer_file(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
@@ -93,21 +113,29 @@ def check_transformer_file(model: ModelOptions, read: Callable[[str, str], dict 
     if not file:
         return
     if not os.path.isfile(file):
-        raise UserError(f"--transformer_file `{file}` does not exist or is not a file. Give the path of the "
-                        "transformer's .safetensors file.")
+        raise UserError(
+            f"--transformer_file `{file}` does not exist or is not a file. Give the path of the "
+            "transformer's .safetensors file."
+        )
     if not file.endswith(".safetensors"):
-        raise UserError(f"--transformer_file `{file}` is not a .safetensors file. dit-lora loads weights from "
-                        "safetensors only, because reading a pickle (.pt, .ckpt, .bin) can run code; use the "
-                        ".safetensors release of the file.")
+        raise UserError(
+            f"--transformer_file `{file}` is not a .safetensors file. dit-lora loads weights from "
+            "safetensors only, because reading a pickle (.pt, .ckpt, .bin) can run code; use the "
+            ".safetensors release of the file."
+        )
     what = describe_keys(header_keys(file))
     if what.startswith(("a LoRA", "a full single-file")):
-        raise UserError(f"--transformer_file `{file}` is {what}; it must hold the transformer alone. Use the "
-                        "transformer's own file (ComfyUI's `diffusion_models/` folder holds them).")
+        raise UserError(
+            f"--transformer_file `{file}` is {what}; it must hold the transformer alone. Use the "
+            "transformer's own file (ComfyUI's `diffusion_models/` folder holds them)."
+        )
     folder = model.pretrained_model_name_or_path
     config = read("transformer", "config.json")
     if config is None:
-        raise UserError(f"--transformer_file needs the transformer's config from --pretrained_model_name_or_path, "
-                        f"but `{folder}` has no readable transformer/config.json. Pass {FOLDER_HINT}.")
+        raise UserError(
+            f"--transformer_file needs the transformer's config from --pretrained_model_name_or_path, "
+            f"but `{folder}` has no readable transformer/config.json. Pass {FOLDER_HINT}."
+        )
     cls = config.get("_class_name", "?")
     loadable = single_file_classes()
     if cls not in loadable:
@@ -115,11 +143,14 @@ def check_transformer_file(model: ModelOptions, read: Callable[[str, str], dict 
             f"--transformer_file: `{folder}`'s transformer is a {cls}, which diffusers cannot load from a single file "
             f"(its from_single_file covers {', '.join(sorted(c for c in loadable if 'Transformer' in c))}). Train "
             f"from the diffusers folder instead: pass it (or its Hub id, e.g. via `hf download <id>`) as "
-            "--pretrained_model_name_or_path and drop --transformer_file.")
+            "--pretrained_model_name_or_path and drop --transformer_file."
+        )
     if (read("", "model_index.json") or {}).get("transformer_2") not in (None, [None, None]):
-        raise UserError(f"--transformer_file: `{folder}` has two transformers (transformer/ and transformer_2/, the "
-                        "Wan 2.2 A14B experts); replacing one from a single file is not supported yet. Train from "
-                        "the diffusers folder and drop --transformer_file.")
+        raise UserError(
+            f"--transformer_file: `{folder}` has two transformers (transformer/ and transformer_2/, the "
+            "Wan 2.2 A14B experts); replacing one from a single file is not supported yet. Train from "
+            "the diffusers folder and drop --transformer_file."
+        )
 
 
 def single_file_classes() -> frozenset[str]:
@@ -142,11 +173,18 @@ def load_transformer(cls, model: ModelOptions, subfolder: str = "transformer", *
         return cls.from_pretrained(path, subfolder=subfolder, **kwargs)
     dtype = kwargs.get("torch_dtype", kwargs.get("dtype"))  # whichever keyword quiet.dtype_kwarg chose
     quantized = kwargs.get("quantization_config") is not None
-    passed = ("quantization_config", "torch_dtype", "dtype") if quantized else ()  # unquantized: stored dtype, cast below
+    passed = (
+        ("quantization_config", "torch_dtype", "dtype") if quantized else ()
+    )  # unquantized: stored dtype, cast below
     try:
-        loaded = cls.from_single_file(model.transformer_file, config=path, subfolder=subfolder, revision=model.revision,
-                                     **{k: v for k, v in kwargs.items() if k in passed})
-    except Exception as err:  # noqa: BLE001 - judged below: a bad file is one paragraph naming it, anything else raises
+        loaded = cls.from_single_file(
+            model.transformer_file,
+            config=path,
+            subfolder=subfolder,
+            revision=model.revision,
+            **{k: v for k, v in kwargs.items() if k in passed},
+        )
+    except Exception as err:
         message = file_load_message(cls, model, subfolder, err)
         if message is None:
             raise
@@ -165,33 +203,48 @@ def file_load_message(cls, model: ModelOptions, subfolder: str, err: BaseExcepti
     not the file's (out of memory, a bug), which then raises as it is."""
     import torch
 
-    if isinstance(err, torch.OutOfMemoryError) or not isinstance(err, (OSError, ValueError, RuntimeError, KeyError)) \
-            and type(err).__name__ != "SingleFileComponentError":
+    if (
+        isinstance(err, torch.OutOfMemoryError)
+        or not isinstance(err, (OSError, ValueError, RuntimeError, KeyError))
+        and type(err).__name__ != "SingleFileComponentError"
+    ):
         return None
     file, folder = model.transformer_file, model.pretrained_model_name_or_path
     assert file is not None  # called only when a --transformer_file load failed
-    head = (f"--transformer_file `{file}` does not load as the {cls.__name__} of `{folder}` (its {subfolder}/"
-            "config.json)")
-    fix = (f"Pass the transformer file of the model and size `{folder}` is, or, to train the file's model, its own "
-           "diffusers folder as --pretrained_model_name_or_path.")
+    head = (
+        f"--transformer_file `{file}` does not load as the {cls.__name__} of `{folder}` (its {subfolder}/config.json)"
+    )
+    fix = (
+        f"Pass the transformer file of the model and size `{folder}` is, or, to train the file's model, its own "
+        "diffusers folder as --pretrained_model_name_or_path."
+    )
     shape = _SHAPE.search(str(err))
     if shape:
         name, expected, got = shape.groups()
-        return (f"{head}: its tensor for `{name}` is {_size(got)} where the model has {_size(expected)}, so the "
-                f"file is another model or another size of it (e.g. 14B weights with a 1.3B folder). {fix}")
+        return (
+            f"{head}: its tensor for `{name}` is {_size(got)} where the model has {_size(expected)}, so the "
+            f"file is another model or another size of it (e.g. 14B weights with a 1.3B folder). {fix}"
+        )
     cut = _truncated(file)
     if cut is not None or isinstance(err, OSError):
-        what = (f"it is {cut[0]} bytes, its header describes {cut[1]}: the file is truncated (a download cut short)"
-                if cut else f"it could not be read ({type(err).__name__}: {err}): the file is damaged or truncated")
+        what = (
+            f"it is {cut[0]} bytes, its header describes {cut[1]}: the file is truncated (a download cut short)"
+            if cut
+            else f"it could not be read ({type(err).__name__}: {err}): the file is damaged or truncated"
+        )
         return f"{head}: {what}. Download it again and compare its size with the one its page lists."
     missing, total = _missing_tensors(cls, model, subfolder)
     if missing and len(missing) == total:
-        return (f"{head}: it holds none of the model's {total} tensors (its own are named like "
-                f"`{next(iter(header_keys(file)), '-')}`), so it is another model's transformer. {fix}")
+        return (
+            f"{head}: it holds none of the model's {total} tensors (its own are named like "
+            f"`{next(iter(header_keys(file)), '-')}`), so it is another model's transformer. {fix}"
+        )
     if missing:
         shown = ", ".join(f"`{k}`" for k in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        return (f"{head}: it lacks {len(missing)} of the model's tensors ({shown}), so it is a partial file or "
-                f"another model's. {fix}")
+        return (
+            f"{head}: it lacks {len(missing)} of the model's tensors ({shown}), so it is a partial file or "
+            f"another model's. {fix}"
+        )
     return f"{head} ({type(err).__name__}: {str(err).strip()[:300]}). {fix}"
 
 

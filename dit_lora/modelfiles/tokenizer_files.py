@@ -12,9 +12,8 @@ environment. What a model (a folder or a Hub id, answered from the catalogue whe
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
-
 
 #: file names that hold a SentencePiece model
 SENTENCEPIECE_FILES = ("spiece.model", "tokenizer.model", "sentencepiece.bpe.model")

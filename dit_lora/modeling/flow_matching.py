@@ -83,8 +83,13 @@ def sample_indices(
     from diffusers.training_utils import compute_density_for_timestep_sampling
 
     u = compute_density_for_timestep_sampling(
-        weighting_scheme, batch_size, logit_mean=logit_mean, logit_std=logit_std, mode_scale=mode_scale,
-        device=device, generator=generator,
+        weighting_scheme,
+        batch_size,
+        logit_mean=logit_mean,
+        logit_std=logit_std,
+        mode_scale=mode_scale,
+        device=device,
+        generator=generator,
     )
     return (u * num_train_timesteps).long().clamp(max=num_train_timesteps - 1)
 
@@ -162,8 +167,15 @@ def draw(
     noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
     sigma_table, timestep_table = tables
     indices = sample_indices(
-        weighting_scheme, latents.shape[0], sigma_table.shape[0], logit_mean=logit_mean, logit_std=logit_std,
-        mode_scale=mode_scale, device=device, generator=generator,
+        weighting_scheme,
+        latents.shape[0],
+        sigma_table.shape[0],
+        logit_mean=logit_mean,
+        logit_std=logit_std,
+        mode_scale=mode_scale,
+        device=device,
+        generator=generator,
     )
-    return FlowDraw(noise=noise, indices=indices, sigmas=sigma_table[indices].to(latents.dtype),
-                    timesteps=timestep_table[indices])
+    return FlowDraw(
+        noise=noise, indices=indices, sigmas=sigma_table[indices].to(latents.dtype), timesteps=timestep_table[indices]
+    )

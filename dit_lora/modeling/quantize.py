@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -51,7 +51,7 @@ def bitsandbytes_status() -> str | None:
     """None when bitsandbytes imports, else why not."""
     try:
         import bitsandbytes  # noqa: F401
-    except Exception as err:  # noqa: BLE001 - a broken install raises all sorts
+    except Exception as err:
         return f"{type(err).__name__}: {err}"
     return None
 
@@ -59,7 +59,7 @@ def bitsandbytes_status() -> str | None:
 def torchao_status() -> str | None:
     try:
         import torchao  # noqa: F401
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         return f"{type(err).__name__}: {err}"
     return None
 
@@ -81,9 +81,11 @@ def what_runs(device_type: str) -> dict[str, str]:
     """Each scheme: `runs` or why it does not, on ``device_type`` (the doctor prints it)."""
     bnb = bitsandbytes_status()
     fp8 = fp8_status(device_type)
-    return {"nf4": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
-            "int8": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
-            "fp8": "runs" if fp8 is None else f"no: {fp8}"}
+    return {
+        "nf4": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
+        "int8": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
+        "fp8": "runs" if fp8 is None else f"no: {fp8}",
+    }
 
 
 def check_config(cfg, device_type: str, family=None) -> None:
@@ -93,13 +95,15 @@ def check_config(cfg, device_type: str, family=None) -> None:
     if scheme in (None, "none"):
         return
     if scheme not in SCHEMES:
-        raise QuantizeError(f"--quantize_base {scheme} is not a scheme dit-lora knows. Use one of {', '.join(SCHEMES)}.")
+        raise QuantizeError(
+            f"--quantize_base {scheme} is not a scheme dit-lora knows. Use one of {', '.join(SCHEMES)}."
+        )
     if scheme in ("nf4", "int8"):
         why = bitsandbytes_status()
         if why is not None:
             raise QuantizeError(
                 f"--quantize_base {scheme} loads the model with bitsandbytes, which is not importable here ({why}). "
-                "Install it (`pip install -e \".[quant]\" -c constraints.txt`, or `pip install bitsandbytes`; "
+                'Install it (`pip install -e ".[quant]" -c constraints.txt`, or `pip install bitsandbytes`; '
                 "bitsandbytes >= 0.48 also runs on a CPU), or train without --quantize_base."
             )
         return
@@ -132,7 +136,7 @@ def check_text_encoder(cfg, family=None) -> None:
     if why is not None:
         raise QuantizeError(
             f"--quantize_text_encoder loads the text encoder nf4-quantized with bitsandbytes, which is not importable "
-            f"here ({why}). Install it (`pip install -e \".[quant]\" -c constraints.txt`, or `pip install "
+            f'here ({why}). Install it (`pip install -e ".[quant]" -c constraints.txt`, or `pip install '
             "bitsandbytes`; bitsandbytes >= 0.48 also runs on a CPU), or drop --quantize_text_encoder."
         )
 
@@ -150,8 +154,7 @@ def diffusers_config(cfg):
     from diffusers import BitsAndBytesConfig
 
     if scheme == "nf4":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                  bnb_4bit_compute_dtype=cfg.weight_dtype)
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=cfg.weight_dtype)
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
@@ -175,8 +178,12 @@ def transformers_config(cfg, skip_modules: Iterable[str] = ()):
     from transformers import BitsAndBytesConfig
 
     if scheme == "nf4":
-        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                  bnb_4bit_compute_dtype=cfg.weight_dtype, llm_int8_skip_modules=skip)
+        return BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_compute_dtype=cfg.weight_dtype,
+            llm_int8_skip_modules=skip,
+        )
     return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
 
 
@@ -188,8 +195,11 @@ def text_encoder_kwargs(cfg) -> dict:
         return {}
     from transformers import BitsAndBytesConfig
 
-    return {"quantization_config": BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                                      bnb_4bit_compute_dtype=cfg.weight_dtype)}
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=cfg.weight_dtype
+        )
+    }
 
 
 @contextlib.contextmanager
@@ -214,7 +224,6 @@ def diffusers_loading(model: ModelOptions):
         auto.AUTO_QUANTIZER_MAPPING.update(saved)
 
 
-
 def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
     """Make every bitsandbytes linear in ``modules`` (a just-loaded quantized model) compute as training needs.
 
@@ -235,7 +244,7 @@ def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
             continue
         for layer in module.modules():
             if hasattr(layer, "support_avx512bf16_for_cpu"):
-                setattr(layer, "support_avx512bf16_for_cpu", False)
+                layer.support_avx512bf16_for_cpu = False
         follow_autocast(module)
 
 
@@ -281,7 +290,7 @@ def follow_autocast(*modules: torch.nn.Module | None) -> int:
                 continue
             if not getattr(layer, "_dit_lora_follows_autocast", False):
                 layer.register_forward_hook(_autocast_output)
-                setattr(layer, "_dit_lora_follows_autocast", True)
+                layer._dit_lora_follows_autocast = True
             count += 1
     return count
 
@@ -297,16 +306,23 @@ def _cpu_quantizers() -> dict:
         return device_map or {"": "cpu"}
 
     made = {}
-    for key, parent in (("bitsandbytes_4bit", BnB4BitDiffusersQuantizer), ("bitsandbytes_8bit", BnB8BitDiffusersQuantizer)):
-        made[key] = type(f"Cpu{parent.__name__}", (parent,), {"validate_environment": validate_environment,
-                                                              "update_device_map": update_device_map})
+    for key, parent in (
+        ("bitsandbytes_4bit", BnB4BitDiffusersQuantizer),
+        ("bitsandbytes_8bit", BnB8BitDiffusersQuantizer),
+    ):
+        made[key] = type(
+            f"Cpu{parent.__name__}",
+            (parent,),
+            {"validate_environment": validate_environment, "update_device_map": update_device_map},
+        )
     return made
 
 
 # ---- which weights are quantized ----------------------------------------------------------------
 def _skipped(name: str, skip: Iterable[str]) -> bool:
-    return any(name == s or name.startswith(s + ".") or name.endswith("." + s) or name == s.rsplit(".", 1)[-1]
-               for s in skip)
+    return any(
+        name == s or name.startswith(s + ".") or name.endswith("." + s) or name == s.rsplit(".", 1)[-1] for s in skip
+    )
 
 
 def quantized_linears(model: torch.nn.Module, skip_modules: Iterable[str] = ()) -> list[str]:
@@ -368,8 +384,9 @@ def describe(cfg) -> str | None:
     """One line for logs and the model card, or None when the base is not quantized."""
     if not enabled(cfg):
         return None
-    kind = {"nf4": "bitsandbytes nf4 (4-bit)", "int8": "bitsandbytes LLM.int8 (8-bit)",
-            "fp8": "torchao fp8 weights"}[cfg.quantize_base]
+    kind = {"nf4": "bitsandbytes nf4 (4-bit)", "int8": "bitsandbytes LLM.int8 (8-bit)", "fp8": "torchao fp8 weights"}[
+        cfg.quantize_base
+    ]
     return f"{kind}; the LoRA weights trained in fp32"
 
 
@@ -377,11 +394,28 @@ def describe_text_encoder(cfg) -> str | None:
     """One line for logs and the model card under --quantize_text_encoder, else None."""
     if not getattr(cfg, "quantize_text_encoder", False):
         return None
-    return ("the text encoder ran bitsandbytes nf4 (4-bit) while the embeddings were cached, so the adapter learned "
-            "from embeddings with its quantization error")
+    return (
+        "the text encoder ran bitsandbytes nf4 (4-bit) while the embeddings were cached, so the adapter learned "
+        "from embeddings with its quantization error"
+    )
 
 
-__all__ = ["SCHEMES", "QuantizeError", "check_config", "check_text_encoder", "check_trainable", "describe",
-           "describe_text_encoder", "diffusers_config", "diffusers_loading", "enabled", "follow_autocast",
-           "keep_4bit_layout", "quantized_bytes", "quantized_linears", "text_encoder_kwargs", "transformers_config",
-           "what_runs"]
+__all__ = [
+    "SCHEMES",
+    "QuantizeError",
+    "check_config",
+    "check_text_encoder",
+    "check_trainable",
+    "describe",
+    "describe_text_encoder",
+    "diffusers_config",
+    "diffusers_loading",
+    "enabled",
+    "follow_autocast",
+    "keep_4bit_layout",
+    "quantized_bytes",
+    "quantized_linears",
+    "text_encoder_kwargs",
+    "transformers_config",
+    "what_runs",
+]

@@ -11,13 +11,20 @@ from dataclasses import dataclass
 
 from dit_lora.config.schema import FINITE, POSITIVE, WEIGHTING_SCHEMES, FamilyOptions, opt
 
+
 @dataclass(frozen=True)
 class LogitNormalOptions(FamilyOptions):
     """The logit-normal timestep density: its mean and standard deviation."""
 
-    logit_mean: float = opt(0.0, "Mean of the logit-normal timestep density.", section="flow matching", resume="fixed", valid=FINITE)
+    logit_mean: float = opt(
+        0.0, "Mean of the logit-normal timestep density.", section="flow matching", resume="fixed", valid=FINITE
+    )
     logit_std: float = opt(
-        1.0, "Standard deviation of the logit-normal timestep density.", section="flow matching", resume="fixed", valid=POSITIVE
+        1.0,
+        "Standard deviation of the logit-normal timestep density.",
+        section="flow matching",
+        resume="fixed",
+        valid=POSITIVE,
     )
 
 
@@ -29,9 +36,12 @@ class FlowMatchingOptions(LogitNormalOptions):
         "logit_normal",
         "Timestep density / loss weighting from diffusers.training_utils (Sana's native: logit_normal).",
         choices=WEIGHTING_SCHEMES,
-        section="flow matching", resume="fixed",
+        section="flow matching",
+        resume="fixed",
     )
-    mode_scale: float = opt(1.29, "Scale of the `mode` timestep density.", section="flow matching", resume="fixed", valid=FINITE)
+    mode_scale: float = opt(
+        1.29, "Scale of the `mode` timestep density.", section="flow matching", resume="fixed", valid=FINITE
+    )
 
 
 @dataclass(frozen=True)
@@ -43,7 +53,9 @@ class TimestepSamplingOptions(LogitNormalOptions):
         "How training timesteps are drawn: `uniform` (the reference trainers: CogVideoX over 0..999; Wan over "
         "the checkpoint's shifted flow-matching schedule, or the trained expert's part of it) or `logit_normal` "
         "(--logit_mean/--logit_std; CogVideoX: fewer of the near-t=0 steps whose loss weight reaches ~1000x).",
-        choices=("uniform", "logit_normal"), section="flow matching", resume="fixed",
+        choices=("uniform", "logit_normal"),
+        section="flow matching",
+        resume="fixed",
     )
 
 
@@ -55,7 +67,8 @@ class ConditioningImageOptions(FamilyOptions):
         None,
         "Image-to-video: the conditioning image for validation videos. Default: the first frame of the first "
         "training clip.",
-        section="image-to-video", resume="free",
+        section="image-to-video",
+        resume="free",
     )
 
 
@@ -68,5 +81,6 @@ class TrainedSizeOptions(FamilyOptions):
         "Train at a video size whose latent tokens per clip are far from the checkpoint's trained size, which is "
         "refused otherwise: CogVideoX over 2x or under 1/4 of 1.0's 49x480x720 or 1.5's 81x768x1360; Wan over 2x "
         "81x720x1280 (TI2V-5B 121x704x1280).",
-        section="video size", resume="free",
+        section="video size",
+        resume="free",
     )

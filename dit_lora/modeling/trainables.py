@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, cast
+from typing import Any, cast
 
 import torch
 
-from dit_lora.modeling import quantize
-from dit_lora.core.errors import UserError
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
+from dit_lora.core.errors import UserError
+from dit_lora.modeling import quantize
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -21,7 +22,9 @@ def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[st
     for pattern in patterns:
         hits = [n for n in names if n == pattern or n.endswith("." + pattern)]
         if not hits:
-            suffixes = sorted({".".join(n.split(".")[-2:]) if n.split(".")[-1].isdigit() else n.split(".")[-1] for n in names})
+            suffixes = sorted(
+                {".".join(n.split(".")[-2:]) if n.split(".")[-1].isdigit() else n.split(".")[-1] for n in names}
+            )
             raise UserError(
                 f"--lora_layers entry `{pattern}` matches no Linear/Conv layer of the model. Valid layer names "
                 f"include: {', '.join(suffixes[:40])}. Use those names (suffixes match every block)."
@@ -94,7 +97,7 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
     if under_autocast:
         for module in model.modules():
             if isinstance(module, BaseTunerLayer):
-                setattr(module, "cast_input_dtype_enabled", False)  # a plain flag; Module's types read tensors
+                module.cast_input_dtype_enabled = False  # a plain flag; Module's types read tensors
 
 
 @dataclass
@@ -118,17 +121,29 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
     The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
     the weights a run trains.
     """
-    lora_config = add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
-                           targets=spec.model.lora_targets(model, cfg), seed=cfg.seed)
+    lora_config = add_lora(
+        model,
+        rank=cfg.rank,
+        alpha=cfg.effective_lora_alpha,
+        dropout=cfg.lora_dropout,
+        targets=spec.model.lora_targets(model, cfg),
+        seed=cfg.seed,
+    )
     backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
-    extra = [(label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
-             for label, patterns, lr in fallback.extra_trainable(spec, cfg)]
+    extra = [
+        (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
+        for label, patterns, lr in fallback.extra_trainable(spec, cfg)
+    ]
     if quantize.enabled(cfg):  # on the plan's meta model (before loading) and on the loaded one
-        quantize.check_trainable(cfg, backbone + [n for _, names, _ in extra for n in names],
-                                 quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)))
+        quantize.check_trainable(
+            cfg,
+            backbone + [n for _, names, _ in extra for n in names],
+            quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)),
+        )
     cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
-    checkpointing = spec.info.gradient_checkpointing_default if cfg.gradient_checkpointing is None \
-        else cfg.gradient_checkpointing
+    checkpointing = (
+        spec.info.gradient_checkpointing_default if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
+    )
     if checkpointing:
         fallback.enable_gradient_checkpointing(spec, model)
     return Trainables(lora_config, backbone, extra, bool(checkpointing))
@@ -181,11 +196,16 @@ def build_param_groups(
             p.requires_grad_(False)
         try:
             # a model with a PEFT adapter groups like a PeftModel; _GroupCollector only records the groups
-            collected = cast(_GroupCollector, create_loraplus_optimizer(
-                model, _GroupCollector,  # type: ignore[arg-type]  # (above) PEFT's types name PeftModel, Optimizer
-                lr=learning_rate, loraplus_lr_ratio=loraplus_lr_ratio,
-                loraplus_weight_decay=weight_decay,
-            ))
+            collected = cast(
+                _GroupCollector,
+                create_loraplus_optimizer(
+                    model,
+                    _GroupCollector,  # type: ignore[arg-type]  # (above) PEFT's types name PeftModel, Optimizer
+                    lr=learning_rate,
+                    loraplus_lr_ratio=loraplus_lr_ratio,
+                    loraplus_weight_decay=weight_decay,
+                ),
+            )
         finally:
             for p in hidden:
                 p.requires_grad_(True)
@@ -195,12 +215,14 @@ def build_param_groups(
     elif lora_params:
         groups.append({"params": lora_params, "lr": learning_rate, "weight_decay": weight_decay, "name": "lora"})
     if backbone:
-        groups.append({
-            "params": [named[n] for n in backbone_names],
-            "lr": backbone_learning_rate,
-            "weight_decay": 0.0,
-            "name": "backbone",
-        })
+        groups.append(
+            {
+                "params": [named[n] for n in backbone_names],
+                "lr": backbone_learning_rate,
+                "weight_decay": 0.0,
+                "name": "backbone",
+            }
+        )
     for label, names, lr in extra_groups:
         if names:
             groups.append({"params": [named[n] for n in names], "lr": lr, "weight_decay": 0.0, "name": label})

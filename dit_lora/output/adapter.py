@@ -83,13 +83,26 @@ def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> t
     for key, value in lora_state.items():
         scale = lora_scale(lora_config, key.split(".lora_")[0]) if _LORA_B.search(key) else 1.0
         folded[key] = value if scale == 1.0 else (value.double() * scale).to(value.dtype)
-    config = dict(lora_config, lora_alpha=lora_config["r"], use_rslora=False,
-                  alpha_pattern=dict(lora_config.get("rank_pattern") or {}))
+    config = dict(
+        lora_config,
+        lora_alpha=lora_config["r"],
+        use_rslora=False,
+        alpha_pattern=dict(lora_config.get("rank_pattern") or {}),
+    )
     return folded, config
 
 
-def write_adapter(spec: FamilySpec, output_dir: Path, lora_state: dict, lora_config: dict, backbone: dict,
-                  backbone_patterns: list[str], *, comps=None, cfg=None) -> list[Path]:
+def write_adapter(
+    spec: FamilySpec,
+    output_dir: Path,
+    lora_state: dict,
+    lora_config: dict,
+    backbone: dict,
+    backbone_patterns: list[str],
+    *,
+    comps=None,
+    cfg=None,
+) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 
     The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
@@ -111,7 +124,8 @@ def write_adapter(spec: FamilySpec, output_dir: Path, lora_state: dict, lora_con
             extras.save_adapter_extras(staging, comps, cfg)
         if backbone:
             save_file(
-                {_plain_name(k): v for k, v in backbone.items()}, str(staging / BACKBONE_FILE),
+                {_plain_name(k): v for k, v in backbone.items()},
+                str(staging / BACKBONE_FILE),
                 metadata={"dit_lora_backbone_patterns": json.dumps(backbone_patterns), "format": "pt"},
             )
         for f in sorted(staging.iterdir()):
@@ -179,10 +193,20 @@ def adapter_folder(output_dir: str | Path) -> Path:
 
         try:
             # the index and the per-expert LoRA files it may list (pytorch_lora_weights_*.safetensors)
-            return Path(snapshot_download(text, allow_patterns=[*ADAPTER_FILES, PEFT_CONFIG_FILE, BACKBONE_FILE,
-                                                                  CLASSES_FILE, ADAPTER_INDEX_FILE,
-                                                                  "pytorch_lora_weights_*.safetensors"]))
-        except Exception as err:  # noqa: BLE001 - offline, gated, missing: one message
+            return Path(
+                snapshot_download(
+                    text,
+                    allow_patterns=[
+                        *ADAPTER_FILES,
+                        PEFT_CONFIG_FILE,
+                        BACKBONE_FILE,
+                        CLASSES_FILE,
+                        ADAPTER_INDEX_FILE,
+                        "pytorch_lora_weights_*.safetensors",
+                    ],
+                )
+            )
+        except Exception as err:
             raise UserError(f"Could not fetch the adapter repo `{text}` from the Hub ({type(err).__name__}: {err}).")
     raise UserError(f"`{output_dir}` does not exist. Point load_adapter at a finished dit-lora output_dir.")
 
@@ -200,7 +224,7 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
     state = load_file(str(folder / PEFT_ADAPTER_FILE))
     assert_finite(state, str(folder / PEFT_ADAPTER_FILE))
     prefix = "base_model.model."
-    state = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in state.items()}
+    state = {k[len(prefix) :] if k.startswith(prefix) else k: v for k, v in state.items()}
     if hasattr(model, "add_adapter"):
         model.add_adapter(config, adapter_name=name)  # diffusers' PeftAdapterMixin: records peft_config
     else:
@@ -240,8 +264,10 @@ def adapter_index(output_dir: Path) -> list[dict] | None:
                 raise ValueError(f"load_kwargs {kwargs} (allowed: {', '.join(_INDEX_KWARGS)})")
             out.append({"file": name, "label": re.sub(r"[^A-Za-z0-9_]", "_", label), "load_kwargs": kwargs})
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise UserError(f"`{path}` cannot be used ({err}). It lists the adapter files of a dit-lora run; restore it "
-                        "from the run, or delete it to load only pytorch_lora_weights.safetensors.") from None
+        raise UserError(
+            f"`{path}` cannot be used ({err}). It lists the adapter files of a dit-lora run; restore it "
+            "from the run, or delete it to load only pytorch_lora_weights.safetensors."
+        ) from None
     return out
 
 
@@ -271,11 +297,17 @@ def load_adapter_files(pipe, output_dir: str | Path, adapter_name: str | None = 
     if hasattr(pipe, "load_lora_weights") and index:
         for entry in index:  # several files (Wan A14B: one per expert), each loaded where the run says
             name = f"{adapter_name}_{entry['label']}" if adapter_name else None
-            pipe.load_lora_weights(str(output_dir), weight_name=entry["file"], adapter_name=name,
-                                   use_safetensors=True, **entry["load_kwargs"])
+            pipe.load_lora_weights(
+                str(output_dir),
+                weight_name=entry["file"],
+                adapter_name=name,
+                use_safetensors=True,
+                **entry["load_kwargs"],
+            )
     elif hasattr(pipe, "load_lora_weights") and (output_dir / ADAPTER_FILE).is_file():
-        pipe.load_lora_weights(str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name,
-                               use_safetensors=True)
+        pipe.load_lora_weights(
+            str(output_dir), weight_name=ADAPTER_FILE, adapter_name=adapter_name, use_safetensors=True
+        )
     elif (output_dir / PEFT_ADAPTER_FILE).is_file() and (output_dir / PEFT_CONFIG_FILE).is_file():
         _load_peft_adapter(_target_model(pipe), output_dir, adapter_name)
     else:
@@ -313,6 +345,7 @@ def attach_adapter(spec: FamilySpec | None, pipe, adapter_dir: str | Path, adapt
     if fitting:
         fitting.prepare_pipeline_for_adapter(pipe, folder)
     return load_adapter_files(pipe, folder, adapter_name)
+
 
 def _target_model(pipe) -> torch.nn.Module:
     """The module an adapter goes into: a pipeline's transformer, or the model itself."""

@@ -45,7 +45,7 @@ def written_by_export(path: Path) -> bool:
     try:
         with safe_open(str(path), framework="pt") as handle:
             return EXPORT_MARKER in (handle.metadata() or {})
-    except Exception:  # noqa: BLE001 - not safetensors, truncated, unreadable: in every case not ours
+    except Exception:
         return False
 
 
@@ -87,8 +87,10 @@ def _run_family(folder: Path, family: str | None) -> str:
     try:
         name = json.loads(summary_file.read_text(encoding="utf-8")).get("family")
     except (OSError, ValueError, AttributeError) as err:
-        raise UserError(f"{summary_file} is not a readable run summary ({type(err).__name__}: {err}). Name the "
-                        "run's family with --family.") from None
+        raise UserError(
+            f"{summary_file} is not a readable run summary ({type(err).__name__}: {err}). Name the "
+            "run's family with --family."
+        ) from None
     if not isinstance(name, str) or not name:
         raise UserError(f"{summary_file} names no `family`. Name the run's family with --family.")
     return name
@@ -105,8 +107,10 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
     """
     folder = Path(output_dir)
     if not folder.is_dir():
-        raise UserError(f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
-                        "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`.")
+        raise UserError(
+            f"OUTPUT_DIR {folder} does not exist or is not a directory. Pass the --output_dir of a "
+            "finished training run, e.g. `dit-lora export runs/my-lora --format comfyui`."
+        )
     check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
     spec = get_spec(_run_family(folder, family))
     adapter = folder / spec.info.adapter_weight_name
@@ -121,16 +125,25 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         offered = "; ".join(f"`{k}`: {v}" for k, v in sorted(formats.items()))
         raise UserError(
             f"The `{spec.name}` family cannot export `{fmt}` (--format). "
-            + (f"Its formats: {offered}." if offered else "It offers no export formats: its adapter file "
-               f"{spec.info.adapter_weight_name} is already the format its consumers load.")
+            + (
+                f"Its formats: {offered}."
+                if offered
+                else "It offers no export formats: its adapter file "
+                f"{spec.info.adapter_weight_name} is already the format its consumers load."
+            )
         )
-    with reporting_disk_full(f"the {fmt} export", folder,
-                             advice="The run's own files are untouched (each export file is written whole or not "
-                                    "at all). Free some space and export again."):
+    with reporting_disk_full(
+        f"the {fmt} export",
+        folder,
+        advice="The run's own files are untouched (each export file is written whole or not "
+        "at all). Free some space and export again.",
+    ):
         written = [Path(p) for p in exports.export_adapter(folder, fmt)]
     root = folder.resolve()
     outside = [p for p in written if not p.resolve().is_relative_to(root)]
     if outside:  # the writers check before writing (export_target); this catches one that did not
-        raise UserError(f"The `{spec.name}` family's `{fmt}` export wrote {outside[0]}, outside the run folder "
-                        f"{folder}. This is a bug in the family's export; please report it.")
+        raise UserError(
+            f"The `{spec.name}` family's `{fmt}` export wrote {outside[0]}, outside the run folder "
+            f"{folder}. This is a bug in the family's export; please report it."
+        )
     return written

@@ -12,11 +12,13 @@ import glob
 import logging
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from dit_lora.config.schema import HubOptions
 from dit_lora.core.errors import UserError
+from dit_lora.output.adapter import adapter_index
+from dit_lora.output.export import written_by_export
 from dit_lora.output.names import (
     ADAPTER_FILE,
     ADAPTER_FILES,
@@ -30,10 +32,16 @@ from dit_lora.output.names import (
     SUMMARY_FILE,
 )
 
-TOP_LEVEL_FILES = (ADAPTER_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, BACKBONE_FILE, CLASSES_FILE, MODEL_CARD_FILE,
-                   SUMMARY_FILE, LOSS_CURVE_FILE)
-from dit_lora.output.adapter import adapter_index
-from dit_lora.output.export import written_by_export
+TOP_LEVEL_FILES = (
+    ADAPTER_FILE,
+    PEFT_ADAPTER_FILE,
+    PEFT_CONFIG_FILE,
+    BACKBONE_FILE,
+    CLASSES_FILE,
+    MODEL_CARD_FILE,
+    SUMMARY_FILE,
+    LOSS_CURVE_FILE,
+)
 
 SAMPLES_DIR = "samples"
 SAMPLE_SUFFIXES = (".png", ".jpg", ".mp4")  # video-LLM answers (.txt) are in the card itself
@@ -88,7 +96,7 @@ def check_finite(path: Path) -> None:
 
     try:
         with safe_open(str(path), framework="pt") as handle:
-            for key in handle.keys():
+            for key in handle.keys():  # noqa: SIM118 - safe_open has keys(), no iteration
                 tensor = handle.get_tensor(key)
                 if tensor.is_floating_point() or tensor.is_complex():
                     if tensor.is_floating_point() and tensor.element_size() == 1:
@@ -212,8 +220,9 @@ def push_adapter(
         handler.addFilter(scrub_filter)
     try:
         api = HfApi(token=token)
-        repo_url = api.create_repo(hub_model_id, token=token, private=True if private else None,
-                                   repo_type="model", exist_ok=True)
+        repo_url = api.create_repo(
+            hub_model_id, token=token, private=True if private else None, repo_type="model", exist_ok=True
+        )
         commit = api.upload_folder(
             repo_id=hub_model_id,
             folder_path=str(output_dir),
@@ -242,8 +251,10 @@ def _describe_failure(err: Exception, repo_id: str, token: str) -> str:
     if status == 401:
         fix = "the token is invalid or expired: run `hf auth login` again (or update HF_TOKEN)."
     elif status == 403:
-        fix = (f"the token cannot write to {repo_id}: use a token with write access, or a repo id under your own "
-               "username or an organization you can write to.")
+        fix = (
+            f"the token cannot write to {repo_id}: use a token with write access, or a repo id under your own "
+            "username or an organization you can write to."
+        )
     elif status is not None and status >= 500:
         fix = "the Hub had a server error; wait a minute and re-run the same push (it is safe to repeat)."
     else:
@@ -290,8 +301,10 @@ def check_push(hub_model_id: str, *, token: str | None = None) -> None:
     start would stay empty (and visible) when the run fails. The token never appears in a message.
     """
     if not re.fullmatch(r"[\w.-]+/[\w.-]+|[\w.-]+", hub_model_id or ""):
-        raise UserError(f"--hub_model_id {hub_model_id!r} is not a valid repo id; use 'username/repo-name' "
-                        "(letters, digits, '-', '_', '.').")
+        raise UserError(
+            f"--hub_model_id {hub_model_id!r} is not a valid repo id; use 'username/repo-name' "
+            "(letters, digits, '-', '_', '.')."
+        )
     from huggingface_hub import HfApi, constants
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -304,13 +317,17 @@ def check_push(hub_model_id: str, *, token: str | None = None) -> None:
     except HfHubHTTPError as err:
         status = getattr(err.response, "status_code", None)
         if status == 401:
-            raise UserError("the Hugging Face token is invalid or expired (the Hub answered 401 to `whoami`): run "
-                            "`hf auth login` again or update HF_TOKEN.") from None
-        raise UserError(f"the Hub at {constants.ENDPOINT} answered HTTP {status} to `whoami`: "
-                        f"{scrub(str(err), token)[:300]}") from None
+            raise UserError(
+                "the Hugging Face token is invalid or expired (the Hub answered 401 to `whoami`): run "
+                "`hf auth login` again or update HF_TOKEN."
+            ) from None
+        raise UserError(
+            f"the Hub at {constants.ENDPOINT} answered HTTP {status} to `whoami`: {scrub(str(err), token)[:300]}"
+        ) from None
     except Exception as err:  # connection refused, DNS, TLS, timeout: httpx's and requests' errors alike
-        raise UserError(f"the Hub at {constants.ENDPOINT} cannot be reached ({type(err).__name__}: "
-                        f"{scrub(str(err), token)[:200]}).") from None
+        raise UserError(
+            f"the Hub at {constants.ENDPOINT} cannot be reached ({type(err).__name__}: {scrub(str(err), token)[:200]})."
+        ) from None
     namespace = hub_model_id.split("/")[0] if "/" in hub_model_id else whoami.get("name", "")
     repo_id = hub_model_id if "/" in hub_model_id else f"{namespace}/{hub_model_id}"
     try:
@@ -344,8 +361,10 @@ def preflight_push(hub: HubOptions, output_dir: str | Path) -> str | None:
                 "with write access: `hf auth login` or HF_TOKEN; network access to the Hub; a --hub_model_id you can "
                 "write), or add --push_later_ok to train now and push afterwards with `" + later + "`."
             ) from None
-        return (f"warning: --push_to_hub cannot push to {hub.hub_model_id} now: {reason}. Training anyway "
-                f"(--push_later_ok); the push is tried at the end, and if it fails, run `{later}` later.")
+        return (
+            f"warning: --push_to_hub cannot push to {hub.hub_model_id} now: {reason}. Training anyway "
+            f"(--push_later_ok); the push is tried at the end, and if it fails, run `{later}` later."
+        )
     return None
 
 

@@ -33,8 +33,9 @@ def load_pyplot():
     return plt
 
 
-def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollbacks: Sequence[int] = (),
-                    log=print) -> Path | None:
+def plot_loss_curve(
+    steps: list[int], losses: list[float], path: Path, *, rollbacks: Sequence[int] = (), log=print
+) -> Path | None:
     """Plot the logged loss against the step with matplotlib (the ``plot`` extra); returns the PNG's path.
 
     Each point is one check window's mean loss (windows whose updates were all skipped have none); a
@@ -46,13 +47,20 @@ def plot_loss_curve(steps: list[int], losses: list[float], path: Path, *, rollba
     if plt is None:
         log("loss curve: not drawn (matplotlib is not installed; `pip install dit-lora[plot]` adds it)")
         return None
-    points = [(s, l) for s, l in zip(steps, losses) if l is not None and math.isfinite(l)]
+    points = [(s, loss) for s, loss in zip(steps, losses) if loss is not None and math.isfinite(loss)]
     fig, ax = plt.subplots(figsize=(6.4, 3.6), dpi=100)
     try:
         if points:
             xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, linewidth=1, alpha=0.5,
-                    label="loss (window mean)")
+            ax.plot(
+                xs,
+                ys,
+                marker="o" if len(xs) < 30 else None,
+                markersize=3,
+                linewidth=1,
+                alpha=0.5,
+                label="loss (window mean)",
+            )
             if len(ys) > 2:
                 ax.plot(xs, _ema(ys), linewidth=2, label="smoothed")
         for i, step in enumerate(rollbacks):
@@ -93,34 +101,57 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         tags=["lora", "dit-lora", *spec.info.card_tags],
     )
     settings = {
-        "rank": cfg.rank, "lora_alpha": _alpha_row(cfg.lora), "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
-        "learning_rate": cfg.learning_rate, "lr_scheduler": cfg.lr_scheduler, "train_batch_size": cfg.train_batch_size,
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps, "num_processes": summary.get("num_processes"),
-        "steps": summary.get("steps"), "resolution": cfg.resolution, "mixed_precision": cfg.mixed_precision,
-        "train_backbone": fallback.backbone_patterns(spec, cfg) or None, "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
-        "quantized base (--quantize_base)": (f"{cfg.quantize_base}: {quantize.describe(cfg)}"
-                                             if quantize.enabled(cfg) else None),
+        "rank": cfg.rank,
+        "lora_alpha": _alpha_row(cfg.lora),
+        "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
+        "learning_rate": cfg.learning_rate,
+        "lr_scheduler": cfg.lr_scheduler,
+        "train_batch_size": cfg.train_batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "num_processes": summary.get("num_processes"),
+        "steps": summary.get("steps"),
+        "resolution": cfg.resolution,
+        "mixed_precision": cfg.mixed_precision,
+        "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
+        "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "quantized base (--quantize_base)": (
+            f"{cfg.quantize_base}: {quantize.describe(cfg)}" if quantize.enabled(cfg) else None
+        ),
         "transformer (--transformer_file)": _transformer_file_row(cfg.model),
-        "quantized text encoder (--quantize_text_encoder)": ("nf4 during caching" if cfg.quantize_text_encoder
-                                                             else None),
+        "quantized text encoder (--quantize_text_encoder)": (
+            "nf4 during caching" if cfg.quantize_text_encoder else None
+        ),
         **(card.card_settings(cfg) if card else {}),
-        "final_loss": summary.get("final_loss"), "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
-        "rollbacks": summary.get("rollbacks"), "seed": cfg.seed,
+        "final_loss": summary.get("final_loss"),
+        "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
+        "rollbacks": summary.get("rollbacks"),
+        "seed": cfg.seed,
     }
     rows = "\n".join(f"| {k} | {v} |" for k, v in settings.items() if v is not None)
-    samples = "\n".join(f"```\n{p.read_text().strip()}\n```" if p.suffix == ".txt" else  # a video LLM's answer
-                         f"![{p.stem}](samples/{p.name})" for p in sample_files)
+    samples = "\n".join(
+        f"```\n{p.read_text().strip()}\n```"
+        if p.suffix == ".txt"
+        # a video LLM's answer
+        else f"![{p.stem}](samples/{p.name})"
+        for p in sample_files
+    )
     backbone_note = (
         "\nThis adapter also trained original weights (`dit_lora_backbone.safetensors`); load both with\n"
         "`from dit_lora import load_adapter; load_adapter(pipe, path)` instead of `pipe.load_lora_weights`.\n"
-        if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE else ""
+        if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE
+        else ""
     )
     strength = _strength_note(spec, cfg.lora) + _exports_note(spec)
     quantized = _quantized_note(cfg)
-    warning = (f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
-               if summary.get("verdict") else "")
+    warning = (
+        f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
+        if summary.get("verdict")
+        else ""
+    )
     strength += changed_options_note(summary.get("changed_options"))
-    usage = f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+    usage = (
+        f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+    )
     content = f"""---
 {data.to_yaml()}
 ---
@@ -153,8 +184,11 @@ def changed_options_note(history: list[dict] | None) -> str:
     """The card's sentence on the options resumes changed, each with the step it changed at (empty: none did)."""
     if not history:
         return ""
-    parts = [f"`{c['option']}` {c['old']} -> {c['new']} at step {c['step']}"
-             + (" (forced with --allow_changed_options)" if c.get("forced") else "") for c in history]
+    parts = [
+        f"`{c['option']}` {c['old']} -> {c['new']} at step {c['step']}"
+        + (" (forced with --allow_changed_options)" if c.get("forced") else "")
+        for c in history
+    ]
     return "\n\nOptions changed when the run was resumed: " + "; ".join(parts) + "."
 
 
@@ -172,12 +206,15 @@ def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
     start = (
         f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
         "is folded into the lora_B weights\nand the files store alpha = rank"
-        if alpha != rank else f"Load it at scale 1.0: rank {rank}, alpha = rank"
+        if alpha != rank
+        else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     )
     if spec.info.adapter_weight_name == ADAPTER_FILE:
-        return (f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
-                "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
-                "metadata stripped).")
+        return (
+            f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
+            "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
+            "metadata stripped)."
+        )
     return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."
 
 
@@ -187,8 +224,10 @@ def _exports_note(spec: FamilySpec) -> str:
     if exports is None:
         return ""
     lines = [f"- `{fmt}`: {desc}" for fmt, desc in exports.export_formats().items()]
-    return ("\n\nOther formats (`dit-lora export OUTPUT_DIR --format FORMAT` writes them beside the adapter):\n"
-            + "\n".join(lines))
+    return (
+        "\n\nOther formats (`dit-lora export OUTPUT_DIR --format FORMAT` writes them beside the adapter):\n"
+        + "\n".join(lines)
+    )
 
 
 def _quantized_note(cfg) -> str:
@@ -197,10 +236,14 @@ def _quantized_note(cfg) -> str:
         f"\nTrained on a quantized base ({quantize.describe(cfg)}, `--quantize_base {cfg.quantize_base}`). The adapter "
         "is an ordinary one: load it into the unquantized pipeline as below (it then differs from the trained model "
         "by the base's quantization error only), or into one quantized the same way.\n"
-        if quantize.enabled(cfg) else "")
+        if quantize.enabled(cfg)
+        else ""
+    )
     if cfg.quantize_text_encoder:
-        note += ("\nTrained with a quantized text encoder (`--quantize_text_encoder`): "
-                 f"{quantize.describe_text_encoder(cfg)}. Prompt it through the unquantized encoder as usual.\n")
+        note += (
+            "\nTrained with a quantized text encoder (`--quantize_text_encoder`): "
+            f"{quantize.describe_text_encoder(cfg)}. Prompt it through the unquantized encoder as usual.\n"
+        )
     return note
 
 

@@ -9,9 +9,10 @@ settings give byte-identical files.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def pick_video_codec() -> str:
             try:
                 av.codec.Codec(name, "w")
                 return name
-            except Exception:  # noqa: BLE001 - listed but no encoder
+            except Exception:
                 continue
     raise RuntimeError("this PyAV build has neither a libx264 nor an mpeg4 encoder")
 

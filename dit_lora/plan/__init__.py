@@ -13,16 +13,31 @@ from dit_lora.contract.spec import FamilySpec
 from dit_lora.plan.estimate import Plan, StepTrace, plan_run
 
 
-def make_plan(cfg: TrainConfig, spec: FamilySpec, *, device: str = "cuda", num_processes: int = 1, entry=None,
-              both_settings: bool = True, capacity: int | None = None) -> Plan:
+def make_plan(
+    cfg: TrainConfig,
+    spec: FamilySpec,
+    *,
+    device: str = "cuda",
+    num_processes: int = 1,
+    entry=None,
+    both_settings: bool = True,
+    capacity: int | None = None,
+) -> Plan:
     """The plan of ``cfg`` as the family of ``spec`` would train it (``entry``: the matched catalogue entry, if any).
 
     ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
     as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`).
     """
-    return plan_run(cfg, spec, defaults.config_reader(cfg), device=device, num_processes=num_processes,
-                    catalogue_entry=entry.hub_id if entry is not None else None, both_settings=both_settings,
-                    capacity=capacity)
+    return plan_run(
+        cfg,
+        spec,
+        defaults.config_reader(cfg),
+        device=device,
+        num_processes=num_processes,
+        catalogue_entry=entry.hub_id if entry is not None else None,
+        both_settings=both_settings,
+        capacity=capacity,
+    )
 
 
 __all__ = ["Plan", "StepTrace", "make_plan", "plan_run"]

@@ -136,12 +136,17 @@ class Plan:
 
     def flops_per_update(self) -> int:
         """FLOPs of one optimizer update on one process (micro-batches x the largest bucket's)."""
-        return self.gradient_accumulation_steps * max(s.flops for s in self.steps if s.checkpointing == self.checkpointing)
+        return self.gradient_accumulation_steps * max(
+            s.flops for s in self.steps if s.checkpointing == self.checkpointing
+        )
 
     def as_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        out.update(peak_memory_bytes=self.peak_memory_bytes, train_phase_bytes=self.train_phase_bytes(),
-                   flops_per_update=self.flops_per_update())
+        out.update(
+            peak_memory_bytes=self.peak_memory_bytes,
+            train_phase_bytes=self.train_phase_bytes(),
+            flops_per_update=self.flops_per_update(),
+        )
         return out
 
 
@@ -167,8 +172,12 @@ def _trace_step(spec: FamilySpec, cfg: TrainConfig, comps, batch: dict, mode) ->
     batch_bytes = sum(v.numel() * v.element_size() for v in batch.values() if isinstance(v, torch.Tensor))
     live = LiveBytes()
     generator = torch.Generator().manual_seed(0)
-    with mode, fused_attention(), live, torch.autocast("cpu", dtype=cfg.weight_dtype,
-                                                      enabled=cfg.mixed_precision != "no"):
+    with (
+        mode,
+        fused_attention(),
+        live,
+        torch.autocast("cpu", dtype=cfg.weight_dtype, enabled=cfg.mixed_precision != "no"),
+    ):
         loss = planner(spec).plan_loss(comps, batch, generator, cfg)
         loss.backward()
     model.zero_grad(set_to_none=True)
@@ -184,8 +193,9 @@ def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpoi
     return comps, made
 
 
-def _traces(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
-            ) -> tuple[list[StepTrace], int, dict[str, float]]:
+def _traces(
+    spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings: tuple[bool, ...]
+) -> tuple[list[StepTrace], int, dict[str, float]]:
     """Step traces for every bucket and checkpointing setting in ``settings``, the peak of one encode call, and
     per component the fraction of its weight bytes that encode call read.
 
@@ -209,10 +219,13 @@ def _traces(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings:
                     with live, reads:
                         batches = planner(spec).plan_batches(cfg, comps)
                     encode_peak = live.peak
-                    parts = {"model": comps.model, **{k: m for k, m in comps.encoders.items()
-                                                      if isinstance(m, torch.nn.Module)}}
-                    read_share = {k: resident.touched_bytes(m, reads.ids) / max(module_bytes(m), 1)
-                                  for k, m in parts.items()}
+                    parts = {
+                        "model": comps.model,
+                        **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)},
+                    }
+                    read_share = {
+                        k: resident.touched_bytes(m, reads.ids) / max(module_bytes(m), 1) for k, m in parts.items()
+                    }
             for bucket, batch in batches:
                 measured.setdefault((bucket, gc), []).append(_trace_step(spec, cfg, comps, batch, mode))
             del comps, modules
@@ -228,9 +241,14 @@ def _traces(spec: FamilySpec, cfg: TrainConfig, read, full_depth: int, settings:
     return out, encode_peak, read_share
 
 
-def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weights: dict[str, int],
-                  read_share: dict[str, float], model_subfolder: str, copied: frozenset[str] | set[str] = frozenset()
-                  ) -> tuple[dict[str, int], int | None, list[str]]:
+def cpu_residency(
+    model: ModelOptions,
+    modules: dict[str, torch.nn.Module],
+    weights: dict[str, int],
+    read_share: dict[str, float],
+    model_subfolder: str,
+    copied: frozenset[str] | set[str] = frozenset(),
+) -> tuple[dict[str, int], int | None, list[str]]:
     """On a CPU: each component's resident bytes in the caching phase, the loading phase's bytes, the mapped ones.
 
     ``model``: the run's ``cfg.model`` (where the weights are stored); ``read_share``: per component, the fraction
@@ -244,8 +262,12 @@ def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weig
     cache, converted, mapped = dict(weights), {}, []
     for name, module in modules.items():
         stored = resident.stored_component(
-            str(model.pretrained_model_name_or_path), model_subfolder if name == "model" else name, module,
-            variant=model.variant, catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None)
+            str(model.pretrained_model_name_or_path),
+            model_subfolder if name == "model" else name,
+            module,
+            variant=model.variant,
+            catalogue_dtype=entry.stored_dtype if entry is not None and name == "model" else None,
+        )
         if stored is None:
             continue
         if name not in copied and stored.dtype == resident.loaded_dtype(module):
@@ -262,12 +284,20 @@ def cpu_residency(model: ModelOptions, modules: dict[str, torch.nn.Module], weig
 def planner(spec: FamilySpec) -> MemoryPlan:
     """``spec.plan`` (:class:`~dit_lora.contract.capabilities.MemoryPlan`); a family without it is one paragraph
     (``dit-lora plan`` exits 2; a run goes on without a plan)."""
-    return fallback.require(spec, "plan", "The memory plan (`dit-lora plan`, and the check at the start of a "
-                        "run)")
+    return fallback.require(spec, "plan", "The memory plan (`dit-lora plan`, and the check at the start of a run)")
 
 
-def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", num_processes: int = 1,
-             catalogue_entry: str | None = None, both_settings: bool = True, capacity: int | None = None) -> Plan:
+def plan_run(
+    cfg: TrainConfig,
+    spec: FamilySpec,
+    read,
+    *,
+    device: str = "cuda",
+    num_processes: int = 1,
+    catalogue_entry: str | None = None,
+    both_settings: bool = True,
+    capacity: int | None = None,
+) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
 
     ``both_settings`` traces the step with and without activation checkpointing (the table and its advice);
@@ -279,10 +309,12 @@ def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", 
     sub, _, name = file.rpartition("/")
     depth_config = read(sub, name)
     if depth_config is None:
-        raise UserError(f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
-                        f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
-                        "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
-                        "files (a recipe run with --ignore_memory_plan starts without the plan).")
+        raise UserError(
+            f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
+            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+            "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
+            "files (a recipe run with --ignore_memory_plan starts without the plan)."
+        )
     full_depth = int(lookup(depth_config, key))
 
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
@@ -293,12 +325,22 @@ def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", 
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
-    te_savings = 0 if text_encoder is None else quantize.quantized_weight_savings(  # transformers' nf4 (its
-        text_encoder, "nf4", quantize.quantized_linears(text_encoder))  # _keep_in_fp32_modules not)
+    te_savings = (
+        0
+        if text_encoder is None
+        else quantize.quantized_weight_savings(  # transformers' nf4 (its
+            text_encoder, "nf4", quantize.quantized_linears(text_encoder)
+        )
+    )  # _keep_in_fp32_modules not)
     if cfg.quantize_text_encoder:
         weights["text_encoder"] -= te_savings
-    nf4_savings = 0 if quantize.enabled(cfg) else quantize.quantized_weight_savings(  # what the advice may offer
-        comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg)))
+    nf4_savings = (
+        0
+        if quantize.enabled(cfg)
+        else quantize.quantized_weight_savings(  # what the advice may offer
+            comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
+        )
+    )
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
@@ -313,20 +355,33 @@ def plan_run(cfg: TrainConfig, spec: FamilySpec, read, *, device: str = "cuda", 
         copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
         cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
-        model=str(cfg.pretrained_model_name_or_path), family=spec.name, catalogue_entry=catalogue_entry,
-        device=device, num_processes=num_processes, train_batch_size=cfg.train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps, depth=full_depth, weights=weights,
-        trained_component="model", trainable_params=sum(p.numel() for p in trainable), optimizer_bytes=moments,
+        model=str(cfg.pretrained_model_name_or_path),
+        family=spec.name,
+        catalogue_entry=catalogue_entry,
+        device=device,
+        num_processes=num_processes,
+        train_batch_size=cfg.train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        depth=full_depth,
+        weights=weights,
+        trained_component="model",
+        trainable_params=sum(p.numel() for p in trainable),
+        optimizer_bytes=moments,
         snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
         ddp_bytes=trainable_bytes if num_processes > 1 else 0,
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
-        checkpointing=checkpointing, steps=steps, quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
+        checkpointing=checkpointing,
+        steps=steps,
+        quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
         text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
-        load_phase_bytes=load_phase, mapped=mapped, heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
+        load_phase_bytes=load_phase,
+        mapped=mapped,
+        heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
-        nf4_model_savings=nf4_savings, nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
+        nf4_model_savings=nf4_savings,
+        nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))

@@ -11,8 +11,9 @@ subtracts them when the storage is freed. The peak it sees is what a caching all
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, cast
+from typing import cast
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -205,8 +206,9 @@ def fused_attention() -> Iterator[None]:
         F.scaled_dot_product_attention = original
 
 
-def _efficient_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                         enable_gqa=False):
+def _efficient_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
     if enable_gqa and key.shape[-3] != query.shape[-3]:
         repeat = query.shape[-3] // key.shape[-3]
         key, value = key.repeat_interleave(repeat, -3), value.repeat_interleave(repeat, -3)
@@ -216,5 +218,6 @@ def _efficient_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_ca
         attn_mask = attn_mask.to(query.dtype).expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
     # (B, H, N, D) in and out, as F.scaled_dot_product_attention; the kernel takes (B, N, H, D)
     out = torch.ops.aten._scaled_dot_product_efficient_attention(
-        query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale)[0]
+        query, key, value, attn_mask, True, dropout_p, is_causal, scale=scale
+    )[0]
     return out

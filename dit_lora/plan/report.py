@@ -49,32 +49,45 @@ def _quantized_label(plan: Plan, name: str) -> str:
 
 def format_plan(plan: Plan, capacity: int | None = None) -> str:
     """The prediction as a table, then what fits on ``capacity`` bytes (when given)."""
-    head = (f"memory plan for `{plan.model}` ({plan.family}"
-            + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
-            + f"), {plan.num_processes} process(es) on {plan.device}, batch {plan.train_batch_size} "
-            f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)")
+    head = (
+        f"memory plan for `{plan.model}` ({plan.family}"
+        + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
+        + f"), {plan.num_processes} process(es) on {plan.device}, batch {plan.train_batch_size} "
+        f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)"
+    )
     rows = [(f"weights: {name}" + _quantized_label(plan, name), _gib(size)) for name, size in plan.weights.items()]
-    rows += [("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
-             ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
-             ("rollback snapshot (guard)", _gib(plan.snapshot_bytes))]
+    rows += [
+        ("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
+        ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
+        ("rollback snapshot (guard)", _gib(plan.snapshot_bytes)),
+    ]
     if plan.ddp_bytes:
         rows.append(("DDP gradient buckets", _gib(plan.ddp_bytes)))
     for step in plan.steps:
         gc = "with" if step.checkpointing else "without"
         rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))
     if (plan.heap_factor, plan.heap_factor_checkpointed) != (1.0, 1.0):
-        rows.append(("training step: resident per live byte (glibc heap)",
-                     f"x{plan.heap_factor:g} (x{plan.heap_factor_checkpointed:g} with checkpointing)"))
+        rows.append(
+            (
+                "training step: resident per live byte (glibc heap)",
+                f"x{plan.heap_factor:g} (x{plan.heap_factor_checkpointed:g} with checkpointing)",
+            )
+        )
     if plan.process_bytes:
         rows.append(("Python process (measured here)", _gib(plan.process_bytes)))
     if plan.load_phase_bytes:
         rows.append(("loading phase (weights converted at load + one source)", _gib(plan.load_phase_bytes)))
-    cache_label = ("caching phase (what the encode reads of mapped weights + one encode)"
-                   if plan.mapped else "caching phase (every component + one encode)")
-    rows += [(cache_label, _gib(plan.cache_phase_bytes)),
-             ("training phase", _gib(plan.train_phase_bytes())),
-             ("predicted peak per process", _gib(plan.peak_memory_bytes)),
-             ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP")]
+    cache_label = (
+        "caching phase (what the encode reads of mapped weights + one encode)"
+        if plan.mapped
+        else "caching phase (every component + one encode)"
+    )
+    rows += [
+        (cache_label, _gib(plan.cache_phase_bytes)),
+        ("training phase", _gib(plan.train_phase_bytes())),
+        ("predicted peak per process", _gib(plan.peak_memory_bytes)),
+        ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP"),
+    ]
     width = max(len(k) for k, _ in rows)
     lines = [head] + [f"  {k:<{width}}  {v}" for k, v in rows]
     if capacity is not None:
@@ -88,33 +101,45 @@ def advice(plan: Plan, capacity: int) -> str:
     if peak * (1 + UNDER_PREDICTION) <= capacity:
         return f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare)."
     if peak <= capacity:
-        return (f"fits, narrowly: {_gib(peak)} of {_gib(capacity)}. On an H100 the plan came out up to "
-                f"{UNDER_PREDICTION:.0%} below the measured peak (benchmarks/RESULTS.md), so leave that headroom: "
-                "--gradient_checkpointing or a smaller --train_batch_size if the run runs out of memory.")
+        return (
+            f"fits, narrowly: {_gib(peak)} of {_gib(capacity)}. On an H100 the plan came out up to "
+            f"{UNDER_PREDICTION:.0%} below the measured peak (benchmarks/RESULTS.md), so leave that headroom: "
+            "--gradient_checkpointing or a smaller --train_batch_size if the run runs out of memory."
+        )
     options = []
     traced_with = any(s.checkpointing for s in plan.steps)
     if not plan.checkpointing and traced_with and plan.peak_bytes(True) <= capacity:
-        options.append(f"--gradient_checkpointing true (peak {_gib(plan.peak_bytes(True))}, about "
-                       f"{_step_cost(plan):.0%} more compute per step)")
+        options.append(
+            f"--gradient_checkpointing true (peak {_gib(plan.peak_bytes(True))}, about "
+            f"{_step_cost(plan):.0%} more compute per step)"
+        )
     smaller = _batch_that_fits(plan, capacity)
     if smaller:
-        options.append(f"--train_batch_size {smaller} with --gradient_accumulation_steps "
-                       f"{plan.gradient_accumulation_steps * plan.train_batch_size // smaller} (the same samples per "
-                       "update)")
+        options.append(
+            f"--train_batch_size {smaller} with --gradient_accumulation_steps "
+            f"{plan.gradient_accumulation_steps * plan.train_batch_size // smaller} (the same samples per "
+            "update)"
+        )
     if plan.cache_phase_bytes and plan.cache_phase_bytes + plan.process_bytes > capacity:
-        options.append("building the latent cache needs the encoders beside the model: build it once on "
-                       "a larger device (the same --cache_dir is reused)")
+        options.append(
+            "building the latent cache needs the encoders beside the model: build it once on "
+            "a larger device (the same --cache_dir is reused)"
+        )
     gc = plan.checkpointing or traced_with  # the lighter setting, where it was traced
     quantized = bool(plan.nf4_model_savings) and not plan.quantized
     if quantized:
         options.append(_nf4_option(plan, gc, capacity))
-    resolved = bool(smaller) or (gc and not plan.checkpointing and plan.peak_bytes(True) <= capacity) or (
-        quantized and _peak_with(plan, gc, nf4=True) <= capacity)
+    resolved = (
+        bool(smaller)
+        or (gc and not plan.checkpointing and plan.peak_bytes(True) <= capacity)
+        or (quantized and _peak_with(plan, gc, nf4=True) <= capacity)
+    )
     fewer = None if resolved else _fewer_tokens(plan, gc, quantized, capacity)
     if fewer or not options:  # no setting above fits alone: how far the tokens per step must come down
         options.append(fewer or _FEWER_TOKENS)
-    return (f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. Options: "
-            + "; ".join(options) + ".")
+    return (
+        f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. Options: " + "; ".join(options) + "."
+    )
 
 
 def _phases(plan: Plan, checkpointing: bool, nf4: bool) -> tuple[int, int]:
@@ -138,12 +163,14 @@ def _nf4_option(plan: Plan, checkpointing: bool, capacity: int) -> str:
         flags += " --gradient_checkpointing true"
     after = _peak_with(plan, checkpointing, nf4=True)
     saved = _gib(plan.nf4_model_savings + plan.nf4_text_encoder_savings)
-    return (f"{flags} (frozen Linear weights in 4 bits, {saved} less: peak {_gib(after)}"
-            + (")" if after <= capacity else ", not enough alone)"))
+    return f"{flags} (frozen Linear weights in 4 bits, {saved} less: peak {_gib(after)}" + (
+        ")" if after <= capacity else ", not enough alone)"
+    )
 
 
-_FEWER_TOKENS = ("a lower --resolution (or --height/--width/--max_num_frames for video): activations grow with the "
-                 "token count")
+_FEWER_TOKENS = (
+    "a lower --resolution (or --height/--width/--max_num_frames for video): activations grow with the token count"
+)
 
 
 def _fewer_tokens(plan: Plan, checkpointing: bool, nf4: bool, capacity: int) -> str | None:
@@ -186,7 +213,8 @@ def check_fits(plan: Plan, capacity: int, where: str) -> None:
     if plan.peak_memory_bytes <= capacity * (1 + MARGIN):
         return
     raise UserError(
-        f"This run would not fit on {where}: " + advice(plan, capacity).removeprefix("does not fit: ")
+        f"This run would not fit on {where}: "
+        + advice(plan, capacity).removeprefix("does not fit: ")
         + " `dit-lora plan` with the same options shows the whole prediction; --ignore_memory_plan starts the "
         "run anyway."
     )

@@ -22,8 +22,20 @@ import torch
 from dit_lora.modelfiles.pipeline_files import SAFETENSORS_DTYPES, header_bytes, is_local, weight_files
 
 #: safetensors dtype names -> bytes per element
-_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-             "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+_ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+}
 #: torch floating dtypes -> safetensors dtype names
 _TORCH = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.float64: "F64"}
 
@@ -74,8 +86,14 @@ def loaded_dtype(module: torch.nn.Module) -> str | None:
     return max(by_dtype, key=by_dtype.__getitem__) if by_dtype else None
 
 
-def stored_component(path: str, subfolder: str, module: torch.nn.Module, *, variant: str | None = None,
-                     catalogue_dtype: str | None = None) -> Stored | None:
+def stored_component(
+    path: str,
+    subfolder: str,
+    module: torch.nn.Module,
+    *,
+    variant: str | None = None,
+    catalogue_dtype: str | None = None,
+) -> Stored | None:
     """What ``module``'s files store: the local folder's headers, else the catalogue's (or --variant's) dtype.
 
     None when neither is known (the plan then counts the component as fully resident, as on a GPU).

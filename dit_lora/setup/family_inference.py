@@ -8,7 +8,8 @@ diffusers pipeline, or a video LLM's transformers class), so registering a famil
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dit_lora.catalogue import by_hub_id, match
 from dit_lora.catalogue.defaults import config_reader
@@ -64,14 +65,17 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
     """The paragraph for a model no registered family trains: the class found, what each family trains, what to do."""
     cls, where = found_class(read)
     if cls is None:
-        what = (f"`{path}` has no model_index.json or config.json dit-lora can read (a local folder, the Hub cache, "
-                "or the catalogue's copy; nothing is downloaded to decide), so its pipeline class is unknown")
+        what = (
+            f"`{path}` has no model_index.json or config.json dit-lora can read (a local folder, the Hub cache, "
+            "or the catalogue's copy; nothing is downloaded to decide), so its pipeline class is unknown"
+        )
     else:
         what = f"`{path}` is a {cls} ({where}), which no dit-lora family trains"
     return UserError(
         f"{what}. dit-lora trains these pipelines ({trained_list()}). If the model is one of them, pass its --family "
         f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet ({', '.join(PLANNED)} "
-        "are planned): train it with a trainer that supports it.")
+        "are planned): train it with a trainer that supports it."
+    )
 
 
 def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
@@ -83,11 +87,16 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     if cls is None or cls in trained:
         return
     others = [n for n in available() if get_spec(n).info.pipeline_class_name == cls]
-    advice = (f"Use --family {others[0]} for it" if others else
-              f"No dit-lora family trains {cls} (not supported yet; {', '.join(PLANNED)} are planned). dit-lora "
-              f"trains: {trained_list()}")
-    raise UserError(f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
-                    f"is a {cls} ({where}). {advice}.")
+    advice = (
+        f"Use --family {others[0]} for it"
+        if others
+        else f"No dit-lora family trains {cls} (not supported yet; {', '.join(PLANNED)} are planned). dit-lora "
+        f"trains: {trained_list()}"
+    )
+    raise UserError(
+        f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
+        f"is a {cls} ({where}). {advice}."
+    )
 
 
 def family_for_pipeline(pipe) -> FamilySpec | None:

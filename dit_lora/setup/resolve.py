@@ -20,14 +20,14 @@ a :class:`~dit_lora.config.TrainConfig` built in code) to the frozen config a ru
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults
 from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
-from dit_lora.data.prepare import check_image_buckets
 from dit_lora.contract.spec import FamilySpec, require
+from dit_lora.data.prepare import check_image_buckets
 from dit_lora.registry import get_spec
 
 
@@ -41,10 +41,16 @@ class Resolved:
     defaults: ChosenDefaults | None
 
 
-def resolve(args: Sequence[str] | TrainConfig | None = None, *, prog: str | None = None, needs_data: bool = True,
-            infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
-            check: Callable[[TrainConfig], None] | None = None, build_demo: bool = True,
-            validate: bool = True) -> Resolved:
+def resolve(
+    args: Sequence[str] | TrainConfig | None = None,
+    *,
+    prog: str | None = None,
+    needs_data: bool = True,
+    infer_family: Callable[[TrainConfig], str | tuple[str, str]] | None = None,
+    check: Callable[[TrainConfig], None] | None = None,
+    build_demo: bool = True,
+    validate: bool = True,
+) -> Resolved:
     """``args`` (a command line: ``--config run.yaml`` plus flags; or a config built in code) resolved into the
     frozen config of a run; see the module docstring for the steps.
 

@@ -18,7 +18,8 @@ up on ``torch.nn.functional`` at call time, so patching that attribute reaches t
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -175,10 +176,11 @@ def _sdpa_direct(heads: int, head_dim: int, device, dtype, scale: float, seed: i
         fn = lambda q=q, k=k, v=v, m=m: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)  # noqa: E731
         try:
             finite, err = _run(fn, [q, k, v], device, dtype, seed)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             finite, err = False, f"{type(e).__name__}: {e}"
-        results.append({"inputs": f"sdpa {heads}x{head_dim}, {nq} queries x {nk} keys, {label}",
-                        "finite": finite, "error": err})
+        results.append(
+            {"inputs": f"sdpa {heads}x{head_dim}, {nq} queries x {nk} keys, {label}", "finite": finite, "error": err}
+        )
     return results
 
 
@@ -201,14 +203,20 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     if getattr(module, "is_cross_attention", False):
         enc = (torch.randn(2, nk, cross_dim, generator=g) * scale).to(device, work).requires_grad_(True)
         for label, mask in _masks(2, nk, work, device).items():
-            cases.append((f"{nq} queries x {nk} keys, {label}",
-                          lambda m=mask: module(hidden, encoder_hidden_states=enc, attention_mask=m), [hidden, enc]))
+            cases.append(
+                (
+                    f"{nq} queries x {nk} keys, {label}",
+                    lambda m=mask: module(hidden, encoder_hidden_states=enc, attention_mask=m),
+                    [hidden, enc],
+                )
+            )
     else:
         enc = (torch.randn(2, nk, query_dim, generator=g) * scale).to(device, work).requires_grad_(True)
         cases.append((f"{nq} tokens, self-attention", lambda: module(hidden), [hidden]))
         # joint attention (CogVideoX-style) needs the text stream as encoder_hidden_states
-        cases.append((f"{nq} + {nk} tokens, joint attention",
-                      lambda: module(hidden, encoder_hidden_states=enc), [hidden, enc]))
+        cases.append(
+            (f"{nq} + {nk} tokens, joint attention", lambda: module(hidden, encoder_hidden_states=enc), [hidden, enc])
+        )
     errors: list[str] = []
     for label, fn, inputs in cases:
         try:
@@ -229,12 +237,15 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
 
 
 def _canary_pass(model, device, dtype) -> list[dict[str, Any]]:
-    return [_test_module(name, module, cls, device, dtype, seed=1234 + i)
-            for i, (name, module, cls) in enumerate(_attention_modules(model))]
+    return [
+        _test_module(name, module, cls, device, dtype, seed=1234 + i)
+        for i, (name, module, cls) in enumerate(_attention_modules(model))
+    ]
 
 
-def attention_canary(model: torch.nn.Module, device: torch.device | str, dtype: torch.dtype,
-                     log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def attention_canary(
+    model: torch.nn.Module, device: torch.device | str, dtype: torch.dtype, log: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Run the canary and fall back to math SDPA if needed.
 
     Returns ``{"kinds": [...per processor class...], "finite": bool (first pass),
@@ -248,14 +259,23 @@ def attention_canary(model: torch.nn.Module, device: torch.device | str, dtype: 
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             kinds = _canary_pass(model, device, dtype)
-            result: dict[str, Any] = {"kinds": kinds, "finite": all(k["finite"] for k in kinds), "fell_back": False,
-                                      "switched": [], "finite_after_fallback": None}
+            result: dict[str, Any] = {
+                "kinds": kinds,
+                "finite": all(k["finite"] for k in kinds),
+                "fell_back": False,
+                "switched": [],
+                "finite_after_fallback": None,
+            }
             precision = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")
-            tested = ", ".join(f"{k['processor']} (`{k['module']}`{', via SDPA' if k['kind'] == 'sdpa' else ''})"
-                               for k in kinds) or "no diffusers attention module found"
+            tested = (
+                ", ".join(
+                    f"{k['processor']} (`{k['module']}`{', via SDPA' if k['kind'] == 'sdpa' else ''})" for k in kinds
+                )
+                or "no diffusers attention module found"
+            )
             if result["finite"]:
                 result["ok"] = True
-                result["message"] = (f"attention canary: finite forward and backward under {precision} for {tested}.")
+                result["message"] = f"attention canary: finite forward and backward under {precision} for {tested}."
                 log(result["message"])
                 return result
             bad = [k for k in kinds if not k["finite"]]

@@ -22,18 +22,19 @@ import random
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from dit_lora.core.collective import Failure, exchange, share
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
-from dit_lora.core.collective import Failure, exchange, share
 from dit_lora.output.names import COMPLETE_MARKER  # re-exported: the checkpoints' own marker
-from dit_lora.training.resume_options import write_options
 from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
+from dit_lora.training.resume_options import write_options
 from dit_lora.training.signals import rerun_command
 
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -115,8 +116,10 @@ def resolve_resume(output_dir: Path, spec: str | None, log: Callable[[str], None
         )
     verdict = verify(path, COMPLETE_MARKER)
     if not verdict.whole:
-        raise UserError(f"--resume_from_checkpoint `{path}` is damaged: {verdict.problem}. "
-                        + _whole_alternatives(path.parent, exclude=path))
+        raise UserError(
+            f"--resume_from_checkpoint `{path}` is damaged: {verdict.problem}. "
+            + _whole_alternatives(path.parent, exclude=path)
+        )
     _note_unverified(path, verdict.verified, log)
     return path
 
@@ -134,14 +137,21 @@ def _whole_alternatives(output_dir: Path, exclude: Path) -> str:
         if verdict is not None and verdict.whole:
             whole.append((p, verdict.verified))
     if not whole:
-        return (f"No other whole checkpoint is in {output_dir}: restore it from a backup, or start over without "
-                "--resume_from_checkpoint.")
+        return (
+            f"No other whole checkpoint is in {output_dir}: restore it from a backup, or start over without "
+            "--resume_from_checkpoint."
+        )
     names = ", ".join(p.name + ("" if verified else " (unverified: no manifest)") for p, verified in whole)
     # `latest` skips only what a manifest shows damaged: after an unverified failure, name the folder.
-    latest = (" (or `--resume_from_checkpoint latest`, which skips damaged checkpoints)"
-              if verify(exclude, COMPLETE_MARKER).verified else "")
-    return (f"Whole checkpoints in {output_dir}: {names}. Resume from the newest with "
-            f"`--resume_from_checkpoint {whole[0][0]}`{latest}; it repeats the steps after it.")
+    latest = (
+        " (or `--resume_from_checkpoint latest`, which skips damaged checkpoints)"
+        if verify(exclude, COMPLETE_MARKER).verified
+        else ""
+    )
+    return (
+        f"Whole checkpoints in {output_dir}: {names}. Resume from the newest with "
+        f"`--resume_from_checkpoint {whole[0][0]}`{latest}; it repeats the steps after it."
+    )
 
 
 def newest_whole(output_dir: Path) -> Path | None:
@@ -178,11 +188,20 @@ def state_bytes(accelerator, trainer_state_bytes: int = 0) -> int:
                 weights += p.numel() * p.element_size()
                 moments += 2 * 4 * p.numel()
                 tensors += 1
-    opt_state = sum(v.numel() * v.element_size() for opt in accelerator._optimizers
-                    for st in getattr(opt, "state", {}).values() for v in st.values() if torch.is_tensor(v))
+    opt_state = sum(
+        v.numel() * v.element_size()
+        for opt in accelerator._optimizers
+        for st in getattr(opt, "state", {}).values()
+        for v in st.values()
+        if torch.is_tensor(v)
+    )
     processes = getattr(accelerator, "num_processes", 1)
-    return (2 * (weights + (opt_state or moments)) + PER_TENSOR_BYTES * tensors
-            + processes * (RANK_FILES_BYTES + trainer_state_bytes) + SHARED_FILES_BYTES)
+    return (
+        2 * (weights + (opt_state or moments))
+        + PER_TENSOR_BYTES * tensors
+        + processes * (RANK_FILES_BYTES + trainer_state_bytes)
+        + SHARED_FILES_BYTES
+    )
 
 
 def rng_state(generator: torch.Generator) -> dict[str, Any]:
@@ -220,9 +239,17 @@ def restore_rng(state: dict[str, Any], generator: torch.Generator) -> None:
         torch.cuda.set_rng_state_all([dec(s) for s in state["cuda"]])
 
 
-def save_checkpoint(accelerator, output_dir: Path, step: int, trainer_state: dict, generator: torch.Generator,
-                    total_limit: int | None, log=print, crash_point=lambda name, step: None,
-                    options: dict | None = None) -> Path:
+def save_checkpoint(
+    accelerator,
+    output_dir: Path,
+    step: int,
+    trainer_state: dict,
+    generator: torch.Generator,
+    total_limit: int | None,
+    log=print,
+    crash_point=lambda name, step: None,
+    options: dict | None = None,
+) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
     The marker, written last, carries the manifest of every file. A save that fails on any rank fails on every rank
@@ -265,7 +292,7 @@ class _Save:
         own, failure = None, None
         try:
             work()
-        except Exception as err:  # noqa: BLE001 - any failure must reach the other ranks, or they wait for ever
+        except Exception as err:
             own = err
             full = not isinstance(err, UserError) and is_disk_full(err, self.output_dir, self.needed)
             failure = Failure.of(err, self.accelerator.process_index, full)
@@ -294,17 +321,24 @@ class _Save:
     def _message(self, failure: Failure) -> str:
         """The paragraph every rank raises for ``failure`` (built on the main process, after the clean-up)."""
         whole = newest_whole(self.output_dir)
-        kept = (f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched" if whole else
-                "No whole checkpoint exists yet")
+        kept = (
+            f"The newest whole checkpoint is {whole}; earlier checkpoints are untouched"
+            if whole
+            else "No whole checkpoint exists yet"
+        )
         if failure.disk_full:
-            advice = (f"The partial {self.tmp.name} was removed. {kept}. Free at least that much (checkpoint folders "
-                      f"older than the newest whole one can go), then continue with: {rerun_command()}")
+            advice = (
+                f"The partial {self.tmp.name} was removed. {kept}. Free at least that much (checkpoint folders "
+                f"older than the newest whole one can go), then continue with: {rerun_command()}"
+            )
             return disk_full_message(f"checkpoint-{self.step}", self.output_dir, self.needed, advice)
         if failure.user:
             return failure.text
-        return (f"Process {failure.rank} failed while writing checkpoint-{self.step} ({failure.text}), so every "
-                f"process stops. Its own error, printed above with its traceback, says why. The partial "
-                f"{self.tmp.name} was removed. {kept}.")
+        return (
+            f"Process {failure.rank} failed while writing checkpoint-{self.step} ({failure.text}), so every "
+            f"process stops. Its own error, printed above with its traceback, says why. The partial "
+            f"{self.tmp.name} was removed. {kept}."
+        )
 
 
 def _stage(tmp: Path, options: dict | None = None) -> None:
@@ -328,8 +362,10 @@ def _complete(accelerator, save: _Save, total_limit: int | None, log, crash_poin
     tmp, final, output_dir, step = save.tmp, save.final, save.output_dir, save.step
     _fsync_tree(tmp)
     manifest = build_manifest(tmp, exclude=(COMPLETE_MARKER,))
-    write_text_atomic(tmp / COMPLETE_MARKER, json.dumps(
-        {"step": step, "num_processes": accelerator.num_processes, MANIFEST_KEY: manifest}))
+    write_text_atomic(
+        tmp / COMPLETE_MARKER,
+        json.dumps({"step": step, "num_processes": accelerator.num_processes, MANIFEST_KEY: manifest}),
+    )
     if final.exists():  # re-saving the same step after a resume: swap, never leave a gap
         old = output_dir / f".old-checkpoint-{step}"
         os.replace(final, old)
@@ -346,12 +382,12 @@ def _complete(accelerator, save: _Save, total_limit: int | None, log, crash_poin
     log(f"saved {final}")
 
 
-
 def _to_prune(output_dir: Path, final: Path, total_limit: int) -> list[Path]:
     """The checkpoints past ``--checkpoints_total_limit``, oldest first: never ``final``, the one just written (a
     checkpoint with a higher step, of another run, must not make a run delete its own newest state)."""
     others = [path for _, path in complete_checkpoints(output_dir) if path.resolve() != final.resolve()]
-    return others[:max(0, len(others) - (total_limit - 1))]
+    return others[: max(0, len(others) - (total_limit - 1))]
+
 
 # What reading a damaged or foreign file raises inside accelerate's, safetensors' and torch's loaders.
 _READ_ERRORS = (OSError, ValueError, EOFError, KeyError, RuntimeError)
@@ -399,5 +435,6 @@ def _load_error(path: Path, err: Exception) -> Exception:
         what = f"it could not be read ({type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''})"
     else:
         return err
-    return UserError(f"Checkpoint {path} could not be loaded: {what}. "
-                     + _whole_alternatives(path.parent, exclude=path))
+    return UserError(
+        f"Checkpoint {path} could not be loaded: {what}. " + _whole_alternatives(path.parent, exclude=path)
+    )

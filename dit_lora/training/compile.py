@@ -65,8 +65,9 @@ def check_compiler(mode: str, device_type: str) -> None:
             "--compile off."
         )
     if device_type not in ("cpu", "cuda"):
-        raise UserError(f"--compile {mode} is supported on CPU and CUDA devices, not on {device_type!r}; "
-                        "train with --compile off.")
+        raise UserError(
+            f"--compile {mode} is supported on CPU and CUDA devices, not on {device_type!r}; train with --compile off."
+        )
 
 
 def block_classes(spec, model: torch.nn.Module) -> list[str]:
@@ -135,9 +136,13 @@ class CompileCounters:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "regions": self.regions, "dynamic_shapes": self.dynamic,
-            "graphs": self._graphs() - self.graphs_at_start, "graph_breaks": self._breaks() - self.breaks_at_start,
-            "batch_shapes": len(self.seen), "recompiles_after_warmup": self.recompiles_after_warmup,
+            "mode": self.mode,
+            "regions": self.regions,
+            "dynamic_shapes": self.dynamic,
+            "graphs": self._graphs() - self.graphs_at_start,
+            "graph_breaks": self._breaks() - self.breaks_at_start,
+            "batch_shapes": len(self.seen),
+            "recompiles_after_warmup": self.recompiles_after_warmup,
             "steps_that_compiled": self.first_graph_steps[:20],
         }
 
@@ -164,8 +169,7 @@ def compile_model(model: torch.nn.Module, spec, mode: str, *, dynamic: bool, buc
     inductor_config.fallback_random = True
     limit = 2 * 2 * buckets + 8  # 2 batch sizes x 2 grad variants per bucket, and room for a mask variant
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, limit)
-    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit,
-                                                           4 * limit)
+    torch._dynamo.config.accumulated_recompile_limit = max(torch._dynamo.config.accumulated_recompile_limit, 4 * limit)
     torch._dynamo.config.fail_on_recompile_limit_hit = True
     options = {"dynamic": dynamic, "backend": BACKEND}
     if mode == "full":

@@ -26,8 +26,9 @@ from __future__ import annotations
 import contextlib
 import math
 import sys
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -159,10 +160,14 @@ def _check_inputs(batch: dict, sample_names: list[str]) -> dict[str, Any]:
             row_bad = [] if _all_finite(value) else list(range(rows))
         if row_bad:
             bad_rows.update(row_bad)
-            problems.append({
-                "key": key, "rows": row_bad, "samples": [sample_names[r] for r in row_bad if r < rows],
-                "stats": tensor_stats(value),
-            })
+            problems.append(
+                {
+                    "key": key,
+                    "rows": row_bad,
+                    "samples": [sample_names[r] for r in row_bad if r < rows],
+                    "stats": tensor_stats(value),
+                }
+            )
     return {"finite": not problems, "nonfinite": problems, "bad_rows": sorted(bad_rows)}
 
 
@@ -232,8 +237,11 @@ def _attention_context(model: torch.nn.Module, name: str) -> dict[str, Any] | No
             break
         if _is_attention(mod):
             proc = getattr(mod, "processor", None)
-            found = {"module": path, "type": type(mod).__name__,
-                     "processor": type(proc).__name__ if proc is not None else None}
+            found = {
+                "module": path,
+                "type": type(mod).__name__,
+                "processor": type(proc).__name__ if proc is not None else None,
+            }
     return found
 
 
@@ -302,8 +310,11 @@ def quantized_base(model: torch.nn.Module) -> dict[str, Any] | None:
         count += 1
     if not count:
         return None
-    return {"scheme": "/".join(sorted(schemes)), "modules": count,
-            "compute_dtype": _dtype_name(compute) if compute is not None else None}
+    return {
+        "scheme": "/".join(sorted(schemes)),
+        "modules": count,
+        "compute_dtype": _dtype_name(compute) if compute is not None else None,
+    }
 
 
 @contextlib.contextmanager
@@ -341,9 +352,17 @@ def _grads(loss: torch.Tensor, named: list[tuple[str, torch.nn.Parameter]]) -> l
 
 def _replay(model, loss_fn, batch, generator_state, device, ctx_factory, fault_context, label) -> dict[str, Any]:
     result: dict[str, Any] = {
-        "precision": label, "autocast_dtype": None, "first_nonfinite_module": None, "loss": None, "loss_finite": None,
-        "grad_norm": None, "first_nonfinite_grad": None, "num_nonfinite_grads": 0, "timesteps": None,
-        "error": None, "nonfinite": None,
+        "precision": label,
+        "autocast_dtype": None,
+        "first_nonfinite_module": None,
+        "loss": None,
+        "loss_finite": None,
+        "grad_norm": None,
+        "first_nonfinite_grad": None,
+        "num_nonfinite_grads": 0,
+        "timesteps": None,
+        "error": None,
+        "nonfinite": None,
     }
     generator = torch.Generator(device=device)
     generator.set_state(generator_state)
@@ -390,7 +409,8 @@ def _replay(model, loss_fn, batch, generator_state, device, ctx_factory, fault_c
         result["nonfinite"] = None  # could not tell
     else:
         result["nonfinite"] = bool(
-            recorder is not None and recorder.first is not None
+            recorder is not None
+            and recorder.first is not None
             or result["loss_finite"] is False
             or result["num_nonfinite_grads"] > 0
             or (gn is not None and not math.isfinite(gn))
@@ -429,8 +449,17 @@ def _weights_dtype(model: torch.nn.Module) -> torch.dtype | None:
 # ---------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------
-def _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
-                 inputs_finite: bool, quantized: dict[str, Any] | None = None) -> dict[str, Any]:
+def _replay_both(
+    model,
+    loss_fn,
+    batch,
+    generator_state,
+    device,
+    autocast_ctx,
+    fault_context,
+    inputs_finite: bool,
+    quantized: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The micro-batch replayed at the run's precision and, when its inputs are finite, in fp32.
 
     Both replays see the same dropout masks; the run's RNG streams and the modules' train/eval modes are
@@ -442,18 +471,28 @@ def _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, f
     try:
         with torch.random.fork_rng(devices=devices):
             _seed_replay(device)
-            replays["run_precision"] = _replay(model, loss_fn, batch, generator_state, device, autocast_ctx,
-                                               fault_context, "run precision")
+            replays["run_precision"] = _replay(
+                model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context, "run precision"
+            )
             if inputs_finite:
                 _seed_replay(device)
-                batch32 = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-                           for k, v in batch.items()}
+                batch32 = {
+                    k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                    for k, v in batch.items()
+                }
                 label = "fp32" if quantized is None else f"fp32 (the {quantized['scheme']} weights, computed in fp32)"
                 try:
                     with _model_in_fp32(model), _quantized_compute_in_fp32(model):
                         replays["fp32"] = _replay(
-                            model, loss_fn, batch32, generator_state, device,
-                            lambda: torch.autocast(device.type, enabled=False), fault_context, label)
+                            model,
+                            loss_fn,
+                            batch32,
+                            generator_state,
+                            device,
+                            lambda: torch.autocast(device.type, enabled=False),
+                            fault_context,
+                            label,
+                        )
                 finally:
                     del batch32
     finally:
@@ -504,22 +543,32 @@ def diagnose_step(
     names = list(sample_names)
     rows = len(names)
     indices = batch.get("sample_index")
-    samples = [{"row": i, "name": names[i],
-                "sample_index": int(indices[i]) if indices is not None and i < len(indices) else None}
-               for i in range(rows)]
+    samples = [
+        {
+            "row": i,
+            "name": names[i],
+            "sample_index": int(indices[i]) if indices is not None and i < len(indices) else None,
+        }
+        for i in range(rows)
+    ]
     weights_dtype = _weights_dtype(model)
     inputs = _check_inputs(batch, names)
     quantized = quantized_base(model)
-    replays = _replay_both(model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context,
-                           inputs["finite"], quantized)
+    replays = _replay_both(
+        model, loss_fn, batch, generator_state, device, autocast_ctx, fault_context, inputs["finite"], quantized
+    )
     params = _nonfinite_params(model)
     run, fp32 = replays["run_precision"], replays.get("fp32")
-    first = (run.get("first_nonfinite_module") or (fp32 or {}).get("first_nonfinite_module"))
+    first = run.get("first_nonfinite_module") or (fp32 or {}).get("first_nonfinite_module")
     first_info = None
     if first is not None:
-        first_info = {"name": first["name"], "type": first["type"], "output_dtype": first["output_dtype"],
-                      "inputs_finite": first["inputs_finite"],
-                      "attention": _attention_context(model, first["name"])}
+        first_info = {
+            "name": first["name"],
+            "type": first["type"],
+            "output_dtype": first["output_dtype"],
+            "inputs_finite": first["inputs_finite"],
+            "attention": _attention_context(model, first["name"]),
+        }
     timesteps = run.get("timesteps") or (fp32 or {}).get("timesteps")
     report: dict[str, Any] = {
         "step": int(step),

@@ -17,7 +17,6 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-
 def _flag_now(observed: dict, key: str) -> str:
     value = observed.get(key)
     return f" (now {_fmt(value)})" if value is not None else ""
@@ -66,22 +65,30 @@ def advice_for(report: dict[str, Any]) -> list[str]:
         if report.get("quantized_base"):
             scheme = report["quantized_base"]["scheme"]
             other = "none" if scheme == "int8" else "int8 or none"
-            advice.append(f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
-                          "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
-                          f"{other}")
+            advice.append(
+                f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
+                "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
+                f"{other}"
+            )
         mgn = observed.get("max_grad_norm")
         if mgn is None:
             advice.append("keep gradient clipping on (--max_grad_norm 1.0; 0 disables it)")
         elif isinstance(mgn, (int, float)) and mgn <= 0:
             advice.append(f"enable gradient clipping with --max_grad_norm 1.0 (now {_fmt(mgn)}: off)")
-        advice.append("check --train_backbone: unfrozen norms/embeddings at a high --backbone_learning_rate diverge "
-                      "easily" + (f" (now {observed['train_backbone']})" if observed.get("train_backbone") else ""))
+        advice.append(
+            "check --train_backbone: unfrozen norms/embeddings at a high --backbone_learning_rate diverge "
+            "easily" + (f" (now {observed['train_backbone']})" if observed.get("train_backbone") else "")
+        )
         if first is None and run.get("loss_finite") is False:
-            advice.append("every module output is finite but the loss is not: look at the loss computation "
-                          "(timestep weighting, targets) or an injected loss fault.")
+            advice.append(
+                "every module output is finite but the loss is not: look at the loss computation "
+                "(timestep weighting, targets) or an injected loss fault."
+            )
         elif first is None and run.get("first_nonfinite_grad"):
-            advice.append(f"the forward pass is finite but the gradient of `{run['first_nonfinite_grad']['name']}` "
-                          "is not: the backward overflows (e.g. a division by a tiny denominator).")
+            advice.append(
+                f"the forward pass is finite but the gradient of `{run['first_nonfinite_grad']['name']}` "
+                "is not: the backward overflows (e.g. a division by a tiny denominator)."
+            )
     elif cls == "not reproduced":
         seen = ", ".join(f"{k}={_fmt(v)}" for k, v in observed.items() if v is not None) or "nothing recorded"
         advice.append(
@@ -90,12 +97,16 @@ def advice_for(report: dict[str, Any]) -> list[str]:
             f"{seen}). If it recurs, keep --attention_canary on and disable fused kernels."
         )
         if observed.get("compile") not in (None, "off"):  # the replay is eager: compiled code is never replayed
-            advice.append(f"the step ran compiled (--compile {observed['compile']}) and the replay eagerly: if the "
-                          "fault recurs, train with --compile off to rule out the compiled code.")
+            advice.append(
+                f"the step ran compiled (--compile {observed['compile']}) and the replay eagerly: if the "
+                "fault recurs, train with --compile off to rule out the compiled code."
+            )
     else:
         errors = "; ".join(r.get("error") or "" for r in report["replays"].values() if r.get("error"))
-        advice.append(f"the replay could not finish ({errors or 'unknown error'}); rerun with a smaller "
-                      "--train_batch_size or on a larger device to diagnose.")
+        advice.append(
+            f"the replay could not finish ({errors or 'unknown error'}); rerun with a smaller "
+            "--train_batch_size or on a larger device to diagnose."
+        )
     if first and first.get("attention"):
         att = first["attention"]
         advice.append(
@@ -109,19 +120,27 @@ def advice_for(report: dict[str, Any]) -> list[str]:
 def _quantized_precision_advice(quantized: dict[str, Any], where: str, fp16: bool) -> str:
     """A precision fault on a quantized base: its quantized linears' reduced-precision compute, and the way out."""
     scheme, compute = quantized["scheme"], quantized.get("compute_dtype")
-    head = (f"this is a precision fault of the quantized base (--quantize_base {scheme}, {quantized['modules']} quantized "
-            f"linears{f' computing in {compute}' if compute else ''}): the step goes non-finite in {where}, while the "
-            f"fp32 replay, with the same {scheme} weights, is finite. ")
+    head = (
+        f"this is a precision fault of the quantized base (--quantize_base {scheme}, {quantized['modules']} quantized "
+        f"linears{f' computing in {compute}' if compute else ''}): the step goes non-finite in {where}, while the "
+        f"fp32 replay, with the same {scheme} weights, is finite. "
+    )
     if scheme == "int8":  # LLM.int8 quantizes its activations in the replay too: it is not precision-free there
-        head = head.replace(", is finite. ", " and the rest of the model in fp32, is finite (LLM.int8 still "
-                                             "quantizes its inputs there). ")
+        head = head.replace(
+            ", is finite. ",
+            " and the rest of the model in fp32, is finite (LLM.int8 still quantizes its inputs there). ",
+        )
     if fp16 or compute == "float16":
-        return head + ("fp16 ends at 65504: train with --mixed_precision bf16 (the quantized linears then compute in "
-                       "bf16), or with --quantize_base int8 or none.")
+        return head + (
+            "fp16 ends at 65504: train with --mixed_precision bf16 (the quantized linears then compute in "
+            "bf16), or with --quantize_base int8 or none."
+        )
     if scheme == "int8":
         return head + "Train with --quantize_base none, or keep int8 and lower --learning_rate."
-    return head + ("Train with --quantize_base int8 (8-bit weights, its outliers in 16 bits) or none, or keep "
-                   f"{scheme} and compute in fp32 with --mixed_precision no.")
+    return head + (
+        "Train with --quantize_base int8 (8-bit weights, its outliers in 16 bits) or none, or keep "
+        f"{scheme} and compute in fp32 with --mixed_precision no."
+    )
 
 
 def _replay_text(r: dict[str, Any], cls: str | None) -> str:
@@ -133,14 +152,18 @@ def _replay_text(r: dict[str, Any], cls: str | None) -> str:
     first = r.get("first_nonfinite_module")
     if first:
         out = next(iter(first["output"].values()), {})
-        where = f"first non-finite output in `{first['name']}` ({first['type']}, {first['output_dtype']}, " \
-                f"{out.get('nan', 0)} NaN / {out.get('inf', 0)} Inf"
+        where = (
+            f"first non-finite output in `{first['name']}` ({first['type']}, {first['output_dtype']}, "
+            f"{out.get('nan', 0)} NaN / {out.get('inf', 0)} Inf"
+        )
         if not first["inputs_finite"]:
             if cls == "data" or first.get("parent") is None:
                 where += "; its inputs were already non-finite"
             else:
-                where += (f"; its inputs were already non-finite, so code outside any submodule made them: the "
-                          f"forward of `{first['parent']}` or the loss function")
+                where += (
+                    f"; its inputs were already non-finite, so code outside any submodule made them: the "
+                    f"forward of `{first['parent']}` or the loss function"
+                )
         else:
             absmax = [s.get("absmax") for s in first["inputs"].values() if isinstance(s.get("absmax"), float)]
             if absmax:
@@ -148,8 +171,9 @@ def _replay_text(r: dict[str, Any], cls: str | None) -> str:
         parts.append(where + ")")
     parts.append(f"loss {_fmt(r.get('loss'))}")
     if r.get("first_nonfinite_grad"):
-        parts.append(f"first non-finite gradient `{r['first_nonfinite_grad']['name']}` "
-                     f"({r['num_nonfinite_grads']} in all)")
+        parts.append(
+            f"first non-finite gradient `{r['first_nonfinite_grad']['name']}` ({r['num_nonfinite_grads']} in all)"
+        )
     elif r.get("grad_norm") is not None:
         parts.append(f"grad norm {_fmt(r['grad_norm'])}")
     return f"{r['precision']}: " + ", ".join(parts)
@@ -162,9 +186,12 @@ def format_paragraph(report: dict[str, Any]) -> str:
     observed = report.get("observed") or {}
     seen = ", ".join(f"{k.replace('_', ' ')} {_fmt(v)}" for k, v in observed.items() if v is not None) or "no figures"
     names = [s["name"] for s in report.get("samples", [])]
-    text = [f"Step {report.get('step')} went non-finite (the loop saw {seen}); diagnosis: "
-            f"{report.get('classification')}."]
-    sample_text = ", ".join(names[:MAX_NAMES]) + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
+    text = [
+        f"Step {report.get('step')} went non-finite (the loop saw {seen}); diagnosis: {report.get('classification')}."
+    ]
+    sample_text = ", ".join(names[:MAX_NAMES]) + (
+        f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+    )
     text.append(f"Micro-batch: {sample_text or 'unknown samples'}")
     if report.get("timesteps"):
         text[-1] += " at timesteps " + ", ".join(_fmt(t) for t in report["timesteps"][:MAX_NAMES])

@@ -42,12 +42,14 @@ class Hooks:
     signal_at: tuple[str, int, int] | None = None  # (point, n, signal number)
 
     @classmethod
-    def from_config(cls, inject_faults: str | None, rank: int, device: torch.device) -> "Hooks":
+    def from_config(cls, inject_faults: str | None, rank: int, device: torch.device) -> Hooks:
         """Parse every switch once; a malformed one stops the run before anything loads."""
-        return cls(injector=FaultInjector.from_spec(inject_faults, rank),
-                   sync_audit=SyncAudit(device, os.environ.get(SYNC_DEBUG_VAR) == "1"),
-                   crash_at=_crash_point(os.environ.get(CRASH_VAR)),
-                   signal_at=_signal_point(os.environ.get(SIGNAL_VAR), rank))
+        return cls(
+            injector=FaultInjector.from_spec(inject_faults, rank),
+            sync_audit=SyncAudit(device, os.environ.get(SYNC_DEBUG_VAR) == "1"),
+            crash_at=_crash_point(os.environ.get(CRASH_VAR)),
+            signal_at=_signal_point(os.environ.get(SIGNAL_VAR), rank),
+        )
 
     def crash_point(self, name: str, n: int) -> None:
         """Die here, as a SIGKILL would, when this is the configured crash point."""
@@ -62,8 +64,10 @@ def _crash_point(raw: str | None) -> tuple[str, int] | None:
         return None
     name, _, n = raw.partition(":")
     if name not in CRASH_POINTS or not n.isdigit():
-        raise UserError(f"{CRASH_VAR}={raw!r} is not a crash point: use <point>:<n> with point one of "
-                        f"{', '.join(CRASH_POINTS)} (e.g. micro_batch:6), or unset it.")
+        raise UserError(
+            f"{CRASH_VAR}={raw!r} is not a crash point: use <point>:<n> with point one of "
+            f"{', '.join(CRASH_POINTS)} (e.g. micro_batch:6), or unset it."
+        )
     return name, int(n)
 
 
@@ -75,10 +79,16 @@ def _signal_point(raw: str | None, rank: int) -> tuple[str, int, int] | None:
     spec, _, only_rank = raw.partition("@")
     name, _, rest = spec.partition(":")
     n, _, sig = rest.partition(":")
-    if name not in SIGNAL_POINTS or not n.isdigit() or sig not in ("", "TERM", "INT") \
-            or (only_rank and not only_rank.isdigit()):
-        raise UserError(f"{SIGNAL_VAR}={raw!r} is not a signal point: use <point>:<n>[:TERM|INT][@rank] with point "
-                        f"one of {', '.join(SIGNAL_POINTS)} (e.g. micro_batch:6:INT), or unset it.")
+    if (
+        name not in SIGNAL_POINTS
+        or not n.isdigit()
+        or sig not in ("", "TERM", "INT")
+        or (only_rank and not only_rank.isdigit())
+    ):
+        raise UserError(
+            f"{SIGNAL_VAR}={raw!r} is not a signal point: use <point>:<n>[:TERM|INT][@rank] with point "
+            f"one of {', '.join(SIGNAL_POINTS)} (e.g. micro_batch:6:INT), or unset it."
+        )
     if only_rank and int(only_rank) != rank:
         return None
     return name, int(n), int(signal.SIGINT if sig == "INT" else signal.SIGTERM)

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
@@ -85,7 +85,7 @@ class FaultInjector:
         self.rank = rank
 
     @classmethod
-    def from_spec(cls, spec: str | None, rank: int) -> "FaultInjector | None":
+    def from_spec(cls, spec: str | None, rank: int) -> FaultInjector | None:
         faults = parse_faults(spec)
         return cls(faults, rank) if faults else None
 

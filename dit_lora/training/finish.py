@@ -13,8 +13,9 @@ import json
 import resource
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -48,13 +49,23 @@ def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], P
     try:
         return save(run)
     except DiskFullError:
-        run.log(f"warning: no space left on device for the final checkpoint-{step} ({human_bytes(free_bytes(run.out))} "
-                "free; its staging folder was removed): writing the adapter without that safety net")
+        run.log(
+            f"warning: no space left on device for the final checkpoint-{step} ({human_bytes(free_bytes(run.out))} "
+            "free; its staging folder was removed): writing the adapter without that safety net"
+        )
         return None
 
 
-def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = False,
-           verdict: str | None = None, final_checkpoint: Path | None = None, reading=None) -> dict[str, Any]:
+def finish(
+    run: Run,
+    *,
+    train_time: float,
+    steps_this_run: int,
+    stopped: bool = False,
+    verdict: str | None = None,
+    final_checkpoint: Path | None = None,
+    reading=None,
+) -> dict[str, Any]:
     """Write the adapter, final samples, loss curve, summary and card (the adapter only, when stopped).
 
     ``verdict`` (from :meth:`~.recovery.Recovery.verdict`) labels a run that skipped most of its updates: its
@@ -72,33 +83,67 @@ def finish(run: Run, *, train_time: float, steps_this_run: int, stopped: bool = 
     # The main process writes; its failure (a full disk, a failed push) is every process's, so none waits for ever
     # at a barrier the main process never reaches. Its broadcast is the barrier before end_training.
     summary = main_process_check(
-        accelerator, lambda: _export(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
-                                     stopped=stopped, verdict=verdict, final_checkpoint=final_checkpoint),
-        what="writing the run's outputs")
+        accelerator,
+        lambda: _export(
+            run,
+            model,
+            reading,
+            train_time=train_time,
+            steps_this_run=steps_this_run,
+            stopped=stopped,
+            verdict=verdict,
+            final_checkpoint=final_checkpoint,
+        ),
+        what="writing the run's outputs",
+    )
     accelerator.end_training()
     return summary or {}
 
 
-def _export(run: Run, model, reading, *, train_time: float, steps_this_run: int, stopped: bool,
-            verdict: str | None, final_checkpoint: Path | None) -> dict[str, Any]:
+def _export(
+    run: Run,
+    model,
+    reading,
+    *,
+    train_time: float,
+    steps_this_run: int,
+    stopped: bool,
+    verdict: str | None,
+    final_checkpoint: Path | None,
+) -> dict[str, Any]:
     """Main process: the adapter, final samples, loss curve, summary, card and push; returns the summary."""
     cfg, spec, state, guard, out = run.cfg, run.spec, run.state, run.guard, run.out
     advice = _export_advice(run, final_checkpoint)
     lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
     metadata = model.peft_config["default"].to_dict()
-    patterns = fallback.backbone_patterns(spec, cfg) + [p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats]
+    patterns = fallback.backbone_patterns(spec, cfg) + [
+        p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats
+    ]
     with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
         written = write_adapter(spec, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)
     print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
     with reporting_disk_full("the final samples", out / "samples", advice=advice):
         sample_files = [] if stopped else _final_samples(run, model)
     with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
-        plot_loss_curve([int(s) for s, _ in state.loss_history], [l for _, l in state.loss_history],
-                        out / LOSS_CURVE_FILE, rollbacks=[int(e["step"]) for e in guard.rollbacks])
-    summary = _summary(run, model, reading, train_time=train_time, steps_this_run=steps_this_run,
-                       stopped=stopped, verdict=verdict, sample_files=sample_files)
-    with reporting_disk_full("the run summary", out / SUMMARY_FILE, advice=advice,
-                             needed=len(json.dumps(summary, default=str))):
+        plot_loss_curve(
+            [int(s) for s, _ in state.loss_history],
+            [loss for _, loss in state.loss_history],
+            out / LOSS_CURVE_FILE,
+            rollbacks=[int(e["step"]) for e in guard.rollbacks],
+        )
+    summary = _summary(
+        run,
+        model,
+        reading,
+        train_time=train_time,
+        steps_this_run=steps_this_run,
+        stopped=stopped,
+        verdict=verdict,
+        sample_files=sample_files,
+    )
+    with reporting_disk_full(
+        "the run summary", out / SUMMARY_FILE, advice=advice, needed=len(json.dumps(summary, default=str))
+    ):
         write_json_atomic(out / SUMMARY_FILE, summary)
         if run.recovery.report is not None:
             run.recovery.report["status"] = "stopped" if stopped else "completed"
@@ -118,15 +163,21 @@ def _export_advice(run: Run, final_checkpoint: Path | None) -> Callable[[], str]
 
     def advice() -> str:
         if final_checkpoint is not None and final_checkpoint.is_dir():
-            return (f"The trained state is kept in {final_checkpoint} (step {run.state.global_step}). Free space, "
-                    f"then write the outputs with: {rerun_command()} (it resumes at the last step and trains "
-                    "nothing more).")
+            return (
+                f"The trained state is kept in {final_checkpoint} (step {run.state.global_step}). Free space, "
+                f"then write the outputs with: {rerun_command()} (it resumes at the last step and trains "
+                "nothing more)."
+            )
         whole = newest_whole(run.out)
         if whole is not None:
-            return (f"No checkpoint holds the final step; the newest whole one is {whole}. Free space, then continue "
-                    f"with: {rerun_command()} (it trains the steps after {whole.name} again).")
-        return ("No checkpoint holds this run's training (there was no space for a final one), so it is lost: free "
-                "space and run again.")
+            return (
+                f"No checkpoint holds the final step; the newest whole one is {whole}. Free space, then continue "
+                f"with: {rerun_command()} (it trains the steps after {whole.name} again)."
+            )
+        return (
+            "No checkpoint holds this run's training (there was no space for a final one), so it is lost: free "
+            "space and run again."
+        )
 
     return advice
 
@@ -135,8 +186,13 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
     """With ``--checkpointing_steps 0`` the final checkpoint was only the export's safety net: remove it once the
     adapter, samples, curve and summary are written (a checkpoint of any other step is never touched)."""
     step = run.state.global_step
-    if run.cfg.checkpointing_steps or final_checkpoint is None or step != run.max_steps \
-            or final_checkpoint.name != f"checkpoint-{step}" or not final_checkpoint.is_dir():
+    if (
+        run.cfg.checkpointing_steps
+        or final_checkpoint is None
+        or step != run.max_steps
+        or final_checkpoint.name != f"checkpoint-{step}"
+        or not final_checkpoint.is_dir()
+    ):
         return
     shutil.rmtree(final_checkpoint)
     run.log(f"removed {final_checkpoint.name}, kept only until the export was written (--checkpointing_steps 0)")
@@ -150,16 +206,26 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
     pipe = spec.adapter.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
     samples = fallback.require(spec, "samples", "--validation_prompt")
-    images = samples.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images,
-                                            comps=run.comps)
+    images = samples.generate_with_pipeline(
+        pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images, comps=run.comps
+    )
     (out / "samples").mkdir(exist_ok=True)
     files = [samples.save_sample(item, out / "samples" / f"final_{i}", cfg) for i, item in enumerate(images)]
     del pipe
     return files
 
 
-def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int, stopped: bool,
-             verdict: str | None, sample_files: list[Path]) -> dict[str, Any]:
+def _summary(
+    run: Run,
+    model,
+    reading,
+    *,
+    train_time: float,
+    steps_this_run: int,
+    stopped: bool,
+    verdict: str | None,
+    sample_files: list[Path],
+) -> dict[str, Any]:
     """``train_summary.json``: what ran, how it went, where its files are."""
     accelerator, cfg, state, guard = run.accelerator, run.cfg, run.state, run.guard
     final_loss = state.loss_history[-1][1] if state.loss_history else None
@@ -170,16 +236,24 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "family": cfg.family,
         "status": "stopped_nonfinite" if stopped else "mostly_skipped" if verdict else "completed",
         "verdict": verdict,
-        "steps": state.global_step, "steps_this_run": steps_this_run,
-        "samples_seen": state.samples_seen, "wall_time_s": round(time.perf_counter() - run.started, 3),
+        "steps": state.global_step,
+        "steps_this_run": steps_this_run,
+        "samples_seen": state.samples_seen,
+        "wall_time_s": round(time.perf_counter() - run.started, 3),
         "train_time_s": round(train_time, 3),
         "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
-        "peak_memory_bytes": peak, "peak_memory_gib": round(peak / 2**30, 3), "device": str(accelerator.device),
+        "peak_memory_bytes": peak,
+        "peak_memory_gib": round(peak / 2**30, 3),
+        "device": str(accelerator.device),
         "gradient_checkpointing": bool(getattr(model, "is_gradient_checkpointing", False)),
-        "final_loss": finite_or_none(final_loss), "skipped_steps": reading.skipped,
-        "rollbacks": len(guard.rollbacks), "nonfinite_losses": reading.nonfinite_losses,
-        "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
-        "applied_updates": reading.applied, "rollback_events": guard.rollbacks,
+        "final_loss": finite_or_none(final_loss),
+        "skipped_steps": reading.skipped,
+        "rollbacks": len(guard.rollbacks),
+        "nonfinite_losses": reading.nonfinite_losses,
+        "nonfinite_grads": reading.nonfinite_grads,
+        "loss_spikes": reading.loss_spikes,
+        "applied_updates": reading.applied,
+        "rollback_events": guard.rollbacks,
         "nonfinite_report": str(report_file) if report_file.exists() else None,
         "quarantine": run.data.quarantine,
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
@@ -187,8 +261,9 @@ def _summary(run: Run, model, reading, *, train_time: float, steps_this_run: int
         "num_processes": accelerator.num_processes,
         "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
         "param_groups": [vars(g) for g in run.group_info],
-        "loss_history": [[s, finite_or_none(l)] for s, l in state.loss_history],
-        "adapter": str(run.out / run.spec.info.adapter_weight_name), "samples": [str(p) for p in sample_files],
+        "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
+        "adapter": str(run.out / run.spec.info.adapter_weight_name),
+        "samples": [str(p) for p in sample_files],
         "defaults": run.defaults.summary() if run.defaults is not None else None,
         "memory_plan": run.plan.as_dict() if run.plan is not None else None,
         "config": config_dict(cfg),
@@ -215,8 +290,9 @@ def _peak_memory_bytes(device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
-def _publish(run: Run, summary: dict, sample_files: list[Path], push: bool = True,
-             final_checkpoint: Path | None = None) -> None:
+def _publish(
+    run: Run, summary: dict, sample_files: list[Path], push: bool = True, final_checkpoint: Path | None = None
+) -> None:
     """Model card, the list of outputs, and the optional Hub push of a completed run (never of an unhealthy one)."""
     cfg, spec, out = run.cfg, run.spec, run.out
     card = write_model_card(spec, cfg, out, summary, sample_files)

@@ -30,8 +30,9 @@ from dit_lora.training.sync_audit import deliberate
 
 # Counter slots in one device tensor, so a check reads everything with a single transfer.
 # Slots from _WIN_LOSS on belong to the current check window and are reset when it is read.
-(_SKIPPED, _BAD_LOSS, _BAD_GRAD, _SPIKES, _CONSECUTIVE, _APPLIED,
- _WIN_LOSS, _WIN_GOOD, _WIN_STEPS, _WIN_LONGEST) = range(10)
+(_SKIPPED, _BAD_LOSS, _BAD_GRAD, _SPIKES, _CONSECUTIVE, _APPLIED, _WIN_LOSS, _WIN_GOOD, _WIN_STEPS, _WIN_LONGEST) = (
+    range(10)
+)
 _NUM_COUNTERS = 10
 # Running statistics for the spike guard: loss mean/var, grad-norm mean/var, good steps seen.
 _SPIKE_WARMUP = 20
@@ -60,20 +61,37 @@ class GuardReading:
 class StepGuard:
     """Device-side skip decision, schedule and counters for one run (see module docstring)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, lr_lambdas: list, max_steps: int, device: torch.device, *,
-                 enabled: bool, fused: bool, interval: int, max_consecutive_skips: int, rollback_lr_factor: float,
-                 max_rollbacks: int, spike_sigma: float | None, world_size: int):
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        lr_lambdas: list,
+        max_steps: int,
+        device: torch.device,
+        *,
+        enabled: bool,
+        fused: bool,
+        interval: int,
+        max_consecutive_skips: int,
+        rollback_lr_factor: float,
+        max_rollbacks: int,
+        spike_sigma: float | None,
+        world_size: int,
+    ):
         self.optimizer, self.device = optimizer, device
         self.enabled, self.fused, self.interval = enabled, fused, interval
         self.max_consecutive_skips, self.rollback_lr_factor, self.max_rollbacks = (
-            max_consecutive_skips, rollback_lr_factor, max_rollbacks)
+            max_consecutive_skips,
+            rollback_lr_factor,
+            max_rollbacks,
+        )
         self.spike_sigma, self.world_size = spike_sigma, world_size
         self.lr_factor = 1.0
         self.rollbacks: list[dict[str, Any]] = []
         # lr_tables[g][k] = learning rate of group g before the (k+1)-th applied update.
         self._base = [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
-        self._lambda_values = [torch.tensor([float(fn(k)) for k in range(max_steps + 1)], dtype=torch.float64)
-                               for fn in lr_lambdas]
+        self._lambda_values = [
+            torch.tensor([float(fn(k)) for k in range(max_steps + 1)], dtype=torch.float64) for fn in lr_lambdas
+        ]
         self.counts = torch.zeros(_NUM_COUNTERS, dtype=torch.float64, device=device)
         self.spike_stats = torch.zeros(5, dtype=torch.float64, device=device)
         self.window_flags = torch.zeros(interval, dtype=torch.float64, device=device)
@@ -85,14 +103,34 @@ class StepGuard:
         self._install_lr()
 
     @classmethod
-    def for_run(cls, guards: GuardOptions, optimizer: torch.optim.Optimizer, lr_lambdas: list, max_steps: int,
-                device: torch.device, *, fused: bool, interval: int, world_size: int) -> "StepGuard":
+    def for_run(
+        cls,
+        guards: GuardOptions,
+        optimizer: torch.optim.Optimizer,
+        lr_lambdas: list,
+        max_steps: int,
+        device: torch.device,
+        *,
+        fused: bool,
+        interval: int,
+        world_size: int,
+    ) -> StepGuard:
         """The guard a run's ``guards`` section (``cfg.guards``: --finite_guard, --max_consecutive_skips,
         --rollback_lr_factor, --max_rollbacks, --skip_loss_spikes) asks for."""
-        return cls(optimizer, lr_lambdas, max_steps, device, enabled=guards.finite_guard, fused=fused,
-                   interval=interval, max_consecutive_skips=guards.max_consecutive_skips,
-                   rollback_lr_factor=guards.rollback_lr_factor, max_rollbacks=guards.max_rollbacks,
-                   spike_sigma=guards.skip_loss_spikes, world_size=world_size)
+        return cls(
+            optimizer,
+            lr_lambdas,
+            max_steps,
+            device,
+            enabled=guards.finite_guard,
+            fused=fused,
+            interval=interval,
+            max_consecutive_skips=guards.max_consecutive_skips,
+            rollback_lr_factor=guards.rollback_lr_factor,
+            max_rollbacks=guards.max_rollbacks,
+            spike_sigma=guards.skip_loss_spikes,
+            world_size=world_size,
+        )
 
     # ---- learning rate -------------------------------------------------------------------
     def _install_lr(self) -> None:
@@ -102,7 +140,9 @@ class StepGuard:
         optimizers (bitsandbytes' 8-bit AdamW) read the LR as a Python number, syncing once per
         parameter if given a tensor; they get host floats, set in :meth:`optimizer_step`.
         """
-        self._host_tables = [(vals * base * self.lr_factor).tolist() for vals, base in zip(self._lambda_values, self._base)]
+        self._host_tables = [
+            (vals * base * self.lr_factor).tolist() for vals, base in zip(self._lambda_values, self._base)
+        ]
         if not self.fused:
             applied = int(self.counts[_APPLIED])
             for group, table in zip(self.optimizer.param_groups, self._host_tables):
@@ -125,8 +165,16 @@ class StepGuard:
         return [float(g["lr"]) for g in self.optimizer.param_groups]
 
     # ---- per step (device only) ----------------------------------------------------------
-    def step(self, optimizer, inner: torch.optim.Optimizer, loss: torch.Tensor, norm: torch.Tensor, slot: int,
-             scaler=None, veto: bool = False) -> None:
+    def step(
+        self,
+        optimizer,
+        inner: torch.optim.Optimizer,
+        loss: torch.Tensor,
+        norm: torch.Tensor,
+        slot: int,
+        scaler=None,
+        veto: bool = False,
+    ) -> None:
         """One guarded optimizer update (or a plain one with ``--finite_guard false``).
 
         ``veto`` skips this update regardless (every process passes the same value: a kernel that failed
@@ -152,8 +200,9 @@ class StepGuard:
         """1.0 when this step must be skipped on every process, else 0.0 (a device scalar)."""
         loss = loss.detach().float()
         norm = norm.detach().float()
-        reasons = torch.stack([(~torch.isfinite(loss)).float(), (~torch.isfinite(norm)).float(),
-                               self._spike(loss, norm)])
+        reasons = torch.stack(
+            [(~torch.isfinite(loss)).float(), (~torch.isfinite(norm)).float(), self._spike(loss, norm)]
+        )
         if self.world_size > 1:
             import torch.distributed as dist
 
@@ -168,7 +217,9 @@ class StepGuard:
         s = self.spike_stats
         ready = s[4] >= _SPIKE_WARMUP
         sig = self.spike_sigma
-        above = (loss.double() > s[0] + sig * s[1].clamp_min(0).sqrt()) | (norm.double() > s[2] + sig * s[3].clamp_min(0).sqrt())
+        above = (loss.double() > s[0] + sig * s[1].clamp_min(0).sqrt()) | (
+            norm.double() > s[2] + sig * s[3].clamp_min(0).sqrt()
+        )
         return (ready & above & torch.isfinite(loss) & torch.isfinite(norm)).float()
 
     def optimizer_step(self, optimizer, inner: torch.optim.Optimizer, flag: torch.Tensor, scaler=None) -> None:
@@ -176,7 +227,7 @@ class StepGuard:
         if scaler is not None:
             # fp16: fold our flag into GradScaler's own found_inf (grads were unscaled by clipping).
             state = scaler._per_optimizer_states[id(inner)]
-            for dev, found in state["found_inf_per_device"].items():
+            for found in state["found_inf_per_device"].values():
                 found.copy_(torch.maximum(found, flag.to(found.device, found.dtype)))
             optimizer.step()
             return
@@ -196,8 +247,9 @@ class StepGuard:
                 group["lr"] = table[int(applied)]
             optimizer.step()
 
-    def after_step(self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int,
-                   fault: torch.Tensor | None = None) -> None:
+    def after_step(
+        self, flag: torch.Tensor, loss: torch.Tensor, norm: torch.Tensor, slot: int, fault: torch.Tensor | None = None
+    ) -> None:
         """Advance counters, schedule and running statistics by this step's outcome (device only).
 
         ``flag`` says the step was skipped; ``fault`` (default: ``flag``) whether it was a non-finite or
@@ -208,11 +260,20 @@ class StepGuard:
         good = 1.0 - flag.double()
         reasons = self._reasons.double()
         loss_d = loss.detach().double()
-        update = torch.stack([
-            flag.double(), reasons[0], reasons[1], reasons[2] * flag.double(), fault.double(), good,
-            torch.where(good > 0, loss_d, torch.zeros_like(loss_d)), good, torch.ones_like(good),
-            torch.zeros_like(good),  # the longest streak is a maximum, set below
-        ])
+        update = torch.stack(
+            [
+                flag.double(),
+                reasons[0],
+                reasons[1],
+                reasons[2] * flag.double(),
+                fault.double(),
+                good,
+                torch.where(good > 0, loss_d, torch.zeros_like(loss_d)),
+                good,
+                torch.ones_like(good),
+                torch.zeros_like(good),  # the longest streak is a maximum, set below
+            ]
+        )
         self.counts += update
         # Consecutive faults reset on a step without one; where() keeps NaN out of the arithmetic.
         self.counts[_CONSECUTIVE] = torch.where(fault > 0, self.counts[_CONSECUTIVE], torch.zeros_like(good))
@@ -238,20 +299,32 @@ class StepGuard:
     # ---- at checks (host) ----------------------------------------------------------------
     def read(self) -> GuardReading:
         """One device-to-host transfer of all counters; resets the window."""
-        lrs = [torch.as_tensor(g["lr"], device=self.device).detach().double().reshape(1)
-               for g in self.optimizer.param_groups]
+        lrs = [
+            torch.as_tensor(g["lr"], device=self.device).detach().double().reshape(1)
+            for g in self.optimizer.param_groups
+        ]
         norm = self._last_norm.double().reshape(1).to(self.device)
         values = torch.cat([self.counts, norm, *lrs, self.window_flags]).tolist()
-        c, extra, flags = values[:_NUM_COUNTERS], values[_NUM_COUNTERS:_NUM_COUNTERS + 1 + len(lrs)], \
-            values[_NUM_COUNTERS + 1 + len(lrs):]
+        c, extra, flags = (
+            values[:_NUM_COUNTERS],
+            values[_NUM_COUNTERS : _NUM_COUNTERS + 1 + len(lrs)],
+            values[_NUM_COUNTERS + 1 + len(lrs) :],
+        )
         steps = int(c[_WIN_STEPS])
         reading = GuardReading(
-            skipped=int(c[_SKIPPED]), nonfinite_losses=int(c[_BAD_LOSS]), nonfinite_grads=int(c[_BAD_GRAD]),
-            loss_spikes=int(c[_SPIKES]), consecutive=int(c[_CONSECUTIVE]),
-            longest_streak=int(max(c[_WIN_LONGEST], c[_CONSECUTIVE])), applied=int(c[_APPLIED]),
-            window_loss=c[_WIN_LOSS] / c[_WIN_GOOD] if c[_WIN_GOOD] else None, window_steps=steps,
+            skipped=int(c[_SKIPPED]),
+            nonfinite_losses=int(c[_BAD_LOSS]),
+            nonfinite_grads=int(c[_BAD_GRAD]),
+            loss_spikes=int(c[_SPIKES]),
+            consecutive=int(c[_CONSECUTIVE]),
+            longest_streak=int(max(c[_WIN_LONGEST], c[_CONSECUTIVE])),
+            applied=int(c[_APPLIED]),
+            window_loss=c[_WIN_LOSS] / c[_WIN_GOOD] if c[_WIN_GOOD] else None,
+            window_steps=steps,
             window_applied=int(c[_WIN_GOOD]),
-            window_flags=[f > 0 for f in flags[:steps]], grad_norm=extra[0], learning_rates=extra[1:],
+            window_flags=[f > 0 for f in flags[:steps]],
+            grad_norm=extra[0],
+            learning_rates=extra[1:],
         )
         self.counts[_WIN_LOSS:] = 0
         self.window_flags.zero_()
@@ -275,8 +348,12 @@ class StepGuard:
                 st = self.optimizer.state.get(p)
                 if st:
                     opt_state[id(p)] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in st.items()}
-        self._snapshot = {"params": params, "opt": opt_state, "applied": self.counts[_APPLIED].clone(),
-                          "spike": self.spike_stats.clone()}
+        self._snapshot = {
+            "params": params,
+            "opt": opt_state,
+            "applied": self.counts[_APPLIED].clone(),
+            "spike": self.spike_stats.clone(),
+        }
         self.snapshot_step = step
 
     def snapshot_tensors(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -301,7 +378,9 @@ class StepGuard:
                 opt.setdefault(id(params[name]), {})[field] = value.to(params[name].device)
         self._snapshot = {
             "params": {k[6:]: v.to(params[k[6:]].device) for k, v in tensors.items() if k.startswith("param/")},
-            "opt": opt, "applied": tensors["applied"].to(self.device).reshape(()), "spike": tensors["spike"].to(self.device),
+            "opt": opt,
+            "applied": tensors["applied"].to(self.device).reshape(()),
+            "spike": tensors["spike"].to(self.device),
         }
 
     def roll_back(self, model: torch.nn.Module, step: int) -> dict[str, Any]:
@@ -317,14 +396,20 @@ class StepGuard:
                 saved = snap["opt"].get(id(p))
                 self.optimizer.state.pop(p, None)
                 if saved is not None:
-                    self.optimizer.state[p] = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()}
+                    self.optimizer.state[p] = {
+                        k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()
+                    }
         self.counts[_APPLIED] = snap["applied"]
         self.counts[_CONSECUTIVE] = 0
         self.spike_stats.copy_(snap["spike"])
         self.lr_factor *= self.rollback_lr_factor
         self._install_lr()
-        event = {"step": step, "restored_step": self.snapshot_step, "lr_factor": self.lr_factor,
-                 "learning_rates": self.current_lrs()}
+        event = {
+            "step": step,
+            "restored_step": self.snapshot_step,
+            "lr_factor": self.lr_factor,
+            "learning_rates": self.current_lrs(),
+        }
         self.rollbacks.append(event)
         return event
 
@@ -336,10 +421,16 @@ class StepGuard:
     # ---- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints (counters, schedule position, LR factor, rollbacks)."""
-        return {"counts": self.counts.tolist(), "spike_stats": self.spike_stats.tolist(), "lr_factor": self.lr_factor,
-                "rollbacks": self.rollbacks, "snapshot_step": self.snapshot_step,
-                # a checkpoint can fall inside a check window: its per-step flags decide the next snapshot
-                "window_flags": self.window_flags.tolist(), "last_norm": float(self._last_norm)}
+        return {
+            "counts": self.counts.tolist(),
+            "spike_stats": self.spike_stats.tolist(),
+            "lr_factor": self.lr_factor,
+            "rollbacks": self.rollbacks,
+            "snapshot_step": self.snapshot_step,
+            # a checkpoint can fall inside a check window: its per-step flags decide the next snapshot
+            "window_flags": self.window_flags.tolist(),
+            "last_norm": float(self._last_norm),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.counts.copy_(torch.tensor(state["counts"], dtype=torch.float64))

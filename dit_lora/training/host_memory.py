@@ -45,8 +45,10 @@ def reuse_freed_memory() -> str | None:
     for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD)):
         if not mallopt(param, value):  # glibc refused one: say nothing rather than claim the rest
             return None
-    return (f"host memory: tensors up to {MMAP_THRESHOLD >> 20} MiB come from the heap and what a step frees stays "
-            "for the next one (fewer page faults per step; --cpu_reuse_memory false leaves glibc's settings alone)")
+    return (
+        f"host memory: tensors up to {MMAP_THRESHOLD >> 20} MiB come from the heap and what a step frees stays "
+        "for the next one (fewer page faults per step; --cpu_reuse_memory false leaves glibc's settings alone)"
+    )
 
 
 def release_freed_memory() -> bool:

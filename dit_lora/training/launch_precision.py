@@ -30,9 +30,12 @@ def check_launch_precision(run_precision: str, log) -> None:
             f"precision: dit-lora trains in its own --mixed_precision, {run_precision} for this run. To train in "
             "fp16, pass `--mixed_precision fp16 --allow_fp16` after the script path (fp16 needs --allow_fp16: its "
             f"range ends at 65504, where diffusion transformers overflow); to train in {run_precision}, drop "
-            "--mixed_precision from the launch options.")
-    log(f"mixed precision: {run_precision}, the run's --mixed_precision; the launch option --mixed_precision "
-        f"{given} is accelerate's and not used (pass --mixed_precision after the script path to change the run's)")
+            "--mixed_precision from the launch options."
+        )
+    log(
+        f"mixed precision: {run_precision}, the run's --mixed_precision; the launch option --mixed_precision "
+        f"{given} is accelerate's and not used (pass --mixed_precision after the script path to change the run's)"
+    )
 
 
 __all__ = ["LAUNCH_PRECISION_VAR", "check_launch_precision"]

@@ -19,21 +19,22 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.data import batches as batch_lib
-from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.contract import spec as fallback
+from dit_lora.core.errors import Interrupted, UserError
+from dit_lora.core.progress import Progress
+from dit_lora.data import batches as batch_lib
+from dit_lora.setup.resolve import Resolved
 from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
-from dit_lora.core.progress import Progress
 from dit_lora.training.compile import eager, shape_key
 from dit_lora.training.finish import finish, keep_final_checkpoint
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
-from dit_lora.setup.resolve import Resolved
 from dit_lora.training.run import Run, RunState, check_output_dir, setup
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
@@ -58,9 +59,11 @@ def train(cfg: TrainConfig | Resolved, on_step: OnStep | None = None) -> dict[st
             raise
         # A stop under several processes: a peer that ended first (stopped while it was still setting up, or
         # killed) breaks the next collective; that is the stop, not a new fault.
-        raise Interrupted(f"stopped by {signals.signal_name(stop.signum)}: another process ended before the run "
-                          f"could save ({type(err).__name__}); the last whole checkpoint stays.",
-                          stop.exit_code) from None
+        raise Interrupted(
+            f"stopped by {signals.signal_name(stop.signum)}: another process ended before the run "
+            f"could save ({type(err).__name__}); the last whole checkpoint stays.",
+            stop.exit_code,
+        ) from None
     finally:
         if owned:
             signals.release()  # an in-process run leaves its caller's handlers as they were
@@ -76,14 +79,21 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
     stop.start_training(run.accelerator, run.out)
     state = run.state
     # A bar on a terminal, plain lines every 10% or 30 s without one; run.log prints above an open bar.
-    progress = Progress(run.max_steps, initial=state.global_step, enabled=run.accelerator.is_main_process,
-                        desc="step", unit="step")
+    progress = Progress(
+        run.max_steps, initial=state.global_step, enabled=run.accelerator.is_main_process, desc="step", unit="step"
+    )
     run.model.train()
     clock = _Clock(steps_at_start=state.global_step)
     try:
         while state.global_step < run.max_steps:
-            loader = batch_lib.epoch_loader(run.data.dataset, run.data.collate, run.order, state.epoch,
-                                            state.batch_in_epoch, cfg.dataloader_num_workers)
+            loader = batch_lib.epoch_loader(
+                run.data.dataset,
+                run.data.collate,
+                run.order,
+                state.epoch,
+                state.batch_in_epoch,
+                cfg.dataloader_num_workers,
+            )
             for batch in loader:
                 if not train_step(run, batch):
                     continue
@@ -110,8 +120,14 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
     verdict = run.recovery.verdict(reading, clock.last_window, state.global_step)
     # The trained state is kept before the export, so a full disk while writing the adapter loses nothing.
     final = keep_final_checkpoint(run, clock.steps(state), save_run_checkpoint)
-    summary = finish(run, train_time=train_time, steps_this_run=clock.steps(state), verdict=verdict,
-                     final_checkpoint=final, reading=reading)
+    summary = finish(
+        run,
+        train_time=train_time,
+        steps_this_run=clock.steps(state),
+        verdict=verdict,
+        final_checkpoint=final,
+        reading=reading,
+    )
     if verdict is not None:
         raise RunUnhealthy(verdict)
     return summary
@@ -163,8 +179,15 @@ def train_step(run: Run, batch: dict) -> bool:
         state.samples_seen += len(batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:
             norm = _clip(accelerator, run.model, cfg.max_grad_norm)
-            run.guard.step(run.optimizer, run.optimizer.optimizer, run.micro_losses, norm, slot, accelerator.scaler,
-                           veto=run.kernel_veto)
+            run.guard.step(
+                run.optimizer,
+                run.optimizer.optimizer,
+                run.micro_losses,
+                norm,
+                slot,
+                accelerator.scaler,
+                veto=run.kernel_veto,
+            )
             run.micro_losses.zero_()
             run.kernel_veto, run.update_starts = False, True
         run.optimizer.zero_grad(set_to_none=True)
@@ -189,18 +212,28 @@ def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = Non
     progress.update(1)  # after the check window: a plain progress line then carries the loss just read
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_run_checkpoint(run)
-    if run.validation_cond is not None and state.global_step % cfg.validation_steps == 0 \
-            and state.global_step < run.max_steps:
+    if (
+        run.validation_cond is not None
+        and state.global_step % cfg.validation_steps == 0
+        and state.global_step < run.max_steps
+    ):
         _validate(run, f"step{state.global_step}")
 
 
 def save_run_checkpoint(run: Run):
     """``checkpoint-<global_step>`` of the run as it stands after an update (scheduled, or on a stop signal)."""
     state = run.state
-    return save_checkpoint(run.accelerator, run.out, state.global_step,
-                           {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
-                           run.generator, run.cfg.checkpoints_total_limit, log=run.log,
-                           crash_point=run.hooks.crash_point, options=run.options_record)
+    return save_checkpoint(
+        run.accelerator,
+        run.out,
+        state.global_step,
+        {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
+        run.generator,
+        run.cfg.checkpoints_total_limit,
+        log=run.log,
+        crash_point=run.hooks.crash_point,
+        options=run.options_record,
+    )
 
 
 def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
@@ -212,10 +245,17 @@ def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
     if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
         path = save_run_checkpoint(run)
     run.accelerator.end_training()
-    name = (signals.signal_name(stop.signum) if stop.signum is not None
-            else "a stop signal that another process received")
-    message = (f"stopped by {name} after step {step} of {run.max_steps}: saved {path}. "
-               + signals.resume_command(run.out, step)) if run.accelerator.is_main_process else ""
+    name = (
+        signals.signal_name(stop.signum) if stop.signum is not None else "a stop signal that another process received"
+    )
+    message = (
+        (
+            f"stopped by {name} after step {step} of {run.max_steps}: saved {path}. "
+            + signals.resume_command(run.out, step)
+        )
+        if run.accelerator.is_main_process
+        else ""
+    )
     raise Interrupted(message, stop.exit_code)
 
 
@@ -228,16 +268,25 @@ def _log_window(run: Run, progress, reading, step_time: float) -> None:
     if reading.window_loss is not None:
         state.loss_history.append([state.global_step, reading.window_loss])
     # Short: the bar must fit a terminal (its rate already gives the step time).
-    postfix = {"loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
-               "lr": f"{lr:.2e}", "grad_norm": f"{grad_norm:.3f}"}
+    postfix = {
+        "loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
+        "lr": f"{lr:.2e}",
+        "grad_norm": f"{grad_norm:.3f}",
+    }
     if reading.skipped:
         postfix.update(skipped=reading.skipped, nan_loss=reading.nonfinite_losses, nan_grad=reading.nonfinite_grads)
     if guard.rollbacks:
         postfix["rollbacks"] = len(guard.rollbacks)
     progress.set_postfix(postfix)
-    values = {"lr": lr, "step_time_s": step_time, "skipped_steps": reading.skipped, "rollbacks": len(guard.rollbacks),
-              "nonfinite_losses": reading.nonfinite_losses, "nonfinite_grads": reading.nonfinite_grads,
-              "loss_spikes": reading.loss_spikes}
+    values = {
+        "lr": lr,
+        "step_time_s": step_time,
+        "skipped_steps": reading.skipped,
+        "rollbacks": len(guard.rollbacks),
+        "nonfinite_losses": reading.nonfinite_losses,
+        "nonfinite_grads": reading.nonfinite_grads,
+        "loss_spikes": reading.loss_spikes,
+    }
     if reading.window_loss is not None:
         values["loss"] = reading.window_loss
     if math.isfinite(grad_norm):

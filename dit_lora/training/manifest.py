@@ -37,8 +37,10 @@ def sha256_file(path: Path) -> str:
 def build_manifest(folder: Path, exclude: tuple[str, ...] = ()) -> dict[str, dict]:
     """``{relative path: {"size", "sha256"}}`` of every file under ``folder`` but ``exclude`` (the marker)."""
     folder = Path(folder)
-    return {rel: {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
-            for rel in _files(folder, exclude)}
+    return {
+        rel: {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
+        for rel in _files(folder, exclude)
+    }
 
 
 @dataclass
@@ -89,8 +91,10 @@ def verify(folder: Path, marker_name: str) -> Verdict:
                 return Verdict(f"{rel} has {size} bytes but was saved with {entry['size']}", True)
         for rel, entry in manifest.items():
             if sha256_file(folder / rel) != entry["sha256"]:
-                return Verdict(f"{rel} does not match the SHA-256 recorded when it was saved (it was changed or "
-                               "replaced since)", True)
+                return Verdict(
+                    f"{rel} does not match the SHA-256 recorded when it was saved (it was changed or replaced since)",
+                    True,
+                )
     except OSError as err:  # removed, unreadable or failing while checked: damage, named, never a traceback
         what = "missing" if isinstance(err, FileNotFoundError) else "unreadable"
         return Verdict(f"{rel or 'the folder'} is {what} ({err.strerror or type(err).__name__})", True)
@@ -160,14 +164,16 @@ def find_unreadable(folder: Path) -> tuple[str, str] | None:
                     load(str(path), map_location="cpu")
         except pickle.UnpicklingError:
             return rel, UNSAFE_PICKLE
-        except Exception as err:  # noqa: BLE001 - any parse failure names the file; the reason says which
+        except Exception as err:
             return rel, f"is damaged or truncated ({type(err).__name__}: {_first_line(err)})"
     return None
 
 
 # Never the library's advice: torch's text suggests `weights_only=False`, which would run the file's code.
-UNSAFE_PICKLE = ("holds pickled objects that are not tensors, which no dit-lora checkpoint contains (the file was "
-                 "replaced); it was refused unread, since dit-lora never unpickles arbitrary objects")
+UNSAFE_PICKLE = (
+    "holds pickled objects that are not tensors, which no dit-lora checkpoint contains (the file was "
+    "replaced); it was refused unread, since dit-lora never unpickles arbitrary objects"
+)
 
 
 def _first_line(err: BaseException) -> str:
@@ -175,5 +181,13 @@ def _first_line(err: BaseException) -> str:
     return (text[0] if text else "")[:200]
 
 
-__all__ = ["MANIFEST_KEY", "UNSAFE_PICKLE", "Verdict", "build_manifest", "find_unreadable", "manifest_problem",
-           "sha256_file", "verify"]
+__all__ = [
+    "MANIFEST_KEY",
+    "UNSAFE_PICKLE",
+    "Verdict",
+    "build_manifest",
+    "find_unreadable",
+    "manifest_problem",
+    "sha256_file",
+    "verify",
+]

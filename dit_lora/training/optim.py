@@ -8,17 +8,23 @@ from dit_lora.config.schema import TrainingOptions
 from dit_lora.core.errors import UserError
 
 
-def make_optimizer(training: TrainingOptions, groups: list[dict], device: torch.device
-                   ) -> tuple[torch.optim.Optimizer, bool]:
+def make_optimizer(
+    training: TrainingOptions, groups: list[dict], device: torch.device
+) -> tuple[torch.optim.Optimizer, bool]:
     """AdamW (fused where the device supports it) or bitsandbytes' 8-bit AdamW, as the run's ``training`` section
     (``cfg.training``: the --adam_* options, --use_8bit_adam) says; returns (optimizer, fused?)."""
-    kwargs = dict(betas=(training.adam_beta1, training.adam_beta2), eps=training.adam_epsilon,
-                  weight_decay=training.adam_weight_decay)
+    kwargs = dict(
+        betas=(training.adam_beta1, training.adam_beta2),
+        eps=training.adam_epsilon,
+        weight_decay=training.adam_weight_decay,
+    )
     if training.use_8bit_adam:
         try:
             import bitsandbytes as bnb
         except Exception as err:
-            raise UserError(f"--use_8bit_adam could not import bitsandbytes ({err}). Install it with `pip install 'dit-lora[quant]' -c constraints.txt` (bitsandbytes >= 0.49 runs on CUDA and on a CPU).")
+            raise UserError(
+                f"--use_8bit_adam could not import bitsandbytes ({err}). Install it with `pip install 'dit-lora[quant]' -c constraints.txt` (bitsandbytes >= 0.49 runs on CUDA and on a CPU)."
+            )
         return bnb.optim.AdamW8bit(groups, **kwargs), False
     # The fused kernel needs every parameter on one supported device in a floating dtype; master weights are fp32.
     fused = device.type in ("cuda", "cpu", "xpu", "mps")
@@ -34,8 +40,10 @@ def make_lr_scheduler(training: TrainingOptions, optimizer, max_steps: int):
     from diffusers.optimization import get_scheduler
 
     return get_scheduler(
-        training.lr_scheduler, optimizer=optimizer, num_warmup_steps=training.lr_warmup_steps,
-        num_training_steps=max_steps, num_cycles=training.lr_num_cycles, power=training.lr_power,
+        training.lr_scheduler,
+        optimizer=optimizer,
+        num_warmup_steps=training.lr_warmup_steps,
+        num_training_steps=max_steps,
+        num_cycles=training.lr_num_cycles,
+        power=training.lr_power,
     )
-
-

@@ -24,8 +24,9 @@ import stat
 import time
 from pathlib import Path
 
-from dit_lora.core.errors import UserError
 from dit_lora.core.collective import main_process_check  # re-exported: a check whose refusal every rank raises
+from dit_lora.core.errors import UserError
+
 LOCK_FILE = ".dit-lora.lock"
 #: errors of a file system that has no working locks (not "held by another process")
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
@@ -75,10 +76,15 @@ def acquire(output_dir: str | Path) -> str | None:
         os.close(fd)
         if err.errno not in _NO_LOCKS:
             raise
-        return (f"warning: the file system of --output_dir `{out}` does not support locks ({os.strerror(err.errno)}), "
-                "so nothing stops a second run from writing the same folder: start one run per --output_dir.")
-    info = {"pid": os.getpid(), "host": socket.gethostname(),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime())}
+        return (
+            f"warning: the file system of --output_dir `{out}` does not support locks ({os.strerror(err.errno)}), "
+            "so nothing stops a second run from writing the same folder: start one run per --output_dir."
+        )
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %z", time.localtime()),
+    }
     os.ftruncate(fd, 0)
     os.pwrite(fd, json.dumps(info).encode() + b"\n", 0)
     _HELD[key] = [fd, 1]
@@ -119,9 +125,11 @@ def _open_lock_file(path: Path, out: Path) -> int:
     if fd is not None:
         os.close(fd)
     kind = f"a symbolic link to {os.readlink(path)}" if path.is_symlink() else "not a regular file"
-    raise UserError(f"The lock file {path} of --output_dir `{out}` is {kind}. dit-lora writes its lock there and "
-                    "will not write through a link or into anything else. Remove it (`rm` the link itself, not its "
-                    "target) and run again, or choose another --output_dir.")
+    raise UserError(
+        f"The lock file {path} of --output_dir `{out}` is {kind}. dit-lora writes its lock there and "
+        "will not write through a link or into anything else. Remove it (`rm` the link itself, not its "
+        "target) and run again, or choose another --output_dir."
+    )
 
 
 def _make_folder(out: Path) -> None:
@@ -131,8 +139,10 @@ def _make_folder(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"--output_dir `{out}` could not be created ({err.strerror or err}). Choose a folder you can "
-                        "write to, or create it first.") from None
+        raise UserError(
+            f"--output_dir `{out}` could not be created ({err.strerror or err}). Choose a folder you can "
+            "write to, or create it first."
+        ) from None
 
 
 def lock_for_run(output_dir: str | Path, accelerator) -> str | None:

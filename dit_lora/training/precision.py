@@ -71,8 +71,16 @@ def audit_precision(
             flagged = p.dtype != want or (not allow_fp16 and not p.requires_grad and p.dtype == torch.float16)
             if flagged:
                 shown = _name(want) if p.dtype != want else f"{_name(want)} (fp16 needs --allow_fp16)"
-                mismatches.append({"component": comp_name, "name": name, "kind": "param", "dtype": _name(p.dtype),
-                                   "expected": shown, "trainable": bool(p.requires_grad)})
+                mismatches.append(
+                    {
+                        "component": comp_name,
+                        "name": name,
+                        "kind": "param",
+                        "dtype": _name(p.dtype),
+                        "expected": shown,
+                        "trainable": bool(p.requires_grad),
+                    }
+                )
         for name, b in module.named_buffers():
             if b is None or not b.is_floating_point():
                 continue
@@ -80,8 +88,16 @@ def audit_precision(
             # fp32 buffers (rotary inv_freq and the like) are kept in fp32 on purpose by transformers/diffusers,
             # and fp64 ones (CogVideoX-2B's sin-cos pos_embedding) are cast to the activations' dtype at forward.
             if b.dtype != want and b.dtype not in (torch.float32, torch.float64):
-                mismatches.append({"component": comp_name, "name": name, "kind": "buffer", "dtype": _name(b.dtype),
-                                   "expected": _name(want), "trainable": False})
+                mismatches.append(
+                    {
+                        "component": comp_name,
+                        "name": name,
+                        "kind": "buffer",
+                        "dtype": _name(b.dtype),
+                        "expected": _name(want),
+                        "trainable": False,
+                    }
+                )
     return mismatches
 
 
@@ -89,15 +105,16 @@ def format_audit(mismatches: list[dict]) -> str:
     """A short summary grouped by component, kind and dtype (count + first names), not one line per tensor."""
     if not mismatches:
         return "precision audit: every parameter and buffer matches the precision policy."
-    groups: "OrderedDict[tuple, list[str]]" = OrderedDict()
+    groups: OrderedDict[tuple, list[str]] = OrderedDict()
     for m in mismatches:
         kind = "trainable param" if m.get("trainable") else m["kind"]
         groups.setdefault((m["component"], kind, m["dtype"], m["expected"]), []).append(m["name"])
     lines = [f"precision audit: {len(mismatches)} tensor(s) differ from the precision policy:"]
     for (comp, kind, dtype, expected), names in groups.items():
         more = f" and {len(names) - _FIRST_NAMES} more" if len(names) > _FIRST_NAMES else ""
-        lines.append(f"  {comp}: {len(names)} {kind}(s) in {dtype}, expected {expected}: "
-                     f"{', '.join(names[:_FIRST_NAMES])}{more}")
+        lines.append(
+            f"  {comp}: {len(names)} {kind}(s) in {dtype}, expected {expected}: {', '.join(names[:_FIRST_NAMES])}{more}"
+        )
     return "\n".join(lines)
 
 

@@ -7,8 +7,9 @@ waits for the host to look at it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -35,8 +36,20 @@ class RunUnhealthy(RunStopped):
 class Recovery:
     """Host-side half of the guard: replay records, diagnosis, snapshots, rollbacks, the report."""
 
-    def __init__(self, *, guard: StepGuard, accelerator, spec: FamilySpec, comps, cfg, data, order: batch_lib.EpochBatches,
-                 injector, load_batch: Callable[[dict, int], dict], log: Callable[[str], None]):
+    def __init__(
+        self,
+        *,
+        guard: StepGuard,
+        accelerator,
+        spec: FamilySpec,
+        comps,
+        cfg,
+        data,
+        order: batch_lib.EpochBatches,
+        injector,
+        load_batch: Callable[[dict, int], dict],
+        log: Callable[[str], None],
+    ):
         """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw."""
         self.guard, self.accelerator, self.spec, self.comps, self.cfg = guard, accelerator, spec, comps, cfg
         self.data, self.order, self.injector, self.load_batch, self.log = data, order, injector, load_batch, log
@@ -97,16 +110,20 @@ class Recovery:
         last_empty = last_window is not None and last_window.window_steps > 0 and last_window.window_applied == 0
         if fraction <= self.cfg.max_skipped_fraction and not last_empty:
             return None
-        why = (f"{total.skipped} of its {steps} updates ({fraction:.0%}) were skipped as non-finite or spiking"
-               + (", including every update of the last check window" if last_empty else "")
-               + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})")
+        why = (
+            f"{total.skipped} of its {steps} updates ({fraction:.0%}) were skipped as non-finite or spiking"
+            + (", including every update of the last check window" if last_empty else "")
+            + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})"
+        )
         diagnosis = ""
         if self.report is not None and self.report.get("first_fault"):
             diagnosis = " First fault: " + format_paragraph(self.report["first_fault"])
-        return (f"Training reached its last step, but {why}, so the adapter learned little: it is the last finite "
-                f"state (after {total.applied} applied updates), written to {self.out} and labelled as such in "
-                f"train_summary.json and the model card, and not pushed.{diagnosis} Lower --learning_rate, check the "
-                f"samples named in {self.out / NONFINITE_REPORT_FILE}, or raise --max_skipped_fraction to accept it.")
+        return (
+            f"Training reached its last step, but {why}, so the adapter learned little: it is the last finite "
+            f"state (after {total.applied} applied updates), written to {self.out} and labelled as such in "
+            f"train_summary.json and the model card, and not pushed.{diagnosis} Lower --learning_rate, check the "
+            f"samples named in {self.out / NONFINITE_REPORT_FILE}, or raise --max_skipped_fraction to accept it."
+        )
 
     # ---- diagnosis -----------------------------------------------------------------------
     def _diagnose(self, slot: int, reading: GuardReading, wrapped) -> None:
@@ -119,13 +136,24 @@ class Recovery:
                 batch = self.load_batch(self.data.collate([self.data.dataset[item] for item in items]), step)
                 names = [self._name(i) for i in batch["sample_index"]]
                 report = diagnose_step(
-                    model=model, loss_fn=self._loss_fn(step), batch=batch, generator_state=gen_state,
-                    autocast_ctx=acc.autocast, sample_names=names, step=step,
-                    observed={"skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
-                              "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
-                              "learning_rate": self.guard.current_lrs()[0], "max_grad_norm": self.cfg.max_grad_norm,
-                              "train_backbone": fallback.backbone_patterns(self.spec, self.cfg), "mixed_precision": self.cfg.mixed_precision,
-                              "compile": self.cfg.compile},
+                    model=model,
+                    loss_fn=self._loss_fn(step),
+                    batch=batch,
+                    generator_state=gen_state,
+                    autocast_ctx=acc.autocast,
+                    sample_names=names,
+                    step=step,
+                    observed={
+                        "skipped_steps": reading.skipped,
+                        "nonfinite_losses": reading.nonfinite_losses,
+                        "nonfinite_grads": reading.nonfinite_grads,
+                        "loss_spikes": reading.loss_spikes,
+                        "learning_rate": self.guard.current_lrs()[0],
+                        "max_grad_norm": self.cfg.max_grad_norm,
+                        "train_backbone": fallback.backbone_patterns(self.spec, self.cfg),
+                        "mixed_precision": self.cfg.mixed_precision,
+                        "compile": self.cfg.compile,
+                    },
                     fault_context=self._fault_context(step, model),
                 )
                 report["rank"] = acc.process_index
@@ -151,6 +179,7 @@ class Recovery:
         def loss_fn(model, batch, generator):
             loss = self.spec.loss.compute_loss(self.comps, model, batch, generator, self.cfg)
             return self.injector.loss(step, loss) if self.injector is not None else loss
+
         return loss_fn
 
     def _fault_context(self, step: int, model):
@@ -161,12 +190,17 @@ class Recovery:
     def _update_report(self, reading: GuardReading, *, stopped: bool) -> None:
         if self.report is None:
             self.report = {"first_fault": None}
-        self.report.update({
-            "status": "stopped" if stopped else "running",
-            "skipped_steps": reading.skipped, "nonfinite_losses": reading.nonfinite_losses,
-            "nonfinite_grads": reading.nonfinite_grads, "loss_spikes": reading.loss_spikes,
-            "rollbacks": self.guard.rollbacks, "last_good_step": self.guard.snapshot_step,
-        })
+        self.report.update(
+            {
+                "status": "stopped" if stopped else "running",
+                "skipped_steps": reading.skipped,
+                "nonfinite_losses": reading.nonfinite_losses,
+                "nonfinite_grads": reading.nonfinite_grads,
+                "loss_spikes": reading.loss_spikes,
+                "rollbacks": self.guard.rollbacks,
+                "last_good_step": self.guard.snapshot_step,
+            }
+        )
         if self.accelerator.is_main_process:
             write_json_atomic(self.out / NONFINITE_REPORT_FILE, self.report)
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from dit_lora.config.schema import config_fields, resume_class
 from dit_lora.core.errors import UserError
@@ -62,8 +63,12 @@ def data_fingerprint(samples: list) -> str:
 
 def options_record(cfg, samples: list, history: list[dict]) -> dict[str, Any]:
     """What :data:`OPTIONS_FILE` holds: the resolved options, the data set's fingerprint and size, the history."""
-    return {"options": _plain(config_dict(cfg)), "data_fingerprint": data_fingerprint(samples),
-            "num_samples": len(samples), "changed_options": list(history)}
+    return {
+        "options": _plain(config_dict(cfg)),
+        "data_fingerprint": data_fingerprint(samples),
+        "num_samples": len(samples),
+        "changed_options": list(history),
+    }
 
 
 def write_options(folder: Path, record: dict) -> None:
@@ -88,8 +93,9 @@ def option_classes(cfg) -> dict[str, str]:
     return {f.name: resume_class(f) or "fixed" for f in declared}
 
 
-def compare(saved: dict, cfg, fingerprint: str | None = None, num_samples: int | None = None
-            ) -> tuple[list[dict], list[dict]]:
+def compare(
+    saved: dict, cfg, fingerprint: str | None = None, num_samples: int | None = None
+) -> tuple[list[dict], list[dict]]:
     """``(fixed, free)`` changes between the checkpoint's record and this run, each ``{"option", "old", "new"}``.
 
     An option the checkpoint does not know (added by a later dit-lora) is not compared. With ``fingerprint`` (this
@@ -102,10 +108,16 @@ def compare(saved: dict, cfg, fingerprint: str | None = None, num_samples: int |
         if name in NOT_COMPARED or name not in old_values or old_values[name] == new:
             continue
         (fixed if classes.get(name, "fixed") == "fixed" else free).append(
-            {"option": name, "old": old_values[name], "new": new})
+            {"option": name, "old": old_values[name], "new": new}
+        )
     if fingerprint is not None and saved.get("data_fingerprint") not in (None, fingerprint):
-        fixed.append({"option": DATA_KEY, "old": f"{saved.get('num_samples')} samples ({saved['data_fingerprint'][:12]})",
-                      "new": f"{num_samples} samples ({fingerprint[:12]})"})
+        fixed.append(
+            {
+                "option": DATA_KEY,
+                "old": f"{saved.get('num_samples')} samples ({saved['data_fingerprint'][:12]})",
+                "new": f"{num_samples} samples ({fingerprint[:12]})",
+            }
+        )
     return fixed, free
 
 
@@ -113,8 +125,9 @@ def _show(change: dict) -> str:
     return f"{change['option']} {change['old']} -> {change['new']}"
 
 
-def refuse_or_allow(fixed: list[dict], checkpoint: Path, step: int, allow: bool, log: Callable[[str], None],
-                    what: str = "options") -> None:
+def refuse_or_allow(
+    fixed: list[dict], checkpoint: Path, step: int, allow: bool, log: Callable[[str], None], what: str = "options"
+) -> None:
     """Refuse ``fixed`` changes in one paragraph (a :class:`UserError`: exit 2), or with ``allow`` log them."""
     if not fixed:
         return
@@ -138,8 +151,10 @@ def check_options(checkpoint: Path | None, cfg, log: Callable[[str], None]) -> N
         return
     saved = read_options(checkpoint)
     if saved is None:
-        log(f"{checkpoint.name} records no options (written by an older dit-lora): the options could not be "
-            "compared with the ones it was trained with")
+        log(
+            f"{checkpoint.name} records no options (written by an older dit-lora): the options could not be "
+            "compared with the ones it was trained with"
+        )
         return
     fixed, _ = compare(saved, cfg)
     refuse_or_allow(fixed, checkpoint, _step(checkpoint), cfg.allow_changed_options, log)
@@ -166,6 +181,14 @@ def resume_history(checkpoint: Path, cfg, samples: list, log: Callable[[str], No
     return list(saved.get("changed_options", [])) + [{"step": step, **c} for c in free + forced]
 
 
-
-__all__ = ["OPTIONS_FILE", "check_options", "compare", "data_fingerprint", "options_record",
-           "read_options", "refuse_or_allow", "resume_history", "write_options"]
+__all__ = [
+    "OPTIONS_FILE",
+    "check_options",
+    "compare",
+    "data_fingerprint",
+    "options_record",
+    "read_options",
+    "refuse_or_allow",
+    "resume_history",
+    "write_options",
+]

@@ -26,9 +26,10 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -182,8 +183,12 @@ def check_run_folders(cfg: TrainConfig) -> None:
         if cfg.cache_dir:
             check_writable(cfg.cache_dir, "--cache_dir")
         else:
-            check_writable(default_cache_root(), "--cache_dir", " (It is the default cache folder: $HF_HOME/dit-lora/"
-                           "cache or ~/.cache/dit-lora/cache; pass --cache_dir to put the cache elsewhere.)")
+            check_writable(
+                default_cache_root(),
+                "--cache_dir",
+                " (It is the default cache folder: $HF_HOME/dit-lora/"
+                "cache or ~/.cache/dit-lora/cache; pass --cache_dir to put the cache elsewhere.)",
+            )
 
 
 def old_checkpoints(out: Path) -> list[Path]:
@@ -212,9 +217,12 @@ def check_engine() -> None:
         if os.environ.get(var, "").lower() in ("1", "true"):
             raise UserError(
                 f"This run was launched with {name} ({var}=true), which dit-lora does not support: "
-                + ("DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
-                   if name == "DeepSpeed" else "FSDP shards gradients, which the finite-step guard, its rollback "
-                   "snapshot and exact resume do not handle. ")
+                + (
+                    "DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
+                    if name == "DeepSpeed"
+                    else "FSDP shards gradients, which the finite-step guard, its rollback "
+                    "snapshot and exact resume do not handle. "
+                )
                 + "Launch with `dit-lora launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
                 "model is replicated, the LoRA optimizer state is small) or accelerate_configs/single_gpu.yaml; to save "
                 "memory, keep --gradient_checkpointing on and lower --train_batch_size."
@@ -253,16 +261,25 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
     try:
         capacity = plan_report.device_memory(device)
         # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
-        plan = make_plan(cfg, spec, device=device.type, num_processes=accelerator.num_processes,
-                         entry=defaults.entry, both_settings=False, capacity=capacity)
+        plan = make_plan(
+            cfg,
+            spec,
+            device=device.type,
+            num_processes=accelerator.num_processes,
+            entry=defaults.entry,
+            both_settings=False,
+            capacity=capacity,
+        )
     except QuantizeError:  # a refusal, not a planning problem
         raise
     except (NotImplementedError, UserError) as err:
         log(f"memory plan: none ({err})")
         return None
-    log(f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
+    log(
+        f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
-        "(`dit-lora plan` for the details)")
+        "(`dit-lora plan` for the details)"
+    )
     plan_report.check_fits(plan, capacity, f"this {device.type} device")
     return plan
 
@@ -330,7 +347,9 @@ def _start(resolved: Resolved) -> Run:
         log(line)
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.compile, accelerator.device.type)
-    quantize.check_config(cfg, accelerator.device.type, spec)  # before anything loads (the plan also checks backbone training)
+    quantize.check_config(
+        cfg, accelerator.device.type, spec
+    )  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     for note in fallback.start_notes(spec, cfg):
@@ -346,8 +365,18 @@ def _start(resolved: Resolved) -> Run:
     set_seed(cfg.seed)
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
-    return Run(cfg=cfg, accelerator=accelerator, spec=spec, log=log, out=out, started=time.perf_counter(),
-               resume=resume, hooks=hooks, defaults=defaults, plan=plan)
+    return Run(
+        cfg=cfg,
+        accelerator=accelerator,
+        spec=spec,
+        log=log,
+        out=out,
+        started=time.perf_counter(),
+        resume=resume,
+        hooks=hooks,
+        defaults=defaults,
+        plan=plan,
+    )
 
 
 def _load(run: Run) -> None:
@@ -388,18 +417,23 @@ def _install_kernels(run: Run) -> None:
         if injector.broken_attention:
             install_broken_attention()
         if injector.broken_kernel and not install_sample_mixing_modulate(run.kernels):
-            run.log("warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
-                    "(use --kernels on)")
+            run.log(
+                "warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
+                "(use --kernels on)"
+            )
     if cfg.attention_canary:
         attention_canary(model, device, cfg.weight_dtype, run.log)
         model.zero_grad(set_to_none=True)
-    run.compiled = compile_model(model, run.spec, cfg.compile, dynamic=run.spec.info.compile_dynamic,
-                                 buckets=len(set(run.data.groups or [0])))
+    run.compiled = compile_model(
+        model, run.spec, cfg.compile, dynamic=run.spec.info.compile_dynamic, buckets=len(set(run.data.groups or [0]))
+    )
     if cfg.compile != "off":
-        run.log(f"compile: --compile {cfg.compile}, {run.compiled.regions} compiled region(s), "
-                f"{'dynamic shapes' if run.spec.info.compile_dynamic else 'one static graph per batch shape'}; "
-                "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
-                "references of the fused ops (attention keeps its backend)")
+        run.log(
+            f"compile: --compile {cfg.compile}, {run.compiled.regions} compiled region(s), "
+            f"{'dynamic shapes' if run.spec.info.compile_dynamic else 'one static graph per batch shape'}; "
+            "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
+            "references of the fused ops (attention keeps its backend)"
+        )
 
 
 def _build_optimizer(run: Run) -> None:
@@ -407,25 +441,42 @@ def _build_optimizer(run: Run) -> None:
     world = accelerator.num_processes
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
     groups = trainables.build_param_groups(
-        model, learning_rate=cfg.learning_rate * lr_scale, backbone_names=run.backbone_names,
-        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale, weight_decay=cfg.adam_weight_decay,
+        model,
+        learning_rate=cfg.learning_rate * lr_scale,
+        backbone_names=run.backbone_names,
+        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale,
+        weight_decay=cfg.adam_weight_decay,
         loraplus_lr_ratio=cfg.loraplus_lr_ratio,
         extra_groups=[(label, names, lr * lr_scale) for label, names, lr in run.extra_groups],
     )
     run.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
-    run.order = batch_lib.EpochBatches(len(run.data), cfg.train_batch_size, seed=cfg.seed,
-                                       rank=accelerator.process_index, world_size=world,
-                                       random_flip=cfg.random_flip, groups=run.data.groups,
-                                       caption_dropout=cfg.caption_dropout_probability)
+    run.order = batch_lib.EpochBatches(
+        len(run.data),
+        cfg.train_batch_size,
+        seed=cfg.seed,
+        rank=accelerator.process_index,
+        world_size=world,
+        random_flip=cfg.random_flip,
+        groups=run.data.groups,
+        caption_dropout=cfg.caption_dropout_probability,
+    )
     check_accumulation(cfg.training, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
     run.lr_scheduler = make_lr_scheduler(cfg.training, optimizer, run.max_steps)
     run.interval = max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips))
-    run.guard = StepGuard.for_run(cfg.guards, optimizer, run.lr_scheduler.lr_lambdas, run.max_steps,
-                                  accelerator.device, fused=fused, interval=run.interval, world_size=world)
+    run.guard = StepGuard.for_run(
+        cfg.guards,
+        optimizer,
+        run.lr_scheduler.lr_lambdas,
+        run.max_steps,
+        accelerator.device,
+        fused=fused,
+        interval=run.interval,
+        world_size=world,
+    )
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
 
@@ -462,13 +513,24 @@ def _restore(run: Run) -> None:
     run.options_record = options_record(cfg, run.data.samples, run.changed_options)
     if accelerator.is_main_process and cfg.report_to != "none":
         accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
-    run.recovery = Recovery(guard=run.guard, accelerator=accelerator, spec=run.spec, comps=run.comps, cfg=cfg,
-                            data=run.data,
-                            order=run.order, injector=run.hooks.injector, load_batch=run.load_batch, log=run.log)
+    run.recovery = Recovery(
+        guard=run.guard,
+        accelerator=accelerator,
+        spec=run.spec,
+        comps=run.comps,
+        cfg=cfg,
+        data=run.data,
+        order=run.order,
+        injector=run.hooks.injector,
+        load_batch=run.load_batch,
+        log=run.log,
+    )
     run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)
     run.micro_losses = torch.zeros((), device=accelerator.device)
-    run.log(f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
-            f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates")
+    run.log(
+        f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
+        f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
+    )
 
 
 def check_same_trainables(state: dict, params: dict, input_dir) -> None:
@@ -478,8 +540,11 @@ def check_same_trainables(state: dict, params: dict, input_dir) -> None:
     resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
     if missing or resized:
         name = (missing or resized)[0]
-        found = f"has no {name}" if missing else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint "
-                                                   f"holds {tuple(state[name].shape)}")
+        found = (
+            f"has no {name}"
+            if missing
+            else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint holds {tuple(state[name].shape)}")
+        )
         raise UserError(
             f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
             "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
@@ -522,10 +587,12 @@ def _register_state_hooks(accelerator, guard: StepGuard) -> None:
 def _kernel_switches(kernels: KernelOptions) -> dict[str, Any]:
     """patch_model's switches from the kernels section of the config."""
     return {
-        "kernels": kernels.kernels, "modulate": not kernels.disable_modulate_kernel,
+        "kernels": kernels.kernels,
+        "modulate": not kernels.disable_modulate_kernel,
         "layernorm": not kernels.disable_layernorm_kernel,
         "linear_attention": not kernels.disable_linear_attention_kernel,
-        "attention_backend": kernels.attention_backend, "flashattn": not kernels.disable_flashattn,
+        "attention_backend": kernels.attention_backend,
+        "flashattn": not kernels.disable_flashattn,
         "check_interval": kernels.kernel_check_interval,
     }
 

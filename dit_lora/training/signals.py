@@ -57,7 +57,7 @@ LAUNCHED_VAR = "DIT_LORA_LAUNCHED"
 _PR_SET_PDEATHSIG = 1
 _LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.commands.launch")
 
-_current: "StopSignals | None" = None
+_current: StopSignals | None = None
 _LAUNCHED: dict[str, str | None] = {}  # "by": how watch_launcher tied this process to its launcher (read at start:
 # once the launcher is gone, the parent is someone else)
 
@@ -122,24 +122,35 @@ class StopSignals:
         if self.signum is None:
             self.signum, self.first_at = signum, now
             if self.phase == "setup":
-                raise Interrupted(f"received {signal_name(signum)} while setting up (before the first step: nothing to "
-                                  f"save); stopped (exit {self.exit_code})." if self.main_process else "",
-                                  self.exit_code)
+                raise Interrupted(
+                    f"received {signal_name(signum)} while setting up (before the first step: nothing to "
+                    f"save); stopped (exit {self.exit_code})."
+                    if self.main_process
+                    else "",
+                    self.exit_code,
+                )
             if self.main_process and self.phase != "ended":
-                what = ("finishing the current update, then saving a checkpoint" if self.phase == "training"
-                        else "finishing the run (adapter and summary)")
-                _say(f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole "
-                     "checkpoint stays).")
+                what = (
+                    "finishing the current update, then saving a checkpoint"
+                    if self.phase == "training"
+                    else "finishing the run (adapter and summary)"
+                )
+                _say(
+                    f"received {signal_name(signum)}: {what}; send it again to stop at once (the last whole "
+                    "checkpoint stays)."
+                )
             return
         if now - self.first_at < REPEAT_WINDOW_S:
             return  # the same stop, delivered twice (a launcher forwarding it, a scheduler signalling every process)
         where = f" in {self.output_dir}" if self.output_dir is not None else ""
-        _say(f"received {signal_name(signum)} again: stopped at once, without saving; the last whole checkpoint{where} "
-             f"stays (exit {EXIT_CODES.get(signum, 143)}).")
+        _say(
+            f"received {signal_name(signum)} again: stopped at once, without saving; the last whole checkpoint{where} "
+            f"stays (exit {EXIT_CODES.get(signum, 143)})."
+        )
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001 - exiting anyway
+            except Exception:
                 pass
         os._exit(EXIT_CODES.get(signum, 143))
 
@@ -241,7 +252,8 @@ def rerun_command() -> str:
             argv.append(arg)
     launched = _LAUNCHED["by"] is not None if "by" in _LAUNCHED else _launched()
     launcher = os.environ.get(LAUNCHED_VAR + "_COMMAND") or (
-        "accelerate launch [your launch options]" if launched else "python")
+        "accelerate launch [your launch options]" if launched else "python"
+    )
     main = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
     if main is not None and main.name == "dit-lora" and not launched:  # the console script: `dit-lora train ...`
         return shlex.join(["dit-lora", *argv, "--resume_from_checkpoint", "latest"])
@@ -255,8 +267,10 @@ def rerun_command() -> str:
 
 def resume_command(output_dir: Path, step: int) -> str:
     """How to resume from ``checkpoint-<step>``: :func:`rerun_command`, on a line of its own to paste."""
-    return (f"Resume with the same command plus --resume_from_checkpoint latest (or "
-            f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {rerun_command()}")
+    return (
+        f"Resume with the same command plus --resume_from_checkpoint latest (or "
+        f"{Path(output_dir) / f'checkpoint-{step}'}):\n  {rerun_command()}"
+    )
 
 
 # ---- the launcher's lifetime bounds the training process's -------------------------------------
@@ -307,5 +321,16 @@ def _poll_parent(parent: int, interval: float = 0.5) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-__all__ = ["EXIT_CODES", "LAUNCHED_VAR", "REPEAT_WINDOW_S", "StopSignals", "current", "installed", "release",
-           "rerun_command", "resume_command", "signal_name", "watch_launcher"]
+__all__ = [
+    "EXIT_CODES",
+    "LAUNCHED_VAR",
+    "REPEAT_WINDOW_S",
+    "StopSignals",
+    "current",
+    "installed",
+    "release",
+    "rerun_command",
+    "resume_command",
+    "signal_name",
+    "watch_launcher",
+]

@@ -51,15 +51,26 @@ ENV_VAR = "DIT_LORA_SYNC_DEBUG"
 # Ops that make the host wait for the device on CUDA (their result must be read back to continue).
 _SYNCING_OPS = {
     "aten::_local_scalar_dense",  # .item(), float(t), int(t), bool(t)
-    "aten::nonzero", "aten::nonzero_static", "aten::masked_select", "aten::unique_consecutive",
-    "aten::_unique2", "aten::repeat_interleave", "aten::equal", "aten::is_nonzero",
+    "aten::nonzero",
+    "aten::nonzero_static",
+    "aten::masked_select",
+    "aten::unique_consecutive",
+    "aten::_unique2",
+    "aten::repeat_interleave",
+    "aten::equal",
+    "aten::is_nonzero",
 }
 _COPY_OPS = {"aten::_to_copy", "aten::copy_"}
 # Tensor methods that hand a tensor's values (or the tensor) to the host without a dispatcher op on a CPU.
-_HOST_READS = {torch.Tensor.tolist: "tolist", torch.Tensor.numpy: "numpy", torch.Tensor.__array__: "__array__",
-               torch.Tensor.cpu: "cpu", torch.Tensor.to: "to"}
+_HOST_READS = {
+    torch.Tensor.tolist: "tolist",
+    torch.Tensor.numpy: "numpy",
+    torch.Tensor.__array__: "__array__",
+    torch.Tensor.cpu: "cpu",
+    torch.Tensor.to: "to",
+}
 
-_ACTIVE: list["SyncAudit"] = []  # the audits whose step() is running (innermost last)
+_ACTIVE: list[SyncAudit] = []  # the audits whose step() is running (innermost last)
 
 
 class HostSyncError(RuntimeError):
@@ -77,7 +88,7 @@ def _tensors(tree) -> list[torch.Tensor]:
 class _RefuseSyncs(TorchDispatchMode):
     """Value reads, data-dependent shapes and host/device-crossing copies; tracks host tensors on a CPU."""
 
-    def __init__(self, audit: "SyncAudit"):
+    def __init__(self, audit: SyncAudit):
         super().__init__()
         self.audit = audit
 
@@ -100,7 +111,7 @@ class _RefuseSyncs(TorchDispatchMode):
         return out
 
 
-def _crossing(audit: "SyncAudit", name: str, args, kwargs) -> str | None:
+def _crossing(audit: SyncAudit, name: str, args, kwargs) -> str | None:
     """'host -> device' or 'device -> host' when a copy op crosses, else None."""
     if name == "aten::_to_copy":
         src, dst_device = args[0], kwargs.get("device")
@@ -123,7 +134,7 @@ def _crossing(audit: "SyncAudit", name: str, args, kwargs) -> str | None:
 class _RefuseHostReads(TorchFunctionMode):
     """``.tolist()``, ``.numpy()``, ``.cpu()``, ``.to("cpu")`` of a device tensor; where factories put their result."""
 
-    def __init__(self, audit: "SyncAudit"):
+    def __init__(self, audit: SyncAudit):
         super().__init__()
         self.audit = audit
 
@@ -131,16 +142,19 @@ class _RefuseHostReads(TorchFunctionMode):
         kwargs = kwargs or {}
         audit = self.audit
         what = _HOST_READS.get(func)
-        if what is not None and args and isinstance(args[0], torch.Tensor) and audit._on_device(args[0]):
-            # On a CPU, .to(device) is the training device's own name: only .cpu() says "to the host".
-            if what != "to" or (not audit.tracking and _to_host(args[1:], kwargs)):
-                audit._check(f"Tensor.{what}()" + (" device -> host" if what in ("cpu", "to") else ""))
+        on_device = what is not None and args and isinstance(args[0], torch.Tensor) and audit._on_device(args[0])
+        # On a CPU, .to(device) is the training device's own name: only .cpu() says "to the host".
+        if on_device and (what != "to" or (not audit.tracking and _to_host(args[1:], kwargs))):
+            audit._check(f"Tensor.{what}()" + (" device -> host" if what in ("cpu", "to") else ""))
         out = func(*args, **kwargs)
         if audit.tracking and isinstance(out, torch.Tensor):
             if what == "to" and _target_device(args[1:], kwargs) is not None:
                 audit._set_host(out, False)  # moved onto the device
-            elif not isinstance(args[0] if args else None, torch.Tensor) and not _tensors((args, kwargs)) \
-                    and func not in _TENSOR_METHODS:
+            elif (
+                not isinstance(args[0] if args else None, torch.Tensor)
+                and not _tensors((args, kwargs))
+                and func not in _TENSOR_METHODS
+            ):
                 audit._set_host(out, _host_factory(kwargs.get("device")))
         return out
 

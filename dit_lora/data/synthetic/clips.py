@@ -75,8 +75,7 @@ def write_moving_square_clip(
     # crf 12 keeps the square's edges crisp; faststart puts the index (moov) first, as web-ready files
     # have it, so cutting the file short leaves a container that opens but breaks off mid-stream (a
     # realistic truncated download).
-    return write_video(_frames(CLIP_COLORS[color], direction, num_frames, size), path, fps=fps, crf=12,
-                       faststart=True)
+    return write_video(_frames(CLIP_COLORS[color], direction, num_frames, size), path, fps=fps, crf=12, faststart=True)
 
 
 def make_moving_square_dataset(
@@ -105,8 +104,9 @@ def make_moving_square_dataset(
         color = rng.choice(sorted(CLIP_COLORS))
         direction = rng.choice(DIRECTIONS)
         name = f"clip_{i:05d}.mp4"
-        write_moving_square_clip(root / name, color=color, direction=direction,
-                                 num_frames=num_frames, size=size, fps=fps)
+        write_moving_square_clip(
+            root / name, color=color, direction=direction, num_frames=num_frames, size=size, fps=fps
+        )
         rows.append((name, f"a {color} square moving {direction}"))
     if layout == "metadata":
         with open(root / "metadata.jsonl", "w", encoding="utf-8") as handle:

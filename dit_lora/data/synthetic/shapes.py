@@ -125,9 +125,7 @@ def make_shapes_dataset(directory: str | Path, n: int = 32, size: int = 64, seed
     if n < 1 or size < 8:
         raise ValueError(f"need n >= 1 and size >= 8, got n={n}, size={size}")
     marker = {"kind": "shapes", "n": n, "size": size, "seed": seed, "version": SHAPES_DATASET_VERSION}
-    return build_directory_atomically(
-        directory, SHAPES_MARKER, marker, lambda tmp: _write_dataset(tmp, n, size, seed)
-    )
+    return build_directory_atomically(directory, SHAPES_MARKER, marker, lambda tmp: _write_dataset(tmp, n, size, seed))
 
 
 SHAPES_CLASS_MARKER = "dit_lora_shape_classes.json"

@@ -29,7 +29,7 @@ T5_MAX_LENGTH = 226
 
 def _tokenizer_corpus() -> list[str]:
     words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    words += "video clip moving camera slowly frame motion".split()
+    words += ["video", "clip", "moving", "camera", "slowly", "frame", "motion"]
     words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
     return words
 

@@ -13,9 +13,14 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=("cogvideox", "cogvideox_i2v"), factory=f"{__name__}:make", catalogue=f"{__name__}.catalogue",
-    options={"cogvideox": f"{__name__}.options:CogVideoXOptions",
-             "cogvideox_i2v": f"{__name__}.options:CogVideoXI2VOptions"},
-    demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"), recipe="cogvideox_lora.py",
+    names=("cogvideox", "cogvideox_i2v"),
+    factory=f"{__name__}:make",
+    catalogue=f"{__name__}.catalogue",
+    options={
+        "cogvideox": f"{__name__}.options:CogVideoXOptions",
+        "cogvideox_i2v": f"{__name__}.options:CogVideoXI2VOptions",
+    },
+    demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"),
+    recipe="cogvideox_lora.py",
     docs="docs/guides/cogvideox.md",
 )

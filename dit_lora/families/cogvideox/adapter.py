@@ -27,16 +27,22 @@ class CogVideoXAdapter:
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """The transformer's LoRA layers and their PEFT config as diffusers' CogVideoX LoRA file."""
         pipeline_class(self.info).save_lora_weights(
-            output_dir, transformer_lora_layers=lora_state, transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name, safe_serialization=True,
+            output_dir,
+            transformer_lora_layers=lora_state,
+            transformer_lora_adapter_metadata=lora_config,
+            weight_name=self.info.adapter_weight_name,
+            safe_serialization=True,
         )
         return Path(output_dir) / self.info.adapter_weight_name
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
         """The base model's pipeline in the run's dtype with the saved adapter loaded by diffusers."""
         pipe = pipeline_class(self.info).from_pretrained(
-            cfg.pretrained_model_name_or_path, revision=cfg.revision, variant=cfg.variant,
-            **dtype_kwarg("diffusers", cfg.weight_dtype), use_safetensors=True,
+            cfg.pretrained_model_name_or_path,
+            revision=cfg.revision,
+            variant=cfg.variant,
+            **dtype_kwarg("diffusers", cfg.weight_dtype),
+            use_safetensors=True,
         )
         attach_adapter(None, pipe, adapter_dir)  # CogVideoX fits no consumer before the adapter loads
         if cfg.family_options.enable_slicing:
@@ -61,8 +67,11 @@ class CogVideoXCard:
         """The pipeline with the adapter loaded, one video of the run's first bucket, written as MP4."""
         frames, height, width = self.video.video_buckets(cfg)[0]
         extra_import, before, image_arg = self.snippet_image(cfg)
-        tiling = ("pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
-                  if cfg.family_options.enable_tiling else "")
+        tiling = (
+            "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
+            if cfg.family_options.enable_tiling
+            else ""
+        )
         name = self.info.pipeline_class_name
         return (
             "import torch\n"
@@ -72,14 +81,14 @@ class CogVideoXCard:
             "torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             f"{tiling}"
-            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             f"{before}"
             f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
             f"    num_frames={frames}, height={height}, width={width},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").frames[0]\n"
-            f"export_to_video(video, \"sample.mp4\", fps={self.video.model_info(cfg).fps})\n"
+            f'export_to_video(video, "sample.mp4", fps={self.video.model_info(cfg).fps})\n'
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:
@@ -91,12 +100,13 @@ class CogVideoXCard:
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
             "model": info.describe(),
             "timestep_sampling": options.timestep_sampling,
-            "loss_weight_cap": (options.loss_weight_cap if options.loss_weight_cap is not None
-                                else "none (1/(1 - alpha_bar_t))"),
+            "loss_weight_cap": (
+                options.loss_weight_cap if options.loss_weight_cap is not None else "none (1/(1 - alpha_bar_t))"
+            ),
             "max_sequence_length": info.max_text_seq_length,
             "frame_sampling": cfg.frame_sampling,
             "vae": f"tiling {'on' if options.enable_tiling else 'off'}, "
-                   f"slicing {'on' if options.enable_slicing else 'off'}",
+            f"slicing {'on' if options.enable_slicing else 'off'}",
         }
 
     def base_model_license(self, cfg) -> str | None:

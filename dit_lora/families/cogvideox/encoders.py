@@ -59,20 +59,26 @@ class CogVideoXEncoders(DiffusionEncoders):
         check_latent_size(vae, video.shape[-2:], latents.shape[-2:])
         return {"latents": latents.permute(0, 2, 1, 3, 4).float()}
 
-    def encode_prompts(self, comps: Components, captions: list[str], *,
-                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Captions through the pipeline's own ``encode_prompt``, padded to the transformer's text length."""
         # The pipeline's own encode_prompt (padding to max_length, truncation) keeps training prompts
         # identical to what the pipeline feeds the transformer at inference.
         pipe = pipeline_class(self.info)(
-            tokenizer=comps.encoders["tokenizer"], text_encoder=comps.encoders["text_encoder"],
-            vae=None, transformer=None, scheduler=None,
+            tokenizer=comps.encoders["tokenizer"],
+            text_encoder=comps.encoders["text_encoder"],
+            vae=None,
+            transformer=None,
+            scheduler=None,
         )
         kept = comps.state.max_sequence_length if comps.state is not None else None
         length = kept or comps.model.config.max_text_seq_length
         with torch.no_grad():
             embeds, negative = pipe.encode_prompt(
-                list(captions), negative_prompt="", do_classifier_free_guidance=with_negative,
+                list(captions),
+                negative_prompt="",
+                do_classifier_free_guidance=with_negative,
                 max_sequence_length=length,
                 device=comps.encoders["text_encoder"].device,
             )

@@ -35,9 +35,11 @@ class CogVideoXI2VModel(CogVideoXModel):
     def check_validation_image(self, cfg) -> None:
         """Refuse a ``--validation_image`` that is not a file (unset: the first clip's first frame is taken)."""
         if cfg.family_options.validation_image and not Path(cfg.family_options.validation_image).is_file():
-            raise UserError(f"--validation_image `{cfg.family_options.validation_image}` does not exist. Give an image "
-                            "file, or "
-                            "leave it unset to condition validation videos on the first training clip's first frame.")
+            raise UserError(
+                f"--validation_image `{cfg.family_options.validation_image}` does not exist. Give an image "
+                "file, or "
+                "leave it unset to condition validation videos on the first training clip's first frame."
+            )
 
 
 class CogVideoXI2VEncoders(CogVideoXEncoders):
@@ -63,8 +65,7 @@ class CogVideoXI2VEncoders(CogVideoXEncoders):
 class CogVideoXI2VLoss(CogVideoXLoss):
     """``FamilySpec.loss`` of image-to-video: the image latents beside the noisy ones, augmented per sample."""
 
-    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator,
-                    cfg) -> torch.Tensor:
+    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
         """``[noisy latents | image latents at frame 0, zeros after]`` on the channel axis (``dim=2``)."""
         image = batch["image_latents"].to(noisy.dtype)
         bsz, device = image.shape[0], image.device
@@ -94,8 +95,9 @@ class CogVideoXI2VSetup(DiffusionSetup):
 class CogVideoXI2VSamples(CogVideoXSamples):
     """``FamilySpec.samples`` of image-to-video: every video conditioned on the run's image."""
 
-    def call_kwargs(self, cfg, generator: torch.Generator, num_videos: int,
-                    comps: Components | None = None) -> dict[str, Any]:
+    def call_kwargs(
+        self, cfg, generator: torch.Generator, num_videos: int, comps: Components | None = None
+    ) -> dict[str, Any]:
         """The text-to-video arguments and the run's conditioning image (else ``--validation_image``) per video."""
         image = kept_conditioning_image(self.video, cfg, run_state(comps) if comps is not None else None)
         return {**super().call_kwargs(cfg, generator, num_videos, comps), "image": [image] * num_videos}
@@ -107,11 +109,16 @@ class CogVideoXI2VCard(CogVideoXCard):
     def snippet_image(self, cfg) -> tuple[str, str, str]:
         """``load_image`` of ``--validation_image`` (or a placeholder name), passed as ``image=``."""
         source = cfg.family_options.validation_image or "first_frame.png"
-        return (", load_image",
-                f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
-                "\n    image=image,")
+        return (
+            ", load_image",
+            f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
+            "\n    image=image,",
+        )
 
     def card_settings(self, cfg) -> dict[str, Any]:
         """The text-to-video rows and the first frame's noise and dropout."""
-        return {**super().card_settings(cfg), "first_frame_noise": cfg.family_options.first_frame_noise,
-                "noised_image_dropout": cfg.family_options.noised_image_dropout}
+        return {
+            **super().card_settings(cfg),
+            "first_frame_noise": cfg.family_options.first_frame_noise,
+            "noised_image_dropout": cfg.family_options.noised_image_dropout,
+        }

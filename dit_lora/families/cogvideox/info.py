@@ -77,10 +77,14 @@ class ModelInfo:
         if self.published is not None:
             return self.published
         height, width = self.sample_height * self.vae_spatial, self.sample_width * self.vae_spatial
-        return (self.sample_frames, height, width,
-                f"not a catalogued CogVideoX config, so its own transformer/config.json sample size "
-                f"{self.sample_height}x{self.sample_width} latent px x {self.vae_spatial} and sample_frames "
-                f"{self.sample_frames}")
+        return (
+            self.sample_frames,
+            height,
+            width,
+            f"not a catalogued CogVideoX config, so its own transformer/config.json sample size "
+            f"{self.sample_height}x{self.sample_width} latent px x {self.vae_spatial} and sample_frames "
+            f"{self.sample_frames}",
+        )
 
     def latent_tokens(self, frames: int, height: int, width: int) -> int:
         """Transformer tokens of one ``frames`` x ``height`` x ``width`` clip (latent frames padded like the pipeline)."""
@@ -91,11 +95,14 @@ class ModelInfo:
 
     def describe(self) -> str:
         if self.patch_size_t:
-            text = (f"CogVideoX 1.5 (RoPE, patch_size_t {self.patch_size_t}: latent frames padded to a multiple "
-                    f"of {self.patch_size_t} by repeating the first"
-                    + ("; ofs embedding" if self.ofs else "") + ")")
+            text = (
+                f"CogVideoX 1.5 (RoPE, patch_size_t {self.patch_size_t}: latent frames padded to a multiple "
+                f"of {self.patch_size_t} by repeating the first" + ("; ofs embedding" if self.ofs else "") + ")"
+            )
         elif self.rope:
-            text = "CogVideoX 1.0, 5B-style (RoPE" + ("; learned position table" if self.learned_positions else "") + ")"
+            text = (
+                "CogVideoX 1.0, 5B-style (RoPE" + ("; learned position table" if self.learned_positions else "") + ")"
+            )
         else:
             text = "CogVideoX 1.0, 2B-style (3D sin-cos positions)"
         return text
@@ -115,8 +122,11 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
     if tr and vae:
         in_ch, latent = int(tr.get("in_channels", 16)), int(vae.get("latent_channels", 16))
         task = {latent: "t2v", 2 * latent: "i2v"}.get(in_ch)
-        evidence = (f"transformer/config.json in_channels {in_ch} = "
-                    + ("the VAE's" if task == "t2v" else "2 x the VAE's") + f" {latent} latent channels")
+        evidence = (
+            f"transformer/config.json in_channels {in_ch} = "
+            + ("the VAE's" if task == "t2v" else "2 x the VAE's")
+            + f" {latent} latent channels"
+        )
     if pipeline_class in T2V_PIPELINES + (I2V_PIPELINE,):
         named = "i2v" if pipeline_class == I2V_PIPELINE else "t2v"
         task = task or named
@@ -127,12 +137,17 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
         if tr.get(key) is not None:
             sample[key] = int(tr[key])
     return ModelInfo(
-        pipeline_class=pipeline_class, task=task, evidence=evidence,
+        pipeline_class=pipeline_class,
+        task=task,
+        evidence=evidence,
         vae_spatial=2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1),
         temporal=int(vae.get("temporal_compression_ratio", tr.get("temporal_compression_ratio", 4))),
-        patch_size_t=tr.get("patch_size_t"), rope=bool(tr.get("use_rotary_positional_embeddings", False)),
+        patch_size_t=tr.get("patch_size_t"),
+        rope=bool(tr.get("use_rotary_positional_embeddings", False)),
         learned_positions=bool(tr.get("use_learned_positional_embeddings", False)),
-        ofs=bool(tr.get("ofs_embed_dim")), published=published, **sample,
+        ofs=bool(tr.get("ofs_embed_dim")),
+        published=published,
+        **sample,
     )
 
 
@@ -143,8 +158,12 @@ def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, 
         return None
     t = entry.trained
     extra = f"; {entry.notes}" if entry.notes else ""
-    return (t["frames"], t["height"], t["width"],
-            f"the published config of {entry.hub_id}, documented at {entry.trained_text()}{extra}")
+    return (
+        t["frames"],
+        t["height"],
+        t["width"],
+        f"the published config of {entry.hub_id}, documented at {entry.trained_text()}{extra}",
+    )
 
 
 def pad_latent_frames(latents: torch.Tensor, patch_size_t: int | None) -> torch.Tensor:

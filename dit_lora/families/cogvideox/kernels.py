@@ -30,13 +30,18 @@ def norm_zero_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_sta
     return hidden_states, encoder_hidden_states, gate[:, None, :], enc_gate[:, None, :]
 
 
-def block_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
-                  attention_kwargs=None):
+def block_forward(
+    self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None, attention_kwargs=None
+):
     """``CogVideoXBlock.forward`` with its four gated residual adds fused."""
     text_len = encoder_hidden_states.size(1)
     norm_x, norm_ctx, gate_x, gate_ctx = self.norm1(hidden_states, encoder_hidden_states, temb)
-    attn_x, attn_ctx = self.attn1(hidden_states=norm_x, encoder_hidden_states=norm_ctx,
-                                  image_rotary_emb=image_rotary_emb, **(attention_kwargs or {}))
+    attn_x, attn_ctx = self.attn1(
+        hidden_states=norm_x,
+        encoder_hidden_states=norm_ctx,
+        image_rotary_emb=image_rotary_emb,
+        **(attention_kwargs or {}),
+    )
     hidden_states = rt.call("gated_residual", hidden_states, gate_x, attn_x)
     encoder_hidden_states = rt.call("gated_residual", encoder_hidden_states, gate_ctx, attn_ctx)
     norm_x, norm_ctx, gate_x, gate_ctx = self.norm2(hidden_states, encoder_hidden_states, temb)
@@ -53,8 +58,14 @@ class JointAttentionProcessor:
         self.runtime = runtime
         self.original = original
 
-    def __call__(self, attn, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor,
-                 attention_mask: torch.Tensor | None = None, image_rotary_emb=None):
+    def __call__(
+        self,
+        attn,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        image_rotary_emb=None,
+    ):
         text_len = encoder_hidden_states.size(1)
         x = torch.cat([encoder_hidden_states, hidden_states], dim=1)
         batch, length, _ = x.shape
@@ -80,7 +91,7 @@ class JointAttentionProcessor:
         return out, encoder_out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def patch_points() -> tuple[PatchPoint, ...]:
     """CogVideoX's points: ``CogVideoXLayerNormZero``, ``CogVideoXBlock``, ``CogVideoXAttnProcessor2_0``."""
     from diffusers.models.attention_processor import CogVideoXAttnProcessor2_0
@@ -88,10 +99,29 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXBlock
 
     return (
-        PatchPoint("cogvideox.norm_zero", CogVideoXLayerNormZero, ("modulate",), "7a8c5e8c95048878",
-                   forward=norm_zero_forward, when=lambda m: type(m.norm) is nn.LayerNorm, written_for=WRITTEN_FOR),
-        PatchPoint("cogvideox.block", CogVideoXBlock, ("gated_residual",), "7d76aaa4a943237d", forward=block_forward,
-                   written_for=WRITTEN_FOR),
-        PatchPoint("cogvideox.attention", CogVideoXAttnProcessor2_0, ("attention",), "d1aa6498c53047fc",
-                   processor=JointAttentionProcessor, written_for=WRITTEN_FOR),
+        PatchPoint(
+            "cogvideox.norm_zero",
+            CogVideoXLayerNormZero,
+            ("modulate",),
+            "7a8c5e8c95048878",
+            forward=norm_zero_forward,
+            when=lambda m: type(m.norm) is nn.LayerNorm,
+            written_for=WRITTEN_FOR,
+        ),
+        PatchPoint(
+            "cogvideox.block",
+            CogVideoXBlock,
+            ("gated_residual",),
+            "7d76aaa4a943237d",
+            forward=block_forward,
+            written_for=WRITTEN_FOR,
+        ),
+        PatchPoint(
+            "cogvideox.attention",
+            CogVideoXAttnProcessor2_0,
+            ("attention",),
+            "d1aa6498c53047fc",
+            processor=JointAttentionProcessor,
+            written_for=WRITTEN_FOR,
+        ),
     )

@@ -62,9 +62,7 @@ def _alphas_cumprod(scheduler: Any, device: torch.device) -> torch.Tensor:
     return ac.to(device=device, dtype=torch.float32)
 
 
-def cogvideox_loss_weights(
-    scheduler: Any, timesteps: torch.Tensor, *, weight_cap: float | None = None
-) -> torch.Tensor:
+def cogvideox_loss_weights(scheduler: Any, timesteps: torch.Tensor, *, weight_cap: float | None = None) -> torch.Tensor:
     """``1 / (1 - alphas_cumprod[t])`` per sample (fp32), optionally clamped to ``weight_cap``."""
     if weight_cap is not None and not weight_cap > 0:
         raise ValueError(f"weight_cap must be positive, got {weight_cap!r}")
@@ -75,9 +73,7 @@ def cogvideox_loss_weights(
     return w
 
 
-def add_noise(
-    scheduler: Any, latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tensor
-) -> torch.Tensor:
+def add_noise(scheduler: Any, latents: torch.Tensor, noise: torch.Tensor, timesteps: torch.Tensor) -> torch.Tensor:
     """``scheduler.add_noise(latents, noise, timesteps)``: ``sqrt(a_t) x0 + sqrt(1 - a_t) noise``.
 
     Works for any latent layout (``[B, F, C, H, W]`` for CogVideoX); ``timesteps`` is ``[B]``.
@@ -164,21 +160,23 @@ class CogVideoXLoss(DiffusionLoss):
         state = run_state(comps)
         key = (height, width, frames, str(device))
         if key not in state.rotary_cache:
-            pipe = pipeline_class(self.info)(tokenizer=None, text_encoder=None, vae=None, transformer=comps.model,
-                                             scheduler=None)
+            pipe = pipeline_class(self.info)(
+                tokenizer=None, text_encoder=None, vae=None, transformer=comps.model, scheduler=None
+            )
             scale = state.vae_scale_factor_spatial or 8
             pipe.vae_scale_factor_spatial = scale  # the constructor assumes 8 without a VAE
-            state.rotary_cache[key] = pipe._prepare_rotary_positional_embeddings(height * scale, width * scale,
-                                                                                 frames, device)
+            state.rotary_cache[key] = pipe._prepare_rotary_positional_embeddings(
+                height * scale, width * scale, frames, device
+            )
         return state.rotary_cache[key]
 
-    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator,
-                    cfg) -> torch.Tensor:
+    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
         """What the transformer gets besides the noisy latents (text-to-video: nothing)."""
         return noisy
 
-    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
-                     generator: torch.Generator, cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """Timesteps, then noise, drawn from the step's generator; the weighted x0 loss of the v prediction."""
         scheduler, arch = comps.scheduler, comps.model.config
         latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
@@ -186,8 +184,13 @@ class CogVideoXLoss(DiffusionLoss):
         bsz, frames, _, height, width = latents.shape
         options = cfg.family_options
         timesteps = sample_timesteps(  # drawn on the device with the step's generator: no host copy, no sync
-            bsz, scheduler.config.num_train_timesteps, sampling=options.timestep_sampling, generator=generator,
-            device=device, logit_mean=options.logit_mean, logit_std=options.logit_std,
+            bsz,
+            scheduler.config.num_train_timesteps,
+            sampling=options.timestep_sampling,
+            generator=generator,
+            device=device,
+            logit_mean=options.logit_mean,
+            logit_std=options.logit_std,
         )
         noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
         noisy = scheduler.add_noise(latents, noise, timesteps)

@@ -89,8 +89,9 @@ class CogVideoXModel(DiffusionModel):
     def validate_config(self, cfg) -> None:
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
         path = cfg.pretrained_model_name_or_path
-        check_pipeline_folder(cfg, "CogVideoX", EXAMPLE_IDS[self.task],
-                              "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+        check_pipeline_folder(
+            cfg, "CogVideoX", EXAMPLE_IDS[self.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
+        )
         check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "CogVideoX")
         check_tokenizer_packages(path, "tokenizer", cfg.revision)
         info = self.video.model_info(cfg)
@@ -108,8 +109,11 @@ class CogVideoXModel(DiffusionModel):
             bad = [b for b in buckets if (b[1], b[2]) != size]
             if bad:
                 flag = "--frame_buckets" if cfg.frame_buckets else "--height/--width"
-                fix = (f"Use buckets of {size[0]}x{size[1]} (e.g. {info.sample_frames}x{size[0]}x{size[1]})"
-                       if cfg.frame_buckets else f"Use --height {size[0]} --width {size[1]}")
+                fix = (
+                    f"Use buckets of {size[0]}x{size[1]} (e.g. {info.sample_frames}x{size[0]}x{size[1]})"
+                    if cfg.frame_buckets
+                    else f"Use --height {size[0]} --width {size[1]}"
+                )
                 raise UserError(
                     f"`{path}` has a learned position embedding (use_learned_positional_embeddings, like "
                     f"THUDM/CogVideoX-5b-I2V): diffusers runs it only at its trained size {size[0]}x{size[1]} px "
@@ -124,8 +128,11 @@ class CogVideoXModel(DiffusionModel):
         path = cfg.pretrained_model_name_or_path
         known = T2V_PIPELINES + (I2V_PIPELINE,)
         if info.pipeline_class and info.pipeline_class not in known:
-            hint = ("it is a CogVideoX variant this recipe does not train" if "CogVideoX" in info.pipeline_class
-                    else "use the --family of that model")
+            hint = (
+                "it is a CogVideoX variant this recipe does not train"
+                if "CogVideoX" in info.pipeline_class
+                else "use the --family of that model"
+            )
             raise UserError(
                 f"`{path}` is not a CogVideoX text-to-video or image-to-video pipeline: its model_index.json names "
                 f"{info.pipeline_class} ({hint}). recipes/cogvideox_lora.py trains {', '.join(known)} checkpoints, "
@@ -134,8 +141,10 @@ class CogVideoXModel(DiffusionModel):
         tr_cfg = read_component_config(cfg, "transformer")
         transformer_class = (tr_cfg or {}).get("_class_name", "CogVideoXTransformer3DModel")
         if transformer_class != "CogVideoXTransformer3DModel":
-            raise UserError(f"`{path}`: transformer/config.json is a {transformer_class}, not a "
-                            "CogVideoXTransformer3DModel. Point --pretrained_model_name_or_path at a CogVideoX pipeline.")
+            raise UserError(
+                f"`{path}`: transformer/config.json is a {transformer_class}, not a "
+                "CogVideoXTransformer3DModel. Point --pretrained_model_name_or_path at a CogVideoX pipeline."
+            )
         if tr_cfg is not None and info.task is None:
             raise UserError(
                 f"`{path}`: transformer/config.json in_channels {tr_cfg.get('in_channels')} is neither the VAE's latent "
@@ -168,14 +177,23 @@ class CogVideoXModel(DiffusionModel):
         try:
             with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = CogVideoXTransformer3DModel.from_pretrained(
-                    path, subfolder="transformer", **dtype_kwarg("diffusers", dtype), variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg), **common
+                    path,
+                    subfolder="transformer",
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
                 )
-            vae = AutoencoderKLCogVideoX.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", dtype),
-                                                         **common)
-            text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder",
-                                                          **dtype_kwarg("transformers", dtype),
-                                                          **quantize.text_encoder_kwargs(cfg), **common)
+            vae = AutoencoderKLCogVideoX.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", dtype), **common
+            )
+            text_encoder = T5EncoderModel.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
@@ -221,14 +239,17 @@ class CogVideoXNotes(DiffusionNotes):
         also = automatic_note(buckets, automatic=not cfg.frame_buckets)
         given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
         if not cfg.frame_buckets and not given:
-            return [f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at "
-                    f"({why}){also}."]
+            return [
+                f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why}){also}."
+            ]
         source = size_flags(cfg) + ("" if cfg.frame_buckets or len(given) == 3 else ", the rest the trained size")
         trained = info.latent_tokens(frames, height, width)
         outside = [b for b in buckets if not MIN_TOKEN_RATIO <= info.latent_tokens(*b) / trained <= MAX_TOKEN_RATIO]
         forced = "; far from it, allowed by --allow_untrained_resolution" if outside else ""
-        return [f"video size: {chosen} (frames x height x width) from {source}; the checkpoint was trained at "
-                f"{frames}x{height}x{width} ({why}){forced}{also}."]
+        return [
+            f"video size: {chosen} (frames x height x width) from {source}; the checkpoint was trained at "
+            f"{frames}x{height}x{width} ({why}){forced}{also}."
+        ]
 
     def precision_notes(self, cfg) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
@@ -264,8 +285,12 @@ class CogVideoXDemo:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the clips."""
         # The demo builders: only for --demo
         try:
-            build_tiny_cogvideox_pipeline(cfg.pretrained_model_name_or_path, task=self.task,
-                                          version=cfg.family_options.demo_cogvideox_version, seed=0)
+            build_tiny_cogvideox_pipeline(
+                cfg.pretrained_model_name_or_path,
+                task=self.task,
+                version=cfg.family_options.demo_cogvideox_version,
+                seed=0,
+            )
         except ValueError as err:  # e.g. there is no 2B image-to-video model
             raise UserError(f"--demo_cogvideox_version {cfg.family_options.demo_cogvideox_version}: {err}.")
         except FileExistsError as err:
@@ -275,13 +300,22 @@ class CogVideoXDemo:
         if cfg.train_data_dir:
             frames = max(b[0] for b in self.video.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
-            marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
-                      "fps": fps, "seed": 0}
+            marker = {
+                "kind": "moving_squares",
+                "n": cfg.demo_num_images,
+                "num_frames": frames,
+                "size": size,
+                "fps": fps,
+                "seed": 0,
+            }
             try:
                 build_directory_atomically(
-                    cfg.train_data_dir, "dit_lora_clips.json", marker,
-                    lambda tmp: make_moving_square_dataset(tmp, n=cfg.demo_num_images, num_frames=frames, size=size,
-                                                           fps=fps, seed=0),
+                    cfg.train_data_dir,
+                    "dit_lora_clips.json",
+                    marker,
+                    lambda tmp: make_moving_square_dataset(
+                        tmp, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps, seed=0
+                    ),
                 )
             except FileExistsError as err:
                 raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
 from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
 
+
 @dataclass(frozen=True)
 class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
     """Options only CogVideoX (both tasks) reads."""
@@ -16,21 +17,29 @@ class CogVideoXOptions(TimestepSamplingOptions, TrainedSizeOptions):
     TITLE = "cogvideox options (--family cogvideox or cogvideox_i2v)"
 
     demo_cogvideox_version: str = opt(
-        "1.0-5b", "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
-        "1.5: RoPE, patch_size_t 2, ofs embedding).", choices=("1.0-2b", "1.0-5b", "1.5"), section="cogvideox", resume="fixed",
+        "1.0-5b",
+        "CogVideoX demo: which architecture the tiny model copies (2B: sin-cos positions; 5B: RoPE; "
+        "1.5: RoPE, patch_size_t 2, ofs embedding).",
+        choices=("1.0-2b", "1.0-5b", "1.5"),
+        section="cogvideox",
+        resume="fixed",
     )
     enable_slicing: bool = opt(
         True, "Encode videos one sample at a time inside the VAE (VAE slicing).", section="cogvideox", resume="free"
     )
     enable_tiling: bool = opt(
-        True, "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
-        section="cogvideox", resume="free",
+        True,
+        "Encode and decode videos in overlapping spatial tiles (VAE tiling): less memory at 480x720 and up.",
+        section="cogvideox",
+        resume="free",
     )
     loss_weight_cap: float | None = opt(
         None,
         "CogVideoX: clamp the per-sample loss weight 1/(1 - alphas_cumprod[t]) to this value (e.g. 20). The "
         "reference weight is ~1177 (5B, 1.5) or ~393 (2B) at t=0. Off when unset (parity with the references).",
-        section="cogvideox", resume="fixed", valid=POSITIVE,
+        section="cogvideox",
+        resume="fixed",
+        valid=POSITIVE,
     )
 
 
@@ -44,11 +53,13 @@ class CogVideoXI2VOptions(CogVideoXOptions, ConditioningImageOptions):
         True,
         "CogVideoX image-to-video: add Gaussian noise with sigma = exp(N(-3, 0.5)) per sample to the conditioning "
         "image latents at every step (the THUDM trainer's augmentation).",
-        section="cogvideox", resume="fixed",
+        section="cogvideox",
+        resume="fixed",
     )
     noised_image_dropout: float = opt(
         0.0,
         "CogVideoX image-to-video: probability of zeroing a sample's conditioning image latents.",
-        section="cogvideox", resume="fixed",
+        section="cogvideox",
+        resume="fixed",
         valid=PROBABILITY,
     )

@@ -33,18 +33,19 @@ class CogVideoXPlan(DiffusionPlan):
         from transformers import T5EncoderModel
 
         dtype = cfg.weight_dtype
-        transformer = diffusers_on_meta(CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"),
-                                                                                "num_layers", depth), dtype)
+        transformer = diffusers_on_meta(
+            CogVideoXTransformer3DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), dtype
+        )
         vae = diffusers_on_meta(AutoencoderKLCogVideoX, read("vae", "config.json"), dtype)
         text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype, T5EncoderModel)
-        return build_components(cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {},
-                                None)
+        return build_components(
+            cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
+        )
 
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
         """The prompt embeddings at the transformer's text length, as an empty tensor."""
         text = comps.encoders["text_encoder"].config.d_model
-        return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text,
-                                             dtype=cfg.weight_dtype)}
+        return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text, dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per ``--frame_buckets`` entry; of the automatic set, the bucket of the most tokens."""

@@ -33,20 +33,28 @@ class CogVideoXSamples(DiffusionSamples):
         super().__init__(encoders)
         self.info, self.video = info, video
 
-    def call_kwargs(self, cfg, generator: torch.Generator, num_videos: int,
-                    comps: Components | None = None) -> dict[str, Any]:
+    def call_kwargs(
+        self, cfg, generator: torch.Generator, num_videos: int, comps: Components | None = None
+    ) -> dict[str, Any]:
         """The pipeline call's size, steps, guidance and generator (shared by both ways of sampling)."""
         frames, height, width = self.video.video_buckets(cfg)[0]
-        return {"num_frames": frames, "height": height, "width": width,
-                "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
-                "generator": generator, "output_type": "pil"}
+        return {
+            "num_frames": frames,
+            "height": height,
+            "width": width,
+            "num_inference_steps": cfg.validation_inference_steps,
+            "guidance_scale": cfg.validation_guidance_scale,
+            "generator": generator,
+            "output_type": "pil",
+        }
 
     def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
         """Videos (lists of PIL frames) from the in-memory transformer (VAE moved in to decode)."""
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
-            pipe = pipeline_class(self.info)(tokenizer=None, text_encoder=None, vae=vae, transformer=model,
-                                             scheduler=inference_scheduler(comps))
+            pipe = pipeline_class(self.info)(
+                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
+            )
             pipe.set_progress_bar_config(disable=True)
             n = cfg.num_validation_images  # the pipelines make one video per prompt: repeat the embeddings
             generator = torch.Generator(device=device).manual_seed(seed)
@@ -62,10 +70,13 @@ class CogVideoXSamples(DiffusionSamples):
         """Videos from the reloaded pipeline, prompts padded to the transformer's text length."""
         generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
         with torch.no_grad():
-            return list(pipe(
-                prompt=[prompt] * num_images, max_sequence_length=pipe.transformer.config.max_text_seq_length,
-                **self.call_kwargs(cfg, generator, num_images, comps),
-            ).frames)
+            return list(
+                pipe(
+                    prompt=[prompt] * num_images,
+                    max_sequence_length=pipe.transformer.config.max_text_seq_length,
+                    **self.call_kwargs(cfg, generator, num_images, comps),
+                ).frames
+            )
 
     def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at the model's frame rate."""

@@ -73,11 +73,14 @@ class CogVideoXVideo:
             return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
         trained_frames, trained_height, trained_width, _ = info.trained_size()
         frames = cfg.max_num_frames or trained_frames
-        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's trained frame count",
-                         **rule)
+        check_num_frames(
+            frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's trained frame count", **rule
+        )
         height = cfg.height or trained_height
         width = cfg.width or trained_width
-        check_size_multiple("--height" if cfg.height else "the model's trained height", height, info.size_multiple, info)
+        check_size_multiple(
+            "--height" if cfg.height else "the model's trained height", height, info.size_multiple, info
+        )
         check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.size_multiple, info)
         if info.learned_positions:
             return [(frames, height, width)]
@@ -111,8 +114,8 @@ class CogVideoXVideo:
                 f"per clip, {ratio:.3g}x the {trained:,} of {frames}x{height}x{width}, the size "
                 f"`{cfg.pretrained_model_name_or_path}` was trained at ({why}). So far from its training size the "
                 "model generates poorly and a LoRA trained there learns to repair that size, not your data"
-                + (f"; each step also costs over {ratio:.0f}x the memory and time. " if ratio > 1 else ". ") +
-                f"Use a size within {MIN_TOKEN_RATIO:g}x to {MAX_TOKEN_RATIO:g}x that token count, e.g. "
+                + (f"; each step also costs over {ratio:.0f}x the memory and time. " if ratio > 1 else ". ")
+                + f"Use a size within {MIN_TOKEN_RATIO:g}x to {MAX_TOKEN_RATIO:g}x that token count, e.g. "
                 f"--height {height} --width {width} --max_num_frames {frames}, or add --allow_untrained_resolution "
                 "to train at this size anyway (the flag only lifts this check)."
             )

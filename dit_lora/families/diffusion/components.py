@@ -101,8 +101,9 @@ def image_pixel_batches(cfg, stride: int | None) -> list[tuple[str, tuple[int, .
     return [(f"{width} x {height} px", (cfg.train_batch_size, 3, height, width))]
 
 
-def encoded_plan_batches(encode_images: Callable[[torch.Tensor], Any], pixel_batches,
-                         conditioning: Callable[[int], dict[str, torch.Tensor]]) -> list[tuple[str, dict[str, Any]]]:
+def encoded_plan_batches(
+    encode_images: Callable[[torch.Tensor], Any], pixel_batches, conditioning: Callable[[int], dict[str, torch.Tensor]]
+) -> list[tuple[str, dict[str, Any]]]:
     """Each bucket's pixels through the family's own encoder (the cache step), plus its conditioning."""
     out = []
     for bucket, shape in pixel_batches:
@@ -151,8 +152,9 @@ class DiffusionEncoders(ABC):
         """
 
     @abstractmethod
-    def encode_prompts(self, comps: Components, captions: list[str], *,
-                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Captions -> conditioning tensors (batched along dim 0); ``with_negative`` adds the CFG negative."""
 
 
@@ -191,8 +193,9 @@ class DiffusionLoss(ABC):
         return encoded_batch(self.encoders, comps, batch, device, cached)
 
     @abstractmethod
-    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
-                     generator: torch.Generator, cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """The scalar loss of one micro-batch from :meth:`prepare_batch`."""
 
 
@@ -251,8 +254,11 @@ class DiffusionPlan(ABC):
 
     def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """:func:`encoded_plan_batches` with the family's encoder and conditioning."""
-        return encoded_plan_batches(lambda px: self.encoders.encode_images(comps, px), self.pixel_batches(cfg),
-                                    lambda size: self.plan_conditioning(comps, cfg, size))
+        return encoded_plan_batches(
+            lambda px: self.encoders.encode_images(comps, px),
+            self.pixel_batches(cfg),
+            lambda size: self.plan_conditioning(comps, cfg, size),
+        )
 
 
 class DiffusionNotes:

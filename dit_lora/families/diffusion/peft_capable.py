@@ -21,7 +21,8 @@ def make_peft_capable(model: torch.nn.Module) -> torch.nn.Module:
         return model
     base = type(model)
     if base not in _PEFT_CLASSES:
-        _PEFT_CLASSES[base] = type(base.__name__, (base, PeftAdapterMixin), {"__module__": base.__module__,
-                                                                             "__doc__": base.__doc__})
+        _PEFT_CLASSES[base] = type(
+            base.__name__, (base, PeftAdapterMixin), {"__module__": base.__module__, "__doc__": base.__doc__}
+        )
     model.__class__ = _PEFT_CLASSES[base]
     return model

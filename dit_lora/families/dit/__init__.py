@@ -12,7 +12,9 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=("dit",), factory=f"{__name__}:make", options=f"{__name__}.options:DiTOptions",
+    names=("dit",),
+    factory=f"{__name__}:make",
+    options=f"{__name__}.options:DiTOptions",
     catalogue=f"{__name__}.catalogue",
     demo_configs=("dit_class/demo.yaml",),
     recipe="dit_class_lora.py",  # recipes/dit_lora.py would shadow the dit_lora package

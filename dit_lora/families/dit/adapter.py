@@ -72,10 +72,21 @@ class DiTAdapter:
         from diffusers import AutoencoderKL, DiTPipeline
 
         path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision,
-                                            **dtype_kwarg("diffusers", torch.float32), use_safetensors=True)
-        pipe = DiTPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
-                                           use_safetensors=True, **dtype_kwarg("diffusers", cfg.weight_dtype))
+        vae = AutoencoderKL.from_pretrained(
+            path,
+            subfolder="vae",
+            revision=cfg.revision,
+            **dtype_kwarg("diffusers", torch.float32),
+            use_safetensors=True,
+        )
+        pipe = DiTPipeline.from_pretrained(
+            path,
+            vae=vae,
+            revision=cfg.revision,
+            variant=cfg.variant,
+            use_safetensors=True,
+            **dtype_kwarg("diffusers", cfg.weight_dtype),
+        )
         self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
         attach_adapter(None, pipe, adapter_dir)  # fitted just above
         pipe.set_progress_bar_config(disable=True)
@@ -109,23 +120,26 @@ class DiTCard:
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
         """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
         trained = trained_classes(cfg)[0]
-        classes = (split_class_names(cfg.validation_prompt, set(trained or [])) if cfg.validation_prompt
-                   else (trained or ["class name"])[:1])
+        classes = (
+            split_class_names(cfg.validation_prompt, set(trained or []))
+            if cfg.validation_prompt
+            else (trained or ["class name"])[:1]
+        )
         return (
             "import torch\n"
             "from diffusers import DiTPipeline\n"
             "from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n\n"
-            f"base = \"{cfg.pretrained_model_name_or_path}\"\n"
+            f'base = "{cfg.pretrained_model_name_or_path}"\n'
             "dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n"
             "pipe = DiTPipeline.from_pretrained(base, torch_dtype=dtype)\n"
-            f"load_adapter(pipe, \"{repo_or_dir}\")  # LoRA (PEFT format) + resized class embedding + class names\n"
-            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            f'load_adapter(pipe, "{repo_or_dir}")  # LoRA (PEFT format) + resized class embedding + class names\n'
+            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n"
             "image = pipe(\n    class_labels=class_ids,\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
-            "image.save(\"sample.png\")\n"
+            'image.save("sample.png")\n'
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:
@@ -133,9 +147,13 @@ class DiTCard:
         classes, num_classes = trained_classes(cfg)
         classes = classes or []
         shown = ", ".join(classes[:20]) + (", ..." if len(classes) > 20 else "")
-        return {"num_classes": num_classes, "classes": shown or None,
-                "class_embedding": ("resized and trained" if cfg.family_options.num_classes is not None
-                                    else "frozen (base model's)")}
+        return {
+            "num_classes": num_classes,
+            "classes": shown or None,
+            "class_embedding": (
+                "resized and trained" if cfg.family_options.num_classes is not None else "frozen (base model's)"
+            ),
+        }
 
     def base_model_license(self, cfg) -> str | None:
         """facebook/DiT checkpoints are CC BY-NC 4.0."""

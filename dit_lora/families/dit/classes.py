@@ -61,9 +61,11 @@ def class_count_error(classes: list[str], model_classes: int, model: str, known:
     unknown = [c for c in classes if c not in known]
     mapping_hint = ""
     if known and unknown and len(unknown) < len(classes):
-        mapping_hint = (f" {len(classes) - len(unknown)} of the names are the model's own class names (ImageNet wnids "
-                        f"or id2label synonyms), but {', '.join(unknown[:5])} {'is' if len(unknown) == 1 else 'are'} "
-                        "not; rename those folders to reuse the pretrained rows without resizing.")
+        mapping_hint = (
+            f" {len(classes) - len(unknown)} of the names are the model's own class names (ImageNet wnids "
+            f"or id2label synonyms), but {', '.join(unknown[:5])} {'is' if len(unknown) == 1 else 'are'} "
+            "not; rename those folders to reuse the pretrained rows without resizing."
+        )
     return UserError(
         f"The dataset has {len(classes)} classes ({shown}) but the model's class embedding has {model_classes} "
         f"classes (num_embeds_ada_norm of `{model}`), and the names are not the model's own class names. Training "

@@ -32,8 +32,9 @@ def _map_pipeline_null(module, args):
     return (labels, *args[1:])
 
 
-def resize_class_embeddings(model: torch.nn.Module, num_classes: int, *, seed: int = 0,
-                            dtype: torch.dtype | None = None) -> None:
+def resize_class_embeddings(
+    model: torch.nn.Module, num_classes: int, *, seed: int = 0, dtype: torch.dtype | None = None
+) -> None:
     """Resize every block's class table to ``num_classes`` + 1 rows, the null (guidance) row last.
 
     New class rows ~ N(mean, std) of the old class rows, per dimension (one generator seeded with

@@ -48,8 +48,9 @@ class DiTEncoders(DiffusionEncoders):
         shift = getattr(vae.config, "shift_factor", None) or 0.0
         return ((latents - shift) * vae.config.scaling_factor).float()
 
-    def encode_prompts(self, comps: Components, captions: list[str], *,
-                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Class names -> ``{"class_labels": LongTensor}`` (+ ``negative_class_labels``: the null class).
 
         The loop encodes the validation prompt before the data is inspected; until the label map
@@ -95,12 +96,18 @@ class DiTSetup(DiffusionSetup):
         target = model_classes if num_classes is None else num_classes
         if target != model_classes:
             resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
-            print(f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)",
-                  flush=True)
+            print(
+                f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)", flush=True
+            )
         elif label2id is not None and len(classes) != model_classes:
-            rows = ", ".join(f"{name} -> {label2id[name]}" for name in classes[:10]) + (", ..." if len(classes) > 10 else "")
-            print(f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
-                  f"of the {model_classes}-class embedding (no resize): {rows}", flush=True)
+            rows = ", ".join(f"{name} -> {label2id[name]}" for name in classes[:10]) + (
+                ", ..." if len(classes) > 10 else ""
+            )
+            print(
+                f"classes: the {len(classes)} class names are the model's own, so they keep their pretrained rows "
+                f"of the {model_classes}-class embedding (no resize): {rows}",
+                flush=True,
+            )
         state = run_state(comps)
         state.kept_pretrained_names = label2id is not None  # the names are the base model's own (wnids / synonyms)
         state.label2id = label2id or {name: i for i, name in enumerate(classes)}

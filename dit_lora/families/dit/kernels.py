@@ -21,9 +21,18 @@ from dit_lora.kernels.patch_points import PatchPoint
 WRITTEN_FOR = "diffusers 0.42.1"
 
 
-def block_forward(self, rt: KernelRuntime, hidden_states, attention_mask=None, encoder_hidden_states=None,
-                  encoder_attention_mask=None, timestep=None, cross_attention_kwargs=None, class_labels=None,
-                  added_cond_kwargs=None):
+def block_forward(
+    self,
+    rt: KernelRuntime,
+    hidden_states,
+    attention_mask=None,
+    encoder_hidden_states=None,
+    encoder_attention_mask=None,
+    timestep=None,
+    cross_attention_kwargs=None,
+    class_labels=None,
+    added_cond_kwargs=None,
+):
     """``BasicTransformerBlock.forward`` (``ada_norm_zero``, no cross-attention) with its norms and residuals fused."""
     n1, n3 = self.norm1, self.norm3
     emb = n1.emb(timestep, class_labels, hidden_dtype=hidden_states.dtype)
@@ -39,15 +48,31 @@ def block_forward(self, rt: KernelRuntime, hidden_states, attention_mask=None, e
 
 def is_dit_block(m: nn.Module) -> bool:
     """Whether a ``BasicTransformerBlock`` is in the configuration :func:`block_forward` implements."""
-    return (getattr(m, "norm_type", None) == "ada_norm_zero" and getattr(m.norm1, "emb", None) is not None
-            and m.attn2 is None and m.pos_embed is None and getattr(m, "_chunk_size", None) is None
-            and not m.only_cross_attention and type(m.norm3) is nn.LayerNorm and not hasattr(m, "fuser"))
+    return (
+        getattr(m, "norm_type", None) == "ada_norm_zero"
+        and getattr(m.norm1, "emb", None) is not None
+        and m.attn2 is None
+        and m.pos_embed is None
+        and getattr(m, "_chunk_size", None) is None
+        and not m.only_cross_attention
+        and type(m.norm3) is nn.LayerNorm
+        and not hasattr(m, "fuser")
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def patch_points() -> tuple[PatchPoint, ...]:
     """DiT's point: ``BasicTransformerBlock`` with ``norm_type='ada_norm_zero'``."""
     from diffusers.models.attention import BasicTransformerBlock
 
-    return (PatchPoint("dit.block", BasicTransformerBlock, ("modulate", "gated_residual"), "b00f6c306bd464b8",
-                       forward=block_forward, when=is_dit_block, written_for=WRITTEN_FOR),)
+    return (
+        PatchPoint(
+            "dit.block",
+            BasicTransformerBlock,
+            ("modulate", "gated_residual"),
+            "b00f6c306bd464b8",
+            forward=block_forward,
+            when=is_dit_block,
+            written_for=WRITTEN_FOR,
+        ),
+    )

@@ -15,8 +15,9 @@ from dit_lora.families.dit.state import run_state
 class DiTLoss(DiffusionLoss):
     """``FamilySpec.loss``: the DDPM noise-prediction loss of one micro-batch (batches prepared by the base)."""
 
-    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
-                     generator: torch.Generator, cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """Noise at uniform timesteps, labels dropped to the null class, the MSE of the predicted noise."""
         state = run_state(comps)
         latents = batch["latents"]

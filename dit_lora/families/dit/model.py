@@ -60,8 +60,11 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
     for _, emb in tables:
         # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
         emb.dropout_prob = 0.0
-    train_cfg = {k: scheduler_cfg[k] for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule",
-                                               "trained_betas") if scheduler_cfg.get(k) is not None}
+    train_cfg = {
+        k: scheduler_cfg[k]
+        for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
+        if scheduler_cfg.get(k) is not None
+    }
     quantize.keep_4bit_layout(transformer)
     transformer.requires_grad_(False)
     vae.requires_grad_(False).eval()
@@ -100,8 +103,9 @@ class DiTModel(DiffusionModel):
             )
         check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
         tr_cfg = read_component_config(cfg, "transformer")
-        if tr_cfg is not None and (tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero"
-                                   or not tr_cfg.get("num_embeds_ada_norm")):
+        if tr_cfg is not None and (
+            tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero" or not tr_cfg.get("num_embeds_ada_norm")
+        ):
             raise UserError(
                 f"`{path}` is not a class-conditional DiT (its transformer has norm_type "
                 f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
@@ -140,8 +144,11 @@ class DiTModel(DiffusionModel):
 
     def _check_class_folders(self, cfg, model_classes: int | None) -> None:
         """The class-count check of ``inspect_samples``, run on the folder names before the model loads."""
-        names = (class_folder_names(cfg.train_data_dir)
-                 if cfg.family_options.num_classes is None and not cfg.dataset_name else None)
+        names = (
+            class_folder_names(cfg.train_data_dir)
+            if cfg.family_options.num_classes is None and not cfg.dataset_name
+            else None
+        )
         if not names or not model_classes or len(names) == int(model_classes):
             return
         known = pretrained_labels(cfg, int(model_classes))
@@ -159,11 +166,17 @@ class DiTModel(DiffusionModel):
         try:
             with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = DiTTransformer2DModel.from_pretrained(
-                    path, subfolder="transformer", **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant,
-                    use_safetensors=True, **quantize.diffusers_kwargs(cfg), **common
+                    path,
+                    subfolder="transformer",
+                    **dtype_kwarg("diffusers", cfg.weight_dtype),
+                    variant=cfg.variant,
+                    use_safetensors=True,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
                 )
-            vae = AutoencoderKL.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32),
-                                                use_safetensors=True, **common)
+            vae = AutoencoderKL.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), use_safetensors=True, **common
+            )
         except (OSError, ValueError, ImportError) as err:
             raise load_error("DiT", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
@@ -202,8 +215,10 @@ class DiTBuckets:
     def square_only(self, cfg) -> str | None:
         """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
         sqrt(tokens)``), so a non-square latent cannot go through it."""
-        return ("the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
-                "square), so every image is cropped to the --resolution square")
+        return (
+            "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
+            "square), so every image is cropped to the --resolution square"
+        )
 
 
 class DiTTrainables:
@@ -238,8 +253,9 @@ class DiTDemo:
         # The demo builders: only for --demo
         build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
-            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
-                  flush=True)
+            print(
+                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+            )
         elif cfg.train_data_dir:
             size = get_tiny_dit_config(cfg.demo_size)["resolution"]
             make_shapes_class_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)

@@ -1,5 +1,4 @@
-"""Class-conditional DiT's own options (``--family dit``).
-"""
+"""Class-conditional DiT's own options (``--family dit``)."""
 
 from __future__ import annotations
 
@@ -18,5 +17,7 @@ class DiTOptions(FamilyOptions):
         None,
         "DiT: number of classes to train. If it differs from the model's class-embedding size, the label embedding "
         "is resized (keeping the null class used for guidance) and trained at --backbone_learning_rate.",
-        section="dit", resume="fixed", valid=POSITIVE,
+        section="dit",
+        resume="fixed",
+        valid=POSITIVE,
     )

@@ -20,8 +20,9 @@ class DiTPlan(DiffusionPlan):
         # Diffusers' models and the fake-tensor tooling: only when a plan is made
         from diffusers import AutoencoderKL, DiTTransformer2DModel
 
-        transformer = diffusers_on_meta(DiTTransformer2DModel, with_depth(read("transformer", "config.json"),
-                                                                          "num_layers", depth), cfg.weight_dtype)
+        transformer = diffusers_on_meta(
+            DiTTransformer2DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), cfg.weight_dtype
+        )
         vae = diffusers_on_meta(AutoencoderKL, read("vae", "config.json"), torch.float32)
         return dit_components(transformer, vae, read("scheduler", "scheduler_config.json") or {}, None)
 

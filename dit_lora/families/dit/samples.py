@@ -40,8 +40,12 @@ class DiTSamples(DiffusionSamples):
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():
-                return pipe(class_labels=ids, guidance_scale=cfg.validation_guidance_scale,
-                            num_inference_steps=cfg.validation_inference_steps, generator=generator).images
+                return pipe(
+                    class_labels=ids,
+                    guidance_scale=cfg.validation_guidance_scale,
+                    num_inference_steps=cfg.validation_inference_steps,
+                    generator=generator,
+                ).images
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images of each named class from the reloaded pipeline (its ``labels`` hold the trained names)."""
@@ -53,5 +57,9 @@ class DiTSamples(DiffusionSamples):
         # fp32 VAE, autocast reconciles them (the same autocast the in-training validation runs under).
         mixed = pipe.transformer.dtype != pipe.vae.dtype
         with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
-            return pipe(class_labels=ids, guidance_scale=cfg.validation_guidance_scale,
-                        num_inference_steps=cfg.validation_inference_steps, generator=generator).images
+            return pipe(
+                class_labels=ids,
+                guidance_scale=cfg.validation_guidance_scale,
+                num_inference_steps=cfg.validation_inference_steps,
+                generator=generator,
+            ).images

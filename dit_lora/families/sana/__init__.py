@@ -12,8 +12,11 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=("sana",), factory=f"{__name__}:make", options=f"{__name__}.options:SanaOptions",
+    names=("sana",),
+    factory=f"{__name__}:make",
+    options=f"{__name__}.options:SanaOptions",
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("sana/demo.yaml",), recipe="sana_lora.py",
+    demo_configs=("sana/demo.yaml",),
+    recipe="sana_lora.py",
     docs="docs/guides/sana.md",
 )

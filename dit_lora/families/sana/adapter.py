@@ -27,8 +27,11 @@ class SanaAdapter:
         from diffusers import SanaPipeline
 
         SanaPipeline.save_lora_weights(
-            output_dir, transformer_lora_layers=lora_state, transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name, safe_serialization=True,
+            output_dir,
+            transformer_lora_layers=lora_state,
+            transformer_lora_adapter_metadata=lora_config,
+            weight_name=self.info.adapter_weight_name,
+            safe_serialization=True,
         )
         return Path(output_dir) / self.info.adapter_weight_name
 
@@ -41,10 +44,19 @@ class SanaAdapter:
 
         path = cfg.pretrained_model_name_or_path
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
-        vae = AutoencoderDC.from_pretrained(path, subfolder="vae", revision=cfg.revision,
-                                            **dtype_kwarg("diffusers", torch.float32), use_safetensors=True)
+        vae = AutoencoderDC.from_pretrained(
+            path,
+            subfolder="vae",
+            revision=cfg.revision,
+            **dtype_kwarg("diffusers", torch.float32),
+            use_safetensors=True,
+        )
         pipe = SanaPipeline.from_pretrained(
-            path, vae=vae, revision=cfg.revision, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype),
+            path,
+            vae=vae,
+            revision=cfg.revision,
+            variant=cfg.variant,
+            **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
         attach_adapter(None, pipe, adapter_dir)  # Sana fits no consumer before the adapter loads
@@ -58,28 +70,33 @@ class SanaCard:
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
         """SanaPipeline with the DC-AE in fp32, the adapter loaded, one image at the run's validation settings."""
-        chi = ("" if cfg.family_options.complex_human_instruction
-               else ",\n    complex_human_instruction=None,  # trained without the prefix")
+        chi = (
+            ""
+            if cfg.family_options.complex_human_instruction
+            else ",\n    complex_human_instruction=None,  # trained without the prefix"
+        )
         return (
             "import torch\n"
             "from diffusers import AutoencoderDC, SanaPipeline\n\n"
-            f"base = \"{cfg.pretrained_model_name_or_path}\"\n"
-            "vae = AutoencoderDC.from_pretrained(base, subfolder=\"vae\", torch_dtype=torch.float32)  # DC-AE stays fp32\n"
+            f'base = "{cfg.pretrained_model_name_or_path}"\n'
+            'vae = AutoencoderDC.from_pretrained(base, subfolder="vae", torch_dtype=torch.float32)  # DC-AE stays fp32\n'
             "pipe = SanaPipeline.from_pretrained(base, vae=vae, torch_dtype=torch.bfloat16)\n"
-            f"pipe.load_lora_weights(\"{repo_or_dir}\")\n"
-            "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+            f'pipe.load_lora_weights("{repo_or_dir}")\n'
+            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
             f"    height={cfg.resolution}, width={cfg.resolution},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale}{chi},\n"
             ").images[0]\n"
-            "image.save(\"sample.png\")\n"
+            'image.save("sample.png")\n'
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:
         """The weighting scheme, the instruction prefix and the caption length."""
-        return {"weighting_scheme": cfg.family_options.weighting_scheme,
-                "complex_human_instruction": cfg.family_options.complex_human_instruction,
-                "max_sequence_length": max_sequence_length(cfg)}
+        return {
+            "weighting_scheme": cfg.family_options.weighting_scheme,
+            "complex_human_instruction": cfg.family_options.complex_human_instruction,
+            "max_sequence_length": max_sequence_length(cfg),
+        }
 
     def base_model_license(self, cfg) -> str | None:
         """Efficient-Large-Model's checkpoints carry their own license ("other")."""

@@ -39,8 +39,10 @@ class SanaEncoders(DiffusionEncoders):
     def text_settings(self, cfg) -> TextSettings:
         """The run's caption length and, with ``--complex_human_instruction``, SanaPipeline's instruction prefix."""
         instruction = default_complex_human_instruction() if cfg.family_options.complex_human_instruction else None
-        return TextSettings(max_sequence_length=max_sequence_length(cfg),
-                            instruction=tuple(instruction) if instruction is not None else None)
+        return TextSettings(
+            max_sequence_length=max_sequence_length(cfg),
+            instruction=tuple(instruction) if instruction is not None else None,
+        )
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and the text settings (and a quantized encoder)."""
@@ -65,8 +67,9 @@ class SanaEncoders(DiffusionEncoders):
             latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent
         return (latents * vae.config.scaling_factor).float()
 
-    def encode_prompts(self, comps: Components, captions: list[str], *,
-                       with_negative: bool = False) -> dict[str, torch.Tensor]:
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
         """Captions through SanaPipeline's own ``encode_prompt`` at the run's text settings."""
         # Diffusers' pipelines import slowly: only when captions are encoded
         from diffusers import SanaPipeline
@@ -74,11 +77,18 @@ class SanaEncoders(DiffusionEncoders):
         text = comps.state.text if comps.state is not None else None
         # The pipeline's own encode_prompt (prefix, truncation, token selection) keeps training
         # prompts identical to what SanaPipeline feeds the model at inference.
-        pipe = SanaPipeline(tokenizer=comps.encoders["tokenizer"], text_encoder=comps.encoders["text_encoder"],
-                            vae=None, transformer=None, scheduler=None)
+        pipe = SanaPipeline(
+            tokenizer=comps.encoders["tokenizer"],
+            text_encoder=comps.encoders["text_encoder"],
+            vae=None,
+            transformer=None,
+            scheduler=None,
+        )
         with torch.no_grad():
             embeds, mask, neg, neg_mask = pipe.encode_prompt(
-                list(captions), do_classifier_free_guidance=with_negative, negative_prompt="",
+                list(captions),
+                do_classifier_free_guidance=with_negative,
+                negative_prompt="",
                 device=comps.encoders["text_encoder"].device,
                 max_sequence_length=text.max_sequence_length if text else DEFAULT_MAX_SEQUENCE_LENGTH,
                 complex_human_instruction=list(text.instruction) if text and text.instruction else None,

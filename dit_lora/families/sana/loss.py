@@ -30,16 +30,24 @@ from dit_lora.modeling.flow_matching import (
 class SanaLoss(DiffusionLoss):
     """``FamilySpec.loss``: the rectified-flow loss of one micro-batch (batches prepared by the diffusion base)."""
 
-    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
-                     generator: torch.Generator, cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """Noise drawn at timesteps of the run's density, the velocity predicted, the weighted MSE against it."""
         latents, options = batch["latents"], cfg.family_options
-        drawn = draw(latents, tables(comps, latents.device), options.weighting_scheme,
-                     logit_mean=options.logit_mean, logit_std=options.logit_std,
-                     mode_scale=options.mode_scale, generator=generator)
+        drawn = draw(
+            latents,
+            tables(comps, latents.device),
+            options.weighting_scheme,
+            logit_mean=options.logit_mean,
+            logit_std=options.logit_std,
+            mode_scale=options.mode_scale,
+            generator=generator,
+        )
         noisy = noisy_latents(latents, drawn.noise, drawn.sigmas)
-        embeds, mask = cut_text_padding(batch["prompt_embeds"], batch["prompt_attention_mask"],
-                                        run_state(comps).text_tokens)
+        embeds, mask = cut_text_padding(
+            batch["prompt_embeds"], batch["prompt_attention_mask"], run_state(comps).text_tokens
+        )
         pred = model(
             hidden_states=noisy,
             encoder_hidden_states=embeds,
@@ -59,12 +67,16 @@ class SanaData(DiffusionData):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
         data = prepare_and_release(cfg, spec, comps, accelerator)
         # The empty caption's entry (--caption_dropout_probability) is a caption the batches may hold too.
-        files = [*data.dataset.files, *filter(None, [getattr(data.dataset, "empty_prompt", None)])] if data.cached else []
+        files = (
+            [*data.dataset.files, *filter(None, [getattr(data.dataset, "empty_prompt", None)])] if data.cached else []
+        )
         length = used_text_length(files) if data.cached and cfg.family_options.trim_text_padding else None
         run_state(comps).text_tokens = length
         padded = max_sequence_length(cfg)
         if length is not None and length < padded and accelerator.is_main_process:
-            print(f"caption tokens: the longest cached caption uses {length} of {padded} "
-                  "padded tokens; every batch is cut to them (the rest is masked in every sample: "
-                  "--trim_text_padding false keeps it)")
+            print(
+                f"caption tokens: the longest cached caption uses {length} of {padded} "
+                "padded tokens; every batch is cut to them (the rest is masked in every sample: "
+                "--trim_text_padding false keeps it)"
+            )
         return data

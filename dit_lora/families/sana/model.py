@@ -64,8 +64,9 @@ class SanaModel(DiffusionModel):
 
     def validate_config(self, cfg) -> None:
         """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes."""
-        check_pipeline_folder(cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers",
-                              "transformer/, vae/, text_encoder/")
+        check_pipeline_folder(
+            cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers", "transformer/, vae/, text_encoder/"
+        )
         check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "Sana")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
         vae_cfg = read_component_config(cfg, "vae")
@@ -88,13 +89,24 @@ class SanaModel(DiffusionModel):
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(  # from the folder, or --transformer_file
-                    SanaTransformer2DModel, cfg.model, "transformer", **dtype_kwarg("diffusers", dtype),
+                    SanaTransformer2DModel,
+                    cfg.model,
+                    "transformer",
+                    **dtype_kwarg("diffusers", dtype),
                     variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg), **common
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
                 )
-            vae = AutoencoderDC.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
-            text_encoder = AutoModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
-                                                     **quantize.text_encoder_kwargs(cfg), **common)
+            vae = AutoencoderDC.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            )
+            text_encoder = AutoModel.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Sana", cfg, err) from None
@@ -135,21 +147,36 @@ class SanaNotes(DiffusionNotes):
         if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
             return []
         entry = match("sana", config_reader(cfg), dtype)
-        twin = next((e for e in entries("sana") if entry is not None and e.stored_dtype == "bf16"
-                     and e.signature == entry.signature and e.depth == entry.depth), None)
+        twin = next(
+            (
+                e
+                for e in entries("sana")
+                if entry is not None
+                and e.stored_dtype == "bf16"
+                and e.signature == entry.signature
+                and e.depth == entry.depth
+            ),
+            None,
+        )
         if twin is not None:
             advice = f"Prefer its BF16 release, {twin.hub_id}"
         elif entry is None:
-            advice = ("Prefer a `_BF16_diffusers` release of the same model (e.g. "
-                      "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers; `dit-lora models` lists them)")
+            advice = (
+                "Prefer a `_BF16_diffusers` release of the same model (e.g. "
+                "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers; `dit-lora models` lists them)"
+            )
         else:
-            advice = (f"{entry.hub_id} has no BF16 release (the Sana 600M and 512 px releases are fp16/fp32 only): "
-                      "--mixed_precision fp16 trains it in the precision it was trained in, at fp16's overflow risk "
-                      "(the finite-step guard skips such steps), or accept bf16's small precision cost")
-        return [(
-            f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
-            f"maintainers warn bf16 degrades them. {advice}."
-        )]
+            advice = (
+                f"{entry.hub_id} has no BF16 release (the Sana 600M and 512 px releases are fp16/fp32 only): "
+                "--mixed_precision fp16 trains it in the precision it was trained in, at fp16's overflow risk "
+                "(the finite-step guard skips such steps), or accept bf16's small precision cost"
+            )
+        return [
+            (
+                f"`{name}` stores fp16 weights: the Sana 1.0 fp16 checkpoints were trained in fp16 and the "
+                f"maintainers warn bf16 degrades them. {advice}."
+            )
+        ]
 
 
 class SanaDefaults:
@@ -195,7 +222,8 @@ class SanaDemo:
         check_demo_resolution(cfg.resolution)
         tiny_sana.build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
-            print(f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is",
-                  flush=True)
+            print(
+                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+            )
         elif cfg.train_data_dir:
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)

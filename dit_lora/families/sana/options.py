@@ -1,5 +1,4 @@
-"""Sana's own options (``--family sana``): caption handling and the flow-matching density.
-"""
+"""Sana's own options (``--family sana``): caption handling and the flow-matching density."""
 
 from __future__ import annotations
 
@@ -19,12 +18,14 @@ class SanaOptions(FlowMatchingOptions):
         True,
         "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
         "SanaPipeline does at inference, so training and inference prompts match.",
-        section="sana", resume="fixed",
+        section="sana",
+        resume="fixed",
     )
     trim_text_padding: bool = opt(
         True,
         "Sana: cut the caption padding that no cached caption reaches (the cross-attention masks it in every "
         "sample) from every batch, once per run from the latent cache: the same function over fewer keys, up to "
         "float rounding. Only with --cache_latents; false keeps all --max_sequence_length tokens.",
-        section="sana", resume="free",
+        section="sana",
+        resume="free",
     )

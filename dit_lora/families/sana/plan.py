@@ -26,16 +26,23 @@ class SanaPlan(DiffusionPlan):
         )
 
         dtype = cfg.weight_dtype
-        transformer = diffusers_on_meta(SanaTransformer2DModel, with_depth(read("transformer", "config.json"),
-                                                                           "num_layers", depth), dtype)
+        transformer = diffusers_on_meta(
+            SanaTransformer2DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), dtype
+        )
         vae = diffusers_on_meta(AutoencoderDC, read("vae", "config.json"), torch.float32)
         text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype)
         scheduler = training_scheduler(read("scheduler", "scheduler_config.json") or {})
-        return Components(model=transformer, scheduler=scheduler, encoders={"vae": vae, "text_encoder": text_encoder},
-                          state=SanaRun(text=TextSettings(max_sequence_length=max_sequence_length(cfg))))
+        return Components(
+            model=transformer,
+            scheduler=scheduler,
+            encoders={"vae": vae, "text_encoder": text_encoder},
+            state=SanaRun(text=TextSettings(max_sequence_length=max_sequence_length(cfg))),
+        )
 
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings and their mask at the run's text length, as empty tensors."""
         length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
-        return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype),
-                "prompt_attention_mask": torch.ones(batch_size, length, dtype=torch.long)}
+        return {
+            "prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype),
+            "prompt_attention_mask": torch.ones(batch_size, length, dtype=torch.long),
+        }

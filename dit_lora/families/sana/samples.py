@@ -34,18 +34,26 @@ class SanaSamples(DiffusionSamples):
 
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
-            pipe = SanaPipeline(tokenizer=None, text_encoder=None, vae=vae, transformer=model,
-                                scheduler=inference_scheduler(comps))
+            pipe = SanaPipeline(
+                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
+            )
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():
                 return pipe(
-                    prompt_embeds=cond["prompt_embeds"], prompt_attention_mask=cond["prompt_attention_mask"],
+                    prompt_embeds=cond["prompt_embeds"],
+                    prompt_attention_mask=cond["prompt_attention_mask"],
                     negative_prompt_embeds=cond["negative_prompt_embeds"],
-                    negative_prompt_attention_mask=cond["negative_prompt_attention_mask"], negative_prompt=None,
-                    num_images_per_prompt=cfg.num_validation_images, height=cfg.resolution, width=cfg.resolution,
-                    num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
-                    generator=generator, output_type="pil", use_resolution_binning=False,
+                    negative_prompt_attention_mask=cond["negative_prompt_attention_mask"],
+                    negative_prompt=None,
+                    num_images_per_prompt=cfg.num_validation_images,
+                    height=cfg.resolution,
+                    width=cfg.resolution,
+                    num_inference_steps=cfg.validation_inference_steps,
+                    guidance_scale=cfg.validation_guidance_scale,
+                    generator=generator,
+                    output_type="pil",
+                    use_resolution_binning=False,
                 ).images
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
@@ -55,7 +63,13 @@ class SanaSamples(DiffusionSamples):
         kwargs = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
         with torch.no_grad():
             return pipe(
-                prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
-                num_inference_steps=cfg.validation_inference_steps, guidance_scale=cfg.validation_guidance_scale,
-                generator=generator, use_resolution_binning=False, **kwargs,
+                prompt,
+                num_images_per_prompt=num_images,
+                height=cfg.resolution,
+                width=cfg.resolution,
+                num_inference_steps=cfg.validation_inference_steps,
+                guidance_scale=cfg.validation_guidance_scale,
+                generator=generator,
+                use_resolution_binning=False,
+                **kwargs,
             ).images

@@ -49,8 +49,22 @@ def sana_spec() -> FamilySpec:
     loss = SanaLoss(encoders)
     buckets = SanaBuckets()
     return FamilySpec(
-        name="sana", info=INFO, model=SanaModel(INFO), data=SanaData(), loss=loss, adapter=SanaAdapter(INFO),
-        encoders=encoders, captions=DiffusionCaptions(), image_buckets=buckets, samples=SanaSamples(encoders),
-        plan=SanaPlan(encoders, loss, buckets), kernels=SanaKernels(), card=SanaCard(), defaults=SanaDefaults(),
-        notes=SanaNotes(), setup=SanaSetup(encoders), precision=SanaPrecision(), demo=SanaDemo(),
+        name="sana",
+        info=INFO,
+        model=SanaModel(INFO),
+        data=SanaData(),
+        loss=loss,
+        adapter=SanaAdapter(INFO),
+        encoders=encoders,
+        captions=DiffusionCaptions(),
+        image_buckets=buckets,
+        samples=SanaSamples(encoders),
+        plan=SanaPlan(encoders, loss, buckets),
+        kernels=SanaKernels(),
+        card=SanaCard(),
+        defaults=SanaDefaults(),
+        notes=SanaNotes(),
+        setup=SanaSetup(encoders),
+        precision=SanaPrecision(),
+        demo=SanaDemo(),
     )

@@ -26,8 +26,9 @@ class Architecture(NamedTuple):
 
 #: family name -> its architecture, in the order the family names are registered (the first: the recipe's default)
 ARCHITECTURES: dict[str, Architecture] = {
-    "llava_next_video": Architecture(f"{__name__}.llava_next_video:LlavaNextVideoSpec",
-                                     f"{__name__}.demo_llava:build_tiny_llava_next_video"),
+    "llava_next_video": Architecture(
+        f"{__name__}.llava_next_video:LlavaNextVideoSpec", f"{__name__}.demo_llava:build_tiny_llava_next_video"
+    ),
     "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
 }
 
@@ -59,8 +60,11 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=tuple(ARCHITECTURES), factory=f"{__name__}:make", options=f"{__name__}.options:VideoChatOptions",
+    names=tuple(ARCHITECTURES),
+    factory=f"{__name__}:make",
+    options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("videollm/demo.yaml",), recipe="videollm_lora.py",
+    demo_configs=("videollm/demo.yaml",),
+    recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
 )

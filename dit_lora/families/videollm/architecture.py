@@ -18,8 +18,9 @@ what the real preprocessors feed the model.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -235,8 +236,9 @@ class VideoLLMSpec:
             )
         return folder
 
-    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16,
-                   quantization_config=None) -> torch.nn.Module:
+    def load_model(
+        self, path: str | Path, dtype: torch.dtype = torch.bfloat16, quantization_config=None
+    ) -> torch.nn.Module:
         """Load the model from local folder ``path`` in ``dtype`` (no Hub access), quantized by
         ``quantization_config`` (transformers' own) when one is given."""
         import transformers
@@ -330,8 +332,9 @@ class VideoLLMSpec:
         return x.contiguous().float()
 
     # -- per-architecture ---------------------------------------------------------------
-    def frame_inputs(self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
-                     ) -> dict[str, torch.Tensor]:
+    def frame_inputs(
+        self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
+    ) -> dict[str, torch.Tensor]:
         """One sample's pixel tensors (unbatched, float32) from uint8 frames (F, H, W, 3).
 
         ``fps``: the rate the frames were sampled at (:attr:`~dit_lora.families.videollm.data.SampledClip.fps`), for

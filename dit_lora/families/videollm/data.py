@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from dit_lora.core.errors import UserError
 from dit_lora.data.paths import locate
 from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
-from dit_lora.data.video import VideoDecodeError, VideoSample, describe_error, decode_frames_at
-from dit_lora.core.errors import UserError
+from dit_lora.data.video import VideoDecodeError, VideoSample, decode_frames_at, describe_error
 
 __all__ = [
     "QASample",
@@ -111,8 +112,9 @@ def load_qa_samples(
             without a final assistant turn, unknown roles, turns that do not alternate, ...). The
             message names the file, the entry or line, and the fix.
     """
-    if max_samples is not None and (isinstance(max_samples, bool) or not isinstance(max_samples, int)
-                                    or max_samples < 1):
+    if max_samples is not None and (
+        isinstance(max_samples, bool) or not isinstance(max_samples, int) or max_samples < 1
+    ):
         raise UserError(
             f"--max_train_samples must be a positive whole number, got {max_samples!r}. Leave it unset "
             f"to train on every question-answer sample."
@@ -126,7 +128,7 @@ def load_qa_samples(
         if not root.is_dir():
             raise UserError(
                 f"The video folder {root} (--video_folder, for the relative video paths of {file}) does "
-                f"not exist or is not a folder. Pass the folder the \"video\" paths in {file.name} are "
+                f'not exist or is not a folder. Pass the folder the "video" paths in {file.name} are '
                 f"relative to, or leave it unset to resolve them against the annotation file's folder."
             )
     else:
@@ -134,14 +136,17 @@ def load_qa_samples(
     try:
         text = file.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:
-        raise UserError(f"The QA annotation file {file} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8.") from None
+        raise UserError(
+            f"The QA annotation file {file} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8."
+        ) from None
     if not text.strip():
         raise UserError(f"The QA annotation file {file} is empty. Put the training samples in it: {_FORMATS_HINT}.")
 
-    samples = [_sample(entry, where, f"{file.name}:{number}", root)
-               for number, where, entry in _entries(file, text)]
+    samples = [_sample(entry, where, f"{file.name}:{number}", root) for number, where, entry in _entries(file, text)]
     if not samples:  # a JSON list with no entries
-        raise UserError(f"The QA annotation file {file} holds no entries. Put the training samples in it: {_FORMATS_HINT}.")
+        raise UserError(
+            f"The QA annotation file {file} holds no entries. Put the training samples in it: {_FORMATS_HINT}."
+        )
     return samples if max_samples is None else samples[:max_samples]
 
 
@@ -169,13 +174,13 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
     if not isinstance(entry, dict):
         raise UserError(
             f"{where} is a JSON {type(entry).__name__}, not an object. Each entry must be an object "
-            f"with \"video\" and \"QA\" (VideoChat2) or \"messages\" (chat); the file must be {_FORMATS_HINT}."
+            f'with "video" and "QA" (VideoChat2) or "messages" (chat); the file must be {_FORMATS_HINT}.'
         )
     video = entry.get("video")
     if not isinstance(video, str) or not video.strip():
-        problem = "has no \"video\"" if video is None else f"has an unusable \"video\" ({video!r})"
+        problem = 'has no "video"' if video is None else f'has an unusable "video" ({video!r})'
         raise UserError(
-            f"{where} {problem}. Give every entry the path of its clip as a \"video\" string, relative "
+            f'{where} {problem}. Give every entry the path of its clip as a "video" string, relative '
             f"to {root} (or absolute, inside that folder)."
         )
     if "QA" in entry:
@@ -184,12 +189,13 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
         messages = _chat_messages(entry["messages"], where)
     else:
         raise UserError(
-            f"{where} has neither \"QA\" (VideoChat2: a list of {{\"i\", \"q\", \"a\"}} items) nor "
-            f"\"messages\" (chat: a list of {{\"role\", \"content\"}} turns); keys found: "
+            f'{where} has neither "QA" (VideoChat2: a list of {{"i", "q", "a"}} items) nor '
+            f'"messages" (chat: a list of {{"role", "content"}} turns); keys found: '
             f"{', '.join(sorted(map(str, entry))) or 'none'}. Add the conversation under one of those keys."
         )
-    located = locate(root, video, field=f'{where}: "video"',
-                     hint=" (or pass --video_folder with a folder that holds every video)")
+    located = locate(
+        root, video, field=f'{where}: "video"', hint=" (or pass --video_folder with a folder that holds every video)"
+    )
     if located.refused is not None:
         return QASample(key=key, video=Path(located.key), messages=messages, refused=located.refused)
     return QASample(key=key, video=Path(located.path), messages=messages)
@@ -199,37 +205,37 @@ def _qa_messages(entry: dict, where: str) -> list[dict[str, str]]:
     qa = entry["QA"]
     if not isinstance(qa, list) or not qa:
         raise UserError(
-            f"{where} has a \"QA\" that is {'empty' if qa == [] else 'not a list'}. Make \"QA\" a list of "
-            f"one or more {{\"i\": instruction, \"q\": question, \"a\": answer}} items, or delete the entry."
+            f'{where} has a "QA" that is {"empty" if qa == [] else "not a list"}. Make "QA" a list of '
+            f'one or more {{"i": instruction, "q": question, "a": answer}} items, or delete the entry.'
         )
     messages: list[dict[str, str]] = []
     system = entry.get("system")
     if system is not None and not isinstance(system, str):
-        raise UserError(f"{where} has a \"system\" that is not text ({system!r}). Make it a string or remove it.")
+        raise UserError(f'{where} has a "system" that is not text ({system!r}). Make it a string or remove it.')
     if system and system.strip():
         messages.append({"role": "system", "content": system.strip()})
     for item_no, item in enumerate(qa, 1):
         if not isinstance(item, dict):
             raise UserError(
                 f"{where}: QA item {item_no} is a JSON {type(item).__name__}, not an object. Write each QA "
-                f"item as {{\"i\": instruction, \"q\": question, \"a\": answer}}."
+                f'item as {{"i": instruction, "q": question, "a": answer}}.'
             )
         parts = []
         for field in ("i", "q"):
             value = item.get(field)
             if value is not None and not isinstance(value, str):
                 raise UserError(
-                    f"{where}: QA item {item_no} has a \"{field}\" that is not text ({value!r}). Make it a "
+                    f'{where}: QA item {item_no} has a "{field}" that is not text ({value!r}). Make it a '
                     f"string (or leave it out)."
                 )
             if value and value.strip():
                 parts.append(value.strip())
         answer = item.get("a")
         if not isinstance(answer, str) or not answer.strip():
-            problem = "no answer (\"a\" is missing)" if answer is None else f"an unusable answer \"a\" ({answer!r})"
+            problem = 'no answer ("a" is missing)' if answer is None else f'an unusable answer "a" ({answer!r})'
             raise UserError(
                 f"{where}: QA item {item_no} has {problem}. Every QA item needs a non-empty answer string "
-                f"\"a\" (it is what the model learns to say); fill it in or delete the item."
+                f'"a" (it is what the model learns to say); fill it in or delete the item.'
             )
         messages.append({"role": "user", "content": "\n".join(parts)})
         messages.append({"role": "assistant", "content": answer.strip()})
@@ -257,17 +263,17 @@ def _content_text(content: Any, where: str, turn_no: int) -> str:
         else:
             return "\n".join(t.strip() for t in texts if t.strip())
     raise UserError(
-        f"{where}: message {turn_no} has a \"content\" that is neither text nor a list of parts "
-        f"({content!r:.80}). Write it as a string, or as a list like [{{\"type\": \"video\"}}, "
-        f"{{\"type\": \"text\", \"text\": \"...\"}}]."
+        f'{where}: message {turn_no} has a "content" that is neither text nor a list of parts '
+        f'({content!r:.80}). Write it as a string, or as a list like [{{"type": "video"}}, '
+        f'{{"type": "text", "text": "..."}}].'
     )
 
 
 def _chat_messages(raw: Any, where: str) -> list[dict[str, str]]:
     if not isinstance(raw, list) or not raw:
         raise UserError(
-            f"{where} has \"messages\" that are {'empty' if raw == [] else 'not a list'}. Make \"messages\" "
-            f"a list of {{\"role\": \"user\"|\"assistant\"|\"system\", \"content\": ...}} turns ending with "
+            f'{where} has "messages" that are {"empty" if raw == [] else "not a list"}. Make "messages" '
+            f'a list of {{"role": "user"|"assistant"|"system", "content": ...}} turns ending with '
             f"the assistant's answer."
         )
     messages: list[dict[str, str]] = []
@@ -276,8 +282,8 @@ def _chat_messages(raw: Any, where: str) -> list[dict[str, str]]:
         if role not in ROLES:
             found = f"role {role!r}" if isinstance(turn, dict) else f"a JSON {type(turn).__name__}"
             raise UserError(
-                f"{where}: message {turn_no} has {found}; every message must be an object with \"role\" "
-                f"\"system\", \"user\" or \"assistant\" and a \"content\". Rename the role (e.g. human -> "
+                f'{where}: message {turn_no} has {found}; every message must be an object with "role" '
+                f'"system", "user" or "assistant" and a "content". Rename the role (e.g. human -> '
                 f"user, gpt -> assistant)."
             )
         messages.append({"role": role, "content": _content_text(turn.get("content"), where, turn_no)})
@@ -285,7 +291,7 @@ def _chat_messages(raw: Any, where: str) -> list[dict[str, str]]:
     if "assistant" not in roles:
         raise UserError(
             f"{where} has no assistant turn, so there is nothing to learn from it. Add a "
-            f"{{\"role\": \"assistant\", \"content\": ...}} message with the answer after the user's question."
+            f'{{"role": "assistant", "content": ...}} message with the answer after the user\'s question.'
         )
     # After an optional leading system message: user, assistant, user, assistant, ...
     start = 1 if roles[0] == "system" else 0
@@ -433,7 +439,7 @@ def _video_problem(video: Path, num_frames: int) -> str | None:
         read_clip(video, num_frames)
     except VideoDecodeError as err:
         return str(err)
-    except Exception as err:  # noqa: BLE001 - decoders raise odd things on odd files; never crash screening
+    except Exception as err:
         return f"unreadable ({describe_error(err)})"
     return None
 
@@ -448,8 +454,9 @@ def _video_problems(videos: list, num_frames: int, num_workers: int | None) -> d
     return {video: check(video) for video in videos}
 
 
-def _sample_problems(samples: list[QASample], num_frames: int,
-                     num_workers: int | None) -> Callable[[QASample], str | None]:
+def _sample_problems(
+    samples: list[QASample], num_frames: int, num_workers: int | None
+) -> Callable[[QASample], str | None]:
     """``sample -> problem or None``: each distinct video decoded once; a refused path (outside the data folder)
     is its own problem and never opened."""
     videos = list(dict.fromkeys(s.video for s in samples if s.refused is None))
@@ -479,7 +486,9 @@ def check_qa_samples(
     for sample in samples:
         problem = problem_of(sample)
         if problem is not None:
-            rows.append(SampleCheck(sample.key, "sample", BLOCK, f"{problem} (video {sample.video})", str(sample.video)))
+            rows.append(
+                SampleCheck(sample.key, "sample", BLOCK, f"{problem} (video {sample.video})", str(sample.video))
+            )
             continue
         block = warn = None
         if fit is not None:
@@ -526,6 +535,8 @@ def screen_qa_samples(
         log(f"skipping {used_by}: video {video}: {problem_of(users[0])}")
     if len(bad_videos) > MAX_LOGGED_BAD:
         log(f"... and {len(bad_videos) - MAX_LOGGED_BAD} more unusable videos")
-    log(f"checked {len(videos)} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "
-        f"{len(bad_videos)} unusable, {len(bad)} sample(s) left out, {len(good)} remain")
+    log(
+        f"checked {len(videos)} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "
+        f"{len(bad_videos)} unusable, {len(bad)} sample(s) left out, {len(good)} remain"
+    )
     return good

@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 
 __all__ = [
     "TINY_VIDEOCHAT_VERSION",

@@ -38,8 +38,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
 
 __all__ = [
     "QWEN2_5_VL_CHAT_TEMPLATE",

@@ -12,7 +12,7 @@ the model would.
 from __future__ import annotations
 
 import importlib.util
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +31,9 @@ def _shifted(hidden: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, 
     return h, y
 
 
-def hidden_state_loss(spec, model, inputs: dict, labels: torch.Tensor, linear_ce: Callable | None = None
-                      ) -> torch.Tensor:
+def hidden_state_loss(
+    spec, model, inputs: dict, labels: torch.Tensor, linear_ce: Callable | None = None
+) -> torch.Tensor:
     """Loss from the last hidden states and the LM head: ``linear_ce(weight, hidden, target)`` or plain CE.
 
     ``model`` may be wrapped for data parallelism: the forward goes through the wrapper (DDP
@@ -73,11 +74,19 @@ def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
     if reason is not None:
         log(f"note: --use_liger_kernel: {reason}; training on the plain PyTorch path.")
         return None
-    patch(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=False,
-          model=spec.module(model, spec.language_model))
+    patch(
+        rope=True,
+        rms_norm=True,
+        swiglu=True,
+        cross_entropy=False,
+        fused_linear_cross_entropy=False,
+        model=spec.module(model, spec.language_model),
+    )
     fused = liger.LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX)
-    log(f"Liger-Kernel applied to the {config.model_type} language model (RMSNorm, SwiGLU, RoPE, fused linear "
-        "cross-entropy).")
+    log(
+        f"Liger-Kernel applied to the {config.model_type} language model (RMSNorm, SwiGLU, RoPE, fused linear "
+        "cross-entropy)."
+    )
 
     def liger_loss(spec, model, inputs, labels):
         return hidden_state_loss(spec, model, inputs, labels, linear_ce=fused)

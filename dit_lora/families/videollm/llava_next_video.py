@@ -51,8 +51,9 @@ class LlavaNextVideoSpec(VideoLLMSpec):
     # The real repos ship 336 px; these defaults apply only to keys missing from the folder's JSON.
     default_preprocessing = dict(VideoLLMSpec.default_preprocessing, shortest_edge=336, crop_size=(336, 336))
 
-    def frame_inputs(self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
-                     ) -> dict[str, torch.Tensor]:
+    def frame_inputs(
+        self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
+    ) -> dict[str, torch.Tensor]:
         """``{"pixel_values_videos": (F, 3, S, S) float32}``, CLIP-normalised (see ``load_preprocessing``).
 
         ``fps`` is unused: LLaVA-NeXT-Video's positions do not encode time.

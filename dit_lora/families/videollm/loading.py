@@ -77,9 +77,11 @@ class VideoLLMModel:
         check_safetensors(cfg, ("",), "video LLM")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
         if cfg.family_options.validation_video and not Path(cfg.family_options.validation_video).is_file():
-            raise UserError(f"--validation_video `{cfg.family_options.validation_video}` does not exist. Point it at a "
-                            "clip, or "
-                            "leave it unset to ask about the first training clip.")
+            raise UserError(
+                f"--validation_video `{cfg.family_options.validation_video}` does not exist. Point it at a "
+                "clip, or "
+                "leave it unset to ask about the first training clip."
+            )
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """The frozen model on ``device``, and the run's state holding its processing."""
@@ -87,7 +89,9 @@ class VideoLLMModel:
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
         # when --mixed_precision no asks for it (fp16 was refused in validation).
         skip = VideoLLMPrecision(self.arch).quantize_skip_modules(cfg)
-        model = self.arch.load_model(path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip))
+        model = self.arch.load_model(
+            path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip)
+        )
         model.requires_grad_(False)
         quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
@@ -99,11 +103,16 @@ class VideoLLMModel:
         """Full names of the language model's projections (suffixes would also hit the vision tower)."""
         wanted = set(cfg.lora_layers or self.arch.lora_projections)
         prefix = self.arch.language_model + "."
-        names = [n for n, m in model.named_modules()
-                 if isinstance(m, torch.nn.Linear) and n.startswith(prefix) and n.rsplit(".", 1)[-1] in wanted]
+        names = [
+            n
+            for n, m in model.named_modules()
+            if isinstance(m, torch.nn.Linear) and n.startswith(prefix) and n.rsplit(".", 1)[-1] in wanted
+        ]
         if not names:
-            raise UserError(f"--lora_layers {sorted(wanted)} match no Linear layer of the language model "
-                            f"({self.arch.language_model}); valid: {', '.join(self.arch.lora_projections)}.")
+            raise UserError(
+                f"--lora_layers {sorted(wanted)} match no Linear layer of the language model "
+                f"({self.arch.language_model}); valid: {', '.join(self.arch.lora_projections)}."
+            )
         return names
 
 
@@ -121,8 +130,13 @@ class VideoLLMTrainables:
         """The vision tower at ``--vision_tower_learning_rate`` with ``--train_vision_tower``, else nothing."""
         if not cfg.family_options.train_vision_tower:
             return []
-        return [("vision_tower", [re.escape(self.arch.vision_tower) + r"\..*"],
-                 cfg.family_options.vision_tower_learning_rate)]
+        return [
+            (
+                "vision_tower",
+                [re.escape(self.arch.vision_tower) + r"\..*"],
+                cfg.family_options.vision_tower_learning_rate,
+            )
+        ]
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         """transformers' switch, non-reentrant (the frozen embeddings give the inputs no gradient)."""

@@ -10,15 +10,16 @@ answer-only labels. Nothing is cached: a video LLM sees the frames through its o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
+from dit_lora.core.errors import UserError
 from dit_lora.data.preflight import BLOCK
 from dit_lora.data.prepare import prepare_data
 from dit_lora.data.sources import MAX_NAMED
-from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
@@ -39,19 +40,25 @@ class Fitted(NamedTuple):
 def annotation_file(train_data_dir: str | None) -> Path:
     """``--train_data_dir`` as an annotation file: the file itself, or the one .json/.jsonl in the folder."""
     if not train_data_dir:
-        raise UserError("Video LLM training needs --train_data_dir: a VideoChat2 instruction JSON, a chat JSONL, "
-                        "or a folder holding exactly one of them.")
+        raise UserError(
+            "Video LLM training needs --train_data_dir: a VideoChat2 instruction JSON, a chat JSONL, "
+            "or a folder holding exactly one of them."
+        )
     path = Path(train_data_dir)
     if path.is_file():
         return path
     if not path.is_dir():
-        raise UserError(f"--train_data_dir `{path}` does not exist. Point it at a VideoChat2 instruction JSON, a "
-                        "chat JSONL, or a folder holding one.")
+        raise UserError(
+            f"--train_data_dir `{path}` does not exist. Point it at a VideoChat2 instruction JSON, a "
+            "chat JSONL, or a folder holding one."
+        )
     found = sorted(p for p in path.iterdir() if p.suffix in ANNOTATION_SUFFIXES and p.is_file())
     if len(found) != 1:
         listed = ", ".join(p.name for p in found) or "none"
-        raise UserError(f"--train_data_dir `{path}` must hold exactly one .json or .jsonl annotation file (found: "
-                        f"{listed}). Pass the file itself as --train_data_dir.")
+        raise UserError(
+            f"--train_data_dir `{path}` must hold exactly one .json or .jsonl annotation file (found: "
+            f"{listed}). Pass the file itself as --train_data_dir."
+        )
     return found[0]
 
 
@@ -114,8 +121,9 @@ class VideoQAMedia:
 
     def list_samples(self) -> list[QASample]:
         cfg = self.cfg
-        return load_qa_samples(annotation_file(cfg.train_data_dir), cfg.family_options.video_folder,
-                               cfg.max_train_samples)
+        return load_qa_samples(
+            annotation_file(cfg.train_data_dir), cfg.family_options.video_folder, cfg.max_train_samples
+        )
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The usable samples (clips screened); every rank screens, so all agree on them. What training cuts
@@ -147,9 +155,11 @@ class VideoQAMedia:
         cut.sort(key=lambda kv: order[kv[0]])
         named = ", ".join(f"{key} (last {dropped} round(s))" for key, dropped in cut[:MAX_NAMED])
         more = f" and {len(cut) - MAX_NAMED} more" if len(cut) > MAX_NAMED else ""
-        return (f"long conversations: {len(cut)} of {len(samples)} conversation(s) do not fit --max_sequence_length "
-                f"{budget} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
-                f"Raise --max_sequence_length, lower --num_frames, or split those conversations.")
+        return (
+            f"long conversations: {len(cut)} of {len(samples)} conversation(s) do not fit --max_sequence_length "
+            f"{budget} with their video tokens, so their last question-answer rounds are cut: {named}{more}. "
+            f"Raise --max_sequence_length, lower --num_frames, or split those conversations."
+        )
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
         """``check-data``: the screening training does, per sample, and the token budget when the model is known.
@@ -160,8 +170,10 @@ class VideoQAMedia:
         """
         cfg = self.cfg
         fit = None
-        note = ("token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
-                "--max_sequence_length)")
+        note = (
+            "token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
+            "--max_sequence_length)"
+        )
         if cfg.pretrained_model_name_or_path:
             self.processing = self.spec.video_qa.load_processing(cfg.pretrained_model_name_or_path)
             budget = max_tokens(cfg)
@@ -188,8 +200,10 @@ class VideoQAMedia:
         def fit(sample: QASample, clip) -> tuple[str | None, str | None]:
             fitted = self._fit(sample, clip, max_length)
             if fitted.dropped:
-                return None, (f"its last {fitted.dropped} QA round(s) are cut to fit --max_sequence_length "
-                              f"{max_length} ({fitted.video_tokens} video tokens)")
+                return None, (
+                    f"its last {fitted.dropped} QA round(s) are cut to fit --max_sequence_length "
+                    f"{max_length} ({fitted.video_tokens} video tokens)"
+                )
             return fitted.problem, None
 
         return fit
@@ -202,15 +216,16 @@ class VideoQAMedia:
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
-        batch = pad_batch([{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
-                          self.processing.pad_token_id)
+        batch = pad_batch(
+            [{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
+            self.processing.pad_token_id,
+        )
         batch.update(self.processing.spec.collate_pixels([it["pixels"] for it in items]))
         batch["sample_index"] = [it["sample_index"] for it in items]
         return batch
 
     def groups(self, samples: list, **_: Any) -> None:
         return None
-
 
 
 class VideoQAData:

@@ -80,8 +80,9 @@ class VideoLLMSamples:
         """The in-memory model's greedy answer, as one text sample."""
         return [_qa(run_state(comps).processing, model, cond["question"], cfg, _validation_video(cfg, comps))]
 
-    def generate_with_pipeline(self, pipe: VideoQAPipe, prompt: str, cfg, seed: int, num_images: int,
-                               comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe: VideoQAPipe, prompt: str, cfg, seed: int, num_images: int, comps=None
+    ) -> list:
         """The reloaded adapter's greedy answer, as one text sample."""
         return [_qa(pipe.processing, pipe.model, prompt, cfg, _validation_video(cfg, comps))]
 
@@ -104,10 +105,12 @@ class VideoLLMCard:
 
     def card_settings(self, cfg) -> dict[str, Any]:
         """Frames, the projector, the vision tower and Liger."""
-        return {"num_frames": cfg.family_options.num_frames,
-                "projector": f"{self.arch.projector} (full, lr {cfg.backbone_learning_rate})",
-                "vision_tower": "trained" if cfg.family_options.train_vision_tower else "frozen",
-                "use_liger_kernel": cfg.family_options.use_liger_kernel or None}
+        return {
+            "num_frames": cfg.family_options.num_frames,
+            "projector": f"{self.arch.projector} (full, lr {cfg.backbone_learning_rate})",
+            "vision_tower": "trained" if cfg.family_options.train_vision_tower else "frozen",
+            "use_liger_kernel": cfg.family_options.use_liger_kernel or None,
+        }
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
         """Load the base model and the adapter, sample the clip's frames as training did, and answer."""
@@ -140,7 +143,9 @@ print(processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_token
         """The snippet's lines that tell the processor the rate the frames were sampled at (time positions)."""
         if not self.arch.positions_encode_time:
             return ""
-        return ("# The clip's time positions use the rate these frames were sampled at, as in training (without\n"
-                "# metadata the processor assumes 24 fps).\n"
-                "timing = dict(video_metadata={\"total_num_frames\": len(frames), \"fps\": fps, "
-                "\"frames_indices\": indices}, do_sample_frames=False)\n")
+        return (
+            "# The clip's time positions use the rate these frames were sampled at, as in training (without\n"
+            "# metadata the processor assumes 24 fps).\n"
+            'timing = dict(video_metadata={"total_num_frames": len(frames), "fps": fps, '
+            '"frames_indices": indices}, do_sample_frames=False)\n'
+        )

@@ -55,11 +55,19 @@ class VideoLLMPlan:
             video = self.arch.video_token_count(self.arch.frame_inputs(frames, prep), model_config)
         length = min(video + PLAN_TEXT_TOKENS, max_tokens(cfg))
         hidden = getattr(model_config, "text_config", model_config).hidden_size
-        batch = {"inputs_embeds": torch.empty(cfg.train_batch_size, length, hidden, dtype=cfg.weight_dtype,
-                                              requires_grad=True),  # they carry the projector's gradient
-                 "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long)}
-        return [(f"{cfg.family_options.num_frames} frames of {height} x {width}: {video} video + "
-                 f"{length - video} text tokens", batch)]
+        batch = {
+            "inputs_embeds": torch.empty(
+                cfg.train_batch_size, length, hidden, dtype=cfg.weight_dtype, requires_grad=True
+            ),  # they carry the projector's gradient
+            "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long),
+        }
+        return [
+            (
+                f"{cfg.family_options.num_frames} frames of {height} x {width}: {video} video + "
+                f"{length - video} text tokens",
+                batch,
+            )
+        ]
 
     def _preprocessing(self, cfg, model_config) -> dict[str, Any]:
         """The local folder's preprocessing, else the spec's defaults (LLaVA: at its tower's own size)."""
@@ -84,5 +92,6 @@ class VideoLLMPlan:
         language_model = self.arch.module(model, self.arch.language_model)
         hidden = language_model(inputs_embeds=batch["inputs_embeds"], use_cache=False).last_hidden_state
         logits = model.get_output_embeddings()(hidden)
-        return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), batch["labels"][:, 1:].flatten(),
-                               ignore_index=-100)
+        return F.cross_entropy(
+            logits[:, :-1].float().flatten(0, 1), batch["labels"][:, 1:].flatten(), ignore_index=-100
+        )

@@ -55,24 +55,33 @@ class VideoQAProcessing:
     def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
         """A conversation as training tokens with answer-only labels (``max_length``: refuse longer)."""
         return build_training_example(
-            self.tokenizer, messages, video_placeholder=self.spec.video_placeholder,
+            self.tokenizer,
+            messages,
+            video_placeholder=self.spec.video_placeholder,
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
-            video_token_count=video_tokens, max_length=max_length)
+            video_token_count=video_tokens,
+            max_length=max_length,
+        )
 
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
         """Greedy answer of ``model`` to ``question`` about ``video``."""
         clip = read_clip(video, num_frames)
         pixels, count = self.frame_inputs(clip.frames, clip.fps)
         prompt = build_generation_prompt(
-            self.tokenizer, [{"role": "user", "content": question}], video_placeholder=self.spec.video_placeholder,
-            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token), video_token_count=count)
+            self.tokenizer,
+            [{"role": "user", "content": question}],
+            video_placeholder=self.spec.video_placeholder,
+            video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
+            video_token_count=count,
+        )
         device = next(model.parameters()).device
         inputs = {k: v[None].to(device) for k, v in prompt.items()}
         inputs.update({k: v.to(device) for k, v in self.spec.collate_pixels([pixels]).items()})
         with torch.no_grad():
-            out = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
-                                 pad_token_id=self.pad_token_id)
-        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+            out = model.generate(
+                **inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, pad_token_id=self.pad_token_id
+            )
+        return self.tokenizer.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ number of video features the vision tower will produce (see the spec's ``video_t
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

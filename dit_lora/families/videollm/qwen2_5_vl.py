@@ -59,7 +59,6 @@ import numpy as np
 import torch
 
 from dit_lora.core.errors import UserError
-
 from dit_lora.families.videollm.architecture import (
     OPENAI_CLIP_MEAN,
     OPENAI_CLIP_STD,
@@ -122,8 +121,9 @@ def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixe
     return int(h), int(w)
 
 
-def patchify_video(video: torch.Tensor, patch_size: int, temporal_patch_size: int, merge_size: int
-                   ) -> tuple[torch.Tensor, tuple[int, int, int]]:
+def patchify_video(
+    video: torch.Tensor, patch_size: int, temporal_patch_size: int, merge_size: int
+) -> tuple[torch.Tensor, tuple[int, int, int]]:
     """Flatten normalised frames (F, C, H, W) into Qwen2.5-VL's ``pixel_values_videos`` rows.
 
     F must be a multiple of ``temporal_patch_size`` and H, W multiples of
@@ -163,8 +163,9 @@ class Qwen25VLSpec(VideoLLMSpec):
     default_preprocessing = QWEN_VIDEO_DEFAULTS
 
     # -- loading ------------------------------------------------------------------------
-    def load_model(self, path: str | Path, dtype: torch.dtype = torch.bfloat16,
-                   quantization_config=None) -> torch.nn.Module:
+    def load_model(
+        self, path: str | Path, dtype: torch.dtype = torch.bfloat16, quantization_config=None
+    ) -> torch.nn.Module:
         """Load the model (see the base class) and install :meth:`prepare_model`'s M-RoPE hooks."""
         return self.prepare_model(super().load_model(path, dtype, quantization_config=quantization_config))
 
@@ -184,8 +185,7 @@ class Qwen25VLSpec(VideoLLMSpec):
         def fill(kwargs: dict, config: Any) -> None:
             input_ids = kwargs.get("input_ids")
             has_grid = kwargs.get("video_grid_thw") is not None or kwargs.get("image_grid_thw") is not None
-            if (input_ids is not None and input_ids.dim() == 2 and has_grid
-                    and kwargs.get("mm_token_type_ids") is None):
+            if input_ids is not None and input_ids.dim() == 2 and has_grid and kwargs.get("mm_token_type_ids") is None:
                 kwargs["mm_token_type_ids"] = spec.mm_token_type_ids(input_ids, config)
 
         def pre_hook(module, args, kwargs):
@@ -197,6 +197,7 @@ class Qwen25VLSpec(VideoLLMSpec):
         inner.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
         if hasattr(model, "_prepare_position_ids_for_generation"):
+
             def prepare_position_ids(owner, inputs_tensor, model_kwargs):
                 probe = dict(model_kwargs)
                 if probe.get("input_ids") is None and torch.is_tensor(inputs_tensor) and inputs_tensor.dim() == 2:
@@ -261,8 +262,10 @@ class Qwen25VLSpec(VideoLLMSpec):
         if raw.get("fps") is not None:
             prep["fps"] = float(raw["fps"])
         if prep["min_pixels"] > prep["max_pixels"]:
-            raise UserError(f"the preprocessor config in {folder} has min_pixels {prep['min_pixels']} > "
-                            f"max_pixels {prep['max_pixels']}")
+            raise UserError(
+                f"the preprocessor config in {folder} has min_pixels {prep['min_pixels']} > "
+                f"max_pixels {prep['max_pixels']}"
+            )
         return prep
 
     # -- frames -> model inputs ---------------------------------------------------------
@@ -271,8 +274,9 @@ class Qwen25VLSpec(VideoLLMSpec):
         factor = int(prep["patch_size"]) * int(prep["merge_size"])
         return smart_resize(height, width, factor, int(prep["min_pixels"]), int(prep["max_pixels"]))
 
-    def frame_inputs(self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
-                     ) -> dict[str, torch.Tensor]:
+    def frame_inputs(
+        self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
+    ) -> dict[str, torch.Tensor]:
         """``pixel_values_videos`` (rows, C*tp*p*p) float32, ``video_grid_thw`` (3,) long and
         ``second_per_grid_ts`` (0-d float32) for uint8 frames (F, H, W, 3); see the module docstring.
 

@@ -21,9 +21,9 @@ last hidden states (no full logits tensor).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.videollm import demo_clips
@@ -51,8 +51,9 @@ class VideoLLMDemo:
         folder = Path(cfg.train_data_dir)
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
-        demo_clips.make_qa_dataset(root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout,
-                        seed=cfg.seed)
+        demo_clips.make_qa_dataset(
+            root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout, seed=cfg.seed
+        )
 
 
 def family_info(arch: VideoLLMSpec) -> FamilyInfo:

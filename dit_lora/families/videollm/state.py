@@ -8,9 +8,10 @@ spec's ``setup``) once the model is loaded and once the samples are screened. :c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -76,8 +77,9 @@ class VideoLLMLoss:
         """The collated batch's tensors on ``device`` (nothing is cached: the frames go through the vision tower)."""
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
-    def compute_loss(self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator,
-                     cfg) -> torch.Tensor:
+    def compute_loss(
+        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
         """The mean cross-entropy of the answer tokens, by the loss the run's setup chose."""
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}
         state = run_state(comps)

@@ -13,8 +13,11 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=("wan", "wan_i2v"), factory=f"{__name__}:make", catalogue=f"{__name__}.catalogue",
+    names=("wan", "wan_i2v"),
+    factory=f"{__name__}:make",
+    catalogue=f"{__name__}.catalogue",
     options={"wan": f"{__name__}.options:WanOptions", "wan_i2v": f"{__name__}.options:WanI2VOptions"},
-    demo_configs=("wan/demo.yaml", "wan/i2v_demo.yaml"), recipe="wan_lora.py",
+    demo_configs=("wan/demo.yaml", "wan/i2v_demo.yaml"),
+    recipe="wan_lora.py",
     docs="docs/guides/wan.md",
 )

@@ -57,28 +57,31 @@ _PREFIX_IN = "transformer."
 _PREFIX_OUT = "diffusion_model."
 
 # diffusers module name (after `transformer.`) -> original Wan / ComfyUI name; \1 is the block index.
-_MODULES: tuple[tuple[re.Pattern, str], ...] = tuple((re.compile(f"^{a}$"), b) for a, b in (
-    (r"blocks\.(\d+)\.attn1\.to_q", r"blocks.\1.self_attn.q"),
-    (r"blocks\.(\d+)\.attn1\.to_k", r"blocks.\1.self_attn.k"),
-    (r"blocks\.(\d+)\.attn1\.to_v", r"blocks.\1.self_attn.v"),
-    (r"blocks\.(\d+)\.attn1\.to_out\.0", r"blocks.\1.self_attn.o"),
-    (r"blocks\.(\d+)\.attn2\.to_q", r"blocks.\1.cross_attn.q"),
-    (r"blocks\.(\d+)\.attn2\.to_k", r"blocks.\1.cross_attn.k"),
-    (r"blocks\.(\d+)\.attn2\.to_v", r"blocks.\1.cross_attn.v"),
-    (r"blocks\.(\d+)\.attn2\.to_out\.0", r"blocks.\1.cross_attn.o"),
-    (r"blocks\.(\d+)\.attn2\.add_k_proj", r"blocks.\1.cross_attn.k_img"),  # I2V image cross-attention
-    (r"blocks\.(\d+)\.attn2\.add_v_proj", r"blocks.\1.cross_attn.v_img"),
-    (r"blocks\.(\d+)\.ffn\.net\.0\.proj", r"blocks.\1.ffn.0"),
-    (r"blocks\.(\d+)\.ffn\.net\.2", r"blocks.\1.ffn.2"),
-    (r"condition_embedder\.text_embedder\.linear_1", "text_embedding.0"),
-    (r"condition_embedder\.text_embedder\.linear_2", "text_embedding.2"),
-    (r"condition_embedder\.time_embedder\.linear_1", "time_embedding.0"),
-    (r"condition_embedder\.time_embedder\.linear_2", "time_embedding.2"),
-    (r"condition_embedder\.time_proj", "time_projection.1"),
-    (r"condition_embedder\.image_embedder\.ff\.net\.0\.proj", "img_emb.proj.1"),  # I2V CLIP-image MLP
-    (r"condition_embedder\.image_embedder\.ff\.net\.2", "img_emb.proj.3"),
-    (r"proj_out", "head.head"),
-))
+_MODULES: tuple[tuple[re.Pattern, str], ...] = tuple(
+    (re.compile(f"^{a}$"), b)
+    for a, b in (
+        (r"blocks\.(\d+)\.attn1\.to_q", r"blocks.\1.self_attn.q"),
+        (r"blocks\.(\d+)\.attn1\.to_k", r"blocks.\1.self_attn.k"),
+        (r"blocks\.(\d+)\.attn1\.to_v", r"blocks.\1.self_attn.v"),
+        (r"blocks\.(\d+)\.attn1\.to_out\.0", r"blocks.\1.self_attn.o"),
+        (r"blocks\.(\d+)\.attn2\.to_q", r"blocks.\1.cross_attn.q"),
+        (r"blocks\.(\d+)\.attn2\.to_k", r"blocks.\1.cross_attn.k"),
+        (r"blocks\.(\d+)\.attn2\.to_v", r"blocks.\1.cross_attn.v"),
+        (r"blocks\.(\d+)\.attn2\.to_out\.0", r"blocks.\1.cross_attn.o"),
+        (r"blocks\.(\d+)\.attn2\.add_k_proj", r"blocks.\1.cross_attn.k_img"),  # I2V image cross-attention
+        (r"blocks\.(\d+)\.attn2\.add_v_proj", r"blocks.\1.cross_attn.v_img"),
+        (r"blocks\.(\d+)\.ffn\.net\.0\.proj", r"blocks.\1.ffn.0"),
+        (r"blocks\.(\d+)\.ffn\.net\.2", r"blocks.\1.ffn.2"),
+        (r"condition_embedder\.text_embedder\.linear_1", "text_embedding.0"),
+        (r"condition_embedder\.text_embedder\.linear_2", "text_embedding.2"),
+        (r"condition_embedder\.time_embedder\.linear_1", "time_embedding.0"),
+        (r"condition_embedder\.time_embedder\.linear_2", "time_embedding.2"),
+        (r"condition_embedder\.time_proj", "time_projection.1"),
+        (r"condition_embedder\.image_embedder\.ff\.net\.0\.proj", "img_emb.proj.1"),  # I2V CLIP-image MLP
+        (r"condition_embedder\.image_embedder\.ff\.net\.2", "img_emb.proj.3"),
+        (r"proj_out", "head.head"),
+    )
+)
 # diffusers' tensor suffix -> ComfyUI's (load_lora reads `<x>.lora_A.weight`, `<x>.lora_B.weight`, `<x>.diff_b`)
 _SUFFIXES = {"lora_A.weight": "lora_A.weight", "lora_B.weight": "lora_B.weight", "lora_B.bias": "diff_b"}
 
@@ -97,7 +100,7 @@ def _split(key: str) -> tuple[str, str] | None:
         return None
     for suffix in _SUFFIXES:
         if key.endswith("." + suffix):
-            return key[len(_PREFIX_IN):-len(suffix) - 1], suffix
+            return key[len(_PREFIX_IN) : -len(suffix) - 1], suffix
     return None
 
 
@@ -140,8 +143,10 @@ def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
     try:
         assert_finite(state, source)
     except NonFiniteWeightsError as err:
-        raise UserError(f"{err} A broken adapter is not exported: re-train (e.g. a lower learning rate) or export "
-                        "an earlier finite checkpoint.") from None
+        raise UserError(
+            f"{err} A broken adapter is not exported: re-train (e.g. a lower learning rate) or export "
+            "an earlier finite checkpoint."
+        ) from None
 
 
 def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) -> list[Path]:
@@ -160,18 +165,24 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
     for name, expert in (files or DEFAULT_FILES).items():
         source = adapter_dir / name
         if Path(name).name != name or not name.endswith(".safetensors"):
-            raise UserError(f"`{name}` is not the file name of a safetensors adapter in {adapter_dir}; the Wan "
-                            "export converts the run's pytorch_lora_weights*.safetensors files.")
+            raise UserError(
+                f"`{name}` is not the file name of a safetensors adapter in {adapter_dir}; the Wan "
+                "export converts the run's pytorch_lora_weights*.safetensors files."
+            )
         if not source.is_file():
-            raise UserError(f"{source} does not exist: the {expert}-noise expert's adapter is missing. Export the "
-                            "--output_dir of a finished Wan run.")
-        target = export_target(adapter_dir, name[:-len(".safetensors")] + SUFFIX)
+            raise UserError(
+                f"{source} does not exist: the {expert}-noise expert's adapter is missing. Export the "
+                "--output_dir of a finished Wan run."
+            )
+        target = export_target(adapter_dir, name[: -len(".safetensors")] + SUFFIX)
         state = comfyui_state(load_file(str(source)), source=str(source))
         _check_finite(state, str(source))
         metadata = export_metadata(
-            FORMAT, name, dit_lora_expert=expert,
+            FORMAT,
+            name,
+            dit_lora_expert=expert,
             dit_lora_keys="diffusion_model.<original Wan name>.lora_A/lora_B.weight; no .alpha: scale 1.0, "
-                          "alpha/rank is folded into lora_B",
+            "alpha/rank is folded into lora_B",
         )
         planned.append((target, state, metadata))
     return [save_safetensors_atomic(state, target, metadata=metadata) for target, state, metadata in planned]

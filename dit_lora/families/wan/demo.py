@@ -305,7 +305,7 @@ def build_tiny_wan_components(
             torch.manual_seed(seed * 1000 + 5)
             comps["image_encoder"], comps["image_processor"] = _image_components(config["image_encoder"])
 
-    for name, module in comps.items():
+    for module in comps.values():
         if isinstance(module, torch.nn.Module):
             torch.nn.Module.to(module, dtype)  # nn.Module.to: ModelMixin.to warns on dtype casts
             module.eval()

@@ -30,7 +30,8 @@ class WanEncoders(DiffusionEncoders):
             "family": self.task.name,
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg, ("vae", "text_encoder")),
-            "revision": cfg.revision, "variant": cfg.variant,
+            "revision": cfg.revision,
+            "variant": cfg.variant,
             "dtype": cfg.mixed_precision,  # UMT5 runs in it (the VAE in fp32)
             "max_sequence_length": TEXT_LEN,
             "latents": "posterior_mode_normalised_fp32" + self.cached_conditions(cfg),
@@ -57,17 +58,26 @@ class WanEncoders(DiffusionEncoders):
         zero-padded back): training prompts are exactly what the pipeline feeds the transformer."""
         from diffusers import WanPipeline
 
-        return WanPipeline(tokenizer=comps.encoders["tokenizer"], text_encoder=comps.encoders["text_encoder"],
-                           vae=None, scheduler=None, transformer=None)
+        return WanPipeline(
+            tokenizer=comps.encoders["tokenizer"],
+            text_encoder=comps.encoders["text_encoder"],
+            vae=None,
+            scheduler=None,
+            transformer=None,
+        )
 
-    def encode_prompts(self, comps: Components, captions: list[str], *, with_negative: bool = False
-                       ) -> dict[str, torch.Tensor]:
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
         """UMT5 embeddings as ``WanPipeline.encode_prompt`` computes them (with the empty negative on request)."""
         pipe = self.prompt_pipeline(comps)
         with torch.no_grad():
             embeds, negative = pipe.encode_prompt(
-                list(captions), negative_prompt="", do_classifier_free_guidance=with_negative,
-                max_sequence_length=TEXT_LEN, device=comps.encoders["text_encoder"].device,
+                list(captions),
+                negative_prompt="",
+                do_classifier_free_guidance=with_negative,
+                max_sequence_length=TEXT_LEN,
+                device=comps.encoders["text_encoder"].device,
             )
         out = {"prompt_embeds": embeds}
         if with_negative:

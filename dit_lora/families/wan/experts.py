@@ -36,8 +36,9 @@ def expert_for_step(step: int | None) -> str:
     return "low" if step is not None and int(step) % 2 == 0 else "high"
 
 
-def expert_index_ranges(timesteps: torch.Tensor, boundary_ratio: float, num_train_timesteps: int
-                        ) -> dict[str, tuple[int, int]]:
+def expert_index_ranges(
+    timesteps: torch.Tensor, boundary_ratio: float, num_train_timesteps: int
+) -> dict[str, tuple[int, int]]:
     """``{expert: (first, end)}``: the half-open index ranges of the training schedule each expert owns.
 
     ``timesteps`` is the training table, noisiest first (index 0 is ``num_train_timesteps``); the high-noise
@@ -244,5 +245,5 @@ class WanTrainables:
 
     def enable_gradient_checkpointing(self, model: nn.Module) -> None:
         """Each expert's own diffusers switch (one transformer, or both of :class:`WanExperts`)."""
-        for module in ((model.high, model.low) if isinstance(model, WanExperts) else (model,)):
+        for module in (model.high, model.low) if isinstance(model, WanExperts) else (model,):
             module.enable_gradient_checkpointing()

@@ -39,9 +39,16 @@ def i2v_pipeline(comps: Components, expand: bool):
     from diffusers import WanImageToVideoPipeline
 
     return WanImageToVideoPipeline(
-        tokenizer=None, text_encoder=None, vae=comps.encoders["vae"], scheduler=None,
-        image_processor=comps.encoders.get("image_processor"), image_encoder=comps.encoders.get("image_encoder"),
-        transformer=None, transformer_2=None, expand_timesteps=expand)
+        tokenizer=None,
+        text_encoder=None,
+        vae=comps.encoders["vae"],
+        scheduler=None,
+        image_processor=comps.encoders.get("image_processor"),
+        image_encoder=comps.encoders.get("image_encoder"),
+        transformer=None,
+        transformer_2=None,
+        expand_timesteps=expand,
+    )
 
 
 def conditioning_image(task: WanTask, cfg: TrainConfig, comps: Components | None, samples: list | None = None):
@@ -58,8 +65,10 @@ class WanI2VModel(WanModel):
         super().validate_config(cfg)
         image = cfg.family_options.validation_image
         if image and not Path(image).is_file():
-            raise UserError(f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
-                            "condition validation videos on the first training clip's first frame.")
+            raise UserError(
+                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
+                "condition validation videos on the first training clip's first frame."
+            )
 
     def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
@@ -68,10 +77,14 @@ class WanI2VModel(WanModel):
         from transformers import CLIPImageProcessor, CLIPVisionModel
 
         path = cfg.pretrained_model_name_or_path
-        return {"image_encoder": CLIPVisionModel.from_pretrained(path, subfolder="image_encoder",
-                                                                 **dtype_kwarg("transformers", torch.float32), **common).eval(),
-                "image_processor": CLIPImageProcessor.from_pretrained(path, subfolder="image_processor",
-                                                                      revision=cfg.revision)}
+        return {
+            "image_encoder": CLIPVisionModel.from_pretrained(
+                path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
+            ).eval(),
+            "image_processor": CLIPImageProcessor.from_pretrained(
+                path, subfolder="image_processor", revision=cfg.revision
+            ),
+        }
 
 
 class WanI2VEncoders(WanEncoders):
@@ -97,9 +110,19 @@ class WanI2VEncoders(WanEncoders):
         conditions = []
         with torch.no_grad():
             for i in range(bsz):  # prepare_latents encodes one image per call
-                zeros = torch.zeros_like(out["latents"][i:i + 1])  # given latents: no random draw
-                _, condition = pipe.prepare_latents(first[i:i + 1], 1, out["latents"].shape[1], height, width, frames,
-                                                    torch.float32, vae.device, None, latents=zeros)
+                zeros = torch.zeros_like(out["latents"][i : i + 1])  # given latents: no random draw
+                _, condition = pipe.prepare_latents(
+                    first[i : i + 1],
+                    1,
+                    out["latents"].shape[1],
+                    height,
+                    width,
+                    frames,
+                    torch.float32,
+                    vae.device,
+                    None,
+                    latents=zeros,
+                )
                 conditions.append(condition)
             out["condition"] = torch.cat(conditions).float()
             if "image_encoder" in comps.encoders:
@@ -110,8 +133,9 @@ class WanI2VEncoders(WanEncoders):
 class WanI2VLoss(WanLoss):
     """``FamilySpec.loss``: text-to-video's, the image condition beside the noisy latents."""
 
-    def conditioning(self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any],
-                     generator: torch.Generator) -> dict[str, Any]:
+    def conditioning(
+        self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any], generator: torch.Generator
+    ) -> dict[str, Any]:
         """``[noisy | mask + image latents]`` on the channel axis and the CLIP image embedding (2.1)."""
         if "condition" not in batch:  # TI2V: the first latent frame is in the hidden states already
             return inputs
@@ -144,8 +168,9 @@ class WanI2VPlan(WanPlan):
                 b, c, f, h, w = latents.shape
                 batch["condition"] = torch.empty(b, c + 4, f, h, w, dtype=latents.dtype)
                 if info.image_encoder:
-                    batch["image_embeds"] = torch.empty(b, run_state(comps).clip_tokens or 257,
-                                                        comps.model.config.image_dim, dtype=latents.dtype)
+                    batch["image_embeds"] = torch.empty(
+                        b, run_state(comps).clip_tokens or 257, comps.model.config.image_dim, dtype=latents.dtype
+                    )
             out.append((bucket, batch))
         return out
 
@@ -171,7 +196,8 @@ class WanI2VSetup(DiffusionSetup):
             pipe = i2v_pipeline(comps, expand=False)
             with torch.no_grad():
                 run_state(comps).validation_image_embeds = pipe.encode_image(
-                    image, comps.encoders["image_encoder"].device)
+                    image, comps.encoders["image_encoder"].device
+                )
 
 
 class WanI2VSamples(WanSamples):
@@ -199,9 +225,14 @@ class WanI2VAdapter(WanAdapter):
             return {}
         from transformers import CLIPVisionModel
 
-        return {"image_encoder": CLIPVisionModel.from_pretrained(cfg.pretrained_model_name_or_path,
-                                                                 subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32),
-                                                                 **common)}
+        return {
+            "image_encoder": CLIPVisionModel.from_pretrained(
+                cfg.pretrained_model_name_or_path,
+                subfolder="image_encoder",
+                **dtype_kwarg("transformers", torch.float32),
+                **common,
+            )
+        }
 
 
 class WanI2VCard(WanCard):
@@ -210,8 +241,11 @@ class WanI2VCard(WanCard):
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the usage snippet's conditioning image."""
         source = cfg.family_options.validation_image or "first_frame.png"
-        return (", load_image", f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
-                "\n    image=image,")
+        return (
+            ", load_image",
+            f"image = load_image({json.dumps(source)})  # the first frame to animate\n",
+            "\n    image=image,",
+        )
 
 
 def _to_pil(frames: torch.Tensor) -> list:

@@ -56,7 +56,7 @@ class WanInfo:
 
     @property
     def version(self) -> str:
-        """"2.2" for the two-expert and TI2V checkpoints, else "2.1" (the configs carry no version field)."""
+        """ "2.2" for the two-expert and TI2V checkpoints, else "2.1" (the configs carry no version field)."""
         return "2.2" if (self.two_experts or self.expand_timesteps) else "2.1"
 
     @property
@@ -89,8 +89,12 @@ class WanInfo:
 
     def describe(self) -> str:
         """One line for logs and the model card."""
-        parts = [f"Wan {self.version} {KIND.get(self.kind or '', 'unknown task')}", f"{self.layers} layers",
-                 f"VAE {self.z_dim} channels ({self.vae_spatial}x spatial)", f"flow shift {self.flow_shift:g}"]
+        parts = [
+            f"Wan {self.version} {KIND.get(self.kind or '', 'unknown task')}",
+            f"{self.layers} layers",
+            f"VAE {self.z_dim} channels ({self.vae_spatial}x spatial)",
+            f"flow shift {self.flow_shift:g}",
+        ]
         if self.two_experts:
             parts.append(f"two experts split at boundary_ratio {self.boundary_ratio:g}")
         if self.image_encoder:
@@ -116,15 +120,26 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
         elif in_ch == 2 * z_dim + 4:
             kind = "i2v"
         evidence = f"transformer in_channels {in_ch}, VAE z_dim {z_dim}" + (", expand_timesteps" if expand else "")
-    two = index.get("transformer_2") not in (None, [None, None]) and index.get("transformer") not in (None,
-                                                                                                    [None, None])
+    two = index.get("transformer_2") not in (None, [None, None]) and index.get("transformer") not in (
+        None,
+        [None, None],
+    )
     boundary = index.get("boundary_ratio")
     image_encoder = index.get("image_encoder") not in (None, [None, None]) and "image_encoder" in index
     return WanInfo(
-        pipeline_class=index.get("_class_name"), kind=kind, evidence=evidence, z_dim=z_dim, in_channels=in_ch,
-        vae_spatial=int(vae.get("scale_factor_spatial", 8)), vae_temporal=int(vae.get("scale_factor_temporal", 4)),
-        patch=tuple(int(p) for p in tr.get("patch_size", (1, 2, 2))), two_experts=bool(two),
-        boundary_ratio=float(boundary) if boundary is not None else None, expand_timesteps=expand,
-        image_encoder=bool(image_encoder), flow_shift=float(sched.get("flow_shift") or sched.get("shift") or 3.0),
-        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)), layers=int(tr.get("num_layers", 30)),
+        pipeline_class=index.get("_class_name"),
+        kind=kind,
+        evidence=evidence,
+        z_dim=z_dim,
+        in_channels=in_ch,
+        vae_spatial=int(vae.get("scale_factor_spatial", 8)),
+        vae_temporal=int(vae.get("scale_factor_temporal", 4)),
+        patch=tuple(int(p) for p in tr.get("patch_size", (1, 2, 2))),
+        two_experts=bool(two),
+        boundary_ratio=float(boundary) if boundary is not None else None,
+        expand_timesteps=expand,
+        image_encoder=bool(image_encoder),
+        flow_shift=float(sched.get("flow_shift") or sched.get("shift") or 3.0),
+        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)),
+        layers=int(tr.get("num_layers", 30)),
     )

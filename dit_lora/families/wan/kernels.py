@@ -40,8 +40,9 @@ TORCH_WRITTEN_FOR = "torch 2.13.0"
 TEXT_CONTEXT = 512
 
 
-def _modulate(rt: KernelRuntime, norm: nn.Module, x: torch.Tensor, scale: torch.Tensor,
-              shift: torch.Tensor) -> torch.Tensor:
+def _modulate(
+    rt: KernelRuntime, norm: nn.Module, x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor
+) -> torch.Tensor:
     """``(norm(x.float()) * (1 + scale) + shift).type_as(x)`` for an ``FP32LayerNorm`` without affine.
 
     ``scale``/``shift`` are fp32 ``(B, D)``. The fused kernel reads ``x`` and upcasts it in registers, the
@@ -62,7 +63,8 @@ def block_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states,
         return type(self).forward(self, hidden_states, encoder_hidden_states, temb, rotary_emb)
     # (B, 6, D) fp32 -> six (B, D) rows, the layout the ops take (diffusers keeps (B, 1, D))
     shift_msa, scale_msa, gate_msa, c_shift_msa, c_scale_msa, c_gate_msa = (
-        self.scale_shift_table + temb.float()).unbind(dim=1)
+        self.scale_shift_table + temb.float()
+    ).unbind(dim=1)
 
     # 1. Self-attention
     norm_hidden_states = _modulate(rt, self.norm1, hidden_states, scale_msa, shift_msa)
@@ -115,10 +117,21 @@ class WanAttentionProcessor:
         self.runtime = runtime
         self.original = original
 
-    def __call__(self, attn, hidden_states: torch.Tensor, encoder_hidden_states: torch.Tensor | None = None,
-                 attention_mask: torch.Tensor | None = None, rotary_emb=None, **kwargs) -> torch.Tensor:
-        if (kwargs or attention_mask is not None or getattr(attn, "fused_projections", False)
-                or getattr(self.original, "_parallel_config", None) is not None):
+    def __call__(
+        self,
+        attn,
+        hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        rotary_emb=None,
+        **kwargs,
+    ) -> torch.Tensor:
+        if (
+            kwargs
+            or attention_mask is not None
+            or getattr(attn, "fused_projections", False)
+            or getattr(self.original, "_parallel_config", None) is not None
+        ):
             return self.original(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
         image = None
         if attn.add_k_proj is not None:
@@ -149,20 +162,42 @@ def _is_block(m: nn.Module) -> bool:
     # them with elementwise_affine=False).
     from diffusers.models.normalization import FP32LayerNorm
 
-    return all(type(n) is FP32LayerNorm and n.weight is None and n.bias is None and len(n.normalized_shape) == 1
-               for n in (m.norm1, m.norm3))
+    return all(
+        type(n) is FP32LayerNorm and n.weight is None and n.bias is None and len(n.normalized_shape) == 1
+        for n in (m.norm1, m.norm3)
+    )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def patch_points() -> tuple[PatchPoint, ...]:
     """Wan's points: ``WanTransformerBlock``, ``WanAttnProcessor``, and ``torch.nn.RMSNorm`` (its q/k norms)."""
     from diffusers.models.transformers.transformer_wan import WanAttnProcessor, WanTransformerBlock
 
     return (
-        PatchPoint("wan.block", WanTransformerBlock, ("modulate", "gated_residual"), "6f82f5be8f58923d",
-                   forward=block_forward, when=_is_block, written_for=WRITTEN_FOR),
-        PatchPoint("wan.attention", WanAttnProcessor, ("attention",), "f20ffcc85b9b0e6b",
-                   processor=WanAttentionProcessor, written_for=WRITTEN_FOR),
-        PatchPoint("wan.qk_rmsnorm", nn.RMSNorm, ("rmsnorm",), "83bd4e912b9603f1", forward=rms_norm_forward,
-                   when=lambda m: len(m.normalized_shape) == 1, written_for=TORCH_WRITTEN_FOR),
+        PatchPoint(
+            "wan.block",
+            WanTransformerBlock,
+            ("modulate", "gated_residual"),
+            "6f82f5be8f58923d",
+            forward=block_forward,
+            when=_is_block,
+            written_for=WRITTEN_FOR,
+        ),
+        PatchPoint(
+            "wan.attention",
+            WanAttnProcessor,
+            ("attention",),
+            "f20ffcc85b9b0e6b",
+            processor=WanAttentionProcessor,
+            written_for=WRITTEN_FOR,
+        ),
+        PatchPoint(
+            "wan.qk_rmsnorm",
+            nn.RMSNorm,
+            ("rmsnorm",),
+            "83bd4e912b9603f1",
+            forward=rms_norm_forward,
+            when=lambda m: len(m.normalized_shape) == 1,
+            written_for=TORCH_WRITTEN_FOR,
+        ),
     )

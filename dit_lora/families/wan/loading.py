@@ -56,20 +56,36 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
         for expert in trained_experts(model.task, cfg):
             with quantize.diffusers_loading(cfg.model):
                 transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
-                    WanTransformer3DModel, cfg.model, SUBFOLDER[expert], **dtype_kwarg("diffusers", dtype),
+                    WanTransformer3DModel,
+                    cfg.model,
+                    SUBFOLDER[expert],
+                    **dtype_kwarg("diffusers", dtype),
                     variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg), **common)
-        vae = AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)
-        text_encoder = UMT5EncoderModel.from_pretrained(path, subfolder="text_encoder", **dtype_kwarg("transformers", dtype),
-                                                        **quantize.text_encoder_kwargs(cfg), **common)
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+        vae = AutoencoderKLWan.from_pretrained(
+            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+        )
+        text_encoder = UMT5EncoderModel.from_pretrained(
+            path,
+            subfolder="text_encoder",
+            **dtype_kwarg("transformers", dtype),
+            **quantize.text_encoder_kwargs(cfg),
+            **common,
+        )
         tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         scheduler_cfg = _scheduler_config(path, cfg.revision)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg, err) from None
     both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
-    for module in ((*(() if both else transformers_.values()), vae, text_encoder,
-                    *(m for m in extra.values() if hasattr(m, "to")))):
+    for module in (
+        *(() if both else transformers_.values()),
+        vae,
+        text_encoder,
+        *(m for m in extra.values() if hasattr(m, "to")),
+    ):
         module.to(device)
     comps = make_components(model.task, cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
     if both:
@@ -93,17 +109,29 @@ def plan_wan_components(task: WanTask, cfg: TrainConfig, read, depth: int | None
     dtype = cfg.weight_dtype
     experts = trained_experts(task, cfg)
     on_device = experts if not (len(experts) == 2 and cfg.family_options.offload_inactive_expert) else experts[:1]
-    transformers_ = {e: diffusers_on_meta(WanTransformer3DModel, with_depth(read(SUBFOLDER[e], "config.json"),
-                                                                             "num_layers", depth), dtype)
-                     for e in on_device}
+    transformers_ = {
+        e: diffusers_on_meta(
+            WanTransformer3DModel, with_depth(read(SUBFOLDER[e], "config.json"), "num_layers", depth), dtype
+        )
+        for e in on_device
+    }
     vae = diffusers_on_meta(AutoencoderKLWan, read("vae", "config.json"), torch.float32)
     text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype, UMT5EncoderModel)
-    return make_components(task, cfg, transformers_, vae, text_encoder,
-                           read("scheduler", "scheduler_config.json") or {}, None)
+    return make_components(
+        task, cfg, transformers_, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
+    )
 
 
-def make_components(task: WanTask, cfg: TrainConfig, transformers: dict[str, torch.nn.Module], vae, text_encoder,
-                    scheduler_cfg: dict, device, extra_encoders: dict | None = None) -> Components:
+def make_components(
+    task: WanTask,
+    cfg: TrainConfig,
+    transformers: dict[str, torch.nn.Module],
+    vae,
+    text_encoder,
+    scheduler_cfg: dict,
+    device,
+    extra_encoders: dict | None = None,
+) -> Components:
     """The loaded (or planned: ``device`` None) modules as the run's components, what the run decided in its
     :class:`~dit_lora.families.wan.state.WanRun`.
 
@@ -117,8 +145,9 @@ def make_components(task: WanTask, cfg: TrainConfig, transformers: dict[str, tor
     if text_encoder is not None:
         text_encoder.requires_grad_(False).eval()
     if len(transformers) == 2:
-        model = make_peft_capable(WanExperts(transformers["high"], transformers["low"],
-                                             offload=cfg.family_options.offload_inactive_expert))
+        model = make_peft_capable(
+            WanExperts(transformers["high"], transformers["low"], offload=cfg.family_options.offload_inactive_expert)
+        )
     else:
         model = next(iter(transformers.values()))
     shift = cfg.family_options.flow_shift or info.flow_shift
@@ -130,15 +159,25 @@ def make_components(task: WanTask, cfg: TrainConfig, transformers: dict[str, tor
         ranges.update(expert_index_ranges(scheduler.timesteps, info.boundary_ratio, info.num_train_timesteps))
     vae_cfg = vae.config
     state = WanRun(
-        scheduler_config=scheduler_cfg, flow_shift=shift, flow_tables=tables, index_ranges=ranges, expert=expert,
-        trained_experts=["high", "low"] if expert == "both" else [expert or "high"], fps=info.fps,
-        boundary_ratio=info.boundary_ratio, image_probability=task.image_probability(cfg),
+        scheduler_config=scheduler_cfg,
+        flow_shift=shift,
+        flow_tables=tables,
+        index_ranges=ranges,
+        expert=expert,
+        trained_experts=["high", "low"] if expert == "both" else [expert or "high"],
+        fps=info.fps,
+        boundary_ratio=info.boundary_ratio,
+        image_probability=task.image_probability(cfg),
         expand_timesteps=info.expand_timesteps,
         latents_mean=torch.tensor(vae_cfg.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1),
         latents_std=torch.tensor(vae_cfg.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1),
     )
-    return Components(model=model, scheduler=scheduler,
-                      encoders={"vae": vae, "text_encoder": text_encoder, **(extra_encoders or {})}, state=state)
+    return Components(
+        model=model,
+        scheduler=scheduler,
+        encoders={"vae": vae, "text_encoder": text_encoder, **(extra_encoders or {})},
+        state=state,
+    )
 
 
 class WanModel(DiffusionModel):

@@ -37,8 +37,9 @@ class WanLoss(DiffusionLoss):
         expert = run_state(comps).expert
         return expert_for_step(batch.get("step")) if expert == "both" else expert
 
-    def draw_timesteps(self, comps: Components, latents: torch.Tensor, expert: str | None,
-                       generator: torch.Generator, cfg: TrainConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def draw_timesteps(
+        self, comps: Components, latents: torch.Tensor, expert: str | None, generator: torch.Generator, cfg: TrainConfig
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(noise, sigmas [B], timesteps [B])``: noise first, then one table entry per sample from the expert's
         part of the schedule (all of it for single-expert checkpoints), all drawn on the device."""
         state = run_state(comps)
@@ -46,13 +47,26 @@ class WanLoss(DiffusionLoss):
         first, end = state.index_ranges[expert or "all"]
         noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
         opts = cfg.family_options
-        indices = first + sample_indices(opts.timestep_sampling, latents.shape[0], end - first,
-                                         logit_mean=opts.logit_mean, logit_std=opts.logit_std,
-                                         device=latents.device, generator=generator)
+        indices = first + sample_indices(
+            opts.timestep_sampling,
+            latents.shape[0],
+            end - first,
+            logit_mean=opts.logit_mean,
+            logit_std=opts.logit_std,
+            device=latents.device,
+            generator=generator,
+        )
         return noise, sigma_table[indices].to(latents.dtype), timestep_table[indices]
 
-    def model_inputs(self, comps: Components, batch: dict[str, Any], noisy: torch.Tensor, latents: torch.Tensor,
-                     timesteps: torch.Tensor, generator: torch.Generator) -> tuple[dict[str, Any], torch.Tensor | None]:
+    def model_inputs(
+        self,
+        comps: Components,
+        batch: dict[str, Any],
+        noisy: torch.Tensor,
+        latents: torch.Tensor,
+        timesteps: torch.Tensor,
+        generator: torch.Generator,
+    ) -> tuple[dict[str, Any], torch.Tensor | None]:
         """The transformer's inputs besides the text, and the loss mask (None: every element counts).
 
         TI2V-5B: per-token timesteps; image-mode samples get the clean first latent frame and timestep 0 there,
@@ -72,8 +86,14 @@ class WanLoss(DiffusionLoss):
         per_token = (mask[:, 0, :, ::p_h, ::p_w] * timesteps.view(-1, 1, 1, 1)).flatten(1)
         return {"hidden_states": hidden, "timestep": per_token}, mask
 
-    def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
-                     generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
+    def compute_loss(
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
+    ) -> torch.Tensor:
         """The velocity MSE of one micro-batch (masked where TI2V's image mode keeps the first frame clean)."""
         latents = batch["latents"]
         expert = self.step_expert(comps, batch)
@@ -81,15 +101,19 @@ class WanLoss(DiffusionLoss):
         noise, sigmas, timesteps = self.draw_timesteps(comps, latents, expert, generator, cfg)
         noisy = noisy_latents(latents, noise, sigmas)
         inputs, mask = self.model_inputs(comps, batch, noisy, latents, timesteps, generator)
-        pred = denoiser(encoder_hidden_states=batch["prompt_embeds"], return_dict=False,
-                        **self.conditioning(comps, batch, inputs, generator))[0]
+        pred = denoiser(
+            encoder_hidden_states=batch["prompt_embeds"],
+            return_dict=False,
+            **self.conditioning(comps, batch, inputs, generator),
+        )[0]
         err = (pred.float() - velocity_target(latents, noise).float()) ** 2
         if mask is None:
             return err.mean()
         weight = mask.expand_as(err)
         return (err * weight).sum() / weight.sum().clamp(min=1.0)
 
-    def conditioning(self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any],
-                     generator: torch.Generator) -> dict[str, Any]:
+    def conditioning(
+        self, comps: Components, batch: dict[str, Any], inputs: dict[str, Any], generator: torch.Generator
+    ) -> dict[str, Any]:
         """The transformer's keyword inputs besides the text (image-to-video adds the image condition)."""
         return inputs

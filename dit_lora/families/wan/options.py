@@ -25,31 +25,41 @@ class WanOptions(TimestepSamplingOptions, TrainedSizeOptions):
         "timesteps >= boundary_ratio x 1000), `low` (`transformer_2`, the rest) or `both` (one adapter each; "
         "steps alternate high, low). Only the trained expert's steps' timesteps are drawn. Default `both`; "
         "refused for single-expert checkpoints.",
-        choices=("high", "low", "both"), section="wan", resume="fixed",
+        choices=("high", "low", "both"),
+        section="wan",
+        resume="fixed",
     )
     offload_inactive_expert: bool = opt(
         True,
         "--wan_expert both: keep the frozen weights of the expert not trained at the current step in CPU memory "
         "(about 28 GB per 14B expert in bf16) instead of on the accelerator; the copy back is asynchronous.",
-        section="wan", resume="free",
+        section="wan",
+        resume="free",
     )
     ti2v_image_probability: float | None = opt(
         None,
         "Wan 2.2 TI2V-5B: fraction of samples trained in image-to-video mode (the clip's first latent frame is "
         "given clean with timestep 0 on its tokens, as the pipelines do with expand_timesteps). Default 0 for "
         "--family wan, 1 for --family wan_i2v; refused for other checkpoints.",
-        section="wan", resume="fixed", valid=PROBABILITY,
+        section="wan",
+        resume="fixed",
+        valid=PROBABILITY,
     )
     flow_shift: float | None = opt(
         None,
         "Shift of the training timestep schedule (sigma' = shift*sigma / (1 + (shift-1)*sigma)). Default: the "
         "checkpoint's scheduler flow_shift (3.0 for Wan 2.1 and 2.2 A14B, 5.0 for TI2V-5B, as diffusers' conversion "
         "writes them); DiffSynth-Studio trains every Wan model at 5.0.",
-        section="wan", resume="fixed", valid=POSITIVE,
+        section="wan",
+        resume="fixed",
+        valid=POSITIVE,
     )
     demo_wan_variant: str = opt(
-        "2.1-t2v", "Wan demo: which checkpoint the tiny offline pipeline copies.", choices=DEMO_VARIANTS,
-        section="wan", resume="fixed",
+        "2.1-t2v",
+        "Wan demo: which checkpoint the tiny offline pipeline copies.",
+        choices=DEMO_VARIANTS,
+        section="wan",
+        resume="fixed",
     )
 
 

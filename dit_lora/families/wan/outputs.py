@@ -46,13 +46,23 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
         frames = max(b[0] for b in task.video_buckets(cfg))
         size = TINY_WAN_GEOMETRY["height"]
         fps = 24 if "ti2v" in variant else 16
-        marker = {"kind": "moving_squares", "n": cfg.demo_num_images, "num_frames": frames, "size": size,
-                  "fps": fps, "seed": 0}
+        marker = {
+            "kind": "moving_squares",
+            "n": cfg.demo_num_images,
+            "num_frames": frames,
+            "size": size,
+            "fps": fps,
+            "seed": 0,
+        }
         try:
             build_directory_atomically(
-                cfg.train_data_dir, "dit_lora_clips.json", marker,
-                lambda tmp: make_moving_square_dataset(tmp, n=cfg.demo_num_images, num_frames=frames, size=size,
-                                                       fps=fps, seed=0))
+                cfg.train_data_dir,
+                "dit_lora_clips.json",
+                marker,
+                lambda tmp: make_moving_square_dataset(
+                    tmp, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps, seed=0
+                ),
+            )
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
 
@@ -69,9 +79,15 @@ def _inference_scheduler(comps: Components):
 def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
     """The pipeline call's size, steps, guidance and generator (the first bucket's size)."""
     frames, height, width = task.video_buckets(cfg)[0]
-    return {"num_frames": frames, "height": height, "width": width,
-            "num_inference_steps": cfg.validation_inference_steps, "guidance_scale": cfg.validation_guidance_scale,
-            "generator": generator, "output_type": "pil"}
+    return {
+        "num_frames": frames,
+        "height": height,
+        "width": width,
+        "num_inference_steps": cfg.validation_inference_steps,
+        "guidance_scale": cfg.validation_guidance_scale,
+        "generator": generator,
+        "output_type": "pil",
+    }
 
 
 def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
@@ -86,44 +102,62 @@ def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, An
         for name in ("high", "low"):
             hook = denoiser.expert(name).register_forward_pre_hook(lambda *_, n=name: denoiser.activate(n) and None)
             stack.callback(hook.remove)
-        return {"transformer": denoiser.high, "transformer_2": denoiser.low,
-                "boundary_ratio": state.boundary_ratio}
+        return {"transformer": denoiser.high, "transformer_2": denoiser.low, "boundary_ratio": state.boundary_ratio}
     if state.expert:  # one trained A14B expert: it runs both stages (the pipeline keeps its boundary,
         # so an I2V-A14B pipeline does not look for the CLIP encoder the A14B models do not have)
         return {"transformer": denoiser, "transformer_2": denoiser, "boundary_ratio": state.boundary_ratio}
     return {"transformer": denoiser}
 
 
-def generate_validation(samples: WanSamples, comps: Components, denoiser, cond: dict, cfg: TrainConfig,
-                        seed: int) -> list:
+def generate_validation(
+    samples: WanSamples, comps: Components, denoiser, cond: dict, cfg: TrainConfig, seed: int
+) -> list:
     """Validation videos from the in-memory model: the pipeline with the cached prompt embeddings."""
     device = next(p for p in denoiser.parameters() if p.requires_grad).device
     with ExitStack() as stack:
         vae = stack.enter_context(vae_on(comps, device))
-        pipe = samples.task.pipeline_class()(tokenizer=None, text_encoder=None, vae=vae,
-                                             scheduler=_inference_scheduler(comps),
-                                             **_transformers(comps, denoiser, stack),
-                                             expand_timesteps=bool(run_state(comps).expand_timesteps))
+        pipe = samples.task.pipeline_class()(
+            tokenizer=None,
+            text_encoder=None,
+            vae=vae,
+            scheduler=_inference_scheduler(comps),
+            **_transformers(comps, denoiser, stack),
+            expand_timesteps=bool(run_state(comps).expand_timesteps),
+        )
         pipe.set_progress_bar_config(disable=True)
         samples.fit_validation_pipeline(pipe, comps)
         n = cfg.num_validation_images
         generator = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
-            videos = pipe(prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
-                          negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
-                          **samples.image_call_kwargs(comps, cond, cfg, n), **call_kwargs(samples.task, cfg, generator)
-                          ).frames
+            videos = pipe(
+                prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
+                negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
+                **samples.image_call_kwargs(comps, cond, cfg, n),
+                **call_kwargs(samples.task, cfg, generator),
+            ).frames
     return list(videos)
 
 
-def generate_from_pipeline(samples: WanSamples, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
-                           comps: Components | None = None) -> list:
+def generate_from_pipeline(
+    samples: WanSamples,
+    pipe,
+    prompt: str,
+    cfg: TrainConfig,
+    seed: int,
+    num_images: int,
+    comps: Components | None = None,
+) -> list:
     """Videos from the reloaded consumer pipeline (both experts of an A14B, with the adapter(s) loaded)."""
     device = (pipe.transformer or pipe.transformer_2).device
     generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
-        return list(pipe(prompt=[prompt] * num_images, **samples.image_call_kwargs(comps, None, cfg, num_images),
-                         **call_kwargs(samples.task, cfg, generator)).frames)
+        return list(
+            pipe(
+                prompt=[prompt] * num_images,
+                **samples.image_call_kwargs(comps, None, cfg, num_images),
+                **call_kwargs(samples.task, cfg, generator),
+            ).frames
+        )
 
 
 # ---- adapter files -----------------------------------------------------------------------------
@@ -131,7 +165,9 @@ def split_experts(lora_state: dict[str, torch.Tensor]) -> dict[str, dict[str, to
     """A two-expert model's LoRA state (``high.``/``low.`` prefixes) as one state per expert; otherwise
     ``{"single": state}``."""
     if lora_state and all(k.startswith(("high.", "low.")) for k in lora_state):
-        return {e: {k[len(e) + 1:]: v for k, v in lora_state.items() if k.startswith(e + ".")} for e in ("high", "low")}
+        return {
+            e: {k[len(e) + 1 :]: v for k, v in lora_state.items() if k.startswith(e + ".")} for e in ("high", "low")
+        }
     return {"single": lora_state}
 
 
@@ -142,10 +178,14 @@ def save_wan_adapter(output_dir: Path, lora_state: dict, lora_config: dict) -> P
 
     written = []
     for expert, state in split_experts(lora_state).items():
-        name = EXPERT_FILES[expert] if expert in EXPERT_FILES else ADAPTER_FILE
-        WanPipeline.save_lora_weights(output_dir, transformer_lora_layers=state,
-                                      transformer_lora_adapter_metadata=lora_config, weight_name=name,
-                                      safe_serialization=True)
+        name = EXPERT_FILES.get(expert, ADAPTER_FILE)
+        WanPipeline.save_lora_weights(
+            output_dir,
+            transformer_lora_layers=state,
+            transformer_lora_adapter_metadata=lora_config,
+            weight_name=name,
+            safe_serialization=True,
+        )
         written.append(Path(output_dir) / name)
     return written[0]
 
@@ -168,10 +208,20 @@ def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -
         # a --wan_expert low run: save_wan_adapter wrote the only file under the default name
         (Path(output_dir) / ADAPTER_FILE).rename(Path(output_dir) / EXPERT_FILES["low"])
     if run_state(comps).expert:
-        write_adapter_index(output_dir, [
-            {"file": name, "label": expert, "expert": _LABEL[expert],
-             "load_kwargs": {"load_into_transformer_2": True} if EXPERT_TARGET[expert] == "transformer_2" else {}}
-            for name, expert in files.items()])
+        write_adapter_index(
+            output_dir,
+            [
+                {
+                    "file": name,
+                    "label": expert,
+                    "expert": _LABEL[expert],
+                    "load_kwargs": {"load_into_transformer_2": True}
+                    if EXPERT_TARGET[expert] == "transformer_2"
+                    else {},
+                }
+                for name, expert in files.items()
+            ],
+        )
     write_comfyui_files(Path(output_dir), files)
 
 
@@ -191,10 +241,15 @@ def load_wan_pipeline(adapter: WanAdapter, cfg: TrainConfig, adapter_dir: Path, 
     from diffusers import AutoencoderKLWan
 
     path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
-    parts = {"vae": AutoencoderKLWan.from_pretrained(path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common)}
+    parts = {
+        "vae": AutoencoderKLWan.from_pretrained(
+            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+        )
+    }
     parts.update(adapter.fp32_parts(cfg, common))
-    pipe = adapter.task.pipeline_class().from_pretrained(path, **dtype_kwarg("diffusers", cfg.weight_dtype),
-                                                         variant=cfg.variant, **parts, **common)
+    pipe = adapter.task.pipeline_class().from_pretrained(
+        path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant, **parts, **common
+    )
     attach_adapter(None, pipe, adapter_dir)  # Wan fits no consumer before the adapter loads
     pipe.set_progress_bar_config(disable=True)
     return pipe.to(device)
@@ -206,12 +261,16 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
     frames, height, width = task.video_buckets(cfg)[0]
     expert = task.expert(cfg)
     if expert == "both":
-        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)})  # high-noise expert (transformer)\n"
-                f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
-                "                       load_into_transformer_2=True)  # low-noise expert (transformer_2)\n")
+        load = (
+            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})  # high-noise expert (transformer)\n"
+            f'pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name="{EXPERT_FILES["low"]}",\n'
+            "                       load_into_transformer_2=True)  # low-noise expert (transformer_2)\n"
+        )
     elif expert == "low":
-        load = (f"pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name=\"{EXPERT_FILES['low']}\",\n"
-                "                       load_into_transformer_2=True)  # the low-noise expert (transformer_2)\n")
+        load = (
+            f'pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name="{EXPERT_FILES["low"]}",\n'
+            "                       load_into_transformer_2=True)  # the low-noise expert (transformer_2)\n"
+        )
     else:
         load = f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
     extra_import, before, image_arg = card.snippet_image(cfg)
@@ -221,17 +280,17 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
         f"from diffusers import AutoencoderKLWan, {name}\n"
         f"from diffusers.utils import export_to_video{extra_import}\n\n"
         f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
-        "vae = AutoencoderKLWan.from_pretrained(model_id, subfolder=\"vae\", torch_dtype=torch.float32)\n"
+        'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
         f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
         f"{load}"
-        "pipe.to(\"cuda\" if torch.cuda.is_available() else \"cpu\")\n"
+        'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
         f"{before}"
         f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
         f"    num_frames={frames}, height={height}, width={width},\n"
         f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
         "    generator=torch.manual_seed(0),\n"
         ").frames[0]\n"
-        f"export_to_video(video, \"sample.mp4\", fps={task.info(cfg).fps})\n"
+        f'export_to_video(video, "sample.mp4", fps={task.info(cfg).fps})\n'
         "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (checked against its source and\n"
         "# through diffusers' converter; ComfyUI itself was not run by dit-lora's tests): LoRA loader, strength 1.0\n"
     )
@@ -245,13 +304,15 @@ class WanSamples(DiffusionSamples):
         super().__init__(encoders)
         self.task = task
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig,
-                 seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """:func:`generate_validation`."""
         return generate_validation(self, comps, model, cond, cfg, seed)
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int,
-                               comps: Components | None = None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps: Components | None = None
+    ) -> list:
         """:func:`generate_from_pipeline`."""
         return generate_from_pipeline(self, pipe, prompt, cfg, seed, num_images, comps)
 
@@ -300,10 +361,12 @@ class WanExports:
 
     def export_formats(self) -> dict[str, str]:
         """The one format, and how faithful it is."""
-        return {"comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
-                           "into lora_B and no .alpha keys, so strength 1.0 is the trained one; the names follow "
-                           "ComfyUI's source and the file reproduces the trained output through diffusers' converter in "
-                           "dit-lora's tests (ComfyUI itself not run)"}
+        return {
+            "comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
+            "into lora_B and no .alpha keys, so strength 1.0 is the trained one; the names follow "
+            "ComfyUI's source and the file reproduces the trained output through diffusers' converter in "
+            "dit-lora's tests (ComfyUI itself not run)"
+        }
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """:func:`export_wan`."""
@@ -328,13 +391,20 @@ class WanCard:
         """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
         info = self.task.info(cfg)
         buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
-        settings = {"resolution": f"{buckets} (frames x height x width)", "model": info.describe(),
-                    "timestep_sampling": cfg.family_options.timestep_sampling,
-                    "flow_shift": cfg.family_options.flow_shift or info.flow_shift, "frame_sampling": cfg.frame_sampling}
+        settings = {
+            "resolution": f"{buckets} (frames x height x width)",
+            "model": info.describe(),
+            "timestep_sampling": cfg.family_options.timestep_sampling,
+            "flow_shift": cfg.family_options.flow_shift or info.flow_shift,
+            "frame_sampling": cfg.frame_sampling,
+        }
         expert = self.task.expert(cfg)
         if expert:
-            settings["experts"] = {"high": "high-noise expert (`transformer`)", "low": "low-noise expert "
-                                   "(`transformer_2`)", "both": "both experts, one adapter each"}[expert]
+            settings["experts"] = {
+                "high": "high-noise expert (`transformer`)",
+                "low": "low-noise expert (`transformer_2`)",
+                "both": "both experts, one adapter each",
+            }[expert]
         if info.kind == "ti2v":
             settings["ti2v_image_probability"] = self.task.image_probability(cfg)
         return settings

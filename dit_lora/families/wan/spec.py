@@ -75,8 +75,12 @@ def wan_info(task: WanTask) -> FamilyInfo:
     """What the model card, the loader and ``--compile`` say about the family of ``task``."""
     return FamilyInfo(
         pipeline_class_name=task.pipeline_class_name,
-        card_tags=("text-to-video" if task.task == "t2v" else "image-to-video", "diffusers", "wan",
-                   "diffusers-training"),
+        card_tags=(
+            "text-to-video" if task.task == "t2v" else "image-to-video",
+            "diffusers",
+            "wan",
+            "diffusers-training",
+        ),
         # Attention and FFN of every block: DiffSynth-Studio's Wan default ("q,k,v,o,ffn.0,ffn.2") in diffusers' names.
         default_lora_layers=("to_q", "to_k", "to_v", "to_out.0", "ffn.net.0.proj", "ffn.net.2"),
         gradient_checkpointing_default=True,
@@ -102,11 +106,26 @@ def wan_spec(name: str = "wan") -> FamilySpec:
     encoders = (WanI2VEncoders if i2v else WanEncoders)(task)
     loss = (WanI2VLoss if i2v else WanLoss)(encoders)
     return FamilySpec(
-        name=name, info=info, model=(WanI2VModel if i2v else WanModel)(info, task), data=WanData(), loss=loss,
-        adapter=(WanI2VAdapter if i2v else WanAdapter)(info, task), encoders=encoders, captions=DiffusionCaptions(),
-        video_frames=task, frame_rate=task, samples=(WanI2VSamples if i2v else WanSamples)(task, encoders),
-        plan=(WanI2VPlan if i2v else WanPlan)(task, encoders, loss), kernels=WanKernels(), exports=WanExports(),
-        card=(WanI2VCard if i2v else WanCard)(task), defaults=WanDefaults(), notes=WanNotes(task),
-        setup=WanI2VSetup(task) if i2v else DiffusionSetup(), trainables=WanTrainables(), precision=WanPrecision(),
-        demo=WanDemo(task), adapter_extras=WanAdapterExtras(),
+        name=name,
+        info=info,
+        model=(WanI2VModel if i2v else WanModel)(info, task),
+        data=WanData(),
+        loss=loss,
+        adapter=(WanI2VAdapter if i2v else WanAdapter)(info, task),
+        encoders=encoders,
+        captions=DiffusionCaptions(),
+        video_frames=task,
+        frame_rate=task,
+        samples=(WanI2VSamples if i2v else WanSamples)(task, encoders),
+        plan=(WanI2VPlan if i2v else WanPlan)(task, encoders, loss),
+        kernels=WanKernels(),
+        exports=WanExports(),
+        card=(WanI2VCard if i2v else WanCard)(task),
+        defaults=WanDefaults(),
+        notes=WanNotes(task),
+        setup=WanI2VSetup(task) if i2v else DiffusionSetup(),
+        trainables=WanTrainables(),
+        precision=WanPrecision(),
+        demo=WanDemo(task),
+        adapter_extras=WanAdapterExtras(),
     )

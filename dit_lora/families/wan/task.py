@@ -84,14 +84,15 @@ class WanTask:
             return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
         frames0, height0, width0, _ = info.trained_size()
         frames = cfg.max_num_frames or frames0
-        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the default frame count",
-                         **rule)
+        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the default frame count", **rule)
         height, width = cfg.height or height0, cfg.width or width0
         for flag, value in (("--height", height), ("--width", width)):
             if value % info.size_multiple:
                 fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
-                raise UserError(f"{flag} {value} must be a multiple of {info.size_multiple} for this Wan checkpoint "
-                                f"(VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}.")
+                raise UserError(
+                    f"{flag} {value} must be a multiple of {info.size_multiple} for this Wan checkpoint "
+                    f"(VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}."
+                )
         return automatic_buckets((frames, height, width), info.size_multiple)
 
 
@@ -106,17 +107,25 @@ class WanNotes(DiffusionNotes):
         info = self.task.info(cfg)
         f, h, w = self.task.video_buckets(cfg)[0]
         also = automatic_note(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
-        notes = [f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps"
-                 + also]
+        notes = [
+            f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps" + also
+        ]
         expert = self.task.expert(cfg)
         if expert:
-            what = {"high": "the high-noise expert (transformer) only", "low": "the low-noise expert (transformer_2) "
-                    "only", "both": "both experts, alternating steps (odd: high noise, even: low noise)"}[expert]
-            notes.append(f"two-expert checkpoint (boundary_ratio {info.boundary_ratio:g}): training {what}; each "
-                         "expert's steps draw only its own timesteps")
+            what = {
+                "high": "the high-noise expert (transformer) only",
+                "low": "the low-noise expert (transformer_2) only",
+                "both": "both experts, alternating steps (odd: high noise, even: low noise)",
+            }[expert]
+            notes.append(
+                f"two-expert checkpoint (boundary_ratio {info.boundary_ratio:g}): training {what}; each "
+                "expert's steps draw only its own timesteps"
+            )
             if expert != "both" and cfg.validation_prompt:
-                notes.append("validation videos during training run the trained expert for every denoising step "
-                             "(the other expert is not loaded); the final samples use both, with the adapter")
+                notes.append(
+                    "validation videos during training run the trained expert for every denoising step "
+                    "(the other expert is not loaded); the final samples use both, with the adapter"
+                )
         if info.kind == "ti2v":
             notes.append(f"TI2V-5B: {self.task.image_probability(cfg):.0%} of samples in image-to-video mode")
         return notes

@@ -29,8 +29,9 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
     """Every check of the ``wan`` and ``wan_i2v`` families that reads configs only (image-to-video then checks
     ``--validation_image``: :class:`~dit_lora.families.wan.i2v.WanI2VModel`)."""
     path = cfg.pretrained_model_name_or_path
-    check_pipeline_folder(cfg, "Wan", EXAMPLE_IDS[task.task],
-                          "transformer/, vae/, text_encoder/, tokenizer/, scheduler/")
+    check_pipeline_folder(
+        cfg, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
+    )
     info = task.info(cfg)
     weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
     check_safetensors(cfg, tuple(weights), "Wan")
@@ -50,8 +51,11 @@ def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
     path = cfg.pretrained_model_name_or_path
     known = (T2V_PIPELINE, I2V_PIPELINE)
     if info.pipeline_class and info.pipeline_class not in known:
-        hint = ("a Wan variant this recipe does not train (VACE, Animate and video-to-video are not supported)"
-                if "Wan" in info.pipeline_class else "use the --family of that model")
+        hint = (
+            "a Wan variant this recipe does not train (VACE, Animate and video-to-video are not supported)"
+            if "Wan" in info.pipeline_class
+            else "use the --family of that model"
+        )
         raise UserError(
             f"`{path}` is not a Wan text-to-video or image-to-video pipeline: its model_index.json names "
             f"{info.pipeline_class} ({hint}). --family wan and wan_i2v train {', '.join(known)} checkpoints, e.g. "
@@ -59,8 +63,10 @@ def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
         )
     tr = read_component_config(cfg, "transformer") or read_component_config(cfg, "transformer_2")
     if tr is not None and tr.get("_class_name", "WanTransformer3DModel") != "WanTransformer3DModel":
-        raise UserError(f"`{path}`: transformer/config.json is a {tr.get('_class_name')}, not a WanTransformer3DModel. "
-                        "Point --pretrained_model_name_or_path at a Wan pipeline.")
+        raise UserError(
+            f"`{path}`: transformer/config.json is a {tr.get('_class_name')}, not a WanTransformer3DModel. "
+            "Point --pretrained_model_name_or_path at a Wan pipeline."
+        )
     if tr is not None and info.kind is None:
         raise UserError(
             f"`{path}`: the transformer's in_channels {info.in_channels} is neither the VAE's {info.z_dim} latent "
@@ -88,7 +94,9 @@ def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
             f"--ti2v_image_probability applies to Wan 2.2 TI2V-5B (expand_timesteps in model_index.json); `{path}` is "
             f"{KIND.get(info.kind or '', 'another kind of')} checkpoint. Remove it."
         )
-    if task.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # WORLD_SIZE: set by accelerate launch
+    if (
+        task.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    ):  # WORLD_SIZE: set by accelerate launch
         raise UserError(
             "--wan_expert both alternates the experts step by step, which multi-process data parallel training does "
             "not support yet (each step leaves one expert's LoRA without gradients). Train one expert per run "
