@@ -33,7 +33,7 @@ def test_the_bitsandbytes_kernel_note_is_dropped_and_its_other_messages_still_sh
 def test_a_command_prints_no_third_party_noise_and_our_warnings_still_show():
     """`dit-lora models` in a fresh process imports PEFT (and so bitsandbytes) through the doctor's checks... here
     directly after the entry point's install: no kernel note, no torch_dtype deprecation; a UserWarning shows."""
-    code = ("from dit_lora import quiet; quiet.install(); import peft, warnings; "
+    code = ("from dit_lora.core import quiet; quiet.install(); import peft, warnings; "
             "warnings.warn('a warning of ours', UserWarning)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -71,6 +71,7 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
     """The net for writers that do not say what they write (tracker logs, a library's files): the file, the free
     space there, the fix."""
     import dit_lora.training.loop as loop
+    import dit_lora.training.run as run_module
     from dit_lora.commands.recipe import run_recipe
 
     target = tmp_path / "logs" / "events.out"
@@ -82,6 +83,8 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
             raise RuntimeError("writer thread failed") from err
 
     monkeypatch.setattr(loop, "train", full)
+    # the folder is no model: the run's own resolution (model checks) is not what this test is about
+    monkeypatch.setattr(run_module, "resolve_for_training", lambda cfg: cfg)
     with pytest.raises(DiskFullError) as caught:
         run_recipe("sana", ["--skip_doctor", "--pretrained_model_name_or_path", str(tmp_path), "--train_data_dir",
                             str(tmp_path), "--output_dir", str(tmp_path / "out")])
@@ -93,9 +96,11 @@ def test_run_recipe_turns_a_library_s_full_disk_into_one_paragraph(tmp_path, mon
 
 def test_run_recipe_leaves_other_errors_alone(tmp_path, monkeypatch):
     import dit_lora.training.loop as loop
+    import dit_lora.training.run as run_module
     from dit_lora.commands.recipe import run_recipe
 
     monkeypatch.setattr(loop, "train", lambda cfg, **_: (_ for _ in ()).throw(RuntimeError("something else")))
+    monkeypatch.setattr(run_module, "resolve_for_training", lambda cfg: cfg)
     with pytest.raises(RuntimeError, match="something else"):
         run_recipe("sana", ["--skip_doctor", "--pretrained_model_name_or_path", str(tmp_path), "--train_data_dir",
                             str(tmp_path), "--output_dir", str(tmp_path / "out")])
