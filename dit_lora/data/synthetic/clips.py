@@ -18,9 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dit_lora.core.errors import UserError
+from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.output.video import pick_video_codec, write_video
 
 __all__ = [
+    "build_demo_clips",
     "CLIP_COLORS",
     "DIRECTIONS",
     "make_moving_square_dataset",
@@ -116,6 +119,22 @@ def make_moving_square_dataset(
         (root / "prompts.txt").write_text("".join(text + "\n" for _, text in rows), encoding="utf-8")
         (root / "videos.txt").write_text("".join(name + "\n" for name, _ in rows), encoding="utf-8")
     return root
+
+
+def build_demo_clips(folder: str | os.PathLike, *, n: int, num_frames: int, size: int, fps: int) -> None:
+    """Build (or keep) the moving-squares clips a video family's ``--demo`` trains on in ``folder``
+    (``--train_data_dir``): atomically, with a marker naming what was built, never over the user's own files
+    (a folder that holds other data is refused in one paragraph)."""
+    marker = {"kind": "moving_squares", "n": n, "num_frames": num_frames, "size": size, "fps": fps, "seed": 0}
+    try:
+        build_directory_atomically(
+            folder,
+            "dit_lora_clips.json",
+            marker,
+            lambda tmp: make_moving_square_dataset(tmp, n=n, num_frames=num_frames, size=size, fps=fps, seed=0),
+        )
+    except FileExistsError as err:
+        raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
 
 
 def write_corrupt_clip(path: str | os.PathLike, *, size: int = 4096, seed: int = 0) -> Path:

@@ -13,8 +13,7 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.clips import make_moving_square_dataset
+from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.cogvideox.demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
 from dit_lora.families.cogvideox.info import (
     EXAMPLE_IDS,
@@ -300,22 +299,4 @@ class CogVideoXDemo:
         if cfg.train_data_dir:
             frames = max(b[0] for b in self.video.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
-            marker = {
-                "kind": "moving_squares",
-                "n": cfg.demo_num_images,
-                "num_frames": frames,
-                "size": size,
-                "fps": fps,
-                "seed": 0,
-            }
-            try:
-                build_directory_atomically(
-                    cfg.train_data_dir,
-                    "dit_lora_clips.json",
-                    marker,
-                    lambda tmp: make_moving_square_dataset(
-                        tmp, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps, seed=0
-                    ),
-                )
-            except FileExistsError as err:
-                raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
+            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)

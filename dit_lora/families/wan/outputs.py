@@ -16,8 +16,7 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.clips import make_moving_square_dataset
+from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.wan.comfyui import write_comfyui_files
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
@@ -46,25 +45,7 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
         frames = max(b[0] for b in task.video_buckets(cfg))
         size = TINY_WAN_GEOMETRY["height"]
         fps = 24 if "ti2v" in variant else 16
-        marker = {
-            "kind": "moving_squares",
-            "n": cfg.demo_num_images,
-            "num_frames": frames,
-            "size": size,
-            "fps": fps,
-            "seed": 0,
-        }
-        try:
-            build_directory_atomically(
-                cfg.train_data_dir,
-                "dit_lora_clips.json",
-                marker,
-                lambda tmp: make_moving_square_dataset(
-                    tmp, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps, seed=0
-                ),
-            )
-        except FileExistsError as err:
-            raise UserError(f"--demo: {err}. Choose another --train_data_dir for the demo clips.")
+        build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)
 
 
 # ---- validation videos -----------------------------------------------------------------------

@@ -70,3 +70,26 @@ def test_broken_files(tmp_path):
     cut = write_truncated_clip(source, tmp_path / "cut" / "half.mp4", keep=0.5)
     assert cut.stat().st_size == source.stat().st_size // 2
     assert source.read_bytes().startswith(cut.read_bytes())
+
+
+def test_build_demo_clips_builds_once_and_never_over_the_users_files(tmp_path):
+    """The video families' --demo clips: built with their marker, kept on a second call, and a folder that holds the
+    user's own files is refused in one paragraph naming the flag."""
+    from dit_lora.core.errors import UserError
+    from dit_lora.data.synthetic.clips import build_demo_clips
+
+    folder = tmp_path / "clips"
+    build_demo_clips(folder, n=2, num_frames=5, size=32, fps=8)
+    built = sorted(p.name for p in folder.iterdir())
+    assert "dit_lora_clips.json" in built and len([n for n in built if n.endswith(".mp4")]) == 2
+    stamp = (folder / "clip_00000.mp4").stat().st_mtime_ns
+    build_demo_clips(folder, n=2, num_frames=5, size=32, fps=8)
+    assert (folder / "clip_00000.mp4").stat().st_mtime_ns == stamp
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    import pytest
+
+    with pytest.raises(UserError, match="--train_data_dir"):
+        build_demo_clips(mine, n=2, num_frames=5, size=32, fps=8)
+    assert (mine / "notes.txt").read_text() == "mine"
