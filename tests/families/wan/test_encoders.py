@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from wan_tables import wan_vae
 
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY
 
@@ -26,34 +27,13 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def hand_table(shift: float, n: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sigmas, timesteps), noisiest first: ``s = (n - i) / n``, ``sigma = shift s / (1 + (shift - 1) s)``."""
-    s = torch.arange(n, 0, -1, dtype=torch.float64) / n
-    sigma = shift * s / (1 + (shift - 1) * s)
-    return sigma, sigma * n
-
-
-def table_indices(timesteps: torch.Tensor, shift: float) -> torch.Tensor:
-    """The hand table's index of each drawn timestep (nearest entry; they are the table's own values)."""
-    _, table = hand_table(shift)
-    found = (table[None, :] - timesteps.double().flatten()[:, None]).abs().argmin(1)
-    assert torch.allclose(table[found], timesteps.double().flatten(), atol=1e-3)
-    return found
-
-
-def _vae(path):
-    from diffusers import AutoencoderKLWan
-
-    return AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32).eval()
-
-
 # ---- encoding --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["2.1-t2v", "2.2-ti2v"])
 def test_latents_are_the_normalised_posterior_mode(wan_load, wan_model, wan_kit, variant):
     family, _, comps = wan_load(variant)
     pixels = wan_kit.clips()
     latents = family.encoders.encode_images(comps, pixels)["latents"]
-    vae = _vae(wan_model(variant))  # an independent copy, normalised with its config's own lists
+    vae = wan_vae(wan_model(variant))  # an independent copy, normalised with its config's own lists
     with torch.no_grad():
         mode = vae.encode(pixels.permute(0, 2, 1, 3, 4)).latent_dist.mode()
     mean = torch.tensor(vae.config.latents_mean).view(1, -1, 1, 1, 1)
@@ -75,9 +55,16 @@ def test_cached_latents_decode_through_wan_pipeline_to_the_clip_s_vae_decoding(w
     cached = family.encoders.encode_images(comps, pixels)["latents"]
     pipe = WanPipeline.from_pretrained(wan_model(variant), torch_dtype=torch.float32)
     pipe.set_progress_bar_config(disable=True)
-    video = pipe(PROMPTS[0], height=HEIGHT, width=WIDTH, num_frames=FRAMES, num_inference_steps=1,
-                 guidance_scale=1.0, output_type="pt", callback_on_step_end=lambda p, i, t, kw: {"latents": cached},
-                 ).frames  # (B, F, 3, H, W) in [0, 1]
+    video = pipe(
+        PROMPTS[0],
+        height=HEIGHT,
+        width=WIDTH,
+        num_frames=FRAMES,
+        num_inference_steps=1,
+        guidance_scale=1.0,
+        output_type="pt",
+        callback_on_step_end=lambda p, i, t, kw: {"latents": cached},
+    ).frames  # (B, F, 3, H, W) in [0, 1]
     vae = pipe.vae
     with torch.no_grad():
         mode = vae.encode(pixels.permute(0, 2, 1, 3, 4)).latent_dist.mode()
@@ -92,13 +79,15 @@ def test_prompt_embeddings_are_wan_pipeline_encode_prompt(wan_load, wan_model):
     got = family.encoders.encode_prompts(comps, PROMPTS, with_negative=True)
     pipe = WanPipeline.from_pretrained(wan_model("2.1-t2v"), torch_dtype=torch.float32)
     with torch.no_grad():
-        embeds, negative = pipe.encode_prompt(PROMPTS, negative_prompt="", do_classifier_free_guidance=True,
-                                              max_sequence_length=512)
+        embeds, negative = pipe.encode_prompt(
+            PROMPTS, negative_prompt="", do_classifier_free_guidance=True, max_sequence_length=512
+        )
     assert got["prompt_embeds"].shape == (2, 512, comps.encoders["text_encoder"].config.d_model)
     torch.testing.assert_close(got["prompt_embeds"], embeds, rtol=0, atol=0)
     torch.testing.assert_close(got["negative_prompt_embeds"], negative, rtol=0, atol=0)
-    lengths = pipe.tokenizer(PROMPTS, padding="max_length", max_length=512, truncation=True,
-                             return_tensors="pt").attention_mask.sum(1)
+    lengths = pipe.tokenizer(
+        PROMPTS, padding="max_length", max_length=512, truncation=True, return_tensors="pt"
+    ).attention_mask.sum(1)
     assert lengths[0] != lengths[1]
     for row, n in zip(got["prompt_embeds"], lengths.tolist()):
         assert not row[n:].any()  # zeros after the prompt's own tokens

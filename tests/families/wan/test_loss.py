@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from wan_tables import hand_table, table_indices
 
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY
 from dit_lora.families.wan.experts import WanExperts
@@ -26,27 +27,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def hand_table(shift: float, n: int = 1000) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sigmas, timesteps), noisiest first: ``s = (n - i) / n``, ``sigma = shift s / (1 + (shift - 1) s)``."""
-    s = torch.arange(n, 0, -1, dtype=torch.float64) / n
-    sigma = shift * s / (1 + (shift - 1) * s)
-    return sigma, sigma * n
-
-
-def table_indices(timesteps: torch.Tensor, shift: float) -> torch.Tensor:
-    """The hand table's index of each drawn timestep (nearest entry; they are the table's own values)."""
-    _, table = hand_table(shift)
-    found = (table[None, :] - timesteps.double().flatten()[:, None]).abs().argmin(1)
-    assert torch.allclose(table[found], timesteps.double().flatten(), atol=1e-3)
-    return found
-
-
-def _vae(path):
-    from diffusers import AutoencoderKLWan
-
-    return AutoencoderKLWan.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32).eval()
 
 
 # ---- encoding --------------------------------------------------------------------------------------------------
@@ -80,8 +60,12 @@ RANGE_CASES = [  # (variant, --wan_expert, batch step, expert expected to run, p
 @pytest.mark.parametrize("case", RANGE_CASES, ids=lambda c: f"{c[0]}-{c[1]}-step{c[2]}")
 def test_timesteps_are_drawn_from_the_expert_s_part_of_the_table(wan_load, wan_kit, case, sampling):
     variant, expert, step, runs, part = case
-    family, cfg, comps = wan_load(variant, family="wan_i2v" if "i2v" in variant else "wan",
-                                  **({"wan_expert": expert} if expert else {}), timestep_sampling=sampling)
+    family, cfg, comps = wan_load(
+        variant,
+        family="wan_i2v" if "i2v" in variant else "wan",
+        **({"wan_expert": expert} if expert else {}),
+        timestep_sampling=sampling,
+    )
     t, who = _draw(wan_kit, family, cfg, comps, step)
     assert who == runs and t.shape == (2000,)
     boundary = 1000 * (comps.state.boundary_ratio or 0)
@@ -107,8 +91,9 @@ def test_uniform_draws_on_the_whole_table_reach_both_ends(wan_load, wan_kit):
 
 
 # ---- the loss -------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("variant,options", [("2.1-t2v", {}), ("2.1-t2v", {"flow_shift": 5.0}),
-                                             ("2.2-t2v-a14b", {"wan_expert": "low"})])
+@pytest.mark.parametrize(
+    "variant,options", [("2.1-t2v", {}), ("2.1-t2v", {"flow_shift": 5.0}), ("2.2-t2v-a14b", {"wan_expert": "low"})]
+)
 def test_loss_is_the_hand_written_rectified_flow_mse_of_the_recorded_forward(wan_load, wan_kit, variant, options):
     family, cfg, comps = wan_load(variant, **options)
     shift = options.get("flow_shift", 3.0)
@@ -217,8 +202,10 @@ def test_the_same_generator_state_gives_the_same_loss(wan_load, wan_kit, variant
     family, cfg, comps = wan_load(variant, **options)
     for step in (1, 2) if "wan_expert" in options else (None,):
         batch = _real_batch(wan_kit, family, comps, step)
-        losses = [family.loss.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(21), cfg)
-                  for _ in range(2)]
+        losses = [
+            family.loss.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(21), cfg)
+            for _ in range(2)
+        ]
         other = family.loss.compute_loss(comps, comps.model, batch, torch.Generator().manual_seed(22), cfg)
         assert torch.isfinite(losses[0]) and torch.equal(losses[0], losses[1])
         assert not torch.equal(losses[0], other)
