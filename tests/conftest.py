@@ -99,6 +99,23 @@ def _training_runs_are_marked_slow(request, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _signal_handlers_given_back(request):
+    """A test that installs dit-lora's process-wide stop handlers (``cli.main(["train", ...])`` or ``recipe.main`` in
+    process) must give them back: the next test on the same worker otherwise starts with them installed, and a
+    ``train`` there would not own them. Fails the leaking test rather than the innocent one after it."""
+    import sys
+
+    signals = sys.modules.get("dit_lora.training.signals")
+    before = signals is not None and signals.installed()
+    yield
+    signals = sys.modules.get("dit_lora.training.signals")
+    if signals is not None and signals.installed() and not before:
+        signals.release()
+        pytest.fail(f"{request.node.nodeid} left dit-lora's signal handlers installed: call signals.release() "
+                    "when it ends (try/finally)", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def real_layouts(tmp_path_factory):
     """``real_layouts(build, *args, **kwargs)``: a tests/support/real_layout.py folder (``wan_pipeline``, ...) built

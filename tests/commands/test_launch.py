@@ -331,14 +331,24 @@ def test_sigterm_to_a_multi_process_launch_waits_and_reports_the_processes_codes
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_launch_with_the_scripts_help_flag_shows_dit_loras_options_in_process(flag, capsys):
     # accelerate's parser leaves the flag to the script; the page is dit-lora's, with no launch-defaults warning first
-    assert launch.main([RECIPE, flag]) == 0
+    from dit_lora.training import signals
+
+    try:
+        assert launch.main([RECIPE, flag]) == 0
+    finally:  # the script's recipe.main installs its stop handlers for the process: this one goes on as the worker
+        signals.release()
     out, err = capsys.readouterr()
     assert "usage: sana_lora.py" in out and "--rank" in out and "--train_data_dir" in out
     assert "accelerate" not in err
 
 
 def test_launch_module_help_and_no_help_request(capsys):
-    assert launch.main(["-m", "dit_lora", "train", "-h"]) == 0
+    from dit_lora.training import signals
+
+    try:
+        assert launch.main(["-m", "dit_lora", "train", "-h"]) == 0
+    finally:  # `dit-lora train` installs its stop handlers for the process: this one goes on as the worker
+        signals.release()
     assert "usage: dit-lora train" in capsys.readouterr().out
     from accelerate.commands.launch import launch_command_parser
 
