@@ -34,6 +34,7 @@ from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.training.compile import eager, shape_key
 from dit_lora.training.finish import finish, keep_final_checkpoint
+from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
 from dit_lora.training.run import Run, RunState, check_output_dir, setup
 
@@ -139,7 +140,7 @@ class _Clock:
     def __init__(self, steps_at_start: int) -> None:
         self.steps_at_start = steps_at_start
         self.train_started = self.window_start = time.perf_counter()
-        self.last_window = None  # the reading of the last check window, for the run's verdict
+        self.last_window: GuardReading | None = None  # the reading of the last check window, for the run's verdict
 
     def train_time(self) -> float:
         return time.perf_counter() - self.train_started
@@ -196,7 +197,7 @@ def train_step(run: Run, batch: dict) -> bool:
     return accelerator.sync_gradients
 
 
-def after_update(run: Run, progress, clock: _Clock, on_step: OnStep | None = None) -> None:
+def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | None = None) -> None:
     """Host-side work after an optimizer update: the check window, rollbacks, checkpoints, validation."""
     cfg, accelerator, state = run.cfg, run.accelerator, run.state
     state.global_step += 1
@@ -236,7 +237,7 @@ def save_run_checkpoint(run: Run):
     )
 
 
-def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
+def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> None:
     """Every rank, after the same update: save a checkpoint (unless this step's was just saved), say how to
     resume, raise :class:`~dit_lora.core.errors.Interrupted` (exit 143 for SIGTERM, 130 for SIGINT)."""
     cfg, step = run.cfg, run.state.global_step
@@ -259,7 +260,7 @@ def _stop_on_signal(run: Run, progress, stop: signals.StopSignals) -> None:
     raise Interrupted(message, stop.exit_code)
 
 
-def _log_window(run: Run, progress, reading, step_time: float) -> None:
+def _log_window(run: Run, progress: Progress, reading: GuardReading, step_time: float) -> None:
     """Record one check interval in the progress bar, the trackers and the loss history."""
     state, guard = run.state, run.guard
     state.skipped_steps = reading.skipped
@@ -268,7 +269,7 @@ def _log_window(run: Run, progress, reading, step_time: float) -> None:
     if reading.window_loss is not None:
         state.loss_history.append([state.global_step, reading.window_loss])
     # Short: the bar must fit a terminal (its rate already gives the step time).
-    postfix = {
+    postfix: dict[str, str | int] = {
         "loss": f"{reading.window_loss:.4f}" if reading.window_loss is not None else "skipped",
         "lr": f"{lr:.2e}",
         "grad_norm": f"{grad_norm:.3f}",

@@ -98,30 +98,33 @@ class Run:
     comps: Any = None
     data: Any = None
     validation_cond: dict | None = None
-    model: torch.nn.Module | None = None  # the trained model as accelerate wraps it
-    lora_config: dict | None = None
+    lora_config: Any = None  # peft.LoraConfig: what attach_trainables attached
     backbone_names: list[str] = field(default_factory=list)
     extra_groups: list = field(default_factory=list)  # (label, weight names, lr) of the family's extra groups
     saved_backbone: list[str] = field(default_factory=list)  # every fully trained weight, extra groups included
     group_info: list = field(default_factory=list)
     kernels: Any = None
-    compiled: CompileCounters | None = None  # --compile: what dynamo compiled, per batch shape
-    order: batch_lib.EpochBatches | None = None
     max_steps: int = 0
     interval: int = 1  # the guard's check interval, in updates
     optimizer: Any = None
     lr_scheduler: Any = None
-    guard: StepGuard | None = None
-    recovery: Recovery | None = None
-    generator: torch.Generator | None = None
     state: RunState = field(default_factory=RunState)
     # Options changed by resumes so far, each {"step", "option", "old", "new"} (summary, card, every checkpoint)
     changed_options: list[dict] = field(default_factory=list)
     options_record: dict | None = None  # what every checkpoint records about the options (resume_options)
     # Within an update (micro-batches of one optimizer step):
-    micro_losses: torch.Tensor | None = None
     kernel_veto: bool = False  # a kernel failed its check during this update: skip it
     update_starts: bool = True  # the next micro-batch is the first of an update
+    # Set by setup's stages, never None once setup has returned: the later stages use them without a check. Not
+    # arguments and no default (read before its stage, one raises AttributeError), left out of repr and comparison.
+    model: torch.nn.Module = field(init=False, repr=False, compare=False)  # as accelerate wraps it (_build_optimizer)
+    # --compile: what dynamo compiled, per batch shape (_install_kernels)
+    compiled: CompileCounters = field(init=False, repr=False, compare=False)
+    order: batch_lib.EpochBatches = field(init=False, repr=False, compare=False)  # (_build_optimizer)
+    guard: StepGuard = field(init=False, repr=False, compare=False)  # (_build_optimizer)
+    recovery: Recovery = field(init=False, repr=False, compare=False)  # (_restore)
+    generator: torch.Generator = field(init=False, repr=False, compare=False)  # (_restore)
+    micro_losses: torch.Tensor = field(init=False, repr=False, compare=False)  # the update's loss so far (_restore)
 
     def load_batch(self, batch: dict, step: int) -> dict:
         """A collated batch as the step consumes it: on the device, cached or encoded, with any drill applied.
