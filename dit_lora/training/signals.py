@@ -41,13 +41,20 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.core.errors import Interrupted
 
+if TYPE_CHECKING:  # torch loads only when several processes need the agreement
+    import torch
+    import torch.distributed as dist
+
 #: exit code of a run stopped by each signal: the shell's 128 + signal number, which schedulers and
 #: ``set -e`` scripts read as "terminated", distinct from 2 (user error) and 3 (unrecoverable run)
-EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}
+EXIT_CODES: dict[int, int] = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGHUP: 129}
 #: handled only when not ignored at install: a run started with ``nohup`` must keep ignoring SIGHUP
 _UNLESS_IGNORED = (signal.SIGHUP,)
 #: repeats of the stop signal this soon after the first are the same request (forwarded or broadcast)
@@ -58,6 +65,8 @@ _PR_SET_PDEATHSIG = 1
 _LAUNCHER_WORDS = ("accelerate", "torchrun", "torch.distributed.run", "dit-lora", "dit_lora.commands.launch")
 
 _current: StopSignals | None = None
+# what signal.signal takes and returns: a function, SIG_DFL / SIG_IGN, or None (not installed from Python)
+_Handler = Callable[[int, FrameType | None], Any] | int | None
 _LAUNCHED: dict[str, str | None] = {}  # "by": how watch_launcher tied this process to its launcher (read at start:
 # once the launcher is gone, the parent is someone else)
 
@@ -85,9 +94,10 @@ class StopSignals:
         # Until start_training knows: the launcher's rank variables, so only one process speaks during setup.
         self.main_process = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")) == "0"
         self.output_dir: Path | None = None
-        self._previous: dict[int, object] = {}
-        self._group = None  # the CPU process group of the agreement (several processes only)
-        self._pending = None  # (work, buffer) of the all-reduce started after the last update
+        self._previous: dict[int, _Handler] = {}
+        self._group: dist.ProcessGroup | None = None  # the CPU group of the agreement (several processes only)
+        # (work, buffer) of the all-reduce started after the last update
+        self._pending: tuple[dist.Work, torch.Tensor] | None = None
         self.agreed = False
 
     # ---- handlers -------------------------------------------------------------------------------
@@ -110,14 +120,14 @@ class StopSignals:
     @property
     def exit_code(self) -> int:
         """The exit code for the first stop signal received: 143 (SIGTERM, and when none was), 130, 129."""
-        return EXIT_CODES.get(self.signum, 143)
+        return EXIT_CODES.get(self.signum, 143) if self.signum is not None else 143
 
     def end(self) -> None:
         """``train`` has returned or raised while these handlers stay (installed by the recipe for the whole
         process): a first signal from now on is noted, not raised, as the process is exiting with its own code."""
         self.phase = "ended"
 
-    def _handle(self, signum: int, frame) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         now = time.monotonic()
         if self.signum is None:
             self.signum, self.first_at = signum, now
@@ -198,6 +208,7 @@ class StopSignals:
         return False
 
     def _wait(self) -> bool:
+        assert self._pending is not None  # both callers wait only for a reduction in flight
         work, buffer = self._pending
         self._pending = None
         work.wait()
