@@ -18,7 +18,8 @@ up on ``torch.nn.functional`` at call time, so patching that attribute reaches t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -87,7 +88,8 @@ def install_broken_attention() -> Callable[[], None]:
             out = out + float("nan")  # NaN forward, NaN backward: like a broken fused kernel
         return out
 
-    broken_scaled_dot_product_attention.__wrapped__ = original
+    # sets __wrapped__ only (no name or doc copied): inspect.signature and inspect.unwrap see SDPA's own
+    functools.update_wrapper(broken_scaled_dot_product_attention, original, assigned=(), updated=())
     torch.nn.functional.scaled_dot_product_attention = broken_scaled_dot_product_attention
 
     def uninstall() -> None:
@@ -156,7 +158,7 @@ def _run(fn, inputs: list[torch.Tensor], device, dtype, seed: int) -> tuple[bool
         return True, "no tensor output"
     g = torch.Generator(device="cpu").manual_seed(seed)
     loss = sum((o.float() * torch.randn(o.shape, generator=g).to(o.device)).sum() for o in out if o.requires_grad)
-    grads = []
+    grads: Sequence[torch.Tensor | None] = []
     wanted = [t for t in inputs if t.requires_grad]
     if isinstance(loss, torch.Tensor) and loss.requires_grad and wanted:
         grads = torch.autograd.grad(loss, wanted, allow_unused=True)

@@ -24,7 +24,7 @@ import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -60,7 +60,7 @@ def _fsync_dir(folder: Path) -> None:
 
 def complete_checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     """Complete checkpoints in ``output_dir`` sorted by step (incomplete ones are ignored)."""
-    found = []
+    found: list[tuple[int, Path]] = []
     if not Path(output_dir).is_dir():
         return found
     for path in Path(output_dir).iterdir():
@@ -210,7 +210,8 @@ def rng_state(generator: torch.Generator) -> dict[str, Any]:
     def enc(t: torch.Tensor) -> str:
         return base64.b64encode(t.cpu().numpy().tobytes()).decode()
 
-    np_state = np.random.get_state()
+    # np.random's global generator is the legacy MT19937, whose state is this tuple (numpy's stub also allows a dict)
+    np_state = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state(legacy=True))
     state = {
         "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],
         "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],

@@ -255,8 +255,7 @@ def _model_in_fp32(model: torch.nn.Module) -> Iterator[None]:
     """
     params: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     buffers: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
-    swapped_forward = False
-    old_forward = None
+    old_forward: Callable[..., Any] | None = None  # accelerate's wrapper, while it is bypassed
     try:
         with torch.no_grad():
             for p in model.parameters():
@@ -269,13 +268,13 @@ def _model_in_fp32(model: torch.nn.Module) -> Iterator[None]:
                     if buf is not None and buf.is_floating_point() and buf.dtype != torch.float32:
                         buffers.append((module, bname, buf))
                         module._buffers[bname] = buf.float()
-        if "forward" in model.__dict__ and getattr(model, "_original_forward", None) is not None:
+        original_forward = getattr(model, "_original_forward", None)
+        if "forward" in model.__dict__ and original_forward is not None:
             old_forward = model.__dict__["forward"]
-            model.forward = model._original_forward
-            swapped_forward = True
+            model.forward = original_forward
         yield
     finally:
-        if swapped_forward:
+        if old_forward is not None:
             model.forward = old_forward
         with torch.no_grad():
             for module, bname, buf in reversed(buffers):
@@ -427,7 +426,7 @@ def _seed_replay(device: torch.device, seed: int = 0) -> None:
 
 
 def _nonfinite_params(model: torch.nn.Module) -> dict[str, Any]:
-    names = []
+    names: list[str] = []
     count = 0
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -443,7 +442,7 @@ def _weights_dtype(model: torch.nn.Module) -> torch.dtype | None:
     for p in model.parameters():
         if p.is_floating_point() and not p.requires_grad:
             sizes[p.dtype] = sizes.get(p.dtype, 0) + p.numel()
-    return max(sizes, key=sizes.get) if sizes else None
+    return max(sizes, key=lambda dtype: sizes[dtype]) if sizes else None
 
 
 # ---------------------------------------------------------------------------------------------

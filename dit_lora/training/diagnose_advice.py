@@ -151,7 +151,7 @@ def _replay_text(r: dict[str, Any], cls: str | None) -> str:
     parts = []
     first = r.get("first_nonfinite_module")
     if first:
-        out = next(iter(first["output"].values()), {})
+        out: dict[str, Any] = next(iter(first["output"].values()), {})
         where = (
             f"first non-finite output in `{first['name']}` ({first['type']}, {first['output_dtype']}, "
             f"{out.get('nan', 0)} NaN / {out.get('inf', 0)} Inf"

@@ -58,7 +58,7 @@ def parse_faults(spec: str | None) -> list[Fault]:
             continue
         match = _ITEM.match(item)
         kind = match.group("kind") if match else None
-        if kind in GLOBAL_KINDS and match.group("start") is None:
+        if match and kind in GLOBAL_KINDS and match.group("start") is None:
             rank = match.group("rank")
             faults.append(Fault(kind, rank=None if rank is None else int(rank)))
             continue

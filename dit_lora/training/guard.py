@@ -144,9 +144,9 @@ class StepGuard:
             (vals * base * self.lr_factor).tolist() for vals, base in zip(self._lambda_values, self._base)
         ]
         if not self.fused:
-            applied = int(self.counts[_APPLIED])
-            for group, table in zip(self.optimizer.param_groups, self._host_tables):
-                group["lr"] = table[applied]
+            applied_now = int(self.counts[_APPLIED])
+            for group, host_table in zip(self.optimizer.param_groups, self._host_tables):
+                group["lr"] = host_table[applied_now]
             return
         self._tables = [torch.tensor(table, dtype=torch.float32, device=self.device) for table in self._host_tables]
         applied = self.counts[_APPLIED].long().view(1)
@@ -233,8 +233,9 @@ class StepGuard:
             return
         if self.fused:
             # The fused AdamW kernel returns early when found_inf == 1: params, moments and step untouched.
-            inner.found_inf = flag.to(torch.float32)
-            inner.grad_scale = self._unit
+            # torch's fused kernels read these two by getattr (GradScaler's interface); Optimizer's stub lacks them
+            inner.found_inf = flag.to(torch.float32)  # type: ignore[attr-defined]
+            inner.grad_scale = self._unit  # type: ignore[attr-defined]
             optimizer.step()
             return
         # Non-fused optimizers (8-bit AdamW): one transfer per step reads the flag and the schedule

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 
 from dit_lora.config.schema import TrainingOptions
 from dit_lora.core.errors import UserError
+
+
+class _AdamOptions(TypedDict):
+    """The keywords every AdamW variant here takes from the --adam_* options."""
+
+    betas: tuple[float, float]
+    eps: float
+    weight_decay: float
 
 
 def make_optimizer(
@@ -13,7 +23,7 @@ def make_optimizer(
 ) -> tuple[torch.optim.Optimizer, bool]:
     """AdamW (fused where the device supports it) or bitsandbytes' 8-bit AdamW, as the run's ``training`` section
     (``cfg.training``: the --adam_* options, --use_8bit_adam) says; returns (optimizer, fused?)."""
-    kwargs = dict(
+    kwargs = _AdamOptions(
         betas=(training.adam_beta1, training.adam_beta2),
         eps=training.adam_epsilon,
         weight_decay=training.adam_weight_decay,

@@ -103,7 +103,8 @@ def compare(
     """
     old_values, new_values = saved.get("options", {}), _plain(config_dict(cfg))
     classes = option_classes(cfg)
-    fixed, free = [], []
+    fixed: list[dict] = []
+    free: list[dict] = []
     for name, new in new_values.items():
         if name in NOT_COMPARED or name not in old_values or old_values[name] == new:
             continue

@@ -197,7 +197,7 @@ class SyncAudit:
         self.passed_in: collections.Counter[int] = collections.Counter()  # passed syncs per audited block (1-based)
         # On a CPU the audit tracks which tensors a GPU run would hold on the host (ids, weak references).
         self.tracking = self.device.type == "cpu"
-        self._host: dict[int, weakref.ref] = {}
+        self._host: dict[int, weakref.ref[torch.Tensor]] = {}
 
     # ---- bookkeeping -----------------------------------------------------------------------
     def _set_host(self, t: torch.Tensor, host: bool) -> None:
@@ -205,8 +205,13 @@ class SyncAudit:
         ref = table.get(key)
         known = ref is not None and ref() is t
         if host and not known:
+
+            def forget(r: weakref.ref[torch.Tensor], key: int = key) -> None:
+                if table.get(key) is r:  # not a newer tensor's entry under the same id
+                    table.pop(key, None)
+
             try:
-                table[key] = weakref.ref(t, lambda r, key=key: table.pop(key, None) if table.get(key) is r else None)
+                table[key] = weakref.ref(t, forget)
             except TypeError:  # not weak-referenceable (never for plain tensors)
                 pass
         elif not host and known:
