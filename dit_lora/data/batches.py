@@ -18,7 +18,10 @@ from safetensors.torch import load_file
 from dit_lora.core.errors import UserError
 from dit_lora.data.caption_dropout import drop_caption
 from dit_lora.data.transforms import crop_seed, flip_decision, preprocess_image
-from dit_lora.data.video import decode_clip
+from dit_lora.data.video import FrameStart, decode_clip
+
+#: a batch item: (sample index, flip), or (sample index, flip, drop caption) with caption dropout on
+BatchItem = tuple[int, bool] | tuple[int, bool, bool]
 
 
 class EpochBatches:
@@ -82,7 +85,7 @@ class EpochBatches:
             return math.ceil(self.per_rank / self.batch_size)
         return self._num_batches
 
-    def batches(self, epoch: int, start: int = 0) -> Iterator[list[tuple[int, bool]]]:
+    def batches(self, epoch: int, start: int = 0) -> Iterator[list[BatchItem]]:
         """The batches of ``epoch`` from batch index ``start`` on."""
         gen = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
         if self.groups is None:
@@ -91,9 +94,10 @@ class EpochBatches:
         else:
             chunks = self._grouped(gen)
         for chunk in chunks[start:]:
-            items = [(i, self.random_flip and flip_decision(self.seed, epoch, i)) for i in chunk]
+            flips = [(i, self.random_flip and flip_decision(self.seed, epoch, i)) for i in chunk]
+            items: list[BatchItem] = list(flips)
             if self.caption_dropout > 0:  # without it the items stay (index, flip), as recorded before it existed
-                items = [(i, flip, drop_caption(self.seed, epoch, i, self.caption_dropout)) for i, flip in items]
+                items = [(i, flip, drop_caption(self.seed, epoch, i, self.caption_dropout)) for i, flip in flips]
             yield items
 
     def _grouped(self, gen: torch.Generator) -> list[list[int]]:
@@ -112,7 +116,7 @@ class EpochBatches:
 class _ListSampler:
     """Feeds precomputed batches to a DataLoader (which then handles workers and prefetch)."""
 
-    def __init__(self, batches: list[list[tuple[int, bool]]]):
+    def __init__(self, batches: list[list[BatchItem]]):
         self._batches = batches
 
     def __iter__(self):
@@ -146,10 +150,10 @@ class CachedLatentDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.files)
 
-    def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
+    def __getitem__(self, item: BatchItem) -> dict[str, Any]:
         index, flip, drop = unpack_item(item)
         tensors = load_file(str(self.files[index]))
-        out = {k: v for k, v in tensors.items() if not k.endswith(_FLIPPED)}
+        out: dict[str, Any] = {k: v for k, v in tensors.items() if not k.endswith(_FLIPPED)}
         if flip:
             if "latents" + _FLIPPED not in tensors:
                 raise KeyError(f"cache entry {self.files[index]} has no flipped latents")
@@ -179,7 +183,7 @@ class RawImageDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
+    def __getitem__(self, item: BatchItem) -> dict[str, Any]:
         index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         size = sample.bucket or (self.resolution, self.resolution)
@@ -197,13 +201,13 @@ class RawVideoDataset(torch.utils.data.Dataset):
     """Decodes clips on the fly to their bucket (used with --cache_latents false for video families); an image
     among them is a one-frame clip, decoded within ``max_pixels`` (:func:`~dit_lora.data.video.decode_clip`)."""
 
-    def __init__(self, samples: list, frame_sampling: str, max_pixels: int | None = None):
+    def __init__(self, samples: list, frame_sampling: FrameStart, max_pixels: int | None = None):
         self.samples, self.frame_sampling, self.max_pixels = samples, frame_sampling, max_pixels
 
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, item: tuple[int, bool]) -> dict[str, Any]:
+    def __getitem__(self, item: BatchItem) -> dict[str, Any]:
         index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         frames, height, width = sample.bucket

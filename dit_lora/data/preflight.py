@@ -31,7 +31,7 @@ from dit_lora.data.kohya import copy_of
 from dit_lora.data.sources import RawSample
 from dit_lora.data.transforms import crop_seed, preprocess_image, target_size
 from dit_lora.data.validation import caption_problem, image_problem
-from dit_lora.data.video import choose_bucket, decode_clip, one_frame_buckets, scan_clip
+from dit_lora.data.video import FrameStart, choose_bucket, decode_clip, one_frame_buckets, scan_clip
 
 OK, WARN, BLOCK = "ok", "warn", "block"
 _SEVERITY = {OK: 0, WARN: 1, BLOCK: 2}
@@ -198,7 +198,7 @@ def check_video_sample(
     sample,
     *,
     buckets: Sequence[tuple[int, int, int]],
-    frame_sampling: str = "uniform",
+    frame_sampling: FrameStart = "uniform",
     frames_flag: str = "--max_num_frames",
     require_caption: bool = True,
     image_buckets: Sequence[tuple[int, int, int]] | None = None,
@@ -229,7 +229,16 @@ def check_video_sample(
     return row, bucket
 
 
-def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require_caption, image_buckets, max_pixels):
+def _check_video_sample(
+    sample: Any,
+    *,
+    buckets: Sequence[tuple[int, int, int]],
+    frame_sampling: FrameStart,
+    frames_flag: str,
+    require_caption: bool,
+    image_buckets: Sequence[tuple[int, int, int]] | None,
+    max_pixels: int | None,
+) -> tuple[SampleCheck, tuple[int, int, int] | None, tuple[int, int, int] | None]:
     """:func:`check_video_sample`, plus the clip's displayed ``(height, width, rotation)`` (None when unusable)."""
     blocks: list[str] = []
     warns: list[str] = []
@@ -246,6 +255,9 @@ def _check_video_sample(sample, *, buckets, frame_sampling, frames_flag, require
         warns.extend(file_notes(sample.path, max_pixels))  # the notes training's decode_image_clip gets
     stills = one_frame_buckets(buckets) if image_buckets is None else image_buckets
     bucket = choose_bucket(scan.num_frames, scan.height, scan.width, stills if sample.is_image else buckets)
+    if bucket is None:  # frames checked by scan_clip: no image bucket was given, or the picture has no pixels
+        blocks.append(f"{scan.num_frames} frame(s) of {scan.width}x{scan.height} fit none of the buckets")
+        return _combine(sample.key, "sample", blocks, warns, sample.path), None, None
     frames, height, width = bucket
     try:
         pixels = decode_clip(sample.path, frames, height, width, start=frame_sampling, max_pixels=max_pixels)
@@ -278,7 +290,7 @@ def check_video_samples(
     samples: Sequence,
     *,
     buckets: Sequence[tuple[int, int, int]],
-    frame_sampling: str = "uniform",
+    frame_sampling: FrameStart = "uniform",
     frames_flag: str = "--max_num_frames",
     require_captions: bool = True,
     num_workers: int | None = None,
@@ -455,7 +467,7 @@ def bucket_lines(rows: Sequence[SampleCheck]) -> list[str]:
     noun = sized[0].noun
     return (
         [f"{noun}s per bucket, as training would batch them:"]
-        + bucket_table([r.bucket for r in sized], noun=noun)
+        + bucket_table([r.bucket for r in sized if r.bucket is not None], noun=noun)  # all of them (for the type)
         + [f"{over} of {len(sized)} {noun}(s) lose more than {CROP_WARNING:.0%} of their area to the crop"]
     )
 

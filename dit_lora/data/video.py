@@ -63,6 +63,7 @@ __all__ = [
     "VideoInfo",
     "VideoSample",
     "ClipScan",
+    "FrameStart",
     "check_num_frames",
     "choose_bucket",
     "decode_clip",
@@ -82,6 +83,8 @@ __all__ = [
 
 #: EXIF orientations that swap width and height (a transpose or a quarter turn; decode._ORIENTATION)
 _SWAPPING_ORIENTATIONS = (5, 6, 7, 8)
+#: which frames of a longer clip :func:`decode_clip` takes (``--frame_sampling``)
+FrameStart = Literal["first", "uniform"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,7 +146,7 @@ def decode_clip(
     height: int,
     width: int,
     *,
-    start: Literal["first", "uniform"] = "first",
+    start: FrameStart = "first",
     max_pixels: int | None = None,
 ) -> torch.Tensor:
     """Decode ``num_frames`` frames of a clip to a float32 ``(F, 3, height, width)`` tensor in [-1, 1].
@@ -235,7 +238,7 @@ def _frame_tensor(image: Image.Image, height: int, width: int) -> torch.Tensor:
         image = image.convert("RGB")
     new_w, new_h = resized_size(image.width, image.height, (height, width))
     if (new_w, new_h) != image.size:
-        image = image.resize((new_w, new_h), Image.BILINEAR)
+        image = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
     box = crop_box(image.size, (height, width), center_crop=True, crop_rng_seed=0)
     if box != (0, 0, image.width, image.height):
         image = image.crop(box)
@@ -428,7 +431,7 @@ def validate_video_samples(
 
     def check(sample: VideoSample) -> str | None:
         if require_captions:
-            problem = caption_problem(sample)  # type: ignore[arg-type] - only reads .caption
+            problem = caption_problem(sample)
             if problem is not None:
                 return problem
         scan = scan_clip(sample, min_frames, frames_flag=frames_flag, max_pixels=max_pixels, resolution=largest)

@@ -500,6 +500,20 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
                                                 "clip.mp4": (5, 32, 32)}
 
 
+def test_check_video_samples_blocks_an_image_that_fits_no_bucket(tmp_path):
+    """An image with no one-frame bucket given (``image_buckets=[]``) is a blocking row, not a TypeError from
+    unpacking the None that ``choose_bucket`` returns."""
+    pytest.importorskip("av")
+    from dit_lora.data.preflight import BLOCK, check_video_samples
+    from dit_lora.data.video import VideoSample
+
+    Image.new("RGB", (64, 32), (10, 200, 30)).save(tmp_path / "still.png")
+    samples = [VideoSample(key="still.png", caption="c", path=str(tmp_path / "still.png"))]
+    rows, usable = check_video_samples(samples, buckets=[(5, 32, 64)], image_buckets=[], num_workers=1)
+    assert [(r.status, r.problem) for r in rows] == [(BLOCK, "1 frame(s) of 64x32 fit none of the buckets")]
+    assert usable == []
+
+
 def _mixed_folder(root):
     """A 200x50, a 50x200, a 3:1, a 3:2 and two squares, each with a caption."""
     sizes = {"wide.png": (200, 50), "tall.png": (50, 200), "three.png": (192, 64), "land.png": (96, 64),
