@@ -7,6 +7,7 @@ option; values are coerced to the field's type and checked before any model is l
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import typing
@@ -145,7 +146,7 @@ def _default_text(f) -> str:
     return repr(f.default_factory())
 
 
-def check_one_source(train_data_dir: str | None, dataset_name: str | None, what: str) -> None:
+def check_one_source(train_data_dir: str | os.PathLike | None, dataset_name: str | None, what: str) -> None:
     """Raise the one paragraph for both or neither of --train_data_dir and --dataset_name (``what``: the folder's
     content)."""
     if bool(train_data_dir) == bool(dataset_name):

@@ -106,7 +106,7 @@ def load_samples(
         )
     instance_prompt = checked_instance_prompt(instance_prompt)
     folders: dict[str, tuple[int, str]] = {}
-    if train_data_dir is not None:
+    if train_data_dir:  # given, as check_one_source reads it (an empty path is not)
         samples, folders = _load_folder(
             os.fspath(train_data_dir),
             caption_column,
@@ -116,6 +116,7 @@ def load_samples(
             log=say,
         )
     else:
+        assert dataset_name  # check_one_source: exactly one of the two is given
         refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
         samples = load_dataset_samples(
             dataset_name,

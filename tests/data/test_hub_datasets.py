@@ -53,6 +53,16 @@ def test_dataset_name_local_imagefolder(tmp_path, offline):
         load_samples(dataset_name=str(folder), cache_dir=offline, image_column="img")
 
 
+def test_an_empty_train_data_dir_is_not_given(tmp_path, offline):
+    """``--train_data_dir ""`` is no source (as the both-or-neither check reads it): the dataset is loaded, not the
+    folder ``""``."""
+    folder = tmp_path / "ds"
+    make_image(folder / "0.png")
+    write_jsonl(folder / "metadata.jsonl", [{"file_name": "0.png", "text": "cap 0"}])
+    samples = load_samples(train_data_dir="", dataset_name=str(folder), cache_dir=offline)
+    assert [s.caption for s in samples] == ["cap 0"]
+
+
 def test_dataset_name_load_failure_is_user_error(tmp_path, offline):
     with pytest.raises(UserError) as err:
         load_samples(dataset_name="nobody/no-such-dataset-xyz", cache_dir=offline)
