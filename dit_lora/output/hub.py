@@ -346,15 +346,24 @@ def check_push(hub_model_id: str, *, token: str | None = None) -> None:
         raise UserError(f"{repo_id} does not exist and cannot be created with this token: {reason}.")
 
 
+def _hub_model_id(hub: HubOptions) -> str:
+    """``hub.hub_model_id``: the parser refuses ``--push_to_hub`` without one; this says so to a caller that did
+    not parse."""
+    if not hub.hub_model_id:
+        raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
+    return hub.hub_model_id
+
+
 def preflight_push(hub: HubOptions, output_dir: str | Path) -> str | None:
     """The start-of-run check of ``--push_to_hub`` (``hub``: the run's ``cfg.hub``): None when the push can happen;
     else a stop, or with ``--push_later_ok`` the warning to print (the run goes on and ends with the ``dit-lora
     push`` command)."""
+    repo = _hub_model_id(hub)
     try:
-        check_push(hub.hub_model_id)
+        check_push(repo)
     except UserError as err:
         reason = str(err).rstrip(".")
-        later = push_command(output_dir, hub.hub_model_id, hub.hub_private)
+        later = push_command(output_dir, repo, hub.hub_private)
         if not hub.push_later_ok:
             raise UserError(
                 f"--push_to_hub cannot push to {hub.hub_model_id}: {reason}. Nothing was trained. Fix that (a token "
@@ -372,9 +381,10 @@ def push_after_run(output_dir: str | Path, hub: HubOptions, log: Callable[[str],
     """The end-of-run push to ``hub.hub_model_id`` (``hub``: the run's ``cfg.hub``). A failure names the ``dit-lora
     push`` command that retries it; with ``--push_later_ok`` it is a warning (the adapter is saved; the run
     succeeded), otherwise the run's error."""
-    later = push_command(output_dir, hub.hub_model_id, hub.hub_private)
+    repo = _hub_model_id(hub)
+    later = push_command(output_dir, repo, hub.hub_private)
     try:
-        url = push_adapter(output_dir, hub.hub_model_id, private=hub.hub_private, log=log)
+        url = push_adapter(output_dir, repo, private=hub.hub_private, log=log)
     except UserError as err:
         text = f"{str(err).rstrip('.')}. The adapter is saved in {output_dir}; push it later with `{later}`."
         if hub.push_later_ok:

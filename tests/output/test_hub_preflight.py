@@ -144,6 +144,19 @@ def test_preflight_with_push_later_ok_is_a_warning(hub):
     assert note.startswith("warning: --push_to_hub cannot push") and "dit-lora push runs/x" in note
 
 
+def test_a_push_without_a_repository_is_one_paragraph(tmp_path):
+    """The parser refuses --push_to_hub without --hub_model_id; a caller that built the options itself hears the
+    same, not a TypeError from the push command."""
+    from dit_lora.config.schema import HubOptions
+    from dit_lora.output.hub import push_after_run
+
+    hub = HubOptions(push_to_hub=True, push_later_ok=True)
+    with pytest.raises(UserError, match="--push_to_hub needs --hub_model_id"):
+        preflight_push(hub, tmp_path)
+    with pytest.raises(UserError, match="--push_to_hub needs --hub_model_id"):
+        push_after_run(tmp_path, hub)
+
+
 def _recipe_env(url: str, tmp_path: Path, **extra) -> dict:
     home = tmp_path / "hf_home"
     home.mkdir(exist_ok=True)
