@@ -114,23 +114,23 @@ def run_buckets(value: str, resolution: int, stride: int | None) -> list[Size]:
             fixed size for a model that takes only squares.
     """
     mode = parse_mode(value)
-    if mode == SQUARE or (mode == AUTO and stride is None):
+    if isinstance(mode, str):  # AUTO or SQUARE
+        if mode == AUTO and stride is not None:
+            return aspect_buckets(resolution * resolution, stride)
         return [(resolution, resolution)]
-    if mode == AUTO:
-        return aspect_buckets(resolution * resolution, stride)  # type: ignore[arg-type]
-    height, width = mode  # type: ignore[misc]
+    height, width = mode
     if stride is None:
         raise UserError(
             f"{FLAG} {format_size(mode)}: this model takes only square images, so there is no fixed size to choose; "
             f"use {FLAG} square (or auto), and --resolution for the size."
         )
     if height % stride or width % stride:
-        near = tuple(max(stride, round(side / stride) * stride) for side in (height, width))
+        near_height, near_width = (max(stride, round(side / stride) * stride) for side in (height, width))
         raise UserError(
             f"{FLAG} {format_size(mode)} is not a multiple of {stride} on each side (this model's stride: the VAE's "
             f"downsampling x the transformer's patch size), so its latents would not patch evenly. Use "
-            f"{FLAG} {format_size(near)}, the nearest size that is."
-        )  # type: ignore[arg-type]
+            f"{FLAG} {format_size((near_height, near_width))}, the nearest size that is."
+        )
     return [(height, width)]
 
 

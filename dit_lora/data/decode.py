@@ -42,6 +42,7 @@ import io
 import os
 import re
 import warnings
+from typing import cast
 
 import numpy as np
 from PIL import Image, ImageCms, ImageOps
@@ -276,7 +277,8 @@ def _colour(image: Image.Image, transform: ImageCms.ImageCmsTransform | None) ->
     colour = image.convert("RGB" if image.mode == "RGBA" else "L") if alpha is not None else image
     try:
         if transform is not None and colour.mode == transform.input_mode:
-            rgb = ImageCms.applyTransform(colour, transform)
+            # None only with inPlace=True (not transform.apply: applyTransform raises PyCMSError, not ValueError)
+            rgb = cast(Image.Image, ImageCms.applyTransform(colour, transform))
         else:
             rgb = colour.convert("RGB")
     except ValueError as err:
@@ -337,9 +339,8 @@ def _frames_note(image: Image.Image) -> str | None:
     frames = getattr(image, "n_frames", 0)
     if image.format == "TIFF":
         return f"multi-page TIFF ({frames} pages): training uses its first page"
-    return (
-        f"animated {_ANIMATED_NAMES.get(image.format, image.format)} ({frames} frames): training uses its first frame"
-    )
+    kind = image.format or "image"  # an opened animated file always has a format
+    return f"animated {_ANIMATED_NAMES.get(kind, kind)} ({frames} frames): training uses its first frame"
 
 
 def header_notes(image: Image.Image) -> list[str]:
@@ -363,13 +364,14 @@ def decode_notes(image: Image.Image) -> list[str]:
 def _reduced(image: Image.Image, factor: int, transform: ImageCms.ImageCmsTransform | None) -> Image.Image:
     """``image`` box-reduced ``factor`` times as RGB or RGBA, converting one strip of rows at a time."""
     width, height = image.size
-    out = None
+    out: Image.Image | None = None
     rows = max(factor, _STRIP_ROWS // factor * factor)  # strips start at multiples of the factor: exact blocks
     for top in range(0, height, rows):
         strip = _colour(image.crop((0, top, width, min(height, top + rows))), transform).reduce(factor)
         if out is None:
             out = Image.new(strip.mode, (-(-width // factor), -(-height // factor)))
         out.paste(strip, (0, top // factor))
+    assert out is not None  # a factor above 1 (_reduce_factor) means the image has rows: the loop ran
     return out
 
 
@@ -409,7 +411,7 @@ def load_rgb(
             width, height = image.size
             image.draft(None, (width // factor, height // factor))  # the decoder itself scales by 1/2, 1/4, 1/8
         image.load()
-        if factor > 1:
+        if factor > 1 and resolution is not None:  # a factor above 1 came from a resolution
             factor = _reduce_factor(image, resolution, orientation)  # what the draft left to reduce
         if factor <= 1:
             rgb = _on_white(_colour(ImageOps.exif_transpose(image), transform))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.aspect import CROP_WARNING, MAX_ASPECT, aspect_buckets, cropped_share
@@ -248,6 +249,12 @@ def clip_cropped_share(height: int, width: int, bucket: Bucket) -> float:
     return cropped_share(height, width, (bucket[1], bucket[2]))
 
 
+def _sample_cropped_share(sample: Any, bucket: Bucket) -> float:
+    """:func:`clip_cropped_share` of a sample with a ``source_size`` (``(height, width)``)."""
+    height, width = sample.source_size
+    return clip_cropped_share(height, width, bucket)
+
+
 def describe_buckets(buckets: Sequence[Bucket], *, automatic: bool) -> str:
     """The run's buckets in one phrase, for the start notes, the log and the model card.
 
@@ -287,7 +294,7 @@ def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: boo
         if not members:
             continue
         images = sum(1 for s in members if getattr(s, "is_image", False))
-        shares = [clip_cropped_share(*s.source_size, bucket) for s in members if getattr(s, "source_size", None)]
+        shares = [_sample_cropped_share(s, bucket) for s in members if getattr(s, "source_size", None)]
         note = "" if not images else " (images)" if images == len(members) else f" ({images} images)"
         crop = f", up to {max(shares):.0%} cropped" if shares and max(shares) > 0.005 else ""
         f, h, w = bucket
@@ -297,7 +304,7 @@ def bucket_table(buckets: Sequence[Bucket], samples: Sequence, *, automatic: boo
     cropped = [
         s
         for s in samples
-        if getattr(s, "source_size", None) and s.bucket and clip_cropped_share(*s.source_size, s.bucket) > CROP_WARNING
+        if getattr(s, "source_size", None) and s.bucket and _sample_cropped_share(s, s.bucket) > CROP_WARNING
     ]
     lines.append(
         f"clips cropped by more than {CROP_WARNING:.0%} to fit their bucket: {len(cropped)} of {len(samples)}"

@@ -303,7 +303,7 @@ def load_dataset_samples(
             for row, value in enumerate(images[image_column])
         ]
     handle = DatasetImages(images, image_column, local_root(dataset_name) or os.getcwd(), placed)
-    if fallback:
+    if fallback and instance_prompt is not None:  # fallback implies the prompt; said again for the type
         captions = _captions_or_instance_prompt(dataset, dataset_name, caption_column, instance_prompt, log)
     elif instance_prompt is not None:
         captions = [(row, instance_prompt) for row in range(len(dataset))]
@@ -316,7 +316,8 @@ def load_dataset_samples(
         captions = dataset_captions(dataset, dataset_name, caption_column)
     samples = []
     for row, caption in captions:
-        refused = placed[row].refused if placed and placed[row] is not None else None
+        located = placed[row] if placed else None
+        refused = located.refused if located is not None else None
         samples.append(
             RawSample(
                 key=f"{dataset_name}[{row}]",
@@ -378,8 +379,9 @@ def dataset_files_root(dataset_name: str) -> str | None:
 def place_dataset_path(root: str | None, dataset_name: str, written: str, field: str) -> Located:
     """Place a path string of a ``--dataset_name`` cell (``field`` names its row and column) inside ``root``
     (:func:`dataset_files_root`), or refuse it with the reason (quarantined, shown by check-data, never opened)."""
-    if local_root(dataset_name) is not None:
-        return locate(root or local_root(dataset_name), written, field=field)
+    folder = local_root(dataset_name)
+    if folder is not None:
+        return locate(root or folder, written, field=field)
     if root is None:
         return Located(
             written,

@@ -85,8 +85,8 @@ def kohya_folders(root: str, keys: Iterable[str], noun: str = "image") -> dict[s
     UserError (sd-scripts skips a 0 folder without a word and reads ``2024_trip`` as 2024 repeats). ``noun`` names
     the files in the message (``image``, ``clip``)."""
     folders: dict[str, tuple[int, str]] = {}
-    for top in sorted({folder_of(key) for key in keys} - {None}):
-        parsed = kohya_folder(str(top))
+    for top in sorted({folder for folder in map(folder_of, keys) if folder is not None}):
+        parsed = kohya_folder(top)
         if parsed is None:
             continue
         repeats, words = parsed
@@ -103,10 +103,10 @@ def kohya_folders(root: str, keys: Iterable[str], noun: str = "image") -> dict[s
                 f"Folder {top!r} in --train_data_dir {root!r} reads as kohya's `N_words` layout (as sd-scripts reads "
                 f"it: N = {repeats}, each {noun} listed N times per epoch, {words!r} the class tokens), but {why}. "
                 f"Rename it: `{max(1, min(repeats, 10)) if repeats >= 1 else 1}_{words or 'name'}` for that many "
-                f"repeats, or a name that does not start with a number and `_` (e.g. `trip_{head_of(str(top))}`) to "
+                f"repeats, or a name that does not start with a number and `_` (e.g. `trip_{head_of(top)}`) to "
                 f"list each {noun} once."
             )
-        folders[top] = (repeats, words)  # type: ignore[index]
+        folders[top] = (repeats, words)
     return folders
 
 
@@ -133,7 +133,7 @@ def repeat_folder_samples(
         top = folder_of(sample.key)
         repeats = folders[top][0] if top in folders else 1
         if top in folders:
-            counts[top] = counts.get(top, 0) + 1  # type: ignore[index]
+            counts[top] = counts.get(top, 0) + 1
         out.append(sample)
         out.extend(dataclasses.replace(sample, repeat=r) for r in range(1, repeats))
     for top, count in counts.items():
@@ -164,7 +164,7 @@ def nested_lines(samples: Sequence[Any], folders: dict[str, tuple[int, str]], no
         top = folder_of(sample.key)
         if top in folders and sample.key.count("/") > 1:
             sub = sample.key.rsplit("/", 1)[0]
-            nested.setdefault(top, {})[sub] = nested.get(top, {}).get(sub, 0) + 1  # type: ignore[arg-type]
+            nested.setdefault(top, {})[sub] = nested.get(top, {}).get(sub, 0) + 1
     lines = []
     for top, subs in nested.items():
         repeats, words = folders[top]

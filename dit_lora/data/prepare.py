@@ -23,6 +23,7 @@ import torch
 
 from dit_lora.config.schema import DataOptions
 from dit_lora.contract import spec as fallback
+from dit_lora.contract.capabilities import Encoders
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.collective import Failure, exchange, main_process_check
 from dit_lora.core.errors import UserError
@@ -206,10 +207,10 @@ class ImageMedia:
         log(f"images per bucket ({self.buckets_text}{counted}):")
         for line in aspect.bucket_table([b for _, (b, _) in files]):
             log(line)
-        line = aspect.crop_line([(s.key, share) for s, (_, share) in files])
-        if line:
+        crop = aspect.crop_line([(s.key, share) for s, (_, share) in files])
+        if crop:
             log(
-                line + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
+                crop + f" (a crop keeps the centre with --center_crop, else a fixed random window; {aspect.FLAG} "
                 "auto keeps the least crop)"
             )
         return [dataclasses.replace(s, bucket=b) for s, (b, _) in zip(samples, chosen)]
@@ -227,8 +228,9 @@ class ImageMedia:
         """No ``resolution`` or bucket mode: each entry's name carries its bucket (:meth:`RawSample.cache_key`), so a
         change of either re-encodes only the images whose bucket changed."""
         cfg = self.cfg
+        encoders: Encoders = fallback.require(self.spec, "encoders", "The latent cache (--cache_latents)")
         return {
-            **self.spec.encoders.cache_identity(cfg, comps),
+            **encoders.cache_identity(cfg, comps),
             "image_size": "bucket in the key",
             "center_crop": cfg.center_crop,
             "random_flip": cfg.random_flip,

@@ -25,6 +25,7 @@ Resolution = int | Sequence[int]
 
 def target_size(resolution: Resolution) -> tuple[int, int]:
     """Return (height, width) for an int or an (h, w) pair."""
+    size: tuple[int, ...] | None
     if isinstance(resolution, bool):
         size = None
     elif isinstance(resolution, int):
@@ -41,7 +42,7 @@ def target_size(resolution: Resolution) -> tuple[int, int]:
             f"--resolution must be a positive whole number (e.g. 512) or a height,width pair "
             f"(e.g. 512,768); got {resolution!r}."
         )
-    return size  # type: ignore[return-value]
+    return size[0], size[1]
 
 
 def resized_size(width: int, height: int, resolution: Resolution) -> tuple[int, int]:
@@ -105,12 +106,12 @@ def preprocess_image(
     new_w, new_h = resized_size(image.width, image.height, resolution)
     if (new_w, new_h) != image.size:
         # Same call torchvision's Resize makes on PIL input (no reducing_gap), so pixels match it.
-        image = image.resize((new_w, new_h), Image.BILINEAR)
+        image = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
     box = crop_box(image.size, resolution, center_crop=center_crop, crop_rng_seed=crop_rng_seed)
     if box != (0, 0, image.width, image.height):
         image = image.crop(box)
     if flip:
-        image = image.transpose(Image.FLIP_LEFT_RIGHT)
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     # np.array (not asarray) copies into a writable buffer, which torch.from_numpy requires.
     pixels = torch.from_numpy(np.array(image, dtype=np.uint8))
     return pixels.permute(2, 0, 1).to(torch.float32).div_(127.5).sub_(1.0).contiguous()

@@ -12,7 +12,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol
 
 from PIL import UnidentifiedImageError
 
@@ -67,7 +67,14 @@ def image_problem(
     return None
 
 
-def caption_problem(sample: RawSample) -> str | None:
+class Captioned(Protocol):
+    """A sample with a caption (:class:`RawSample`, a video sample): what :func:`caption_problem` reads."""
+
+    @property
+    def caption(self) -> object: ...
+
+
+def caption_problem(sample: Captioned) -> str | None:
     """Why ``sample``'s caption cannot be trained on, or None."""
     if not isinstance(sample.caption, str) or not sample.caption.strip():
         return "empty caption"
@@ -299,8 +306,11 @@ def screen(
     """
     origin = copy_of(samples)
     listed = Counter(origin)
-    bad = [(samples[i], problems[i]) for i, first in enumerate(origin) if first == i and problems[i] is not None]
-    repeats = [listed[i] for i, first in enumerate(origin) if first == i and problems[i] is not None]
+    failing = [
+        (i, problem) for i, (first, problem) in enumerate(zip(origin, problems)) if first == i and problem is not None
+    ]
+    bad = [(samples[i], problem) for i, problem in failing]
+    repeats = [listed[i] for i, _ in failing]
     good = [s for s, p in zip(samples, problems) if p is None]
     if quarantine is not None:
         quarantine.extend(

@@ -21,6 +21,7 @@ quarantine, cache, batch); :class:`VideoMedia` is what differs for clips:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 from collections.abc import Callable
@@ -31,6 +32,7 @@ import torch
 
 from dit_lora.config.parser import check_one_source
 from dit_lora.contract import spec as fallback
+from dit_lora.contract.capabilities import Encoders, VideoFrames
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_bytes_atomic
@@ -101,9 +103,9 @@ def _clip_path(
             suffix = _suffix(value.get("path"), default_suffix)
             path = str(materialise_clip(bytes(value["bytes"]), clip_folder, suffix))
             return Located(path, path, None)
-        path = value.get("path")  # written by `datasets` itself (see hub_datasets.dataset_files_root)
-        if isinstance(path, str) and path.strip():
-            path = os.path.normpath(path if os.path.isabs(path) else os.path.join(base_dir, path))
+        written = value.get("path")  # written by `datasets` itself (see hub_datasets.dataset_files_root)
+        if isinstance(written, str) and written.strip():
+            path = os.path.normpath(written if os.path.isabs(written) else os.path.join(base_dir, written))
             return Located(path, path, None)
         return None
     if isinstance(value, str) and value.strip():
@@ -198,12 +200,13 @@ def load_video_dataset(
                     value,
                     base_dir,
                     Path(clip_folder),
-                    lambda text, field=field: place_dataset_path(root, dataset_name, text, field),
+                    functools.partial(place_dataset_path, root, dataset_name, field=field),
                     default_suffix,
                 )
             )
-    empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
-    if empty:
+    placed = [path for path in paths if path is not None]  # row for row, unless a row has none (refused here)
+    if len(placed) < len(paths):
+        empty = [f"{dataset_name}[{row}]" for row, path in enumerate(paths) if path is None]
         raise UserError(
             f"{len(empty)} row(s) of --dataset_name {dataset_name!r} have no video in column {column!r}: "
             f"{name_some(empty)}. Fill them in, drop those rows, or pick another --video_column."
@@ -214,9 +217,9 @@ def load_video_dataset(
             key=f"{dataset_name}[{row}]",
             caption=caption,
             index=i,
-            path=paths[row].path or paths[row].key,
-            refused=paths[row].refused,
-        )  # type: ignore[union-attr]
+            path=placed[row].path or placed[row].key,
+            refused=placed[row].refused,
+        )
         for i, (row, caption) in enumerate(captions)
     ]
 
@@ -227,8 +230,9 @@ def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any
     No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
     re-encodes only the clips whose bucket changed. Frames are always centre-cropped (no crop seed).
     """
+    encoders: Encoders = fallback.require(spec, "encoders", "Video data")
     return {
-        **spec.encoders.cache_identity(cfg, comps),
+        **encoders.cache_identity(cfg, comps),
         "media": "video",
         "frame_sampling": cfg.frame_sampling,
         "random_flip": cfg.random_flip,
@@ -308,8 +312,9 @@ def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: lis
     if not asked:
         return stills
     probe = dataclasses.replace(cfg, frame_buckets=_bucket_text(asked))  # the resolved config is frozen
+    frames: VideoFrames = fallback.require(spec, "video_frames", "Video data")
     try:
-        given = [tuple(b) for b in spec.video_frames.video_buckets(probe)]
+        given = [tuple(b) for b in frames.video_buckets(probe)]
     except UserError as err:
         reason: str | None = " ".join(str(err).split())
     else:
@@ -340,7 +345,7 @@ class VideoMedia:
     def __init__(self, cfg, spec: FamilySpec, cache_root: Path) -> None:
         # Clips need a family that encodes them (encoders), buckets them (video_frames) and says about captions.
         fallback.require(spec, "encoders", "Video data")
-        fallback.require(spec, "video_frames", "Video data")
+        self.frames: VideoFrames = fallback.require(spec, "video_frames", "Video data")
         self.requires_captions = fallback.requires_captions(spec)
         self.cfg, self.spec, self.cache_root = cfg, spec, Path(cache_root)
         self._buckets: list[tuple[int, int, int]] | None = None
@@ -349,8 +354,8 @@ class VideoMedia:
     def buckets(self) -> list[tuple[int, int, int]]:
         """The family's validated (frames, height, width) buckets for this config."""
         if self._buckets is None:
-            self._buckets = [tuple(b) for b in self.spec.video_frames.video_buckets(self.cfg)]  # type: ignore[misc]
-        return self._buckets  # type: ignore[return-value]
+            self._buckets = [(frames, height, width) for frames, height, width in self.frames.video_buckets(self.cfg)]
+        return self._buckets
 
     @property
     def automatic(self) -> bool:

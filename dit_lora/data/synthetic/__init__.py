@@ -66,12 +66,13 @@ def is_user_folder(path: str | Path, marker_name: str) -> bool:
 
 
 def build_directory_atomically(
-    path: str | Path,
+    path: str | os.PathLike,
     marker_name: str,
     marker: dict,
-    build: Callable[[Path], None],
+    build: Callable[[Path], object],
 ) -> Path:
-    """Create directory ``path`` with ``build(tmp_dir)`` unless an identical build is already there.
+    """Create directory ``path`` with ``build(tmp_dir)`` (its return value unused) unless an identical build is
+    already there.
 
     ``marker`` (a JSON-able dict) is written to ``path/marker_name`` as the last step of a
     build; a directory whose marker equals ``marker`` is complete and is left untouched (no
