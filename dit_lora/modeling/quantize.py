@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterable
+from typing import Any, cast
 
 import torch
 
@@ -244,7 +245,7 @@ def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
             continue
         for layer in module.modules():
             if hasattr(layer, "support_avx512bf16_for_cpu"):
-                layer.support_avx512bf16_for_cpu = False
+                cast(Any, layer).support_avx512bf16_for_cpu = False  # a plain flag; Module's types take tensors
         follow_autocast(module)
 
 
@@ -290,7 +291,7 @@ def follow_autocast(*modules: torch.nn.Module | None) -> int:
                 continue
             if not getattr(layer, "_dit_lora_follows_autocast", False):
                 layer.register_forward_hook(_autocast_output)
-                layer._dit_lora_follows_autocast = True
+                cast(Any, layer)._dit_lora_follows_autocast = True  # a plain flag; Module's types take tensors
             count += 1
     return count
 

@@ -97,7 +97,7 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
     if under_autocast:
         for module in model.modules():
             if isinstance(module, BaseTunerLayer):
-                module.cast_input_dtype_enabled = False  # a plain flag; Module's types read tensors
+                cast(Any, module).cast_input_dtype_enabled = False  # a plain flag; Module's types take tensors
 
 
 @dataclass
@@ -199,8 +199,8 @@ def build_param_groups(
             collected = cast(
                 _GroupCollector,
                 create_loraplus_optimizer(
-                    model,
-                    _GroupCollector,  # type: ignore[arg-type]  # (above) PEFT's types name PeftModel, Optimizer
+                    model,  # type: ignore[arg-type]  # (above) PEFT's types name a PeftModel
+                    _GroupCollector,  # type: ignore[arg-type]  # (above) and an Optimizer class
                     lr=learning_rate,
                     loraplus_lr_ratio=loraplus_lr_ratio,
                     loraplus_weight_decay=weight_decay,

@@ -9,6 +9,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -56,10 +57,10 @@ def lora_scale(lora_config: dict, module: str) -> float:
     """
     from peft.utils.other import get_pattern_key
 
-    rank_pattern = lora_config.get("rank_pattern") or {}
-    alpha_pattern = lora_config.get("alpha_pattern") or {}
-    rank = rank_pattern.get(get_pattern_key(rank_pattern.keys(), module), lora_config["r"])
-    alpha = alpha_pattern.get(get_pattern_key(alpha_pattern.keys(), module), lora_config["lora_alpha"])
+    rank_pattern: dict[str, int] = lora_config.get("rank_pattern") or {}
+    alpha_pattern: dict[str, float] = lora_config.get("alpha_pattern") or {}
+    rank = rank_pattern.get(get_pattern_key(list(rank_pattern), module), lora_config["r"])
+    alpha = alpha_pattern.get(get_pattern_key(list(alpha_pattern), module), lora_config["lora_alpha"])
     return alpha / (math.sqrt(rank) if lora_config.get("use_rslora") else rank)
 
 
@@ -229,7 +230,8 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
         model.add_adapter(config, adapter_name=name)  # diffusers' PeftAdapterMixin: records peft_config
     else:
         inject_adapter_in_model(config, model, adapter_name=name)
-    result = set_peft_model_state_dict(model, state, adapter_name=name)
+    # torch's load_state_dict result (missing_keys, unexpected_keys); peft annotates it as the name "namedtuple"
+    result: Any = set_peft_model_state_dict(model, state, adapter_name=name)
     unexpected = [k for k in result.unexpected_keys if "lora_" in k]
     missing = [k for k in result.missing_keys if "lora_" in k and f".{name}." in k]
     if unexpected or missing:

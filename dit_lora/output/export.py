@@ -121,7 +121,7 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         )
     exports = spec.exports
     formats = exports.export_formats() if exports is not None else {}
-    if fmt not in formats:
+    if exports is None or fmt not in formats:
         offered = "; ".join(f"`{k}`: {v}" for k, v in sorted(formats.items()))
         raise UserError(
             f"The `{spec.name}` family cannot export `{fmt}` (--format). "

@@ -174,9 +174,9 @@ LoRA adapter trained with dit-lora ({spec.info.pipeline_class_name}).
 
 {samples or "(no validation prompt was set)"}
 """
-    card = ModelCard(content)
+    hub_card = ModelCard(content)
     path = Path(output_dir) / MODEL_CARD_FILE
-    write_text_atomic(path, str(card))  # renamed into place: never written through a link planted at README.md
+    write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
 
 
