@@ -190,7 +190,9 @@ def cli_page() -> str:
     for name, command in sub.choices.items():
         parts += ["", f"## dit-lora {name}", ""]
         if name in _PASSED_ON:
-            parts += [md_text(helps[name]), "", _PASSED_ON[name]]
+            text = helps[name]
+            assert text is not None, f"dit-lora {name} is added without help="  # cli.py gives each one
+            parts += [md_text(text), "", _PASSED_ON[name]]
         else:
             parts += ["```text", _help(command), "```"]
         if name == "plan":

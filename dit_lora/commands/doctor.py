@@ -11,6 +11,8 @@ must be able to report on exactly the environments in which those imports crash.
 
 from __future__ import annotations
 
+import email.message
+import functools
 import importlib
 import importlib.metadata as metadata
 import importlib.util
@@ -21,6 +23,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles import tokenizer_files as tf
@@ -389,7 +392,7 @@ def _torchvision_check() -> Check | None:
 def _torch_cuda_sdpa_check() -> Check | None:
     torch_v = installed_version("torch")
     parsed = _parse(torch_v or "")
-    if parsed is None or parsed.release[:3] != (2, 5, 0):
+    if torch_v is None or parsed is None or parsed.release[:3] != (2, 5, 0):
         return None
     try:
         import torch
@@ -434,11 +437,12 @@ def _kernels_shadow_check() -> Check:
     if version is not None and origin is not None:
         try:
             dist = metadata.distribution("kernels")
-            files = {os.path.realpath(dist.locate_file(f)) for f in (dist.files or [])}
+            # str(): typeshed's SimplePath is no os.PathLike; a file-system distribution locates a pathlib.Path
+            files = {os.path.realpath(str(dist.locate_file(f))) for f in (dist.files or [])}
             owned = os.path.realpath(origin) in files
         except Exception:
             owned = False
-    if not owned:
+    if version is None or not owned:  # owned needs an installed version
         reason = (
             "no 'kernels' distribution is installed"
             if version is None
@@ -453,7 +457,8 @@ def _kernels_shadow_check() -> Check:
             "PYTHONPATH / the working directory).",
         )
     try:
-        meta = metadata.metadata("kernels")
+        # an email Message (every field's values); typeshed's PackageMetadata protocol leaves values() out
+        meta = cast(email.message.Message, metadata.metadata("kernels"))
         blob = " ".join(str(v) for v in meta.values()).lower()
     except Exception:
         blob = "huggingface"
@@ -569,11 +574,11 @@ def run_checks(*, import_check: bool = True, model: str | None = None) -> list[C
     checks: list[Check] = [_safe(_python_check, "python")]
     for dist, spec in TESTED_RANGES.items():
         checks.append(
-            _safe(lambda d=dist, s=spec: _package_check(d, s, optional=False, import_check=import_check), dist)
+            _safe(functools.partial(_package_check, dist, spec, optional=False, import_check=import_check), dist)
         )
     for dist, spec in OPTIONAL_RANGES.items():
         checks.append(
-            _safe(lambda d=dist, s=spec: _package_check(d, s, optional=True, import_check=import_check), dist)
+            _safe(functools.partial(_package_check, dist, spec, optional=True, import_check=import_check), dist)
         )
     extra: list[tuple[str, Callable[[], object]]] = [
         ("device", _device_checks),

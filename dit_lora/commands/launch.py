@@ -183,7 +183,8 @@ class _AgentWatch:
                 watch.contexts.append(pcontext)
             return watch.original(pcontext, death_sig, timeout)
 
-        api.PContext.close = close
+        # Patching torch's class for the agent's lifetime is the point (restored in __exit__)
+        api.PContext.close = close  # type: ignore[method-assign]
         self.loggers = [
             logging.getLogger(name)
             for name in ("torch.distributed.elastic.agent.server.api", "torch.distributed.elastic.multiprocessing.api")
@@ -193,7 +194,7 @@ class _AgentWatch:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.api.PContext.close = self.original
+        self.api.PContext.close = self.original  # type: ignore[method-assign]  # torch's own method back
         for logger in self.loggers:
             logger.removeFilter(self.filter)
 

@@ -126,7 +126,8 @@ def _disk_full_error(err: BaseException, output_dir: str) -> UserError | None:
     """
     if not is_disk_full(err):
         return None
-    chain, seen, where = err, set(), None
+    chain: BaseException | None = err
+    seen, where = set(), None
     while chain is not None and id(chain) not in seen and where is None:
         seen.add(id(chain))
         where = getattr(chain, "filename", None)
