@@ -21,7 +21,7 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
                 image = im.convert("RGB")
         except (OSError, ValueError) as err:
             raise UserError(f"--validation_image `{source}` cannot be read as an image ({err}).")
-        return ImageOps.fit(image, (width, height), Image.BICUBIC)
+        return ImageOps.fit(image, (width, height), Image.Resampling.BICUBIC)
     if not samples:
         raise UserError("Image-to-video validation needs a conditioning image: set --validation_image.")
     try:

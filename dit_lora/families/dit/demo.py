@@ -122,9 +122,11 @@ def build_tiny_dit_components(size: str = "tiny", seed: int = 0) -> dict[str, An
         torch.manual_seed(seed * 1000 + 1)
         # diffusers' class uses PyTorch's default init (no adaLN-zero), so the random model's output
         # depends on every weight, LoRA and class embedding included.
-        transformer = DiTTransformer2DModel(**config["transformer"])
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        transformer: Any = DiTTransformer2DModel(**config["transformer"])
         torch.manual_seed(seed * 1000 + 2)
-        vae = AutoencoderKL(**config["vae"]).eval()
+        vae: Any = AutoencoderKL(**config["vae"])
+        vae.eval()
         vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, config["resolution"], seed))
     return {"transformer": transformer.eval(), "vae": vae, "scheduler": DDIMScheduler(**SCHEDULER_CONFIG)}
 
@@ -137,7 +139,7 @@ def build_tiny_dit_pipeline(path: str | Path, size: str = "tiny", seed: int = 0)
     def build(tmp: Path) -> None:
         from diffusers import DiTPipeline
 
-        pipe = DiTPipeline(**build_tiny_dit_components(size, seed))
+        pipe: Any = DiTPipeline(**build_tiny_dit_components(size, seed))  # Any: as in build_tiny_dit_components
         pipe.save_pretrained(tmp, safe_serialization=True)
         # As in facebook/DiT-XL-2-256: the legacy class name, and ImageNet-style labels in model_index.json.
         index = json.loads((tmp / "model_index.json").read_text())

@@ -4,9 +4,15 @@ kept last), and mapping ``DiTPipeline``'s hard-coded null id onto a resized tabl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, cast
+
 import torch
 
 from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:
+    from diffusers.configuration_utils import ConfigMixin
+    from diffusers.models.embeddings import LabelEmbedding
 
 #: the class id DiTPipeline feeds for the unconditional half of classifier-free guidance
 PIPELINE_NULL_CLASS = 1000
@@ -16,7 +22,7 @@ CLASS_EMBEDDING_PATTERN = r"\.class_embedder\.embedding_table\.weight$"
 DEFAULT_CLASS_DROPOUT = 0.1
 
 
-def label_embeddings(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+def label_embeddings(model: torch.nn.Module) -> list[tuple[str, LabelEmbedding]]:
     """``(name, LabelEmbedding)`` of every block (diffusers gives each DiT block its own table)."""
     # Diffusers' model modules import slowly: only once a model exists
     from diffusers.models.embeddings import LabelEmbedding
@@ -66,5 +72,6 @@ def resize_class_embeddings(
         emb.num_classes = num_classes
         if not getattr(emb, "_dit_lora_null_hook", False):
             emb.register_forward_pre_hook(_map_pipeline_null)
-            emb._dit_lora_null_hook = True
-    model.register_to_config(num_embeds_ada_norm=num_classes)
+            cast(Any, emb)._dit_lora_null_hook = True  # a plain flag; Module's types take tensors
+    # DiT's transformer is a diffusers model: its config is a ConfigMixin's
+    cast("ConfigMixin", model).register_to_config(num_embeds_ada_norm=num_classes)

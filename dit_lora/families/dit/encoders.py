@@ -5,7 +5,7 @@ embedding."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -65,7 +65,7 @@ class DiTEncoders(DiffusionEncoders):
             raise UserError(f"Unknown class name(s) {unknown[:5]}; classes: {', '.join(list(label2id)[:20])}.")
         out = {"class_labels": torch.tensor([label2id[c] for c in captions], dtype=torch.long)}
         if with_negative:
-            out["negative_class_labels"] = torch.full((len(captions),), state.null_class, dtype=torch.long)
+            out["negative_class_labels"] = torch.full((len(captions),), state.null_id(), dtype=torch.long)
         return out
 
 
@@ -79,7 +79,8 @@ class DiTSetup(DiffusionSetup):
         their pretrained rows; a dataset with exactly the model's class count takes rows in sorted-name order.
         """
         classes = sorted({s.caption for s in samples})
-        model_classes = int(comps.model.config.num_embeds_ada_norm)
+        # DiT's transformer is a diffusers model: its config (a FrozenDict) reads by attribute
+        model_classes = int(cast(Any, comps.model).config.num_embeds_ada_norm)
         num_classes = cfg.family_options.num_classes
         label2id = None
         if num_classes is None:

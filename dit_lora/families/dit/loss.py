@@ -28,7 +28,7 @@ class DiTLoss(DiffusionLoss):
         noisy = scheduler.add_noise(latents, noise, timesteps)
         labels = batch["class_labels"].to(device).long()
         drop = torch.rand(bsz, generator=generator, device=device) < state.class_dropout_prob
-        labels = torch.where(drop, torch.full_like(labels, state.null_class), labels)
+        labels = torch.where(drop, torch.full_like(labels, state.null_id()), labels)
         pred = model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0]
         if state.learned_sigma:
             # As DiTPipeline: the first in_channels are epsilon, the rest the (here untrained) variance.

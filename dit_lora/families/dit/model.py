@@ -4,7 +4,7 @@ precision policy, its square images, the class tables it trains besides LoRA, an
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -36,6 +36,9 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
 )
 from dit_lora.modeling import quantize
+
+if TYPE_CHECKING:
+    from diffusers.models.modeling_utils import ModelMixin
 
 
 def native_resolution(cfg) -> tuple[int, str] | None:
@@ -242,7 +245,7 @@ class DiTTrainables:
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         """Diffusers' own switch."""
-        model.enable_gradient_checkpointing()
+        cast("ModelMixin", model).enable_gradient_checkpointing()  # DiT's transformer is a diffusers model
 
 
 class DiTDemo:

@@ -32,11 +32,14 @@ class DiTSamples(DiffusionSamples):
         from diffusers import DiTPipeline
 
         label2id = run_state(comps).label2id
+        if label2id is None:  # the data stage's inspect_samples builds it, before any validation
+            raise RuntimeError("DiT's validation samples need the run's label map: DiTSetup.inspect_samples builds it")
         names = split_class_names(cfg.validation_prompt, label2id)
         ids = [label2id[n] for n in names for _ in range(cfg.num_validation_images)]
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
-            pipe = DiTPipeline(transformer=model, vae=vae, scheduler=inference_scheduler(comps))
+            # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+            pipe: Any = DiTPipeline(transformer=model, vae=vae, scheduler=inference_scheduler(comps))
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():

@@ -78,9 +78,9 @@ INFO = FamilyInfo(
 class DiTKernels:
     """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
 
-    def kernel_patch_points(self) -> tuple:
+    def kernel_patch_points(self) -> list:
         """DiT's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return patch_points()
+        return list(patch_points())
 
 
 def dit_spec() -> FamilySpec:

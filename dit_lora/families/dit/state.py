@@ -31,6 +31,16 @@ class DiTRun:
     #: whether the class names are the base model's own (ImageNet wnids, id2label synonyms), keeping its rows
     kept_pretrained_names: bool = False
 
+    def null_id(self) -> int:
+        """:attr:`null_class`, which loading (``model.dit_components``) and ``inspect_samples`` set; a state built by
+        hand without it is refused in words rather than as a None reaching torch."""
+        if self.null_class is None:
+            raise RuntimeError(
+                "DiTRun.null_class is not set: components built by hand need it (the class rows of the model's "
+                "class table; model.dit_components sets it when it loads a model)."
+            )
+        return self.null_class
+
 
 def run_state(comps) -> DiTRun:
     """``comps.state``, an empty :class:`DiTRun` put there first for components built by hand (tests, benchmarks)."""

@@ -295,10 +295,12 @@ def build_tiny_sana_components(size: str = "tiny", seed: int = 0) -> dict[str, A
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed * 1000 + 1)
-        transformer = SanaTransformer2DModel(**config["transformer"])
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        transformer: Any = SanaTransformer2DModel(**config["transformer"])
 
         torch.manual_seed(seed * 1000 + 2)
-        vae = AutoencoderDC(**config["vae"]).eval()
+        vae: Any = AutoencoderDC(**config["vae"])
+        vae.eval()
         vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, config["resolution"], seed))
 
         torch.manual_seed(seed * 1000 + 3)
@@ -310,7 +312,8 @@ def build_tiny_sana_components(size: str = "tiny", seed: int = 0) -> dict[str, A
             bos_token_id=tokenizer.bos_token_id,
             eos_token_id=tokenizer.eos_token_id,
         )
-        text_encoder = Gemma2Model(gemma_config)
+        # a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
+        text_encoder: torch.nn.Module = Gemma2Model(gemma_config)
 
     scheduler = FlowMatchEulerDiscreteScheduler(**config["scheduler"])
     # torch.nn.Module.to rather than ModelMixin.to: the latter warns about casting with
@@ -342,7 +345,7 @@ def build_tiny_sana_pipeline(path: str | Path, size: str = "tiny", seed: int = 0
     def build(tmp: Path) -> None:
         from diffusers import SanaPipeline
 
-        pipe = SanaPipeline(**build_tiny_sana_components(size, seed))
+        pipe: Any = SanaPipeline(**build_tiny_sana_components(size, seed))  # Any: as in build_tiny_sana_components
         pipe.save_pretrained(tmp, safe_serialization=True)
 
     return build_directory_atomically(path, _MARKER, marker, build)

@@ -77,7 +77,8 @@ class SanaEncoders(DiffusionEncoders):
         text = comps.state.text if comps.state is not None else None
         # The pipeline's own encode_prompt (prefix, truncation, token selection) keeps training
         # prompts identical to what SanaPipeline feeds the model at inference.
-        pipe = SanaPipeline(
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        pipe: Any = SanaPipeline(
             tokenizer=comps.encoders["tokenizer"],
             text_encoder=comps.encoders["text_encoder"],
             vae=None,

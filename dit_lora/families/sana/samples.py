@@ -34,7 +34,8 @@ class SanaSamples(DiffusionSamples):
 
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
-            pipe = SanaPipeline(
+            # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+            pipe: Any = SanaPipeline(
                 tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
             )
             pipe.set_progress_bar_config(disable=True)

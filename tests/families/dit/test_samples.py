@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import pytest
+import torch
 from diffusers import DDIMScheduler, DPMSolverMultistepScheduler
 
 from dit_lora.contract.family import Components
@@ -19,3 +23,10 @@ def test_the_sampler_is_the_checkpoints_own_else_ddim():
 def test_the_validation_prompt_goes_through_the_familys_encoders():
     spec = get_family("dit")
     assert isinstance(spec.samples, DiTSamples) and spec.samples.encoders is spec.encoders
+
+
+def test_samples_before_the_label_map_exists_are_refused_in_words():
+    comps = Components(model=torch.nn.Linear(1, 1), state=DiTRun())  # hand-built: inspect_samples never ran
+    cfg = SimpleNamespace(validation_prompt="circle", num_validation_images=1)
+    with pytest.raises(RuntimeError, match="label map"):
+        get_family("dit").samples.generate(comps, comps.model, {}, cfg, seed=0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dit_lora.contract.family import Components
 from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
 from dit_lora.families.dit.state import DiTRun, run_state
@@ -18,3 +20,9 @@ def test_run_state_is_made_once_for_components_built_by_hand():
 def test_a_state_already_there_is_kept():
     mine = DiTRun(null_class=3)
     assert run_state(Components(model=None, state=mine)) is mine
+
+
+def test_the_null_id_of_a_state_without_one_is_refused_in_words():
+    assert DiTRun(null_class=3).null_id() == 3
+    with pytest.raises(RuntimeError, match="null_class is not set"):
+        DiTRun().null_id()  # a hand-built state: no None reaches torch.full_like in the loss
