@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -87,6 +88,18 @@ class WanInfo:
         f = (frames - 1) // self.vae_temporal + 1
         return (f // self.patch[0]) * (height // self.size_multiple) * (width // self.size_multiple)
 
+    def expert_boundary(self, model: str | None) -> float:
+        """``boundary_ratio`` of a two-expert checkpoint (``model``: its name, for the refusal when it has none)."""
+        if self.boundary_ratio is None:
+            raise UserError(
+                f"`{model}`: model_index.json names two transformers (transformer and transformer_2) but no "
+                "boundary_ratio, the fraction of the timestep range where Wan 2.2 A14B hands over from the "
+                "high-noise to the low-noise expert (diffusers then runs transformer alone), so there is no split to "
+                "train the experts on. Add the checkpoint's boundary_ratio to model_index.json (Wan-AI's T2V-A14B: "
+                "0.875, I2V-A14B: 0.9), or remove transformer_2 from it to train transformer alone."
+            )
+        return self.boundary_ratio
+
     def describe(self) -> str:
         """One line for logs and the model card."""
         parts = [
@@ -126,6 +139,7 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
     )
     boundary = index.get("boundary_ratio")
     image_encoder = index.get("image_encoder") not in (None, [None, None]) and "image_encoder" in index
+    p_t, p_h, p_w = (int(p) for p in tr.get("patch_size", (1, 2, 2)))
     return WanInfo(
         pipeline_class=index.get("_class_name"),
         kind=kind,
@@ -134,7 +148,7 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
         in_channels=in_ch,
         vae_spatial=int(vae.get("scale_factor_spatial", 8)),
         vae_temporal=int(vae.get("scale_factor_temporal", 4)),
-        patch=tuple(int(p) for p in tr.get("patch_size", (1, 2, 2))),
+        patch=(p_t, p_h, p_w),
         two_experts=bool(two),
         boundary_ratio=float(boundary) if boundary is not None else None,
         expand_timesteps=expand,

@@ -88,7 +88,7 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
     ):
         module.to(device)
     comps = make_components(model.task, cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
-    if both:
+    if isinstance(comps.model, WanExperts):  # both experts (make_components holds them in WanExperts)
         comps.model.place(device)
     comps.encoders["tokenizer"] = tokenizer
     return comps
@@ -156,7 +156,8 @@ def make_components(
     expert = task.expert(cfg)
     ranges = {"all": (0, info.num_train_timesteps)}
     if expert:
-        ranges.update(expert_index_ranges(scheduler.timesteps, info.boundary_ratio, info.num_train_timesteps))
+        boundary = info.expert_boundary(cfg.pretrained_model_name_or_path)
+        ranges.update(expert_index_ranges(scheduler.timesteps, boundary, info.num_train_timesteps))
     vae_cfg = vae.config
     state = WanRun(
         scheduler_config=scheduler_cfg,

@@ -73,6 +73,8 @@ def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
             f"channels (text-to-video) nor 2 x {info.z_dim} + 4 (image-to-video: latents, mask, image latents); "
             "--family wan and wan_i2v train neither kind of model (Fun/control variants are not supported)."
         )
+    if info.two_experts:
+        info.expert_boundary(path)  # refuses two experts without the boundary_ratio that splits their timesteps
     if info.kind and info.kind not in task.kinds:
         other = FAMILY_FOR["i2v" if task.task == "t2v" else "t2v"]
         article = "an" if KIND[info.kind][0] in "aeiou" else "a"

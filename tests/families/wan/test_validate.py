@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
@@ -128,6 +129,22 @@ def test_another_pipeline_class_is_refused(wan_model, tmp_path, name, hint):
     text = _refused(_with_pipeline_class(wan_model, tmp_path, name), "wan")
     assert f"its model_index.json names {name} ({hint}" in text
     assert "WanPipeline, WanImageToVideoPipeline" in text and "Wan-AI/Wan2.1-T2V-1.3B-Diffusers" in text
+
+
+def test_two_experts_without_a_boundary_ratio_are_refused(wan_model, tmp_path):
+    """model_index.json naming transformer_2 but no boundary_ratio: refused in one paragraph before loading, and by
+    the loader itself (it used to fail with a TypeError on None, and the start notes on formatting it)."""
+    folder = tmp_path / "a14b"
+    shutil.copytree(wan_model("2.2-t2v-a14b"), folder)
+    index = folder / "model_index.json"
+    index.write_text(json.dumps({k: v for k, v in json.loads(index.read_text()).items() if k != "boundary_ratio"}))
+    for values in ({}, {"wan_expert": "high"}):
+        text = _refused(folder, "wan", **values)
+        assert text.startswith(f"`{folder}`: model_index.json names two transformers (transformer and transformer_2)")
+        assert "but no boundary_ratio" in text and "or remove transformer_2 from it" in text
+    cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(folder), train_data_dir="clips")
+    with pytest.raises(UserError, match="but no boundary_ratio"):
+        get_family("wan").model.load_components(cfg, torch.device("cpu"))
 
 
 def test_both_experts_on_several_processes_is_refused(wan_model, monkeypatch):
