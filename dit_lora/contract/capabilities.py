@@ -240,7 +240,9 @@ class Samples(Protocol):
 class MemoryPlan(Protocol):
     """``dit-lora plan``: the components on the meta device, one batch per bucket, and the traced loss."""
 
-    depth_key: tuple[str, str]  #: ``(config file, key)`` counting the model's repeated blocks
+    @property
+    def depth_key(self) -> tuple[str, str]:
+        """``(config file, key)`` counting the model's repeated blocks (read only: a frozen component may hold it)."""
 
     def plan_components(self, cfg, read, depth: int | None = None):
         """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
@@ -329,7 +331,7 @@ ALL = (
 
 
 def members(proto: type) -> list[str]:
-    """The names a component implementing ``proto`` must have (its methods and annotated attributes)."""
-    names = [n for n, v in vars(proto).items() if callable(v) and not n.startswith("_")]
+    """The names a component implementing ``proto`` must have (its methods, properties and annotated attributes)."""
+    names = [n for n, v in vars(proto).items() if (callable(v) or isinstance(v, property)) and not n.startswith("_")]
     names += [n for n in vars(proto).get("__annotations__", {}) if not n.startswith("_")]
     return sorted(set(names))

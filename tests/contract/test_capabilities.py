@@ -46,6 +46,11 @@ def test_fused_kernels_is_a_capability_with_kernel_patch_points():
     assert caps.members(caps.FusedKernels) == ["kernel_patch_points"]
 
 
+def test_a_read_only_member_is_a_member_too():
+    """MemoryPlan.depth_key is a property (a frozen dataclass component holds it as a field): still checked."""
+    assert caps.members(caps.MemoryPlan) == ["depth_key", "plan_batches", "plan_components", "plan_loss"]
+
+
 def test_undeclared_capabilities_fall_back_to_the_defaults():
     spec = tiny_spec("toy_caps")
     cfg = SimpleNamespace(train_backbone=["x"], weight_dtype=torch.bfloat16)
