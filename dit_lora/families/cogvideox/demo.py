@@ -232,7 +232,10 @@ def build_tiny_cogvideox_components(
     and ``dtype``.  The caller's global torch RNG state is restored afterwards; each component
     is seeded separately (``seed * 1000 + k``).
     """
-    from diffusers import AutoencoderKLCogVideoX, CogVideoXDDIMScheduler, CogVideoXTransformer3DModel
+    # the models from their modules: mypy types diffusers' top-level names as their no-torch placeholders
+    from diffusers import CogVideoXDDIMScheduler
+    from diffusers.models.autoencoders.autoencoder_kl_cogvideox import AutoencoderKLCogVideoX
+    from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXTransformer3DModel
     from transformers import T5Config, T5EncoderModel
 
     config = get_tiny_cogvideox_config(task, version)
@@ -249,13 +252,10 @@ def build_tiny_cogvideox_components(
         torch.manual_seed(seed * 1000 + 3)
         te_cfg = dict(config["text_encoder"])
         te_cfg["vocab_size"] = -(-len(tokenizer) // 64) * 64
+        # a key of the published config that T5Config (transformers 5) no longer names but keeps and saves
+        te_cfg["decoder_start_token_id"] = tokenizer.pad_token_id
         text_encoder = T5EncoderModel(
-            T5Config(
-                **te_cfg,
-                pad_token_id=tokenizer.pad_token_id,
-                eos_token_id=tokenizer.eos_token_id,
-                decoder_start_token_id=tokenizer.pad_token_id,
-            )
+            T5Config(**te_cfg, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
         )
 
     scheduler = CogVideoXDDIMScheduler(**config["scheduler"])
@@ -297,7 +297,9 @@ def build_tiny_cogvideox_pipeline(
     }
 
     def build(tmp: Path) -> None:
-        from diffusers import CogVideoXImageToVideoPipeline, CogVideoXPipeline
+        # from their modules: mypy types diffusers' top-level names as their no-torch placeholders
+        from diffusers.pipelines.cogvideo.pipeline_cogvideox import CogVideoXPipeline
+        from diffusers.pipelines.cogvideo.pipeline_cogvideox_image2video import CogVideoXImageToVideoPipeline
 
         cls = CogVideoXImageToVideoPipeline if task == "i2v" else CogVideoXPipeline
         pipe = cls(**build_tiny_cogvideox_components(task, version, seed, dtype))

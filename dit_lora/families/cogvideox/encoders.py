@@ -10,7 +10,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.families.cogvideox.info import FAMILY_FOR, check_latent_size
+from dit_lora.families.cogvideox.info import FAMILY_FOR, check_latent_size, transformer_config
 from dit_lora.families.cogvideox.sizes import CogVideoXVideo
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
@@ -73,7 +73,7 @@ class CogVideoXEncoders(DiffusionEncoders):
             scheduler=None,
         )
         kept = comps.state.max_sequence_length if comps.state is not None else None
-        length = kept or comps.model.config.max_text_seq_length
+        length = kept or transformer_config(comps.model).max_text_seq_length
         with torch.no_grad():
             embeds, negative = pipe.encode_prompt(
                 list(captions),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 
@@ -164,6 +165,11 @@ def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, 
         t["width"],
         f"the published config of {entry.hub_id}, documented at {entry.trained_text()}{extra}",
     )
+
+
+def transformer_config(model: torch.nn.Module) -> Any:
+    """The loaded transformer's diffusers config. Untyped: a diffusers config holds its keys as attributes."""
+    return cast(Any, model).config
 
 
 def pad_latent_frames(latents: torch.Tensor, patch_size_t: int | None) -> torch.Tensor:

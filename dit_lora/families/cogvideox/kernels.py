@@ -10,6 +10,7 @@ block on diffusers' own code (:mod:`dit_lora.kernels.patch_points`).
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import torch
 from torch import nn
@@ -51,6 +52,13 @@ def block_forward(
     return hidden_states, encoder_hidden_states
 
 
+def _rotate(x: torch.Tensor, image_rotary_emb) -> torch.Tensor:
+    """diffusers' ``apply_rotary_emb`` on ``x``: annotated as returning a (query, key) pair, it returns ``x`` rotated."""
+    from diffusers.models.embeddings import apply_rotary_emb
+
+    return cast(torch.Tensor, apply_rotary_emb(x, image_rotary_emb))
+
+
 class JointAttentionProcessor:
     """``CogVideoXAttnProcessor2_0`` on the runtime: text and video tokens attend jointly, RoPE on the video part."""
 
@@ -78,13 +86,11 @@ class JointAttentionProcessor:
         if attn.norm_k is not None:
             k = attn.norm_k(k)
         if image_rotary_emb is not None:
-            from diffusers.models.embeddings import apply_rotary_emb
-
             # torch.cat rather than diffusers' in-place slice assignment: same values, no in-place op on a
             # tensor autograd may still need.
-            q = torch.cat([q[:, :, :text_len], apply_rotary_emb(q[:, :, text_len:], image_rotary_emb)], dim=2)
+            q = torch.cat([q[:, :, :text_len], _rotate(q[:, :, text_len:], image_rotary_emb)], dim=2)
             if not attn.is_cross_attention:
-                k = torch.cat([k[:, :, :text_len], apply_rotary_emb(k[:, :, text_len:], image_rotary_emb)], dim=2)
+                k = torch.cat([k[:, :, :text_len], _rotate(k[:, :, text_len:], image_rotary_emb)], dim=2)
         out = merge_heads(self.runtime.attention(q, k, v, mask))
         out = attn.to_out[1](attn.to_out[0](out))
         encoder_out, out = out.split([text_len, length - text_len], dim=1)

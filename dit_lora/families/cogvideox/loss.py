@@ -33,7 +33,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
-from dit_lora.families.cogvideox.info import OFS_VALUE, pad_latent_frames
+from dit_lora.families.cogvideox.info import OFS_VALUE, pad_latent_frames, transformer_config
 from dit_lora.families.cogvideox.state import run_state
 from dit_lora.families.diffusion.components import DiffusionLoss
 
@@ -155,7 +155,7 @@ class CogVideoXLoss(DiffusionLoss):
     def rotary_embeddings(self, comps: Components, height: int, width: int, frames: int, device: torch.device):
         """The pipeline's ``_prepare_rotary_positional_embeddings`` for ``frames`` latent frames of ``height`` x
         ``width`` latent pixels (cached in the run's state); ``None`` for transformers without RoPE (2B)."""
-        if not comps.model.config.use_rotary_positional_embeddings:
+        if not transformer_config(comps.model).use_rotary_positional_embeddings:
             return None
         state = run_state(comps)
         key = (height, width, frames, str(device))
@@ -178,7 +178,7 @@ class CogVideoXLoss(DiffusionLoss):
         self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
     ) -> torch.Tensor:
         """Timesteps, then noise, drawn from the step's generator; the weighted x0 loss of the v prediction."""
-        scheduler, arch = comps.scheduler, comps.model.config
+        scheduler, arch = comps.scheduler, transformer_config(comps.model)
         latents = pad_latent_frames(batch["latents"], arch.patch_size_t)
         device = latents.device
         bsz, frames, _, height, width = latents.shape

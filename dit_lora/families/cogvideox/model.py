@@ -186,7 +186,8 @@ class CogVideoXModel(DiffusionModel):
             vae = AutoencoderKLCogVideoX.from_pretrained(
                 path, subfolder="vae", **dtype_kwarg("diffusers", dtype), **common
             )
-            text_encoder = T5EncoderModel.from_pretrained(
+            # a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
+            text_encoder: torch.nn.Module = T5EncoderModel.from_pretrained(
                 path,
                 subfolder="text_encoder",
                 **dtype_kwarg("transformers", dtype),

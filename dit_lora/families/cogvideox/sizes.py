@@ -4,6 +4,8 @@ checks that refuse sizes the model cannot run or was never trained near, the fra
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, resolution_buckets
 from dit_lora.data.prepare import cache_root_for
@@ -21,6 +23,14 @@ from dit_lora.modelfiles.pipeline_files import read_once
 #: ``model_info`` by (model, revision, local config files' mtimes): Hub reads cost a request each
 _MODEL_INFOS: dict[tuple, ModelInfo] = {}
 _INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
+
+
+class FrameRule(TypedDict):
+    """CogVideoX's frame rule, as the keyword arguments of ``check_num_frames`` and ``resolution_buckets``."""
+
+    temporal_compression: int
+    patch_size_t: int | None
+    pad_latent_frames: bool
 
 
 def cached_model_info(cfg) -> ModelInfo:
@@ -68,7 +78,7 @@ class CogVideoXVideo:
         RoPE (5B, 1.5) computed per size, so any multiple of the size multiple runs; a learned position table
         (5B I2V) runs only at its trained size, so such a model keeps the one bucket."""
         info = self.model_info(cfg)
-        rule = {"temporal_compression": info.temporal, "patch_size_t": info.patch_size_t, "pad_latent_frames": True}
+        rule = FrameRule(temporal_compression=info.temporal, patch_size_t=info.patch_size_t, pad_latent_frames=True)
         if cfg.frame_buckets:
             return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
         trained_frames, trained_height, trained_width, _ = info.trained_size()
@@ -123,7 +133,9 @@ class CogVideoXVideo:
     def check_rope_size(self, cfg, buckets, info: ModelInfo) -> None:
         """Refuse a bucket beyond CogVideoX 1.5's RoPE table (:func:`rope_limit`): diffusers fails on it mid-step."""
         most = rope_limit(info)
-        beyond = [b for b in buckets if most is not None and (b[1] > most[0] or b[2] > most[1])]
+        if most is None:
+            return
+        beyond = [b for b in buckets if b[1] > most[0] or b[2] > most[1]]
         if beyond:
             f, h, w = beyond[0]
             raise UserError(

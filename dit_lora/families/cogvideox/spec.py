@@ -103,9 +103,9 @@ INFO = {
 class CogVideoXKernels:
     """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
 
-    def kernel_patch_points(self) -> tuple:
+    def kernel_patch_points(self) -> list:
         """CogVideoX's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return patch_points()
+        return list(patch_points())
 
 
 def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:

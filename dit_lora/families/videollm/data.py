@@ -196,7 +196,7 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
     located = locate(
         root, video, field=f'{where}: "video"', hint=" (or pass --video_folder with a folder that holds every video)"
     )
-    if located.refused is not None:
+    if located.path is None:  # refused (Located holds no path then)
         return QASample(key=key, video=Path(located.key), messages=messages, refused=located.refused)
     return QASample(key=key, video=Path(located.path), messages=messages)
 

@@ -269,13 +269,14 @@ def build_tiny_videollm_model(tokenizer=None, seed: int = 0, dtype: torch.dtype 
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
+    # pad_token_id: a key of the published config that LlavaNextVideoConfig (transformers 5) no longer names but keeps
+    multimodal = {**config["multimodal"], "pad_token_id": tokenizer.pad_token_id}
     full = LlavaNextVideoConfig(
         vision_config=CLIPVisionConfig(**config["vision"]),
         text_config=text,
         video_token_index=tokenizer.convert_tokens_to_ids("<video>"),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
-        pad_token_id=tokenizer.pad_token_id,
-        **config["multimodal"],
+        **multimodal,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -284,7 +285,9 @@ def build_tiny_videollm_model(tokenizer=None, seed: int = 0, dtype: torch.dtype 
     # every logit near 1, so the loss could not fall below ~ln(vocab) - 2 whatever the LoRA learns.
     with torch.no_grad():
         model.lm_head.weight.mul_(LM_HEAD_SCALE)
-    return model.to(dtype).eval()
+    # as a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
+    module: torch.nn.Module = model
+    return module.to(dtype).eval()
 
 
 def build_tiny_llava_next_video(path: str | Path, seed: int = 0) -> Path:

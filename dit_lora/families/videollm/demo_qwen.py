@@ -36,10 +36,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 __all__ = [
     "QWEN2_5_VL_CHAT_TEMPLATE",
@@ -228,7 +231,7 @@ def _learn_merges(words: list[str], alphabet: dict[int, str]) -> list[tuple[str,
         counts = merged
 
 
-def build_tiny_qwen_tokenizer():
+def build_tiny_qwen_tokenizer() -> PreTrainedTokenizerFast:
     """A Qwen2-style byte-level BPE ``PreTrainedTokenizerFast`` with a small vocabulary, offline.
 
     Ids: the 256 byte symbols (0-255, in byte order), then one token per learned merge, then
@@ -252,7 +255,7 @@ def build_tiny_qwen_tokenizer():
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
-    backend.decoder = decoders.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()  # no options: it ignored the add_prefix_space/use_regex it was given
     backend.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     backend.add_special_tokens(
         [AddedToken(t, special=True, normalized=False, lstrip=False, rstrip=False) for t in QWEN_SPECIAL_TOKENS]
@@ -343,7 +346,10 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
             eos_token_id=[tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")],
             pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
         )
-        model.to(torch.bfloat16).save_pretrained(tmp, safe_serialization=True)
+        # as a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
+        module: torch.nn.Module = model
+        module.to(torch.bfloat16)  # in place
+        model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         (tmp / "preprocessor_config.json").write_text(json.dumps(_preprocessor_config(), indent=2) + "\n")
 

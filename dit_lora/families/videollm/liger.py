@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 IGNORE_INDEX = -100
 
@@ -64,7 +68,8 @@ def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
     """Patch the language model with Liger and return the fused loss function, or None (after a note)."""
     device = next(model.parameters()).device
     reason = liger_unavailable_reason(device)
-    config = getattr(model.config, "text_config", model.config)
+    model_config = cast("PreTrainedConfig", model.config)  # a transformers model's (nn.Module does not name it)
+    config = getattr(model_config, "text_config", model_config)
     if reason is None:
         import liger_kernel.transformers as liger
 
@@ -74,6 +79,7 @@ def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
     if reason is not None:
         log(f"note: --use_liger_kernel: {reason}; training on the plain PyTorch path.")
         return None
+    assert patch is not None  # no reason was given: Liger imported and has this model's patch
     patch(
         rope=True,
         rms_norm=True,

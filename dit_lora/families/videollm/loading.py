@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -25,6 +25,9 @@ from dit_lora.families.videollm.state import VideoLLMState
 from dit_lora.modelfiles.pipeline_files import check_safetensors
 from dit_lora.modeling import quantize
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def skip_placeholder_count_check(model: torch.nn.Module) -> None:
@@ -140,7 +143,8 @@ class VideoLLMTrainables:
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
         """transformers' switch, non-reentrant (the frozen embeddings give the inputs no gradient)."""
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        transformers_model = cast("PreTrainedModel", model)  # a video LLM is a transformers model
+        transformers_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class VideoLLMDefaults:

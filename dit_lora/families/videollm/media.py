@@ -23,7 +23,7 @@ from dit_lora.data.sources import MAX_NAMED
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
-from dit_lora.families.videollm.state import run_state
+from dit_lora.families.videollm.state import run_processing
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
 
@@ -216,7 +216,7 @@ class VideoQAMedia:
 
     def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
         """Right-padded tokens, the architecture's batched pixel inputs, and the sample indices."""
-        batch = pad_batch(
+        batch: dict[str, Any] = pad_batch(
             [{k: it[k] for k in ("input_ids", "labels", "attention_mask")} for it in items],
             self.processing.pad_token_id,
         )
@@ -237,4 +237,4 @@ class VideoQAData:
 
     def build_data(self, cfg, spec, comps, accelerator):
         """The QA data on the standard path, tokenized with the loaded model's processing (the run's state)."""
-        return prepare_data(cfg, spec, comps, accelerator, media=VideoQAMedia(cfg, spec, run_state(comps).processing))
+        return prepare_data(cfg, spec, comps, accelerator, media=VideoQAMedia(cfg, spec, run_processing(comps)))

@@ -18,7 +18,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
-from dit_lora.families.videollm.state import run_state
+from dit_lora.families.videollm.state import run_processing, run_state
 from dit_lora.output.adapter import attach_adapter, save_peft_adapter, set_peft_base_model
 
 
@@ -78,7 +78,7 @@ class VideoLLMSamples:
 
     def generate(self, comps, model: torch.nn.Module, cond: dict, cfg, seed: int) -> list:
         """The in-memory model's greedy answer, as one text sample."""
-        return [_qa(run_state(comps).processing, model, cond["question"], cfg, _validation_video(cfg, comps))]
+        return [_qa(run_processing(comps), model, cond["question"], cfg, _validation_video(cfg, comps))]
 
     def generate_with_pipeline(
         self, pipe: VideoQAPipe, prompt: str, cfg, seed: int, num_images: int, comps=None

@@ -75,9 +75,9 @@ class VideoLLMPlan:
         if path is not None and Path(path).is_dir():
             return self.arch.load_preprocessing(path)
         prep = {"resize_to": None, **self.arch.default_preprocessing}
-        vision = getattr(model_config, "vision_config", None)
-        if getattr(vision, "image_size", None):
-            prep.update(shortest_edge=vision.image_size, crop_size=(vision.image_size, vision.image_size))
+        size = getattr(getattr(model_config, "vision_config", None), "image_size", None)
+        if size:
+            prep.update(shortest_edge=size, crop_size=(size, size))
         return prep
 
     def plan_loss(self, comps, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:

@@ -207,8 +207,11 @@ class Qwen25VLSpec(VideoLLMSpec):
                     model_kwargs["mm_token_type_ids"] = probe["mm_token_type_ids"]
                 return type(owner)._prepare_position_ids_for_generation(owner, inputs_tensor, model_kwargs)
 
-            # A bound method (not a closure over `model`): copy.deepcopy rebinds it to the copy.
-            model._prepare_position_ids_for_generation = types.MethodType(prepare_position_ids, model)
+            # A bound method (not a closure over `model`): copy.deepcopy rebinds it to the copy. (torch types
+            # nn.Module.__setattr__'s value as Tensor | Module; a module takes any attribute.)
+            model._prepare_position_ids_for_generation = types.MethodType(  # type: ignore[assignment]
+                prepare_position_ids, model
+            )
         setattr(model, _HOOK_FLAG, True)
         return model
 

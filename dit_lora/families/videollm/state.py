@@ -42,6 +42,17 @@ def run_state(comps) -> VideoLLMState | None:
     return state if isinstance(state, VideoLLMState) else None
 
 
+def run_processing(comps) -> VideoQAProcessing:
+    """The run's processing (``comps.state.processing``); components without a video-LLM run state are refused."""
+    state = run_state(comps)
+    if state is None:
+        raise ValueError(
+            "these components have no video-LLM run state (comps.state), which holds the model's processing: "
+            "the family's load_components puts it there"
+        )
+    return state.processing
+
+
 @dataclass(frozen=True)
 class VideoLLMSetup:
     """``FamilySpec.setup``: the loss once the model is loaded, the validation clip once the samples are screened."""

@@ -117,7 +117,7 @@ def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapte
     for key, tensor in lora_state.items():
         parts = _split(key)
         name = comfyui_module(parts[0]) if parts else None
-        if name is None:
+        if parts is None or name is None:
             raise UserError(
                 f"{source}: `{key}` is not a LoRA weight of a Wan transformer layer ComfyUI can load (known: the "
                 "blocks' attn1/attn2 to_q/to_k/to_v/to_out.0, attn2 add_k_proj/add_v_proj, ffn.net.0.proj/ffn.net.2, "

@@ -276,7 +276,9 @@ def build_tiny_wan_components(
     **components, **get_tiny_wan_config(variant)["pipeline"])`` is the pipeline.  The caller's global
     torch RNG is left alone; each module is seeded separately (``seed * 1000 + k``).
     """
-    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanTransformer3DModel
+    # AutoencoderKLWan from its module: mypy types diffusers' top-level names as their no-torch placeholders
+    from diffusers import UniPCMultistepScheduler, WanTransformer3DModel
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
     from transformers import UMT5Config, UMT5EncoderModel
 
     v = _check(variant)

@@ -12,7 +12,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.wan.info import TEXT_LEN
-from dit_lora.families.wan.state import run_state
+from dit_lora.families.wan.state import required, run_state
 from dit_lora.families.wan.task import WanTask
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
@@ -49,8 +49,8 @@ class WanEncoders(DiffusionEncoders):
         with torch.no_grad():
             latents = vae.encode(video).latent_dist.mode().float()
         state = run_state(comps)
-        mean = state.latents_mean.to(latents.device)
-        std = state.latents_std.to(latents.device)
+        mean = required(state.latents_mean, "latents_mean").to(latents.device)
+        std = required(state.latents_std, "latents_std").to(latents.device)
         return {"latents": (latents - mean) / std}
 
     def prompt_pipeline(self, comps: Components):

@@ -21,9 +21,13 @@ device throughout. The memory plan counts one expert (``loading.plan_wan_compone
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from diffusers.models.modeling_utils import ModelMixin
 
 EXPERTS = ("high", "low")
 
@@ -50,6 +54,12 @@ def expert_index_ranges(
     if not 0 < split < n:
         raise ValueError(f"boundary_ratio {boundary_ratio} leaves an expert without timesteps (split {split} of {n})")
     return {"high": (0, split), "low": (split, n)}
+
+
+def transformer_config(model: nn.Module) -> Any:
+    """The diffusers config of the run's model: its transformer's, or the high-noise expert's for :class:`WanExperts`
+    (both experts share the architecture). Untyped: a diffusers config holds its keys as attributes."""
+    return cast(Any, model).config
 
 
 def _other(name: str) -> str:
@@ -98,7 +108,8 @@ class WanExperts(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.high.dtype
+        # diffusers' ModelMixin property; nn.Module's typing knows only submodules and tensors
+        return cast(torch.dtype, self.high.dtype)
 
     def expert(self, name: str) -> nn.Module:
         """The ``high`` or ``low`` transformer."""
@@ -246,4 +257,4 @@ class WanTrainables:
     def enable_gradient_checkpointing(self, model: nn.Module) -> None:
         """Each expert's own diffusers switch (one transformer, or both of :class:`WanExperts`)."""
         for module in (model.high, model.low) if isinstance(model, WanExperts) else (model,):
-            module.enable_gradient_checkpointing()
+            cast("ModelMixin", module).enable_gradient_checkpointing()  # each expert is a diffusers transformer

@@ -26,6 +26,7 @@ from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.wan.encoders import WanEncoders
+from dit_lora.families.wan.experts import transformer_config
 from dit_lora.families.wan.loading import WanModel, WanPlan
 from dit_lora.families.wan.loss import WanLoss
 from dit_lora.families.wan.outputs import WanAdapter, WanCard, WanSamples
@@ -169,7 +170,10 @@ class WanI2VPlan(WanPlan):
                 batch["condition"] = torch.empty(b, c + 4, f, h, w, dtype=latents.dtype)
                 if info.image_encoder:
                     batch["image_embeds"] = torch.empty(
-                        b, run_state(comps).clip_tokens or 257, comps.model.config.image_dim, dtype=latents.dtype
+                        b,
+                        run_state(comps).clip_tokens or 257,
+                        transformer_config(comps.model).image_dim,
+                        dtype=latents.dtype,
                     )
             out.append((bucket, batch))
         return out

@@ -26,6 +26,7 @@ Where Wan uses an op dit-lora has (diffusers 0.42.1, ``models/transformers/trans
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 import torch
 from torch import nn
@@ -135,6 +136,8 @@ class WanAttentionProcessor:
             return self.original(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
         image = None
         if attn.add_k_proj is not None:
+            # only a block's cross-attention (attn2) has add_k_proj, and the block always gives it the context
+            assert encoder_hidden_states is not None
             split = encoder_hidden_states.shape[1] - TEXT_CONTEXT
             image, encoder_hidden_states = encoder_hidden_states[:, :split], encoder_hidden_states[:, split:]
         context = hidden_states if encoder_hidden_states is None else encoder_hidden_states
@@ -197,7 +200,7 @@ def patch_points() -> tuple[PatchPoint, ...]:
             ("rmsnorm",),
             "83bd4e912b9603f1",
             forward=rms_norm_forward,
-            when=lambda m: len(m.normalized_shape) == 1,
+            when=lambda m: len(cast(nn.RMSNorm, m).normalized_shape) == 1,
             written_for=TORCH_WRITTEN_FOR,
         ),
     )

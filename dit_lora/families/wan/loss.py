@@ -12,8 +12,8 @@ from dit_lora.contract.family import Components
 from dit_lora.data.prepare import cache_root_for
 from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss
-from dit_lora.families.wan.experts import WanExperts, expert_for_step
-from dit_lora.families.wan.state import run_state
+from dit_lora.families.wan.experts import WanExperts, expert_for_step, transformer_config
+from dit_lora.families.wan.state import required, run_state
 from dit_lora.modeling.flow_matching import (
     noisy_latents,
     sample_indices,
@@ -43,7 +43,7 @@ class WanLoss(DiffusionLoss):
         """``(noise, sigmas [B], timesteps [B])``: noise first, then one table entry per sample from the expert's
         part of the schedule (all of it for single-expert checkpoints), all drawn on the device."""
         state = run_state(comps)
-        sigma_table, timestep_table = state.flow_tables
+        sigma_table, timestep_table = required(state.flow_tables, "flow_tables")
         first, end = state.index_ranges[expert or "all"]
         noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
         opts = cfg.family_options
@@ -82,7 +82,7 @@ class WanLoss(DiffusionLoss):
         mask = torch.ones(bsz, 1, frames, height, width, device=latents.device, dtype=latents.dtype)
         mask[:, :, :1] = 1.0 - image_mode[:, :, :1]
         hidden = (1.0 - mask) * latents + mask * noisy
-        p_h, p_w = comps.model.config.patch_size[1:]
+        p_h, p_w = transformer_config(comps.model).patch_size[1:]
         per_token = (mask[:, 0, :, ::p_h, ::p_w] * timesteps.view(-1, 1, 1, 1)).flatten(1)
         return {"hidden_states": hidden, "timestep": per_token}, mask
 
@@ -97,7 +97,7 @@ class WanLoss(DiffusionLoss):
         """The velocity MSE of one micro-batch (masked where TI2V's image mode keeps the first frame clean)."""
         latents = batch["latents"]
         expert = self.step_expert(comps, batch)
-        denoiser = model.activate(expert) if isinstance(model, WanExperts) else model
+        denoiser = model.activate(required(expert, "expert")) if isinstance(model, WanExperts) else model
         noise, sigmas, timesteps = self.draw_timesteps(comps, latents, expert, generator, cfg)
         noisy = noisy_latents(latents, noise, sigmas)
         inputs, mask = self.model_inputs(comps, batch, noisy, latents, timesteps, generator)

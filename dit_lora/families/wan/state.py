@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -48,3 +50,13 @@ def run_state(comps) -> WanRun:
     if comps.state is None:
         comps.state = WanRun()
     return comps.state
+
+
+def required(value: T | None, name: str) -> T:
+    """``value``: a part of the run state that loading the components sets (``loading.make_components``). Components
+    built by hand without it are refused by its name, not with a TypeError on None."""
+    if value is None:
+        raise ValueError(
+            f"comps.state.{name} is not set: the Wan components' loading sets it (loading.make_components)"
+        )
+    return value

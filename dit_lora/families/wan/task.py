@@ -79,12 +79,15 @@ class WanTask:
         around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
         Wan's RoPE is computed per input size, so any multiple of ``size_multiple`` runs)."""
         info = self.info(cfg)
-        rule = {"temporal_compression": info.vae_temporal, "patch_size_t": None}
+        temporal = info.vae_temporal  # the frame rule (Wan has no temporal patch: patch_size_t None)
         if cfg.frame_buckets:
-            return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
+            return resolution_buckets(
+                cfg.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=temporal
+            )
         frames0, height0, width0, _ = info.trained_size()
         frames = cfg.max_num_frames or frames0
-        check_num_frames(frames, flag="--max_num_frames" if cfg.max_num_frames else "the default frame count", **rule)
+        named = "--max_num_frames" if cfg.max_num_frames else "the default frame count"
+        check_num_frames(frames, flag=named, temporal_compression=temporal)
         height, width = cfg.height or height0, cfg.width or width0
         for flag, value in (("--height", height), ("--width", width)):
             if value % info.size_multiple:

@@ -6,12 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.videollm import liger
-from dit_lora.families.videollm.state import VideoLLMLoss, VideoLLMSetup, VideoLLMState, run_state
+from dit_lora.families.videollm.state import (
+    VideoLLMLoss,
+    VideoLLMSetup,
+    VideoLLMState,
+    run_processing,
+    run_state,
+)
 from dit_lora.registry import get_family
 
 
@@ -60,6 +67,12 @@ def test_run_state_is_none_for_components_built_by_hand():
     assert run_state(Components(model=None)) is None and run_state(SimpleNamespace()) is None
     comps = _comps()
     assert run_state(comps) is comps.state
+
+
+def test_the_processing_is_the_run_states_and_components_without_one_are_refused_by_name():
+    assert run_processing(_comps()) == "processing"
+    with pytest.raises(ValueError, match=r"no video-LLM run state \(comps.state\)"):
+        run_processing(Components(model=None))
 
 
 def test_the_loss_reads_the_runs_loss_function_and_drops_what_the_model_does_not_take():
