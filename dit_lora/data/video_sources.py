@@ -106,8 +106,9 @@ def load_video_samples(
                 f"prompts.txt + videos.txt layout needs both flags to name .txt files in "
                 f"--train_data_dir (e.g. --caption_column prompts.txt --video_column videos.txt)."
             )
-        _refuse_for_pair_layout(caption_column, video_column, extension, instance_prompt)  # type: ignore[arg-type]
-        samples = _load_txt_pair(root, caption_column, video_column)  # type: ignore[arg-type]
+        assert video_column is not None  # txt_video: it names a .txt file
+        _refuse_for_pair_layout(caption_column, video_column, extension, instance_prompt)
+        samples = _load_txt_pair(root, caption_column, video_column)
         folders = kohya_folders(root, [s.key for s in samples if s.refused is None], noun="clip")
     else:
         samples, folders = _load_video_metadata(root, caption_column, video_column, extension, instance_prompt, say)
