@@ -13,7 +13,8 @@ from dataclasses import Field, fields
 from typing import Any
 
 from dit_lora import registry
-from dit_lora.config.sections import SECTIONS, FamilyOptions, config_fields
+from dit_lora.config.option import FamilyOptions
+from dit_lora.config.sections import SECTIONS, config_fields
 from dit_lora.core.errors import UserError
 
 #: options classes declared here directly (a test's family of its own); the registry's entries declare the rest

@@ -2,9 +2,11 @@
 with the family's own options and the options the user set.
 
 Names follow the diffusers training examples wherever the concept exists there, so a user of
-``train_dreambooth_lora_sana.py`` can bring their flags along. The sections, their fields and the helpers that
-declare them live in :mod:`dit_lora.config.sections` (below :mod:`dit_lora.config.owners`, which this module reads
-for the family's options class); their names are re-exported here, where callers have always imported them.
+``train_dreambooth_lora_sana.py`` can bring their flags along. The sections live in
+:mod:`dit_lora.config.input_sections` and :mod:`dit_lora.config.run_sections`, gathered in order by
+:mod:`dit_lora.config.sections`, and the helpers that declare options in :mod:`dit_lora.config.option` (all below
+:mod:`dit_lora.config.owners`, which this module reads for the family's options class); their names are re-exported
+here, where callers have always imported them.
 """
 
 from __future__ import annotations
@@ -12,53 +14,54 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from dit_lora.config.owners import options_class, split_values
-from dit_lora.config.sections import (
-    _FIELDS,
-    _SECTION_ATTRS,
+from dit_lora.config.input_sections import DataOptions, LoraOptions, ModelOptions, VideoOptions
+from dit_lora.config.option import (
     BETA,
-    DEFAULT_FAMILY,
     DIFFUSION_FAMILIES,
     FINITE,
     IMAGE_DEMOS,
     IMAGE_FAMILIES,
-    LR_SCHEDULERS,
-    MIXED_PRECISIONS,
     NON_NEGATIVE,
     POSITIVE,
     PROBABILITY,
-    REPORT_TO,
     RESUME_CLASSES,
-    SECTION_OF,
     SECTION_RESUME,
-    SECTIONS,
     SEED,
     VIDEO_FAMILIES,
     VIDEO_SIZE,
     WEIGHTING_SCHEMES,
     Applies,
-    CheckpointOptions,
-    DataOptions,
     FamilyOptions,
+    Range,
+    RegisteredFamilies,
+    opt,
+    resume_class,
+)
+from dit_lora.config.owners import options_class, split_values
+from dit_lora.config.run_sections import (
+    LR_SCHEDULERS,
+    MIXED_PRECISIONS,
+    REPORT_TO,
+    CheckpointOptions,
     GuardOptions,
     HubOptions,
     KernelOptions,
-    LoraOptions,
     MiscOptions,
-    ModelOptions,
-    Range,
-    RegisteredFamilies,
     TrainingOptions,
     ValidationOptions,
-    VideoOptions,
+)
+from dit_lora.config.sections import (
+    _FIELDS,
+    _SECTION_ATTRS,
+    DEFAULT_FAMILY,
+    SECTION_OF,
+    SECTIONS,
     config_fields,
-    opt,
-    resume_class,
     section_fields,
 )
 from dit_lora.core.errors import UserError
 
-#: the sections' names, importable from here as before the split (the module holding them is below owners)
+#: the sections' names, importable from here as before the split (the modules holding them are below owners)
 __all__ = [
     "BETA",
     "DEFAULT_FAMILY",

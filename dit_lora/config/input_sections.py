@@ -1,0 +1,330 @@
+"""The option sections that say what a run trains: the model and how it loads (:class:`ModelOptions`), its data
+(:class:`DataOptions`; clips: :class:`VideoOptions`) and the adapter (:class:`LoraOptions`). A resume keeps their
+options fixed unless one says otherwise (``SECTION_RESUME``).
+
+Each section is a frozen dataclass of fields declared with :func:`~dit_lora.config.option.opt`, carrying its help
+text in ``metadata["help"]``; ``--help``, the documentation's options reference and unknown-key suggestions are all
+generated from them (:mod:`dit_lora.config.sections` lists every section in order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dit_lora.config.option import (
+    DIFFUSION_FAMILIES,
+    IMAGE_DEMOS,
+    IMAGE_FAMILIES,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY,
+    VIDEO_FAMILIES,
+    VIDEO_SIZE,
+    Range,
+    RegisteredFamilies,
+    opt,
+)
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model to fine-tune and how it loads."""
+
+    family: str = opt(
+        "sana",
+        "Model family (its registry entry: dit_lora/families/<package>/__init__.py). `dit-lora train` reads "
+        "it from the model when neither this nor the config names it.",
+        choices=RegisteredFamilies(),
+        section="model",
+    )
+    pretrained_model_name_or_path: str | None = opt(
+        None, "Hub id or local folder of the diffusers pipeline to fine-tune.", section="model"
+    )
+    revision: str | None = opt(None, "Hub revision (branch, tag or commit) of the pretrained model.", section="model")
+    variant: str | None = opt(None, "Weight variant to load, e.g. `bf16` for repos that ship one.", section="model")
+    transformer_file: str | None = opt(
+        None,
+        "A single .safetensors file holding the transformer (original or ComfyUI key names): loaded with diffusers' from_single_file, configured by the diffusers "
+        "folder or Hub id of --pretrained_model_name_or_path, which still gives the VAE, text encoder and scheduler. "
+        "For the transformer classes diffusers loads from one file (each family's page says whether it has one).",
+        section="model",
+        applies=DIFFUSION_FAMILIES,
+    )
+    quantize_base: str = opt(
+        "none",
+        "Load the model that gets LoRA (the diffusion transformer; a video LLM's language model) quantized through "
+        "the libraries' own configs: `nf4` (bitsandbytes 4-bit, also on a CPU), `int8` (bitsandbytes LLM.int8) or "
+        "`fp8` (torchao fp8 weights: CUDA GPUs of compute capability 8.9+). LoRA goes on the quantized linears and "
+        "trains in fp32; the adapter loads into the ordinary unquantized pipeline. Quantized weights cannot be "
+        "trained in full (--train_backbone).",
+        choices=("none", "nf4", "int8", "fp8"),
+        section="model",
+    )
+    quantize_text_encoder: bool = opt(
+        False,
+        "Load the text encoder nf4-quantized through transformers' "
+        "`BitsAndBytesConfig`, so the cache can be built on a small GPU (with --cache_latents, the default, the "
+        "encoder is released after caching; without it, it stays loaded and encodes every step). The embeddings then "
+        "carry its quantization error, and cached ones are kept apart from unquantized ones. Needs bitsandbytes; a model without a text encoder "
+        "has nothing to quantize.",
+        section="model",
+    )
+    demo: bool = opt(
+        False,
+        "Build a tiny randomly initialised pipeline at pretrained_model_name_or_path and a generated "
+        "shapes dataset at train_data_dir when they are missing (offline demo and tests).",
+        section="model",
+    )
+    demo_size: str = opt(
+        "tiny",
+        "Size of the demo model built by --demo.",
+        choices=("tiny", "small"),
+        section="model",
+        applies=IMAGE_DEMOS,
+    )
+    demo_num_images: int = opt(
+        32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
+    )
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    """The training data: where it is, how it is read, cropped, captioned and cached."""
+
+    train_data_dir: str | None = opt(
+        None,
+        "Folder of images with captions in metadata.jsonl/metadata.csv (`file_name` + caption column) "
+        "or a .txt file beside each image.",
+        section="data",
+        resume="free",
+    )
+    instance_data_dir: str | None = opt(
+        None,
+        "Another name for --train_data_dir, as diffusers' DreamBooth scripts call it (give one of the two).",
+        section="data",
+        resume="free",
+    )
+    instance_prompt: str | None = opt(
+        None,
+        "One caption for every image (or clip) of the data, e.g. `a photo of sks dog`, as diffusers' DreamBooth "
+        "scripts use it: per-image captions (caption files, metadata, the caption column) are then not read.",
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
+    )
+    caption_extension: str = opt(
+        ".txt",
+        "Extension of the caption file beside each image or clip in --train_data_dir (`.txt`; kohya's sd-scripts "
+        "use `.caption`).",
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
+    )
+    dataset_name: str | None = opt(
+        None,
+        "A Hub dataset id, a local folder `datasets` opens (one written by `save_to_disk` too), or a single "
+        ".parquet/.csv/.json/.jsonl file.",
+        section="data",
+        resume="free",
+    )
+    dataset_split: str = opt(
+        "train", "The split of --dataset_name to train on.", section="data", resume="free", applies=DIFFUSION_FAMILIES
+    )
+    dataset_config_name: str | None = opt(
+        None, "Config name passed to `datasets.load_dataset`.", section="data", resume="free"
+    )
+    image_column: str = opt(
+        "image", "Dataset column holding the images.", section="data", resume="free", applies=IMAGE_FAMILIES
+    )
+    caption_column: str = opt("text", "Dataset/metadata column holding the captions.", section="data", resume="free")
+    max_train_samples: int | None = opt(
+        None, "Use at most this many samples (deterministic prefix).", section="data", resume="free", valid=POSITIVE
+    )
+    max_bad_samples_fraction: float = opt(
+        0.05,
+        "Stop when more than this fraction of samples cannot be read (they are skipped and named).",
+        section="data",
+        resume="free",
+        valid=Range(0, 1, high_open=True),
+    )
+    resolution: int = opt(
+        1024,
+        "Training resolution in pixels (square); must be divisible by the model's latent stride.",
+        section="data",
+        valid=POSITIVE,
+        applies=IMAGE_FAMILIES,
+    )
+    max_image_pixels: int | None = opt(
+        None,
+        "Images with more pixels than this are left out (quarantined, named) from their header, before decoding: "
+        "a small file can hold a huge image. Default: 64 times the --resolution's pixels (8 times its size on "
+        "each side), at least 8192x8192 (67 MP). Raise it to train on larger images; decoding threads are sized by it.",
+        section="data",
+        resume="free",
+        valid=POSITIVE,
+        applies=DIFFUSION_FAMILIES,
+    )
+    aspect_buckets: str = opt(
+        "auto",
+        "Image sizes (image families): `auto` puts each image in the aspect-ratio bucket nearest its shape, "
+        "about --resolution squared pixels in the model's stride (kohya's --enable_bucket); `square` crops every "
+        "image to the --resolution square; `WIDTHxHEIGHT` (e.g. 768x512, multiples of the stride) crops every "
+        "image to that one size. Images are resized to cover their size, then cropped.",
+        section="data",
+        applies=IMAGE_FAMILIES,
+    )
+    center_crop: bool = opt(
+        False,
+        "Center-crop after resizing; otherwise a random crop, fixed per image.",
+        section="data",
+        applies=IMAGE_FAMILIES,
+    )
+    random_flip: bool = opt(
+        False,
+        "Randomly flip images horizontally (reproducible per epoch and sample).",
+        section="data",
+        applies=DIFFUSION_FAMILIES,
+    )
+    caption_dropout_probability: float = opt(
+        0.0,
+        "Train this share of samples on the empty caption (decided per seed, epoch and sample, so a resume drops "
+        "the same ones), which keeps the unconditional prediction of classifier-free guidance trained. The empty "
+        "caption is encoded once, into the latent cache. 0 (the default) never drops; 0.05 to 0.1 is usual. "
+        "A class-conditional family that drops its class labels itself refuses it (its page says so).",
+        section="data",
+        valid=Range(0, 1, high_open=True, why="the share of samples trained on the empty caption"),
+        resume="fixed",
+        applies=DIFFUSION_FAMILIES,
+    )
+    cache_latents: bool = opt(
+        True,
+        "Precompute latents and text embeddings once into a disk cache keyed by content, model and "
+        "resolution; the VAE and text encoder leave memory afterwards.",
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
+    )
+    cache_dir: str | None = opt(
+        None,
+        "Where the latent cache lives (default: $HF_HOME/dit-lora/cache or ~/.cache/dit-lora/cache).",
+        section="data",
+        resume="free",
+        applies=DIFFUSION_FAMILIES,
+    )
+    dataloader_num_workers: int = opt(
+        0,
+        "Worker processes for data loading (0: load in the main process).",
+        section="data",
+        resume="free",
+        valid=NON_NEGATIVE,
+    )
+    max_sequence_length: int | None = opt(
+        None,
+        "Maximum caption length in tokens. Default: the family's, from the model's configs (a family whose "
+        "transformer has a fixed text length requires exactly that; its page and `dit-lora models` give the values).",
+        section="data",
+        valid=POSITIVE,
+    )
+
+
+@dataclass(frozen=True)
+class VideoOptions:
+    """Clips: frames per clip, their size and buckets, and the video column."""
+
+    video_column: str | None = opt(
+        None,
+        "Videos: with --caption_column prompts.txt, the file listing one clip per line (e.g. videos.txt; the "
+        "finetrainers layout); with --dataset_name, the column holding the videos (default `video`).",
+        section="video",
+        resume="free",
+        applies=VIDEO_FAMILIES,
+    )
+    max_num_frames: int | None = opt(
+        None,
+        "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint); latent frames are padded as the model's pipeline pads them.",
+        section="video",
+        valid=POSITIVE,
+        applies=VIDEO_FAMILIES,
+    )
+    height: int | None = opt(
+        None,
+        "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint).",
+        section="video",
+        valid=POSITIVE,
+        applies=VIDEO_SIZE,
+    )
+    width: int | None = opt(
+        None,
+        "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
+        "(`dit-lora models` lists it per checkpoint).",
+        section="video",
+        valid=POSITIVE,
+        applies=VIDEO_SIZE,
+    )
+    frame_buckets: str | None = opt(
+        None,
+        "Comma-separated FRAMESxHEIGHTxWIDTH buckets, e.g. `49x480x720,49x480x480,25x480x720`: each clip goes to "
+        "the bucket with the most frames it can fill, then the nearest aspect ratio; a batch never mixes "
+        "buckets. Replaces --max_num_frames/--height/--width.",
+        section="video",
+        applies=VIDEO_FAMILIES,
+    )
+    frame_sampling: str = opt(
+        "uniform",
+        "Which frames of a longer clip are used: `uniform` (evenly spread over the whole clip, like the diffusers "
+        "video trainers) or `first` (consecutive frames from the start, keeping the clip's speed).",
+        choices=("uniform", "first"),
+        section="video",
+        applies=VIDEO_FAMILIES,
+    )
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """What trains: the LoRA adapters and any backbone weights unfrozen beside them."""
+
+    rank: int = opt(16, "LoRA rank.", section="lora", valid=POSITIVE)
+    lora_alpha: float | None = opt(
+        None,
+        "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
+        "scale folded into lora_B and stores alpha = rank, so diffusers' load_lora_weights, PEFT and a loader "
+        "that reads no alpha (taking alpha = rank) all apply it at scale 1.0.",
+        section="lora",
+        valid=POSITIVE,
+    )
+    lora_dropout: float = opt(
+        0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY, resume="free"
+    )
+    lora_layers: list[str] = opt(
+        [],
+        "Module names (or suffixes) that get LoRA, space- or comma-separated (`to_q to_k` or diffusers' "
+        "`to_q,to_k`). Default: the family's attention projections.",
+        section="lora",
+    )
+    train_backbone: list[str] = opt(
+        [],
+        "Regex patterns of original parameters to unfreeze and train in full (e.g. `norm`, `time_embed`, "
+        "`caption_projection`); saved to dit_lora_backbone.safetensors.",
+        section="lora",
+    )
+    backbone_learning_rate: float = opt(
+        1e-5,
+        "Learning rate for the parameters unfrozen by --train_backbone.",
+        section="lora",
+        resume="free",
+        valid=POSITIVE,
+    )
+    loraplus_lr_ratio: float | None = opt(
+        None,
+        "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.",
+        section="lora",
+        resume="free",
+        valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
+    )
+
+    @property
+    def effective_alpha(self) -> float:
+        """LoRA alpha with the documented default (alpha = rank)."""
+        return float(self.rank if self.lora_alpha is None else self.lora_alpha)

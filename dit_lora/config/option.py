@@ -1,0 +1,191 @@
+"""How a config option is declared: :func:`opt` (a dataclass field carrying its help text, choices, range, resume
+class and the families it applies to), the :class:`Range` of a numeric option, the :class:`Applies` of an option some
+families never read, the resume classes (:func:`resume_class`), and :class:`FamilyOptions`, the base of a family's
+own options.
+
+The option sections themselves (:mod:`dit_lora.config.input_sections`, :mod:`dit_lora.config.run_sections`) and a
+family's ``options.py`` declare their fields with these; the module imports no other config module.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from dit_lora.registry import available
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option accepts: always finite, then between ``low`` and ``high`` (each optional).
+
+    ``low_open``/``high_open`` exclude the bound itself; ``why`` says what the value does, for the error message.
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    why: str = ""
+
+    def __contains__(self, value: float) -> bool:
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high or (self.high_open and value == self.high))
+
+    def __str__(self) -> str:
+        """The rule as the docs and messages write it: ``> 0``, ``>= 0``, ``in (0, 1]`` or ``finite``."""
+        if self.low is not None and self.high is not None:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"in {left}{_number(self.low)}, {_number(self.high)}{right}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {_number(self.low)}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {_number(self.high)}"
+        return "finite"
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+FINITE = Range()  # any finite number
+PROBABILITY = Range(0, 1, high_open=True)
+BETA = Range(0, 1, high_open=True, why="AdamW's moment decay; 0.9 and 0.999 are the usual values")
+#: numpy's seed (which accelerate's set_seed calls) takes 0 <= seed < 2**32
+SEED = Range(0, 2**32 - 1, why="numpy's random seed takes 0 to 2**32 - 1")
+
+
+@dataclass(frozen=True)
+class Applies:
+    """The families an option means something to, by the capabilities they declare (``contract/capabilities.py``).
+
+    A family applies when it declares any capability of ``any_of`` and none of ``none_of`` (protocol names, so this
+    module imports no family). ``kind`` names those families in messages (``video families``); ``instead`` says
+    what the other families use. An option given explicitly to a family it does not apply to is refused
+    (:mod:`dit_lora.config.applies`): that family would ignore it.
+    """
+
+    any_of: tuple[str, ...]
+    kind: str
+    instead: str = ""
+    none_of: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+#: clips: frame counts, buckets and the video column (CogVideoX, Wan: their media read these)
+VIDEO_FAMILIES = Applies(
+    ("VideoFrames",), "video families", "an image family's size is --resolution; a video LLM's frames are --num_frames"
+)
+#: a clip's height and width: the video families' media, and the video LLMs' memory plan
+VIDEO_SIZE = Applies(
+    ("VideoFrames", "VideoQA"), "video families and video LLMs", "an image family's size is --resolution"
+)
+#: images (not clips): the image families' media
+IMAGE_FAMILIES = Applies(
+    ("Encoders",),
+    "image families",
+    "a video family's size is --height/--width or --frame_buckets; a video LLM's clips are "
+    "--num_frames of --height x --width",
+    none_of=("VideoFrames",),
+)
+#: latents, the latent cache and sampled images or clips: every diffusion family
+DIFFUSION_FAMILIES = Applies(
+    ("Encoders",),
+    "diffusion families",
+    "a video LLM reads its clips through the model's own processor and validates by answering --validation_prompt",
+)
+#: the demo models whose size --demo_size picks (Sana, DiT); the video families pick theirs by version or variant
+IMAGE_DEMOS = Applies(
+    ("Encoders",),
+    "the image families' demos",
+    "CogVideoX's demo is --demo_cogvideox_version, Wan's --demo_wan_variant",
+    none_of=("VideoFrames",),
+)
+
+
+def opt(
+    default: Any,
+    help: str,
+    *,
+    choices: Sequence[str] | None = None,
+    section: str = "",
+    valid: Range | None = None,
+    resume: str | None = None,
+    applies: Applies | None = None,
+) -> Any:
+    """Declare a config field with its help text, allowed values for string choices, ``valid``: the range of
+    a numeric option (checked at parse time, whichever way the value was given, and listed in the docs), and
+    ``resume``: whether a resumed run may change it (``"free"``) or not (``"fixed"``: it changes what the saved
+    state means); unset, the section's class in :data:`SECTION_RESUME` applies (:func:`resume_class`). ``applies``:
+    the families the option means something to (None: every family); given to another family, it is refused."""
+    if resume not in (None, *RESUME_CLASSES):
+        raise ValueError(f"resume must be one of {RESUME_CLASSES}, not {resume!r}")
+    meta = {"help": help, "choices": choices, "section": section, "valid": valid, "resume": resume, "applies": applies}
+    if isinstance(default, list):
+        return field(default_factory=default.copy, metadata=meta)  # a fresh list per config
+    return field(default=default, metadata=meta)
+
+
+#: ``fixed``: a resume refuses a change (it changes what the checkpoint's weights, optimizer state or data position
+#: mean); ``free``: a resume takes the new value and records the change (:mod:`dit_lora.training.resume_options`)
+RESUME_CLASSES = ("fixed", "free")
+#: the class of a common option that names none. No section default for a family's options: each declares its own,
+#: and tests/config/test_schema.py fails for one that does not.
+SECTION_RESUME = {
+    "model": "fixed",
+    "data": "fixed",
+    "video": "fixed",
+    "lora": "fixed",
+    "training": "free",
+    "checkpoints": "free",
+    "validation": "free",
+    "hub": "free",
+    "guards": "free",
+    "kernels": "free",
+    "misc": "free",
+}
+
+
+def resume_class(f) -> str | None:
+    """``"fixed"`` or ``"free"`` for a config field (:func:`opt`'s ``resume``, else its section's), or None when
+    the declaration classifies it nowhere (a resume then treats it as fixed: the safe side)."""
+    return f.metadata.get("resume") or SECTION_RESUME.get(f.metadata.get("section", ""))
+
+
+@dataclass(frozen=True)
+class FamilyOptions:
+    """Base of a family's own options (``families/<name>/options.py``): fields declared with :func:`opt`, in a
+    ``@dataclass(frozen=True)`` (frozen as the rest of the resolved config; Python refuses a non-frozen subclass).
+
+    ``TITLE`` names the section its flags are listed under in ``--help`` and the options reference. A family without
+    options of its own gets this class, empty.
+    """
+
+    TITLE: ClassVar[str] = ""
+
+
+class RegisteredFamilies(Sequence):
+    """``--family``'s choices: the names in the family registry (:mod:`dit_lora.families`), read when asked, so
+    the help, the options reference and the check list every registered family, one registered later too."""
+
+    def _names(self) -> list[str]:
+        return available()
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+#: ``--weighting_scheme``'s choices (a flow-matching family's own option: :mod:`dit_lora.modeling.timestep_options`)
+WEIGHTING_SCHEMES = ("none", "logit_normal", "mode", "sigma_sqrt", "cosmap")
