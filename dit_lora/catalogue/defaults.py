@@ -42,7 +42,7 @@ def config_reader(cfg: TrainConfig):
 
     def read(subfolder: str, filename: str) -> dict | None:
         if (subfolder, filename) not in cache:
-            found = read_component_config(cfg, subfolder, filename)
+            found = read_component_config(cfg.model, subfolder, filename)
             if found is None and published is not None:
                 found = published.configs.get("/".join(p for p in (subfolder, filename) if p))
             cache[subfolder, filename] = found
@@ -113,7 +113,7 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
-        entry = match(spec.name, config_reader(cfg), stored_dtype(cfg), cfg.pretrained_model_name_or_path)
+        entry = match(spec.name, config_reader(cfg), stored_dtype(cfg.model), cfg.pretrained_model_name_or_path)
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():

@@ -6,8 +6,10 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import cast
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.single_file import check_model_path
 
@@ -19,13 +21,20 @@ def is_local(path: str) -> bool:
     return os.path.isdir(path) or not _HUB_ID.match(path)
 
 
+def _model_path(model: ModelOptions) -> str:
+    """``--pretrained_model_name_or_path`` of ``model`` (the run's ``cfg.model``) for the readers below: they run once
+    the config's checks refused a missing one (``config.parser.validate_static``); a None still fails in ``os.path``."""
+    return cast(str, model.pretrained_model_name_or_path)
+
+
 #: set once a Hub request found no connection: later small-file reads of this process use the local cache only
 _HUB_UNREACHABLE = False
 
 
-def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "config.json") -> dict | None:
-    """Read a small JSON config of the pipeline (local folder or Hub cache); ``None`` if unreachable."""
-    path = cfg.pretrained_model_name_or_path
+def read_component_config(model: ModelOptions, subfolder: str, filename: str = "config.json") -> dict | None:
+    """Read a small JSON config of the pipeline ``model`` (the run's ``cfg.model``: a local folder or the Hub cache);
+    ``None`` if unreachable."""
+    path = _model_path(model)
     if is_local(path):
         file = Path(path) / subfolder / filename
         return json.loads(file.read_text()) if file.is_file() else None
@@ -37,7 +46,7 @@ def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "con
         fetched = hf_hub_download(
             path,
             "/".join(p for p in (subfolder, filename) if p),
-            revision=cfg.revision,
+            revision=model.revision,
             local_files_only=_HUB_UNREACHABLE,
         )
         return json.loads(Path(fetched).read_text())
@@ -48,13 +57,14 @@ def read_component_config(cfg: TrainConfig, subfolder: str, filename: str = "con
         return None
 
 
-def check_pipeline_folder(cfg: TrainConfig, model_kind: str, example_id: str, components: str) -> None:
-    """Refuse a local --pretrained_model_name_or_path that is missing or not a diffusers pipeline folder."""
-    path = cfg.pretrained_model_name_or_path
+def check_pipeline_folder(model: ModelOptions, model_kind: str, example_id: str, components: str) -> None:
+    """Refuse a local --pretrained_model_name_or_path (``model``: the run's ``cfg.model``) that is missing or not a
+    diffusers pipeline folder."""
+    path = _model_path(model)
     if not is_local(path):
         return
     if os.path.isfile(path):  # what the file is and what to pass instead (one paragraph)
-        check_model_path(cfg.model)
+        check_model_path(model)
     if not os.path.isdir(path):
         raise UserError(
             f"--pretrained_model_name_or_path `{path}` does not exist. Give a local diffusers {model_kind} folder "
@@ -67,9 +77,10 @@ def check_pipeline_folder(cfg: TrainConfig, model_kind: str, example_id: str, co
         )
 
 
-def model_stamp(cfg: TrainConfig, subfolders: tuple[str, ...]) -> str | None:
-    """A cheap fingerprint of a local model: changes when the weights in ``subfolders`` are rewritten."""
-    path = cfg.pretrained_model_name_or_path
+def model_stamp(model: ModelOptions, subfolders: tuple[str, ...]) -> str | None:
+    """A cheap fingerprint of a local model (``model``: the run's ``cfg.model``): changes when the weights in
+    ``subfolders`` are rewritten."""
+    path = _model_path(model)
     if not is_local(path):
         return None
     parts = []
@@ -112,15 +123,16 @@ def header_bytes(file: Path) -> dict[str, int]:
     return out
 
 
-def stored_dtype(cfg: TrainConfig) -> str | None:
-    """The dtype the transformer weights are stored in, read from a safetensors header (no weights).
+def stored_dtype(model: ModelOptions) -> str | None:
+    """The dtype the transformer weights of ``model`` (the run's ``cfg.model``) are stored in, read from a
+    safetensors header (no weights).
 
     With ``--variant`` the variant's files are read; a Hub id answers with the variant's name alone.
     """
-    path = cfg.pretrained_model_name_or_path
+    path = _model_path(model)
     if not is_local(path):
-        return SAFETENSORS_DTYPES.get((cfg.variant or "").lower())
-    files = weight_files(Path(path) / "transformer", cfg.variant)
+        return SAFETENSORS_DTYPES.get((model.variant or "").lower())
+    files = weight_files(Path(path) / "transformer", model.variant)
     if not files:
         return None
     dtypes = set(header_bytes(files[0]))
@@ -138,9 +150,10 @@ SAFETENSORS_ONLY = (
 )
 
 
-def check_safetensors(cfg: TrainConfig, subfolders: tuple[str, ...], kind: str) -> None:
-    """Refuse a local pipeline folder whose component holds pickle weights only (before anything loads)."""
-    path = cfg.pretrained_model_name_or_path
+def check_safetensors(model: ModelOptions, subfolders: tuple[str, ...], kind: str) -> None:
+    """Refuse a local pipeline folder (``model``: the run's ``cfg.model``) whose component holds pickle weights only
+    (before anything loads)."""
+    path = _model_path(model)
     if not os.path.isdir(path):
         return
     for sub in subfolders:
@@ -164,8 +177,9 @@ def _causes(err: BaseException | None) -> list[BaseException]:
     return chain
 
 
-def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
-    """The paragraph for a pipeline that failed to load, naming the cause that applies.
+def load_error(kind: str, model: ModelOptions, err: BaseException) -> UserError:
+    """The paragraph for a pipeline (``model``: the run's ``cfg.model``) that failed to load, naming the cause that
+    applies.
 
     A local folder is never "offline"; a Hub id is only called not downloaded when huggingface_hub says so
     (offline mode, nothing cached, a gated or missing repo); a message that asks for a package is passed on
@@ -179,7 +193,7 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
         RevisionNotFoundError,
     )
 
-    path = cfg.pretrained_model_name_or_path
+    path = _model_path(model)
     first = str(err).splitlines()[0] if str(err) else ""
     what = f"Could not load the {kind} pipeline from `{path}` ({type(err).__name__}: {first})."
     causes = _causes(err)  # diffusers and transformers re-raise huggingface_hub's errors as a plain OSError
@@ -190,9 +204,9 @@ def load_error(kind: str, cfg: TrainConfig, err: BaseException) -> UserError:
         )
     lowered = first.lower()
     if ".safetensors" in lowered and ("file named" in lowered or "not found" in lowered):
-        if cfg.variant and f".{cfg.variant}." in lowered:
+        if model.variant and f".{model.variant}." in lowered:
             return UserError(
-                f"{what} The model has no `{cfg.variant}` variant of these weights: drop --variant or "
+                f"{what} The model has no `{model.variant}` variant of these weights: drop --variant or "
                 "name one it has (`fp16`, `bf16`: the suffix of its weight files)."
             )
         if not os.path.isdir(path):  # a local folder's pickle-only weights were refused before loading

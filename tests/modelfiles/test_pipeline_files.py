@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from dit_lora.config import TrainConfig
+from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
@@ -25,8 +25,9 @@ from dit_lora.modelfiles.pipeline_files import (
 )
 
 
-def cfg(path, **kw) -> TrainConfig:
-    return TrainConfig(pretrained_model_name_or_path=str(path), **kw)
+def model(path, **kw) -> ModelOptions:
+    """The run's model section (``cfg.model``), which the readers take."""
+    return ModelOptions(pretrained_model_name_or_path=str(path), **kw)
 
 
 def test_is_local(tmp_path):
@@ -37,15 +38,15 @@ def test_is_local(tmp_path):
 def test_read_component_config_and_the_pipeline_folder_checks(tmp_path):
     (tmp_path / "transformer").mkdir()
     (tmp_path / "transformer" / "config.json").write_text(json.dumps({"num_layers": 2}))
-    assert read_component_config(cfg(tmp_path), "transformer") == {"num_layers": 2}
-    assert read_component_config(cfg(tmp_path), "vae") is None
+    assert read_component_config(model(tmp_path), "transformer") == {"num_layers": 2}
+    assert read_component_config(model(tmp_path), "vae") is None
     with pytest.raises(UserError, match="has no model_index.json"):
-        check_pipeline_folder(cfg(tmp_path), "Sana", "org/sana", "transformer/ and vae/")
+        check_pipeline_folder(model(tmp_path), "Sana", "org/sana", "transformer/ and vae/")
     (tmp_path / "model_index.json").write_text("{}")
-    check_pipeline_folder(cfg(tmp_path), "Sana", "org/sana", "transformer/")
+    check_pipeline_folder(model(tmp_path), "Sana", "org/sana", "transformer/")
     with pytest.raises(UserError, match="does not exist.*such as org/sana"):
-        check_pipeline_folder(cfg(tmp_path / "missing"), "Sana", "org/sana", "transformer/")
-    check_pipeline_folder(cfg("org/sana"), "Sana", "org/sana", "transformer/")  # a Hub id: checked when loading
+        check_pipeline_folder(model(tmp_path / "missing"), "Sana", "org/sana", "transformer/")
+    check_pipeline_folder(model("org/sana"), "Sana", "org/sana", "transformer/")  # a Hub id: checked when loading
 
 
 def test_weight_files_pick_the_variant_or_the_main_files(tmp_path):
@@ -64,39 +65,39 @@ def test_header_bytes_and_stored_dtype_read_headers_only(tmp_path):
     file = tmp_path / "transformer" / "diffusion_pytorch_model.safetensors"
     save_file({"a": torch.zeros(3, dtype=torch.bfloat16), "b": torch.zeros(2, dtype=torch.float32)}, str(file))
     assert header_bytes(file) == {"BF16": 6, "F32": 8}
-    assert stored_dtype(cfg(tmp_path)) == "BF16,F32"
+    assert stored_dtype(model(tmp_path)) == "BF16,F32"
     save_file({"a": torch.zeros(3, dtype=torch.float16)}, str(file))
-    assert stored_dtype(cfg(tmp_path)) == "F16"
-    assert stored_dtype(cfg("org/model", variant="bf16")) == "BF16" and stored_dtype(cfg("org/model")) is None
+    assert stored_dtype(model(tmp_path)) == "F16"
+    assert stored_dtype(model("org/model", variant="bf16")) == "BF16" and stored_dtype(model("org/model")) is None
 
 
 def test_model_stamp_changes_when_weights_are_rewritten(tmp_path):
     (tmp_path / "transformer").mkdir()
     file = tmp_path / "transformer" / "m.safetensors"
     save_file({"a": torch.zeros(1)}, str(file))
-    first = model_stamp(cfg(tmp_path), ("transformer",))
+    first = model_stamp(model(tmp_path), ("transformer",))
     assert first.startswith("transformer/m.safetensors:")
     save_file({"a": torch.zeros(4)}, str(file))
     os.utime(file, (time.time() + 5, time.time() + 5))
-    assert model_stamp(cfg(tmp_path), ("transformer",)) != first
-    assert model_stamp(cfg("org/model"), ("transformer",)) is None
+    assert model_stamp(model(tmp_path), ("transformer",)) != first
+    assert model_stamp(model("org/model"), ("transformer",)) is None
 
 
 def test_pickle_only_components_are_refused(tmp_path):
     (tmp_path / "transformer").mkdir()
     (tmp_path / "transformer" / "diffusion_pytorch_model.bin").write_bytes(b"")
     with pytest.raises(UserError, match=r"stores transformer/ weights only as pickle files.*safetensors files only"):
-        check_safetensors(cfg(tmp_path), ("transformer",), "DiT")
+        check_safetensors(model(tmp_path), ("transformer",), "DiT")
     (tmp_path / "transformer" / "diffusion_pytorch_model.safetensors").write_bytes(b"")
-    check_safetensors(cfg(tmp_path), ("transformer",), "DiT")
+    check_safetensors(model(tmp_path), ("transformer",), "DiT")
 
 
 def test_load_error_names_the_cause_that_applies(tmp_path, monkeypatch):
     from huggingface_hub.errors import RepositoryNotFoundError
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    assert "A package the pipeline needs is missing" in str(load_error("Sana", cfg(tmp_path), ImportError("x")))
-    assert "incomplete or not a diffusers-format Sana pipeline" in str(load_error("Sana", cfg(tmp_path), OSError("x")))
+    assert "A package the pipeline needs is missing" in str(load_error("Sana", model(tmp_path), ImportError("x")))
+    assert "incomplete or not a diffusers-format Sana pipeline" in str(load_error("Sana", model(tmp_path), OSError("x")))
     try:
         try:
             missing = RepositoryNotFoundError.__new__(RepositoryNotFoundError)  # no HTTP response to build it from
@@ -105,11 +106,11 @@ def test_load_error_names_the_cause_that_applies(tmp_path, monkeypatch):
         except RepositoryNotFoundError as inner:
             raise OSError("org/model is not a valid model identifier") from inner
     except OSError as err:
-        assert "not accessible" in str(load_error("Sana", cfg("org/model"), err))
+        assert "not accessible" in str(load_error("Sana", model("org/model"), err))
     missing_variant = OSError("no file named diffusion_pytorch_model.fp16.safetensors found")
-    assert "has no `fp16` variant" in str(load_error("Sana", cfg("org/model", variant="fp16"), missing_variant))
+    assert "has no `fp16` variant" in str(load_error("Sana", model("org/model", variant="fp16"), missing_variant))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert "not in the Hub cache" in str(load_error("Sana", cfg("org/model"), OSError("x")))
+    assert "not in the Hub cache" in str(load_error("Sana", model("org/model"), OSError("x")))
 
 
 def test_read_once_reads_again_only_when_a_config_file_changes(tmp_path):
@@ -148,6 +149,6 @@ def test_an_unreachable_hub_is_asked_once_then_only_the_cache(monkeypatch):
     monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
     cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-14B-Diffusers",
                                  train_data_dir="x")
-    assert pipeline_files.read_component_config(cfg, "transformer") is None
-    assert pipeline_files.read_component_config(cfg, "vae") is None
+    assert pipeline_files.read_component_config(cfg.model, "transformer") is None
+    assert pipeline_files.read_component_config(cfg.model, "vae") is None
     assert calls == [False, True]

@@ -76,9 +76,9 @@ def test_load_error_names_a_missing_package_not_the_network():
     from dit_lora.modelfiles.pipeline_files import load_error
 
     cfg = TrainConfig(pretrained_model_name_or_path="THUDM/CogVideoX-5b")
-    err = load_error("CogVideoX", cfg, ImportError("T5Tokenizer requires the SentencePiece library. pip install sentencepiece"))
+    err = load_error("CogVideoX", cfg.model, ImportError("T5Tokenizer requires the SentencePiece library. pip install sentencepiece"))
     assert "package the pipeline needs is missing" in str(err) and "offline" not in str(err)
-    err = load_error("DiT", TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256"),
+    err = load_error("DiT", TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256").model,
                      OSError("Error no file named diffusion_pytorch_model.safetensors found in directory x"))
     assert "safetensors files only" in str(err) and "refs/pr/1" in str(err)
 
@@ -90,11 +90,11 @@ def test_load_error_reads_the_wording_diffusers_uses_and_wrapped_hub_errors():
     from dit_lora.modelfiles.pipeline_files import load_error
 
     hub = TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256")
-    err = load_error("DiT", hub, OSError("facebook/DiT-XL-2-256 does not appear to have a file named "
+    err = load_error("DiT", hub.model, OSError("facebook/DiT-XL-2-256 does not appear to have a file named "
                                          "diffusion_pytorch_model.safetensors."))
     assert "safetensors files only" in str(err) and "refs/pr/1" in str(err)
     variant = TrainConfig(pretrained_model_name_or_path="facebook/DiT-XL-2-256", variant="bf16")
-    err = load_error("DiT", variant, OSError("Error no file named diffusion_pytorch_model.bf16.safetensors found"))
+    err = load_error("DiT", variant.model, OSError("Error no file named diffusion_pytorch_model.bf16.safetensors found"))
     assert "no `bf16` variant" in str(err) and "pickle" not in str(err)
     try:  # diffusers re-raises huggingface_hub's error as a plain OSError
         try:
@@ -104,5 +104,5 @@ def test_load_error_reads_the_wording_diffusers_uses_and_wrapped_hub_errors():
         except RepositoryNotFoundError as inner:
             raise OSError("someone/typo is not a local folder and is not a valid model identifier") from inner
     except OSError as wrapped:
-        err = load_error("Sana", TrainConfig(pretrained_model_name_or_path="someone/typo"), wrapped)
+        err = load_error("Sana", TrainConfig(pretrained_model_name_or_path="someone/typo").model, wrapped)
     assert "not accessible" in str(err) and "offline" not in str(err)

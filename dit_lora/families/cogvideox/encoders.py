@@ -39,7 +39,7 @@ class CogVideoXEncoders(DiffusionEncoders):
             "family": FAMILY_FOR[self.task],
             "cogvideox_variant": self.task,  # the stored key keeps its name: existing caches stay valid
             "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg, ("vae", "text_encoder")),
+            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "dtype": cfg.mixed_precision,  # VAE and T5 run in it

@@ -89,9 +89,9 @@ class CogVideoXModel(DiffusionModel):
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
         path = cfg.pretrained_model_name_or_path
         check_pipeline_folder(
-            cfg, "CogVideoX", EXAMPLE_IDS[self.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
+            cfg.model, "CogVideoX", EXAMPLE_IDS[self.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
         )
-        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "CogVideoX")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "CogVideoX")
         check_tokenizer_packages(path, "tokenizer", cfg.revision)
         info = self.video.model_info(cfg)
         self._check_task(cfg, info)
@@ -137,7 +137,7 @@ class CogVideoXModel(DiffusionModel):
                 f"{info.pipeline_class} ({hint}). recipes/cogvideox_lora.py trains {', '.join(known)} checkpoints, "
                 f"e.g. {EXAMPLE_IDS['t2v']} or {EXAMPLE_IDS['i2v']}."
             )
-        tr_cfg = read_component_config(cfg, "transformer")
+        tr_cfg = read_component_config(cfg.model, "transformer")
         transformer_class = (tr_cfg or {}).get("_class_name", "CogVideoXTransformer3DModel")
         if transformer_class != "CogVideoXTransformer3DModel":
             raise UserError(
@@ -197,7 +197,7 @@ class CogVideoXModel(DiffusionModel):
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
-            raise load_error("CogVideoX", cfg, err) from None
+            raise load_error("CogVideoX", cfg.model, err) from None
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)
@@ -255,7 +255,7 @@ class CogVideoXNotes(DiffusionNotes):
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
         notes = []
         name = cfg.pretrained_model_name_or_path
-        dtype = stored_dtype(cfg)
+        dtype = stored_dtype(cfg.model)
         if dtype == "F16" or (dtype is None and name.lower().endswith("cogvideox-2b")):
             notes.append(
                 f"`{name}` stores fp16 weights (CogVideoX-2b was trained in fp16). They load in the run's dtype "

@@ -37,7 +37,7 @@ def pretrained_labels(cfg: TrainConfig, model_classes: int | None) -> dict[str, 
     ``DiTPipeline.__init__``, so training and sampling agree on them.
     """
     known: dict[str, int] = {}
-    index = read_component_config(cfg, "", "model_index.json") or {}
+    index = read_component_config(cfg.model, "", "model_index.json") or {}
     for key, value in (index.get("id2label") or {}).items():
         for name in str(value).split(","):
             if name.strip():

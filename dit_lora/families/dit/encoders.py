@@ -33,7 +33,7 @@ class DiTEncoders(DiffusionEncoders):
         return {
             "family": "dit",
             "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg, ("vae", "transformer")),
+            "model_stamp": model_stamp(cfg.model, ("vae", "transformer")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "latents": "posterior_mean_fp32",

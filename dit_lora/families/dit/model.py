@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 def native_resolution(cfg) -> tuple[int, str] | None:
     """``(pixels, why)`` from the transformer's ``sample_size`` and the VAE's downsampling (configs only)."""
-    tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+    tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
     if not (tr_cfg and vae_cfg):
         return None
     factor = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
@@ -104,8 +104,8 @@ class DiTModel(DiffusionModel):
                 "run's generator so a resume is exact. A second dropout would stack on it. Remove "
                 "--caption_dropout_probability."
             )
-        check_pipeline_folder(cfg, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
-        tr_cfg = read_component_config(cfg, "transformer")
+        check_pipeline_folder(cfg.model, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
+        tr_cfg = read_component_config(cfg.model, "transformer")
         if tr_cfg is not None and (
             tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero" or not tr_cfg.get("num_embeds_ada_norm")
         ):
@@ -121,9 +121,9 @@ class DiTModel(DiffusionModel):
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
         self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
-        check_safetensors(cfg, ("transformer", "vae"), "DiT")
+        check_safetensors(cfg.model, ("transformer", "vae"), "DiT")
         self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
-        sched = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
             raise UserError(
                 f"The scheduler of `{path}` has prediction_type {sched.get('prediction_type')!r}; the DiT recipe "
@@ -181,8 +181,8 @@ class DiTModel(DiffusionModel):
                 path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), use_safetensors=True, **common
             )
         except (OSError, ValueError, ImportError) as err:
-            raise load_error("DiT", cfg, err) from None
-        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+            raise load_error("DiT", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         transformer.to(device)
         vae.to(device)
         return dit_components(transformer, vae, scheduler_cfg, device)
@@ -211,8 +211,8 @@ class DiTBuckets:
     def bucket_stride(self, cfg) -> int:
         """The VAE's downsampling x the patch size (8 x 2), from the configs."""
         named = bool(cfg.pretrained_model_name_or_path)
-        tr_cfg = (read_component_config(cfg, "transformer") if named else None) or {}
-        vae_cfg = (read_component_config(cfg, "vae") if named else None) or {}
+        tr_cfg = (read_component_config(cfg.model, "transformer") if named else None) or {}
+        vae_cfg = (read_component_config(cfg.model, "vae") if named else None) or {}
         return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
 
     def square_only(self, cfg) -> str | None:

@@ -51,7 +51,7 @@ class SanaEncoders(DiffusionEncoders):
             "model": os.path.abspath(cfg.pretrained_model_name_or_path)
             if is_local(cfg.pretrained_model_name_or_path)
             else cfg.pretrained_model_name_or_path,
-            "model_index_mtime": model_stamp(cfg, ("vae", "text_encoder")),
+            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "text_dtype": cfg.mixed_precision,

@@ -65,13 +65,13 @@ class SanaModel(DiffusionModel):
     def validate_config(self, cfg) -> None:
         """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes."""
         check_pipeline_folder(
-            cfg, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers", "transformer/, vae/, text_encoder/"
+            cfg.model, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers", "transformer/, vae/, text_encoder/"
         )
-        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "Sana")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Sana")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
-        vae_cfg = read_component_config(cfg, "vae")
+        vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
-            check_resolution(cfg.resolution, read_component_config(cfg, "transformer") or {}, vae_cfg)
+            check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """Transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32, all frozen on ``device``; the
@@ -109,8 +109,8 @@ class SanaModel(DiffusionModel):
             )
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
-            raise load_error("Sana", cfg, err) from None
-        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+            raise load_error("Sana", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         quantize.keep_4bit_layout(transformer, text_encoder)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
@@ -141,7 +141,7 @@ class SanaNotes(DiffusionNotes):
 
     def precision_notes(self, cfg) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
-        dtype = stored_dtype(cfg)
+        dtype = stored_dtype(cfg.model)
         name = cfg.pretrained_model_name_or_path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
         if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
@@ -184,7 +184,7 @@ class SanaDefaults:
 
     def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
         """The resolution the model was built for: its transformer's ``sample_size`` x the DC-AE's compression."""
-        tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+        tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
         if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
             return {}
         factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
@@ -199,8 +199,8 @@ class SanaBuckets:
         """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
         no model is named, as in ``check-data``)."""
         named = bool(cfg.pretrained_model_name_or_path)
-        tr_cfg = read_component_config(cfg, "transformer") if named else None
-        vae_cfg = read_component_config(cfg, "vae") if named else None
+        tr_cfg = read_component_config(cfg.model, "transformer") if named else None
+        vae_cfg = read_component_config(cfg.model, "vae") if named else None
         return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
 
     def square_only(self, cfg) -> str | None:

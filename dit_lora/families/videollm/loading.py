@@ -77,7 +77,7 @@ class VideoLLMModel:
         """A local model folder with safetensors weights and a loadable tokenizer; an existing --validation_video."""
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
-        check_safetensors(cfg, ("",), "video LLM")
+        check_safetensors(cfg.model, ("",), "video LLM")
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
         if cfg.family_options.validation_video and not Path(cfg.family_options.validation_video).is_file():
             raise UserError(

@@ -29,7 +29,7 @@ class WanEncoders(DiffusionEncoders):
         return {
             "family": self.task.name,
             "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg, ("vae", "text_encoder")),
+            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
             "revision": cfg.revision,
             "variant": cfg.variant,
             "dtype": cfg.mixed_precision,  # UMT5 runs in it (the VAE in fp32)

@@ -78,7 +78,7 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
         scheduler_cfg = _scheduler_config(path, cfg.revision)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
-        raise load_error("Wan", cfg, err) from None
+        raise load_error("Wan", cfg.model, err) from None
     both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
     for module in (
         *(() if both else transformers_.values()),

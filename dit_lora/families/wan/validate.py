@@ -30,11 +30,11 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
     ``--validation_image``: :class:`~dit_lora.families.wan.i2v.WanI2VModel`)."""
     path = cfg.pretrained_model_name_or_path
     check_pipeline_folder(
-        cfg, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
+        cfg.model, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
     )
     info = task.info(cfg)
     weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
-    check_safetensors(cfg, tuple(weights), "Wan")
+    check_safetensors(cfg.model, tuple(weights), "Wan")
     check_tokenizer_packages(path, "tokenizer", cfg.revision)
     _check_kind(task, cfg, info)
     _check_options(task, cfg, info)
@@ -61,7 +61,7 @@ def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
             f"{info.pipeline_class} ({hint}). --family wan and wan_i2v train {', '.join(known)} checkpoints, e.g. "
             f"{EXAMPLE_IDS['t2v']} or {EXAMPLE_IDS['i2v']}."
         )
-    tr = read_component_config(cfg, "transformer") or read_component_config(cfg, "transformer_2")
+    tr = read_component_config(cfg.model, "transformer") or read_component_config(cfg.model, "transformer_2")
     if tr is not None and tr.get("_class_name", "WanTransformer3DModel") != "WanTransformer3DModel":
         raise UserError(
             f"`{path}`: transformer/config.json is a {tr.get('_class_name')}, not a WanTransformer3DModel. "

@@ -26,7 +26,7 @@ class PixArtEncoders(DiffusionEncoders):
         """The model, its files' stamp and the caption length: what changes the cached latents and embeddings."""
         path = cfg.pretrained_model_name_or_path
         return {"family": NAME, "model": os.path.abspath(path) if is_local(path) else path,
-                "model_stamp": model_stamp(cfg, ("vae", "text_encoder")), "revision": cfg.revision,
+                "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")), "revision": cfg.revision,
                 "variant": cfg.variant, "text_dtype": cfg.mixed_precision, "text_length": text_length(cfg),
                 "latents": "posterior_mean_fp32"}
 

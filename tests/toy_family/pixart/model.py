@@ -25,8 +25,8 @@ from .state import PixArtRun
 
 def latent_stride(cfg) -> int:
     """Pixels per transformer token side: the VAE's downsampling x the patch size (from configs only)."""
-    vae_cfg = read_component_config(cfg, "vae") or {}
-    tr_cfg = read_component_config(cfg, "transformer") or {}
+    vae_cfg = read_component_config(cfg.model, "vae") or {}
+    tr_cfg = read_component_config(cfg.model, "transformer") or {}
     return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
 
 
@@ -63,13 +63,13 @@ class PixArtModel(DiffusionModel):
 
     def validate_config(self, cfg) -> None:
         """A PixArt pipeline folder with safetensors weights, an epsilon scheduler and a resolution it can patch."""
-        check_pipeline_folder(cfg, "PixArt", "PixArt-alpha/PixArt-XL-2-512x512", "transformer/, vae/, text_encoder/")
-        check_safetensors(cfg, ("transformer", "vae", "text_encoder"), "PixArt")
+        check_pipeline_folder(cfg.model, "PixArt", "PixArt-alpha/PixArt-XL-2-512x512", "transformer/, vae/, text_encoder/")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "PixArt")
         stride = latent_stride(cfg)
         if cfg.resolution % stride:
             raise UserError(f"--resolution {cfg.resolution} is not a multiple of {stride} (the VAE's downsampling x "
                             f"the patch size). Use {max(stride, cfg.resolution // stride * stride)}.")
-        sched = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
             raise UserError(f"The scheduler of `{cfg.pretrained_model_name_or_path}` predicts "
                             f"{sched.get('prediction_type')!r}; this family trains epsilon prediction only.")
@@ -91,9 +91,9 @@ class PixArtModel(DiffusionModel):
                                                           **quantize.text_encoder_kwargs(cfg), **common)
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
-            raise load_error("PixArt", cfg, err) from None
+            raise load_error("PixArt", cfg.model, err) from None
         quantize.keep_4bit_layout(transformer, text_encoder)
-        scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         return pixart_components(cfg, (transformer, vae, text_encoder, tokenizer), scheduler_cfg, device)
 
 
@@ -110,7 +110,7 @@ class PixArtDefaults:
 
     def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
         """The resolution the model was built for: the transformer's ``sample_size`` x the VAE's downsampling."""
-        tr_cfg, vae_cfg = read_component_config(cfg, "transformer"), read_component_config(cfg, "vae")
+        tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
         if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
             return {}
         factor = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
