@@ -80,7 +80,7 @@ def test_a_lazy_factory_is_checked_when_first_asked_for(tmp_path, monkeypatch):
 
     folder = _write_family(tmp_path, "tiny_lazy_pkg", factory='"tiny_lazy_pkg.spec:make"')
     (folder / "spec.py").write_text("from spec_parts import tiny_spec\n\n\nclass Claims:\n"
-                                    "    def validation_inputs(self, comps, cfg): ...\n\n\n"
+                                    "    def validation_inputs(self, comps, validation): ...\n\n\n"
                                     "def make(name):\n    return tiny_spec(name, samples=Claims())\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     entry = importlib.import_module("tiny_lazy_pkg").ENTRY

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
+if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch, and the
+    # contract sits below dit_lora.config
     import torch
+
+    from dit_lora.config.schema import ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -223,8 +226,9 @@ class VideoQA(Protocol):
 class Samples(Protocol):
     """Validation samples during training and from the reloaded adapter at the end."""
 
-    def validation_inputs(self, comps, cfg) -> dict[str, Any]:
-        """What :meth:`generate` needs for ``--validation_prompt``, prepared while the encoders are loaded."""
+    def validation_inputs(self, comps, validation: ValidationOptions) -> dict[str, Any]:
+        """What :meth:`generate` needs for ``--validation_prompt`` (``validation``: the run's ``cfg.validation``),
+        prepared while the encoders are loaded."""
 
     def generate(self, comps, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
         """Validation samples from the in-memory model."""

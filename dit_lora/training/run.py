@@ -389,7 +389,7 @@ def _load(run: Run) -> None:
     fallback.configure(spec, run.comps, cfg)
     if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
         samples = fallback.require(spec, "samples", "--validation_prompt")
-        run.validation_cond = samples.validation_inputs(run.comps, cfg)
+        run.validation_cond = samples.validation_inputs(run.comps, cfg.validation)
     run.data = spec.data.build_data(cfg, spec, run.comps, run.accelerator)
     if run.data is None:  # the family keeps the standard data path
         run.data = prepare_data(cfg, spec, run.comps, run.accelerator)

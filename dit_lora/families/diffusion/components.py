@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from dit_lora.config.schema import ValidationOptions
 from dit_lora.contract.capabilities import ImageBuckets
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
@@ -206,9 +207,10 @@ class DiffusionSamples(ABC):
     def __init__(self, encoders: DiffusionEncoders) -> None:
         self.encoders = encoders
 
-    def validation_inputs(self, comps: Components, cfg) -> dict[str, Any]:
+    def validation_inputs(self, comps: Components, validation: ValidationOptions) -> dict[str, Any]:
         """``--validation_prompt`` encoded with its classifier-free-guidance negative, before the encoders go."""
-        return self.encoders.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+        prompt = cast(str, validation.validation_prompt)  # set: the run asks for these only under --validation_prompt
+        return self.encoders.encode_prompts(comps, [prompt], with_negative=True)
 
     @abstractmethod
     def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:

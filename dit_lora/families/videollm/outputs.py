@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from dit_lora.config.schema import ValidationOptions
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
 from dit_lora.families.videollm.architecture import VideoLLMSpec
@@ -72,9 +73,9 @@ def _qa(processing: VideoQAProcessing, model, question: str, cfg, video: Path | 
 class VideoLLMSamples:
     """``FamilySpec.samples``: the model's answer to ``--validation_prompt`` about the validation clip."""
 
-    def validation_inputs(self, comps, cfg) -> dict[str, Any]:
+    def validation_inputs(self, comps, validation: ValidationOptions) -> dict[str, Any]:
         """The question (nothing is encoded ahead: the clip goes through the model's own processing)."""
-        return {"question": cfg.validation_prompt}
+        return {"question": validation.validation_prompt}
 
     def generate(self, comps, model: torch.nn.Module, cond: dict, cfg, seed: int) -> list:
         """The in-memory model's greedy answer, as one text sample."""

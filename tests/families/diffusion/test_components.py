@@ -123,7 +123,7 @@ class PngSamples(base.DiffusionSamples):
 
 def test_samples_encode_the_prompt_with_its_negative_and_write_pngs(tmp_path):
     samples = PngSamples(PoolingEncoders())
-    cond = samples.validation_inputs(None, TrainConfig(validation_prompt="abc"))
+    cond = samples.validation_inputs(None, TrainConfig(validation_prompt="abc").validation)
     assert cond["prompt_embeds"].flatten().tolist() == [3.0, 0.0]
     path = samples.save_sample(Image.new("RGB", (4, 4)), tmp_path / "final_0", None)
     assert path == tmp_path / "final_0.png" and Image.open(path).size == (4, 4)

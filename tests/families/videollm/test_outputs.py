@@ -38,7 +38,7 @@ def test_validation_asks_about_the_runs_clip_else_the_option(tmp_path):
     processing = _Processing()
     comps = Components(model=None, state=VideoLLMState(processing, validation_video=tmp_path / "first.mp4"))
     cfg = config(validation_prompt="What colour?", validation_video=str(tmp_path / "chosen.mp4"), num_frames=4)
-    cond = samples.validation_inputs(comps, cfg)
+    cond = samples.validation_inputs(comps, cfg.validation)
     assert samples.generate(comps, "model", cond, cfg, seed=0) == ["video: first.mp4\nQ: What colour?\nA: red"]
     pipe = outputs.VideoQAPipe("reloaded", processing)
     assert samples.generate_with_pipeline(pipe, "What colour?", cfg, 0, 1) == [
