@@ -44,8 +44,9 @@ class QuantizeError(UserError):
     """A --quantize_base request that cannot run; never downgraded to a note (the memory plan re-raises it)."""
 
 
-def enabled(cfg) -> bool:
-    return getattr(cfg, "quantize_base", "none") not in (None, "none")
+def enabled(model: ModelOptions) -> bool:
+    """Whether ``--quantize_base`` quantizes the base (``model``: the run's ``cfg.model``)."""
+    return model.quantize_base not in (None, "none")
 
 
 def bitsandbytes_status() -> str | None:
@@ -346,7 +347,7 @@ def quantized_linears(model: torch.nn.Module, skip_modules: Iterable[str] = ()) 
 
 def check_trainable(cfg, trained_names: Iterable[str], quantized: Iterable[str]) -> None:
     """Refuse full training (--train_backbone, a family's extra groups) of weights that are quantized."""
-    if not enabled(cfg):
+    if not enabled(cfg.model):
         return
     weights = {q + ".weight" for q in quantized} | {q + ".base_layer.weight" for q in quantized}
     hit = [n for n in trained_names if n in weights]
@@ -381,19 +382,21 @@ def quantized_weight_savings(model: torch.nn.Module, scheme: str, names: Iterabl
     return saved
 
 
-def describe(cfg) -> str | None:
-    """One line for logs and the model card, or None when the base is not quantized."""
-    if not enabled(cfg):
+def describe(model: ModelOptions) -> str | None:
+    """One line for logs and the model card (``model``: the run's ``cfg.model``), or None when the base is not
+    quantized."""
+    if not enabled(model):
         return None
     kind = {"nf4": "bitsandbytes nf4 (4-bit)", "int8": "bitsandbytes LLM.int8 (8-bit)", "fp8": "torchao fp8 weights"}[
-        cfg.quantize_base
+        model.quantize_base
     ]
     return f"{kind}; the LoRA weights trained in fp32"
 
 
-def describe_text_encoder(cfg) -> str | None:
-    """One line for logs and the model card under --quantize_text_encoder, else None."""
-    if not getattr(cfg, "quantize_text_encoder", False):
+def describe_text_encoder(model: ModelOptions) -> str | None:
+    """One line for logs and the model card under --quantize_text_encoder (``model``: the run's ``cfg.model``), else
+    None."""
+    if not model.quantize_text_encoder:
         return None
     return (
         "the text encoder ran bitsandbytes nf4 (4-bit) while the embeddings were cached, so the adapter learned "

@@ -134,7 +134,7 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
         (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
         for label, patterns, lr in fallback.extra_trainable(spec, cfg)
     ]
-    if quantize.enabled(cfg):  # on the plan's meta model (before loading) and on the loaded one
+    if quantize.enabled(cfg.model):  # on the plan's meta model (before loading) and on the loaded one
         quantize.check_trainable(
             cfg,
             backbone + [n for _, names, _ in extra for n in names],

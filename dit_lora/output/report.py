@@ -115,7 +115,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
         "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (
-            f"{cfg.quantize_base}: {quantize.describe(cfg)}" if quantize.enabled(cfg) else None
+            f"{cfg.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
         ),
         "transformer (--transformer_file)": _transformer_file_row(cfg.model),
         "quantized text encoder (--quantize_text_encoder)": (
@@ -142,7 +142,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         else ""
     )
     strength = _strength_note(spec, cfg.lora) + _exports_note(spec)
-    quantized = _quantized_note(cfg)
+    quantized = _quantized_note(cfg.model)
     warning = (
         f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
         if summary.get("verdict")
@@ -230,19 +230,20 @@ def _exports_note(spec: FamilySpec) -> str:
     )
 
 
-def _quantized_note(cfg) -> str:
-    """The card's paragraphs on --quantize_base and --quantize_text_encoder (empty when neither was used)."""
+def _quantized_note(model: ModelOptions) -> str:
+    """The card's paragraphs on --quantize_base and --quantize_text_encoder (``model``: the run's ``cfg.model``;
+    empty when neither was used)."""
     note = (
-        f"\nTrained on a quantized base ({quantize.describe(cfg)}, `--quantize_base {cfg.quantize_base}`). The adapter "
-        "is an ordinary one: load it into the unquantized pipeline as below (it then differs from the trained model "
-        "by the base's quantization error only), or into one quantized the same way.\n"
-        if quantize.enabled(cfg)
+        f"\nTrained on a quantized base ({quantize.describe(model)}, `--quantize_base {model.quantize_base}`). "
+        "The adapter is an ordinary one: load it into the unquantized pipeline as below (it then differs from the "
+        "trained model by the base's quantization error only), or into one quantized the same way.\n"
+        if quantize.enabled(model)
         else ""
     )
-    if cfg.quantize_text_encoder:
+    if model.quantize_text_encoder:
         note += (
             "\nTrained with a quantized text encoder (`--quantize_text_encoder`): "
-            f"{quantize.describe_text_encoder(cfg)}. Prompt it through the unquantized encoder as usual.\n"
+            f"{quantize.describe_text_encoder(model)}. Prompt it through the unquantized encoder as usual.\n"
         )
     return note
 

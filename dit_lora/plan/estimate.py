@@ -320,7 +320,7 @@ def plan_run(
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
     weights = {"model": module_bytes(comps.model)}
-    if quantize.enabled(cfg):  # the linears the library quantizes, at their quantized size; the rest as loaded
+    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
         names = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
@@ -336,7 +336,7 @@ def plan_run(
         weights["text_encoder"] -= te_savings
     nf4_savings = (
         0
-        if quantize.enabled(cfg)
+        if quantize.enabled(cfg.model)
         else quantize.quantized_weight_savings(  # what the advice may offer
             comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         )
@@ -351,7 +351,7 @@ def plan_run(
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-        copied = {"model"} if quantize.enabled(cfg) else set()
+        copied = {"model"} if quantize.enabled(cfg.model) else set()
         copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
         cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
@@ -374,7 +374,7 @@ def plan_run(
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing,
         steps=steps,
-        quantized=cfg.quantize_base if quantize.enabled(cfg) else None,
+        quantized=cfg.quantize_base if quantize.enabled(cfg.model) else None,
         text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
         load_phase_bytes=load_phase,
         mapped=mapped,

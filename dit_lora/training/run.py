@@ -359,10 +359,10 @@ def _start(resolved: Resolved) -> Run:
         log(note)
     for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
-    if quantize.enabled(cfg):
-        log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg)}")
+    if quantize.enabled(cfg.model):
+        log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg.model)}")
     if cfg.quantize_text_encoder:
-        log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg)}")
+        log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg.model)}")
     if cfg.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
     set_seed(cfg.seed)
