@@ -37,7 +37,7 @@ def _plan(family_name: str, hub_id: str, **options):
     from dit_lora.plan import plan_run
 
     cfg = TrainConfig.for_family(family=family_name, pretrained_model_name_or_path=hub_id, **options)
-    return plan_run(cfg, get_family(family_name), config_reader(cfg), device="cuda",
+    return plan_run(cfg, get_family(family_name), config_reader(cfg.model), device="cuda",
                     catalogue_entry=by_hub_id(hub_id).hub_id)
 
 

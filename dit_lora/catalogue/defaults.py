@@ -14,6 +14,7 @@ from typing import Any
 
 from dit_lora.catalogue import Checkpoint, by_hub_id, match
 from dit_lora.config import TrainConfig, config_fields
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.spec import FamilySpec, generic_defaults
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
@@ -31,18 +32,19 @@ def explicit_options(cfg: TrainConfig) -> frozenset[str]:
     return frozenset(changed)
 
 
-def config_reader(cfg: TrainConfig):
-    """A cached reader of the model's small JSON files (local folder or Hub cache), for :func:`match`.
+def config_reader(model: ModelOptions):
+    """A cached reader of the small JSON files of ``model`` (the run's ``cfg.model``: a local folder or the Hub
+    cache), for :func:`match`.
 
     A catalogued Hub id that is not downloaded yet reads the catalogue's copy of its published configs, so
     its defaults (and ``dit-lora plan``) need no download.
     """
     cache: dict[tuple[str, str], dict | None] = {}
-    published = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    published = by_hub_id(str(model.pretrained_model_name_or_path or ""))
 
     def read(subfolder: str, filename: str) -> dict | None:
         if (subfolder, filename) not in cache:
-            found = read_component_config(cfg.model, subfolder, filename)
+            found = read_component_config(model, subfolder, filename)
             if found is None and published is not None:
                 found = published.configs.get("/".join(p for p in (subfolder, filename) if p))
             cache[subfolder, filename] = found
@@ -113,7 +115,7 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     explicit = explicit_options(cfg)
     entry = None
     if cfg.pretrained_model_name_or_path:
-        entry = match(spec.name, config_reader(cfg), stored_dtype(cfg.model), cfg.pretrained_model_name_or_path)
+        entry = match(spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.pretrained_model_name_or_path)
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():
@@ -122,7 +124,7 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
         str(cfg.pretrained_model_name_or_path),
         spec.name,
         entry,
-        differences=entry.depth_differences(config_reader(cfg)) if entry else [],
+        differences=entry.depth_differences(config_reader(cfg.model)) if entry else [],
     )
     if entry is not None and "rank" in explicit and "lora_alpha" not in explicit and "lora_alpha" in entry.defaults:
         # Keep the published scale (alpha / rank), not the published alpha, at the rank the user chose.

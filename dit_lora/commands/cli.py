@@ -222,7 +222,7 @@ def _check_data(args: argparse.Namespace) -> int:
             values[name] = coerce(name, raw, f"--{name}")
     if "family" not in values and values.get("pretrained_model_name_or_path"):  # as `train` and `plan` decide it
         values["family"] = family_for_model(
-            TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"])
+            TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"]).model
         )
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
@@ -280,7 +280,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
 
     def model_family(common) -> str:  # no --family and no `family:`: the model's (its common options known)
         _plan_demo_exists(common.model, rest)
-        return family_for_model(common)
+        return family_for_model(common.model)
 
     rest = _model_argument(rest)
     # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate

@@ -39,7 +39,7 @@ def choose_family(recipe: str | None = None):
                 "--pretrained_model_name_or_path (its config files tell the family). `dit-lora train --family "
                 "NAME --help` lists the options of that family."
             )
-        return family_for_model(common), "the model's family"
+        return family_for_model(common.model), "the model's family"
 
     return infer
 
@@ -80,7 +80,7 @@ def check_model(cfg) -> None:
     if not cfg.pretrained_model_name_or_path or cfg.demo:
         return
     check_model_path(cfg.model)
-    read = config_reader(cfg)
+    read = config_reader(cfg.model)
     check_family_trains_model(cfg.model, read)
     check_transformer_file(cfg.model, read)
 

@@ -31,7 +31,7 @@ def make_plan(
     return plan_run(
         cfg,
         spec,
-        defaults.config_reader(cfg),
+        defaults.config_reader(cfg.model),
         device=device,
         num_processes=num_processes,
         catalogue_entry=entry.hub_id if entry is not None else None,

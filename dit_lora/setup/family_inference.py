@@ -109,16 +109,17 @@ def family_for_pipeline(pipe) -> FamilySpec | None:
     return None
 
 
-def family_for_model(cfg) -> str:
-    """The family that trains ``cfg.pretrained_model_name_or_path``: its catalogue entry, else its configs' class.
+def family_for_model(model: ModelOptions) -> str:
+    """The family that trains ``model.pretrained_model_name_or_path`` (``model``: the run's ``cfg.model``): its
+    catalogue entry, else its configs' class.
 
     Reads small config files only; when neither says, stops with the class the configs name and the pipelines
     each family trains (:func:`unsupported_model`).
     """
-    entry = by_hub_id(str(cfg.pretrained_model_name_or_path or ""))
+    entry = by_hub_id(str(model.pretrained_model_name_or_path or ""))
     if entry is not None:
         return entry.family
-    read = config_reader(cfg)
+    read = config_reader(model)
     for name in available():
         if match(name, read) is not None:
             return name
@@ -126,4 +127,4 @@ def family_for_model(cfg) -> str:
     for name in available():
         if get_spec(name).info.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
-    raise unsupported_model(str(cfg.pretrained_model_name_or_path), read)
+    raise unsupported_model(str(model.pretrained_model_name_or_path), read)

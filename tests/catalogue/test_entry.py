@@ -97,4 +97,4 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
     assert (cfg.rank, cfg.lora_alpha, cfg.learning_rate) == (32, 32, 1e-4)
     assert f"has the published config of {hub_id}" in "\n".join(chosen.lines())
     assert family_for_model(parse_config(["--pretrained_model_name_or_path", hub_id, "--train_data_dir", str(folder),
-                                          "--family", "wan"])) == "wan"
+                                          "--family", "wan"]).model) == "wan"

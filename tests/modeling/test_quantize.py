@@ -83,7 +83,7 @@ def test_plan_counts_the_quantized_text_encoder(tiny_sana):
     family = get_family("sana")
     cfg = _cfg(family="sana", pretrained_model_name_or_path=str(tiny_sana), resolution=32, rank=4, train_batch_size=1,
                quantize_text_encoder=True)
-    plain = family.plan.plan_components(cfg, config_reader(cfg))  # the meta components, unquantized
+    plain = family.plan.plan_components(cfg, config_reader(cfg.model))  # the meta components, unquantized
     encoder = plain.encoders["text_encoder"]
     plan = make_plan(cfg, family, device="cpu", both_settings=False)
     saved = quantize.quantized_weight_savings(encoder, "nf4", quantize.quantized_linears(encoder))

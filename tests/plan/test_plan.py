@@ -17,8 +17,8 @@ def narrow_dit(monkeypatch):
     configs = by_hub_id(HUB_ID).configs
     asked = []
 
-    def reader(cfg):
-        asked.append(cfg.pretrained_model_name_or_path)
+    def reader(model):
+        asked.append(model.pretrained_model_name_or_path)
 
         def read(subfolder, filename):
             found = configs.get(f"{subfolder}/{filename}")

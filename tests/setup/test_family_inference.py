@@ -124,9 +124,9 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
     from dit_lora.core.errors import UserError
 
     for entry in entries():
-        assert family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id)) == entry.family
+        assert family_for_model(TrainConfig(pretrained_model_name_or_path=entry.hub_id).model) == entry.family
     (tmp_path / "model_index.json").write_text('{"_class_name": "DiTPipeline"}')
-    assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path))) == "dit"
+    assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model) == "dit"
     (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
     with pytest.raises(UserError, match=r"is a FluxPipeline \(model_index.json\), which no dit-lora family trains.*--family sana: SanaPipeline"):
-        family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)))
+        family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model)

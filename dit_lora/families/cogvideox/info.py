@@ -114,7 +114,7 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
 
     Through the catalogue's reader: a catalogued Hub id not yet downloaded reads its published configs.
     """
-    read = config_reader(cfg)
+    read = config_reader(cfg.model)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or {}
     vae = read("vae", "config.json") or {}
@@ -154,7 +154,7 @@ def model_info(cfg: TrainConfig) -> ModelInfo:
 
 def _published_size(cfg: TrainConfig, task: str | None) -> tuple[int, int, int, str] | None:
     """The documented training size of the catalogue entry this model's configs match, if any."""
-    entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(cfg))
+    entry = match(FAMILY_FOR.get(task or "t2v", "cogvideox"), config_reader(cfg.model))
     if entry is None or "frames" not in entry.trained:
         return None
     t = entry.trained

@@ -146,7 +146,7 @@ class SanaNotes(DiffusionNotes):
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
         if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
             return []
-        entry = match("sana", config_reader(cfg), dtype)
+        entry = match("sana", config_reader(cfg.model), dtype)
         twin = next(
             (
                 e

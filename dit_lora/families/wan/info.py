@@ -118,7 +118,7 @@ class WanInfo:
 def wan_info(cfg: TrainConfig) -> WanInfo:
     """Read ``model_index.json`` and the transformer, VAE and scheduler configs (small files only), through the
     catalogue's reader (a catalogued Hub id not downloaded yet reads its published configs)."""
-    read = config_reader(cfg)
+    read = config_reader(cfg.model)
     index = read("", "model_index.json") or {}
     tr = read("transformer", "config.json") or read("transformer_2", "config.json") or {}
     vae = read("vae", "config.json") or {}

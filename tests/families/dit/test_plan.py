@@ -12,7 +12,7 @@ from dit_lora.registry import get_family
 def test_plan_components_and_conditioning(tiny_dit):
     spec = get_family("dit")
     cfg = TrainConfig.for_family("dit", pretrained_model_name_or_path=str(tiny_dit), resolution=64)
-    comps = spec.plan.plan_components(cfg, config_reader(cfg), depth=2)
+    comps = spec.plan.plan_components(cfg, config_reader(cfg.model), depth=2)
     assert comps.model.device.type == "meta" and len(comps.model.transformer_blocks) == 2
     assert comps.state.null_class == comps.state.base_num_classes == 1000
     cond = spec.plan.plan_conditioning(comps, cfg, 3)

@@ -13,7 +13,7 @@ def test_plan_components_and_conditioning_follow_the_runs_text_length(tiny_sana)
     spec = get_family("sana")
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana), resolution=64,
                                  max_sequence_length=40)
-    comps = spec.plan.plan_components(cfg, config_reader(cfg), depth=2)
+    comps = spec.plan.plan_components(cfg, config_reader(cfg.model), depth=2)
     assert comps.model.device.type == "meta" and len(comps.model.transformer_blocks) == 2
     assert comps.state.text.max_sequence_length == 40
     cond = spec.plan.plan_conditioning(comps, cfg, 3)

@@ -118,7 +118,7 @@ def test_mixed_precision_no_loads_fp32(wan_model):
 def test_plan_components_build_on_meta(wan_model, variant):
     family = get_family(FAMILY[variant])
     cfg = _cfg(wan_model(variant), FAMILY[variant])
-    comps = family.plan.plan_components(cfg, config_reader(cfg), 2)
+    comps = family.plan.plan_components(cfg, config_reader(cfg.model), 2)
     params = list(comps.model.parameters()) + list(comps.encoders["vae"].parameters())
     assert params and all(p.is_meta for p in params)
     assert len(comps.model.blocks) == 2  # the requested depth, not the config's
@@ -126,7 +126,7 @@ def test_plan_components_build_on_meta(wan_model, variant):
     # --wan_expert both with offload (the default): only one expert is on the device at a time
     assert not isinstance(comps.model, WanExperts)
     if variant == "2.1-i2v":
-        clip = config_reader(cfg)("image_encoder", "config.json")  # CLIP: one token per patch plus the class token
+        clip = config_reader(cfg.model)("image_encoder", "config.json")  # CLIP: one token per patch plus the class token
         assert comps.state.clip_tokens == (clip["image_size"] // clip["patch_size"]) ** 2 + 1
     batches = family.plan.plan_batches(cfg, comps)
     assert batches and all(b["latents"].shape[1] == comps.model.config.out_channels for _, b in batches)
@@ -135,10 +135,10 @@ def test_plan_components_build_on_meta(wan_model, variant):
 def test_plan_without_offload_holds_both_experts(wan_model):
     family = get_family("wan")
     cfg = _cfg(wan_model("2.2-t2v-a14b"), offload_inactive_expert=False)
-    comps = family.plan.plan_components(cfg, config_reader(cfg), 1)
+    comps = family.plan.plan_components(cfg, config_reader(cfg.model), 1)
     assert isinstance(comps.model, WanExperts) and comps.model.high.device.type == "meta"
     high = _cfg(wan_model("2.2-t2v-a14b"), wan_expert="high", offload_inactive_expert=False)
-    assert not isinstance(family.plan.plan_components(high, config_reader(high), 1).model, WanExperts)
+    assert not isinstance(family.plan.plan_components(high, config_reader(high.model), 1).model, WanExperts)
 
 
 @pytest.mark.parametrize("offload", [True, False])
