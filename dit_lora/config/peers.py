@@ -332,10 +332,15 @@ PEER_FLAGS: dict[str, Peer] = {
     "fp8_base": Peer(
         "sd-scripts, musubi-tuner",
         "quantize_base",
-        "--quantize_base fp8 (torchao fp8 weights, CUDA compute capability 8.9+)",
+        "--quantize_base fp8_scaled (fp8 weights with per-block scales, any GPU), or fp8 (torchao, CUDA 8.9+)",
         sources=("k-util", "m-common"),
     ),
-    "fp8_scaled": Peer("musubi-tuner", "quantize_base", "--quantize_base fp8", sources=("m-wan",)),
+    "fp8_scaled": Peer(
+        "musubi-tuner",
+        "quantize_base",
+        "--quantize_base fp8_scaled (a scale per 64 inputs, as its block mode)",
+        sources=("m-wan",),
+    ),
     "fp8_t5": Peer("musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-wan",)),
     "fp8_llm": Peer(
         "musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-common",)

@@ -480,6 +480,7 @@ def _build_optimizer(run: Run) -> None:
         interval=run.interval,
         world_size=world,
     )
+    quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
     # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
     swap = block_swap.install(model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name)
     if swap is not None:

@@ -198,6 +198,8 @@ class CogVideoXModel(DiffusionModel):
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg, err) from None
+        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
+        quantize.after_loading(cfg.model, transformer, CogVideoXPrecision().quantize_skip_modules(cfg), device)
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
         block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
         transformer.to(device)

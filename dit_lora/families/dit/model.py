@@ -183,6 +183,8 @@ class DiTModel(DiffusionModel):
         except (OSError, ValueError, ImportError) as err:
             raise load_error("DiT", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
+        quantize.after_loading(cfg.model, transformer, DiTPrecision().quantize_skip_modules(cfg), device)
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
         block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
         transformer.to(device)

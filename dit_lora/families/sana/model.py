@@ -111,6 +111,8 @@ class SanaModel(DiffusionModel):
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Sana", cfg, err) from None
         scheduler_cfg = read_component_config(cfg, "scheduler", "scheduler_config.json") or {}
+        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
+        quantize.after_loading(cfg.model, transformer, SanaPrecision().quantize_skip_modules(cfg), device)
         quantize.keep_4bit_layout(transformer, text_encoder)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()

@@ -96,6 +96,7 @@ class VideoLLMModel:
             path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip)
         )
         model.requires_grad_(False)
+        quantize.after_loading(cfg.model, model, skip, device)  # --quantize_base fp8_scaled, before the device
         quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)

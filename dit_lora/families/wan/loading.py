@@ -79,6 +79,8 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg, err) from None
+    for t in transformers_.values():  # --quantize_base fp8_scaled: each expert converted before the device
+        quantize.after_loading(cfg.model, t, WanPrecision().quantize_skip_modules(cfg), device)
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
         block_swap.park_blocks(t, model.info.block_lists, cfg.blocks_to_swap, device)
     both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
