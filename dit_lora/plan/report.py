@@ -56,6 +56,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
         f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)"
     )
     rows = [(f"weights: {name}" + _quantized_label(plan, name), _gib(size)) for name, size in plan.weights.items()]
+    if plan.blocks_to_swap:
+        rows.append((f"block swap (--blocks_to_swap {plan.blocks_to_swap})", _swap_row(plan)))
     rows += [
         ("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
         ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
@@ -93,6 +95,17 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     if capacity is not None:
         lines.append(advice(plan, capacity))
     return "\n".join(lines)
+
+
+def _swap_row(plan: Plan) -> str:
+    """What --blocks_to_swap changes in the trained model's resident weights, and why."""
+    in_flight = _gib(plan.swap_in_flight_bytes)
+    if plan.device == "cpu":
+        return f"+{in_flight} (host memory is the device's here: only the copies of the blocks in flight add)"
+    return (
+        f"-{_gib(plan.swap_saving)} on the device ({_gib(plan.swapped_bytes)} of frozen weights in pinned host memory, "
+        f"{in_flight} of them in flight)"
+    )
 
 
 def advice(plan: Plan, capacity: int) -> str:

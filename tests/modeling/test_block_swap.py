@@ -76,13 +76,15 @@ class Stack(nn.Module):
         return x
 
 
-def _model(checkpointing: str = "off", depth: int = DEPTH, dim: int = DIM) -> nn.Module:
+def _model(checkpointing: str = "off", depth: int = DEPTH, dim: int = DIM, park: int = 0, device="cpu") -> nn.Module:
     """The stack, frozen, with LoRA through PEFT on every linear (lora_B drawn too, so every LoRA weight has a
-    gradient); the same weights at every call."""
+    gradient); the same weights at every call. ``park``: blocks parked first, as a family's loader does (before
+    LoRA: PEFT then makes the swapped blocks' LoRA weights where their base weights are, in host memory)."""
     from peft import LoraConfig, inject_adapter_in_model
 
     torch.manual_seed(0)
     model = Stack(checkpointing, depth, dim).requires_grad_(False)
+    block_swap.park_blocks(model, ("blocks",), park, device)
     config = LoraConfig(r=2, target_modules=["to_q", "ff", "proj_in"], init_lora_weights="gaussian")
     model = inject_adapter_in_model(config, model)
     with torch.no_grad():
@@ -173,9 +175,8 @@ def test_lora_weights_never_move_and_get_their_gradients():
 
 
 def test_to_moves_the_lora_weights_and_the_kept_blocks_but_never_the_swapped_ones():
-    model = _model()
-    originals = {k: t.detach().clone() for k, t in _frozen(model.blocks[3]).items()}
-    assert block_swap.park_blocks(model, ("blocks",), 2, META) == 2  # the loader's call, before .to(device)
+    originals = {k: t.detach().clone() for k, t in _frozen(_model().blocks[3]).items()}
+    model = _model(park=2, device=META)  # the loader's call, before .to(device)
     parked = {k: t.data_ptr() for k, t in _frozen(model.blocks[3]).items()}
     assert model.to(META) is model
     assert all(t.device.type == "cpu" for b in model.blocks[2:] for t in _frozen(b).values())
@@ -192,8 +193,7 @@ def test_to_moves_the_lora_weights_and_the_kept_blocks_but_never_the_swapped_one
 
 
 def test_install_after_park_blocks_reuses_the_parked_copies_and_remove_undoes_everything():
-    model, reference = _model(), _model()
-    block_swap.park_blocks(model, ("blocks",), 2, "cpu")
+    model, reference = _model(park=2), _model()
     parked = {id(t): t.data_ptr() for b in model.blocks[2:] for t in _frozen(b).values()}
     swap = block_swap.install(model, ("blocks",), 2, "cpu")
     assert swap is not None
@@ -228,8 +228,7 @@ def test_the_swapped_frozen_tensors_are_kept_out_of_ddp():
 
 
 def test_frozen_slots_skip_swapped_blocks_on_request():
-    model = _model()
-    block_swap.park_blocks(model, ("blocks",), 1, "cpu")
+    model = _model(park=1)
     every = list(block_swap.frozen_slots(model))
     outside = list(block_swap.frozen_slots(model, skip_swapped=True))
     swapped = {id(t) for t in _frozen(model.blocks[3]).values()}
@@ -333,8 +332,7 @@ def test_on_cuda_the_swap_saves_the_swapped_blocks_and_trains_alike(checkpointin
     depth, dim, count = 8, 512, 6  # blocks large enough for their bytes to show against the allocator's rounding
     results = {}
     for swapped in (0, count):
-        model = _model(checkpointing, depth, dim)
-        block_swap.park_blocks(model, ("blocks",), swapped, "cuda")
+        model = _model(checkpointing, depth, dim, park=swapped, device="cuda")
         model.to("cuda")
         swap = block_swap.install(model, ("blocks",), swapped, "cuda")
         if swap is not None:
