@@ -502,7 +502,9 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
     "layer_offloading": Peer("ai-toolkit", "blocks_to_swap", "a number of blocks, not a percentage", sources=("at",)),
     "low_vram": Peer(
-        "ai-toolkit", None, "`dit-lora plan` says what fits; --blocks_to_swap and --quantize_base save device memory",
+        "ai-toolkit",
+        None,
+        "`dit-lora plan` says what fits; --blocks_to_swap and --quantize_base save device memory",
         sources=("at-yaml",),
     ),
 }
