@@ -98,6 +98,12 @@ def dequantize(payload: torch.Tensor, scale_bits: torch.Tensor, dtype: torch.dty
     return weight.to(dtype)
 
 
+def dequantized_bytes(numel: int, dtype: torch.dtype) -> int:
+    """Bytes a weight of ``numel`` values takes while :func:`dequantize` holds it in ``dtype`` (fp16 goes via fp32)."""
+    size = torch.empty(0, dtype=dtype).element_size()
+    return numel * (size if dtype in _WIDE else size + 4)
+
+
 class _Fp8Linear(torch.autograd.Function):
     """``F.linear`` with a weight dequantized from fp8 on the way in, and again in backward (nothing saved but the
     layer's own buffers). The weight is frozen: gradients for the input and, when it trains, the bias."""
@@ -232,6 +238,7 @@ __all__ = [
     "block_size",
     "convert",
     "dequantize",
+    "dequantized_bytes",
     "fp8_layers",
     "keep_out_of_ddp",
     "quantize_weight",

@@ -428,6 +428,15 @@ def quantized_weight_savings(model: torch.nn.Module, scheme: str, names: Iterabl
     return saved
 
 
+def dequantized_peak_bytes(model: torch.nn.Module, scheme: str, names: Iterable[str], dtype: torch.dtype) -> int:
+    """fp8_scaled dequantizes each Linear weight into the compute ``dtype`` while the layer runs (forward, backward,
+    a checkpointed recomputation): the largest of them, alive on top of the step's other tensors. 0 otherwise."""
+    if scheme != "fp8_scaled":
+        return 0
+    modules = dict(model.named_modules())
+    return max((fp8_scaled.dequantized_bytes(modules[n].weight.numel(), dtype) for n in names), default=0)
+
+
 def describe(cfg) -> str | None:
     """One line for logs and the model card, or None when the base is not quantized."""
     if not enabled(cfg):
@@ -461,6 +470,7 @@ __all__ = [
     "describe",
     "describe_text_encoder",
     "diffusers_config",
+    "dequantized_peak_bytes",
     "diffusers_loading",
     "enabled",
     "follow_autocast",

@@ -122,6 +122,7 @@ class Plan:
     blocks_to_swap: int = 0  #: --blocks_to_swap
     swapped_bytes: int = 0  #: the swapped blocks' frozen weights, kept in host memory
     swap_in_flight_bytes: int = 0  #: the most of them on the device at once (:data:`SWAP_IN_FLIGHT` blocks)
+    dequant_bytes: int = 0  #: --quantize_base fp8_scaled: the largest Linear weight dequantized while it runs
 
     @property
     def swap_saving(self) -> int:
@@ -132,7 +133,7 @@ class Plan:
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
         gc = self.checkpointing if checkpointing is None else checkpointing
-        held = self.weights[self.trained_component] - self.swap_saving
+        held = self.weights[self.trained_component] - self.swap_saving + self.dequant_bytes
         held += self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)
@@ -354,10 +355,11 @@ def plan_run(
 
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
-    weights = {"model": module_bytes(comps.model)}
+    weights, dequant = {"model": module_bytes(comps.model)}, 0
     if quantize.enabled(cfg):  # the linears the library quantizes, at their quantized size; the rest as loaded
         names = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
+        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, names, cfg.weight_dtype)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
     te_savings = (
@@ -419,6 +421,7 @@ def plan_run(
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
         nf4_model_savings=nf4_savings,
         nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
+        dequant_bytes=dequant,
         **swap,
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:

@@ -65,6 +65,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     ]
     if plan.ddp_bytes:
         rows.append(("DDP gradient buckets", _gib(plan.ddp_bytes)))
+    if plan.dequant_bytes:
+        rows.append(("fp8 weight dequantized while its layer runs (largest)", _gib(plan.dequant_bytes)))
     for step in plan.steps:
         gc = "with" if step.checkpointing else "without"
         rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))

@@ -69,6 +69,13 @@ def test_an_all_zero_block_stays_zero_and_scales_are_exact_fp32():
     assert torch.equal(restored[0], weight[0]) and torch.equal(restored[1, :64], weight[1, :64])
 
 
+def test_the_dequantized_bytes_the_plan_adds_are_what_dequantize_allocates():
+    layer = Fp8ScaledLinear.from_linear(_linear(128, 48))
+    for dtype, per_weight in ((torch.bfloat16, 2), (torch.float32, 4), (torch.float16, 6)):  # fp16 goes via fp32
+        assert fp8_scaled.dequantized_bytes(128 * 48, dtype) == 128 * 48 * per_weight
+        assert layer.dequantize(dtype).dtype == dtype
+
+
 def test_quantizing_in_chunks_gives_the_same_bits(monkeypatch):
     weight = _linear(128, 40).weight.detach()
     whole = quantize_weight(weight)

@@ -282,6 +282,7 @@ def test_after_loading_converts_what_the_plan_counts_and_only_under_fp8_scaled()
 def test_the_plan_predicts_the_fp8_scaled_weights_the_loader_makes(tiny_dit):
     """dit-lora plan (meta model) counts fp8_scaled's Linears at 1 byte a weight plus the scales: exactly the bytes of
     the transformer the DiT loader converts (after_loading), between nf4's and the unquantized size."""
+    from dit_lora.catalogue.defaults import config_reader
     from dit_lora.modeling.trainables import attach_trainables
     from dit_lora.plan import make_plan
     from dit_lora.plan.fake import module_bytes
@@ -296,6 +297,11 @@ def test_the_plan_predicts_the_fp8_scaled_weights_the_loader_makes(tiny_dit):
     assert weights["nf4"] < weights["fp8_scaled"] < weights["none"]
     assert plans["fp8_scaled"].weights["vae"] == plans["none"].weights["vae"]
     assert "(Linear weights fp8_scaled-quantized)" in format_plan(plans["fp8_scaled"])
+    # each Linear is dequantized (fp32 here, --mixed_precision no) while it runs: the largest one is on top of the step
+    meta = family.plan.plan_components(_cfg(**base), config_reader(_cfg(**base))).model
+    largest = max(m.weight.numel() for n, m in meta.named_modules() if n in quantize.quantized_linears(meta))
+    assert plans["fp8_scaled"].dequant_bytes == 4 * largest and plans["none"].dequant_bytes == 0
+    assert "fp8 weight dequantized while its layer runs" in format_plan(plans["fp8_scaled"])
     cfg = _cfg(**base, quantize_base="fp8_scaled")
     comps = family.model.load_components(cfg, torch.device("cpu"))
     assert any(type(m).__name__ == "Fp8ScaledLinear" for m in comps.model.modules())
