@@ -159,11 +159,14 @@ def advice(plan: Plan, capacity: int) -> str:
 
 def _phases(plan: Plan, checkpointing: bool, nf4: bool) -> tuple[int, int]:
     """(training phase, the other phases' peak) at ``checkpointing``, with (``nf4``) the model's and the text
-    encoder's Linear weights nf4-quantized; the process itself added to both."""
+    encoder's Linear weights nf4-quantized; the process itself added to both. bitsandbytes' weights cannot be
+    swapped, so nf4 comes without --blocks_to_swap: what the swap took off comes back first."""
     model = plan.nf4_model_savings if nf4 else 0
     text = plan.nf4_text_encoder_savings if nf4 else 0
-    train = plan.train_phase_bytes(checkpointing) - model - (text if plan.encoders_in_training else 0)
-    cache = plan.cache_phase_bytes - model - text if plan.cache_phase_bytes else 0
+    unswapped = plan.swap_saving if nf4 else 0
+    parked = (0 if plan.device == "cpu" else plan.swapped_bytes) if nf4 else 0  # the caching phase's share
+    train = plan.train_phase_bytes(checkpointing) + unswapped - model - (text if plan.encoders_in_training else 0)
+    cache = plan.cache_phase_bytes + parked - model - text if plan.cache_phase_bytes else 0
     return train + plan.process_bytes, max(cache, plan.load_phase_bytes or 0) + plan.process_bytes
 
 
@@ -174,6 +177,7 @@ def _peak_with(plan: Plan, checkpointing: bool, nf4: bool) -> int:
 def _nf4_option(plan: Plan, checkpointing: bool, capacity: int) -> str:
     """``--quantize_base nf4`` (and the text encoder's nf4 when it has one), with the peak that gives."""
     flags = "--quantize_base nf4" + (" --quantize_text_encoder true" if plan.nf4_text_encoder_savings else "")
+    flags += " --blocks_to_swap 0" if plan.blocks_to_swap else ""  # they do not combine
     if checkpointing and not plan.checkpointing:
         flags += " --gradient_checkpointing true"
     after = _peak_with(plan, checkpointing, nf4=True)
