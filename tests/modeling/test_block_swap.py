@@ -76,7 +76,8 @@ class Stack(nn.Module):
         return x
 
 
-def _model(checkpointing: str = "off", depth: int = DEPTH, dim: int = DIM, park: int = 0, device="cpu") -> nn.Module:
+def _model(checkpointing: str = "off", depth: int = DEPTH, dim: int = DIM, park: int = 0, device="cpu",
+           fp8: bool = False) -> nn.Module:
     """The stack, frozen, with LoRA through PEFT on every linear (lora_B drawn too, so every LoRA weight has a
     gradient); the same weights at every call. ``park``: blocks parked first, as a family's loader does (before
     LoRA: PEFT then makes the swapped blocks' LoRA weights where their base weights are, in host memory)."""
@@ -84,6 +85,10 @@ def _model(checkpointing: str = "off", depth: int = DEPTH, dim: int = DIM, park:
 
     torch.manual_seed(0)
     model = Stack(checkpointing, depth, dim).requires_grad_(False)
+    if fp8:  # --quantize_base fp8_scaled: e4m3 payload and scale buffers, converted at load
+        from dit_lora.modeling.fp8_scaled import convert
+
+        convert(model, [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.startswith("blocks.")])
     block_swap.park_blocks(model, ("blocks",), park, device)
     config = LoraConfig(r=2, target_modules=["to_q", "ff", "proj_in"], init_lora_weights="gaussian")
     model = inject_adapter_in_model(config, model)
@@ -128,6 +133,19 @@ def test_training_with_the_swap_is_bitwise_training_without_it(checkpointing):
     assert trained.keys() == reference[1].keys()
     assert all(torch.equal(trained[k], reference[1][k]) for k in trained), checkpointing
     assert swap.stats.copies > 0  # the blocks really came and went
+
+
+@pytest.mark.parametrize("checkpointing", ["off", "non_reentrant"])
+def test_fp8_scaled_blocks_swap_bitwise(checkpointing):
+    """``--quantize_base fp8_scaled`` keeps its weights in plain buffers, which its backward saves itself: they swap."""
+    pytest.importorskip("dit_lora.modeling.fp8_scaled")
+    reference = _train(_model(checkpointing, fp8=True))
+    model = _model(checkpointing, fp8=True)
+    swap = block_swap.install(model, ("blocks",), 2, "cpu")
+    assert any("fp8_weight" in key for _, key, _ in block_swap.frozen_slots(model.blocks[3]))
+    losses, trained = _train(model)
+    assert all(torch.equal(a, b) for a, b in zip(losses, reference[0]))
+    assert all(torch.equal(trained[k], reference[1][k]) for k in trained) and swap.stats.copies > 0
 
 
 def test_between_uses_the_frozen_tensors_are_their_host_copies_and_in_use_fresh_device_copies():
