@@ -91,3 +91,49 @@ def test_a_killed_run_with_swapped_blocks_resumes_to_the_same_bytes(runs, tiny_s
                      resume_from_checkpoint="latest")
     assert summary["status"] == "completed" and summary["loss_history"] == read_summary(reference)["loss_history"]
     assert _file(out) == _file(reference)
+
+
+@pytest.mark.slow
+def test_wan_a14b_experts_train_alike_with_their_blocks_swapped(tmp_path):
+    """Wan 2.2 A14B with ``--wan_expert both`` (WanExperts, loaded by the family) and gradient checkpointing: two of
+    each expert's three blocks swapped, four alternating steps give the outputs and LoRA weights of the run without."""
+    import torch
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.families.wan.demo import build_tiny_wan_pipeline
+    from dit_lora.families.wan.experts import WanExperts, expert_for_step
+    from dit_lora.modeling import block_swap
+    from dit_lora.modeling.trainables import add_lora
+    from dit_lora.registry import get_family
+
+    path = build_tiny_wan_pipeline(tmp_path / "a14b", variant="2.2-t2v-a14b", layers=3)
+    family = get_family("wan")
+    results = {}
+    for blocks in (0, 2):
+        cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(path), train_data_dir="unused",
+                                     mixed_precision="no", wan_expert="both", blocks_to_swap=blocks)
+        family.model.validate_config(cfg)
+        model = family.model.load_components(cfg, torch.device("cpu")).model
+        assert isinstance(model, WanExperts)
+        add_lora(model, rank=2, alpha=2, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
+        family.trainables.enable_gradient_checkpointing(model)
+        swap = block_swap.install(model, family.info.block_lists, blocks, "cpu")
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=1e-2)
+        g = torch.Generator().manual_seed(0)
+        hidden, text = torch.randn(1, 16, 3, 8, 8, generator=g), torch.randn(1, 512, 32, generator=g)
+        outs = []
+        for step in range(1, 5):
+            name = expert_for_step(step)
+            t = torch.full((1,), 950.0 if name == "high" else 300.0)
+            out = model.activate(name)(hidden_states=hidden, timestep=t, encoder_hidden_states=text,
+                                       return_dict=False)[0]
+            out.float().pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            outs.append(out.detach())
+        if swap is not None:  # both experts' last two blocks came and went, and wait in host memory again
+            assert len(swap.states) == 4 and swap.stats.copies > 0 and swap.resident == {}
+        results[blocks] = outs, [p.detach().clone() for p in params]
+    assert all(torch.equal(a, b) for a, b in zip(results[0][0], results[2][0]))
+    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[2][1]))
