@@ -25,7 +25,9 @@ and the bytes it copied per step; the
 child's peak RSS; on CUDA ``torch.cuda.max_memory_allocated`` over the timed steps. On a CPU the losses of every N
 must equal N = 0's bit for bit (``bitwise`` in the results). ``--repeats R`` runs the Ns round-robin R times (a
 shared machine's load moves between runs: the step time is the median over every repeat's timed steps, each repeat's
-median kept); the load average before and after is recorded.
+median kept); the load average before and after is recorded, and each step's CPU time (``time.process_time``) beside
+its wall time: on a shared machine with ``--threads 1`` the CPU time is what the step costs, the wall time also what
+the other jobs took.
 """
 
 from __future__ import annotations
@@ -136,13 +138,13 @@ def child(args) -> dict:
     kept = sum(block_bytes[: len(blocks) - args.swap])
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
-    times, losses, swap_s = [], [], []
+    times, cpu_times, losses, swap_s = [], [], [], []
     for i, batch in enumerate(batches(args, model, args.warmup + args.steps)):
         spent["seconds"] = 0.0
         if i == args.warmup and cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         with torch.autocast("cuda", dtype=args.dtype, enabled=cuda and args.dtype != torch.float32):
             out = model(hidden_states=batch["hidden_states"], encoder_hidden_states=batch["encoder_hidden_states"],
                         timestep=batch["timestep"], return_dict=False)[0]
@@ -154,6 +156,7 @@ def child(args) -> dict:
             torch.cuda.synchronize()
         if i >= args.warmup:
             times.append(time.perf_counter() - start)
+            cpu_times.append(time.process_time() - cpu_start)
             swap_s.append(spent["seconds"])
         losses.append(loss.item())
     copies = swapper.stats.peak_bytes if swapper is not None else 0
@@ -166,6 +169,8 @@ def child(args) -> dict:
         "swap_copies_made": swapper.stats.copies if swapper is not None else 0,
         "step_s_median": statistics.median(times),
         "step_s": times,
+        "step_cpu_s_median": statistics.median(cpu_times),
+        "step_cpu_s": cpu_times,
         "swap_s_per_step_median": statistics.median(swap_s),
         "copied_bytes_per_step": (swapper.stats.copies if swapper is not None else 0) * block_bytes[-1]
         // (args.warmup + args.steps),
@@ -203,8 +208,8 @@ def run_child(args, swap: int) -> dict:
 def markdown(rows: list[dict], device: str) -> str:
     gib = 2**30
     head = ("| --blocks_to_swap | block weights on the device (counted) | plan | swapped blocks' copies at once | "
-            "copied per step | in the swap's calls | step s (median) | peak RSS (change) | plan's RSS change | "
-            "CUDA max allocated |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+            "copied per step | in the swap's calls | step s (median) | step CPU s (median) | peak RSS (change) | "
+            "plan's RSS change | CUDA max allocated |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
     for r in rows:
         cuda = f"{r['cuda_max_memory_allocated'] / gib:.2f} GiB" if r["cuda_max_memory_allocated"] else "-"
@@ -213,7 +218,7 @@ def markdown(rows: list[dict], device: str) -> str:
         lines.append(
             f"| {r['swap']} | {r['device_block_weights_peak'] / gib:.3f} GiB | {r['plan_device_block_weights'] / gib:.3f}"
             f" GiB | {r['swap_copies_peak'] / r['block_bytes']:.0f} | {r['copied_bytes_per_step'] / gib:.2f} GiB | "
-            f"{r['swap_s_per_step_median']:.3f} s | {r['step_s_median']:.2f} | "
+            f"{r['swap_s_per_step_median']:.3f} s | {r['step_s_median']:.2f} | {r['step_cpu_s_median']:.2f} | "
             f"{r['peak_rss_bytes'] / gib:.2f} GiB ({rss / gib:+.3f}) | {plan_rss} | {cuda} |"
         )
     return "\n".join(lines)
@@ -260,6 +265,8 @@ def main() -> None:
         row = dict(runs[n][0])
         row["step_s"] = [t for run in runs[n] for t in run["step_s"]]
         row["step_s_median"] = statistics.median(row["step_s"])
+        row["step_cpu_s"] = [t for run in runs[n] for t in run["step_cpu_s"]]
+        row["step_cpu_s_median"] = statistics.median(row["step_cpu_s"])
         row["repeat_medians"] = [run["step_s_median"] for run in runs[n]]
         row["losses_every_repeat_equal"] = all(run["losses"] == row["losses"] for run in runs[n])
         row.update(predicted(row, args.device))
