@@ -9,9 +9,13 @@ anything trained, and their optimizer state stay on the device. :func:`install` 
 attached, before accelerate's preparation) hooks each swapped block: its forward pre-hook copies the block in (the
 next block's copy starts meanwhile, on a side stream on CUDA: an event orders the compute stream after it and
 ``record_stream`` keeps the allocator from reusing a copy the compute stream still reads), its forward hook parks
-it again (pointer changes only: frozen weights never change, nothing is copied back). Outside a forward or backward
-every swapped block is parked. On a CPU the same code runs: the copies are real copies into fresh memory (the
-"device" is the CPU), so the CPU tests exercise every path, and results are bitwise those of a run without the swap.
+it again (pointer changes only: frozen weights never change, nothing is copied back), but for the last block of its
+list when a backward follows (the backward starts with it). The block before the first swapped one starts that
+block's copy. Outside a forward or backward every swapped block is parked. At most two swapped blocks' copies are
+alive at once (the one computing, the one arriving); on CUDA the memory of the one just left is reused only once
+the compute stream has passed it, so the memory plan counts three there. On a CPU the same code runs: the copies are
+real copies into fresh memory (the "device" is the CPU), so the CPU tests exercise every path, and results are
+bitwise those of a run without the swap.
 
 **Backward: what autograd keeps.** Autograd saves a frozen weight for the backward in one of two ways, checked on
 torch 2.13: ``F.linear`` saves ``weight.t()``, a view holding the storage the weight had in the forward, so
@@ -35,14 +39,16 @@ by ``param.data = cpu_copy`` and it registers no backward hook, so (read above) 
 weights stay on the device anyway through autograd's saved views while LayerNorm and convolution backward nodes
 meet CPU weights (a device mismatch on CUDA); its hooks do fire on a non-reentrant recomputation, but its stream
 prefetch follows the forward order, so in the backward each group is onloaded synchronously; and it treats every
-parameter of a group alike: its CPU copies are made once, when it is applied, and ``offload_`` points every
-parameter back at them, so the LoRA weights of an offloaded group would revert to their initial values after each
-optimizer step (and the optimizer would meet CPU parameters). musubi-tuner's ``ModelOffloader``
+parameter of a group alike, trained or not: with streams ``offload_`` points each one back at a CPU copy made when
+offloading was applied (the LoRA weights would lose their updates at every forward), without streams it moves them
+to the CPU after each forward, away from their gradients and the optimizer. musubi-tuner's ``ModelOffloader``
 (``modules/custom_offloading_utils.py``: ``swap_weight_devices`` copies one block's weights into the device buffers
 of another, ``register_full_backward_hook`` swaps them back during the backward) needs calls in each model's own
 forward loop and keeps a fixed pool of device buffers; its backward is right because the swap pairs are symmetric,
-so every buffer holds its block again when that block's backward reads the forward's saved views. The hooks here
-need nothing from the model: any block list of any family works, and correctness does not depend on the order.
+so every buffer holds its block again when that block's backward reads the forward's saved views. Its device holds
+exactly N blocks less; here each copy is fresh memory, which costs the blocks in flight (above) but cannot be
+overwritten while a recomputation's aliases still read it. The hooks here need nothing from the model: any block
+list of any family works, and correctness does not depend on the order the blocks run in.
 
 **Exact resume.** The swap holds no state a checkpoint must carry: which blocks are parked is decided by N and the
 hooks, every step starts with all of them parked, and the values computed are those of a run without the swap.
