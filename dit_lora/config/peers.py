@@ -61,7 +61,10 @@ _ADAMW = (
 )
 _REPEATS = "name the image folder N_words (kohya's layout, e.g. 10_sks/) to repeat its images N times"
 _LYCORIS = "dit-lora trains a PEFT LoRA; LoKr, LoHa and DoRA are planned (issue 37)"
-_SWAP = "block swap is planned (issue 35); `dit-lora plan` says what fits, --quantize_base saves memory today"
+_SWAP = (
+    "activations are not offloaded; --blocks_to_swap keeps blocks' frozen weights in host memory, "
+    "--gradient_checkpointing recomputes activations, `dit-lora plan` says what fits"
+)
 _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
 _CAPTIONS = (
     "captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
@@ -329,15 +332,19 @@ PEER_FLAGS: dict[str, Peer] = {
     "fp8_base": Peer(
         "sd-scripts, musubi-tuner",
         "quantize_base",
-        "--quantize_base fp8 (torchao fp8 weights, CUDA compute capability 8.9+)",
+        "--quantize_base fp8_scaled (fp8 weights with per-block scales, any GPU), or fp8 (torchao, CUDA 8.9+)",
         sources=("k-util", "m-common"),
     ),
-    "fp8_scaled": Peer("musubi-tuner", "quantize_base", "--quantize_base fp8", sources=("m-wan",)),
+    "fp8_scaled": Peer(
+        "musubi-tuner",
+        "quantize_base",
+        "--quantize_base fp8_scaled (a scale per 64 inputs, as its block mode)",
+        sources=("m-wan",),
+    ),
     "fp8_t5": Peer("musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-wan",)),
     "fp8_llm": Peer(
         "musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-common",)
     ),
-    "blocks_to_swap": Peer("sd-scripts, musubi-tuner", None, _SWAP, sources=("k-util", "m-common")),
     "gradient_checkpointing_cpu_offload": Peer("musubi-tuner", None, _SWAP, sources=("m-common",)),
     "sdpa": Peer(
         "sd-scripts, musubi-tuner", "attention_backend", "--attention_backend sdpa", sources=("k-util", "m-common")
@@ -444,8 +451,10 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
     "flow_schedule_shift": Peer("SimpleTuner", "flow_shift", sources=("st-fields",)),
     "attention_mechanism": Peer("SimpleTuner", "attention_backend", sources=("st",)),
-    "musubi_blocks_to_swap": Peer("SimpleTuner", None, _SWAP, sources=("st",)),
-    "enable_group_offload": Peer("SimpleTuner", None, _SWAP, sources=("st",)),
+    "musubi_blocks_to_swap": Peer("SimpleTuner", "blocks_to_swap", sources=("st",)),
+    "enable_group_offload": Peer(
+        "SimpleTuner", "blocks_to_swap", "the last N blocks' frozen weights, with LoRA on them", sources=("st",)
+    ),
     # ai-toolkit (keys of its YAML: network:, train:, save:, datasets:, model:, sample:)
     "lr": Peer("ai-toolkit", "learning_rate", sources=("at",)),
     "steps": Peer("ai-toolkit", "max_train_steps", sources=("at",)),
@@ -491,8 +500,13 @@ PEER_FLAGS: dict[str, Peer] = {
         "`sigmoid` is `logit_normal` (mean 0, std 1), `linear` is `uniform`",
         sources=("at",),
     ),
-    "layer_offloading": Peer("ai-toolkit", None, _SWAP, sources=("at",)),
-    "low_vram": Peer("ai-toolkit", None, _SWAP, sources=("at-yaml",)),
+    "layer_offloading": Peer("ai-toolkit", "blocks_to_swap", "a number of blocks, not a percentage", sources=("at",)),
+    "low_vram": Peer(
+        "ai-toolkit",
+        None,
+        "`dit-lora plan` says what fits; --blocks_to_swap and --quantize_base save device memory",
+        sources=("at-yaml",),
+    ),
 }
 
 #: peer options dit-lora spells the same way (same meaning unless the page says otherwise), by peer (PEERS keys)
@@ -587,6 +601,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "mode_scale",
         "timestep_sampling",
         "flow_shift",
+        "blocks_to_swap",
     ),
     "simpletuner": (
         "pretrained_model_name_or_path",

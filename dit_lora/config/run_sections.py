@@ -317,6 +317,19 @@ class KernelOptions:
         choices=("off", "blocks", "full"),
         section="kernels",
     )
+    blocks_to_swap: int = opt(
+        0,
+        "Keep the frozen weights of the model's last N transformer blocks in host memory (pinned on CUDA) and copy "
+        "each block to the device for its forward and its backward (or its recomputation under "
+        "--gradient_checkpointing), the next block's copy made on a side stream while the current one computes. The "
+        "device then holds N blocks' frozen weights less (up to three blocks are in flight); LoRA weights and their "
+        "optimizer state stay on the device and results are unchanged. The cost: host memory for the swapped "
+        "weights, and step time where the copies take longer than a block's compute (small batches, a slow link). N "
+        "must be less than the model's number of blocks; 0 swaps none. Not with --compile or a bitsandbytes/torchao "
+        "--quantize_base.",
+        section="kernels",
+        valid=NON_NEGATIVE,
+    )
 
 
 @dataclass(frozen=True)

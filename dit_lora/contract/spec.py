@@ -69,6 +69,10 @@ class FamilyInfo:
     repeated_block_classes: tuple[str, ...] = ()
     #: --compile: dynamic shapes from the first call instead of one static graph per batch shape
     compile_dynamic: bool = False
+    #: --blocks_to_swap: attribute paths, from the model that gets LoRA, of its lists of repeated blocks in execution
+    #: order (paths a model lacks are skipped: one Wan transformer has ``blocks``, the two A14B experts
+    #: ``high.blocks`` and ``low.blocks``); empty: the family refuses --blocks_to_swap
+    block_lists: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,13 @@
-"""Quantized base models (``--quantize_base nf4|int8|fp8``): the checks, the libraries' configs, the sizes.
+"""Quantized base models (``--quantize_base nf4|int8|fp8|fp8_scaled``): the checks, the configs, the sizes.
 
-The model that gets LoRA is loaded quantized by the libraries themselves: diffusers' and transformers'
-``BitsAndBytesConfig`` (nf4: ``bitsandbytes.nn.Linear4bit``, int8: ``Linear8bitLt``) or ``TorchAoConfig``
-(fp8 weights) passed as ``quantization_config=`` to ``from_pretrained``. Nothing here replaces a module.
+For nf4, int8 and fp8 the model that gets LoRA is loaded quantized by the libraries themselves: diffusers' and
+transformers' ``BitsAndBytesConfig`` (nf4: ``bitsandbytes.nn.Linear4bit``, int8: ``Linear8bitLt``) or
+``TorchAoConfig`` (fp8 weights) passed as ``quantization_config=`` to ``from_pretrained``.
 PEFT puts LoRA on the quantized linears (its bnb and torchao layers); the LoRA weights stay fp32 masters.
+
+``fp8_scaled`` is dit-lora's own (:mod:`dit_lora.modeling.fp8_scaled`): the model loads in the run's weight dtype
+and :func:`after_loading` (called by every family's loader before the model goes to the device) replaces the same
+Linears nf4 would quantize by fp8 e4m3 ones with per-block scales, computed in the compute dtype on any device.
 
 diffusers' bitsandbytes quantizers refuse to run without a GPU (their ``validate_environment``), although
 bitsandbytes >= 0.48 runs nf4/int8 on a CPU and transformers' quantizers accept it. On a machine without a
@@ -34,8 +38,9 @@ import torch
 
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
+from dit_lora.modeling import fp8_scaled
 
-SCHEMES = ("none", "nf4", "int8", "fp8")
+SCHEMES = ("none", "nf4", "int8", "fp8", "fp8_scaled")
 #: bitsandbytes' nf4 block size: one fp32 absmax per 64 weights (no double quantization)
 NF4_BLOCK = 64
 
@@ -79,14 +84,23 @@ def fp8_status(device_type: str | None = None) -> str | None:
     return None
 
 
+def fp8_scaled_status() -> str | None:
+    """None when fp8_scaled weights can run here (any device: only torch's float8_e4m3fn dtype is needed)."""
+    if not hasattr(torch, "float8_e4m3fn"):
+        return f"torch {torch.__version__} has no float8_e4m3fn dtype (torch 2.1 or newer has)"
+    return None
+
+
 def what_runs(device_type: str) -> dict[str, str]:
     """Each scheme: `runs` or why it does not, on ``device_type`` (the doctor prints it)."""
     bnb = bitsandbytes_status()
     fp8 = fp8_status(device_type)
+    scaled = fp8_scaled_status()
     return {
         "nf4": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
         "int8": "runs" if bnb is None else f"no: bitsandbytes is not importable ({bnb})",
         "fp8": "runs" if fp8 is None else f"no: {fp8}",
+        "fp8_scaled": "runs" if scaled is None else f"no: {scaled}",
     }
 
 
@@ -107,6 +121,14 @@ def check_config(cfg, device_type: str, family=None) -> None:
                 f"--quantize_base {scheme} loads the model with bitsandbytes, which is not importable here ({why}). "
                 'Install it (`pip install -e ".[quant]" -c constraints.txt`, or `pip install bitsandbytes`; '
                 "bitsandbytes >= 0.48 also runs on a CPU), or train without --quantize_base."
+            )
+        return
+    if scheme == "fp8_scaled":
+        why = fp8_scaled_status()
+        if why is not None:
+            raise QuantizeError(
+                f"--quantize_base fp8_scaled cannot run here: {why}. Upgrade torch "
+                "(`pip install -e . -c constraints.txt`), or use --quantize_base nf4, or train without --quantize_base."
             )
         return
     if cfg.allow_fp16 or cfg.mixed_precision == "fp16":
@@ -147,7 +169,7 @@ def check_text_encoder(cfg, family=None) -> None:
 def diffusers_config(cfg):
     """diffusers' quantization config for --quantize_base, or None."""
     scheme = cfg.quantize_base
-    if scheme in (None, "none"):
+    if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     if scheme == "fp8":
         from diffusers import TorchAoConfig
@@ -169,7 +191,7 @@ def diffusers_kwargs(cfg) -> dict:
 def transformers_config(cfg, skip_modules: Iterable[str] = ()):
     """transformers' quantization config for --quantize_base (``skip_modules`` stay unquantized), or None."""
     scheme = cfg.quantize_base
-    if scheme in (None, "none"):
+    if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     skip = list(skip_modules) or None
     if scheme == "fp8":
@@ -224,6 +246,28 @@ def diffusers_loading(model: ModelOptions):
     finally:
         auto.AUTO_QUANTIZER_MAPPING.clear()
         auto.AUTO_QUANTIZER_MAPPING.update(saved)
+
+
+def after_loading(
+    model: ModelOptions, module: torch.nn.Module, skip: Iterable[str] = (), device: torch.device | None = None
+) -> int:
+    """Under ``--quantize_base fp8_scaled`` (``model``: the run's ``cfg.model``), convert the just-loaded ``module``'s
+    quantizable Linears (:func:`quantized_linears` with the family's ``skip`` list, as the memory plan counts them)
+    to fp8 with per-block scales; returns how many (0 under any other scheme, which the libraries quantize).
+
+    Every family calls it right after loading and before moving the model to ``device``, so a model never sits on
+    the device in its load dtype; on a CUDA ``device`` the quantization math runs there, a layer at a time.
+    """
+    if model.quantize_base != "fp8_scaled":
+        return 0
+    work = device if device is not None and device.type == "cuda" else None
+    return fp8_scaled.convert(module, quantized_linears(module, skip), work_device=work)
+
+
+def keep_out_of_ddp(model: torch.nn.Module) -> int:
+    """Keep fp8_scaled's weight buffers out of DDP's buffer broadcast (:func:`fp8_scaled.keep_out_of_ddp`); call it
+    on the module handed to ``accelerator.prepare``. Does nothing for a model without them."""
+    return fp8_scaled.keep_out_of_ddp(model)
 
 
 def keep_4bit_layout(*modules: torch.nn.Module | None) -> None:
@@ -362,12 +406,15 @@ def check_trainable(cfg, trained_names: Iterable[str], quantized: Iterable[str])
 
 def quantized_bytes(module: torch.nn.Linear, scheme: str) -> int:
     """Bytes ``module``'s weight takes once quantized: nf4 half a byte a weight plus one fp32 absmax per 64,
-    int8 one byte a weight plus one fp32 scale per output row, fp8 one byte plus one fp32 scale per row."""
+    int8 one byte a weight plus one fp32 scale per output row, fp8 one byte plus one fp32 scale per row,
+    fp8_scaled one byte plus one fp32 scale per row and block of 64 inputs (per row when not a multiple of 64)."""
     weight = module.weight
     n = weight.numel()
     if scheme == "nf4":
         return n // 2 + n % 2 + 4 * -(-n // NF4_BLOCK)
     rows = weight.shape[0]
+    if scheme == "fp8_scaled":
+        return n + 4 * rows * (module.in_features // fp8_scaled.block_size(module.in_features))
     return n + 4 * rows
 
 
@@ -382,14 +429,26 @@ def quantized_weight_savings(model: torch.nn.Module, scheme: str, names: Iterabl
     return saved
 
 
+def dequantized_peak_bytes(model: torch.nn.Module, scheme: str, names: Iterable[str], dtype: torch.dtype) -> int:
+    """fp8_scaled dequantizes each Linear weight into the compute ``dtype`` while the layer runs (forward, backward,
+    a checkpointed recomputation): the largest of them, alive on top of the step's other tensors. 0 otherwise."""
+    if scheme != "fp8_scaled":
+        return 0
+    modules = dict(model.named_modules())
+    return max((fp8_scaled.dequantized_bytes(modules[n].weight.numel(), dtype) for n in names), default=0)
+
+
 def describe(model: ModelOptions) -> str | None:
     """One line for logs and the model card (``model``: the run's ``cfg.model``), or None when the base is not
     quantized."""
     if not enabled(model):
         return None
-    kind = {"nf4": "bitsandbytes nf4 (4-bit)", "int8": "bitsandbytes LLM.int8 (8-bit)", "fp8": "torchao fp8 weights"}[
-        model.quantize_base
-    ]
+    kind = {
+        "nf4": "bitsandbytes nf4 (4-bit)",
+        "int8": "bitsandbytes LLM.int8 (8-bit)",
+        "fp8": "torchao fp8 weights",
+        "fp8_scaled": "fp8 e4m3 weights with a scale per 64 inputs, computed in the compute dtype",
+    }[model.quantize_base]
     return f"{kind}; the LoRA weights trained in fp32"
 
 
@@ -407,16 +466,20 @@ def describe_text_encoder(model: ModelOptions) -> str | None:
 __all__ = [
     "SCHEMES",
     "QuantizeError",
+    "after_loading",
     "check_config",
     "check_text_encoder",
     "check_trainable",
     "describe",
     "describe_text_encoder",
     "diffusers_config",
+    "dequantized_peak_bytes",
     "diffusers_loading",
     "enabled",
     "follow_autocast",
+    "fp8_scaled_status",
     "keep_4bit_layout",
+    "keep_out_of_ddp",
     "quantized_bytes",
     "quantized_linears",
     "text_encoder_kwargs",

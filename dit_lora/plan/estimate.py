@@ -28,6 +28,10 @@ mapped beside the copy while it loads). The training step's live bytes are multi
 :data:`CPU_HEAP_FACTOR` there: glibc's heap keeps a step's freed activations in pieces the next activation
 does not fit, so a step's resident growth is a multiple of its live peak. (The no-grad encode of the caching
 phase frees as it goes: applied to it, a factor of 2.2 over-predicted DiT's peaks by 44%.)
+
+``--blocks_to_swap N`` (:mod:`dit_lora.modeling.block_swap`) takes the swapped blocks' frozen bytes off the trained
+model's resident weights on an accelerator, in the caching and the training phase, and adds back the blocks in flight
+(:data:`SWAP_IN_FLIGHT`); on a CPU host memory is the device's, so only the in-flight copies count, as a cost.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from dit_lora.contract import spec as fallback
 from dit_lora.contract.capabilities import MemoryPlan
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-from dit_lora.modeling import quantize
+from dit_lora.modeling import block_swap, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
 from dit_lora.plan import resident
@@ -66,6 +70,11 @@ CPU_HEAP_FACTOR = {False: 1.96, True: 2.85}
 #: the depths a step is traced at before extrapolating (module docstring: the first block is lighter than the rest,
 #: so the per-block growth is read between blocks two and three); a model this deep or shallower is traced whole
 TRACE_DEPTHS = (2, 3)
+#: --blocks_to_swap: swapped blocks whose device copies live at once (never more than are swapped): the one computing
+#: and the next one arriving (``tests/modeling/test_block_swap.py`` measures two on the CPU), and on an accelerator
+#: one more, the one just left, whose memory the allocator reuses only once the compute stream has passed it
+#: (``record_stream``)
+SWAP_IN_FLIGHT = {"cpu": 2, "accelerator": 3}
 
 
 @dataclass
@@ -110,11 +119,22 @@ class Plan:
     #: bytes ``--quantize_base nf4`` / ``--quantize_text_encoder`` would save (0 when already on), for the advice
     nf4_model_savings: int = 0
     nf4_text_encoder_savings: int = 0
+    blocks_to_swap: int = 0  #: --blocks_to_swap
+    swapped_bytes: int = 0  #: the swapped blocks' frozen weights, kept in host memory
+    swap_in_flight_bytes: int = 0  #: the most of them on the device at once (:data:`SWAP_IN_FLIGHT` blocks)
+    dequant_bytes: int = 0  #: --quantize_base fp8_scaled: the largest Linear weight dequantized while it runs
+
+    @property
+    def swap_saving(self) -> int:
+        """What --blocks_to_swap takes off the trained model's resident weights: the swapped blocks' bytes less the
+        blocks in flight (on a CPU, where host memory is the device's, only the in-flight copies: negative)."""
+        return (0 if self.device == "cpu" else self.swapped_bytes) - self.swap_in_flight_bytes
 
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
         gc = self.checkpointing if checkpointing is None else checkpointing
-        held = self.weights[self.trained_component] + self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
+        held = self.weights[self.trained_component] - self.swap_saving + self.dequant_bytes
+        held += self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)
         return held + self.resident_activations(gc)
@@ -281,6 +301,22 @@ def cpu_residency(
     return cache, load, mapped
 
 
+def swap_figures(
+    cfg: TrainConfig, spec: FamilySpec, model: torch.nn.Module, device: str, scale: float
+) -> dict[str, int]:
+    """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached): the swapped blocks' frozen
+    bytes and the blocks in flight. ``scale``: the trained model's bytes as counted over its bytes as built (below 1
+    when --quantize_base counts its linears smaller; the blocks hold nearly all of them, so they shrink alike)."""
+    count = int(cfg.blocks_to_swap)
+    swapped, largest = block_swap.swap_bytes(model, spec.info.block_lists, count)
+    in_flight = min(count, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * largest
+    return {
+        "blocks_to_swap": count,
+        "swapped_bytes": int(swapped * scale),
+        "swap_in_flight_bytes": int(in_flight * scale),
+    }
+
+
 def planner(spec: FamilySpec) -> MemoryPlan:
     """``spec.plan`` (:class:`~dit_lora.contract.capabilities.MemoryPlan`); a family without it is one paragraph
     (``dit-lora plan`` exits 2; a run goes on without a plan)."""
@@ -319,10 +355,11 @@ def plan_run(
 
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
-    weights = {"model": module_bytes(comps.model)}
+    weights, dequant = {"model": module_bytes(comps.model)}, 0
     if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
         names = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
+        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, names, cfg.weight_dtype)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
     te_savings = (
@@ -341,6 +378,7 @@ def plan_run(
             comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
         )
     )
+    swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
     moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
@@ -348,6 +386,7 @@ def plan_run(
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
+    cache_weights["model"] -= 0 if device == "cpu" else swap["swapped_bytes"]  # parked at load, before the cache
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
@@ -382,6 +421,8 @@ def plan_run(
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
         nf4_model_savings=nf4_savings,
         nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
+        dequant_bytes=dequant,
+        **swap,
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))

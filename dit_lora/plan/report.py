@@ -56,6 +56,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
         f"x accumulation {plan.gradient_accumulation_steps}, {plan.depth} blocks (predicted, no weights loaded)"
     )
     rows = [(f"weights: {name}" + _quantized_label(plan, name), _gib(size)) for name, size in plan.weights.items()]
+    if plan.blocks_to_swap:
+        rows.append((f"block swap (--blocks_to_swap {plan.blocks_to_swap})", _swap_row(plan)))
     rows += [
         ("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
         ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
@@ -63,6 +65,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     ]
     if plan.ddp_bytes:
         rows.append(("DDP gradient buckets", _gib(plan.ddp_bytes)))
+    if plan.dequant_bytes:
+        rows.append(("fp8 weight dequantized while its layer runs (largest)", _gib(plan.dequant_bytes)))
     for step in plan.steps:
         gc = "with" if step.checkpointing else "without"
         rows.append((f"step activations, {step.bucket}, {gc} checkpointing", _gib(step.activation_bytes)))
@@ -93,6 +97,17 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     if capacity is not None:
         lines.append(advice(plan, capacity))
     return "\n".join(lines)
+
+
+def _swap_row(plan: Plan) -> str:
+    """What --blocks_to_swap changes in the trained model's resident weights, and why."""
+    in_flight = _gib(plan.swap_in_flight_bytes)
+    if plan.device == "cpu":
+        return f"+{in_flight} (host memory is the device's here: only the copies of the blocks in flight add)"
+    return (
+        f"-{_gib(plan.swap_saving)} on the device ({_gib(plan.swapped_bytes)} of frozen weights in pinned host memory, "
+        f"{in_flight} of them in flight)"
+    )
 
 
 def advice(plan: Plan, capacity: int) -> str:
@@ -144,11 +159,14 @@ def advice(plan: Plan, capacity: int) -> str:
 
 def _phases(plan: Plan, checkpointing: bool, nf4: bool) -> tuple[int, int]:
     """(training phase, the other phases' peak) at ``checkpointing``, with (``nf4``) the model's and the text
-    encoder's Linear weights nf4-quantized; the process itself added to both."""
+    encoder's Linear weights nf4-quantized; the process itself added to both. bitsandbytes' weights cannot be
+    swapped, so nf4 comes without --blocks_to_swap: what the swap took off comes back first."""
     model = plan.nf4_model_savings if nf4 else 0
     text = plan.nf4_text_encoder_savings if nf4 else 0
-    train = plan.train_phase_bytes(checkpointing) - model - (text if plan.encoders_in_training else 0)
-    cache = plan.cache_phase_bytes - model - text if plan.cache_phase_bytes else 0
+    unswapped = plan.swap_saving if nf4 else 0
+    parked = (0 if plan.device == "cpu" else plan.swapped_bytes) if nf4 else 0  # the caching phase's share
+    train = plan.train_phase_bytes(checkpointing) + unswapped - model - (text if plan.encoders_in_training else 0)
+    cache = plan.cache_phase_bytes + parked - model - text if plan.cache_phase_bytes else 0
     return train + plan.process_bytes, max(cache, plan.load_phase_bytes or 0) + plan.process_bytes
 
 
@@ -159,6 +177,7 @@ def _peak_with(plan: Plan, checkpointing: bool, nf4: bool) -> int:
 def _nf4_option(plan: Plan, checkpointing: bool, capacity: int) -> str:
     """``--quantize_base nf4`` (and the text encoder's nf4 when it has one), with the peak that gives."""
     flags = "--quantize_base nf4" + (" --quantize_text_encoder true" if plan.nf4_text_encoder_savings else "")
+    flags += " --blocks_to_swap 0" if plan.blocks_to_swap else ""  # they do not combine
     if checkpointing and not plan.checkpointing:
         flags += " --gradient_checkpointing true"
     after = _peak_with(plan, checkpointing, nf4=True)

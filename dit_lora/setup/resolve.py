@@ -12,7 +12,8 @@ a :class:`~dit_lora.config.TrainConfig` built in code) to the frozen config a ru
    the defaults);
 4. the catalogue's and the family's generic defaults (:func:`dit_lora.catalogue.defaults.choose_defaults`): the
    values come back, a new frozen config holds them;
-5. the family's own checks of the resolved values (``validate_config``) and the image buckets.
+5. the family's own checks of the resolved values (``validate_config``), the image buckets and
+   ``--blocks_to_swap`` against the model's block count (read from its config, as the memory plan reads it).
 
 ``dit-lora train``, the recipe scripts, ``dit-lora plan`` and ``dit-lora check-data`` all go through here;
 :func:`dit_lora.training.run.setup` builds the Accelerator once, from the resolved config.
@@ -23,11 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults
+from dit_lora.catalogue.defaults import ChosenDefaults, choose_defaults, config_reader
+from dit_lora.catalogue.entry import lookup
 from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data.prepare import check_image_buckets
+from dit_lora.modeling import block_swap
 from dit_lora.registry import get_spec
 
 
@@ -79,7 +82,22 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if validate:
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
+        if cfg.blocks_to_swap:
+            block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
     return Resolved(config=cfg, spec=spec, defaults=defaults)
+
+
+def block_count(cfg: TrainConfig, spec: FamilySpec) -> int | None:
+    """The model's number of repeated blocks, read from its config where the memory plan reads it (the plan's
+    ``depth_key``); None when the family has no plan or the config cannot be read (the swap then counts the blocks
+    once they are loaded)."""
+    if spec.plan is None or not cfg.pretrained_model_name_or_path:
+        return None
+    file, key = spec.plan.depth_key
+    sub, _, name = file.rpartition("/")
+    found = config_reader(cfg.model)(sub, name)
+    value = lookup(found, key) if found is not None else None
+    return int(value) if isinstance(value, int) else None
 
 
 def build_demo_files(cfg: TrainConfig, spec: FamilySpec) -> None:
@@ -95,4 +113,4 @@ def build_demo_files(cfg: TrainConfig, spec: FamilySpec) -> None:
     state.wait_for_everyone()
 
 
-__all__ = ["Resolved", "build_demo_files", "resolve", "resolve_config"]
+__all__ = ["Resolved", "block_count", "build_demo_files", "resolve", "resolve_config"]

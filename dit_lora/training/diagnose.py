@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from dit_lora.modeling.fp8_scaled import Fp8ScaledLinear
 from dit_lora.training.diagnose_advice import MAX_NAMES, advice_for, format_paragraph
 
 __all__ = [
@@ -290,8 +291,9 @@ def _bnb_class(name: str):
 
 
 def quantized_base(model: torch.nn.Module) -> dict[str, Any] | None:
-    """The quantized linears of ``model`` (bitsandbytes nf4/int8, torchao fp8): scheme, count and the compute dtype
-    of the 4-bit ones; None for an unquantized model. PEFT's LoRA wrappers are not counted, their base layers are."""
+    """The quantized linears of ``model`` (bitsandbytes nf4/int8, torchao fp8, fp8_scaled): scheme, count and the
+    compute dtype of the 4-bit ones; None for an unquantized model. PEFT's LoRA wrappers are not counted, their base
+    layers are."""
     four, eight = _bnb_class("Linear4bit"), _bnb_class("Linear8bitLt")
     schemes: set[str] = set()
     compute, count = None, 0
@@ -302,6 +304,8 @@ def quantized_base(model: torch.nn.Module) -> dict[str, Any] | None:
             compute = compute or module.compute_dtype
         elif eight is not None and isinstance(module, eight):
             schemes.add("int8")
+        elif isinstance(module, Fp8ScaledLinear):  # computes in the replay's fp32 by itself (its input's dtype)
+            schemes.add("fp8_scaled")
         elif weight is not None and type(weight.data).__module__.startswith("torchao"):
             schemes.add("fp8")
         else:

@@ -64,7 +64,7 @@ def advice_for(report: dict[str, Any]) -> list[str]:
         advice.append(f"the fault reproduces in fp32: lower --learning_rate{lr}")
         if report.get("quantized_base"):
             scheme = report["quantized_base"]["scheme"]
-            other = "none" if scheme == "int8" else "int8 or none"
+            other = "none" if scheme in ("int8", "fp8_scaled") else "int8 or none"
             advice.append(
                 f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
                 "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
@@ -137,6 +137,8 @@ def _quantized_precision_advice(quantized: dict[str, Any], where: str, fp16: boo
         )
     if scheme == "int8":
         return head + "Train with --quantize_base none, or keep int8 and lower --learning_rate."
+    if scheme == "fp8_scaled":  # it computes in the run's precision, as an unquantized base does
+        return head + "Train with --mixed_precision no (fp32 compute, the same fp8 weights), or --quantize_base none."
     return head + (
         "Train with --quantize_base int8 (8-bit weights, its outliers in 16 bits) or none, or keep "
         f"{scheme} and compute in fp32 with --mixed_precision no."

@@ -45,7 +45,7 @@ from dit_lora.data.cache import default_cache_root
 from dit_lora.data.prepare import prepare_data
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
-from dit_lora.modeling import quantize, trainables
+from dit_lora.modeling import block_swap, quantize, trainables
 from dit_lora.modeling.quantize import QuantizeError
 from dit_lora.output.adapter import assert_finite
 from dit_lora.output.hub import preflight_push
@@ -480,6 +480,11 @@ def _build_optimizer(run: Run) -> None:
         interval=run.interval,
         world_size=world,
     )
+    quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
+    # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
+    swap = block_swap.install(model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name)
+    if swap is not None:
+        run.log(swap.describe())
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
 

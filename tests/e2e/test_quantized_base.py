@@ -18,69 +18,15 @@ from safetensors.torch import load_file
 
 from helpers import (assert_text_encoder_quantization_error_only, base_args, read_summary, run_recipe,
                      train_in_process, vlm_batch)
+from quantized_reload import assert_quantization_error_only as _assert_quantization_error_only
+from quantized_reload import capture_steps as _capture
+from quantized_reload import check_quantized_outputs as _check_outputs
+from quantized_reload import reloads_within_quantization_error as _reloads_within_quantization_error
+from quantized_reload import skipped_without_change as _skipped_without_change
 
 pytest.importorskip("bitsandbytes")
 
 NF4 = dict(quantize_base="nf4", mixed_precision="no", resolution=32, train_batch_size=2, max_train_steps=4)
-
-
-def _capture():
-    """``on_step`` keeping the trained model and a copy of its trainable weights after every update."""
-    seen = {"weights": {}}
-
-    def on_step(step, model, optimizer):
-        seen["model"] = model
-        seen["weights"][step] = [p.detach().clone() for p in model.parameters() if p.requires_grad]
-    return seen, on_step
-
-
-def _skipped_without_change(seen, step: int) -> None:
-    """The drilled update ``step`` left every trainable weight bitwise as it was; the next one moved them."""
-    before, at, after = (seen["weights"][s] for s in (step - 1, step, step + 1))
-    assert all(torch.equal(a, b) for a, b in zip(before, at))
-    assert any(not torch.equal(a, b) for a, b in zip(at, after))
-
-
-def _assert_quantization_error_only(trained_q, reloaded, base_q, base_unq):
-    """The reloaded unquantized model + adapter vs the trained quantized one: no further from it than the two
-    bases are from each other (plus a little), and the adapter moved the output."""
-    err = (trained_q - reloaded).abs().max().item()
-    quant = (base_q - base_unq).abs().max().item()
-    assert quant > 0  # the base really was quantized
-    assert err <= 1.5 * quant + 1e-5, (err, quant)
-    assert (reloaded - base_unq).abs().max().item() > 1e-6  # the adapter does something
-
-
-def _check_outputs(summary, out):
-    assert isinstance(summary, dict), summary
-    assert summary["config"]["quantize_base"] == "nf4"
-    card = (out / "README.md").read_text()
-    assert "Trained on a quantized base" in card and "--quantize_base nf4" in card
-    assert all(torch.isfinite(v).all() and v.dtype == torch.float32
-               for v in load_file(str(next(out.glob("*.safetensors")))).values())
-
-
-def _reloads_within_quantization_error(model, pipeline_class, model_dir, out, layer: str, **inputs) -> None:
-    """The trained model's base layers are bitsandbytes ``layer``s and the adapter, put on the unquantized fp32
-    pipeline by diffusers' load_lora_weights, gives its output up to the base's quantization error."""
-    model = model.eval()
-    first_q = next(m for n, m in model.named_modules() if n.endswith("0.attn1.to_q"))  # transformer_blocks / blocks
-    assert type(first_q.base_layer).__name__ == layer
-    assert all(p.dtype == torch.float32 for n, p in model.named_parameters() if p.requires_grad)
-
-    def run(m):
-        with torch.no_grad():
-            return m(**inputs).sample.float()
-
-    trained_q = run(model)
-    model.disable_adapters()
-    base_q = run(model)
-    pipe = pipeline_class.from_pretrained(str(model_dir), torch_dtype=torch.float32)
-    base_unq = run(pipe.transformer)
-    pipe.load_lora_weights(str(out))  # stock diffusers loader, unquantized fp32 transformer
-    assert not getattr(pipe.transformer, "is_quantized", False)
-    assert isinstance(pipe.transformer, type(model))
-    _assert_quantization_error_only(trained_q, run(pipe.transformer), base_q, base_unq)
 
 
 def _sana_reloads_within_quantization_error(model, tiny_sana, out, layer: str) -> None:

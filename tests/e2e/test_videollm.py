@@ -64,9 +64,14 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
     from dit_lora import load_adapter
     from dit_lora.families.videollm import architecture_spec as spec_for
 
+    from dit_lora.modeling.block_swap import installed
+
     out = tmp_path / "out"
-    summary, trained = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video"))
+    # with the last decoder layer swapped (--blocks_to_swap): the reload below checks what it trained
+    summary, trained = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",
+                                                blocks_to_swap=1))
     assert summary["status"] == "completed" and summary["steps"] == 6 and summary["skipped_steps"] == 0
+    assert installed(trained) is not None
     groups = {g["name"]: g for g in summary["param_groups"]}
     assert set(groups) == {"lora", "backbone"} and groups["backbone"]["lr"] == 1e-3  # the projector
     for name in ("adapter_model.safetensors", "adapter_config.json", "dit_lora_backbone.safetensors", "README.md"):
@@ -113,8 +118,9 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
 def test_qwen_chat_format_through_the_recipe_with_a_fault_drill(assets, tmp_path):
     out = tmp_path / "out"
     proc = run_recipe(_args(assets["qwen"], assets["chat"], out, family="qwen2_5_vl", inject_faults="nan_loss@3",
-                            checkpointing_steps=0), recipe="videollm")
+                            checkpointing_steps=0, blocks_to_swap=1), recipe="videollm")  # the drill under the swap
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "block swap: 1 block(s)' frozen weights" in proc.stdout
     summary = read_summary(out)
     assert summary["family"] == "qwen2_5_vl" and summary["status"] == "completed"
     assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["applied_updates"] == 5

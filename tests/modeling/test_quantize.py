@@ -142,6 +142,7 @@ def test_doctor_reports_the_quantization_backends():
 
     (check,) = [c for c in run_checks(import_check=False) if c.name == "quantized base"]
     assert "bitsandbytes" in check.value and "torchao" in check.value and check.status == "ok"
+    assert "fp8_scaled run" in check.value  # no library needed: it runs on this device too (listed last)
 
 
 @pytest.mark.gpu
@@ -235,3 +236,99 @@ def test_quantized_linears_follow_autocast_like_a_plain_linear(kind):
     y.float().sum().backward()
     assert x.grad is not None and torch.isfinite(x.grad).all()
     assert fixed[0](x).dtype == torch.float32  # autocast off: as before
+
+
+# ---- fp8_scaled: dit-lora's own fp8 weights (dit_lora/modeling/fp8_scaled.py) ----------------------------------------
+def test_fp8_scaled_runs_anywhere_torch_has_float8_and_needs_no_library_config(monkeypatch):
+    cfg = _cfg(quantize_base="fp8_scaled")
+    quantize.check_config(cfg, "cpu")
+    quantize.check_config(_cfg(quantize_base="fp8_scaled", mixed_precision="fp16", allow_fp16=True), "cuda")
+    assert quantize.what_runs("cpu")["fp8_scaled"] == "runs"
+    assert quantize.diffusers_config(cfg) is None and quantize.diffusers_kwargs(cfg) == {}
+    assert quantize.transformers_config(cfg, ["lm_head"]) is None
+    assert "fp8 e4m3" in quantize.describe(cfg) and "fp32" in quantize.describe(cfg)
+    monkeypatch.setattr(quantize, "fp8_scaled_status", lambda: "torch 2.0 has no float8_e4m3fn dtype")
+    with pytest.raises(QuantizeError) as err:
+        quantize.check_config(cfg, "cpu")
+    assert "--quantize_base fp8_scaled" in _paragraph(err.value) and "nf4" in str(err.value)
+
+
+def test_fp8_scaled_bytes_are_one_a_weight_plus_a_scale_per_row_and_block():
+    assert quantize.quantized_bytes(torch.nn.Linear(128, 64, device="meta"), "fp8_scaled") == 8192 + 4 * 64 * 2
+    assert quantize.quantized_bytes(torch.nn.Linear(37, 5, device="meta"), "fp8_scaled") == 185 + 4 * 5  # per row
+
+
+def test_after_loading_converts_what_the_plan_counts_and_only_under_fp8_scaled():
+    from dit_lora.modeling.fp8_scaled import Fp8ScaledLinear
+
+    def model():
+        m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 8), torch.nn.Conv2d(3, 3, 1))
+        m._keep_in_fp32_modules = ["1"]  # diffusers' convention: stays as loaded
+        return m
+
+    for scheme in ("none", "nf4"):
+        untouched = model()
+        assert quantize.after_loading(_cfg(quantize_base=scheme).model, untouched) == 0
+        assert type(untouched[0]) is torch.nn.Linear
+    m = model()
+    assert quantize.quantized_linears(m) == ["0"]
+    assert quantize.after_loading(_cfg(quantize_base="fp8_scaled").model, m, device=torch.device("cpu")) == 1
+    assert isinstance(m[0], Fp8ScaledLinear) and type(m[1]) is torch.nn.Linear
+    assert quantize.quantized_linears(m) == ["0"]  # still found (an nn.Linear subclass): the audit and refusals see it
+    skipped = torch.nn.Sequential(torch.nn.Linear(64, 64))
+    assert quantize.after_loading(_cfg(quantize_base="fp8_scaled").model, skipped, ["0"]) == 0
+
+
+def test_the_plan_predicts_the_fp8_scaled_weights_the_loader_makes(tiny_dit):
+    """dit-lora plan (meta model) counts fp8_scaled's Linears at 1 byte a weight plus the scales: exactly the bytes of
+    the transformer the DiT loader converts (after_loading), between nf4's and the unquantized size."""
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.modeling.trainables import attach_trainables
+    from dit_lora.plan import make_plan
+    from dit_lora.plan.fake import module_bytes
+    from dit_lora.plan.report import format_plan
+    from dit_lora.registry import get_family
+
+    family = get_family("dit")
+    base = dict(family="dit", pretrained_model_name_or_path=str(tiny_dit), resolution=64, rank=4, train_batch_size=1)
+    plans = {s: make_plan(_cfg(**base, quantize_base=s), family, device="cpu", both_settings=False)
+             for s in ("none", "fp8_scaled", "nf4")}
+    weights = {s: plan.weights["model"] for s, plan in plans.items()}
+    assert weights["nf4"] < weights["fp8_scaled"] < weights["none"]
+    assert plans["fp8_scaled"].weights["vae"] == plans["none"].weights["vae"]
+    assert "(Linear weights fp8_scaled-quantized)" in format_plan(plans["fp8_scaled"])
+    # each Linear is dequantized (fp32 here, --mixed_precision no) while it runs: the largest one is on top of the step
+    meta = family.plan.plan_components(_cfg(**base), config_reader(_cfg(**base))).model
+    largest = max(m.weight.numel() for n, m in meta.named_modules() if n in quantize.quantized_linears(meta))
+    assert plans["fp8_scaled"].dequant_bytes == 4 * largest and plans["none"].dequant_bytes == 0
+    assert "fp8 weight dequantized while its layer runs" in format_plan(plans["fp8_scaled"])
+    cfg = _cfg(**base, quantize_base="fp8_scaled")
+    comps = family.model.load_components(cfg, torch.device("cpu"))
+    assert any(type(m).__name__ == "Fp8ScaledLinear" for m in comps.model.modules())
+    attach_trainables(comps.model, family, cfg)  # the plan's model carries the LoRA weights too
+    assert module_bytes(comps.model) == weights["fp8_scaled"]
+
+
+def test_backbone_training_of_fp8_scaled_weights_stops_at_the_plan(tiny_dit):
+    from dit_lora.plan import make_plan
+    from dit_lora.registry import get_family
+
+    cfg = _cfg(family="dit", pretrained_model_name_or_path=str(tiny_dit), resolution=64, rank=4, train_batch_size=1,
+               quantize_base="fp8_scaled", train_backbone=["attn1\\.to_q"])
+    with pytest.raises(QuantizeError) as err:
+        make_plan(cfg, get_family("dit"), device="cpu", both_settings=False)
+    assert "--quantize_base fp8_scaled" in _paragraph(err.value) and "--train_backbone" in str(err.value)
+
+
+def test_fp8_scaled_model_with_lora_passes_the_precision_audit():
+    from dit_lora.contract.family import Components
+    from dit_lora.modeling.fp8_scaled import convert
+    from dit_lora.modeling.trainables import cast_trainable_to_fp32
+    from dit_lora.training.precision import audit_precision
+    from peft import LoraConfig, inject_adapter_in_model
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.LayerNorm(64)).to(torch.bfloat16)
+    convert(model.requires_grad_(False), ["0"])
+    inject_adapter_in_model(LoraConfig(r=4, target_modules=["0"]), model)
+    cast_trainable_to_fp32(model, under_autocast=True)
+    assert audit_precision(Components(model=model), {"model": torch.bfloat16}, allow_fp16=False) == []

@@ -198,3 +198,30 @@ def test_a_family_without_the_memory_plan_capability_is_one_paragraph():
     with pytest.raises(UserError, match=r"The memory plan .* needs the MemoryPlan capability, which the `sana` family "
                                         r"does not declare \(depth_key, plan_batches"):
         planner(NoPlan())
+
+
+def _swap_plan(blocks_to_swap: int, device: str):
+    """DiT-XL/2 narrowed, eight blocks, the run's checkpointing setting only."""
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path="facebook/DiT-XL-2-256", resolution=64,
+                      train_batch_size=2, blocks_to_swap=blocks_to_swap)
+    return plan_run(cfg, get_family("dit"), _dit_reader(8, narrow=True), device=device, both_settings=False)
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight(device):
+    from dit_lora.plan.estimate import SWAP_IN_FLIGHT
+
+    plain, swapped = _swap_plan(0, device), _swap_plan(6, device)
+    block = swapped.swapped_bytes // 6
+    assert block > 0 and swapped.swapped_bytes == 6 * block and plain.swapped_bytes == 0
+    in_flight = SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]
+    assert swapped.swap_in_flight_bytes == in_flight * block
+    change = plain.train_phase_bytes() - swapped.train_phase_bytes()
+    if device == "cuda":  # six blocks in host memory, three of them on the device at the peak
+        assert change == (6 - in_flight) * block
+        assert plain.cache_phase_bytes - swapped.cache_phase_bytes == 6 * block  # parked at load
+        assert "block swap (--blocks_to_swap 6)" in format_plan(swapped) and "in pinned host memory" in format_plan(
+            swapped)
+    else:  # the host memory is the device's: only the two copies in flight count
+        assert change == -in_flight * block
+        assert "only the copies of the blocks in flight add" in format_plan(swapped)

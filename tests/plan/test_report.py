@@ -86,3 +86,19 @@ def test_advice_offers_nf4_with_its_peak_and_the_share_of_tokens_that_fits():
                      steps=[StepTrace("b", True, 2**30, 1)], optimizer_bytes=2**30)
     assert "--quantize_base" not in advice(done, 7 * 2**30)
     assert "(about 50% of the largest bucket's tokens fits)" in advice(done, 7 * 2**30)
+
+
+def test_the_table_names_block_swap_and_nf4_is_offered_instead_of_it():
+    """--blocks_to_swap 4 of a 6 GiB model's blocks (1 GiB each, 3 in flight): 1 GiB less on the device. nf4 cannot
+    be swapped: its option drops the swap, and its peak is the unswapped model's less nf4's savings."""
+    plan = make_plan(blocks_to_swap=4, swapped_bytes=4 * 2**30, swap_in_flight_bytes=3 * 2**30,
+                     nf4_model_savings=4 * 2**30)
+    assert plan.swap_saving == 2**30 and plan.train_phase_bytes() == 9 * 2**30
+    assert "block swap (--blocks_to_swap 4)" in format_plan(plan) and "-1.00 GiB on the device" in format_plan(plan)
+    text = advice(plan, 6 * 2**30)
+    assert "--quantize_base nf4 --blocks_to_swap 0 --gradient_checkpointing true" in text
+    assert "peak 3.00 GiB" in text  # 6 GiB model + 1 GiB of checkpointed activations - 4 GiB: the swap undone
+    on_cpu = make_plan(device="cpu", blocks_to_swap=4, swapped_bytes=4 * 2**30, swap_in_flight_bytes=2 * 2**30)
+    assert on_cpu.swap_saving == -2 * 2**30 and on_cpu.train_phase_bytes() == 12 * 2**30
+    assert "only the copies of the blocks in flight add" in format_plan(on_cpu)
+

@@ -74,6 +74,24 @@ def test_the_familys_checks_run_in_resolve(tmp_path):
     assert resolve(cfg, validate=False).config.caption_dropout_probability == 0.1
 
 
+def test_blocks_to_swap_is_checked_against_the_models_block_count_from_its_config(tmp_path):
+    folder = _layout(tmp_path)  # DiT-XL/2: 28 blocks in transformer/config.json
+    values = dict(pretrained_model_name_or_path=str(folder), train_data_dir=str(folder))
+    with pytest.raises(UserError, match="--blocks_to_swap 28 asks for all of the model's 28 blocks.*at most "
+                       "--blocks_to_swap 27"):
+        resolve(TrainConfig.for_family("dit", blocks_to_swap=28, **values))
+    assert resolve(TrainConfig.for_family("dit", blocks_to_swap=27, **values)).config.blocks_to_swap == 27
+    with pytest.raises(UserError, match="cannot run with --compile blocks"):
+        resolve(TrainConfig.for_family("dit", blocks_to_swap=2, compile="blocks", **values))
+
+
+def test_a_negative_blocks_to_swap_is_refused_while_parsing(tmp_path):
+    from dit_lora.config import parse_config
+
+    with pytest.raises(UserError, match="--blocks_to_swap"):
+        parse_config(["--family", "dit", "--train_data_dir", str(tmp_path), "--blocks_to_swap", "-1"])
+
+
 def test_sections_and_flat_names_build_the_same_config():
     by_section = TrainConfig(lora=LoraOptions(rank=8, lora_layers=["to_q,to_k"]))
     flat = TrainConfig(rank=8, lora_layers=["to_q", "to_k"])

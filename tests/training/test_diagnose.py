@@ -177,3 +177,25 @@ def test_a_precision_fault_of_the_quantized_base_names_quantize_base():
     assert report["classification"] == "precision" and report["quantized_base"]["compute_dtype"] == "bfloat16"
     assert "--quantize_base int8" in report["advice"][0] and "--mixed_precision no" in report["advice"][0]
     assert any("--learning_rate" in a for a in report["advice"]) and model[0].compute_dtype == torch.bfloat16
+
+
+def test_a_fp8_scaled_base_is_named_and_replayed_in_fp32_with_the_same_weights():
+    """fp8_scaled's linears compute in their input's dtype without autocast, so the fp32 replay runs them in fp32
+    with the same fp8 weights; the report names the scheme (a hook makes bf16 compute overflow)."""
+    from dit_lora.modeling.fp8_scaled import convert
+
+    def loss_fn(model, batch, generator):
+        return model(batch["x"]).float().pow(2).mean()
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 1))
+    model[0].to(torch.bfloat16).requires_grad_(False)
+    convert(model, ["0"])
+    model[0].register_forward_hook(lambda m, args, out: out * float("inf") if out.dtype != torch.float32 else None)
+    batch = {"x": torch.randn(2, 64, dtype=torch.bfloat16), "sample_index": torch.tensor([0, 1])}
+    model[1].to(torch.bfloat16)
+    report = _diagnose(model, loss_fn, batch, autocast_ctx=contextlib.nullcontext)
+    assert report["classification"] == "precision", report["paragraph"]
+    assert report["quantized_base"] == {"scheme": "fp8_scaled", "modules": 1, "compute_dtype": None}
+    assert "fp32 (the fp8_scaled weights, computed in fp32): finite" in report["paragraph"]
+    assert model[0].weight_dtype == torch.bfloat16

@@ -41,6 +41,9 @@ def test_precision_fault_advice_depends_on_the_dtype_and_the_quantized_base():
     assert "--quantize_base nf4, 12 quantized linears" in nf4[0] and "--quantize_base int8" in nf4[0]
     int8 = advice_for(report("precision", quantized_base={"scheme": "int8", "modules": 3}))
     assert "LLM.int8 still quantizes its inputs" in int8[0] and "--quantize_base none" in int8[0]
+    scaled = advice_for(report("precision", quantized_base={"scheme": "fp8_scaled", "modules": 4}))
+    assert "--quantize_base fp8_scaled, 4 quantized linears" in scaled[0] and "--mixed_precision no" in scaled[0]
+    assert "--quantize_base int8" not in scaled[0]  # it computes in the run's precision: int8 is no way out
 
 
 def test_model_fault_advice_on_weights_clipping_and_the_loss():

@@ -44,7 +44,7 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
     stored_dtype,
 )
-from dit_lora.modeling import quantize
+from dit_lora.modeling import block_swap, quantize
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
@@ -198,6 +198,10 @@ class CogVideoXModel(DiffusionModel):
             scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg.model, err) from None
+        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
+        quantize.after_loading(cfg.model, transformer, CogVideoXPrecision().quantize_skip_modules(cfg), device)
+        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)

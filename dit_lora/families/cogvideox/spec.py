@@ -90,6 +90,7 @@ def _info(task_tag: str, pipeline: str) -> FamilyInfo:
         default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
         gradient_checkpointing_default=True,
         text_encoder_label="T5-XXL",
+        block_lists=("transformer_blocks",),
     )
 
 

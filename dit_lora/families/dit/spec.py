@@ -72,6 +72,7 @@ INFO = FamilyInfo(
     default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
     adapter_weight_name=PEFT_ADAPTER_FILE,
     repeated_block_classes=("BasicTransformerBlock",),  # DiTTransformer2DModel declares neither list
+    block_lists=("transformer_blocks",),
 )
 
 

@@ -30,7 +30,7 @@ from dit_lora.modelfiles.pipeline_files import (
     stored_dtype,
 )
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import quantize
+from dit_lora.modeling import block_swap, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
@@ -111,10 +111,14 @@ class SanaModel(DiffusionModel):
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Sana", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
+        quantize.after_loading(cfg.model, transformer, SanaPrecision().quantize_skip_modules(cfg), device)
         quantize.keep_4bit_layout(transformer, text_encoder)
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
+        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)

@@ -32,6 +32,7 @@ INFO = FamilyInfo(
     card_tags=("text-to-image", "diffusers", "sana", "diffusers-training"),
     default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
     text_encoder_label="Gemma-2",
+    block_lists=("transformer_blocks",),
 )
 
 

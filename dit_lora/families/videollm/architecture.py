@@ -196,6 +196,11 @@ class VideoLLMSpec:
     positions_encode_time: bool = False  # positions depend on the clip's sampled fps (the processor needs it)
     pipeline_tag = "video-text-to-text"
 
+    @property
+    def decoder_layers(self) -> str:
+        """The language model's decoder layers: the blocks ``--blocks_to_swap`` swaps."""
+        return f"{self.language_model}.layers"
+
     # Defaults for load_preprocessing when the folder's JSON lacks a key (CLIP values, 224 px).
     default_preprocessing: dict[str, Any] = {
         "image_mean": OPENAI_CLIP_MEAN,

@@ -23,7 +23,7 @@ from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.state import VideoLLMState
 from dit_lora.modelfiles.pipeline_files import check_safetensors
-from dit_lora.modeling import quantize
+from dit_lora.modeling import block_swap, quantize
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 if TYPE_CHECKING:
@@ -96,8 +96,11 @@ class VideoLLMModel:
             path, cfg.weight_dtype, quantization_config=quantize.transformers_config(cfg, skip)
         )
         model.requires_grad_(False)
+        quantize.after_loading(cfg.model, model, skip, device)  # --quantize_base fp8_scaled, before the device
         quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
+        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
+        block_swap.park_blocks(model, (self.arch.decoder_layers,), cfg.blocks_to_swap, device)
         model.to(device)
         processing = QAProcessingLoader(self.arch).load_processing(path, model.config)
         return Components(model=model, state=VideoLLMState(processing))

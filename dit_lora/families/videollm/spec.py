@@ -66,6 +66,7 @@ def family_info(arch: VideoLLMSpec) -> FamilyInfo:
         adapter_weight_name=PEFT_ADAPTER_FILE,
         gradient_checkpointing_default=True,
         compile_dynamic=True,  # the text length changes nearly every batch
+        block_lists=(arch.decoder_layers,),
     )
 
 

@@ -16,6 +16,10 @@ placement) moves the LoRA weights of both experts but not the parked expert's fr
 A switch points the idle expert's tensors back at their CPU copies (nothing to copy back: frozen weights never
 change) and copies the other's in with ``non_blocking``. LoRA weights and their optimizer state stay on the
 device throughout. The memory plan counts one expert (``loading.plan_wan_components``).
+
+The parking helpers (slots, host copies, dtype-following) are :mod:`dit_lora.modeling.block_swap`'s, shared with
+``--blocks_to_swap``; an expert's swapped blocks are left to the block swap (their slots are skipped here), so the
+two compose: the switch moves the rest of an expert, each swapped block comes and goes with its own forward.
 """
 
 from __future__ import annotations
@@ -26,13 +30,12 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch import nn
 
+from dit_lora.modeling.block_swap import Slot, follow_dtype, frozen_slots, host_copy, set_tensor
+
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
 
 EXPERTS = ("high", "low")
-
-#: one frozen tensor's place in its module: (``module._parameters`` or ``module._buffers``, key, the tensor)
-Slot = tuple[dict, str, torch.Tensor]
 
 
 def expert_for_step(step: int | None) -> str:
@@ -64,20 +67,6 @@ def transformer_config(model: nn.Module) -> Any:
 
 def _other(name: str) -> str:
     return "low" if name == "high" else "high"
-
-
-def _set(tensor: torch.Tensor, value: torch.Tensor) -> None:
-    """Make ``tensor`` (the same Python object: optimizer and PEFT hold it) hold ``value``'s storage.
-
-    ``.data`` works between the CPU and CUDA; for types it cannot join (CPU and meta, the tests' stand-in
-    accelerator) the contents are swapped with a new object sharing ``value``'s storage, as ``nn.Module._apply``
-    does under ``torch.__future__.set_swap_module_params_on_conversion``.
-    """
-    if torch._has_compatible_shallow_copy_type(tensor, value):
-        tensor.data = value
-    else:
-        holder = nn.Parameter(value, requires_grad=False) if isinstance(tensor, nn.Parameter) else value.detach()
-        torch.utils.swap_tensors(tensor, holder)
 
 
 class WanExperts(nn.Module):
@@ -118,13 +107,10 @@ class WanExperts(nn.Module):
         return self.high if name == "high" else self.low
 
     def _slots(self, name: str) -> Iterator[Slot]:
-        """The expert's frozen tensors now (parameters without grad, and buffers) with where each is held. Read
-        at each use: a parameter unfrozen after load (a backbone group) trains, so it is never parked."""
-        for module in self.expert(name).modules():
-            for table, frozen_only in ((module._parameters, True), (module._buffers, False)):
-                for key, tensor in table.items():
-                    if tensor is not None and not (frozen_only and tensor.requires_grad):
-                        yield table, key, tensor
+        """The expert's frozen tensors now (parameters without grad, and buffers) with where each is held, but
+        those of its swapped blocks (``--blocks_to_swap`` moves them). Read at each use: a parameter unfrozen after
+        load (a backbone group) trains, so it is never parked."""
+        return frozen_slots(self.expert(name), skip_swapped=True)
 
     def place(self, device: torch.device | str) -> None:
         """Put the frozen weights where training starts (called once, by the loader, before LoRA is attached).
@@ -144,8 +130,7 @@ class WanExperts(nn.Module):
         for name in EXPERTS:
             kept = self._host[name] = {}
             for _, _, tensor in self._slots(name):
-                host = tensor.detach().to("cpu")
-                kept[id(tensor)] = (tensor, host.pin_memory() if pin else host)
+                kept[id(tensor)] = (tensor, host_copy(tensor, pin=pin))
             self._park(name)  # the loaded copy (CPU, or the device for a loader that put it there) is dropped
         self._bring("high")
         self._active = "high"
@@ -155,14 +140,14 @@ class WanExperts(nn.Module):
         for _, _, tensor in self._slots(name):
             entry = self._host[name].get(id(tensor))
             if entry is not None:
-                _set(tensor, entry[1])
+                set_tensor(tensor, entry[1])
 
     def _bring(self, name: str) -> None:
         """Copy ``name``'s frozen tensors onto the device (asynchronous from pinned memory)."""
         for _, _, tensor in self._slots(name):
             entry = self._host[name].get(id(tensor))
             if entry is not None:
-                _set(tensor, entry[1].to(self._device, non_blocking=True))
+                set_tensor(tensor, entry[1].to(self._device, non_blocking=True))
 
     def _parked(self) -> str | None:
         """The expert whose frozen tensors wait in CPU memory now (None: offloading is off or on the CPU)."""
@@ -204,7 +189,7 @@ class WanExperts(nn.Module):
             return super()._apply(fn, recurse)
         slots = {name: list(self._slots(name)) for name in EXPERTS}
         for _, _, tensor in slots[parked]:
-            _set(tensor, torch.empty(0, dtype=tensor.dtype))
+            set_tensor(tensor, torch.empty(0, dtype=tensor.dtype))
         try:
             super()._apply(fn, recurse)
         finally:
@@ -222,12 +207,10 @@ class WanExperts(nn.Module):
                 entry = kept.pop(id(old), None)
                 if entry is None:
                     continue
-                host = entry[1]
-                if new.dtype != host.dtype:
-                    host = host.to(new.dtype).pin_memory() if host.is_pinned() else host.to(new.dtype)
+                host = follow_dtype(entry[1], new.dtype)
                 kept[id(new)] = (new, host)
                 if name == parked:
-                    _set(new, host)
+                    set_tensor(new, host)
                 else:
                     target = new.device  # where fn sent the active expert: the model's device from now on
         if target is not None:

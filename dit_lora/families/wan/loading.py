@@ -28,7 +28,7 @@ from dit_lora.families.wan.task import WanTask
 from dit_lora.families.wan.validate import validate_wan_config
 from dit_lora.modelfiles.pipeline_files import load_error
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import quantize
+from dit_lora.modeling import block_swap, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -79,6 +79,10 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg.model, err) from None
+    for t in transformers_.values():  # --quantize_base fp8_scaled: each expert converted before the device
+        quantize.after_loading(cfg.model, t, WanPrecision().quantize_skip_modules(cfg), device)
+        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
+        block_swap.park_blocks(t, model.info.block_lists, cfg.blocks_to_swap, device)
     both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
     for module in (
         *(() if both else transformers_.values()),

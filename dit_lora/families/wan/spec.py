@@ -86,6 +86,7 @@ def wan_info(task: WanTask) -> FamilyInfo:
         gradient_checkpointing_default=True,
         text_encoder_label="UMT5-XXL",
         repeated_block_classes=("WanTransformerBlock",),
+        block_lists=("blocks", "high.blocks", "low.blocks"),  # one transformer, or both A14B experts (WanExperts)
     )
 
 

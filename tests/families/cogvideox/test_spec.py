@@ -607,3 +607,10 @@ def test_no_component_keeps_run_state_in_extras():
 
     for module in Path(package.__file__).parent.glob("*.py"):
         assert "extras" not in module.read_text(), module.name
+
+
+def test_the_block_list_names_the_tiny_models_blocks(tiny_cogvideox):
+    """``--blocks_to_swap`` swaps ``transformer_blocks`` (``FamilyInfo.block_lists``)."""
+    from block_lists import assert_block_lists
+
+    assert_block_lists("cogvideox", tiny_cogvideox)

@@ -137,3 +137,10 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
          {"OUT": str(tmp_path / "card.png"), "__name__": "card"}, {})
     assert Image.open(tmp_path / "card.png").size == (64, 64)
     assert elapsed < 120, f"DiT demo took {elapsed:.0f}s"
+
+
+def test_the_block_list_names_the_tiny_models_blocks(tiny_dit):
+    """``--blocks_to_swap`` swaps ``transformer_blocks`` (``FamilyInfo.block_lists``)."""
+    from block_lists import assert_block_lists
+
+    assert_block_lists("dit", tiny_dit)

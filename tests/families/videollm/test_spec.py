@@ -61,3 +61,14 @@ def test_the_demo_builds_the_model_and_the_clips(monkeypatch, tmp_path):
     assert built == [str(tmp_path / "m")]
     ((root, kw),) = made
     assert root == tmp_path / "qa" and kw["layout"] == "chat" and kw["num_frames"] == 4
+
+
+@pytest.mark.parametrize("name", sorted(videollm.ARCHITECTURES))
+def test_the_block_list_names_the_tiny_models_decoder_layers(name, tmp_path):
+    """``--blocks_to_swap`` swaps the language model's decoder layers (``FamilyInfo.block_lists``)."""
+    from block_lists import assert_block_lists
+
+    from dit_lora.registry import resolve
+
+    build = resolve(videollm.ARCHITECTURES[name].demo)
+    assert_block_lists(name, build(tmp_path / name))

@@ -64,3 +64,16 @@ def test_no_component_keeps_run_state_in_extras():
     for module in Path(package.__file__).parent.glob("*.py"):
         text = module.read_text().replace("adapter_extras", "").replace("AdapterExtras", "")
         assert "extras" not in text.replace("save_beside_adapter", ""), module.name
+
+
+@pytest.mark.parametrize("variant,options,lists", [
+    ("2.1-t2v", {}, 1),
+    ("2.2-t2v-a14b", {"wan_expert": "both"}, 1),  # the idle expert offloaded: the plan builds the one on the device
+    ("2.2-t2v-a14b", {"wan_expert": "both", "offload_inactive_expert": False}, 2),  # WanExperts: high's and low's
+])
+def test_the_block_lists_name_the_tiny_models_blocks(wan_model, variant, options, lists):
+    """``--blocks_to_swap`` swaps ``blocks`` of one transformer, or ``high.blocks`` and ``low.blocks`` of the A14B
+    experts (``FamilyInfo.block_lists``)."""
+    from block_lists import assert_block_lists
+
+    assert_block_lists("wan", wan_model(variant), lists=lists, **options)

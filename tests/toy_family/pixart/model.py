@@ -92,6 +92,7 @@ class PixArtModel(DiffusionModel):
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("PixArt", cfg.model, err) from None
+        quantize.after_loading(cfg.model, transformer, PixArtPrecision().quantize_skip_modules(cfg), device)
         quantize.keep_4bit_layout(transformer, text_encoder)
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         return pixart_components(cfg, (transformer, vae, text_encoder, tokenizer), scheduler_cfg, device)

@@ -34,6 +34,7 @@ INFO = FamilyInfo(
     default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
     adapter_weight_name=PEFT_ADAPTER_FILE,
     text_encoder_label="T5",
+    block_lists=("transformer_blocks",),
 )
 
 
