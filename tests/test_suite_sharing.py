@@ -109,3 +109,138 @@ def test_the_workers_are_told_to_group(request):
         assert config.getvalue("loadgroup")
         grouped = [item for item in request.session.items if xdist_group(item)]
         assert all("@" in item.nodeid for item in grouped)
+
+
+# ---- runs forked from a warm interpreter (tests/support/warm.py) ------------------------------------------------------
+SCRIPT = r"""
+import atexit, json, os, sys, threading, time
+print(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "cwd": os.getcwd(),
+                  "path0": sys.path[0], "name": __name__, "hash": hash("dit-lora"),
+                  "fault": os.environ.get("DIT_LORA_FAULT"), "random": __import__("random").random()}))
+print("to stderr", file=sys.stderr)
+atexit.register(lambda: print("atexit ran"))
+threading.Thread(target=lambda: (time.sleep(0.2), print("thread joined"))).start()
+how = sys.argv[1]
+if how in ("exit2", "exit3"):
+    sys.exit(int(how[-1]))
+if how == "raise":
+    raise ValueError("boom")
+if how == "interrupt":
+    raise KeyboardInterrupt
+if how == "os_exit":
+    sys.stdout.flush()
+    os._exit(137)
+if how == "sleep":
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def light_pool(tmp_path, monkeypatch):
+    """A pool whose zygotes import nothing heavy (the forking, not the preload, is under test), as warm.POOL."""
+    import warm
+
+    monkeypatch.delenv("DIT_LORA_TEST_FRESH", raising=False)
+    pool = warm.Pool(preload="import json")
+    monkeypatch.setattr(warm, "POOL", pool)
+    script = tmp_path / "scripts" / "probe.py"
+    script.parent.mkdir()
+    script.write_text(SCRIPT)
+    yield pool, script
+    pool.close()
+
+
+def _report(done):
+    import json
+
+    return json.loads(done.stdout.splitlines()[0])
+
+
+@pytest.mark.slow  # starts processes
+def test_a_warm_run_is_its_own_process_and_exits_as_an_interpreter_does(light_pool, tmp_path):
+    import os
+
+    from warm import run_script
+
+    pool, script = light_pool
+    done = run_script(script, ["exit3"], env={"DIT_LORA_FAULT": "micro_batch:1"}, cwd=tmp_path)
+    report = _report(done)
+    zygote = pool.zygotes[0].proc.pid
+    assert report["ppid"] == zygote and report["pid"] not in (zygote, os.getpid())
+    assert report["argv"] == [str(script), "exit3"] and report["cwd"] == str(tmp_path)
+    assert report["path0"] == str(script.parent) and report["name"] == "__main__"
+    assert report["fault"] == "micro_batch:1"  # a variable read at run time reaches the fork
+    assert done.returncode == 3 and done.stderr == "to stderr\n"
+    assert done.stdout.splitlines()[1:] == ["thread joined", "atexit ran"]  # threads joined, then atexit
+    failed = run_script(script, ["raise"], cwd=tmp_path)
+    assert failed.returncode == 1 and "Traceback" in failed.stderr and "ValueError: boom" in failed.stderr
+    assert run_script(script, ["os_exit"], cwd=tmp_path).returncode == 137
+    interrupted = run_script(script, ["interrupt"], cwd=tmp_path)
+    assert interrupted.returncode == -2 and "KeyboardInterrupt" in interrupted.stderr
+
+
+@pytest.mark.slow  # starts processes
+def test_two_zygotes_take_turns_with_their_own_hash_seeds_and_each_fork_reseeds_random(light_pool, tmp_path):
+    from warm import run_script
+
+    pool, script = light_pool
+    a1, b1, a2 = (_report(run_script(script, ["ok"], cwd=tmp_path)) for _ in range(3))
+    assert a1["ppid"] == a2["ppid"] != b1["ppid"]
+    assert a1["hash"] == a2["hash"] != b1["hash"]  # two runs in a row: two hash seeds, as two fresh processes
+    assert a1["random"] != a2["random"]  # one zygote, two forks: not the same random state
+
+
+@pytest.mark.slow  # starts processes
+def test_what_a_fork_cannot_honour_runs_in_a_real_subprocess(light_pool, tmp_path, monkeypatch):
+    import os
+
+    from warm import run_script
+
+    pool, script = light_pool
+    warm_ppid = _report(run_script(script, ["ok"], cwd=tmp_path))["ppid"]
+    assert warm_ppid != os.getpid()
+    # the variables read when a run starts (and pytest's test name, another each test) are the fork's own
+    again = run_script(script, ["ok"], cwd=tmp_path, env={"DIT_LORA_FAULT": "x", "PYTEST_CURRENT_TEST": "another"})
+    assert _report(again)["ppid"] not in (os.getpid(), warm_ppid) and _report(again)["fault"] == "x"
+    # a variable read at import (here: any not in RUNTIME_ENV), DIT_LORA_TEST_FRESH, warm=False
+    for kwargs in ({"args": ["ok"], "env": {"OMP_NUM_THREADS": "7"}}, {"args": ["ok"], "warm": False}):
+        assert _report(run_script(script, cwd=tmp_path, **kwargs))["ppid"] == os.getpid(), kwargs
+    monkeypatch.setenv("DIT_LORA_TEST_FRESH", "1")
+    assert _report(run_script(script, ["ok"], cwd=tmp_path))["ppid"] == os.getpid()
+
+
+@pytest.mark.slow  # starts processes
+def test_a_warm_run_past_its_timeout_is_killed_and_the_zygote_serves_the_next(light_pool, tmp_path):
+    import subprocess
+
+    from warm import run_script
+
+    pool, script = light_pool
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_script(script, ["sleep"], cwd=tmp_path, timeout=2)
+    assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3
+    assert run_script(script, ["exit3"], cwd=tmp_path).returncode == 3  # both zygotes still serve
+
+
+@pytest.mark.slow  # starts processes
+def test_a_resume_is_forked_from_the_zygote_that_did_not_write_its_folder(light_pool, tmp_path):
+    from warm import run_script
+
+    pool, script = light_pool
+    out, other = str(tmp_path / "out"), str(tmp_path / "other")
+    writer = _report(run_script(script, ["ok", "--output_dir", out], cwd=tmp_path))  # zygote 0
+    _report(run_script(script, ["ok", "--output_dir", other], cwd=tmp_path))  # zygote 1: zygote 0's turn next
+    resumed = _report(run_script(script, ["ok", "--output_dir", out, "--resume_from_checkpoint", "latest"],
+                                 cwd=tmp_path))
+    assert resumed["ppid"] != writer["ppid"] and resumed["hash"] != writer["hash"]
+    # the resumed run wrote the folder last; one refused at its start (exit 2) wrote nothing, so the next resume
+    # still goes to the zygote that did not run the resumed one
+    refused = run_script(script, ["exit2", "--output_dir", out, "--resume_from_checkpoint", "latest"], cwd=tmp_path)
+    assert refused.returncode == 2 and _report(refused)["ppid"] != resumed["ppid"]
+    again = _report(run_script(script, ["ok", "--output_dir", out, "--resume_from_checkpoint", "latest"],
+                               cwd=tmp_path))
+    assert again["ppid"] != resumed["ppid"]
+    # a checkpoint named by its path: the folder holding it is the one whose writer counts
+    named = _report(run_script(script, ["ok", "--output_dir", str(tmp_path / "third"), "--resume_from_checkpoint",
+                                        f"{other}/checkpoint-4"], cwd=tmp_path))
+    assert named["ppid"] == writer["ppid"]  # other's writer was zygote 1

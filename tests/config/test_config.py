@@ -140,7 +140,7 @@ def test_finished_output_dir_is_not_overwritten(tmp_path, tiny_sana, shapes_data
     out = tmp_path / "out"
     out.mkdir()
     (out / "pytorch_lora_weights.safetensors").write_bytes(b"precious")
-    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache"))
+    proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache"), warm=True)
     _assert_clean_failure(proc, "already holds a finished run", "--overwrite_output_dir")
     assert (out / "pytorch_lora_weights.safetensors").read_bytes() == b"precious"
 

@@ -1,13 +1,13 @@
-"""The GPU benchmark scripts still run: ``--smoke`` trains a scaled-down model for two steps on the CPU."""
+"""The GPU benchmark scripts still run: ``--smoke`` trains a scaled-down model for two steps on the CPU. Each
+script runs as a fork of a warm interpreter (tests/support/warm.py: the libraries imported once a worker, not once a
+script); the script's own module code, its imports of benchmarks/ and everything it runs are its own."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
 from helpers import ROOT
+from warm import run_script
 
 pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GPU ones train two steps)
 
@@ -15,8 +15,7 @@ pytestmark = pytest.mark.slow  # each runs a benchmark script end to end (the GP
 @pytest.mark.parametrize("script", ["sana/step_gpu.py", "cogvideox/step_gpu.py", "videollm/step_gpu.py",
                                     "wan/step_gpu.py", "wan/kernels_gpu.py", "wan/family_step_gpu.py"])
 def test_gpu_benchmark_smoke(script):
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+    proc = run_script(ROOT / "benchmarks" / script, ["--smoke"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout
 
@@ -24,7 +23,6 @@ def test_gpu_benchmark_smoke(script):
 def test_kernels_benchmark_smoke():
     """benchmarks/kernels/ops_gpu.py --smoke: every fused op (Triton interpreter) and CPU attention backend, tiny
     shapes, checked against the references; torch.compile runs for one op."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels" / "ops_gpu.py"), "--smoke"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = run_script(ROOT / "benchmarks" / "kernels" / "ops_gpu.py", ["--smoke"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout

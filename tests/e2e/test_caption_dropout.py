@@ -25,7 +25,8 @@ def _equal(a, b) -> bool:
 def test_caption_dropout_changes_training_and_p0_is_the_run_without_it(tmp_path, tiny_sana, shapes_data):
     cache = tmp_path / "cache"
     reference = tmp_path / "reference"
-    ref = run_recipe(base_args(tiny_sana, shapes_data, reference, cache, caption_dropout_probability=0.5, **OPTS))
+    ref = run_recipe(base_args(tiny_sana, shapes_data, reference, cache, caption_dropout_probability=0.5, **OPTS),
+                     warm=True)
     assert ref.returncode == 0, ref.stdout + ref.stderr
     assert ref.stdout.count(LINE) == 1 and ref.stdout.count("the empty caption encoded once") == 1, ref.stdout
     assert read_summary(reference)["config"]["caption_dropout_probability"] == 0.5
@@ -33,7 +34,7 @@ def test_caption_dropout_changes_training_and_p0_is_the_run_without_it(tmp_path,
     # The drop changes training: without it the adapter differs; P=0 is exactly the run without the option.
     plain, zero = tmp_path / "plain", tmp_path / "zero"
     for folder, extra in ((plain, {}), (zero, {"caption_dropout_probability": 0})):
-        proc = run_recipe(base_args(tiny_sana, shapes_data, folder, cache, **OPTS, **extra))
+        proc = run_recipe(base_args(tiny_sana, shapes_data, folder, cache, **OPTS, **extra), warm=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "caption dropout" not in proc.stdout
     assert _equal(_adapter(plain), _adapter(zero))
@@ -46,7 +47,7 @@ def test_an_uncached_run_drops_captions_too(tmp_path, tiny_sana, shapes_data):
     for p in (0.0, 0.5):
         out = tmp_path / f"p{p}"
         proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", cache_latents="false",
-                                    caption_dropout_probability=p, **dict(OPTS, max_train_steps=3)))
+                                    caption_dropout_probability=p, **dict(OPTS, max_train_steps=3)), warm=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (LINE in proc.stdout) == (p > 0)
         runs[p] = _adapter(out)

@@ -97,7 +97,7 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
 
     out, cache = tmp_path / "out", tmp_path / "cache"
     proc = run_recipe(_args(models["t2v"], clip_sets["meta"], out, cache, validation_prompt="a red square moving up"),
-                      recipe="cogvideox")
+                      recipe="cogvideox", warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert ("video size: 9x64x64 (frames x height x width) from --height/--width/--max_num_frames; the checkpoint "
             "was trained at 9x64x64") in proc.stdout  # the tiny model's own recorded size
@@ -127,7 +127,7 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     assert "export_to_video" in card and "load_lora_weights" in card and "text-to-video" in card
     # A second run on the same data reuses every cached clip.
     again = run_recipe(_args(models["t2v"], clip_sets["meta"], tmp_path / "out2", cache, max_train_steps=1,
-                             checkpointing_steps=0), recipe="cogvideox")
+                             checkpointing_steps=0), recipe="cogvideox", warm=True)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "12/12 samples already cached" in again.stdout
 
@@ -139,7 +139,7 @@ def test_i2v_15_txt_layout_quarantines_bad_clips(models, clip_sets, tmp_path):
     proc = run_recipe(_args(models["i2v-1.5"], clip_sets["txt"], out, tmp_path / "cache", family="cogvideox_i2v",
                             caption_column="prompts.txt", video_column="videos.txt", max_bad_samples_fraction=0.3,
                             validation_prompt="a green square moving left to right", kernels="on",
-                            kernel_check_interval=2, max_train_steps=2), recipe="cogvideox")
+                            kernel_check_interval=2, max_train_steps=2), recipe="cogvideox", warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["status"] == "completed" and summary["family"] == "cogvideox_i2v"
@@ -165,7 +165,8 @@ def test_2b_uncached_logit_normal_capped_and_fault_skipped(models, clip_sets, tm
     out = tmp_path / "out"
     proc = run_recipe(_args(models["t2v-2b"], clip_sets["meta"], out, tmp_path / "cache", cache_latents="false",
                             timestep_sampling="logit_normal", loss_weight_cap=20, inject_faults="nan_loss@3",
-                            gradient_checkpointing="false", mixed_precision=None), recipe="cogvideox")
+                            gradient_checkpointing="false", mixed_precision=None), recipe="cogvideox",
+                      warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["applied_updates"] == 5
@@ -214,8 +215,8 @@ def test_bad_input_ends_in_one_paragraph(models, clip_sets, tmp_path, case, over
         (data / "prompts.txt").write_text("\n".join((data / "prompts.txt").read_text().splitlines()[:-2]) + "\n")
         extra = {"caption_column": "prompts.txt", "video_column": "videos.txt"}
     model = models[overrides.pop("model", "t2v")]
-    proc = run_recipe(_args(model, data, tmp_path / "out", tmp_path / "cache", **extra, **overrides), recipe="cogvideox",
-                      timeout=120)
+    proc = run_recipe(_args(model, data, tmp_path / "out", tmp_path / "cache", **extra, **overrides),
+                      recipe="cogvideox", timeout=120, warm=True)
     assert proc.returncode == 2, (case, proc.stdout[-2000:], proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr, case
     text = " ".join(proc.stderr.split())  # the paragraph is wrapped at 100 columns

@@ -55,7 +55,7 @@ def two_buckets(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, tiny_cogvideox, two_buckets) -> Path:
     out = tmp_path_factory.mktemp("compile-ref") / "out"
-    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out), recipe="cogvideox", timeout=600)
+    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out), recipe="cogvideox", timeout=600, warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "compile: --compile blocks, 2 compiled region(s)" in proc.stdout
     return out
@@ -84,7 +84,8 @@ def test_two_buckets_and_a_rollback_compile_once_per_shape(reference):
 @pytest.mark.xdist_group("compile-cogvideox")  # one reference run per worker
 def test_compiled_training_matches_eager_up_to_reassociation(reference, tiny_cogvideox, two_buckets, tmp_path):
     out = tmp_path / "eager"
-    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out, compile="off"), recipe="cogvideox", timeout=600)
+    proc = run_recipe(_args(tiny_cogvideox, two_buckets, out, compile="off"), recipe="cogvideox", timeout=600,
+                      warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert read_summary(out)["compile"] is None
     compiled, eager = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (reference, out))
@@ -101,10 +102,10 @@ def test_a_killed_compiled_run_resumes_bit_for_bit(reference, tiny_cogvideox, tw
     order than the reference did, and still computes the same bits (one static graph per shape)."""
     out = tmp_path / "out"
     killed = run_recipe(_args(tiny_cogvideox, two_buckets, out), recipe="cogvideox", timeout=600,
-                        env={"DIT_LORA_FAULT": "micro_batch:6"})
+                        env={"DIT_LORA_FAULT": "micro_batch:6"}, warm=True)
     assert killed.returncode != 0 and not (out / "pytorch_lora_weights.safetensors").exists()
     resumed = run_recipe(_args(tiny_cogvideox, two_buckets, out, resume_from_checkpoint="latest"),
-                         recipe="cogvideox", timeout=600)
+                         recipe="cogvideox", timeout=600, warm=True)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     summary = read_summary(out)
     assert summary["steps_this_run"] == 4

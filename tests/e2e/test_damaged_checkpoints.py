@@ -151,7 +151,7 @@ def test_recipe_exit_code_and_no_traceback(reference, tmp_path, tiny_sana, shape
     _drop_manifests(out)
     os.truncate(out / "checkpoint-6" / "optimizer.bin", 100)
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", resume_from_checkpoint="latest",
-                                attention_canary="false", **OPTS))
+                                attention_canary="false", **OPTS), warm=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert "optimizer.bin is damaged or truncated" in " ".join(proc.stderr.split())
 

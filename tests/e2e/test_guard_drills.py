@@ -174,7 +174,8 @@ def test_the_verdict_through_the_recipe_exits_3_with_the_diagnosis(tiny_sana, sh
     with the first fault's diagnosis, and leaves the labelled last finite adapter."""
     out = tmp_path / "out"
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", learning_rate=1e6,
-                                max_train_steps=12, lr_scheduler="constant", resolution=32, train_batch_size=2))
+                                max_train_steps=12, lr_scheduler="constant", resolution=32, train_batch_size=2),
+                      warm=True)
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "Training reached its last step, but" in text and "were skipped" in text, text[-3000:]
@@ -202,7 +203,8 @@ def test_a_last_window_without_an_applied_update_is_a_failed_run(tiny_sana, shap
 
 @pytest.mark.slow
 def test_fault_spec_errors_are_one_paragraph(tiny_sana, shapes_data, tmp_path):
-    proc = run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o", tmp_path / "c", inject_faults="nan_los@3"))
+    proc = run_recipe(base_args(tiny_sana, shapes_data, tmp_path / "o", tmp_path / "c", inject_faults="nan_los@3"),
+                      warm=True)
     assert proc.returncode == 2
     assert "nan_loss" in proc.stderr and "Traceback" not in proc.stderr
 

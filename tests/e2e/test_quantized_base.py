@@ -109,12 +109,14 @@ def test_nf4_killed_run_resumes_bit_for_bit(tiny_sana, shapes_data, tmp_path):
     opts = dict(NF4, checkpointing_steps=2, lr_scheduler="cosine", lr_warmup_steps=1)
     cache = tmp_path / "cache"
     ref = tmp_path / "ref"
-    proc = run_recipe(base_args(tiny_sana, shapes_data, ref, cache, **opts))
+    proc = run_recipe(base_args(tiny_sana, shapes_data, ref, cache, **opts), warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = tmp_path / "interrupted"
-    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"})
+    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"},
+                        warm=True)
     assert killed.returncode == 137, killed.stdout + killed.stderr
-    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts))
+    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts),
+                         warm=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "checkpoint-2 at step 2" in resumed.stdout, resumed.stdout
     a, b = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (ref, out))

@@ -1,4 +1,7 @@
-"""Kill a run (during a checkpoint save, and with SIGKILL mid-training), resume, and get the same adapter bit for bit."""
+"""Kill a run (during a checkpoint save, and with SIGKILL mid-training), resume, and get the same adapter bit for bit.
+
+The runs are forks of a warm interpreter (``warm=True``, tests/support/warm.py); a resume is forked from the other
+one than the run that wrote its checkpoint: another hash seed and memory layout, as in a new process."""
 
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def references(tmp_path_factory, tiny_sana, shapes_data, mixed_aspect_data):
         if name not in done:
             out = root / name
             data = mixed_aspect_data if name in MIXED_DATA else shapes_data
-            proc = run_recipe(base_args(tiny_sana, data, out, root / "cache", **SETTINGS[name]))
+            proc = run_recipe(base_args(tiny_sana, data, out, root / "cache", **SETTINGS[name]), warm=True)
             assert proc.returncode == 0, proc.stdout + proc.stderr
             summary = read_summary(out)
             assert REFERENCE_FACTS.get(name, lambda s: True)(summary), (name, {k: summary[k] for k in (
@@ -107,14 +110,14 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
     shapes_data = mixed_aspect_data if setting in MIXED_DATA else shapes_data
     opts, out, cache = SETTINGS[setting], tmp_path / "interrupted", reference.parent / "cache"
     killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1, **opts),
-                        env={"DIT_LORA_FAULT": fault})
+                        env={"DIT_LORA_FAULT": fault}, warm=True)
     assert killed.returncode == 137, killed.stdout + killed.stderr
     assert not (out / "pytorch_lora_weights.safetensors").exists()
     if opts.get("caption_dropout_probability"):
         assert "caption dropout: each step drops" in killed.stdout, killed.stdout
         assert "the empty caption encoded once" not in killed.stdout  # the reference's cache entry is reused
     resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, checkpoints_total_limit=1,
-                                   resume_from_checkpoint="latest", **opts))
+                                   resume_from_checkpoint="latest", **opts), warm=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"checkpoint-{resume_at} at step {resume_at}" in resumed.stdout, resumed.stdout
     _assert_bitwise_equal(_adapter(reference), _adapter(out))
@@ -141,9 +144,11 @@ def test_kernel_fallbacks_survive_a_resume(tmp_path, tiny_sana, shapes_data):
     """A kernel switched off before a checkpoint stays off after it (broken_kernel drill, --kernels on)."""
     out, cache = tmp_path / "out", tmp_path / "cache"
     opts = dict(max_train_steps=4, checkpointing_steps=2, kernels="on", inject_faults="broken_kernel", resolution=32)
-    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"})
+    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"},
+                        warm=True)
     assert killed.returncode == 137, killed.stdout + killed.stderr
-    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts))
+    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts),
+                         warm=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     summary = read_summary(out)
     assert summary["kernels"]["implementations"]["modulate"] == "reference"
@@ -155,7 +160,7 @@ def test_resume_from_incomplete_checkpoint_is_refused(tmp_path, tiny_sana, shape
     out = tmp_path / "out"
     (out / "checkpoint-3").mkdir(parents=True)
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache",
-                                resume_from_checkpoint=str(out / "checkpoint-3")))
+                                resume_from_checkpoint=str(out / "checkpoint-3")), warm=True)
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "is incomplete" in text and "Traceback" not in text
 
@@ -166,15 +171,15 @@ def test_resume_refuses_a_changed_alpha_and_records_a_changed_learning_rate(tmp_
     with another --learning_rate runs, says so in one line, and the summary and card record it with its step."""
     out, cache = tmp_path / "out", tmp_path / "cache"
     opts = dict(max_train_steps=4, checkpointing_steps=2, resolution=32, train_batch_size=2)
-    first = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts))
+    first = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), warm=True)
     assert first.returncode == 0, first.stdout + first.stderr
     assert (out / "checkpoint-4" / "run_options.json").is_file()
     more = dict(opts, max_train_steps=6, resume_from_checkpoint="latest")
-    refused = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, lora_alpha=16)))
+    refused = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, lora_alpha=16)), warm=True)
     text = " ".join((refused.stdout + refused.stderr).split())
     assert refused.returncode == 2, text
     assert "lora_alpha 8.0 -> 16.0" in text and "--allow_changed_options" in text and "Traceback" not in text
-    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, learning_rate=5e-4)))
+    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **dict(more, learning_rate=5e-4)), warm=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "changed at step 4: max_train_steps 4 -> 6, learning_rate 0.001 -> 0.0005" in resumed.stdout
     changed = {c["option"]: c for c in read_summary(out)["changed_options"]}

@@ -109,12 +109,14 @@ def test_corrupt_sample_is_skipped_and_named(tmp_path, tiny_sana, shapes_data):
     with open(data / "metadata.jsonl", "a") as fh:
         fh.write(json.dumps({"file_name": "broken.png", "text": "a broken image"}) + "\n")
     out = tmp_path / "out"
-    proc = run_recipe(base_args(tiny_sana, data, out, tmp_path / "cache", max_train_steps=2, max_bad_samples_fraction=0.1))
+    proc = run_recipe(base_args(tiny_sana, data, out, tmp_path / "cache", max_train_steps=2, max_bad_samples_fraction=0.1),
+                      warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "broken.png" in proc.stdout
     assert read_summary(out)["steps"] == 2
     # Past the tolerated fraction the run stops with one paragraph naming the flag.
-    proc = run_recipe(base_args(tiny_sana, data, tmp_path / "out2", tmp_path / "cache", max_bad_samples_fraction=0.01))
+    proc = run_recipe(base_args(tiny_sana, data, tmp_path / "out2", tmp_path / "cache", max_bad_samples_fraction=0.01),
+                      warm=True)
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2 and "--max_bad_samples_fraction" in text and "Traceback" not in text
 
@@ -125,7 +127,7 @@ def test_uncached_path_encodes_on_the_fly(tmp_path, tiny_sana, shapes_data):
     out, cache = tmp_path / "out", tmp_path / "cache"
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, cache, max_train_steps=3, cache_latents="false",
                                 random_flip="true", validation_prompt="a red circle", validation_steps=2,
-                                num_validation_images=1, validation_inference_steps=2))
+                                num_validation_images=1, validation_inference_steps=2), warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = read_summary(out)
     assert summary["steps"] == 3 and summary["final_loss"] is not None
@@ -145,7 +147,8 @@ def test_mixed_aspect_images_train_in_their_buckets(tmp_path, tiny_sana, mixed_a
     out, cache = tmp_path / "out", tmp_path / "cache"
     proc = run_recipe(base_args(tiny_sana, mixed_aspect_data, out, cache, max_train_steps=4, train_batch_size=2,
                                 random_flip="true", ignore_memory_plan="false", validation_prompt="a red circle",
-                                validation_steps=4, num_validation_images=1, validation_inference_steps=2))
+                                validation_steps=4, num_validation_images=1, validation_inference_steps=2),
+                      warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     from dit_lora.families.sana.model import resolution_multiple
 

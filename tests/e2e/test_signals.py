@@ -1,7 +1,9 @@
 """SIGTERM / SIGINT / SIGHUP on real recipe processes: the update in flight finishes, a checkpoint is saved, the run
 exits 143 / 130 / 129 with the resume command, and the resumed run is bitwise the uninterrupted one. Instants:
 mid-update (accumulation 2), mid-save, during validation, during setup, a second signal, an external kill, two
-processes, a closed terminal (SIGHUP)."""
+processes, a closed terminal (SIGHUP). A signal from outside goes to a fresh process (``_start``, the launches); the
+reference and the runs that signal themselves (DIT_LORA_SIGNAL) are forks of a warm interpreter (tests/support/warm.py),
+each resume forked from the other one than its stopped run."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ pytestmark = pytest.mark.xdist_group("signals")
 def reference(tmp_path_factory, tiny_sana, shapes_data):
     """The uninterrupted run every stopped-and-resumed run must equal."""
     root = tmp_path_factory.mktemp("signals-ref")
-    proc = run_recipe(base_args(tiny_sana, shapes_data, root / "out", root / "cache", **OPTS))
+    proc = run_recipe(base_args(tiny_sana, shapes_data, root / "out", root / "cache", **OPTS), warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return root / "out"
 
@@ -55,7 +57,8 @@ def _stopped_then_resumed(reference, out, tiny_sana, shapes_data, stopped, at_st
     assert (out / f"checkpoint-{at_step}" / "dit_lora_checkpoint_complete.json").is_file()
     assert not (out / "pytorch_lora_weights.safetensors").exists()
     cache = reference.parent / "cache"
-    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **OPTS))
+    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **OPTS),
+                         warm=True)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"checkpoint-{at_step} at step {at_step}" in resumed.stdout
     _assert_bitwise_equal(_adapter(reference), _adapter(out))
@@ -74,7 +77,7 @@ def test_signal_at_an_instant_saves_and_resumes_bitwise(point, at_step, code, re
                                                         shapes_data):
     out = tmp_path / "out"
     stopped = run_recipe(base_args(tiny_sana, shapes_data, out, reference.parent / "cache", **OPTS),
-                         env={"DIT_LORA_SIGNAL": point})
+                         env={"DIT_LORA_SIGNAL": point}, warm=True)
     if point.startswith("validation"):
         assert (out / "samples").is_dir() and list((out / "samples").glob("step2_*"))  # the samples finished
     _stopped_then_resumed(reference, out, tiny_sana, shapes_data, stopped, at_step, code)

@@ -118,7 +118,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
 def test_qwen_chat_format_through_the_recipe_with_a_fault_drill(assets, tmp_path):
     out = tmp_path / "out"
     proc = run_recipe(_args(assets["qwen"], assets["chat"], out, family="qwen2_5_vl", inject_faults="nan_loss@3",
-                            checkpointing_steps=0, blocks_to_swap=1), recipe="videollm")  # the drill under the swap
+                            checkpointing_steps=0, blocks_to_swap=1), recipe="videollm", warm=True)  # the drill under the swap
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "block swap: 1 block(s)' frozen weights" in proc.stdout
     summary = read_summary(out)
@@ -132,7 +132,7 @@ def test_qwen_chat_format_through_the_recipe_with_a_fault_drill(assets, tmp_path
 @pytest.mark.slow
 def test_fp16_is_refused_in_one_paragraph(assets, tmp_path):
     proc = run_recipe(_args(assets["llava"], assets["videochat2"], tmp_path / "out", mixed_precision="fp16"),
-                      recipe="videollm")
+                      recipe="videollm", warm=True)
     assert proc.returncode == 2
     assert "fp16" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -162,7 +162,7 @@ def test_demo_config_trains_and_answers_with_the_reloaded_adapter(tmp_path):
     proc = run_recipe(["--config", str(ROOT / "recipes" / "configs" / "videollm" / "demo.yaml"),
                        "--pretrained_model_name_or_path", str(demo / "model"),
                        "--train_data_dir", str(demo / "qa" / "videochat2.json"), "--output_dir", str(demo / "out"),
-                       "--skip_doctor", "true"], recipe="videollm", timeout=180)
+                       "--skip_doctor", "true"], recipe="videollm", timeout=180, warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(demo / "out")
     assert summary["status"] == "completed" and summary["steps"] == 60 and summary["wall_time_s"] < 180

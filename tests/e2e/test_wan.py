@@ -169,7 +169,7 @@ def test_t2v_sigterm_saves_and_resumes_bit_for_bit(references, wan_model, clips,
     # the flags of the in-process reference (train_in_process leaves the attention canary off)
     args = base_args(model, clips, out, tmp_path / "cache", **{**WAN, **T2V_RESUME},
                      attention_canary="false")
-    stopped = run_recipe(args, recipe="wan", env={"DIT_LORA_SIGNAL": "micro_batch:5"})
+    stopped = run_recipe(args, recipe="wan", env={"DIT_LORA_SIGNAL": "micro_batch:5"}, warm=True)
     text = stopped.stdout + stopped.stderr
     assert stopped.returncode == 143, text[-3000:]
     assert "Traceback" not in text and f"after step 3 of 6: saved {out / 'checkpoint-3'}" in text, text[-3000:]

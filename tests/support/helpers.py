@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -51,13 +50,20 @@ def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> l
 
 
 def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, launcher: list[str] | None = None,
-               recipe: str = "sana"):
-    """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output."""
+               recipe: str = "sana", warm: bool = False):
+    """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output.
+    ``warm``: the process may be a fork of a warm interpreter that has imported the libraries already (warm.py:
+    seconds of CPU less a run; not with a launcher): for a test of what a run does, not of the process starting (its
+    imports, start-up time, memory or CPU time seen from outside, signals from outside)."""
     if not CURRENT["slow"]:
         pytest.fail("this test runs a recipe but is not marked slow: add @pytest.mark.slow", pytrace=False)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     script = RECIPE if recipe == "sana" else ROOT / "recipes" / f"{recipe}_lora.py"
-    cmd = (launcher or [sys.executable]) + [str(script), *args]
+    if launcher is None:
+        from warm import run_script
+
+        return run_script(script, args, env=env, timeout=timeout, warm=warm)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    cmd = launcher + [str(script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd=ROOT)
 
 

@@ -36,7 +36,7 @@ def test_loaded_components_record_what_the_checkpoint_says(tiny_dit, tmp_path):
 @pytest.mark.slow
 def test_class_count_mismatch_stops_with_both_numbers(tiny_dit, shape_classes, tmp_path):
     proc = run_recipe(base_args(tiny_dit, shape_classes, tmp_path / "out", tmp_path / "cache"),
-                      recipe="dit_class", timeout=300)
+                      recipe="dit_class", timeout=300, warm=True)
     text = " ".join((proc.stdout + proc.stderr).split())  # the message is wrapped to the terminal width
     assert proc.returncode == 2, text
     assert "Traceback" not in text

@@ -1,0 +1,283 @@
+"""Script runs forked from a warm interpreter (``run_recipe(..., warm=True)``, :func:`run_script`): what a
+``python recipes/<family>_lora.py ...`` process costs before its first line of dit-lora runs (torch, diffusers,
+transformers, peft and accelerate imported: about 6 s of CPU on a CI core, most of a tiny run's cost) paid once
+per pytest worker instead of once per run.
+
+A *zygote* is a fresh ``python`` (started the first time a worker asks, with the run's environment) that imports
+what every recipe imports (:data:`PRELOAD`) and waits. A run is a ``fork()`` of it that becomes the script's process:
+its own pid, stdin from /dev/null, stdout and stderr to files, the run's environment, working directory,
+``sys.argv`` and ``sys.path[0]`` (the script's folder), the script run as ``__main__``, then the interpreter's exit:
+non-daemon threads joined, ``atexit`` functions run, the exit status (an uncaught exception: its traceback and 1;
+an uncaught KeyboardInterrupt: killed by SIGINT; ``os._exit`` and signals as in any process). Two zygotes take
+turns, so two runs in a row (a test comparing them) have different string hash seeds, as two fresh processes do.
+
+What a fork does not get fresh is what an interpreter decides once, at start or at import. So a run is a real
+subprocess when its environment differs from the zygote's in a variable outside :data:`RUNTIME_ENV` (those read when
+a run starts, not at import), or when ``DIT_LORA_TEST_FRESH=1`` is set (every run a real subprocess: the suite as it
+ran before this module). And a run that resumes (``--resume_from_checkpoint``) is forked from the other zygote than
+the one whose run wrote its output folder: a resumed process never shares the writer's hash seed and memory layout,
+so a resume that depends on them (an order of names or objects from a set) fails here as it would for a user.
+
+Tests of the process itself (start-up time, what it imports or prints at import, its CPU time seen from outside,
+launchers, signals from outside) keep real subprocesses: they do not ask for ``warm``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: environment variables read when a run starts, never at import (dit-lora's drills and checks: training/drills.py,
+#: doctor.py; pytest's name of the running test, which no library reads): a run that differs from the zygote only in
+#: these may be a fork of it (it gets its own values)
+RUNTIME_ENV = frozenset({"DIT_LORA_FAULT", "DIT_LORA_SIGNAL", "DIT_LORA_SYNC_DEBUG", "DIT_LORA_SKIP_ENV_CHECK",
+                         "PYTEST_CURRENT_TEST"})
+
+#: the option that makes a run a resume (see the module docstring)
+RESUME_OPTION = "--resume_from_checkpoint"
+
+#: what the recipe processes import before they train: the recipe module, the loop, every registered family's spec
+#: and the pipeline class it trains (diffusers' or transformers'), pyplot on its file backend (the loss curve)
+PRELOAD = r"""
+import dit_lora.commands.recipe, dit_lora.commands.doctor, dit_lora.training.loop, dit_lora.training.run
+import accelerate, diffusers, peft, safetensors.torch, transformers
+from dit_lora.output.report import load_pyplot
+from dit_lora.registry import available, get_spec
+load_pyplot()
+for _name in available():
+    _cls = get_spec(_name).info.pipeline_class_name
+    getattr(diffusers, _cls, None) or getattr(transformers, _cls, None)
+"""
+
+SERVER = r"""
+import json, os, resource, sys
+control = os.fdopen(int(os.environ.pop("DIT_LORA_WARM_FD")), "w")
+preload = os.environ.pop("DIT_LORA_WARM_PRELOAD")
+sys.path[0] = os.path.join(os.getcwd(), "recipes")
+exec(compile(preload, "<preload>", "exec"), {"__name__": "__preload__"})
+_torch = sys.modules.get("torch")
+if _torch is not None and _torch.cuda.is_initialized():  # a fork cannot use a CUDA context made before it
+    raise SystemExit("CUDA was initialised while importing: runs cannot be forked")
+sys.stdout.flush(); sys.stderr.flush()
+
+def _child(req):
+    import atexit, random, runpy, signal, threading
+    control.close()
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    os.environ.clear()
+    os.environ.update(req["env"])
+    os.chdir(req["cwd"])
+    sys.argv = list(req["argv"])
+    sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+    random.seed()  # a fresh interpreter seeds these from the OS; a fork would repeat the zygote's state
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    code, interrupted = 0, False
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as stop:
+        if isinstance(stop.code, int) or stop.code is None:
+            code = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        sys.excepthook(*sys.exc_info())
+        interrupted = True
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    try:  # the interpreter's exit: threads, then atexit, then the streams
+        threading._shutdown()
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    if interrupted:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(code & 0xFF)
+
+_own = resource.getrusage(resource.RUSAGE_SELF)
+control.write(json.dumps({"ready": os.getpid(), "cpu": _own.ru_utime + _own.ru_stime}) + "\n")
+control.flush()
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _child(req)
+        finally:
+            os._exit(1)
+    control.write(json.dumps({"pid": pid}) + "\n")
+    control.flush()
+    _, status, usage = os.wait4(pid, 0)
+    control.write(json.dumps({"status": status, "cpu": usage.ru_utime + usage.ru_stime}) + "\n")
+    control.flush()
+"""
+
+#: CPU seconds the zygotes and their runs used so far (they are not this process's waited children, so
+#: ``resource.getrusage(RUSAGE_CHILDREN)`` does not see them)
+CPU = {"seconds": 0.0}
+
+
+class Zygote:
+    """One warm interpreter; :meth:`run` forks a script's process from it."""
+
+    def __init__(self, env: dict[str, str], preload: str = PRELOAD, timeout: float = 600) -> None:
+        self.env = dict(env)
+        handle, self.log = tempfile.mkstemp(prefix="dit-lora-zygote-", suffix=".log")  # its own output
+        read, write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", SERVER], cwd=ROOT, stdin=subprocess.PIPE, stdout=handle, stderr=handle,
+                pass_fds=(write,), text=True,
+                env={**self.env, "DIT_LORA_WARM_PRELOAD": preload, "DIT_LORA_WARM_FD": str(write)})
+        finally:
+            os.close(write)
+            os.close(handle)
+        self.control = os.fdopen(read)
+        ready = self._reply(timeout)
+        if "ready" not in ready:
+            raise RuntimeError(f"the warm interpreter did not start: {ready}")
+        CPU["seconds"] += ready["cpu"]
+
+    def _reply(self, timeout: float) -> dict:
+        if not select.select([self.control], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired("a warm interpreter's reply", timeout)
+        line = self.control.readline()
+        if not line:
+            self.proc.wait()
+            raise RuntimeError(f"the warm interpreter ended (exit {self.proc.returncode}):\n"
+                               + Path(self.log).read_text(errors="replace")[-4000:])
+        return json.loads(line)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+        """``argv`` (a script and its arguments) as a fork of this zygote; like ``subprocess.run(capture_output=True,
+        text=True)``, TimeoutExpired after ``timeout`` seconds (the run killed)."""
+        with tempfile.TemporaryDirectory(prefix="dit-lora-warm-run-") as tmp:
+            out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+            request = {"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd), "stdout": str(out),
+                       "stderr": str(err)}
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            pid = self._reply(60)["pid"]
+            try:
+                done = self._reply(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(pid, 9)
+                self._reply(60)
+                raise subprocess.TimeoutExpired(argv, timeout, out.read_text(errors="replace"),
+                                                err.read_text(errors="replace")) from None
+            CPU["seconds"] += done["cpu"]
+            return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(done["status"]),
+                                               out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        Path(self.log).unlink(missing_ok=True)
+
+
+def enabled() -> bool:
+    """Whether runs may be forked at all (``DIT_LORA_TEST_FRESH=1`` says no)."""
+    return os.environ.get("DIT_LORA_TEST_FRESH", "").lower() not in ("1", "true", "yes")
+
+
+def same_start(env: dict[str, str], zygote_env: dict[str, str]) -> bool:
+    """Whether a process started with ``env`` imports what one started with ``zygote_env`` does: the two differ only
+    in :data:`RUNTIME_ENV` variables."""
+    return all(env.get(k) == zygote_env.get(k) for k in (set(env) | set(zygote_env)) - RUNTIME_ENV)
+
+
+class Pool:
+    """This process's zygotes (two, taking turns; a resume on the one that did not write its output folder), each
+    started the first time it is needed, both with the environment of the first run asked for (later runs whose start
+    differs from it are real subprocesses)."""
+
+    def __init__(self, size: int = 2, preload: str = PRELOAD) -> None:
+        self.size, self.preload = size, preload
+        self.zygotes: list[Zygote | None] = [None] * size
+        self.start_env: dict[str, str] | None = None
+        self.turn = 0
+        self.writers: dict[str, int] = {}  # output folder -> the zygote whose run wrote it last
+        self.lock = threading.Lock()
+
+    def run(self, argv: list[str], env: dict[str, str], cwd: Path, timeout: float):
+        """The run as a fork of a zygote, or None when it must be a real subprocess."""
+        if not enabled():
+            return None
+        argv = [str(a) for a in argv]
+        out = _option(argv, "--output_dir")
+        folder = str(Path(cwd, out).resolve()) if out else None
+        with self.lock:
+            if self.start_env is None:
+                self.start_env = {k: v for k, v in env.items() if k not in RUNTIME_ENV}
+            if not same_start(env, self.start_env):
+                return None
+            i = self.turn
+            resume = _option(argv, RESUME_OPTION)
+            if resume is not None:  # the checkpoint's folder: the output folder, or the one the path names
+                written = folder if resume == "latest" else str(Path(cwd, resume).resolve().parent)
+                writer = self.writers.get(written) if written else None
+                if writer is not None:
+                    if self.size < 2:
+                        return None
+                    i = (writer + 1) % self.size
+            zygote = self.zygotes[i]
+            if zygote is None or not zygote.alive():
+                zygote = self.zygotes[i] = Zygote(self.start_env, self.preload)
+            self.turn = (i + 1) % self.size
+            done = zygote.run(argv, env, cwd, timeout)
+            if folder and done.returncode != 2:  # 2: refused at the start (a user error), nothing written
+                self.writers[folder] = i
+            return done
+
+    def close(self) -> None:
+        for zygote in self.zygotes:
+            if zygote is not None:
+                zygote.close()
+        self.zygotes = [None] * self.size
+
+
+def _option(argv: list[str], flag: str) -> str | None:
+    """The value after ``flag`` in ``argv`` (the last one), if any."""
+    found = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+    return found[-1] if found else None
+
+
+POOL = Pool()
+atexit.register(POOL.close)
+
+
+def run_script(script: Path | str, args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300,
+               cwd: Path = ROOT, warm: bool = True) -> subprocess.CompletedProcess:
+    """``python <script> <args>`` with its output captured (text), forked from a zygote when ``warm`` and
+    :class:`Pool` allows it, else a real subprocess; ``env`` is added to this process's environment."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    argv = [str(script), *map(str, args)]
+    if warm:
+        done = POOL.run(argv, full_env, cwd, timeout)
+        if done is not None:
+            return done
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=full_env, timeout=timeout,
+                          cwd=cwd)
