@@ -72,9 +72,11 @@ sys.stdout.flush(); sys.stderr.flush()
 def _child(req):
     import atexit, random, runpy, signal, threading
     control.close()
-    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-    for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
-        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+        opened = os.open(path, flags, 0o644)
+        os.dup2(opened, fd)
+        os.close(opened)
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
