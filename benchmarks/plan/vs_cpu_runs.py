@@ -61,6 +61,12 @@ SETTINGS: dict[str, tuple[str, str, str, list[str]]] = {
     "dit-256-b4": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4"]),
     "dit-256-b4-gc": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
                                                               "--gradient_checkpointing", "true"]),
+    # --quantize_base fp8_scaled (issue 35): the converted weights, the loading phase and one dequantized Linear
+    "sana-256-b1-fp8": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
+                                                          "--quantize_base", "fp8_scaled"]),
+    "dit-256-b4-gc-fp8": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
+                                                                  "--gradient_checkpointing", "true",
+                                                                  "--quantize_base", "fp8_scaled"]),
     "cogvideox5b-9x256x256": ("cogvideox", "cogvideox-5b-1l", "clips",
                               ["--max_num_frames", "9", "--height", "256", "--width", "256",
                                "--allow_untrained_resolution", "true", "--train_batch_size", "1"]),

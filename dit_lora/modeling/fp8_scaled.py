@@ -216,6 +216,24 @@ def convert(model: nn.Module, names: Iterable[str], *, work_device: torch.device
     return count
 
 
+def release_mapped_files(model: nn.Module) -> int:
+    """Give every CPU parameter and buffer of ``model`` but the fp8 ones memory of its own; returns how many.
+
+    diffusers and transformers load safetensors on a CPU as views of one memory-mapped file. After :func:`convert`
+    the tensors left (biases, norms, embeddings) are still such views, and while one lives, the file's pages the
+    conversion read (every original weight) stay resident: on a CPU run they were the peak's largest part until the
+    end (``benchmarks/plan/vs_cpu_runs_fp8.json``). Once they are copied the mapping goes, and those pages with it.
+    """
+    fresh = {id(t) for m in model.modules() if isinstance(m, Fp8ScaledLinear) for t in (m.fp8_weight, m.fp8_scale)}
+    count = 0
+    with torch.no_grad():
+        for tensor in (*model.parameters(), *model.buffers()):
+            if id(tensor) not in fresh and tensor.device.type == "cpu":
+                tensor.data = tensor.data.clone()
+                count += 1
+    return count
+
+
 def fp8_layers(model: nn.Module) -> list[str]:
     """Names of the :class:`Fp8ScaledLinear` modules of ``model``."""
     return [name for name, module in model.named_modules() if isinstance(module, Fp8ScaledLinear)]
@@ -242,4 +260,5 @@ __all__ = [
     "fp8_layers",
     "keep_out_of_ddp",
     "quantize_weight",
+    "release_mapped_files",
 ]

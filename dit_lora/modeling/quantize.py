@@ -256,12 +256,17 @@ def after_loading(
     to fp8 with per-block scales; returns how many (0 under any other scheme, which the libraries quantize).
 
     Every family calls it right after loading and before moving the model to ``device``, so a model never sits on
-    the device in its load dtype; on a CUDA ``device`` the quantization math runs there, a layer at a time.
+    the device in its load dtype; on a CUDA ``device`` the quantization math runs there, a layer at a time. When
+    the model stays on the CPU, what is left of the memory-mapped files is copied out of them
+    (:func:`fp8_scaled.release_mapped_files`), so the original weights the conversion read leave memory.
     """
     if model.quantize_base != "fp8_scaled":
         return 0
     work = device if device is not None and device.type == "cuda" else None
-    return fp8_scaled.convert(module, quantized_linears(module, skip), work_device=work)
+    count = fp8_scaled.convert(module, quantized_linears(module, skip), work_device=work)
+    if device is None or device.type == "cpu":  # on an accelerator, .to(device) lets the mapping go
+        fp8_scaled.release_mapped_files(module)
+    return count
 
 
 def keep_out_of_ddp(model: torch.nn.Module) -> int:

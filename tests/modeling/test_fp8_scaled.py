@@ -264,6 +264,7 @@ def test_ddp_over_gloo_neither_casts_nor_broadcasts_the_fp8_buffers(tmp_path, mo
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1,
                             timeout=timedelta(seconds=60))  # a hang fails the test instead of stalling the suite
+    ddp = None
     try:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         ignored = {"0.base_layer.fp8_weight", "0.base_layer.fp8_scale", "2.base_layer.fp8_weight",
@@ -272,6 +273,8 @@ def test_ddp_over_gloo_neither_casts_nor_broadcasts_the_fp8_buffers(tmp_path, mo
         assert [b.shape for b in ddp.modules_buffers] == [torch.Size([3])]
         ddp(torch.randn(2, 64)).sum().backward()
     finally:
+        del ddp  # its reducer first: destroyed after the process group, gloo's destructor can hang joining threads
+        gc.collect()
         dist.destroy_process_group()
 
 
@@ -349,3 +352,25 @@ def test_swapped_blocks_of_an_fp8_model_train_bitwise_as_without_the_swap():
         return [p.detach().clone() for p in params]
 
     assert all(torch.equal(a, b) for a, b in zip(train(0), train(2)))
+
+
+def test_after_conversion_on_the_cpu_no_tensor_keeps_the_loaded_file_mapped():
+    """Loaded safetensors are views of one memory-mapped file: while one bias or norm still points into it, the pages
+    the conversion read (every original weight) stay resident. after_loading copies what is left out of it on a CPU
+    (here one shared storage stands in for the mapped file)."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.modeling import quantize
+
+    model = torch.nn.Sequential(_linear(64, 64), torch.nn.LayerNorm(64), _linear(64, 8))
+    tensors = list(model.state_dict().items())
+    mapped = torch.cat([t.reshape(-1) for _, t in tensors])  # the "file"
+    offset = 0
+    for name, tensor in tensors:
+        model.get_parameter(name).data = mapped[offset: offset + tensor.numel()].view_as(tensor)
+        offset += tensor.numel()
+    file_storage = mapped.untyped_storage().data_ptr()
+    cfg = TrainConfig(quantize_base="fp8_scaled")
+    assert quantize.after_loading(cfg.model, model, device=torch.device("cpu")) == 2
+    left = [*model.parameters(), *model.buffers()]
+    assert left and all(t.untyped_storage().data_ptr() != file_storage for t in left)
+    assert all(t.untyped_storage().nbytes() == t.numel() * t.element_size() for t in left)  # memory of their own
