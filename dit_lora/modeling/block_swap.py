@@ -71,6 +71,7 @@ import torch
 from torch import nn
 
 from dit_lora.core.errors import UserError
+from dit_lora.modeling.ddp_ignore import ignore_in_ddp
 
 #: one frozen tensor's place in its module: (``module._parameters`` or ``module._buffers``, key, the tensor)
 Slot = tuple[dict, str, torch.Tensor]
@@ -550,8 +551,7 @@ def _keep_out_of_ddp(model: nn.Module, swap: BlockSwap) -> None:
     ids = {id(t) for s in swap.states.values() for _, _, t in frozen_slots(s.module)}
     names = [n for n, t in model.named_parameters(remove_duplicate=False) if id(t) in ids]
     names += [n for n, t in model.named_buffers(remove_duplicate=False) if id(t) in ids]
-    kept = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
-    cast(Any, model)._ddp_params_and_buffers_to_ignore = sorted(kept | set(names))  # a plain list attribute
+    ignore_in_ddp(model, names)
 
 
 __all__ = [

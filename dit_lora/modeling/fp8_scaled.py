@@ -42,6 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dit_lora.modeling.ddp_ignore import ignore_in_ddp
+
 #: input features per scale (musubi-tuner's default block size for --fp8_scaled)
 BLOCK = 64
 FP8 = torch.float8_e4m3fn
@@ -244,9 +246,7 @@ def keep_out_of_ddp(model: nn.Module) -> int:
     ``model``), so DDP neither broadcasts them at start nor at every forward; returns how many buffers. Call it on
     the module handed to DDP, after LoRA is attached (PEFT's wrappers change the names)."""
     names = [f"{layer}.{buffer}" if layer else buffer for layer in fp8_layers(model) for buffer in BUFFERS]
-    if names:
-        kept = set(getattr(model, "_ddp_params_and_buffers_to_ignore", ()))
-        cast(Any, model)._ddp_params_and_buffers_to_ignore = sorted(kept | set(names))  # a plain list attribute
+    ignore_in_ddp(model, names)
     return len(names)
 
 
