@@ -17,7 +17,8 @@ from safetensors.torch import load_file
 
 from helpers import train_in_process, vlm_batch
 from quantized_reload import (assert_quantization_error_only, capture_steps, check_quantized_outputs,
-                              reloads_within_quantization_error, skipped_without_change)
+                              dit_reloads_within_quantization_error, reloads_within_quantization_error,
+                              skipped_without_change)
 from dit_lora.modeling import quantize
 from dit_lora.modeling.fp8_scaled import Fp8ScaledLinear
 
@@ -74,31 +75,10 @@ def test_sana_fp8_scaled_in_bf16_skips_a_nan_without_a_host_sync_and_reloads(tin
 def test_dit_fp8_scaled_trains_a_resized_class_table_skips_a_nan_and_reloads_with_peft(tiny_dit, shape_classes,
                                                                                        tmp_path):
     """DiT with a resized class embedding (an Embedding: it trains in full beside LoRA on an fp8 base)."""
-    from diffusers import DiTPipeline
-    from peft import PeftModel
-
-    from dit_lora.output.names import BACKBONE_FILE
-    from dit_lora.registry import get_family
-
     model, out = _trained(tiny_dit, shape_classes, tmp_path, family="dit", num_classes=3, resolution=64)
     model = model.eval()
     _all_converted(model)
-    torch.manual_seed(0)
-    x, t, labels = torch.randn(2, 4, 8, 8), torch.tensor([10, 600]), torch.tensor([0, 2])
-
-    def run(m):
-        with torch.no_grad():
-            return m(x, timestep=t, class_labels=labels).sample.float()
-
-    trained_q = run(model)
-    model.disable_adapters()
-    base_q = run(model)  # LoRA off, the trained class table still in
-    base = DiTPipeline.from_pretrained(str(tiny_dit), torch_dtype=torch.float32)
-    get_family("dit").fitting.prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
-    base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
-    base_unq = run(base.transformer)
-    reloaded = PeftModel.from_pretrained(base.transformer, str(out)).eval()  # PEFT's own loader
-    assert_quantization_error_only(trained_q, run(reloaded), base_q, base_unq)
+    dit_reloads_within_quantization_error(model, tiny_dit, out)
 
 
 @pytest.fixture(scope="module")

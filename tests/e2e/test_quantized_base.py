@@ -21,6 +21,7 @@ from helpers import (assert_text_encoder_quantization_error_only, base_args, rea
 from quantized_reload import assert_quantization_error_only as _assert_quantization_error_only
 from quantized_reload import capture_steps as _capture
 from quantized_reload import check_quantized_outputs as _check_outputs
+from quantized_reload import dit_reloads_within_quantization_error
 from quantized_reload import reloads_within_quantization_error as _reloads_within_quantization_error
 from quantized_reload import skipped_without_change as _skipped_without_change
 
@@ -69,11 +70,6 @@ def test_sana_int8_trains_on_the_cpu_and_reloads(tiny_sana, shapes_data, tmp_pat
 @pytest.mark.slow
 def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes, tmp_path):
     """DiT with a resized class embedding (an Embedding: trainable on a quantized base) and a NaN drill at step 2."""
-    from diffusers import DiTPipeline
-    from peft import PeftModel
-
-    from dit_lora.output.names import BACKBONE_FILE
-
     seen, on_step = _capture()
     summary, out = train_in_process(tiny_dit, shape_classes, tmp_path, on_step=on_step, family="dit", num_classes=3,
                                     inject_faults="nan_loss@2", **{**NF4, "resolution": 64})
@@ -81,27 +77,7 @@ def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes,
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 3
     _skipped_without_change(seen, 2)
     model = seen["model"].eval()
-
-    torch.manual_seed(0)
-    x = torch.randn(2, 4, 8, 8)
-    t = torch.tensor([10, 600])
-    labels = torch.tensor([0, 2])
-
-    def run(m):
-        with torch.no_grad():
-            return m(x, timestep=t, class_labels=labels).sample.float()
-
-    trained_q = run(model)
-    model.disable_adapters()
-    base_q = run(model)  # LoRA off, the trained class table still in
-    base = DiTPipeline.from_pretrained(str(tiny_dit), torch_dtype=torch.float32)
-    from dit_lora.registry import get_family
-
-    get_family("dit").fitting.prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
-    base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
-    base_unq = run(base.transformer)
-    reloaded = PeftModel.from_pretrained(base.transformer, str(out)).eval()  # PEFT's own loader
-    _assert_quantization_error_only(trained_q, run(reloaded), base_q, base_unq)
+    dit_reloads_within_quantization_error(model, tiny_dit, out)
 
 
 @pytest.mark.slow

@@ -70,3 +70,31 @@ def reloads_within_quantization_error(model, pipeline_class, model_dir, out, lay
     assert not getattr(pipe.transformer, "is_quantized", False)
     assert isinstance(pipe.transformer, type(model))
     assert_quantization_error_only(trained_q, run(pipe.transformer), base_q, base_unq)
+
+
+def dit_reloads_within_quantization_error(model, tiny_dit, out) -> None:
+    """A DiT trained on a quantized base with a resized class table: the trained quantized ``model`` against the
+    adapter reloaded the way the card says (the resized table prepared, the backbone file, PEFT's own loader) into
+    the unquantized pipeline from ``tiny_dit``, within the quantization error."""
+    from diffusers import DiTPipeline
+    from peft import PeftModel
+
+    from dit_lora.output.names import BACKBONE_FILE
+    from dit_lora.registry import get_family
+
+    torch.manual_seed(0)
+    x, t, labels = torch.randn(2, 4, 8, 8), torch.tensor([10, 600]), torch.tensor([0, 2])
+
+    def run(m):
+        with torch.no_grad():
+            return m(x, timestep=t, class_labels=labels).sample.float()
+
+    trained_q = run(model)
+    model.disable_adapters()
+    base_q = run(model)  # LoRA off, the trained class table still in
+    base = DiTPipeline.from_pretrained(str(tiny_dit), torch_dtype=torch.float32)
+    get_family("dit").fitting.prepare_pipeline_for_adapter(base, out)  # the resized class table, as the card says
+    base.transformer.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
+    base_unq = run(base.transformer)
+    reloaded = PeftModel.from_pretrained(base.transformer, str(out)).eval()  # PEFT's own loader
+    assert_quantization_error_only(trained_q, run(reloaded), base_q, base_unq)
