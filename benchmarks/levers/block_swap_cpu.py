@@ -38,7 +38,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,7 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
+from benchmarks.common import lever_child  # noqa: E402
 from benchmarks.common.cpu_harness import child_environment, machine_environment  # noqa: E402
+from benchmarks.common.lever_child import train_steps  # noqa: E402
 
 HUB_ID = "Efficient-Large-Model/Sana_600M_1024px_diffusers"
 BLOCKS = ("transformer_blocks",)
@@ -136,29 +137,15 @@ def child(args) -> dict:
     blocks = list(model.transformer_blocks)
     block_bytes = [sum(t.numel() * t.element_size() for _, _, t in frozen_slots(b)) for b in blocks]
     kept = sum(block_bytes[: len(blocks) - args.swap])
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
-    times, cpu_times, losses, swap_s = [], [], [], []
-    for i, batch in enumerate(batches(args, model, args.warmup + args.steps)):
-        spent["seconds"] = 0.0
-        if i == args.warmup and cuda:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        start, cpu_start = time.perf_counter(), time.process_time()
-        with torch.autocast("cuda", dtype=args.dtype, enabled=cuda and args.dtype != torch.float32):
-            out = model(hidden_states=batch["hidden_states"], encoder_hidden_states=batch["encoder_hidden_states"],
-                        timestep=batch["timestep"], return_dict=False)[0]
-        loss = (out.float() - batch["target"]).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-            cpu_times.append(time.process_time() - cpu_start)
-            swap_s.append(spent["seconds"])
-        losses.append(loss.item())
+    swap_s: list[float] = []
+    steps = train_steps(
+        model,
+        batches(args, model, args.warmup + args.steps),
+        args,
+        before_step=lambda: spent.update(seconds=0.0),
+        after_step=lambda: swap_s.append(spent["seconds"]),
+    )
+    times, cpu_times, losses = steps.times, steps.cpu_times, steps.losses
     copies = swapper.stats.peak_bytes if swapper is not None else 0
     return {
         "swap": args.swap,
@@ -195,14 +182,8 @@ def predicted(result: dict, device: str) -> dict:
 
 
 def run_child(args, swap: int) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--swap", str(swap)]
-    for key in ("device", "layers", "resolution", "batch", "steps", "warmup", "threads", "dtype"):
-        cmd += [f"--{key}", str(getattr(args, key))]
-    cmd += ["--checkpointing", "on" if args.checkpointing else "off"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment(), cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"child (swap {swap}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    keys = ("device", "layers", "resolution", "batch", "steps", "warmup", "threads", "dtype")
+    return lever_child.run_child(__file__, args, keys, ["--swap", str(swap)], f"swap {swap}")
 
 
 def markdown(rows: list[dict], device: str) -> str:

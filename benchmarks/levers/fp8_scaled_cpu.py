@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -42,7 +41,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
+from benchmarks.common import lever_child  # noqa: E402
 from benchmarks.common.cpu_harness import child_environment, machine_environment  # noqa: E402
+from benchmarks.common.lever_child import train_steps  # noqa: E402
 
 MODELS = {"wan1.3b": "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", "wan14b": "Wan-AI/Wan2.1-T2V-14B-Diffusers"}
 SCHEMES = ("none", "fp8_scaled")
@@ -141,29 +142,14 @@ def child(args) -> dict:
     if not cuda:  # as a CPU run's training starts (--cpu_reuse_memory, the default): glibc's heap kept for reuse
         release_freed_memory()
         reuse_freed_memory()
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
-    times, cpu_times, losses, peak_reset = [], [], [], False
-    for i, batch in enumerate(batches(args, model, args.warmup + args.steps)):
-        if i == args.warmup:
-            peak_reset = _reset_peak()
-            if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-        start, start_cpu = time.perf_counter(), time.process_time()
-        with torch.autocast("cuda", dtype=args.dtype, enabled=cuda and args.dtype != torch.float32):
-            out = model(hidden_states=batch["hidden_states"], encoder_hidden_states=batch["encoder_hidden_states"],
-                        timestep=batch["timestep"], return_dict=False)[0]
-        loss = (out.float() - batch["target"]).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-            cpu_times.append(time.process_time() - start_cpu)
-        losses.append(loss.item())
+    peak: dict[str, bool] = {}
+    steps = train_steps(
+        model,
+        batches(args, model, args.warmup + args.steps),
+        args,
+        measured_start=lambda: peak.update(reset=_reset_peak()),
+    )
+    times, cpu_times, losses, peak_reset = steps.times, steps.cpu_times, steps.losses, peak.get("reset", False)
     return {
         "scheme": args.scheme,
         "weight_bytes": weights,
@@ -182,15 +168,9 @@ def child(args) -> dict:
 
 
 def run_child(args, scheme: str) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--scheme", scheme]
-    for key in ("device", "model", "layers", "frames", "height", "width", "text_tokens", "batch", "steps", "warmup",
-                "threads", "dtype"):
-        cmd += [f"--{key}", str(getattr(args, key))]
-    cmd += ["--checkpointing", "on" if args.checkpointing else "off"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment(), cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"child ({scheme}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    keys = ("device", "model", "layers", "frames", "height", "width", "text_tokens", "batch", "steps", "warmup",
+            "threads", "dtype")
+    return lever_child.run_child(__file__, args, keys, ["--scheme", scheme], scheme)
 
 
 def markdown(rows: list[dict]) -> str:
