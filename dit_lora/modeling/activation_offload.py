@@ -112,20 +112,21 @@ def check_config(cfg) -> None:
 
 
 class _Streams:
-    """The compute stream and a side stream for the copies on CUDA; every method a no-op elsewhere."""
+    """The compute stream (the current one when called) and a side stream for the copies on CUDA; every method a
+    no-op elsewhere."""
 
     def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.cuda = device.type == "cuda"
         self.side = torch.cuda.Stream(device) if self.cuda else None
-        self.compute = torch.cuda.current_stream(device) if self.cuda else None
 
     @contextlib.contextmanager
     def copying(self) -> Iterator[None]:
-        """Run the block's copies on the side stream, after everything the compute stream has queued."""
+        """Run the copies on the side stream, after everything the compute stream has queued."""
         if self.side is None:
             yield
             return
-        self.side.wait_stream(self.compute)
+        self.side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(self.side):
             yield
 
@@ -136,7 +137,7 @@ class _Streams:
     def wait(self, event: Any) -> None:
         """The compute stream waits for ``event`` (the host does not)."""
         if event is not None:
-            self.compute.wait_event(event)
+            torch.cuda.current_stream(self.device).wait_event(event)
 
 
 @dataclass(eq=False)
@@ -338,7 +339,9 @@ class ActivationOffload:
 
     def describe(self, expected_bytes: int | None = None) -> str:
         """One line for the run's log: what is offloaded, where, and the host memory the plan expects."""
-        where = "pinned host memory" if self.streams.cuda else "host memory (on a CPU the host is the device: no saving)"
+        where = (
+            "pinned host memory" if self.streams.cuda else "host memory (on a CPU the host is the device: no saving)"
+        )
         expect = f"; about {expected_bytes / 2**30:.2f} GiB of host memory per step" if expected_bytes else ""
         return (
             f"activation offloading: the saved activations of the model's forward (each at least {self.min_bytes} "

@@ -486,7 +486,9 @@ def _build_optimizer(run: Run) -> None:
     if swap is not None:
         run.log(swap.describe())
     # --activation_offloading: saved-tensor hooks around the forward of the blocks' owners (chained under the swap's)
-    offload = activation_offload.install(model, run.spec.info.block_lists, cfg.activation_offloading, accelerator.device)
+    offload = activation_offload.install(
+        model, run.spec.info.block_lists, cfg.activation_offloading, accelerator.device
+    )
     if offload is not None:
         run.log(offload.describe())
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
