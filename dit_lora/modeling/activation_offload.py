@@ -9,8 +9,9 @@ torchtune leaves its output head. Of what those forwards save, a tensor goes to 
 it lives on the training device, is a plain strided ``torch.Tensor`` of at least :data:`MIN_OFFLOAD_BYTES` bytes whose
 elements do not overlap, and is neither a parameter or buffer of the model, nor a view of one, nor a leaf that
 requires grad. Everything else (small tensors, weights, fp8_scaled's buffers, tensor subclasses, broadcast views)
-stays as it is. A tensor saved again while its first copy is kept (a block's text states, saved by every checkpointed
-block) is copied once and shared.
+stays as it is. A tensor saved again, the same tensor object with the same version (a block's text states, saved by
+every checkpointed block), is copied once and shared. Under autocast the bf16 casts of fp32 weights (the LoRA masters)
+are new tensors, and offloaded like activations (small: a LoRA matrix each).
 
 **How, on CUDA.** The copy to a pinned host buffer runs on a side stream after that stream waits for the compute
 stream (which produced the tensor); the device tensor is kept until its copy is done: at most
@@ -195,6 +196,10 @@ class ActivationOffload:
         if not torch.is_grad_enabled() or in_backward() or any(c is not None for c in self._contexts):
             self._contexts.append(None)
             return
+        # a new step: what an earlier forward left (a backward that raised, or never ran) is forgotten here; its
+        # graph, if alive, still holds its copies
+        self._end_queued = False
+        self.reset()
         self._weights = {
             t.untyped_storage().data_ptr() for t in (*self.model.parameters(), *self.model.buffers()) if t.numel()
         }
@@ -213,7 +218,7 @@ class ActivationOffload:
         """Whether a saved ``tensor`` goes to host memory (the module docstring's rule)."""
         if type(tensor) is not torch.Tensor or tensor.layout is not torch.strided:
             return False
-        if tensor.device != self.device and tensor.device.type != self.device.type:
+        if tensor.device.type != self.device.type:
             return False
         if tensor.numel() * tensor.element_size() < self.min_bytes or (tensor.is_leaf and tensor.requires_grad):
             return False

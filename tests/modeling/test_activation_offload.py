@@ -227,6 +227,18 @@ def test_without_grad_nothing_is_packed_and_an_error_pops_the_hooks():
     assert offload.stats.offloaded == 0
 
 
+def test_a_forward_whose_backward_never_ran_is_forgotten_at_the_next_step():
+    """A forward without its backward (an error between them) leaves nothing behind: the next step trains alike."""
+    plain = _train(_net("off"), steps=1)
+    net = _net("off")
+    offload = activation_offload.install(net, ["body.blocks"], True, "cpu")
+    assert offload is not None
+    net(torch.randn(2, TOKENS, DIM), torch.randn(8, DIM)).sum()  # no backward
+    assert offload.pending and offload.in_flight
+    assert _equal(_train(net, steps=1), plain)
+    assert offload.pending == [] and not offload.in_flight
+
+
 def test_disabled_installs_nothing_and_compile_is_refused():
     assert activation_offload.install(nn.Linear(2, 2), [], False, "cpu") is None
     activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True))
