@@ -239,6 +239,55 @@ def test_a_forward_whose_backward_never_ran_is_forgotten_at_the_next_step():
     assert offload.pending == [] and not offload.in_flight
 
 
+class _RecordingStreams:
+    """The CUDA stream calls as tokens: every event recorded after a copy, every event the compute stream waited for,
+    and, per event, the tensor a copy wrote (checked when the compute stream waits)."""
+
+    cuda = False
+
+    def __init__(self) -> None:
+        self.recorded: list[object] = []
+        self.waited: list[object] = []
+
+    def copying(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def record(self) -> object:
+        self.recorded.append(object())
+        return self.recorded[-1]
+
+    def wait(self, event) -> None:
+        if event is not None:
+            self.waited.append(event)
+
+
+@pytest.mark.parametrize("mode", ["off", "non-reentrant"])
+def test_the_compute_stream_waits_for_every_copy_before_using_or_dropping_its_tensor(mode):
+    """The CUDA bookkeeping, on the CPU: each copy's event (to the host in the forward, back in the backward) is
+    waited for by the compute stream exactly once, before its tensor is handed to autograd or its device memory
+    dropped; a step leaves no copy unwaited."""
+    net = _net(mode)
+    offload = activation_offload.install(net, ["body.blocks"], True, "cpu")
+    assert offload is not None
+    streams = _RecordingStreams()
+    offload.streams = streams  # type: ignore[assignment]
+    unpack = offload.unpack
+
+    def checked(saved):
+        out = unpack(saved)
+        if isinstance(saved, activation_offload._Offloaded):
+            assert saved.ready is None  # waited for before autograd reads it
+        return out
+
+    offload.unpack = checked  # type: ignore[method-assign]
+    _train(net, steps=2)
+    assert streams.recorded and len(streams.waited) == len(set(map(id, streams.waited)))
+    assert {id(e) for e in streams.recorded} == {id(e) for e in streams.waited}
+    assert all(entry.original is None for entry in offload.pending)
+
+
 def test_disabled_installs_nothing_and_compile_is_refused():
     assert activation_offload.install(nn.Linear(2, 2), [], False, "cpu") is None
     activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True))
