@@ -4,7 +4,7 @@ On the CPU the "host copies" are copies into fresh CPU memory and the streams ar
 here: training with it is bitwise training without it (no checkpointing, torch's non-reentrant checkpoint as the
 families use it, the reentrant one; with the block swap's hooks chained above), the device tensors are dropped once
 copied (at most FORWARD_IN_FLIGHT kept), weights and small tensors stay, a tensor saved twice is copied once, and
-nothing happens without grad. The CUDA test (streams, pinned memory, a lower peak) is marked ``gpu``.
+nothing happens without grad, an fp8_scaled base keeps its buffers. The CUDA test (streams, pinned memory, a lower peak) is marked ``gpu``.
 """
 
 from __future__ import annotations
@@ -121,6 +121,27 @@ def test_with_swapped_blocks_the_two_levers_chain_and_change_nothing(mode):
     assert _equal(_train(net), plain)
     assert swap is not None and offload is not None and swap.stats.copies > 0 and swap.resident == {}
     assert offload.stats.offloaded_bytes == offload_alone.stats.offloaded_bytes  # no swapped weight was offloaded
+
+
+@pytest.mark.parametrize("mode", ["off", "non-reentrant"])
+def test_an_fp8_scaled_base_offloads_its_activations_not_its_weights(mode):
+    """``--quantize_base fp8_scaled``: its layers' autograd function saves the input (offloaded) and the payload and
+    scale buffers (the model's: kept); training is bitwise the same."""
+    from dit_lora.modeling.fp8_scaled import convert
+
+    def fp8_net() -> Net:
+        net = _net(mode)
+        convert(net, [f"body.blocks.{i}.up" for i in range(DEPTH)])
+        return net
+
+    plain = _train(fp8_net())
+    net, unquantized = fp8_net(), _net(mode)
+    offload = activation_offload.install(net, ["body.blocks"], True, "cpu")
+    reference = activation_offload.install(unquantized, ["body.blocks"], True, "cpu")
+    assert offload is not None and reference is not None
+    assert _equal(_train(net), plain)
+    _train(unquantized)
+    assert offload.stats.offloaded == reference.stats.offloaded > 0  # the same activations, no fp8 buffer
 
 
 def test_the_offloaded_activations_leave_the_device_during_the_forward():
