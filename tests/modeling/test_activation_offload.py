@@ -3,8 +3,9 @@
 On the CPU the "host copies" are copies into fresh CPU memory and the streams are no-ops, so the CUDA code path runs
 here: training with it is bitwise training without it (no checkpointing, torch's non-reentrant checkpoint as the
 families use it, the reentrant one; with the block swap's hooks chained above), the device tensors are dropped once
-copied (at most FORWARD_IN_FLIGHT kept), weights and small tensors stay, a tensor saved twice is copied once, and
-nothing happens without grad, an fp8_scaled base keeps its buffers. The CUDA test (streams, pinned memory, a lower peak) is marked ``gpu``.
+copied (at most FORWARD_IN_FLIGHT kept), weights (an fp8_scaled base's buffers too) and small tensors stay, a tensor
+saved twice is copied once, nothing happens without grad, and every copy's event is waited for before its tensor is
+used or dropped. The CUDA test (streams, pinned memory, a lower peak) is marked ``gpu``.
 """
 
 from __future__ import annotations
