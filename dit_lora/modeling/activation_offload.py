@@ -22,7 +22,10 @@ tensors are used as they are (after the compute stream waits for the copies), as
 first unpack of a tensor brings it back into device memory allocated on the compute stream (after the side stream
 waits for the compute stream, so nothing still in use is overwritten), on the side stream, and starts bringing the
 :data:`PREFETCH` tensors saved before it (the backward runs in reverse); the compute stream waits for the copy's event
-before the tensor is used. A callback queued on the backward's end drops what is left. No step reads the device from
+before the tensor is used. Because that memory is the compute stream's, autograd frees it when it is done with it,
+stream-ordered, with no ``record_stream`` (torchtune's ``OffloadActivations``, ``torchtune/training/
+_activation_offloading.py``, allocates it on its side stream and tracks storage use counts and per-node hooks to
+know when it may go). A callback queued on the backward's end drops what is left. No step reads the device from
 the host: events and stream waits only (``tests/e2e/test_no_host_sync.py``).
 
 **On a CPU** the same code runs with the streams and events as no-ops: the "host copy" is a copy into fresh CPU
@@ -41,10 +44,12 @@ around each swapped block (:mod:`dit_lora.modeling.block_swap`): when the hooks 
 the swap keeps its references to swapped weights and hands every other saved tensor to :meth:`ActivationOffload.pack`
 and back to :meth:`ActivationOffload.unpack`. Under checkpointing the swap pushes none, as before.
 
-**Why not torch's ``save_on_cpu``**: its pack copies synchronously (``tensor.to("cpu", non_blocking=False)`` unless
-pinned, and its unpack ``.to(device, non_blocking=pin_memory)`` on the compute stream), so every saved tensor stalls
-the forward for its copy and the backward for its way back, and it offloads weights' views and every small tensor
-alike.
+**Why not torch's ``save_on_cpu``** (``torch/autograd/graph.py``, read in torch 2.13): without ``pin_memory`` its
+pack is ``tensor.cpu()``, a copy the host waits for; with it, the copy to the host and the unpack's
+``.to(device, non_blocking=True)`` run on the compute stream itself, so every copy still stalls the compute that
+follows it, with nothing fetched ahead. And it offloads every saved tensor alike: a frozen weight's ``weight.t()``
+(what ``F.linear`` saves) is copied to the host and back at every step, small tensors too, and a saved view comes
+back contiguous.
 
 **Exact resume.** Nothing here is state a checkpoint must carry: each step's copies are made and dropped within it.
 """
