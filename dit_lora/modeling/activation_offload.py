@@ -75,6 +75,9 @@ MIN_OFFLOAD_BYTES = 1024
 FORWARD_IN_FLIGHT = 2
 #: saved tensors brought back ahead of their use in the backward
 PREFETCH = 2
+#: a tensor brought back ahead whose use the backward has passed by more than this many saves (one op's saves are
+#: adjacent: SDPA's are six) was saved for a node that does not run: its copy is dropped
+PASSED_OVER = 16
 #: the attribute of an installed model holding its :class:`ActivationOffload`
 _INSTALLED = "_dit_lora_activation_offload"
 
@@ -317,6 +320,12 @@ class ActivationOffload:
         self.ahead.pop(entry, None)
         if entry.index >= len(self.pending) or self.pending[entry.index] is not entry:
             return  # a tensor of an earlier step's graph: nothing of this step's order to follow
+        for passed in [e for e in self.ahead if e.index > entry.index + PASSED_OVER]:
+            # the backward went on without it (a node that never runs): it no longer holds the window; its copy
+            # goes (brought again if it is used after all)
+            del self.ahead[passed]
+            self.streams.wait(passed.ready)
+            passed.ready, passed.fetched = None, None
         self._cursor = entry.index - 1 if self._cursor is None else min(self._cursor, entry.index - 1)
         while self._cursor >= 0 and len(self.ahead) < PREFETCH:
             candidate = self.pending[self._cursor]
@@ -404,6 +413,7 @@ def install(
 __all__ = [
     "FORWARD_IN_FLIGHT",
     "MIN_OFFLOAD_BYTES",
+    "PASSED_OVER",
     "PREFETCH",
     "ActivationOffload",
     "OffloadStats",

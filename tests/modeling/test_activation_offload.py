@@ -310,6 +310,47 @@ def test_the_compute_stream_waits_for_every_copy_before_using_or_dropping_its_te
     assert all(entry.original is None for entry in offload.pending)
 
 
+def test_a_tensor_saved_for_a_node_that_never_runs_does_not_hold_the_prefetch_window():
+    """A branch the loss does not use, saved between two chains: its tensor is fetched ahead, then passed over and
+    dropped, and the window holds PREFETCH tensors again."""
+    model = nn.Linear(DIM, DIM)
+    offload = activation_offload.install(model, [], True, "cpu")
+    assert offload is not None
+    x = torch.randn(64, DIM, requires_grad=True)
+    before, after = activation_offload.PASSED_OVER + 4, 6
+    offload.enter(model, ())
+    try:
+        chain = x * 2.0
+        for _ in range(before):  # each sin saves its input: indices 0 .. before - 1
+            chain = chain.sin()
+        unused = (x * 3.0).exp()  # exp saves its result (index ``before``): never unpacked
+        for _ in range(after):
+            chain = chain.sin()
+    finally:
+        offload.exit(model, (), None)
+    windows = []
+    prefetch = offload._prefetch_before
+
+    def watched(entry):
+        prefetch(entry)
+        windows.append(sorted(e.index for e in offload.ahead))
+
+    offload._prefetch_before = watched  # type: ignore[method-assign]
+    chain.sum().backward()
+    assert any(before in w for w in windows)  # fetched ahead once the backward came near it
+    assert windows[-3:] and all(len(w) <= activation_offload.PREFETCH and before not in w for w in windows[-3:])
+    assert unused.grad_fn is not None and offload.pending == []
+    assert torch.allclose(x.grad, _sin_chain_grad(x.detach() * 2.0, before + after) * 2.0)
+
+
+def _sin_chain_grad(start: torch.Tensor, depth: int) -> torch.Tensor:
+    value, grad = start, torch.ones_like(start)
+    for _ in range(depth):
+        grad = grad * value.cos()
+        value = value.sin()
+    return grad
+
+
 def test_disabled_installs_nothing_and_compile_is_refused():
     assert activation_offload.install(nn.Linear(2, 2), [], False, "cpu") is None
     activation_offload.check_config(TrainConfig.for_family("sana", activation_offloading=True))
