@@ -61,10 +61,6 @@ _ADAMW = (
 )
 _REPEATS = "name the image folder N_words (kohya's layout, e.g. 10_sks/) to repeat its images N times"
 _LYCORIS = "dit-lora trains a PEFT LoRA; LoKr, LoHa and DoRA are planned (issue 37)"
-_SWAP = (
-    "activations are not offloaded; --blocks_to_swap keeps blocks' frozen weights in host memory, "
-    "--gradient_checkpointing recomputes activations, `dit-lora plan` says what fits"
-)
 _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
 _CAPTIONS = (
     "captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
@@ -345,7 +341,13 @@ PEER_FLAGS: dict[str, Peer] = {
     "fp8_llm": Peer(
         "musubi-tuner", "quantize_text_encoder", "nf4 through bitsandbytes, not fp8", sources=("m-common",)
     ),
-    "gradient_checkpointing_cpu_offload": Peer("musubi-tuner", None, _SWAP, sources=("m-common",)),
+    "gradient_checkpointing_cpu_offload": Peer(
+        "musubi-tuner",
+        "activation_offloading",
+        "musubi offloads the checkpointed blocks' inputs and needs --gradient_checkpointing; --activation_offloading "
+        "offloads every activation the model's forward saves (under --gradient_checkpointing, those inputs)",
+        sources=("m-common",),
+    ),
     "sdpa": Peer(
         "sd-scripts, musubi-tuner", "attention_backend", "--attention_backend sdpa", sources=("k-util", "m-common")
     ),

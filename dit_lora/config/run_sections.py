@@ -330,6 +330,17 @@ class KernelOptions:
         section="kernels",
         valid=NON_NEGATIVE,
     )
+    activation_offloading: bool = opt(
+        False,
+        "Keep the activations the model's forward saves for its backward in host memory (pinned on CUDA) instead "
+        "of on the device: each saved tensor of at least 1 KiB that is not a weight is copied out on a side stream "
+        "during the forward and brought back during the backward, the next ones fetched ahead. Saves the device "
+        "the saved activations (with --gradient_checkpointing: the checkpointed blocks' inputs); costs host memory "
+        "of the same size and two copies of each over the host link per step (step time where they take longer than "
+        "the compute). Results are unchanged. Use after --gradient_checkpointing and --quantize_base fp8_scaled; "
+        "combines with --blocks_to_swap. Not with --compile.",
+        section="kernels",
+    )
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ of the block before. Under torch's non-reentrant checkpoint (the families' check
 are active around the block and the swap adds none: the forward saves no weight, the recomputation runs the block's
 forward hooks again (brought in; the previous block's copy starts), and what the recomputation saves are aliases of
 the device copies, alive exactly until the block's backward nodes have run. A callback queued on the backward
-(``queue_callback``, as DDP's reducer does) parks every block at its end.
+(``queue_callback``, as DDP's reducer does) parks every block at its end. ``--activation_offloading``'s hooks are
+not a checkpoint's: found under the swap's (:func:`~dit_lora.modeling.activation_offload.chained`), they get every
+saved tensor that is not a swapped weight, and its unpack gets them back (only the innermost hooks run).
 
 **Why not diffusers' group offloading** (``apply_group_offloading(offload_type="block_level", use_stream=True)``,
 ``hooks/group_offloading.py`` in diffusers 0.42): it is built for inference. Its ``post_forward`` offloads a group
@@ -71,6 +73,7 @@ import torch
 from torch import nn
 
 from dit_lora.core.errors import UserError
+from dit_lora.modeling import activation_offload
 from dit_lora.modeling.ddp_ignore import ignore_in_ddp
 
 #: one frozen tensor's place in its module: (``module._parameters`` or ``module._buffers``, key, the tensor)
@@ -326,10 +329,7 @@ class _SavedWeight:
     stride: tuple[int, ...]
 
 
-def _in_backward() -> bool:
-    """Whether autograd's engine is running a backward on this thread (a checkpoint's recomputation included)."""
-    task = getattr(torch._C, "_current_graph_task_id", None)
-    return task is not None and task() != -1
+_in_backward = activation_offload.in_backward
 
 
 def _outer_saved_tensor_hooks() -> bool:
@@ -388,8 +388,12 @@ class BlockSwap:
         else:
             self._end_queued = False  # a backward that stopped early left none behind to wait for
         self._enter(state, backward)
-        if torch.is_grad_enabled() and not _outer_saved_tensor_hooks():
-            state.saving = torch.autograd.graph.saved_tensors_hooks(functools.partial(self._pack, state), self._unpack)
+        # --activation_offloading's hooks below these: chained (what the swap does not keep goes to them)
+        outer = activation_offload.chained()
+        if torch.is_grad_enabled() and (outer is not None or not _outer_saved_tensor_hooks()):
+            state.saving = torch.autograd.graph.saved_tensors_hooks(
+                functools.partial(self._pack, state, outer), functools.partial(self._unpack, outer)
+            )
             state.saving.__enter__()
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -402,7 +406,7 @@ class BlockSwap:
         if not (_in_backward() or (state.following is None and torch.is_grad_enabled())):
             self._park(state)
 
-    def _pack(self, state: SwapState, tensor: torch.Tensor) -> Any:
+    def _pack(self, state: SwapState, outer: activation_offload.ActivationOffload | None, tensor: torch.Tensor) -> Any:
         if tensor.layout is torch.strided and tensor.numel() and tensor.device.type == state.device.type:
             try:
                 owner = state.storages.get(tensor.untyped_storage().data_ptr())
@@ -411,11 +415,13 @@ class BlockSwap:
             if owner is not None:
                 offset, size, stride = int(tensor.storage_offset()), tuple(tensor.size()), tuple(tensor.stride())
                 return _SavedWeight(state, owner, tensor.dtype, offset, size, stride)
+        if outer is not None:
+            return outer.pack(tensor)
         return tensor.detach()  # an alias: the tensor itself would tie an output to its own grad_fn (a cycle)
 
-    def _unpack(self, saved: Any) -> torch.Tensor:
+    def _unpack(self, outer: activation_offload.ActivationOffload | None, saved: Any) -> torch.Tensor:
         if not isinstance(saved, _SavedWeight):
-            return cast(torch.Tensor, saved)
+            return outer.unpack(saved) if outer is not None else cast(torch.Tensor, saved)
         if _in_backward():
             self._queue_end()
         state = saved.state

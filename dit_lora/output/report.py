@@ -121,6 +121,11 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         "quantized text encoder (--quantize_text_encoder)": (
             "nf4 during caching" if cfg.quantize_text_encoder else None
         ),
+        "activation offloading (--activation_offloading)": (
+            "saved activations in host memory between forward and backward (values unchanged)"
+            if cfg.activation_offloading
+            else None
+        ),
         **(card.card_settings(cfg) if card else {}),
         "final_loss": summary.get("final_loss"),
         "skipped_steps (non-finite guard)": summary.get("skipped_steps"),

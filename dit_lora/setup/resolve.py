@@ -30,7 +30,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
 from dit_lora.contract.spec import FamilySpec, require
 from dit_lora.data.prepare import check_image_buckets
-from dit_lora.modeling import block_swap
+from dit_lora.modeling import activation_offload, block_swap
 from dit_lora.registry import get_spec
 
 
@@ -84,6 +84,7 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
         if cfg.blocks_to_swap:
             block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
+        activation_offload.check_config(cfg)  # --activation_offloading with --compile: one paragraph
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 
 

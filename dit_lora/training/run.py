@@ -45,7 +45,7 @@ from dit_lora.data.cache import default_cache_root
 from dit_lora.data.prepare import prepare_data
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
-from dit_lora.modeling import block_swap, quantize, trainables
+from dit_lora.modeling import activation_offload, block_swap, quantize, trainables
 from dit_lora.modeling.quantize import QuantizeError
 from dit_lora.output.adapter import assert_finite
 from dit_lora.output.hub import preflight_push
@@ -485,6 +485,12 @@ def _build_optimizer(run: Run) -> None:
     swap = block_swap.install(model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name)
     if swap is not None:
         run.log(swap.describe())
+    # --activation_offloading: saved-tensor hooks around the forward of the blocks' owners (chained under the swap's)
+    offload = activation_offload.install(
+        model, run.spec.info.block_lists, cfg.activation_offloading, accelerator.device
+    )
+    if offload is not None:
+        run.log(offload.describe())
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
 

@@ -7,7 +7,9 @@ micro-batch (:meth:`SyncAudit.step`) three watchers refuse what would make the h
   (``aten._local_scalar_dense``: ``.item()``, ``float(t)``, ``int(t)``, ``bool(t)``), ops whose output
   shape depends on a device tensor's values (``nonzero`` and friends), and copies that cross between
   the host and the device (``aten._to_copy`` or ``copy_`` from a host tensor into a device tensor or
-  back: a host constant moved to the device every step, ``.cpu()`` of a device tensor);
+  back: a host constant moved to the device every step, ``.cpu()`` of a device tensor; a ``non_blocking``
+  copy from or into page-locked host memory is no sync and passes: ``--activation_offloading``'s and the block
+  swap's copies on their side stream);
 * a :class:`TorchFunctionMode` refuses the host reads that never reach the dispatcher on a CPU:
   ``.tolist()``, ``.numpy()`` (and ``np.asarray(t)``), ``.cpu()`` and ``.to("cpu")`` of a device tensor;
 * on CUDA, additionally ``torch.cuda.set_sync_debug_mode("error")``, which sees syncs inside kernels
@@ -128,6 +130,10 @@ def _crossing(audit: SyncAudit, name: str, args, kwargs) -> str | None:
     src_dev, dst_dev = audit._on_device(src), audit._on_device(dst)
     if src_dev == dst_dev:
         return None
+    host = src if dst_dev else dst
+    non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+    if non_blocking and host.device.type == "cpu" and host.is_pinned():
+        return None  # an asynchronous copy from or into page-locked memory on a stream: the host never waits
     return "host -> device" if dst_dev else "device -> host"
 
 

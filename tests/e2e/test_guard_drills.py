@@ -211,18 +211,21 @@ def test_fault_spec_errors_are_one_paragraph(tiny_sana, shapes_data, tmp_path):
 
 @pytest.mark.slow
 def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
-    """A NaN loss on rank 1 only (its gradients stay finite) must skip the step on rank 0 too."""
+    """A NaN loss on rank 1 only (its gradients stay finite) must skip the step on rank 0 too. With
+    --activation_offloading: its saved-tensor hooks sit on the modules DDP wraps."""
     import sys
 
     out = tmp_path / "out"
     launcher = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                 "--num_machines", "1", "--mixed_precision", "bf16", "--main_process_port", str(free_port())]
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4,
-                                train_batch_size=2, inject_faults="nan_loss@2:rank1", attention_canary="false"),
+                                train_batch_size=2, inject_faults="nan_loss@2:rank1", attention_canary="false",
+                                activation_offloading="true"),
                       launcher=launcher, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "activation offloading: the saved activations" in proc.stdout + proc.stderr
     summary = read_summary(out)
-    assert summary["num_processes"] == 2
+    assert summary["num_processes"] == 2 and summary["config"]["activation_offloading"] is True
     assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1 and summary["nonfinite_grads"] == 0
     report = json.loads((out / "nonfinite_report.json").read_text())
     assert report["first_fault"]["rank"] == 1

@@ -158,3 +158,9 @@ def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
     note = _exports_note(SimpleNamespace(exports=Exporting()))
     assert "`dit-lora export OUTPUT_DIR --format FORMAT`" in note
     assert "- `fmt`: what fmt holds and how it was checked" in note
+
+
+def test_card_names_activation_offloading_only_when_on(tmp_path):
+    row = "| activation offloading (--activation_offloading) | saved activations in host memory"
+    assert row in _card("sana", tmp_path, activation_offloading=True)
+    assert "activation offloading" not in _card("sana", tmp_path)

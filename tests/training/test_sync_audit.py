@@ -53,3 +53,15 @@ def test_allowed_nests_and_restores_the_refusal():
             y.sum().item()
     assert sum(audit.passed.values()) == 2
     y.sum().item()  # outside every step
+
+
+def test_a_non_blocking_copy_from_pageable_host_memory_is_still_refused():
+    """Only an asynchronous copy from or into page-locked memory passes (activation offloading's, the block swap's):
+    ``non_blocking`` with a pageable host tensor still makes the host wait, and is refused ('meta' stands in for an
+    accelerator; no CPU tensor is pinned without CUDA)."""
+    audit = SyncAudit(torch.device("meta"), enabled=True)
+    host, device_buf = torch.arange(4.0), torch.empty(4, device="meta")
+    with audit.step():
+        for copy in (lambda: device_buf.copy_(host, non_blocking=True), lambda: host.copy_(device_buf, True)):
+            with pytest.raises(HostSyncError, match="host -> device|device -> host"):
+                copy()
