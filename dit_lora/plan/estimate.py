@@ -160,6 +160,7 @@ class Plan:
     quantize_savings: dict[str, int] = field(default_factory=dict)  #: scheme -> bytes it saves on the unquantized model
     fp8_dequant_bytes: int = 0  #: dequant_bytes under --quantize_base fp8_scaled
     fp8_linear_bytes: int = 0  #: the quantizable Linear weights at fp8_scaled size (buffers: FSDP2 does not shard)
+    encode_peak_bytes: int = 0  #: the caching phase's one encode call (it scales with the tokens, as a step does)
 
     @property
     def swap_saving(self) -> int:
@@ -504,6 +505,7 @@ def plan_run(
         model=str(cfg.pretrained_model_name_or_path),
         activation_offloading=bool(getattr(cfg, "activation_offloading", False)),  # KernelOptions (offload branch)
         engine=engine,
+        encode_peak_bytes=encode_peak if cached else 0,
         **_ladder_fields(comps.model, spec, quantizable, cfg.weight_dtype),
         family=spec.name,
         catalogue_entry=catalogue_entry,

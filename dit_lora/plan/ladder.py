@@ -3,18 +3,19 @@
 Each :class:`Rung` is one lever: a function from the plan it builds on to the plan with the lever set
 (:mod:`.levers`, no tracing again), or None where it does not apply. :data:`RUNGS` lists them cheapest first; the
 ladder stops at the first rung whose predicted peak fits, so its flags are the fastest configuration the plan knows
-that fits. Adding a lever is one entry.
+that fits. Adding a lever is one entry. A rung that lowers no phase exceeding the memory (training, caching, loading)
+is skipped, so no flag is proposed that buys nothing.
 
 The order, and why:
 
 1. as given;
 2. ``--gradient_checkpointing true``: about a third more compute per step, no quality cost;
 3. a smaller micro-batch with the accumulation that keeps the samples per update (only when the batch is above 1);
-4. ``--quantize_base fp8_scaled``: frozen weights stored in fp8 with per-block scales, computed in bf16;
-5. ``--activation_offloading true``: the checkpointed blocks' inputs wait in pinned host memory (copies on a side
-   stream overlap the compute);
-5b. ``--quantize_text_encoder true``, only where the caching phase (the encoders beside the model) is what exceeds:
+4. ``--quantize_text_encoder true``, only where the caching phase (the encoders beside the model) is what exceeds:
    the text encoder runs once per caption, so its 4-bit weights cost no step time;
+5. ``--quantize_base fp8_scaled``: frozen weights stored in fp8 with per-block scales, computed in bf16;
+5b. ``--activation_offloading true``: the checkpointed blocks' inputs wait in pinned host memory (copies on a side
+   stream overlap the compute);
 6. ``--blocks_to_swap N``, N the smallest that fits (the blocks in flight counted): frozen weights of N blocks in
    pinned host memory, copied over PCIe for each forward and backward, prefetched on a side stream;
 7. with several GPUs, FSDP2 (``dit-lora launch --config_file accelerate_configs/fsdp2.yaml``) with the rungs 2-5:
@@ -76,6 +77,12 @@ def _gib(n: float) -> str:
 
 def _fits(plan: Plan, capacity: int) -> bool:
     return plan.peak_memory_bytes <= capacity
+
+
+def _excess(plan: Plan, capacity: int) -> int:
+    """How far the plan's phases (training, caching, loading) exceed ``capacity``, together."""
+    phases = (plan.train_phase_bytes(), plan.cache_phase_bytes or 0, plan.load_phase_bytes or 0)
+    return sum(max(phase + plan.process_bytes - capacity, 0) for phase in phases)
 
 
 def _smallest_batch(plan: Plan, capacity: int) -> Plan | None:
@@ -160,6 +167,11 @@ RUNGS: tuple[Rung, ...] = (
         lambda before, after: "the same samples per update, in smaller matmuls",
     ),
     Rung(
+        "nf4 text encoder",
+        _text_encoder_nf4,
+        lambda before, after: "none per step (the text encoder runs once per caption, at caching); bitsandbytes",
+    ),
+    Rung(
         "fp8_scaled base",
         lambda plan, capacity: (
             None
@@ -171,18 +183,13 @@ RUNGS: tuple[Rung, ...] = (
         ),
     ),
     Rung("activation offloading", lambda plan, capacity: levers.with_offloading(plan), _offload_cost),
-    Rung(
-        "nf4 text encoder",
-        _text_encoder_nf4,
-        lambda before, after: "none per step (the text encoder runs once per caption, at caching); bitsandbytes",
-    ),
     Rung("block swap", _fewest_swapped, _swap_cost),
-    Rung("FSDP2", lambda plan, capacity: levers.with_fsdp2(plan), _fsdp2_cost, on="nf4 text encoder"),
+    Rung("FSDP2", lambda plan, capacity: levers.with_fsdp2(plan), _fsdp2_cost, on="activation offloading"),
     Rung(
         "nf4 base",
         _nf4,
         lambda before, after: "4-bit frozen weights: slower matmuls and a larger quantization error than fp8",
-        on="nf4 text encoder",
+        on="activation offloading",
     ),
     Rung("fewer tokens", _fewer_tokens, _token_cost, on=""),  # "": the lowest peak tried so far
 )
@@ -249,6 +256,8 @@ def climb(plan: Plan, capacity: int, rungs: tuple[Rung, ...] = RUNGS) -> Ladder:
         else:
             start = after.get(rung.on, previous) if rung.on else previous
         climbed = rung.climb(start, capacity)
+        if climbed is not None and climbed is not start and _excess(climbed, capacity) >= _excess(start, capacity):
+            climbed = None  # it lowers no phase that exceeds: its cost would buy nothing
         after[rung.name] = climbed or start
         previous = after[rung.name] if rung.on is None else previous
         if climbed is None:

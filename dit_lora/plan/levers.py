@@ -127,11 +127,14 @@ def largest_bucket(plan: Plan) -> str:
 
 
 def with_tokens(plan: Plan, share: float, bucket: str) -> Plan:
-    """The largest bucket cut to ``bucket``, ``share`` of its tokens: its activations and FLOPs scaled by that."""
+    """The largest bucket cut to ``bucket``, ``share`` of its tokens: its activations and FLOPs scaled by that, and
+    the caching phase's encode call (one micro-batch of the largest bucket, as the plan traces it)."""
     largest = largest_bucket(plan)
-    return dataclasses.replace(
-        plan, steps=[_scaled(s, share, bucket) if s.bucket == largest else s for s in plan.steps]
-    )
+    steps = [_scaled(s, share, bucket) if s.bucket == largest else s for s in plan.steps]
+    cache, encode = plan.cache_phase_bytes, int(plan.encode_peak_bytes * share)
+    if cache is not None:  # the encode of one micro-batch of the cut bucket
+        cache -= plan.encode_peak_bytes - encode
+    return dataclasses.replace(plan, steps=steps, cache_phase_bytes=cache, encode_peak_bytes=encode)
 
 
 def token_cuts(bucket: str) -> list[tuple[float, str, list[str]]]:
