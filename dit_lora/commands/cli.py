@@ -71,6 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--num_gpus",
         "--num_processes",
         dest="num_processes",
+        metavar="N",
         type=int,
         default=1,
         help="GPUs (processes) of the run; --num_processes is the same option. Several: DDP adds its buckets, and "
@@ -82,7 +83,9 @@ def _build_parser() -> argparse.ArgumentParser:
         choices=("cuda", "cpu"),
         help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)",
     )
-    plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
+    plan.add_argument(
+        "--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts; `ladder`: the rungs)"
+    )
 
     sub.add_parser(
         "train",
