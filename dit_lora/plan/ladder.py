@@ -169,7 +169,10 @@ RUNGS: tuple[Rung, ...] = (
     Rung(
         "nf4 text encoder",
         _text_encoder_nf4,
-        lambda before, after: "none per step (the text encoder runs once per caption, at caching); bitsandbytes",
+        lambda before, after: (
+            f"caching phase {_gib(before.cache_phase_bytes or 0)} -> "
+            f"{_gib(after.cache_phase_bytes or 0)}; none per step (the text encoder runs once per caption); bitsandbytes"
+        ),
     ),
     Rung(
         "fp8_scaled base",
