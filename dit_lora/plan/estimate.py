@@ -49,7 +49,9 @@ all-gathered, and the next block's all-gather is issued on a separate stream whi
 (implicit forward prefetching; backward prefetching is on by default), so a rank holds two blocks unsharded at
 once; after them the unsharded copy is freed (``reshard_after_forward=True``, torchtitan's default). Buffers are
 not parameters and are not sharded: ``--quantize_base fp8_scaled`` keeps its fp8 weights and scales in buffers
-(:mod:`dit_lora.modeling.fp8_scaled`), so they stay whole on every rank. Activations are per rank, unchanged.
+(:mod:`dit_lora.modeling.fp8_scaled`), so they stay whole on every rank. Gradients are reduce-scattered block by block
+(the ``fully_shard`` contract), so a rank keeps its shard of the trainable parameters' gradients, which the step's
+trace holds whole. Activations are per rank, unchanged.
 """
 
 from __future__ import annotations
@@ -186,10 +188,15 @@ class Plan:
         gathered = int(largest * sharded / max(self.model_built_bytes, 1))  # a block's share of the sharded bytes
         return replicated + sharded // self.shards + FSDP2_UNSHARDED_BLOCKS * gathered + self.dequant_bytes
 
+    def sharded_gradient_saving(self) -> int:
+        """Under FSDP2, the trainable parameters' gradients (fp32, in the step's trace whole) less a rank's shard: each
+        block's are reduce-scattered right after its backward, so a rank keeps 1/shards of them."""
+        return 4 * self.trainable_params * (self.shards - 1) // self.shards
+
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
         gc = self.checkpointing if checkpointing is None else checkpointing
-        held = self.model_on_device()
+        held = self.model_on_device() - self.sharded_gradient_saving()
         held += (self.optimizer_bytes + self.snapshot_bytes) // self.shards + self.ddp_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)

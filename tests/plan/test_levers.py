@@ -87,7 +87,10 @@ def test_fsdp2_shards_parameters_and_state_and_gathers_two_blocks(base):
     block = max(fsdp2.block_sizes[0])
     assert fsdp2.model_on_device() == model // 2 + FSDP2_UNSHARDED_BLOCKS * block
     held = fsdp2.train_phase_bytes() - fsdp2.resident_activations()
-    assert held == fsdp2.model_on_device() + (fsdp2.optimizer_bytes + fsdp2.snapshot_bytes) // 2
+    sharded_grads = 4 * fsdp2.trainable_params // 2  # a rank's shard of the fp32 gradients stays
+    assert fsdp2.sharded_gradient_saving() == 4 * fsdp2.trainable_params - sharded_grads
+    assert held == fsdp2.model_on_device() + (fsdp2.optimizer_bytes + fsdp2.snapshot_bytes) // 2 - (
+        fsdp2.sharded_gradient_saving())
     # fp8_scaled keeps its weights in buffers, which FSDP2 does not shard: they stay whole on each rank
     fp8 = levers.with_quantization(fsdp2, "fp8_scaled")
     assert fp8.fp8_linear_bytes > 0
