@@ -415,6 +415,49 @@ def swap_figures(
     return swap_fields(block_sizes(model, spec.info.block_lists), count, device, scale)
 
 
+def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
+    """The model's block count from its config (``spec.plan.depth_key``) and the trained model's subfolder; a config
+    that cannot be read is one paragraph."""
+    file, key = planner(spec).depth_key
+    sub, _, name = file.rpartition("/")
+    depth_config = read(sub, name)
+    if depth_config is None:
+        raise UserError(
+            f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
+            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+            "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
+            "files (a recipe run with --ignore_memory_plan starts without the plan)."
+        )
+    return int(lookup(depth_config, key)), sub
+
+
+def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str, int], int, int, int]:
+    """Each component's bytes as loaded (``--quantize_base``'s linears ``quantizable`` and ``--quantize_text_encoder``'s
+    at their quantized size), the largest weight dequantized while it runs, and the bytes nf4 would save on the text
+    encoder and on the model (0 where already quantized)."""
+    weights, dequant = {"model": module_bytes(comps.model)}, 0
+    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
+        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, quantizable)
+        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, quantizable, cfg.weight_dtype)
+    weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    text_encoder = comps.encoders.get("text_encoder")
+    te_savings = (
+        0
+        if text_encoder is None
+        else quantize.quantized_weight_savings(  # transformers' nf4 (its
+            text_encoder, "nf4", quantize.quantized_linears(text_encoder)
+        )
+    )  # _keep_in_fp32_modules not)
+    if cfg.quantize_text_encoder:
+        weights["text_encoder"] -= te_savings
+    nf4_savings = (
+        0
+        if quantize.enabled(cfg.model)
+        else quantize.quantized_weight_savings(comps.model, "nf4", quantizable)  # what the advice may offer
+    )
+    return weights, dequant, te_savings, nf4_savings
+
+
 def _ladder_fields(model: torch.nn.Module, spec: FamilySpec, quantizable: list[str], dtype: torch.dtype) -> dict:
     """The plan's fields the ladder reads to predict other settings (``model``: unquantized, trainables attached;
     ``quantizable``: the Linear weights --quantize_base would quantize)."""
@@ -456,43 +499,14 @@ def plan_run(
     plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
     the plan is still built once.
     """
-    file, key = planner(spec).depth_key
-    sub, _, name = file.rpartition("/")
-    depth_config = read(sub, name)
-    if depth_config is None:
-        raise UserError(
-            f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
-            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
-            "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
-            "files (a recipe run with --ignore_memory_plan starts without the plan)."
-        )
-    full_depth = int(lookup(depth_config, key))
-
-    comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
-    checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
     if engine not in ("ddp", "fsdp2"):
         raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
-    weights, dequant = {"model": module_bytes(comps.model)}, 0
+    full_depth, sub = _depth(spec, cfg, read)
+    comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
+    checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
     quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
-    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, quantizable)
-        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, quantizable, cfg.weight_dtype)
-    weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
     text_encoder = comps.encoders.get("text_encoder")
-    te_savings = (
-        0
-        if text_encoder is None
-        else quantize.quantized_weight_savings(  # transformers' nf4 (its
-            text_encoder, "nf4", quantize.quantized_linears(text_encoder)
-        )
-    )  # _keep_in_fp32_modules not)
-    if cfg.quantize_text_encoder:
-        weights["text_encoder"] -= te_savings
-    nf4_savings = (
-        0
-        if quantize.enabled(cfg.model)
-        else quantize.quantized_weight_savings(comps.model, "nf4", quantizable)  # what the advice may offer
-    )
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
