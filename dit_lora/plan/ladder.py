@@ -311,7 +311,12 @@ def answer(ladder: Ladder) -> str:
     if chosen is not None:
         text = f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
         return text + _headroom(ladder, chosen)
-    return (
-        f"no lever the plan knows fits {_gib(ladder.capacity)}: the lowest it reaches is {_gib(target.peak)} with "
-        f"{flags}{via}; train on a device with more memory"
-    )
+    text = f"no lever the plan knows fits {_gib(ladder.capacity)}: the lowest it reaches is {_gib(target.peak)} with "
+    text += f"{flags}{via}; train on a device with more memory"
+    caching = (target.plan.cache_phase_bytes or 0) + target.plan.process_bytes
+    if caching > ladder.capacity:  # the encoders beside the model: a larger device builds the cache once
+        text += (
+            f", or build the latent cache (its phase: {_gib(caching)}, the encoders beside the model) once on a larger "
+            "device and train here with the same --cache_dir"
+        )
+    return text

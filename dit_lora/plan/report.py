@@ -131,15 +131,7 @@ def advice(plan: Plan, capacity: int) -> str:
         )
     found = ladder.climb(plan, capacity)
     text = f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. The ladder's answer: "
-    text += ladder.answer(found)
-    target = found.chosen or found.closest
-    cache = target.plan.cache_phase_bytes
-    if cache and cache + target.plan.process_bytes > capacity:
-        text += (
-            "; building the latent cache needs the encoders beside the model: build it once on a larger device "
-            "(the same --cache_dir is reused)"
-        )
-    return text + "."
+    return text + ladder.answer(found) + "."
 
 
 def check_fits(plan: Plan, capacity: int, where: str) -> None:

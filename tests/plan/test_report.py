@@ -41,7 +41,8 @@ def test_advice_warns_when_the_headroom_is_within_the_plans_error():
 def test_advice_names_a_larger_cache_device_when_the_caching_phase_sets_the_peak():
     caching = make_plan(train_batch_size=1, steps=[StepTrace("b", False, 4 * 2**30, 1)], cache_phase_bytes=12 * 2**30)
     text = advice(caching, 8 * 2**30)
-    assert "no lever the plan knows fits 8.00 GiB" in text and "build it once on a larger device" in text
+    assert "no lever the plan knows fits 8.00 GiB" in text
+    assert "build the latent cache (its phase: 12.00 GiB, the encoders beside the model) once on a larger device" in text
 
 
 def test_the_table_names_every_row_and_appends_the_advice():
