@@ -89,10 +89,9 @@ def _smallest_batch(plan: Plan, capacity: int) -> Plan | None:
     """The largest smaller micro-batch (a divisor of the batch) whose plan fits, else batch 1."""
     if plan.train_batch_size <= 1:
         return None
-    smaller = [b for b in range(plan.train_batch_size - 1, 0, -1) if plan.train_batch_size % b == 0]
-    return next((p for p in map(lambda b: levers.with_batch(plan, b), smaller) if _fits(p, capacity)), None) or (
-        levers.with_batch(plan, 1)
-    )
+    divisors = [b for b in range(plan.train_batch_size - 1, 0, -1) if plan.train_batch_size % b == 0]
+    tried = [levers.with_batch(plan, b) for b in divisors]  # largest first; the last is batch 1
+    return next((p for p in tried if _fits(p, capacity)), tried[-1])
 
 
 def _fewest_swapped(plan: Plan, capacity: int) -> Plan | None:
@@ -118,6 +117,8 @@ def _text_encoder_nf4(plan: Plan, capacity: int) -> Plan | None:
 
 
 def _nf4(plan: Plan, capacity: int) -> Plan | None:
+    """``--quantize_base nf4`` and the text encoder's, in place of fp8_scaled and block swap (bitsandbytes' weights can
+    be neither swapped nor sharded: not under FSDP2)."""
     if plan.quantized == "nf4" or plan.engine == "fsdp2" or not plan.quantize_savings.get("nf4"):
         return None
     return levers.with_quantization(levers.with_swap(plan, 0), "nf4", text_encoder=True)
