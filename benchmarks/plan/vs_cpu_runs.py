@@ -67,6 +67,17 @@ SETTINGS: dict[str, tuple[str, str, str, list[str]]] = {
     "dit-256-b4-gc-fp8": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
                                                                   "--gradient_checkpointing", "true",
                                                                   "--quantize_base", "fp8_scaled"]),
+    # --gradient_checkpointing on/off and --blocks_to_swap (issue 35's ladder: each lever's prediction against a run;
+    # beside sana-256-b1, dit-256-b4 and dit-256-b4-gc). TODO(activation offloading): add "-offload" settings with
+    # --activation_offloading true once that option is merged (on a CPU the plan claims no saving: the host is the
+    # device, so the prediction equals the setting without it).
+    "sana-256-b1-gc": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
+                                                         "--gradient_checkpointing", "true"]),
+    "sana-256-b1-swap1": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
+                                                            "--blocks_to_swap", "1"]),
+    "dit-256-b4-gc-swap1": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
+                                                                    "--gradient_checkpointing", "true",
+                                                                    "--blocks_to_swap", "1"]),
     "cogvideox5b-9x256x256": ("cogvideox", "cogvideox-5b-1l", "clips",
                               ["--max_num_frames", "9", "--height", "256", "--width", "256",
                                "--allow_untrained_resolution", "true", "--train_batch_size", "1"]),
@@ -153,7 +164,9 @@ def run_setting(name: str, model: Path, data: Path, work: Path, env: dict, timeo
                plan={k: plan[k] for k in ("weights", "process_bytes", "cache_phase_bytes", "train_phase_bytes",
                                           "optimizer_bytes", "snapshot_bytes", "trainable_params", "steps",
                                           "checkpointing", "depth", "load_phase_bytes", "mapped", "heap_factor",
-                                          "heap_factor_checkpointed")},
+                                          "heap_factor_checkpointed", "blocks_to_swap", "swapped_bytes",
+                                          "swap_in_flight_bytes")
+                     if k in plan},
                measured_phases={
                    "setup_peak_bytes": training_marks[0]["hwm"] if training_marks else None,
                    "train_rss_max_bytes": _train_rss_max(watched),

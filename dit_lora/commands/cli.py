@@ -63,16 +63,29 @@ def _build_parser() -> argparse.ArgumentParser:
         "--gpu_memory",
         default=None,
         metavar="SIZE",
-        help="say what fits on this much memory, e.g. 24GB (default: this machine's device)",
+        help="say what fits on this much memory per GPU, e.g. 24GB (default: this machine's device); when the run "
+        "does not fit, the ladder of levers (checkpointing, fp8_scaled, activation offloading, block swap, FSDP2, "
+        "nf4, fewer tokens) and the flags of the fastest configuration that fits",
     )
-    plan.add_argument("--num_processes", type=int, default=1, help="processes of the run (DDP adds its buckets)")
+    plan.add_argument(
+        "--num_gpus",
+        "--num_processes",
+        dest="num_processes",
+        metavar="N",
+        type=int,
+        default=1,
+        help="GPUs (processes) of the run; --num_processes is the same option. Several: DDP adds its buckets, and "
+        "the ladder tries FSDP2 where DDP does not fit",
+    )
     plan.add_argument(
         "--device",
         default="cuda",
         choices=("cuda", "cpu"),
         help="where the run will train: cuda (default) or cpu (adds this Python process's own memory)",
     )
-    plan.add_argument("--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts)")
+    plan.add_argument(
+        "--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts; `ladder`: the rungs)"
+    )
 
     sub.add_parser(
         "train",
@@ -274,7 +287,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     import torch
 
     # here, not at the top: `dit-lora --help` must start without torch (the memory plan loads it)
-    from dit_lora.plan import make_plan
+    from dit_lora.plan import ladder, make_plan
     from dit_lora.plan.report import device_memory, format_plan, parse_memory
     from dit_lora.setup.resolve import resolve
 
@@ -304,7 +317,8 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
     else:
         capacity = None
     if args.json:
-        print(json.dumps({**plan.as_dict(), "capacity_bytes": capacity}, indent=2))
+        found = ladder.climb(plan, capacity).as_dict() if capacity is not None else None
+        print(json.dumps({**plan.as_dict(), "capacity_bytes": capacity, "ladder": found}, indent=2))
     else:
         print("\n".join(chosen.lines()))
         print(format_plan(plan, capacity))

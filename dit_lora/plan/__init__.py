@@ -22,11 +22,13 @@ def make_plan(
     entry=None,
     both_settings: bool = True,
     capacity: int | None = None,
+    engine: str = "ddp",
 ) -> Plan:
     """The plan of ``cfg`` as the family of ``spec`` would train it (``entry``: the matched catalogue entry, if any).
 
     ``both_settings``: trace with and without activation checkpointing; else the run's own setting, and the other
-    as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`).
+    as well when the peak exceeds ``capacity`` (see :func:`~.estimate.plan_run`). ``engine``: ``"ddp"`` or
+    ``"fsdp2"`` (the trained model sharded over ``num_processes``).
     """
     return plan_run(
         cfg,
@@ -37,6 +39,7 @@ def make_plan(
         catalogue_entry=entry.hub_id if entry is not None else None,
         both_settings=both_settings,
         capacity=capacity,
+        engine=engine,
     )
 
 

@@ -32,6 +32,26 @@ phase frees as it goes: applied to it, a factor of 2.2 over-predicted DiT's peak
 ``--blocks_to_swap N`` (:mod:`dit_lora.modeling.block_swap`) takes the swapped blocks' frozen bytes off the trained
 model's resident weights on an accelerator, in the caching and the training phase, and adds back the blocks in flight
 (:data:`SWAP_IN_FLIGHT`); on a CPU host memory is the device's, so only the in-flight copies count, as a cost.
+
+``--activation_offloading`` moves every tensor autograd saves for backward to host memory and brings it back for
+backward; with ``--gradient_checkpointing`` those are the checkpointed blocks' inputs, so the device keeps the ones in
+flight (the block being recomputed and the next one arriving) beside the recomputation's own peak. The trace at
+:data:`TRACE_DEPTHS`' first depth holds exactly that many blocks' saved inputs and one recomputation, so its peak
+is the step's activations with offloading (:attr:`StepTrace.offloaded_bytes`; a conservative figure: what layers
+outside the blocks save is offloaded too in the run, and counted here). On a CPU the host is the device: no saving.
+
+``engine="fsdp2"`` (torch's ``fully_shard`` over ``num_processes`` ranks) divides the trained model's parameters,
+the optimizer's moments and the guard's snapshot by the number of ranks and adds the unsharded weights of
+:data:`FSDP2_UNSHARDED_BLOCKS` blocks. The rule, from torch's FSDP notes (docs.pytorch.org/docs/stable/notes/
+fsdp.html, "FSDP Prefetch Nuances") and the ``fully_shard`` contract (docs.pytorch.org/docs/stable/distributed.
+fsdp.fully_shard.html): outside a block's forward and backward its parameters are sharded; before them they are
+all-gathered, and the next block's all-gather is issued on a separate stream while the current block computes
+(implicit forward prefetching; backward prefetching is on by default), so a rank holds two blocks unsharded at
+once; after them the unsharded copy is freed (``reshard_after_forward=True``, torchtitan's default). Buffers are
+not parameters and are not sharded: ``--quantize_base fp8_scaled`` keeps its fp8 weights and scales in buffers
+(:mod:`dit_lora.modeling.fp8_scaled`), so they stay whole on every rank. Gradients are reduce-scattered block by block
+(the ``fully_shard`` contract), so a rank keeps its shard of the trainable parameters' gradients, which the step's
+trace holds whole. Activations are per rank, unchanged.
 """
 
 from __future__ import annotations
@@ -75,6 +95,14 @@ TRACE_DEPTHS = (2, 3)
 #: one more, the one just left, whose memory the allocator reuses only once the compute stream has passed it
 #: (``record_stream``)
 SWAP_IN_FLIGHT = {"cpu": 2, "accelerator": 3}
+#: --activation_offloading: checkpointed blocks' saved inputs on the device at once (the block recomputing in the
+#: backward, whose input came back, and the next one prefetched); equals TRACE_DEPTHS[0], whose trace holds them
+OFFLOAD_IN_FLIGHT = 2
+#: engine="fsdp2": blocks whose weights are all-gathered (unsharded) at once: the one computing and the next one
+#: prefetched (module docstring)
+FSDP2_UNSHARDED_BLOCKS = 2
+#: --quantize_base schemes whose savings the plan records for the ladder (plan/ladder.py)
+SCHEMES = ("nf4", "int8", "fp8", "fp8_scaled")
 
 
 @dataclass
@@ -85,6 +113,9 @@ class StepTrace:
     checkpointing: bool
     activation_bytes: int  # live bytes at the step's peak: activations, gradients, the batch
     flops: int  # forward + backward of one micro-batch
+    #: the same with --activation_offloading (:data:`OFFLOAD_IN_FLIGHT` blocks' saved tensors on the device); None:
+    #: not known (a model traced whole, too shallow to tell a block's share): no saving claimed
+    offloaded_bytes: int | None = None
 
 
 @dataclass
@@ -123,6 +154,15 @@ class Plan:
     swapped_bytes: int = 0  #: the swapped blocks' frozen weights, kept in host memory
     swap_in_flight_bytes: int = 0  #: the most of them on the device at once (:data:`SWAP_IN_FLIGHT` blocks)
     dequant_bytes: int = 0  #: --quantize_base fp8_scaled: the largest Linear weight dequantized while it runs
+    activation_offloading: bool = False  #: --activation_offloading (StepTrace.offloaded_bytes on an accelerator)
+    engine: str = "ddp"  #: "ddp" (a whole model per process) or "fsdp2" (sharded over num_processes)
+    #: what the ladder (plan/ladder.py) needs to predict other settings without tracing again:
+    model_built_bytes: int = 0  #: the trained model's bytes unquantized, as built (LoRA included)
+    block_sizes: list[list[int]] = field(default_factory=list)  #: per block list, each block's frozen bytes as built
+    quantize_savings: dict[str, int] = field(default_factory=dict)  #: scheme -> bytes it saves on the unquantized model
+    fp8_dequant_bytes: int = 0  #: dequant_bytes under --quantize_base fp8_scaled
+    fp8_linear_bytes: int = 0  #: the quantizable Linear weights at fp8_scaled size (buffers: FSDP2 does not shard)
+    encode_peak_bytes: int = 0  #: the caching phase's one encode call (it scales with the tokens, as a step does)
 
     @property
     def swap_saving(self) -> int:
@@ -130,11 +170,34 @@ class Plan:
         blocks in flight (on a CPU, where host memory is the device's, only the in-flight copies: negative)."""
         return (0 if self.device == "cpu" else self.swapped_bytes) - self.swap_in_flight_bytes
 
+    @property
+    def shards(self) -> int:
+        """Ranks the trained model's parameters and optimizer state are split over (1 unless FSDP2)."""
+        return max(self.num_processes, 1) if self.engine == "fsdp2" else 1
+
+    def model_on_device(self) -> int:
+        """The trained model's weights one process holds: all of them less what block swap parks, or under FSDP2 its
+        shard of the parameters, the buffers whole (fp8_scaled's weights) and :data:`FSDP2_UNSHARDED_BLOCKS`
+        blocks gathered (module docstring)."""
+        model = self.weights[self.trained_component]
+        if self.shards == 1:
+            return model - self.swap_saving + self.dequant_bytes
+        replicated = self.fp8_linear_bytes if self.quantized == "fp8_scaled" else 0
+        sharded = max(model - replicated, 0)
+        largest = max((size for sizes in self.block_sizes for size in sizes), default=0)
+        gathered = int(largest * sharded / max(self.model_built_bytes, 1))  # a block's share of the sharded bytes
+        return replicated + sharded // self.shards + FSDP2_UNSHARDED_BLOCKS * gathered + self.dequant_bytes
+
+    def sharded_gradient_saving(self) -> int:
+        """Under FSDP2, the trainable parameters' gradients (fp32, in the step's trace whole) less a rank's shard: each
+        block's are reduce-scattered right after its backward, so a rank keeps 1/shards of them."""
+        return 4 * self.trainable_params * (self.shards - 1) // self.shards
+
     def train_phase_bytes(self, checkpointing: bool | None = None) -> int:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
         gc = self.checkpointing if checkpointing is None else checkpointing
-        held = self.weights[self.trained_component] - self.swap_saving + self.dequant_bytes
-        held += self.optimizer_bytes + self.snapshot_bytes + self.ddp_bytes
+        held = self.model_on_device() - self.sharded_gradient_saving()
+        held += (self.optimizer_bytes + self.snapshot_bytes) // self.shards + self.ddp_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)
         return held + self.resident_activations(gc)
@@ -143,7 +206,20 @@ class Plan:
         """The largest bucket's step activations as the device holds them (live bytes x the heap factor)."""
         gc = self.checkpointing if checkpointing is None else checkpointing
         factor = self.heap_factor_checkpointed if gc else self.heap_factor
-        return int(factor * max(s.activation_bytes for s in self.steps if s.checkpointing == gc))
+        return int(factor * max(self.step_bytes(s) for s in self.steps if s.checkpointing == gc))
+
+    def step_bytes(self, step: StepTrace) -> int:
+        """``step``'s live bytes on the device: with --activation_offloading on an accelerator, the offloaded figure."""
+        offloads = self.activation_offloading and self.device != "cpu" and step.offloaded_bytes is not None
+        return int(step.offloaded_bytes) if offloads and step.offloaded_bytes is not None else step.activation_bytes
+
+    def offloaded_host_bytes(self, checkpointing: bool | None = None) -> int:
+        """The pinned host memory --activation_offloading fills: the saved tensors that left the device."""
+        gc = self.checkpointing if checkpointing is None else checkpointing
+        steps = [s for s in self.steps if s.checkpointing == gc]
+        if not self.activation_offloading or self.device == "cpu" or not steps:
+            return 0
+        return max(s.activation_bytes - self.step_bytes(s) for s in steps)
 
     def peak_bytes(self, checkpointing: bool | None = None) -> int:
         """The figure ``train_summary.json`` reports as ``peak_memory_bytes`` on the planned device."""
@@ -255,9 +331,12 @@ def _traces(
             (m1, f1), (m2, f2) = points
             extra = full_depth - depths[0]
             mem, flops = m1 + extra * max(m2 - m1, 0), f1 + extra * max(f2 - f1, 0)
+            # --activation_offloading: the shallower trace holds OFFLOAD_IN_FLIGHT blocks' saved tensors (module
+            # docstring); the blocks beyond those stay in host memory
+            offloaded: int | None = min(m1 + (OFFLOAD_IN_FLIGHT - depths[0]) * max(m2 - m1, 0), mem)
         else:
-            mem, flops = points[0]
-        out.append(StepTrace(bucket, gc, int(mem), int(flops)))
+            (mem, flops), offloaded = points[0], None
+        out.append(StepTrace(bucket, gc, int(mem), int(flops), offloaded))
     return out, encode_peak, read_share
 
 
@@ -301,19 +380,94 @@ def cpu_residency(
     return cache, load, mapped
 
 
+def block_sizes(model: torch.nn.Module, paths) -> list[list[int]]:
+    """Per block list ``paths`` names on ``model``, each block's frozen bytes in execution order (what block swap
+    parks of it: :func:`dit_lora.modeling.block_swap.frozen_slots`)."""
+    return [
+        [sum(t.numel() * t.element_size() for _, _, t in block_swap.frozen_slots(block)) for block in blocks]
+        for blocks in block_swap.block_lists(model, paths)
+    ]
+
+
+def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -> dict[str, int]:
+    """The plan's --blocks_to_swap fields for ``count`` blocks of each list in ``sizes`` (:func:`block_sizes`; the
+    last ``count`` of each are swapped, as :func:`~dit_lora.modeling.block_swap.swapped_blocks` picks them): the
+    swapped blocks' frozen bytes and the blocks in flight. ``scale``: the trained model's bytes as counted over its
+    bytes as built (below 1 when --quantize_base counts its linears smaller; the blocks hold nearly all of them, so
+    they shrink alike)."""
+    chosen = [size for blocks in sizes for size in blocks[len(blocks) - count :]] if count > 0 else []
+    in_flight = min(count, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * max(chosen, default=0)
+    return {
+        "blocks_to_swap": max(count, 0),
+        "swapped_bytes": int(sum(chosen) * scale),
+        "swap_in_flight_bytes": int(in_flight * scale),
+    }
+
+
 def swap_figures(
     cfg: TrainConfig, spec: FamilySpec, model: torch.nn.Module, device: str, scale: float
 ) -> dict[str, int]:
-    """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached): the swapped blocks' frozen
-    bytes and the blocks in flight. ``scale``: the trained model's bytes as counted over its bytes as built (below 1
-    when --quantize_base counts its linears smaller; the blocks hold nearly all of them, so they shrink alike)."""
+    """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached); a count the model's lists
+    cannot give is refused in one paragraph, as the run refuses it (see :func:`swap_fields`)."""
     count = int(cfg.blocks_to_swap)
-    swapped, largest = block_swap.swap_bytes(model, spec.info.block_lists, count)
-    in_flight = min(count, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * largest
+    if count > 0:
+        block_swap.swapped_blocks(model, spec.info.block_lists, count, spec.name)
+    return swap_fields(block_sizes(model, spec.info.block_lists), count, device, scale)
+
+
+def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
+    """The model's block count from its config (``spec.plan.depth_key``) and the trained model's subfolder; a config
+    that cannot be read is one paragraph."""
+    file, key = planner(spec).depth_key
+    sub, _, name = file.rpartition("/")
+    depth_config = read(sub, name)
+    if depth_config is None:
+        raise UserError(
+            f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
+            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+            "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
+            "files (a recipe run with --ignore_memory_plan starts without the plan)."
+        )
+    return int(lookup(depth_config, key)), sub
+
+
+def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str, int], int, int, int]:
+    """Each component's bytes as loaded (``--quantize_base``'s linears ``quantizable`` and ``--quantize_text_encoder``'s
+    at their quantized size), the largest weight dequantized while it runs, and the bytes nf4 would save on the text
+    encoder and on the model (0 where already quantized)."""
+    weights, dequant = {"model": module_bytes(comps.model)}, 0
+    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
+        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, quantizable)
+        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, quantizable, cfg.weight_dtype)
+    weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    text_encoder = comps.encoders.get("text_encoder")
+    te_savings = (
+        0
+        if text_encoder is None
+        else quantize.quantized_weight_savings(  # transformers' nf4 (its
+            text_encoder, "nf4", quantize.quantized_linears(text_encoder)
+        )
+    )  # _keep_in_fp32_modules not)
+    if cfg.quantize_text_encoder:
+        weights["text_encoder"] -= te_savings
+    nf4_savings = (
+        0
+        if quantize.enabled(cfg.model)
+        else quantize.quantized_weight_savings(comps.model, "nf4", quantizable)  # what the advice may offer
+    )
+    return weights, dequant, te_savings, nf4_savings
+
+
+def _ladder_fields(model: torch.nn.Module, spec: FamilySpec, quantizable: list[str], dtype: torch.dtype) -> dict:
+    """The plan's fields the ladder reads to predict other settings (``model``: unquantized, trainables attached;
+    ``quantizable``: the Linear weights --quantize_base would quantize)."""
+    modules = dict(model.named_modules())
     return {
-        "blocks_to_swap": count,
-        "swapped_bytes": int(swapped * scale),
-        "swap_in_flight_bytes": int(in_flight * scale),
+        "model_built_bytes": module_bytes(model),
+        "block_sizes": block_sizes(model, spec.info.block_lists),
+        "quantize_savings": {s: quantize.quantized_weight_savings(model, s, quantizable) for s in SCHEMES},
+        "fp8_dequant_bytes": quantize.dequantized_peak_bytes(model, "fp8_scaled", quantizable, dtype),
+        "fp8_linear_bytes": sum(quantize.quantized_bytes(modules[n], "fp8_scaled") for n in quantizable),
     }
 
 
@@ -333,51 +487,26 @@ def plan_run(
     catalogue_entry: str | None = None,
     both_settings: bool = True,
     capacity: int | None = None,
+    engine: str = "ddp",
 ) -> Plan:
     """Predict the peak memory per process and the FLOPs of one step of ``cfg`` (defaults already resolved).
+
+    ``engine``: ``"ddp"`` (every process holds the whole model; several add DDP's gradient buckets) or ``"fsdp2"``
+    (the trained model sharded over ``num_processes``: the module docstring says what a rank holds).
 
     ``both_settings`` traces the step with and without activation checkpointing (the table and its advice);
     without it only the run's own setting is traced (the start-of-run gate), and the other setting too when the
     plan's peak exceeds ``capacity`` (the device's bytes; None: never): the advice on what fits weighs both, and
     the plan is still built once.
     """
-    file, key = planner(spec).depth_key
-    sub, _, name = file.rpartition("/")
-    depth_config = read(sub, name)
-    if depth_config is None:
-        raise UserError(
-            f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
-            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
-            "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
-            "files (a recipe run with --ignore_memory_plan starts without the plan)."
-        )
-    full_depth = int(lookup(depth_config, key))
-
+    if engine not in ("ddp", "fsdp2"):
+        raise ValueError(f"engine must be 'ddp' or 'fsdp2', not {engine!r}")
+    full_depth, sub = _depth(spec, cfg, read)
     comps = planner(spec).plan_components(cfg, read)  # full depth, meta: weights by dtype
     checkpointing = attach_trainables(comps.model, spec, cfg).checkpointing
-    weights, dequant = {"model": module_bytes(comps.model)}, 0
-    if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        names = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
-        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, names)
-        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, names, cfg.weight_dtype)
-    weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
+    quantizable = quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
+    weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
     text_encoder = comps.encoders.get("text_encoder")
-    te_savings = (
-        0
-        if text_encoder is None
-        else quantize.quantized_weight_savings(  # transformers' nf4 (its
-            text_encoder, "nf4", quantize.quantized_linears(text_encoder)
-        )
-    )  # _keep_in_fp32_modules not)
-    if cfg.quantize_text_encoder:
-        weights["text_encoder"] -= te_savings
-    nf4_savings = (
-        0
-        if quantize.enabled(cfg.model)
-        else quantize.quantized_weight_savings(  # what the advice may offer
-            comps.model, "nf4", quantize.quantized_linears(comps.model, fallback.quantize_skip_modules(spec, cfg))
-        )
-    )
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
@@ -395,6 +524,10 @@ def plan_run(
         cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
         model=str(cfg.pretrained_model_name_or_path),
+        activation_offloading=bool(getattr(cfg, "activation_offloading", False)),  # KernelOptions (offload branch)
+        engine=engine,
+        encode_peak_bytes=encode_peak if cached else 0,
+        **_ladder_fields(comps.model, spec, quantizable, cfg.weight_dtype),
         family=spec.name,
         catalogue_entry=catalogue_entry,
         device=device,
@@ -407,7 +540,7 @@ def plan_run(
         trainable_params=sum(p.numel() for p in trainable),
         optimizer_bytes=moments,
         snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
-        ddp_bytes=trainable_bytes if num_processes > 1 else 0,
+        ddp_bytes=trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
@@ -422,7 +555,9 @@ def plan_run(
         nf4_model_savings=nf4_savings,
         nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
         dequant_bytes=dequant,
-        **swap,
+        blocks_to_swap=swap["blocks_to_swap"],
+        swapped_bytes=swap["swapped_bytes"],
+        swap_in_flight_bytes=swap["swap_in_flight_bytes"],
     )
     if len(settings) == 1 and capacity is not None and plan.peak_memory_bytes > capacity:
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))

@@ -81,7 +81,8 @@ def test_plan_with_a_positional_catalogued_model_says_what_fits(monkeypatch, cap
         main(["plan", "Wan-AI/Wan2.1-T2V-14B-Diffusers", "--gpu_memory", "24GB"])
     assert done.value.code == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "predicted peak per process" in out and "does not fit" in out and "--quantize_base nf4" in out
+    assert "predicted peak per process" in out and "does not fit" in out
+    assert "flags to copy: --quantize_base fp8_scaled" in out  # the ladder's answer
 
 
 def test_check_data_refuses_a_video_option_of_an_image_family(tmp_path, capsys):
@@ -149,3 +150,39 @@ def test_check_data_of_a_video_family_without_a_model_is_one_paragraph(tmp_path,
     code, _, err = _check_data(["--family", family, "--train_data_dir", str(tmp_path)], capsys)
     assert code == 2 and "Traceback" not in err
     assert f"--family {family} reads its frame rule" in err and "--pretrained_model_name_or_path" in err
+
+
+def test_plan_num_gpus_is_num_processes_and_json_carries_the_ladder(monkeypatch, capsys):
+    """`--num_gpus` and `--num_processes` are one option; over the memory given, `--json` holds the ladder (DiT-XL/2
+    narrowed to two blocks, read as the plan reads a model's configs)."""
+    import json
+
+    from dit_lora.catalogue import by_hub_id, defaults
+
+    configs = by_hub_id("facebook/DiT-XL-2-256").configs
+
+    def reader(model):
+        def read(subfolder, filename):
+            found = configs.get(f"{subfolder}/{filename}")
+            if found is not None and subfolder == "transformer":
+                found = {**found, "num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 16}
+            return found
+
+        return read
+
+    monkeypatch.setattr(defaults, "config_reader", reader)
+    from dit_lora.commands.cli import _build_parser
+
+    for flag in ("--num_gpus", "--num_processes"):
+        args, _ = _build_parser().parse_known_args(["plan", flag, "3"])
+        assert args.num_processes == 3
+    with pytest.raises(SystemExit) as done:
+        main(["plan", "facebook/DiT-XL-2-256", "--num_gpus", "2", "--gpu_memory", "64MB", "--json"])
+    assert done.value.code == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["num_processes"] == 2 and plan["ddp_bytes"] > 0 and plan["engine"] == "ddp"
+    ladder = plan["ladder"]
+    assert ladder["capacity_bytes"] == 64 * 2**20 and ladder["rungs"][0]["rung"] == "as given"
+    assert ladder["rungs"][0]["peak_memory_bytes"] == plan["peak_memory_bytes"] and not ladder["rungs"][0]["fits"]
+    assert isinstance(ladder["flags"], list) and ladder["launch_flags"] in ([], ["--config_file",
+                                                                            "accelerate_configs/fsdp2.yaml"])

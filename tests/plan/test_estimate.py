@@ -128,15 +128,19 @@ def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path):
 
 
 @pytest.mark.slow
-def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes_data, tmp_path):
+@pytest.mark.parametrize("levers", [{}, {"gradient_checkpointing": "true", "blocks_to_swap": 1}],
+                         ids=["as-given", "checkpointing-and-block-swap"])
+def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes_data, tmp_path, levers):
+    """As given, and with two of the ladder's levers in one run (the tiny Sana's last block swapped)."""
     out = tmp_path / "out"
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2,
-                                ignore_memory_plan="false"))
+                                ignore_memory_plan="false", **levers))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "memory plan: predicted peak" in proc.stdout
     summary = read_summary(out)
     predicted, measured = summary["memory_plan"]["peak_memory_bytes"], summary["peak_memory_bytes"]
     assert abs(predicted - measured) / measured < 0.15, (predicted, measured)
+    assert summary["memory_plan"]["blocks_to_swap"] == levers.get("blocks_to_swap", 0)
 
 
 @pytest.mark.slow

@@ -34,15 +34,15 @@ def test_advice_warns_when_the_headroom_is_within_the_plans_error():
     assert advice(plan, 16 * 2**30).startswith("fits: 10.00 GiB")
     assert advice(plan, 11 * 2**30).startswith("fits, narrowly")
     tight = advice(plan, 9 * 2**30)
-    assert tight.startswith("does not fit") and "--gradient_checkpointing true" in tight
-    assert "--train_batch_size 1 with --gradient_accumulation_steps 2" in advice(plan, int(8.5 * 2**30))
+    assert tight.startswith("does not fit: the predicted peak 10.00 GiB exceeds 9.00 GiB. The ladder's answer: ")
+    assert "flags to copy: --gradient_checkpointing true (predicted peak 7.00 GiB of 9.00 GiB)" in tight
 
 
-def test_advice_without_a_smaller_setting_suggests_fewer_tokens_or_a_larger_cache_device():
-    single = make_plan(train_batch_size=1, steps=[StepTrace("b", False, 4 * 2**30, 1)])
-    assert "a lower --resolution" in advice(single, 8 * 2**30)
+def test_advice_names_a_larger_cache_device_when_the_caching_phase_sets_the_peak():
     caching = make_plan(train_batch_size=1, steps=[StepTrace("b", False, 4 * 2**30, 1)], cache_phase_bytes=12 * 2**30)
-    assert "build it once on a larger device" in advice(caching, 8 * 2**30)
+    text = advice(caching, 8 * 2**30)
+    assert "no lever the plan knows fits 8.00 GiB" in text
+    assert "build the latent cache (its phase: 12.00 GiB, the encoders beside the model) once on a larger device" in text
 
 
 def test_the_table_names_every_row_and_appends_the_advice():
@@ -64,41 +64,28 @@ def test_the_gate_stops_only_beyond_the_margin():
     assert "--ignore_memory_plan" in str(err.value) and "dit-lora plan" in str(err.value)
 
 
-def test_advice_offers_nf4_with_its_peak_and_the_share_of_tokens_that_fits():
-    """A 20 GiB model, 4 GiB of activations (1 with checkpointing), batch 1: no batch to cut; nf4 saves 14 GiB of
-    the model and 3 of the text encoder (whose 6 GiB only the caching phase holds)."""
-    plan = make_plan(train_batch_size=1, weights={"model": 20 * 2**30, "text_encoder": 6 * 2**30},
-                     cache_phase_bytes=27 * 2**30, nf4_model_savings=14 * 2**30, nf4_text_encoder_savings=3 * 2**30)
-    # 12 GiB: checkpointing gives 21, nf4 with it 7 (cache phase 10): both together fit
-    text = advice(plan, 12 * 2**30)
-    assert ("--quantize_base nf4 --quantize_text_encoder true --gradient_checkpointing true (frozen Linear weights "
-            "in 4 bits, 17.00 GiB less: peak 10.00 GiB)") in text
-    assert "a lower --resolution" not in text  # a setting above fits as it is
-    # 8 GiB: nf4 and checkpointing leave a 10 GiB caching phase and 7 GiB of training: the step fits, the cache is
-    # what needs a larger device (fewer tokens would not help)
-    tight = advice(plan, 8 * 2**30)
-    assert "peak 10.00 GiB, not enough alone" in tight and "build it once on a larger device" in tight
-    assert "a lower --resolution" not in tight
-    # 6.5 GiB: 6 GiB held for training with nf4 and checkpointing, 0.5 for 1 GiB of activations
-    assert "(about 50% of the largest bucket's tokens fits with the settings above)" in advice(plan, int(6.5 * 2**30))
-    # already quantized: no nf4 option; 6.5 GiB of training held beside 1 GiB of activations on 7 GiB: half the tokens
-    done = make_plan(train_batch_size=1, checkpointing=True, quantized="nf4", weights={"model": int(5.5 * 2**30)},
-                     steps=[StepTrace("b", True, 2**30, 1)], optimizer_bytes=2**30)
-    assert "--quantize_base" not in advice(done, 7 * 2**30)
-    assert "(about 50% of the largest bucket's tokens fits)" in advice(done, 7 * 2**30)
-
-
-def test_the_table_names_block_swap_and_nf4_is_offered_instead_of_it():
-    """--blocks_to_swap 4 of a 6 GiB model's blocks (1 GiB each, 3 in flight): 1 GiB less on the device. nf4 cannot
-    be swapped: its option drops the swap, and its peak is the unswapped model's less nf4's savings."""
+def test_the_table_names_block_swap_and_the_ladder_when_the_run_does_not_fit():
+    """--blocks_to_swap 4 of a 6 GiB model's blocks (1 GiB each, 3 in flight): 1 GiB less on the device; the table
+    ends with the ladder when the peak exceeds the memory given."""
     plan = make_plan(blocks_to_swap=4, swapped_bytes=4 * 2**30, swap_in_flight_bytes=3 * 2**30,
                      nf4_model_savings=4 * 2**30)
     assert plan.swap_saving == 2**30 and plan.train_phase_bytes() == 9 * 2**30
     assert "block swap (--blocks_to_swap 4)" in format_plan(plan) and "-1.00 GiB on the device" in format_plan(plan)
-    text = advice(plan, 6 * 2**30)
-    assert "--quantize_base nf4 --blocks_to_swap 0 --gradient_checkpointing true" in text
-    assert "peak 3.00 GiB" in text  # 6 GiB model + 1 GiB of checkpointed activations - 4 GiB: the swap undone
+    table = format_plan(plan, 8 * 2**30)
+    assert "does not fit: the predicted peak 9.00 GiB exceeds 8.00 GiB." in table
+    assert "ladder on 8.00 GiB per GPU" in table and "flags to copy: --gradient_checkpointing true" in table
     on_cpu = make_plan(device="cpu", blocks_to_swap=4, swapped_bytes=4 * 2**30, swap_in_flight_bytes=2 * 2**30)
     assert on_cpu.swap_saving == -2 * 2**30 and on_cpu.train_phase_bytes() == 12 * 2**30
     assert "only the copies of the blocks in flight add" in format_plan(on_cpu)
 
+
+def test_the_gate_gives_the_ladders_flags_in_one_paragraph():
+    plan = make_plan(train_batch_size=1, steps=[StepTrace("b", True, 2**30, 1)], checkpointing=True,
+                     quantize_savings={"fp8_scaled": 3 * 2**30}, fp8_dequant_bytes=2**20)
+    with pytest.raises(UserError) as err:
+        check_fits(plan, 5 * 2**30, "this cuda device")
+    text = str(err.value)
+    assert "\n" not in text
+    assert text.startswith("This run would not fit on this cuda device: the predicted peak 7.00 GiB exceeds 5.00 GiB.")
+    assert "flags to copy: --quantize_base fp8_scaled (predicted peak 4.00 GiB of 5.00 GiB)" in text
+    assert "--ignore_memory_plan" in text

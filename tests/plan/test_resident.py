@@ -179,7 +179,7 @@ def test_cpu_plans_count_activations_as_the_glibc_heap_holds_them(tmp_path):
         assert cpu.train_phase_bytes(gc) - cuda.train_phase_bytes(gc) == int(factor * live) - live
     assert ("resident per live byte" in format_plan(cpu)) == glibc
     assert "resident per live byte" not in format_plan(cuda)
-    # The training phase alone (no caching, no process), just below the unchecked run's peak: the advice offers
+    # The training phase alone (no caching, no process), just below the unchecked run's peak: the ladder stops at
     # checkpointing only where its scaled peak fits.
     import dataclasses
 
@@ -188,7 +188,7 @@ def test_cpu_plans_count_activations_as_the_glibc_heap_holds_them(tmp_path):
     capacity = train_only.peak_bytes(False) - 1
     tight = advice(train_only, capacity)
     assert tight.startswith("does not fit")
-    offered = f"--gradient_checkpointing true (peak {train_only.peak_bytes(True) / 2**30:.2f} GiB" in tight
+    offered = f"--gradient_checkpointing true (predicted peak {train_only.peak_bytes(True) / 2**30:.2f} GiB" in tight
     assert offered == (train_only.peak_bytes(True) <= capacity)
 
 

@@ -1,0 +1,323 @@
+"""The fastest configuration that fits: a ladder of levers, climbed in the order a user would accept them.
+
+Each :class:`Rung` is one lever: a function from the plan it builds on to the plan with the lever set
+(:mod:`.levers`, no tracing again), or None where it does not apply. :data:`RUNGS` lists them cheapest first; the
+ladder stops at the first rung whose predicted peak fits, so its flags are the fastest configuration the plan knows
+that fits. Adding a lever is one entry. A rung that lowers no phase exceeding the memory (training, caching, loading)
+is skipped, so no flag is proposed that buys nothing.
+
+The order, and why:
+
+1. as given;
+2. ``--gradient_checkpointing true``: about a third more compute per step, no quality cost;
+3. a smaller micro-batch with the accumulation that keeps the samples per update (only when the batch is above 1);
+4. ``--quantize_text_encoder true``, only where the caching phase (the encoders beside the model) is what exceeds:
+   the text encoder runs once per caption, so its 4-bit weights cost no step time;
+5. ``--quantize_base fp8_scaled``: frozen weights stored in fp8 with per-block scales, computed in bf16;
+5b. ``--activation_offloading true``: the checkpointed blocks' inputs wait in pinned host memory (copies on a side
+   stream overlap the compute);
+6. ``--blocks_to_swap N``, N the smallest that fits (the blocks in flight counted): frozen weights of N blocks in
+   pinned host memory, copied over PCIe for each forward and backward, prefetched on a side stream;
+7. with several GPUs, FSDP2 (``dit-lora launch --config_file accelerate_configs/fsdp2.yaml``) with the rungs 2-5:
+   every rank holds a shard of the weights and all-gathers each block's for its forward and again for its backward;
+8. ``--quantize_base nf4`` (and the text encoder's), instead of fp8_scaled and block swap (bitsandbytes' weights can
+   be neither swapped nor sharded): a quality and speed cost;
+9. fewer tokens: for video fewer frames (``--max_num_frames``, in the model's ``4k + 1`` rule), else a smaller size.
+
+Block swap before FSDP2: both move the frozen weights once per forward and once per backward, but block swap keeps
+DDP (each GPU copies over its own PCIe link, overlapped with compute, no collective to wait on) where FSDP2's
+all-gathers are collectives every rank waits on per block, over the interconnect (through the host on cards without
+NVLink, sharing the link among the GPUs); SimpleTuner measured DDP 3-6x faster than FSDP2 for LoRA where it fits.
+FSDP2 comes first where swap cannot fit: what it shards besides the frozen weights (optimizer state and gradients of
+a full fine-tune) block swap cannot move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dit_lora.plan import levers
+from dit_lora.plan.estimate import Plan
+
+GIB = 2**30
+#: how far below the measured peak the plan has come out on a GPU (benchmarks/plan/vs_gpu.py: 4-16%, once 31%)
+UNDER_PREDICTION = 0.15
+
+
+@dataclass
+class Tried:
+    """One rung as the ladder tried it."""
+
+    rung: str
+    plan: Plan
+    flags: list[str]  # the recipe flags this rung adds to the plan it builds on
+    cost: str  # what the lever costs per step, where the plan can say
+
+    @property
+    def peak(self) -> int:
+        return self.plan.peak_memory_bytes
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One lever: ``climb(plan, capacity)`` is the plan with it set (None: it does not apply), built on the plan of
+    the rung named ``on`` (None: the previous rung's), ``cost(before, after)`` what it costs per step."""
+
+    name: str
+    climb: Callable[[Plan, int], Plan | None]
+    cost: Callable[[Plan, Plan], str]
+    on: str | None = None
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def _fits(plan: Plan, capacity: int) -> bool:
+    return plan.peak_memory_bytes <= capacity
+
+
+def _excess(plan: Plan, capacity: int) -> int:
+    """How far the plan's phases (training, caching, loading) exceed ``capacity``, together."""
+    phases = (plan.train_phase_bytes(), plan.cache_phase_bytes or 0, plan.load_phase_bytes or 0)
+    return sum(max(phase + plan.process_bytes - capacity, 0) for phase in phases)
+
+
+def _smallest_batch(plan: Plan, capacity: int) -> Plan | None:
+    """The largest smaller micro-batch (a divisor of the batch) whose plan fits, else batch 1."""
+    if plan.train_batch_size <= 1:
+        return None
+    divisors = [b for b in range(plan.train_batch_size - 1, 0, -1) if plan.train_batch_size % b == 0]
+    tried = [levers.with_batch(plan, b) for b in divisors]  # largest first; the last is batch 1
+    return next((p for p in tried if _fits(p, capacity)), tried[-1])
+
+
+def _fewest_swapped(plan: Plan, capacity: int) -> Plan | None:
+    """The smallest ``--blocks_to_swap`` whose plan fits, else the most the model allows (one block stays)."""
+    most = min((len(sizes) for sizes in plan.block_sizes), default=0) - 1
+    if most <= plan.blocks_to_swap or plan.device == "cpu" or plan.engine == "fsdp2":
+        return None
+    if plan.quantized in levers.LIBRARY_QUANTIZED:
+        return None
+    for count in range(plan.blocks_to_swap + 1, most + 1):
+        swapped = levers.with_swap(plan, count)
+        if _fits(swapped, capacity):
+            return swapped
+    return levers.with_swap(plan, most)
+
+
+def _text_encoder_nf4(plan: Plan, capacity: int) -> Plan | None:
+    """``--quantize_text_encoder true`` where the caching phase (the encoders beside the model) exceeds ``capacity``."""
+    caching = (plan.cache_phase_bytes or 0) + plan.process_bytes
+    if plan.text_encoder_quantized or not plan.nf4_text_encoder_savings or caching <= capacity:
+        return None
+    return levers.with_text_encoder_nf4(plan)
+
+
+def _nf4(plan: Plan, capacity: int) -> Plan | None:
+    """``--quantize_base nf4`` and the text encoder's, in place of fp8_scaled and block swap (bitsandbytes' weights can
+    be neither swapped nor sharded: not under FSDP2)."""
+    if plan.quantized == "nf4" or plan.engine == "fsdp2" or not plan.quantize_savings.get("nf4"):
+        return None
+    return levers.with_quantization(levers.with_swap(plan, 0), "nf4", text_encoder=True)
+
+
+def _fewer_tokens(plan: Plan, capacity: int) -> Plan | None:
+    """The largest cut of the largest bucket that fits, else the smallest the ladder proposes."""
+    cuts = levers.token_cuts(levers.largest_bucket(plan))
+    tried = [levers.with_tokens(plan, share, bucket) for share, bucket, _ in cuts]
+    return next((p for p in tried if _fits(p, capacity)), tried[-1] if tried else None)
+
+
+def _flop_cost(before: Plan, after: Plan) -> str:
+    extra = after.flops_per_update() / max(before.flops_per_update(), 1) - 1
+    return f"+{extra:.0%} FLOPs per step (each block's forward again in the backward)"
+
+
+def _swap_cost(before: Plan, after: Plan) -> str:
+    return (
+        f"{_gib(2 * after.swapped_bytes)} host-to-device per step over PCIe, "
+        f"{_gib(after.swapped_bytes)} of pinned host memory"
+    )
+
+
+def _fsdp2_cost(before: Plan, after: Plan) -> str:
+    replicated = after.fp8_linear_bytes if after.quantized == "fp8_scaled" else 0
+    gathered = (after.weights[after.trained_component] - replicated) * (after.num_processes - 1) // after.num_processes
+    return f"2 all-gathers of {_gib(gathered)} per rank per step (forward and backward), over the interconnect"
+
+
+def _offload_cost(before: Plan, after: Plan) -> str:
+    host = after.offloaded_host_bytes()
+    return f"{_gib(host)} to host and back per step, {_gib(host)} of pinned host memory"
+
+
+def _token_cost(before: Plan, after: Plan) -> str:
+    return f"trains on {levers.largest_bucket(after)} instead of {levers.largest_bucket(before)}"
+
+
+#: the levers, cheapest first (module docstring): adding one is one entry
+RUNGS: tuple[Rung, ...] = (
+    Rung("as given", lambda plan, capacity: plan, lambda before, after: "-"),
+    Rung("gradient checkpointing", lambda plan, capacity: levers.with_checkpointing(plan), _flop_cost),
+    Rung(
+        "smaller micro-batch",
+        _smallest_batch,
+        lambda before, after: "the same samples per update, in smaller matmuls",
+    ),
+    Rung(
+        "nf4 text encoder",
+        _text_encoder_nf4,
+        lambda before, after: (
+            f"caching phase {_gib(before.cache_phase_bytes or 0)} -> "
+            f"{_gib(after.cache_phase_bytes or 0)}; none per step (the text encoder runs once per caption); bitsandbytes"
+        ),
+    ),
+    Rung(
+        "fp8_scaled base",
+        lambda plan, capacity: (
+            None
+            if plan.quantized or not plan.quantize_savings.get("fp8_scaled")
+            else levers.with_quantization(plan, "fp8_scaled")
+        ),
+        lambda before, after: (
+            "each Linear weight dequantized to the compute dtype per use; fp8 rounding of the frozen weights"
+        ),
+    ),
+    Rung("activation offloading", lambda plan, capacity: levers.with_offloading(plan), _offload_cost),
+    Rung("block swap", _fewest_swapped, _swap_cost),
+    Rung("FSDP2", lambda plan, capacity: levers.with_fsdp2(plan), _fsdp2_cost, on="activation offloading"),
+    Rung(
+        "nf4 base",
+        _nf4,
+        lambda before, after: "4-bit frozen weights: slower matmuls and a larger quantization error than fp8",
+        on="activation offloading",
+    ),
+    Rung("fewer tokens", _fewer_tokens, _token_cost, on=""),  # "": the lowest peak tried so far
+)
+
+
+@dataclass
+class Ladder:
+    """The rungs tried on ``capacity`` bytes per process, cheapest first, up to the first that fits."""
+
+    base: Plan
+    capacity: int
+    tried: list[Tried] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> Tried | None:
+        """The first rung that fits (the fastest configuration the plan knows), None when none does."""
+        return next((t for t in self.tried if _fits(t.plan, self.capacity)), None)
+
+    @property
+    def closest(self) -> Tried:
+        """The rung with the lowest peak (what to say when none fits)."""
+        return min(self.tried, key=lambda t: t.peak)
+
+    def flags(self, tried: Tried | None = None) -> list[str]:
+        """Every recipe flag from the configuration as given to ``tried``'s (the chosen one by default)."""
+        target = tried or self.chosen or self.closest
+        return levers.flags_between(self.base, target.plan)
+
+    def launch_flags(self, tried: Tried | None = None) -> list[str]:
+        target = tried or self.chosen or self.closest
+        return levers.launch_flags(self.base, target.plan)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ladder for ``--json``: each rung tried and the chosen flags."""
+        chosen = self.chosen
+        return {
+            "capacity_bytes": self.capacity,
+            "rungs": [
+                {
+                    "rung": t.rung,
+                    "flags": t.flags,
+                    "peak_memory_bytes": t.peak,
+                    "fits": _fits(t.plan, self.capacity),
+                    "step_cost": t.cost,
+                    "engine": t.plan.engine,
+                }
+                for t in self.tried
+            ],
+            "chosen": None if chosen is None else chosen.rung,
+            "flags": self.flags(),
+            "launch_flags": self.launch_flags(),
+            "peak_memory_bytes": (chosen or self.closest).peak,
+        }
+
+
+def climb(plan: Plan, capacity: int, rungs: tuple[Rung, ...] = RUNGS) -> Ladder:
+    """Try ``rungs`` on ``plan`` in order until one fits on ``capacity`` bytes per process."""
+    ladder = Ladder(plan, capacity)
+    after: dict[str, Plan] = {}  # rung name -> the plan in effect after it (its own, or the one it passed on)
+    previous = plan
+    for rung in rungs:
+        if rung.on == "":
+            start = min((t.plan for t in ladder.tried), key=lambda p: p.peak_memory_bytes)
+        else:
+            start = after.get(rung.on, previous) if rung.on else previous
+        climbed = rung.climb(start, capacity)
+        if climbed is not None and climbed is not start and _excess(climbed, capacity) >= _excess(start, capacity):
+            climbed = None  # it lowers no phase that exceeds: its cost would buy nothing
+        after[rung.name] = climbed or start
+        previous = after[rung.name] if rung.on is None else previous
+        if climbed is None:
+            continue
+        added = levers.launch_flags(start, climbed) + levers.flags_between(start, climbed)
+        ladder.tried.append(Tried(rung.name, climbed, added, rung.cost(start, climbed)))
+        if _fits(climbed, capacity):
+            break
+    return ladder
+
+
+def format_ladder(ladder: Ladder) -> str:
+    """The ladder as a table (one line per rung tried), then the flags to copy and their predicted peak."""
+    rows = [("rung", "flags added", "peak per GPU", "fits", "step cost")]
+    for t in ladder.tried:
+        fits = "yes" if _fits(t.plan, ladder.capacity) else "no"
+        rows.append((t.rung, " ".join(t.flags) or "-", _gib(t.peak), fits, t.cost))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [f"ladder on {_gib(ladder.capacity)} per GPU (cheapest lever first, up to the first that fits):"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4] for r in rows]
+    lines.append(answer(ladder))
+    return "\n".join(lines)
+
+
+def _headroom(ladder: Ladder, chosen: Tried) -> str:
+    """When the chosen swap fits within the plan's error, the block count that leaves :data:`UNDER_PREDICTION`."""
+    room = int(ladder.capacity / (1 + UNDER_PREDICTION))
+    if chosen.rung != "block swap" or chosen.peak <= room:
+        return ""
+    safer = _fewest_swapped(chosen.plan, room)
+    if safer is None or safer.peak_memory_bytes > room:
+        return ""
+    return (
+        f"; it fits narrowly (the plan has come out up to {UNDER_PREDICTION:.0%} low on a GPU): --blocks_to_swap "
+        f"{safer.blocks_to_swap} leaves that headroom ({_gib(safer.peak_memory_bytes)})"
+    )
+
+
+def answer(ladder: Ladder) -> str:
+    """One sentence: the flags to copy and the peak they give, or the closest the ladder came."""
+    chosen = ladder.chosen
+    target = chosen or ladder.closest
+    flags = " ".join(ladder.flags(target)) or "(none)"
+    launch = ladder.launch_flags(target)
+    via = f", launched with `dit-lora launch {' '.join(launch)}`" if launch else ""
+    if chosen is not None and chosen.rung == RUNGS[0].name:
+        return f"fits as given (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
+    if chosen is not None:
+        text = f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
+        return text + _headroom(ladder, chosen)
+    text = f"no lever the plan knows fits {_gib(ladder.capacity)}: the lowest it reaches is {_gib(target.peak)} with "
+    text += f"{flags}{via}; train on a device with more memory"
+    caching = (target.plan.cache_phase_bytes or 0) + target.plan.process_bytes
+    if caching > ladder.capacity:  # the encoders beside the model: a larger device builds the cache once
+        text += (
+            f", or build the latent cache (its phase: {_gib(caching)}, the encoders beside the model) once on a larger "
+            "device and train here with the same --cache_dir"
+        )
+    return text

@@ -1,0 +1,151 @@
+"""plan/ladder.py: the rungs climbed cheapest first up to the first that fits, each rung's arithmetic, the flags to
+copy, several GPUs (DDP where it fits, FSDP2 where only sharding does) and the JSON."""
+
+import pytest
+
+from dit_lora.plan import ladder, levers
+from dit_lora.plan.estimate import SWAP_IN_FLIGHT, Plan, StepTrace
+
+GIB = 2**30
+
+
+def make_plan(**changes) -> Plan:
+    """A 12 GiB model of 12 blocks (1 GiB frozen each), batch 1, 16 GiB of activations (4 with checkpointing, 1 of
+    them with offloading); fp8_scaled would save 5 GiB, nf4 9; a video bucket of 81 frames."""
+    fields = dict(
+        model="m", family="wan", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=1,
+        gradient_accumulation_steps=1, depth=12, weights={"model": 12 * GIB}, trained_component="model",
+        trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
+        encoders_in_training=False, process_bytes=0, checkpointing=False,
+        steps=[StepTrace("81 x 480 x 832", False, 16 * GIB, 100), StepTrace("81 x 480 x 832", True, 4 * GIB, 130,
+                                                                            GIB)],
+        model_built_bytes=12 * GIB, block_sizes=[[GIB] * 12],
+        quantize_savings={"fp8_scaled": 5 * GIB, "nf4": 9 * GIB, "int8": 5 * GIB, "fp8": 5 * GIB},
+        fp8_dequant_bytes=GIB // 8, fp8_linear_bytes=6 * GIB, nf4_model_savings=9 * GIB,
+    )
+    fields.update(changes)
+    return Plan(**fields)
+
+
+def _rungs(found: ladder.Ladder) -> list[str]:
+    return [t.rung for t in found.tried]
+
+
+def test_each_rung_adds_its_lever_and_the_ladder_stops_at_the_first_that_fits():
+    plan = make_plan()
+    assert plan.peak_memory_bytes == 28 * GIB
+    # 16 GiB: checkpointing alone (12 + 4) fits
+    found = ladder.climb(plan, 16 * GIB)
+    assert _rungs(found) == ["as given", "gradient checkpointing"]
+    assert found.flags() == ["--gradient_checkpointing", "true"]
+    assert found.chosen is not None and found.chosen.peak == 16 * GIB
+    assert found.chosen.cost.startswith("+30% FLOPs")
+    # 12 GiB: fp8_scaled (7 GiB + 1/8 dequantized + 4)
+    found = ladder.climb(plan, 12 * GIB)
+    assert _rungs(found)[-1] == "fp8_scaled base" and found.chosen.peak == 7 * GIB + GIB // 8 + 4 * GIB
+    # 9 GiB: activation offloading (7 1/8 + 1)
+    found = ladder.climb(plan, 9 * GIB)
+    assert _rungs(found)[-1] == "activation offloading" and found.chosen.peak == 8 * GIB + GIB // 8
+    assert found.flags() == ["--gradient_checkpointing", "true", "--quantize_base", "fp8_scaled",
+                             "--activation_offloading", "true"]
+
+
+def test_block_swap_takes_the_fewest_blocks_that_fit_counting_those_in_flight():
+    """fp8_scaled blocks weigh 7/12 GiB; 3 in flight on an accelerator: N blocks save (N - 3) x 7/12 GiB."""
+    plan = make_plan()
+    capacity = 6 * GIB
+    found = ladder.climb(plan, capacity)
+    chosen = found.chosen
+    assert chosen is not None and chosen.rung == "block swap"
+    count = chosen.plan.blocks_to_swap
+    block = 7 * GIB / 12
+    before = 8 * GIB + GIB // 8  # the offloading rung's peak
+    assert chosen.plan.swap_in_flight_bytes == pytest.approx(SWAP_IN_FLIGHT["accelerator"] * block, rel=1e-6)
+    assert chosen.peak <= capacity < levers.with_swap(chosen.plan, count - 1).peak_memory_bytes
+    assert chosen.peak == pytest.approx(before - (count - 3) * block, abs=16)
+    assert found.flags()[-2:] == ["--blocks_to_swap", str(count)]
+    assert f"{chosen.plan.swapped_bytes / GIB:.2f} GiB of pinned host memory" in chosen.cost
+
+
+def test_nf4_replaces_fp8_and_block_swap_then_fewer_frames():
+    plan = make_plan()
+    # 3 GiB: 11 blocks swapped leave 8 1/8 - 8 x 7/12 = 3.46 GiB, nf4 (built on the offloading rung, no swap)
+    # 4 GiB: neither fits, so frames come down from the lowest rung tried: 2.46 GiB + 1 GiB x the latent frames' share
+    found = ladder.climb(plan, 3 * GIB)
+    names = _rungs(found)
+    assert names[-3:] == ["block swap", "nf4 base", "fewer tokens"]
+    nf4 = found.tried[-2]
+    assert nf4.plan.quantized == "nf4" and nf4.plan.blocks_to_swap == 0 and nf4.plan.dequant_bytes == 0
+    assert nf4.peak == 3 * GIB + GIB  # 12 - 9 GiB of weights, 1 GiB offloaded activations
+    assert nf4.flags == ["--quantize_base", "nf4"]  # over the offloading rung, which swaps nothing
+    fewer = found.tried[-1]
+    assert fewer.flags[0] == "--max_num_frames" and (int(fewer.flags[1]) - 1) % 4 == 0
+    assert found.chosen is fewer and fewer.flags == ["--max_num_frames", "41"]  # 11 of 21 latent frames
+    assert fewer.plan.blocks_to_swap == 11  # built on the block-swap rung (the lowest peak)
+    assert "--blocks_to_swap" in found.flags() and "--max_num_frames" in found.flags()
+
+
+def test_nothing_fits_names_the_lowest_peak():
+    found = ladder.climb(make_plan(), GIB // 4)
+    assert found.chosen is None
+    assert ladder.answer(found).startswith("no lever the plan knows fits 0.25 GiB: the lowest it reaches is")
+
+
+def test_token_cuts_follow_the_frame_rule_and_image_sizes():
+    cuts = levers.token_cuts("81 x 480 x 832")
+    assert cuts[0] == (20 / 21, "77 x 480 x 832", ["--max_num_frames", "77"])
+    assert cuts[-1][1] == "5 x 480 x 832"
+    images = levers.token_cuts("1024 x 1024 px")
+    assert images[0] == (pytest.approx((960 / 1024) ** 2), "960 x 960 px", ["--resolution", "960"])
+    wide = levers.token_cuts("1280 x 768 px")  # W x H
+    assert wide[0][2] == ["--height", "704", "--width", "1152"]
+    assert levers.token_cuts("something else") == []
+
+
+def test_a_larger_batch_is_cut_before_any_weight_lever():
+    plan = make_plan(train_batch_size=4, checkpointing=True,
+                     steps=[StepTrace("1024 x 1024 px", True, 8 * GIB, 100)])
+    found = ladder.climb(plan, 15 * GIB)  # 12 + 8 x 2/4 = 16 > 15; batch 1 gives 14
+    assert found.chosen.rung == "smaller micro-batch"
+    assert found.flags() == ["--train_batch_size", "1", "--gradient_accumulation_steps", "4"]
+    assert found.chosen.plan.flops_per_update() == plan.flops_per_update()
+
+
+def test_two_gpus_pick_ddp_where_it_fits_and_fsdp2_where_only_sharding_fits():
+    """DDP: each GPU the single-GPU plan plus its buckets. A full fine-tune's 24 GiB of optimizer state and snapshot
+    cannot be swapped: sharding over 2 ranks halves them, and the fp8_scaled buffers stay whole on each."""
+    ddp = make_plan(num_processes=2, ddp_bytes=GIB // 4)
+    found = ladder.climb(ddp, 17 * GIB)
+    assert found.chosen.rung == "gradient checkpointing" and found.chosen.plan.engine == "ddp"
+    assert found.launch_flags() == []
+    full = make_plan(num_processes=2, ddp_bytes=GIB, optimizer_bytes=16 * GIB, snapshot_bytes=8 * GIB)
+    found = ladder.climb(full, 24 * GIB)
+    chosen = found.chosen
+    assert chosen is not None and chosen.rung == "FSDP2" and chosen.plan.engine == "fsdp2"
+    assert "block swap" in _rungs(found)  # tried first: it could not fit
+    assert found.launch_flags() == ["--config_file", "accelerate_configs/fsdp2.yaml"]
+    sharded = chosen.plan
+    assert sharded.blocks_to_swap == 0 and sharded.ddp_bytes == 0
+    # 6 GiB of fp8 buffers whole, 1 GiB of the rest sharded in two, two blocks of it gathered; 24 GiB / 2 of state
+    gathered = int(GIB * 1 / 12)
+    assert sharded.model_on_device() == 6 * GIB + GIB // 2 + 2 * gathered + GIB // 8
+    assert chosen.peak == sharded.model_on_device() + 12 * GIB + GIB - sharded.sharded_gradient_saving()
+    assert "launched with `dit-lora launch --config_file accelerate_configs/fsdp2.yaml`" in ladder.answer(found)
+
+
+def test_the_ladder_as_json_and_as_a_table():
+    found = ladder.climb(make_plan(), 9 * GIB)
+    data = found.as_dict()
+    assert [r["rung"] for r in data["rungs"]] == _rungs(found) and data["chosen"] == "activation offloading"
+    assert data["flags"] == found.flags() and data["peak_memory_bytes"] == found.chosen.peak
+    assert [r["fits"] for r in data["rungs"]] == [False, False, False, True]
+    table = ladder.format_ladder(found)
+    assert table.splitlines()[0].startswith("ladder on 9.00 GiB per GPU")
+    assert table.splitlines()[-1].startswith("flags to copy: --gradient_checkpointing true --quantize_base fp8_scaled")
+
+
+def test_a_custom_rung_list_is_one_entry_each():
+    """The ladder is data: a rung list without checkpointing goes straight to fp8_scaled."""
+    rungs = tuple(r for r in ladder.RUNGS if r.name != "gradient checkpointing")
+    found = ladder.climb(make_plan(), 24 * GIB, rungs)
+    assert _rungs(found) == ["as given", "fp8_scaled base"]
