@@ -491,16 +491,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="OMP_NUM_THREADS of the runs (default: unset, one per core)")
     p.add_argument("--work_dir", type=Path, default=Path(tempfile.gettempdir()) / "dit-lora-bench-caching")
     p.add_argument("--out", type=Path, help="results JSON (e.g. benchmarks/data/caching_cpu.json)")
-    p.add_argument("--smoke", action="store_true", help="20 images, after only, one round: check the measuring")
+    p.add_argument(
+        "--smoke", action="store_true", help="20 images, after only, one round, one thread: check the measuring"
+    )
     args = p.parse_args(argv)
     if args.smoke:
-        args.images, args.repeats, args.before, args.resolutions = 20, 1, None, "64"
+        args.images, args.repeats, args.before, args.resolutions, args.threads = 20, 1, None, "64", 1
         args.work_dir = Path(tempfile.mkdtemp(prefix="dit-lora-caching-smoke-"))
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return measure(args)
+    finally:
+        if args.smoke:  # its own temporary folder, also when the run failed
+            shutil.rmtree(args.work_dir, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace) -> int:
+    """The rounds, the bucket table's checks and the results file (the module docstring)."""
     log = lambda m: print(m, flush=True)  # noqa: E731
     resolutions = [int(r) for r in args.resolutions.split(",")]
     data = args.work_dir / f"images{args.images}_seed{args.seed}"
@@ -536,24 +547,21 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {args.out}")
     log(json.dumps(results["summary"], indent=1))
     if args.smoke:
-        return smoke_check(results, args.work_dir)
+        return smoke_check(results)
     return 0 if all(r["returncode"] == 0 for r in rows) else 1
 
 
-def smoke_check(results: dict, work: Path) -> int:
-    """The figures a real run reports exist and agree with each other; the work folder is removed."""
-    try:
-        (row,) = results["runs"]
-        assert row["returncode"] == 0, row.get("error")
-        assert row["images"] == row["cache_entries"] == 20, row
-        assert sum(row["buckets_from_cache"].values()) == 20 and row["images_per_s"] > 0
-        assert row["bucket_table"] and row["bucket_table"][0].startswith("images per bucket"), row["bucket_table"]
-        # the table the run logged counts what the cache holds
-        logged = {t.split()[0]: int(t.split()[1]) for t in row["bucket_table"][2:] if t.startswith("  ")}
-        assert logged == row["buckets_from_cache"], (logged, row["buckets_from_cache"])
-        assert results["per_resolution"]["64"]["kept_area"]["buckets"]["mean_kept"] > 0.8
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def smoke_check(results: dict) -> int:
+    """The figures a real run reports exist and agree with each other."""
+    (row,) = results["runs"]
+    assert row["returncode"] == 0, row.get("error")
+    assert row["images"] == row["cache_entries"] == 20, row
+    assert sum(row["buckets_from_cache"].values()) == 20 and row["images_per_s"] > 0
+    assert row["bucket_table"] and row["bucket_table"][0].startswith("images per bucket"), row["bucket_table"]
+    # the table the run logged counts what the cache holds
+    logged = {t.split()[0]: int(t.split()[1]) for t in row["bucket_table"][2:] if t.startswith("  ")}
+    assert logged == row["buckets_from_cache"], (logged, row["buckets_from_cache"])
+    assert results["per_resolution"]["64"]["kept_area"]["buckets"]["mean_kept"] > 0.8
     print("smoke test passed", flush=True)
     return 0
 
