@@ -26,3 +26,12 @@ def test_kernels_benchmark_smoke():
     proc = run_script(ROOT / "benchmarks" / "kernels" / "ops_gpu.py", ["--smoke"], timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "smoke test passed" in proc.stdout
+
+
+def test_caching_benchmark_smoke():
+    """benchmarks/data/caching_cpu.py --smoke: 20 generated images of mixed aspect ratios, one fresh Sana demo run
+    of this checkout; the caching phase is found in its log and the bucket table it logs counts what its cache
+    holds."""
+    proc = run_script(ROOT / "benchmarks" / "data" / "caching_cpu.py", ["--smoke"], timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "smoke test passed" in proc.stdout
