@@ -81,6 +81,9 @@ def format_size(size: Size) -> str:
 
 #: an image whose crop cuts more than this share of its area is counted in the run's log and warned about by check-data
 CROP_WARNING = 0.10
+#: an image or clip resized up by more than this factor to cover its bucket is warned about by check-data (a few
+#: pixels short of a bucket side is a resize like any other, not worth a warning)
+UPSCALE_WARNING = 1.10
 AUTO, SQUARE = "auto", "square"
 FLAG = "--aspect_buckets"
 
@@ -154,6 +157,18 @@ def bucket_table(chosen: Sequence[Size], *, noun: str = "image") -> list[str]:
     return lines
 
 
+def upscale_factor(width: int, height: int, target_w: int, target_h: int) -> float:
+    """The factor a ``width`` x ``height`` image is resized by to cover ``target_w`` x ``target_h`` (above 1: up)."""
+    return max(target_w / width, target_h / height)
+
+
+def share_text(share: float, threshold: float = CROP_WARNING) -> str:
+    """``share`` as a percentage, with a decimal where whole percents would round it onto ``threshold`` (a crop of
+    10.3% reported as "10%" beside "more than 10%" reads as a contradiction)."""
+    text = f"{share:.0%}"
+    return f"{share:.1%}" if text == f"{threshold:.0%}" else text
+
+
 def crop_line(
     cropped: Sequence[tuple[str, float]], *, noun: str = "image", threshold: float = CROP_WARNING
 ) -> str | None:
@@ -162,7 +177,9 @@ def crop_line(
     over = sorted(((k, s) for k, s in cropped if s > threshold), key=lambda ks: -ks[1])
     if not over:
         return None
-    named = ", ".join(f"{k} ({s:.0%})" for k, s in over[:5]) + (f" and {len(over) - 5} more" if len(over) > 5 else "")
+    named = ", ".join(f"{k} ({share_text(s)})" for k, s in over[:5]) + (
+        f" and {len(over) - 5} more" if len(over) > 5 else ""
+    )
     return f"{len(over)} {noun}(s) lose more than {threshold:.0%} of their area to the crop into their bucket: {named}"
 
 

@@ -23,7 +23,15 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.aspect import CROP_WARNING, bucket_table, format_size, sample_bucket
+from dit_lora.data.aspect import (
+    CROP_WARNING,
+    UPSCALE_WARNING,
+    bucket_table,
+    format_size,
+    sample_bucket,
+    share_text,
+    upscale_factor,
+)
 from dit_lora.data.cache import cache_file_name, inspect_cache_file
 from dit_lora.data.decode import decode_notes, decode_workers, file_notes, pixel_budget
 from dit_lora.data.frames import clip_cropped_share
@@ -128,10 +136,14 @@ def _check_pixels(
     elif pixels.numel() and (pixels.min() < -1.0 or pixels.max() > 1.0):
         low, high = float(pixels.min()), float(pixels.max())
         blocks.append(f"pixels outside [-1, 1] after preprocessing ({low:.3g}..{high:.3g})")
-    if width < target_w or height < target_h:
-        warns.append(f"{width}x{height} is smaller than the {target_w}x{target_h} training resolution; it is upscaled")
+    scale = upscale_factor(width, height, target_w, target_h)
+    if scale > UPSCALE_WARNING:
+        warns.append(
+            f"{width}x{height} is smaller than the {target_w}x{target_h} training resolution; it is upscaled "
+            f"(x{scale:.2f})"
+        )
     if cropped is not None and cropped > CROP_WARNING:
-        warns.append(f"the crop into its {target_w}x{target_h} bucket cuts {cropped:.0%} of its area")
+        warns.append(f"the crop into its {target_w}x{target_h} bucket cuts {share_text(cropped)} of its area")
     return _combine(sample.key, "sample", blocks, warns, sample.path)
 
 
@@ -273,8 +285,12 @@ def _check_video_sample(
         blocks.append(f"pixels have {int((~finite).sum())} NaN/Inf values after decoding")
     elif pixels.numel() and (pixels.min() < -1.0 or pixels.max() > 1.0):
         blocks.append(f"pixels outside [-1, 1] after decoding ({float(pixels.min()):.3g}..{float(pixels.max()):.3g})")
-    if scan.width < width or scan.height < height:
-        warns.append(f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled")
+    scale = upscale_factor(scan.width, scan.height, width, height)
+    if scale > UPSCALE_WARNING:
+        warns.append(
+            f"{scan.width}x{scan.height} is smaller than its {frames}x{height}x{width} bucket; it is upscaled "
+            f"(x{scale:.2f})"
+        )
     share = clip_cropped_share(scan.height, scan.width, bucket)
     if share > CROP_WARNING:
         warns.append(

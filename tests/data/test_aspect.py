@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from dit_lora.data.aspect import (
-    aspect_buckets, bucket_of, bucket_table, crop_line, cropped_share, format_size, nearest_bucket, parse_mode,
-    run_buckets, sample_bucket,
+    CROP_WARNING, UPSCALE_WARNING, aspect_buckets, bucket_of, bucket_table, crop_line, cropped_share, format_size,
+    nearest_bucket, parse_mode, run_buckets, sample_bucket, share_text, upscale_factor,
 )
 from dit_lora.data.sources import RawSample
 from dit_lora.core.errors import UserError
@@ -127,3 +127,18 @@ def test_a_sample_is_bucketed_by_its_size_after_exif_orientation(tmp_path):
     Image.new("RGB", (200, 50), (10, 20, 30)).save(path, exif=exif.tobytes())
     sample = RawSample(key="rotated.jpg", caption="x", path=str(path))
     assert sample_bucket(sample, aspect_buckets(64 * 64, 32)) == ((128, 32), pytest.approx(0.0))
+
+
+def test_a_share_that_rounds_onto_the_threshold_keeps_a_decimal():
+    """"lose more than 10%" beside "(10%)" read as a contradiction: a 10.3% crop is written 10.3%."""
+    assert share_text(0.103) == "10.3%" and share_text(0.097) == "9.7%"
+    assert share_text(0.25) == "25%" and share_text(0.111) == "11%"
+    line = crop_line([("a.png", 0.103), ("b.png", 0.05)])
+    assert line is not None and "a.png (10.3%)" in line and "b.png" not in line and f"{CROP_WARNING:.0%}" in line
+
+
+def test_the_upscale_factor_is_the_cover_resize():
+    assert upscale_factor(339, 191, 336, 192) == pytest.approx(192 / 191)  # a pixel short: below the warning
+    assert upscale_factor(339, 191, 336, 192) < UPSCALE_WARNING
+    assert upscale_factor(16, 16, 32, 32) == 2.0 and upscale_factor(64, 32, 32, 32) == 1.0
+    assert upscale_factor(100, 50, 64, 64) == pytest.approx(1.28)

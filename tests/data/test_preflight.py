@@ -490,7 +490,7 @@ def test_check_video_samples_decodes_images_as_one_frame_clips(tmp_path):
     rows, usable = check_video_samples(samples, buckets=[(5, 32, 64), (5, 32, 32)], num_workers=1)
     status = {r.key: (r.status, r.problem) for r in rows}
     assert status["wide.png"] == (OK, "")
-    assert status["small.jpg"] == (WARN, "16x16 is smaller than its 1x32x32 bucket; it is upscaled")
+    assert status["small.jpg"] == (WARN, "16x16 is smaller than its 1x32x32 bucket; it is upscaled (x2.00)")
     assert status["broken.png"] == (BLOCK, "not a readable image (corrupt, or not an image despite its extension)")
     assert status["clip.mp4"] == (OK, "")
     # Each row holds its bucket (height, width) and the share cropped: the report's columns, counted as clips.
