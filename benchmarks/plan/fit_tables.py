@@ -39,11 +39,10 @@ def cell(plan, size_gib: float) -> tuple[str, dict]:
     found = ladder.climb(plan, capacity)
     data = found.as_dict()
     target = found.chosen or found.closest
-    launch = found.launch_flags(target)
-    flags = " ".join(launch + found.flags(target))
     if found.chosen is None:
         return f"no (lowest {target.peak / GIB:.1f} GiB)", data
-    return f"`{flags}` ({target.peak / GIB:.1f} GiB)", data
+    flags = " ".join(found.launch_flags(target) + found.flags())  # the recommended plan: a narrow swap gets headroom
+    return f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)", data
 
 
 def main() -> int:

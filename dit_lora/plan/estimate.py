@@ -524,7 +524,7 @@ def plan_run(
         cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
         model=str(cfg.pretrained_model_name_or_path),
-        activation_offloading=bool(getattr(cfg, "activation_offloading", False)),  # KernelOptions (offload branch)
+        activation_offloading=cfg.activation_offloading,
         engine=engine,
         encode_peak_bytes=encode_peak if cached else 0,
         **_ladder_fields(comps.model, spec, quantizable, cfg.weight_dtype),

@@ -217,10 +217,18 @@ class Ladder:
         """The rung with the lowest peak (what to say when none fits)."""
         return min(self.tried, key=lambda t: t.peak)
 
+    @property
+    def recommended(self) -> Plan:
+        """The plan to propose: the chosen rung's, with more blocks swapped where the fewest fit only within the
+        plan's error (:func:`_headroom`); the closest rung's when none fits."""
+        chosen = self.chosen
+        if chosen is None:
+            return self.closest.plan
+        return _headroom(self, chosen) or chosen.plan
+
     def flags(self, tried: Tried | None = None) -> list[str]:
-        """Every recipe flag from the configuration as given to ``tried``'s (the chosen one by default)."""
-        target = tried or self.chosen or self.closest
-        return levers.flags_between(self.base, target.plan)
+        """Every recipe flag from the configuration as given to ``tried``'s (the recommended plan by default)."""
+        return levers.flags_between(self.base, tried.plan if tried is not None else self.recommended)
 
     def launch_flags(self, tried: Tried | None = None) -> list[str]:
         target = tried or self.chosen or self.closest
@@ -245,7 +253,7 @@ class Ladder:
             "chosen": None if chosen is None else chosen.rung,
             "flags": self.flags(),
             "launch_flags": self.launch_flags(),
-            "peak_memory_bytes": (chosen or self.closest).peak,
+            "peak_memory_bytes": self.recommended.peak_memory_bytes,
         }
 
 
@@ -286,18 +294,14 @@ def format_ladder(ladder: Ladder) -> str:
     return "\n".join(lines)
 
 
-def _headroom(ladder: Ladder, chosen: Tried) -> str:
-    """When the chosen swap fits within the plan's error, the block count that leaves :data:`UNDER_PREDICTION`."""
+def _headroom(ladder: Ladder, chosen: Tried) -> Plan | None:
+    """When the chosen swap fits only within the plan's error, the plan with the block count that leaves
+    :data:`UNDER_PREDICTION` of headroom (None: no swap chosen, it already leaves that, or no count does)."""
     room = int(ladder.capacity / (1 + UNDER_PREDICTION))
     if chosen.rung != "block swap" or chosen.peak <= room:
-        return ""
+        return None
     safer = _fewest_swapped(chosen.plan, room)
-    if safer is None or safer.peak_memory_bytes > room:
-        return ""
-    return (
-        f"; it fits narrowly (the plan has come out up to {UNDER_PREDICTION:.0%} low on a GPU): --blocks_to_swap "
-        f"{safer.blocks_to_swap} leaves that headroom ({_gib(safer.peak_memory_bytes)})"
-    )
+    return safer if safer is not None and safer.peak_memory_bytes <= room else None
 
 
 def answer(ladder: Ladder) -> str:
@@ -309,9 +313,18 @@ def answer(ladder: Ladder) -> str:
     via = f", launched with `dit-lora launch {' '.join(launch)}`" if launch else ""
     if chosen is not None and chosen.rung == RUNGS[0].name:
         return f"fits as given (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
+    safer = _headroom(ladder, chosen) if chosen is not None else None
+    if chosen is not None and safer is not None:
+        # The fewest swapped blocks fit only if the plan is exact; it has come out up to UNDER_PREDICTION low on a
+        # GPU, so the flags to copy leave that headroom, and the faster, narrower choice is named beside them.
+        return (
+            f"flags to copy: {' '.join(ladder.flags())}{via} (predicted peak "
+            f"{_gib(safer.peak_memory_bytes)} of {_gib(ladder.capacity)}, leaving the {UNDER_PREDICTION:.0%} the "
+            f"plan has come out low on a GPU); --blocks_to_swap {chosen.plan.blocks_to_swap} is the fewest that fits "
+            f"the prediction exactly ({_gib(chosen.peak)}: faster, if the run does not run out of memory)"
+        )
     if chosen is not None:
-        text = f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
-        return text + _headroom(ladder, chosen)
+        return f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"
     text = f"no lever the plan knows fits {_gib(ladder.capacity)}: the lowest it reaches is {_gib(target.peak)} with "
     text += f"{flags}{via}; train on a device with more memory"
     caching = (target.plan.cache_phase_bytes or 0) + target.plan.process_bytes

@@ -63,8 +63,27 @@ def test_block_swap_takes_the_fewest_blocks_that_fit_counting_those_in_flight():
     assert chosen.plan.swap_in_flight_bytes == pytest.approx(SWAP_IN_FLIGHT["accelerator"] * block, rel=1e-6)
     assert chosen.peak <= capacity < levers.with_swap(chosen.plan, count - 1).peak_memory_bytes
     assert chosen.peak == pytest.approx(before - (count - 3) * block, abs=16)
-    assert found.flags()[-2:] == ["--blocks_to_swap", str(count)]
+    assert found.flags(chosen)[-2:] == ["--blocks_to_swap", str(count)]
     assert f"{chosen.plan.swapped_bytes / GIB:.2f} GiB of pinned host memory" in chosen.cost
+
+
+def test_a_swap_that_fits_only_within_the_plans_error_is_proposed_with_headroom():
+    """The fewest swapped blocks fit the prediction exactly; the plan has come out up to 15% low on a GPU, so the
+    flags to copy swap enough blocks to leave that, and name the fewest beside them."""
+    plan = make_plan()
+    capacity = 6 * GIB
+    found = ladder.climb(plan, capacity)
+    chosen = found.chosen
+    assert chosen is not None and chosen.peak > capacity / (1 + ladder.UNDER_PREDICTION)  # narrow: the case here
+    safer = found.recommended
+    assert safer.blocks_to_swap > chosen.plan.blocks_to_swap
+    assert safer.peak_memory_bytes <= capacity / (1 + ladder.UNDER_PREDICTION)
+    assert levers.with_swap(safer, safer.blocks_to_swap - 1).peak_memory_bytes > capacity / (1 + ladder.UNDER_PREDICTION)
+    assert found.flags()[-2:] == ["--blocks_to_swap", str(safer.blocks_to_swap)]
+    assert found.as_dict()["flags"] == found.flags()
+    said = ladder.answer(found)
+    assert said.startswith("flags to copy: ") and f"--blocks_to_swap {safer.blocks_to_swap} " in said
+    assert f"--blocks_to_swap {chosen.plan.blocks_to_swap} is the fewest that fits" in said
 
 
 def test_nf4_replaces_fp8_and_block_swap_then_fewer_frames():

@@ -23,11 +23,8 @@ def _read(subfolder, filename):
 
 def _plan(**options):
     engine, processes = options.pop("engine", "ddp"), options.pop("num_processes", 1)
-    offloading = options.pop("activation_offloading", False)
     cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=2,
                       gradient_checkpointing=True, **options)
-    if offloading:  # KernelOptions.activation_offloading comes with the offloading branch; the plan reads it by name
-        object.__setattr__(cfg, "activation_offloading", True)
     return plan_run(cfg, get_family("dit"), _read, device="cuda", both_settings=False, num_processes=processes,
                     engine=engine)
 
