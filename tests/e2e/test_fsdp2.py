@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from helpers import ROOT, base_args, free_port, read_summary
+from safetensors.torch import load_file
 
 ADAPTER = "pytorch_lora_weights.safetensors"
 #: 16 images, batch 2 on 2 processes, 2 micro-batches an update: 2 updates an epoch; update 3 has a NaN gradient on
