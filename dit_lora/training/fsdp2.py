@@ -129,8 +129,8 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
 def describe(counts: ShardCounts, world: int, sync_each_micro_batch: bool) -> str:
     """The start-of-run line about the sharding."""
     whole = (
-        f"; {counts.buffers} buffer(s) ({counts.buffer_bytes / 2**20:.1f} MiB: --quantize_base fp8_scaled's weights "
-        "among them) stay whole on every process"
+        f"; {counts.buffers} buffer(s) ({counts.buffer_bytes / 2**20:.1f} MiB) stay whole on every process (buffers "
+        "are not sharded: --quantize_base fp8_scaled keeps its weights in them)"
         if counts.buffers
         else ""
     )

@@ -1,11 +1,13 @@
 """FSDP2 end to end: `dit-lora launch --config_file accelerate_configs/fsdp2.yaml` on 2 CPU processes (gloo), the
 launch a user types (its `num_processes: 2`), with dit-lora sharding the model itself (training/fsdp2.py).
 
-One Sana run carries the promises: a NaN gradient on rank 1 only skips the update on both ranks; validation samples
+One Sana run carries the promises: no host sync in a step (the sync audit of tests/e2e/test_no_host_sync.py, on every
+rank: the sharded forward, backward, clipping and guarded step); a NaN gradient on rank 1 only skips the update on
+both ranks; validation samples
 come from the sharded model (every rank takes part); a SIGKILL mid-run and a resume from the sharded checkpoint give
 the adapter of the unbroken run bit for bit; the adapter is written once and loads into diffusers' pipeline; a DDP
 run of the same seed and flags gives the same adapter. Wan 2.2 A14B trains its low-noise expert with a fully trained
-backbone layer (--train_backbone) under FSDP2.
+backbone layer (--train_backbone) on an fp8_scaled base (its weight buffers stay whole on each rank) under FSDP2.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
         return base_args(tiny_sana, shapes_data, out, cache, **{**SANA, **extra})
 
     ref = tmp_path / "ref"
-    text = _ok(_launch("sana", args(ref)))
+    text = _ok(_launch("sana", args(ref), DIT_LORA_SYNC_DEBUG="1"))  # the no-host-sync audit (test_no_host_sync.py)
     assert "engine: FSDP2" in text and "FSDP2: 2 transformer block(s) and the root sharded over 2" in text
     summary = read_summary(ref)
     assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
@@ -93,7 +95,7 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
 
 
 @pytest.mark.slow
-def test_wan_a14b_expert_with_a_trained_backbone_layer_under_fsdp2(tmp_path):
+def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2(tmp_path):
     from dit_lora.data.synthetic.clips import make_moving_square_dataset
     from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
@@ -102,9 +104,9 @@ def test_wan_a14b_expert_with_a_trained_backbone_layer_under_fsdp2(tmp_path):
     out = tmp_path / "out"
     args = base_args(model, clips, out, tmp_path / "cache", family="wan", resolution=None, center_crop=None,
                      max_num_frames=9, height=64, width=64, train_batch_size=1, mixed_precision="no",
-                     max_train_steps=3, wan_expert="low", train_backbone="proj_out")
+                     max_train_steps=3, wan_expert="low", train_backbone="proj_out", quantize_base="fp8_scaled")
     text = _ok(_launch("wan", args))
-    assert "engine: FSDP2" in text
+    assert "engine: FSDP2" in text and "stay whole on every process" in text  # fp8_scaled's weight buffers
     backbone = load_file(out / "dit_lora_backbone.safetensors")
     assert backbone and all(torch.isfinite(v).all() for v in backbone.values())
     low = load_file(out / "pytorch_lora_weights_low_noise.safetensors")
