@@ -35,6 +35,7 @@ from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes,
 from dit_lora.output.names import COMPLETE_MARKER  # re-exported: the checkpoints' own marker
 from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 from dit_lora.training.resume_options import write_options
+from dit_lora.training.sharded_checkpoint import SHARDED_DIR
 from dit_lora.training.signals import rerun_command
 
 TRAINABLE_FILE = "trainable_weights.safetensors"
@@ -418,6 +419,12 @@ def load_checkpoint(
             f"Checkpoint {path} was written by {marker.get('num_processes')} processes but this run has "
             f"{accelerator.num_processes}. Resume with the same `dit-lora launch --num_processes`, since data "
             "order and RNG streams are per process."
+        )
+    if read_state is None and (Path(path) / SHARDED_DIR).is_dir():
+        raise UserError(
+            f"Checkpoint {path} was written by an FSDP2 run (its {SHARDED_DIR}/ holds each process's shards), and this "
+            "run is not sharded. Resume it with the launch that wrote it: `dit-lora launch --config_file "
+            "accelerate_configs/fsdp2.yaml` with the same --num_processes."
         )
     try:
         with warnings.catch_warnings():  # torch's note on the pickle protocol of accelerate's own files

@@ -265,7 +265,8 @@ def _summary(
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
         "compile": run.compiled.summary() if run.compiled is not None and run.compiled.mode != "off" else None,
         "num_processes": accelerator.num_processes,
-        "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
+        # what actually ran: NO, MULTI_GPU, MULTI_CPU (DDP), or FSDP2 (accelerate's state is a plain multi-process one)
+        "engine": "FSDP2" if run.sharded is not None else accelerator.distributed_type.value,
         "param_groups": [vars(g) for g in run.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
         "adapter": str(run.out / run.spec.info.adapter_weight_name),
