@@ -109,3 +109,18 @@ def test_a_backbone_run_reduces_at_every_micro_batch(group):
     sharded = fsdp2.shard(Toy(), ("blocks",), torch.device("cpu"), train_backbone=True)
     assert sharded.sync_each_micro_batch
     assert "every micro-batch" in fsdp2.describe(sharded.counts, 2, True)
+
+
+def test_clipping_sharded_gradients_takes_no_host_sync(group):
+    """The norm is all-reduced and the gradients scaled on the device: the sync audit (DIT_LORA_SYNC_DEBUG) sees no
+    host read in clip, as the two-process run under the audit shows for whole steps (tests/e2e/test_fsdp2.py)."""
+    from dit_lora.training.sync_audit import HostSyncError, SyncAudit
+
+    model = Toy()
+    sharded = fsdp2.shard(model, ("blocks",), torch.device("cpu"), train_backbone=False)
+    model(torch.randn(4, 8)).sum().backward()
+    audit = SyncAudit(torch.device("cpu"), True)
+    with audit.step():
+        norm = sharded.clip(0.5)
+    with pytest.raises(HostSyncError), audit.step():
+        float(norm)  # the audit is on: a host read of the norm is refused
