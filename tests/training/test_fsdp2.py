@@ -124,3 +124,34 @@ def test_clipping_sharded_gradients_takes_no_host_sync(group):
         norm = sharded.clip(0.5)
     with pytest.raises(HostSyncError), audit.step():
         float(norm)  # the audit is on: a host read of the norm is refused
+
+
+def test_the_guards_snapshot_and_rollback_work_on_shards(group):
+    """take_snapshot clones the local shards (DTensors) of the weights and of Adam's state; roll_back restores them."""
+    from torch.distributed.tensor import DTensor
+
+    from dit_lora.training.guard import StepGuard
+
+    model = Toy()
+    sharded = fsdp2.shard(model, ("blocks",), torch.device("cpu"), train_backbone=False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-2, fused=True)
+    guard = StepGuard(optimizer, [lambda k: 1.0], 10, torch.device("cpu"), enabled=True, fused=True, interval=1,
+                      max_consecutive_skips=1, rollback_lr_factor=0.5, max_rollbacks=2, spike_sigma=None, world_size=1)
+
+    def step():
+        model(torch.randn(4, 8)).square().sum().backward()
+        guard.step(optimizer, optimizer, torch.ones(()), sharded.clip(1.0), 0)
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    guard.take_snapshot(model, 1)
+    kept = {n: p.detach().full_tensor().clone() for n, p in model.named_parameters() if p.requires_grad}
+    moments = {id(p): optimizer.state[p]["exp_avg"].full_tensor().clone() for p in params}
+    step()
+    assert any(not torch.equal(p.detach().full_tensor(), kept[n]) for n, p in model.named_parameters() if n in kept)
+    guard.roll_back(model, 2)
+    for name, p in model.named_parameters():
+        if name in kept:
+            assert isinstance(p, DTensor) and torch.equal(p.detach().full_tensor(), kept[name])
+    assert all(torch.equal(optimizer.state[p]["exp_avg"].full_tensor(), moments[id(p)]) for p in params)
