@@ -102,18 +102,19 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
     """``fully_shard`` every block of the block lists ``paths`` names on ``model``, then ``model`` itself.
 
     Call before the optimizer is built: sharding replaces the parameters with DTensor parameters. Blocks reshard
-    after their forward (their gathered weights are freed until backward needs them); the root does not, as its
-    backward starts right after the forward (torchtitan's choice).
+    after their forward (their gathered weights are freed until backward needs them), except each list's last one,
+    whose backward comes first; nor does the root, whose backward starts right after the forward (torchtitan's
+    choices for its llama and Flux models).
     """
     from torch.distributed.fsdp import fully_shard
 
     mesh = device_mesh(device)
     blocks = 0
     for blocks_of_list in block_lists(model, paths):
-        for block in blocks_of_list:
-            if any(True for _ in block.parameters()):
-                fully_shard(block, mesh=mesh, reshard_after_forward=True)
-                blocks += 1
+        with_weights = [block for block in blocks_of_list if any(True for _ in block.parameters())]
+        for i, block in enumerate(with_weights):
+            fully_shard(block, mesh=mesh, reshard_after_forward=i < len(with_weights) - 1)
+            blocks += 1
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
     params = list(model.parameters())
     buffers = list(model.buffers())
