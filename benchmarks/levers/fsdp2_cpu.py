@@ -100,7 +100,7 @@ def held_bytes(model) -> int:
 
 
 def worker(args) -> None:
-    """One rank of one engine: the figures of the module docstring, as one JSON line per rank."""
+    """One rank of one engine: the figures of the module docstring, written to ``--result_dir``."""
     import torch
     import torch.distributed as dist
 
@@ -159,14 +159,18 @@ def worker(args) -> None:
         "step_cpu_s_median": statistics.median(cpu_times),
         "losses": losses,
     }
-    print("RESULT " + json.dumps(result), flush=True)
+    # one file per rank: the ranks' stdout lines interleave
+    (Path(args.result_dir) / f"{args.engine}_{rank}.json").write_text(json.dumps(result))
     dist.destroy_process_group()
 
 
 def run_engine(args, engine: str) -> list[dict]:
     """``--nproc`` ranks of ``engine`` under torch.distributed.run; their results, rank order."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix=f"fsdp2_cpu_{engine}_")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(args.nproc), "--master_port",
-           str(args.port), str(Path(__file__).resolve()), "--worker", "--engine", engine]
+           str(args.port), str(Path(__file__).resolve()), "--worker", "--engine", engine, "--result_dir", folder]
     for key in ("device", "layers", "resolution", "batch", "steps", "warmup", "threads", "dtype"):
         cmd += [f"--{key}", str(getattr(args, key))]
     # A fixed mmap threshold: every tensor over 64 KiB is its own mapping, given back when freed, so the resident
@@ -175,7 +179,7 @@ def run_engine(args, engine: str) -> list[dict]:
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     if proc.returncode != 0:
         raise SystemExit(f"{engine} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    rows = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    rows = [json.loads(path.read_text()) for path in Path(folder).glob(f"{engine}_*.json")]
     return sorted(rows, key=lambda r: r["rank"])
 
 
@@ -208,6 +212,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--engine", default="ddp", choices=("ddp", "fsdp2"), help=argparse.SUPPRESS)
+    parser.add_argument("--result_dir", default=".", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.dtype = args.dtype or ("float32" if args.device == "cpu" else "bfloat16")
     if args.worker:
