@@ -268,6 +268,12 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)"
     )
+    if decide_engine().name == "fsdp2":  # this plan is one unsharded process's: it would refuse what sharding fits
+        log(
+            "memory plan: the prediction above is for one process holding the whole model; FSDP2 divides the weights, "
+            f"gradients and optimizer state among {accelerator.num_processes} processes, so it does not stop the run"
+        )
+        return plan
     plan_report.check_fits(plan, capacity, f"this {device.type} device")
     return plan
 
