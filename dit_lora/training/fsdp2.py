@@ -10,9 +10,10 @@ on CPU processes (gloo, the tests):
 * :func:`shard_model`: each transformer block of the family's block lists (``FamilyInfo.block_lists``, the lists
   block swap uses) becomes one FSDP group, then the root takes the rest, as torchtitan does; parameters become
   DTensors sharded on dim 0, the frozen bf16 base and the fp32 LoRA masters in the same groups (torch 2.13
-  accepts mixed original dtypes in one group; no ``MixedPrecisionPolicy``: compute runs under the run's autocast,
-  the masters stay fp32). Buffers are not sharded: ``--quantize_base fp8_scaled``'s uint8/int32 weight buffers
-  stay whole on every rank;
+  accepts mixed original dtypes in one group). No ``MixedPrecisionPolicy``: compute runs under the run's autocast
+  and gradients are reduced in the masters' fp32, as under DDP, so both engines give the same adapter (2 processes:
+  bit for bit, tests/e2e/test_fsdp2.py); a ``param_dtype`` of bf16 would gather the LoRA weights in bf16. Buffers
+  are not sharded: ``--quantize_base fp8_scaled``'s uint8/int32 weight buffers stay whole on every rank;
 * :class:`Sharded` is what the loop asks of the engine: gradient sync per micro-batch, clipping on the sharded
   gradients (one device all-reduce of the partial norms, no host sync), the trainable weights gathered for the
   adapter (every rank takes part, the main process keeps them on the CPU).
@@ -45,17 +46,17 @@ def check_options(cfg: TrainConfig) -> None:
         )
     if cfg.quantize_base in ("nf4", "int8", "fp8"):
         clashes.append(
-            f"--quantize_base {cfg.quantize_base} (its quantized weights are library tensor subclasses that "
-            "fully_shard cannot split: use --quantize_base fp8_scaled, whose weights FSDP2 keeps whole on each "
-            "process, or none)"
+            f"--quantize_base {cfg.quantize_base} (its quantized weights are library tensor subclasses with packed "
+            "data and quantization state, which fully_shard cannot split as plain tensors: use --quantize_base "
+            "fp8_scaled, whose weights FSDP2 keeps whole on each process, or none)"
         )
     if cfg.compile != "off":
         clashes.append(f"--compile {cfg.compile} (not verified with sharded blocks: use --compile off)")
     if cfg.use_8bit_adam:
-        clashes.append("--use_8bit_adam (bitsandbytes' optimizer does not step DTensor parameters: drop it)")
+        clashes.append("--use_8bit_adam (bitsandbytes' optimizer is not verified on DTensor parameters: drop it)")
     if cfg.mixed_precision == "fp16":
         clashes.append(
-            "--mixed_precision fp16 (its gradient scaler does not unscale sharded gradients: use bf16, or no)"
+            "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"
         )
     if not clashes:
         return
