@@ -35,11 +35,11 @@ from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes,
 from dit_lora.output.names import COMPLETE_MARKER  # re-exported: the checkpoints' own marker
 from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 from dit_lora.training.resume_options import write_options
-from dit_lora.training.sharded_checkpoint import SHARDED_DIR
 from dit_lora.training.signals import rerun_command
 
 TRAINABLE_FILE = "trainable_weights.safetensors"
 GUARD_SNAPSHOT_FILE = "guard_snapshot.safetensors"  # the last good state a rollback returns to
+SHARDED_DIR = "sharded_state"  # FSDP2: every rank's shards of the trainable state (sharded_checkpoint.py)
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -461,3 +461,23 @@ def _load_error(path: Path, err: Exception) -> Exception:
     return UserError(
         f"Checkpoint {path} could not be loaded: {what}. " + _whole_alternatives(path.parent, exclude=path)
     )
+
+
+def check_same_trainables(state: dict, params: dict, input_dir) -> None:
+    """Refuse a checkpoint whose trainable tensors are not this run's (another --rank, --lora_layers, or defaults
+    that changed between versions), in one paragraph instead of a shape error."""
+    missing = [n for n in state if n not in params]
+    resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
+    if missing or resized:
+        name = (missing or resized)[0]
+        found = (
+            f"has no {name}"
+            if missing
+            else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint holds {tuple(state[name].shape)}")
+        )
+        raise UserError(
+            f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
+            "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
+            "chosen for you: --rank, --lora_layers, --train_backbone); set them explicitly if a newer dit-lora "
+            "chooses other defaults."
+        )

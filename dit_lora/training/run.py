@@ -56,9 +56,15 @@ from dit_lora.output.report import config_dict
 from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
-from dit_lora.training import fsdp2
+from dit_lora.training import fsdp2, sharded_checkpoint
 from dit_lora.training.canary import attention_canary, install_broken_attention
-from dit_lora.training.checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE, load_checkpoint, resolve_resume
+from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
+    GUARD_SNAPSHOT_FILE,
+    TRAINABLE_FILE,
+    check_same_trainables,
+    load_checkpoint,
+    resolve_resume,
+)
 from dit_lora.training.compile import CompileCounters, check_compiler, compile_model
 from dit_lora.training.drills import Hooks
 from dit_lora.training.guard import StepGuard
@@ -553,33 +559,11 @@ def sharded_state_io(run: Run) -> tuple[Callable[[Path], None] | None, Callable[
     :mod:`.sharded_checkpoint`); (None, None) under DDP: accelerate's ``save_state``/``load_state``."""
     if run.sharded is None:
         return None, None
-    from dit_lora.training import sharded_checkpoint  # it imports check_same_trainables from here
-
     model, optimizer, guard = run.model, run.optimizer.optimizer, run.guard
     return (
         lambda folder: sharded_checkpoint.save_sharded(folder, model, optimizer, guard),
         lambda folder: sharded_checkpoint.load_sharded(folder, model, optimizer, guard),
     )
-
-
-def check_same_trainables(state: dict, params: dict, input_dir) -> None:
-    """Refuse a checkpoint whose trainable tensors are not this run's (another --rank, --lora_layers, or defaults
-    that changed between versions), in one paragraph instead of a shape error."""
-    missing = [n for n in state if n not in params]
-    resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
-    if missing or resized:
-        name = (missing or resized)[0]
-        found = (
-            f"has no {name}"
-            if missing
-            else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint holds {tuple(state[name].shape)}")
-        )
-        raise UserError(
-            f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
-            "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
-            "chosen for you: --rank, --lora_layers, --train_backbone); set them explicitly if a newer dit-lora "
-            "chooses other defaults."
-        )
 
 
 def _register_state_hooks(accelerator, guard: StepGuard) -> None:

@@ -24,10 +24,9 @@ import torch
 from torch import nn
 
 from dit_lora.core.errors import UserError
+from dit_lora.training.checkpoint import SHARDED_DIR, check_same_trainables
 from dit_lora.training.guard import StepGuard
 
-#: the folder of a checkpoint holding the sharded state
-SHARDED_DIR = "sharded_state"
 _MODEL, _OPTIM, _SNAPSHOT = "model/", "optim/", "snapshot/"
 
 
@@ -101,8 +100,6 @@ def _saved_tensors(path: Path) -> dict[str, Any]:
 def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, guard: StepGuard) -> None:
     """Every rank: restore the trainable weights, optimizer state and guard snapshot of ``folder`` in place."""
     import torch.distributed.checkpoint as dcp
-
-    from dit_lora.training.run import check_same_trainables  # the DDP load's check, shared
 
     path = Path(folder) / SHARDED_DIR
     if not path.is_dir():
