@@ -66,7 +66,9 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
     # Killed after update 4 and one micro-batch of update 5; checkpoint-4 is whole, its shards in the manifest
     out = tmp_path / "out"
     killed = _launch("sana", args(out), DIT_LORA_FAULT="micro_batch:9")
-    assert killed.returncode == 137, (killed.stdout + killed.stderr)[-3000:]
+    # each rank dies at the crash point (137), unless its peer's death breaks a collective it is still in first
+    assert killed.returncode in (1, 137), (killed.stdout + killed.stderr)[-3000:]
+    assert not (out / ADAPTER).exists()
     marker = json.loads((out / "checkpoint-4" / "dit_lora_checkpoint_complete.json").read_text())
     shards = {name for name in marker["files"] if name.startswith("sharded_state/")}
     assert {"sharded_state/.metadata", "sharded_state/__0_0.distcp", "sharded_state/__1_0.distcp"} <= shards
