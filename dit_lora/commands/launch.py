@@ -278,8 +278,8 @@ def main(argv: Sequence[str]) -> int:
     if getattr(args, "tpu", False) or getattr(args, "use_deepspeed", False) and not args.cpu:
         raise UserError(
             "dit-lora launch starts local processes (one, or several with --multi_gpu); TPU and "
-            "DeepSpeed launches are not supported (dit-lora trains with DDP). Drop --tpu/--use_deepspeed, "
-            "or use `accelerate launch` for them."
+            "DeepSpeed launches are not supported (dit-lora trains with DDP, or FSDP2 with --config_file "
+            "accelerate_configs/fsdp2.yaml). Drop --tpu/--use_deepspeed, or use `accelerate launch` for them."
         )
     if not args.cpu and (args.multi_gpu or args.use_fsdp or args.use_megatron_lm):
         user_timeout = SHUTDOWN_TIMEOUT_VAR in os.environ

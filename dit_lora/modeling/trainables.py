@@ -243,11 +243,14 @@ def format_groups(infos: list[ParamGroupInfo]) -> str:
     return "\n".join(lines)
 
 
-def split_trainable_state(model: torch.nn.Module, backbone_names: list[str]) -> tuple[dict, dict]:
-    """Return (LoRA state dict in diffusers format, backbone state dict), both detached on CPU."""
+def split_trainable_state(
+    model: torch.nn.Module, backbone_names: list[str], state: dict[str, torch.Tensor] | None = None
+) -> tuple[dict, dict]:
+    """Return (LoRA state dict in diffusers format, backbone state dict), both detached on CPU. ``state``: the
+    trainable weights by parameter name when the model's own are not whole (FSDP2 gathers them), else read from it."""
     from peft.utils import get_peft_model_state_dict
 
-    lora = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model).items()}
-    named = dict(model.named_parameters())
+    lora = {k: v.detach().cpu().contiguous() for k, v in get_peft_model_state_dict(model, state_dict=state).items()}
+    named = dict(model.named_parameters()) if state is None else state
     backbone = {n: named[n].detach().cpu().contiguous() for n in backbone_names}
     return lora, backbone

@@ -39,6 +39,7 @@ from dit_lora.training.signals import rerun_command
 
 TRAINABLE_FILE = "trainable_weights.safetensors"
 GUARD_SNAPSHOT_FILE = "guard_snapshot.safetensors"  # the last good state a rollback returns to
+SHARDED_DIR = "sharded_state"  # FSDP2: every rank's shards of the trainable state (sharded_checkpoint.py)
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -250,6 +251,7 @@ def save_checkpoint(
     log=print,
     crash_point=lambda name, step: None,
     options: dict | None = None,
+    write_state: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
@@ -259,11 +261,13 @@ def save_checkpoint(
     checkpoint needs and how to continue. ``crash_point(name, step)`` is called at the save's last instants
     (:meth:`~.hooks.Hooks.crash_point`). ``options`` (:func:`~.resume_options.options_record`: the run's resolved
     options, data fingerprint and changed-options history) is written beside them, under the manifest.
+    ``write_state(folder)``, called on every rank, writes the weights and optimizer state instead of accelerate's
+    ``save_state`` (FSDP2: each rank its shards, :mod:`.sharded_checkpoint`); the manifest covers its files too.
     """
     save = _Save(accelerator, Path(output_dir), step, len(json.dumps(trainer_state, default=str)))
     main = accelerator.is_main_process
     save.part(lambda: _stage(save.tmp, options) if main else None)
-    save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator))
+    save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator, write_state))
     crash_point("checkpoint_before_marker", step)
     save.part(lambda: _complete(accelerator, save, total_limit, log, crash_point) if main else None)
     return save.final
@@ -351,9 +355,15 @@ def _stage(tmp: Path, options: dict | None = None) -> None:
         write_options(tmp, options)
 
 
-def _write_rank_files(accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator) -> None:
-    """This rank's files: accelerate's state (weights and optimizer from the main process) and its trainer state."""
-    accelerator.save_state(str(tmp))
+def _write_rank_files(
+    accelerator, tmp: Path, trainer_state: dict, generator: torch.Generator, write_state=None
+) -> None:
+    """This rank's files: accelerate's state (weights and optimizer from the main process), or ``write_state``'s,
+    and its trainer state."""
+    if write_state is not None:
+        write_state(tmp)
+    else:
+        accelerator.save_state(str(tmp))
     per_rank = {**trainer_state, "rng": rng_state(generator)}
     (tmp / f"trainer_state_rank{accelerator.process_index}.json").write_text(json.dumps(per_rank))
 
@@ -394,8 +404,11 @@ def _to_prune(output_dir: Path, final: Path, total_limit: int) -> list[Path]:
 _READ_ERRORS = (OSError, ValueError, EOFError, KeyError, RuntimeError)
 
 
-def load_checkpoint(accelerator, path: Path, generator: torch.Generator) -> dict:
-    """Restore accelerate state and this rank's RNG/data position; return the trainer state.
+def load_checkpoint(
+    accelerator, path: Path, generator: torch.Generator, read_state: Callable[[Path], None] | None = None
+) -> dict:
+    """Restore accelerate state (or ``read_state(path)``'s: FSDP2's shards) and this rank's RNG/data position;
+    return the trainer state.
 
     A file that cannot be read (damaged, truncated, or a foreign pickle, which is refused unread) is a
     :class:`UserError` naming it and the whole checkpoints to resume from instead.
@@ -407,10 +420,19 @@ def load_checkpoint(accelerator, path: Path, generator: torch.Generator) -> dict
             f"{accelerator.num_processes}. Resume with the same `dit-lora launch --num_processes`, since data "
             "order and RNG streams are per process."
         )
+    if read_state is None and (Path(path) / SHARDED_DIR).is_dir():
+        raise UserError(
+            f"Checkpoint {path} was written by an FSDP2 run (its {SHARDED_DIR}/ holds each process's shards), and this "
+            "run is not sharded. Resume it with the launch that wrote it: `dit-lora launch --config_file "
+            "accelerate_configs/fsdp2.yaml` with the same --num_processes."
+        )
     try:
         with warnings.catch_warnings():  # torch's note on the pickle protocol of accelerate's own files
             warnings.filterwarnings("ignore", message="Detected pickle protocol")
-            accelerator.load_state(str(path))
+            if read_state is not None:
+                read_state(Path(path))
+            else:
+                accelerator.load_state(str(path))
         state = json.loads((Path(path) / f"trainer_state_rank{accelerator.process_index}.json").read_text())
         restore_rng(state.pop("rng"), generator)
     except UserError:
@@ -439,3 +461,23 @@ def _load_error(path: Path, err: Exception) -> Exception:
     return UserError(
         f"Checkpoint {path} could not be loaded: {what}. " + _whole_alternatives(path.parent, exclude=path)
     )
+
+
+def check_same_trainables(state: dict, params: dict, input_dir) -> None:
+    """Refuse a checkpoint whose trainable tensors are not this run's (another --rank, --lora_layers, or defaults
+    that changed between versions), in one paragraph instead of a shape error."""
+    missing = [n for n in state if n not in params]
+    resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
+    if missing or resized:
+        name = (missing or resized)[0]
+        found = (
+            f"has no {name}"
+            if missing
+            else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint holds {tuple(state[name].shape)}")
+        )
+        raise UserError(
+            f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
+            "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
+            "chosen for you: --rank, --lora_layers, --train_backbone); set them explicitly if a newer dit-lora "
+            "chooses other defaults."
+        )

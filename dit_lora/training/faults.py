@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from dit_lora.core.errors import UserError
 
@@ -128,10 +129,16 @@ class FaultInjector:
         """Install the gradient and overflow drills of ``step`` on ``model`` for one forward/backward."""
         kinds = self._kinds(step)
         handles = []
+        shard = None  # FSDP2: this rank's shard of a gradient, poisoned after the backward
         if kinds & {"nan_grad", "inf_grad"}:
             value = float("nan") if "nan_grad" in kinds else float("inf")
-            param = next(p for p in model.parameters() if p.requires_grad)
-            handles.append(param.register_hook(lambda g, v=value: g + v))
+            params = [p for p in model.parameters() if p.requires_grad]
+            if isinstance(params[0], DTensor):
+                # A sharded (DTensor) parameter's own hooks never run: its module computes with the gathered copy
+                # and FSDP2 writes the reduced shard into .grad; the drill poisons this rank's shard instead.
+                shard = next((p for p in params if isinstance(p, DTensor) and p.to_local().numel()), params[0])
+            else:
+                handles.append(params[0].register_hook(lambda g, v=value: g + v))
         if "overflow" in kinds:
             target = _first_attention(model)
 
@@ -149,6 +156,10 @@ class FaultInjector:
         finally:
             for h in handles:
                 h.remove()
+            grad = shard.grad if shard is not None else None  # None on a micro-batch that does not reduce
+            if isinstance(grad, DTensor):
+                with torch.no_grad():
+                    grad.to_local().add_(value)
 
 
 def _first_attention(model: torch.nn.Module) -> torch.nn.Module:

@@ -80,6 +80,8 @@ def finish(
     if reading is None:  # a stopped run: no verdict read the guard's totals
         reading = run.guard.read()
     run.state.skipped_steps, run.state.rollbacks = reading.skipped, len(run.guard.rollbacks)
+    # FSDP2: the trainable weights gathered whole once, every rank taking part; the main process writes them
+    full = run.sharded.full_trainables() if run.sharded is not None else None
     # The main process writes; its failure (a full disk, a failed push) is every process's, so none waits for ever
     # at a barrier the main process never reaches. Its broadcast is the barrier before end_training.
     summary = main_process_check(
@@ -93,6 +95,7 @@ def finish(
             stopped=stopped,
             verdict=verdict,
             final_checkpoint=final_checkpoint,
+            full=full,
         ),
         what="writing the run's outputs",
     )
@@ -110,11 +113,13 @@ def _export(
     stopped: bool,
     verdict: str | None,
     final_checkpoint: Path | None,
+    full: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, Any]:
-    """Main process: the adapter, final samples, loss curve, summary, card and push; returns the summary."""
+    """Main process: the adapter, final samples, loss curve, summary, card and push; returns the summary.
+    ``full``: the trainable weights gathered whole (FSDP2), else they are read from ``model``."""
     cfg, spec, state, guard, out = run.cfg, run.spec, run.state, run.guard, run.out
     advice = _export_advice(run, final_checkpoint)
-    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone)
+    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone, state=full)
     metadata = model.peft_config["default"].to_dict()
     patterns = fallback.backbone_patterns(spec, cfg) + [
         p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats
@@ -203,7 +208,8 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     cfg, spec, out = run.cfg, run.spec, run.out
     if not cfg.validation_prompt:
         return []
-    model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
+    if run.sharded is None:  # a sharded model holds 1/N of the weights: left where it is
+        model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
     pipe = spec.adapter.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
     samples = fallback.require(spec, "samples", "--validation_prompt")
     images = samples.generate_with_pipeline(
@@ -259,7 +265,8 @@ def _summary(
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
         "compile": run.compiled.summary() if run.compiled is not None and run.compiled.mode != "off" else None,
         "num_processes": accelerator.num_processes,
-        "engine": accelerator.distributed_type.value,  # what actually ran: NO, MULTI_GPU, MULTI_CPU
+        # what actually ran: NO, MULTI_GPU, MULTI_CPU (DDP), or FSDP2 (accelerate's state is a plain multi-process one)
+        "engine": "FSDP2" if run.sharded is not None else accelerator.distributed_type.value,
         "param_groups": [vars(g) for g in run.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
         "adapter": str(run.out / run.spec.info.adapter_weight_name),

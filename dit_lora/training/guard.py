@@ -357,8 +357,9 @@ class StepGuard:
         }
         self.snapshot_step = step
 
-    def snapshot_tensors(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
-        """The snapshot as named CPU tensors, for checkpoints (a resumed run rolls back to the same state)."""
+    def snapshot_tensors(self, model: torch.nn.Module, to_cpu: bool = True) -> dict[str, torch.Tensor]:
+        """The snapshot as named CPU tensors, for checkpoints (a resumed run rolls back to the same state);
+        ``to_cpu=False`` keeps them where they are (FSDP2's sharded DTensors, written by each rank)."""
         snap = self._snapshot
         if snap is None:
             return {}
@@ -367,7 +368,7 @@ class StepGuard:
         for pid, state in snap["opt"].items():
             out.update({f"opt/{names[pid]}/{k}": v for k, v in state.items() if isinstance(v, torch.Tensor)})
         out["applied"], out["spike"] = snap["applied"].reshape(1), snap["spike"]
-        return {k: v.detach().cpu().contiguous() for k, v in out.items()}
+        return {k: (v.detach().cpu() if to_cpu else v.detach()).contiguous() for k, v in out.items()}
 
     def load_snapshot_tensors(self, model: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
         """Inverse of :meth:`snapshot_tensors`."""

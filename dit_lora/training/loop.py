@@ -36,7 +36,7 @@ from dit_lora.training.compile import eager, shape_key
 from dit_lora.training.finish import finish, keep_final_checkpoint
 from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
-from dit_lora.training.run import Run, RunState, check_output_dir, setup
+from dit_lora.training.run import Run, RunState, check_output_dir, setup, sharded_state_io
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
@@ -171,6 +171,8 @@ def train_step(run: Run, batch: dict) -> bool:
                 loss = run.spec.loss.compute_loss(run.comps, run.model, batch, run.generator, cfg)
             if injector is not None:
                 loss = injector.loss(step, loss)
+            if run.sharded is not None:  # FSDP2: reduce-scatter at the update's last micro-batch only
+                run.sharded.set_gradient_sync(accelerator.sync_gradients)
             accelerator.backward(loss)
         if checking:  # sampled steps only: this compares on the host
             with audit.allowed():
@@ -179,7 +181,11 @@ def train_step(run: Run, batch: dict) -> bool:
         state.batch_in_epoch += 1
         state.samples_seen += len(batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:
-            norm = _clip(accelerator, run.model, cfg.max_grad_norm)
+            norm = (
+                _clip(accelerator, run.model, cfg.max_grad_norm)
+                if run.sharded is None
+                else run.sharded.clip(cfg.max_grad_norm)  # sharded gradients: a device all-reduce of the norm
+            )
             run.guard.step(
                 run.optimizer,
                 run.optimizer.optimizer,
@@ -234,6 +240,7 @@ def save_run_checkpoint(run: Run):
         log=run.log,
         crash_point=run.hooks.crash_point,
         options=run.options_record,
+        write_state=sharded_state_io(run)[0],
     )
 
 
@@ -311,8 +318,9 @@ def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
 
 
 def _validate(run: Run, tag: str) -> None:
-    """Samples from the model being trained (main process), saved as ``samples/<tag>_<i>``."""
-    if not run.accelerator.is_main_process:
+    """Samples from the model being trained (main process; under FSDP2 every process takes part in the sharded
+    forward passes, with the same seed), saved as ``samples/<tag>_<i>`` by the main process."""
+    if not run.accelerator.is_main_process and run.sharded is None:
         return
     samples = fallback.require(run.spec, "samples", "--validation_prompt")
     model = run.accelerator.unwrap_model(run.model)
@@ -323,6 +331,8 @@ def _validate(run: Run, tag: str) -> None:
             images = samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
     finally:
         model.train()
+    if not run.accelerator.is_main_process:
+        return
     folder = run.out / "samples"
     folder.mkdir(parents=True, exist_ok=True)
     for i, item in enumerate(images):

@@ -49,13 +49,17 @@ class Recovery:
         injector,
         load_batch: Callable[[dict, int], dict],
         log: Callable[[str], None],
+        replay: bool = True,
     ):
-        """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw."""
+        """``load_batch(batch, step)`` is the loop's own (:meth:`~.run.Run.load_batch`): a replay sees what the step saw.
+        ``replay=False`` (FSDP2) records a fault without replaying it: a replay's passes depend on what each rank
+        finds, and a sharded forward needs every rank to run the same ones."""
         self.guard, self.accelerator, self.spec, self.comps, self.cfg = guard, accelerator, spec, comps, cfg
         self.data, self.order, self.injector, self.load_batch, self.log = data, order, injector, load_batch, log
         self.out = Path(cfg.output_dir)
         self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
         self.report: dict[str, Any] | None = None
+        self.replay = replay
 
     # ---- per micro-batch -----------------------------------------------------------------
     def record(self, slot: int, step: int, epoch: int, batch_in_epoch: int, generator: torch.Generator) -> None:
@@ -128,6 +132,12 @@ class Recovery:
     # ---- diagnosis -----------------------------------------------------------------------
     def _diagnose(self, slot: int, reading: GuardReading, wrapped) -> None:
         acc = self.accelerator
+        if not self.replay:
+            step = next((rec[0] for rec in self.records.get(slot, [])), None)
+            why = "not replayed: under FSDP2 a replay would need every process to run the same sharded passes"
+            self.report = {"first_fault": None, "first_faulty_step": step, "diagnosis": why}
+            self.log(f"non-finite step {step} skipped on every process ({why})")
+            return
         model = acc.unwrap_model(wrapped)
         found: dict[str, Any] | None = None
         with torch.random.fork_rng(devices=[acc.device] if acc.device.type == "cuda" else []), acc.no_sync(wrapped):

@@ -21,6 +21,7 @@ fresh and in a resumed run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -37,6 +38,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.config.schema import KernelOptions, TrainingOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
+from dit_lora.core.engine import EngineChoice, decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable, write_json_atomic
 from dit_lora.core.progress import say
@@ -54,8 +56,15 @@ from dit_lora.output.report import config_dict
 from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
+from dit_lora.training import fsdp2, sharded_checkpoint
 from dit_lora.training.canary import attention_canary, install_broken_attention
-from dit_lora.training.checkpoint import GUARD_SNAPSHOT_FILE, TRAINABLE_FILE, load_checkpoint, resolve_resume
+from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
+    GUARD_SNAPSHOT_FILE,
+    TRAINABLE_FILE,
+    check_same_trainables,
+    load_checkpoint,
+    resolve_resume,
+)
 from dit_lora.training.compile import CompileCounters, check_compiler, compile_model
 from dit_lora.training.drills import Hooks
 from dit_lora.training.guard import StepGuard
@@ -95,6 +104,8 @@ class Run:
     hooks: Hooks  # drills and debug modes
     defaults: Any = None  # catalogue.defaults.ChosenDefaults: what the run took from the catalogue or the model
     plan: Any = None  # plan.Plan: the predicted peak memory and FLOPs (None with --ignore_memory_plan)
+    engine: str = "ddp"  # core.engine: "ddp" (one process, or DDP) or "fsdp2"
+    sharded: fsdp2.Sharded | None = None  # FSDP2: the sharded model's engine side (_build_optimizer); None under DDP
     comps: Any = None
     data: Any = None
     validation_cond: dict | None = None
@@ -205,31 +216,11 @@ def old_checkpoints(out: Path) -> list[Path]:
 _CHECKPOINT_DIR = re.compile(r"^(\.tmp-|\.old-)?checkpoint-\d+$")
 
 
-_SHARDED_ENGINES = {"ACCELERATE_USE_DEEPSPEED": "DeepSpeed", "ACCELERATE_USE_FSDP": "FSDP"}
-
-
-def check_engine() -> None:
-    """Refuse DeepSpeed and FSDP launches before anything loads, naming what to use instead.
-
-    The guard's promises need plain data parallelism: DeepSpeed runs the optimizer step inside its
-    backward (no step can be skipped) and returns the gradient norm as a Python float; FSDP2 shards
-    gradients into DTensors that the guard, the rollback snapshot and exact resume do not handle.
-    LoRA's frozen base is replicated under DDP at no optimizer cost.
-    """
-    for var, name in _SHARDED_ENGINES.items():
-        if os.environ.get(var, "").lower() in ("1", "true"):
-            raise UserError(
-                f"This run was launched with {name} ({var}=true), which dit-lora does not support: "
-                + (
-                    "DeepSpeed runs the optimizer step inside its backward, so a non-finite step could not be skipped. "
-                    if name == "DeepSpeed"
-                    else "FSDP shards gradients, which the finite-step guard, its rollback "
-                    "snapshot and exact resume do not handle. "
-                )
-                + "Launch with `dit-lora launch --config_file accelerate_configs/multi_gpu.yaml` (DDP: the frozen base "
-                "model is replicated, the LoRA optimizer state is small) or accelerate_configs/single_gpu.yaml; to save "
-                "memory, keep --gradient_checkpointing on and lower --train_batch_size."
-            )
+def check_engine() -> EngineChoice:
+    """The launch's engine (:func:`dit_lora.core.engine.decide_engine`: DDP, or FSDP2 from
+    accelerate_configs/fsdp2.yaml), judged before anything loads; DeepSpeed and FSDP version 1 are refused in one
+    paragraph naming what to use instead (DeepSpeed steps inside its backward: no step could be skipped)."""
+    return decide_engine()
 
 
 def setup(cfg: TrainConfig | Resolved) -> Run:
@@ -283,6 +274,12 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)"
     )
+    if decide_engine().name == "fsdp2":  # this plan is one unsharded process's: it would refuse what sharding fits
+        log(
+            "memory plan: the prediction above is for one process holding the whole model; FSDP2 divides the weights, "
+            f"gradients and optimizer state among {accelerator.num_processes} processes, so it does not stop the run"
+        )
+        return plan
     plan_report.check_fits(plan, capacity, f"this {device.type} device")
     return plan
 
@@ -301,20 +298,24 @@ def _start(resolved: Resolved) -> Run:
     from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
 
     cfg, spec, defaults = resolved.config, resolved.spec, resolved.defaults
-    check_engine()
+    engine = check_engine()
+    if engine.name == "fsdp2":
+        fsdp2.check_options(cfg)  # before the lock, the accelerator and the model
     out = Path(cfg.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
-    # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included).
-    accelerator = Accelerator(
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        mixed_precision=cfg.mixed_precision,
-        log_with=None if cfg.report_to == "none" else cfg.report_to,
-        project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
-        # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
-        # write the same output_dir; cpu=True makes them one gloo group instead.
-        cpu=not torch.cuda.is_available(),
-    )
+    # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included). Under FSDP2
+    # accelerate builds a plain multi-process state: dit-lora shards the model itself (training/fsdp2.py).
+    with fsdp2.accelerate_sees_no_fsdp() if engine.name == "fsdp2" else contextlib.nullcontext():
+        accelerator = Accelerator(
+            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+            mixed_precision=cfg.mixed_precision,
+            log_with=None if cfg.report_to == "none" else cfg.report_to,
+            project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
+            kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
+            # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
+            # write the same output_dir; cpu=True makes them one gloo group instead.
+            cpu=not torch.cuda.is_available(),
+        )
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched != accelerator.num_processes:
         raise UserError(
@@ -328,6 +329,8 @@ def _start(resolved: Resolved) -> Run:
             say(msg)  # above the step bar while one is drawn
 
     check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+    if engine.name == "fsdp2":
+        log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
 
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
     # between a check and the lock would otherwise be overwritten, or its checkpoints read while they change.
@@ -379,6 +382,7 @@ def _start(resolved: Resolved) -> Run:
         hooks=hooks,
         defaults=defaults,
         plan=plan,
+        engine=engine.name,
     )
 
 
@@ -442,6 +446,11 @@ def _install_kernels(run: Run) -> None:
 def _build_optimizer(run: Run) -> None:
     cfg, accelerator, model = run.cfg, run.accelerator, run.comps.model
     world = accelerator.num_processes
+    if run.engine == "fsdp2":  # before the groups: the optimizer must hold the sharded (DTensor) parameters
+        run.sharded = fsdp2.shard(
+            model, run.spec.info.block_lists, accelerator.device, train_backbone=bool(run.backbone_names)
+        )
+        run.log(fsdp2.describe(run.sharded.counts, world, run.sharded.sync_each_micro_batch))
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
     groups = trainables.build_param_groups(
         model,
@@ -480,6 +489,9 @@ def _build_optimizer(run: Run) -> None:
         interval=run.interval,
         world_size=world,
     )
+    if run.sharded is not None:  # never passed to prepare (DDP would wrap it); its checkpoint is sharded_checkpoint's
+        run.model, run.optimizer = model, fsdp2.wrap_optimizer(optimizer)
+        return
     quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
     # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
     swap = block_swap.install(model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name)
@@ -519,7 +531,7 @@ def _restore(run: Run) -> None:
         run.log("no complete checkpoint found; starting from scratch")
     if run.resume is not None:
         run.changed_options = resume_history(run.resume, cfg, run.data.samples, run.log)
-        saved = load_checkpoint(accelerator, run.resume, run.generator)
+        saved = load_checkpoint(accelerator, run.resume, run.generator, read_state=sharded_state_io(run)[1])
         run.guard.load_state_dict(saved["guard"])  # after load_state: it re-installs device LR tensors
         run.kernels.load_state_dict(saved["kernels"])
         run.state = RunState(**saved["run"])
@@ -538,6 +550,7 @@ def _restore(run: Run) -> None:
         injector=run.hooks.injector,
         load_batch=run.load_batch,
         log=run.log,
+        replay=run.sharded is None,
     )
     run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)
     run.micro_losses = torch.zeros((), device=accelerator.device)
@@ -547,24 +560,16 @@ def _restore(run: Run) -> None:
     )
 
 
-def check_same_trainables(state: dict, params: dict, input_dir) -> None:
-    """Refuse a checkpoint whose trainable tensors are not this run's (another --rank, --lora_layers, or defaults
-    that changed between versions), in one paragraph instead of a shape error."""
-    missing = [n for n in state if n not in params]
-    resized = [n for n in state if n in params and tuple(state[n].shape) != tuple(params[n].shape)]
-    if missing or resized:
-        name = (missing or resized)[0]
-        found = (
-            f"has no {name}"
-            if missing
-            else (f"builds {name} as {tuple(params[name].shape)}, the checkpoint holds {tuple(state[name].shape)}")
-        )
-        raise UserError(
-            f"{input_dir} was written by a run with other trainable weights: this run {found}. Resume with the options "
-            "the checkpoint was trained with (its run printed them at start, and the defaults block lists what was "
-            "chosen for you: --rank, --lora_layers, --train_backbone); set them explicitly if a newer dit-lora "
-            "chooses other defaults."
-        )
+def sharded_state_io(run: Run) -> tuple[Callable[[Path], None] | None, Callable[[Path], None] | None]:
+    """(write, read) of a checkpoint's weights and optimizer state for FSDP2 (every rank its shards, through
+    :mod:`.sharded_checkpoint`); (None, None) under DDP: accelerate's ``save_state``/``load_state``."""
+    if run.sharded is None:
+        return None, None
+    model, optimizer, guard = run.model, run.optimizer.optimizer, run.guard
+    return (
+        lambda folder: sharded_checkpoint.save_sharded(folder, model, optimizer, guard),
+        lambda folder: sharded_checkpoint.load_sharded(folder, model, optimizer, guard),
+    )
 
 
 def _register_state_hooks(accelerator, guard: StepGuard) -> None:

@@ -6,7 +6,8 @@ Three levels of proof, cheapest first:
 2. `accelerate launch`'s argument validation merges every file into launch arguments;
 3. `accelerate launch --config_file ...` really starts a tiny script for cpu.yaml and for
    single_gpu.yaml with `--cpu` (the only ones that can run on a CPU-only machine).
-FSDP and DeepSpeed are not shipped: a launch with either stops in one paragraph (tested below).
+fsdp2.yaml starts FSDP2 (dit-lora shards the model itself: tests/e2e/test_fsdp2.py runs it on 2 CPU processes);
+DeepSpeed and FSDP version 1 are not shipped: a launch with either stops in one paragraph (tested below).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ EXPECTED = {
     "single_gpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=False),
     "multi_gpu": dict(distributed_type=DistributedType.MULTI_GPU, num_processes=2, use_cpu=False),
     "cpu": dict(distributed_type=DistributedType.NO, num_processes=1, use_cpu=True),
+    "fsdp2": dict(distributed_type=DistributedType.FSDP, num_processes=2, use_cpu=False),
 }
 
 PROBE = """
@@ -66,7 +68,9 @@ def test_launch_validation_accepts_config(name):
     args, _defaults, _mp_from_config = _validate_launch_command(args)
     assert args.mixed_precision == "bf16"
     assert args.num_processes == EXPECTED[name]["num_processes"]
-    assert not args.use_fsdp and not args.use_deepspeed
+    assert bool(args.use_fsdp) == (name == "fsdp2") and not args.use_deepspeed
+    if name == "fsdp2":
+        assert str(args.fsdp_version) == "2"
     assert bool(args.multi_gpu) == (name == "multi_gpu")
     assert bool(args.use_cpu) == (name == "cpu")
 
@@ -74,7 +78,8 @@ def test_launch_validation_accepts_config(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ["ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"])
 def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_path):
-    """A launch with FSDP or DeepSpeed ends in seconds with one paragraph, before any model is read."""
+    """A launch with FSDP version 1 (accelerate's default version) or DeepSpeed ends in seconds with one paragraph,
+    before any model is read."""
     root = CONFIG_DIR.parent
     args = [sys.executable, str(root / "recipes" / "sana_lora.py"), "--pretrained_model_name_or_path",
             str(tmp_path / "no-model-here"), "--train_data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),
@@ -83,7 +88,8 @@ def test_sharded_engines_stop_before_loading_and_name_what_to_use(engine, tmp_pa
                           env={**os.environ, engine: "true"})
     text = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode == 2, text
-    assert "accelerate_configs/multi_gpu.yaml" in text and "Traceback" not in text
+    assert "accelerate_configs/multi_gpu.yaml" in text and "accelerate_configs/fsdp2.yaml" in text
+    assert "Traceback" not in text
     assert "no-model-here" not in text  # stopped before looking for the model
 
 

@@ -132,3 +132,22 @@ def test_the_run_options_are_written_inside_the_checkpoint_under_its_manifest(tm
                               log=lambda line: None, options=record)
     assert json.loads((path / "run_options.json").read_text()) == record
     assert "run_options.json" in json.loads((path / ck.COMPLETE_MARKER).read_text())[MANIFEST_KEY]
+
+
+def test_write_state_replaces_accelerates_files_and_is_in_the_manifest(tmp_path):
+    """FSDP2's path: every rank's ``write_state`` writes the state (here one shard file) instead of save_state, and
+    the marker's manifest lists it; such a checkpoint is refused by a run that is not sharded."""
+
+    def write_state(folder):
+        (folder / "sharded_state").mkdir()
+        (folder / "sharded_state" / "__0_0.distcp").write_bytes(b"shard")
+
+    final = ck.save_checkpoint(FakeAccelerator(), tmp_path, 2, {"run": {}}, torch.Generator(), None, log=lambda m: None,
+                               write_state=write_state)
+    marker = json.loads((final / ck.COMPLETE_MARKER).read_text())
+    assert "sharded_state/__0_0.distcp" in marker[MANIFEST_KEY] and "optimizer.bin" not in marker[MANIFEST_KEY]
+    with pytest.raises(UserError, match=r"written by an FSDP2 run .*accelerate_configs/fsdp2\.yaml"):
+        ck.load_checkpoint(FakeAccelerator(), final, torch.Generator())
+    read = []
+    ck.load_checkpoint(FakeAccelerator(), final, torch.Generator(), read_state=read.append)
+    assert read == [final]

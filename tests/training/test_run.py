@@ -98,3 +98,26 @@ def test_load_batch_gives_the_family_the_update_number_as_a_host_int():
         out = Run.load_batch(fake, {"latents": torch.zeros(2, 3), "sample_index": [0, 1]}, step)
         assert out["step"] == step and type(out["step"]) is int
         assert out["latents"].shape == (2, 3)
+
+
+def test_the_memory_gate_does_not_stop_an_fsdp2_run(monkeypatch):
+    """The plan predicts one process holding the whole model; under FSDP2 it is logged, not a stop (a model that
+    needs sharding is what FSDP2 is for); under DDP the same prediction stops the run."""
+    from types import SimpleNamespace
+
+    from dit_lora.plan import report
+    from dit_lora.training import run as run_module
+
+    plan = SimpleNamespace(peak_memory_bytes=1 << 40, flops_per_update=lambda: 1e12)
+    monkeypatch.setattr(run_module, "make_plan", lambda *a, **k: plan)
+    monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)  # a 1 MiB device
+    monkeypatch.setattr(report, "check_fits", lambda *a: (_ for _ in ()).throw(UserError("would not fit")))
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=2)
+    args = (_cfg("out"), None, accelerator, SimpleNamespace(entry=None))
+    with pytest.raises(UserError, match="would not fit"):
+        run_module._memory_plan(*args, lambda line: None)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    lines: list[str] = []
+    assert run_module._memory_plan(*args, lines.append) is plan
+    assert "FSDP2 divides the weights" in lines[-1] and "among 2 processes" in lines[-1]

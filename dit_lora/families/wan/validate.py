@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from dit_lora.config import TrainConfig
+from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.families.wan.info import (
     EXAMPLE_IDS,
@@ -99,10 +100,16 @@ def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
     if (
         task.expert(cfg) == "both" and int(os.environ.get("WORLD_SIZE", "1")) > 1
     ):  # WORLD_SIZE: set by accelerate launch
+        sharded = decide_engine().name == "fsdp2"
         raise UserError(
-            "--wan_expert both alternates the experts step by step, which multi-process data parallel training does "
-            "not support yet (each step leaves one expert's LoRA without gradients). Train one expert per run "
-            "(--wan_expert high, then --wan_expert low), or run on one process."
+            "--wan_expert both alternates the experts step by step, which multi-process training does not support yet "
+            + (
+                "(under FSDP2 the idle expert's frozen weights, kept in CPU memory between its steps, would be sharded "
+                "parameters moved between devices, and each step leaves one expert's LoRA without gradients)"
+                if sharded
+                else "(each step leaves one expert's LoRA without gradients)"
+            )
+            + ". Train one expert per run (--wan_expert high, then --wan_expert low), or run on one process."
         )
 
 

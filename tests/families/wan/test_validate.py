@@ -154,7 +154,12 @@ def test_both_experts_on_several_processes_is_refused(wan_model, monkeypatch):
         text = _refused(path, "wan", **values)
         assert text.startswith("--wan_expert both alternates the experts") and "--wan_expert high" in text
     _validate(path, "wan", wan_expert="low")
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # an FSDP2 launch says why in its own words
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    assert "under FSDP2 the idle expert's frozen weights" in _refused(path, "wan", wan_expert="both")
+    _validate(path, "wan", wan_expert="high")
     monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
     _validate(path, "wan", wan_expert="both")
 
 

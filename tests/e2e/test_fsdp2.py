@@ -1,0 +1,116 @@
+"""FSDP2 end to end: `dit-lora launch --config_file accelerate_configs/fsdp2.yaml` on 2 CPU processes (gloo), the
+launch a user types (its `num_processes: 2`), with dit-lora sharding the model itself (training/fsdp2.py).
+
+One Sana run carries the promises: no host sync in a step (the sync audit of tests/e2e/test_no_host_sync.py, on every
+rank: the sharded forward, backward, clipping and guarded step); a NaN gradient on rank 1 only skips the update on
+both ranks; validation samples
+come from the sharded model (every rank takes part); a SIGKILL mid-run and a resume from the sharded checkpoint give
+the adapter of the unbroken run bit for bit; the adapter is written once and loads into diffusers' pipeline; a DDP
+run of the same seed and flags gives the same adapter. Wan 2.2 A14B trains its low-noise expert with a fully trained
+backbone layer (--train_backbone) on an fp8_scaled base (its weight buffers stay whole on each rank) under FSDP2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import ROOT, base_args, free_port, read_summary
+from safetensors.torch import load_file
+
+ADAPTER = "pytorch_lora_weights.safetensors"
+#: 16 images, batch 2 on 2 processes, 2 micro-batches an update: 2 updates an epoch; update 3 has a NaN gradient on
+#: rank 1 only; checkpoints every 2 updates; a validation sample at update 4
+SANA = dict(max_train_steps=6, train_batch_size=2, gradient_accumulation_steps=2, checkpointing_steps=2,
+            mixed_precision="no", inject_faults="nan_grad@3:rank1", validation_prompt="a red square",
+            validation_steps=4, validation_inference_steps=2, num_validation_images=1)
+
+
+def _launch(script: str, args: list[str], *, fsdp2: bool = True, **env) -> subprocess.CompletedProcess:
+    """The recipe under `dit-lora launch` on 2 processes: fsdp2.yaml, or DDP (`--multi_gpu`)."""
+    engine = (["--config_file", str(ROOT / "accelerate_configs" / "fsdp2.yaml")] if fsdp2 else
+              ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--dynamo_backend", "no"])
+    cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", *engine, "--mixed_precision", "no",
+           "--main_process_port", str(free_port()), str(ROOT / "recipes" / f"{script}_lora.py"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **env})
+
+
+def _ok(proc: subprocess.CompletedProcess) -> str:
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    return text
+
+
+@pytest.mark.slow
+def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_sana, shapes_data, tmp_path):
+    cache = tmp_path / "cache"
+
+    def args(out: Path, **extra) -> list[str]:
+        return base_args(tiny_sana, shapes_data, out, cache, **{**SANA, **extra})
+
+    ref = tmp_path / "ref"
+    text = _ok(_launch("sana", args(ref), DIT_LORA_SYNC_DEBUG="1"))  # the no-host-sync audit (test_no_host_sync.py)
+    assert "engine: FSDP2" in text and "FSDP2: 2 transformer block(s) and the root sharded over 2" in text
+    summary = read_summary(ref)
+    assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
+    assert (ref / "samples" / "step4_0.png").is_file()  # sampled from the sharded model by both ranks
+    assert text.count("adapter written:") == 1  # once, by the main process
+
+    # Killed after update 4 and one micro-batch of update 5; checkpoint-4 is whole, its shards in the manifest
+    out = tmp_path / "out"
+    killed = _launch("sana", args(out), DIT_LORA_FAULT="micro_batch:9")
+    # each rank dies at the crash point (137), unless its peer's death breaks a collective it is still in first
+    assert killed.returncode in (1, 137), (killed.stdout + killed.stderr)[-3000:]
+    assert not (out / ADAPTER).exists()
+    marker = json.loads((out / "checkpoint-4" / "dit_lora_checkpoint_complete.json").read_text())
+    shards = {name for name in marker["files"] if name.startswith("sharded_state/")}
+    assert {"sharded_state/.metadata", "sharded_state/__0_0.distcp", "sharded_state/__1_0.distcp"} <= shards
+    assert not (out / "checkpoint-4" / "trainable_weights.safetensors").exists()  # no gathered copy
+    _ok(_launch("sana", args(out, resume_from_checkpoint="latest")))
+    trained, resumed = load_file(ref / ADAPTER), load_file(out / ADAPTER)
+    assert trained.keys() == resumed.keys() and all(torch.equal(trained[k], resumed[k]) for k in trained)
+
+    # The same run under DDP: the same adapter within fp32 reduction error (2 ranks average (a + b) / 2 either way:
+    # measured equal; other reduction orders, on more ranks, differ in the last bits)
+    ddp = tmp_path / "ddp"
+    _ok(_launch("sana", args(ddp), fsdp2=False))
+    other = load_file(ddp / ADAPTER)
+    for name, value in trained.items():
+        torch.testing.assert_close(value, other[name], rtol=1e-5, atol=1e-6)
+
+    # The adapter loads into diffusers' own pipeline with the saved values
+    from diffusers import SanaPipeline
+
+    pipe = SanaPipeline.from_pretrained(tiny_sana, torch_dtype=torch.float32)
+    pipe.load_lora_weights(str(ref))
+    loaded = {re.sub(r"\.(lora_[AB])\.[^.]+\.weight$", r".\1.weight", "transformer." + n): p.detach()
+              for n, p in pipe.transformer.named_parameters() if ".lora_" in n}
+    assert loaded.keys() == trained.keys()
+    assert all(torch.equal(loaded[k], trained[k]) for k in trained)
+
+
+@pytest.mark.slow
+def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2(tmp_path):
+    from dit_lora.data.synthetic.clips import make_moving_square_dataset
+    from dit_lora.families.wan.demo import build_tiny_wan_pipeline
+
+    model = build_tiny_wan_pipeline(tmp_path / "wan", variant="2.2-t2v-a14b")
+    clips = make_moving_square_dataset(tmp_path / "clips", n=4, num_frames=9, fps=16, seed=3)
+    out = tmp_path / "out"
+    args = base_args(model, clips, out, tmp_path / "cache", family="wan", resolution=None, center_crop=None,
+                     max_num_frames=9, height=64, width=64, train_batch_size=1, mixed_precision="no",
+                     max_train_steps=3, wan_expert="low", train_backbone="proj_out", quantize_base="fp8_scaled")
+    text = _ok(_launch("wan", args))
+    assert "engine: FSDP2" in text and "stay whole on every process" in text  # fp8_scaled's weight buffers
+    backbone = load_file(out / "dit_lora_backbone.safetensors")
+    assert backbone and all(torch.isfinite(v).all() for v in backbone.values())
+    low = load_file(out / "pytorch_lora_weights_low_noise.safetensors")
+    assert low and all(torch.isfinite(v).all() for v in low.values())
+    assert read_summary(out)["num_processes"] == 2

@@ -1,0 +1,157 @@
+"""FSDP2's pieces on one process (a gloo group of one): the refusals, accelerate kept out of the sharding, the
+sharding of each block then the root, clipping of sharded gradients and the gathered weights. The two-process runs
+are tests/e2e/test_fsdp2.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from dit_lora.core.errors import UserError
+from dit_lora.training import fsdp2
+
+
+@pytest.fixture
+def group():
+    """A gloo process group of one process, torn down after the test."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+class Block(nn.Module):
+    """A frozen bf16 linear with an fp32 LoRA-like pair beside it (mixed dtypes in one FSDP group)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = nn.Linear(8, 8).to(torch.bfloat16).requires_grad_(False)
+        self.down, self.up = nn.Linear(8, 2, bias=False), nn.Linear(2, 8, bias=False)
+
+    def forward(self, x):
+        return self.base(x.to(torch.bfloat16)).float() + self.up(self.down(x))
+
+
+class Toy(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+        self.head = nn.Linear(8, 1)
+        self.register_buffer("scale", torch.ones(4, dtype=torch.uint8))  # stays whole, like fp8_scaled's buffers
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _cfg(**overrides):
+    from dit_lora.config import TrainConfig
+
+    return TrainConfig(family="sana", pretrained_model_name_or_path="m", output_dir="o", **overrides)
+
+
+def test_options_fsdp2_does_not_combine_with_are_refused_in_one_paragraph():
+    fsdp2.check_options(_cfg())  # the defaults combine
+    fsdp2.check_options(_cfg(quantize_base="fp8_scaled"))  # its buffers stay whole
+    with pytest.raises(UserError) as err:
+        fsdp2.check_options(_cfg(blocks_to_swap=2, quantize_base="nf4", compile="blocks", mixed_precision="fp16"))
+    text = str(err.value)
+    assert "fsdp2.yaml" in text and "multi_gpu.yaml" in text and "\n" not in text
+    for flag in ("--blocks_to_swap 2", "--quantize_base nf4", "--compile blocks", "--mixed_precision fp16"):
+        assert flag in text
+
+
+def test_accelerate_builds_no_fsdp_state_of_its_own(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with fsdp2.accelerate_sees_no_fsdp():
+        assert "ACCELERATE_USE_FSDP" not in os.environ
+    assert os.environ["ACCELERATE_USE_FSDP"] == "true"
+
+
+def test_blocks_then_root_are_sharded_and_step_like_the_unsharded_model(group):
+    from torch.distributed.tensor import DTensor
+
+    torch.manual_seed(0)
+    plain, model = Toy(), Toy()
+    model.load_state_dict(plain.state_dict())
+    sharded = fsdp2.shard(model, ("blocks", "missing"), torch.device("cpu"), train_backbone=False)
+    counts = sharded.counts
+    assert counts.blocks == 3 and counts.buffers == 1 and counts.trainable == 3 * 2 + 2
+    assert all(isinstance(p, DTensor) for p in model.parameters())
+    assert model.blocks[0].base.weight.dtype == torch.bfloat16 and model.blocks[0].down.weight.dtype == torch.float32
+    assert not isinstance(model.scale, DTensor)
+    line = fsdp2.describe(counts, 1, sharded.sync_each_micro_batch)
+    assert "3 transformer block(s)" in line and "last micro-batch" in line and "stay whole" in line
+
+    x = torch.randn(4, 8)
+    plain(x).square().sum().backward()
+    sharded.set_gradient_sync(True)
+    model(x).square().sum().backward()
+    expected = torch.nn.utils.clip_grad_norm_([p for p in plain.parameters() if p.grad is not None], 0.5)
+    norm = sharded.clip(0.5)
+    assert not isinstance(norm, DTensor) and torch.allclose(norm, expected)
+    full = sharded.full_trainables()
+    for name, p in plain.named_parameters():
+        if p.requires_grad:
+            assert torch.equal(full[name], p.detach())
+    grads = {n: p.grad.full_tensor() for n, p in model.named_parameters() if p.grad is not None}
+    for name, p in plain.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[name], p.grad)
+
+
+def test_a_backbone_run_reduces_at_every_micro_batch(group):
+    sharded = fsdp2.shard(Toy(), ("blocks",), torch.device("cpu"), train_backbone=True)
+    assert sharded.sync_each_micro_batch
+    assert "every micro-batch" in fsdp2.describe(sharded.counts, 2, True)
+
+
+def test_clipping_sharded_gradients_takes_no_host_sync(group):
+    """The norm is all-reduced and the gradients scaled on the device: the sync audit (DIT_LORA_SYNC_DEBUG) sees no
+    host read in clip, as the two-process run under the audit shows for whole steps (tests/e2e/test_fsdp2.py)."""
+    from dit_lora.training.sync_audit import HostSyncError, SyncAudit
+
+    model = Toy()
+    sharded = fsdp2.shard(model, ("blocks",), torch.device("cpu"), train_backbone=False)
+    model(torch.randn(4, 8)).sum().backward()
+    audit = SyncAudit(torch.device("cpu"), True)
+    with audit.step():
+        norm = sharded.clip(0.5)
+    with pytest.raises(HostSyncError), audit.step():
+        float(norm)  # the audit is on: a host read of the norm is refused
+
+
+def test_the_guards_snapshot_and_rollback_work_on_shards(group):
+    """take_snapshot clones the local shards (DTensors) of the weights and of Adam's state; roll_back restores them."""
+    from torch.distributed.tensor import DTensor
+
+    from dit_lora.training.guard import StepGuard
+
+    model = Toy()
+    sharded = fsdp2.shard(model, ("blocks",), torch.device("cpu"), train_backbone=False)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=1e-2, fused=True)
+    guard = StepGuard(optimizer, [lambda k: 1.0], 10, torch.device("cpu"), enabled=True, fused=True, interval=1,
+                      max_consecutive_skips=1, rollback_lr_factor=0.5, max_rollbacks=2, spike_sigma=None, world_size=1)
+
+    def step():
+        model(torch.randn(4, 8)).square().sum().backward()
+        guard.step(optimizer, optimizer, torch.ones(()), sharded.clip(1.0), 0)
+        optimizer.zero_grad(set_to_none=True)
+
+    step()
+    guard.take_snapshot(model, 1)
+    kept = {n: p.detach().full_tensor().clone() for n, p in model.named_parameters() if p.requires_grad}
+    moments = {id(p): optimizer.state[p]["exp_avg"].full_tensor().clone() for p in params}
+    step()
+    assert any(not torch.equal(p.detach().full_tensor(), kept[n]) for n, p in model.named_parameters() if n in kept)
+    guard.roll_back(model, 2)
+    for name, p in model.named_parameters():
+        if name in kept:
+            assert isinstance(p, DTensor) and torch.equal(p.detach().full_tensor(), kept[name])
+    assert all(torch.equal(optimizer.state[p]["exp_avg"].full_tensor(), moments[id(p)]) for p in params)
