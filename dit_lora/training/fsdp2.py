@@ -14,6 +14,10 @@ on CPU processes (gloo, the tests):
   and gradients are reduced in the masters' fp32, as under DDP, so both engines give the same adapter (2 processes:
   bit for bit, tests/e2e/test_fsdp2.py); a ``param_dtype`` of bf16 would gather the LoRA weights in bf16. Buffers
   are not sharded: ``--quantize_base fp8_scaled``'s uint8/int32 weight buffers stay whole on every rank;
+* the model loads straight into shards: the family's loader parks every block in host memory
+  (:func:`dit_lora.modeling.block_swap.park_blocks` under FSDP2), :func:`shard_model` brings one block at a time to
+  the device to shard it, and the attention canary brings only the module it tests (:func:`brought_in`), so no
+  process ever holds the whole model on its device;
 * :class:`Sharded` is what the loop asks of the engine: gradient sync per micro-batch, clipping on the sharded
   gradients (one device all-reduce of the partial norms, no host sync), the trainable weights gathered for the
   adapter (every rank takes part, the main process keeps them on the CPU).
