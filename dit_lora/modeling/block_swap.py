@@ -55,6 +55,9 @@ list of any family works, and correctness does not depend on the order the block
 **Exact resume.** The swap holds no state a checkpoint must carry: which blocks are parked is decided by N and the
 hooks, every step starts with all of them parked, and the values computed are those of a run without the swap.
 
+**Under FSDP2** :func:`park_blocks` parks every block (no swap is installed: ``--blocks_to_swap`` is refused
+there), and ``training/fsdp2.shard_model`` hands each block to ``fully_shard`` after :func:`unpark`, one at a time.
+
 **Composing with Wan's experts.** :class:`~dit_lora.families.wan.experts.WanExperts` parks the idle A14B expert with
 the helpers below (:func:`frozen_slots`, :func:`set_tensor`, :func:`host_copy`, :func:`follow_dtype`); its slots
 skip swapped blocks (:func:`swap_state`), so the expert switch moves the rest and each expert's swapped blocks come
@@ -72,6 +75,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import activation_offload
 from dit_lora.modeling.ddp_ignore import ignore_in_ddp
@@ -249,18 +253,38 @@ def park_blocks(model: nn.Module, paths: Sequence[str], count: int, device: torc
     """Park the frozen tensors of the last ``count`` blocks of each block list of ``model`` in host memory (pinned
     copies for CUDA) and keep them there through ``model.to(...)``: a family's loader calls it before it moves the
     model to ``device``, with nothing trained yet (those blocks are frozen here, as every loader freezes its model).
-    Returns the number of blocks parked (0: ``count`` is 0)."""
-    if count <= 0:
+    Returns the number of blocks parked (0: ``count`` is 0).
+
+    Under FSDP2 (``--blocks_to_swap`` is refused there) every block of every list is parked instead, unpinned (one
+    synchronous copy each, made by ``fully_shard``): the training setup's ``fsdp2.shard_model`` brings them to the
+    device one at a time to shard them (:func:`unpark`), so no process ever holds the whole model on its device."""
+    if decide_engine().name == "fsdp2":
+        blocks, pin = [block for found in block_lists(model, paths) for block in found], False
+    elif count <= 0:
         return 0
-    blocks = [block for found in swapped_blocks(model, paths, count) for block in found]
+    else:
+        blocks, pin = [block for found in swapped_blocks(model, paths, count) for block in found], None
     for block in blocks:
         block.requires_grad_(False)
-        park_block(block, torch.device(device))
+        park_block(block, torch.device(device), pin=pin)
     return len(blocks)
 
 
-def park_block(block: nn.Module, device: torch.device) -> SwapState:
-    """``block``'s :class:`SwapState`, parking it first if it is not (its device copies, if any, are dropped)."""
+def unpark(block: nn.Module) -> bool:
+    """Make a parked block an ordinary module again, its tensors left where they are (host memory): its next
+    ``.to()`` or ``fully_shard`` moves them. False when ``block`` was not parked. Not for an installed swap's
+    blocks (:meth:`BlockSwap.remove`)."""
+    state = block.__dict__.pop(_STATE, None)
+    if state is None:
+        return False
+    _park_state(state)
+    block.__dict__.pop("_apply", None)
+    return True
+
+
+def park_block(block: nn.Module, device: torch.device, *, pin: bool | None = None) -> SwapState:
+    """``block``'s :class:`SwapState`, parking it first if it is not (its device copies, if any, are dropped).
+    ``pin``: page-locked host copies (default: on a CUDA ``device``)."""
     state = swap_state(block)
     if state is not None:
         return state
@@ -275,7 +299,7 @@ def park_block(block: nn.Module, device: torch.device) -> SwapState:
                 "--blocks_to_swap, or with an unquantized base."
             )
     for _, _, tensor in slots:
-        set_tensor(tensor, host_copy(tensor, pin=device.type == "cuda"))
+        set_tensor(tensor, host_copy(tensor, pin=device.type == "cuda" if pin is None else pin))
     state = SwapState(block, device)
     block.__dict__[_STATE] = state
     # nn.Module._apply reaches each child through ``child._apply``: an instance attribute guards this block alone
@@ -580,4 +604,5 @@ __all__ = [
     "swap_state",
     "swapped_blocks",
     "too_many_blocks",
+    "unpark",
 ]

@@ -18,6 +18,7 @@ up on ``torch.nn.functional`` at call time, so patching that attribute reaches t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +27,9 @@ import torch
 import torch.nn.functional as F
 
 __all__ = [
+    "Placement",
     "attention_canary",
+    "canary_in_place",
     "install_broken_attention",
     "non_math_sdpa_enabled",
     "restore_sdpa_backends",
@@ -37,6 +40,8 @@ __all__ = [
 # SDPA backend flags: name -> (getter, setter) on torch._C, where the build has them.
 _BACKENDS = ("flash", "mem_efficient", "cudnn", "fa3", "math")
 _NON_MATH = ("flash", "mem_efficient", "cudnn", "fa3")
+#: a context in which an attention module's weights are on the canary's device
+Placement = Callable[[torch.nn.Module], contextlib.AbstractContextManager[None]]
 
 
 def _getter(name: str):
@@ -238,17 +243,30 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     return entry
 
 
-def _canary_pass(model, device, dtype) -> list[dict[str, Any]]:
-    return [
-        _test_module(name, module, cls, device, dtype, seed=1234 + i)
-        for i, (name, module, cls) in enumerate(_attention_modules(model))
-    ]
+def _canary_pass(model, device, dtype, place: Placement) -> list[dict[str, Any]]:
+    results = []
+    for i, (name, module, cls) in enumerate(_attention_modules(model)):
+        with place(module):
+            results.append(_test_module(name, module, cls, device, dtype, seed=1234 + i))
+    return results
+
+
+def canary_in_place(module: torch.nn.Module) -> contextlib.AbstractContextManager[None]:
+    """The default placement: the module's weights are already on the device."""
+    return contextlib.nullcontext()
 
 
 def attention_canary(
-    model: torch.nn.Module, device: torch.device | str, dtype: torch.dtype, log: Callable[[str], None] | None = None
+    model: torch.nn.Module,
+    device: torch.device | str,
+    dtype: torch.dtype,
+    log: Callable[[str], None] | None = None,
+    place: Placement = canary_in_place,
 ) -> dict[str, Any]:
     """Run the canary and fall back to math SDPA if needed.
+
+    ``place``: a context in which each tested attention module's weights are on ``device`` (FSDP2: its block waits
+    in host memory until sharding, and only the module tested comes to the device: ``fsdp2.brought_in``).
 
     Returns ``{"kinds": [...per processor class...], "finite": bool (first pass),
     "fell_back": bool, "switched": [backend names disabled], "finite_after_fallback": bool | None,
@@ -260,7 +278,7 @@ def attention_canary(
     modes = {m: m.training for m in model.modules()}
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            kinds = _canary_pass(model, device, dtype)
+            kinds = _canary_pass(model, device, dtype, place)
             result: dict[str, Any] = {
                 "kinds": kinds,
                 "finite": all(k["finite"] for k in kinds),
@@ -285,7 +303,7 @@ def attention_canary(
             switched = use_math_sdpa_only()
             result["fell_back"] = True
             result["switched"] = switched
-            again = _canary_pass(model, device, dtype)
+            again = _canary_pass(model, device, dtype, place)
             result["kinds_after_fallback"] = again
             result["finite_after_fallback"] = all(k["finite"] for k in again)
             result["ok"] = result["finite_after_fallback"]

@@ -14,6 +14,10 @@ on CPU processes (gloo, the tests):
   and gradients are reduced in the masters' fp32, as under DDP, so both engines give the same adapter (2 processes:
   bit for bit, tests/e2e/test_fsdp2.py); a ``param_dtype`` of bf16 would gather the LoRA weights in bf16. Buffers
   are not sharded: ``--quantize_base fp8_scaled``'s uint8/int32 weight buffers stay whole on every rank;
+* the model loads straight into shards: the family's loader parks every block in host memory
+  (:func:`dit_lora.modeling.block_swap.park_blocks` under FSDP2), :func:`shard_model` brings one block at a time to
+  the device to shard it, and the attention canary brings only the module it tests (:func:`brought_in`), so no
+  process ever holds the whole model on its device;
 * :class:`Sharded` is what the loop asks of the engine: gradient sync per micro-batch, clipping on the sharded
   gradients (one device all-reduce of the partial norms, no host sync), the trainable weights gathered for the
   adapter (every rank takes part, the main process keeps them on the CPU).
@@ -33,7 +37,7 @@ from torch import nn
 from dit_lora.config import TrainConfig
 from dit_lora.core.engine import FSDP2_CONFIG, USE_FSDP_VAR
 from dit_lora.core.errors import UserError
-from dit_lora.modeling.block_swap import block_lists
+from dit_lora.modeling.block_swap import block_lists, set_tensor, unpark
 
 
 def check_options(cfg: TrainConfig) -> None:
@@ -85,6 +89,7 @@ class ShardCounts:
     """What :func:`shard_model` sharded: FSDP groups, sharded parameters (trainable among them), whole buffers."""
 
     blocks: int
+    from_host: int  #: blocks the loader had parked in host memory, brought to the device one at a time
     parameters: int
     trainable: int
     buffers: int
@@ -102,7 +107,9 @@ def device_mesh(device: torch.device):
 def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) -> ShardCounts:
     """``fully_shard`` every block of the block lists ``paths`` names on ``model``, then ``model`` itself.
 
-    Call before the optimizer is built: sharding replaces the parameters with DTensor parameters. Blocks reshard
+    Call before the optimizer is built: sharding replaces the parameters with DTensor parameters. The blocks the
+    family's loader parked in host memory (every block, under FSDP2) come to ``device`` one at a time, each sharded
+    before the next. Blocks reshard
     after their forward (their gathered weights are freed until backward needs them), except each list's last one,
     whose backward comes first; nor does the root, whose backward starts right after the forward (torchtitan's
     choices for its llama and Flux models).
@@ -110,22 +117,47 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
     from torch.distributed.fsdp import fully_shard
 
     mesh = device_mesh(device)
-    blocks = 0
+    blocks = from_host = 0
     for blocks_of_list in block_lists(model, paths):
         with_weights = [block for block in blocks_of_list if any(True for _ in block.parameters())]
         for i, block in enumerate(with_weights):
+            # parked in host memory since the load (block_swap.park_blocks under FSDP2): fully_shard copies this
+            # block's host tensors to the mesh's device (_move_states_to_device) and keeps this rank's shards, so
+            # the device holds the shards so far plus this one block whole
+            from_host += unpark(block)
             fully_shard(block, mesh=mesh, reshard_after_forward=i < len(with_weights) - 1)
             blocks += 1
+    for module in model.modules():  # a parked block with no weights, or outside ``paths``: the root moves it
+        unpark(module)
     fully_shard(model, mesh=mesh, reshard_after_forward=False)
     params = list(model.parameters())
     buffers = list(model.buffers())
     return ShardCounts(
         blocks=blocks,
+        from_host=from_host,
         parameters=len(params),
         trainable=sum(p.requires_grad for p in params),
         buffers=len(buffers),
         buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
     )
+
+
+@contextlib.contextmanager
+def brought_in(module: nn.Module, device: torch.device) -> Iterator[None]:
+    """While inside: every tensor of ``module`` (a part of a block parked in host memory until sharding, such as
+    the attention canary's attention module) on ``device``; afterwards each points at its host data again (the
+    same tensor objects: PEFT and the park state hold them). Nothing is copied back: nothing here trains."""
+    moved = []
+    with torch.no_grad():
+        for tensor in (*module.parameters(), *module.buffers()):
+            if tensor.device != device:
+                moved.append((tensor, tensor.data))
+                set_tensor(tensor, tensor.data.to(device))
+    try:
+        yield
+    finally:
+        for tensor, host in moved:
+            set_tensor(tensor, host)
 
 
 def describe(counts: ShardCounts, world: int, sync_each_micro_batch: bool) -> str:
@@ -142,8 +174,14 @@ def describe(counts: ShardCounts, world: int, sync_each_micro_batch: bool) -> st
         if sync_each_micro_batch
         else "gradients reduce-scattered at the last micro-batch of each update only"
     )
+    loaded = (
+        f", {counts.from_host} of them brought from host memory one at a time (no process held the whole model "
+        "on its device)"
+        if counts.from_host
+        else ""
+    )
     return (
-        f"FSDP2: {counts.blocks} transformer block(s) and the root sharded over {world} process(es) "
+        f"FSDP2: {counts.blocks} transformer block(s) and the root sharded over {world} process(es){loaded} "
         f"({counts.parameters} parameters, {counts.trainable} trainable, as DTensors){whole}; {accumulation}"
     )
 
@@ -212,6 +250,7 @@ __all__ = [
     "ShardCounts",
     "Sharded",
     "accelerate_sees_no_fsdp",
+    "brought_in",
     "check_options",
     "describe",
     "device_mesh",

@@ -22,6 +22,7 @@ fresh and in a resumed run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import re
@@ -57,7 +58,7 @@ from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
 from dit_lora.training import fsdp2, sharded_checkpoint
-from dit_lora.training.canary import attention_canary, install_broken_attention
+from dit_lora.training.canary import attention_canary, canary_in_place, install_broken_attention
 from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
     GUARD_SNAPSHOT_FILE,
     TRAINABLE_FILE,
@@ -429,7 +430,11 @@ def _install_kernels(run: Run) -> None:
                 "(use --kernels on)"
             )
     if cfg.attention_canary:
-        attention_canary(model, device, cfg.weight_dtype, run.log)
+        # FSDP2: the blocks wait in host memory until sharding (block_swap.park_blocks); each tested attention
+        # module alone comes to the device (a sharded model's submodules could not run outside their block's forward)
+        sharding = run.engine == "fsdp2"
+        place = functools.partial(fsdp2.brought_in, device=device) if sharding else canary_in_place
+        attention_canary(model, device, cfg.weight_dtype, run.log, place=place)
         model.zero_grad(set_to_none=True)
     run.compiled = compile_model(
         model, run.spec, cfg.compile, dynamic=run.spec.info.compile_dynamic, buckets=len(set(run.data.groups or [0]))

@@ -58,6 +58,9 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
     ref = tmp_path / "ref"
     text = _ok(_launch("sana", args(ref), DIT_LORA_SYNC_DEBUG="1"))  # the no-host-sync audit (test_no_host_sync.py)
     assert "engine: FSDP2" in text and "FSDP2: 2 transformer block(s) and the root sharded over 2" in text
+    # parked in host memory by the loader, each brought to the device alone to be sharded (training/fsdp2.py)
+    assert "2 of them brought from host memory one at a time" in text
+    assert "attention canary: finite forward and backward" in text  # each module tested brought in alone
     summary = read_summary(ref)
     assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
     assert (ref / "samples" / "step4_0.png").is_file()  # sampled from the sharded model by both ranks
@@ -109,6 +112,7 @@ def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2
                      max_train_steps=3, wan_expert="low", train_backbone="proj_out", quantize_base="fp8_scaled")
     text = _ok(_launch("wan", args))
     assert "engine: FSDP2" in text and "stay whole on every process" in text  # fp8_scaled's weight buffers
+    assert re.search(r"FSDP2: (\d+) transformer block\(s\) .*, \1 of them brought from host memory", text)
     backbone = load_file(out / "dit_lora_backbone.safetensors")
     assert backbone and all(torch.isfinite(v).all() for v in backbone.values())
     low = load_file(out / "pytorch_lora_weights_low_noise.safetensors")

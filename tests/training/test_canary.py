@@ -59,3 +59,21 @@ def test_canary_falls_back_to_sdpa_for_an_unknown_signature():
     kind = result["kinds"][0]
     assert kind["kind"] == "sdpa" and "TypeError" in kind["fallback_reason"] and result["ok"]
     assert len(kind["cases"]) == 3
+
+
+def test_each_tested_module_is_placed_for_its_test(sana_model):
+    """FSDP2 passes a placement (fsdp2.brought_in): the blocks wait in host memory until sharding, so only the
+    module tested comes to the device, for its own test."""
+    import contextlib
+
+    model = sana_model()
+    placed = []
+
+    @contextlib.contextmanager
+    def place(module):
+        placed.append(module)
+        yield
+
+    result = attention_canary(model, torch.device("cpu"), torch.bfloat16, place=place)
+    assert result["ok"] and len(placed) == len(result["kinds"]) == 2
+    assert all(getattr(m, "processor", None) is not None for m in placed)

@@ -155,3 +155,127 @@ def test_the_guards_snapshot_and_rollback_work_on_shards(group):
         if name in kept:
             assert isinstance(p, DTensor) and torch.equal(p.detach().full_tensor(), kept[name])
     assert all(torch.equal(optimizer.state[p]["exp_avg"].full_tensor(), moments[id(p)]) for p in params)
+
+
+@pytest.fixture
+def fsdp2_launch(monkeypatch):
+    """The environment `dit-lora launch --config_file accelerate_configs/fsdp2.yaml` gives each process."""
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.setenv("FSDP_VERSION", "2")
+
+
+def _loaded(parks: bool) -> Toy:
+    """A Toy as a family's loader leaves it (frozen, its blocks parked by the loaders' own park_blocks call with
+    --blocks_to_swap 0, moved to the device), then LoRA-like weights trained: each block's down/up pair."""
+    from dit_lora.modeling import block_swap
+
+    torch.manual_seed(0)
+    model = Toy().requires_grad_(False)
+    assert block_swap.park_blocks(model, ("blocks",), 0, "cpu") == (3 if parks else 0)
+    model.to("cpu")
+    for block in model.blocks:
+        block.down.requires_grad_(True)
+        block.up.requires_grad_(True)
+    return model
+
+
+def test_under_fsdp2_the_loader_parks_every_block_and_sharding_brings_them_in_one_at_a_time(
+    group, fsdp2_launch, monkeypatch
+):
+    """Every block waits in host memory from the load (the loaders' park_blocks call, with no --blocks_to_swap);
+    shard_model brings one block at a time: when fully_shard takes a block, no other block is whole (unparked and
+    not yet sharded), and the root finds none. Afterwards nothing of the parking is left."""
+    import torch.distributed.fsdp as fsdp_module
+    from torch.distributed.tensor import DTensor
+
+    from dit_lora.modeling import block_swap
+
+    model = _loaded(parks=True)
+    assert all(block_swap.swap_state(b) is not None and "_apply" in b.__dict__ for b in model.blocks)
+    assert all(not t.is_pinned() for b in model.blocks for t in b.parameters())  # one synchronous copy each
+
+    def whole(block: nn.Module) -> bool:
+        return block_swap.swap_state(block) is None and not isinstance(block.base.weight, DTensor)
+
+    seen, original = [], fsdp_module.fully_shard
+
+    def counting(module, **kwargs):
+        seen.append((module is model, sum(whole(b) for b in model.blocks)))
+        return original(module, **kwargs)
+
+    monkeypatch.setattr(fsdp_module, "fully_shard", counting)
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "false")  # DDP: only --blocks_to_swap's blocks are parked
+    plain = _loaded(parks=False)
+    assert block_swap.park_blocks(Toy(), ("blocks",), 1, "cpu") == 1
+    counts = fsdp2.shard_model(model, ("blocks",), torch.device("cpu"))
+    assert seen == [(False, 1), (False, 1), (False, 1), (True, 0)]
+    assert counts.from_host == 3 and "3 of them brought from host memory one at a time" in fsdp2.describe(
+        counts, 1, False)
+    assert all(block_swap.swap_state(b) is None and "_apply" not in b.__dict__ for b in model.blocks)
+    assert all(isinstance(p, DTensor) for p in model.parameters()) and counts.trainable == 3 * 2
+    x = torch.randn(4, 8)
+    plain(x).square().sum().backward()
+    model(x).square().sum().backward()
+    for name, p in plain.named_parameters():
+        if p.grad is not None:
+            assert torch.equal(dict(model.named_parameters())[name].grad.full_tensor(), p.grad)
+
+
+def test_brought_in_puts_a_modules_tensors_on_the_device_and_back():
+    """The attention canary's placement under FSDP2: the module tested comes to the device (here the meta device,
+    a stand-in), the same tensor objects point at their host data again afterwards."""
+    layer = nn.Linear(4, 4).requires_grad_(False)
+    weight, data = layer.weight, layer.weight.detach().clone()
+    with fsdp2.brought_in(layer, torch.device("meta")):
+        assert layer.weight is weight and weight.is_meta and layer.bias.is_meta
+    assert layer.weight is weight and weight.device.type == "cpu" and torch.equal(weight, data)
+
+
+#: One process of the GPU test (a subprocess: the test modules are imported by path, so no spawn could pickle a
+#: function of theirs): a model of 8 large bf16 blocks loaded as under FSDP2, then sharded; prints its figures.
+_SHARDING_PEAK = """
+import json, os, sys
+import torch, torch.distributed as dist
+from torch import nn
+from dit_lora.modeling import block_swap
+from dit_lora.training import fsdp2
+rank, world, port = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+torch.cuda.set_device(rank)
+dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+device, dim = torch.device("cuda", rank), 2048  # 8 MiB per bf16 weight: far above the allocator's rounding
+model = nn.Sequential(nn.Linear(dim, dim), nn.ModuleList([nn.Linear(dim, dim) for _ in range(8)]))
+model.to(torch.bfloat16).requires_grad_(False)
+whole = sum(p.numel() * p.element_size() for p in model.parameters())
+block = sum(p.numel() * p.element_size() for p in model[1][0].parameters())
+assert block_swap.park_blocks(model, ("1",), 0, device) == 8
+torch.cuda.reset_peak_memory_stats(device)
+model.to(device)
+loaded = torch.cuda.memory_allocated(device)
+fsdp2.shard_model(model, ("1",), device)
+torch.cuda.synchronize(device)
+print(json.dumps([whole, block, loaded, torch.cuda.max_memory_allocated(device)]))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_on_gpus_setup_never_holds_the_whole_model_on_a_device():
+    """Under FSDP2 each GPU holds, after the load, the non-block weights only, and while sharding at most its shards
+    so far plus one block whole: below the whole model's bytes."""
+    import json
+    import subprocess
+    import sys
+
+    from helpers import free_port
+
+    world, port = 2, str(free_port())
+    env = {**os.environ, "ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}
+    procs = [subprocess.Popen([sys.executable, "-c", _SHARDING_PEAK, str(rank), str(world), port], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(world)]
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
+        whole, block, loaded, peak = json.loads(stdout.strip().splitlines()[-1])
+        assert loaded <= whole - 8 * block + 2**20  # the first Linear, the one weight outside the blocks
+        assert peak <= loaded + 8 * block // world + block + 2**20 < whole
