@@ -404,6 +404,15 @@ def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -
     }
 
 
+def fsdp2_parked_bytes(sizes: list[list[int]], scale: float, device: str, engine: str) -> int:
+    """Under FSDP2 on an accelerator, the frozen bytes of every block (``sizes``: :func:`block_sizes`, ``scale`` as in
+    :func:`swap_fields`): parked in host memory from the load until each is sharded alone
+    (:func:`~dit_lora.modeling.block_swap.park_blocks`), so the loading and caching phases do not hold them."""
+    if engine != "fsdp2" or device == "cpu":
+        return 0
+    return int(sum(size for blocks in sizes for size in blocks) * scale)
+
+
 def swap_figures(
     cfg: TrainConfig, spec: FamilySpec, model: torch.nn.Module, device: str, scale: float
 ) -> dict[str, int]:
@@ -516,6 +525,8 @@ def plan_run(
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
     cache_weights["model"] -= 0 if device == "cpu" else swap["swapped_bytes"]  # parked at load, before the cache
+    scale = weights["model"] / max(module_bytes(comps.model), 1)
+    cache_weights["model"] -= fsdp2_parked_bytes(block_sizes(comps.model, spec.info.block_lists), scale, device, engine)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}

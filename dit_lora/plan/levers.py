@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from dit_lora.data.frames import frame_rule, latent_frames
-from dit_lora.plan.estimate import Plan, StepTrace, swap_fields
+from dit_lora.plan.estimate import Plan, StepTrace, fsdp2_parked_bytes, swap_fields
 
 #: image sizes come down in steps of this many pixels (a multiple of every family's VAE x patch size)
 SIZE_STEP = 64
@@ -113,7 +113,13 @@ def with_fsdp2(plan: Plan) -> Plan | None:
     which FSDP2 cannot shard); block swap does not combine with it and is dropped."""
     if plan.num_processes <= 1 or plan.engine == "fsdp2" or plan.quantized in LIBRARY_QUANTIZED:
         return None
-    return dataclasses.replace(with_swap(plan, 0), engine="fsdp2", ddp_bytes=0)
+    unswapped = with_swap(plan, 0)
+    cache = unswapped.cache_phase_bytes
+    if cache is not None:  # every block waits in host memory until it is sharded: the caching phase holds none
+        cache -= fsdp2_parked_bytes(
+            plan.block_sizes, _model_bytes(plan) / max(plan.model_built_bytes, 1), plan.device, "fsdp2"
+        )
+    return dataclasses.replace(unswapped, engine="fsdp2", ddp_bytes=0, cache_phase_bytes=cache)
 
 
 def _scaled(step: StepTrace, share: float, bucket: str) -> StepTrace:

@@ -253,6 +253,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
     A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
     """
     device = accelerator.device
+    engine = decide_engine().name  # FSDP2: the plan is one rank's (sharded weights and state, blocks parked at load)
     try:
         capacity = plan_report.device_memory(device)
         # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
@@ -264,6 +265,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
             entry=defaults.entry,
             both_settings=False,
             capacity=capacity,
+            engine=engine,
         )
     except QuantizeError:  # a refusal, not a planning problem
         raise
@@ -271,16 +273,12 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
         log(f"memory plan: none ({err})")
         return None
     log(
-        f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process of "
+        f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process"
+        + (f" (FSDP2, sharded over {accelerator.num_processes})" if engine == "fsdp2" else "")
+        + " of "
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)"
     )
-    if decide_engine().name == "fsdp2":  # this plan is one unsharded process's: it would refuse what sharding fits
-        log(
-            "memory plan: the prediction above is for one process holding the whole model; FSDP2 divides the weights, "
-            f"gradients and optimizer state among {accelerator.num_processes} processes, so it does not stop the run"
-        )
-        return plan
     plan_report.check_fits(plan, capacity, f"this {device.type} device")
     return plan
 

@@ -80,6 +80,9 @@ def test_fsdp2_shards_parameters_and_state_and_gathers_two_blocks(base):
     fsdp2 = _plan(num_processes=2, engine="fsdp2")
     _same(levers.with_fsdp2(ddp), fsdp2)
     assert ddp.ddp_bytes > 0 == fsdp2.ddp_bytes and fsdp2.shards == 2
+    # every block waits in host memory from the load until it is sharded: the caching phase holds none of them
+    parked = sum(sum(sizes) for sizes in fsdp2.block_sizes) * fsdp2.weights["model"] // fsdp2.model_built_bytes
+    assert parked > 0 and ddp.cache_phase_bytes - fsdp2.cache_phase_bytes == pytest.approx(parked, abs=2)
     model = fsdp2.weights["model"]
     block = max(fsdp2.block_sizes[0])
     assert fsdp2.model_on_device() == model // 2 + FSDP2_UNSHARDED_BLOCKS * block

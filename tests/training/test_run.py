@@ -100,18 +100,30 @@ def test_load_batch_gives_the_family_the_update_number_as_a_host_int():
         assert out["latents"].shape == (2, 3)
 
 
-def test_the_memory_gate_does_not_stop_an_fsdp2_run(monkeypatch):
-    """The plan predicts one process holding the whole model; under FSDP2 it is logged, not a stop (a model that
-    needs sharding is what FSDP2 is for); under DDP the same prediction stops the run."""
+def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
+    """Under FSDP2 the gate asks the plan for one rank's share (engine="fsdp2") and stops on it as under DDP; the
+    log line says the prediction is sharded."""
     from types import SimpleNamespace
 
     from dit_lora.plan import report
     from dit_lora.training import run as run_module
 
-    plan = SimpleNamespace(peak_memory_bytes=1 << 40, flops_per_update=lambda: 1e12)
-    monkeypatch.setattr(run_module, "make_plan", lambda *a, **k: plan)
+    asked: list[str] = []
+
+    def fake_plan(*args, engine="ddp", **kwargs):
+        asked.append(engine)
+        # the whole model on one process does not fit; its share over two does
+        return SimpleNamespace(peak_memory_bytes=(1 << 30) if engine == "ddp" else (1 << 19),
+                               flops_per_update=lambda: 1e12)
+
+    monkeypatch.setattr(run_module, "make_plan", fake_plan)
     monkeypatch.setattr(report, "device_memory", lambda device: 1 << 20)  # a 1 MiB device
-    monkeypatch.setattr(report, "check_fits", lambda *a: (_ for _ in ()).throw(UserError("would not fit")))
+
+    def check_fits(plan, capacity, where):  # the gate's decision alone (its paragraph needs a whole plan)
+        if plan.peak_memory_bytes > capacity:
+            raise UserError("would not fit")
+
+    monkeypatch.setattr(report, "check_fits", check_fits)
     accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=2)
     args = (_cfg("out"), None, accelerator, SimpleNamespace(entry=None))
     with pytest.raises(UserError, match="would not fit"):
@@ -119,5 +131,6 @@ def test_the_memory_gate_does_not_stop_an_fsdp2_run(monkeypatch):
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     monkeypatch.setenv("FSDP_VERSION", "2")
     lines: list[str] = []
-    assert run_module._memory_plan(*args, lines.append) is plan
-    assert "FSDP2 divides the weights" in lines[-1] and "among 2 processes" in lines[-1]
+    assert run_module._memory_plan(*args, lines.append).peak_memory_bytes == 1 << 19
+    assert asked == ["ddp", "fsdp2"]
+    assert "per process (FSDP2, sharded over 2)" in lines[-1]
