@@ -42,3 +42,29 @@ def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypa
     with pytest.raises(SystemExit) as done:
         run_cli(main)
     assert done.value.code == 2 and not dist.is_initialized()
+
+
+def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypatch):
+    """A finished run, a stopped one and an unexpected error also tear the group down first: a finished two-process
+    run sometimes ended as exit 134 ("terminate called without an active exception") from a gloo destructor."""
+    import pytest
+    import torch.distributed as dist
+
+    from dit_lora.core.errors import Interrupted, run_cli
+
+    def stopped():
+        raise Interrupted("stopped: saved checkpoint-3", 143)
+
+    def broken():
+        raise RuntimeError("unexpected")
+
+    for n, (main, code) in enumerate([(lambda: 0, 0), (stopped, 143), (broken, None)]):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / f'rendezvous{n}'}", rank=0, world_size=1)
+        if code is None:
+            with pytest.raises(RuntimeError, match="unexpected"):
+                run_cli(main)
+        else:
+            with pytest.raises(SystemExit) as done:
+                run_cli(main)
+            assert done.value.code == code
+        assert not dist.is_initialized()
