@@ -73,6 +73,11 @@ class FamilyInfo:
     #: order (paths a model lacks are skipped: one Wan transformer has ``blocks``, the two A14B experts
     #: ``high.blocks`` and ``low.blocks``); empty: the family refuses --blocks_to_swap
     block_lists: tuple[str, ...] = ()
+    #: FSDP2: attribute paths of modules inside a block that the model also calls outside that block's forward; each
+    #: becomes a sharding unit of its own, gathered whenever it runs (diffusers' DiT calls
+    #: ``transformer_blocks[0].norm1.emb`` again after the blocks, for the final layer's modulation: inside block 0's
+    #: unit its weights would still be sharded there)
+    fsdp_shared_modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,11 @@ def device_mesh(device: torch.device):
     return init_device_mesh(device.type, (world,))
 
 
-def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) -> ShardCounts:
-    """``fully_shard`` every block of the block lists ``paths`` names on ``model``, then ``model`` itself.
+def shard_model(
+    model: nn.Module, paths: Sequence[str], device: torch.device, shared: Sequence[str] = ()
+) -> ShardCounts:
+    """``fully_shard`` every block of the block lists ``paths`` names on ``model``, then ``model`` itself; the modules
+    ``shared`` names (``FamilyInfo.fsdp_shared_modules``: called outside their block too) first, each on its own.
 
     Call before the optimizer is built: sharding replaces the parameters with DTensor parameters. The blocks the
     family's loader parked in host memory (every block, under FSDP2) come to ``device`` one at a time, each sharded
@@ -118,6 +121,7 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
 
     mesh = device_mesh(device)
     blocks = from_host = 0
+    own = [model.get_submodule(path) for path in shared if _has_submodule(model, path)]
     for blocks_of_list in block_lists(model, paths):
         with_weights = [block for block in blocks_of_list if any(True for _ in block.parameters())]
         for i, block in enumerate(with_weights):
@@ -125,6 +129,9 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
             # block's host tensors to the mesh's device (_move_states_to_device) and keeps this rank's shards, so
             # the device holds the shards so far plus this one block whole
             from_host += unpark(block)
+            for module in own:  # its own unit inside the block's: its weights are gathered wherever it is called
+                if any(m is module for m in block.modules()):
+                    fully_shard(module, mesh=mesh)
             fully_shard(block, mesh=mesh, reshard_after_forward=i < len(with_weights) - 1)
             blocks += 1
     for module in model.modules():  # a parked block with no weights, or outside ``paths``: the root moves it
@@ -140,6 +147,14 @@ def shard_model(model: nn.Module, paths: Sequence[str], device: torch.device) ->
         buffers=len(buffers),
         buffer_bytes=sum(b.numel() * b.element_size() for b in buffers),
     )
+
+
+def _has_submodule(model: nn.Module, path: str) -> bool:
+    try:
+        model.get_submodule(path)
+    except AttributeError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -227,13 +242,15 @@ class Sharded:
         return out
 
 
-def shard(model: nn.Module, paths: Sequence[str], device: torch.device, *, train_backbone: bool) -> Sharded:
+def shard(
+    model: nn.Module, paths: Sequence[str], device: torch.device, *, train_backbone: bool, shared: Sequence[str] = ()
+) -> Sharded:
     """Shard ``model`` (:func:`shard_model`) and return its :class:`Sharded`."""
     # The root returns a view (diffusers' unpatchify); FSDP2 warns that an in-place op on it would skip its
     # pre-backward hook. The families' losses read the prediction out of place (a test of the adapter against a
     # DDP run would see wrong gradients otherwise), so the warning, printed per process, is noise here.
     warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
-    counts = shard_model(model, paths, device)
+    counts = shard_model(model, paths, device, shared)
     return Sharded(model, counts, sync_each_micro_batch=train_backbone)
 
 

@@ -450,8 +450,13 @@ def _build_optimizer(run: Run) -> None:
     cfg, accelerator, model = run.cfg, run.accelerator, run.comps.model
     world = accelerator.num_processes
     if run.engine == "fsdp2":  # before the groups: the optimizer must hold the sharded (DTensor) parameters
+        info = run.spec.info
         run.sharded = fsdp2.shard(
-            model, run.spec.info.block_lists, accelerator.device, train_backbone=bool(run.backbone_names)
+            model,
+            info.block_lists,
+            accelerator.device,
+            train_backbone=bool(run.backbone_names),
+            shared=info.fsdp_shared_modules,
         )
         run.log(fsdp2.describe(run.sharded.counts, world, run.sharded.sync_each_micro_batch))
     lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1

@@ -118,3 +118,45 @@ def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2
     low = load_file(out / "pytorch_lora_weights_low_noise.safetensors")
     assert low and all(torch.isfinite(v).all() for v in low.values())
     assert read_summary(out)["num_processes"] == 2
+
+
+def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path, tiny_cogvideox: Path):
+    """(recipe, model, data, family flags) of a family's tiny model for a short FSDP2 run."""
+    if name == "dit":
+        return "dit_class", tiny_dit, shape_classes, dict(family="dit", num_classes=3)
+    if name == "cogvideox":
+        from dit_lora.data.synthetic.clips import make_moving_square_dataset
+
+        clips = make_moving_square_dataset(tmp_path / "clips", n=4, num_frames=9, fps=16, seed=3)
+        return "cogvideox", tiny_cogvideox, clips, dict(family="cogvideox", resolution=None, center_crop=None,
+                                                        max_num_frames=9, height=64, width=64)
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
+    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
+
+    build = build_tiny_llava_next_video if name == "llava_next_video" else build_tiny_qwen2_5_vl
+    model = build(tmp_path / name)
+    data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout="videochat2", seed=0)
+    return "videollm", model, data, dict(family=name, resolution=None, center_crop=None, cache_dir=None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["dit", "cogvideox", "llava_next_video", "qwen2_5_vl"])
+def test_the_other_families_train_under_fsdp2_and_skip_one_ranks_fault(
+    family, tiny_dit, shape_classes, tiny_cogvideox, tmp_path
+):
+    """Every family's tiny model shards and trains under FSDP2 on 2 processes: its blocks brought from host memory one
+    at a time, a NaN gradient on rank 1 only skipping update 2 on both ranks, the adapter written once and finite."""
+    recipe, model, data, flags = _other_family(family, tmp_path, tiny_dit, shape_classes, tiny_cogvideox)
+    out = tmp_path / "out"
+    args = base_args(model, data, out, tmp_path / "cache", **{"train_batch_size": 1, "mixed_precision": "no",
+                                                               "max_train_steps": 3, "inject_faults": "nan_grad@2:rank1",
+                                                               **flags})
+    text = _ok(_launch(recipe, args))
+    assert "engine: FSDP2" in text
+    assert re.search(r"FSDP2: (\d+) transformer block\(s\) .*, \1 of them brought from host memory", text), text[-3000:]
+    summary = read_summary(out)
+    assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
+    assert text.count("adapter written:") == 1
+    adapters = [load_file(p) for p in out.glob("*.safetensors")]
+    assert adapters and all(v.numel() and torch.isfinite(v).all() for a in adapters for v in a.values())

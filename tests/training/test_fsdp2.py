@@ -279,3 +279,37 @@ def test_on_gpus_setup_never_holds_the_whole_model_on_a_device():
         whole, block, loaded, peak = json.loads(stdout.strip().splitlines()[-1])
         assert loaded <= whole - 8 * block + 2**20  # the first Linear, the one weight outside the blocks
         assert peak <= loaded + 8 * block // world + block + 2**20 < whole
+
+
+class CallsBlockZeroAgain(Toy):
+    """As diffusers' DiT calls ``transformer_blocks[0].norm1.emb`` after the blocks: a block's module run by the root."""
+
+    def forward(self, x):
+        return super().forward(x) + self.blocks[0].up(self.blocks[0].down(x)).sum(-1, keepdim=True)
+
+
+def test_a_module_the_root_also_calls_is_a_unit_of_its_own(group):
+    """Inside its block's unit, a module the root calls meets its sharded weights there (the DiT failure); named in
+    ``FamilyInfo.fsdp_shared_modules``, it is gathered wherever it runs, and the model steps like the unsharded one."""
+    from torch.distributed.fsdp import FSDPModule
+
+    torch.manual_seed(0)
+    plain = CallsBlockZeroAgain()
+    x = torch.randn(4, 8)
+    broken = CallsBlockZeroAgain()
+    broken.load_state_dict(plain.state_dict())
+    fsdp2.shard(broken, ("blocks",), torch.device("cpu"), train_backbone=False)
+    with pytest.raises(RuntimeError, match="DTensor"):
+        broken(x)
+    model = CallsBlockZeroAgain()
+    model.load_state_dict(plain.state_dict())
+    shared = ("blocks.0.up", "blocks.0.down", "not.in.this.model")
+    sharded = fsdp2.shard(model, ("blocks",), torch.device("cpu"), train_backbone=False, shared=shared)
+    assert isinstance(model.blocks[0].up, FSDPModule) and not isinstance(model.blocks[1].up, FSDPModule)
+    plain(x).square().sum().backward()
+    sharded.set_gradient_sync(True)
+    model(x).square().sum().backward()
+    grads = {n: p.grad.full_tensor() for n, p in model.named_parameters() if p.grad is not None}
+    for name, p in plain.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(grads[name], p.grad)

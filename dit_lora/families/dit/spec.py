@@ -73,6 +73,9 @@ INFO = FamilyInfo(
     adapter_weight_name=PEFT_ADAPTER_FILE,
     repeated_block_classes=("BasicTransformerBlock",),  # DiTTransformer2DModel declares neither list
     block_lists=("transformer_blocks",),
+    # DiTTransformer2DModel.forward: `self.transformer_blocks[0].norm1.emb(timestep, class_labels, ...)` after the
+    # blocks (the final layer's shift and scale)
+    fsdp_shared_modules=("transformer_blocks.0.norm1.emb",),
 )
 
 
