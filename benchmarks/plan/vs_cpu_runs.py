@@ -68,13 +68,17 @@ SETTINGS: dict[str, tuple[str, str, str, list[str]]] = {
                                                                   "--gradient_checkpointing", "true",
                                                                   "--quantize_base", "fp8_scaled"]),
     # --gradient_checkpointing on/off and --blocks_to_swap (issue 35's ladder: each lever's prediction against a run;
-    # beside sana-256-b1, dit-256-b4 and dit-256-b4-gc). TODO(activation offloading): add "-offload" settings with
-    # --activation_offloading true once that option is merged (on a CPU the plan claims no saving: the host is the
-    # device, so the prediction equals the setting without it).
+    # beside sana-256-b1, dit-256-b4 and dit-256-b4-gc). With --activation_offloading the plan claims no saving on a
+    # CPU (the host is the device): its prediction equals the setting without it, checked against the run.
     "sana-256-b1-gc": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
                                                          "--gradient_checkpointing", "true"]),
     "sana-256-b1-swap1": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
                                                             "--blocks_to_swap", "1"]),
+    "sana-256-b1-gc-offload": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1",
+                                                                 "--gradient_checkpointing", "true",
+                                                                 "--activation_offloading", "true"]),
+    "dit-256-b4-offload": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
+                                                                   "--activation_offloading", "true"]),
     "dit-256-b4-gc-swap1": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
                                                                     "--gradient_checkpointing", "true",
                                                                     "--blocks_to_swap", "1"]),
