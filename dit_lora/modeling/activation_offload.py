@@ -98,6 +98,17 @@ def chained() -> ActivationOffload | None:
     return owner if isinstance(owner, ActivationOffload) else None
 
 
+def _storage_ptr(tensor: torch.Tensor) -> int | None:
+    """The address of ``tensor``'s storage: of its local shard for an FSDP2 (DTensor) parameter, whose wrapper has
+    no storage of its own; None for a storage FSDP2 has freed (an unsharded parameter between its uses)."""
+    to_local = getattr(tensor, "to_local", None)
+    local = to_local() if callable(to_local) else tensor
+    try:
+        return local.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
+
+
 def non_overlapping(tensor: torch.Tensor) -> bool:
     """Whether no two elements of ``tensor`` share memory (a slice does not; an ``expand``-ed view does)."""
     dims = sorted((stride, size) for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
@@ -209,9 +220,7 @@ class ActivationOffload:
         # graph, if alive, still holds its copies
         self._end_queued = False
         self.reset()
-        self._weights = {
-            t.untyped_storage().data_ptr() for t in (*self.model.parameters(), *self.model.buffers()) if t.numel()
-        }
+        self._weights = {_storage_ptr(t) for t in (*self.model.parameters(), *self.model.buffers()) if t.numel()}
         hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
         hooks.__enter__()
         self._contexts.append(hooks)

@@ -497,20 +497,24 @@ def _build_optimizer(run: Run) -> None:
         interval=run.interval,
         world_size=world,
     )
-    if run.sharded is not None:  # never passed to prepare (DDP would wrap it); its checkpoint is sharded_checkpoint's
-        run.model, run.optimizer = model, fsdp2.wrap_optimizer(optimizer)
-        return
-    quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
-    # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
-    swap = block_swap.install(model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name)
-    if swap is not None:
-        run.log(swap.describe())
-    # --activation_offloading: saved-tensor hooks around the forward of the blocks' owners (chained under the swap's)
+    if run.sharded is None:
+        quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
+        # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
+        swap = block_swap.install(
+            model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name
+        )
+        if swap is not None:
+            run.log(swap.describe())
+    # --activation_offloading: saved-tensor hooks around the forward of the blocks' owners (chained under the swap's;
+    # under FSDP2 installed on the sharded model: a block's gathered weights are parameters, never offloaded)
     offload = activation_offload.install(
         model, run.spec.info.block_lists, cfg.activation_offloading, accelerator.device
     )
     if offload is not None:
         run.log(offload.describe())
+    if run.sharded is not None:  # never passed to prepare (DDP would wrap it); its checkpoint is sharded_checkpoint's
+        run.model, run.optimizer = model, fsdp2.wrap_optimizer(optimizer)
+        return
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
 
