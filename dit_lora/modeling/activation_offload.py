@@ -220,7 +220,8 @@ class ActivationOffload:
         # graph, if alive, still holds its copies
         self._end_queued = False
         self.reset()
-        self._weights = {_storage_ptr(t) for t in (*self.model.parameters(), *self.model.buffers()) if t.numel()}
+        found = (_storage_ptr(t) for t in (*self.model.parameters(), *self.model.buffers()) if t.numel())
+        self._weights = {ptr for ptr in found if ptr is not None}
         hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
         hooks.__enter__()
         self._contexts.append(hooks)
