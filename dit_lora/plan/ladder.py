@@ -54,6 +54,7 @@ class Tried:
     plan: Plan
     flags: list[str]  # the recipe flags this rung adds to the plan it builds on
     cost: str  # what the lever costs per step, where the plan can say
+    start: Plan | None = None  # the plan it builds on
 
     @property
     def peak(self) -> int:
@@ -231,8 +232,13 @@ class Ladder:
         return levers.flags_between(self.base, tried.plan if tried is not None else self.recommended)
 
     def launch_flags(self, tried: Tried | None = None) -> list[str]:
-        target = tried or self.chosen or self.closest
-        return levers.launch_flags(self.base, target.plan)
+        """The ``dit-lora launch`` options of ``tried``'s configuration (the chosen one by default): with several
+        processes the accelerate config of its engine and the process count, so the flags start that many."""
+        target = (tried or self.chosen or self.closest).plan
+        if target.num_processes <= 1:
+            return levers.launch_flags(self.base, target)
+        config = "fsdp2.yaml" if target.engine == "fsdp2" else "multi_gpu.yaml"
+        return ["--config_file", f"accelerate_configs/{config}", "--num_processes", str(target.num_processes)]
 
     def as_dict(self) -> dict[str, Any]:
         """The ladder for ``--json``: each rung tried and the chosen flags."""
@@ -275,7 +281,7 @@ def climb(plan: Plan, capacity: int, rungs: tuple[Rung, ...] = RUNGS) -> Ladder:
         if climbed is None:
             continue
         added = levers.launch_flags(start, climbed) + levers.flags_between(start, climbed)
-        ladder.tried.append(Tried(rung.name, climbed, added, rung.cost(start, climbed)))
+        ladder.tried.append(Tried(rung.name, climbed, added, rung.cost(start, climbed), start))
         if _fits(climbed, capacity):
             break
     return ladder
@@ -295,13 +301,26 @@ def format_ladder(ladder: Ladder) -> str:
 
 
 def _headroom(ladder: Ladder, chosen: Tried) -> Plan | None:
-    """When the chosen swap fits only within the plan's error, the plan with the block count that leaves
-    :data:`UNDER_PREDICTION` of headroom (None: no swap chosen, it already leaves that, or no count does)."""
+    """When the chosen swap or token cut fits only within the plan's error, the plan with the block count or the
+    size that leaves :data:`UNDER_PREDICTION` of headroom (None: neither rung chosen, it already leaves that, or no
+    count or size does)."""
     room = int(ladder.capacity / (1 + UNDER_PREDICTION))
-    if chosen.rung != "block swap" or chosen.peak <= room:
+    if chosen.peak <= room:
         return None
-    safer = _fewest_swapped(chosen.plan, room)
+    if chosen.rung == "block swap":
+        safer = _fewest_swapped(chosen.plan, room)
+    elif chosen.rung == "fewer tokens" and chosen.start is not None:
+        safer = _fewer_tokens(chosen.start, room)
+    else:
+        return None
     return safer if safer is not None and safer.peak_memory_bytes <= room else None
+
+
+def _narrowest(chosen: Tried) -> str:
+    """The chosen rung's own setting, which fits only the exact prediction."""
+    if chosen.rung == "block swap":
+        return f"--blocks_to_swap {chosen.plan.blocks_to_swap} is the fewest that"
+    return f"{' '.join(chosen.flags)} is the largest size that"
 
 
 def answer(ladder: Ladder) -> str:
@@ -320,8 +339,8 @@ def answer(ladder: Ladder) -> str:
         return (
             f"flags to copy: {' '.join(ladder.flags())}{via} (predicted peak "
             f"{_gib(safer.peak_memory_bytes)} of {_gib(ladder.capacity)}, leaving the {UNDER_PREDICTION:.0%} the "
-            f"plan has come out low on a GPU); --blocks_to_swap {chosen.plan.blocks_to_swap} is the fewest that fits "
-            f"the prediction exactly ({_gib(chosen.peak)}: faster, if the run does not run out of memory)"
+            f"plan has come out low on a GPU); {_narrowest(chosen)} fits the prediction exactly ({_gib(chosen.peak)}: "
+            f"{'faster' if chosen.rung == 'block swap' else 'more tokens'}, if the run does not run out of memory)"
         )
     if chosen is not None:
         return f"flags to copy: {flags}{via} (predicted peak {_gib(chosen.peak)} of {_gib(ladder.capacity)})"

@@ -124,10 +124,19 @@ def advice(plan: Plan, capacity: int) -> str:
     if peak * (1 + UNDER_PREDICTION) <= capacity:
         return f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare)."
     if peak <= capacity:
+        # what leaves the headroom: the ladder climbed to the capacity less the plan's error (it lowers the phase
+        # that sets the peak, the caching phase included, not a fixed guess)
+        room = int(capacity / (1 + UNDER_PREDICTION))
+        safer = ladder.climb(plan, room)
+        hint = (
+            f"if the run runs out of memory: {' '.join(safer.launch_flags() + safer.flags())} (predicted "
+            f"{_gib(safer.recommended.peak_memory_bytes)})"
+            if safer.chosen is not None and safer.flags()
+            else "no lever the plan knows leaves it"
+        )
         return (
             f"fits, narrowly: {_gib(peak)} of {_gib(capacity)}. On an H100 the plan came out up to "
-            f"{UNDER_PREDICTION:.0%} below the measured peak (benchmarks/RESULTS.md), so leave that headroom: "
-            "--gradient_checkpointing or a smaller --train_batch_size if the run runs out of memory."
+            f"{UNDER_PREDICTION:.0%} below the measured peak (benchmarks/RESULTS.md), so leave that headroom; {hint}."
         )
     found = ladder.climb(plan, capacity)
     text = f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. The ladder's answer: "

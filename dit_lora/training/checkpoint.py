@@ -404,6 +404,31 @@ def _to_prune(output_dir: Path, final: Path, total_limit: int) -> list[Path]:
 _READ_ERRORS = (OSError, ValueError, EOFError, KeyError, RuntimeError)
 
 
+def check_resumable(path: Path, num_processes: int, *, sharded: bool) -> None:
+    """Refuse, in one paragraph, a checkpoint this launch cannot resume: written by another number of processes, or
+    by the other engine (FSDP2's ``sharded_state/`` against DDP's or one process's files). Called at the start of a
+    run, before any model loads, and again when the checkpoint is read."""
+    marker = json.loads((Path(path) / COMPLETE_MARKER).read_text())
+    if marker.get("num_processes") != num_processes:
+        raise UserError(
+            f"Checkpoint {path} was written by {marker.get('num_processes')} processes but this run has "
+            f"{num_processes}. Resume with the same `dit-lora launch --num_processes`, since data "
+            "order and RNG streams are per process."
+        )
+    holds_shards = (Path(path) / SHARDED_DIR).is_dir()
+    if holds_shards and not sharded:
+        raise UserError(
+            f"Checkpoint {path} was written by an FSDP2 run (its {SHARDED_DIR}/ holds each process's shards), and this "
+            "run is not sharded. Resume it with the launch that wrote it: `dit-lora launch --config_file "
+            "accelerate_configs/fsdp2.yaml` with the same --num_processes."
+        )
+    if sharded and not holds_shards:
+        raise UserError(
+            f"Checkpoint {path} holds no {SHARDED_DIR}/: it was written by a run without FSDP2 (DDP or one process). "
+            "Resume it with the launch that wrote it (its accelerate config), or start this FSDP2 run afresh."
+        )
+
+
 def load_checkpoint(
     accelerator, path: Path, generator: torch.Generator, read_state: Callable[[Path], None] | None = None
 ) -> dict:
@@ -413,19 +438,7 @@ def load_checkpoint(
     A file that cannot be read (damaged, truncated, or a foreign pickle, which is refused unread) is a
     :class:`UserError` naming it and the whole checkpoints to resume from instead.
     """
-    marker = json.loads((Path(path) / COMPLETE_MARKER).read_text())
-    if marker.get("num_processes") != accelerator.num_processes:
-        raise UserError(
-            f"Checkpoint {path} was written by {marker.get('num_processes')} processes but this run has "
-            f"{accelerator.num_processes}. Resume with the same `dit-lora launch --num_processes`, since data "
-            "order and RNG streams are per process."
-        )
-    if read_state is None and (Path(path) / SHARDED_DIR).is_dir():
-        raise UserError(
-            f"Checkpoint {path} was written by an FSDP2 run (its {SHARDED_DIR}/ holds each process's shards), and this "
-            "run is not sharded. Resume it with the launch that wrote it: `dit-lora launch --config_file "
-            "accelerate_configs/fsdp2.yaml` with the same --num_processes."
-        )
+    check_resumable(path, accelerator.num_processes, sharded=read_state is not None)
     try:
         with warnings.catch_warnings():  # torch's note on the pickle protocol of accelerate's own files
             warnings.filterwarnings("ignore", message="Detected pickle protocol")

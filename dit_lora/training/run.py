@@ -62,6 +62,7 @@ from dit_lora.training.canary import attention_canary, canary_in_place, install_
 from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
     GUARD_SNAPSHOT_FILE,
     TRAINABLE_FILE,
+    check_resumable,
     check_same_trainables,
     load_checkpoint,
     resolve_resume,
@@ -344,6 +345,8 @@ def _start(resolved: Resolved) -> Run:
         return resolve_resume(out, cfg.resume_from_checkpoint, log)  # a bad path fails before any model loads
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
+    if resume is not None:  # another process count or engine: refused now, not after the model has loaded
+        check_resumable(resume, accelerator.num_processes, sharded=engine.name == "fsdp2")
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:

@@ -184,5 +184,7 @@ def test_plan_num_gpus_is_num_processes_and_json_carries_the_ladder(monkeypatch,
     ladder = plan["ladder"]
     assert ladder["capacity_bytes"] == 64 * 2**20 and ladder["rungs"][0]["rung"] == "as given"
     assert ladder["rungs"][0]["peak_memory_bytes"] == plan["peak_memory_bytes"] and not ladder["rungs"][0]["fits"]
-    assert isinstance(ladder["flags"], list) and ladder["launch_flags"] in ([], ["--config_file",
-                                                                            "accelerate_configs/fsdp2.yaml"])
+    assert isinstance(ladder["flags"], list) and ladder["launch_flags"][:2] == ["--config_file",
+                                                                             ladder["launch_flags"][1]]
+    assert ladder["launch_flags"][1] in ("accelerate_configs/multi_gpu.yaml", "accelerate_configs/fsdp2.yaml")
+    assert ladder["launch_flags"][2:] == ["--num_processes", "2"]

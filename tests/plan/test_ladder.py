@@ -136,20 +136,24 @@ def test_two_gpus_pick_ddp_where_it_fits_and_fsdp2_where_only_sharding_fits():
     ddp = make_plan(num_processes=2, ddp_bytes=GIB // 4)
     found = ladder.climb(ddp, 17 * GIB)
     assert found.chosen.rung == "gradient checkpointing" and found.chosen.plan.engine == "ddp"
-    assert found.launch_flags() == []
+    # the flags start as many processes as planned: DDP's accelerate config and the count
+    assert found.launch_flags() == ["--config_file", "accelerate_configs/multi_gpu.yaml", "--num_processes", "2"]
+    assert "launched with `dit-lora launch --config_file accelerate_configs/multi_gpu.yaml --num_processes 2`" in (
+        ladder.answer(found))
     full = make_plan(num_processes=2, ddp_bytes=GIB, optimizer_bytes=16 * GIB, snapshot_bytes=8 * GIB)
     found = ladder.climb(full, 24 * GIB)
     chosen = found.chosen
     assert chosen is not None and chosen.rung == "FSDP2" and chosen.plan.engine == "fsdp2"
     assert "block swap" in _rungs(found)  # tried first: it could not fit
-    assert found.launch_flags() == ["--config_file", "accelerate_configs/fsdp2.yaml"]
+    assert found.launch_flags() == ["--config_file", "accelerate_configs/fsdp2.yaml", "--num_processes", "2"]
     sharded = chosen.plan
     assert sharded.blocks_to_swap == 0 and sharded.ddp_bytes == 0
     # 6 GiB of fp8 buffers whole, 1 GiB of the rest sharded in two, two blocks of it gathered; 24 GiB / 2 of state
     gathered = int(GIB * 1 / 12)
     assert sharded.model_on_device() == 6 * GIB + GIB // 2 + 2 * gathered + GIB // 8
     assert chosen.peak == sharded.model_on_device() + 12 * GIB + GIB - sharded.sharded_gradient_saving()
-    assert "launched with `dit-lora launch --config_file accelerate_configs/fsdp2.yaml`" in ladder.answer(found)
+    assert "launched with `dit-lora launch --config_file accelerate_configs/fsdp2.yaml --num_processes 2`" in (
+        ladder.answer(found))
 
 
 def test_the_ladder_as_json_and_as_a_table():
@@ -168,3 +172,25 @@ def test_a_custom_rung_list_is_one_entry_each():
     rungs = tuple(r for r in ladder.RUNGS if r.name != "gradient checkpointing")
     found = ladder.climb(make_plan(), 24 * GIB, rungs)
     assert _rungs(found) == ["as given", "fp8_scaled base"]
+
+
+def test_a_token_cut_that_fits_only_within_the_plans_error_is_proposed_with_headroom():
+    """As for the swap: the flags to copy cut the frames further to leave the plan's 15%, the largest size that fits
+    the prediction exactly named beside them."""
+    plan = make_plan()
+    narrow = None
+    for tenth in range(25, 45):  # 2.5 .. 4.4 GiB: the fewer-tokens rung chosen, inside the plan's error
+        found = ladder.climb(plan, tenth * GIB // 10)
+        chosen = found.chosen
+        narrow_cut = chosen is not None and chosen.rung == "fewer tokens" and chosen.peak > found.capacity / 1.15
+        if narrow_cut and found.recommended is not chosen.plan:  # a smaller size leaves the headroom
+            narrow = found
+            break
+    assert narrow is not None, "no capacity in the range gives a narrow token cut"
+    chosen, safer = narrow.chosen, narrow.recommended
+    room = narrow.capacity / (1 + ladder.UNDER_PREDICTION)
+    assert safer.peak_memory_bytes <= room < chosen.peak
+    frames = int(narrow.flags()[narrow.flags().index("--max_num_frames") + 1])
+    assert frames < int(chosen.flags[chosen.flags.index("--max_num_frames") + 1]) and (frames - 1) % 4 == 0
+    said = ladder.answer(narrow)
+    assert f"--max_num_frames {frames}" in said and " ".join(chosen.flags) + " is the largest size that fits" in said

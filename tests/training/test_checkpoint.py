@@ -151,3 +151,25 @@ def test_write_state_replaces_accelerates_files_and_is_in_the_manifest(tmp_path)
     read = []
     ck.load_checkpoint(FakeAccelerator(), final, torch.Generator(), read_state=read.append)
     assert read == [final]
+
+
+def test_a_checkpoint_of_another_process_count_or_engine_is_refused_before_anything_loads(tmp_path):
+    """check_resumable, which the run's start calls as soon as the checkpoint is chosen (a DDP checkpoint resumed
+    under FSDP2 was refused only after loading, caching and sharding the model)."""
+    import json
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.training.checkpoint import COMPLETE_MARKER, SHARDED_DIR, check_resumable
+
+    ddp = tmp_path / "checkpoint-4"
+    ddp.mkdir()
+    (ddp / COMPLETE_MARKER).write_text(json.dumps({"num_processes": 2, "files": {}}))
+    check_resumable(ddp, 2, sharded=False)
+    with pytest.raises(UserError, match="written by 2 processes but this run has 1"):
+        check_resumable(ddp, 1, sharded=False)
+    with pytest.raises(UserError, match=f"holds no {SHARDED_DIR}/: it was written by a run without FSDP2"):
+        check_resumable(ddp, 2, sharded=True)
+    (ddp / SHARDED_DIR).mkdir()
+    check_resumable(ddp, 2, sharded=True)
+    with pytest.raises(UserError, match="was written by an FSDP2 run"):
+        check_resumable(ddp, 2, sharded=False)
