@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import textwrap
 from collections.abc import Callable
+from typing import NoReturn
 
 
 class UserError(Exception):
@@ -38,8 +41,9 @@ def format_error(err: BaseException) -> str:
     return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
-def _leave_process_group() -> None:
-    """Tear down a torch.distributed process group before the interpreter exits (local, no collective).
+def _leave_process_group() -> bool:
+    """Tear down a torch.distributed process group before the interpreter exits (local, no collective); whether
+    the process was in one.
 
     Exiting with the gloo group still alive sometimes aborts the process in a C++ destructor ("terminate called
     without an active exception", exit -6), so a multi-process run, refused with a UserError, stopped by a signal or
@@ -50,8 +54,25 @@ def _leave_process_group() -> None:
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+            return True
     except Exception:
-        pass
+        return True
+    return False
+
+
+def _exit_process(code: int) -> NoReturn:
+    """End a process that was in a process group: stdio and logging flushed, then ``os._exit``. Tearing the group
+    down was not enough: a finished or stopped two-process run still aborted now and then at interpreter shutdown
+    ("terminate called without an active exception", exit 134 instead of 0 or 143), a C++ thread of torch's
+    distributed stack destroyed while joinable; no destructor runs after ``os._exit``. Everything dit-lora writes
+    is closed and synced before this point (atomic files), and it registers no ``atexit`` handler."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    logging.shutdown()
+    os._exit(code)
 
 
 def run_cli(main: Callable[[], int | None]) -> None:
@@ -71,5 +92,7 @@ def run_cli(main: Callable[[], int | None]) -> None:
         print("interrupted (Ctrl-C); stopped (exit 130).", file=sys.stderr, flush=True)
         code = 130
     finally:  # also when an unexpected error propagates (its traceback still prints)
-        _leave_process_group()
+        grouped = _leave_process_group()
+    if grouped:
+        _exit_process(code or 0)
     sys.exit(code or 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from dit_lora.core.errors import UserError, format_error
@@ -32,6 +34,9 @@ def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypa
 
     from dit_lora.core.errors import UserError, run_cli
 
+    from dit_lora.core import errors
+
+    monkeypatch.setattr(errors, "_exit_process", lambda code: sys.exit(code))  # os._exit would end pytest
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29531")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
@@ -50,7 +55,11 @@ def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypa
     import pytest
     import torch.distributed as dist
 
+    from dit_lora.core import errors
     from dit_lora.core.errors import Interrupted, run_cli
+
+    ended: list[int] = []
+    monkeypatch.setattr(errors, "_exit_process", lambda code: ended.append(code) or sys.exit(code))
 
     def stopped():
         raise Interrupted("stopped: saved checkpoint-3", 143)
@@ -68,3 +77,4 @@ def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypa
                 run_cli(main)
             assert done.value.code == code
         assert not dist.is_initialized()
+    assert ended == [0, 143]  # a process that was in a group ends with os._exit (no C++ destructor at shutdown)
