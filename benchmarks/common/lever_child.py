@@ -82,6 +82,54 @@ def train_steps(
     return out
 
 
+#: the caption tokens of the Sana benchmarks' random batches (Sana's padded text length)
+SANA_TEXT_TOKENS = 300
+
+
+def sana_batches(args, model, steps: int, *, seed: int = 1, device=None) -> list[dict]:
+    """``steps`` random batches for a Sana transformer (``args``: ``batch``, ``resolution`` in pixels at the DC-AE's
+    factor 32, ``dtype``, ``device`` unless given), from ``seed``: the same in every run of a benchmark."""
+    import torch
+
+    device = args.device if device is None else device
+    g = torch.Generator().manual_seed(seed)
+    side = args.resolution // 32
+    out = []
+    for _ in range(steps):
+        latents = torch.randn(args.batch, model.config.in_channels, side, side, generator=g)
+        text = torch.randn(args.batch, SANA_TEXT_TOKENS, model.config.caption_channels, generator=g)
+        out.append(
+            {
+                "hidden_states": latents.to(device, args.dtype),
+                "encoder_hidden_states": text.to(device, args.dtype),
+                "timestep": torch.rand(args.batch, generator=g).mul(1000).to(device),
+                "target": torch.randn(latents.shape, generator=g).to(device),
+            }
+        )
+    return out
+
+
+def timed_methods(cls: type, names: Iterable[str]) -> dict[str, float]:
+    """Wrap ``cls``'s methods ``names`` (each taking one argument besides ``self``) to add up the seconds spent in
+    them in the returned dict's ``"seconds"`` (a lever's own calls: on a CPU its copies are synchronous, so the time
+    is their cost; on CUDA, what the host spends issuing them). For a child process: the class stays wrapped."""
+    spent = {"seconds": 0.0}
+
+    def timed(method):
+        def call(self, value):
+            start = time.perf_counter()
+            try:
+                return method(self, value)
+            finally:
+                spent["seconds"] += time.perf_counter() - start
+
+        return call
+
+    for name in names:
+        setattr(cls, name, timed(getattr(cls, name)))
+    return spent
+
+
 def run_child(script: str | Path, args, keys: Iterable[str], extra: list[str], label: str) -> dict:
     """Run ``script --child`` with ``args``' ``keys`` as flags plus ``extra`` in a fresh process; its last stdout
     line, parsed as JSON. A failed child ends the benchmark with its output's tail (``label`` names it)."""

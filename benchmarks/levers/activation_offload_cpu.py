@@ -32,19 +32,17 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
+from benchmarks.common import lever_child  # noqa: E402
 from benchmarks.common.cpu_harness import child_environment, machine_environment  # noqa: E402
 
 HUB_ID = "Efficient-Large-Model/Sana_600M_1024px_diffusers"
 BLOCKS = ("transformer_blocks",)
-TEXT_TOKENS = 300
 
 
 def build(args):
@@ -68,53 +66,14 @@ def build(args):
     return model.train(), offload
 
 
-def batches(args, model, steps: int):
-    """``steps`` random batches (seed 1), the same in every run."""
-    import torch
-
-    g = torch.Generator().manual_seed(1)
-    side = args.resolution // 32
-    out = []
-    for _ in range(steps):
-        latents = torch.randn(args.batch, model.config.in_channels, side, side, generator=g)
-        out.append({
-            "hidden_states": latents.to(args.device, args.dtype),
-            "encoder_hidden_states": torch.randn(args.batch, TEXT_TOKENS, model.config.caption_channels,
-                                                 generator=g).to(args.device, args.dtype),
-            "timestep": torch.rand(args.batch, generator=g).mul(1000).to(args.device),
-            "target": torch.randn(latents.shape, generator=g).to(args.device),
-        })
-    return out
-
-
-def timed_hooks() -> dict[str, float]:
-    """Wrap the offloading's pack and unpack hooks to add up their time (on a CPU the copies are synchronous: the
-    time is their cost; on CUDA, what the host spends issuing them)."""
-    from dit_lora.modeling.activation_offload import ActivationOffload
-
-    spent = {"seconds": 0.0}
-
-    def timed(method):
-        def call(self, value):
-            start = time.perf_counter()
-            try:
-                return method(self, value)
-            finally:
-                spent["seconds"] += time.perf_counter() - start
-
-        return call
-
-    ActivationOffload.pack = timed(ActivationOffload.pack)  # type: ignore[method-assign]
-    ActivationOffload.unpack = timed(ActivationOffload.unpack)  # type: ignore[method-assign]
-    return spent
-
-
 def child(args) -> dict:
     """One run of ``--offload`` at ``--checkpointing``: the figures of the module docstring."""
     import torch
 
     torch.set_num_threads(args.threads)
-    spent = timed_hooks()
+    from dit_lora.modeling.activation_offload import ActivationOffload
+
+    spent = lever_child.timed_methods(ActivationOffload, ("pack", "unpack"))
     args.dtype = getattr(torch, args.dtype)
     cuda = args.device == "cuda"
     model, offload = build(args)
@@ -122,31 +81,21 @@ def child(args) -> dict:
         from dit_lora.training.host_memory import reuse_freed_memory
 
         reuse_freed_memory()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    times, cpu_times, losses, hook_s = [], [], [], []
-    for i, batch in enumerate(batches(args, model, args.warmup + args.steps)):
-        spent["seconds"] = 0.0
-        if i == args.warmup:
-            if cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-            if offload is not None:
-                offload.stats = type(offload.stats)()  # the timed steps' counts only
-        start, cpu_start = time.perf_counter(), time.process_time()
-        with torch.autocast("cuda", dtype=args.dtype, enabled=cuda and args.dtype != torch.float32):
-            out = model(hidden_states=batch["hidden_states"], encoder_hidden_states=batch["encoder_hidden_states"],
-                        timestep=batch["timestep"], return_dict=False)[0]
-        loss = (out.float() - batch["target"]).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= args.warmup:
-            times.append(time.perf_counter() - start)
-            cpu_times.append(time.process_time() - cpu_start)
-            hook_s.append(spent["seconds"])
-        losses.append(loss.item())
+    hook_s: list[float] = []
+
+    def measured_start() -> None:
+        if offload is not None:
+            offload.stats = type(offload.stats)()  # the timed steps' counts only
+
+    steps = lever_child.train_steps(
+        model,
+        lever_child.sana_batches(args, model, args.warmup + args.steps),
+        args,
+        measured_start=measured_start,
+        before_step=lambda: spent.update(seconds=0.0),
+        after_step=lambda: hook_s.append(spent["seconds"]),
+    )
+    times, cpu_times, losses = steps.times, steps.cpu_times, steps.losses
     stats = offload.stats if offload is not None else None
     return {
         "checkpointing": args.checkpointing,
@@ -168,14 +117,10 @@ def child(args) -> dict:
 
 
 def run_child(args, checkpointing: bool, offload: bool) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child"]
-    for key in ("device", "layers", "resolution", "batch", "steps", "warmup", "threads", "dtype"):
-        cmd += [f"--{key}", str(getattr(args, key))]
-    cmd += ["--checkpointing", "on" if checkpointing else "off", "--offload", "on" if offload else "off"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_environment(), cwd=REPO)
-    if proc.returncode != 0:
-        raise SystemExit(f"child failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    keys = ("device", "layers", "resolution", "batch", "steps", "warmup", "threads", "dtype")
+    setting = argparse.Namespace(**{**vars(args), "checkpointing": checkpointing})
+    extra = ["--offload", "on" if offload else "off"]
+    return lever_child.run_child(__file__, setting, keys, extra, f"checkpointing {checkpointing}, offload {offload}")
 
 
 def markdown(rows: list[dict]) -> str:

@@ -39,7 +39,6 @@ import platform
 import resource
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +50,6 @@ from benchmarks.common.lever_child import train_steps  # noqa: E402
 
 HUB_ID = "Efficient-Large-Model/Sana_600M_1024px_diffusers"
 BLOCKS = ("transformer_blocks",)
-TEXT_TOKENS = 300
 
 
 def build(args, swap: int):
@@ -78,47 +76,6 @@ def build(args, swap: int):
     return model.train(), swapper
 
 
-def batches(args, model, steps: int):
-    """``steps`` random batches (seed 1), the same in every run."""
-    import torch
-
-    g = torch.Generator().manual_seed(1)
-    side = args.resolution // 32
-    out = []
-    for _ in range(steps):
-        latents = torch.randn(args.batch, model.config.in_channels, side, side, generator=g)
-        out.append({
-            "hidden_states": latents.to(args.device, args.dtype),
-            "encoder_hidden_states": torch.randn(args.batch, TEXT_TOKENS, model.config.caption_channels,
-                                                 generator=g).to(args.device, args.dtype),
-            "timestep": torch.rand(args.batch, generator=g).mul(1000).to(args.device),
-            "target": torch.randn(latents.shape, generator=g).to(args.device),
-        })
-    return out
-
-
-def timed_swap_calls() -> dict[str, float]:
-    """Wrap the swap's copy and park calls to add up their time (on a CPU both are synchronous: the time is their
-    cost; on CUDA, what the host spends issuing them)."""
-    from dit_lora.modeling.block_swap import BlockSwap
-
-    spent = {"seconds": 0.0}
-
-    def timed(method):
-        def call(self, state):
-            start = time.perf_counter()
-            try:
-                return method(self, state)
-            finally:
-                spent["seconds"] += time.perf_counter() - start
-
-        return call
-
-    BlockSwap._bring = timed(BlockSwap._bring)  # type: ignore[method-assign]
-    BlockSwap._park = timed(BlockSwap._park)  # type: ignore[method-assign]
-    return spent
-
-
 def child(args) -> dict:
     """One run at ``--swap`` blocks: the figures of the module docstring."""
     import torch
@@ -126,7 +83,9 @@ def child(args) -> dict:
     from dit_lora.modeling.block_swap import frozen_slots
 
     torch.set_num_threads(args.threads)
-    spent = timed_swap_calls()
+    from dit_lora.modeling.block_swap import BlockSwap
+
+    spent = lever_child.timed_methods(BlockSwap, ("_bring", "_park"))
     args.dtype = getattr(torch, args.dtype)
     cuda = args.device == "cuda"
     model, swapper = build(args, args.swap)
@@ -140,7 +99,7 @@ def child(args) -> dict:
     swap_s: list[float] = []
     steps = train_steps(
         model,
-        batches(args, model, args.warmup + args.steps),
+        lever_child.sana_batches(args, model, args.warmup + args.steps),
         args,
         before_step=lambda: spent.update(seconds=0.0),
         after_step=lambda: swap_s.append(spent["seconds"]),

@@ -39,11 +39,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 if __package__ in (None, ""):
     sys.path.insert(0, str(REPO))
+from benchmarks.common import lever_child  # noqa: E402
 from benchmarks.common.cpu_harness import child_environment, machine_environment  # noqa: E402
 
 HUB_ID = "Efficient-Large-Model/Sana_600M_1024px_diffusers"
 BLOCKS = ("transformer_blocks",)
-TEXT_TOKENS = 300
 
 
 def _status_kib(field: str) -> int:
@@ -69,25 +69,6 @@ def build(args, device):
     cast_trainable_to_fp32(model, under_autocast=device.type == "cuda")
     model.enable_gradient_checkpointing()
     return model.train()
-
-
-def batches(args, model, rank: int, steps: int, device):
-    """``steps`` random batches (seed 1 + rank), the same for both engines."""
-    import torch
-
-    g = torch.Generator().manual_seed(1 + rank)
-    side = args.resolution // 32
-    out = []
-    for _ in range(steps):
-        latents = torch.randn(args.batch, model.config.in_channels, side, side, generator=g)
-        out.append({
-            "hidden_states": latents.to(device, args.dtype),
-            "encoder_hidden_states": torch.randn(args.batch, TEXT_TOKENS, model.config.caption_channels,
-                                                 generator=g).to(device, args.dtype),
-            "timestep": torch.rand(args.batch, generator=g).mul(1000).to(device),
-            "target": torch.randn(latents.shape, generator=g).to(device),
-        })
-    return out
 
 
 def held_bytes(model) -> int:
@@ -124,7 +105,7 @@ def worker(args) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
     times, cpu_times, losses = [], [], []
-    for i, batch in enumerate(batches(args, model, rank, args.warmup + args.steps, device)):
+    for i, batch in enumerate(lever_child.sana_batches(args, model, args.warmup + args.steps, seed=1 + rank, device=device)):
         if i == args.warmup and cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
