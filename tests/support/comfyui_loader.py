@@ -111,12 +111,25 @@ def load_in_comfyui(
             adapter = work / "adapter.safetensors"
         if weights is not None:
             save_file({k.removeprefix(_PREFIX): v.contiguous() for k, v in weights.items()}, str(work / "w.st"))
-        request = {"root": str(root), "deps": str(deps) if deps else None, "adapter": str(Path(adapter).resolve()),
-                   "unet_config": unet_config, "model_class": model_class, "seed": seed, "strength": strength,
-                   "weights": str(work / "w.st") if weights is not None else None, "out": str(work)}
+        request = {
+            "root": str(root),
+            "deps": str(deps) if deps else None,
+            "adapter": str(Path(adapter).resolve()),
+            "unet_config": unet_config,
+            "model_class": model_class,
+            "seed": seed,
+            "strength": strength,
+            "weights": str(work / "w.st") if weights is not None else None,
+            "out": str(work),
+        }
         (work / "request.json").write_text(json.dumps(request))
-        done = subprocess.run([sys.executable, __file__, str(work / "request.json")], capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": ""})
+        done = subprocess.run(
+            [sys.executable, __file__, str(work / "request.json")],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "PYTHONPATH": ""},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"the ComfyUI worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
         from safetensors.torch import load_file
@@ -155,9 +168,10 @@ def expected_deltas(
         region += delta.reshape(region.shape)
         if f"{prefix}.diff_b" in state:
             bias = target.removesuffix(".weight") + ".bias"
-            out[bias] = out.get(bias, torch.zeros(shapes[bias], dtype=torch.float64)) + strength * state[
-                f"{prefix}.diff_b"
-            ].double()
+            out[bias] = (
+                out.get(bias, torch.zeros(shapes[bias], dtype=torch.float64))
+                + strength * state[f"{prefix}.diff_b"].double()
+            )
     return {k: v.float() for k, v in out.items()}
 
 
@@ -215,6 +229,7 @@ def _build_model(comfy: Any, request: dict[str, Any], weights: dict[str, torch.T
 def _key_map(comfy: Any, model: Any) -> dict[str, Any]:
     """ComfyUI's LoRA module name -> ``[target weight, offset or None, function or None]`` for ``model`` (``model_lora_keys_unet``)."""
     key_map = comfy.lora.model_lora_keys_unet(model, {})
+
     def entry(t: Any) -> list[Any]:
         if isinstance(t, str):
             return [t, None, None]
