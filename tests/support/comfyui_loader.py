@@ -165,6 +165,10 @@ def expected_deltas(
         delta = scale * (up.flatten(1).double() @ down.flatten(1).double())
         full = out.setdefault(target, torch.zeros(shapes[target], dtype=torch.float64))
         region = full if offset is None else full.narrow(offset[0], offset[1], offset[2])
+        if delta.numel() != region.numel():
+            raise ValueError(
+                f"{prefix}: B@A has {tuple(delta.shape)}, ComfyUI's {target} {offset} {tuple(region.shape)}"
+            )
         region += delta.reshape(region.shape)
         if f"{prefix}.diff_b" in state:
             bias = target.removesuffix(".weight") + ".bias"
