@@ -14,13 +14,15 @@ and writes back JSON plus a safetensors file of the applied deltas (patched weig
 
 Use::
 
-    from comfyui_loader import comfyui, load_in_comfyui
+    from comfyui_loader import comfyui, expected_deltas, load_in_comfyui
     pytestmark = comfyui            # the `comfyui` marker, skipped when DIT_LORA_COMFYUI is unset
+                                    # (one test: @requires_comfyui)
 
     result = load_in_comfyui(adapter_file, unet_config={"image_model": "wan2.1", "model_type": "t2v", ...},
                              model_class="WAN21_T2V")
     assert result.unloaded == []                    # ComfyUI's "lora key not loaded" keys
-    delta = result.deltas["diffusion_model.blocks.0.self_attn.q.weight"]
+    for key, want in expected_deltas(load_file(adapter_file), result).items():  # B@A (alpha/r), by hand
+        torch.testing.assert_close(result.deltas[key], want)
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ comfyui = [
         "torchsde scipy>); tools/comfyui_checkout.sh makes both",
     ),
 ]
+
+
+def requires_comfyui(test: Any) -> Any:
+    """Decorator form of :data:`comfyui` for one test function."""
+    for mark in comfyui:
+        test = mark(test)
+    return test
 
 
 @dataclass
