@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from comfyui_loader import expected_deltas, load_in_comfyui, requires_comfyui
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from comfyui_loader import expected_deltas, load_in_comfyui, requires_comfyui
 from dit_lora.core.errors import UserError
 from dit_lora.families.wan.comfyui import SUFFIX, comfyui_module, comfyui_state, write_comfyui_files
 from dit_lora.output.adapter import ADAPTER_FILE, write_adapter
