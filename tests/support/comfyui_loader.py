@@ -158,7 +158,8 @@ def expected_deltas(
     ``lora_A``/``lora_down``, flattened for convolutions), ``scale = alpha / rank`` when the file has ``<x>.alpha``
     and 1 otherwise (dit-lora folds alpha/r into ``lora_B`` and writes no alpha), added into the slice of the target
     weight the offset names (ComfyUI maps diffusers' separate q/k/v onto a fused ``qkv`` weight for Flux and
-    Z-Image); a ``<x>.diff_b`` is the bias's delta. Compare with ``result.deltas``.
+    Z-Image); a ``<x>.diff_b`` is the bias's delta (not for a slice: ComfyUI cannot name that bias and reports it
+    in ``not_patched``). Compare with ``result.deltas``.
     """
     shapes = result.model_keys
     out: dict[str, torch.Tensor] = {}
@@ -179,7 +180,7 @@ def expected_deltas(
                 f"{prefix}: B@A has {tuple(delta.shape)}, ComfyUI's {target} {offset} {tuple(region.shape)}"
             )
         region += delta.reshape(region.shape)
-        if f"{prefix}.diff_b" in state:
+        if f"{prefix}.diff_b" in state and offset is None:  # ComfyUI names no bias for a slice (load_lora)
             bias = target.removesuffix(".weight") + ".bias"
             out[bias] = (
                 out.get(bias, torch.zeros(shapes[bias], dtype=torch.float64))
