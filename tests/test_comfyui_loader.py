@@ -7,8 +7,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from comfyui_loader import CHECKOUT_ENV, ComfyResult, comfyui, comfyui_checkout, expected_deltas, load_in_comfyui
-from comfyui_loader import requires_comfyui
+from comfyui_loader import (
+    CHECKOUT_ENV,
+    ComfyResult,
+    comfyui,
+    comfyui_checkout,
+    expected_deltas,
+    load_in_comfyui,
+    requires_comfyui,
+)
 
 
 def _result(targets: dict, shapes: dict) -> ComfyResult:
