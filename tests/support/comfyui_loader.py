@@ -1,8 +1,8 @@
 """Load a dit-lora adapter file with ComfyUI's own LoRA loader, on ComfyUI's own model class, and report what it did.
 
 ComfyUI is not on PyPI and its code never enters this repository: the ``comfyui``-marked tests import a checkout
-named by ``DIT_LORA_COMFYUI`` (plus an optional extra site dir ``DIT_LORA_COMFYUI_DEPS`` holding ``einops torchsde
-scipy``) and are skipped without it (``tools/comfyui_checkout.sh`` makes both).
+named by ``DIT_LORA_COMFYUI`` (extra packages in the site dir ``DIT_LORA_COMFYUI_DEPS``, optional) and skip without
+it (``tools/comfyui_checkout.sh`` makes both).
 
 ComfyUI runs in a **subprocess**: importing it parses arguments, configures logging, sets torch options and needs a
 stub ``torchvision`` in ``sys.modules`` (``comfy/ldm/cosmos`` imports it; dit-lora does not depend on torchvision);
@@ -15,12 +15,11 @@ and writes back JSON plus a safetensors file of the applied deltas (patched weig
 Use::
 
     from comfyui_loader import comfyui, expected_deltas, load_in_comfyui
-    pytestmark = comfyui            # the `comfyui` marker, skipped when DIT_LORA_COMFYUI is unset
-                                    # (one test: @requires_comfyui)
+    pytestmark = comfyui            # the `comfyui` marker + skipped without DIT_LORA_COMFYUI (one test: @requires_comfyui)
 
     result = load_in_comfyui(adapter_file, unet_config={"image_model": "wan2.1", "model_type": "t2v", ...},
                              model_class="WAN21_T2V")
-    assert result.unloaded == []                    # ComfyUI's "lora key not loaded" keys
+    assert result.unloaded == [] and result.not_patched == []   # "lora key not loaded", "NOT LOADED"
     for key, want in expected_deltas(load_file(adapter_file), result).items():  # B@A (alpha/r), by hand
         torch.testing.assert_close(result.deltas[key], want)
 """
@@ -38,6 +37,7 @@ from typing import Any
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 CHECKOUT_ENV, DEPS_ENV = "DIT_LORA_COMFYUI", "DIT_LORA_COMFYUI_DEPS"
 _PREFIX = "diffusion_model."
@@ -77,7 +77,8 @@ class ComfyResult:
     deltas: dict[str, torch.Tensor] = field(repr=False)
     #: every LoRA module name ComfyUI accepts for this model (``model_lora_keys_unet``), same form as ``targets``
     key_map: dict[str, tuple[str, list[int] | None, str | None]] = field(default_factory=dict, repr=False)
-    #: ComfyUI's warnings while building the model and loading ``weights`` ("unet missing: ...", ...)
+    #: ComfyUI's other warnings: building the model, loading ``weights`` ("unet missing: ..."), patching (a LoRA
+    #: of another shape than its weight: "ERROR lora <key> <error>", and that weight's delta stays 0)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -113,8 +114,6 @@ def load_in_comfyui(
     root, deps = comfyui_checkout()
     with tempfile.TemporaryDirectory(prefix="comfyui_loader_") as tmp:
         work = Path(tmp)
-        from safetensors.torch import save_file
-
         if not isinstance(adapter, (str, Path)):
             save_file({k: v.contiguous() for k, v in adapter.items()}, str(work / "adapter.safetensors"))
             adapter = work / "adapter.safetensors"
@@ -141,8 +140,6 @@ def load_in_comfyui(
         )
         if done.returncode != 0:
             raise RuntimeError(f"the ComfyUI worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
-        from safetensors.torch import load_file
-
         out = json.loads((work / "result.json").read_text())
         for name in ("targets", "key_map"):
             out[name] = {k: (v[0], v[1], v[2]) for k, v in out[name].items()}
@@ -241,7 +238,7 @@ def _build_model(comfy: Any, request: dict[str, Any], weights: dict[str, torch.T
 
 
 def _key_map(comfy: Any, model: Any) -> dict[str, Any]:
-    """ComfyUI's LoRA module name -> ``[target weight, offset or None, function or None]`` for ``model`` (``model_lora_keys_unet``)."""
+    """``model_lora_keys_unet``: ComfyUI's LoRA module name -> ``[target weight, offset, function name]``."""
     key_map = comfy.lora.model_lora_keys_unet(model, {})
 
     def entry(t: Any) -> list[Any]:
@@ -255,8 +252,6 @@ def _key_map(comfy: Any, model: Any) -> dict[str, Any]:
 def _worker(request_file: str) -> None:
     """Run one request (see :func:`load_in_comfyui`): write ``result.json`` and ``deltas.safetensors``."""
     import logging
-
-    from safetensors.torch import load_file, save_file
 
     request = json.loads(Path(request_file).read_text())
     comfy = _import_comfy(request["root"], request["deps"])
@@ -281,27 +276,21 @@ def _worker(request_file: str) -> None:
     key_map = _key_map(comfy, model)
     prefixes = {key.rsplit(".", n)[0] for key in comfy.lora_convert.convert_lora(lora) for n in (1, 2)}
     unloaded = sorted(m.split(": ", 1)[1] for m in messages if m.startswith("lora key not loaded: "))
+    not_patched = sorted(m[len("NOT LOADED ") :] for m in messages if m.startswith("NOT LOADED "))
+    others = [m for m in messages if not m.startswith(("lora key not loaded: ", "NOT LOADED "))]
     result = {
         "model_class": type(model.model_config).__name__,
         "model_base": type(model).__name__,
-        "unet_config": {k: v for k, v in model.model_config.unet_config.items() if _is_json(v)},
+        "unet_config": json.loads(json.dumps(model.model_config.unet_config, default=repr)),
         "model_keys": {k: list(v.shape) for k, v in before.items()},
         "unloaded": unloaded,
-        "not_patched": sorted(m[len("NOT LOADED ") :] for m in messages if m.startswith("NOT LOADED ")),
+        "not_patched": not_patched,
         "targets": {p: key_map[p] for p in sorted(prefixes & key_map.keys())},
         "key_map": key_map,
-        "warnings": build_warnings,
+        "warnings": build_warnings + others,
     }
     save_file(deltas, str(Path(request["out"]) / "deltas.safetensors"))
     (Path(request["out"]) / "result.json").write_text(json.dumps(result))
-
-
-def _is_json(value: Any) -> bool:
-    try:
-        json.dumps(value)
-        return True
-    except TypeError:
-        return False
 
 
 if __name__ == "__main__":
