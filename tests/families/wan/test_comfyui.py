@@ -1,6 +1,8 @@
 """families/wan/comfyui.py: a dit-lora Wan adapter in ComfyUI's key format loads, through diffusers' own converter
 for such files, to the same transformer output as the diffusers file; every module is named as the original Wan
-checkpoint (ComfyUI's names) names a weight; nothing unknown is dropped."""
+checkpoint (ComfyUI's names) names a weight; nothing unknown is dropped. With a ComfyUI checkout
+(``DIT_LORA_COMFYUI``, marker ``comfyui``) ComfyUI's own loader takes every tensor of the export on its WAN21 model
+and applies B·A (alpha/r folded) to each weight, and loads nothing of the diffusers-named file."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from comfyui_loader import expected_deltas, load_in_comfyui, requires_comfyui
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
@@ -22,12 +25,12 @@ RANK, ALPHA = 4, 12.0  # alpha != rank: the fold into lora_B (scale 3) must surv
 LOW_FILE = "pytorch_lora_weights_low_noise.safetensors"
 
 
-def _tiny_wan(i2v: bool):
+def _tiny_wan(i2v: bool, image_dim: int = 12):
     """A 2-layer fp32 WanTransformer3DModel; the I2V one has the image embedder and add_k/add_v projections."""
     from diffusers import WanTransformer3DModel
 
     torch.manual_seed(0)
-    extra = dict(image_dim=12, added_kv_proj_dim=16) if i2v else {}
+    extra = dict(image_dim=image_dim, added_kv_proj_dim=16) if i2v else {}
     return WanTransformer3DModel(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=4, text_dim=16,
         freq_dim=16, ffn_dim=32, num_layers=2, cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6,
@@ -223,3 +226,38 @@ def test_a_users_file_of_that_name_is_not_replaced(tmp_path):
     with pytest.raises(UserError, match="was not written by `dit-lora export`"):
         write_comfyui_files(tmp_path)
     assert torch.equal(load_file(str(mine))["transformer.proj_out.lora_A.weight"], torch.ones(2, 4) * 5.0)
+
+
+#: ComfyUI's WanModel constructor arguments for :func:`_tiny_wan` (its I2V image MLP is fixed at 1280 inputs)
+COMFY_WAN = dict(image_model="wan2.1", dim=16, num_heads=2, ffn_dim=32, freq_dim=16, text_dim=16, in_dim=4, out_dim=4,
+                 num_layers=2)
+
+
+@requires_comfyui
+@pytest.mark.parametrize("i2v", [False, True], ids=["t2v", "i2v"])
+def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(i2v, tmp_path):
+    """ComfyUI's LoraLoader path on its WAN21 model: the export is consumed whole, every LoRA module patches its
+    weight by exactly the file's B·A (scale 1: no .alpha) = the trained (alpha/r)·B·A, and only those weights change. For I2V the plain
+    diffusers-named file goes through the same loader: ComfyUI maps none of it (why the export exists)."""
+    model = _tiny_wan(i2v, image_dim=1280)
+    linears = _linear_names(model)
+    _train_and_save(model, tmp_path)
+    (comfy_file,) = write_comfyui_files(tmp_path)
+    state = load_file(str(comfy_file))
+    name, config = ("WAN21_I2V", "i2v") if i2v else ("WAN21_T2V", "t2v")
+    result = load_in_comfyui(comfy_file, unet_config={**COMFY_WAN, "model_type": config}, model_class=name)
+    assert result.unloaded == [] and result.not_patched == []
+    assert len(result.targets) == len(linears) == len(state) // 2
+    expected = expected_deltas(state, result)
+    assert sorted(result.deltas) == sorted(expected)
+    for key, want in expected.items():
+        torch.testing.assert_close(result.deltas[key], want, atol=1e-5, rtol=1e-5, msg=key)
+    for linear in linears:  # the trained strength: the live (unfolded) PEFT factors times alpha/r
+        layer = model.get_submodule(linear)
+        trained = ALPHA / RANK * layer.lora_B["default"].weight.detach() @ layer.lora_A["default"].weight.detach()
+        torch.testing.assert_close(result.deltas[f"diffusion_model.{comfyui_module(linear)}.weight"], trained,
+                                   atol=1e-5, rtol=1e-5, msg=linear)
+    if i2v:
+        diffusers_file = tmp_path / ADAPTER_FILE
+        plain = load_in_comfyui(diffusers_file, unet_config={**COMFY_WAN, "model_type": config}, model_class=name)
+        assert plain.unloaded == sorted(load_file(str(diffusers_file))) and plain.deltas == {}
