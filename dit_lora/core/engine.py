@@ -9,8 +9,9 @@ setup and the memory plan (``make_plan(..., engine=...)``) decide alike; it sits
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,3 +75,34 @@ def decide_engine(environ: Mapping[str, str] | None = None) -> EngineChoice:
 
 
 __all__ = ["FSDP2_CONFIG", "Engine", "EngineChoice", "decide_engine"]
+
+
+#: accelerate reads the device of every process from here when it is set (``PartialState``)
+TORCH_DEVICE_VAR = "ACCELERATE_TORCH_DEVICE"
+
+
+@contextlib.contextmanager
+def plain_cpu_device(cuda_available: bool | None = None) -> Iterator[None]:
+    """Build the Accelerator inside this on a machine without CUDA: its processes get ``torch.device("cpu")``.
+
+    Without it accelerate places rank ``r`` of a multi-process CPU run on ``cpu:r``, and torch copies every tensor
+    moved from ``cpu`` to ``cpu:0`` (another device to ``.to()``, the same memory): each rank's loader copied the
+    whole model once more (Sana 600M widths, 2 blocks: +268 MiB per process, benchmarks/RESULTS.md). Nothing is
+    changed when CUDA is available or the variable is already set; it is restored on the way out.
+    """
+    cuda = torch_cuda_available() if cuda_available is None else cuda_available
+    if cuda or TORCH_DEVICE_VAR in os.environ:
+        yield
+        return
+    os.environ[TORCH_DEVICE_VAR] = "cpu"
+    try:
+        yield
+    finally:
+        os.environ.pop(TORCH_DEVICE_VAR, None)
+
+
+def torch_cuda_available() -> bool:
+    """``torch.cuda.is_available()`` (torch imported here: this module is read before a run needs it)."""
+    import torch  # the engine check runs at start-up, before torch is otherwise needed
+
+    return torch.cuda.is_available()

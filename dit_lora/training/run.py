@@ -39,7 +39,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.config.schema import KernelOptions, TrainingOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
-from dit_lora.core.engine import EngineChoice, decide_engine
+from dit_lora.core.engine import EngineChoice, decide_engine, plain_cpu_device
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable, write_json_atomic
 from dit_lora.core.progress import say
@@ -305,7 +305,10 @@ def _start(resolved: Resolved) -> Run:
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included). Under FSDP2
     # accelerate builds a plain multi-process state: dit-lora shards the model itself (training/fsdp2.py).
-    with fsdp2.accelerate_sees_no_fsdp() if engine.name == "fsdp2" else contextlib.nullcontext():
+    with (
+        fsdp2.accelerate_sees_no_fsdp() if engine.name == "fsdp2" else contextlib.nullcontext(),
+        plain_cpu_device(),
+    ):
         accelerator = Accelerator(
             gradient_accumulation_steps=cfg.gradient_accumulation_steps,
             mixed_precision=cfg.mixed_precision,

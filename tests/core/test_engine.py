@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from dit_lora.core.engine import decide_engine
@@ -33,3 +35,26 @@ def test_the_process_environment_is_read_by_default(monkeypatch):
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     monkeypatch.setenv("FSDP_VERSION", "2")
     assert decide_engine().name == "fsdp2"
+
+
+def test_plain_cpu_device_places_cpu_ranks_on_cpu_not_cpu_index(monkeypatch):
+    """Without CUDA the Accelerator is built with ACCELERATE_TORCH_DEVICE=cpu (accelerate would pick `cpu:<rank>`, and
+    torch copies a tensor moved from `cpu` to `cpu:0`: every weight once more per rank); restored afterwards, left
+    alone with CUDA or when the user set it."""
+    import torch
+
+    from dit_lora.core.engine import TORCH_DEVICE_VAR, plain_cpu_device
+
+    moved = torch.zeros(4)
+    assert moved.to(torch.device("cpu", 0)).data_ptr() != moved.data_ptr()  # why: a copy
+    assert moved.to(torch.device("cpu")).data_ptr() == moved.data_ptr()
+    monkeypatch.delenv(TORCH_DEVICE_VAR, raising=False)
+    with plain_cpu_device(cuda_available=False):
+        assert os.environ[TORCH_DEVICE_VAR] == "cpu"
+    assert TORCH_DEVICE_VAR not in os.environ
+    with plain_cpu_device(cuda_available=True):
+        assert TORCH_DEVICE_VAR not in os.environ
+    monkeypatch.setenv(TORCH_DEVICE_VAR, "cpu:1")
+    with plain_cpu_device(cuda_available=False):
+        assert os.environ[TORCH_DEVICE_VAR] == "cpu:1"
+    assert os.environ[TORCH_DEVICE_VAR] == "cpu:1"
