@@ -42,7 +42,9 @@ outside the blocks save is offloaded too in the run, and counted here). On a CPU
 
 ``engine="fsdp2"`` (torch's ``fully_shard`` over ``num_processes`` ranks) divides the trained model's parameters,
 the optimizer's moments and the guard's snapshot by the number of ranks and adds the unsharded weights of
-:data:`FSDP2_UNSHARDED_BLOCKS` blocks. The rule, from torch's FSDP notes (docs.pytorch.org/docs/stable/notes/
+:data:`FSDP2_UNSHARDED_BLOCKS` blocks, the root's (the parameters outside the blocks: torch keeps the root unsharded
+from its forward to the end of its backward) and one all-gather's output (a whole block, copied out into the
+unsharded parameters and then freed; the input is a view of it: ``foreach_all_gather``). The rule, from torch's FSDP notes (docs.pytorch.org/docs/stable/notes/
 fsdp.html, "FSDP Prefetch Nuances") and the ``fully_shard`` contract (docs.pytorch.org/docs/stable/distributed.
 fsdp.fully_shard.html): outside a block's forward and backward its parameters are sharded; before them they are
 all-gathered, and the next block's all-gather is issued on a separate stream while the current block computes
@@ -101,6 +103,10 @@ OFFLOAD_IN_FLIGHT = 2
 #: engine="fsdp2": blocks whose weights are all-gathered (unsharded) at once: the one computing and the next one
 #: prefetched (module docstring)
 FSDP2_UNSHARDED_BLOCKS = 2
+#: engine="ddp" on several processes: torch DDP's ``broadcast_bucket_size`` (250 MiB). At the wrap, every rank
+#: flattens the model's parameters and buffers into buckets of at most this size for rank 0's broadcast of its
+#: weights (``_sync_module_states``), one bucket alive at a time, beside the weights themselves
+DDP_BROADCAST_BUCKET = 250 * 2**20
 #: --quantize_base schemes whose savings the plan records for the ladder (plan/ladder.py)
 SCHEMES = ("nf4", "int8", "fp8", "fp8_scaled")
 
@@ -177,16 +183,30 @@ class Plan:
 
     def model_on_device(self) -> int:
         """The trained model's weights one process holds: all of them less what block swap parks, or under FSDP2 its
-        shard of the parameters, the buffers whole (fp8_scaled's weights) and :data:`FSDP2_UNSHARDED_BLOCKS`
-        blocks gathered (module docstring)."""
+        shard of the parameters, the buffers whole (fp8_scaled's weights) and what a step gathers
+        (:meth:`fsdp2_gathered_bytes`)."""
         model = self.weights[self.trained_component]
         if self.shards == 1:
             return model - self.swap_saving + self.dequant_bytes
         replicated = self.fp8_linear_bytes if self.quantized == "fp8_scaled" else 0
         sharded = max(model - replicated, 0)
-        largest = max((size for sizes in self.block_sizes for size in sizes), default=0)
-        gathered = int(largest * sharded / max(self.model_built_bytes, 1))  # a block's share of the sharded bytes
-        return replicated + sharded // self.shards + FSDP2_UNSHARDED_BLOCKS * gathered + self.dequant_bytes
+        return replicated + sharded // self.shards + self.fsdp2_gathered_bytes() + self.dequant_bytes
+
+    def fsdp2_gathered_bytes(self) -> int:
+        """Under FSDP2, the weights a step all-gathers that are alive at once (module docstring): the root's (the
+        parameters outside the blocks, gathered at the forward's start and kept until the backward ends),
+        :data:`FSDP2_UNSHARDED_BLOCKS` blocks' and the output of the all-gather in flight (a block whole, copied out
+        into the block's parameters; its input is a view of it). On a CPU they are allocated and freed every step
+        as activations are, so they count times the heap factor."""
+        if self.shards == 1:
+            return 0
+        replicated = self.fp8_linear_bytes if self.quantized == "fp8_scaled" else 0
+        share = max(self.weights[self.trained_component] - replicated, 0) / max(self.model_built_bytes, 1)
+        blocks = [size for sizes in self.block_sizes for size in sizes]
+        block = max(blocks, default=0) * share  # a block's part of the sharded bytes
+        root = max(self.model_built_bytes - sum(blocks), 0) * share
+        gathered = root + (FSDP2_UNSHARDED_BLOCKS + 1) * block
+        return int(gathered * self.heap_factor)
 
     def sharded_gradient_saving(self) -> int:
         """Under FSDP2, the trainable parameters' gradients (fp32, in the step's trace whole) less a rank's shard: each
@@ -221,10 +241,31 @@ class Plan:
             return 0
         return max(s.activation_bytes - self.step_bytes(s) for s in steps)
 
+    def ddp_start_bytes(self) -> int:
+        """The wrap of a DDP run on several processes (0 otherwise): the trained model's weights, all read by the
+        broadcast of rank 0's (on a CPU, memory-mapped pages become resident), and one flattened bucket of what DDP
+        broadcasts (:data:`DDP_BROADCAST_BUCKET` at most; parked blocks and fp8_scaled's buffers are kept out)."""
+        if self.engine != "ddp" or self.num_processes <= 1:
+            return 0
+        kept_out = self.swapped_bytes + (self.fp8_linear_bytes if self.quantized == "fp8_scaled" else 0)
+        broadcast = max(self.weights[self.trained_component] - kept_out, 0)
+        held = self.model_on_device() - self.dequant_bytes + min(DDP_BROADCAST_BUCKET, broadcast)
+        if self.encoders_in_training:
+            held += sum(v for k, v in self.weights.items() if k != self.trained_component)
+        return held
+
+    def phases(self, checkpointing: bool | None = None) -> dict[str, int]:
+        """Each phase's bytes beside the process itself: training, caching, loading and DDP's wrap."""
+        return {
+            "training": self.train_phase_bytes(checkpointing),
+            "caching": self.cache_phase_bytes or 0,
+            "loading": self.load_phase_bytes or 0,
+            "ddp_start": self.ddp_start_bytes(),
+        }
+
     def peak_bytes(self, checkpointing: bool | None = None) -> int:
         """The figure ``train_summary.json`` reports as ``peak_memory_bytes`` on the planned device."""
-        phases = (self.train_phase_bytes(checkpointing), self.cache_phase_bytes or 0, self.load_phase_bytes or 0)
-        return max(phases) + self.process_bytes
+        return max(self.phases(checkpointing).values()) + self.process_bytes
 
     @property
     def peak_memory_bytes(self) -> int:
@@ -241,6 +282,7 @@ class Plan:
         out.update(
             peak_memory_bytes=self.peak_memory_bytes,
             train_phase_bytes=self.train_phase_bytes(),
+            ddp_start_bytes=self.ddp_start_bytes(),
             flops_per_update=self.flops_per_update(),
         )
         return out

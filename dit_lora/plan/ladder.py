@@ -81,9 +81,8 @@ def _fits(plan: Plan, capacity: int) -> bool:
 
 
 def _excess(plan: Plan, capacity: int) -> int:
-    """How far the plan's phases (training, caching, loading) exceed ``capacity``, together."""
-    phases = (plan.train_phase_bytes(), plan.cache_phase_bytes or 0, plan.load_phase_bytes or 0)
-    return sum(max(phase + plan.process_bytes - capacity, 0) for phase in phases)
+    """How far the plan's phases (training, caching, loading, DDP's wrap) exceed ``capacity``, together."""
+    return sum(max(phase + plan.process_bytes - capacity, 0) for phase in plan.phases().values())
 
 
 def _smallest_batch(plan: Plan, capacity: int) -> Plan | None:

@@ -93,6 +93,10 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     rows += [
         (cache_label, _gib(plan.cache_phase_bytes)),
         ("training phase", _gib(plan.train_phase_bytes())),
+    ]
+    if plan.ddp_start_bytes():
+        rows.append(("DDP's wrap (weights + one broadcast bucket)", _gib(plan.ddp_start_bytes())))
+    rows += [
         ("predicted peak per process", _gib(plan.peak_memory_bytes)),
         ("FLOPs per optimizer update (forward + backward)", f"{plan.flops_per_update() / 1e12:.2f} TFLOP"),
     ]

@@ -1,6 +1,8 @@
 """plan/ladder.py: the rungs climbed cheapest first up to the first that fits, each rung's arithmetic, the flags to
 copy, several GPUs (DDP where it fits, FSDP2 where only sharding does) and the JSON."""
 
+import dataclasses
+
 import pytest
 
 from dit_lora.plan import ladder, levers
@@ -148,9 +150,10 @@ def test_two_gpus_pick_ddp_where_it_fits_and_fsdp2_where_only_sharding_fits():
     assert found.launch_flags() == ["--config_file", "accelerate_configs/fsdp2.yaml", "--num_processes", "2"]
     sharded = chosen.plan
     assert sharded.blocks_to_swap == 0 and sharded.ddp_bytes == 0
-    # 6 GiB of fp8 buffers whole, 1 GiB of the rest sharded in two, two blocks of it gathered; 24 GiB / 2 of state
-    gathered = int(GIB * 1 / 12)
-    assert sharded.model_on_device() == 6 * GIB + GIB // 2 + 2 * gathered + GIB // 8
+    # 6 GiB of fp8 buffers whole, 1 GiB of the rest sharded in two, two blocks of it gathered and one all-gather in
+    # flight (a block whole; no root: the blocks are the whole model); 24 GiB / 2 of state
+    block = GIB * 1 / 12
+    assert sharded.model_on_device() == pytest.approx(6 * GIB + GIB // 2 + 3 * block + GIB // 8, abs=2)
     assert chosen.peak == sharded.model_on_device() + 12 * GIB + GIB - sharded.sharded_gradient_saving()
     assert "launched with `dit-lora launch --config_file accelerate_configs/fsdp2.yaml --num_processes 2`" in (
         ladder.answer(found))
@@ -194,3 +197,23 @@ def test_a_token_cut_that_fits_only_within_the_plans_error_is_proposed_with_head
     assert frames < int(chosen.flags[chosen.flags.index("--max_num_frames") + 1]) and (frames - 1) % 4 == 0
     said = ladder.answer(narrow)
     assert f"--max_num_frames {frames}" in said and " ".join(chosen.flags) + " is the largest size that fits" in said
+
+
+def test_ddp_wrap_is_a_phase_of_several_processes():
+    """DDP broadcasts rank 0's weights at the wrap in buckets of at most 250 MiB: the weights plus one bucket, a
+    phase of its own that sets the peak when the step is small; parked blocks and fp8_scaled's buffers are kept out
+    of the broadcast; one process and FSDP2 have no such phase."""
+    from dit_lora.plan.estimate import DDP_BROADCAST_BUCKET
+
+    one = make_plan(steps=[StepTrace("b", False, GIB // 8, 1)])
+    assert one.ddp_start_bytes() == 0 and one.phases()["ddp_start"] == 0
+    two = dataclasses.replace(one, num_processes=2)
+    assert two.ddp_start_bytes() == 12 * GIB + DDP_BROADCAST_BUCKET
+    assert two.peak_memory_bytes == two.ddp_start_bytes() > two.train_phase_bytes()
+    small = dataclasses.replace(two, weights={"model": 100 * 2**20})  # smaller than a bucket: one bucket of it
+    assert small.ddp_start_bytes() == small.model_on_device() + 100 * 2**20
+    swapped = levers.with_swap(two, 4)
+    assert swapped.ddp_start_bytes() == swapped.model_on_device() + DDP_BROADCAST_BUCKET  # 8 GiB still broadcast
+    fp8 = dataclasses.replace(small, quantized="fp8_scaled", fp8_linear_bytes=100 * 2**20, dequant_bytes=GIB // 8)
+    assert fp8.ddp_start_bytes() == fp8.model_on_device() - GIB // 8  # no bucket: every weight is a kept-out buffer
+    assert dataclasses.replace(two, engine="fsdp2").ddp_start_bytes() == 0

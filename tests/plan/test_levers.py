@@ -83,9 +83,17 @@ def test_fsdp2_shards_parameters_and_state_and_gathers_two_blocks(base):
     # every block waits in host memory from the load until it is sharded: the caching phase holds none of them
     parked = sum(sum(sizes) for sizes in fsdp2.block_sizes) * fsdp2.weights["model"] // fsdp2.model_built_bytes
     assert parked > 0 and ddp.cache_phase_bytes - fsdp2.cache_phase_bytes == pytest.approx(parked, abs=2)
-    model = fsdp2.weights["model"]
-    block = max(fsdp2.block_sizes[0])
-    assert fsdp2.model_on_device() == model // 2 + FSDP2_UNSHARDED_BLOCKS * block
+    model, built = fsdp2.weights["model"], fsdp2.model_built_bytes
+    block = max(fsdp2.block_sizes[0]) * model / built
+    root = (built - sum(sum(sizes) for sizes in fsdp2.block_sizes)) * model / built
+    assert root > 0  # the embedders and the output layer: unsharded from the root's forward to its backward's end
+    # two blocks gathered, one all-gather in flight (its output a block whole; its input is a view of it)
+    gathered = root + (FSDP2_UNSHARDED_BLOCKS + 1) * block
+    assert fsdp2.fsdp2_gathered_bytes() == int(gathered) and ddp.fsdp2_gathered_bytes() == 0
+    assert fsdp2.model_on_device() == model // 2 + int(gathered)
+    # on a CPU they are allocated and freed every step, as activations are: times the heap factor
+    cpu = dataclasses.replace(fsdp2, heap_factor=2.0)
+    assert cpu.fsdp2_gathered_bytes() == int(2.0 * gathered)
     held = fsdp2.train_phase_bytes() - fsdp2.resident_activations()
     sharded_grads = 4 * fsdp2.trainable_params // 2  # a rank's shard of the fp32 gradients stays
     assert fsdp2.sharded_gradient_saving() == 4 * fsdp2.trainable_params - sharded_grads
