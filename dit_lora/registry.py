@@ -109,6 +109,7 @@ BUILT_IN = (
     "dit",
     "videollm",
     "wan",
+    "zimage",
 )
 
 _ENTRIES: list[FamilyEntry] = []
