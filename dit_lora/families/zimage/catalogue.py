@@ -15,8 +15,8 @@ Where each fact was checked (no network at run time; these are copies of publish
   model_index.json names ``Qwen3Model`` and ``Qwen2Tokenizer``. Tokenizer files: Qwen3's set.
 - Recommended LoRA: diffusers ``train_dreambooth_lora_z_image.py`` defaults (rank 4, alpha 4, lr 1e-4,
   ``--max_sequence_length`` 512, ``--weighting_scheme none`` = uniform timesteps); validation as the releases
-  sample: Turbo 8 steps without guidance (ZImagePipeline's docstring), base 50 steps at guidance 4 (the pipeline's
-  default steps; guidance 3-5 recommended for the base model).
+  sample: Turbo 8 steps without guidance (ZImagePipeline's docstring), base 50 steps at guidance 5 (the pipeline's
+  defaults, and README_z_image.md's validation guidance); batch 1 x accumulation 4 from README_z_image.md.
 """
 
 from __future__ import annotations
@@ -103,9 +103,11 @@ _QWEN3_4B = {
 _TOKENIZER_FILES = ("merges.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json")
 _SOURCES = {
     "defaults": "diffusers train_dreambooth_lora_z_image.py defaults (rank 4, alpha 4, lr 1e-4)",
+    "train_batch_size": "diffusers README_z_image.md (batch 1 x gradient accumulation 4 at 1024 px)",
+    "gradient_accumulation_steps": "diffusers README_z_image.md (batch 1 x gradient accumulation 4 at 1024 px)",
     "resolution": "trained resolution (the FLUX.1 VAE's sample_size; the releases sample at 1024 px)",
     "validation_inference_steps": "the release's sampling (see validation_guidance_scale)",
-    "validation_guidance_scale": "Turbo: 8 steps, guidance 0 (distilled, no CFG); base: 50 steps, guidance 4",
+    "validation_guidance_scale": "Turbo: 8 steps, guidance 0 (distilled, no CFG); base: 50 steps, guidance 5 (ZImagePipeline's defaults)",
     "configs": "diffusers ZImageTransformer2DModel defaults and trainers' copies of the Hub files (module docstring)",
 }
 
@@ -143,6 +145,8 @@ def _entry(hub_id: str, title: str, shift: float, steps: int, guidance: float, n
             "rank": 4,
             "lora_alpha": 4,
             "learning_rate": 1e-4,
+            "train_batch_size": 1,
+            "gradient_accumulation_steps": 4,
             "resolution": 1024,
             "validation_inference_steps": steps,
             "validation_guidance_scale": guidance,
@@ -160,7 +164,7 @@ ENTRIES = [
         "Z-Image 6B (base)",
         6.0,
         50,
-        4.0,
+        5.0,
         "the undistilled base: the model to train; its LoRAs also load on Turbo",
     ),
     _entry(

@@ -34,6 +34,9 @@ INFO = FamilyInfo(
     pipeline_tag="text-to-image",
     default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
     text_encoder_label="Qwen3",
+    # diffusers' README_z_image.md trains with --gradient_checkpointing: at 1024 px the 6B model's activations
+    # without it exceed an 80 GB GPU (`dit-lora plan`)
+    gradient_checkpointing_default=True,
     # The 30 main layers hold 30/34 of the blocks; the two refiner stacks (2 + 2 blocks, run once each before the
     # main layers, on the image and caption tokens alone) stay resident: swapping them saves little and they run
     # on shorter sequences.

@@ -1,0 +1,22 @@
+"""families/zimage/spec.py: Z-Image fills a FamilySpec of small components; its block list and LoRA targets."""
+
+from __future__ import annotations
+
+from dit_lora.contract import capabilities as caps
+from dit_lora.families.zimage.spec import INFO, zimage_spec
+from dit_lora.registry import get_spec
+
+
+def test_the_registry_serves_the_spec_under_both_names():
+    spec = get_spec("zimage")
+    assert spec.name == "zimage" and spec.info is INFO and get_spec("z-image").name == "z-image"
+    assert INFO.pipeline_class_name == "ZImagePipeline" and INFO.text_encoder_label == "Qwen3"
+    assert INFO.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0") and INFO.block_lists == ("layers",)
+    assert INFO.gradient_checkpointing_default
+
+
+def test_components_share_the_encoders():
+    spec = zimage_spec()
+    assert {caps.Encoders, caps.Samples, caps.MemoryPlan, caps.ImageBuckets, caps.Demo} <= set(spec.capabilities)
+    assert spec.loss.encoders is spec.encoders and spec.samples.encoders is spec.encoders
+    assert spec.plan.loss is spec.loss and spec.plan.buckets is spec.image_buckets
