@@ -57,10 +57,11 @@ class ZImageLoss(DiffusionLoss):
 
     def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
         """The diffusion base's batch, plus ``caption_lengths`` (ints) from the host copy of ``prompt_lengths``."""
+        # Cached: the loader's host tensor, read before it moves (on a CPU the move returns the same tensor, then
+        # the device's). Encoded now: encode_prompts made it on the host.
+        lengths = [int(n) for n in batch["prompt_lengths"].tolist()] if cached else None
         out = super().prepare_batch(comps, batch, device, cached)
-        # Cached: the loader's host tensor, read before it moves. Encoded now: encode_prompts made it on the host.
-        host = batch["prompt_lengths"] if cached else out["prompt_lengths"]
-        out["caption_lengths"] = [int(n) for n in host.tolist()]
+        out["caption_lengths"] = lengths if lengths is not None else [int(n) for n in out["prompt_lengths"].tolist()]
         return out
 
     def draw(
