@@ -131,7 +131,7 @@ def _entry(hub_id: str, title: str, shift: float, steps: int, guidance: float, n
         title=title,
         # Turbo and base share every transformer value: the scheduler's shift tells them apart
         signature={"transformer/config.json": identity, "scheduler/scheduler_config.json": {"shift": shift}},
-        depth={"transformer/config.json": {"n_layers": _TRANSFORMER["n_layers"]}},
+        depth={"transformer/config.json": {k: _TRANSFORMER[k] for k in ("n_layers", "n_refiner_layers")}},
         configs={
             "model_index.json": _MODEL_INDEX,
             "transformer/config.json": _TRANSFORMER,
