@@ -40,7 +40,11 @@ class ZImageAdapter:
 
         path = cfg.pretrained_model_name_or_path
         vae = AutoencoderKL.from_pretrained(
-            path, subfolder="vae", revision=cfg.revision, **dtype_kwarg("diffusers", torch.float32), use_safetensors=True
+            path,
+            subfolder="vae",
+            revision=cfg.revision,
+            **dtype_kwarg("diffusers", torch.float32),
+            use_safetensors=True,
         )
         pipe = ZImagePipeline.from_pretrained(
             path,
