@@ -1,10 +1,10 @@
-"""The zimage family (Z-Image and Z-Image-Turbo; also called ``z-image``): everything about it lives here."""
+"""The zimage family (Z-Image and Z-Image-Turbo; ``--family z-image`` is read as ``zimage``): everything about it lives here."""
 
 from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """Z-Image's :class:`~dit_lora.contract.spec.FamilySpec` (``name``: ``zimage`` or ``z-image``)."""
+    """Z-Image's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"zimage"``)."""
     # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
     from dit_lora.families.zimage.spec import zimage_spec
 
@@ -12,7 +12,8 @@ def make(name: str):
 
 
 ENTRY = FamilyEntry(
-    names=("zimage", "z-image"),
+    names=("zimage",),
+    aliases=("z-image",),
     factory=f"{__name__}:make",
     options=f"{__name__}.options:ZImageOptions",
     catalogue=f"{__name__}.catalogue",

@@ -127,7 +127,6 @@ def _entry(hub_id: str, title: str, shift: float, steps: int, guidance: float, n
     return Checkpoint(
         hub_id=hub_id,
         family="zimage",
-        also_families=("z-image",),
         title=title,
         # Turbo and base share every transformer value: the scheduler's shift tells them apart
         signature={"transformer/config.json": identity, "scheduler/scheduler_config.json": {"shift": shift}},

@@ -45,8 +45,7 @@ INFO = FamilyInfo(
 
 
 def zimage_spec(name: str = "zimage") -> FamilySpec:
-    """A new Z-Image spec (``name``: ``zimage`` or its alias ``z-image``): Turbo and base, and the tiny random
-    variants of the tests."""
+    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests."""
     encoders = ZImageEncoders()
     loss = ZImageLoss(encoders)
     buckets = ZImageBuckets()

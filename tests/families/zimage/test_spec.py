@@ -7,9 +7,9 @@ from dit_lora.families.zimage.spec import INFO, zimage_spec
 from dit_lora.registry import get_spec
 
 
-def test_the_registry_serves_the_spec_under_both_names():
+def test_the_registry_serves_the_spec():
     spec = get_spec("zimage")
-    assert spec.name == "zimage" and spec.info is INFO and get_spec("z-image").name == "z-image"
+    assert spec.name == "zimage" and spec.info is INFO
     assert INFO.pipeline_class_name == "ZImagePipeline" and INFO.text_encoder_label == "Qwen3"
     assert INFO.default_lora_layers == ("to_q", "to_k", "to_v", "to_out.0") and INFO.block_lists == ("layers",)
     assert INFO.gradient_checkpointing_default
