@@ -99,17 +99,10 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     )
 
 
-def _defaults_first() -> list[str]:
-    """Every family name, each entry's default (its first name) before its other names: an alias that sorts first
-    (``z-image`` before ``zimage``) never stands for the family a pipeline class implies."""
-    names = available()
-    return sorted(names, key=lambda name: entry_for(name).default != name)
-
-
 def family_for_pipeline(pipe) -> FamilySpec | None:
     """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
     names = {cls.__name__ for cls in type(pipe).__mro__}
-    for name in _defaults_first():
+    for name in available():
         spec = get_spec(name)
         if spec.info.pipeline_class_name in names:
             return spec
@@ -128,11 +121,10 @@ def family_for_model(model: ModelOptions) -> str:
         return entry.family
     read = config_reader(model)
     for name in available():
-        found = match(name, read)
-        if found is not None:
-            return found.family  # the entry's own family, not another name that also trains it
+        if match(name, read) is not None:
+            return name
     index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
-    for name in _defaults_first():
+    for name in available():
         if get_spec(name).info.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
             return name
     raise unsupported_model(str(model.pretrained_model_name_or_path), read)

@@ -132,9 +132,9 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
         family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model)
 
 
-def test_an_alias_that_sorts_first_never_stands_for_its_family(tmp_path):
-    """Z-Image registers ``zimage`` and the alias ``z-image`` (which sorts first): a folder of its catalogued configs,
-    or one only its pipeline class names, is the entry's own family, and so is a pipeline of that class."""
+def test_a_zimage_folder_or_pipeline_is_zimage_never_its_alias(tmp_path):
+    """Z-Image's alias ``z-image`` (which would sort first) is no family: a folder of its catalogued configs, one
+    only its pipeline class names, and a pipeline of that class are ``zimage``."""
     from dit_lora.catalogue import by_hub_id
     from dit_lora.config import TrainConfig
     from dit_lora.setup.family_inference import family_for_pipeline
