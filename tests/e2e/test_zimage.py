@@ -74,12 +74,12 @@ def _reloaded_within_quantization_error(model, model_dir: Path, out: Path, layer
     assert_quantization_error_only(trained, _output(pipe.transformer), base_q, base)
 
 
-def test_fp8_scaled_drill_then_swapped_blocks_killed_and_resumed_bitwise(tiny_zimage, four_shapes, tmp_path,
+def test_fp8_scaled_drill_then_swapped_offloaded_killed_and_resumed_bitwise(tiny_zimage, four_shapes, tmp_path,
                                                                          monkeypatch):
     """Three short runs: on an fp8_scaled base, a NaN batch at update 2 changes nothing and the adapter reloads
-    (reference); the same run with one of the two main layers swapped, killed mid-update 3 and resumed from
-    checkpoint-2, ends with the reference's adapter and losses bit for bit (the swap and the resume change no
-    value)."""
+    (reference); the same run with one of the two main layers swapped and the blocks' saved activations offloaded,
+    killed mid-update 3 and resumed from checkpoint-2, ends with the reference's adapter and losses bit for bit (the
+    swap, the offloading and the resume change no value)."""
     from dit_lora.training import drills as hooks
 
     opts = dict(family="zimage", quantize_base="fp8_scaled", mixed_precision="no", train_batch_size=2,
@@ -92,7 +92,7 @@ def test_fp8_scaled_drill_then_swapped_blocks_killed_and_resumed_bitwise(tiny_zi
     skipped_without_change(seen, 2)
     _reloaded_within_quantization_error(seen["model"], tiny_zimage, ref_out, "Fp8ScaledLinear")
 
-    swapped = dict(opts, blocks_to_swap=1)
+    swapped = dict(opts, blocks_to_swap=1, activation_offloading="true")
     monkeypatch.setenv(hooks.CRASH_VAR, "micro_batch:3")
     monkeypatch.setattr(hooks.os, "_exit", _die)
     with pytest.raises(_Killed):
@@ -102,6 +102,7 @@ def test_fp8_scaled_drill_then_swapped_blocks_killed_and_resumed_bitwise(tiny_zi
                                     **swapped)
     assert isinstance(resumed, dict), resumed
     assert resumed["steps_this_run"] == 2 and resumed["config"]["blocks_to_swap"] == 1
+    assert resumed["config"]["activation_offloading"] is True
     a, b = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (ref_out, out))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert resumed["loss_history"] == ref["loss_history"] and resumed["skipped_steps"] == ref["skipped_steps"]
