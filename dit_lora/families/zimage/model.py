@@ -48,10 +48,11 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     if resolution % stride == 0:
         return
     lower, upper = resolution // stride * stride, (resolution // stride + 1) * stride
+    patch = int((tr_cfg.get("all_patch_size") or [2])[0])
     raise UserError(
-        f"--resolution {resolution} is not divisible by {stride}: Z-Image's VAE downsamples 8x and its transformer "
-        f"takes 2x2 patches, and ZImagePipeline (which draws the validation and final samples) takes only sizes "
-        f"divisible by {stride}. Use {f'{lower} or {upper}' if lower else upper}."
+        f"--resolution {resolution} is not divisible by {stride}: this Z-Image's VAE downsamples {stride // patch}x "
+        f"and its transformer takes {patch}x{patch} patches, and ZImagePipeline (which draws the validation and "
+        f"final samples) takes only sizes divisible by {stride}. Use {f'{lower} or {upper}' if lower else upper}."
     )
 
 
