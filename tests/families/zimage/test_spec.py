@@ -20,3 +20,17 @@ def test_components_share_the_encoders():
     assert {caps.Encoders, caps.Samples, caps.MemoryPlan, caps.ImageBuckets, caps.Demo} <= set(spec.capabilities)
     assert spec.loss.encoders is spec.encoders and spec.samples.encoders is spec.encoders
     assert spec.plan.loss is spec.loss and spec.plan.buckets is spec.image_buckets
+
+
+def test_the_block_list_is_the_30_main_layers_of_the_published_model(tmp_path):
+    """What --blocks_to_swap swaps and FSDP2 shards one by one: the main layers (the published 30), alike."""
+    import json
+
+    from block_lists import assert_block_lists
+
+    from dit_lora.catalogue import by_hub_id
+
+    for file, config in by_hub_id("Tongyi-MAI/Z-Image").configs.items():
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / file).write_text(json.dumps(config))
+    assert_block_lists("zimage", tmp_path)
