@@ -50,6 +50,9 @@ class FamilyEntry:
     recipe: str = ""
     #: Its page under the documentation (a path from the repository root); None until it has one.
     docs: str | None = None
+    #: Other spellings of its default name that ``--family`` and ``family:`` accept (``z-image`` for ``zimage``):
+    #: each is read as the default name, never a family of its own (not listed, no spec, no catalogue entries).
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.names, str) or not self.names or not all(isinstance(n, str) and n for n in self.names):
@@ -63,6 +66,9 @@ class FamilyEntry:
                 raise ValueError(f"FamilyEntry.options names {unknown}, which are not among its names {self.names}")
             object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         object.__setattr__(self, "demo_configs", tuple(self.demo_configs))
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        if set(self.aliases) & set(self.names):
+            raise ValueError(f"FamilyEntry.aliases repeats one of its names: {self.aliases!r}")
 
     @property
     def default(self) -> str:
@@ -109,11 +115,13 @@ BUILT_IN = (
     "dit",
     "videollm",
     "wan",
+    "zimage",
 )
 
 _ENTRIES: list[FamilyEntry] = []
 _BY_NAME: dict[str, FamilyEntry] = {}
 _SPEC_CACHE: dict[str, FamilySpec] = {}  # each name's spec, built once
+_ALIASES: dict[str, str] = {}  # another spelling -> the family name it stands for
 #: callbacks told of each registration (the entry) and removal (None); see :func:`watch`
 _WATCHERS: list[Callable[[FamilyEntry | None], None]] = []
 _built_in_loaded = False
@@ -159,9 +167,9 @@ def register_family(entry: FamilyEntry) -> None:
 def _register(entry: FamilyEntry) -> None:
     if not isinstance(entry, FamilyEntry):
         raise TypeError(f"register_family takes a FamilyEntry, got {type(entry).__name__}")
-    taken = [name for name in entry.names if name in _BY_NAME]
+    taken = [name for name in (*entry.names, *entry.aliases) if name in _BY_NAME or name in _ALIASES]
     if taken:
-        owner = _BY_NAME[taken[0]]
+        owner = _BY_NAME.get(taken[0]) or _BY_NAME[_ALIASES[taken[0]]]
         raise ValueError(
             f"family name `{taken[0]}` is already registered (by the entry of {owner.recipe_script}, "
             f"factory {_describe(owner.factory)}); choose another name"
@@ -171,6 +179,7 @@ def _register(entry: FamilyEntry) -> None:
             _check(name, entry.build(name), entry)
     _ENTRIES.append(entry)
     _BY_NAME.update(dict.fromkeys(entry.names, entry))
+    _ALIASES.update(dict.fromkeys(entry.aliases, entry.default))
     try:
         for callback in list(_WATCHERS):
             callback(entry)
@@ -192,6 +201,8 @@ def _remove(entry: FamilyEntry) -> None:
     for name in entry.names:
         _BY_NAME.pop(name, None)
         _SPEC_CACHE.pop(name, None)
+    for alias in entry.aliases:
+        _ALIASES.pop(alias, None)
     for callback in list(_WATCHERS):
         callback(None)
 
@@ -234,6 +245,12 @@ def available() -> list[str]:
     return sorted(_BY_NAME)
 
 
+def canonical_name(name: str) -> str:
+    """The family name ``name`` stands for: an alias's family (``z-image`` -> ``zimage``), else ``name`` itself."""
+    _load_built_in()
+    return _ALIASES.get(name, name)
+
+
 def recipe_script(name: str) -> str:
     """``recipes/<...>_lora.py``, the script that trains the family ``name``."""
     return entry_for(name).recipe_script
@@ -261,6 +278,7 @@ __all__ = [
     "FamilyEntry",
     "Factory",
     "available",
+    "canonical_name",
     "entries",
     "entry_for",
     "get_family",

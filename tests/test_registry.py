@@ -196,3 +196,17 @@ def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, 
     from dit_lora.config.owners import all_option_names
 
     assert "num_classes" in all_option_names()  # the registry is whole again
+
+
+def test_an_alias_is_read_as_its_family_and_is_no_family_of_its_own():
+    """``FamilyEntry.aliases``: another spelling ``--family`` and ``family:`` accept (Z-Image's ``z-image``); it is
+    neither listed nor built, and registering a taken alias is refused."""
+    from dit_lora.config.option import RegisteredFamilies
+    from dit_lora.registry import FamilyEntry, available, canonical_name, register_family
+
+    assert canonical_name("z-image") == "zimage" and canonical_name("sana") == "sana"
+    assert "z-image" not in available() and RegisteredFamilies().canonical("z-image") == "zimage"
+    with pytest.raises(ValueError, match="`z-image` is already registered"):
+        register_family(FamilyEntry(names=("other",), factory="x:y", aliases=("z-image",)))
+    with pytest.raises(ValueError, match="repeats one of its names"):
+        FamilyEntry(names=("a",), factory="x:y", aliases=("a",))

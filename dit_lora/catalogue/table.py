@@ -11,7 +11,7 @@ from dit_lora.catalogue import Checkpoint, entries
 def _number(value) -> str:
     return (
         f"{value:.0e}".replace("e-0", "e-")
-        if isinstance(value, float) and value < 0.01
+        if isinstance(value, float) and 0 < abs(value) < 0.01  # 0.0 (a guidance scale) reads 0, not 0e+00
         else f"{value:g}"
         if isinstance(value, float)
         else str(value)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from dit_lora.registry import available
+from dit_lora.registry import available, canonical_name
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,10 @@ class RegisteredFamilies(Sequence):
 
     def _names(self) -> list[str]:
         return available()
+
+    def canonical(self, value: str) -> str:
+        """The family an alias stands for (``z-image`` -> ``zimage``); any other value as it is."""
+        return canonical_name(value)
 
     def __getitem__(self, index):
         return self._names()[index]

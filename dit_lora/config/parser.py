@@ -24,7 +24,7 @@ from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, get_spec, recipe_script
+from dit_lora.registry import available, canonical_name, get_spec, recipe_script
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def _yaml_values(
 def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
     """The family a YAML file names (``family:``), else the schema's default; and what chose it."""
     if isinstance(data.get("family"), str) and data["family"]:
-        return data["family"], f"`family:` in {path}"
+        return canonical_name(data["family"]), f"`family:` in {path}"
     return DEFAULT_FAMILY, "the default family"
 
 
@@ -425,9 +425,9 @@ def _family_of(argv: list[str]) -> tuple[str | None, str, str | None, dict | Non
         except UserError:
             data = None  # the parse reports the bad file
     if known.family is not None:
-        return str(coerce("family", known.family, "--family")), "--family", known.config, data
+        return str(coerce("family", canonical_name(known.family), "--family")), "--family", known.config, data
     if data is not None and isinstance(data.get("family"), str) and data["family"]:
-        return data["family"], f"`family:` in {Path(known.config)}", known.config, data
+        return canonical_name(data["family"]), f"`family:` in {Path(known.config)}", known.config, data
     return None, "", known.config, data
 
 

@@ -129,8 +129,9 @@ def coerce(name: str, value: Any, source: str) -> Any:
             check_value(name, number, source, raw=value)
             return number
         if tp is str:
-            value = str(value)
             choices = meta.get("choices")
+            # a choices object may read another spelling as its choice (--family's aliases: z-image -> zimage)
+            value = getattr(choices, "canonical", str)(str(value))
             if choices and value not in choices:
                 raise UserError(
                     f"`{name}` in {source} is `{value}`, which is not one of {', '.join(choices)}."

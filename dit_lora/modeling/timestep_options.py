@@ -1,6 +1,6 @@
 """Options shared by the diffusion families: the timestep density of flow-matching / logit-normal training.
 
-A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX and Wan
+A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX, Wan and Z-Image
 :class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); the image-to-video families
 :class:`ConditioningImageOptions`. A flag has one owner, so a group two families share lives here.
 """
@@ -50,8 +50,9 @@ class TimestepSamplingOptions(LogitNormalOptions):
 
     timestep_sampling: str = opt(
         "uniform",
-        "How training timesteps are drawn: `uniform` (the reference trainers: CogVideoX over 0..999; Wan over "
-        "the checkpoint's shifted flow-matching schedule, or the trained expert's part of it) or `logit_normal` "
+        "How training timesteps are drawn: `uniform` (the reference trainers: CogVideoX over 0..999; Wan and "
+        "Z-Image over the checkpoint's shifted flow-matching schedule, Wan A14B over the trained expert's part of "
+        "it) or `logit_normal` "
         "(--logit_mean/--logit_std; CogVideoX: fewer of the near-t=0 steps whose loss weight reaches ~1000x).",
         choices=("uniform", "logit_normal"),
         section="flow matching",

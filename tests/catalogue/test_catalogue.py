@@ -105,7 +105,8 @@ def test_every_published_config_builds_its_class_on_the_meta_device(entry):
             if "_class_name" in config:
                 model = _diffusers_class(config["_class_name"]).from_config(config)
                 if file.startswith("transformer"):
-                    blocks = getattr(model, "transformer_blocks", None) or getattr(model, "blocks", None)
+                    blocks = next(getattr(model, name) for name in ("transformer_blocks", "blocks", "layers")
+                                  if getattr(model, name, None) is not None)  # layers: Z-Image's main blocks
                     assert len(blocks) == 2
             else:
                 import transformers
@@ -140,7 +141,8 @@ def test_published_parameter_counts_are_the_model_names():
                 "THUDM/CogVideoX-2b": 1.7e9, "THUDM/CogVideoX-5b": 5.6e9,
                 # diffusers gives each of the 28 blocks its own class table and timestep MLP: 750M, not the
                 # paper's 675M (the Hub's fp32 transformer file is 3.0 GB)
-                "facebook/DiT-XL-2-256": 0.75e9}
+                "facebook/DiT-XL-2-256": 0.75e9,
+                "Tongyi-MAI/Z-Image": 6.15e9}  # "a 6B single-stream DiT": 6.15B in its model card
     for hub_id, count in expected.items():
         config = by_hub_id(hub_id).configs["transformer/config.json"]
         with init_empty_weights():

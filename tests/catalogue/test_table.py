@@ -29,6 +29,7 @@ def test_table_of_one_family():
 
 def test_numbers_are_written_short():
     assert table._number(1e-4) == "1e-4" and table._number(0.5) == "0.5" and table._number(3) == "3"
+    assert table._number(0.0) == "0"
 
 
 def test_json_round_trips_every_entry():

@@ -33,7 +33,7 @@ def test_the_split_moves_single_family_options_out_of_the_common_ones():
     assert {"num_classes", "first_frame_noise", "use_liger_kernel", "complex_human_instruction"}.isdisjoint(
         common_names())
     assert owners("num_classes") == ["dit"] and owners("first_frame_noise") == ["cogvideox_i2v"]
-    assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v"}
+    assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v", "zimage"}
     assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v"}  # one shared group, one meaning
     assert owners("wan_expert") == ["wan", "wan_i2v"]
     assert owners("weighting_scheme") == ["sana"] and owners("rank") == []

@@ -130,3 +130,24 @@ def test_family_for_model_reads_the_catalogue_then_the_configs(tmp_path):
     (tmp_path / "model_index.json").write_text('{"_class_name": "FluxPipeline"}')
     with pytest.raises(UserError, match=r"is a FluxPipeline \(model_index.json\), which no dit-lora family trains.*--family sana: SanaPipeline"):
         family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path)).model)
+
+
+def test_a_zimage_folder_or_pipeline_is_zimage_never_its_alias(tmp_path):
+    """Z-Image's alias ``z-image`` (which would sort first) is no family: a folder of its catalogued configs, one
+    only its pipeline class names, and a pipeline of that class are ``zimage``."""
+    from dit_lora.catalogue import by_hub_id
+    from dit_lora.config import TrainConfig
+    from dit_lora.setup.family_inference import family_for_pipeline
+
+    for file, config in by_hub_id("Tongyi-MAI/Z-Image-Turbo").configs.items():
+        (tmp_path / "copy" / file).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "copy" / file).write_text(json.dumps(config))
+    assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path / "copy")).model) == "zimage"
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "model_index.json").write_text('{"_class_name": "ZImagePipeline"}')
+    assert family_for_model(TrainConfig(pretrained_model_name_or_path=str(tmp_path / "bare")).model) == "zimage"
+
+    class ZImagePipeline:
+        pass
+
+    assert family_for_pipeline(ZImagePipeline()).name == "zimage"

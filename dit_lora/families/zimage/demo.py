@@ -1,0 +1,203 @@
+"""A tiny, randomly initialised ZImagePipeline built locally (no Hub access needed).
+
+The folder written by :func:`build_tiny_zimage_pipeline` has the layout of ``Tongyi-MAI/Z-Image-Turbo``:
+``model_index.json`` plus ``transformer`` (ZImageTransformer2DModel), ``text_encoder`` (Qwen3Model, the class the
+Hub's model_index names), ``tokenizer`` (a Qwen2-style byte-level BPE with Qwen3's chat template), ``vae`` (the
+FLUX.1 ``AutoencoderKL``, with its ``shift_factor``) and ``scheduler`` (FlowMatchEulerDiscreteScheduler, shift 3.0,
+no dynamic shifting). Only widths and depths shrink, so LoRA target names (``layers.0.attention.to_q`` ...) and
+the pipeline's prompt handling (chat template, second-to-last hidden state, variable caption length) are the real
+ones.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+
+#: bump when the configs, the init or the tokenizer change: builds with another version are rebuilt
+TINY_ZIMAGE_VERSION = 1
+_MARKER = "dit_lora_tiny.json"
+
+#: Qwen3's chat template, the part ZImagePipeline uses: one user turn, then the generation prompt; with
+#: ``enable_thinking`` false Qwen3 adds an empty think block (the pipeline passes true: nothing is added)
+QWEN3_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- endif %}"
+    "{%- endif %}"
+)
+#: Qwen3's special tokens the template and padding use (``<|endoftext|>`` pads, ``<|im_end|>`` ends a turn)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
+
+TINY_ZIMAGE_CONFIG: dict[str, Any] = {
+    "resolution": 64,
+    "transformer": {
+        "all_patch_size": [2],
+        "all_f_patch_size": [1],
+        "in_channels": 4,
+        "dim": 64,
+        "n_layers": 2,
+        "n_refiner_layers": 1,
+        "n_heads": 2,
+        "n_kv_heads": 2,
+        "norm_eps": 1e-5,
+        "qk_norm": True,
+        # != dim on purpose (the real 2560 -> 3840), so a caption-width bug cannot hide
+        "cap_feat_dim": 48,
+        "rope_theta": 256.0,
+        "t_scale": 1000.0,
+        "axes_dims": [8, 12, 12],  # sums to the head dim, 32
+        "axes_lens": [1536, 512, 512],
+    },
+    "vae": {
+        "in_channels": 3,
+        "out_channels": 3,
+        "down_block_types": ["DownEncoderBlock2D"] * 3,
+        "up_block_types": ["UpDecoderBlock2D"] * 3,
+        "block_out_channels": [8, 16, 16],  # 4x spatial compression
+        "layers_per_block": 1,
+        "latent_channels": 4,
+        "norm_num_groups": 4,
+        "sample_size": 64,
+        "use_quant_conv": False,
+        "use_post_quant_conv": False,
+        "mid_block_add_attention": True,
+    },
+    "text_encoder": {
+        "hidden_size": 48,  # == transformer cap_feat_dim
+        "intermediate_size": 96,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "max_position_embeddings": 1024,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": True,
+    },
+    # Z-Image-Turbo's scheduler (the base model's shifts 6.0)
+    "scheduler": {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False},
+}
+
+
+def get_tiny_zimage_config() -> dict[str, Any]:
+    """A deep copy of the tiny configs: ``resolution`` (pixels), ``transformer``, ``vae``, ``text_encoder``
+    (Qwen3Config kwargs; the vocabulary is filled in at build time) and ``scheduler``."""
+    return copy.deepcopy(TINY_ZIMAGE_CONFIG)
+
+
+def _corpus() -> list[str]:
+    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split() + ["user", "assistant"]
+    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+
+
+def build_tiny_qwen3_tokenizer():
+    """A Qwen2-style byte-level BPE tokenizer (Qwen3's class, special tokens and chat template), trained offline on
+    the demo's words; any other text still encodes, byte by byte."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import Qwen2TokenizerFast
+
+    backend = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    backend.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        min_frequency=1,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[],
+    )
+    words = _corpus()
+    backend.train_from_iterator([" ".join(words), *words], trainer=trainer)
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return Qwen2TokenizerFast(
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        chat_template=QWEN3_CHAT_TEMPLATE,
+        padding_side="right",
+        model_max_length=131072,
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def build_tiny_zimage_components(seed: int = 0) -> dict[str, Any]:
+    """The five ZImagePipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the
+    caller's torch RNG state is restored; each component seeded on its own)."""
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, ZImageTransformer2DModel
+    from transformers import Qwen3Config, Qwen3Model
+
+    config = get_tiny_zimage_config()
+    tokenizer = build_tiny_qwen3_tokenizer()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        transformer: Any = ZImageTransformer2DModel(**config["transformer"])
+        # diffusers zero-initialises nothing that matters here, but the pad tokens start at zero: give them values
+        # so a padding bug changes the output
+        torch.nn.init.normal_(transformer.x_pad_token, std=0.02)
+        torch.nn.init.normal_(transformer.cap_pad_token, std=0.02)
+        torch.manual_seed(seed * 1000 + 2)
+        vae: Any = AutoencoderKL(**config["vae"], scaling_factor=1.0, shift_factor=0.0)
+        vae.eval()
+        vae.register_to_config(**_latent_statistics(vae, config["resolution"]))
+        torch.manual_seed(seed * 1000 + 3)
+        te_cfg = dict(config["text_encoder"], vocab_size=-(-len(tokenizer) // 64) * 64)
+        text_encoder: torch.nn.Module = Qwen3Model(
+            Qwen3Config(**te_cfg, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        )
+    return {
+        "transformer": transformer.eval(),
+        "text_encoder": text_encoder.eval(),
+        "vae": vae,
+        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
+        "tokenizer": tokenizer,
+    }
+
+
+def _latent_statistics(vae, resolution: int) -> dict[str, float]:
+    """``shift_factor`` and ``scaling_factor`` as the FLUX.1 VAE defines them (mean and 1/std of its latents) on a
+    few demo images, so a random VAE's latents train at unit scale like the real one's."""
+    import random
+
+    from dit_lora.data.synthetic.shapes import render_shape_example
+
+    rng = random.Random(0)
+    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
+    pixels = torch.stack(
+        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+    )
+    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+    with torch.no_grad():
+        latents = vae.encode(pixels).latent_dist.mode()
+    return {
+        "shift_factor": float(f"{latents.mean().item():.4g}"),
+        "scaling_factor": float(f"{1.0 / latents.std().item():.4g}"),
+    }
+
+
+def build_tiny_zimage_pipeline(path: str | Path, seed: int = 0) -> Path:
+    """Write a random tiny ZImagePipeline to ``path`` (``save_pretrained``, safetensors, plus a marker) and return
+    it; idempotent for the same ``(seed, version)``, built in a temporary sibling and renamed into place."""
+    marker = {"kind": "zimage", "seed": seed, "version": TINY_ZIMAGE_VERSION}
+
+    def build(tmp: Path) -> None:
+        from diffusers import ZImagePipeline
+
+        pipe: Any = ZImagePipeline(**build_tiny_zimage_components(seed))
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)

@@ -1,0 +1,117 @@
+"""Z-Image's encoders: FLUX.1-VAE latents and Qwen3 caption embeddings through ZImagePipeline's own
+``encode_prompt`` (chat template, second-to-last hidden state, each caption cut to its own tokens), stored padded
+with their lengths so the cache and the batches keep one shape; and the run's text settings."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.zimage.state import run_state
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+
+#: ZImagePipeline's default ``max_sequence_length`` (the chat template's tokens count in it)
+DEFAULT_MAX_SEQUENCE_LENGTH = 512
+
+
+def max_sequence_length(cfg) -> int:
+    """``--max_sequence_length``, else ZImagePipeline's default."""
+    return cfg.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+
+
+def padded(embeds: list[torch.Tensor], length: int) -> dict[str, torch.Tensor]:
+    """The pipeline's variable-length caption embeddings as one ``prompt_embeds`` tensor ``(B, length, D)``, zero
+    past each caption, and ``prompt_lengths`` ``(B,)`` int64 on the host (the loss cuts each caption back to its
+    tokens from these host numbers, never reading the device)."""
+    out = embeds[0].new_zeros(len(embeds), length, embeds[0].shape[-1])
+    for row, embed in enumerate(embeds):
+        out[row, : embed.shape[0]] = embed
+    return {"prompt_embeds": out, "prompt_lengths": torch.tensor([e.shape[0] for e in embeds], dtype=torch.long)}
+
+
+def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
+    """Each caption's own tokens (views), as ``ZImagePipeline`` and the transformer take them."""
+    return [embeds[row, :n] for row, n in enumerate(lengths)]
+
+
+def latent_statistics(vae) -> tuple[float, float]:
+    """``(shift_factor, scaling_factor)`` of the FLUX.1 VAE config (0 and the scale when a VAE has no shift)."""
+    return float(vae.config.shift_factor or 0.0), float(vae.config.scaling_factor)
+
+
+class ZImageEncoders(DiffusionEncoders):
+    """``FamilySpec.encoders``: the cache's encoders, and (``PromptText``) how a run encodes captions."""
+
+    def text_settings(self, cfg) -> TextSettings:
+        """The run's caption length (template tokens included, as the pipeline counts them)."""
+        return TextSettings(max_sequence_length=max_sequence_length(cfg))
+
+    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
+        return {
+            "family": "zimage",
+            "model": os.path.abspath(cfg.pretrained_model_name_or_path)
+            if is_local(cfg.pretrained_model_name_or_path)
+            else cfg.pretrained_model_name_or_path,
+            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "text_dtype": cfg.mixed_precision,
+            "max_sequence_length": max_sequence_length(cfg),
+            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+        }
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Pixels through the VAE (fp32): the posterior's mode, then ``(z - shift_factor) * scaling_factor`` as
+        diffusers' Z-Image trainer does and ZImagePipeline undoes before decoding."""
+        vae = comps.encoders["vae"]
+        shift, scale = latent_statistics(vae)
+        with torch.no_grad():
+            latents = vae.encode(pixel_values.to(vae.device, vae.dtype)).latent_dist.mode()
+        return ((latents.float() - shift) * scale).float()
+
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Captions through ZImagePipeline's own ``encode_prompt`` (the empty caption as the negative), padded to
+        the run's caption length with their lengths."""
+        from diffusers import ZImagePipeline  # slow import: only when captions are encoded
+
+        text = comps.state.text if comps.state is not None else None
+        length = text.max_sequence_length if text else DEFAULT_MAX_SEQUENCE_LENGTH
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        pipe: Any = ZImagePipeline(
+            scheduler=None,
+            vae=None,
+            text_encoder=comps.encoders["text_encoder"],
+            tokenizer=comps.encoders["tokenizer"],
+            transformer=None,
+        )
+        with torch.no_grad():
+            embeds, negative = pipe.encode_prompt(
+                list(captions),
+                device=comps.encoders["text_encoder"].device,
+                do_classifier_free_guidance=with_negative,
+                max_sequence_length=length,
+            )
+        out = padded(embeds, length)
+        if with_negative:
+            neg = padded(negative, length)
+            out.update(negative_prompt_embeds=neg["prompt_embeds"], negative_prompt_lengths=neg["prompt_lengths"])
+        return out
+
+
+class ZImageSetup(DiffusionSetup):
+    """``FamilySpec.setup``: the run's text settings recorded in its :class:`ZImageRun` once the components load."""
+
+    def __init__(self, encoders: ZImageEncoders) -> None:
+        self.encoders = encoders
+
+    def configure(self, comps: Components, cfg) -> None:
+        """Record the run's :class:`TextSettings` (what :meth:`ZImageEncoders.encode_prompts` encodes with)."""
+        run_state(comps).text = self.encoders.text_settings(cfg)

@@ -1,0 +1,94 @@
+"""Z-Image's loss: rectified flow on the checkpoint's shifted schedule, in Z-Image's own conventions.
+
+``x_t = (1 - sigma) x0 + sigma eps`` with sigma drawn from the scheduler's table (``--timestep_sampling``: uniform,
+as diffusers' ``train_dreambooth_lora_z_image.py`` with ``--weighting_scheme none``). ZImageTransformer2DModel
+counts time the other way: it takes ``t = (1000 - timestep) / 1000 = 1 - sigma`` (1 is clean) and predicts
+``x0 - eps``, the negated velocity (``ZImagePipeline.__call__`` negates the output before the Euler step). The
+target is therefore ``x0 - eps`` (musubi-tuner's ``latents - noise``; diffusers negates the prediction and compares
+with ``eps - x0``: the same squared error). Latents go in as a list of ``(C, 1, H, W)`` and captions as a list of
+each caption's own tokens, cut with host-side lengths (no device read).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.zimage.encoders import unpadded
+from dit_lora.families.zimage.state import tables
+from dit_lora.modeling.flow_matching import noisy_latents, sample_indices
+
+#: ZImagePipeline: ``timestep = (1000 - t) / 1000``
+TIME_SCALE = 1000.0
+
+
+def transformer_time(timesteps: torch.Tensor) -> torch.Tensor:
+    """The scheduler's timesteps (1000 = pure noise) as ZImageTransformer2DModel takes them (1 = clean)."""
+    return (TIME_SCALE - timesteps) / TIME_SCALE
+
+
+def zimage_target(latents: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """What the transformer predicts: ``x0 - eps`` (the negated flow velocity)."""
+    return latents - noise
+
+
+def predict(model: torch.nn.Module, noisy: torch.Tensor, time: torch.Tensor, captions: list[torch.Tensor]):
+    """The transformer's output for ``(B, C, H, W)`` latents, as ``(B, C, H, W)``."""
+    out = model(list(noisy.unsqueeze(2).unbind(0)), time, captions, return_dict=False)[0]
+    return torch.stack(out, dim=0).squeeze(2)
+
+
+def caption_lengths(batch: dict[str, Any]) -> list[int]:
+    """The host-side caption lengths of a prepared batch (a planned batch has none: every caption is full)."""
+    lengths = batch.get("caption_lengths")
+    if lengths is None:
+        embeds = batch["prompt_embeds"]
+        return [embeds.shape[1]] * embeds.shape[0]
+    return list(lengths)
+
+
+class ZImageLoss(DiffusionLoss):
+    """``FamilySpec.loss``: cached or encoded batches with their caption lengths read on the host, and the MSE of
+    the transformer's ``x0 - eps`` prediction in fp32."""
+
+    def prepare_batch(self, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
+        """The diffusion base's batch, plus ``caption_lengths`` (ints) from the host copy of ``prompt_lengths``."""
+        # Cached: the loader's host tensor, read before it moves (on a CPU the move returns the same tensor, then
+        # the device's). Encoded now: encode_prompts made it on the host.
+        lengths = [int(n) for n in batch["prompt_lengths"].tolist()] if cached else None
+        out = super().prepare_batch(comps, batch, device, cached)
+        out["caption_lengths"] = lengths if lengths is not None else [int(n) for n in out["prompt_lengths"].tolist()]
+        return out
+
+    def draw(
+        self, comps: Components, latents: torch.Tensor, generator: torch.Generator, cfg: TrainConfig
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(noise, sigmas [B], timesteps [B])``: noise first, then one schedule entry per sample, on the device."""
+        sigma_table, timestep_table = tables(comps, latents.device)
+        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
+        opts = cfg.family_options
+        indices = sample_indices(
+            opts.timestep_sampling,
+            latents.shape[0],
+            sigma_table.shape[0],
+            logit_mean=opts.logit_mean,
+            logit_std=opts.logit_std,
+            device=latents.device,
+            generator=generator,
+        )
+        return noise, sigma_table[indices].to(latents.dtype), timestep_table[indices]
+
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
+        """The squared error of the transformer's ``x0 - eps`` at a drawn sigma, averaged in fp32."""
+        latents = batch["latents"]
+        noise, sigmas, timesteps = self.draw(comps, latents, generator, cfg)
+        noisy = noisy_latents(latents, noise, sigmas)
+        captions = unpadded(batch["prompt_embeds"], caption_lengths(batch))
+        pred = predict(model, noisy, transformer_time(timesteps), captions)
+        return ((pred.float() - zimage_target(latents, noise).float()) ** 2).mean()

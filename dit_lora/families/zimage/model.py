@@ -1,0 +1,202 @@
+"""Z-Image's model component and what is read from its small config files before anything loads: the config
+checks, the resolutions it takes, its defaults, its precision policy, the distilled-checkpoint note, its
+aspect-ratio buckets, and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.catalogue import match
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPrecision
+from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
+from dit_lora.families.zimage.state import ZImageRun
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+    stored_dtype,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+#: the repo id the folder checks suggest
+EXAMPLE_REPO = "Tongyi-MAI/Z-Image"
+
+
+def latent_stride(tr_cfg: dict, vae_cfg: dict) -> int:
+    """Pixels per transformer token side: the VAE's downsampling x the patch size (8 x 2 = 16 for Z-Image).
+
+    ZImagePipeline also requires sizes divisible by ``vae_scale_factor * 2``, the same number."""
+    vae = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
+    return vae * int((tr_cfg.get("all_patch_size") or [2])[0])
+
+
+def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
+    """Refuse a ``--resolution`` the transformer or ZImagePipeline cannot take, naming the nearest sizes."""
+    stride = latent_stride(tr_cfg, vae_cfg)
+    if resolution % stride == 0:
+        return
+    lower, upper = resolution // stride * stride, (resolution // stride + 1) * stride
+    patch = int((tr_cfg.get("all_patch_size") or [2])[0])
+    raise UserError(
+        f"--resolution {resolution} is not divisible by {stride}: this Z-Image's VAE downsamples {stride // patch}x "
+        f"and its transformer takes {patch}x{patch} patches, and ZImagePipeline (which draws the validation and "
+        f"final samples) takes only sizes divisible by {stride}. Use {f'{lower} or {upper}' if lower else upper}."
+    )
+
+
+class ZImageModel(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then transformer, VAE, Qwen3 and tokenizer loaded."""
+
+    def validate_config(self, cfg) -> None:
+        """A diffusers Z-Image folder of safetensors whose tokenizer can load, at a resolution the model takes."""
+        check_pipeline_folder(cfg.model, "Z-Image", EXAMPLE_REPO, "transformer/, vae/, text_encoder/")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Z-Image")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        vae_cfg = read_component_config(cfg.model, "vae")
+        if vae_cfg is not None:
+            check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """Transformer and Qwen3 in the run's weight dtype, the VAE in fp32, all frozen on ``device``; the
+        checkpoint's scheduler config and the training tables in the run's :class:`ZImageRun`."""
+        from diffusers import AutoencoderKL, ZImageTransformer2DModel  # heavy: only when a run loads
+        from transformers import AutoModel, AutoTokenizer
+
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle
+        try:
+            with quantize.diffusers_loading(cfg):
+                transformer = load_transformer(
+                    ZImageTransformer2DModel,
+                    cfg.model,
+                    "transformer",
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+            # fp32: the latents are cached once, and a bf16 encode would lose what the fp32 load keeps
+            vae = AutoencoderKL.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            )
+            # ZImagePipeline's model_index names Qwen3Model (the hidden states, no LM head): AutoModel loads it
+            text_encoder = AutoModel.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("Z-Image", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+        quantize.after_loading(cfg.model, transformer, ZImagePrecision().quantize_skip_modules(cfg), device)
+        quantize.keep_4bit_layout(transformer, text_encoder)
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        scheduler = training_scheduler(scheduler_cfg)
+        return Components(
+            model=transformer,
+            scheduler=scheduler,
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            state=ZImageRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device)),
+        )
+
+
+class ZImagePrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """Transformer and Qwen3 in the run's weight dtype; the VAE in fp32."""
+        weight = cfg.weight_dtype
+        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
+
+    def quantize_skip_modules(self, cfg) -> list[str]:
+        """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
+        timestep and caption embedders are precision sensitive) and the per-patch in/out projections."""
+        return ["t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer"]
+
+
+def is_turbo(cfg) -> bool:
+    """Whether the model is the step-distilled Z-Image-Turbo (its catalogue entry, or its name)."""
+    entry = match("zimage", config_reader(cfg.model), stored_dtype(cfg.model))
+    if entry is not None:
+        return "Turbo" in entry.hub_id
+    return "turbo" in str(cfg.pretrained_model_name_or_path).lower()
+
+
+class ZImageNotes(DiffusionNotes):
+    """``FamilySpec.notes``: training the step-distilled Turbo is said, with what the other trainers do."""
+
+    def start_notes(self, cfg) -> list[str]:
+        """A warning when the model is Z-Image-Turbo (8-step distilled, no CFG)."""
+        if not cfg.pretrained_model_name_or_path or not is_turbo(cfg):
+            return []
+        return [
+            "this is Z-Image-Turbo, a step-distilled model: a LoRA trained on it directly drifts the distillation "
+            "(users report washed-out or generic samples after a few thousand steps, musubi-tuner issue 771). "
+            "Prefer the base model, Tongyi-MAI/Z-Image (same architecture; its LoRAs also load on Turbo), or a "
+            "de-distilled copy (ostris/Z-Image-De-Turbo, a ComfyUI single file: --transformer_file); dit-lora does "
+            "not merge ostris' training adapter. Keep runs short and validate at 8 steps, guidance 0"
+        ]
+
+
+class ZImageDefaults:
+    """``FamilySpec.defaults``: what an uncatalogued Z-Image model's configs imply."""
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """The VAE's ``sample_size`` as the resolution (1024 for the FLUX.1 VAE the releases ship)."""
+        vae_cfg = read_component_config(cfg.model, "vae")
+        if not (vae_cfg and vae_cfg.get("sample_size")):
+            return {}
+        return {"resolution": (int(vae_cfg["sample_size"]), "the VAE's sample_size")}
+
+
+class ZImageBuckets:
+    """``FamilySpec.image_buckets``: any aspect ratio, in the latent stride."""
+
+    def bucket_stride(self, cfg) -> int:
+        """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
+        named = bool(cfg.pretrained_model_name_or_path)
+        tr_cfg = read_component_config(cfg.model, "transformer") if named else None
+        vae_cfg = read_component_config(cfg.model, "vae") if named else None
+        return latent_stride(tr_cfg or {}, vae_cfg or {})
+
+    def square_only(self, cfg) -> str | None:
+        """Never: the transformer patchifies any grid and its 3-axis RoPE positions follow it."""
+        return None
+
+
+class ZImageDemo:
+    """``FamilySpec.demo``: the tiny random Z-Image pipeline (``demo.py``) and the shapes data set."""
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
+        tiny = tiny_zimage.get_tiny_zimage_config()
+        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.resolution)
+        tiny_zimage.build_tiny_zimage_pipeline(cfg.pretrained_model_name_or_path, seed=0)
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+            print(
+                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+            )
+        elif cfg.train_data_dir:
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)

@@ -1,0 +1,70 @@
+"""Z-Image (diffusers ``ZImageTransformer2DModel`` / ``ZImagePipeline``): its
+:class:`~dit_lora.contract.spec.FamilySpec`.
+
+The components live beside this file, one module each: ``model.py`` (checks, loading, precision, defaults, notes,
+buckets, demo), ``encoders.py`` (FLUX.1 VAE and Qwen3, the run's text settings), ``loss.py`` (rectified flow in
+Z-Image's time and sign conventions), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model
+card), ``comfyui.py`` (ComfyUI's key names); what a run decides is its ``ZImageRun`` (``state.py``). Precision:
+transformer and Qwen3 in bf16, the VAE in fp32. No fused kernels: Z-Image's blocks match no patched block
+(its attention runs its own processor with RoPE and QK RMSNorm).
+"""
+
+from __future__ import annotations
+
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
+from dit_lora.families.zimage.adapter import ZImageAdapter, ZImageCard
+from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
+from dit_lora.families.zimage.loss import ZImageLoss
+from dit_lora.families.zimage.model import (
+    ZImageBuckets,
+    ZImageDefaults,
+    ZImageDemo,
+    ZImageModel,
+    ZImageNotes,
+    ZImagePrecision,
+)
+from dit_lora.families.zimage.plan import ZImagePlan
+from dit_lora.families.zimage.samples import ZImageSamples
+
+#: what the model card, the loader, --blocks_to_swap and FSDP2 say about Z-Image
+INFO = FamilyInfo(
+    pipeline_class_name="ZImagePipeline",
+    card_tags=("text-to-image", "diffusers", "z-image", "diffusers-training"),
+    pipeline_tag="text-to-image",
+    default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
+    text_encoder_label="Qwen3",
+    # diffusers' README_z_image.md trains with --gradient_checkpointing: at 1024 px the 6B model's activations
+    # without it exceed an 80 GB GPU (`dit-lora plan`)
+    gradient_checkpointing_default=True,
+    # The 30 main layers hold 30/34 of the blocks; the two refiner stacks (2 + 2 blocks, run once each before the
+    # main layers, on the image and caption tokens alone) stay resident: swapping them saves little and they run
+    # on shorter sequences.
+    block_lists=("layers",),
+)
+
+
+def zimage_spec(name: str = "zimage") -> FamilySpec:
+    """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests."""
+    encoders = ZImageEncoders()
+    loss = ZImageLoss(encoders)
+    buckets = ZImageBuckets()
+    return FamilySpec(
+        name=name,
+        info=INFO,
+        model=ZImageModel(INFO),
+        data=DiffusionData(),
+        loss=loss,
+        adapter=ZImageAdapter(INFO),
+        encoders=encoders,
+        captions=DiffusionCaptions(),
+        image_buckets=buckets,
+        samples=ZImageSamples(encoders),
+        plan=ZImagePlan(encoders, loss, buckets),
+        card=ZImageCard(),
+        defaults=ZImageDefaults(),
+        notes=ZImageNotes(),
+        setup=ZImageSetup(encoders),
+        precision=ZImagePrecision(),
+        demo=ZImageDemo(),
+    )
