@@ -109,6 +109,7 @@ BUILT_IN = (
     "dit",
     "videollm",
     "wan",
+    "flux2",
 )
 
 _ENTRIES: list[FamilyEntry] = []

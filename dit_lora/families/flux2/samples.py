@@ -1,0 +1,73 @@
+"""FLUX.2's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's sampler
+with the pipeline's own dynamic ``mu``) and from the stock pipeline with the saved adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.flux2.encoders import max_sequence_length, out_layers, pipeline_class, text_depth
+from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
+
+
+def inference_scheduler(comps: Components):
+    """The checkpoint's ``FlowMatchEulerDiscreteScheduler`` (the pipelines compute ``mu`` from the image size and
+    step count: ``compute_empirical_mu``), else the training one."""
+    from diffusers import FlowMatchEulerDiscreteScheduler  # slow: only at validation
+
+    config = run_state(comps).scheduler_config
+    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
+
+
+def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, Any]:
+    """What both pipelines are called with: the run's size, steps and guidance."""
+    return {
+        "height": cfg.resolution,
+        "width": cfg.resolution,
+        "num_images_per_prompt": num_images,
+        "num_inference_steps": cfg.validation_inference_steps,
+        "guidance_scale": cfg.validation_guidance_scale,
+        "generator": generator,
+        "output_type": "pil",
+    }
+
+
+class Flux2Samples(DiffusionSamples):
+    """``FamilySpec.samples``: ``Flux2Pipeline`` / ``Flux2KleinPipeline`` at ``--resolution``."""
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+        """Images from the in-memory transformer and the validation prompt's embeddings (VAE moved in to decode);
+        klein gets the empty caption's embedding as its CFG negative."""
+        state = run_state(comps)
+        device = next(model.parameters()).device
+        with vae_on(comps, device) as vae:
+            # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+            pipe: Any = pipeline_class(state.pipeline_class)(
+                scheduler=inference_scheduler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
+            )
+            pipe.set_progress_bar_config(disable=True)
+            extra = {}
+            if state.pipeline_class == KLEIN_PIPELINE:
+                extra["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                return pipe(
+                    prompt_embeds=cond["prompt_embeds"],
+                    **extra,
+                    **call_kwargs(cfg, cfg.num_validation_images, generator),
+                ).images
+
+    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+        """Images from the reloaded pipeline, its captions encoded as training encoded them."""
+        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
+        layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))
+        with torch.no_grad():
+            return pipe(
+                prompt=prompt,
+                max_sequence_length=max_sequence_length(cfg),
+                text_encoder_out_layers=layers,
+                **call_kwargs(cfg, num_images, generator),
+            ).images
