@@ -42,27 +42,23 @@ class Flux2Adapter:
         return Path(output_dir) / self.info.adapter_weight_name
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """The folder's stock pipeline (VAE in fp32) with the saved adapter loaded by diffusers.
+        """The folder's stock pipeline in the run's weight dtype (its VAE too, as diffusers' examples load it: the
+        pipeline decodes in the transformer's dtype) with the saved adapter loaded by diffusers.
 
         The tokenizer is passed in as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``,
         which needs torchvision for images the pipeline's prompts never carry; its text half is the same tokenizer.
         """
-        from diffusers import AutoencoderKLFlux2  # heavy: only for the final samples
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # heavy: only for the final samples
 
         path = cfg.pretrained_model_name_or_path
-        common = {"revision": cfg.revision, "use_safetensors": True}
-        vae = AutoencoderKLFlux2.from_pretrained(
-            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-        )
         tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
         pipe = pipeline_class(folder_pipeline(cfg.model)).from_pretrained(
             path,
-            vae=vae,
             tokenizer=tokenizer,
+            revision=cfg.revision,
             variant=cfg.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
-            **common,
+            use_safetensors=True,
         )
         attach_adapter(None, pipe, adapter_dir)  # FLUX.2 fits no consumer before the adapter loads
         pipe.set_progress_bar_config(disable=True)
@@ -80,7 +76,7 @@ class Flux2Card:
             f"from diffusers import {cls}\n\n"
             f'pipe = {cls}.from_pretrained("{cfg.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
             f'pipe.load_lora_weights("{repo_or_dir}")\n'
-            "pipe.enable_model_cpu_offload()\n"
+            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")  # or pipe.enable_model_cpu_offload()\n'
             f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
             f"    height={cfg.resolution}, width={cfg.resolution},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"

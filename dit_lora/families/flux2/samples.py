@@ -10,6 +10,8 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.flux2.encoders import max_sequence_length, out_layers, pipeline_class, text_depth
+from dit_lora.families.flux2.loss import unpack
+from dit_lora.families.flux2.model import LATENT_STRIDE
 from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
 
 
@@ -35,6 +37,21 @@ def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, A
     }
 
 
+def decode(pipe, vae, packed: torch.Tensor, height: int, width: int) -> list:
+    """The pipeline's own decode of its packed latents (``output_type="latent"``), with the VAE in its own dtype.
+
+    ``Flux2Pipeline`` hands the VAE latents in the transformer's dtype, which a run's fp32 VAE (it encodes the
+    training images in fp32) refuses under bf16; the steps are the pipeline's: unpack, undo the batch-norm
+    normalisation, unpatchify, decode, postprocess.
+    """
+    grid = unpack(packed, height // LATENT_STRIDE, width // LATENT_STRIDE).to(vae.dtype)
+    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(grid.device, grid.dtype)
+    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(grid.device, grid.dtype)
+    latents = pipe._unpatchify_latents(grid * std + mean)
+    image = vae.decode(latents, return_dict=False)[0]
+    return pipe.image_processor.postprocess(image, output_type="pil")
+
+
 class Flux2Samples(DiffusionSamples):
     """``FamilySpec.samples``: ``Flux2Pipeline`` / ``Flux2KleinPipeline`` at ``--resolution``."""
 
@@ -54,11 +71,12 @@ class Flux2Samples(DiffusionSamples):
                 extra["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():
-                return pipe(
+                packed = pipe(
                     prompt_embeds=cond["prompt_embeds"],
                     **extra,
-                    **call_kwargs(cfg, cfg.num_validation_images, generator),
+                    **{**call_kwargs(cfg, cfg.num_validation_images, generator), "output_type": "latent"},
                 ).images
+                return decode(pipe, vae, packed, cfg.resolution, cfg.resolution)
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""
