@@ -173,3 +173,60 @@ def test_klein_on_a_quantized_base_skips_the_nan_and_reloads_unquantized(klein, 
     base_unq = _run(pipe.transformer, inputs)
     pipe.load_lora_weights(out)
     assert_quantization_error_only(trained_q, _run(pipe.transformer, inputs), base_q, base_unq)
+
+
+def test_klein_base_4b_layout_is_found_trained_and_reloaded(tmp_path):
+    """The Hub layout of FLUX.2-klein-base-4B (tests/support/flux2_layout.py: real widths, one double and one single
+    block): ``python -m dit_lora train`` without --family finds the family from the folder, gets the catalogue's
+    defaults, plans its memory, trains one step; the adapter reloads into the stock pipeline with every module live.
+    The CPU cannot train 1024 px at 3072 wide in a test: the size, caption length and accumulation are the only extra
+    flags."""
+    from diffusers import Flux2KleinPipeline
+    from flux2_layout import klein_pipeline
+    from warm import run_script
+
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
+
+    model = klein_pipeline(tmp_path / "models")
+    data = make_shapes_dataset(tmp_path / "data", n=2, size=64, seed=0)
+    out = tmp_path / "out"
+    args = ["train", "--pretrained_model_name_or_path", model, "--train_data_dir", data, "--output_dir", out,
+            "--max_train_steps", "1", "--report_to", "none", "--mixed_precision", "no", "--resolution", "64",
+            "--max_sequence_length", "16", "--gradient_accumulation_steps", "1", "--skip_doctor", "true"]
+    proc = run_script(ROOT / "dit_lora" / "__main__.py", args, timeout=600, warm=True)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    text = " ".join(proc.stdout.split())
+    assert "has the published config of black-forest-labs/FLUX.2-klein-base-4B" in text
+    assert "except num_layers 1 (published: 5), num_single_layers 1 (published: 20)" in text
+    assert "memory plan: predicted peak" in text
+    summary = read_summary(out)
+    assert summary["config"]["family"] == "flux2" and summary["status"] == "completed"
+    assert summary["defaults"]["applied"] == {"rank": 4, "lora_alpha": 4, "learning_rate": 1e-4, "train_batch_size": 1,
+                                              "validation_inference_steps": 50, "validation_guidance_scale": 4.0}
+    pipe = Flux2KleinPipeline.from_pretrained(model, torch_dtype=torch.bfloat16)
+    pipe.load_lora_weights(out)
+    saved = load_file(str(out / ADAPTER))
+    live = _lora_modules(pipe.transformer)
+    assert 2 * len(live) == len(saved) == 2 * 6  # to_q/k/v/out.0 of the double block, the single block's two
+    assert all(m.scaling[m.active_adapters[0]] == 1.0 for m in live.values())
+
+
+def test_dev_layout_is_the_dev_family_and_plans_both_block_lists(tmp_path):
+    """FLUX.2 [dev]'s published configs alone (its 32B transformer cannot be built on a CPU): the folder is found as
+    flux2 and its catalogue entry; the planner builds it on the meta device a unit at a time (1 double + 6 single
+    blocks), with Mistral-3 as its text encoder."""
+    from flux2_layout import DEV, dev_configs
+
+    from dit_lora.catalogue import match
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_family
+    from dit_lora.setup.family_inference import family_for_model
+
+    folder = dev_configs(tmp_path)
+    cfg = TrainConfig.for_family("flux2", pretrained_model_name_or_path=str(folder), train_data_dir="unused")
+    assert family_for_model(cfg.model) == "flux2" and match("flux2", config_reader(cfg.model)).hub_id == DEV
+    comps = get_family("flux2").plan.plan_components(cfg, config_reader(cfg.model), depth=2)
+    assert len(comps.model.transformer_blocks) == 2 and len(comps.model.single_transformer_blocks) == 12
+    assert comps.model.config.guidance_embeds and comps.state.out_layers == (10, 20, 30)
+    assert type(comps.encoders["text_encoder"]).__name__ == "Mistral3ForConditionalGeneration"
