@@ -209,14 +209,13 @@ def _text_encoder(variant: str, config: dict[str, Any], tokenizer) -> torch.nn.M
         return Qwen3ForCausalLM(Qwen3Config(**config, vocab_size=vocab, pad_token_id=pad, eos_token_id=pad))
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in ("<s>", "</s>", "<pad>", "[IMG]")}
     text = dict(config["text_config"], vocab_size=vocab, bos_token_id=ids["<s>"], eos_token_id=ids["</s>"])
+    special = {"bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]}
     mistral = Mistral3Config(
         text_config=dict(text, pad_token_id=ids["<pad>"]),
         vision_config=config["vision_config"],
         image_token_index=ids["[IMG]"],
         vision_feature_layer=-1,
-        bos_token_id=ids["<s>"],
-        eos_token_id=ids["</s>"],
-        pad_token_id=ids["<pad>"],
+        **special,  # PretrainedConfig keywords Mistral3Config's signature does not list
     )
     return Mistral3ForConditionalGeneration(mistral)
 
@@ -252,7 +251,8 @@ def build_tiny_flux2_components(variant: str = "dev", seed: int = 0) -> dict[str
         torch.manual_seed(seed * 1000 + 1)
         transformer: Any = Flux2Transformer2DModel(**config["transformer"])  # Any: diffusers' dummy placeholders
         torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderKLFlux2(**config["vae"]).eval()
+        vae: Any = AutoencoderKLFlux2(**config["vae"])
+        vae.eval()
         set_latent_statistics(vae, config["resolution"], seed)
         torch.manual_seed(seed * 1000 + 3)
         text_encoder = _text_encoder(variant, config["text_encoder"], tokenizer)

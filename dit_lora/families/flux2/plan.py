@@ -9,6 +9,7 @@ with its share of single blocks (dev: 8 double, 48 single, so 1 + 6; klein 4B: 5
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -73,5 +74,6 @@ class Flux2Plan(DiffusionPlan):
         """Caption embeddings at the run's text length and the transformer's ``joint_attention_dim``, as empty
         tensors (the text ids are built per step)."""
         length = comps.state.text.max_sequence_length
-        width = comps.model.config.joint_attention_dim
+        model: Any = comps.model  # the Flux2Transformer2DModel plan_components built
+        width = int(model.config.joint_attention_dim)
         return {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}

@@ -4,7 +4,7 @@ klein models): its :class:`~dit_lora.contract.spec.FamilySpec`.
 The components live beside this file, one module each: ``model.py`` (which pipeline the folder is, checks, loading,
 precision, buckets, demo), ``encoders.py`` (the VAE's normalised patchified latents, the stacked text-encoder
 layers), ``loss.py`` (rectified flow with the dynamic shift and dev's guidance embedding), ``samples.py``, ``plan.py``,
-``adapter.py`` (saving, loading back, the model card); what a run decides is its ``Flux2Run`` (``state.py``).
+``adapter.py`` (saving, loading back, the model card), ``comfyui.py`` (the ComfyUI-named export); what a run decides is its ``Flux2Run`` (``state.py``).
 Precision: transformer and text encoder in bf16, the VAE in fp32.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData, DiffusionNotes
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
+from dit_lora.families.flux2.comfyui import Flux2Exports
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
 from dit_lora.families.flux2.loss import Flux2Loss
 from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Precision
@@ -50,6 +51,7 @@ def flux2_spec() -> FamilySpec:
         samples=Flux2Samples(encoders),
         plan=Flux2Plan(encoders, loss, buckets),
         card=Flux2Card(),
+        exports=Flux2Exports(),
         defaults=Flux2Defaults(),
         notes=DiffusionNotes(),
         setup=Flux2Setup(encoders),
