@@ -37,18 +37,20 @@ def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, A
     }
 
 
-def decode(pipe, vae, packed: torch.Tensor, height: int, width: int) -> list:
-    """The pipeline's own decode of its packed latents (``output_type="latent"``), with the VAE in its own dtype.
+def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
+    """The pipeline's own decode of its ``output_type="latent"`` output, with the VAE in its own dtype.
 
-    ``Flux2Pipeline`` hands the VAE latents in the transformer's dtype, which a run's fp32 VAE (it encodes the
-    training images in fp32) refuses under bf16; the steps are the pipeline's: unpack, undo the batch-norm
-    normalisation, unpatchify, decode, postprocess.
+    Both pipelines hand the VAE latents in the transformer's dtype, which a run's fp32 VAE (it encodes the training
+    images in fp32) refuses under bf16. ``Flux2Pipeline`` returns the packed tokens (``(B, H*W, C)``): unpack, undo
+    the batch-norm normalisation and unpatchify as it does; ``Flux2KleinPipeline`` has done that already
+    (``(B, C, H, W)``). Then decode and postprocess.
     """
-    grid = unpack(packed, height // LATENT_STRIDE, width // LATENT_STRIDE).to(vae.dtype)
-    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(grid.device, grid.dtype)
-    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(grid.device, grid.dtype)
-    latents = pipe._unpatchify_latents(grid * std + mean)
-    image = vae.decode(latents, return_dict=False)[0]
+    if latents.ndim == 3:
+        grid = unpack(latents, height // LATENT_STRIDE, width // LATENT_STRIDE).to(vae.dtype)
+        mean = vae.bn.running_mean.view(1, -1, 1, 1).to(grid.device, grid.dtype)
+        std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(grid.device, grid.dtype)
+        latents = pipe._unpatchify_latents(grid * std + mean)
+    image = vae.decode(latents.to(vae.dtype), return_dict=False)[0]
     return pipe.image_processor.postprocess(image, output_type="pil")
 
 
