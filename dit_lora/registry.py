@@ -116,6 +116,7 @@ BUILT_IN = (
     "videollm",
     "wan",
     "zimage",
+    "flux2",
 )
 
 _ENTRIES: list[FamilyEntry] = []

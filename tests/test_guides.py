@@ -44,6 +44,7 @@ DEMO_OF = {
     "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": {"demo_wan_variant": "2.1-t2v"},
     "llava-hf/LLaVA-NeXT-Video-7B-hf": {},
     "Tongyi-MAI/Z-Image": {},
+    "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")

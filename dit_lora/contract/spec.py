@@ -51,6 +51,9 @@ class FamilyInfo:
 
     #: consumer class name (a diffusers pipeline or a transformers model) shown in the model card
     pipeline_class_name: str
+    #: further pipeline classes the family trains with the same spec (FLUX.2: ``Flux2KleinPipeline`` besides
+    #: ``Flux2Pipeline``): a folder of any of them is this family's, and ``--family`` accepts it
+    other_pipeline_classes: tuple[str, ...] = ()
     #: model-card tags besides `lora` and `dit-lora`
     card_tags: tuple[str, ...] = ()
     #: the model card's ``library_name`` (the library that loads the adapter)
@@ -78,6 +81,11 @@ class FamilyInfo:
     #: ``transformer_blocks[0].norm1.emb`` again after the blocks, for the final layer's modulation: inside block 0's
     #: unit its weights would still be sharded there)
     fsdp_shared_modules: tuple[str, ...] = ()
+
+    @property
+    def pipeline_classes(self) -> tuple[str, ...]:
+        """Every pipeline class the family trains: :attr:`pipeline_class_name` first."""
+        return (self.pipeline_class_name, *self.other_pipeline_classes)
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
 #: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
-PLANNED = ("Qwen-Image", "Z-Image", "FLUX.2")
+PLANNED = ("Qwen-Image", "Z-Image")
 
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
-    """Each registered family name and the pipeline classes it trains (its spec's ``pipeline_class_name``)."""
-    return {name: (get_spec(name).info.pipeline_class_name,) for name in available()}
+    """Each registered family name and the pipeline classes it trains (its spec's ``info.pipeline_classes``)."""
+    return {name: get_spec(name).info.pipeline_classes for name in available()}
 
 
 def entry_pipelines(name: str) -> tuple[str, ...]:
@@ -86,7 +86,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     trained = entry_pipelines(model.family)
     if cls is None or cls in trained:
         return
-    others = [n for n in available() if get_spec(n).info.pipeline_class_name == cls]
+    others = [n for n in available() if cls in get_spec(n).info.pipeline_classes]
     advice = (
         f"Use --family {others[0]} for it"
         if others
@@ -100,11 +100,11 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
 
 
 def family_for_pipeline(pipe) -> FamilySpec | None:
-    """The family whose ``pipeline_class_name`` is ``pipe``'s class (or a base class of it), if any."""
+    """The family one of whose ``info.pipeline_classes`` is ``pipe``'s class (or a base class of it), if any."""
     names = {cls.__name__ for cls in type(pipe).__mro__}
     for name in available():
         spec = get_spec(name)
-        if spec.info.pipeline_class_name in names:
+        if names.intersection(spec.info.pipeline_classes):
             return spec
     return None
 
@@ -125,6 +125,7 @@ def family_for_model(model: ModelOptions) -> str:
             return name
     index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
     for name in available():
-        if get_spec(name).info.pipeline_class_name in (index.get("_class_name"), *(config.get("architectures") or [])):
+        found = (index.get("_class_name"), *(config.get("architectures") or []))
+        if any(cls in found for cls in get_spec(name).info.pipeline_classes):
             return name
     raise unsupported_model(str(model.pretrained_model_name_or_path), read)

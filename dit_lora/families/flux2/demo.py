@@ -1,0 +1,284 @@
+"""Tiny, randomly initialised FLUX.2 pipelines built locally (no Hub access needed).
+
+Two variants, each the folder ``save_pretrained`` writes for the real release:
+
+- ``"dev"``: a ``Flux2Pipeline`` (``black-forest-labs/FLUX.2-dev``): ``Flux2Transformer2DModel`` with the guidance
+  embedding, a ``Mistral3ForConditionalGeneration`` text encoder and Mistral's tokenizer (the real ``PixtralProcessor``'s
+  text half: see :func:`build_mistral_tokenizer`);
+- ``"klein"``: a ``Flux2KleinPipeline`` (``FLUX.2-klein-base-4B``): no guidance embedding, a ``Qwen3ForCausalLM``
+  text encoder and a ``Qwen2Tokenizer`` with a chat template.
+
+Both share the ``AutoencoderKLFlux2`` (8x compression; its batch-norm statistics set from a few shapes images, as the
+real VAE's normalise its patchified latents) and the scheduler config of the real repos. Module names (``to_q``,
+``to_qkv_mlp_proj``, ``single_transformer_blocks.N.attn.to_out`` ...) are the real ones; only widths and depths
+shrink. The tokenizers are trained offline on the demo captions (:mod:`dit_lora.data.synthetic`).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT, render_shape_example
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+
+#: bump whenever the configs, the init or the tokenizers change: cached builds of another version are rebuilt
+TINY_FLUX2_VERSION = 1
+_MARKER = "dit_lora_tiny.json"
+
+#: the scheduler config the FLUX.2 repos ship (FLUX.1-dev's, per diffusers' ``convert_flux2_to_diffusers.py``)
+SCHEDULER_CONFIG: dict[str, Any] = {
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "max_image_seq_len": 4096,
+    "max_shift": 1.15,
+    "num_train_timesteps": 1000,
+    "shift": 3.0,
+    "use_dynamic_shifting": True,
+}
+
+_TRANSFORMER = {
+    "patch_size": 1,
+    "in_channels": 16,  # 4 latent channels x the 2x2 patch
+    "num_layers": 2,
+    "num_single_layers": 2,
+    "attention_head_dim": 16,
+    "num_attention_heads": 2,
+    "joint_attention_dim": 48,  # 3 stacked text-encoder layers x hidden 16
+    "timestep_guidance_channels": 256,
+    "mlp_ratio": 3.0,
+    "axes_dims_rope": [4, 4, 4, 4],
+    "rope_theta": 2000,
+    "eps": 1e-6,
+}
+_VAE = {
+    "in_channels": 3,
+    "out_channels": 3,
+    "down_block_types": ["DownEncoderBlock2D"] * 4,
+    "up_block_types": ["UpDecoderBlock2D"] * 4,
+    "block_out_channels": [8, 8, 16, 16],  # 4 levels: the real 8x compression
+    "layers_per_block": 1,
+    "latent_channels": 4,
+    "norm_num_groups": 8,
+    "sample_size": 64,
+}
+_MISTRAL_TEXT = {
+    "model_type": "mistral",
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 8,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5,
+    "sliding_window": None,
+}
+_PIXTRAL_VISION = {
+    "model_type": "pixtral",
+    "hidden_size": 16,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "image_size": 32,
+    "patch_size": 8,
+    "head_dim": 8,
+}
+_QWEN3 = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 8,
+    "max_position_embeddings": 1024,
+    "tie_word_embeddings": True,
+}
+
+VARIANTS = ("dev", "klein")
+
+#: Mistral's instruction format, written out for the tiny processor (system prompt, user turns; text parts only)
+MISTRAL_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if message['content'] is string %}{% set text = message['content'] %}"
+    "{% else %}{% set text = message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text') "
+    "| join('') %}{% endif %}"
+    "{% if message['role'] == 'system' %}[SYSTEM_PROMPT]{{ text }}[/SYSTEM_PROMPT]"
+    "{% elif message['role'] == 'user' %}[INST]{{ text }}[/INST]"
+    "{% else %}{{ text }}{{ eos_token }}{% endif %}{% endfor %}"
+)
+#: Qwen3's chat format for user turns, with ``enable_thinking=False``'s empty think block
+QWEN3_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
+)
+_MISTRAL_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<pad>")
+_PIXTRAL_SPECIALS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
+_QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
+
+
+def tiny_configs(variant: str = "dev") -> dict[str, Any]:
+    """The component configs of the tiny ``variant`` (a deep copy): ``transformer``, ``vae``, ``scheduler``,
+    ``text_encoder`` (Mistral-3 text and vision parts, or Qwen3) and ``resolution``."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown tiny FLUX.2 variant {variant!r}; choose from {VARIANTS}")
+    transformer = dict(_TRANSFORMER, guidance_embeds=variant == "dev")
+    text = {"text_config": _MISTRAL_TEXT, "vision_config": _PIXTRAL_VISION} if variant == "dev" else _QWEN3
+    return copy.deepcopy(
+        {"resolution": 64, "transformer": transformer, "vae": _VAE, "scheduler": SCHEDULER_CONFIG, "text_encoder": text}
+    )
+
+
+def _corpus() -> list[str]:
+    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
+    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "system", "user", "assistant"]) * 8
+
+
+def _byte_level_bpe(specials: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level BPE vocabulary and merges trained on the demo words (deterministic), specials first."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        min_frequency=1,
+        show_progress=False,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    trainer_tok.train_from_iterator((" ".join(_corpus()), *_corpus()), trainer=trainer)
+    model = trainer_tok.get_vocab(with_added_tokens=True)
+    import json
+
+    merges = json.loads(trainer_tok.to_str())["model"]["merges"]
+    return model, [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+
+
+def build_qwen_tokenizer():
+    """A Qwen2 tokenizer (Qwen's byte-level BPE structure) with Qwen3's chat format, trained offline."""
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = _byte_level_bpe(_QWEN_SPECIALS)
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
+    tokenizer.add_special_tokens({"additional_special_tokens": list(_QWEN_SPECIALS[1:])})
+    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    return tokenizer
+
+
+def build_mistral_tokenizer():
+    """Mistral-3's tokenizer as the pipeline uses it: a byte-level BPE with Mistral's instruction format, trained
+    offline.
+
+    The real repo's ``tokenizer`` folder is a ``PixtralProcessor``, which needs torchvision for its image half;
+    ``Flux2Pipeline.encode_prompt`` sends it text only (``apply_chat_template`` over system and user turns), which
+    the tokenizer alone renders and tokenizes the same way, so the tiny pipeline ships the tokenizer.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab, merges = _byte_level_bpe(_MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        padding_side="right",
+        additional_special_tokens=list(_MISTRAL_SPECIALS[3:7] + _PIXTRAL_SPECIALS),
+    )
+    tokenizer.chat_template = MISTRAL_CHAT_TEMPLATE
+    return tokenizer
+
+
+def _text_encoder(variant: str, config: dict[str, Any], tokenizer) -> torch.nn.Module:
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, Qwen3Config, Qwen3ForCausalLM
+
+    vocab = -(-len(tokenizer) // 64) * 64  # a row for every token id, rounded up like real vocabularies
+    if variant == "klein":
+        pad = tokenizer.pad_token_id
+        return Qwen3ForCausalLM(Qwen3Config(**config, vocab_size=vocab, pad_token_id=pad, eos_token_id=pad))
+    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in ("<s>", "</s>", "<pad>", "[IMG]")}
+    text = dict(config["text_config"], vocab_size=vocab, bos_token_id=ids["<s>"], eos_token_id=ids["</s>"])
+    special = {"bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]}
+    mistral = Mistral3Config(
+        text_config=dict(text, pad_token_id=ids["<pad>"]),
+        vision_config=config["vision_config"],
+        image_token_index=ids["[IMG]"],
+        vision_feature_layer=-1,
+        **special,  # PretrainedConfig keywords Mistral3Config's signature does not list
+    )
+    return Mistral3ForConditionalGeneration(mistral)
+
+
+def set_latent_statistics(vae, resolution: int, seed: int) -> None:
+    """The VAE's batch-norm running mean and variance from the patchified latents of a few shapes images.
+
+    The real VAE's ``bn`` holds these statistics, and the pipelines normalise latents with them; a random VAE's
+    are 0 and 1, which would leave that step untested.
+    """
+    from diffusers import Flux2Pipeline
+
+    rng = random.Random(seed)
+    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
+    pixels = torch.stack(
+        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+    )
+    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+    with torch.no_grad():
+        latents = Flux2Pipeline._patchify_latents(vae.encode(pixels).latent_dist.mode())
+    vae.bn.running_mean.copy_(latents.mean(dim=(0, 2, 3)))
+    vae.bn.running_var.copy_(latents.var(dim=(0, 2, 3)))
+
+
+def build_tiny_flux2_components(variant: str = "dev", seed: int = 0) -> dict[str, Any]:
+    """The five pipeline components of ``variant``, randomly initialised from ``seed`` (each component from its own
+    seed), the transformer and text encoder in bf16 and the VAE in fp32; the global RNG state is restored."""
+    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2Transformer2DModel
+
+    config = tiny_configs(variant)
+    tokenizer = build_mistral_tokenizer() if variant == "dev" else build_qwen_tokenizer()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        transformer: Any = Flux2Transformer2DModel(**config["transformer"])  # Any: diffusers' dummy placeholders
+        torch.manual_seed(seed * 1000 + 2)
+        vae: Any = AutoencoderKLFlux2(**config["vae"])
+        vae.eval()
+        set_latent_statistics(vae, config["resolution"], seed)
+        torch.manual_seed(seed * 1000 + 3)
+        text_encoder = _text_encoder(variant, config["text_encoder"], tokenizer)
+    torch.nn.Module.to(transformer, torch.bfloat16)  # ModelMixin.to warns about casting; nothing is kept in fp32
+    text_encoder.to(torch.bfloat16)
+    return {
+        "transformer": transformer.eval(),
+        "text_encoder": text_encoder.eval(),
+        "vae": vae,
+        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
+        "tokenizer": tokenizer,
+    }
+
+
+def build_tiny_flux2_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
+    """Write a random ``Flux2Pipeline`` (``"dev"``) or ``Flux2KleinPipeline`` (``"klein"``, ``is_distilled``
+    false: a base model) to ``path`` and return it; idempotent (a marker names variant, seed and version) and
+    atomic (built beside and renamed into place)."""
+    tiny_configs(variant)  # refuse an unknown variant before any work
+    marker = {"kind": "flux2", "variant": variant, "seed": seed, "version": TINY_FLUX2_VERSION}
+
+    def build(tmp: Path) -> None:
+        from diffusers import Flux2KleinPipeline, Flux2Pipeline
+
+        components = build_tiny_flux2_components(variant, seed)
+        pipe: Any = Flux2Pipeline(**components) if variant == "dev" else Flux2KleinPipeline(**components)
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)

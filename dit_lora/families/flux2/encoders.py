@@ -1,0 +1,133 @@
+"""FLUX.2's encoders: images through ``AutoencoderKLFlux2`` into patchified latents normalised by the VAE's batch-norm
+statistics, captions through the pipeline's own ``encode_prompt`` (chosen hidden layers of Mistral-3 or Qwen3
+stacked), exactly as ``Flux2Pipeline`` / ``Flux2KleinPipeline`` compute them."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+
+#: both pipelines' default ``max_sequence_length`` (every caption is padded to it; the transformer sees no mask)
+DEFAULT_MAX_SEQUENCE_LENGTH = 512
+
+
+def max_sequence_length(cfg) -> int:
+    """``--max_sequence_length``, else the pipelines' 512."""
+    return cfg.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+
+
+def pipeline_class(name: str):
+    """The diffusers class ``Flux2Pipeline`` or ``Flux2KleinPipeline`` (imported on use: pipelines import slowly)."""
+    import diffusers
+
+    return getattr(diffusers, name)
+
+
+def default_out_layers(pipeline: str) -> tuple[int, ...]:
+    """The pipeline's own ``encode_prompt`` default (dev: 10, 20, 30 of Mistral-3; klein: 9, 18, 27 of Qwen3)."""
+    default = inspect.signature(pipeline_class(pipeline).encode_prompt).parameters["text_encoder_out_layers"].default
+    return tuple(int(k) for k in default)
+
+
+def out_layers(pipeline: str, num_hidden_layers: int) -> tuple[int, ...]:
+    """The stacked layers: the pipeline's default, each clamped to the encoder's depth.
+
+    Every published text encoder is deeper than its default's last layer (Mistral Small: 40, Qwen3-4B: 36,
+    Qwen3-8B: 36), so real checkpoints get the default unchanged; only a reduced-depth copy (the tests' layouts,
+    the demo) stacks its last layer in place of the missing ones, keeping the embedding width the transformer takes.
+    """
+    return tuple(min(k, num_hidden_layers) for k in default_out_layers(pipeline))
+
+
+def text_depth(text_encoder) -> int:
+    """The decoder layer count of a Mistral-3 (its ``text_config``) or Qwen3 text encoder."""
+    config = text_encoder.config
+    return int(getattr(config, "text_config", config).num_hidden_layers)
+
+
+def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
+    """VAE latents ``(B, C, H, W)`` patchified 2x2 and normalised by the VAE's batch-norm running statistics, as
+    ``Flux2Pipeline._encode_vae_image`` and diffusers' FLUX.2 LoRA script do (``(x - mean) / sqrt(var + eps)``)."""
+    from diffusers import Flux2Pipeline  # slow import: only when images are encoded
+
+    patched = Flux2Pipeline._patchify_latents(latents)
+    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(patched.device, patched.dtype)
+    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(patched.device, patched.dtype)
+    return (patched - mean) / std
+
+
+class Flux2Encoders(DiffusionEncoders):
+    """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions."""
+
+    def text_settings(self, cfg) -> TextSettings:
+        """The run's caption length (padded to it, as both pipelines do)."""
+        return TextSettings(max_sequence_length=max_sequence_length(cfg))
+
+    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
+        state = comps.state if comps is not None else None
+        return {
+            "family": "flux2",
+            "model": os.path.abspath(cfg.pretrained_model_name_or_path)
+            if is_local(cfg.pretrained_model_name_or_path)
+            else cfg.pretrained_model_name_or_path,
+            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "text_dtype": cfg.mixed_precision,
+            "max_sequence_length": max_sequence_length(cfg),
+            **({"out_layers": list(state.out_layers)} if state is not None else {}),
+            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+        }
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
+        """Pixels through the VAE (fp32, the distribution's mode), patchified and normalised: ``(B, 4C, H/16, W/16)``."""
+        vae = comps.encoders["vae"]
+        with torch.no_grad():
+            latents = vae.encode(pixel_values.to(vae.device, vae.dtype)).latent_dist.mode()
+            return normalise_latents(vae, latents).float()
+
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Captions through the pipeline's own ``encode_prompt`` (its chat template, padding to the run's length,
+        the stacked layers); ``with_negative`` adds the empty caption's embedding (klein's CFG negative)."""
+        state = run_state(comps)
+        encoder = comps.encoders["text_encoder"]
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        pipe: Any = pipeline_class(state.pipeline_class)(
+            scheduler=None, vae=None, text_encoder=encoder, tokenizer=comps.encoders["tokenizer"], transformer=None
+        )
+        length = state.text.max_sequence_length if state.text else DEFAULT_MAX_SEQUENCE_LENGTH
+        kwargs = {"device": encoder.device, "max_sequence_length": length, "text_encoder_out_layers": state.out_layers}
+        with torch.no_grad():
+            embeds, _ = pipe.encode_prompt(prompt=list(captions), **kwargs)
+            out = {"prompt_embeds": embeds}
+            if with_negative:
+                out["negative_prompt_embeds"] = pipe.encode_prompt(prompt=[""] * len(captions), **kwargs)[0]
+        return out
+
+
+class Flux2Setup(DiffusionSetup):
+    """``FamilySpec.setup``: the run's text settings recorded in its :class:`Flux2Run`."""
+
+    def __init__(self, encoders: Flux2Encoders) -> None:
+        self.encoders = encoders
+
+    def configure(self, comps: Components, cfg) -> None:
+        """Record the caption length :meth:`Flux2Encoders.encode_prompts` pads to."""
+        run_state(comps).text = self.encoders.text_settings(cfg)
+
+
+def is_dev(state) -> bool:
+    """A FLUX.2 [dev] run (``Flux2Pipeline``), not a klein one."""
+    return state.pipeline_class == DEV_PIPELINE

@@ -1,0 +1,115 @@
+"""FLUX.2's loss: rectified flow on the patchified, normalised latents, the timesteps drawn from the run's density
+and shifted per batch by the checkpoint's dynamic shift, the guidance embedding of FLUX.2 [dev] fed a fixed value.
+
+As diffusers' ``train_dreambooth_lora_flux2.py`` / ``_klein.py`` and musubi-tuner's ``flux_2_train_network.py``:
+``x_t = (1 - sigma) x0 + sigma eps``, the packed tokens ``(B, H*W, C)`` with their ``(t, h, w, l)`` position ids, the
+transformer given ``timestep = sigma`` (it multiplies by 1000 itself), the target ``eps - x0``, the per-sample MSE
+weighted by ``compute_loss_weighting_for_sd3``. The density: ``u`` from ``compute_density_for_timestep_sampling``
+(logit-normal by default, as musubi-tuner's ``flux2_shift``), then ``sigma = s u / (1 + (s - 1) u)`` with
+``s = exp(mu)`` (FlowMatchEulerDiscreteScheduler's exponential ``time_shift``), ``mu`` read off the line of the
+scheduler config (``base_shift`` at ``base_image_seq_len`` tokens to ``max_shift`` at ``max_image_seq_len``) at
+the batch's token count (musubi-tuner, ai-toolkit; ``--flux2_shift`` fixes it). Sigmas are continuous, not
+rounded to a 1000-entry table (musubi-tuner, ai-toolkit).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.flux2.state import run_state
+from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
+
+
+def dynamic_mu(image_tokens: int, scheduler_config: dict[str, Any]) -> float:
+    """``mu`` at ``image_tokens`` on the scheduler config's line (diffusers' ``calculate_shift``; the FLUX.2 repos
+    ship FLUX.1's: 0.5 at 256 tokens, 1.15 at 4096, extended linearly beyond)."""
+    x1, x2 = scheduler_config.get("base_image_seq_len", 256), scheduler_config.get("max_image_seq_len", 4096)
+    y1, y2 = scheduler_config.get("base_shift", 0.5), scheduler_config.get("max_shift", 1.15)
+    slope = (y2 - y1) / (x2 - x1)
+    return image_tokens * slope + (y1 - slope * x1)
+
+
+def batch_shift(image_tokens: int, scheduler_config: dict[str, Any], fixed: float | None) -> float:
+    """The shift ``s`` of a batch: ``--flux2_shift``, else ``exp(mu)`` of its tokens with a dynamic-shifting
+    scheduler, else the config's ``shift``."""
+    if fixed is not None:
+        return float(fixed)
+    if scheduler_config.get("use_dynamic_shifting", True):
+        return math.exp(dynamic_mu(image_tokens, scheduler_config))
+    return float(scheduler_config.get("shift", 1.0))
+
+
+def shift_sigmas(u: torch.Tensor, shift: float) -> torch.Tensor:
+    """``s u / (1 + (s - 1) u)``: the scheduler's exponential time shift at ``mu = log s`` (sigma 1 stays 1)."""
+    return shift * u / (1.0 + (shift - 1.0) * u)
+
+
+def latent_ids(height: int, width: int, device) -> torch.Tensor:
+    """``Flux2Pipeline._prepare_latent_ids`` of one ``height x width`` token grid, ``(H*W, 4)`` rows ``(0, h, w, 0)``,
+    built on ``device`` (no host copy per step)."""
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    grid = torch.arange(height, device=device), torch.arange(width, device=device)
+    return torch.cartesian_prod(zero, grid[0], grid[1], zero)
+
+
+def text_ids(length: int, device) -> torch.Tensor:
+    """``Flux2Pipeline._prepare_text_ids`` of one caption, ``(L, 4)`` rows ``(0, 0, 0, l)``, built on ``device``."""
+    zero = torch.zeros(1, dtype=torch.long, device=device)
+    return torch.cartesian_prod(zero, zero, zero, torch.arange(length, device=device))
+
+
+def pack(latents: torch.Tensor) -> torch.Tensor:
+    """``Flux2Pipeline._pack_latents``: ``(B, C, H, W) -> (B, H*W, C)``."""
+    return latents.flatten(2).transpose(1, 2)
+
+
+def unpack(tokens: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """The inverse of :func:`pack` (``_unpack_latents_with_ids`` for the ids of :func:`latent_ids`)."""
+    return tokens.transpose(1, 2).reshape(tokens.shape[0], tokens.shape[2], height, width)
+
+
+class Flux2Loss(DiffusionLoss):
+    """``FamilySpec.loss``: the rectified-flow loss of one micro-batch (batches prepared by the diffusion base)."""
+
+    def compute_loss(
+        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+    ) -> torch.Tensor:
+        """Noise, then each sample's timestep from the run's density shifted for the batch's size, the velocity
+        predicted from the packed tokens, the weighted MSE against ``eps - x0``."""
+        # diffusers' import is slow: only when a step runs
+        from diffusers.training_utils import compute_density_for_timestep_sampling
+
+        latents, options, state = batch["latents"], cfg.family_options, run_state(comps)
+        batch_size, _, height, width = latents.shape
+        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
+        u = compute_density_for_timestep_sampling(
+            options.weighting_scheme,
+            batch_size,
+            logit_mean=options.logit_mean,
+            logit_std=options.logit_std,
+            mode_scale=options.mode_scale,
+            device=latents.device,
+            generator=generator,
+        )
+        shift = batch_shift(height * width, state.scheduler_config, options.flux2_shift)
+        sigmas = shift_sigmas(u, shift).to(latents.dtype)
+        embeds = batch["prompt_embeds"]
+        guidance = None
+        if state.guidance_embeds:  # FLUX.2 [dev]: guidance-distilled, fed one fixed value (--flux2_train_guidance)
+            guidance = torch.full((batch_size,), options.flux2_train_guidance, device=latents.device)
+        pred = model(
+            hidden_states=pack(noisy_latents(latents, noise, sigmas)),
+            encoder_hidden_states=embeds,
+            timestep=sigmas,
+            guidance=guidance,
+            txt_ids=text_ids(embeds.shape[1], latents.device),
+            img_ids=latent_ids(height, width, latents.device),
+            return_dict=False,
+        )[0]
+        target = velocity_target(latents, noise)
+        return weighted_mse(unpack(pred, height, width), target, loss_weighting(options.weighting_scheme, sigmas))

@@ -1,0 +1,179 @@
+"""FLUX.2's model component and what is read from its small config files before anything loads: which pipeline the
+folder is (dev or klein), the config checks, its precision policy, its buckets and ``--demo``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
+from dit_lora.families.flux2.encoders import out_layers, text_depth
+from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling.flow_matching import training_scheduler
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+#: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
+LATENT_STRIDE = 16
+#: the text encoder class each pipeline loads when ``model_index.json`` cannot be read
+TEXT_ENCODERS = {DEV_PIPELINE: "Mistral3ForConditionalGeneration", KLEIN_PIPELINE: "Qwen3ForCausalLM"}
+
+
+def folder_pipeline(model) -> str:
+    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from ``model_index.json`` (dev when unreadable)."""
+    index = read_component_config(model, "", "model_index.json") or {}
+    return KLEIN_PIPELINE if index.get("_class_name") == KLEIN_PIPELINE else DEV_PIPELINE
+
+
+def check_resolution(resolution: int) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
+    if resolution % LATENT_STRIDE == 0:
+        return
+    lower, upper = resolution // LATENT_STRIDE * LATENT_STRIDE, (resolution // LATENT_STRIDE + 1) * LATENT_STRIDE
+    use = f"{lower} or {upper}" if lower else upper
+    raise UserError(
+        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: FLUX.2's latents are 8x smaller than the "
+        f"image and packed in 2x2 patches, and its pipelines take only sizes divisible by {LATENT_STRIDE} (see "
+        f"--resolution). Use {use}."
+    )
+
+
+class Flux2Model(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then transformer, VAE, text encoder and tokenizer loaded."""
+
+    def validate_config(self, cfg) -> None:
+        """A diffusers FLUX.2 folder of safetensors whose tokenizer can load, at a size the pipelines take."""
+        check_pipeline_folder(
+            cfg.model, "FLUX.2", "black-forest-labs/FLUX.2-klein-base-4B", "transformer/, vae/, text_encoder/"
+        )
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "FLUX.2")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        check_resolution(cfg.resolution)
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """Transformer and text encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics
+        normalise the latents), all frozen on ``device``; what the folder is in the run's :class:`Flux2Run`."""
+        import transformers
+        from diffusers import AutoencoderKLFlux2, Flux2Transformer2DModel  # heavy: only when a run loads
+
+        path, dtype, pipeline = cfg.pretrained_model_name_or_path, cfg.weight_dtype, folder_pipeline(cfg.model)
+        index = read_component_config(cfg.model, "", "model_index.json") or {}
+        encoder_class = getattr(transformers, (index.get("text_encoder") or [None, TEXT_ENCODERS[pipeline]])[1])
+        common = {"revision": cfg.revision, "use_safetensors": True}  # never pickle: it can run code when read
+        try:
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = load_transformer(
+                    Flux2Transformer2DModel,
+                    cfg.model,
+                    "transformer",
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+            vae = AutoencoderKLFlux2.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            )
+            text_encoder = encoder_class.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
+            # the tokenizer alone, also for dev's PixtralProcessor folder: encode_prompt sends it text only
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("FLUX.2", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+        quantize.after_loading(cfg.model, transformer, Flux2Precision().quantize_skip_modules(cfg), device)
+        quantize.keep_4bit_layout(transformer, text_encoder)
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        transformer.to(device)
+        vae.to(device)
+        text_encoder.to(device)
+        state = Flux2Run(
+            pipeline_class=pipeline,
+            scheduler_config=scheduler_cfg,
+            guidance_embeds=bool(transformer.config.guidance_embeds),
+            out_layers=out_layers(pipeline, text_depth(text_encoder)),
+        )
+        return Components(
+            model=transformer,
+            scheduler=training_scheduler(scheduler_cfg),
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            state=state,
+        )
+
+    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+        """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
+        (``to_q``, ``to_k``, ``to_v``, ``to_out.0``) and the single blocks' fused ``to_qkv_mlp_proj`` and
+        ``attn.to_out`` (each single block named: a bare ``to_out`` would also match the double blocks' list)."""
+        if cfg.lora_layers:
+            return list(cfg.lora_layers)
+        singles = len(getattr(model, "single_transformer_blocks", ()))
+        return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
+
+
+class Flux2Precision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and text encoder in the run's weight dtype; the VAE stays fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """Transformer and text encoder in the run's weight dtype; the VAE in fp32."""
+        weight = cfg.weight_dtype
+        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
+
+
+class Flux2Defaults:
+    """``FamilySpec.defaults``: what an uncatalogued FLUX.2 folder implies (nothing beyond the schema)."""
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """None: the transformer config carries no trained size (the catalogue's entries do)."""
+        return {}
+
+
+class Flux2Buckets:
+    """``FamilySpec.image_buckets``: any aspect ratio, in steps of the latent stride."""
+
+    def bucket_stride(self, cfg) -> int:
+        """16: the VAE's 8x times the 2x2 patch."""
+        return LATENT_STRIDE
+
+    def square_only(self, cfg) -> str | None:
+        """Never: the transformer takes any token grid (RoPE position ids, no positional table)."""
+        return None
+
+
+class Flux2Demo:
+    """``FamilySpec.demo``: the tiny random FLUX.2 pipeline (``demo.py``, ``--flux2_demo_variant``) and the shapes."""
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
+        check_resolution(cfg.resolution)
+        check_demo_resolution(cfg.resolution)
+        variant = cfg.family_options.flux2_demo_variant
+        tiny_flux2.build_tiny_flux2_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+            print(
+                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+            )
+        elif cfg.train_data_dir:
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)

@@ -1,0 +1,93 @@
+"""FLUX.2's validation samples: from the in-memory transformer (cached prompt embeddings, the checkpoint's sampler
+with the pipeline's own dynamic ``mu``) and from the stock pipeline with the saved adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.flux2.encoders import max_sequence_length, out_layers, pipeline_class, text_depth
+from dit_lora.families.flux2.loss import unpack
+from dit_lora.families.flux2.model import LATENT_STRIDE
+from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
+
+
+def inference_scheduler(comps: Components):
+    """The checkpoint's ``FlowMatchEulerDiscreteScheduler`` (the pipelines compute ``mu`` from the image size and
+    step count: ``compute_empirical_mu``), else the training one."""
+    from diffusers import FlowMatchEulerDiscreteScheduler  # slow: only at validation
+
+    config = run_state(comps).scheduler_config
+    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
+
+
+def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, Any]:
+    """What both pipelines are called with: the run's size, steps and guidance."""
+    return {
+        "height": cfg.resolution,
+        "width": cfg.resolution,
+        "num_images_per_prompt": num_images,
+        "num_inference_steps": cfg.validation_inference_steps,
+        "guidance_scale": cfg.validation_guidance_scale,
+        "generator": generator,
+        "output_type": "pil",
+    }
+
+
+def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
+    """The pipeline's own decode of its ``output_type="latent"`` output, with the VAE in its own dtype.
+
+    Both pipelines hand the VAE latents in the transformer's dtype, which a run's fp32 VAE (it encodes the training
+    images in fp32) refuses under bf16. ``Flux2Pipeline`` returns the packed tokens (``(B, H*W, C)``): unpack, undo
+    the batch-norm normalisation and unpatchify as it does; ``Flux2KleinPipeline`` has done that already
+    (``(B, C, H, W)``). Then decode and postprocess.
+    """
+    if latents.ndim == 3:
+        grid = unpack(latents, height // LATENT_STRIDE, width // LATENT_STRIDE).to(vae.dtype)
+        mean = vae.bn.running_mean.view(1, -1, 1, 1).to(grid.device, grid.dtype)
+        std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(grid.device, grid.dtype)
+        latents = pipe._unpatchify_latents(grid * std + mean)
+    image = vae.decode(latents.to(vae.dtype), return_dict=False)[0]
+    return pipe.image_processor.postprocess(image, output_type="pil")
+
+
+class Flux2Samples(DiffusionSamples):
+    """``FamilySpec.samples``: ``Flux2Pipeline`` / ``Flux2KleinPipeline`` at ``--resolution``."""
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+        """Images from the in-memory transformer and the validation prompt's embeddings (VAE moved in to decode);
+        klein gets the empty caption's embedding as its CFG negative."""
+        state = run_state(comps)
+        device = next(model.parameters()).device
+        with vae_on(comps, device) as vae:
+            # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+            pipe: Any = pipeline_class(state.pipeline_class)(
+                scheduler=inference_scheduler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
+            )
+            pipe.set_progress_bar_config(disable=True)
+            extra = {}
+            if state.pipeline_class == KLEIN_PIPELINE:
+                extra["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
+            generator = torch.Generator(device=device).manual_seed(seed)
+            with torch.no_grad():
+                packed = pipe(
+                    prompt_embeds=cond["prompt_embeds"],
+                    **extra,
+                    **{**call_kwargs(cfg, cfg.num_validation_images, generator), "output_type": "latent"},
+                ).images
+                return decode(pipe, vae, packed, cfg.resolution, cfg.resolution)
+
+    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+        """Images from the reloaded pipeline, its captions encoded as training encoded them."""
+        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
+        layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))
+        with torch.no_grad():
+            return pipe(
+                prompt=prompt,
+                max_sequence_length=max_sequence_length(cfg),
+                text_encoder_out_layers=layers,
+                **call_kwargs(cfg, num_images, generator),
+            ).images

@@ -1,0 +1,60 @@
+"""FLUX.2 (diffusers ``Flux2Transformer2DModel``; ``Flux2Pipeline`` for FLUX.2 [dev], ``Flux2KleinPipeline`` for the
+klein models): its :class:`~dit_lora.contract.spec.FamilySpec`.
+
+The components live beside this file, one module each: ``model.py`` (which pipeline the folder is, checks, loading,
+precision, buckets, demo), ``encoders.py`` (the VAE's normalised patchified latents, the stacked text-encoder
+layers), ``loss.py`` (rectified flow with the dynamic shift and dev's guidance embedding), ``samples.py``, ``plan.py``,
+``adapter.py`` (saving, loading back, the model card), ``comfyui.py`` (the ComfyUI-named export); what a run decides is its ``Flux2Run`` (``state.py``).
+Precision: transformer and text encoder in bf16, the VAE in fp32.
+"""
+
+from __future__ import annotations
+
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData, DiffusionNotes
+from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
+from dit_lora.families.flux2.comfyui import Flux2Exports
+from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
+from dit_lora.families.flux2.loss import Flux2Loss
+from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Precision
+from dit_lora.families.flux2.plan import Flux2Plan
+from dit_lora.families.flux2.samples import Flux2Samples
+from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
+
+#: what the model card, the loader and the levers say about FLUX.2
+INFO = FamilyInfo(
+    pipeline_class_name=DEV_PIPELINE,
+    other_pipeline_classes=(KLEIN_PIPELINE,),
+    card_tags=("text-to-image", "diffusers", "flux2", "diffusers-training"),
+    # diffusers' train_dreambooth_lora_flux2.py default, besides each single block's attn.to_out (lora_targets)
+    default_lora_layers=("to_q", "to_k", "to_v", "to_out.0", "to_qkv_mlp_proj"),
+    text_encoder_label="Mistral-3 / Qwen3",
+    block_lists=("transformer_blocks", "single_transformer_blocks"),
+)
+
+
+def flux2_spec() -> FamilySpec:
+    """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests)."""
+    encoders = Flux2Encoders()
+    loss = Flux2Loss(encoders)
+    buckets = Flux2Buckets()
+    return FamilySpec(
+        name="flux2",
+        info=INFO,
+        model=Flux2Model(INFO),
+        data=DiffusionData(),
+        loss=loss,
+        adapter=Flux2Adapter(INFO),
+        encoders=encoders,
+        captions=DiffusionCaptions(),
+        image_buckets=buckets,
+        samples=Flux2Samples(encoders),
+        plan=Flux2Plan(encoders, loss, buckets),
+        card=Flux2Card(),
+        exports=Flux2Exports(),
+        defaults=Flux2Defaults(),
+        notes=DiffusionNotes(),
+        setup=Flux2Setup(encoders),
+        precision=Flux2Precision(),
+        demo=Flux2Demo(),
+    )

@@ -1,0 +1,46 @@
+"""families/flux2/model.py: which pipeline a folder is, the size check, the LoRA targets, buckets and precision."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from flux2_configs import flux2_cfg
+from peft import LoraConfig
+
+from dit_lora.core.errors import UserError
+from dit_lora.families.flux2.demo import tiny_configs
+from dit_lora.families.flux2.model import check_resolution, folder_pipeline
+from dit_lora.registry import get_family
+
+
+def test_the_folders_pipeline_decides_dev_or_klein(tmp_path):
+    cfg = flux2_cfg(pretrained_model_name_or_path=str(tmp_path))
+    assert folder_pipeline(cfg.model) == "Flux2Pipeline"  # unreadable: dev
+    (tmp_path / "model_index.json").write_text('{"_class_name": "Flux2KleinPipeline"}')
+    assert folder_pipeline(cfg.model) == "Flux2KleinPipeline"
+
+
+def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():
+    check_resolution(1024)
+    with pytest.raises(UserError, match=r"--resolution 1000 is not divisible by 16.*Use 992 or 1008"):
+        check_resolution(1000)
+    spec, cfg = get_family("flux2"), flux2_cfg()
+    assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
+    assert spec.precision.expected_dtypes(None, cfg)["vae"] == torch.float32
+    assert spec.defaults.generic_defaults(cfg) == {}
+
+
+def test_default_lora_targets_are_diffusers_scripts():
+    """Double blocks: to_q, to_k, to_v, to_out.0 (the image stream only); single blocks: to_qkv_mlp_proj and
+    attn.to_out, as train_dreambooth_lora_flux2.py's default."""
+    from diffusers import Flux2Transformer2DModel
+
+    spec = get_family("flux2")
+    model = Flux2Transformer2DModel(**tiny_configs("dev")["transformer"])
+    targets = spec.model.lora_targets(model, flux2_cfg())
+    model.add_adapter(LoraConfig(r=2, lora_alpha=2, target_modules=targets))
+    wrapped = sorted(n.removesuffix(".lora_A") for n, _ in model.named_modules() if n.endswith(".lora_A"))
+    doubles = [f"transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_k", "to_out.0", "to_q", "to_v")]
+    singles = [f"single_transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_out", "to_qkv_mlp_proj")]
+    assert wrapped == sorted(doubles + singles)
+    assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",))) == ["to_add_out"]
