@@ -5,6 +5,9 @@ line starts with one of ``marks`` (e.g. ``"training:"``), records the child's ``
 far, what ``ru_maxrss`` reports at exit) and ``VmRSS`` from ``/proc/<pid>/status``; a thread samples ``VmRSS``
 every ``period`` seconds in between, so the largest RSS between two marks is known to within one period.
 Nothing in the child is changed (its own ``ru_maxrss`` stays the figure it reports).
+
+``follow`` watches another process than the one started: a launcher's child (``rank_zero`` finds the process of
+a ``dit-lora launch`` whose environment says ``RANK=0``); until it exists the started process is sampled.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 def _status(pid: int) -> dict[str, int]:
@@ -30,6 +35,29 @@ def _status(pid: int) -> dict[str, int]:
     return out
 
 
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return [int(c) for c in fh.read().split()]
+    except OSError:
+        return []
+
+
+def rank_zero(root: int) -> int | None:
+    """The descendant of ``root`` whose environment holds ``RANK=0`` (a launched training process), or None."""
+    todo = _children(root)
+    while todo:
+        pid = todo.pop(0)
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"RANK=0" in environ:
+            return pid
+        todo.extend(_children(pid))
+    return None
+
+
 @dataclass
 class Watched:
     returncode: int
@@ -41,16 +69,24 @@ class Watched:
 
 
 def watch(cmd: list[str], marks: tuple[str, ...], *, env: dict | None = None, cwd=None, timeout: float = 600,
-          period: float = 0.02, echo=None) -> Watched:
+          period: float = 0.02, echo=None, follow: Callable[[int], int | None] | None = None) -> Watched:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
                             bufsize=1)
     started = time.perf_counter()
     window = {"max": 0}
     done = threading.Event()
+    target = {"pid": proc.pid, "found": follow is None}
+
+    def watched_pid() -> int:
+        if not target["found"] and follow is not None:
+            found = follow(proc.pid)
+            if found is not None:
+                target.update(pid=found, found=True)
+        return int(target["pid"])
 
     def sample() -> None:
         while not done.is_set():
-            rss = _status(proc.pid).get("VmRSS", 0)
+            rss = _status(watched_pid()).get("VmRSS", 0)
             window["max"] = max(window["max"], rss)
             done.wait(period)
 
@@ -67,7 +103,7 @@ def watch(cmd: list[str], marks: tuple[str, ...], *, env: dict | None = None, cw
             stripped = line.lstrip()
             for mark in marks:
                 if stripped.startswith(mark):
-                    status = _status(proc.pid)
+                    status = _status(watched_pid())
                     found.append({"mark": mark, "t": round(time.perf_counter() - started, 2),
                                   "hwm": status.get("VmHWM", 0), "rss": status.get("VmRSS", 0),
                                   "rss_max_since_last": max(window["max"], status.get("VmRSS", 0))})
@@ -83,4 +119,4 @@ def watch(cmd: list[str], marks: tuple[str, ...], *, env: dict | None = None, cw
                    ru_maxrss_bytes=usage.ru_maxrss * 1024, marks=found, rss_max_after_last_mark=window["max"])
 
 
-__all__ = ["Watched", "watch"]
+__all__ = ["Watched", "rank_zero", "watch"]

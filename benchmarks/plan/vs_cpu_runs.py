@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
-from benchmarks.common.rss_watch import watch  # noqa: E402
+from benchmarks.common.rss_watch import rank_zero, watch  # noqa: E402
 
 MIB = 2**20
 #: the log lines whose moment is recorded (peak RSS so far, current RSS), in the order a run prints them
@@ -82,10 +82,24 @@ SETTINGS: dict[str, tuple[str, str, str, list[str]]] = {
     "dit-256-b4-gc-swap1": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
                                                                     "--gradient_checkpointing", "true",
                                                                     "--blocks_to_swap", "1"]),
+    # 2 gloo processes (issue 35): DDP and FSDP2, the same flags as sana-256-b1, launched as LAUNCH says
+    "sana-256-b1-ddp2": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1"]),
+    "sana-256-b1-fsdp2x2": ("sana", "sana600m-2l", "shapes", ["--resolution", "256", "--train_batch_size", "1"]),
+    "dit-256-b4-gc-ddp2": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
+                                                                   "--gradient_checkpointing", "true"]),
+    "dit-256-b4-gc-fsdp2x2": ("dit_class", "dit-xl-256-2l", "wnids", ["--train_batch_size", "4",
+                                                                      "--gradient_checkpointing", "true"]),
     "cogvideox5b-9x256x256": ("cogvideox", "cogvideox-5b-1l", "clips",
                               ["--max_num_frames", "9", "--height", "256", "--width", "256",
                                "--allow_untrained_resolution", "true", "--train_batch_size", "1"]),
 }
+
+#: settings run on several processes: `dit-lora launch` with these flags (CPU, gloo); the figures are rank 0's
+#: (``train_summary.json`` is written by it; the watcher follows the process whose environment says RANK=0)
+_DDP2 = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--dynamo_backend", "no"]
+_FSDP2X2 = ["--config_file", str(REPO / "accelerate_configs" / "fsdp2.yaml"), "--num_processes", "2"]
+LAUNCH: dict[str, list[str]] = {"sana-256-b1-ddp2": _DDP2, "sana-256-b1-fsdp2x2": _FSDP2X2,
+                                "dit-256-b4-gc-ddp2": _DDP2, "dit-256-b4-gc-fsdp2x2": _FSDP2X2}
 
 #: what each model key is: (real_layout builder, hub id, layers, description)
 MODELS = {
@@ -149,12 +163,14 @@ def run_setting(name: str, model: Path, data: Path, work: Path, env: dict, timeo
             "--cache_dir", str(cache), *COMMON]
     if "--mixed_precision" not in flags:
         args += ["--mixed_precision", "no"]
-    cmd = [sys.executable, str(REPO / "recipes" / f"{recipe}_lora.py"), *args, *flags]
-    watched = watch(cmd, MARKS, env=env, cwd=REPO, timeout=timeout)
+    script = [str(REPO / "recipes" / f"{recipe}_lora.py"), *args, *flags]
+    launch = LAUNCH.get(name)
+    cmd = [sys.executable, *(["-m", "dit_lora", "launch", *launch] if launch else []), *script]
+    watched = watch(cmd, MARKS, env=env, cwd=REPO, timeout=timeout, follow=rank_zero if launch else None)
     (work / "logs").mkdir(parents=True, exist_ok=True)
     (work / "logs" / f"{name}.log").write_text(watched.output)
     row = {"setting": name, "recipe": recipe, "model": model_key, "model_description": MODELS[model_key][3],
-           "flags": flags, "returncode": watched.returncode, "wall_s": watched.wall_s,
+           "flags": flags, "launch": launch or [], "returncode": watched.returncode, "wall_s": watched.wall_s,
            "ru_maxrss_bytes": watched.ru_maxrss_bytes, "marks": watched.marks,
            "rss_max_after_last_mark": watched.rss_max_after_last_mark, "log": str(work / "logs" / f"{name}.log")}
     if watched.returncode != 0:
@@ -167,7 +183,8 @@ def run_setting(name: str, model: Path, data: Path, work: Path, env: dict, timeo
     row.update(predicted_bytes=predicted, measured_bytes=measured, error=(predicted - measured) / measured,
                plan={k: plan[k] for k in ("weights", "process_bytes", "cache_phase_bytes", "train_phase_bytes",
                                           "optimizer_bytes", "snapshot_bytes", "trainable_params", "steps",
-                                          "checkpointing", "depth", "load_phase_bytes", "mapped", "heap_factor",
+                                          "checkpointing", "depth", "load_phase_bytes", "mapped", "heap_factor", "engine",
+                                          "num_processes", "launch_bytes",
                                           "heap_factor_checkpointed", "blocks_to_swap", "swapped_bytes",
                                           "swap_in_flight_bytes")
                      if k in plan},
