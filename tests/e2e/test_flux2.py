@@ -123,6 +123,13 @@ def test_klein_drill_changes_nothing_and_the_adapter_reloads_live_at_the_trained
         torch.testing.assert_close(module.lora_B[adapter].weight, expected)
     torch.testing.assert_close(_run(pipe.transformer, inputs), trained, rtol=1e-5, atol=1e-5)
     assert (trained - base).abs().max() > 1e-4  # the adapter does something
+    # the run also wrote the ComfyUI-named file (ComfyUI maps no diffusers name of FLUX.2's single blocks), every
+    # module of the adapter in it: the double blocks' q/k/v fused into one qkv
+    from safetensors.torch import load_file
+
+    comfy = load_file(str(out / "pytorch_lora_weights_comfyui.safetensors"))
+    assert comfy and all(k.startswith("diffusion_model.") for k in comfy)
+    assert len(comfy) == 2 * (len(reloaded) - 2 * 2)  # lora_A and lora_B of 8 modules: each double block's 3 fused
 
 
 def test_klein_with_blocks_swapped_in_both_lists_killed_mid_step_resumes_to_the_reference_bytes(klein, drilled,

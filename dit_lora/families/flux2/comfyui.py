@@ -179,6 +179,16 @@ def write_comfyui_file(adapter_dir: Path) -> Path:
     return save_safetensors_atomic(state, target, metadata=metadata)
 
 
+class Flux2AdapterExtras:
+    """``FamilySpec.adapter_extras``: every run also writes its ComfyUI-named file beside the adapter (ComfyUI maps
+    no diffusers name of FLUX.2's single blocks, feed-forwards or modulations: the diffusers file loads only part
+    of the LoRA there)."""
+
+    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+        """:func:`write_comfyui_file` in the adapter's staging folder (``comps`` and ``cfg`` are not needed)."""
+        write_comfyui_file(Path(output_dir))
+
+
 class Flux2Exports:
     """``FamilySpec.exports``: ``dit-lora export --format comfyui``."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData, DiffusionNotes
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
-from dit_lora.families.flux2.comfyui import Flux2Exports
+from dit_lora.families.flux2.comfyui import Flux2AdapterExtras, Flux2Exports
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
 from dit_lora.families.flux2.loss import Flux2Loss
 from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Precision
@@ -52,6 +52,7 @@ def flux2_spec() -> FamilySpec:
         plan=Flux2Plan(encoders, loss, buckets),
         card=Flux2Card(),
         exports=Flux2Exports(),
+        adapter_extras=Flux2AdapterExtras(),
         defaults=Flux2Defaults(),
         notes=DiffusionNotes(),
         setup=Flux2Setup(encoders),

@@ -344,9 +344,9 @@ class WanExports:
         """The one format, and how faithful it is."""
         return {
             "comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
-            "into lora_B and no .alpha keys, so strength 1.0 is the trained one; the names follow "
-            "ComfyUI's source and the file reproduces the trained output through diffusers' converter in "
-            "dit-lora's tests (ComfyUI itself not run)"
+            "into lora_B and no .alpha keys, so strength 1.0 is the trained one; ComfyUI's own loader "
+            "applies every tensor at the trained strength (dit-lora's comfyui tests) and the file reproduces "
+            "the trained output through diffusers' converter"
         }
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
