@@ -109,6 +109,7 @@ BUILT_IN = (
     "dit",
     "videollm",
     "wan",
+    "qwenimage",
 )
 
 _ENTRIES: list[FamilyEntry] = []
