@@ -158,6 +158,9 @@ _TOKENIZER_FILES = (
     "vocab.json",
 )
 _SOURCES = {
+    "defaults": "diffusers README_qwen.md and train_dreambooth_lora_qwen_image.py; musubi-tuner docs/qwen_image.md",
+    "lora_alpha": "alpha = rank: the update at the rank's own scale (musubi-tuner's --network_alpha default is 1)",
+    "train_batch_size": "diffusers examples/dreambooth/README_qwen.md (batch 1 x accumulation 4)",
     "learning_rate": "diffusers examples/dreambooth/README_qwen.md (lr 2e-4, batch 1 x accumulation 4)",
     "gradient_accumulation_steps": "diffusers examples/dreambooth/README_qwen.md (batch 1 x accumulation 4)",
     "rank": "musubi-tuner docs/qwen_image.md (--network_dim 16)",

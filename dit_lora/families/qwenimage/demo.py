@@ -15,6 +15,7 @@ width ``6 x z_dim``, three downsamples (8x, as the real VAE), a patch size of 2 
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -146,7 +147,7 @@ def tiny_qwenimage_config() -> dict[str, Any]:
 def prompt_template(pipeline_class: type) -> str:
     """The prompt template a Qwen-Image pipeline class encodes captions with (``prompt_template_encode``)."""
     kwargs = dict.fromkeys(("scheduler", "vae", "text_encoder", "tokenizer", "transformer"))
-    if "processor" in pipeline_class.__init__.__code__.co_varnames:
+    if "processor" in inspect.signature(pipeline_class).parameters:
         kwargs["processor"] = None
     return pipeline_class(**kwargs).prompt_template_encode
 

@@ -29,7 +29,7 @@ def max_sequence_length(cfg) -> int:
     return cfg.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
 
-def text_pipeline(comps: Components):
+def text_pipeline(comps: Components) -> Any:
     """A text-only ``QwenImagePipeline``: its ``encode_prompt`` is what the pipeline feeds the transformer."""
     from diffusers import QwenImagePipeline  # slow import: only when captions are encoded
 
@@ -99,11 +99,11 @@ class QwenImageEncoders(DiffusionEncoders):
         pipe = text_pipeline(comps)
         device = comps.encoders["text_encoder"].device
         with torch.no_grad():
-            out = pad_text(*pipe.encode_prompt(list(captions), device=device, max_sequence_length=length), length)
+            embeds, mask = pipe.encode_prompt(list(captions), device=device, max_sequence_length=length)
+            out = pad_text(embeds, mask, length)
             if with_negative:
-                neg = pad_text(
-                    *pipe.encode_prompt([NEGATIVE_PROMPT], device=device, max_sequence_length=length), length
-                )
+                embeds, mask = pipe.encode_prompt([NEGATIVE_PROMPT], device=device, max_sequence_length=length)
+                neg = pad_text(embeds, mask, length)
                 out.update({f"negative_{k}": v for k, v in neg.items()})
         return out
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
@@ -45,7 +47,8 @@ class QwenImagePlan(DiffusionPlan):
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings and their mask at the run's text length, as empty tensors."""
         length = comps.state.text.max_sequence_length
-        width = int(comps.model.config.joint_attention_dim)  # type: ignore[union-attr]
+        model: Any = comps.model  # a QwenImageTransformer2DModel: its config is diffusers' FrozenDict
+        width = int(model.config.joint_attention_dim)
         return {
             "prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype),
             "prompt_embeds_mask": torch.ones(batch_size, length, dtype=torch.long),
