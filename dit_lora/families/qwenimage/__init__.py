@@ -4,17 +4,22 @@ from dit_lora.registry import FamilyEntry
 
 
 def make(name: str):
-    """Qwen-Image's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"qwenimage"``)."""
+    """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``qwenimage`` (QwenImagePipeline),
+    ``qwenimage_edit`` (QwenImageEditPipeline) or ``qwenimage_edit_plus`` (QwenImageEditPlusPipeline)."""
     # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
     from dit_lora.families.qwenimage.spec import qwenimage_spec
 
-    return qwenimage_spec()
+    return qwenimage_spec(name)
 
 
 ENTRY = FamilyEntry(
-    names=("qwenimage",),
+    names=("qwenimage", "qwenimage_edit", "qwenimage_edit_plus"),
     factory=f"{__name__}:make",
-    options=f"{__name__}.options:QwenImageOptions",
+    options={
+        "qwenimage": f"{__name__}.options:QwenImageOptions",
+        "qwenimage_edit": f"{__name__}.options:QwenImageEditOptions",
+        "qwenimage_edit_plus": f"{__name__}.options:QwenImageEditOptions",
+    },
     catalogue=f"{__name__}.catalogue",
     demo_configs=("qwenimage/demo.yaml",),
     recipe="qwenimage_lora.py",

@@ -12,6 +12,7 @@ import torch
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
+from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.output.adapter import attach_adapter
 
 
@@ -48,9 +49,14 @@ class QwenImageAdapter:
             use_safetensors=True,
         )
         pipeline_class = getattr(diffusers, self.info.pipeline_class_name)
+        # the Edit pipelines' processor, built where torchvision is missing (processor.py)
+        extra = (
+            {} if pipeline_class.__name__ == "QwenImagePipeline" else {"processor": load_processor(path, cfg.revision)}
+        )
         pipe = pipeline_class.from_pretrained(
             path,
             vae=vae,
+            **extra,
             revision=cfg.revision,
             variant=cfg.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),

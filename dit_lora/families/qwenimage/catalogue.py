@@ -242,4 +242,26 @@ ENTRIES = [
         1328,
         notes="the December 2025 update; same architecture and files as Qwen-Image",
     ),
+    _entry(
+        "Qwen/Qwen-Image-Edit",
+        "Qwen-Image-Edit (20B)",
+        "QwenImageEditPipeline",
+        1024,
+        notes="one control image per sample; --family qwenimage_edit",
+    ),
+    _entry(
+        "Qwen/Qwen-Image-Edit-2509",
+        "Qwen-Image-Edit 2509 (20B)",
+        "QwenImageEditPlusPipeline",
+        1024,
+        notes="one to three control images per sample (Picture 1, 2, 3); --family qwenimage_edit_plus",
+    ),
+    _entry(
+        "Qwen/Qwen-Image-Edit-2511",
+        "Qwen-Image-Edit 2511 (20B)",
+        "QwenImageEditPlusPipeline",
+        1024,
+        zero_cond_t=True,
+        notes="as 2509, control tokens modulated at t = 0 (zero_cond_t); --family qwenimage_edit_plus",
+    ),
 ]

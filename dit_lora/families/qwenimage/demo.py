@@ -24,6 +24,7 @@ import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
 
 __all__ = [
     "EDIT_PIPELINES",
@@ -226,10 +227,10 @@ def build_tiny_qwenimage_components(variant: str = "t2i", seed: int = 0) -> dict
         "tokenizer": tokenizer,
     }
     if variant != "t2i":
-        from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor
+        from transformers import Qwen2VLImageProcessor
 
         image_processor = Qwen2VLImageProcessor(**{k: v for k, v in _PROCESSOR_IMAGE.items() if "_type" not in k})
-        out["processor"] = Qwen2VLProcessor(image_processor=image_processor, tokenizer=tokenizer)
+        out["processor"] = image_only_processor(image_processor, tokenizer)
     return out
 
 
@@ -242,9 +243,38 @@ def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: 
     marker = {"kind": "qwenimage", "variant": variant, "seed": seed, "version": TINY_QWENIMAGE_VERSION}
 
     def build(tmp: Path) -> None:
-        import diffusers
+        from diffusers import QwenImagePipeline
 
-        pipeline_class: Any = getattr(diffusers, EDIT_PIPELINES[variant])
-        pipeline_class(**build_tiny_qwenimage_components(variant, seed)).save_pretrained(tmp, safe_serialization=True)
+        parts = build_tiny_qwenimage_components(variant, seed)
+        processor = parts.pop("processor", None)
+        pipe: Any = QwenImagePipeline(**parts)  # Any: mypy takes diffusers' classes for their dummy placeholders
+        pipe.save_pretrained(tmp, safe_serialization=True)
+        if processor is not None:  # the processor/ folder and the Edit pipeline's model_index.json
+            save_processor(processor, tmp / "processor")
+            index = json.loads((tmp / "model_index.json").read_text())
+            index.update(_class_name=EDIT_PIPELINES[variant], processor=["transformers", "Qwen2VLProcessor"])
+            (tmp / "model_index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
 
     return build_directory_atomically(path, _MARKER, marker, build)
+
+
+def add_control_images(folder: str | Path, per_sample: int = 1) -> Path:
+    """Give every row of a shapes data set's ``metadata.jsonl`` ``per_sample`` control images (``controls/``: the
+    image in grey, then mirrored), named in its ``control_image`` column (a list for several): an edit data set."""
+    from PIL import Image, ImageOps
+
+    folder = Path(folder)
+    rows = [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
+    (folder / "controls").mkdir(exist_ok=True)
+    for row in rows:
+        stem = Path(row["file_name"]).stem
+        with Image.open(folder / row["file_name"]) as image:
+            made = [ImageOps.grayscale(image).convert("RGB"), ImageOps.mirror(image.convert("RGB"))][:per_sample]
+        names = []
+        for index, control in enumerate(made):
+            name = f"controls/{stem}_{index}.png"
+            control.save(folder / name, format="PNG", optimize=False, compress_level=6)
+            names.append(name)
+        row["control_image"] = names[0] if per_sample == 1 else names
+    (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder

@@ -71,21 +71,41 @@ class QwenImageLoss(DiffusionLoss):
         noise, sigmas = draw_sigmas(latents, state.scheduler_config, options, generator)
         noisy = noisy_latents(latents, noise, sigmas)
         embeds, mask = cut_text_padding(batch["prompt_embeds"], batch[MASK_KEY], state.text_tokens)
-        height, width = latents.shape[-2:]
+        hidden, img_shapes = self.image_tokens(batch, pack_latents(noisy))
         pred = model(
-            hidden_states=pack_latents(noisy),
+            hidden_states=hidden,
             encoder_hidden_states=embeds,
             encoder_hidden_states_mask=mask,
             timestep=sigmas,
-            img_shapes=[(1, height // 2, width // 2)] * latents.shape[0],
+            img_shapes=img_shapes,
             return_dict=False,
         )[0]
         target = pack_latents(velocity_target(latents, noise))
-        return weighted_mse(pred, target, loss_weighting(options.weighting_scheme, sigmas))
+        # the target's tokens come first; an edit model's control tokens after them are only context
+        return weighted_mse(pred[:, : target.shape[1]], target, loss_weighting(options.weighting_scheme, sigmas))
+
+    def image_tokens(self, batch: dict[str, Any], packed: torch.Tensor) -> tuple[torch.Tensor, list]:
+        """The transformer's image sequence and its ``img_shapes`` (the RoPE grid of each image in it): the packed
+        noisy latent alone here (an edit model appends its control latents)."""
+        height, width = batch["latents"].shape[-2:]
+        return packed, [[(1, height // 2, width // 2)]] * packed.shape[0]
 
 
 class QwenImageData(DiffusionData):
-    """``FamilySpec.data``: the standard image data, then (cached) the caption length every batch is cut to."""
+    """``FamilySpec.data``: the standard image data (an Edit model's: each sample with its control images,
+    ``edit_data.EditMedia``), then (cached) the caption length every batch is cut to."""
+
+    def __init__(self, edit: str | None = None) -> None:
+        self.edit = edit  # None (text-to-image), "edit" or "edit_plus"
+
+    def data_handler(self, cfg, spec):
+        """The image handler; the Edit models' reads and checks the control images too."""
+        if self.edit is None:
+            return super().data_handler(cfg, spec)
+        # the edit handler lives beside the family's other modules; imported here to keep text-to-image's imports lean
+        from dit_lora.families.qwenimage.edit_data import EditMedia
+
+        return EditMedia(cfg, spec, single=self.edit == "edit")
 
     def build_data(self, cfg, spec, comps: Components, accelerator):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""

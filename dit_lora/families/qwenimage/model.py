@@ -3,6 +3,7 @@ checks, the resolution it takes, its precision policy, its aspect-ratio buckets,
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -14,7 +15,9 @@ from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
 from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
+from dit_lora.families.qwenimage.edit import refuse_unsupported
 from dit_lora.families.qwenimage.encoders import MAX_SEQUENCE_LENGTH, max_sequence_length
+from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
@@ -96,6 +99,7 @@ class QwenImageModel(DiffusionModel):
                 **common,
             )
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            extra = self.extra_encoders(cfg)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Qwen-Image", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
@@ -116,9 +120,33 @@ class QwenImageModel(DiffusionModel):
         return Components(
             model=transformer,
             scheduler=FlowMatchEulerDiscreteScheduler.from_config(scheduler_cfg),
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer, **extra},
             state=state,
         )
+
+    def extra_encoders(self, cfg) -> dict[str, Any]:
+        """Encoders besides VAE, text encoder and tokenizer (none for text-to-image; the Edit models' processor)."""
+        return {}
+
+
+class QwenImageEditModel(QwenImageModel):
+    """``FamilySpec.model`` of the Edit models: text-to-image's checks and loading, plus the processor through which
+    Qwen2.5-VL sees the control images; the options an edit run cannot take refused."""
+
+    def validate_config(self, cfg) -> None:
+        """Text-to-image's checks, the refused options (``edit.refuse_unsupported``), a given ``--validation_image``."""
+        super().validate_config(cfg)
+        refuse_unsupported(cfg)
+        image = cfg.family_options.validation_image
+        if image and not os.path.isfile(image):
+            raise UserError(
+                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to take the "
+                "first training sample's control image."
+            )
+
+    def extra_encoders(self, cfg) -> dict[str, Any]:
+        """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
+        return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
 
 
 class QwenImagePrecision(DiffusionPrecision):
@@ -152,16 +180,24 @@ class QwenImageBuckets:
 
 
 class QwenImageDemo:
-    """``FamilySpec.demo``: the tiny random Qwen-Image pipeline (``demo.py``) and the shapes data set."""
+    """``FamilySpec.demo``: the tiny random Qwen-Image pipeline (``demo.py``) of the family's variant and the shapes
+    data set (for the Edit models with control images: ``demo.add_control_images``)."""
+
+    def __init__(self, variant: str = "t2i") -> None:
+        self.variant = variant
 
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         check_resolution(cfg.resolution)
         check_demo_resolution(cfg.resolution)
-        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.pretrained_model_name_or_path, seed=0)
+        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.pretrained_model_name_or_path, self.variant, seed=0)
         if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
             print(
                 f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
             )
         elif cfg.train_data_dir:
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+            if self.variant != "t2i":
+                tiny_qwenimage.add_control_images(
+                    cfg.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
+                )

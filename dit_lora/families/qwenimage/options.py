@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.config.schema import POSITIVE, opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.modeling.timestep_options import ConditioningImageOptions, FlowMatchingOptions
 
 #: how the training sigmas are shifted (:mod:`.shift`)
 SHIFT_MODES = ("dynamic", "fixed", "none")
@@ -35,4 +35,21 @@ class QwenImageOptions(FlowMatchingOptions):
         section="qwenimage",
         resume="fixed",
         valid=POSITIVE,
+    )
+
+
+@dataclass(frozen=True)
+class QwenImageEditOptions(QwenImageOptions, ConditioningImageOptions):
+    """The Edit models: the text-to-image options, the validation control image and the metadata column."""
+
+    TITLE = "qwenimage_edit options (--family qwenimage_edit or qwenimage_edit_plus)"
+
+    qwen_control_column: str | None = opt(
+        None,
+        "Qwen-Image-Edit: the metadata column naming each sample's control image(s) (a path, or a JSON list of "
+        "paths, relative to the metadata file). Default: the first of `control_image`, `control_images`, "
+        "`edit_image` (DiffSynth-Studio), `control_path` and musubi-tuner's `control_path_0`, `control_path_1` ... "
+        "that a row fills.",
+        section="qwenimage",
+        resume="fixed",
     )

@@ -16,7 +16,12 @@ from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_dep
 
 class QwenImagePlan(DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and Qwen2.5-VL on the meta device; caption embeddings at the run's text
-    length."""
+    length. An Edit model is planned with one control image per sample at the sample's size (its latent tokens
+    appended, the text longer by the image's tokens: the bucket's for Edit, a 384 x 384 area's for Edit-Plus)."""
+
+    def __init__(self, encoders, loss, buckets=None, edit: str | None = None) -> None:
+        super().__init__(encoders, loss, buckets)
+        self.edit = edit
 
     def plan_components(self, cfg, read, depth: int | None = None) -> Components:
         """What :meth:`QwenImageModel.load_components <dit_lora.families.qwenimage.model.QwenImageModel.load_components>`
@@ -44,9 +49,25 @@ class QwenImagePlan(DiffusionPlan):
             model=transformer, scheduler=None, encoders={"vae": vae, "text_encoder": text_encoder}, state=state
         )
 
+    def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+        """Text-to-image's batches; an Edit model's with one control latent like the target's."""
+        batches = super().plan_batches(cfg, comps)
+        if self.edit is not None:
+            for _, batch in batches:
+                batch["control_latents"] = torch.empty_like(batch["latents"])[:, None]
+        return batches
+
+    def image_text_tokens(self, cfg) -> int:
+        """The text tokens one control image adds (a 28 x 28 pixel patch group each, as Qwen2.5-VL merges them)."""
+        if self.edit is None:
+            return 0
+        side = 384 if self.edit == "edit_plus" else cfg.resolution
+        return (side // 28) ** 2
+
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
-        """Caption embeddings and their mask at the run's text length, as empty tensors."""
-        length = comps.state.text.max_sequence_length
+        """Caption embeddings and their mask at the run's text length (plus an edit control image's), as empty
+        tensors."""
+        length = comps.state.text.max_sequence_length + self.image_text_tokens(cfg)
         model: Any = comps.model  # a QwenImageTransformer2DModel: its config is diffusers' FrozenDict
         width = int(model.config.joint_attention_dim)
         return {

@@ -21,6 +21,12 @@ class QwenImageRun:
     #: the VAE's per-channel latent normalisation (``latents_mean``, ``latents_std``), from its config
     latents_mean: tuple[float, ...] = ()
     latents_std: tuple[float, ...] = ()
+    #: Edit: how targets are cropped, ``(--center_crop, --seed)``: each control image is cropped alike
+    crop: tuple[bool, int] = (True, 0)
+    #: Edit: the validation control images (``--validation_image`` or the first sample's) and the validation prompt's
+    #: embeddings computed with them (and the negative's), while the text encoder was loaded
+    validation_controls: list[Any] | None = None
+    validation_embeds: dict[str, Any] | None = None
 
 
 def run_state(comps) -> QwenImageRun:

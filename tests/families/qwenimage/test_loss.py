@@ -69,7 +69,7 @@ def test_loss_matches_the_hand_computation(scheme, mode):
 
     call = recorder.calls[0]
     torch.testing.assert_close(call["timestep"], sigmas)  # the pipeline's t / 1000
-    assert call["img_shapes"] == [(1, 4, 6)] * 3
+    assert call["img_shapes"] == [[(1, 4, 6)]] * 3  # the pipeline's list of each sample's image shapes
     assert call["encoder_hidden_states"].shape[1] == 8 and torch.equal(call["encoder_hidden_states_mask"], mask[:, :8])
 
 
