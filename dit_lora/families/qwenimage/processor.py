@@ -38,7 +38,7 @@ def load_processor(path: str, revision: str | None = None) -> Any:
     tokenizer put together by :func:`image_only_processor`."""
     from transformers import AutoTokenizer, Qwen2VLImageProcessor, Qwen2VLProcessor
 
-    at = {"revision": revision} if revision else {}
+    at: dict[str, Any] = {"revision": revision} if revision else {}
     try:
         return Qwen2VLProcessor.from_pretrained(path, subfolder=SUBFOLDER, **at)
     except (AttributeError, ImportError):  # transformers without torchvision: no video processor class to check
