@@ -96,9 +96,32 @@ def qwenimage_pipeline(root: Path, hub_id: str = "Qwen/Qwen-Image", layers: int 
 
 
 def _processor_folder(folder: Path, tokenizer) -> None:
-    """The Edit repos' processor/: Qwen2VLProcessor with the published image processor settings."""
-    from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor
+    """The Edit repos' processor/: the published image processor settings (min_pixels 3136, max_pixels 12845056,
+    patch 14, temporal patch 2, merge 2) and the tokenizer (built without torchvision: the family's processor.py)."""
+    from transformers import Qwen2VLImageProcessor
+
+    from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
 
     image = Qwen2VLImageProcessor(min_pixels=3136, max_pixels=12845056, patch_size=14, temporal_patch_size=2,
                                   merge_size=2)
-    Qwen2VLProcessor(image_processor=image, tokenizer=tokenizer).save_pretrained(folder)
+    save_processor(image_only_processor(image, tokenizer), folder)
+
+
+def edit_layout_from(t2i: Path, root: Path, hub_id: str = "Qwen/Qwen-Image-Edit-2509") -> Path:
+    """The Hub layout of an Edit release sharing ``t2i``'s weights (linked: the Edit repos' transformer, VAE and
+    Qwen2.5-VL have the text-to-image widths; 2511's transformer config adds ``zero_cond_t``), with the Edit
+    release's configs and ``processor/``."""
+    entry = by_hub_id(hub_id)
+    folder = root / hub_id.split("/")[-1]
+    for part in ("transformer", "vae", "text_encoder", "tokenizer", "scheduler"):
+        (folder / part).mkdir(parents=True, exist_ok=True)
+        for file in (t2i / part).iterdir():
+            (folder / part / file.name).symlink_to(file)
+    layers = json.loads((t2i / "transformer/config.json").read_text())["num_layers"]
+    (folder / "transformer/config.json").unlink()
+    _write_json(folder / "transformer/config.json", {**entry.configs["transformer/config.json"], "num_layers": layers})
+    _write_json(folder / "model_index.json", entry.configs["model_index.json"])
+    from transformers import AutoTokenizer
+
+    _processor_folder(folder / "processor", AutoTokenizer.from_pretrained(t2i / "tokenizer"))
+    return folder
