@@ -2,7 +2,7 @@
 and its adapter reloads live in the stock QwenImagePipeline; on an fp8_scaled base, a run killed mid-step with
 ``--blocks_to_swap`` resumes to the bytes of the uninterrupted run without it (the swap changes no value, the resume is
 exact, a NaN step is skipped in both) and reloads into the unquantized pipeline; ``--quantize_base nf4`` (with an nf4
-Qwen2.5-VL) trains through a NaN and reloads unquantized. Everything at 32 px, 3-4 steps, fp32 where bf16 is not the
+Qwen2.5-VL and ``--activation_offloading``) trains through a NaN and reloads unquantized. Everything at 32 px, 3-4 steps, fp32 where bf16 is not the
 point: six short runs."""
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ def test_killed_fp8_run_with_swapped_blocks_resumes_to_the_bytes_of_the_plain_ru
     assert _reload_live(tiny, plain) > 0
 
 
-def test_nf4_base_skips_a_nan_and_reloads_into_the_unquantized_pipeline(tiny, data, tmp_path):
+def test_nf4_base_with_offloaded_activations_skips_a_nan_and_reloads_unquantized(tiny, data, tmp_path):
     out = tmp_path / "out"
     opts = {**OPTIONS, "max_train_steps": 3, "checkpointing_steps": 0, "inject_faults": "nan_loss@2",
-            "quantize_base": "nf4", "quantize_text_encoder": "true"}
+            "quantize_base": "nf4", "quantize_text_encoder": "true", "activation_offloading": "true"}
     _run(base_args(tiny, data, out, tmp_path / "cache", **opts))
     summary = read_summary(out)
     assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
