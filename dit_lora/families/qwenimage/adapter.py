@@ -36,31 +36,30 @@ class QwenImageAdapter:
         return Path(output_dir) / self.info.adapter_weight_name
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """The base model's pipeline (VAE in fp32) with the saved adapter loaded by diffusers."""
+        """The base model's pipeline (text-to-image: VAE in fp32) with the saved adapter loaded by diffusers."""
         import diffusers
         from diffusers import AutoencoderKLQwenImage
 
         path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKLQwenImage.from_pretrained(
-            path,
-            subfolder="vae",
-            revision=cfg.revision,
-            **dtype_kwarg("diffusers", torch.float32),
-            use_safetensors=True,
-        )
         pipeline_class = getattr(diffusers, self.info.pipeline_class_name)
-        # the Edit pipelines' processor, built where torchvision is missing (processor.py)
-        extra = (
-            {} if pipeline_class.__name__ == "QwenImagePipeline" else {"processor": load_processor(path, cfg.revision)}
-        )
+        if pipeline_class.__name__ == "QwenImagePipeline":  # it decodes in the VAE's own dtype: fp32, as trained
+            vae = AutoencoderKLQwenImage.from_pretrained(
+                path,
+                subfolder="vae",
+                revision=cfg.revision,
+                **dtype_kwarg("diffusers", torch.float32),
+                use_safetensors=True,
+            )
+            extra = {"vae": vae}
+        else:  # the Edit pipelines encode their images in the prompt's dtype: the VAE in the pipeline's
+            extra = {"processor": load_processor(path, cfg.revision)}  # built where torchvision is missing
         pipe = pipeline_class.from_pretrained(
             path,
-            vae=vae,
-            **extra,
             revision=cfg.revision,
             variant=cfg.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
+            **extra,
         )
         attach_adapter(None, pipe, adapter_dir)
         pipe.set_progress_bar_config(disable=True)

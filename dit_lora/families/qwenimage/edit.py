@@ -212,8 +212,9 @@ class EditSamples(QwenImageSamples):
         scheduler = FlowMatchEulerDiscreteScheduler.from_config(state.scheduler_config)
         embeds = {k: v.to(device) for k, v in (state.validation_embeds or {}).items()}
         vae = comps.encoders["vae"]
-        home = vae.device
-        vae.to(device)
+        home, home_dtype = vae.device, vae.dtype
+        # the pipeline encodes the control images in the prompt's dtype (the transformer's): the VAE follows for the call
+        vae.to(device, dtype=next(model.parameters()).dtype)
         try:
             pipe = edit_pipeline(comps, self.plus, vae=vae, transformer=model, scheduler=scheduler, text_encoder=None)
             pipe.set_progress_bar_config(disable=True)
@@ -229,7 +230,7 @@ class EditSamples(QwenImageSamples):
                     **embeds,
                 ).images
         finally:
-            vae.to(home)
+            vae.to(home, dtype=home_dtype)
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded Edit pipeline on the same control images."""
