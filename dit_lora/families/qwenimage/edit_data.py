@@ -4,7 +4,8 @@ A row of ``metadata.jsonl`` / ``metadata.csv`` names its target image (``file_na
 instruction) and its control image(s), relative to the metadata file's folder as ``file_name`` is: one path or a
 JSON list in ``control_image`` / ``control_images`` (this project), ``edit_image`` (DiffSynth-Studio),
 ``control_path`` or the numbered ``control_path_0``, ``control_path_1`` ... (musubi-tuner's JSONL), or the column
-``--qwen_control_column`` names. The control paths become the sample's ``conditions`` (hashed into its cache key, so
+``--qwen_control_column`` names; or, for a row naming none, the same-named image(s) in ``--qwen_control_dir``
+(musubi-tuner's ``control_directory``, ai-toolkit's ``control_path``: ``<stem>.png`` or ``<stem>_0.png``, ...). The control paths become the sample's ``conditions`` (hashed into its cache key, so
 a changed control image is encoded again); each control image is resized to cover the sample's bucket and cropped
 as the target is (musubi-tuner's default: controls at the target's size), so a batch of one bucket stacks. A sample
 whose control image is missing or unreadable stops the run in one paragraph naming it and its column.
@@ -91,6 +92,32 @@ def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Co
     return out
 
 
+def folder_controls(folder: str, key: str) -> tuple[str, ...]:
+    """The control images of the sample ``key`` in ``folder`` (``--qwen_control_dir``), named as musubi-tuner's
+    control_directory and ai-toolkit's control_path name them: ``<stem>.<image ext>``, or ``<stem>_<N>.<image ext>``
+    for several (in N's order); the key's subfolders apply. Only files inside ``folder`` (``paths.locate``)."""
+    from dit_lora.data.sources import IMAGE_EXTENSIONS
+
+    rel_dir, name = os.path.split(key)
+    stem = os.path.splitext(name)[0]
+    here = os.path.join(folder, rel_dir)
+    if not os.path.isdir(here):
+        return ()
+    single, numbered = [], []
+    for entry in sorted(os.listdir(here)):
+        base, ext = os.path.splitext(entry)
+        if ext.lower() not in IMAGE_EXTENSIONS:
+            continue
+        found = locate(folder, f"{rel_dir}/{entry}" if rel_dir else entry)
+        if found.path is None:
+            continue
+        if base == stem:
+            single.append(found.path)
+        elif base.startswith(stem + "_") and base[len(stem) + 1 :].isdigit():
+            numbered.append((int(base[len(stem) + 1 :]), found.path))
+    return tuple(single[:1]) if single else tuple(p for _, p in sorted(numbered))
+
+
 def unreadable(path: str) -> str | None:
     """Why the control image at ``path`` cannot be used (missing, not an image), or None."""
     try:
@@ -126,10 +153,15 @@ class EditMedia(ImageMedia):
         return self._controls
 
     def excluded_keys(self) -> frozenset[str]:
-        """The control images inside the data folder: no samples of their own."""
+        """The control images inside the data folder (named by metadata rows, or in a ``--qwen_control_dir`` inside
+        it): no samples of their own."""
         root = os.path.abspath(os.fspath(self.cfg.train_data_dir or "."))
         paths = {p for c in self.controls().values() for p in c.paths}
-        return frozenset(os.path.relpath(p, root).replace(os.sep, "/") for p in paths)
+        folder = self.cfg.family_options.qwen_control_dir
+        if folder:
+            paths |= {os.path.join(d, f) for d, _, files in os.walk(os.path.abspath(folder)) for f in files}
+        keys = (os.path.relpath(p, root).replace(os.sep, "/") for p in paths)
+        return frozenset(k for k in keys if not k.startswith("../"))
 
     def list_samples(self) -> list:
         """The samples, each with the control images its metadata row names (a paragraph when any has none)."""
@@ -137,8 +169,11 @@ class EditMedia(ImageMedia):
         samples = super().list_samples()
         column = self.cfg.family_options.qwen_control_column
         out, missing = [], []
+        folder = self.cfg.family_options.qwen_control_dir
         for sample in samples:
             controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
+            if (controls is None or not controls.paths and controls.refused is None) and folder:
+                controls = Controls(folder_controls(folder, sample.key), "--qwen_control_dir")
             if controls is None or not controls.paths and controls.refused is None:
                 missing.append(sample.key)
                 continue
@@ -149,10 +184,11 @@ class EditMedia(ImageMedia):
             named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in CONTROL_COLUMNS)
             raise UserError(
                 f"{len(missing)} sample(s) of --train_data_dir have no control image in {named} of their metadata "
-                f"row: {name_some(missing)}. An edit model learns to turn its control image(s) into the target: give "
-                'each row one, e.g. {"file_name": "after.png", "text": "make it red", "control_image": '
-                '"before.png"} (a list for several), relative to the metadata file, or name the column with '
-                "--qwen_control_column."
+                f"row{' nor in --qwen_control_dir' if folder else ''}: {name_some(missing)}. An edit model learns to "
+                'turn its control image(s) into the target: give each row one, e.g. {"file_name": "after.png", '
+                '"text": "make it red", "control_image": "before.png"} (a list for several), relative to the metadata '
+                "file, name the column with --qwen_control_column, or put same-named images in a folder given as "
+                "--qwen_control_dir."
             )
         return out
 

@@ -53,3 +53,12 @@ class QwenImageEditOptions(QwenImageOptions, ConditioningImageOptions):
         section="qwenimage",
         resume="fixed",
     )
+    qwen_control_dir: str | None = opt(
+        None,
+        "Qwen-Image-Edit: a folder of control images named as the targets, as musubi-tuner's control_directory and "
+        "ai-toolkit's control_path lay them out: `<target stem>.<any image extension>` for one, "
+        "`<target stem>_0.png`, `<target stem>_1.png` ... for several (subfolders as under --train_data_dir). Used "
+        "for the samples whose metadata row names no control image.",
+        section="qwenimage",
+        resume="fixed",
+    )

@@ -17,6 +17,7 @@ from dit_lora.registry import get_spec
 
 def _folder(tmp_path, rows, controls=("c1.png", "c2.png")):
     for name in (*(r["file_name"] for r in rows), *controls):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         Image.new("RGB", (32, 32), (len(name) * 20, 0, 0)).save(tmp_path / name)
     (tmp_path / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return tmp_path
@@ -91,3 +92,14 @@ def test_a_changed_control_image_changes_the_cache_key(tmp_path):
     before = sample.cache_key()
     Image.new("RGB", (32, 32), (0, 255, 0)).save(folder / "c1.png")
     assert sample.cache_key() != before and SimpleNamespace(key=sample.key).key == "a.png"
+
+
+def test_a_control_folder_as_musubi_tuner_and_ai_toolkit_lay_it_out(tmp_path):
+    """``--qwen_control_dir``: ``<stem>.<ext>`` for one control, ``<stem>_<N>.<ext>`` for several (in N's order); a
+    folder inside the data folder holds no samples."""
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x"}, {"file_name": "b.png", "text": "y"}],
+                     controls=("controls/a.jpg", "controls/b_1.png", "controls/b_0.png", "controls/b_10.png"))
+    samples = _media(folder, qwen_control_dir=str(folder / "controls")).list_samples()
+    assert [s.key for s in samples] == ["a.png", "b.png"]
+    assert samples[0].conditions == (str(folder / "controls" / "a.jpg"),)
+    assert [p.rsplit("/", 1)[-1] for p in samples[1].conditions] == ["b_0.png", "b_1.png", "b_10.png"]
