@@ -115,6 +115,7 @@ BUILT_IN = (
     "dit",
     "videollm",
     "wan",
+    "qwenimage",
     "zimage",
     "flux2",
 )

@@ -43,6 +43,7 @@ DEMO_OF = {
     "THUDM/CogVideoX-5b": {"demo_cogvideox_version": "1.0-5b"},
     "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": {"demo_wan_variant": "2.1-t2v"},
     "llava-hf/LLaVA-NeXT-Video-7B-hf": {},
+    "Qwen/Qwen-Image": {},
     "Tongyi-MAI/Z-Image": {},
     "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
 }

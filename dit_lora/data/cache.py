@@ -176,13 +176,16 @@ def build_cache(
     log: Callable[[str], None] = say,
     what: str = "image",
     world: int = 1,
+    encode_samples: Callable[[list], dict[str, torch.Tensor]] | None = None,
 ) -> dict[int, str]:
     """Encode the samples ``todo`` (this rank's share of the missing ones); return ``{index: reason}`` of failures.
 
     ``load_pixels(i)`` gives sample ``i``'s pixels (``(3, H, W)`` for an image, ``(F, 3, H, W)`` for a
     clip; every sample of one batch the same shape). ``encode_images`` returns a latent tensor or a dict of per-sample tensors with ``latents``; every
     entry is stored, and with ``random_flip`` also ``<name>_flipped`` from the horizontally flipped
-    pixels. ``what`` names the medium in failure reasons ("image", "clip").
+    pixels. ``what`` names the medium in failure reasons ("image", "clip"). ``encode_samples`` (a family whose
+    conditioning reads more of a sample than its caption: an edit model's control images) replaces
+    ``encode_prompts``: it is given the samples themselves.
 
     Every rank must compute the missing list *before* any rank starts writing, or ranks disagree
     about the split and some samples are never cached.
@@ -209,7 +212,8 @@ def build_cache(
         if random_flip:
             # The last axis is width for images (3, H, W) and clips (F, 3, H, W) alike.
             out.update({f"{k}_flipped": v for k, v in as_encoding(encode_images(pixels.flip(-1))).items()})
-        out.update(encode_prompts([samples[i].caption for i in indices]))
+        chosen = [samples[i] for i in indices]
+        out.update(encode_samples(chosen) if encode_samples else encode_prompts([s.caption for s in chosen]))
         return out
 
     def row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:

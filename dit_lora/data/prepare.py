@@ -128,7 +128,12 @@ class ImageMedia:
             instance_prompt=cfg.instance_prompt,
             dataset_split=cfg.dataset_split,
             caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
+            exclude_keys=self.excluded_keys(),
         )
+
+    def excluded_keys(self) -> frozenset[str]:
+        """Files of the data folder that are no samples of their own (none here; an edit family's control images)."""
+        return frozenset()
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here)."""
@@ -377,6 +382,13 @@ def _drop_bad_cache_entries(files: list[Path], present: list[int], samples: list
     return for_copies(_gather(accelerator, invalid_local), first)
 
 
+def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]] | None:
+    """The family's ``encode_samples(comps, samples)`` when its encoders have one (conditioning that reads more of a
+    sample than its caption, e.g. an edit model's control images), else None: captions go to ``encode_prompts``."""
+    encode = getattr(encoders, "encode_samples", None)
+    return None if encode is None else lambda chosen: encode(comps, chosen)
+
+
 def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
@@ -466,6 +478,7 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
             log=say,
             what=media.noun,
             world=world,
+            encode_samples=_sample_encoder(encoders, comps),
         ),
     )
     failed = for_copies(_gather(accelerator, failed_local), first)

@@ -55,6 +55,9 @@ class RawSample:
     #: the (height, width) an image is resized to cover and cropped to: its aspect-ratio bucket, set when the image
     #: family screens it (:func:`~dit_lora.data.aspect.bucket_of`); None before (a clip's is (frames, height, width))
     bucket: tuple[int, int] | None = None
+    #: the files of the images a sample is conditioned on besides its caption (an edit model's control images, named
+    #: by a metadata column the family reads), absolute paths inside the data folder; hashed into :meth:`content_id`
+    conditions: tuple[str, ...] = ()
 
     def open_image(self, *, resolution: Any = None, max_pixels: int | None = None) -> Image.Image:
         """Decode the image and return it as RGB, rotated per its EXIF orientation.
@@ -68,7 +71,8 @@ class RawSample:
         return load_rgb(self.source(), resolution=resolution, max_pixels=max_pixels)
 
     def content_id(self) -> str:
-        """sha256 hex digest of the encoded image bytes plus the caption.
+        """sha256 hex digest of the encoded image bytes plus the caption (plus the bytes of each of its
+        :attr:`conditions`, when it has any: a changed control image is a new cache entry).
 
         Stable across renames and machines, so caches keyed on it survive moving the data. For a
         dataset cell that only holds a decoded image, the raw pixels (with mode and size) are hashed.
@@ -82,11 +86,11 @@ class RawSample:
             _update_prefixed(digest, [bytes(source)])
         else:
             with open(source, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                digest.update(struct.pack("<Q", size))
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
+                _update_file(digest, handle)
         _update_prefixed(digest, [self.caption.encode("utf-8")])
+        for condition in self.conditions:
+            with open(condition, "rb") as handle:
+                _update_file(digest, handle)
         return digest.hexdigest()
 
     def cache_key(self) -> str:
@@ -126,6 +130,13 @@ class RawSample:
         if value is None:
             raise ValueError("the image cell is empty")
         raise TypeError(f"the image cell holds a {type(value).__name__}, not an image")
+
+
+def _update_file(digest: Any, handle: Any) -> None:
+    """A file's size, then its bytes, in 1 MiB reads (the size prefix keeps neighbouring parts apart)."""
+    digest.update(struct.pack("<Q", os.fstat(handle.fileno()).st_size))
+    for chunk in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(chunk)
 
 
 def _update_prefixed(digest: Any, parts: Iterable[bytes]) -> None:

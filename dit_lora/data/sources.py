@@ -66,6 +66,7 @@ def load_samples(
     dataset_split: str = "train",
     log: Callable[[str], Any] | None = None,
     caption_column_given: bool = False,
+    exclude_keys: frozenset[str] = frozenset(),
 ) -> list[RawSample]:
     """List the training samples of a local folder or a `datasets` dataset, without decoding images.
 
@@ -83,6 +84,8 @@ def load_samples(
     dataset with ``caption_column_given`` (``--caption_column`` set explicitly) it captions only the rows whose
     caption is empty, as diffusers' ``DreamBoothDataset`` does.
     What was repeated or captioned so is said through ``log`` (default: print, on the main process only).
+    ``exclude_keys`` (folder keys) are files of the folder that are no samples of their own (an edit model's
+    control images, which the samples' metadata rows name).
 
     Class labels (``labels_from_folders``, for class-conditional models): a folder without any
     metadata file is read in the imagefolder-by-class layout, ``root/<class>/<image>``, and each
@@ -114,6 +117,7 @@ def load_samples(
             caption_extension=checked_caption_extension(caption_extension),
             instance_prompt=instance_prompt,
             log=say,
+            exclude_keys=exclude_keys,
         )
     else:
         assert dataset_name  # check_one_source: exactly one of the two is given
@@ -318,10 +322,12 @@ def _load_folder(
     caption_extension: str = ".txt",
     instance_prompt: str | None = None,
     log: Callable[[str], Any] = print,
+    exclude_keys: frozenset[str] = frozenset(),
 ) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
     """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`)."""
     _check_folder(root)
     images, caption_files, metadata_files = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
+    images = [key for key in images if key not in exclude_keys]
     refused: list[RawSample] = []  # outside the folder: kept (screening quarantines them), never opened
     from_metadata = _metadata_captions(root, metadata_files, caption_column, refused)
     if not images and not from_metadata and not refused:

@@ -62,13 +62,13 @@ class TimestepSamplingOptions(LogitNormalOptions):
 
 @dataclass(frozen=True)
 class ConditioningImageOptions(FamilyOptions):
-    """Image-to-video: the conditioning image of validation videos."""
+    """The conditioning image of validation samples (image-to-video, image editing)."""
 
     validation_image: str | None = opt(
         None,
-        "Image-to-video: the conditioning image for validation videos. Default: the first frame of the first "
-        "training clip.",
-        section="image-to-video",
+        "The conditioning image of validation samples: the first frame of image-to-video validation videos, the "
+        "control image of an edit model's. Default: the first training sample's (its first frame, its control image).",
+        section="conditioning image",
         resume="free",
     )
 

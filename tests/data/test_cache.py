@@ -196,3 +196,18 @@ def test_cache_files_hash_a_repeated_file_once(tmp_path, monkeypatch):
     files = cache.cache_files(tmp_path / "cache", "ns", samples)
     assert files[0] == files[1] == files[2] != files[3]
     assert hashed == ["a.png", "b.png"]
+
+
+def test_encode_samples_replaces_the_caption_encoder_and_is_given_the_samples(tmp_path):
+    """A family whose conditioning reads more of a sample than its caption (an edit model's control images)."""
+    given = []
+
+    def encode_samples(chosen):
+        given.append([s.key for s in chosen])
+        return {"prompt_embeds": torch.tensor([[float(len(s.key))] for s in chosen])}
+
+    samples = _samples(3)
+    files, failed, _ = _build(tmp_path, samples, encode_samples=encode_samples,
+                              encode_prompts=lambda captions: pytest.fail("encode_prompts is not called"))
+    assert not failed and given == [["img0.png", "img1.png"], ["img2.png"]]
+    assert load_file(str(files[2]))["prompt_embeds"].tolist() == [8.0]

@@ -35,3 +35,17 @@ def test_cache_key_is_the_content_id_plus_the_bucket(tmp_path):
     assert sample.cache_key() == sample.content_id() and len(sample.content_id()) == 64
     bucketed = RawSample(key="a.png", caption="cap", path=str(tmp_path / "a.png"), bucket=(16, 32))
     assert bucketed.cache_key() == f"{sample.content_id()}:16x32"
+
+
+def test_conditions_are_part_of_the_content_id(tmp_path):
+    """An edit sample's control images: a changed one is a new cache entry; a sample without any keeps its id."""
+    image = tmp_path / "a.png"
+    Image.new("RGB", (4, 4), (1, 2, 3)).save(image)
+    control = tmp_path / "c.png"
+    Image.new("RGB", (4, 4), (9, 9, 9)).save(control)
+    plain = RawSample(key="a.png", caption="x", path=str(image))
+    with_control = RawSample(key="a.png", caption="x", path=str(image), conditions=(str(control),))
+    before = with_control.content_id()
+    assert before != plain.content_id()
+    Image.new("RGB", (4, 4), (0, 0, 0)).save(control)
+    assert with_control.content_id() != before and plain.content_id() == plain.content_id()

@@ -432,3 +432,15 @@ def test_caption_files_shadowed_by_metadata_are_named_once(tmp_path):
     samples = load_samples(train_data_dir=tmp_path, log=log)
     assert [s.caption for s in samples] == ["META a", "META b", "txt c"]
     assert "2 image(s) listed in a metadata file also have a .txt caption file beside them (a.txt, b.txt)" in log.text
+
+
+def test_excluded_keys_are_no_samples(tmp_path):
+    """Files a family says are no samples of their own (an edit model's control images) are not listed, so they need
+    no caption."""
+    make_image(tmp_path / "a.png")
+    make_image(tmp_path / "controls" / "a.png")
+    write_jsonl(tmp_path / "metadata.jsonl", [{"file_name": "a.png", "text": "x", "control_image": "controls/a.png"}])
+    with pytest.raises(UserError, match="no caption"):
+        load_samples(train_data_dir=tmp_path, log=Log())
+    assert keys(load_samples(train_data_dir=tmp_path, log=Log(), exclude_keys=frozenset({"controls/a.png"}))) == [
+        "a.png"]

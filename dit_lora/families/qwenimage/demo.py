@@ -1,0 +1,280 @@
+"""Tiny, randomly initialised Qwen-Image pipelines built locally (no Hub access needed).
+
+:func:`build_tiny_qwenimage_pipeline` writes what ``QwenImagePipeline.save_pretrained`` writes for ``Qwen/Qwen-Image``
+(``model_index.json``, ``transformer`` (QwenImageTransformer2DModel, bf16), ``text_encoder``
+(Qwen2_5_VLForConditionalGeneration, bf16), ``vae`` (AutoencoderKLQwenImage, fp32), ``scheduler``
+(FlowMatchEulerDiscreteScheduler with the real dynamic-shift config) and ``tokenizer`` (Qwen2Tokenizer)), only
+narrow and shallow, so the LoRA target names (``to_q``, ``add_q_proj``, ``img_mlp.net.2`` ...) are the real ones. The
+Edit variants add ``processor/`` (Qwen2VLProcessor: the text encoder sees the control images) and name
+``QwenImageEditPipeline`` / ``QwenImageEditPlusPipeline`` in ``model_index.json``.
+
+The structure follows the diffusers tests of the Qwen-Image pipelines (``tests/pipelines/qwenimage``): VAE base
+width ``6 x z_dim``, three downsamples (8x, as the real VAE), a patch size of 2 so ``in_channels = 4 x z_dim``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
+
+__all__ = [
+    "EDIT_PIPELINES",
+    "TINY_QWENIMAGE_VERSION",
+    "build_tiny_qwen_tokenizer",
+    "build_tiny_qwenimage_components",
+    "build_tiny_qwenimage_pipeline",
+    "tiny_qwenimage_config",
+]
+
+# Bump whenever the configs, the init or the tokenizer change: cached builds with another version are rebuilt.
+TINY_QWENIMAGE_VERSION = 1
+_MARKER = "dit_lora_tiny.json"
+
+#: the pipeline class of each demo variant
+EDIT_PIPELINES = {"t2i": "QwenImagePipeline", "edit": "QwenImageEditPipeline", "edit_plus": "QwenImageEditPlusPipeline"}
+
+_Z_DIM = 4
+_TINY: dict[str, Any] = {
+    "resolution": 64,
+    "transformer": {
+        "patch_size": 2,
+        "in_channels": 4 * _Z_DIM,
+        "out_channels": _Z_DIM,
+        "num_layers": 2,
+        "attention_head_dim": 16,
+        "num_attention_heads": 2,
+        "joint_attention_dim": 32,
+        "guidance_embeds": False,
+        "axes_dims_rope": (4, 6, 6),  # sums to the head dim, as (16, 56, 56) sums to 128
+    },
+    "vae": {
+        "base_dim": 6 * _Z_DIM,
+        "z_dim": _Z_DIM,
+        "dim_mult": [1, 2, 3, 3],
+        "num_res_blocks": 1,
+        "temperal_downsample": [False, True, True],
+        "latents_mean": [0.0] * _Z_DIM,
+        "latents_std": [1.0] * _Z_DIM,
+    },
+    "text": {
+        "hidden_size": 32,  # == joint_attention_dim
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},  # sums to head_dim / 2
+        "tie_word_embeddings": False,
+    },
+    "vision": {
+        "depth": 1,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "in_channels": 3,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "window_size": 56,
+        "fullatt_block_indexes": [0],
+        "out_hidden_size": 32,
+    },
+}
+#: Qwen/Qwen-Image's scheduler_config.json (dynamic shift from the image's token count)
+SCHEDULER_CONFIG = {
+    "base_image_seq_len": 256,
+    "base_shift": 0.5,
+    "invert_sigmas": False,
+    "max_image_seq_len": 8192,
+    "max_shift": 0.9,
+    "num_train_timesteps": 1000,
+    "shift": 1.0,
+    "shift_terminal": 0.02,
+    "stochastic_sampling": False,
+    "time_shift_type": "exponential",
+    "use_beta_sigmas": False,
+    "use_dynamic_shifting": True,
+    "use_exponential_sigmas": False,
+    "use_karras_sigmas": False,
+}
+_SPECIAL = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+_PROCESSOR_IMAGE: dict[str, Any] = {
+    "min_pixels": 56 * 56,
+    "max_pixels": 112 * 112,  # small: the vision tower sees at most 8 x 8 patches
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "do_resize": True,
+    "do_convert_rgb": True,
+    "resample": 3,
+    "image_processor_type": "Qwen2VLImageProcessor",
+    "processor_class": "Qwen2VLProcessor",
+}
+
+
+def tiny_qwenimage_config() -> dict[str, Any]:
+    """A copy of the tiny configs: ``resolution``, ``transformer``, ``vae``, ``text``, ``vision``, ``scheduler``."""
+    config = copy.deepcopy(_TINY)
+    config["scheduler"] = dict(SCHEDULER_CONFIG)
+    return config
+
+
+def prompt_template(pipeline_class: type) -> str:
+    """The prompt template a Qwen-Image pipeline class encodes captions with (``prompt_template_encode``)."""
+    kwargs = dict.fromkeys(("scheduler", "vae", "text_encoder", "tokenizer", "transformer"))
+    if "processor" in inspect.signature(pipeline_class).parameters:
+        kwargs["processor"] = None
+    return pipeline_class(**kwargs).prompt_template_encode
+
+
+def _corpus() -> list[str]:
+    """The prompt templates of the three pipelines and the demo captions: what the tiny tokenizer learns merges on."""
+    from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline, QwenImagePipeline
+
+    classes = (QwenImagePipeline, QwenImageEditPipeline, QwenImageEditPlusPipeline)
+    words = " ".join(prompt_template(cls) for cls in classes).split() + SHAPES_VALIDATION_PROMPT.split()
+    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "Picture", "1:", "2:"]) * 8
+
+
+def build_tiny_qwen_tokenizer():
+    """A byte-level BPE ``Qwen2Tokenizer`` (Qwen2's pre-tokenizer, built from a vocabulary and merges trained here on the
+    pipelines' prompt templates and the demo captions) with Qwen's chat and vision special tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import Qwen2Tokenizer
+
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, min_frequency=1, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    trainer_tok.train_from_iterator(_corpus(), trainer=trainer)
+    trained = json.loads(trainer_tok.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
+    tokenizer = Qwen2Tokenizer(vocab=trained["vocab"], merges=merges, padding_side="right")
+    tokenizer.add_special_tokens({"additional_special_tokens": list(_SPECIAL[1:])})
+    return tokenizer
+
+
+def _text_encoder(tokenizer, config: dict[str, Any]):
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _SPECIAL}
+    text = dict(config["text"], vocab_size=-(-len(tokenizer) // 64) * 64, bos_token_id=ids["<|endoftext|>"])
+    text["eos_token_id"] = ids["<|im_end|>"]
+    qwen_config = Qwen2_5_VLConfig(
+        text_config=text,
+        vision_config=config["vision"],
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+    return Qwen2_5_VLForConditionalGeneration(qwen_config)
+
+
+def build_tiny_qwenimage_components(variant: str = "t2i", seed: int = 0) -> dict[str, Any]:
+    """The pipeline's components in memory, randomly initialised from ``seed`` (each component its own seed, the
+    caller's RNG state restored): transformer and text encoder in bf16, the VAE in fp32; ``processor`` for the Edit
+    variants."""
+    from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
+
+    if variant not in EDIT_PIPELINES:
+        raise ValueError(f"unknown Qwen-Image demo variant {variant!r}; choose from {sorted(EDIT_PIPELINES)}")
+    config = tiny_qwenimage_config()
+    tokenizer = build_tiny_qwen_tokenizer()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        transformer: Any = QwenImageTransformer2DModel(**config["transformer"])
+        torch.manual_seed(seed * 1000 + 2)
+        vae: Any = AutoencoderKLQwenImage(**config["vae"])
+        torch.manual_seed(seed * 1000 + 3)
+        text_encoder: torch.nn.Module = _text_encoder(tokenizer, config)
+    torch.nn.Module.to(transformer, torch.bfloat16)
+    text_encoder.to(torch.bfloat16)
+    out = {
+        "transformer": transformer.eval(),
+        "text_encoder": text_encoder.eval(),
+        "vae": vae.eval(),
+        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
+        "tokenizer": tokenizer,
+    }
+    if variant != "t2i":
+        from transformers import Qwen2VLImageProcessor
+
+        image_processor = Qwen2VLImageProcessor(**{k: v for k, v in _PROCESSOR_IMAGE.items() if "_type" not in k})
+        out["processor"] = image_only_processor(image_processor, tokenizer)
+    return out
+
+
+def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: int = 0) -> Path:
+    """Write a randomly initialised Qwen-Image pipeline (``variant``: ``t2i``, ``edit``, ``edit_plus``) to ``path``.
+
+    What the pipeline's ``save_pretrained`` writes (safetensors) plus a ``dit_lora_tiny.json`` marker; idempotent
+    (an identical marker means nothing is rewritten) and atomic (built beside and renamed into place).
+    """
+    marker = {"kind": "qwenimage", "variant": variant, "seed": seed, "version": TINY_QWENIMAGE_VERSION}
+
+    def build(tmp: Path) -> None:
+        from diffusers import QwenImagePipeline
+
+        parts = build_tiny_qwenimage_components(variant, seed)
+        processor = parts.pop("processor", None)
+        pipe: Any = QwenImagePipeline(**parts)  # Any: mypy takes diffusers' classes for their dummy placeholders
+        pipe.save_pretrained(tmp, safe_serialization=True)
+        if processor is not None:  # the processor/ folder and the Edit pipeline's model_index.json
+            save_processor(processor, tmp / "processor")
+            index = json.loads((tmp / "model_index.json").read_text())
+            index.update(_class_name=EDIT_PIPELINES[variant], processor=["transformers", "Qwen2VLProcessor"])
+            (tmp / "model_index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+
+    return build_directory_atomically(path, _MARKER, marker, build)
+
+
+def add_control_images(folder: str | Path, per_sample: int = 1) -> Path:
+    """Give every row of a shapes data set's ``metadata.jsonl`` ``per_sample`` control images (``controls/``: the
+    image in grey, then mirrored), named in its ``control_image`` column (a list for several): an edit data set."""
+    from PIL import Image, ImageOps
+
+    folder = Path(folder)
+    rows = [json.loads(line) for line in (folder / "metadata.jsonl").read_text().splitlines() if line.strip()]
+    (folder / "controls").mkdir(exist_ok=True)
+    for row in rows:
+        stem = Path(row["file_name"]).stem
+        with Image.open(folder / row["file_name"]) as image:
+            made = [ImageOps.grayscale(image).convert("RGB"), ImageOps.mirror(image.convert("RGB"))][:per_sample]
+        names = []
+        for index, control in enumerate(made):
+            name = f"controls/{stem}_{index}.png"
+            control.save(folder / name, format="PNG", optimize=False, compress_level=6)
+            names.append(name)
+        row["control_image"] = names[0] if per_sample == 1 else names
+    (folder / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return folder

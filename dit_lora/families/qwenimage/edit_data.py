@@ -1,0 +1,224 @@
+"""The Qwen-Image-Edit data: each sample's control images, named by a metadata column, checked, and grouped with it.
+
+A row of ``metadata.jsonl`` / ``metadata.csv`` names its target image (``file_name``), its caption (the edit
+instruction) and its control image(s), relative to the metadata file's folder as ``file_name`` is: one path or a
+JSON list in ``control_image`` / ``control_images`` (this project), ``edit_image`` (DiffSynth-Studio),
+``control_path`` or the numbered ``control_path_0``, ``control_path_1`` ... (musubi-tuner's JSONL), or the column
+``--qwen_control_column`` names; or, for a row naming none, the same-named image(s) in ``--qwen_control_dir``
+(musubi-tuner's ``control_directory``, ai-toolkit's ``control_path``: ``<stem>.png`` or ``<stem>_0.png``, ...). The control paths become the sample's ``conditions`` (hashed into its cache key, so
+a changed control image is encoded again); each control image is resized to cover the sample's bucket and cropped
+as the target is (musubi-tuner's default: controls at the target's size), so a batch of one bucket stacks. A sample
+whose control image is missing or unreadable stops the run in one paragraph naming it and its column.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from dit_lora.core.errors import UserError
+from dit_lora.data.paths import locate
+from dit_lora.data.prepare import ImageMedia
+from dit_lora.data.samples import name_some
+from dit_lora.data.sources import METADATA_FILENAMES, is_hidden, json_lines
+
+#: the columns read when ``--qwen_control_column`` is unset, in this order (the first a metadata file has wins)
+CONTROL_COLUMNS = ("control_image", "control_images", "edit_image", "control_path")
+#: musubi-tuner's numbered columns (``control_path_0``, ``control_path_1`` ...)
+_NUMBERED = re.compile(r"^control_path_(\d+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Controls:
+    """What one metadata row says about its control images: the absolute paths, the column, or why it is refused."""
+
+    paths: tuple[str, ...]
+    column: str
+    refused: str | None = None
+
+
+def _rows(path: Path) -> list[tuple[int, dict]]:
+    """``(line, row)`` of a metadata file (its own reader's errors are the listing's: it read the file first)."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        if path.name.endswith(".jsonl"):
+            return [
+                (n, r) for n, r in json_lines(handle, lambda n, e: f"{path} line {n}: {e.msg}") if isinstance(r, dict)
+            ]
+        reader = csv.DictReader(handle)
+        return [(reader.line_num, row) for row in reader]
+
+
+def _values(row: dict, column: str | None) -> tuple[str, list[str]]:
+    """``(column, paths)`` of a row: the named column, else the first known one, else musubi-tuner's numbered ones."""
+    names = [column] if column else [c for c in CONTROL_COLUMNS if row.get(c) not in (None, "", [])]
+    if not names and not column:
+        numbered = sorted((int(m.group(1)), k) for k in row if (m := _NUMBERED.match(k)) and row[k])
+        return ("control_path_N", [str(row[k]) for _, k in numbered]) if numbered else ("", [])
+    name = names[0] if names else ""
+    value = row.get(name)
+    if isinstance(value, str) and value.strip().startswith("["):
+        value = json.loads(value)  # a CSV cell holding a JSON list
+    found = [value] if isinstance(value, str) else list(value or [])
+    return name, [str(v) for v in found if str(v).strip()]
+
+
+def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Controls]:
+    """``{(image key, caption): Controls}`` from every metadata file under ``root`` (a refused path keeps its reason)."""
+    out: dict[tuple[str, str], Controls] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir
+        for name in (m for m in METADATA_FILENAMES if m in filenames):
+            shown = f"{rel_dir}/{name}" if rel_dir else name
+            for line, row in _rows(Path(dirpath) / name):
+                if not isinstance(row.get("file_name"), str):
+                    continue
+                key = locate(root, row["file_name"], rel_dir=rel_dir).key
+                col, values = _values(row, column)
+                located = [locate(root, v, rel_dir=rel_dir, field=f"{shown} line {line}: {col}") for v in values]
+                refused = next((p.refused for p in located if p.refused), None)
+                paths = tuple(p.path for p in located if p.path)
+                caption = str(row.get("text") or row.get("caption") or "")
+                out.setdefault((key, caption), Controls(paths, col, refused))
+                out.setdefault((key, ""), Controls(paths, col, refused))
+    return out
+
+
+def folder_controls(folder: str, key: str) -> tuple[str, ...]:
+    """The control images of the sample ``key`` in ``folder`` (``--qwen_control_dir``), named as musubi-tuner's
+    control_directory and ai-toolkit's control_path name them: ``<stem>.<image ext>``, or ``<stem>_<N>.<image ext>``
+    for several (in N's order); the key's subfolders apply. Only files inside ``folder`` (``paths.locate``)."""
+    from dit_lora.data.sources import IMAGE_EXTENSIONS
+
+    rel_dir, name = os.path.split(key)
+    stem = os.path.splitext(name)[0]
+    here = os.path.join(folder, rel_dir)
+    if not os.path.isdir(here):
+        return ()
+    single, numbered = [], []
+    for entry in sorted(os.listdir(here)):
+        base, ext = os.path.splitext(entry)
+        if ext.lower() not in IMAGE_EXTENSIONS:
+            continue
+        found = locate(folder, f"{rel_dir}/{entry}" if rel_dir else entry)
+        if found.path is None:
+            continue
+        if base == stem:
+            single.append(found.path)
+        elif base.startswith(stem + "_") and base[len(stem) + 1 :].isdigit():
+            numbered.append((int(base[len(stem) + 1 :]), found.path))
+    return tuple(single[:1]) if single else tuple(p for _, p in sorted(numbered))
+
+
+def unreadable(path: str) -> str | None:
+    """Why the control image at ``path`` cannot be used (missing, not an image), or None."""
+    try:
+        with Image.open(path) as image:
+            image.verify()
+    except FileNotFoundError:
+        return "does not exist"
+    except (OSError, ValueError, SyntaxError) as err:
+        return f"cannot be read as an image ({type(err).__name__}: {' '.join(str(err).split())[:120]})"
+    return None
+
+
+class EditMedia(ImageMedia):
+    """The image handler of the Edit families: every sample with its control images (``conditions``), a batch of one
+    bucket and one control count."""
+
+    def __init__(self, cfg, spec, *, single: bool) -> None:
+        super().__init__(cfg, spec)
+        self.single = single  # QwenImageEditPipeline takes exactly one image
+        self._controls: dict[tuple[str, str], Controls] | None = None
+
+    def controls(self) -> dict[tuple[str, str], Controls]:
+        """Every metadata row's control images (read once per handler)."""
+        if self._controls is None:
+            if not self.cfg.train_data_dir:
+                raise UserError(
+                    "Qwen-Image-Edit reads each sample's control images from a metadata column of --train_data_dir "
+                    "(--dataset_name is not read for them): put the images and a metadata.jsonl with `file_name`, "
+                    "`text` and `control_image` in a folder."
+                )
+            root = os.fspath(self.cfg.train_data_dir)
+            self._controls = metadata_controls(root, self.cfg.family_options.qwen_control_column)
+        return self._controls
+
+    def excluded_keys(self) -> frozenset[str]:
+        """The control images inside the data folder (named by metadata rows, or in a ``--qwen_control_dir`` inside
+        it): no samples of their own."""
+        root = os.path.abspath(os.fspath(self.cfg.train_data_dir or "."))
+        paths = {p for c in self.controls().values() for p in c.paths}
+        folder = self.cfg.family_options.qwen_control_dir
+        if folder:
+            paths |= {os.path.join(d, f) for d, _, files in os.walk(os.path.abspath(folder)) for f in files}
+        keys = (os.path.relpath(p, root).replace(os.sep, "/") for p in paths)
+        return frozenset(k for k in keys if not k.startswith("../"))
+
+    def list_samples(self) -> list:
+        """The samples, each with the control images its metadata row names (a paragraph when any has none)."""
+        found = self.controls()
+        samples = super().list_samples()
+        column = self.cfg.family_options.qwen_control_column
+        out, missing = [], []
+        folder = self.cfg.family_options.qwen_control_dir
+        for sample in samples:
+            controls = found.get((sample.key, sample.caption)) or found.get((sample.key, ""))
+            if (controls is None or not controls.paths and controls.refused is None) and folder:
+                controls = Controls(folder_controls(folder, sample.key), "--qwen_control_dir")
+            if controls is None or not controls.paths and controls.refused is None:
+                missing.append(sample.key)
+                continue
+            if controls.refused is not None:
+                raise UserError(f"The control image of `{sample.key}` is refused: {controls.refused}.")
+            out.append(dataclasses.replace(sample, conditions=controls.paths))
+        if missing:
+            named = f"`{column}`" if column else "any of " + ", ".join(f"`{c}`" for c in CONTROL_COLUMNS)
+            raise UserError(
+                f"{len(missing)} sample(s) of --train_data_dir have no control image in {named} of their metadata "
+                f"row{' nor in --qwen_control_dir' if folder else ''}: {name_some(missing)}. An edit model learns to "
+                'turn its control image(s) into the target: give each row one, e.g. {"file_name": "after.png", '
+                '"text": "make it red", "control_image": "before.png"} (a list for several), relative to the metadata '
+                "file, name the column with --qwen_control_column, or put same-named images in a folder given as "
+                "--qwen_control_dir."
+            )
+        return out
+
+    def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
+        """The targets screened and bucketed as every image is; then every control image checked (one paragraph)."""
+        usable = super().screen(samples, log=log, quarantine=quarantine)
+        column = self.cfg.family_options.qwen_control_column or "control_image"
+        for sample in usable:
+            if self.single and len(sample.conditions) != 1:
+                raise UserError(
+                    f"`{sample.key}` names {len(sample.conditions)} control images in `{column}`; Qwen-Image-Edit "
+                    "(QwenImageEditPipeline) takes exactly one. Give it one, or train Qwen-Image-Edit-2509/2511 "
+                    "(QwenImageEditPlusPipeline), which take several."
+                )
+            for path in sample.conditions:
+                problem = unreadable(path)
+                if problem is not None:
+                    raise UserError(
+                        f"The control image `{path}` of sample `{sample.key}` (metadata column `{column}`) {problem}. "
+                        "Fix the path in the metadata row (relative to the metadata file's folder) or the file, and "
+                        "run again; `dit-lora check-data` lists the samples."
+                    )
+        return usable
+
+    def namespace_identity(self, comps=None) -> dict[str, Any]:
+        """Every image's, plus how the controls are prepared (resized to the sample's bucket)."""
+        return {**super().namespace_identity(comps), "controls": "cover-resized and cropped to the sample's bucket"}
+
+    def groups(self, samples: list, **_: Any) -> list[int] | None:
+        """One group per (bucket, number of controls): a batch stacks only samples of one shape."""
+        kinds = {k: i for i, k in enumerate(sorted({(self.size_of(s), len(s.conditions)) for s in samples}))}
+        groups = [kinds[(self.size_of(s), len(s.conditions))] for s in samples]
+        return groups if len(set(groups)) > 1 else None

@@ -1,0 +1,203 @@
+"""Qwen-Image's model component and what is read from its small config files before anything loads: the config
+checks, the resolution it takes, its precision policy, its aspect-ratio buckets, and ``--demo``."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
+from dit_lora.families.qwenimage.edit import refuse_unsupported
+from dit_lora.families.qwenimage.encoders import MAX_SEQUENCE_LENGTH, max_sequence_length
+from dit_lora.families.qwenimage.processor import load_processor
+from dit_lora.families.qwenimage.state import QwenImageRun
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import block_swap, quantize
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+#: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
+#: ``vae_scale_factor * 2``, what ``height`` and ``width`` must be divisible by)
+LATENT_STRIDE = 16
+EXAMPLE_ID = "Qwen/Qwen-Image"
+
+
+def check_resolution(resolution: int) -> None:
+    """Refuse a ``--resolution`` the pipeline would silently resize, suggesting the nearest sizes it takes."""
+    if resolution % LATENT_STRIDE == 0:
+        return
+    lower, upper = resolution // LATENT_STRIDE * LATENT_STRIDE, (resolution // LATENT_STRIDE + 1) * LATENT_STRIDE
+    use = f"{lower} or {upper}" if lower else upper
+    raise UserError(
+        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: Qwen-Image's VAE compresses 8x and its "
+        f"transformer packs 2 x 2 latent patches, and QwenImagePipeline resizes other sizes (see --resolution). "
+        f"Use {use}."
+    )
+
+
+def check_text_length(cfg) -> None:
+    """Refuse a ``--max_sequence_length`` above the pipeline's 1024."""
+    if max_sequence_length(cfg) > MAX_SEQUENCE_LENGTH:
+        raise UserError(
+            f"--max_sequence_length {cfg.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
+            f"QwenImagePipeline encodes (it refuses more at inference). Use {MAX_SEQUENCE_LENGTH} or less."
+        )
+
+
+class QwenImageModel(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then transformer, VAE, Qwen2.5-VL and tokenizer loaded."""
+
+    def validate_config(self, cfg) -> None:
+        """A diffusers Qwen-Image folder of safetensors whose tokenizer can load, at a size the pipeline takes."""
+        check_pipeline_folder(cfg.model, "Qwen-Image", EXAMPLE_ID, "transformer/, vae/, text_encoder/, tokenizer/")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Qwen-Image")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        check_resolution(cfg.resolution)
+        check_text_length(cfg)
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """Transformer and Qwen2.5-VL in the run's weight dtype, the VAE in fp32, all frozen on ``device``; the
+        scheduler config and the VAE's latent normalisation in the run's :class:`QwenImageRun`."""
+        from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
+        from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.revision, "use_safetensors": True}  # a pickle file can run code when it is read
+        try:
+            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+                transformer = load_transformer(
+                    QwenImageTransformer2DModel,
+                    cfg.model,
+                    "transformer",
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+            # fp32 as diffusers' DreamBooth script loads it: the latents are cached from it once
+            vae = AutoencoderKLQwenImage.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            )
+            text_encoder = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            extra = self.extra_encoders(cfg)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("Qwen-Image", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+        quantize.after_loading(cfg.model, transformer, [], device)  # --quantize_base fp8_scaled, before the device
+        quantize.keep_4bit_layout(transformer, text_encoder)
+        transformer.requires_grad_(False)
+        vae.requires_grad_(False).eval()
+        text_encoder.requires_grad_(False).eval()
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        transformer.to(device)
+        vae.to(device)
+        torch.nn.Module.to(text_encoder, device)  # Module.to: mypy reads PreTrainedModel.to's wrapper oddly
+        state = QwenImageRun(
+            scheduler_config=dict(scheduler_cfg),
+            latents_mean=tuple(vae.config.latents_mean),
+            latents_std=tuple(vae.config.latents_std),
+        )
+        return Components(
+            model=transformer,
+            scheduler=FlowMatchEulerDiscreteScheduler.from_config(scheduler_cfg),
+            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer, **extra},
+            state=state,
+        )
+
+    def extra_encoders(self, cfg) -> dict[str, Any]:
+        """Encoders besides VAE, text encoder and tokenizer (none for text-to-image; the Edit models' processor)."""
+        return {}
+
+
+class QwenImageEditModel(QwenImageModel):
+    """``FamilySpec.model`` of the Edit models: text-to-image's checks and loading, plus the processor through which
+    Qwen2.5-VL sees the control images; the options an edit run cannot take refused."""
+
+    def validate_config(self, cfg) -> None:
+        """Text-to-image's checks, the refused options (``edit.refuse_unsupported``), a given ``--validation_image``."""
+        super().validate_config(cfg)
+        refuse_unsupported(cfg)
+        image = cfg.family_options.validation_image
+        if image and not os.path.isfile(image):
+            raise UserError(
+                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to take the "
+                "first training sample's control image."
+            )
+
+    def extra_encoders(self, cfg) -> dict[str, Any]:
+        """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
+        return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
+
+
+class QwenImagePrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and Qwen2.5-VL in the run's weight dtype; the VAE stays fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """Transformer and Qwen2.5-VL in the run's weight dtype; the VAE in fp32."""
+        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+
+
+class QwenImageDefaults:
+    """``FamilySpec.defaults``: an uncatalogued Qwen-Image model gets the pipeline's own default size."""
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """1024 px: QwenImagePipeline's ``default_sample_size`` 128 x the VAE's 8 (the catalogue's entries say more)."""
+        if not read_component_config(cfg.model, "transformer"):
+            return {}
+        return {"resolution": (1024, "QwenImagePipeline's default_sample_size 128 x the VAE's 8")}
+
+
+class QwenImageBuckets:
+    """``FamilySpec.image_buckets``: any aspect ratio, in steps of the latent stride (16 px)."""
+
+    def bucket_stride(self, cfg) -> int:
+        """16: the VAE's 8x times the 2 x 2 patches."""
+        return LATENT_STRIDE
+
+    def square_only(self, cfg) -> str | None:
+        """Never: the transformer's RoPE takes each image's own latent height and width (``img_shapes``)."""
+        return None
+
+
+class QwenImageDemo:
+    """``FamilySpec.demo``: the tiny random Qwen-Image pipeline (``demo.py``) of the family's variant and the shapes
+    data set (for the Edit models with control images: ``demo.add_control_images``)."""
+
+    def __init__(self, variant: str = "t2i") -> None:
+        self.variant = variant
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
+        check_resolution(cfg.resolution)
+        check_demo_resolution(cfg.resolution)
+        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.pretrained_model_name_or_path, self.variant, seed=0)
+        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+            print(
+                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+            )
+        elif cfg.train_data_dir:
+            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+            if self.variant != "t2i":
+                tiny_qwenimage.add_control_images(
+                    cfg.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
+                )

@@ -1,0 +1,105 @@
+"""families/qwenimage/edit_data.py: control images from the metadata columns of the trainers people come from, the
+control files left out of the samples, a changed control image a new cache entry, bad controls one paragraph."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from PIL import Image
+
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.families.qwenimage.edit_data import EditMedia, metadata_controls
+from dit_lora.registry import get_spec
+
+
+def _folder(tmp_path, rows, controls=("c1.png", "c2.png")):
+    for name in (*(r["file_name"] for r in rows), *controls):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (32, 32), (len(name) * 20, 0, 0)).save(tmp_path / name)
+    (tmp_path / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def _media(tmp_path, family="qwenimage_edit_plus", **options):
+    cfg = TrainConfig.for_family(family, train_data_dir=str(tmp_path), resolution=32, **options)
+    return EditMedia(cfg, get_spec(family), single=family == "qwenimage_edit")
+
+
+@pytest.mark.parametrize("row", [
+    {"control_image": "c1.png"},
+    {"control_images": ["c1.png", "c2.png"]},
+    {"edit_image": ["c1.png", "c2.png"]},  # DiffSynth-Studio
+    {"control_path_0": "c1.png", "control_path_1": "c2.png"},  # musubi-tuner's JSONL
+])
+def test_every_layout_names_the_controls_and_they_are_no_samples(tmp_path, row):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "make it red", **row},
+                                {"file_name": "b.png", "text": "make it blue", **row}],
+                     controls=_named(row))
+    samples = _media(folder).list_samples()
+    assert [s.key for s in samples] == ["a.png", "b.png"]  # the control files are controls, not samples
+    assert samples[0].conditions == tuple(str(folder / name) for name in _named(row))
+
+
+def _named(row: dict) -> tuple[str, ...]:
+    """The control file names a row gives, in its order."""
+    return tuple(n for v in row.values() for n in ([v] if isinstance(v, str) else v))
+
+
+def test_a_named_column_and_a_csv_json_list(tmp_path):
+    _folder(tmp_path, [{"file_name": "a.png", "text": "x"}])
+    (tmp_path / "metadata.jsonl").unlink()
+    (tmp_path / "metadata.csv").write_text('file_name,text,source\na.png,x,"[""c1.png"", ""c2.png""]"\n')
+    found = metadata_controls(str(tmp_path), "source")
+    assert found[("a.png", "x")].paths == (str(tmp_path / "c1.png"), str(tmp_path / "c2.png"))
+
+
+def test_a_sample_without_control_is_one_paragraph(tmp_path):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x", "control_image": "c1.png"},
+                                {"file_name": "b.png", "text": "y"}], controls=("c1.png",))
+    with pytest.raises(UserError, match=r"1 sample\(s\).*b\.png.*control_image"):
+        _media(folder).list_samples()
+
+
+def test_a_missing_or_unreadable_control_names_the_sample_and_column(tmp_path):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x", "control_image": "gone.png"}], controls=())
+    media = _media(folder, qwen_control_column="control_image")
+    samples = media.list_samples()
+    with pytest.raises(UserError, match=r"`.*gone\.png` of sample `a\.png` \(metadata column `control_image`\) does "
+                                        r"not exist"):
+        media.screen(samples, log=lambda m: None, quarantine=[])
+    (folder / "gone.png").write_bytes(b"not a png")
+    with pytest.raises(UserError, match="cannot be read as an image"):
+        media.screen(samples, log=lambda m: None, quarantine=[])
+
+
+def test_edit_takes_one_control_and_groups_split_by_count(tmp_path):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x", "control_images": ["c1.png", "c2.png"]},
+                                {"file_name": "b.png", "text": "y", "control_image": "c1.png"}])
+    single = _media(folder, family="qwenimage_edit")
+    with pytest.raises(UserError, match="takes exactly one"):
+        single.screen(single.list_samples(), log=lambda m: None, quarantine=[])
+    plus = _media(folder)
+    screened = plus.screen(plus.list_samples(), log=lambda m: None, quarantine=[])
+    assert plus.groups(screened) == [1, 0] or plus.groups(screened) == [0, 1]
+
+
+def test_a_changed_control_image_changes_the_cache_key(tmp_path):
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x", "control_image": "c1.png"}], controls=("c1.png",))
+    sample = _media(folder).list_samples()[0]
+    before = sample.cache_key()
+    Image.new("RGB", (32, 32), (0, 255, 0)).save(folder / "c1.png")
+    assert sample.cache_key() != before and SimpleNamespace(key=sample.key).key == "a.png"
+
+
+def test_a_control_folder_as_musubi_tuner_and_ai_toolkit_lay_it_out(tmp_path):
+    """``--qwen_control_dir``: ``<stem>.<ext>`` for one control, ``<stem>_<N>.<ext>`` for several (in N's order); a
+    folder inside the data folder holds no samples."""
+    folder = _folder(tmp_path, [{"file_name": "a.png", "text": "x"}, {"file_name": "b.png", "text": "y"}],
+                     controls=("controls/a.jpg", "controls/b_1.png", "controls/b_0.png", "controls/b_10.png"))
+    samples = _media(folder, qwen_control_dir=str(folder / "controls")).list_samples()
+    assert [s.key for s in samples] == ["a.png", "b.png"]
+    assert samples[0].conditions == (str(folder / "controls" / "a.jpg"),)
+    assert [p.rsplit("/", 1)[-1] for p in samples[1].conditions] == ["b_0.png", "b_1.png", "b_10.png"]

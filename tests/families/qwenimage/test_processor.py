@@ -1,0 +1,21 @@
+"""families/qwenimage/processor.py: the Edit models' processor without torchvision, saved and loaded back."""
+
+from __future__ import annotations
+
+from PIL import Image
+from transformers import Qwen2VLImageProcessor
+
+from dit_lora.families.qwenimage.demo import build_tiny_qwen_tokenizer
+from dit_lora.families.qwenimage.processor import image_only_processor, load_processor, save_processor
+
+
+def test_image_only_processor_expands_the_image_tokens_and_round_trips(tmp_path):
+    tokenizer = build_tiny_qwen_tokenizer()
+    processor = image_only_processor(Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112), tokenizer)
+    text = ["Picture 1: <|vision_start|><|image_pad|><|vision_end|>make it red"]
+    out = processor(text=text, images=[Image.new("RGB", (56, 84))], padding=True, return_tensors="pt")
+    tokens = int(out["image_grid_thw"].prod()) // 4
+    assert int((out["input_ids"] == processor.image_token_id).sum()) == tokens > 1
+    loaded = load_processor(str(save_processor(processor, tmp_path / "processor").parent))
+    again = loaded(text=text, images=[Image.new("RGB", (56, 84))], padding=True, return_tensors="pt")
+    assert again["input_ids"].tolist() == out["input_ids"].tolist()
