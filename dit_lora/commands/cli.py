@@ -23,7 +23,7 @@ from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import check_writable
 from dit_lora.output.export import export_run
-from dit_lora.registry import available, recipe_script
+from dit_lora.registry import available, canonical_name, recipe_script
 from dit_lora.setup.family_inference import family_for_model
 from dit_lora.training import signals
 
@@ -385,6 +385,8 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
+    if args.family:  # another spelling `--family` accepts (z-image, flux.2) lists its family's checkpoints
+        args.family = canonical_name(args.family)
     if args.family and not entries(args.family):
         known = sorted({e.family for e in entries()})
         raise UserError(

@@ -150,6 +150,23 @@ def _families_text(names: list[str]) -> str:
     return f"the {listed} {'family' if len(names) == 1 else 'families'}"
 
 
+#: options of one purpose that families spell differently: where a run's family refuses one, its own is named
+COUNTERPARTS: tuple[tuple[str, ...], ...] = (
+    ("weighting_scheme", "timestep_sampling"),  # the timestep density
+    ("flow_shift", "flux2_shift", "qwen_fixed_shift"),  # a fixed shift of the timestep schedule
+)
+
+
+def counterpart(name: str, family: str) -> str | None:
+    """``family``'s own option for what another family's option ``name`` does (:data:`COUNTERPARTS`), or None."""
+    for group in COUNTERPARTS:
+        if name in group:
+            mine = [other for other in group if other != name and family in owners(other)]
+            if mine:
+                return mine[0]
+    return None
+
+
 def foreign_option_message(name: str, family: str, where: str | None, chosen_by: str) -> str | None:
     """The one paragraph for option ``name`` given to a run of ``family`` that does not have it (None: it does,
     or no family has it). ``where``: ``--name`` (a flag), a YAML path, or None (code); ``chosen_by``: what set
@@ -161,7 +178,13 @@ def foreign_option_message(name: str, family: str, where: str | None, chosen_by:
         given, fix = f"--{name}", f"remove --{name}"
     else:
         given, fix = f"`{name}` in {where}", f"remove `{name}` from {where}"
-    other = holders[0]
+    other, own = holders[0], counterpart(name, family)
+    if own is not None:  # the same purpose under this family's name: that is what the user wants, not a new family
+        return (
+            f"{given} is an option of {_families_text(holders)}; this run trains {family} ({chosen_by}), whose "
+            f"option for the same purpose is --{own} (`python -m dit_lora train --family {family} --help` says "
+            f"its values). Use --{own} instead, or {fix}."
+        )
     return (
         f"{given} is an option of {_families_text(holders)}; this run trains {family} ({chosen_by}). "
         f"To train {other}, use --family {other} (or `family: {other}` in the config); otherwise {fix}."

@@ -27,12 +27,16 @@ class Peer:
     note: str = ""  #: what to know beside the counterpart, or why there is none
     fallback: str = ""  #: said while ``option`` is not (yet) an option of the run
     sources: tuple[str, ...] = ()  #: the peer files that define it (:data:`SOURCES` keys)
+    #: the same meaning under another name in some families: (dit-lora option, note), said before ``option`` when
+    #: the run has it (diffusers' FLUX.2 script's --guidance_scale is the guidance FLUX.2 [dev] trains at)
+    also: tuple[tuple[str, str], ...] = ()
 
 
 #: the peers' files each entry was checked against (the snapshot read for docs/guides/migrating.md, 2026)
 SOURCES: dict[str, str] = {
     "d-sana": "diffusers examples/dreambooth/train_dreambooth_lora_sana.py",
     "d-flux": "diffusers examples/dreambooth/train_dreambooth_lora_flux.py",
+    "d-flux2": "diffusers examples/dreambooth/train_dreambooth_lora_flux2.py",
     "d-t2i": "diffusers examples/text_to_image/train_text_to_image_lora.py",
     "d-cog": "diffusers examples/cogvideo/train_cogvideox_lora.py",
     "k-util": "sd-scripts library/train_util.py",
@@ -109,10 +113,25 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
     "tracker_name": Peer("diffusers CogVideoX", "tracker_project_name", sources=("d-cog",)),
     "guidance_scale": Peer(
-        "diffusers CogVideoX, ai-toolkit",
+        "diffusers CogVideoX and FLUX.2, ai-toolkit",
         "validation_guidance_scale",
         "the guidance of the validation samples",
-        sources=("d-cog", "at"),
+        sources=("d-cog", "d-flux2", "at"),
+        also=(
+            (
+                "flux2_train_guidance",
+                "diffusers' FLUX.2 script trains FLUX.2 [dev]'s guidance embedding at it (default 3.5 there, 1.0 here "
+                "as musubi-tuner, ai-toolkit and SimpleTuner train it); the validation samples' is "
+                "--validation_guidance_scale",
+            ),
+        ),
+    ),
+    "text_encoder_out_layers": Peer(
+        "diffusers FLUX.2",
+        None,
+        "the text encoder's layers are the pipeline's own (FLUX.2 [dev] 10, 20, 30; klein 9, 18, 27), so the adapter "
+        "trains on what the pipeline feeds it",
+        sources=("d-flux2",),
     ),
     "train_text_encoder": Peer(
         "diffusers", None, "the text encoder stays frozen; LoRA goes on the transformer", sources=("d-flux",)
@@ -380,7 +399,15 @@ PEER_FLAGS: dict[str, Peer] = {
     "task": Peer(
         "musubi-tuner", "family", "the model folder says which Wan it is; --family wan or wan_i2v", sources=("m-wan",)
     ),
-    "discrete_flow_shift": Peer("musubi-tuner", "flow_shift", sources=("m-common",)),
+    "discrete_flow_shift": Peer(
+        "musubi-tuner",
+        "flow_shift",
+        sources=("m-common",),
+        also=(
+            ("flux2_shift", "a fixed shift in place of the checkpoint's dynamic one"),
+            ("qwen_fixed_shift", "with --qwen_shift_mode fixed, in place of the dynamic shift"),
+        ),
+    ),
     "sigmoid_scale": Peer(
         "musubi-tuner",
         "logit_std",
@@ -666,6 +693,9 @@ def peer_hint(name: str, valid: Iterable[str]) -> str | None:
     if peer is None:
         return None
     said = f" ({peer.note})" if peer.note else ""
+    for option, note in peer.also:  # this family's own name for the meaning
+        if option in set(valid):
+            return f"--{name} comes from {peer.trainers}; dit-lora's option for this family is --{option} ({note})."
     if peer.option is not None and peer.option in set(valid):
         return f"--{name} comes from {peer.trainers}; dit-lora's option is --{peer.option}{said}."
     holders = owners(peer.option) if peer.option else []
@@ -699,6 +729,8 @@ def migration_table(peer: str) -> str:
             holders = owners(entry.option)
             ours = f"`--{entry.option}`" + (f" (--family {', '.join(holders)})" if holders else "")
             ours += f": {entry.note}" if entry.note else ""
+        for option, note in entry.also:
+            ours += f"; `--{option}` (--family {', '.join(owners(option))}): {note}"
         where = "; ".join(SOURCES[key] for key in entry.sources)
         rows.append(f"| `{name}` | {_cell(ours)} | {_cell(where)} |")
     return "\n".join(rows)

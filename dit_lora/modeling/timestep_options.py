@@ -1,8 +1,8 @@
 """Options shared by the diffusion families: the timestep density of flow-matching / logit-normal training.
 
 A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX, Wan and Z-Image
-:class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); the image-to-video families
-:class:`ConditioningImageOptions`. A flag has one owner, so a group two families share lives here.
+:class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); Wan and Z-Image :class:`FlowShiftOptions`
+(``--flow_shift``); the image-to-video families :class:`ConditioningImageOptions`. A flag has one owner, so a group two families share lives here.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class FlowMatchingOptions(LogitNormalOptions):
 
     weighting_scheme: str = opt(
         "logit_normal",
-        "Timestep density / loss weighting from diffusers.training_utils (Sana's native: logit_normal).",
+        "Timestep density / loss weighting from diffusers.training_utils (default logit_normal).",
         choices=WEIGHTING_SCHEMES,
         section="flow matching",
         resume="fixed",
@@ -84,4 +84,20 @@ class TrainedSizeOptions(FamilyOptions):
         "81x720x1280 (TI2V-5B 121x704x1280).",
         section="video size",
         resume="free",
+    )
+
+
+@dataclass(frozen=True)
+class FlowShiftOptions(FamilyOptions):
+    """A fixed shift of the training timestep schedule, for the families that train on a static shifted schedule."""
+
+    flow_shift: float | None = opt(
+        None,
+        "Shift of the training timestep schedule (sigma' = shift*sigma / (1 + (shift-1)*sigma)). Default: the "
+        "checkpoint's scheduler shift (Wan 2.1 and 2.2 A14B 3.0, TI2V-5B 5.0, as diffusers' conversion writes them; "
+        "Z-Image 6.0, Z-Image-Turbo 3.0). DiffSynth-Studio trains every Wan model at 5.0; musubi-tuner's "
+        "--discrete_flow_shift is this option.",
+        section="flow matching",
+        resume="fixed",
+        valid=POSITIVE,
     )

@@ -79,11 +79,11 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if defaults is not None:
         assert defaults.config is not None  # choose_defaults always returns the config it chose for
         cfg = defaults.config
+    if cfg.blocks_to_swap:  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
+        block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
     if validate:
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
-        if cfg.blocks_to_swap:
-            block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
         activation_offload.check_config(cfg)  # --activation_offloading with --compile: one paragraph
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 

@@ -174,6 +174,9 @@ def test_models_command(capsys):
         main(["models", "--family", "flux"])
     err = capsys.readouterr().err
     assert done.value.code != 0 and "flux" in err and "sana" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as done:  # an alias `--family` accepts lists its family's checkpoints
+        main(["models", "--family", "flux.2"])
+    assert done.value.code == 0 and "FLUX.2-klein-base-4B" in capsys.readouterr().out
 
 
 def test_a_hub_id_picks_its_own_entry_among_twins():

@@ -167,3 +167,17 @@ def test_help_before_the_family_is_inferred_lists_the_inferred_familys_options(c
         parse_config(["--help"], infer_family=lambda common: "dit")
     text = capsys.readouterr().out
     assert "dit options (--family dit):" in text and "--weighting_scheme" not in text
+
+
+def test_another_familys_option_of_a_purpose_this_family_spells_otherwise_names_this_familys():
+    """--weighting_scheme on Z-Image (whose density is --timestep_sampling), --timestep_sampling on FLUX.2 (whose is
+    --weighting_scheme), --flux2_shift on Z-Image (--flow_shift): the family's own option, not another family."""
+    from dit_lora.config.owners import counterpart, foreign_option_message
+
+    text = foreign_option_message("weighting_scheme", "zimage", "--weighting_scheme", "--family")
+    assert "whose option for the same purpose is --timestep_sampling" in text and "use --family" not in text
+    assert counterpart("timestep_sampling", "flux2") == "weighting_scheme"
+    assert counterpart("flux2_shift", "zimage") == "flow_shift" and counterpart("flow_shift", "qwenimage") == (
+        "qwen_fixed_shift")
+    assert counterpart("num_classes", "zimage") is None
+    assert "To train dit, use --family dit" in foreign_option_message("num_classes", "zimage", "--num_classes", "x")

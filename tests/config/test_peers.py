@@ -97,3 +97,20 @@ def test_caption_extention_is_not_called_an_alias_dit_lora_accepts():
     """dit-lora refuses `caption_extention`: the hint must not call it an alias (sd-scripts accepts it, we do not)."""
     hint = peer_hint("caption_extention", sorted(owners.common_names()))
     assert "alias" not in hint and "--caption_extension" in hint and "only the correct spelling" in hint
+
+
+def _family_options(family: str) -> list[str]:
+    return sorted(owners.common_names() | {f.name for f in owners.family_fields(family)})
+
+
+def test_a_family_with_its_own_name_for_the_meaning_is_told_that_name():
+    """diffusers' FLUX.2 script's --guidance_scale is the guidance FLUX.2 [dev] trains at, not the validation's;
+    musubi-tuner's --discrete_flow_shift is --flux2_shift on FLUX.2, --qwen_fixed_shift on Qwen-Image and --flow_shift
+    on Wan and Z-Image."""
+    flux2, qwen, zimage = _family_options("flux2"), _family_options("qwenimage"), _family_options("zimage")
+    assert "dit-lora's option for this family is --flux2_train_guidance" in peer_hint("guidance_scale", flux2)
+    assert "dit-lora's option is --validation_guidance_scale" in peer_hint("guidance_scale", zimage)
+    assert "--flux2_shift" in peer_hint("discrete_flow_shift", flux2)
+    assert "--qwen_fixed_shift" in peer_hint("discrete_flow_shift", qwen)
+    assert "dit-lora's option is --flow_shift" in peer_hint("discrete_flow_shift", zimage)
+    assert "pipeline's own" in peer_hint("text_encoder_out_layers", flux2)

@@ -99,3 +99,14 @@ def test_sections_and_flat_names_build_the_same_config():
     assert dataclasses.replace(flat, learning_rate=1e-3).training.learning_rate == 1e-3
     with pytest.raises(TypeError, match="no_such_option"):
         TrainConfig(no_such_option=1)
+
+
+def test_a_swap_a_run_refuses_is_refused_for_the_plan_too():
+    """`dit-lora plan` resolves without the run's checks (no data), but a --blocks_to_swap a run refuses (an nf4 base:
+    bitsandbytes' weights cannot be swapped) is refused there too, rather than planned for no run."""
+    cfg = TrainConfig.for_family(
+        "sana", pretrained_model_name_or_path="Efficient-Large-Model/Sana_600M_1024px_diffusers",
+        train_data_dir="unused", blocks_to_swap=2, quantize_base="nf4",
+    )
+    with pytest.raises(UserError, match="cannot swap a --quantize_base nf4 model"):
+        resolve(cfg, build_demo=False, validate=False)

@@ -3,6 +3,7 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -12,7 +13,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPrecision
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
@@ -177,3 +178,40 @@ class Flux2Demo:
             )
         elif cfg.train_data_dir:
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+
+
+class Flux2Notes(DiffusionNotes):
+    """``FamilySpec.notes``: a step-distilled klein model is said, as Z-Image-Turbo is; a guidance value given to a
+    klein run, which has no guidance embedding, is said to do nothing."""
+
+    def start_notes(self, cfg) -> list[str]:
+        """The warnings for a klein folder (none for dev or a model that cannot be read)."""
+        if not cfg.pretrained_model_name_or_path or cfg.demo:
+            return []
+        index = read_component_config(cfg.model, "", "model_index.json") or {}
+        if index.get("_class_name") != KLEIN_PIPELINE:
+            return []
+        notes = []
+        if index.get("is_distilled"):
+            notes.append(
+                "this is a step-distilled FLUX.2 [klein] model (model_index.json: is_distilled): a LoRA trained on "
+                "it directly drifts the distillation. Prefer its base model (black-forest-labs/FLUX.2-klein-base-4B "
+                "or -9B: the same architecture, the undistilled model the distilled ones were made from, what "
+                "musubi-tuner and SimpleTuner recommend training), and validate a distilled model at its 4 steps, "
+                "guidance 1"
+            )
+        if _given(cfg, "flux2_train_guidance"):
+            notes.append(
+                "--flux2_train_guidance does nothing here: FLUX.2 [klein] has no guidance embedding (only "
+                "FLUX.2 [dev] is guidance-distilled); the validation samples' guidance is --validation_guidance_scale"
+            )
+        return notes
+
+
+def _given(cfg, name: str) -> bool:
+    """Whether the family option ``name`` was set: named by the user (the parser's record), or, for a config built in
+    code, off its default."""
+    if cfg.explicit is not None:
+        return name in cfg.explicit
+    field = {f.name: f for f in dataclasses.fields(cfg.family_options)}[name]
+    return getattr(cfg.family_options, name) != field.default

@@ -11,12 +11,12 @@ Precision: transformer and text encoder in bf16, the VAE in fp32.
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData, DiffusionNotes
+from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import Flux2AdapterExtras, Flux2Exports
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Precision
+from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Notes, Flux2Precision
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
@@ -54,7 +54,7 @@ def flux2_spec() -> FamilySpec:
         exports=Flux2Exports(),
         adapter_extras=Flux2AdapterExtras(),
         defaults=Flux2Defaults(),
-        notes=DiffusionNotes(),
+        notes=Flux2Notes(),
         setup=Flux2Setup(encoders),
         precision=Flux2Precision(),
         demo=Flux2Demo(),

@@ -22,7 +22,7 @@ ENTRY = FamilyEntry(
         "qwenimage_edit_plus": f"{__name__}.options:QwenImageEditOptions",
     },
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("qwenimage/demo.yaml",),
+    demo_configs=("qwenimage/demo.yaml", "qwenimage/edit_demo.yaml"),
     recipe="qwenimage_lora.py",
     docs="docs/guides/qwenimage.md",
 )

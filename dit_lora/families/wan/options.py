@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.config.schema import POSITIVE, PROBABILITY, opt
-from dit_lora.modeling.timestep_options import ConditioningImageOptions, TimestepSamplingOptions, TrainedSizeOptions
+from dit_lora.config.schema import PROBABILITY, opt
+from dit_lora.modeling.timestep_options import (
+    ConditioningImageOptions,
+    FlowShiftOptions,
+    TimestepSamplingOptions,
+    TrainedSizeOptions,
+)
 
 #: the tiny offline pipelines ``--demo`` can build (:mod:`.demo`)
 DEMO_VARIANTS = ("2.1-t2v", "2.1-i2v", "2.2-ti2v", "2.2-t2v-a14b", "2.2-i2v-a14b")
 
 
 @dataclass(frozen=True)
-class WanOptions(TimestepSamplingOptions, TrainedSizeOptions):
+class WanOptions(TimestepSamplingOptions, TrainedSizeOptions, FlowShiftOptions):
     """Options only Wan (both tasks) reads."""
 
     TITLE = "wan options (--family wan or wan_i2v)"
@@ -44,15 +49,6 @@ class WanOptions(TimestepSamplingOptions, TrainedSizeOptions):
         section="wan",
         resume="fixed",
         valid=PROBABILITY,
-    )
-    flow_shift: float | None = opt(
-        None,
-        "Shift of the training timestep schedule (sigma' = shift*sigma / (1 + (shift-1)*sigma)). Default: the "
-        "checkpoint's scheduler flow_shift (3.0 for Wan 2.1 and 2.2 A14B, 5.0 for TI2V-5B, as diffusers' conversion "
-        "writes them); DiffSynth-Studio trains every Wan model at 5.0.",
-        section="wan",
-        resume="fixed",
-        valid=POSITIVE,
     )
     demo_wan_variant: str = opt(
         "2.1-t2v",

@@ -112,7 +112,7 @@ class ZImageModel(DiffusionModel):
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)
-        scheduler = training_scheduler(scheduler_cfg)
+        scheduler = training_scheduler(with_flow_shift(scheduler_cfg, cfg.family_options.flow_shift))
         return Components(
             model=transformer,
             scheduler=scheduler,
@@ -200,3 +200,11 @@ class ZImageDemo:
             )
         elif cfg.train_data_dir:
             make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+
+
+def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:
+    """The scheduler config the training schedule is built from: the checkpoint's, its shift replaced by
+    ``--flow_shift`` when given (musubi-tuner advises 2.0 for Z-Image; validation keeps the checkpoint's)."""
+    return (
+        dict(scheduler_cfg) if flow_shift is None else {**scheduler_cfg, "shift": flow_shift, "flow_shift": flow_shift}
+    )

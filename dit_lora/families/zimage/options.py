@@ -1,14 +1,15 @@
-"""Z-Image's own options (``--family zimage``): the timestep density, a group shared with CogVideoX and Wan."""
+"""Z-Image's own options (``--family zimage``): the timestep density (shared with CogVideoX and Wan) and the schedule's
+shift (``--flow_shift``, shared with Wan)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.modeling.timestep_options import TimestepSamplingOptions
+from dit_lora.modeling.timestep_options import FlowShiftOptions, TimestepSamplingOptions
 
 
 @dataclass(frozen=True)
-class ZImageOptions(TimestepSamplingOptions):
+class ZImageOptions(TimestepSamplingOptions, FlowShiftOptions):
     """Options only Z-Image reads: ``--timestep_sampling`` (default ``uniform`` over the checkpoint's shifted
     schedule, as diffusers' ``train_dreambooth_lora_z_image.py`` with its default ``--weighting_scheme none``)."""
 

@@ -44,3 +44,22 @@ def test_default_lora_targets_are_diffusers_scripts():
     singles = [f"single_transformer_blocks.{i}.attn.{m}" for i in range(2) for m in ("to_out", "to_qkv_mlp_proj")]
     assert wrapped == sorted(doubles + singles)
     assert spec.model.lora_targets(model, flux2_cfg(lora_layers=("to_add_out",))) == ["to_add_out"]
+
+
+def test_a_distilled_klein_is_warned_and_its_ignored_guidance_said(tmp_path):
+    """A step-distilled klein (model_index.json's is_distilled) is warned as Z-Image-Turbo is; --flux2_train_guidance
+    given to a klein run, which has no guidance embedding, is said to do nothing; dev and a base klein say nothing."""
+    import json
+
+    from dit_lora.families.flux2.model import Flux2Notes
+
+    notes, index = Flux2Notes(), tmp_path / "model_index.json"
+    index.write_text(json.dumps({"_class_name": "Flux2KleinPipeline", "is_distilled": True}))
+    (warning,) = notes.start_notes(flux2_cfg(pretrained_model_name_or_path=str(tmp_path)))
+    assert "step-distilled FLUX.2 [klein]" in warning and "FLUX.2-klein-base-4B" in warning
+    guided = flux2_cfg(pretrained_model_name_or_path=str(tmp_path), flux2_train_guidance=3.5)
+    index.write_text(json.dumps({"_class_name": "Flux2KleinPipeline", "is_distilled": False}))
+    (said,) = notes.start_notes(guided)
+    assert said.startswith("--flux2_train_guidance does nothing here")
+    index.write_text(json.dumps({"_class_name": "Flux2Pipeline"}))  # dev: the guidance is trained
+    assert notes.start_notes(guided) == []
