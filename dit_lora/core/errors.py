@@ -41,19 +41,21 @@ def format_error(err: BaseException) -> str:
     return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
-def _leave_process_group() -> bool:
-    """Tear down a torch.distributed process group before the interpreter exits (local, no collective); whether
-    the process was in one.
+def _leave_process_group(tear_down: bool) -> bool:
+    """Whether the process is in a torch.distributed process group; with ``tear_down``, the group is destroyed too
+    (local, no collective). Imports nothing when torch.distributed was never loaded.
 
-    Exiting with the gloo group still alive sometimes aborts the process in a C++ destructor ("terminate called
-    without an active exception", exit -6), so a multi-process run, refused with a UserError, stopped by a signal or
-    finished, ended as 134 under torchrun instead of its own code (seen about once a full suite on 2 cores). Imports
-    nothing when torch.distributed was never loaded.
+    Destroying a gloo group, by ``destroy_process_group`` or at interpreter shutdown, sometimes aborts the process in
+    a C++ destructor ("terminate called without an active exception", exit -6): a multi-process run, refused, stopped
+    or finished, ended as 134 under torchrun instead of its own code (seen about once a full suite on 2 cores, with
+    the teardown too). So an ordinary ending does not tear down: it leaves with ``os._exit`` (:func:`_exit_process`),
+    which runs no destructor. Only an unexpected error, which propagates to the interpreter, tears the group down.
     """
     dist = sys.modules.get("torch.distributed")
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
+            if tear_down:
+                dist.destroy_process_group()
             return True
     except Exception:
         return True
@@ -77,8 +79,9 @@ def _exit_process(code: int) -> NoReturn:
 
 def run_cli(main: Callable[[], int | None]) -> None:
     """Run ``main`` and turn a :class:`UserError` into a short message and its exit code (2, or 3 for a stopped
-    run), an :class:`Interrupted` run into its paragraph and 143 / 130 / 129. Whichever way it ends, a process
-    group it joined is torn down before the exit (:func:`_leave_process_group`)."""
+    run), an :class:`Interrupted` run into its paragraph and 143 / 130 / 129. A process that joined a process group
+    leaves with ``os._exit`` after flushing (:func:`_leave_process_group` says why); an unexpected error tears the
+    group down and propagates."""
     try:
         code = main()
     except UserError as err:
@@ -91,8 +94,8 @@ def run_cli(main: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:  # a command that installs no handler of its own (check-data, plan, push)
         print("interrupted (Ctrl-C); stopped (exit 130).", file=sys.stderr, flush=True)
         code = 130
-    finally:  # also when an unexpected error propagates (its traceback still prints)
-        grouped = _leave_process_group()
+    finally:  # an unexpected error propagates (its traceback prints): only then is the group torn down
+        grouped = _leave_process_group(tear_down=sys.exc_info()[0] is not None)
     if grouped:
         _exit_process(code or 0)
     sys.exit(code or 0)

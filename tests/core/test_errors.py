@@ -27,8 +27,8 @@ def test_whitespace_in_the_message_collapses_to_one_paragraph():
 
 
 def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypatch):
-    """A UserError in a multi-process run exits with its code, not an abort from a gloo destructor: the process group
-    is torn down first (a one-process gloo group here)."""
+    """A UserError in a multi-process run exits with its code through os._exit, not an abort from a gloo destructor
+    (a one-process gloo group here)."""
     import pytest
     import torch.distributed as dist
 
@@ -36,7 +36,11 @@ def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypa
 
     from dit_lora.core import errors
 
-    monkeypatch.setattr(errors, "_exit_process", lambda code: sys.exit(code))  # os._exit would end pytest
+    def exit_process(code):  # os._exit would end pytest: the group is left to the test, which tears it down
+        dist.destroy_process_group()
+        sys.exit(code)
+
+    monkeypatch.setattr(errors, "_exit_process", exit_process)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29531")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
@@ -50,16 +54,23 @@ def test_a_user_error_leaves_the_process_group_before_exiting(tmp_path, monkeypa
 
 
 def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypatch):
-    """A finished run, a stopped one and an unexpected error also tear the group down first: a finished two-process
-    run sometimes ended as exit 134 ("terminate called without an active exception") from a gloo destructor."""
+    """A finished run and a stopped one also end through os._exit without destroying the group (a finished
+    two-process run sometimes ended as exit 134, "terminate called without an active exception", from a gloo
+    destructor, at teardown or shutdown); an unexpected error tears it down and propagates."""
     import pytest
     import torch.distributed as dist
 
     from dit_lora.core import errors
     from dit_lora.core.errors import Interrupted, run_cli
 
-    ended: list[int] = []
-    monkeypatch.setattr(errors, "_exit_process", lambda code: ended.append(code) or sys.exit(code))
+    ended: list[tuple[int, bool]] = []
+
+    def exit_process(code):  # what os._exit would find: the group still up (no destructor runs after os._exit)
+        ended.append((code, dist.is_initialized()))
+        dist.destroy_process_group()
+        sys.exit(code)
+
+    monkeypatch.setattr(errors, "_exit_process", exit_process)
 
     def stopped():
         raise Interrupted("stopped: saved checkpoint-3", 143)
@@ -77,4 +88,6 @@ def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypa
                 run_cli(main)
             assert done.value.code == code
         assert not dist.is_initialized()
-    assert ended == [0, 143]  # a process that was in a group ends with os._exit (no C++ destructor at shutdown)
+    # a process that was in a group ends with os._exit, its group not destroyed (destroying it is what aborted);
+    # the unexpected error tore the group down before propagating
+    assert ended == [(0, True), (143, True)]
