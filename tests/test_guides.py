@@ -51,9 +51,10 @@ DEMO_OF = {
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")
 #: options whose demo-config value replaces the command's: the demo model's sizes and the demo data's classes
 DEMO_SIZES = ("resolution", "height", "width", "max_num_frames", "num_frames", "num_classes")
-#: what makes a run short: one update on a few samples, a 2-step validation sample, no tracker
+#: what makes a run short: one update on a few samples, no samples (each family's demo test samples and reloads; the
+#: command's --validation_prompt is parsed and checked by the quick tests), no tracker
 SHORT = {"demo": "true", "demo_num_images": "4", "max_train_steps": "1", "validation_inference_steps": "2",
-         "report_to": "none"}
+         "report_to": "none", "validation_prompt": ""}
 
 
 # ---- reading the markdown -------------------------------------------------------------------------------------------
