@@ -130,6 +130,29 @@ def unreadable(path: str) -> str | None:
     return None
 
 
+def kept_area(size: tuple[int, int], bucket: tuple[int, int]) -> float:
+    """The share of an image of ``size`` (width, height) left after resizing it to cover ``bucket`` (height, width)
+    and cropping the centre to it."""
+    ratio, target = size[0] / size[1], bucket[1] / bucket[0]
+    return min(ratio, target) / max(ratio, target)
+
+
+def control_crop_line(samples: list) -> str:
+    """The log line that says what becomes of the control images: each is resized to cover its sample's bucket and
+    centre-cropped; how many lose more than 10% of their area that way (their aspect ratio is not their target's)."""
+    sizes = []
+    for sample in samples:
+        for path in sample.conditions:
+            with Image.open(path) as image:  # the header only
+                sizes.append(kept_area(image.size, sample.bucket))
+    cut = sum(kept < 0.9 for kept in sizes)
+    return (
+        f"control images: {len(sizes)} for {len(samples)} samples, each resized to cover its sample's bucket and "
+        f"centre-cropped to it; {cut} lose more than 10% of their area (a control of its target's aspect ratio stays "
+        "whole)"
+    )
+
+
 class EditMedia(ImageMedia):
     """The image handler of the Edit families: every sample with its control images (``conditions``), a batch of one
     bucket and one control count."""
@@ -211,6 +234,8 @@ class EditMedia(ImageMedia):
                         "Fix the path in the metadata row (relative to the metadata file's folder) or the file, and "
                         "run again; `dit-lora check-data` lists the samples."
                     )
+        if usable:
+            log(control_crop_line(usable))
         return usable
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:

@@ -103,3 +103,25 @@ def test_a_control_folder_as_musubi_tuner_and_ai_toolkit_lay_it_out(tmp_path):
     assert [s.key for s in samples] == ["a.png", "b.png"]
     assert samples[0].conditions == (str(folder / "controls" / "a.jpg"),)
     assert [p.rsplit("/", 1)[-1] for p in samples[1].conditions] == ["b_0.png", "b_1.png", "b_10.png"]
+
+
+def test_the_control_images_crop_is_said():
+    """Control images are resized to cover their sample's bucket and centre-cropped: the log says so, and how many
+    lose more than 10% of their area."""
+    from types import SimpleNamespace
+
+    from PIL import Image
+
+    from dit_lora.families.qwenimage.edit_data import control_crop_line, kept_area
+
+    assert kept_area((64, 64), (64, 64)) == 1.0 and kept_area((128, 64), (64, 64)) == 0.5
+    assert kept_area((60, 64), (64, 64)) == 60 / 64
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.mkdtemp())
+    Image.new("RGB", (64, 64)).save(folder / "square.png")
+    Image.new("RGB", (128, 64)).save(folder / "wide.png")
+    samples = [SimpleNamespace(conditions=(str(folder / "square.png"), str(folder / "wide.png")), bucket=(64, 64))]
+    line = control_crop_line(samples)
+    assert line.startswith("control images: 2 for 1 samples") and "1 lose more than 10%" in line
