@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import textwrap
+import traceback
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -41,25 +42,21 @@ def format_error(err: BaseException) -> str:
     return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
-def _leave_process_group(tear_down: bool) -> bool:
-    """Whether the process is in a torch.distributed process group; with ``tear_down``, the group is destroyed too
-    (local, no collective). Imports nothing when torch.distributed was never loaded.
+def _in_process_group() -> bool:
+    """Whether the process is in a torch.distributed process group (imports nothing when torch.distributed was never
+    loaded). Such a process is never torn down: it leaves with :func:`_exit_process`.
 
     Destroying a gloo group, by ``destroy_process_group`` or at interpreter shutdown, sometimes aborts the process in
     a C++ destructor ("terminate called without an active exception", exit -6): a multi-process run, refused, stopped
     or finished, ended as 134 under torchrun instead of its own code (seen about once a full suite on 2 cores, with
-    the teardown too). So an ordinary ending does not tear down: it leaves with ``os._exit`` (:func:`_exit_process`),
-    which runs no destructor. Only an unexpected error, which propagates to the interpreter, tears the group down.
+    the teardown too). So every ending, an unexpected error's included, leaves with ``os._exit``, which runs no
+    destructor.
     """
     dist = sys.modules.get("torch.distributed")
     try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            if tear_down:
-                dist.destroy_process_group()
-            return True
+        return bool(dist is not None and dist.is_available() and dist.is_initialized())
     except Exception:
         return True
-    return False
 
 
 def _exit_process(code: int) -> NoReturn:
@@ -80,8 +77,8 @@ def _exit_process(code: int) -> NoReturn:
 def run_cli(main: Callable[[], int | None]) -> None:
     """Run ``main`` and turn a :class:`UserError` into a short message and its exit code (2, or 3 for a stopped
     run), an :class:`Interrupted` run into its paragraph and 143 / 130 / 129. A process that joined a process group
-    leaves with ``os._exit`` after flushing (:func:`_leave_process_group` says why); an unexpected error tears the
-    group down and propagates."""
+    leaves with ``os._exit`` after flushing (:func:`_in_process_group` says why); there an unexpected error prints
+    its traceback first and ends with 1, and elsewhere it propagates."""
     try:
         code = main()
     except UserError as err:
@@ -94,8 +91,13 @@ def run_cli(main: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:  # a command that installs no handler of its own (check-data, plan, push)
         print("interrupted (Ctrl-C); stopped (exit 130).", file=sys.stderr, flush=True)
         code = 130
-    finally:  # an unexpected error propagates (its traceback prints): only then is the group torn down
-        grouped = _leave_process_group(tear_down=sys.exc_info()[0] is not None)
-    if grouped:
+    except Exception:
+        if not _in_process_group():
+            raise
+        # Printed before anything else: once another rank ends (its own paragraph, os._exit), the launcher stops
+        # this one, and a traceback printed after a teardown was sometimes never printed at all.
+        traceback.print_exc()
+        code = 1
+    if _in_process_group():
         _exit_process(code or 0)
     sys.exit(code or 0)

@@ -304,6 +304,6 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     proc.kill()
     proc.wait()
     deadline = time.time() + 30
-    while not result.exists() and time.time() < deadline:
+    while not (result.exists() and result.read_text()) and time.time() < deadline:  # created, then written
         time.sleep(0.1)
     assert result.read_text() == ("TERM" if launched else "survived")
