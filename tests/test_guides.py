@@ -17,14 +17,13 @@ gives it. A command that no longer parses, an option renamed, a config file move
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_launch
 import yaml
 
 from helpers import ROOT
@@ -267,10 +266,12 @@ def test_offline_version_changes_only_paths_sizes_and_length(tmp_path):
 @pytest.mark.parametrize("where,words", every_command(), ids=lambda v: v if isinstance(v, str) else "")
 def test_command_runs(where, words, tmp_path):
     """Run the command (on the demo model, one step); it finishes, writes its adapter, and the run used every option
-    the command gives that the test did not change."""
+    the command gives that the test did not change. The launch's options are the command's: what `dit-lora launch`
+    gives the training process is learned from a real launch of them."""
     run, changes = offline_version(words, tmp_path)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(run, capture_output=True, text=True, env=env, timeout=240, cwd=ROOT)
+    launch, script, args = split_launch(["dit-lora", *run[1:]])
+    # as `dit-lora launch` runs it, the process forked from a warm interpreter (tests/support/warm_launch.py)
+    done = warm_launch.launch(launch, ROOT / script, args, env={"HF_HUB_OFFLINE": "1"}, timeout=240)
     tail = (done.stdout + done.stderr)[-4000:]
     assert done.returncode == 0, f"{where}: {shlex.join(run)}\nexit {done.returncode}\n{tail}"
     out = Path(changes.get("output_dir") or option_value(parsed(words), "output_dir"))

@@ -184,7 +184,7 @@ def test_two_buckets_on_two_processes(models, clip_sets, tmp_path):
     proc = run_recipe(_args(models["t2v"], clip_sets["mixed"], out, tmp_path / "cache", max_num_frames=None,
                             height=None, width=None, frame_buckets="9x64x64,5x64x64", train_batch_size=1,
                             max_train_steps=4, checkpointing_steps=0, kernels="on"),
-                      recipe="cogvideox", launcher=launcher, timeout=400)
+                      recipe="cogvideox", launcher=launcher, timeout=400, warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["num_processes"] == 2 and summary["steps"] == 4 and summary["status"] == "completed"

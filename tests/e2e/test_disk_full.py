@@ -204,21 +204,19 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def _two_ranks_with_enospc(tmp_path, tiny_sana, shapes_data, rank, step, **opts):
     """`dit-lora launch --multi_gpu --num_processes 2` (CPU, gloo) of the recipe, ENOSPC on ``rank`` at ``step``."""
-    import sys
-
-    from helpers import ROOT, base_args, free_port
+    from helpers import ROOT, base_args
+    from warm_launch import launch
 
     wrapper = tmp_path / "enospc.py"
     wrapper.write_text(ENOSPC_ON_ONE_RANK)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-           str(wrapper), str(ROOT / "recipes" / "sana_lora.py"),
-           *base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2, **opts)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-           "DIT_LORA_TEST_ENOSPC_RANK": str(rank), "DIT_LORA_TEST_ENOSPC_STEP": str(step)}
     # A rank left at a barrier would wait for ever: the timeout turns that hang into a failure.
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400, env=env)
+    proc = launch(["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+                   "--dynamo_backend", "no"], wrapper,
+                  [str(ROOT / "recipes" / "sana_lora.py"),
+                   *base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2, **opts)],
+                  env={"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "DIT_LORA_TEST_ENOSPC_RANK": str(rank),
+                       "DIT_LORA_TEST_ENOSPC_STEP": str(step)}, timeout=400)
     return proc, out, proc.stdout + proc.stderr
 
 

@@ -13,16 +13,15 @@ backbone layer (--train_backbone) on an fp8_scaled base (its weight buffers stay
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import ROOT, base_args, free_port, read_summary
+from helpers import ROOT, base_args, read_summary
 from safetensors.torch import load_file
+from warm_launch import launch
 
 ADAPTER = "pytorch_lora_weights.safetensors"
 #: 16 images, batch 2 on 2 processes, 2 micro-batches an update: 2 updates an epoch; update 3 has a NaN gradient on
@@ -33,13 +32,12 @@ SANA = dict(max_train_steps=6, train_batch_size=2, gradient_accumulation_steps=2
 
 
 def _launch(script: str, args: list[str], *, fsdp2: bool = True, **env) -> subprocess.CompletedProcess:
-    """The recipe under `dit-lora launch` on 2 processes: fsdp2.yaml, or DDP (`--multi_gpu`)."""
+    """The recipe under `dit-lora launch` on 2 processes: fsdp2.yaml, or DDP (`--multi_gpu`); the processes forked
+    from a warm interpreter (warm_launch.py)."""
     engine = (["--config_file", str(ROOT / "accelerate_configs" / "fsdp2.yaml")] if fsdp2 else
               ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--dynamo_backend", "no"])
-    cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", *engine, "--mixed_precision", "no",
-           "--main_process_port", str(free_port()), str(ROOT / "recipes" / f"{script}_lora.py"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **env})
+    return launch([*engine, "--mixed_precision", "no"], ROOT / "recipes" / f"{script}_lora.py", args,
+                  env={"OMP_NUM_THREADS": "1", **env})
 
 
 def _ok(proc: subprocess.CompletedProcess) -> str:

@@ -221,7 +221,7 @@ def test_guard_agrees_across_two_processes(tiny_sana, shapes_data, tmp_path):
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4,
                                 train_batch_size=2, inject_faults="nan_loss@2:rank1", attention_canary="false",
                                 activation_offloading="true"),
-                      launcher=launcher, timeout=300)
+                      launcher=launcher, timeout=300, warm=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "activation offloading: the saved activations" in proc.stdout + proc.stderr
     summary = read_summary(out)

@@ -88,7 +88,7 @@ def test_a_kernel_failing_on_one_process_is_switched_off_on_both(tiny_sana, shap
                 str(free_port())]
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", train_batch_size=2,
                                 max_train_steps=3, kernels="on", inject_faults="broken_kernel:rank1",
-                                attention_canary="false"), launcher=launcher, timeout=400)
+                                attention_canary="false"), launcher=launcher, timeout=400, warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)  # written by rank 0, whose own kernel was fine
     assert summary["num_processes"] == 2 and summary["engine"] == "MULTI_CPU"

@@ -80,7 +80,7 @@ def test_two_process_gloo_run(tmp_path, tiny_sana, shapes_data):
                 "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port", str(free_port())]
     args = base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=4, checkpointing_steps=2,
                      random_flip="true")
-    proc = run_recipe(args, launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400)
+    proc = run_recipe(args, launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400, warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = read_summary(out)
     assert summary["num_processes"] == 2 and summary["steps"] == 4

@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from helpers import ROOT, base_args, free_port, read_summary, run_recipe
+import warm_launch
+from helpers import ROOT, base_args, read_summary, run_recipe
 
 
 def _resume_helpers():
@@ -177,13 +178,11 @@ def test_two_processes_stop_together_when_one_is_signalled_and_resume_bitwise(tm
     opts = dict(OPTS, validation_prompt=None, max_train_steps=6, checkpointing_steps=0)
     cache = tmp_path / "cache"
 
-    def launch(out, **env):
-        cmd = [sys.executable, "-m", "dit_lora.commands.cli", "launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "--main_process_port", str(free_port()), str(ROOT / "recipes" / "sana_lora.py"),
-               *base_args(tiny_sana, shapes_data, out, cache, **opts)]
-        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=400,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **env})
+    def launch(out, **env):  # the processes forked from a warm interpreter (warm_launch.py)
+        return warm_launch.launch(["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision",
+                                   "no", "--dynamo_backend", "no"], ROOT / "recipes" / "sana_lora.py",
+                                  base_args(tiny_sana, shapes_data, out, cache, **opts),
+                                  env={"OMP_NUM_THREADS": "1", **env}, timeout=400)
 
     ref = launch(tmp_path / "ref")
     assert ref.returncode == 0, ref.stdout + ref.stderr

@@ -54,10 +54,17 @@ def run_recipe(args: list[str], *, env: dict | None = None, timeout: int = 300, 
     """Run ``recipes/<recipe>_lora.py`` (default Sana) in a subprocess; returns CompletedProcess with text output.
     ``warm``: the process may be a fork of a warm interpreter that has imported the libraries already (warm.py:
     seconds of CPU less a run; not with a launcher): for a test of what a run does, not of the process starting (its
-    imports, start-up time, memory or CPU time seen from outside, signals from outside)."""
+    imports, start-up time, memory or CPU time seen from outside, signals from outside). With a ``launcher``
+    (``[python, -m, accelerate.commands.launch | dit_lora.commands.cli launch, options...]``) and ``warm``, the
+    launch's processes are forked together (warm_launch.py)."""
     if not CURRENT["slow"]:
         pytest.fail("this test runs a recipe but is not marked slow: add @pytest.mark.slow", pytrace=False)
     script = RECIPE if recipe == "sana" else ROOT / "recipes" / f"{recipe}_lora.py"
+    if launcher is not None and warm:  # the launch's processes forked from a warm interpreter (warm_launch.py)
+        from warm_launch import launch, split_launcher
+
+        via, options = split_launcher(launcher)
+        return launch(options, script, args, env=env, timeout=timeout, via=via)
     if launcher is None:
         from warm import run_script
 

@@ -37,10 +37,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 #: environment variables read when a run starts, never at import (dit-lora's drills and checks: training/drills.py,
-#: doctor.py; pytest's name of the running test, which no library reads): a run that differs from the zygote only in
+#: doctor.py; the disk-full tests' wrapper, tests/e2e/test_disk_full.py; pytest's name of the running test, which no
+#: library reads): a run that differs from the zygote only in
 #: these may be a fork of it (it gets its own values)
 RUNTIME_ENV = frozenset({"DIT_LORA_FAULT", "DIT_LORA_SIGNAL", "DIT_LORA_SYNC_DEBUG", "DIT_LORA_SKIP_ENV_CHECK",
-                         "PYTEST_CURRENT_TEST"})
+                         "PYTEST_CURRENT_TEST", "DIT_LORA_TEST_ENOSPC_RANK", "DIT_LORA_TEST_ENOSPC_STEP",
+                         # read when CUDA starts, on first use (never here: a zygote refuses a CUDA made at import)
+                         "CUDA_VISIBLE_DEVICES"})
 
 #: the option that makes a run a resume (see the module docstring)
 RESUME_OPTION = "--resume_from_checkpoint"
@@ -115,14 +118,51 @@ def _child(req):
 _own = resource.getrusage(resource.RUSAGE_SELF)
 control.write(json.dumps({"ready": os.getpid(), "cpu": _own.ru_utime + _own.ru_stime}) + "\n")
 control.flush()
-for line in sys.stdin:
-    req = json.loads(line)
+def _fork(req):
     pid = os.fork()
     if pid == 0:
         try:
             _child(req)
         finally:
             os._exit(1)
+    return pid
+
+def _wait_group(pids, failure_timeout):
+    # torchrun's agent: once a process fails, the others get SIGTERM, and SIGKILL after the timeout
+    import signal, time
+    statuses, cpu, stopped_at = {}, 0.0, None
+    while len(statuses) < len(pids):
+        for pid in pids:
+            if pid not in statuses:
+                got, status, usage = os.wait4(pid, os.WNOHANG)
+                if got:
+                    statuses[pid] = status
+                    cpu += usage.ru_utime + usage.ru_stime
+        failed = any(os.waitstatus_to_exitcode(s) != 0 for s in statuses.values())
+        if failed and stopped_at is None:
+            stopped_at = time.monotonic()
+            for pid in pids:
+                if pid not in statuses:
+                    os.kill(pid, signal.SIGTERM)
+        elif stopped_at is not None and time.monotonic() - stopped_at > failure_timeout:
+            for pid in pids:
+                if pid not in statuses:
+                    os.kill(pid, signal.SIGKILL)
+            stopped_at = float("inf")
+        time.sleep(0.02)
+    return [statuses[pid] for pid in pids], cpu
+
+for line in sys.stdin:
+    req = json.loads(line)
+    if "group" in req:  # the processes of one launch, forked together
+        pids = [_fork(r) for r in req["group"]]
+        control.write(json.dumps({"pids": pids}) + "\n")
+        control.flush()
+        statuses, cpu = _wait_group(pids, req["failure_timeout"])
+        control.write(json.dumps({"statuses": statuses, "cpu": cpu}) + "\n")
+        control.flush()
+        continue
+    pid = _fork(req)
     control.write(json.dumps({"pid": pid}) + "\n")
     control.flush()
     _, status, usage = os.wait4(pid, 0)
@@ -190,6 +230,31 @@ class Zygote:
             return subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(done["status"]),
                                                out.read_text(errors="replace"), err.read_text(errors="replace"))
 
+    def run_group(self, runs: list[tuple[list[str], dict[str, str]]], cwd: Path, timeout: float,
+                  failure_timeout: float) -> list[subprocess.CompletedProcess]:
+        """The processes of one launch (``(argv, env)`` each), forked together; once one fails the others get SIGTERM,
+        and SIGKILL ``failure_timeout`` seconds later, as torchrun's agent does. One CompletedProcess a process."""
+        with tempfile.TemporaryDirectory(prefix="dit-lora-warm-launch-") as tmp:
+            files = [(Path(tmp) / f"stdout{i}", Path(tmp) / f"stderr{i}") for i in range(len(runs))]
+            group = [{"argv": [str(a) for a in argv], "env": env, "cwd": str(cwd), "stdout": str(out),
+                      "stderr": str(err)} for (argv, env), (out, err) in zip(runs, files)]
+            self.proc.stdin.write(json.dumps({"group": group, "failure_timeout": failure_timeout}) + "\n")
+            self.proc.stdin.flush()
+            pids = self._reply(60)["pids"]
+            try:
+                done = self._reply(timeout)
+            except subprocess.TimeoutExpired:
+                for pid in pids:
+                    os.kill(pid, 9)
+                self._reply(60)
+                raise subprocess.TimeoutExpired([argv for argv, _ in runs], timeout,
+                                                "".join(out.read_text(errors="replace") for out, _ in files),
+                                                "".join(err.read_text(errors="replace") for _, err in files)) from None
+            CPU["seconds"] += done["cpu"]
+            return [subprocess.CompletedProcess([sys.executable, *argv], os.waitstatus_to_exitcode(status),
+                                                out.read_text(errors="replace"), err.read_text(errors="replace"))
+                    for (argv, _), status, (out, err) in zip(runs, done["statuses"], files)]
+
     def close(self) -> None:
         if self.alive():
             self.proc.stdin.close()
@@ -229,30 +294,57 @@ class Pool:
         if not enabled():
             return None
         argv = [str(a) for a in argv]
-        out = _option(argv, "--output_dir")
-        folder = str(Path(cwd, out).resolve()) if out else None
         with self.lock:
-            if self.start_env is None:
-                self.start_env = {k: v for k, v in env.items() if k not in RUNTIME_ENV}
-            if not same_start(env, self.start_env):
+            picked = self._pick(argv, env, cwd)
+            if picked is None:
                 return None
-            i = self.turn
-            resume = _option(argv, RESUME_OPTION)
-            if resume is not None:  # the checkpoint's folder: the output folder, or the one the path names
-                written = folder if resume == "latest" else str(Path(cwd, resume).resolve().parent)
-                writer = self.writers.get(written) if written else None
-                if writer is not None:
-                    if self.size < 2:
-                        return None
-                    i = (writer + 1) % self.size
-            zygote = self.zygotes[i]
-            if zygote is None or not zygote.alive():
-                zygote = self.zygotes[i] = Zygote(self.start_env, self.preload)
-            self.turn = (i + 1) % self.size
+            i, zygote, folder = picked
             done = zygote.run(argv, env, cwd, timeout)
             if folder and done.returncode != 2:  # 2: refused at the start (a user error), nothing written
                 self.writers[folder] = i
             return done
+
+    def run_group(self, runs: list[tuple[list[str], dict[str, str]]], start_env: dict[str, str], cwd: Path,
+                  timeout: float, failure_timeout: float):
+        """The processes of one launch forked from one zygote (:meth:`Zygote.run_group`), or None when they must be a
+        real launch. ``start_env``: the environment the launcher was given (the processes' own add what the launch
+        sets, read when a run starts)."""
+        if not enabled():
+            return None
+        runs = [([str(a) for a in argv], env) for argv, env in runs]
+        with self.lock:
+            picked = self._pick(runs[0][0], start_env, cwd)
+            if picked is None:
+                return None
+            i, zygote, folder = picked
+            done = zygote.run_group(runs, cwd, timeout, failure_timeout)
+            if folder and all(d.returncode != 2 for d in done):
+                self.writers[folder] = i
+            return done
+
+    def _pick(self, argv: list[str], start_env: dict[str, str], cwd: Path):
+        """(index, zygote, output folder) for a run of ``argv`` whose process would start with ``start_env``; None when
+        it cannot be forked. Called under the lock."""
+        out = _option(argv, "--output_dir")
+        folder = str(Path(cwd, out).resolve()) if out else None
+        if self.start_env is None:
+            self.start_env = {k: v for k, v in start_env.items() if k not in RUNTIME_ENV}
+        if not same_start(start_env, self.start_env):
+            return None
+        i = self.turn
+        resume = _option(argv, RESUME_OPTION)
+        if resume is not None:  # the checkpoint's folder: the output folder, or the one the path names
+            written = folder if resume == "latest" else str(Path(cwd, resume).resolve().parent)
+            writer = self.writers.get(written) if written else None
+            if writer is not None:
+                if self.size < 2:
+                    return None
+                i = (writer + 1) % self.size
+        zygote = self.zygotes[i]
+        if zygote is None or not zygote.alive():
+            zygote = self.zygotes[i] = Zygote(self.start_env, self.preload)
+        self.turn = (i + 1) % self.size
+        return i, zygote, folder
 
     def close(self) -> None:
         for zygote in self.zygotes:

@@ -130,7 +130,7 @@ def test_two_ranks_stop_together_without_deadlock(tmp_path, holder, tiny_sana, s
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                 "--main_process_port", str(free_port())]
     second = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache"), launcher=launcher,
-                        env={"CUDA_VISIBLE_DEVICES": ""}, timeout=240)
+                        env={"CUDA_VISIBLE_DEVICES": ""}, timeout=240, warm=True)
     text = second.stdout + second.stderr
     assert second.returncode != 0 and f"pid {proc.pid}" in text, text
     assert "training:" not in text
@@ -144,7 +144,7 @@ def test_a_two_rank_run_takes_the_lock_once_and_frees_it(tmp_path, tiny_sana, sh
                 "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                 "--main_process_port", str(free_port())]
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=1),
-                      launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400)
+                      launcher=launcher, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=400, warm=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     info = json.loads((out / LOCK_FILE).read_text())
     assert info["host"] == socket.gethostname()
