@@ -99,8 +99,16 @@ def finish(
         ),
         what="writing the run's outputs",
     )
-    accelerator.end_training()
+    end_trackers(accelerator)
     return summary or {}
+
+
+def end_trackers(accelerator) -> None:
+    """Close the trackers (tensorboard, wandb). Not ``Accelerator.end_training``: it also destroys the process group,
+    and destroying a gloo group sometimes aborts the process in a C++ destructor ("terminate called without an
+    active exception", exit 134 after a finished two-process run; core/errors.py says how the process leaves)."""
+    for tracker in accelerator.trackers:
+        tracker.finish()
 
 
 def _export(

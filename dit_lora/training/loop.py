@@ -33,7 +33,7 @@ from dit_lora.setup.resolve import Resolved
 from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.training.compile import eager, shape_key
-from dit_lora.training.finish import finish, keep_final_checkpoint
+from dit_lora.training.finish import end_trackers, finish, keep_final_checkpoint
 from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
 from dit_lora.training.run import Run, RunState, check_output_dir, setup, sharded_state_io
@@ -252,7 +252,7 @@ def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> 
     path = run.out / f"checkpoint-{step}"
     if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
         path = save_run_checkpoint(run)
-    run.accelerator.end_training()
+    end_trackers(run.accelerator)
     name = (
         signals.signal_name(stop.signum) if stop.signum is not None else "a stop signal that another process received"
     )

@@ -56,3 +56,24 @@ def test_removed_after_the_export_only_with_checkpointing_off(tmp_path):
     run, lines = _run(tmp_path)
     _drop_export_checkpoint(run, tmp_path / "checkpoint-6")
     assert not (tmp_path / "checkpoint-6").exists() and lines[0].startswith("removed checkpoint-6")
+
+
+def test_the_end_of_a_run_closes_the_trackers_and_leaves_the_process_group(tmp_path, monkeypatch):
+    """Accelerator.end_training would destroy the process group, which sometimes aborted a finished two-process run
+    in a gloo destructor (exit 134): the run closes its trackers only (a one-process gloo group here)."""
+    import torch.distributed as dist
+    from accelerate import Accelerator
+
+    from dit_lora.training.finish import end_trackers
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29533")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    closed = []
+    try:
+        accelerator = Accelerator(cpu=True)
+        accelerator.trackers = [type("Tracker", (), {"finish": lambda self: closed.append(True)})()]
+        end_trackers(accelerator)
+        assert closed == [True] and dist.is_initialized()
+    finally:
+        dist.destroy_process_group()

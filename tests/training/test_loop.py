@@ -39,7 +39,7 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
     events = []
     accelerator = SimpleNamespace(unwrap_model=lambda m: m, is_main_process=True, autocast=contextlib.nullcontext,
                                   log=lambda values, step: events.append(("log", step, values)),
-                                  end_training=lambda: events.append(("end",)))
+                                  trackers=[SimpleNamespace(finish=lambda: events.append(("end",)))])
     guard = SimpleNamespace(read=lambda: _reading(), rollbacks=[])
     recovery = SimpleNamespace(at_check=lambda step, reading, model: events.append(("check", step)))
     cfg = SimpleNamespace(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0)
