@@ -273,7 +273,7 @@ def sample_mask(
 def latent_mask(mask_pixels: torch.Tensor, latent_size: tuple[int, int] | torch.Size) -> torch.Tensor:
     """``(B, 1, H, W)`` pixel masks averaged over each latent pixel's area: ``(B, 1, h, w)`` float32 (the bucket sizes
     are multiples of the latent grid, so each latent pixel averages one whole block of pixels)."""
-    return torch.nn.functional.adaptive_avg_pool2d(mask_pixels.float(), tuple(latent_size))
+    return torch.nn.functional.adaptive_avg_pool2d(mask_pixels.float(), (int(latent_size[0]), int(latent_size[1])))
 
 
 # ---- attaching, checking -----------------------------------------------------------------------------------------
