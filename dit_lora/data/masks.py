@@ -87,7 +87,15 @@ def masks_beside(keys: Iterable[str]) -> dict[str, str]:
 
 
 def _metadata_rows(path: str) -> list[tuple[int, dict]]:
-    """``(line, row)`` of one metadata file (its own errors are the caption reader's, which read it first)."""
+    """``(line, row)`` of one metadata file; a file that does not parse gives none here (the caption reader, which
+    reads it next, names the problem in its own paragraph)."""
+    try:
+        return _parse_rows(path)
+    except (UnicodeDecodeError, csv.Error):
+        return []
+
+
+def _parse_rows(path: str) -> list[tuple[int, dict]]:
     with open(path, encoding="utf-8-sig", newline="") as handle:
         if path.endswith(".jsonl"):
             rows = []

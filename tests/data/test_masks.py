@@ -83,6 +83,9 @@ def test_a_metadata_column_names_the_mask_and_wins_over_the_file_beside(tmp_path
     (root / "metadata.jsonl").write_text(json.dumps({**rows[0], "mask": "../outside.png"}) + "\n")
     with pytest.raises(UserError, match="mask of `a.png` is refused"):
         load_samples(train_data_dir=root, attach_masks=True)
+    (root / "metadata.jsonl").write_bytes(b'{"file_name": "a.png", "text": "\xff"}\n')
+    with pytest.raises(UserError, match="not valid UTF-8"):  # the caption reader's paragraph, not the mask reader's
+        load_samples(train_data_dir=root, attach_masks=True)
 
 
 def test_a_dataset_column_holds_the_masks(tmp_path):
