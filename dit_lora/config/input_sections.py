@@ -15,6 +15,7 @@ from dit_lora.config.option import (
     DIFFUSION_FAMILIES,
     IMAGE_DEMOS,
     IMAGE_FAMILIES,
+    MASKED_IMAGES,
     NON_NEGATIVE,
     POSITIVE,
     PROBABILITY,
@@ -213,6 +214,41 @@ class DataOptions:
         section="data",
         resume="free",
         applies=DIFFUSION_FAMILIES,
+    )
+    masked_loss: bool = opt(
+        False,
+        "Weight each image's loss per latent pixel by its mask: white trains, black is ignored (--unmasked_weight), "
+        "grey weights in between. The mask is `<name>_mask.png` beside the image (OneTrainer's `<name>-masklabel.png` "
+        "too) or the file the --mask_column metadata (or dataset) column names; every image needs one (an all-white "
+        "mask trains it whole). Any image mode: its luminance times its alpha. It is resized, cropped, flipped and "
+        "bucketed with its image and averaged over each latent pixel (kohya's --masked_loss, OneTrainer's masked "
+        "training). Mask files are never training images.",
+        section="data",
+        applies=MASKED_IMAGES,
+    )
+    mask_column: str = opt(
+        "mask",
+        "The metadata.jsonl/.csv (or --dataset_name) column naming each image's mask for --masked_loss: a path "
+        "relative to the metadata file's folder, as `file_name` (a dataset's column: images or paths).",
+        section="data",
+        applies=MASKED_IMAGES,
+    )
+    unmasked_weight: float = opt(
+        0.0,
+        "--masked_loss: the weight of a mask's black area (OneTrainer's name); each latent pixel weighs "
+        "max(mask, this). 0 ignores it; e.g. 0.1 keeps a little of the background learned.",
+        section="data",
+        valid=Range(0, 1, why="the loss weight of a mask's black area"),
+        resume="free",
+        applies=MASKED_IMAGES,
+    )
+    normalize_masked_area_loss: bool = opt(
+        False,
+        "--masked_loss: divide each sample's loss by its mask's mean weight, so a small masked area trains as "
+        "strongly as a whole image does (OneTrainer's name); off, a sample's loss shrinks with its masked area.",
+        section="data",
+        resume="free",
+        applies=MASKED_IMAGES,
     )
     dataloader_num_workers: int = opt(
         0,

@@ -97,6 +97,13 @@ IMAGE_FAMILIES = Applies(
     "--num_frames of --height x --width",
     none_of=("VideoFrames",),
 )
+#: the loss masks of images (``--masked_loss``): the image families' data and losses
+MASKED_IMAGES = Applies(
+    ("Encoders",),
+    "image families",
+    "masks weight an image family's loss; clips and video LLMs train unmasked",
+    none_of=("VideoFrames",),
+)
 #: latents, the latent cache and sampled images or clips: every diffusion family
 DIFFUSION_FAMILIES = Applies(
     ("Encoders",),

@@ -530,6 +530,22 @@ PEER_FLAGS: dict[str, Peer] = {
         sources=("at",),
     ),
     "layer_offloading": Peer("ai-toolkit", "blocks_to_swap", "a number of blocks, not a percentage", sources=("at",)),
+    "mask_path": Peer(
+        "ai-toolkit",
+        None,
+        "a mask beside each image (`<name>_mask.png`) or named by the metadata's `mask` column, with --masked_loss",
+        sources=("at",),
+    ),
+    "mask_min_value": Peer(
+        "ai-toolkit", "unmasked_weight", "with --masked_loss; each latent pixel weighs max(mask, it)", sources=("at",)
+    ),
+    "alpha_mask": Peer(
+        "sd-scripts, ai-toolkit",
+        None,
+        "dit-lora reads a mask file, not the image's alpha (which is composited on white): save the alpha as "
+        "`<name>_mask.png` beside the image (a mask's transparent pixels count as black) and pass --masked_loss",
+        sources=("k-util", "at"),
+    ),
     "low_vram": Peer(
         "ai-toolkit",
         None,
@@ -631,6 +647,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "timestep_sampling",
         "flow_shift",
         "blocks_to_swap",
+        "masked_loss",
     ),
     "simpletuner": (
         "pretrained_model_name_or_path",

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.caption_dropout import drop_caption
+from dit_lora.data.masks import PIXEL_KEY, sample_mask
 from dit_lora.data.transforms import crop_seed, flip_decision, preprocess_image
 from dit_lora.data.video import FrameStart, decode_clip
 
@@ -174,11 +175,21 @@ class CachedLatentDataset(torch.utils.data.Dataset):
 class RawImageDataset(torch.utils.data.Dataset):
     """Decodes and preprocesses images on the fly (used with --cache_latents false), within ``max_pixels``
     and reduced when much larger than their size (:func:`~dit_lora.data.decode.load_rgb`): each image to its bucket
-    (``sample.bucket``, (height, width)), else to the ``resolution`` square."""
+    (``sample.bucket``, (height, width)), else to the ``resolution`` square. ``masked`` (``--masked_loss``): each item
+    also holds its mask prepared as its image (``mask_pixels``, ``(1, H, W)``: :func:`~dit_lora.data.masks.sample_mask`),
+    which the family's ``prepare_batch`` averages to the latent grid."""
 
-    def __init__(self, samples: list, resolution: int, center_crop: bool, seed: int, max_pixels: int | None = None):
+    def __init__(
+        self,
+        samples: list,
+        resolution: int,
+        center_crop: bool,
+        seed: int,
+        max_pixels: int | None = None,
+        masked: bool = False,
+    ):
         self.samples, self.resolution, self.center_crop, self.seed = samples, resolution, center_crop, seed
-        self.max_pixels = max_pixels
+        self.max_pixels, self.masked = max_pixels, masked
 
     def __len__(self) -> int:
         return len(self.samples)
@@ -187,14 +198,21 @@ class RawImageDataset(torch.utils.data.Dataset):
         index, flip, drop = unpack_item(item)
         sample = self.samples[index]
         size = sample.bucket or (self.resolution, self.resolution)
-        pixels = preprocess_image(
-            sample.open_image(resolution=size, max_pixels=self.max_pixels),
-            size,
-            center_crop=self.center_crop,
-            flip=flip,
-            crop_rng_seed=crop_seed(self.seed, sample.key),
-        )
-        return {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}
+        image = sample.open_image(resolution=size, max_pixels=self.max_pixels)
+        seed = crop_seed(self.seed, sample.key)
+        pixels = preprocess_image(image, size, center_crop=self.center_crop, flip=flip, crop_rng_seed=seed)
+        out = {"pixel_values": pixels, "caption": "" if drop else sample.caption, "sample_index": index}
+        if self.masked:
+            out[PIXEL_KEY] = sample_mask(
+                sample,
+                image.size,
+                size,
+                center_crop=self.center_crop,
+                flip=flip,
+                crop_rng_seed=seed,
+                max_pixels=self.max_pixels,
+            )
+        return out
 
 
 class RawVideoDataset(torch.utils.data.Dataset):

@@ -23,6 +23,7 @@ from safetensors import safe_open
 from dit_lora.core.fileio import reporting_disk_full, save_safetensors_atomic
 from dit_lora.core.progress import Progress, say
 from dit_lora.data.kohya import copy_of
+from dit_lora.data.masks import LATENT_KEY, latent_mask
 
 
 def default_cache_root() -> Path:
@@ -113,17 +114,22 @@ def as_encoding(encoded: torch.Tensor | dict[str, torch.Tensor]) -> dict[str, to
 def _load_chunk(
     chunk: list[int],
     samples: list,
-    load_pixels: Callable[[int], torch.Tensor],
+    load_pixels: Callable[[int], Any],
     failed: dict[int, str],
     log: Callable[[str], None],
     what: str,
-) -> tuple[list[int], list[torch.Tensor]]:
-    """The decodable, finite samples of ``chunk`` and their pixels; the others go into ``failed``."""
+) -> tuple[list[int], list[torch.Tensor], list[torch.Tensor]]:
+    """The decodable, finite samples of ``chunk``, their pixels and their masks (``load_pixels`` returning
+    ``(pixels, mask)``: ``--masked_loss``; else none); the others go into ``failed``."""
     ready: list[int] = []
     pixels: list[torch.Tensor] = []
+    masks: list[torch.Tensor] = []
     for i in chunk:
+        mask = None
         try:
             px = load_pixels(i)
+            if isinstance(px, tuple):  # --masked_loss: (pixels, mask), the mask prepared as its image
+                px, mask = px
         except Exception as err:
             detail = " ".join(str(err).split())[:200]
             failed[i] = f"{what} could not be decoded for caching ({type(err).__name__}: {detail})"
@@ -135,7 +141,9 @@ def _load_chunk(
             continue
         ready.append(i)
         pixels.append(px)
-    return ready, pixels
+        if mask is not None:
+            masks.append(mask)
+    return ready, pixels, masks
 
 
 def same_bucket_chunks(todo: list[int], samples: list, batch_size: int) -> list[list[int]]:
@@ -169,7 +177,7 @@ def build_cache(
     *,
     encode_images: Callable[[torch.Tensor], torch.Tensor | dict[str, torch.Tensor]],
     encode_prompts: Callable[[list[str]], dict[str, torch.Tensor]],
-    load_pixels: Callable[[int], torch.Tensor],
+    load_pixels: Callable[[int], Any],
     random_flip: bool,
     batch_size: int,
     rank: int = 0,
@@ -185,7 +193,9 @@ def build_cache(
     entry is stored, and with ``random_flip`` also ``<name>_flipped`` from the horizontally flipped
     pixels. ``what`` names the medium in failure reasons ("image", "clip"). ``encode_samples`` (a family whose
     conditioning reads more of a sample than its caption: an edit model's control images) replaces
-    ``encode_prompts``: it is given the samples themselves.
+    ``encode_prompts``: it is given the samples themselves. ``load_pixels`` may return ``(pixels, mask)``
+    (``--masked_loss``, a mask ``(1, H, W)``): the entry then also holds ``loss_mask``, the mask averaged over the
+    latents' grid (:func:`~dit_lora.data.masks.latent_mask`), and ``loss_mask_flipped`` with ``random_flip``.
 
     Every rank must compute the missing list *before* any rank starts writing, or ranks disagree
     about the split and some samples are never cached.
@@ -219,17 +229,25 @@ def build_cache(
     def row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
         return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
 
+    def with_masks(batch: dict[str, torch.Tensor], masks: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        # --masked_loss: each mask averaged over the latent grid, stored beside its latents (flipped as they are)
+        if masks:
+            batch[LATENT_KEY] = latent_mask(torch.stack(masks), batch["latents"].shape[-2:])
+            if random_flip:
+                batch[LATENT_KEY + "_flipped"] = batch[LATENT_KEY].flip(-1)
+        return batch
+
     with Progress(len(todo), desc=desc, unit="sample", enabled=rank == 0) as progress:
         chunks = same_bucket_chunks(todo, samples, batch_size)
         for start, chunk in zip(accumulate([len(c) for c in chunks], initial=0), chunks):  # start: samples before it
-            ready, pixels = _load_chunk(chunk, samples, load_pixels, failed, log, what)
+            ready, pixels, masks = _load_chunk(chunk, samples, load_pixels, failed, log, what)
             if ready:
-                batch = encode(ready, torch.stack(pixels))
+                batch = with_masks(encode(ready, torch.stack(pixels)), masks)
                 for r, index in enumerate(ready):
                     tensors = row(batch, r)
                     if not _finite(tensors):
                         # Recompute once, alone, before giving the sample up.
-                        tensors = row(encode([index], pixels[r][None]), 0)
+                        tensors = row(with_masks(encode([index], pixels[r][None]), masks[r : r + 1]), 0)
                         if not _finite(tensors):
                             failed[index] = (
                                 "encoded latents or caption embeddings are not finite (also when recomputed)"

@@ -264,13 +264,13 @@ def load_dataset_samples(
     split: str = "train",
     log: Callable[[str], Any] = print,
     caption_column_given: bool = False,
+    mask_column: str | None = None,
 ) -> list[RawSample]:
     """The samples of ``--dataset_name``'s ``split`` (see :func:`~dit_lora.data.sources.load_samples`); with
     ``instance_prompt`` every row is captioned with it and the caption column is not read, unless
     ``caption_column_given`` (``--caption_column`` set explicitly): then, as diffusers' ``DreamBoothDataset``, the
-    column's captions are used and only empty ones take the instance prompt (said through ``log``)."""
-    import datasets  # slow import; only paid when --dataset_name is used
-
+    column's captions are used and only empty ones take the instance prompt (said through ``log``). With
+    ``mask_column`` (``--masked_loss``) each row's cell of that column, when the dataset has it, is its loss mask."""
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="images", split=split)
     # With --instance_prompt no caption column is needed: the image column stands in for it in the check.
     fallback = instance_prompt is not None and caption_column_given
@@ -283,26 +283,10 @@ def load_dataset_samples(
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
 
-    feature = dataset.features[image_column]
-    images = dataset.select_columns([image_column])
-    if isinstance(feature, datasets.Image):
-        images = images.cast_column(image_column, datasets.Image(decode=False))
-    elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
-        raise UserError(
-            f"Column {image_column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not images "
-            f"or image paths. Pass --image_column with the column of images "
-            f"(columns: {', '.join(map(repr, dataset.column_names))})."
-        )
-    placed = None
-    if not isinstance(feature, datasets.Image):  # path strings: placed now, so a refused row is never opened
-        root = dataset_files_root(dataset_name)
-        placed = [
-            place_dataset_path(root, dataset_name, value, f"row {row}: {image_column}")
-            if isinstance(value, str) and value.strip()
-            else None
-            for row, value in enumerate(images[image_column])
-        ]
-    handle = DatasetImages(images, image_column, local_root(dataset_name) or os.getcwd(), placed)
+    handle, placed = _image_column(dataset, dataset_name, image_column, "--image_column")
+    masks = None
+    if mask_column is not None and mask_column in dataset.column_names:
+        masks, _ = _image_column(dataset, dataset_name, mask_column, "--mask_column")
     if fallback and instance_prompt is not None:  # fallback implies the prompt; said again for the type
         captions = _captions_or_instance_prompt(dataset, dataset_name, caption_column, instance_prompt, log)
     elif instance_prompt is not None:
@@ -325,9 +309,39 @@ def load_dataset_samples(
                 refused=refused,
                 _images=None if refused else handle,
                 _row=row,
+                _masks=masks,
             )
         )
     return samples
+
+
+def _image_column(
+    dataset: Any, dataset_name: str, column: str, flag: str
+) -> tuple[DatasetImages, list[Located | None] | None]:
+    """A column of images (read undecoded) or of path strings (each placed now, so a refused row is never opened) as a
+    :class:`DatasetImages`, and the placed paths (None for images)."""
+    import datasets  # slow import; only paid when --dataset_name is used
+
+    feature = dataset.features[column]
+    images = dataset.select_columns([column])
+    if isinstance(feature, datasets.Image):
+        images = images.cast_column(column, datasets.Image(decode=False))
+    elif not (isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")):
+        raise UserError(
+            f"Column {column!r} of --dataset_name {dataset_name!r} holds {feature!r}, not images "
+            f"or image paths. Pass {flag} with the column of images "
+            f"(columns: {', '.join(map(repr, dataset.column_names))})."
+        )
+    placed = None
+    if not isinstance(feature, datasets.Image):
+        root = dataset_files_root(dataset_name)
+        placed = [
+            place_dataset_path(root, dataset_name, value, f"row {row}: {column}")
+            if isinstance(value, str) and value.strip()
+            else None
+            for row, value in enumerate(images[column])
+        ]
+    return DatasetImages(images, column, local_root(dataset_name) or os.getcwd(), placed), placed
 
 
 def _captions_or_instance_prompt(

@@ -2,7 +2,8 @@
 
 Each sample is decoded and put through the real preprocessing (:func:`preprocess_image`), then the
 pixels are checked (shape 3xHxW, finite, within [-1, 1]); empty captions block; images smaller
-than the training resolution warn (they are upscaled). Clips (:func:`check_video_samples`) are
+than the training resolution warn (they are upscaled); a loss mask (``--masked_loss``) is read as training reads it
+(:func:`~dit_lora.data.masks.check_mask`) and counted in the summary line. Clips (:func:`check_video_samples`) are
 decoded whole once (unreadable, truncated and too-short clips block), given their frame bucket
 and decoded to it as training would, then checked the same way; an image among them is a one-frame clip
 (a broken one blocks with the image families' reason). Cache entries of the samples, when a cache
@@ -36,6 +37,7 @@ from dit_lora.data.cache import cache_file_name, inspect_cache_file
 from dit_lora.data.decode import decode_notes, decode_workers, file_notes, pixel_budget
 from dit_lora.data.frames import clip_cropped_share
 from dit_lora.data.kohya import copy_of
+from dit_lora.data.masks import check_mask
 from dit_lora.data.sources import RawSample
 from dit_lora.data.transforms import crop_seed, preprocess_image, target_size
 from dit_lora.data.validation import caption_problem, image_problem
@@ -64,6 +66,7 @@ class SampleCheck:
     cropped: float | None = None
     noun: str = "image"  # what the bucket table counts: a video family's rows are clips
     repeats: int = 1  # how many times the file is listed (a kohya N_words/ folder's repeats): one row per file
+    mask: str | None = None  # --masked_loss: its mask's status (ok, warn, white, block: MaskCheck.status), else None
 
 
 def _combine(key: str, what: str, blocks: list[str], warns: list[str], path: str | None) -> SampleCheck:
@@ -80,13 +83,16 @@ def check_sample(
     require_caption: bool = True,
     max_pixels: int | None = None,
     buckets: Sequence[tuple[int, int]] | None = None,
+    unmasked_weight: float = 0.0,
 ) -> SampleCheck:
     """Decode ``sample`` as training would (within ``max_pixels``, default the resolution's
     :func:`~dit_lora.data.decode.pixel_budget`; reduced when much larger), preprocess it, check caption and pixels.
 
     With ``buckets`` the image goes to its bucket as training chooses it (:func:`~dit_lora.data.aspect.sample_bucket`)
     and the row holds that bucket and the share the crop cuts, a warning above
-    :data:`~dit_lora.data.aspect.CROP_WARNING`; without, to the ``resolution`` square."""
+    :data:`~dit_lora.data.aspect.CROP_WARNING`; without, to the ``resolution`` square. A sample with a loss mask
+    (``--masked_loss``) has it read as training reads it (:func:`~dit_lora.data.masks.check_mask`: unreadable, not its
+    image's shape, or all black with ``unmasked_weight`` 0 block; resized, all white or coloured warn)."""
     blocks: list[str] = []
     warns: list[str] = []
     if require_caption and caption_problem(sample):
@@ -111,8 +117,12 @@ def check_sample(
     except Exception as err:
         blocks.append(f"preprocessing failed ({type(err).__name__}: {' '.join(str(err).split())[:200]})")
         return _combine(sample.key, "sample", blocks, warns, sample.path)
+    mask = check_mask(sample, unmasked_weight=unmasked_weight, max_pixels=max_pixels) if sample.has_mask else None
+    if mask is not None:
+        blocks.extend(mask.blocks)
+        warns.extend(mask.warns)
     row = _check_pixels(sample, pixels, size, (width, height), blocks, warns, cropped)
-    row.bucket, row.cropped = bucket, cropped
+    row.bucket, row.cropped, row.mask = bucket, cropped, mask.status if mask is not None else None
     return row
 
 
@@ -186,6 +196,7 @@ def check_samples(
     num_workers: int | None = None,
     max_pixels: int | None = None,
     buckets: Sequence[tuple[int, int]] | None = None,
+    unmasked_weight: float = 0.0,
 ) -> list[SampleCheck]:
     """:func:`check_sample` for every sample, in order (decoding in threads, as many as memory allows for
     the pixel budget; PIL releases the GIL)."""
@@ -200,6 +211,7 @@ def check_samples(
             require_caption=require_captions,
             max_pixels=max_pixels,
             buckets=buckets,
+            unmasked_weight=unmasked_weight,
         )
 
     workers = decode_workers(max_pixels, most=8) if num_workers is None else num_workers
@@ -455,6 +467,12 @@ def summarize(rows: Sequence[SampleCheck], *, max_bad_samples_fraction: float | 
         else f"{len(samples)} file(s) ({listed} samples per epoch with kohya repeats)"
     )
     text = f"{what}: {counts[OK]} ok, {counts[WARN]} warning(s), {counts[BLOCK]} blocking"
+    masked = Counter(r.mask for r in samples if r.mask is not None)
+    if masked:
+        text += (
+            f"; {sum(masked.values())} mask(s): {masked['white']} all white (no masking), {masked['warn']} with a "
+            f"warning, {masked['block']} blocking"
+        )
     if cache:
         bad_cache = sum(r.status == BLOCK for r in cache)
         text += f"; {len(cache)} cache entr{'y' if len(cache) == 1 else 'ies'}, {bad_cache} bad"

@@ -29,7 +29,7 @@ from dit_lora.core.collective import Failure, exchange, main_process_check
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
 from dit_lora.core.progress import say
-from dit_lora.data import aspect, caption_dropout, preflight
+from dit_lora.data import aspect, caption_dropout, masks, preflight
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.cache import (
     build_cache,
@@ -116,7 +116,7 @@ class ImageMedia:
 
     def list_samples(self) -> list[RawSample]:
         cfg = self.cfg
-        return load_samples(
+        samples = load_samples(
             train_data_dir=cfg.train_data_dir,
             dataset_name=cfg.dataset_name,
             dataset_config_name=cfg.dataset_config_name,
@@ -129,7 +129,12 @@ class ImageMedia:
             dataset_split=cfg.dataset_split,
             caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
             exclude_keys=self.excluded_keys(),
+            mask_column=cfg.mask_column,
+            attach_masks=cfg.masked_loss,
         )
+        if cfg.masked_loss:
+            masks.require_masks(samples, column=cfg.mask_column, folder=cfg.train_data_dir, dataset=cfg.dataset_name)
+        return samples
 
     def excluded_keys(self) -> frozenset[str]:
         """Files of the data folder that are no samples of their own (none here; an edit family's control images)."""
@@ -147,6 +152,14 @@ class ImageMedia:
             resolution=self.cfg.resolution,
             max_pixels=self.max_pixels,
         )
+        if self.cfg.masked_loss:
+            usable = masks.screen_masks(
+                usable,
+                unmasked_weight=self.cfg.unmasked_weight,
+                max_pixels=self.max_pixels,
+                log=log,
+                quarantine=quarantine,
+            )
         return self.bucket_samples(usable, log=log)
 
     def check(self, samples: list, *, log) -> tuple[list, list, str | None]:
@@ -166,6 +179,7 @@ class ImageMedia:
             require_captions=fallback.requires_captions(self.spec),
             max_pixels=self.max_pixels,
             buckets=self.buckets,
+            unmasked_weight=cfg.unmasked_weight,
         )
         report_captions(samples, cfg, self.spec, log)
         bucketed = [dataclasses.replace(s, bucket=r.bucket) for s, r in zip(samples, rows) if r.bucket is not None]
@@ -240,6 +254,8 @@ class ImageMedia:
             "center_crop": cfg.center_crop,
             "random_flip": cfg.random_flip,
             "crop_seed": None if cfg.center_crop else cfg.seed,
+            # masked runs cache each mask beside its latents: their own namespace (unmasked caches keep theirs)
+            **({"loss_mask": "luminance x alpha, area-averaged to the latent grid"} if cfg.masked_loss else {}),
         }
 
     def size_of(self, sample) -> tuple[int, int]:
@@ -249,18 +265,35 @@ class ImageMedia:
     def pixel_loader(self, samples: list):
         cfg = self.cfg
 
-        def load(i: int) -> torch.Tensor:
+        def load(i: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
             size = self.size_of(samples[i])
             image = samples[i].open_image(resolution=size, max_pixels=self.max_pixels)
-            return preprocess_image(
-                image, size, center_crop=cfg.center_crop, flip=False, crop_rng_seed=crop_seed(cfg.seed, samples[i].key)
+            seed = crop_seed(cfg.seed, samples[i].key)
+            pixels = preprocess_image(image, size, center_crop=cfg.center_crop, flip=False, crop_rng_seed=seed)
+            if not cfg.masked_loss:
+                return pixels
+            # the mask follows the image as decoded (a much larger image is decoded reduced)
+            mask = masks.sample_mask(
+                samples[i],
+                image.size,
+                size,
+                center_crop=cfg.center_crop,
+                flip=False,
+                crop_rng_seed=seed,
+                max_pixels=self.max_pixels,
             )
+            return pixels, mask
 
         return load
 
     def raw_dataset(self, samples: list):
         return batch_lib.RawImageDataset(
-            samples, self.cfg.resolution, self.cfg.center_crop, self.cfg.seed, self.max_pixels
+            samples,
+            self.cfg.resolution,
+            self.cfg.center_crop,
+            self.cfg.seed,
+            self.max_pixels,
+            masked=self.cfg.masked_loss,
         )
 
     def groups(self, samples: list, **_: Any) -> list[int] | None:

@@ -58,6 +58,28 @@ class RawSample:
     #: the files of the images a sample is conditioned on besides its caption (an edit model's control images, named
     #: by a metadata column the family reads), absolute paths inside the data folder; hashed into :meth:`content_id`
     conditions: tuple[str, ...] = ()
+    #: the file of its loss mask (``--masked_loss``, :mod:`.masks`), an absolute path inside the data folder; hashed
+    #: into :meth:`content_id` (a changed mask is a new cache entry). None: no mask, or one of a dataset column
+    mask: str | None = None
+    #: the dataset column holding its mask (``--mask_column`` of ``--dataset_name``), read at ``_row``
+    _masks: DatasetImages | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def has_mask(self) -> bool:
+        """Whether the sample carries a loss mask (a file, or a dataset cell)."""
+        return self.mask is not None or self._masks is not None
+
+    def mask_source(self) -> str | bytes | Image.Image:
+        """The mask's file path, encoded bytes or decoded image (:meth:`source`'s forms).
+
+        Raises:
+            ValueError: the sample has no mask, or its cell is empty.
+        """
+        if self.mask is not None:
+            return self.mask
+        if self._masks is None:
+            raise ValueError(f"sample {self.key!r} has no mask")
+        return _cell_source(self._masks, self._row, "mask")
 
     def open_image(self, *, resolution: Any = None, max_pixels: int | None = None) -> Image.Image:
         """Decode the image and return it as RGB, rotated per its EXIF orientation.
@@ -78,19 +100,14 @@ class RawSample:
         dataset cell that only holds a decoded image, the raw pixels (with mode and size) are hashed.
         """
         digest = hashlib.sha256()
-        source = self.source()
-        if isinstance(source, Image.Image):
-            payload = f"{source.mode}:{source.size[0]}x{source.size[1]}:".encode() + source.tobytes()
-            _update_prefixed(digest, [payload])
-        elif isinstance(source, (bytes, bytearray)):
-            _update_prefixed(digest, [bytes(source)])
-        else:
-            with open(source, "rb") as handle:
-                _update_file(digest, handle)
+        _update_source(digest, self.source())
         _update_prefixed(digest, [self.caption.encode("utf-8")])
         for condition in self.conditions:
             with open(condition, "rb") as handle:
                 _update_file(digest, handle)
+        if self.has_mask:  # only under --masked_loss (masks are attached then): unmasked entries keep their names
+            _update_prefixed(digest, [b"loss mask"])
+            _update_source(digest, self.mask_source())
         return digest.hexdigest()
 
     def cache_key(self) -> str:
@@ -116,20 +133,37 @@ class RawSample:
             return self.path
         if self._images is None:
             raise ValueError(f"sample {self.key!r} has neither a file path nor a dataset row")
-        value = self._images.raw(self._row)
-        if isinstance(value, dict):
-            if value.get("bytes"):
-                return bytes(value["bytes"])
-            if value.get("path"):
-                return self._images.resolve(value["path"])
-            raise ValueError("the image cell is empty")
-        if isinstance(value, str):
-            return self._images.string_path(self._row, value)
-        if isinstance(value, Image.Image):
-            return value
-        if value is None:
-            raise ValueError("the image cell is empty")
-        raise TypeError(f"the image cell holds a {type(value).__name__}, not an image")
+        return _cell_source(self._images, self._row, "image")
+
+
+def _cell_source(images: DatasetImages, row: int, what: str) -> str | bytes | Image.Image:
+    """A dataset cell (``what``: "image", "mask") as a file path, encoded bytes or a decoded image."""
+    value = images.raw(row)
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return bytes(value["bytes"])
+        if value.get("path"):
+            return images.resolve(value["path"])
+        raise ValueError(f"the {what} cell is empty")
+    if isinstance(value, str):
+        return images.string_path(row, value)
+    if isinstance(value, Image.Image):
+        return value
+    if value is None:
+        raise ValueError(f"the {what} cell is empty")
+    raise TypeError(f"the {what} cell holds a {type(value).__name__}, not an image")
+
+
+def _update_source(digest: Any, source: str | bytes | Image.Image) -> None:
+    """A file's, encoded bytes' or decoded image's content into ``digest`` (a decoded image: mode, size, pixels)."""
+    if isinstance(source, Image.Image):
+        payload = f"{source.mode}:{source.size[0]}x{source.size[1]}:".encode() + source.tobytes()
+        _update_prefixed(digest, [payload])
+    elif isinstance(source, (bytes, bytearray)):
+        _update_prefixed(digest, [bytes(source)])
+    else:
+        with open(source, "rb") as handle:
+            _update_file(digest, handle)
 
 
 def _update_file(digest: Any, handle: Any) -> None:

@@ -29,6 +29,7 @@ from dit_lora.data.kohya import (
     repeat_folder_samples,
 )
 from dit_lora.data.kohya import kohya_folders as _kohya_folders
+from dit_lora.data.masks import MASK_COLUMN, folder_masks
 from dit_lora.data.paths import locate, printable
 from dit_lora.data.samples import (  # noqa: F401 (re-exported: what a listed sample is, below the listings)
     MAX_NAMED,
@@ -67,6 +68,8 @@ def load_samples(
     log: Callable[[str], Any] | None = None,
     caption_column_given: bool = False,
     exclude_keys: frozenset[str] = frozenset(),
+    mask_column: str = MASK_COLUMN,
+    attach_masks: bool = False,
 ) -> list[RawSample]:
     """List the training samples of a local folder or a `datasets` dataset, without decoding images.
 
@@ -85,7 +88,9 @@ def load_samples(
     caption is empty, as diffusers' ``DreamBoothDataset`` does.
     What was repeated or captioned so is said through ``log`` (default: print, on the main process only).
     ``exclude_keys`` (folder keys) are files of the folder that are no samples of their own (an edit model's
-    control images, which the samples' metadata rows name).
+    control images, which the samples' metadata rows name). Loss masks (:mod:`.masks`: ``<stem>_mask.png`` beside an
+    image, or a file the metadata's ``mask_column`` names) are never samples; with ``attach_masks`` (``--masked_loss``)
+    each sample carries its mask (``RawSample.mask``; a dataset's ``mask_column`` cell).
 
     Class labels (``labels_from_folders``, for class-conditional models): a folder without any
     metadata file is read in the imagefolder-by-class layout, ``root/<class>/<image>``, and each
@@ -118,6 +123,7 @@ def load_samples(
             instance_prompt=instance_prompt,
             log=say,
             exclude_keys=exclude_keys,
+            masks=(mask_column, attach_masks),
         )
     else:
         assert dataset_name  # check_one_source: exactly one of the two is given
@@ -133,6 +139,7 @@ def load_samples(
             split=dataset_split,
             log=say,
             caption_column_given=caption_column_given,
+            mask_column=mask_column if attach_masks else None,
         )
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
@@ -323,10 +330,40 @@ def _load_folder(
     instance_prompt: str | None = None,
     log: Callable[[str], Any] = print,
     exclude_keys: frozenset[str] = frozenset(),
+    masks: tuple[str, bool] = (MASK_COLUMN, False),
 ) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
-    """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`)."""
+    """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`); the loss
+    masks (:mod:`.masks`, ``masks``: the metadata's mask column, and whether to attach them) are no samples."""
     _check_folder(root)
-    images, caption_files, metadata_files = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
+    walked = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
+    found = folder_masks(root, walked[0], walked[2], masks[0])
+    found.report(log, attached=masks[1])
+    samples, folders = _folder_samples(
+        root,
+        walked,
+        caption_column,
+        labels_from_folders,
+        caption_extension=caption_extension,
+        instance_prompt=instance_prompt,
+        log=log,
+        exclude_keys=exclude_keys | found.files,
+    )
+    return (found.attach(samples) if masks[1] else samples), folders
+
+
+def _folder_samples(
+    root: str,
+    walked: tuple[list[str], dict[str, str], list[tuple[str, str]]],
+    caption_column: str,
+    labels_from_folders: bool,
+    *,
+    caption_extension: str,
+    instance_prompt: str | None,
+    log: Callable[[str], Any],
+    exclude_keys: frozenset[str],
+) -> tuple[list[RawSample], dict[str, tuple[int, str]]]:
+    """:func:`_load_folder`'s samples from the folder's listing (``walked``: :func:`_walk_folder`)."""
+    images, caption_files, metadata_files = walked
     images = [key for key in images if key not in exclude_keys]
     refused: list[RawSample] = []  # outside the folder: kept (screening quarantines them), never opened
     from_metadata = _metadata_captions(root, metadata_files, caption_column, refused)

@@ -30,6 +30,7 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.fileio import atomic_write
 from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
+from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
 
 
@@ -62,11 +63,13 @@ def to_device(batch: dict[str, Any], device) -> dict[str, Any]:
 
 def encoded_batch(encoders, comps: Components, batch: dict[str, Any], device, cached: bool) -> dict[str, Any]:
     """Cached batches move to ``device``; raw ones are encoded here by ``encoders``, every step
-    (``--cache_latents false``)."""
+    (``--cache_latents false``; a mask averaged to the latents' grid, as the cache does)."""
     if cached:
         return to_device(batch, device)
     out = encoders.encode_prompts(comps, batch["caption"])
     out.update(as_encoding(encoders.encode_images(comps, batch["pixel_values"].to(device))))
+    if PIXEL_KEY in batch:  # --masked_loss: the mask to the latent grid, as the cache stores it
+        out[LATENT_KEY] = latent_mask(batch[PIXEL_KEY].to(device, non_blocking=True), out["latents"].shape[-2:])
     out["sample_index"] = batch["sample_index"]
     return out
 

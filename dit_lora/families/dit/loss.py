@@ -10,6 +10,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.dit.state import run_state
+from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
 
 class DiTLoss(DiffusionLoss):
@@ -33,4 +34,7 @@ class DiTLoss(DiffusionLoss):
         if state.learned_sigma:
             # As DiTPipeline: the first in_channels are epsilon, the rest the (here untrained) variance.
             pred = pred[:, : state.in_channels]
+        weights = mask_weights(batch, cfg)  # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
+        if weights is not None:
+            return masked_mse(pred, noise, weights, normalize=cfg.normalize_masked_area_loss)
         return ((pred.float() - noise.float()) ** 2).mean()

@@ -23,6 +23,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
+from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
 
 def dynamic_mu(image_tokens: int, scheduler_config: dict[str, Any]) -> float:
@@ -112,4 +113,11 @@ class Flux2Loss(DiffusionLoss):
             return_dict=False,
         )[0]
         target = velocity_target(latents, noise)
-        return weighted_mse(unpack(pred, height, width), target, loss_weighting(options.weighting_scheme, sigmas))
+        weighting = loss_weighting(options.weighting_scheme, sigmas)
+        # --masked_loss: per token of the patchified grid (the cached latents are that grid, and so is the mask)
+        weights = mask_weights(batch, cfg)
+        if weights is not None:
+            return masked_mse(
+                unpack(pred, height, width), target, weights, weighting, normalize=cfg.normalize_masked_area_loss
+            )
+        return weighted_mse(unpack(pred, height, width), target, weighting)

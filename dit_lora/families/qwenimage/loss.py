@@ -24,6 +24,7 @@ from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shifted_sigmas
 from dit_lora.families.qwenimage.state import run_state
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
+from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
 #: the cache's name of the caption mask (the pipeline's ``prompt_embeds_mask``)
 MASK_KEY = "prompt_embeds_mask"
@@ -81,8 +82,14 @@ class QwenImageLoss(DiffusionLoss):
             return_dict=False,
         )[0]
         target = pack_latents(velocity_target(latents, noise))
-        # the target's tokens come first; an edit model's control tokens after them are only context
-        return weighted_mse(pred[:, : target.shape[1]], target, loss_weighting(options.weighting_scheme, sigmas))
+        weighting = loss_weighting(options.weighting_scheme, sigmas)
+        # the target's tokens come first; an edit model's control tokens after them are only context (and unmasked)
+        pred = pred[:, : target.shape[1]]
+        weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel, packed into tokens as the latents are
+        if weights is not None:
+            packed = pack_latents(weights.expand(-1, latents.shape[1], -1, -1))
+            return masked_mse(pred, target, packed, weighting, normalize=cfg.normalize_masked_area_loss)
+        return weighted_mse(pred, target, weighting)
 
     def image_tokens(self, batch: dict[str, Any], packed: torch.Tensor) -> tuple[torch.Tensor, list]:
         """The transformer's image sequence and its ``img_shapes`` (the RoPE grid of each image in it): the packed

@@ -25,6 +25,7 @@ from dit_lora.modeling.flow_matching import (
     velocity_target,
     weighted_mse,
 )
+from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
 
 class SanaLoss(DiffusionLoss):
@@ -56,7 +57,11 @@ class SanaLoss(DiffusionLoss):
             return_dict=False,
         )[0]
         target = velocity_target(latents, drawn.noise)
-        return weighted_mse(pred, target, loss_weighting(options.weighting_scheme, drawn.sigmas))
+        weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
+        weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel
+        if weights is not None:
+            return masked_mse(pred, target, weights, weighting, normalize=cfg.normalize_masked_area_loss)
+        return weighted_mse(pred, target, weighting)
 
 
 class SanaData(DiffusionData):
