@@ -153,7 +153,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         if summary.get("verdict")
         else ""
     )
-    strength += changed_options_note(summary.get("changed_options"))
+    strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
         f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
     )
@@ -183,6 +183,25 @@ LoRA adapter trained with dit-lora ({spec.info.pipeline_class_name}).
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def ema_note(ema: dict | None) -> str:
+    """The card's sentence on a ``--use_ema`` run's EMA adapter: its decay and which file is which (empty without)."""
+    if not ema:
+        return ""
+    # names inside the run folder (an EMA folder's files as ema/<name>): the card may be pushed, never a local path
+    files = ", ".join(
+        f"`{Path(f).parent.name + '/' if Path(f).parent.name == 'ema' else ''}{Path(f).name}`" for f in ema["files"]
+    )
+    warmup = (
+        f", warm-up inv_gamma {ema['warmup']['inv_gamma']:g} power {ema['warmup']['power']:g}" if ema["warmup"] else ""
+    )
+    return (
+        f"\n\nAn exponential moving average (EMA) of the trained weights was kept (`--use_ema`, decay "
+        f"{ema['decay']:g}{warmup}, {ema['updates']} EMA updates of the applied optimizer updates): the files above "
+        f"hold the last trained weights, the EMA adapter is {files} (same keys and strength; load it the same way, "
+        "e.g. `load_lora_weights(path, weight_name=...)`, or the `ema` folder as the adapter folder)."
+    )
 
 
 def changed_options_note(history: list[dict] | None) -> str:
