@@ -146,9 +146,9 @@ class TrainingOptions:
     )
     ema_device: str = opt(
         "accelerator",
-        "Where the EMA lives: `accelerator` (the training device: one fused update per step) or `cpu` (host memory: "
+        "Where the EMA lives: `accelerator` (the training device: three foreach ops per update) or `cpu` (host memory: "
         "each update copies the trainable weights into pinned memory without waiting and averages them on the CPU "
-        "one update later; saves the device the EMA's fp32 copy). On a CPU run both are the same.",
+        "two updates later; saves the device the EMA's fp32 copy). On a CPU run both are the same.",
         choices=("accelerator", "cpu"),
         section="training",
     )

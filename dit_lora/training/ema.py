@@ -11,8 +11,9 @@ update count and the decay live on the device, and the update is weighted by the
 bit-for-bit as they were, with no host read.
 
 ``--ema_device cpu`` keeps the average in host memory: each update copies the weights into pinned host buffers without
-waiting (two slots, taking turns) and averages them on the CPU one EMA update later, waiting at most for the copy
-made two updates back. On a CPU run the training device is the host and both placements are the same.
+waiting (two slots, taking turns) and averages them on the CPU two EMA updates later (or before anything reads the
+EMA), waiting only if the device has not finished that copy by then. On a CPU run the training device is the host
+and both placements are the same.
 
 The EMA is snapshotted and rolled back with the weights (a follower of the guard), written into every checkpoint
 (:data:`EMA_FILE`, safetensors, with its update count and snapshot) and restored bit for bit at a resume, swapped
