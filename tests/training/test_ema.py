@@ -238,3 +238,21 @@ def test_the_host_ema_equals_the_device_ema_without_a_sync_on_cuda():
     on_host.flush()
     assert all(torch.equal(a.cpu(), b) for a, b in zip(on_device.shadow, on_host.shadow))
     assert float(on_host.updates) == 4
+
+
+def test_fsdp2_refuses_use_ema_in_one_paragraph():
+    from dit_lora.training import fsdp2
+
+    with pytest.raises(UserError, match="does not combine with --use_ema"):
+        fsdp2.check_options(TrainConfig.for_family("sana", use_ema=True))
+
+
+def test_the_memory_plan_counts_the_ema_where_the_device_holds_it():
+    from dit_lora.plan.estimate import _ema_bytes
+
+    trainable = [torch.zeros(10, 10), torch.zeros(5)]
+    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True), trainable, "cuda") == 4 * 105 * 2  # + snapshot
+    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, finite_guard=False), trainable, "cuda") == 420
+    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cuda") == 0
+    assert _ema_bytes(TrainConfig.for_family("sana", use_ema=True, ema_device="cpu"), trainable, "cpu") == 840
+    assert _ema_bytes(TrainConfig.for_family("sana"), trainable, "cpu") == 0
