@@ -79,6 +79,19 @@ def ema_files(output_dir: Path, names: list[str]) -> list[Path]:
     return beside + [output_dir / EMA_FOLDER / n for n in names]
 
 
+def remove_stale_ema(output_dir: Path, names: list[str]) -> list[Path]:
+    """Remove the EMA versions of the adapter files ``names`` that an earlier run left in ``output_dir`` (a run
+    without --use_ema that replaces it: its adapter must not be pushed or loaded beside another run's EMA); returns
+    what was removed. Only those names: a user's other files, and an ``ema/`` folder holding anything else, stay."""
+    removed = [path for path in ema_files(output_dir, names) if path.is_file()]
+    for path in removed:
+        path.unlink()
+    folder = Path(output_dir) / EMA_FOLDER
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return removed
+
+
 @contextlib.contextmanager
 def ema_view(output_dir: Path) -> Iterator[Path]:
     """A folder holding the EMA adapter under the trained adapter's names (``ema/`` itself, or hard links of the
@@ -100,4 +113,4 @@ def ema_view(output_dir: Path) -> Iterator[Path]:
         shutil.rmtree(view, ignore_errors=True)
 
 
-__all__ = ["EMA_FOLDER", "EMA_SUFFIX", "ema_files", "ema_name", "ema_view", "write_ema_adapter"]
+__all__ = ["EMA_FOLDER", "EMA_SUFFIX", "ema_files", "ema_name", "ema_view", "remove_stale_ema", "write_ema_adapter"]

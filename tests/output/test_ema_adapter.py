@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from dit_lora.output.adapter import NonFiniteWeightsError
-from dit_lora.output.ema_adapter import ema_name, ema_view, write_ema_adapter
+from dit_lora.output.ema_adapter import ema_name, ema_view, remove_stale_ema, write_ema_adapter
 from dit_lora.output.hub import select_files
 from dit_lora.registry import get_spec
 
@@ -65,3 +65,18 @@ def test_a_non_finite_ema_is_never_written(tmp_path):
     with pytest.raises(NonFiniteWeightsError):
         write_ema_adapter(get_spec("sana"), tmp_path, _lora(float("nan")), CONFIG, {}, [])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_without_ema_removes_an_earlier_runs_ema_files_only(tmp_path):
+    """An overwritten run's EMA adapter would otherwise be pushed and loaded beside another run's adapter."""
+    write_ema_adapter(get_spec("sana"), tmp_path, _lora(), CONFIG, {}, [])
+    write_ema_adapter(get_spec("dit"), tmp_path, _lora(), CONFIG, {}, [])
+    (tmp_path / "ema" / "notes.txt").write_text("mine")
+    (tmp_path / "other_ema.safetensors").write_bytes(b"mine")
+    removed = remove_stale_ema(tmp_path, ["pytorch_lora_weights.safetensors", "adapter_model.safetensors"])
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in removed) == [
+        "ema/adapter_model.safetensors",
+        "pytorch_lora_weights_ema.safetensors",
+    ]
+    assert sorted(p.name for p in (tmp_path / "ema").iterdir()) == ["adapter_config.json", "notes.txt"]
+    assert (tmp_path / "other_ema.safetensors").is_file()
