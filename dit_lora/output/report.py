@@ -190,17 +190,26 @@ def ema_note(ema: dict | None) -> str:
     if not ema:
         return ""
     # names inside the run folder (an EMA folder's files as ema/<name>): the card may be pushed, never a local path
-    files = ", ".join(
-        f"`{Path(f).parent.name + '/' if Path(f).parent.name == 'ema' else ''}{Path(f).name}`" for f in ema["files"]
-    )
+    names = [
+        f"{Path(f).parent.name}/{Path(f).name}" if Path(f).parent.name == "ema" else Path(f).name for f in ema["files"]
+    ]
     warmup = (
         f", warm-up inv_gamma {ema['warmup']['inv_gamma']:g} power {ema['warmup']['power']:g}" if ema["warmup"] else ""
     )
+    load = (
+        'load the `ema` folder as the adapter folder (`PeftModel.from_pretrained(base, path, subfolder="ema")`, '
+        '`dit_lora.load_adapter(pipe, path + "/ema")`)'
+        if any(n.startswith("ema/") for n in names)
+        else f'load it as the adapter: `pipe.load_lora_weights(path, weight_name="{names[0]}")`'
+        if names
+        else "no EMA file was written"
+    )
     return (
         f"\n\nAn exponential moving average (EMA) of the trained weights was kept (`--use_ema`, decay "
-        f"{ema['decay']:g}{warmup}, {ema['updates']} EMA updates of the applied optimizer updates): the files above "
-        f"hold the last trained weights, the EMA adapter is {files} (same keys and strength; load it the same way, "
-        "e.g. `load_lora_weights(path, weight_name=...)`, or the `ema` folder as the adapter folder)."
+        f"{ema['decay']:g}{warmup}, {ema['updates']} EMA updates over the applied optimizer updates). The adapter "
+        "files hold the last trained weights; the EMA adapter, with the same keys and strength, is "
+        + ", ".join(f"`{n}`" for n in names)
+        + f": {load}."
     )
 
 
