@@ -457,8 +457,10 @@ PEER_FLAGS: dict[str, Peer] = {
     "lora_rank": Peer("SimpleTuner", "rank", sources=("st-fields",)),
     "lora_type": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
     "lycoris_config": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
-    "use_ema": Peer("SimpleTuner, ai-toolkit", None, "EMA is planned (issue 37)", sources=("st", "at")),
-    "ema_config": Peer("ai-toolkit", None, "EMA is planned (issue 37)", sources=("at-yaml",)),
+    "ema_config": Peer(
+        "ai-toolkit", "use_ema", "its use_ema and ema_decay are --use_ema and --ema_decay", sources=("at-yaml",)
+    ),
+    "ema_cpu_only": Peer("SimpleTuner", "ema_device", "--ema_device cpu", sources=("st",)),
     "data_backend_config": Peer("SimpleTuner", None, f"no data backend JSON: {_DATA} per run", sources=("st",)),
     "caption_strategy": Peer("SimpleTuner", None, _CAPTIONS, sources=("st",)),
     "resolution_type": Peer(
@@ -620,6 +622,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "hub_model_id",
         "enable_slicing",
         "enable_tiling",
+        "use_ema",
     ),
     "kohya": (
         "pretrained_model_name_or_path",
@@ -677,6 +680,11 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "hub_model_id",
         "output_dir",
         "caption_dropout_probability",
+        "use_ema",
+        "ema_decay",
+        "ema_device",
+        "ema_update_interval",
+        "ema_validation",
     ),
     "ai-toolkit": (
         "resolution",
@@ -690,6 +698,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
 
 #: same spelling, another meaning: the peer's sense, and what to pass to dit-lora
 SAME_NAME_CAVEATS: dict[str, str] = {
+    "ema_validation": "SimpleTuner's none / ema_only / comparison are dit-lora's trained / ema / both",
     "resolution": "kohya, SimpleTuner and ai-toolkit also take `W,H`, megapixels or a list; dit-lora's is one "
     "side in pixels (aspect buckets hold about its square)",
     "timestep_sampling": "musubi-tuner's choices (sigma, shift, sigmoid, ...) are not dit-lora's (uniform, "

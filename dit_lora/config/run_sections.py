@@ -100,6 +100,73 @@ class TrainingOptions:
         "models` say which; the start-of-run defaults block shows the value taken).",
         section="training",
     )
+    # EMA of the trainable weights (training/ema.py); names from diffusers' examples and EMAModel, SimpleTuner's
+    # --ema_device / --ema_update_interval / --ema_validation
+    use_ema: bool = opt(
+        False,
+        "Keep an fp32 exponential moving average (EMA) of the trainable weights (LoRA and any trained backbone "
+        "weights, never the frozen base), updated after every applied optimizer update (a step the guard skips "
+        "leaves it unchanged), saved in every checkpoint and exported beside the adapter as "
+        "<adapter>_ema.safetensors (adapters written as a folder: in ema/). The decay follows diffusers' EMAModel.",
+        section="training",
+    )
+    ema_decay: float = opt(
+        0.9999,
+        "The EMA's largest decay (diffusers' EMAModel `decay`): each EMA update keeps this fraction of the average, "
+        "so it averages roughly the last 1/(1-decay) updates (0.999: ~1000, 0.9999: ~10000). The decay of EMA update "
+        "n is min(decay, (1+n)/(10+n)), or the --ema_warmup curve, so a short run is not stuck near its first weights.",
+        section="training",
+        valid=Range(0, 1, high_open=True, why="the fraction of the average kept per update; 1 would never move"),
+    )
+    ema_update_after_step: int = opt(
+        0,
+        "Copy the weights into the EMA (decay 0) for this many applied updates before averaging begins "
+        "(diffusers' EMAModel `update_after_step`).",
+        section="training",
+        valid=NON_NEGATIVE,
+    )
+    ema_warmup: bool = opt(
+        False,
+        "Warm the decay up as 1 - (1 + n/ema_inv_gamma)^-ema_power (diffusers' EMAModel `use_ema_warmup`) instead "
+        "of (1+n)/(10+n); capped by --ema_decay either way.",
+        section="training",
+    )
+    ema_inv_gamma: float = opt(
+        1.0,
+        "Inverse multiplicative factor of the --ema_warmup curve (EMAModel `inv_gamma`).",
+        section="training",
+        valid=POSITIVE,
+    )
+    ema_power: float = opt(
+        2 / 3,
+        "Exponent of the --ema_warmup curve (EMAModel `power`; 2/3 reaches 0.999 after ~31.6K updates, 3/4 after "
+        "~10K).",
+        section="training",
+        valid=POSITIVE,
+    )
+    ema_device: str = opt(
+        "accelerator",
+        "Where the EMA lives: `accelerator` (the training device: three foreach ops per update) or `cpu` (host memory: "
+        "each update copies the trainable weights into pinned memory without waiting and averages them on the CPU "
+        "two updates later; saves the device the EMA's fp32 copy). On a CPU run both are the same.",
+        choices=("accelerator", "cpu"),
+        section="training",
+    )
+    ema_update_interval: int = opt(
+        1,
+        "Update the EMA every this many optimizer updates (the decay then applies per EMA update: it averages "
+        "~interval/(1-decay) optimizer updates). Larger values cost less with --ema_device cpu.",
+        section="training",
+        valid=POSITIVE,
+    )
+    ema_validation: str = opt(
+        "trained",
+        "Which weights the validation samples (every --validation_steps and at the end) use with --use_ema: "
+        "`trained`, `ema` or `both` (SimpleTuner's --ema_validation none / ema_only / comparison); EMA samples are "
+        "named *_ema.",
+        choices=("trained", "ema", "both"),
+        section="training",
+    )
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from dit_lora.config.schema import HubOptions
 from dit_lora.core.errors import UserError
 from dit_lora.output.adapter import adapter_index
+from dit_lora.output.ema_adapter import ema_files
 from dit_lora.output.export import written_by_export
 from dit_lora.output.names import (
     ADAPTER_FILE,
@@ -72,6 +73,8 @@ def select_files(output_dir: Path) -> list[str]:
     root = output_dir.resolve()
     candidates = [output_dir / name for name in TOP_LEVEL_FILES]
     candidates += [output_dir / name for name in run_adapter_files(output_dir) if name not in TOP_LEVEL_FILES]
+    outputs = (MODEL_CARD_FILE, SUMMARY_FILE, LOSS_CURVE_FILE)
+    candidates += ema_files(output_dir, [p.name for p in candidates if p.name not in outputs])  # --use_ema's
     samples = output_dir / SAMPLES_DIR
     if samples.is_dir():
         candidates += sorted(p for p in samples.iterdir() if p.suffix.lower() in SAMPLE_SUFFIXES)

@@ -153,7 +153,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         if summary.get("verdict")
         else ""
     )
-    strength += changed_options_note(summary.get("changed_options"))
+    strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
         f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
     )
@@ -183,6 +183,34 @@ LoRA adapter trained with dit-lora ({spec.info.pipeline_class_name}).
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def ema_note(ema: dict | None) -> str:
+    """The card's sentence on a ``--use_ema`` run's EMA adapter: its decay and which file is which (empty without)."""
+    if not ema:
+        return ""
+    # names inside the run folder (an EMA folder's files as ema/<name>): the card may be pushed, never a local path
+    names = [
+        f"{Path(f).parent.name}/{Path(f).name}" if Path(f).parent.name == "ema" else Path(f).name for f in ema["files"]
+    ]
+    warmup = (
+        f", warm-up inv_gamma {ema['warmup']['inv_gamma']:g} power {ema['warmup']['power']:g}" if ema["warmup"] else ""
+    )
+    load = (
+        'load the `ema` folder as the adapter folder (`PeftModel.from_pretrained(base, path, subfolder="ema")`, '
+        '`dit_lora.load_adapter(pipe, path + "/ema")`)'
+        if any(n.startswith("ema/") for n in names)
+        else f'load it as the adapter: `pipe.load_lora_weights(path, weight_name="{names[0]}")`'
+        if names
+        else "no EMA file was written"
+    )
+    return (
+        f"\n\nAn exponential moving average (EMA) of the trained weights was kept (`--use_ema`, decay "
+        f"{ema['decay']:g}{warmup}, {ema['updates']} EMA updates over the applied optimizer updates). The adapter "
+        "files hold the last trained weights; the EMA adapter, with the same keys and strength, is "
+        + ", ".join(f"`{n}`" for n in names)
+        + f": {load}."
+    )
 
 
 def changed_options_note(history: list[dict] | None) -> str:

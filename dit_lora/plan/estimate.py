@@ -169,6 +169,8 @@ class Plan:
     fp8_dequant_bytes: int = 0  #: dequant_bytes under --quantize_base fp8_scaled
     fp8_linear_bytes: int = 0  #: the quantizable Linear weights at fp8_scaled size (buffers: FSDP2 does not shard)
     encode_peak_bytes: int = 0  #: the caching phase's one encode call (it scales with the tokens, as a step does)
+    #: --use_ema on the device: the fp32 EMA of the trainable weights and its rollback snapshot (training/ema.py)
+    ema_bytes: int = 0
 
     @property
     def swap_saving(self) -> int:
@@ -217,7 +219,7 @@ class Plan:
         """Peak of the training phase at the run's (or the given) checkpointing setting, over buckets."""
         gc = self.checkpointing if checkpointing is None else checkpointing
         held = self.model_on_device() - self.sharded_gradient_saving()
-        held += (self.optimizer_bytes + self.snapshot_bytes) // self.shards + self.ddp_bytes
+        held += (self.optimizer_bytes + self.snapshot_bytes) // self.shards + self.ddp_bytes + self.ema_bytes
         if self.encoders_in_training:
             held += sum(v for k, v in self.weights.items() if k != self.trained_component)
         return held + self.resident_activations(gc)
@@ -593,6 +595,7 @@ def plan_run(
         trainable_params=sum(p.numel() for p in trainable),
         optimizer_bytes=moments,
         snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
+        ema_bytes=_ema_bytes(cfg, trainable, device),
         ddp_bytes=trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
@@ -616,3 +619,11 @@ def plan_run(
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan
+
+
+def _ema_bytes(cfg, trainable: list, device: str) -> int:
+    """``--use_ema``'s fp32 copy of the trainable weights (and, with the guard, its snapshot) where the device holds
+    it: on the accelerator, or on a CPU run whatever --ema_device says (the host is the device)."""
+    if not cfg.use_ema or (cfg.ema_device == "cpu" and device != "cpu"):
+        return 0
+    return 4 * sum(p.numel() for p in trainable) * (2 if cfg.finite_guard else 1)

@@ -65,6 +65,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     ]
     if plan.ddp_bytes:
         rows.append(("DDP gradient buckets", _gib(plan.ddp_bytes)))
+    if plan.ema_bytes:
+        rows.append(("EMA of the trainable weights (--use_ema, fp32, and its snapshot)", _gib(plan.ema_bytes)))
     if plan.dequant_bytes:
         rows.append(("fp8 weight dequantized while its layer runs (largest)", _gib(plan.dequant_bytes)))
     if plan.shards > 1:

@@ -252,6 +252,7 @@ def save_checkpoint(
     crash_point=lambda name, step: None,
     options: dict | None = None,
     write_state: Callable[[Path], None] | None = None,
+    extra_files: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write ``checkpoint-<step>`` atomically on every rank's behalf; prune old ones afterwards.
 
@@ -263,11 +264,14 @@ def save_checkpoint(
     options, data fingerprint and changed-options history) is written beside them, under the manifest.
     ``write_state(folder)``, called on every rank, writes the weights and optimizer state instead of accelerate's
     ``save_state`` (FSDP2: each rank its shards, :mod:`.sharded_checkpoint`); the manifest covers its files too.
+    ``extra_files(folder)``, called on the main process, writes further state (the EMA: :mod:`.ema`).
     """
     save = _Save(accelerator, Path(output_dir), step, len(json.dumps(trainer_state, default=str)))
     main = accelerator.is_main_process
     save.part(lambda: _stage(save.tmp, options) if main else None)
     save.part(lambda: _write_rank_files(accelerator, save.tmp, trainer_state, generator, write_state))
+    if extra_files is not None:
+        save.part(lambda: extra_files(save.tmp) if main else None)
     crash_point("checkpoint_before_marker", step)
     save.part(lambda: _complete(accelerator, save, total_limit, log, crash_point) if main else None)
     return save.final

@@ -9,6 +9,7 @@ loses nothing: every write here that runs out of space is one paragraph saying h
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import shutil
@@ -25,6 +26,7 @@ from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporti
 from dit_lora.kernels import kernel_counts, kernel_runtime
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import write_adapter
+from dit_lora.output.ema_adapter import ema_view, remove_stale_ema, write_ema_adapter
 from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
@@ -135,8 +137,10 @@ def _export(
     with reporting_disk_full("the adapter", out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
         written = write_adapter(spec, out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=cfg)
     print(f"adapter written: {', '.join(str(p) for p in written)}", flush=True)
+    ema_files = _write_ema(run, model, metadata, patterns, advice, [p.name for p in written])
     with reporting_disk_full("the final samples", out / "samples", advice=advice):
         sample_files = [] if stopped else _final_samples(run, model)
+    summary_ema = run.ema.summary([str(p) for p in ema_files]) if run.ema is not None else None
     with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
         plot_loss_curve(
             [int(s) for s, _ in state.loss_history],
@@ -154,6 +158,7 @@ def _export(
         verdict=verdict,
         sample_files=sample_files,
     )
+    summary["ema"] = summary_ema
     with reporting_disk_full(
         "the run summary", out / SUMMARY_FILE, advice=advice, needed=len(json.dumps(summary, default=str))
     ):
@@ -165,6 +170,25 @@ def _export(
         with reporting_disk_full("the model card", out / MODEL_CARD_FILE, advice=advice):
             _publish(run, summary, sample_files, push=verdict is None, final_checkpoint=final_checkpoint)
     return summary
+
+
+def _write_ema(run: Run, model, metadata: dict, patterns: list[str], advice, adapter: list[str]) -> list[Path]:
+    """``--use_ema``: the EMA adapter beside the trained one (:func:`~dit_lora.output.ema_adapter.write_ema_adapter`:
+    the same savers, folding and checks; FSDP2, whose weights are gathered for the export, refuses --use_ema).
+    Without it, an earlier run's EMA versions of the ``adapter`` files just written are removed."""
+    if run.ema is None:
+        for path in remove_stale_ema(run.out, adapter):
+            run.log(
+                f"removed {path.relative_to(run.out)}: the EMA adapter of an earlier run (this one has no --use_ema)"
+            )
+        return []
+    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone, state=run.ema.named())
+    with reporting_disk_full("the EMA adapter", run.out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
+        written = write_ema_adapter(
+            run.spec, run.out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=run.cfg
+        )
+    print(f"EMA adapter written: {', '.join(str(p) for p in written)}", flush=True)
+    return written
 
 
 def _bytes(tensors: dict) -> int:
@@ -218,14 +242,22 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
         return []
     if run.sharded is None:  # a sharded model holds 1/N of the weights: left where it is
         model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
-    pipe = spec.adapter.load_pipeline_with_adapter(cfg, out, run.accelerator.device)
     samples = fallback.require(spec, "samples", "--validation_prompt")
-    images = samples.generate_with_pipeline(
-        pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images, comps=run.comps
-    )
     (out / "samples").mkdir(exist_ok=True)
-    files = [samples.save_sample(item, out / "samples" / f"final_{i}", cfg) for i, item in enumerate(images)]
-    del pipe
+    files = []
+    choice = cfg.ema_validation if run.ema is not None else "trained"
+    for suffix, folder in (("", None), ("_ema", ema_view)):  # --ema_validation: the EMA adapter's samples too
+        if (suffix and choice == "trained") or (not suffix and choice == "ema"):
+            continue
+        with folder(out) if folder is not None else contextlib.nullcontext(out) as adapter_dir:
+            pipe = spec.adapter.load_pipeline_with_adapter(cfg, adapter_dir, run.accelerator.device)
+        images = samples.generate_with_pipeline(
+            pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images, comps=run.comps
+        )
+        files += [
+            samples.save_sample(item, out / "samples" / f"final{suffix}_{i}", cfg) for i, item in enumerate(images)
+        ]
+        del pipe
     return files
 
 
@@ -313,6 +345,7 @@ def _publish(
     card = write_model_card(spec, cfg, out, summary, sample_files)
     _drop_export_checkpoint(run, final_checkpoint)  # every output is written now
     where = [("adapter", out / spec.info.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
+    where[1:1] = [("EMA adapter", Path(p)) for p in (summary.get("ema") or {}).get("files", [])]  # --use_ema
     if (out / LOSS_CURVE_FILE).is_file():
         where.append(("loss curve", out / LOSS_CURVE_FILE))
     where += [("sample", p) for p in sample_files]

@@ -62,6 +62,11 @@ def check_options(cfg: TrainConfig) -> None:
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"
         )
+    if cfg.use_ema:
+        clashes.append(
+            "--use_ema (the EMA is kept and checkpointed whole, not as shards of the sharded weights: drop --use_ema "
+            "under FSDP2)"
+        )
     if not clashes:
         return
     raise UserError(

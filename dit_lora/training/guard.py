@@ -99,6 +99,11 @@ class StepGuard:
         self._zero = torch.zeros((), device=device)
         self._snapshot: dict[str, Any] | None = None
         self._last_norm = torch.full((), float("nan"), device=device)
+        # 1.0 when the last update was skipped (a device scalar, never read here): what follows the update (the EMA,
+        # training/ema.py) weighs itself by it instead of asking the host
+        self.last_flag = self._zero
+        # state that follows the trainable weights (the EMA): snapshotted and rolled back with them
+        self.followers: list[Any] = []
         self.snapshot_step = 0
         self._install_lr()
 
@@ -181,7 +186,7 @@ class StepGuard:
         its check during the step, agreed across processes).
         """
         if not self.enabled:
-            self._last_norm = norm.detach()
+            self._last_norm, self.last_flag = norm.detach(), self._zero
             # Baseline without the guard: step unconditionally, advance the schedule, keep the loss log.
             optimizer.step()
             self.counts[_APPLIED] += 1
@@ -193,6 +198,7 @@ class StepGuard:
         self._last_norm = norm.detach()
         fault = self.step_flag(loss, norm)
         flag = torch.ones_like(fault) if veto else fault
+        self.last_flag = flag
         self.optimizer_step(optimizer, inner, flag, scaler)
         self.after_step(flag, loss, norm, slot, fault=fault)
 
@@ -356,6 +362,8 @@ class StepGuard:
             "spike": self.spike_stats.clone(),
         }
         self.snapshot_step = step
+        for follower in self.followers:
+            follower.take_snapshot()
 
     def snapshot_tensors(self, model: torch.nn.Module, to_cpu: bool = True) -> dict[str, torch.Tensor]:
         """The snapshot as named CPU tensors, for checkpoints (a resumed run rolls back to the same state);
@@ -401,6 +409,8 @@ class StepGuard:
                     self.optimizer.state[p] = {
                         k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in saved.items()
                     }
+        for follower in self.followers:
+            follower.roll_back()
         self.counts[_APPLIED] = snap["applied"]
         self.counts[_CONSECUTIVE] = 0
         self.spike_stats.copy_(snap["spike"])

@@ -30,6 +30,7 @@ from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.core.progress import Progress
 from dit_lora.data import batches as batch_lib
 from dit_lora.setup.resolve import Resolved
+from dit_lora.training import ema as ema_lib
 from dit_lora.training import output_lock, signals
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.training.compile import eager, shape_key
@@ -195,6 +196,8 @@ def train_step(run: Run, batch: dict) -> bool:
                 accelerator.scaler,
                 veto=run.kernel_veto,
             )
+            if run.ema is not None:  # weighted by the guard's device flag: a skipped step leaves it as it was
+                run.ema.update(run.guard.last_flag)
             run.micro_losses.zero_()
             run.kernel_veto, run.update_starts = False, True
         run.optimizer.zero_grad(set_to_none=True)
@@ -241,6 +244,7 @@ def save_run_checkpoint(run: Run):
         crash_point=run.hooks.crash_point,
         options=run.options_record,
         write_state=sharded_state_io(run)[0],
+        extra_files=run.ema.write if run.ema is not None else None,
     )
 
 
@@ -325,18 +329,23 @@ def _validate(run: Run, tag: str) -> None:
     samples = fallback.require(run.spec, "samples", "--validation_prompt")
     model = run.accelerator.unwrap_model(run.model)
     model.eval()
+    made = []
     try:
         run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
-        with run.accelerator.autocast(), eager(run.compiled):
-            images = samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed)
+        for suffix, weights in ema_lib.validation_weights(run.ema, run.cfg.ema_validation):  # --ema_validation
+            with weights, run.accelerator.autocast(), eager(run.compiled):
+                made.append(
+                    (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed))
+                )
     finally:
         model.train()
     if not run.accelerator.is_main_process:
         return
     folder = run.out / "samples"
     folder.mkdir(parents=True, exist_ok=True)
-    for i, item in enumerate(images):
-        samples.save_sample(item, folder / f"{tag}_{i}", run.cfg)
+    for suffix, images in made:
+        for i, item in enumerate(images):
+            samples.save_sample(item, folder / f"{tag}{suffix}_{i}", run.cfg)
 
 
 __all__ = ["RunState", "after_update", "check_output_dir", "train", "train_step"]

@@ -57,6 +57,7 @@ from dit_lora.output.report import config_dict
 from dit_lora.plan import make_plan
 from dit_lora.plan import report as plan_report  # looked up at call time: tests stand in a small device
 from dit_lora.setup.resolve import Resolved, resolve
+from dit_lora.training import ema as ema_lib
 from dit_lora.training import fsdp2, sharded_checkpoint
 from dit_lora.training.canary import attention_canary, canary_in_place, install_broken_attention
 from dit_lora.training.checkpoint import (  # check_same_trainables: imported from here by callers and tests
@@ -138,6 +139,7 @@ class Run:
     recovery: Recovery = field(init=False, repr=False, compare=False)  # (_restore)
     generator: torch.Generator = field(init=False, repr=False, compare=False)  # (_restore)
     micro_losses: torch.Tensor = field(init=False, repr=False, compare=False)  # the update's loss so far (_restore)
+    ema: ema_lib.TrainableEMA | None = field(default=None, repr=False, compare=False)  # --use_ema (_restore)
 
     def load_batch(self, batch: dict, step: int) -> dict:
         """A collated batch as the step consumes it: on the device, cached or encoded, with any drill applied.
@@ -301,6 +303,7 @@ def _start(resolved: Resolved) -> Run:
     engine = check_engine()
     if engine.name == "fsdp2":
         fsdp2.check_options(cfg)  # before the lock, the accelerator and the model
+    ema_lib.check_options(cfg)
     out = Path(cfg.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included). Under FSDP2
@@ -570,6 +573,7 @@ def _restore(run: Run) -> None:
         log=run.log,
         replay=run.sharded is None,
     )
+    run.ema = ema_lib.start(run)  # before the first snapshot, which it follows
     run.recovery.start(accelerator.unwrap_model(run.model), run.state.global_step)
     run.micro_losses = torch.zeros((), device=accelerator.device)
     run.log(

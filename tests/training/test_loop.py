@@ -42,7 +42,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                                   trackers=[SimpleNamespace(finish=lambda: events.append(("end",)))])
     guard = SimpleNamespace(read=lambda: _reading(), rollbacks=[])
     recovery = SimpleNamespace(at_check=lambda step, reading, model: events.append(("check", step)))
-    cfg = SimpleNamespace(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0)
+    cfg = SimpleNamespace(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0,
+                          ema_validation="trained")
     model = torch.nn.Linear(2, 2)
     family = SimpleNamespace(generate=lambda comps, m, cond, cfg, seed: (events.append(("generate", m.training)),
                                                                            ["a", "b"])[1],
@@ -53,7 +54,7 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
                           out=tmp_path,
                           validation_cond={"x": 1} if validation else None,
-                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
+                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print, ema=None)
     return run, events
 
 
