@@ -23,6 +23,7 @@ from dit_lora.families.flux2 import comfyui as flux2
 from dit_lora.families.qwenimage.comfyui import EXPORTS as QWEN_EXPORTS
 from dit_lora.families.wan import comfyui as wan
 from dit_lora.families.zimage.comfyui import EXPORTS as ZIMAGE_EXPORTS
+from dit_lora.output.adapter import fold_lora_scale
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, SUFFIXES, adapter_kind
 from dit_lora.output.export import export_run
 from dit_lora.output.names import ADAPTER_FILE
@@ -146,12 +147,6 @@ def test_every_key_is_one_comfyuis_key_map_has(family, kind, linears):
         assert "transformer.norm_out.linear" in modules  # ComfyUI swaps its halves
 
 
-def _fold(state: dict[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
-    # the rule of output/adapter.py fold_lora_scale for LoKr/LoHa (branch i37_types): alpha/r into lokr_w1 (or
-    # lokr_w1_a when w1 is decomposed) and hada_w1_a
-    return {k: v * scale if re.search(r"\.(lokr_w1|lokr_w1_a|hada_w1_a)$", k) else v for k, v in state.items()}
-
-
 def _toy(layers: dict[str, tuple[int, int]]) -> torch.nn.Module:
     """A module tree with a Linear at each dotted name of ``layers``."""
     root = torch.nn.Module()
@@ -180,7 +175,7 @@ def test_each_exported_module_applies_pefts_update(family, config, linears):
     torch.manual_seed(0)
     config.target_modules = names
     inject_adapter_in_model(config, model)
-    folded = _fold(get_peft_model_state_dict(model), config.alpha / config.r)
+    folded, _ = fold_lora_scale(get_peft_model_state_dict(model), config.to_dict())  # as a run saves it
     out = CONVERT[family]({f"transformer.{k}": v for k, v in folded.items()})
     prefixes = {k.rsplit(".", 2 if k.endswith(".weight") else 1)[0] for k in out}
     assert len(prefixes) == len(names)

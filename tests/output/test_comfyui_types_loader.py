@@ -21,6 +21,7 @@ from peft.utils import get_peft_model_state_dict
 from safetensors.torch import load_file, save_file
 
 from dit_lora.families.wan.comfyui import comfyui_module as wan_module
+from dit_lora.output.adapter import fold_lora_scale
 from dit_lora.output.export import export_run
 from dit_lora.output.names import ADAPTER_FILE
 
@@ -74,12 +75,6 @@ def _targets(family: str, model: torch.nn.Module) -> list[str]:
     return [n for n in names if re.match(_ZIMAGE, n)] if family == "zimage" else names
 
 
-def _fold(state: dict[str, torch.Tensor], scale: float) -> dict[str, torch.Tensor]:
-    # output/adapter.py fold_lora_scale's rule for LoKr/LoHa (branch i37_types): alpha/r into lokr_w1 (lokr_w1_a)
-    # and hada_w1_a
-    return {k: v * scale if re.search(r"\.(lokr_w1|lokr_w1_a|hada_w1_a)$", k) else v for k, v in state.items()}
-
-
 CONFIGS = {
     "lokr_decomposed": lambda: LoKrConfig(r=1, alpha=3, decompose_both=True, init_weights=False),
     "lokr_full": lambda: LoKrConfig(r=8, alpha=12, init_weights=False),
@@ -95,7 +90,7 @@ def test_comfyui_applies_pefts_update_to_every_weight(family, kind, tmp_path):
     config = CONFIGS[kind]()
     config.target_modules = targets
     inject_adapter_in_model(config, model)
-    state = _fold(get_peft_model_state_dict(model), config.alpha / config.r)
+    state, _ = fold_lora_scale(get_peft_model_state_dict(model), config.to_dict())  # as a run saves it
     save_file({f"transformer.{k}": v.contiguous() for k, v in state.items()}, str(tmp_path / ADAPTER_FILE))
     (comfy_file,) = export_run(tmp_path, "comfyui", family=family)
     exported = load_file(str(comfy_file))
