@@ -42,6 +42,8 @@ from dit_lora.core.errors import UserError
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 LORA, DORA, LOKR, LOHA = "lora", "dora", "lokr", "loha"
+#: the types a ComfyUI export reproduces (an ``Exports``' ``export_types``: ``dit-lora export`` refuses the others)
+EXPORTED_TYPES = (LORA, LOKR, LOHA)
 #: where ComfyUI's reading of each type was checked (the module docstring)
 COMFYUI_COMMIT = "618b803d314a525faca8f8163d85eaa9ebc1d774"
 
@@ -234,6 +236,10 @@ class PrefixedExports:
     def export_formats(self) -> dict[str, str]:
         """The ComfyUI-named file."""
         return {FORMAT: f"<adapter>{SUFFIX} next to the adapter: {self.note}; DoRA is refused"}
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """The adapter types the ComfyUI file reproduces (not DoRA)."""
+        return EXPORTED_TYPES
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """Write the ComfyUI file of the run in ``output_dir``."""

@@ -26,7 +26,7 @@ from dit_lora.families.zimage.comfyui import EXPORTS as ZIMAGE_EXPORTS
 from dit_lora.output.adapter import fold_lora_scale
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, SUFFIXES, adapter_kind
 from dit_lora.output.export import export_run
-from dit_lora.output.names import ADAPTER_FILE
+from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 # ---- ComfyUI's side, from its source at commit 618b803d314a525faca8f8163d85eaa9ebc1d774 (Jan 2026) ----------------
 #: the tensor names ComfyUI reads for one module ``x`` (``x.<name>``): comfy/weight_adapter/lora.py
@@ -226,6 +226,21 @@ def test_dit_lora_export_writes_lokr_and_refuses_dora(family, linears, tmp_path)
     assert load_file(str(written)).keys()  # the earlier export is left as it was
 
 
+@pytest.mark.parametrize("family", list(COMFY_KEYS))
+def test_a_peft_format_run_file_is_exported_too(family, linears, tmp_path):
+    """A LoKr/LoHa run writes PEFT's adapter_model.safetensors (``base_model.model.`` keys): the family's export
+    reads it, and says it converts LoRA, LoKr and LoHa (``dit-lora export`` refuses the other types before it)."""
+    from dit_lora.registry import get_spec
+
+    layers = dict(list(linears[family].items())[:2])
+    save_file(_state("lokr", layers, "base_model.model."), str(tmp_path / PEFT_ADAPTER_FILE))
+    exports = get_spec(family).exports
+    assert exports.export_types("comfyui") == ("lora", "lokr", "loha")
+    (written,) = exports.export_adapter(tmp_path, "comfyui")
+    assert written.name == "adapter_model_comfyui.safetensors"
+    assert sorted(load_file(str(written))) == sorted(CONVERT[family](_state("lokr", layers)))
+
+
 @pytest.mark.parametrize("kind", ["lokr", "dora"])
 def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, linears, tmp_path, capsys):
     from dit_lora.families.wan.outputs import save_beside_adapter
@@ -234,7 +249,10 @@ def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, l
                           ("flux2", lambda d: flux2.Flux2AdapterExtras().save_adapter_extras(d, None, None))):
         folder = tmp_path / family
         folder.mkdir()
-        save_file(_state(kind, dict(list(linears[family].items())[:2])), str(folder / ADAPTER_FILE))
+        # as the types write them: DoRA diffusers' file, LoKr PEFT's (adapter_model.safetensors, base_model.model.)
+        layers, peft = dict(list(linears[family].items())[:2]), kind == "lokr"
+        save_file(_state(kind, layers, "base_model.model." if peft else "transformer."),
+                  str(folder / (PEFT_ADAPTER_FILE if peft else ADAPTER_FILE)))
         write(folder)
         written = list(folder.glob("*_comfyui.safetensors"))
         assert (written == []) == (kind == "dora"), family

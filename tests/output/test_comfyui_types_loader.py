@@ -2,7 +2,7 @@
 
 A tiny diffusers transformer of each family ComfyUI runs (Wan 2.1, FLUX.2, Z-Image, Qwen-Image) gets PEFT's LoKr
 or LoHa on every Linear (random factors, alpha != r so the folded strength is checked); the adapter is saved as a
-run saves it (scale folded in, ``transformer.`` keys), exported, and loaded by ComfyUI's ``LoraLoader`` path on
+run saves it (scale folded in, PEFT's ``adapter_model.safetensors``), exported, and loaded by ComfyUI's ``LoraLoader`` path on
 its model of the same widths (tests/support/comfyui_loader.py): every tensor is consumed, nothing is "NOT LOADED",
 and each weight's applied update equals PEFT's ``get_delta_weight`` of the layer (FLUX.2 and Z-Image: in its slice
 of the fused qkv; FLUX.2's norm_out with its halves swapped). DoRA: ComfyUI's ``dora_scale`` is shown not to be
@@ -22,8 +22,8 @@ from safetensors.torch import load_file, save_file
 
 from dit_lora.families.wan.comfyui import comfyui_module as wan_module
 from dit_lora.output.adapter import fold_lora_scale
-from dit_lora.output.export import export_run
-from dit_lora.output.names import ADAPTER_FILE
+from dit_lora.output.names import PEFT_ADAPTER_FILE
+from dit_lora.registry import get_spec
 
 pytestmark = comfyui
 
@@ -91,8 +91,9 @@ def test_comfyui_applies_pefts_update_to_every_weight(family, kind, tmp_path):
     config.target_modules = targets
     inject_adapter_in_model(config, model)
     state, _ = fold_lora_scale(get_peft_model_state_dict(model), config.to_dict())  # as a run saves it
-    save_file({f"transformer.{k}": v.contiguous() for k, v in state.items()}, str(tmp_path / ADAPTER_FILE))
-    (comfy_file,) = export_run(tmp_path, "comfyui", family=family)
+    # the run's file as a LoKr/LoHa run writes it: PEFT's adapter_model.safetensors
+    save_file({f"base_model.model.{k}": v.contiguous() for k, v in state.items()}, str(tmp_path / PEFT_ADAPTER_FILE))
+    (comfy_file,) = get_spec(family).exports.export_adapter(tmp_path, "comfyui")  # what `dit-lora export` calls
     exported = load_file(str(comfy_file))
     _, _, model_class, unet_config = MODELS[family]
     result = load_in_comfyui(comfy_file, unet_config=unet_config, model_class=model_class)

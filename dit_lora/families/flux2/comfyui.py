@@ -53,6 +53,7 @@ import torch
 from dit_lora.core.errors import UserError
 from dit_lora.output.comfyui_types import (
     DORA_NOT_WRITTEN,
+    EXPORTED_TYPES,
     LORA,
     adapter_layers,
     comfyui_tensors,
@@ -210,6 +211,10 @@ class Flux2Exports:
             f"the fused weight): <adapter>{SUFFIX} next to the adapter; DoRA is refused (ComfyUI's dora_scale is "
             "another normalisation)"
         }
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """The adapter types the ComfyUI file reproduces (not DoRA: :mod:`dit_lora.output.comfyui_types`)."""
+        return EXPORTED_TYPES
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """Write the ComfyUI file of the run in ``output_dir``."""

@@ -56,6 +56,7 @@ from dit_lora.core.fileio import save_safetensors_atomic
 from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
 from dit_lora.output.comfyui_types import adapter_layers, comfyui_tensors
 from dit_lora.output.export import export_metadata, export_target
+from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 #: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
 DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
@@ -132,6 +133,13 @@ def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
         ) from None
 
 
+def run_files(adapter_dir: Path, files: dict[str, str]) -> dict[str, str]:
+    """``files`` (adapter file -> expert) as the run wrote them: a LoKr/LoHa run writes PEFT's
+    ``adapter_model.safetensors`` where a LoRA run writes ``pytorch_lora_weights.safetensors``."""
+    lokr_or_loha = not (adapter_dir / ADAPTER_FILE).is_file() and (adapter_dir / PEFT_ADAPTER_FILE).is_file()
+    return {PEFT_ADAPTER_FILE: files[ADAPTER_FILE]} if list(files) == [ADAPTER_FILE] and lokr_or_loha else files
+
+
 def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) -> list[Path]:
     """Write ``<stem>_comfyui.safetensors`` next to each Wan adapter file (LoRA, LoKr, LoHa) of ``adapter_dir``.
 
@@ -150,7 +158,7 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
         if Path(name).name != name or not name.endswith(".safetensors"):
             raise UserError(
                 f"`{name}` is not the file name of a safetensors adapter in {adapter_dir}; the Wan "
-                "export converts the run's pytorch_lora_weights*.safetensors files."
+                "export converts the run's pytorch_lora_weights*.safetensors (or adapter_model.safetensors) files."
             )
         if not source.is_file():
             raise UserError(
