@@ -218,10 +218,10 @@ def write_comfyui_export(
 
 
 class PrefixedExports:
-    """``FamilySpec.exports`` of a family whose ComfyUI model takes diffusers' module names (Z-Image, Qwen-Image):
-    ``dit-lora export --format comfyui`` writes every LoRA/LoKr/LoHa layer as ``transformer.<module>.<ComfyUI
-    suffix>`` after checking each module against ``accepts`` (ComfyUI's key map; ``known`` lists it), and refuses
-    DoRA."""
+    """``FamilySpec.exports`` (and ``adapter_extras``) of a family whose ComfyUI model takes diffusers' module names
+    (Z-Image, Qwen-Image): ``dit-lora export --format comfyui`` writes every LoRA/LoKr/LoHa layer as
+    ``transformer.<module>.<ComfyUI suffix>`` after checking each module against ``accepts`` (ComfyUI's key map;
+    ``known`` lists it), and refuses DoRA; a LoKr/LoHa run writes that file itself."""
 
     def __init__(self, family: str, accepts: Callable[[str], bool], known: str, note: str) -> None:
         self.family, self.accepts, self.known, self.note = family, accepts, known, note
@@ -236,6 +236,19 @@ class PrefixedExports:
     def export_formats(self) -> dict[str, str]:
         """The ComfyUI-named file."""
         return {FORMAT: f"<adapter>{SUFFIX} next to the adapter: {self.note}; DoRA is refused"}
+
+    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+        """``FamilySpec.adapter_extras``: a LoKr/LoHa run (PEFT's file, whose ``base_model.model.`` keys ComfyUI
+        does not map) also writes its ComfyUI file beside the adapter; a LoRA run needs none (diffusers' file loads
+        in ComfyUI as it is) and a DoRA run gets none (one line says why)."""
+        found = [Path(output_dir) / n for n in (ADAPTER_FILE, PEFT_ADAPTER_FILE) if (Path(output_dir) / n).is_file()]
+        if not found:  # nothing this family's saver wrote to convert
+            return
+        source = found[0]
+        if is_dora_file(source):
+            print(DORA_NOT_WRITTEN)
+        elif source.name == PEFT_ADAPTER_FILE:
+            self.export_adapter(Path(output_dir), FORMAT)
 
     def export_types(self, fmt: str) -> tuple[str, ...]:
         """The adapter types the ComfyUI file reproduces (not DoRA)."""

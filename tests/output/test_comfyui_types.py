@@ -241,19 +241,28 @@ def test_a_peft_format_run_file_is_exported_too(family, linears, tmp_path):
     assert sorted(load_file(str(written))) == sorted(CONVERT[family](_state("lokr", layers)))
 
 
-@pytest.mark.parametrize("kind", ["lokr", "dora"])
+@pytest.mark.parametrize("kind", ["lora", "lokr", "dora"])
 def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, linears, tmp_path, capsys):
+    """Wan and FLUX.2 runs write the ComfyUI file for LoRA and LoKr; Z-Image and Qwen-Image for LoKr (their LoRA
+    file loads in ComfyUI as it is); none for DoRA, with one line saying why."""
     from dit_lora.families.wan.outputs import save_beside_adapter
 
-    for family, write in (("wan", lambda d: save_beside_adapter(d, SimpleNamespace(state=None), None)),
-                          ("flux2", lambda d: flux2.Flux2AdapterExtras().save_adapter_extras(d, None, None))):
+    writers = {
+        "wan": lambda d: save_beside_adapter(d, SimpleNamespace(state=None), None),
+        "flux2": lambda d: flux2.Flux2AdapterExtras().save_adapter_extras(d, None, None),
+        "zimage": lambda d: ZIMAGE_EXPORTS.save_adapter_extras(d, None, None),
+        "qwenimage": lambda d: QWEN_EXPORTS.save_adapter_extras(d, None, None),
+    }
+    for family, write in writers.items():
         folder = tmp_path / family
         folder.mkdir()
-        # as the types write them: DoRA diffusers' file, LoKr PEFT's (adapter_model.safetensors, base_model.model.)
+        # as the types write them: LoRA/DoRA diffusers' file, LoKr PEFT's (adapter_model.safetensors, base_model.model.)
         layers, peft = dict(list(linears[family].items())[:2]), kind == "lokr"
         save_file(_state(kind, layers, "base_model.model." if peft else "transformer."),
                   str(folder / (PEFT_ADAPTER_FILE if peft else ADAPTER_FILE)))
         write(folder)
-        written = list(folder.glob("*_comfyui.safetensors"))
-        assert (written == []) == (kind == "dora"), family
-    assert (capsys.readouterr().out.count(DORA_NOT_WRITTEN) == 2) == (kind == "dora")
+        written = [p.name for p in folder.glob("*_comfyui.safetensors")]
+        wanted = kind == "lokr" or (kind == "lora" and family in ("wan", "flux2"))
+        assert written == ([f"{'adapter_model' if peft else 'pytorch_lora_weights'}_comfyui.safetensors"]
+                           if wanted else []), family
+    assert capsys.readouterr().out.count(DORA_NOT_WRITTEN) == (4 if kind == "dora" else 0)

@@ -73,6 +73,7 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
         loss=loss,
         adapter=QwenImageAdapter(info),
         exports=EXPORTS,
+        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
         encoders=encoders,
         captions=DiffusionCaptions(),
         image_buckets=buckets,

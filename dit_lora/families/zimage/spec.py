@@ -58,6 +58,7 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         loss=loss,
         adapter=ZImageAdapter(INFO),
         exports=EXPORTS,
+        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
         encoders=encoders,
         captions=DiffusionCaptions(),
         image_buckets=buckets,
