@@ -6,7 +6,7 @@ run saves it (scale folded in, PEFT's ``adapter_model.safetensors``), exported, 
 its model of the same widths (tests/support/comfyui_loader.py): every tensor is consumed, nothing is "NOT LOADED",
 and each weight's applied update equals PEFT's ``get_delta_weight`` of the layer (FLUX.2 and Z-Image: in its slice
 of the fused qkv; FLUX.2's norm_out with its halves swapped). DoRA: ComfyUI's ``dora_scale`` is shown not to be
-PEFT's DoRA (why the export refuses it). Runs where ``DIT_LORA_COMFYUI`` names a ComfyUI checkout (never in CI).
+PEFT's DoRA (why the export refuses it), and a DoRA under PEFT's names loads there as a plain LoRA. Runs where ``DIT_LORA_COMFYUI`` names a ComfyUI checkout (never in CI).
 """
 
 from __future__ import annotations
@@ -166,3 +166,29 @@ def test_comfyuis_dora_scale_is_not_pefts_dora(tmp_path):
         for key, want in peft_delta.items():
             got = result.deltas[f"{key}.weight"]
             assert torch.allclose(got, want, atol=1e-5, rtol=1e-4) == matches, (key, (got - want).abs().max())
+
+
+def test_a_dora_file_under_pefts_names_loads_in_comfyui_as_a_plain_lora(tmp_path):
+    """Where the diffusers file itself loads in ComfyUI (Z-Image), a DoRA's magnitudes are not loaded ("lora key not
+    loaded") and the rest applies as a plain LoRA: not the DoRA PEFT trained (what the card and the refusal say)."""
+    model = _tiny("zimage")
+    layers = ["layers.0.attention.to_out.0", "layers.0.feed_forward.w1"]
+    inject_adapter_in_model(LoraConfig(r=2, lora_alpha=2, use_dora=True, target_modules=layers), model)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name in layers:
+            model.get_submodule(name).lora_B["default"].weight.normal_(std=0.3)
+    state = {f"transformer.{k}": v for k, v in get_peft_model_state_dict(model).items()}
+    _, _, model_class, unet_config = MODELS["zimage"]
+    result = load_in_comfyui(state, unet_config=unet_config, model_class=model_class)
+    assert result.unloaded == sorted(k for k in state if k.endswith("lora_magnitude_vector"))
+    for name in layers:
+        layer = model.get_submodule(name)
+        plain = layer.lora_B["default"].weight @ layer.lora_A["default"].weight
+        w = layer.base_layer.weight.detach().clone()
+        layer.merge()
+        dora = layer.base_layer.weight.detach() - w
+        layer.unmerge()
+        got = result.deltas[result.targets[f"transformer.{name}"][0]]
+        torch.testing.assert_close(got, plain.detach(), atol=1e-5, rtol=1e-5)
+        assert (got - dora).abs().max() > 1e-3, name
