@@ -42,6 +42,21 @@ def test_expected_deltas_fill_fused_slices_and_apply_alpha_strength_and_bias():
     torch.testing.assert_close(out["conv.bias"], torch.full((5,), 0.5))
 
 
+def test_expected_deltas_compute_lokr_and_loha_as_comfyui_does():
+    """LoKr: kron(w1, w2), a decomposed factor's rank the alpha's divisor; LoHa: (w1_a w1_b) * (w2_a w2_b) into
+    a slice, scale 1 without alpha (comfy/weight_adapter/lokr.py, loha.py)."""
+    g = torch.Generator().manual_seed(0)
+    w1a, w1b, w2 = (torch.randn(s, generator=g) for s in ((2, 1), (1, 2), (3, 2)))
+    h = [torch.randn(s, generator=g) for s in ((6, 2), (2, 4), (6, 2), (2, 4))]
+    state = {"k.lokr_w1_a": w1a, "k.lokr_w1_b": w1b, "k.lokr_w2": w2, "k.alpha": torch.tensor(2.0)}
+    state |= {f"h.hada_{n}": t for n, t in zip(("w1_a", "w1_b", "w2_a", "w2_b"), h)}
+    targets = {"k": ("k.weight", None, None), "h": ("qkv.weight", [0, 6, 6], None)}
+    out = expected_deltas(state, _result(targets, {"k.weight": [6, 4], "qkv.weight": [12, 4]}))
+    torch.testing.assert_close(out["k.weight"], 2.0 * torch.kron(w1a @ w1b, w2))  # alpha 2 / rank 1
+    torch.testing.assert_close(out["qkv.weight"][6:], (h[0] @ h[1]) * (h[2] @ h[3]))
+    assert not out["qkv.weight"][:6].any()
+
+
 def test_expected_deltas_refuse_a_lora_of_another_shape():
     state = {"q.lora_A.weight": torch.ones(2, 4), "q.lora_B.weight": torch.ones(3, 2)}
     with pytest.raises(ValueError, match=r"q: B@A has \(3, 4\), ComfyUI's w.weight None \(4, 4\)"):

@@ -49,47 +49,70 @@ def _plain_name(name: str) -> str:
 
 _LORA_B = re.compile(r"\.lora_(?:embedding_)?B(?:\.|$)")  # lora_B.weight / .bias, lora_embedding_B
 
+#: per adapter type (PEFT's ``peft_type``): the config key of alpha, and the one factor of each layer's update
+#: that carries the scale (the update is linear in it): LoRA/DoRA ``lora_B``; LoKr ``kron(w1, w2)``: ``lokr_w1``, or
+#: ``lokr_w1_a`` when w1 is decomposed (``lokr_w1_a @ lokr_w1_b``); LoHa ``(w1_a w1_b) * (w2_a w2_b)``: ``hada_w1_a``
+#: (a factor of rebuild1 in the Conv CP form too)
+_SCALED_FACTOR = {
+    "LORA": ("lora_alpha", _LORA_B),
+    "LOKR": ("alpha", re.compile(r"\.lokr_w1(?:_a)?(?:\.|$)")),
+    "LOHA": ("alpha", re.compile(r"\.hada_w1_a(?:\.|$)")),
+}
+_ADAPTER_PART = re.compile(r"\.(?:lora|lokr|hada)_")  # where a key's module name ends
+
+
+def _peft_type(lora_config: dict) -> str:
+    """``LORA`` / ``LOKR`` / ``LOHA`` from a config dict (PEFT's ``to_dict`` or ``adapter_config.json``; no
+    ``peft_type``: LoRA)."""
+    kind = str(getattr(lora_config.get("peft_type"), "value", lora_config.get("peft_type") or "LORA")).upper()
+    if kind not in _SCALED_FACTOR:
+        raise UserError(f"adapter type {kind} is not one dit-lora writes (LoRA, DoRA, LoKr, LoHa).")
+    return kind
+
 
 def lora_scale(lora_config: dict, module: str) -> float:
-    """The scale PEFT applies to ``module``'s LoRA output: alpha / r, or alpha / sqrt(r) with ``use_rslora``.
+    """The scale PEFT applies to ``module``'s adapter output: alpha / r, or alpha / sqrt(r) with ``use_rslora``
+    (LoRA/DoRA; LoKr and LoHa scale by alpha / r).
 
-    ``rank_pattern`` / ``alpha_pattern`` are matched as PEFT's ``LoraModel`` matches them.
+    ``rank_pattern`` / ``alpha_pattern`` are matched as PEFT's ``LoraModel`` / ``LycorisTuner`` match them.
     """
     from peft.utils.other import get_pattern_key
 
+    alpha_key = _SCALED_FACTOR[_peft_type(lora_config)][0]
     rank_pattern: dict[str, int] = lora_config.get("rank_pattern") or {}
     alpha_pattern: dict[str, float] = lora_config.get("alpha_pattern") or {}
     rank = rank_pattern.get(get_pattern_key(list(rank_pattern), module), lora_config["r"])
-    alpha = alpha_pattern.get(get_pattern_key(list(alpha_pattern), module), lora_config["lora_alpha"])
+    alpha = alpha_pattern.get(get_pattern_key(list(alpha_pattern), module), lora_config[alpha_key])
     return alpha / (math.sqrt(rank) if lora_config.get("use_rslora") else rank)
 
 
 def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> tuple[dict[str, torch.Tensor], dict]:
-    """The adapter rewritten to load at scale 1.0: each ``lora_B`` (weight and bias) times its layer's scale, and
-    the config's alpha set to the rank (``alpha_pattern`` to ``rank_pattern``, ``use_rslora`` off).
+    """The adapter rewritten to load at scale 1.0: the one factor of each layer's update that is linear in it times
+    the layer's scale, and the config's alpha set to the rank (``alpha_pattern`` to ``rank_pattern``, ``use_rslora``
+    off). The factor per type (``peft_type`` of the config): LoRA and DoRA ``lora_B`` (weight and bias); LoKr
+    ``lokr_w1`` (``lokr_w1_a`` when w1 is decomposed); LoHa ``hada_w1_a``.
 
     Why: the trained strength ``alpha / r`` otherwise lives only in the config. diffusers (>= 0.34) reads it from
     the safetensors metadata and PEFT from ``adapter_config.json``, but ComfyUI, older diffusers and other
-    consumers read ``*.alpha`` keys or nothing and then apply scale 1.0 (alpha = rank): the LoRA loads at the
-    wrong strength. With the scale inside ``lora_B``, ``B' A x = (alpha / r) B A x`` is the trained update in
-    every consumer, whether it reads the stored alpha (= rank) or assumes it. Exact up to one rounding of each
-    ``lora_B`` entry (none when the scale is a power of two); DoRA is unchanged too (its norm is of the same
-    ``W + B' A``).
+    consumers read ``*.alpha`` keys or nothing and then apply scale 1.0 (alpha = rank): the adapter loads at the
+    wrong strength. With the scale inside the factor, ``B' A x = (alpha / r) B A x`` (LoKr: ``kron(s w1, w2) =
+    s kron(w1, w2)``; LoHa: ``(s w1_a w1_b) * (w2_a w2_b)``) is the trained update in every consumer, whether it
+    reads the stored alpha (= rank) or assumes it. Exact up to one rounding of each scaled entry (none when the
+    scale is a power of two); DoRA's magnitude vector is not touched and its norm is of the same ``W + B' A``.
 
     Only exported adapters are folded: training checkpoints keep the unfolded weights the optimizer state
     belongs to. New tensors are returned; the inputs, which may share storage with the live parameters, are
     never modified.
     """
+    alpha_key, factor = _SCALED_FACTOR[_peft_type(lora_config)]
     folded = {}
     for key, value in lora_state.items():
-        scale = lora_scale(lora_config, key.split(".lora_")[0]) if _LORA_B.search(key) else 1.0
+        scale = lora_scale(lora_config, _ADAPTER_PART.split(key)[0]) if factor.search(key) else 1.0
         folded[key] = value if scale == 1.0 else (value.double() * scale).to(value.dtype)
-    config = dict(
-        lora_config,
-        lora_alpha=lora_config["r"],
-        use_rslora=False,
-        alpha_pattern=dict(lora_config.get("rank_pattern") or {}),
-    )
+    config = dict(lora_config, alpha_pattern=dict(lora_config.get("rank_pattern") or {}))
+    config[alpha_key] = lora_config["r"]
+    if "use_rslora" in lora_config or alpha_key == "lora_alpha":
+        config["use_rslora"] = False
     return folded, config
 
 

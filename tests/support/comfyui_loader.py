@@ -146,14 +146,50 @@ def load_in_comfyui(
         return ComfyResult(**out, deltas=load_file(str(work / "deltas.safetensors")))
 
 
+def _lokr_factor(state: dict[str, torch.Tensor], prefix: str, n: int) -> tuple[torch.Tensor, int | None]:
+    """LoKr's factor ``w<n>`` (``lokr_w<n>`` or ``lokr_w<n>_a @ lokr_w<n>_b``) and the rank of a decomposed one."""
+    full = state.get(f"{prefix}.lokr_w{n}")
+    if full is not None:
+        return full.double(), None
+    if f"{prefix}.lokr_t{n}" in state:
+        raise ValueError(f"{prefix}: a LoKr in CP form (lokr_t{n}) is not computed here")
+    a, b = state[f"{prefix}.lokr_w{n}_a"].double(), state[f"{prefix}.lokr_w{n}_b"].double()
+    return a @ b, b.shape[0]
+
+
+def module_update(state: dict[str, torch.Tensor], prefix: str) -> torch.Tensor | None:
+    """The update of one module of ``state`` at strength 1, as ComfyUI's ``weight_adapter`` computes it (float64):
+    LoRA ``up @ down`` (flattened), scale ``alpha / rank`` with ``<x>.alpha`` else 1; LoKr ``kron(w1, w2)``, scale
+    ``alpha / dim`` with ``.alpha`` and a decomposed factor (its rank; w2's when both) else 1; LoHa
+    ``(w1_a @ w1_b) * (w2_a @ w2_b)``, scale ``alpha / rank`` with ``.alpha`` else 1. None: no adapter there."""
+    alpha = state.get(f"{prefix}.alpha")
+    down = state.get(f"{prefix}.lora_A.weight", state.get(f"{prefix}.lora_down.weight"))
+    up = state.get(f"{prefix}.lora_B.weight", state.get(f"{prefix}.lora_up.weight"))
+    if down is not None and up is not None:
+        scale = float(alpha) / down.shape[0] if alpha is not None else 1.0
+        return scale * (up.flatten(1).double() @ down.flatten(1).double())
+    if any(f"{prefix}.{n}" in state for n in ("lokr_w1", "lokr_w1_a")):
+        (w1, dim1), (w2, dim2) = _lokr_factor(state, prefix, 1), _lokr_factor(state, prefix, 2)
+        dim = dim2 if dim2 is not None else dim1
+        scale = float(alpha) / dim if alpha is not None and dim is not None else 1.0
+        return scale * torch.kron(w1, w2)
+    if f"{prefix}.hada_w1_a" in state:
+        if f"{prefix}.hada_t1" in state:
+            raise ValueError(f"{prefix}: a LoHa in CP form (hada_t1) is not computed here")
+        w1a, w1b, w2a, w2b = (state[f"{prefix}.hada_{n}"].double() for n in ("w1_a", "w1_b", "w2_a", "w2_b"))
+        scale = float(alpha) / w1b.shape[0] if alpha is not None else 1.0
+        return scale * (w1a @ w1b) * (w2a @ w2b)
+    return None
+
+
 def expected_deltas(
     state: dict[str, torch.Tensor], result: ComfyResult, strength: float = 1.0
 ) -> dict[str, torch.Tensor]:
-    """The update each patched weight should get from the plain LoRA ``state`` (the file's tensors), by hand.
+    """The update each patched weight should get from the adapter ``state`` (the file's tensors), by hand.
 
-    For each module ComfyUI mapped (``result.targets``): ``strength * scale * up @ down`` (``lora_B``/``lora_up`` @
-    ``lora_A``/``lora_down``, flattened for convolutions), ``scale = alpha / rank`` when the file has ``<x>.alpha``
-    and 1 otherwise (dit-lora folds alpha/r into ``lora_B`` and writes no alpha), added into the slice of the target
+    For each module ComfyUI mapped (``result.targets``): ``strength`` times the module's update (:func:`module_update`:
+    LoRA ``up @ down``, LoKr ``kron(w1, w2)``, LoHa ``(w1_a w1_b) * (w2_a w2_b)``, each with ComfyUI's scale: 1
+    without ``<x>.alpha``, as dit-lora writes them with the scale folded in), added into the slice of the target
     weight the offset names (ComfyUI maps diffusers' separate q/k/v onto a fused ``qkv`` weight for Flux and
     Z-Image); a ``<x>.diff_b`` is the bias's delta (not for a slice: ComfyUI cannot name that bias and reports it
     in ``not_patched``). Compare with ``result.deltas``.
@@ -163,13 +199,10 @@ def expected_deltas(
     for prefix, (target, offset, function) in result.targets.items():
         if function is not None:  # a reordering ComfyUI applies (Flux norm_out): compare such a module by hand
             continue
-        down = state.get(f"{prefix}.lora_A.weight", state.get(f"{prefix}.lora_down.weight"))
-        up = state.get(f"{prefix}.lora_B.weight", state.get(f"{prefix}.lora_up.weight"))
-        if down is None or up is None:
+        delta = module_update(state, prefix)
+        if delta is None:
             continue
-        alpha = state.get(f"{prefix}.alpha")
-        scale = strength * (float(alpha) / down.shape[0] if alpha is not None else 1.0)
-        delta = scale * (up.flatten(1).double() @ down.flatten(1).double())
+        delta = strength * delta
         full = out.setdefault(target, torch.zeros(shapes[target], dtype=torch.float64))
         region = full if offset is None else full.narrow(offset[0], offset[1], offset[2])
         if delta.numel() != region.numel():

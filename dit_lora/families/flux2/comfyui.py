@@ -1,4 +1,4 @@
-"""A FLUX.2 LoRA in ComfyUI's key format: ``diffusion_model.<BFL name>.lora_A/lora_B.weight``.
+"""A FLUX.2 LoRA (LoKr, LoHa) in ComfyUI's key format: ``diffusion_model.<BFL name>.lora_A/lora_B.weight``.
 
 dit-lora writes a FLUX.2 adapter as ``Flux2Pipeline.save_lora_weights`` does (``transformer.single_transformer_blocks
 .0.attn.to_qkv_mlp_proj.lora_A.weight``), with alpha/r folded into ``lora_B``. What the sources say about ComfyUI
@@ -29,6 +29,18 @@ file back (``Flux2LoraLoaderMixin.lora_state_dict``: ``diffusion_model.`` keys -
 lora_to_diffusers``, which gives each of q, k, v the stacked ``A`` and its third of ``B``): the same products,
 except ``norm_out.linear``'s, whose BFL halves that converter (0.42.1) maps without the swap its own checkpoint
 conversion applies (the diffusers file is the one to load in diffusers).
+
+The other adapter types (:mod:`dit_lora.output.comfyui_types`, ComfyUI's ``weight_adapter/lokr.py`` / ``loha.py``):
+a **LoKr** or **LoHa** layer keeps PEFT's tensor names (``lokr_w1``..., ``hada_w1_a``..., the scale folded into
+``lokr_w1``/``lokr_w1_a``/``hada_w1_a``, no ``.alpha``: ComfyUI's scale 1.0). Its q/k/v cannot be fused: the three
+updates stacked, ``[kron(a1, a2); kron(b1, b2); kron(c1, c2)]``, are not one Kronecker (or Hadamard) product of
+factors, so there is no ``img_attn.qkv`` LoKr equal to them. They are written instead under diffusers' names
+(``transformer.transformer_blocks.N.attn.to_q.lokr_w1``), which ``flux_to_diffusers`` maps to ``(img_attn.qkv.weight,
+(0, offset, hidden))``: ComfyUI's ``calculate_weight`` narrows the fused weight to that third before any
+``weight_adapter`` adds its update, so each LoKr/LoHa patches exactly its slice. ``norm_out.linear`` likewise goes
+by its diffusers name, where ComfyUI applies ``swap_scale_shift`` to the update (a half swap of a Kronecker
+product's rows is not one of its factors' unless the first factor's rows are even). Every other layer has BFL's
+name. A **DoRA** adapter is refused (:func:`~dit_lora.output.comfyui_types.dora_refusal`); a run writes no file.
 """
 
 from __future__ import annotations
@@ -39,15 +51,21 @@ from pathlib import Path
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.core.fileio import save_safetensors_atomic
-from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
-from dit_lora.output.export import export_metadata, export_target
+from dit_lora.output.comfyui_types import (
+    DORA_NOT_WRITTEN,
+    EXPORTED_TYPES,
+    LORA,
+    adapter_layers,
+    comfyui_tensors,
+    is_dora_file,
+    run_adapter_file,
+    write_comfyui_export,
+)
 
 FORMAT = "comfyui"
 SUFFIX = "_comfyui.safetensors"
 ADAPTER = "pytorch_lora_weights.safetensors"
 _PREFIX_IN, _PREFIX_OUT = "transformer.", "diffusion_model."
-_HALVES = ("lora_A.weight", "lora_B.weight")
 
 #: diffusers module (after ``transformer.``) -> BFL / ComfyUI name; ``\1`` is the block index
 _MODULES: tuple[tuple[re.Pattern, str], ...] = tuple(
@@ -80,6 +98,7 @@ _FUSED_PARTS = {"to_q": ("img", 0), "to_k": ("img", 1), "to_v": ("img", 2)} | {
     f"add_{p}_proj": ("txt", i) for i, p in enumerate("qkv")
 }
 _SWAPPED = "final_layer.adaLN_modulation.1"  # diffusers' (scale, shift) rows are BFL's (shift, scale)
+_DIFFUSERS_SWAPPED = "norm_out.linear"
 
 
 def comfyui_module(module: str) -> str | None:
@@ -90,30 +109,11 @@ def comfyui_module(module: str) -> str | None:
     return None
 
 
-def _unknown(source: str, key: str) -> UserError:
-    return UserError(
-        f"{source}: `{key}` is not a LoRA weight of a FLUX.2 transformer layer ComfyUI can load (keys "
-        "`transformer.<layer>.lora_A.weight`/`lora_B.weight` of the blocks' attention, MLP and modulation layers, "
-        "the embedders, proj_out and norm_out; a LoRA bias or DoRA magnitude has no ComfyUI form here). Nothing was "
-        "written: train plain LoRA on those layers (--lora_layers), or load the diffusers file itself."
-    )
+_KNOWN = "the blocks' attention, MLP and modulation layers, the embedders, proj_out and norm_out"
 
 
-def _modules(lora_state: dict[str, torch.Tensor], source: str) -> dict[str, dict[str, torch.Tensor]]:
-    """``{diffusers module: {"lora_A.weight": A, "lora_B.weight": B}}``, refusing any other key or a lone half."""
-    found: dict[str, dict[str, torch.Tensor]] = {}
-    for key, tensor in lora_state.items():
-        half = next((h for h in _HALVES if key.endswith("." + h)), None)
-        if not key.startswith(_PREFIX_IN) or half is None:
-            raise _unknown(source, key)
-        found.setdefault(key[len(_PREFIX_IN) : -len(half) - 1], {})[half] = tensor
-    lonely = sorted(m for m, halves in found.items() if len(halves) != 2)
-    if lonely:
-        raise UserError(
-            f"{source}: the layer `{lonely[0]}` has only {', '.join(found[lonely[0]])} (a LoRA layer needs lora_A "
-            "and lora_B); the file is damaged. Nothing was written: export the adapter of a finished run again."
-        )
-    return found
+def _accepts(module: str) -> bool:
+    return bool(_FUSED.match(module)) or comfyui_module(module) is not None
 
 
 def _fuse(parts: dict[int, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,20 +131,41 @@ def _fuse(parts: dict[int, dict[str, torch.Tensor]]) -> tuple[torch.Tensor, torc
     return lora_a.contiguous(), lora_b
 
 
+def typed_layer_name(module: str) -> str:
+    """ComfyUI's key for a LoKr/LoHa layer of ``module``: a double block's q/k/v and ``norm_out.linear`` by
+    diffusers' name (ComfyUI maps those onto their third of the fused ``qkv`` / with the halves swapped), the rest
+    by BFL's."""
+    if _FUSED.match(module) or module == _DIFFUSERS_SWAPPED:
+        return f"{_PREFIX_IN}{module}"
+    return f"{_PREFIX_OUT}{comfyui_module(module)}"
+
+
 def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
-    """A diffusers-format FLUX.2 LoRA (scale folded into ``lora_B``) with ComfyUI's (BFL's) keys, the double blocks'
-    q/k/v fused, ``norm_out``'s halves swapped; each module's ``B @ A`` is what diffusers' file applies there."""
+    """A saved FLUX.2 adapter (scale folded) with ComfyUI's keys; each module's update is what PEFT applies there.
+
+    LoRA: BFL's names, the double blocks' q/k/v fused, ``norm_out``'s halves swapped (module docstring). LoKr and
+    LoHa: PEFT's tensor names under :func:`typed_layer_name` (no fusing: a product of three layers' factors is no
+    factor of the fused weight). Keys with diffusers' ``transformer.``, PEFT's ``base_model.model.`` or no prefix;
+    DoRA, a LoRA bias, an unknown layer or a damaged one is refused in one paragraph.
+    """
     out: dict[str, torch.Tensor] = {}
     fused: dict[str, dict[int, dict[str, torch.Tensor]]] = {}
-    for module, halves in _modules(lora_state, source).items():
+    for module, layer in adapter_layers(lora_state, source, "FLUX.2", _accepts, _KNOWN).items():
+        if layer.kind != LORA:
+            out.update(comfyui_tensors(typed_layer_name(module), layer))
+            continue
+        if "lora_B.bias" in layer.tensors:
+            raise UserError(
+                f"{source}: the layer `{module}` has a LoRA bias (lora_B.bias), which has no ComfyUI form for a "
+                "FLUX.2 layer here. Nothing was written: train without a LoRA bias, or load the diffusers file."
+            )
+        halves = layer.tensors
         match = _FUSED.match(module)
         if match:
             stream, position = _FUSED_PARTS[match.group(2)]
             fused.setdefault(f"double_blocks.{match.group(1)}.{stream}_attn.qkv", {})[position] = halves
             continue
         name = comfyui_module(module)
-        if name is None:
-            raise _unknown(source, f"{_PREFIX_IN}{module}.lora_A.weight")
         lora_b = halves["lora_B.weight"]
         if name == _SWAPPED:
             scale, shift = lora_b.chunk(2, dim=0)
@@ -157,35 +178,26 @@ def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapte
 
 
 def write_comfyui_file(adapter_dir: Path) -> Path:
-    """Write ``pytorch_lora_weights_comfyui.safetensors`` next to the run's diffusers adapter (converted and checked
-    finite before anything is written; atomically, with metadata naming source and format)."""
-    from safetensors.torch import load_file
-
-    source = Path(adapter_dir) / ADAPTER
-    if not source.is_file():
-        raise UserError(f"{source} does not exist: export the --output_dir of a finished FLUX.2 run.")
-    target = export_target(adapter_dir, ADAPTER[: -len(".safetensors")] + SUFFIX)
-    state = comfyui_state(load_file(str(source)), source=str(source))
-    try:
-        assert_finite(state, str(source))
-    except NonFiniteWeightsError as err:
-        raise UserError(f"{err} A broken adapter is not exported: re-train or export an earlier checkpoint.") from None
-    metadata = export_metadata(
-        FORMAT,
-        ADAPTER,
-        dit_lora_keys="diffusion_model.<BFL name>.lora_A/lora_B.weight, q/k/v fused; no .alpha: scale 1.0, "
-        "alpha/rank is folded into lora_B",
+    """Write ``pytorch_lora_weights_comfyui.safetensors`` next to the run's adapter (converted and checked finite
+    before anything is written; atomically, with metadata naming source and format)."""
+    keys = (
+        "diffusion_model.<BFL name>.lora_A/lora_B.weight, q/k/v fused (LoKr/LoHa: PEFT's tensor names, q/k/v and "
+        "norm_out by diffusers' name); no .alpha: scale 1.0, alpha/rank is folded in"
     )
-    return save_safetensors_atomic(state, target, metadata=metadata)
+    return write_comfyui_export(Path(adapter_dir), "FLUX.2", comfyui_state, keys)
 
 
 class Flux2AdapterExtras:
     """``FamilySpec.adapter_extras``: every run also writes its ComfyUI-named file beside the adapter (ComfyUI maps
     no diffusers name of FLUX.2's single blocks, feed-forwards or modulations: the diffusers file loads only part
-    of the LoRA there)."""
+    of the LoRA there). LoKr and LoHa too; not DoRA, which ComfyUI does not reproduce (one line says so)."""
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
         """:func:`write_comfyui_file` in the adapter's staging folder (``comps`` and ``cfg`` are not needed)."""
+        source = run_adapter_file(Path(output_dir), "FLUX.2")
+        if is_dora_file(source):
+            print(DORA_NOT_WRITTEN)  # a run must finish; `dit-lora export` refuses it in full
+            return
         write_comfyui_file(Path(output_dir))
 
 
@@ -194,7 +206,15 @@ class Flux2Exports:
 
     def export_formats(self) -> dict[str, str]:
         """The ComfyUI-named file."""
-        return {FORMAT: f"ComfyUI's key names (BFL's, q/k/v fused): <adapter>{SUFFIX} next to the adapter"}
+        return {
+            FORMAT: f"ComfyUI's key names (BFL's, q/k/v fused; LoKr/LoHa: PEFT's tensor names, q/k/v as slices of "
+            f"the fused weight): <adapter>{SUFFIX} next to the adapter; DoRA is refused (ComfyUI's dora_scale is "
+            "another normalisation)"
+        }
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """The adapter types the ComfyUI file reproduces (not DoRA: :mod:`dit_lora.output.comfyui_types`)."""
+        return EXPORTED_TYPES
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """Write the ComfyUI file of the run in ``output_dir``."""

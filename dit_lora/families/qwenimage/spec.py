@@ -13,6 +13,7 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionNotes
 from dit_lora.families.qwenimage.adapter import QwenImageAdapter, QwenImageCard
+from dit_lora.families.qwenimage.comfyui import EXPORTS
 from dit_lora.families.qwenimage.edit import EditEncoders, EditLoss, EditSamples, EditSetup
 from dit_lora.families.qwenimage.encoders import QwenImageEncoders, QwenImageSetup
 from dit_lora.families.qwenimage.loss import QwenImageData, QwenImageLoss
@@ -71,6 +72,8 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
         data=QwenImageData(edit),
         loss=loss,
         adapter=QwenImageAdapter(info),
+        exports=EXPORTS,
+        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
         encoders=encoders,
         captions=DiffusionCaptions(),
         image_buckets=buckets,

@@ -34,6 +34,14 @@ ComfyUI but breaks diffusers' converter (0.42): it pops ``.alpha`` only for the 
 A ``lora_B.bias`` (PEFT ``lora_bias``; dit-lora does not train one, diffusers writes it when present) becomes
 ``<x>.diff_b``: with the scale folded it is exactly the difference added to the layer's bias, which ComfyUI applies
 as such and diffusers' converter maps back to ``lora_B.bias``.
+
+The other adapter types (:mod:`dit_lora.output.comfyui_types`): a **LoKr** or **LoHa** layer keeps PEFT's tensor
+names under the same ComfyUI module name (``diffusion_model.blocks.0.self_attn.q.lokr_w1``, ``...hada_w1_a``), which
+ComfyUI's ``weight_adapter/lokr.py`` / ``loha.py`` read; the scale is folded into ``lokr_w1`` (``lokr_w1_a``) /
+``hada_w1_a`` and no ``.alpha`` is written, so ComfyUI's scale is 1.0 and its update PEFT's. Wan has no fused
+weight in ComfyUI, so every layer maps one to one. A **DoRA** adapter is refused (ComfyUI's ``dora_scale`` is
+another normalisation; :func:`~dit_lora.output.comfyui_types.dora_refusal`), and a run does not write its file.
+diffusers' converter reads the LoRA file back; it has no LoKr/LoHa form.
 """
 
 from __future__ import annotations
@@ -46,14 +54,15 @@ import torch
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import save_safetensors_atomic
 from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
+from dit_lora.output.comfyui_types import adapter_layers, comfyui_tensors
 from dit_lora.output.export import export_metadata, export_target
+from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 #: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
 DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
 FORMAT = "comfyui"
 SUFFIX = "_comfyui.safetensors"
 
-_PREFIX_IN = "transformer."
 _PREFIX_OUT = "diffusion_model."
 
 # diffusers module name (after `transformer.`) -> original Wan / ComfyUI name; \1 is the block index.
@@ -82,8 +91,10 @@ _MODULES: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"proj_out", "head.head"),
     )
 )
-# diffusers' tensor suffix -> ComfyUI's (load_lora reads `<x>.lora_A.weight`, `<x>.lora_B.weight`, `<x>.diff_b`)
-_SUFFIXES = {"lora_A.weight": "lora_A.weight", "lora_B.weight": "lora_B.weight", "lora_B.bias": "diff_b"}
+_KNOWN = (
+    "the blocks' attn1/attn2 to_q/to_k/to_v/to_out.0, attn2 add_k_proj/add_v_proj, ffn.net.0.proj/ffn.net.2, "
+    "condition_embedder's text/time/image embedders and time_proj, proj_out"
+)
 
 
 def comfyui_module(module: str) -> str | None:
@@ -94,47 +105,20 @@ def comfyui_module(module: str) -> str | None:
     return None
 
 
-def _split(key: str) -> tuple[str, str] | None:
-    """``transformer.<module>.<suffix>`` -> ``(module, suffix)`` for a suffix of :data:`_SUFFIXES`."""
-    if not key.startswith(_PREFIX_IN):
-        return None
-    for suffix in _SUFFIXES:
-        if key.endswith("." + suffix):
-            return key[len(_PREFIX_IN) : -len(suffix) - 1], suffix
-    return None
-
-
 def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
-    """A diffusers-format Wan LoRA (scale folded into ``lora_B``) with ComfyUI's keys; tensors and dtypes unchanged.
+    """A saved Wan adapter (scale folded; LoRA, LoKr or LoHa) with ComfyUI's keys; tensors and dtypes unchanged.
 
     ``transformer.blocks.0.attn1.to_q.lora_A.weight`` -> ``diffusion_model.blocks.0.self_attn.q.lora_A.weight``;
-    ``lora_B.bias`` -> ``diff_b``. No ``.alpha`` is written (the module docstring says why). A key this map does
-    not know, or a module with only one of ``lora_A``/``lora_B``, raises :class:`UserError` naming it (``source``:
-    the file, for the message): nothing is dropped silently.
+    ``lora_B.bias`` -> ``diff_b``; a LoKr's ``lokr_w1`` ... and a LoHa's ``hada_w1_a`` ... keep their names
+    (ComfyUI's ``weight_adapter`` reads PEFT's, :mod:`dit_lora.output.comfyui_types`); keys with diffusers'
+    ``transformer.``, PEFT's ``base_model.model.`` or no prefix. No ``.alpha`` is written (the module docstring
+    says why). A key this map does not know, a layer missing a tensor, or DoRA raises :class:`UserError` naming
+    it (``source``: the file, for the message): nothing is dropped silently.
     """
+    layers = adapter_layers(lora_state, source, "Wan", accepts=lambda m: comfyui_module(m) is not None, known=_KNOWN)
     out: dict[str, torch.Tensor] = {}
-    halves: dict[str, set[str]] = {}
-    for key, tensor in lora_state.items():
-        parts = _split(key)
-        name = comfyui_module(parts[0]) if parts else None
-        if parts is None or name is None:
-            raise UserError(
-                f"{source}: `{key}` is not a LoRA weight of a Wan transformer layer ComfyUI can load (known: the "
-                "blocks' attn1/attn2 to_q/to_k/to_v/to_out.0, attn2 add_k_proj/add_v_proj, ffn.net.0.proj/ffn.net.2, "
-                "condition_embedder's text/time/image embedders and time_proj, proj_out; keys `transformer.<layer>."
-                "lora_A.weight`/`lora_B.weight`/`lora_B.bias`; DoRA magnitudes have no ComfyUI form here). Nothing "
-                "was written: train plain LoRA on those layers (--lora_layers), or load the diffusers file itself."
-            )
-        module, suffix = parts
-        out[f"{_PREFIX_OUT}{name}.{_SUFFIXES[suffix]}"] = tensor.contiguous()
-        if suffix != "lora_B.bias":
-            halves.setdefault(module, set()).add(suffix)
-    lonely = sorted(m for m, have in halves.items() if len(have) != 2)
-    if lonely:
-        raise UserError(
-            f"{source}: the layer `{lonely[0]}` has only {', '.join(sorted(halves[lonely[0]]))} (a LoRA layer needs "
-            "lora_A and lora_B); the file is damaged. Nothing was written: export the adapter of a finished run again."
-        )
+    for module, layer in layers.items():
+        out.update(comfyui_tensors(f"{_PREFIX_OUT}{comfyui_module(module)}", layer))
     return out
 
 
@@ -149,8 +133,15 @@ def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
         ) from None
 
 
+def run_files(adapter_dir: Path, files: dict[str, str]) -> dict[str, str]:
+    """``files`` (adapter file -> expert) as the run wrote them: a LoKr/LoHa run writes PEFT's
+    ``adapter_model.safetensors`` where a LoRA run writes ``pytorch_lora_weights.safetensors``."""
+    lokr_or_loha = not (adapter_dir / ADAPTER_FILE).is_file() and (adapter_dir / PEFT_ADAPTER_FILE).is_file()
+    return {PEFT_ADAPTER_FILE: files[ADAPTER_FILE]} if list(files) == [ADAPTER_FILE] and lokr_or_loha else files
+
+
 def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) -> list[Path]:
-    """Write ``<stem>_comfyui.safetensors`` next to each diffusers Wan adapter file of ``adapter_dir``.
+    """Write ``<stem>_comfyui.safetensors`` next to each Wan adapter file (LoRA, LoKr, LoHa) of ``adapter_dir``.
 
     ``files`` maps each adapter file name to its expert (default :data:`DEFAULT_FILES`; a Wan 2.2 A14B run passes
     ``{"pytorch_lora_weights.safetensors": "high", "pytorch_lora_weights_low_noise.safetensors": "low"}``). Every
@@ -167,7 +158,7 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
         if Path(name).name != name or not name.endswith(".safetensors"):
             raise UserError(
                 f"`{name}` is not the file name of a safetensors adapter in {adapter_dir}; the Wan "
-                "export converts the run's pytorch_lora_weights*.safetensors files."
+                "export converts the run's pytorch_lora_weights*.safetensors (or adapter_model.safetensors) files."
             )
         if not source.is_file():
             raise UserError(
@@ -181,8 +172,8 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
             FORMAT,
             name,
             dit_lora_expert=expert,
-            dit_lora_keys="diffusion_model.<original Wan name>.lora_A/lora_B.weight; no .alpha: scale 1.0, "
-            "alpha/rank is folded into lora_B",
+            dit_lora_keys="diffusion_model.<original Wan name>.lora_A/lora_B.weight (LoKr: .lokr_w1..., LoHa: "
+            ".hada_w1_a...); no .alpha: scale 1.0, alpha/rank is folded into lora_B (lokr_w1, hada_w1_a)",
         )
         planned.append((target, state, metadata))
     return [save_safetensors_atomic(state, target, metadata=metadata) for target, state, metadata in planned]

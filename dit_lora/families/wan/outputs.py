@@ -18,7 +18,7 @@ from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
 from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
-from dit_lora.families.wan.comfyui import write_comfyui_files
+from dit_lora.families.wan.comfyui import run_files, write_comfyui_files
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanExperts
@@ -27,6 +27,7 @@ from dit_lora.families.wan.state import run_state
 from dit_lora.families.wan.task import WanTask, forget_infos
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import adapter_index, attach_adapter, write_adapter_index
+from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, EXPORTED_TYPES, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
 from dit_lora.output.video import write_video
 
@@ -183,7 +184,8 @@ def adapter_files(comps: Components) -> dict[str, str]:
 
 
 def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
-    """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files."""
+    """For an A14B run, the adapter index (which file loads into which transformer); then the ComfyUI files (LoRA,
+    LoKr, LoHa; not for DoRA, which ComfyUI does not reproduce: one line says so)."""
     files = adapter_files(comps)
     if ADAPTER_FILE not in files and (Path(output_dir) / ADAPTER_FILE).exists():
         # a --wan_expert low run: save_wan_adapter wrote the only file under the default name
@@ -203,6 +205,10 @@ def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -
                 for name, expert in files.items()
             ],
         )
+    files = run_files(Path(output_dir), files)
+    if any((Path(output_dir) / n).is_file() and is_dora_file(Path(output_dir) / n) for n in files):
+        print(DORA_NOT_WRITTEN)  # a run must finish; `dit-lora export` refuses it in full
+        return
     write_comfyui_files(Path(output_dir), files)
 
 
@@ -212,7 +218,7 @@ def export_wan(output_dir: Path, fmt: str) -> list[Path]:
         raise UserError(f"--format {fmt}: Wan adapters export as `comfyui` only.")
     index = adapter_index(Path(output_dir))
     files = {e["file"]: e["label"] for e in index} if index else {ADAPTER_FILE: "high"}
-    return write_comfyui_files(Path(output_dir), files)
+    return write_comfyui_files(Path(output_dir), run_files(Path(output_dir), files))
 
 
 # ---- reloading and the card -----------------------------------------------------------------
@@ -344,10 +350,15 @@ class WanExports:
         """The one format, and how faithful it is."""
         return {
             "comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
-            "into lora_B and no .alpha keys, so strength 1.0 is the trained one; ComfyUI's own loader "
-            "applies every tensor at the trained strength (dit-lora's comfyui tests) and the file reproduces "
-            "the trained output through diffusers' converter"
+            "into lora_B (LoKr: lokr_w1, LoHa: hada_w1_a) and no .alpha keys, so strength 1.0 is the trained one; "
+            "ComfyUI's own loader applies every tensor at the trained strength (dit-lora's comfyui tests) and a "
+            "LoRA file reproduces the trained output through diffusers' converter; DoRA is refused (ComfyUI's "
+            "dora_scale is another normalisation)"
         }
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """The adapter types the ComfyUI file reproduces (not DoRA: :mod:`dit_lora.output.comfyui_types`)."""
+        return EXPORTED_TYPES
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """:func:`export_wan`."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
 from dit_lora.families.zimage.adapter import ZImageAdapter, ZImageCard
+from dit_lora.families.zimage.comfyui import EXPORTS
 from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
 from dit_lora.families.zimage.loss import ZImageLoss
 from dit_lora.families.zimage.model import (
@@ -56,6 +57,8 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         data=DiffusionData(),
         loss=loss,
         adapter=ZImageAdapter(INFO),
+        exports=EXPORTS,
+        adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
         encoders=encoders,
         captions=DiffusionCaptions(),
         image_buckets=buckets,
