@@ -84,7 +84,7 @@ def test_a_killed_run_with_swapped_blocks_resumes_to_the_same_bytes(runs, tiny_s
     reference = runs("true", 0)
     out, cache = tmp_path / "killed", reference.parent / "cache"
     args = base_args(tiny_sana, shapes_data, out, cache, gradient_checkpointing="true", blocks_to_swap=1, **OPTIONS)
-    killed = run_recipe(args, env={"DIT_LORA_FAULT": "micro_batch:3"})
+    killed = run_recipe(args, env={"DIT_LORA_FAULT": "micro_batch:3"}, warm=True)
     assert killed.returncode == 137, killed.stdout[-2000:] + killed.stderr[-2000:]
     assert "block swap: 1 block(s)' frozen weights" in killed.stdout
     summary = _train(tiny_sana, shapes_data, out, cache, gradient_checkpointing="true", blocks_to_swap=1,

@@ -113,7 +113,7 @@ def test_a_second_recipe_run_stops_at_once_naming_the_first(tmp_path, holder, ti
     out = tmp_path / "out"
     proc = holder(out)
     started = time.monotonic()
-    second = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **extra), timeout=120)
+    second = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", **extra), timeout=120, warm=True)
     text = " ".join((second.stdout + second.stderr).split())
     assert second.returncode == 2, text
     assert f"pid {proc.pid} on host {socket.gethostname()}" in text and "Traceback" not in text

@@ -85,7 +85,7 @@ def test_dit_demo_trains_resizes_and_reloads(tmp_path):
     for k, v in overrides.items():
         args += [f"--{k}", str(v)]
     start = time.time()
-    proc = run_recipe(args, recipe="dit_class", timeout=300)
+    proc = run_recipe(args, recipe="dit_class", timeout=300, warm=True)
     elapsed = time.time() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "class embedding resized: 1000 -> 3 classes" in proc.stdout
