@@ -244,3 +244,49 @@ def test_a_resume_is_forked_from_the_zygote_that_did_not_write_its_folder(light_
     named = _report(run_script(script, ["ok", "--output_dir", str(tmp_path / "third"), "--resume_from_checkpoint",
                                         f"{other}/checkpoint-4"], cwd=tmp_path))
     assert named["ppid"] == writer["ppid"]  # other's writer was zygote 1
+
+
+LAUNCHED = r"""
+import json, os, sys, time
+how = sys.argv[1]
+rank = int(os.environ["RANK"])
+if how == "gloo":
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")  # the rendezvous without an agent: rank 0 hosts the store
+    total = torch.tensor([rank + 1])
+    dist.all_reduce(total)
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "DIT_LORA_LAUNCHED", "DIT_LORA_LAUNCHED_COMMAND")
+    print(json.dumps({"ppid": os.getppid(), "sum": int(total), **{k: os.environ.get(k) for k in keys}}), flush=True)
+    os._exit(0)
+if rank == 1:
+    sys.exit(3)
+time.sleep(60)  # rank 0: stopped by the launch once rank 1 has failed
+"""
+
+
+@pytest.mark.slow  # starts processes
+def test_a_warm_launch_forks_every_process_with_the_launchs_environment(light_pool, tmp_path):
+    """The processes of `dit-lora launch --multi_gpu --num_processes 2` forked together from one zygote, each with
+    what the real launch gives it (learned from one), meet in a gloo group; a failing one stops the other and its
+    code is the launch's."""
+    import json
+    import time
+
+    from warm_launch import launch
+
+    pool, _ = light_pool
+    script = tmp_path / "launched.py"
+    script.write_text(LAUNCHED)
+    options = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+               "--dynamo_backend", "no", "--main_process_port", "29555"]
+    done = launch(options, script, ["gloo"], env={"OMP_NUM_THREADS": "1"}, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [r["RANK"] for r in ranks] == ["0", "1"] and {r["WORLD_SIZE"] for r in ranks} == {"2"}
+    assert {r["sum"] for r in ranks} == {3} and {r["MASTER_PORT"] for r in ranks} == {"29555"}
+    assert len({r["ppid"] for r in ranks}) == 1 and ranks[0]["ppid"] in [z.proc.pid for z in pool.zygotes if z]
+    assert {r["DIT_LORA_LAUNCHED"] for r in ranks} == {"1"}
+    assert ranks[0]["DIT_LORA_LAUNCHED_COMMAND"] == "dit-lora launch " + " ".join(options)
+    started = time.monotonic()
+    failed = launch(options[:-2], script, ["fail"], env={"OMP_NUM_THREADS": "1"}, timeout=120)
+    assert failed.returncode == 3 and time.monotonic() - started < 30, failed.stdout + failed.stderr
