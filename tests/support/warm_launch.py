@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import warm
+import warm as zygotes
 from warm import ROOT, RUNTIME_ENV, enabled
 
 #: a script that writes its process's environment to ``<folder>/<RANK>.json``
@@ -114,7 +114,7 @@ def launch(options: list[str], script: Path | str, args: list[str], *, env: dict
         port = port or str(free_port())
         with_port = [*plain, "--main_process_port", port]
         runs = [(argv, _process_env(full_env, (launcher_env, p), port, with_port)) for p in processes]
-        done = warm.POOL.run_group(runs, full_env, ROOT, timeout, FAILURE_TIMEOUT_S)
+        done = zygotes.POOL.run_group(runs, full_env, ROOT, timeout, FAILURE_TIMEOUT_S)
         if done is not None:
             return subprocess.CompletedProcess(
                 [*LAUNCHERS[via], *with_port, *argv], _launch_code([d.returncode for d in done]),
