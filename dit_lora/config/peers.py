@@ -711,6 +711,8 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "seed",
         "num_frames",
     ),
+    # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
+    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
 }
 
 #: same spelling, another meaning: the peer's sense, and what to pass to dit-lora
