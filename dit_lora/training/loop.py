@@ -218,9 +218,9 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
         with eager(run.compiled):  # a diagnosis replays the faulty step (eagerly: no recompiles)
             run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
-    progress.update(1)  # after the check window: a plain progress line then carries the loss just read
     if validation_loss.due(run, state.global_step):  # before the checkpoint, which then holds it; not step time
         clock.window_start += validation_loss.record(run, progress)
+    progress.update(1)  # after the check window and the held-out loss: a plain progress line then carries both
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if (
