@@ -17,14 +17,16 @@ with the training samples (each file encoded once, into the same cache) and retu
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dit_lora.core.errors import UserError
+from dit_lora.data import preflight
 from dit_lora.data.kohya import copy_of
 
 #: below this many held-out samples the run says that their mean loss is a noisy figure
@@ -117,18 +119,11 @@ def _split(samples: list, cfg, log: Callable[[str], Any]) -> tuple[list, list]:
 
 
 def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
-    folder = cfg.validation_data_dir
-    handler = handler_for_source(media, folder_config(cfg))
-    where = f"--validation_data_dir `{folder}`"
-    try:
+    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
+    own: list[dict[str, Any]] = []
+    with _naming_the_folder(where):
         listed = first_copies(handler.list_samples())
-        own: list[dict[str, Any]] = []
         held = handler.screen(listed, log=lambda m: log(f"held-out ({where}): {m}"), quarantine=own)
-    except UserError as err:
-        raise UserError(
-            f"{where} (the held-out data of the validation loss, read as the training data is: the paragraph below "
-            f"names the training option it stands in for) cannot be used. {err}"
-        ) from None
     quarantine.extend({**entry, "source": "--validation_data_dir"} for entry in own)
     if not held:
         raise UserError(
@@ -142,6 +137,45 @@ def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, An
         + _few(len(held))
     )
     return held
+
+
+def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool = False) -> bool:
+    """``dit-lora check-data``: what a run would hold out; returns whether a held-out sample blocks.
+
+    ``--validation_split``: the line a run logs for the usable ``samples`` (or its refusal). ``--validation_data_dir``:
+    the folder checked by the training handler's own ``check`` (each file once), its table and summary line.
+    """
+    if cfg.validation_split is not None:
+        choose(media, samples, cfg, log=log, quarantine=[])
+        return False
+    if not cfg.validation_data_dir:
+        return False
+    handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
+    log(f"held-out data of the validation loss ({where}):")
+    with _naming_the_folder(where):
+        rows, usable, note = handler.check(first_copies(handler.list_samples()), log=log)
+    for line in filter(None, [preflight.format_table(rows, show_ok=show_ok), note, preflight.summarize(rows)]):
+        log(line)
+    if not usable:
+        log(f"{where}: no usable held-out sample, so a run would stop: nothing to compute the validation loss on.")
+    return preflight.has_blocking(rows) or not usable
+
+
+def _where(cfg) -> str:
+    return f"--validation_data_dir `{cfg.validation_data_dir}`"
+
+
+@contextlib.contextmanager
+def _naming_the_folder(where: str) -> Iterator[None]:
+    """A listing's or screening's paragraph, which names the training option it reads the folder as, said to be about
+    the held-out folder."""
+    try:
+        yield
+    except UserError as err:
+        raise UserError(
+            f"{where} (the held-out data of the validation loss, read as the training data is: the paragraph below "
+            f"names the training option it stands in for) cannot be used. {err}"
+        ) from None
 
 
 def shared_line(train_files: list, held_files: list, held: list) -> str | None:
@@ -170,6 +204,7 @@ def _few(count: int) -> str:
 
 __all__ = [
     "FEW_HELD_OUT",
+    "check",
     "choose",
     "first_copies",
     "folder_config",
