@@ -225,7 +225,7 @@ def _check_data(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     # here, not at the top: `dit-lora --help` must start without torch (the data check loads it)
-    from dit_lora.data import preflight
+    from dit_lora.data import held_out, preflight
     from dit_lora.data.cache import default_cache_root
 
     values = load_yaml(args.config, args.family, "--family" if args.family else None) if args.config else {}
@@ -275,7 +275,9 @@ def _check_data(args: argparse.Namespace) -> int:
     if note:
         print(note)
     print(preflight.summarize(rows, max_bad_samples_fraction=cfg.max_bad_samples_fraction))
-    if preflight.has_blocking(rows):
+    # --validation_split: what a run would hold out of these; --validation_data_dir: that folder, checked alike
+    held_blocks = held_out.check(media, cfg, samples, log=lambda line: print(line, flush=True), show_ok=args.all)
+    if preflight.has_blocking(rows) or held_blocks:
         print("fix or remove the BLOCK rows (training skips those samples and lists them in quarantine.json).")
         return 1
     return 0

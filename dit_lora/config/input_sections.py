@@ -144,6 +144,26 @@ class DataOptions:
     max_train_samples: int | None = opt(
         None, "Use at most this many samples (deterministic prefix).", section="data", resume="free", valid=POSITIVE
     )
+    validation_split: float | None = opt(
+        None,
+        "Hold out this fraction of the usable samples (files: a kohya repeat folder's copies stay together) for the "
+        "validation loss, e.g. 0.1; never trained on. Which ones is decided by --seed and each sample's name alone, "
+        "so every run with the same seed and data holds out the same ones, on any number of processes. The loss on "
+        "them is computed every --validation_steps (and before the first step and at the last) at a fixed noise and "
+        "timestep per sample. Or give --validation_data_dir.",
+        section="data",
+        resume="fixed",
+        valid=Range(0, 0.5, low_open=True, why="the share of the samples held out; 0.05 to 0.2 is usual"),
+    )
+    validation_data_dir: str | None = opt(
+        None,
+        "A separate held-out data set for the validation loss (instead of --validation_split), read as the training "
+        "data is: a folder like --train_data_dir's (metadata, caption files, kohya folders: each file once; a video "
+        "LLM's annotation file) or, when the training data is a --dataset_name, a dataset or file `datasets` opens "
+        "(its --dataset_split). Never trained on.",
+        section="data",
+        resume="free",
+    )
     max_bad_samples_fraction: float = opt(
         0.05,
         "Stop when more than this fraction of samples cannot be read (they are skipped and named).",

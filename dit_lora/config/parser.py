@@ -507,6 +507,12 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
         )
     if not cfg.demo and needs_data:
         check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
+    if cfg.validation_split is not None and cfg.validation_data_dir:
+        raise UserError(
+            f"--validation_split {cfg.validation_split:g} and --validation_data_dir `{cfg.validation_data_dir}` both "
+            "name the held-out samples of the validation loss: the split holds out part of the training data, the "
+            "folder is a separate data set. Give one of them."
+        )
     if cfg.push_to_hub and not cfg.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
     if cfg.push_later_ok and not cfg.push_to_hub:

@@ -47,6 +47,7 @@ SOURCES: dict[str, str] = {
     "st-fields": "SimpleTuner simpletuner/simpletuner_sdk/server/services/field_registry/sections/",
     "at": "ai-toolkit toolkit/config_modules.py",
     "at-yaml": "ai-toolkit config/examples/train_lora_flux_24gb.yaml",
+    "dp": "diffusion-pipe examples/main_example.toml",
 }
 
 #: the peers, in the page's order: key -> (title, the words of ``Peer.trainers`` that name it)
@@ -55,6 +56,7 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kohya": ("kohya sd-scripts and musubi-tuner", ("sd-scripts", "musubi-tuner")),
     "simpletuner": ("SimpleTuner", ("SimpleTuner",)),
     "ai-toolkit": ("ai-toolkit (YAML keys)", ("ai-toolkit",)),
+    "diffusion-pipe": ("diffusion-pipe (TOML keys)", ("diffusion-pipe",)),
 }
 
 _DATA = "one folder of images or clips with captions (--train_data_dir) or a dataset (--dataset_name)"
@@ -69,6 +71,10 @@ _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
 _CAPTIONS = (
     "captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
     "caption column; --instance_prompt gives every image one caption"
+)
+_HELD_OUT_DRAW = (
+    "each held-out sample is evaluated at one noise and timestep drawn from the training density by --seed and the "
+    "sample's name, the same at every evaluation"
 )
 _DROPOUT = (
     "the same share of samples trained on the empty caption (decided per seed, epoch and sample; the empty "
@@ -486,7 +492,23 @@ PEER_FLAGS: dict[str, Peer] = {
     "enable_group_offload": Peer(
         "SimpleTuner", "blocks_to_swap", "the last N blocks' frozen weights, with LoRA on them", sources=("st",)
     ),
-    # ai-toolkit (keys of its YAML: network:, train:, save:, datasets:, model:, sample:)
+    "eval_steps_interval": Peer(
+        "SimpleTuner", "validation_steps", "the held-out loss shares the validation samples' schedule", sources=("st",)
+    ),
+    "eval_epoch_interval": Peer("SimpleTuner", "validation_steps", _STEPS, sources=("st",)),
+    "eval_dataset_id": Peer(
+        "SimpleTuner",
+        "validation_data_dir",
+        "a folder laid out as the training data (or --validation_split), not a data backend's id",
+        sources=("st",),
+    ),
+    "eval_timesteps": Peer("SimpleTuner", None, _HELD_OUT_DRAW, sources=("st",)),
+    "eval_loss_disable": Peer(
+        "SimpleTuner",
+        None,
+        "the held-out loss is computed only with --validation_split or --validation_data_dir",
+        sources=("st",),
+    ),
     "lr": Peer("ai-toolkit", "learning_rate", sources=("at",)),
     "steps": Peer("ai-toolkit", "max_train_steps", sources=("at",)),
     "batch_size": Peer("ai-toolkit", "train_batch_size", sources=("at",)),
@@ -553,6 +575,26 @@ PEER_FLAGS: dict[str, Peer] = {
         None,
         "`dit-lora plan` says what fits; --blocks_to_swap and --quantize_base save device memory",
         sources=("at-yaml",),
+    ),
+    # diffusion-pipe (keys of its TOML run config): its evaluation, the held-out loss
+    "eval_datasets": Peer(
+        "diffusion-pipe",
+        "validation_data_dir",
+        "one held-out folder laid out as the training data (or --validation_split), not a list of dataset configs",
+        sources=("dp",),
+    ),
+    "eval_every_n_steps": Peer(
+        "diffusion-pipe", "validation_steps", "shared with the validation samples' schedule", sources=("dp",)
+    ),
+    "eval_every_n_epochs": Peer("diffusion-pipe", "validation_steps", _STEPS, sources=("dp",)),
+    "eval_before_first_step": Peer(
+        "diffusion-pipe", None, "a fresh run always computes the held-out loss before its first update", sources=("dp",)
+    ),
+    "eval_micro_batch_size_per_gpu": Peer(
+        "diffusion-pipe",
+        None,
+        "each held-out sample is evaluated alone (a batch of one), so no bucket drops any; " + _HELD_OUT_DRAW,
+        sources=("dp",),
     ),
 }
 
@@ -694,6 +736,8 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "seed",
         "num_frames",
     ),
+    # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
+    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
 }
 
 #: same spelling, another meaning: the peer's sense, and what to pass to dit-lora

@@ -205,7 +205,11 @@ class ValidationOptions:
         None, "Prompt sampled every validation_steps and at the end.", section="validation"
     )
     validation_steps: int = opt(
-        100, "Sample validation images every this many updates.", section="validation", valid=POSITIVE
+        100,
+        "Sample validation images every this many updates (with --validation_prompt), and compute the held-out "
+        "validation loss (with --validation_split or --validation_data_dir, prompt or not) at the same steps.",
+        section="validation",
+        valid=POSITIVE,
     )
     num_validation_images: int = opt(
         2, "Images per validation run.", section="validation", valid=POSITIVE, applies=DIFFUSION_FAMILIES

@@ -29,7 +29,7 @@ from dit_lora.core.collective import Failure, exchange, main_process_check
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import reporting_disk_full, write_json_atomic
 from dit_lora.core.progress import say
-from dit_lora.data import aspect, caption_dropout, masks, preflight
+from dit_lora.data import aspect, caption_dropout, held_out, masks, preflight
 from dit_lora.data import batches as batch_lib
 from dit_lora.data.cache import (
     build_cache,
@@ -59,7 +59,8 @@ class PreparedData:
     carries ``sample_index`` (a list of ints into ``samples``) so a bad step can be traced back to
     files. ``quarantine`` lists the samples left out, each as ``{"key": ..., "reason": ...}``. ``groups`` is None,
     or one group id per sample that a batch must not mix (a clip's frame bucket, when there are several):
-    pass it to :class:`~dit_lora.data.batches.EpochBatches`.
+    pass it to :class:`~dit_lora.data.batches.EpochBatches`. ``held_out``: the samples of the validation loss
+    (:mod:`.held_out`), the same kind of data (read as ``dataset[(i, False)]``, batched by ``collate``), or None.
     """
 
     dataset: torch.utils.data.Dataset
@@ -68,9 +69,18 @@ class PreparedData:
     cached: bool
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     groups: list[int] | None = None
+    held_out: PreparedData | None = None
 
     def __len__(self) -> int:
         return len(self.samples)
+
+    def cache_entries(self) -> list[Path]:
+        """Every cache file a batch may read: the training samples', the held-out ones' and the empty caption's."""
+        if not self.cached:
+            return []
+        held = getattr(self.held_out.dataset, "files", []) if self.held_out is not None else []
+        empty = getattr(self.dataset, "empty_prompt", None)
+        return [*getattr(self.dataset, "files", []), *held, *([empty] if empty is not None else [])]
 
 
 class MediaHandler(Protocol):
@@ -459,13 +469,15 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     try:
         samples = media.screen(samples, log=log, quarantine=quarantine)
         stop_if_too_many()
+        # the validation loss's samples: out of the training samples, or from their own folder (every rank alike)
+        samples, held = held_out.choose(media, samples, cfg, log=log, quarantine=quarantine)
     except UserError:
         write_quarantine(cfg.output_dir, accelerator, quarantine)
         raise
     if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
-        for line in report_lines(media, samples, comps):
+        for line in report_lines(media, samples + held, comps):
             log(line)
-    fallback.inspect_samples(spec, comps, cfg, samples)
+    fallback.inspect_samples(spec, comps, cfg, samples + held)  # e.g. DiT's label map must know every class
     rank, world = accelerator.process_index, accelerator.num_processes
     if cfg.caption_dropout_probability > 0:
         log(caption_dropout.start_line(cfg.caption_dropout_probability))
@@ -478,11 +490,16 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
             False,
             quarantine,
             groups=media.groups(samples, world_size=world, log=log),
+            held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
         )
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg.data)
+    training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
     files = cache_files(root, namespace, samples)
+    shared = held_out.shared_line(files[:training], files[training:], samples[training:])
+    if shared:
+        log(shared)
 
     present = [i for i, f in enumerate(files) if f.exists()]
     invalid = _drop_bad_cache_entries(files, present, samples, accelerator)
@@ -523,14 +540,21 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         if i in invalid:
             reason = f"cached entry was bad ({invalid[i]}) and recomputing it failed: {reason}"
         repeats = {"repeats": listed[i]} if listed[i] > 1 else {}
-        quarantine.append({"key": samples[i].key, "reason": reason, **repeats})
+        source = {"source": "held out"} if i >= training else {}
+        quarantine.append({"key": samples[i].key, "reason": reason, **repeats, **source})
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {path})")
     write_quarantine(cfg.output_dir, accelerator, quarantine)
     stop_if_too_many()
+    held_keep, keep = [i for i in keep if i >= training], [i for i in keep if i < training]
     if not keep:
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
+    if held and not held_keep:
+        raise UserError(
+            f"No held-out {media.noun} of the validation loss could be encoded (see {path}): check them, or choose "
+            "others (--validation_split, --validation_data_dir)."
+        )
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
@@ -540,6 +564,12 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         accelerator,
         log,
     )
+    held_data = PreparedData(
+        batch_lib.CachedLatentDataset([files[i] for i in held_keep]),
+        batch_lib.collate,
+        [samples[i] for i in held_keep],
+        True,
+    )
     return PreparedData(
         batch_lib.CachedLatentDataset([files[i] for i in keep], empty),
         batch_lib.collate,
@@ -547,4 +577,5 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         True,
         quarantine,
         groups=media.groups(kept, world_size=world, log=log),
+        held_out=held_data if held_keep else None,
     )

@@ -34,14 +34,20 @@ def load_pyplot():
 
 
 def plot_loss_curve(
-    steps: list[int], losses: list[float], path: Path, *, rollbacks: Sequence[int] = (), log=print
+    steps: list[int],
+    losses: list[float],
+    path: Path,
+    *,
+    rollbacks: Sequence[int] = (),
+    validation: Sequence[tuple[int, float]] = (),
+    log=print,
 ) -> Path | None:
     """Plot the logged loss against the step with matplotlib (the ``plot`` extra); returns the PNG's path.
 
     Each point is one check window's mean loss (windows whose updates were all skipped have none); a
     smoothed line (exponential moving average) shows the trend, and rollbacks are marked where they
-    happened. Without matplotlib nothing is written and ``log`` says so once; training never fails over
-    a plot.
+    happened. ``validation``: the held-out loss's ``(step, loss)`` evaluations, drawn beside it with the lowest
+    marked. Without matplotlib nothing is written and ``log`` says so once; training never fails over a plot.
     """
     plt = load_pyplot()
     if plt is None:
@@ -63,13 +69,15 @@ def plot_loss_curve(
             )
             if len(ys) > 2:
                 ax.plot(xs, _ema(ys), linewidth=2, label="smoothed")
+        held = _plot_validation(ax, validation)
         for i, step in enumerate(rollbacks):
             ax.axvline(step, color="tab:red", linestyle="--", linewidth=1, label="rollback" if i == 0 else None)
         ax.set_xlabel("optimizer step")
-        ax.set_ylabel("training loss")
-        ax.set_title("training loss" if points else "training loss (no finite window)")
+        ax.set_ylabel("loss" if held else "training loss")
+        title = "training and held-out validation loss" if held else "training loss"
+        ax.set_title(title if points else f"{title} (no finite training window)")
         ax.grid(True, alpha=0.3)
-        if points or rollbacks:
+        if points or rollbacks or held:
             ax.legend(loc="upper right", fontsize="small")
         fig.tight_layout()
         # atomically: a full disk or a kill never leaves half a PNG
@@ -77,6 +85,26 @@ def plot_loss_curve(
     finally:
         plt.close(fig)
     return path
+
+
+def _plot_validation(ax, validation: Sequence[tuple[int, float]]) -> bool:
+    """The held-out loss's finite evaluations as a line with markers and its lowest point ringed; whether any was."""
+    points = [(s, loss) for s, loss in validation if loss is not None and math.isfinite(loss)]
+    if not points:
+        return False
+    xs, ys = zip(*points)
+    ax.plot(xs, ys, color="tab:green", marker="s", markersize=4, linewidth=1.5, label="validation loss (held out)")
+    best = min(points, key=lambda p: (p[1], p[0]))
+    ax.plot(
+        [best[0]],
+        [best[1]],
+        "o",
+        markersize=10,
+        markerfacecolor="none",
+        color="tab:green",
+        label=f"best: step {best[0]}",
+    )
+    return True
 
 
 def _ema(values, weight: float = 0.8) -> list[float]:
@@ -128,6 +156,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         ),
         **(card.card_settings(cfg) if card else {}),
         "final_loss": summary.get("final_loss"),
+        "validation loss (held out)": _validation_row(summary.get("validation_loss")),
         "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"),
         "seed": cfg.seed,
@@ -210,6 +239,16 @@ def ema_note(ema: dict | None) -> str:
         "files hold the last trained weights; the EMA adapter, with the same keys and strength, is "
         + ", ".join(f"`{n}`" for n in names)
         + f": {load}."
+    )
+
+
+def _validation_row(figures: dict | None) -> str | None:
+    """The card's held-out loss: the final and the best evaluation, on which samples (None: none was computed)."""
+    if not figures or figures.get("final_loss") is None:
+        return None
+    return (
+        f"{figures['final_loss']:.6g} at the end, best {figures['best_loss']:.6g} at step {figures['best_step']} "
+        f"({figures['samples']} samples, {figures['source']}, fixed noise and timesteps)"
     )
 
 

@@ -30,6 +30,7 @@ from dit_lora.output.ema_adapter import ema_view, remove_stale_ema, write_ema_ad
 from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
+from dit_lora.training import validation_loss
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
 from dit_lora.training.run import Run
 from dit_lora.training.signals import rerun_command
@@ -147,6 +148,7 @@ def _export(
             [loss for _, loss in state.loss_history],
             out / LOSS_CURVE_FILE,
             rollbacks=[int(e["step"]) for e in guard.rollbacks],
+            validation=[(int(s), loss) for s, loss in state.validation_losses],
         )
     summary = _summary(
         run,
@@ -309,6 +311,7 @@ def _summary(
         "engine": "FSDP2" if run.sharded is not None else accelerator.distributed_type.value,
         "param_groups": [vars(g) for g in run.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
+        "validation_loss": validation_loss.summary(run),  # the held-out loss at fixed noise, every evaluation
         "adapter": str(run.out / run.spec.info.adapter_weight_name),
         "samples": [str(p) for p in sample_files],
         "defaults": run.defaults.summary() if run.defaults is not None else None,

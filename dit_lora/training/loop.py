@@ -31,7 +31,7 @@ from dit_lora.core.progress import Progress
 from dit_lora.data import batches as batch_lib
 from dit_lora.setup.resolve import Resolved
 from dit_lora.training import ema as ema_lib
-from dit_lora.training import output_lock, signals
+from dit_lora.training import output_lock, signals, validation_loss
 from dit_lora.training.checkpoint import save_checkpoint
 from dit_lora.training.compile import eager, shape_key
 from dit_lora.training.finish import end_trackers, finish, keep_final_checkpoint
@@ -85,6 +85,8 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
         run.max_steps, initial=state.global_step, enabled=run.accelerator.is_main_process, desc="step", unit="step"
     )
     run.model.train()
+    if validation_loss.due(run, state.global_step):  # before the first update: the curve's baseline
+        validation_loss.record(run, progress)
     clock = _Clock(steps_at_start=state.global_step)
     try:
         while state.global_step < run.max_steps:
@@ -219,7 +221,9 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
         with eager(run.compiled):  # a diagnosis replays the faulty step (eagerly: no recompiles)
             run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
-    progress.update(1)  # after the check window: a plain progress line then carries the loss just read
+    if validation_loss.due(run, state.global_step):  # before the checkpoint, which then holds it; not step time
+        clock.window_start += validation_loss.record(run, progress)
+    progress.update(1)  # after the check window and the held-out loss: a plain progress line then carries both
     if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if (
@@ -289,6 +293,8 @@ def _log_window(run: Run, progress: Progress, reading: GuardReading, step_time: 
         postfix.update(skipped=reading.skipped, nan_loss=reading.nonfinite_losses, nan_grad=reading.nonfinite_grads)
     if guard.rollbacks:
         postfix["rollbacks"] = len(guard.rollbacks)
+    if state.validation_losses:  # the last held-out loss stays on the line between evaluations
+        postfix["val_loss"] = f"{state.validation_losses[-1][1]:.4f}"
     progress.set_postfix(postfix)
     values = {
         "lr": lr,

@@ -91,6 +91,7 @@ class RunState:
     skipped_steps: int = 0
     rollbacks: int = 0
     loss_history: list[list[float]] = field(default_factory=list)  # [step, loss]
+    validation_losses: list[list[float]] = field(default_factory=list)  # [step, held-out loss] (validation_loss.py)
 
 
 @dataclass

@@ -188,3 +188,28 @@ def test_plan_num_gpus_is_num_processes_and_json_carries_the_ladder(monkeypatch,
                                                                              ladder["launch_flags"][1]]
     assert ladder["launch_flags"][1] in ("accelerate_configs/multi_gpu.yaml", "accelerate_configs/fsdp2.yaml")
     assert ladder["launch_flags"][2:] == ["--num_processes", "2"]
+
+
+def test_check_data_says_what_a_run_holds_out_and_checks_the_held_out_folder(tmp_path, capsys):
+    """--validation_split: the line a run logs (or its refusal); --validation_data_dir: that folder checked as the
+    training data is, its BLOCK rows failing the check."""
+    from PIL import Image
+
+    data, held = tmp_path / "data", tmp_path / "held"
+    for folder, count in ((data, 4), (held, 2)):
+        folder.mkdir()
+        for i in range(count):
+            Image.new("RGB", (64, 64), (40 * i, 90, 30)).save(folder / f"img{i}.png")
+            (folder / f"img{i}.txt").write_text("a green square")
+    (held / "broken.png").write_bytes(b"not a png")
+    (held / "broken.txt").write_text("a broken square")
+    common = ["--family", "sana", "--train_data_dir", str(data), "--resolution", "64"]
+    code, out, err = _check_data([*common, "--validation_split", "0.25"], capsys)
+    assert code == 0, err
+    assert "validation loss: 1 of 4 usable sample(s) held out (--validation_split 0.25" in out
+    code, out, err = _check_data([*common, "--validation_split", "0.1"], capsys)
+    assert code == 2 and "--validation_split 0.1 of the 4 usable training sample(s) holds out 0" in err
+    code, out, err = _check_data([*common, "--validation_data_dir", str(held)], capsys)
+    assert code == 1, err
+    assert f"held-out data of the validation loss (--validation_data_dir `{held}`)" in out
+    assert "broken.png" in out.split("held-out data of the validation loss")[1] and "3 sample(s): 2 ok" in out

@@ -4,7 +4,8 @@ launch a user types (its `num_processes: 2`), with dit-lora sharding the model i
 One Sana run carries the promises: no host sync in a step (the sync audit of tests/e2e/test_no_host_sync.py, on every
 rank: the sharded forward, backward, clipping and guarded step); a NaN gradient on rank 1 only skips the update on
 both ranks; validation samples
-come from the sharded model (every rank takes part); a SIGKILL mid-run and a resume from the sharded checkpoint give
+come from the sharded model (every rank takes part), and so does the held-out validation loss (each rank its share of
+a separate folder's 3 images, the history kept by the resume, equal under DDP); a SIGKILL mid-run and a resume from the sharded checkpoint give
 the adapter of the unbroken run bit for bit; the adapter is written once and loads into diffusers' pipeline; a DDP
 run of the same seed and flags gives the same adapter. Wan 2.2 A14B trains its low-noise expert with a fully trained
 backbone layer (--train_backbone) on an fp8_scaled base (its weight buffers stay whole on each rank) under FSDP2.
@@ -48,11 +49,15 @@ def _ok(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.slow
 def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_sana, shapes_data, tmp_path):
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
+
     cache = tmp_path / "cache"
+    held = make_shapes_dataset(tmp_path / "held", n=3, size=64, seed=5)  # the validation loss's: 2 forwards a rank
 
     def args(out: Path, **extra) -> list[str]:
         # --activation_offloading on the FSDP2 runs only: the DDP run below, without it, gives the same adapter
-        return base_args(tiny_sana, shapes_data, out, cache, **{**SANA, "activation_offloading": "true", **extra})
+        return base_args(tiny_sana, shapes_data, out, cache,
+                         **{**SANA, "activation_offloading": "true", "validation_data_dir": held, **extra})
 
     ref = tmp_path / "ref"
     text = _ok(_launch("sana", args(ref), DIT_LORA_SYNC_DEBUG="1"))  # the no-host-sync audit (test_no_host_sync.py)
@@ -65,6 +70,8 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
     assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
     assert (ref / "samples" / "step4_0.png").is_file()  # sampled from the sharded model by both ranks
     assert text.count("adapter written:") == 1  # once, by the main process
+    held_out = summary["validation_loss"]["evaluations"]
+    assert [step for step, _ in held_out] == [0, 4, 6] and all(loss is not None for _, loss in held_out)
 
     # Killed after update 4 and one micro-batch of update 5; checkpoint-4 is whole, its shards in the manifest
     out = tmp_path / "out"
@@ -79,6 +86,8 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
     _ok(_launch("sana", args(out, resume_from_checkpoint="latest")))
     trained, resumed = load_file(ref / ADAPTER), load_file(out / ADAPTER)
     assert trained.keys() == resumed.keys() and all(torch.equal(trained[k], resumed[k]) for k in trained)
+    # steps 0 and 4 from checkpoint-4's history, step 6 evaluated again on the same weights: the same numbers
+    assert read_summary(out)["validation_loss"]["evaluations"] == held_out
 
     # The same run under DDP: the same adapter within fp32 reduction error (2 ranks average (a + b) / 2 either way:
     # measured equal; other reduction orders, on more ranks, differ in the last bits)
@@ -87,6 +96,8 @@ def test_sana_fsdp2_skips_one_ranks_fault_resumes_bitwise_and_matches_ddp(tiny_s
     other = load_file(ddp / ADAPTER)
     for name, value in trained.items():
         torch.testing.assert_close(value, other[name], rtol=1e-5, atol=1e-6)
+    ddp_held_out = read_summary(ddp)["validation_loss"]["evaluations"]
+    torch.testing.assert_close(torch.tensor(ddp_held_out), torch.tensor(held_out), rtol=1e-5, atol=1e-6)
 
     # The adapter loads into diffusers' own pipeline with the saved values
     from diffusers import SanaPipeline

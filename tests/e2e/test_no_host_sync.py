@@ -259,10 +259,12 @@ def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audit
 def test_mixed_aspect_buckets_and_caption_dropout_steps_never_sync(demo_root, tmp_path, monkeypatch, audits,
                                                                   mixed_aspect_data):
     """Images of six aspect ratios in their buckets (batches of several shapes, chosen on the host) with
-    --caption_dropout_probability (the drop decided on the host, the empty caption swapped in the dataset): the Sana
-    demo's steps still never wait for the device. One run for both (they share the suite's time)."""
+    --caption_dropout_probability (the drop decided on the host, the empty caption swapped in the dataset) and the
+    held-out validation loss between the steps (its host read is outside them): the Sana demo's steps still never wait
+    for the device. One run for all three (they share the suite's time)."""
     summary = _train("sana/demo.yaml", demo_root, tmp_path / "out", monkeypatch, train_data_dir=mixed_aspect_data,
-                     train_batch_size=2, caption_dropout_probability=0.5)
+                     train_batch_size=2, caption_dropout_probability=0.5, validation_split=0.2, validation_steps=2)
+    assert [step for step, _ in summary["validation_loss"]["evaluations"]] == [0, 2, 4, 6]
     assert summary["status"] == "completed" and summary["steps"] == 6 and summary["config"]["aspect_buckets"] == "auto"
     assert summary["config"]["train_data_dir"] == str(mixed_aspect_data)
     assert summary["config"]["caption_dropout_probability"] == 0.5

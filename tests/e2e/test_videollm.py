@@ -265,3 +265,18 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
     model = family.model.load_components(cfg, torch.device("cpu")).model
     with pytest.raises(UserError, match="match no Linear layer of the language model"):
         family.model.lora_targets(model, cfg)
+
+
+@pytest.mark.slow
+def test_a_held_out_split_gives_a_validation_loss_without_a_prompt(assets, tmp_path, capsys):
+    """--validation_split 0.25: 2 of the 8 conversations held out (never trained on), their answer-token loss before
+    the first update and after it, with no --validation_prompt."""
+    summary, _ = _train_in_process(_args(assets["llava"], assets["videochat2"], tmp_path / "out", max_train_steps=1,
+                                         family="llava_next_video", validation_prompt=None, validation_split=0.25,
+                                         validation_steps=1, checkpointing_steps=0))
+    figures = summary["validation_loss"]
+    assert [step for step, _ in figures["evaluations"]] == [0, 1] and figures["samples"] == 2
+    assert all(loss is not None and loss > 0 for _, loss in figures["evaluations"])
+    assert figures["source"] == "--validation_split 0.25"
+    text = capsys.readouterr().out
+    assert "validation loss: 2 of 8 usable sample(s) held out" in text and "training: 6 samples" in text

@@ -397,3 +397,16 @@ def test_clips_of_three_aspects_train_in_their_buckets_and_resume_bit_for_bit(wa
     assert isinstance(summary, dict) and summary["steps_this_run"] == 2, summary
     _assert_bitwise_equal(_lora(ref_out / ADAPTER), _lora(out / ADAPTER))
     assert summary["loss_history"] == reference["loss_history"]
+
+
+@pytest.mark.slow
+@_group("a14b")
+def test_a14b_both_experts_evaluate_a_held_out_split(wan_model, clips, tmp_path):
+    """--validation_split 0.5 with --wan_expert both: 2 of the 4 clips held out, each evaluated by the expert of its
+    fixed step (odd: high noise, even: low), before the first update and after the last."""
+    summary, _ = _train(wan_model("2.2-t2v-a14b"), clips, tmp_path, wan_expert="both", max_train_steps=1,
+                        validation_split=0.5, validation_steps=1)
+    assert isinstance(summary, dict) and summary["status"] == "completed", summary
+    figures = summary["validation_loss"]
+    assert [step for step, _ in figures["evaluations"]] == [0, 1] and figures["samples"] == 2
+    assert all(loss is not None and loss > 0 for _, loss in figures["evaluations"])

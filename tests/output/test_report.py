@@ -164,3 +164,21 @@ def test_card_names_activation_offloading_only_when_on(tmp_path):
     row = "| activation offloading (--activation_offloading) | saved activations in host memory"
     assert row in _card("sana", tmp_path, activation_offloading=True)
     assert "activation offloading" not in _card("sana", tmp_path)
+
+
+def test_the_held_out_loss_is_drawn_beside_the_training_loss_with_its_best_step(tmp_path, matplotlib_installed,
+                                                                                 monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read its lines
+    validation = [(0, 1.2), (2, 0.9), (4, float("nan")), (6, 0.95)]
+    assert plot_loss_curve([2, 4, 6], [1.0, 0.8, 0.7], tmp_path / "loss_curve.png", validation=validation).is_file()
+    (figure,) = figures
+    lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
+    held = lines["validation loss (held out)"]
+    assert list(held.get_xdata()) == [0, 2, 6] and list(held.get_ydata()) == [1.2, 0.9, 0.95]  # the NaN left out
+    assert list(lines["best: step 2"].get_xdata()) == [2]
+    assert "loss (window mean)" in lines and figure.axes[0].get_title() == "training and held-out validation loss"
+    close(figure)

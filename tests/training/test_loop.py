@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -52,7 +53,7 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
     run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
                           max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
-                          out=tmp_path,
+                          out=tmp_path, data=SimpleNamespace(held_out=None),
                           validation_cond={"x": 1} if validation else None,
                           hooks=SimpleNamespace(crash_point=lambda *a: None), log=print, ema=None)
     return run, events
@@ -82,6 +83,25 @@ def test_after_update_checks_at_the_last_step_off_the_interval(tmp_path, monkeyp
     for _ in range(5):
         loop.after_update(run, Progress(), loop._Clock(0))
     assert [e[1] for e in events if e[0] == "check"] == [4, 5]
+
+
+def test_the_held_out_loss_comes_before_the_checkpoint_that_keeps_it_and_stays_out_of_the_step_time(tmp_path,
+                                                                                                     monkeypatch):
+    """Every --validation_steps and at the last step, before that step's checkpoint (which then holds it, so a resume
+    from it has the figure); its seconds leave the check window's step time."""
+    from dit_lora.training import validation_loss
+
+    run, events = _run(tmp_path, interval=2, max_steps=5, checkpointing_steps=2, validation_steps=2, validation=False)
+    run.data = SimpleNamespace(held_out=["a held-out sample"])
+    monkeypatch.setattr(loop, "save_run_checkpoint", lambda r: events.append(("checkpoint", r.state.global_step)))
+    monkeypatch.setattr(validation_loss, "record",
+                        lambda r, progress: events.append(("held-out", r.state.global_step)) or 100.0)
+    clock = loop._Clock(0)
+    for _ in range(5):
+        loop.after_update(run, Progress(), clock)
+    assert [e[:2] for e in events if e[0] in ("held-out", "checkpoint")] == [
+        ("held-out", 2), ("checkpoint", 2), ("held-out", 4), ("checkpoint", 4), ("held-out", 5)]
+    assert clock.window_start > time.perf_counter() + 50  # the evaluations' (stand-in) seconds moved it on
 
 
 def test_log_window_records_loss_and_skips(tmp_path):

@@ -162,6 +162,10 @@ class EditMedia(ImageMedia):
         self.single = single  # QwenImageEditPipeline takes exactly one image
         self._controls: dict[tuple[str, str], Controls] | None = None
 
+    def for_source(self, cfg) -> EditMedia:
+        """This handler reading ``cfg``'s data source (the held-out folder): its control images read anew there."""
+        return EditMedia(cfg, self.spec, single=self.single)
+
     def controls(self) -> dict[tuple[str, str], Controls]:
         """Every metadata row's control images (read once per handler)."""
         if self._controls is None:

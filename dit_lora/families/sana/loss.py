@@ -71,10 +71,9 @@ class SanaData(DiffusionData):
     def build_data(self, cfg, spec, comps: Components, accelerator):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
         data = prepare_and_release(cfg, spec, comps, accelerator)
-        # The empty caption's entry (--caption_dropout_probability) is a caption the batches may hold too.
-        files = (
-            [*data.dataset.files, *filter(None, [getattr(data.dataset, "empty_prompt", None)])] if data.cached else []
-        )
+        # The empty caption's entry (--caption_dropout_probability) and the held-out samples' (the validation loss)
+        # are captions the batches may hold too.
+        files = data.cache_entries()
         length = used_text_length(files) if data.cached and cfg.family_options.trim_text_padding else None
         run_state(comps).text_tokens = length
         padded = max_sequence_length(cfg)
