@@ -185,8 +185,11 @@ class Flux2AdapterExtras:
     of the LoRA there)."""
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
-        """:func:`write_comfyui_file` in the adapter's staging folder (``comps`` and ``cfg`` are not needed)."""
-        write_comfyui_file(Path(output_dir))
+        """:func:`write_comfyui_file` in the adapter's staging folder (``comps`` is not needed); a plain LoRA only
+        (this converter maps lora_A/lora_B: another ``--lora_type`` is written without it, and ``dit-lora export``
+        refuses it in one paragraph)."""
+        if cfg is None or cfg.lora_type == "lora":
+            write_comfyui_file(Path(output_dir))
 
 
 class Flux2Exports:

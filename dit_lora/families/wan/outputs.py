@@ -203,7 +203,8 @@ def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -
                 for name, expert in files.items()
             ],
         )
-    write_comfyui_files(Path(output_dir), files)
+    if cfg.lora_type == "lora":  # the ComfyUI converter maps lora_A/lora_B; `dit-lora export` refuses other types
+        write_comfyui_files(Path(output_dir), files)
 
 
 def export_wan(output_dir: Path, fmt: str) -> list[Path]:
