@@ -21,10 +21,12 @@ from dit_lora.config.option import (
     PROBABILITY,
     VIDEO_FAMILIES,
     VIDEO_SIZE,
+    AdapterTypes,
     Range,
     RegisteredFamilies,
     opt,
 )
+from dit_lora.core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -344,17 +346,46 @@ class VideoOptions:
 class LoraOptions:
     """What trains: the LoRA adapters and any backbone weights unfrozen beside them."""
 
-    rank: int = opt(16, "LoRA rank.", section="lora", valid=POSITIVE)
+    lora_type: str = opt(
+        "lora",
+        "The adapter type, all PEFT's: `lora`; `dora` (LoRA with a trained magnitude per output channel, PEFT's "
+        "LoraConfig(use_dora=True); diffusers' --use_dora is the same); `lokr` (a Kronecker product, PEFT's "
+        "LoKrConfig; --lokr_factor, --lokr_decompose_both); `loha` (a Hadamard product of two low-rank products, "
+        "PEFT's LoHaConfig). LoKr and LoHa (also --rank_dropout, --module_dropout, --use_effective_conv2d) are saved "
+        "in PEFT's format (adapter_model.safetensors + adapter_config.json): diffusers' load_lora_weights does not "
+        "read them; PEFT and `dit-lora export` (ComfyUI, where the family offers it) do.",
+        choices=AdapterTypes(),
+        section="lora",
+    )
+    use_dora: bool = opt(
+        False,
+        "diffusers' training examples' flag for --lora_type dora (a DoRA adapter); both given and disagreeing is "
+        "refused.",
+        section="lora",
+    )
+    rank: int = opt(
+        16,
+        "Adapter rank (LoRA/DoRA: of lora_A and lora_B; LoKr: of each Kronecker factor split into a low-rank "
+        "product, a factor whose sides are at most twice the rank staying a whole matrix; LoHa: of each of its two "
+        "products).",
+        section="lora",
+        valid=POSITIVE,
+    )
     lora_alpha: float | None = opt(
         None,
-        "LoRA alpha (scale = alpha / rank). Default: equal to rank. The exported adapter has the "
-        "scale folded into lora_B and stores alpha = rank, so diffusers' load_lora_weights, PEFT and a loader "
+        "Adapter alpha (scale = alpha / rank; LoKr/LoHa: PEFT's alpha). Default: equal to rank. The exported "
+        "adapter has the scale folded into one factor (lora_B; LoKr lokr_w1, LoHa hada_w1_a) and stores alpha = "
+        "rank, so diffusers' load_lora_weights, PEFT and a loader "
         "that reads no alpha (taking alpha = rank) all apply it at scale 1.0.",
         section="lora",
         valid=POSITIVE,
     )
     lora_dropout: float = opt(
-        0.0, "Dropout probability on the LoRA input.", section="lora", valid=PROBABILITY, resume="free"
+        0.0,
+        "Dropout probability on the LoRA input (--lora_type lora/dora; LoKr/LoHa: --rank_dropout, --module_dropout).",
+        section="lora",
+        valid=PROBABILITY,
+        resume="free",
     )
     lora_layers: list[str] = opt(
         [],
@@ -377,11 +408,60 @@ class LoraOptions:
     )
     loraplus_lr_ratio: float | None = opt(
         None,
-        "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset.",
+        "LoRA+ (PEFT): learning-rate ratio of lora_B to lora_A; e.g. 16. Off when unset. --lora_type lora/dora "
+        "(DoRA: PEFT puts the magnitude vectors of linear layers in lora_B's group); LoKr/LoHa have no lora_A/B.",
         section="lora",
         resume="free",
         valid=Range(1, why="LoRA+ trains lora_B this many times faster than lora_A; typical: 4 to 16"),
     )
+    lokr_factor: int | None = opt(
+        None,
+        "--lora_type lokr: the Kronecker factor (PEFT's decompose_factor; LyCORIS' and kohya's `factor`, "
+        "ai-toolkit's lokr_factor): each weight's output and input sizes split as factor x rest where the factor "
+        "divides them. Unset: the split nearest the square root (PEFT's -1).",
+        section="lora",
+        valid=Range(1, why="the size of LoKr's left Kronecker factor; 4 to 16 are common"),
+    )
+    lokr_decompose_both: bool = opt(
+        False,
+        "--lora_type lokr: also split the left Kronecker factor into two rank --rank matrices (PEFT's "
+        "decompose_both; LyCORIS' decompose_both).",
+        section="lora",
+    )
+    rank_dropout: float = opt(
+        0.0,
+        "--lora_type lokr/loha: the probability of dropping each output row of the update while training (PEFT's "
+        "rank_dropout). PEFT draws the mask on the host and copies it to the device in every forward.",
+        section="lora",
+        valid=PROBABILITY,
+        resume="free",
+    )
+    module_dropout: float = opt(
+        0.0,
+        "--lora_type lokr/loha: the probability of skipping a whole adapter layer in a training forward (PEFT's "
+        "module_dropout).",
+        section="lora",
+        valid=PROBABILITY,
+        resume="free",
+    )
+    use_effective_conv2d: bool = opt(
+        False,
+        "--lora_type lokr/loha: the Tucker form of a Conv2d/Conv1d update with a kernel larger than 1 (PEFT's "
+        "use_effective_conv2d; LyCORIS' use_tucker). Only --lora_layers naming convolutions train one.",
+        section="lora",
+    )
+
+    def __post_init__(self) -> None:
+        # --use_dora is diffusers' spelling of --lora_type dora: from here on only lora_type is read (the parser
+        # refuses the two disagreeing, config/adapter_types.resolve_dora_alias; here a section built in code)
+        if self.use_dora:
+            if self.lora_type not in ("lora", "dora"):
+                raise UserError(
+                    f"use_dora=True and lora_type={self.lora_type!r} disagree: use_dora is diffusers' name for "
+                    "lora_type='dora'. Give one of them."
+                )
+            object.__setattr__(self, "lora_type", "dora")
+            object.__setattr__(self, "use_dora", False)
 
     @property
     def effective_alpha(self) -> float:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from dit_lora.core.errors import UserError
 from dit_lora.registry import available, canonical_name
 
 
@@ -196,6 +197,32 @@ class RegisteredFamilies(Sequence):
 
     def __len__(self) -> int:
         return len(self._names())
+
+
+class AdapterTypes(Sequence):
+    """``--lora_type``'s choices (``lora``, ``dora``, ``lokr``, ``loha``: :mod:`dit_lora.config.adapter_types`), and
+    SimpleTuner's spellings read: its ``standard`` is ``lora``; its ``lycoris`` (the algorithm in a JSON file) is
+    refused naming dit-lora's types."""
+
+    NAMES = ("lora", "dora", "lokr", "loha")
+
+    def canonical(self, value: str) -> str:
+        """SimpleTuner's ``standard`` as ``lora``; ``lycoris`` refused in one paragraph; any other value as it is."""
+        if value == "standard":
+            return "lora"
+        if value == "lycoris":
+            raise UserError(
+                "--lora_type lycoris is SimpleTuner's, which reads the algorithm from --lycoris_config (a JSON file). "
+                "dit-lora names the algorithm itself: --lora_type lokr or --lora_type loha (PEFT's LoKr/LoHa; "
+                "--lokr_factor for the JSON's `factor`, --rank for `linear_dim`), or dora / lora."
+            )
+        return value
+
+    def __getitem__(self, index):
+        return self.NAMES[index]
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
 
 
 #: ``--weighting_scheme``'s choices (a flow-matching family's own option: :mod:`dit_lora.modeling.timestep_options`)

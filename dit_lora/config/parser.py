@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from dit_lora.config import owners
+from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -269,6 +270,7 @@ def parse_config(
     explicit = frozenset(values) - ({"family"} if chosen_by == "the default family" else set())
     cfg: TrainConfig = TrainConfig(**common, family_options=owners.options_class(family)(**own), explicit=explicit)
     check_applies(cfg, lambda name: _given(name, argv, yaml_path), chosen_by)
+    check_type_options(cfg, lambda name: _given(name, argv, yaml_path))
     validate_static(cfg, needs_data=needs_data)
     return cfg
 

@@ -66,7 +66,22 @@ _ADAMW = (
     "--use_8bit_adam for bitsandbytes' 8-bit AdamW; Prodigy, Adafactor and others are not offered"
 )
 _REPEATS = "name the image folder N_words (kohya's layout, e.g. 10_sks/) to repeat its images N times"
-_LYCORIS = "dit-lora trains a PEFT LoRA; LoKr, LoHa and DoRA are planned (issue 37)"
+_LYCORIS = (
+    "lycoris.kohya with --network_args algo=lokr or algo=loha is --lora_type lokr or loha (PEFT's LoKr/LoHa); "
+    "networks.lora is --lora_type lora; DoRA is --lora_type dora (or --use_dora)"
+)
+_LYCORIS_ARGS = (
+    "algo=lokr|loha: --lora_type lokr|loha; factor=N: --lokr_factor N; decompose_both=True: --lokr_decompose_both; "
+    "rank_dropout/module_dropout: --rank_dropout/--module_dropout; use_tucker=True: --use_effective_conv2d; "
+    "dora_wd=True with algo=lora: --lora_type dora (PEFT has no DoRA LoKr/LoHa); conv_dim/conv_alpha and presets: "
+    "--lora_layers picks the layers, one rank for all. A LoKr whose --rank keeps both factors whole (a full matrix) "
+    "takes scale 1 in LyCORIS whatever its alpha, PEFT alpha / rank: leave --lora_alpha unset there"
+)
+_LYCORIS_CONFIG = (
+    "no JSON: its keys are flags: algo lokr|loha -> --lora_type, linear_dim -> --rank, linear_alpha -> "
+    "--lora_alpha (but a full-matrix LoKr, linear_dim 10000, takes scale 1 in LyCORIS: leave --lora_alpha unset), "
+    "factor -> --lokr_factor, apply_preset target_module -> --lora_layers"
+)
 _STEPS = "dit-lora counts in updates (optimizer steps), not epochs"
 _CAPTIONS = (
     "captions come from the caption file beside each image (--caption_extension), metadata.jsonl or the "
@@ -192,10 +207,8 @@ PEER_FLAGS: dict[str, Peer] = {
         sources=("k-net", "m-common"),
     ),
     "network_dropout": Peer("sd-scripts, musubi-tuner", "lora_dropout", sources=("k-net", "m-common")),
-    "network_module": Peer("sd-scripts, musubi-tuner", None, _LYCORIS, sources=("k-net", "m-common")),
-    "network_args": Peer(
-        "sd-scripts, musubi-tuner", None, f"{_LYCORIS}; --lora_layers picks the layers", sources=("k-net", "m-common")
-    ),
+    "network_module": Peer("sd-scripts, musubi-tuner", "lora_type", _LYCORIS, sources=("k-net", "m-common")),
+    "network_args": Peer("sd-scripts, musubi-tuner", "lora_type", _LYCORIS_ARGS, sources=("k-net", "m-common")),
     "network_weights": Peer(
         "sd-scripts, musubi-tuner",
         None,
@@ -461,8 +474,7 @@ PEER_FLAGS: dict[str, Peer] = {
         sources=("st",),
     ),
     "lora_rank": Peer("SimpleTuner", "rank", sources=("st-fields",)),
-    "lora_type": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
-    "lycoris_config": Peer("SimpleTuner", None, _LYCORIS, sources=("st-fields",)),
+    "lycoris_config": Peer("SimpleTuner", "lora_type", _LYCORIS_CONFIG, sources=("st-fields",)),
     "ema_config": Peer(
         "ai-toolkit", "use_ema", "its use_ema and ema_decay are --use_ema and --ema_decay", sources=("at-yaml",)
     ),
@@ -514,6 +526,14 @@ PEER_FLAGS: dict[str, Peer] = {
     "batch_size": Peer("ai-toolkit", "train_batch_size", sources=("at",)),
     "linear": Peer("ai-toolkit", "rank", sources=("at",)),
     "linear_alpha": Peer("ai-toolkit", "lora_alpha", sources=("at",)),
+    "type": Peer("ai-toolkit", "lora_type", "network: type: lora or lokr", sources=("at",)),
+    "lokr_full_rank": Peer(
+        "ai-toolkit",
+        None,
+        "with --lora_type lokr, a --rank of at least half each Kronecker factor's size keeps both factors whole "
+        "(PEFT); leave --lora_alpha unset (alpha = rank, scale 1 as ai-toolkit's full-rank LoKr)",
+        sources=("at",),
+    ),
     "save_every": Peer("ai-toolkit", "checkpointing_steps", sources=("at",)),
     "max_step_saves_to_keep": Peer("ai-toolkit", "checkpoints_total_limit", sources=("at",)),
     "sample_every": Peer("ai-toolkit", "validation_steps", sources=("at",)),
@@ -627,6 +647,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "lora_alpha",
         "lora_dropout",
         "lora_layers",
+        "use_dora",
         "output_dir",
         "seed",
         "train_batch_size",
@@ -727,6 +748,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "ema_device",
         "ema_update_interval",
         "ema_validation",
+        "lora_type",
     ),
     "ai-toolkit": (
         "resolution",
@@ -735,6 +757,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "lr_scheduler",
         "seed",
         "num_frames",
+        "lokr_factor",
     ),
     # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
     "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
@@ -752,6 +775,8 @@ SAME_NAME_CAVEATS: dict[str, str] = {
     "num_frames": "ai-toolkit's datasets: num_frames is a clip's frame count: for Wan and CogVideoX pass "
     "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip",
     "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
+    "lora_type": "SimpleTuner's values are `standard` (dit-lora's `lora`) and `lycoris` (its --lycoris_config "
+    "names the algorithm: dit-lora's `lokr` or `loha`, with --lokr_factor and the type's own options)",
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from dit_lora.config.adapter_types import resolve_dora_alias
 from dit_lora.config.input_sections import DataOptions, LoraOptions, ModelOptions, VideoOptions
 from dit_lora.config.option import (
     BETA,
@@ -230,6 +231,7 @@ def _normalised(values: dict[str, Any], sections: dict[str, Any]) -> dict[str, A
             )
         values["train_data_dir"], values["instance_data_dir"] = alias, None
     lora = sections.get("lora")
+    values = resolve_dora_alias(values, lora.lora_type if lora is not None else "lora")
     for name in ("lora_layers", "train_backbone"):
         value = values.get(name, getattr(lora, name) if lora is not None else None)
         if isinstance(value, (list, tuple)) and any("," in str(v) for v in value):

@@ -9,10 +9,12 @@ from typing import Any, cast
 
 import torch
 
+from dit_lora.config.schema import LoraOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import quantize
+from dit_lora.modeling.adapters import is_adapter_weight, peft_config
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -33,27 +35,27 @@ def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[st
     return resolved
 
 
-def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, dropout: float, targets: Iterable[str], seed: int):
-    """Attach a PEFT LoRA adapter named ``default`` and return its ``LoraConfig``.
+def add_adapter(model: torch.nn.Module, lora: LoraOptions, *, targets: Iterable[str], seed: int):
+    """Attach the PEFT adapter ``lora`` (the run's ``cfg.lora``: its ``--lora_type``, rank, alpha and the type's
+    own options; :func:`~dit_lora.modeling.adapters.peft_config`) named ``default`` and return its PEFT config.
 
     Initialisation draws from the global RNG, so it is seeded here: the same seed gives the
     same adapter in every process and on resume.
     """
-    from peft import LoraConfig
-
-    targets = _resolve_targets(model, targets)
-    config = LoraConfig(
-        r=rank,
-        lora_alpha=alpha,  # type: ignore[arg-type]  # peft annotates an int; LoRA's scale alpha/r takes any float
-        lora_dropout=dropout,
-        init_lora_weights="gaussian",
-        target_modules=list(targets),
-    )
+    config = peft_config(lora, _resolve_targets(model, targets))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        # diffusers' and transformers' models have add_adapter (PEFT's adapter mixin); torch.nn.Module does not
+        # diffusers' and transformers' models have add_adapter (PEFT's adapter mixin, any PeftConfig); a plain
+        # torch.nn.Module does not
         cast(Any, model).add_adapter(config)
     return config
+
+
+def add_lora(model: torch.nn.Module, *, rank: int, alpha: float, dropout: float, targets: Iterable[str], seed: int):
+    """Attach a plain PEFT LoRA adapter named ``default`` and return its ``LoraConfig`` (:func:`add_adapter` with
+    ``--lora_type lora``)."""
+    lora = LoraOptions(rank=rank, lora_alpha=alpha, lora_dropout=dropout)
+    return add_adapter(model, lora, targets=targets, seed=seed)
 
 
 def unfreeze_backbone(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -69,13 +71,15 @@ def unfreeze_backbone(model: torch.nn.Module, patterns: Iterable[str]) -> list[s
             raise UserError(f"--train_backbone pattern `{p}` is not a valid regular expression ({err}).")
     chosen = []
     for name, param in model.named_parameters():
-        if "lora_" in name:
+        if is_adapter_weight(name):
             continue
         if any(c.search(name) for c in compiled):
             param.requires_grad_(True)
             chosen.append(name)
     if not chosen:
-        sample = sorted({n.rsplit(".", 1)[0].split(".")[-1] for n, _ in model.named_parameters() if "lora_" not in n})
+        sample = sorted(
+            {n.rsplit(".", 1)[0].split(".")[-1] for n, _ in model.named_parameters() if not is_adapter_weight(n)}
+        )
         raise UserError(
             f"--train_backbone {' '.join(patterns)} matches no parameter of the model. Module names include: "
             f"{', '.join(sample[:40])}."
@@ -104,7 +108,7 @@ def cast_trainable_to_fp32(model: torch.nn.Module, *, under_autocast: bool) -> N
 class Trainables:
     """What :func:`attach_trainables` made trainable on a model."""
 
-    lora_config: object  # peft.LoraConfig
+    lora_config: object  # the adapter's PEFT config: LoraConfig (LoRA, DoRA), LoKrConfig or LoHaConfig
     backbone_names: list[str]
     extra_groups: list[tuple[str, list[str], float]]  # (label, weight names, learning rate)
     checkpointing: bool
@@ -116,19 +120,12 @@ class Trainables:
 
 
 def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainables:
-    """LoRA, unfrozen backbone groups, fp32 masters and activation checkpointing, as ``cfg`` and the family say.
+    """The adapter (``--lora_type``), unfrozen backbone groups, fp32 masters and activation checkpointing, as ``cfg`` and the family say.
 
     The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
     the weights a run trains.
     """
-    lora_config = add_lora(
-        model,
-        rank=cfg.rank,
-        alpha=cfg.effective_lora_alpha,
-        dropout=cfg.lora_dropout,
-        targets=spec.model.lora_targets(model, cfg),
-        seed=cfg.seed,
-    )
+    lora_config = add_adapter(model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.seed)
     backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
     extra = [
         (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight

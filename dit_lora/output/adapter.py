@@ -14,9 +14,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from dit_lora.config.adapter_types import TYPES, type_of_peft_config
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_json_atomic
+from dit_lora.modeling.adapters import is_adapter_weight
 from dit_lora.output.export import written_by_export
 from dit_lora.output.names import (
     ADAPTER_FILE,
@@ -116,6 +118,12 @@ def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> t
     return folded, config
 
 
+def adapter_file_name(spec: FamilySpec, lora_type: str) -> str:
+    """The adapter file a run of ``spec`` with ``--lora_type lora_type`` writes: the family's own (diffusers' file or
+    PEFT's), or PEFT's ``adapter_model.safetensors`` for a type diffusers' ``load_lora_weights`` does not read."""
+    return spec.info.adapter_weight_name if TYPES[lora_type].diffusers_loads else PEFT_ADAPTER_FILE
+
+
 def write_adapter(
     spec: FamilySpec,
     output_dir: Path,
@@ -129,8 +137,10 @@ def write_adapter(
 ) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 
-    The LoRA scale is folded into ``lora_B`` first (:func:`fold_lora_scale`), so the files load at the trained
-    strength in every consumer. With the run's ``comps`` and ``cfg``, a family with an ``adapter_extras``
+    The scale is folded into one factor first (:func:`fold_lora_scale`: ``lora_B``, ``lokr_w1``, ``hada_w1_a``), so
+    the files load at the trained strength in every consumer. LoRA and DoRA are written by the family's saver
+    (diffusers' file, or PEFT's where the family's consumer has no LoRA loader); LoKr and LoHa in PEFT's format
+    (:func:`save_peft_adapter`) for every family, since diffusers' ``load_lora_weights`` does not read them. With the run's ``comps`` and ``cfg``, a family with an ``adapter_extras``
     component adds the files that depend on the run.
     """
     assert_finite(lora_state, "LoRA adapter")
@@ -142,7 +152,10 @@ def write_adapter(
     stale = _previous_adapter_files(output_dir)
     written = []
     try:
-        spec.adapter.save_adapter(staging, lora_state, lora_config)
+        if TYPES[type_of_peft_config(lora_config)].diffusers_loads:
+            spec.adapter.save_adapter(staging, lora_state, lora_config)
+        else:  # LoKr/LoHa: diffusers' load_lora_weights reads LoRA files only; PEFT's own format, every family
+            save_peft_adapter(staging, lora_state, lora_config, cfg.pretrained_model_name_or_path if cfg else None)
         extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
             extras.save_adapter_extras(staging, comps, cfg)
@@ -176,6 +189,9 @@ def _previous_adapter_files(output_dir: Path) -> list[Path]:
     except UserError:
         pass  # a damaged index: the index itself goes, the files it may name stay
     found += [p for p in output_dir.glob("*.safetensors") if p not in found and written_by_export(p)]
+    # the other format's adapter of an overwritten run (a LoRA's diffusers file beside a new LoKr's PEFT files, or
+    # the reverse): a loader would take the stale one
+    found += [output_dir / n for n in (*ADAPTER_FILES, PEFT_CONFIG_FILE) if (output_dir / n).exists()]
     return found
 
 
@@ -187,15 +203,21 @@ def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, bas
     """
     import inspect
 
-    from peft import LoraConfig
-
-    params = inspect.signature(LoraConfig).parameters
-    config = LoraConfig(**{k: v for k, v in lora_config.items() if k in params})
+    config_class = _config_class(lora_config)
+    params = inspect.signature(config_class).parameters
+    config = config_class(**{k: v for k, v in lora_config.items() if k in params})
     config.base_model_name_or_path = base_model
     config.save_pretrained(str(output_dir))
     state = {f"base_model.model.{k}": v for k, v in lora_state.items()}
     save_file(state, str(Path(output_dir) / PEFT_ADAPTER_FILE), metadata={"format": "pt"})
     return Path(output_dir) / PEFT_ADAPTER_FILE
+
+
+def _config_class(lora_config: dict):
+    """PEFT's config class of a config dict: ``LoraConfig`` (LoRA, DoRA), ``LoKrConfig`` or ``LoHaConfig``."""
+    from peft import LoHaConfig, LoKrConfig, LoraConfig
+
+    return {"LORA": LoraConfig, "LOKR": LoKrConfig, "LOHA": LoHaConfig}[_peft_type(lora_config)]
 
 
 def set_peft_base_model(output_dir: Path, base_model: str | None) -> None:
@@ -238,13 +260,15 @@ def adapter_folder(output_dir: str | Path) -> Path:
 def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
     """Inject a PEFT-format adapter (adapter_config.json + adapter_model.safetensors) into ``model``.
 
-    Every LoRA weight of the adapter must land: a key mismatch is an error here, not a warning.
+    Any type (LoRA, DoRA, LoKr, LoHa: ``peft_type`` of the config picks PEFT's class). Every adapter weight of the
+    file must land: a key mismatch is an error here, not a warning.
     """
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import inject_adapter_in_model
     from peft.utils import set_peft_model_state_dict
 
     name = adapter_name or "default"
-    config = LoraConfig.from_pretrained(str(folder))
+    config_file = folder / PEFT_CONFIG_FILE
+    config = _config_class(json.loads(config_file.read_text())).from_pretrained(str(folder))
     state = load_file(str(folder / PEFT_ADAPTER_FILE))
     assert_finite(state, str(folder / PEFT_ADAPTER_FILE))
     prefix = "base_model.model."
@@ -255,13 +279,13 @@ def _load_peft_adapter(model, folder: Path, adapter_name: str | None) -> None:
         inject_adapter_in_model(config, model, adapter_name=name)
     # torch's load_state_dict result (missing_keys, unexpected_keys); peft annotates it as the name "namedtuple"
     result: Any = set_peft_model_state_dict(model, state, adapter_name=name)
-    unexpected = [k for k in result.unexpected_keys if "lora_" in k]
-    missing = [k for k in result.missing_keys if "lora_" in k and f".{name}." in k]
+    unexpected = [k for k in result.unexpected_keys if is_adapter_weight(k)]
+    missing = [k for k in result.missing_keys if is_adapter_weight(k) and (f".{name}." in k or k.endswith(f".{name}"))]
     if unexpected or missing:
         example = (unexpected or missing)[0]
         raise UserError(
             f"{folder / PEFT_ADAPTER_FILE} does not fit this pipeline's transformer ({len(unexpected)} unexpected, "
-            f"{len(missing)} missing LoRA weights, e.g. {example}); it was trained on a different base model."
+            f"{len(missing)} missing adapter weights, e.g. {example}); it was trained on a different base model."
         )
 
 

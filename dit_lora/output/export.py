@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dit_lora.config.adapter_types import TYPES, type_of_peft_config
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable, reporting_disk_full
-from dit_lora.output.names import ADAPTER_INDEX_FILE, SUMMARY_FILE
+from dit_lora.output.names import ADAPTER_INDEX_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE
 from dit_lora.registry import get_spec
 
 #: safetensors metadata key every exported file carries: its value is the format (e.g. "comfyui")
@@ -96,6 +97,42 @@ def _run_family(folder: Path, family: str | None) -> str:
     return name
 
 
+def run_adapter_type(folder: str | Path) -> str:
+    """The adapter type (``--lora_type``) a finished run in ``folder`` trained: its ``train_summary.json``'s
+    ``config.lora_type``, else its ``adapter_config.json``; ``lora`` when neither says (a run of a dit-lora before
+    the types)."""
+    folder = Path(folder)
+    try:
+        kind = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8")).get("config", {}).get("lora_type")
+        if kind in TYPES:
+            return kind
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        return type_of_peft_config(json.loads((folder / PEFT_CONFIG_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError, AttributeError):
+        return "lora"
+
+
+def check_type_exported(family: str, exports, fmt: str, kind: str) -> None:
+    """Refuse, in one paragraph, exporting an adapter of type ``kind`` as ``fmt`` when the family's writer does not
+    convert that type: a file its consumer could not load (or would load wrongly) is never written.
+
+    The family's :class:`~dit_lora.contract.capabilities.Exports` says which types each format converts with an
+    optional ``export_types(fmt) -> tuple[str, ...]``; without it, plain LoRA only (lora_A/lora_B keys)."""
+    declared = getattr(exports, "export_types", None)
+    converts = tuple(declared(fmt)) if callable(declared) else ("lora",)
+    if kind in converts:
+        return
+    names = ", ".join(TYPES[t].title for t in converts) or "no adapter type"
+    raise UserError(
+        f"This run trained a {TYPES[kind].title} adapter (--lora_type {kind}), and the `{family}` family's `{fmt}` "
+        f"export converts {names} adapters only: its consumer would not load this one, so nothing was written. "
+        f"A {TYPES[kind].title} adapter is loaded by {TYPES[kind].consumers}; to export `{fmt}`, train with "
+        f"--lora_type {' or '.join(converts) or 'lora'}."
+    )
+
+
 def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> list[Path]:
     """Write the run's adapter in ``output_dir`` in the format ``fmt`` beside it; return the files written.
 
@@ -113,14 +150,17 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         )
     check_writable(folder, "OUTPUT_DIR", " The export writes its file beside the run's adapter.")
     spec = get_spec(_run_family(folder, family))
-    adapter = folder / spec.info.adapter_weight_name
-    if not adapter.is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index lists a run's own files
+    kind = run_adapter_type(folder)
+    name = spec.info.adapter_weight_name if TYPES[kind].diffusers_loads else PEFT_ADAPTER_FILE
+    if not (folder / name).is_file() and not (folder / ADAPTER_INDEX_FILE).is_file():  # the index: a run's files
         raise UserError(
-            f"{folder} is not a finished run: it has no adapter file {spec.info.adapter_weight_name} (a run writes it "
+            f"{folder} is not a finished run: it has no adapter file {name} (a run writes it "
             "when training ends). Export the --output_dir of a run that finished, or finish this one first."
         )
     exports = spec.exports
     formats = exports.export_formats() if exports is not None else {}
+    if exports is not None and fmt in formats:
+        check_type_exported(spec.name, exports, fmt, kind)
     if exports is None or fmt not in formats:
         offered = "; ".join(f"`{k}`: {v}" for k, v in sorted(formats.items()))
         raise UserError(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions, ModelOptions
 from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
@@ -14,6 +15,7 @@ from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.modelfiles.single_file import transformer_file_record
 from dit_lora.modeling import quantize
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
+from dit_lora.output.type_card import SCALED_FACTOR, type_note, type_row, type_snippet
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -126,9 +128,10 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         library_name=spec.info.library_name,
         pipeline_tag=spec.info.pipeline_tag,
         license=card.base_model_license(cfg) if card else None,
-        tags=["lora", "dit-lora", *spec.info.card_tags],
+        tags=["lora", "dit-lora", *([cfg.lora_type] if cfg.lora_type != "lora" else []), *spec.info.card_tags],
     )
     settings = {
+        "adapter type": type_row(cfg.lora),
         "rank": cfg.rank,
         "lora_alpha": _alpha_row(cfg.lora),
         "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
@@ -175,7 +178,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE
         else ""
     )
-    strength = _strength_note(spec, cfg.lora) + _exports_note(spec)
+    strength = _strength_note(spec, cfg.lora) + type_note(cfg.lora) + _exports_note(spec)
     quantized = _quantized_note(cfg.model)
     warning = (
         f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"
@@ -184,15 +187,18 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     )
     strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
-        f"```python\n{card.usage_snippet(cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+        f"```python\n{type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)}```\n"
+        if card
+        else "See the base model's documentation.\n"
     )
+    title = TYPES[cfg.lora_type].title
     content = f"""---
 {data.to_yaml()}
 ---
 
-# {Path(repo_or_dir).name}: LoRA for {cfg.pretrained_model_name_or_path}
+# {Path(repo_or_dir).name}: {title} for {cfg.pretrained_model_name_or_path}
 {warning}
-LoRA adapter trained with dit-lora ({spec.info.pipeline_class_name}).
+{title} adapter trained with dit-lora ({spec.info.pipeline_class_name}).
 {strength}
 {quantized}
 ## Usage
@@ -277,17 +283,22 @@ def _strength_note(spec: FamilySpec, lora: LoraOptions) -> str:
     alpha, rank = lora.effective_alpha, lora.rank
     start = (
         f"Load it at scale 1.0: the trained LoRA scale alpha / rank = {alpha / rank:g} (rank {rank}, alpha {alpha:g}) "
-        "is folded into the lora_B weights\nand the files store alpha = rank"
+        f"is folded into the {SCALED_FACTOR[lora.lora_type]} weights\nand the files store alpha = rank"
         if alpha != rank
         else f"Load it at scale 1.0: rank {rank}, alpha = rank"
     )
-    if spec.info.adapter_weight_name == ADAPTER_FILE:
+    if spec.info.adapter_weight_name == ADAPTER_FILE and TYPES[lora.lora_type].diffusers_loads:
         return (
             f"{start}, so diffusers' `load_lora_weights` applies the trained strength, and so does a loader that "
             "reads no alpha and assumes alpha = rank\n(checked in dit-lora's tests by loading such a file with its "
             "metadata stripped)."
         )
-    return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."
+    if spec.info.adapter_weight_name != ADAPTER_FILE:
+        return f"{start}, so `dit_lora.load_adapter` and PEFT's `PeftModel.from_pretrained` apply the trained strength."
+    return (
+        f"{start}, so PEFT (`set_peft_model_state_dict` after `add_adapter`, as below) and `dit_lora.load_adapter` "
+        "apply the trained strength."
+    )
 
 
 def _exports_note(spec: FamilySpec) -> str:
@@ -333,7 +344,10 @@ def _alpha_row(lora: LoraOptions) -> str:
     alpha = lora.effective_alpha
     if alpha == lora.rank:
         return f"{alpha:g}"
-    return f"{alpha:g} (scale {alpha / lora.rank:g} folded into lora_B; the files store alpha = rank {lora.rank})"
+    return (
+        f"{alpha:g} (scale {alpha / lora.rank:g} folded into {SCALED_FACTOR[lora.lora_type]}; the files store "
+        f"alpha = rank {lora.rank})"
+    )
 
 
 def config_dict(cfg) -> dict:

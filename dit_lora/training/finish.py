@@ -25,7 +25,7 @@ from dit_lora.core.collective import main_process_check
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, reporting_disk_full, write_json_atomic
 from dit_lora.kernels import kernel_counts, kernel_runtime
 from dit_lora.modeling import trainables
-from dit_lora.output.adapter import write_adapter
+from dit_lora.output.adapter import adapter_file_name, write_adapter
 from dit_lora.output.ema_adapter import ema_view, remove_stale_ema, write_ema_adapter
 from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
@@ -312,7 +312,8 @@ def _summary(
         "param_groups": [vars(g) for g in run.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
         "validation_loss": validation_loss.summary(run),  # the held-out loss at fixed noise, every evaluation
-        "adapter": str(run.out / run.spec.info.adapter_weight_name),
+        "adapter": str(run.out / adapter_file_name(run.spec, cfg.lora_type)),
+        "adapter_type": cfg.lora_type,
         "samples": [str(p) for p in sample_files],
         "defaults": run.defaults.summary() if run.defaults is not None else None,
         "memory_plan": run.plan.as_dict() if run.plan is not None else None,
@@ -347,7 +348,11 @@ def _publish(
     cfg, spec, out = run.cfg, run.spec, run.out
     card = write_model_card(spec, cfg, out, summary, sample_files)
     _drop_export_checkpoint(run, final_checkpoint)  # every output is written now
-    where = [("adapter", out / spec.info.adapter_weight_name), ("model card", card), ("summary", out / SUMMARY_FILE)]
+    where = [
+        ("adapter", out / adapter_file_name(spec, cfg.lora_type)),
+        ("model card", card),
+        ("summary", out / SUMMARY_FILE),
+    ]
     where[1:1] = [("EMA adapter", Path(p)) for p in (summary.get("ema") or {}).get("files", [])]  # --use_ema
     if (out / LOSS_CURVE_FILE).is_file():
         where.append(("loss curve", out / LOSS_CURVE_FILE))

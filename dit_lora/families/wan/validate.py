@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from dit_lora.config import TrainConfig
+from dit_lora.config.adapter_types import TYPES
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.families.wan.info import (
@@ -91,6 +92,13 @@ def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
         raise UserError(
             f"--wan_expert {opts.wan_expert}: `{path}` has one transformer, not the two experts of Wan 2.2 A14B "
             "(transformer and transformer_2 in model_index.json). Remove --wan_expert."
+        )
+    if info.two_experts and not TYPES[cfg.lora_type].diffusers_loads:
+        raise UserError(
+            f"--lora_type {cfg.lora_type}: `{path}` is Wan 2.2 A14B, whose two experts' adapters are diffusers LoRA "
+            "files placed by load_lora_weights into transformer and transformer_2 (dit_lora_adapter_files.json); a "
+            f"{TYPES[cfg.lora_type].title} adapter is saved in PEFT's format, one per model, which that placement does "
+            "not cover. Train A14B with --lora_type lora or dora, or train LoKr/LoHa on Wan 2.1 or Wan 2.2 TI2V-5B."
         )
     if opts.ti2v_image_probability is not None and info.kind != "ti2v":
         raise UserError(

@@ -1,5 +1,6 @@
 """families/videollm/outputs.py: validation answers as text files about the run's clip, the adapter's base model,
-the card. Reloading a trained adapter: tests/e2e/test_videollm.py; the card's snippet: test_qwen2_5_vl.py."""
+the card, every adapter type through PeftModel.from_pretrained. Reloading a trained adapter: tests/e2e/test_videollm.py;
+the card's snippet: test_qwen2_5_vl.py."""
 
 from __future__ import annotations
 
@@ -63,3 +64,34 @@ def test_the_card_rows_and_no_license():
     assert card.base_model_license(config()) is None
     snippet = card.usage_snippet(config(pretrained_model_name_or_path="base"), "out")
     assert card.arch.model_class in snippet and "timing" not in snippet  # LLaVA's positions do not encode time
+
+
+@pytest.mark.parametrize("kind", ["dora", "lokr", "loha"])
+def test_every_adapter_type_loads_with_peft_model_from_pretrained(kind, tiny_path, tmp_path):
+    """The video LLMs' PEFT-format folder of each --lora_type loads with PEFT's own ``PeftModel.from_pretrained``,
+    every adapter weight landing, at the trained logits (alpha/r folded: the saved config says alpha = r)."""
+    import torch
+    from peft import PeftModel
+    from peft.utils import get_peft_model_state_dict
+
+    from dit_lora.modeling import trainables
+    from dit_lora.output.adapter import write_adapter
+
+    spec = get_family("llava_next_video")
+    trained = spec.adapter.arch.load_model(tiny_path, torch.float32)
+    lora = config(lora_type=kind, rank=4, lora_alpha=8).lora
+    trainables.add_adapter(trained, lora, targets=["q_proj", "v_proj"], seed=0)
+    with torch.no_grad():
+        g = torch.Generator().manual_seed(1)
+        for p in trained.parameters():
+            if p.requires_grad:
+                p.add_(torch.randn(p.shape, generator=g) * 0.05)
+    state, backbone = trainables.split_trainable_state(trained, [])
+    write_adapter(spec, tmp_path, state, trained.peft_config["default"].to_dict(), backbone, [])
+    loaded = PeftModel.from_pretrained(spec.adapter.arch.load_model(tiny_path, torch.float32), str(tmp_path)).eval()
+    got_state = {k.removeprefix("base_model.model."): v for k, v in get_peft_model_state_dict(loaded).items()}
+    assert got_state.keys() == state.keys()
+    ids = torch.tensor([[1, 5, 9, 14, 3]])
+    with torch.no_grad():
+        want, got = trained.eval()(input_ids=ids).logits, loaded(input_ids=ids).logits
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)

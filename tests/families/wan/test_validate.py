@@ -64,6 +64,16 @@ def test_wan_expert_on_a_single_expert_checkpoint_is_refused(wan_model):
         _validate(wan_model("2.2-t2v-a14b"), "wan", wan_expert=expert)
 
 
+@pytest.mark.parametrize("kind", ["lokr", "loha"])
+def test_lokr_loha_on_a14b_are_refused_and_accepted_on_one_transformer(wan_model, kind):
+    """A14B's two experts are placed by diffusers' LoRA loading (the adapter index); LoKr/LoHa are PEFT-format files
+    (config/adapter_types.py), one per model."""
+    text = _refused(wan_model("2.2-t2v-a14b"), "wan", lora_type=kind, wan_expert="high")
+    assert text.startswith(f"--lora_type {kind}:") and "Wan 2.2 A14B" in text and "--lora_type lora or dora" in text
+    _validate(wan_model("2.2-t2v-a14b"), "wan", lora_type="dora")
+    _validate(wan_model("2.1-t2v"), "wan", lora_type=kind)
+
+
 def test_ti2v_image_probability_only_for_ti2v(wan_model):
     text = _refused(wan_model("2.1-t2v"), "wan", ti2v_image_probability=0.5)
     assert text.startswith("--ti2v_image_probability applies to Wan 2.2 TI2V-5B") and "Remove it" in text
