@@ -67,7 +67,7 @@ _ADAMW = (
 )
 _REPEATS = "name the image folder N_words (kohya's layout, e.g. 10_sks/) to repeat its images N times"
 _LYCORIS = (
-    "lycoris.kohya with --network_args algo=lokr or algo=loha is --lora_type lokr or loha (PEFT's LoKr/LoHa); "
+    "lycoris.kohya with network_args algo=lokr or algo=loha is --lora_type lokr or loha (PEFT's LoKr/LoHa); "
     "networks.lora is --lora_type lora; DoRA is --lora_type dora (or --use_dora)"
 )
 _LYCORIS_ARGS = (

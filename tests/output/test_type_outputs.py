@@ -119,18 +119,27 @@ def _finished_run(folder, family: str, kind: str):
     return folder
 
 
-@pytest.mark.parametrize("family, kind", [("wan", "lokr"), ("flux2", "dora"), ("wan", "loha")])
-def test_export_refuses_a_format_whose_consumer_cannot_load_the_type(family, kind, tmp_path):
+@pytest.mark.parametrize("family", ["wan", "flux2", "zimage", "qwenimage"])
+def test_export_refuses_a_format_whose_consumer_cannot_load_the_type(family, tmp_path):
+    """The four families' ComfyUI exports convert LoRA, LoKr and LoHa; a DoRA run is refused before any file."""
     from dit_lora.output.export import export_run, run_adapter_type
 
-    folder = _finished_run(tmp_path / "run", family, kind)
-    assert run_adapter_type(folder) == kind
+    folder = _finished_run(tmp_path / "run", family, "dora")
+    assert run_adapter_type(folder) == "dora"
     with pytest.raises(UserError) as err:
         export_run(folder, "comfyui")
     text = str(err.value)
-    assert f"--lora_type {kind}" in text and "`comfyui` export converts LoRA adapters only" in text
+    assert "--lora_type dora" in text and "`comfyui` export converts LoRA, LoKr, LoHa adapters only" in text
     assert "nothing was written" in text and "\n" not in text
-    assert list(folder.iterdir()) == sorted(folder.iterdir()) and len(list(folder.iterdir())) == 2
+    assert len(list(folder.iterdir())) == 2
+
+
+def test_a_family_export_that_declares_no_types_converts_lora_only():
+    from dit_lora.output.export import check_type_exported
+
+    check_type_exported("toy", object(), "comfyui", "lora")
+    with pytest.raises(UserError, match=r"--lora_type lokr.*converts LoRA adapters only.*train with --lora_type lora"):
+        check_type_exported("toy", object(), "comfyui", "lokr")
 
 
 def test_the_run_type_is_read_from_adapter_config_without_a_summary(tmp_path):
