@@ -278,8 +278,8 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
         "    generator=torch.manual_seed(0),\n"
         ").frames[0]\n"
         f'export_to_video(video, "sample.mp4", fps={task.info(cfg).fps})\n'
-        "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (checked against its source and\n"
-        "# through diffusers' converter; ComfyUI itself was not run by dit-lora's tests): LoRA loader, strength 1.0\n"
+        "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
+        "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n"
     )
 
 
