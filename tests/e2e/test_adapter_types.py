@@ -1,23 +1,19 @@
-"""Every non-LoRA adapter type (``--lora_type dora|lokr|loha``) trains a real family's tiny demo, one type per family,
-each type on several families: one in-process run per pair does the guard drill (a NaN loss at update 3 changes
-nothing) under the host-sync audit (``DIT_LORA_SYNC_DEBUG``: no step reads the device; see AUDIT_GAP), keeps every trainable tensor in fp32 in its checkpoint, guard snapshot and adapter file, and reloads
-through the family's own ``load_pipeline_with_adapter`` (diffusers' ``load_lora_weights`` for DoRA, PEFT's code for
-LoKr/LoHa) with every adapted layer's output equal to the trained one's; a second run resumes from the reference's
-checkpoint-2 and ends bitwise equal to it (weights, guard snapshot and adapter file).
+"""Every non-LoRA adapter type (``--lora_type dora|lokr|loha``) trains every family's tiny demo: one in-process run per
+(family, type) does the guard drill (a NaN loss at update 3 changes nothing) under the host-sync audit
+(``DIT_LORA_SYNC_DEBUG``: no step reads the device; see AUDIT_GAP), keeps every trainable tensor in fp32 in its
+checkpoint, guard snapshot and adapter file, and reloads through the family's own ``load_pipeline_with_adapter``
+(diffusers' ``load_lora_weights`` for DoRA, PEFT's code for LoKr/LoHa) with every adapted layer's output equal to the
+trained one's; a second run resumes from the reference's checkpoint-2 and ends bitwise equal to it (weights, guard
+snapshot and adapter file). Each family's demo model and latent cache are built once and shared by its three types.
 
 AUDIT_GAP: PEFT's LoKr and LoHa layers decide their module dropout with ``torch.rand(1) > p`` on the host in every
 training forward, a host tensor's read (no device sync on a GPU). On a CPU the audit tells host tensors from the
 device's by watching factories with a function mode, which PyTorch does not run inside backward, so in a recomputed
-checkpointed block that draw looks like a device read. The LoKr/LoHa pairs whose family checkpoints by default (wan,
-qwenimage, llava_next_video) therefore train without the audit (with checkpointing: its recomputation of the types'
-layers is what their drill and resume cover); sana, dit and flux2 (no checkpointing) audit LoKr and LoHa, cogvideox
-and zimage DoRA with checkpointing.
-
-Pairs (family, type): (sana, lokr), (dit, loha), (cogvideox, dora), (wan, lokr), (qwenimage, loha), (zimage, dora),
-(flux2, lokr), (llava_next_video, loha). Plain LoRA trains every family elsewhere (tests/e2e/test_no_host_sync.py and
-each family's e2e test); the 24 pairs would cost 24 runs where these 8 cover every family and every type's code path
-(PEFT's layer classes and dit-lora's per-type save, fold and load are family-independent; what is a family's own,
-its saver, its reload and its model, each family runs with one non-LoRA type).
+checkpointed block that draw looks like a device read. The LoKr/LoHa runs of families that checkpoint by default
+(wan, qwenimage, llava_next_video, ...) therefore train without the audit (with checkpointing: its recomputation of
+the types' layers is what their drill and resume cover); every DoRA run and the families without checkpointing
+audit every step. Plain LoRA trains every family elsewhere (tests/e2e/test_no_host_sync.py and each family's e2e
+test).
 """
 
 from __future__ import annotations
@@ -33,22 +29,23 @@ from helpers import ROOT
 from safetensors.torch import load_file
 
 CONFIGS = ROOT / "recipes" / "configs"
-#: family -> (demo config, model folder, data path inside the demo folder, type trained)
-PAIRS = {
-    "sana": ("sana/demo.yaml", "tiny-sana", "shapes", "lokr"),
-    "dit": ("dit_class/demo.yaml", "tiny-dit", "shape-classes", "loha"),
-    "cogvideox": ("cogvideox/demo.yaml", "tiny-cogvideox", "moving-squares", "dora"),
-    "wan": ("wan/demo.yaml", "tiny-wan", "moving-squares-wan", "lokr"),
-    "qwenimage": ("qwenimage/demo.yaml", "tiny-qwenimage", "shapes", "loha"),
-    "zimage": ("zimage/demo.yaml", "tiny-zimage", "shapes", "dora"),
-    "flux2": ("flux2/demo.yaml", "tiny-flux2", "shapes", "lokr"),
-    "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json", "loha"),
+#: family -> (demo config, model folder, data path inside the demo folder)
+FAMILIES = {
+    "sana": ("sana/demo.yaml", "tiny-sana", "shapes"),
+    "dit": ("dit_class/demo.yaml", "tiny-dit", "shape-classes"),
+    "cogvideox": ("cogvideox/demo.yaml", "tiny-cogvideox", "moving-squares"),
+    "wan": ("wan/demo.yaml", "tiny-wan", "moving-squares-wan"),
+    "qwenimage": ("qwenimage/demo.yaml", "tiny-qwenimage", "shapes"),
+    "zimage": ("zimage/demo.yaml", "tiny-zimage", "shapes"),
+    "flux2": ("flux2/demo.yaml", "tiny-flux2", "shapes"),
+    "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
 }
+KINDS = ("dora", "lokr", "loha")
 STEPS = 4
 
 
-def _args(family: str, root: Path, out: Path, **extra) -> list[str]:
-    config, model, data, kind = PAIRS[family]
+def _args(family: str, kind: str, root: Path, out: Path, **extra) -> list[str]:
+    config, model, data = FAMILIES[family]
     args = ["--config", str(CONFIGS / config), "--pretrained_model_name_or_path", str(root / family / model),
             "--train_data_dir", str(root / family / data), "--output_dir", str(out), "--lora_type", kind,
             "--max_train_steps", str(STEPS), "--checkpointing_steps", "2", "--checkpoints_total_limit", "2",
@@ -111,16 +108,29 @@ def _layer_outputs_equal(trained: torch.nn.Module, reloaded: torch.nn.Module) ->
     return compared
 
 
+@pytest.fixture(scope="module")
+def demo_roots(tmp_path_factory):
+    """One demo folder per family (its model, data and latent cache), shared by the family's three types."""
+    made: dict[str, Path] = {}
+
+    def root(family: str) -> Path:
+        if family not in made:
+            made[family] = tmp_path_factory.mktemp(f"demo-{family}")
+        return made[family]
+
+    return root
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", list(PAIRS))
-def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, tmp_path, monkeypatch):
-    """One family's demo with its type (the module docstring); each test builds its own demo (no family shares one),
-    so pytest-xdist spreads them over its workers."""
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kind, demo_roots, tmp_path,
+                                                                     monkeypatch):
+    """One family's demo with one type (the module docstring)."""
     from dit_lora.modeling.adapters import is_adapter_weight
     from dit_lora.registry import get_spec
 
-    demo_root = tmp_path / "demo"
-    kind = PAIRS[family][3]
+    demo_root = demo_roots(family)
     out = tmp_path / "out"
     states, held = {}, {}
 
@@ -130,7 +140,7 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, tmp
 
     if kind == "dora" or not get_spec(family).info.gradient_checkpointing_default:  # AUDIT_GAP (module docstring)
         monkeypatch.setenv("DIT_LORA_SYNC_DEBUG", "1")  # and no step of the type's layers waits for the device
-    summary = _train(_args(family, demo_root, out), on_step=record)
+    summary = _train(_args(family, kind, demo_root, out), on_step=record)
     monkeypatch.delenv("DIT_LORA_SYNC_DEBUG", raising=False)
     assert summary["status"] == "completed" and summary["adapter_type"] == kind
     assert summary["config"]["lora_type"] == kind and summary["skipped_steps"] == 1
@@ -159,7 +169,7 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, tmp
     spec = get_spec(family)
     from dit_lora.config import parse_config
 
-    pipe = spec.adapter.load_pipeline_with_adapter(parse_config(_args(family, demo_root, out)), out,
+    pipe = spec.adapter.load_pipeline_with_adapter(parse_config(_args(family, kind, demo_root, out)), out,
                                                    torch.device("cpu"))
     target = getattr(pipe, "transformer", None) or pipe.model
     assert _layer_outputs_equal(held["model"], target) > 0
@@ -168,7 +178,7 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, tmp
     shutil.copytree(out, resumed, ignore=shutil.ignore_patterns(f"checkpoint-{STEPS}"))
     for leftover in [*resumed.glob("*.safetensors"), *resumed.glob("*.json")]:
         leftover.unlink()
-    again = _train(_args(family, demo_root, resumed, resume_from_checkpoint="latest"))
+    again = _train(_args(family, kind, demo_root, resumed, resume_from_checkpoint="latest"))
     assert again["steps"] == STEPS and again["steps_this_run"] == STEPS - 2 and again["skipped_steps"] == 1
     for name in ("trainable_weights.safetensors", "guard_snapshot.safetensors"):
         ref, got = load_file(str(final / name)), load_file(str(resumed / f"checkpoint-{STEPS}" / name))
@@ -179,13 +189,16 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, tmp
 
 
 def _family_consumer_checks(family: str, kind: str, out: Path, trained: torch.nn.Module) -> None:
-    """What a pair shows beyond the common checks: the card's PEFT snippet (Sana LoKr) loads every tensor; the video
-    LLM's folder loads with ``PeftModel.from_pretrained``."""
+    """What a pair shows beyond the common checks: Sana's card names the type, and its PEFT snippet (LoKr, LoHa)
+    loads every tensor; the video LLM's folder loads with ``PeftModel.from_pretrained``."""
+    title = {"dora": "DoRA", "lokr": "LoKr", "loha": "LoHa"}[kind]
     if family == "sana":
         card = (out / "README.md").read_text()
-        assert "pipe.load_lora_weights(" not in card and "| adapter type | LoKr (`--lora_type lokr`)" in card
-        assert "not diffusers' `load_lora_weights`" in card
-        block = "# LoKr: loaded with PEFT" + card.split("# LoKr: loaded with PEFT", 1)[1].split("pipe.to(", 1)[0]
+        assert f"| adapter type | {title} (`--lora_type {kind}`)" in card
+    if family == "sana" and kind != "dora":
+        assert "pipe.load_lora_weights(" not in card and "not diffusers' `load_lora_weights`" in card
+        marker = f"# {title}: loaded with PEFT"
+        block = marker + card.split(marker, 1)[1].split("pipe.to(", 1)[0]
         from diffusers import SanaPipeline
         from peft.utils import get_peft_model_state_dict
 
