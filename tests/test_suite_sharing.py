@@ -277,13 +277,16 @@ def test_a_warm_launch_forks_every_process_with_the_launchs_environment(light_po
     pool, _ = light_pool
     script = tmp_path / "launched.py"
     script.write_text(LAUNCHED)
+    from helpers import free_port
+
+    port = str(free_port())
     options = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-               "--dynamo_backend", "no", "--main_process_port", "29555"]
+               "--dynamo_backend", "no", "--main_process_port", port]
     done = launch(options, script, ["gloo"], env={"OMP_NUM_THREADS": "1"}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     ranks = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["RANK"] for r in ranks] == ["0", "1"] and {r["WORLD_SIZE"] for r in ranks} == {"2"}
-    assert {r["sum"] for r in ranks} == {3} and {r["MASTER_PORT"] for r in ranks} == {"29555"}
+    assert {r["sum"] for r in ranks} == {3} and {r["MASTER_PORT"] for r in ranks} == {port}
     assert len({r["ppid"] for r in ranks}) == 1 and ranks[0]["ppid"] in [z.proc.pid for z in pool.zygotes if z]
     assert {r["DIT_LORA_LAUNCHED"] for r in ranks} == {"1"}
     assert ranks[0]["DIT_LORA_LAUNCHED_COMMAND"] == "dit-lora launch " + " ".join(options)
