@@ -9,6 +9,7 @@ seconds.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -141,3 +142,28 @@ def run_child(script: str | Path, args, keys: Iterable[str], extra: list[str], l
     if proc.returncode != 0:
         raise SystemExit(f"child ({label}) failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def step_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    layers: int | None = None,
+    layers_help: str | None = None,
+    resolution: int | None = None,
+    batch: int = 1,
+    steps: int = 3,
+    warmup: int = 1,
+    threads: int = 2,
+) -> None:
+    """The options every lever benchmark takes (``--device``, ``--batch``, ``--steps``, ``--warmup``, ``--threads``,
+    ``--dtype``; ``--layers`` and ``--resolution`` when given a default), each script with its own defaults."""
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    if layers is not None:
+        parser.add_argument("--layers", type=int, default=layers, help=layers_help)
+    if resolution is not None:
+        parser.add_argument("--resolution", type=int, default=resolution)
+    parser.add_argument("--batch", type=int, default=batch)
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--threads", type=int, default=threads)
+    parser.add_argument("--dtype", default=None, help="float32 (CPU default) or bfloat16 (CUDA default)")

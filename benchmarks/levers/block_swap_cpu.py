@@ -166,14 +166,7 @@ def markdown(rows: list[dict], device: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--resolution", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=4)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dtype", default=None, help="float32 (CPU default) or bfloat16 (CUDA default)")
+    lever_child.step_arguments(parser, layers=8, resolution=256, batch=1, steps=4, warmup=1, threads=2)
     parser.add_argument("--checkpointing", default="on", choices=("on", "off"))
     parser.add_argument("--swaps", default=None, help="comma-separated N (default: 0, 1, half the blocks)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the Ns, interleaved")

@@ -162,16 +162,10 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--model", default="demo-small", choices=("demo-tiny", "demo-small", "sana600m"))
-    parser.add_argument("--layers", type=int, default=4, help="blocks of sana600m (the demos keep theirs)")
-    parser.add_argument("--resolution", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=2)
     parser.add_argument("--rank", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--dtype", default=None, help="float32 (CPU default) or bfloat16 (CUDA default)")
+    lever_child.step_arguments(parser, layers=4, layers_help="blocks of sana600m (the demos keep theirs)",
+                               resolution=256, batch=2, steps=10, warmup=2, threads=2)
     parser.add_argument("--repeats", type=int, default=1, help="rounds over the settings, interleaved")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

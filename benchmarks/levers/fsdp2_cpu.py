@@ -180,15 +180,8 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--nproc", type=int, default=2)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--resolution", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--dtype", default=None, help="float32 (CPU default) or bfloat16 (CUDA default)")
+    lever_child.step_arguments(parser, layers=4, resolution=256, batch=1, steps=3, warmup=1, threads=1)
     parser.add_argument("--port", type=int, default=29731)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
