@@ -330,7 +330,19 @@ def _build(spec: FamilySpec, cfg: TrainConfig, read, depth: int | None, checkpoi
     run_cfg = dataclasses.replace(cfg, training=dataclasses.replace(cfg.training, gradient_checkpointing=checkpointing))
     made = attach_trainables(comps.model, spec, run_cfg)
     comps.model.train()
+    _lycoris_layers_always_on(comps.model)
     return comps, made
+
+
+def _lycoris_layers_always_on(model: torch.nn.Module) -> None:
+    """LoKr and LoHa layers (PEFT's ``LycorisLayer``) in eval mode: in training their forward draws its module dropout
+    on the host (``torch.rand(1) > p``), a value fake tensors cannot give; in eval mode the layer always adds its
+    update, which is what a step without module dropout holds in memory (the plan's count)."""
+    from peft.tuners.lycoris_utils import LycorisLayer
+
+    for module in model.modules():
+        if isinstance(module, LycorisLayer):
+            module.training = False
 
 
 def _traces(

@@ -100,3 +100,14 @@ def test_the_run_builds_its_plan_once_when_it_does_not_fit(narrow_dit, monkeypat
     with pytest.raises(UserError, match="would not fit"):
         _memory_plan(cfg, get_family("dit"), accelerator, SimpleNamespace(entry=None), lambda line: None)
     assert len(builds) == 1 and settings == [(False,), (True,)]
+
+
+@pytest.mark.parametrize("kind", ["lokr", "loha", "dora"])
+def test_every_adapter_type_plans_and_counts_its_own_weights(narrow_dit, kind):
+    """LoKr and LoHa draw their module dropout on the host in training (a value fake tensors cannot give): the plan
+    traces them always on, and counts each type's trainable weights (a run of these types once failed at its plan)."""
+    cfg = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1)
+    typed = TrainConfig(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1,
+                        lora_type=kind)
+    plain, plan = (make_plan(c, get_family("dit"), device="cuda", both_settings=False) for c in (cfg, typed))
+    assert plan.peak_memory_bytes > 0 and plan.trainable_params != plain.trainable_params
