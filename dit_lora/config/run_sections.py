@@ -107,8 +107,10 @@ class TrainingOptions:
         "Keep an fp32 exponential moving average (EMA) of the trainable weights (LoRA and any trained backbone "
         "weights, never the frozen base), updated after every applied optimizer update (a step the guard skips "
         "leaves it unchanged), saved in every checkpoint and exported beside the adapter as "
-        "<adapter>_ema.safetensors (adapters written as a folder: in ema/). The decay follows diffusers' EMAModel.",
+        "<adapter>_ema.safetensors (adapters written as a folder: in ema/). The decay follows diffusers' EMAModel. "
+        "Fixed on resume: a resume without it would drop the checkpoint's EMA (--allow_changed_options to do so).",
         section="training",
+        resume="fixed",
     )
     ema_decay: float = opt(
         0.9999,

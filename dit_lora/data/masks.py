@@ -348,10 +348,10 @@ def check_mask(sample: RawSample, *, unmasked_weight: float = 0.0, max_pixels: i
 
 
 def check_options(cfg) -> None:
-    """``--unmasked_weight`` or ``--normalize_masked_area_loss`` without ``--masked_loss`` would do nothing: one
-    paragraph, before anything loads."""
+    """``--unmasked_weight``, ``--normalize_masked_area_loss`` or ``--mask_column`` without ``--masked_loss`` would
+    do nothing: one paragraph, before anything loads."""
     explicit = getattr(cfg, "explicit_options", None) or frozenset()
-    given = [name for name in ("unmasked_weight", "normalize_masked_area_loss") if name in explicit]
+    given = [name for name in ("unmasked_weight", "normalize_masked_area_loss", "mask_column") if name in explicit]
     if given and not cfg.masked_loss:
         flags = " and ".join(f"--{name}" for name in given)
         raise UserError(

@@ -57,6 +57,13 @@ def check_options(cfg) -> None:
             f"--{given[0]} is set but --use_ema is not, so no EMA is kept and it would do nothing. Add --use_ema "
             f"to keep an EMA of the trainable weights, or drop {', '.join('--' + n for n in given)}."
         )
+    shaping = [name for name in ("ema_inv_gamma", "ema_power") if name in explicit]
+    if shaping and not cfg.ema_warmup:
+        raise UserError(
+            f"{' and '.join('--' + n for n in shaping)} shape the EMA's warm-up, but --ema_warmup is off, so the "
+            "decay would not use them. Add --ema_warmup true (diffusers' EMAModel `use_ema_warmup`), or drop "
+            f"{' and '.join('--' + n for n in shaping)}."
+        )
 
 
 def ema_decay(

@@ -279,5 +279,8 @@ def test_the_mask_options_are_refused_where_they_mean_nothing():
     lone = dataclasses.replace(TrainConfig.for_family("sana", unmasked_weight=0.1), explicit=frozenset({"unmasked_weight"}))
     with pytest.raises(UserError, match="--unmasked_weight shapes the masked loss, but --masked_loss is off"):
         masks.check_options(lone)
+    column = dataclasses.replace(TrainConfig.for_family("sana", mask_column="m"), explicit=frozenset({"mask_column"}))
+    with pytest.raises(UserError, match="--mask_column shapes the masked loss, but --masked_loss is off"):
+        masks.check_options(column)
     both = TrainConfig.for_family("sana", unmasked_weight=0.1, masked_loss=True)
     masks.check_options(dataclasses.replace(both, explicit=frozenset({"unmasked_weight", "masked_loss"})))

@@ -195,6 +195,11 @@ def test_ema_options_without_use_ema_are_refused():
         check_options(TrainConfig.for_family("sana", ema_decay=0.99, ema_device="cpu", explicit=given))
     check_options(TrainConfig.for_family("sana", use_ema=True, ema_decay=0.99, explicit=given | {"use_ema"}))
     check_options(TrainConfig.for_family("sana", ema_decay=0.99))  # built in code: nothing counts as set
+    shaped = frozenset({"use_ema", "ema_power", "ema_inv_gamma"})
+    with pytest.raises(UserError, match="--ema_inv_gamma and --ema_power shape the EMA's warm-up, but --ema_warmup"):
+        check_options(TrainConfig.for_family("sana", use_ema=True, ema_power=0.75, ema_inv_gamma=2.0, explicit=shaped))
+    check_options(TrainConfig.for_family("sana", use_ema=True, ema_warmup=True, ema_power=0.75,
+                                         explicit=shaped | {"ema_warmup"}))
     args = ["--pretrained_model_name_or_path", "m", "--train_data_dir", "d", "--use_ema", "true"]
     with pytest.raises(UserError, match="ema_decay"):  # its range: 1 would never move
         parse_config([*args, "--ema_decay", "1"])

@@ -123,3 +123,13 @@ def test_a_video_qa_data_set_is_fingerprinted_by_its_videos_and_conversations(tm
     assert one != other
     video.write_bytes(b"\0" * 11)
     assert ro.data_fingerprint([QASample(key="a", video=video, messages=talk)]) != one
+
+
+def test_a_resume_without_use_ema_is_refused_and_other_ema_options_are_free():
+    """Dropping --use_ema on a resume would drop (and remove) the checkpoint's EMA: it is a fixed change; the decay
+    and the other EMA options may change (recorded)."""
+    saved = ro.options_record(_cfg(use_ema=True, ema_decay=0.95), [], [])
+    fixed, free = ro.compare(saved, _cfg())
+    assert [c["option"] for c in fixed] == ["use_ema"]
+    assert [c["option"] for c in ro.compare(saved, _cfg(use_ema=True, ema_decay=0.99))[1]] == ["ema_decay"]
+    assert free == [{"option": "ema_decay", "old": 0.95, "new": 0.9999}]
