@@ -109,3 +109,42 @@ def test_a_sprint_transformer_in_a_sana_folder_is_refused_by_the_family(tmp_path
     with pytest.raises(UserError) as err:
         get_spec("sana").model.validate_config(TrainConfig(pretrained_model_name_or_path=str(folder)))
     _assert_refusal(str(err.value), folder)
+
+
+def test_the_refusal_states_what_the_sprint_sampler_does():
+    """The paragraph's claims, read off diffusers' own SanaSprintPipeline and SCMScheduler (a two-step run of a tiny
+    Sprint transformer, prompt embeddings given): the transformer gets flow time s = sin t / (sin t + cos t) in
+    [0, 1] at the scheduler's TrigFlow times and the guidance embedding, while the rectified-flow loss of
+    ``--family sana`` feeds it timesteps up to 1000."""
+    import math
+
+    import torch
+    from diffusers import SanaSprintPipeline, SanaTransformer2DModel, SCMScheduler
+
+    from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+
+    transformer = SanaTransformer2DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=4, num_layers=1,
+        num_cross_attention_heads=2, cross_attention_head_dim=4, cross_attention_dim=8, caption_channels=8,
+        sample_size=2, guidance_embeds=True, qk_norm="rms_norm_across_heads",
+    )  # fmt: skip
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    forward = transformer.forward
+
+    def record(*args, timestep, guidance=None, **kwargs):
+        seen.append((timestep.clone(), guidance.clone()))
+        return forward(*args, timestep=timestep, guidance=guidance, **kwargs)
+
+    transformer.forward = record
+    pipe = SanaSprintPipeline(tokenizer=None, text_encoder=None, vae=None, transformer=transformer,
+                              scheduler=SCMScheduler())  # fmt: skip
+    pipe(prompt_embeds=torch.randn(1, 3, 8), prompt_attention_mask=torch.ones(1, 3), num_inference_steps=2,
+         height=64, width=64, output_type="latent", use_resolution_binning=False, guidance_scale=4.5,
+         generator=torch.Generator().manual_seed(0))  # fmt: skip
+    trig = [1.57080, 1.3]  # the scheduler's max_timesteps and intermediate_timesteps (its defaults)
+    flow = [math.sin(t) / (math.sin(t) + math.cos(t)) for t in trig]
+    assert [round(float(t), 4) for t, _ in seen] == [round(s, 4) for s in flow]
+    assert all(0.0 <= float(t) <= 1.0 + 1e-4 for t, _ in seen)  # 1.57080 is pi/2 rounded: cos < 0 by 4e-6
+    assert all(torch.allclose(g, torch.tensor([0.45])) for _, g in seen)  # 4.5 x guidance_embeds_scale 0.1
+    _, timesteps = flow_tables(training_scheduler(REFUSED[0].configs["scheduler/scheduler_config.json"]), "cpu")
+    assert float(timesteps.max()) == 1000.0  # dit-lora's loss: 0-1000, the Sprint sampler's: 0-1
