@@ -39,6 +39,18 @@ def by_hub_id(hub_id: str) -> Checkpoint | None:
     return next((e for e in entries() if e.hub_id.lower() == wanted), None)
 
 
+def refused() -> list[Checkpoint]:
+    """The published checkpoints dit-lora recognises and refuses (each data file's ``REFUSED`` list, with its
+    :attr:`Checkpoint.refusal` paragraph), in the order of :func:`data_files`."""
+    return [e for name in data_files() for e in getattr(importlib.import_module(name), "REFUSED", ())]
+
+
+def refused_match(read: ConfigReader, hub_id: str | None = None) -> Checkpoint | None:
+    """The refused entry published as ``hub_id`` or whose signature the model's configs have, if any."""
+    wanted = (hub_id or "").lower()
+    return next((e for e in refused() if e.hub_id.lower() == wanted or e.matches(read)), None)
+
+
 def match(
     family: str, read: ConfigReader, stored_dtype: str | None = None, hub_id: str | None = None
 ) -> Checkpoint | None:
@@ -62,4 +74,14 @@ def match(
     return min(found, key=rank) if found else None
 
 
-__all__ = ["Checkpoint", "ConfigReader", "by_hub_id", "data_files", "entries", "lookup", "match"]
+__all__ = [
+    "Checkpoint",
+    "ConfigReader",
+    "by_hub_id",
+    "data_files",
+    "entries",
+    "lookup",
+    "match",
+    "refused",
+    "refused_match",
+]

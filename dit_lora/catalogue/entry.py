@@ -49,6 +49,10 @@ class Checkpoint:
     #: further families that train this same checkpoint (Wan 2.2 TI2V-5B: ``wan_i2v`` besides ``wan``). ``family``
     #: stays the one a Hub id alone implies; the entry is still listed once (``entries()``, ``by_hub_id``)
     also_families: tuple[str, ...] = ()
+    #: non-empty for a published checkpoint dit-lora recognises but refuses to train (its sampler needs an
+    #: objective no family implements): the one paragraph saying why, with the source, and what to train instead.
+    #: Such entries live in a data file's ``REFUSED`` list, never in ``ENTRIES`` (no defaults, no plan)
+    refusal: str = ""
 
     def __post_init__(self) -> None:
         if self.family in self.also_families or len(set(self.also_families)) != len(self.also_families):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dit_lora.catalogue import by_hub_id, match
+from dit_lora.catalogue import by_hub_id, match, refused_match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
@@ -78,10 +78,19 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
     )
 
 
+def check_not_refused(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
+    """Stop on a checkpoint the catalogue recognises and refuses (SANA-Sprint: :func:`~dit_lora.catalogue.refused`),
+    by its Hub id or its configs, with that entry's own paragraph (why, the source, what to train instead)."""
+    entry = refused_match(read, str(model.pretrained_model_name_or_path or ""))
+    if entry is not None:
+        raise UserError(entry.refusal.format(model=model.pretrained_model_name_or_path))
+
+
 def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], dict | None]) -> None:
     """Refuse ``model.family`` (``model``: the run's ``cfg.model``) for a model whose configs name a class outside
-    its registry entry's pipelines (before anything is built). A model whose class cannot be read is left to the
-    family's own checks."""
+    its registry entry's pipelines, or a checkpoint the catalogue refuses (:func:`check_not_refused`), before
+    anything is built. A model whose class cannot be read is left to the family's own checks."""
+    check_not_refused(model, read)
     cls, where = found_class(read)
     trained = entry_pipelines(model.family)
     if cls is None or cls in trained:
@@ -113,13 +122,15 @@ def family_for_model(model: ModelOptions) -> str:
     """The family that trains ``model.pretrained_model_name_or_path`` (``model``: the run's ``cfg.model``): its
     catalogue entry, else its configs' class.
 
-    Reads small config files only; when neither says, stops with the class the configs name and the pipelines
-    each family trains (:func:`unsupported_model`).
+    Reads small config files only; a checkpoint the catalogue refuses stops with its paragraph
+    (:func:`check_not_refused`); when neither says, stops with the class the configs name and the pipelines each
+    family trains (:func:`unsupported_model`).
     """
+    read = config_reader(model)
+    check_not_refused(model, read)  # before the signatures: SANA-Sprint has SANA 1.5's widths
     entry = by_hub_id(str(model.pretrained_model_name_or_path or ""))
     if entry is not None:
         return entry.family
-    read = config_reader(model)
     for name in available():
         if match(name, read) is not None:
             return name

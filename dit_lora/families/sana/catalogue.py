@@ -20,11 +20,20 @@ Where each fact was checked (no network at run time; these are copies of publish
 - Stored dtype: model_zoo.md's "Precision" column (600M and 1600M 512/1024: fp16/fp32; 1600M BF16, 2K, 4K:
   bf16/fp32; SANA 1.5: bf16); the diffusers docs load the BF16 repo in bfloat16 and the others in float16.
 
+SANA-Sprint (``REFUSED``: recognised, not trained; :data:`SPRINT_REFUSAL` says why): the Hub ids are the diffusers
+docs' table (``docs/source/en/api/pipelines/sana_sprint.md``); the transformer is what
+``scripts/convert_sana_to_diffusers.py`` writes for ``SanaSprint_1600M_P1_D20`` / ``SanaSprint_600M_P1_D28`` (the
+SanaMS widths, ``qk_norm`` across heads, ``guidance_embeds: true``), the scheduler its ``--scheduler_type scm``
+(``SCMScheduler``: trigflow, ``sigma_data`` 0.5) and the pipeline ``SanaSprintPipeline`` (NVlabs
+``asset/docs/sana_sprint.md``'s conversion command). Not confirmed: the Hub files byte for byte.
+
 Not confirmed (kept out of signatures): the 600M and 2K/4K/1.5 transformer files byte for byte, which VAE
 the 1.5 repos ship (the current conversion script loads dc-ae ``sana-1.1``), the 4.8B Hub repo's files.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from dit_lora.catalogue.entry import Checkpoint
 
@@ -232,6 +241,45 @@ def _entry(
         notes=notes,
     )
 
+
+#: why a Sprint checkpoint is refused, where the model is recognised (``{model}``: the path or Hub id given)
+SPRINT_REFUSAL = (
+    "`{model}` is SANA-Sprint (a SanaSprintPipeline, whose transformer/config.json has `guidance_embeds: true`), "
+    "which dit-lora does not train. Sprint is a consistency model: its sampler (diffusers "
+    "`SanaSprintPipeline.__call__` with `SCMScheduler.step`) feeds the transformer flow time in [0, 1] and a "
+    "guidance embedding, reads its output as a TrigFlow velocity and jumps to x0 = cos(s) x_s - sin(s) F in 1-4 "
+    "steps; it was made by sCM + LADD distillation (NVlabs/Sana train_scripts/train_scm_ladd.py; diffusers "
+    "examples/research_projects/sana/train_sana_sprint_diffusers.py: the `SanaTrigFlow` wrapper, a JVP tangent "
+    "through the model against a frozen teacher, the `logvar_linear` weighting and the `SanaMSCMDiscriminator` "
+    "heads), not with a loss on your images. dit-lora's rectified-flow loss (0-1000 timesteps, velocity target) "
+    "would pull it back towards a many-step flow model and spoil its 1-4 step samples. Train the LoRA on a "
+    "non-distilled Sana instead (--pretrained_model_name_or_path "
+    "Efficient-Large-Model/SANA1.5_1.6B_1024px_diffusers or Efficient-Large-Model/Sana_600M_1024px_diffusers) and "
+    "sample it with SanaPipeline, or distill a Sprint model of your own with NVlabs' train_scm_ladd.sh."
+)
+
+
+def _sprint(hub_id: str, title: str, size: str) -> Checkpoint:
+    """A SANA-Sprint release: recognised by its guidance embedding (``guidance_embeds``), refused."""
+    base = _entry(hub_id, title, size, 1024, "bf16", v15=True)
+    transformer = {**base.configs["transformer/config.json"], "guidance_embeds": True}
+    index = {**_MODEL_INDEX, "_class_name": "SanaSprintPipeline", "scheduler": ["diffusers", "SCMScheduler"]}
+    scheduler = {"_class_name": "SCMScheduler", "num_train_timesteps": 1000, "prediction_type": "trigflow",
+                 "sigma_data": 0.5}  # fmt: skip
+    signature = {"transformer/config.json": {**base.signature["transformer/config.json"], "guidance_embeds": True}}
+    configs = {**base.configs, "model_index.json": index, "transformer/config.json": transformer,
+               "scheduler/scheduler_config.json": scheduler}  # fmt: skip
+    sources = {"configs": "diffusers sana_sprint.md and scripts/convert_sana_to_diffusers.py (module docstring)"}
+    return dataclasses.replace(
+        base, signature=signature, configs=configs, defaults={}, sources=sources, refusal=SPRINT_REFUSAL,
+        notes="few-step (1-4) sCM + LADD distillation; refused: see the refusal",
+    )  # fmt: skip
+
+
+REFUSED = [
+    _sprint("Efficient-Large-Model/Sana_Sprint_1.6B_1024px_diffusers", "SANA-Sprint 1.6B 1024 px", "1600M"),
+    _sprint("Efficient-Large-Model/Sana_Sprint_0.6B_1024px_diffusers", "SANA-Sprint 0.6B 1024 px", "600M"),
+]
 
 ENTRIES = [
     _entry(

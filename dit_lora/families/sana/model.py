@@ -21,6 +21,7 @@ from dit_lora.families.diffusion.components import (
     DiffusionPrecision,
 )
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
+from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
@@ -63,7 +64,11 @@ class SanaModel(DiffusionModel):
     """``FamilySpec.model``: the folder's checks, then transformer, DC-AE, Gemma-2 and tokenizer loaded."""
 
     def validate_config(self, cfg) -> None:
-        """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes."""
+        """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes; not a
+        SANA-Sprint transformer (its guidance embedding: :data:`~dit_lora.families.sana.catalogue.SPRINT_REFUSAL`)."""
+        transformer_cfg = read_component_config(cfg.model, "transformer") or {}
+        if transformer_cfg.get("guidance_embeds"):  # a Sprint transformer whatever the folder says it is
+            raise UserError(SPRINT_REFUSAL.format(model=cfg.pretrained_model_name_or_path))
         check_pipeline_folder(
             cfg.model, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers", "transformer/, vae/, text_encoder/"
         )
@@ -71,7 +76,7 @@ class SanaModel(DiffusionModel):
         check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
-            check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
+            check_resolution(cfg.resolution, transformer_cfg, vae_cfg)
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """Transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32, all frozen on ``device``; the
