@@ -29,38 +29,27 @@ class AdapterType:
 
 
 TYPES: dict[str, AdapterType] = {
-    "lora": AdapterType(
-        "LoRA",
-        "LORA",
-        True,
-        "diffusers' `load_lora_weights`, PEFT and ComfyUI (Wan, FLUX.2, Z-Image, Qwen-Image: the ComfyUI file the run "
-        "writes, or `dit-lora export --format comfyui`)",
-    ),
+    "lora": AdapterType("LoRA", "LORA", True, "diffusers' `load_lora_weights` and PEFT"),
     "dora": AdapterType(
         "DoRA",
         "LORA",
         True,
-        "diffusers' `load_lora_weights` (it reads the magnitude vectors, `lora_magnitude_vector`), PEFT "
-        "(`LoraConfig(use_dora=True)`); not ComfyUI, whose `dora_scale` normalises by the base weight's norms where "
-        "DoRA divides by those of the adapted weight (`dit-lora export --format comfyui` refuses it)",
+        "diffusers' `load_lora_weights` (it reads the magnitude vectors, `lora_magnitude_vector`) and PEFT "
+        "(`LoraConfig(use_dora=True)`)",
     ),
     "lokr": AdapterType(
         "LoKr",
         "LOKR",
         False,
         "PEFT (`set_peft_model_state_dict` after `inject_adapter_in_model`, or `PeftModel.from_pretrained` for a "
-        "transformers model) and ComfyUI (Wan, FLUX.2, Z-Image, Qwen-Image: the ComfyUI file the run writes, or "
-        "`dit-lora export --format comfyui`); not diffusers' "
-        "`load_lora_weights`, which reads LoRA files only",
+        "transformers model); not diffusers' `load_lora_weights`, which reads LoRA files only",
     ),
     "loha": AdapterType(
         "LoHa",
         "LOHA",
         False,
         "PEFT (`set_peft_model_state_dict` after `inject_adapter_in_model`, or `PeftModel.from_pretrained` for a "
-        "transformers model) and ComfyUI (Wan, FLUX.2, Z-Image, Qwen-Image: the ComfyUI file the run writes, or "
-        "`dit-lora export --format comfyui`); not diffusers' "
-        "`load_lora_weights`, which reads LoRA files only",
+        "transformers model); not diffusers' `load_lora_weights`, which reads LoRA files only",
     ),
 }
 

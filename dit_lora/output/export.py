@@ -169,7 +169,9 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
                 f"Its formats: {offered}."
                 if offered
                 else "It offers no export formats: its adapter file "
-                f"{spec.info.adapter_weight_name} is already the format its consumers load."
+                f"{spec.info.adapter_weight_name if TYPES[kind].diffusers_loads else PEFT_ADAPTER_FILE} is already "
+                "the format its consumers load "
+                f"({TYPES[kind].consumers})."
             )
         )
     with reporting_disk_full(

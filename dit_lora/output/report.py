@@ -178,7 +178,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         if fallback.backbone_patterns(spec, cfg) and spec.info.adapter_weight_name == ADAPTER_FILE
         else ""
     )
-    strength = _strength_note(spec, cfg.lora) + type_note(cfg.lora) + _exports_note(spec)
+    strength = _strength_note(spec, cfg.lora) + type_note(cfg.lora, spec.exports) + _exports_note(spec)
     quantized = _quantized_note(cfg.model)
     warning = (
         f"\n> **Warning: this adapter is the last finite state of a failed run.** {summary['verdict']}\n"

@@ -30,13 +30,30 @@ def type_row(lora) -> str:
     return parts[0] + (": " + ", ".join(parts[1:]) if len(parts) > 1 else "")
 
 
-def type_note(lora) -> str:
-    """The card's sentence on who loads the file of this type (an empty string for plain LoRA: the strength note
-    already names its loaders)."""
+def comfyui_clause(exports, kind: str) -> str:
+    """What ComfyUI loads of a ``kind`` run of a family whose ``spec.exports`` is ``exports``: the ComfyUI file
+    (written by the run, or by ``dit-lora export --format comfyui``) when its converter takes the type, else why not."""
+    formats = exports.export_formats() if exports is not None else {}
+    if "comfyui" not in formats:
+        return "this family has no ComfyUI export"
+    declared = getattr(exports, "export_types", None)
+    if kind in (tuple(declared("comfyui")) if callable(declared) else ("lora",)):
+        return "ComfyUI loads its ComfyUI-named file (`dit-lora export --format comfyui` writes it)"
+    if kind == "dora":
+        return (
+            "not ComfyUI, whose `dora_scale` divides by the base weight's norms where DoRA divides by the adapted "
+            "weight's (`dit-lora export --format comfyui` refuses it)"
+        )
+    return f"ComfyUI's export of this family does not take {TYPES[kind].title}"
+
+
+def type_note(lora, exports=None) -> str:
+    """The card's sentence on who loads the file of this type and what ComfyUI loads of it (``exports``: the family's
+    ``spec.exports``); an empty string for plain LoRA: the strength note already names its loaders."""
     kind = lora.lora_type
     if kind == "lora":
         return ""
-    return f"\n\n{TYPES[kind].title} adapter: loaded by {TYPES[kind].consumers}."
+    return f"\n\n{TYPES[kind].title} adapter: loaded by {TYPES[kind].consumers}; {comfyui_clause(exports, kind)}."
 
 
 def type_snippet(snippet: str, lora, repo_or_dir: str) -> str:

@@ -45,3 +45,20 @@ def test_the_card_names_the_type_its_consumers_and_the_right_snippet(kind, tmp_p
         assert "folded into the lokr_w1 (lokr_w1_a when decomposed) weights" in text
 
 
+
+
+def test_the_card_says_what_comfyui_loads_for_the_runs_family_and_type():
+    """A Sana LoKr card says Sana has no ComfyUI export (it once listed other families'); a Z-Image LoKr card names
+    the ComfyUI file; a Wan DoRA card says ComfyUI does not reproduce DoRA."""
+    from types import SimpleNamespace
+
+    from dit_lora.output.type_card import type_note
+    from dit_lora.registry import get_spec
+
+    def note(family, kind):
+        return type_note(SimpleNamespace(lora_type=kind), get_spec(family).exports)
+
+    assert "this family has no ComfyUI export" in note("sana", "lokr") and "Z-Image" not in note("sana", "lokr")
+    assert "ComfyUI loads its ComfyUI-named file" in note("zimage", "lokr")
+    assert "not ComfyUI, whose `dora_scale`" in note("wan", "dora")
+    assert note("wan", "lora") == ""
