@@ -126,6 +126,7 @@ def check_type_options(cfg, given: Callable[[str], str] | None = None) -> None:
             "weight packed, so the shapes do not fit. Use --quantize_base fp8_scaled or int8 (or none) with "
             f"{TYPES[lora_type].title}, or --lora_type lora/dora with nf4."
         )
+    _check_full_matrix_lokr(cfg.lora)
     explicit = cfg.explicit_options
     defaults = {f.name: f.default for f in config_fields() if f.name in OWN_OPTIONS}
     for name, readers in OWN_OPTIONS.items():
@@ -141,6 +142,27 @@ def check_type_options(cfg, given: Callable[[str], str] | None = None) -> None:
             f"({TYPES[lora_type].title}), which never reads it ({_WHY_NOT[name]}), so it would be ignored. "
             f"Train {readers_text} to use it; otherwise {fix}."
         )
+
+
+#: a LoKr rank at least this large keeps both Kronecker factors whole in any model's layers (LyCORIS's users write
+#: 10000 or more for "full matrix")
+FULL_MATRIX_RANK = 1000
+
+
+def _check_full_matrix_lokr(lora) -> None:
+    """Refuse LyCORIS's full-matrix LoKr habit (a huge ``linear_dim`` with a small ``linear_alpha``) where PEFT's
+    scale alpha / rank would make the adapter train at almost no strength, in one paragraph."""
+    if lora.lora_type != "lokr" or lora.rank < FULL_MATRIX_RANK or lora.lora_alpha is None:
+        return
+    if lora.lora_alpha >= lora.rank:
+        return
+    raise UserError(
+        f"--lora_type lokr with --rank {lora.rank} keeps LoKr's factors whole (a full-matrix LoKr, LyCORIS's "
+        f"linear_dim 10000 habit), and --lora_alpha {lora.lora_alpha:g} would scale it by alpha / rank = "
+        f"{lora.lora_alpha / lora.rank:.2g}: PEFT scales every LoKr that way, where LyCORIS takes scale 1 for a full "
+        "matrix, so this adapter would train at almost no strength. Leave --lora_alpha unset (alpha = rank: scale "
+        "1, as LyCORIS), or give a rank that factorises (e.g. --rank 16, with --lokr_factor)."
+    )
 
 
 def type_of_peft_config(config: dict) -> str:

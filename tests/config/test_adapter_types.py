@@ -98,3 +98,16 @@ def test_lokr_loha_on_an_nf4_base_are_refused(kind):
         parse_config(MIN + ["--lora_type", kind, "--quantize_base", "nf4"])
     assert parse_config(MIN + ["--lora_type", kind, "--quantize_base", "fp8_scaled"]).lora_type == kind
     assert parse_config(MIN + ["--lora_type", "dora", "--quantize_base", "nf4"]).lora_type == "dora"
+
+
+def test_lycoris_full_matrix_lokr_with_a_small_alpha_is_refused():
+    """LyCORIS users write linear_dim 10000 with a small alpha for a full-matrix LoKr (scale 1 there); PEFT's scale
+    alpha / rank would leave the adapter at almost no strength: refused, alpha = rank accepted."""
+    from dit_lora.config.adapter_types import check_type_options
+
+    cfg = TrainConfig.for_family("sana", lora_type="lokr", rank=100000, lora_alpha=8)
+    with pytest.raises(UserError, match=r"full-matrix LoKr.*alpha / rank = 8e-05.*Leave --lora_alpha unset"):
+        check_type_options(cfg)
+    check_type_options(TrainConfig.for_family("sana", lora_type="lokr", rank=100000))
+    check_type_options(TrainConfig.for_family("sana", lora_type="lokr", rank=16, lora_alpha=8))
+    check_type_options(TrainConfig.for_family("sana", lora_type="loha", rank=100000, lora_alpha=8))
