@@ -142,11 +142,14 @@ def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, An
 def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool = False) -> bool:
     """``dit-lora check-data``: what a run would hold out; returns whether a held-out sample blocks.
 
-    ``--validation_split``: the line a run logs for the usable ``samples`` (or its refusal). ``--validation_data_dir``:
+    ``--validation_split``: the line a run logs for the usable ``samples`` (those no BLOCK row leaves out), or its
+    refusal, and the held-out files by name. ``--validation_data_dir``:
     the folder checked by the training handler's own ``check`` (each file once), its table and summary line.
     """
     if cfg.validation_split is not None:
-        choose(media, samples, cfg, log=log, quarantine=[])
+        _, held = choose(media, samples, cfg, log=log, quarantine=[])
+        keys = [s.key for s in held]
+        log("held out: " + ", ".join(keys[:20]) + (f" and {len(keys) - 20} more" if len(keys) > 20 else ""))
         return False
     if not cfg.validation_data_dir:
         return False

@@ -287,6 +287,10 @@ def latent_mask(mask_pixels: torch.Tensor, latent_size: tuple[int, int] | torch.
 # ---- attaching, checking -----------------------------------------------------------------------------------------
 
 
+#: where a sample's mask is looked for, as check-data's BLOCK row says it
+LOOKED_FOR = "looked for `<name>_mask.png` beside it and the metadata's mask column"
+
+
 def missing_masks_error(missing: list[str], total: int, where: str) -> UserError:
     """The one paragraph for ``--masked_loss`` with samples that have no mask (``where``: what was looked at)."""
     return UserError(

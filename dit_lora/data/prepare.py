@@ -142,8 +142,6 @@ class ImageMedia:
             mask_column=cfg.mask_column,
             attach_masks=cfg.masked_loss,
         )
-        if cfg.masked_loss:
-            masks.require_masks(samples, column=cfg.mask_column, folder=cfg.train_data_dir, dataset=cfg.dataset_name)
         return samples
 
     def excluded_keys(self) -> frozenset[str]:
@@ -151,7 +149,11 @@ class ImageMedia:
         return frozenset()
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
-        """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here)."""
+        """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here); with
+        ``--masked_loss`` an image without a mask stops the run first (check-data lists it as a BLOCK row)."""
+        cfg = self.cfg
+        if cfg.masked_loss:
+            masks.require_masks(samples, column=cfg.mask_column, folder=cfg.train_data_dir, dataset=cfg.dataset_name)
         usable = validate_samples(
             samples,
             max_bad_samples_fraction=self.cfg.max_bad_samples_fraction,
@@ -192,7 +194,17 @@ class ImageMedia:
             unmasked_weight=cfg.unmasked_weight,
         )
         report_captions(samples, cfg, self.spec, log)
-        bucketed = [dataclasses.replace(s, bucket=r.bucket) for s, r in zip(samples, rows) if r.bucket is not None]
+        if cfg.masked_loss:  # what the run refuses before screening, a row per image here
+            without = {s.key for s in samples if not s.has_mask}
+            for row in rows:
+                if row.what == "sample" and row.key in without:
+                    row.status = preflight.BLOCK
+                    row.problem = "; ".join(filter(None, [f"no mask (--masked_loss; {masks.LOOKED_FOR})", row.problem]))
+        bucketed = [
+            dataclasses.replace(s, bucket=r.bucket)
+            for s, r in zip(samples, rows)
+            if r.bucket is not None and r.status != preflight.BLOCK  # a run quarantines it: never held out, cached
+        ]
         return rows, bucketed, None
 
     @functools.cached_property

@@ -284,3 +284,20 @@ def test_the_mask_options_are_refused_where_they_mean_nothing():
         masks.check_options(column)
     both = TrainConfig.for_family("sana", unmasked_weight=0.1, masked_loss=True)
     masks.check_options(dataclasses.replace(both, explicit=frozenset({"unmasked_weight", "masked_loss"})))
+
+
+def test_check_data_lists_an_image_without_a_mask_beside_the_other_mask_problems(tmp_path, capsys):
+    """`check-data --masked_loss` gives an image without a mask a BLOCK row (a run refuses it before screening) and
+    still reports every other mask; the held-out split counts only the usable images and names them."""
+    from PIL import Image
+
+    root = _checked_folder(tmp_path)
+    Image.new("RGB", (32, 32), (200, 10, 10)).save(root / "bare.png")  # no bare_mask.png
+    (root / "bare.txt").write_text("a bare image")
+    with pytest.raises(SystemExit) as done:
+        main(["check-data", "--family", "sana", "--train_data_dir", str(root), "--resolution", "32",
+              "--masked_loss", "true", "--validation_split", "0.25"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert done.value.code == 1 and "bare.png" in out and "no mask (--masked_loss; looked for" in out
+    assert "broken_mask.png cannot be read" in out and "all black" in out  # the other masks are still checked
+    assert "of 4 usable sample(s) held out" in out and "held out: " in out  # 8 images, 4 blocked
