@@ -80,7 +80,7 @@ def plot_loss_curve(
         ax.set_title(title if points else f"{title} (no finite training window)")
         ax.grid(True, alpha=0.3)
         if points or rollbacks or held:
-            ax.legend(loc="upper right", fontsize="small")
+            ax.legend(loc="best", fontsize="small")  # wherever it hides the fewest points
         fig.tight_layout()
         # atomically: a full disk or a kill never leaves half a PNG
         atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
