@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from dit_lora.core.errors import UserError
+from dit_lora.core.errors import UserError, report_traceback
 from dit_lora.core.fileio import DiskFullError
 
 T = TypeVar("T")
@@ -83,6 +83,10 @@ def main_process_check(
             result = check()
         except Exception as err:
             own, failure = err, Failure.of(err, accelerator.process_index)
+            if not failure.user and accelerator.num_processes > 1:
+                # printed before the others hear of it: once one of them ends, the launcher stops this process, which
+                # then may never reach its own traceback
+                report_traceback(err)
     failure, shared = share(accelerator, (failure, result if share_result else None))
     if own is not None:
         raise own

@@ -42,6 +42,20 @@ def format_error(err: BaseException) -> str:
     return textwrap.fill(f"error: {text}", width=100, break_on_hyphens=False, break_long_words=False)
 
 
+_REPORTED = "_dit_lora_traceback_printed"
+
+
+def report_traceback(err: BaseException) -> None:
+    """Print ``err``'s traceback to stderr now (flushed) and mark it, so :func:`run_cli` does not print it again: for an
+    error the other processes are about to hear of (they end, and the launcher then stops this process)."""
+    traceback.print_exception(err, file=sys.stderr)
+    sys.stderr.flush()
+    try:
+        setattr(err, _REPORTED, True)
+    except AttributeError:  # an exception type with __slots__: printed twice at worst
+        pass
+
+
 def _in_process_group() -> bool:
     """Whether the process is in a torch.distributed process group (imports nothing when torch.distributed was never
     loaded). Such a process is never torn down: it leaves with :func:`_exit_process`.
@@ -91,12 +105,13 @@ def run_cli(main: Callable[[], int | None]) -> None:
     except KeyboardInterrupt:  # a command that installs no handler of its own (check-data, plan, push)
         print("interrupted (Ctrl-C); stopped (exit 130).", file=sys.stderr, flush=True)
         code = 130
-    except Exception:
+    except Exception as err:
         if not _in_process_group():
             raise
         # Printed before anything else: once another rank ends (its own paragraph, os._exit), the launcher stops
         # this one, and a traceback printed after a teardown was sometimes never printed at all.
-        traceback.print_exc()
+        if not getattr(err, _REPORTED, False):
+            traceback.print_exc()
         code = 1
     if _in_process_group():
         _exit_process(code or 0)

@@ -92,3 +92,31 @@ def test_every_ending_leaves_the_process_group_before_exiting(tmp_path, monkeypa
     assert "Traceback" in err and "RuntimeError: unexpected" in err
     with pytest.raises(RuntimeError, match="unexpected"):  # no group: the interpreter prints it
         run_cli(broken)
+
+
+def test_a_traceback_reported_early_is_not_printed_again(tmp_path, monkeypatch, capsys):
+    """The main process prints an unexpected error's traceback before the other processes hear of it
+    (core/collective.main_process_check); leaving the group, it is not printed a second time."""
+    import torch.distributed as dist
+
+    from dit_lora.core import errors
+    from dit_lora.core.errors import report_traceback, run_cli
+
+    def exit_process(code):
+        dist.destroy_process_group()
+        sys.exit(code)
+
+    monkeypatch.setattr(errors, "_exit_process", exit_process)
+
+    def broken():
+        try:
+            raise OSError(5, "Input/output error")
+        except OSError as err:
+            report_traceback(err)
+            raise
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    with pytest.raises(SystemExit) as done:
+        run_cli(broken)
+    err = capsys.readouterr().err
+    assert done.value.code == 1 and err.count("Traceback (most recent call last)") == 1 and "Input/output error" in err
