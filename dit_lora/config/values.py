@@ -53,8 +53,10 @@ def base_type(tp: Any) -> tuple[Any, bool]:
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
-    return f" Did you mean `{close[0]}`?" if close else ""
+    # compared in lower case: `LoKr` is `lokr` written as its paper does, not a near miss of `lora`
+    lowered = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(str(name).lower(), list(lowered), n=1, cutoff=0.5)
+    return f" Did you mean `{lowered[close[0]]}`?" if close else ""
 
 
 def unknown_message(name: str, valid: Sequence[str], where: str) -> str:

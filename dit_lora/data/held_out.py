@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import hashlib
 import math
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -162,6 +163,18 @@ def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool
     if not usable:
         log(f"{where}: no usable held-out sample, so a run would stop: nothing to compute the validation loss on.")
     return preflight.has_blocking(rows) or not usable
+
+
+def check_options(cfg) -> None:
+    """A --validation_data_dir that does not exist, for a run reading its training data from a folder or file: one
+    paragraph before anything loads (the listing would say it only after the model)."""
+    folder = cfg.validation_data_dir
+    if folder and not cfg.dataset_name and not os.path.exists(folder):
+        raise UserError(
+            f"--validation_data_dir {folder!r} does not exist. Pass the folder (or annotation file) of the held-out "
+            "samples, laid out as the training data is, or hold out a share of the training data with "
+            "--validation_split instead."
+        )
 
 
 def _where(cfg) -> str:

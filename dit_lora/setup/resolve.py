@@ -29,7 +29,7 @@ from dit_lora.catalogue.entry import lookup
 from dit_lora.config import TrainConfig
 from dit_lora.config.parser import parse_config
 from dit_lora.contract.spec import FamilySpec, require
-from dit_lora.data import masks
+from dit_lora.data import held_out, masks
 from dit_lora.data.prepare import check_image_buckets
 from dit_lora.modeling import activation_offload, block_swap
 from dit_lora.registry import get_spec
@@ -86,6 +86,7 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
         spec.model.validate_config(cfg)
         check_image_buckets(spec, cfg)  # a bad --aspect_buckets: one paragraph, before anything loads
         masks.check_options(cfg)  # --unmasked_weight without --masked_loss: one paragraph
+        held_out.check_options(cfg)  # a --validation_data_dir that does not exist: one paragraph
         activation_offload.check_config(cfg)  # --activation_offloading with --compile: one paragraph
     return Resolved(config=cfg, spec=spec, defaults=defaults)
 

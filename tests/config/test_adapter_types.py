@@ -111,3 +111,8 @@ def test_lycoris_full_matrix_lokr_with_a_small_alpha_is_refused():
     check_type_options(TrainConfig.for_family("sana", lora_type="lokr", rank=100000))
     check_type_options(TrainConfig.for_family("sana", lora_type="lokr", rank=16, lora_alpha=8))
     check_type_options(TrainConfig.for_family("sana", lora_type="loha", rank=100000, lora_alpha=8))
+
+
+def test_a_type_written_as_its_paper_writes_it_is_pointed_to_its_name():
+    with pytest.raises(UserError, match="Did you mean `lokr`"):
+        parse_config(["--pretrained_model_name_or_path", "m", "--train_data_dir", "d", "--lora_type", "LoKr"])

@@ -128,3 +128,15 @@ def test_sample_seeds_differ_by_seed_and_key_and_fit_a_generator():
     seeds = {held_out.sample_seed(s, k) for s in (0, 1) for k in ("a.png", "b.png")}
     assert len(seeds) == 4 and all(0 <= s < 2**63 for s in seeds)
     torch.Generator().manual_seed(max(seeds))  # accepted as is
+
+
+def test_a_validation_data_dir_that_does_not_exist_is_refused_before_anything_loads(tmp_path):
+    from dit_lora.config.schema import TrainConfig
+    from dit_lora.core.errors import UserError
+    from dit_lora.data.held_out import check_options
+
+    missing = str(tmp_path / "nope")
+    with pytest.raises(UserError, match=r"--validation_data_dir '.*nope' does not exist.*--validation_split"):
+        check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=missing))
+    check_options(TrainConfig.for_family("sana", train_data_dir=str(tmp_path), validation_data_dir=str(tmp_path)))
+    check_options(TrainConfig.for_family("sana", dataset_name="user/set", validation_data_dir="user/held"))
