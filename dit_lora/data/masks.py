@@ -43,7 +43,7 @@ from dit_lora.data.decode import _deep_to_grey, _is_deep, open_checked, oriented
 from dit_lora.data.kohya import copy_of
 from dit_lora.data.paths import Located, locate
 from dit_lora.data.samples import RawSample, name_some
-from dit_lora.data.transforms import Resolution, crop_box, resized_size
+from dit_lora.data.transforms import Resolution, fit_to_bucket
 from dit_lora.modeling.masked_loss import MASK_KEY
 
 #: the metadata (and dataset) column naming a sample's mask, unless ``--mask_column`` names another
@@ -249,14 +249,7 @@ def preprocess_mask(
     mask = Image.fromarray(np.ascontiguousarray(values, dtype=np.float32))  # mode F: bilinear without rounding
     if mask.size != (image_size[0], image_size[1]):
         mask = mask.resize((image_size[0], image_size[1]), Image.Resampling.BILINEAR)
-    new_w, new_h = resized_size(image_size[0], image_size[1], resolution)
-    if (new_w, new_h) != mask.size:
-        mask = mask.resize((new_w, new_h), Image.Resampling.BILINEAR)
-    box = crop_box(mask.size, resolution, center_crop=center_crop, crop_rng_seed=crop_rng_seed)
-    if box != (0, 0, mask.width, mask.height):
-        mask = mask.crop(box)
-    if flip:
-        mask = mask.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    mask = fit_to_bucket(mask, resolution, center_crop=center_crop, flip=flip, crop_rng_seed=crop_rng_seed)
     return torch.from_numpy(np.array(mask, dtype=np.float32)).clamp_(0.0, 1.0)[None]
 
 

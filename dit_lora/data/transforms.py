@@ -81,6 +81,24 @@ def crop_box(
     return left, top, left + target_w, top + target_h
 
 
+def fit_to_bucket(
+    image: Image.Image, resolution: Resolution, *, center_crop: bool, flip: bool, crop_rng_seed: int
+) -> Image.Image:
+    """The geometry of :func:`preprocess_image`, any PIL mode (an image, or its loss mask in mode F): resized to
+    cover ``resolution`` (bilinear), cropped to it (the centre, or the window ``crop_rng_seed`` draws) and mirrored
+    with ``flip``; one function, so a mask lines up with its image by construction."""
+    new_w, new_h = resized_size(image.width, image.height, resolution)
+    if (new_w, new_h) != image.size:
+        # Same call torchvision's Resize makes on PIL input (no reducing_gap), so pixels match it.
+        image = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
+    box = crop_box(image.size, resolution, center_crop=center_crop, crop_rng_seed=crop_rng_seed)
+    if box != (0, 0, image.width, image.height):
+        image = image.crop(box)
+    if flip:
+        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    return image
+
+
 def preprocess_image(
     image: Image.Image,
     resolution: Resolution,
@@ -103,15 +121,7 @@ def preprocess_image(
     """
     if image.mode != "RGB":
         image = image.convert("RGB")
-    new_w, new_h = resized_size(image.width, image.height, resolution)
-    if (new_w, new_h) != image.size:
-        # Same call torchvision's Resize makes on PIL input (no reducing_gap), so pixels match it.
-        image = image.resize((new_w, new_h), Image.Resampling.BILINEAR)
-    box = crop_box(image.size, resolution, center_crop=center_crop, crop_rng_seed=crop_rng_seed)
-    if box != (0, 0, image.width, image.height):
-        image = image.crop(box)
-    if flip:
-        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    image = fit_to_bucket(image, resolution, center_crop=center_crop, flip=flip, crop_rng_seed=crop_rng_seed)
     # np.array (not asarray) copies into a writable buffer, which torch.from_numpy requires.
     pixels = torch.from_numpy(np.array(image, dtype=np.uint8))
     return pixels.permute(2, 0, 1).to(torch.float32).div_(127.5).sub_(1.0).contiguous()
