@@ -16,7 +16,8 @@ model and apply to any model:
 class                     kernels               what
 ========================  ====================  ==============================================
 torch ``nn.LayerNorm``    layernorm             plain LayerNorm over the last dimension
-diffusers ``RMSNorm``     rmsnorm               RMSNorm without a bias
+torch ``nn.RMSNorm``      rmsnorm               RMSNorm over the last dimension (Wan's, FLUX.2's q/k norms)
+diffusers ``RMSNorm``     rmsnorm               RMSNorm without a bias (Qwen-Image's, Z-Image's norms)
 ``AttnProcessor2_0``      attention             diffusers' default softmax attention processor
 ========================  ====================  ==============================================
 
@@ -63,6 +64,13 @@ def _layernorm(self, rt: KernelRuntime, x):
     return rt.call("layernorm", x, self.weight, self.bias, None, None, self.eps)
 
 
+def _torch_rmsnorm(self, rt: KernelRuntime, x):
+    # ``F.rms_norm`` returns the input's dtype whatever the weight's (checked on torch 2.13); ``eps=None``
+    # means the input dtype's machine epsilon there.
+    eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+    return rt.call("rmsnorm", x, self.weight, eps, x.dtype)
+
+
 def _rmsnorm(self, rt: KernelRuntime, x):
     # diffusers' RMSNorm returns the weight's dtype for a half-precision weight, fp32 for an fp32 weight,
     # and the input's dtype without a weight; keep that.
@@ -93,6 +101,15 @@ def generic_patch_points() -> tuple[PatchPoint, ...]:
             "d0ed1f7a9eb30e56",
             forward=_layernorm,
             when=lambda m: len(cast(nn.LayerNorm, m).normalized_shape) == 1,
+            written_for="torch 2.13.0",
+        ),
+        PatchPoint(
+            "torch_rmsnorm",
+            nn.RMSNorm,
+            ("rmsnorm",),
+            "83bd4e912b9603f1",
+            forward=_torch_rmsnorm,
+            when=lambda m: len(cast(nn.RMSNorm, m).normalized_shape) == 1,
             written_for="torch 2.13.0",
         ),
         PatchPoint(

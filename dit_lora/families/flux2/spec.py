@@ -5,7 +5,9 @@ The components live beside this file, one module each: ``model.py`` (which pipel
 precision, buckets, demo), ``encoders.py`` (the VAE's normalised patchified latents, the stacked text-encoder
 layers), ``loss.py`` (rectified flow with the dynamic shift and dev's guidance embedding), ``samples.py``, ``plan.py``,
 ``adapter.py`` (saving, loading back, the model card), ``comfyui.py`` (the ComfyUI-named export); what a run decides is its ``Flux2Run`` (``state.py``).
-Precision: transformer and text encoder in bf16, the VAE in fp32.
+Precision: transformer and text encoder in bf16, the VAE in fp32. Fused kernels: no block of its own is patched
+(``Flux2Modulation`` and the parallel single-stream attention are its own code); the generic points patch its q/k
+``torch.nn.RMSNorm``s and ``nn.LayerNorm``s (``dit_lora/kernels/patch.py``; ``tests/kernels/test_patch_image_families.py``).
 """
 
 from __future__ import annotations

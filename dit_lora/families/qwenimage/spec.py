@@ -6,6 +6,9 @@ demo), ``encoders.py`` (the VAE and Qwen2.5-VL through the pipeline's own ``enco
 per-resolution shift of the training sigmas), ``loss.py`` (flow matching on the packed latent, the cached caption
 length), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model card); what a run decides is its
 ``QwenImageRun`` (``state.py``) in ``comps.state``. Precision: transformer and Qwen2.5-VL in bf16, the VAE in fp32.
+Fused kernels: no block of its own is patched (the double-stream processor and inline modulation are its own
+code); the generic points patch its diffusers ``RMSNorm``s and ``nn.LayerNorm``s (``dit_lora/kernels/patch.py``;
+``tests/kernels/test_patch_image_families.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Wan's fused-kernel patch points: its block's modulations and gated residuals, its q/k RMSNorms, its attention.
+"""Wan's fused-kernel patch points: its block's modulations and gated residuals and its attention.
 
 Each forward below re-implements a diffusers (or torch) one with the fused ops, called through the model's
 :class:`~dit_lora.kernels.monitor.KernelRuntime`; each point records the fingerprint of the source it was
@@ -15,10 +15,9 @@ Where Wan uses an op dit-lora has (diffusers 0.42.1, ``models/transformers/trans
   ``gated_residual`` (fp32 gate: the sum is fp32, rounded once by the ``type_as``). The cross-attention's
   ``norm2`` and plain residual stay diffusers' code. Wan 2.2 TI2V's per-token 4-D ``temb`` (batch, tokens, 6,
   dim) is not what the ops take (one modulation row per sample): that call runs diffusers' own forward.
-- ``norm_q`` / ``norm_k`` (and the I2V ``norm_added_k``) are ``torch.nn.RMSNorm`` over heads * head_dim, not
-  diffusers' ``RMSNorm``, so the generic ``rmsnorm`` point of :mod:`dit_lora.kernels.patch` does not reach them;
-  :func:`rms_norm_forward` patches ``torch.nn.RMSNorm.forward`` itself (the module, not the processor, so each
-  norm is patched once and is switchable with the others under ``--disable_layernorm_kernel``).
+- ``norm_q`` / ``norm_k`` (and the I2V ``norm_added_k``) are ``torch.nn.RMSNorm`` over heads * head_dim: the
+  generic ``torch_rmsnorm`` point of :mod:`dit_lora.kernels.patch` patches the module itself (not the processor,
+  so each norm is patched once and is switchable with the others under ``--disable_layernorm_kernel``).
 - ``WanAttnProcessor``: attention through the runtime's backend (:class:`WanAttentionProcessor`); RoPE and the
   I2V image branch keep diffusers' math.
 """
@@ -26,7 +25,6 @@ Where Wan uses an op dit-lora has (diffusers 0.42.1, ``models/transformers/trans
 from __future__ import annotations
 
 import functools
-from typing import cast
 
 import torch
 from torch import nn
@@ -36,7 +34,6 @@ from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import merge_heads
 
 WRITTEN_FOR = "diffusers 0.42.1"
-TORCH_WRITTEN_FOR = "torch 2.13.0"
 # WanAttnProcessor: "512 is the context length of the text encoder, hardcoded for now" (I2V: image tokens first).
 TEXT_CONTEXT = 512
 
@@ -83,16 +80,6 @@ def block_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states,
     return rt.call("gated_residual", hidden_states, c_gate_msa, ff_output).type_as(hidden_states)
 
 
-def rms_norm_forward(self, rt: KernelRuntime, x):
-    """``torch.nn.RMSNorm.forward`` (``F.rms_norm``) through the fused RMSNorm; the output keeps ``x``'s dtype.
-
-    ``F.rms_norm`` returns the input's dtype whatever the weight's (checked on torch 2.13); ``eps=None``
-    means the input dtype's machine epsilon there.
-    """
-    eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
-    return rt.call("rmsnorm", x, self.weight, eps, x.dtype)
-
-
 def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -> torch.Tensor:
     """WanAttnProcessor's ``apply_rotary_emb`` on (B, N, H, D): the same products and one rounding to x's dtype.
 
@@ -110,7 +97,7 @@ class WanAttentionProcessor:
 
     Keeps ``to_q`` / ``to_k`` / ``to_v`` / ``add_k_proj`` / ``add_v_proj`` as separate calls (LoRA layers in them
     keep training) and calls ``norm_q`` / ``norm_k`` / ``norm_added_k`` as modules (patched by
-    :func:`rms_norm_forward` when the RMSNorm op is on). What it does not implement goes to diffusers' own
+    the generic ``torch_rmsnorm`` point when the RMSNorm op is on). What it does not implement goes to diffusers' own
     processor: fused projections, an attention mask (Wan's blocks pass none), context parallelism, extra kwargs.
     """
 
@@ -173,7 +160,7 @@ def _is_block(m: nn.Module) -> bool:
 
 @functools.cache
 def patch_points() -> tuple[PatchPoint, ...]:
-    """Wan's points: ``WanTransformerBlock``, ``WanAttnProcessor``, and ``torch.nn.RMSNorm`` (its q/k norms)."""
+    """Wan's points: ``WanTransformerBlock`` and ``WanAttnProcessor`` (its q/k ``torch.nn.RMSNorm``: a generic point)."""
     from diffusers.models.transformers.transformer_wan import WanAttnProcessor, WanTransformerBlock
 
     return (
@@ -193,14 +180,5 @@ def patch_points() -> tuple[PatchPoint, ...]:
             "f20ffcc85b9b0e6b",
             processor=WanAttentionProcessor,
             written_for=WRITTEN_FOR,
-        ),
-        PatchPoint(
-            "wan.qk_rmsnorm",
-            nn.RMSNorm,
-            ("rmsnorm",),
-            "83bd4e912b9603f1",
-            forward=rms_norm_forward,
-            when=lambda m: len(cast(nn.RMSNorm, m).normalized_shape) == 1,
-            written_for=TORCH_WRITTEN_FOR,
         ),
     )

@@ -5,8 +5,9 @@ The components live beside this file, one module each: ``model.py`` (checks, loa
 buckets, demo), ``encoders.py`` (FLUX.1 VAE and Qwen3, the run's text settings), ``loss.py`` (rectified flow in
 Z-Image's time and sign conventions), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model
 card), ``comfyui.py`` (ComfyUI's key names); what a run decides is its ``ZImageRun`` (``state.py``). Precision:
-transformer and Qwen3 in bf16, the VAE in fp32. No fused kernels: Z-Image's blocks match no patched block
-(its attention runs its own processor with RoPE and QK RMSNorm).
+transformer and Qwen3 in bf16, the VAE in fp32. Fused kernels: no block of its own is patched (its attention runs its own processor with RoPE, its
+modulation is inline in its block); the generic points patch its diffusers ``RMSNorm``s and ``nn.LayerNorm``
+(``dit_lora/kernels/patch.py``; ``tests/kernels/test_patch_image_families.py``).
 """
 
 from __future__ import annotations
