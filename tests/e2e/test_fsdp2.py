@@ -131,7 +131,25 @@ def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2
     assert read_summary(out)["num_processes"] == 2
 
 
-def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path, tiny_cogvideox: Path):
+def _tiny(module: str, builder: str):
+    """A builder of the family's tiny pipeline at a path, imported on use."""
+
+    def build(path: Path) -> Path:
+        import importlib
+
+        return getattr(importlib.import_module(f"dit_lora.families.{module}.demo"), builder)(path)
+
+    return build
+
+
+#: family -> (tiny pipeline builder, family flags)
+IMAGE_FAMILIES = {"zimage": (_tiny("zimage", "build_tiny_zimage_pipeline"), dict(max_sequence_length=64)),
+                  "flux2": (_tiny("flux2", "build_tiny_flux2_pipeline"), dict(max_sequence_length=32)),
+                  "qwenimage": (_tiny("qwenimage", "build_tiny_qwenimage_pipeline"), {})}
+
+
+def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path, tiny_cogvideox: Path,
+                  shapes_data: Path):
     """(recipe, model, data, family flags) of a family's tiny model for a short FSDP2 run."""
     if name == "dit":
         return "dit_class", tiny_dit, shape_classes, dict(family="dit", num_classes=3)
@@ -141,6 +159,9 @@ def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path
         clips = make_moving_square_dataset(tmp_path / "clips", n=4, num_frames=9, fps=16, seed=3)
         return "cogvideox", tiny_cogvideox, clips, dict(family="cogvideox", resolution=None, center_crop=None,
                                                         max_num_frames=9, height=64, width=64)
+    if name in IMAGE_FAMILIES:  # issue 36's image families: their own tiny pipeline, 64 px shapes
+        build, extra = IMAGE_FAMILIES[name]
+        return name, build(tmp_path / name), shapes_data, dict(family=name, resolution=64, **extra)
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
     from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
     from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
@@ -152,13 +173,14 @@ def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["dit", "cogvideox", "llava_next_video", "qwen2_5_vl"])
+@pytest.mark.parametrize("family", ["dit", "cogvideox", "llava_next_video", "qwen2_5_vl", *IMAGE_FAMILIES])
 def test_the_other_families_train_under_fsdp2_and_skip_one_ranks_fault(
-    family, tiny_dit, shape_classes, tiny_cogvideox, tmp_path
+    family, tiny_dit, shape_classes, tiny_cogvideox, shapes_data, tmp_path
 ):
     """Every family's tiny model shards and trains under FSDP2 on 2 processes: its blocks brought from host memory one
     at a time, a NaN gradient on rank 1 only skipping update 2 on both ranks, the adapter written once and finite."""
-    recipe, model, data, flags = _other_family(family, tmp_path, tiny_dit, shape_classes, tiny_cogvideox)
+    recipe, model, data, flags = _other_family(family, tmp_path, tiny_dit, shape_classes, tiny_cogvideox,
+                                                shapes_data)
     out = tmp_path / "out"
     args = base_args(model, data, out, tmp_path / "cache", **{"train_batch_size": 1, "mixed_precision": "no",
                                                                "max_train_steps": 3, "inject_faults": "nan_grad@2:rank1",
