@@ -4,7 +4,8 @@ adapter bytes of the run without it. On a CPU the "host copies" are copies into 
 the CUDA one with the streams as no-ops. Sana runs with gradient checkpointing, ``--blocks_to_swap 1`` on both sides
 (the two levers' hooks chained) and the host-sync audit; DiT without checkpointing (every block's activations
 offloaded); CogVideoX; Wan 2.2 A14B with both experts (each expert's forward hooked); LLaVA-NeXT-Video (its language
-model's forward hooked, the logits left alone); a killed Sana run resumes to the same bytes.
+model's forward hooked, the logits left alone); FLUX.2 klein (both block lists); a killed Sana run resumes to the
+same bytes.
 fp32 compute (bf16 matmuls are slow on a CPU and not the point).
 """
 
@@ -129,3 +130,15 @@ def test_a_video_llm_offloads_its_language_model(tmp_path):
     model_dir = build_tiny_llava_next_video(tmp_path / "llava")
     data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout="videochat2", seed=0)
     _pair(model_dir, data, tmp_path, family="llava_next_video", resolution=None, center_crop=None, cache_dir=None)
+
+
+@pytest.mark.slow
+def test_flux2_offloads_both_block_lists(tmp_path, shapes_data):
+    """FLUX.2 klein (issue 36; Z-Image and Qwen-Image pair offloading with their resume runs in their own e2e files):
+    the double- and single-stream blocks' saved activations offloaded, the drill and the adapter bytes unchanged."""
+    from dit_lora.families.flux2.demo import build_tiny_flux2_pipeline
+
+    model_dir = build_tiny_flux2_pipeline(tmp_path / "klein", "klein")
+    result = _pair(model_dir, shapes_data, tmp_path, family="flux2", resolution=64, max_sequence_length=32,
+                   gradient_checkpointing="false")
+    assert result["stats"].offloaded > 0
