@@ -48,6 +48,14 @@ def add_adapter(model: torch.nn.Module, lora: LoraOptions, *, targets: Iterable[
         # diffusers' and transformers' models have add_adapter (PEFT's adapter mixin, any PeftConfig); a plain
         # torch.nn.Module does not
         cast(Any, model).add_adapter(config)
+    if lora.use_effective_conv2d and not any(
+        isinstance(getattr(m, "base_layer", None), torch.nn.Conv2d) for m in model.modules()
+    ):
+        raise UserError(
+            f"--use_effective_conv2d shapes the {lora.lora_type} update of a convolution, but none of the layers "
+            "the adapter trains is a Conv2d (--lora_layers names only linear layers here), so it would do nothing. "
+            "Drop --use_effective_conv2d, or add a convolution's name to --lora_layers."
+        )
     return config
 
 

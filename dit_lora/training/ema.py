@@ -49,13 +49,21 @@ EMA_OPTIONS = (
 
 
 def check_options(cfg) -> None:
-    """Refuse, in one paragraph, an --ema_* option set without --use_ema (it would do nothing)."""
+    """Refuse, in one paragraph, an --ema_* option that would do nothing: any without --use_ema, the warm-up's shape
+    without --ema_warmup, an EMA --ema_validation without a --validation_prompt (no samples are made)."""
     explicit = cfg.explicit_options or frozenset()
     given = [name for name in EMA_OPTIONS if name in explicit]
     if given and not cfg.use_ema:
         raise UserError(
             f"--{given[0]} is set but --use_ema is not, so no EMA is kept and it would do nothing. Add --use_ema "
             f"to keep an EMA of the trainable weights, or drop {', '.join('--' + n for n in given)}."
+        )
+    if "ema_validation" in explicit and cfg.ema_validation != "trained" and not cfg.validation_prompt:
+        raise UserError(
+            f"--ema_validation {cfg.ema_validation} chooses which weights the validation samples come from, but no "
+            "--validation_prompt is set, so the run makes no samples and it would do nothing. Add "
+            "--validation_prompt (and --validation_steps) to sample from the EMA weights during training, or drop "
+            "--ema_validation; the EMA adapter is exported beside the trained one either way."
         )
     shaping = [name for name in ("ema_inv_gamma", "ema_power") if name in explicit]
     if shaping and not cfg.ema_warmup:

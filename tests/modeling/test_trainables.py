@@ -117,3 +117,28 @@ def test_fp16_advice_names_the_bf16_release_only_where_one_exists(tmp_path, hub_
     assert advice in note
     assert family.notes.precision_notes(TrainConfig(pretrained_model_name_or_path=str(folder), variant="fp16",
                                               mixed_precision="fp16")) == []
+
+
+def _linear_and_conv():
+    from diffusers import ModelMixin
+    from diffusers.loaders.peft import PeftAdapterMixin
+
+    class Tiny(ModelMixin, PeftAdapterMixin):  # diffusers' adapter mixin (add_adapter), one Linear and one Conv2d
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.conv = torch.nn.Conv2d(2, 2, 3)
+
+    return Tiny()
+
+
+@pytest.mark.parametrize("kind", ["lokr", "loha"])
+def test_effective_conv2d_without_a_trained_convolution_is_refused(kind):
+    from dit_lora.config.schema import LoraOptions
+    from dit_lora.core.errors import UserError
+
+    lora = LoraOptions(lora_type=kind, rank=2, use_effective_conv2d=True)
+    with pytest.raises(UserError, match="none of the layers the adapter trains is a Conv2d"):
+        trainables.add_adapter(_linear_and_conv(), lora, targets=["lin"], seed=0)
+    config = trainables.add_adapter(_linear_and_conv(), lora, targets=["lin", "conv"], seed=0)
+    assert config.use_effective_conv2d

@@ -187,6 +187,15 @@ def test_validation_swaps_the_ema_in_and_the_trained_weights_back_exactly():
     assert [s for s, _ in validation_weights(ema, "ema")] == ["_ema"]
 
 
+def test_ema_validation_without_a_validation_prompt_is_refused():
+    given = frozenset({"use_ema", "ema_validation"})
+    with pytest.raises(UserError, match="--ema_validation both .* no --validation_prompt"):
+        check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", explicit=given))
+    check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="both", validation_prompt="a cat",
+                                         explicit=given | {"validation_prompt"}))
+    check_options(TrainConfig.for_family("sana", use_ema=True, ema_validation="trained", explicit=given))
+
+
 def test_ema_options_without_use_ema_are_refused():
     from dit_lora.config import parse_config
 
