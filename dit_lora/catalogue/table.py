@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from dit_lora.catalogue import Checkpoint, entries
+from dit_lora.catalogue import Checkpoint, entries, refused
 
 
 def _number(value) -> str:
@@ -35,6 +35,11 @@ def format_table(family: str | None = None) -> str:
         "A model folder with one of these configs (a local copy, a fine-tune) gets the same defaults; "
         "flags you give win. Sources: dit_lora/families/*/catalogue.py."
     )
+    turned_away = [e for e in refused() if family is None or family in e.families]
+    if turned_away:
+        lines.append("")
+        lines.append("Recognised and refused (a run on one stops at start and says why, and what to train instead):")
+        lines.extend(f"  {e.hub_id}  {e.title}: {e.notes}" for e in turned_away)
     return "\n".join(lines)
 
 

@@ -272,7 +272,7 @@ def _sprint(hub_id: str, title: str, size: str) -> Checkpoint:
     sources = {"configs": "diffusers sana_sprint.md and scripts/convert_sana_to_diffusers.py (module docstring)"}
     return dataclasses.replace(
         base, signature=signature, configs=configs, defaults={}, sources=sources, refusal=SPRINT_REFUSAL,
-        notes="few-step (1-4) sCM + LADD distillation; refused: see the refusal",
+        notes="few-step (1-4) sCM + LADD distillation; its sampler needs that objective, not a flow-matching LoRA",
     )  # fmt: skip
 
 
