@@ -157,6 +157,8 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
             if cfg.activation_offloading
             else None
         ),
+        "masked loss (--masked_loss)": _masked_row(cfg),
+        "samples left out (quarantine.json)": _quarantine_row(summary.get("quarantine")),
         **(card.card_settings(cfg) if card else {}),
         "final_loss": summary.get("final_loss"),
         "validation loss (held out)": _validation_row(summary.get("validation_loss")),
@@ -218,6 +220,25 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def _masked_row(cfg) -> str | None:
+    """The card's masked-loss row: each image's loss weighted by its mask, and how the unmasked area counted."""
+    data = cfg.data
+    if not getattr(data, "masked_loss", False):
+        return None
+    weight = f"unmasked area weighted {data.unmasked_weight:g}"
+    return f"yes: per latent pixel by each image's mask, {weight}" + (
+        ", each sample's loss divided by its mask's mean" if data.normalize_masked_area_loss else ""
+    )
+
+
+def _quarantine_row(quarantine: list | None) -> str | None:
+    """How many samples the run left out (their reasons are in quarantine.json beside the adapter), if any."""
+    if not quarantine:
+        return None
+    reasons = sorted({str(q.get("reason", "")).split(":")[0] for q in quarantine if q.get("reason")})
+    return f"{len(quarantine)} (" + "; ".join(reasons[:3]) + ("; ..." if len(reasons) > 3 else "") + ")"
 
 
 def ema_note(ema: dict | None) -> str:

@@ -166,6 +166,23 @@ def test_card_names_activation_offloading_only_when_on(tmp_path):
     assert "activation offloading" not in _card("sana", tmp_path)
 
 
+def test_card_names_masked_loss_and_the_samples_left_out_only_when_there_are(tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_family
+
+    card = _card("sana", tmp_path, masked_loss=True, unmasked_weight=0.25, normalize_masked_area_loss=True)
+    assert ("| masked loss (--masked_loss) | yes: per latent pixel by each image's mask, unmasked area weighted 0.25, "
+            "each sample's loss divided by its mask's mean |") in card
+    plain = _card("sana", tmp_path)
+    assert "masked loss" not in plain and "samples left out" not in plain
+    quarantine = [{"key": "a.png", "reason": "unreadable image: truncated"}, {"key": "b.png", "reason": "empty caption"},
+                  {"key": "c.png", "reason": "unreadable image: not an image"}]
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path="org/model")
+    text = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2, "quarantine": quarantine}, []).read_text()
+    assert "| samples left out (quarantine.json) | 3 (empty caption; unreadable image) |" in text
+
+
 def test_the_held_out_loss_is_drawn_beside_the_training_loss_with_its_best_step(tmp_path, matplotlib_installed,
                                                                                  monkeypatch):
     import matplotlib.pyplot as plt
