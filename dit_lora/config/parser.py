@@ -21,6 +21,7 @@ import yaml
 from dit_lora.config import owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
+from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
@@ -53,7 +54,7 @@ def _yaml_values(
                 raise UserError(foreign)
             unknown.append(str(key))
     if unknown:
-        raise UserError(unknown_options_message(unknown, valid, f"in {path}"))
+        raise UserError(unknown_options_message(unknown, valid, f"in {path}", data.get("network_args")))
     return {k: coerce(k, v, str(path)) for k, v in data.items() if k not in skip}
 
 
@@ -393,7 +394,8 @@ def _refuse_for_family(unknown: list[str], family: str, chosen_by: str, own: lis
             "Run with --help for every valid option."
         )
     flags = [u for u in unknown if u.startswith("-") and not NEGATIVE_NUMBER.match(u)]  # all, each hinted
-    raise UserError(unknown_options_message(flags, [*owners.common_names(), *own, "config"], "on the command line"))
+    valid = [*owners.common_names(), *own, "config"]
+    raise UserError(unknown_options_message(flags, valid, "on the command line", network_args_values(unknown)))
 
 
 def _given(name: str, argv: Sequence[str], yaml_path: str | None) -> str:
@@ -451,11 +453,13 @@ def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None
     known = set(owners.all_option_names()) | {"config"}
     flags = [arg for arg in unknown if arg.startswith("--") and arg.split("=")[0][2:] not in known]
     if flags:
-        raise UserError(unknown_options_message(flags, sorted(known), "on the command line"))
+        words = network_args_values(unknown)  # kohya's words, said as dit-lora's flags
+        raise UserError(unknown_options_message(flags, sorted(known), "on the command line", words))
     if yaml_path and data is not None:
         keys = [str(key) for key in data if str(key) not in known]
         if keys:
-            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}"))
+            words = data.get("network_args")
+            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}", words))
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:

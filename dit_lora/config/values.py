@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dit_lora.config import owners
+from dit_lora.config.lycoris_args import translate_network_args
 from dit_lora.config.peers import peer_hint
 from dit_lora.core.errors import UserError
 
@@ -81,9 +82,18 @@ def _unknown_hint(bare: str, valid: Sequence[str], flag: bool) -> str:
     return hint
 
 
-def unknown_options_message(names: Sequence[str], valid: Sequence[str], where: str) -> str:
+def unknown_options_message(
+    names: Sequence[str], valid: Sequence[str], where: str, network_args: Sequence[str] | str | None = None
+) -> str:
     """One paragraph for every unknown option in ``names`` at once (a config from another trainer has several:
-    one per run would take as many runs to fix), each with its hint; one name is :func:`unknown_message`."""
+    one per run would take as many runs to fix), each with its hint; one name is :func:`unknown_message`.
+    ``network_args``: kohya's ``--network_args`` words given with them, translated into dit-lora's flags."""
+    words = [network_args] if isinstance(network_args, str) else list(network_args or [])
+    said = translate_network_args(words)
+    return _unknown_paragraph(names, valid, where) + (f" {said}" if said else "")
+
+
+def _unknown_paragraph(names: Sequence[str], valid: Sequence[str], where: str) -> str:
     if len(names) == 1:
         return unknown_message(names[0], valid, where)
     flag = where == "on the command line"
