@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import as_json, format_table
@@ -22,7 +23,7 @@ from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import check_writable
-from dit_lora.output.export import export_run
+from dit_lora.output.export import export_run, written_by_export
 from dit_lora.registry import available, canonical_name, recipe_script
 from dit_lora.setup.family_inference import family_for_model
 from dit_lora.training import signals
@@ -172,8 +173,11 @@ def _push(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    folder = Path(args.output_dir)
+    # an export replaces only files an earlier export wrote (export_target refuses any other): say which it replaced
+    earlier = {p.resolve() for p in folder.rglob("*.safetensors") if written_by_export(p)} if folder.is_dir() else set()
     for path in export_run(args.output_dir, args.export_format, family=args.family):
-        print(path)
+        print(f"{path} (replaced the earlier export)" if Path(path).resolve() in earlier else path)
     return 0
 
 

@@ -85,6 +85,8 @@ def test_export_writes_the_format_beside_the_adapter(tmp_path, capsys):
     assert torch.equal(load_file(str(run / COPY))["new.a.lora_A.weight"], torch.full((2, 3), 2.0))
     assert written_by_export(run / COPY)
     assert export_run(run, "scaled") == [run / COPY]  # its own earlier export is replaced
+    code, out, err = _cli([str(run), "--format", "scaled"], capsys)
+    assert code == 0 and out.strip() == f"{run / COPY} (replaced the earlier export)"  # and the command says so
 
 
 def test_an_unknown_format_names_the_valid_ones(tmp_path, capsys):
