@@ -122,13 +122,13 @@ def test_the_1b_hf_layout_is_found_from_its_folder_and_trains(tmp_path):
     --family (``dit-lora train``): the folder's configs match the catalogue's entry, whose defaults
     are taken (max_sequence_length 8192 among them), one step trains and PEFT loads the adapter. One frame: 256
     image tokens at 1024 wide with a 151936-token head in fp32 on a CPU."""
+    from helpers import ROOT, read_summary
     from internvl_layout import internvl_folder
     from peft import PeftModel
     from transformers import AutoTokenizer, InternVLForConditionalGeneration
+    from warm import run_script
 
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from helpers import ROOT, read_summary
-    from warm import run_script
 
     hub_id = "OpenGVLab/InternVL3_5-1B-HF"
     model = internvl_folder(tmp_path / "models", hub_id)

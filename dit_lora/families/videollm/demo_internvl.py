@@ -32,18 +32,38 @@ from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
 from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
 
-__all__ = ["INTERNVL_ADDED_TOKENS", "INTERNVL_CHAT_TEMPLATE", "TINY_INTERNVL_VERSION", "build_tiny_internvl",
-           "build_tiny_internvl_tokenizer", "get_tiny_internvl_config"]
+__all__ = [
+    "INTERNVL_ADDED_TOKENS",
+    "INTERNVL_CHAT_TEMPLATE",
+    "TINY_INTERNVL_VERSION",
+    "build_tiny_internvl",
+    "build_tiny_internvl_tokenizer",
+    "get_tiny_internvl_config",
+]
 
 TINY_INTERNVL_VERSION = 1  # bump when the config, init, tokenizer or template change
 _MARKER = "dit_lora_tiny.json"
 
 #: InternVL's tokens after Qwen's, in the order of the HF repos' tokenizer
-INTERNVL_ADDED_TOKENS = ("<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>",
-                         "<video>")
+INTERNVL_ADDED_TOKENS = (
+    "<img>",
+    "</img>",
+    "<IMG_CONTEXT>",
+    "<quad>",
+    "</quad>",
+    "<ref>",
+    "</ref>",
+    "<box>",
+    "</box>",
+    "<video>",
+)
 #: the names ``InternVLProcessor`` reads from the tokenizer
-EXTRA_SPECIAL_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>",
-                        "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"}
+EXTRA_SPECIAL_TOKENS = {
+    "start_image_token": "<img>",
+    "end_image_token": "</img>",
+    "context_image_token": "<IMG_CONTEXT>",
+    "video_token": "<video>",
+}
 
 # The HF repos' template (transformers' convert_internvl_weights_to_hf.py writes it to the tokenizer and processor).
 INTERNVL_CHAT_TEMPLATE = (

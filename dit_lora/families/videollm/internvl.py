@@ -125,7 +125,8 @@ class InternVLSpec(VideoLLMSpec):
                 return (inputs_embeds == token).all(-1).unsqueeze(-1)
             return (input_ids == config.image_token_id).unsqueeze(-1).to(inputs_embeds.device)
 
-        inner.get_placeholder_mask = placeholder_mask
+        # (torch types nn.Module.__setattr__'s value as Tensor | Module; a module takes any attribute)
+        inner.get_placeholder_mask = placeholder_mask  # type: ignore[assignment]
         setattr(model, _MASK_FLAG, True)
         return model
 
