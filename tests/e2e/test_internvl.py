@@ -119,13 +119,14 @@ def test_drill_tower_reload_into_the_stock_model_and_exact_resume(assets, tmp_pa
 @pytest.mark.slow
 def test_the_1b_hf_layout_is_found_from_its_folder_and_trains(tmp_path):
     """The -HF repo's layout at the 1B's widths and vocabulary (one language-model layer, one ViT layer), no
-    --family (``dit-lora train``): the folder's configs match the catalogue's entry, whose defaults
-    are taken (max_sequence_length 8192 among them), one step trains and PEFT loads the adapter. One frame: 256
-    image tokens at 1024 wide with a 151936-token head in fp32 on a CPU."""
+    --family (``dit-lora train``): the folder's configs match the catalogue's entry, whose defaults are taken
+    (max_sequence_length 8192 among them), and one step trains the language model's LoRA. One frame (256 image
+    tokens at 1024 wide with a 151936-token head in fp32 on a CPU) and no memory plan (its trace at these widths is
+    seconds; the plans of these checkpoints are the guide's table, a folder's plan at the start of a run the demo's
+    no-host-sync audit). Reloading into the stock class is the tiny model's test above."""
     from helpers import ROOT, read_summary
     from internvl_layout import internvl_folder
-    from peft import PeftModel
-    from transformers import AutoTokenizer, InternVLForConditionalGeneration
+    from transformers import AutoTokenizer
     from warm import run_script
 
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
@@ -138,41 +139,39 @@ def test_the_1b_hf_layout_is_found_from_its_folder_and_trains(tmp_path):
     out = tmp_path / "out"
     args = ["train", "--pretrained_model_name_or_path", str(model), "--train_data_dir", str(data), "--output_dir",
             str(out), "--max_train_steps", "1", "--report_to", "none", "--mixed_precision", "no",
-            "--gradient_accumulation_steps", "1", "--num_frames", "1", "--skip_doctor"]
+            "--gradient_accumulation_steps", "1", "--num_frames", "1", "--ignore_memory_plan", "true", "--skip_doctor"]
     proc = run_script(ROOT / "dit_lora" / "__main__.py", args, timeout=600, warm=True)  # `dit-lora train`
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     text, summary = " ".join(proc.stdout.split()), read_summary(out)
     assert summary["family"] == "internvl" and summary["defaults"]["catalogue_entry"] == hub_id
-    assert f"has the published config of {hub_id}" in text and "memory plan: predicted peak" in text
+    assert f"has the published config of {hub_id}" in text
     assert "except text_config.num_hidden_layers 1 (published: 28)" in text
     assert summary["defaults"]["applied"]["max_sequence_length"] == 8192
     assert summary["status"] == "completed" and summary["applied_updates"] == 1
-    peft_model = PeftModel.from_pretrained(
-        InternVLForConditionalGeneration.from_pretrained(model, dtype=torch.float32), str(out))
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["target_modules"] and all(t.startswith("model.language_model.") for t in config["target_modules"])
     saved = load_file(str(out / "adapter_model.safetensors"))
-    loaded = {k: v for k, v in peft_model.state_dict().items() if "lora_" in k}
-    assert len(loaded) == len(saved) > 0
-    for key, value in saved.items():
-        assert torch.equal(loaded[key.replace(".weight", ".default.weight")], value.to(torch.float32)), key
+    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained: B left zero
 
 
-@pytest.mark.parametrize("size", ["2B", "4B", "8B"])
-def test_the_larger_hf_layouts_are_matched_by_their_configs(tmp_path, size):
-    """The 2B, 4B and 8B folders (configs and tokenizer files, no weights) are matched to their own entries by their
-    content, with the layer count the one difference (a full run per size is the 1B test's; their plans are the
-    guide's table)."""
-    from internvl_layout import internvl_folder
+def test_the_larger_hf_layouts_are_matched_by_their_configs(tmp_path):
+    """The 2B, 4B and 8B configs as their folders hold them (one layer) are matched to their own entries by content,
+    with the layer count the one difference (the full file set and a run: the 1B test's; their plans: the guide's
+    table)."""
+    from dit_lora.catalogue import by_hub_id, match
 
-    from dit_lora.catalogue import match
+    for size in ("2B", "4B", "8B"):
+        hub_id = f"OpenGVLab/InternVL3_5-{size}-HF"
+        config = json.loads(json.dumps(by_hub_id(hub_id).configs["config.json"]))
+        layers = config["text_config"]["num_hidden_layers"]
+        config["text_config"]["num_hidden_layers"] = 1
+        (tmp_path / size).mkdir()
+        (tmp_path / size / "config.json").write_text(json.dumps(config))
 
-    hub_id = f"OpenGVLab/InternVL3_5-{size}-HF"
-    folder = internvl_folder(tmp_path, hub_id, weights=False)
+        def read(sub, name, folder=tmp_path / size):
+            path = folder / sub / name
+            return json.loads(path.read_text()) if path.is_file() else None
 
-    def read(sub, name):
-        path = folder / sub / name
-        return json.loads(path.read_text()) if path.is_file() else None
-
-    entry = match("internvl", read)
-    assert entry is not None and entry.hub_id == hub_id
-    layers = entry.configs["config.json"]["text_config"]["num_hidden_layers"]
-    assert entry.depth_differences(read) == [f"text_config.num_hidden_layers 1 (published: {layers})"]
+        entry = match("internvl", read)
+        assert entry is not None and entry.hub_id == hub_id
+        assert entry.depth_differences(read) == [f"text_config.num_hidden_layers 1 (published: {layers})"]
