@@ -212,9 +212,15 @@ class InternVLSpec(VideoLLMSpec):
         per_frame = self.tokens_per_frame(config)
         if video_tokens % per_frame:
             raise ValueError(f"{video_tokens} video tokens are not whole frames of {per_frame} tokens")
-        start, end = (tokenizer.convert_tokens_to_ids(t) for t in ("<img>", "</img>"))
-        context = int(config.image_token_id)
-        if tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>") != context:
+        found = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<img>", "</img>", "<IMG_CONTEXT>")}
+        missing = [t for t, i in found.items() if i is None or i == tokenizer.unk_token_id]
+        if missing:
+            raise UserError(
+                f"the tokenizer has no {', '.join(missing)} token: it is not an InternVL tokenizer. Point "
+                "--pretrained_model_name_or_path at an InternVL -HF repo (its tokenizer files beside config.json)."
+            )
+        start, end, context = found["<img>"], found["</img>"], int(config.image_token_id)
+        if found["<IMG_CONTEXT>"] != context:
             raise UserError(
                 f"the tokenizer's <IMG_CONTEXT> is id {tokenizer.convert_tokens_to_ids('<IMG_CONTEXT>')} but "
                 f"config.json's image_token_id is {context}: the tokenizer files and config.json are from "

@@ -67,6 +67,10 @@ def test_the_prompt_is_the_processors_own_tokens_and_only_answers_are_labelled(p
     assert labelled == "red<|im_end|>\n"  # the answer and its end of turn; frames, tags and question masked
     context = processing.model_config.image_token_id
     assert int((example["input_ids"] == context).sum()) == count
+    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
+
+    with pytest.raises(UserError, match="no <img>, </img>, <IMG_CONTEXT> token"):
+        SPEC.video_prompt_ids(build_tiny_qwen_tokenizer(), count, processing.model_config)
 
 
 def test_the_token_count_is_what_the_vision_tower_produces(model, processing):
