@@ -30,6 +30,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         f"{__name__}.llava_next_video:LlavaNextVideoSpec", f"{__name__}.demo_llava:build_tiny_llava_next_video"
     ),
     "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
+    "internvl": Architecture(f"{__name__}.internvl:InternVLSpec", f"{__name__}.demo_internvl:build_tiny_internvl"),
 }
 
 
@@ -64,7 +65,7 @@ ENTRY = FamilyEntry(
     factory=f"{__name__}:make",
     options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("videollm/demo.yaml",),
+    demo_configs=("videollm/demo.yaml", "videollm/internvl_demo.yaml"),
     recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
 )

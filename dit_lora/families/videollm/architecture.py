@@ -351,6 +351,14 @@ class VideoLLMSpec:
         """How many video tokens the model expects for ``frame_inputs`` (``config`` = model.config)."""
         raise NotImplementedError
 
+    def video_prompt_ids(self, tokenizer, video_tokens: int, config: Any) -> list[int] | None:
+        """The token ids that replace the chat template's one video token, or None: ``video_tokens`` copies of it.
+
+        An architecture whose processor writes more than the feature tokens there (InternVL's per-frame lines)
+        returns them; its labels are masked like the video tokens.
+        """
+        return None
+
     def step_inputs(self, inputs: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
         """The model's keyword inputs for one training step, from the batch's (on the device).
 

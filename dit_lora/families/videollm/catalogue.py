@@ -1,4 +1,5 @@
-"""Video LLM checkpoints (``videollm_lora.py``): LLaVA-NeXT-Video (llava-hf) and Qwen2.5-VL (Qwen).
+"""Video LLM checkpoints (``videollm_lora.py``): LLaVA-NeXT-Video (llava-hf), Qwen2.5-VL (Qwen) and InternVL3.5
+(OpenGVLab; its entries and sources are :mod:`~dit_lora.families.videollm.catalogue_internvl`'s).
 
 Where each fact was checked:
 - Hub ids: the llava-hf "LLaVA-NeXT-Video" collection (7B, 7B-32K, 7B-DPO, 34B, 34B-DPO) and the Qwen "Qwen2.5-VL"
@@ -23,6 +24,7 @@ Where each fact was checked:
 from __future__ import annotations
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.families.videollm.catalogue_internvl import ENTRIES as INTERNVL_ENTRIES
 
 _DEFAULTS = {
     "rank": 8,
@@ -269,3 +271,4 @@ ENTRIES = [
         notes="vocab_size assumed 152064 like 7B (the stored 72B file was cut off before it)",
     ),
 ]
+ENTRIES += INTERNVL_ENTRIES

@@ -1,4 +1,4 @@
-"""The video LLMs' own options (``--family llava_next_video`` or ``qwen2_5_vl``): frames, video paths, the
+"""The video LLMs' own options (``--family llava_next_video``, ``qwen2_5_vl`` or ``internvl``): frames, video paths, the
 vision tower, Liger.
 """
 
@@ -13,7 +13,7 @@ from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 class VideoChatOptions(FamilyOptions):
     """Options only the video LLMs read."""
 
-    TITLE = "video LLM options (--family llava_next_video or qwen2_5_vl)"
+    TITLE = "video LLM options (--family llava_next_video, qwen2_5_vl or internvl)"
 
     num_frames: int = opt(
         8,

@@ -61,6 +61,7 @@ class VideoQAProcessing:
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
             video_token_count=video_tokens,
             max_length=max_length,
+            video_ids=self.spec.video_prompt_ids(self.tokenizer, video_tokens, self.model_config),
         )
 
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
@@ -73,6 +74,7 @@ class VideoQAProcessing:
             video_placeholder=self.spec.video_placeholder,
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
             video_token_count=count,
+            video_ids=self.spec.video_prompt_ids(self.tokenizer, count, self.model_config),
         )
         device = next(model.parameters()).device
         inputs = {k: v[None].to(device) for k, v in prompt.items()}

@@ -220,9 +220,14 @@ def _tokenize_segments(tokenizer, segments: list[tuple[str, bool]]) -> tuple[lis
 
 
 def _expand_video(
-    ids: list[int], is_answer: list[bool], video_token_id: int, video_token_count: int, placeholder: str
+    ids: list[int],
+    is_answer: list[bool],
+    video_token_id: int,
+    video_token_count: int,
+    placeholder: str,
+    video_ids: Sequence[int] | None = None,
 ) -> tuple[list[int], list[bool]]:
-    """Replace the single video token with ``video_token_count`` copies (never labels)."""
+    """Replace the single video token with ``video_ids``, else ``video_token_count`` copies of it (never labels)."""
     if int(video_token_count) < 1:
         raise ValueError(f"video_token_count must be >= 1, got {video_token_count}")
     positions = [i for i, t in enumerate(ids) if t == video_token_id]
@@ -232,8 +237,8 @@ def _expand_video(
             f"{len(positions)}; the placeholder {placeholder!r} must tokenize to the video token once"
         )
     at = positions[0]
-    n = int(video_token_count)
-    return ids[:at] + [video_token_id] * n + ids[at + 1 :], is_answer[:at] + [False] * n + is_answer[at + 1 :]
+    video = list(video_ids) if video_ids is not None else [video_token_id] * int(video_token_count)
+    return ids[:at] + video + ids[at + 1 :], is_answer[:at] + [False] * len(video) + is_answer[at + 1 :]
 
 
 # --------------------------------------------------------------------------------------
@@ -247,19 +252,21 @@ def build_training_example(
     video_token_id: int,
     video_token_count: int,
     max_length: int | None = None,
+    video_ids: Sequence[int] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Tokenize a conversation ending with an assistant turn into an answer-only-labelled example.
 
     Returns 1-D LongTensors ``input_ids``, ``labels`` (-100 except the answer tokens, each
     followed by its end-of-turn token(s), or EOS if the template writes none) and
-    ``attention_mask`` (ones), with the video expanded to ``video_token_count`` tokens.  Raises ``ValueError`` when the video placeholder
+    ``attention_mask`` (ones), with the video expanded to ``video_token_count`` tokens (or to ``video_ids``, the
+    spec's :meth:`~dit_lora.families.videollm.architecture.VideoLLMSpec.video_prompt_ids`, when given).  Raises ``ValueError`` when the video placeholder
     is missing or repeated, and when the example is longer than ``max_length`` (the message
     names --max_sequence_length; callers quarantine such samples).
     """
     first_user = _check_messages(messages, "assistant")
     styled = _pick_style(tokenizer, messages, first_user, video_placeholder, add_generation_prompt=False)
     ids, is_answer = _tokenize_segments(tokenizer, _segments(tokenizer, styled, add_generation_prompt=False))
-    ids, is_answer = _expand_video(ids, is_answer, video_token_id, video_token_count, video_placeholder)
+    ids, is_answer = _expand_video(ids, is_answer, video_token_id, video_token_count, video_placeholder, video_ids)
     if max_length is not None and len(ids) > max_length:
         raise ValueError(
             f"the example is {len(ids)} tokens long ({video_token_count} of them video tokens), more than "
@@ -277,6 +284,7 @@ def build_generation_prompt(
     video_placeholder: str,
     video_token_id: int,
     video_token_count: int,
+    video_ids: Sequence[int] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Tokenize a conversation ending with a user turn, with the generation prompt appended.
 
@@ -287,7 +295,7 @@ def build_generation_prompt(
     first_user = _check_messages(messages, "user")
     styled = _pick_style(tokenizer, messages, first_user, video_placeholder, add_generation_prompt=True)
     ids, is_answer = _tokenize_segments(tokenizer, _segments(tokenizer, styled, add_generation_prompt=True))
-    ids, _ = _expand_video(ids, is_answer, video_token_id, video_token_count, video_placeholder)
+    ids, _ = _expand_video(ids, is_answer, video_token_id, video_token_count, video_placeholder, video_ids)
     input_ids = torch.tensor(ids, dtype=torch.long)
     return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
 

@@ -40,9 +40,9 @@ def test_make_refuses_an_unknown_architecture():
 
 
 def test_an_unknown_name_is_an_error_naming_the_known_ones_not_a_silent_demo(tmp_path):
-    for call in (lambda: videollm.architecture_spec("internvl"),
-                 lambda: videollm.build_demo_model("internvl", tmp_path / "m")):
-        with pytest.raises(KeyError, match="internvl.*llava_next_video, qwen2_5_vl"):
+    for call in (lambda: videollm.architecture_spec("videochat_flash"),
+                 lambda: videollm.build_demo_model("videochat_flash", tmp_path / "m")):
+        with pytest.raises(KeyError, match="videochat_flash.*llava_next_video, qwen2_5_vl, internvl"):
             call()
     assert not (tmp_path / "m").exists()  # nothing was built in its place
 
