@@ -1,8 +1,8 @@
 """The tiny offline tokenizers the demo models share, built from the words of the demo captions.
 
 The Gemma-style BPE tokenizer (Sana's and SANA-Video's demos, :func:`build_tiny_gemma_tokenizer`) and the
-T5-style one (CogVideoX's demo; Wan's reuses it) know the same extra words (:data:`TOKENIZER_CORPUS_EXTRA`) as whole tokens. Kept here, below the family packages, so one
-family's demo never imports another's.
+T5-style one (CogVideoX's demo; Wan's reuses it) know the same extra words (:data:`TOKENIZER_CORPUS_EXTRA`) as
+whole tokens. Kept here, below the family packages, so one family's demo never imports another's.
 """
 
 from __future__ import annotations
@@ -84,9 +84,8 @@ def build_tiny_gemma_tokenizer(words: list[str]):
     ``words`` (the demo captions and the pipeline's instruction prefix); any other text still
     encodes via characters and byte fallback, never as ``<unk>``.
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
     import transformers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     # GemmaTokenizerFast: the 4.x name, an alias in 5.x; GemmaTokenizer for a transformers without the alias
     gemma_tokenizer = getattr(transformers, "GemmaTokenizerFast", None) or transformers.GemmaTokenizer
