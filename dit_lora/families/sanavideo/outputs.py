@@ -187,4 +187,5 @@ class SanaVideoCard:
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
         so); others: unknown."""
-        return "apache-2.0" if "Efficient-Large-Model/SANA-Video" in cfg.pretrained_model_name_or_path else None
+        name = cfg.pretrained_model_name_or_path
+        return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None
