@@ -220,9 +220,11 @@ class SanaVideoDemo:
         self.task = task
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into ``--train_data_dir``, clips at its geometry."""
+        """Build the tiny model named in ``cfg`` and, into ``--train_data_dir``, clips at its geometry. Both tasks
+        build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
+        SanaImageToVideoPipeline), so the two demos share one model."""
         try:
-            tiny.build_tiny_sanavideo_pipeline(cfg.pretrained_model_name_or_path, task=self.task.task, seed=0)
+            tiny.build_tiny_sanavideo_pipeline(cfg.pretrained_model_name_or_path, seed=0)
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_infos()  # the folder is new
