@@ -159,3 +159,19 @@ def test_real_layout_is_found_trains_and_reloads(tmp_path):
     live = {n: p for n, p in pipe.transformer.named_parameters() if "lora_" in n}
     assert len(live) == len(saved) > 0 and pipe.transformer.peft_config["default_0"].r == 16
     assert all(torch.isfinite(p).all() for p in live.values())
+
+
+def test_nf4_base_and_text_encoder_skip_a_nan_and_reload(tiny, clips, tmp_path):
+    """--quantize_base nf4 (and the Gemma-2 encoder in nf4): a NaN loss at update 2 changes nothing, and the adapter
+    reloads into the stock fp32 SanaVideoPipeline within the base's quantization error."""
+    pytest.importorskip("bitsandbytes")
+    from diffusers import SanaVideoPipeline
+
+    seen, on_step = capture_steps()
+    summary, out = train_in_process(tiny, clips, tmp_path, on_step=on_step, family="sanavideo", quantize_base="nf4",
+                                    quantize_text_encoder="true", max_train_steps=3, inject_faults="nan_loss@2",
+                                    **VIDEO)
+    assert isinstance(summary, dict), summary
+    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
+    skipped_without_change(seen, 2)
+    reloads_within_quantization_error(seen["model"], SanaVideoPipeline, tiny, out, "Linear4bit", **_inputs())
