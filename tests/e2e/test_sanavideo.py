@@ -102,14 +102,19 @@ def test_t2v_fp8_drill_reloads_then_swapped_killed_and_resumed_bitwise(tiny, cli
 def test_i2v_reloads_into_the_stock_pipeline_at_the_trained_output(tiny, clips, tmp_path):
     """--family sanavideo_i2v trains on the SanaVideoPipeline folder (the first frame clean), and its adapter,
     loaded into a SanaImageToVideoPipeline from that folder (as diffusers' example loads the 2B release) with diffusers' load_lora_weights, has every LoRA module live and gives the trained
-    transformer's output, on per-token timesteps as the pipeline passes them; the final video was written."""
+    transformer's output, on per-token timesteps as the pipeline passes them; validation videos (two per prompt) come
+    from the in-memory model and from the reloaded pipeline, each animating the first clip's first frame."""
     from diffusers import SanaImageToVideoPipeline
 
     seen, on_step = capture_steps()
     summary, out = train_in_process(tiny, clips, tmp_path, on_step=on_step, family="sanavideo_i2v",
-                                    max_train_steps=2, **VIDEO)
+                                    max_train_steps=2, validation_prompt="a red square", validation_steps=1,
+                                    num_validation_images=2, validation_inference_steps=1, **VIDEO)
     assert isinstance(summary, dict), summary
     assert summary["family"] == "sanavideo_i2v" and summary["applied_updates"] == 2
+    # two videos of the in-memory model at step 1 and two of the reloaded stock pipeline at the end
+    assert sorted(p.name for p in (out / "samples").glob("*.mp4")) == [
+        "final_0.mp4", "final_1.mp4", "step1_0.mp4", "step1_1.mp4"]
     model = seen["model"].eval()
     with torch.no_grad():
         trained = model(**_inputs(frames_zero=True)).sample

@@ -72,14 +72,17 @@ class SanaVideoSamples(DiffusionSamples):
             )
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
+            # n copies of the prompt rather than num_videos_per_prompt: SanaImageToVideoPipeline sizes its
+            # conditioning mask by the prompt count (diffusers 0.42.1), so more videos per prompt break it
+            n = cfg.num_validation_images
+            embeds = {k: v.to(device).repeat(n, *([1] * (v.dim() - 1))) for k, v in cond.items()
+                      if k in ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds",
+                               "negative_prompt_attention_mask")}  # fmt: skip
             with torch.no_grad():
                 return list(
                     pipe(
-                        prompt_embeds=cond["prompt_embeds"].to(device),
-                        prompt_attention_mask=cond["prompt_attention_mask"].to(device),
-                        negative_prompt_embeds=cond["negative_prompt_embeds"].to(device),
-                        negative_prompt_attention_mask=cond["negative_prompt_attention_mask"].to(device),
-                        num_videos_per_prompt=cfg.num_validation_images,
+                        **embeds,
+                        negative_prompt=None,  # the cached empty caption's embeddings stand for it
                         **self.image_kwargs(comps, cfg),
                         **call_kwargs(self.task, cfg, generator),
                     ).frames
@@ -94,8 +97,7 @@ class SanaVideoSamples(DiffusionSamples):
         with torch.no_grad():
             return list(
                 pipe(
-                    prompt=prompt,
-                    num_videos_per_prompt=num_images,
+                    prompt=[prompt] * num_images,  # not num_videos_per_prompt: see generate
                     **chi,
                     **self.image_kwargs(comps, cfg),
                     **call_kwargs(self.task, cfg, generator),
