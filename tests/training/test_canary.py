@@ -76,7 +76,7 @@ def test_canary_falls_back_to_sdpa_for_a_processor_needing_an_argument_it_does_n
         def forward(self, hidden_states, encoder_hidden_states=None, rotary_emb=None):
             if rotary_emb is not None:
                 rotated = hidden_states
-            return rotated  # unbound without rotary_emb, as in diffusers' SanaLinearAttnProcessor3_0 without rotary_emb
+            return rotated  # unbound without rotary_emb, as in diffusers' SanaLinearAttnProcessor3_0
 
     result = attention_canary(NeedsRope(), "cpu", torch.bfloat16)
     kind = result["kinds"][0]

@@ -1,7 +1,9 @@
 """SANA-Video's loss and its data path (clips).
 
 The loss is NVlabs' SANA-Video trainer's (``configs/sana_video_config/Sana_2000M_480px_AdamW_fsdp.yaml``:
-``predict_flow_v``, ``linear_flow``, ``flow_shift`` 3.0, ``weighting_scheme: logit_normal`` with mean 0 and std 1)
+``predict_flow_v``, ``linear_flow``, ``flow_shift`` 3.0, ``weighting_scheme: logit_normal`` with mean 0 and std 1;
+``train_video_scripts/train_video_ivjoint.py`` draws ``u`` with diffusers' ``compute_density_for_timestep_sampling``
+and trains at ``t = floor(u * 1000)``)
 computed with diffusers' training pieces (:mod:`dit_lora.modeling.flow_matching`, as its Sana DreamBooth script):
 ``sigma`` from the shifted ``FlowMatchEulerDiscreteScheduler`` table at ``floor(u * 1000)``, ``u`` logit-normal,
 ``x_t = (1 - sigma) x0 + sigma eps``, timestep ``1000 sigma``, target ``eps - x0`` (the velocity the pipelines'
