@@ -118,6 +118,7 @@ BUILT_IN = (
     "qwenimage",
     "zimage",
     "flux2",
+    "sanavideo",
 )
 
 _ENTRIES: list[FamilyEntry] = []

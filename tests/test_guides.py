@@ -45,6 +45,7 @@ DEMO_OF = {
     "Qwen/Qwen-Image": {},
     "Tongyi-MAI/Z-Image": {},
     "black-forest-labs/FLUX.2-klein-base-4B": {"flux2_demo_variant": "klein"},
+    "Efficient-Large-Model/SANA-Video_2B_480p_diffusers": {},
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")

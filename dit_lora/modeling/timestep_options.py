@@ -2,7 +2,8 @@
 
 A family's options inherit the groups it uses: Sana the whole :class:`FlowMatchingOptions`; CogVideoX, Wan and Z-Image
 :class:`TimestepSamplingOptions` (``--timestep_sampling uniform|logit_normal``); Wan and Z-Image :class:`FlowShiftOptions`
-(``--flow_shift``); the image-to-video families :class:`ConditioningImageOptions`. A flag has one owner, so a group two families share lives here.
+(``--flow_shift``); the image-to-video families :class:`ConditioningImageOptions`; Sana and SANA-Video
+:class:`CaptionInstructionOptions` (their pipelines' complex human instruction). A flag has one owner, so a group two families share lives here.
 """
 
 from __future__ import annotations
@@ -95,9 +96,24 @@ class FlowShiftOptions(FamilyOptions):
         None,
         "Shift of the training timestep schedule (sigma' = shift*sigma / (1 + (shift-1)*sigma)). Default: the "
         "checkpoint's scheduler shift (Wan 2.1 and 2.2 A14B 3.0, TI2V-5B 5.0, as diffusers' conversion writes them; "
-        "Z-Image 6.0, Z-Image-Turbo 3.0). DiffSynth-Studio trains every Wan model at 5.0; musubi-tuner's "
+        "Z-Image 6.0, Z-Image-Turbo 3.0); SANA-Video 3.0, NVlabs' training shift (its scheduler holds the sampling "
+        "shift 8.0). DiffSynth-Studio trains every Wan model at 5.0; musubi-tuner's "
         "--discrete_flow_shift is this option.",
         section="flow matching",
         resume="fixed",
         valid=POSITIVE,
+    )
+
+
+@dataclass(frozen=True)
+class CaptionInstructionOptions(FamilyOptions):
+    """The instruction prefix Gemma-2 captions get at inference (``SanaPipeline``, ``SanaVideoPipeline``)."""
+
+    complex_human_instruction: bool = opt(
+        True,
+        "Prefix captions with the pipeline's complex-human-instruction during training, as the pipeline "
+        "(SanaPipeline, SanaVideoPipeline, SanaImageToVideoPipeline) does at inference, so training and inference "
+        "prompts match.",
+        section="captions",
+        resume="fixed",
     )

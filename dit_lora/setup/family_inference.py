@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
 #: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
-PLANNED = ("SANA-Video", "Qwen3-VL")
+PLANNED = ("Qwen3-VL",)
 
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:

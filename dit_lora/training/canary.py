@@ -228,7 +228,9 @@ def _test_module(name, module, proc_cls, device, dtype, seed) -> dict[str, Any]:
     for label, fn, inputs in cases:
         try:
             finite, err = _run(fn, inputs, device, dtype, seed)
-        except (TypeError, AttributeError, ValueError, RuntimeError, IndexError) as e:
+        # NameError: a processor that needs an argument the canary does not pass (SANA-Video's linear attention
+        # reads rotary_emb unconditionally: UnboundLocalError without it) is probed as plain SDPA instead.
+        except (TypeError, AttributeError, ValueError, RuntimeError, IndexError, NameError) as e:
             errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
             continue
         entry["cases"].append({"inputs": label, "finite": finite, "error": err})

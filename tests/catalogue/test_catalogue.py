@@ -205,4 +205,4 @@ def test_every_data_file_is_listed_once_and_every_family_has_entries():
     assert sorted(data_files()) == sorted(found) and len(set(data_files())) == len(data_files())
     assert data_files() == tuple(e.catalogue for e in registry.entries() if e.catalogue)
     assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in data_files())
-    assert {e.family for e in entries()} == set(available())
+    assert {f for e in entries() for f in e.families} == set(available())

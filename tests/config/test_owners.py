@@ -34,12 +34,14 @@ def test_the_split_moves_single_family_options_out_of_the_common_ones():
         common_names())
     assert owners("num_classes") == ["dit"] and owners("first_frame_noise") == ["cogvideox_i2v"]
     qwen = {"qwenimage", "qwenimage_edit", "qwenimage_edit_plus"}
-    assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v", *qwen, "zimage", "flux2"}
+    assert set(owners("logit_mean")) == {"sana", "cogvideox", "cogvideox_i2v", "wan", "wan_i2v", *qwen, "zimage", "flux2",
+                                         "sanavideo", "sanavideo_i2v"}
     # one shared group, one meaning: the conditioning image of validation samples
-    assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v", "qwenimage_edit", "qwenimage_edit_plus"}
+    assert set(owners("validation_image")) == {"cogvideox_i2v", "wan_i2v", "qwenimage_edit", "qwenimage_edit_plus",
+                                               "sanavideo_i2v"}
     assert owners("wan_expert") == ["wan", "wan_i2v"]
-    assert owners("complex_human_instruction") == ["sana"] and owners("rank") == []
-    assert set(owners("weighting_scheme")) == {"sana", *qwen, "flux2"}  # a shared group: one flag, its families
+    assert owners("complex_human_instruction") == ["sana", "sanavideo", "sanavideo_i2v"] and owners("rank") == []
+    assert set(owners("weighting_scheme")) == {"sana", *qwen, "flux2", "sanavideo", "sanavideo_i2v"}  # a shared group: one flag, its families
     assert find_field("num_frames")[0].metadata["help"].startswith("Video LLMs:")
 
 
@@ -68,7 +70,7 @@ def test_another_familys_flag_is_refused_naming_its_owner():
         assert "--family dit" in text and "\n" not in text
     with pytest.raises(UserError, match="option of the cogvideox_i2v family; this run trains cogvideox"):
         parse_config(MIN + ["--family", "cogvideox", "--first_frame_noise", "false"])
-    with pytest.raises(UserError, match=r"--complex_human_instruction is an option of the sana family; this run trains"):
+    with pytest.raises(UserError, match=r"--complex_human_instruction is an option of the sana, sanavideo and sanavideo_i2v families; this run trains"):
         parse_config(MIN + ["--family", "dit", "--complex_human_instruction", "false"])
     with pytest.raises(UserError, match=r"--weighting_scheme is an option of the sana, qwenimage, .* families"):
         parse_config(MIN + ["--family", "dit", "--weighting_scheme", "none"])

@@ -61,6 +61,28 @@ def test_canary_falls_back_to_sdpa_for_an_unknown_signature():
     assert len(kind["cases"]) == 3
 
 
+def test_canary_falls_back_to_sdpa_for_a_processor_needing_an_argument_it_does_not_pass():
+    """SANA-Video's linear self-attention reads ``rotary_emb`` unconditionally (an UnboundLocalError without it):
+    the canary probes such a module as plain SDPA instead of stopping the run."""
+
+    class NeedsRope(torch.nn.Module):
+        processor = object()
+        heads, inner_dim, query_dim = 2, 32, 32
+
+        def __init__(self):
+            super().__init__()
+            self.to_q = torch.nn.Linear(32, 32)
+
+        def forward(self, hidden_states, encoder_hidden_states=None, rotary_emb=None):
+            if rotary_emb is not None:
+                rotated = hidden_states
+            return rotated  # unbound without rotary_emb, as in diffusers' SanaLinearAttnProcessor3_0
+
+    result = attention_canary(NeedsRope(), "cpu", torch.bfloat16)
+    kind = result["kinds"][0]
+    assert kind["kind"] == "sdpa" and "UnboundLocalError" in kind["fallback_reason"] and result["ok"]
+
+
 def test_each_tested_module_is_placed_for_its_test(sana_model):
     """FSDP2 passes a placement (fsdp2.brought_in): the blocks wait in host memory until sharding, so only the
     module tested comes to the device, for its own test."""

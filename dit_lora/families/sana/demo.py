@@ -15,7 +15,6 @@ Two sizes: ``"tiny"`` (64 px; a train step takes milliseconds, for tests and the
 from __future__ import annotations
 
 import copy
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,10 @@ import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT, render_shape_example
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA  # shared with the T5 demo tokenizer; re-exported
+from dit_lora.data.synthetic.tokenizers import (  # shared with the T5 demo tokenizer; re-exported
+    TOKENIZER_CORPUS_EXTRA,
+    build_tiny_gemma_tokenizer,
+)
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -157,8 +159,6 @@ TINY_SANA_CONFIGS: dict[str, dict[str, Any]] = {
 # The scheduler of the real Sana diffusers repos (flow matching, shift 3.0).
 _SCHEDULER_CONFIG = {"num_train_timesteps": 1000, "shift": 3.0}
 
-_SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<unk>", "<mask>")  # Gemma's ids 0..4
-
 
 def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
     """Return a deep copy of the config dict for ``size`` (``"tiny"`` or ``"small"``).
@@ -195,65 +195,9 @@ def _tokenizer_corpus() -> list[str]:
 
 
 def build_tiny_tokenizer():
-    """Build a Gemma-style BPE tokenizer with a small vocabulary, offline.
-
-    The backend has exactly the structure of Gemma's ``tokenizer.json`` (BPE with byte
-    fallback, ``" " -> "▁"`` normaliser, ``<bos>`` prepended by the post-processor, ids
-    ``<pad>=0 <eos>=1 <bos>=2 <unk>=3 <mask>=4`` then the 256 ``<0xNN>`` byte tokens).  That
-    matters with transformers 5: ``GemmaTokenizer.from_pretrained`` does not load
-    ``tokenizer.json`` as is but rebuilds that structure from its vocab and merges, so a
-    tokenizer of another shape (WordLevel, Whitespace pre-tokenizer ...) would silently
-    change on reload.  Merges are trained with ``tokenizers``' BpeTrainer (deterministic) on
-    the demo captions and SanaPipeline's default ``complex_human_instruction``; any other
-    text still encodes via characters and byte fallback, never as ``<unk>``.
-    """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-
-    try:
-        from transformers import GemmaTokenizerFast as _GemmaTokenizer  # 4.x name, alias in 5.x
-    except ImportError:  # pragma: no cover - future transformers without the alias
-        from transformers import GemmaTokenizer as _GemmaTokenizer
-
-    # Train merges on single words, each with and without the "▁" word-boundary marker
-    # (the first word of a text has none), so merges never span two words.
-    words = _tokenizer_corpus()
-    alphabet = [chr(c) for c in range(32, 127)] + ["\u2581", "\n"]
-    trainer_tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    trainer = trainers.BpeTrainer(vocab_size=4096, min_frequency=1, show_progress=False, initial_alphabet=alphabet)
-    trainer_tok.train_from_iterator((v for w in words for v in (w, "\u2581" + w)), trainer=trainer)
-    trained = json.loads(trainer_tok.to_str())["model"]
-
-    vocab: dict[str, int] = {}
-    for token in (*_SPECIAL_TOKENS, *(f"<0x{b:02X}>" for b in range(256))):
-        vocab[token] = len(vocab)
-    for token, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
-        vocab.setdefault(token, len(vocab))
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in trained["merges"]]
-
-    backend = Tokenizer(
-        models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True, dropout=None)
-    )
-    backend.normalizer = normalizers.Replace(" ", "\u2581")
-    backend.pre_tokenizer = pre_tokenizers.Split(pattern=" ", behavior="merged_with_previous", invert=False)
-    backend.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
-    backend.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A <bos> $B:1", special_tokens=[("<bos>", vocab["<bos>"])]
-    )
-    backend.add_special_tokens(list(_SPECIAL_TOKENS))
-
-    return _GemmaTokenizer(
-        tokenizer_object=backend,
-        bos_token="<bos>",
-        eos_token="<eos>",
-        pad_token="<pad>",
-        unk_token="<unk>",
-        mask_token="<mask>",
-        add_bos_token=True,
-        add_eos_token=False,
-        # SanaPipeline sets padding_side="right" itself; storing it makes direct users of
-        # the tokenizer (trainers caching embeddings) pad the same way.
-        padding_side="right",
-    )
+    """Sana's demo tokenizer: :func:`~dit_lora.data.synthetic.tokenizers.build_tiny_gemma_tokenizer` trained on the
+    demo captions and SanaPipeline's default ``complex_human_instruction``."""
+    return build_tiny_gemma_tokenizer(_tokenizer_corpus())
 
 
 def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:

@@ -5,22 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dit_lora.config.schema import opt
-from dit_lora.modeling.timestep_options import FlowMatchingOptions
+from dit_lora.modeling.timestep_options import CaptionInstructionOptions, FlowMatchingOptions
 
 
 @dataclass(frozen=True)
-class SanaOptions(FlowMatchingOptions):
+class SanaOptions(FlowMatchingOptions, CaptionInstructionOptions):
     """Options only Sana reads."""
 
     TITLE = "sana options (--family sana)"
 
-    complex_human_instruction: bool = opt(
-        True,
-        "Sana: prefix captions with the pipeline's complex-human-instruction during training, as "
-        "SanaPipeline does at inference, so training and inference prompts match.",
-        section="sana",
-        resume="fixed",
-    )
     trim_text_padding: bool = opt(
         True,
         "Sana: cut the caption padding that no cached caption reaches (the cross-attention masks it in every "

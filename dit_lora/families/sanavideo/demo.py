@@ -1,0 +1,175 @@
+"""Tiny, randomly initialised SANA-Video pipelines built locally (no Hub access needed).
+
+:func:`build_tiny_sanavideo_pipeline` writes what ``SanaVideoPipeline.save_pretrained`` (``task="t2v"``) or
+``SanaImageToVideoPipeline.save_pretrained`` (``"i2v"``) write for diffusers' conversion of the 2B 480p release
+(``scripts/convert_sana_video_to_diffusers.py``): ``model_index.json`` plus ``transformer``
+(``SanaVideoTransformer3DModel``), ``vae`` (``AutoencoderKLWan``, the Wan 2.1 VAE), ``text_encoder``
+(``Gemma2Model``), ``tokenizer`` (Gemma's BPE shape) and ``scheduler`` (text-to-video: ``DPMSolverMultistepScheduler``
+with flow sigmas, image-to-video: ``FlowMatchEulerDiscreteScheduler``, both shifted by 8.0 as the script writes), so
+LoRA target names (``attn1.to_q``, ``attn2.to_k`` ...) are the real ones. Only widths and depths shrink; the
+transformer keeps ``sample_size`` 30 and patch ``(1, 2, 2)`` (call the pipelines with
+``use_resolution_binning=False`` to generate at the tiny size rather than the 480p table's).
+
+The VAE's ``latents_mean`` / ``latents_std`` are measured per channel on moving-square clips at build time (the
+published ones are the real VAE's), so the diffusion targets stay at about unit variance. Geometry
+(:data:`TINY_GEOMETRY`): 9 frames of 64 x 64 px -> 3 latent frames of 8 x 8 -> 48 tokens. Weights are fp32, so
+``from_pretrained(path)`` runs on a CPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.shapes import COLORS
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
+
+TINY_VERSION = 1  # bump when configs, init or tokenizer change
+_MARKER = "dit_lora_tiny.json"
+TINY_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
+#: the shift diffusers' conversion script writes into either scheduler
+SAMPLING_SHIFT = 8.0
+PIPELINES = {"t2v": "SanaVideoPipeline", "i2v": "SanaImageToVideoPipeline"}
+
+_TRANSFORMER: dict[str, Any] = {
+    "in_channels": 16,
+    "out_channels": 16,
+    "num_attention_heads": 2,  # 20 x 112 in the 2B
+    "attention_head_dim": 16,  # RoPE splits it t/h/w: 8/4/4 (112: 40/36/36)
+    "num_layers": 2,
+    "num_cross_attention_heads": 2,
+    "cross_attention_head_dim": 16,
+    "cross_attention_dim": 32,
+    "caption_channels": 48,  # != the model width, like the real 2304 -> 2240
+    "mlp_ratio": 3.0,
+    "attention_bias": False,
+    "sample_size": 30,
+    "patch_size": [1, 2, 2],
+    "norm_elementwise_affine": False,
+    "norm_eps": 1e-6,
+    "qk_norm": "rms_norm_across_heads",
+    "rope_max_seq_len": 1024,
+}
+_VAE: dict[str, Any] = {
+    "base_dim": 8,  # 96 in Wan2.1_VAE
+    "z_dim": 16,
+    "dim_mult": [1, 2, 4, 4],  # 8x spatial
+    "num_res_blocks": 1,  # 2 in the real VAE
+    "attn_scales": [],
+    "temperal_downsample": [False, True, True],  # 4x temporal
+}
+_GEMMA: dict[str, Any] = {
+    "hidden_size": 48,  # == caption_channels
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "head_dim": 16,
+    "query_pre_attn_scalar": 16,
+    "max_position_embeddings": 2048,
+}
+
+
+def get_tiny_sanavideo_config() -> dict[str, Any]:
+    """The kwargs of the tiny transformer, VAE (without the measured statistics) and Gemma2Config (without the
+    vocabulary size), a fresh copy."""
+    return {"transformer": dict(_TRANSFORMER), "vae": copy.deepcopy(_VAE), "text_encoder": dict(_GEMMA)}
+
+
+def _tokenizer():
+    """Gemma's tokenizer shape, its merges trained on the demo captions and SanaVideoPipeline's instruction."""
+    from diffusers import SanaVideoPipeline
+
+    instruction = inspect.signature(SanaVideoPipeline.__call__).parameters["complex_human_instruction"].default
+    words = " ".join(instruction).split() + TOKENIZER_CORPUS_EXTRA.split()
+    words += (list(COLORS) + ["square", "moving", "left", "right", "top", "bottom", "to"]) * 8
+    return build_tiny_gemma_tokenizer(words)
+
+
+def _latent_stats(vae, seed: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std of the latents of a few moving-square clips: what the published lists are for the
+    real VAE (the pipelines normalise latents as ``(z - mean) / std``)."""
+    g = TINY_GEOMETRY
+    frames, size, side = g["num_frames"], g["height"], g["height"] // 4
+    rng = random.Random(seed)
+    clips = torch.empty(4, 3, frames, size, g["width"])
+    for clip in clips:
+        clip[:] = torch.tensor([rng.uniform(-1, 0) for _ in range(3)])[:, None, None, None]
+        color, row = torch.tensor([rng.uniform(0, 1) for _ in range(3)])[:, None, None], rng.randrange(size - side)
+        for f in range(frames):
+            col = round(f * (g["width"] - side) / (frames - 1))
+            clip[:, f, row : row + side, col : col + side] = color
+    with torch.no_grad():
+        per_channel = vae.encode(clips).latent_dist.mean.float().transpose(0, 1).flatten(1)
+    mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
+    std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
+    return mean, std
+
+
+def _scheduler(task: str):
+    from diffusers import DPMSolverMultistepScheduler, FlowMatchEulerDiscreteScheduler
+
+    if task == "i2v":
+        return FlowMatchEulerDiscreteScheduler(shift=SAMPLING_SHIFT)
+    return DPMSolverMultistepScheduler(
+        flow_shift=SAMPLING_SHIFT, use_flow_sigmas=True, prediction_type="flow_prediction"
+    )
+
+
+def build_tiny_sanavideo_components(task: str = "t2v", seed: int = 0, layers: int = 2) -> dict[str, Any]:
+    """The five pipeline components, randomly initialised from ``seed`` (each module seeded on its own, the caller's
+    RNG left alone), fp32 and in eval mode; ``task`` picks the scheduler as the conversion script does."""
+    from diffusers import SanaVideoTransformer3DModel
+    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
+    from transformers import Gemma2Config, Gemma2Model
+
+    config = get_tiny_sanavideo_config()
+    tokenizer = _tokenizer()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed * 1000 + 1)
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        transformer: Any = SanaVideoTransformer3DModel(**{**config["transformer"], "num_layers": layers})
+        torch.manual_seed(seed * 1000 + 2)
+        vae = AutoencoderKLWan(**config["vae"]).eval()
+        mean, std = _latent_stats(vae, seed)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
+        torch.manual_seed(seed * 1000 + 3)
+        gemma = Gemma2Config(
+            **config["text_encoder"],
+            vocab_size=-(-len(tokenizer) // 64) * 64,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+        text_encoder = Gemma2Model(gemma)
+    return {
+        "transformer": transformer.eval(),
+        "vae": vae,
+        "text_encoder": text_encoder.eval(),
+        "tokenizer": tokenizer,
+        "scheduler": _scheduler(task),
+    }
+
+
+def build_tiny_sanavideo_pipeline(path: str | Path, *, task: str = "t2v", seed: int = 0, layers: int = 2) -> Path:
+    """Write a randomly initialised SANA-Video pipeline of ``task`` (``t2v``/``i2v``) to ``path`` and return it.
+
+    Idempotent (same marker: nothing rewritten) and atomic (built in a sibling temporary folder and renamed); a
+    folder we did not build is refused (``FileExistsError``), as the other tiny builders do."""
+    if task not in PIPELINES:
+        raise ValueError(f"unknown SANA-Video demo task {task!r}; choose from {', '.join(PIPELINES)}")
+    marker = {"kind": "sanavideo", "task": task, "seed": seed, "layers": layers, "version": TINY_VERSION}
+
+    def build(tmp: Path) -> None:
+        import diffusers
+
+        pipe = getattr(diffusers, PIPELINES[task])(**build_tiny_sanavideo_components(task, seed, layers))
+        pipe.save_pretrained(tmp, safe_serialization=True)
+
+    return build_directory_atomically(path, _MARKER, marker, build)

@@ -1,0 +1,128 @@
+"""SANA-Video's encoders: clips through the Wan VAE (fp32, the posterior mode normalised as the pipelines normalise
+it) and captions through the pipeline's own ``encode_prompt`` (Gemma-2, 300 tokens, the complex human instruction);
+what changes the cache; and the run's setup (text settings; image-to-video's conditioning image)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.sanavideo.info import SanaVideoTask
+from dit_lora.families.sanavideo.state import required, run_state
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+
+#: the pipelines' ``max_sequence_length`` default (NVlabs' ``text_encoder.model_max_length``)
+TEXT_LEN = 300
+
+
+def default_instruction() -> tuple[str, ...]:
+    """The complex human instruction ``SanaVideoPipeline`` prefixes at inference (read from the installed pipeline;
+    the image-to-video pipeline's default is the same list)."""
+    from diffusers import SanaVideoPipeline
+
+    return tuple(inspect.signature(SanaVideoPipeline.__call__).parameters["complex_human_instruction"].default)
+
+
+class SanaVideoEncoders(DiffusionEncoders):
+    """``FamilySpec.encoders``: normalised Wan-VAE latents of the clip and Gemma-2 embeddings."""
+
+    def __init__(self, task: SanaVideoTask) -> None:
+        self.task = task
+
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
+        """300 tokens and, with ``--complex_human_instruction``, the pipeline's instruction prefix."""
+        instruction = default_instruction() if cfg.family_options.complex_human_instruction else None
+        return TextSettings(max_sequence_length=TEXT_LEN, instruction=instruction)
+
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """The model and its stamp, the text dtype and settings, and what the cached latents hold."""
+        path = cfg.pretrained_model_name_or_path
+        return {
+            "family": "sanavideo",  # both tasks cache the same latents and embeddings
+            "model": os.path.abspath(path) if is_local(path) else path,
+            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
+            "revision": cfg.revision,
+            "variant": cfg.variant,
+            "text_dtype": cfg.mixed_precision,
+            "complex_human_instruction": cfg.family_options.complex_human_instruction,
+            "max_sequence_length": TEXT_LEN,
+            "latents": "posterior_mode_normalised_fp32",
+            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+        }
+
+    def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 16, F', h, w)}``: the posterior mode (the pipelines'
+        ``sample_mode="argmax"``), ``(z - latents_mean) / latents_std`` as ``prepare_latents`` normalises."""
+        vae = comps.encoders["vae"]
+        video = pixel_values.to(vae.device, vae.dtype).permute(0, 2, 1, 3, 4)  # (B, 3, F, H, W)
+        with torch.no_grad():
+            latents = vae.encode(video).latent_dist.mode().float()
+        state = run_state(comps)
+        mean = required(state.latents_mean, "latents_mean").to(latents.device)
+        std = required(state.latents_std, "latents_std").to(latents.device)
+        return {"latents": (latents - mean) / std}
+
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Captions through ``SanaVideoPipeline.encode_prompt`` at the run's text settings: the pipeline's own
+        prefix, truncation and token selection, so training prompts are what it feeds the transformer."""
+        from diffusers import SanaVideoPipeline
+
+        text = run_state(comps).text
+        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
+        pipe: Any = SanaVideoPipeline(
+            tokenizer=comps.encoders["tokenizer"],
+            text_encoder=comps.encoders["text_encoder"],
+            vae=None,
+            transformer=None,
+            scheduler=None,
+        )
+        with torch.no_grad():
+            embeds, mask, neg, neg_mask = pipe.encode_prompt(
+                list(captions),
+                do_classifier_free_guidance=with_negative,
+                negative_prompt="",
+                device=comps.encoders["text_encoder"].device,
+                max_sequence_length=TEXT_LEN,
+                complex_human_instruction=list(text.instruction) if text and text.instruction else None,
+            )
+        out = {"prompt_embeds": embeds, "prompt_attention_mask": mask}
+        if with_negative:
+            out.update(negative_prompt_embeds=neg, negative_prompt_attention_mask=neg_mask)
+        return out
+
+
+class SanaVideoSetup(DiffusionSetup):
+    """``FamilySpec.setup``: the text settings recorded once the components load; image-to-video keeps its
+    conditioning image and refuses still images."""
+
+    def __init__(self, task: SanaVideoTask, encoders: SanaVideoEncoders) -> None:
+        self.task, self.encoders = task, encoders
+
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
+        """Record the run's :class:`TextSettings` (what :meth:`SanaVideoEncoders.encode_prompts` encodes with)."""
+        run_state(comps).text = self.encoders.text_settings(cfg)
+
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
+        """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and
+        keep the first clip's first frame (or ``--validation_image``) for validation videos."""
+        if self.task.task != "i2v":
+            return
+        stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
+        if stills:
+            raise UserError(
+                f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
+                "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
+                "from the data, or train them with --family sanavideo (text-to-video)."
+            )
+        kept_conditioning_image(self.task, cfg, run_state(comps), samples)

@@ -1,0 +1,151 @@
+"""What a SANA-Video checkpoint's small config files say, and the run's clip buckets, read before anything loads.
+
+Facts (diffusers 0.42.1 ``pipelines/sana_video`` and ``scripts/convert_sana_video_to_diffusers.py``; NVlabs/Sana
+``configs/sana_video_config/Sana_2000M_480px_AdamW_fsdp.yaml``): the 2B 480p release pairs a
+``SanaVideoTransformer3DModel`` (20 blocks of ReLU linear attention with Wan's 3D RoPE, Sana's softmax
+cross-attention and a GLUMB conv feed-forward with a temporal conv, patch ``(1, 2, 2)``, ``sample_size`` 30) with
+the Wan 2.1 VAE (``AutoencoderKLWan``: 16 channels, 8x spatial, 4x temporal; latents normalised by its
+``latents_mean`` / ``latents_std``, which the pipelines apply) and Gemma-2-2B-it (``Gemma2Model``, 300 tokens, the
+complex human instruction). The pipelines generate 81 frames at 480 x 832 and write them at 16 fps; the same
+checkpoint animates a first frame with ``SanaImageToVideoPipeline`` (the first latent frame clean, timestep 0 on
+its tokens). Other VAEs the pipelines accept (DC-AE-V, LTX-2's) are refused here: no published diffusers
+SANA-Video checkpoint ships them, so their latent normalisation cannot be checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dit_lora.catalogue.defaults import config_reader
+from dit_lora.config import TrainConfig
+from dit_lora.core.errors import UserError
+from dit_lora.data.frames import automatic_buckets, check_num_frames, resolution_buckets
+from dit_lora.modelfiles.pipeline_files import read_once
+
+T2V_PIPELINE = "SanaVideoPipeline"
+I2V_PIPELINE = "SanaImageToVideoPipeline"
+EXAMPLE_ID = "Efficient-Large-Model/SANA-Video_2B_480p_diffusers"
+#: the pipelines' aspect-ratio tables exist for these transformer sample sizes only (480p, 720p)
+BINNED_SAMPLE_SIZES = {30: 480, 22: 720}
+#: frames, height, width and fps the 480p release generates at (the pipelines' defaults and examples)
+TRAINED = {"frames": 81, "height": 480, "width": 832, "fps": 16}
+
+_INFOS: dict[tuple, SanaVideoInfo] = {}
+_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
+
+
+@dataclass(frozen=True)
+class SanaVideoInfo:
+    """What the configs say about a SANA-Video checkpoint (diffusers' defaults where a file is unreadable)."""
+
+    vae_class: str = "AutoencoderKLWan"
+    z_dim: int = 16
+    vae_spatial: int = 8
+    vae_temporal: int = 4
+    patch: tuple[int, int, int] = (1, 2, 2)
+    sample_size: int = 30
+    #: the checkpoint scheduler's shift (the sampling shift: 8.0 as diffusers' conversion writes it)
+    scheduler_shift: float = 8.0
+    num_train_timesteps: int = 1000
+    layers: int = 20
+
+    @property
+    def size_multiple(self) -> int:
+        """Height and width must be multiples of this (VAE downsampling x patch)."""
+        return self.vae_spatial * self.patch[1]
+
+    def trained_size(self) -> tuple[int, int, int]:
+        """``(frames, height, width)`` the checkpoint generates at (720p: the 720p table's 1280-wide size)."""
+        if BINNED_SAMPLE_SIZES.get(self.sample_size) == 720:
+            return TRAINED["frames"], 720, 1280
+        return TRAINED["frames"], TRAINED["height"], TRAINED["width"]
+
+    def describe(self) -> str:
+        """One line for logs and the model card."""
+        return (
+            f"SANA-Video, {self.layers} blocks, {self.vae_class} {self.z_dim} channels ({self.vae_spatial}x "
+            f"spatial, {self.vae_temporal}x temporal), patch {'x'.join(map(str, self.patch))}"
+        )
+
+
+def read_info(cfg: TrainConfig) -> SanaVideoInfo:
+    """The model's ``model_index.json``, transformer, VAE and scheduler configs, through the catalogue's reader (a
+    catalogued Hub id that is not downloaded reads its published configs)."""
+    read = config_reader(cfg.model)
+    index = read("", "model_index.json") or {}
+    tr = read("transformer", "config.json") or {}
+    vae = read("vae", "config.json") or {}
+    sched = read("scheduler", "scheduler_config.json") or {}
+    vae_entry = index.get("vae") or [None, vae.get("_class_name", "AutoencoderKLWan")]
+    raw = tr.get("patch_size", (1, 2, 2))
+    p_t, p_h, p_w = (1, raw, raw) if isinstance(raw, int) else (int(p) for p in raw)
+    return SanaVideoInfo(
+        vae_class=str(vae.get("_class_name") or vae_entry[1]),
+        z_dim=int(vae.get("z_dim", 16)),
+        vae_spatial=int(vae.get("scale_factor_spatial", 8)),
+        vae_temporal=int(vae.get("scale_factor_temporal", 4)),
+        patch=(int(p_t), int(p_h), int(p_w)),
+        sample_size=int(tr.get("sample_size", 30)),
+        scheduler_shift=float(sched.get("flow_shift") or sched.get("shift") or 8.0),
+        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)),
+        layers=int(tr.get("num_layers", 20)),
+    )
+
+
+def cached_info(cfg: TrainConfig) -> SanaVideoInfo:
+    """:func:`read_info`, once per model path, revision and (local folders) config files' modification times."""
+    return read_once(_INFOS, cfg, _FILES, read_info)
+
+
+def forget_infos() -> None:
+    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
+    _INFOS.clear()
+
+
+@dataclass(frozen=True)
+class SanaVideoTask:
+    """``FamilySpec.video_frames`` and ``frame_rate``: one of the two SANA-Video families (``sanavideo``: text-to-video,
+    ``sanavideo_i2v``: image-to-video) and what it reads from the checkpoint."""
+
+    name: str
+    #: ``"t2v"`` or ``"i2v"``
+    task: str
+    pipeline_class_name: str
+
+    def info(self, cfg: TrainConfig) -> SanaVideoInfo:
+        """The checkpoint's configs, read once (:func:`cached_info`)."""
+        return cached_info(cfg)
+
+    def pipeline_class(self) -> Any:
+        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        import diffusers
+
+        return getattr(diffusers, self.pipeline_class_name)
+
+    def model_fps(self, cfg: TrainConfig) -> float:
+        """The rate the pipelines' examples write videos at (16 fps; NVlabs' data keeps the clips' own rate)."""
+        return float(TRAINED["fps"])
+
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+        """``--frame_buckets`` (only those), else automatic aspect buckets around ``--max_num_frames`` x ``--height``
+        x ``--width`` or the trained 81 x 480 x 832, that size first (the transformer's RoPE is computed per input
+        size, so any multiple of the latent stride runs)."""
+        info = self.info(cfg)
+        if cfg.frame_buckets:
+            return resolution_buckets(
+                cfg.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=info.vae_temporal
+            )
+        frames0, height0, width0 = info.trained_size()
+        frames = cfg.max_num_frames or frames0
+        named = "--max_num_frames" if cfg.max_num_frames else "the default frame count"
+        check_num_frames(frames, flag=named, temporal_compression=info.vae_temporal)
+        height, width = cfg.height or height0, cfg.width or width0
+        for flag, value in (("--height", height), ("--width", width)):
+            if value % info.size_multiple:
+                fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
+                raise UserError(
+                    f"{flag} {value} must be a multiple of {info.size_multiple} for this SANA-Video checkpoint (VAE "
+                    f"{info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}."
+                )
+        return automatic_buckets((frames, height, width), info.size_multiple)

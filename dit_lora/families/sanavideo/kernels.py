@@ -1,0 +1,58 @@
+"""SANA-Video's fused-kernel patch points: its softmax cross-attention only.
+
+Where Sana's points were checked against SANA-Video's blocks (diffusers 0.42.1), by fingerprint and by what the
+code does:
+
+- cross-attention (``transformer_sana_video.SanaAttnProcessor2_0``): a class of its own whose source differs from
+  Sana's (fingerprint ``fcb5157be990eab5`` against ``8ef70e80b2143f99``) only in calling ``dispatch_attention_fn``
+  in the ``(B, N, H, D)`` layout instead of ``scaled_dot_product_attention``: the same function (q/k norms across
+  heads before the split, the key mask). Patched with Sana's processor, recorded under its own fingerprint;
+  ``tests/families/sanavideo/test_kernels.py`` runs it against diffusers' forward and backward.
+- self-attention (``SanaLinearAttnProcessor3_0``): not Sana's ReLU linear attention. The numerator uses the
+  RoPE-rotated q and k and the denominator the unrotated ones, a function the fused ``linear_attention`` kernel
+  does not compute; left on diffusers' code.
+- the block (``SanaVideoTransformerBlock.forward``): its modulation is per token (``timestep`` is ``(B, N, 6D)``
+  in image-to-video, each first-frame token at timestep 0) where the fused ``modulate`` and ``gated_residual``
+  kernels take one row per sample, and its feed-forward is GLUMBTempConv over ``(frames, h, w)``; left on
+  diffusers' code. Its LayerNorms and q/k RMSNorms get the generic points (:mod:`dit_lora.kernels.patch`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from dit_lora.kernels.monitor import KernelRuntime
+from dit_lora.kernels.patch_points import PatchPoint
+from dit_lora.kernels.processors import SoftmaxAttentionProcessor
+
+WRITTEN_FOR = "diffusers 0.42.1"
+
+
+def cross_attention(rt: KernelRuntime, original) -> SoftmaxAttentionProcessor:
+    """SANA-Video's softmax cross-attention processor: q/k norms applied across heads, before the split."""
+    return SoftmaxAttentionProcessor(rt, original, qk_norm_per_head=False)
+
+
+@functools.cache
+def patch_points() -> tuple[PatchPoint, ...]:
+    """SANA-Video's point: ``transformer_sana_video.SanaAttnProcessor2_0``."""
+    from diffusers.models.transformers.transformer_sana_video import SanaAttnProcessor2_0
+
+    return (
+        PatchPoint(
+            "sanavideo.cross_attention",
+            SanaAttnProcessor2_0,
+            ("attention",),
+            "fcb5157be990eab5",
+            processor=cross_attention,
+            written_for=WRITTEN_FOR,
+        ),
+    )
+
+
+class SanaVideoKernels:
+    """``FamilySpec.kernels``: the processors the fused kernels patch."""
+
+    def kernel_patch_points(self) -> list:
+        """SANA-Video's patch points (imported on use: the kernels pull in Triton's launchers)."""
+        return list(patch_points())

@@ -1,0 +1,234 @@
+"""SANA-Video's model component and what is read from its configs before anything loads: the checks, loading (the
+transformer and Gemma-2 in the run's dtype, the Wan VAE in fp32), the same components on the meta device for the
+memory plan, the precision policy, the start notes, the defaults of an uncatalogued checkpoint and ``--demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.core.errors import UserError
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.frames import automatic_note, most_tokens
+from dit_lora.data.synthetic.clips import build_demo_clips
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPlan, DiffusionPrecision
+from dit_lora.families.sanavideo import demo as tiny
+from dit_lora.families.sanavideo.encoders import TEXT_LEN
+from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
+from dit_lora.families.sanavideo.options import TRAINING_SHIFT
+from dit_lora.families.sanavideo.state import SanaVideoRun
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+
+def training_shift(cfg: TrainConfig) -> float:
+    """``--flow_shift``, else NVlabs' training shift (:data:`~.options.TRAINING_SHIFT`)."""
+    return float(cfg.family_options.flow_shift or TRAINING_SHIFT)
+
+
+def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
+    """The loaded (or planned: ``device`` None) modules as the run's components, frozen, with the training tables
+    and the VAE's latent normalisation in the run's :class:`SanaVideoRun`."""
+    transformer.requires_grad_(False)
+    vae.requires_grad_(False).eval()
+    text_encoder.requires_grad_(False).eval()
+    shift = training_shift(cfg)
+    scheduler = training_scheduler(
+        {"shift": shift, "num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)}
+    )
+    vae_cfg = vae.config
+    state = SanaVideoRun(
+        scheduler_config=scheduler_cfg,
+        flow_tables=flow_tables(scheduler, device if device is not None else "cpu"),
+        flow_shift=shift,
+        latents_mean=torch.tensor(vae_cfg.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1),
+        latents_std=torch.tensor(vae_cfg.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1),
+    )
+    return Components(
+        model=transformer, scheduler=scheduler, encoders={"vae": vae, "text_encoder": text_encoder}, state=state
+    )
+
+
+class SanaVideoModel(DiffusionModel):
+    """``FamilySpec.model``: the folder's checks, then transformer, Wan VAE, Gemma-2 and tokenizer loaded."""
+
+    def __init__(self, info, task: SanaVideoTask) -> None:
+        super().__init__(info)
+        self.task = task
+
+    def validate_config(self, cfg: TrainConfig) -> None:
+        """A diffusers SANA-Video folder of safetensors with the Wan VAE, a tokenizer that loads, sizes the model
+        takes; image-to-video: a ``--validation_image`` that exists."""
+        check_pipeline_folder(cfg.model, "SANA-Video", EXAMPLE_ID, "transformer/, vae/, text_encoder/")
+        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "SANA-Video")
+        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        info = self.task.info(cfg)
+        if info.vae_class != "AutoencoderKLWan":
+            raise UserError(
+                f"`{cfg.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
+                "the published release's Wan 2.1 VAE (AutoencoderKLWan) only, whose latent normalisation it caches "
+                f"as the pipelines apply it. Use {EXAMPLE_ID}, or a folder with its vae/."
+            )
+        self.task.video_buckets(cfg)  # the frame and size rules, before anything loads
+        image = getattr(cfg.family_options, "validation_image", None)
+        if image and not Path(image).is_file():
+            raise UserError(
+                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to condition "
+                "validation videos on the first training clip's first frame."
+            )
+
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
+        """The transformer (``--quantize_base`` through diffusers' config, ``fp8_scaled`` and ``--blocks_to_swap``
+        before ``.to(device)``) and Gemma-2 in the run's dtype, the Wan VAE in fp32, as diffusers' docs load it."""
+        from diffusers import AutoencoderKLWan, SanaVideoTransformer3DModel
+        from transformers import AutoModel, AutoTokenizer
+
+        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
+        try:
+            with quantize.diffusers_loading(cfg.model):
+                transformer = load_transformer(  # from the folder, or --transformer_file
+                    SanaVideoTransformer3DModel,
+                    cfg.model,
+                    "transformer",
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+            vae = AutoencoderKLWan.from_pretrained(
+                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            )
+            text_encoder = AutoModel.from_pretrained(
+                path,
+                subfolder="text_encoder",
+                **dtype_kwarg("transformers", dtype),
+                **quantize.text_encoder_kwargs(cfg),
+                **common,
+            )
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+        except (OSError, ValueError, ImportError) as err:
+            raise load_error("SANA-Video", cfg.model, err) from None
+        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+        quantize.after_loading(cfg.model, transformer, [], device)  # --quantize_base fp8_scaled
+        quantize.keep_4bit_layout(transformer, text_encoder)
+        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        for module in (transformer, vae, text_encoder):
+            module.to(device)
+        comps = make_components(cfg, transformer, vae, text_encoder, dict(scheduler_cfg), device)
+        comps.encoders["tokenizer"] = tokenizer
+        return comps
+
+
+class SanaVideoPlan(DiffusionPlan):
+    """``FamilySpec.plan``: transformer, Wan VAE and Gemma-2 on the meta device; clips of the worst bucket."""
+
+    def __init__(self, task: SanaVideoTask, encoders, loss) -> None:
+        super().__init__(encoders, loss)
+        self.task = task
+
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
+        """What :meth:`SanaVideoModel.load_components` loads, from the configs ``read`` returns."""
+        from diffusers import AutoencoderKLWan, SanaVideoTransformer3DModel
+
+        dtype = cfg.weight_dtype
+        transformer = diffusers_on_meta(
+            SanaVideoTransformer3DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), dtype
+        )
+        vae = diffusers_on_meta(AutoencoderKLWan, read("vae", "config.json"), torch.float32)
+        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype)
+        comps = make_components(
+            cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
+        )
+        comps.state.text = TextSettings(max_sequence_length=TEXT_LEN)
+        return comps
+
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
+        """Gemma-2 embeddings of 300 tokens and their mask, as empty tensors."""
+        width = comps.encoders["text_encoder"].config.hidden_size
+        return {
+            "prompt_embeds": torch.empty(batch_size, TEXT_LEN, width, dtype=cfg.weight_dtype),
+            "prompt_attention_mask": torch.ones(batch_size, TEXT_LEN, dtype=torch.long),
+        }
+
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
+        """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
+        buckets = self.task.video_buckets(cfg)
+        if not cfg.frame_buckets:
+            buckets = [most_tokens(buckets)]
+        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+
+
+class SanaVideoPrecision(DiffusionPrecision):
+    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the Wan VAE fp32."""
+
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
+        """Transformer and Gemma-2 in the run's weight dtype; the VAE fp32 (diffusers' SANA-Video docs)."""
+        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+
+
+class SanaVideoNotes(DiffusionNotes):
+    """``FamilySpec.notes``: the checkpoint, the training size and fps, the shift trained with."""
+
+    def __init__(self, task: SanaVideoTask) -> None:
+        self.task = task
+
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
+        """What the run trains (model, size, fps, task) and the training shift against the sampling one."""
+        info = self.task.info(cfg)
+        buckets = self.task.video_buckets(cfg)
+        f, h, w = buckets[0]
+        mode = (
+            "image-to-video (first latent frame clean, timestep 0, out of the loss)"
+            if self.task.task == "i2v"
+            else ("text-to-video")
+        )
+        return [
+            f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width) at "
+            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.frame_buckets),
+            f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
+            f"sampler shifts by {info.scheduler_shift:g}",
+        ]
+
+
+class SanaVideoDefaults:
+    """``FamilySpec.defaults``: what any SANA-Video checkpoint implies."""
+
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """One clip per step, as NVlabs' trainer (``train_batch_size: 1``) and SimpleTuner's quickstart."""
+        return {"train_batch_size": (1, "video: one clip per step, as NVlabs' SANA-Video trainer")}
+
+
+class SanaVideoDemo:
+    """``FamilySpec.demo``: the tiny offline SANA-Video pipeline (:mod:`.demo`) and moving-square clips."""
+
+    def __init__(self, task: SanaVideoTask) -> None:
+        self.task = task
+
+    def prepare_demo(self, cfg: TrainConfig) -> None:
+        """Build the tiny model named in ``cfg`` and, into ``--train_data_dir``, clips at its geometry. Both tasks
+        build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
+        SanaImageToVideoPipeline), so the two demos share one model."""
+        try:
+            tiny.build_tiny_sanavideo_pipeline(cfg.pretrained_model_name_or_path, seed=0)
+        except FileExistsError as err:
+            raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
+        forget_infos()  # the folder is new
+        if cfg.train_data_dir:
+            frames = max(b[0] for b in self.task.video_buckets(cfg))
+            size = tiny.TINY_GEOMETRY["height"]
+            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=16)

@@ -1,0 +1,193 @@
+"""What a SANA-Video run writes and shows: validation videos (the in-memory model, or the reloaded pipeline), the
+adapter file (``save_lora_weights`` of diffusers' ``SanaLoraLoaderMixin``), the reloaded stock pipeline and the model
+card."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.config import TrainConfig
+from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.data.frames import describe_buckets
+from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.sanavideo.info import SanaVideoTask
+from dit_lora.families.sanavideo.model import training_shift
+from dit_lora.families.sanavideo.state import run_state
+from dit_lora.output.adapter import attach_adapter
+from dit_lora.output.video import write_video
+
+
+def inference_scheduler(comps: Components):
+    """The checkpoint's own sampler (DPM-Solver with flow sigmas, or flow-matching Euler), from its config."""
+    import diffusers
+
+    config = dict(run_state(comps).scheduler_config or {})
+    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.FlowMatchEulerDiscreteScheduler
+    return cls.from_config(config)
+
+
+def call_kwargs(task: SanaVideoTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
+    """The pipeline call's size (the first bucket, unbinned), steps, guidance and generator."""
+    frames, height, width = task.video_buckets(cfg)[0]
+    return {
+        "frames": frames,
+        "height": height,
+        "width": width,
+        "num_inference_steps": cfg.validation_inference_steps,
+        "guidance_scale": cfg.validation_guidance_scale,
+        "generator": generator,
+        "output_type": "pil",
+        "use_resolution_binning": False,  # the trained bucket, not the 480p table's nearest size
+    }
+
+
+class SanaVideoSamples(DiffusionSamples):
+    """``FamilySpec.samples``: videos from the task's pipeline, written as mp4 at 16 fps."""
+
+    def __init__(self, task: SanaVideoTask, encoders) -> None:
+        super().__init__(encoders)
+        self.task = task
+
+    def image_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
+        """Image-to-video: the run's conditioning image (the first clip's first frame or ``--validation_image``)."""
+        if self.task.task != "i2v":
+            return {}
+        return {"image": kept_conditioning_image(self.task, cfg, run_state(comps) if comps is not None else None)}
+
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
+        """Validation videos from the in-memory transformer and the cached prompt embeddings."""
+        device = next(p for p in model.parameters() if p.requires_grad).device
+        with vae_on(comps, device) as vae:
+            pipe = self.task.pipeline_class()(
+                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
+            )
+            pipe.set_progress_bar_config(disable=True)
+            generator = torch.Generator(device=device).manual_seed(seed)
+            # n copies of the prompt rather than num_videos_per_prompt: SanaImageToVideoPipeline sizes its
+            # conditioning mask by the prompt count (diffusers 0.42.1), so more videos per prompt break it
+            n = cfg.num_validation_images
+            embeds = {k: v.to(device).repeat(n, *([1] * (v.dim() - 1))) for k, v in cond.items()
+                      if k in ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds",
+                               "negative_prompt_attention_mask")}  # fmt: skip
+            with torch.no_grad():
+                return list(
+                    pipe(
+                        **embeds,
+                        negative_prompt=None,  # the cached empty caption's embeddings stand for it
+                        **self.image_kwargs(comps, cfg),
+                        **call_kwargs(self.task, cfg, generator),
+                    ).frames
+                )
+
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps: Components | None = None
+    ) -> list:
+        """Videos from the reloaded stock pipeline, with the instruction prefix only when the run trained with it."""
+        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
+        chi = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
+        with torch.no_grad():
+            return list(
+                pipe(
+                    prompt=[prompt] * num_images,  # not num_videos_per_prompt: see generate
+                    **chi,
+                    **self.image_kwargs(comps, cfg),
+                    **call_kwargs(self.task, cfg, generator),
+                ).frames
+            )
+
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
+        """A validation video (PIL frames) as ``stem.mp4`` at the model's rate."""
+        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=round(self.task.model_fps(cfg)))
+
+
+class SanaVideoAdapter:
+    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``."""
+
+    def __init__(self, info: FamilyInfo, task: SanaVideoTask) -> None:
+        self.info, self.task = info, task
+
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        """The transformer's LoRA layers and their PEFT config as diffusers' SANA-Video LoRA file."""
+        self.task.pipeline_class().save_lora_weights(
+            output_dir,
+            transformer_lora_layers=lora_state,
+            transformer_lora_adapter_metadata=lora_config,
+            weight_name=self.info.adapter_weight_name,
+            safe_serialization=True,
+        )
+        return Path(output_dir) / self.info.adapter_weight_name
+
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
+        """The stock pipeline of the base model (the Wan VAE in fp32) with the adapter loaded by diffusers."""
+        from diffusers import AutoencoderKLWan
+
+        path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
+        vae = AutoencoderKLWan.from_pretrained(
+            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+        )
+        pipe = self.task.pipeline_class().from_pretrained(
+            path, vae=vae, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype), **common
+        )
+        attach_adapter(None, pipe, adapter_dir)  # nothing to fit before the adapter loads
+        pipe.set_progress_bar_config(disable=True)
+        return pipe.to(device)
+
+
+class SanaVideoCard:
+    """``FamilySpec.card``: the usage snippet, SANA-Video's rows and the license of Efficient-Large-Model's release."""
+
+    def __init__(self, task: SanaVideoTask) -> None:
+        self.task = task
+
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+        """The stock pipeline with the Wan VAE in fp32, the adapter loaded, one video at the trained size."""
+        frames, height, width = self.task.video_buckets(cfg)[0]
+        name = self.task.pipeline_class_name
+        i2v = self.task.task == "i2v"
+        image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
+        chi = "" if cfg.family_options.complex_human_instruction else "\n    complex_human_instruction=None,"
+        return (
+            "import torch\n"
+            f"from diffusers import AutoencoderKLWan, {name}\n"
+            f"from diffusers.utils import export_to_video{', load_image' if i2v else ''}\n\n"
+            f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
+            f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
+            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
+            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
+            + (f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "")
+            + f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},"
+            + ("\n    image=image," if i2v else "")
+            + f"{chi}\n    frames={frames}, height={height}, width={width},\n"
+            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            "    generator=torch.manual_seed(0),\n"
+            ").frames[0]\n"
+            f'export_to_video(video, "sample.mp4", fps={self.task.model_fps(cfg):g})\n'
+        )
+
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
+        """The buckets, the model, the timestep density and the training shift, the instruction prefix."""
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        return {
+            "resolution": f"{buckets} (frames x height x width)",
+            "model": self.task.info(cfg).describe(),
+            "weighting_scheme": cfg.family_options.weighting_scheme,
+            "flow_shift": training_shift(cfg),
+            "complex_human_instruction": cfg.family_options.complex_human_instruction,
+            "frame_sampling": cfg.frame_sampling,
+        }
+
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
+        """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
+        so); others: unknown."""
+        name = cfg.pretrained_model_name_or_path
+        return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

@@ -1,0 +1,80 @@
+"""SANA-Video text-to-video (``sanavideo``, ``SanaVideoPipeline``) and image-to-video (``sanavideo_i2v``,
+``SanaImageToVideoPipeline``): their :class:`~dit_lora.contract.spec.FamilySpec`.
+
+Components, one module each: ``info.py`` (the configs read once, the task, the clip buckets), ``model.py`` (checks,
+loading, the plan, precision, notes, defaults, demo), ``encoders.py`` (Wan-VAE latents, Gemma-2 captions, setup),
+``loss.py`` (rectified flow as NVlabs trains it; the first frame of image-to-video), ``outputs.py`` (videos, the
+adapter file, reloading, the card), ``kernels.py``. What a run decides is its ``SanaVideoRun`` (``state.py``).
+Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan VAE in fp32, LoRA fp32.
+"""
+
+from __future__ import annotations
+
+from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.components import DiffusionCaptions
+from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
+from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
+from dit_lora.families.sanavideo.kernels import SanaVideoKernels
+from dit_lora.families.sanavideo.loss import SanaVideoData, SanaVideoLoss
+from dit_lora.families.sanavideo.model import (
+    SanaVideoDefaults,
+    SanaVideoDemo,
+    SanaVideoModel,
+    SanaVideoNotes,
+    SanaVideoPlan,
+    SanaVideoPrecision,
+)
+from dit_lora.families.sanavideo.outputs import SanaVideoAdapter, SanaVideoCard, SanaVideoSamples
+
+TASKS = {
+    "sanavideo": SanaVideoTask(name="sanavideo", task="t2v", pipeline_class_name=T2V_PIPELINE),
+    "sanavideo_i2v": SanaVideoTask(name="sanavideo_i2v", task="i2v", pipeline_class_name=I2V_PIPELINE),
+}
+
+
+def sanavideo_info(task: SanaVideoTask) -> FamilyInfo:
+    """What the model card, the loader and ``--compile`` say about the family of ``task``."""
+    return FamilyInfo(
+        pipeline_class_name=task.pipeline_class_name,
+        card_tags=(
+            "text-to-video" if task.task == "t2v" else "image-to-video",
+            "diffusers",
+            "sana-video",
+            "diffusers-training",
+        ),
+        # The attention projections of both attentions, as diffusers' Sana LoRA example and SimpleTuner's SANA-Video.
+        default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
+        gradient_checkpointing_default=True,
+        text_encoder_label="Gemma-2",
+        repeated_block_classes=("SanaVideoTransformerBlock",),
+        block_lists=("transformer_blocks",),
+    )
+
+
+def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
+    """A new spec of ``name``: ``sanavideo`` (text-to-video) or ``sanavideo_i2v`` (image-to-video)."""
+    task = TASKS[name]
+    info = sanavideo_info(task)
+    encoders = SanaVideoEncoders(task)
+    loss = SanaVideoLoss(encoders, image_to_video=task.task == "i2v")
+    return FamilySpec(
+        name=name,
+        info=info,
+        model=SanaVideoModel(info, task),
+        data=SanaVideoData(),
+        loss=loss,
+        adapter=SanaVideoAdapter(info, task),
+        encoders=encoders,
+        captions=DiffusionCaptions(),
+        video_frames=task,
+        frame_rate=task,
+        samples=SanaVideoSamples(task, encoders),
+        plan=SanaVideoPlan(task, encoders, loss),
+        kernels=SanaVideoKernels(),
+        card=SanaVideoCard(task),
+        defaults=SanaVideoDefaults(),
+        notes=SanaVideoNotes(task),
+        setup=SanaVideoSetup(task, encoders),
+        precision=SanaVideoPrecision(),
+        demo=SanaVideoDemo(task),
+    )

@@ -1,0 +1,48 @@
+"""families/sanavideo/outputs.py: the card's snippet loads the adapter into the task's stock pipeline (the first
+frame for image-to-video, the instruction only as trained), the card's rows, the license, the sampler."""
+
+from __future__ import annotations
+
+import pytest
+from real_layout import write_configs
+from sanavideo_layout import HUB_ID, sanavideo_cfg
+
+from dit_lora.contract.family import Components
+from dit_lora.families.sanavideo.info import forget_infos
+from dit_lora.families.sanavideo.outputs import SanaVideoCard, inference_scheduler
+from dit_lora.families.sanavideo.spec import TASKS
+from dit_lora.families.sanavideo.state import SanaVideoRun
+
+
+@pytest.fixture
+def folder(tmp_path):
+    forget_infos()
+    return write_configs(HUB_ID, tmp_path / "sv")
+
+
+def test_snippets_per_task(folder):
+    t2v = SanaVideoCard(TASKS["sanavideo"]).usage_snippet(
+        sanavideo_cfg(pretrained_model_name_or_path=str(folder), validation_prompt="a cat"), "me/lora")
+    assert "SanaVideoPipeline.from_pretrained" in t2v and 'pipe.load_lora_weights("me/lora")' in t2v
+    assert "frames=81, height=480, width=832" in t2v and "fps=16" in t2v and "image=" not in t2v
+    assert "complex_human_instruction" not in t2v
+    cfg = sanavideo_cfg("sanavideo_i2v", pretrained_model_name_or_path=str(folder), validation_image="f.png",
+                        complex_human_instruction=False)
+    i2v = SanaVideoCard(TASKS["sanavideo_i2v"]).usage_snippet(cfg, "me/lora")
+    assert "SanaImageToVideoPipeline" in i2v and 'load_image("f.png")' in i2v and "image=image," in i2v
+    assert "complex_human_instruction=None" in i2v
+    compile(t2v, "t2v", "exec"), compile(i2v, "i2v", "exec")
+
+
+def test_card_rows_license_and_sampler(folder):
+    card = SanaVideoCard(TASKS["sanavideo"])
+    settings = card.card_settings(sanavideo_cfg(pretrained_model_name_or_path=str(folder)))
+    assert settings["flow_shift"] == 3.0 and settings["weighting_scheme"] == "logit_normal"
+    assert settings["resolution"].startswith("81x480x832")
+    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path=HUB_ID)) == "apache-2.0"
+    assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path="me/other")) is None
+    config = {"_class_name": "DPMSolverMultistepScheduler", "flow_shift": 8.0, "use_flow_sigmas": True,
+              "prediction_type": "flow_prediction"}
+    comps = Components(model=None, scheduler=None, encoders={}, state=SanaVideoRun(scheduler_config=config))
+    sampler = inference_scheduler(comps)
+    assert type(sampler).__name__ == "DPMSolverMultistepScheduler" and sampler.config.flow_shift == 8.0
