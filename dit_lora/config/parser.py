@@ -458,8 +458,8 @@ def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None
     if yaml_path and data is not None:
         keys = [str(key) for key in data if str(key) not in known]
         if keys:
-            words = data.get("network_args")
-            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}", words))
+            yaml_words = data.get("network_args")
+            raise UserError(unknown_options_message(keys, sorted(known - {"config"}), f"in {yaml_path}", yaml_words))
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
