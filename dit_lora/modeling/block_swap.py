@@ -2,7 +2,8 @@
 device for each block's forward and backward; and the host parking Wan's A14B experts share.
 
 **What moves, and when.** A family names its lists of repeated blocks once (``FamilyInfo.block_lists``: attribute
-paths from the trained model). Of each list, the last N blocks are *swapped*: their frozen tensors (parameters that
+paths from the trained model). Of each list, the last N blocks are *swapped* (of a list shorter than the longest,
+the same share of its blocks: :func:`per_list_counts`): their frozen tensors (parameters that
 do not require grad, and buffers) are parked at load, before the model goes to the device (:func:`park_blocks`,
 called by the family's loader: pinned host copies on CUDA), so the device never holds them all. LoRA weights,
 anything trained, and their optimizer state stay on the device. :func:`install` (the training setup, after LoRA is
@@ -68,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -155,9 +157,23 @@ def block_lists(model: nn.Module, paths: Sequence[str]) -> list[list[nn.Module]]
     return found
 
 
+def per_list_counts(lengths: Sequence[int], count: int) -> list[int]:
+    """How many of each block list (``lengths``: their block counts) ``--blocks_to_swap count`` swaps: ``count`` of
+    the longest, and of a shorter list the same share of its blocks, rounded up (at least one block of a list
+    stays on the device). Lists of one length (one transformer, or Wan's two experts) swap ``count`` each; FLUX.2
+    [dev]'s 8 double and 48 single blocks swap 1 + 1 at ``count`` 1, 4 + 20 at 20 and 7 + 47 at 47. Sharing by
+    count rather than bytes keeps N a number a user reads off the longest list (musubi-tuner also splits one N
+    over FLUX's two lists)."""
+    if count <= 0 or not lengths:
+        return [0 for _ in lengths]
+    longest = max(lengths)
+    return [min(math.ceil(count * length / longest), length - 1) for length in lengths]
+
+
 def swapped_blocks(model: nn.Module, paths: Sequence[str], count: int, family: str = "this") -> list[list[nn.Module]]:
-    """The last ``count`` blocks of each of ``model``'s block lists, in execution order; a family without a list
-    the model has, or a count the lists cannot give, is refused in one paragraph."""
+    """The blocks ``--blocks_to_swap count`` swaps of each of ``model``'s block lists (the last of each, as many as
+    :func:`per_list_counts` says), in execution order; a family without a list the model has, or a count the
+    lists cannot give, is refused in one paragraph."""
     lists = block_lists(model, paths)
     if not lists:
         raise UserError(
@@ -165,10 +181,11 @@ def swapped_blocks(model: nn.Module, paths: Sequence[str], count: int, family: s
             f"({', '.join(paths) or 'none'}: FamilyInfo.block_lists), so there is nothing to swap. Train without "
             "--blocks_to_swap (or 0)."
         )
-    fewest = min(len(blocks) for blocks in lists)
-    if count >= fewest:
-        raise UserError(too_many_blocks(count, fewest))
-    return [blocks[len(blocks) - count :] for blocks in lists]
+    longest = max(len(blocks) for blocks in lists)
+    if count >= longest:
+        raise UserError(too_many_blocks(count, longest))
+    counts = per_list_counts([len(blocks) for blocks in lists], count)
+    return [blocks[len(blocks) - n :] if n > 0 else [] for blocks, n in zip(lists, counts)]
 
 
 def too_many_blocks(count: int, depth: int) -> str:
@@ -555,7 +572,8 @@ def installed(model: nn.Module) -> BlockSwap | None:
 def install(
     model: nn.Module, paths: Sequence[str], count: int, device: torch.device | str, family: str = "this"
 ) -> BlockSwap | None:
-    """Swap the last ``count`` blocks of each of ``model``'s block lists (``paths``) on ``device``: park those the
+    """Swap the last blocks of each of ``model``'s block lists (``paths``; how many of each: :func:`per_list_counts`
+    of ``count``) on ``device``: park those the
     loader has not (their device copies dropped), hook them, and keep their frozen tensors out of DDP (frozen and
     the same on every rank, and in host memory where DDP's device checks and broadcasts expect the device).
     None when ``count`` is 0. Call it after LoRA is attached and before ``accelerator.prepare``."""
@@ -566,10 +584,11 @@ def install(
     states = [[park_block(block, device) for block in blocks] for blocks in lists]
     for state in (s for found in states for s in found):
         state.device = device
-    swap = BlockSwap(model, states, device)
-    first_resident = {}
+    first_resident = {}  # each list's first swapped block -> the block before it, which starts its copy
     for blocks, found in zip(block_lists(model, paths), states):
-        first_resident[found[0]] = blocks[len(blocks) - count - 1]
+        if found:  # a list of one block swaps none
+            first_resident[found[0]] = blocks[len(blocks) - len(found) - 1]
+    swap = BlockSwap(model, [found for found in states if found], device)
     swap.hook(first_resident)
     _keep_out_of_ddp(model, swap)
     model.__dict__[_INSTALLED] = swap
@@ -599,6 +618,7 @@ __all__ = [
     "installed",
     "park_block",
     "park_blocks",
+    "per_list_counts",
     "set_tensor",
     "swap_bytes",
     "swap_state",

@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +74,7 @@ from dit_lora.contract import spec as fallback
 from dit_lora.contract.capabilities import MemoryPlan
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import block_swap, cache_parking, quantize
 from dit_lora.modeling.trainables import attach_trainables
 from dit_lora.output.report import load_pyplot
 from dit_lora.plan import resident
@@ -171,6 +172,14 @@ class Plan:
     encode_peak_bytes: int = 0  #: the caching phase's one encode call (it scales with the tokens, as a step does)
     #: --use_ema on the device: the fp32 EMA of the trainable weights and its rollback snapshot (training/ema.py)
     ema_bytes: int = 0
+    #: the run's blocks wait in host memory while the cache is built (modeling/cache_parking.py) where the base
+    #: allows it: a cached run whose family lets them (:meth:`cache_parked_bytes`)
+    blocks_wait: bool = False
+
+    def cache_parked_bytes(self) -> int:
+        """The trained model's bytes the caching phase does not hold on the device (:func:`cache_parked`)."""
+        scale = self.weights[self.trained_component] / max(self.model_built_bytes, 1)
+        return cache_parked(self, self.block_sizes, scale, self.swapped_bytes)
 
     @property
     def swap_saving(self) -> int:
@@ -446,12 +455,13 @@ def block_sizes(model: torch.nn.Module, paths) -> list[list[int]]:
 
 
 def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -> dict[str, int]:
-    """The plan's --blocks_to_swap fields for ``count`` blocks of each list in ``sizes`` (:func:`block_sizes`; the
-    last ``count`` of each are swapped, as :func:`~dit_lora.modeling.block_swap.swapped_blocks` picks them): the
+    """The plan's --blocks_to_swap fields for ``count`` in ``sizes`` (:func:`block_sizes`; the last blocks of each
+    list are swapped, as many as :func:`~dit_lora.modeling.block_swap.per_list_counts` says): the
     swapped blocks' frozen bytes and the blocks in flight. ``scale``: the trained model's bytes as counted over its
     bytes as built (below 1 when --quantize_base counts its linears smaller; the blocks hold nearly all of them, so
     they shrink alike)."""
-    chosen = [size for blocks in sizes for size in blocks[len(blocks) - count :]] if count > 0 else []
+    counts = block_swap.per_list_counts([len(blocks) for blocks in sizes], count)
+    chosen = [size for blocks, n in zip(sizes, counts) if n > 0 for size in blocks[len(blocks) - n :]]
     in_flight = min(count, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * max(chosen, default=0)
     return {
         "blocks_to_swap": max(count, 0),
@@ -460,13 +470,19 @@ def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -
     }
 
 
-def fsdp2_parked_bytes(sizes: list[list[int]], scale: float, device: str, engine: str) -> int:
-    """Under FSDP2 on an accelerator, the frozen bytes of every block (``sizes``: :func:`block_sizes`, ``scale`` as in
-    :func:`swap_fields`): parked in host memory from the load until each is sharded alone
-    (:func:`~dit_lora.modeling.block_swap.park_blocks`), so the loading and caching phases do not hold them."""
-    if engine != "fsdp2" or device == "cpu":
+def cache_parked(plan, sizes: list[list[int]], scale: float, swapped: int) -> int:
+    """The trained model's bytes in host memory during the caching phase, of a ``plan`` (its ``device``, ``engine``,
+    ``blocks_wait`` and ``quantized``; ``sizes``: :func:`block_sizes`, ``scale`` as in :func:`swap_fields`,
+    ``swapped``: the swapped blocks' bytes). On an accelerator, every block's frozen bytes when they wait for the
+    cache (:mod:`~dit_lora.modeling.cache_parking`) or, under FSDP2, until each is sharded alone
+    (:func:`~dit_lora.modeling.block_swap.park_blocks`); else the swapped blocks'. On a CPU none (the host is the
+    device)."""
+    if plan.device == "cpu":
         return 0
-    return int(sum(size for blocks in sizes for size in blocks) * scale)
+    waits = plan.blocks_wait and plan.quantized not in block_swap.LIBRARY_QUANTIZED
+    if plan.engine == "fsdp2" or waits:
+        return int(sum(size for blocks in sizes for size in blocks) * scale)
+    return swapped
 
 
 def swap_figures(
@@ -580,9 +596,12 @@ def plan_run(
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
-    cache_weights["model"] -= 0 if device == "cpu" else swap["swapped_bytes"]  # parked at load, before the cache
+    quantized = cfg.quantize_base if quantize.enabled(cfg.model) else None
+    waits = cached and cache_parking.waits_for_cache(cfg) and _family_lets_blocks_wait(spec, cfg)
+    where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
     scale = weights["model"] / max(module_bytes(comps.model), 1)
-    cache_weights["model"] -= fsdp2_parked_bytes(block_sizes(comps.model, spec.info.block_lists), scale, device, engine)
+    sizes = block_sizes(comps.model, spec.info.block_lists)
+    cache_weights["model"] -= cache_parked(where, sizes, scale, swap["swapped_bytes"])  # parked at load
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
@@ -614,7 +633,8 @@ def plan_run(
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing,
         steps=steps,
-        quantized=cfg.quantize_base if quantize.enabled(cfg.model) else None,
+        quantized=quantized,
+        blocks_wait=waits,
         text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
         load_phase_bytes=load_phase,
         mapped=mapped,
@@ -631,6 +651,13 @@ def plan_run(
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan
+
+
+def _family_lets_blocks_wait(spec: FamilySpec, cfg: TrainConfig) -> bool:
+    """The family's say on whether its loader parks the blocks for the cache (its plan's ``blocks_wait_for_cache``;
+    default yes: every loader that calls :func:`~dit_lora.modeling.cache_parking.park_for_load`)."""
+    says = getattr(planner(spec), "blocks_wait_for_cache", None)
+    return True if says is None else bool(says(cfg))
 
 
 def _ema_bytes(cfg, trainable: list, device: str) -> int:

@@ -96,7 +96,7 @@ def _smallest_batch(plan: Plan, capacity: int) -> Plan | None:
 
 def _fewest_swapped(plan: Plan, capacity: int) -> Plan | None:
     """The smallest ``--blocks_to_swap`` whose plan fits, else the most the model allows (one block stays)."""
-    most = min((len(sizes) for sizes in plan.block_sizes), default=0) - 1
+    most = max((len(sizes) for sizes in plan.block_sizes), default=0) - 1  # counted on the longest list
     if most <= plan.blocks_to_swap or plan.device == "cpu" or plan.engine == "fsdp2":
         return None
     if plan.quantized in levers.LIBRARY_QUANTIZED:

@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from dit_lora.data.frames import frame_rule, latent_frames
-from dit_lora.plan.estimate import Plan, StepTrace, fsdp2_parked_bytes, swap_fields
+from dit_lora.plan.estimate import Plan, StepTrace, swap_fields
 
 #: image sizes come down in steps of this many pixels (a multiple of every family's VAE x patch size)
 SIZE_STEP = 64
@@ -52,19 +52,28 @@ def with_batch(plan: Plan, batch: int) -> Plan:
     )
 
 
+def _recached(before: Plan, after: Plan) -> Plan:
+    """``after`` with the caching phase ``before``'s changed by what the levers between them changed there: the
+    weights' bytes, and the trained model's bytes parked in host memory while the cache is built
+    (:meth:`~dit_lora.plan.estimate.Plan.cache_parked_bytes`: the swapped blocks, or every block)."""
+    if before.cache_phase_bytes is None:
+        return after
+    weights = sum(after.weights.values()) - sum(before.weights.values())
+    parked = after.cache_parked_bytes() - before.cache_parked_bytes()
+    return dataclasses.replace(after, cache_phase_bytes=before.cache_phase_bytes + weights - parked)
+
+
 def with_swap(plan: Plan, count: int) -> Plan:
-    """``--blocks_to_swap count`` (0: none); on an accelerator the caching phase holds the swapped blocks parked."""
+    """``--blocks_to_swap count`` (0: none); on an accelerator the caching phase holds the swapped blocks parked
+    (all blocks, when they wait for the cache anyway)."""
     fields = swap_fields(plan.block_sizes, count, plan.device, _model_bytes(plan) / max(plan.model_built_bytes, 1))
-    cache = plan.cache_phase_bytes
-    if cache is not None and plan.device != "cpu":
-        cache += plan.swapped_bytes - fields["swapped_bytes"]
-    return dataclasses.replace(
+    swapped = dataclasses.replace(
         plan,
-        cache_phase_bytes=cache,
         blocks_to_swap=fields["blocks_to_swap"],
         swapped_bytes=fields["swapped_bytes"],
         swap_in_flight_bytes=fields["swap_in_flight_bytes"],
     )
+    return _recached(plan, swapped)
 
 
 def with_quantization(plan: Plan, scheme: str, text_encoder: bool = False) -> Plan:
@@ -76,9 +85,6 @@ def with_quantization(plan: Plan, scheme: str, text_encoder: bool = False) -> Pl
         plan = with_text_encoder_nf4(plan)
         weights["text_encoder"] = plan.weights["text_encoder"]
     te_done = plan.text_encoder_quantized
-    cache = plan.cache_phase_bytes
-    if cache is not None:
-        cache -= sum(plan.weights.values()) - sum(weights.values())
     changed = dataclasses.replace(
         plan,
         weights=weights,
@@ -86,8 +92,8 @@ def with_quantization(plan: Plan, scheme: str, text_encoder: bool = False) -> Pl
         text_encoder_quantized=te_done,
         dequant_bytes=plan.fp8_dequant_bytes if scheme == "fp8_scaled" else 0,
         nf4_model_savings=0,
-        cache_phase_bytes=cache,
     )
+    changed = _recached(plan, changed)  # the weights at their new size, the parked blocks too
     return with_swap(changed, plan.blocks_to_swap)  # the same blocks at the new size
 
 
@@ -114,12 +120,8 @@ def with_fsdp2(plan: Plan) -> Plan | None:
     if plan.num_processes <= 1 or plan.engine == "fsdp2" or plan.quantized in LIBRARY_QUANTIZED:
         return None
     unswapped = with_swap(plan, 0)
-    cache = unswapped.cache_phase_bytes
-    if cache is not None:  # every block waits in host memory until it is sharded: the caching phase holds none
-        cache -= fsdp2_parked_bytes(
-            plan.block_sizes, _model_bytes(plan) / max(plan.model_built_bytes, 1), plan.device, "fsdp2"
-        )
-    return dataclasses.replace(unswapped, engine="fsdp2", ddp_bytes=0, cache_phase_bytes=cache)
+    # every block waits in host memory until it is sharded: the caching phase holds none
+    return _recached(unswapped, dataclasses.replace(unswapped, engine="fsdp2", ddp_bytes=0))
 
 
 def _scaled(step: StepTrace, share: float, bucket: str) -> StepTrace:

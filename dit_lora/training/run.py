@@ -48,7 +48,7 @@ from dit_lora.data.cache import default_cache_root
 from dit_lora.data.prepare import prepare_data
 from dit_lora.kernels import kernel_runtime, patch_model
 from dit_lora.kernels.monitor import install_sample_mixing_modulate
-from dit_lora.modeling import activation_offload, block_swap, quantize, trainables
+from dit_lora.modeling import activation_offload, block_swap, cache_parking, quantize, trainables
 from dit_lora.modeling.quantize import QuantizeError
 from dit_lora.output.adapter import assert_finite
 from dit_lora.output.hub import preflight_push
@@ -396,8 +396,8 @@ def _start(resolved: Resolved) -> Run:
 
 
 def _load(run: Run) -> None:
-    cfg, spec = run.cfg, run.spec
-    run.comps = spec.model.load_components(cfg, run.accelerator.device)
+    cfg, spec, device = run.cfg, run.spec, run.accelerator.device
+    run.comps = spec.model.load_components(cfg, device)
     check_fp16_model(run.comps.model, cfg.allow_fp16)
     fallback.configure(spec, run.comps, cfg)
     if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
@@ -406,6 +406,10 @@ def _load(run: Run) -> None:
     run.data = spec.data.build_data(cfg, spec, run.comps, run.accelerator)
     if run.data is None:  # the family keeps the standard data path
         run.data = prepare_data(cfg, spec, run.comps, run.accelerator)
+    if run.engine != "fsdp2":  # the blocks that waited in host memory for the cache (FSDP2: sharded from there)
+        moved = cache_parking.bring_waiting(run.comps.model, spec.info.block_lists, cfg.blocks_to_swap, device)
+        if moved[0]:
+            run.log(cache_parking.describe(*moved, device))
 
 
 def _add_trainables(run: Run) -> None:

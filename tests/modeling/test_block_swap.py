@@ -378,3 +378,59 @@ def test_on_cuda_the_swap_saves_the_swapped_blocks_and_trains_alike(checkpointin
     for a, b in zip(results[count][1], results[0][1]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     assert results[0][2] - results[count][2] >= (count - 3) * results[0][3]
+
+
+@pytest.mark.parametrize("lengths,count,expected", [
+    ([8, 48], 1, [1, 1]),  # FLUX.2 [dev]: the double list swaps its share, rounded up
+    ([8, 48], 20, [4, 20]),
+    ([8, 48], 47, [7, 47]),  # one block of each list stays
+    ([5, 20], 19, [4, 19]),  # klein 4B
+    ([40, 40], 30, [30, 30]),  # Wan A14B's two experts: the same count each
+    ([6], 5, [5]),
+    ([1, 6], 4, [0, 4]),  # a list of one block swaps none
+    ([8, 48], 0, [0, 0]),
+])
+def test_per_list_counts_take_the_longest_lists_count_and_the_same_share_of_the_others(lengths, count, expected):
+    assert block_swap.per_list_counts(lengths, count) == expected
+
+
+class TwoLists(Stack):
+    """Two block lists of unequal length, run one after the other (FLUX.2's double then single blocks)."""
+
+    def __init__(self, checkpointing: str = "off") -> None:
+        super().__init__(checkpointing, depth=2)
+        self.singles = nn.ModuleList(Block(DIM) for _ in range(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = super().forward(x)
+        for block in self.singles:
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpointing != "off" else block(x)
+        return x
+
+
+def _two_lists(checkpointing: str) -> nn.Module:
+    from peft import LoraConfig, inject_adapter_in_model
+
+    torch.manual_seed(0)
+    model = TwoLists(checkpointing).requires_grad_(False)
+    model = inject_adapter_in_model(LoraConfig(r=2, target_modules=["to_q", "ff"], init_lora_weights="gaussian"), model)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_()
+    return model
+
+
+@pytest.mark.parametrize("checkpointing", ["off", "non_reentrant"])
+def test_two_lists_of_unequal_length_swap_their_shares_and_train_bitwise_alike(checkpointing):
+    reference = _train(_two_lists(checkpointing))
+    model = _two_lists(checkpointing)
+    paths = ("blocks", "singles")
+    with pytest.raises(UserError, match="at most --blocks_to_swap 5"):
+        block_swap.swapped_blocks(model, paths, 6)
+    swap = block_swap.install(model, paths, 3, "cpu")  # 3 of the 6 singles, 1 of the 2 blocks
+    assert [[s.module for s in states] for states in swap.lists] == [[model.blocks[1]], list(model.singles[3:])]
+    losses, trained = _train(model)
+    assert all(torch.equal(a, b) for a, b in zip(losses, reference[0]))
+    assert all(torch.equal(trained[k], reference[1][k]) for k in trained)
+    assert swap.stats.copies > 0

@@ -212,7 +212,8 @@ def _swap_plan(blocks_to_swap: int, device: str):
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
-def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight(device):
+def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight(device, monkeypatch):
+    from dit_lora.modeling import cache_parking
     from dit_lora.plan.estimate import SWAP_IN_FLIGHT
 
     plain, swapped = _swap_plan(0, device), _swap_plan(6, device)
@@ -221,11 +222,19 @@ def test_block_swap_takes_the_swapped_blocks_off_the_device_less_those_in_flight
     in_flight = SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]
     assert swapped.swap_in_flight_bytes == in_flight * block
     change = plain.train_phase_bytes() - swapped.train_phase_bytes()
+    # every block waits in host memory while the cache is built, swapped or not: the same caching phase
+    assert plain.blocks_wait and swapped.blocks_wait and plain.cache_phase_bytes == swapped.cache_phase_bytes
+    monkeypatch.setattr(cache_parking, "waits_for_cache", lambda cfg: False)
+    kept, kept_swapped = _swap_plan(0, device), _swap_plan(6, device)
+    assert not kept.blocks_wait
     if device == "cuda":  # six blocks in host memory, three of them on the device at the peak
         assert change == (6 - in_flight) * block
-        assert plain.cache_phase_bytes - swapped.cache_phase_bytes == 6 * block  # parked at load
+        # without the wait, only the swapped blocks are parked at load; with it, all eight
+        assert kept.cache_phase_bytes - kept_swapped.cache_phase_bytes == 6 * block
+        assert kept.cache_phase_bytes - plain.cache_phase_bytes == 8 * block
         assert "block swap (--blocks_to_swap 6)" in format_plan(swapped) and "in pinned host memory" in format_plan(
             swapped)
-    else:  # the host memory is the device's: only the two copies in flight count
+    else:  # the host memory is the device's: only the two copies in flight count; nothing parked is saved
         assert change == -in_flight * block
+        assert kept.cache_phase_bytes == plain.cache_phase_bytes == kept_swapped.cache_phase_bytes
         assert "only the copies of the blocks in flight add" in format_plan(swapped)

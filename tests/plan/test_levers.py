@@ -81,8 +81,13 @@ def test_fsdp2_shards_parameters_and_state_and_gathers_two_blocks(base):
     _same(levers.with_fsdp2(ddp), fsdp2)
     assert ddp.ddp_bytes > 0 == fsdp2.ddp_bytes and fsdp2.shards == 2
     # every block waits in host memory from the load until it is sharded: the caching phase holds none of them
+    # (under DDP neither: they wait for the cache; cache_parking.py); without that wait it held them all
     parked = sum(sum(sizes) for sizes in fsdp2.block_sizes) * fsdp2.weights["model"] // fsdp2.model_built_bytes
-    assert parked > 0 and ddp.cache_phase_bytes - fsdp2.cache_phase_bytes == pytest.approx(parked, abs=2)
+    assert parked > 0 and ddp.cache_phase_bytes == pytest.approx(fsdp2.cache_phase_bytes, abs=2)
+    kept = dataclasses.replace(ddp, blocks_wait=False)
+    assert kept.cache_parked_bytes() == 0 and ddp.cache_parked_bytes() == pytest.approx(parked, abs=2)
+    fsdp2_of_kept = levers.with_fsdp2(dataclasses.replace(kept, cache_phase_bytes=ddp.cache_phase_bytes + parked))
+    assert fsdp2_of_kept.cache_phase_bytes == pytest.approx(fsdp2.cache_phase_bytes, abs=2)
     model, built = fsdp2.weights["model"], fsdp2.model_built_bytes
     block = max(fsdp2.block_sizes[0]) * model / built
     root = (built - sum(sum(sizes) for sizes in fsdp2.block_sizes)) * model / built
@@ -105,3 +110,23 @@ def test_fsdp2_shards_parameters_and_state_and_gathers_two_blocks(base):
     assert fp8.model_on_device() > fp8.fp8_linear_bytes + (fp8.weights["model"] - fp8.fp8_linear_bytes) // 2
     with pytest.raises(ValueError, match="engine"):
         _plan(engine="deepspeed")
+
+
+@pytest.mark.parametrize("lever", ["fp8_scaled", "nf4", "swap", "fsdp2"])
+def test_without_the_wait_for_the_cache_the_levers_are_fresh_plans_too(lever, monkeypatch):
+    """A run whose blocks stay on the device while caching (a family that says so, --cache_latents false): the
+    caching phase holds every unswapped block, and each lever's derived plan still equals a fresh one."""
+    from dit_lora.modeling import cache_parking
+
+    monkeypatch.setattr(cache_parking, "waits_for_cache", lambda cfg: False)
+    processes = 2 if lever == "fsdp2" else 1
+    base = _plan(num_processes=processes)
+    assert not base.blocks_wait and base.cache_parked_bytes() == 0
+    if lever == "swap":
+        derived, fresh = levers.with_swap(base, 5), _plan(blocks_to_swap=5)
+        assert fresh.cache_parked_bytes() == fresh.swapped_bytes > 0  # the swapped blocks only
+    elif lever == "fsdp2":
+        derived, fresh = levers.with_fsdp2(base), _plan(num_processes=2, engine="fsdp2")
+    else:
+        derived, fresh = levers.with_quantization(base, lever), _plan(quantize_base=lever)
+    _same(derived, fresh)

@@ -44,7 +44,7 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
     stored_dtype,
 )
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
@@ -200,8 +200,8 @@ class CogVideoXModel(DiffusionModel):
             raise load_error("CogVideoX", cfg.model, err) from None
         # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
         quantize.after_loading(cfg.model, transformer, CogVideoXPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)

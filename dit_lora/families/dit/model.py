@@ -35,7 +35,7 @@ from dit_lora.modelfiles.pipeline_files import (
     load_error,
     read_component_config,
 )
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
@@ -185,8 +185,8 @@ class DiTModel(DiffusionModel):
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
         quantize.after_loading(cfg.model, transformer, DiTPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         transformer.to(device)
         vae.to(device)
         return dit_components(transformer, vae, scheduler_cfg, device)

@@ -24,7 +24,7 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
 )
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import training_scheduler
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
@@ -106,8 +106,8 @@ class Flux2Model(DiffusionModel):
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
-        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)

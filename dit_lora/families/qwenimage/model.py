@@ -26,7 +26,7 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
 )
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 #: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
@@ -108,7 +108,7 @@ class QwenImageModel(DiffusionModel):
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         transformer.to(device)
         vae.to(device)
         torch.nn.Module.to(text_encoder, device)  # Module.to: mypy reads PreTrainedModel.to's wrapper oddly

@@ -29,7 +29,7 @@ from dit_lora.modelfiles.pipeline_files import (
     read_component_config,
 )
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
@@ -126,7 +126,7 @@ class SanaVideoModel(DiffusionModel):
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         quantize.after_loading(cfg.model, transformer, [], device)  # --quantize_base fp8_scaled
         quantize.keep_4bit_layout(transformer, text_encoder)
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         for module in (transformer, vae, text_encoder):
             module.to(device)
         comps = make_components(cfg, transformer, vae, text_encoder, dict(scheduler_cfg), device)

@@ -28,7 +28,7 @@ from dit_lora.families.wan.task import WanTask
 from dit_lora.families.wan.validate import validate_wan_config
 from dit_lora.modelfiles.pipeline_files import load_error
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -79,11 +79,12 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg.model, err) from None
+    both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
     for t in transformers_.values():  # --quantize_base fp8_scaled: each expert converted before the device
         quantize.after_loading(cfg.model, t, WanPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
-        block_swap.park_blocks(t, model.info.block_lists, cfg.blocks_to_swap, device)
-    both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
+        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to();
+        # not A14B's: WanExperts places both experts' frozen weights itself
+        cache_parking.park_for_load(t, model.info.block_lists, cfg, device, wait=not both)
     for module in (
         *(() if both else transformers_.values()),
         vae,
@@ -225,6 +226,11 @@ class WanPlan(DiffusionPlan):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """:func:`plan_wan_components`."""
         return plan_wan_components(self.task, cfg, read, depth)
+
+    def blocks_wait_for_cache(self, cfg: TrainConfig) -> bool:
+        """One transformer's blocks wait in host memory while the cache is built; A14B's two experts are placed by
+        :class:`~dit_lora.families.wan.experts.WanExperts` (as :func:`load_wan_components` parks them)."""
+        return len(trained_experts(self.task, cfg)) == 1
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """UMT5 embeddings of every prompt padded to 512 tokens, as empty tensors."""

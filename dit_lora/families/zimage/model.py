@@ -26,7 +26,7 @@ from dit_lora.modelfiles.pipeline_files import (
     stored_dtype,
 )
 from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import block_swap, quantize
+from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
@@ -108,7 +108,7 @@ class ZImageModel(DiffusionModel):
         transformer.requires_grad_(False)
         vae.requires_grad_(False).eval()
         text_encoder.requires_grad_(False).eval()
-        block_swap.park_blocks(transformer, self.info.block_lists, cfg.blocks_to_swap, device)
+        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
         transformer.to(device)
         vae.to(device)
         text_encoder.to(device)
