@@ -53,10 +53,11 @@ from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec, patchify_video
 
 __all__ = ["QWEN3_VIDEO_DEFAULTS", "Qwen3VLSpec", "patch_times", "video_smart_resize"]
 
-#: ``Qwen3VLVideoProcessor``'s class values, used for keys a folder's file lacks
+#: what the published ``video_preprocessor_config.json`` holds (every Qwen3-VL repo), for keys a folder's file lacks
+#: and the offline plan (transformers' class values are a smaller budget, 128 and 768 x 32 x 32 pixels)
 QWEN3_VIDEO_DEFAULTS: dict[str, Any] = {
-    "min_pixels": 128 * 32 * 32,  # size["shortest_edge"]: a pixel count over the whole clip
-    "max_pixels": 768 * 32 * 32,  # size["longest_edge"]
+    "min_pixels": 4096,  # size["shortest_edge"]: a pixel count over the whole clip
+    "max_pixels": 24576 * 32 * 32,  # size["longest_edge"] = 25165824
     "patch_size": 16,
     "temporal_patch_size": 2,
     "merge_size": 2,
