@@ -104,8 +104,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     advice = (
         f"Use --family {others[0]} for it"
         if others
-        else f"No dit-lora family trains {cls} (not supported yet{_planned()}). dit-lora "
-        f"trains: {trained_list()}"
+        else f"No dit-lora family trains {cls} (not supported yet{_planned()}). dit-lora trains: {trained_list()}"
     )
     raise UserError(
         f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "

@@ -75,8 +75,12 @@ _TEXT: dict[str, Any] = {
     "max_position_embeddings": 32768,
     "rms_norm_eps": 1e-6,
     # the real split is [24, 20, 20] of head_dim 128 (half: 64); [2, 3, 3] of 8 keeps time the smallest
-    "rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0, "mrope_section": [2, 3, 3],
-                        "mrope_interleaved": True},
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 5000000.0,
+        "mrope_section": [2, 3, 3],
+        "mrope_interleaved": True,
+    },
 }
 _VISION: dict[str, Any] = {
     "depth": 2,
