@@ -21,7 +21,12 @@ if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
 #: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
-PLANNED = ("Qwen3-VL",)
+PLANNED: tuple[str, ...] = ()
+
+
+def _planned() -> str:
+    """``"; X and Y are planned"`` for the refusals, or nothing when no family is planned."""
+    return f"; {' and '.join(PLANNED)} are planned" if PLANNED else ""
 
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
@@ -73,8 +78,8 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
         what = f"`{path}` is a {cls} ({where}), which no dit-lora family trains"
     return UserError(
         f"{what}. dit-lora trains these pipelines ({trained_list()}). If the model is one of them, pass its --family "
-        f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet ({', '.join(PLANNED)} "
-        "are planned): train it with a trainer that supports it."
+        f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet{_planned()}: train "
+        "it with a trainer that supports it."
     )
 
 
@@ -99,8 +104,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     advice = (
         f"Use --family {others[0]} for it"
         if others
-        else f"No dit-lora family trains {cls} (not supported yet; {', '.join(PLANNED)} are planned). dit-lora "
-        f"trains: {trained_list()}"
+        else f"No dit-lora family trains {cls} (not supported yet{_planned()}). dit-lora trains: {trained_list()}"
     )
     raise UserError(
         f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "

@@ -31,6 +31,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
     "internvl": Architecture(f"{__name__}.internvl:InternVLSpec", f"{__name__}.demo_internvl:build_tiny_internvl"),
+    "qwen3_vl": Architecture(f"{__name__}.qwen3_vl:Qwen3VLSpec", f"{__name__}.demo_qwen3_vl:build_tiny_qwen3_vl"),
 }
 
 
@@ -65,7 +66,7 @@ ENTRY = FamilyEntry(
     factory=f"{__name__}:make",
     options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("videollm/demo.yaml", "videollm/internvl_demo.yaml"),
+    demo_configs=("videollm/demo.yaml", "videollm/internvl_demo.yaml", "videollm/qwen3_vl_demo.yaml"),
     recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
 )

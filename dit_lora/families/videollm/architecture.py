@@ -18,7 +18,7 @@ what the real preprocessors feed the model.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,9 @@ class VideoLLMSpec:
     video_placeholder: str = ""  # what the chat template renders where the video goes
     video_token: str = ""  # the token repeated once per video feature
     positions_encode_time: bool = False  # positions depend on the clip's sampled fps (the processor needs it)
+    #: Liger's ``apply_liger_kernel_to_<name>``; None: the language model's ``model_type``
+    liger_patch: str | None = None
+    liger_swiglu: bool = True  # whether that patch replaces the MLP (the log says what was applied)
     pipeline_tag = "video-text-to-text"
 
     @property
@@ -351,11 +354,15 @@ class VideoLLMSpec:
         """How many video tokens the model expects for ``frame_inputs`` (``config`` = model.config)."""
         raise NotImplementedError
 
-    def video_prompt_ids(self, tokenizer, video_tokens: int, config: Any) -> list[int] | None:
+    def video_prompt_ids(
+        self, tokenizer, video_tokens: int, config: Any, times: Sequence[float] | None = None
+    ) -> list[int] | None:
         """The token ids that replace the chat template's one video token, or None: ``video_tokens`` copies of it.
 
-        An architecture whose processor writes more than the feature tokens there (InternVL's per-frame lines)
-        returns them; its labels are masked like the video tokens.
+        An architecture whose processor writes more than the feature tokens there (InternVL's per-frame lines,
+        Qwen3-VL's per-frame seconds) returns them; its labels are masked like the video tokens. ``times``: each
+        sampled frame's second in the clip (:attr:`~dit_lora.families.videollm.data.SampledClip.times`), None when
+        the container states no rate.
         """
         return None
 

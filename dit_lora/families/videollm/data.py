@@ -379,10 +379,15 @@ class SampledClip:
     ``num_frames / total_frames * stream_fps`` (transformers' ``VideoMetadata.sampled_fps``): 8 frames
     spread over a 30 s clip are 0.267 fps, whatever the stream's own rate. None when the container
     states no frame rate.
+
+    ``times`` is each frame's second in the clip, its index in the stream over the stream's rate
+    (transformers' ``VideoMetadata.timestamps``: ``frames_indices / fps``), what Qwen3-VL writes in its
+    prompt; None when the container states no frame rate.
     """
 
     frames: np.ndarray
     fps: float | None
+    times: tuple[float, ...] | None = None
 
 
 def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
@@ -409,7 +414,8 @@ def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
     declared = info.num_frames
     if declared < 1:
         raise VideoDecodeError("no frames (the video stream is empty)")
-    frames, seen = _decode_indices(path, sample_frame_indices(declared, num_frames))
+    indices = sample_frame_indices(declared, num_frames)
+    frames, seen = _decode_indices(path, indices)
     total = declared
     if frames is None:
         if seen == 0:
@@ -417,11 +423,14 @@ def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
         # The same tolerance as dit_lora.data.video.scan_clip: only a real gap is truncation.
         if seen < declared - max(2, declared // 50):
             raise VideoDecodeError(f"truncated (header declares {declared} frames, only {seen} decode)")
-        frames, _ = _decode_indices(path, sample_frame_indices(seen, num_frames))
+        indices = sample_frame_indices(seen, num_frames)
+        frames, _ = _decode_indices(path, indices)
         if frames is None:  # the stream got shorter between two reads of the same file
             raise VideoDecodeError(f"frame count changed while reading (first {seen} frames decoded)")
         total = seen
-    return SampledClip(frames, num_frames / total * info.fps if info.fps > 0 else None)
+    if info.fps <= 0:  # no rate: no time is assumed
+        return SampledClip(frames, None)
+    return SampledClip(frames, num_frames / total * info.fps, tuple(i / info.fps for i in indices))
 
 
 def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:

@@ -39,6 +39,7 @@ is at second ``(i + 0.5) / fps`` with ``fps`` the rate the decoder's frames were
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -206,9 +207,12 @@ class InternVLSpec(VideoLLMSpec):
             raise ValueError(f"pixel_values must be one sample (F, 3, S, S), got shape {tuple(pixels.shape)}")
         return int(pixels.shape[0]) * self.tokens_per_frame(config, int(pixels.shape[-1]))
 
-    def video_prompt_ids(self, tokenizer, video_tokens: int, config: Any) -> list[int]:
+    def video_prompt_ids(
+        self, tokenizer, video_tokens: int, config: Any, times: Sequence[float] | None = None
+    ) -> list[int]:
         """The ids ``InternVLProcessor`` puts where ``<video>`` was: ``Frame{i}: <img>`` + ``<IMG_CONTEXT>`` per
-        feature + ``</img>``, the frames on lines of their own (``video_tokens``: all frames' features)."""
+        feature + ``</img>``, the frames on lines of their own (``video_tokens``: all frames' features; ``times``
+        are not written: InternVL3.5's prompt has frame numbers only)."""
         per_frame = self.tokens_per_frame(config)
         if video_tokens % per_frame:
             raise ValueError(f"{video_tokens} video tokens are not whole frames of {per_frame} tokens")

@@ -73,9 +73,10 @@ def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
     if reason is None:
         import liger_kernel.transformers as liger
 
-        patch = getattr(liger, f"apply_liger_kernel_to_{config.model_type}", None)
+        name = spec.liger_patch or config.model_type  # Qwen3-VL's patch is named by the whole model
+        patch = getattr(liger, f"apply_liger_kernel_to_{name}", None)
         if patch is None:
-            reason = f"Liger-Kernel has no kernels for a {config.model_type!r} language model"
+            reason = f"Liger-Kernel has no kernels for a {name!r} language model"
     if reason is not None:
         log(f"note: --use_liger_kernel: {reason}; training on the plain PyTorch path.")
         return None
@@ -83,16 +84,14 @@ def apply_liger(spec, model: torch.nn.Module, log: Callable[[str], object]):
     patch(
         rope=True,
         rms_norm=True,
-        swiglu=True,
+        swiglu=spec.liger_swiglu,
         cross_entropy=False,
         fused_linear_cross_entropy=False,
         model=spec.module(model, spec.language_model),
     )
     fused = liger.LigerFusedLinearCrossEntropyLoss(ignore_index=IGNORE_INDEX)
-    log(
-        f"Liger-Kernel applied to the {config.model_type} language model (RMSNorm, SwiGLU, RoPE, fused linear "
-        "cross-entropy)."
-    )
+    kernels = "RMSNorm, SwiGLU, RoPE" if spec.liger_swiglu else "RMSNorm, RoPE"
+    log(f"Liger-Kernel applied to the {name} language model ({kernels}, fused linear cross-entropy).")
 
     def liger_loss(spec, model, inputs, labels):
         return hidden_state_loss(spec, model, inputs, labels, linear_ce=fused)

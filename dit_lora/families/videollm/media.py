@@ -10,7 +10,7 @@ answer-only labels. Nothing is cached: a video LLM sees the frames through its o
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -62,8 +62,11 @@ def annotation_file(train_data_dir: str | None) -> Path:
     return found[0]
 
 
-def fit_conversation(processing, sample: QASample, video_tokens: int, max_length: int | None) -> tuple[dict, int]:
-    """``sample``'s conversation tokenized, and how many later QA rounds were dropped to fit ``max_length``.
+def fit_conversation(
+    processing, sample: QASample, video_tokens: int, max_length: int | None, times: Sequence[float] | None = None
+) -> tuple[dict, int]:
+    """``sample``'s conversation tokenized, and how many later QA rounds were dropped to fit ``max_length``
+    (``times``: its sampled frames' seconds, :attr:`~dit_lora.families.videollm.data.SampledClip.times`).
 
     Raises:
         UserError: even the first question and answer with ``video_tokens`` video tokens are too long.
@@ -72,7 +75,7 @@ def fit_conversation(processing, sample: QASample, video_tokens: int, max_length
     dropped = 0
     while True:
         try:
-            return processing.tokenize(messages, video_tokens, max_length), dropped
+            return processing.tokenize(messages, video_tokens, max_length, times), dropped
         except ValueError as err:
             if "--max_sequence_length" not in str(err):
                 raise
@@ -101,7 +104,7 @@ class QADataset(torch.utils.data.Dataset):
         sample = self.samples[i]
         clip = read_clip(sample.video, self.num_frames)
         pixels, count = self.processing.frame_inputs(clip.frames, clip.fps)
-        example, _ = fit_conversation(self.processing, sample, count, self.max_length)
+        example, _ = fit_conversation(self.processing, sample, count, self.max_length, clip.times)
         return {**example, "pixels": pixels, "sample_index": i}
 
 
@@ -189,7 +192,7 @@ class VideoQAMedia:
         even its first round does not fit."""
         _, count = self.processing.frame_inputs(clip.frames, clip.fps)
         try:
-            _, dropped = fit_conversation(self.processing, sample, count, max_length)
+            _, dropped = fit_conversation(self.processing, sample, count, max_length, clip.times)
         except UserError as err:
             return Fitted(count, 0, str(err).split(": ", 1)[-1])
         return Fitted(count, dropped, None)

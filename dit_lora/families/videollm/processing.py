@@ -7,6 +7,7 @@ it in its state (:class:`~dit_lora.families.videollm.state.VideoLLMState`), ``ch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,11 @@ class VideoQAProcessing:
         pixels = self.spec.frame_inputs(frames, self.prep, fps=fps)
         return pixels, self.spec.video_token_count(pixels, self.model_config)
 
-    def tokenize(self, messages: list[dict], video_tokens: int, max_length: int | None) -> dict:
-        """A conversation as training tokens with answer-only labels (``max_length``: refuse longer)."""
+    def tokenize(
+        self, messages: list[dict], video_tokens: int, max_length: int | None, times: Sequence[float] | None = None
+    ) -> dict:
+        """A conversation as training tokens with answer-only labels (``max_length``: refuse longer; ``times``: the
+        sampled frames' seconds, for architectures that write them)."""
         return build_training_example(
             self.tokenizer,
             messages,
@@ -61,7 +65,7 @@ class VideoQAProcessing:
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
             video_token_count=video_tokens,
             max_length=max_length,
-            video_ids=self.spec.video_prompt_ids(self.tokenizer, video_tokens, self.model_config),
+            video_ids=self.spec.video_prompt_ids(self.tokenizer, video_tokens, self.model_config, times),
         )
 
     def answer(self, model, question: str, video: Path, num_frames: int) -> str:
@@ -74,7 +78,7 @@ class VideoQAProcessing:
             video_placeholder=self.spec.video_placeholder,
             video_token_id=self.tokenizer.convert_tokens_to_ids(self.spec.video_token),
             video_token_count=count,
-            video_ids=self.spec.video_prompt_ids(self.tokenizer, count, self.model_config),
+            video_ids=self.spec.video_prompt_ids(self.tokenizer, count, self.model_config, clip.times),
         )
         device = next(model.parameters()).device
         inputs = {k: v[None].to(device) for k, v in prompt.items()}

@@ -242,7 +242,7 @@ class Qwen25VLSpec(VideoLLMSpec):
         raw = read_preprocessor_json(folder, ("video_preprocessor_config.json",))
         if not raw:
             raw = read_preprocessor_json(folder, ("preprocessor_config.json",))
-        prep = dict(QWEN_VIDEO_DEFAULTS)
+        prep = dict(self.default_preprocessing)  # a subclass's own defaults (Qwen3-VL: 16 px patches, mean 0.5)
         size = raw.get("size")
         if isinstance(size, dict):
             if size.get("shortest_edge") is not None:

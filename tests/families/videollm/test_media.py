@@ -35,7 +35,7 @@ class _StubQAFamily:
     def frame_inputs(self, frames, fps):
         return {"pixel_values": torch.as_tensor(frames).float().mean(dim=(1, 2, 3))}, 2
 
-    def tokenize(self, messages, video_tokens, max_length):
+    def tokenize(self, messages, video_tokens, max_length, times=None):
         ids = torch.tensor([ord(c) % 97 + 1 for m in messages for c in m["content"]] + [5] * video_tokens)
         return {"input_ids": ids, "labels": ids.clone(), "attention_mask": torch.ones_like(ids)}
 

@@ -1,0 +1,165 @@
+"""A tiny, randomly initialised Qwen3-VL checkpoint built locally (no Hub access needed).
+
+:func:`build_tiny_qwen3_vl` writes what ``Qwen/Qwen3-VL-*-Instruct`` ships, shrunk:
+
+* ``config.json`` + ``model.safetensors`` (bf16) and ``generation_config.json`` from
+  ``Qwen3VLForConditionalGeneration.save_pretrained``: the vision tower (16 px patches, a learned position grid
+  interpolated to each clip, 2 x 2 merger, one DeepStack merger), and a Qwen3 language model with q/k RMSNorm and
+  interleaved M-RoPE;
+* the tokenizer: the tiny Qwen byte-level BPE of :mod:`~dit_lora.families.videollm.demo_qwen` (Qwen's special
+  tokens in Qwen's order) with the Qwen3-VL Instruct template (:data:`QWEN3_VL_CHAT_TEMPLATE`);
+* ``video_preprocessor_config.json`` with the published keys (``size`` as pixel counts, mean = std = 0.5, 16 px
+  patches), with a pixel budget that keeps the 64 px demo clips at 64 px;
+* a ``dit_lora_tiny.json`` marker (:data:`TINY_QWEN3_VL_VERSION`).
+
+Geometry: 64 px frames, 16 px patches (4 x 4), merged 2 x 2 to 4 language-model tokens per pair of frames.
+DeepStack feeds the first block's merged features into the first language-model layer (the real models: blocks
+8/16/24 into layers 0-2). The output head is scaled (as LLaVA's demo does) so a LoRA moves the loss in a few dozen
+CPU steps; embeddings are untied for that (the 2B/4B checkpoints tie them, 8B/32B do not).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
+from dit_lora.families.videollm.demo_qwen import QWEN_SPECIAL_TOKENS, build_tiny_qwen_tokenizer
+
+__all__ = ["QWEN3_VL_CHAT_TEMPLATE", "TINY_QWEN3_VL_VERSION", "build_tiny_qwen3_vl", "get_tiny_qwen3_vl_config"]
+
+TINY_QWEN3_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
+_MARKER = "dit_lora_tiny.json"
+
+# The Instruct repos' chat_template.json, its tool-call branches left out: no default system message (Qwen2.5-VL's
+# template has one), ChatML turns, {"type": "video"} as <|vision_start|><|video_pad|><|vision_end|>.
+QWEN3_VL_CHAT_TEMPLATE = (
+    "{%- set image_count = namespace(value=0) -%}"
+    "{%- set video_count = namespace(value=0) -%}"
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}"
+    "{{- message['content'] -}}"
+    "{%- else -%}"
+    "{%- for content in message['content'] -%}"
+    "{%- if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}"
+    "{%- set image_count.value = image_count.value + 1 -%}"
+    "{%- if add_vision_id -%}{{- 'Picture ' + image_count.value|string + ': ' -}}{%- endif -%}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif content['type'] == 'video' or 'video' in content -%}"
+    "{%- set video_count.value = video_count.value + 1 -%}"
+    "{%- if add_vision_id -%}{{- 'Video ' + video_count.value|string + ': ' -}}{%- endif -%}"
+    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
+    "{%- elif 'text' in content -%}"
+    "{{- content['text'] -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- endif -%}"
+)
+
+_TEXT: dict[str, Any] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "hidden_act": "silu",
+    "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-6,
+    # the real split is [24, 20, 20] of head_dim 128 (half: 64); [2, 3, 3] of 8 keeps time the smallest
+    "rope_parameters": {
+        "rope_type": "default",
+        "rope_theta": 5000000.0,
+        "mrope_section": [2, 3, 3],
+        "mrope_interleaved": True,
+    },
+}
+_VISION: dict[str, Any] = {
+    "depth": 2,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_heads": 2,
+    "hidden_act": "gelu_pytorch_tanh",
+    "patch_size": 16,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "num_position_embeddings": 16,  # a 4 x 4 learned grid (the real 48 x 48 = 2304), interpolated per clip
+    "deepstack_visual_indexes": [0],
+}
+#: the published keys; ``size`` is a pixel budget over the whole clip (8 frames of 64 x 64 = 32768 stay as they are)
+_PREPROCESSOR: dict[str, Any] = {
+    "size": {"shortest_edge": 4096, "longest_edge": 32768},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor",
+    "video_processor_type": "Qwen3VLVideoProcessor",
+}
+
+
+def get_tiny_qwen3_vl_config(tokenizer=None):
+    """The tiny ``Qwen3VLConfig``; token ids come from ``tokenizer`` (default: the tiny Qwen one)."""
+    from transformers import Qwen3VLConfig
+
+    tok = tokenizer if tokenizer is not None else build_tiny_qwen_tokenizer()
+    ids = {t: tok.convert_tokens_to_ids(t) for t in QWEN_SPECIAL_TOKENS}
+    text = dict(
+        _TEXT,
+        vocab_size=-(-len(tok) // 64) * 64,  # padded like the real vocabulary (151936)
+        bos_token_id=ids["<|endoftext|>"],
+        eos_token_id=ids["<|im_end|>"],
+        pad_token_id=ids["<|endoftext|>"],
+        tie_word_embeddings=False,
+    )
+    return Qwen3VLConfig(
+        text_config=text,
+        vision_config=dict(_VISION, out_hidden_size=_TEXT["hidden_size"]),
+        image_token_id=ids["<|image_pad|>"],
+        video_token_id=ids["<|video_pad|>"],
+        vision_start_token_id=ids["<|vision_start|>"],
+        vision_end_token_id=ids["<|vision_end|>"],
+        tie_word_embeddings=False,
+    )
+
+
+def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
+    """Write the tiny Qwen3-VL checkpoint (see the module docstring) to ``path`` and return it.
+
+    Deterministic for a given ``seed``; idempotent (an identical marker means nothing is rewritten) and atomic,
+    like the other tiny builders. Loads offline with ``Qwen3VLForConditionalGeneration.from_pretrained(path)``.
+    """
+    marker = {"kind": "qwen3_vl", "seed": seed, "dtype": "bfloat16", "version": TINY_QWEN3_VL_VERSION}
+
+    def build(tmp: Path) -> None:
+        import torch
+        from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
+
+        tok = build_tiny_qwen_tokenizer()
+        tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
+        config = get_tiny_qwen3_vl_config(tok)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = Qwen3VLForConditionalGeneration(config)
+        with torch.no_grad():  # a head that can separate tokens by many logits (demo_llava.LM_HEAD_SCALE)
+            model.lm_head.weight.mul_(LM_HEAD_SCALE)
+        text = config.text_config
+        model.generation_config = GenerationConfig(
+            bos_token_id=text.bos_token_id, eos_token_id=text.eos_token_id, pad_token_id=text.pad_token_id
+        )
+        module: torch.nn.Module = model  # as a Module: mypy reads PreTrainedModel.to's wrapper as a function
+        module.to(torch.bfloat16)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / "video_preprocessor_config.json").write_text(json.dumps(_PREPROCESSOR, indent=2) + "\n")
+
+    return build_directory_atomically(path, _MARKER, marker, build)
