@@ -129,7 +129,7 @@ ENTRIES = [
         heads=32,
         tied=False,
         tower=_LARGE_TOWER,
-        notes="MLP width and untied embeddings as Qwen3-8B's (the rest checked: module docstring)",
+        notes="checked against a quote of its config.json; MLP width and untied embeddings as Qwen3-8B's",
     ),
     _qwen3_vl(
         "32B",
