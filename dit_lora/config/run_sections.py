@@ -398,8 +398,9 @@ class KernelOptions:
         "device then holds N blocks' frozen weights less (up to three blocks are in flight); LoRA weights and their "
         "optimizer state stay on the device and results are unchanged. The cost: host memory for the swapped "
         "weights, and step time where the copies take longer than a block's compute (small batches, a slow link). N "
-        "must be less than the model's number of blocks; 0 swaps none. Not with --compile or a bitsandbytes/torchao "
-        "--quantize_base.",
+        "must be less than the model's number of blocks; 0 swaps none. A model with two block lists of unequal "
+        "length (FLUX.2's double and single blocks) swaps N of the longer list and the same share of the shorter, "
+        "rounded up. Not with --compile or a bitsandbytes/torchao --quantize_base.",
         section="kernels",
         valid=NON_NEGATIVE,
     )
