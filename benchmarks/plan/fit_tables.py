@@ -8,6 +8,7 @@ that fits and its predicted peak, or *no* with the lowest peak the ladder reache
 catalogue holds the configs.
 
     python benchmarks/plan/fit_tables.py [--family wan] [--sizes 16,24,48,80] [--json out.json] > tables.md
+    python benchmarks/plan/fit_tables.py --update-guides    # every guide's table, rows for the ids it lists
 """
 
 from __future__ import annotations
@@ -45,6 +46,52 @@ def cell(plan, size_gib: float) -> tuple[str, dict]:
     return f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)", data
 
 
+HEADER = "| checkpoint | caching phase | training phase | predicted peak |"
+
+
+def table_row(entry, sizes: list[float]) -> tuple[str, dict]:
+    """One checkpoint's row of the fit table, and its ladders as JSON."""
+    try:
+        plan, _ = plan_entry(entry)
+    except Exception as err:  # a row that cannot be planned says why; the others still print
+        return f"| `{entry.hub_id}` | plan failed: {type(err).__name__}: {err} |", {}
+    cells = [cell(plan, s) for s in sizes]
+    cache = f"{plan.cache_phase_bytes / GIB:.2f} GiB" if plan.cache_phase_bytes else "-"
+    text = (
+        f"| `{entry.hub_id}` | {cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
+        f"**{plan.peak_memory_bytes / GIB:.2f} GiB** | " + " | ".join(c for c, _ in cells) + " |"
+    )
+    return text, {f"{s:g}": data for s, (_, data) in zip(sizes, cells)}
+
+
+def update_guides(guides: Path, sizes: list[float]) -> list[str]:
+    """Rewrite the rows of every fit table in ``guides`` (the Markdown files whose table starts with
+    :data:`HEADER`) for the checkpoints each lists, in its order; returns the files changed."""
+    import re
+
+    from dit_lora.catalogue import by_hub_id
+
+    changed = []
+    for path in sorted(guides.glob("*.md")):
+        lines = path.read_text().splitlines(keepends=True)
+        out, i = [], 0
+        while i < len(lines):
+            out.append(lines[i])
+            if not lines[i].startswith(HEADER):
+                i += 1
+                continue
+            out.append(lines[i + 1])  # the alignment row
+            i += 2
+            while i < len(lines) and lines[i].startswith("| `"):
+                hub_id = re.match(r"\| `([^`]+)`", lines[i]).group(1)
+                out.append(table_row(by_hub_id(hub_id), sizes)[0] + "\n")
+                i += 1
+        if out != lines:
+            path.write_text("".join(out))
+            changed.append(str(path))
+    return changed
+
+
 def main() -> int:
     from dit_lora.catalogue import entries
 
@@ -52,26 +99,23 @@ def main() -> int:
     parser.add_argument("--family", default=None, help="only this family's entries")
     parser.add_argument("--sizes", default="16,24,48,80", help="card sizes in GiB (GB as `dit-lora plan` reads it)")
     parser.add_argument("--json", default=None, help="also write every ladder as JSON to this file")
+    parser.add_argument("--update-guides", action="store_true", help="rewrite the fit tables in docs/guides")
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
+    if args.update_guides:
+        guides = Path(__file__).resolve().parents[2] / "docs" / "guides"
+        for path in update_guides(guides, sizes):
+            print(f"updated {path}")
+        return 0
     head = " | ".join(f"{s:g} GB" for s in sizes)
-    print(f"| checkpoint | caching phase | training phase | predicted peak | {head} |")
+    print(f"{HEADER} {head} |")
     print("|---|---:|---:|---:|" + "---|" * len(sizes))
     out = {}
     for entry in entries(args.family):
-        try:
-            plan, _ = plan_entry(entry)
-        except Exception as err:  # a row that cannot be planned says why; the others still print
-            print(f"| `{entry.hub_id}` | plan failed: {type(err).__name__}: {err} |", flush=True)
-            continue
-        cells = [cell(plan, s) for s in sizes]
-        cache = f"{plan.cache_phase_bytes / GIB:.2f} GiB" if plan.cache_phase_bytes else "-"
-        print(
-            f"| `{entry.hub_id}` | {cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
-            f"**{plan.peak_memory_bytes / GIB:.2f} GiB** | " + " | ".join(c for c, _ in cells) + " |",
-            flush=True,
-        )
-        out[entry.hub_id] = {f"{s:g}": data for s, (_, data) in zip(sizes, cells)}
+        text, data = table_row(entry, sizes)
+        print(text, flush=True)
+        if data:
+            out[entry.hub_id] = data
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
