@@ -3,8 +3,9 @@ offloaded real activations, skipped the NaN drill's update without a change, and
 adapter bytes of the run without it. On a CPU the "host copies" are copies into fresh CPU memory, so the code path is
 the CUDA one with the streams as no-ops. Sana runs with gradient checkpointing, ``--blocks_to_swap 1`` on both sides
 (the two levers' hooks chained) and the host-sync audit; DiT without checkpointing (every block's activations
-offloaded); CogVideoX; Wan 2.2 A14B with both experts (each expert's forward hooked); LLaVA-NeXT-Video (its language
-model's forward hooked, the logits left alone); FLUX.2 klein (both block lists); a killed Sana run resumes to the
+offloaded); CogVideoX; SANA-Video text-to-video; Wan 2.2 A14B with both experts (each expert's forward hooked);
+LLaVA-NeXT-Video, InternVL3.5 and Qwen3-VL (the language model's forward hooked, the logits left alone; 2 frames a
+clip); FLUX.2 klein (both block lists); a killed Sana run resumes to the
 same bytes.
 fp32 compute (bf16 matmuls are slow on a CPU and not the point).
 """
@@ -123,13 +124,24 @@ def test_wan_a14b_experts_offload_each_experts_forward(tmp_path, clips):
 
 
 @pytest.mark.slow
-def test_a_video_llm_offloads_its_language_model(tmp_path):
-    from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
+def test_sanavideo_offloads(clips, tmp_path):
+    """SANA-Video text-to-video with gradient checkpointing: its blocks' saved activations offloaded."""
+    from dit_lora.families.sanavideo.demo import build_tiny_sanavideo_pipeline
 
-    model_dir = build_tiny_llava_next_video(tmp_path / "llava")
-    data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout="videochat2", seed=0)
-    _pair(model_dir, data, tmp_path, family="llava_next_video", resolution=None, center_crop=None, cache_dir=None)
+    model_dir = build_tiny_sanavideo_pipeline(tmp_path / "sanavideo")
+    _pair(model_dir, clips, tmp_path, family="sanavideo", gradient_checkpointing="true", **VIDEO)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llava_next_video", "internvl", "qwen3_vl"])
+def test_a_video_llm_offloads_its_language_model(family, tmp_path):
+    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+
+    model_dir = build_demo_model(family, tmp_path / family)
+    layout = "videochat2" if family == "llava_next_video" else "chat"
+    data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout=layout, seed=0)
+    _pair(model_dir, data, tmp_path, family=family, num_frames=2, resolution=None, center_crop=None, cache_dir=None)
 
 
 @pytest.mark.slow

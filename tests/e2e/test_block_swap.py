@@ -1,8 +1,9 @@
 """``--blocks_to_swap`` end to end on the tiny Sana (two blocks: the last one swapped): a run with it is bitwise a run
 without it, with gradient checkpointing off and on (the same loss history, the same adapter file bytes), and a run
-killed mid-step resumes to the same bytes (the swap holds no state a checkpoint carries). The video LLMs train with it
-in tests/e2e/test_videollm.py (the reload test and a fault drill); modeling/block_swap.py's own tests cover the
-reentrant checkpoint and the parking."""
+killed mid-step resumes to the same bytes (the swap holds no state a checkpoint carries); Wan 2.2 A14B's two experts
+alike; Qwen3-VL with one of its decoder layers swapped, bitwise the run without. LLaVA-NeXT-Video and Qwen2.5-VL train
+with it in tests/e2e/test_videollm.py (the reload test and a fault drill); modeling/block_swap.py's own tests cover
+the reentrant checkpoint and the parking."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ OPTIONS = dict(resolution=32, train_batch_size=2, max_train_steps=4, checkpointi
 pytestmark = pytest.mark.xdist_group("block-swap")  # the runs share the reference fixture and the latent cache
 
 
-def _file(out: Path) -> tuple[dict, bytes]:
+def _file(out: Path, name: str = ADAPTER) -> tuple[dict, bytes]:
     """The adapter file as (its header, the bytes after it). safetensors writes the header's metadata from a Rust
     HashMap, whose key order changes from one save to the next, so the header is compared as JSON; the tensors'
     bytes (names, dtypes, shapes, offsets in the header; the data after it) must be identical."""
-    raw = (out / ADAPTER).read_bytes()
+    raw = (out / name).read_bytes()
     size = struct.unpack("<Q", raw[:8])[0]
     return json.loads(raw[8 : 8 + size]), raw[8 + size :]
 
@@ -137,3 +138,46 @@ def test_wan_a14b_experts_train_alike_with_their_blocks_swapped(tmp_path):
         results[blocks] = outs, [p.detach().clone() for p in params]
     assert all(torch.equal(a, b) for a, b in zip(results[0][0], results[2][0]))
     assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[2][1]))
+
+
+@pytest.mark.slow
+def test_qwen3_vl_with_a_swapped_decoder_layer_is_bitwise_the_run_without(tmp_path):
+    """Qwen3-VL (the newest video LLM): the last of its language model's two decoder layers swapped (the family's
+    ``decoder_layers``, parked by its loader), under the family's default gradient checkpointing and a NaN drill at
+    update 2, gives the loss history, the LoRA adapter and the trained projector of the run without it, bit for bit;
+    the swap really copied the layer in."""
+    from accelerate.state import AcceleratorState
+
+    from dit_lora.config import parse_config
+    from dit_lora.families.videollm import build_demo_model
+    from dit_lora.families.videollm.demo_clips import make_qa_dataset
+    from dit_lora.modeling.block_swap import BlockSwap
+    from dit_lora.training.loop import train
+
+    model = build_demo_model("qwen3_vl", tmp_path / "tiny-qwen3-vl")
+    data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, size=32, layout="chat", seed=0)
+    files, brought = {}, []
+    bring = BlockSwap._bring
+
+    def counted(self, state):  # count the copies: the swap must really have run
+        brought.append(blocks)
+        return bring(self, state)
+
+    for blocks in (0, 1):
+        out = tmp_path / f"swap-{blocks}"
+        args = base_args(model, data, out, tmp_path / "cache", family="qwen3_vl", resolution=None, center_crop=None,
+                         cache_dir=None, num_frames=2, train_batch_size=2, max_train_steps=3,
+                         inject_faults="nan_loss@2", mixed_precision="no", attention_canary="false",
+                         blocks_to_swap=blocks)
+        AcceleratorState._reset_state(True)
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(BlockSwap, "_bring", counted)
+                summary = train(parse_config(args))
+        finally:
+            AcceleratorState._reset_state(True)
+        assert summary["status"] == "completed" and summary["skipped_steps"] == 1, summary["status"]
+        assert summary["gradient_checkpointing"] is True and (blocks in brought) == bool(blocks)
+        files[blocks] = summary["loss_history"], [_file(out, name) for name in (
+            "adapter_model.safetensors", "dit_lora_backbone.safetensors")]
+    assert files[1] == files[0]

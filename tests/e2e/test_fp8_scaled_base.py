@@ -174,22 +174,25 @@ def test_wan_2_2_a14b_fp8_scaled_converts_both_experts_and_each_reloads_into_its
 
 @pytest.fixture(scope="module")
 def video_llms(tmp_path_factory):
-    """family -> (tiny model folder, 4 video QA samples) for LLaVA-NeXT-Video and Qwen2.5-VL."""
+    """``video_llms(family)``: (its tiny model folder, 4 video QA samples), built by the family's own demo builder
+    the first time it is asked for (LLaVA-NeXT-Video reads the VideoChat2 layout, the others the chat one)."""
+    from dit_lora.families.videollm import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
-    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
 
-    root = tmp_path_factory.mktemp("vlm-fp8")
-    return {
-        "llava_next_video": (build_tiny_llava_next_video(root / "llava"),
-                             make_qa_dataset(root / "qa", n=4, num_frames=8, layout="videochat2", seed=0)),
-        "qwen2_5_vl": (build_tiny_qwen2_5_vl(root / "qwen"),
-                       make_qa_dataset(root / "chat", n=4, num_frames=8, layout="chat", seed=1)),
-    }
+    root, built = tmp_path_factory.mktemp("vlm-fp8"), {}
+
+    def assets(family: str):
+        if family not in built:
+            layout = "videochat2" if family == "llava_next_video" else "chat"
+            data = make_qa_dataset(root / f"{family}-qa", n=4, num_frames=8, layout=layout, seed=0)
+            built[family] = build_demo_model(family, root / family), data
+        return built[family]
+
+    return assets
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["llava_next_video", "qwen2_5_vl"])
+@pytest.mark.parametrize("family", ["llava_next_video", "qwen2_5_vl", "internvl", "qwen3_vl"])
 def test_video_llm_fp8_scaled_language_model_skips_a_nan_and_reloads_with_peft(family, video_llms, tmp_path):
     """The language model is fp8 (its projections under LoRA); the vision tower, projector and output head stay as
     loaded (the family's skip list, as for nf4), so the projector trains in full; PEFT reloads onto fp32."""
@@ -198,7 +201,7 @@ def test_video_llm_fp8_scaled_language_model_skips_a_nan_and_reloads_with_peft(f
     from dit_lora.families.videollm import architecture_spec
     from dit_lora.output.names import BACKBONE_FILE
 
-    model_dir, annotation = video_llms[family]
+    model_dir, annotation = video_llms(family)
     spec = architecture_spec(family)
     model, out = _trained(model_dir, annotation, tmp_path, family=family, num_frames=4, resolution=None,
                           center_crop=None, cache_dir=None, learning_rate=2e-3, backbone_learning_rate=1e-3)

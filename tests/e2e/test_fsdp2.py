@@ -153,27 +153,32 @@ def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path
     """(recipe, model, data, family flags) of a family's tiny model for a short FSDP2 run."""
     if name == "dit":
         return "dit_class", tiny_dit, shape_classes, dict(family="dit", num_classes=3)
-    if name == "cogvideox":
+    if name in ("cogvideox", "sanavideo"):  # text-to-video on 9-frame 64 px clips
         from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
         clips = make_moving_square_dataset(tmp_path / "clips", n=4, num_frames=9, fps=16, seed=3)
-        return "cogvideox", tiny_cogvideox, clips, dict(family="cogvideox", resolution=None, center_crop=None,
-                                                        max_num_frames=9, height=64, width=64)
+        if name == "cogvideox":
+            model = tiny_cogvideox
+        else:
+            from dit_lora.families.sanavideo.demo import build_tiny_sanavideo_pipeline
+
+            model = build_tiny_sanavideo_pipeline(tmp_path / "sanavideo")
+        return name, model, clips, dict(family=name, resolution=None, center_crop=None, max_num_frames=9, height=64,
+                                        width=64)
     if name in IMAGE_FAMILIES:  # issue 36's image families: their own tiny pipeline, 64 px shapes
         build, extra = IMAGE_FAMILIES[name]
         return name, build(tmp_path / name), shapes_data, dict(family=name, resolution=64, **extra)
+    from dit_lora.families.videollm import build_demo_model
     from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from dit_lora.families.videollm.demo_llava import build_tiny_llava_next_video
-    from dit_lora.families.videollm.demo_qwen import build_tiny_qwen2_5_vl
 
-    build = build_tiny_llava_next_video if name == "llava_next_video" else build_tiny_qwen2_5_vl
-    model = build(tmp_path / name)
+    model = build_demo_model(name, tmp_path / name)  # any video-LLM architecture: its own tiny builder
     data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout="videochat2", seed=0)
     return "videollm", model, data, dict(family=name, resolution=None, center_crop=None, cache_dir=None)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["dit", "cogvideox", "llava_next_video", "qwen2_5_vl", *IMAGE_FAMILIES])
+@pytest.mark.parametrize("family", ["dit", "cogvideox", "sanavideo", "llava_next_video", "qwen2_5_vl", "internvl",
+                                    "qwen3_vl", *IMAGE_FAMILIES])
 def test_the_other_families_train_under_fsdp2_and_skip_one_ranks_fault(
     family, tiny_dit, shape_classes, tiny_cogvideox, shapes_data, tmp_path
 ):

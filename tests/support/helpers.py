@@ -143,20 +143,16 @@ def assert_text_encoder_quantization_error_only(family_name: str, model: Path, c
 
 
 def vlm_batch(spec, model_dir: Path, annotation: Path, num_frames: int = 4) -> dict:
-    """One training example of a video LLM (the annotation's first sample, ``num_frames`` frames) as model inputs."""
-    from transformers import AutoConfig
+    """One training example of a video LLM (the annotation's first sample, ``num_frames`` frames) as model inputs,
+    built by the run's own processing (the frames' times in the prompt for the architectures that write them)."""
+    from dit_lora.families.videollm.data import load_qa_samples, read_clip
+    from dit_lora.families.videollm.processing import QAProcessingLoader
 
-    from dit_lora.families.videollm.data import load_qa_samples, read_frames
-    from dit_lora.families.videollm.prompts import build_training_example
-
-    tokenizer = spec.load_tokenizer(model_dir)
-    prep = spec.load_preprocessing(model_dir)
-    config = AutoConfig.from_pretrained(model_dir)
+    processing = QAProcessingLoader(spec).load_processing(str(model_dir))
     sample = load_qa_samples(annotation)[0]
-    pixels = spec.frame_inputs(read_frames(sample.video, num_frames), prep)
-    example = build_training_example(tokenizer, sample.messages, video_placeholder=spec.video_placeholder,
-                                     video_token_id=tokenizer.convert_tokens_to_ids(spec.video_token),
-                                     video_token_count=spec.video_token_count(pixels, config))
+    clip = read_clip(sample.video, num_frames)
+    pixels, count = processing.frame_inputs(clip.frames, clip.fps)
+    example = processing.tokenize(sample.messages, count, None, clip.times)
     batch = {k: example[k][None] for k in ("input_ids", "attention_mask")}
     batch.update(spec.collate_pixels([pixels]))
     return batch
