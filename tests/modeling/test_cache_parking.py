@@ -95,3 +95,19 @@ def test_waiting_changes_no_value_the_model_computes():
     x = torch.randn(3, DIM)
     assert torch.equal(model(x), reference(x))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), reference.state_dict().values()))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_waiting_blocks_hold_no_device_memory_until_brought():
+    model = Stack().requires_grad_(False)
+    block_bytes = sum(t.numel() * t.element_size() for t in model.blocks.parameters())
+    torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated()
+    cache_parking.park_for_load(model, ("blocks",), _cfg(blocks_to_swap=1), "cuda")
+    model.to("cuda")
+    held = torch.cuda.memory_allocated() - start
+    assert held < block_bytes / DEPTH and all(_where(block) == {"cpu"} for block in model.blocks)
+    moved, size = cache_parking.bring_waiting(model, ("blocks",), 1, "cuda")
+    assert moved == DEPTH - 1 and torch.cuda.memory_allocated() - start >= size
+    assert _where(model.blocks[0]) == {"cuda"} and _where(model.blocks[-1]) == {"cpu"}
