@@ -19,7 +19,7 @@ from typing import Any
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
 from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
-from dit_lora.families.videollm.demo_qwen3_vl import QWEN3_VL_CHAT_TEMPLATE, _PREPROCESSOR, get_tiny_qwen3_vl_config
+from dit_lora.families.videollm.demo_qwen3_vl import _PREPROCESSOR, QWEN3_VL_CHAT_TEMPLATE, get_tiny_qwen3_vl_config
 
 __all__ = ["TINY_QWEN3_VL_MOE_VERSION", "build_tiny_qwen3_vl_moe", "get_tiny_qwen3_vl_moe_config"]
 

@@ -27,10 +27,14 @@ config says: the plain loss and Liger's fused one are then the same answer-token
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 __all__ = ["Qwen3VLMoeSpec"]
 
@@ -48,6 +52,7 @@ class Qwen3VLMoeSpec(Qwen3VLSpec):
     ) -> torch.nn.Module:
         """The dense spec's loader, with the router's load-balancing loss off (module docstring: no router loss)."""
         model = super().load_model(path, dtype, quantization_config)
-        text = getattr(model.config, "text_config", model.config)
+        config = cast("PreTrainedConfig", model.config)  # a transformers model's (nn.Module does not name it)
+        text = getattr(config, "text_config", config)
         text.output_router_logits = False  # a folder's config asking for it would add a loss the router cannot act on
         return model
