@@ -239,7 +239,7 @@ _LLAVA_ON_CUDA = pytest.mark.xfail(
 
 
 #: demos whose steps sync inside transformers' own vision tower (their own tests below say where, and only there)
-TOWER_SYNCS = ("videollm/qwen3_vl_demo.yaml",)
+TOWER_SYNCS = ("videollm/qwen3_vl_demo.yaml", "videollm/qwen3_vl_moe_demo.yaml")
 
 
 @pytest.mark.slow
@@ -313,12 +313,14 @@ def test_qwen2_5_vl_syncs_only_inside_transformers_vision_tower(demo_root, tmp_p
 
 
 @pytest.mark.slow
-def test_qwen3_vl_syncs_only_inside_transformers_vision_tower(demo_root, tmp_path, monkeypatch):
-    """The same upstream limit in Qwen3-VL: its vision tower (``get_image_features``' split sizes, the attention's
-    ``repeat_interleave`` over ``video_grid_thw``) reads the grids on the host in every forward. The first sync of a
-    step comes from transformers' Qwen3-VL code, never from dit-lora."""
+@pytest.mark.parametrize("config", TOWER_SYNCS)
+def test_qwen3_vl_syncs_only_inside_transformers_vision_tower(config, demo_root, tmp_path, monkeypatch):
+    """The same upstream limit in Qwen3-VL, dense and MoE: its vision tower (``get_image_features``' split sizes, the
+    attention's ``repeat_interleave`` over ``video_grid_thw``) reads the grids on the host in every forward. The first
+    sync of a step comes from transformers' Qwen3-VL code, never from dit-lora. (The MoE's experts read which experts
+    were hit on the host too, ``nonzero()`` in ``Qwen3VLMoeTextExperts``; the tower's sync comes first.)"""
     with pytest.raises(RuntimeError) as err:  # HostSyncError on a CPU, torch's own error on CUDA
-        _train(TOWER_SYNCS[0], demo_root, tmp_path / "out", monkeypatch)
+        _train(config, demo_root, tmp_path / "out", monkeypatch)
     frames = [str(entry.path) for entry in err.traceback]
     assert any("qwen3_vl" in f and "transformers" in f for f in frames), frames
     innermost_ours = [f for f in frames if "dit_lora" in f and "sync_audit" not in f][-1]

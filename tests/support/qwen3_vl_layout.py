@@ -23,16 +23,21 @@ _PROCESSOR = {"patch_size": 16, "temporal_patch_size": 2, "merge_size": 2, "imag
 
 
 def qwen3_vl_folder(root: Path, hub_id: str = "Qwen/Qwen3-VL-2B-Instruct", layers: int = 1, vision_layers: int = 1,
-                    seed: int = 0) -> Path:
-    """The ``hub_id`` repo's layout (module docstring) under ``root``; returns the folder."""
-    from transformers import Qwen3VLConfig
+                    seed: int = 0, experts: int | None = None) -> Path:
+    """The ``hub_id`` repo's layout (module docstring) under ``root``; returns the folder. A MoE repo (``Qwen3-VL-
+    30B-A3B``) keeps ``experts`` of its experts (at least its experts per token), each at the published size."""
+    import transformers
 
     config = json.loads(json.dumps(by_hub_id(hub_id).configs["config.json"]))
     config["text_config"]["num_hidden_layers"] = layers
+    if experts is not None:
+        config["text_config"]["num_experts"] = experts
     config["vision_config"].update(depth=vision_layers, deepstack_visual_indexes=[vision_layers - 1])
     folder = root / hub_id.split("/")[-1]
     folder.mkdir(parents=True, exist_ok=True)
-    _save_weights(Qwen3VLConfig.from_dict(config), folder, "Qwen3VLForConditionalGeneration", seed)
+    architecture = config["architectures"][0]  # Qwen3VLForConditionalGeneration or Qwen3VLMoeForConditionalGeneration
+    config_class = getattr(transformers, architecture.replace("ForConditionalGeneration", "Config"))
+    _save_weights(config_class.from_dict(config), folder, architecture, seed)
     _write_json(folder / "config.json", config)  # as published (save_pretrained writes transformers' own spelling)
     _write_json(folder / "generation_config.json", {
         "bos_token_id": 151643, "pad_token_id": 151643, "do_sample": True, "eos_token_id": [151645, 151643],

@@ -32,6 +32,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
     "internvl": Architecture(f"{__name__}.internvl:InternVLSpec", f"{__name__}.demo_internvl:build_tiny_internvl"),
     "qwen3_vl": Architecture(f"{__name__}.qwen3_vl:Qwen3VLSpec", f"{__name__}.demo_qwen3_vl:build_tiny_qwen3_vl"),
+    "qwen3_vl_moe": Architecture(
+        f"{__name__}.qwen3_vl_moe:Qwen3VLMoeSpec", f"{__name__}.demo_qwen3_vl_moe:build_tiny_qwen3_vl_moe"
+    ),
 }
 
 
@@ -66,7 +69,12 @@ ENTRY = FamilyEntry(
     factory=f"{__name__}:make",
     options=f"{__name__}.options:VideoChatOptions",
     catalogue=f"{__name__}.catalogue",
-    demo_configs=("videollm/demo.yaml", "videollm/internvl_demo.yaml", "videollm/qwen3_vl_demo.yaml"),
+    demo_configs=(
+        "videollm/demo.yaml",
+        "videollm/internvl_demo.yaml",
+        "videollm/qwen3_vl_demo.yaml",
+        "videollm/qwen3_vl_moe_demo.yaml",
+    ),
     recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
 )

@@ -1,6 +1,7 @@
 """Video LLM checkpoints (``videollm_lora.py``): LLaVA-NeXT-Video (llava-hf), Qwen2.5-VL (Qwen), InternVL3.5
-(OpenGVLab; its entries and sources are :mod:`~dit_lora.families.videollm.catalogue_internvl`'s) and Qwen3-VL (Qwen;
-:mod:`~dit_lora.families.videollm.catalogue_qwen3_vl`'s).
+(OpenGVLab; its entries and sources are :mod:`~dit_lora.families.videollm.catalogue_internvl`'s), Qwen3-VL (Qwen;
+:mod:`~dit_lora.families.videollm.catalogue_qwen3_vl`'s) and Qwen3-VL MoE (:mod:`~dit_lora.families.videollm.
+catalogue_qwen3_vl_moe`'s).
 
 Where each fact was checked:
 - Hub ids: the llava-hf "LLaVA-NeXT-Video" collection (7B, 7B-32K, 7B-DPO, 34B, 34B-DPO) and the Qwen "Qwen2.5-VL"
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dit_lora.catalogue.entry import Checkpoint
 from dit_lora.families.videollm.catalogue_internvl import ENTRIES as INTERNVL_ENTRIES
 from dit_lora.families.videollm.catalogue_qwen3_vl import ENTRIES as QWEN3_VL_ENTRIES
+from dit_lora.families.videollm.catalogue_qwen3_vl_moe import ENTRIES as QWEN3_VL_MOE_ENTRIES
 
 _DEFAULTS = {
     "rank": 8,
@@ -273,4 +275,4 @@ ENTRIES = [
         notes="vocab_size assumed 152064 like 7B (the stored 72B file was cut off before it)",
     ),
 ]
-ENTRIES += INTERNVL_ENTRIES + QWEN3_VL_ENTRIES
+ENTRIES += INTERNVL_ENTRIES + QWEN3_VL_ENTRIES + QWEN3_VL_MOE_ENTRIES

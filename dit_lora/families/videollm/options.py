@@ -1,5 +1,5 @@
-"""The video LLMs' own options (``--family llava_next_video``, ``qwen2_5_vl``, ``internvl`` or ``qwen3_vl``): frames,
-video paths, the vision tower, Liger.
+"""The video LLMs' own options (``--family llava_next_video``, ``qwen2_5_vl``, ``internvl``, ``qwen3_vl`` or
+``qwen3_vl_moe``): frames, video paths, the vision tower, Liger.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 class VideoChatOptions(FamilyOptions):
     """Options only the video LLMs read."""
 
-    TITLE = "video LLM options (--family llava_next_video, qwen2_5_vl, internvl or qwen3_vl)"
+    TITLE = "video LLM options (--family llava_next_video, qwen2_5_vl, internvl, qwen3_vl or qwen3_vl_moe)"
 
     num_frames: int = opt(
         8,
