@@ -64,9 +64,10 @@ def table_row(entry, sizes: list[float]) -> tuple[str, dict]:
     return text, {f"{s:g}": data for s, (_, data) in zip(sizes, cells)}
 
 
-def update_guides(guides: Path, sizes: list[float]) -> list[str]:
+def update_guides(guides: Path) -> list[str]:
     """Rewrite the rows of every fit table in ``guides`` (the Markdown files whose table starts with
-    :data:`HEADER`) for the checkpoints each lists, in its order; returns the files changed."""
+    :data:`HEADER`) for the checkpoints each lists, in its order, at the card sizes its header names (``| 24 GB |``);
+    returns the files changed."""
     import re
 
     from dit_lora.catalogue import by_hub_id
@@ -80,6 +81,7 @@ def update_guides(guides: Path, sizes: list[float]) -> list[str]:
             if not lines[i].startswith(HEADER):
                 i += 1
                 continue
+            sizes = [float(size) for size in re.findall(r"\| (\d+(?:\.\d+)?) GB", lines[i])]
             out.append(lines[i + 1])  # the alignment row
             i += 2
             while i < len(lines) and lines[i].startswith("| `"):
@@ -99,12 +101,14 @@ def main() -> int:
     parser.add_argument("--family", default=None, help="only this family's entries")
     parser.add_argument("--sizes", default="16,24,48,80", help="card sizes in GiB (GB as `dit-lora plan` reads it)")
     parser.add_argument("--json", default=None, help="also write every ladder as JSON to this file")
-    parser.add_argument("--update-guides", action="store_true", help="rewrite the fit tables in docs/guides")
+    parser.add_argument(
+        "--update-guides", action="store_true", help="rewrite the fit tables in docs/guides (at their own sizes)"
+    )
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
     if args.update_guides:
         guides = Path(__file__).resolve().parents[2] / "docs" / "guides"
-        for path in update_guides(guides, sizes):
+        for path in update_guides(guides):
             print(f"updated {path}")
         return 0
     head = " | ".join(f"{s:g} GB" for s in sizes)
