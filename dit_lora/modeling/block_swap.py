@@ -167,7 +167,7 @@ def per_list_counts(lengths: Sequence[int], count: int) -> list[int]:
     if count <= 0 or not lengths:
         return [0 for _ in lengths]
     longest = max(lengths)
-    return [min(math.ceil(count * length / longest), length - 1) for length in lengths]
+    return [max(0, min(math.ceil(count * length / longest), length - 1)) for length in lengths]
 
 
 def swapped_blocks(model: nn.Module, paths: Sequence[str], count: int, family: str = "this") -> list[list[nn.Module]]:

@@ -18,7 +18,8 @@ the bytes the load would have copied, later). On a CPU nothing moves at all: a p
 tensor itself.
 
 **When not.** A run that does not cache (``--cache_latents false``, the video LLMs) has no caching phase; a
-library-quantized base (nf4, int8, torchao's fp8) holds tensor subclasses that parking cannot move; under FSDP2
+library-quantized base (nf4, int8, torchao's fp8; also a folder whose own config quantizes it, found by its tensors)
+holds tensor subclasses that parking cannot move; under FSDP2
 every block is parked until it is sharded anyway (:func:`~dit_lora.modeling.block_swap.park_blocks`); a family's
 loader may opt out (Wan 2.2 A14B: its experts are placed by :class:`~dit_lora.families.wan.experts.WanExperts`).
 The memory plan counts the same (``Plan.blocks_wait``).
@@ -35,9 +36,14 @@ from dit_lora.core.engine import decide_engine
 from dit_lora.modeling import block_swap
 
 
+def run_caches(cfg) -> bool:
+    """Whether this run has a caching phase for the blocks to wait through (the base aside: :func:`waits_for_cache`)."""
+    return bool(cfg.cache_latents)
+
+
 def waits_for_cache(cfg) -> bool:
     """Whether this run's blocks wait in host memory while the cache is built (module docstring, "When not")."""
-    return bool(cfg.cache_latents) and cfg.quantize_base not in block_swap.LIBRARY_QUANTIZED
+    return run_caches(cfg) and cfg.quantize_base not in block_swap.LIBRARY_QUANTIZED
 
 
 def park_for_load(model: nn.Module, paths: Sequence[str], cfg, device: torch.device | str, *, wait: bool = True) -> int:
@@ -49,13 +55,19 @@ def park_for_load(model: nn.Module, paths: Sequence[str], cfg, device: torch.dev
     if not (wait and waits_for_cache(cfg)) or decide_engine().name == "fsdp2":
         return parked
     swapped = _swapped_ids(model, paths, int(cfg.blocks_to_swap))
-    for blocks in block_swap.block_lists(model, paths):
-        for block in blocks:
-            if id(block) not in swapped:
-                block.requires_grad_(False)  # as every loader freezes its model: nothing is trained yet
-                block_swap.park_block(block, torch.device(device), pin=False)
-                parked += 1
+    waiting = [block for blocks in block_swap.block_lists(model, paths) for block in blocks if id(block) not in swapped]
+    if not all(_plain(block) for block in waiting):
+        return parked  # a folder quantized by its own config (bitsandbytes' Params4bit...): they stay where it put them
+    for block in waiting:
+        block.requires_grad_(False)  # as every loader freezes its model: nothing is trained yet
+        block_swap.park_block(block, torch.device(device), pin=False)
+        parked += 1
     return parked
+
+
+def _plain(block: nn.Module) -> bool:
+    """Whether every frozen tensor of ``block`` is a plain tensor or Parameter (what parking can move)."""
+    return all(type(tensor) in (torch.Tensor, nn.Parameter) for _, _, tensor in block_swap.frozen_slots(block))
 
 
 def bring_waiting(model: nn.Module, paths: Sequence[str], count: int, device: torch.device | str) -> tuple[int, int]:
@@ -87,4 +99,4 @@ def _swapped_ids(model: nn.Module, paths: Sequence[str], count: int) -> set[int]
     return {id(block) for blocks in block_swap.swapped_blocks(model, paths, count) for block in blocks}
 
 
-__all__ = ["bring_waiting", "describe", "park_for_load", "waits_for_cache"]
+__all__ = ["bring_waiting", "describe", "park_for_load", "run_caches", "waits_for_cache"]

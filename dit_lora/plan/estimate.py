@@ -462,7 +462,8 @@ def swap_fields(sizes: list[list[int]], count: int, device: str, scale: float) -
     they shrink alike)."""
     counts = block_swap.per_list_counts([len(blocks) for blocks in sizes], count)
     chosen = [size for blocks, n in zip(sizes, counts) if n > 0 for size in blocks[len(blocks) - n :]]
-    in_flight = min(count, SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * max(chosen, default=0)
+    # blocks of two lists can be on the device together (the last of one kept for the backward, the next arriving)
+    in_flight = min(sum(counts), SWAP_IN_FLIGHT["cpu" if device == "cpu" else "accelerator"]) * max(chosen, default=0)
     return {
         "blocks_to_swap": max(count, 0),
         "swapped_bytes": int(sum(chosen) * scale),
@@ -597,7 +598,8 @@ def plan_run(
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
     quantized = cfg.quantize_base if quantize.enabled(cfg.model) else None
-    waits = cached and cache_parking.waits_for_cache(cfg) and _family_lets_blocks_wait(spec, cfg)
+    # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
+    waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
     scale = weights["model"] / max(module_bytes(comps.model), 1)
     sizes = block_sizes(comps.model, spec.info.block_lists)

@@ -93,16 +93,19 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
 
 def block_count(cfg: TrainConfig, spec: FamilySpec) -> int | None:
     """The model's number of repeated blocks in its longest block list (what ``--blocks_to_swap`` counts), read from
-    its config where the memory plan reads it (the plan's ``swap_depth_key`` where it has one, a model of several
-    lists; else its ``depth_key``); None when the family has no plan or the config cannot be read (the swap then
-    counts the blocks once they are loaded)."""
+    its config where the memory plan reads it (the most of the plan's ``swap_depth_keys``, one per list, where it
+    has them: a model of several lists; else its ``depth_key``); None when the family has no plan or the config
+    cannot be read (the swap then counts the blocks once they are loaded)."""
     if spec.plan is None or not cfg.pretrained_model_name_or_path:
         return None
-    file, key = getattr(spec.plan, "swap_depth_key", None) or spec.plan.depth_key
-    sub, _, name = file.rpartition("/")
-    found = config_reader(cfg.model)(sub, name)
-    value = lookup(found, key) if found is not None else None
-    return int(value) if isinstance(value, int) else None
+    read, counts = config_reader(cfg.model), []
+    for file, key in getattr(spec.plan, "swap_depth_keys", None) or (spec.plan.depth_key,):
+        sub, _, name = file.rpartition("/")
+        found = read(sub, name)
+        value = lookup(found, key) if found is not None else None
+        if isinstance(value, int):
+            counts.append(value)
+    return max(counts) if counts else None
 
 
 def build_demo_files(cfg: TrainConfig, spec: FamilySpec) -> None:

@@ -388,6 +388,7 @@ def test_on_cuda_the_swap_saves_the_swapped_blocks_and_trains_alike(checkpointin
     ([40, 40], 30, [30, 30]),  # Wan A14B's two experts: the same count each
     ([6], 5, [5]),
     ([1, 6], 4, [0, 4]),  # a list of one block swaps none
+    ([0, 6], 2, [0, 2]),  # nor an empty one
     ([8, 48], 0, [0, 0]),
 ])
 def test_per_list_counts_take_the_longest_lists_count_and_the_same_share_of_the_others(lengths, count, expected):

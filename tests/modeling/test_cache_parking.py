@@ -76,6 +76,19 @@ def test_a_run_that_does_not_wait_parks_only_the_swapped_blocks(values):
     assert cache_parking.bring_waiting(model, ("blocks",), 1, "meta") == (0, 0)
 
 
+class _Packed(nn.Parameter):
+    """A weight subclass parking cannot move (bitsandbytes' Params4bit, in a folder quantized by its own config)."""
+
+
+def test_a_folder_quantized_by_its_own_config_keeps_its_blocks_where_they_load():
+    model = Stack().requires_grad_(False)
+    linear = model.blocks[2][1]
+    linear.weight = _Packed(linear.weight.data, requires_grad=False)
+    assert cache_parking.park_for_load(model, ("blocks",), _cfg(), "meta") == 0  # no refusal: no flag asked for it
+    model.to("meta")
+    assert all(_where(block) == {"meta"} for block in model.blocks)
+
+
 def test_a_family_may_keep_its_blocks_on_the_device():
     model = Stack().requires_grad_(False)
     assert cache_parking.park_for_load(model, ("blocks",), _cfg(), "meta", wait=False) == 0
@@ -107,7 +120,9 @@ def test_on_cuda_the_waiting_blocks_hold_no_device_memory_until_brought():
     cache_parking.park_for_load(model, ("blocks",), _cfg(blocks_to_swap=1), "cuda")
     model.to("cuda")
     held = torch.cuda.memory_allocated() - start
-    assert held < block_bytes / DEPTH and all(_where(block) == {"cpu"} for block in model.blocks)
+    # proj_in alone: the allocator rounds each tensor up to 512 bytes; the blocks would be ~13 KB more
+    assert held <= 512 * len(list(model.proj_in.parameters())) < block_bytes
+    assert all(_where(block) == {"cpu"} for block in model.blocks)
     moved, size = cache_parking.bring_waiting(model, ("blocks",), 1, "cuda")
     assert moved == DEPTH - 1 and torch.cuda.memory_allocated() - start >= size
     assert _where(model.blocks[0]) == {"cuda"} and _where(model.blocks[-1]) == {"cpu"}

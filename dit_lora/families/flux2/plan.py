@@ -39,8 +39,11 @@ class Flux2Plan(DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and text encoder on the meta device; the caption embeddings padded to
     the run's text length at the transformer's ``joint_attention_dim``."""
 
-    #: the longer block list's length (single blocks): what --blocks_to_swap counts (block_swap.per_list_counts)
-    swap_depth_key: tuple[str, str] = ("transformer/config.json", "num_single_layers")
+    #: each block list's length: --blocks_to_swap counts the longest (block_swap.per_list_counts)
+    swap_depth_keys: tuple[tuple[str, str], ...] = (
+        ("transformer/config.json", "num_layers"),
+        ("transformer/config.json", "num_single_layers"),
+    )
 
     def plan_components(self, cfg, read, depth: int | None = None) -> Components:
         """What :meth:`Flux2Model.load_components <dit_lora.families.flux2.model.Flux2Model.load_components>`

@@ -33,13 +33,13 @@ def test_plan_components_from_the_published_klein_configs():
 
 def test_a_swap_counts_the_single_blocks_and_takes_the_same_share_of_the_double_ones():
     """--blocks_to_swap N on FLUX.2 counts the longer list (48 single blocks on dev): N up to 47, where counting
-    both lists alike stopped at 7; the run's early check reads that depth from the config (swap_depth_key)."""
+    both lists alike stopped at 7; the run's early check reads the longer list's depth from the config."""
     from dit_lora.config import TrainConfig
     from dit_lora.core.errors import UserError
     from dit_lora.setup.resolve import block_count
 
     spec = get_family("flux2")
-    assert spec.plan.swap_depth_key == ("transformer/config.json", "num_single_layers")
+    assert ("transformer/config.json", "num_single_layers") in spec.plan.swap_depth_keys
     cfg = TrainConfig(family="flux2", pretrained_model_name_or_path="black-forest-labs/FLUX.2-dev", blocks_to_swap=47)
     assert block_count(cfg, spec) == 48  # the catalogue's published config, nothing downloaded
     from dit_lora.modeling import block_swap
