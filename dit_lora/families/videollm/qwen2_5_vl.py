@@ -337,12 +337,17 @@ class Qwen25VLSpec(VideoLLMSpec):
             )
         return t * gh * gw // merge**2
 
-    def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def collate_patch_rows(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Concatenate the samples' patch rows (one video per sample, in batch order), stack the grids."""
         if not items:
             raise ValueError("collate_pixels needs at least one sample")
         return {
             "pixel_values_videos": torch.cat([it["pixel_values_videos"] for it in items]),
             "video_grid_thw": torch.stack([it["video_grid_thw"].reshape(3) for it in items]),
-            "second_per_grid_ts": torch.stack([it["second_per_grid_ts"].reshape(()) for it in items]),
         }
+
+    def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """:meth:`collate_patch_rows`, and each sample's seconds per temporal patch stacked."""
+        batch = self.collate_patch_rows(items)
+        batch["second_per_grid_ts"] = torch.stack([it["second_per_grid_ts"].reshape(()) for it in items])
+        return batch

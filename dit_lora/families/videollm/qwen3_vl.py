@@ -187,10 +187,5 @@ class Qwen3VLSpec(Qwen25VLSpec):
         return ids
 
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """Concatenate the samples' patch rows (one video per sample, in batch order), stack the grids."""
-        if not items:
-            raise ValueError("collate_pixels needs at least one sample")
-        return {
-            "pixel_values_videos": torch.cat([it["pixel_values_videos"] for it in items]),
-            "video_grid_thw": torch.stack([it["video_grid_thw"].reshape(3) for it in items]),
-        }
+        """The patch rows and grids only (:meth:`collate_patch_rows`): Qwen3-VL's time is in the prompt."""
+        return self.collate_patch_rows(items)
