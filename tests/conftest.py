@@ -11,6 +11,8 @@ import pytest
 from helpers import CURRENT
 from scheduling import keep_groups_together, name_groups_in_node_ids, share_module_fixtures
 
+pytest.register_assert_rewrite("videollm_e2e")  # its checks are the video-LLM e2e tests' assertions
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

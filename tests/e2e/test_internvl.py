@@ -4,116 +4,24 @@ model's logits), and a resume from the middle that ends on the same adapter bit 
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
 import pytest
-import torch
-from safetensors.torch import load_file
+
+from videollm_e2e import assets_fixture, check_configs_matched, check_drill_reload_resume, check_layout_trains
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
-
-@pytest.fixture(scope="module")
-def assets(tmp_path_factory) -> dict[str, Path]:
-    from dit_lora.families.videollm.demo_clips import make_qa_dataset
-    from dit_lora.families.videollm.demo_internvl import build_tiny_internvl
-
-    root = tmp_path_factory.mktemp("internvl")
-    return {"model": build_tiny_internvl(root / "tiny-internvl"),
-            "data": make_qa_dataset(root / "chat", n=6, num_frames=8, size=32, layout="chat", seed=0)}
+assets = assets_fixture("demo_internvl:build_tiny_internvl", "tiny-internvl")
 
 
-def _args(assets, out: Path, **overrides) -> list[str]:
-    opts = {"family": "internvl", "pretrained_model_name_or_path": assets["model"], "train_data_dir": assets["data"],
-            "output_dir": out, "num_frames": 2, "rank": 4, "lora_alpha": 8, "train_batch_size": 2,
-            "max_train_steps": 4, "checkpointing_steps": 2, "learning_rate": 2e-3, "backbone_learning_rate": 1e-3,
-            "train_vision_tower": "true", "vision_tower_learning_rate": 1e-3, "inject_faults": "nan_loss@3",
-            "report_to": "none", "skip_doctor": "true", "seed": 0, "attention_canary": "false",
-            "validation_prompt": "What colour is the square?"}
-    opts.update(overrides)
-    return [x for k, v in opts.items() if v is not None for x in (f"--{k}", str(v))]
-
-
-def _train(args: list[str]):
-    """Train in this process; returns (summary, the trained in-memory model)."""
-    from accelerate.state import AcceleratorState
-
-    from dit_lora.config import parse_config
-    from dit_lora.training.loop import train
-
-    seen = {}
-    AcceleratorState._reset_state(True)
-    try:
-        summary = train(parse_config(args), on_step=lambda step, model, opt: seen.update(model=model))
-    finally:
-        AcceleratorState._reset_state(True)
-    return summary, seen["model"]
-
-
-def _batch(spec, assets) -> dict:
-    """The first conversation with its 2 frames, as the run's own processing builds it."""
-    from dit_lora.families.videollm.data import load_qa_samples, read_clip
-    from dit_lora.families.videollm.processing import QAProcessingLoader
-
-    processing = QAProcessingLoader(spec).load_processing(str(assets["model"]))
-    sample = load_qa_samples(assets["data"])[0]
-    clip = read_clip(sample.video, 2)
-    pixels, count = processing.frame_inputs(clip.frames, clip.fps)
-    example = processing.tokenize(sample.messages, count, None)
-    return {"input_ids": example["input_ids"][None], **spec.collate_pixels([pixels])}
+def _tower_and_projector_saved(out, extras) -> None:
+    assert any(k.startswith("model.vision_tower.") for k in extras)
+    assert any(k.startswith("model.multi_modal_projector.") for k in extras)
 
 
 @pytest.mark.slow
 def test_drill_tower_reload_into_the_stock_model_and_exact_resume(assets, tmp_path):
-    from peft import PeftModel
-    from transformers import InternVLForConditionalGeneration
-
-    from dit_lora import load_adapter
-    from dit_lora.families.videollm import architecture_spec
-
-    out = tmp_path / "out"
-    summary, trained = _train(_args(assets, out))
-    assert summary["status"] == "completed" and summary["steps"] == 4
-    assert summary["skipped_steps"] == 1 and summary["nonfinite_losses"] == 1  # the drill's step changed nothing
-    groups = {g["name"]: g for g in summary["param_groups"]}
-    assert set(groups) == {"lora", "backbone", "vision_tower"} and groups["vision_tower"]["lr"] == 1e-3
-    extras = load_file(str(out / "dit_lora_backbone.safetensors"))
-    assert any(k.startswith("model.vision_tower.") for k in extras)
-    assert any(k.startswith("model.multi_modal_projector.") for k in extras)
-    qa = Path(summary["samples"][0]).read_text()
-    assert "Q: What colour is the square?" in qa and "A:" in qa  # the reloaded adapter was asked about a clip
-
-    # dit-lora's loader and PEFT's, into the stock transformers class: the trained model's logits.
-    spec = architecture_spec("internvl")
-    batch = _batch(spec, assets)
-    trained.eval()
-    with torch.no_grad():
-        want = trained(**batch).logits.float()
-    stock = InternVLForConditionalGeneration.from_pretrained(assets["model"], dtype=torch.bfloat16)
-    with torch.no_grad():
-        got = load_adapter(stock, out).eval()(**batch).logits.float()
-    assert torch.allclose(got, want, atol=2e-2 * want.abs().max()), (got - want).abs().max()
-    peft_model = PeftModel.from_pretrained(
-        InternVLForConditionalGeneration.from_pretrained(assets["model"], dtype=torch.bfloat16), str(out))
-    peft_model.get_base_model().load_state_dict(extras, strict=False)  # the projector and tower beside the LoRA
-    with torch.no_grad():
-        got = peft_model.eval()(**batch).logits.float()
-        untrained = InternVLForConditionalGeneration.from_pretrained(
-            assets["model"], dtype=torch.bfloat16).eval()(**batch).logits.float()
-    assert torch.allclose(got, want, atol=2e-2 * want.abs().max()), (got - want).abs().max()
-    assert not torch.allclose(untrained, want, atol=2e-2 * want.abs().max())  # the check can fail
-
-    # Resume from checkpoint-2 (before the drill's step 3): the same adapter, projector and tower, bit for bit.
-    resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copytree(out / "checkpoint-2", resumed / "checkpoint-2")
-    again, _ = _train(_args(assets, resumed, resume_from_checkpoint="latest"))
-    assert again["status"] == "completed" and again["skipped_steps"] == 1
-    for name in ("adapter_model.safetensors", "dit_lora_backbone.safetensors"):
-        a, b = load_file(str(out / name)), load_file(str(resumed / name))
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    check_drill_reload_resume(assets, tmp_path, "internvl", "InternVLForConditionalGeneration", tower=True,
+                              timed=False, check_outputs=_tower_and_projector_saved)
 
 
 @pytest.mark.slow
@@ -124,54 +32,22 @@ def test_the_1b_hf_layout_is_found_from_its_folder_and_trains(tmp_path):
     tokens at 1024 wide with a 151936-token head in fp32 on a CPU) and no memory plan (its trace at these widths is
     seconds; the plans of these checkpoints are the guide's table, a folder's plan at the start of a run the demo's
     no-host-sync audit). Reloading into the stock class is the tiny model's test above."""
-    from helpers import ROOT, read_summary
     from internvl_layout import internvl_folder
     from transformers import AutoTokenizer
-    from warm import run_script
-
-    from dit_lora.families.videollm.demo_clips import make_qa_dataset
 
     hub_id = "OpenGVLab/InternVL3_5-1B-HF"
     model = internvl_folder(tmp_path / "models", hub_id)
     tokenizer = AutoTokenizer.from_pretrained(model)
     assert tokenizer.convert_tokens_to_ids(["<img>", "</img>", "<IMG_CONTEXT>"]) == [151669, 151670, 151671]
-    data = make_qa_dataset(tmp_path / "data", n=2, num_frames=4, size=32, seed=0).parent
-    out = tmp_path / "out"
-    args = ["train", "--pretrained_model_name_or_path", str(model), "--train_data_dir", str(data), "--output_dir",
-            str(out), "--max_train_steps", "1", "--report_to", "none", "--mixed_precision", "no",
-            "--gradient_accumulation_steps", "1", "--num_frames", "1", "--ignore_memory_plan", "true", "--skip_doctor"]
-    proc = run_script(ROOT / "dit_lora" / "__main__.py", args, timeout=600, warm=True)  # `dit-lora train`
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    text, summary = " ".join(proc.stdout.split()), read_summary(out)
-    assert summary["family"] == "internvl" and summary["defaults"]["catalogue_entry"] == hub_id
-    assert f"has the published config of {hub_id}" in text
-    assert "except text_config.num_hidden_layers 1 (published: 28)" in text
+    summary = check_layout_trains(tmp_path, model, "internvl", hub_id, num_frames=1,
+                                  differences=("except text_config.num_hidden_layers 1 (published: 28)",),
+                                  targeted=lambda t: t.startswith("model.language_model."))
     assert summary["defaults"]["applied"]["max_sequence_length"] == 8192
-    assert summary["status"] == "completed" and summary["applied_updates"] == 1
-    config = json.loads((out / "adapter_config.json").read_text())
-    assert config["target_modules"] and all(t.startswith("model.language_model.") for t in config["target_modules"])
-    saved = load_file(str(out / "adapter_model.safetensors"))
-    assert any(v.abs().sum() > 0 for k, v in saved.items() if "lora_B" in k)  # trained: B left zero
 
 
 def test_the_larger_hf_layouts_are_matched_by_their_configs(tmp_path):
     """The 2B, 4B and 8B configs as their folders hold them (one layer) are matched to their own entries by content,
     with the layer count the one difference (the full file set and a run: the 1B test's; their plans: the guide's
     table)."""
-    from dit_lora.catalogue import by_hub_id, match
-
-    for size in ("2B", "4B", "8B"):
-        hub_id = f"OpenGVLab/InternVL3_5-{size}-HF"
-        config = json.loads(json.dumps(by_hub_id(hub_id).configs["config.json"]))
-        layers = config["text_config"]["num_hidden_layers"]
-        config["text_config"]["num_hidden_layers"] = 1
-        (tmp_path / size).mkdir()
-        (tmp_path / size / "config.json").write_text(json.dumps(config))
-
-        def read(sub, name, folder=tmp_path / size):
-            path = folder / sub / name
-            return json.loads(path.read_text()) if path.is_file() else None
-
-        entry = match("internvl", read)
-        assert entry is not None and entry.hub_id == hub_id
-        assert entry.depth_differences(read) == [f"text_config.num_hidden_layers 1 (published: {layers})"]
+    hub_ids = {size: f"OpenGVLab/InternVL3_5-{size}-HF" for size in ("2B", "4B", "8B")}
+    check_configs_matched(tmp_path, "internvl", hub_ids)

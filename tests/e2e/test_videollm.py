@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from helpers import ROOT, read_summary, run_recipe, vlm_batch
+from videollm_e2e import train_in_process
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -41,22 +42,6 @@ def _args(model: Path, data: Path, out: Path, **overrides) -> list[str]:
     return [x for k, v in opts.items() if v is not None for x in (f"--{k}", str(v))]
 
 
-def _train_in_process(args: list[str]):
-    """Train in this process; returns (summary, the trained in-memory model)."""
-    from accelerate.state import AcceleratorState
-
-    from dit_lora.config import parse_config
-    from dit_lora.training.loop import train
-
-    seen = {}
-    AcceleratorState._reset_state(True)
-    try:
-        summary = train(parse_config(args), on_step=lambda step, model, opt: seen.update(model=model))
-    finally:
-        AcceleratorState._reset_state(True)
-    return summary, seen["model"]
-
-
 @pytest.mark.slow
 def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(assets, tmp_path):
     from peft import PeftModel
@@ -68,7 +53,7 @@ def test_llava_videochat2_format_trains_saves_peft_adapter_and_reloads_exactly(a
 
     out = tmp_path / "out"
     # with the last decoder layer swapped (--blocks_to_swap): the reload below checks what it trained
-    summary, trained = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",
+    summary, trained = train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",
                                                 blocks_to_swap=1))
     assert summary["status"] == "completed" and summary["steps"] == 6 and summary["skipped_steps"] == 0
     assert installed(trained) is not None
@@ -147,7 +132,7 @@ def test_bad_clips_are_quarantined_and_the_demo_config_is_shipped(assets, tmp_pa
     entries.append({"video": "missing.mp4", "QA": [{"i": "", "q": "What colour is the square?", "a": "red"}]})
     (data / "videochat2.json").write_text(json.dumps(entries))
     out = tmp_path / "out"
-    summary, _ = _train_in_process(_args(assets["llava"], data / "videochat2.json", out, max_train_steps=2,
+    summary, _ = train_in_process(_args(assets["llava"], data / "videochat2.json", out, max_train_steps=2,
                                          max_bad_samples_fraction=0.5, validation_prompt=None,
                                          family="llava_next_video"))
     quarantine = json.loads((out / "quarantine.json").read_text())
@@ -193,7 +178,7 @@ def test_liger_without_a_gpu_is_a_note_and_the_hidden_state_loss_equals_the_mode
 @pytest.mark.slow
 def test_vision_tower_and_loraplus_get_their_own_groups(assets, tmp_path):
     out = tmp_path / "out"
-    summary, _ = _train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",
+    summary, _ = train_in_process(_args(assets["llava"], assets["videochat2"], out, family="llava_next_video",
                                          max_train_steps=2, validation_prompt=None, train_vision_tower="true",
                                          vision_tower_learning_rate=3e-6, loraplus_lr_ratio=16,
                                          use_liger_kernel="true"))
@@ -271,7 +256,7 @@ def test_bad_video_llm_inputs_end_in_one_paragraph(assets, tmp_path):
 def test_a_held_out_split_gives_a_validation_loss_without_a_prompt(assets, tmp_path, capsys):
     """--validation_split 0.25: 2 of the 8 conversations held out (never trained on), their answer-token loss before
     the first update and after it, with no --validation_prompt."""
-    summary, _ = _train_in_process(_args(assets["llava"], assets["videochat2"], tmp_path / "out", max_train_steps=1,
+    summary, _ = train_in_process(_args(assets["llava"], assets["videochat2"], tmp_path / "out", max_train_steps=1,
                                          family="llava_next_video", validation_prompt=None, validation_split=0.25,
                                          validation_steps=1, checkpointing_steps=0))
     figures = summary["validation_loss"]

@@ -26,18 +26,11 @@ Where each fact was checked:
 from __future__ import annotations
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.families.videollm.catalogue_common import video_llm_checkpoint
 from dit_lora.families.videollm.catalogue_internvl import ENTRIES as INTERNVL_ENTRIES
 from dit_lora.families.videollm.catalogue_qwen3_vl import ENTRIES as QWEN3_VL_ENTRIES
 from dit_lora.families.videollm.catalogue_qwen3_vl_moe import ENTRIES as QWEN3_VL_MOE_ENTRIES
 
-_DEFAULTS = {
-    "rank": 8,
-    "lora_alpha": 16,
-    "learning_rate": 1e-4,
-    "train_batch_size": 1,
-    "gradient_accumulation_steps": 8,
-}
-_DEFAULT_SOURCE = "LLaMA-Factory examples/train_lora (lora_rank 8, alpha 2 x rank, lr 1e-4, batch 1 x accumulation 8)"
 _CLIP_336 = {
     "model_type": "clip_vision_model",
     "hidden_size": 1024,
@@ -77,17 +70,14 @@ def _llava(hub_id: str, title: str, *, text: dict, video: int, notes: str = "") 
         "text_config.model_type": text["model_type"],
         "vision_config.hidden_size": 1024,
     }
-    return Checkpoint(
+    return video_llm_checkpoint(
         hub_id=hub_id,
         family="llava_next_video",
         title=title,
-        signature={"config.json": identity},
-        depth={"config.json": {"text_config.num_hidden_layers": text["num_hidden_layers"]}},
-        configs={"config.json": config},
-        stored_dtype="bf16",
+        identity=identity,
+        depth={"text_config.num_hidden_layers": text["num_hidden_layers"]},
+        config=config,
         text_length=text["max_position_embeddings"],
-        defaults=dict(_DEFAULTS),
-        sources={"defaults": _DEFAULT_SOURCE, "configs": "Hub config.json (module docstring)"},
         tokenizer_files=("added_tokens.json", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"),
         notes=notes,
     )
@@ -175,17 +165,14 @@ def _qwen(
         "num_attention_heads": heads,
         "num_key_value_heads": kv,
     }
-    return Checkpoint(
+    return video_llm_checkpoint(
         hub_id=f"Qwen/Qwen2.5-VL-{size}-Instruct",
         family="qwen2_5_vl",
         title=f"Qwen2.5-VL {size} Instruct",
-        signature={"config.json": identity},
-        depth={"config.json": {"num_hidden_layers": layers}},
-        configs={"config.json": config},
-        stored_dtype="bf16",
+        identity=identity,
+        depth={"num_hidden_layers": layers},
+        config=config,
         text_length=128000,
-        defaults=dict(_DEFAULTS),
-        sources={"defaults": _DEFAULT_SOURCE, "configs": "Hub config.json (module docstring)"},
         tokenizer_files=(
             "added_tokens.json",
             "chat_template.json",

@@ -25,19 +25,16 @@ Where each fact was checked:
 from __future__ import annotations
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.families.videollm.catalogue_common import (
+    LLAMA_FACTORY_DEFAULTS,
+    LLAMA_FACTORY_SOURCE,
+    video_llm_checkpoint,
+)
 
-_DEFAULTS = {
-    "rank": 8,
-    "lora_alpha": 16,
-    "learning_rate": 1e-4,
-    "train_batch_size": 1,
-    "gradient_accumulation_steps": 8,
-    # 8 frames are 2048 <IMG_CONTEXT> tokens alone: the family's 2048 would cut every conversation
-    "max_sequence_length": 8192,
-}
-_DEFAULT_SOURCE = (
-    "LLaMA-Factory examples/train_lora (lora_rank 8, alpha 2 x rank, lr 1e-4, batch 1 x accumulation 8); "
-    "max_sequence_length 8192: OpenGVLab's LoRA script (internvl_chat/shell/internvl2.5/2nd_finetune/"
+# 8 frames are 2048 <IMG_CONTEXT> tokens alone: the family's 2048 would cut every conversation
+_DEFAULTS = dict(LLAMA_FACTORY_DEFAULTS, max_sequence_length=8192)
+_DEFAULT_SOURCE = LLAMA_FACTORY_SOURCE + (
+    "; max_sequence_length 8192: OpenGVLab's LoRA script (internvl_chat/shell/internvl2.5/2nd_finetune/"
     "internvl2_5_1b_dynamic_res_2nd_finetune_lora.sh, --max_seq_length 8192)"
 )
 _IMAGE_TOKEN = 151671
@@ -121,17 +118,16 @@ def _internvl(size: str, text: dict, notes: str = "") -> Checkpoint:
         "text_config.num_attention_heads": text["num_attention_heads"],
         "vision_config.hidden_size": INTERNVIT_300M["hidden_size"],
     }
-    return Checkpoint(
+    return video_llm_checkpoint(
         hub_id=f"OpenGVLab/InternVL3_5-{size}-HF",
         family="internvl",
         title=f"InternVL3.5 {size} (transformers format)",
-        signature={"config.json": identity},
-        depth={"config.json": {"text_config.num_hidden_layers": text["num_hidden_layers"]}},
-        configs={"config.json": config},
-        stored_dtype="bf16",
+        identity=identity,
+        depth={"text_config.num_hidden_layers": text["num_hidden_layers"]},
+        config=config,
         text_length=_POSITIONS,
-        defaults=dict(_DEFAULTS),
-        sources={"defaults": _DEFAULT_SOURCE, "configs": "Hub config.json (module docstring)"},
+        defaults=_DEFAULTS,
+        defaults_source=_DEFAULT_SOURCE,
         tokenizer_files=(
             "added_tokens.json",
             "chat_template.jinja",

@@ -21,27 +21,59 @@ Where each fact was checked:
 
 from __future__ import annotations
 
-from dit_lora.catalogue.entry import Checkpoint
+from typing import Any
 
-_DEFAULTS = {
-    "rank": 8,
-    "lora_alpha": 16,
-    "learning_rate": 1e-4,
-    "train_batch_size": 1,
-    "gradient_accumulation_steps": 8,
-}
-_DEFAULT_SOURCE = "LLaMA-Factory examples/train_lora (lora_rank 8, alpha 2 x rank, lr 1e-4, batch 1 x accumulation 8)"
-_POSITIONS = 262144
+from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.families.videollm.catalogue_common import video_llm_checkpoint
+
+#: the text models' positions (the MoE's too)
+POSITIONS = 262144
+#: the Hub trees' tokenizer files (the MoE's too)
+TOKENIZER_FILES = ("chat_template.json", "merges.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 #: the two towers: (depth, hidden, intermediate, DeepStack layers)
 _SMALL_TOWER = (24, 1024, 4096, [5, 11, 17])
-_LARGE_TOWER = (27, 1152, 4304, [8, 16, 24])
+LARGE_TOWER = (27, 1152, 4304, [8, 16, 24])
+
+
+def vision_config(model_type: str, tower: tuple, out_hidden: int) -> dict[str, Any]:
+    """The tower's ``vision_config`` (``model_type`` as the dense or MoE file spells it) for ``out_hidden`` text."""
+    depth, vision_hidden, vision_inter, deepstack = tower
+    return {
+        "model_type": model_type,
+        "depth": depth,
+        "hidden_size": vision_hidden,
+        "intermediate_size": vision_inter,
+        "num_heads": 16,
+        "hidden_act": "gelu_pytorch_tanh",
+        "in_channels": 3,
+        "patch_size": 16,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "out_hidden_size": out_hidden,
+        "num_position_embeddings": 2304,
+        "deepstack_visual_indexes": deepstack,
+    }
+
+
+def model_config(architecture: str, model_type: str, tied: bool, text: dict, vision: dict) -> dict[str, Any]:
+    """``config.json``: the class, the vision token ids and the two sub-configs."""
+    return {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "image_token_id": 151655,
+        "video_token_id": 151656,
+        "vision_start_token_id": 151652,
+        "vision_end_token_id": 151653,
+        "tie_word_embeddings": tied,
+        "text_config": text,
+        "vision_config": vision,
+    }
 
 
 def _qwen3_vl(
     size: str, *, hidden: int, inter: int, layers: int, heads: int, tied: bool, tower: tuple, notes: str = ""
 ) -> Checkpoint:
-    depth, vision_hidden, vision_inter, deepstack = tower
     text = {
         "model_type": "qwen3_vl_text",
         "hidden_size": hidden,
@@ -51,7 +83,7 @@ def _qwen3_vl(
         "num_key_value_heads": 8,
         "head_dim": 128,
         "hidden_act": "silu",
-        "max_position_embeddings": _POSITIONS,
+        "max_position_embeddings": POSITIONS,
         "rms_norm_eps": 1e-06,
         "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
         "rope_theta": 5000000,
@@ -62,56 +94,22 @@ def _qwen3_vl(
         "vocab_size": 151936,
         "dtype": "bfloat16",
     }
-    vision = {
-        "model_type": "qwen3_vl",
-        "depth": depth,
-        "hidden_size": vision_hidden,
-        "intermediate_size": vision_inter,
-        "num_heads": 16,
-        "hidden_act": "gelu_pytorch_tanh",
-        "in_channels": 3,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "out_hidden_size": hidden,
-        "num_position_embeddings": 2304,
-        "deepstack_visual_indexes": deepstack,
-    }
-    config = {
-        "architectures": ["Qwen3VLForConditionalGeneration"],
-        "model_type": "qwen3_vl",
-        "image_token_id": 151655,
-        "video_token_id": 151656,
-        "vision_start_token_id": 151652,
-        "vision_end_token_id": 151653,
-        "tie_word_embeddings": tied,
-        "text_config": text,
-        "vision_config": vision,
-    }
+    vision = vision_config("qwen3_vl", tower, hidden)
     identity = {
         "model_type": "qwen3_vl",
         "text_config.hidden_size": hidden,
         "text_config.num_attention_heads": heads,
-        "vision_config.hidden_size": vision_hidden,
+        "vision_config.hidden_size": vision["hidden_size"],
     }
-    return Checkpoint(
+    return video_llm_checkpoint(
         hub_id=f"Qwen/Qwen3-VL-{size}-Instruct",
         family="qwen3_vl",
         title=f"Qwen3-VL {size} Instruct",
-        signature={"config.json": identity},
-        depth={"config.json": {"text_config.num_hidden_layers": layers}},
-        configs={"config.json": config},
-        stored_dtype="bf16",
-        text_length=_POSITIONS,
-        defaults=dict(_DEFAULTS),
-        sources={"defaults": _DEFAULT_SOURCE, "configs": "Hub config.json (module docstring)"},
-        tokenizer_files=(
-            "chat_template.json",
-            "merges.txt",
-            "tokenizer.json",
-            "tokenizer_config.json",
-            "vocab.json",
-        ),
+        identity=identity,
+        depth={"text_config.num_hidden_layers": layers},
+        config=model_config("Qwen3VLForConditionalGeneration", "qwen3_vl", tied, text, vision),
+        text_length=POSITIONS,
+        tokenizer_files=TOKENIZER_FILES,
         notes=notes,
     )
 
@@ -128,7 +126,7 @@ ENTRIES = [
         layers=36,
         heads=32,
         tied=False,
-        tower=_LARGE_TOWER,
+        tower=LARGE_TOWER,
         notes="checked against a quote of its config.json; MLP width and untied embeddings as Qwen3-8B's",
     ),
     _qwen3_vl(
@@ -138,7 +136,7 @@ ENTRIES = [
         layers=64,
         heads=64,
         tied=False,
-        tower=_LARGE_TOWER,
+        tower=LARGE_TOWER,
         notes=_UNSEEN.format("Qwen3-32B"),
     ),
 ]

@@ -21,9 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from dit_lora.catalogue.entry import Checkpoint
-from dit_lora.families.videollm.catalogue_qwen3_vl import _DEFAULT_SOURCE, _DEFAULTS, _LARGE_TOWER, _POSITIONS
-
-_TOKENIZER_FILES = ("chat_template.json", "merges.txt", "tokenizer.json", "tokenizer_config.json", "vocab.json")
+from dit_lora.families.videollm.catalogue_common import video_llm_checkpoint
+from dit_lora.families.videollm.catalogue_qwen3_vl import (
+    LARGE_TOWER,
+    POSITIONS,
+    TOKENIZER_FILES,
+    model_config,
+    vision_config,
+)
 
 
 def _text(hidden: int, inter: int, layers: int, heads: int, experts: int, per_token: int, moe_inter: int) -> dict:
@@ -36,7 +41,7 @@ def _text(hidden: int, inter: int, layers: int, heads: int, experts: int, per_to
         "num_key_value_heads": 4,
         "head_dim": 128,
         "hidden_act": "silu",
-        "max_position_embeddings": _POSITIONS,
+        "max_position_embeddings": POSITIONS,
         "rms_norm_eps": 1e-06,
         "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
         "rope_theta": 5000000,
@@ -56,54 +61,25 @@ def _text(hidden: int, inter: int, layers: int, heads: int, experts: int, per_to
 
 
 def _qwen3_vl_moe(size: str, text: dict[str, Any], notes: str = "") -> Checkpoint:
-    depth, vision_hidden, vision_inter, deepstack = _LARGE_TOWER
-    vision = {
-        "model_type": "qwen3_vl_moe",
-        "depth": depth,
-        "hidden_size": vision_hidden,
-        "intermediate_size": vision_inter,
-        "num_heads": 16,
-        "hidden_act": "gelu_pytorch_tanh",
-        "in_channels": 3,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "out_hidden_size": text["hidden_size"],
-        "num_position_embeddings": 2304,
-        "deepstack_visual_indexes": deepstack,
-    }
-    config = {
-        "architectures": ["Qwen3VLMoeForConditionalGeneration"],
-        "model_type": "qwen3_vl_moe",
-        "image_token_id": 151655,
-        "video_token_id": 151656,
-        "vision_start_token_id": 151652,
-        "vision_end_token_id": 151653,
-        "tie_word_embeddings": False,
-        "text_config": text,
-        "vision_config": vision,
-    }
+    vision = vision_config("qwen3_vl_moe", LARGE_TOWER, text["hidden_size"])
     identity = {
         "model_type": "qwen3_vl_moe",
         "text_config.hidden_size": text["hidden_size"],
         "text_config.num_attention_heads": text["num_attention_heads"],
         "text_config.moe_intermediate_size": text["moe_intermediate_size"],
-        "vision_config.hidden_size": vision_hidden,
+        "vision_config.hidden_size": vision["hidden_size"],
     }
     # a copy cut to fewer layers or fewer experts is still this model (the real-layout tests run one)
     depth_keys = ("num_hidden_layers", "num_experts")
-    return Checkpoint(
+    return video_llm_checkpoint(
         hub_id=f"Qwen/Qwen3-VL-{size}-Instruct",
         family="qwen3_vl_moe",
         title=f"Qwen3-VL {size} Instruct (MoE)",
-        signature={"config.json": identity},
-        depth={"config.json": {f"text_config.{k}": text[k] for k in depth_keys}},
-        configs={"config.json": config},
-        stored_dtype="bf16",
-        text_length=_POSITIONS,
-        defaults=dict(_DEFAULTS),
-        sources={"defaults": _DEFAULT_SOURCE, "configs": "Hub config.json (module docstring)"},
-        tokenizer_files=_TOKENIZER_FILES,
+        identity=identity,
+        depth={f"text_config.{k}": text[k] for k in depth_keys},
+        config=model_config("Qwen3VLMoeForConditionalGeneration", "qwen3_vl_moe", False, text, vision),
+        text_length=POSITIONS,
+        tokenizer_files=TOKENIZER_FILES,
         notes=notes,
     )
 

@@ -24,12 +24,10 @@ the loss in a few dozen CPU steps; embeddings are untied for that (the 1B-4B che
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
+from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
 from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
 
 __all__ = [
@@ -42,7 +40,6 @@ __all__ = [
 ]
 
 TINY_INTERNVL_VERSION = 1  # bump when the config, init, tokenizer or template change
-_MARKER = "dit_lora_tiny.json"
 
 #: InternVL's tokens after Qwen's, in the order of the HF repos' tokenizer
 INTERNVL_ADDED_TOKENS = (
@@ -111,12 +108,7 @@ _VISION: dict[str, Any] = {
 }
 
 _TEXT: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
+    **TINY_TEXT_SIZES,
     "max_position_embeddings": 4096,
     "rope_theta": 1000000.0,
     "rms_norm_eps": 1e-6,
@@ -194,28 +186,13 @@ def build_tiny_internvl(path: str | Path, seed: int = 0) -> Path:
     Deterministic for a given ``seed``; idempotent (an identical marker means nothing is rewritten) and atomic,
     like the other tiny builders. Loads offline with ``InternVLForConditionalGeneration.from_pretrained(path)``.
     """
-    marker = {"kind": "internvl", "seed": seed, "dtype": "bfloat16", "version": TINY_INTERNVL_VERSION}
-
-    def build(tmp: Path) -> None:
-        import torch
-        from transformers import GenerationConfig, InternVLForConditionalGeneration
-
-        tok = build_tiny_internvl_tokenizer()
-        config = get_tiny_internvl_config(tok)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = InternVLForConditionalGeneration(config)
-        with torch.no_grad():  # a head that can separate tokens by many logits (demo_llava.LM_HEAD_SCALE)
-            model.lm_head.weight.mul_(LM_HEAD_SCALE)
-        model.generation_config = GenerationConfig(
-            bos_token_id=config.text_config.bos_token_id,
-            eos_token_id=config.text_config.eos_token_id,
-            pad_token_id=config.text_config.pad_token_id,
-        )
-        module: torch.nn.Module = model  # as a Module: mypy reads PreTrainedModel.to's wrapper as a function
-        module.to(torch.bfloat16)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / "video_preprocessor_config.json").write_text(json.dumps(_PREPROCESSOR, indent=2) + "\n")
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return build_tiny_checkpoint(
+        path,
+        kind="internvl",
+        seed=seed,
+        version=TINY_INTERNVL_VERSION,
+        model_class="InternVLForConditionalGeneration",
+        tokenizer=build_tiny_internvl_tokenizer,
+        config=get_tiny_internvl_config,
+        preprocessor=_PREPROCESSOR,
+    )

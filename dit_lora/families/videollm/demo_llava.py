@@ -25,7 +25,6 @@ prepended to the first user turn, and list content renders ``{"type": "video"}``
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
+from dit_lora.families.videollm.demo_common import TINY_MARKER, TINY_TEXT_SIZES, save_tiny_folder, seeded_model
 
 __all__ = [
     "TINY_VIDEOCHAT_VERSION",
@@ -45,8 +45,6 @@ __all__ = [
 ]
 
 TINY_VIDEOCHAT_VERSION = 3  # bump when configs, init, tokenizer or template change
-LM_HEAD_SCALE = 25.0
-_MARKER = "dit_lora_tiny.json"
 
 # CLIP normalisation (the real repo's preprocessor configs carry these values).
 _CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
@@ -67,12 +65,7 @@ _VISION: dict[str, Any] = {
 }
 
 _TEXT: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
+    **TINY_TEXT_SIZES,
     "max_position_embeddings": 4096,
     "rope_theta": 10000.0,
     "sliding_window": None,
@@ -278,13 +271,7 @@ def build_tiny_videollm_model(tokenizer=None, seed: int = 0, dtype: torch.dtype 
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         **multimodal,
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlavaNextVideoForConditionalGeneration(full)
-    # A trained LM head separates tokens by many logits; random rows of std 0.02 after a unit RMSNorm cap
-    # every logit near 1, so the loss could not fall below ~ln(vocab) - 2 whatever the LoRA learns.
-    with torch.no_grad():
-        model.lm_head.weight.mul_(LM_HEAD_SCALE)
+    model = seeded_model(LlavaNextVideoForConditionalGeneration, full, seed)  # the head scaled (LM_HEAD_SCALE)
     # as a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
     module: torch.nn.Module = model
     return module.to(dtype).eval()
@@ -304,13 +291,11 @@ def build_tiny_llava_next_video(path: str | Path, seed: int = 0) -> Path:
     def build(tmp: Path) -> None:
         tokenizer = build_tiny_videollm_tokenizer()
         model = build_tiny_videollm_model(tokenizer, seed=seed)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
         preprocessor = get_tiny_videollm_config()["preprocessor"]
         processor = {"processor_class": "LlavaNextVideoProcessor"}
         image = dict(preprocessor, image_processor_type="LlavaNextImageProcessor", **processor)
         video = dict(preprocessor, video_processor_type="LlavaNextVideoVideoProcessor", **processor)
-        for name, data in (("preprocessor_config.json", image), ("video_preprocessor_config.json", video)):
-            (tmp / name).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        files = {"preprocessor_config.json": image, "video_preprocessor_config.json": video}
+        save_tiny_folder(tmp, model, tokenizer, files, sort_keys=True)
 
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return build_directory_atomically(path, TINY_MARKER, marker, build)

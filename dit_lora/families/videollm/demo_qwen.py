@@ -33,19 +33,20 @@ keep CPU runs small.  The text model's ``mrope_section`` [2, 3, 3] keeps the rea
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
+from dit_lora.families.videollm.demo_common import TINY_MARKER, save_tiny_folder, seeded_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
 
 __all__ = [
     "QWEN2_5_VL_CHAT_TEMPLATE",
+    "QWEN2_5_VL_DEFAULT_SYSTEM",
     "QWEN_SPECIAL_TOKENS",
     "TINY_QWEN2_5_VL_VERSION",
     "build_tiny_qwen2_5_vl",
@@ -54,7 +55,6 @@ __all__ = [
 ]
 
 TINY_QWEN2_5_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
-_MARKER = "dit_lora_tiny.json"
 
 # Qwen2/2.5's special tokens, in the order of their ids (151643 ...) in the real vocabulary.
 QWEN_SPECIAL_TOKENS = (
@@ -80,16 +80,20 @@ _QWEN_SPLIT_REGEX = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
+#: the Qwen2.5-VL template's default system message, written when a conversation starts without one (Qwen3-VL's
+#: template is this one without it)
+QWEN2_5_VL_DEFAULT_SYSTEM = (
+    "{%- if loop.first and message['role'] != 'system' -%}"
+    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+)
+
 # The Instruct models' template (same rendering as the chat_template.json of
 # Qwen/Qwen2.5-VL-7B-Instruct, including ``add_vision_id``).
 QWEN2_5_VL_CHAT_TEMPLATE = (
     "{%- set image_count = namespace(value=0) -%}"
     "{%- set video_count = namespace(value=0) -%}"
-    "{%- for message in messages -%}"
-    "{%- if loop.first and message['role'] != 'system' -%}"
-    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' -}}"
-    "{%- endif -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- for message in messages -%}" + QWEN2_5_VL_DEFAULT_SYSTEM + "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
     "{%- if message['content'] is string -%}"
     "{{- message['content'] -}}"
     "{%- else -%}"
@@ -333,24 +337,15 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
     marker = {"kind": "qwen2_5_vl", "seed": seed, "dtype": "bfloat16", "version": TINY_QWEN2_5_VL_VERSION}
 
     def build(tmp: Path) -> None:
-        import torch
         from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
 
         tok = build_tiny_qwen_tokenizer()
-        config = get_tiny_qwen2_5_vl_config(tok)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Qwen2_5_VLForConditionalGeneration(config)
+        model = seeded_model(Qwen2_5_VLForConditionalGeneration, get_tiny_qwen2_5_vl_config(tok), seed, None)
         model.generation_config = GenerationConfig(
             bos_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
             eos_token_id=[tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")],
             pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
         )
-        # as a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
-        module: torch.nn.Module = model
-        module.to(torch.bfloat16)  # in place
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / "preprocessor_config.json").write_text(json.dumps(_preprocessor_config(), indent=2) + "\n")
+        save_tiny_folder(tmp, model, tok, {"preprocessor_config.json": _preprocessor_config()})
 
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return build_directory_atomically(path, TINY_MARKER, marker, build)

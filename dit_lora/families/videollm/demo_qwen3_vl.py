@@ -20,57 +20,34 @@ CPU steps; embeddings are untied for that (the 2B/4B checkpoints tie them, 8B/32
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
-from dit_lora.families.videollm.demo_qwen import QWEN_SPECIAL_TOKENS, build_tiny_qwen_tokenizer
-
-__all__ = ["QWEN3_VL_CHAT_TEMPLATE", "TINY_QWEN3_VL_VERSION", "build_tiny_qwen3_vl", "get_tiny_qwen3_vl_config"]
-
-TINY_QWEN3_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
-_MARKER = "dit_lora_tiny.json"
-
-# The Instruct repos' chat_template.json, its tool-call branches left out: no default system message (Qwen2.5-VL's
-# template has one), ChatML turns, {"type": "video"} as <|vision_start|><|video_pad|><|vision_end|>.
-QWEN3_VL_CHAT_TEMPLATE = (
-    "{%- set image_count = namespace(value=0) -%}"
-    "{%- set video_count = namespace(value=0) -%}"
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
-    "{%- if message['content'] is string -%}"
-    "{{- message['content'] -}}"
-    "{%- else -%}"
-    "{%- for content in message['content'] -%}"
-    "{%- if content['type'] == 'image' or 'image' in content or 'image_url' in content -%}"
-    "{%- set image_count.value = image_count.value + 1 -%}"
-    "{%- if add_vision_id -%}{{- 'Picture ' + image_count.value|string + ': ' -}}{%- endif -%}"
-    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
-    "{%- elif content['type'] == 'video' or 'video' in content -%}"
-    "{%- set video_count.value = video_count.value + 1 -%}"
-    "{%- if add_vision_id -%}{{- 'Video ' + video_count.value|string + ': ' -}}{%- endif -%}"
-    "{{- '<|vision_start|><|video_pad|><|vision_end|>' -}}"
-    "{%- elif 'text' in content -%}"
-    "{{- content['text'] -}}"
-    "{%- endif -%}"
-    "{%- endfor -%}"
-    "{%- endif -%}"
-    "{{- '<|im_end|>\\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}"
-    "{{- '<|im_start|>assistant\\n' -}}"
-    "{%- endif -%}"
+from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
+from dit_lora.families.videollm.demo_qwen import (
+    QWEN2_5_VL_CHAT_TEMPLATE,
+    QWEN2_5_VL_DEFAULT_SYSTEM,
+    QWEN_SPECIAL_TOKENS,
+    build_tiny_qwen_tokenizer,
 )
 
+__all__ = [
+    "QWEN3_VL_CHAT_TEMPLATE",
+    "QWEN3_VL_PREPROCESSOR",
+    "TINY_QWEN3_VL_VERSION",
+    "build_tiny_qwen3_vl",
+    "build_tiny_qwen3_vl_tokenizer",
+    "get_tiny_qwen3_vl_config",
+]
+
+TINY_QWEN3_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
+
+# The Instruct repos' chat_template.json, its tool-call branches left out: Qwen2.5-VL's without its default system
+# message; ChatML turns, {"type": "video"} as <|vision_start|><|video_pad|><|vision_end|>.
+QWEN3_VL_CHAT_TEMPLATE = QWEN2_5_VL_CHAT_TEMPLATE.replace(QWEN2_5_VL_DEFAULT_SYSTEM, "")
+
 _TEXT: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
+    **TINY_TEXT_SIZES,
     "hidden_act": "silu",
     "max_position_embeddings": 32768,
     "rms_norm_eps": 1e-6,
@@ -95,7 +72,7 @@ _VISION: dict[str, Any] = {
     "deepstack_visual_indexes": [0],
 }
 #: the published keys; ``size`` is a pixel budget over the whole clip (8 frames of 64 x 64 = 32768 stay as they are)
-_PREPROCESSOR: dict[str, Any] = {
+QWEN3_VL_PREPROCESSOR: dict[str, Any] = {
     "size": {"shortest_edge": 4096, "longest_edge": 32768},
     "patch_size": 16,
     "temporal_patch_size": 2,
@@ -105,6 +82,13 @@ _PREPROCESSOR: dict[str, Any] = {
     "processor_class": "Qwen3VLProcessor",
     "video_processor_type": "Qwen3VLVideoProcessor",
 }
+
+
+def build_tiny_qwen3_vl_tokenizer():
+    """The tiny Qwen tokenizer with the Qwen3-VL Instruct template (:data:`QWEN3_VL_CHAT_TEMPLATE`)."""
+    tok = build_tiny_qwen_tokenizer()
+    tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
+    return tok
 
 
 def get_tiny_qwen3_vl_config(tokenizer=None):
@@ -138,28 +122,13 @@ def build_tiny_qwen3_vl(path: str | Path, seed: int = 0) -> Path:
     Deterministic for a given ``seed``; idempotent (an identical marker means nothing is rewritten) and atomic,
     like the other tiny builders. Loads offline with ``Qwen3VLForConditionalGeneration.from_pretrained(path)``.
     """
-    marker = {"kind": "qwen3_vl", "seed": seed, "dtype": "bfloat16", "version": TINY_QWEN3_VL_VERSION}
-
-    def build(tmp: Path) -> None:
-        import torch
-        from transformers import GenerationConfig, Qwen3VLForConditionalGeneration
-
-        tok = build_tiny_qwen_tokenizer()
-        tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
-        config = get_tiny_qwen3_vl_config(tok)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Qwen3VLForConditionalGeneration(config)
-        with torch.no_grad():  # a head that can separate tokens by many logits (demo_llava.LM_HEAD_SCALE)
-            model.lm_head.weight.mul_(LM_HEAD_SCALE)
-        text = config.text_config
-        model.generation_config = GenerationConfig(
-            bos_token_id=text.bos_token_id, eos_token_id=text.eos_token_id, pad_token_id=text.pad_token_id
-        )
-        module: torch.nn.Module = model  # as a Module: mypy reads PreTrainedModel.to's wrapper as a function
-        module.to(torch.bfloat16)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / "video_preprocessor_config.json").write_text(json.dumps(_PREPROCESSOR, indent=2) + "\n")
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return build_tiny_checkpoint(
+        path,
+        kind="qwen3_vl",
+        seed=seed,
+        version=TINY_QWEN3_VL_VERSION,
+        model_class="Qwen3VLForConditionalGeneration",
+        tokenizer=build_tiny_qwen3_vl_tokenizer,
+        config=get_tiny_qwen3_vl_config,
+        preprocessor=QWEN3_VL_PREPROCESSOR,
+    )

@@ -12,19 +12,19 @@ real 30B-A3B: 128 experts, 8 per token, all 48 layers sparse). A ``dit_lora_tiny
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.families.videollm.demo_llava import LM_HEAD_SCALE
-from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
-from dit_lora.families.videollm.demo_qwen3_vl import _PREPROCESSOR, QWEN3_VL_CHAT_TEMPLATE, get_tiny_qwen3_vl_config
+from dit_lora.families.videollm.demo_common import build_tiny_checkpoint
+from dit_lora.families.videollm.demo_qwen3_vl import (
+    QWEN3_VL_PREPROCESSOR,
+    build_tiny_qwen3_vl_tokenizer,
+    get_tiny_qwen3_vl_config,
+)
 
 __all__ = ["TINY_QWEN3_VL_MOE_VERSION", "build_tiny_qwen3_vl_moe", "get_tiny_qwen3_vl_moe_config"]
 
 TINY_QWEN3_VL_MOE_VERSION = 1  # bump when the config, init, tokenizer or template change
-_MARKER = "dit_lora_tiny.json"
 
 #: the sparse blocks' sizes (the rest of the language model is the dense tiny one's)
 _MOE: dict[str, Any] = {
@@ -59,28 +59,13 @@ def build_tiny_qwen3_vl_moe(path: str | Path, seed: int = 0) -> Path:
     Deterministic for a given ``seed``; idempotent and atomic like the other tiny builders. Loads offline with
     ``Qwen3VLMoeForConditionalGeneration.from_pretrained(path)``.
     """
-    marker = {"kind": "qwen3_vl_moe", "seed": seed, "dtype": "bfloat16", "version": TINY_QWEN3_VL_MOE_VERSION}
-
-    def build(tmp: Path) -> None:
-        import torch
-        from transformers import GenerationConfig, Qwen3VLMoeForConditionalGeneration
-
-        tok = build_tiny_qwen_tokenizer()
-        tok.chat_template = QWEN3_VL_CHAT_TEMPLATE
-        config = get_tiny_qwen3_vl_moe_config(tok)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = Qwen3VLMoeForConditionalGeneration(config)
-        with torch.no_grad():  # a head that can separate tokens by many logits (demo_llava.LM_HEAD_SCALE)
-            model.lm_head.weight.mul_(LM_HEAD_SCALE)
-        text = config.text_config
-        model.generation_config = GenerationConfig(
-            bos_token_id=text.bos_token_id, eos_token_id=text.eos_token_id, pad_token_id=text.pad_token_id
-        )
-        module: torch.nn.Module = model  # as a Module: mypy reads PreTrainedModel.to's wrapper as a function
-        module.to(torch.bfloat16)
-        model.save_pretrained(tmp, safe_serialization=True)
-        tok.save_pretrained(tmp)
-        (tmp / "video_preprocessor_config.json").write_text(json.dumps(_PREPROCESSOR, indent=2) + "\n")
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return build_tiny_checkpoint(
+        path,
+        kind="qwen3_vl_moe",
+        seed=seed,
+        version=TINY_QWEN3_VL_MOE_VERSION,
+        model_class="Qwen3VLMoeForConditionalGeneration",
+        tokenizer=build_tiny_qwen3_vl_tokenizer,
+        config=get_tiny_qwen3_vl_moe_config,
+        preprocessor=QWEN3_VL_PREPROCESSOR,
+    )

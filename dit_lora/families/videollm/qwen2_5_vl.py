@@ -277,19 +277,21 @@ class Qwen25VLSpec(VideoLLMSpec):
         factor = int(prep["patch_size"]) * int(prep["merge_size"])
         return smart_resize(height, width, factor, int(prep["min_pixels"]), int(prep["max_pixels"]))
 
-    def frame_inputs(
-        self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
-    ) -> dict[str, torch.Tensor]:
-        """``pixel_values_videos`` (rows, C*tp*p*p) float32, ``video_grid_thw`` (3,) long and
-        ``second_per_grid_ts`` (0-d float32) for uint8 frames (F, H, W, 3); see the module docstring.
+    def frame_size(self, num_frames: int, height: int, width: int, prep: dict[str, Any]) -> tuple[int, int]:
+        """The (h, w) a clip of ``num_frames`` frames of ``height`` x ``width`` is resized to: each frame's own
+        :meth:`resized_size` (Qwen3-VL's budget is the whole clip's)."""
+        return self.resized_size(height, width, prep)
 
-        ``fps``: the rate the frames were sampled at (default ``prep["fps"]``).
-        """
+    def patch_rows(self, frames: np.ndarray, prep: dict[str, Any]) -> tuple[torch.Tensor, tuple[int, int, int]]:
+        """The video processor's patch rows (rows, C*tp*p*p) and grid (t, h, w) for uint8 frames (F, H, W, 3):
+        resized to :meth:`frame_size`, rescaled and normalised, the last frame repeated up to a whole temporal
+        patch."""
         video = frames_to_tensor(frames)  # (F, 3, H, W) float in [0, 255]
         p, tp, m = int(prep["patch_size"]), int(prep["temporal_patch_size"]), int(prep["merge_size"])
         height, width = video.shape[-2:]
         if prep.get("do_resize", True):
-            video = resize_frames(video, self.resized_size(height, width, prep), prep.get("resample", "bicubic"))
+            size = self.frame_size(video.shape[0], height, width, prep)
+            video = resize_frames(video, size, prep.get("resample", "bicubic"))
         elif height % (p * m) or width % (p * m):
             raise ValueError(f"do_resize is off but frames of {height} x {width} are not multiples of {p * m}")
         factor = float(prep.get("rescale_factor", 1 / 255)) if prep.get("do_rescale", True) else 1.0
@@ -299,7 +301,18 @@ class Qwen25VLSpec(VideoLLMSpec):
             video = video * factor
         if pad := -video.shape[0] % tp:  # repeat the last frame up to a whole temporal patch
             video = torch.cat([video, video[-1:].expand(pad, -1, -1, -1)])
-        rows, grid = patchify_video(video, p, tp, m)
+        return patchify_video(video, p, tp, m)
+
+    def frame_inputs(
+        self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
+    ) -> dict[str, torch.Tensor]:
+        """``pixel_values_videos`` (rows, C*tp*p*p) float32, ``video_grid_thw`` (3,) long and
+        ``second_per_grid_ts`` (0-d float32) for uint8 frames (F, H, W, 3); see the module docstring.
+
+        ``fps``: the rate the frames were sampled at (default ``prep["fps"]``).
+        """
+        rows, grid = self.patch_rows(frames, prep)
+        tp = int(prep["temporal_patch_size"])
         rate = float(fps if fps is not None else prep.get("fps", QWEN_VIDEO_DEFAULTS["fps"]))
         if rate <= 0:
             raise ValueError(f"fps must be positive, got {rate}")
@@ -324,12 +337,17 @@ class Qwen25VLSpec(VideoLLMSpec):
             )
         return t * gh * gw // merge**2
 
-    def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    def collate_patch_rows(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Concatenate the samples' patch rows (one video per sample, in batch order), stack the grids."""
         if not items:
             raise ValueError("collate_pixels needs at least one sample")
         return {
             "pixel_values_videos": torch.cat([it["pixel_values_videos"] for it in items]),
             "video_grid_thw": torch.stack([it["video_grid_thw"].reshape(3) for it in items]),
-            "second_per_grid_ts": torch.stack([it["second_per_grid_ts"].reshape(()) for it in items]),
         }
+
+    def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """:meth:`collate_patch_rows`, and each sample's seconds per temporal patch stacked."""
+        batch = self.collate_patch_rows(items)
+        batch["second_per_grid_ts"] = torch.stack([it["second_per_grid_ts"].reshape(()) for it in items])
+        return batch

@@ -48,8 +48,8 @@ import numpy as np
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.videollm.architecture import frames_to_tensor, normalize, read_preprocessor_json, resize_frames
-from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec, patchify_video
+from dit_lora.families.videollm.architecture import read_preprocessor_json
+from dit_lora.families.videollm.qwen2_5_vl import Qwen25VLSpec
 
 __all__ = ["QWEN3_VIDEO_DEFAULTS", "Qwen3VLSpec", "patch_times", "video_smart_resize"]
 
@@ -148,6 +148,9 @@ class Qwen3VLSpec(Qwen25VLSpec):
             num_frames, height, width, int(prep["temporal_patch_size"]), factor, int(prep["min_pixels"]), max_pixels
         )
 
+    def frame_size(self, num_frames: int, height: int, width: int, prep: dict[str, Any]) -> tuple[int, int]:
+        return self.resized_clip_size(num_frames, height, width, prep)
+
     def frame_inputs(
         self, frames: np.ndarray, prep: dict[str, Any], *, fps: float | None = None
     ) -> dict[str, torch.Tensor]:
@@ -155,22 +158,7 @@ class Qwen3VLSpec(Qwen25VLSpec):
 
         ``fps`` does not enter the pixels: Qwen3-VL's time is the prompt's (:meth:`video_prompt_ids`).
         """
-        video = frames_to_tensor(frames)
-        p, tp, m = int(prep["patch_size"]), int(prep["temporal_patch_size"]), int(prep["merge_size"])
-        height, width = video.shape[-2:]
-        if prep.get("do_resize", True):
-            size = self.resized_clip_size(video.shape[0], height, width, prep)
-            video = resize_frames(video, size, prep.get("resample", "bicubic"))
-        elif height % (p * m) or width % (p * m):
-            raise ValueError(f"do_resize is off but frames of {height} x {width} are not multiples of {p * m}")
-        factor = float(prep.get("rescale_factor", 1 / 255)) if prep.get("do_rescale", True) else 1.0
-        if prep.get("do_normalize", True):
-            video = normalize(video, prep["image_mean"], prep["image_std"], factor)
-        else:
-            video = video * factor
-        if pad := -video.shape[0] % tp:
-            video = torch.cat([video, video[-1:].expand(pad, -1, -1, -1)])
-        rows, grid = patchify_video(video, p, tp, m)
+        rows, grid = self.patch_rows(frames, prep)
         return {"pixel_values_videos": rows.float(), "video_grid_thw": torch.tensor(grid, dtype=torch.long)}
 
     def video_prompt_ids(
@@ -199,10 +187,5 @@ class Qwen3VLSpec(Qwen25VLSpec):
         return ids
 
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        """Concatenate the samples' patch rows (one video per sample, in batch order), stack the grids."""
-        if not items:
-            raise ValueError("collate_pixels needs at least one sample")
-        return {
-            "pixel_values_videos": torch.cat([it["pixel_values_videos"] for it in items]),
-            "video_grid_thw": torch.stack([it["video_grid_thw"].reshape(3) for it in items]),
-        }
+        """The patch rows and grids only (:meth:`collate_patch_rows`): Qwen3-VL's time is in the prompt."""
+        return self.collate_patch_rows(items)

@@ -3,25 +3,17 @@ tokens a frame, tie embeddings where Qwen3 does, and are told apart by their siz
 
 from __future__ import annotations
 
-import pytest
-
 from dit_lora.families.videollm.catalogue import ENTRIES as ALL
 from dit_lora.families.videollm.catalogue_internvl import ENTRIES
 from dit_lora.families.videollm.internvl import InternVLSpec
+from videollm_tiny import each_entry, entry_configs, others_matching
 
 
-def read_from(configs):
-    return lambda sub, name: configs.get(f"{sub}/{name}" if sub else name)
-
-
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.hub_id)
+@each_entry(ENTRIES)
 def test_each_entry_is_a_transformers_internvl_config(entry):
-    from transformers import InternVLConfig
-
-    config = InternVLConfig.from_dict(entry.configs["config.json"])
+    config, _, _ = entry_configs(entry, "InternVLConfig")
     assert config.text_config.model_type == "qwen3" and config.image_token_id == 151671
     assert InternVLSpec.tokens_per_frame(config) == 256 == config.image_seq_length
     assert config.text_config.tie_word_embeddings == (not entry.hub_id.endswith("8B-HF"))  # Qwen3-8B unties them
     assert entry in ALL and entry.defaults["max_sequence_length"] > 8 * 256  # 8 frames fit with their question
-    others = [e for e in ALL if e is not entry and e.matches(read_from(entry.configs))]
-    assert others == []  # no other checkpoint (InternVL or not) has this config
+    assert others_matching(entry) == []  # no other checkpoint (InternVL or not) has this config

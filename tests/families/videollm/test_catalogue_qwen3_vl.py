@@ -3,22 +3,14 @@ the tower's blocks, tie embeddings where Qwen3 does, and are told apart by their
 
 from __future__ import annotations
 
-import pytest
-
 from dit_lora.families.videollm.catalogue import ENTRIES as ALL
 from dit_lora.families.videollm.catalogue_qwen3_vl import ENTRIES
+from videollm_tiny import each_entry, entry_configs, others_matching
 
 
-def read_from(configs):
-    return lambda sub, name: configs.get(f"{sub}/{name}" if sub else name)
-
-
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.hub_id)
+@each_entry(ENTRIES)
 def test_each_entry_is_a_transformers_qwen3_vl_config(entry):
-    from transformers import Qwen3VLConfig
-
-    config = Qwen3VLConfig.from_dict(entry.configs["config.json"])
-    vision, text = config.vision_config, config.text_config
+    config, vision, text = entry_configs(entry, "Qwen3VLConfig")
     assert vision.model_type == "qwen3_vl_vision" and text.model_type == "qwen3_vl_text"  # old spelling mapped
     assert config.video_token_id == 151656 and vision.patch_size == 16 and vision.out_hidden_size == text.hidden_size
     assert len(vision.deepstack_visual_indexes) == 3 and max(vision.deepstack_visual_indexes) < vision.depth
@@ -26,5 +18,4 @@ def test_each_entry_is_a_transformers_qwen3_vl_config(entry):
     small = entry.hub_id.split("-")[2] in ("2B", "4B")  # (not endswith: "32B" ends with "2B")
     assert config.tie_word_embeddings == small  # Qwen3-1.7B/4B tie, 8B/32B do not
     assert entry in ALL
-    others = [e for e in ALL if e is not entry and e.matches(read_from(entry.configs))]
-    assert others == []  # no other checkpoint (Qwen3-VL or not) has this config
+    assert others_matching(entry) == []  # no other checkpoint (Qwen3-VL or not) has this config

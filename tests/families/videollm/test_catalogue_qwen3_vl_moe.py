@@ -3,29 +3,20 @@ expert in the weights, and are told apart from each other and the dense Qwen3-VL
 
 from __future__ import annotations
 
-import pytest
-
 from dit_lora.families.videollm.catalogue import ENTRIES as ALL
 from dit_lora.families.videollm.catalogue_qwen3_vl_moe import ENTRIES
+from videollm_tiny import each_entry, entry_configs, others_matching
 
 
-def read_from(configs):
-    return lambda sub, name: configs.get(f"{sub}/{name}" if sub else name)
-
-
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.hub_id)
+@each_entry(ENTRIES)
 def test_each_entry_is_a_transformers_qwen3_vl_moe_config(entry):
-    from transformers import Qwen3VLMoeConfig
-
-    config = Qwen3VLMoeConfig.from_dict(entry.configs["config.json"])
-    vision, text = config.vision_config, config.text_config
+    config, vision, text = entry_configs(entry, "Qwen3VLMoeConfig")
     assert text.model_type == "qwen3_vl_moe_text" and vision.out_hidden_size == text.hidden_size
     assert (text.num_experts, text.num_experts_per_tok, text.decoder_sparse_step) == (128, 8, 1)
     assert text.mlp_only_layers == [] and not config.tie_word_embeddings
     assert text.rope_parameters["mrope_section"] == [24, 20, 20] and vision.deepstack_visual_indexes == [8, 16, 24]
     assert entry in ALL and entry.family == "qwen3_vl_moe"
-    others = [e for e in ALL if e is not entry and e.matches(read_from(entry.configs))]
-    assert others == []
+    assert others_matching(entry) == []
 
 
 def test_the_30b_a3b_counts_all_its_experts_as_resident():

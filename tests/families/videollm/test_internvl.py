@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,27 +13,10 @@ import torch
 
 from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.internvl import IMAGENET_MEAN, InternVLSpec, frame_times
-from dit_lora.families.videollm.processing import QAProcessingLoader
+from videollm_tiny import QUESTION, tiny_fixtures
 
 SPEC = InternVLSpec()
-QUESTION = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    from dit_lora.families.videollm.demo_internvl import build_tiny_internvl
-
-    return build_tiny_internvl(tmp_path_factory.mktemp("internvl") / "tiny-internvl")
-
-
-@pytest.fixture(scope="module")
-def model(tiny):
-    return SPEC.load_model(tiny, torch.float32).eval()
-
-
-@pytest.fixture(scope="module")
-def processing(tiny, model):
-    return QAProcessingLoader(SPEC).load_processing(str(tiny), model.config)
+tiny, model, processing = tiny_fixtures(SPEC, "demo_internvl:build_tiny_internvl", "tiny-internvl")
 
 
 def _processor_text(processing, frames: int) -> str:

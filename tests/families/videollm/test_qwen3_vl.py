@@ -15,29 +15,12 @@ import pytest
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec, patch_times, video_smart_resize
+from videollm_tiny import QUESTION, tiny_fixtures
 
 SPEC = Qwen3VLSpec()
-QUESTION = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
 _QWEN3_VL = Path(__import__("transformers").__file__).parent / "models" / "qwen3_vl"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    from dit_lora.families.videollm.demo_qwen3_vl import build_tiny_qwen3_vl
-
-    return build_tiny_qwen3_vl(tmp_path_factory.mktemp("qwen3vl") / "tiny-qwen3-vl")
-
-
-@pytest.fixture(scope="module")
-def model(tiny):
-    return SPEC.load_model(tiny, torch.float32).eval()
-
-
-@pytest.fixture(scope="module")
-def processing(tiny, model):
-    return QAProcessingLoader(SPEC).load_processing(str(tiny), model.config)
+tiny, model, processing = tiny_fixtures(SPEC, "demo_qwen3_vl:build_tiny_qwen3_vl", "tiny-qwen3-vl")
 
 
 def _transformers_function(file: str, name: str, **namespace):

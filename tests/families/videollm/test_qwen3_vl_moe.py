@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,21 +17,10 @@ from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.qwen3_vl import Qwen3VLSpec
 from dit_lora.families.videollm.qwen3_vl_moe import Qwen3VLMoeSpec
+from videollm_tiny import QUESTION, tiny_fixtures
 
 SPEC = Qwen3VLMoeSpec()
-QUESTION = [{"role": "user", "content": "What colour is the square?"}, {"role": "assistant", "content": "red"}]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    from dit_lora.families.videollm.demo_qwen3_vl_moe import build_tiny_qwen3_vl_moe
-
-    return build_tiny_qwen3_vl_moe(tmp_path_factory.mktemp("qwen3vlmoe") / "tiny-qwen3-vl-moe")
-
-
-@pytest.fixture(scope="module")
-def model(tiny):
-    return SPEC.load_model(tiny, torch.float32).eval()
+tiny, model, _ = tiny_fixtures(SPEC, "demo_qwen3_vl_moe:build_tiny_qwen3_vl_moe", "tiny-qwen3-vl-moe")
 
 
 def test_the_tiny_model_is_sparse_and_the_prompt_is_the_dense_models(tiny, model):
