@@ -87,9 +87,14 @@ def bring_waiting(model: nn.Module, paths: Sequence[str], count: int, device: to
 
 def describe(moved: int, size: int, device: torch.device | str) -> str:
     """The log line of :func:`bring_waiting`'s result."""
+    kind = torch.device(device).type
+    if kind == "cpu":  # nothing moved: a parked block's host copy was its own tensor
+        return (
+            f"cache built: its {moved} waiting block(s) ({size / 2**30:.2f} GiB) were in place (the CPU is the device)"
+        )
     return (
         f"cache built: {moved} block(s) ({size / 2**30:.2f} GiB) that waited in host memory while it was built "
-        f"came to {torch.device(device).type}"
+        f"came to {kind}"
     )
 
 

@@ -65,6 +65,7 @@ def test_the_blocks_stay_in_host_memory_through_to_and_come_after_the_cache_but_
     assert cache_parking.bring_waiting(model, ("blocks",), 2, "meta") == (0, 0)  # once
     assert "4 block(s) (0.00 GiB) that waited in host memory while it was built came to meta" in (
         cache_parking.describe(moved, size, "meta"))
+    assert "were in place (the CPU is the device)" in cache_parking.describe(moved, size, "cpu")
 
 
 @pytest.mark.parametrize("values", [{"cache_latents": False}, {"quantize_base": "nf4"}])
