@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.catalogue.text_encoders import GEMMA2_2B, GEMMA_TOKENIZER_FILES
 
 _MODEL_INDEX = {
     "_class_name": "SanaPipeline",
@@ -81,30 +82,6 @@ _VAE = {
     "scaling_factor": 0.41407,
     "upsample_block_type": "interpolate",
 }
-_GEMMA2_2B = {
-    "architectures": ["Gemma2Model"],
-    "model_type": "gemma2",
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "vocab_size": 256000,
-    "max_position_embeddings": 8192,
-    "sliding_window": 4096,
-    "query_pre_attn_scalar": 256,
-    "rms_norm_eps": 1e-06,
-    "attn_logit_softcapping": 50.0,
-    "final_logit_softcapping": 30.0,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "rope_theta": 10000.0,
-    "pad_token_id": 0,
-    "bos_token_id": 2,
-    "eos_token_id": [1, 107],
-    "torch_dtype": "bfloat16",
-}
-_TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 #: width and depth per model type (conversion script ``model_kwargs``)
 _SIZES = {
     "600M": {
@@ -223,7 +200,7 @@ def _entry(
             "transformer/config.json": transformer,
             "vae/config.json": _VAE,
             "scheduler/scheduler_config.json": _scheduler(px),
-            "text_encoder/config.json": _GEMMA2_2B,
+            "text_encoder/config.json": GEMMA2_2B,
         },
         stored_dtype=dtype,
         text_length=300,
@@ -237,7 +214,7 @@ def _entry(
         },
         sources=_SOURCES,
         trained={"resolution": px},
-        tokenizer_files=_TOKENIZER_FILES,
+        tokenizer_files=GEMMA_TOKENIZER_FILES,
         notes=notes,
     )
 

@@ -29,6 +29,7 @@ Not confirmed (kept out of signatures): the Hub files byte for byte and their st
 from __future__ import annotations
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.catalogue.text_encoders import GEMMA2_2B, GEMMA_TOKENIZER_FILES
 
 T2V, I2V = "sanavideo", "sanavideo_i2v"
 
@@ -83,30 +84,6 @@ _SCHEDULER = {
     "solver_order": 2,
     "use_flow_sigmas": True,
 }
-_GEMMA2_2B = {
-    "architectures": ["Gemma2Model"],
-    "model_type": "gemma2",
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "vocab_size": 256000,
-    "max_position_embeddings": 8192,
-    "sliding_window": 4096,
-    "query_pre_attn_scalar": 256,
-    "rms_norm_eps": 1e-06,
-    "attn_logit_softcapping": 50.0,
-    "final_logit_softcapping": 30.0,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "rope_theta": 10000.0,
-    "pad_token_id": 0,
-    "bos_token_id": 2,
-    "eos_token_id": [1, 107],
-    "torch_dtype": "bfloat16",
-}
-_TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 _IDENTITY = ("_class_name", "num_attention_heads", "attention_head_dim", "cross_attention_dim", "caption_channels",
              "mlp_ratio", "sample_size", "patch_size")  # fmt: skip
 _SOURCES = {
@@ -129,7 +106,7 @@ ENTRIES = [
             "transformer/config.json": _TRANSFORMER,
             "vae/config.json": _VAE,
             "scheduler/scheduler_config.json": _SCHEDULER,
-            "text_encoder/config.json": _GEMMA2_2B,
+            "text_encoder/config.json": GEMMA2_2B,
         },
         stored_dtype="fp32",
         text_length=300,
@@ -144,7 +121,7 @@ ENTRIES = [
         },
         sources=_SOURCES,
         trained={"frames": 81, "height": 480, "width": 832, "fps": 16},
-        tokenizer_files=_TOKENIZER_FILES,
+        tokenizer_files=GEMMA_TOKENIZER_FILES,
         notes="text-to-video (SanaVideoPipeline) and image-to-video (SanaImageToVideoPipeline) from one checkpoint; "
         "the Wan 2.1 VAE; sampling shift 8.0, trained at 3.0",
     )
