@@ -186,7 +186,7 @@ def _export(args: argparse.Namespace) -> int:
 #: own data options (the video LLMs' frames per clip and video folder; the video size CogVideoX allows)
 _CHECK_DATA_SECTIONS = ("data", "video")
 _CHECK_DATA_MODEL_KEYS = ("family", "pretrained_model_name_or_path")
-_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "allow_untrained_resolution")
+_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "dataset_info_name", "allow_untrained_resolution")
 
 
 def _check_data_keys() -> list[str]:
