@@ -206,9 +206,9 @@ def _sample(
 ) -> QASample:
     layout = layout or llamafactory.layout_of(entry)
     if layout is not None:
-        video, messages, leading = llamafactory.convert(entry, layout, where)
+        clip, turns, leading = llamafactory.convert(entry, layout, where)
         converted.append(leading)
-        return _placed(root, video, _chat_messages(messages, where), where, key, "videos")
+        return _placed(root, clip, _chat_messages(turns, where), where, key, "videos")
     if not isinstance(entry, dict):
         raise UserError(
             f"{where} is a JSON {type(entry).__name__}, not an object. Each entry must be an object "
