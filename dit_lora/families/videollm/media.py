@@ -2,7 +2,9 @@
 
 :class:`VideoQAMedia` is the media handler :func:`dit_lora.data.prepare.prepare_data` uses for a
 video-LLM family (:class:`VideoQAData`, the spec's ``data``): it lists samples from a VideoChat2 instruction JSON or a chat
-JSONL (``--train_data_dir``: the file, or a folder holding exactly one), screens their clips
+JSONL (``--train_data_dir``: the file, or a folder holding exactly one) or LLaMA-Factory's data
+(:mod:`.llamafactory`; its dataset_info.json folder with ``--dataset_info_name``), refuses a media token left in a
+text (:func:`refuse_literal_tokens`), screens their clips
 (unreadable, truncated or missing clips are quarantined like the diffusion recipes' bad samples)
 and builds a dataset that decodes ``--num_frames`` frames and tokenizes each conversation with
 answer-only labels. Nothing is cached: a video LLM sees the frames through its own vision tower.
