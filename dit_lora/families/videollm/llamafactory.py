@@ -270,7 +270,8 @@ def _alpaca(entry: dict, layout: Layout, where: str) -> tuple[str, list[dict[str
     return system, messages
 
 
-def _media(entry: dict, layout: Layout, where: str, key: str) -> list:
+def _media(entry: dict, layout: Layout, key: str) -> list:
+    """The entry's ``key`` media (``videos``, ``images``, ``audios``) as a list, empty when it has none."""
     column = layout.columns.get(key)
     value = entry.get(column) if column else None
     if value is None or value == []:
@@ -282,7 +283,7 @@ def _one_video(entry: dict, layout: Layout, messages: list[dict[str, str]], wher
     """The entry's one clip path, after refusing images, audio, frame lists and a count of videos or placeholders
     that dit-lora cannot train."""
     for key, mark, what in (("images", IMAGE, "image"), ("audios", AUDIO, "audio")):
-        items = _media(entry, layout, where, key)
+        items = _media(entry, layout, key)
         marks = sum(m["content"].count(mark) for m in messages)
         if items or marks:
             raise UserError(
@@ -290,7 +291,7 @@ def _one_video(entry: dict, layout: Layout, messages: list[dict[str, str]], wher
                 f"dit-lora's video LLMs train on one clip per conversation, without {what}s. Remove the {what}s "
                 f"(and `{mark}`), or train this entry with LLaMA-Factory."
             )
-    videos = _media(entry, layout, where, "videos")
+    videos = _media(entry, layout, "videos")
     marks = sum(m["content"].count(VIDEO) for m in messages)
     if len(videos) != 1:
         problem = "no video" if not videos else f"{len(videos)} videos"
