@@ -177,8 +177,8 @@ class VideoQAMedia:
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The usable samples (clips screened); every rank screens, so all agree on them. What training cuts
         is reported apart, by the main process only (:meth:`cut_rounds_line`, from ``prepare_data``)."""
-        for note in self.notes:  # the conversion of LLaMA-Factory's entries, said once
-            log(note)
+        for line in self.notes:  # the conversion of LLaMA-Factory's entries, said once
+            log(line)
         return screen_qa_samples(samples, num_frames=self.cfg.family_options.num_frames, log=log, quarantine=quarantine)
 
     def cut_rounds_line(self, samples: list[QASample]) -> str | None:
@@ -230,8 +230,8 @@ class VideoQAMedia:
             budget = max_tokens(cfg)
             fit = self._token_budget(budget)
             note = f"token budget: each conversation fitted to --max_sequence_length {budget} with its video tokens"
-        for note in self.notes:
-            log(note)
+        for line in self.notes:  # what reading the data did (LLaMA-Factory's entries converted)
+            log(line)
         log(f"checking {len(samples)} QA sample(s) at {cfg.family_options.num_frames} frames ...")
         rows = check_qa_samples(samples, num_frames=cfg.family_options.num_frames, fit=fit)
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]
