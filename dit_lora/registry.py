@@ -53,6 +53,10 @@ class FamilyEntry:
     #: Other spellings of its default name that ``--family`` and ``family:`` accept (``z-image`` for ``zimage``):
     #: each is read as the default name, never a family of its own (not listed, no spec, no catalogue entries).
     aliases: tuple[str, ...] = ()
+    #: True where each name trains another model (the video LLMs: one architecture a name), so a folder of one
+    #: name's class is refused for another name; False where the names are tasks of one model (Wan's text- and
+    #: image-to-video both train a ``WanPipeline`` folder: the family's own check tells which the folder needs).
+    distinct_models: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.names, str) or not self.names or not all(isinstance(n, str) and n for n in self.names):

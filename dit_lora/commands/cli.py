@@ -15,7 +15,7 @@ from dit_lora.catalogue import entries
 from dit_lora.catalogue.table import as_json, format_table
 from dit_lora.commands import doctor
 from dit_lora.commands.launch import main as launch
-from dit_lora.commands.recipe import run_recipe
+from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
 from dit_lora.config.parser import add_config_flag, coerce, unknown_options_message
@@ -186,7 +186,7 @@ def _export(args: argparse.Namespace) -> int:
 #: own data options (the video LLMs' frames per clip and video folder; the video size CogVideoX allows)
 _CHECK_DATA_SECTIONS = ("data", "video")
 _CHECK_DATA_MODEL_KEYS = ("family", "pretrained_model_name_or_path")
-_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "allow_untrained_resolution")
+_CHECK_DATA_FAMILY_KEYS = ("num_frames", "video_folder", "dataset_info_name", "allow_untrained_resolution")
 
 
 def _check_data_keys() -> list[str]:
@@ -253,6 +253,7 @@ def _check_data(args: argparse.Namespace) -> int:
 
     # With a model: the size and cache namespace the run would use (e.g. DiT's 256 px). The data only is screened:
     # the training options are not judged, and no demo is built.
+    check_model(cfg)  # a --family of another model than the folder's: one paragraph, as `train` says it
     resolved = resolve(cfg, build_demo=False, validate=False)
     cfg, spec = resolved.config, resolved.spec
     media = spec.data.data_handler(cfg, spec)
@@ -301,6 +302,10 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         _plan_demo_exists(common.model, rest)
         return family_for_model(common.model)
 
+    def checked(cfg) -> None:  # a demo named that does not exist yet, then the model as `train` checks it
+        _plan_demo_exists(cfg.model, rest)
+        check_model(cfg)
+
     rest = _model_argument(rest)
     # Resolved as a run resolves it (the plan judges no training option the run's own start would not: validate
     # off), without building a demo: one named that does not exist yet is a paragraph.
@@ -309,7 +314,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         prog="dit-lora plan",
         needs_data=False,
         infer_family=model_family,
-        check=lambda cfg: _plan_demo_exists(cfg.model, rest),
+        check=checked,
         build_demo=False,
         validate=False,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dit_lora.config import peers_llamafactory as llamafactory
 from dit_lora.config.owners import owners
 
 
@@ -48,6 +49,7 @@ SOURCES: dict[str, str] = {
     "at": "ai-toolkit toolkit/config_modules.py",
     "at-yaml": "ai-toolkit config/examples/train_lora_flux_24gb.yaml",
     "dp": "diffusion-pipe examples/main_example.toml",
+    **llamafactory.SOURCES,
 }
 
 #: the peers, in the page's order: key -> (title, the words of ``Peer.trainers`` that name it)
@@ -57,6 +59,7 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "simpletuner": ("SimpleTuner", ("SimpleTuner",)),
     "ai-toolkit": ("ai-toolkit (YAML keys)", ("ai-toolkit",)),
     "diffusion-pipe": ("diffusion-pipe (TOML keys)", ("diffusion-pipe",)),
+    "llamafactory": ("LLaMA-Factory (YAML keys; the video LLMs)", (llamafactory.TRAINER,)),
 }
 
 _DATA = "one folder of images or clips with captions (--train_data_dir) or a dataset (--dataset_name)"
@@ -473,7 +476,7 @@ PEER_FLAGS: dict[str, Peer] = {
         "a single .safetensors file; a separate transformer folder is not read",
         sources=("st",),
     ),
-    "lora_rank": Peer("SimpleTuner", "rank", sources=("st-fields",)),
+    "lora_rank": Peer("SimpleTuner, LLaMA-Factory", "rank", sources=("st-fields", "lf-ft")),
     "lycoris_config": Peer("SimpleTuner", "lora_type", _LYCORIS_CONFIG, sources=("st-fields",)),
     "ema_config": Peer(
         "ai-toolkit", "use_ema", "its use_ema and ema_decay are --use_ema and --ema_decay", sources=("at-yaml",)
@@ -618,6 +621,14 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
 }
 
+# LLaMA-Factory's, kept in their own module (dit_lora/config/peers_llamafactory.py)
+PEER_FLAGS.update(
+    {
+        name: Peer(llamafactory.TRAINER, option, note, sources=sources)
+        for name, (option, note, sources) in llamafactory.FLAGS.items()
+    }
+)
+
 #: peer options dit-lora spells the same way (same meaning unless the page says otherwise), by peer (PEERS keys)
 SAME_NAMES: dict[str, tuple[str, ...]] = {
     "diffusers": (
@@ -761,6 +772,7 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
     ),
     # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
     "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
+    "llamafactory": llamafactory.SAME_NAMES,
 }
 
 #: same spelling, another meaning: the peer's sense, and what to pass to dit-lora
@@ -777,6 +789,7 @@ SAME_NAME_CAVEATS: dict[str, str] = {
     "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
     "lora_type": "SimpleTuner's values are `standard` (dit-lora's `lora`) and `lycoris` (its --lycoris_config "
     "names the algorithm: dit-lora's `lokr` or `loha`, with --lokr_factor and the type's own options)",
+    **llamafactory.CAVEATS,
 }
 
 

@@ -15,7 +15,7 @@ from dit_lora.catalogue import by_hub_id, match, refused_match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, entries, entry_for, get_spec
+from dit_lora.registry import available, canonical_name, entries, entry_for, get_spec
 
 if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
@@ -35,10 +35,12 @@ def pipelines_by_family() -> dict[str, tuple[str, ...]]:
 
 
 def entry_pipelines(name: str) -> tuple[str, ...]:
-    """The pipeline classes of every name of ``name``'s registry entry (``wan`` and ``wan_i2v`` together: which
-    of the two a checkpoint needs is the family's own check, with its own advice)."""
-    table = pipelines_by_family()
-    return tuple(dict.fromkeys(c for n in entry_for(name).names for c in table[n]))
+    """The pipeline classes ``--family name`` accepts: those of every name of its registry entry (``wan`` and
+    ``wan_i2v`` together: which of the two a checkpoint needs is the family's own check, with its own advice), or
+    its own alone where the entry's names are distinct models (``FamilyEntry.distinct_models``: the video LLMs)."""
+    entry, table = entry_for(name), pipelines_by_family()
+    names = (canonical_name(name),) if entry.distinct_models else entry.names
+    return tuple(dict.fromkeys(c for n in names for c in table[n]))
 
 
 def found_class(read: Callable[[str, str], dict | None]) -> tuple[str | None, str]:
@@ -102,13 +104,15 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
         return
     others = [n for n in available() if cls in get_spec(n).info.pipeline_classes]
     advice = (
-        f"Use --family {others[0]} for it"
+        f"Use --family {others[0]} for it, or drop --family: dit-lora reads the family from the folder"
         if others
         else f"No dit-lora family trains {cls} (not supported yet{_planned()}). dit-lora trains: {trained_list()}"
     )
+    model_type = (read("", "config.json") or {}).get("model_type") if where.startswith("config.json") else None
+    kind = f", model_type `{model_type}`" if isinstance(model_type, str) else ""
     raise UserError(
         f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
-        f"is a {cls} ({where}). {advice}."
+        f"is a {cls} ({where}{kind}). {advice}."
     )
 
 

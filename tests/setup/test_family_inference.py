@@ -151,3 +151,33 @@ def test_a_zimage_folder_or_pipeline_is_zimage_never_its_alias(tmp_path):
         pass
 
     assert family_for_pipeline(ZImagePipeline()).name == "zimage"
+
+
+def _video_llm_pairs() -> list[tuple[str, str]]:
+    from dit_lora.families.videollm import ARCHITECTURES
+
+    return [(given, folder) for given in ARCHITECTURES for folder in ARCHITECTURES if given != folder]
+
+
+@pytest.mark.parametrize("given,folder", _video_llm_pairs())
+def test_a_video_llm_family_on_another_architecture_s_folder_is_one_paragraph(tmp_path, given, folder):
+    """Every pair of the video-LLM ARCHITECTURES table (one registry entry, five architectures): --family X on a
+    folder of Y stops while parsing (it ended in a TypeError or AttributeError while loading), naming the folder's
+    class and model_type, the family given and the right one."""
+    import transformers
+
+    from dit_lora.commands.recipe import parse_run
+    from dit_lora.families.videollm import architecture_spec
+
+    cls = architecture_spec(folder).model_class
+    model_type = getattr(transformers, cls.replace("ForConditionalGeneration", "Config")).model_type
+    model = tmp_path / folder
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": [cls], "model_type": model_type}))
+    with pytest.raises(UserError) as err:
+        parse_run(["--family", given, "--pretrained_model_name_or_path", str(model), "--train_data_dir",
+                   str(tmp_path)], None)
+    text = str(err.value)
+    assert "\n" not in text and f"--family {given} trains {architecture_spec(given).model_class};" in text
+    assert f"is a {cls} (config.json, model_type `{model_type}`)" in text
+    assert f"Use --family {folder} for it, or drop --family" in text

@@ -77,4 +77,5 @@ ENTRY = FamilyEntry(
     ),
     recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
+    distinct_models=True,  # one architecture a name: a Qwen3-VL folder is no InternVL's
 )

@@ -193,6 +193,9 @@ class VideoLLMSpec:
     lora_projections: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     video_placeholder: str = ""  # what the chat template renders where the video goes
     video_token: str = ""  # the token repeated once per video feature
+    #: the media tokens its template and processor write (a message text holding one is refused: the prompt
+    #: builder writes them, one in the text would be trained as words or read as a second video)
+    media_tokens: tuple[str, ...] = ()
     positions_encode_time: bool = False  # positions depend on the clip's sampled fps (the processor needs it)
     #: Liger's ``apply_liger_kernel_to_<name>``; None: the language model's ``model_type``
     liger_patch: str | None = None

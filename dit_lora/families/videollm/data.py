@@ -9,7 +9,8 @@
     ``content`` a string or a list of parts (``{"type": "text", "text": ...}``, ``{"type": "video"}``)
     as transformers' chat templates take it.
 
-  Either kind of entry is accepted in either container, so a JSONL of ``QA`` entries loads too.
+  Either kind of entry is accepted in either container, so a JSONL of ``QA`` entries loads too. LLaMA-Factory's
+  entries (sharegpt or alpaca, the clip in ``"videos"``) are converted by :mod:`.llamafactory`.
 * :func:`sample_frame_indices` / :func:`read_clip` pick and decode the frames a model sees:
   the centres of ``num_frames`` equal segments of the whole clip, as VideoChat2 samples at eval,
   with the rate they were sampled at (Qwen2.5-VL's time positions need it).
@@ -36,6 +37,7 @@ from dit_lora.data.paths import locate
 from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
 from dit_lora.data.video import VideoDecodeError, VideoSample, decode_frames_at, describe_error
+from dit_lora.families.videollm import llamafactory
 
 __all__ = [
     "QASample",
@@ -91,8 +93,14 @@ def load_qa_samples(
     path: str | os.PathLike,
     video_root: str | os.PathLike | None = None,
     max_samples: int | None = None,
+    layout: llamafactory.Layout | None = None,
+    notes: list[str] | None = None,
 ) -> list[QASample]:
     """Read a VideoChat2 instruction JSON or a chat JSONL file into :class:`QASample` conversations.
+
+    LLaMA-Factory's entries (sharegpt or alpaca with ``videos``) are converted by
+    :func:`~dit_lora.families.videollm.llamafactory.convert`, per ``layout`` (a dataset_info.json entry's) or, where
+    it is None, per each entry's keys; ``notes`` gets the one line saying what the conversion did.
 
     A file whose first non-blank character is ``[`` is parsed as one JSON list; anything else as
     JSONL (blank lines skipped). Each entry needs ``"video"`` and either ``"QA"`` (each item one
@@ -142,7 +150,13 @@ def load_qa_samples(
     if not text.strip():
         raise UserError(f"The QA annotation file {file} is empty. Put the training samples in it: {_FORMATS_HINT}.")
 
-    samples = [_sample(entry, where, f"{file.name}:{number}", root) for number, where, entry in _entries(file, text)]
+    converted: list[bool] = []  # per LLaMA-Factory entry: whether <video> opened its question
+    samples = [
+        _sample(entry, where, f"{file.name}:{number}", root, layout, converted)
+        for number, where, entry in _entries(file, text)
+    ]
+    if converted and notes is not None:
+        notes.append(_conversion_note(file, converted, samples))
     if not samples:  # a JSON list with no entries
         raise UserError(
             f"The QA annotation file {file} holds no entries. Put the training samples in it: {_FORMATS_HINT}."
@@ -170,7 +184,31 @@ def _entries(file: Path, text: str) -> list[tuple[int, str, Any]]:
     return [(no, f"Line {no} of {file}", entry) for no, entry in json_lines(text.splitlines(), bad_line)]
 
 
-def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
+def _conversion_note(file: Path, converted: list[bool], samples: list[QASample]) -> str:
+    """The log line of a LLaMA-Factory file: how many entries were converted, and those whose ``<video>`` stood
+    elsewhere than at the start of the question (the clip goes where the chat template puts it)."""
+    elsewhere = [s.key for s, leading in zip(samples, converted) if not leading]
+    moved = (
+        f"; {len(elsewhere)} had it elsewhere in the question ({', '.join(elsewhere[:MAX_LOGGED_BAD])}"
+        f"{' ...' if len(elsewhere) > MAX_LOGGED_BAD else ''}), and their clip goes to the start as well"
+        if elsewhere
+        else ""
+    )
+    return (
+        f"read {len(converted)} LLaMA-Factory entr{'y' if len(converted) == 1 else 'ies'} of {file}: each "
+        f"`{llamafactory.VIDEO}` taken out of the first question, and the clip given to the model's chat template, "
+        f"which puts the model's own video tokens at the start of that question{moved}"
+    )
+
+
+def _sample(
+    entry: Any, where: str, key: str, root: Path, layout: llamafactory.Layout | None, converted: list[bool]
+) -> QASample:
+    layout = layout or llamafactory.layout_of(entry)
+    if layout is not None:
+        clip, turns, leading = llamafactory.convert(entry, layout, where)
+        converted.append(leading)
+        return _placed(root, clip, _chat_messages(turns, where), where, key, "videos")
     if not isinstance(entry, dict):
         raise UserError(
             f"{where} is a JSON {type(entry).__name__}, not an object. Each entry must be an object "
@@ -181,7 +219,7 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
         problem = 'has no "video"' if video is None else f'has an unusable "video" ({video!r})'
         raise UserError(
             f'{where} {problem}. Give every entry the path of its clip as a "video" string, relative '
-            f"to {root} (or absolute, inside that folder)."
+            f'to {root} (or absolute, inside that folder); LLaMA-Factory\'s entries give it in a "videos" list.'
         )
     if "QA" in entry:
         messages = _qa_messages(entry, where)
@@ -193,8 +231,13 @@ def _sample(entry: Any, where: str, key: str, root: Path) -> QASample:
             f'"messages" (chat: a list of {{"role", "content"}} turns); keys found: '
             f"{', '.join(sorted(map(str, entry))) or 'none'}. Add the conversation under one of those keys."
         )
+    return _placed(root, video, messages, where, key, "video")
+
+
+def _placed(root: Path, video: str, messages: list[dict[str, str]], where: str, key: str, field: str) -> QASample:
+    """The sample of ``video`` (as written in ``field``) placed in ``root``, or refused there (never opened)."""
     located = locate(
-        root, video, field=f'{where}: "video"', hint=" (or pass --video_folder with a folder that holds every video)"
+        root, video, field=f'{where}: "{field}"', hint=" (or pass --video_folder with a folder that holds every video)"
     )
     if located.path is None:  # refused (Located holds no path then)
         return QASample(key=key, video=Path(located.key), messages=messages, refused=located.refused)

@@ -97,6 +97,7 @@ class InternVLSpec(VideoLLMSpec):
     language_model = "model.language_model"
     video_placeholder = "<video>"  # the template renders {"type": "video"} as "<video>\n"
     video_token = "<video>"
+    media_tokens = ("<video>", "<image>", "<img>", "</img>", "<IMG_CONTEXT>")  # the processor's per-frame lines
     default_preprocessing = INTERNVL_VIDEO_DEFAULTS
 
     # -- loading ------------------------------------------------------------------------

@@ -47,6 +47,7 @@ class LlavaNextVideoSpec(VideoLLMSpec):
     # The chat templates of the llava-hf repos render {"type": "video"} as "<video>\n".
     video_placeholder = "<video>"
     video_token = "<video>"
+    media_tokens = ("<video>", "<image>")
 
     # The real repos ship 336 px; these defaults apply only to keys missing from the folder's JSON.
     default_preprocessing = dict(VideoLLMSpec.default_preprocessing, shortest_edge=336, crop_size=(336, 336))

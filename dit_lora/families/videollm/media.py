@@ -2,7 +2,9 @@
 
 :class:`VideoQAMedia` is the media handler :func:`dit_lora.data.prepare.prepare_data` uses for a
 video-LLM family (:class:`VideoQAData`, the spec's ``data``): it lists samples from a VideoChat2 instruction JSON or a chat
-JSONL (``--train_data_dir``: the file, or a folder holding exactly one), screens their clips
+JSONL (``--train_data_dir``: the file, or a folder holding exactly one) or LLaMA-Factory's data
+(:mod:`.llamafactory`; its dataset_info.json folder with ``--dataset_info_name``), refuses a media token left in a
+text (:func:`refuse_literal_tokens`), screens their clips
 (unreadable, truncated or missing clips are quarantined like the diffusion recipes' bad samples)
 and builds a dataset that decodes ``--num_frames`` frames and tokenizes each conversation with
 answer-only labels. Nothing is cached: a video LLM sees the frames through its own vision tower.
@@ -20,6 +22,8 @@ from dit_lora.core.errors import UserError
 from dit_lora.data.preflight import BLOCK
 from dit_lora.data.prepare import prepare_data
 from dit_lora.data.sources import MAX_NAMED
+from dit_lora.families.videollm import llamafactory
+from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
@@ -60,6 +64,39 @@ def annotation_file(train_data_dir: str | None) -> Path:
             f"{listed}). Pass the file itself as --train_data_dir."
         )
     return found[0]
+
+
+def literal_tokens(arch: VideoLLMSpec | None) -> tuple[str, ...]:
+    """The media tokens no message text may hold: LLaMA-Factory's placeholders (``<video>``, ``<image>``) and the
+    architecture's own (:attr:`~dit_lora.families.videollm.architecture.VideoLLMSpec.media_tokens`)."""
+    own = arch.media_tokens if arch is not None else ()
+    return tuple(dict.fromkeys((llamafactory.VIDEO, llamafactory.IMAGE, *own)))
+
+
+def refuse_literal_tokens(samples: Sequence[QASample], tokens: Sequence[str], family: str) -> None:
+    """One paragraph for the samples whose text holds one of ``tokens``: the family's prompt builder writes the
+    video tokens itself, so one in the text would be trained as plain words (or as a second, empty video)."""
+    found = [
+        (sample, number, token)
+        for sample in samples
+        for number, message in enumerate(sample.messages, 1)
+        for token in tokens
+        if token in message["content"]
+    ]
+    if not found:
+        return
+    sample, number, token = found[0]
+    keys = list(dict.fromkeys(s.key for s, _, _ in found))
+    more = (
+        f" ({len(keys) - 1} more sample(s) hold such tokens: {', '.join(keys[1 : MAX_NAMED + 1])})" if keys[1:] else ""
+    )
+    raise UserError(
+        f"{sample.key} ({sample.video}): message {number} ({sample.messages[number - 1]['role']}) holds `{token}` "
+        f"as text{more}. --family {family} places the clip and writes its own video tokens in the first question, "
+        f"so `{token}` would be trained as plain text. Remove it from the text; in LLaMA-Factory's data, one "
+        f"`{llamafactory.VIDEO}` belongs in the first user message with one path in `videos` (dit-lora converts that "
+        "one)."
+    )
 
 
 def fit_conversation(
@@ -121,16 +158,27 @@ class VideoQAMedia:
         #: ``frame_inputs``/``tokenize``/``pad_token_id`` and the architecture's ``collate_pixels`` as
         #: ``spec.collate_pixels``); None until a model is known (``check`` loads it)
         self.processing = processing
+        #: what reading the data did to it (LLaMA-Factory's entries converted), logged by ``screen`` and ``check``
+        self.notes: list[str] = []
 
     def list_samples(self) -> list[QASample]:
-        cfg = self.cfg
-        return load_qa_samples(
-            annotation_file(cfg.train_data_dir), cfg.family_options.video_folder, cfg.max_train_samples
-        )
+        """The conversations of ``--train_data_dir`` (an annotation file, a folder holding one, or LLaMA-Factory's
+        dataset_info.json folder with ``--dataset_info_name``), refused when a text holds a media token
+        (:func:`refuse_literal_tokens`)."""
+        cfg, options = self.cfg, self.cfg.family_options
+        found = llamafactory.dataset_source(cfg.train_data_dir, options.dataset_info_name, options.video_folder)
+        file, root, layout = found or (annotation_file(cfg.train_data_dir), options.video_folder, None)
+        self.notes = []
+        samples = load_qa_samples(file, root, cfg.max_train_samples, layout=layout, notes=self.notes)
+        arch = self.spec.video_qa.arch if self.spec.video_qa is not None else None
+        refuse_literal_tokens(samples, literal_tokens(arch), self.spec.name)
+        return samples
 
     def screen(self, samples: list, *, log, quarantine: list[dict[str, Any]]) -> list:
         """The usable samples (clips screened); every rank screens, so all agree on them. What training cuts
         is reported apart, by the main process only (:meth:`cut_rounds_line`, from ``prepare_data``)."""
+        for line in self.notes:  # the conversion of LLaMA-Factory's entries, said once
+            log(line)
         return screen_qa_samples(samples, num_frames=self.cfg.family_options.num_frames, log=log, quarantine=quarantine)
 
     def cut_rounds_line(self, samples: list[QASample]) -> str | None:
@@ -182,6 +230,8 @@ class VideoQAMedia:
             budget = max_tokens(cfg)
             fit = self._token_budget(budget)
             note = f"token budget: each conversation fitted to --max_sequence_length {budget} with its video tokens"
+        for line in self.notes:  # what reading the data did (LLaMA-Factory's entries converted)
+            log(line)
         log(f"checking {len(samples)} QA sample(s) at {cfg.family_options.num_frames} frames ...")
         rows = check_qa_samples(samples, num_frames=cfg.family_options.num_frames, fit=fit)
         usable = [s for s, row in zip(samples, rows) if row.status != BLOCK]

@@ -25,7 +25,14 @@ class VideoChatOptions(FamilyOptions):
     video_folder: str | None = opt(
         None,
         "Video LLMs: folder that relative video paths in the annotation file are under (default: the "
-        "annotation file's folder).",
+        "annotation file's folder; for LLaMA-Factory's dataset_info.json, its folder, as its media_dir).",
+        section="videollm",
+        resume="free",
+    )
+    dataset_info_name: str | None = opt(
+        None,
+        "Video LLMs: the dataset to train of LLaMA-Factory's dataset_info.json in --train_data_dir (LLaMA-Factory's "
+        "--dataset; --train_data_dir is its --dataset_dir); not needed when the file lists one dataset.",
         section="videollm",
         resume="free",
     )

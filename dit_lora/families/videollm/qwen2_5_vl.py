@@ -159,6 +159,7 @@ class Qwen25VLSpec(VideoLLMSpec):
     language_model = "model.language_model"
     video_placeholder = "<|vision_start|><|video_pad|><|vision_end|>"
     video_token = "<|video_pad|>"
+    media_tokens = ("<|vision_start|>", "<|vision_end|>", "<|video_pad|>", "<|image_pad|>", "<|vision_pad|>")
     positions_encode_time = True  # M-RoPE's time axis: second_per_grid_ts = temporal_patch_size / sampled fps
     default_preprocessing = QWEN_VIDEO_DEFAULTS
 

@@ -23,6 +23,7 @@ class _StubQAFamily:
     name = "stub_qa"
     pad_token_id = 0
     setup = None
+    video_qa = None  # no architecture: only LLaMA-Factory's placeholders are refused in the texts
 
     def __init__(self) -> None:
         self.data = self
