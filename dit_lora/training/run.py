@@ -77,6 +77,7 @@ from dit_lora.training.optim import make_lr_scheduler, make_optimizer
 from dit_lora.training.output_lock import lock_for_run, main_process_check
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 from dit_lora.training.recovery import Recovery
+from dit_lora.training.run_folders import check_folders_apart
 from dit_lora.training.resume_options import check_options, options_record, resume_history
 
 
@@ -193,7 +194,9 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 
 def check_run_folders(cfg: TrainConfig) -> None:
     """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
-    default one) that cannot be written (a read-only file system, no permission)."""
+    default one) that is or lies inside a data folder (:func:`~dit_lora.training.run_folders.check_folders_apart`)
+    or cannot be written (a read-only file system, no permission)."""
+    check_folders_apart(cfg)  # first: the write probes below would already write into the data
     out = Path(cfg.output_dir)
     check_writable(out, "--output_dir")
     if cfg.logging_dir and cfg.report_to != "none":
