@@ -81,6 +81,16 @@ class EpochBatches:
                 "(dit-lora launch --num_processes)."
             )
 
+    @property
+    def largest_batch(self) -> int:
+        """The most samples one process's micro-batch holds: ``batch_size``, or fewer when the data is smaller than a
+        batch on every process (per process, and per group when grouped): the batch that actually trains."""
+        if self.groups is None:
+            return min(self.batch_size, self.per_rank)
+        span = self.batch_size * self.world_size
+        kept = [min(len(m), span) for m in self._members if len(m) >= self.world_size]  # others: never a batch
+        return min(self.batch_size, max(-(-n // self.world_size) for n in kept))
+
     def __len__(self) -> int:
         if self.groups is None:
             return math.ceil(self.per_rank / self.batch_size)

@@ -476,7 +476,18 @@ def _build_optimizer(run: Run) -> None:
             shared=info.fsdp_shared_modules,
         )
         run.log(fsdp2.describe(run.sharded.counts, world, run.sharded.sync_each_micro_batch))
-    lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
+    run.order = batch_lib.EpochBatches(
+        len(run.data),
+        cfg.train_batch_size,
+        seed=cfg.seed,
+        rank=accelerator.process_index,
+        world_size=world,
+        random_flip=cfg.random_flip,
+        groups=run.data.groups,
+        caption_dropout=cfg.caption_dropout_probability,
+    )
+    batch = effective_batch(run.order, cfg.train_batch_size, len(run.data), world, run.log)
+    lr_scale = cfg.gradient_accumulation_steps * batch * world if cfg.scale_lr else 1  # the batch that trains
     groups = trainables.build_param_groups(
         model,
         learning_rate=cfg.learning_rate * lr_scale,
@@ -488,16 +499,6 @@ def _build_optimizer(run: Run) -> None:
     )
     run.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
-    run.order = batch_lib.EpochBatches(
-        len(run.data),
-        cfg.train_batch_size,
-        seed=cfg.seed,
-        rank=accelerator.process_index,
-        world_size=world,
-        random_flip=cfg.random_flip,
-        groups=run.data.groups,
-        caption_dropout=cfg.caption_dropout_probability,
-    )
     check_accumulation(cfg.training, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
@@ -534,6 +535,20 @@ def _build_optimizer(run: Run) -> None:
         return
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
+
+
+def effective_batch(order: batch_lib.EpochBatches, flag: int, samples: int, world: int, log: Callable[[str], Any]) -> int:
+    """The micro-batch a process trains (``order.largest_batch``); one line when the data makes it smaller than
+    ``--train_batch_size`` (``flag``), so the log, the summary and the card say the batch that trained."""
+    batch = order.largest_batch
+    if batch < flag:
+        per = f" ({samples // world} per process, {world} processes)" if world > 1 else ""
+        log(
+            f"--train_batch_size {flag}: the data has {samples} usable sample(s){per}, so each micro-batch holds at "
+            f"most {batch}: training at batch {batch} (the summary and the model card say {batch}; "
+            f"--scale_lr scales by it). Pass --train_batch_size {batch} to say so, or add data."
+        )
+    return batch
 
 
 def check_accumulation(training: TrainingOptions, batches_per_epoch: int, samples: int, world: int) -> None:
@@ -586,7 +601,7 @@ def _restore(run: Run) -> None:
     run.micro_losses = torch.zeros((), device=accelerator.device)
     run.log(
         f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
-        f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
+        f"{run.order.largest_batch} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
     )
 
 
