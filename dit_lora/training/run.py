@@ -77,8 +77,8 @@ from dit_lora.training.optim import make_lr_scheduler, make_optimizer
 from dit_lora.training.output_lock import lock_for_run, main_process_check
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 from dit_lora.training.recovery import Recovery
-from dit_lora.training.run_folders import check_folders_apart
 from dit_lora.training.resume_options import check_options, options_record, resume_history
+from dit_lora.training.run_folders import check_folders_apart
 
 
 @dataclass
@@ -537,7 +537,9 @@ def _build_optimizer(run: Run) -> None:
     _register_state_hooks(accelerator, run.guard)
 
 
-def effective_batch(order: batch_lib.EpochBatches, flag: int, samples: int, world: int, log: Callable[[str], Any]) -> int:
+def effective_batch(
+    order: batch_lib.EpochBatches, flag: int, samples: int, world: int, log: Callable[[str], Any]
+) -> int:
     """The micro-batch a process trains (``order.largest_batch``); one line when the data makes it smaller than
     ``--train_batch_size`` (``flag``), so the log, the summary and the card say the batch that trained."""
     batch = order.largest_batch
