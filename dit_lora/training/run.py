@@ -486,7 +486,7 @@ def _build_optimizer(run: Run) -> None:
         groups=run.data.groups,
         caption_dropout=cfg.caption_dropout_probability,
     )
-    batch = effective_batch(run.order, cfg.train_batch_size, len(run.data), world, run.log)
+    batch = run.order.trained_batch(cfg.train_batch_size, run.log)
     lr_scale = cfg.gradient_accumulation_steps * batch * world if cfg.scale_lr else 1  # the batch that trains
     groups = trainables.build_param_groups(
         model,
@@ -535,22 +535,6 @@ def _build_optimizer(run: Run) -> None:
         return
     run.model, run.optimizer = accelerator.prepare(model, optimizer)
     _register_state_hooks(accelerator, run.guard)
-
-
-def effective_batch(
-    order: batch_lib.EpochBatches, flag: int, samples: int, world: int, log: Callable[[str], Any]
-) -> int:
-    """The micro-batch a process trains (``order.largest_batch``); one line when the data makes it smaller than
-    ``--train_batch_size`` (``flag``), so the log, the summary and the card say the batch that trained."""
-    batch = order.largest_batch
-    if batch < flag:
-        per = f" ({samples // world} per process, {world} processes)" if world > 1 else ""
-        log(
-            f"--train_batch_size {flag}: the data has {samples} usable sample(s){per}, so each micro-batch holds at "
-            f"most {batch}: training at batch {batch} (the summary and the model card say {batch}; "
-            f"--scale_lr scales by it). Pass --train_batch_size {batch} to say so, or add data."
-        )
-    return batch
 
 
 def check_accumulation(training: TrainingOptions, batches_per_epoch: int, samples: int, world: int) -> None:
