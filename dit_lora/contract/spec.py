@@ -54,6 +54,11 @@ class FamilyInfo:
     #: further pipeline classes the family trains with the same spec (FLUX.2: ``Flux2KleinPipeline`` besides
     #: ``Flux2Pipeline``): a folder of any of them is this family's, and ``--family`` accepts it
     other_pipeline_classes: tuple[str, ...] = ()
+    #: pipeline classes of the other names of the family's registry entry whose folders this name trains too
+    #: (Wan I2V: the TI2V-5B checkpoint is a ``WanPipeline`` folder; SANA-Video: one checkpoint for both tasks). A
+    #: folder of another name's class not listed here is refused by ``--family`` in one paragraph
+    #: (:func:`~dit_lora.setup.family_inference.check_family_trains_model`)
+    also_trains_folders_of: tuple[str, ...] = ()
     #: model-card tags besides `lora` and `dit-lora`
     card_tags: tuple[str, ...] = ()
     #: the model card's ``library_name`` (the library that loads the adapter)

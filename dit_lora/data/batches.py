@@ -8,7 +8,7 @@ resumed from a checkpoint sees exactly the batches an uninterrupted run would.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,30 @@ class EpochBatches:
                 "use fewer buckets (--frame_buckets; for images --aspect_buckets square) or launch fewer processes "
                 "(dit-lora launch --num_processes)."
             )
+
+    @property
+    def largest_batch(self) -> int:
+        """The most samples one process's micro-batch holds: ``batch_size``, or fewer when the data is smaller than a
+        batch on every process (per process, and per group when grouped): the batch that actually trains."""
+        if self.groups is None:
+            return min(self.batch_size, self.per_rank)
+        span = self.batch_size * self.world_size
+        kept = [min(len(m), span) for m in self._members if len(m) >= self.world_size]  # others: never a batch
+        return min(self.batch_size, max(-(-n // self.world_size) for n in kept))
+
+    def trained_batch(self, flag: int, log: Callable[[str], Any]) -> int:
+        """:attr:`largest_batch`, with one line through ``log`` when the data makes it smaller than
+        ``--train_batch_size`` (``flag``): the log, the summary and the card then say the batch that trained."""
+        batch = self.largest_batch
+        if batch < flag:
+            samples, world = self.num_samples, self.world_size
+            per = f" ({samples // world} per process, {world} processes)" if world > 1 else ""
+            log(
+                f"--train_batch_size {flag}: the data has {samples} usable sample(s){per}, so each micro-batch holds "
+                f"at most {batch}: training at batch {batch} (the summary and the model card say {batch}; "
+                f"--scale_lr scales by it). Pass --train_batch_size {batch} to say so, or add data."
+            )
+        return batch
 
     def __len__(self) -> int:
         if self.groups is None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.data import preflight
+from dit_lora.data.caption_files import refuse_unreadable_captions
 from dit_lora.data.kohya import copy_of
 
 #: below this many held-out samples the run says that their mean loss is a noisy figure
@@ -124,6 +125,7 @@ def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, An
     own: list[dict[str, Any]] = []
     with _naming_the_folder(where):
         listed = first_copies(handler.list_samples())
+        refuse_unreadable_captions(listed, where)  # every caption file that is not UTF-8, in one paragraph
         held = handler.screen(listed, log=lambda m: log(f"held-out ({where}): {m}"), quarantine=own)
     quarantine.extend({**entry, "source": "--validation_data_dir"} for entry in own)
     if not held:

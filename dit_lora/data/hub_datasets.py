@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dit_lora.core.errors import UserError
-from dit_lora.data.paths import Located, locate
+from dit_lora.data.paths import FolderWalk, Located, locate
 from dit_lora.data.samples import RawSample, caption_value, name_some, suggest_caption_column
 
 
@@ -74,6 +74,8 @@ def open_dataset(
     """
     import datasets  # slow import; only paid when --dataset_name is used
 
+    if os.path.isdir(dataset_name):
+        _refuse_links_out(dataset_name, what)
     if os.path.isdir(dataset_name) and _saved_kind(dataset_name):
         return _load_saved(dataset_name, split)
     if os.path.isfile(dataset_name):
@@ -88,6 +90,23 @@ def open_dataset(
         what,
         lambda: datasets.load_dataset(dataset_name, config_name, split=split, cache_dir=cache_dir),
     )
+
+
+def _refuse_links_out(folder: str, what: str) -> None:
+    """Refuse a local dataset folder holding links that lead out of it (or loop), in one paragraph: `datasets` lists
+    and reads a folder itself, following its links, so they cannot be left out as a data folder's are
+    (:class:`~dit_lora.data.paths.FolderWalk`)."""
+    walk = FolderWalk(folder)
+    for _ in walk:
+        pass
+    if walk.left_out:
+        key, leads = walk.left_out[0]
+        raise UserError(
+            f"--dataset_name {folder!r} holds {len(walk.left_out)} link(s) that lead out of the folder or loop (e.g. "
+            f"{key!r} -> {leads}), and `datasets` would follow them and read {what} from outside it. Remove those "
+            f"links or copy their files into the folder; or pass the folder as --train_data_dir (a folder of {what} "
+            f"with metadata.jsonl), which leaves such links out."
+        )
 
 
 def _saved_kind(folder: str) -> str | None:

@@ -1,24 +1,29 @@
-"""Where a path written in a data file points: inside the data folder, or refused.
+"""Where a path written in a data file points, and which files a data folder holds: inside the folder, or refused.
 
 Metadata files (``metadata.jsonl``/``.csv``, ``videos.txt``, a video-QA annotation file) name their
 media by path. A path that leaves the data folder (``../outside/secret.png``, ``/etc/hostname``) is
 never opened: a data folder shared or downloaded from elsewhere must not make a run read (and train
 on, and cache, and log) files the user never put in it.
 
-The rule is lexical, on the path as written, so symlinks keep working: a symlink *inside* the folder
-may point anywhere (datasets on another disk are usually linked in), while a written path may not
-climb out of the folder with ``..`` or name an absolute location outside it. An absolute path inside
-the folder (as written, or inside the folder's resolved location) is accepted and named relative to
-the folder.
+Links count where they lead. A symlink inside the folder is resolved, and never followed out of it (the folder
+itself may be a link: its resolved location is the folder): a path written through a link that leads out of the
+folder is refused like ``..``, and :class:`FolderWalk`, the one listing of a data folder's files (images, clips,
+captions, masks, kohya folders, metadata files), leaves out a link that leads out of the folder or loops, and says
+so once per folder with the count and an example. A file link to another file of the folder is listed (a sample of
+its own, a copy of its target: said in one line); a folder link that points inside the folder is not followed
+(its files are listed under their own folder: said in one line). An absolute path inside the folder (as written,
+or inside the folder's resolved location) is accepted and named relative to the folder.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
-from typing import NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
-__all__ = ["Located", "locate", "printable", "refusal_text"]
+__all__ = ["FolderWalk", "Located", "is_hidden", "locate", "printable", "refusal_text"]
 
 
 class Located(NamedTuple):
@@ -40,8 +45,8 @@ def refusal_text(written: str, root: str, field: str, hint: str = "") -> str:
     """The quarantine reason of a path that leaves the data folder (one sentence with the fix; ``hint`` adds one)."""
     return (
         f"{field} {written!r} leaves the data folder {root} (refused, never opened): paths in the data files "
-        f"must stay inside that folder. Move the file into it, or link it in (a symlink inside the folder may "
-        f"point anywhere), and name it relative to the folder{hint}"
+        f"must stay inside that folder, and links inside it are not followed out of it. Copy the file into the "
+        f"folder and name it relative to the folder{hint}"
     )
 
 
@@ -60,10 +65,11 @@ def locate(
 ) -> Located:
     """Place ``written`` (a path from a data file in ``root/rel_dir``) in ``root``, or refuse it.
 
-    ``written`` is relative to ``root/rel_dir`` unless absolute; backslashes count as separators. The check
-    is lexical (``..`` resolved on the text, no symlink followed), so a link inside ``root`` that points to
-    another disk is allowed, and one written path can never reach outside ``root``. An absolute path is
-    accepted when it lies in ``root`` as given or in its resolved location (``root`` may itself be a link).
+    ``written`` is relative to ``root/rel_dir`` unless absolute; backslashes count as separators. ``..`` is
+    resolved on the text first, then the links on the way: a path that leaves ``root`` as written, or through a
+    link inside ``root`` that leads out of it, is refused, so one written path can never reach outside ``root``.
+    An absolute path is accepted when it lies in ``root`` as given or in its resolved location (``root`` may
+    itself be a link).
     ``field`` names the column or file in the reason (``file_name``, ``videos.txt line 3``, ``"video"``);
     ``hint`` is appended to it (another way out, e.g. a flag that moves the folder).
     """
@@ -75,9 +81,141 @@ def locate(
         for folder in dict.fromkeys((abs_root, os.path.realpath(abs_root))):
             inside = _within(target, folder)
             if inside is not None:
-                return Located(inside or ".", os.path.join(abs_root, *inside.split("/")) if inside else abs_root, None)
+                placed = os.path.join(abs_root, *inside.split("/")) if inside else abs_root
+                return _resolved(Located(inside or ".", placed, None), abs_root, field)
         return Located(target, None, refusal_text(written, abs_root, field, hint))
     key = posixpath.normpath(posixpath.join(rel_dir, text)) if rel_dir else posixpath.normpath(text)
     if key == ".." or key.startswith("../"):
         return Located(key, None, refusal_text(written, abs_root, field, hint))
-    return Located(key, os.path.normpath(os.path.join(abs_root, *key.split("/"))), None)
+    return _resolved(Located(key, os.path.normpath(os.path.join(abs_root, *key.split("/"))), None), abs_root, field)
+
+
+def _resolved(located: Located, abs_root: str, field: str) -> Located:
+    """``located`` (inside ``abs_root`` as written), refused when a link on its way leads out of the folder."""
+    assert located.path is not None
+    real_root = os.path.realpath(abs_root)
+    real = os.path.realpath(located.path)
+    if _within(real, real_root) is not None:
+        return located
+    return Located(
+        located.key,
+        None,
+        f"{field} {located.key!r} is reached through a link that leads out of the data folder {abs_root} (to "
+        f"{real}; refused, never opened): links inside the data folder are not followed out of it. Copy the file "
+        f"into the folder, or pass the folder it is in as the data folder",
+    )
+
+
+def is_hidden(name: str) -> bool:
+    """Whether a file or folder name is skipped when a data folder is listed (the rule of `datasets`: skips
+    ``.ipynb_checkpoints``, ``.DS_Store``, ``__MACOSX`` and friends)."""
+    return name.startswith(".") or name.startswith("__")
+
+
+#: how many link names a line shows
+_NAMED = 3
+
+
+class FolderWalk:
+    """The files of a data folder, listed with its links resolved and never followed out of it.
+
+    Iterating gives ``(dirpath, rel_dir, dirnames, filenames)`` top-down like ``os.walk`` (``rel_dir``:
+    "/"-separated, "" at the root; names sorted, hidden ones skipped; prune ``dirnames`` in place to skip a folder).
+    A link that leads out of the folder, or loops, is left out (:attr:`left_out`); a folder link that points
+    inside it is not followed (:attr:`inner_folders`: its files are listed under their own folder); a file link to
+    another file of the folder is listed (:attr:`copies`). :meth:`report` says each once.
+    """
+
+    #: (root, kind, names) already said in this process: a folder listed twice in one run is said once
+    _said: set[tuple[str, str, tuple[str, ...]]] = set()
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = os.fspath(root)
+        self.real_root = os.path.realpath(self.root)
+        self.left_out: list[tuple[str, str]] = []  #: (key, where it leads, or "a loop")
+        self.inner_folders: list[str] = []  #: keys of folder links that point inside the folder
+        self.copies: list[str] = []  #: keys of file links to another file of the folder
+
+    def __iter__(self) -> Iterator[tuple[str, str, list[str], list[str]]]:
+        for dirpath, dirnames, filenames in os.walk(self.root):  # links are judged here, never followed by walk
+            rel_dir = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
+            rel_dir = "" if rel_dir == "." else rel_dir
+            dirnames[:] = [d for d in sorted(dirnames) if not is_hidden(d) and self._folder(dirpath, rel_dir, d)]
+            files = [f for f in sorted(filenames) if not is_hidden(f) and self._file(dirpath, rel_dir, f)]
+            yield dirpath, rel_dir, dirnames, files
+
+    def _key(self, rel_dir: str, name: str) -> str:
+        return posixpath.join(rel_dir, name) if rel_dir else name
+
+    def _leads(self, path: str) -> str | None:
+        """Where the link ``path`` leads when that is outside the folder ("a loop" when it never ends), else None."""
+        try:
+            os.stat(path)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return "a loop"
+        real = os.path.realpath(path)
+        return None if _within(real, self.real_root) is not None else real
+
+    def _folder(self, dirpath: str, rel_dir: str, name: str) -> bool:
+        path = os.path.join(dirpath, name)
+        if not os.path.islink(path):
+            return True
+        leads = self._leads(path)
+        if leads is not None:
+            self.left_out.append((self._key(rel_dir, name), leads))
+        else:
+            self.inner_folders.append(self._key(rel_dir, name))
+        return False
+
+    def _file(self, dirpath: str, rel_dir: str, name: str) -> bool:
+        path = os.path.join(dirpath, name)
+        if not os.path.islink(path):
+            return True
+        leads = self._leads(path)
+        if leads is not None:
+            self.left_out.append((self._key(rel_dir, name), leads))
+            return False
+        self.copies.append(self._key(rel_dir, name))
+        return True
+
+    def report(self, log: Callable[[str], Any], flag: str = "--train_data_dir", noun: str = "file") -> None:
+        """One line each: the links left out (count and an example), the folder links not followed, the file links
+        listed as copies; each said once per folder and process."""
+        if self.left_out:
+            key, leads = self.left_out[0]
+            self._say(
+                log,
+                "out",
+                [k for k, _ in self.left_out],
+                f"{flag} {self.root}: {len(self.left_out)} link(s) lead out of the folder or loop and are left out, "
+                f"never opened (e.g. {printable(key)!r} -> {leads}): links inside a data folder are not followed out "
+                f"of it. Copy those {noun}s into the folder, or pass the folder they are in as {flag}",
+            )
+        if self.inner_folders:
+            self._say(
+                log,
+                "inner",
+                self.inner_folders,
+                f"{flag} {self.root}: {len(self.inner_folders)} folder link(s) point inside the folder and are not "
+                f"followed (their {noun}s are listed once, under their own folder): {self._names(self.inner_folders)}",
+            )
+        if self.copies:
+            self._say(
+                log,
+                "copies",
+                self.copies,
+                f"{flag} {self.root}: {len(self.copies)} file link(s) point to another file of the folder, each "
+                f"listed as a {noun} of its own (a duplicate of the file it points to): {self._names(self.copies)}",
+            )
+
+    @staticmethod
+    def _names(keys: list[str]) -> str:
+        shown = ", ".join(printable(k) for k in keys[:_NAMED])
+        return shown + (f" and {len(keys) - _NAMED} more" if len(keys) > _NAMED else "")
+
+    def _say(self, log: Callable[[str], Any], kind: str, keys: list[str], line: str) -> None:
+        said = (self.real_root, kind, tuple(keys))
+        if said not in FolderWalk._said:
+            FolderWalk._said.add(said)
+            log(line)

@@ -40,6 +40,7 @@ from dit_lora.data.cache import (
     for_copies,
     verify_cache_file,
 )
+from dit_lora.data.caption_files import refuse_unreadable_captions
 from dit_lora.data.captions import caption_lines, token_counter_for_model, token_counter_from_components
 from dit_lora.data.decode import pixel_budget
 from dit_lora.data.kohya import copy_of
@@ -444,6 +445,11 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
     return None if encode is None else lambda chosen: encode(comps, chosen)
 
 
+def _source(cfg) -> str:
+    """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
+    return f"--train_data_dir `{cfg.train_data_dir}`" if cfg.train_data_dir else f"--dataset_name `{cfg.dataset_name}`"
+
+
 def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
@@ -462,6 +468,8 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         media if media is not None else spec.data.data_handler(cfg, spec)
     )  # a family may hand in its own, bound to comps
     samples = media.list_samples()
+    # every caption file that is not UTF-8 in one paragraph (check-data shows each as a row instead)
+    refuse_unreadable_captions(samples, _source(cfg))
     total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once
     counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
     quarantine: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 from dit_lora.config.parser import check_one_source
 from dit_lora.core.errors import UserError
+from dit_lora.data.caption_files import NotUTF8, caption_refusal, decode_caption
 from dit_lora.data.hub_datasets import load_dataset_samples
 from dit_lora.data.kohya import (
     checked_caption_extension,
@@ -30,7 +31,7 @@ from dit_lora.data.kohya import (
 )
 from dit_lora.data.kohya import kohya_folders as _kohya_folders
 from dit_lora.data.masks import MASK_COLUMN, folder_masks
-from dit_lora.data.paths import locate, printable
+from dit_lora.data.paths import FolderWalk, is_hidden, locate, printable  # noqa: F401 (is_hidden: re-exported)
 from dit_lora.data.samples import (  # noqa: F401 (re-exported: what a listed sample is, below the listings)
     MAX_NAMED,
     RawSample,
@@ -154,35 +155,22 @@ def _main_process_print(message: str) -> None:
         print(message, flush=True)
 
 
-def is_hidden(name: str) -> bool:
-    # Same rule as `datasets`: skips .ipynb_checkpoints, .DS_Store, __MACOSX and friends.
-    return name.startswith(".") or name.startswith("__")
-
-
 def _walk_folder(
-    root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_EXTENSIONS
+    root: str, caption_extensions: Iterable[str] = COMMON_CAPTION_EXTENSIONS, log: Callable[[str], Any] | None = None
 ) -> tuple[list[str], dict[str, str], list[tuple[str, str]]]:
     """Images, sidecar captions and metadata files under ``root`` (keys relative to it, "/"-separated).
 
     Captions map ``<image key without extension><extension, lower case>`` to the file's own key, for every
-    extension of ``caption_extensions`` (matched case-insensitively, as image extensions are).
+    extension of ``caption_extensions`` (matched case-insensitively, as image extensions are). Listed by
+    :class:`~dit_lora.data.paths.FolderWalk`: links are never followed out of ``root`` (what was left out is said
+    through ``log``).
     """
     wanted = {e.lower() for e in caption_extensions}
     images: list[str] = []
     captions: dict[str, str] = {}
     metadata_files: list[tuple[str, str]] = []  # (folder relative to root, file name)
-    seen_dirs: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        # Following symlinks is what users expect of a linked-in data folder; remembering real
-        # paths stops a link cycle from walking forever.
-        real = os.path.realpath(dirpath)
-        if real in seen_dirs:
-            dirnames[:] = []
-            continue
-        seen_dirs.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
-        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        rel_dir = "" if rel_dir == "." else rel_dir
+    walk = FolderWalk(root)
+    for dirpath, rel_dir, _, filenames in walk:
         present = [m for m in METADATA_FILENAMES if m in filenames]
         if len(present) > 1:
             where = os.path.join(dirpath, "")
@@ -191,15 +179,15 @@ def _walk_folder(
                 f"captions to use. Delete or rename one of them (see --train_data_dir)."
             )
         metadata_files.extend((rel_dir, m) for m in present)
-        for name in sorted(filenames):
-            if is_hidden(name):
-                continue
+        for name in filenames:
             rel = posixpath.join(rel_dir, name) if rel_dir else name
             stem, ext = posixpath.splitext(rel)
             if ext.lower() in IMAGE_EXTENSIONS:
                 images.append(rel)
             elif ext.lower() in wanted:
                 captions[stem + ext.lower()] = rel
+    if log is not None:
+        walk.report(log)
     return images, captions, metadata_files
 
 
@@ -273,13 +261,25 @@ class _SidecarCaptions:
     from_words: dict[str, int] = field(default_factory=dict)  #: kohya folder -> images captioned by its words
     noun: str = "image"  #: what the files are called in the log (``clip`` for video folders)
     multi_line: list[str] = field(default_factory=list)  #: caption files of more than one line (read whole)
+    utf16: list[str] = field(default_factory=list)  #: caption files read as UTF-16 by their byte-order mark
+    #: image key -> why its caption file cannot be read (:func:`~dit_lora.data.caption_files.caption_refusal`)
+    refusals: dict[str, str] = field(default_factory=dict)
 
     def read(self, key: str) -> str | None:
-        """The caption of image ``key`` from its sidecar file, else its kohya folder's words, else None."""
+        """The caption of image ``key`` from its sidecar file, else its kohya folder's words, else None; a caption
+        file that is not UTF-8 gives None and its reason in :attr:`refusals` (ask :meth:`refusal`)."""
         stem = posixpath.splitext(key)[0]
         own = self.files.get(stem + self.extension.lower())
         if own is not None:
-            text = _read_txt(os.path.join(self.root, *own.split("/")))
+            with open(os.path.join(self.root, *own.split("/")), "rb") as handle:
+                data = handle.read()
+            try:
+                text, utf16 = decode_caption(data)
+            except NotUTF8 as err:
+                self.refusals[key] = caption_refusal(own, err.detail)
+                return None
+            if utf16:
+                self.utf16.append(own)
             if "\n" in text:  # kohya's sd-scripts would train on the first line only: the log says so
                 self.multi_line.append(own)
             return text
@@ -299,8 +299,18 @@ class _SidecarCaptions:
             return self.folders[top][1]
         return None
 
+    def refusal(self, key: str) -> str | None:
+        """Why the caption file of ``key`` cannot be read (not UTF-8), or None."""
+        return self.refusals.get(key)
+
     def report(self, log: Callable[[str], Any]) -> None:
-        """One line for unread captions of the other extension, one per kohya folder whose words were used."""
+        """One line for unread captions of the other extension, one per kohya folder whose words were used, one for
+        caption files read as UTF-16."""
+        if self.utf16:
+            log(
+                f"{len(self.utf16)} caption file(s) are UTF-16 with a byte-order mark: read as UTF-16 (kohya's "
+                f"sd-scripts and diffusers read UTF-8 only; re-save them as UTF-8 for those): {name_some(self.utf16)}"
+            )
         if self.other_found:
             ext = posixpath.splitext(self.other_found[0])[1]
             log(
@@ -335,7 +345,7 @@ def _load_folder(
     """The samples of a folder (sorted by key) and its kohya ``N_words`` folders (see :func:`load_samples`); the loss
     masks (:mod:`.masks`, ``masks``: the metadata's mask column, and whether to attach them) are no samples."""
     _check_folder(root)
-    walked = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension})
+    walked = _walk_folder(root, {*COMMON_CAPTION_EXTENSIONS, caption_extension}, log)
     found = folder_masks(root, walked[0], walked[2], masks[0])
     found.report(log, attached=masks[1])
     samples, folders = _folder_samples(
@@ -396,6 +406,9 @@ def _folder_samples(
         if any(c is None for c in captions):
             # Metadata wins, but a row with an empty caption cell falls back to the sidecar file beside it.
             fallback = sidecar.read(key)
+            if sidecar.refusal(key) is not None:  # not UTF-8: refused with the reason, all of them named together
+                samples.append(RawSample(key=key, caption="", refused=sidecar.refusal(key)))
+                continue
             captions = [fallback if c is None else c for c in captions]
         for caption in captions:
             if caption is None:
@@ -450,7 +463,8 @@ def class_folder_names(root: str | None) -> list[str] | None:
     names = [
         e.name
         for e in sorted(os.scandir(root), key=lambda e: e.name)
-        if e.is_dir() and not e.name.startswith(".") and has_image(e.path)
+        # a linked folder is no class: the listing never follows it (data/paths.py's FolderWalk)
+        if e.is_dir() and not e.is_symlink() and not e.name.startswith(".") and has_image(e.path)
     ]
     return names or None
 
@@ -470,17 +484,6 @@ def _class_folder_samples(root: str, images: list[str]) -> list[RawSample]:
         RawSample(key=key, caption=key.split("/", 1)[0], path=os.path.normpath(os.path.join(abs_root, *key.split("/"))))
         for key in sorted(images)
     ]
-
-
-def _read_txt(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8-sig") as handle:
-            return handle.read().strip()
-    except UnicodeDecodeError as err:
-        raise UserError(
-            f"Caption file {path!r} is not valid UTF-8 (byte {err.start}). Re-save it as UTF-8 text "
-            f"(see --train_data_dir)."
-        ) from None
 
 
 def json_lines(lines: Iterable[str], bad_line: Callable[[int, json.JSONDecodeError], str]) -> Iterator[tuple[int, Any]]:

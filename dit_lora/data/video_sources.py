@@ -21,12 +21,11 @@ from typing import Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.kohya import checked_caption_extension, checked_instance_prompt, kohya_folders, repeat_folder_samples
-from dit_lora.data.paths import locate
+from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.sources import (
     COMMON_CAPTION_EXTENSIONS,
     METADATA_FILENAMES,
     _main_process_print,
-    is_hidden,
     name_some,
     read_metadata,
 )
@@ -216,7 +215,7 @@ def _load_video_metadata(
             f"{os.path.join(root, '')} holds both metadata.jsonl and metadata.csv, so it is unclear which "
             f"captions to use. Delete or rename one of them (see --train_data_dir)."
         )
-    media, caption_files = _media_and_captions(root, extension)
+    media, caption_files = _media_and_captions(root, extension, log)
     if not present:
         return _load_sidecar_captions(root, caption_column, media, caption_files, extension, instance_prompt, log)
     rows = read_metadata(root, "", present[0], caption_column)
@@ -234,6 +233,9 @@ def _load_video_metadata(
             continue
         # --instance_prompt wins; an empty cell falls back to the caption file beside the clip, then its folder's words
         caption = instance_prompt or caption or sidecar.read(key)
+        if sidecar.refusal(key) is not None:  # its caption file is not UTF-8: refused, all of them named together
+            samples.append(VideoSample(key=key, caption="", path=key, refused=sidecar.refusal(key)))
+            continue
         if not caption:
             uncaptioned.append(key)
         else:
@@ -261,31 +263,25 @@ def _load_video_metadata(
     return samples, folders
 
 
-def _media_and_captions(root: str, extension: str) -> tuple[list[str], dict[str, str]]:
+def _media_and_captions(root: str, extension: str, log: Callable[[str], Any]) -> tuple[list[str], dict[str, str]]:
     """Clips and images under ``root`` (keys relative to it, "/"-separated, sorted; hidden skipped), and the caption
     files of ``extension`` and the other common one, as :class:`~dit_lora.data.sources._SidecarCaptions` reads them
-    (``<media key without extension><extension, lower case>`` -> the file's key)."""
+    (``<media key without extension><extension, lower case>`` -> the file's key). Listed by
+    :class:`~dit_lora.data.paths.FolderWalk` (links never followed out of ``root``; what was left out said through
+    ``log``)."""
     wanted = {e.lower() for e in (*COMMON_CAPTION_EXTENSIONS, extension)}
     media: list[str] = []
     captions: dict[str, str] = {}
-    seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        real = os.path.realpath(dirpath)  # a linked-in folder is followed once: a link cycle ends here
-        if real in seen:
-            dirnames[:] = []
-            continue
-        seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
-        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        for name in sorted(filenames):
-            if is_hidden(name):
-                continue
-            rel = name if rel_dir == "." else posixpath.join(rel_dir, name)
+    walk = FolderWalk(root)  # links never followed out of the folder
+    for _, rel_dir, _, filenames in walk:
+        for name in filenames:
+            rel = posixpath.join(rel_dir, name) if rel_dir else name
             stem, ext = posixpath.splitext(rel)
             if ext.lower() in MEDIA_EXTENSIONS:
                 media.append(rel)
             elif ext.lower() in wanted:
                 captions[stem + ext.lower()] = rel
+    walk.report(log, noun="clip")
     return sorted(media), captions
 
 
@@ -320,6 +316,9 @@ def _load_sidecar_captions(
     samples: list[VideoSample] = []
     for key in media:
         caption = sidecar.read(key)
+        if sidecar.refusal(key) is not None:  # its caption file is not UTF-8: refused, all of them named together
+            samples.append(VideoSample(key=key, caption="", path=key, refused=sidecar.refusal(key)))
+            continue
         if not caption:
             uncaptioned.append(key)
         else:

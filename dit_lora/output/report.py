@@ -137,7 +137,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
         "learning_rate": cfg.learning_rate,
         "lr_scheduler": cfg.lr_scheduler,
-        "train_batch_size": cfg.train_batch_size,
+        "train_batch_size": _batch_row(cfg.train_batch_size, summary.get("train_batch_size")),
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
         "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"),
@@ -220,6 +220,13 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def _batch_row(flag: int, trained: int | None) -> int | str:
+    """The batch that trained (the summary's), and the flag beside it when the data made it smaller."""
+    if trained is None or trained == flag:
+        return flag
+    return f"{trained} (--train_batch_size {flag}; the data holds fewer samples per process)"
 
 
 def _masked_row(cfg) -> str | None:

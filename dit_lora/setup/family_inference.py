@@ -100,7 +100,10 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     check_not_refused(model, read)
     cls, where = found_class(read)
     trained = entry_pipelines(model.family)
-    if cls is None or cls in trained:
+    if cls is None:
+        return
+    if cls in trained:
+        check_task_matches(model, cls, where)
         return
     others = [n for n in available() if cls in get_spec(n).info.pipeline_classes]
     advice = (
@@ -113,6 +116,33 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     raise UserError(
         f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
         f"is a {cls} ({where}{kind}). {advice}."
+    )
+
+
+def _task_words(spec: FamilySpec) -> str:
+    """What a family's pipeline makes, for a refusal: its card's pipeline tag or task tag (``text-to-image``)."""
+    tags = [spec.info.pipeline_tag, *spec.info.card_tags]
+    return next((t for t in tags if t and "-to-" in t), spec.info.pipeline_class_name)
+
+
+def _article(words: str) -> str:
+    return f"{'an' if words[:1].lower() in 'aeiou' else 'a'} {words}"
+
+
+def check_task_matches(model: ModelOptions, cls: str, where: str) -> None:
+    """Refuse ``model.family`` for a folder of another name of its registry entry (``--family qwenimage`` on a
+    Qwen-Image-Edit folder, ``--family cogvideox_i2v`` on a text-to-video one): one paragraph naming what the folder
+    is (``cls``, read from ``where``) and the ``--family`` that trains it. A name trains the folders of its own
+    pipeline classes and those its ``info.also_trains_folders_of`` lists (Wan I2V on TI2V-5B's ``WanPipeline``)."""
+    spec = get_spec(model.family)
+    if cls in spec.info.pipeline_classes or cls in spec.info.also_trains_folders_of:
+        return
+    owner = next(get_spec(n) for n in entry_for(model.family).names if cls in get_spec(n).info.pipeline_classes)
+    raise UserError(
+        f"--family {model.family} trains {' and '.join(spec.info.pipeline_classes)} ({_task_words(spec)}), but "
+        f"`{model.pretrained_model_name_or_path}` is a {cls} ({where}): {_article(_task_words(owner))} model, which "
+        f"--family {model.family} would train as the wrong task or not load. Use --family {owner.name} for it (or "
+        f"point --pretrained_model_name_or_path at a {spec.info.pipeline_class_name} folder)."
     )
 
 

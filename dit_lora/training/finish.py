@@ -307,6 +307,8 @@ def _summary(
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
         "compile": run.compiled.summary() if run.compiled is not None and run.compiled.mode != "off" else None,
         "num_processes": accelerator.num_processes,
+        # the micro-batch that trained per process: --train_batch_size, or the data's size when that is smaller
+        "train_batch_size": run.order.largest_batch,
         # what actually ran: NO, MULTI_GPU, MULTI_CPU (DDP), or FSDP2 (accelerate's state is a plain multi-process one)
         "engine": "FSDP2" if run.sharded is not None else accelerator.distributed_type.value,
         "param_groups": [vars(g) for g in run.group_info],

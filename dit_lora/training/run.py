@@ -78,6 +78,7 @@ from dit_lora.training.output_lock import lock_for_run, main_process_check
 from dit_lora.training.precision import audit_precision, check_fp16_model, format_audit
 from dit_lora.training.recovery import Recovery
 from dit_lora.training.resume_options import check_options, options_record, resume_history
+from dit_lora.training.run_folders import check_folders_apart
 
 
 @dataclass
@@ -193,7 +194,9 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 
 def check_run_folders(cfg: TrainConfig) -> None:
     """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
-    default one) that cannot be written (a read-only file system, no permission)."""
+    default one) that is or lies inside a data folder (:func:`~dit_lora.training.run_folders.check_folders_apart`)
+    or cannot be written (a read-only file system, no permission)."""
+    check_folders_apart(cfg)  # first: the write probes below would already write into the data
     out = Path(cfg.output_dir)
     check_writable(out, "--output_dir")
     if cfg.logging_dir and cfg.report_to != "none":
@@ -473,7 +476,18 @@ def _build_optimizer(run: Run) -> None:
             shared=info.fsdp_shared_modules,
         )
         run.log(fsdp2.describe(run.sharded.counts, world, run.sharded.sync_each_micro_batch))
-    lr_scale = cfg.gradient_accumulation_steps * cfg.train_batch_size * world if cfg.scale_lr else 1
+    run.order = batch_lib.EpochBatches(
+        len(run.data),
+        cfg.train_batch_size,
+        seed=cfg.seed,
+        rank=accelerator.process_index,
+        world_size=world,
+        random_flip=cfg.random_flip,
+        groups=run.data.groups,
+        caption_dropout=cfg.caption_dropout_probability,
+    )
+    batch = run.order.trained_batch(cfg.train_batch_size, run.log)
+    lr_scale = cfg.gradient_accumulation_steps * batch * world if cfg.scale_lr else 1  # the batch that trains
     groups = trainables.build_param_groups(
         model,
         learning_rate=cfg.learning_rate * lr_scale,
@@ -485,16 +499,6 @@ def _build_optimizer(run: Run) -> None:
     )
     run.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
-    run.order = batch_lib.EpochBatches(
-        len(run.data),
-        cfg.train_batch_size,
-        seed=cfg.seed,
-        rank=accelerator.process_index,
-        world_size=world,
-        random_flip=cfg.random_flip,
-        groups=run.data.groups,
-        caption_dropout=cfg.caption_dropout_probability,
-    )
     check_accumulation(cfg.training, len(run.order), len(run.data), world)
     updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
     run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
@@ -583,7 +587,7 @@ def _restore(run: Run) -> None:
     run.micro_losses = torch.zeros((), device=accelerator.device)
     run.log(
         f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
-        f"{cfg.train_batch_size} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
+        f"{run.order.largest_batch} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
     )
 
 

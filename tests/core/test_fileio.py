@@ -76,10 +76,10 @@ def test_the_run_refuses_a_read_only_cache_before_loading(read_only_folder, tmp_
     from dit_lora.training.run import check_run_folders
 
     cfg = TrainConfig.for_family("sana", output_dir=str(tmp_path / "out"), cache_dir=str(read_only_folder),
-                                 train_data_dir=str(tmp_path))
+                                 train_data_dir=str(tmp_path / "data"))
     with pytest.raises(UserError, match="--cache_dir"):
         check_run_folders(cfg)
     cfg = TrainConfig.for_family("sana", output_dir=str(read_only_folder), cache_dir=str(tmp_path / "c"),
-                                 train_data_dir=str(tmp_path))
+                                 train_data_dir=str(tmp_path / "data"))
     with pytest.raises(UserError, match="--output_dir"):
         check_run_folders(cfg)

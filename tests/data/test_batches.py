@@ -124,3 +124,14 @@ def test_raw_video_dataset_gives_an_image_as_a_flippable_one_frame_clip(tmp_path
     assert not torch.equal(flipped["pixel_values"], plain["pixel_values"])
     with pytest.raises(ValueError, match="beyond"):  # the budget is the run's, not the decoder's default
         RawVideoDataset([sample], "uniform", max_pixels=24 * 40 - 1)[(0, False)]
+
+
+def test_the_largest_batch_is_the_flag_or_the_data_per_process_when_smaller():
+    """--train_batch_size 64 on 4 images trains at batch 4: what the log, summary and card must say."""
+    kw = dict(seed=0, rank=0, random_flip=False)
+    assert EpochBatches(4, 64, world_size=1, **kw).largest_batch == 4
+    assert max(len(b) for b in EpochBatches(4, 64, world_size=1, **kw).batches(0)) == 4
+    assert EpochBatches(9, 64, world_size=2, **kw).largest_batch == 4  # 4 per process, one left out
+    assert EpochBatches(100, 8, world_size=2, **kw).largest_batch == 8
+    grouped = EpochBatches(7, 64, world_size=1, groups=[0, 0, 0, 1, 1, 1, 1], **kw)
+    assert grouped.largest_batch == 4 == max(len(b) for b in grouped.batches(0))  # the largest bucket

@@ -53,6 +53,24 @@ def test_dataset_name_local_imagefolder(tmp_path, offline):
         load_samples(dataset_name=str(folder), cache_dir=offline, image_column="img")
 
 
+def test_a_local_dataset_folder_with_a_link_out_of_it_is_refused_before_datasets_reads_it(tmp_path, offline,
+                                                                                            monkeypatch):
+    """`datasets` lists a folder itself, following links: a link to the parent cannot be left out, so it is refused."""
+    import datasets
+
+    folder = tmp_path / "ds"
+    make_image(folder / "0.png")
+    write_jsonl(folder / "metadata.jsonl", [{"file_name": "0.png", "text": "cap"}])
+    (folder / "up").symlink_to(tmp_path)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: pytest.fail("datasets read the folder"))
+    with pytest.raises(UserError) as err:
+        load_samples(dataset_name=str(folder), cache_dir=offline)
+    text = str(err.value)
+    assert text.startswith(f"--dataset_name {str(folder)!r} holds 1 link(s) that lead out of the folder or loop "
+                           f"(e.g. 'up' -> {tmp_path}), and `datasets` would follow them")
+    assert "pass the folder as --train_data_dir" in text and "\n" not in text
+
+
 def test_an_empty_train_data_dir_is_not_given(tmp_path, offline):
     """``--train_data_dir ""`` is no source (as the both-or-neither check reads it): the dataset is loaded, not the
     folder ``""``."""

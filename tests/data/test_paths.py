@@ -26,7 +26,7 @@ def test_paths_that_leave_the_folder_are_refused_with_the_reason(tmp_path):
         assert located.path is None, written
         reason = located.refused
         assert reason.startswith(f"metadata.jsonl line 2: file_name {written!r} leaves the data folder {root}")
-        assert "never opened" in reason and "symlink" in reason
+        assert "never opened" in reason and "links inside it are not followed out of it" in reason
     assert locate(root, "../../x.png", rel_dir="sub").refused is not None
 
 
@@ -41,13 +41,51 @@ def test_absolute_paths_inside_the_folder_get_their_relative_key(tmp_path):
     assert locate(link, str(real / "s" / "a.png")) == ("s/a.png", str(link / "s" / "a.png"), None)
 
 
-def test_symlinks_inside_the_folder_are_followed_the_written_path_decides(tmp_path):
+def test_a_written_path_through_a_link_out_of_the_folder_is_refused_a_link_inside_is_followed(tmp_path):
+    """Links count where they lead: a data folder downloaded with a link to the user's files must not reach them."""
     other_disk = tmp_path / "other"
     other_disk.mkdir()
     root = tmp_path / "data"
-    root.mkdir()
+    (root / "real").mkdir(parents=True)
     os.symlink(other_disk, root / "images")
-    located = locate(root, "images/a.png")
-    assert located.refused is None and located.path == str(root / "images" / "a.png")
-    # The same file named by where the link points is outside, as written.
+    os.symlink(root / "real", root / "alias")
+    located = locate(root, "images/a.png", field="metadata.jsonl line 1: file_name")
+    assert located.path is None and located.refused.startswith(
+        f"metadata.jsonl line 1: file_name 'images/a.png' is reached through a link that leads out of the data folder "
+        f"{root} (to {other_disk / 'a.png'}; refused, never opened)")
+    assert locate(root, str(root / "images" / "a.png")).refused is not None  # absolute, through the link: the same
     assert locate(root, str(other_disk / "a.png")).refused is not None
+    # inside pointing inside: followed, named as written
+    assert locate(root, "alias/b.png") == ("alias/b.png", str(root / "alias" / "b.png"), None)
+
+
+def test_the_folder_walk_leaves_out_links_that_lead_out_or_loop_and_says_so_once(tmp_path):
+    from dit_lora.data.paths import FolderWalk
+
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    for name in ("a.png", "sub/b.png"):
+        (root / name).write_bytes(b"x")
+    (tmp_path / "secret.png").write_bytes(b"x")
+    os.symlink(tmp_path, root / "parent")  # the issue's link: the folder's parent
+    os.symlink(tmp_path / "secret.png", root / "s.png")
+    os.symlink(root / "loop1", root / "loop2.png")
+    os.symlink(root / "loop2.png", root / "loop1")
+    os.symlink(root / "sub", root / "again")  # a folder link inside: its files are listed once, under sub/
+    os.symlink(root / "a.png", root / "copy.png")  # a file link inside: listed, a duplicate
+    walk = FolderWalk(root)
+    files = [f"{rel}/{f}" if rel else f for _, rel, _, names in walk for f in names]
+    assert files == ["a.png", "copy.png", "sub/b.png"]
+    assert sorted(k for k, _ in walk.left_out) == ["loop1", "loop2.png", "parent", "s.png"]
+    assert dict(walk.left_out)["parent"] == str(tmp_path) and dict(walk.left_out)["loop1"] == "a loop"
+    said: list[str] = []
+    walk.report(said.append)
+    FolderWalk(root).report(said.append)  # nothing listed yet: nothing to say
+    again = FolderWalk(root)
+    list(again)
+    again.report(said.append)  # the same folder listed twice in one process: said once
+    assert len(said) == 3, said
+    assert said[0].startswith(f"--train_data_dir {root}: 4 link(s) lead out of the folder or loop and are left out")
+    assert f"never opened (e.g. 'parent' -> {tmp_path})" in said[0] and "Copy those files into the folder" in said[0]
+    assert "1 folder link(s) point inside the folder and are not followed" in said[1] and "again" in said[1]
+    assert "1 file link(s) point to another file of the folder" in said[2] and "copy.png" in said[2]

@@ -7,6 +7,7 @@ import dataclasses
 import io
 from collections import Counter
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -199,6 +200,25 @@ def test_check_data_refuses_file_names_outside_the_folder_and_names_absolute_one
         assert f"leaves the data folder {data} (refused, never opened)" in row, row
     assert "file not found" not in out and "not a readable image" not in out
     assert "20 sample(s): 17 ok, 0 warning(s), 3 blocking" in out  # the absolute path inside is 00003.png's
+
+
+def test_check_data_lists_each_bad_caption_file_and_the_links_left_out(tmp_path, capsys):
+    """Every caption file that is not UTF-8 is a BLOCK row of its own, and a link out of the folder (the issue's link to
+    the parent) is left out with one line: the same listing training reads."""
+    from data_files import bad_caption_folder
+
+    data = bad_caption_folder(tmp_path / "parent" / "data")
+    Image.new("RGB", (64, 64)).save(tmp_path / "parent" / "outside.png")
+    (tmp_path / "parent" / "outside.txt").write_text("outside the data folder")
+    os.symlink(tmp_path / "parent", data / "up")
+    code, out = _run_cli(["check-data", "--train_data_dir", str(data), "--resolution", "64"], capsys)
+    assert code == 1, out
+    rows = {line.split()[1]: " ".join(line.split()) for line in out.splitlines() if line.startswith("BLOCK")}
+    assert set(rows) == {"latin1.png", "shift_jis.png", "utf16_no_bom.png"}, out
+    assert "caption file utf16_no_bom.txt is not UTF-8 text (NUL bytes" in rows["utf16_no_bom.png"]
+    said = [line for line in out.splitlines() if "lead out of the folder" in line]
+    assert len(said) == 1 and f"(e.g. 'up' -> {tmp_path / 'parent'})" in said[0]
+    assert "outside" not in " ".join(rows) and "6 sample(s)" in out
 
 
 def _with_bomb(shapes_data, dest, side=9000):

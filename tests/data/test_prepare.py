@@ -238,3 +238,15 @@ def test_the_image_bucket_table_counts_a_kohya_file_once(tmp_path, capsys):
     assert ", each file once whatever its kohya repeats):" in out
     table = [line.split() for line in out[out.index("bucket (WxH)"):].splitlines()]
     assert ["32x32", "1", "50.0%"] in table and ["64x16", "1", "50.0%"] in table
+
+
+def test_every_caption_file_that_is_not_utf8_stops_the_run_in_one_paragraph(tmp_path):
+    """Training's side of the issue's finding (reported one file per run): all three encodings named at once."""
+    from data_files import bad_caption_folder
+
+    data = bad_caption_folder(tmp_path / "data")
+    with pytest.raises(UserError) as err:
+        prepare_data(config(tmp_path, data), pooling_images(), None, accelerator())
+    text = str(err.value)
+    assert text.startswith(f"3 caption file(s) in --train_data_dir `{data}` are not UTF-8 text")
+    assert all(name in text for name in ("latin1.txt", "shift_jis.txt", "utf16_no_bom.txt")) and "\n" not in text

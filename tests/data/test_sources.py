@@ -188,14 +188,14 @@ def test_file_names_leaving_the_folder_are_quarantined_and_never_opened(tmp_path
     assert reasons["../outside/secret.png"].startswith(
         f"metadata.jsonl line 5: file_name '../outside/secret.png' leaves the data folder {data}")
     assert "refused, never opened" in reasons["../../../../etc/hostname"]
-    assert "symlink" in log.text
+    assert "not followed out of it" in log.text
     with pytest.raises(ValueError, match="leaves the data folder"):
         refused[0].open_image()  # whoever asks, the file is not opened
     with pytest.raises(ValueError, match="leaves the data folder"):
         refused[0].content_id()
 
 
-def test_absolute_file_name_inside_the_folder_is_accepted_and_symlinks_are_followed(tmp_path):
+def test_absolute_file_name_inside_the_folder_is_accepted_and_a_link_out_of_it_is_refused(tmp_path):
     data = tmp_path / "data"
     make_image(data / "a.png")
     other_disk = tmp_path / "disk"
@@ -206,10 +206,43 @@ def test_absolute_file_name_inside_the_folder_is_accepted_and_symlinks_are_follo
         {"file_name": str(data / "a.png"), "text": "absolute, inside"},
         {"file_name": "linked/b.png", "text": "through a link to another disk"},
     ])
-    samples = load_samples(train_data_dir=data)
-    assert [(s.key, s.caption, s.refused) for s in samples] == [
-        ("a.png", "absolute, inside", None), ("linked/b.png", "through a link to another disk", None)]
-    assert validate_samples(samples, log=Log(), num_workers=1) == samples  # both decode
+    samples = load_samples(train_data_dir=data, log=Log())
+    assert [(s.key, s.caption, s.path is None) for s in samples] == [
+        ("a.png", "absolute, inside", False), ("linked/b.png", "through a link to another disk", True)]
+    assert samples[1].refused.startswith("metadata.jsonl line 2: file_name 'linked/b.png' is reached through a link "
+                                         f"that leads out of the data folder {data}")
+    quarantine: list = []
+    assert validate_samples(samples, log=Log(), quarantine=quarantine, max_bad_samples_fraction=1.0,
+                            num_workers=1) == samples[:1]
+    assert [q["key"] for q in quarantine] == ["linked/b.png"]
+
+
+def test_a_link_to_the_parent_inside_the_data_folder_is_left_out_and_said_once(tmp_path):
+    """The issue's folder: 4 captioned images and a link to the folder's parent, which holds 6 more: 4 samples, and one
+    line naming the link; a file link inside the folder is a sample of its own, said too."""
+    parent = tmp_path / "parent"
+    data = parent / "data"
+    for i in range(4):
+        make_image(data / f"{i}.png")
+        (data / f"{i}.txt").write_text(f"image {i}")
+    for i in range(6):
+        make_image(parent / f"other{i}.png")
+        (parent / f"other{i}.txt").write_text(f"outside {i}")
+    os.symlink(parent, data / "up")
+    log = Log()
+    samples = load_samples(train_data_dir=data, log=log)
+    assert keys(samples) == ["0.png", "1.png", "2.png", "3.png"]
+    said = [line for line in log if "lead out of the folder" in line]
+    assert said == [f"--train_data_dir {data}: 1 link(s) lead out of the folder or loop and are left out, never opened "
+                    f"(e.g. 'up' -> {parent}): links inside a data folder are not followed out of it. Copy those files "
+                    f"into the folder, or pass the folder they are in as --train_data_dir"]
+    os.symlink(data / "0.png", data / "4.png")
+    (data / "4.txt").write_text("a second caption for image 0")
+    log = Log()
+    samples = load_samples(train_data_dir=data, log=log)
+    assert keys(samples) == ["0.png", "1.png", "2.png", "3.png", "4.png"]
+    assert not [line for line in log if "lead out" in line]  # said once per folder and process
+    assert any("1 file link(s) point to another file of the folder" in line and "4.png" in line for line in log)
 
 
 def test_csv_file_name_outside_is_refused_too(tmp_path):

@@ -258,3 +258,23 @@ def test_metadata_row_without_caption_falls_back_to_its_caption_file(tmp_path):
     root = _clip_folder(tmp_path, "clips", n=1, caption=".caption")
     (root / "metadata.jsonl").write_text(json.dumps({"file_name": "clips/c0.mp4", "text": ""}) + "\n")
     assert [s.caption for s in load_video_samples(root, caption_extension=".caption")] == ["a red square"]
+
+
+def test_clip_folders_refuse_every_bad_caption_file_together_and_leave_out_links_out(tmp_path):
+    """The video listing reads captions and follows links as the image one does (data/caption_files.py, paths.py)."""
+    from dit_lora.data.caption_files import refuse_unreadable_captions
+
+    root = tmp_path / "clips"
+    for name, data in (("a", "a café".encode()), ("b", "a café".encode("latin-1")), ("c", "a cat".encode("utf-16-le"))):
+        _image(root / f"{name}.png")
+        (root / f"{name}.txt").write_bytes(data)
+    _image(tmp_path / "outside.png")
+    (tmp_path / "outside.txt").write_text("outside")
+    os.symlink(tmp_path, root / "up")
+    said: list[str] = []
+    samples = load_video_samples(root, log=said.append)
+    assert [(s.key, s.refused is None) for s in samples] == [("a.png", True), ("b.png", False), ("c.png", False)]
+    with pytest.raises(UserError, match=r"^2 caption file\(s\) in --train_data_dir `clips` are not UTF-8 text.*b\.txt "
+                                        r"\(byte 0xe9.*c\.txt \(NUL bytes"):
+        refuse_unreadable_captions(samples, "--train_data_dir `clips`")
+    assert len([line for line in said if "1 link(s) lead out of the folder" in line and "Copy those clips" in line]) == 1

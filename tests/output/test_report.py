@@ -160,6 +160,19 @@ def test_card_at_alpha_equal_rank_and_with_an_export_format(tmp_path):
     assert "- `fmt`: what fmt holds and how it was checked" in note
 
 
+def test_card_gives_the_batch_that_trained_and_the_flag_when_the_data_was_smaller(tmp_path):
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_family
+
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path="x", output_dir=str(tmp_path),
+                                 train_batch_size=64)
+    text = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2, "train_batch_size": 4}, []).read_text()
+    assert "| train_batch_size | 4 (--train_batch_size 64; the data holds fewer samples per process) |" in text
+    text = write_model_card(get_family("sana"), cfg, tmp_path, {"steps": 2, "train_batch_size": 64}, []).read_text()
+    assert "| train_batch_size | 64 |" in text
+
+
 def test_card_names_activation_offloading_only_when_on(tmp_path):
     row = "| activation offloading (--activation_offloading) | saved activations in host memory"
     assert row in _card("sana", tmp_path, activation_offloading=True)

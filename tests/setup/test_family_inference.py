@@ -181,3 +181,68 @@ def test_a_video_llm_family_on_another_architecture_s_folder_is_one_paragraph(tm
     assert "\n" not in text and f"--family {given} trains {architecture_spec(given).model_class};" in text
     assert f"is a {cls} (config.json, model_type `{model_type}`)" in text
     assert f"Use --family {folder} for it, or drop --family" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# A folder of another task of the same family (text-to-image vs Edit, t2v vs i2v)
+# ---------------------------------------------------------------------------------------------
+
+
+def _reader(cls: str):
+    return lambda sub, name: {"_class_name": cls} if (sub, name) == ("", "model_index.json") else None
+
+
+def _task_pairs():
+    """Every (--family, folder class, the name that trains that class) of the registry's entries with several names."""
+    from dit_lora.registry import entries, get_spec
+
+    for entry in entries():
+        for name in entry.names:
+            for other in entry.names:
+                if other != name:
+                    yield name, get_spec(other).info.pipeline_class_name, other
+
+
+def test_a_folder_of_another_task_of_the_family_is_refused_or_trained_as_declared():
+    """Over the registry: ``--family X`` on a folder whose model_index.json names the pipeline of a sibling name is one
+    paragraph naming the class and the sibling to use, unless X declares it trains that folder too
+    (``info.also_trains_folders_of``: Wan I2V on TI2V-5B's WanPipeline, SANA-Video's one checkpoint)."""
+    from dit_lora.config.schema import ModelOptions
+    from dit_lora.registry import get_spec
+    from dit_lora.setup.family_inference import check_family_trains_model
+
+    pairs = list(_task_pairs())
+    assert {("qwenimage", "QwenImageEditPlusPipeline"), ("qwenimage_edit", "QwenImagePipeline"),
+            ("cogvideox", "CogVideoXImageToVideoPipeline"), ("wan", "WanImageToVideoPipeline")} <= {
+        (n, c) for n, c, _ in pairs}
+    for name, cls, owner in pairs:
+        model = ModelOptions(family=name, pretrained_model_name_or_path=f"/models/{cls}")
+        if cls in get_spec(name).info.also_trains_folders_of:
+            check_family_trains_model(model, _reader(cls))
+            continue
+        with pytest.raises(UserError) as err:
+            check_family_trains_model(model, _reader(cls))
+        text = str(err.value)
+        assert f"is a {cls} (model_index.json)" in text and f"Use --family {owner} for it" in text, text
+        assert text.startswith(f"--family {name} trains") and "\n" not in text
+    # the declared exceptions are the two the families check themselves (Wan's kinds) or share one checkpoint
+    declared = {(n, c) for n, c, _ in pairs if c in get_spec(n).info.also_trains_folders_of}
+    assert declared == {("wan_i2v", "WanPipeline"), ("sanavideo", "SanaImageToVideoPipeline"),
+                        ("sanavideo_i2v", "SanaVideoPipeline")}
+
+
+@pytest.mark.parametrize("family,cls,what,fix", [
+    ("qwenimage", "QwenImageEditPlusPipeline", "an image-to-image model", "qwenimage_edit_plus"),
+    ("qwenimage_edit", "QwenImagePipeline", "a text-to-image model", "qwenimage"),
+])
+def test_qwenimage_text_to_image_and_edit_mismatch_is_one_paragraph_when_parsing(tmp_path, family, cls, what, fix):
+    """The issue's two runs: an Edit-2509 folder under --family qwenimage (trained as text-to-image, silently) and a
+    text-to-image folder under --family qwenimage_edit ("incomplete"), each refused while parsing."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "model_index.json").write_text(json.dumps({"_class_name": cls, "_diffusers_version": "0.42.1"}))
+    with pytest.raises(UserError) as err:
+        _parse(_argv(folder, tmp_path, "--family", family))
+    text = str(err.value)
+    assert f"`{folder}` is a {cls} (model_index.json): {what}" in text and f"Use --family {fix} for it" in text
+    assert "\n" not in text

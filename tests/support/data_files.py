@@ -37,3 +37,20 @@ class Log(list):
     @property
     def text(self):
         return "\n".join(self)
+
+
+def bad_caption_folder(root):
+    """Six captioned images whose caption files are in six encodings: UTF-8, UTF-8 with a byte-order mark and UTF-16
+    with one (all read), Latin-1, Shift-JIS and UTF-16 without a byte-order mark (none of them UTF-8)."""
+    texts = {
+        "utf8": "a café".encode(),
+        "utf8_bom": b"\xef\xbb\xbf" + "a café".encode(),
+        "utf16_bom": "a café".encode("utf-16"),
+        "latin1": "a café".encode("latin-1"),
+        "shift_jis": "猫の写真".encode("shift_jis"),
+        "utf16_no_bom": "a cat".encode("utf-16-le"),
+    }
+    for i, (name, data) in enumerate(texts.items()):
+        make_image(root / f"{name}.png", color=(40 * i, 0, 0))
+        (root / f"{name}.txt").write_bytes(data)
+    return root

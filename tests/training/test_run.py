@@ -134,3 +134,22 @@ def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     assert run_module._memory_plan(*args, lines.append).peak_memory_bytes == 1 << 19
     assert asked == ["ddp", "fsdp2"]
     assert "per process (FSDP2, sharded over 2)" in lines[-1]
+
+
+@pytest.mark.slow
+def test_batch_larger_than_the_data_trains_at_the_data_size_and_says_so(tiny_sana, tmp_path, capsys):
+    """The issue's run: --train_batch_size 64 on 4 images trained at batch 4 while the log and the card said 64."""
+    from helpers import train_in_process
+
+    from dit_lora.data.synthetic.shapes import make_shapes_dataset
+
+    data = make_shapes_dataset(tmp_path / "four", n=4, size=64, seed=0)
+    summary, out = train_in_process(tiny_sana, data, tmp_path, max_train_steps=1, train_batch_size=64,
+                                    resolution=32, mixed_precision="no", lr_warmup_steps=0)
+    assert isinstance(summary, dict), summary
+    assert summary["train_batch_size"] == 4 and summary["config"]["train_batch_size"] == 64
+    printed = " ".join(capsys.readouterr().out.split())
+    assert ("--train_batch_size 64: the data has 4 usable sample(s), so each micro-batch holds at most 4: training "
+            "at batch 4") in printed
+    assert "process(es), batch 4 x accumulation" in printed
+    assert "| train_batch_size | 4 (--train_batch_size 64;" in (out / "README.md").read_text()

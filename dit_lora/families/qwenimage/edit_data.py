@@ -24,10 +24,10 @@ from typing import Any
 from PIL import Image
 
 from dit_lora.core.errors import UserError
-from dit_lora.data.paths import locate
+from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
-from dit_lora.data.sources import METADATA_FILENAMES, is_hidden, json_lines
+from dit_lora.data.sources import METADATA_FILENAMES, json_lines
 
 #: the columns read when ``--qwen_control_column`` is unset, in this order (the first a metadata file has wins)
 CONTROL_COLUMNS = ("control_image", "control_images", "edit_image", "control_path")
@@ -72,10 +72,7 @@ def _values(row: dict, column: str | None) -> tuple[str, list[str]]:
 def metadata_controls(root: str, column: str | None) -> dict[tuple[str, str], Controls]:
     """``{(image key, caption): Controls}`` from every metadata file under ``root`` (a refused path keeps its reason)."""
     out: dict[tuple[str, str], Controls] = {}
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if not is_hidden(d))
-        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        rel_dir = "" if rel_dir == "." else rel_dir
+    for dirpath, rel_dir, _, filenames in FolderWalk(root):  # the data folder's own listing: no link followed out
         for name in (m for m in METADATA_FILENAMES if m in filenames):
             shown = f"{rel_dir}/{name}" if rel_dir else name
             for line, row in _rows(Path(dirpath) / name):

@@ -36,6 +36,8 @@ def sanavideo_info(task: SanaVideoTask) -> FamilyInfo:
     """What the model card, the loader and ``--compile`` say about the family of ``task``."""
     return FamilyInfo(
         pipeline_class_name=task.pipeline_class_name,
+        # one checkpoint for both tasks: a folder saved by either pipeline trains either
+        also_trains_folders_of=(I2V_PIPELINE if task.task == "t2v" else T2V_PIPELINE,),
         card_tags=(
             "text-to-video" if task.task == "t2v" else "image-to-video",
             "diffusers",

@@ -75,6 +75,8 @@ def wan_info(task: WanTask) -> FamilyInfo:
     """What the model card, the loader and ``--compile`` say about the family of ``task``."""
     return FamilyInfo(
         pipeline_class_name=task.pipeline_class_name,
+        # Wan 2.2 TI2V-5B is a WanPipeline folder that image-to-video trains too (validate.py checks the kind)
+        also_trains_folders_of=(T2V_PIPELINE,) if task.task == "i2v" else (),
         card_tags=(
             "text-to-video" if task.task == "t2v" else "image-to-video",
             "diffusers",
