@@ -367,7 +367,8 @@ class LoraOptions:
         16,
         "Adapter rank (LoRA/DoRA: of lora_A and lora_B; LoKr: of each Kronecker factor split into a low-rank "
         "product, a factor whose sides are at most twice the rank staying a whole matrix; LoHa: of each of its two "
-        "products).",
+        "products). LoRA, DoRA, LoHa: a rank above min(in_features, out_features) of every targeted layer is "
+        "refused when the model loads (it adds weights and nothing to learn).",
         section="lora",
         valid=POSITIVE,
     )
