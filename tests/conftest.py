@@ -118,6 +118,17 @@ def _signal_handlers_given_back(request):
                     "when it ends (try/finally)", pytrace=False)
 
 
+@pytest.fixture(params=[0o022, 0o027], ids=["umask022", "umask027"])
+def umask(request):
+    """The test runs under each of two umasks (the usual 022, and 027 that keeps files from others); the process's
+    own is given back after it (the umask is process-wide)."""
+    old = os.umask(request.param)
+    try:
+        yield request.param
+    finally:
+        os.umask(old)
+
+
 @pytest.fixture(scope="session")
 def real_layouts(tmp_path_factory):
     """``real_layouts(build, *args, **kwargs)``: a tests/support/real_layout.py folder (``wan_pipeline``, ...) built

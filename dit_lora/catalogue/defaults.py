@@ -133,6 +133,9 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
             cfg.rank * ratio,
             f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} at your --rank",
         )
+    if cfg.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
+        for name in ("max_num_frames", "height", "width"):
+            proposals.pop(name, None)
     for name, (value, why) in proposals.items():
         if name in explicit:
             if entry is not None and name in entry.defaults and getattr(cfg, name) != value:

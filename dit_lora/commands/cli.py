@@ -23,7 +23,7 @@ from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import check_writable
-from dit_lora.output.export import export_run, written_by_export
+from dit_lora.output.export import export_run, is_ema_file, written_by_export
 from dit_lora.registry import available, canonical_name, recipe_script
 from dit_lora.setup.family_inference import family_for_model
 from dit_lora.training import signals
@@ -114,8 +114,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="write a finished run's adapter in another consumer's format (e.g. ComfyUI) beside it",
         description="Convert a finished run's adapter into another consumer's key format, written next to it in "
         "OUTPUT_DIR (e.g. `--format comfyui`: <adapter>_comfyui.safetensors). The formats depend on "
-        "the run's family, read from its train_summary.json; an unknown --format lists them. A file of the same "
-        "name that dit-lora did not write is never replaced.",
+        "the run's family, read from its train_summary.json; an unknown --format lists them. A --use_ema run's EMA "
+        "adapter is exported too (<export>_ema.safetensors, or inside ema/). A file of the same name that dit-lora "
+        "did not write is never replaced.",
     )
     export.add_argument("output_dir", help="the --output_dir of a finished training run")
     export.add_argument(
@@ -177,7 +178,9 @@ def _export(args: argparse.Namespace) -> int:
     # an export replaces only files an earlier export wrote (export_target refuses any other): say which it replaced
     earlier = {p.resolve() for p in folder.rglob("*.safetensors") if written_by_export(p)} if folder.is_dir() else set()
     for path in export_run(args.output_dir, args.export_format, family=args.family):
-        print(f"{path} (replaced the earlier export)" if Path(path).resolve() in earlier else path)
+        notes = ["the EMA adapter's"] if is_ema_file(path) else []
+        notes += ["replaced the earlier export"] if Path(path).resolve() in earlier else []
+        print(f"{path} ({'; '.join(notes)})" if notes else path)
     return 0
 
 

@@ -302,24 +302,26 @@ class VideoOptions:
     )
     max_num_frames: int | None = opt(
         None,
-        "Frames per training clip, of the form 4k+1. Default: the frame count the checkpoint was trained at "
-        "(`dit-lora models` lists it per checkpoint); latent frames are padded as the model's pipeline pads them.",
+        "Frames per training clip, of the form 4k+1. Default: the checkpoint's, as `dit-lora models` lists it "
+        "(max_num_frames among its defaults, else the frame count it was trained at); latent frames are padded as "
+        "the model's pipeline pads them.",
         section="video",
         valid=POSITIVE,
         applies=VIDEO_FAMILIES,
     )
     height: int | None = opt(
         None,
-        "Video height in pixels (multiple of 16). Default: the height the checkpoint was trained at "
-        "(`dit-lora models` lists it per checkpoint).",
+        "Video height in pixels (multiple of 16). Default: the checkpoint's, as `dit-lora models` lists it (height "
+        "among its defaults, else the height it was trained at: Wan's 14B and A14B checkpoints, trained up to "
+        "720 x 1280, default to their 480p size 480 x 832).",
         section="video",
         valid=POSITIVE,
         applies=VIDEO_SIZE,
     )
     width: int | None = opt(
         None,
-        "Video width in pixels (multiple of 16). Default: the width the checkpoint was trained at "
-        "(`dit-lora models` lists it per checkpoint).",
+        "Video width in pixels (multiple of 16). Default: the checkpoint's, as `dit-lora models` lists it (width "
+        "among its defaults, else the width it was trained at; Wan 14B and A14B: 832).",
         section="video",
         valid=POSITIVE,
         applies=VIDEO_SIZE,
@@ -367,7 +369,8 @@ class LoraOptions:
         16,
         "Adapter rank (LoRA/DoRA: of lora_A and lora_B; LoKr: of each Kronecker factor split into a low-rank "
         "product, a factor whose sides are at most twice the rank staying a whole matrix; LoHa: of each of its two "
-        "products).",
+        "products). LoRA, DoRA, LoHa: a rank above min(in_features, out_features) of every targeted layer is "
+        "refused when the model loads (it adds weights and nothing to learn).",
         section="lora",
         valid=POSITIVE,
     )

@@ -5,6 +5,13 @@ rename is atomic), flushes it to disk, then ``os.replace``-s it over the destina
 name carries the process and thread id, so ranks and threads writing the same content-addressed
 file never share one. On any error the temporary file is removed and the destination is untouched.
 
+Every file a run writes gets the mode the umask gives a new file (``0o666 & ~umask``: 0644 under the usual 022),
+whatever its writer chose: safetensors' writer creates files 0600, which a ComfyUI service or a web server running
+as another user cannot read. And a safetensors file's metadata is written in sorted key order: safetensors (0.8)
+writes it from a Rust ``HashMap`` in an order that changes with every process (safetensors issue 584), so the same
+tensors and metadata gave another ``sha256`` in each run. :func:`atomic_write` does both to its temporary file, and
+the folder writers (the adapter's staging folder, a checkpoint's) call :func:`settle_files` before their rename.
+
 Folder-level swaps (checkpoints, exported adapters, demo assets) build a whole staging folder and
 rename it; they live with their writers (:mod:`dit_lora.training.checkpoint`,
 :mod:`dit_lora.output.adapter`, :mod:`dit_lora.data.synthetic`) and use these helpers for their files.
@@ -35,23 +42,114 @@ __all__ = [
     "DiskFullError",
     "atomic_write",
     "folder_bytes",
+    "default_file_mode",
     "free_bytes",
+    "give_default_modes",
     "human_bytes",
     "is_disk_full",
     "reporting_disk_full",
     "save_safetensors_atomic",
+    "settle_files",
+    "sort_safetensors_metadata",
     "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
 ]
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the kernel says it (Linux 4.7+: ``/proc/self/status``).
+
+    ``os.umask`` can only be read by setting it, and it is process-wide: another thread creating a file in between
+    would get the temporary value. The fallback sets the strictest one (077) for that instant, so such a file
+    comes out more private, never more open, and a lock keeps two of our own reads from interleaving.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """The mode a new file gets from the umask: ``0o666 & ~umask`` (0644 under 022, 0640 under 027)."""
+    return 0o666 & ~_umask()
+
+
+def give_default_modes(path: str | os.PathLike) -> None:
+    """Give ``path`` (a file, or every file under a folder) :func:`default_file_mode`: what ``open()`` would have
+    given it, whatever mode its writer chose (safetensors creates its files 0600)."""
+    path = Path(path)
+    mode = default_file_mode()
+    files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if path.is_dir() else [path]
+    for file in files:
+        os.chmod(file, mode)
+
+
+def sort_safetensors_metadata(path: str | os.PathLike) -> bool:
+    """Rewrite the header of the safetensors file ``path`` in place with its ``__metadata__`` keys sorted; returns
+    whether it changed.
+
+    The header (8 bytes of length, then JSON) keeps its length: the same keys and values in another order are the
+    same bytes rearranged, so the tensors' offsets stay valid. A header that would not come out the same length
+    (a writer escaping text differently than this JSON encoder) is left as it is.
+    """
+    import struct
+
+    with open(path, "r+b") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            return False
+        (size,) = struct.unpack("<Q", head)
+        raw = fh.read(min(size, 100_000_000))
+        text = raw.rstrip(b" ")  # safetensors pads the header with spaces to 8 bytes
+        try:
+            header = json.loads(text, object_pairs_hook=dict)
+        except ValueError:
+            return False
+        metadata = header.get("__metadata__") if isinstance(header, dict) else None
+        if not isinstance(metadata, dict) or list(metadata) == sorted(metadata):
+            return False
+        header["__metadata__"] = dict(sorted(metadata.items()))
+        new = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        if len(new) != len(text) or json.loads(new) != json.loads(text):
+            return False
+        fh.seek(8)
+        fh.write(new)
+    return True
+
+
+def settle_files(path: str | os.PathLike) -> None:
+    """What every file a run writes ends with, for ``path`` (a file, or every file under a folder): the umask's mode
+    (:func:`give_default_modes`) and, for a ``.safetensors`` file, its metadata in sorted order
+    (:func:`sort_safetensors_metadata`)."""
+    path = Path(path)
+    files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if path.is_dir() else [path]
+    for file in files:
+        if file.suffix == ".safetensors":
+            sort_safetensors_metadata(file)
+        give_default_modes(file)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
-    """Create ``path`` atomically: ``write(tmp)`` fills a temporary file, which is fsynced and renamed."""
+    """Create ``path`` atomically: ``write(tmp)`` fills a temporary file, which is settled (the umask's mode whatever
+    ``write`` chose; a safetensors file's metadata in sorted order: :func:`settle_files`), fsynced and renamed."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         write(tmp)
+        if path.suffix == ".safetensors":
+            sort_safetensors_metadata(tmp)
+        give_default_modes(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions
+from dit_lora.core.errors import UserError
 
 #: the parameter-name parts of every adapter weight PEFT makes (one per type family: LoRA/DoRA, LoKr, LoHa)
 ADAPTER_PARTS = ("lora_", "lokr_", "hada_")
@@ -64,3 +66,58 @@ def peft_config(lora: LoraOptions, targets: Iterable[str]):
     if kind == "loha":
         return LoHaConfig(**shared)  # type: ignore[arg-type]  # (above) alpha is a float
     raise ValueError(f"unknown lora_type {kind!r}")
+
+
+def layer_sides(module) -> tuple[int, int] | None:
+    """``(inputs, outputs)`` of the weight matrix an adapter's update is added to: a Linear's ``in_features`` and
+    ``out_features``; a Conv2d's ``in_channels / groups x kernel`` and ``out_channels`` (PEFT's conv LoRA: lora_A
+    a conv to ``r`` channels, lora_B a 1x1 one); None for another kind of layer."""
+    import torch
+
+    if isinstance(module, torch.nn.Linear):
+        return module.in_features, module.out_features
+    if isinstance(module, torch.nn.Conv2d):
+        kh, kw = module.kernel_size
+        return module.in_channels // module.groups * kh * kw, module.out_channels
+    return None
+
+
+def check_rank(lora: LoraOptions, layers: dict[str, tuple[int, int]]) -> str | None:
+    """Refuse a ``--rank`` no targeted layer can use, in one paragraph, before PEFT allocates anything; return a note
+    when it exceeds only some of them (None when it fits them all). ``layers``: each targeted layer's
+    :func:`layer_sides`.
+
+    A LoRA/DoRA update ``B A`` (``out x r`` times ``r x in``) has rank at most ``min(in, out)``, and so does each of
+    LoHa's two products, whose Hadamard product already reaches every matrix at ``r = min(in, out)``: a larger
+    ``r`` adds weights (``r x (in + out)`` per layer) and nothing the adapter can learn. PEFT allows it, and
+    kohya's sd-scripts and LyCORIS do not check either; refused rather than capped because capping would change the
+    scale ``alpha / r`` (and the saved rank) behind the user's back. Where it exceeds only some layers (a small
+    embedding among wide blocks), those layers' update is still whole: a note says so, and the run goes on.
+    LoKr is not checked: PEFT keeps a Kronecker factor whole once ``r`` reaches half its larger side, so a larger
+    ``r`` costs no weights (LyCORIS's "full matrix" rank; ``config/adapter_types.py`` checks its alpha).
+    """
+    if lora.lora_type == "lokr" or not layers:
+        return None
+    useful = {name: min(sides) for name, sides in layers.items()}
+    best = max(useful, key=lambda n: useful[n])
+    if lora.rank > useful[best]:
+        # the weights beyond each layer's useful rank: r x (in + out) per product (LoHa has two)
+        factors = 2 if lora.lora_type == "loha" else 1
+        wasted = factors * sum((lora.rank - useful[n]) * sum(layers[n]) for n in layers)
+        raise UserError(
+            f"--rank {lora.rank} is larger than any layer the adapter trains can use: the largest useful rank is "
+            f"{useful[best]}, min(in_features, out_features) of the widest targeted layer ({best}: "
+            f"{layers[best][0]} in, {layers[best][1]} out; {len(layers)} layers targeted). A "
+            f"{TYPES[lora.lora_type].title} update of a layer has rank at most min(in, out), so every rank beyond it "
+            "only adds weights (here "
+            f"{wasted:,} of them, {wasted * 4 / 1e6:,.1f} MB in fp32) and nothing the adapter can learn. "
+            f"Use --rank {useful[best]} or lower (typical LoRA ranks are 4 to 128)."
+        )
+    over = sorted(n for n in layers if lora.rank > useful[n])
+    if not over:
+        return None
+    return (
+        f"note: --rank {lora.rank} exceeds min(in_features, out_features) of {len(over)} of the {len(layers)} "
+        f"targeted layers (e.g. {over[0]}: {useful[over[0]]}); their update is already whole, the extra rank adds "
+        "weights but nothing to learn there"
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import torch
@@ -14,7 +14,18 @@ from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import quantize
-from dit_lora.modeling.adapters import is_adapter_weight, peft_config
+from dit_lora.modeling.adapters import check_rank, is_adapter_weight, layer_sides, peft_config
+
+
+def _target_sides(model: torch.nn.Module, patterns: list[str]) -> dict[str, tuple[int, int]]:
+    """``{name: (inputs, outputs)}`` of every Linear/Conv2d layer the resolved ``patterns`` target (PEFT's suffix
+    match: the name itself or ``.<pattern>`` at its end)."""
+    sides = {}
+    for name, module in model.named_modules():
+        found = layer_sides(module)
+        if found is not None and any(name == p or name.endswith("." + p) for p in patterns):
+            sides[name] = found
+    return sides
 
 
 def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[str]:
@@ -35,14 +46,20 @@ def _resolve_targets(model: torch.nn.Module, patterns: Iterable[str]) -> list[st
     return resolved
 
 
-def add_adapter(model: torch.nn.Module, lora: LoraOptions, *, targets: Iterable[str], seed: int):
+def add_adapter(model: torch.nn.Module, lora: LoraOptions, *, targets: Iterable[str], seed: int, notes=None):
     """Attach the PEFT adapter ``lora`` (the run's ``cfg.lora``: its ``--lora_type``, rank, alpha and the type's
     own options; :func:`~dit_lora.modeling.adapters.peft_config`) named ``default`` and return its PEFT config.
 
-    Initialisation draws from the global RNG, so it is seeded here: the same seed gives the
-    same adapter in every process and on resume.
+    A rank no targeted layer can use is refused before PEFT allocates it
+    (:func:`~dit_lora.modeling.adapters.check_rank`); one beyond some layers' size only is a note, appended to
+    ``notes`` (a list) when given. Initialisation draws from the global RNG, so it is seeded here: the same seed
+    gives the same adapter in every process and on resume.
     """
-    config = peft_config(lora, _resolve_targets(model, targets))
+    resolved = _resolve_targets(model, targets)
+    note = check_rank(lora, _target_sides(model, resolved))
+    if note and notes is not None:
+        notes.append(note)
+    config = peft_config(lora, resolved)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         # diffusers' and transformers' models have add_adapter (PEFT's adapter mixin, any PeftConfig); a plain
@@ -120,11 +137,19 @@ class Trainables:
     backbone_names: list[str]
     extra_groups: list[tuple[str, list[str], float]]  # (label, weight names, learning rate)
     checkpointing: bool
+    notes: list[str] = field(default_factory=list)  # for the run's log (a rank beyond some layers' size)
 
     @property
     def saved_backbone(self) -> list[str]:
         """Every fully trained original weight (backbone and extra groups): saved beside the adapter."""
         return self.backbone_names + [n for _, names, _ in self.extra_groups for n in names]
+
+
+def check_adapter_rank(model: torch.nn.Module, spec: FamilySpec, cfg) -> None:
+    """Refuse the run's ``--rank`` when no layer it targets can use it
+    (:func:`~dit_lora.modeling.adapters.check_rank`), right after the model loads: a run learns it before its data
+    is read and cached, not at the attach that comes after (which checks again, for ``dit-lora plan``)."""
+    check_rank(cfg.lora, _target_sides(model, _resolve_targets(model, spec.model.lora_targets(model, cfg))))
 
 
 def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainables:
@@ -133,7 +158,8 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
     The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly
     the weights a run trains.
     """
-    lora_config = add_adapter(model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.seed)
+    notes: list[str] = []
+    lora_config = add_adapter(model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.seed, notes=notes)
     backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
     extra = [
         (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
@@ -151,7 +177,7 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
     )
     if checkpointing:
         fallback.enable_gradient_checkpointing(spec, model)
-    return Trainables(lora_config, backbone, extra, bool(checkpointing))
+    return Trainables(lora_config, backbone, extra, bool(checkpointing), notes)
 
 
 @dataclass

@@ -17,7 +17,7 @@ from safetensors.torch import load_file, save_file
 from dit_lora.config.adapter_types import TYPES, type_of_peft_config
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
-from dit_lora.core.fileio import write_json_atomic
+from dit_lora.core.fileio import settle_files, write_json_atomic
 from dit_lora.modeling.adapters import is_adapter_weight
 from dit_lora.output.export import written_by_export
 from dit_lora.output.names import (
@@ -118,6 +118,25 @@ def fold_lora_scale(lora_state: dict[str, torch.Tensor], lora_config: dict) -> t
     return folded, config
 
 
+def stable_config(value: Any) -> Any:
+    """``value`` (an adapter config dict, at any depth) with every set as a sorted list and every dict's keys in
+    sorted order.
+
+    Why: PEFT keeps ``target_modules`` (and ``exclude_modules``) as a set, and both diffusers' savers (the
+    ``lora_adapter_metadata`` of the safetensors file) and ``PeftConfig.save_pretrained`` write it as ``list(set)``:
+    an order that follows the process's string hash seed. The same adapter then had another ``sha256`` in each
+    process (a resumed run's file differed from the uninterrupted one's, though every tensor was equal); sorted,
+    the same adapter is the same bytes.
+    """
+    if isinstance(value, (set, frozenset)):
+        return sorted((stable_config(v) for v in value), key=str)
+    if isinstance(value, dict):
+        return {k: stable_config(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return type(value)(stable_config(v) for v in value)
+    return value
+
+
 def adapter_file_name(spec: FamilySpec, lora_type: str) -> str:
     """The adapter file a run of ``spec`` with ``--lora_type lora_type`` writes: the family's own (diffusers' file or
     PEFT's), or PEFT's ``adapter_model.safetensors`` for a type diffusers' ``load_lora_weights`` does not read."""
@@ -145,7 +164,7 @@ def write_adapter(
     """
     assert_finite(lora_state, "LoRA adapter")
     assert_finite(backbone, "backbone weights")
-    lora_state, lora_config = fold_lora_scale(lora_state, lora_config)
+    lora_state, lora_config = fold_lora_scale(lora_state, stable_config(lora_config))  # sets sorted: same bytes
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".tmp-adapter-", dir=output_dir))
@@ -166,6 +185,7 @@ def write_adapter(
                 metadata={"dit_lora_backbone_patterns": json.dumps(backbone_patterns), "format": "pt"},
             )
         for f in sorted(staging.iterdir()):
+            settle_files(f)  # the umask's mode (the savers' safetensors are 0600), the metadata in sorted order
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
             os.replace(f, output_dir / f.name)
@@ -207,7 +227,8 @@ def save_peft_adapter(output_dir: Path, lora_state: dict, lora_config: dict, bas
     params = inspect.signature(config_class).parameters
     config = config_class(**{k: v for k, v in lora_config.items() if k in params})
     config.base_model_name_or_path = base_model
-    config.save_pretrained(str(output_dir))
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    _write_peft_config(output_dir, config.to_dict())
     state = {f"base_model.model.{k}": v for k, v in lora_state.items()}
     save_file(state, str(Path(output_dir) / PEFT_ADAPTER_FILE), metadata={"format": "pt"})
     return Path(output_dir) / PEFT_ADAPTER_FILE
@@ -222,10 +243,16 @@ def _config_class(lora_config: dict):
 
 def set_peft_base_model(output_dir: Path, base_model: str | None) -> None:
     """Name ``base_model`` in the ``adapter_config.json`` :func:`save_peft_adapter` wrote into ``output_dir``."""
-    path = Path(output_dir) / PEFT_CONFIG_FILE
-    config = json.loads(path.read_text())
+    config = json.loads((Path(output_dir) / PEFT_CONFIG_FILE).read_text())
     config["base_model_name_or_path"] = base_model
-    path.write_text(json.dumps(config, indent=2, sort_keys=True))  # as PeftConfig.save_pretrained writes it
+    _write_peft_config(output_dir, config)
+
+
+def _write_peft_config(output_dir: Path, config: dict) -> None:
+    """``adapter_config.json`` as ``PeftConfig.save_pretrained`` writes it (indented, keys sorted), with its sets
+    in sorted order (:func:`stable_config`; PEFT writes ``list(set)``, an order that changes between processes)."""
+    text = json.dumps(stable_config(config), indent=2, sort_keys=True)
+    (Path(output_dir) / PEFT_CONFIG_FILE).write_text(text)
 
 
 def adapter_folder(output_dir: str | Path) -> Path:

@@ -12,16 +12,23 @@ This module is the generic part and names no family:
   and a file already there is replaced only when an earlier export wrote it (its safetensors metadata carries
   :data:`EXPORT_MARKER`); a user's own file of that name is never overwritten.
 * :func:`export_metadata` is the metadata an exported file carries, the marker included.
+
+A ``--use_ema`` run's EMA adapter is exported with the trained one, by the same writer: it runs on
+:func:`~dit_lora.output.ema_layout.ema_view` (the EMA set under the adapter's names), and each file it writes is
+named as the EMA set names its files (``<export>_ema.safetensors`` beside, or inside ``ema/``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 from dit_lora.config.adapter_types import TYPES, type_of_peft_config
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import check_writable, reporting_disk_full
+from dit_lora.output.ema_layout import EMA_FOLDER, EMA_SUFFIX, ema_name, ema_view, has_ema
 from dit_lora.output.names import ADAPTER_INDEX_FILE, PEFT_ADAPTER_FILE, PEFT_CONFIG_FILE, SUMMARY_FILE
 from dit_lora.registry import get_spec
 
@@ -133,8 +140,37 @@ def check_type_exported(family: str, exports, fmt: str, kind: str) -> None:
     )
 
 
+def export_ema(output_dir: Path, adapter: str, write: Callable[[Path], list]) -> list[Path]:
+    """The EMA adapter's export, when the run in ``output_dir`` (adapter file ``adapter``) wrote one; returns the
+    files written (none without an EMA adapter).
+
+    ``write(folder)`` is the family's writer, run on the EMA set under the adapter's names
+    (:func:`~dit_lora.output.ema_layout.ema_view`): the ``ema/`` folder itself, where its files stay, or a temporary
+    folder holding the EMA adapter file alone (an earlier export's ``*_ema`` file, or a user's, is not in its way),
+    from which each written file moves beside the run's as ``<name>_ema.safetensors`` (after :func:`export_target`
+    has cleared every one of them: a user's file of that name is never replaced).
+    """
+    output_dir = Path(output_dir)
+    if not has_ema(output_dir, adapter):
+        return []
+    with ema_view(output_dir, [adapter]) as view:
+        written = [Path(p) for p in write(view)]
+        if view == output_dir / EMA_FOLDER:
+            return written
+        moves = [(path, export_target(output_dir, ema_name(path.name))) for path in written]
+        for source, target in moves:
+            os.replace(source, target)  # the same file system (the view is inside the run folder): atomic
+    return [target for _, target in moves]
+
+
+def is_ema_file(path: Path) -> bool:
+    """Whether ``path`` is one of the EMA adapter's files (``*_ema.safetensors``, or inside ``ema/``)."""
+    return Path(path).parent.name == EMA_FOLDER or Path(path).stem.endswith(EMA_SUFFIX)
+
+
 def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> list[Path]:
-    """Write the run's adapter in ``output_dir`` in the format ``fmt`` beside it; return the files written.
+    """Write the run's adapter in ``output_dir`` in the format ``fmt`` beside it, and its EMA adapter's when the run
+    wrote one (``--use_ema``: :func:`export_ema`); return the files written.
 
     ``family`` overrides the family read from ``train_summary.json``. Refuses, in one paragraph each, a folder
     that is not a finished run (no adapter file), a family without the
@@ -181,6 +217,7 @@ def export_run(output_dir: str | Path, fmt: str, family: str | None = None) -> l
         "at all). Free some space and export again.",
     ):
         written = [Path(p) for p in exports.export_adapter(folder, fmt)]
+        written += export_ema(folder, name, lambda view: exports.export_adapter(view, fmt))
     root = folder.resolve()
     outside = [p for p in written if not p.resolve().is_relative_to(root)]
     if outside:  # the writers check before writing (export_target); this catches one that did not

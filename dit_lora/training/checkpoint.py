@@ -31,7 +31,14 @@ import torch
 
 from dit_lora.core.collective import Failure, exchange, share
 from dit_lora.core.errors import UserError
-from dit_lora.core.fileio import DiskFullError, disk_full_message, folder_bytes, is_disk_full, write_text_atomic
+from dit_lora.core.fileio import (
+    DiskFullError,
+    disk_full_message,
+    folder_bytes,
+    is_disk_full,
+    settle_files,
+    write_text_atomic,
+)
 from dit_lora.output.names import COMPLETE_MARKER  # re-exported: the checkpoints' own marker
 from dit_lora.training.manifest import MANIFEST_KEY, UNSAFE_PICKLE, build_manifest, find_unreadable, verify
 from dit_lora.training.resume_options import write_options
@@ -375,6 +382,7 @@ def _write_rank_files(
 def _complete(accelerator, save: _Save, total_limit: int | None, log, crash_point) -> None:
     """Main process: the marker with the manifest, the rename into place, the pruning of old checkpoints."""
     tmp, final, output_dir, step = save.tmp, save.final, save.output_dir, save.step
+    settle_files(tmp)  # every rank's files: the umask's mode (safetensors writes 0600), safetensors metadata sorted
     _fsync_tree(tmp)
     manifest = build_manifest(tmp, exclude=(COMPLETE_MARKER,))
     write_text_atomic(

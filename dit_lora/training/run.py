@@ -403,6 +403,7 @@ def _load(run: Run) -> None:
     run.comps = spec.model.load_components(cfg, device)
     check_fp16_model(run.comps.model, cfg.allow_fp16)
     fallback.configure(spec, run.comps, cfg)
+    trainables.check_adapter_rank(run.comps.model, spec, cfg)  # before the data and its cache, not after them
     if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
         samples = fallback.require(spec, "samples", "--validation_prompt")
         run.validation_cond = samples.validation_inputs(run.comps, cfg.validation)
@@ -420,6 +421,8 @@ def _add_trainables(run: Run) -> None:
     made = trainables.attach_trainables(run.comps.model, spec, cfg)
     run.lora_config, run.backbone_names, run.extra_groups = made.lora_config, made.backbone_names, made.extra_groups
     run.saved_backbone = made.saved_backbone
+    for note in made.notes:
+        run.log(note)
     mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.allow_fp16)
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")

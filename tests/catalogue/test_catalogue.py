@@ -206,3 +206,31 @@ def test_every_data_file_is_listed_once_and_every_family_has_entries():
     assert data_files() == tuple(e.catalogue for e in registry.entries() if e.catalogue)
     assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in data_files())
     assert {f for e in entries() for f in e.families} == set(available())
+
+
+def test_every_video_checkpoints_default_size_is_what_dit_lora_models_says(tmp_path):
+    """What `dit-lora models` (and the options reference, which points there) gives as a video checkpoint's default
+    size, its `max_num_frames`/`height`/`width` defaults or else the size it was trained at, is the size a run of
+    that checkpoint trains at without size flags (the first of its buckets), for every video family."""
+    from real_layout import write_configs
+
+    from dit_lora.catalogue.defaults import choose_defaults
+    from dit_lora.catalogue.table import format_table
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    checked = set()
+    for e in entries():
+        if "frames" not in e.trained:
+            continue
+        folder = write_configs(e.hub_id, tmp_path / e.hub_id.replace("/", "--"))
+        spec = get_spec(e.family)
+        cfg = choose_defaults(TrainConfig.for_family(e.family, pretrained_model_name_or_path=str(folder)), spec).config
+        said = tuple(e.defaults.get(k, e.trained[t]) for k, t in (("max_num_frames", "frames"), ("height", "height"),
+                                                                  ("width", "width")))
+        assert spec.video_frames.video_buckets(cfg)[0] == said, e.hub_id
+        if said != (e.trained["frames"], e.trained["height"], e.trained["width"]):  # the table shows the default
+            row = next(line for line in format_table(e.family).splitlines() if line.startswith(e.hub_id + " "))
+            assert f"max_num_frames {said[0]}, height {said[1]}, width {said[2]}" in row, row
+        checked.add(e.family)
+    assert checked >= {"cogvideox", "wan", "sanavideo"}

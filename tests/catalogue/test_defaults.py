@@ -120,3 +120,21 @@ def test_video_families_default_to_one_clip_per_step(tmp_path, family, hub_id):
     assert cfg.train_batch_size == 1 and "train_batch_size" in chosen.applied
     cfg, chosen = _resolve(folder, family, "--train_batch_size", "2")
     assert cfg.train_batch_size == 2
+
+
+def test_a_frame_buckets_run_gets_no_size_default(tmp_path):
+    """--frame_buckets sets every clip's size (and refuses --height/--width/--max_num_frames beside it): the
+    catalogue's size defaults (SANA-Video's, Wan's) are not applied to it."""
+    from real_layout import write_configs
+
+    from dit_lora.catalogue.defaults import choose_defaults
+    from dit_lora.config import TrainConfig
+    from dit_lora.registry import get_spec
+
+    folder = write_configs("Wan-AI/Wan2.1-T2V-14B-Diffusers", tmp_path / "wan")
+    plain = choose_defaults(TrainConfig.for_family("wan", pretrained_model_name_or_path=str(folder)), get_spec("wan"))
+    assert (plain.config.max_num_frames, plain.config.height, plain.config.width) == (81, 480, 832)
+    cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(folder), frame_buckets="33x256x256")
+    chosen = choose_defaults(cfg, get_spec("wan"))
+    assert (chosen.config.max_num_frames, chosen.config.height, chosen.config.width) == (None, None, None)
+    assert chosen.applied["rank"][0] == 32

@@ -83,3 +83,70 @@ def test_the_run_refuses_a_read_only_cache_before_loading(read_only_folder, tmp_
                                  train_data_dir=str(tmp_path / "data"))
     with pytest.raises(UserError, match="--output_dir"):
         check_run_folders(cfg)
+
+
+def test_atomic_writes_get_the_umasks_mode_whatever_the_writer_chose(tmp_path, umask):
+    """safetensors creates its files 0600; every atomic write ends with the mode the umask gives a new file."""
+    import os
+
+    import torch
+
+    assert fileio.default_file_mode() == 0o666 & ~umask
+    saved = fileio.save_safetensors_atomic({"a": torch.zeros(1)}, tmp_path / "a.safetensors")
+    text = fileio.write_text_atomic(tmp_path / "b.txt", "b")
+    private = fileio.atomic_write(tmp_path / "c.bin", lambda tmp: os.close(os.open(tmp, os.O_CREAT | os.O_WRONLY, 0o600)))
+    for path in (saved, text, private):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, (path.name, oct(path.stat().st_mode))
+
+
+def test_default_modes_of_a_folder_and_the_umask_without_proc(tmp_path, umask, monkeypatch):
+    """give_default_modes reaches every file under a folder; without /proc the umask is read by setting it, and the
+    process keeps its own afterwards."""
+    import os
+
+    (tmp_path / "sub").mkdir()
+    for name in ("a", "sub/b"):
+        (tmp_path / name).write_text(name)
+        os.chmod(tmp_path / name, 0o600)
+    fileio.give_default_modes(tmp_path)
+    assert {(tmp_path / n).stat().st_mode & 0o777 for n in ("a", "sub/b")} == {0o666 & ~umask}
+
+    def no_proc(*args, **kwargs):
+        raise OSError("no /proc here")
+
+    monkeypatch.setattr(fileio, "open", no_proc, raising=False)
+    assert fileio.default_file_mode() == 0o666 & ~umask
+    assert os.umask(umask) == umask  # the fallback put the process's umask back
+
+
+def test_safetensors_metadata_is_rewritten_in_sorted_order(tmp_path):
+    """safetensors 0.8 writes its metadata from a Rust HashMap, in another order in each process: the header is
+    rewritten sorted, the same length, the tensors untouched; a sorted or metadata-less file is left as it is."""
+    import json
+    import struct
+
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save
+
+    tensors = {"b": torch.arange(6.0).reshape(2, 3), "a": torch.ones(3, dtype=torch.bfloat16)}
+    data = save(tensors, metadata={"format": "pt", "zeta": 'say "hi"\n', "alpha": "é"})
+    (size,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + size])
+    header["__metadata__"] = dict(reversed(sorted(header["__metadata__"].items())))  # what another process may write
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    shuffled = data[:8] + text + data[8 + len(text) :]
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(shuffled)
+    assert fileio.sort_safetensors_metadata(path)
+    rewritten = path.read_bytes()
+    assert len(rewritten) == len(data) and rewritten[8 + size :] == data[8 + size :]
+    assert list(json.loads(rewritten[8 : 8 + size])["__metadata__"]) == ["alpha", "format", "zeta"]
+    assert all(torch.equal(load_file(str(path))[k], v) for k, v in tensors.items())
+    with safe_open(str(path), framework="pt") as fh:
+        assert fh.metadata() == {"format": "pt", "zeta": 'say "hi"\n', "alpha": "é"}
+    assert not fileio.sort_safetensors_metadata(path)  # already sorted
+    (tmp_path / "plain.safetensors").write_bytes(save(tensors))
+    assert not fileio.sort_safetensors_metadata(tmp_path / "plain.safetensors")
+    (tmp_path / "junk.safetensors").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
+    assert not fileio.sort_safetensors_metadata(tmp_path / "junk.safetensors")

@@ -9,14 +9,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from dit_lora.core.fileio import default_file_mode
 from helpers import base_args, read_summary, run_recipe
 
 COMMON = dict(max_train_steps=8, checkpointing_steps=4, gradient_accumulation_steps=2, random_flip="true",
               lora_dropout=0.1, lr_scheduler="cosine", lr_warmup_steps=2, max_grad_norm=0.5)
 
 
+ADAPTER = "pytorch_lora_weights.safetensors"
+
+
 def _adapter(out):
-    return load_file(str(out / "pytorch_lora_weights.safetensors"))
+    return load_file(str(out / ADAPTER))
 
 
 def _assert_bitwise_equal(a, b):
@@ -121,6 +125,12 @@ def test_killed_then_resumed_is_bitwise_identical(setting, fault, resume_at, ref
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"checkpoint-{resume_at} at step {resume_at}" in resumed.stdout, resumed.stdout
     _assert_bitwise_equal(_adapter(reference), _adapter(out))
+    # the file itself, not only its tensors: the same sha256 (its config's sets and the safetensors metadata are
+    # written in sorted order, not in each process's hash order)
+    assert (out / ADAPTER).read_bytes() == (reference / ADAPTER).read_bytes()
+    # every file the run wrote (adapter, checkpoints, card, summary, samples) has the umask's mode, none 0600
+    mode = default_file_mode()
+    assert [p for p in out.rglob("*") if p.is_file() and p.stat().st_mode & 0o777 != mode] == []
     s_ref, s = read_summary(reference), read_summary(out)
     for key in ("steps", "samples_seen", "skipped_steps", "rollbacks", "applied_updates", "loss_history"):
         assert s[key] == s_ref[key], key

@@ -138,3 +138,58 @@ def test_the_plan_counts_each_types_trainable_weights_as_a_real_attach(kind):
     plain = planner(spec).plan_components(lora, read).model
     trainables.attach_trainables(plain, spec, lora)
     assert counted != sum(p.numel() for p in plain.parameters() if p.requires_grad)  # the type is counted, not LoRA
+
+
+class _Blocks(torch.nn.Module):
+    """Two wide linear layers, a narrow one and a 3x3 convolution (inputs 4 x 9 = 36)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wide = torch.nn.Linear(48, 40)
+        self.also = torch.nn.Linear(40, 48)
+        self.small = torch.nn.Linear(6, 48)
+        self.conv = torch.nn.Conv2d(4, 40, 3)
+
+
+def _blocks():
+    from diffusers.loaders.peft import PeftAdapterMixin
+
+    class Model(_Blocks, PeftAdapterMixin):  # a diffusers model's add_adapter
+        pass
+
+    return Model()
+
+
+@pytest.mark.parametrize("kind", ["lora", "dora", "loha"])
+def test_a_rank_no_targeted_layer_can_use_is_refused_before_anything_is_allocated(kind):
+    """min(in, out) of the widest targeted layer is the largest useful rank: one more is refused in one paragraph
+    naming --rank, that rank and the layer, before PEFT makes a weight."""
+    from dit_lora.core.errors import UserError
+
+    model = _blocks()
+    with pytest.raises(UserError) as refused:
+        trainables.add_adapter(model, LoraOptions(lora_type=kind, rank=100000), targets=["wide", "small"], seed=0)
+    text = str(refused.value)
+    assert "--rank 100000 is larger than any layer the adapter trains can use: the largest useful rank is 40" in text
+    assert "(wide: 48 in, 40 out; 2 layers targeted)" in text and "Use --rank 40 or lower" in text
+    assert "\n" not in text and not any(is_adapter_weight(n) for n, _ in model.named_parameters())
+    notes: list[str] = []
+    trainables.add_adapter(model, LoraOptions(lora_type=kind, rank=40), targets=["wide", "small"], seed=0, notes=notes)
+    assert notes == ["note: --rank 40 exceeds min(in_features, out_features) of 1 of the 2 targeted layers (e.g. "
+                     "small: 6); their update is already whole, the extra rank adds weights but nothing to learn there"]
+
+
+def test_a_convolutions_useful_rank_counts_its_kernel_and_lokr_is_not_limited():
+    """A conv's update is out x (in x kernel): 36 here; LoKr keeps its factors whole past a size, so a huge rank
+    costs it no weights (LyCORIS's full-matrix rank) and is not refused."""
+    from dit_lora.core.errors import UserError
+    from dit_lora.modeling.adapters import check_rank, layer_sides
+
+    model = _blocks()
+    assert layer_sides(model.conv) == (36, 40) and layer_sides(torch.nn.LayerNorm(4)) is None
+    with pytest.raises(UserError, match="the largest useful rank is 36"):
+        check_rank(LoraOptions(rank=37), {"conv": layer_sides(model.conv)})
+    assert check_rank(LoraOptions(rank=36), {"conv": layer_sides(model.conv)}) is None
+    trainables.add_adapter(model, LoraOptions(lora_type="lokr", rank=100000), targets=["wide"], seed=0)
+    weights = sum(p.numel() for n, p in model.named_parameters() if is_adapter_weight(n))
+    assert 0 < weights <= 48 * 40  # whole Kronecker factors: no more than the layer itself

@@ -295,3 +295,80 @@ def test_overwriting_a_run_removes_its_other_adapter_files_but_not_the_users(tmp
                   {}, [])
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"pytorch_lora_weights.safetensors", "mine.safetensors"}
+
+
+# The same adapter, written by processes with different string hash seeds: PEFT's target_modules is a set, and
+# list(set) follows the seed. Eight module names give 8! orders, so two seeds agreeing by chance is rare.
+_WRITE_IN_A_PROCESS = """
+import hashlib, sys
+from pathlib import Path
+import torch
+from peft import LoKrConfig, LoraConfig
+from dit_lora.output.adapter import write_adapter
+from dit_lora.registry import get_family
+
+names = [f"{b}.{m}" for b in ("attn1", "attn2") for m in ("to_q", "to_k", "to_v", "to_out.0")]
+out = Path(sys.argv[1])
+lora = {f"transformer_blocks.0.{n}.{p}.weight": torch.full((2, 2), 0.5) for n in names for p in ("lora_A", "lora_B")}
+config = LoraConfig(r=2, lora_alpha=4, target_modules=names).to_dict()
+assert isinstance(config["target_modules"], set)
+write_adapter(get_family("sana"), out / "lora", lora, config, {}, [])
+lokr = {f"transformer_blocks.0.{n}.{p}": torch.full((2, 2), 0.5) for n in names for p in ("lokr_w1", "lokr_w2")}
+write_adapter(get_family("sana"), out / "lokr", lokr, LoKrConfig(r=2, alpha=4, target_modules=names).to_dict(), {}, [])
+for path in sorted(out.rglob("*")):
+    if path.is_file():
+        print(path.relative_to(out), hashlib.sha256(path.read_bytes()).hexdigest())
+"""
+
+
+def test_the_same_adapter_is_the_same_bytes_whatever_the_hash_seed(tmp_path):
+    """Diffusers' file (the config in its safetensors metadata) and PEFT's adapter_config.json list target_modules
+    in sorted order, so two processes (another PYTHONHASHSEED each) write byte-identical files."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    digests = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        done = subprocess.run([sys.executable, "-c", _WRITE_IN_A_PROCESS, str(tmp_path / seed)], capture_output=True,
+                              text=True, env=env, timeout=120, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        digests.append(done.stdout)
+    assert "lora/pytorch_lora_weights.safetensors" in digests[0] and "lokr/adapter_config.json" in digests[0]
+    assert digests[0] == digests[1]
+    meta = json.loads(_metadata(tmp_path / "1" / "lora" / ADAPTER_FILE)["lora_adapter_metadata"])
+    names = meta["transformer.target_modules"]
+    assert names == sorted(names) and len(names) == 8
+    peft = json.loads((tmp_path / "1" / "lokr" / "adapter_config.json").read_text())
+    assert peft["target_modules"] == sorted(names) and peft["peft_type"] == "LOKR"
+
+
+def test_stable_config_sorts_sets_at_any_depth():
+    from dit_lora.output.adapter import stable_config
+
+    config = {"b": {"x", "a"}, "a": [frozenset({3, 1}), {"z": {"q", "p"}, "y": 1}], "c": ("k",)}
+    assert stable_config(config) == {"a": [[1, 3], {"y": 1, "z": ["p", "q"]}], "b": ["a", "x"], "c": ("k",)}
+    assert list(stable_config(config)) == ["a", "b", "c"]
+
+
+def test_adapter_files_get_the_umasks_mode(tmp_path, umask):
+    """safetensors creates its files 0600; the adapter (diffusers' file, PEFT's pair, the backbone) gets what the
+    umask gives any new file, as the run's other outputs do."""
+    from peft import LoKrConfig
+
+    family = get_family("sana")
+    lora = {"transformer_blocks.0.attn1.to_q.lora_A.weight": torch.ones(2, 2),
+            "transformer_blocks.0.attn1.to_q.lora_B.weight": torch.ones(2, 2)}
+    backbone = {"proj_out.weight": torch.ones(2, 2)}
+    written = write_adapter(family, tmp_path / "lora", lora, {"r": 2, "lora_alpha": 2}, backbone, ["proj_out"])
+    lokr = {"transformer_blocks.0.attn1.to_q.lokr_w1": torch.ones(2, 2),
+            "transformer_blocks.0.attn1.to_q.lokr_w2": torch.ones(2, 2)}
+    config = LoKrConfig(r=2, alpha=2, target_modules=["to_q"]).to_dict()
+    written += write_adapter(family, tmp_path / "lokr", lokr, config, {}, [])
+    assert sorted(p.name for p in written) == sorted(
+        [ADAPTER_FILE, "dit_lora_backbone.safetensors", "adapter_config.json", "adapter_model.safetensors"])
+    for path in written:
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, (path.name, oct(path.stat().st_mode))

@@ -189,3 +189,61 @@ def test_a_full_disk_during_an_export_is_one_paragraph(tmp_path):
     with pytest.raises(DiskFullError, match="export"):
         export_run(folder, "scaled")
     assert {p.name for p in folder.iterdir()} == {ADAPTER_FILE, SUMMARY_FILE}
+
+
+def _ema_run(folder: Path, inside: bool) -> Path:
+    """A finished run with --use_ema: its EMA adapter (every tensor 3) beside the adapter, or in ema/."""
+    run = _run(folder)
+    ema = run / "ema" / ADAPTER_FILE if inside else run / "pytorch_lora_weights_ema.safetensors"
+    ema.parent.mkdir(exist_ok=True)
+    save_file({"a.lora_A.weight": torch.full((2, 3), 3.0)}, str(ema), metadata={"format": "pt"})
+    return run
+
+
+def test_the_ema_adapter_is_exported_beside_its_own(tmp_path, capsys):
+    """`pytorch_lora_weights_ema.safetensors` beside the adapter: the writer's file for it is `<export>_ema`, and
+    the command names it as the EMA adapter's."""
+    run = _ema_run(tmp_path / "run", inside=False)
+    code, out, err = _cli([str(run), "--format", "scaled"], capsys)
+    assert code == 0, err
+    ema = run / "copy_scaled_ema.safetensors"
+    assert out.splitlines() == [str(run / COPY), f"{ema} (the EMA adapter's)"]
+    assert torch.equal(load_file(str(ema))["new.a.lora_A.weight"], torch.full((2, 3), 6.0))
+    assert torch.equal(load_file(str(run / COPY))["new.a.lora_A.weight"], torch.full((2, 3), 2.0))
+    assert written_by_export(ema) and not list(run.glob(".tmp-*"))  # the view is gone
+    code, out, err = _cli([str(run), "--format", "scaled"], capsys)  # again: both replaced, and said so
+    assert code == 0 and out.splitlines()[1] == f"{ema} (the EMA adapter's; replaced the earlier export)"
+
+
+def test_an_ema_folder_gets_its_export_inside(tmp_path):
+    run = _ema_run(tmp_path / "run", inside=True)
+    assert export_run(run, "scaled") == [run / COPY, run / "ema" / COPY]
+    assert torch.equal(load_file(str(run / "ema" / COPY))["new.a.lora_A.weight"], torch.full((2, 3), 6.0))
+
+
+def test_a_users_file_in_the_ema_exports_place_is_never_overwritten(tmp_path):
+    run = _ema_run(tmp_path / "run", inside=False)
+    (run / "copy_scaled_ema.safetensors").write_bytes(b"mine")
+    with pytest.raises(UserError, match="copy_scaled_ema.safetensors already exists and was not written by"):
+        export_run(run, "scaled")
+    assert (run / "copy_scaled_ema.safetensors").read_bytes() == b"mine" and not list(run.glob(".tmp-*"))
+
+
+def test_a_real_familys_comfyui_export_includes_the_ema_adapter(tmp_path):
+    """Z-Image's writer (diffusers' file converted to ComfyUI's names) on a run written by write_adapter and
+    write_ema_adapter: the EMA adapter's ComfyUI file comes out beside the trained one's, with the EMA's weights."""
+    from dit_lora.output.adapter import write_adapter
+    from dit_lora.output.ema_adapter import write_ema_adapter
+    from dit_lora.registry import get_spec
+
+    spec, run = get_spec("zimage"), tmp_path / "run"
+    config = {"r": 2, "lora_alpha": 2, "target_modules": ["to_q"]}
+    state = {f"layers.0.attention.to_q.lora_{p}.weight": torch.ones(2, 2) for p in "AB"}
+    write_adapter(spec, run, state, config, {}, [])
+    write_ema_adapter(spec, run, {k: v * 3 for k, v in state.items()}, config, {}, [])
+    (run / SUMMARY_FILE).write_text(json.dumps({"family": "zimage", "status": "completed"}))
+    written = export_run(run, "comfyui")
+    assert [p.name for p in written] == ["pytorch_lora_weights_comfyui.safetensors",
+                                         "pytorch_lora_weights_comfyui_ema.safetensors"]
+    key = "transformer.layers.0.attention.to_q.lora_B.weight"
+    assert torch.equal(load_file(str(written[1]))[key], 3 * load_file(str(written[0]))[key])

@@ -416,6 +416,10 @@ _SOURCES = {
     "1e-4; lora_alpha = rank in diffsynth/diffusion/training_module.py; one sample per step)",
     "configs": "diffusers scripts/convert_wan_to_diffusers.py and Wan-Video wan/configs (module docstring)",
     "training_shift": TRAINING_SHIFT_SOURCE,
+    **dict.fromkeys(
+        ("max_num_frames", "height", "width"),
+        "dit-lora's default training size (default_size: 480p, or TI2V-5B's one size), what WanInfo.trained_size runs",
+    ),
 }
 
 
@@ -467,6 +471,9 @@ def _entry(
         "model_index.json": {"_class_name": pipeline, "boundary_ratio": pipeline_config.get("boundary_ratio")},
     }
     frames, height, width, fps = trained
+    size_defaults = dict(
+        zip(("max_num_frames", "height", "width"), default_size(bool(pipeline_config.get("expand_timesteps"))))
+    )
     # TI2V-5B is one checkpoint for both tasks (expand_timesteps): --family wan_i2v gets its defaults too.
     also = (I2V,) if pipeline_config.get("expand_timesteps") else ()
     return Checkpoint(
@@ -478,13 +485,23 @@ def _entry(
         configs=configs,
         stored_dtype="fp32",
         text_length=TEXT_LEN,
-        defaults={"rank": 32, "lora_alpha": 32, "learning_rate": 1e-4, "train_batch_size": 1},
+        defaults={"rank": 32, "lora_alpha": 32, "learning_rate": 1e-4, "train_batch_size": 1, **size_defaults},
         sources=dict(_SOURCES),
         trained={"frames": frames, "height": height, "width": width, "fps": fps},
         tokenizer_files=_TOKENIZER_FILES,
         depth=depth,
         notes=notes or _notes(size, experts, pipeline_config),
     )
+
+
+def default_size(expand_timesteps: bool) -> tuple[int, int, int, str]:
+    """``(frames, height, width, why)`` a Wan run trains at without size flags (``WanInfo.trained_size``), listed in
+    each entry's defaults so that ``dit-lora models`` shows it: TI2V-5B its one size; every other checkpoint 81 x
+    480 x 832, its 480p size, also for the 14B and A14B ones trained up to 720 x 1280 (a quarter of the tokens per
+    clip of 720p; the 480P and 720P I2V releases share every config, so a local copy cannot tell which it is)."""
+    if expand_timesteps:
+        return 121, 704, 1280, "Wan2.2 TI2V-5B generates 121 frames at 704x1280 (24 fps)"
+    return 81, 480, 832, "Wan 2.1/2.2 generate 81 frames; 480x832 is the 480p size every Wan checkpoint runs at"
 
 
 def _notes(size: str, experts: int, pipeline_config: dict) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.families.wan.catalogue import default_size
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -71,10 +72,9 @@ class WanInfo:
         return self.vae_spatial * self.patch[1]
 
     def trained_size(self) -> tuple[int, int, int, str]:
-        """``(frames, height, width, why)``: the default training size."""
-        if self.expand_timesteps:
-            return 121, 704, 1280, "Wan2.2 TI2V-5B generates 121 frames at 704x1280 (24 fps)"
-        return 81, 480, 832, "Wan 2.1/2.2 generate 81 frames; 480x832 is the 480p size every Wan checkpoint runs at"
+        """``(frames, height, width, why)``: the default training size (:func:`.catalogue.default_size`, which the
+        catalogue entries list as their defaults)."""
+        return default_size(self.expand_timesteps)
 
     def largest_trained_size(self) -> tuple[int, int, int, str]:
         """``(frames, height, width, why)``: the largest size the checkpoint generates at (the size check's

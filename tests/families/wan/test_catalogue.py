@@ -62,7 +62,9 @@ def test_each_entry_is_consistent_with_its_kind(entry):
     assert entry.configs["text_encoder/config.json"]["vocab_size"] == 256384  # umt5-xxl
     scheduler = entry.configs["scheduler/scheduler_config.json"]
     assert scheduler["prediction_type"] == "flow_prediction" and scheduler["use_flow_sigmas"] is True
-    assert entry.defaults == {"rank": 32, "lora_alpha": 32, "learning_rate": 1e-4, "train_batch_size": 1}
+    size = (121, 704, 1280) if entry.trained["fps"] == 24 else (81, 480, 832)  # the size a run trains at (TI2V: 24 fps)
+    assert entry.defaults == {"rank": 32, "lora_alpha": 32, "learning_rate": 1e-4, "train_batch_size": 1,
+                              **dict(zip(("max_num_frames", "height", "width"), size))}
     assert entry.sources["defaults"] and entry.sources["configs"]
     two = entry.hub_id in A14B
     assert ("transformer_2/config.json" in entry.configs) == two == ("transformer_2/config.json" in entry.depth)
