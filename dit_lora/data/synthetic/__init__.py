@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import give_default_modes
 
 __all__ = [
     "build_directory_atomically",
@@ -101,6 +102,7 @@ def build_directory_atomically(
     tmp.mkdir()
     try:
         build(tmp)
+        give_default_modes(tmp)  # safetensors and save_pretrained write 0600: the umask's mode, as every file we write
         # The marker goes last: its presence means "this directory is complete".
         (tmp / marker_name).write_text(json.dumps(marker, indent=2, sort_keys=True) + "\n")
         try:

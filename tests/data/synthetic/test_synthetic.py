@@ -29,3 +29,19 @@ def test_the_shapes_api_is_reached_lazily_and_nothing_names_a_family():
     assert not [name for name in demo.__all__ if "sana" in name.lower() or "dit" in name.lower()]
     with pytest.raises(AttributeError):
         demo.build_tiny_sana_pipeline  # the family's own: dit_lora.families.sana.demo
+
+
+def test_a_built_folder_s_files_get_the_umask_s_mode(tmp_path, umask):
+    """A demo model folder is readable as every other file the run writes: safetensors and save_pretrained create
+    their files 0600, the build gives them what ``open()`` would have (0644 under the usual umask)."""
+    import os
+
+    def build(tmp):
+        (tmp / "sub").mkdir()
+        weights = tmp / "sub" / "model.safetensors"
+        weights.write_bytes(b"x")
+        os.chmod(weights, 0o600)
+
+    target = tmp_path / "built"
+    build_directory_atomically(target, "marker.json", {"v": 1}, build)
+    assert (target / "sub" / "model.safetensors").stat().st_mode & 0o777 == 0o666 & ~umask
