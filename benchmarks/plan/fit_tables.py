@@ -2,9 +2,11 @@
 """The family guides' fit tables: what `dit-lora plan ID --gpu_memory SIZE` answers for every catalogued checkpoint.
 
 For each catalogued checkpoint at the defaults a run gives it (one process, CUDA), the predicted peak as given and,
-per card size, the ladder's answer (``dit_lora/plan/ladder.py``): *fits* (with the 15% headroom the plan keeps),
-*fits, narrowly* (under the size, inside that headroom), else the flags of the fastest configuration the plan finds
-that fits and its predicted peak, or *no* with the lowest peak the ladder reaches. Nothing is downloaded: the
+per card size, the ladder's answer (``dit_lora/plan/ladder.py``): *fits* (with the plan's worst measured GPU error,
+``ladder.GPU_ERROR``, kept free), *fits, narrowly* (under the size, inside that margin; with the flags that keep it
+where a rung does), else the flags of the fastest configuration the plan finds that fits with the margin and its
+predicted peak, *fits, narrowly:* and the flags of the lowest where none keeps it (never within 5% of the card), or
+*no* with the lowest peak the ladder reaches. Nothing is downloaded: the
 catalogue holds the configs.
 
     python benchmarks/plan/fit_tables.py [--family wan] [--sizes 16,24,48,80] [--json out.json] > tables.md
@@ -28,22 +30,27 @@ GIB = 2**30
 
 
 def cell(plan, size_gib: float) -> tuple[str, dict]:
-    """The table's cell for ``plan`` on ``size_gib`` GiB, and the ladder as JSON."""
+    """The table's cell for ``plan`` on ``size_gib`` GiB, and the ladder as JSON: the words of `dit-lora plan`'s
+    answer (``ladder.GPU_ERROR`` kept free; *fits, narrowly* inside it, with the flags that keep it where a rung does)."""
     from dit_lora.plan import ladder
 
     capacity = int(size_gib * GIB)
     peak = plan.peak_memory_bytes
-    if peak * (1 + ladder.UNDER_PREDICTION) <= capacity:
+    if peak <= ladder.room(capacity):
         return "fits", {"fits": True}
-    if peak <= capacity:
-        return "fits, narrowly", {"fits": True, "narrowly": True}
     found = ladder.climb(plan, capacity)
     data = found.as_dict()
     target = found.chosen or found.closest
-    if found.chosen is None:
-        return f"no (lowest {target.peak / GIB:.1f} GiB)", data
-    flags = " ".join(found.launch_flags(target) + found.flags())  # the recommended plan: a narrow swap gets headroom
-    return f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)", data
+    flags = " ".join(found.launch_flags(target) + found.flags())
+    proposal = f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)"
+    if peak <= capacity:  # as given, inside the plan's error: said so, with the flags that keep it free
+        keeps = f"; {proposal} keeps the margin" if found.chosen is not None and found.flags() else ""
+        return f"fits, narrowly{keeps}", {**data, "fits": True, "narrowly": True}
+    if found.chosen is not None:
+        return proposal, data
+    if found.narrow is not None:
+        return f"fits, narrowly: {proposal}", data
+    return f"no (lowest {target.peak / GIB:.1f} GiB)", data
 
 
 HEADER = "| checkpoint | caching phase | training phase | predicted peak |"
