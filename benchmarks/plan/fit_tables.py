@@ -54,27 +54,31 @@ def cell(plan, size_gib: float) -> tuple[str, dict]:
 
 
 HEADER = "| checkpoint | caching phase | training phase | predicted peak |"
+#: the video LLMs' tables (no caching phase: the peak is the training phase)
+SHORT_HEADER = "| checkpoint | predicted peak (training) |"
 
 
-def table_row(entry, sizes: list[float]) -> tuple[str, dict]:
-    """One checkpoint's row of the fit table, and its ladders as JSON."""
+def table_row(entry, sizes: list[float], short: bool = False) -> tuple[str, dict]:
+    """One checkpoint's row of the fit table (``short``: :data:`SHORT_HEADER`'s columns), and its ladders as JSON."""
     try:
         plan, _ = plan_entry(entry)
     except Exception as err:  # a row that cannot be planned says why; the others still print
         return f"| `{entry.hub_id}` | plan failed: {type(err).__name__}: {err} |", {}
     cells = [cell(plan, s) for s in sizes]
     cache = f"{plan.cache_phase_bytes / GIB:.2f} GiB" if plan.cache_phase_bytes else "-"
+    phases = "" if short else f"{cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
     text = (
-        f"| `{entry.hub_id}` | {cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
-        f"**{plan.peak_memory_bytes / GIB:.2f} GiB** | " + " | ".join(c for c, _ in cells) + " |"
+        f"| `{entry.hub_id}` | {phases}**{plan.peak_memory_bytes / GIB:.2f} GiB** | "
+        + " | ".join(c for c, _ in cells)
+        + " |"
     )
     return text, {f"{s:g}": data for s, (_, data) in zip(sizes, cells)}
 
 
 def update_guides(guides: Path) -> list[str]:
     """Rewrite the rows of every fit table in ``guides`` (the Markdown files whose table starts with
-    :data:`HEADER`) for the checkpoints each lists, in its order, at the card sizes its header names (``| 24 GB |``);
-    returns the files changed."""
+    :data:`HEADER` or :data:`SHORT_HEADER`) for the checkpoints each lists, in its order, at the card sizes its header
+    names (``| 24 GB |``); returns the files changed."""
     import re
 
     from dit_lora.catalogue import by_hub_id
@@ -85,7 +89,8 @@ def update_guides(guides: Path) -> list[str]:
         out, i = [], 0
         while i < len(lines):
             out.append(lines[i])
-            if not lines[i].startswith(HEADER):
+            short = lines[i].startswith(SHORT_HEADER)
+            if not (short or lines[i].startswith(HEADER)):
                 i += 1
                 continue
             sizes = [float(size) for size in re.findall(r"\| (\d+(?:\.\d+)?) GB", lines[i])]
@@ -93,7 +98,7 @@ def update_guides(guides: Path) -> list[str]:
             i += 2
             while i < len(lines) and lines[i].startswith("| `"):
                 hub_id = re.match(r"\| `([^`]+)`", lines[i]).group(1)
-                out.append(table_row(by_hub_id(hub_id), sizes)[0] + "\n")
+                out.append(table_row(by_hub_id(hub_id), sizes, short)[0] + "\n")
                 i += 1
         if out != lines:
             path.write_text("".join(out))
