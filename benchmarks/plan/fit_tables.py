@@ -98,7 +98,9 @@ def update_guides(guides: Path) -> list[str]:
             i += 2
             while i < len(lines) and lines[i].startswith("| `"):
                 hub_id = re.match(r"\| `([^`]+)`", lines[i]).group(1)
-                out.append(table_row(by_hub_id(hub_id), sizes, short)[0] + "\n")
+                row = table_row(by_hub_id(hub_id), sizes, short)[0].split("|")
+                row[1] = lines[i].split("|")[1]  # the guide's own first cell: a note beside the id stays
+                out.append("|".join(row) + "\n")
                 i += 1
         if out != lines:
             path.write_text("".join(out))

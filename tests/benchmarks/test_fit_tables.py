@@ -39,10 +39,12 @@ def test_a_video_llm_table_without_phases_is_rewritten_too(tmp_path):
     """The video LLMs' tables have no caching column (SHORT_HEADER); their rows are regenerated like the others'."""
     fit = _module()
     guide = tmp_path / "video-llms.md"
-    guide.write_text(f"{fit.SHORT_HEADER} 16 GB |\n|---|---:|---|\n| `OpenGVLab/InternVL3_5-1B-HF` | stale | stale |\n")
+    guide.write_text(
+        f"{fit.SHORT_HEADER} 16 GB |\n|---|---:|---|\n| `OpenGVLab/InternVL3_5-1B-HF` (a note) | stale | stale |\n"
+    )
     assert fit.update_guides(tmp_path) == [str(guide)]
-    row = guide.read_text().splitlines()[2]
-    assert row.startswith("| `OpenGVLab/InternVL3_5-1B-HF` | **") and row.endswith(" GiB** | fits |"), row
+    row = guide.read_text().splitlines()[2]  # the guide's note beside the id stays
+    assert row.startswith("| `OpenGVLab/InternVL3_5-1B-HF` (a note) | **") and row.endswith(" GiB** | fits |"), row
 
 
 def test_a_cell_says_the_ladders_words_and_keeps_the_margin():
