@@ -2,9 +2,11 @@
 """The family guides' fit tables: what `dit-lora plan ID --gpu_memory SIZE` answers for every catalogued checkpoint.
 
 For each catalogued checkpoint at the defaults a run gives it (one process, CUDA), the predicted peak as given and,
-per card size, the ladder's answer (``dit_lora/plan/ladder.py``): *fits* (with the 15% headroom the plan keeps),
-*fits, narrowly* (under the size, inside that headroom), else the flags of the fastest configuration the plan finds
-that fits and its predicted peak, or *no* with the lowest peak the ladder reaches. Nothing is downloaded: the
+per card size, the ladder's answer (``dit_lora/plan/ladder.py``): *fits* (with the plan's worst measured GPU error,
+``ladder.GPU_ERROR``, kept free), *fits, narrowly* (under the size, inside that margin; with the flags that keep it
+where a rung does), else the flags of the fastest configuration the plan finds that fits with the margin and its
+predicted peak, *fits, narrowly:* and the flags of the lowest where none keeps it (never within 5% of the card), or
+*no* with the lowest peak the ladder reaches. Nothing is downloaded: the
 catalogue holds the configs.
 
     python benchmarks/plan/fit_tables.py [--family wan] [--sizes 16,24,48,80] [--json out.json] > tables.md
@@ -28,46 +30,55 @@ GIB = 2**30
 
 
 def cell(plan, size_gib: float) -> tuple[str, dict]:
-    """The table's cell for ``plan`` on ``size_gib`` GiB, and the ladder as JSON."""
+    """The table's cell for ``plan`` on ``size_gib`` GiB, and the ladder as JSON: the words of `dit-lora plan`'s
+    answer (``ladder.GPU_ERROR`` kept free; *fits, narrowly* inside it, with the flags that keep it where a rung does)."""
     from dit_lora.plan import ladder
 
     capacity = int(size_gib * GIB)
     peak = plan.peak_memory_bytes
-    if peak * (1 + ladder.UNDER_PREDICTION) <= capacity:
+    if peak <= ladder.room(capacity):
         return "fits", {"fits": True}
-    if peak <= capacity:
-        return "fits, narrowly", {"fits": True, "narrowly": True}
     found = ladder.climb(plan, capacity)
     data = found.as_dict()
     target = found.chosen or found.closest
-    if found.chosen is None:
-        return f"no (lowest {target.peak / GIB:.1f} GiB)", data
-    flags = " ".join(found.launch_flags(target) + found.flags())  # the recommended plan: a narrow swap gets headroom
-    return f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)", data
+    flags = " ".join(found.launch_flags(target) + found.flags())
+    proposal = f"`{flags}` ({found.recommended.peak_memory_bytes / GIB:.1f} GiB)"
+    if peak <= capacity:  # as given, inside the plan's error: said so, with the flags that keep it free
+        keeps = f"; {proposal} keeps the margin" if found.chosen is not None and found.flags() else ""
+        return f"fits, narrowly{keeps}", {**data, "fits": True, "narrowly": True}
+    if found.chosen is not None:
+        return proposal, data
+    if found.narrow is not None:
+        return f"fits, narrowly: {proposal}", data
+    return f"no (lowest {target.peak / GIB:.1f} GiB)", data
 
 
 HEADER = "| checkpoint | caching phase | training phase | predicted peak |"
+#: the video LLMs' tables (no caching phase: the peak is the training phase)
+SHORT_HEADER = "| checkpoint | predicted peak (training) |"
 
 
-def table_row(entry, sizes: list[float]) -> tuple[str, dict]:
-    """One checkpoint's row of the fit table, and its ladders as JSON."""
+def table_row(entry, sizes: list[float], short: bool = False) -> tuple[str, dict]:
+    """One checkpoint's row of the fit table (``short``: :data:`SHORT_HEADER`'s columns), and its ladders as JSON."""
     try:
         plan, _ = plan_entry(entry)
     except Exception as err:  # a row that cannot be planned says why; the others still print
         return f"| `{entry.hub_id}` | plan failed: {type(err).__name__}: {err} |", {}
     cells = [cell(plan, s) for s in sizes]
     cache = f"{plan.cache_phase_bytes / GIB:.2f} GiB" if plan.cache_phase_bytes else "-"
+    phases = "" if short else f"{cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
     text = (
-        f"| `{entry.hub_id}` | {cache} | {plan.train_phase_bytes() / GIB:.2f} GiB | "
-        f"**{plan.peak_memory_bytes / GIB:.2f} GiB** | " + " | ".join(c for c, _ in cells) + " |"
+        f"| `{entry.hub_id}` | {phases}**{plan.peak_memory_bytes / GIB:.2f} GiB** | "
+        + " | ".join(c for c, _ in cells)
+        + " |"
     )
     return text, {f"{s:g}": data for s, (_, data) in zip(sizes, cells)}
 
 
 def update_guides(guides: Path) -> list[str]:
     """Rewrite the rows of every fit table in ``guides`` (the Markdown files whose table starts with
-    :data:`HEADER`) for the checkpoints each lists, in its order, at the card sizes its header names (``| 24 GB |``);
-    returns the files changed."""
+    :data:`HEADER` or :data:`SHORT_HEADER`) for the checkpoints each lists, in its order, at the card sizes its header
+    names (``| 24 GB |``); returns the files changed."""
     import re
 
     from dit_lora.catalogue import by_hub_id
@@ -78,7 +89,8 @@ def update_guides(guides: Path) -> list[str]:
         out, i = [], 0
         while i < len(lines):
             out.append(lines[i])
-            if not lines[i].startswith(HEADER):
+            short = lines[i].startswith(SHORT_HEADER)
+            if not (short or lines[i].startswith(HEADER)):
                 i += 1
                 continue
             sizes = [float(size) for size in re.findall(r"\| (\d+(?:\.\d+)?) GB", lines[i])]
@@ -86,7 +98,9 @@ def update_guides(guides: Path) -> list[str]:
             i += 2
             while i < len(lines) and lines[i].startswith("| `"):
                 hub_id = re.match(r"\| `([^`]+)`", lines[i]).group(1)
-                out.append(table_row(by_hub_id(hub_id), sizes)[0] + "\n")
+                row = table_row(by_hub_id(hub_id), sizes, short)[0].split("|")
+                row[1] = lines[i].split("|")[1]  # the guide's own first cell: a note beside the id stays
+                out.append("|".join(row) + "\n")
                 i += 1
         if out != lines:
             path.write_text("".join(out))

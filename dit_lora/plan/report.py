@@ -12,10 +12,6 @@ from dit_lora.plan import ladder
 from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
-#: a run stops at start only when the prediction exceeds the device's memory by more than this fraction
-#: (the prediction leaves out allocator fragmentation and the CUDA context, and may be off either way)
-MARGIN = 0.10
-UNDER_PREDICTION = ladder.UNDER_PREDICTION
 
 
 def parse_memory(text: str) -> int:
@@ -34,6 +30,14 @@ def device_memory(device: torch.device) -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
+def device_name(device: torch.device) -> str:
+    """The device as a run's messages name it: the GPU's model (``NVIDIA H100 80GB HBM3, cuda:0``), or the CPU."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"this {torch.cuda.get_device_name(index)} (cuda:{index})"
+    return f"this {device.type} device"
+
+
 def _gib(n: int | None) -> str:
     return "-" if n is None else f"{n / GIB:.2f} GiB"
 
@@ -47,8 +51,9 @@ def _quantized_label(plan: Plan, name: str) -> str:
     return ""
 
 
-def format_plan(plan: Plan, capacity: int | None = None) -> str:
-    """The prediction as a table, then what fits on ``capacity`` bytes (when given)."""
+def format_plan(plan: Plan, capacity: int | None = None, card: str | None = None) -> str:
+    """The prediction as a table, then what fits on ``capacity`` bytes (when given; ``card``: where that figure
+    came from, e.g. ``--gpu_memory 24GB``, said with the margin the plan keeps of it)."""
     head = (
         f"memory plan for `{plan.model}` ({plan.family}"
         + (f", catalogued as {plan.catalogue_entry}" if plan.catalogue_entry else "")
@@ -104,6 +109,8 @@ def format_plan(plan: Plan, capacity: int | None = None) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     lines = [head] + [f"  {k:<{width}}  {v}" for k, v in rows]
+    if capacity is not None and card is not None:
+        lines.append(margin_line(capacity, card))
     if capacity is not None and plan.peak_memory_bytes > capacity:
         lines.append(f"does not fit: the predicted peak {_gib(plan.peak_memory_bytes)} exceeds {_gib(capacity)}.")
         lines.append(ladder.format_ladder(ladder.climb(plan, capacity)))
@@ -123,36 +130,50 @@ def _swap_row(plan: Plan) -> str:
     )
 
 
+def margin_line(capacity: int, card: str) -> str:
+    """What the plan keeps free of the ``capacity`` bytes of ``card`` (the flag that gave it, or the device's name)."""
+    return (
+        f"card: {_gib(capacity)} ({card}); the plan keeps {ladder.GPU_ERROR:.0%} of it free, its worst error measured "
+        f"on a GPU (benchmarks/RESULTS.md), so a prediction fits at {_gib(ladder.room(capacity))} or less"
+    )
+
+
 def advice(plan: Plan, capacity: int) -> str:
-    """One paragraph: whether the run fits on ``capacity`` bytes, and if not, the ladder's answer
-    (:func:`~dit_lora.plan.ladder.climb`): the fastest configuration the plan knows that fits, as flags to copy."""
+    """One paragraph: whether the run fits on ``capacity`` bytes with the plan's error kept free, narrowly (with the
+    ladder's flags that keep it), or not, with the ladder's answer (:func:`~dit_lora.plan.ladder.climb`): the fastest
+    configuration the plan knows that fits, as flags to copy."""
     peak = plan.peak_memory_bytes
-    if peak * (1 + UNDER_PREDICTION) <= capacity:
-        return f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare)."
-    if peak <= capacity:
-        # what leaves the headroom: the ladder climbed to the capacity less the plan's error (it lowers the phase
-        # that sets the peak, the caching phase included, not a fixed guess)
-        room = int(capacity / (1 + UNDER_PREDICTION))
-        safer = ladder.climb(plan, room)
-        hint = (
-            f"if the run runs out of memory: {' '.join(safer.launch_flags() + safer.flags())} (predicted "
-            f"{_gib(safer.recommended.peak_memory_bytes)})"
-            if safer.chosen is not None and safer.flags()
-            else "no lever the plan knows leaves it"
-        )
+    if peak <= ladder.room(capacity):
         return (
-            f"fits, narrowly: {_gib(peak)} of {_gib(capacity)}. On an H100 the plan came out up to "
-            f"{UNDER_PREDICTION:.0%} below the measured peak (benchmarks/RESULTS.md), so leave that headroom; {hint}."
+            f"fits: {_gib(peak)} of {_gib(capacity)} ({_gib(capacity - peak)} to spare, the plan's "
+            f"{ladder.GPU_ERROR:.0%} error kept free)."
         )
+    if peak <= capacity:
+        # what keeps the margin: the ladder's answer (it lowers the phase that sets the peak, the caching phase
+        # included, not a fixed guess)
+        found = ladder.climb(plan, capacity)
+        hint = (
+            f"the flags that keep it free: {' '.join(found.launch_flags() + found.flags())} (predicted "
+            f"{_gib(found.recommended.peak_memory_bytes)})"
+            if found.chosen is not None and found.flags()
+            else "no lever the plan knows keeps it free"
+        )
+        return f"{ladder.narrowly(peak, capacity)}; {hint}."
     found = ladder.climb(plan, capacity)
     text = f"does not fit: the predicted peak {_gib(peak)} exceeds {_gib(capacity)}. The ladder's answer: "
     return text + ladder.answer(found) + "."
 
 
-def check_fits(plan: Plan, capacity: int, where: str) -> None:
-    """Stop a run before it loads a model when the prediction exceeds ``capacity`` by more than :data:`MARGIN`."""
-    if plan.peak_memory_bytes <= capacity * (1 + MARGIN):
-        return
+def check_fits(plan: Plan, capacity: int, where: str) -> str | None:
+    """The start-of-run gate, before a run loads a model: stop it when the prediction exceeds the ``capacity`` bytes
+    of ``where``; return the warning to log when it fits only inside the plan's error (None when it fits with it)."""
+    if plan.peak_memory_bytes <= ladder.room(capacity):
+        return None
+    if plan.peak_memory_bytes <= capacity:
+        return (
+            f"memory plan on {where}: " + advice(plan, capacity) + " `dit-lora plan` with the same options shows the "
+            "whole prediction and the ladder."
+        )
     raise UserError(
         f"This run would not fit on {where}: "
         + advice(plan, capacity).removeprefix("does not fit: ")

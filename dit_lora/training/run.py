@@ -286,7 +286,9 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log)
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)"
     )
-    plan_report.check_fits(plan, capacity, f"this {device.type} device")
+    narrow = plan_report.check_fits(plan, capacity, plan_report.device_name(device))
+    if narrow:  # it fits only inside the plan's error: the run starts, told the risk and the flags that keep it free
+        log(narrow)
     return plan
 
 

@@ -33,3 +33,36 @@ def test_update_guides_rewrites_each_listed_row_and_keeps_the_rest(tmp_path):
     assert "stale" not in row and row.count("|") == 7 and "GiB" in row and row.endswith("| fits | fits |")  # two cells: the header's 16 GB and 80 GB
     assert lines[:4] == before.splitlines()[:4] and lines[-1] == "after the table"
     assert fit.update_guides(tmp_path) == []  # a second pass changes nothing
+
+
+def test_a_video_llm_table_without_phases_is_rewritten_too(tmp_path):
+    """The video LLMs' tables have no caching column (SHORT_HEADER); their rows are regenerated like the others'."""
+    fit = _module()
+    guide = tmp_path / "video-llms.md"
+    guide.write_text(
+        f"{fit.SHORT_HEADER} 16 GB |\n|---|---:|---|\n| `OpenGVLab/InternVL3_5-1B-HF` (a note) | stale | stale |\n"
+    )
+    assert fit.update_guides(tmp_path) == [str(guide)]
+    row = guide.read_text().splitlines()[2]  # the guide's note beside the id stays
+    assert row.startswith("| `OpenGVLab/InternVL3_5-1B-HF` (a note) | **") and row.endswith(" GiB** | fits |"), row
+
+
+def test_a_cell_says_the_ladders_words_and_keeps_the_margin():
+    """A cell is `dit-lora plan`'s answer: *fits* with the margin kept, *fits, narrowly* inside it (with the flags
+    that keep it), else flags whose prediction leaves the margin."""
+    from dit_lora.plan import ladder
+    from dit_lora.plan.estimate import Plan, StepTrace
+
+    fit = _module()
+    gib = 2**30
+    plan = Plan(model="m", family="sana", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=1,
+                gradient_accumulation_steps=1, depth=2, weights={"model": 6 * gib}, trained_component="model",
+                trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
+                encoders_in_training=False, process_bytes=0, checkpointing=False,
+                steps=[StepTrace("b", False, 4 * gib, 1), StepTrace("b", True, gib, 2)])  # 10 GiB, 7 with checkpointing
+    assert fit.cell(plan, 12)[0] == "fits"  # 10 of 12: 16.7% left
+    text, data = fit.cell(plan, 11)  # 9% left: inside the plan's error
+    assert text == "fits, narrowly; `--gradient_checkpointing true` (7.0 GiB) keeps the margin" and data["narrowly"]
+    text, data = fit.cell(plan, 9)
+    assert text == "`--gradient_checkpointing true` (7.0 GiB)" and data["peak_memory_bytes"] <= 9 * gib * (
+        1 - ladder.GPU_ERROR)

@@ -98,7 +98,7 @@ def test_extrapolating_from_blocks_two_and_three_matches_a_full_wan_trace(monkey
 @pytest.mark.parametrize("hub_id, checkpointing", list(MEASURED_GIB), ids=lambda v: str(v))
 def test_the_training_phase_agrees_with_the_h100_measurements(hub_id, checkpointing):
     """The bench's step (no encoders in memory: the training phase) within 15% of the measured peak, on the safe
-    side by at most that: the plan's stated error (report.UNDER_PREDICTION)."""
+    side by at most that (the plan's worst measured GPU error is ladder.GPU_ERROR, 15.2%, on the other side)."""
     cfg, fam = _cfg("wan", hub_id, *BENCH_FLAGS, "--gradient_checkpointing", str(checkpointing).lower())
     cfg = choose_defaults(cfg, fam).config  # the catalogue's batch 1, as `dit-lora plan` and a run take it
     assert cfg.train_batch_size == 1 and cfg.rank == 32
@@ -111,8 +111,9 @@ def test_the_training_phase_agrees_with_the_h100_measurements(hub_id, checkpoint
 def test_the_14b_on_24_gb_gets_flags_whose_own_plan_fits(capsys):
     """``dit-lora plan Wan-AI/Wan2.1-T2V-14B-Diffusers --gpu_memory 24GB`` (offline: the catalogue's configs) does not
     fit as it is; the ladder's flags to copy keep the 81 frames (activation offloading, no cut) and, fed back into
-    the plan, predict the peak the ladder said, under 24 GB."""
+    the plan, predict the peak the ladder said, under 24 GB less the plan's error."""
     from dit_lora.commands.cli import _main
+    from dit_lora.plan import ladder
 
     assert _main(["plan", T2V_14B, "--gpu_memory", "24GB"]) == 0
     text = capsys.readouterr().out
@@ -124,21 +125,20 @@ def test_the_14b_on_24_gb_gets_flags_whose_own_plan_fits(capsys):
     assert found, text
     flags, peak = found.group(1).split(), float(found.group(2))
     assert "--activation_offloading" in flags and "--max_num_frames" not in flags
-    assert peak <= 24 / 1.15  # the flags to copy leave the plan's headroom; the fewest blocks are named beside them
-    fewest = re.search(r"--blocks_to_swap (\d+) is the fewest that fits the prediction exactly \((\d+\.\d+) GiB", text)
-    assert fewest and int(fewest.group(1)) < int(flags[flags.index("--blocks_to_swap") + 1]), text
-    assert 24 / 1.15 < float(fewest.group(2)) <= 24
+    assert peak <= 24 * (1 - ladder.GPU_ERROR)  # the flags to copy leave the plan's error free
+    assert "block swap" in text and f"leaving the {ladder.GPU_ERROR:.0%} the plan has come out below" in text
     cfg, fam = _cfg("wan", T2V_14B, *flags)
     chosen = choose_defaults(cfg, fam)
     plan = make_plan(chosen.config, fam, device="cuda", both_settings=False)
     assert plan.peak_memory_bytes / GIB == pytest.approx(peak, abs=0.006)
-    assert plan.peak_memory_bytes <= 24 * GIB
+    assert plan.peak_memory_bytes <= 24 * GIB * (1 - ladder.GPU_ERROR)
 
 
 @pytest.mark.slow  # two plans at full width (Sana 1.6B at 1024 px, Wan 1.3B at 81 x 480 x 832): about 12 s
 def test_sana_and_wan_small_on_8_12_16_gb():
-    """The ladder on 8, 12 and 16 GB for the two smaller models people train at home: what it answers fits (or says
-    what the lowest is), and its flags never cut the frames where a weight lever fits."""
+    """The ladder on 8, 12 and 16 GB for the two smaller models people train at home: what it answers fits with the
+    plan's error kept free (or says what the lowest is), and its flags cut frames only for what no weight lever
+    lowers."""
     from dit_lora.plan import ladder
 
     answers = {}
@@ -150,10 +150,15 @@ def test_sana_and_wan_small_on_8_12_16_gb():
             found = ladder.climb(plan, capacity * GIB)
             answers[family, capacity] = found
             if found.chosen is not None:
-                assert found.chosen.peak <= capacity * GIB
+                assert found.chosen.peak <= capacity * GIB * (1 - ladder.GPU_ERROR)
                 assert [t.rung for t in found.tried][-1] == found.chosen.rung
     assert all(answers[family, 16].chosen is not None for family in ("sana", "wan"))
     assert answers["sana", 8].chosen is not None and "--max_num_frames" not in answers["sana", 8].flags()
     # Wan 1.3B on 16 GB: its 10.6 GiB UMT5-XXL beside the model while caching is what exceeds; 4 bits fix that
     assert answers["wan", 16].flags() == ["--quantize_text_encoder", "true"]
-    assert "--max_num_frames" not in answers["wan", 12].flags()
+    # 12 GB: fp8_scaled brings the training phase under the margin (10.18 GiB); what stays over it is the caching
+    # phase, UMT5 in 4 bits beside the VAE encoding 81 frames, which only fewer frames lower: the cut is for that
+    twelve = answers["wan", 12]
+    assert twelve.chosen.rung == "fewer tokens" and "--quantize_base" in twelve.flags()
+    before = twelve.chosen.start
+    assert before.train_phase_bytes() <= twelve.room < before.cache_phase_bytes

@@ -100,6 +100,38 @@ def test_load_batch_gives_the_family_the_update_number_as_a_host_int():
         assert out["latents"].shape == (2, 3)
 
 
+def test_the_memory_gate_logs_a_narrow_fit_with_the_card_and_the_margin(monkeypatch):
+    """A run whose prediction is under the device's memory but inside the plan's error starts, and its log says so:
+    the card by name, "fits, narrowly", the margin kept and the flags that keep it; one that fits with it says
+    nothing more than the plan's line."""
+    from types import SimpleNamespace
+
+    from dit_lora.plan import ladder, report
+    from dit_lora.plan.estimate import Plan, StepTrace
+    from dit_lora.training import run as run_module
+
+    plan = Plan(model="m", family="sana", catalogue_entry=None, device="cuda", num_processes=1, train_batch_size=1,
+                gradient_accumulation_steps=1, depth=2, weights={"model": 6 * 2**30}, trained_component="model",
+                trainable_params=1, optimizer_bytes=0, snapshot_bytes=0, ddp_bytes=0, cache_phase_bytes=None,
+                encoders_in_training=False, process_bytes=0, checkpointing=False,
+                steps=[StepTrace("b", False, 4 * 2**30, 1), StepTrace("b", True, 2**30, 2)])  # 10 GiB, 7 with ckpt
+    monkeypatch.setattr(run_module, "make_plan", lambda *args, **kwargs: plan)
+    monkeypatch.setattr(report, "device_name", lambda device: "this NVIDIA GeForce RTX 2080 Ti (cuda:0)")
+    accelerator = SimpleNamespace(device=torch.device("cpu"), num_processes=1)
+    args = (_cfg("out"), None, accelerator, SimpleNamespace(entry=None))
+    for capacity, narrow in ((11 * 2**30, True), (12 * 2**30, False)):
+        monkeypatch.setattr(report, "device_memory", lambda device, capacity=capacity: capacity)
+        lines: list[str] = []
+        assert run_module._memory_plan(*args, lines.append) is plan
+        assert len(lines) == (2 if narrow else 1) and lines[0].startswith("memory plan: predicted peak 10.00 GiB")
+    assert lines[0].endswith("(`dit-lora plan` for the details)")
+    monkeypatch.setattr(report, "device_memory", lambda device: 11 * 2**30)
+    lines = []
+    run_module._memory_plan(*args, lines.append)
+    assert lines[1].startswith("memory plan on this NVIDIA GeForce RTX 2080 Ti (cuda:0): fits, narrowly: 10.00 GiB")
+    assert f"inside the {ladder.GPU_ERROR:.0%}" in lines[1] and "--gradient_checkpointing true" in lines[1]
+
+
 def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     """Under FSDP2 the gate asks the plan for one rank's share (engine="fsdp2") and stops on it as under DDP; the
     log line says the prediction is sharded."""

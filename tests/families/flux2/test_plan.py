@@ -60,7 +60,7 @@ def test_dev_on_24_gb_gets_flags_whose_own_plan_fits(capsys):
     from dit_lora.catalogue.defaults import choose_defaults
     from dit_lora.commands.cli import _main
     from dit_lora.config.parser import parse_config
-    from dit_lora.plan import make_plan
+    from dit_lora.plan import ladder, make_plan
 
     hub_id = "black-forest-labs/FLUX.2-dev"
     assert _main(["plan", hub_id, "--gpu_memory", "24GB"]) == 0
@@ -76,7 +76,7 @@ def test_dev_on_24_gb_gets_flags_whose_own_plan_fits(capsys):
     chosen = choose_defaults(cfg, fam)
     plan = make_plan(chosen.config, fam, device="cuda", both_settings=False)
     assert plan.blocks_wait and plan.peak_memory_bytes / 2**30 == pytest.approx(peak, abs=0.006)
-    assert plan.peak_memory_bytes <= 24 * 2**30
+    assert plan.peak_memory_bytes <= 24 * 2**30 * (1 - ladder.GPU_ERROR)  # the plan's error kept free
     # the caching phase: no block of the transformer on the device, the text encoder in 4 bits
     blocks = sum(sum(sizes) for sizes in plan.block_sizes) * plan.weights["model"] / plan.model_built_bytes
     assert plan.cache_parked_bytes() == pytest.approx(blocks, rel=1e-6)
