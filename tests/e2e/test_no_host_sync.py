@@ -1,4 +1,5 @@
-"""No training step waits for the device: every shipped demo config, default flags, under the sync audit.
+"""No training step waits for the device: every shipped demo config, default flags, under the sync audit; and each
+run's model card snippet (and the card `dit-lora push` uploads) runs as written, the adapter changing its output.
 
 ``DIT_LORA_SYNC_DEBUG=1`` makes any host sync inside a micro-batch raise (on a CPU: reading a device
 tensor's value with ``.item()``/``float``/``bool``, ``.tolist()``, ``.numpy()``, ``.cpu()``, ``nonzero`` and
@@ -18,6 +19,7 @@ import torch
 import yaml
 
 from helpers import ROOT
+from snippets import check_card, check_docs
 from dit_lora.training.sync_audit import HostSyncError, SyncAudit
 
 CONFIGS = ROOT / "recipes" / "configs"
@@ -257,6 +259,10 @@ def test_recipe_steps_never_sync(config, demo_root, tmp_path, monkeypatch, audit
     plan = summary["memory_plan"]
     assert plan is not None and plan["family"] == summary["family"] and plan["peak_memory_bytes"] > 0
     assert [s["checkpointing"] for s in plan["steps"]] == [plan["checkpointing"]]  # the gate traced one setting
+    # The run's model card snippet, and the card `dit-lora push` uploads, run as written and the adapter shows.
+    model, data = (demo_root / name for name in dict([QWEN], **DEMOS)[config])
+    check_card(tmp_path / "out", data, tmp_path / "card")
+    check_docs(config, tmp_path / "out", model, data, tmp_path / "docs", ROOT)  # the guides' blocks of this demo
 
 
 @pytest.mark.slow

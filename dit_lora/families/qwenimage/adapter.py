@@ -95,7 +95,7 @@ class QwenImageCard:
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             + (f"image = load_image({source})  # the image to edit\n" if edit else "")
-            + f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
+            + f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
             + (f"    image={'[image]' if plus else 'image'},\n" if edit else "")
             + f"    negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation_guidance_scale},\n"
             f"    height={cfg.resolution}, width={cfg.resolution}, num_inference_steps={cfg.validation_inference_steps},\n"
