@@ -31,7 +31,7 @@ import pytest
 EXEMPT = re.compile(r"<!--\s*snippet:\s*not run:\s*(?P<reason>[^>]*?)\s*-->\s*$")
 _FENCE = re.compile(r"^```python\n(?P<code>.*?)^```", re.MULTILINE | re.DOTALL)
 #: the variables a snippet leaves its result in, by kind
-RESULTS = ("image", "video", "answer")
+RESULTS = ("video", "answer", "image")  # a video snippet's `image` is its input (image-to-video)
 
 
 @dataclass(frozen=True)
