@@ -12,6 +12,7 @@ from pathlib import Path
 from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions, ModelOptions
 from dit_lora.contract import spec as fallback
+from dit_lora.contract.capabilities import ModelCard as CardComponent
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import atomic_write, write_text_atomic
 from dit_lora.modelfiles.pipeline_files import is_local
@@ -194,7 +195,9 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         else ""
     )
     strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
-    usage = f"```python\n{_snippet(spec, cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+    usage = (
+        f"```python\n{_snippet(card, spec, cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+    )
     title = TYPES[cfg.lora_type].title
     content = f"""---
 {data.to_yaml()}
@@ -228,11 +231,11 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
 _BARE_LOAD = re.compile(r'pipe\.load_lora_weights\((?P<where>"[^"\n]*")\)')
 
 
-def _snippet(spec: FamilySpec, cfg, repo_or_dir: str) -> str:
+def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str) -> str:
     """The family's usage snippet, right for the adapter type (``type_snippet``); loading from a Hub repo, its bare
     ``load_lora_weights(repo)`` names the file (``weight_name``): diffusers then reads it from the Hub cache offline
     too, where it would otherwise need the Hub to list the repo's files."""
-    snippet = type_snippet(spec.card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)
+    snippet = type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)
     if is_local(repo_or_dir):
         return snippet
     weight = json.dumps(spec.info.adapter_weight_name)
