@@ -212,7 +212,6 @@ DOC_RUNS = {
     ("docs/guides/dit.md", 0): "dit_class/demo.yaml",
     ("docs/guides/cogvideox.md", 0): "cogvideox/demo.yaml",
     ("docs/guides/qwenimage.md", 0): "qwenimage/demo.yaml",
-    ("docs/guides/qwenimage.md", 1): "qwenimage/edit_demo.yaml",
     ("docs/guides/sana-video.md", 0): "sanavideo/i2v_demo.yaml",
     ("docs/guides/video-llms.md", 0): "videollm/demo.yaml",
     ("docs/guides/zimage.md", 0): "zimage/demo.yaml",
