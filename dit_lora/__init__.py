@@ -16,4 +16,18 @@ def load_adapter(pipe, output_dir, adapter_name=None):
     return _load(pipe, output_dir, adapter_name=adapter_name)
 
 
-__all__ = ["__version__", "load_adapter"]
+def load_edit_processor(path, revision=None):
+    """The Qwen-Image-Edit models' processor built without torchvision; see :func:`dit_lora.api.load_edit_processor`."""
+    from dit_lora.api import load_edit_processor as _load  # torch: on use only, as above
+
+    return _load(path, revision)
+
+
+def answer_video(model, base, video, question, num_frames):
+    """A video LLM's answer about a clip, its frames sampled as training did; see :func:`dit_lora.api.answer_video`."""
+    from dit_lora.api import answer_video as _answer  # torch: on use only, as above
+
+    return _answer(model, base, video, question, num_frames)
+
+
+__all__ = ["__version__", "answer_video", "load_adapter", "load_edit_processor"]

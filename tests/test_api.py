@@ -63,3 +63,16 @@ def test_a_model_of_no_family_gets_the_peft_adapter(tmp_path):
 def test_a_missing_output_folder_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         load_adapter(torch.nn.Linear(2, 2), tmp_path / "missing")
+
+
+def test_answer_video_refuses_a_model_no_video_llm_family_trains(tmp_path):
+    """``dit_lora.answer_video`` (the video-LLM cards' call) says in one paragraph what it takes instead of failing
+    deep inside; ``load_edit_processor`` is public beside it."""
+    import torch
+
+    import dit_lora
+    from dit_lora.core.errors import UserError
+
+    with pytest.raises(UserError, match="not a video LLM dit-lora trains"):
+        dit_lora.answer_video(torch.nn.Linear(2, 2), tmp_path, tmp_path / "clip.mp4", "what?", num_frames=8)
+    assert {"answer_video", "load_edit_processor", "load_adapter"} <= set(dit_lora.__all__)

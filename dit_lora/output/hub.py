@@ -8,10 +8,11 @@ an explicit allow-list: we pick the files ourselves and pass their exact paths t
 
 from __future__ import annotations
 
-import glob
+import json
 import logging
 import re
 import shlex
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -209,13 +210,14 @@ def push_adapter(
     token = _resolve_token(token)
 
     import huggingface_hub
-    from huggingface_hub import HfApi, constants
+    from huggingface_hub import CommitOperationAdd, HfApi, constants
 
     if constants.HF_HUB_OFFLINE:
         raise UserError(
             "HF_HUB_OFFLINE is set, so the Hub cannot be reached. Unset HF_HUB_OFFLINE and re-run the push."
         )
 
+    card = repo_card(output_dir, hub_model_id, log) if MODEL_CARD_FILE in files else None
     log(f"pushing {len(files)} file(s) from {output_dir} to {hub_model_id}: {', '.join(files)}")
     scrub_filter = _ScrubFilter(token)
     handlers = logging.getLogger().handlers + logging.getLogger(huggingface_hub.__name__).handlers
@@ -226,13 +228,19 @@ def push_adapter(
         repo_url = api.create_repo(
             hub_model_id, token=token, private=True if private else None, repo_type="model", exist_ok=True
         )
-        commit = api.upload_folder(
+        # Exact paths, one operation each (never a glob); the card as written for this repo (repo_card)
+        operations = [
+            CommitOperationAdd(
+                path_in_repo=name,
+                path_or_fileobj=card.encode() if name == MODEL_CARD_FILE and card else str(output_dir / name),
+            )
+            for name in files
+        ]
+        commit = api.create_commit(
             repo_id=hub_model_id,
-            folder_path=str(output_dir),
+            operations=operations,
             repo_type="model",
             token=token,
-            # Exact paths, glob-escaped: a file literally named "a[1].png" must match only itself.
-            allow_patterns=[glob.escape(f) for f in files],
             commit_message=commit_message or DEFAULT_COMMIT_MESSAGE,
         )
     except Exception as err:
@@ -243,6 +251,36 @@ def push_adapter(
     url = str(repo_url)
     log(f"pushed to {url} ({scrub(str(getattr(commit, 'commit_url', '')), token)})")
     return url
+
+
+def repo_card(output_dir: Path, repo_id: str, log: Callable[[str], object] = print) -> str | None:
+    """The model card of the run in ``output_dir`` written for the Hub repo ``repo_id``: its snippet loads the adapter
+    from the repo and the base model by its Hub id (a local base folder said plainly: ``report.card_base``), never a
+    path on this machine. Rebuilt from ``train_summary.json`` (the run's resolved options); None, and the README
+    pushed as it is, for a folder without that record. The local README.md is not changed."""
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import write_model_card
+    from dit_lora.registry import get_spec
+
+    try:
+        summary = json.loads((output_dir / SUMMARY_FILE).read_text())
+        values = dict(summary["config"], hub_model_id=repo_id)
+        cfg = TrainConfig.for_family(summary["family"], **values)
+        spec = get_spec(summary["family"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        log(
+            f"card: {MODEL_CARD_FILE} pushed as the run wrote it ({SUMMARY_FILE} gives no run to write it for "
+            f"{repo_id} from: {type(err).__name__})"
+        )
+        return None
+    samples = [output_dir / SAMPLES_DIR / Path(p).name for p in summary.get("samples") or []]
+    with tempfile.TemporaryDirectory() as tmp:
+        text = write_model_card(spec, cfg, Path(tmp), summary, [p for p in samples if p.is_file()]).read_text()
+    log(
+        f"card: the pushed {MODEL_CARD_FILE} loads the adapter from {repo_id} (the local one, from {output_dir}, "
+        "is unchanged)"
+    )
+    return text
 
 
 def _describe_failure(err: Exception, repo_id: str, token: str) -> str:

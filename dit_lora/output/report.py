@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions, ModelOptions
 from dit_lora.contract import spec as fallback
+from dit_lora.contract.capabilities import ModelCard as CardComponent
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.fileio import atomic_write, write_text_atomic
+from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.modelfiles.single_file import transformer_file_record
 from dit_lora.modeling import quantize
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
@@ -122,9 +126,12 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     from huggingface_hub import ModelCard, ModelCardData
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
+    base, base_model, base_note = card_base(cfg, summary)
+    if base != cfg.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
+        cfg = replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=base))
     card = spec.card  # without it: no snippet, license or family rows
     data = ModelCardData(
-        base_model=cfg.pretrained_model_name_or_path,
+        base_model=base_model,
         library_name=spec.info.library_name,
         pipeline_tag=spec.info.pipeline_tag,
         license=card.base_model_license(cfg) if card else None,
@@ -189,18 +196,16 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     )
     strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
-        f"```python\n{type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)}```\n"
-        if card
-        else "See the base model's documentation.\n"
+        f"```python\n{_snippet(card, spec, cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
     )
     title = TYPES[cfg.lora_type].title
     content = f"""---
 {data.to_yaml()}
 ---
 
-# {Path(repo_or_dir).name}: {title} for {cfg.pretrained_model_name_or_path}
+# {Path(repo_or_dir).name}: {title} for {Path(base).name if is_local(base) else base}
 {warning}
-{title} adapter trained with dit-lora ({spec.info.pipeline_class_name}).
+{title} adapter trained with dit-lora ({spec.info.pipeline_class_name}).{base_note}
 {strength}
 {quantized}
 ## Usage
@@ -227,6 +232,46 @@ def _batch_row(flag: int, trained: int | None) -> int | str:
     if trained is None or trained == flag:
         return flag
     return f"{trained} (--train_batch_size {flag}; the data holds fewer samples per process)"
+
+
+#: a snippet's diffusers load of the adapter from a folder or repo, with no other argument
+_BARE_LOAD = re.compile(r'pipe\.load_lora_weights\((?P<where>"[^"\n]*")\)')
+
+
+def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str) -> str:
+    """The family's usage snippet, right for the adapter type (``type_snippet``); loading from a Hub repo, its bare
+    ``load_lora_weights(repo)`` names the file (``weight_name``): diffusers then reads it from the Hub cache offline
+    too, where it would otherwise need the Hub to list the repo's files."""
+    snippet = type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)
+    if is_local(repo_or_dir):
+        return snippet
+    weight = json.dumps(spec.info.adapter_weight_name)
+    return _BARE_LOAD.sub(lambda m: f"pipe.load_lora_weights({m['where']}, weight_name={weight})", snippet)
+
+
+def card_base(cfg, summary: dict) -> tuple[str, str | None, str]:
+    """(the base model the card's snippet loads, the card's ``base_model`` metadata, a sentence on a local base).
+
+    A card for this machine (no ``--hub_model_id``) loads the base where the run read it. A card for a Hub repo never
+    names a path on the trainer's disk: a base read from a local folder is named by the Hub id of the published
+    checkpoint its configs match (the run's catalogue entry, ``train_summary.json``'s ``defaults``), said plainly;
+    without one, the card says the base was a local folder and the snippet names it by its folder name alone.
+    """
+    base = str(cfg.pretrained_model_name_or_path)
+    if not is_local(base) or not cfg.hub_model_id:
+        return base, base, ""  # a Hub id; or the card of this machine, whose snippet runs here
+    name = Path(base).name
+    entry = ((summary or {}).get("defaults") or {}).get("catalogue_entry")
+    if entry:
+        note = (
+            f"read from a local folder (`{name}`) whose configs match the published `{entry}`, which the snippet loads"
+        )
+        return entry, entry, f"\n\nThe base model was {note}."
+    note = (
+        "a local folder that matches no published checkpoint dit-lora knows: the snippet loads it as "
+        f"`{name}` from the working folder; put your copy there, or replace `{name}` with its Hub id or path"
+    )
+    return name, None, f"\n\nThe base model was {note}."
 
 
 def _masked_row(cfg) -> str | None:

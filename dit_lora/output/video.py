@@ -8,6 +8,7 @@ settings give byte-identical files.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from fractions import Fraction
@@ -18,7 +19,7 @@ import numpy as np
 
 from dit_lora.core.fileio import atomic_write
 
-__all__ = ["pick_video_codec", "write_video"]
+__all__ = ["pick_video_codec", "snippet_write_video", "write_video"]
 
 
 def pick_video_codec() -> str:
@@ -34,6 +35,27 @@ def pick_video_codec() -> str:
             except Exception:
                 continue
     raise RuntimeError("this PyAV build has neither a libx264 nor an mpeg4 encoder")
+
+
+def snippet_write_video(fps: float, name: str = "sample.mp4") -> str:
+    """The model cards' and guides' lines that write ``video`` (the pipeline's PIL frames) to ``name`` with PyAV.
+
+    Not ``diffusers.utils.export_to_video``: it needs imageio and imageio-ffmpeg, else OpenCV, and the base install has
+    none of them; PyAV is a dependency of dit-lora. ``libx264`` and ``yuv420p``, as :func:`write_video` prefers.
+    """
+    rate = Fraction(fps).limit_denominator(1001)
+    shown = str(rate.numerator) if rate.denominator == 1 else f"Fraction({rate.numerator}, {rate.denominator})"
+    fraction = "" if rate.denominator == 1 else "from fractions import Fraction\n"
+    return (
+        "import av  # PyAV writes the MP4 (diffusers' export_to_video needs imageio or OpenCV)\n"
+        f"{fraction}"
+        f'with av.open({json.dumps(name)}, "w") as container:\n'
+        f'    stream = container.add_stream("libx264", rate={shown})\n'
+        '    stream.width, stream.height, stream.pix_fmt = video[0].width, video[0].height, "yuv420p"\n'
+        "    for frame in video:\n"
+        "        container.mux(stream.encode(av.VideoFrame.from_image(frame)))\n"
+        "    container.mux(stream.encode())\n"
+    )
 
 
 def _as_array(frame: Any) -> np.ndarray:

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import ROOT
+from snippets import card_block, check_block, check_card, user_inputs
 from safetensors.torch import load_file
 
 CONFIGS = ROOT / "recipes" / "configs"
@@ -188,6 +189,14 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kin
     ref, got = _adapter_tensors(out), _adapter_tensors(resumed)
     assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
     _family_consumer_checks(family, kind, out, held["model"])
+    # The card's whole snippet of this type runs as written (LoKr/LoHa: PEFT's loading), the adapter changing its
+    # output; Sana's also as `dit-lora push` uploads it (LoKr/LoHa: the folder fetched with snapshot_download).
+    data = demo_root / family / FAMILIES[family][2]
+    if family == "sana":
+        check_card(out, data, tmp_path / "card")
+    else:
+        code = card_block(out)
+        check_block(code, tmp_path / "card", inputs=user_inputs(code, data, tmp_path), name=f"{family} {kind} card")
 
 
 def _family_consumer_checks(family: str, kind: str, out: Path, trained: torch.nn.Module) -> None:

@@ -124,7 +124,7 @@ def test_t2v_metadata_layout_end_to_end_and_reload(models, clip_sets, tmp_path):
     card = " ".join((out / "README.md").read_text().split())
     assert "Load it at scale 1.0: the trained LoRA scale alpha / rank = 2 (rank 4, alpha 8) is folded" in card
     card = (out / "README.md").read_text()
-    assert "export_to_video" in card and "load_lora_weights" in card and "text-to-video" in card
+    assert "av.VideoFrame.from_image" in card and "load_lora_weights" in card and "text-to-video" in card
     # A second run on the same data reuses every cached clip.
     again = run_recipe(_args(models["t2v"], clip_sets["meta"], tmp_path / "out2", cache, max_train_steps=1,
                              checkpointing_steps=0), recipe="cogvideox", warm=True)

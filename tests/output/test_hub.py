@@ -286,3 +286,49 @@ def test_a_run_with_an_adapter_index_publishes_every_file_it_lists_and_its_expor
     files = select_files(tmp_path)
     assert {"pytorch_lora_weights.safetensors", low, "dit_lora_adapter_files.json", "x_comfyui.safetensors"} <= set(files)
     assert "mine.safetensors" not in files
+
+
+def _finished_run(tmp_path: Path, base: str, entry: str | None) -> Path:
+    """A run folder whose card and summary a finished Sana run wrote from the local base folder ``base``."""
+    import json
+
+    from dit_lora.config import TrainConfig
+    from dit_lora.output.report import config_dict, write_model_card
+    from dit_lora.registry import get_spec
+
+    out = tmp_path / "run"
+    out.mkdir()
+    _write_adapter(out / "pytorch_lora_weights.safetensors")
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=base, output_dir=str(out),
+                                 validation_prompt="a red circle")
+    summary = {"family": "sana", "config": config_dict(cfg), "samples": [], "steps": 6,
+               "defaults": {"catalogue_entry": entry, "applied": {}, "user_set": {}}}
+    (out / "train_summary.json").write_text(json.dumps(summary))
+    write_model_card(get_spec("sana"), cfg, out, summary, [])
+    return out
+
+
+@pytest.mark.parametrize("entry", ["Efficient-Large-Model/Sana_600M_512px_diffusers", None], ids=["catalogued", "own"])
+def test_the_pushed_card_loads_from_the_repo_and_names_the_base_by_its_hub_id(hub, tmp_path, monkeypatch, entry):
+    """`dit-lora push`'s card is written for the repo: the snippet loads the adapter from it (the file named, so the
+    Hub cache serves it offline too) and the base by the Hub id of the published checkpoint its configs matched, and
+    no path of the trainer's disk is in it; a base no published checkpoint matches is said plainly. The local card
+    stays the one that runs on this machine."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    base = str(tmp_path / "models" / "my-sana")
+    out = _finished_run(tmp_path, base, entry)
+    local = (out / "README.md").read_text()
+    assert str(out.resolve()) in local and f'base = "{base}"' in local  # runs here, as written
+    lines = []
+    push_adapter(out, REPO_ID, log=lines.append)
+    pushed = hub.files["README.md"].decode()
+    assert (out / "README.md").read_text() == local  # the user's folder unchanged
+    assert str(tmp_path) not in pushed and str(out.resolve()) not in pushed
+    assert f'pipe.load_lora_weights("{REPO_ID}", weight_name="pytorch_lora_weights.safetensors")' in pushed
+    if entry:
+        assert f'base = "{entry}"' in pushed and f"base_model: {entry}" in pushed
+        assert f"read from a local folder (`my-sana`) whose configs match the published `{entry}`" in pushed
+    else:
+        assert "base_model:" not in pushed and 'base = "my-sana"' in pushed
+        assert "matches no published checkpoint dit-lora knows: the snippet loads it as `my-sana`" in pushed
+    assert any(f"loads the adapter from {REPO_ID}" in line for line in lines)

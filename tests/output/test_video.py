@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from dit_lora.output.video import write_video
@@ -31,3 +33,23 @@ def test_the_file_decodes_to_the_frames_written(tmp_path):
         decoded = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
     assert len(decoded) == 5 and decoded[0].shape == (16, 24, 3)
     assert abs(int(decoded[4].mean()) - 160) <= 4
+
+
+def test_the_cards_video_lines_write_an_mp4_with_pyav_alone(tmp_path, monkeypatch):
+    """The lines the cards and guides print instead of diffusers' export_to_video (which needs imageio or OpenCV)
+    write the pipeline's PIL frames as an MP4 of the frame count, size and rate asked for (also a fractional rate)."""
+    import av
+    from PIL import Image
+
+    from dit_lora.output.video import snippet_write_video
+
+    monkeypatch.chdir(tmp_path)
+    video = [Image.new("RGB", (48, 32), (i * 40, 0, 0)) for i in range(5)]
+    for fps, rate in ((16, 16), (30000 / 1001, Fraction(30000, 1001))):
+        lines = snippet_write_video(fps)
+        assert "export_to_video(" not in lines and "cv2" not in lines and "imageio" not in lines.split("#")[0]
+        exec(compile(lines, "card", "exec"), {"video": video})
+        with av.open("sample.mp4") as container:
+            stream = container.streams.video[0]
+            frames = list(container.decode(stream))
+            assert (len(frames), stream.width, stream.height) == (5, 48, 32) and stream.average_rate == rate

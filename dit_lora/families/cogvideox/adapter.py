@@ -16,6 +16,7 @@ from dit_lora.families.cogvideox.encoders import pipeline_class
 from dit_lora.families.cogvideox.sizes import CogVideoXVideo
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import attach_adapter
+from dit_lora.output.video import snippet_write_video
 
 
 class CogVideoXAdapter:
@@ -76,7 +77,8 @@ class CogVideoXCard:
         return (
             "import torch\n"
             f"from diffusers import {name}\n"
-            f"from diffusers.utils import export_to_video{extra_import}\n\n"
+            + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
+            + "\n"
             f"pipe = {name}.from_pretrained({json.dumps(cfg.pretrained_model_name_or_path)}, "
             "torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
@@ -87,8 +89,7 @@ class CogVideoXCard:
             f"    num_frames={frames}, height={height}, width={width},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
-            ").frames[0]\n"
-            f'export_to_video(video, "sample.mp4", fps={self.video.model_info(cfg).fps})\n'
+            ").frames[0]\n" + snippet_write_video(self.video.model_info(cfg).fps)
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:

@@ -9,10 +9,18 @@ from typing import Any
 
 import torch
 
+from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.families.flux2.encoders import max_sequence_length, pipeline_class
+from dit_lora.families.flux2.encoders import (
+    DEFAULT_MAX_SEQUENCE_LENGTH,
+    default_out_layers,
+    max_sequence_length,
+    out_layers,
+    pipeline_class,
+)
 from dit_lora.families.flux2.model import folder_pipeline
+from dit_lora.families.flux2.state import DEV_PIPELINE
 from dit_lora.output.adapter import attach_adapter
 
 #: licenses of black-forest-labs' checkpoints (their model cards): klein 4B Apache-2.0, the rest their own
@@ -65,21 +73,51 @@ class Flux2Adapter:
         return pipe.to(device)
 
 
+def _snippet_encoding(cfg, pipeline: str) -> str:
+    """The call's prompt-encoding arguments where training's differ from the pipeline's defaults: the stacked text
+    encoder layers (a reduced-depth encoder, such as the demo's, stacks its last layer instead: ``out_layers``) and
+    ``--max_sequence_length``."""
+    config = config_reader(cfg.model)("text_encoder", "config.json") or {}
+    depth = (config.get("text_config") or config).get("num_hidden_layers")
+    lines = ""
+    if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
+        layers = out_layers(pipeline, int(depth))
+        lines += f"    text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)\n"
+    if max_sequence_length(cfg) != DEFAULT_MAX_SEQUENCE_LENGTH:
+        lines += f"    max_sequence_length={max_sequence_length(cfg)},  # the caption length training used\n"
+    return lines
+
+
 class Flux2Card:
     """``FamilySpec.card``: the model card's snippet, FLUX.2's rows and the base model's license."""
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
-        """The folder's pipeline with the adapter loaded, one image at the run's validation settings."""
+        """The folder's pipeline with the adapter loaded, one image at the run's validation settings, its prompt
+        encoded as training encoded it (the stacked layers and caption length when they are not the pipeline's)."""
         cls = folder_pipeline(cfg.model)
+        encoding = _snippet_encoding(cfg, cls)
+        # FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs torchvision (for images the prompts
+        # never carry): its text half is the tokenizer AutoTokenizer loads
+        tokenizer = cls == DEV_PIPELINE
         return (
             "import torch\n"
-            f"from diffusers import {cls}\n\n"
-            f'pipe = {cls}.from_pretrained("{cfg.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
-            f'pipe.load_lora_weights("{repo_or_dir}")\n'
+            f"from diffusers import {cls}\n"
+            + ("from transformers import AutoTokenizer\n" if tokenizer else "")
+            + f"\nbase = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            + (
+                'tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
+                if tokenizer
+                else ""
+            )
+            + f"pipe = {cls}.from_pretrained(base, {'tokenizer=tokenizer, ' if tokenizer else ''}"
+            "torch_dtype=torch.bfloat16)\n"
+            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")  # or pipe.enable_model_cpu_offload()\n'
             f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
             f"    height={cfg.resolution}, width={cfg.resolution},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            f"{encoding}"
+            "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
         )

@@ -73,17 +73,33 @@ class QwenImageCard:
         self.info = info
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
-        """The pipeline in bf16 with the adapter loaded, one image at the run's validation settings."""
+        """The pipeline in bf16 with the adapter loaded, one image at the run's validation settings (the Edit models:
+        of the image to edit, their processor built without torchvision, which transformers' would need)."""
         cls = self.info.pipeline_class_name
+        edit = cls != "QwenImagePipeline"
+        source = json.dumps(getattr(cfg.family_options, "validation_image", None) or "before.png")
+        plus = cls == "QwenImageEditPlusPipeline"
         return (
             "import torch\n"
-            f"from diffusers import {cls}\n\n"
-            f'pipe = {cls}.from_pretrained("{cfg.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
-            f'pipe.load_lora_weights("{repo_or_dir}")\n'
+            f"from diffusers import {cls}\n"
+            + (
+                "from diffusers.utils import load_image\n"
+                "from dit_lora import load_edit_processor  # Qwen2VLProcessor without torchvision\n"
+                if edit
+                else ""
+            )
+            + f"\nbase = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            + f"pipe = {cls}.from_pretrained(base, "
+            + ("processor=load_edit_processor(base), " if edit else "")
+            + "torch_dtype=torch.bfloat16)\n"
+            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation_guidance_scale},\n"
+            + (f"image = load_image({source})  # the image to edit\n" if edit else "")
+            + f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
+            + (f"    image={'[image]' if plus else 'image'},\n" if edit else "")
+            + f"    negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation_guidance_scale},\n"
             f"    height={cfg.resolution}, width={cfg.resolution}, num_inference_steps={cfg.validation_inference_steps},\n"
+            "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
         )

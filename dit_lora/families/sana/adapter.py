@@ -86,6 +86,7 @@ class SanaCard:
             f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
             f"    height={cfg.resolution}, width={cfg.resolution},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale}{chi},\n"
+            "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
         )

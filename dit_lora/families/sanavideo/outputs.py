@@ -21,7 +21,7 @@ from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import training_shift
 from dit_lora.families.sanavideo.state import run_state
 from dit_lora.output.adapter import attach_adapter
-from dit_lora.output.video import write_video
+from dit_lora.output.video import snippet_write_video, write_video
 
 
 def inference_scheduler(comps: Components):
@@ -158,7 +158,8 @@ class SanaVideoCard:
         return (
             "import torch\n"
             f"from diffusers import AutoencoderKLWan, {name}\n"
-            f"from diffusers.utils import export_to_video{', load_image' if i2v else ''}\n\n"
+            + ("from diffusers.utils import load_image\n" if i2v else "")
+            + "\n"
             f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
             'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
             f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
@@ -170,8 +171,8 @@ class SanaVideoCard:
             + f"{chi}\n    frames={frames}, height={height}, width={width},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
-            ").frames[0]\n"
-            f'export_to_video(video, "sample.mp4", fps={self.task.model_fps(cfg):g})\n'
+            "    use_resolution_binning=False,  # the trained size, not the 480p table's nearest\n"
+            ").frames[0]\n" + snippet_write_video(self.task.model_fps(cfg))
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ one clip, written as text files.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,39 +115,22 @@ class VideoLLMCard:
         }
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:
-        """Load the base model and the adapter, sample the clip's frames as training did, and answer."""
-        base = cfg.pretrained_model_name_or_path
-        question = cfg.validation_prompt or "What happens in this video?"
-        num_frames = cfg.family_options.num_frames
+        """Load the base model and the adapter, and answer about a clip whose frames are sampled and preprocessed as
+        training's (``dit_lora.answer_video``: the clip's rate and frame times too, where the model's prompt or
+        positions carry them; no torchvision, which transformers' video processors need)."""
+        base = json.dumps(cfg.pretrained_model_name_or_path)
+        question = json.dumps(cfg.validation_prompt or "What happens in this video?")
         model_class = self.arch.model_class
-        return f'''import av, numpy as np, torch
-from transformers import AutoProcessor, {model_class}
-from dit_lora import load_adapter  # LoRA + the trained projector; PeftModel.from_pretrained loads the LoRA alone
-
-model = {model_class}.from_pretrained("{base}", dtype=torch.bfloat16, device_map="cuda")
-load_adapter(model, "{repo_or_dir}")
-processor = AutoProcessor.from_pretrained("{base}")
-
-with av.open("clip.mp4") as container:  # {num_frames} frames, uniformly over the clip, as in training
-    stream = container.streams.video[0]
-    fps = float(stream.average_rate)
-    frames = [f.to_ndarray(format="rgb24") for f in container.decode(stream)]
-indices = [(2 * i + 1) * len(frames) // {2 * num_frames} for i in range({num_frames})]
-video = np.stack([frames[i] for i in indices])
-conversation = [{{"role": "user", "content": [{{"type": "video"}}, {{"type": "text", "text": {question!r}}}]}}]
-prompt = processor.apply_chat_template(conversation, add_generation_prompt=True)
-{self._snippet_timing()}inputs = processor(text=prompt, videos=video, {"**timing, " if self.arch.positions_encode_time else ""}return_tensors="pt").to(model.device, torch.bfloat16)
-out = model.generate(**inputs, max_new_tokens=64, do_sample=False)
-print(processor.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))
-'''
-
-    def _snippet_timing(self) -> str:
-        """The snippet's lines that tell the processor the rate the frames were sampled at (time positions)."""
-        if not self.arch.positions_encode_time:
-            return ""
         return (
-            "# The clip's time positions use the rate these frames were sampled at, as in training (without\n"
-            "# metadata the processor assumes 24 fps).\n"
-            'timing = dict(video_metadata={"total_num_frames": len(frames), "fps": fps, '
-            '"frames_indices": indices}, do_sample_frames=False)\n'
+            "import torch\n"
+            f"from transformers import {model_class}\n"
+            "from dit_lora import answer_video, load_adapter\n\n"
+            f"base = {base}\n"
+            'device = "cuda" if torch.cuda.is_available() else "cpu"\n'
+            f"model = {model_class}.from_pretrained(base, dtype=torch.bfloat16, device_map=device)\n"
+            f"load_adapter(model, {json.dumps(repo_or_dir)})  # LoRA + the trained projector "
+            "(PeftModel.from_pretrained: the LoRA alone)\n"
+            f"# {cfg.family_options.num_frames} frames uniformly over the clip, preprocessed as in training\n"
+            f'answer = answer_video(model, base, "clip.mp4", {question}, num_frames={cfg.family_options.num_frames})\n'
+            "print(answer)\n"
         )

@@ -29,7 +29,7 @@ from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import adapter_index, attach_adapter, write_adapter_index
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, EXPORTED_TYPES, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
-from dit_lora.output.video import write_video
+from dit_lora.output.video import snippet_write_video, write_video
 
 _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (transformer_2)"}
 
@@ -265,7 +265,8 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
     return (
         "import torch\n"
         f"from diffusers import AutoencoderKLWan, {name}\n"
-        f"from diffusers.utils import export_to_video{extra_import}\n\n"
+        + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
+        + "\n"
         f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
         'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
         f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
@@ -275,10 +276,10 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
         f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
         f"    num_frames={frames}, height={height}, width={width},\n"
         f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-        "    generator=torch.manual_seed(0),\n"
+        '    generator=torch.manual_seed(0), output_type="pil",\n'
         ").frames[0]\n"
-        f'export_to_video(video, "sample.mp4", fps={task.info(cfg).fps})\n'
-        "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
+        + snippet_write_video(task.info(cfg).fps)
+        + "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
         "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n"
     )
 

@@ -74,6 +74,7 @@ class ZImageCard:
             f"    height={cfg.resolution}, width={cfg.resolution},\n"
             f"    num_inference_steps={cfg.validation_inference_steps}, "
             f"guidance_scale={cfg.validation_guidance_scale},\n"
+            "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
         )

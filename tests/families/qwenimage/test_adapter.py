@@ -93,3 +93,20 @@ def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tiny_q
         torch.testing.assert_close(result.deltas[target], expected[target], atol=1e-5, rtol=1e-5)
         trained_update = 6 / 4 * layer.lora_B["default"].weight @ layer.lora_A["default"].weight
         torch.testing.assert_close(result.deltas[target], trained_update.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_the_edit_cards_pipeline_loads_without_torchvision(tmp_path):
+    """The Edit card's lines up to the call run as written where torchvision is missing (the base install): its
+    ``processor=dit_lora.load_edit_processor(base)`` stands for the processor transformers refuses to build; the call
+    is the one training's validation makes (its VAE encode of a 1024 x 1024 area is too slow to run here)."""
+    from dit_lora.families.qwenimage.demo import build_tiny_qwenimage_pipeline
+
+    base = build_tiny_qwenimage_pipeline(tmp_path / "edit", variant="edit_plus")
+    cfg = TrainConfig.for_family("qwenimage_edit_plus", pretrained_model_name_or_path=str(base),
+                                 validation_prompt="make it red")
+    snippet = get_family("qwenimage_edit_plus").card.usage_snippet(cfg, "me/adapter")
+    assert "processor=load_edit_processor(base)" in snippet and "image=[image]" in snippet and "prompt=" in snippet
+    namespace: dict = {}
+    exec(compile(snippet[: snippet.index("pipe.load_lora_weights(")], "card", "exec"), namespace)
+    pipe = namespace["pipe"]
+    assert type(pipe.processor).__name__ == "Qwen2VLProcessor" and pipe.processor.image_processor is not None

@@ -24,8 +24,8 @@ def test_snippets_per_task(folder):
     t2v = SanaVideoCard(TASKS["sanavideo"]).usage_snippet(
         sanavideo_cfg(pretrained_model_name_or_path=str(folder), validation_prompt="a cat"), "me/lora")
     assert "SanaVideoPipeline.from_pretrained" in t2v and 'pipe.load_lora_weights("me/lora")' in t2v
-    assert "frames=81, height=480, width=832" in t2v and "fps=16" in t2v and "image=" not in t2v
-    assert "complex_human_instruction" not in t2v
+    assert "frames=81, height=480, width=832" in t2v and "rate=16" in t2v and "image=" not in t2v
+    assert "complex_human_instruction" not in t2v and "use_resolution_binning=False" in t2v and "export_to_video(" not in t2v
     cfg = sanavideo_cfg("sanavideo_i2v", pretrained_model_name_or_path=str(folder), validation_image="f.png",
                         complex_human_instruction=False)
     i2v = SanaVideoCard(TASKS["sanavideo_i2v"]).usage_snippet(cfg, "me/lora")

@@ -423,19 +423,11 @@ def test_answer_only_masking_chatml(parts, spec):
 # --------------------------------------------------------------------------------------
 # Time positions: the rate the frames were sampled at, in training, validation and the card
 # --------------------------------------------------------------------------------------
-class _Recorder(dict):
-    """Stands in for the processor's output (``.to`` and item access) and records nothing itself."""
-
-    def to(self, *args, **kwargs):
-        return self
-
-
 def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_card(tiny, tmp_path, monkeypatch):
     """M-RoPE's time axis is second_per_grid_ts = temporal_patch_size / sampled fps, the sampled fps being
     num_frames / total_frames * stream fps (transformers' VideoMetadata.sampled_fps). 8 frames spread over a
     15 s clip are 0.533 fps (3.75 s per temporal patch), not the 2 fps (1 s) a fixed default assumes."""
     import transformers
-    from transformers.video_utils import VideoMetadata
 
     import dit_lora
     from dit_lora.config import TrainConfig
@@ -469,39 +461,18 @@ def test_time_positions_follow_the_sampled_fps_in_training_validation_and_the_ca
     processing.answer(model, "What colour is the square?", clips["long"], 8)
     assert seen["second_per_grid_ts"].tolist() == pytest.approx([seconds_per_patch["long"]], rel=1e-6)
 
-    # The card's snippet, run with the model and processor stood in: the processor gets the frames training saw
-    # and metadata whose sampled fps gives the same seconds per temporal patch.
-    call = {}
-
-    class Processor:
-        def apply_chat_template(self, conversation, add_generation_prompt):
-            return "prompt"
-
-        def __call__(self, **kwargs):
-            call.update(kwargs)
-            return _Recorder(input_ids=torch.zeros(1, 3, dtype=torch.long))
-
-        def decode(self, ids, skip_special_tokens):
-            return ""
-
-    class Model:
-        device = "cpu"
-
-        @classmethod
-        def from_pretrained(cls, *args, **kwargs):
-            return cls()
-
-        def generate(self, **kwargs):
-            return torch.zeros(1, 4, dtype=torch.long)
-
-    monkeypatch.setattr(transformers.AutoProcessor, "from_pretrained", lambda *a, **k: Processor())
-    monkeypatch.setattr(transformers, family.model.arch.model_class, Model)
+    # The card's snippet, run as written on the tiny model (the adapter's loading stood in): dit_lora.answer_video
+    # hands generate the frames training saw and the same seconds per temporal patch, without torchvision.
+    calls = []
+    model_class = getattr(transformers, family.model.arch.model_class)
+    monkeypatch.setattr(model_class, "generate", lambda self, **kw: calls.append(kw) or kw["input_ids"])
     monkeypatch.setattr(dit_lora, "load_adapter", lambda *a, **k: None)
     (tmp_path / "card").mkdir()
     (tmp_path / "card" / "clip.mp4").write_bytes(clips["long"].read_bytes())
     monkeypatch.chdir(tmp_path / "card")
-    exec(compile(family.card.usage_snippet(cfg, str(tmp_path / "out")), "snippet", "exec"), {})
-    np.testing.assert_array_equal(call["videos"], read_clip(clips["long"], 8).frames)
-    assert call["do_sample_frames"] is False
-    sampled = VideoMetadata(**call["video_metadata"]).sampled_fps
-    assert 2 / sampled == pytest.approx(seconds_per_patch["long"], rel=1e-6)
+    snippet = family.card.usage_snippet(cfg, str(tmp_path / "out"))
+    assert "AutoProcessor" not in snippet  # transformers' video processors need torchvision
+    exec(compile(snippet, "snippet", "exec"), {})
+    (call,) = calls
+    assert call["second_per_grid_ts"].tolist() == pytest.approx([seconds_per_patch["long"]], rel=1e-6)
+    assert torch.equal(call["pixel_values_videos"], seen["pixel_values_videos"])  # validation's frames, bit for bit

@@ -204,7 +204,7 @@ def test_usage_snippet_is_python_and_loads_each_file_where_it_belongs(wan_model,
     snippet = get_family(family).card.usage_snippet(cfg, "me/my-wan-lora")
     compile(snippet, "snippet.py", "exec")
     assert _load_calls(snippet) == calls
-    assert ("WanImageToVideoPipeline" in snippet) == (family == "wan_i2v") and "fps=16" in snippet
+    assert ("WanImageToVideoPipeline" in snippet) == (family == "wan_i2v") and "rate=16" in snippet
 
 
 @pytest.mark.parametrize("expert", ["both", "low"])

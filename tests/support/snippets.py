@@ -1,0 +1,275 @@
+"""Run the python blocks that dit-lora prints (model cards, README, guides) as written, and check that the adapter they
+load changes what they make.
+
+A block runs in its own namespace in a temporary working directory (it may write ``sample.png``/``sample.mp4`` and read
+the inputs a user brings: ``clip.mp4``, ``first_frame.png``, ``before.png``). Hub ids in the text are served from a
+stand-in Hub cache (:func:`hub_cache`: each id a snapshot that is a tiny offline folder, the Hub itself offline), so
+the text is not edited. Each block runs twice: as written, then with every adapter layer it loads disabled
+(:func:`adapters_disabled`); what it made (``image``, ``video`` or ``answer``) must differ.
+
+Docs blocks that are not meant to run say so in the markdown just above the block: ``<!-- snippet: not run: REASON
+-->``. :func:`python_blocks` reads the marker; a python block that no test runs and no marker exempts fails
+``tests/test_doc_snippets.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: the marker that exempts the python block below it from running, with its reason
+EXEMPT = re.compile(r"<!--\s*snippet:\s*not run:\s*(?P<reason>[^>]*?)\s*-->\s*$")
+_FENCE = re.compile(r"^```python\n(?P<code>.*?)^```", re.MULTILINE | re.DOTALL)
+#: the variables a snippet leaves its result in, by kind
+RESULTS = ("video", "answer", "image")  # a video snippet's `image` is its input (image-to-video)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One python block of a markdown file: its code, its 0-based index in the file, and the exemption's reason."""
+
+    code: str
+    index: int
+    exempt: str | None
+
+
+def python_blocks(markdown: str) -> list[Block]:
+    """Every ```python block of ``markdown``, each with the reason of a ``<!-- snippet: not run: ... -->`` marker on
+    the last non-blank line above it (None: it must run)."""
+    blocks = []
+    for i, match in enumerate(_FENCE.finditer(markdown)):
+        before = markdown[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        found = EXEMPT.search(before)
+        blocks.append(Block(match.group("code"), i, found.group("reason") if found else None))
+    return blocks
+
+
+def card_block(output_dir: Path) -> str:
+    """The usage snippet of a run's model card (its one python block)."""
+    (block,) = python_blocks((Path(output_dir) / "README.md").read_text())
+    return block.code
+
+
+@contextlib.contextmanager
+def hub_cache(root: Path, repos: dict[str, Path], revisions: tuple[str, ...] = ()) -> Iterator[None]:
+    """The Hub, offline, as a cache whose snapshot of each repo id is the given local folder (a link to it), at
+    ``main`` and each of ``revisions``."""
+    import huggingface_hub.constants as constants
+
+    cache = Path(root) / "hub-cache"
+    for repo, folder in repos.items():
+        entry = cache / f"models--{repo.replace('/', '--')}"
+        sha = f"{abs(hash(repo)) % 16**40:040x}"
+        (entry / "snapshots").mkdir(parents=True, exist_ok=True)
+        (entry / "refs").mkdir(exist_ok=True)
+        for ref in ("main", *revisions):  # a revision the text names (DiT's "refs/pr/1") is this snapshot too
+            (entry / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)
+            (entry / "refs" / ref).write_text(sha)
+        link = entry / "snapshots" / sha
+        if not link.exists():
+            link.symlink_to(Path(folder).resolve(), target_is_directory=True)
+    patch = pytest.MonkeyPatch()
+    patch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    patch.setattr(constants, "HF_HUB_OFFLINE", True)
+    patch.setenv("HF_HUB_OFFLINE", "1")
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+@contextlib.contextmanager
+def adapters_disabled() -> Iterator[None]:
+    """Every PEFT adapter layer (LoRA, DoRA, LoKr, LoHa: what diffusers' ``load_lora_weights``, PEFT and
+    ``dit_lora.load_adapter`` put in place) answers as its base layer: the snippet loads everything as written (DiT's
+    class names, a video LLM's projector) and only the adapter's update is left out."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(BaseTunerLayer, "disable_adapters", property(lambda self: True))
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+def _result(namespace: dict) -> object:
+    """What the snippet made: the image or video as one uint8 array, or the answer's text."""
+    for name in RESULTS:
+        if name in namespace:
+            value = namespace[name]
+            if isinstance(value, str):
+                return value
+            frames = value if isinstance(value, (list, tuple)) else [value]
+            return np.stack([np.asarray(f) for f in frames])
+    raise AssertionError(f"the snippet left none of {RESULTS} (its names: {sorted(namespace)})")
+
+
+def run_block(code: str, cwd: Path, *, inputs: dict[str, Path] | None = None, name: str = "snippet") -> object:
+    """Run ``code`` as a script in ``cwd`` (the ``inputs`` put there under their names first: a file copied, a folder
+    linked); return its result."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    for target, source in (inputs or {}).items():
+        if Path(source).is_dir():
+            (cwd / target).symlink_to(Path(source).resolve(), target_is_directory=True)
+        else:
+            shutil.copyfile(source, cwd / target)
+    before = os.getcwd()
+    os.chdir(cwd)
+    try:
+        namespace: dict = {"__name__": "__main__"}
+        exec(compile(code, name, "exec"), namespace)
+    finally:
+        os.chdir(before)
+    return _result(namespace)
+
+
+def check_block(code: str, tmp: Path, *, inputs: dict[str, Path] | None = None, name: str = "snippet") -> object:
+    """Run ``code`` as written and again with its adapter disabled (each in its own folder under ``tmp``); assert that
+    it ran, wrote what it says it writes, and that the adapter changed the result. Returns the adapter's result."""
+    got = run_block(code, tmp / "with-adapter", inputs=inputs, name=name)
+    for written in re.findall(r"""["']([\w.-]+\.(?:png|mp4))["']""", code):
+        if (written not in (inputs or {})) and re.search(rf"""(save|open)\(["']{re.escape(written)}["'][,)]""", code):
+            assert (tmp / "with-adapter" / written).stat().st_size > 0, f"{name}: {written} not written"
+    with adapters_disabled():
+        without = run_block(code, tmp / "without-adapter", inputs=inputs, name=name)
+    if isinstance(got, str):
+        assert got != without, f"{name}: the answer is the same without the adapter: {got!r}"
+    else:
+        assert got.shape == without.shape and not np.array_equal(got, without), f"{name}: the adapter changed nothing"
+    return got
+
+
+def user_inputs(code: str, data: Path, scratch: Path) -> dict[str, Path]:
+    """The files a snippet reads that a user brings, taken from the run's data (a file, or a folder): each relative
+    ``load_image("NAME")`` an image of the data (a clip's data: a frame of its first clip, written in ``scratch``),
+    ``"clip.mp4"`` a clip."""
+    folder = data if data.is_dir() else data.parent
+    inputs: dict[str, Path] = {}
+    for name in re.findall(r"""load_image\(["']([^"'/]+)["']\)""", code):
+        images = sorted(p for p in folder.rglob("*") if p.suffix.lower() in (".png", ".jpg"))
+        inputs[name] = images[0] if images else _first_frame(sorted(folder.rglob("*.mp4"))[0], scratch / name)
+    if re.search(r"""["']clip\.mp4["']""", code):
+        inputs["clip.mp4"] = sorted(folder.rglob("*.mp4"))[0]
+    return inputs
+
+
+def _first_frame(clip: Path, target: Path) -> Path:
+    """The first frame of ``clip`` written as the image ``target``."""
+    import av
+
+    with av.open(str(clip)) as container:
+        frame = next(container.decode(video=0))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_image().save(target)
+    return target
+
+
+def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/demo-lora") -> None:
+    """A run's model card snippet (:func:`card_block`) runs as written and the adapter changes what it makes; the
+    card ``dit-lora push --hub_model_id REPO`` uploads (``output.hub.repo_card``: the adapter from the repo, served by
+    :func:`hub_cache`) names no local path of the run and makes the same result."""
+    from dit_lora.output.hub import repo_card
+
+    code = card_block(output_dir)
+    local = check_block(code, tmp / "card", inputs=user_inputs(code, data, tmp), name=f"{output_dir.name}/README.md")
+    pushed = repo_card(Path(output_dir), repo_id, log=lambda line: None)
+    assert pushed is not None and str(Path(output_dir).resolve()) not in pushed, "the pushed card names a local path"
+    (block,) = python_blocks(pushed)
+    assert repo_id in block.code
+    # a base no published checkpoint matches (the demo's) is loaded by its folder name: the reader's copy is there
+    config = json.loads((Path(output_dir) / "train_summary.json").read_text())["config"]
+    base = Path(config["pretrained_model_name_or_path"])
+    inputs = {**user_inputs(block.code, data, tmp), **({base.name: base} if f'"{base.name}"' in block.code else {})}
+    with hub_cache(tmp, {repo_id: output_dir}):  # the same adapter from the repo: the same result (seeded)
+        got = run_block(block.code, tmp / "pushed", inputs=inputs, name=f"{repo_id} README.md")
+    assert _same(got, local), "the pushed card's snippet makes another result than the local card's"
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal results: the same text, or arrays of one shape within one uint8 step (a video through another encode)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return a.shape == b.shape and int(np.abs(a.astype(np.int16) - b.astype(np.int16)).max()) <= 1
+
+
+#: the docs' python blocks that run, (file, index among its python blocks) -> the demo config whose run stands in for
+#: the reader's (its model for every Hub id the block names, its output folder for the block's ``./out-*``); every
+#: other block carries a ``<!-- snippet: not run: REASON -->`` marker (tests/test_doc_snippets.py checks both)
+DOC_RUNS = {
+    ("README.md", 0): "sana/demo.yaml",
+    ("docs/guides/sana.md", 0): "sana/demo.yaml",
+    ("docs/guides/dit.md", 0): "dit_class/demo.yaml",
+    ("docs/guides/cogvideox.md", 0): "cogvideox/demo.yaml",
+    ("docs/guides/qwenimage.md", 0): "qwenimage/demo.yaml",
+    ("docs/guides/sana-video.md", 0): "sanavideo/i2v_demo.yaml",
+    ("docs/guides/video-llms.md", 0): "videollm/demo.yaml",
+    ("docs/guides/zimage.md", 0): "zimage/demo.yaml",
+}
+#: the call arguments that the GPU stand-in takes from the run's own card: the published sizes and step counts a
+#: guide shows (1328 x 1328, 81 frames of 720 x 1280, 50 steps) are hours on a CPU for the tiny model
+SIZES = ("height", "width", "num_frames", "frames", "num_inference_steps")
+_HUB_ID = re.compile(r"""["']([A-Za-z0-9][\w.-]*/[\w.-]+)["']""")
+
+
+def doc_blocks(root: Path) -> dict[tuple[str, int], Block]:
+    """Every python block of the README and the docs pages, by (file relative to ``root``, index in the file)."""
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return {(page.relative_to(root).as_posix(), b.index): b for page in pages for b in python_blocks(page.read_text())}
+
+
+@contextlib.contextmanager
+def card_sizes(card: str) -> Iterator[None]:
+    """The GPU stand-in: every diffusers pipeline call takes :data:`SIZES` from the run's card snippet (``card``),
+    whatever the text passes (the rest of the call is the text's)."""
+    from diffusers import DiffusionPipeline
+
+    sizes = {k: int(v) for k, v in re.findall(rf"\b({'|'.join(SIZES)})=(\d+)", card)}
+    patch = pytest.MonkeyPatch()
+    todo = [DiffusionPipeline]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if "__call__" in vars(cls):
+            call = vars(cls)["__call__"]
+            accepted = set(inspect.signature(call).parameters)
+
+            def scaled(self, *args, _call=call, _accepted=accepted, **kwargs):
+                return _call(self, *args, **{**kwargs, **{k: v for k, v in sizes.items() if k in _accepted}})
+
+            patch.setattr(cls, "__call__", scaled)
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
+def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path, root: Path) -> list[str]:
+    """Run the docs' python blocks :data:`DOC_RUNS` gives ``config`` (the run of that demo config wrote
+    ``output_dir`` from ``model`` on ``data``), as written: Hub ids served by ``model`` (:func:`hub_cache`), the block's
+    ``./out-*`` folder the run's output, the sizes the card's (:func:`card_sizes`); the adapter must change the
+    result (:func:`check_block`). Returns the blocks run, as ``file:index``."""
+    blocks, ran = doc_blocks(root), []
+    card = card_block(output_dir)
+    for (page, index), demo in DOC_RUNS.items():
+        if demo != config:
+            continue
+        code = blocks[page, index].code
+        ids = {i for i in _HUB_ID.findall(code) if not i.startswith((".", "/"))}
+        folders = {name: output_dir for name in re.findall(r"""["']\./(out[\w.-]*)["']""", code)}
+        revisions = tuple(re.findall(r"""revision=["']([^"']+)["']""", code))
+        with hub_cache(tmp, {i: model for i in ids}, revisions), card_sizes(card):
+            check_block(code, tmp / f"{page}-{index}".replace("/", "_"), inputs={**user_inputs(code, data, tmp), **folders},
+                        name=f"{page} block {index}")
+        ran.append(f"{page}:{index}")
+    return ran

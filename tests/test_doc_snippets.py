@@ -1,0 +1,43 @@
+"""Every python block of the README and the docs pages runs as written, or says why not: the blocks of
+``snippets.DOC_RUNS`` run after their demo config's run in tests/e2e/test_no_host_sync.py (Hub ids served by the demo
+model, the adapter changing the result; tests/support/snippets.py), every other block carries a
+``<!-- snippet: not run: REASON -->`` marker. A new block that is neither fails here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from helpers import ROOT
+from snippets import DOC_RUNS, Block, doc_blocks, python_blocks
+
+
+def test_every_docs_python_block_is_run_or_exempt_with_a_reason():
+    blocks = doc_blocks(ROOT)
+    neither = [f"{page} block {i}" for (page, i), b in blocks.items() if (page, i) not in DOC_RUNS and not b.exempt]
+    assert not neither, f"python blocks no test runs and no `<!-- snippet: not run: REASON -->` exempts: {neither}"
+    both = [key for key in DOC_RUNS if key in blocks and blocks[key].exempt]
+    assert not both, f"blocks DOC_RUNS runs that a marker exempts: {both}"
+    assert set(DOC_RUNS) <= set(blocks), f"DOC_RUNS names blocks that are gone: {set(DOC_RUNS) - set(blocks)}"
+    assert all(len(b.exempt) > 20 for b in blocks.values() if b.exempt), "an exemption says why"
+
+
+def test_each_run_block_has_an_audited_demo_run_whose_family_it_loads():
+    """The demo config of each run block is one tests/e2e/test_no_host_sync.py trains (a shipped demo config), and the
+    block uses that family's pipeline or model class."""
+    from dit_lora.registry import get_spec
+
+    for (page, index), config in DOC_RUNS.items():
+        family = yaml.safe_load((ROOT / "recipes" / "configs" / config).read_text())["family"]
+        info = get_spec(family).info
+        code = doc_blocks(ROOT)[page, index].code
+        names = {*info.pipeline_classes, getattr(getattr(get_spec(family).adapter, "arch", None), "model_class", "")}
+        assert any(name and name in code for name in names), (page, index, family)
+
+
+def test_markers_are_read_only_from_the_line_above_the_block():
+    text = ("<!-- snippet: not run: a fragment of the card's snippet, no pipe -->\n```python\npipe.x()\n```\n\n"
+            "words\n\n```python\nprint(1)\n```\n<!-- snippet: not run: below, not above -->\n")
+    assert python_blocks(text) == [Block("pipe.x()\n", 0, "a fragment of the card's snippet, no pipe"),
+                                   Block("print(1)\n", 1, None)]
+    assert Path(ROOT / "README.md").is_file()
