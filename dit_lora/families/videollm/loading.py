@@ -104,7 +104,7 @@ class VideoLLMModel:
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
         block_swap.park_blocks(model, (self.arch.decoder_layers,), cfg.blocks_to_swap, device)
         model.to(device)
-        processing = QAProcessingLoader(self.arch).load_processing(path, model.config)
+        processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
 
     def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
