@@ -98,3 +98,35 @@ def test_a_hub_id_trains_and_the_adapter_names_the_id(hub, clips, tmp_path):
     assert summary is not None
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["base_model_name_or_path"] == REPO  # the id, not the cache's folder
+
+
+def test_a_launch_s_other_ranks_take_the_main_process_s_download(tmp_path, monkeypatch):
+    """Rank 1 of 2 does not download: it waits for rank 0's folder (shared through ``main_process_check``), then
+    every later read of the id in that process is that folder."""
+    import accelerate
+    import huggingface_hub
+
+    from dit_lora.config.schema import ModelOptions
+    from dit_lora.core import collective
+    from dit_lora.families.videollm.architecture import model_folder
+    from dit_lora.modelfiles import hub_snapshot
+
+    class Rank1:
+        is_main_process, num_processes, process_index = False, 2, 1
+
+        def __init__(self, **kwargs):
+            pass
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("a rank other than the main one downloaded")
+
+    folder = tmp_path / "snapshot"
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(accelerate, "PartialState", Rank1)
+    monkeypatch.setattr(collective, "share", lambda state, value: (None, folder))  # rank 0's outcome
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", no_download)
+    monkeypatch.setattr(hub_snapshot, "_RESOLVED", {})
+    model = ModelOptions(family="llava_next_video", pretrained_model_name_or_path=REPO)
+    assert model_folder(model, weights=True) == folder
+    monkeypatch.setenv("WORLD_SIZE", "1")  # the model's later reads (the processing, the adapter's reload)
+    assert model_folder(model, weights=False) == model_folder(model, weights=True) == folder
