@@ -168,7 +168,7 @@ def check_safetensors(model: ModelOptions, subfolders: tuple[str, ...], kind: st
             )
 
 
-def _causes(err: BaseException | None) -> list[BaseException]:
+def causes(err: BaseException | None) -> list[BaseException]:
     """``err`` and the exceptions it was raised from (``__cause__`` / ``__context__``), nearest first."""
     chain: list[BaseException] = []
     while err is not None and err not in chain and len(chain) < 8:
@@ -196,7 +196,7 @@ def load_error(kind: str, model: ModelOptions, err: BaseException) -> UserError:
     path = _model_path(model)
     first = str(err).splitlines()[0] if str(err) else ""
     what = f"Could not load the {kind} pipeline from `{path}` ({type(err).__name__}: {first})."
-    causes = _causes(err)  # diffusers and transformers re-raise huggingface_hub's errors as a plain OSError
+    chain = causes(err)  # diffusers and transformers re-raise huggingface_hub's errors as a plain OSError
     if isinstance(err, ImportError) or "pip install" in first:
         return UserError(
             f"{what} A package the pipeline needs is missing: install it as the message says, then "
@@ -211,7 +211,7 @@ def load_error(kind: str, model: ModelOptions, err: BaseException) -> UserError:
             )
         if not os.path.isdir(path):  # a local folder's pickle-only weights were refused before loading
             return UserError(f"{what} {SAFETENSORS_ONLY}")
-    if any(isinstance(c, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)) for c in causes):
+    if any(isinstance(c, (GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError)) for c in chain):
         return UserError(
             f"{what} The Hub repo or --revision is not accessible: check the id (`dit-lora models` "
             "lists the catalogued ones), the revision, and that you are logged in for a gated repo."
@@ -222,7 +222,7 @@ def load_error(kind: str, model: ModelOptions, err: BaseException) -> UserError:
             "that every component folder has its config and weights, and that --variant names weights "
             "it has."
         )
-    offline = any(isinstance(c, (LocalEntryNotFoundError, OfflineModeIsEnabled)) for c in causes)
+    offline = any(isinstance(c, (LocalEntryNotFoundError, OfflineModeIsEnabled)) for c in chain)
     if offline or os.environ.get("HF_HUB_OFFLINE") == "1":
         return UserError(
             f"{what} It is not in the Hub cache and this process may not download it "

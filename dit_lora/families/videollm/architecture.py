@@ -18,6 +18,7 @@ what the real preprocessors feed the model.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from dit_lora.config.schema import ModelOptions
+from dit_lora.core.collective import main_process_check
 from dit_lora.core.errors import UserError
+from dit_lora.modelfiles.hub_snapshot import model_snapshot, pin
+from dit_lora.modelfiles.pipeline_files import is_local
 
 __all__ = [
     "OPENAI_CLIP_MEAN",
@@ -34,6 +39,7 @@ __all__ = [
     "VideoLLMSpec",
     "center_crop",
     "check_frames",
+    "model_folder",
     "frames_to_tensor",
     "normalize",
     "read_preprocessor_json",
@@ -174,6 +180,32 @@ def _size_pair(value: Any, what: str) -> tuple[int, int]:
     raise UserError(f"cannot read {what} {value!r} from the preprocessor config; expected an int or height/width")
 
 
+def model_folder(model: ModelOptions, *, weights: bool) -> Path:
+    """The folder the video LLM ``model`` (the run's ``cfg.model``) loads from: a local folder, or a Hub id's
+    snapshot in the Hub cache (:func:`~dit_lora.modelfiles.hub_snapshot.model_snapshot`: config, tokenizer and
+    processor files; with ``weights`` the safetensors too). Train, check-data and plan all read the model here.
+
+    Several processes (``dit-lora launch``): the main one downloads while the others wait, then they take its folder
+    (a failure there is every rank's paragraph, not a rank waiting forever).
+    """
+    path = str(model.pretrained_model_name_or_path or "")
+    if is_local(path) or int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return model_snapshot(model, "video LLM", weights=weights)
+    from accelerate import PartialState
+
+    # cpu=: as the run's Accelerator asks, so the process group is the one it joins (as --demo's build does)
+    state = PartialState(cpu=not torch.cuda.is_available())
+    folder = main_process_check(
+        state,
+        lambda: model_snapshot(model, "video LLM", weights=weights),
+        what=f"downloading the video LLM `{path}`",
+        share_result=True,
+    )
+    assert folder is not None  # shared from the main process, which raised if it had none
+    pin(model, folder, weights)
+    return folder
+
+
 # --------------------------------------------------------------------------------------
 # The spec base class
 # --------------------------------------------------------------------------------------
@@ -239,11 +271,13 @@ class VideoLLMSpec:
     # -- loading ------------------------------------------------------------------------
     @staticmethod
     def _local_dir(path: str | Path, what: str) -> Path:
+        """``path`` as a folder: :func:`model_folder` turned a Hub id into its cache snapshot before this."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise UserError(
-                f"{what} {str(path)!r} is not a local directory; video-LLM models are loaded from local "
-                f"folders only (download the repo first, e.g. `huggingface-cli download <repo> --local-dir DIR`)"
+                f"{what} {str(path)!r} is not a folder, and not a Hub id (`org/name`) either. Pass the folder that "
+                f"holds the model's config.json, or its Hub id (`hf download <repo> --local-dir DIR` fetches one "
+                f"into DIR)."
             )
         return folder
 

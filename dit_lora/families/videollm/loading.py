@@ -19,7 +19,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.state import VideoLLMState
 from dit_lora.modelfiles.pipeline_files import check_safetensors
@@ -74,11 +74,13 @@ class VideoLLMModel:
     arch: VideoLLMSpec
 
     def validate_config(self, cfg) -> None:
-        """A local model folder with safetensors weights and a loadable tokenizer; an existing --validation_video."""
+        """The model's folder (a Hub id downloaded here, before the run prints anything) with safetensors weights
+        and a loadable tokenizer; an existing --validation_video."""
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
         check_safetensors(cfg.model, ("",), "video LLM")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "", cfg.revision)
+        folder = model_folder(cfg.model, weights=True)
+        check_tokenizer_packages(str(folder), "", None)
         if cfg.family_options.validation_video and not Path(cfg.family_options.validation_video).is_file():
             raise UserError(
                 f"--validation_video `{cfg.family_options.validation_video}` does not exist. Point it at a "
@@ -88,7 +90,7 @@ class VideoLLMModel:
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """The frozen model on ``device``, and the run's state holding its processing."""
-        path = cfg.pretrained_model_name_or_path
+        path = model_folder(cfg.model, weights=True)  # a Hub id's snapshot, downloaded when validated
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
         # when --mixed_precision no asks for it (fp16 was refused in validation).
         skip = VideoLLMPrecision(self.arch).quantize_skip_modules(cfg)
@@ -102,7 +104,7 @@ class VideoLLMModel:
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
         block_swap.park_blocks(model, (self.arch.decoder_layers,), cfg.blocks_to_swap, device)
         model.to(device)
-        processing = QAProcessingLoader(self.arch).load_processing(path, model.config)
+        processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
 
     def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:

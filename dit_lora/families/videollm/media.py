@@ -23,7 +23,7 @@ from dit_lora.data.preflight import BLOCK
 from dit_lora.data.prepare import prepare_data
 from dit_lora.data.sources import MAX_NAMED
 from dit_lora.families.videollm import llamafactory
-from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_samples, read_clip, screen_qa_samples
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
@@ -226,7 +226,8 @@ class VideoQAMedia:
             "--max_sequence_length)"
         )
         if cfg.pretrained_model_name_or_path:
-            self.processing = self.spec.video_qa.load_processing(cfg.pretrained_model_name_or_path)
+            # a Hub id's config, tokenizer and processor files (no weights), from the cache or downloaded
+            self.processing = self.spec.video_qa.load_processing(str(model_folder(cfg.model, weights=False)))
             budget = max_tokens(cfg)
             fit = self._token_budget(budget)
             note = f"token budget: each conversation fitted to --max_sequence_length {budget} with its video tokens"

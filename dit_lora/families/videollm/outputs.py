@@ -18,7 +18,7 @@ import torch
 from dit_lora.config.schema import ValidationOptions
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_text_atomic
-from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
 from dit_lora.families.videollm.state import run_processing, run_state
 from dit_lora.output.adapter import attach_adapter, save_peft_adapter, set_peft_base_model
@@ -48,10 +48,11 @@ class VideoLLMAdapter:
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         """The base model with the saved adapter (and projector) loaded by dit-lora's loader, and its processing."""
-        model = self.arch.load_model(cfg.pretrained_model_name_or_path, cfg.weight_dtype)
+        folder = model_folder(cfg.model, weights=True)
+        model = self.arch.load_model(folder, cfg.weight_dtype)
         attach_adapter(None, model, adapter_dir)  # a video LLM fits no consumer before its adapter loads
         model.to(device).eval()
-        processing = QAProcessingLoader(self.arch).load_processing(cfg.pretrained_model_name_or_path, model.config)
+        processing = QAProcessingLoader(self.arch).load_processing(str(folder), model.config)
         return VideoQAPipe(model, processing)
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import torch
 
+from dit_lora.catalogue import by_hub_id
 from dit_lora.contract.family import Components
-from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.core.errors import UserError
+from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.plan.fake import transformers_on_meta, with_depth
 
@@ -70,10 +72,18 @@ class VideoLLMPlan:
         ]
 
     def _preprocessing(self, cfg, model_config) -> dict[str, Any]:
-        """The local folder's preprocessing, else the spec's defaults (LLaVA: at its tower's own size)."""
+        """The model's preprocessing (a local folder, or a Hub id's snapshot: its small files, downloaded when
+        missing), else the spec's defaults (LLaVA: at its tower's own size) for a catalogued Hub id that cannot be
+        had now: the catalogue's copy of its configs plans it without a download."""
         path = cfg.pretrained_model_name_or_path
         if path is not None and Path(path).is_dir():
             return self.arch.load_preprocessing(path)
+        if path is not None:
+            try:
+                return self.arch.load_preprocessing(model_folder(cfg.model, weights=False))
+            except UserError:
+                if by_hub_id(path) is None:  # nothing else knows this model: the paragraph says how to get it
+                    raise
         prep = {"resize_to": None, **self.arch.default_preprocessing}
         size = getattr(getattr(model_config, "vision_config", None), "image_size", None)
         if size:
