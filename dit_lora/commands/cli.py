@@ -51,8 +51,11 @@ def _build_parser() -> argparse.ArgumentParser:
     models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
     models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
 
+    # allow_abbrev=False on the subcommands that take run options, as `train` parses them: an abbreviation
+    # (`--video_fold`) is refused and another trainer's name (`--dataset`) gets its hint, never a guess
     plan = sub.add_parser(
         "plan",
+        allow_abbrev=False,
         help="predict a run's peak memory and FLOPs per step, without loading weights",
         usage="dit-lora plan [MODEL] [--gpu_memory SIZE] [recipe options ...]",
         description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
@@ -132,6 +135,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser(
         "check-data",
+        allow_abbrev=False,
         help="decode every training sample (and its cached latents) and report problems; exit 1 if any blocks",
         description="Decode every sample, run the training preprocessing, and check pixels, captions and cached "
         "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
