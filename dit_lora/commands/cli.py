@@ -18,6 +18,7 @@ from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
+from dit_lora.config.data_kind import video_llm_data_message
 from dit_lora.config.parser import add_config_flag, coerce, unknown_options_message
 from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
@@ -248,6 +249,9 @@ def _check_data(args: argparse.Namespace) -> int:
         values["family"] = family_for_model(
             TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"]).model
         )
+    video_llm = None if "family" in values else video_llm_data_message(values.get("train_data_dir"))
+    if video_llm:  # the default family (images) would misread it: "a file, not a folder", "this run trains sana"
+        raise UserError(video_llm)
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
     check_applies(

@@ -146,6 +146,16 @@ def test_check_data_takes_no_abbreviation_and_gives_a_peer_s_name_its_hint(tmp_p
     assert args.gpu_memory is None and rest == ["--gpu_mem", "24GB"]
 
 
+def test_check_data_of_video_llm_data_without_family_or_model_says_what_it_is(tmp_path, capsys):
+    """Not "a file, not a folder ... images" nor "this run trains sana": the data is a video LLM's."""
+    (tmp_path / "dataset_info.json").write_text("{}")
+    (tmp_path / "lf.json").write_text('[{"instruction": "<video>What?", "output": "red", "videos": ["a.mp4"]}]')
+    for argv in (["--train_data_dir", str(tmp_path / "lf.json")],
+                 ["--train_data_dir", str(tmp_path), "--dataset_info_name", "demo"]):
+        code, _, err = _check_data(argv, capsys)
+        assert code == 2 and "holds video-LLM data" in err and "qwen3_vl" in err and "trains sana" not in err
+
+
 def test_check_data_names_a_training_option_it_does_not_read(tmp_path, capsys):
     code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--learning_rate", "1e-4"], capsys)
     assert code == 2 and "check-data does not read --learning_rate" in err and "--config" in err
