@@ -107,6 +107,9 @@ def test_dataset_info_names_the_dataset_and_its_folder_holds_the_media(lf, tmp_p
         _media("internvl", lf["root"], dataset_info_name="videos_demo,alpaca").list_samples()
     with pytest.raises(UserError, match="no folder holding one"):
         _media("internvl", lf["chat"], dataset_info_name="videos_demo").list_samples()
+    # dataset_info.json itself given as --train_data_dir: read as its folder
+    itself = _media("internvl", lf["root"] / "dataset_info.json", dataset_info_name="videos_demo").list_samples()
+    assert [s.video for s in itself] == [s.video for s in load_qa_samples(lf["chat"])]
     media = tmp_path / "media"
     media.mkdir()
     moved = _media("internvl", lf["root"], dataset_info_name="videos_demo", video_folder=str(media)).list_samples()
@@ -188,6 +191,15 @@ def test_check_data_lists_every_bad_entry_in_one_run(lf, tmp_path):
     notes: list[str] = []
     assert len(load_qa_samples(file, max_samples=2, notes=notes)) == 2
     assert ": 5 read, the first 2 kept;" in notes[0]
+
+
+def test_an_alpaca_placeholder_out_of_place_is_named_as_alpaca_names_it(lf, tmp_path):
+    entry = {"instruction": "<video>And now?", "output": "red", "history": [["Hi", "Hello"]], "videos": ["a.mp4"]}
+    file = tmp_path / "lf.json"
+    file.write_text(json.dumps([entry, {**entry, "history": [["<video>Hi", "Hello"]], "instruction": "Now?"}]))
+    first, second = load_qa_samples(file)
+    assert '`<video>` is in "instruction", after 1 history round;' in first.refused
+    assert second.refused is None  # in the first history question: the conversation's first question
 
 
 def test_a_placeholder_inside_the_question_is_taken_out_and_said(lf, tmp_path):
