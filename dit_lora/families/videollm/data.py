@@ -528,7 +528,7 @@ def screen_qa_samples(
     good = [s for s in samples if problem_of(s) is None]
     bad = [s for s in samples if problem_of(s) is not None]
     if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": s.reason(problem_of(s))} for s in bad)
+        quarantine.extend({"key": s.key, "reason": s.reason(str(problem_of(s)))} for s in bad)
     for s in [s for s in bad if s.unconverted][:MAX_LOGGED_BAD]:
         log(f"skipping {s.key}: {s.refused}")
     unconverted = sum(s.unconverted for s in bad)
