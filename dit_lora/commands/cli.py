@@ -18,6 +18,7 @@ from dit_lora.commands.launch import main as launch
 from dit_lora.commands.recipe import check_model, run_recipe
 from dit_lora.config import TrainConfig, load_yaml, owners
 from dit_lora.config.applies import check_applies
+from dit_lora.config.data_kind import video_llm_data_message
 from dit_lora.config.parser import add_config_flag, coerce, unknown_options_message
 from dit_lora.config.schema import ModelOptions, config_fields
 from dit_lora.core import quiet
@@ -51,8 +52,11 @@ def _build_parser() -> argparse.ArgumentParser:
     models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
     models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
 
+    # allow_abbrev=False on the subcommands that take run options, as `train` parses them: an abbreviation
+    # (`--video_fold`) is refused and another trainer's name (`--dataset`) gets its hint, never a guess
     plan = sub.add_parser(
         "plan",
+        allow_abbrev=False,
         help="predict a run's peak memory and FLOPs per step, without loading weights",
         usage="dit-lora plan [MODEL] [--gpu_memory SIZE] [recipe options ...]",
         description="Predict the peak memory per process and the FLOPs of one training step of a configuration "
@@ -133,6 +137,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser(
         "check-data",
+        allow_abbrev=False,
         help="decode every training sample (and its cached latents) and report problems; exit 1 if any blocks",
         description="Decode every sample, run the training preprocessing, and check pixels, captions and cached "
         "latents/embeddings. Prints one row per problem; exits 1 if anything blocks, 0 otherwise.",
@@ -245,6 +250,9 @@ def _check_data(args: argparse.Namespace) -> int:
         values["family"] = family_for_model(
             TrainConfig(pretrained_model_name_or_path=values["pretrained_model_name_or_path"]).model
         )
+    video_llm = None if "family" in values else video_llm_data_message(values.get("train_data_dir"))
+    if video_llm:  # the default family (images) would misread it: "a file, not a folder", "this run trains sana"
+        raise UserError(video_llm)
     # a flag of another family than the one checked: one paragraph
     cfg = TrainConfig.for_family(**values, explicit=frozenset(values))
     check_applies(

@@ -393,7 +393,9 @@ class LoraOptions:
     lora_layers: list[str] = opt(
         [],
         "Module names (or suffixes) that get LoRA, space- or comma-separated (`to_q to_k` or diffusers' "
-        "`to_q,to_k`). Default: the family's attention projections.",
+        "`to_q,to_k`). Default: the family's attention projections. The video LLMs: the language model's "
+        "projections by their last part (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj); `all` (the "
+        "default, LLaMA-Factory's lora_target) is every one of them.",
         section="lora",
     )
     train_backbone: list[str] = opt(

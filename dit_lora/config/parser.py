@@ -21,6 +21,7 @@ import yaml
 from dit_lora.config import owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
+from dit_lora.config.data_kind import video_llm_data_message
 from dit_lora.config.lycoris_args import network_args_values
 from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
@@ -507,6 +508,11 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
                 "features). Use --mixed_precision bf16, which also works on CPU."
             )
     if not cfg.pretrained_model_name_or_path:
+        # explicit None: not recorded, so a family off the default counts as set (as catalogue.defaults reads it)
+        family_given = cfg.family != DEFAULT_FAMILY if cfg.explicit is None else "family" in cfg.explicit
+        video_llm = None if family_given else video_llm_data_message(cfg.train_data_dir)
+        if video_llm:  # not "a local diffusers folder": the data says a video LLM trains it
+            raise UserError(video_llm)
         raise UserError(
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."

@@ -19,13 +19,14 @@ SOURCES: dict[str, str] = {
     "lf-model": "LLaMA-Factory src/llamafactory/hparams/model_args.py",
     "lf-ft": "LLaMA-Factory src/llamafactory/hparams/finetuning_args.py",
     "lf-yaml": "LLaMA-Factory examples/train_lora/qwen3vl_lora_sft.yaml",
+    "lf-yaml-vl": "LLaMA-Factory examples/train_lora/qwen2_5vl_lora_sft.yaml, llava1_5_lora_sft.yaml",
 }
 
 #: LLaMA-Factory's option -> (dit-lora's option or None, the note, the SOURCES keys it was read in)
 FLAGS: dict[str, tuple[str | None, str, tuple[str, ...]]] = {
     "model_name_or_path": (
         "pretrained_model_name_or_path",
-        "a local model folder (the video LLMs load from local folders); --family is read from its config.json",
+        "a Hub id (downloaded into the Hugging Face cache) or a local model folder; --family is read from its config.json",
         ("lf-model",),
     ),
     "dataset": (
@@ -105,6 +106,54 @@ FLAGS: dict[str, tuple[str | None, str, tuple[str, ...]]] = {
     "save_steps": ("checkpointing_steps", "", ("lf-yaml",)),
     "bf16": ("mixed_precision", "`--mixed_precision bf16`, the default", ("lf-yaml",)),
     "fp16": ("mixed_precision", "`--mixed_precision fp16` needs --allow_fp16 (bf16 is the default)", ("lf-yaml",)),
+    # the other keys of LLaMA-Factory's example YAMLs: each one's meaning in dit-lora, none a guess
+    "trust_remote_code": (
+        None,
+        "not needed: the video LLMs load with transformers' own classes, and no model folder's code is run",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "do_train": (None, "`dit-lora train` always trains", ("lf-yaml", "lf-yaml-vl")),
+    "preprocessing_num_workers": (
+        None,
+        "nothing is preprocessed ahead: each conversation is tokenized when its batch is loaded, in the data "
+        "loader's workers (--dataloader_num_workers)",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "overwrite_cache": (
+        None,
+        "no tokenized cache is kept for the video LLMs (each conversation is tokenized when its batch is loaded)",
+        ("lf-yaml-vl",),
+    ),
+    "logging_steps": (
+        None,
+        "the progress line and the tracker (--report_to) get every update's values; --logging_dir is the "
+        "tracker's folder",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "plot_loss": (None, "every run writes its loss curve beside the adapter (the `plot` extra)", ("lf-yaml",)),
+    "save_only_model": (
+        None,
+        "a checkpoint (--checkpointing_steps) keeps what a resume needs, optimizer included; the run's output "
+        "is the adapter",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "ddp_timeout": (
+        None,
+        "several processes start with `dit-lora launch` and torch's own timeout; a failure on one process is "
+        "raised on every process rather than left waiting",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "eval_strategy": (
+        "validation_steps",
+        "the held-out loss (--validation_split) is computed every --validation_steps updates and before the first",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
+    "eval_steps": ("validation_steps", "shared with the validation samples' schedule", ("lf-yaml", "lf-yaml-vl")),
+    "per_device_eval_batch_size": (
+        None,
+        "each held-out sample is evaluated alone (a batch of one)",
+        ("lf-yaml", "lf-yaml-vl"),
+    ),
 }
 
 #: LLaMA-Factory options dit-lora spells the same way (same meaning unless :data:`CAVEATS` says otherwise)
@@ -121,9 +170,12 @@ SAME_NAMES: tuple[str, ...] = (
     "report_to",
     "resume_from_checkpoint",
     "dataloader_num_workers",
+    "overwrite_output_dir",
 )
 
 #: same spelling, another meaning
 CAVEATS: dict[str, str] = {
     "lora_alpha": "LLaMA-Factory's default is twice lora_rank; dit-lora's is --rank (a scale of 1): pass it",
+    "overwrite_output_dir": "dit-lora's replaces a finished run's adapter there and, without a resume, removes an "
+    "earlier run's checkpoints; a folder a run is still using is never overridden",
 }

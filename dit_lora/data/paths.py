@@ -12,7 +12,8 @@ captions, masks, kohya folders, metadata files), leaves out a link that leads ou
 so once per folder with the count and an example. A file link to another file of the folder is listed (a sample of
 its own, a copy of its target: said in one line); a folder link that points inside the folder is not followed
 (its files are listed under their own folder: said in one line). An absolute path inside the folder (as written,
-or inside the folder's resolved location) is accepted and named relative to the folder.
+or inside the folder's resolved location) is accepted and named relative to the folder; a video-QA annotation
+file's absolute paths outside it are used as written (``absolute_as_written``: LLaMA-Factory's data is written so).
 """
 
 from __future__ import annotations
@@ -61,7 +62,13 @@ def _within(path: str, folder: str) -> str | None:
 
 
 def locate(
-    root: str | os.PathLike, written: str, *, rel_dir: str = "", field: str = "file_name", hint: str = ""
+    root: str | os.PathLike,
+    written: str,
+    *,
+    rel_dir: str = "",
+    field: str = "file_name",
+    hint: str = "",
+    absolute_as_written: bool = False,
 ) -> Located:
     """Place ``written`` (a path from a data file in ``root/rel_dir``) in ``root``, or refuse it.
 
@@ -69,7 +76,9 @@ def locate(
     resolved on the text first, then the links on the way: a path that leaves ``root`` as written, or through a
     link inside ``root`` that leads out of it, is refused, so one written path can never reach outside ``root``.
     An absolute path is accepted when it lies in ``root`` as given or in its resolved location (``root`` may
-    itself be a link).
+    itself be a link). With ``absolute_as_written`` (a video-QA annotation file, where LLaMA-Factory and VideoChat2
+    data name clips by absolute paths) an absolute path outside ``root`` is used as written: the user wrote it in
+    the file they pointed at; ``..`` and links out of ``root`` stay refused for relative paths.
     ``field`` names the column or file in the reason (``file_name``, ``videos.txt line 3``, ``"video"``);
     ``hint`` is appended to it (another way out, e.g. a flag that moves the folder).
     """
@@ -83,6 +92,8 @@ def locate(
             if inside is not None:
                 placed = os.path.join(abs_root, *inside.split("/")) if inside else abs_root
                 return _resolved(Located(inside or ".", placed, None), abs_root, field)
+        if absolute_as_written:
+            return Located(target, target, None)
         return Located(target, None, refusal_text(written, abs_root, field, hint))
     key = posixpath.normpath(posixpath.join(rel_dir, text)) if rel_dir else posixpath.normpath(text)
     if key == ".." or key.startswith("../"):

@@ -77,7 +77,7 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
             "or the catalogue's copy; nothing is downloaded to decide), so its pipeline class is unknown"
         )
     else:
-        what = f"`{path}` is a {cls} ({where}), which no dit-lora family trains"
+        what = f"`{path}` is {_article(cls)} ({where}), which no dit-lora family trains"
     return UserError(
         f"{what}. dit-lora trains these pipelines ({trained_list()}). If the model is one of them, pass its --family "
         f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet{_planned()}: train "
@@ -115,7 +115,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     kind = f", model_type `{model_type}`" if isinstance(model_type, str) else ""
     raise UserError(
         f"--family {model.family} trains {' and '.join(trained)}; `{model.pretrained_model_name_or_path}` "
-        f"is a {cls} ({where}{kind}). {advice}."
+        f"is {_article(cls)} ({where}{kind}). {advice}."
     )
 
 
@@ -140,9 +140,9 @@ def check_task_matches(model: ModelOptions, cls: str, where: str) -> None:
     owner = next(get_spec(n) for n in entry_for(model.family).names if cls in get_spec(n).info.pipeline_classes)
     raise UserError(
         f"--family {model.family} trains {' and '.join(spec.info.pipeline_classes)} ({_task_words(spec)}), but "
-        f"`{model.pretrained_model_name_or_path}` is a {cls} ({where}): {_article(_task_words(owner))} model, which "
+        f"`{model.pretrained_model_name_or_path}` is {_article(cls)} ({where}): {_article(_task_words(owner))} model, which "
         f"--family {model.family} would train as the wrong task or not load. Use --family {owner.name} for it (or "
-        f"point --pretrained_model_name_or_path at a {spec.info.pipeline_class_name} folder)."
+        f"point --pretrained_model_name_or_path at {_article(spec.info.pipeline_class_name)} folder)."
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import ROOT
-from dit_lora.commands.cli import main
+from dit_lora.commands.cli import _build_parser, main
 
 
 def _plan(argv, capsys) -> tuple[int, str]:
@@ -133,6 +133,27 @@ def test_check_data_unknown_flags_get_train_s_hints_in_one_paragraph(tmp_path, c
     assert code == 2 and "unrecognized arguments" not in err and "usage:" not in err
     assert "2 unknown options on the command line" in err and "dit-lora's option is --rank" in err
     assert "Did you mean `--resolution`?" in err and "dit-lora check-data --help" in err
+
+
+def test_check_data_takes_no_abbreviation_and_gives_a_peer_s_name_its_hint(tmp_path, capsys):
+    """As `train` parses: LLaMA-Factory's --dataset gets its hint (not "ambiguous option"), an abbreviation of an
+    option is an unknown option with the full name offered, never silently expanded."""
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--dataset", "mllm_video_demo"], capsys)
+    assert code == 2 and "ambiguous" not in err and "dit-lora's option is --dataset_info_name" in err
+    code, _, err = _check_data(["--train_data_dir", str(tmp_path), "--video_fold", str(tmp_path)], capsys)
+    assert code == 2 and "Unknown option `--video_fold`" in err and "Did you mean `--video_folder`?" in err
+    args, rest = _build_parser().parse_known_args(["plan", "--gpu_mem", "24GB"])
+    assert args.gpu_memory is None and rest == ["--gpu_mem", "24GB"]
+
+
+def test_check_data_of_video_llm_data_without_family_or_model_says_what_it_is(tmp_path, capsys):
+    """Not "a file, not a folder ... images" nor "this run trains sana": the data is a video LLM's."""
+    (tmp_path / "dataset_info.json").write_text("{}")
+    (tmp_path / "lf.json").write_text('[{"instruction": "<video>What?", "output": "red", "videos": ["a.mp4"]}]')
+    for argv in (["--train_data_dir", str(tmp_path / "lf.json")],
+                 ["--train_data_dir", str(tmp_path), "--dataset_info_name", "demo"]):
+        code, _, err = _check_data(argv, capsys)
+        assert code == 2 and "holds video-LLM data" in err and "qwen3_vl" in err and "trains sana" not in err
 
 
 def test_check_data_names_a_training_option_it_does_not_read(tmp_path, capsys):

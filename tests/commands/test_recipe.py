@@ -78,6 +78,15 @@ def test_dit_lora_train_stops_when_nothing_names_the_family(tmp_path):
         parse_run(_args(tmp_path))
     with pytest.raises(UserError, match="No model given"):
         parse_run(["--train_data_dir", str(tmp_path)])
+    # video-LLM data (LLaMA-Factory's dataset_info.json folder or entries, VideoChat2's) is said to be so, with
+    # what picks its trainer; not "a local diffusers folder"
+    (tmp_path / "dataset_info.json").write_text("{}")
+    (tmp_path / "lf.json").write_text('[{"messages": [], "videos": ["a.mp4"]}]')
+    (tmp_path / "vc2.jsonl").write_text('{"video": "a.mp4", "QA": []}\n')
+    for data, what in ((tmp_path, "LLaMA-Factory.s dataset_info.json"), (tmp_path / "lf.json", "LLaMA-Factory entries"),
+                       (tmp_path / "vc2.jsonl", "VideoChat2/chat annotations")):
+        with pytest.raises(UserError, match=rf"holds video-LLM data \({what}.*--pretrained_model_name_or_path"):
+            parse_run(["--train_data_dir", str(data), "--dataset_info_name", "x"])
     with pytest.raises(UserError, match=r"needs to know which model family it trains: pass --family \(cogvideox, .*"
                                         r"`dit-lora train --family NAME --help`"):
         choose_family()(TrainConfig())

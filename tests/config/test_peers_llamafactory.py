@@ -14,7 +14,12 @@ BROUGHT = ("model_name_or_path", "dataset", "dataset_dir", "media_dir", "templat
            "lora_alpha", "lora_dropout", "lora_target", "learning_rate", "num_train_epochs",
            "per_device_train_batch_size", "gradient_accumulation_steps", "cutoff_len", "video_fps", "video_maxlen",
            "video_max_pixels", "freeze_vision_tower", "bf16", "output_dir", "max_samples", "lr_scheduler_type",
-           "warmup_ratio", "save_steps", "val_size")
+           "warmup_ratio", "save_steps", "val_size",
+           # the rest of examples/train_lora/qwen3vl_lora_sft.yaml, qwen2_5vl_lora_sft.yaml, llava1_5_lora_sft.yaml
+           "image_max_pixels", "trust_remote_code", "stage", "do_train", "preprocessing_num_workers",
+           "dataloader_num_workers", "overwrite_cache", "logging_steps", "plot_loss", "overwrite_output_dir",
+           "save_only_model", "report_to", "ddp_timeout", "resume_from_checkpoint", "per_device_eval_batch_size",
+           "eval_strategy", "eval_steps")
 
 
 def test_every_option_a_video_llm_user_brings_is_in_the_llamafactory_table():
@@ -36,6 +41,12 @@ def test_hints_name_dit_lora_s_option_for_llamafactory_s():
     assert "dit-lora's option is --num_frames" in peer_hint("video_maxlen", video)
     assert "inverted" in peer_hint("freeze_vision_tower", video)
     assert "no dit-lora equivalent" in peer_hint("template", common)
+    # LLaMA-Factory's example keys: their meaning here, never an unrelated option's name guessed
+    for key, guess in (("trust_remote_code", "first_frame_noise"), ("ddp_timeout", "noised_image_dropout"),
+                       ("do_train", "max_train_steps"), ("plot_loss", "report_to"), ("logging_steps", "logging_dir"),
+                       ("preprocessing_num_workers", "Did you mean"), ("save_only_model", "")):
+        hint = peer_hint(key, video)
+        assert hint and "Did you mean" not in hint and (not guess or f"`{guess}`" not in hint), (key, hint)
 
 
 def test_the_migration_page_has_the_llamafactory_section_and_its_data_paragraph():

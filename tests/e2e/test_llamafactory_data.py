@@ -53,7 +53,7 @@ def test_check_data_reads_the_dataset_info_folder_and_refuses_a_literal_placehol
                           "--train_data_dir", str(lf_folder), "--dataset_info_name", "mllm_video_demo",
                           "--num_frames", "2"], capsys)
     assert code == 0 and "Traceback" not in out, out
-    assert out.count("read 4 LLaMA-Factory entries of") == 1 and "4 sample(s): 4 ok" in out, out
+    assert out.count("LLaMA-Factory entries of") == 1 and ": 4 read;" in out and "4 sample(s): 4 ok" in out, out
     assert "token budget: each conversation fitted to --max_sequence_length" in out  # the model's fit, still said
 
     # dit-lora's own chat format with LLaMA-Factory's placeholder left in the text: refused, by sample and token.

@@ -179,7 +179,8 @@ def test_a_video_llm_family_on_another_architecture_s_folder_is_one_paragraph(tm
                    str(tmp_path)], None)
     text = str(err.value)
     assert "\n" not in text and f"--family {given} trains {architecture_spec(given).model_class};" in text
-    assert f"is a {cls} (config.json, model_type `{model_type}`)" in text
+    article = "an" if cls[0] in "AEIOU" else "a"  # "an InternVLForConditionalGeneration", never "a InternVL..."
+    assert f"is {article} {cls} (config.json, model_type `{model_type}`)" in text
     assert f"Use --family {folder} for it, or drop --family" in text
 
 
@@ -223,7 +224,8 @@ def test_a_folder_of_another_task_of_the_family_is_refused_or_trained_as_declare
         with pytest.raises(UserError) as err:
             check_family_trains_model(model, _reader(cls))
         text = str(err.value)
-        assert f"is a {cls} (model_index.json)" in text and f"Use --family {owner} for it" in text, text
+        article = "an" if cls[0] in "AEIOU" else "a"
+        assert f"is {article} {cls} (model_index.json)" in text and f"Use --family {owner} for it" in text, text
         assert text.startswith(f"--family {name} trains") and "\n" not in text
     # the declared exceptions are the two the families check themselves (Wan's kinds) or share one checkpoint
     declared = {(n, c) for n, c, _ in pairs if c in get_spec(n).info.also_trains_folders_of}

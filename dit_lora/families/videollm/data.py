@@ -22,6 +22,7 @@ Decoding uses PyAV through the helpers of :mod:`dit_lora.data.video`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -30,14 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dit_lora.core.errors import UserError
 from dit_lora.data.paths import locate
 from dit_lora.data.preflight import BLOCK, OK, WARN, SampleCheck
 from dit_lora.data.sources import MAX_LOGGED_BAD, json_lines
-from dit_lora.data.video import VideoDecodeError, VideoSample, decode_frames_at, describe_error
+from dit_lora.data.video import VideoDecodeError, describe_error
 from dit_lora.families.videollm import llamafactory
+from dit_lora.families.videollm.frames import SampledClip, read_clip, read_frames, sample_frame_indices
 
 __all__ = [
     "QASample",
@@ -76,8 +76,20 @@ class QASample:
     key: str
     video: Path
     messages: list[dict[str, str]]
-    #: why the video is never opened (its written path leaves the data folder, :mod:`dit_lora.data.paths`), or None
+    #: why the video is never opened (its written path leaves the data folder, :mod:`dit_lora.data.paths`, or the
+    #: LLaMA-Factory entry cannot be converted: then ``messages`` is empty), or None
     refused: str | None = None
+    #: what reading the entry changed that its owner should know (check-data shows it as a warning), or None
+    note: str | None = None
+
+    @property
+    def unconverted(self) -> bool:
+        """Whether this is a LLaMA-Factory entry that could not be converted (``refused`` says why; no clip)."""
+        return self.refused is not None and not self.messages
+
+    def reason(self, problem: str) -> str:
+        """``problem`` as reports give it: with the video's path, except for an entry that has no clip."""
+        return problem if self.unconverted else f"{problem} (video {self.video})"
 
     def display_name(self) -> str:
         """How reports name this sample: the annotation entry and its video."""
@@ -150,18 +162,43 @@ def load_qa_samples(
     if not text.strip():
         raise UserError(f"The QA annotation file {file} is empty. Put the training samples in it: {_FORMATS_HINT}.")
 
-    converted: list[bool] = []  # per LLaMA-Factory entry: whether <video> opened its question
+    reading = _Reading()
     samples = [
-        _sample(entry, where, f"{file.name}:{number}", root, layout, converted)
+        _sample(entry, where, f"{file.name}:{number}", root, layout, reading)
         for number, where, entry in _entries(file, text)
     ]
-    if converted and notes is not None:
-        notes.append(_conversion_note(file, converted, samples))
     if not samples:  # a JSON list with no entries
         raise UserError(
             f"The QA annotation file {file} holds no entries. Put the training samples in it: {_FORMATS_HINT}."
         )
-    return samples if max_samples is None else samples[:max_samples]
+    kept = samples if max_samples is None else samples[:max_samples]
+    if notes is not None:
+        notes.extend(reading.notes(file, samples, len(kept)))
+    return kept
+
+
+@dataclass
+class _Reading:
+    """What reading one annotation file did, for its log lines: the LLaMA-Factory entries converted (whether
+    ``<video>`` opened each question, by key) and the keys of the entries naming their clip by an absolute path."""
+
+    converted: dict[str, bool] = dataclasses.field(default_factory=dict)
+    absolute: list[str] = dataclasses.field(default_factory=list)
+
+    def notes(self, file: Path, samples: list[QASample], kept: int) -> list[str]:
+        lines = [_conversion_note(file, self.converted, samples, kept)] if self.converted else []
+        if self.absolute:
+            one = len(self.absolute) == 1
+            lines.append(
+                f"{len(self.absolute)} entr{'y' if one else 'ies'} of {file} name{'s its' if one else ' their'} clip "
+                f"by an absolute path ({_named(self.absolute)}), used as written there (as LLaMA-Factory does); "
+                "relative paths stay inside the data folder"
+            )
+        return lines
+
+
+def _named(keys: list[str]) -> str:
+    return ", ".join(keys[:MAX_LOGGED_BAD]) + (" ..." if len(keys) > MAX_LOGGED_BAD else "")
 
 
 def _entries(file: Path, text: str) -> list[tuple[int, str, Any]]:
@@ -184,31 +221,51 @@ def _entries(file: Path, text: str) -> list[tuple[int, str, Any]]:
     return [(no, f"Line {no} of {file}", entry) for no, entry in json_lines(text.splitlines(), bad_line)]
 
 
-def _conversion_note(file: Path, converted: list[bool], samples: list[QASample]) -> str:
-    """The log line of a LLaMA-Factory file: how many entries were converted, and those whose ``<video>`` stood
-    elsewhere than at the start of the question (the clip goes where the chat template puts it)."""
-    elsewhere = [s.key for s, leading in zip(samples, converted) if not leading]
+def _conversion_note(file: Path, converted: dict[str, bool], samples: list[QASample], kept: int) -> str:
+    """The log line of a LLaMA-Factory file: how many entries were read (and kept, by --max_train_samples), the
+    ones that cannot be converted (left out as bad samples), and those whose ``<video>`` stood elsewhere than at
+    the start of the question (the clip goes where the chat template puts it)."""
+    count = f"{len(converted)} read" + (f", the first {kept} kept" if kept < len(samples) else "")
+    bad = [s.key for s in samples if s.unconverted]
+    elsewhere = [key for key, leading in converted.items() if not leading]
+    unusable = (
+        f"; {len(bad)} cannot be trained ({_named(bad)}) and are left out as bad samples, each with its reason"
+        if bad
+        else ""
+    )
     moved = (
-        f"; {len(elsewhere)} had it elsewhere in the question ({', '.join(elsewhere[:MAX_LOGGED_BAD])}"
-        f"{' ...' if len(elsewhere) > MAX_LOGGED_BAD else ''}), and their clip goes to the start as well"
+        f"; {len(elsewhere)} had it elsewhere in the question ({_named(elsewhere)}), and their clip goes to the "
+        "start of the question all the same (LLaMA-Factory keeps it in place)"
         if elsewhere
         else ""
     )
     return (
-        f"read {len(converted)} LLaMA-Factory entr{'y' if len(converted) == 1 else 'ies'} of {file}: each "
-        f"`{llamafactory.VIDEO}` taken out of the first question, and the clip given to the model's chat template, "
-        f"which puts the model's own video tokens at the start of that question{moved}"
+        f"LLaMA-Factory entries of {file}: {count}; each `{llamafactory.VIDEO}` taken out of the first question, and "
+        f"the clip given to the model's chat template, which puts the model's own video tokens at the start of that "
+        f"question{unusable}{moved}"
     )
 
 
+_MOVED = (
+    f"its `{llamafactory.VIDEO}` stands inside the question; the clip goes to the question's start all the same "
+    "(LLaMA-Factory keeps it in place)"
+)
+
+
 def _sample(
-    entry: Any, where: str, key: str, root: Path, layout: llamafactory.Layout | None, converted: list[bool]
+    entry: Any, where: str, key: str, root: Path, layout: llamafactory.Layout | None, reading: _Reading
 ) -> QASample:
     layout = layout or llamafactory.layout_of(entry)
     if layout is not None:
-        clip, turns, leading = llamafactory.convert(entry, layout, where)
-        converted.append(leading)
-        return _placed(root, clip, _chat_messages(turns, where), where, key, "videos")
+        try:
+            clip, turns, leading = llamafactory.convert(entry, layout, where)
+            messages = _chat_messages(turns, where)
+        except UserError as err:  # LLaMA-Factory skips such an entry: a bad sample of its own, never opened
+            reading.converted[key] = True
+            return QASample(key=key, video=Path(key), messages=[], refused=str(err))
+        reading.converted[key] = leading
+        sample = _placed(root, clip, messages, where, key, "videos", reading)
+        return sample if leading else QASample(sample.key, sample.video, sample.messages, sample.refused, _MOVED)
     if not isinstance(entry, dict):
         raise UserError(
             f"{where} is a JSON {type(entry).__name__}, not an object. Each entry must be an object "
@@ -231,14 +288,27 @@ def _sample(
             f'"messages" (chat: a list of {{"role", "content"}} turns); keys found: '
             f"{', '.join(sorted(map(str, entry))) or 'none'}. Add the conversation under one of those keys."
         )
-    return _placed(root, video, messages, where, key, "video")
+    return _placed(root, video, messages, where, key, "video", reading)
 
 
-def _placed(root: Path, video: str, messages: list[dict[str, str]], where: str, key: str, field: str) -> QASample:
-    """The sample of ``video`` (as written in ``field``) placed in ``root``, or refused there (never opened)."""
+def _placed(
+    root: Path, video: str, messages: list[dict[str, str]], where: str, key: str, column: str, reading: _Reading
+) -> QASample:
+    """The sample of ``video`` (as written in ``column``) placed in ``root``, or refused there (never opened).
+
+    An absolute path written in the annotation file is used as given, as LLaMA-Factory joins ``media_dir`` with
+    it (the user pointed at this file, and wrote the path in it; counted in ``reading`` for a log line); a
+    relative path stays inside ``root`` (``..`` and links out of it refused, :func:`~dit_lora.data.paths.locate`).
+    """
     located = locate(
-        root, video, field=f'{where}: "{field}"', hint=" (or pass --video_folder with a folder that holds every video)"
+        root,
+        video,
+        field=f'{where}: "{column}"',
+        hint=" (or pass --video_folder with a folder that holds every video)",
+        absolute_as_written=True,
     )
+    if located.path is not None and os.path.isabs(located.key):
+        reading.absolute.append(key)
     if located.path is None:  # refused (Located holds no path then)
         return QASample(key=key, video=Path(located.key), messages=messages, refused=located.refused)
     return QASample(key=key, video=Path(located.path), messages=messages)
@@ -361,127 +431,6 @@ def _chat_messages(raw: Any, where: str) -> list[dict[str, str]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Frames
-# ---------------------------------------------------------------------------------------------
-
-
-def sample_frame_indices(total_frames: int, num_frames: int) -> list[int]:
-    """The frame of the middle of each of ``num_frames`` equal segments of a ``total_frames`` clip.
-
-    VideoChat2's uniform sampling: the whole clip is covered whatever its length, and neither the
-    first nor the last frame is favoured (unlike :mod:`dit_lora.data.video`'s ``start="uniform"``,
-    which includes both ends). A clip shorter than ``num_frames`` gives repeated indices, still
-    ``num_frames`` of them and non-decreasing. Exact integer arithmetic: segment ``i`` spans
-    ``[i*T/N, (i+1)*T/N)`` and its centre ``(2i+1)*T/(2N)`` is rounded down, which stays below T.
-
-    Raises:
-        ValueError: ``total_frames`` or ``num_frames`` is below 1.
-    """
-    if total_frames < 1:
-        raise ValueError(f"total_frames must be >= 1, got {total_frames}")
-    if num_frames < 1:
-        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
-    return [(2 * i + 1) * total_frames // (2 * num_frames) for i in range(num_frames)]
-
-
-def _file_problem(path: str) -> str | None:
-    """Why ``path`` cannot be a video file before opening it (folder, empty, missing), or None."""
-    try:
-        if os.path.isdir(path):
-            return "is a folder, not a video file"
-        if os.path.getsize(path) == 0:
-            return "empty file (0 bytes)"
-    except FileNotFoundError:
-        return "file not found"
-    except OSError as err:
-        return f"unreadable ({describe_error(err)})"
-    return None
-
-
-def _decode_indices(path: str, indices: list[int]) -> tuple[np.ndarray | None, int]:
-    """Decode up to ``indices[-1]``: the frames at ``indices`` (None if the stream ended first) and the count decoded."""
-    size: list[int] = []
-
-    def rgb(frame) -> np.ndarray:
-        # A stream may change resolution midway; the model needs one frame size (the first kept frame's).
-        if not size:
-            size.extend((int(frame.width), int(frame.height)))
-        return frame.to_ndarray(format="rgb24", width=size[0], height=size[1])
-
-    kept, seen = decode_frames_at(path, indices, rgb)
-    if len(kept) < len(set(indices)):
-        return None, seen
-    return np.stack([kept[i] for i in indices]), seen
-
-
-@dataclass(frozen=True)
-class SampledClip:
-    """The frames a model sees of one clip, and the rate they were sampled at.
-
-    ``frames`` is uint8 ``(num_frames, H, W, 3)`` RGB. ``fps`` is frames per second of clip time,
-    ``num_frames / total_frames * stream_fps`` (transformers' ``VideoMetadata.sampled_fps``): 8 frames
-    spread over a 30 s clip are 0.267 fps, whatever the stream's own rate. None when the container
-    states no frame rate.
-
-    ``times`` is each frame's second in the clip, its index in the stream over the stream's rate
-    (transformers' ``VideoMetadata.timestamps``: ``frames_indices / fps``), what Qwen3-VL writes in its
-    prompt; None when the container states no frame rate.
-    """
-
-    frames: np.ndarray
-    fps: float | None
-    times: tuple[float, ...] | None = None
-
-
-def read_clip(video: str | os.PathLike, num_frames: int) -> SampledClip:
-    """Decode the ``num_frames`` frames :func:`sample_frame_indices` picks, with the rate they were sampled at.
-
-    Frames keep the clip's own size (the model's processor resizes them). The frame count comes
-    from the container (header, else a packet count); if the stream ends before it says, by a
-    frame or two as edit lists and B-frame delays cause, the indices are re-picked from the frames
-    that actually decode; a bigger gap means a truncated file. Decodes only up to the last frame
-    needed. Deterministic.
-
-    Raises:
-        VideoDecodeError: missing, folder, empty, not a video, no video stream, no decodable frame,
-            or truncated / damaged (``str(err)`` is the reason).
-        ValueError: ``num_frames`` is below 1.
-    """
-    if num_frames < 1:
-        raise ValueError(f"num_frames must be >= 1, got {num_frames}")
-    path = os.fspath(video)
-    problem = _file_problem(path)
-    if problem is not None:
-        raise VideoDecodeError(problem)
-    info = VideoSample(key=path, caption="", path=path).probe()
-    declared = info.num_frames
-    if declared < 1:
-        raise VideoDecodeError("no frames (the video stream is empty)")
-    indices = sample_frame_indices(declared, num_frames)
-    frames, seen = _decode_indices(path, indices)
-    total = declared
-    if frames is None:
-        if seen == 0:
-            raise VideoDecodeError(f"no decodable frames (the header declares {declared})")
-        # The same tolerance as dit_lora.data.video.scan_clip: only a real gap is truncation.
-        if seen < declared - max(2, declared // 50):
-            raise VideoDecodeError(f"truncated (header declares {declared} frames, only {seen} decode)")
-        indices = sample_frame_indices(seen, num_frames)
-        frames, _ = _decode_indices(path, indices)
-        if frames is None:  # the stream got shorter between two reads of the same file
-            raise VideoDecodeError(f"frame count changed while reading (first {seen} frames decoded)")
-        total = seen
-    if info.fps <= 0:  # no rate: no time is assumed
-        return SampledClip(frames, None)
-    return SampledClip(frames, num_frames / total * info.fps, tuple(i / info.fps for i in indices))
-
-
-def read_frames(video: str | os.PathLike, num_frames: int) -> np.ndarray:
-    """The frames of :func:`read_clip`: uint8 ``(num_frames, H, W, 3)`` RGB."""
-    return read_clip(video, num_frames).frames
-
-
-# ---------------------------------------------------------------------------------------------
 # Screening
 # ---------------------------------------------------------------------------------------------
 
@@ -538,15 +487,15 @@ def check_qa_samples(
     for sample in samples:
         problem = problem_of(sample)
         if problem is not None:
-            rows.append(
-                SampleCheck(sample.key, "sample", BLOCK, f"{problem} (video {sample.video})", str(sample.video))
-            )
+            path = None if sample.unconverted else str(sample.video)
+            rows.append(SampleCheck(sample.key, "sample", BLOCK, sample.reason(problem), path))
             continue
-        block = warn = None
+        block, warn = None, sample.note
         if fit is not None:
             if sample.video not in clips:
                 clips[sample.video] = read_clip(sample.video, num_frames)
-            block, warn = fit(sample, clips[sample.video])
+            block, fit_warn = fit(sample, clips[sample.video])
+            warn = "; ".join(w for w in (warn, fit_warn) if w) or None
         status = BLOCK if block else WARN if warn else OK
         rows.append(SampleCheck(sample.key, "sample", status, block or warn or "", str(sample.video)))
     return rows
@@ -579,8 +528,11 @@ def screen_qa_samples(
     good = [s for s in samples if problem_of(s) is None]
     bad = [s for s in samples if problem_of(s) is not None]
     if quarantine is not None:
-        quarantine.extend({"key": s.key, "reason": f"{problem_of(s)} (video {s.video})"} for s in bad)
-    bad_videos = list(dict.fromkeys(s.video for s in bad))
+        quarantine.extend({"key": s.key, "reason": s.reason(str(problem_of(s)))} for s in bad)
+    for s in [s for s in bad if s.unconverted][:MAX_LOGGED_BAD]:
+        log(f"skipping {s.key}: {s.refused}")
+    unconverted = sum(s.unconverted for s in bad)
+    bad_videos = list(dict.fromkeys(s.video for s in bad if not s.unconverted))
     for video in bad_videos[:MAX_LOGGED_BAD]:
         users = [s for s in bad if s.video == video]
         used_by = users[0].key if len(users) == 1 else f"{users[0].key} and {len(users) - 1} more sample(s)"
@@ -588,7 +540,8 @@ def screen_qa_samples(
     if len(bad_videos) > MAX_LOGGED_BAD:
         log(f"... and {len(bad_videos) - MAX_LOGGED_BAD} more unusable videos")
     log(
-        f"checked {len(videos)} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "
-        f"{len(bad_videos)} unusable, {len(bad)} sample(s) left out, {len(good)} remain"
+        f"checked {len(videos) - unconverted} video(s) of {len(samples)} QA sample(s) at {num_frames} frames: "
+        f"{len(bad_videos)} unusable, {len(bad)} sample(s) left out"
+        f"{f' ({unconverted} LLaMA-Factory entries that cannot be trained)' if unconverted else ''}, {len(good)} remain"
     )
     return good

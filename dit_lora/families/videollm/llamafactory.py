@@ -151,7 +151,8 @@ def dataset_source(
     train_data_dir: str | None, name: str | None, video_folder: str | None
 ) -> tuple[Path, Path, Layout] | None:
     """``(data file, media folder, layout)`` of the LLaMA-Factory dataset ``name`` (``--dataset_info_name``) when
-    ``train_data_dir`` is a folder holding dataset_info.json; None when it holds none (and no name is given).
+    ``train_data_dir`` is a folder holding dataset_info.json (or that file itself, read as its folder); None when it
+    holds none (and no name is given).
 
     The file is the entry's ``file_name`` in that folder; the media folder is ``video_folder`` (``--video_folder``,
     LLaMA-Factory's ``media_dir``) or the folder itself, as LLaMA-Factory's ``media_dir`` defaults to its
@@ -159,6 +160,8 @@ def dataset_source(
     dit-lora cannot read (:func:`_refuse_attrs`), one paragraph each.
     """
     folder = Path(train_data_dir) if train_data_dir else None
+    if folder is not None and folder.name == DATASET_INFO and folder.is_file():
+        folder = folder.parent  # the list itself given: read as its folder, as LLaMA-Factory's dataset_dir
     info = folder / DATASET_INFO if folder is not None and folder.is_dir() else None
     if info is None or not info.is_file():
         if name is None:
@@ -313,6 +316,18 @@ def _one_video(entry: dict, layout: Layout, messages: list[dict[str, str]], wher
     return videos[0]
 
 
+def _turn_name(layout: Layout, count: int, at: int) -> str:
+    """How the entry's author knows turn ``at`` (0-based) of ``count``: sharegpt's turn number and role; alpaca's
+    history item, instruction or output (its history rounds come first)."""
+    if layout.formatting != "alpaca":
+        return f"turn {at + 1} ({'user' if at % 2 == 0 else 'assistant'})"
+    rounds = (count - 2) // 2
+    if at >= 2 * rounds:
+        part = f'"{layout.columns.get("prompt", "instruction")}"' if at == 2 * rounds else "the answer"
+        return f"{part}, after {rounds} history round{'' if rounds == 1 else 's'}"
+    return f"history item {at // 2 + 1}'s {'question' if at % 2 == 0 else 'answer'}"
+
+
 def convert(entry: Any, layout: Layout, where: str) -> tuple[str, list[dict[str, str]], bool]:
     """``(clip path as written, messages, whether <video> opened the question)`` of a LLaMA-Factory ``entry``.
 
@@ -331,7 +346,7 @@ def convert(entry: Any, layout: Layout, where: str) -> tuple[str, list[dict[str,
     at = next(i for i, m in enumerate(messages) if VIDEO in m["content"])
     if at != 0:
         raise UserError(
-            f"{where}: `{VIDEO}` is in turn {at + 1} ({messages[at]['role']}); dit-lora attaches the clip to the "
+            f"{where}: `{VIDEO}` is in {_turn_name(layout, len(messages), at)}; dit-lora attaches the clip to the "
             f"first question. Move `{VIDEO}` to the start of the first user message."
         )
     text = messages[0]["content"]

@@ -74,8 +74,9 @@ class VideoLLMModel:
     arch: VideoLLMSpec
 
     def validate_config(self, cfg) -> None:
-        """The model's folder (a Hub id downloaded here, before the run prints anything) with safetensors weights
-        and a loadable tokenizer; an existing --validation_video."""
+        """Known --lora_layers; the model's folder (a Hub id downloaded here, before the run prints anything) with
+        safetensors weights and a loadable tokenizer; an existing --validation_video."""
+        self.lora_layers(cfg)  # before the data's clips are decoded: a typo costs seconds, not the data check
         if not cfg.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
         check_safetensors(cfg.model, ("",), "video LLM")
@@ -107,9 +108,24 @@ class VideoLLMModel:
         processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
 
+    def lora_layers(self, cfg) -> set[str]:
+        """The projection names --lora_layers picks: the family's default set when unset or ``all`` (LLaMA-Factory's
+        ``lora_target: all``, its default), else the names given; a name that is none of the language model's
+        projections is refused in one paragraph."""
+        given = list(cfg.lora_layers)
+        unknown = [name for name in given if name != "all" and name not in self.arch.lora_projections]
+        if unknown:
+            raise UserError(
+                f"--lora_layers {' '.join(unknown)}: not a projection of the language model of --family "
+                f"{cfg.family}. The video LLMs put LoRA on the language model's projections, named by their last "
+                f"part: {', '.join(self.arch.lora_projections)} (`all`, the default, is every one of them). Name "
+                "some of those, or leave --lora_layers unset."
+            )
+        return set(self.arch.lora_projections) if not given or "all" in given else set(given)
+
     def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
         """Full names of the language model's projections (suffixes would also hit the vision tower)."""
-        wanted = set(cfg.lora_layers or self.arch.lora_projections)
+        wanted = self.lora_layers(cfg)
         prefix = self.arch.language_model + "."
         names = [
             n

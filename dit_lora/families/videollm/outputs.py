@@ -69,7 +69,21 @@ def _qa(processing: VideoQAProcessing, model, question: str, cfg, video: Path | 
     if video is None:
         raise UserError("Video-LLM validation needs a clip: set --validation_video.")
     answer = processing.answer(model, question, video, cfg.family_options.num_frames)
-    return f"video: {video.name}\nQ: {question}\nA: {answer}"
+    return f"video: {_shown(video, cfg)}\nQ: {question}\nA: {answer}"
+
+
+def _shown(video: Path, cfg) -> str:
+    """``video`` as the sample file names it: relative to the data folder (--video_folder, else --train_data_dir's
+    folder), where clips of one name in two subfolders stay apart; the full path when it lies elsewhere."""
+    given = cfg.family_options.video_folder or cfg.train_data_dir
+    if not given:
+        return str(video)
+    folder = Path(given)
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        return Path(video).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return str(video)
 
 
 class VideoLLMSamples:

@@ -100,15 +100,17 @@ def test_relative_paths_resolve_against_annotation_folder_or_video_root(tmp_path
     samples = load_qa_samples(ann)
     assert samples[0].video == tmp_path / "ann" / "a.mp4"
     assert samples[1].video == tmp_path / "ann" / "sub" / "b.mp4"
-    # An absolute path outside the data folder (the annotation's folder) is refused, never opened.
-    assert samples[2].refused.startswith(f'Entry 3 of {ann}: "video" {str(tmp_path / "abs.mp4")!r} leaves the data folder')
-    assert "--video_folder" in samples[2].refused
+    # An absolute path written in the annotation file is used as written (LLaMA-Factory's and VideoChat2's data are
+    # written so), and said in one line; a relative one stays inside the data folder.
+    notes: list[str] = []
+    samples = load_qa_samples(ann, notes=notes)
+    assert samples[2].refused is None and samples[2].video == tmp_path / "abs.mp4"
+    assert notes == [f"1 entry of {ann} names its clip by an absolute path (vc2.json:3), used as written there "
+                     "(as LLaMA-Factory does); relative paths stay inside the data folder"]
     (tmp_path / "videos").mkdir()
     rooted = load_qa_samples(ann, video_root=tmp_path / "videos")
     assert rooted[1].video == tmp_path / "videos" / "sub" / "b.mp4"
-    assert rooted[2].refused is not None
-    # With --video_folder holding it, the same absolute path is accepted.
-    assert load_qa_samples(ann, video_root=tmp_path)[2].video == tmp_path / "abs.mp4"
+    assert rooted[2].video == tmp_path / "abs.mp4"
     assert all(s.video.is_absolute() for s in samples[:2] + rooted[:2])
     with pytest.raises(UserError, match="--video_folder"):
         load_qa_samples(ann, video_root=tmp_path / "nope")
@@ -315,11 +317,13 @@ def test_screen_quarantines_video_paths_leaving_the_folder_without_opening_them(
     monkeypatch.setattr(vlm_data, "read_clip", lambda video, n: calls.append(video) or real(video, n))
     quarantine: list[dict] = []
     good = screen_qa_samples(samples, num_frames=8, log=lambda _: None, quarantine=quarantine, num_workers=1)
-    assert [s.key for s in good] == ["vc2.json:1"] and calls == [tmp_path / "data" / "good.mp4"]
+    # the absolute path is the user's own (written in the file they pointed at): used as written
+    assert [s.key for s in good] == ["vc2.json:1", "vc2.json:3"]
+    assert calls == [tmp_path / "data" / "good.mp4", tmp_path / "outside.mp4"]
     reasons = {q["key"]: q["reason"] for q in quarantine}
-    assert list(reasons) == ["vc2.json:2", "vc2.json:3", "vc2.json:4"]
+    assert list(reasons) == ["vc2.json:2", "vc2.json:4"]
     assert reasons["vc2.json:2"].startswith(f"Entry 2 of {tmp_path / 'data' / 'vc2.json'}: \"video\" '../outside.mp4' "
                                             f"leaves the data folder {tmp_path / 'data'} (refused, never opened)")
     rows = check_qa_samples(samples, num_frames=8, num_workers=1)
-    assert [r.status for r in rows] == ["ok", "block", "block", "block"]
-    assert "leaves the data folder" in rows[3].problem and calls == [tmp_path / "data" / "good.mp4"] * 2
+    assert [r.status for r in rows] == ["ok", "block", "ok", "block"]
+    assert "leaves the data folder" in rows[3].problem and calls[2:] == calls[:2]

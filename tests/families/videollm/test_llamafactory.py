@@ -6,6 +6,7 @@ prompt, never a literal placeholder."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,12 @@ pytest.importorskip("av")
 from dit_lora.config import TrainConfig  # noqa: E402
 from dit_lora.core.errors import UserError  # noqa: E402
 from dit_lora.families.videollm import ARCHITECTURES, build_demo_model  # noqa: E402
-from dit_lora.families.videollm.data import load_qa_samples, read_clip  # noqa: E402
+from dit_lora.families.videollm.data import (  # noqa: E402
+    check_qa_samples,
+    load_qa_samples,
+    read_clip,
+    screen_qa_samples,
+)
 from dit_lora.families.videollm.demo_clips import make_qa_dataset  # noqa: E402
 from dit_lora.families.videollm.media import VideoQAMedia  # noqa: E402
 from dit_lora.registry import get_spec  # noqa: E402
@@ -82,7 +88,8 @@ def test_each_llamafactory_format_reads_as_the_native_conversation(lf):
         assert [s.video for s in samples] == [s.video for s in native], key
         want = [([] if key == "share" else system) + s.messages for s in native]
         assert [s.messages for s in samples] == want, key
-        assert len(notes) == 1 and notes[0].startswith("read 3 LLaMA-Factory entries of") and "<video>" in notes[0]
+        assert len(notes) == 1 and notes[0].startswith("LLaMA-Factory entries of") and "<video>" in notes[0]
+        assert ": 3 read;" in notes[0]
     for name, prefix in (("videos_demo", []), ("tagged", []), ("alpaca", system)):
         samples = _media("qwen3_vl", lf["root"], dataset_info_name=name).list_samples()
         assert [s.messages for s in samples] == [prefix + s.messages for s in native], name
@@ -100,6 +107,9 @@ def test_dataset_info_names_the_dataset_and_its_folder_holds_the_media(lf, tmp_p
         _media("internvl", lf["root"], dataset_info_name="videos_demo,alpaca").list_samples()
     with pytest.raises(UserError, match="no folder holding one"):
         _media("internvl", lf["chat"], dataset_info_name="videos_demo").list_samples()
+    # dataset_info.json itself given as --train_data_dir: read as its folder
+    itself = _media("internvl", lf["root"] / "dataset_info.json", dataset_info_name="videos_demo").list_samples()
+    assert [s.video for s in itself] == [s.video for s in load_qa_samples(lf["chat"])]
     media = tmp_path / "media"
     media.mkdir()
     moved = _media("internvl", lf["root"], dataset_info_name="videos_demo", video_folder=str(media)).list_samples()
@@ -147,13 +157,49 @@ def _entry(lf, **changes) -> dict:
                    {"role": "user", "content": "And?"}]}, "ends with a question"),
 ])
 def test_what_dit_lora_cannot_train_is_refused_by_entry(lf, tmp_path, change, match):
-    """Each refusal names the entry (its number in the file) and the fix, in one paragraph; nothing is dropped."""
+    """Each refusal names the entry (its number in the file) and the fix, in one paragraph; the entry is a bad
+    sample of its own (LLaMA-Factory skips it), quarantined with that reason and never opened, never dropped."""
     data = [lf["share"][1], _entry(lf, **change)]
     file = tmp_path / "lf.json"
     file.write_text(json.dumps(data))
-    with pytest.raises(UserError, match=match) as err:
-        load_qa_samples(file)
-    assert str(err.value).startswith(f"Entry 2 of {file}") and "\n" not in str(err.value)
+    notes: list[str] = []
+    good, bad = load_qa_samples(file, lf["root"], notes=notes)
+    assert good.refused is None and bad.unconverted and bad.key == "lf.json:2"
+    assert re.search(match, bad.refused) and bad.refused.startswith(f"Entry 2 of {file}") and "\n" not in bad.refused
+    assert "1 cannot be trained (lf.json:2) and are left out as bad samples" in notes[0]
+    quarantine: list[dict] = []
+    lines: list[str] = []
+    kept = screen_qa_samples([good, bad], num_frames=2, log=lines.append, quarantine=quarantine, num_workers=1)
+    assert kept == [good] and quarantine == [{"key": "lf.json:2", "reason": bad.refused}]
+    assert f"skipping lf.json:2: {bad.refused}" in lines
+
+
+def test_check_data_lists_every_bad_entry_in_one_run(lf, tmp_path):
+    """check-data: one BLOCK row per entry that cannot be converted (entry number and reason), one WARN row per
+    entry whose <video> stands inside the question, the good ones ok; --max_train_samples said as "read, kept"."""
+    moved = _entry(lf, messages=[{"role": "user", "content": "What is in <video>?"},
+                                 {"role": "assistant", "content": "red"}])
+    data = [lf["share"][0], _entry(lf, videos=[]), _entry(lf, images=["a.png"]), moved,
+            _entry(lf, messages=[{"role": "user", "content": "<video>Q"}, {"role": "tool", "content": "x"}])]
+    file = tmp_path / "lf.json"
+    file.write_text(json.dumps(data))
+    rows = check_qa_samples(load_qa_samples(file, lf["root"]), num_frames=2, num_workers=1)
+    assert [(r.key, r.status) for r in rows] == [("lf.json:1", "ok"), ("lf.json:2", "block"), ("lf.json:3", "block"),
+                                                 ("lf.json:4", "warn"), ("lf.json:5", "block")]
+    assert "has no video in `videos`" in rows[1].problem and "(video" not in rows[1].problem
+    assert "stands inside the question" in rows[3].problem
+    notes: list[str] = []
+    assert len(load_qa_samples(file, max_samples=2, notes=notes)) == 2
+    assert ": 5 read, the first 2 kept;" in notes[0]
+
+
+def test_an_alpaca_placeholder_out_of_place_is_named_as_alpaca_names_it(lf, tmp_path):
+    entry = {"instruction": "<video>And now?", "output": "red", "history": [["Hi", "Hello"]], "videos": ["a.mp4"]}
+    file = tmp_path / "lf.json"
+    file.write_text(json.dumps([entry, {**entry, "history": [["<video>Hi", "Hello"]], "instruction": "Now?"}]))
+    first, second = load_qa_samples(file)
+    assert '`<video>` is in "instruction", after 1 history round;' in first.refused
+    assert second.refused is None  # in the first history question: the conversation's first question
 
 
 def test_a_placeholder_inside_the_question_is_taken_out_and_said(lf, tmp_path):
@@ -165,6 +211,7 @@ def test_a_placeholder_inside_the_question_is_taken_out_and_said(lf, tmp_path):
     (sample,) = load_qa_samples(file, notes=notes)
     assert sample.messages[0] == {"role": "user", "content": "What colour is the square in ?"}
     assert "1 had it elsewhere in the question (lf.json:1)" in notes[0]
+    assert "stands inside the question" in sample.note
 
 
 @pytest.mark.parametrize("family", list(ARCHITECTURES))

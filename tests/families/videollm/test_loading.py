@@ -49,8 +49,21 @@ def test_lora_goes_on_the_language_models_projections_only():
     model.add_module("vision_q", torch.nn.Module())
     model.vision_q.q_proj = torch.nn.Linear(2, 2)  # same suffix outside the language model
     assert family.lora_targets(model, config()) == [spec.language_model + ".layers.0.q_proj"]
+    # `all` (LLaMA-Factory's lora_target default) is the family's default set
+    assert family.lora_targets(model, config(lora_layers=["all"])) == [spec.language_model + ".layers.0.q_proj"]
     with pytest.raises(UserError, match="match no Linear layer of the language model"):
-        family.lora_targets(model, config(lora_layers=["nope"]))
+        family.lora_targets(model, config(lora_layers=["k_proj"]))
+
+
+def test_lora_layers_are_checked_before_anything_is_read():
+    """An unknown --lora_layers name ends in validate_config (before the data's clips are decoded), naming the
+    projections; `all` is every one of them."""
+    family = get_family("llava_next_video").model
+    assert family.lora_layers(config(lora_layers=["all"])) == set(family.arch.lora_projections)
+    assert family.lora_layers(config(lora_layers=["q_proj", "v_proj"])) == {"q_proj", "v_proj"}
+    with pytest.raises(UserError, match=r"--lora_layers to_q: not a projection .* q_proj, k_proj") as err:
+        family.validate_config(config(lora_layers=["to_q", "all"]))
+    assert "\n" not in str(err.value)
 
 
 def test_what_trains_beside_lora_and_what_stays_unquantized():

@@ -38,13 +38,17 @@ def test_validation_asks_about_the_runs_clip_else_the_option(tmp_path):
     samples = outputs.VideoLLMSamples()
     processing = _Processing()
     comps = Components(model=None, state=VideoLLMState(processing, validation_video=tmp_path / "first.mp4"))
-    cfg = config(validation_prompt="What colour?", validation_video=str(tmp_path / "chosen.mp4"), num_frames=4)
+    # the sample file names the clip relative to the data folder (clips of one name in two subfolders stay apart)
+    (tmp_path / "ann.json").write_text("[]")
+    chosen = tmp_path / "clips" / "chosen.mp4"
+    cfg = config(validation_prompt="What colour?", validation_video=str(chosen), num_frames=4,
+                 train_data_dir=str(tmp_path / "ann.json"))
     cond = samples.validation_inputs(comps, cfg.validation)
     assert samples.generate(comps, "model", cond, cfg, seed=0) == ["video: first.mp4\nQ: What colour?\nA: red"]
     pipe = outputs.VideoQAPipe("reloaded", processing)
     assert samples.generate_with_pipeline(pipe, "What colour?", cfg, 0, 1) == [
-        "video: chosen.mp4\nQ: What colour?\nA: red"]
-    assert processing.asked == [("What colour?", tmp_path / "first.mp4", 4), ("What colour?", tmp_path / "chosen.mp4", 4)]
+        "video: clips/chosen.mp4\nQ: What colour?\nA: red"]
+    assert processing.asked == [("What colour?", tmp_path / "first.mp4", 4), ("What colour?", chosen, 4)]
     with pytest.raises(UserError, match="needs a clip: set --validation_video"):
         samples.generate_with_pipeline(pipe, "What colour?", config(), 0, 1)
 
