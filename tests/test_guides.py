@@ -49,8 +49,9 @@ DEMO_OF = {
 }
 #: options naming what the reader brings (their data, their output folder): the test's own folders instead
 READER_PATHS = ("train_data_dir", "video_folder", "output_dir", "cache_dir")
-#: options whose demo-config value replaces the command's: the demo model's sizes and the demo data's classes
-DEMO_SIZES = ("resolution", "height", "width", "max_num_frames", "num_frames", "num_classes")
+#: options whose demo-config value replaces the command's: the demo model's sizes, the demo data's classes and the
+#: rank (a published model's --rank 64 is more than the tiny model's 32-wide layers take: refused, as it should be)
+DEMO_SIZES = ("resolution", "height", "width", "max_num_frames", "num_frames", "num_classes", "rank")
 #: what makes a run short: one update on a few samples, no samples (each family's demo test samples and reloads; the
 #: command's --validation_prompt is parsed and checked by the quick tests), no tracker
 SHORT = {"demo": "true", "demo_num_images": "4", "max_train_steps": "1", "validation_inference_steps": "2",
@@ -251,9 +252,12 @@ def test_offline_version_changes_only_paths_sizes_and_length(tmp_path):
                         "--train_data_dir ./clips --output_dir ./out --rank 64 --height 480")
     run, changes = offline_version(words, tmp_path)
     options = option_dict(run[run.index("recipes/cogvideox_lora.py") + 1:])
-    assert options["rank"] == "64" and options["height"] == "64" and options["max_train_steps"] == "1"
+    demo = yaml.safe_load((ROOT / "recipes/configs/cogvideox/demo.yaml").read_text())
+    # the rank is the tiny model's, as its sizes are: 64 is more than its 32-wide layers take
+    assert options["rank"] == str(demo["rank"]) != "64" and changes["rank"] == str(demo["rank"])
+    assert options["height"] == "64" and options["max_train_steps"] == "1"
     assert options["pretrained_model_name_or_path"] == str(tmp_path / "model") and options["demo"] == "true"
-    assert options["train_data_dir"] == str(tmp_path / "train_data_dir") and "rank" not in changes
+    assert options["train_data_dir"] == str(tmp_path / "train_data_dir") and "lora_alpha" not in changes
     with pytest.raises(AssertionError, match="DEMO_OF"):
         offline_version([*words[:4], "THUDM/CogVideoX-2b", *words[5:]], tmp_path)
     from dit_lora.core.errors import UserError
