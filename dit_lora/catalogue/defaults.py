@@ -99,6 +99,7 @@ class ChosenDefaults:
         """For ``train_summary.json``: the entry and every value chosen on the user's behalf."""
         return {
             "catalogue_entry": self.entry.hub_id if self.entry else None,
+            "differences": list(self.differences),  # the entry's depths the model does not share (a reduced copy)
             "applied": {k: v for k, (v, _) in self.applied.items()},
             "user_set": {k: mine for k, (mine, _) in self.overridden.items()},
         }

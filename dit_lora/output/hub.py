@@ -264,7 +264,8 @@ def repo_card(output_dir: Path, repo_id: str, log: Callable[[str], object] = pri
 
     try:
         summary = json.loads((output_dir / SUMMARY_FILE).read_text())
-        values = dict(summary["config"], hub_model_id=repo_id)
+        # use_dora, diffusers' alias, was resolved into lora_type when the run started (and recorded false)
+        values = {k: v for k, v in summary["config"].items() if k != "use_dora"} | {"hub_model_id": repo_id}
         cfg = TrainConfig.for_family(summary["family"], **values)
         spec = get_spec(summary["family"])
     except (OSError, ValueError, KeyError, TypeError) as err:

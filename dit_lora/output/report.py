@@ -127,6 +127,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
     base, base_model, base_note = card_base(cfg, summary)
+    run_cfg = cfg  # the snippet reads the configs the run trained with (FLUX.2's encoder depth), then names `base`
     if base != cfg.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
         cfg = replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=base))
     card = spec.card  # without it: no snippet, license or family rows
@@ -196,7 +197,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     )
     strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
-        f"```python\n{_snippet(card, spec, cfg, repo_or_dir)}```\n" if card else "See the base model's documentation.\n"
+        f"```python\n{_snippet(card, spec, run_cfg, repo_or_dir, base)}```\n" if card else "See the base model's documentation.\n"
     )
     title = TYPES[cfg.lora_type].title
     content = f"""---
@@ -238,11 +239,14 @@ def _batch_row(flag: int, trained: int | None) -> int | str:
 _BARE_LOAD = re.compile(r'pipe\.load_lora_weights\((?P<where>"[^"\n]*")\)')
 
 
-def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str) -> str:
+def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str, base: str) -> str:
     """The family's usage snippet, right for the adapter type (``type_snippet``); loading from a Hub repo, its bare
     ``load_lora_weights(repo)`` names the file (``weight_name``): diffusers then reads it from the Hub cache offline
     too, where it would otherwise need the Hub to list the repo's files."""
     snippet = type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)
+    # written from the run's own configs, loading the base where the card says it is (every family's snippet names
+    # the base as a JSON string)
+    snippet = snippet.replace(json.dumps(str(cfg.pretrained_model_name_or_path)), json.dumps(base))
     if is_local(repo_or_dir):
         return snippet
     weight = json.dumps(spec.info.adapter_weight_name)
@@ -261,8 +265,9 @@ def card_base(cfg, summary: dict) -> tuple[str, str | None, str]:
     if not is_local(base) or not cfg.hub_model_id:
         return base, base, ""  # a Hub id; or the card of this machine, whose snippet runs here
     name = Path(base).name
-    entry = ((summary or {}).get("defaults") or {}).get("catalogue_entry")
-    if entry:
+    defaults = (summary or {}).get("defaults") or {}
+    entry = defaults.get("catalogue_entry")
+    if entry and not defaults.get("differences"):  # a model of other depths is not the published one
         note = (
             f"read from a local folder (`{name}`) whose configs match the published `{entry}`, which the snippet loads"
         )

@@ -288,7 +288,7 @@ def test_a_run_with_an_adapter_index_publishes_every_file_it_lists_and_its_expor
     assert "mine.safetensors" not in files
 
 
-def _finished_run(tmp_path: Path, base: str, entry: str | None) -> Path:
+def _finished_run(tmp_path: Path, base: str, entry: str | None, differences: tuple[str, ...] = (), **options) -> Path:
     """A run folder whose card and summary a finished Sana run wrote from the local base folder ``base``."""
     import json
 
@@ -300,9 +300,9 @@ def _finished_run(tmp_path: Path, base: str, entry: str | None) -> Path:
     out.mkdir()
     _write_adapter(out / "pytorch_lora_weights.safetensors")
     cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=base, output_dir=str(out),
-                                 validation_prompt="a red circle")
+                                 validation_prompt="a red circle", **options)
     summary = {"family": "sana", "config": config_dict(cfg), "samples": [], "steps": 6,
-               "defaults": {"catalogue_entry": entry, "applied": {}, "user_set": {}}}
+               "defaults": {"catalogue_entry": entry, "differences": list(differences), "applied": {}, "user_set": {}}}
     (out / "train_summary.json").write_text(json.dumps(summary))
     write_model_card(get_spec("sana"), cfg, out, summary, [])
     return out
@@ -332,3 +332,25 @@ def test_the_pushed_card_loads_from_the_repo_and_names_the_base_by_its_hub_id(hu
         assert "base_model:" not in pushed and 'base = "my-sana"' in pushed
         assert "matches no published checkpoint dit-lora knows: the snippet loads it as `my-sana`" in pushed
     assert any(f"loads the adapter from {REPO_ID}" in line for line in lines)
+
+
+def test_the_pushed_card_of_a_reduced_copy_names_no_published_base(hub, tmp_path, monkeypatch):
+    """A folder with a published checkpoint's configs but other depths (the demos' tiny models: the catalogue entry
+    matched, its depths not) is not that checkpoint: the pushed card names it by its folder, as one of no entry."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    entry = "Efficient-Large-Model/Sana_600M_512px_diffusers"
+    out = _finished_run(tmp_path, str(tmp_path / "models" / "tiny-sana"), entry, ("num_layers 2 (28)",))
+    push_adapter(out, REPO_ID, log=lambda line: None)
+    pushed = hub.files["README.md"].decode()
+    assert entry not in pushed and 'base = "tiny-sana"' in pushed and "base_model:" not in pushed
+
+
+def test_the_pushed_card_of_a_dora_run_is_written_for_the_repo(hub, tmp_path, monkeypatch):
+    """A DoRA run records --use_dora false beside --lora_type dora (the alias resolved at start): the pushed card is
+    still rebuilt from that record, not refused as the two flags disagreeing."""
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    out = _finished_run(tmp_path, str(tmp_path / "models" / "my-sana"), None, lora_type="dora")
+    lines: list[str] = []
+    push_adapter(out, REPO_ID, log=lines.append)
+    pushed = hub.files["README.md"].decode()
+    assert f'"{REPO_ID}"' in pushed and any(f"loads the adapter from {REPO_ID}" in line for line in lines)
