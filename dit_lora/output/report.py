@@ -197,7 +197,9 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     )
     strength += changed_options_note(summary.get("changed_options")) + ema_note(summary.get("ema"))
     usage = (
-        f"```python\n{_snippet(card, spec, run_cfg, repo_or_dir, base)}```\n" if card else "See the base model's documentation.\n"
+        f"```python\n{_snippet(card, spec, run_cfg, repo_or_dir, base)}```\n"
+        if card
+        else "See the base model's documentation.\n"
     )
     title = TYPES[cfg.lora_type].title
     content = f"""---
