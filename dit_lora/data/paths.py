@@ -169,17 +169,15 @@ class FolderWalk:
         return None if _within(real, self.real_root) is not None else real
 
     def _folder(self, dirpath: str, rel_dir: str, name: str) -> bool:
-        path = os.path.join(dirpath, name)
-        if not os.path.islink(path):
-            return True
-        leads = self._leads(path)
-        if leads is not None:
-            self.left_out.append((self._key(rel_dir, name), leads))
-        else:
-            self.inner_folders.append(self._key(rel_dir, name))
-        return False
+        """Whether to walk into ``name``: a real folder; a link inside is not followed (its files are listed under
+        their real folder)."""
+        return self._keep(dirpath, rel_dir, name, self.inner_folders, follow_inner=False)
 
     def _file(self, dirpath: str, rel_dir: str, name: str) -> bool:
+        """Whether to list ``name``: a real file, or a link to a file inside (a copy of it, said so)."""
+        return self._keep(dirpath, rel_dir, name, self.copies, follow_inner=True)
+
+    def _keep(self, dirpath: str, rel_dir: str, name: str, inner: list[str], follow_inner: bool) -> bool:
         path = os.path.join(dirpath, name)
         if not os.path.islink(path):
             return True
@@ -187,8 +185,8 @@ class FolderWalk:
         if leads is not None:
             self.left_out.append((self._key(rel_dir, name), leads))
             return False
-        self.copies.append(self._key(rel_dir, name))
-        return True
+        inner.append(self._key(rel_dir, name))
+        return follow_inner
 
     def report(self, log: Callable[[str], Any], flag: str = "--train_data_dir", noun: str = "file") -> None:
         """One line each: the links left out (count and an example), the folder links not followed, the file links
