@@ -28,6 +28,8 @@ ALLOWED: dict[str, str] = {
     # Trivial: constants and one-line wrappers with no logic of their own.
     "kernels/optional_triton.py": "trivial: imports Triton if installed; every kernel test goes through it",
     "output/names.py": "trivial: file-name constants",
+    # Moved out of data.py (which re-exports them) to keep it under 600 lines; their tests stayed with data.py's.
+    "families/videollm/frames.py": "tests/families/videollm/test_data.py tests the frame choice and clip reading",
 }
 
 
