@@ -196,7 +196,10 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kin
         check_card(out, data, tmp_path / "card")
     else:
         code = card_block(out)
-        check_block(code, tmp_path / "card", inputs=user_inputs(code, data, tmp_path), name=f"{family} {kind} card")
+        # the video LLM's answer: the tiny LLaVA's greedy reply after a few LoKr/LoHa steps can be unchanged (often
+        # empty); the card runs whole here, and its demo run (test_no_host_sync) checks that the answer changes
+        check_block(code, tmp_path / "card", inputs=user_inputs(code, data, tmp_path), name=f"{family} {kind} card",
+                    text_changes=family != "llava_next_video")
 
 
 def _family_consumer_checks(family: str, kind: str, out: Path, trained: torch.nn.Module) -> None:
