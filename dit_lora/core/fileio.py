@@ -88,11 +88,15 @@ def default_file_mode() -> int:
 def give_default_modes(path: str | os.PathLike) -> None:
     """Give ``path`` (a file, or every file under a folder) :func:`default_file_mode`: what ``open()`` would have
     given it, whatever mode its writer chose (safetensors creates its files 0600)."""
-    path = Path(path)
     mode = default_file_mode()
-    files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if path.is_dir() else [path]
-    for file in files:
+    for file in _files(path):
         os.chmod(file, mode)
+
+
+def _files(path: str | os.PathLike) -> list[Path]:
+    """``path`` itself, or every plain file under the folder ``path`` (links left alone: they are not ours)."""
+    path = Path(path)
+    return [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if path.is_dir() else [path]
 
 
 def sort_safetensors_metadata(path: str | os.PathLike) -> bool:
@@ -132,12 +136,13 @@ def settle_files(path: str | os.PathLike) -> None:
     """What every file a run writes ends with, for ``path`` (a file, or every file under a folder): the umask's mode
     (:func:`give_default_modes`) and, for a ``.safetensors`` file, its metadata in sorted order
     (:func:`sort_safetensors_metadata`)."""
-    path = Path(path)
-    files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if path.is_dir() else [path]
+    files = _files(path)
     for file in files:
         if file.suffix == ".safetensors":
             sort_safetensors_metadata(file)
-        give_default_modes(file)
+    mode = default_file_mode()  # read once: the umask is the process's
+    for file in files:
+        os.chmod(file, mode)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
