@@ -14,14 +14,14 @@ from helpers import ROOT
 BENCHMARKS = ROOT / "benchmarks"
 RESULTS = BENCHMARKS / "RESULTS.md"
 #: a path RESULTS.md names: ``benchmarks/<file>`` in a command or a heading, or ``<folder>/<file>`` in text
-NAMED = re.compile(r"(?<![\w/.-])(benchmarks/)?((?:[a-z_]+/)*[\w.-]+\.(?:py|json))")
+NAMED = re.compile(r"(?<![\w/.-])(benchmarks/)?((?:[a-z_]+/)*[\w.-]+\.(?:py|json|sh))")
 #: the file table's rows: | `folder/` | `file`, `file` | what |  (a blank folder cell continues the one above)
 ROW = re.compile(r"^\| (`[a-z_]+/`)? ?\| ((?:`[\w.-]+`(?:, )?)+) \|", re.MULTILINE)
 
 
 def _files() -> set[str]:
     """Every script and results file under benchmarks/, relative to it (package markers left out)."""
-    return {str(path.relative_to(BENCHMARKS)) for suffix in ("*.py", "*.json") for path in BENCHMARKS.rglob(suffix)
+    return {str(path.relative_to(BENCHMARKS)) for suffix in ("*.py", "*.json", "*.sh") for path in BENCHMARKS.rglob(suffix)
             if path.name != "__init__.py" and "__pycache__" not in path.parts}
 
 

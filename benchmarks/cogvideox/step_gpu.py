@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (build_bf16, device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                             prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
@@ -80,10 +80,7 @@ def run_config(name: str, config: dict, frames: int, height: int, width: int, ch
               "gradient_checkpointing": checkpointing, "rank": args.rank}
 
     def body() -> None:
-        with torch.device(device):
-            model = CogVideoXTransformer3DModel(**config)
-        torch.nn.Module.to(model, torch.bfloat16)
-        model.requires_grad_(False)
+        model = build_bf16(CogVideoXTransformer3DModel, config, device, torch)  # bf16 build: fp32 would set the peak
         result["base_params"] = sum(p.numel() for p in model.parameters())
         cfg = TrainConfig(family="cogvideox", rank=args.rank, lora_alpha=args.rank, train_batch_size=1,
                           gradient_checkpointing=checkpointing, learning_rate=1e-4, max_grad_norm=1.0,

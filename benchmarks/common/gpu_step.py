@@ -52,6 +52,33 @@ def prepare_lora(model, cfg, targets, checkpointing: bool, device):
     return optimizer, fused, params, sum(p.numel() for p in params)
 
 
+def build_bf16(model_class, config: dict, device, torch, *, fp32_buffers: tuple[str, ...] = ()):
+    """``model_class(**config)`` made directly in bf16 on ``device``, frozen, in the dtypes diffusers'
+    ``from_pretrained(torch_dtype=bfloat16)`` gives: ``_keep_in_fp32_modules`` parameters fp32, and the buffers
+    whose names start with one of ``fp32_buffers`` (RoPE tables) fp32.
+
+    Built in bf16 rather than fp32-then-cast: an fp32 build of a 5B model peaks at twice the bf16 weights, and
+    the benchmarks reset the peak counter before the build, so that transient would be measured as the step's."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            model = model_class(**config)
+    finally:
+        torch.set_default_dtype(previous)
+    keep = tuple(getattr(model, "_keep_in_fp32_modules", None) or ())
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if any(k in name.split(".") for k in keep):
+                p.data = p.data.float()
+        for name, buf in model.named_buffers():
+            if name.startswith(fp32_buffers) and fp32_buffers:
+                owner_name, _, attr = name.rpartition(".")
+                setattr(model.get_submodule(owner_name), attr, buf.float())
+    model.requires_grad_(False)
+    return model
+
+
 def time_steps(step: Callable[[], Any], *, steps: int, warmup_steps: int, device, torch) -> dict:
     """Run ``warmup_steps`` then ``steps`` timed calls of ``step``; medians, means and the last loss."""
     cuda = device.type == "cuda"

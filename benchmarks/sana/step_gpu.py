@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (build_bf16, device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                             prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
@@ -83,14 +83,10 @@ LORA_TARGETS = ("to_q", "to_k", "to_v", "to_out.0")
 
 
 def build_model(config: dict, device, torch):
-    """Random-weight SanaTransformer2DModel in bf16 on ``device`` (fp32 init on the device, then cast)."""
+    """Random-weight SanaTransformer2DModel made directly in bf16 on ``device`` (an fp32 build would set the peak)."""
     from diffusers import SanaTransformer2DModel
 
-    with torch.device(device):
-        model = SanaTransformer2DModel(**config, sample_size=32)
-    torch.nn.Module.to(model, torch.bfloat16)
-    model.requires_grad_(False)
-    return model
+    return build_bf16(SanaTransformer2DModel, {**config, "sample_size": 32}, device, torch)
 
 
 def run_config(name: str, config: dict, batch: int, resolution: int, checkpointing: bool, args, device, torch) -> dict:

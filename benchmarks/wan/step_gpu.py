@@ -83,7 +83,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.common.gpu_step import (device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
+from benchmarks.common.gpu_step import (build_bf16, device_line, env_info, finish, lora_updated, memory_fields, no_cuda_message,  # noqa: E402
                                         prepare_lora, run_guarded, time_steps, train_step_fn)
 
 _COMMON = {
@@ -172,28 +172,10 @@ class RectifiedFlowLoss:
 
 
 def build_model(config: dict, device, torch):
-    """``WanTransformer3DModel`` made directly in bf16 on ``device`` (14B never exists in fp32), then the dtypes
-    diffusers' ``from_pretrained(torch_dtype=bfloat16)`` gives: ``_keep_in_fp32_modules`` and the RoPE tables fp32."""
+    """``WanTransformer3DModel`` made directly in bf16 on ``device`` (14B never exists in fp32), RoPE tables fp32."""
     from diffusers import WanTransformer3DModel
 
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device(device):
-            model = WanTransformer3DModel(**config)
-    finally:
-        torch.set_default_dtype(previous)
-    keep = tuple(getattr(model, "_keep_in_fp32_modules", None) or ())
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if any(k in name.split(".") for k in keep):
-                p.data = p.data.float()
-        for name, buf in model.named_buffers():
-            if name.startswith("rope."):
-                owner = model.get_submodule(name.rsplit(".", 1)[0])
-                setattr(owner, name.rsplit(".", 1)[1], buf.float())
-    model.requires_grad_(False)
-    return model
+    return build_bf16(WanTransformer3DModel, config, device, torch, fp32_buffers=("rope.",))
 
 
 def run_config(name: str, config: dict, frames: int, height: int, width: int, text_len: int, checkpointing: bool,

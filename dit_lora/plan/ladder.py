@@ -44,16 +44,13 @@ from dit_lora.plan import levers
 from dit_lora.plan.estimate import Plan
 
 GIB = 2**30
-#: The plan's worst measured error on a GPU, and so the share of the card that every rung of the ladder, its answer,
-#: ``dit-lora plan``'s advice and the start-of-run gate keep free: a prediction fits only at most ``1 - GPU_ERROR``
-#: of the card. The records are benchmarks/RESULTS.md's "Memory plan against the H100" (``benchmarks/plan/
-#: vs_gpu.py``, replanned 2026-11-26 with the same figures) and the Wan section (``wan/step_gpu.py --predict``).
-#: Step peaks (``max_memory_allocated``): under by 3.6-7.9% on Sana and CogVideoX 2b, 14.2% on LLaVA-NeXT-Video-7B;
-#: over by 1.9-12% on Wan. CogVideoX 5b's -15.2% (17.68 predicted, 20.84 measured) is the worst row whose measured
-#: peak may be the step's: the benchmark builds the model in fp32 on the GPU before casting it (5.57 B parameters x 4
-#: bytes = 20.75 GiB), so its step peaked at most there and its error is at most 15.2%, which the margin covers.
-#: The 31% (Sana 1.6B, batch 4, checkpointing) and 16.4% (Sana 600M, same) rows are not the plan's error but that
-#: build's: their measured 6.23 and 2.30 GiB are the fp32 models (5.98 and 2.20 GiB), above their steps' peaks.
+#: The share of the card that every rung of the ladder, its answer, ``dit-lora plan``'s advice and the start-of-run
+#: gate keep free: a prediction fits only at most ``1 - GPU_ERROR`` of the card. The records are benchmarks/RESULTS.md's
+#: "Memory plan against the H100" (``benchmarks/plan/vs_gpu.py``) and the Wan section (``wan/step_gpu.py --predict``).
+#: Step peaks (``max_memory_allocated``): under by 3.4-8.0% on Sana and CogVideoX (the 5b 4.8%, re-measured on an
+#: H200 on 2026-11-26 with the model built in bf16: the earlier 15.2% was the benchmark's fp32 build), 14.2% on
+#: LLaVA-NeXT-Video-7B, the worst; over by 1.9-12% on Wan. The margin stays one point above that worst error:
+#: eleven measured settings are a small sample of what users run.
 GPU_ERROR = 0.152
 #: no configuration is proposed whose prediction is within this share of the card, not even as "fits, narrowly":
 #: the ladder climbs further, and where no rung comes lower it says none fits
