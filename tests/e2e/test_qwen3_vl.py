@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from videollm_e2e import assets_fixture, check_configs_matched, check_drill_reload_resume, check_layout_trains
+from videollm_e2e import (assets_fixture, check_card_prompts_as_trained, check_configs_matched,
+                          check_drill_reload_resume, check_layout_trains, video_prompts)
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -21,9 +22,13 @@ def _tower_deepstack_and_merger_saved(out, extras) -> None:
 
 
 @pytest.mark.slow
-def test_drill_tower_reload_into_the_stock_model_and_exact_resume(assets, tmp_path):
-    check_drill_reload_resume(assets, tmp_path, "qwen3_vl", "Qwen3VLForConditionalGeneration", tower=True,
-                              timed=True, check_outputs=_tower_deepstack_and_merger_saved)
+def test_drill_tower_reload_into_the_stock_model_exact_resume_and_the_card(assets, tmp_path):
+    """The drill run (the demo's tiny model; its steps sync in the vision tower, so the sync audit's card check never
+    runs it) and its model card, whose ``answer_video`` builds the clip's frames, rate and timed prompt as training."""
+    with video_prompts("qwen3_vl") as trained:
+        check_drill_reload_resume(assets, tmp_path, "qwen3_vl", "Qwen3VLForConditionalGeneration", tower=True,
+                                  timed=True, check_outputs=_tower_deepstack_and_merger_saved)
+    check_card_prompts_as_trained(tmp_path / "out", assets, tmp_path, "qwen3_vl", trained)
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from videollm_e2e import assets_fixture, check_drill_reload_resume, check_layout_trains
+from videollm_e2e import (assets_fixture, check_card_prompts_as_trained, check_drill_reload_resume,
+                          check_layout_trains, video_prompts)
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -24,9 +25,12 @@ def _attention_lora_and_merger_saved(out, extras) -> None:
 
 
 @pytest.mark.slow
-def test_drill_reload_into_the_stock_model_and_exact_resume(assets, tmp_path):
-    check_drill_reload_resume(assets, tmp_path, "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", tower=False,
-                              timed=True, check_outputs=_attention_lora_and_merger_saved)
+def test_drill_reload_into_the_stock_model_exact_resume_and_the_card(assets, tmp_path):
+    """The drill run and its model card (as the dense model's: the card's clip built as training built it)."""
+    with video_prompts("qwen3_vl_moe") as trained:
+        check_drill_reload_resume(assets, tmp_path, "qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", tower=False,
+                                  timed=True, check_outputs=_attention_lora_and_merger_saved)
+    check_card_prompts_as_trained(tmp_path / "out", assets, tmp_path, "qwen3_vl_moe", trained)
 
 
 @pytest.mark.slow

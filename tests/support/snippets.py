@@ -186,7 +186,8 @@ def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/de
     from dit_lora.output.hub import repo_card
 
     code = card_block(output_dir)
-    local = check_block(code, tmp / "card", inputs=user_inputs(code, data, tmp), name=f"{output_dir.name}/README.md")
+    with edit_areas(code, code):
+        local = check_block(code, tmp / "card", inputs=user_inputs(code, data, tmp), name=f"{output_dir.name}/README.md")
     pushed = repo_card(Path(output_dir), repo_id, log=lambda line: None)
     assert pushed is not None and str(Path(output_dir).resolve()) not in pushed, "the pushed card names a local path"
     (block,) = python_blocks(pushed)
@@ -195,7 +196,7 @@ def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/de
     config = json.loads((Path(output_dir) / "train_summary.json").read_text())["config"]
     base = Path(config["pretrained_model_name_or_path"])
     inputs = {**user_inputs(block.code, data, tmp), **({base.name: base} if f'"{base.name}"' in block.code else {})}
-    with hub_cache(tmp, {repo_id: output_dir}):  # the same adapter from the repo: the same result (seeded)
+    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code):  # the same adapter: the same result
         got = run_block(block.code, tmp / "pushed", inputs=inputs, name=f"{repo_id} README.md")
     assert _same(got, local), "the pushed card's snippet makes another result than the local card's"
 
@@ -216,6 +217,7 @@ DOC_RUNS = {
     ("docs/guides/dit.md", 0): "dit_class/demo.yaml",
     ("docs/guides/cogvideox.md", 0): "cogvideox/demo.yaml",
     ("docs/guides/qwenimage.md", 0): "qwenimage/demo.yaml",
+    ("docs/guides/qwenimage.md", 1): "qwenimage/edit_demo.yaml",
     ("docs/guides/sana-video.md", 0): "sanavideo/i2v_demo.yaml",
     ("docs/guides/video-llms.md", 0): "videollm/demo.yaml",
     ("docs/guides/zimage.md", 0): "zimage/demo.yaml",
@@ -258,6 +260,41 @@ def card_sizes(card: str) -> Iterator[None]:
         patch.undo()
 
 
+#: the Edit pipelines' modules (diffusers 0.42), each with its own ``calculate_dimensions``, and the area both encode the
+#: image to edit at whatever the call's size (QwenImageEditPipeline's literal, QwenImageEditPlusPipeline's
+#: ``VAE_IMAGE_SIZE``; Edit's text encoder sees that image too, and both default the output size to it)
+EDIT_MODULES = {"QwenImageEditPipeline": "diffusers.pipelines.qwenimage.pipeline_qwenimage_edit",
+                "QwenImageEditPlusPipeline": "diffusers.pipelines.qwenimage.pipeline_qwenimage_edit_plus"}
+EDIT_AREA = 1024 * 1024
+
+
+@contextlib.contextmanager
+def edit_areas(code: str, card: str) -> Iterator[None]:
+    """The GPU stand-in for the Edit pipelines ``code`` names: the 1024 x 1024 area they resize the image to edit to
+    (the VAE's input, :data:`EDIT_AREA`; minutes for the tiny VAE on a CPU) is the run's card's ``height`` x ``width``
+    instead, the aspect and the rounding to 32 kept; the rest of each call is the text's (Edit-Plus's text encoder
+    still sees each image at its 384 x 384 ``CONDITION_IMAGE_SIZE``, as training's cache did). Nothing for other code."""
+    import importlib
+
+    sizes = dict(re.findall(r"\b(height|width)=(\d+)", card))
+    area = int(sizes.get("height", 0)) * int(sizes.get("width", 0))
+    patch = pytest.MonkeyPatch()
+    for cls, name in EDIT_MODULES.items():
+        if re.search(rf"\b{cls}\b", code):
+            assert area, "the card names no height and width to stand in for the Edit pipelines' 1024 x 1024 area"
+            module = importlib.import_module(name)
+            original = module.calculate_dimensions
+
+            def scaled(target_area, ratio, _original=original):
+                return _original(area if target_area == EDIT_AREA else target_area, ratio)
+
+            patch.setattr(module, "calculate_dimensions", scaled)
+    try:
+        yield
+    finally:
+        patch.undo()
+
+
 def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path, root: Path) -> list[str]:
     """Run the docs' python blocks :data:`DOC_RUNS` gives ``config`` (the run of that demo config wrote
     ``output_dir`` from ``model`` on ``data``), as written: Hub ids served by ``model`` (:func:`hub_cache`), the block's
@@ -272,7 +309,7 @@ def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path
         ids = {i for i in _HUB_ID.findall(code) if not i.startswith((".", "/"))}
         folders = {name: output_dir for name in re.findall(r"""["']\./(out[\w.-]*)["']""", code)}
         revisions = tuple(re.findall(r"""revision=["']([^"']+)["']""", code))
-        with hub_cache(tmp, {i: model for i in ids}, revisions), card_sizes(card):
+        with hub_cache(tmp, {i: model for i in ids}, revisions), card_sizes(card), edit_areas(code, card):
             check_block(code, tmp / f"{page}-{index}".replace("/", "_"), inputs={**user_inputs(code, data, tmp), **folders},
                         name=f"{page} block {index}")
         ran.append(f"{page}:{index}")

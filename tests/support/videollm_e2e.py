@@ -5,11 +5,14 @@ the drill / reload / resume run (:func:`check_drill_reload_resume`), a published
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -189,3 +192,59 @@ def check_configs_matched(tmp_path: Path, family: str, hub_ids: dict[str, str]) 
         entry = match(family, read)
         assert entry is not None and entry.hub_id == hub_id
         assert entry.depth_differences(read) == [f"text_config.num_hidden_layers 1 (published: {layers})"]
+
+
+@contextlib.contextmanager
+def video_prompts(family: str) -> Iterator[dict[str, list[dict]]]:
+    """What ``family`` builds of each clip while the block runs, by the clip's decoded frames (a digest): each time,
+    the rate its frames were sampled at, the pixel inputs, and the prompt's video part (``video_prompt_ids``: the
+    frames' times in the text, Qwen3-VL's ``<t seconds>``, and the video tokens) with the times it was given.
+    Training's dataset, its validation and ``dit_lora.answer_video`` all go through these two calls."""
+    from dit_lora.families.videollm import architecture_spec
+    from dit_lora.families.videollm.processing import VideoQAProcessing
+
+    seen: dict[str, list[dict]] = {}
+    last: list[dict] = []
+    frame_inputs, arch = VideoQAProcessing.frame_inputs, type(architecture_spec(family))
+    prompt_ids = arch.video_prompt_ids
+
+    def recorded_frames(self, frames, fps=None):
+        pixels, count = frame_inputs(self, frames, fps)
+        key = hashlib.sha1(np.ascontiguousarray(frames).tobytes()).hexdigest()
+        last[:] = [{"fps": fps, "pixels": pixels, "count": count}]
+        seen.setdefault(key, []).append(last[0])
+        return pixels, count
+
+    def recorded_ids(self, tokenizer, video_tokens, config, times=None):
+        ids = prompt_ids(self, tokenizer, video_tokens, config, times)
+        if last and last[0]["count"] == video_tokens:  # the prompt of the frames just processed
+            last[0].update(times=None if times is None else tuple(times), ids=list(ids))
+        return ids
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(VideoQAProcessing, "frame_inputs", recorded_frames)
+    patch.setattr(arch, "video_prompt_ids", recorded_ids)
+    try:
+        yield seen
+    finally:
+        patch.undo()
+
+
+def check_card_prompts_as_trained(out: Path, assets, tmp_path: Path, family: str, trained: dict[str, list[dict]]):
+    """The run's model card (``snippets.check_card``: as written, the adapter changing the answer, and as pushed) asks
+    ``dit_lora.answer_video`` about a clip of the data; what it built of that clip is what training built of it (the
+    drill's :func:`video_prompts`, ``trained``): the sampled rate, the pixels, the frames' times and the prompt's
+    video ids, token for token."""
+    from snippets import check_card
+
+    with video_prompts(family) as card:
+        check_card(out, assets["data"], tmp_path / "card")
+    assert card and set(card) <= set(trained), "the card asked about frames training never built"
+    for key, built in card.items():
+        prompts = [w for w in trained[key] if "ids" in w]  # (a screening pass counts the tokens only)
+        assert prompts, "training built no prompt of the clip the card asks about"
+        want = prompts[0]
+        for got in [*prompts[1:], *built]:  # training's every time; the card as written, without adapter, as pushed
+            assert got["fps"] == want["fps"] and got["times"] == want["times"] and got["ids"] == want["ids"]
+            assert got["pixels"].keys() == want["pixels"].keys()
+            assert all(torch.equal(got["pixels"][k], want["pixels"][k]) for k in want["pixels"])

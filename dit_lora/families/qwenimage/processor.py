@@ -35,15 +35,22 @@ def image_only_processor(image_processor: Any, tokenizer: Any) -> Any:
 
 def load_processor(path: str, revision: str | None = None) -> Any:
     """The model's ``processor/``: ``Qwen2VLProcessor.from_pretrained``, or (no torchvision) its image processor and
-    tokenizer put together by :func:`image_only_processor`."""
+    tokenizer put together by :func:`image_only_processor`. ``path``: a model folder, or a Hub id (at ``revision``)
+    whose ``processor/`` files are fetched first (or found in the Hub cache offline)."""
     from transformers import AutoTokenizer, Qwen2VLImageProcessor, Qwen2VLProcessor
 
-    at: dict[str, Any] = {"revision": revision} if revision else {}
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        # transformers given the Hub id looks up processor/config.json, which the Edit repos lack: online the Hub's
+        # 404 tells it so, offline (HF_HUB_OFFLINE, the files cached) nothing does and the tokenizer fails to load
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(str(path), revision=revision, allow_patterns=[f"{SUBFOLDER}/*"]))
     try:
-        return Qwen2VLProcessor.from_pretrained(path, subfolder=SUBFOLDER, **at)
+        return Qwen2VLProcessor.from_pretrained(folder, subfolder=SUBFOLDER)
     except (AttributeError, ImportError):  # transformers without torchvision: no video processor class to check
-        image = Qwen2VLImageProcessor.from_pretrained(path, subfolder=SUBFOLDER, **at)
-        tokenizer = AutoTokenizer.from_pretrained(path, subfolder=SUBFOLDER, **at)
+        image = Qwen2VLImageProcessor.from_pretrained(folder, subfolder=SUBFOLDER)
+        tokenizer = AutoTokenizer.from_pretrained(folder, subfolder=SUBFOLDER)
         return image_only_processor(image, tokenizer)
 
 

@@ -19,3 +19,20 @@ def test_image_only_processor_expands_the_image_tokens_and_round_trips(tmp_path)
     loaded = load_processor(str(save_processor(processor, tmp_path / "processor").parent))
     again = loaded(text=text, images=[Image.new("RGB", (56, 84))], padding=True, return_tensors="pt")
     assert again["input_ids"].tolist() == out["input_ids"].tolist()
+
+
+def test_a_hub_id_loads_offline_from_the_hub_cache(tmp_path):
+    """``load_edit_processor("Qwen/Qwen-Image-Edit-2509")`` as the guide writes it, offline with the repo cached: the
+    processor folder is taken from the cache (transformers given the id looks up a ``processor/config.json`` the
+    Edit repos lack, which only the online Hub's 404 settles)."""
+    from snippets import hub_cache
+
+    processor = image_only_processor(Qwen2VLImageProcessor(min_pixels=56 * 56, max_pixels=112 * 112),
+                                     build_tiny_qwen_tokenizer())
+    model = save_processor(processor, tmp_path / "model" / "processor").parent
+    text = ["Picture 1: <|vision_start|><|image_pad|><|vision_end|>make it red"]
+    with hub_cache(tmp_path, {"Qwen/Qwen-Image-Edit-2509": model}):
+        loaded = load_processor("Qwen/Qwen-Image-Edit-2509")
+    out, again = (p(text=text, images=[Image.new("RGB", (56, 84))], padding=True, return_tensors="pt")
+                  for p in (processor, loaded))
+    assert again["input_ids"].tolist() == out["input_ids"].tolist()
