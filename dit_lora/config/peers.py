@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dit_lora.config import peers_llamafactory as llamafactory
+from dit_lora.config import peers_memory as memory
 from dit_lora.config.owners import owners
 
 
@@ -50,6 +51,7 @@ SOURCES: dict[str, str] = {
     "at-yaml": "ai-toolkit config/examples/train_lora_flux_24gb.yaml",
     "dp": "diffusion-pipe examples/main_example.toml",
     **llamafactory.SOURCES,
+    **memory.SOURCES,
 }
 
 #: the peers, in the page's order: key -> (title, the words of ``Peer.trainers`` that name it)
@@ -559,7 +561,11 @@ PEER_FLAGS: dict[str, Peer] = {
     "shuffle_tokens": Peer("ai-toolkit", None, "captions are used as written", sources=("at-yaml",)),
     "name_or_path": Peer("ai-toolkit", "pretrained_model_name_or_path", sources=("at-yaml",)),
     "quantize": Peer(
-        "ai-toolkit", "quantize_base", "its 8-bit quantization: --quantize_base int8 or fp8", sources=("at-yaml",)
+        "ai-toolkit",
+        "quantize_base",
+        "the transformer at its qtype, qfloat8 by default: --quantize_base fp8_scaled (any GPU) or fp8 (torchao, CUDA "
+        "8.9+); qtype says which",
+        sources=("at-yaml",),
     ),
     "quantize_te": Peer("ai-toolkit", "quantize_text_encoder", "nf4 through bitsandbytes", sources=("at-yaml",)),
     "training_folder": Peer("ai-toolkit", "output_dir", sources=("at-yaml",)),
@@ -626,6 +632,13 @@ PEER_FLAGS.update(
     {
         name: Peer(llamafactory.TRAINER, option, note, sources=sources)
         for name, (option, note, sources) in llamafactory.FLAGS.items()
+    }
+)
+# the peers' memory settings, kept in their own module (dit_lora/config/peers_memory.py)
+PEER_FLAGS.update(
+    {
+        name: Peer(trainers, option, note, sources=sources)
+        for name, (trainers, option, note, sources) in memory.FLAGS.items()
     }
 )
 
@@ -770,8 +783,8 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "num_frames",
         "lokr_factor",
     ),
-    # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
-    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
+    # read in examples/main_example.toml ("dp"; rank: its [adapter] table); its `compile` is a boolean: dit-lora's --compile blocks/full
+    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap", "rank"),
     "llamafactory": llamafactory.SAME_NAMES,
 }
 
@@ -785,7 +798,9 @@ SAME_NAME_CAVEATS: dict[str, str] = {
     "flow_shift": "musubi-tuner's --flow_shift is the sampling shift of its generation scripts; its training "
     "shift is --discrete_flow_shift, which is dit-lora's --flow_shift (Wan)",
     "num_frames": "ai-toolkit's datasets: num_frames is a clip's frame count: for Wan and CogVideoX pass "
-    "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip",
+    "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip. Its `sample` "
+    "section's num_frames is the sample video's length, not what trains: a dataset without num_frames trains on "
+    "single frames (its 24 GB Wan examples), --max_num_frames 1",
     "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
     "lora_type": "SimpleTuner's values are `standard` (dit-lora's `lora`) and `lycoris` (its --lycoris_config "
     "names the algorithm: dit-lora's `lokr` or `loha`, with --lokr_factor and the type's own options)",
