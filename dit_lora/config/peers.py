@@ -61,6 +61,7 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "simpletuner": ("SimpleTuner", ("SimpleTuner",)),
     "ai-toolkit": ("ai-toolkit (YAML keys)", ("ai-toolkit",)),
     "diffusion-pipe": ("diffusion-pipe (TOML keys)", ("diffusion-pipe",)),
+    "onetrainer": ("OneTrainer (keys of its config JSON and presets)", ("OneTrainer",)),
     "llamafactory": ("LLaMA-Factory (YAML keys; the video LLMs)", (llamafactory.TRAINER,)),
 }
 
@@ -478,7 +479,7 @@ PEER_FLAGS: dict[str, Peer] = {
         "a single .safetensors file; a separate transformer folder is not read",
         sources=("st",),
     ),
-    "lora_rank": Peer("SimpleTuner, LLaMA-Factory", "rank", sources=("st-fields", "lf-ft")),
+    "lora_rank": Peer("SimpleTuner, LLaMA-Factory, OneTrainer", "rank", sources=("st-fields", "lf-ft", "ot-config")),
     "lycoris_config": Peer("SimpleTuner", "lora_type", _LYCORIS_CONFIG, sources=("st-fields",)),
     "ema_config": Peer(
         "ai-toolkit", "use_ema", "its use_ema and ema_decay are --use_ema and --ema_decay", sources=("at-yaml",)
@@ -528,7 +529,7 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
     "lr": Peer("ai-toolkit", "learning_rate", sources=("at",)),
     "steps": Peer("ai-toolkit", "max_train_steps", sources=("at",)),
-    "batch_size": Peer("ai-toolkit", "train_batch_size", sources=("at",)),
+    "batch_size": Peer("ai-toolkit, OneTrainer", "train_batch_size", sources=("at", "ot-config")),
     "linear": Peer("ai-toolkit", "rank", sources=("at",)),
     "linear_alpha": Peer("ai-toolkit", "lora_alpha", sources=("at",)),
     "type": Peer("ai-toolkit", "lora_type", "network: type: lora or lokr", sources=("at",)),
@@ -785,6 +786,8 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
     ),
     # read in examples/main_example.toml ("dp"; rank: its [adapter] table); its `compile` is a boolean: dit-lora's --compile blocks/full
     "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap", "rank"),
+    # read in modules/util/config/TrainConfig.py ("ot-config"): the last two are keys of a model part (transformer)
+    "onetrainer": ("resolution", "learning_rate", "gradient_checkpointing", "activation_offloading"),
     "llamafactory": llamafactory.SAME_NAMES,
 }
 
@@ -801,7 +804,8 @@ SAME_NAME_CAVEATS: dict[str, str] = {
     "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip. Its `sample` "
     "section's num_frames is the sample video's length, not what trains: a dataset without num_frames trains on "
     "single frames (its 24 GB Wan examples), --max_num_frames 1",
-    "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
+    "gradient_checkpointing": "ai-toolkit and OneTrainer (a key of each model part: the transformer's) turn it on "
+    "by default; dit-lora's default is the family's",
     "lora_type": "SimpleTuner's values are `standard` (dit-lora's `lora`) and `lycoris` (its --lycoris_config "
     "names the algorithm: dit-lora's `lokr` or `loha`, with --lokr_factor and the type's own options)",
     **llamafactory.CAVEATS,

@@ -1,10 +1,10 @@
 """The peers' memory settings, as their published low-memory configs write them, and dit-lora's counterparts (a part
 of :mod:`.peers`).
 
-A user arriving from musubi-tuner, ai-toolkit or diffusion-pipe brings the flags of a "24 GB" config: the
+A user arriving from musubi-tuner, ai-toolkit, diffusion-pipe or OneTrainer brings the flags of a "24 GB" config: the
 transformer's dtype or quantization, the text encoder's, checkpointing with its offloading variant, per-GPU batch
 sizes, layer offloading. Each row was read in the file of :data:`SOURCES` it names (the 2026 snapshots of
-kohya-ss/musubi-tuner, ostris/ai-toolkit and tdrussell/diffusion-pipe); :mod:`dit_lora.config.peers` merges them
+kohya-ss/musubi-tuner, ostris/ai-toolkit, tdrussell/diffusion-pipe and Nerogar/OneTrainer); :mod:`dit_lora.config.peers` merges them
 into its table, so the unknown-option message and ``docs/guides/migrating.md`` say them like every other row.
 ``docs/concepts/memory-plan.md`` compares those configs' published figures with ``dit-lora plan``'s.
 """
@@ -20,6 +20,8 @@ SOURCES: dict[str, str] = {
     "at-wan22": "ai-toolkit config/examples/train_lora_wan22_14b_24gb.yaml",
     "dp-wan": "diffusion-pipe examples/wan_14b_min_vram.toml",
     "dp-models": "diffusion-pipe docs/supported_models.md",
+    "ot-config": "OneTrainer modules/util/config/TrainConfig.py",
+    "ot-qwen": "OneTrainer training_presets/#qwen LoRA 24GB.json",
 }
 
 _NF4_TE = "nf4 through bitsandbytes, not fp8; the text encoder runs only while the cache is built"
@@ -95,5 +97,28 @@ FLAGS: dict[str, tuple[str, str | None, str, tuple[str, ...]]] = {
         "(`dit-lora launch` with accelerate_configs/fsdp2.yaml); `dit-lora plan` given the number of GPUs says "
         "which",
         ("dp",),
+    ),
+    # OneTrainer: keys of a model part (transformer, text_encoder) and the run's dtype
+    "offload_fraction": (
+        "OneTrainer",
+        "blocks_to_swap",
+        "a share of the transformer's blocks, not a number: 0.1 of Qwen-Image's 60 is --blocks_to_swap 6; "
+        "`dit-lora plan` says the smallest that fits",
+        ("ot-config", "ot-qwen"),
+    ),
+    "weight_dtype": (
+        "OneTrainer",
+        "quantize_base",
+        "the transformer's FLOAT_8 is --quantize_base fp8_scaled (fp8 with torchao on CUDA 8.9+), NFLOAT_4 nf4, "
+        "INT_8 int8; the text encoder's FLOAT_8 or NFLOAT_4 is --quantize_text_encoder true (nf4); BFLOAT_16 "
+        "needs no flag",
+        ("ot-config", "ot-qwen"),
+    ),
+    "train_dtype": (
+        "OneTrainer",
+        "mixed_precision",
+        "BFLOAT_16 (its presets') is --mixed_precision bf16, dit-lora's default; FLOAT_16 (its default) needs "
+        "--mixed_precision fp16 --allow_fp16",
+        ("ot-config",),
     ),
 }

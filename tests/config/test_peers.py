@@ -117,8 +117,9 @@ def test_a_family_with_its_own_name_for_the_meaning_is_told_that_name():
 
 
 def test_the_peers_low_memory_configs_translate():
-    """The keys of musubi-tuner's, ai-toolkit's and diffusion-pipe's 24 GB configs (peers_memory.py) were unknown:
-    `--transformer_dtype float8` got a bare "unknown option" and no word of --quantize_base."""
+    """The keys of musubi-tuner's, ai-toolkit's, diffusion-pipe's and OneTrainer's low-memory configs
+    (peers_memory.py) were unknown: `--transformer_dtype float8` got a bare "unknown option" and no word of
+    --quantize_base."""
     import pytest
 
     from dit_lora.config.parser import parse_config
@@ -140,6 +141,10 @@ def test_the_peers_low_memory_configs_translate():
     assert "--cache_latents" in peer_hint("cache_text_embeddings", common)
     assert "--blocks_to_swap" in peer_hint("layer_offloading_transformer_percent", common)
     assert "no dit-lora equivalent" in peer_hint("split_attn", common)
+    assert "--blocks_to_swap 6" in peer_hint("offload_fraction", common)  # OneTrainer's share, as a number
+    dtype = peer_hint("weight_dtype", common)
+    assert "OneTrainer" in dtype and "fp8_scaled" in dtype and "--quantize_text_encoder" in dtype
+    assert "OneTrainer" in peer_hint("lora_rank", common) and "OneTrainer" in peer_hint("batch_size", common)
     with pytest.raises(UserError) as err:
         parse_config(["--family", "wan", "--transformer_dtype", "float8"], needs_data=False)
     assert "--quantize_base fp8_scaled" in str(err.value) and "Traceback" not in str(err.value)
