@@ -464,10 +464,13 @@ def _refuse_unknown(unknown: list[str], yaml_path: str | None, data: dict | None
 
 
 def validate_static(cfg: TrainConfig, *, needs_data: bool = True) -> None:
-    """Checks that need no model or data: ranges and combinations of options, and optional packages."""
+    """Checks that need no model or data: ranges and combinations of options, and optional packages (not for
+    ``dit-lora plan``, ``needs_data=False``: it plans a run on a GPU it need not be on, with no package imported:
+    the run checks them where it starts)."""
     check_ranges(cfg)
     check_combinations(cfg, needs_data=needs_data)
-    check_optional_packages(cfg)
+    if needs_data:
+        check_optional_packages(cfg)
 
 
 def check_ranges(cfg: TrainConfig) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dit_lora.config import peers_llamafactory as llamafactory
+from dit_lora.config import peers_memory as memory
 from dit_lora.config.owners import owners
 
 
@@ -50,6 +51,7 @@ SOURCES: dict[str, str] = {
     "at-yaml": "ai-toolkit config/examples/train_lora_flux_24gb.yaml",
     "dp": "diffusion-pipe examples/main_example.toml",
     **llamafactory.SOURCES,
+    **memory.SOURCES,
 }
 
 #: the peers, in the page's order: key -> (title, the words of ``Peer.trainers`` that name it)
@@ -59,6 +61,7 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "simpletuner": ("SimpleTuner", ("SimpleTuner",)),
     "ai-toolkit": ("ai-toolkit (YAML keys)", ("ai-toolkit",)),
     "diffusion-pipe": ("diffusion-pipe (TOML keys)", ("diffusion-pipe",)),
+    "onetrainer": ("OneTrainer (keys of its config JSON and presets)", ("OneTrainer",)),
     "llamafactory": ("LLaMA-Factory (YAML keys; the video LLMs)", (llamafactory.TRAINER,)),
 }
 
@@ -476,7 +479,7 @@ PEER_FLAGS: dict[str, Peer] = {
         "a single .safetensors file; a separate transformer folder is not read",
         sources=("st",),
     ),
-    "lora_rank": Peer("SimpleTuner, LLaMA-Factory", "rank", sources=("st-fields", "lf-ft")),
+    "lora_rank": Peer("SimpleTuner, LLaMA-Factory, OneTrainer", "rank", sources=("st-fields", "lf-ft", "ot-config")),
     "lycoris_config": Peer("SimpleTuner", "lora_type", _LYCORIS_CONFIG, sources=("st-fields",)),
     "ema_config": Peer(
         "ai-toolkit", "use_ema", "its use_ema and ema_decay are --use_ema and --ema_decay", sources=("at-yaml",)
@@ -526,7 +529,7 @@ PEER_FLAGS: dict[str, Peer] = {
     ),
     "lr": Peer("ai-toolkit", "learning_rate", sources=("at",)),
     "steps": Peer("ai-toolkit", "max_train_steps", sources=("at",)),
-    "batch_size": Peer("ai-toolkit", "train_batch_size", sources=("at",)),
+    "batch_size": Peer("ai-toolkit, OneTrainer", "train_batch_size", sources=("at", "ot-config")),
     "linear": Peer("ai-toolkit", "rank", sources=("at",)),
     "linear_alpha": Peer("ai-toolkit", "lora_alpha", sources=("at",)),
     "type": Peer("ai-toolkit", "lora_type", "network: type: lora or lokr", sources=("at",)),
@@ -559,7 +562,11 @@ PEER_FLAGS: dict[str, Peer] = {
     "shuffle_tokens": Peer("ai-toolkit", None, "captions are used as written", sources=("at-yaml",)),
     "name_or_path": Peer("ai-toolkit", "pretrained_model_name_or_path", sources=("at-yaml",)),
     "quantize": Peer(
-        "ai-toolkit", "quantize_base", "its 8-bit quantization: --quantize_base int8 or fp8", sources=("at-yaml",)
+        "ai-toolkit",
+        "quantize_base",
+        "the transformer at its qtype, qfloat8 by default: --quantize_base fp8_scaled (any GPU) or fp8 (torchao, CUDA "
+        "8.9+); qtype says which",
+        sources=("at-yaml",),
     ),
     "quantize_te": Peer("ai-toolkit", "quantize_text_encoder", "nf4 through bitsandbytes", sources=("at-yaml",)),
     "training_folder": Peer("ai-toolkit", "output_dir", sources=("at-yaml",)),
@@ -626,6 +633,13 @@ PEER_FLAGS.update(
     {
         name: Peer(llamafactory.TRAINER, option, note, sources=sources)
         for name, (option, note, sources) in llamafactory.FLAGS.items()
+    }
+)
+# the peers' memory settings, kept in their own module (dit_lora/config/peers_memory.py)
+PEER_FLAGS.update(
+    {
+        name: Peer(trainers, option, note, sources=sources)
+        for name, (trainers, option, note, sources) in memory.FLAGS.items()
     }
 )
 
@@ -770,8 +784,10 @@ SAME_NAMES: dict[str, tuple[str, ...]] = {
         "num_frames",
         "lokr_factor",
     ),
-    # read in examples/main_example.toml ("dp"); its `compile` is a boolean: dit-lora's --compile blocks/full
-    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap"),
+    # read in examples/main_example.toml ("dp"; rank: its [adapter] table); its `compile` is a boolean: dit-lora's --compile blocks/full
+    "diffusion-pipe": ("output_dir", "gradient_accumulation_steps", "lr_scheduler", "blocks_to_swap", "rank"),
+    # read in modules/util/config/TrainConfig.py ("ot-config"): the last two are keys of a model part (transformer)
+    "onetrainer": ("resolution", "learning_rate", "gradient_checkpointing", "activation_offloading"),
     "llamafactory": llamafactory.SAME_NAMES,
 }
 
@@ -785,8 +801,11 @@ SAME_NAME_CAVEATS: dict[str, str] = {
     "flow_shift": "musubi-tuner's --flow_shift is the sampling shift of its generation scripts; its training "
     "shift is --discrete_flow_shift, which is dit-lora's --flow_shift (Wan)",
     "num_frames": "ai-toolkit's datasets: num_frames is a clip's frame count: for Wan and CogVideoX pass "
-    "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip",
-    "gradient_checkpointing": "ai-toolkit turns it on by default; dit-lora's default is the family's",
+    "--max_num_frames or --frame_buckets; dit-lora's --num_frames is the video LLMs' frames per clip. Its `sample` "
+    "section's num_frames is the sample video's length, not what trains: a dataset without num_frames trains on "
+    "single frames (its 24 GB Wan examples), --max_num_frames 1",
+    "gradient_checkpointing": "ai-toolkit and OneTrainer (a key of each model part: the transformer's) turn it on "
+    "by default; dit-lora's default is the family's",
     "lora_type": "SimpleTuner's values are `standard` (dit-lora's `lora`) and `lycoris` (its --lycoris_config "
     "names the algorithm: dit-lora's `lokr` or `loha`, with --lokr_factor and the type's own options)",
     **llamafactory.CAVEATS,

@@ -17,7 +17,8 @@ wan/step_gpu.py``). Weights are counted at full depth from the meta modules.
 What a process holds at its peak:
 - caching phase (diffusion with ``--cache_latents``): every component's weights plus one encode call;
 - training phase: the trained model's weights (encoders released after caching), the optimizer's two
-  fp32 moments, the guard's rollback snapshot (parameters and moments), DDP's gradient buckets, and the
+  moments (fp32, or bitsandbytes' 8-bit ones with ``--use_8bit_adam``: :func:`adam_moment_bytes`), the guard's
+  rollback snapshot (parameters and moments), DDP's gradient buckets, and the
   step's activations and gradients.
 On a CPU, where a run reports its peak resident size, the Python process itself is added (measured here),
 and weights count as resident as :mod:`.resident` describes: a component loaded in its stored dtype is
@@ -172,6 +173,7 @@ class Plan:
     encode_peak_bytes: int = 0  #: the caching phase's one encode call (it scales with the tokens, as a step does)
     #: --use_ema on the device: the fp32 EMA of the trainable weights and its rollback snapshot (training/ema.py)
     ema_bytes: int = 0
+    eight_bit_adam: bool = False  #: --use_8bit_adam: optimizer_bytes are bitsandbytes' 8-bit moments
     #: the run's blocks wait in host memory while the cache is built (modeling/cache_parking.py) where the base
     #: allows it: a cached run whose family lets them (:meth:`cache_parked_bytes`)
     blocks_wait: bool = False
@@ -592,7 +594,7 @@ def plan_run(
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
     trainable = [p for p in comps.model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    moments = 2 * sum(p.numel() * 4 for p in trainable)  # AdamW's exp_avg and exp_avg_sq, fp32
+    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.use_8bit_adam)
     cached = bool(comps.encoders) and cfg.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
@@ -629,6 +631,7 @@ def plan_run(
         optimizer_bytes=moments,
         snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
         ema_bytes=_ema_bytes(cfg, trainable, device),
+        eight_bit_adam=cfg.use_8bit_adam,
         ddp_bytes=trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
@@ -668,3 +671,25 @@ def _ema_bytes(cfg, trainable: list, device: str) -> int:
     if not cfg.use_ema or (cfg.ema_device == "cpu" and device != "cpu"):
         return 0
     return 4 * sum(p.numel() for p in trainable) * (2 if cfg.finite_guard else 1)
+
+
+#: bitsandbytes' 8-bit optimizers keep a tensor's state in 32 bits below this many elements (``min_8bit_size``) ...
+BNB_MIN_8BIT_SIZE = 4096
+#: ... and above it one byte per element and moment plus an fp32 absmax per block of this many (``blocksize``)
+BNB_BLOCKSIZE = 256
+
+
+def adam_moment_bytes(numels: list[int], *, eight_bit: bool) -> int:
+    """AdamW's two moments for trainable tensors of ``numels`` elements: fp32 (torch's AdamW), or with
+    ``eight_bit`` as ``bitsandbytes.optim.AdamW8bit`` allocates them (``Optimizer2State.init_state``, bitsandbytes
+    0.49-0.50): a uint8 state per moment and an fp32 absmax per 256 elements, fp32 states for a tensor under 4,096
+    elements. A LoRA's A and B matrices are nearly all above it: about 2 bytes a parameter instead of 8."""
+    if not eight_bit:
+        return sum(8 * n for n in numels)
+    total = 0
+    for n in numels:
+        if n < BNB_MIN_8BIT_SIZE:
+            total += 8 * n
+        else:
+            total += 2 * (n + 4 * -(-n // BNB_BLOCKSIZE))
+    return total

@@ -65,7 +65,10 @@ def format_plan(plan: Plan, capacity: int | None = None, card: str | None = None
         rows.append((f"block swap (--blocks_to_swap {plan.blocks_to_swap})", _swap_row(plan)))
     rows += [
         ("trainable parameters", f"{plan.trainable_params:,} (fp32)"),
-        ("optimizer moments (AdamW, fp32)", _gib(plan.optimizer_bytes)),
+        (
+            "optimizer moments (" + ("8-bit AdamW, bitsandbytes" if plan.eight_bit_adam else "AdamW, fp32") + ")",
+            _gib(plan.optimizer_bytes),
+        ),
         ("rollback snapshot (guard)", _gib(plan.snapshot_bytes)),
     ]
     if plan.ddp_bytes:

@@ -114,3 +114,37 @@ def test_a_family_with_its_own_name_for_the_meaning_is_told_that_name():
     assert "--qwen_fixed_shift" in peer_hint("discrete_flow_shift", qwen)
     assert "dit-lora's option is --flow_shift" in peer_hint("discrete_flow_shift", zimage)
     assert "pipeline's own" in peer_hint("text_encoder_out_layers", flux2)
+
+
+def test_the_peers_low_memory_configs_translate():
+    """The keys of musubi-tuner's, ai-toolkit's, diffusion-pipe's and OneTrainer's low-memory configs
+    (peers_memory.py) were unknown: `--transformer_dtype float8` got a bare "unknown option" and no word of
+    --quantize_base."""
+    import pytest
+
+    from dit_lora.config.parser import parse_config
+    from dit_lora.core.errors import UserError
+
+    common = sorted(owners.common_names())
+    assert "dit-lora's option is --quantize_base" in peer_hint("transformer_dtype", common)
+    assert "--quantize_base" in peer_hint("diffusion_model_dtype", common)
+    unsloth = peer_hint("activation_checkpointing", common)
+    assert "--gradient_checkpointing true --activation_offloading true" in unsloth
+    assert "dit-lora's option is --train_batch_size" in peer_hint("micro_batch_size_per_gpu", common)
+    assert "FSDP2" in peer_hint("pipeline_stages", common)
+    qtype = peer_hint("qtype", common)
+    assert "fp8_scaled" in qtype and "nf4" in qtype and "int8" in qtype
+    assert "--quantize_text_encoder" in peer_hint("qtype_te", common)
+    assert "--quantize_text_encoder" in peer_hint("fp8_vl", common)
+    assert "--quantize_text_encoder" in peer_hint("fp8_text_encoder", common)
+    assert "no dit-lora equivalent" in peer_hint("unload_text_encoder", common)
+    assert "--cache_latents" in peer_hint("cache_text_embeddings", common)
+    assert "--blocks_to_swap" in peer_hint("layer_offloading_transformer_percent", common)
+    assert "no dit-lora equivalent" in peer_hint("split_attn", common)
+    assert "--blocks_to_swap 6" in peer_hint("offload_fraction", common)  # OneTrainer's share, as a number
+    dtype = peer_hint("weight_dtype", common)
+    assert "OneTrainer" in dtype and "fp8_scaled" in dtype and "--quantize_text_encoder" in dtype
+    assert "OneTrainer" in peer_hint("lora_rank", common) and "OneTrainer" in peer_hint("batch_size", common)
+    with pytest.raises(UserError) as err:
+        parse_config(["--family", "wan", "--transformer_dtype", "float8"], needs_data=False)
+    assert "--quantize_base fp8_scaled" in str(err.value) and "Traceback" not in str(err.value)

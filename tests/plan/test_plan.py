@@ -111,3 +111,56 @@ def test_every_adapter_type_plans_and_counts_its_own_weights(narrow_dit, kind):
                         lora_type=kind)
     plain, plan = (make_plan(c, get_family("dit"), device="cuda", both_settings=False) for c in (cfg, typed))
     assert plan.peak_memory_bytes > 0 and plan.trainable_params != plain.trainable_params
+
+
+def test_8bit_adam_moments_are_bitsandbytes_sizes():
+    """bitsandbytes' AdamW8bit: a byte per element and moment plus an fp32 absmax per 256, fp32 under 4,096."""
+    from dit_lora.plan.estimate import adam_moment_bytes
+
+    lora_a, small = 32 * 5120, 16 * 32  # Wan 14B's rank-32 A matrix; a tensor bitsandbytes keeps in 32 bits
+    assert adam_moment_bytes([lora_a, small], eight_bit=False) == 8 * (lora_a + small)
+    assert adam_moment_bytes([lora_a], eight_bit=True) == 2 * lora_a + 2 * 4 * (lora_a // 256)
+    assert adam_moment_bytes([small], eight_bit=True) == 8 * small
+    assert adam_moment_bytes([257 * 16], eight_bit=True) == 2 * 257 * 16 + 2 * 4 * 17  # a last block begun
+
+
+def test_the_plan_counts_8bit_adam_as_the_run_allocates_it(monkeypatch):
+    """--use_8bit_adam was planned with fp32 moments: 4x the moments (and the guard's snapshot of them), which put
+    ai-toolkit's and diffusion-pipe's adamw8bit settings over a card they fit."""
+    from dit_lora.plan.report import format_plan
+
+    configs = by_hub_id(HUB_ID).configs
+    wide = {"num_layers": 2, "num_attention_heads": 2, "attention_head_dim": 64}  # 128-wide: rank 32 is 4,096 each
+
+    def reader(model):
+        def read(subfolder, filename):
+            found = configs.get(f"{subfolder}/{filename}")
+            return {**found, **wide} if found is not None and subfolder == "transformer" else found
+        return read
+
+    monkeypatch.setattr(defaults, "config_reader", reader)
+    common = dict(family="dit", pretrained_model_name_or_path=HUB_ID, resolution=64, train_batch_size=1, rank=32)
+    plain, eight = (make_plan(TrainConfig(**common, use_8bit_adam=on), get_family("dit"), device="cuda",
+                              both_settings=False) for on in (False, True))
+    assert plain.optimizer_bytes == 8 * plain.trainable_params
+    assert eight.optimizer_bytes == 2 * plain.trainable_params + 8 * (plain.trainable_params // 256)
+    saved = plain.optimizer_bytes - eight.optimizer_bytes
+    assert plain.snapshot_bytes - eight.snapshot_bytes == saved  # the guard snapshots the moments it keeps
+    assert plain.train_phase_bytes() - eight.train_phase_bytes() == 2 * saved
+    assert "optimizer moments (8-bit AdamW, bitsandbytes)" in format_plan(eight)
+    assert "optimizer moments (AdamW, fp32)" in format_plan(plain)
+
+
+def test_plan_takes_8bit_adam_without_a_gpu():
+    """`dit-lora plan --use_8bit_adam true` refused on a machine without CUDA ("needs bitsandbytes on a CUDA GPU"),
+    though it plans a GPU it is not on and imports nothing; the run itself still checks where it starts."""
+    import torch
+
+    from dit_lora.config.parser import parse_config
+    from dit_lora.core.errors import UserError
+
+    argv = ["--family", "dit", "--pretrained_model_name_or_path", HUB_ID, "--use_8bit_adam", "true"]
+    assert parse_config(argv, needs_data=False).use_8bit_adam
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="needs bitsandbytes on a CUDA GPU"):
+            parse_config([*argv, "--train_data_dir", "data"])
