@@ -4,8 +4,11 @@ load changes what they make.
 A block runs in its own namespace in a temporary working directory (it may write ``sample.png``/``sample.mp4`` and read
 the inputs a user brings: ``clip.mp4``, ``first_frame.png``, ``before.png``). Hub ids in the text are served from a
 stand-in Hub cache (:func:`hub_cache`: each id a snapshot that is a tiny offline folder, the Hub itself offline), so
-the text is not edited. Each block runs twice: as written, then with every adapter layer it loads disabled
-(:func:`adapters_disabled`); what it made (``image``, ``video`` or ``answer``) must differ.
+the text is not edited. A block that calls a diffusers pipeline runs three times: as written in the dtypes it names,
+with :data:`AS_WRITTEN_STEPS` inference steps (it runs and writes what it says it writes), then twice in fp32
+(:func:`pipeline_calls`: this CPU has no native bf16, where a bf16 step is about six times an fp32 one), with its
+adapter and with every adapter layer it loads disabled (:func:`adapters_disabled`); what those two made (``image``,
+``video`` or ``answer``) must differ. Any other block (a video LLM's) runs twice, as written.
 
 Docs blocks that are not meant to run say so in the markdown just above the block: ``<!-- snippet: not run: REASON
 -->``. :func:`python_blocks` reads the marker; a python block that no test runs and no marker exempts fails
@@ -137,21 +140,70 @@ def run_block(code: str, cwd: Path, *, inputs: dict[str, Path] | None = None, na
 def check_block(
     code: str, tmp: Path, *, inputs: dict[str, Path] | None = None, name: str = "snippet", text_changes: bool = True
 ) -> object:
-    """Run ``code`` as written and again with its adapter disabled (each in its own folder under ``tmp``); assert that
-    it ran, wrote what it says it writes, and that the adapter changed the result (a text answer only when
-    ``text_changes``: a tiny model's greedy answer can be the same few tokens, or none, after a short run). Returns
-    the adapter's result."""
-    got = run_block(code, tmp / "with-adapter", inputs=inputs, name=name)
+    """Run ``code`` as written (each run in its own folder under ``tmp``), assert that it wrote what it says it
+    writes, and that its adapter changes the result: a pipeline's in fp32 (the module docstring), a text answer only
+    when ``text_changes`` (a tiny model's greedy answer can be the same few tokens, or none, after a short run).
+    Returns the adapter's result (fp32 for a pipeline)."""
+    pipeline = "diffusers" in code
+    if pipeline:  # as written, in the dtypes it names: what runs, and what it writes
+        with pipeline_calls({"num_inference_steps": AS_WRITTEN_STEPS}):
+            run_block(code, tmp / "as-written", inputs=inputs, name=name)
+    with pipeline_calls(fp32=pipeline):
+        got = run_block(code, tmp / "with-adapter", inputs=inputs, name=name)
+        with adapters_disabled():
+            without = run_block(code, tmp / "without-adapter", inputs=inputs, name=name)
     for written in re.findall(r"""["']([\w.-]+\.(?:png|mp4))["']""", code):
         if (written not in (inputs or {})) and re.search(rf"""(save|open)\(["']{re.escape(written)}["'][,)]""", code):
-            assert (tmp / "with-adapter" / written).stat().st_size > 0, f"{name}: {written} not written"
-    with adapters_disabled():
-        without = run_block(code, tmp / "without-adapter", inputs=inputs, name=name)
+            for run in ("as-written", "with-adapter") if pipeline else ("with-adapter",):
+                assert (tmp / run / written).stat().st_size > 0, f"{name}: {written} not written ({run})"
     if isinstance(got, str):
         assert got != without or not text_changes, f"{name}: the answer is the same without the adapter: {got!r}"
     else:
         assert got.shape == without.shape and not np.array_equal(got, without), f"{name}: the adapter changed nothing"
     return got
+
+
+#: the inference steps of a pipeline block's run as written: enough for every scheduler to step (and a multistep
+#: solver to take its second order), few enough that bf16 on a CPU is seconds
+AS_WRITTEN_STEPS = 2
+
+
+@contextlib.contextmanager
+def pipeline_calls(overrides: dict[str, int] | None = None, *, fp32: bool = False) -> Iterator[None]:
+    """Stand-ins for every diffusers pipeline call inside: the call arguments ``overrides`` names (those the pipeline
+    takes) replace the text's, and with ``fp32`` a pipeline on a CPU is cast to fp32 before it runs. Nested uses
+    combine, the inner one's arguments winning."""
+    import torch
+    from diffusers import DiffusionPipeline
+
+    frame = (dict(overrides or {}), fp32)
+    patch = pytest.MonkeyPatch()
+    todo = [DiffusionPipeline]
+    while todo:  # the pipeline classes imported by now whose call no outer use wraps yet
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        call = vars(cls).get("__call__")
+        if call is not None and not getattr(call, "_stand_in", False):
+            accepted = set(inspect.signature(call).parameters)
+
+            def wrapped(self, *args, _call=call, _accepted=accepted, **kwargs):
+                merged = {k: v for given, _ in _CALL_FRAMES for k, v in given.items() if k in _accepted}
+                if any(cast for _, cast in _CALL_FRAMES) and self.device.type == "cpu":
+                    self.to(torch.float32)
+                return _call(self, *args, **{**kwargs, **merged})
+
+            wrapped._stand_in = True  # type: ignore[attr-defined]
+            patch.setattr(cls, "__call__", wrapped)
+    _CALL_FRAMES.append(frame)
+    try:
+        yield
+    finally:
+        _CALL_FRAMES.remove(frame)
+        patch.undo()
+
+
+#: the :func:`pipeline_calls` in force, outermost first
+_CALL_FRAMES: list[tuple[dict[str, int], bool]] = []
 
 
 def user_inputs(code: str, data: Path, scratch: Path) -> dict[str, Path]:
@@ -196,7 +248,8 @@ def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/de
     config = json.loads((Path(output_dir) / "train_summary.json").read_text())["config"]
     base = Path(config["pretrained_model_name_or_path"])
     inputs = {**user_inputs(block.code, data, tmp), **({base.name: base} if f'"{base.name}"' in block.code else {})}
-    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code):  # the same adapter: the same result
+    # the same adapter from the repo: the same result (fp32, as check_block's for a pipeline)
+    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code), pipeline_calls(fp32="diffusers" in code):
         got = run_block(block.code, tmp / "pushed", inputs=inputs, name=f"{repo_id} README.md")
     assert _same(got, local), "the pushed card's snippet makes another result than the local card's"
 
@@ -238,26 +291,8 @@ def doc_blocks(root: Path) -> dict[tuple[str, int], Block]:
 def card_sizes(card: str) -> Iterator[None]:
     """The GPU stand-in: every diffusers pipeline call takes :data:`SIZES` from the run's card snippet (``card``),
     whatever the text passes (the rest of the call is the text's)."""
-    from diffusers import DiffusionPipeline
-
-    sizes = {k: int(v) for k, v in re.findall(rf"\b({'|'.join(SIZES)})=(\d+)", card)}
-    patch = pytest.MonkeyPatch()
-    todo = [DiffusionPipeline]
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        if "__call__" in vars(cls):
-            call = vars(cls)["__call__"]
-            accepted = set(inspect.signature(call).parameters)
-
-            def scaled(self, *args, _call=call, _accepted=accepted, **kwargs):
-                return _call(self, *args, **{**kwargs, **{k: v for k, v in sizes.items() if k in _accepted}})
-
-            patch.setattr(cls, "__call__", scaled)
-    try:
+    with pipeline_calls({k: int(v) for k, v in re.findall(rf"\b({'|'.join(SIZES)})=(\d+)", card)}):
         yield
-    finally:
-        patch.undo()
 
 
 #: the Edit pipelines' modules (diffusers 0.42), each with its own ``calculate_dimensions``, and the area both encode the
