@@ -116,6 +116,28 @@ def test_a_family_with_its_own_name_for_the_meaning_is_told_that_name():
     assert "pipeline's own" in peer_hint("text_encoder_out_layers", flux2)
 
 
+#: each low-memory key of the peers (peers_memory.py) -> what its hint must say
+LOW_MEMORY_HINTS = {
+    "transformer_dtype": ("dit-lora's option is --quantize_base",),
+    "diffusion_model_dtype": ("--quantize_base",),
+    "activation_checkpointing": ("--gradient_checkpointing true --activation_offloading true",),
+    "micro_batch_size_per_gpu": ("dit-lora's option is --train_batch_size",),
+    "pipeline_stages": ("FSDP2",),
+    "qtype": ("fp8_scaled", "nf4", "int8"),
+    "qtype_te": ("--quantize_text_encoder",),
+    "fp8_vl": ("--quantize_text_encoder",),
+    "fp8_text_encoder": ("--quantize_text_encoder",),
+    "unload_text_encoder": ("no dit-lora equivalent",),
+    "cache_text_embeddings": ("--cache_latents",),
+    "layer_offloading_transformer_percent": ("--blocks_to_swap",),
+    "split_attn": ("no dit-lora equivalent",),
+    "offload_fraction": ("--blocks_to_swap 6",),  # OneTrainer's share, as a number
+    "weight_dtype": ("OneTrainer", "fp8_scaled", "--quantize_text_encoder"),
+    "lora_rank": ("OneTrainer",),
+    "batch_size": ("OneTrainer",),
+}
+
+
 def test_the_peers_low_memory_configs_translate():
     """The keys of musubi-tuner's, ai-toolkit's, diffusion-pipe's and OneTrainer's low-memory configs
     (peers_memory.py) were unknown: `--transformer_dtype float8` got a bare "unknown option" and no word of
@@ -126,25 +148,9 @@ def test_the_peers_low_memory_configs_translate():
     from dit_lora.core.errors import UserError
 
     common = sorted(owners.common_names())
-    assert "dit-lora's option is --quantize_base" in peer_hint("transformer_dtype", common)
-    assert "--quantize_base" in peer_hint("diffusion_model_dtype", common)
-    unsloth = peer_hint("activation_checkpointing", common)
-    assert "--gradient_checkpointing true --activation_offloading true" in unsloth
-    assert "dit-lora's option is --train_batch_size" in peer_hint("micro_batch_size_per_gpu", common)
-    assert "FSDP2" in peer_hint("pipeline_stages", common)
-    qtype = peer_hint("qtype", common)
-    assert "fp8_scaled" in qtype and "nf4" in qtype and "int8" in qtype
-    assert "--quantize_text_encoder" in peer_hint("qtype_te", common)
-    assert "--quantize_text_encoder" in peer_hint("fp8_vl", common)
-    assert "--quantize_text_encoder" in peer_hint("fp8_text_encoder", common)
-    assert "no dit-lora equivalent" in peer_hint("unload_text_encoder", common)
-    assert "--cache_latents" in peer_hint("cache_text_embeddings", common)
-    assert "--blocks_to_swap" in peer_hint("layer_offloading_transformer_percent", common)
-    assert "no dit-lora equivalent" in peer_hint("split_attn", common)
-    assert "--blocks_to_swap 6" in peer_hint("offload_fraction", common)  # OneTrainer's share, as a number
-    dtype = peer_hint("weight_dtype", common)
-    assert "OneTrainer" in dtype and "fp8_scaled" in dtype and "--quantize_text_encoder" in dtype
-    assert "OneTrainer" in peer_hint("lora_rank", common) and "OneTrainer" in peer_hint("batch_size", common)
+    for key, expected in LOW_MEMORY_HINTS.items():
+        hint = peer_hint(key, common)
+        assert hint and all(part in hint for part in expected), (key, hint)
     with pytest.raises(UserError) as err:
         parse_config(["--family", "wan", "--transformer_dtype", "float8"], needs_data=False)
     assert "--quantize_base fp8_scaled" in str(err.value) and "Traceback" not in str(err.value)
