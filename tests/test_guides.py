@@ -211,7 +211,7 @@ def test_readme_real_use_is_the_guides_examples():
 
 def test_demo_of_holds_one_stand_in_per_registry_entry_and_no_stale_line():
     """DEMO_OF's Hub ids are exactly the models the guides' main examples name, one per registry entry (its default
-    family's catalogue): a new family's guide without a line fails in test_command_parses, a line left behind here."""
+    family's catalogue): a new family's guide without a line fails in test_command_parses, a stale line here."""
     from dit_lora.catalogue import by_hub_id
     from dit_lora.registry import entry_for
 
