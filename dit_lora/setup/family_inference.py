@@ -20,6 +20,7 @@ from dit_lora.registry import available, canonical_name, entries, entry_for, get
 if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
+
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
     """Each registered family name and the pipeline classes it trains (its spec's ``info.pipeline_classes``)."""
     return {name: get_spec(name).info.pipeline_classes for name in available()}
