@@ -209,6 +209,17 @@ def test_readme_real_use_is_the_guides_examples():
         assert words == main_example(recipe_family(split_launch(words)[1])), shlex.join(words)
 
 
+def test_demo_of_holds_one_stand_in_per_registry_entry_and_no_stale_line():
+    """DEMO_OF's Hub ids are exactly the models the guides' main examples name, one per registry entry (its default
+    family's catalogue): a new family's guide without a line fails in test_command_parses, a stale line here."""
+    from dit_lora.catalogue import by_hub_id
+    from dit_lora.registry import entry_for
+
+    named = {option_dict(split_launch(main_example(f))[2])["pretrained_model_name_or_path"] for f in guides()}
+    assert set(DEMO_OF) == named, f"DEMO_OF: add {sorted(named - set(DEMO_OF))}, drop {sorted(set(DEMO_OF) - named)}"
+    assert sorted(entry_for(by_hub_id(hub_id).family).default for hub_id in DEMO_OF) == sorted(guides())
+
+
 def test_quickstart_is_the_install_page_and_ci_command():
     readme = marked_blocks(README)["quickstart"]
     assert [block_under(INSTALL, "## Quickstart")] == readme, "docs/install.md's quickstart is the README's"

@@ -11,9 +11,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from helpers import ROOT
+
+from dit_lora.registry import BUILT_IN_PACKAGE, entries
 
 LINT = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -40,6 +43,29 @@ def test_the_package_keeps_the_contract():
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Contracts: 2 kept, 0 broken." in result.stdout
+
+
+def _family_package(entry) -> str | None:
+    """The package under ``dit_lora.families`` an entry's factory lives in (None: a family from elsewhere, a test's)."""
+    module = entry.factory if isinstance(entry.factory, str) else entry.factory.__module__
+    inside, _, rest = module.partition(":")[0].partition(BUILT_IN_PACKAGE + ".")
+    return rest.split(".")[0] if not inside and rest else None
+
+
+def test_the_families_contract_names_every_registered_family_package():
+    """pyproject's ``families`` contract keeps the family packages independent only of those it names: its upper layer
+    is exactly the packages the registry's entries live in, its lower one ``diffusion``, and every package under
+    ``dit_lora/families/`` is one of them (a family missing from the contract could import another unseen)."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in contracts if c["id"] == "families")
+    assert contract["containers"] == [BUILT_IN_PACKAGE]
+    layers = [{name.strip() for name in layer.split("|")} for layer in contract["layers"]]
+    registered = {_family_package(e) for e in entries()} - {None}
+    assert layers[1:] == [{"diffusion"}], contract["layers"]
+    assert layers[0] == registered, (f"pyproject's families contract: add {sorted(registered - layers[0])}, "
+                                     f"drop {sorted(layers[0] - registered)}")
+    folders = {p.parent.name for p in (ROOT / "dit_lora" / "families").glob("*/__init__.py")}
+    assert folders == registered | {"diffusion"}, "a package under dit_lora/families/ that no registry entry names"
 
 
 def test_a_planted_upward_import_fails_naming_it(tmp_path):

@@ -20,14 +20,6 @@ from dit_lora.registry import available, canonical_name, entries, entry_for, get
 if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
-#: families asked for that are not here yet (named in the refusal so a user knows it is not a wrong flag)
-PLANNED: tuple[str, ...] = ()
-
-
-def _planned() -> str:
-    """``"; X and Y are planned"`` for the refusals, or nothing when no family is planned."""
-    return f"; {' and '.join(PLANNED)} are planned" if PLANNED else ""
-
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
     """Each registered family name and the pipeline classes it trains (its spec's ``info.pipeline_classes``)."""
@@ -80,7 +72,7 @@ def unsupported_model(path: str, read: Callable[[str, str], dict | None]) -> Use
         what = f"`{path}` is {_article(cls)} ({where}), which no dit-lora family trains"
     return UserError(
         f"{what}. dit-lora trains these pipelines ({trained_list()}). If the model is one of them, pass its --family "
-        f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet{_planned()}: train "
+        f"(or a diffusers folder with its model_index.json); otherwise it is not supported yet: train "
         "it with a trainer that supports it."
     )
 
@@ -109,7 +101,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     advice = (
         f"Use --family {others[0]} for it, or drop --family: dit-lora reads the family from the folder"
         if others
-        else f"No dit-lora family trains {cls} (not supported yet{_planned()}). dit-lora trains: {trained_list()}"
+        else f"No dit-lora family trains {cls} (not supported yet). dit-lora trains: {trained_list()}"
     )
     model_type = (read("", "config.json") or {}).get("model_type") if where.startswith("config.json") else None
     kind = f", model_type `{model_type}`" if isinstance(model_type, str) else ""

@@ -13,9 +13,9 @@ from dit_lora.config.owners import (common_names, family_fields, find_field, for
 from dit_lora.config.parser import build_argparser
 from dit_lora.config.schema import FamilyOptions, TrainConfig, config_fields
 from dit_lora.core.errors import UserError
+from dit_lora.registry import available
 
 MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
-FAMILIES = ["sana", "dit", "cogvideox", "cogvideox_i2v", "llava_next_video", "qwen2_5_vl"]
 
 
 def test_owners_are_exclusive():
@@ -45,7 +45,7 @@ def test_the_split_moves_single_family_options_out_of_the_common_ones():
     assert find_field("num_frames")[0].metadata["help"].startswith("Video LLMs:")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", available())
 def test_each_familys_own_flags_parse_into_family_options(family):
     own = family_fields(family)
     assert own, family

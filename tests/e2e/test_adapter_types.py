@@ -40,9 +40,18 @@ FAMILIES = {
     "zimage": ("zimage/demo.yaml", "tiny-zimage", "shapes"),
     "flux2": ("flux2/demo.yaml", "tiny-flux2", "shapes"),
     "llava_next_video": ("videollm/demo.yaml", "tiny-llava-next-video", "qa-clips/videochat2.json"),
+    "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }
 KINDS = ("dora", "lokr", "loha")
 STEPS = 4
+
+
+def test_every_registry_entry_has_its_demo_here():
+    """FAMILIES names each registry entry's default family (a new family is trained here, never silently skipped)."""
+    from dit_lora.registry import BUILT_IN_PACKAGE, entries
+
+    defaults = {e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")}
+    assert set(FAMILIES) == defaults, f"FAMILIES: add {sorted(defaults - set(FAMILIES))}"
 
 
 def _args(family: str, kind: str, root: Path, out: Path, **extra) -> list[str]:

@@ -128,6 +128,23 @@ FAMILIES = {
 }
 
 
+#: a name whose loss is another name's loss class, probed there (Qwen-Image-Edit-Plus: Edit's, more control images)
+SAME_LOSS = {"qwenimage_edit_plus": "qwenimage_edit"}
+
+
+def test_every_family_reading_the_mask_options_is_probed():
+    """FAMILIES covers each registered name that reads --masked_loss (config/applies.py's tag), directly or through
+    another name of the same loss class: a new image family fails here until it has a probe."""
+    from dit_lora.config.applies import families_for, tagged_options
+    from dit_lora.registry import get_spec
+
+    readers = set(families_for(tagged_options()["masked_loss"]))
+    missing = readers - set(FAMILIES) - set(SAME_LOSS)
+    assert set(FAMILIES) | set(SAME_LOSS) == readers, f"FAMILIES: add {sorted(missing)}"
+    for name, probed in SAME_LOSS.items():
+        assert type(get_spec(name).loss) is type(get_spec(probed).loss), name
+
+
 def _grad(family: str, mask: torch.Tensor | None, **options) -> torch.Tensor:
     """The gradient of ``family``'s loss with respect to its prediction, on the latent grid ``(B, C, H, W)``."""
     loss_fn, comps, batch, probe, to_grid = FAMILIES[family]()

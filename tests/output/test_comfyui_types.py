@@ -73,6 +73,16 @@ CONVERT = {
 }
 
 
+def test_every_family_exporting_to_comfyui_is_checked_here():
+    """COMFY_KEYS and CONVERT hold each registry entry whose family exports ``comfyui`` (its spec's ``exports``), by
+    the entry's default name: a new family's export fails here until ComfyUI's key map for it is written down."""
+    from dit_lora.registry import entries, get_spec
+
+    specs = [get_spec(e.default) for e in entries()]
+    exporting = {s.name for s in specs if s.exports is not None and "comfyui" in s.exports.export_formats()}
+    assert set(COMFY_KEYS) == set(CONVERT) == exporting, f"add {sorted(exporting - set(COMFY_KEYS))}"
+
+
 def _tiny(family: str) -> torch.nn.Module:
     """The family's tiny transformer on the meta device (only its module names and shapes are used)."""
     import diffusers
