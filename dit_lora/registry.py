@@ -57,6 +57,10 @@ class FamilyEntry:
     #: name's class is refused for another name; False where the names are tasks of one model (Wan's text- and
     #: image-to-video both train a ``WanPipeline`` folder: the family's own check tells which the folder needs).
     distinct_models: bool = False
+    #: The pipeline (or model) classes each name trains, as class names, the one its folders hold first: one tuple
+    #: for every name, or a mapping of name to tuple. Read without building a spec (``--help``, family inference),
+    #: so no torch; a test checks it equals each spec's ``info.pipeline_classes``. Empty: read from the spec.
+    pipelines: tuple[str, ...] | Mapping[str, tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.names, str) or not self.names or not all(isinstance(n, str) and n for n in self.names):
@@ -70,6 +74,10 @@ class FamilyEntry:
                 raise ValueError(f"FamilyEntry.options names {unknown}, which are not among its names {self.names}")
             object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
         object.__setattr__(self, "demo_configs", tuple(self.demo_configs))
+        if isinstance(self.pipelines, Mapping):
+            object.__setattr__(self, "pipelines", MappingProxyType({k: tuple(v) for k, v in self.pipelines.items()}))
+        else:
+            object.__setattr__(self, "pipelines", tuple(self.pipelines))
         object.__setattr__(self, "aliases", tuple(self.aliases))
         if set(self.aliases) & set(self.names):
             raise ValueError(f"FamilyEntry.aliases repeats one of its names: {self.aliases!r}")
@@ -89,6 +97,12 @@ class FamilyEntry:
         if isinstance(self.options, Mapping):
             return self.options.get(name)
         return self.options
+
+    def pipelines_for(self, name: str) -> tuple[str, ...]:
+        """The class names ``name`` trains, as declared (:attr:`pipelines`); empty when the entry declares none."""
+        if isinstance(self.pipelines, Mapping):
+            return tuple(self.pipelines.get(name, ()))
+        return tuple(self.pipelines)
 
     def build(self, name: str):
         """A new :class:`~dit_lora.contract.spec.FamilySpec` for ``name`` (one of :attr:`names`)."""
@@ -256,6 +270,13 @@ def canonical_name(name: str) -> str:
     """The family name ``name`` stands for: an alias's family (``z-image`` -> ``zimage``), else ``name`` itself."""
     _load_built_in()
     return _ALIASES.get(name, name)
+
+
+def pipelines_of(name: str) -> tuple[str, ...]:
+    """The pipeline (or model) classes the family ``name`` trains, its folders' class first: the entry's declared
+    :attr:`FamilyEntry.pipelines` (no spec built, no torch), else its spec's ``info.pipeline_classes``."""
+    declared = entry_for(name).pipelines_for(name)
+    return declared or get_spec(name).info.pipeline_classes
 
 
 def recipe_script(name: str) -> str:

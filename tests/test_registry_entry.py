@@ -50,3 +50,38 @@ def test_resolve_imports_a_module_attribute_path_on_use():
     assert resolve(len) is len  # a callable is used as it is
     with pytest.raises(ValueError, match="module:attribute"):
         resolve("dit_lora.families.sana")
+
+
+def test_pipelines_for_each_name():
+    one = FamilyEntry(names=("a", "b"), factory="x:y", pipelines=("APipeline", "AOtherPipeline"))
+    assert one.pipelines_for("a") == one.pipelines_for("b") == ("APipeline", "AOtherPipeline")
+    per_name = FamilyEntry(names=("a", "b"), factory="x:y", pipelines={"a": ["APipeline"], "b": ("BPipeline",)})
+    assert per_name.pipelines_for("a") == ("APipeline",) and per_name.pipelines_for("b") == ("BPipeline",)
+    assert FamilyEntry(names=("a",), factory="x:y").pipelines_for("a") == ()  # undeclared: the spec says
+
+
+def test_every_entry_declares_the_pipelines_its_specs_train():
+    """The static fact (read by --help and family inference without building a spec) is the spec's own."""
+    from dit_lora.registry import available, entry_for, get_spec
+
+    for name in available():
+        declared = entry_for(name).pipelines_for(name)
+        assert declared == get_spec(name).info.pipeline_classes, (name, declared)
+
+
+def test_train_help_imports_no_torch():
+    """`dit-lora train --help` lists every family's pipeline from the registry entries: no spec, no torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import contextlib, io, sys\n"
+        "from dit_lora.commands.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.suppress(SystemExit):\n"
+        "    main(['train', '--help'])\n"
+        "assert 'SanaPipeline' in out.getvalue() and 'Qwen3VLMoeForConditionalGeneration' in out.getvalue()\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"torch imported by train --help: {done.stdout.strip()[:300]}"

@@ -27,7 +27,7 @@ from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, canonical_name, get_spec, recipe_script
+from dit_lora.registry import available, canonical_name, pipelines_of, recipe_script
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def families_help(prog: str | None = None) -> str:
     how to list one family's own options."""
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
     for name in available():
-        lines.append(f"  {name:<18} {get_spec(name).info.pipeline_class_name} ({recipe_script(name)})")
+        lines.append(f"  {name:<18} {pipelines_of(name)[0]} ({recipe_script(name)})")
     lines.append(f"`{prog or 'dit-lora train'} --family NAME --help` adds that family's own options to this list.")
     return "\n".join(lines)
 

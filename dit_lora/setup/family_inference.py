@@ -15,15 +15,16 @@ from dit_lora.catalogue import by_hub_id, match, refused_match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, canonical_name, entries, entry_for, get_spec
+from dit_lora.registry import available, canonical_name, entries, entry_for, get_spec, pipelines_of
 
 if TYPE_CHECKING:
     from dit_lora.contract.spec import FamilySpec
 
 
 def pipelines_by_family() -> dict[str, tuple[str, ...]]:
-    """Each registered family name and the pipeline classes it trains (its spec's ``info.pipeline_classes``)."""
-    return {name: get_spec(name).info.pipeline_classes for name in available()}
+    """Each registered family name and the pipeline classes it trains (:func:`~dit_lora.registry.pipelines_of`: the
+    registry entries' declared classes, no spec built)."""
+    return {name: pipelines_of(name) for name in available()}
 
 
 def entry_pipelines(name: str) -> tuple[str, ...]:
@@ -97,7 +98,7 @@ def check_family_trains_model(model: ModelOptions, read: Callable[[str, str], di
     if cls in trained:
         check_task_matches(model, cls, where)
         return
-    others = [n for n in available() if cls in get_spec(n).info.pipeline_classes]
+    others = [n for n in available() if cls in pipelines_of(n)]
     advice = (
         f"Use --family {others[0]} for it, or drop --family: dit-lora reads the family from the folder"
         if others
@@ -129,7 +130,7 @@ def check_task_matches(model: ModelOptions, cls: str, where: str) -> None:
     spec = get_spec(model.family)
     if cls in spec.info.pipeline_classes or cls in spec.info.also_trains_folders_of:
         return
-    owner = next(get_spec(n) for n in entry_for(model.family).names if cls in get_spec(n).info.pipeline_classes)
+    owner = get_spec(next(n for n in entry_for(model.family).names if cls in pipelines_of(n)))
     raise UserError(
         f"--family {model.family} trains {' and '.join(spec.info.pipeline_classes)} ({_task_words(spec)}), but "
         f"`{model.pretrained_model_name_or_path}` is {_article(cls)} ({where}): {_article(_task_words(owner))} model, which "
@@ -167,6 +168,6 @@ def family_for_model(model: ModelOptions) -> str:
     index, config = read("", "model_index.json") or {}, read("", "config.json") or {}
     for name in available():
         found = (index.get("_class_name"), *(config.get("architectures") or []))
-        if any(cls in found for cls in get_spec(name).info.pipeline_classes):
+        if any(cls in found for cls in pipelines_of(name)):
             return name
     raise unsupported_model(str(model.pretrained_model_name_or_path), read)

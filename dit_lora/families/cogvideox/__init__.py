@@ -23,4 +23,8 @@ ENTRY = FamilyEntry(
     demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"),
     recipe="cogvideox_lora.py",
     docs="docs/guides/cogvideox.md",
+    pipelines={
+        "cogvideox": ("CogVideoXPipeline",),
+        "cogvideox_i2v": ("CogVideoXImageToVideoPipeline",),
+    },
 )

@@ -19,4 +19,5 @@ ENTRY = FamilyEntry(
     demo_configs=("dit_class/demo.yaml",),
     recipe="dit_class_lora.py",  # recipes/dit_lora.py would shadow the dit_lora package
     docs="docs/guides/dit.md",
+    pipelines=("DiTPipeline",),
 )

@@ -20,4 +20,5 @@ ENTRY = FamilyEntry(
     demo_configs=("flux2/demo.yaml",),
     recipe="flux2_lora.py",
     docs="docs/guides/flux2.md",
+    pipelines=("Flux2Pipeline", "Flux2KleinPipeline"),
 )

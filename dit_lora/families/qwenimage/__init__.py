@@ -25,4 +25,9 @@ ENTRY = FamilyEntry(
     demo_configs=("qwenimage/demo.yaml", "qwenimage/edit_demo.yaml"),
     recipe="qwenimage_lora.py",
     docs="docs/guides/qwenimage.md",
+    pipelines={
+        "qwenimage": ("QwenImagePipeline",),
+        "qwenimage_edit": ("QwenImageEditPipeline",),
+        "qwenimage_edit_plus": ("QwenImageEditPlusPipeline",),
+    },
 )

@@ -19,4 +19,5 @@ ENTRY = FamilyEntry(
     demo_configs=("sana/demo.yaml",),
     recipe="sana_lora.py",
     docs="docs/guides/sana.md",
+    pipelines=("SanaPipeline",),
 )

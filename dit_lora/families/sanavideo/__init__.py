@@ -24,4 +24,8 @@ ENTRY = FamilyEntry(
     recipe="sanavideo_lora.py",
     docs="docs/guides/sana-video.md",
     aliases=("sana-video",),
+    pipelines={
+        "sanavideo": ("SanaVideoPipeline",),
+        "sanavideo_i2v": ("SanaImageToVideoPipeline",),
+    },
 )

@@ -22,18 +22,36 @@ class Architecture(NamedTuple):
     spec: str
     #: ``build(path) -> Path``: its tiny offline model (``--demo``, the tests)
     demo: str
+    #: the transformers class it trains (a folder's ``architectures``), read without importing the spec
+    model_class: str
 
 
 #: family name -> its architecture, in the order the family names are registered (the first: the recipe's default)
 ARCHITECTURES: dict[str, Architecture] = {
     "llava_next_video": Architecture(
-        f"{__name__}.llava_next_video:LlavaNextVideoSpec", f"{__name__}.demo_llava:build_tiny_llava_next_video"
+        f"{__name__}.llava_next_video:LlavaNextVideoSpec",
+        f"{__name__}.demo_llava:build_tiny_llava_next_video",
+        "LlavaNextVideoForConditionalGeneration",
     ),
-    "qwen2_5_vl": Architecture(f"{__name__}.qwen2_5_vl:Qwen25VLSpec", f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl"),
-    "internvl": Architecture(f"{__name__}.internvl:InternVLSpec", f"{__name__}.demo_internvl:build_tiny_internvl"),
-    "qwen3_vl": Architecture(f"{__name__}.qwen3_vl:Qwen3VLSpec", f"{__name__}.demo_qwen3_vl:build_tiny_qwen3_vl"),
+    "qwen2_5_vl": Architecture(
+        f"{__name__}.qwen2_5_vl:Qwen25VLSpec",
+        f"{__name__}.demo_qwen:build_tiny_qwen2_5_vl",
+        "Qwen2_5_VLForConditionalGeneration",
+    ),
+    "internvl": Architecture(
+        f"{__name__}.internvl:InternVLSpec",
+        f"{__name__}.demo_internvl:build_tiny_internvl",
+        "InternVLForConditionalGeneration",
+    ),
+    "qwen3_vl": Architecture(
+        f"{__name__}.qwen3_vl:Qwen3VLSpec",
+        f"{__name__}.demo_qwen3_vl:build_tiny_qwen3_vl",
+        "Qwen3VLForConditionalGeneration",
+    ),
     "qwen3_vl_moe": Architecture(
-        f"{__name__}.qwen3_vl_moe:Qwen3VLMoeSpec", f"{__name__}.demo_qwen3_vl_moe:build_tiny_qwen3_vl_moe"
+        f"{__name__}.qwen3_vl_moe:Qwen3VLMoeSpec",
+        f"{__name__}.demo_qwen3_vl_moe:build_tiny_qwen3_vl_moe",
+        "Qwen3VLMoeForConditionalGeneration",
     ),
 }
 
@@ -78,4 +96,5 @@ ENTRY = FamilyEntry(
     recipe="videollm_lora.py",
     docs="docs/guides/video-llms.md",
     distinct_models=True,  # one architecture a name: a Qwen3-VL folder is no InternVL's
+    pipelines={name: (architecture.model_class,) for name, architecture in ARCHITECTURES.items()},
 )

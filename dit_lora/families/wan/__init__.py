@@ -20,4 +20,8 @@ ENTRY = FamilyEntry(
     demo_configs=("wan/demo.yaml", "wan/i2v_demo.yaml"),
     recipe="wan_lora.py",
     docs="docs/guides/wan.md",
+    pipelines={
+        "wan": ("WanPipeline",),
+        "wan_i2v": ("WanImageToVideoPipeline",),
+    },
 )

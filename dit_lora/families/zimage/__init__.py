@@ -20,4 +20,5 @@ ENTRY = FamilyEntry(
     demo_configs=("zimage/demo.yaml",),
     recipe="zimage_lora.py",
     docs="docs/guides/zimage.md",
+    pipelines=("ZImagePipeline",),
 )
