@@ -31,12 +31,22 @@ from dit_lora.training import signals
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    """The ``dit-lora`` parser: one subcommand per stage below, in the order ``--help`` lists them."""
     parser = argparse.ArgumentParser(
         prog="dit-lora",
         description="LoRA fine-tuning for diffusion transformers: environment checks, data checks and Hub upload.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_doctor_and_models(sub)
+    _add_plan(sub)
+    _add_train_and_launch(sub)
+    _add_push_and_export(sub)
+    _add_check_data(sub)
+    return parser
 
+
+def _add_doctor_and_models(sub) -> None:
+    """The ``doctor`` and ``models`` subcommands."""
     doctor = sub.add_parser("doctor", help="check installed versions, device and known-bad combinations")
     doctor.add_argument(
         "--no-import", action="store_true", help="only compare versions; do not import the packages (faster)"
@@ -52,6 +62,9 @@ def _build_parser() -> argparse.ArgumentParser:
     models.add_argument("--family", default=None, help="only this recipe family (e.g. sana, cogvideox)")
     models.add_argument("--json", action="store_true", help="every entry in full (configs and sources) as JSON")
 
+
+def _add_plan(sub) -> None:
+    """The ``plan`` subcommand and its own flags (it takes every recipe option besides)."""
     # allow_abbrev=False on the subcommands that take run options, as `train` parses them: an abbreviation
     # (`--video_fold`) is refused and another trainer's name (`--dataset`) gets its hint, never a guess
     plan = sub.add_parser(
@@ -93,6 +106,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="the prediction as JSON (peak_memory_bytes and parts; `ladder`: the rungs)"
     )
 
+
+def _add_train_and_launch(sub) -> None:
+    """The ``train`` and ``launch`` subcommands: their options are parsed later (the recipe's, accelerate's)."""
     sub.add_parser(
         "train",
         add_help=False,
@@ -108,6 +124,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "options] recipes/<family>_lora.py [recipe options]` (SIGTERM/Ctrl-C save a checkpoint; the "
         "recipe's exit code)",
     )
+
+
+def _add_push_and_export(sub) -> None:
+    """The ``push`` and ``export`` subcommands: both act on a finished run's output folder."""
     push = sub.add_parser("push", help="upload a finished run's adapter, card and samples to the Hub")
     push.add_argument("output_dir", help="the --output_dir of a finished training run")
     push.add_argument("--hub_model_id", required=True, help="target model repo, e.g. username/my-sana-lora")
@@ -135,6 +155,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "--family", default=None, help="the run's family, when the folder has no train_summary.json to read it from"
     )
 
+
+def _add_check_data(sub) -> None:
+    """The ``check-data`` subcommand: a recipe config and the recipes' data options."""
     check = sub.add_parser(
         "check-data",
         allow_abbrev=False,
@@ -146,7 +169,6 @@ def _build_parser() -> argparse.ArgumentParser:
     for name in _check_data_keys():  # the recipes' own options, help texts from the config schema
         add_config_flag(check, name)
     check.add_argument("--all", action="store_true", help="also list the rows without problems")
-    return parser
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -217,37 +217,19 @@ def build_cache(
     Path(files[todo[0]]).parent.mkdir(parents=True, exist_ok=True)
     desc = "caching" if world <= 1 else f"caching (rank {rank}'s share, {world} ranks)"
 
-    def encode(indices: list[int], pixels: torch.Tensor) -> dict[str, torch.Tensor]:
-        out = as_encoding(encode_images(pixels))
-        if random_flip:
-            # The last axis is width for images (3, H, W) and clips (F, 3, H, W) alike.
-            out.update({f"{k}_flipped": v for k, v in as_encoding(encode_images(pixels.flip(-1))).items()})
-        chosen = [samples[i] for i in indices]
-        out.update(encode_samples(chosen) if encode_samples else encode_prompts([s.caption for s in chosen]))
-        return out
-
-    def row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
-        return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
-
-    def with_masks(batch: dict[str, torch.Tensor], masks: list[torch.Tensor]) -> dict[str, torch.Tensor]:
-        # --masked_loss: each mask averaged over the latent grid, stored beside its latents (flipped as they are)
-        if masks:
-            batch[LATENT_KEY] = latent_mask(torch.stack(masks), batch["latents"].shape[-2:])
-            if random_flip:
-                batch[LATENT_KEY + "_flipped"] = batch[LATENT_KEY].flip(-1)
-        return batch
+    encode = _batch_encoder(samples, encode_images, encode_prompts, encode_samples, random_flip)
 
     with Progress(len(todo), desc=desc, unit="sample", enabled=rank == 0) as progress:
         chunks = same_bucket_chunks(todo, samples, batch_size)
         for start, chunk in zip(accumulate([len(c) for c in chunks], initial=0), chunks):  # start: samples before it
             ready, pixels, masks = _load_chunk(chunk, samples, load_pixels, failed, log, what)
             if ready:
-                batch = with_masks(encode(ready, torch.stack(pixels)), masks)
+                batch = encode(ready, torch.stack(pixels), masks)
                 for r, index in enumerate(ready):
-                    tensors = row(batch, r)
+                    tensors = _row(batch, r)
                     if not _finite(tensors):
                         # Recompute once, alone, before giving the sample up.
-                        tensors = row(with_masks(encode([index], pixels[r][None]), masks[r : r + 1]), 0)
+                        tensors = _row(encode([index], pixels[r][None], masks[r : r + 1]), 0)
                         if not _finite(tensors):
                             failed[index] = (
                                 "encoded latents or caption embeddings are not finite (also when recomputed)"
@@ -259,6 +241,38 @@ def build_cache(
             progress.update(len(chunk))
     failed.update({i: failed[first] for i, first in copies.items() if first in failed and i != first})
     return failed
+
+
+def _batch_encoder(
+    samples: list,
+    encode_images: Callable[[torch.Tensor], torch.Tensor | dict[str, torch.Tensor]],
+    encode_prompts: Callable[[list[str]], dict[str, torch.Tensor]],
+    encode_samples: Callable[[list], dict[str, torch.Tensor]] | None,
+    random_flip: bool,
+) -> Callable[[list[int], torch.Tensor, list[torch.Tensor]], dict[str, torch.Tensor]]:
+    """``encode(indices, pixels, masks)``: the cache entries of a batch (latents, flipped latents with
+    ``random_flip``, the captions' or samples' conditioning, and the loss masks on the latent grid)."""
+
+    def encode(indices: list[int], pixels: torch.Tensor, masks: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+        out = as_encoding(encode_images(pixels))
+        if random_flip:
+            # The last axis is width for images (3, H, W) and clips (F, 3, H, W) alike.
+            out.update({f"{k}_flipped": v for k, v in as_encoding(encode_images(pixels.flip(-1))).items()})
+        chosen = [samples[i] for i in indices]
+        out.update(encode_samples(chosen) if encode_samples else encode_prompts([s.caption for s in chosen]))
+        # --masked_loss: each mask averaged over the latent grid, stored beside its latents (flipped as they are)
+        if masks:
+            out[LATENT_KEY] = latent_mask(torch.stack(masks), out["latents"].shape[-2:])
+            if random_flip:
+                out[LATENT_KEY + "_flipped"] = out[LATENT_KEY].flip(-1)
+        return out
+
+    return encode
+
+
+def _row(batch: dict[str, torch.Tensor], r: int) -> dict[str, torch.Tensor]:
+    """Row ``r`` of a batch's entries, on the CPU and contiguous (as one cache file holds it)."""
+    return {k: v[r].detach().cpu().contiguous() for k, v in batch.items()}
 
 
 def _atomic_save(tensors: dict[str, torch.Tensor], path: Path, left: int = 1) -> None:

@@ -450,77 +450,59 @@ def _source(cfg) -> str:
     return f"--train_data_dir `{cfg.train_data_dir}`" if cfg.train_data_dir else f"--dataset_name `{cfg.dataset_name}`"
 
 
-def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
-    """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
+@dataclass
+class _LeftOut:
+    """The samples left out so far (``entries``, as ``quarantine.json`` lists them) and the limit they count against."""
 
-    Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
-    ``output_dir/quarantine.json`` (always written; ``[]`` when nothing was left out): unreadable
-    images or clips, truncated clips, clips too short for every frame bucket, empty captions,
-    non-finite pixels, encodings that stay non-finite when recomputed, and cached entries that are
-    unreadable or non-finite and stay so after one recompute. All of them together count against
-    ``--max_bad_samples_fraction``; above it a ``UserError`` names them.
+    total: int  # files: a kohya repeat is screened, quarantined and counted once
+    counted: str  # what ``total`` counts, as the refusal names it
+    path: Path  # output_dir/quarantine.json
+    limit: float  # --max_bad_samples_fraction
+    entries: list[dict[str, Any]] = field(default_factory=list)
 
-    Clips are cached one per encode call, each under its content id plus its (frames, height,
-    width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
-    """
-    log = lambda m: _log(accelerator, m)  # noqa: E731
-    media = (
-        media if media is not None else spec.data.data_handler(cfg, spec)
-    )  # a family may hand in its own, bound to comps
-    samples = media.list_samples()
-    # every caption file that is not UTF-8 in one paragraph (check-data shows each as a row instead)
-    refuse_unreadable_captions(samples, _source(cfg))
-    total = len(set(copy_of(samples)))  # files: a kohya repeat is screened, quarantined and counted once
-    counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
-    quarantine: list[dict[str, Any]] = []
-    path = Path(cfg.output_dir) / QUARANTINE_FILE
-
-    def stop_if_too_many() -> None:
+    def stop_if_too_many(self) -> None:
+        """Raise the one-paragraph refusal when the left-out samples are above ``--max_bad_samples_fraction``."""
         error = bad_fraction_error(
-            [(q["key"], q["reason"]) for q in quarantine],
-            total,
-            cfg.max_bad_samples_fraction,
-            what=counted,
-            where=f" Every left-out sample and why: {path}.",
+            [(q["key"], q["reason"]) for q in self.entries],
+            self.total,
+            self.limit,
+            what=self.counted,
+            where=f" Every left-out sample and why: {self.path}.",
         )
         if error is not None:
             raise error
 
+
+def _screened_samples(cfg, media, accelerator, log) -> tuple[list, list, _LeftOut]:
+    """Stage 1: list and screen the samples and choose the held-out ones; returns (training, held out, left out).
+
+    On a refusal (too many bad samples, no held-out sample) the list of left-out samples is written first."""
+    samples = media.list_samples()
+    # every caption file that is not UTF-8 in one paragraph (check-data shows each as a row instead)
+    refuse_unreadable_captions(samples, _source(cfg))
+    total = len(set(copy_of(samples)))
+    counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
+    left_out = _LeftOut(total, counted, Path(cfg.output_dir) / QUARANTINE_FILE, cfg.max_bad_samples_fraction)
     try:
-        samples = media.screen(samples, log=log, quarantine=quarantine)
-        stop_if_too_many()
+        samples = media.screen(samples, log=log, quarantine=left_out.entries)
+        left_out.stop_if_too_many()
         # the validation loss's samples: out of the training samples, or from their own folder (every rank alike)
-        samples, held = held_out.choose(media, samples, cfg, log=log, quarantine=quarantine)
+        samples, held = held_out.choose(media, samples, cfg, log=log, quarantine=left_out.entries)
     except UserError:
-        write_quarantine(cfg.output_dir, accelerator, quarantine)
+        write_quarantine(cfg.output_dir, accelerator, left_out.entries)
         raise
-    if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
-        for line in report_lines(media, samples + held, comps):
-            log(line)
-    fallback.inspect_samples(spec, comps, cfg, samples + held)  # e.g. DiT's label map must know every class
-    rank, world = accelerator.process_index, accelerator.num_processes
-    if cfg.caption_dropout_probability > 0:
-        log(caption_dropout.start_line(cfg.caption_dropout_probability))
-    if not cfg.cache_latents or not media.cacheable:
-        write_quarantine(cfg.output_dir, accelerator, quarantine)
-        return PreparedData(
-            media.raw_dataset(samples),
-            media.collate,
-            samples,
-            False,
-            quarantine,
-            groups=media.groups(samples, world_size=world, log=log),
-            held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
-        )
-    encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
+    return samples, held, left_out
+
+
+def _checked_cache_files(cfg, media, comps, samples: list, training: int, accelerator, log):
+    """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
+    ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
     namespace = cache_namespace(media.namespace_identity(comps))
     root = cache_root_for(cfg.data)
-    training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
     files = cache_files(root, namespace, samples)
     shared = held_out.shared_line(files[:training], files[training:], samples[training:])
     if shared:
         log(shared)
-
     present = [i for i, f in enumerate(files) if f.exists()]
     invalid = _drop_bad_cache_entries(files, present, samples, accelerator)
     present_set = set(present) - set(invalid)
@@ -529,6 +511,13 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         f"latent cache {root / namespace}: {len(present_set)}/{len(files)} samples already cached"
         + (f", {len(invalid)} bad cache entr{'y' if len(invalid) == 1 else 'ies'} to recompute" if invalid else "")
     )
+    return root / namespace, files, invalid, missing
+
+
+def _encode_missing(cfg, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator):
+    """Stage 3b: encode the missing cache entries, each rank its share; returns ``{index: reason}`` of the
+    samples that could not be encoded finitely, over all ranks."""
+    rank, world = accelerator.process_index, accelerator.num_processes
     accelerator.wait_for_everyone()  # all ranks agree on `missing` before anyone writes
     # One index per cache file before the ranks' shares: copies of one file on two ranks would encode it twice at once
     first = first_per_file(missing, files)
@@ -553,6 +542,11 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
     )
     failed = for_copies(_gather(accelerator, failed_local), first)
     accelerator.wait_for_everyone()
+    return failed
+
+
+def _list_failures(failed: dict[int, str], invalid: dict[int, str], samples: list, training: int, left_out) -> None:
+    """Stage 3c: add the samples that could not be encoded to the left-out list, each file once."""
     origin, listed = copy_of(samples), Counter(copy_of(samples))
     for i, reason in sorted(failed.items()):
         if origin[i] != i:
@@ -561,41 +555,83 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
             reason = f"cached entry was bad ({invalid[i]}) and recomputing it failed: {reason}"
         repeats = {"repeats": listed[i]} if listed[i] > 1 else {}
         source = {"source": "held out"} if i >= training else {}
-        quarantine.append({"key": samples[i].key, "reason": reason, **repeats, **source})
+        left_out.entries.append({"key": samples[i].key, "reason": reason, **repeats, **source})
+
+
+def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _LeftOut, accelerator, log):
+    """Stage 3: cache the training and held-out samples together (each file once) and return the cached data."""
+    encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
+    training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
+    folder, files, invalid, missing = _checked_cache_files(cfg, media, comps, samples, training, accelerator, log)
+    failed = _encode_missing(cfg, media, encoders, comps, samples, files, missing, accelerator)
+    _list_failures(failed, invalid, samples, training, left_out)
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
-        log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {path})")
-    write_quarantine(cfg.output_dir, accelerator, quarantine)
-    stop_if_too_many()
+        log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {left_out.path})")
+    write_quarantine(cfg.output_dir, accelerator, left_out.entries)
+    left_out.stop_if_too_many()
     held_keep, keep = [i for i in keep if i >= training], [i for i in keep if i < training]
     if not keep:
         raise UserError(f"No sample could be encoded; check the {media.noun}s and captions in your dataset.")
     if held and not held_keep:
         raise UserError(
-            f"No held-out {media.noun} of the validation loss could be encoded (see {path}): check them, or choose "
-            "others (--validation_split, --validation_data_dir)."
+            f"No held-out {media.noun} of the validation loss could be encoded (see {left_out.path}): check them, or "
+            "choose others (--validation_split, --validation_data_dir)."
         )
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
-        cfg.caption_dropout_probability,
-        root / namespace,
-        lambda caps: encoders.encode_prompts(comps, caps),
-        accelerator,
-        log,
+        cfg.caption_dropout_probability, folder, lambda caps: encoders.encode_prompts(comps, caps), accelerator, log
     )
-    held_data = PreparedData(
-        batch_lib.CachedLatentDataset([files[i] for i in held_keep]),
-        batch_lib.collate,
-        [samples[i] for i in held_keep],
-        True,
-    )
+    held_files, held_samples = [files[i] for i in held_keep], [samples[i] for i in held_keep]
+    held_data = PreparedData(batch_lib.CachedLatentDataset(held_files), batch_lib.collate, held_samples, True)
     return PreparedData(
         batch_lib.CachedLatentDataset([files[i] for i in keep], empty),
         batch_lib.collate,
         kept,
         True,
-        quarantine,
-        groups=media.groups(kept, world_size=world, log=log),
+        left_out.entries,
+        groups=media.groups(kept, world_size=accelerator.num_processes, log=log),
         held_out=held_data if held_keep else None,
+    )
+
+
+def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
+    """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
+
+    Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in
+    ``output_dir/quarantine.json`` (always written; ``[]`` when nothing was left out): unreadable
+    images or clips, truncated clips, clips too short for every frame bucket, empty captions,
+    non-finite pixels, encodings that stay non-finite when recomputed, and cached entries that are
+    unreadable or non-finite and stay so after one recompute. All of them together count against
+    ``--max_bad_samples_fraction``; above it a ``UserError`` names them.
+
+    Clips are cached one per encode call, each under its content id plus its (frames, height,
+    width) bucket; with several buckets ``PreparedData.groups`` holds each clip's bucket index.
+
+    The stages: screen the samples (:func:`_screened_samples`), report and inspect them, then either return
+    them raw or cache them (:func:`_cached_data`).
+    """
+    log = lambda m: _log(accelerator, m)  # noqa: E731
+    # a family may hand in its own, bound to comps
+    media = media if media is not None else spec.data.data_handler(cfg, spec)
+    samples, held, left_out = _screened_samples(cfg, media, accelerator, log)
+    if accelerator.is_main_process:  # only the main process logs them: the other ranks need not compute them
+        for line in report_lines(media, samples + held, comps):
+            log(line)
+    fallback.inspect_samples(spec, comps, cfg, samples + held)  # e.g. DiT's label map must know every class
+    if cfg.caption_dropout_probability > 0:
+        log(caption_dropout.start_line(cfg.caption_dropout_probability))
+    if cfg.cache_latents and media.cacheable:
+        return _cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log)
+    write_quarantine(cfg.output_dir, accelerator, left_out.entries)
+    world = accelerator.num_processes
+    return PreparedData(
+        media.raw_dataset(samples),
+        media.collate,
+        samples,
+        False,
+        left_out.entries,
+        groups=media.groups(samples, world_size=world, log=log),
+        held_out=PreparedData(media.raw_dataset(held), media.collate, held, False) if held else None,
     )

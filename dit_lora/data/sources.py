@@ -104,17 +104,7 @@ def load_samples(
             missing caption/image column, images without any caption, a kohya folder asking for 0 or more than
             :data:`MAX_FOLDER_REPEATS` repeats, or a dataset that fails to load.
     """
-    check_one_source(train_data_dir, dataset_name, "images with captions")
-    say = log if log is not None else _main_process_print
-    if max_train_samples is not None and (
-        isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
-    ):
-        raise UserError(
-            f"--max_train_samples must be a positive whole number, got {max_train_samples!r}. "
-            f"Leave it unset to train on every sample."
-        )
-    instance_prompt = checked_instance_prompt(instance_prompt)
-    folders: dict[str, tuple[int, str]] = {}
+    say, instance_prompt = _checked_options(train_data_dir, dataset_name, max_train_samples, instance_prompt, log)
     if train_data_dir:  # given, as check_one_source reads it (an empty path is not)
         samples, folders = _load_folder(
             os.fspath(train_data_dir),
@@ -126,22 +116,41 @@ def load_samples(
             exclude_keys=exclude_keys,
             masks=(mask_column, attach_masks),
         )
-    else:
-        assert dataset_name  # check_one_source: exactly one of the two is given
-        refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
-        samples = load_dataset_samples(
-            dataset_name,
-            dataset_config_name,
-            image_column,
-            caption_column,
-            max_train_samples,
-            cache_dir,
-            instance_prompt=instance_prompt,
-            split=dataset_split,
-            log=say,
-            caption_column_given=caption_column_given,
-            mask_column=mask_column if attach_masks else None,
+        return _numbered(samples, max_train_samples, folders, say)
+    assert dataset_name  # check_one_source: exactly one of the two is given
+    refuse_caption_extension_for_dataset(caption_extension, dataset_name, caption_column, "image")
+    samples = load_dataset_samples(
+        dataset_name,
+        dataset_config_name,
+        image_column,
+        caption_column,
+        max_train_samples,
+        cache_dir,
+        instance_prompt=instance_prompt,
+        split=dataset_split,
+        log=say,
+        caption_column_given=caption_column_given,
+        mask_column=mask_column if attach_masks else None,
+    )
+    return _numbered(samples, max_train_samples, {}, say)
+
+
+def _checked_options(train_data_dir, dataset_name, max_train_samples, instance_prompt, log):
+    """Refuse a bad source or ``--max_train_samples``; returns the ``log`` to use and the checked instance prompt."""
+    check_one_source(train_data_dir, dataset_name, "images with captions")
+    say = log if log is not None else _main_process_print
+    if max_train_samples is not None and (
+        isinstance(max_train_samples, bool) or not isinstance(max_train_samples, int) or max_train_samples < 1
+    ):
+        raise UserError(
+            f"--max_train_samples must be a positive whole number, got {max_train_samples!r}. "
+            f"Leave it unset to train on every sample."
         )
+    return say, checked_instance_prompt(instance_prompt)
+
+
+def _numbered(samples: list[RawSample], max_train_samples, folders, say) -> list[RawSample]:
+    """The first ``max_train_samples``, each kohya folder's images repeated (said through ``say``), numbered 0..N-1."""
     if max_train_samples is not None:
         samples = samples[:max_train_samples]
     if folders:

@@ -421,11 +421,7 @@ def validate_video_samples(
             message says how long the longest is and which option to lower).
     """
     samples = list(samples)
-    if min_frames is None:
-        if not buckets:
-            raise ValueError("validate_video_samples needs min_frames or buckets")
-        min_frames = min(b[0] for b in buckets)
-    largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1]) if buckets else None
+    min_frames, largest = _frames_and_largest(min_frames, buckets)
     # keyed by the file: a kohya repeat is not scanned again (check_all), it shares its first copy's scan and bucket
     scans: dict[tuple[str, str], ClipScan] = {}
 
@@ -445,21 +441,7 @@ def validate_video_samples(
         num_workers=min(4, os.cpu_count() or 1) if num_workers is None else num_workers,
         empty_hint="Point --train_data_dir at a folder of videos with captions.",
     )
-    fix = "Check the files in --train_data_dir and --max_num_frames."
-    short = [
-        scans[(s.key, s.path)].num_frames
-        for s, p in zip(samples, problems)
-        if p is not None and p.startswith("too short")
-    ]
-    # No usable clip and some merely too short: say which option to lower rather than which fraction to raise.
-    none_long_enough = bool(short) and all(p is not None for p in problems)
-    if none_long_enough:
-        longest = max(short)
-        fix = (
-            f"No clip is long enough for {frames_flag}: the longest has {longest} decodable frame(s). Lower "
-            f"--max_num_frames (or the frame counts of --frame_buckets) to at most {longest} (of the form 4k+1"
-            f"{f', e.g. {frame_rule(longest)}' if frame_rule(longest) else ''}), or use longer clips."
-        )
+    fix, none_long_enough = _screen_fix(samples, problems, scans, frames_flag)
     good = screen(
         samples,
         problems,
@@ -478,6 +460,40 @@ def validate_video_samples(
     kept = [scans[(s.key, s.path)] for s, p in zip(samples, problems) if p is None]
     stills = list(image_buckets) if image_buckets is not None else one_frame_buckets(buckets)
     return _with_buckets(good, kept, buckets, stills)
+
+
+def _frames_and_largest(min_frames: int | None, buckets: Sequence[Bucket] | None) -> tuple[int, tuple[int, int] | None]:
+    """The fewest frames a clip needs (``min_frames``, else the fewest a bucket asks for) and the largest bucket's
+    (height, width), None without buckets."""
+    if min_frames is None:
+        if not buckets:
+            raise ValueError("validate_video_samples needs min_frames or buckets")
+        min_frames = min(b[0] for b in buckets)
+    largest = max(((b[1], b[2]) for b in buckets), key=lambda hw: hw[0] * hw[1]) if buckets else None
+    return min_frames, largest
+
+
+def _screen_fix(
+    samples: list[VideoSample], problems: list[str | None], scans: dict[tuple[str, str], ClipScan], frames_flag: str
+) -> tuple[str, bool]:
+    """The fix a refusal of the clips names, and whether no clip is usable while some are merely too short (then
+    the fix says which option to lower rather than which fraction to raise)."""
+    fix = "Check the files in --train_data_dir and --max_num_frames."
+    short = [
+        scans[(s.key, s.path)].num_frames
+        for s, p in zip(samples, problems)
+        if p is not None and p.startswith("too short")
+    ]
+    # No usable clip and some merely too short: say which option to lower rather than which fraction to raise.
+    none_long_enough = bool(short) and all(p is not None for p in problems)
+    if none_long_enough:
+        longest = max(short)
+        fix = (
+            f"No clip is long enough for {frames_flag}: the longest has {longest} decodable frame(s). Lower "
+            f"--max_num_frames (or the frame counts of --frame_buckets) to at most {longest} (of the form 4k+1"
+            f"{f', e.g. {frame_rule(longest)}' if frame_rule(longest) else ''}), or use longer clips."
+        )
+    return fix, none_long_enough
 
 
 def _with_buckets(

@@ -153,8 +153,6 @@ def load_video_dataset(
         UserError: the dataset does not load, a missing video or caption column, a column that
             holds neither videos nor paths, rows without a caption or without a clip.
     """
-    import datasets  # slow import; only paid when --dataset_name is used
-
     column = video_column or "video"
     dataset = open_dataset(dataset_name, config_name, cache_dir, what="videos", split=split)
     # With --instance_prompt no caption column is needed: the video column stands in for it in the check.
@@ -168,6 +166,27 @@ def load_video_dataset(
     )
     if max_train_samples is not None and max_train_samples < len(dataset):
         dataset = dataset.select(range(max_train_samples))
+    videos, feature = _video_column(dataset, dataset_name, column)
+    captions = _row_captions(dataset, dataset_name, caption_column, instance_prompt, log)
+    placed = _placed_clips(videos, feature, dataset_name, column, clip_folder)
+    # A refused row keeps its written path as its path (never opened): screening quarantines it with the reason.
+    return [
+        VideoSample(
+            key=f"{dataset_name}[{row}]",
+            caption=caption,
+            index=i,
+            path=placed[row].path or placed[row].key,
+            refused=placed[row].refused,
+        )
+        for i, (row, caption) in enumerate(captions)
+    ]
+
+
+def _video_column(dataset, dataset_name: str, column: str):
+    """The dataset's clip column alone, with its feature: a video or image column read as ``{"path", "bytes"}``
+    (no decoder needed) or a column of paths; refused when it holds anything else."""
+    import datasets  # slow import; only paid when --dataset_name is used
+
     feature = dataset.features[column]
     videos = dataset.select_columns([column])
     media = isinstance(feature, (datasets.Video, datasets.Image))
@@ -179,18 +198,31 @@ def load_video_dataset(
             f"paths. Pass --video_column with the column of videos "
             f"(columns: {', '.join(map(repr, dataset.column_names))})."
         )
+    return videos, feature
+
+
+def _row_captions(dataset, dataset_name: str, caption_column: str, instance_prompt: str | None, log):
+    """``(row, caption)`` of every row: from the caption column, or ``--instance_prompt`` for all (said in a line)."""
+    if instance_prompt is None:
+        return dataset_captions(dataset, dataset_name, caption_column)
+    captions = [(row, instance_prompt) for row in range(len(dataset))]
+    log(
+        f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
+        f"the caption column is not read (diffusers' DreamBooth scripts do the same)"
+    )
+    return captions
+
+
+def _placed_clips(videos, feature, dataset_name: str, column: str, clip_folder) -> list[Located]:
+    """Each row's clip: a path inside the dataset's files, or its bytes written once to ``clip_folder``; refused
+    when a row has no clip."""
+    import datasets
+
+    media = isinstance(feature, (datasets.Video, datasets.Image))
     # Image bytes whose name says nothing are written as .png: the suffix marks them images, PIL reads any format.
     default_suffix = ".png" if isinstance(feature, datasets.Image) else ".mp4"
     base_dir = dataset_name if os.path.isdir(dataset_name) else os.getcwd()
     root = dataset_files_root(dataset_name) if not media else None
-    if instance_prompt is None:
-        captions = dataset_captions(dataset, dataset_name, caption_column)
-    else:
-        captions = [(row, instance_prompt) for row in range(len(dataset))]
-        log(
-            f"--instance_prompt: all {len(captions)} row(s) of --dataset_name are captioned {instance_prompt!r}; "
-            f"the caption column is not read (diffusers' DreamBooth scripts do the same)"
-        )
     paths: list[Located | None] = []
     for start in range(0, len(videos), _ROWS_PER_READ):
         for value in videos[start : start + _ROWS_PER_READ][column]:
@@ -211,17 +243,7 @@ def load_video_dataset(
             f"{len(empty)} row(s) of --dataset_name {dataset_name!r} have no video in column {column!r}: "
             f"{name_some(empty)}. Fill them in, drop those rows, or pick another --video_column."
         )
-    # A refused row keeps its written path as its path (never opened): screening quarantines it with the reason.
-    return [
-        VideoSample(
-            key=f"{dataset_name}[{row}]",
-            caption=caption,
-            index=i,
-            path=placed[row].path or placed[row].key,
-            refused=placed[row].refused,
-        )
-        for i, (row, caption) in enumerate(captions)
-    ]
+    return placed
 
 
 def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any]:

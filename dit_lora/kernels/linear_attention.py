@@ -134,6 +134,30 @@ if triton is not None:
             tl.store(o_base + rows[:, None] * so_n + col[None, :], out.to(o_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit
+    def _linear_attention_bwd_q_block(q, do, kv, kv_t, ks, eps, PRECISION: tl.constexpr):
+        """One block of query rows in backward: returns (phi(q), dL/dnum, dL/dden, dL/dq)."""
+        qp = _relu(q)
+        # Recomputing the fp32 output is one small matmul; saving it would cost a (B, N, C)
+        # fp32 buffer, and the output in the input dtype is too coarse for dden.
+        num = tl.dot(qp, kv, input_precision=PRECISION)
+        den = tl.sum(qp * ks[None, :], axis=1) + eps
+        out = num / den[:, None]
+        dnum = do / den[:, None]
+        dden = -tl.sum(do * out, axis=1) / den
+        dq = tl.dot(dnum, kv_t, input_precision=PRECISION) + dden[:, None] * ks[None, :]
+        dq = tl.where(q <= 0, 0.0, dq)
+        return qp, dnum, dden, dq
+
+    @triton.jit
+    def _linear_attention_bwd_kv_block(k, v, dkv, dkv_t, dks, PRECISION: tl.constexpr):
+        """One block of key/value rows in backward: returns (dL/dk, dL/dv)."""
+        kp = _relu(k)
+        dv = tl.dot(kp, dkv_t, input_precision=PRECISION)
+        dk = tl.dot(v, dkv, input_precision=PRECISION) + dks[None, :]
+        dk = tl.where(k <= 0, 0.0, dk)
+        return dk, dv
+
+    @triton.jit
     def _linear_attention_bwd(
         q_ptr,
         k_ptr,
@@ -191,16 +215,7 @@ if triton is not None:
             mask = (rows < n_q)[:, None] & mask_d[None, :]
             q = tl.load(q_base + rows[:, None] * sq_n + col[None, :], mask=mask, other=0.0).to(tl.float32)
             do = tl.load(do_base + rows[:, None] * sdo_n + col[None, :], mask=mask, other=0.0).to(tl.float32)
-            qp = _relu(q)
-            # Recomputing the fp32 output is one small matmul; saving it would cost a (B, N, C)
-            # fp32 buffer, and the output in the input dtype is too coarse for dden.
-            num = tl.dot(qp, kv, input_precision=PRECISION)
-            den = tl.sum(qp * ks[None, :], axis=1) + eps
-            out = num / den[:, None]
-            dnum = do / den[:, None]
-            dden = -tl.sum(do * out, axis=1) / den
-            dq = tl.dot(dnum, kv_t, input_precision=PRECISION) + dden[:, None] * ks[None, :]
-            dq = tl.where(q <= 0, 0.0, dq)
+            qp, dnum, dden, dq = _linear_attention_bwd_q_block(q, do, kv, kv_t, ks, eps, PRECISION)
             tl.store(dq_base + rows[:, None] * sdq_n + col[None, :], dq.to(dq_ptr.dtype.element_ty), mask=mask)
             dkv = tl.dot(tl.trans(dnum), qp, dkv, input_precision=PRECISION)
             dks += tl.sum(dden[:, None] * qp, axis=0)
@@ -215,10 +230,7 @@ if triton is not None:
             mask = (rows < n_kv)[:, None] & mask_d[None, :]
             k = tl.load(k_base + rows[:, None] * sk_n + col[None, :], mask=mask, other=0.0).to(tl.float32)
             v = tl.load(v_base + rows[:, None] * sv_n + col[None, :], mask=mask, other=0.0).to(tl.float32)
-            kp = _relu(k)
-            dv = tl.dot(kp, dkv_t, input_precision=PRECISION)
-            dk = tl.dot(v, dkv, input_precision=PRECISION) + dks[None, :]
-            dk = tl.where(k <= 0, 0.0, dk)
+            dk, dv = _linear_attention_bwd_kv_block(k, v, dkv, dkv_t, dks, PRECISION)
             tl.store(dk_base + rows[:, None] * sdk_n + col[None, :], dk.to(dk_ptr.dtype.element_ty), mask=mask)
             tl.store(dv_base + rows[:, None] * sdv_n + col[None, :], dv.to(dv_ptr.dtype.element_ty), mask=mask)
 

@@ -75,6 +75,28 @@ if triton is not None:
         tl.store(RSTD + rows, rstd, mask=row_ok)
 
     @triton.jit
+    def _ln_bwd_rows(DY, X, MEAN, RSTD, sample, blk, N, D, cols, col_ok, BLOCK_M: tl.constexpr):
+        """Block ``blk`` of one sample's rows in backward: returns (dy, xhat, rstd, offsets, mask), in fp32."""
+        tok = blk * BLOCK_M + tl.arange(0, BLOCK_M)
+        row_ok = tok < N
+        mask = row_ok[:, None] & col_ok[None, :]
+        rows = sample.to(tl.int64) * N + tok
+        offs = rows[:, None] * D + cols[None, :]
+        dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        return dy, xhat, rstd, offs, mask
+
+    @triton.jit
+    def _ln_dx(dxhat, xhat, rstd, D):
+        """dL/dx from dL/dxhat: LayerNorm's Jacobian removes the mean of dxhat and its component along xhat."""
+        c_mean = tl.sum(dxhat, axis=1) / D
+        c_proj = tl.sum(dxhat * xhat, axis=1) / D
+        return (dxhat - c_mean[:, None] - xhat * c_proj[:, None]) * rstd[:, None]
+
+    @triton.jit
     def _ln_mod_bwd_kernel(
         DY,
         X,
@@ -118,16 +140,7 @@ if triton is not None:
         ds_acc = tl.zeros([BLOCK_D], dtype=tl.float32)
         dt_acc = tl.zeros([BLOCK_D], dtype=tl.float32)
         for blk in range(pid, n_blocks, n_prog):
-            tok = blk * BLOCK_M + tl.arange(0, BLOCK_M)
-            row_ok = tok < N
-            mask = row_ok[:, None] & col_ok[None, :]
-            rows = sample.to(tl.int64) * N + tok
-            offs = rows[:, None] * D + cols[None, :]
-            dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
-            x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
-            mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)
-            rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            dy, xhat, rstd, offs, mask = _ln_bwd_rows(DY, X, MEAN, RSTD, sample, blk, N, D, cols, col_ok, BLOCK_M)
             if HAS_MOD:
                 dn = dy * s1[None, :]
             else:
@@ -137,10 +150,7 @@ if triton is not None:
             else:
                 dxhat = dn
             if NEED_DX:
-                # LayerNorm's Jacobian removes the mean of dxhat and its component along xhat.
-                c_mean = tl.sum(dxhat, axis=1) / D
-                c_proj = tl.sum(dxhat * xhat, axis=1) / D
-                dx = (dxhat - c_mean[:, None] - xhat * c_proj[:, None]) * rstd[:, None]
+                dx = _ln_dx(dxhat, xhat, rstd, D)
                 tl.store(DX + offs, dx.to(DX.dtype.element_ty), mask=mask)
             if NEED_DW:
                 dw_acc += tl.sum(dn * xhat, axis=0)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions, ModelOptions
@@ -123,7 +124,7 @@ def _ema(values, weight: float = 0.8) -> list[float]:
 
 def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:
     """A Hub model card with YAML metadata, a runnable usage snippet, settings and samples."""
-    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub import ModelCard
 
     repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
     base, base_model, base_note = card_base(cfg, summary)
@@ -131,50 +132,8 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     if base != cfg.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
         cfg = replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=base))
     card = spec.card  # without it: no snippet, license or family rows
-    data = ModelCardData(
-        base_model=base_model,
-        library_name=spec.info.library_name,
-        pipeline_tag=spec.info.pipeline_tag,
-        license=card.base_model_license(cfg) if card else None,
-        tags=["lora", "dit-lora", *([cfg.lora_type] if cfg.lora_type != "lora" else []), *spec.info.card_tags],
-    )
-    settings = {
-        "adapter type": type_row(cfg.lora),
-        "rank": cfg.rank,
-        "lora_alpha": _alpha_row(cfg.lora),
-        "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
-        "learning_rate": cfg.learning_rate,
-        "lr_scheduler": cfg.lr_scheduler,
-        "train_batch_size": _batch_row(cfg.train_batch_size, summary.get("train_batch_size")),
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
-        "num_processes": summary.get("num_processes"),
-        "steps": summary.get("steps"),
-        "resolution": cfg.resolution,
-        "mixed_precision": cfg.mixed_precision,
-        "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
-        "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
-        "quantized base (--quantize_base)": (
-            f"{cfg.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
-        ),
-        "transformer (--transformer_file)": _transformer_file_row(cfg.model),
-        "quantized text encoder (--quantize_text_encoder)": (
-            "nf4 during caching" if cfg.quantize_text_encoder else None
-        ),
-        "activation offloading (--activation_offloading)": (
-            "saved activations in host memory between forward and backward (values unchanged)"
-            if cfg.activation_offloading
-            else None
-        ),
-        "masked loss (--masked_loss)": _masked_row(cfg),
-        "samples left out (quarantine.json)": _quarantine_row(summary.get("quarantine")),
-        **(card.card_settings(cfg) if card else {}),
-        "final_loss": summary.get("final_loss"),
-        "validation loss (held out)": _validation_row(summary.get("validation_loss")),
-        "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
-        "rollbacks": summary.get("rollbacks"),
-        "seed": cfg.seed,
-    }
-    rows = "\n".join(f"| {k} | {v} |" for k, v in settings.items() if v is not None)
+    data = _card_metadata(spec, cfg, base_model)
+    rows = "\n".join(f"| {k} | {v} |" for k, v in _settings(spec, cfg, summary).items() if v is not None)
     samples = "\n".join(
         f"```\n{p.read_text().strip()}\n```"
         if p.suffix == ".txt"
@@ -228,6 +187,61 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     path = Path(output_dir) / MODEL_CARD_FILE
     write_text_atomic(path, str(hub_card))  # renamed into place: never written through a link planted at README.md
     return path
+
+
+def _card_metadata(spec: FamilySpec, cfg, base_model):
+    """The card's YAML metadata (a ``ModelCardData``): base model, library, pipeline tag, license and tags."""
+    from huggingface_hub import ModelCardData
+
+    card = spec.card
+    return ModelCardData(
+        base_model=base_model,
+        library_name=spec.info.library_name,
+        pipeline_tag=spec.info.pipeline_tag,
+        license=card.base_model_license(cfg) if card else None,
+        tags=["lora", "dit-lora", *([cfg.lora_type] if cfg.lora_type != "lora" else []), *spec.info.card_tags],
+    )
+
+
+def _settings(spec: FamilySpec, cfg, summary: dict) -> dict[str, Any]:
+    """The card's training-settings table, row name to value (a ``None`` value leaves its row out)."""
+    card = spec.card
+    return {
+        "adapter type": type_row(cfg.lora),
+        "rank": cfg.rank,
+        "lora_alpha": _alpha_row(cfg.lora),
+        "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
+        "learning_rate": cfg.learning_rate,
+        "lr_scheduler": cfg.lr_scheduler,
+        "train_batch_size": _batch_row(cfg.train_batch_size, summary.get("train_batch_size")),
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "num_processes": summary.get("num_processes"),
+        "steps": summary.get("steps"),
+        "resolution": cfg.resolution,
+        "mixed_precision": cfg.mixed_precision,
+        "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
+        "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "quantized base (--quantize_base)": (
+            f"{cfg.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
+        ),
+        "transformer (--transformer_file)": _transformer_file_row(cfg.model),
+        "quantized text encoder (--quantize_text_encoder)": (
+            "nf4 during caching" if cfg.quantize_text_encoder else None
+        ),
+        "activation offloading (--activation_offloading)": (
+            "saved activations in host memory between forward and backward (values unchanged)"
+            if cfg.activation_offloading
+            else None
+        ),
+        "masked loss (--masked_loss)": _masked_row(cfg),
+        "samples left out (quarantine.json)": _quarantine_row(summary.get("quarantine")),
+        **(card.card_settings(cfg) if card else {}),
+        "final_loss": summary.get("final_loss"),
+        "validation loss (held out)": _validation_row(summary.get("validation_loss")),
+        "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
+        "rollbacks": summary.get("rollbacks"),
+        "seed": cfg.seed,
+    }
 
 
 def _batch_row(flag: int, trained: int | None) -> int | str:

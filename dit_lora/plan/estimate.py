@@ -592,26 +592,15 @@ def plan_run(
     weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
     text_encoder = comps.encoders.get("text_encoder")
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
-    trainable = [p for p in comps.model.parameters() if p.requires_grad]
-    trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.use_8bit_adam)
     cached = bool(comps.encoders) and cfg.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
-    cache_weights, load_phase, mapped = dict(weights), None, list[str]()
     quantized = cfg.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
     waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
-    scale = weights["model"] / max(module_bytes(comps.model), 1)
-    sizes = block_sizes(comps.model, spec.info.block_lists)
-    cache_weights["model"] -= cache_parked(where, sizes, scale, swap["swapped_bytes"])  # parked at load
+    cache_weights, load_phase, mapped = _cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
-    if device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
-        modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
-        copied = {"model"} if quantize.enabled(cfg.model) else set()
-        copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
-        cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     plan = Plan(
         model=str(cfg.pretrained_model_name_or_path),
         activation_offloading=cfg.activation_offloading,
@@ -627,12 +616,7 @@ def plan_run(
         depth=full_depth,
         weights=weights,
         trained_component="model",
-        trainable_params=sum(p.numel() for p in trainable),
-        optimizer_bytes=moments,
-        snapshot_bytes=trainable_bytes + moments if cfg.finite_guard else 0,
-        ema_bytes=_ema_bytes(cfg, trainable, device),
-        eight_bit_adam=cfg.use_8bit_adam,
-        ddp_bytes=trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
+        **_trainable_fields(cfg, comps.model, device, num_processes, engine),
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
         encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
@@ -656,6 +640,37 @@ def plan_run(
         other, _, _ = _traces(spec, cfg, read, full_depth, (not checkpointing,))
         plan.steps = sorted([*steps, *other], key=lambda step: step.checkpointing)  # as both_settings lists them
     return plan
+
+
+def _cache_phase_weights(cfg, spec, comps, weights: dict, swap: dict, where, read_share, sub):
+    """The weights resident while the latents are cached: the base's share parked at load taken off, and on a CPU
+    what is copied or mapped from the files; returns (bytes per component, the load phase's bytes, mapped)."""
+    cache_weights, load_phase, mapped = dict(weights), None, list[str]()
+    scale = weights["model"] / max(module_bytes(comps.model), 1)
+    sizes = block_sizes(comps.model, spec.info.block_lists)
+    cache_weights["model"] -= cache_parked(where, sizes, scale, swap["swapped_bytes"])  # parked at load
+    if where.device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
+        modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
+        copied = {"model"} if quantize.enabled(cfg.model) else set()
+        copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
+        cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
+    return cache_weights, load_phase, mapped
+
+
+def _trainable_fields(cfg, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
+    """The plan's fields that follow from the trained parameters: their count, Adam's moments, the finite guard's
+    snapshot, the EMA copy and DDP's gradient buckets."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
+    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.use_8bit_adam)
+    return {
+        "trainable_params": sum(p.numel() for p in trainable),
+        "optimizer_bytes": moments,
+        "snapshot_bytes": trainable_bytes + moments if cfg.finite_guard else 0,
+        "ema_bytes": _ema_bytes(cfg, trainable, device),
+        "eight_bit_adam": cfg.use_8bit_adam,
+        "ddp_bytes": trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
+    }
 
 
 def _family_lets_blocks_wait(spec: FamilySpec, cfg: TrainConfig) -> bool:

@@ -23,96 +23,122 @@ def _flag_now(observed: dict, key: str) -> str:
 
 
 def advice_for(report: dict[str, Any]) -> list[str]:
+    """The advice lines for a diagnosis ``report``: what its classification points to, then the attention note."""
     cls = report["classification"]
-    observed = report["observed"]
-    run = report["replays"]["run_precision"]
     first = report["first_module"]
-    advice: list[str] = []
-    lr = _flag_now(observed, "learning_rate")
     if cls == "data":
-        bad = report["inputs"]["nonfinite"]
-        names = sorted({s for p in bad for s in p["samples"]})
-        keys = ", ".join(p["key"] for p in bad)
-        advice.append(
-            f"check sample(s) {', '.join(names[:MAX_NAMES])}: their {keys} hold NaN/Inf. Fix or remove the "
-            "file(s) (and their cache entries), and run `dit-lora check-data` to scan the whole dataset."
-        )
+        advice = _data_advice(report)
     elif cls == "precision":
-        where = f"module `{first['name']}` ({first['type']})" if first else "the loss or gradients"
-        fp16 = run.get("autocast_dtype") == "float16" or report.get("weights_dtype") == "float16"
-        if report.get("quantized_base"):
-            advice.append(_quantized_precision_advice(report["quantized_base"], where, fp16))
-        elif fp16:
-            advice.append(
-                f"fp16 overflows in {where} (fp16 ends at 65504) while the fp32 replay is finite: use "
-                "--mixed_precision bf16 with a BF16 checkpoint."
-            )
-        else:
-            advice.append(
-                f"{run.get('autocast_dtype') or report.get('weights_dtype') or 'reduced precision'} goes non-finite "
-                f"in {where} while the fp32 replay "
-                f"is finite: keep that module in fp32 (upcast its computation), or confirm with --mixed_precision no."
-            )
-        advice.append(f"if activations grew during training, lower --learning_rate{lr}.")
+        advice = _precision_advice(report)
     elif cls == "model/optimizer":
-        if report["nonfinite_parameters"]["count"]:
-            advice.append(
-                f"weights are already non-finite (e.g. `{report['nonfinite_parameters']['names'][0]}`): a bad "
-                "update was applied; resume from the last checkpoint (--resume_from_checkpoint latest) with a "
-                "lower --learning_rate."
-            )
-        advice.append(f"the fault reproduces in fp32: lower --learning_rate{lr}")
-        if report.get("quantized_base"):
-            scheme = report["quantized_base"]["scheme"]
-            other = "none" if scheme in ("int8", "fp8_scaled") else "int8 or none"
-            advice.append(
-                f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
-                "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
-                f"{other}"
-            )
-        mgn = observed.get("max_grad_norm")
-        if mgn is None:
-            advice.append("keep gradient clipping on (--max_grad_norm 1.0; 0 disables it)")
-        elif isinstance(mgn, (int, float)) and mgn <= 0:
-            advice.append(f"enable gradient clipping with --max_grad_norm 1.0 (now {_fmt(mgn)}: off)")
-        advice.append(
-            "check --train_backbone: unfrozen norms/embeddings at a high --backbone_learning_rate diverge "
-            "easily" + (f" (now {observed['train_backbone']})" if observed.get("train_backbone") else "")
-        )
-        if first is None and run.get("loss_finite") is False:
-            advice.append(
-                "every module output is finite but the loss is not: look at the loss computation "
-                "(timestep weighting, targets) or an injected loss fault."
-            )
-        elif first is None and run.get("first_nonfinite_grad"):
-            advice.append(
-                f"the forward pass is finite but the gradient of `{run['first_nonfinite_grad']['name']}` "
-                "is not: the backward overflows (e.g. a division by a tiny denominator)."
-            )
+        advice = _optimizer_advice(report)
     elif cls == "not reproduced":
-        seen = ", ".join(f"{k}={_fmt(v)}" for k, v in observed.items() if v is not None) or "nothing recorded"
-        advice.append(
-            "replaying the micro-batch at run precision and in fp32 gave finite loss and gradients: the fault "
-            f"was transient (e.g. a nondeterministic kernel or a hardware/communication error; the loop saw "
-            f"{seen}). If it recurs, keep --attention_canary on and disable fused kernels."
-        )
-        if observed.get("compile") not in (None, "off"):  # the replay is eager: compiled code is never replayed
-            advice.append(
-                f"the step ran compiled (--compile {observed['compile']}) and the replay eagerly: if the "
-                "fault recurs, train with --compile off to rule out the compiled code."
-            )
+        advice = _not_reproduced_advice(report["observed"])
     else:
         errors = "; ".join(r.get("error") or "" for r in report["replays"].values() if r.get("error"))
-        advice.append(
+        advice = [
             f"the replay could not finish ({errors or 'unknown error'}); rerun with a smaller "
             "--train_batch_size or on a larger device to diagnose."
-        )
+        ]
     if first and first.get("attention"):
         att = first["attention"]
         advice.append(
             f"the first non-finite output is in attention `{att['module']}` (processor {att['processor']}): "
             "run with --attention_canary, or disable fused attention kernels (force PyTorch's math SDPA) to rule "
             "out the kernel."
+        )
+    return advice
+
+
+def _data_advice(report: dict[str, Any]) -> list[str]:
+    """Non-finite inputs: the samples and their keys to fix."""
+    bad = report["inputs"]["nonfinite"]
+    names = sorted({s for p in bad for s in p["samples"]})
+    keys = ", ".join(p["key"] for p in bad)
+    return [
+        f"check sample(s) {', '.join(names[:MAX_NAMES])}: their {keys} hold NaN/Inf. Fix or remove the "
+        "file(s) (and their cache entries), and run `dit-lora check-data` to scan the whole dataset."
+    ]
+
+
+def _precision_advice(report: dict[str, Any]) -> list[str]:
+    """Non-finite at run precision, finite in fp32: the precision to change, then the learning rate."""
+    run, first = report["replays"]["run_precision"], report["first_module"]
+    where = f"module `{first['name']}` ({first['type']})" if first else "the loss or gradients"
+    fp16 = run.get("autocast_dtype") == "float16" or report.get("weights_dtype") == "float16"
+    if report.get("quantized_base"):
+        advice = [_quantized_precision_advice(report["quantized_base"], where, fp16)]
+    elif fp16:
+        advice = [
+            f"fp16 overflows in {where} (fp16 ends at 65504) while the fp32 replay is finite: use "
+            "--mixed_precision bf16 with a BF16 checkpoint."
+        ]
+    else:
+        advice = [
+            f"{run.get('autocast_dtype') or report.get('weights_dtype') or 'reduced precision'} goes non-finite "
+            f"in {where} while the fp32 replay "
+            f"is finite: keep that module in fp32 (upcast its computation), or confirm with --mixed_precision no."
+        ]
+    advice.append(
+        f"if activations grew during training, lower --learning_rate{_flag_now(report['observed'], 'learning_rate')}."
+    )
+    return advice
+
+
+def _optimizer_advice(report: dict[str, Any]) -> list[str]:
+    """The fault reproduces in fp32: the weights, learning rate, quantization, clipping and backbone to check."""
+    observed, run, first = report["observed"], report["replays"]["run_precision"], report["first_module"]
+    advice: list[str] = []
+    if report["nonfinite_parameters"]["count"]:
+        advice.append(
+            f"weights are already non-finite (e.g. `{report['nonfinite_parameters']['names'][0]}`): a bad "
+            "update was applied; resume from the last checkpoint (--resume_from_checkpoint latest) with a "
+            "lower --learning_rate."
+        )
+    advice.append(f"the fault reproduces in fp32: lower --learning_rate{_flag_now(observed, 'learning_rate')}")
+    if report.get("quantized_base"):
+        scheme = report["quantized_base"]["scheme"]
+        other = "none" if scheme in ("int8", "fp8_scaled") else "int8 or none"
+        advice.append(
+            f"the fp32 replay kept the base's {scheme} weights (--quantize_base {scheme}): if the run is "
+            "finite without --quantize_base, their quantization error is the cause; try --quantize_base "
+            f"{other}"
+        )
+    mgn = observed.get("max_grad_norm")
+    if mgn is None:
+        advice.append("keep gradient clipping on (--max_grad_norm 1.0; 0 disables it)")
+    elif isinstance(mgn, (int, float)) and mgn <= 0:
+        advice.append(f"enable gradient clipping with --max_grad_norm 1.0 (now {_fmt(mgn)}: off)")
+    advice.append(
+        "check --train_backbone: unfrozen norms/embeddings at a high --backbone_learning_rate diverge "
+        "easily" + (f" (now {observed['train_backbone']})" if observed.get("train_backbone") else "")
+    )
+    if first is None and run.get("loss_finite") is False:
+        advice.append(
+            "every module output is finite but the loss is not: look at the loss computation "
+            "(timestep weighting, targets) or an injected loss fault."
+        )
+    elif first is None and run.get("first_nonfinite_grad"):
+        advice.append(
+            f"the forward pass is finite but the gradient of `{run['first_nonfinite_grad']['name']}` "
+            "is not: the backward overflows (e.g. a division by a tiny denominator)."
+        )
+    return advice
+
+
+def _not_reproduced_advice(observed: dict[str, Any]) -> list[str]:
+    """Finite when replayed: a transient fault, and the compiled step when it ran compiled."""
+    advice: list[str] = []
+    seen = ", ".join(f"{k}={_fmt(v)}" for k, v in observed.items() if v is not None) or "nothing recorded"
+    advice.append(
+        "replaying the micro-batch at run precision and in fp32 gave finite loss and gradients: the fault "
+        f"was transient (e.g. a nondeterministic kernel or a hardware/communication error; the loop saw "
+        f"{seen}). If it recurs, keep --attention_canary on and disable fused kernels."
+    )
+    if observed.get("compile") not in (None, "off"):  # the replay is eager: compiled code is never replayed
+        advice.append(
+            f"the step ran compiled (--compile {observed['compile']}) and the replay eagerly: if the "
+            "fault recurs, train with --compile off to rule out the compiled code."
         )
     return advice
 

@@ -302,8 +302,9 @@ def resolve_for_training(cfg: TrainConfig) -> Resolved:
 
 
 def _start(resolved: Resolved) -> Run:
-    from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration, set_seed
+    """Set a run up before any model loads, in named stages: the option checks, the process group, the output
+    folder (lock, resume, push), then the checks and notes that need the resolved options."""
+    from accelerate.utils import set_seed
 
     cfg, spec, defaults = resolved.config, resolved.spec, resolved.defaults
     engine = check_engine()
@@ -312,10 +313,52 @@ def _start(resolved: Resolved) -> Run:
     ema_lib.check_options(cfg)
     out = Path(cfg.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
+    accelerator = _accelerator(cfg, engine.name, out)
+    log = _main_process_log(accelerator)
+    check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+    if engine.name == "fsdp2":
+        log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
+    resume = _claim_output_dir(cfg, out, accelerator, engine.name == "fsdp2", log)
+    for line in defaults.lines() if defaults is not None else ():
+        log(line)
+    check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
+    check_compiler(cfg.compile, accelerator.device.type)
+    quantize.check_config(
+        cfg, accelerator.device.type, spec
+    )  # before anything loads (the plan also checks backbone training)
+    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
+    hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
+    _log_start_notes(cfg, spec, log)
+    if cfg.allow_tf32 and torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+    set_seed(cfg.seed)
+    if accelerator.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+    return Run(
+        cfg=cfg,
+        accelerator=accelerator,
+        spec=spec,
+        log=log,
+        out=out,
+        started=time.perf_counter(),
+        resume=resume,
+        hooks=hooks,
+        defaults=defaults,
+        plan=plan,
+        engine=engine.name,
+    )
+
+
+def _accelerator(cfg, engine: str, out: Path):
+    """The run's ``Accelerator``, built once from the resolved config; refused when the launched processes did not
+    form one group (they would overwrite each other's output)."""
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs, ProjectConfiguration
+
     # Built once, from the resolved config (the catalogue's --gradient_accumulation_steps included). Under FSDP2
     # accelerate builds a plain multi-process state: dit-lora shards the model itself (training/fsdp2.py).
     with (
-        fsdp2.accelerate_sees_no_fsdp() if engine.name == "fsdp2" else contextlib.nullcontext(),
+        fsdp2.accelerate_sees_no_fsdp() if engine == "fsdp2" else contextlib.nullcontext(),
         plain_cpu_device(),
     ):
         accelerator = Accelerator(
@@ -335,15 +378,22 @@ def _start(resolved: Resolved) -> Run:
             f"{accelerator.num_processes}); they would overwrite each other's output. Launch with a matching "
             "accelerate config (see accelerate_configs/), e.g. `dit-lora launch --multi_gpu --num_processes N`."
         )
+    return accelerator
+
+
+def _main_process_log(accelerator) -> Callable[[str], None]:
+    """The run's ``log``: a line from the main process only, above the step bar while one is drawn."""
 
     def log(msg: str) -> None:
         if accelerator.is_main_process:
             say(msg)  # above the step bar while one is drawn
 
-    check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
-    if engine.name == "fsdp2":
-        log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
+    return log
 
+
+def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path | None:
+    """Lock ``--output_dir`` for this run, judge it and find the checkpoint to resume from (refused now when it
+    cannot be resumed), and check that a ``--push_to_hub`` can happen; returns that checkpoint or None."""
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
     # between a check and the lock would otherwise be overwritten, or its checkpoints read while they change.
     lock_note = lock_for_run(out, accelerator)
@@ -358,20 +408,16 @@ def _start(resolved: Resolved) -> Run:
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if resume is not None:  # another process count or engine: refused now, not after the model has loaded
-        check_resumable(resume, accelerator.num_processes, sharded=engine.name == "fsdp2")
+        check_resumable(resume, accelerator.num_processes, sharded=sharded)
     if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
-    for line in defaults.lines() if defaults is not None else ():
-        log(line)
-    check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
-    check_compiler(cfg.compile, accelerator.device.type)
-    quantize.check_config(
-        cfg, accelerator.device.type, spec
-    )  # before anything loads (the plan also checks backbone training)
-    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
-    hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
+    return resume
+
+
+def _log_start_notes(cfg, spec, log) -> None:
+    """The family's start notes and precision warnings, and the quantized base and text encoder, one line each."""
     for note in fallback.start_notes(spec, cfg):
         log(note)
     for note in fallback.precision_notes(spec, cfg):
@@ -380,24 +426,6 @@ def _start(resolved: Resolved) -> Run:
         log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg.model)}")
     if cfg.quantize_text_encoder:
         log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg.model)}")
-    if cfg.allow_tf32 and torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = True
-    set_seed(cfg.seed)
-    if accelerator.is_main_process:
-        out.mkdir(parents=True, exist_ok=True)
-    return Run(
-        cfg=cfg,
-        accelerator=accelerator,
-        spec=spec,
-        log=log,
-        out=out,
-        started=time.perf_counter(),
-        resume=resume,
-        hooks=hooks,
-        defaults=defaults,
-        plan=plan,
-        engine=engine.name,
-    )
 
 
 def _load(run: Run) -> None:

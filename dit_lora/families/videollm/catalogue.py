@@ -103,6 +103,27 @@ def _llama(**sizes) -> dict:
     return base
 
 
+#: the special tokens of every Qwen2.5-VL size (the same ids in each Hub config.json)
+_QWEN_TOKEN_IDS = {
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "vision_start_token_id": 151652,
+    "vision_end_token_id": 151653,
+    "vision_token_id": 151654,
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+}
+_QWEN_TOKENIZER_FILES = (
+    "added_tokens.json",
+    "chat_template.json",
+    "merges.txt",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+)
+
+
 def _qwen(
     size: str,
     *,
@@ -134,13 +155,7 @@ def _qwen(
         "tie_word_embeddings": tied,
         "torch_dtype": "bfloat16",
         "vocab_size": vocab,
-        "bos_token_id": 151643,
-        "eos_token_id": 151645,
-        "vision_start_token_id": 151652,
-        "vision_end_token_id": 151653,
-        "vision_token_id": 151654,
-        "image_token_id": 151655,
-        "video_token_id": 151656,
+        **_QWEN_TOKEN_IDS,
         "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
         "vision_config": {
             "depth": 32,
@@ -173,15 +188,7 @@ def _qwen(
         depth={"num_hidden_layers": layers},
         config=config,
         text_length=128000,
-        tokenizer_files=(
-            "added_tokens.json",
-            "chat_template.json",
-            "merges.txt",
-            "special_tokens_map.json",
-            "tokenizer.json",
-            "tokenizer_config.json",
-            "vocab.json",
-        ),
+        tokenizer_files=_QWEN_TOKENIZER_FILES,
         notes=notes,
     )
 
