@@ -78,7 +78,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--only", nargs="*", default=None, help="these configs only")
     ns = parser.parse_args()
-    results = {}
+    # --only adds to (or replaces entries of) an existing file: a baseline made in parts
+    results = json.loads(ns.out.read_text()) if ns.only and ns.out.exists() else {}
     for config in ns.only or demo_configs():
         with tempfile.TemporaryDirectory() as tmp:
             results[config] = train_and_hash(config, Path(tmp), ns.steps)
