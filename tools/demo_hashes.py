@@ -50,8 +50,6 @@ def train_and_hash(config: str, work: Path, steps: int) -> dict:
         str(data),
         "--output_dir",
         str(out),
-        "--cache_dir",
-        str(work / "cache"),
         "--max_train_steps",
         str(steps),
         "--validation_prompt",
@@ -61,6 +59,8 @@ def train_and_hash(config: str, work: Path, steps: int) -> dict:
         "--checkpointing_steps",
         "100000",
     ]
+    if "cache_dir" in values:  # a diffusion family's option only
+        args += ["--cache_dir", str(work / "cache")]
     start = time.monotonic()
     done = subprocess.run(args, cwd=work, capture_output=True, text=True)
     if done.returncode:
