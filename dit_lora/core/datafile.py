@@ -36,9 +36,7 @@ def path_of(package: str, filename: str) -> str:
     return f"{package.replace('.', '/')}/{filename}"
 
 
-def read(
-    package: str, filename: str, keys: Collection[str], shared: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def read(package: str, filename: str, keys: Collection[str], shared: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The data file ``filename`` of ``package`` with every ``$part`` replaced; ``parts`` comes back resolved too.
 
     ``keys`` are the top-level keys the file may have besides ``parts``; ``shared`` are parts every file of a kind
@@ -153,10 +151,8 @@ def typed(value: Any, hint: Any, name: str, where: str) -> Any:
     elif hint is type(None) or hint is None:
         if value is None:
             return None
-    elif hint is float and type(value) in (int, float):
-        return value
-    elif isinstance(hint, type) and type(value) is hint:
-        return value
+    elif (hint is float and type(value) is int) or (isinstance(hint, type) and type(value) is hint):
+        return value  # a JSON 1 is a float field's 1.0; a bool is no int (type, not isinstance)
     raise DataFileError(
         f"{name}: {where} is {json.dumps(value)[:60]}, not {_spelt(hint)}; write it as {_spelt(hint)} in the file."
     )
