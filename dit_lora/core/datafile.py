@@ -36,11 +36,18 @@ def path_of(package: str, filename: str) -> str:
     return f"{package.replace('.', '/')}/{filename}"
 
 
-def read(package: str, filename: str, keys: Collection[str], shared: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def read(
+    package: str,
+    filename: str,
+    keys: Collection[str],
+    shared: Mapping[str, Any] | None = None,
+    required: Collection[str] = (),
+) -> dict[str, Any]:
     """The data file ``filename`` of ``package`` with every ``$part`` replaced; ``parts`` comes back resolved too.
 
-    ``keys`` are the top-level keys the file may have besides ``parts``; ``shared`` are parts every file of a kind
-    may use (a file's own part of the same name is refused: one name, one value).
+    ``keys`` are the top-level keys the file may have besides ``parts`` (``required`` those it must have);
+    ``shared`` are parts every file of a kind may use (a file's own part of the same name is refused: one name, one
+    value).
     """
     name = path_of(package, filename)
     try:
@@ -50,6 +57,9 @@ def read(package: str, filename: str, keys: Collection[str], shared: Mapping[str
     if not isinstance(raw, dict):
         raise DataFileError(f"{name} holds a {type(raw).__name__}; a data file is one JSON object.")
     unknown(name, "the top level", raw, {"parts", *keys})
+    missing = [key for key in required if key not in raw]
+    if missing:
+        raise DataFileError(f"{name} lacks the top-level key {missing[0]!r}; the file must state it.")
     own = raw.get("parts", {})
     clash = sorted(set(own) & set(shared or {}))
     if clash:
