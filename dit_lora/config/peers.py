@@ -19,7 +19,7 @@ from typing import Any
 from dit_lora.config import peers_llamafactory as llamafactory
 from dit_lora.config import peers_memory as memory
 from dit_lora.config.owners import owners
-from dit_lora.core.datafile import path_of, read, record, typed
+from dit_lora.core.datafile import path_of, read, records, typed
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,9 @@ PEERS: dict[str, tuple[str, tuple[str, ...]]] = typed(
 #: another trainer's option name -> its dit-lora counterpart (only names that are not dit-lora options themselves);
 #: the file groups the rows by peer (``flags``: section -> name -> row)
 PEER_FLAGS: dict[str, Peer] = {
-    name: record(Peer, row, _FILE, f"flags.{section}.{name}")
-    for section, rows in typed(_DATA["flags"], dict[str, dict[str, Any]], _FILE, "flags").items()
-    for name, row in rows.items()
+    name: peer
+    for section, rows in typed(_DATA["flags"], dict[str, Any], _FILE, "flags").items()
+    for name, peer in records(Peer, rows, _FILE, f"flags.{section}").items()
 }
 
 # LLaMA-Factory's, kept in their own module (dit_lora/config/peers_llamafactory.py)

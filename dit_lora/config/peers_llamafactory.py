@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.core.datafile import path_of, read, record, typed
+from dit_lora.core.datafile import path_of, read, records, typed
 
 __all__ = ["CAVEATS", "FLAGS", "SAME_NAMES", "SOURCES", "TRAINER"]
 
@@ -37,8 +37,7 @@ SOURCES: dict[str, str] = typed(_DATA["sources"], dict[str, str], _FILE, "source
 
 #: LLaMA-Factory's option -> (dit-lora's option or None, the note, the SOURCES keys it was read in)
 FLAGS: dict[str, tuple[str | None, str, tuple[str, ...]]] = {
-    name: (row.option, row.note, row.sources)
-    for name, row in ((name, record(_Row, found, _FILE, f"flags.{name}")) for name, found in _DATA["flags"].items())
+    name: (row.option, row.note, row.sources) for name, row in records(_Row, _DATA["flags"], _FILE, "flags").items()
 }
 
 #: LLaMA-Factory options dit-lora spells the same way (same meaning unless :data:`CAVEATS` says otherwise)

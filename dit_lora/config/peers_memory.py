@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dit_lora.core.datafile import path_of, read, record, typed
+from dit_lora.core.datafile import path_of, read, records, typed
 
 __all__ = ["FLAGS", "SOURCES"]
 
@@ -38,5 +38,5 @@ SOURCES: dict[str, str] = typed(_DATA["sources"], dict[str, str], _FILE, "source
 #: the trainers' keys of "sd-scripts library/train_util.py" and the like are :data:`dit_lora.config.peers.SOURCES`'
 FLAGS: dict[str, tuple[str, str | None, str, tuple[str, ...]]] = {
     name: (row.trainers, row.option, row.note, row.sources)
-    for name, row in ((name, record(_Row, found, _FILE, f"flags.{name}")) for name, found in _DATA["flags"].items())
+    for name, row in records(_Row, _DATA["flags"], _FILE, "flags").items()
 }

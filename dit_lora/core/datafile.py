@@ -133,6 +133,12 @@ def record(cls: type[T], found: Any, name: str, where: str) -> T:
         raise DataFileError(f"{name}: {where} is refused: {err}.")
 
 
+def records(cls: type[T], found: Any, name: str, where: str) -> dict[str, T]:
+    """``{key: cls(**row)}`` for an object of rows, each checked as :func:`record` checks one."""
+    rows = typed(found, dict[str, dict[str, Any]], name, where)
+    return {key: record(cls, row, name, f"{where}.{key}") for key, row in rows.items()}
+
+
 @cache
 def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
