@@ -17,7 +17,6 @@ import json
 import types
 import typing
 from collections.abc import Collection, Mapping
-from functools import cache
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -139,9 +138,14 @@ def records(cls: type[T], found: Any, name: str, where: str) -> dict[str, T]:
     return {key: record(cls, row, name, f"{where}.{key}") for key, row in rows.items()}
 
 
-@cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """``cls``'s field annotations, evaluated once per class (a catalogue reads a few hundred records)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
 
 
 def typed(value: Any, hint: Any, name: str, where: str) -> Any:

@@ -1,5 +1,5 @@
 """Video LLM checkpoints (``videollm_lora.py``): LLaVA-NeXT-Video (llava-hf), Qwen2.5-VL (Qwen), InternVL3.5
-(OpenGVLab; its entries and sources are :mod:`~dit_lora.families.videollm.catalogue_internvl`'s), Qwen3-VL (Qwen;
+(OpenGVLab; where its facts were checked: :mod:`~dit_lora.families.videollm.catalogue_internvl`'s), Qwen3-VL (Qwen;
 :mod:`~dit_lora.families.videollm.catalogue_qwen3_vl`'s) and Qwen3-VL MoE (:mod:`~dit_lora.families.videollm.
 catalogue_qwen3_vl_moe`'s).
 
@@ -28,8 +28,9 @@ The entries themselves are data: ``catalogue.json`` beside this module (:mod:`di
 from __future__ import annotations
 
 from dit_lora.catalogue.files import read_catalogue
-from dit_lora.families.videollm.catalogue_internvl import ENTRIES as INTERNVL_ENTRIES
-from dit_lora.families.videollm.catalogue_qwen3_vl import ENTRIES as QWEN3_VL_ENTRIES
-from dit_lora.families.videollm.catalogue_qwen3_vl_moe import ENTRIES as QWEN3_VL_MOE_ENTRIES
 
-ENTRIES = read_catalogue(__name__).entries + INTERNVL_ENTRIES + QWEN3_VL_ENTRIES + QWEN3_VL_MOE_ENTRIES
+_FILE = read_catalogue(__name__)
+#: every video-LLM entry, in the file's order: LLaVA-NeXT-Video, Qwen2.5-VL, InternVL3.5, Qwen3-VL, Qwen3-VL MoE
+ENTRIES = _FILE.entries
+#: the file's parts by name (``llama_factory_defaults`` and ``llama_factory_source`` for catalogue_common.py)
+PARTS = _FILE.parts
