@@ -1,24 +1,18 @@
 """What the video-LLM catalogue entries share: the LLaMA-Factory LoRA defaults and one ``Checkpoint`` shape (one
-``config.json`` matched by its identity keys, bf16 weights, the defaults and their sources), for ``catalogue.py``,
-``catalogue_internvl.py``, ``catalogue_qwen3_vl.py`` and ``catalogue_qwen3_vl_moe.py``."""
+``config.json`` matched by its identity keys, bf16 weights, the defaults and their sources). The entries themselves
+are data now (``catalogue.json``, which states that shape per entry); :func:`video_llm_checkpoint` builds one in code."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.families.videollm.catalogue import PARTS
 
-#: LLaMA-Factory ``examples/train_lora`` (no video-LLM publisher has a LoRA recipe of its own)
-LLAMA_FACTORY_DEFAULTS: dict[str, Any] = {
-    "rank": 8,
-    "lora_alpha": 16,
-    "learning_rate": 1e-4,
-    "train_batch_size": 1,
-    "gradient_accumulation_steps": 8,
-}
-LLAMA_FACTORY_SOURCE = (
-    "LLaMA-Factory examples/train_lora (lora_rank 8, alpha 2 x rank, lr 1e-4, batch 1 x accumulation 8)"
-)
+#: LLaMA-Factory ``examples/train_lora`` (no video-LLM publisher has a LoRA recipe of its own): parts of the
+#: family's ``catalogue.json``, which its entries name
+LLAMA_FACTORY_DEFAULTS: dict[str, Any] = PARTS["llama_factory_defaults"]
+LLAMA_FACTORY_SOURCE: str = PARTS["llama_factory_source"]
 
 
 def video_llm_checkpoint(

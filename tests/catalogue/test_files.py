@@ -1,0 +1,91 @@
+"""catalogue/files.py: every family's ``catalogue.json`` reads into ``Checkpoint`` entries, field by field; a misspelt
+or mistyped key in any of them stops naming the file, the entry and the key; no data file is left unread."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+import typing
+
+import pytest
+
+from dit_lora.catalogue import data_files
+from dit_lora.catalogue.entry import Checkpoint
+from dit_lora.catalogue.files import read_catalogue
+from dit_lora.core.datafile import DataFileError
+from helpers import ROOT
+
+MODULES = data_files()
+
+
+def data_file(module: str):
+    return ROOT / module.rpartition(".")[0].replace(".", "/") / "catalogue.json"
+
+
+def copy_as_package(module: str, tmp_path, monkeypatch, edit) -> str:
+    """The catalogue module's data file, changed by ``edit(data)``, as ``<tmp>/<name>/catalogue.json``."""
+    name = "copy_" + module.split(".")[-2]
+    data = json.loads(data_file(module).read_text())
+    edit(data)
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("")
+    (tmp_path / name / "catalogue.json").write_text(json.dumps(data))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return f"{name}.catalogue"
+
+
+def test_every_catalogue_module_reads_its_data_file():
+    assert len(MODULES) >= 9
+    for module in MODULES:
+        found, loaded = read_catalogue(module), importlib.import_module(module)
+        assert found.entries, module
+        # by Hub id: a test that hands an entry's config to transformers may have changed the module's copy
+        assert [e.hub_id for e in loaded.ENTRIES] == [e.hub_id for e in found.entries], module
+        assert [e.hub_id for e in getattr(loaded, "REFUSED", [])] == [e.hub_id for e in found.refused], module
+
+
+def test_no_catalogue_data_file_is_left_unread():
+    shipped = set((ROOT / "dit_lora" / "families").glob("*/catalogue*.json"))
+    assert shipped == {data_file(m) for m in MODULES}
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_every_field_is_known_and_of_its_type(module):
+    hints = typing.get_type_hints(Checkpoint)
+    raw = json.loads(data_file(module).read_text())
+    assert set(raw) <= {"parts", "entries", "refused"}
+    found = read_catalogue(module)
+    for entry in found.entries + found.refused:
+        for field in dataclasses.fields(Checkpoint):
+            value, hint = getattr(entry, field.name), hints[field.name]
+            assert isinstance(value, typing.get_origin(hint) or hint), (entry.hub_id, field.name)
+    for listed in (raw.get("entries", []), raw.get("refused", [])):
+        for entry in listed:
+            assert set(entry) <= set(hints), entry.get("hub_id")
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_a_misspelt_key_names_the_file_the_entry_and_the_key(module, tmp_path, monkeypatch):
+    def misspell(data):
+        entry = data["entries"][-1]
+        entry["text_lenght"] = entry.pop("text_length")
+
+    copy = copy_as_package(module, tmp_path, monkeypatch, misspell)
+    with pytest.raises(DataFileError) as caught:
+        read_catalogue(copy)
+    last = len(json.loads(data_file(module).read_text())["entries"]) - 1
+    message = str(caught.value)
+    assert f"{copy.split('.')[0]}/catalogue.json" in message and f"entries[{last}]" in message, message
+    assert "unknown key 'text_lenght'" in message and "text_length" in message, message
+
+
+def test_a_value_of_another_type_names_the_key_and_the_type(tmp_path, monkeypatch):
+    def quote(data):
+        data["entries"][0]["text_length"] = "300"
+
+    copy = copy_as_package("dit_lora.families.sana.catalogue", tmp_path, monkeypatch, quote)
+    with pytest.raises(DataFileError, match=r"copy_sana/catalogue.json: entries\[0\] \(.*\)\.text_length is \"300\", not int"):
+        read_catalogue(copy)
