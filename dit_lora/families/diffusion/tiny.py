@@ -34,10 +34,12 @@ __all__ = [
     "TinyPipeline",
     "build_components",
     "build_pipeline",
+    "byte_level_bpe",
     "channel_statistics",
     "module",
     "moving_square_clips",
     "padded_vocab",
+    "resolve",
     "rewrite_json",
     "scaling_factor",
     "shapes_pixels",
@@ -97,13 +99,15 @@ def module(
     cls: str,
     config: Mapping[str, Any],
     *,
+    config_class: str | None = None,
     dtype: torch.dtype | None = None,
     then: Callable[[Any], None] | None = None,
 ) -> Part:
-    """A part built as ``cls(**config)`` in eval mode, then ``then(module)`` (a measurement: the VAE's statistics)."""
+    """A part built as ``cls(**config)`` (``cls(config_class(**config))`` for a transformers model) in eval mode,
+    then ``then(module)`` (a measurement: the VAE's statistics)."""
 
     def make(_tokenizer: Any) -> Any:
-        built = resolve(cls)(**config)
+        built = resolve(cls)(resolve(config_class)(**config)) if config_class else resolve(cls)(**config)
         built.eval()
         if then is not None:
             then(built)
@@ -176,6 +180,28 @@ def build_pipeline(path: str | Path, tiny: TinyPipeline) -> Path:
             tiny.after_save(tmp, components)
 
     return build_directory_atomically(path, MARKER, dict(tiny.marker), build)
+
+
+def byte_level_bpe(
+    texts: list[str] | tuple[str, ...], vocab_size: int, specials: tuple[str, ...] = ()
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level BPE vocabulary (``specials`` first) and its merges, trained on ``texts`` with ``tokenizers``:
+    the Qwen- and Mistral-style demo tokenizers are built from them offline, deterministically."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=1,
+        show_progress=False,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    trainer_tok.train_from_iterator(texts, trainer=trainer)
+    merges = json.loads(trainer_tok.to_str())["model"]["merges"]
+    pairs = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+    return trainer_tok.get_vocab(with_added_tokens=True), pairs
 
 
 def rewrite_json(file: Path, change: Callable[[dict[str, Any]], None], *, sort_keys: bool = False) -> None:
