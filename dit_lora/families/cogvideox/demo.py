@@ -133,7 +133,7 @@ _VAE_BASE: dict[str, Any] = {
     "sample_width": 2 * TINY_COGVIDEOX_GEOMETRY["width"],
 }
 
-# The published VAEs' scaling factors (the tiny VAE's is measured, see _vae_scaling_factor).
+# The published VAEs' scaling factors (the tiny VAE's is measured: _tiny).
 REAL_VAE_SCALING_FACTORS = {"1.0-2b": 1.15258426, "1.0-5b": 0.7, "1.5": 0.7}
 
 _SCHEDULER_BASE: dict[str, Any] = {

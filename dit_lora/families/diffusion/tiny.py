@@ -143,43 +143,43 @@ def text_model(
     return Part(name, seed, make, dtype)
 
 
-def build_components(tiny: TinyPipeline) -> dict[str, Any]:
+def build_components(description: TinyPipeline) -> dict[str, Any]:
     """The pipeline's components in memory: the tokenizer, every part (each from its own seed, in eval mode, in its
     dtype; the caller's torch RNG state restored), the scheduler and the extras."""
     components: dict[str, Any] = {}
-    tokenizer = tiny.tokenizer() if tiny.tokenizer is not None else None
+    tokenizer = description.tokenizer() if description.tokenizer is not None else None
     if tokenizer is not None:
         components["tokenizer"] = tokenizer
     with torch.random.fork_rng(devices=[]):
-        for part in tiny.parts:
-            torch.manual_seed(tiny.seed * 1000 + part.seed)
+        for part in description.parts:
+            torch.manual_seed(description.seed * 1000 + part.seed)
             components[part.name] = part.make(tokenizer)
-    for part in tiny.parts:
+    for part in description.parts:
         if part.dtype is not None:
             # nn.Module.to rather than ModelMixin.to: the latter warns about casting with .to()
             torch.nn.Module.to(components[part.name], part.dtype)
-    scheduler_class, scheduler_config = tiny.scheduler
+    scheduler_class, scheduler_config = description.scheduler
     components["scheduler"] = resolve(scheduler_class)(**scheduler_config)
-    if tiny.extras is not None:
-        components.update(tiny.extras(components))
+    if description.extras is not None:
+        components.update(description.extras(components))
     return components
 
 
-def build_pipeline(path: str | Path, tiny: TinyPipeline) -> Path:
+def build_pipeline(path: str | Path, description: TinyPipeline) -> Path:
     """Write the tiny pipeline to ``path`` and return ``path``: what ``save_pretrained`` writes (safetensors), the
     family's extra files, then the marker. Idempotent (an identical marker: nothing is rewritten) and atomic (built
     in a sibling temporary folder and renamed into place); a folder we did not build is refused
     (``FileExistsError``)."""
 
     def build(tmp: Path) -> None:
-        components = build_components(tiny)
-        saved = {name: part for name, part in components.items() if name not in tiny.apart}
-        pipe = resolve(tiny.pipeline)(**saved, **tiny.pipeline_kwargs)
+        components = build_components(description)
+        saved = {name: part for name, part in components.items() if name not in description.apart}
+        pipe = resolve(description.pipeline)(**saved, **description.pipeline_kwargs)
         pipe.save_pretrained(tmp, safe_serialization=True)
-        if tiny.after_save is not None:
-            tiny.after_save(tmp, components)
+        if description.after_save is not None:
+            description.after_save(tmp, components)
 
-    return build_directory_atomically(path, MARKER, dict(tiny.marker), build)
+    return build_directory_atomically(path, MARKER, dict(description.marker), build)
 
 
 def byte_level_bpe(
