@@ -200,7 +200,10 @@ def byte_level_bpe(
     )
     trainer_tok.train_from_iterator(texts, trainer=trainer)
     merges = json.loads(trainer_tok.to_str())["model"]["merges"]
-    pairs = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges]
+    pairs: list[tuple[str, str]] = []
+    for merge in merges:  # "a b" in older tokenizers' JSON, ["a", "b"] in newer ones
+        first, second = merge.split(" ") if isinstance(merge, str) else merge
+        pairs.append((first, second))
     return trainer_tok.get_vocab(with_added_tokens=True), pairs
 
 
