@@ -52,15 +52,13 @@ is no training size; :meth:`dit_lora.families.cogvideox.info.ModelInfo.trained_s
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.shapes import render_shape_example
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer  # shared with Wan's demo; re-exported
+from dit_lora.families.diffusion import tiny
 
 __all__ = [
     "REAL_VAE_SCALING_FACTORS",
@@ -76,7 +74,6 @@ __all__ = [
 ]
 
 TINY_COGVIDEOX_VERSION = 2  # bump when configs, init or tokenizer change
-_MARKER = "dit_lora_tiny.json"
 
 COGVIDEOX_VERSIONS = ("1.0-2b", "1.0-5b", "1.5")
 COGVIDEOX_TASKS = ("t2v", "i2v")
@@ -136,7 +133,7 @@ _VAE_BASE: dict[str, Any] = {
     "sample_width": 2 * TINY_COGVIDEOX_GEOMETRY["width"],
 }
 
-# The published VAEs' scaling factors (the tiny VAE's is measured, see _vae_scaling_factor).
+# The published VAEs' scaling factors (the tiny VAE's is measured: _tiny).
 REAL_VAE_SCALING_FACTORS = {"1.0-2b": 1.15258426, "1.0-5b": 0.7, "1.5": 0.7}
 
 _SCHEDULER_BASE: dict[str, Any] = {
@@ -201,26 +198,45 @@ def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dic
     return {"transformer": transformer, "vae": vae, "scheduler": scheduler, "text_encoder": dict(_T5)}
 
 
-# --------------------------------------------------------------------------------------
-# Components
-# --------------------------------------------------------------------------------------
-def _vae_scaling_factor(vae, seed: int) -> float:
-    """1 / std of the latents of a few static shapes clips (the SD/CogVideoX definition).
-
-    A random VAE's latent scale is arbitrary; measuring it keeps the diffusion targets at
-    about unit variance like the real VAE's 1.15258426 / 0.7 do.
-    """
+def _tiny(task: str, version: str, seed: int, dtype: torch.dtype) -> tiny.TinyPipeline:
+    """The tiny CogVideoX pipeline of ``(task, version)``, every module in ``dtype``; the VAE's ``scaling_factor`` is
+    measured on a few static shapes clips (the SD/CogVideoX definition; the real VAEs' are 1.15258426 / 0.7)."""
+    _check(task, version)
+    config = get_tiny_cogvideox_config(task, version)
     g = TINY_COGVIDEOX_GEOMETRY
-    rng = random.Random(seed)
-    clips = []
-    for _ in range(2):
-        im = render_shape_example(rng, g["height"])[0]
-        frame = torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(g["height"], g["width"], 3)
-        frame = frame.permute(2, 0, 1).float() / 127.5 - 1.0
-        clips.append(frame[:, None].expand(3, g["num_frames"], g["height"], g["width"]))
-    with torch.no_grad():
-        latents = vae.encode(torch.stack(clips)).latent_dist.mean
-    return float(f"{1.0 / latents.float().std().item():.4g}")
+
+    def measure(vae: Any) -> None:
+        frames = tiny.shapes_pixels(g["height"], seed, n=2)  # each picture held still for the whole clip
+        clips = frames[:, :, None].expand(2, 3, g["num_frames"], g["height"], g["width"])
+        with torch.no_grad():
+            latents = vae.encode(clips).latent_dist.mean
+        vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
+
+    t5_ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id"}
+    # a key of the published config that T5Config (transformers 5) no longer names but keeps and saves
+    t5_ids["decoder_start_token_id"] = "pad_token_id"
+    pipeline = "CogVideoXImageToVideoPipeline" if task == "i2v" else "CogVideoXPipeline"
+    return tiny.TinyPipeline(
+        pipeline=f"diffusers:{pipeline}",
+        marker={
+            "kind": "cogvideox",
+            "task": task,
+            "cogvideox_version": version,
+            "seed": seed,
+            "dtype": str(dtype).removeprefix("torch."),
+            "version": TINY_COGVIDEOX_VERSION,
+        },
+        seed=seed,
+        tokenizer=build_tiny_t5_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:CogVideoXTransformer3DModel", config["transformer"], dtype=dtype),
+            tiny.module("vae", 2, "diffusers:AutoencoderKLCogVideoX", config["vae"], dtype=dtype, then=measure),
+            tiny.text_model(
+                3, "transformers:T5EncoderModel", "transformers:T5Config", config["text_encoder"], t5_ids, dtype=dtype
+            ),
+        ),
+        scheduler=("diffusers:CogVideoXDDIMScheduler", config["scheduler"]),
+    )
 
 
 def build_tiny_cogvideox_components(
@@ -232,42 +248,7 @@ def build_tiny_cogvideox_components(
     and ``dtype``.  The caller's global torch RNG state is restored afterwards; each component
     is seeded separately (``seed * 1000 + k``).
     """
-    # the models from their modules: mypy types diffusers' top-level names as their no-torch placeholders
-    from diffusers import CogVideoXDDIMScheduler
-    from diffusers.models.autoencoders.autoencoder_kl_cogvideox import AutoencoderKLCogVideoX
-    from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXTransformer3DModel
-    from transformers import T5Config, T5EncoderModel
-
-    config = get_tiny_cogvideox_config(task, version)
-    tokenizer = build_tiny_t5_tokenizer()
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        transformer = CogVideoXTransformer3DModel(**config["transformer"])
-
-        torch.manual_seed(seed * 1000 + 2)
-        vae = AutoencoderKLCogVideoX(**config["vae"]).eval()
-        vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, seed))
-
-        torch.manual_seed(seed * 1000 + 3)
-        te_cfg = dict(config["text_encoder"])
-        te_cfg["vocab_size"] = -(-len(tokenizer) // 64) * 64
-        # a key of the published config that T5Config (transformers 5) no longer names but keeps and saves
-        te_cfg["decoder_start_token_id"] = tokenizer.pad_token_id
-        text_encoder = T5EncoderModel(
-            T5Config(**te_cfg, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        )
-
-    scheduler = CogVideoXDDIMScheduler(**config["scheduler"])
-    for module in (transformer, vae, text_encoder):
-        torch.nn.Module.to(module, dtype)  # nn.Module.to: ModelMixin.to warns on dtype casts
-    return {
-        "transformer": transformer.eval(),
-        "vae": vae.eval(),
-        "text_encoder": text_encoder.eval(),
-        "tokenizer": tokenizer,
-        "scheduler": scheduler,
-    }
+    return tiny.build_components(_tiny(task, version, seed, dtype))
 
 
 def build_tiny_cogvideox_pipeline(
@@ -286,23 +267,4 @@ def build_tiny_cogvideox_pipeline(
     per component (``subfolder=``).  Idempotent (same marker -> nothing rewritten) and atomic
     (built in a sibling temporary directory and renamed), like the tiny Sana builder.
     """
-    _check(task, version)
-    marker = {
-        "kind": "cogvideox",
-        "task": task,
-        "cogvideox_version": version,
-        "seed": seed,
-        "dtype": str(dtype).removeprefix("torch."),
-        "version": TINY_COGVIDEOX_VERSION,
-    }
-
-    def build(tmp: Path) -> None:
-        # from their modules: mypy types diffusers' top-level names as their no-torch placeholders
-        from diffusers.pipelines.cogvideo.pipeline_cogvideox import CogVideoXPipeline
-        from diffusers.pipelines.cogvideo.pipeline_cogvideox_image2video import CogVideoXImageToVideoPipeline
-
-        cls = CogVideoXImageToVideoPipeline if task == "i2v" else CogVideoXPipeline
-        pipe = cls(**build_tiny_cogvideox_components(task, version, seed, dtype))
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(task, version, seed, dtype))

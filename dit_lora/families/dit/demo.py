@@ -16,21 +16,17 @@ reproduces the "10 classes on a 1000-class model" situation (OpenDiT's CIFAR-10 
 from __future__ import annotations
 
 import copy
-import json
-import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.shapes import render_shape_example
+from dit_lora.families.diffusion import tiny
 
 __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", "build_tiny_dit_pipeline"]
 
 # Bump whenever the configs or the init change: builds whose marker carries another version are rebuilt.
 TINY_DIT_VERSION = 1
-_MARKER = "dit_lora_tiny.json"
 
 TINY_DIT_CONFIGS: dict[str, dict[str, Any]] = {
     "tiny": {
@@ -97,17 +93,42 @@ def get_tiny_dit_config(size: str = "tiny") -> dict[str, Any]:
     return copy.deepcopy(TINY_DIT_CONFIGS[size])
 
 
-def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
-    """1 / std of the posterior means of a few shapes images (what 0.18215 is for the SD VAE)."""
-    rng = random.Random(seed)
-    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
-    pixels = torch.stack(
-        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny DiTPipeline of ``size`` (fp32), the VAE's ``scaling_factor`` measured on the posterior means of a few
+    shapes images (what 0.18215 is for the SD VAE), saved under the real repo's legacy names."""
+    config = get_tiny_dit_config(size)
+
+    def measure(vae: Any) -> None:
+        with torch.no_grad():
+            latents = vae.encode(tiny.shapes_pixels(config["resolution"], seed)).latent_dist.mode()
+        vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
+
+    def legacy_names(folder: Path, _components: dict[str, Any]) -> None:
+        # As in facebook/DiT-XL-2-256: the legacy class name, and ImageNet-style labels in model_index.json.
+        n = config["transformer"]["num_embeds_ada_norm"]
+
+        def index(data: dict[str, Any]) -> None:
+            data["transformer"] = ["diffusers", "Transformer2DModel"]
+            data["id2label"] = {str(i): f"imagenet class {i}" for i in range(n)}
+
+        tiny.rewrite_json(folder / "model_index.json", index)
+        tiny.rewrite_json(
+            folder / "transformer" / "config.json", lambda data: data.update(_class_name="Transformer2DModel")
+        )
+
+    return tiny.TinyPipeline(
+        pipeline="diffusers:DiTPipeline",
+        marker={"kind": "dit", "size": size, "seed": seed, "version": TINY_DIT_VERSION},
+        seed=seed,
+        parts=(
+            # diffusers' class uses PyTorch's default init (no adaLN-zero), so the random model's output
+            # depends on every weight, LoRA and class embedding included.
+            tiny.module("transformer", 1, "diffusers:DiTTransformer2DModel", config["transformer"]),
+            tiny.module("vae", 2, "diffusers:AutoencoderKL", config["vae"], then=measure),
+        ),
+        scheduler=("diffusers:DDIMScheduler", SCHEDULER_CONFIG),
+        after_save=legacy_names,
     )
-    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
-    with torch.no_grad():
-        latents = vae.encode(pixels).latent_dist.mode()
-    return float(f"{1.0 / latents.float().std().item():.4g}")
 
 
 def build_tiny_dit_components(size: str = "tiny", seed: int = 0) -> dict[str, Any]:
@@ -115,41 +136,9 @@ def build_tiny_dit_components(size: str = "tiny", seed: int = 0) -> dict[str, An
 
     The caller's global torch RNG state is restored afterwards.
     """
-    from diffusers import AutoencoderKL, DDIMScheduler, DiTTransformer2DModel
-
-    config = get_tiny_dit_config(size)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        # diffusers' class uses PyTorch's default init (no adaLN-zero), so the random model's output
-        # depends on every weight, LoRA and class embedding included.
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        transformer: Any = DiTTransformer2DModel(**config["transformer"])
-        torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderKL(**config["vae"])
-        vae.eval()
-        vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, config["resolution"], seed))
-    return {"transformer": transformer.eval(), "vae": vae, "scheduler": DDIMScheduler(**SCHEDULER_CONFIG)}
+    return tiny.build_components(_tiny(size, seed))
 
 
 def build_tiny_dit_pipeline(path: str | Path, size: str = "tiny", seed: int = 0) -> Path:
     """Write a randomly initialised DiTPipeline of ``size`` to ``path`` (idempotent, atomic); return ``path``."""
-    config = get_tiny_dit_config(size)
-    marker = {"kind": "dit", "size": size, "seed": seed, "version": TINY_DIT_VERSION}
-
-    def build(tmp: Path) -> None:
-        from diffusers import DiTPipeline
-
-        pipe: Any = DiTPipeline(**build_tiny_dit_components(size, seed))  # Any: as in build_tiny_dit_components
-        pipe.save_pretrained(tmp, safe_serialization=True)
-        # As in facebook/DiT-XL-2-256: the legacy class name, and ImageNet-style labels in model_index.json.
-        index = json.loads((tmp / "model_index.json").read_text())
-        index["transformer"] = ["diffusers", "Transformer2DModel"]
-        n = config["transformer"]["num_embeds_ada_norm"]
-        index["id2label"] = {str(i): f"imagenet class {i}" for i in range(n)}
-        (tmp / "model_index.json").write_text(json.dumps(index, indent=2) + "\n")
-        tr_file = tmp / "transformer" / "config.json"
-        tr_cfg = json.loads(tr_file.read_text())
-        tr_cfg["_class_name"] = "Transformer2DModel"
-        tr_file.write_text(json.dumps(tr_cfg, indent=2) + "\n")
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(size, seed))

@@ -17,19 +17,18 @@ shrink. The tokenizers are trained offline on the demo captions (:mod:`dit_lora.
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT, render_shape_example
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+from dit_lora.families.diffusion import tiny
 
 #: bump whenever the configs, the init or the tokenizers change: cached builds of another version are rebuilt
 TINY_FLUX2_VERSION = 1
-_MARKER = "dit_lora_tiny.json"
+_BF16 = torch.bfloat16
 
 #: the scheduler config the FLUX.2 repos ship (FLUX.1-dev's, per diffusers' ``convert_flux2_to_diffusers.py``)
 SCHEDULER_CONFIG: dict[str, Any] = {
@@ -140,32 +139,16 @@ def _corpus() -> list[str]:
     return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "system", "user", "assistant"]) * 8
 
 
-def _byte_level_bpe(specials: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """A byte-level BPE vocabulary and merges trained on the demo words (deterministic), specials first."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    trainer_tok = Tokenizer(models.BPE())
-    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=600,
-        min_frequency=1,
-        show_progress=False,
-        special_tokens=list(specials),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    trainer_tok.train_from_iterator((" ".join(_corpus()), *_corpus()), trainer=trainer)
-    model = trainer_tok.get_vocab(with_added_tokens=True)
-    import json
-
-    merges = json.loads(trainer_tok.to_str())["model"]["merges"]
-    return model, [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+def _bpe(specials: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level BPE trained on the demo words, joined and one by one, ``specials`` first."""
+    return tiny.byte_level_bpe((" ".join(_corpus()), *_corpus()), 600, specials)
 
 
 def build_qwen_tokenizer():
     """A Qwen2 tokenizer (Qwen's byte-level BPE structure) with Qwen3's chat format, trained offline."""
     from transformers import Qwen2Tokenizer
 
-    vocab, merges = _byte_level_bpe(_QWEN_SPECIALS)
+    vocab, merges = _bpe(_QWEN_SPECIALS)
     tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
     tokenizer.add_special_tokens({"additional_special_tokens": list(_QWEN_SPECIALS[1:])})
     tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
@@ -183,7 +166,7 @@ def build_mistral_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab, merges = _byte_level_bpe(_MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
+    vocab, merges = _bpe(_MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
     backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -200,13 +183,11 @@ def build_mistral_tokenizer():
     return tokenizer
 
 
-def _text_encoder(variant: str, config: dict[str, Any], tokenizer) -> torch.nn.Module:
-    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, Qwen3Config, Qwen3ForCausalLM
+def _mistral(config: dict[str, Any], tokenizer) -> torch.nn.Module:
+    """The dev variant's Mistral-3 (text and vision parts), its token ids the tokenizer's."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
 
-    vocab = -(-len(tokenizer) // 64) * 64  # a row for every token id, rounded up like real vocabularies
-    if variant == "klein":
-        pad = tokenizer.pad_token_id
-        return Qwen3ForCausalLM(Qwen3Config(**config, vocab_size=vocab, pad_token_id=pad, eos_token_id=pad))
+    vocab = tiny.padded_vocab(tokenizer)
     ids = {name: tokenizer.convert_tokens_to_ids(name) for name in ("<s>", "</s>", "<pad>", "[IMG]")}
     text = dict(config["text_config"], vocab_size=vocab, bos_token_id=ids["<s>"], eos_token_id=ids["</s>"])
     special = {"bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]}
@@ -217,7 +198,7 @@ def _text_encoder(variant: str, config: dict[str, Any], tokenizer) -> torch.nn.M
         vision_feature_layer=-1,
         **special,  # PretrainedConfig keywords Mistral3Config's signature does not list
     )
-    return Mistral3ForConditionalGeneration(mistral)
+    return Mistral3ForConditionalGeneration(mistral).eval()
 
 
 def set_latent_statistics(vae, resolution: int, seed: int) -> None:
@@ -228,57 +209,52 @@ def set_latent_statistics(vae, resolution: int, seed: int) -> None:
     """
     from diffusers import Flux2Pipeline
 
-    rng = random.Random(seed)
-    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
-    pixels = torch.stack(
-        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
-    )
-    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
     with torch.no_grad():
-        latents = Flux2Pipeline._patchify_latents(vae.encode(pixels).latent_dist.mode())
+        latents = Flux2Pipeline._patchify_latents(vae.encode(tiny.shapes_pixels(resolution, seed)).latent_dist.mode())
     vae.bn.running_mean.copy_(latents.mean(dim=(0, 2, 3)))
     vae.bn.running_var.copy_(latents.var(dim=(0, 2, 3)))
+
+
+def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny ``Flux2Pipeline`` (``"dev"``) or ``Flux2KleinPipeline`` (``"klein"``): transformer and text encoder in
+    bf16, the VAE in fp32 with its latent statistics set."""
+    config = tiny_configs(variant)
+    if variant == "dev":
+        text = tiny.Part("text_encoder", 3, lambda tok: _mistral(config["text_encoder"], tok), _BF16)
+    else:
+        # Qwen3's padding token ends its sequences too
+        ids = {"pad_token_id": "pad_token_id", "eos_token_id": "pad_token_id"}
+        text = tiny.text_model(
+            3, "transformers:Qwen3ForCausalLM", "transformers:Qwen3Config", config["text_encoder"], ids, dtype=_BF16
+        )
+    return tiny.TinyPipeline(
+        pipeline="diffusers:Flux2Pipeline" if variant == "dev" else "diffusers:Flux2KleinPipeline",
+        marker={"kind": "flux2", "variant": variant, "seed": seed, "version": TINY_FLUX2_VERSION},
+        seed=seed,
+        tokenizer=build_mistral_tokenizer if variant == "dev" else build_qwen_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:Flux2Transformer2DModel", config["transformer"], dtype=_BF16),
+            tiny.module(
+                "vae",
+                2,
+                "diffusers:AutoencoderKLFlux2",
+                config["vae"],
+                then=lambda vae: set_latent_statistics(vae, config["resolution"], seed),
+            ),
+            text,
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+    )
 
 
 def build_tiny_flux2_components(variant: str = "dev", seed: int = 0) -> dict[str, Any]:
     """The five pipeline components of ``variant``, randomly initialised from ``seed`` (each component from its own
     seed), the transformer and text encoder in bf16 and the VAE in fp32; the global RNG state is restored."""
-    from diffusers import AutoencoderKLFlux2, FlowMatchEulerDiscreteScheduler, Flux2Transformer2DModel
-
-    config = tiny_configs(variant)
-    tokenizer = build_mistral_tokenizer() if variant == "dev" else build_qwen_tokenizer()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        transformer: Any = Flux2Transformer2DModel(**config["transformer"])  # Any: diffusers' dummy placeholders
-        torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderKLFlux2(**config["vae"])
-        vae.eval()
-        set_latent_statistics(vae, config["resolution"], seed)
-        torch.manual_seed(seed * 1000 + 3)
-        text_encoder = _text_encoder(variant, config["text_encoder"], tokenizer)
-    torch.nn.Module.to(transformer, torch.bfloat16)  # ModelMixin.to warns about casting; nothing is kept in fp32
-    text_encoder.to(torch.bfloat16)
-    return {
-        "transformer": transformer.eval(),
-        "text_encoder": text_encoder.eval(),
-        "vae": vae,
-        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
-        "tokenizer": tokenizer,
-    }
+    return tiny.build_components(_tiny(variant, seed))
 
 
 def build_tiny_flux2_pipeline(path: str | Path, variant: str = "dev", seed: int = 0) -> Path:
     """Write a random ``Flux2Pipeline`` (``"dev"``) or ``Flux2KleinPipeline`` (``"klein"``, ``is_distilled``
     false: a base model) to ``path`` and return it; idempotent (a marker names variant, seed and version) and
     atomic (built beside and renamed into place)."""
-    tiny_configs(variant)  # refuse an unknown variant before any work
-    marker = {"kind": "flux2", "variant": variant, "seed": seed, "version": TINY_FLUX2_VERSION}
-
-    def build(tmp: Path) -> None:
-        from diffusers import Flux2KleinPipeline, Flux2Pipeline
-
-        components = build_tiny_flux2_components(variant, seed)
-        pipe: Any = Flux2Pipeline(**components) if variant == "dev" else Flux2KleinPipeline(**components)
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(variant, seed))

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.families.diffusion import tiny
 from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
 
 __all__ = [
@@ -37,7 +37,7 @@ __all__ = [
 
 # Bump whenever the configs, the init or the tokenizer change: cached builds with another version are rebuilt.
 TINY_QWENIMAGE_VERSION = 1
-_MARKER = "dit_lora_tiny.json"
+_BF16 = torch.bfloat16
 
 #: the pipeline class of each demo variant
 EDIT_PIPELINES = {"t2i": "QwenImagePipeline", "edit": "QwenImageEditPipeline", "edit_plus": "QwenImageEditPlusPipeline"}
@@ -165,18 +165,10 @@ def _corpus() -> list[str]:
 def build_tiny_qwen_tokenizer():
     """A byte-level BPE ``Qwen2Tokenizer`` (Qwen2's pre-tokenizer, built from a vocabulary and merges trained here on the
     pipelines' prompt templates and the demo captions) with Qwen's chat and vision special tokens."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
-    trainer_tok = Tokenizer(models.BPE())
-    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=700, min_frequency=1, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    trainer_tok.train_from_iterator(_corpus(), trainer=trainer)
-    trained = json.loads(trainer_tok.to_str())["model"]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
-    tokenizer = Qwen2Tokenizer(vocab=trained["vocab"], merges=merges, padding_side="right")
+    vocab, merges = tiny.byte_level_bpe(_corpus(), 700)
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
     tokenizer.add_special_tokens({"additional_special_tokens": list(_SPECIAL[1:])})
     return tokenizer
 
@@ -185,7 +177,7 @@ def _text_encoder(tokenizer, config: dict[str, Any]):
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _SPECIAL}
-    text = dict(config["text"], vocab_size=-(-len(tokenizer) // 64) * 64, bos_token_id=ids["<|endoftext|>"])
+    text = dict(config["text"], vocab_size=tiny.padded_vocab(tokenizer), bos_token_id=ids["<|endoftext|>"])
     text["eos_token_id"] = ids["<|im_end|>"]
     qwen_config = Qwen2_5_VLConfig(
         text_config=text,
@@ -196,42 +188,52 @@ def _text_encoder(tokenizer, config: dict[str, Any]):
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-    return Qwen2_5_VLForConditionalGeneration(qwen_config)
+    return Qwen2_5_VLForConditionalGeneration(qwen_config).eval()
+
+
+def _processor(components: dict[str, Any]) -> dict[str, Any]:
+    """The Edit variants' ``processor``: the text encoder sees the control images through it."""
+    from transformers import Qwen2VLImageProcessor
+
+    image_processor = Qwen2VLImageProcessor(**{k: v for k, v in _PROCESSOR_IMAGE.items() if "_type" not in k})
+    return {"processor": image_only_processor(image_processor, components["tokenizer"])}
+
+
+def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny Qwen-Image pipeline of ``variant``: transformer and text encoder in bf16, the VAE in fp32; the Edit
+    variants save a ``QwenImagePipeline`` and then name their own class and ``processor/`` in ``model_index.json``."""
+    if variant not in EDIT_PIPELINES:
+        raise ValueError(f"unknown Qwen-Image demo variant {variant!r}; choose from {sorted(EDIT_PIPELINES)}")
+    config = tiny_qwenimage_config()
+
+    def save_edit_files(folder: Path, components: dict[str, Any]) -> None:
+        save_processor(components["processor"], folder / "processor")
+        change = {"_class_name": EDIT_PIPELINES[variant], "processor": ["transformers", "Qwen2VLProcessor"]}
+        tiny.rewrite_json(folder / "model_index.json", lambda index: index.update(change), sort_keys=True)
+
+    edit = variant != "t2i"
+    return tiny.TinyPipeline(
+        pipeline="diffusers:QwenImagePipeline",
+        marker={"kind": "qwenimage", "variant": variant, "seed": seed, "version": TINY_QWENIMAGE_VERSION},
+        seed=seed,
+        tokenizer=build_tiny_qwen_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:QwenImageTransformer2DModel", config["transformer"], dtype=_BF16),
+            tiny.module("vae", 2, "diffusers:AutoencoderKLQwenImage", config["vae"]),
+            tiny.Part("text_encoder", 3, lambda tok: _text_encoder(tok, config), _BF16),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+        extras=_processor if edit else None,
+        apart=("processor",),
+        after_save=save_edit_files if edit else None,
+    )
 
 
 def build_tiny_qwenimage_components(variant: str = "t2i", seed: int = 0) -> dict[str, Any]:
     """The pipeline's components in memory, randomly initialised from ``seed`` (each component its own seed, the
     caller's RNG state restored): transformer and text encoder in bf16, the VAE in fp32; ``processor`` for the Edit
     variants."""
-    from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
-
-    if variant not in EDIT_PIPELINES:
-        raise ValueError(f"unknown Qwen-Image demo variant {variant!r}; choose from {sorted(EDIT_PIPELINES)}")
-    config = tiny_qwenimage_config()
-    tokenizer = build_tiny_qwen_tokenizer()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        transformer: Any = QwenImageTransformer2DModel(**config["transformer"])
-        torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderKLQwenImage(**config["vae"])
-        torch.manual_seed(seed * 1000 + 3)
-        text_encoder: torch.nn.Module = _text_encoder(tokenizer, config)
-    torch.nn.Module.to(transformer, torch.bfloat16)
-    text_encoder.to(torch.bfloat16)
-    out = {
-        "transformer": transformer.eval(),
-        "text_encoder": text_encoder.eval(),
-        "vae": vae.eval(),
-        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
-        "tokenizer": tokenizer,
-    }
-    if variant != "t2i":
-        from transformers import Qwen2VLImageProcessor
-
-        image_processor = Qwen2VLImageProcessor(**{k: v for k, v in _PROCESSOR_IMAGE.items() if "_type" not in k})
-        out["processor"] = image_only_processor(image_processor, tokenizer)
-    return out
+    return tiny.build_components(_tiny(variant, seed))
 
 
 def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: int = 0) -> Path:
@@ -240,22 +242,7 @@ def build_tiny_qwenimage_pipeline(path: str | Path, variant: str = "t2i", seed: 
     What the pipeline's ``save_pretrained`` writes (safetensors) plus a ``dit_lora_tiny.json`` marker; idempotent
     (an identical marker means nothing is rewritten) and atomic (built beside and renamed into place).
     """
-    marker = {"kind": "qwenimage", "variant": variant, "seed": seed, "version": TINY_QWENIMAGE_VERSION}
-
-    def build(tmp: Path) -> None:
-        from diffusers import QwenImagePipeline
-
-        parts = build_tiny_qwenimage_components(variant, seed)
-        processor = parts.pop("processor", None)
-        pipe: Any = QwenImagePipeline(**parts)  # Any: mypy takes diffusers' classes for their dummy placeholders
-        pipe.save_pretrained(tmp, safe_serialization=True)
-        if processor is not None:  # the processor/ folder and the Edit pipeline's model_index.json
-            save_processor(processor, tmp / "processor")
-            index = json.loads((tmp / "model_index.json").read_text())
-            index.update(_class_name=EDIT_PIPELINES[variant], processor=["transformers", "Qwen2VLProcessor"])
-            (tmp / "model_index.json").write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(variant, seed))
 
 
 def add_control_images(folder: str | Path, per_sample: int = 1) -> Path:

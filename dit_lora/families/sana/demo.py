@@ -15,18 +15,17 @@ Two sizes: ``"tiny"`` (64 px; a train step takes milliseconds, for tests and the
 from __future__ import annotations
 
 import copy
-import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT, render_shape_example
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import (  # shared with the T5 demo tokenizer; re-exported
     TOKENIZER_CORPUS_EXTRA,
     build_tiny_gemma_tokenizer,
 )
+from dit_lora.families.diffusion import tiny
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -41,7 +40,7 @@ __all__ = [
 # Bump whenever the configs, the init or the tokenizer change: cached builds whose marker
 # carries another version are rebuilt.
 TINY_SANA_VERSION = 1
-_MARKER = "dit_lora_tiny.json"
+_BF16 = torch.bfloat16
 
 # --------------------------------------------------------------------------------------
 # Configs.  Structure follows the real Sana 600M/1600M configs (linear self-attention,
@@ -200,21 +199,40 @@ def build_tiny_tokenizer():
     return build_tiny_gemma_tokenizer(_tokenizer_corpus())
 
 
-def _vae_scaling_factor(vae, resolution: int, seed: int) -> float:
-    """1 / std of the latents of a few shapes images, as DC-AE defines ``scaling_factor``.
+def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
+    """The tiny SanaPipeline of ``size``: transformer and Gemma-2 text encoder in bf16, the DC-AE in fp32 (the dtypes
+    of the real BF16 repos), the DC-AE's ``scaling_factor`` measured as DC-AE defines it (the real one: 0.41407)."""
+    config = get_tiny_sana_config(size)
+    if config["text_encoder"]["hidden_size"] != config["transformer"]["caption_channels"]:
+        raise ValueError("text encoder hidden_size must equal transformer caption_channels")
+    if config["vae"]["latent_channels"] != config["transformer"]["in_channels"]:
+        raise ValueError("VAE latent_channels must equal transformer in_channels")
 
-    A random VAE's latent scale is arbitrary; normalising it keeps the flow-matching targets
-    of training at unit variance like with the real DC-AE (0.41407).
-    """
-    rng = random.Random(seed)
-    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
-    pixels = torch.stack(
-        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+    def measure(vae: Any) -> None:
+        with torch.no_grad():
+            latents = vae.encode(tiny.shapes_pixels(config["resolution"], seed)).latent
+        vae.register_to_config(scaling_factor=tiny.scaling_factor(latents))
+
+    gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
+    return tiny.TinyPipeline(
+        pipeline="diffusers:SanaPipeline",
+        marker={"kind": "sana", "size": size, "seed": seed, "version": TINY_SANA_VERSION},
+        seed=seed,
+        tokenizer=build_tiny_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:SanaTransformer2DModel", config["transformer"], dtype=_BF16),
+            tiny.module("vae", 2, "diffusers:AutoencoderDC", config["vae"], then=measure),
+            tiny.text_model(
+                3,
+                "transformers:Gemma2Model",
+                "transformers:Gemma2Config",
+                config["text_encoder"],
+                gemma_ids,
+                dtype=_BF16,
+            ),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
     )
-    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
-    with torch.no_grad():
-        latents = vae.encode(pixels).latent
-    return float(f"{1.0 / latents.float().std().item():.4g}")
 
 
 def build_tiny_sana_components(size: str = "tiny", seed: int = 0) -> dict[str, Any]:
@@ -226,51 +244,7 @@ def build_tiny_sana_components(size: str = "tiny", seed: int = 0) -> dict[str, A
     Each component is seeded separately (``seed * 1000 + k``) so that changing one config
     does not change the weights of the others.
     """
-    from diffusers import AutoencoderDC, FlowMatchEulerDiscreteScheduler, SanaTransformer2DModel
-    from transformers import Gemma2Config, Gemma2Model
-
-    config = get_tiny_sana_config(size)
-    tokenizer = build_tiny_tokenizer()
-    te_cfg = dict(config["text_encoder"])
-    if te_cfg["hidden_size"] != config["transformer"]["caption_channels"]:
-        raise ValueError("text encoder hidden_size must equal transformer caption_channels")
-    if config["vae"]["latent_channels"] != config["transformer"]["in_channels"]:
-        raise ValueError("VAE latent_channels must equal transformer in_channels")
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        transformer: Any = SanaTransformer2DModel(**config["transformer"])
-
-        torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderDC(**config["vae"])
-        vae.eval()
-        vae.register_to_config(scaling_factor=_vae_scaling_factor(vae, config["resolution"], seed))
-
-        torch.manual_seed(seed * 1000 + 3)
-        # Embedding rows for every token id, rounded up like real vocabularies.
-        te_cfg["vocab_size"] = -(-len(tokenizer) // 64) * 64
-        gemma_config = Gemma2Config(
-            **te_cfg,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-        # a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
-        text_encoder: torch.nn.Module = Gemma2Model(gemma_config)
-
-    scheduler = FlowMatchEulerDiscreteScheduler(**config["scheduler"])
-    # torch.nn.Module.to rather than ModelMixin.to: the latter warns about casting with
-    # .to() because of `_keep_in_fp32_modules`, which is empty for both models.
-    torch.nn.Module.to(transformer, torch.bfloat16)
-    text_encoder.to(torch.bfloat16)
-    return {
-        "transformer": transformer.eval(),
-        "text_encoder": text_encoder.eval(),
-        "vae": vae.eval(),  # fp32, as AutoencoderDC was built
-        "scheduler": scheduler,
-        "tokenizer": tokenizer,
-    }
+    return tiny.build_components(_tiny(size, seed))
 
 
 def build_tiny_sana_pipeline(path: str | Path, size: str = "tiny", seed: int = 0) -> Path:
@@ -283,13 +257,4 @@ def build_tiny_sana_pipeline(path: str | Path, size: str = "tiny", seed: int = 0
     Atomic: built in a temporary sibling directory and renamed into place, so concurrent
     callers (e.g. two ranks of a distributed test) are safe.
     """
-    get_tiny_sana_config(size)  # validate before doing any work
-    marker = {"kind": "sana", "size": size, "seed": seed, "version": TINY_SANA_VERSION}
-
-    def build(tmp: Path) -> None:
-        from diffusers import SanaPipeline
-
-        pipe: Any = SanaPipeline(**build_tiny_sana_components(size, seed))  # Any: as in build_tiny_sana_components
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(size, seed))

@@ -20,22 +20,28 @@ from __future__ import annotations
 
 import copy
 import inspect
-import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.shapes import COLORS
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
+from dit_lora.families.diffusion import tiny
 
 TINY_VERSION = 1  # bump when configs, init or tokenizer change
-_MARKER = "dit_lora_tiny.json"
 TINY_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
 #: the shift diffusers' conversion script writes into either scheduler
 SAMPLING_SHIFT = 8.0
 PIPELINES = {"t2v": "SanaVideoPipeline", "i2v": "SanaImageToVideoPipeline"}
+#: each task's scheduler as the conversion script writes it, both shifted by :data:`SAMPLING_SHIFT`
+_SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "t2v": (
+        "diffusers:DPMSolverMultistepScheduler",
+        {"flow_shift": SAMPLING_SHIFT, "use_flow_sigmas": True, "prediction_type": "flow_prediction"},
+    ),
+    "i2v": ("diffusers:FlowMatchEulerDiscreteScheduler", {"shift": SAMPLING_SHIFT}),
+}
 
 _TRANSFORMER: dict[str, Any] = {
     "in_channels": 16,
@@ -92,69 +98,47 @@ def _tokenizer():
     return build_tiny_gemma_tokenizer(words)
 
 
-def _latent_stats(vae, seed: int) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of the latents of a few moving-square clips: what the published lists are for the
-    real VAE (the pipelines normalise latents as ``(z - mean) / std``)."""
+def _scheduler(task: str) -> Any:
+    """The scheduler of ``task`` as the conversion script writes it."""
+    cls, config = _SCHEDULERS[task]
+    return tiny.resolve(cls)(**config)
+
+
+def _tiny(task: str, seed: int, layers: int) -> tiny.TinyPipeline:
+    """The tiny pipeline of ``task`` (fp32); the VAE's ``latents_mean`` / ``latents_std`` measured per channel on
+    moving-square clips (what the published lists are for the real VAE)."""
+    if task not in PIPELINES:
+        raise ValueError(f"unknown SANA-Video demo task {task!r}; choose from {', '.join(PIPELINES)}")
+    config = get_tiny_sanavideo_config()
     g = TINY_GEOMETRY
-    frames, size, side = g["num_frames"], g["height"], g["height"] // 4
-    rng = random.Random(seed)
-    clips = torch.empty(4, 3, frames, size, g["width"])
-    for clip in clips:
-        clip[:] = torch.tensor([rng.uniform(-1, 0) for _ in range(3)])[:, None, None, None]
-        color, row = torch.tensor([rng.uniform(0, 1) for _ in range(3)])[:, None, None], rng.randrange(size - side)
-        for f in range(frames):
-            col = round(f * (g["width"] - side) / (frames - 1))
-            clip[:, f, row : row + side, col : col + side] = color
-    with torch.no_grad():
-        per_channel = vae.encode(clips).latent_dist.mean.float().transpose(0, 1).flatten(1)
-    mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
-    std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
-    return mean, std
 
+    def measure(vae: Any) -> None:
+        clips = tiny.moving_square_clips(seed, 4, g["num_frames"], g["height"], g["width"])
+        with torch.no_grad():
+            mean, std = tiny.channel_statistics(vae.encode(clips).latent_dist.mean)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
 
-def _scheduler(task: str):
-    from diffusers import DPMSolverMultistepScheduler, FlowMatchEulerDiscreteScheduler
-
-    if task == "i2v":
-        return FlowMatchEulerDiscreteScheduler(shift=SAMPLING_SHIFT)
-    return DPMSolverMultistepScheduler(
-        flow_shift=SAMPLING_SHIFT, use_flow_sigmas=True, prediction_type="flow_prediction"
+    transformer = {**config["transformer"], "num_layers": layers}
+    gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
+    gemma = ("transformers:Gemma2Model", "transformers:Gemma2Config", config["text_encoder"], gemma_ids)
+    return tiny.TinyPipeline(
+        pipeline=f"diffusers:{PIPELINES[task]}",
+        marker={"kind": "sanavideo", "task": task, "seed": seed, "layers": layers, "version": TINY_VERSION},
+        seed=seed,
+        tokenizer=_tokenizer,
+        parts=(
+            tiny.module("transformer", 1, "diffusers:SanaVideoTransformer3DModel", transformer),
+            tiny.module("vae", 2, "diffusers:AutoencoderKLWan", config["vae"], then=measure),
+            tiny.text_model(3, *gemma),
+        ),
+        scheduler=_SCHEDULERS[task],
     )
 
 
 def build_tiny_sanavideo_components(task: str = "t2v", seed: int = 0, layers: int = 2) -> dict[str, Any]:
     """The five pipeline components, randomly initialised from ``seed`` (each module seeded on its own, the caller's
     RNG left alone), fp32 and in eval mode; ``task`` picks the scheduler as the conversion script does."""
-    from diffusers import SanaVideoTransformer3DModel
-    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
-    from transformers import Gemma2Config, Gemma2Model
-
-    config = get_tiny_sanavideo_config()
-    tokenizer = _tokenizer()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        transformer: Any = SanaVideoTransformer3DModel(**{**config["transformer"], "num_layers": layers})
-        torch.manual_seed(seed * 1000 + 2)
-        vae = AutoencoderKLWan(**config["vae"]).eval()
-        mean, std = _latent_stats(vae, seed)
-        vae.register_to_config(latents_mean=mean, latents_std=std)
-        torch.manual_seed(seed * 1000 + 3)
-        gemma = Gemma2Config(
-            **config["text_encoder"],
-            vocab_size=-(-len(tokenizer) // 64) * 64,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-        text_encoder = Gemma2Model(gemma)
-    return {
-        "transformer": transformer.eval(),
-        "vae": vae,
-        "text_encoder": text_encoder.eval(),
-        "tokenizer": tokenizer,
-        "scheduler": _scheduler(task),
-    }
+    return tiny.build_components(_tiny(task, seed, layers))
 
 
 def build_tiny_sanavideo_pipeline(path: str | Path, *, task: str = "t2v", seed: int = 0, layers: int = 2) -> Path:
@@ -162,14 +146,4 @@ def build_tiny_sanavideo_pipeline(path: str | Path, *, task: str = "t2v", seed: 
 
     Idempotent (same marker: nothing rewritten) and atomic (built in a sibling temporary folder and renamed); a
     folder we did not build is refused (``FileExistsError``), as the other tiny builders do."""
-    if task not in PIPELINES:
-        raise ValueError(f"unknown SANA-Video demo task {task!r}; choose from {', '.join(PIPELINES)}")
-    marker = {"kind": "sanavideo", "task": task, "seed": seed, "layers": layers, "version": TINY_VERSION}
-
-    def build(tmp: Path) -> None:
-        import diffusers
-
-        pipe = getattr(diffusers, PIPELINES[task])(**build_tiny_sanavideo_components(task, seed, layers))
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(task, seed, layers))

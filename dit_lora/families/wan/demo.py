@@ -58,15 +58,14 @@ well under a second on a CPU.
 from __future__ import annotations
 
 import copy
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
+from dit_lora.families.diffusion import tiny
 
 __all__ = [
     "TINY_WAN_GEOMETRY",
@@ -79,7 +78,6 @@ __all__ = [
 ]
 
 TINY_WAN_VERSION = 1  # bump when configs, init or tokenizer change
-_MARKER = "dit_lora_tiny.json"
 
 # Pixel geometry the tiny pipelines are built for: frames = 4k + 1 (4x temporal VAE), height and width
 # multiples of vae spatial factor x transformer patch (8 x 2 for 2.1, 16 x 2 for the 2.2 VAE).
@@ -223,46 +221,66 @@ def get_tiny_wan_config(variant: str = "2.1-t2v", layers: int = 1) -> dict[str, 
     }
 
 
-# --------------------------------------------------------------------------------------
-# Components
-# --------------------------------------------------------------------------------------
-def _moving_square_clips(seed: int, n: int = 4) -> torch.Tensor:
-    """``n`` clips at :data:`TINY_WAN_GEOMETRY` in [-1, 1] (``[n, 3, F, H, W]``): a square crossing a
-    plain background, like the demo's training clips (``dit_lora.data.synthetic.clips``)."""
-    g = TINY_WAN_GEOMETRY
-    frames, size = g["num_frames"], g["height"]
-    rng = random.Random(seed)
-    clips = torch.empty(n, 3, frames, size, g["width"])
-    side = size // 4
-    for clip in clips:
-        clip[:] = torch.tensor([rng.uniform(-1, 0) for _ in range(3)])[:, None, None, None]
-        color = torch.tensor([rng.uniform(0, 1) for _ in range(3)])[:, None, None]
-        row = rng.randrange(size - side)
-        for f in range(frames):
-            col = round(f * (g["width"] - side) / (frames - 1))
-            clip[:, f, row : row + side, col : col + side] = color
-    return clips
+def _image_processor(config: dict[str, Any]) -> dict[str, Any]:
+    """The tiny CLIP vision tower's processor (the real one: laion/CLIP-ViT-H-14-laion2B-s32B-b79K's)."""
+    from transformers import CLIPImageProcessor
 
-
-def _latent_stats(vae, seed: int) -> tuple[list[float], list[float]]:
-    """Per-channel mean and std of the latents of a few clips (what the published lists are for the
-    real VAEs): the pipelines normalise latents as ``(z - mean) / std``."""
-    with torch.no_grad():
-        latents = vae.encode(_moving_square_clips(seed)).latent_dist.mean.float()
-    per_channel = latents.transpose(0, 1).flatten(1)
-    mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
-    std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
-    return mean, std
-
-
-def _image_components(config: dict[str, Any]):
-    """A tiny CLIP vision tower and its processor (the real ones: laion/CLIP-ViT-H-14-laion2B-s32B-b79K)."""
-    from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModelWithProjection
-
-    encoder = CLIPVisionModelWithProjection(CLIPVisionConfig(**config))
     size = config["image_size"]
-    processor = CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
-    return encoder.eval(), processor
+    return {
+        "image_processor": CLIPImageProcessor(size={"shortest_edge": size}, crop_size={"height": size, "width": size})
+    }
+
+
+def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.TinyPipeline:
+    """The tiny pipeline of ``variant``, every module in ``dtype``; the VAE's ``latents_mean`` / ``latents_std``
+    measured per channel on moving-square clips (what the published lists are for the real VAEs)."""
+    v = _check(variant)
+    config = get_tiny_wan_config(variant, layers)
+    g = TINY_WAN_GEOMETRY
+
+    def measure(vae: Any) -> None:
+        clips = tiny.moving_square_clips(seed, 4, g["num_frames"], g["height"], g["width"])
+        with torch.no_grad():
+            mean, std = tiny.channel_statistics(vae.encode(clips).latent_dist.mean)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
+
+    def tokenizer() -> Any:
+        made = build_tiny_t5_tokenizer()
+        made.model_max_length = _TEXT_LEN
+        return made
+
+    # the two experts differ (seeds 1 and 2), as high- and low-noise models do
+    experts = ["transformer", "transformer_2"][: v.experts]
+    parts = [
+        tiny.module(name, k, "diffusers:WanTransformer3DModel", config["transformer"], dtype=dtype)
+        for k, name in enumerate(experts, start=1)
+    ]
+    parts.append(tiny.module("vae", 3, "diffusers:AutoencoderKLWan", config["vae"], dtype=dtype, then=measure))
+    ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
+    umt5 = config["text_encoder"]
+    parts.append(tiny.text_model(4, "transformers:UMT5EncoderModel", "transformers:UMT5Config", umt5, ids, dtype=dtype))
+    if config["image_encoder"] is not None:
+        clip, clip_config = "transformers:CLIPVisionModelWithProjection", "transformers:CLIPVisionConfig"
+        parts.append(
+            tiny.module("image_encoder", 5, clip, config["image_encoder"], config_class=clip_config, dtype=dtype)
+        )
+    return tiny.TinyPipeline(
+        pipeline=f"diffusers:{v.pipeline}",
+        marker={
+            "kind": "wan",
+            "variant": variant,
+            "seed": seed,
+            "dtype": str(dtype).removeprefix("torch."),
+            "layers": layers,
+            "version": TINY_WAN_VERSION,
+        },
+        seed=seed,
+        tokenizer=tokenizer,
+        parts=tuple(parts),
+        scheduler=("diffusers:UniPCMultistepScheduler", config["scheduler"]),
+        pipeline_kwargs=config["pipeline"],
+        extras=(lambda _: _image_processor(config["image_encoder"])) if config["image_encoder"] is not None else None,
+    )
 
 
 def build_tiny_wan_components(
@@ -276,42 +294,7 @@ def build_tiny_wan_components(
     **components, **get_tiny_wan_config(variant)["pipeline"])`` is the pipeline.  The caller's global
     torch RNG is left alone; each module is seeded separately (``seed * 1000 + k``).
     """
-    # AutoencoderKLWan from its module: mypy types diffusers' top-level names as their no-torch placeholders
-    from diffusers import UniPCMultistepScheduler, WanTransformer3DModel
-    from diffusers.models.autoencoders.autoencoder_kl_wan import AutoencoderKLWan
-    from transformers import UMT5Config, UMT5EncoderModel
-
-    v = _check(variant)
-    config = get_tiny_wan_config(variant, layers)
-    tokenizer = build_tiny_t5_tokenizer()
-    tokenizer.model_max_length = _TEXT_LEN
-
-    comps: dict[str, Any] = {"tokenizer": tokenizer, "scheduler": UniPCMultistepScheduler(**config["scheduler"])}
-    with torch.random.fork_rng(devices=[]):
-        for k, name in enumerate(["transformer", "transformer_2"][: v.experts], start=1):
-            torch.manual_seed(seed * 1000 + k)  # the two experts differ, as high/low-noise models do
-            comps[name] = WanTransformer3DModel(**config["transformer"])
-
-        torch.manual_seed(seed * 1000 + 3)
-        vae = AutoencoderKLWan(**config["vae"]).eval()
-        mean, std = _latent_stats(vae, seed)
-        vae.register_to_config(latents_mean=mean, latents_std=std)
-        comps["vae"] = vae
-
-        torch.manual_seed(seed * 1000 + 4)
-        te = dict(config["text_encoder"], vocab_size=-(-len(tokenizer) // 64) * 64)
-        ids = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id}
-        comps["text_encoder"] = UMT5EncoderModel(UMT5Config(**te, **ids, decoder_start_token_id=ids["pad_token_id"]))
-
-        if config["image_encoder"] is not None:
-            torch.manual_seed(seed * 1000 + 5)
-            comps["image_encoder"], comps["image_processor"] = _image_components(config["image_encoder"])
-
-    for module in comps.values():
-        if isinstance(module, torch.nn.Module):
-            torch.nn.Module.to(module, dtype)  # nn.Module.to: ModelMixin.to warns on dtype casts
-            module.eval()
-    return comps
+    return tiny.build_components(_tiny(variant, seed, dtype, layers))
 
 
 def build_tiny_wan_pipeline(
@@ -331,21 +314,4 @@ def build_tiny_wan_pipeline(
     a stale build of ours (another variant, seed, ...) is replaced, a folder we did not build is
     refused (``FileExistsError``), as the other tiny builders do.
     """
-    _check(variant)
-    if layers < 1:
-        raise ValueError(f"layers must be at least 1, got {layers}")
-    marker = {
-        "kind": "wan",
-        "variant": variant,
-        "seed": seed,
-        "dtype": str(dtype).removeprefix("torch."),
-        "layers": layers,
-        "version": TINY_WAN_VERSION,
-    }
-
-    def build(tmp: Path) -> None:
-        comps = build_tiny_wan_components(variant, seed, dtype, layers)
-        pipe = wan_pipeline_class(variant)(**comps, **get_tiny_wan_config(variant, layers)["pipeline"])
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(variant, seed, dtype, layers))

@@ -17,13 +17,12 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+from dit_lora.families.diffusion import tiny
 
 #: bump when the configs, the init or the tokenizer change: builds with another version are rebuilt
 TINY_ZIMAGE_VERSION = 1
-_MARKER = "dit_lora_tiny.json"
 
 #: Qwen3's chat template, the part ZImagePipeline uses: one user turn, then the generation prompt; with
 #: ``enable_thinking`` false Qwen3 adds an empty think block (the pipeline passes true: nothing is added)
@@ -135,69 +134,51 @@ def build_tiny_qwen3_tokenizer():
     )
 
 
+def _init_pad_tokens(transformer: Any) -> None:
+    # diffusers zero-initialises nothing that matters here, but the pad tokens start at zero: give them values
+    # so a padding bug changes the output
+    torch.nn.init.normal_(transformer.x_pad_token, std=0.02)
+    torch.nn.init.normal_(transformer.cap_pad_token, std=0.02)
+
+
+def _latent_statistics(vae: Any) -> None:
+    """``shift_factor`` and ``scaling_factor`` as the FLUX.1 VAE defines them (mean and 1/std of its latents) on a
+    few demo images, so a random VAE's latents train at unit scale like the real one's."""
+    with torch.no_grad():
+        latents = vae.encode(tiny.shapes_pixels(TINY_ZIMAGE_CONFIG["resolution"], 0)).latent_dist.mode()
+    vae.register_to_config(
+        shift_factor=float(f"{latents.mean().item():.4g}"), scaling_factor=tiny.scaling_factor(latents)
+    )
+
+
+def _tiny(seed: int) -> tiny.TinyPipeline:
+    """The tiny ZImagePipeline (fp32)."""
+    config = get_tiny_zimage_config()
+    vae = dict(config["vae"], scaling_factor=1.0, shift_factor=0.0)
+    ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id"}
+    return tiny.TinyPipeline(
+        pipeline="diffusers:ZImagePipeline",
+        marker={"kind": "zimage", "seed": seed, "version": TINY_ZIMAGE_VERSION},
+        seed=seed,
+        tokenizer=build_tiny_qwen3_tokenizer,
+        parts=(
+            tiny.module(
+                "transformer", 1, "diffusers:ZImageTransformer2DModel", config["transformer"], then=_init_pad_tokens
+            ),
+            tiny.module("vae", 2, "diffusers:AutoencoderKL", vae, then=_latent_statistics),
+            tiny.text_model(3, "transformers:Qwen3Model", "transformers:Qwen3Config", config["text_encoder"], ids),
+        ),
+        scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
+    )
+
+
 def build_tiny_zimage_components(seed: int = 0) -> dict[str, Any]:
     """The five ZImagePipeline components in memory, randomly initialised from ``seed`` (fp32, eval mode; the
     caller's torch RNG state is restored; each component seeded on its own)."""
-    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, ZImageTransformer2DModel
-    from transformers import Qwen3Config, Qwen3Model
-
-    config = get_tiny_zimage_config()
-    tokenizer = build_tiny_qwen3_tokenizer()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed * 1000 + 1)
-        transformer: Any = ZImageTransformer2DModel(**config["transformer"])
-        # diffusers zero-initialises nothing that matters here, but the pad tokens start at zero: give them values
-        # so a padding bug changes the output
-        torch.nn.init.normal_(transformer.x_pad_token, std=0.02)
-        torch.nn.init.normal_(transformer.cap_pad_token, std=0.02)
-        torch.manual_seed(seed * 1000 + 2)
-        vae: Any = AutoencoderKL(**config["vae"], scaling_factor=1.0, shift_factor=0.0)
-        vae.eval()
-        vae.register_to_config(**_latent_statistics(vae, config["resolution"]))
-        torch.manual_seed(seed * 1000 + 3)
-        te_cfg = dict(config["text_encoder"], vocab_size=-(-len(tokenizer) // 64) * 64)
-        text_encoder: torch.nn.Module = Qwen3Model(
-            Qwen3Config(**te_cfg, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-        )
-    return {
-        "transformer": transformer.eval(),
-        "text_encoder": text_encoder.eval(),
-        "vae": vae,
-        "scheduler": FlowMatchEulerDiscreteScheduler(**config["scheduler"]),
-        "tokenizer": tokenizer,
-    }
-
-
-def _latent_statistics(vae, resolution: int) -> dict[str, float]:
-    """``shift_factor`` and ``scaling_factor`` as the FLUX.1 VAE defines them (mean and 1/std of its latents) on a
-    few demo images, so a random VAE's latents train at unit scale like the real one's."""
-    import random
-
-    from dit_lora.data.synthetic.shapes import render_shape_example
-
-    rng = random.Random(0)
-    images = [render_shape_example(rng, resolution)[0] for _ in range(8)]
-    pixels = torch.stack(
-        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
-    )
-    pixels = pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
-    with torch.no_grad():
-        latents = vae.encode(pixels).latent_dist.mode()
-    return {
-        "shift_factor": float(f"{latents.mean().item():.4g}"),
-        "scaling_factor": float(f"{1.0 / latents.std().item():.4g}"),
-    }
+    return tiny.build_components(_tiny(seed))
 
 
 def build_tiny_zimage_pipeline(path: str | Path, seed: int = 0) -> Path:
     """Write a random tiny ZImagePipeline to ``path`` (``save_pretrained``, safetensors, plus a marker) and return
     it; idempotent for the same ``(seed, version)``, built in a temporary sibling and renamed into place."""
-    marker = {"kind": "zimage", "seed": seed, "version": TINY_ZIMAGE_VERSION}
-
-    def build(tmp: Path) -> None:
-        from diffusers import ZImagePipeline
-
-        pipe: Any = ZImagePipeline(**build_tiny_zimage_components(seed))
-        pipe.save_pretrained(tmp, safe_serialization=True)
-
-    return build_directory_atomically(path, _MARKER, marker, build)
+    return tiny.build_pipeline(path, _tiny(seed))

@@ -1,0 +1,260 @@
+"""Tiny random diffusers pipelines built from a short description: what every diffusion family's ``demo.py`` shares.
+
+A family states its tiny model as a :class:`TinyPipeline`: the pipeline class ``model_index.json`` names, the
+marker that makes the build idempotent, the tokenizer, the scheduler, and each module as a :class:`Part` (how it is
+built, the seed offset it is built under, the dtype it is stored in). :func:`build_components` builds the parts in
+memory, each under ``torch.manual_seed(seed * 1000 + part.seed)`` inside a forked RNG (so changing one part's config
+changes no other part's weights, and the caller's RNG state is left alone), and :func:`build_pipeline` writes what
+the pipeline's ``save_pretrained`` writes, plus the family's extra files and the marker, atomically and idempotently
+(:func:`~dit_lora.data.synthetic.build_directory_atomically`).
+
+The measurements a random VAE needs so that training sees latents of about unit scale (the scaling factor, the
+per-channel statistics) are the helpers below, on the demo's own pictures and clips. Classes are named as
+``"module:Class"`` strings and imported on use: importing a family's ``demo.py`` imports neither diffusers nor
+transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.data.synthetic import build_directory_atomically
+
+__all__ = [
+    "MARKER",
+    "Part",
+    "TinyPipeline",
+    "build_components",
+    "build_pipeline",
+    "byte_level_bpe",
+    "channel_statistics",
+    "module",
+    "moving_square_clips",
+    "padded_vocab",
+    "resolve",
+    "rewrite_json",
+    "scaling_factor",
+    "shapes_pixels",
+    "text_model",
+]
+
+#: the marker file of a tiny folder: an identical one means the folder is complete and is not rebuilt
+MARKER = "dit_lora_tiny.json"
+
+
+def resolve(name: str) -> Any:
+    """The object ``"package.module:Attribute"`` names (imported now)."""
+    module_name, _, attr = name.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One module of a tiny pipeline: its keyword in the pipeline (``transformer``, ``vae``, ``text_encoder`` ...),
+    the seed offset it is built under, ``make(tokenizer)`` that builds it (and measures what it needs to), and the
+    dtype it is stored in (None: as built)."""
+
+    name: str
+    seed: int
+    make: Callable[[Any], Any]
+    dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True)
+class TinyPipeline:
+    """A family's tiny pipeline, stated as data.
+
+    ``pipeline``: the class whose ``save_pretrained`` writes the folder (``"diffusers:SanaPipeline"``); ``marker``:
+    what the folder's marker records (kind, variant, seed, version: a different one rebuilds); ``seed``: the build's
+    seed; ``tokenizer``: builds the tokenizer (None: the pipeline has none); ``parts``: the modules; ``scheduler``:
+    the scheduler class and its config; ``pipeline_kwargs``: further arguments of the pipeline (Wan's
+    ``boundary_ratio``); ``extras(components)``: components built after the parts, without a seed (processors);
+    ``apart``: components saved by ``after_save`` rather than by the pipeline; ``after_save(folder, components)``:
+    the family's files beside the saved pipeline (another class name, a processor folder).
+    """
+
+    pipeline: str
+    marker: Mapping[str, Any]
+    seed: int
+    parts: tuple[Part, ...]
+    scheduler: tuple[str, Mapping[str, Any]]
+    tokenizer: Callable[[], Any] | None = None
+    pipeline_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    extras: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    apart: tuple[str, ...] = ()
+    after_save: Callable[[Path, dict[str, Any]], None] | None = None
+
+
+def module(
+    name: str,
+    seed: int,
+    cls: str,
+    config: Mapping[str, Any],
+    *,
+    config_class: str | None = None,
+    dtype: torch.dtype | None = None,
+    then: Callable[[Any], None] | None = None,
+) -> Part:
+    """A part built as ``cls(**config)`` (``cls(config_class(**config))`` for a transformers model) in eval mode,
+    then ``then(module)`` (a measurement: the VAE's statistics)."""
+
+    def make(_tokenizer: Any) -> Any:
+        built = resolve(cls)(resolve(config_class)(**config)) if config_class else resolve(cls)(**config)
+        built.eval()
+        if then is not None:
+            then(built)
+        return built
+
+    return Part(name, seed, make, dtype)
+
+
+def padded_vocab(tokenizer: Any) -> int:
+    """An embedding row for every token id, rounded up to a multiple of 64 as real vocabularies are."""
+    return -(-len(tokenizer) // 64) * 64
+
+
+def text_model(
+    seed: int,
+    model: str,
+    config: str,
+    values: Mapping[str, Any],
+    ids: Mapping[str, str],
+    *,
+    dtype: torch.dtype | None = None,
+    name: str = "text_encoder",
+) -> Part:
+    """A transformers text model ``model(config(**values, vocab_size=..., **token ids))``: its vocabulary covers the
+    tokenizer (:func:`padded_vocab`) and ``ids`` maps each config keyword to the tokenizer attribute it takes
+    (``{"pad_token_id": "pad_token_id"}``)."""
+
+    def make(tokenizer: Any) -> Any:
+        token_ids = {key: getattr(tokenizer, attr) for key, attr in ids.items()}
+        built = resolve(model)(resolve(config)(**values, vocab_size=padded_vocab(tokenizer), **token_ids))
+        return built.eval()
+
+    return Part(name, seed, make, dtype)
+
+
+def build_components(description: TinyPipeline) -> dict[str, Any]:
+    """The pipeline's components in memory: the tokenizer, every part (each from its own seed, in eval mode, in its
+    dtype; the caller's torch RNG state restored), the scheduler and the extras."""
+    components: dict[str, Any] = {}
+    tokenizer = description.tokenizer() if description.tokenizer is not None else None
+    if tokenizer is not None:
+        components["tokenizer"] = tokenizer
+    with torch.random.fork_rng(devices=[]):
+        for part in description.parts:
+            torch.manual_seed(description.seed * 1000 + part.seed)
+            components[part.name] = part.make(tokenizer)
+    for part in description.parts:
+        if part.dtype is not None:
+            # nn.Module.to rather than ModelMixin.to: the latter warns about casting with .to()
+            torch.nn.Module.to(components[part.name], part.dtype)
+    scheduler_class, scheduler_config = description.scheduler
+    components["scheduler"] = resolve(scheduler_class)(**scheduler_config)
+    if description.extras is not None:
+        components.update(description.extras(components))
+    return components
+
+
+def build_pipeline(path: str | Path, description: TinyPipeline) -> Path:
+    """Write the tiny pipeline to ``path`` and return ``path``: what ``save_pretrained`` writes (safetensors), the
+    family's extra files, then the marker. Idempotent (an identical marker: nothing is rewritten) and atomic (built
+    in a sibling temporary folder and renamed into place); a folder we did not build is refused
+    (``FileExistsError``)."""
+
+    def build(tmp: Path) -> None:
+        components = build_components(description)
+        saved = {name: part for name, part in components.items() if name not in description.apart}
+        pipe = resolve(description.pipeline)(**saved, **description.pipeline_kwargs)
+        pipe.save_pretrained(tmp, safe_serialization=True)
+        if description.after_save is not None:
+            description.after_save(tmp, components)
+
+    return build_directory_atomically(path, MARKER, dict(description.marker), build)
+
+
+def byte_level_bpe(
+    texts: list[str] | tuple[str, ...], vocab_size: int, specials: tuple[str, ...] = ()
+) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A byte-level BPE vocabulary (``specials`` first) and its merges, trained on ``texts`` with ``tokenizers``:
+    the Qwen- and Mistral-style demo tokenizers are built from them offline, deterministically."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    trainer_tok = Tokenizer(models.BPE())
+    trainer_tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=1,
+        show_progress=False,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    trainer_tok.train_from_iterator(texts, trainer=trainer)
+    merges = json.loads(trainer_tok.to_str())["model"]["merges"]
+    pairs: list[tuple[str, str]] = []
+    for merge in merges:  # "a b" in older tokenizers' JSON, ["a", "b"] in newer ones
+        first, second = merge.split(" ") if isinstance(merge, str) else merge
+        pairs.append((first, second))
+    return trainer_tok.get_vocab(with_added_tokens=True), pairs
+
+
+def rewrite_json(file: Path, change: Callable[[dict[str, Any]], None], *, sort_keys: bool = False) -> None:
+    """Read ``file``, apply ``change`` to its object in place and write it back (indent 2, a final newline)."""
+    data = json.loads(file.read_text())
+    change(data)
+    file.write_text(json.dumps(data, indent=2, sort_keys=sort_keys) + "\n")
+
+
+# --------------------------------------------------------------------------------------
+# What a random VAE is measured on: the demo's pictures and clips
+# --------------------------------------------------------------------------------------
+def shapes_pixels(resolution: int, seed: int, n: int = 8) -> torch.Tensor:
+    """``n`` shapes pictures (the demo data set's kind) of ``resolution`` px, ``[n, 3, H, W]`` in [-1, 1]."""
+    from dit_lora.data.synthetic.shapes import render_shape_example
+
+    rng = random.Random(seed)
+    images = [render_shape_example(rng, resolution)[0] for _ in range(n)]
+    pixels = torch.stack(
+        [torch.frombuffer(bytearray(im.tobytes()), dtype=torch.uint8).view(resolution, resolution, 3) for im in images]
+    )
+    return pixels.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+
+
+def moving_square_clips(seed: int, n: int, frames: int, height: int, width: int) -> torch.Tensor:
+    """``n`` clips of a square crossing a plain background, like the demo's training clips
+    (``dit_lora.data.synthetic.clips``), ``[n, 3, F, H, W]`` in [-1, 1]."""
+    rng = random.Random(seed)
+    clips = torch.empty(n, 3, frames, height, width)
+    side = height // 4
+    for clip in clips:
+        clip[:] = torch.tensor([rng.uniform(-1, 0) for _ in range(3)])[:, None, None, None]
+        color = torch.tensor([rng.uniform(0, 1) for _ in range(3)])[:, None, None]
+        row = rng.randrange(height - side)
+        for f in range(frames):
+            col = round(f * (width - side) / (frames - 1))
+            clip[:, f, row : row + side, col : col + side] = color
+    return clips
+
+
+def scaling_factor(latents: torch.Tensor) -> float:
+    """1 / std of ``latents`` to four digits: a VAE's ``scaling_factor`` as SD, DC-AE and CogVideoX define it (a
+    random VAE's latent scale is arbitrary; this keeps the diffusion targets at about unit variance)."""
+    return float(f"{1.0 / latents.float().std().item():.4g}")
+
+
+def channel_statistics(latents: torch.Tensor) -> tuple[list[float], list[float]]:
+    """Per-channel mean and std (at least 1e-3) of ``[n, C, ...]`` latents to four digits: a VAE's ``latents_mean``
+    and ``latents_std`` (the pipelines normalise latents as ``(z - mean) / std``)."""
+    per_channel = latents.float().transpose(0, 1).flatten(1)
+    mean = [float(f"{m:.4g}") for m in per_channel.mean(1).tolist()]
+    std = [float(f"{max(s, 1e-3):.4g}") for s in per_channel.std(1).tolist()]
+    return mean, std
