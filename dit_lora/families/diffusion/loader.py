@@ -91,13 +91,14 @@ class PipelineParts:
 
 @dataclass
 class LoadedParts:
-    """What :func:`load_pipeline` loaded, handed to the family's :meth:`KitModel.build_components`."""
+    """What :func:`load_pipeline` loaded, handed to the family's :meth:`KitModel.build_components` (the modules as
+    ``Any``: diffusers' and transformers' classes, whose ``config`` the families read)."""
 
     #: the transformer(s) by key: ``{"transformer": ...}``, or Wan A14B's ``{"high": ..., "low": ...}``
-    transformers: dict[str, torch.nn.Module]
-    vae: torch.nn.Module
+    transformers: dict[str, Any]
+    vae: Any
     #: by subfolder, in the order the parts list them
-    text_encoders: dict[str, torch.nn.Module] = field(default_factory=dict)
+    text_encoders: dict[str, Any] = field(default_factory=dict)
     #: by subfolder
     tokenizers: dict[str, Any] = field(default_factory=dict)
     #: what :meth:`KitModel.extra_encoders` loaded (a processor, an image encoder)
@@ -105,12 +106,12 @@ class LoadedParts:
     scheduler_config: dict = field(default_factory=dict)
 
     @property
-    def transformer(self) -> torch.nn.Module:
+    def transformer(self) -> Any:
         """The (first) transformer."""
         return next(iter(self.transformers.values()))
 
     @property
-    def text_encoder(self) -> torch.nn.Module | None:
+    def text_encoder(self) -> Any:
         """The first text encoder (None for a class-conditional model such as DiT)."""
         return next(iter(self.text_encoders.values()), None)
 
@@ -216,7 +217,7 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
     path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
     common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle: it can run code when it is read
     try:
-        transformers = {}
+        transformers: dict[str, Any] = {}
         cls = model_class("diffusers", parts.transformer)
         for key, subfolder in model.transformer_folders(cfg).items():
             # torch_dtype loads straight into the weight dtype: no fp32 copy of the transformer on the way

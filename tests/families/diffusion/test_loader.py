@@ -5,6 +5,8 @@ through it, so a new lever edits one place."""
 from __future__ import annotations
 
 import contextlib
+import inspect
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,7 +16,8 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import loader
-from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.registry import available, get_family
 
 
 class Recorder:
@@ -241,3 +244,30 @@ def test_the_folder_checks_follow_the_description(monkeypatch):
         ("safetensors", ("transformer", "vae", "text_encoder"), "Toy"),
         ("tokenizer", "toy/Toy", "tokenizer", None),
     ]
+
+
+def test_every_diffusion_family_loads_through_the_kit():
+    """Each registered diffusion family's model component is a KitModel that keeps the kit's load_components and
+    states its parts: a new lever (quantization, parking, block swap) edits the kit, not the families."""
+    diffusion = [name for name in available() if isinstance(get_family(name).model, DiffusionModel)]
+    assert len(diffusion) >= 8, diffusion
+    for name in diffusion:
+        model = get_family(name).model
+        assert isinstance(model, loader.KitModel), name
+        assert type(model).load_components is loader.KitModel.load_components, name
+        parts = model.pipeline_parts(TrainConfig.for_family(name))
+        assert isinstance(parts, loader.PipelineParts) and parts.kind, name
+
+
+def test_no_family_source_calls_the_load_levers():
+    """The load-time levers appear in no diffusion family's source: only the kit calls them."""
+    levers = ("diffusers_loading(", "after_loading(", "keep_4bit_layout(", "park_for_load(", "load_error(")
+    folders = {
+        Path(inspect.getfile(type(get_family(name).model))).parent
+        for name in available()
+        if isinstance(get_family(name).model, DiffusionModel)
+    }
+    for folder in folders:
+        for path in folder.glob("*.py"):
+            text = path.read_text()
+            assert not [lever for lever in levers if lever in text], path
