@@ -11,7 +11,6 @@ import torch
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note
 from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.cogvideox.demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
@@ -32,20 +31,9 @@ from dit_lora.families.cogvideox.sizes import (
     size_flags,
 )
 from dit_lora.families.cogvideox.state import CogVideoXRun
-from dit_lora.families.diffusion.components import (
-    DiffusionModel,
-    DiffusionNotes,
-    DiffusionPrecision,
-)
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-    stored_dtype,
-)
-from dit_lora.modeling import cache_parking, quantize
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 
 def build_components(cfg, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
@@ -54,7 +42,6 @@ def build_components(cfg, transformer, vae, text_encoder, scheduler_cfg: dict, d
     from diffusers import CogVideoXDDIMScheduler  # heavy: only when a model is built
 
     transformer.requires_grad_(False)
-    quantize.keep_4bit_layout(transformer, text_encoder)
     vae.requires_grad_(False).eval()
     text_encoder.requires_grad_(False).eval()
     if cfg.family_options.enable_slicing:
@@ -77,9 +64,10 @@ def build_components(cfg, transformer, vae, text_encoder, scheduler_cfg: dict, d
     )
 
 
-class CogVideoXModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks (task, transformer, text length, sizes), then the pipeline's
-    modules loaded in the run's dtype. ``task``: ``"t2v"`` or ``"i2v"``."""
+class CogVideoXModel(KitModel):
+    """``FamilySpec.model``: the folder's checks (task, transformer, text length, sizes), then (the kit's loader,
+    :data:`PARTS`) the transformer, VAE and T5 in the run's weight dtype, the tokenizer and the checkpoint's
+    scheduler config. ``task``: ``"t2v"`` or ``"i2v"``."""
 
     def __init__(self, info: FamilyInfo, task: str, video: CogVideoXVideo) -> None:
         super().__init__(info)
@@ -88,11 +76,7 @@ class CogVideoXModel(DiffusionModel):
     def validate_config(self, cfg) -> None:
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
         path = cfg.pretrained_model_name_or_path
-        check_pipeline_folder(
-            cfg.model, "CogVideoX", EXAMPLE_IDS[self.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
-        )
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "CogVideoX")
-        check_tokenizer_packages(path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         info = self.video.model_info(cfg)
         self._check_task(cfg, info)
         buckets = self.video.video_buckets(cfg)
@@ -161,52 +145,16 @@ class CogVideoXModel(DiffusionModel):
     def check_validation_image(self, cfg) -> None:
         """Text-to-video has no conditioning image (image-to-video checks ``--validation_image``)."""
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer, VAE and T5 in the run's weight dtype, frozen on ``device``, the tokenizer, the checkpoint's
-        scheduler; what the run decides in its :class:`~.state.CogVideoXRun`."""
-        from diffusers import (  # heavy: only when a run loads
-            AutoencoderKLCogVideoX,
-            CogVideoXDDIMScheduler,
-            CogVideoXTransformer3DModel,
-        )
-        from transformers import AutoTokenizer, T5EncoderModel
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS` of the family's task."""
+        return PARTS[self.task]
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
-        try:
-            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
-                transformer = CogVideoXTransformer3DModel.from_pretrained(
-                    path,
-                    subfolder="transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            vae = AutoencoderKLCogVideoX.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", dtype), **common
-            )
-            # a Module: mypy reads the functools.wraps around PreTrainedModel.to as a function taking the model first
-            text_encoder: torch.nn.Module = T5EncoderModel.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("CogVideoX", cfg.model, err) from None
-        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
-        quantize.after_loading(cfg.model, transformer, CogVideoXPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        text_encoder.to(device)
-        comps = build_components(cfg, transformer, vae, text_encoder, scheduler_cfg, device)
-        comps.encoders["tokenizer"] = tokenizer
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`build_components` (the checkpoint's scheduler, :class:`~.state.CogVideoXRun`) and the tokenizer."""
+        comps = build_components(
+            cfg, loaded.transformer, loaded.vae, loaded.text_encoder, loaded.scheduler_config, device
+        )
+        comps.encoders["tokenizer"] = loaded.tokenizers["tokenizer"]
         return comps
 
 
@@ -217,6 +165,24 @@ class CogVideoXPrecision(DiffusionPrecision):
         """Transformer, VAE and T5 in the run's weight dtype, as the reference trainers."""
         weight = cfg.weight_dtype
         return {"model": weight, "vae": weight, "text_encoder": weight}
+
+
+#: each task's pipeline folder, as the kit's loader reads it: everything in the run's weight dtype, as the reference
+#: trainers; the scheduler config as CogVideoXDDIMScheduler reads it (training needs only its alphas_cumprod)
+PARTS = {
+    task: PipelineParts(
+        kind="CogVideoX",
+        example_id=example_id,
+        folder_listing="transformer/, vae/, text_encoder/, tokenizer/, scheduler/",
+        transformer="CogVideoXTransformer3DModel",
+        vae="AutoencoderKLCogVideoX",
+        vae_dtype="weight",
+        text_encoders=(TextEncoder("T5EncoderModel"),),
+        scheduler="CogVideoXDDIMScheduler",
+        precision=CogVideoXPrecision(),
+    )
+    for task, example_id in EXAMPLE_IDS.items()
+}
 
 
 class CogVideoXDefaults:

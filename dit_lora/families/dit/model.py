@@ -10,11 +10,11 @@ import torch
 
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.sources import class_folder_names
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.dit.classes import (
     class_count_error,
@@ -32,10 +32,8 @@ from dit_lora.families.dit.state import DiTRun
 from dit_lora.modelfiles.pipeline_files import (
     check_pipeline_folder,
     check_safetensors,
-    load_error,
     read_component_config,
 )
-from dit_lora.modeling import cache_parking, quantize
 
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
@@ -68,7 +66,6 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
         for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
         if scheduler_cfg.get(k) is not None
     }
-    quantize.keep_4bit_layout(transformer)
     transformer.requires_grad_(False)
     vae.requires_grad_(False).eval()
     base_num_classes = int(transformer.config.num_embeds_ada_norm)
@@ -88,8 +85,9 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
     )
 
 
-class DiTModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then the transformer (weight dtype) and the AutoencoderKL (fp32)."""
+class DiTModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer in the run's
+    weight dtype and the AutoencoderKL in fp32; class-conditional, no text encoder."""
 
     def validate_config(self, cfg) -> None:
         """A class-conditional, epsilon-prediction DiTPipeline folder of safetensors, at its native resolution, with
@@ -104,7 +102,7 @@ class DiTModel(DiffusionModel):
                 "run's generator so a resume is exact. A second dropout would stack on it. Remove "
                 "--caption_dropout_probability."
             )
-        check_pipeline_folder(cfg.model, "DiT", "facebook/DiT-XL-2-256", "transformer/, vae/, scheduler/")
+        check_pipeline_folder(cfg.model, PARTS.kind, PARTS.example_id, PARTS.folder_listing)
         tr_cfg = read_component_config(cfg.model, "transformer")
         if tr_cfg is not None and (
             tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero" or not tr_cfg.get("num_embeds_ada_norm")
@@ -121,7 +119,7 @@ class DiTModel(DiffusionModel):
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
         self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
-        check_safetensors(cfg.model, ("transformer", "vae"), "DiT")
+        check_safetensors(cfg.model, PARTS.weight_folders(), PARTS.kind)
         self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
         sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
@@ -158,38 +156,14 @@ class DiTModel(DiffusionModel):
         if map_to_pretrained(names, known) is None:
             raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer in the run's weight dtype and the AutoencoderKL in fp32, frozen on ``device``; what the
-        checkpoint says (label dropout, learned sigma, class count, scheduler) in the run's :class:`DiTRun`."""
-        # Diffusers' models import slowly: only when a run loads
-        from diffusers import AutoencoderKL, DiTTransformer2DModel
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path = cfg.pretrained_model_name_or_path
-        common = {"revision": cfg.revision}
-        try:
-            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
-                transformer = DiTTransformer2DModel.from_pretrained(
-                    path,
-                    subfolder="transformer",
-                    **dtype_kwarg("diffusers", cfg.weight_dtype),
-                    variant=cfg.variant,
-                    use_safetensors=True,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            vae = AutoencoderKL.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), use_safetensors=True, **common
-            )
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("DiT", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
-        quantize.after_loading(cfg.model, transformer, DiTPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        return dit_components(transformer, vae, scheduler_cfg, device)
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`dit_components`: what the checkpoint says (label dropout, learned sigma, class count, scheduler)
+        in the run's :class:`DiTRun`."""
+        return dit_components(loaded.transformer, loaded.vae, loaded.scheduler_config, device)
 
 
 class DiTPrecision(DiffusionPrecision):
@@ -198,6 +172,17 @@ class DiTPrecision(DiffusionPrecision):
     def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
         """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
         return {"model": cfg.weight_dtype, "vae": torch.float32}
+
+
+#: DiT's pipeline folder, as the kit's loader reads it: class-conditional, so no text encoder or tokenizer
+PARTS = PipelineParts(
+    kind="DiT",
+    example_id="facebook/DiT-XL-2-256",
+    folder_listing="transformer/, vae/, scheduler/",
+    transformer="DiTTransformer2DModel",
+    vae="AutoencoderKL",
+    precision=DiTPrecision(),
+)
 
 
 class DiTDefaults:

@@ -10,23 +10,15 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-)
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
+from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.modeling.flow_matching import training_scheduler
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 #: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
 LATENT_STRIDE = 16
@@ -53,74 +45,39 @@ def check_resolution(resolution: int) -> None:
     )
 
 
-class Flux2Model(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then transformer, VAE, text encoder and tokenizer loaded."""
+class Flux2Model(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and text
+    encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics normalise the latents), and the
+    tokenizer."""
 
     def validate_config(self, cfg) -> None:
         """A diffusers FLUX.2 folder of safetensors whose tokenizer can load, at a size the pipelines take."""
-        check_pipeline_folder(
-            cfg.model, "FLUX.2", "black-forest-labs/FLUX.2-klein-base-4B", "transformer/, vae/, text_encoder/"
-        )
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "FLUX.2")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         check_resolution(cfg.resolution)
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer and text encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics
-        normalise the latents), all frozen on ``device``; what the folder is in the run's :class:`Flux2Run`."""
-        import transformers
-        from diffusers import AutoencoderKLFlux2, Flux2Transformer2DModel  # heavy: only when a run loads
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path, dtype, pipeline = cfg.pretrained_model_name_or_path, cfg.weight_dtype, folder_pipeline(cfg.model)
+    def text_encoder_class(self, cfg, encoder: TextEncoder) -> str:
+        """The class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else the folder's pipeline's."""
         index = read_component_config(cfg.model, "", "model_index.json") or {}
-        encoder_class = getattr(transformers, (index.get("text_encoder") or [None, TEXT_ENCODERS[pipeline]])[1])
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never pickle: it can run code when read
-        try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
-                transformer = load_transformer(
-                    Flux2Transformer2DModel,
-                    cfg.model,
-                    "transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            vae = AutoencoderKLFlux2.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-            )
-            text_encoder = encoder_class.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            # the tokenizer alone, also for dev's PixtralProcessor folder: encode_prompt sends it text only
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("FLUX.2", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        quantize.after_loading(cfg.model, transformer, Flux2Precision().quantize_skip_modules(cfg), device)
-        quantize.keep_4bit_layout(transformer, text_encoder)
-        transformer.requires_grad_(False)
-        vae.requires_grad_(False).eval()
-        text_encoder.requires_grad_(False).eval()
-        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        text_encoder.to(device)
+        return (index.get("text_encoder") or [None, TEXT_ENCODERS[folder_pipeline(cfg.model)]])[1]
+
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
+        :class:`Flux2Run`."""
+        pipeline = folder_pipeline(cfg.model)
         state = Flux2Run(
             pipeline_class=pipeline,
-            scheduler_config=scheduler_cfg,
-            guidance_embeds=bool(transformer.config.guidance_embeds),
-            out_layers=out_layers(pipeline, text_depth(text_encoder)),
+            scheduler_config=loaded.scheduler_config,
+            guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
+            out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
         )
         return Components(
-            model=transformer,
-            scheduler=training_scheduler(scheduler_cfg),
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            model=loaded.transformer,
+            scheduler=training_scheduler(loaded.scheduler_config),
+            encoders=loaded.encoders(),
             state=state,
         )
 
@@ -141,6 +98,19 @@ class Flux2Precision(DiffusionPrecision):
         """Transformer and text encoder in the run's weight dtype; the VAE in fp32."""
         weight = cfg.weight_dtype
         return {"model": weight, "text_encoder": weight, "vae": torch.float32}
+
+
+#: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
+#: folder: encode_prompt sends it text only.
+PARTS = PipelineParts(
+    kind="FLUX.2",
+    example_id="black-forest-labs/FLUX.2-klein-base-4B",
+    folder_listing="transformer/, vae/, text_encoder/",
+    transformer="Flux2Transformer2DModel",
+    vae="AutoencoderKLFlux2",
+    text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
+    precision=Flux2Precision(),
+)
 
 
 class Flux2Defaults:

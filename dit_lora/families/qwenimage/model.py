@@ -10,24 +10,16 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
 from dit_lora.families.qwenimage.edit import refuse_unsupported
 from dit_lora.families.qwenimage.encoders import MAX_SEQUENCE_LENGTH, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-)
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+from dit_lora.modelfiles.pipeline_files import read_component_config
 
 #: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
 #: ``vae_scale_factor * 2``, what ``height`` and ``width`` must be divisible by)
@@ -57,74 +49,38 @@ def check_text_length(cfg) -> None:
         )
 
 
-class QwenImageModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then transformer, VAE, Qwen2.5-VL and tokenizer loaded."""
+class QwenImageModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and
+    Qwen2.5-VL in the run's weight dtype, the VAE in fp32, and the tokenizer."""
 
     def validate_config(self, cfg) -> None:
         """A diffusers Qwen-Image folder of safetensors whose tokenizer can load, at a size the pipeline takes."""
-        check_pipeline_folder(cfg.model, "Qwen-Image", EXAMPLE_ID, "transformer/, vae/, text_encoder/, tokenizer/")
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Qwen-Image")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         check_resolution(cfg.resolution)
         check_text_length(cfg)
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer and Qwen2.5-VL in the run's weight dtype, the VAE in fp32, all frozen on ``device``; the
-        scheduler config and the VAE's latent normalisation in the run's :class:`QwenImageRun`."""
-        from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
-        from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # a pickle file can run code when it is read
-        try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
-                transformer = load_transformer(
-                    QwenImageTransformer2DModel,
-                    cfg.model,
-                    "transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            # fp32 as diffusers' DreamBooth script loads it: the latents are cached from it once
-            vae = AutoencoderKLQwenImage.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-            )
-            text_encoder = Qwen2_5_VLForConditionalGeneration.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-            extra = self.extra_encoders(cfg)
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("Qwen-Image", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        quantize.after_loading(cfg.model, transformer, [], device)  # --quantize_base fp8_scaled, before the device
-        quantize.keep_4bit_layout(transformer, text_encoder)
-        transformer.requires_grad_(False)
-        vae.requires_grad_(False).eval()
-        text_encoder.requires_grad_(False).eval()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        torch.nn.Module.to(text_encoder, device)  # Module.to: mypy reads PreTrainedModel.to's wrapper oddly
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """The checkpoint's scheduler and the VAE's latent normalisation in the run's :class:`QwenImageRun`."""
+        from diffusers import FlowMatchEulerDiscreteScheduler  # heavy: only when a run loads
+
+        vae_cfg = loaded.vae.config
         state = QwenImageRun(
-            scheduler_config=dict(scheduler_cfg),
-            latents_mean=tuple(vae.config.latents_mean),
-            latents_std=tuple(vae.config.latents_std),
+            scheduler_config=dict(loaded.scheduler_config),
+            latents_mean=tuple(vae_cfg.latents_mean),
+            latents_std=tuple(vae_cfg.latents_std),
         )
         return Components(
-            model=transformer,
-            scheduler=FlowMatchEulerDiscreteScheduler.from_config(scheduler_cfg),
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer, **extra},
+            model=loaded.transformer,
+            scheduler=FlowMatchEulerDiscreteScheduler.from_config(loaded.scheduler_config),
+            encoders=loaded.encoders(),
             state=state,
         )
 
-    def extra_encoders(self, cfg) -> dict[str, Any]:
+    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
         """Encoders besides VAE, text encoder and tokenizer (none for text-to-image; the Edit models' processor)."""
         return {}
 
@@ -144,7 +100,7 @@ class QwenImageEditModel(QwenImageModel):
                 "first training sample's control image."
             )
 
-    def extra_encoders(self, cfg) -> dict[str, Any]:
+    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
         """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
         return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
 
@@ -155,6 +111,19 @@ class QwenImagePrecision(DiffusionPrecision):
     def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
         """Transformer and Qwen2.5-VL in the run's weight dtype; the VAE in fp32."""
         return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+
+
+#: Qwen-Image's pipeline folder, as the kit's loader reads it (the VAE in fp32, as diffusers' DreamBooth script
+#: loads it: the latents are cached from it once)
+PARTS = PipelineParts(
+    kind="Qwen-Image",
+    example_id=EXAMPLE_ID,
+    folder_listing="transformer/, vae/, text_encoder/, tokenizer/",
+    transformer="QwenImageTransformer2DModel",
+    vae="AutoencoderKLQwenImage",
+    text_encoders=(TextEncoder("Qwen2_5_VLForConditionalGeneration"),),
+    precision=QwenImagePrecision(),
+)
 
 
 class QwenImageDefaults:

@@ -12,28 +12,15 @@ from dit_lora.catalogue import entries, match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-from dit_lora.families.diffusion.components import (
-    DiffusionModel,
-    DiffusionNotes,
-    DiffusionPrecision,
-)
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-    stored_dtype,
-)
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
+from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 #: SanaPipeline.check_inputs: "`height` and `width` have to be divisible by 32"
 PIPELINE_MULTIPLE = 32
@@ -60,8 +47,9 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     )
 
 
-class SanaModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then transformer, DC-AE, Gemma-2 and tokenizer loaded."""
+class SanaModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
+    in the run's weight dtype, the DC-AE in fp32, and the tokenizer."""
 
     def validate_config(self, cfg) -> None:
         """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes; not a
@@ -69,70 +57,23 @@ class SanaModel(DiffusionModel):
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
         if transformer_cfg.get("guidance_embeds"):  # a Sprint transformer whatever the folder says it is
             raise UserError(SPRINT_REFUSAL.format(model=cfg.pretrained_model_name_or_path))
-        check_pipeline_folder(
-            cfg.model, "Sana", "Efficient-Large-Model/Sana_600M_1024px_diffusers", "transformer/, vae/, text_encoder/"
-        )
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Sana")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
             check_resolution(cfg.resolution, transformer_cfg, vae_cfg)
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32, all frozen on ``device``; the
-        checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
-        from diffusers import (  # heavy: only when a run loads
-            AutoencoderDC,
-            SanaTransformer2DModel,
-        )
-        from transformers import AutoModel, AutoTokenizer
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        # Weights from safetensors only: a pickle file can run code when it is read.
-        common = {"revision": cfg.revision, "use_safetensors": True}
-        try:
-            # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
-                transformer = load_transformer(  # from the folder, or --transformer_file
-                    SanaTransformer2DModel,
-                    cfg.model,
-                    "transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            vae = AutoencoderDC.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-            )
-            text_encoder = AutoModel.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("Sana", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
-        quantize.after_loading(cfg.model, transformer, SanaPrecision().quantize_skip_modules(cfg), device)
-        quantize.keep_4bit_layout(transformer, text_encoder)
-        transformer.requires_grad_(False)
-        vae.requires_grad_(False).eval()
-        text_encoder.requires_grad_(False).eval()
-        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        text_encoder.to(device)
-        scheduler = training_scheduler(scheduler_cfg)
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
+        scheduler = training_scheduler(loaded.scheduler_config)
         return Components(
-            model=transformer,
+            model=loaded.transformer,
             scheduler=scheduler,
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
-            state=SanaRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device)),
+            encoders=loaded.encoders(),
+            state=SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device)),
         )
 
 
@@ -199,6 +140,18 @@ class SanaDefaults:
         factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
         size = int(tr_cfg["sample_size"]) * factor
         return {"resolution": (size, f"transformer sample_size {tr_cfg['sample_size']} x the VAE's {factor}x")}
+
+
+#: Sana's pipeline folder, as the kit's loader reads it
+PARTS = PipelineParts(
+    kind="Sana",
+    example_id="Efficient-Large-Model/Sana_600M_1024px_diffusers",
+    folder_listing="transformer/, vae/, text_encoder/",
+    transformer="SanaTransformer2DModel",
+    vae="AutoencoderDC",
+    text_encoders=(TextEncoder("AutoModel"),),
+    precision=SanaPrecision(),
+)
 
 
 class SanaBuckets:

@@ -13,26 +13,17 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import automatic_note, most_tokens
 from dit_lora.data.synthetic.clips import build_demo_clips
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPlan, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPlan, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sanavideo import demo as tiny
 from dit_lora.families.sanavideo.encoders import TEXT_LEN
 from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
 from dit_lora.families.sanavideo.options import TRAINING_SHIFT
 from dit_lora.families.sanavideo.state import SanaVideoRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-)
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
 def training_shift(cfg: TrainConfig) -> float:
@@ -63,8 +54,9 @@ def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_
     )
 
 
-class SanaVideoModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then transformer, Wan VAE, Gemma-2 and tokenizer loaded."""
+class SanaVideoModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
+    in the run's dtype, the Wan VAE in fp32 as diffusers' docs load it, and the tokenizer."""
 
     def __init__(self, info, task: SanaVideoTask) -> None:
         super().__init__(info)
@@ -73,9 +65,7 @@ class SanaVideoModel(DiffusionModel):
     def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers SANA-Video folder of safetensors with the Wan VAE, a tokenizer that loads, sizes the model
         takes; image-to-video: a ``--validation_image`` that exists."""
-        check_pipeline_folder(cfg.model, "SANA-Video", EXAMPLE_ID, "transformer/, vae/, text_encoder/")
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "SANA-Video")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         info = self.task.info(cfg)
         if info.vae_class != "AutoencoderKLWan":
             raise UserError(
@@ -91,46 +81,16 @@ class SanaVideoModel(DiffusionModel):
                 "validation videos on the first training clip's first frame."
             )
 
-    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        """The transformer (``--quantize_base`` through diffusers' config, ``fp8_scaled`` and ``--blocks_to_swap``
-        before ``.to(device)``) and Gemma-2 in the run's dtype, the Wan VAE in fp32, as diffusers' docs load it."""
-        from diffusers import AutoencoderKLWan, SanaVideoTransformer3DModel
-        from transformers import AutoModel, AutoTokenizer
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
-        try:
-            with quantize.diffusers_loading(cfg.model):
-                transformer = load_transformer(  # from the folder, or --transformer_file
-                    SanaVideoTransformer3DModel,
-                    cfg.model,
-                    "transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            vae = AutoencoderKLWan.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-            )
-            text_encoder = AutoModel.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("SANA-Video", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        quantize.after_loading(cfg.model, transformer, [], device)  # --quantize_base fp8_scaled
-        quantize.keep_4bit_layout(transformer, text_encoder)
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        for module in (transformer, vae, text_encoder):
-            module.to(device)
-        comps = make_components(cfg, transformer, vae, text_encoder, dict(scheduler_cfg), device)
-        comps.encoders["tokenizer"] = tokenizer
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`make_components` (the training shift, the VAE's latent normalisation) and the tokenizer."""
+        comps = make_components(
+            cfg, loaded.transformer, loaded.vae, loaded.text_encoder, dict(loaded.scheduler_config), device
+        )
+        comps.encoders["tokenizer"] = loaded.tokenizers["tokenizer"]
         return comps
 
 
@@ -179,6 +139,18 @@ class SanaVideoPrecision(DiffusionPrecision):
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer and Gemma-2 in the run's weight dtype; the VAE fp32 (diffusers' SANA-Video docs)."""
         return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+
+
+#: SANA-Video's pipeline folder, as the kit's loader reads it
+PARTS = PipelineParts(
+    kind="SANA-Video",
+    example_id=EXAMPLE_ID,
+    folder_listing="transformer/, vae/, text_encoder/",
+    transformer="SanaVideoTransformer3DModel",
+    vae="AutoencoderKLWan",
+    text_encoders=(TextEncoder("AutoModel"),),
+    precision=SanaVideoPrecision(),
+)
 
 
 class SanaVideoNotes(DiffusionNotes):

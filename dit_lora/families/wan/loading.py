@@ -13,22 +13,15 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import most_tokens
-from dit_lora.families.diffusion.components import (
-    DiffusionModel,
-    DiffusionPlan,
-    DiffusionPrecision,
-)
+from dit_lora.families.diffusion.components import DiffusionPlan, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, load_pipeline
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.wan.experts import WanExperts, expert_index_ranges
-from dit_lora.families.wan.info import TEXT_LEN
+from dit_lora.families.wan.info import EXAMPLE_IDS, TEXT_LEN
 from dit_lora.families.wan.state import WanRun
 from dit_lora.families.wan.task import WanTask
 from dit_lora.families.wan.validate import validate_wan_config
-from dit_lora.modelfiles.pipeline_files import load_error
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -44,65 +37,10 @@ def trained_experts(task: WanTask, cfg: TrainConfig) -> list[str]:
 
 
 def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device) -> Components:
-    """Transformer(s) in the run's dtype (``--quantize_base`` through diffusers' config), UMT5 in the run's dtype,
-    the VAE in fp32; 2.1 image-to-video also the CLIP image encoder (fp32) and its processor."""
-    from diffusers import AutoencoderKLWan, WanTransformer3DModel
-    from transformers import AutoTokenizer, UMT5EncoderModel
-
-    path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-    common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
-    try:
-        transformers_ = {}
-        for expert in trained_experts(model.task, cfg):
-            with quantize.diffusers_loading(cfg.model):
-                transformers_[expert] = load_transformer(  # from the folder, or --transformer_file
-                    WanTransformer3DModel,
-                    cfg.model,
-                    SUBFOLDER[expert],
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-        vae = AutoencoderKLWan.from_pretrained(
-            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-        )
-        text_encoder = UMT5EncoderModel.from_pretrained(
-            path,
-            subfolder="text_encoder",
-            **dtype_kwarg("transformers", dtype),
-            **quantize.text_encoder_kwargs(cfg),
-            **common,
-        )
-        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        scheduler_cfg = _scheduler_config(path, cfg.revision)
-        extra = model.image_encoders(cfg, common)
-    except (OSError, ValueError, ImportError) as err:
-        raise load_error("Wan", cfg.model, err) from None
-    both = len(transformers_) == 2  # WanExperts.place moves them: with offloading, low's weights stay on the CPU
-    for t in transformers_.values():  # --quantize_base fp8_scaled: each expert converted before the device
-        quantize.after_loading(cfg.model, t, WanPrecision().quantize_skip_modules(cfg), device)
-        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to();
-        # not A14B's: WanExperts places both experts' frozen weights itself
-        cache_parking.park_for_load(t, model.info.block_lists, cfg, device, wait=not both)
-    for module in (
-        *(() if both else transformers_.values()),
-        vae,
-        text_encoder,
-        *(m for m in extra.values() if hasattr(m, "to")),
-    ):
-        module.to(device)
-    comps = make_components(model.task, cfg, transformers_, vae, text_encoder, scheduler_cfg, device, extra)
-    if isinstance(comps.model, WanExperts):  # both experts (make_components holds them in WanExperts)
-        comps.model.place(device)
-    comps.encoders["tokenizer"] = tokenizer
-    return comps
-
-
-def _scheduler_config(path: str, revision: str | None) -> dict:
-    import diffusers
-
-    return dict(diffusers.UniPCMultistepScheduler.load_config(path, subfolder="scheduler", revision=revision))
+    """The kit's loader (:func:`~dit_lora.families.diffusion.loader.load_pipeline`) on :data:`PARTS`: the trained
+    expert(s) in the run's dtype (``--quantize_base`` through diffusers' config), UMT5 in the run's dtype, the VAE
+    in fp32; 2.1 image-to-video also the CLIP image encoder (fp32) and its processor."""
+    return load_pipeline(model, cfg, device)
 
 
 def plan_wan_components(task: WanTask, cfg: TrainConfig, read, depth: int | None = None) -> Components:
@@ -145,7 +83,6 @@ def make_components(
     info = task.info(cfg)
     for t in transformers.values():
         t.requires_grad_(False)
-        quantize.keep_4bit_layout(t, text_encoder)
     vae.requires_grad_(False).eval()
     if text_encoder is not None:
         text_encoder.requires_grad_(False).eval()
@@ -186,8 +123,9 @@ def make_components(
     )
 
 
-class WanModel(DiffusionModel):
-    """``FamilySpec.model``: the checks of :mod:`.validate`, then the trained expert(s), UMT5 and the VAE loaded."""
+class WanModel(KitModel):
+    """``FamilySpec.model``: the checks of :mod:`.validate`, then (the kit's loader, :data:`PARTS`) the trained
+    expert(s), UMT5 and the VAE."""
 
     def __init__(self, info, task: WanTask) -> None:
         super().__init__(info)
@@ -197,9 +135,35 @@ class WanModel(DiffusionModel):
         """Every check that reads configs only (:func:`~dit_lora.families.wan.validate.validate_wan_config`)."""
         validate_wan_config(self.task, cfg)
 
-    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
-        """:func:`load_wan_components`."""
-        return load_wan_components(self, cfg, device)
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
+        """:data:`PARTS` of the family's task."""
+        return PARTS[self.task.task]
+
+    def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
+        """The trained expert(s): ``--wan_expert high`` never reads ``transformer_2``."""
+        return {expert: SUBFOLDER[expert] for expert in trained_experts(self.task, cfg)}
+
+    def extra_encoders(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`image_encoders`."""
+        return self.image_encoders(cfg, common)
+
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
+        """:func:`make_components` and the tokenizer; A14B's two experts placed by
+        :meth:`~dit_lora.families.wan.experts.WanExperts.place` (with offloading, low's weights stay on the CPU)."""
+        comps = make_components(
+            self.task,
+            cfg,
+            loaded.transformers,
+            loaded.vae,
+            loaded.text_encoder,
+            loaded.scheduler_config,
+            device,
+            loaded.extra,
+        )
+        if isinstance(comps.model, WanExperts):  # both experts (make_components holds them in WanExperts)
+            comps.model.place(device)
+        comps.encoders["tokenizer"] = loaded.tokenizers["tokenizer"]
+        return comps
 
     def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Extra encoders to load (2.1 image-to-video: CLIP); none for text-to-video."""
@@ -214,6 +178,23 @@ class WanPrecision(DiffusionPrecision):
         Wan docs)."""
         out = {"model": cfg.weight_dtype, "vae": torch.float32, "text_encoder": cfg.weight_dtype}
         return {**out, "image_encoder": torch.float32} if "image_encoder" in comps.encoders else out
+
+
+#: each task's pipeline folder, as the kit's loader reads it (the transformer subfolders: the trained experts,
+#: :meth:`WanModel.transformer_folders`; the scheduler config as UniPCMultistepScheduler reads it)
+PARTS = {
+    task: PipelineParts(
+        kind="Wan",
+        example_id=example_id,
+        folder_listing="transformer/, vae/, text_encoder/, tokenizer/, scheduler/",
+        transformer="WanTransformer3DModel",
+        vae="AutoencoderKLWan",
+        text_encoders=(TextEncoder("UMT5EncoderModel"),),
+        scheduler="UniPCMultistepScheduler",
+        precision=WanPrecision(),
+    )
+    for task, example_id in EXAMPLE_IDS.items()
+}
 
 
 class WanPlan(DiffusionPlan):

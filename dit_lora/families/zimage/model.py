@@ -12,23 +12,14 @@ from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
-from dit_lora.families.diffusion.components import DiffusionModel, DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    load_error,
-    read_component_config,
-    stored_dtype,
-)
-from dit_lora.modelfiles.single_file import load_transformer
-from dit_lora.modeling import cache_parking, quantize
+from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
-from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 #: the repo id the folder checks suggest
 EXAMPLE_REPO = "Tongyi-MAI/Z-Image"
@@ -56,67 +47,30 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     )
 
 
-class ZImageModel(DiffusionModel):
-    """``FamilySpec.model``: the folder's checks, then transformer, VAE, Qwen3 and tokenizer loaded."""
+class ZImageModel(KitModel):
+    """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3 in
+    the run's weight dtype, the VAE in fp32, and the tokenizer."""
 
     def validate_config(self, cfg) -> None:
         """A diffusers Z-Image folder of safetensors whose tokenizer can load, at a resolution the model takes."""
-        check_pipeline_folder(cfg.model, "Z-Image", EXAMPLE_REPO, "transformer/, vae/, text_encoder/")
-        check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Z-Image")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        self.check_folder(cfg)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
             check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
-    def load_components(self, cfg, device: torch.device) -> Components:
-        """Transformer and Qwen3 in the run's weight dtype, the VAE in fp32, all frozen on ``device``; the
-        checkpoint's scheduler config and the training tables in the run's :class:`ZImageRun`."""
-        from diffusers import AutoencoderKL, ZImageTransformer2DModel  # heavy: only when a run loads
-        from transformers import AutoModel, AutoTokenizer
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle
-        try:
-            with quantize.diffusers_loading(cfg):
-                transformer = load_transformer(
-                    ZImageTransformer2DModel,
-                    cfg.model,
-                    "transformer",
-                    **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
-                    **quantize.diffusers_kwargs(cfg),
-                    **common,
-                )
-            # fp32: the latents are cached once, and a bf16 encode would lose what the fp32 load keeps
-            vae = AutoencoderKL.from_pretrained(
-                path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-            )
-            # ZImagePipeline's model_index names Qwen3Model (the hidden states, no LM head): AutoModel loads it
-            text_encoder = AutoModel.from_pretrained(
-                path,
-                subfolder="text_encoder",
-                **dtype_kwarg("transformers", dtype),
-                **quantize.text_encoder_kwargs(cfg),
-                **common,
-            )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        except (OSError, ValueError, ImportError) as err:
-            raise load_error("Z-Image", cfg.model, err) from None
-        scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
-        quantize.after_loading(cfg.model, transformer, ZImagePrecision().quantize_skip_modules(cfg), device)
-        quantize.keep_4bit_layout(transformer, text_encoder)
-        transformer.requires_grad_(False)
-        vae.requires_grad_(False).eval()
-        text_encoder.requires_grad_(False).eval()
-        cache_parking.park_for_load(transformer, self.info.block_lists, cfg, device)
-        transformer.to(device)
-        vae.to(device)
-        text_encoder.to(device)
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """The checkpoint's scheduler config (its shift replaced by ``--flow_shift``) and the training tables in
+        the run's :class:`ZImageRun`."""
+        scheduler_cfg = loaded.scheduler_config
         scheduler = training_scheduler(with_flow_shift(scheduler_cfg, cfg.family_options.flow_shift))
         return Components(
-            model=transformer,
+            model=loaded.transformer,
             scheduler=scheduler,
-            encoders={"vae": vae, "text_encoder": text_encoder, "tokenizer": tokenizer},
+            encoders=loaded.encoders(),
             state=ZImageRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device)),
         )
 
@@ -133,6 +87,20 @@ class ZImagePrecision(DiffusionPrecision):
         """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
         timestep and caption embedders are precision sensitive) and the per-patch in/out projections."""
         return ["t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer"]
+
+
+#: Z-Image's pipeline folder, as the kit's loader reads it. The VAE in fp32: the latents are cached once, and a
+#: bf16 encode would lose what the fp32 load keeps. ZImagePipeline's model_index names Qwen3Model (the hidden
+#: states, no LM head): AutoModel loads it.
+PARTS = PipelineParts(
+    kind="Z-Image",
+    example_id=EXAMPLE_REPO,
+    folder_listing="transformer/, vae/, text_encoder/",
+    transformer="ZImageTransformer2DModel",
+    vae="AutoencoderKL",
+    text_encoders=(TextEncoder("AutoModel"),),
+    precision=ZImagePrecision(),
+)
 
 
 def is_turbo(cfg) -> bool:

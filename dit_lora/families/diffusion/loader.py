@@ -1,0 +1,261 @@
+"""The declarative loader of the diffusers family kit: a family states what its pipeline folder holds
+(:class:`PipelineParts`), and :func:`load_pipeline` owns the order every diffusion family loads it in.
+
+The order matters for memory and is the same for every family, so a new lever (a quantization scheme, parking,
+block swap) edits this file, not the families:
+
+1. inside one ``try`` (an ``OSError``, ``ValueError`` or ``ImportError`` becomes ``load_error``'s paragraph): each
+   transformer in ``quantize.diffusers_loading`` (``--quantize_base`` through diffusers' own config; from the
+   folder or ``--transformer_file``), the VAE, each text encoder (``--quantize_text_encoder`` where it reaches it)
+   and its tokenizer, the scheduler config when a scheduler class reads it, the family's extra encoders;
+2. ``quantize.after_loading`` on each transformer (``--quantize_base fp8_scaled``, skipping what the family's
+   precision keeps out of quantization), then ``quantize.keep_4bit_layout``, both before the device;
+3. everything frozen (the VAE and text encoders also in eval mode);
+4. ``cache_parking.park_for_load``: ``--blocks_to_swap``'s blocks and, while the cache is built, the others stay
+   in host memory through ``.to()``;
+5. ``.to(device)``: the transformer, the VAE, the text encoders, the extra modules;
+6. the family's :meth:`KitModel.build_components`: the scheduler and its state from the loaded parts.
+
+Classes are named as strings and looked up in diffusers or transformers at load time (:func:`model_class`): the
+heavy imports stay inside the call.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
+from dit_lora.modelfiles.pipeline_files import (
+    check_pipeline_folder,
+    check_safetensors,
+    load_error,
+    read_component_config,
+)
+from dit_lora.modelfiles.single_file import load_transformer
+from dit_lora.modeling import cache_parking, quantize
+from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+
+@dataclass(frozen=True)
+class TextEncoder:
+    """One text encoder of a pipeline folder and its tokenizer, loaded in the run's weight dtype.
+
+    Its ``subfolder`` is also its key in ``comps.encoders`` (``text_encoder``, ``text_encoder_2``), as its
+    tokenizer's subfolder is the tokenizer's key.
+    """
+
+    #: the transformers class, e.g. ``"AutoModel"`` or ``"T5EncoderModel"`` (:meth:`KitModel.text_encoder_class`
+    #: may choose another per folder, as FLUX.2's dev and klein do)
+    cls: str
+    subfolder: str = "text_encoder"
+    #: the tokenizer's subfolder, None when the encoder has none
+    tokenizer: str | None = "tokenizer"
+    tokenizer_cls: str = "AutoTokenizer"
+    #: whether ``--quantize_text_encoder`` reaches this encoder
+    quantized: bool = True
+
+
+@dataclass(frozen=True)
+class PipelineParts:
+    """What a diffusion family's pipeline folder holds and how each part loads: the family's whole say in loading."""
+
+    #: the checkpoint's display name in messages (``load_error``, the folder checks): ``"Sana"``, ``"Z-Image"``
+    kind: str
+    #: a Hub id the folder checks suggest
+    example_id: str
+    #: the subfolders ``check_pipeline_folder`` says a folder needs, as it prints them
+    folder_listing: str
+    #: the diffusers transformer class, e.g. ``"SanaTransformer2DModel"``
+    transformer: str
+    #: the diffusers VAE class, e.g. ``"AutoencoderDC"``
+    vae: str
+    #: the VAE's dtype: ``"fp32"`` (the latents are cached once from it) or the run's ``"weight"`` dtype
+    vae_dtype: Literal["fp32", "weight"] = "fp32"
+    text_encoders: tuple[TextEncoder, ...] = ()
+    #: the diffusers scheduler class whose ``load_config`` reads ``scheduler/`` (inside the load's ``try``); None:
+    #: ``scheduler/scheduler_config.json`` as it is (``{}`` when absent)
+    scheduler: str | None = None
+    #: the family's precision policy: its ``quantize_skip_modules`` are kept out of ``--quantize_base fp8_scaled``
+    precision: DiffusionPrecision = field(default_factory=DiffusionPrecision)
+
+    def weight_folders(self, transformer: str = "transformer") -> tuple[str, ...]:
+        """The subfolders whose weights must be safetensors: the transformer, the VAE, the text encoders."""
+        return (transformer, "vae", *(enc.subfolder for enc in self.text_encoders))
+
+
+@dataclass
+class LoadedParts:
+    """What :func:`load_pipeline` loaded, handed to the family's :meth:`KitModel.build_components` (the modules as
+    ``Any``: diffusers' and transformers' classes, whose ``config`` the families read)."""
+
+    #: the transformer(s) by key: ``{"transformer": ...}``, or Wan A14B's ``{"high": ..., "low": ...}``
+    transformers: dict[str, Any]
+    vae: Any
+    #: by subfolder, in the order the parts list them
+    text_encoders: dict[str, Any] = field(default_factory=dict)
+    #: by subfolder
+    tokenizers: dict[str, Any] = field(default_factory=dict)
+    #: what :meth:`KitModel.extra_encoders` loaded (a processor, an image encoder)
+    extra: dict[str, Any] = field(default_factory=dict)
+    scheduler_config: dict = field(default_factory=dict)
+
+    @property
+    def transformer(self) -> Any:
+        """The (first) transformer."""
+        return next(iter(self.transformers.values()))
+
+    @property
+    def text_encoder(self) -> Any:
+        """The first text encoder (None for a class-conditional model such as DiT)."""
+        return next(iter(self.text_encoders.values()), None)
+
+    def encoders(self) -> dict[str, Any]:
+        """``comps.encoders``: the VAE, each text encoder followed by its tokenizer, then the extra encoders."""
+        out: dict[str, Any] = {"vae": self.vae}
+        for name, encoder in self.text_encoders.items():
+            out[name] = encoder
+            tokenizer = name.replace("text_encoder", "tokenizer")
+            if tokenizer in self.tokenizers:
+                out[tokenizer] = self.tokenizers[tokenizer]
+        out.update({k: v for k, v in self.tokenizers.items() if k not in out})
+        return {**out, **self.extra}
+
+
+def model_class(library: Literal["diffusers", "transformers"], name: str) -> Any:
+    """The class ``name`` of ``library``, imported now (diffusers and transformers import slowly: only when a run
+    loads)."""
+    if library == "diffusers":
+        import diffusers
+
+        return getattr(diffusers, name)
+    import transformers
+
+    return getattr(transformers, name)
+
+
+class KitModel(DiffusionModel):
+    """``FamilySpec.model`` of a diffusion family loaded by the kit: the family states its :class:`PipelineParts`
+    (:meth:`pipeline_parts`) and builds its components from what was loaded (:meth:`build_components`);
+    :meth:`load_components` is :func:`load_pipeline`, the same for every family."""
+
+    @abstractmethod
+    def pipeline_parts(self, cfg) -> PipelineParts:
+        """What the family's pipeline folder holds (``cfg``: for a family whose parts depend on the run)."""
+
+    @abstractmethod
+    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+        """The run's components from the loaded, frozen parts already on ``device``: the scheduler and the family's
+        typed state."""
+
+    def load_components(self, cfg, device: torch.device) -> Components:
+        """:func:`load_pipeline`."""
+        return load_pipeline(self, cfg, device)
+
+    def transformer_folders(self, cfg) -> dict[str, str]:
+        """The transformers to load, ``{key: subfolder}``: one, ``transformer/`` (Wan A14B: the trained experts)."""
+        return {"transformer": "transformer"}
+
+    def text_encoder_class(self, cfg, encoder: TextEncoder) -> str:
+        """The transformers class of ``encoder`` in this folder (the parts' own by default)."""
+        return encoder.cls
+
+    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+        """Encoders besides the VAE, text encoders and tokenizers, loaded inside the load's ``try`` (``common``: the
+        revision and safetensors-only keywords); their modules go to the device with the rest. None by default."""
+        return {}
+
+    def check_folder(self, cfg) -> None:
+        """The checks every diffusion folder gets before anything loads: a pipeline folder, safetensors weights,
+        tokenizers whose packages are installed (:func:`check_pipeline_files`)."""
+        check_pipeline_files(self.pipeline_parts(cfg), cfg)
+
+
+def check_pipeline_files(parts: PipelineParts, cfg) -> None:
+    """A diffusers pipeline folder (``check_pipeline_folder``) of safetensors weights (``check_safetensors``) whose
+    tokenizers' packages are installed (``check_tokenizer_packages``), each refusal one paragraph."""
+    check_pipeline_folder(cfg.model, parts.kind, parts.example_id, parts.folder_listing)
+    check_safetensors(cfg.model, parts.weight_folders(), parts.kind)
+    for encoder in parts.text_encoders:
+        if encoder.tokenizer is not None:
+            check_tokenizer_packages(cfg.pretrained_model_name_or_path, encoder.tokenizer, cfg.revision)
+
+
+def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
+    """Load ``model``'s pipeline in the kit's order (the module's docstring) and return the family's components."""
+    parts = model.pipeline_parts(cfg)
+    loaded = read_parts(model, parts, cfg)
+    transformers = list(loaded.transformers.values())
+    skip = parts.precision.quantize_skip_modules(cfg)
+    for transformer in transformers:  # --quantize_base fp8_scaled: converted before the device
+        quantize.after_loading(cfg.model, transformer, skip, device)
+    quantize.keep_4bit_layout(*transformers, *loaded.text_encoders.values())
+    for transformer in transformers:
+        transformer.requires_grad_(False)
+    loaded.vae.requires_grad_(False).eval()
+    for encoder in loaded.text_encoders.values():
+        encoder.requires_grad_(False).eval()
+    # Several transformers (Wan A14B's experts) are placed by the family's build_components (WanExperts.place):
+    # their blocks never wait for the cache and they are not moved here.
+    alone = len(transformers) == 1
+    for transformer in transformers:
+        # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
+        cache_parking.park_for_load(transformer, model.info.block_lists, cfg, device, wait=alone)
+    extra = [m for m in loaded.extra.values() if isinstance(m, torch.nn.Module)]
+    for module in (*(transformers if alone else ()), loaded.vae, *loaded.text_encoders.values(), *extra):
+        module.to(device)
+    return model.build_components(cfg, loaded, device)
+
+
+def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
+    """Every part read from the folder (or the Hub), in the run's dtypes; a failure is ``load_error``'s paragraph."""
+    path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
+    common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle: it can run code when it is read
+    try:
+        transformers: dict[str, Any] = {}
+        cls = model_class("diffusers", parts.transformer)
+        for key, subfolder in model.transformer_folders(cfg).items():
+            # torch_dtype loads straight into the weight dtype: no fp32 copy of the transformer on the way
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
+                transformers[key] = load_transformer(  # from the folder, or --transformer_file
+                    cls,
+                    cfg.model,
+                    subfolder,
+                    **dtype_kwarg("diffusers", dtype),
+                    variant=cfg.variant,
+                    **quantize.diffusers_kwargs(cfg),
+                    **common,
+                )
+        vae_dtype = torch.float32 if parts.vae_dtype == "fp32" else dtype
+        vae = model_class("diffusers", parts.vae).from_pretrained(
+            path, subfolder="vae", **dtype_kwarg("diffusers", vae_dtype), **common
+        )
+        loaded = LoadedParts(transformers=transformers, vae=vae)
+        for encoder in parts.text_encoders:
+            loaded.text_encoders[encoder.subfolder] = model_class(
+                "transformers", model.text_encoder_class(cfg, encoder)
+            ).from_pretrained(
+                path,
+                subfolder=encoder.subfolder,
+                **dtype_kwarg("transformers", dtype),
+                **(quantize.text_encoder_kwargs(cfg) if encoder.quantized else {}),
+                **common,
+            )
+            if encoder.tokenizer is not None:
+                loaded.tokenizers[encoder.tokenizer] = model_class(
+                    "transformers", encoder.tokenizer_cls
+                ).from_pretrained(path, subfolder=encoder.tokenizer, revision=cfg.revision)
+        if parts.scheduler is not None:
+            scheduler = model_class("diffusers", parts.scheduler)
+            loaded.scheduler_config = dict(scheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
+        loaded.extra = model.extra_encoders(cfg, common)
+    except (OSError, ValueError, ImportError) as err:
+        raise load_error(parts.kind, cfg.model, err) from None
+    if parts.scheduler is None:  # a small file read as it is (never raises: None when it cannot be read)
+        loaded.scheduler_config = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
+    return loaded
