@@ -40,6 +40,19 @@ def test_every_registered_name_is_checked_here():
     assert set(demo_names()) | set(SHARES_A_DEMO) == set(available()), "give the new name a demo config"
     assert not set(demo_names()) & set(SHARES_A_DEMO)
     assert set(CARD_ON_RUN_OF) <= set(SHARES_A_DEMO) and set(CARD_ON_RUN_OF.values()) <= set(demo_names())
+    from dit_lora.registry import get_spec
+
+    for name, on in CARD_ON_RUN_OF.items():  # the same step: the same loss and batch path, only caching differs
+        assert type(get_spec(name).loss) is type(get_spec(on).loss)
+
+
+def test_every_shipped_demo_config_is_a_registry_entrys():
+    """A demo config on disk that no registry entry names would never be trained: it fails here."""
+    from conformance import CONFIGS
+    from dit_lora.registry import entries
+
+    named = {(CONFIGS / config).resolve() for entry in entries() for config in entry.demo_configs}
+    assert {p.resolve() for p in CONFIGS.glob("*/*demo.yaml")} <= named
 
 
 def test_every_registered_name_builds_its_spec():

@@ -230,8 +230,8 @@ def load_with_peft(reloaded: torch.nn.Module, out: Path) -> torch.nn.Module:
 
 
 def consumer_model(pipe) -> torch.nn.Module:
-    """The model an adapter went into: a pipeline's transformer, or the (video-LLM) model itself."""
-    return getattr(pipe, "transformer", None) or pipe
+    """The model an adapter went into: a pipeline's transformer, or a video LLM's model."""
+    return getattr(pipe, "transformer", None) or getattr(pipe, "model", None) or pipe
 
 
 def adapted_layers_match(trained: torch.nn.Module, reloaded: torch.nn.Module) -> int:
