@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +85,8 @@ class DemoRun:
         return parse_config(self.args())
 
     def path(self, key: str) -> Path:
-        """A folder the demo config names (``pretrained_model_name_or_path``, ``train_data_dir``), under :attr:`root`."""
+        """A folder the demo config names (``pretrained_model_name_or_path``, ``train_data_dir``), under
+        :attr:`root`."""
         return rebase(yaml.safe_load(self.config.read_text())[key], self.root)
 
 
@@ -223,7 +223,8 @@ def load_with_peft(reloaded: torch.nn.Module, out: Path) -> torch.nn.Module:
     assert not any("lora_" in n for n, _ in base.named_parameters())
     config = {k: v for k, v in saved_lora_config(out).items() if k in LoraConfig.__dataclass_fields__}
     model = inject_adapter_in_model(LoraConfig(**config), base)
-    state = {re.sub(r"^(base_model\.model\.|transformer\.)", "", k): v for k, v in load_file(str(adapter_file(out))).items()}
+    saved = load_file(str(adapter_file(out)))
+    state = {re.sub(r"^(base_model\.model\.|transformer\.)", "", k): v for k, v in saved.items()}
     result = set_peft_model_state_dict(model, state)
     assert not result.unexpected_keys, result.unexpected_keys[:3]
     return model
@@ -262,8 +263,3 @@ def same_tensors(a: dict, b: dict) -> bool:
     """Equal keys, each tensor bitwise equal."""
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
-
-def copy_demo(run: DemoRun, dst: Path) -> Path:
-    """A copy of the run's demo folder (model, data, cache): another run may not touch the reference's."""
-    shutil.copytree(run.root, dst, ignore=shutil.ignore_patterns("out", "killed"))
-    return dst
