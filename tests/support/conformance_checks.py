@@ -117,6 +117,9 @@ class ConformanceChecks:
 
     @pytest.mark.slow
     def test_the_plan_is_within_its_tolerance_of_the_measured_cpu_peak(self, demo_run):
+        first = demo_run.summary["memory_plan"]  # the default start check planned the reference run too
+        assert first is not None and first["family"] == demo_run.name
+        assert [s["checkpointing"] for s in first["steps"]] == [first["checkpointing"]]  # the gate traced one setting
         summary = kill_and_resume(demo_run)["summary"]  # its peak measured from its own start
         plan = summary["memory_plan"]
         assert plan is not None and plan["family"] == demo_run.name
