@@ -1,5 +1,5 @@
 """Every python block of the README and the docs pages runs as written, or says why not: the blocks of
-``snippets.DOC_RUNS`` run after their demo config's run in tests/e2e/test_no_host_sync.py (Hub ids served by the demo
+``snippets.DOC_RUNS`` run after their demo config's run in tests/conformance (Hub ids served by the demo
 model, the adapter changing the result; tests/support/snippets.py), every other block carries a
 ``<!-- snippet: not run: REASON -->`` marker. A new block that is neither fails here."""
 
@@ -23,7 +23,7 @@ def test_every_docs_python_block_is_run_or_exempt_with_a_reason():
 
 
 def test_each_run_block_has_an_audited_demo_run_whose_family_it_loads():
-    """The demo config of each run block is one tests/e2e/test_no_host_sync.py trains (a shipped demo config), and the
+    """The demo config of each run block is one tests/conformance trains (a shipped demo config), and the
     block uses that family's pipeline or model class."""
     from dit_lora.registry import get_spec
 

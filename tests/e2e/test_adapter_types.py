@@ -12,7 +12,7 @@ device's by watching factories with a function mode, which PyTorch does not run 
 checkpointed block that draw looks like a device read. The LoKr/LoHa runs of families that checkpoint by default
 (wan, qwenimage, llava_next_video, ...) therefore train without the audit (with checkpointing: its recomputation of
 the types' layers is what their drill and resume cover); every DoRA run and the families without checkpointing
-audit every step. Plain LoRA trains every family elsewhere (tests/e2e/test_no_host_sync.py and each family's e2e
+audit every step. Plain LoRA trains every family elsewhere (tests/conformance and each family's e2e
 test).
 """
 
@@ -206,7 +206,7 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kin
     else:
         code = card_block(out)
         # the video LLM's answer: the tiny LLaVA's greedy reply after a few LoKr/LoHa steps can be unchanged (often
-        # empty); the card runs whole here, and its demo run (test_no_host_sync) checks that the answer changes
+        # empty); the card runs whole here, and its demo run (tests/conformance) checks that the answer changes
         check_block(code, tmp_path / "card", inputs=user_inputs(code, data, tmp_path), name=f"{family} {kind} card",
                     text_changes=family != "llava_next_video")
 

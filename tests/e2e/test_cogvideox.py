@@ -68,10 +68,10 @@ def _args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> list[
         "max_train_steps": 6, "learning_rate": 1e-3, "checkpointing_steps": 6, "report_to": "none",
         "skip_doctor": "true", "seed": 0, "validation_inference_steps": 2, "num_validation_images": 1,
         # fp32 halves these CPU runs (bf16 matmuls are slow on a CPU); the 2B test and the demo configs
-        # (test_no_host_sync) keep the bf16 default.
+        # (tests/conformance) keep the bf16 default.
         "mixed_precision": "no",
         # The start-of-run memory plan (~10 s a run on 2 cores) has its own tests, and every family's demo run
-        # (test_no_host_sync) still plans; see helpers.base_args.
+        # (tests/conformance) still plans; see helpers.base_args.
         "ignore_memory_plan": "true",
     }
     opts.update(overrides)

@@ -79,7 +79,7 @@ def test_demo_config_trains_validates_and_reloads(tmp_path):
     """The shipped demo.yaml (FLUX.2 [dev]: guidance embedding, Mistral-3) end to end, paths redirected into tmp."""
     cfg = yaml.safe_load((ROOT / "recipes/configs/flux2/demo.yaml").read_text())
     demo = tmp_path / "demo"
-    # fp32: the audited bf16 run of this config is tests/e2e/test_no_host_sync.py's (bf16 matmuls are slow on a CPU)
+    # fp32: the audited bf16 run of this config is tests/conformance's (bf16 matmuls are slow on a CPU)
     args = ["--config", str(ROOT / "recipes/configs/flux2/demo.yaml"), "--skip_doctor", "--mixed_precision", "no"]
     for key, value in {"pretrained_model_name_or_path": demo / "tiny-flux2", "train_data_dir": demo / "shapes",
                        "output_dir": demo / "output", "cache_dir": demo / "cache"}.items():

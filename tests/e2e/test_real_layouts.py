@@ -219,7 +219,7 @@ _WAN_DEFAULTS = {"train_batch_size": 1, "rank": 32, "lora_alpha": 32, "learning_
 _WAN_SIZE = ("--height", "64", "--width", "64", "--max_num_frames", "9", "--allow_untrained_resolution", "true")
 #: no memory plan (a trace at the real widths: ~5 s of CPU a run on the 14B layouts) where nothing here reads it:
 #: every catalogued Wan checkpoint's plan at these widths is tests/plan/test_wan_plan.py's, a Wan folder's plan at
-#: the start of a CPU run tests/e2e/test_no_host_sync.py's (the demo configs, default flags)
+#: the start of a CPU run tests/conformance's (the demo configs, default flags)
 _NO_PLAN = ("--ignore_memory_plan", "true")
 
 

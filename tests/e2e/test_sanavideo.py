@@ -4,7 +4,7 @@ killed and resumed bit for bit; on the tiny image-to-video model a run reloaded 
 SanaImageToVideoPipeline at the trained model's output; the 2B 480p layout found from its folder, trained and
 reloaded.
 
-The two demo configs themselves run in tests/e2e/test_no_host_sync.py (default flags, bf16, the sync audit)."""
+The two demo configs themselves run in tests/conformance (default flags, bf16, the sync audit)."""
 
 from __future__ import annotations
 

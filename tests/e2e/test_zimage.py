@@ -2,7 +2,7 @@
 drill, the levers (fp8_scaled, blocks_to_swap, nf4) and a killed run resumed bit for bit; the adapter reloaded into
 the stock unquantized ZImagePipeline at the trained model's output, up to the base's quantization error.
 
-The demo config itself runs in tests/e2e/test_no_host_sync.py (default flags, bf16, the sync audit) and the guide's
+The demo config itself runs in tests/conformance (default flags, bf16, the sync audit) and the guide's
 command in tests/test_guides.py."""
 
 from __future__ import annotations

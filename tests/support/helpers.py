@@ -37,7 +37,7 @@ def base_args(model: Path, data: Path, out: Path, cache: Path, **overrides) -> l
         "max_train_steps": 6, "learning_rate": 1e-3, "checkpointing_steps": 0, "report_to": "none",
         "skip_doctor": "true", "seed": 0,
         # The memory plan traces the model at start (seconds per run on 2 cores); it and its gate have their own
-        # tests (tests/plan/, the default-flag demo runs of tests/e2e/test_no_host_sync.py, the real layouts).
+        # tests (tests/plan/, the default-flag demo runs of tests/conformance, the real layouts).
         "ignore_memory_plan": "true",
     }
     opts.update(overrides)
