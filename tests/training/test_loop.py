@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from dit_lora.core.engine import EngineChoice
 from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
-from dit_lora.training import loop
+from dit_lora.training import levers, loop
+from dit_lora.training.engine import make_engine
 
 
 class Progress:
@@ -50,12 +52,16 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                                                                            ["a", "b"])[1],
                              save_sample=lambda item, path, *cfg: events.append(("sample", Path(path).name)),
                              capabilities=(Samples,), name="stand-in")
-    run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
-                          max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
+    engine = make_engine(EngineChoice("ddp", ()))
+    engine.accelerator = accelerator
+    run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery,
+                          schedule=SimpleNamespace(interval=interval, max_steps=max_steps), state=loop.RunState(),
+                          model=model, features=levers.for_run(SimpleNamespace(crash_point=lambda *a: None)),
+                          comps=None, engine=engine,
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
                           out=tmp_path, data=SimpleNamespace(held_out=None),
                           validation_cond={"x": 1} if validation else None,
-                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print, ema=None)
+                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
     return run, events
 
 
@@ -130,12 +136,14 @@ def test_clip_uses_the_accelerator_and_unscales_fp16_without_clipping():
     calls = []
     accelerator = SimpleNamespace(clip_grad_norm_=lambda params, norm: calls.append(("clip", len(params), norm)) or 9.0,
                                   scaler=None, unscale_gradients=lambda: calls.append(("unscale",)))
-    assert loop._clip(accelerator, model, 1.0) == 9.0 and calls == [("clip", 2, 1.0)]
+    engine = make_engine(EngineChoice("ddp", ()))
+    engine.accelerator = accelerator
+    assert engine.clip(model, 1.0) == 9.0 and calls == [("clip", 2, 1.0)]
     calls.clear()
-    assert torch.isclose(loop._clip(accelerator, model, 0.0), torch.tensor(4.0))  # sqrt(4 * 2^2), nothing clipped
+    assert torch.isclose(engine.clip(model, 0.0), torch.tensor(4.0))  # sqrt(4 * 2^2), nothing clipped
     assert calls == []
     accelerator.scaler = object()
-    loop._clip(accelerator, model, 0.0)
+    engine.clip(model, 0.0)
     assert calls == [("unscale",)]
 
 
