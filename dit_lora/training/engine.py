@@ -59,6 +59,10 @@ class DDPEngine:
         """The start-of-run line naming the engine (None: the default needs none)."""
         return None
 
+    def plan_note(self, processes: int) -> str:
+        """What the memory plan's start-of-run line adds about the engine (its prediction is per process)."""
+        return ""
+
     def _launch_view(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
@@ -185,6 +189,9 @@ class FSDP2Engine(DDPEngine):
 
     def start_note(self) -> str | None:
         return f"engine: FSDP2 ({'; '.join(self.choice.reasons)})"
+
+    def plan_note(self, processes: int) -> str:
+        return f" (FSDP2, sharded over {processes})"
 
     def _launch_view(self) -> contextlib.AbstractContextManager:
         return fsdp2.accelerate_sees_no_fsdp()

@@ -240,13 +240,14 @@ def _folder_options(cfg: TrainConfig) -> tuple:
     )
 
 
-def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log, engine: str = "ddp"):
+def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log, engine: DDPEngine | None = None):
     """Predict the run's peak memory before anything loads; stop when it clearly exceeds the device's.
 
-    ``engine``: the run's (FSDP2: the plan is one rank's: sharded weights and state, blocks parked at load). A
-    family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
+    ``engine``: the run's (DDP when None; FSDP2: the plan is one rank's: sharded weights and state, blocks parked at
+    load). A family the planner does not cover, or a plan that cannot be made, is a note, never a stop.
     """
     device = accelerator.device
+    engine = engine if engine is not None else make_engine(EngineChoice("ddp", ()))
     try:
         capacity = plan_report.device_memory(device)
         # the run's own checkpointing setting, and the other too when it does not fit (the advice weighs both)
@@ -258,7 +259,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log,
             entry=defaults.entry,
             both_settings=False,
             capacity=capacity,
-            engine=engine,
+            engine=engine.name,
         )
     except QuantizeError:  # a refusal, not a planning problem
         raise
@@ -267,7 +268,7 @@ def _memory_plan(cfg: TrainConfig, spec: FamilySpec, accelerator, defaults, log,
         return None
     log(
         f"memory plan: predicted peak {plan.peak_memory_bytes / 2**30:.2f} GiB per process"
-        + (f" (FSDP2, sharded over {accelerator.num_processes})" if engine == "fsdp2" else "")
+        + engine.plan_note(accelerator.num_processes)
         + " of "
         f"{capacity / 2**30:.2f} GiB on {device.type}, {plan.flops_per_update() / 1e12:.3g} TFLOP per update "
         "(`dit-lora plan` for the details)"
@@ -321,7 +322,7 @@ def _start(checked: Checked) -> Run:
     check_compiler(cfg.compile, accelerator.device.type)
     # before anything loads (the plan also checks backbone training)
     quantize.check_config(cfg, accelerator.device.type, spec)
-    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log, engine.name)
+    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log, engine)
     hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     _log_start_notes(cfg, spec, log)
     if cfg.allow_tf32 and torch.cuda.is_available():

@@ -1,5 +1,5 @@
 """training/loop.py's host-side stages with stand-ins: what follows an update (check window, checkpoints,
-validation), the logged window, gradient clipping, the stop on a signal. Whole runs are in tests/e2e/."""
+validation), the logged window, the stop on a signal (clipping: tests/training/test_engine.py). Whole runs are in tests/e2e/."""
 
 from __future__ import annotations
 
@@ -123,28 +123,6 @@ def test_log_window_records_loss_and_skips(tmp_path):
     loop._log_window(run, progress, _reading(loss=None, grad_norm=math.inf), step_time=0.5)
     assert progress.postfix["loss"] == "skipped" and "loss" not in events[0][2] and "grad_norm" not in events[0][2]
     assert run.state.loss_history == [[8, 0.25]]
-
-
-def _grads(model):
-    for p in model.parameters():
-        p.grad = torch.full_like(p, 2.0)
-
-
-def test_clip_uses_the_accelerator_and_unscales_fp16_without_clipping():
-    model = torch.nn.Linear(3, 1)  # 4 parameters
-    _grads(model)
-    calls = []
-    accelerator = SimpleNamespace(clip_grad_norm_=lambda params, norm: calls.append(("clip", len(params), norm)) or 9.0,
-                                  scaler=None, unscale_gradients=lambda: calls.append(("unscale",)))
-    engine = make_engine(EngineChoice("ddp", ()))
-    engine.accelerator = accelerator
-    assert engine.clip(model, 1.0) == 9.0 and calls == [("clip", 2, 1.0)]
-    calls.clear()
-    assert torch.isclose(engine.clip(model, 0.0), torch.tensor(4.0))  # sqrt(4 * 2^2), nothing clipped
-    assert calls == []
-    accelerator.scaler = object()
-    engine.clip(model, 0.0)
-    assert calls == [("unscale",)]
 
 
 def test_stop_on_signal_saves_unless_just_saved_and_says_how_to_resume(tmp_path, monkeypatch):

@@ -137,8 +137,10 @@ def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     log line says the prediction is sharded."""
     from types import SimpleNamespace
 
+    from dit_lora.core.engine import EngineChoice
     from dit_lora.plan import report
     from dit_lora.training import run as run_module
+    from dit_lora.training.engine import make_engine
 
     asked: list[str] = []
 
@@ -161,7 +163,8 @@ def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     with pytest.raises(UserError, match="would not fit"):
         run_module._memory_plan(*args, lambda line: None)
     lines: list[str] = []
-    assert run_module._memory_plan(*args, lines.append, engine="fsdp2").peak_memory_bytes == 1 << 19
+    fsdp2 = make_engine(EngineChoice("fsdp2", ()))
+    assert run_module._memory_plan(*args, lines.append, engine=fsdp2).peak_memory_bytes == 1 << 19
     assert asked == ["ddp", "fsdp2"]
     assert "per process (FSDP2, sharded over 2)" in lines[-1]
 
