@@ -442,15 +442,21 @@ def check_resumable(path: Path, num_processes: int, *, sharded: bool) -> None:
 
 
 def load_checkpoint(
-    accelerator, path: Path, generator: torch.Generator, read_state: Callable[[Path], None] | None = None
+    accelerator,
+    path: Path,
+    generator: torch.Generator,
+    read_state: Callable[[Path], None] | None = None,
+    *,
+    sharded: bool | None = None,
 ) -> dict:
-    """Restore accelerate state (or ``read_state(path)``'s: FSDP2's shards) and this rank's RNG/data position;
-    return the trainer state.
+    """Restore accelerate state (or ``read_state(path)``'s: the run's engine, :mod:`.engine`) and this rank's
+    RNG/data position; return the trainer state. ``sharded``: whether the run's engine writes shards (FSDP2; by
+    default, whether a ``read_state`` is given).
 
     A file that cannot be read (damaged, truncated, or a foreign pickle, which is refused unread) is a
     :class:`UserError` naming it and the whole checkpoints to resume from instead.
     """
-    check_resumable(path, accelerator.num_processes, sharded=read_state is not None)
+    check_resumable(path, accelerator.num_processes, sharded=read_state is not None if sharded is None else sharded)
     try:
         with warnings.catch_warnings():  # torch's note on the pickle protocol of accelerate's own files
             warnings.filterwarnings("ignore", message="Detected pickle protocol")

@@ -30,7 +30,7 @@ from dit_lora.output.ema_adapter import ema_view, remove_stale_ema, write_ema_ad
 from dit_lora.output.hub import push_after_run
 from dit_lora.output.names import LOSS_CURVE_FILE, MODEL_CARD_FILE, NONFINITE_REPORT_FILE, SUMMARY_FILE
 from dit_lora.output.report import config_dict, finite_or_none, plot_loss_curve, write_model_card
-from dit_lora.training import validation_loss
+from dit_lora.training import levers, validation_loss
 from dit_lora.training.checkpoint import complete_checkpoints, newest_whole
 from dit_lora.training.run import Run
 from dit_lora.training.signals import rerun_command
@@ -79,12 +79,13 @@ def finish(
     """
     accelerator = run.accelerator
     accelerator.wait_for_everyone()
-    model = accelerator.unwrap_model(run.model)
+    model = run.engine.unwrap(run.model)
     if reading is None:  # a stopped run: no verdict read the guard's totals
         reading = run.guard.read()
     run.state.skipped_steps, run.state.rollbacks = reading.skipped, len(run.guard.rollbacks)
-    # FSDP2: the trainable weights gathered whole once, every rank taking part; the main process writes them
-    full = run.sharded.full_trainables() if run.sharded is not None else None
+    # FSDP2: the trainable weights gathered whole once, every rank taking part; the main process writes them (DDP:
+    # None, read from the model)
+    full = run.engine.full_trainables()
     # The main process writes; its failure (a full disk, a failed push) is every process's, so none waits for ever
     # at a barrier the main process never reaches. Its broadcast is the barrier before end_training.
     summary = main_process_check(
@@ -130,7 +131,7 @@ def _export(
     ``full``: the trainable weights gathered whole (FSDP2), else they are read from ``model``."""
     cfg, spec, state, guard, out = run.cfg, run.spec, run.state, run.guard, run.out
     advice = _export_advice(run, final_checkpoint)
-    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone, state=full)
+    lora_state, backbone = trainables.split_trainable_state(model, run.trainables.saved_backbone, state=full)
     metadata = model.peft_config["default"].to_dict()
     patterns = fallback.backbone_patterns(spec, cfg) + [
         p for _, pats, _ in fallback.extra_trainable(spec, cfg) for p in pats
@@ -141,7 +142,8 @@ def _export(
     ema_files = _write_ema(run, model, metadata, patterns, advice, [p.name for p in written])
     with reporting_disk_full("the final samples", out / "samples", advice=advice):
         sample_files = [] if stopped else _final_samples(run, model)
-    summary_ema = run.ema.summary([str(p) for p in ema_files]) if run.ema is not None else None
+    ema = levers.ema_of(run.features)
+    summary_ema = ema.summary([str(p) for p in ema_files]) if ema is not None else None
     with reporting_disk_full("the loss curve", out / LOSS_CURVE_FILE, advice=advice):
         plot_loss_curve(
             [int(s) for s, _ in state.loss_history],
@@ -178,13 +180,14 @@ def _write_ema(run: Run, model, metadata: dict, patterns: list[str], advice, ada
     """``--use_ema``: the EMA adapter beside the trained one (:func:`~dit_lora.output.ema_adapter.write_ema_adapter`:
     the same savers, folding and checks; FSDP2, whose weights are gathered for the export, refuses --use_ema).
     Without it, an earlier run's EMA versions of the ``adapter`` files just written are removed."""
-    if run.ema is None:
+    ema = levers.ema_of(run.features)
+    if ema is None:
         for path in remove_stale_ema(run.out, adapter):
             run.log(
                 f"removed {path.relative_to(run.out)}: the EMA adapter of an earlier run (this one has no --use_ema)"
             )
         return []
-    lora_state, backbone = trainables.split_trainable_state(model, run.saved_backbone, state=run.ema.named())
+    lora_state, backbone = trainables.split_trainable_state(model, run.trainables.saved_backbone, state=ema.named())
     with reporting_disk_full("the EMA adapter", run.out, needed=_bytes(lora_state) + _bytes(backbone), advice=advice):
         written = write_ema_adapter(
             run.spec, run.out, lora_state, metadata, backbone, patterns, comps=run.comps, cfg=run.cfg
@@ -228,7 +231,7 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
     if (
         run.cfg.checkpointing_steps
         or final_checkpoint is None
-        or step != run.max_steps
+        or step != run.schedule.max_steps
         or final_checkpoint.name != f"checkpoint-{step}"
         or not final_checkpoint.is_dir()
     ):
@@ -242,12 +245,11 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     cfg, spec, out = run.cfg, run.spec, run.out
     if not cfg.validation_prompt:
         return []
-    if run.sharded is None:  # a sharded model holds 1/N of the weights: left where it is
-        model.to("cpu")  # the trained copy is saved; move it off the accelerator so base + fresh pipeline fit
+    run.engine.release_for_samples(model)  # off the accelerator so base + fresh pipeline fit (FSDP2: left sharded)
     samples = fallback.require(spec, "samples", "--validation_prompt")
     (out / "samples").mkdir(exist_ok=True)
     files = []
-    choice = cfg.ema_validation if run.ema is not None else "trained"
+    choice = cfg.ema_validation if levers.ema_of(run.features) is not None else "trained"
     for suffix, folder in (("", None), ("_ema", ema_view)):  # --ema_validation: the EMA adapter's samples too
         if (suffix and choice == "trained") or (not suffix and choice == "ema"):
             continue
@@ -287,7 +289,7 @@ def _summary(
         "steps": state.global_step,
         "steps_this_run": steps_this_run,
         "samples_seen": state.samples_seen,
-        "wall_time_s": round(time.perf_counter() - run.started, 3),
+        "wall_time_s": round(time.perf_counter() - run.record.started, 3),
         "train_time_s": round(train_time, 3),
         "steps_per_second": round(steps_this_run / train_time, 4) if train_time > 0 else None,
         "peak_memory_bytes": peak,
@@ -305,22 +307,22 @@ def _summary(
         "nonfinite_report": str(report_file) if report_file.exists() else None,
         "quarantine": run.data.quarantine,
         "kernels": runtime.summary(kernel_counts(model)) if runtime else None,
-        "compile": run.compiled.summary() if run.compiled is not None and run.compiled.mode != "off" else None,
+        "compile": levers.compile_summary(run.features),
         "num_processes": accelerator.num_processes,
         # the micro-batch that trained per process: --train_batch_size, or the data's size when that is smaller
-        "train_batch_size": run.order.largest_batch,
+        "train_batch_size": run.schedule.order.largest_batch,
         # what actually ran: NO, MULTI_GPU, MULTI_CPU (DDP), or FSDP2 (accelerate's state is a plain multi-process one)
-        "engine": "FSDP2" if run.sharded is not None else accelerator.distributed_type.value,
-        "param_groups": [vars(g) for g in run.group_info],
+        "engine": run.engine.summary_name(),
+        "param_groups": [vars(g) for g in run.record.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
         "validation_loss": validation_loss.summary(run),  # the held-out loss at fixed noise, every evaluation
         "adapter": str(run.out / adapter_file_name(run.spec, cfg.lora_type)),
         "adapter_type": cfg.lora_type,
         "samples": [str(p) for p in sample_files],
-        "defaults": run.defaults.summary() if run.defaults is not None else None,
-        "memory_plan": run.plan.as_dict() if run.plan is not None else None,
+        "defaults": run.record.defaults.summary() if run.record.defaults is not None else None,
+        "memory_plan": run.record.plan.as_dict() if run.record.plan is not None else None,
         "config": config_dict(cfg),
-        "changed_options": run.changed_options,  # each with the step a resume changed it at
+        "changed_options": run.record.changed_options,  # each with the step a resume changed it at
     }
 
 

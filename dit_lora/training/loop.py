@@ -16,7 +16,6 @@ Everything model-specific goes through the family spec; this file never asks whi
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -31,13 +30,13 @@ from dit_lora.core.progress import Progress
 from dit_lora.data import batches as batch_lib
 from dit_lora.setup.resolve import Resolved
 from dit_lora.training import ema as ema_lib
-from dit_lora.training import output_lock, signals, validation_loss
+from dit_lora.training import levers, output_lock, signals, validation_loss
 from dit_lora.training.checkpoint import save_checkpoint
-from dit_lora.training.compile import eager, shape_key
+from dit_lora.training.features import StepContext
 from dit_lora.training.finish import end_trackers, finish, keep_final_checkpoint
 from dit_lora.training.guard import GuardReading
 from dit_lora.training.recovery import RunStopped, RunUnhealthy
-from dit_lora.training.run import Run, RunState, check_output_dir, setup, sharded_state_io
+from dit_lora.training.run import Run, RunState, check_output_dir, setup
 
 OnStep = Callable[[int, torch.nn.Module, torch.optim.Optimizer], None]
 
@@ -82,18 +81,22 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
     state = run.state
     # A bar on a terminal, plain lines every 10% or 30 s without one; run.log prints above an open bar.
     progress = Progress(
-        run.max_steps, initial=state.global_step, enabled=run.accelerator.is_main_process, desc="step", unit="step"
+        run.schedule.max_steps,
+        initial=state.global_step,
+        enabled=run.accelerator.is_main_process,
+        desc="step",
+        unit="step",
     )
     run.model.train()
     if validation_loss.due(run, state.global_step):  # before the first update: the curve's baseline
         validation_loss.record(run, progress)
     clock = _Clock(steps_at_start=state.global_step)
     try:
-        while state.global_step < run.max_steps:
+        while state.global_step < run.schedule.max_steps:
             loader = batch_lib.epoch_loader(
                 run.data.dataset,
                 run.data.collate,
-                run.order,
+                run.schedule.order,
                 state.epoch,
                 state.batch_in_epoch,
                 cfg.dataloader_num_workers,
@@ -104,7 +107,7 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
                 after_update(run, progress, clock, on_step)
                 if stop.should_stop():  # a host flag (and, with several processes, a CPU all-reduce)
                     _stop_on_signal(run, progress, stop)
-                if state.global_step >= run.max_steps:
+                if state.global_step >= run.schedule.max_steps:
                     break
             else:
                 state.epoch += 1
@@ -153,72 +156,55 @@ class _Clock:
 
 
 def train_step(run: Run, batch: dict) -> bool:
-    """One micro-batch; returns True when it completed an optimizer update (guarded: maybe skipped)."""
-    cfg, accelerator, state, kernels = run.cfg, run.accelerator, run.state, run.kernels
+    """One micro-batch; returns True when it completed an optimizer update (guarded: maybe skipped).
+
+    The levers act through the features' hooks (:mod:`.features`), the engine does the gradient sync and the
+    clipping: the step names neither a lever nor an engine.
+    """
+    cfg, accelerator, state, update, features = run.cfg, run.accelerator, run.state, run.update, run.features
     step = state.global_step + 1  # the update this micro-batch contributes to (1-based, as logged)
-    slot = (step - 1) % run.interval
-    checking = run.update_starts and kernels.due(step)  # first micro-batch only
-    run.update_starts = False
-    if checking:
-        kernels.arm(step)
-    run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, run.generator)
-    injector, audit, compiled = run.hooks.injector, run.hooks.sync_audit, run.compiled
-    compiled.before_step()
-    # A kernel-check step runs eagerly: the check captures the fused ops' inputs with host code.
-    with audit.step(), accelerator.accumulate(run.model), eager(compiled) if checking else contextlib.nullcontext():
-        with audit.batch_transfer(batch):  # the loader's batch onto the device: the step's only host-to-device copy
-            batch = run.load_batch(batch, step)
-        key = shape_key(batch) if cfg.compile != "off" else None
-        with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
+    slot = (step - 1) % run.schedule.interval
+    ctx = StepContext(step=step, first=update.starts, batch=batch)
+    update.starts = False
+    features.before_step(run, ctx)  # the kernel check arms at an update's first micro-batch
+    run.recovery.record(slot, step, state.epoch, state.batch_in_epoch, update.generator)
+    with features.around_step(run, ctx), accelerator.accumulate(run.model):
+        with features.around_transfer(run, ctx):  # the loader's batch onto the device
+            ctx.batch = run.load_batch(batch, step)
+        with features.around_forward(run, ctx):
             with accelerator.autocast():
-                loss = run.spec.loss.compute_loss(run.comps, run.model, batch, run.generator, cfg)
-            if injector is not None:
-                loss = injector.loss(step, loss)
-            if run.sharded is not None:  # FSDP2: reduce-scatter at the update's last micro-batch only
-                run.sharded.set_gradient_sync(accelerator.sync_gradients)
+                loss = run.spec.loss.compute_loss(run.comps, run.model, ctx.batch, update.generator, cfg)
+            loss = features.after_loss(run, ctx, loss)
+            run.engine.set_gradient_sync(accelerator.sync_gradients)  # FSDP2: reduce-scatter at the last only
             accelerator.backward(loss)
-        if checking:  # sampled steps only: this compares on the host
-            with audit.allowed():
-                run.kernel_veto = kernels.finish_check(step) or run.kernel_veto
-        run.micro_losses += loss.detach() / cfg.gradient_accumulation_steps
+        features.after_backward(run, ctx)  # the sampled kernel check (may veto the update)
+        update.losses += loss.detach() / cfg.gradient_accumulation_steps
         state.batch_in_epoch += 1
-        state.samples_seen += len(batch["sample_index"]) * accelerator.num_processes
+        state.samples_seen += len(ctx.batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:
-            norm = (
-                _clip(accelerator, run.model, cfg.max_grad_norm)
-                if run.sharded is None
-                else run.sharded.clip(cfg.max_grad_norm)  # sharded gradients: a device all-reduce of the norm
-            )
+            norm = run.engine.clip(run.model, cfg.max_grad_norm)
             run.guard.step(
-                run.optimizer,
-                run.optimizer.optimizer,
-                run.micro_losses,
-                norm,
-                slot,
-                accelerator.scaler,
-                veto=run.kernel_veto,
+                run.optimizer, run.optimizer.optimizer, update.losses, norm, slot, accelerator.scaler, veto=update.veto
             )
-            if run.ema is not None:  # weighted by the guard's device flag: a skipped step leaves it as it was
-                run.ema.update(run.guard.last_flag)
-            run.micro_losses.zero_()
-            run.kernel_veto, run.update_starts = False, True
+            features.after_update(run, ctx)  # the EMA, weighted by the guard's device flag
+            update.losses.zero_()
+            update.veto, update.starts = False, True
         run.optimizer.zero_grad(set_to_none=True)
-    compiled.after_step(step, key, ran_compiled=not checking)
-    run.hooks.crash_point("micro_batch", state.batch_in_epoch + state.epoch * len(run.order))
+    features.after_step(run, ctx)  # compile's counters, the crash points
     return accelerator.sync_gradients
 
 
 def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | None = None) -> None:
     """Host-side work after an optimizer update: the check window, rollbacks, checkpoints, validation."""
-    cfg, accelerator, state = run.cfg, run.accelerator, run.state
+    cfg, state, schedule = run.cfg, run.state, run.schedule
     state.global_step += 1
     if on_step is not None:
-        on_step(state.global_step, accelerator.unwrap_model(run.model), run.optimizer.optimizer)
-    if state.global_step % run.interval == 0 or state.global_step == run.max_steps:
+        on_step(state.global_step, run.engine.unwrap(run.model), run.optimizer.optimizer)
+    if state.global_step % schedule.interval == 0 or state.global_step == schedule.max_steps:
         # The only host reads of the guard: once per check interval, never per step.
         reading = clock.last_window = run.guard.read()
         _log_window(run, progress, reading, (time.perf_counter() - clock.window_start) / max(1, reading.window_steps))
-        with eager(run.compiled):  # a diagnosis replays the faulty step (eagerly: no recompiles)
+        with run.features.outside_step():  # a diagnosis replays the faulty step (eagerly: no recompiles)
             run.recovery.at_check(state.global_step, reading, run.model)
         clock.window_start = time.perf_counter()
     if validation_loss.due(run, state.global_step):  # before the checkpoint, which then holds it; not step time
@@ -229,26 +215,27 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
     if (
         run.validation_cond is not None
         and state.global_step % cfg.validation_steps == 0
-        and state.global_step < run.max_steps
+        and state.global_step < schedule.max_steps
     ):
         _validate(run, f"step{state.global_step}")
 
 
 def save_run_checkpoint(run: Run):
-    """``checkpoint-<global_step>`` of the run as it stands after an update (scheduled, or on a stop signal)."""
+    """``checkpoint-<global_step>`` of the run as it stands after an update (scheduled, or on a stop signal): the
+    counters, the guard's and the levers' state, the engine's weights and optimizer state, the levers' files."""
     state = run.state
     return save_checkpoint(
         run.accelerator,
         run.out,
         state.global_step,
-        {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
-        run.generator,
+        {"run": vars(state), "guard": run.guard.state_dict(), **run.features.state_dict()},
+        run.update.generator,
         run.cfg.checkpoints_total_limit,
         log=run.log,
         crash_point=run.hooks.crash_point,
-        options=run.options_record,
-        write_state=sharded_state_io(run)[0],
-        extra_files=run.ema.write if run.ema is not None else None,
+        options=run.record.options,
+        write_state=run.engine.save_state,
+        extra_files=run.features.file_writer(),
     )
 
 
@@ -266,7 +253,7 @@ def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> 
     )
     message = (
         (
-            f"stopped by {name} after step {step} of {run.max_steps}: saved {path}. "
+            f"stopped by {name} after step {step} of {run.schedule.max_steps}: saved {path}. "
             + signals.resume_command(run.out, step)
         )
         if run.accelerator.is_main_process
@@ -312,34 +299,20 @@ def _log_window(run: Run, progress: Progress, reading: GuardReading, step_time: 
     run.accelerator.log(values, step=state.global_step)
 
 
-def _clip(accelerator, model, max_norm: float) -> torch.Tensor:
-    """Total gradient norm (all ranks agree: DDP grads are already reduced), clipped when max_norm > 0.
-
-    Under fp16 the gradients are unscaled here even without clipping: that fills GradScaler's
-    ``found_inf``, into which the guard folds its skip decision (left empty, the scaler would
-    decide alone at its step and apply an update the guard skipped).
-    """
-    params = [p for p in model.parameters() if p.grad is not None]
-    if max_norm > 0:
-        return accelerator.clip_grad_norm_(params, max_norm)
-    if accelerator.scaler is not None:
-        accelerator.unscale_gradients()
-    return torch.nn.utils.get_total_norm([p.grad for p in params])
-
-
 def _validate(run: Run, tag: str) -> None:
     """Samples from the model being trained (main process; under FSDP2 every process takes part in the sharded
     forward passes, with the same seed), saved as ``samples/<tag>_<i>`` by the main process."""
-    if not run.accelerator.is_main_process and run.sharded is None:
+    if not run.accelerator.is_main_process and not run.engine.samples_on_every_rank:
         return
     samples = fallback.require(run.spec, "samples", "--validation_prompt")
-    model = run.accelerator.unwrap_model(run.model)
+    model = run.engine.unwrap(run.model)
     model.eval()
     made = []
     try:
         run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
-        for suffix, weights in ema_lib.validation_weights(run.ema, run.cfg.ema_validation):  # --ema_validation
-            with weights, run.accelerator.autocast(), eager(run.compiled):
+        ema = levers.ema_of(run.features)
+        for suffix, weights in ema_lib.validation_weights(ema, run.cfg.ema_validation):  # --ema_validation
+            with weights, run.accelerator.autocast(), run.features.outside_step():
                 made.append(
                     (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed))
                 )

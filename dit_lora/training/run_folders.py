@@ -12,18 +12,32 @@ and folders there (the adapter files, ``README.md``, ``train_summary.json``, ``l
 the logging folder, ``checkpoint-N/``) and ``--push_to_hub`` uploads only those, so a data folder beside them is
 read, never written. A data folder inside one of the folders the run writes (``samples/``, the logging folder, a
 ``checkpoint-N/``) is refused like the first case.
+
+:func:`check_run_folders` also refuses a folder that cannot be written; :func:`check_output_dir` (after the output
+lock) a finished run or an older run's checkpoints in ``--output_dir``.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.core.fileio import check_writable
+from dit_lora.data.cache import default_cache_root
+from dit_lora.output.names import ADAPTER_FILES, ADAPTER_INDEX_FILE
 
-__all__ = ["check_folders_apart", "data_folders", "written_folders"]
+__all__ = [
+    "check_folders_apart",
+    "check_output_dir",
+    "check_run_folders",
+    "data_folders",
+    "old_checkpoints",
+    "written_folders",
+]
 
 #: the folders of --output_dir the run writes into (besides the logging folder)
 _WRITTEN_SUBFOLDERS = re.compile(r"^(samples|(\.tmp-|\.old-)?checkpoint-\d+)$")
@@ -90,3 +104,69 @@ def check_folders_apart(cfg: TrainConfig) -> None:
                 f"(--output_dir's samples, logs or checkpoints): the run would add its own files to the data. Move the "
                 f"data out of --output_dir `{cfg.output_dir}`, or choose another --output_dir, and run again."
             )
+
+
+def check_output_dir(cfg: TrainConfig) -> str | None:
+    """Refuse to overwrite a finished run, or to mix a fresh run with an older run's checkpoints, unless asked to
+    (or resuming); return a line to log when ``--overwrite_output_dir`` removed old checkpoints.
+
+    Called on the main process after the output lock: nothing else writes the folder meanwhile.
+    """
+    out = Path(cfg.output_dir)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
+    done = [name for name in (*ADAPTER_FILES, ADAPTER_INDEX_FILE) if (out / name).exists()]
+    if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+        raise UserError(
+            f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
+            "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
+        )
+    if cfg.resume_from_checkpoint:
+        return None
+    # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
+    # later `latest` would resume the older run: they never mix.
+    old = old_checkpoints(out)
+    if not old:
+        return None
+    names = ", ".join(p.name for p in old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
+    if not cfg.overwrite_output_dir:
+        raise UserError(
+            f"--output_dir `{out}` holds checkpoints of an earlier run ({names}), and this run does not resume: "
+            "its own checkpoints would mix with them. Continue that run with --resume_from_checkpoint latest, choose "
+            "another --output_dir, or add --overwrite_output_dir to remove them and start over."
+        )
+    for path in old:
+        shutil.rmtree(path)
+    return f"--overwrite_output_dir: removed {len(old)} checkpoint folder(s) of an earlier run from {out} ({names})"
+
+
+def check_run_folders(cfg: TrainConfig) -> None:
+    """Refuse, in one paragraph, an --output_dir, --logging_dir or latent cache folder (--cache_dir, else the
+    default one) that is or lies inside a data folder (:func:`~dit_lora.training.run_folders.check_folders_apart`)
+    or cannot be written (a read-only file system, no permission)."""
+    check_folders_apart(cfg)  # first: the write probes below would already write into the data
+    out = Path(cfg.output_dir)
+    check_writable(out, "--output_dir")
+    if cfg.logging_dir and cfg.report_to != "none":
+        check_writable(out / cfg.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
+    if cfg.cache_latents:
+        if cfg.cache_dir:
+            check_writable(cfg.cache_dir, "--cache_dir")
+        else:
+            check_writable(
+                default_cache_root(),
+                "--cache_dir",
+                " (It is the default cache folder: $HF_HOME/dit-lora/"
+                "cache or ~/.cache/dit-lora/cache; pass --cache_dir to put the cache elsewhere.)",
+            )
+
+
+def old_checkpoints(out: Path) -> list[Path]:
+    """Every checkpoint folder in ``out``, whole, incomplete or half-replaced (``checkpoint-*``,
+    ``.tmp-checkpoint-*``, ``.old-checkpoint-*``), sorted by name."""
+    if not out.is_dir():
+        return []
+    return sorted(p for p in out.iterdir() if p.is_dir() and _CHECKPOINT_DIR.match(p.name))
+
+
+_CHECKPOINT_DIR = re.compile(r"^(\.tmp-|\.old-)?checkpoint-\d+$")

@@ -44,7 +44,6 @@ import torch
 
 from dit_lora.data.held_out import sample_seed
 from dit_lora.output.report import finite_or_none
-from dit_lora.training.compile import eager
 from dit_lora.training.run import Run
 
 #: the tracker's (tensorboard, wandb) name of the figure, beside the training ``loss``
@@ -60,7 +59,7 @@ def due(run: Run, step: int) -> bool:
     """Whether the validation loss is computed after update ``step`` (0: before the first)."""
     if not enabled(run) or any(int(s) == step for s, _ in run.state.validation_losses):
         return False  # a resumed run already holds its checkpoint step's figure
-    return step == 0 or step % run.cfg.validation_steps == 0 or step == run.max_steps
+    return step == 0 or step % run.cfg.validation_steps == 0 or step == run.schedule.max_steps
 
 
 def evaluation_order(count: int, world: int, rank: int) -> list[tuple[int, bool]]:
@@ -84,11 +83,11 @@ def evaluate(run: Run) -> float:
     """The mean loss of the held-out samples at their fixed draws (every rank calls it; every rank gets the mean)."""
     held, accelerator, cfg = run.data.held_out, run.accelerator, run.cfg
     device = accelerator.device
-    model = accelerator.unwrap_model(run.model)
+    model = run.engine.unwrap(run.model)
     losses = torch.zeros(len(held), dtype=torch.float32, device=device)
     model.eval()
     try:
-        with _isolated_rng(device), torch.no_grad(), accelerator.autocast(), eager(run.compiled):
+        with _isolated_rng(device), torch.no_grad(), accelerator.autocast(), run.features.outside_step():
             for position, counted in evaluation_order(len(held), accelerator.num_processes, accelerator.process_index):
                 batch = held.collate([held.dataset[(position, False)]])
                 batch = run.spec.loss.prepare_batch(run.comps, batch, device, held.cached)
@@ -101,23 +100,11 @@ def evaluate(run: Run) -> float:
                     losses[position] = loss.detach().float()
     finally:
         model.train()
-        if run.sharded is not None:
-            _reshard(model)
+        run.engine.after_evaluation(model)  # FSDP2: the gathered weights freed
     if accelerator.num_processes > 1:  # each entry is one rank's; the others add zeros: exact
         losses = accelerator.reduce(losses, reduction="sum")
     values = losses.tolist()  # the evaluation's one host read, outside the training step
     return math.fsum(values) / len(values)
-
-
-def _reshard(model: torch.nn.Module) -> None:
-    """FSDP2: free the gathered weights the forwards left (the root and each list's last block keep theirs after a
-    forward, for the backward that follows in training): a checkpoint saved next must see the sharded parameters the
-    optimizer holds. Local, no collective."""
-    from torch.distributed.fsdp import FSDPModule
-
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.reshard()
 
 
 @contextlib.contextmanager

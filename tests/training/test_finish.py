@@ -12,7 +12,7 @@ from dit_lora.training.finish import _drop_export_checkpoint, keep_final_checkpo
 def _run(tmp_path, step=6, checkpointing_steps=0, resume=None, max_steps=6):
     lines = []
     run = SimpleNamespace(cfg=SimpleNamespace(checkpointing_steps=checkpointing_steps), state=SimpleNamespace(
-        global_step=step), out=tmp_path, resume=resume, log=lines.append, max_steps=max_steps)
+        global_step=step), out=tmp_path, resume=resume, log=lines.append, schedule=SimpleNamespace(max_steps=max_steps))
     return run, lines
 
 

@@ -207,8 +207,9 @@ def _guarded_run(make_opt, *, fused: bool, bad_steps, steps=6, max_grad_norm=0.0
     """
     from types import SimpleNamespace
 
+    from dit_lora.core.engine import EngineChoice
+    from dit_lora.training.engine import make_engine
     from dit_lora.training.guard import _APPLIED
-    from dit_lora.training.loop import _clip
     from dit_lora.training.sync_audit import SyncAudit
 
     torch.manual_seed(0)
@@ -216,11 +217,13 @@ def _guarded_run(make_opt, *, fused: bool, bad_steps, steps=6, max_grad_norm=0.0
     opt = make_opt(model.parameters())
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12) if fp16 else None
     outer = _ScaledOptimizer(opt, scaler) if fp16 else opt
-    # the loop's _clip on a stand-in accelerator: fp16 unscales through the scaler, as accelerate's does
+    # the engine's clipping (DDP's) on a stand-in accelerator: fp16 unscales through the scaler, as accelerate's does
     accelerator = SimpleNamespace(
         scaler=scaler, unscale_gradients=lambda: scaler.unscale_(opt),
         clip_grad_norm_=lambda params, norm: (scaler and scaler.unscale_(opt),
                                               torch.nn.utils.clip_grad_norm_(params, norm))[1])
+    engine = make_engine(EngineChoice("ddp", ()))
+    engine.accelerator = accelerator
     guard = StepGuard(opt, SCHEDULE, steps, torch.device("cpu"), enabled=True, fused=fused, interval=steps,
                       max_consecutive_skips=8, rollback_lr_factor=0.5, max_rollbacks=1, spike_sigma=None, world_size=1)
     audit = SyncAudit(torch.device("cpu"), enabled=True)
@@ -233,7 +236,7 @@ def _guarded_run(make_opt, *, fused: bool, bad_steps, steps=6, max_grad_norm=0.0
             (scaler.scale(loss) if fp16 else loss).backward()
             if step in bad_steps:
                 loss = loss.detach() * float("nan")  # a non-finite loss with finite gradients
-            norm = _clip(accelerator, model, max_grad_norm)
+            norm = engine.clip(model, max_grad_norm)
             guard.step(outer, opt, loss, norm, step - 1, scaler)
             opt.zero_grad(set_to_none=True)
         records.append({"before": before, "after": _state_copy(model, opt), "applied_before": applied,
@@ -282,7 +285,7 @@ def _reference(make_opt, bad_steps, steps=6):
 def test_fp16_loss_scaling_honours_every_skip_with_and_without_clipping(max_grad_norm):
     """GradScaler's fp16 step on the CPU with fused AdamW. With --max_grad_norm 0 nothing would unscale the
     gradients, GradScaler's found_inf would stay empty and its step would apply an update the guard skipped
-    (a NaN loss has finite gradients): the loop's _clip unscales, and the guard folds its flag in."""
+    (a NaN loss has finite gradients): the engine's clip unscales, and the guard folds its flag in."""
     make = lambda params: torch.optim.AdamW(params, lr=BASE_LR, fused=True)  # noqa: E731
     bad = {3, 5}
     model, records, audit = _guarded_run(make, fused=True, bad_steps=bad, max_grad_norm=max_grad_norm, fp16=True)

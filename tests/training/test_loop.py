@@ -1,5 +1,5 @@
 """training/loop.py's host-side stages with stand-ins: what follows an update (check window, checkpoints,
-validation), the logged window, gradient clipping, the stop on a signal. Whole runs are in tests/e2e/."""
+validation), the logged window, the stop on a signal (clipping: tests/training/test_engine.py). Whole runs are in tests/e2e/."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from dit_lora.core.engine import EngineChoice
 from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
-from dit_lora.training import loop
+from dit_lora.training import levers, loop
+from dit_lora.training.engine import make_engine
 
 
 class Progress:
@@ -50,12 +52,16 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                                                                            ["a", "b"])[1],
                              save_sample=lambda item, path, *cfg: events.append(("sample", Path(path).name)),
                              capabilities=(Samples,), name="stand-in")
-    run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery, interval=interval,
-                          max_steps=max_steps, state=loop.RunState(), model=model, compiled=None, comps=None,
+    engine = make_engine(EngineChoice("ddp", ()))
+    engine.accelerator = accelerator
+    run = SimpleNamespace(cfg=cfg, accelerator=accelerator, guard=guard, recovery=recovery,
+                          schedule=SimpleNamespace(interval=interval, max_steps=max_steps), state=loop.RunState(),
+                          model=model, features=levers.for_run(SimpleNamespace(crash_point=lambda *a: None)),
+                          comps=None, engine=engine,
                           optimizer=SimpleNamespace(optimizer="inner"), spec=SimpleNamespace(samples=family, name=family.name),
                           out=tmp_path, data=SimpleNamespace(held_out=None),
                           validation_cond={"x": 1} if validation else None,
-                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print, ema=None)
+                          hooks=SimpleNamespace(crash_point=lambda *a: None), log=print)
     return run, events
 
 
@@ -117,26 +123,6 @@ def test_log_window_records_loss_and_skips(tmp_path):
     loop._log_window(run, progress, _reading(loss=None, grad_norm=math.inf), step_time=0.5)
     assert progress.postfix["loss"] == "skipped" and "loss" not in events[0][2] and "grad_norm" not in events[0][2]
     assert run.state.loss_history == [[8, 0.25]]
-
-
-def _grads(model):
-    for p in model.parameters():
-        p.grad = torch.full_like(p, 2.0)
-
-
-def test_clip_uses_the_accelerator_and_unscales_fp16_without_clipping():
-    model = torch.nn.Linear(3, 1)  # 4 parameters
-    _grads(model)
-    calls = []
-    accelerator = SimpleNamespace(clip_grad_norm_=lambda params, norm: calls.append(("clip", len(params), norm)) or 9.0,
-                                  scaler=None, unscale_gradients=lambda: calls.append(("unscale",)))
-    assert loop._clip(accelerator, model, 1.0) == 9.0 and calls == [("clip", 2, 1.0)]
-    calls.clear()
-    assert torch.isclose(loop._clip(accelerator, model, 0.0), torch.tensor(4.0))  # sqrt(4 * 2^2), nothing clipped
-    assert calls == []
-    accelerator.scaler = object()
-    loop._clip(accelerator, model, 0.0)
-    assert calls == [("unscale",)]
 
 
 def test_stop_on_signal_saves_unless_just_saved_and_says_how_to_resume(tmp_path, monkeypatch):

@@ -137,8 +137,10 @@ def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     log line says the prediction is sharded."""
     from types import SimpleNamespace
 
+    from dit_lora.core.engine import EngineChoice
     from dit_lora.plan import report
     from dit_lora.training import run as run_module
+    from dit_lora.training.engine import make_engine
 
     asked: list[str] = []
 
@@ -160,10 +162,9 @@ def test_the_memory_gate_plans_one_rank_of_an_fsdp2_run(monkeypatch):
     args = (_cfg("out"), None, accelerator, SimpleNamespace(entry=None))
     with pytest.raises(UserError, match="would not fit"):
         run_module._memory_plan(*args, lambda line: None)
-    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    monkeypatch.setenv("FSDP_VERSION", "2")
     lines: list[str] = []
-    assert run_module._memory_plan(*args, lines.append).peak_memory_bytes == 1 << 19
+    fsdp2 = make_engine(EngineChoice("fsdp2", ()))
+    assert run_module._memory_plan(*args, lines.append, engine=fsdp2).peak_memory_bytes == 1 << 19
     assert asked == ["ddp", "fsdp2"]
     assert "per process (FSDP2, sharded over 2)" in lines[-1]
 
@@ -185,3 +186,62 @@ def test_batch_larger_than_the_data_trains_at_the_data_size_and_says_so(tiny_san
             "at batch 4") in printed
     assert "process(es), batch 4 x accumulation" in printed
     assert "| train_batch_size | 4 (--train_batch_size 64;" in (out / "README.md").read_text()
+
+
+class _Stop(Exception):
+    pass
+
+
+def _count_checks(monkeypatch, resolved_out=None):
+    """Count the engine and folder checks of a setup stopped right after the accelerator is built; ``resolved_out``:
+    the --output_dir the (stand-in) resolution chooses, else the config's own."""
+    from dataclasses import replace
+
+    from dit_lora.core.engine import EngineChoice
+    from dit_lora.setup.resolve import Resolved
+    from dit_lora.training import run as run_module
+
+    calls: list[str] = []
+    monkeypatch.setattr(run_module, "decide_engine", lambda: calls.append("engine") or EngineChoice("ddp", ()))
+    monkeypatch.setattr(run_module, "check_run_folders", lambda cfg: calls.append(f"folders {cfg.output_dir}"))
+    monkeypatch.setattr(run_module, "resolve", lambda cfg: Resolved(
+        replace(cfg, output_dir=resolved_out) if resolved_out else cfg, None, None))
+
+    def stop(*args):
+        raise _Stop
+
+    monkeypatch.setattr(run_module, "check_launch_precision", stop)  # the first check after the accelerator
+    return run_module, calls
+
+
+def test_setup_judges_the_engine_and_the_folders_once(monkeypatch, tmp_path):
+    """The entry points resolve with resolve_for_training (engine and folders judged before the demo is built); setup
+    then judges neither again (it used to: each ran twice). A config resolved without them is judged once, in setup."""
+    from accelerate.state import AcceleratorState
+
+    from dit_lora.setup.resolve import Resolved
+
+    run_module, calls = _count_checks(monkeypatch)
+    out = tmp_path / "out"
+    try:
+        with pytest.raises(_Stop):
+            run_module.setup(run_module.resolve_for_training(_cfg(out)))
+        assert calls == ["engine", f"folders {out}"]
+        calls.clear()
+        with pytest.raises(_Stop):  # a config built in code: resolved (and judged) inside setup
+            run_module.setup(_cfg(out))
+        assert calls == ["engine", f"folders {out}"]
+        calls.clear()
+        with pytest.raises(_Stop):  # resolved another way: judged in setup, once
+            run_module.setup(Resolved(_cfg(out), None, None))
+        assert calls == ["engine", f"folders {out}"]
+    finally:
+        AcceleratorState._reset_state(True)
+
+
+def test_folders_the_resolution_changed_are_judged_again(monkeypatch, tmp_path):
+    """Resolving may change what the folder check reads (a demo, the defaults): those are judged too, once."""
+    run_module, calls = _count_checks(monkeypatch, resolved_out=str(tmp_path / "resolved"))
+    checked = run_module.resolve_for_training(_cfg(tmp_path / "out"))
+    assert calls == ["engine", f"folders {tmp_path / 'out'}", f"folders {tmp_path / 'resolved'}"]
+    assert checked.config.output_dir == str(tmp_path / "resolved")

@@ -14,6 +14,9 @@ import torch
 
 from dit_lora.data.sources import RawSample
 from dit_lora.training import validation_loss
+from dit_lora.core.engine import EngineChoice
+from dit_lora.training.engine import make_engine
+from dit_lora.training.features import Features
 from dit_lora.training.run import RunState
 
 
@@ -62,6 +65,12 @@ class _Held:
         return {"x": torch.stack([it["x"] for it in items]), "sample_index": [it["sample_index"] for it in items]}
 
 
+def _engine(accelerator):
+    engine = make_engine(EngineChoice("ddp", ()))
+    engine.accelerator = accelerator
+    return engine
+
+
 def _run(n: int = 5, *, numbers=None, world: int = 1, rank: int = 0, reduce=None, seed: int = 7):
     """A stand-in run with ``n`` held-out samples (``numbers``: their names' numbers, in listing order)."""
     logged: list = []
@@ -74,10 +83,10 @@ def _run(n: int = 5, *, numbers=None, world: int = 1, rank: int = 0, reduce=None
     lines: list[str] = []
     run = SimpleNamespace(
         data=SimpleNamespace(held_out=_Held(list(range(n)) if numbers is None else numbers)), accelerator=accelerator,
-        model=model, spec=SimpleNamespace(loss=_Loss()), comps=None, compiled=None, sharded=None, state=RunState(),
-        log=lines.append,
+        model=model, spec=SimpleNamespace(loss=_Loss()), comps=None, features=Features([]), engine=_engine(accelerator),
+        state=RunState(), log=lines.append,
         cfg=SimpleNamespace(seed=seed, validation_steps=3, validation_split=0.1, validation_data_dir=None),
-        max_steps=10,
+        schedule=SimpleNamespace(max_steps=10),
     )
     return run, lines, logged
 
