@@ -43,7 +43,8 @@ class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` rest
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
+from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.components import DiffusionCaptions
 from dit_lora.families.dit.adapter import (
     DiTAdapter,
     DiTAdapterExtras,
@@ -89,24 +90,20 @@ class DiTKernels:
 
 def dit_spec() -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests)."""
-    encoders = DiTEncoders()
-    loss = DiTLoss(encoders)
-    buckets = DiTBuckets()
     fitting = DiTFitting()
-    return FamilySpec(
-        name="dit",
-        info=INFO,
+    return diffusion_spec(
+        "dit",
+        INFO,
         model=DiTModel(INFO),
-        data=DiffusionData(),
-        loss=loss,
+        encoders=DiTEncoders(),
+        loss=DiTLoss,
+        samples=DiTSamples,
+        plan=DiTPlan,
         adapter=DiTAdapter(INFO, fitting),
-        encoders=encoders,
         captions=DiffusionCaptions(caption_source="class_folders"),
-        image_buckets=buckets,
-        samples=DiTSamples(encoders),
-        plan=DiTPlan(encoders, loss, buckets),
+        image_buckets=DiTBuckets(),
         kernels=DiTKernels(),
-        card=DiTCard(),
+        card=DiTCard(INFO),
         defaults=DiTDefaults(),
         setup=DiTSetup(),
         trainables=DiTTrainables(),
