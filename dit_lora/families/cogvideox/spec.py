@@ -80,7 +80,7 @@ from dit_lora.families.cogvideox.model import (
 from dit_lora.families.cogvideox.plan import CogVideoXPlan
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.cogvideox.sizes import CogVideoXData, CogVideoXVideo
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 
 
 def _info(task_tag: str, pipeline: str) -> FamilyInfo:
@@ -99,14 +99,6 @@ INFO = {
     "cogvideox": _info("text-to-video", "CogVideoXPipeline"),
     "cogvideox_i2v": _info("image-to-video", "CogVideoXImageToVideoPipeline"),
 }
-
-
-class CogVideoXKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """CogVideoX's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
 
 
 def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:
@@ -129,7 +121,7 @@ def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:
         adapter=CogVideoXAdapter(info),
         video_frames=video,
         frame_rate=video,
-        kernels=CogVideoXKernels(),
+        kernels=PatchPoints(patch_points),
         card=(CogVideoXI2VCard if i2v else CogVideoXCard)(info, video),
         defaults=CogVideoXDefaults(),
         notes=CogVideoXNotes(video),

@@ -11,7 +11,7 @@ the samples take the encoders, the plan takes the encoders, the loss and the ima
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
@@ -23,6 +23,18 @@ from dit_lora.families.diffusion.components import (
     DiffusionPrecision,
     DiffusionSetup,
 )
+
+
+class PatchPoints:
+    """``FamilySpec.kernels``: the family's fused-kernel patch points (``points``: its ``kernels.patch_points``,
+    called on use: the kernels pull in Triton's launchers)."""
+
+    def __init__(self, points: Callable[[], Iterable[Any]]) -> None:
+        self.points = points
+
+    def kernel_patch_points(self) -> list:
+        """The family's patch points."""
+        return list(self.points())
 
 
 def default_components(info: FamilyInfo) -> dict[str, Any]:

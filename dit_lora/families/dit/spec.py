@@ -43,7 +43,7 @@ class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` rest
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.diffusion.components import DiffusionCaptions
 from dit_lora.families.dit.adapter import (
     DiTAdapter,
@@ -80,14 +80,6 @@ INFO = FamilyInfo(
 )
 
 
-class DiTKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """DiT's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def dit_spec() -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests)."""
     fitting = DiTFitting()
@@ -102,7 +94,7 @@ def dit_spec() -> FamilySpec:
         adapter=DiTAdapter(INFO, fitting),
         captions=DiffusionCaptions(caption_source="class_folders"),
         image_buckets=DiTBuckets(),
-        kernels=DiTKernels(),
+        kernels=PatchPoints(patch_points),
         card=DiTCard(INFO),
         defaults=DiTDefaults(),
         setup=DiTSetup(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
 from dit_lora.families.sana.kernels import patch_points
@@ -37,14 +37,6 @@ INFO = FamilyInfo(
 )
 
 
-class SanaKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """Sana's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def sana_spec() -> FamilySpec:
     """A new Sana spec: text-to-image Sana 600M / 1.6B (and the tiny random variants of the tests)."""
     encoders = SanaEncoders()
@@ -59,7 +51,7 @@ def sana_spec() -> FamilySpec:
         data=SanaData(),
         adapter=KitAdapter(INFO, fp32_vae=SANA_VAE),
         image_buckets=SanaBuckets(),
-        kernels=SanaKernels(),
+        kernels=PatchPoints(patch_points),
         card=SanaCard(INFO),
         defaults=SanaDefaults(),
         notes=SanaNotes(),

@@ -8,7 +8,7 @@ from diffusion_stand_ins import PoolingEncoding
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.diffusion import components as base
 from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import default_components, diffusion_spec
+from dit_lora.families.diffusion.builder import PatchPoints, default_components, diffusion_spec
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
 
@@ -75,3 +75,9 @@ def test_a_familys_own_component_wins_and_none_leaves_one_out():
                           adapter=adapter, notes=None)
     assert spec.captions is captions and spec.adapter is adapter and spec.notes is None
     assert spec.samples is None and spec.plan is None  # a family without validation samples or a plan
+
+
+def test_patch_points_are_listed_on_use():
+    calls = []
+    kernels = PatchPoints(lambda: calls.append(1) or iter(["a", "b"]))
+    assert calls == [] and kernels.kernel_patch_points() == ["a", "b"] and calls == [1]
