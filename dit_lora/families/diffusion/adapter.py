@@ -16,6 +16,7 @@ the VAE it loads in fp32 first, the call's arguments; a family states its own ar
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,7 @@ class Snippet:
     #: the variable holding the base model's name (None: the name in the ``from_pretrained`` call itself)
     base_name: str | None = "base"
     #: how names are quoted in the code (:func:`json.dumps`, or :func:`quoted`)
-    quote: Any = json.dumps
+    quote: Callable[[str], str] = json.dumps
     #: the VAE class loaded first, in fp32 (None: the pipeline's own)
     vae: str | None = None
     #: the comment after the VAE line
@@ -193,15 +194,25 @@ def image_call_args(cfg) -> list[str]:
     ]
 
 
+def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]]:
+    """(import lines, call arguments) of a video card's conditioning image, from its ``snippet_image`` parts
+    (``", load_image"`` and ``"\\n    image=image,"``; empty for text-to-video)."""
+    imports = [f"from diffusers.utils import {extra_import.removeprefix(', ')}\n"] if extra_import else []
+    return imports, [image_arg.strip()] if image_arg else []
+
+
 class KitCard:
     """``FamilySpec.card``: the usage snippet from :meth:`snippet`, no rows and no license by default."""
+
+    #: the snippet's prompt without ``--validation_prompt``
+    placeholder_prompt = "a photo"
 
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
 
     def prompt(self, cfg) -> str:
-        """The snippet's prompt: ``--validation_prompt``, else a placeholder."""
-        return json.dumps(cfg.validation_prompt or "a photo")
+        """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
+        return json.dumps(cfg.validation_prompt or self.placeholder_prompt)
 
     def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """The family's pipeline with the adapter loaded, one image at the run's validation settings."""

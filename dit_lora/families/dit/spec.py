@@ -97,6 +97,7 @@ def dit_spec() -> FamilySpec:
         kernels=PatchPoints(patch_points),
         card=DiTCard(INFO),
         defaults=DiTDefaults(),
+        notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
         precision=DiTPrecision(),
