@@ -3,93 +3,63 @@ loaded back into the pipeline, and the model card's usage snippet, rows and lice
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
-from dit_lora.families.cogvideox.encoders import pipeline_class
 from dit_lora.families.cogvideox.sizes import CogVideoXVideo
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args, image_lines
 from dit_lora.modelfiles.pipeline_files import is_local
-from dit_lora.output.adapter import attach_adapter
 from dit_lora.output.video import snippet_write_video
 
 
-class CogVideoXAdapter:
-    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``."""
+class CogVideoXAdapter(KitAdapter):
+    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``, the reloaded
+    pipeline in the run's dtype (its VAE too) with the run's VAE slicing and tiling."""
 
-    def __init__(self, info: FamilyInfo) -> None:
-        self.info = info
-
-    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """The transformer's LoRA layers and their PEFT config as diffusers' CogVideoX LoRA file."""
-        pipeline_class(self.info).save_lora_weights(
-            output_dir,
-            transformer_lora_layers=lora_state,
-            transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name,
-            safe_serialization=True,
-        )
-        return Path(output_dir) / self.info.adapter_weight_name
-
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """The base model's pipeline in the run's dtype with the saved adapter loaded by diffusers."""
-        pipe = pipeline_class(self.info).from_pretrained(
-            cfg.pretrained_model_name_or_path,
-            revision=cfg.revision,
-            variant=cfg.variant,
-            **dtype_kwarg("diffusers", cfg.weight_dtype),
-            use_safetensors=True,
-        )
-        attach_adapter(None, pipe, adapter_dir)  # CogVideoX fits no consumer before the adapter loads
+    def fit_loaded(self, pipe, cfg) -> None:
+        """``--enable_slicing`` and ``--enable_tiling`` on the reloaded pipeline's VAE."""
         if cfg.family_options.enable_slicing:
             pipe.vae.enable_slicing()
         if cfg.family_options.enable_tiling:
             pipe.vae.enable_tiling()
-        pipe.set_progress_bar_config(disable=True)
-        return pipe.to(device)
 
 
-class CogVideoXCard:
+class CogVideoXCard(KitCard):
     """``FamilySpec.card``: the snippet (text-to-video; ``i2v.py`` adds the image), the video rows, the license."""
 
+    placeholder_prompt = "a video"
+
     def __init__(self, info: FamilyInfo, video: CogVideoXVideo) -> None:
-        self.info, self.video = info, video
+        super().__init__(info)
+        self.video = video
 
     def snippet_image(self, cfg) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the snippet's conditioning image (none here)."""
         return "", "", ""
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """The pipeline with the adapter loaded, one video of the run's first bucket, written as MP4."""
         frames, height, width = self.video.video_buckets(cfg)[0]
         extra_import, before, image_arg = self.snippet_image(cfg)
-        tiling = (
-            "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
-            if cfg.family_options.enable_tiling
-            else ""
-        )
-        name = self.info.pipeline_class_name
-        return (
-            "import torch\n"
-            f"from diffusers import {name}\n"
-            + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
-            + "\n"
-            f"pipe = {name}.from_pretrained({json.dumps(cfg.pretrained_model_name_or_path)}, "
-            "torch_dtype=torch.bfloat16)\n"
-            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
-            f"{tiling}"
-            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"{before}"
-            f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
-            f"    num_frames={frames}, height={height}, width={width},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-            "    generator=torch.manual_seed(0),\n"
-            ").frames[0]\n" + snippet_write_video(self.video.model_info(cfg).fps)
+        imports, image = image_lines(extra_import, image_arg)
+        tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
+        return Snippet(
+            pipeline=self.info.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            base_name=None,
+            imports=imports,
+            before_to=tiling if cfg.family_options.enable_tiling else "",
+            before_call=before,
+            output="video",
+            call_args=[
+                f"prompt={self.prompt(cfg)},",
+                *image,
+                f"num_frames={frames}, height={height}, width={width},",
+                *image_call_args(cfg)[1:],
+            ],
+            tail=snippet_write_video(self.video.model_info(cfg).fps),
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:

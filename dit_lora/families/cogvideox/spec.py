@@ -80,7 +80,7 @@ from dit_lora.families.cogvideox.model import (
 from dit_lora.families.cogvideox.plan import CogVideoXPlan
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.cogvideox.sizes import CogVideoXData, CogVideoXVideo
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionSetup
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 
 
 def _info(task_tag: str, pipeline: str) -> FamilyInfo:
@@ -101,39 +101,31 @@ INFO = {
 }
 
 
-class CogVideoXKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """CogVideoX's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:
     """A new spec of ``name``: ``cogvideox`` (CogVideoX 1.0 2B/5B and 1.5 text-to-video) or ``cogvideox_i2v``
     (1.0 5B and 1.5 image-to-video: the first frame conditions the video)."""
     i2v = name == "cogvideox_i2v"
     info, video = INFO[name], CogVideoXVideo()
     encoders = (CogVideoXI2VEncoders if i2v else CogVideoXEncoders)(info, video)
-    loss = (CogVideoXI2VLoss if i2v else CogVideoXLoss)(encoders, info)
-    return FamilySpec(
-        name=name,
-        info=info,
+    samples = CogVideoXI2VSamples if i2v else CogVideoXSamples
+    setup = {"setup": CogVideoXI2VSetup(video)} if i2v else {}
+    return diffusion_spec(
+        name,
+        info,
         model=(CogVideoXI2VModel if i2v else CogVideoXModel)(info, encoders.task, video),
-        data=CogVideoXData(),
-        loss=loss,
-        adapter=CogVideoXAdapter(info),
         encoders=encoders,
-        captions=DiffusionCaptions(),
+        loss=lambda encoders: (CogVideoXI2VLoss if i2v else CogVideoXLoss)(encoders, info),
+        samples=lambda encoders: samples(encoders, info, video),
+        plan=lambda encoders, loss, _: CogVideoXPlan(encoders, loss, video),
+        data=CogVideoXData(),
+        adapter=CogVideoXAdapter(info),
         video_frames=video,
         frame_rate=video,
-        samples=(CogVideoXI2VSamples if i2v else CogVideoXSamples)(encoders, info, video),
-        plan=CogVideoXPlan(encoders, loss, video),
-        kernels=CogVideoXKernels(),
+        kernels=PatchPoints(patch_points),
         card=(CogVideoXI2VCard if i2v else CogVideoXCard)(info, video),
         defaults=CogVideoXDefaults(),
         notes=CogVideoXNotes(video),
-        setup=CogVideoXI2VSetup(video) if i2v else DiffusionSetup(),
         precision=CogVideoXPrecision(),
         demo=CogVideoXDemo(encoders.task, video),
+        **setup,
     )

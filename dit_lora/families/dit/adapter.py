@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args, quoted
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.dit.classes import read_classes, split_class_names
 from dit_lora.families.dit.embedding import (
@@ -20,12 +18,7 @@ from dit_lora.families.dit.embedding import (
     resize_class_embeddings,
 )
 from dit_lora.families.dit.state import run_state
-from dit_lora.output.adapter import (
-    adapter_folder,
-    attach_adapter,
-    save_peft_adapter,
-    set_peft_base_model,
-)
+from dit_lora.output.adapter import save_peft_adapter, set_peft_base_model
 from dit_lora.output.names import CLASSES_FILE
 
 
@@ -56,41 +49,16 @@ class DiTFitting:
         pipe.register_to_config(id2label={str(i): name for name, i in label2id.items()})
 
 
-class DiTAdapter:
-    """``FamilySpec.adapter``: PEFT's format, loaded back into a DiTPipeline fitted by :class:`DiTFitting`."""
+class DiTAdapter(KitAdapter):
+    """``FamilySpec.adapter``: PEFT's format, loaded back into a DiTPipeline (AutoencoderKL in fp32) fitted by
+    :class:`DiTFitting`."""
 
     def __init__(self, info: FamilyInfo, fitting: DiTFitting) -> None:
-        self.info, self.fitting = info, fitting
+        super().__init__(info, fp32_vae="AutoencoderKL", fitting=fitting)
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
         """PEFT format (what ``PeftModel.save_pretrained`` writes); the label map is :class:`DiTAdapterExtras`'."""
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
-
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """A DiTPipeline of the base model (AutoencoderKL in fp32), reshaped and with the saved adapter loaded."""
-        # Diffusers' pipelines import slowly: only for the final samples
-        from diffusers import AutoencoderKL, DiTPipeline
-
-        path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(
-            path,
-            subfolder="vae",
-            revision=cfg.revision,
-            **dtype_kwarg("diffusers", torch.float32),
-            use_safetensors=True,
-        )
-        pipe = DiTPipeline.from_pretrained(
-            path,
-            vae=vae,
-            revision=cfg.revision,
-            variant=cfg.variant,
-            use_safetensors=True,
-            **dtype_kwarg("diffusers", cfg.weight_dtype),
-        )
-        self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
-        attach_adapter(None, pipe, adapter_dir)  # fitted just above
-        pipe.set_progress_bar_config(disable=True)
-        return pipe.to(device)
 
 
 class DiTAdapterExtras:
@@ -114,10 +82,10 @@ class DiTAdapterExtras:
             (output_dir / CLASSES_FILE).write_text(json.dumps(info, indent=2) + "\n")
 
 
-class DiTCard:
+class DiTCard(KitCard):
     """``FamilySpec.card``: the model card's snippet (``dit_lora.load_adapter``), the classes, Meta's license."""
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
         trained = trained_classes(cfg)[0]
         classes = (
@@ -125,21 +93,18 @@ class DiTCard:
             if cfg.validation_prompt
             else (trained or ["class name"])[:1]
         )
-        return (
-            "import torch\n"
-            "from diffusers import DiTPipeline\n"
-            "from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n\n"
-            f'base = "{cfg.pretrained_model_name_or_path}"\n'
-            "dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n"
-            "pipe = DiTPipeline.from_pretrained(base, torch_dtype=dtype)\n"
-            f'load_adapter(pipe, "{repo_or_dir}")  # LoRA (PEFT format) + resized class embedding + class names\n'
-            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n"
-            "image = pipe(\n    class_labels=class_ids,\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-            "    generator=torch.manual_seed(0),\n"
-            ").images[0]\n"
-            'image.save("sample.png")\n'
+        steps = image_call_args(cfg)[1:]
+        return Snippet(
+            pipeline=self.info.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            quote=quoted,
+            imports=["from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n"],
+            before_pipe="dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n",
+            dtype="dtype",
+            load=f'load_adapter(pipe, "{repo_or_dir}")  # LoRA (PEFT format) + resized class embedding + class names\n',
+            before_call=f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n",
+            call_args=["class_labels=class_ids,", *steps],
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:

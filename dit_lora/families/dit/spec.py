@@ -43,7 +43,8 @@ class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` rest
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.diffusion.components import DiffusionCaptions
 from dit_lora.families.dit.adapter import (
     DiTAdapter,
     DiTAdapterExtras,
@@ -79,35 +80,24 @@ INFO = FamilyInfo(
 )
 
 
-class DiTKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """DiT's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def dit_spec() -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests)."""
-    encoders = DiTEncoders()
-    loss = DiTLoss(encoders)
-    buckets = DiTBuckets()
     fitting = DiTFitting()
-    return FamilySpec(
-        name="dit",
-        info=INFO,
+    return diffusion_spec(
+        "dit",
+        INFO,
         model=DiTModel(INFO),
-        data=DiffusionData(),
-        loss=loss,
+        encoders=DiTEncoders(),
+        loss=DiTLoss,
+        samples=DiTSamples,
+        plan=DiTPlan,
         adapter=DiTAdapter(INFO, fitting),
-        encoders=encoders,
         captions=DiffusionCaptions(caption_source="class_folders"),
-        image_buckets=buckets,
-        samples=DiTSamples(encoders),
-        plan=DiTPlan(encoders, loss, buckets),
-        kernels=DiTKernels(),
-        card=DiTCard(),
+        image_buckets=DiTBuckets(),
+        kernels=PatchPoints(patch_points),
+        card=DiTCard(INFO),
         defaults=DiTDefaults(),
+        notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
         precision=DiTPrecision(),

@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.contract.spec import FamilyInfo
-from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
 from dit_lora.families.flux2.encoders import (
     DEFAULT_MAX_SEQUENCE_LENGTH,
     default_out_layers,
@@ -21,77 +16,50 @@ from dit_lora.families.flux2.encoders import (
 )
 from dit_lora.families.flux2.model import folder_pipeline
 from dit_lora.families.flux2.state import DEV_PIPELINE
-from dit_lora.output.adapter import attach_adapter
 
 #: licenses of black-forest-labs' checkpoints (their model cards): klein 4B Apache-2.0, the rest their own
 _LICENSES = {"FLUX.2-klein-4B": "apache-2.0", "FLUX.2-klein-base-4B": "apache-2.0"}
 
 
-class Flux2Adapter:
-    """``FamilySpec.adapter``: ``save_lora_weights`` and ``load_lora_weights`` of the FLUX.2 pipelines."""
+class Flux2Adapter(KitAdapter):
+    """``FamilySpec.adapter``: ``save_lora_weights`` and ``load_lora_weights`` of the FLUX.2 pipelines.
 
-    def __init__(self, info: FamilyInfo) -> None:
-        self.info = info
+    Both pipelines inherit ``save_lora_weights`` from ``Flux2LoraLoaderMixin`` unchanged, so one saver writes the
+    file either loads (``transformer.*``). The reload is the folder's stock pipeline in the run's weight dtype (its
+    VAE too, as diffusers' examples load it: the pipeline decodes in the transformer's dtype)."""
 
-    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """The transformer's LoRA layers and their PEFT config as diffusers' FLUX.2 LoRA file (``transformer.*``).
+    def pipeline_class(self, cfg: Any = None) -> Any:
+        """The folder's pipeline (``Flux2Pipeline`` or ``Flux2KleinPipeline``); the family's when saving."""
+        return super().pipeline_class() if cfg is None else pipeline_class(folder_pipeline(cfg.model))
 
-        Both pipelines inherit ``save_lora_weights`` from ``Flux2LoraLoaderMixin`` unchanged, so one saver writes
-        the file either loads."""
-        from diffusers.loaders import Flux2LoraLoaderMixin  # slow import: only when the adapter is saved
-
-        Flux2LoraLoaderMixin.save_lora_weights(
-            output_dir,
-            transformer_lora_layers=lora_state,
-            transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name,
-            safe_serialization=True,
-        )
-        return Path(output_dir) / self.info.adapter_weight_name
-
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """The folder's stock pipeline in the run's weight dtype (its VAE too, as diffusers' examples load it: the
-        pipeline decodes in the transformer's dtype) with the saved adapter loaded by diffusers.
-
-        The tokenizer is passed in as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``,
-        which needs torchvision for images the pipeline's prompts never carry; its text half is the same tokenizer.
-        """
+    def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+        """The tokenizer as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``, which
+        needs torchvision for images the pipeline's prompts never carry; its text half is the same tokenizer."""
         from transformers import AutoTokenizer  # heavy: only for the final samples
 
         path = cfg.pretrained_model_name_or_path
-        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        pipe = pipeline_class(folder_pipeline(cfg.model)).from_pretrained(
-            path,
-            tokenizer=tokenizer,
-            revision=cfg.revision,
-            variant=cfg.variant,
-            **dtype_kwarg("diffusers", cfg.weight_dtype),
-            use_safetensors=True,
-        )
-        attach_adapter(None, pipe, adapter_dir)  # FLUX.2 fits no consumer before the adapter loads
-        pipe.set_progress_bar_config(disable=True)
-        return pipe.to(device)
+        return {"tokenizer": AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)}
 
 
-def _snippet_encoding(cfg, pipeline: str) -> str:
+def _snippet_encoding(cfg, pipeline: str) -> list[str]:
     """The call's prompt-encoding arguments where training's differ from the pipeline's defaults: the stacked text
     encoder layers (a reduced-depth encoder, such as the demo's, stacks its last layer instead: ``out_layers``) and
     ``--max_sequence_length``."""
     config = config_reader(cfg.model)("text_encoder", "config.json") or {}
     depth = (config.get("text_config") or config).get("num_hidden_layers")
-    lines = ""
+    lines = []
     if depth is not None and out_layers(pipeline, int(depth)) != default_out_layers(pipeline):
         layers = out_layers(pipeline, int(depth))
-        lines += f"    text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)\n"
+        lines.append(f"text_encoder_out_layers={layers},  # the layers training stacked ({int(depth)}-layer encoder)")
     if max_sequence_length(cfg) != DEFAULT_MAX_SEQUENCE_LENGTH:
-        lines += f"    max_sequence_length={max_sequence_length(cfg)},  # the caption length training used\n"
+        lines.append(f"max_sequence_length={max_sequence_length(cfg)},  # the caption length training used")
     return lines
 
 
-class Flux2Card:
+class Flux2Card(KitCard):
     """``FamilySpec.card``: the model card's snippet, FLUX.2's rows and the base model's license."""
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """The folder's pipeline with the adapter loaded, one image at the run's validation settings, its prompt
         encoded as training encoded it (the stacked layers and caption length when they are not the pipeline's)."""
         cls = folder_pipeline(cfg.model)
@@ -99,27 +67,18 @@ class Flux2Card:
         # FLUX.2 [dev]'s tokenizer folder names a PixtralProcessor, which needs torchvision (for images the prompts
         # never carry): its text half is the tokenizer AutoTokenizer loads
         tokenizer = cls == DEV_PIPELINE
-        return (
-            "import torch\n"
-            f"from diffusers import {cls}\n"
-            + ("from transformers import AutoTokenizer\n" if tokenizer else "")
-            + f"\nbase = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
-            + (
-                'tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
-                if tokenizer
-                else ""
-            )
-            + f"pipe = {cls}.from_pretrained(base, {'tokenizer=tokenizer, ' if tokenizer else ''}"
-            "torch_dtype=torch.bfloat16)\n"
-            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
-            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")  # or pipe.enable_model_cpu_offload()\n'
-            f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-            f"{encoding}"
-            "    generator=torch.manual_seed(0),\n"
-            ").images[0]\n"
-            'image.save("sample.png")\n'
+        *size_and_steps, seed = image_call_args(cfg)
+        return Snippet(
+            pipeline=cls,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            imports=["from transformers import AutoTokenizer\n"] if tokenizer else [],
+            before_pipe='tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
+            if tokenizer
+            else "",
+            pipe_kwargs="tokenizer=tokenizer, " if tokenizer else "",
+            to_comment="  # or pipe.enable_model_cpu_offload()",
+            call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *encoding, seed],
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:

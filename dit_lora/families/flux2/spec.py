@@ -13,7 +13,7 @@ Precision: transformer and text encoder in bf16, the VAE in fp32. Fused kernels:
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
+from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import Flux2AdapterExtras, Flux2Exports
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
@@ -38,21 +38,17 @@ INFO = FamilyInfo(
 def flux2_spec() -> FamilySpec:
     """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests)."""
     encoders = Flux2Encoders()
-    loss = Flux2Loss(encoders)
-    buckets = Flux2Buckets()
-    return FamilySpec(
-        name="flux2",
-        info=INFO,
+    return diffusion_spec(
+        "flux2",
+        INFO,
         model=Flux2Model(INFO),
-        data=DiffusionData(),
-        loss=loss,
-        adapter=Flux2Adapter(INFO),
         encoders=encoders,
-        captions=DiffusionCaptions(),
-        image_buckets=buckets,
-        samples=Flux2Samples(encoders),
-        plan=Flux2Plan(encoders, loss, buckets),
-        card=Flux2Card(),
+        loss=Flux2Loss,
+        samples=Flux2Samples,
+        plan=Flux2Plan,
+        adapter=Flux2Adapter(INFO),
+        image_buckets=Flux2Buckets(),
+        card=Flux2Card(INFO),
         exports=Flux2Exports(),
         adapter_extras=Flux2AdapterExtras(),
         defaults=Flux2Defaults(),

@@ -14,7 +14,7 @@ code); the generic points patch its diffusers ``RMSNorm``s and ``nn.LayerNorm``s
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionNotes
+from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.qwenimage.adapter import QwenImageAdapter, QwenImageCard
 from dit_lora.families.qwenimage.comfyui import EXPORTS
 from dit_lora.families.qwenimage.edit import EditEncoders, EditLoss, EditSamples, EditSetup
@@ -65,26 +65,21 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
     info = family_info(name)
     edit = None if variant == "t2i" else variant
     encoders: QwenImageEncoders = EditEncoders(plus=edit == "edit_plus") if edit else QwenImageEncoders()
-    loss = EditLoss(encoders) if edit else QwenImageLoss(encoders)
-    buckets = QwenImageBuckets()
-    samples = EditSamples(encoders) if isinstance(encoders, EditEncoders) else QwenImageSamples(encoders)
-    return FamilySpec(
-        name=name,
-        info=info,
+    return diffusion_spec(
+        name,
+        info,
         model=QwenImageEditModel(info) if edit else QwenImageModel(info),
+        encoders=encoders,
+        loss=EditLoss if edit else QwenImageLoss,
+        samples=EditSamples if isinstance(encoders, EditEncoders) else QwenImageSamples,
+        plan=lambda encoders, loss, buckets: QwenImagePlan(encoders, loss, buckets, edit),
         data=QwenImageData(edit),
-        loss=loss,
         adapter=QwenImageAdapter(info),
         exports=EXPORTS,
         adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
-        encoders=encoders,
-        captions=DiffusionCaptions(),
-        image_buckets=buckets,
-        samples=samples,
-        plan=QwenImagePlan(encoders, loss, buckets, edit),
+        image_buckets=QwenImageBuckets(),
         card=QwenImageCard(info),
         defaults=QwenImageDefaults(),
-        notes=DiffusionNotes(),
         setup=EditSetup(encoders) if edit else QwenImageSetup(encoders),
         precision=QwenImagePrecision(),
         demo=QwenImageDemo(variant),

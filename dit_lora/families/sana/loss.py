@@ -10,12 +10,13 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.data.text_padding import cut_text_padding, used_text_length
+from dit_lora.data.text_padding import cut_text_padding
 from dit_lora.families.diffusion.components import (
     DiffusionData,
     DiffusionLoss,
     prepare_and_release,
 )
+from dit_lora.families.diffusion.text_padding import cached_text_length
 from dit_lora.families.sana.encoders import max_sequence_length
 from dit_lora.families.sana.state import run_state, tables
 from dit_lora.modeling.flow_matching import (
@@ -71,16 +72,11 @@ class SanaData(DiffusionData):
     def build_data(self, cfg, spec, comps: Components, accelerator):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
         data = prepare_and_release(cfg, spec, comps, accelerator)
-        # The empty caption's entry (--caption_dropout_probability) and the held-out samples' (the validation loss)
-        # are captions the batches may hold too.
-        files = data.cache_entries()
-        length = used_text_length(files) if data.cached and cfg.family_options.trim_text_padding else None
-        run_state(comps).text_tokens = length
-        padded = max_sequence_length(cfg)
-        if length is not None and length < padded and accelerator.is_main_process:
-            print(
-                f"caption tokens: the longest cached caption uses {length} of {padded} "
-                "padded tokens; every batch is cut to them (the rest is masked in every sample: "
-                "--trim_text_padding false keeps it)"
-            )
+        run_state(comps).text_tokens = cached_text_length(
+            data,
+            max_sequence_length(cfg),
+            accelerator,
+            enabled=cfg.family_options.trim_text_padding,
+            keep_flag="--trim_text_padding",
+        )
         return data

@@ -10,8 +10,9 @@ cached caption length), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loa
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions
-from dit_lora.families.sana.adapter import SanaAdapter, SanaCard
+from dit_lora.families.diffusion.adapter import KitAdapter
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
@@ -36,33 +37,22 @@ INFO = FamilyInfo(
 )
 
 
-class SanaKernels:
-    """``FamilySpec.kernels``: the blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """Sana's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def sana_spec() -> FamilySpec:
     """A new Sana spec: text-to-image Sana 600M / 1.6B (and the tiny random variants of the tests)."""
     encoders = SanaEncoders()
-    loss = SanaLoss(encoders)
-    buckets = SanaBuckets()
-    return FamilySpec(
-        name="sana",
-        info=INFO,
+    return diffusion_spec(
+        "sana",
+        INFO,
         model=SanaModel(INFO),
-        data=SanaData(),
-        loss=loss,
-        adapter=SanaAdapter(INFO),
         encoders=encoders,
-        captions=DiffusionCaptions(),
-        image_buckets=buckets,
-        samples=SanaSamples(encoders),
-        plan=SanaPlan(encoders, loss, buckets),
-        kernels=SanaKernels(),
-        card=SanaCard(),
+        loss=SanaLoss,
+        samples=SanaSamples,
+        plan=SanaPlan,
+        data=SanaData(),
+        adapter=KitAdapter(INFO, fp32_vae=SANA_VAE),
+        image_buckets=SanaBuckets(),
+        kernels=PatchPoints(patch_points),
+        card=SanaCard(INFO),
         defaults=SanaDefaults(),
         notes=SanaNotes(),
         setup=SanaSetup(encoders),

@@ -13,14 +13,13 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import training_shift
 from dit_lora.families.sanavideo.state import run_state
-from dit_lora.output.adapter import attach_adapter
 from dit_lora.output.video import snippet_write_video, write_video
 
 
@@ -109,70 +108,47 @@ class SanaVideoSamples(DiffusionSamples):
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=round(self.task.model_fps(cfg)))
 
 
-class SanaVideoAdapter:
-    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``."""
+class SanaVideoAdapter(KitAdapter):
+    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``, the stock pipeline of
+    the base model reloaded with the Wan VAE in fp32."""
 
     def __init__(self, info: FamilyInfo, task: SanaVideoTask) -> None:
-        self.info, self.task = info, task
-
-    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """The transformer's LoRA layers and their PEFT config as diffusers' SANA-Video LoRA file."""
-        self.task.pipeline_class().save_lora_weights(
-            output_dir,
-            transformer_lora_layers=lora_state,
-            transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name,
-            safe_serialization=True,
-        )
-        return Path(output_dir) / self.info.adapter_weight_name
-
-    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-        """The stock pipeline of the base model (the Wan VAE in fp32) with the adapter loaded by diffusers."""
-        from diffusers import AutoencoderKLWan
-
-        path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
-        vae = AutoencoderKLWan.from_pretrained(
-            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
-        )
-        pipe = self.task.pipeline_class().from_pretrained(
-            path, vae=vae, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype), **common
-        )
-        attach_adapter(None, pipe, adapter_dir)  # nothing to fit before the adapter loads
-        pipe.set_progress_bar_config(disable=True)
-        return pipe.to(device)
-
-
-class SanaVideoCard:
-    """``FamilySpec.card``: the usage snippet, SANA-Video's rows and the license of Efficient-Large-Model's release."""
-
-    def __init__(self, task: SanaVideoTask) -> None:
+        super().__init__(info, fp32_vae="AutoencoderKLWan")
         self.task = task
 
-    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
+
+class SanaVideoCard(KitCard):
+    """``FamilySpec.card``: the usage snippet, SANA-Video's rows and the license of Efficient-Large-Model's release."""
+
+    placeholder_prompt = "a video"
+
+    def __init__(self, task: SanaVideoTask) -> None:  # the task names the pipeline: no info (KitCard's default unused)
+        self.task = task
+
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The stock pipeline with the Wan VAE in fp32, the adapter loaded, one video at the trained size."""
         frames, height, width = self.task.video_buckets(cfg)[0]
-        name = self.task.pipeline_class_name
         i2v = self.task.task == "i2v"
         image_src = getattr(cfg.family_options, "validation_image", None) or "first_frame.png"
-        chi = "" if cfg.family_options.complex_human_instruction else "\n    complex_human_instruction=None,"
-        return (
-            "import torch\n"
-            f"from diffusers import AutoencoderKLWan, {name}\n"
-            + ("from diffusers.utils import load_image\n" if i2v else "")
-            + "\n"
-            f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
-            'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
-            f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
-            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
-            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            + (f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "")
-            + f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},"
-            + ("\n    image=image," if i2v else "")
-            + f"{chi}\n    frames={frames}, height={height}, width={width},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-            "    generator=torch.manual_seed(0),\n"
-            "    use_resolution_binning=False,  # the trained size, not the 480p table's nearest\n"
-            ").frames[0]\n" + snippet_write_video(self.task.model_fps(cfg))
+        chi = cfg.family_options.complex_human_instruction
+        return Snippet(
+            pipeline=self.task.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            base_name="model_id",
+            vae="AutoencoderKLWan",
+            imports=["from diffusers.utils import load_image\n"] if i2v else [],
+            before_call=f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "",
+            output="video",
+            call_args=[
+                f"prompt={self.prompt(cfg)},",
+                *(["image=image,"] if i2v else []),
+                *([] if chi else ["complex_human_instruction=None,"]),
+                f"frames={frames}, height={height}, width={width},",
+                *image_call_args(cfg)[1:],
+                "use_resolution_binning=False,  # the trained size, not the 480p table's nearest",
+            ],
+            tail=snippet_write_video(self.task.model_fps(cfg)),
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

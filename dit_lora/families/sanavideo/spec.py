@@ -11,7 +11,7 @@ Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions
+from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
 from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
 from dit_lora.families.sanavideo.kernels import SanaVideoKernels
@@ -58,20 +58,18 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
     task = TASKS[name]
     info = sanavideo_info(task)
     encoders = SanaVideoEncoders(task)
-    loss = SanaVideoLoss(encoders, image_to_video=task.task == "i2v")
-    return FamilySpec(
-        name=name,
-        info=info,
+    return diffusion_spec(
+        name,
+        info,
         model=SanaVideoModel(info, task),
-        data=SanaVideoData(),
-        loss=loss,
-        adapter=SanaVideoAdapter(info, task),
         encoders=encoders,
-        captions=DiffusionCaptions(),
+        loss=lambda encoders: SanaVideoLoss(encoders, image_to_video=task.task == "i2v"),
+        samples=lambda encoders: SanaVideoSamples(task, encoders),
+        plan=lambda encoders, loss, _: SanaVideoPlan(task, encoders, loss),
+        data=SanaVideoData(),
+        adapter=SanaVideoAdapter(info, task),
         video_frames=task,
         frame_rate=task,
-        samples=SanaVideoSamples(task, encoders),
-        plan=SanaVideoPlan(task, encoders, loss),
         kernels=SanaVideoKernels(),
         card=SanaVideoCard(task),
         defaults=SanaVideoDefaults(),

@@ -14,9 +14,16 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
-from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.data.frames import describe_buckets
 from dit_lora.data.synthetic.clips import build_demo_clips
+from dit_lora.families.diffusion.adapter import (
+    SEED_ARGUMENT,
+    KitAdapter,
+    KitCard,
+    Snippet,
+    image_call_args,
+    image_lines,
+)
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.wan.comfyui import run_files, write_comfyui_files
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
@@ -26,7 +33,7 @@ from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
 from dit_lora.families.wan.state import run_state
 from dit_lora.families.wan.task import WanTask, forget_infos
 from dit_lora.modelfiles.pipeline_files import is_local
-from dit_lora.output.adapter import adapter_index, attach_adapter, write_adapter_index
+from dit_lora.output.adapter import adapter_index, write_adapter_index
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, EXPORTED_TYPES, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video, write_video
@@ -153,25 +160,6 @@ def split_experts(lora_state: dict[str, torch.Tensor]) -> dict[str, dict[str, to
     return {"single": lora_state}
 
 
-def save_wan_adapter(output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-    """``WanPipeline.save_lora_weights`` for each expert's LoRA (the high-noise one, or the only one, in
-    ``pytorch_lora_weights.safetensors``); returns the first file."""
-    from diffusers import WanPipeline
-
-    written = []
-    for expert, state in split_experts(lora_state).items():
-        name = EXPERT_FILES.get(expert, ADAPTER_FILE)
-        WanPipeline.save_lora_weights(
-            output_dir,
-            transformer_lora_layers=state,
-            transformer_lora_adapter_metadata=lora_config,
-            weight_name=name,
-            safe_serialization=True,
-        )
-        written.append(Path(output_dir) / name)
-    return written[0]
-
-
 def adapter_files(comps: Components) -> dict[str, str]:
     """``{file name: expert}`` of a finished run: ``high`` for single-expert checkpoints. Each A14B expert's file
     has its own name, so a file is never mistaken for the other expert's (the low-noise one must load with
@@ -188,7 +176,7 @@ def save_beside_adapter(output_dir: Path, comps: Components, cfg: TrainConfig) -
     LoKr, LoHa; not for DoRA, which ComfyUI does not reproduce: one line says so)."""
     files = adapter_files(comps)
     if ADAPTER_FILE not in files and (Path(output_dir) / ADAPTER_FILE).exists():
-        # a --wan_expert low run: save_wan_adapter wrote the only file under the default name
+        # a --wan_expert low run: WanAdapter.save_adapter wrote the only file under the default name
         (Path(output_dir) / ADAPTER_FILE).rename(Path(output_dir) / EXPERT_FILES["low"])
     if run_state(comps).expert:
         write_adapter_index(
@@ -221,67 +209,21 @@ def export_wan(output_dir: Path, fmt: str) -> list[Path]:
     return write_comfyui_files(Path(output_dir), run_files(Path(output_dir), files))
 
 
-# ---- reloading and the card -----------------------------------------------------------------
-def load_wan_pipeline(adapter: WanAdapter, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-    """A fresh pipeline from the base model (VAE and 2.1's CLIP in fp32, the rest in the run's dtype) with the
-    saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
-    from diffusers import AutoencoderKLWan
+# ---- the card ------------------------------------------------------------------------------
+def expert_load_lines(expert: str | None, repo: str) -> str:
+    """The snippet's ``load_lora_weights`` lines: each A14B expert's file into its transformer (``repo``: quoted)."""
 
-    path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
-    parts = {
-        "vae": AutoencoderKLWan.from_pretrained(
-            path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+    def low(comment: str) -> str:
+        return (
+            f'pipe.load_lora_weights({repo}, weight_name="{EXPERT_FILES["low"]}",\n'
+            f"                       load_into_transformer_2=True)  # {comment} (transformer_2)\n"
         )
-    }
-    parts.update(adapter.fp32_parts(cfg, common))
-    pipe = adapter.task.pipeline_class().from_pretrained(
-        path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant, **parts, **common
-    )
-    attach_adapter(None, pipe, adapter_dir)  # Wan fits no consumer before the adapter loads
-    pipe.set_progress_bar_config(disable=True)
-    return pipe.to(device)
 
-
-def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
-    """Loading the adapter(s) with diffusers and making a video, as the card shows it."""
-    task = card.task
-    frames, height, width = task.video_buckets(cfg)[0]
-    expert = task.expert(cfg)
     if expert == "both":
-        load = (
-            f"pipe.load_lora_weights({json.dumps(repo_or_dir)})  # high-noise expert (transformer)\n"
-            f'pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name="{EXPERT_FILES["low"]}",\n'
-            "                       load_into_transformer_2=True)  # low-noise expert (transformer_2)\n"
-        )
-    elif expert == "low":
-        load = (
-            f'pipe.load_lora_weights({json.dumps(repo_or_dir)}, weight_name="{EXPERT_FILES["low"]}",\n'
-            "                       load_into_transformer_2=True)  # the low-noise expert (transformer_2)\n"
-        )
-    else:
-        load = f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
-    extra_import, before, image_arg = card.snippet_image(cfg)
-    name = task.pipeline_class_name
-    return (
-        "import torch\n"
-        f"from diffusers import AutoencoderKLWan, {name}\n"
-        + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
-        + "\n"
-        f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
-        'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
-        f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
-        f"{load}"
-        'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-        f"{before}"
-        f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
-        f"    num_frames={frames}, height={height}, width={width},\n"
-        f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
-        '    generator=torch.manual_seed(0), output_type="pil",\n'
-        ").frames[0]\n"
-        + snippet_write_video(task.info(cfg).fps)
-        + "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
-        "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n"
-    )
+        return f"pipe.load_lora_weights({repo})  # high-noise expert (transformer)\n" + low("low-noise expert")
+    if expert == "low":
+        return low("the low-noise expert")
+    return f"pipe.load_lora_weights({repo})\n"
 
 
 # ---- the components --------------------------------------------------------------------------
@@ -317,19 +259,26 @@ class WanSamples(DiffusionSamples):
         embedding stands in for the released image encoder); nothing for text-to-video."""
 
 
-class WanAdapter:
-    """``FamilySpec.adapter``: ``WanPipeline.save_lora_weights`` (one file per expert) and ``load_lora_weights``."""
+class WanAdapter(KitAdapter):
+    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` (one file per expert) and ``load_lora_weights``
+    into a fresh pipeline of the base model (the VAE and 2.1's CLIP in fp32, the rest in the run's dtype)."""
 
     def __init__(self, info: FamilyInfo, task: WanTask) -> None:
-        self.info, self.task = info, task
+        super().__init__(info, fp32_vae="AutoencoderKLWan")
+        self.task = task
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """``WanPipeline.save_lora_weights``; a two-expert model's ``high.``/``low.`` keys go to one file each."""
-        return save_wan_adapter(output_dir, lora_state, lora_config)
+        """One LoRA file per expert (the high-noise one, or the only one, in ``pytorch_lora_weights.safetensors``;
+        a two-expert model's ``high.``/``low.`` keys go to one file each); returns the first file."""
+        written = [
+            self.write_lora_file(output_dir, state, lora_config, EXPERT_FILES.get(expert, ADAPTER_FILE))
+            for expert, state in split_experts(lora_state).items()
+        ]
+        return written[0]
 
-    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
-        """:func:`load_wan_pipeline`."""
-        return load_wan_pipeline(self, cfg, adapter_dir, device)
+    def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
+        """The VAE in fp32, and :meth:`fp32_parts`."""
+        return {**super().pipeline_parts(cfg, common), **self.fp32_parts(cfg, common)}
 
     def fp32_parts(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Components the reloaded pipeline takes in fp32 besides the VAE (2.1 I2V: the CLIP image encoder)."""
@@ -366,15 +315,40 @@ class WanExports:
         return export_wan(output_dir, fmt)
 
 
-class WanCard:
+class WanCard(KitCard):
     """``FamilySpec.card``: the snippet, Wan's rows (size, model, schedule, experts) and Wan-AI's license."""
 
-    def __init__(self, task: WanTask) -> None:
+    placeholder_prompt = "a video"
+
+    def __init__(self, task: WanTask) -> None:  # the task names the pipeline: no info (KitCard's default unused)
         self.task = task
 
-    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
-        """:func:`usage_snippet`."""
-        return usage_snippet(self, cfg, repo_or_dir)
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
+        """Loading the adapter(s) with diffusers (each expert's file into its transformer) and making a video."""
+        frames, height, width = self.task.video_buckets(cfg)[0]
+        extra_import, before, image_arg = self.snippet_image(cfg)
+        imports, image = image_lines(extra_import, image_arg)
+        return Snippet(
+            pipeline=self.task.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            base_name="model_id",
+            vae="AutoencoderKLWan",
+            imports=imports,
+            load=expert_load_lines(self.task.expert(cfg), json.dumps(repo_or_dir)),
+            before_call=before,
+            output="video",
+            call_args=[
+                f"prompt={self.prompt(cfg)},",
+                *image,
+                f"num_frames={frames}, height={height}, width={width},",
+                image_call_args(cfg)[1],
+                f'{SEED_ARGUMENT} output_type="pil",',
+            ],
+            tail=snippet_write_video(self.task.info(cfg).fps)
+            + "# ComfyUI: the *_comfyui.safetensors file(s) carry ComfyUI's Wan key names (loaded by ComfyUI's own LoRA\n"
+            "# loader in dit-lora's comfyui tests, and through diffusers' converter in CI): LoRA loader, strength 1.0\n",
+        )
 
     def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the usage snippet's conditioning image (none)."""

@@ -37,7 +37,7 @@ the low-noise expert loads with ``load_into_transformer_2=True``) and the ComfyU
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionSetup
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanTrainables
 from dit_lora.families.wan.i2v import (
@@ -92,43 +92,33 @@ def wan_info(task: WanTask) -> FamilyInfo:
     )
 
 
-class WanKernels:
-    """``FamilySpec.kernels``: Wan's blocks and processors the fused kernels patch (``kernels.py``)."""
-
-    def kernel_patch_points(self) -> list:
-        """Wan's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
-
-
 def wan_spec(name: str = "wan") -> FamilySpec:
     """A new spec of ``name``: ``wan`` (T2V 1.3B, 14B; TI2V-5B; T2V-A14B) or ``wan_i2v`` (2.1 I2V 14B, 2.2
     I2V-A14B, TI2V-5B's image mode); image-to-video takes the subclasses of :mod:`.i2v`."""
     task = TASKS[name]
     info = wan_info(task)
     i2v = task.task == "i2v"
-    encoders = (WanI2VEncoders if i2v else WanEncoders)(task)
-    loss = (WanI2VLoss if i2v else WanLoss)(encoders)
-    return FamilySpec(
-        name=name,
-        info=info,
+    samples, plan = (WanI2VSamples, WanI2VPlan) if i2v else (WanSamples, WanPlan)
+    return diffusion_spec(
+        name,
+        info,
         model=(WanI2VModel if i2v else WanModel)(info, task),
+        encoders=(WanI2VEncoders if i2v else WanEncoders)(task),
+        loss=WanI2VLoss if i2v else WanLoss,
+        samples=lambda encoders: samples(task, encoders),
+        plan=lambda encoders, loss, _: plan(task, encoders, loss),
         data=WanData(),
-        loss=loss,
         adapter=(WanI2VAdapter if i2v else WanAdapter)(info, task),
-        encoders=encoders,
-        captions=DiffusionCaptions(),
         video_frames=task,
         frame_rate=task,
-        samples=(WanI2VSamples if i2v else WanSamples)(task, encoders),
-        plan=(WanI2VPlan if i2v else WanPlan)(task, encoders, loss),
-        kernels=WanKernels(),
+        kernels=PatchPoints(patch_points),
         exports=WanExports(),
         card=(WanI2VCard if i2v else WanCard)(task),
         defaults=WanDefaults(),
         notes=WanNotes(task),
-        setup=WanI2VSetup(task) if i2v else DiffusionSetup(),
         trainables=WanTrainables(),
         precision=WanPrecision(),
         demo=WanDemo(task),
         adapter_extras=WanAdapterExtras(),
+        **({"setup": WanI2VSetup(task)} if i2v else {}),
     )

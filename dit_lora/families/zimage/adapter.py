@@ -1,82 +1,30 @@
-"""Z-Image's adapter: saved by ZImagePipeline's own saver (``ZImageLoraLoaderMixin``), loaded back into a
-ZImagePipeline, and the model card's usage snippet, rows and license."""
+"""Z-Image's model card: the usage snippet, Z-Image's rows and the license; the adapter is the kit's
+(:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``ZImagePipeline``'s saver, ``ZImageLoraLoaderMixin``,
+the VAE reloaded in fp32)."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-import torch
-
-from dit_lora.contract.spec import FamilyInfo
-from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
 from dit_lora.families.zimage.encoders import max_sequence_length
-from dit_lora.output.adapter import attach_adapter
+
+#: the VAE the reloaded pipeline decodes with in fp32
+ZIMAGE_VAE = "AutoencoderKL"
 
 
-class ZImageAdapter:
-    """``FamilySpec.adapter``: ``ZImagePipeline.save_lora_weights`` and ``load_lora_weights``."""
-
-    def __init__(self, info: FamilyInfo) -> None:
-        self.info = info
-
-    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """The transformer's LoRA layers and their PEFT config as diffusers' Z-Image LoRA file."""
-        from diffusers import ZImagePipeline  # slow import: only when the adapter is saved
-
-        ZImagePipeline.save_lora_weights(
-            output_dir,
-            transformer_lora_layers=lora_state,
-            transformer_lora_adapter_metadata=lora_config,
-            weight_name=self.info.adapter_weight_name,
-            safe_serialization=True,
-        )
-        return Path(output_dir) / self.info.adapter_weight_name
-
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
-        """A ZImagePipeline of the base model (VAE in fp32) with the saved adapter loaded by diffusers."""
-        from diffusers import AutoencoderKL, ZImagePipeline  # heavy: only for the final samples
-
-        path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(
-            path,
-            subfolder="vae",
-            revision=cfg.revision,
-            **dtype_kwarg("diffusers", torch.float32),
-            use_safetensors=True,
-        )
-        pipe = ZImagePipeline.from_pretrained(
-            path,
-            vae=vae,
-            revision=cfg.revision,
-            variant=cfg.variant,
-            **dtype_kwarg("diffusers", cfg.weight_dtype),
-            use_safetensors=True,
-        )
-        attach_adapter(None, pipe, adapter_dir)
-        pipe.set_progress_bar_config(disable=True)
-        return pipe.to(device)
-
-
-class ZImageCard:
+class ZImageCard(KitCard):
     """``FamilySpec.card``: the model card's snippet, Z-Image's rows and the license of Tongyi-MAI's releases."""
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """ZImagePipeline with the adapter loaded, one image at the run's validation settings."""
-        return (
-            "import torch\n"
-            "from diffusers import ZImagePipeline\n\n"
-            f'pipe = ZImagePipeline.from_pretrained("{cfg.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
-            f'pipe.load_lora_weights("{repo_or_dir}")\n'
-            'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, "
-            f"guidance_scale={cfg.validation_guidance_scale},\n"
-            "    generator=torch.manual_seed(0),\n"
-            ").images[0]\n"
-            'image.save("sample.png")\n'
+        return Snippet(
+            pipeline=self.info.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            base_name=None,
+            quote=quoted,
+            call_args=[f"{self.prompt(cfg)},", *image_call_args(cfg)],
         )
 
     def card_settings(self, cfg) -> dict[str, Any]:

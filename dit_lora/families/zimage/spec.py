@@ -13,8 +13,9 @@ modulation is inline in its block); the generic points patch its diffusers ``RMS
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
-from dit_lora.families.zimage.adapter import ZImageAdapter, ZImageCard
+from dit_lora.families.diffusion.adapter import KitAdapter
+from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.zimage.adapter import ZIMAGE_VAE, ZImageCard
 from dit_lora.families.zimage.comfyui import EXPORTS
 from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
 from dit_lora.families.zimage.loss import ZImageLoss
@@ -49,23 +50,19 @@ INFO = FamilyInfo(
 def zimage_spec(name: str = "zimage") -> FamilySpec:
     """A new Z-Image spec: Turbo and base, and the tiny random variants of the tests."""
     encoders = ZImageEncoders()
-    loss = ZImageLoss(encoders)
-    buckets = ZImageBuckets()
-    return FamilySpec(
-        name=name,
-        info=INFO,
+    return diffusion_spec(
+        name,
+        INFO,
         model=ZImageModel(INFO),
-        data=DiffusionData(),
-        loss=loss,
-        adapter=ZImageAdapter(INFO),
+        encoders=encoders,
+        loss=ZImageLoss,
+        samples=ZImageSamples,
+        plan=ZImagePlan,
+        adapter=KitAdapter(INFO, fp32_vae=ZIMAGE_VAE),
         exports=EXPORTS,
         adapter_extras=EXPORTS,  # a LoKr/LoHa run's ComfyUI file
-        encoders=encoders,
-        captions=DiffusionCaptions(),
-        image_buckets=buckets,
-        samples=ZImageSamples(encoders),
-        plan=ZImagePlan(encoders, loss, buckets),
-        card=ZImageCard(),
+        image_buckets=ZImageBuckets(),
+        card=ZImageCard(INFO),
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
         setup=ZImageSetup(encoders),

@@ -133,8 +133,9 @@ def test_both_experts_write_one_file_each_and_the_index(both_run):
 
 
 def test_reloaded_pipeline_has_each_expert_in_its_transformer(both_run):
-    """load_wan_pipeline: the high file in ``transformer``, the low file in ``transformer_2``; each reproduces the
-    trained expert (fp32 run: exact up to float rounding) and differs from the base model."""
+    """WanAdapter.load_pipeline_with_adapter (the kit's): the high file in ``transformer``, the low file in
+    ``transformer_2``; each reproduces the trained expert (fp32 run: exact up to float rounding) and differs from the
+    base model."""
     from diffusers import WanTransformer3DModel
 
     family, cfg, model, _, out = both_run

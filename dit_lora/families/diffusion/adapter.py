@@ -1,0 +1,236 @@
+"""The diffusers family kit's adapter and card: one writer of the adapter file, one loader of the consumer pipeline and
+one model-card base, each taking the pipeline class; a family states only what differs.
+
+:class:`KitAdapter` (``FamilySpec.adapter``) saves through the pipeline's own ``save_lora_weights`` (diffusers'
+``transformer.*`` keys, the PEFT config as metadata) and loads the base model into the stock pipeline (a VAE kept in
+fp32 where the family decodes in fp32, the run's revision, variant and dtype, safetensors only), fits it (a family's
+``FamilySpec.fitting``), loads the adapter with diffusers' own loader, turns the progress bar off and moves it to the
+device. A family overrides :meth:`KitAdapter.pipeline_class` (a class chosen from the folder),
+:meth:`KitAdapter.pipeline_parts` (components loaded before the pipeline) or :meth:`KitAdapter.fit_loaded` (switches
+set once the adapter is in).
+
+:class:`KitCard` (``FamilySpec.card``) writes the card's usage snippet from a :class:`Snippet`: the pipeline class,
+the VAE it loads in fp32 first, the call's arguments; a family states its own arguments, rows and license.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.quiet import dtype_kwarg
+from dit_lora.output.adapter import adapter_folder, attach_adapter
+
+#: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
+SEED_ARGUMENT = "generator=torch.manual_seed(0),"
+
+
+def diffusers_class(name: str) -> Any:
+    """The diffusers class ``name`` (imported on use: diffusers' pipelines import slowly)."""
+    import diffusers
+
+    return getattr(diffusers, name)
+
+
+class KitAdapter:
+    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``.
+
+    ``fp32_vae``: the diffusers VAE class the reloaded pipeline takes in fp32 (None: the VAE in the run's dtype, as
+    the pipeline loads it); ``fitting``: the family's ``FamilySpec.fitting``, run on the pipeline before the adapter
+    loads; ``lora_prefix``: the save call's model argument (``transformer`` -> ``transformer_lora_layers``).
+    """
+
+    def __init__(
+        self,
+        info: FamilyInfo,
+        *,
+        fp32_vae: str | None = None,
+        fitting: Any = None,
+        lora_prefix: str = "transformer",
+    ) -> None:
+        self.info, self.fp32_vae, self.fitting, self.lora_prefix = info, fp32_vae, fitting, lora_prefix
+
+    def pipeline_class(self, cfg: Any = None) -> Any:
+        """The diffusers pipeline class that saves and reloads (``info.pipeline_class_name``; ``cfg``: the run,
+        None when saving)."""
+        return diffusers_class(self.info.pipeline_class_name)
+
+    def write_lora_file(self, output_dir: Path, lora_state: dict, lora_config: dict, weight_name: str) -> Path:
+        """One LoRA file through the pipeline's own saver: the model's LoRA layers and their PEFT config."""
+        self.pipeline_class().save_lora_weights(
+            output_dir,
+            **{f"{self.lora_prefix}_lora_layers": lora_state},
+            **{f"{self.lora_prefix}_lora_adapter_metadata": lora_config},
+            weight_name=weight_name,
+            safe_serialization=True,
+        )
+        return Path(output_dir) / weight_name
+
+    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
+        """The LoRA file under the family's weight name (``info.adapter_weight_name``)."""
+        return self.write_lora_file(output_dir, lora_state, lora_config, self.info.adapter_weight_name)
+
+    def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+        """Components handed to ``from_pretrained`` (``common``: revision and safetensors): the VAE in fp32 where the
+        family keeps it there, loaded so directly (a low-precision load followed by ``.to(fp32)`` would already
+        have lost precision)."""
+        if self.fp32_vae is None:
+            return {}
+        vae = diffusers_class(self.fp32_vae).from_pretrained(
+            cfg.pretrained_model_name_or_path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+        )
+        return {"vae": vae}
+
+    def fit_loaded(self, pipe, cfg) -> None:
+        """Switches set on the pipeline once the adapter is in (none here)."""
+
+    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
+        """The base model's stock pipeline in the run's dtype (with :meth:`pipeline_parts`), fitted, with the saved
+        adapter loaded by diffusers, its progress bar off, on ``device``."""
+        common = {"revision": cfg.revision, "use_safetensors": True}
+        parts = self.pipeline_parts(cfg, common)
+        pipe = self.pipeline_class(cfg).from_pretrained(
+            cfg.pretrained_model_name_or_path,
+            variant=cfg.variant,
+            **dtype_kwarg("diffusers", cfg.weight_dtype),
+            **parts,
+            **common,
+        )
+        if self.fitting is not None:
+            self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
+        attach_adapter(None, pipe, adapter_dir)  # fitted just above, where the family fits
+        self.fit_loaded(pipe, cfg)
+        pipe.set_progress_bar_config(disable=True)
+        return pipe.to(device)
+
+
+def quoted(text: str) -> str:
+    """``text`` in double quotes as it stands (the older snippets' quoting; :func:`json.dumps` escapes)."""
+    return f'"{text}"'
+
+
+@dataclass
+class Snippet:
+    """A card's usage snippet as facts: which pipeline loads which base model (a VAE first in fp32), how the adapter
+    loads, the call's arguments and what is written; :meth:`text` lays them out the same way for every family."""
+
+    #: the diffusers pipeline class
+    pipeline: str
+    #: the base model (a Hub name or a folder)
+    base: str
+    #: the adapter's repository or folder
+    repo: str
+    #: the call's arguments, one line each without the indent (commas and comments included)
+    call_args: list[str]
+    #: the variable holding the base model's name (None: the name in the ``from_pretrained`` call itself)
+    base_name: str | None = "base"
+    #: how names are quoted in the code (:func:`json.dumps`, or :func:`quoted`)
+    quote: Callable[[str], str] = json.dumps
+    #: the VAE class loaded first, in fp32 (None: the pipeline's own)
+    vae: str | None = None
+    #: the comment after the VAE line
+    vae_comment: str = ""
+    #: import lines after the diffusers one
+    imports: list[str] = field(default_factory=list)
+    #: lines after the base model's name, before the VAE and the pipeline
+    before_pipe: str = ""
+    #: ``from_pretrained`` arguments after the VAE, before the dtype (each ending ", ")
+    pipe_kwargs: str = ""
+    #: the pipeline's dtype in the code
+    dtype: str = "torch.bfloat16"
+    #: the lines loading the adapter (None: ``pipe.load_lora_weights(repo)``)
+    load: str | None = None
+    #: lines after the adapter loads, before the pipeline moves
+    before_to: str = ""
+    #: the comment after ``pipe.to(...)``
+    to_comment: str = ""
+    #: lines before the call
+    before_call: str = ""
+    #: ``image`` (``.images[0]``) or ``video`` (``.frames[0]``)
+    output: str = "image"
+    #: the lines after the call (None: the image saved as ``sample.png``)
+    tail: str | None = None
+
+    def text(self) -> str:
+        """The snippet's code."""
+        quote = self.quote
+        base = self.base_name or quote(self.base)
+        vae_import = f"{self.vae}, " if self.vae else ""
+        lines = ["import torch\n", f"from diffusers import {vae_import}{self.pipeline}\n", *self.imports, "\n"]
+        if self.base_name:
+            lines.append(f"{self.base_name} = {quote(self.base)}\n")
+        lines.append(self.before_pipe)
+        if self.vae:
+            lines.append(
+                f'vae = {self.vae}.from_pretrained({base}, subfolder="vae", torch_dtype=torch.float32){self.vae_comment}\n'
+            )
+        vae_arg = "vae=vae, " if self.vae else ""
+        lines.append(
+            f"pipe = {self.pipeline}.from_pretrained({base}, {vae_arg}{self.pipe_kwargs}torch_dtype={self.dtype})\n"
+        )
+        lines.append(self.load if self.load is not None else f"pipe.load_lora_weights({quote(self.repo)})\n")
+        lines.append(self.before_to)
+        lines.append(f'pipe.to("cuda" if torch.cuda.is_available() else "cpu"){self.to_comment}\n')
+        lines.append(self.before_call)
+        lines.append(f"{self.output} = pipe(\n")
+        lines.extend(f"    {arg}\n" for arg in self.call_args)
+        lines.append(f").{'images' if self.output == 'image' else 'frames'}[0]\n")
+        lines.append(self.tail if self.tail is not None else 'image.save("sample.png")\n')
+        return "".join(lines)
+
+
+def image_call_args(cfg) -> list[str]:
+    """An image call's arguments after the prompt: the run's square size, steps and guidance, and the seed."""
+    return [
+        f"height={cfg.resolution}, width={cfg.resolution},",
+        f"num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},",
+        SEED_ARGUMENT,
+    ]
+
+
+def image_lines(extra_import: str, image_arg: str) -> tuple[list[str], list[str]]:
+    """(import lines, call arguments) of a video card's conditioning image, from its ``snippet_image`` parts
+    (``", load_image"`` and ``"\\n    image=image,"``; empty for text-to-video)."""
+    imports = [f"from diffusers.utils import {extra_import.removeprefix(', ')}\n"] if extra_import else []
+    return imports, [image_arg.strip()] if image_arg else []
+
+
+class KitCard:
+    """``FamilySpec.card``: the usage snippet from :meth:`snippet`, no rows and no license by default."""
+
+    #: the snippet's prompt without ``--validation_prompt``
+    placeholder_prompt = "a photo"
+
+    def __init__(self, info: FamilyInfo) -> None:
+        self.info = info
+
+    def prompt(self, cfg) -> str:
+        """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
+        return json.dumps(cfg.validation_prompt or self.placeholder_prompt)
+
+    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+        """The family's pipeline with the adapter loaded, one image at the run's validation settings."""
+        return Snippet(
+            pipeline=self.info.pipeline_class_name,
+            base=cfg.pretrained_model_name_or_path,
+            repo=repo_or_dir,
+            call_args=[f"prompt={self.prompt(cfg)},", *image_call_args(cfg)],
+        )
+
+    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+        """:meth:`snippet`'s code."""
+        return self.snippet(cfg, repo_or_dir).text()
+
+    def card_settings(self, cfg) -> dict[str, Any]:
+        """The family's rows (none here)."""
+        return {}
+
+    def base_model_license(self, cfg) -> str | None:
+        """The base model's license (unknown here)."""
+        return None

@@ -1,0 +1,140 @@
+"""families/diffusion/adapter.py: the kit's adapter writer round-trips on a tiny pipeline, its snippet lays the facts
+out, and every registered diffusion family saves, reloads and writes its card through the kit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from sana_configs import sana_cfg
+
+from dit_lora.contract.spec import FamilyInfo
+from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
+from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.output.adapter import stable_config
+from dit_lora.registry import available, get_spec
+
+CPU = torch.device("cpu")
+
+
+class RecordingFitting:
+    """A ``FamilySpec.fitting`` that records the folder it was handed (and that the adapter was not yet in)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def prepare_pipeline_for_adapter(self, pipe, adapter_dir):
+        self.calls.append((adapter_dir, bool(getattr(pipe.transformer, "peft_config", None))))
+
+
+class SwitchingAdapter(KitAdapter):
+    """The kit's adapter with a switch set once the adapter is in (as CogVideoX turns on VAE tiling)."""
+
+    def fit_loaded(self, pipe, cfg):
+        pipe.switched = bool(pipe.transformer.peft_config)
+
+
+def _trained_lora(path) -> tuple[dict, dict]:
+    """A LoRA on the tiny Sana transformer's q/v projections, with every lora_B nonzero (a trained adapter)."""
+    from diffusers import SanaTransformer2DModel
+    from peft import LoraConfig
+    from peft.utils import get_peft_model_state_dict
+
+    model = SanaTransformer2DModel.from_pretrained(path, subfolder="transformer", torch_dtype=torch.float32)
+    model.add_adapter(LoraConfig(r=2, lora_alpha=2, target_modules=["to_q", "to_v"], init_lora_weights="gaussian"))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn_like(param, generator=torch.Generator().manual_seed(len(name))))
+    return get_peft_model_state_dict(model), stable_config(model.peft_config["default"].to_dict())
+
+
+def test_the_kit_adapter_round_trips_on_a_tiny_pipeline(tiny_sana, tmp_path):
+    """Saved through the pipeline's own saver under the family's weight name, reloaded into the stock pipeline: the
+    VAE in fp32, the rest in the run's dtype, the fitting run before the adapter loads, the switch after it, the
+    progress bar off, every LoRA weight as saved."""
+    info = FamilyInfo(pipeline_class_name="SanaPipeline")
+    fitting = RecordingFitting()
+    adapter = SwitchingAdapter(info, fp32_vae="AutoencoderDC", fitting=fitting)
+    state, config = _trained_lora(tiny_sana)
+    path = adapter.save_adapter(tmp_path, state, config)
+    assert path == tmp_path / info.adapter_weight_name and path.is_file()
+
+    cfg = sana_cfg(pretrained_model_name_or_path=str(tiny_sana), mixed_precision="no")
+    pipe = adapter.load_pipeline_with_adapter(cfg, tmp_path, CPU)
+    assert type(pipe).__name__ == "SanaPipeline" and pipe.switched
+    assert pipe.vae.dtype == torch.float32 and pipe.transformer.dtype == cfg.weight_dtype
+    assert fitting.calls == [(tmp_path, False)]
+    assert pipe._progress_bar_config == {"disable": True}
+    from peft.utils import get_peft_model_state_dict
+
+    (name,) = pipe.transformer.peft_config  # diffusers' own adapter name
+    loaded = get_peft_model_state_dict(pipe.transformer, adapter_name=name)
+    assert set(loaded) == set(state)
+    for key, value in state.items():
+        assert torch.equal(loaded[key].float(), value.float()), key
+
+
+def test_the_save_calls_layer_argument_follows_the_prefix(tmp_path, monkeypatch):
+    """``lora_prefix`` names the save call's model arguments (a pipeline whose LoRA goes into a ``unet``)."""
+    calls = []
+
+    class Pipeline:
+        @classmethod
+        def save_lora_weights(cls, output_dir, **kwargs):
+            calls.append(kwargs)
+
+    adapter = KitAdapter(FamilyInfo(pipeline_class_name="Anything"), lora_prefix="unet")
+    monkeypatch.setattr(adapter, "pipeline_class", lambda cfg=None: Pipeline)
+    assert adapter.save_adapter(tmp_path, {"k": 1}, {"r": 1}) == tmp_path / "pytorch_lora_weights.safetensors"
+    assert calls == [{"unet_lora_layers": {"k": 1}, "unet_lora_adapter_metadata": {"r": 1},
+                      "weight_name": "pytorch_lora_weights.safetensors", "safe_serialization": True}]
+
+
+def test_the_snippet_lays_out_its_facts_as_code():
+    """The fp32 VAE imported and loaded before the pipeline that takes it; the call's arguments one per line."""
+    code = Snippet(pipeline="SanaPipeline", base='me/"base"', repo="me/lora", vae="AutoencoderDC",
+                   call_args=['prompt="a cat",', SEED_ARGUMENT]).text()
+    compile(code, "snippet", "exec")
+    assert code == (
+        "import torch\n"
+        "from diffusers import AutoencoderDC, SanaPipeline\n\n"
+        'base = "me/\\"base\\""\n'
+        'vae = AutoencoderDC.from_pretrained(base, subfolder="vae", torch_dtype=torch.float32)\n'
+        "pipe = SanaPipeline.from_pretrained(base, vae=vae, torch_dtype=torch.bfloat16)\n"
+        'pipe.load_lora_weights("me/lora")\n'
+        'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
+        "image = pipe(\n"
+        '    prompt="a cat",\n'
+        "    generator=torch.manual_seed(0),\n"
+        ").images[0]\n"
+        'image.save("sample.png")\n'
+    )
+
+
+def test_the_kit_card_builds_the_default_snippet_from_the_pipeline_class():
+    """A family stating nothing gets its pipeline, the run's prompt and validation settings; no rows, no license."""
+    card = KitCard(FamilyInfo(pipeline_class_name="ZImagePipeline"))
+    cfg = sana_cfg(validation_prompt="a dog", resolution=256, validation_inference_steps=7)
+    code = card.usage_snippet(cfg, "me/lora")
+    compile(code, "snippet", "exec")
+    assert "pipe = ZImagePipeline.from_pretrained(base, torch_dtype=torch.bfloat16)" in code
+    assert '    prompt="a dog",\n    height=256, width=256,\n    num_inference_steps=7, ' in code
+    assert card.card_settings(cfg) == {} and card.base_model_license(cfg) is None
+
+
+def _diffusion_families() -> list[str]:
+    return [name for name in available() if isinstance(get_spec(name).loss, DiffusionLoss)]
+
+
+def test_every_diffusion_family_is_found():
+    assert {"sana", "sanavideo", "cogvideox", "dit", "wan", "qwenimage", "zimage", "flux2"} <= set(_diffusion_families())
+
+
+@pytest.mark.parametrize("family", _diffusion_families())
+def test_every_diffusion_familys_adapter_and_card_are_the_kits(family):
+    """So a new consumer rule (how a pipeline reloads, how the snippet reads) edits the kit, not each family."""
+    spec = get_spec(family)
+    assert isinstance(spec.adapter, KitAdapter), type(spec.adapter)
+    assert isinstance(spec.card, KitCard), type(spec.card)
+    assert type(spec.adapter).load_pipeline_with_adapter is KitAdapter.load_pipeline_with_adapter
+    assert type(spec.card).usage_snippet is KitCard.usage_snippet
