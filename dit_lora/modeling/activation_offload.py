@@ -27,7 +27,7 @@ stream-ordered, with no ``record_stream`` (torchtune's ``OffloadActivations``, `
 _activation_offloading.py``, allocates it on its side stream and tracks storage use counts and per-node hooks to
 know when it may go). A tensor fetched ahead that the backward passes over by :data:`PASSED_OVER` saves (saved for a
 node that never runs) leaves the window, and a callback queued on the backward's end drops what is left. No step reads
-the device from the host: events and stream waits only (``tests/e2e/test_no_host_sync.py``).
+the device from the host: events and stream waits only (the sync audit in ``tests/e2e/test_activation_offload.py``).
 
 **On a CPU** the same code runs with the streams and events as no-ops: the "host copy" is a copy into fresh CPU
 memory and the device tensor is dropped, so every path is exercised and results are bitwise those of a run without
