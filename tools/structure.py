@@ -60,8 +60,9 @@ def circles(type_checking: bool = False) -> list[list[str]]:
     among them says the layers are not one way)."""
     import grimp
 
+    # no cache: grimp's cache answered one setting of the TYPE_CHECKING flag with the graph built for the other
     graph = grimp.build_graph(
-        "dit_lora", include_external_packages=False, exclude_type_checking_imports=not type_checking
+        "dit_lora", include_external_packages=False, exclude_type_checking_imports=not type_checking, cache_dir=None
     )
     modules = sorted(graph.modules)
     edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
