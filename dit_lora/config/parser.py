@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from dit_lora.config import owners
+from dit_lora.config import families, owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
@@ -27,7 +27,6 @@ from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, canonical_name, pipelines_of, recipe_script
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -62,8 +61,13 @@ def _yaml_values(
 def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
     """The family a YAML file names (``family:``), else the schema's default; and what chose it."""
     if isinstance(data.get("family"), str) and data["family"]:
-        return canonical_name(data["family"]), f"`family:` in {path}"
+        return _canonical(data["family"]), f"`family:` in {path}"
     return DEFAULT_FAMILY, "the default family"
+
+
+def _canonical(family: str) -> str:
+    """The family name ``family`` stands for (an alias's family), as the registry tells it (:mod:`.families`)."""
+    return families.source().canonical_name(family)
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -199,8 +203,9 @@ def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
-    for name in available():
-        lines.append(f"  {name:<18} {pipelines_of(name)[0]} ({recipe_script(name)})")
+    table = families.source()
+    for name in table.available():
+        lines.append(f"  {name:<18} {table.pipelines_of(name)[0]} ({table.recipe_script(name)})")
     lines.append(f"`{prog or 'dit-lora train'} --family NAME --help` adds that family's own options to this list.")
     return "\n".join(lines)
 
@@ -430,9 +435,9 @@ def _family_of(argv: list[str]) -> tuple[str | None, str, str | None, dict | Non
         except UserError:
             data = None  # the parse reports the bad file
     if known.family is not None:
-        return str(coerce("family", canonical_name(known.family), "--family")), "--family", known.config, data
+        return str(coerce("family", _canonical(known.family), "--family")), "--family", known.config, data
     if data is not None and isinstance(data.get("family"), str) and data["family"]:
-        return canonical_name(data["family"]), f"`family:` in {Path(known.config)}", known.config, data
+        return _canonical(data["family"]), f"`family:` in {Path(known.config)}", known.config, data
     return None, "", known.config, data
 
 

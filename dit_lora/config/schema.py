@@ -34,7 +34,6 @@ from dit_lora.config.option import (
     Applies,
     FamilyOptions,
     Range,
-    RegisteredFamilies,
     opt,
     resume_class,
 )
@@ -95,7 +94,6 @@ __all__ = [
     "MiscOptions",
     "ModelOptions",
     "Range",
-    "RegisteredFamilies",
     "TrainConfig",
     "TrainingOptions",
     "ValidationOptions",
