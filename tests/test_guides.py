@@ -253,7 +253,7 @@ def test_command_parses(where, words):
     if "--config_file" in launch:
         assert (ROOT / launch[launch.index("--config_file") + 1]).is_file()
     cfg = parsed(words)
-    model = cfg.pretrained_model_name_or_path
+    model = cfg.model.pretrained_model_name_or_path
     if not model.startswith("."):  # a Hub id, not the quickstart's demo folder
         assert by_hub_id(model) is not None and model in DEMO_OF, model
 

@@ -72,5 +72,5 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     if not tagged:
         return
     for name, tag in tagged:
-        if not applies_to(tag, cfg.family):
-            raise UserError(refusal(name, tag, cfg.family, given(name) if given else f"--{name}", chosen_by))
+        if not applies_to(tag, cfg.model.family):
+            raise UserError(refusal(name, tag, cfg.model.family, given(name) if given else f"--{name}", chosen_by))

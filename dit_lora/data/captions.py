@@ -126,7 +126,7 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
         try:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.model.revision)
         except Exception as err:
             note = f"caption length: estimated (the tokenizer of {model} did not load: {type(err).__name__})"
         else:

@@ -96,7 +96,7 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
                 run.order,
                 state.epoch,
                 state.batch_in_epoch,
-                cfg.dataloader_num_workers,
+                cfg.data.dataloader_num_workers,
             )
             for batch in loader:
                 if not train_step(run, batch):
@@ -168,7 +168,7 @@ def train_step(run: Run, batch: dict) -> bool:
     with audit.step(), accelerator.accumulate(run.model), eager(compiled) if checking else contextlib.nullcontext():
         with audit.batch_transfer(batch):  # the loader's batch onto the device: the step's only host-to-device copy
             batch = run.load_batch(batch, step)
-        key = shape_key(batch) if cfg.compile != "off" else None
+        key = shape_key(batch) if cfg.performance.compile != "off" else None
         with injector.active(step, run.model) if injector is not None else contextlib.nullcontext():
             with accelerator.autocast():
                 loss = run.spec.loss.compute_loss(run.comps, run.model, batch, run.generator, cfg)
@@ -180,14 +180,14 @@ def train_step(run: Run, batch: dict) -> bool:
         if checking:  # sampled steps only: this compares on the host
             with audit.allowed():
                 run.kernel_veto = kernels.finish_check(step) or run.kernel_veto
-        run.micro_losses += loss.detach() / cfg.gradient_accumulation_steps
+        run.micro_losses += loss.detach() / cfg.training.gradient_accumulation_steps
         state.batch_in_epoch += 1
         state.samples_seen += len(batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:
             norm = (
-                _clip(accelerator, run.model, cfg.max_grad_norm)
+                _clip(accelerator, run.model, cfg.training.max_grad_norm)
                 if run.sharded is None
-                else run.sharded.clip(cfg.max_grad_norm)  # sharded gradients: a device all-reduce of the norm
+                else run.sharded.clip(cfg.training.max_grad_norm)  # sharded gradients: a device all-reduce of the norm
             )
             run.guard.step(
                 run.optimizer,
@@ -224,11 +224,11 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
     if validation_loss.due(run, state.global_step):  # before the checkpoint, which then holds it; not step time
         clock.window_start += validation_loss.record(run, progress)
     progress.update(1)  # after the check window and the held-out loss: a plain progress line then carries both
-    if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
+    if cfg.checkpoints.checkpointing_steps and state.global_step % cfg.checkpoints.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if (
         run.validation_cond is not None
-        and state.global_step % cfg.validation_steps == 0
+        and state.global_step % cfg.validation.validation_steps == 0
         and state.global_step < run.max_steps
     ):
         _validate(run, f"step{state.global_step}")
@@ -243,7 +243,7 @@ def save_run_checkpoint(run: Run):
         state.global_step,
         {"run": vars(state), "guard": run.guard.state_dict(), "kernels": run.kernels.state_dict()},
         run.generator,
-        run.cfg.checkpoints_total_limit,
+        run.cfg.checkpoints.checkpoints_total_limit,
         log=run.log,
         crash_point=run.hooks.crash_point,
         options=run.options_record,
@@ -258,7 +258,7 @@ def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> 
     cfg, step = run.cfg, run.state.global_step
     progress.close()
     path = run.out / f"checkpoint-{step}"
-    if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
+    if not (cfg.checkpoints.checkpointing_steps and step % cfg.checkpoints.checkpointing_steps == 0):  # else after_update has saved it
         path = save_run_checkpoint(run)
     end_trackers(run.accelerator)
     name = (
@@ -338,10 +338,10 @@ def _validate(run: Run, tag: str) -> None:
     made = []
     try:
         run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
-        for suffix, weights in ema_lib.validation_weights(run.ema, run.cfg.ema_validation):  # --ema_validation
+        for suffix, weights in ema_lib.validation_weights(run.ema, run.cfg.training.ema_validation):  # --ema_validation
             with weights, run.accelerator.autocast(), eager(run.compiled):
                 made.append(
-                    (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed))
+                    (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.training.seed))
                 )
     finally:
         model.train()

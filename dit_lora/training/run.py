@@ -164,16 +164,16 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 
     Called on the main process after the output lock: nothing else writes the folder meanwhile.
     """
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
     done = [name for name in (*ADAPTER_FILES, ADAPTER_INDEX_FILE) if (out / name).exists()]
-    if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+    if done and not cfg.training.overwrite_output_dir and not cfg.checkpoints.resume_from_checkpoint:
         raise UserError(
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
-    if cfg.resume_from_checkpoint:
+    if cfg.checkpoints.resume_from_checkpoint:
         return None
     # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
     # later `latest` would resume the older run: they never mix.
@@ -181,7 +181,7 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     if not old:
         return None
     names = ", ".join(p.name for p in old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
-    if not cfg.overwrite_output_dir:
+    if not cfg.training.overwrite_output_dir:
         raise UserError(
             f"--output_dir `{out}` holds checkpoints of an earlier run ({names}), and this run does not resume: "
             "its own checkpoints would mix with them. Continue that run with --resume_from_checkpoint latest, choose "
@@ -197,13 +197,13 @@ def check_run_folders(cfg: TrainConfig) -> None:
     default one) that is or lies inside a data folder (:func:`~dit_lora.training.run_folders.check_folders_apart`)
     or cannot be written (a read-only file system, no permission)."""
     check_folders_apart(cfg)  # first: the write probes below would already write into the data
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     check_writable(out, "--output_dir")
-    if cfg.logging_dir and cfg.report_to != "none":
-        check_writable(out / cfg.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
-    if cfg.cache_latents:
-        if cfg.cache_dir:
-            check_writable(cfg.cache_dir, "--cache_dir")
+    if cfg.validation.logging_dir and cfg.validation.report_to != "none":
+        check_writable(out / cfg.validation.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
+    if cfg.data.cache_latents:
+        if cfg.data.cache_dir:
+            check_writable(cfg.data.cache_dir, "--cache_dir")
         else:
             check_writable(
                 default_cache_root(),
@@ -244,7 +244,7 @@ def setup(cfg: TrainConfig | Resolved) -> Run:
     _install_kernels(run)
     _build_optimizer(run)
     _restore(run)
-    if cfg.cpu_reuse_memory and run.accelerator.device.type == "cpu":
+    if cfg.performance.cpu_reuse_memory and run.accelerator.device.type == "cpu":
         # Loading and caching ran with glibc's defaults (each once); what they freed goes back, then the steps
         # keep their own working set.
         release_freed_memory()
@@ -311,27 +311,27 @@ def _start(resolved: Resolved) -> Run:
     if engine.name == "fsdp2":
         fsdp2.check_options(cfg)  # before the lock, the accelerator and the model
     ema_lib.check_options(cfg)
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     accelerator = _accelerator(cfg, engine.name, out)
     log = _main_process_log(accelerator)
-    check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+    check_launch_precision(cfg.training.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
     if engine.name == "fsdp2":
         log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
     resume = _claim_output_dir(cfg, out, accelerator, engine.name == "fsdp2", log)
     for line in defaults.lines() if defaults is not None else ():
         log(line)
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
-    check_compiler(cfg.compile, accelerator.device.type)
+    check_compiler(cfg.performance.compile, accelerator.device.type)
     quantize.check_config(
         cfg, accelerator.device.type, spec
     )  # before anything loads (the plan also checks backbone training)
-    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
-    hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
+    plan = None if cfg.guards.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
+    hooks = Hooks.from_config(cfg.guards.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
     _log_start_notes(cfg, spec, log)
-    if cfg.allow_tf32 and torch.cuda.is_available():
+    if cfg.training.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
-    set_seed(cfg.seed)
+    set_seed(cfg.training.seed)
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     return Run(
@@ -362,10 +362,10 @@ def _accelerator(cfg, engine: str, out: Path):
         plain_cpu_device(),
     ):
         accelerator = Accelerator(
-            gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-            mixed_precision=cfg.mixed_precision,
-            log_with=None if cfg.report_to == "none" else cfg.report_to,
-            project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
+            gradient_accumulation_steps=cfg.training.gradient_accumulation_steps,
+            mixed_precision=cfg.training.mixed_precision,
+            log_with=None if cfg.validation.report_to == "none" else cfg.validation.report_to,
+            project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.validation.logging_dir)),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
             # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
             # write the same output_dir; cpu=True makes them one gloo group instead.
@@ -404,12 +404,12 @@ def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path |
         note = check_output_dir(cfg)
         if note:
             log(note)
-        return resolve_resume(out, cfg.resume_from_checkpoint, log)  # a bad path fails before any model loads
+        return resolve_resume(out, cfg.checkpoints.resume_from_checkpoint, log)  # a bad path fails before any model loads
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if resume is not None:  # another process count or engine: refused now, not after the model has loaded
         check_resumable(resume, accelerator.num_processes, sharded=sharded)
-    if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
+    if cfg.hub.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
@@ -423,25 +423,25 @@ def _log_start_notes(cfg, spec, log) -> None:
     for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
     if quantize.enabled(cfg.model):
-        log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg.model)}")
-    if cfg.quantize_text_encoder:
+        log(f"quantized base (--quantize_base {cfg.model.quantize_base}): {quantize.describe(cfg.model)}")
+    if cfg.model.quantize_text_encoder:
         log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg.model)}")
 
 
 def _load(run: Run) -> None:
     cfg, spec, device = run.cfg, run.spec, run.accelerator.device
     run.comps = spec.model.load_components(cfg, device)
-    check_fp16_model(run.comps.model, cfg.allow_fp16)
+    check_fp16_model(run.comps.model, cfg.training.allow_fp16)
     fallback.configure(spec, run.comps, cfg)
     trainables.check_adapter_rank(run.comps.model, spec, cfg)  # before the data and its cache, not after them
-    if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
+    if cfg.validation.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
         samples = fallback.require(spec, "samples", "--validation_prompt")
         run.validation_cond = samples.validation_inputs(run.comps, cfg.validation)
     run.data = spec.data.build_data(cfg, spec, run.comps, run.accelerator)
     if run.data is None:  # the family keeps the standard data path
         run.data = prepare_data(cfg, spec, run.comps, run.accelerator)
     if run.engine != "fsdp2":  # the blocks that waited in host memory for the cache (FSDP2: sharded from there)
-        moved = cache_parking.bring_waiting(run.comps.model, spec.info.block_lists, cfg.blocks_to_swap, device)
+        moved = cache_parking.bring_waiting(run.comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device)
         if moved[0]:
             run.log(cache_parking.describe(*moved, device))
 
@@ -453,7 +453,7 @@ def _add_trainables(run: Run) -> None:
     run.saved_backbone = made.saved_backbone
     for note in made.notes:
         run.log(note)
-    mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.allow_fp16)
+    mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16)
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
         if run.accelerator.is_main_process:
@@ -469,7 +469,7 @@ def _install_kernels(run: Run) -> None:
     run.log(_describe_kernels(patched, run.kernels))
     injector = run.hooks.injector
     if injector is not None:
-        run.log(f"fault drill active: --inject_faults {cfg.inject_faults}")
+        run.log(f"fault drill active: --inject_faults {cfg.guards.inject_faults}")
         if injector.broken_attention:
             install_broken_attention()
         if injector.broken_kernel and not install_sample_mixing_modulate(run.kernels):
@@ -477,7 +477,7 @@ def _install_kernels(run: Run) -> None:
                 "warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
                 "(use --kernels on)"
             )
-    if cfg.attention_canary:
+    if cfg.guards.attention_canary:
         # FSDP2: the blocks wait in host memory until sharding (block_swap.park_blocks); each tested attention
         # module alone comes to the device (a sharded model's submodules could not run outside their block's forward)
         sharding = run.engine == "fsdp2"
@@ -485,11 +485,11 @@ def _install_kernels(run: Run) -> None:
         attention_canary(model, device, cfg.weight_dtype, run.log, place=place)
         model.zero_grad(set_to_none=True)
     run.compiled = compile_model(
-        model, run.spec, cfg.compile, dynamic=run.spec.info.compile_dynamic, buckets=len(set(run.data.groups or [0]))
+        model, run.spec, cfg.performance.compile, dynamic=run.spec.info.compile_dynamic, buckets=len(set(run.data.groups or [0]))
     )
-    if cfg.compile != "off":
+    if cfg.performance.compile != "off":
         run.log(
-            f"compile: --compile {cfg.compile}, {run.compiled.regions} compiled region(s), "
+            f"compile: --compile {cfg.performance.compile}, {run.compiled.regions} compiled region(s), "
             f"{'dynamic shapes' if run.spec.info.compile_dynamic else 'one static graph per batch shape'}; "
             "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
             "references of the fused ops (attention keeps its backend)"
@@ -511,33 +511,33 @@ def _build_optimizer(run: Run) -> None:
         run.log(fsdp2.describe(run.sharded.counts, world, run.sharded.sync_each_micro_batch))
     run.order = batch_lib.EpochBatches(
         len(run.data),
-        cfg.train_batch_size,
-        seed=cfg.seed,
+        cfg.training.train_batch_size,
+        seed=cfg.training.seed,
         rank=accelerator.process_index,
         world_size=world,
-        random_flip=cfg.random_flip,
+        random_flip=cfg.data.random_flip,
         groups=run.data.groups,
-        caption_dropout=cfg.caption_dropout_probability,
+        caption_dropout=cfg.data.caption_dropout_probability,
     )
-    batch = run.order.trained_batch(cfg.train_batch_size, run.log)
-    lr_scale = cfg.gradient_accumulation_steps * batch * world if cfg.scale_lr else 1  # the batch that trains
+    batch = run.order.trained_batch(cfg.training.train_batch_size, run.log)
+    lr_scale = cfg.training.gradient_accumulation_steps * batch * world if cfg.training.scale_lr else 1  # the batch that trains
     groups = trainables.build_param_groups(
         model,
-        learning_rate=cfg.learning_rate * lr_scale,
+        learning_rate=cfg.training.learning_rate * lr_scale,
         backbone_names=run.backbone_names,
-        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale,
-        weight_decay=cfg.adam_weight_decay,
-        loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+        backbone_learning_rate=cfg.lora.backbone_learning_rate * lr_scale,
+        weight_decay=cfg.training.adam_weight_decay,
+        loraplus_lr_ratio=cfg.lora.loraplus_lr_ratio,
         extra_groups=[(label, names, lr * lr_scale) for label, names, lr in run.extra_groups],
     )
     run.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.group_info))
     check_accumulation(cfg.training, len(run.order), len(run.data), world)
-    updates_per_epoch = math.ceil(len(run.order) / cfg.gradient_accumulation_steps)
-    run.max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
+    updates_per_epoch = math.ceil(len(run.order) / cfg.training.gradient_accumulation_steps)
+    run.max_steps = cfg.training.max_train_steps or cfg.training.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
     run.lr_scheduler = make_lr_scheduler(cfg.training, optimizer, run.max_steps)
-    run.interval = max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips))
+    run.interval = max(1, min(10, cfg.validation.validation_steps, cfg.guards.max_consecutive_skips))
     run.guard = StepGuard.for_run(
         cfg.guards,
         optimizer,
@@ -552,14 +552,14 @@ def _build_optimizer(run: Run) -> None:
         quantize.keep_out_of_ddp(model)  # --quantize_base fp8_scaled: its weight buffers are never broadcast by DDP
         # --blocks_to_swap: hooked now that LoRA is attached, before prepare's .to(device), which leaves them parked
         swap = block_swap.install(
-            model, run.spec.info.block_lists, cfg.blocks_to_swap, accelerator.device, run.spec.name
+            model, run.spec.info.block_lists, cfg.performance.blocks_to_swap, accelerator.device, run.spec.name
         )
         if swap is not None:
             run.log(swap.describe())
     # --activation_offloading: saved-tensor hooks around the forward of the blocks' owners (chained under the swap's;
     # under FSDP2 installed on the sharded model: a block's gathered weights are parameters, never offloaded)
     offload = activation_offload.install(
-        model, run.spec.info.block_lists, cfg.activation_offloading, accelerator.device
+        model, run.spec.info.block_lists, cfg.performance.activation_offloading, accelerator.device
     )
     if offload is not None:
         run.log(offload.describe())
@@ -589,8 +589,8 @@ def check_accumulation(training: TrainingOptions, batches_per_epoch: int, sample
 
 def _restore(run: Run) -> None:
     cfg, accelerator = run.cfg, run.accelerator
-    run.generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
-    if cfg.resume_from_checkpoint and run.resume is None:
+    run.generator = torch.Generator(device=accelerator.device).manual_seed(cfg.training.seed * 1000 + accelerator.process_index)
+    if cfg.checkpoints.resume_from_checkpoint and run.resume is None:
         run.log("no complete checkpoint found; starting from scratch")
     if run.resume is not None:
         run.changed_options = resume_history(run.resume, cfg, run.data.samples, run.log)
@@ -600,8 +600,8 @@ def _restore(run: Run) -> None:
         run.state = RunState(**saved["run"])
         run.log(f"resumed from {run.resume} at step {run.state.global_step}")
     run.options_record = options_record(cfg, run.data.samples, run.changed_options)
-    if accelerator.is_main_process and cfg.report_to != "none":
-        accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+    if accelerator.is_main_process and cfg.validation.report_to != "none":
+        accelerator.init_trackers(cfg.validation.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
     run.recovery = Recovery(
         guard=run.guard,
         accelerator=accelerator,
@@ -620,7 +620,7 @@ def _restore(run: Run) -> None:
     run.micro_losses = torch.zeros((), device=accelerator.device)
     run.log(
         f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
-        f"{run.order.largest_batch} x accumulation {cfg.gradient_accumulation_steps}, {run.max_steps} updates"
+        f"{run.order.largest_batch} x accumulation {cfg.training.gradient_accumulation_steps}, {run.max_steps} updates"
     )
 
 

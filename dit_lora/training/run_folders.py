@@ -31,9 +31,9 @@ _WRITTEN_SUBFOLDERS = re.compile(r"^(samples|(\.tmp-|\.old-)?checkpoint-\d+)$")
 
 def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(flag, folder)`` of every local folder the run reads data from (a data *file*'s folder is not one)."""
-    found = [("--train_data_dir", cfg.train_data_dir), ("--validation_data_dir", cfg.validation_data_dir)]
-    if cfg.dataset_name and os.path.isdir(cfg.dataset_name):  # a local `datasets` folder; a Hub id is no folder here
-        found.append(("--dataset_name", cfg.dataset_name))
+    found = [("--train_data_dir", cfg.data.train_data_dir), ("--validation_data_dir", cfg.data.validation_data_dir)]
+    if cfg.data.dataset_name and os.path.isdir(cfg.data.dataset_name):  # a local `datasets` folder; a Hub id is no folder here
+        found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
     return [(flag, folder) for flag, folder in found if folder and not os.path.isfile(folder)]
 
@@ -41,10 +41,10 @@ def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
 def written_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(flag, folder)`` of every folder the run writes into: the output folder, the logging folder when a tracker
     writes it, and an explicit latent cache folder when the latents are cached."""
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     found = [("--output_dir", str(out))]
-    if cfg.logging_dir and cfg.report_to != "none":
-        found.append(("--logging_dir", str(out / cfg.logging_dir)))  # absolute: itself; relative: inside the output
+    if cfg.validation.logging_dir and cfg.validation.report_to != "none":
+        found.append(("--logging_dir", str(out / cfg.validation.logging_dir)))  # absolute: itself; relative: inside the output
     cache_dir = getattr(cfg, "cache_dir", None)
     if cache_dir and getattr(cfg, "cache_latents", False):
         found.append(("--cache_dir", cache_dir))
@@ -78,7 +78,7 @@ def check_folders_apart(cfg: TrainConfig) -> None:
                 f"folder such as `{sibling}`), and run again; nothing "
                 f"was written."
             )
-    out = _real(cfg.output_dir)
+    out = _real(cfg.training.output_dir)
     logging = next((_real(f) for flag, f in written_folders(cfg) if flag == "--logging_dir"), None)
     for d_flag, d_folder, real in data:
         if real == out or out not in real.parents:
@@ -86,7 +86,7 @@ def check_folders_apart(cfg: TrainConfig) -> None:
         first = real.relative_to(out).parts[0]
         if _WRITTEN_SUBFOLDERS.match(first) or (logging is not None and _inside(real, logging)):
             raise UserError(
-                f"`{d_flag} {d_folder}` lies inside `{Path(cfg.output_dir) / first}`, a folder the run writes into "
+                f"`{d_flag} {d_folder}` lies inside `{Path(cfg.training.output_dir) / first}`, a folder the run writes into "
                 f"(--output_dir's samples, logs or checkpoints): the run would add its own files to the data. Move the "
-                f"data out of --output_dir `{cfg.output_dir}`, or choose another --output_dir, and run again."
+                f"data out of --output_dir `{cfg.training.output_dir}`, or choose another --output_dir, and run again."
             )

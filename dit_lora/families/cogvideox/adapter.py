@@ -39,9 +39,9 @@ class CogVideoXAdapter:
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
         """The base model's pipeline in the run's dtype with the saved adapter loaded by diffusers."""
         pipe = pipeline_class(self.info).from_pretrained(
-            cfg.pretrained_model_name_or_path,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            cfg.model.pretrained_model_name_or_path,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
@@ -79,15 +79,15 @@ class CogVideoXCard:
             f"from diffusers import {name}\n"
             + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
             + "\n"
-            f"pipe = {name}.from_pretrained({json.dumps(cfg.pretrained_model_name_or_path)}, "
+            f"pipe = {name}.from_pretrained({json.dumps(cfg.model.pretrained_model_name_or_path)}, "
             "torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             f"{tiling}"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             f"{before}"
-            f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
+            f"video = pipe(\n    prompt={json.dumps(cfg.validation.validation_prompt or 'a video')},{image_arg}\n"
             f"    num_frames={frames}, height={height}, width={width},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").frames[0]\n" + snippet_write_video(self.video.model_info(cfg).fps)
         )
@@ -95,7 +95,7 @@ class CogVideoXCard:
     def card_settings(self, cfg) -> dict[str, Any]:
         """The buckets, the version, the loss settings, the text length, frame sampling and the VAE's modes."""
         options = cfg.family_options
-        buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         info = self.video.model_info(cfg)
         return {
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
@@ -105,14 +105,14 @@ class CogVideoXCard:
                 options.loss_weight_cap if options.loss_weight_cap is not None else "none (1/(1 - alpha_bar_t))"
             ),
             "max_sequence_length": info.max_text_seq_length,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
             "vae": f"tiling {'on' if options.enable_tiling else 'off'}, "
             f"slicing {'on' if options.enable_slicing else 'off'}",
         }
 
     def base_model_license(self, cfg) -> str | None:
         """CogVideoX-2b is Apache-2.0; the 5B and 1.5 weights use the CogVideoX license ("other")."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         org, _, repo = name.partition("/")
         if is_local(name) or org.lower() not in ("thudm", "zai-org") or "cogvideox" not in repo.lower():
             return None

@@ -87,18 +87,18 @@ class CogVideoXModel(DiffusionModel):
 
     def validate_config(self, cfg) -> None:
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         check_pipeline_folder(
             cfg.model, "CogVideoX", EXAMPLE_IDS[self.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
         )
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "CogVideoX")
-        check_tokenizer_packages(path, "tokenizer", cfg.revision)
+        check_tokenizer_packages(path, "tokenizer", cfg.model.revision)
         info = self.video.model_info(cfg)
         self._check_task(cfg, info)
         buckets = self.video.video_buckets(cfg)
-        if cfg.max_sequence_length is not None and cfg.max_sequence_length != info.max_text_seq_length:
+        if cfg.data.max_sequence_length is not None and cfg.data.max_sequence_length != info.max_text_seq_length:
             raise UserError(
-                f"--max_sequence_length {cfg.max_sequence_length} differs from this CogVideoX transformer's "
+                f"--max_sequence_length {cfg.data.max_sequence_length} differs from this CogVideoX transformer's "
                 f"max_text_seq_length {info.max_text_seq_length} (transformer/config.json of `{path}`): the pipelines "
                 "pad every prompt to exactly that many T5 tokens, and the model was trained on that length. Remove "
                 f"--max_sequence_length or set it to {info.max_text_seq_length}."
@@ -107,10 +107,10 @@ class CogVideoXModel(DiffusionModel):
             size = (info.sample_height * info.vae_spatial, info.sample_width * info.vae_spatial)
             bad = [b for b in buckets if (b[1], b[2]) != size]
             if bad:
-                flag = "--frame_buckets" if cfg.frame_buckets else "--height/--width"
+                flag = "--frame_buckets" if cfg.video.frame_buckets else "--height/--width"
                 fix = (
                     f"Use buckets of {size[0]}x{size[1]} (e.g. {info.sample_frames}x{size[0]}x{size[1]})"
-                    if cfg.frame_buckets
+                    if cfg.video.frame_buckets
                     else f"Use --height {size[0]} --width {size[1]}"
                 )
                 raise UserError(
@@ -124,7 +124,7 @@ class CogVideoXModel(DiffusionModel):
 
     def _check_task(self, cfg, info) -> None:
         """A CogVideoX text-to-video or image-to-video pipeline whose task is this family's."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         known = T2V_PIPELINES + (I2V_PIPELINE,)
         if info.pipeline_class and info.pipeline_class not in known:
             hint = (
@@ -171,15 +171,15 @@ class CogVideoXModel(DiffusionModel):
         )
         from transformers import AutoTokenizer, T5EncoderModel
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
+        path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
         try:
             with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = CogVideoXTransformer3DModel.from_pretrained(
                     path,
                     subfolder="transformer",
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -194,8 +194,8 @@ class CogVideoXModel(DiffusionModel):
                 **quantize.text_encoder_kwargs(cfg),
                 **common,
             )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
+            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.model.revision))
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg.model, err) from None
         # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
@@ -239,14 +239,14 @@ class CogVideoXNotes(DiffusionNotes):
         frames, height, width, why = info.trained_size()
         buckets = self.video.video_buckets(cfg)
         # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
-        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.frame_buckets else buckets[:1]))
-        also = automatic_note(buckets, automatic=not cfg.frame_buckets)
+        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.video.frame_buckets else buckets[:1]))
+        also = automatic_note(buckets, automatic=not cfg.video.frame_buckets)
         given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
-        if not cfg.frame_buckets and not given:
+        if not cfg.video.frame_buckets and not given:
             return [
                 f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why}){also}."
             ]
-        source = size_flags(cfg) + ("" if cfg.frame_buckets or len(given) == 3 else ", the rest the trained size")
+        source = size_flags(cfg) + ("" if cfg.video.frame_buckets or len(given) == 3 else ", the rest the trained size")
         trained = info.latent_tokens(frames, height, width)
         outside = [b for b in buckets if not MIN_TOKEN_RATIO <= info.latent_tokens(*b) / trained <= MAX_TOKEN_RATIO]
         forced = "; far from it, allowed by --allow_untrained_resolution" if outside else ""
@@ -258,12 +258,12 @@ class CogVideoXNotes(DiffusionNotes):
     def precision_notes(self, cfg) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
         notes = []
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         dtype = stored_dtype(cfg.model)
         if dtype == "F16" or (dtype is None and name.lower().endswith("cogvideox-2b")):
             notes.append(
                 f"`{name}` stores fp16 weights (CogVideoX-2b was trained in fp16). They load in the run's dtype "
-                f"({cfg.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
+                f"({cfg.training.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
                 "nothing overflows, at a small precision cost."
             )
         info = self.video.model_info(cfg)
@@ -290,7 +290,7 @@ class CogVideoXDemo:
         # The demo builders: only for --demo
         try:
             build_tiny_cogvideox_pipeline(
-                cfg.pretrained_model_name_or_path,
+                cfg.model.pretrained_model_name_or_path,
                 task=self.task,
                 version=cfg.family_options.demo_cogvideox_version,
                 seed=0,
@@ -301,7 +301,7 @@ class CogVideoXDemo:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_model_infos()  # the model may have just been (re)built
         fps = self.video.model_info(cfg).fps
-        if cfg.train_data_dir:
+        if cfg.data.train_data_dir:
             frames = max(b[0] for b in self.video.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
-            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)
+            build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)

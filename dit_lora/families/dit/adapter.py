@@ -31,7 +31,7 @@ from dit_lora.output.names import CLASSES_FILE
 
 def trained_classes(cfg) -> tuple[list[str] | None, int | None]:
     """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
-    info = read_classes(cfg.output_dir) if cfg.output_dir else None
+    info = read_classes(cfg.training.output_dir) if cfg.training.output_dir else None
     return (info["classes"], info["num_classes"]) if info else (None, None)
 
 
@@ -71,19 +71,19 @@ class DiTAdapter:
         # Diffusers' pipelines import slowly: only for the final samples
         from diffusers import AutoencoderKL, DiTPipeline
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         vae = AutoencoderKL.from_pretrained(
             path,
             subfolder="vae",
-            revision=cfg.revision,
+            revision=cfg.model.revision,
             **dtype_kwarg("diffusers", torch.float32),
             use_safetensors=True,
         )
         pipe = DiTPipeline.from_pretrained(
             path,
             vae=vae,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             use_safetensors=True,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
         )
@@ -99,7 +99,7 @@ class DiTAdapterExtras:
     def save_adapter_extras(self, output_dir: Path, comps: Components, cfg) -> None:
         """The base model in ``adapter_config.json`` and the label map the setup component built."""
         output_dir = Path(output_dir)
-        set_peft_base_model(output_dir, cfg.pretrained_model_name_or_path)
+        set_peft_base_model(output_dir, cfg.model.pretrained_model_name_or_path)
         state = run_state(comps)
         if state.classes is not None:
             info = {
@@ -121,22 +121,22 @@ class DiTCard:
         """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
         trained = trained_classes(cfg)[0]
         classes = (
-            split_class_names(cfg.validation_prompt, set(trained or []))
-            if cfg.validation_prompt
+            split_class_names(cfg.validation.validation_prompt, set(trained or []))
+            if cfg.validation.validation_prompt
             else (trained or ["class name"])[:1]
         )
         return (
             "import torch\n"
             "from diffusers import DiTPipeline\n"
             "from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n\n"
-            f'base = "{cfg.pretrained_model_name_or_path}"\n'
+            f'base = "{cfg.model.pretrained_model_name_or_path}"\n'
             "dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n"
             "pipe = DiTPipeline.from_pretrained(base, torch_dtype=dtype)\n"
             f'load_adapter(pipe, "{repo_or_dir}")  # LoRA (PEFT format) + resized class embedding + class names\n'
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n"
             "image = pipe(\n    class_labels=class_ids,\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
@@ -157,4 +157,4 @@ class DiTCard:
 
     def base_model_license(self, cfg) -> str | None:
         """facebook/DiT checkpoints are CC BY-NC 4.0."""
-        return "cc-by-nc-4.0" if cfg.pretrained_model_name_or_path.startswith("facebook/DiT") else None
+        return "cc-by-nc-4.0" if cfg.model.pretrained_model_name_or_path.startswith("facebook/DiT") else None

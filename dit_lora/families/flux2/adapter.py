@@ -58,13 +58,13 @@ class Flux2Adapter:
         """
         from transformers import AutoTokenizer  # heavy: only for the final samples
 
-        path = cfg.pretrained_model_name_or_path
-        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+        path = cfg.model.pretrained_model_name_or_path
+        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
         pipe = pipeline_class(folder_pipeline(cfg.model)).from_pretrained(
             path,
             tokenizer=tokenizer,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
@@ -103,7 +103,7 @@ class Flux2Card:
             "import torch\n"
             f"from diffusers import {cls}\n"
             + ("from transformers import AutoTokenizer\n" if tokenizer else "")
-            + f"\nbase = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            + f"\nbase = {json.dumps(cfg.model.pretrained_model_name_or_path)}\n"
             + (
                 'tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
                 if tokenizer
@@ -113,9 +113,9 @@ class Flux2Card:
             "torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")  # or pipe.enable_model_cpu_offload()\n'
-            f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            f"image = pipe(\n    prompt={json.dumps(cfg.validation.validation_prompt or 'a photo')},\n"
+            f"    height={cfg.data.resolution}, width={cfg.data.resolution},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},\n"
             f"{encoding}"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
@@ -134,7 +134,7 @@ class Flux2Card:
 
     def base_model_license(self, cfg) -> str | None:
         """Apache-2.0 for the klein 4B models; black-forest-labs' own license ("other") for dev and klein 9B."""
-        name = str(cfg.pretrained_model_name_or_path)
+        name = str(cfg.model.pretrained_model_name_or_path)
         if not name.startswith("black-forest-labs/"):
             return None
         return _LICENSES.get(name.split("/", 1)[1], "other")

@@ -62,8 +62,8 @@ class Flux2Model(DiffusionModel):
             cfg.model, "FLUX.2", "black-forest-labs/FLUX.2-klein-base-4B", "transformer/, vae/, text_encoder/"
         )
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "FLUX.2")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
-        check_resolution(cfg.resolution)
+        check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, "tokenizer", cfg.model.revision)
+        check_resolution(cfg.data.resolution)
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """Transformer and text encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics
@@ -71,10 +71,10 @@ class Flux2Model(DiffusionModel):
         import transformers
         from diffusers import AutoencoderKLFlux2, Flux2Transformer2DModel  # heavy: only when a run loads
 
-        path, dtype, pipeline = cfg.pretrained_model_name_or_path, cfg.weight_dtype, folder_pipeline(cfg.model)
+        path, dtype, pipeline = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype, folder_pipeline(cfg.model)
         index = read_component_config(cfg.model, "", "model_index.json") or {}
         encoder_class = getattr(transformers, (index.get("text_encoder") or [None, TEXT_ENCODERS[pipeline]])[1])
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never pickle: it can run code when read
+        common = {"revision": cfg.model.revision, "use_safetensors": True}  # never pickle: it can run code when read
         try:
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(
@@ -82,7 +82,7 @@ class Flux2Model(DiffusionModel):
                     cfg.model,
                     "transformer",
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -97,7 +97,7 @@ class Flux2Model(DiffusionModel):
                 **common,
             )
             # the tokenizer alone, also for dev's PixtralProcessor folder: encode_prompt sends it text only
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("FLUX.2", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
@@ -128,8 +128,8 @@ class Flux2Model(DiffusionModel):
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
         (``to_q``, ``to_k``, ``to_v``, ``to_out.0``) and the single blocks' fused ``to_qkv_mlp_proj`` and
         ``attn.to_out`` (each single block named: a bare ``to_out`` would also match the double blocks' list)."""
-        if cfg.lora_layers:
-            return list(cfg.lora_layers)
+        if cfg.lora.lora_layers:
+            return list(cfg.lora.lora_layers)
         singles = len(getattr(model, "single_transformer_blocks", ()))
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 
@@ -168,16 +168,16 @@ class Flux2Demo:
 
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.resolution)
-        check_demo_resolution(cfg.resolution)
+        check_resolution(cfg.data.resolution)
+        check_demo_resolution(cfg.data.resolution)
         variant = cfg.family_options.flux2_demo_variant
-        tiny_flux2.build_tiny_flux2_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
 
 
 class Flux2Notes(DiffusionNotes):
@@ -186,7 +186,7 @@ class Flux2Notes(DiffusionNotes):
 
     def start_notes(self, cfg) -> list[str]:
         """The warnings for a klein folder (none for dev or a model that cannot be read)."""
-        if not cfg.pretrained_model_name_or_path or cfg.demo:
+        if not cfg.model.pretrained_model_name_or_path or cfg.model.demo:
             return []
         index = read_component_config(cfg.model, "", "model_index.json") or {}
         if index.get("_class_name") != KLEIN_PIPELINE:

@@ -40,23 +40,23 @@ class QwenImageAdapter:
         import diffusers
         from diffusers import AutoencoderKLQwenImage
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         pipeline_class = getattr(diffusers, self.info.pipeline_class_name)
         if pipeline_class.__name__ == "QwenImagePipeline":  # it decodes in the VAE's own dtype: fp32, as trained
             vae = AutoencoderKLQwenImage.from_pretrained(
                 path,
                 subfolder="vae",
-                revision=cfg.revision,
+                revision=cfg.model.revision,
                 **dtype_kwarg("diffusers", torch.float32),
                 use_safetensors=True,
             )
             extra = {"vae": vae}
         else:  # the Edit pipelines encode their images in the prompt's dtype: the VAE in the pipeline's
-            extra = {"processor": load_processor(path, cfg.revision)}  # built where torchvision is missing
+            extra = {"processor": load_processor(path, cfg.model.revision)}  # built where torchvision is missing
         pipe = pipeline_class.from_pretrained(
             path,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
             **extra,
@@ -88,17 +88,17 @@ class QwenImageCard:
                 if edit
                 else ""
             )
-            + f"\nbase = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            + f"\nbase = {json.dumps(cfg.model.pretrained_model_name_or_path)}\n"
             + f"pipe = {cls}.from_pretrained(base, "
             + ("processor=load_edit_processor(base), " if edit else "")
             + "torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             + (f"image = load_image({source})  # the image to edit\n" if edit else "")
-            + f"image = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a photo')},\n"
+            + f"image = pipe(\n    prompt={json.dumps(cfg.validation.validation_prompt or 'a photo')},\n"
             + (f"    image={'[image]' if plus else 'image'},\n" if edit else "")
-            + f"    negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation_guidance_scale},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution}, num_inference_steps={cfg.validation_inference_steps},\n"
+            + f"    negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},\n"
+            f"    height={cfg.data.resolution}, width={cfg.data.resolution}, num_inference_steps={cfg.validation.validation_inference_steps},\n"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
@@ -116,4 +116,4 @@ class QwenImageCard:
 
     def base_model_license(self, cfg) -> str | None:
         """The Qwen-Image releases are Apache-2.0."""
-        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.model.pretrained_model_name_or_path else None

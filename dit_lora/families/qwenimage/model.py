@@ -52,7 +52,7 @@ def check_text_length(cfg) -> None:
     """Refuse a ``--max_sequence_length`` above the pipeline's 1024."""
     if max_sequence_length(cfg) > MAX_SEQUENCE_LENGTH:
         raise UserError(
-            f"--max_sequence_length {cfg.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
+            f"--max_sequence_length {cfg.data.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
             f"QwenImagePipeline encodes (it refuses more at inference). Use {MAX_SEQUENCE_LENGTH} or less."
         )
 
@@ -64,8 +64,8 @@ class QwenImageModel(DiffusionModel):
         """A diffusers Qwen-Image folder of safetensors whose tokenizer can load, at a size the pipeline takes."""
         check_pipeline_folder(cfg.model, "Qwen-Image", EXAMPLE_ID, "transformer/, vae/, text_encoder/, tokenizer/")
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Qwen-Image")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
-        check_resolution(cfg.resolution)
+        check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, "tokenizer", cfg.model.revision)
+        check_resolution(cfg.data.resolution)
         check_text_length(cfg)
 
     def load_components(self, cfg, device: torch.device) -> Components:
@@ -74,8 +74,8 @@ class QwenImageModel(DiffusionModel):
         from diffusers import AutoencoderKLQwenImage, FlowMatchEulerDiscreteScheduler, QwenImageTransformer2DModel
         from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # a pickle file can run code when it is read
+        path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.model.revision, "use_safetensors": True}  # a pickle file can run code when it is read
         try:
             with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(
@@ -83,7 +83,7 @@ class QwenImageModel(DiffusionModel):
                     cfg.model,
                     "transformer",
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -98,7 +98,7 @@ class QwenImageModel(DiffusionModel):
                 **quantize.text_encoder_kwargs(cfg),
                 **common,
             )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
             extra = self.extra_encoders(cfg)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Qwen-Image", cfg.model, err) from None
@@ -146,7 +146,7 @@ class QwenImageEditModel(QwenImageModel):
 
     def extra_encoders(self, cfg) -> dict[str, Any]:
         """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
-        return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
+        return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
 
 
 class QwenImagePrecision(DiffusionPrecision):
@@ -188,16 +188,16 @@ class QwenImageDemo:
 
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.resolution)
-        check_demo_resolution(cfg.resolution)
-        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.pretrained_model_name_or_path, self.variant, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        check_resolution(cfg.data.resolution)
+        check_demo_resolution(cfg.data.resolution)
+        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.pretrained_model_name_or_path, self.variant, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
             if self.variant != "t2i":
                 tiny_qwenimage.add_control_images(
-                    cfg.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
+                    cfg.data.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
                 )

@@ -42,20 +42,20 @@ class SanaAdapter:
             SanaPipeline,
         )
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         # Load the DC-AE in fp32 directly: a bf16 load followed by .to(fp32) would already have lost precision.
         vae = AutoencoderDC.from_pretrained(
             path,
             subfolder="vae",
-            revision=cfg.revision,
+            revision=cfg.model.revision,
             **dtype_kwarg("diffusers", torch.float32),
             use_safetensors=True,
         )
         pipe = SanaPipeline.from_pretrained(
             path,
             vae=vae,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
@@ -78,14 +78,14 @@ class SanaCard:
         return (
             "import torch\n"
             "from diffusers import AutoencoderDC, SanaPipeline\n\n"
-            f'base = "{cfg.pretrained_model_name_or_path}"\n'
+            f'base = "{cfg.model.pretrained_model_name_or_path}"\n'
             'vae = AutoencoderDC.from_pretrained(base, subfolder="vae", torch_dtype=torch.float32)  # DC-AE stays fp32\n'
             "pipe = SanaPipeline.from_pretrained(base, vae=vae, torch_dtype=torch.bfloat16)\n"
             f'pipe.load_lora_weights("{repo_or_dir}")\n'
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale}{chi},\n"
+            f"image = pipe(\n    {json.dumps(cfg.validation.validation_prompt or 'a photo')},\n"
+            f"    height={cfg.data.resolution}, width={cfg.data.resolution},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale}{chi},\n"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
@@ -101,4 +101,4 @@ class SanaCard:
 
     def base_model_license(self, cfg) -> str | None:
         """Efficient-Large-Model's checkpoints carry their own license ("other")."""
-        return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None
+        return "other" if "Efficient-Large-Model" in cfg.model.pretrained_model_name_or_path else None

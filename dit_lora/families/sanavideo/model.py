@@ -75,11 +75,11 @@ class SanaVideoModel(DiffusionModel):
         takes; image-to-video: a ``--validation_image`` that exists."""
         check_pipeline_folder(cfg.model, "SANA-Video", EXAMPLE_ID, "transformer/, vae/, text_encoder/")
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "SANA-Video")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, "tokenizer", cfg.model.revision)
         info = self.task.info(cfg)
         if info.vae_class != "AutoencoderKLWan":
             raise UserError(
-                f"`{cfg.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
+                f"`{cfg.model.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
                 "the published release's Wan 2.1 VAE (AutoencoderKLWan) only, whose latent normalisation it caches "
                 f"as the pipelines apply it. Use {EXAMPLE_ID}, or a folder with its vae/."
             )
@@ -97,8 +97,8 @@ class SanaVideoModel(DiffusionModel):
         from diffusers import AutoencoderKLWan, SanaVideoTransformer3DModel
         from transformers import AutoModel, AutoTokenizer
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
+        path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
         try:
             with quantize.diffusers_loading(cfg.model):
                 transformer = load_transformer(  # from the folder, or --transformer_file
@@ -106,7 +106,7 @@ class SanaVideoModel(DiffusionModel):
                     cfg.model,
                     "transformer",
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -120,7 +120,7 @@ class SanaVideoModel(DiffusionModel):
                 **quantize.text_encoder_kwargs(cfg),
                 **common,
             )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("SANA-Video", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
@@ -168,9 +168,9 @@ class SanaVideoPlan(DiffusionPlan):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
         buckets = self.task.video_buckets(cfg)
-        if not cfg.frame_buckets:
+        if not cfg.video.frame_buckets:
             buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
 
 class SanaVideoPrecision(DiffusionPrecision):
@@ -199,7 +199,7 @@ class SanaVideoNotes(DiffusionNotes):
         )
         return [
             f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width) at "
-            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.frame_buckets),
+            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
             f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
             f"sampler shifts by {info.scheduler_shift:g}",
         ]
@@ -224,11 +224,11 @@ class SanaVideoDemo:
         build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
         SanaImageToVideoPipeline), so the two demos share one model."""
         try:
-            tiny.build_tiny_sanavideo_pipeline(cfg.pretrained_model_name_or_path, seed=0)
+            tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_infos()  # the folder is new
-        if cfg.train_data_dir:
+        if cfg.data.train_data_dir:
             frames = max(b[0] for b in self.task.video_buckets(cfg))
             size = tiny.TINY_GEOMETRY["height"]
-            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=16)
+            build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=16)

@@ -40,8 +40,8 @@ def call_kwargs(task: SanaVideoTask, cfg: TrainConfig, generator: torch.Generato
         "frames": frames,
         "height": height,
         "width": width,
-        "num_inference_steps": cfg.validation_inference_steps,
-        "guidance_scale": cfg.validation_guidance_scale,
+        "num_inference_steps": cfg.validation.validation_inference_steps,
+        "guidance_scale": cfg.validation.validation_guidance_scale,
         "generator": generator,
         "output_type": "pil",
         "use_resolution_binning": False,  # the trained bucket, not the 480p table's nearest size
@@ -74,7 +74,7 @@ class SanaVideoSamples(DiffusionSamples):
             generator = torch.Generator(device=device).manual_seed(seed)
             # n copies of the prompt rather than num_videos_per_prompt: SanaImageToVideoPipeline sizes its
             # conditioning mask by the prompt count (diffusers 0.42.1), so more videos per prompt break it
-            n = cfg.num_validation_images
+            n = cfg.validation.num_validation_images
             embeds = {k: v.to(device).repeat(n, *([1] * (v.dim() - 1))) for k, v in cond.items()
                       if k in ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds",
                                "negative_prompt_attention_mask")}  # fmt: skip
@@ -130,12 +130,12 @@ class SanaVideoAdapter:
         """The stock pipeline of the base model (the Wan VAE in fp32) with the adapter loaded by diffusers."""
         from diffusers import AutoencoderKLWan
 
-        path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
+        path, common = cfg.model.pretrained_model_name_or_path, {"revision": cfg.model.revision, "use_safetensors": True}
         vae = AutoencoderKLWan.from_pretrained(
             path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
         )
         pipe = self.task.pipeline_class().from_pretrained(
-            path, vae=vae, variant=cfg.variant, **dtype_kwarg("diffusers", cfg.weight_dtype), **common
+            path, vae=vae, variant=cfg.model.variant, **dtype_kwarg("diffusers", cfg.weight_dtype), **common
         )
         attach_adapter(None, pipe, adapter_dir)  # nothing to fit before the adapter loads
         pipe.set_progress_bar_config(disable=True)
@@ -160,16 +160,16 @@ class SanaVideoCard:
             f"from diffusers import AutoencoderKLWan, {name}\n"
             + ("from diffusers.utils import load_image\n" if i2v else "")
             + "\n"
-            f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+            f"model_id = {json.dumps(cfg.model.pretrained_model_name_or_path)}\n"
             'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
             f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
             f"pipe.load_lora_weights({json.dumps(repo_or_dir)})\n"
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
             + (f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "")
-            + f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},"
+            + f"video = pipe(\n    prompt={json.dumps(cfg.validation.validation_prompt or 'a video')},"
             + ("\n    image=image," if i2v else "")
             + f"{chi}\n    frames={frames}, height={height}, width={width},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             "    use_resolution_binning=False,  # the trained size, not the 480p table's nearest\n"
             ").frames[0]\n" + snippet_write_video(self.task.model_fps(cfg))
@@ -177,18 +177,18 @@ class SanaVideoCard:
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep density and the training shift, the instruction prefix."""
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         return {
             "resolution": f"{buckets} (frames x height x width)",
             "model": self.task.info(cfg).describe(),
             "weighting_scheme": cfg.family_options.weighting_scheme,
             "flow_shift": training_shift(cfg),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
         }
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
         so); others: unknown."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

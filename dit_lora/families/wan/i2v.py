@@ -77,13 +77,13 @@ class WanI2VModel(WanModel):
             return {}
         from transformers import CLIPImageProcessor, CLIPVisionModel
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         return {
             "image_encoder": CLIPVisionModel.from_pretrained(
                 path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
             ).eval(),
             "image_processor": CLIPImageProcessor.from_pretrained(
-                path, subfolder="image_processor", revision=cfg.revision
+                path, subfolder="image_processor", revision=cfg.model.revision
             ),
         }
 
@@ -196,7 +196,7 @@ class WanI2VSetup(DiffusionSetup):
                 "from the data, or train them with --family wan (text-to-video), where images teach appearance."
             )
         image = conditioning_image(self.task, cfg, comps, samples)
-        if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
+        if cfg.validation.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
             pipe = i2v_pipeline(comps, expand=False)
             with torch.no_grad():
                 run_state(comps).validation_image_embeds = pipe.encode_image(
@@ -231,7 +231,7 @@ class WanI2VAdapter(WanAdapter):
 
         return {
             "image_encoder": CLIPVisionModel.from_pretrained(
-                cfg.pretrained_model_name_or_path,
+                cfg.model.pretrained_model_name_or_path,
                 subfolder="image_encoder",
                 **dtype_kwarg("transformers", torch.float32),
                 **common,

@@ -49,8 +49,8 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
     from diffusers import AutoencoderKLWan, WanTransformer3DModel
     from transformers import AutoTokenizer, UMT5EncoderModel
 
-    path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-    common = {"revision": cfg.revision, "use_safetensors": True}  # never unpickle weights
+    path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+    common = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
     try:
         transformers_ = {}
         for expert in trained_experts(model.task, cfg):
@@ -60,7 +60,7 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
                     cfg.model,
                     SUBFOLDER[expert],
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -74,8 +74,8 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
             **quantize.text_encoder_kwargs(cfg),
             **common,
         )
-        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
-        scheduler_cfg = _scheduler_config(path, cfg.revision)
+        tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
+        scheduler_cfg = _scheduler_config(path, cfg.model.revision)
         extra = model.image_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error("Wan", cfg.model, err) from None
@@ -161,7 +161,7 @@ def make_components(
     expert = task.expert(cfg)
     ranges = {"all": (0, info.num_train_timesteps)}
     if expert:
-        boundary = info.expert_boundary(cfg.pretrained_model_name_or_path)
+        boundary = info.expert_boundary(cfg.model.pretrained_model_name_or_path)
         ranges.update(expert_index_ranges(scheduler.timesteps, boundary, info.num_train_timesteps))
     vae_cfg = vae.config
     state = WanRun(
@@ -240,6 +240,6 @@ class WanPlan(DiffusionPlan):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
         buckets = self.task.video_buckets(cfg)
-        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+        if not cfg.video.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
             buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]

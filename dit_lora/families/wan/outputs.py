@@ -39,14 +39,14 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     variant = cfg.family_options.demo_wan_variant
     try:
-        build_tiny_wan_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
+        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
-    if cfg.train_data_dir:
+    if cfg.data.train_data_dir:
         frames = max(b[0] for b in task.video_buckets(cfg))
         size = TINY_WAN_GEOMETRY["height"]
         fps = 24 if "ti2v" in variant else 16
-        build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)
+        build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
 
 
 # ---- validation videos -----------------------------------------------------------------------
@@ -65,8 +65,8 @@ def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> 
         "num_frames": frames,
         "height": height,
         "width": width,
-        "num_inference_steps": cfg.validation_inference_steps,
-        "guidance_scale": cfg.validation_guidance_scale,
+        "num_inference_steps": cfg.validation.validation_inference_steps,
+        "guidance_scale": cfg.validation.validation_guidance_scale,
         "generator": generator,
         "output_type": "pil",
     }
@@ -108,7 +108,7 @@ def generate_validation(
         )
         pipe.set_progress_bar_config(disable=True)
         samples.fit_validation_pipeline(pipe, comps)
-        n = cfg.num_validation_images
+        n = cfg.validation.num_validation_images
         generator = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
             videos = pipe(
@@ -227,7 +227,7 @@ def load_wan_pipeline(adapter: WanAdapter, cfg: TrainConfig, adapter_dir: Path, 
     saved adapter(s) loaded by diffusers' own ``load_lora_weights``."""
     from diffusers import AutoencoderKLWan
 
-    path, common = cfg.pretrained_model_name_or_path, {"revision": cfg.revision, "use_safetensors": True}
+    path, common = cfg.model.pretrained_model_name_or_path, {"revision": cfg.model.revision, "use_safetensors": True}
     parts = {
         "vae": AutoencoderKLWan.from_pretrained(
             path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
@@ -235,7 +235,7 @@ def load_wan_pipeline(adapter: WanAdapter, cfg: TrainConfig, adapter_dir: Path, 
     }
     parts.update(adapter.fp32_parts(cfg, common))
     pipe = adapter.task.pipeline_class().from_pretrained(
-        path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.variant, **parts, **common
+        path, **dtype_kwarg("diffusers", cfg.weight_dtype), variant=cfg.model.variant, **parts, **common
     )
     attach_adapter(None, pipe, adapter_dir)  # Wan fits no consumer before the adapter loads
     pipe.set_progress_bar_config(disable=True)
@@ -267,15 +267,15 @@ def usage_snippet(card: WanCard, cfg: TrainConfig, repo_or_dir: str) -> str:
         f"from diffusers import AutoencoderKLWan, {name}\n"
         + (f"from diffusers.utils import {extra_import.removeprefix(', ')}\n" if extra_import else "")
         + "\n"
-        f"model_id = {json.dumps(cfg.pretrained_model_name_or_path)}\n"
+        f"model_id = {json.dumps(cfg.model.pretrained_model_name_or_path)}\n"
         'vae = AutoencoderKLWan.from_pretrained(model_id, subfolder="vae", torch_dtype=torch.float32)\n'
         f"pipe = {name}.from_pretrained(model_id, vae=vae, torch_dtype=torch.bfloat16)\n"
         f"{load}"
         'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
         f"{before}"
-        f"video = pipe(\n    prompt={json.dumps(cfg.validation_prompt or 'a video')},{image_arg}\n"
+        f"video = pipe(\n    prompt={json.dumps(cfg.validation.validation_prompt or 'a video')},{image_arg}\n"
         f"    num_frames={frames}, height={height}, width={width},\n"
-        f"    num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},\n"
+        f"    num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},\n"
         '    generator=torch.manual_seed(0), output_type="pil",\n'
         ").frames[0]\n"
         + snippet_write_video(task.info(cfg).fps)
@@ -383,13 +383,13 @@ class WanCard:
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
         info = self.task.info(cfg)
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         settings = {
             "resolution": f"{buckets} (frames x height x width)",
             "model": info.describe(),
             "timestep_sampling": cfg.family_options.timestep_sampling,
             "flow_shift": cfg.family_options.flow_shift or info.flow_shift,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
         }
         expert = self.task.expert(cfg)
         if expert:
@@ -404,7 +404,7 @@ class WanCard:
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
 
 

@@ -38,19 +38,19 @@ class ZImageAdapter:
         """A ZImagePipeline of the base model (VAE in fp32) with the saved adapter loaded by diffusers."""
         from diffusers import AutoencoderKL, ZImagePipeline  # heavy: only for the final samples
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         vae = AutoencoderKL.from_pretrained(
             path,
             subfolder="vae",
-            revision=cfg.revision,
+            revision=cfg.model.revision,
             **dtype_kwarg("diffusers", torch.float32),
             use_safetensors=True,
         )
         pipe = ZImagePipeline.from_pretrained(
             path,
             vae=vae,
-            revision=cfg.revision,
-            variant=cfg.variant,
+            revision=cfg.model.revision,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             use_safetensors=True,
         )
@@ -67,13 +67,13 @@ class ZImageCard:
         return (
             "import torch\n"
             "from diffusers import ZImagePipeline\n\n"
-            f'pipe = ZImagePipeline.from_pretrained("{cfg.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
+            f'pipe = ZImagePipeline.from_pretrained("{cfg.model.pretrained_model_name_or_path}", torch_dtype=torch.bfloat16)\n'
             f'pipe.load_lora_weights("{repo_or_dir}")\n'
             'pipe.to("cuda" if torch.cuda.is_available() else "cpu")\n'
-            f"image = pipe(\n    {json.dumps(cfg.validation_prompt or 'a photo')},\n"
-            f"    height={cfg.resolution}, width={cfg.resolution},\n"
-            f"    num_inference_steps={cfg.validation_inference_steps}, "
-            f"guidance_scale={cfg.validation_guidance_scale},\n"
+            f"image = pipe(\n    {json.dumps(cfg.validation.validation_prompt or 'a photo')},\n"
+            f"    height={cfg.data.resolution}, width={cfg.data.resolution},\n"
+            f"    num_inference_steps={cfg.validation.validation_inference_steps}, "
+            f"guidance_scale={cfg.validation.validation_guidance_scale},\n"
             "    generator=torch.manual_seed(0),\n"
             ").images[0]\n"
             'image.save("sample.png")\n'
@@ -88,4 +88,4 @@ class ZImageCard:
 
     def base_model_license(self, cfg) -> str | None:
         """Tongyi-MAI's Z-Image releases are Apache 2.0."""
-        return "apache-2.0" if "Tongyi-MAI" in cfg.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Tongyi-MAI" in cfg.model.pretrained_model_name_or_path else None

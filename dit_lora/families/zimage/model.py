@@ -63,10 +63,10 @@ class ZImageModel(DiffusionModel):
         """A diffusers Z-Image folder of safetensors whose tokenizer can load, at a resolution the model takes."""
         check_pipeline_folder(cfg.model, "Z-Image", EXAMPLE_REPO, "transformer/, vae/, text_encoder/")
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "Z-Image")
-        check_tokenizer_packages(cfg.pretrained_model_name_or_path, "tokenizer", cfg.revision)
+        check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, "tokenizer", cfg.model.revision)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
-            check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
+            check_resolution(cfg.data.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
     def load_components(self, cfg, device: torch.device) -> Components:
         """Transformer and Qwen3 in the run's weight dtype, the VAE in fp32, all frozen on ``device``; the
@@ -74,8 +74,8 @@ class ZImageModel(DiffusionModel):
         from diffusers import AutoencoderKL, ZImageTransformer2DModel  # heavy: only when a run loads
         from transformers import AutoModel, AutoTokenizer
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle
+        path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.model.revision, "use_safetensors": True}  # never a pickle
         try:
             with quantize.diffusers_loading(cfg):
                 transformer = load_transformer(
@@ -83,7 +83,7 @@ class ZImageModel(DiffusionModel):
                     cfg.model,
                     "transformer",
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -99,7 +99,7 @@ class ZImageModel(DiffusionModel):
                 **quantize.text_encoder_kwargs(cfg),
                 **common,
             )
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("Z-Image", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
@@ -140,7 +140,7 @@ def is_turbo(cfg) -> bool:
     entry = match("zimage", config_reader(cfg.model), stored_dtype(cfg.model))
     if entry is not None:
         return "Turbo" in entry.hub_id
-    return "turbo" in str(cfg.pretrained_model_name_or_path).lower()
+    return "turbo" in str(cfg.model.pretrained_model_name_or_path).lower()
 
 
 class ZImageNotes(DiffusionNotes):
@@ -148,7 +148,7 @@ class ZImageNotes(DiffusionNotes):
 
     def start_notes(self, cfg) -> list[str]:
         """A warning when the model is Z-Image-Turbo (8-step distilled, no CFG)."""
-        if not cfg.pretrained_model_name_or_path or not is_turbo(cfg):
+        if not cfg.model.pretrained_model_name_or_path or not is_turbo(cfg):
             return []
         return [
             "this is Z-Image-Turbo, a step-distilled model: a LoRA trained on it directly drifts the distillation "
@@ -175,7 +175,7 @@ class ZImageBuckets:
 
     def bucket_stride(self, cfg) -> int:
         """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
-        named = bool(cfg.pretrained_model_name_or_path)
+        named = bool(cfg.model.pretrained_model_name_or_path)
         tr_cfg = read_component_config(cfg.model, "transformer") if named else None
         vae_cfg = read_component_config(cfg.model, "vae") if named else None
         return latent_stride(tr_cfg or {}, vae_cfg or {})
@@ -191,15 +191,15 @@ class ZImageDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         tiny = tiny_zimage.get_tiny_zimage_config()
-        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
-        check_demo_resolution(cfg.resolution)
-        tiny_zimage.build_tiny_zimage_pipeline(cfg.pretrained_model_name_or_path, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.data.resolution)
+        tiny_zimage.build_tiny_zimage_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
 
 
 def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:
