@@ -116,7 +116,9 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     explicit = explicit_options(cfg)
     entry = None
     if cfg.model.pretrained_model_name_or_path:
-        entry = match(spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.model.pretrained_model_name_or_path)
+        entry = match(
+            spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.model.pretrained_model_name_or_path
+        )
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():

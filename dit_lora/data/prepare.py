@@ -154,7 +154,9 @@ class ImageMedia:
         ``--masked_loss`` an image without a mask stops the run first (check-data lists it as a BLOCK row)."""
         cfg = self.cfg
         if cfg.data.masked_loss:
-            masks.require_masks(samples, column=cfg.data.mask_column, folder=cfg.data.train_data_dir, dataset=cfg.data.dataset_name)
+            masks.require_masks(
+                samples, column=cfg.data.mask_column, folder=cfg.data.train_data_dir, dataset=cfg.data.dataset_name
+            )
         usable = validate_samples(
             samples,
             max_bad_samples_fraction=self.cfg.data.max_bad_samples_fraction,
@@ -180,7 +182,9 @@ class ImageMedia:
         buckets, note)."""
         cfg = self.cfg
         if cfg.data.resolution < 1:
-            raise UserError(f"--resolution is {cfg.data.resolution}; give the training resolution in pixels, e.g. 1024.")
+            raise UserError(
+                f"--resolution is {cfg.data.resolution}; give the training resolution in pixels, e.g. 1024."
+            )
         log(f"checking {len(samples)} sample(s) at resolution {cfg.data.resolution} ({self.buckets_text}) ...")
         if self.square_reason:
             log(f"aspect buckets: {self.square_reason}")
@@ -447,7 +451,11 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
 
 def _source(cfg) -> str:
     """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
-    return f"--train_data_dir `{cfg.data.train_data_dir}`" if cfg.data.train_data_dir else f"--dataset_name `{cfg.data.dataset_name}`"
+    return (
+        f"--train_data_dir `{cfg.data.train_data_dir}`"
+        if cfg.data.train_data_dir
+        else f"--dataset_name `{cfg.data.dataset_name}`"
+    )
 
 
 @dataclass
@@ -482,7 +490,9 @@ def _screened_samples(cfg, media, accelerator, log) -> tuple[list, list, _LeftOu
     refuse_unreadable_captions(samples, _source(cfg))
     total = len(set(copy_of(samples)))
     counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
-    left_out = _LeftOut(total, counted, Path(cfg.training.output_dir) / QUARANTINE_FILE, cfg.data.max_bad_samples_fraction)
+    left_out = _LeftOut(
+        total, counted, Path(cfg.training.output_dir) / QUARANTINE_FILE, cfg.data.max_bad_samples_fraction
+    )
     try:
         samples = media.screen(samples, log=log, quarantine=left_out.entries)
         left_out.stop_if_too_many()
@@ -581,7 +591,11 @@ def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
-        cfg.data.caption_dropout_probability, folder, lambda caps: encoders.encode_prompts(comps, caps), accelerator, log
+        cfg.data.caption_dropout_probability,
+        folder,
+        lambda caps: encoders.encode_prompts(comps, caps),
+        accelerator,
+        log,
     )
     held_files, held_samples = [files[i] for i in held_keep], [samples[i] for i in held_keep]
     held_data = PreparedData(batch_lib.CachedLatentDataset(held_files), batch_lib.collate, held_samples, True)

@@ -415,7 +415,9 @@ class VideoMedia:
     def list_samples(self) -> list[VideoSample]:
         """The clips (and images) of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
         cfg = self.cfg
-        check_one_source(cfg.data.train_data_dir, cfg.data.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
+        check_one_source(
+            cfg.data.train_data_dir, cfg.data.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt"
+        )
         if cfg.data.train_data_dir is not None:
             return load_video_samples(
                 cfg.data.train_data_dir,
@@ -427,7 +429,9 @@ class VideoMedia:
             )
         if cfg.data.max_train_samples is not None and cfg.data.max_train_samples < 1:
             raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.data.max_train_samples!r}.")
-        refuse_caption_extension_for_dataset(cfg.data.caption_extension, cfg.data.dataset_name, cfg.data.caption_column, "clip")
+        refuse_caption_extension_for_dataset(
+            cfg.data.caption_extension, cfg.data.dataset_name, cfg.data.caption_column, "clip"
+        )
         return load_video_dataset(
             cfg.data.dataset_name,
             cfg.data.dataset_config_name,

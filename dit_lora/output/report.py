@@ -199,7 +199,12 @@ def _card_metadata(spec: FamilySpec, cfg, base_model):
         library_name=spec.info.library_name,
         pipeline_tag=spec.info.pipeline_tag,
         license=card.base_model_license(cfg) if card else None,
-        tags=["lora", "dit-lora", *([cfg.lora.lora_type] if cfg.lora.lora_type != "lora" else []), *spec.info.card_tags],
+        tags=[
+            "lora",
+            "dit-lora",
+            *([cfg.lora.lora_type] if cfg.lora.lora_type != "lora" else []),
+            *spec.info.card_tags,
+        ],
     )
 
 

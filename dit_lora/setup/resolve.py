@@ -80,7 +80,9 @@ def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool 
     if defaults is not None:
         assert defaults.config is not None  # choose_defaults always returns the config it chose for
         cfg = defaults.config
-    if cfg.performance.blocks_to_swap:  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
+    if (
+        cfg.performance.blocks_to_swap
+    ):  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
         block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
     if validate:
         spec.model.validate_config(cfg)

@@ -58,7 +58,11 @@ def check_options(cfg) -> None:
             f"--{given[0]} is set but --use_ema is not, so no EMA is kept and it would do nothing. Add --use_ema "
             f"to keep an EMA of the trainable weights, or drop {', '.join('--' + n for n in given)}."
         )
-    if "ema_validation" in explicit and cfg.training.ema_validation != "trained" and not cfg.validation.validation_prompt:
+    if (
+        "ema_validation" in explicit
+        and cfg.training.ema_validation != "trained"
+        and not cfg.validation.validation_prompt
+    ):
         raise UserError(
             f"--ema_validation {cfg.training.ema_validation} chooses which weights the validation samples come from, but no "
             "--validation_prompt is set, so the run makes no samples and it would do nothing. Add "

@@ -254,7 +254,12 @@ def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
         with folder(out) if folder is not None else contextlib.nullcontext(out) as adapter_dir:
             pipe = spec.adapter.load_pipeline_with_adapter(cfg, adapter_dir, run.accelerator.device)
         images = samples.generate_with_pipeline(
-            pipe, cfg.validation.validation_prompt, cfg, cfg.training.seed, cfg.validation.num_validation_images, comps=run.comps
+            pipe,
+            cfg.validation.validation_prompt,
+            cfg,
+            cfg.training.seed,
+            cfg.validation.num_validation_images,
+            comps=run.comps,
         )
         files += [
             samples.save_sample(item, out / "samples" / f"final{suffix}_{i}", cfg) for i, item in enumerate(images)

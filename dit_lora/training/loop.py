@@ -258,7 +258,9 @@ def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> 
     cfg, step = run.cfg, run.state.global_step
     progress.close()
     path = run.out / f"checkpoint-{step}"
-    if not (cfg.checkpoints.checkpointing_steps and step % cfg.checkpoints.checkpointing_steps == 0):  # else after_update has saved it
+    if not (
+        cfg.checkpoints.checkpointing_steps and step % cfg.checkpoints.checkpointing_steps == 0
+    ):  # else after_update has saved it
         path = save_run_checkpoint(run)
     end_trackers(run.accelerator)
     name = (
@@ -341,7 +343,10 @@ def _validate(run: Run, tag: str) -> None:
         for suffix, weights in ema_lib.validation_weights(run.ema, run.cfg.training.ema_validation):  # --ema_validation
             with weights, run.accelerator.autocast(), eager(run.compiled):
                 made.append(
-                    (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.training.seed))
+                    (
+                        suffix,
+                        samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.training.seed),
+                    )
                 )
     finally:
         model.train()

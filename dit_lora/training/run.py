@@ -200,7 +200,9 @@ def check_run_folders(cfg: TrainConfig) -> None:
     out = Path(cfg.training.output_dir)
     check_writable(out, "--output_dir")
     if cfg.validation.logging_dir and cfg.validation.report_to != "none":
-        check_writable(out / cfg.validation.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
+        check_writable(
+            out / cfg.validation.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)"
+        )
     if cfg.data.cache_latents:
         if cfg.data.cache_dir:
             check_writable(cfg.data.cache_dir, "--cache_dir")
@@ -315,7 +317,9 @@ def _start(resolved: Resolved) -> Run:
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     accelerator = _accelerator(cfg, engine.name, out)
     log = _main_process_log(accelerator)
-    check_launch_precision(cfg.training.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+    check_launch_precision(
+        cfg.training.mixed_precision, log
+    )  # `dit-lora launch --mixed_precision X`: never silently ignored
     if engine.name == "fsdp2":
         log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
     resume = _claim_output_dir(cfg, out, accelerator, engine.name == "fsdp2", log)
@@ -327,7 +331,9 @@ def _start(resolved: Resolved) -> Run:
         cfg, accelerator.device.type, spec
     )  # before anything loads (the plan also checks backbone training)
     plan = None if cfg.guards.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
-    hooks = Hooks.from_config(cfg.guards.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
+    hooks = Hooks.from_config(
+        cfg.guards.inject_faults, accelerator.process_index, accelerator.device
+    )  # fail before loading
     _log_start_notes(cfg, spec, log)
     if cfg.training.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -365,7 +371,9 @@ def _accelerator(cfg, engine: str, out: Path):
             gradient_accumulation_steps=cfg.training.gradient_accumulation_steps,
             mixed_precision=cfg.training.mixed_precision,
             log_with=None if cfg.validation.report_to == "none" else cfg.validation.report_to,
-            project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.validation.logging_dir)),
+            project_config=ProjectConfiguration(
+                project_dir=str(out), logging_dir=str(out / cfg.validation.logging_dir)
+            ),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
             # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
             # write the same output_dir; cpu=True makes them one gloo group instead.
@@ -404,7 +412,9 @@ def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path |
         note = check_output_dir(cfg)
         if note:
             log(note)
-        return resolve_resume(out, cfg.checkpoints.resume_from_checkpoint, log)  # a bad path fails before any model loads
+        return resolve_resume(
+            out, cfg.checkpoints.resume_from_checkpoint, log
+        )  # a bad path fails before any model loads
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if resume is not None:  # another process count or engine: refused now, not after the model has loaded
@@ -441,7 +451,9 @@ def _load(run: Run) -> None:
     if run.data is None:  # the family keeps the standard data path
         run.data = prepare_data(cfg, spec, run.comps, run.accelerator)
     if run.engine != "fsdp2":  # the blocks that waited in host memory for the cache (FSDP2: sharded from there)
-        moved = cache_parking.bring_waiting(run.comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device)
+        moved = cache_parking.bring_waiting(
+            run.comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device
+        )
         if moved[0]:
             run.log(cache_parking.describe(*moved, device))
 
@@ -453,7 +465,9 @@ def _add_trainables(run: Run) -> None:
     run.saved_backbone = made.saved_backbone
     for note in made.notes:
         run.log(note)
-    mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16)
+    mismatches = audit_precision(
+        run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16
+    )
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
         if run.accelerator.is_main_process:
@@ -485,7 +499,11 @@ def _install_kernels(run: Run) -> None:
         attention_canary(model, device, cfg.weight_dtype, run.log, place=place)
         model.zero_grad(set_to_none=True)
     run.compiled = compile_model(
-        model, run.spec, cfg.performance.compile, dynamic=run.spec.info.compile_dynamic, buckets=len(set(run.data.groups or [0]))
+        model,
+        run.spec,
+        cfg.performance.compile,
+        dynamic=run.spec.info.compile_dynamic,
+        buckets=len(set(run.data.groups or [0])),
     )
     if cfg.performance.compile != "off":
         run.log(
@@ -520,7 +538,9 @@ def _build_optimizer(run: Run) -> None:
         caption_dropout=cfg.data.caption_dropout_probability,
     )
     batch = run.order.trained_batch(cfg.training.train_batch_size, run.log)
-    lr_scale = cfg.training.gradient_accumulation_steps * batch * world if cfg.training.scale_lr else 1  # the batch that trains
+    lr_scale = (
+        cfg.training.gradient_accumulation_steps * batch * world if cfg.training.scale_lr else 1
+    )  # the batch that trains
     groups = trainables.build_param_groups(
         model,
         learning_rate=cfg.training.learning_rate * lr_scale,
@@ -589,7 +609,9 @@ def check_accumulation(training: TrainingOptions, batches_per_epoch: int, sample
 
 def _restore(run: Run) -> None:
     cfg, accelerator = run.cfg, run.accelerator
-    run.generator = torch.Generator(device=accelerator.device).manual_seed(cfg.training.seed * 1000 + accelerator.process_index)
+    run.generator = torch.Generator(device=accelerator.device).manual_seed(
+        cfg.training.seed * 1000 + accelerator.process_index
+    )
     if cfg.checkpoints.resume_from_checkpoint and run.resume is None:
         run.log("no complete checkpoint found; starting from scratch")
     if run.resume is not None:
@@ -601,7 +623,9 @@ def _restore(run: Run) -> None:
         run.log(f"resumed from {run.resume} at step {run.state.global_step}")
     run.options_record = options_record(cfg, run.data.samples, run.changed_options)
     if accelerator.is_main_process and cfg.validation.report_to != "none":
-        accelerator.init_trackers(cfg.validation.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+        accelerator.init_trackers(
+            cfg.validation.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()}
+        )
     run.recovery = Recovery(
         guard=run.guard,
         accelerator=accelerator,

@@ -32,7 +32,9 @@ _WRITTEN_SUBFOLDERS = re.compile(r"^(samples|(\.tmp-|\.old-)?checkpoint-\d+)$")
 def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(flag, folder)`` of every local folder the run reads data from (a data *file*'s folder is not one)."""
     found = [("--train_data_dir", cfg.data.train_data_dir), ("--validation_data_dir", cfg.data.validation_data_dir)]
-    if cfg.data.dataset_name and os.path.isdir(cfg.data.dataset_name):  # a local `datasets` folder; a Hub id is no folder here
+    if cfg.data.dataset_name and os.path.isdir(
+        cfg.data.dataset_name
+    ):  # a local `datasets` folder; a Hub id is no folder here
         found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
     return [(flag, folder) for flag, folder in found if folder and not os.path.isfile(folder)]
@@ -44,7 +46,9 @@ def written_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     out = Path(cfg.training.output_dir)
     found = [("--output_dir", str(out))]
     if cfg.validation.logging_dir and cfg.validation.report_to != "none":
-        found.append(("--logging_dir", str(out / cfg.validation.logging_dir)))  # absolute: itself; relative: inside the output
+        found.append(
+            ("--logging_dir", str(out / cfg.validation.logging_dir))
+        )  # absolute: itself; relative: inside the output
     cache_dir = getattr(cfg, "cache_dir", None)
     if cache_dir and getattr(cfg, "cache_latents", False):
         found.append(("--cache_dir", cache_dir))

@@ -195,7 +195,9 @@ class CogVideoXModel(DiffusionModel):
                 **common,
             )
             tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
-            scheduler_cfg = dict(CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.model.revision))
+            scheduler_cfg = dict(
+                CogVideoXDDIMScheduler.load_config(path, subfolder="scheduler", revision=cfg.model.revision)
+            )
         except (OSError, ValueError, ImportError) as err:
             raise load_error("CogVideoX", cfg.model, err) from None
         # --quantize_base fp8_scaled: converted here, before the device, skipping what the plan skips
@@ -304,4 +306,6 @@ class CogVideoXDemo:
         if cfg.data.train_data_dir:
             frames = max(b[0] for b in self.video.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
-            build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
+            build_demo_clips(
+                cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps
+            )

@@ -91,7 +91,9 @@ class CogVideoXVideo:
         check_size_multiple(
             "--height" if cfg.video.height else "the model's trained height", height, info.size_multiple, info
         )
-        check_size_multiple("--width" if cfg.video.width else "the model's trained width", width, info.size_multiple, info)
+        check_size_multiple(
+            "--width" if cfg.video.width else "the model's trained width", width, info.size_multiple, info
+        )
         if info.learned_positions:
             return [(frames, height, width)]
         buckets = automatic_buckets((frames, height, width), info.size_multiple)

@@ -261,7 +261,8 @@ class DiTDemo:
         build_tiny_dit_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
         if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_CLASS_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
         elif cfg.data.train_data_dir:
             size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]

@@ -97,7 +97,9 @@ class Flux2Model(DiffusionModel):
                 **common,
             )
             # the tokenizer alone, also for dev's PixtralProcessor folder: encode_prompt sends it text only
-            tokenizer = transformers.AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(
+                path, subfolder="tokenizer", revision=cfg.model.revision
+            )
         except (OSError, ValueError, ImportError) as err:
             raise load_error("FLUX.2", cfg.model, err) from None
         scheduler_cfg = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
@@ -174,7 +176,8 @@ class Flux2Demo:
         tiny_flux2.build_tiny_flux2_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
         if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
         elif cfg.data.train_data_dir:
             make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)

@@ -256,8 +256,14 @@ def refuse_unsupported(cfg) -> None:
             cfg.data.caption_dropout_probability > 0,
             "the dropped caption is encoded once without the sample's control images",
         ),
-        "--random_flip": (cfg.data.random_flip, "a flipped target would be trained against its unflipped control image"),
-        "--cache_latents false": (not cfg.data.cache_latents, "the control images are encoded into the latent cache only"),
+        "--random_flip": (
+            cfg.data.random_flip,
+            "a flipped target would be trained against its unflipped control image",
+        ),
+        "--cache_latents false": (
+            not cfg.data.cache_latents,
+            "the control images are encoded into the latent cache only",
+        ),
     }
     for flag, (given, reason) in why.items():
         if given:

@@ -193,7 +193,8 @@ class QwenImageDemo:
         tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.pretrained_model_name_or_path, self.variant, seed=0)
         if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
         elif cfg.data.train_data_dir:
             make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)

@@ -130,7 +130,10 @@ class SanaVideoAdapter:
         """The stock pipeline of the base model (the Wan VAE in fp32) with the adapter loaded by diffusers."""
         from diffusers import AutoencoderKLWan
 
-        path, common = cfg.model.pretrained_model_name_or_path, {"revision": cfg.model.revision, "use_safetensors": True}
+        path, common = (
+            cfg.model.pretrained_model_name_or_path,
+            {"revision": cfg.model.revision, "use_safetensors": True},
+        )
         vae = AutoencoderKLWan.from_pretrained(
             path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
         )

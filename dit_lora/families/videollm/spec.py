@@ -52,7 +52,11 @@ class VideoLLMDemo:
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
         demo_clips.make_qa_dataset(
-            root, n=cfg.model.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout, seed=cfg.training.seed
+            root,
+            n=cfg.model.demo_num_images,
+            num_frames=cfg.family_options.num_frames,
+            layout=layout,
+            seed=cfg.training.seed,
         )
 
 

@@ -196,7 +196,9 @@ class WanI2VSetup(DiffusionSetup):
                 "from the data, or train them with --family wan (text-to-video), where images teach appearance."
             )
         image = conditioning_image(self.task, cfg, comps, samples)
-        if cfg.validation.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
+        if (
+            cfg.validation.validation_prompt and "image_encoder" in comps.encoders
+        ):  # 2.1: its CLIP embedding, while loaded
             pipe = i2v_pipeline(comps, expand=False)
             with torch.no_grad():
                 run_state(comps).validation_image_embeds = pipe.encode_image(
