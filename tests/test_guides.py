@@ -27,6 +27,7 @@ import warm_launch
 import yaml
 
 from helpers import ROOT
+from dit_lora.config.sections import SECTION_OF
 
 README = ROOT / "README.md"
 INSTALL = ROOT / "docs" / "install.md"
@@ -181,7 +182,7 @@ def parsed(words: list[str]):
 
 def option_value(cfg, key: str):
     """An option's value in a parsed config: a common option, else the family's own."""
-    return getattr(cfg, key) if hasattr(cfg, key) else getattr(cfg.family_options, key)
+    return cfg.option(key) if key in SECTION_OF else getattr(cfg.family_options, key)
 
 
 def every_command() -> list[tuple[str, list[str]]]:

@@ -9,8 +9,8 @@ changes nothing.
 What counts as a config (an expression the codemod rewrites the reads of):
 
 - a name ``cfg`` (unless the same function binds it to something plainly not a config: a ``SimpleNamespace``, a
-  dict, a model's ``.config``), a parameter annotated ``TrainConfig``, and a name bound in the same function to a
-  config expression;
+  dict, a model's ``.config``, or annotates it as a union such as ``TrainConfig | Resolved``), a parameter
+  annotated ``TrainConfig``, and a name bound in the same function to a config expression;
 - ``<anything>.cfg`` (``self.cfg``, ``run.cfg``) and the config a result holds (``defaults.config``,
   ``chosen.config``, ``resolved.config``, ``plain.config``, ``choose_defaults(...).config``, ``resolve(...).config``);
 - a call that returns one: ``parse_config(...)``, ``parse_run(...)``, ``TrainConfig(...)``,
@@ -60,6 +60,8 @@ class Scope:
 
     configs: set[str] = field(default_factory=set)
     stand_in_cfg: bool = False
+    #: parameters annotated as a union of a config and something else (``TrainConfig | Resolved``): undecided
+    unions: set[str] = field(default_factory=set)
 
 
 def _terminal(node: ast.AST) -> str | None:
@@ -78,6 +80,8 @@ def _call_name(node: ast.Call) -> str | None:
 def is_config(node: ast.AST, scope: Scope) -> bool:
     """Whether ``node`` is a run config by the rules of the module docstring."""
     if isinstance(node, ast.Name):
+        if node.id in scope.unions:
+            return False
         return node.id in scope.configs or (node.id == "cfg" and not scope.stand_in_cfg)
     if isinstance(node, ast.Attribute):
         return node.attr == "cfg" or _holds_config(node)
@@ -121,7 +125,8 @@ def scope_of(func: ast.AST) -> Scope:
         args = func.args
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if _annotated_config(arg.annotation):
-                scope.configs.add(arg.arg)
+                text = ast.unparse(arg.annotation)  # a union: the name may hold another type
+                (scope.unions if "|" in text or "Union" in text else scope.configs).add(arg.arg)
     for _ in range(2):  # twice: a name bound from another bound name
         for node in _own_nodes(func):
             targets, value = _binding(node)
@@ -178,7 +183,9 @@ def _inner(outer: Scope, func: ast.AST) -> Scope:
     if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     configs = (outer.configs - params) | own.configs
-    return Scope(configs=configs, stand_in_cfg=own.stand_in_cfg or (outer.stand_in_cfg and "cfg" not in params))
+    unions = (outer.unions - params) | own.unions
+    stand_in = own.stand_in_cfg or (outer.stand_in_cfg and "cfg" not in params)
+    return Scope(configs=configs, stand_in_cfg=stand_in, unions=unions)
 
 
 @dataclass

@@ -27,7 +27,7 @@ def explicit_options(cfg: TrainConfig) -> frozenset[str]:
     changed = set()
     for f in config_fields():
         default = f.default if f.default is not MISSING else f.default_factory()
-        if getattr(cfg, f.name) != default:
+        if cfg.option(f.name) != default:
             changed.add(f.name)
     return frozenset(changed)
 
@@ -141,8 +141,8 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
             proposals.pop(name, None)
     for name, (value, why) in proposals.items():
         if name in explicit:
-            if entry is not None and name in entry.defaults and getattr(cfg, name) != value:
-                chosen.overridden[name] = (getattr(cfg, name), value)
+            if entry is not None and name in entry.defaults and cfg.option(name) != value:
+                chosen.overridden[name] = (cfg.option(name), value)
             continue
         chosen.applied[name] = (value, why)
     chosen.config = replace(cfg, **{name: value for name, (value, _) in chosen.applied.items()})

@@ -482,7 +482,7 @@ def check_ranges(cfg: TrainConfig) -> None:
     """Every numeric option finite and inside its range (``valid`` in the schema), however the config was made:
     the common options, then the family's."""
     for f in config_fields():
-        message = range_message(f.name, getattr(cfg, f.name))
+        message = range_message(f.name, cfg.option(f.name))
         if message is not None:
             raise UserError(message)
     for f in fields(cfg.family_options):
@@ -494,7 +494,7 @@ def check_ranges(cfg: TrainConfig) -> None:
 def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Options that exclude or need each other: frame buckets, fp16, the model and data source, the Hub."""
     if cfg.video.frame_buckets:
-        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
+        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg.video, n) is not None]
         if clash:
             raise UserError(
                 f"--frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "

@@ -107,7 +107,7 @@ def what_runs(device_type: str) -> dict[str, str]:
 def check_config(cfg, device_type: str, family=None) -> None:
     """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
     check_text_encoder(cfg, family)
-    scheme = getattr(cfg, "quantize_base", "none")
+    scheme = cfg.model.quantize_base
     if scheme in (None, "none"):
         return
     if scheme not in SCHEMES:
@@ -148,7 +148,7 @@ def check_config(cfg, device_type: str, family=None) -> None:
 
 def check_text_encoder(cfg, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
-    if not getattr(cfg, "quantize_text_encoder", False):
+    if not cfg.model.quantize_text_encoder:
         return
     if family is not None and family.info.text_encoder_label is None:
         raise QuantizeError(
@@ -215,7 +215,7 @@ def text_encoder_kwargs(cfg) -> dict:
     """``{"quantization_config": ...}`` for the text encoder's transformers ``from_pretrained`` under
     --quantize_text_encoder (nf4, computing in the run's weight dtype; transformers keeps the model's own
     ``_keep_in_fp32_modules``, e.g. T5's ``wo``, unquantized), else ``{}``."""
-    if not getattr(cfg, "quantize_text_encoder", False):
+    if not cfg.model.quantize_text_encoder:
         return {}
     from transformers import BitsAndBytesConfig
 

@@ -51,7 +51,7 @@ def train(cfg: TrainConfig | Resolved, on_step: OnStep | None = None) -> dict[st
     the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.core.errors.Interrupted`).
     """
     owned = not signals.installed()  # the recipe's entry point installs them for the whole process
-    output_dir = (cfg.config if isinstance(cfg, Resolved) else cfg).output_dir
+    output_dir = (cfg.config if isinstance(cfg, Resolved) else cfg).training.output_dir
     locks_before = output_lock.holds(output_dir)  # setup takes one; a setup that failed before it took none
     stop = signals.current()
     try:

@@ -317,9 +317,8 @@ def _start(resolved: Resolved) -> Run:
     check_run_folders(cfg)  # before the lock, the accelerator and the model: a read-only folder is one paragraph
     accelerator = _accelerator(cfg, engine.name, out)
     log = _main_process_log(accelerator)
-    check_launch_precision(
-        cfg.training.mixed_precision, log
-    )  # `dit-lora launch --mixed_precision X`: never silently ignored
+    # `dit-lora launch --mixed_precision X`: never silently ignored
+    check_launch_precision(cfg.training.mixed_precision, log)
     if engine.name == "fsdp2":
         log(f"engine: FSDP2 ({'; '.join(engine.reasons)})")
     resume = _claim_output_dir(cfg, out, accelerator, engine.name == "fsdp2", log)
@@ -327,13 +326,11 @@ def _start(resolved: Resolved) -> Run:
         log(line)
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
     check_compiler(cfg.performance.compile, accelerator.device.type)
-    quantize.check_config(
-        cfg, accelerator.device.type, spec
-    )  # before anything loads (the plan also checks backbone training)
+    # before anything loads (the plan also checks backbone training)
+    quantize.check_config(cfg, accelerator.device.type, spec)
     plan = None if cfg.guards.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log)
-    hooks = Hooks.from_config(
-        cfg.guards.inject_faults, accelerator.process_index, accelerator.device
-    )  # fail before loading
+    # fail before loading
+    hooks = Hooks.from_config(cfg.guards.inject_faults, accelerator.process_index, accelerator.device)
     _log_start_notes(cfg, spec, log)
     if cfg.training.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -412,9 +409,8 @@ def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path |
         note = check_output_dir(cfg)
         if note:
             log(note)
-        return resolve_resume(
-            out, cfg.checkpoints.resume_from_checkpoint, log
-        )  # a bad path fails before any model loads
+        # a bad path fails before any model loads
+        return resolve_resume(out, cfg.checkpoints.resume_from_checkpoint, log)
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if resume is not None:  # another process count or engine: refused now, not after the model has loaded
@@ -538,9 +534,8 @@ def _build_optimizer(run: Run) -> None:
         caption_dropout=cfg.data.caption_dropout_probability,
     )
     batch = run.order.trained_batch(cfg.training.train_batch_size, run.log)
-    lr_scale = (
-        cfg.training.gradient_accumulation_steps * batch * world if cfg.training.scale_lr else 1
-    )  # the batch that trains
+    # the batch that trains
+    lr_scale = cfg.training.gradient_accumulation_steps * batch * world if cfg.training.scale_lr else 1
     groups = trainables.build_param_groups(
         model,
         learning_rate=cfg.training.learning_rate * lr_scale,

@@ -46,11 +46,10 @@ def written_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     out = Path(cfg.training.output_dir)
     found = [("--output_dir", str(out))]
     if cfg.validation.logging_dir and cfg.validation.report_to != "none":
-        found.append(
-            ("--logging_dir", str(out / cfg.validation.logging_dir))
-        )  # absolute: itself; relative: inside the output
-    cache_dir = getattr(cfg, "cache_dir", None)
-    if cache_dir and getattr(cfg, "cache_latents", False):
+        # absolute: itself; relative: inside the output
+        found.append(("--logging_dir", str(out / cfg.validation.logging_dir)))
+    cache_dir = cfg.data.cache_dir
+    if cache_dir and cfg.data.cache_latents:
         found.append(("--cache_dir", cache_dir))
     return found
 

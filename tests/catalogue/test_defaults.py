@@ -40,7 +40,7 @@ def test_a_catalogued_layout_gets_its_entrys_defaults_with_minimal_flags(tmp_pat
     cfg, chosen = _resolve(_layout(tmp_path, hub_id), entry.family)
     assert chosen.entry is entry
     for name, value in entry.defaults.items():
-        assert getattr(cfg, name) == value, name
+        assert cfg.option(name) == value, name
         assert chosen.applied[name][0] == value and hub_id in chosen.applied[name][1]
     text = "\n".join(chosen.lines())
     assert text.startswith(f"defaults: `{cfg.model.pretrained_model_name_or_path}` has the published config of {hub_id}")

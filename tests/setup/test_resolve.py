@@ -48,7 +48,7 @@ def test_a_command_line_resolves_to_a_frozen_config_with_the_catalogues_defaults
     assert cfg.lora.rank == cfg.lora.rank == 8  # the user's value wins
     for name, value in entry.defaults.items():
         if name not in cfg.explicit and name != "lora_alpha":
-            assert getattr(cfg, name) == value, name
+            assert cfg.option(name) == value, name
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.lora.rank = 4  # type: ignore[misc]
 
@@ -61,7 +61,7 @@ def test_the_defaults_are_returned_not_written_into_the_parsed_config(tmp_path):
     assert resolved.defaults.applied and parsed == TrainConfig.for_family(
         "dit", pretrained_model_name_or_path=str(folder), train_data_dir=str(folder))
     assert resolved.config != parsed
-    assert {name: getattr(resolved.config, name) for name in resolved.defaults.applied} == {
+    assert {name: resolved.config.option(name) for name in resolved.defaults.applied} == {
         name: value for name, (value, _) in resolved.defaults.applied.items()}
 
 

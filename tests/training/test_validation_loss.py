@@ -15,6 +15,7 @@ import torch
 from dit_lora.data.sources import RawSample
 from dit_lora.training import validation_loss
 from dit_lora.training.run import RunState
+from config_stand_in import stand_in
 
 
 class _Loss:
@@ -76,7 +77,7 @@ def _run(n: int = 5, *, numbers=None, world: int = 1, rank: int = 0, reduce=None
         data=SimpleNamespace(held_out=_Held(list(range(n)) if numbers is None else numbers)), accelerator=accelerator,
         model=model, spec=SimpleNamespace(loss=_Loss()), comps=None, compiled=None, sharded=None, state=RunState(),
         log=lines.append,
-        cfg=SimpleNamespace(seed=seed, validation_steps=3, validation_split=0.1, validation_data_dir=None),
+        cfg=stand_in(seed=seed, validation_steps=3, validation_split=0.1, validation_data_dir=None),
         max_steps=10,
     )
     return run, lines, logged

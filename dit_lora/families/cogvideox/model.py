@@ -243,7 +243,7 @@ class CogVideoXNotes(DiffusionNotes):
         # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
         chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.video.frame_buckets else buckets[:1]))
         also = automatic_note(buckets, automatic=not cfg.video.frame_buckets)
-        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
+        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg.video, name)]
         if not cfg.video.frame_buckets and not given:
             return [
                 f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why}){also}."

@@ -57,7 +57,7 @@ def size_flags(cfg) -> str:
     """The flags that set the run's video size, for messages."""
     if cfg.video.frame_buckets:
         return "--frame_buckets"
-    given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
+    given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg.video, name)]
     return "/".join(given) if given else "the defaults"
 
 

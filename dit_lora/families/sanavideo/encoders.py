@@ -46,6 +46,7 @@ class SanaVideoEncoders(DiffusionEncoders):
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, the text dtype and settings, and what the cached latents hold."""
         path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "family": "sanavideo",  # both tasks cache the same latents and embeddings
             "model": os.path.abspath(path) if is_local(path) else path,

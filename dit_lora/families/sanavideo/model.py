@@ -75,6 +75,8 @@ class SanaVideoModel(DiffusionModel):
         takes; image-to-video: a ``--validation_image`` that exists."""
         check_pipeline_folder(cfg.model, "SANA-Video", EXAMPLE_ID, "transformer/, vae/, text_encoder/")
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "SANA-Video")
+        # the parser refuses a run without a model (validate_static)
+        assert cfg.model.pretrained_model_name_or_path is not None
         check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, "tokenizer", cfg.model.revision)
         info = self.task.info(cfg)
         if info.vae_class != "AutoencoderKLWan":
@@ -98,7 +100,8 @@ class SanaVideoModel(DiffusionModel):
         from transformers import AutoModel, AutoTokenizer
 
         path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
+        assert path is not None  # the parser refuses a run without one (validate_static)
+        common: dict[str, Any] = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
         try:
             with quantize.diffusers_loading(cfg.model):
                 transformer = load_transformer(  # from the folder, or --transformer_file
@@ -224,6 +227,8 @@ class SanaVideoDemo:
         build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
         SanaImageToVideoPipeline), so the two demos share one model."""
         try:
+            # the parser refuses a run without a model (validate_static)
+            assert cfg.model.pretrained_model_name_or_path is not None
             tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")

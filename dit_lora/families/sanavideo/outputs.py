@@ -194,4 +194,5 @@ class SanaVideoCard:
         """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
         so); others: unknown."""
         name = cfg.model.pretrained_model_name_or_path
+        assert name is not None  # the parser refuses a run without one (validate_static)
         return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

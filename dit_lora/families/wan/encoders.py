@@ -26,6 +26,7 @@ class WanEncoders(DiffusionEncoders):
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, dtype, text length and what the cached latents hold."""
         path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "family": self.task.name,
             "model": os.path.abspath(path) if is_local(path) else path,

@@ -78,12 +78,15 @@ class WanI2VModel(WanModel):
         from transformers import CLIPImageProcessor, CLIPVisionModel
 
         path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "image_encoder": CLIPVisionModel.from_pretrained(
                 path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
             ).eval(),
             "image_processor": CLIPImageProcessor.from_pretrained(
-                path, subfolder="image_processor", revision=cfg.model.revision
+                path,
+                subfolder="image_processor",
+                revision=cfg.model.revision,  # type: ignore[arg-type]  # None is transformers' default ("main")
             ),
         }
 

@@ -50,7 +50,8 @@ def load_wan_components(model: WanModel, cfg: TrainConfig, device: torch.device)
     from transformers import AutoTokenizer, UMT5EncoderModel
 
     path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
-    common = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
+    assert path is not None  # the parser refuses a run without one (validate_static)
+    common: dict[str, Any] = {"revision": cfg.model.revision, "use_safetensors": True}  # never unpickle weights
     try:
         transformers_ = {}
         for expert in trained_experts(model.task, cfg):

@@ -39,6 +39,8 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     variant = cfg.family_options.demo_wan_variant
     try:
+        # the parser refuses a run without a model (validate_static)
+        assert cfg.model.pretrained_model_name_or_path is not None
         build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
@@ -405,6 +407,7 @@ class WanCard:
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
         name = cfg.model.pretrained_model_name_or_path
+        assert name is not None  # the parser refuses a run without one (validate_static)
         return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
 
 

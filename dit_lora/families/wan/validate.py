@@ -31,6 +31,7 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
     """Every check of the ``wan`` and ``wan_i2v`` families that reads configs only (image-to-video then checks
     ``--validation_image``: :class:`~dit_lora.families.wan.i2v.WanI2VModel`)."""
     path = cfg.model.pretrained_model_name_or_path
+    assert path is not None  # the parser refuses a run without one (validate_static)
     check_pipeline_folder(
         cfg.model, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
     )
@@ -51,6 +52,7 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
 
 def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
     path = cfg.model.pretrained_model_name_or_path
+    assert path is not None  # the parser refuses a run without one (validate_static)
     known = (T2V_PIPELINE, I2V_PIPELINE)
     if info.pipeline_class and info.pipeline_class not in known:
         hint = (
