@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.commands.doctor import ensure_environment
 from dit_lora.config.parser import named_family, parse_config
+from dit_lora.config.schema import TrainConfig
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
@@ -27,12 +28,12 @@ def choose_family(recipe: str | None = None):
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
 
-    def infer(common) -> tuple[str, str]:  # common: the common options
+    def infer(common: TrainConfig) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
-        if common.pretrained_model_name_or_path and not common.demo:
+        if common.model.pretrained_model_name_or_path and not common.model.demo:
             check_model_path(common.model)  # a file: say what it is, not "could not tell the family"
-        if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
+        if not common.model.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
                 "dit-lora train needs to know which model family it trains: pass --family "
                 f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "

@@ -76,7 +76,7 @@ class Flux2Model(DiffusionModel):
         encoder_class = getattr(transformers, (index.get("text_encoder") or [None, TEXT_ENCODERS[pipeline]])[1])
         common = {"revision": cfg.model.revision, "use_safetensors": True}  # never pickle: it can run code when read
         try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(
                     Flux2Transformer2DModel,
                     cfg.model,

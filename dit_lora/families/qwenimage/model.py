@@ -77,7 +77,7 @@ class QwenImageModel(DiffusionModel):
         path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.model.revision, "use_safetensors": True}  # a pickle file can run code when it is read
         try:
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(
                     QwenImageTransformer2DModel,
                     cfg.model,

@@ -92,7 +92,7 @@ class SanaModel(DiffusionModel):
         common = {"revision": cfg.model.revision, "use_safetensors": True}
         try:
             # torch_dtype loads straight into bf16: no fp32 copy of the 1.6B transformer on the way.
-            with quantize.diffusers_loading(cfg):  # --quantize_base: diffusers' own quantization config
+            with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = load_transformer(  # from the folder, or --transformer_file
                     SanaTransformer2DModel,
                     cfg.model,

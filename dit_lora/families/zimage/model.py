@@ -77,7 +77,7 @@ class ZImageModel(DiffusionModel):
         path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
         common = {"revision": cfg.model.revision, "use_safetensors": True}  # never a pickle
         try:
-            with quantize.diffusers_loading(cfg):
+            with quantize.diffusers_loading(cfg.model):
                 transformer = load_transformer(
                     ZImageTransformer2DModel,
                     cfg.model,
