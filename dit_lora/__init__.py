@@ -2,6 +2,10 @@
 
 __version__ = "0.2.0"
 
+# The composition root: the registry tells the option layer below it (dit_lora.config, which imports no registry)
+# which families exist; importing it here installs it for every `import dit_lora...` (it loads no family or torch).
+from dit_lora import registry as _registry  # noqa: F401
+
 
 def load_adapter(pipe, output_dir, adapter_name=None):
     """Load a dit-lora output folder (LoRA plus any backbone weights) into a pipeline or video LLM.

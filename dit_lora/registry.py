@@ -8,8 +8,11 @@ family living outside the package (a test folder, a plugin) builds its own ``Fam
 one call, :func:`register_family`.
 
 This module imports nothing heavy: an entry names its code by ``"module:attribute"`` strings, imported on use.
-The layers above learn of registrations through :func:`watch` (the option owners check a new family's options
-class and drop their caches), since the registry sits below them and cannot call them.
+Other modules learn of registrations through :func:`watch`. The option layer (:mod:`dit_lora.config`, below the
+registry and the contract, importing neither) is told: importing this module installs the registry as its
+:class:`~dit_lora.config.families.FamilySource` (the names, aliases, options classes, pipelines, recipe scripts and
+capabilities it reads) and announces each registration to it (the option owners check a new family's options
+class and drop their caches). ``dit_lora/__init__.py`` imports this module, so every process has it installed.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from dit_lora.config import families as option_families
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 
@@ -299,6 +303,44 @@ def get_spec(name: str) -> FamilySpec:
         _SPEC_CACHE[name] = _check(name, entry.build(name), entry)
     return _SPEC_CACHE[name]
 
+
+class _OptionSource:
+    """The registry as the option layer reads it (:class:`dit_lora.config.families.FamilySource`); each member calls
+    this module's function of the moment (a test may replace one)."""
+
+    def available(self) -> list[str]:
+        return available()
+
+    def canonical_name(self, name: str) -> str:
+        return canonical_name(name)
+
+    def options_classes(self) -> dict[str, type | str]:
+        found: dict[str, type | str] = {}
+        for entry in entries():
+            for name in entry.names:
+                path = entry.options_for(name)
+                if path is not None:
+                    found[name] = path
+        return found
+
+    def pipelines_of(self, name: str) -> tuple[str, ...]:
+        return pipelines_of(name)
+
+    def recipe_script(self, name: str) -> str:
+        return recipe_script(name)
+
+    def capabilities(self, name: str) -> frozenset[str]:
+        return frozenset(proto.__name__ for proto in get_spec(name).capabilities)
+
+
+def _tell_options(entry: FamilyEntry | None) -> None:
+    """A registration (``entry``) or removal (None) announced to the option layer, with the names a callable
+    factory built now (their options classes are checked at once)."""
+    option_families.changed(None if entry is None else (() if isinstance(entry.factory, str) else entry.names))
+
+
+option_families.install(_OptionSource())
+watch(_tell_options)
 
 __all__ = [
     "BUILT_IN",

@@ -27,6 +27,7 @@ import warm_launch
 import yaml
 
 from helpers import ROOT
+from dit_lora.config.sections import SECTION_OF
 
 README = ROOT / "README.md"
 INSTALL = ROOT / "docs" / "install.md"
@@ -181,7 +182,7 @@ def parsed(words: list[str]):
 
 def option_value(cfg, key: str):
     """An option's value in a parsed config: a common option, else the family's own."""
-    return getattr(cfg, key) if hasattr(cfg, key) else getattr(cfg.family_options, key)
+    return cfg.option(key) if key in SECTION_OF else getattr(cfg.family_options, key)
 
 
 def every_command() -> list[tuple[str, list[str]]]:
@@ -253,7 +254,7 @@ def test_command_parses(where, words):
     if "--config_file" in launch:
         assert (ROOT / launch[launch.index("--config_file") + 1]).is_file()
     cfg = parsed(words)
-    model = cfg.pretrained_model_name_or_path
+    model = cfg.model.pretrained_model_name_or_path
     if not model.startswith("."):  # a Hub id, not the quickstart's demo folder
         assert by_hub_id(model) is not None and model in DEMO_OF, model
 

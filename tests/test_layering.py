@@ -7,6 +7,7 @@ cache, on the real package or on a copy of it in ``tmp_path`` with imports plant
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -72,6 +73,9 @@ def test_a_planted_upward_import_fails_naming_it(tmp_path):
     root = _copy(tmp_path)
     # config (low) importing a family package (high), at module level
     _append(root / "dit_lora/config/schema.py", "import dit_lora.families.sana  # planted")
+    # the option layer importing the registry above it (it is told of the families: config/families.py)
+    _append(root / "dit_lora/config/option.py",
+            "def _planted_registry():\n    from dit_lora.registry import available  # planted\n\n    return available")
     # the data path importing the training loop, inside a function (import-linter reads those too)
     _append(root / "dit_lora/data/aspect.py",
             "def _planted():\n    from dit_lora.training import loop  # planted\n\n    return loop")
@@ -85,6 +89,8 @@ def test_a_planted_upward_import_fails_naming_it(tmp_path):
     assert result.returncode != 0 and "Contracts: 0 kept, 2 broken." in out, out + result.stderr
     assert "dit_lora.config is not allowed to import dit_lora.families" in out
     assert "dit_lora.config.schema -> dit_lora.families.sana" in out
+    assert "dit_lora.config is not allowed to import dit_lora.registry" in out
+    assert "dit_lora.config.option -> dit_lora.registry" in out
     assert "dit_lora.data is not allowed to import dit_lora.training" in out
     assert "dit_lora.data.aspect -> dit_lora.training.loop" in out
     assert "dit_lora.families.wan is not allowed to import dit_lora.families.sana" in out
@@ -102,3 +108,19 @@ def test_the_diffusion_base_imports_no_family(tmp_path):
     assert result.returncode != 0 and "Contracts: 1 kept, 1 broken." in out, out + result.stderr
     assert "dit_lora.families.diffusion is not allowed to import dit_lora.families.sana" in out
     assert "dit_lora.families.diffusion.components -> dit_lora.families.sana.spec" in out
+
+
+def _structure():
+    """``tools/structure.py`` (the figures' script: not a package module), imported from its file."""
+    spec = importlib.util.spec_from_file_location("_structure", ROOT / "tools" / "structure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_import_circle_even_counting_type_checking_imports():
+    """No import circle in the package, counting the imports under ``if TYPE_CHECKING:`` too (the type checker
+    follows them; a circle among them says two layers each lean on the other). The figure is
+    ``tools/structure.py``'s "import circles counting TYPE_CHECKING imports"; a failure names each circle's modules."""
+    groups = _structure().circles(type_checking=True)
+    assert groups == [], "import circles counting TYPE_CHECKING imports:\n" + "\n".join(", ".join(g) for g in groups)

@@ -201,7 +201,7 @@ def test_an_option_another_family_declares_is_refused_at_registration(tmp_path, 
 def test_an_alias_is_read_as_its_family_and_is_no_family_of_its_own():
     """``FamilyEntry.aliases``: another spelling ``--family`` and ``family:`` accept (Z-Image's ``z-image``); it is
     neither listed nor built, and registering a taken alias is refused."""
-    from dit_lora.config.option import RegisteredFamilies
+    from dit_lora.config.families import RegisteredFamilies
     from dit_lora.registry import FamilyEntry, available, canonical_name, register_family
 
     assert canonical_name("z-image") == "zimage" and canonical_name("sana") == "sana"

@@ -2,6 +2,7 @@
 
 - import circles: strongly connected groups of modules in the import graph (grimp, which counts imports inside
   functions too, but not those under ``if TYPE_CHECKING:``), and the modules in them;
+- import circles counting ``TYPE_CHECKING`` imports too: what a type checker follows (issue 46 wants none);
 - imports of dit_lora modules written inside functions (AST);
 - the family contract's required methods;
 - ``TrainConfig``'s top-level fields and the functions that take the whole config (a parameter ``cfg``/``config``).
@@ -53,12 +54,16 @@ def inner_imports() -> list[tuple[str, int, str]]:
     return sorted(set(found))
 
 
-def circles() -> list[list[str]]:
-    """Strongly connected components (more than one module) of the package's import graph."""
+def circles(type_checking: bool = False) -> list[list[str]]:
+    """Strongly connected components (more than one module) of the package's import graph; ``type_checking``:
+    imports under ``if TYPE_CHECKING:`` count too (they never run, but the type checker follows them, and a circle
+    among them says the layers are not one way)."""
     import grimp
 
-    # Imports under `if TYPE_CHECKING:` never run, so they make no circle (the layering contract skips them too).
-    graph = grimp.build_graph("dit_lora", include_external_packages=False, exclude_type_checking_imports=True)
+    # no cache: grimp's cache answered one setting of the TYPE_CHECKING flag with the graph built for the other
+    graph = grimp.build_graph(
+        "dit_lora", include_external_packages=False, exclude_type_checking_imports=not type_checking, cache_dir=None
+    )
     modules = sorted(graph.modules)
     edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in modules}
     index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
@@ -116,11 +121,14 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     inner = inner_imports()
     groups = circles()
+    typed_groups = circles(type_checking=True)
     from dit_lora.config import TrainConfig
 
     report = {
         "import circles": len(groups),
         "modules in circles": sum(len(g) for g in groups),
+        "import circles counting TYPE_CHECKING imports": len(typed_groups),
+        "modules in them": sum(len(g) for g in typed_groups),
         "imports inside functions": len(inner),
         "files with imports inside functions": len({f for f, _, _ in inner}),
         "TrainConfig top-level fields": len(dataclasses.fields(TrainConfig)),
@@ -131,6 +139,8 @@ def main() -> None:
     if "-v" in sys.argv:
         for g in groups:
             print("circle:", ", ".join(g))
+        for g in typed_groups:
+            print("circle counting TYPE_CHECKING imports:", ", ".join(g))
 
 
 if __name__ == "__main__":

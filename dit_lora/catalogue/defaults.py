@@ -27,7 +27,7 @@ def explicit_options(cfg: TrainConfig) -> frozenset[str]:
     changed = set()
     for f in config_fields():
         default = f.default if f.default is not MISSING else f.default_factory()
-        if getattr(cfg, f.name) != default:
+        if cfg.option(f.name) != default:
             changed.add(f.name)
     return frozenset(changed)
 
@@ -115,14 +115,16 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
     """
     explicit = explicit_options(cfg)
     entry = None
-    if cfg.pretrained_model_name_or_path:
-        entry = match(spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.pretrained_model_name_or_path)
+    if cfg.model.pretrained_model_name_or_path:
+        entry = match(
+            spec.name, config_reader(cfg.model), stored_dtype(cfg.model), cfg.model.pretrained_model_name_or_path
+        )
     proposals: dict[str, tuple[Any, str]] = dict(generic_defaults(spec, cfg))
     if entry is not None:
         for name, value in entry.defaults.items():
             proposals[name] = (value, f"{entry.hub_id}: {entry.sources.get(name) or entry.sources['defaults']}")
     chosen = ChosenDefaults(
-        str(cfg.pretrained_model_name_or_path),
+        str(cfg.model.pretrained_model_name_or_path),
         spec.name,
         entry,
         differences=entry.depth_differences(config_reader(cfg.model)) if entry else [],
@@ -131,16 +133,16 @@ def choose_defaults(cfg: TrainConfig, spec: FamilySpec) -> ChosenDefaults:
         # Keep the published scale (alpha / rank), not the published alpha, at the rank the user chose.
         ratio = entry.defaults["lora_alpha"] / entry.defaults["rank"]
         proposals["lora_alpha"] = (
-            cfg.rank * ratio,
+            cfg.lora.rank * ratio,
             f"{entry.hub_id}: the published alpha / rank ratio {ratio:g} at your --rank",
         )
-    if cfg.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
+    if cfg.video.frame_buckets:  # the buckets are every clip's size (check_combinations): no size default beside them
         for name in ("max_num_frames", "height", "width"):
             proposals.pop(name, None)
     for name, (value, why) in proposals.items():
         if name in explicit:
-            if entry is not None and name in entry.defaults and getattr(cfg, name) != value:
-                chosen.overridden[name] = (getattr(cfg, name), value)
+            if entry is not None and name in entry.defaults and cfg.option(name) != value:
+                chosen.overridden[name] = (cfg.option(name), value)
             continue
         chosen.applied[name] = (value, why)
     chosen.config = replace(cfg, **{name: value for name, (value, _) in chosen.applied.items()})

@@ -298,13 +298,13 @@ def _check_data(args: argparse.Namespace) -> int:
     # an explicitly given cache folder (entries are matched to samples by content, so others are ignored).
     if media.cacheable:
         namespace = None
-        if cfg.pretrained_model_name_or_path and cfg.cache_latents:
+        if cfg.model.pretrained_model_name_or_path and cfg.data.cache_latents:
             namespace = cache_namespace(media.namespace_identity())
         note = "cache: not checked (pass --cache_dir, or --config/--pretrained_model_name_or_path of the run)"
-        if cfg.cache_dir or namespace is not None:
-            root = Path(cfg.cache_dir) if cfg.cache_dir else default_cache_root()
+        if cfg.data.cache_dir or namespace is not None:
+            root = Path(cfg.data.cache_dir) if cfg.data.cache_dir else default_cache_root()
             # A run would fail writing this cache: say so now, not after the model loads.
-            check_writable(root, "--cache_dir", "" if cfg.cache_dir else " (It is the default cache folder.)")
+            check_writable(root, "--cache_dir", "" if cfg.data.cache_dir else " (It is the default cache folder.)")
             cache_rows, note = preflight.check_cache(samples, root, namespace=namespace)
             rows += cache_rows
 
@@ -313,7 +313,7 @@ def _check_data(args: argparse.Namespace) -> int:
         print(table)
     if note:
         print(note)
-    print(preflight.summarize(rows, max_bad_samples_fraction=cfg.max_bad_samples_fraction))
+    print(preflight.summarize(rows, max_bad_samples_fraction=cfg.data.max_bad_samples_fraction))
     # --validation_split: what a run would hold out of these; --validation_data_dir: that folder, checked alike
     held_blocks = held_out.check(media, cfg, samples, log=lambda line: print(line, flush=True), show_ok=args.all)
     if preflight.has_blocking(rows) or held_blocks:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.commands.doctor import ensure_environment
 from dit_lora.config.parser import named_family, parse_config
+from dit_lora.config.schema import TrainConfig
 from dit_lora.core import quiet
 from dit_lora.core.errors import UserError, run_cli
 from dit_lora.core.fileio import DiskFullError, free_bytes, human_bytes, is_disk_full
@@ -27,12 +28,12 @@ def choose_family(recipe: str | None = None):
     train`` (``recipe`` None) trains the model's family (:func:`~dit_lora.setup.family_inference.family_for_model`).
     """
 
-    def infer(common) -> tuple[str, str]:  # common: the common options
+    def infer(common: TrainConfig) -> tuple[str, str]:  # common: the common options
         if recipe is not None:
             return entry_for(recipe).default, f"the family of {entry_for(recipe).recipe_script.rsplit('/', 1)[-1]}"
-        if common.pretrained_model_name_or_path and not common.demo:
+        if common.model.pretrained_model_name_or_path and not common.model.demo:
             check_model_path(common.model)  # a file: say what it is, not "could not tell the family"
-        if not common.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
+        if not common.model.pretrained_model_name_or_path:  # e.g. `dit-lora train --help`
             raise UserError(
                 "dit-lora train needs to know which model family it trains: pass --family "
                 f"({', '.join(available())}), put `family:` in the --config YAML, or name the model with "
@@ -68,7 +69,7 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
         check_family(named, recipe)
     prog = "dit-lora train" if recipe is None else entry_for(recipe).recipe_script.rsplit("/", 1)[-1]
     cfg = parse_config(argv, prog=prog, infer_family=choose_family(recipe))
-    check_family(cfg.family, recipe)
+    check_family(cfg.model.family, recipe)
     check_model(cfg)
     return cfg
 
@@ -77,7 +78,7 @@ def check_model(cfg) -> None:
     """Before anything is built: a file given as the model folder, a --family that trains another pipeline class
     than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
     model is built later, so its folder is not judged."""
-    if not cfg.pretrained_model_name_or_path or cfg.demo:
+    if not cfg.model.pretrained_model_name_or_path or cfg.model.demo:
         return
     check_model_path(cfg.model)
     read = config_reader(cfg.model)
@@ -93,7 +94,7 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     """
     quiet.install()  # before the doctor or the run imports PEFT (and with it bitsandbytes)
     cfg = parse_run(sys.argv[1:] if argv is None else argv, family)
-    if not cfg.skip_doctor:
+    if not cfg.misc.skip_doctor:
         ensure_environment()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # here, not at the top: a recipe's --help and the doctor run before torch, quiet.install() before PEFT loads
@@ -111,7 +112,7 @@ def run_recipe(family: str | None, argv: Sequence[str] | None = None) -> int:
     except UserError:
         raise
     except Exception as err:
-        full = _disk_full_error(err, cfg.output_dir)
+        full = _disk_full_error(err, cfg.training.output_dir)
         if full is None:
             raise
         raise full from err

@@ -12,30 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dit_lora.config import families
 from dit_lora.config.schema import Applies, config_fields
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, get_spec
 
 
-def declared(family) -> set[str]:
-    """The names of the capability protocols ``family`` (a :class:`~dit_lora.contract.spec.FamilySpec`: the protocols of the optional
-    components it fills) declares."""
-    return {proto.__name__ for proto in getattr(family, "capabilities", ())}
+def declared(family: str) -> frozenset[str]:
+    """The names of the capability protocols the family ``family`` declares (the protocols of the optional
+    components its spec fills), as the registry tells them (:mod:`.families`)."""
+    return families.source().capabilities(family)
 
 
-def applies_to(tag: Applies, family) -> bool:
-    """Whether a family (built) reads the options tagged ``tag``: it declares one of ``tag.any_of`` and none of
-    ``tag.none_of``."""
+def applies_to(tag: Applies, family: str) -> bool:
+    """Whether the family ``family`` reads the options tagged ``tag``: it declares one of ``tag.any_of`` and none
+    of ``tag.none_of``."""
     names = declared(family)
     return bool(names & set(tag.any_of)) and not names & set(tag.none_of)
 
 
 def families_for(tag: Applies) -> list[str]:
     """The registered family names that read the options tagged ``tag`` (builds each family's spec: messages only)."""
-    return [name for name in available() if applies_to(tag, get_spec(name))]
+    return [name for name in families.source().available() if applies_to(tag, name)]
 
 
-def what_it_trains(family) -> str:
+def what_it_trains(family: str) -> str:
     """``trains images``, ``trains videos`` or ``is a video LLM``: what a message says of the refusing family."""
     names = declared(family)
     if "VideoFrames" in names:
@@ -50,7 +50,7 @@ def tagged_options() -> dict[str, Applies]:
     return {f.name: f.metadata["applies"] for f in config_fields() if f.metadata.get("applies") is not None}
 
 
-def refusal(name: str, tag: Applies, family_name: str, family, given: str, chosen_by: str = "--family") -> str:
+def refusal(name: str, tag: Applies, family: str, given: str, chosen_by: str = "--family") -> str:
     """The one paragraph for option ``name`` (tagged ``tag``) given as ``given`` (``--name`` or ``name: in
     run.yaml``) to ``family``, which does not read it; ``chosen_by`` says what chose the family."""
     holders = families_for(tag)
@@ -58,7 +58,7 @@ def refusal(name: str, tag: Applies, family_name: str, family, given: str, chose
     fix = f"remove --{name}" if given.startswith("--") else f"remove `{name}` from {given.split(' in ', 1)[-1]}"
     return (
         f"{where} is an option of {tag.kind} ({', '.join(holders) or 'none registered'}); this run trains "
-        f"`{family_name}` ({chosen_by}), which {what_it_trains(family)} and never reads it, so it would be "
+        f"`{family}` ({chosen_by}), which {what_it_trains(family)} and never reads it, so it would be "
         f"ignored. To train one of those families, set --family; otherwise {fix}"
         f"{f' ({tag.instead})' if tag.instead else ''}."
     )
@@ -71,7 +71,6 @@ def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str
     tagged = [(name, tag) for name, tag in tagged_options().items() if name in explicit]
     if not tagged:
         return
-    family = get_spec(cfg.family)
     for name, tag in tagged:
-        if not applies_to(tag, family):
-            raise UserError(refusal(name, tag, cfg.family, family, given(name) if given else f"--{name}", chosen_by))
+        if not applies_to(tag, cfg.model.family):
+            raise UserError(refusal(name, tag, cfg.model.family, given(name) if given else f"--{name}", chosen_by))

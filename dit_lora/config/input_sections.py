@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dit_lora.config.families import RegisteredFamilies
 from dit_lora.config.option import (
     DIFFUSION_FAMILIES,
     IMAGE_DEMOS,
@@ -23,7 +24,6 @@ from dit_lora.config.option import (
     VIDEO_SIZE,
     AdapterTypes,
     Range,
-    RegisteredFamilies,
     opt,
 )
 from dit_lora.core.errors import UserError

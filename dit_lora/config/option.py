@@ -4,7 +4,8 @@ families never read, the resume classes (:func:`resume_class`), and :class:`Fami
 own options.
 
 The option sections themselves (:mod:`dit_lora.config.input_sections`, :mod:`dit_lora.config.run_sections`) and a
-family's ``options.py`` declare their fields with these; the module imports no other config module.
+family's ``options.py`` declare their fields with these; the module imports no other config module (``--family``'s
+choices, which the registry supplies, are :class:`.families.RegisteredFamilies`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, canonical_name
 
 
 @dataclass(frozen=True)
@@ -179,24 +179,6 @@ class FamilyOptions:
     """
 
     TITLE: ClassVar[str] = ""
-
-
-class RegisteredFamilies(Sequence):
-    """``--family``'s choices: the names in the family registry (:mod:`dit_lora.families`), read when asked, so
-    the help, the options reference and the check list every registered family, one registered later too."""
-
-    def _names(self) -> list[str]:
-        return available()
-
-    def canonical(self, value: str) -> str:
-        """The family an alias stands for (``z-image`` -> ``zimage``); any other value as it is."""
-        return canonical_name(value)
-
-    def __getitem__(self, index):
-        return self._names()[index]
-
-    def __len__(self) -> int:
-        return len(self._names())
 
 
 class AdapterTypes(Sequence):

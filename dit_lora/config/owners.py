@@ -12,7 +12,7 @@ import importlib
 from dataclasses import Field, fields
 from typing import Any
 
-from dit_lora import registry
+from dit_lora.config import families
 from dit_lora.config.option import FamilyOptions
 from dit_lora.config.sections import SECTIONS, config_fields
 from dit_lora.core.errors import UserError
@@ -40,13 +40,8 @@ def _forget() -> None:
 
 def _declared() -> dict[str, type[FamilyOptions] | str]:
     """Each family name -> its options class (or ``"module:Class"`` path): the registry's entries, in registration
-    order, then those declared here."""
-    found: dict[str, type[FamilyOptions] | str] = {}
-    for entry in registry.entries():
-        for name in entry.names:
-            path = entry.options_for(name)
-            if path is not None:
-                found[name] = path
+    order (as :mod:`.families` tells them), then those declared here."""
+    found: dict[str, type[FamilyOptions] | str] = dict(families.source().options_classes())
     found.update(_REGISTERED)
     return found
 
@@ -56,17 +51,18 @@ def _load(path: str) -> type[FamilyOptions]:
     return getattr(importlib.import_module(module), name)
 
 
-def _on_registry_change(entry: registry.FamilyEntry | None) -> None:
-    """The registry changed: drop what was derived from it; a family built at registration (a callable factory)
-    has its options class checked now, so a bad one is refused there (the registry removes it again)."""
+def _on_registry_change(built: tuple[str, ...] | None) -> None:
+    """The registry changed: drop what was derived from it; a family built at registration (``built``: a callable
+    factory's names) has its options class checked now, so a bad one is refused there (the registry removes it
+    again)."""
     _forget()
-    if entry is not None and not isinstance(entry.factory, str):
-        for name in entry.names:
+    if built:
+        for name in built:
             options_class(name)
         all_option_names()  # no flag of its options is another family's or a common option
 
 
-registry.watch(_on_registry_change)
+families.on_change(_on_registry_change)
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from dit_lora.config import owners
+from dit_lora.config import families, owners
 from dit_lora.config.adapter_types import check_type_options
 from dit_lora.config.applies import check_applies
 from dit_lora.config.data_kind import video_llm_data_message
@@ -27,7 +27,6 @@ from dit_lora.config.peers import PEER_FLAGS
 from dit_lora.config.schema import DEFAULT_FAMILY, TrainConfig, config_fields
 from dit_lora.config.values import base_type, coerce, field_type, option_field, range_message, unknown_options_message
 from dit_lora.core.errors import UserError
-from dit_lora.registry import available, canonical_name, pipelines_of, recipe_script
 
 
 def load_yaml(path: str | Path, family: str | None = None, chosen_by: str | None = None) -> dict[str, Any]:
@@ -62,8 +61,13 @@ def _yaml_values(
 def _yaml_family(data: dict, path: Path) -> tuple[str, str]:
     """The family a YAML file names (``family:``), else the schema's default; and what chose it."""
     if isinstance(data.get("family"), str) and data["family"]:
-        return canonical_name(data["family"]), f"`family:` in {path}"
+        return _canonical(data["family"]), f"`family:` in {path}"
     return DEFAULT_FAMILY, "the default family"
+
+
+def _canonical(family: str) -> str:
+    """The family name ``family`` stands for (an alias's family), as the registry tells it (:mod:`.families`)."""
+    return families.source().canonical_name(family)
 
 
 def _read_yaml(path: str | Path) -> dict[str, Any]:
@@ -199,8 +203,9 @@ def families_help(prog: str | None = None) -> str:
     """The help's last part: each registered family on one line (the pipeline it trains, its recipe script) and
     how to list one family's own options."""
     lines = ["families (--family; default: the config's `family:`, else the model's):"]
-    for name in available():
-        lines.append(f"  {name:<18} {pipelines_of(name)[0]} ({recipe_script(name)})")
+    table = families.source()
+    for name in table.available():
+        lines.append(f"  {name:<18} {table.pipelines_of(name)[0]} ({table.recipe_script(name)})")
     lines.append(f"`{prog or 'dit-lora train'} --family NAME --help` adds that family's own options to this list.")
     return "\n".join(lines)
 
@@ -430,9 +435,9 @@ def _family_of(argv: list[str]) -> tuple[str | None, str, str | None, dict | Non
         except UserError:
             data = None  # the parse reports the bad file
     if known.family is not None:
-        return str(coerce("family", canonical_name(known.family), "--family")), "--family", known.config, data
+        return str(coerce("family", _canonical(known.family), "--family")), "--family", known.config, data
     if data is not None and isinstance(data.get("family"), str) and data["family"]:
-        return canonical_name(data["family"]), f"`family:` in {Path(known.config)}", known.config, data
+        return _canonical(data["family"]), f"`family:` in {Path(known.config)}", known.config, data
     return None, "", known.config, data
 
 
@@ -477,7 +482,7 @@ def check_ranges(cfg: TrainConfig) -> None:
     """Every numeric option finite and inside its range (``valid`` in the schema), however the config was made:
     the common options, then the family's."""
     for f in config_fields():
-        message = range_message(f.name, getattr(cfg, f.name))
+        message = range_message(f.name, cfg.option(f.name))
         if message is not None:
             raise UserError(message)
     for f in fields(cfg.family_options):
@@ -488,21 +493,21 @@ def check_ranges(cfg: TrainConfig) -> None:
 
 def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
     """Options that exclude or need each other: frame buckets, fp16, the model and data source, the Hub."""
-    if cfg.frame_buckets:
-        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg, n) is not None]
+    if cfg.video.frame_buckets:
+        clash = [f"--{n}" for n in ("max_num_frames", "height", "width") if getattr(cfg.video, n) is not None]
         if clash:
             raise UserError(
-                f"--frame_buckets {cfg.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
+                f"--frame_buckets {cfg.video.frame_buckets} sets every clip's frames and size, so {', '.join(clash)} would "
                 f"be ignored. Remove {' and '.join(clash)}, or drop --frame_buckets to train one size."
             )
-    if cfg.mixed_precision == "fp16" and not cfg.allow_fp16:
+    if cfg.training.mixed_precision == "fp16" and not cfg.training.allow_fp16:
         raise UserError(
             "--mixed_precision fp16 is refused: fp16 overflows (65504 max) inside Sana's linear attention and "
             "Gemma/Mistral activations, the root cause of the NaN losses reported for Sana and VideoChat2. Use "
             "--mixed_precision bf16 (the default; same memory, fp32 range). If your GPU has no bf16 and you "
             "accept the risk, add --allow_fp16 (a GradScaler is then used)."
         )
-    if cfg.mixed_precision == "fp16":
+    if cfg.training.mixed_precision == "fp16":
         import torch
 
         if not torch.cuda.is_available():
@@ -510,27 +515,27 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
                 "--mixed_precision fp16 --allow_fp16 needs a CUDA GPU (fp16 autocast and GradScaler are GPU "
                 "features). Use --mixed_precision bf16, which also works on CPU."
             )
-    if not cfg.pretrained_model_name_or_path:
+    if not cfg.model.pretrained_model_name_or_path:
         # explicit None: not recorded, so a family off the default counts as set (as catalogue.defaults reads it)
-        family_given = cfg.family != DEFAULT_FAMILY if cfg.explicit is None else "family" in cfg.explicit
-        video_llm = None if family_given else video_llm_data_message(cfg.train_data_dir)
+        family_given = cfg.model.family != DEFAULT_FAMILY if cfg.explicit is None else "family" in cfg.explicit
+        video_llm = None if family_given else video_llm_data_message(cfg.data.train_data_dir)
         if video_llm:  # not "a local diffusers folder": the data says a video LLM trains it
             raise UserError(video_llm)
         raise UserError(
             "No model given: set --pretrained_model_name_or_path to a Hub id (e.g. "
             "Efficient-Large-Model/Sana_1600M_1024px_BF16_diffusers) or a local diffusers folder."
         )
-    if not cfg.demo and needs_data:
-        check_one_source(cfg.train_data_dir, cfg.dataset_name, "images or videos with captions")
-    if cfg.validation_split is not None and cfg.validation_data_dir:
+    if not cfg.model.demo and needs_data:
+        check_one_source(cfg.data.train_data_dir, cfg.data.dataset_name, "images or videos with captions")
+    if cfg.data.validation_split is not None and cfg.data.validation_data_dir:
         raise UserError(
-            f"--validation_split {cfg.validation_split:g} and --validation_data_dir `{cfg.validation_data_dir}` both "
+            f"--validation_split {cfg.data.validation_split:g} and --validation_data_dir `{cfg.data.validation_data_dir}` both "
             "name the held-out samples of the validation loss: the split holds out part of the training data, the "
             "folder is a separate data set. Give one of them."
         )
-    if cfg.push_to_hub and not cfg.hub_model_id:
+    if cfg.hub.push_to_hub and not cfg.hub.hub_model_id:
         raise UserError("--push_to_hub needs --hub_model_id (e.g. `me/my-sana-lora`).")
-    if cfg.push_later_ok and not cfg.push_to_hub:
+    if cfg.hub.push_later_ok and not cfg.hub.push_to_hub:
         # Accepting it would let a user believe the run pushes later, when nothing is pushed at all.
         raise UserError(
             "--push_later_ok only says what --push_to_hub does when the start-of-run check finds that the push "
@@ -541,14 +546,14 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
 
 def check_optional_packages(cfg: TrainConfig) -> None:
     """Packages that only some options need (wandb, bitsandbytes), imported to prove they work here."""
-    if cfg.report_to == "wandb":
+    if cfg.validation.report_to == "wandb":
         try:
             import wandb  # noqa: F401
         except ImportError:
             raise UserError(
                 "--report_to wandb needs the `wandb` package: `pip install wandb`, or use --report_to tensorboard."
             )
-    if cfg.use_8bit_adam:
+    if cfg.training.use_8bit_adam:
         try:
             import bitsandbytes  # noqa: F401
             import torch

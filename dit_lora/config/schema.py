@@ -34,7 +34,6 @@ from dit_lora.config.option import (
     Applies,
     FamilyOptions,
     Range,
-    RegisteredFamilies,
     opt,
     resume_class,
 )
@@ -95,7 +94,6 @@ __all__ = [
     "MiscOptions",
     "ModelOptions",
     "Range",
-    "RegisteredFamilies",
     "TrainConfig",
     "TrainingOptions",
     "ValidationOptions",
@@ -116,9 +114,9 @@ class TrainConfig(Generic[FamilyOptionsT]):
     (typed per family: ``TrainConfig[WanOptions]``) and the options the user set explicitly.
 
     Built from sections (``TrainConfig(lora=LoraOptions(rank=8))``) or from flat option names, as the flags and
-    YAML keys name them (``TrainConfig(rank=8)``); a flat name reads through its section (``cfg.rank`` is
-    ``cfg.lora.rank``). :func:`dit_lora.setup.resolve.resolve` returns the resolved one a run trains with; a
-    changed copy is :func:`dataclasses.replace` (flat names accepted).
+    YAML keys name them (``TrainConfig(rank=8)``); an option is read through its section (``cfg.lora.rank``), or
+    by a name given as data with :meth:`option`. :func:`dit_lora.setup.resolve.resolve` returns the resolved one a
+    run trains with; a changed copy is :func:`dataclasses.replace` (flat names accepted).
     """
 
     model: ModelOptions
@@ -163,15 +161,14 @@ class TrainConfig(Generic[FamilyOptionsT]):
             )
         object.__setattr__(self, "family_options", family_options)
 
-    def __getattr__(self, name: str) -> Any:
-        """A flat option name (``cfg.learning_rate``) read through its section (``cfg.training.learning_rate``)."""
+    def option(self, name: str) -> Any:
+        """The common option ``name`` when the name is data (a flag, a YAML key, a field listed by
+        :func:`config_fields`): read through its section. Code that names an option reads ``cfg.<section>.<name>``,
+        which the type checker follows."""
         attr = SECTION_OF.get(name)
-        if attr is None or attr not in self.__dict__:  # also while unpickling, before the sections are set
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(self.__dict__[attr], name)
-
-    def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *SECTION_OF})
+        if attr is None:
+            raise AttributeError(f"{name!r} is not a common option of {type(self).__name__}")
+        return getattr(getattr(self, attr), name)
 
     @property
     def explicit_options(self) -> frozenset[str] | None:
@@ -180,7 +177,7 @@ class TrainConfig(Generic[FamilyOptionsT]):
 
     def options(self) -> dict[str, Any]:
         """The common options as flat ``name: value`` pairs, in the order the reference lists them."""
-        return {f.name: getattr(getattr(self, SECTION_OF[f.name]), f.name) for f in _FIELDS}
+        return {f.name: self.option(f.name) for f in _FIELDS}
 
     @classmethod
     def for_family(cls, family: str | None = None, /, **values: Any) -> TrainConfig:

@@ -228,7 +228,7 @@ def require(spec: FamilySpec, field: str, what: str) -> Any:
 
 def backbone_patterns(spec: FamilySpec, cfg) -> list[str]:
     """The family's backbone regexes, else ``--train_backbone``."""
-    return spec.trainables.backbone_patterns(cfg) if spec.trainables else list(cfg.train_backbone)
+    return spec.trainables.backbone_patterns(cfg) if spec.trainables else list(cfg.lora.train_backbone)
 
 
 def extra_trainable(spec: FamilySpec, cfg) -> list[tuple[str, list[str], float]]:

@@ -99,10 +99,10 @@ def _run_settings(cfg: Any, spec: FamilySpec) -> tuple[int | None, bool]:
     without loading a weight: with a model, the family's own word (:func:`_declared_settings`); then the model's
     transformer config (CogVideoX's fixed length), then the catalogue's text length for the family."""
     declared, instruction = None, False
-    model = getattr(cfg, "pretrained_model_name_or_path", None)
+    model = cfg.model.pretrained_model_name_or_path
     if model:  # exact counts only with the model's tokenizer; without it the estimate needs no pipeline import
         declared, instruction = _declared_settings(cfg, spec)
-    length = getattr(cfg, "max_sequence_length", None) or declared
+    length = cfg.data.max_sequence_length or declared
     config = os.path.join(model, "transformer", "config.json") if model else ""
     if not length and config and os.path.isfile(config):
         with open(config, encoding="utf-8") as handle:
@@ -121,12 +121,12 @@ def token_counter_for_model(cfg: Any, spec: FamilySpec) -> tuple[TokenCounter | 
     max_length, instruction = _run_settings(cfg, spec)
     if not max_length:
         return None, None
-    model = getattr(cfg, "pretrained_model_name_or_path", None)
+    model = cfg.model.pretrained_model_name_or_path
     if model:
         try:
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(model, subfolder="tokenizer", revision=cfg.model.revision)
         except Exception as err:
             note = f"caption length: estimated (the tokenizer of {model} did not load: {type(err).__name__})"
         else:

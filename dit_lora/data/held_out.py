@@ -76,8 +76,8 @@ def handler_for_source(media, cfg):
 def folder_config(cfg):
     """The run's config reading ``--validation_data_dir`` where the training data is read (``--train_data_dir`` or
     ``--dataset_name``), every file of it (no ``--max_train_samples``)."""
-    source = "dataset_name" if cfg.dataset_name and not cfg.train_data_dir else "train_data_dir"
-    return dataclasses.replace(cfg, **{source: cfg.validation_data_dir}, max_train_samples=None)
+    source = "dataset_name" if cfg.data.dataset_name and not cfg.data.train_data_dir else "train_data_dir"
+    return dataclasses.replace(cfg, **{source: cfg.data.validation_data_dir}, max_train_samples=None)
 
 
 def choose(
@@ -85,16 +85,16 @@ def choose(
 ) -> tuple[list, list]:
     """(training samples, held-out samples) from the screened ``samples`` and the run's held-out source; without
     one, (``samples``, []). The held-out folder's unusable samples join ``quarantine`` marked with their source."""
-    if cfg.validation_split is not None:
+    if cfg.data.validation_split is not None:
         return _split(samples, cfg, log)
-    if cfg.validation_data_dir:
+    if cfg.data.validation_data_dir:
         return samples, _folder(media, cfg, log, quarantine)
     return samples, []
 
 
 def _split(samples: list, cfg, log: Callable[[str], Any]) -> tuple[list, list]:
-    fraction = cfg.validation_split
-    flags = split_flags(samples, fraction, cfg.seed)
+    fraction = cfg.data.validation_split
+    flags = split_flags(samples, fraction, cfg.training.seed)
     files = len(set(copy_of(samples)))
     held = first_copies([s for s, f in zip(samples, flags) if f])
     train = [s for s, f in zip(samples, flags) if not f]
@@ -114,7 +114,7 @@ def _split(samples: list, cfg, log: Callable[[str], Any]) -> tuple[list, list]:
         )
     log(
         f"validation loss: {len(held)} of {files} usable sample(s) held out (--validation_split {fraction:g}, chosen "
-        f"by --seed {cfg.seed} and their names; kohya copies count once), never trained on; {train_files} train"
+        f"by --seed {cfg.training.seed} and their names; kohya copies count once), never trained on; {train_files} train"
         + _few(len(held))
     )
     return train, held
@@ -149,12 +149,12 @@ def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool
     refusal, and the held-out files by name. ``--validation_data_dir``:
     the folder checked by the training handler's own ``check`` (each file once), its table and summary line.
     """
-    if cfg.validation_split is not None:
+    if cfg.data.validation_split is not None:
         _, held = choose(media, samples, cfg, log=log, quarantine=[])
         keys = [s.key for s in held]
         log("held out: " + ", ".join(keys[:20]) + (f" and {len(keys) - 20} more" if len(keys) > 20 else ""))
         return False
-    if not cfg.validation_data_dir:
+    if not cfg.data.validation_data_dir:
         return False
     handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
     log(f"held-out data of the validation loss ({where}):")
@@ -170,8 +170,8 @@ def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool
 def check_options(cfg) -> None:
     """A --validation_data_dir that does not exist, for a run reading its training data from a folder or file: one
     paragraph before anything loads (the listing would say it only after the model)."""
-    folder = cfg.validation_data_dir
-    if folder and not cfg.dataset_name and not os.path.exists(folder):
+    folder = cfg.data.validation_data_dir
+    if folder and not cfg.data.dataset_name and not os.path.exists(folder):
         raise UserError(
             f"--validation_data_dir {folder!r} does not exist. Pass the folder (or annotation file) of the held-out "
             "samples, laid out as the training data is, or hold out a share of the training data with "
@@ -180,7 +180,7 @@ def check_options(cfg) -> None:
 
 
 def _where(cfg) -> str:
-    return f"--validation_data_dir `{cfg.validation_data_dir}`"
+    return f"--validation_data_dir `{cfg.data.validation_data_dir}`"
 
 
 @contextlib.contextmanager

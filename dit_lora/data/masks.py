@@ -349,12 +349,12 @@ def check_options(cfg) -> None:
     do nothing: one paragraph, before anything loads."""
     explicit = getattr(cfg, "explicit_options", None) or frozenset()
     given = [name for name in ("unmasked_weight", "normalize_masked_area_loss", "mask_column") if name in explicit]
-    if given and not cfg.masked_loss:
+    if given and not cfg.data.masked_loss:
         flags = " and ".join(f"--{name}" for name in given)
         raise UserError(
             f"{flags} shape{'s' if len(given) == 1 else ''} the masked loss, but --masked_loss is off, so "
             f"{'it' if len(given) == 1 else 'they'} would be ignored. Pass --masked_loss true (each image then needs a "
-            f"mask: `<name>_mask.png` beside it or the `{cfg.mask_column}` metadata column), or remove {flags}."
+            f"mask: `<name>_mask.png` beside it or the `{cfg.data.mask_column}` metadata column), or remove {flags}."
         )
 
 

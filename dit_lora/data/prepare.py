@@ -123,25 +123,25 @@ class ImageMedia:
 
     def __init__(self, cfg, spec: FamilySpec) -> None:
         self.cfg, self.spec = cfg, spec
-        self.encode_batch_size = cfg.train_batch_size
+        self.encode_batch_size = cfg.training.train_batch_size
 
     def list_samples(self) -> list[RawSample]:
         cfg = self.cfg
         samples = load_samples(
-            train_data_dir=cfg.train_data_dir,
-            dataset_name=cfg.dataset_name,
-            dataset_config_name=cfg.dataset_config_name,
-            image_column=cfg.image_column,
-            caption_column=cfg.caption_column,
-            max_train_samples=cfg.max_train_samples,
+            train_data_dir=cfg.data.train_data_dir,
+            dataset_name=cfg.data.dataset_name,
+            dataset_config_name=cfg.data.dataset_config_name,
+            image_column=cfg.data.image_column,
+            caption_column=cfg.data.caption_column,
+            max_train_samples=cfg.data.max_train_samples,
             labels_from_folders=fallback.caption_source(self.spec) == "class_folders",
-            caption_extension=cfg.caption_extension,
-            instance_prompt=cfg.instance_prompt,
-            dataset_split=cfg.dataset_split,
+            caption_extension=cfg.data.caption_extension,
+            instance_prompt=cfg.data.instance_prompt,
+            dataset_split=cfg.data.dataset_split,
             caption_column_given="caption_column" in (getattr(cfg, "explicit_options", None) or ()),
             exclude_keys=self.excluded_keys(),
-            mask_column=cfg.mask_column,
-            attach_masks=cfg.masked_loss,
+            mask_column=cfg.data.mask_column,
+            attach_masks=cfg.data.masked_loss,
         )
         return samples
 
@@ -153,22 +153,24 @@ class ImageMedia:
         """The readable images, each given its bucket (:meth:`bucket_samples`: the bucket table is logged here); with
         ``--masked_loss`` an image without a mask stops the run first (check-data lists it as a BLOCK row)."""
         cfg = self.cfg
-        if cfg.masked_loss:
-            masks.require_masks(samples, column=cfg.mask_column, folder=cfg.train_data_dir, dataset=cfg.dataset_name)
+        if cfg.data.masked_loss:
+            masks.require_masks(
+                samples, column=cfg.data.mask_column, folder=cfg.data.train_data_dir, dataset=cfg.data.dataset_name
+            )
         usable = validate_samples(
             samples,
-            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction,
+            max_bad_samples_fraction=self.cfg.data.max_bad_samples_fraction,
             log=log,
             quarantine=quarantine,
             require_captions=fallback.requires_captions(self.spec),
             raise_on_fraction=False,
-            resolution=self.cfg.resolution,
+            resolution=self.cfg.data.resolution,
             max_pixels=self.max_pixels,
         )
-        if self.cfg.masked_loss:
+        if self.cfg.data.masked_loss:
             usable = masks.screen_masks(
                 usable,
-                unmasked_weight=self.cfg.unmasked_weight,
+                unmasked_weight=self.cfg.data.unmasked_weight,
                 max_pixels=self.max_pixels,
                 log=log,
                 quarantine=quarantine,
@@ -179,23 +181,25 @@ class ImageMedia:
         """``check-data``: every image preprocessed to its bucket as training would; (rows, usable samples with their
         buckets, note)."""
         cfg = self.cfg
-        if cfg.resolution < 1:
-            raise UserError(f"--resolution is {cfg.resolution}; give the training resolution in pixels, e.g. 1024.")
-        log(f"checking {len(samples)} sample(s) at resolution {cfg.resolution} ({self.buckets_text}) ...")
+        if cfg.data.resolution < 1:
+            raise UserError(
+                f"--resolution is {cfg.data.resolution}; give the training resolution in pixels, e.g. 1024."
+            )
+        log(f"checking {len(samples)} sample(s) at resolution {cfg.data.resolution} ({self.buckets_text}) ...")
         if self.square_reason:
             log(f"aspect buckets: {self.square_reason}")
         rows = preflight.check_samples(
             samples,
-            resolution=cfg.resolution,
-            center_crop=cfg.center_crop,
-            seed=cfg.seed,
+            resolution=cfg.data.resolution,
+            center_crop=cfg.data.center_crop,
+            seed=cfg.training.seed,
             require_captions=fallback.requires_captions(self.spec),
             max_pixels=self.max_pixels,
             buckets=self.buckets,
-            unmasked_weight=cfg.unmasked_weight,
+            unmasked_weight=cfg.data.unmasked_weight,
         )
         report_captions(samples, cfg, self.spec, log)
-        if cfg.masked_loss:  # what the run refuses before screening, a row per image here
+        if cfg.data.masked_loss:  # what the run refuses before screening, a row per image here
             without = {s.key for s in samples if not s.has_mask}
             for row in rows:
                 if row.what == "sample" and row.key in without:
@@ -215,23 +219,23 @@ class ImageMedia:
     @functools.cached_property
     def buckets(self) -> list[tuple[int, int]]:
         """The run's ``(height, width)`` buckets (``--aspect_buckets``, :func:`~dit_lora.data.aspect.run_buckets`)."""
-        return aspect.run_buckets(self.cfg.aspect_buckets, self.cfg.resolution, self._stride[0])
+        return aspect.run_buckets(self.cfg.data.aspect_buckets, self.cfg.data.resolution, self._stride[0])
 
     @property
     def square_reason(self) -> str | None:
         """Why images keep the square although ``--aspect_buckets auto`` asks for buckets (the model), or None."""
-        return self._stride[1] if aspect.parse_mode(self.cfg.aspect_buckets) == aspect.AUTO else None
+        return self._stride[1] if aspect.parse_mode(self.cfg.data.aspect_buckets) == aspect.AUTO else None
 
     @property
     def buckets_text(self) -> str:
         """How the log names the run's buckets: the mode, their number, area and stride."""
-        mode, stride = aspect.parse_mode(self.cfg.aspect_buckets), self._stride[0]
+        mode, stride = aspect.parse_mode(self.cfg.data.aspect_buckets), self._stride[0]
         if mode == aspect.AUTO and stride is not None:
             return (
-                f"{aspect.FLAG} auto: {len(self.buckets)} aspect-ratio buckets of at most {self.cfg.resolution}"
-                f"x{self.cfg.resolution} pixels in steps of {stride}"
+                f"{aspect.FLAG} auto: {len(self.buckets)} aspect-ratio buckets of at most {self.cfg.data.resolution}"
+                f"x{self.cfg.data.resolution} pixels in steps of {stride}"
             )
-        return f"{aspect.FLAG} {self.cfg.aspect_buckets}: every image cropped to {aspect.format_size(self.buckets[0])}"
+        return f"{aspect.FLAG} {self.cfg.data.aspect_buckets}: every image cropped to {aspect.format_size(self.buckets[0])}"
 
     def bucket_samples(self, samples: list, *, log) -> list:
         """``samples`` each with its bucket (:func:`~dit_lora.data.aspect.sample_bucket`, the header read in threads);
@@ -261,10 +265,10 @@ class ImageMedia:
     def max_pixels(self) -> int:
         """The pixel budget of an image (``--max_image_pixels``, or its default for ``--resolution`` or a larger
         fixed ``--aspect_buckets`` size)."""
-        area = self.cfg.resolution * self.cfg.resolution
-        mode = aspect.parse_mode(self.cfg.aspect_buckets)
-        size = mode if isinstance(mode, tuple) and mode[0] * mode[1] > area else self.cfg.resolution
-        return pixel_budget(size, self.cfg.max_image_pixels)
+        area = self.cfg.data.resolution * self.cfg.data.resolution
+        mode = aspect.parse_mode(self.cfg.data.aspect_buckets)
+        size = mode if isinstance(mode, tuple) and mode[0] * mode[1] > area else self.cfg.data.resolution
+        return pixel_budget(size, self.cfg.data.max_image_pixels)
 
     def namespace_identity(self, comps=None) -> dict[str, Any]:
         """No ``resolution`` or bucket mode: each entry's name carries its bucket (:meth:`RawSample.cache_key`), so a
@@ -274,16 +278,16 @@ class ImageMedia:
         return {
             **encoders.cache_identity(cfg, comps),
             "image_size": "bucket in the key",
-            "center_crop": cfg.center_crop,
-            "random_flip": cfg.random_flip,
-            "crop_seed": None if cfg.center_crop else cfg.seed,
+            "center_crop": cfg.data.center_crop,
+            "random_flip": cfg.data.random_flip,
+            "crop_seed": None if cfg.data.center_crop else cfg.training.seed,
             # masked runs cache each mask beside its latents: their own namespace (unmasked caches keep theirs)
-            **({"loss_mask": "luminance x alpha, area-averaged to the latent grid"} if cfg.masked_loss else {}),
+            **({"loss_mask": "luminance x alpha, area-averaged to the latent grid"} if cfg.data.masked_loss else {}),
         }
 
     def size_of(self, sample) -> tuple[int, int]:
         """The ``(height, width)`` a sample is cropped to: its bucket (the ``--resolution`` square before it has one)."""
-        return sample.bucket or (self.cfg.resolution, self.cfg.resolution)
+        return sample.bucket or (self.cfg.data.resolution, self.cfg.data.resolution)
 
     def pixel_loader(self, samples: list):
         cfg = self.cfg
@@ -291,16 +295,16 @@ class ImageMedia:
         def load(i: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
             size = self.size_of(samples[i])
             image = samples[i].open_image(resolution=size, max_pixels=self.max_pixels)
-            seed = crop_seed(cfg.seed, samples[i].key)
-            pixels = preprocess_image(image, size, center_crop=cfg.center_crop, flip=False, crop_rng_seed=seed)
-            if not cfg.masked_loss:
+            seed = crop_seed(cfg.training.seed, samples[i].key)
+            pixels = preprocess_image(image, size, center_crop=cfg.data.center_crop, flip=False, crop_rng_seed=seed)
+            if not cfg.data.masked_loss:
                 return pixels
             # the mask follows the image as decoded (a much larger image is decoded reduced)
             mask = masks.sample_mask(
                 samples[i],
                 image.size,
                 size,
-                center_crop=cfg.center_crop,
+                center_crop=cfg.data.center_crop,
                 flip=False,
                 crop_rng_seed=seed,
                 max_pixels=self.max_pixels,
@@ -312,11 +316,11 @@ class ImageMedia:
     def raw_dataset(self, samples: list):
         return batch_lib.RawImageDataset(
             samples,
-            self.cfg.resolution,
-            self.cfg.center_crop,
-            self.cfg.seed,
+            self.cfg.data.resolution,
+            self.cfg.data.center_crop,
+            self.cfg.training.seed,
             self.max_pixels,
-            masked=self.cfg.masked_loss,
+            masked=self.cfg.data.masked_loss,
         )
 
     def groups(self, samples: list, **_: Any) -> list[int] | None:
@@ -330,7 +334,7 @@ def check_image_buckets(spec: FamilySpec, cfg) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
     without ``image_buckets``, e.g. a video one, ignores the flag)."""
     if spec.image_buckets is not None:
-        aspect.run_buckets(cfg.aspect_buckets, cfg.resolution, fallback.bucket_stride(spec, cfg)[0])
+        aspect.run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, fallback.bucket_stride(spec, cfg)[0])
 
 
 def report_captions(samples: list, cfg, spec: FamilySpec, log: Callable[[str], Any]) -> None:
@@ -447,7 +451,11 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
 
 def _source(cfg) -> str:
     """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
-    return f"--train_data_dir `{cfg.train_data_dir}`" if cfg.train_data_dir else f"--dataset_name `{cfg.dataset_name}`"
+    return (
+        f"--train_data_dir `{cfg.data.train_data_dir}`"
+        if cfg.data.train_data_dir
+        else f"--dataset_name `{cfg.data.dataset_name}`"
+    )
 
 
 @dataclass
@@ -482,14 +490,16 @@ def _screened_samples(cfg, media, accelerator, log) -> tuple[list, list, _LeftOu
     refuse_unreadable_captions(samples, _source(cfg))
     total = len(set(copy_of(samples)))
     counted = "training samples" if total == len(samples) else "training files (their kohya repeats are not counted)"
-    left_out = _LeftOut(total, counted, Path(cfg.output_dir) / QUARANTINE_FILE, cfg.max_bad_samples_fraction)
+    left_out = _LeftOut(
+        total, counted, Path(cfg.training.output_dir) / QUARANTINE_FILE, cfg.data.max_bad_samples_fraction
+    )
     try:
         samples = media.screen(samples, log=log, quarantine=left_out.entries)
         left_out.stop_if_too_many()
         # the validation loss's samples: out of the training samples, or from their own folder (every rank alike)
         samples, held = held_out.choose(media, samples, cfg, log=log, quarantine=left_out.entries)
     except UserError:
-        write_quarantine(cfg.output_dir, accelerator, left_out.entries)
+        write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
         raise
     return samples, held, left_out
 
@@ -531,7 +541,7 @@ def _encode_missing(cfg, media, encoders, comps, samples: list, files: list[Path
             encode_images=lambda px: encoders.encode_images(comps, px),
             encode_prompts=lambda caps: encoders.encode_prompts(comps, caps),
             load_pixels=media.pixel_loader(samples),
-            random_flip=cfg.random_flip,
+            random_flip=cfg.data.random_flip,
             batch_size=media.encode_batch_size,
             rank=rank,
             log=say,
@@ -568,7 +578,7 @@ def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _
     keep = [i for i in range(len(files)) if i not in failed]
     if failed:
         log(f"{len(failed)} sample(s) could not be encoded finitely and are left out (see {left_out.path})")
-    write_quarantine(cfg.output_dir, accelerator, left_out.entries)
+    write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
     left_out.stop_if_too_many()
     held_keep, keep = [i for i in keep if i >= training], [i for i in keep if i < training]
     if not keep:
@@ -581,7 +591,11 @@ def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _
     kept = [samples[i] for i in keep]
     # Encoded now, while the text encoder is loaded (the family releases it after the data is built).
     empty = caption_dropout.cached_empty_prompt(
-        cfg.caption_dropout_probability, folder, lambda caps: encoders.encode_prompts(comps, caps), accelerator, log
+        cfg.data.caption_dropout_probability,
+        folder,
+        lambda caps: encoders.encode_prompts(comps, caps),
+        accelerator,
+        log,
     )
     held_files, held_samples = [files[i] for i in held_keep], [samples[i] for i in held_keep]
     held_data = PreparedData(batch_lib.CachedLatentDataset(held_files), batch_lib.collate, held_samples, True)
@@ -620,11 +634,11 @@ def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> Prepa
         for line in report_lines(media, samples + held, comps):
             log(line)
     fallback.inspect_samples(spec, comps, cfg, samples + held)  # e.g. DiT's label map must know every class
-    if cfg.caption_dropout_probability > 0:
-        log(caption_dropout.start_line(cfg.caption_dropout_probability))
-    if cfg.cache_latents and media.cacheable:
+    if cfg.data.caption_dropout_probability > 0:
+        log(caption_dropout.start_line(cfg.data.caption_dropout_probability))
+    if cfg.data.cache_latents and media.cacheable:
         return _cached_data(cfg, spec, media, comps, samples, held, left_out, accelerator, log)
-    write_quarantine(cfg.output_dir, accelerator, left_out.entries)
+    write_quarantine(cfg.training.output_dir, accelerator, left_out.entries)
     world = accelerator.num_processes
     return PreparedData(
         media.raw_dataset(samples),

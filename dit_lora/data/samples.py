@@ -12,18 +12,32 @@ import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PIL import Image
 
 from dit_lora.data.decode import load_rgb
 
-if TYPE_CHECKING:
-    from dit_lora.data.hub_datasets import DatasetImages
-
 # Column names people commonly use for captions; only used to suggest a --caption_column value.
 _CAPTION_GUESSES = ("text", "caption", "captions", "prompt", "description", "sentence", "label")
 MAX_NAMED = 5
+
+
+class DatasetImages(Protocol):
+    """What a sample reads of the dataset column holding its image or mask: :class:`.hub_datasets.DatasetImages`
+    (declared here, by the members read, so this module stays below the listing that builds the samples)."""
+
+    def raw(self, row: int) -> Any:
+        """The cell of ``row`` as the dataset stores it."""
+        ...
+
+    def resolve(self, path: str) -> str:
+        """The file of an ``Image`` cell's path."""
+        ...
+
+    def string_path(self, row: int, value: str) -> str:
+        """The file a path-string cell names."""
+        ...
 
 
 def name_some(items: list[str]) -> str:

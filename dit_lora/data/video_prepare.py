@@ -256,8 +256,8 @@ def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any
     return {
         **encoders.cache_identity(cfg, comps),
         "media": "video",
-        "frame_sampling": cfg.frame_sampling,
-        "random_flip": cfg.random_flip,
+        "frame_sampling": cfg.video.frame_sampling,
+        "random_flip": cfg.data.random_flip,
         "crop": "center",
     }
 
@@ -341,7 +341,7 @@ def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: lis
         reason: str | None = " ".join(str(err).split())
     else:
         ignored = any(b not in given for b in asked)
-        reason = f"asked for {probe.frame_buckets}, it gives {_bucket_text(given)}" if ignored else None
+        reason = f"asked for {probe.video.frame_buckets}, it gives {_bucket_text(given)}" if ignored else None
     if reason is None:
         return stills
     name = spec.name
@@ -382,7 +382,7 @@ class VideoMedia:
     @property
     def automatic(self) -> bool:
         """Whether the buckets are the automatic aspect set (no ``--frame_buckets``: the family made several)."""
-        return not self.cfg.frame_buckets and len(self.buckets) > 1
+        return not self.cfg.video.frame_buckets and len(self.buckets) > 1
 
     @property
     def model_fps(self) -> float | None:
@@ -393,14 +393,14 @@ class VideoMedia:
     @property
     def frames_flag(self) -> str:
         """The option a too-short clip is measured against, as reasons and errors name it."""
-        return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.frame_buckets))
+        return frames_flag_for(self.buckets, from_buckets=bool(self.cfg.video.frame_buckets))
 
     @property
     def max_pixels(self) -> int:
         """An image's pixel budget (``--max_image_pixels``, or its default for the largest bucket), one for every
         image so that screening, caching and the uncached loader agree."""
         height, width = max(((h, w) for _, h, w in self.buckets), key=lambda hw: hw[0] * hw[1])
-        return pixel_budget((height, width), self.cfg.max_image_pixels)
+        return pixel_budget((height, width), self.cfg.data.max_image_pixels)
 
     def image_buckets(self, samples: list) -> list[Bucket]:
         """The one-frame buckets of the images among ``samples`` (:func:`image_buckets_for`)."""
@@ -415,28 +415,32 @@ class VideoMedia:
     def list_samples(self) -> list[VideoSample]:
         """The clips (and images) of ``--train_data_dir`` or ``--dataset_name``, not decoded yet."""
         cfg = self.cfg
-        check_one_source(cfg.train_data_dir, cfg.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt")
-        if cfg.train_data_dir is not None:
+        check_one_source(
+            cfg.data.train_data_dir, cfg.data.dataset_name, "videos with metadata.jsonl or prompts.txt + videos.txt"
+        )
+        if cfg.data.train_data_dir is not None:
             return load_video_samples(
-                cfg.train_data_dir,
-                cfg.caption_column,
-                cfg.video_column,
-                cfg.max_train_samples,
-                caption_extension=cfg.caption_extension,
-                instance_prompt=cfg.instance_prompt,
+                cfg.data.train_data_dir,
+                cfg.data.caption_column,
+                cfg.video.video_column,
+                cfg.data.max_train_samples,
+                caption_extension=cfg.data.caption_extension,
+                instance_prompt=cfg.data.instance_prompt,
             )
-        if cfg.max_train_samples is not None and cfg.max_train_samples < 1:
-            raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.max_train_samples!r}.")
-        refuse_caption_extension_for_dataset(cfg.caption_extension, cfg.dataset_name, cfg.caption_column, "clip")
+        if cfg.data.max_train_samples is not None and cfg.data.max_train_samples < 1:
+            raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.data.max_train_samples!r}.")
+        refuse_caption_extension_for_dataset(
+            cfg.data.caption_extension, cfg.data.dataset_name, cfg.data.caption_column, "clip"
+        )
         return load_video_dataset(
-            cfg.dataset_name,
-            cfg.dataset_config_name,
-            video_column=cfg.video_column,
-            caption_column=cfg.caption_column,
-            max_train_samples=cfg.max_train_samples,
+            cfg.data.dataset_name,
+            cfg.data.dataset_config_name,
+            video_column=cfg.video.video_column,
+            caption_column=cfg.data.caption_column,
+            max_train_samples=cfg.data.max_train_samples,
             clip_folder=self.cache_root / "videos",
-            instance_prompt=checked_instance_prompt(cfg.instance_prompt),
-            split=cfg.dataset_split,
+            instance_prompt=checked_instance_prompt(cfg.data.instance_prompt),
+            split=cfg.data.dataset_split,
         )
 
     def screen(self, samples: list, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
@@ -446,7 +450,7 @@ class VideoMedia:
             samples,
             buckets=self.buckets,
             frames_flag=self.frames_flag,
-            max_bad_samples_fraction=self.cfg.max_bad_samples_fraction,
+            max_bad_samples_fraction=self.cfg.data.max_bad_samples_fraction,
             log=log,
             quarantine=quarantine,
             require_captions=self.requires_captions,
@@ -459,7 +463,7 @@ class VideoMedia:
             log(f"the clip table counts files: {len(good)} samples per epoch with kohya repeats")
         for line in bucket_table(self.all_buckets(samples), files, automatic=self.automatic):
             log(line)
-        for line in frame_sampling_lines(files, self.cfg.frame_sampling, self.model_fps):
+        for line in frame_sampling_lines(files, self.cfg.video.frame_sampling, self.model_fps):
             log(line)
         return good
 
@@ -473,7 +477,7 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples,
             buckets=self.buckets,
-            frame_sampling=self.cfg.frame_sampling,
+            frame_sampling=self.cfg.video.frame_sampling,
             frames_flag=self.frames_flag,
             require_captions=self.requires_captions,
             image_buckets=stills,
@@ -493,13 +497,13 @@ class VideoMedia:
         def load(i: int) -> torch.Tensor:
             frames, height, width = samples[i].bucket
             return decode_clip(
-                samples[i].path, frames, height, width, start=self.cfg.frame_sampling, max_pixels=max_pixels
+                samples[i].path, frames, height, width, start=self.cfg.video.frame_sampling, max_pixels=max_pixels
             )
 
         return load
 
     def raw_dataset(self, samples: list):
-        return RawVideoDataset(samples, self.cfg.frame_sampling, max_pixels=self.max_pixels)
+        return RawVideoDataset(samples, self.cfg.video.frame_sampling, max_pixels=self.max_pixels)
 
     def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:
         """Bucket index of every clip (batches never mix buckets), or None with a single bucket."""

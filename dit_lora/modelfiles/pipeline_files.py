@@ -239,10 +239,10 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
     """``read(cfg)``, memoised in ``cache`` by model path, revision and (local folders) the modification times of
     ``files`` (paths inside the model folder), so a rebuilt model is read again. For what a family derives from
     a checkpoint's small configs: Hub reads cost a request each, and a family spec holds no state."""
-    path = cfg.pretrained_model_name_or_path
+    path = cfg.model.pretrained_model_name_or_path
     if path is None:  # `dit-lora check-data --family wan` without a model: this was a TypeError traceback
         raise UserError(
-            f"--family {cfg.family} reads its frame rule, default size and size multiple from the model's configs, "
+            f"--family {cfg.model.family} reads its frame rule, default size and size multiple from the model's configs, "
             f"and no model was given. Pass --pretrained_model_name_or_path (a diffusers folder or Hub id: only its "
             f"config files are read, no weights), or --config with the run's YAML."
         )
@@ -251,7 +251,7 @@ def read_once(cache: dict, cfg: TrainConfig, files: tuple[str, ...], read):
         stamp = tuple(
             os.stat(f).st_mtime_ns if os.path.exists(f) else None for f in (os.path.join(path, name) for name in files)
         )
-    key = (path, cfg.revision, stamp)
+    key = (path, cfg.model.revision, stamp)
     if key not in cache:
         cache[key] = read(cfg)
     return cache[key]

@@ -122,11 +122,11 @@ def non_overlapping(tensor: torch.Tensor) -> bool:
 
 def check_config(cfg) -> None:
     """Refuse, before anything loads, what ``--activation_offloading`` cannot run with (one paragraph each)."""
-    if not cfg.activation_offloading:
+    if not cfg.performance.activation_offloading:
         return
-    if cfg.compile != "off":
+    if cfg.performance.compile != "off":
         raise UserError(
-            f"--activation_offloading cannot run with --compile {cfg.compile}: it works through autograd's "
+            f"--activation_offloading cannot run with --compile {cfg.performance.compile}: it works through autograd's "
             "saved-tensor hooks around the model's forward, which torch.compile's graphs do not call per tensor. "
             "Use --compile off with --activation_offloading, or drop --activation_offloading."
         )

@@ -38,12 +38,12 @@ from dit_lora.modeling import block_swap
 
 def run_caches(cfg) -> bool:
     """Whether this run has a caching phase for the blocks to wait through (the base aside: :func:`waits_for_cache`)."""
-    return bool(cfg.cache_latents)
+    return bool(cfg.data.cache_latents)
 
 
 def waits_for_cache(cfg) -> bool:
     """Whether this run's blocks wait in host memory while the cache is built (module docstring, "When not")."""
-    return run_caches(cfg) and cfg.quantize_base not in block_swap.LIBRARY_QUANTIZED
+    return run_caches(cfg) and cfg.model.quantize_base not in block_swap.LIBRARY_QUANTIZED
 
 
 def park_for_load(model: nn.Module, paths: Sequence[str], cfg, device: torch.device | str, *, wait: bool = True) -> int:
@@ -51,10 +51,10 @@ def park_for_load(model: nn.Module, paths: Sequence[str], cfg, device: torch.dev
     (:func:`~dit_lora.modeling.block_swap.park_blocks`) and, when the run caches (:func:`waits_for_cache`; ``wait``:
     the family's own say), the other blocks of ``paths`` too, until :func:`bring_waiting`. Returns the blocks
     parked."""
-    parked = block_swap.park_blocks(model, paths, cfg.blocks_to_swap, device)
+    parked = block_swap.park_blocks(model, paths, cfg.performance.blocks_to_swap, device)
     if not (wait and waits_for_cache(cfg)) or decide_engine().name == "fsdp2":
         return parked
-    swapped = _swapped_ids(model, paths, int(cfg.blocks_to_swap))
+    swapped = _swapped_ids(model, paths, int(cfg.performance.blocks_to_swap))
     waiting = [block for blocks in block_swap.block_lists(model, paths) for block in blocks if id(block) not in swapped]
     if not all(_plain(block) for block in waiting):
         return parked  # a folder quantized by its own config (bitsandbytes' Params4bit...): they stay where it put them

@@ -39,7 +39,7 @@ def mask_weights(batch: dict[str, Any], cfg) -> torch.Tensor | None:
     mask = batch.get(MASK_KEY)
     if mask is None:
         return None
-    return mask.float().clamp(min=float(cfg.unmasked_weight), max=1.0)
+    return mask.float().clamp(min=float(cfg.data.unmasked_weight), max=1.0)
 
 
 def masked_mse(

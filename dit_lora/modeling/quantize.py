@@ -107,7 +107,7 @@ def what_runs(device_type: str) -> dict[str, str]:
 def check_config(cfg, device_type: str, family=None) -> None:
     """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
     check_text_encoder(cfg, family)
-    scheme = getattr(cfg, "quantize_base", "none")
+    scheme = cfg.model.quantize_base
     if scheme in (None, "none"):
         return
     if scheme not in SCHEMES:
@@ -131,7 +131,7 @@ def check_config(cfg, device_type: str, family=None) -> None:
                 "(`pip install -e . -c constraints.txt`), or use --quantize_base nf4, or train without --quantize_base."
             )
         return
-    if cfg.allow_fp16 or cfg.mixed_precision == "fp16":
+    if cfg.training.allow_fp16 or cfg.training.mixed_precision == "fp16":
         raise QuantizeError(
             "--quantize_base fp8 was combined with fp16 (--allow_fp16 / --mixed_precision fp16): fp8 weights "
             "dequantize into the compute dtype, and fp16's range turns their large values into Inf. Drop "
@@ -148,7 +148,7 @@ def check_config(cfg, device_type: str, family=None) -> None:
 
 def check_text_encoder(cfg, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
-    if not getattr(cfg, "quantize_text_encoder", False):
+    if not cfg.model.quantize_text_encoder:
         return
     if family is not None and family.info.text_encoder_label is None:
         raise QuantizeError(
@@ -168,7 +168,7 @@ def check_text_encoder(cfg, family=None) -> None:
 # ---- the libraries' configs -----------------------------------------------------------------
 def diffusers_config(cfg):
     """diffusers' quantization config for --quantize_base, or None."""
-    scheme = cfg.quantize_base
+    scheme = cfg.model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     if scheme == "fp8":
@@ -190,7 +190,7 @@ def diffusers_kwargs(cfg) -> dict:
 
 def transformers_config(cfg, skip_modules: Iterable[str] = ()):
     """transformers' quantization config for --quantize_base (``skip_modules`` stay unquantized), or None."""
-    scheme = cfg.quantize_base
+    scheme = cfg.model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
         return None
     skip = list(skip_modules) or None
@@ -215,7 +215,7 @@ def text_encoder_kwargs(cfg) -> dict:
     """``{"quantization_config": ...}`` for the text encoder's transformers ``from_pretrained`` under
     --quantize_text_encoder (nf4, computing in the run's weight dtype; transformers keeps the model's own
     ``_keep_in_fp32_modules``, e.g. T5's ``wo``, unquantized), else ``{}``."""
-    if not getattr(cfg, "quantize_text_encoder", False):
+    if not cfg.model.quantize_text_encoder:
         return {}
     from transformers import BitsAndBytesConfig
 
@@ -402,9 +402,9 @@ def check_trainable(cfg, trained_names: Iterable[str], quantized: Iterable[str])
     hit = [n for n in trained_names if n in weights]
     if hit:
         raise QuantizeError(
-            f"--quantize_base {cfg.quantize_base} stores the base model's Linear weights quantized, and the run would "
+            f"--quantize_base {cfg.model.quantize_base} stores the base model's Linear weights quantized, and the run would "
             f"also train {len(hit)} of them in full (e.g. `{hit[0]}`, chosen by --train_backbone "
-            f"{' '.join(cfg.train_backbone) or '(the family default)'}). Quantized weights cannot be trained: narrow "
+            f"{' '.join(cfg.lora.train_backbone) or '(the family default)'}). Quantized weights cannot be trained: narrow "
             "--train_backbone to non-Linear weights (norms, biases, embeddings), or drop --quantize_base to train them."
         )
 

@@ -159,7 +159,9 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
     the weights a run trains.
     """
     notes: list[str] = []
-    lora_config = add_adapter(model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.seed, notes=notes)
+    lora_config = add_adapter(
+        model, cfg.lora, targets=spec.model.lora_targets(model, cfg), seed=cfg.training.seed, notes=notes
+    )
     backbone = unfreeze_backbone(model, fallback.backbone_patterns(spec, cfg))
     extra = [
         (label, [n for n in unfreeze_backbone(model, patterns) if n not in backbone], lr)  # one group a weight
@@ -171,9 +173,11 @@ def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainabl
             backbone + [n for _, names, _ in extra for n in names],
             quantize.quantized_linears(model, fallback.quantize_skip_modules(spec, cfg)),
         )
-    cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    cast_trainable_to_fp32(model, under_autocast=cfg.training.mixed_precision != "no")
     checkpointing = (
-        spec.info.gradient_checkpointing_default if cfg.gradient_checkpointing is None else cfg.gradient_checkpointing
+        spec.info.gradient_checkpointing_default
+        if cfg.training.gradient_checkpointing is None
+        else cfg.training.gradient_checkpointing
     )
     if checkpointing:
         fallback.enable_gradient_checkpointing(spec, model)

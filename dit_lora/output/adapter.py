@@ -174,7 +174,9 @@ def write_adapter(
         if TYPES[type_of_peft_config(lora_config)].diffusers_loads:
             spec.adapter.save_adapter(staging, lora_state, lora_config)
         else:  # LoKr/LoHa: diffusers' load_lora_weights reads LoRA files only; PEFT's own format, every family
-            save_peft_adapter(staging, lora_state, lora_config, cfg.pretrained_model_name_or_path if cfg else None)
+            save_peft_adapter(
+                staging, lora_state, lora_config, cfg.model.pretrained_model_name_or_path if cfg else None
+            )
         extras = spec.adapter_extras
         if extras is not None and comps is not None and cfg is not None:
             extras.save_adapter_extras(staging, comps, cfg)

@@ -126,10 +126,10 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     """A Hub model card with YAML metadata, a runnable usage snippet, settings and samples."""
     from huggingface_hub import ModelCard
 
-    repo_or_dir = cfg.hub_model_id or str(Path(output_dir).resolve())
+    repo_or_dir = cfg.hub.hub_model_id or str(Path(output_dir).resolve())
     base, base_model, base_note = card_base(cfg, summary)
     run_cfg = cfg  # the snippet reads the configs the run trained with (FLUX.2's encoder depth), then names `base`
-    if base != cfg.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
+    if base != cfg.model.pretrained_model_name_or_path:  # the snippet loads the base by its Hub id
         cfg = replace(cfg, model=replace(cfg.model, pretrained_model_name_or_path=base))
     card = spec.card  # without it: no snippet, license or family rows
     data = _card_metadata(spec, cfg, base_model)
@@ -160,7 +160,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
         if card
         else "See the base model's documentation.\n"
     )
-    title = TYPES[cfg.lora_type].title
+    title = TYPES[cfg.lora.lora_type].title
     content = f"""---
 {data.to_yaml()}
 ---
@@ -199,7 +199,12 @@ def _card_metadata(spec: FamilySpec, cfg, base_model):
         library_name=spec.info.library_name,
         pipeline_tag=spec.info.pipeline_tag,
         license=card.base_model_license(cfg) if card else None,
-        tags=["lora", "dit-lora", *([cfg.lora_type] if cfg.lora_type != "lora" else []), *spec.info.card_tags],
+        tags=[
+            "lora",
+            "dit-lora",
+            *([cfg.lora.lora_type] if cfg.lora.lora_type != "lora" else []),
+            *spec.info.card_tags,
+        ],
     )
 
 
@@ -208,29 +213,29 @@ def _settings(spec: FamilySpec, cfg, summary: dict) -> dict[str, Any]:
     card = spec.card
     return {
         "adapter type": type_row(cfg.lora),
-        "rank": cfg.rank,
+        "rank": cfg.lora.rank,
         "lora_alpha": _alpha_row(cfg.lora),
-        "lora_layers": cfg.lora_layers or list(spec.info.default_lora_layers),
-        "learning_rate": cfg.learning_rate,
-        "lr_scheduler": cfg.lr_scheduler,
-        "train_batch_size": _batch_row(cfg.train_batch_size, summary.get("train_batch_size")),
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "lora_layers": cfg.lora.lora_layers or list(spec.info.default_lora_layers),
+        "learning_rate": cfg.training.learning_rate,
+        "lr_scheduler": cfg.training.lr_scheduler,
+        "train_batch_size": _batch_row(cfg.training.train_batch_size, summary.get("train_batch_size")),
+        "gradient_accumulation_steps": cfg.training.gradient_accumulation_steps,
         "num_processes": summary.get("num_processes"),
         "steps": summary.get("steps"),
-        "resolution": cfg.resolution,
-        "mixed_precision": cfg.mixed_precision,
+        "resolution": cfg.data.resolution,
+        "mixed_precision": cfg.training.mixed_precision,
         "train_backbone": fallback.backbone_patterns(spec, cfg) or None,
-        "loraplus_lr_ratio": cfg.loraplus_lr_ratio,
+        "loraplus_lr_ratio": cfg.lora.loraplus_lr_ratio,
         "quantized base (--quantize_base)": (
-            f"{cfg.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
+            f"{cfg.model.quantize_base}: {quantize.describe(cfg.model)}" if quantize.enabled(cfg.model) else None
         ),
         "transformer (--transformer_file)": _transformer_file_row(cfg.model),
         "quantized text encoder (--quantize_text_encoder)": (
-            "nf4 during caching" if cfg.quantize_text_encoder else None
+            "nf4 during caching" if cfg.model.quantize_text_encoder else None
         ),
         "activation offloading (--activation_offloading)": (
             "saved activations in host memory between forward and backward (values unchanged)"
-            if cfg.activation_offloading
+            if cfg.performance.activation_offloading
             else None
         ),
         "masked loss (--masked_loss)": _masked_row(cfg),
@@ -240,7 +245,7 @@ def _settings(spec: FamilySpec, cfg, summary: dict) -> dict[str, Any]:
         "validation loss (held out)": _validation_row(summary.get("validation_loss")),
         "skipped_steps (non-finite guard)": summary.get("skipped_steps"),
         "rollbacks": summary.get("rollbacks"),
-        "seed": cfg.seed,
+        "seed": cfg.training.seed,
     }
 
 
@@ -262,7 +267,7 @@ def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str, base:
     snippet = type_snippet(card.usage_snippet(cfg, repo_or_dir), cfg.lora, repo_or_dir)
     # written from the run's own configs, loading the base where the card says it is (every family's snippet names
     # the base as a JSON string)
-    snippet = snippet.replace(json.dumps(str(cfg.pretrained_model_name_or_path)), json.dumps(base))
+    snippet = snippet.replace(json.dumps(str(cfg.model.pretrained_model_name_or_path)), json.dumps(base))
     if is_local(repo_or_dir):
         return snippet
     weight = json.dumps(spec.info.adapter_weight_name)
@@ -277,8 +282,8 @@ def card_base(cfg, summary: dict) -> tuple[str, str | None, str]:
     checkpoint its configs match (the run's catalogue entry, ``train_summary.json``'s ``defaults``), said plainly;
     without one, the card says the base was a local folder and the snippet names it by its folder name alone.
     """
-    base = str(cfg.pretrained_model_name_or_path)
-    if not is_local(base) or not cfg.hub_model_id:
+    base = str(cfg.model.pretrained_model_name_or_path)
+    if not is_local(base) or not cfg.hub.hub_model_id:
         return base, base, ""  # a Hub id; or the card of this machine, whose snippet runs here
     name = Path(base).name
     defaults = (summary or {}).get("defaults") or {}

@@ -327,7 +327,7 @@ def _trace_step(spec: FamilySpec, cfg: TrainConfig, comps, batch: dict, mode) ->
         mode,
         fused_attention(),
         live,
-        torch.autocast("cpu", dtype=cfg.weight_dtype, enabled=cfg.mixed_precision != "no"),
+        torch.autocast("cpu", dtype=cfg.weight_dtype, enabled=cfg.training.mixed_precision != "no"),
     ):
         loss = planner(spec).plan_loss(comps, batch, generator, cfg)
         loss.backward()
@@ -493,7 +493,7 @@ def swap_figures(
 ) -> dict[str, int]:
     """The plan's --blocks_to_swap fields for ``model`` (full depth, trainables attached); a count the model's lists
     cannot give is refused in one paragraph, as the run refuses it (see :func:`swap_fields`)."""
-    count = int(cfg.blocks_to_swap)
+    count = int(cfg.performance.blocks_to_swap)
     if count > 0:
         block_swap.swapped_blocks(model, spec.info.block_lists, count, spec.name)
     return swap_fields(block_sizes(model, spec.info.block_lists), count, device, scale)
@@ -508,7 +508,7 @@ def _depth(spec: FamilySpec, cfg: TrainConfig, read) -> tuple[int, str]:
     if depth_config is None:
         raise UserError(
             f"The memory plan needs `{file}` of --pretrained_model_name_or_path "
-            f"`{cfg.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
+            f"`{cfg.model.pretrained_model_name_or_path}`, which is neither in that folder nor in the Hub cache, "
             "and the model is not in the catalogue (`dit-lora models`). Download the model's config "
             "files (a recipe run with --ignore_memory_plan starts without the plan)."
         )
@@ -521,8 +521,8 @@ def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str,
     encoder and on the model (0 where already quantized)."""
     weights, dequant = {"model": module_bytes(comps.model)}, 0
     if quantize.enabled(cfg.model):  # the linears the library quantizes, at their quantized size; the rest as loaded
-        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.quantize_base, quantizable)
-        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.quantize_base, quantizable, cfg.weight_dtype)
+        weights["model"] -= quantize.quantized_weight_savings(comps.model, cfg.model.quantize_base, quantizable)
+        dequant = quantize.dequantized_peak_bytes(comps.model, cfg.model.quantize_base, quantizable, cfg.weight_dtype)
     weights.update({k: module_bytes(m) for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)})
     text_encoder = comps.encoders.get("text_encoder")
     te_savings = (
@@ -532,7 +532,7 @@ def _weights(cfg: TrainConfig, comps, quantizable: list[str]) -> tuple[dict[str,
             text_encoder, "nf4", quantize.quantized_linears(text_encoder)
         )
     )  # _keep_in_fp32_modules not)
-    if cfg.quantize_text_encoder:
+    if cfg.model.quantize_text_encoder:
         weights["text_encoder"] -= te_savings
     nf4_savings = (
         0
@@ -592,18 +592,18 @@ def plan_run(
     weights, dequant, te_savings, nf4_savings = _weights(cfg, comps, quantizable)
     text_encoder = comps.encoders.get("text_encoder")
     swap = swap_figures(cfg, spec, comps.model, device, weights["model"] / max(module_bytes(comps.model), 1))
-    cached = bool(comps.encoders) and cfg.cache_latents
+    cached = bool(comps.encoders) and cfg.data.cache_latents
     settings = (False, True) if both_settings else (checkpointing,)
     steps, encode_peak, read_share = _traces(spec, cfg, read, full_depth, settings)
-    quantized = cfg.quantize_base if quantize.enabled(cfg.model) else None
+    quantized = cfg.model.quantize_base if quantize.enabled(cfg.model) else None
     # the base's say is cache_parked's (a lever may change the base): here the run's and the family's
     waits = cached and cache_parking.run_caches(cfg) and _family_lets_blocks_wait(spec, cfg)
     where = types.SimpleNamespace(device=device, engine=engine, blocks_wait=waits, quantized=quantized)
     cache_weights, load_phase, mapped = _cache_phase_weights(cfg, spec, comps, weights, swap, where, read_share, sub)
     glibc_heap = device == "cpu" and platform.libc_ver()[0] == "glibc"
     plan = Plan(
-        model=str(cfg.pretrained_model_name_or_path),
-        activation_offloading=cfg.activation_offloading,
+        model=str(cfg.model.pretrained_model_name_or_path),
+        activation_offloading=cfg.performance.activation_offloading,
         engine=engine,
         encode_peak_bytes=encode_peak if cached else 0,
         **_ladder_fields(comps.model, spec, quantizable, cfg.weight_dtype),
@@ -611,26 +611,26 @@ def plan_run(
         catalogue_entry=catalogue_entry,
         device=device,
         num_processes=num_processes,
-        train_batch_size=cfg.train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        train_batch_size=cfg.training.train_batch_size,
+        gradient_accumulation_steps=cfg.training.gradient_accumulation_steps,
         depth=full_depth,
         weights=weights,
         trained_component="model",
         **_trainable_fields(cfg, comps.model, device, num_processes, engine),
         cache_phase_bytes=sum(cache_weights.values()) + encode_peak if cached else None,
-        encoders_in_training=bool(comps.encoders) and not cfg.cache_latents,
+        encoders_in_training=bool(comps.encoders) and not cfg.data.cache_latents,
         process_bytes=process_resident_bytes() if device == "cpu" else 0,
         checkpointing=checkpointing,
         steps=steps,
         quantized=quantized,
         blocks_wait=waits,
-        text_encoder_quantized=bool(cfg.quantize_text_encoder and text_encoder is not None),
+        text_encoder_quantized=bool(cfg.model.quantize_text_encoder and text_encoder is not None),
         load_phase_bytes=load_phase,
         mapped=mapped,
         heap_factor=CPU_HEAP_FACTOR[False] if glibc_heap else 1.0,
         heap_factor_checkpointed=CPU_HEAP_FACTOR[True] if glibc_heap else 1.0,
         nf4_model_savings=nf4_savings,
-        nf4_text_encoder_savings=0 if cfg.quantize_text_encoder else te_savings,
+        nf4_text_encoder_savings=0 if cfg.model.quantize_text_encoder else te_savings,
         dequant_bytes=dequant,
         blocks_to_swap=swap["blocks_to_swap"],
         swapped_bytes=swap["swapped_bytes"],
@@ -652,7 +652,7 @@ def _cache_phase_weights(cfg, spec, comps, weights: dict, swap: dict, where, rea
     if where.device == "cpu":  # on CUDA every weight is copied to the device: resident in full, no source pages
         modules = {"model": comps.model, **{k: m for k, m in comps.encoders.items() if isinstance(m, torch.nn.Module)}}
         copied = {"model"} if quantize.enabled(cfg.model) else set()
-        copied |= {"text_encoder"} if cfg.quantize_text_encoder else set()
+        copied |= {"text_encoder"} if cfg.model.quantize_text_encoder else set()
         cache_weights, load_phase, mapped = cpu_residency(cfg.model, modules, weights, read_share, sub, copied)
     return cache_weights, load_phase, mapped
 
@@ -662,13 +662,13 @@ def _trainable_fields(cfg, model, device: str, num_processes: int, engine: str) 
     snapshot, the EMA copy and DDP's gradient buckets."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     trainable_bytes = sum(p.numel() * p.element_size() for p in trainable)
-    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.use_8bit_adam)
+    moments = adam_moment_bytes([p.numel() for p in trainable], eight_bit=cfg.training.use_8bit_adam)
     return {
         "trainable_params": sum(p.numel() for p in trainable),
         "optimizer_bytes": moments,
-        "snapshot_bytes": trainable_bytes + moments if cfg.finite_guard else 0,
+        "snapshot_bytes": trainable_bytes + moments if cfg.guards.finite_guard else 0,
         "ema_bytes": _ema_bytes(cfg, trainable, device),
-        "eight_bit_adam": cfg.use_8bit_adam,
+        "eight_bit_adam": cfg.training.use_8bit_adam,
         "ddp_bytes": trainable_bytes if num_processes > 1 and engine == "ddp" else 0,
     }
 
@@ -683,9 +683,9 @@ def _family_lets_blocks_wait(spec: FamilySpec, cfg: TrainConfig) -> bool:
 def _ema_bytes(cfg, trainable: list, device: str) -> int:
     """``--use_ema``'s fp32 copy of the trainable weights (and, with the guard, its snapshot) where the device holds
     it: on the accelerator, or on a CPU run whatever --ema_device says (the host is the device)."""
-    if not cfg.use_ema or (cfg.ema_device == "cpu" and device != "cpu"):
+    if not cfg.training.use_ema or (cfg.training.ema_device == "cpu" and device != "cpu"):
         return 0
-    return 4 * sum(p.numel() for p in trainable) * (2 if cfg.finite_guard else 1)
+    return 4 * sum(p.numel() for p in trainable) * (2 if cfg.guards.finite_guard else 1)
 
 
 #: bitsandbytes' 8-bit optimizers keep a tensor's state in 32 bits below this many elements (``min_8bit_size``) ...

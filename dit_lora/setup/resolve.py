@@ -73,14 +73,16 @@ def resolve(
 
 def resolve_config(cfg: TrainConfig, *, build_demo: bool = True, validate: bool = True) -> Resolved:
     """Steps 3 to 5 of :func:`resolve` for a parsed (or code-built) config: demo, defaults, the family's checks."""
-    spec = get_spec(cfg.family)
-    if build_demo and cfg.demo:
+    spec = get_spec(cfg.model.family)
+    if build_demo and cfg.model.demo:
         build_demo_files(cfg, spec)
-    defaults = choose_defaults(cfg, spec) if cfg.pretrained_model_name_or_path else None
+    defaults = choose_defaults(cfg, spec) if cfg.model.pretrained_model_name_or_path else None
     if defaults is not None:
         assert defaults.config is not None  # choose_defaults always returns the config it chose for
         cfg = defaults.config
-    if cfg.blocks_to_swap:  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
+    if (
+        cfg.performance.blocks_to_swap
+    ):  # also for `dit-lora plan`: a count or a base a run refuses is planned for no run
         block_swap.check_config(cfg, spec.name, spec.info.block_lists, block_count(cfg, spec))
     if validate:
         spec.model.validate_config(cfg)
@@ -96,7 +98,7 @@ def block_count(cfg: TrainConfig, spec: FamilySpec) -> int | None:
     its config where the memory plan reads it (the most of the plan's ``swap_depth_keys``, one per list, where it
     has them: a model of several lists; else its ``depth_key``); None when the family has no plan or the config
     cannot be read (the swap then counts the blocks once they are loaded)."""
-    if spec.plan is None or not cfg.pretrained_model_name_or_path:
+    if spec.plan is None or not cfg.model.pretrained_model_name_or_path:
         return None
     read, counts = config_reader(cfg.model), []
     for file, key in getattr(spec.plan, "swap_depth_keys", None) or (spec.plan.depth_key,):

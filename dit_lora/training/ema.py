@@ -53,20 +53,24 @@ def check_options(cfg) -> None:
     without --ema_warmup, an EMA --ema_validation without a --validation_prompt (no samples are made)."""
     explicit = cfg.explicit_options or frozenset()
     given = [name for name in EMA_OPTIONS if name in explicit]
-    if given and not cfg.use_ema:
+    if given and not cfg.training.use_ema:
         raise UserError(
             f"--{given[0]} is set but --use_ema is not, so no EMA is kept and it would do nothing. Add --use_ema "
             f"to keep an EMA of the trainable weights, or drop {', '.join('--' + n for n in given)}."
         )
-    if "ema_validation" in explicit and cfg.ema_validation != "trained" and not cfg.validation_prompt:
+    if (
+        "ema_validation" in explicit
+        and cfg.training.ema_validation != "trained"
+        and not cfg.validation.validation_prompt
+    ):
         raise UserError(
-            f"--ema_validation {cfg.ema_validation} chooses which weights the validation samples come from, but no "
+            f"--ema_validation {cfg.training.ema_validation} chooses which weights the validation samples come from, but no "
             "--validation_prompt is set, so the run makes no samples and it would do nothing. Add "
             "--validation_prompt (and --validation_steps) to sample from the EMA weights during training, or drop "
             "--ema_validation; the EMA adapter is exported beside the trained one either way."
         )
     shaping = [name for name in ("ema_inv_gamma", "ema_power") if name in explicit]
-    if shaping and not cfg.ema_warmup:
+    if shaping and not cfg.training.ema_warmup:
         raise UserError(
             f"{' and '.join('--' + n for n in shaping)} shape the EMA's warm-up, but --ema_warmup is off, so the "
             "decay would not use them. Add --ema_warmup true (diffusers' EMAModel `use_ema_warmup`), or drop "
@@ -296,13 +300,13 @@ def start(run) -> TrainableEMA | None:
     """The run's EMA (None without --use_ema), restored from the checkpoint it resumes, and following the guard's
     snapshots. A checkpoint without one (a run started without --use_ema) starts it from the resumed weights."""
     cfg = run.cfg
-    if not cfg.use_ema:
+    if not cfg.training.use_ema:
         if run.resume is not None and (Path(run.resume) / EMA_FILE).is_file():
             run.log(f"{run.resume.name} holds an EMA; this run has no --use_ema, so it is not continued")
         return None
     model = run.accelerator.unwrap_model(run.model)
     params = {n: p for n, p in model.named_parameters() if p.requires_grad}
-    ema = TrainableEMA(params, cfg.training, run.accelerator.device, on_host=cfg.ema_device == "cpu")
+    ema = TrainableEMA(params, cfg.training, run.accelerator.device, on_host=cfg.training.ema_device == "cpu")
     if run.resume is not None and not ema.load(run.resume):
         run.log(
             f"--use_ema: {run.resume.name} holds no EMA; the EMA starts from its weights at step "
@@ -313,7 +317,7 @@ def start(run) -> TrainableEMA | None:
     run.log(
         f"EMA (--use_ema): fp32 copy of {len(params)} trainable tensors ({size / 2**20:.1f} MiB) on "
         f"{'the host' if ema.host or run.accelerator.device.type == 'cpu' else run.accelerator.device}, "
-        f"decay {cfg.ema_decay:g} (~{1 / (1 - cfg.ema_decay):.0f} updates), updated every "
+        f"decay {cfg.training.ema_decay:g} (~{1 / (1 - cfg.training.ema_decay):.0f} updates), updated every "
         f"{ema.interval} update(s) the guard applies"
     )
     return ema

@@ -75,10 +75,12 @@ class DDPEngine:
         # Under FSDP2 accelerate builds a plain multi-process state: dit-lora shards the model itself (fsdp2.py).
         with self._launch_view(), plain_cpu_device():
             accelerator = Accelerator(
-                gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-                mixed_precision=cfg.mixed_precision,
-                log_with=None if cfg.report_to == "none" else cfg.report_to,
-                project_config=ProjectConfiguration(project_dir=str(out), logging_dir=str(out / cfg.logging_dir)),
+                gradient_accumulation_steps=cfg.training.gradient_accumulation_steps,
+                mixed_precision=cfg.training.mixed_precision,
+                log_with=None if cfg.validation.report_to == "none" else cfg.validation.report_to,
+                project_config=ProjectConfiguration(
+                    project_dir=str(out), logging_dir=str(out / cfg.validation.logging_dir)
+                ),
                 kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
                 # Without a GPU, `accelerate launch --multi_gpu` would start N unrelated single processes that all
                 # write the same output_dir; cpu=True makes them one gloo group instead.

@@ -47,7 +47,7 @@ def keep_final_checkpoint(run: Run, steps_this_run: int, save: Callable[[Run], P
     cfg, step = run.cfg, run.state.global_step
     if steps_this_run == 0:
         return run.resume
-    if cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0:
+    if cfg.checkpoints.checkpointing_steps and step % cfg.checkpoints.checkpointing_steps == 0:
         return run.out / f"checkpoint-{step}"  # after_update saved it
     try:
         return save(run)
@@ -229,7 +229,7 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
     adapter, samples, curve and summary are written (a checkpoint of any other step is never touched)."""
     step = run.state.global_step
     if (
-        run.cfg.checkpointing_steps
+        run.cfg.checkpoints.checkpointing_steps
         or final_checkpoint is None
         or step != run.schedule.max_steps
         or final_checkpoint.name != f"checkpoint-{step}"
@@ -243,20 +243,25 @@ def _drop_export_checkpoint(run: Run, final_checkpoint: Path | None) -> None:
 def _final_samples(run: Run, model: torch.nn.Module) -> list[Path]:
     """Samples from a fresh pipeline with the saved adapter loaded by the consumer itself."""
     cfg, spec, out = run.cfg, run.spec, run.out
-    if not cfg.validation_prompt:
+    if not cfg.validation.validation_prompt:
         return []
     run.engine.release_for_samples(model)  # off the accelerator so base + fresh pipeline fit (FSDP2: left sharded)
     samples = fallback.require(spec, "samples", "--validation_prompt")
     (out / "samples").mkdir(exist_ok=True)
     files = []
-    choice = cfg.ema_validation if levers.ema_of(run.features) is not None else "trained"
+    choice = cfg.training.ema_validation if levers.ema_of(run.features) is not None else "trained"
     for suffix, folder in (("", None), ("_ema", ema_view)):  # --ema_validation: the EMA adapter's samples too
         if (suffix and choice == "trained") or (not suffix and choice == "ema"):
             continue
         with folder(out) if folder is not None else contextlib.nullcontext(out) as adapter_dir:
             pipe = spec.adapter.load_pipeline_with_adapter(cfg, adapter_dir, run.accelerator.device)
         images = samples.generate_with_pipeline(
-            pipe, cfg.validation_prompt, cfg, cfg.seed, cfg.num_validation_images, comps=run.comps
+            pipe,
+            cfg.validation.validation_prompt,
+            cfg,
+            cfg.training.seed,
+            cfg.validation.num_validation_images,
+            comps=run.comps,
         )
         files += [
             samples.save_sample(item, out / "samples" / f"final{suffix}_{i}", cfg) for i, item in enumerate(images)
@@ -283,7 +288,7 @@ def _summary(
     peak = _peak_memory_bytes(accelerator.device)
     runtime = kernel_runtime(model)
     return {
-        "family": cfg.family,
+        "family": cfg.model.family,
         "status": "stopped_nonfinite" if stopped else "mostly_skipped" if verdict else "completed",
         "verdict": verdict,
         "steps": state.global_step,
@@ -316,8 +321,8 @@ def _summary(
         "param_groups": [vars(g) for g in run.record.group_info],
         "loss_history": [[s, finite_or_none(loss)] for s, loss in state.loss_history],
         "validation_loss": validation_loss.summary(run),  # the held-out loss at fixed noise, every evaluation
-        "adapter": str(run.out / adapter_file_name(run.spec, cfg.lora_type)),
-        "adapter_type": cfg.lora_type,
+        "adapter": str(run.out / adapter_file_name(run.spec, cfg.lora.lora_type)),
+        "adapter_type": cfg.lora.lora_type,
         "samples": [str(p) for p in sample_files],
         "defaults": run.record.defaults.summary() if run.record.defaults is not None else None,
         "memory_plan": run.record.plan.as_dict() if run.record.plan is not None else None,
@@ -353,7 +358,7 @@ def _publish(
     card = write_model_card(spec, cfg, out, summary, sample_files)
     _drop_export_checkpoint(run, final_checkpoint)  # every output is written now
     where = [
-        ("adapter", out / adapter_file_name(spec, cfg.lora_type)),
+        ("adapter", out / adapter_file_name(spec, cfg.lora.lora_type)),
         ("model card", card),
         ("summary", out / SUMMARY_FILE),
     ]
@@ -362,12 +367,12 @@ def _publish(
         where.append(("loss curve", out / LOSS_CURVE_FILE))
     where += [("sample", p) for p in sample_files]
     where += [("checkpoint", p) for _, p in complete_checkpoints(out)]
-    if cfg.report_to != "none":
-        where.append((f"{cfg.report_to} logs", out / cfg.logging_dir))
+    if cfg.validation.report_to != "none":
+        where.append((f"{cfg.validation.report_to} logs", out / cfg.validation.logging_dir))
     width = max(len(k) for k, _ in where)
     head = "finished" if push else "finished, but most updates were skipped (see the verdict below)"
     print(f"\n{head}: " + "\n  ".join([""] + [f"{k:<{width}} {v}" for k, v in where]), flush=True)
-    if cfg.push_to_hub and push:
+    if cfg.hub.push_to_hub and push:
         push_after_run(out, cfg.hub, log=lambda line: print(line, flush=True))
 
 

@@ -43,26 +43,26 @@ from dit_lora.modeling.block_swap import block_lists, set_tensor, unpark
 def check_options(cfg: TrainConfig) -> None:
     """Refuse, before anything loads, the options FSDP2 does not combine with, in one paragraph naming the fix."""
     clashes = []
-    if cfg.blocks_to_swap:
+    if cfg.performance.blocks_to_swap:
         clashes.append(
-            f"--blocks_to_swap {cfg.blocks_to_swap} (block swap moves whole blocks between host and device; FSDP2 "
+            f"--blocks_to_swap {cfg.performance.blocks_to_swap} (block swap moves whole blocks between host and device; FSDP2 "
             "already keeps 1/N of each block per process: drop --blocks_to_swap)"
         )
-    if cfg.quantize_base in ("nf4", "int8", "fp8"):
+    if cfg.model.quantize_base in ("nf4", "int8", "fp8"):
         clashes.append(
-            f"--quantize_base {cfg.quantize_base} (its quantized weights are library tensor subclasses with packed "
+            f"--quantize_base {cfg.model.quantize_base} (its quantized weights are library tensor subclasses with packed "
             "data and quantization state, which fully_shard cannot split as plain tensors: use --quantize_base "
             "fp8_scaled, whose weights FSDP2 keeps whole on each process, or none)"
         )
-    if cfg.compile != "off":
-        clashes.append(f"--compile {cfg.compile} (not verified with sharded blocks: use --compile off)")
-    if cfg.use_8bit_adam:
+    if cfg.performance.compile != "off":
+        clashes.append(f"--compile {cfg.performance.compile} (not verified with sharded blocks: use --compile off)")
+    if cfg.training.use_8bit_adam:
         clashes.append("--use_8bit_adam (bitsandbytes' optimizer is not verified on DTensor parameters: drop it)")
-    if cfg.mixed_precision == "fp16":
+    if cfg.training.mixed_precision == "fp16":
         clashes.append(
             "--mixed_precision fp16 (its gradient scaler is not verified on sharded gradients: use bf16, or no)"
         )
-    if cfg.use_ema:
+    if cfg.training.use_ema:
         clashes.append(
             "--use_ema (the EMA is kept and checkpointed whole, not as shards of the sharded weights: drop --use_ema "
             "under FSDP2)"

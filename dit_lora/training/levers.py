@@ -73,7 +73,7 @@ class KernelChecks(Feature):
         run.log(describe_kernels(patched, self.runtime))
         injector = run.hooks.injector
         if injector is not None:
-            run.log(f"fault drill active: --inject_faults {cfg.inject_faults}")
+            run.log(f"fault drill active: --inject_faults {cfg.guards.inject_faults}")
             if injector.broken_attention:
                 install_broken_attention()
             if injector.broken_kernel and not install_sample_mixing_modulate(self.runtime):
@@ -81,7 +81,7 @@ class KernelChecks(Feature):
                     "warning: --inject_faults broken_kernel has nothing to break: the modulate kernel is not patched "
                     "(use --kernels on)"
                 )
-        if cfg.attention_canary:
+        if cfg.guards.attention_canary:
             attention_canary(model, device, cfg.weight_dtype, run.log, place=run.engine.canary_place(device))
             model.zero_grad(set_to_none=True)
 
@@ -116,13 +116,13 @@ class Compile(Feature):
         self.counters = compile_model(
             run.comps.model,
             spec,
-            cfg.compile,
+            cfg.performance.compile,
             dynamic=spec.info.compile_dynamic,
             buckets=len(set(run.data.groups or [0])),
         )
-        if cfg.compile != "off":
+        if cfg.performance.compile != "off":
             run.log(
-                f"compile: --compile {cfg.compile}, {self.counters.regions} compiled region(s), "
+                f"compile: --compile {cfg.performance.compile}, {self.counters.regions} compiled region(s), "
                 f"{'dynamic shapes' if spec.info.compile_dynamic else 'one static graph per batch shape'}; "
                 "kernel checks, replays and samples run eagerly; inside compiled blocks inductor fuses the PyTorch "
                 "references of the fused ops (attention keeps its backend)"
@@ -159,7 +159,9 @@ class BlockSwap(Feature):
 
     def install(self, run) -> None:
         spec, device = run.spec, run.accelerator.device
-        swap = block_swap.install(run.comps.model, spec.info.block_lists, run.cfg.blocks_to_swap, device, spec.name)
+        swap = block_swap.install(
+            run.comps.model, spec.info.block_lists, run.cfg.performance.blocks_to_swap, device, spec.name
+        )
         if swap is not None:
             run.log(swap.describe())
 
@@ -170,7 +172,9 @@ class ActivationOffload(Feature):
 
     def install(self, run) -> None:
         model, device = run.comps.model, run.accelerator.device
-        offload = activation_offload.install(model, run.spec.info.block_lists, run.cfg.activation_offloading, device)
+        offload = activation_offload.install(
+            model, run.spec.info.block_lists, run.cfg.performance.activation_offloading, device
+        )
         if offload is not None:
             run.log(offload.describe())
 

@@ -50,7 +50,7 @@ def train(cfg: TrainConfig | Resolved, on_step: OnStep | None = None) -> dict[st
     the update in flight with a checkpoint (:mod:`.signals`; raises :class:`~dit_lora.core.errors.Interrupted`).
     """
     owned = not signals.installed()  # the recipe's entry point installs them for the whole process
-    output_dir = (cfg.config if isinstance(cfg, Resolved) else cfg).output_dir
+    output_dir = (cfg.config if isinstance(cfg, Resolved) else cfg).training.output_dir
     locks_before = output_lock.holds(output_dir)  # setup takes one; a setup that failed before it took none
     stop = signals.current()
     try:
@@ -99,7 +99,7 @@ def _train(cfg: TrainConfig | Resolved, on_step: OnStep | None, stop: signals.St
                 run.schedule.order,
                 state.epoch,
                 state.batch_in_epoch,
-                cfg.dataloader_num_workers,
+                cfg.data.dataloader_num_workers,
             )
             for batch in loader:
                 if not train_step(run, batch):
@@ -178,11 +178,11 @@ def train_step(run: Run, batch: dict) -> bool:
             run.engine.set_gradient_sync(accelerator.sync_gradients)  # FSDP2: reduce-scatter at the last only
             accelerator.backward(loss)
         features.after_backward(run, ctx)  # the sampled kernel check (may veto the update)
-        update.losses += loss.detach() / cfg.gradient_accumulation_steps
+        update.losses += loss.detach() / cfg.training.gradient_accumulation_steps
         state.batch_in_epoch += 1
         state.samples_seen += len(ctx.batch["sample_index"]) * accelerator.num_processes
         if accelerator.sync_gradients:
-            norm = run.engine.clip(run.model, cfg.max_grad_norm)
+            norm = run.engine.clip(run.model, cfg.training.max_grad_norm)
             run.guard.step(
                 run.optimizer, run.optimizer.optimizer, update.losses, norm, slot, accelerator.scaler, veto=update.veto
             )
@@ -210,11 +210,11 @@ def after_update(run: Run, progress: Progress, clock: _Clock, on_step: OnStep | 
     if validation_loss.due(run, state.global_step):  # before the checkpoint, which then holds it; not step time
         clock.window_start += validation_loss.record(run, progress)
     progress.update(1)  # after the check window and the held-out loss: a plain progress line then carries both
-    if cfg.checkpointing_steps and state.global_step % cfg.checkpointing_steps == 0:
+    if cfg.checkpoints.checkpointing_steps and state.global_step % cfg.checkpoints.checkpointing_steps == 0:
         save_run_checkpoint(run)
     if (
         run.validation_cond is not None
-        and state.global_step % cfg.validation_steps == 0
+        and state.global_step % cfg.validation.validation_steps == 0
         and state.global_step < schedule.max_steps
     ):
         _validate(run, f"step{state.global_step}")
@@ -230,7 +230,7 @@ def save_run_checkpoint(run: Run):
         state.global_step,
         {"run": vars(state), "guard": run.guard.state_dict(), **run.features.state_dict()},
         run.update.generator,
-        run.cfg.checkpoints_total_limit,
+        run.cfg.checkpoints.checkpoints_total_limit,
         log=run.log,
         crash_point=run.hooks.crash_point,
         options=run.record.options,
@@ -245,7 +245,9 @@ def _stop_on_signal(run: Run, progress: Progress, stop: signals.StopSignals) -> 
     cfg, step = run.cfg, run.state.global_step
     progress.close()
     path = run.out / f"checkpoint-{step}"
-    if not (cfg.checkpointing_steps and step % cfg.checkpointing_steps == 0):  # else after_update has saved it
+    if not (
+        cfg.checkpoints.checkpointing_steps and step % cfg.checkpoints.checkpointing_steps == 0
+    ):  # else after_update has saved it
         path = save_run_checkpoint(run)
     end_trackers(run.accelerator)
     name = (
@@ -311,10 +313,13 @@ def _validate(run: Run, tag: str) -> None:
     try:
         run.hooks.crash_point("validation", run.state.global_step)  # DIT_LORA_SIGNAL's instant in a validation
         ema = levers.ema_of(run.features)
-        for suffix, weights in ema_lib.validation_weights(ema, run.cfg.ema_validation):  # --ema_validation
+        for suffix, weights in ema_lib.validation_weights(ema, run.cfg.training.ema_validation):  # --ema_validation
             with weights, run.accelerator.autocast(), run.features.outside_step():
                 made.append(
-                    (suffix, samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.seed))
+                    (
+                        suffix,
+                        samples.generate(run.comps, model, run.validation_cond, run.cfg, seed=run.cfg.training.seed),
+                    )
                 )
     finally:
         model.train()

@@ -56,7 +56,7 @@ class Recovery:
         finds, and a sharded forward needs every rank to run the same ones."""
         self.guard, self.accelerator, self.spec, self.comps, self.cfg = guard, accelerator, spec, comps, cfg
         self.data, self.order, self.injector, self.load_batch, self.log = data, order, injector, load_batch, log
-        self.out = Path(cfg.output_dir)
+        self.out = Path(cfg.training.output_dir)
         self.records: dict[int, list[tuple[int, int, int, torch.Tensor]]] = {}
         self.report: dict[str, Any] | None = None
         self.replay = replay
@@ -112,12 +112,12 @@ class Recovery:
             return None
         fraction = total.skipped / steps
         last_empty = last_window is not None and last_window.window_steps > 0 and last_window.window_applied == 0
-        if fraction <= self.cfg.max_skipped_fraction and not last_empty:
+        if fraction <= self.cfg.guards.max_skipped_fraction and not last_empty:
             return None
         why = (
             f"{total.skipped} of its {steps} updates ({fraction:.0%}) were skipped as non-finite or spiking"
             + (", including every update of the last check window" if last_empty else "")
-            + f" (--max_skipped_fraction {self.cfg.max_skipped_fraction:g})"
+            + f" (--max_skipped_fraction {self.cfg.guards.max_skipped_fraction:g})"
         )
         diagnosis = ""
         if self.report is not None and self.report.get("first_fault"):
@@ -159,10 +159,10 @@ class Recovery:
                         "nonfinite_grads": reading.nonfinite_grads,
                         "loss_spikes": reading.loss_spikes,
                         "learning_rate": self.guard.current_lrs()[0],
-                        "max_grad_norm": self.cfg.max_grad_norm,
+                        "max_grad_norm": self.cfg.training.max_grad_norm,
                         "train_backbone": fallback.backbone_patterns(self.spec, self.cfg),
-                        "mixed_precision": self.cfg.mixed_precision,
-                        "compile": self.cfg.compile,
+                        "mixed_precision": self.cfg.training.mixed_precision,
+                        "compile": self.cfg.performance.compile,
                     },
                     fault_context=self._fault_context(step, model),
                 )

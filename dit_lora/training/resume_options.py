@@ -158,7 +158,7 @@ def check_options(checkpoint: Path | None, cfg, log: Callable[[str], None]) -> N
         )
         return
     fixed, _ = compare(saved, cfg)
-    refuse_or_allow(fixed, checkpoint, _step(checkpoint), cfg.allow_changed_options, log)
+    refuse_or_allow(fixed, checkpoint, _step(checkpoint), cfg.checkpoints.allow_changed_options, log)
 
 
 def _step(checkpoint: Path) -> int:
@@ -175,7 +175,7 @@ def resume_history(checkpoint: Path, cfg, samples: list, log: Callable[[str], No
     step = _step(checkpoint)
     fixed, free = compare(saved, cfg, data_fingerprint(samples), len(samples))
     data_changes = [c for c in fixed if c["option"] == DATA_KEY]
-    refuse_or_allow(data_changes, checkpoint, step, cfg.allow_changed_options, log, what="data")
+    refuse_or_allow(data_changes, checkpoint, step, cfg.checkpoints.allow_changed_options, log, what="data")
     if free:
         log(f"changed at step {step}: " + ", ".join(_show(c) for c in free))
     forced = [{**c, "forced": True} for c in fixed]

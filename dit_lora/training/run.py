@@ -204,7 +204,7 @@ def setup(cfg: TrainConfig | Resolved) -> Run:
     _install_kernels(run)
     run.model, run.optimizer, run.schedule, run.guard = _build_optimizer(run)
     _restore(run)
-    if run.cfg.cpu_reuse_memory and run.accelerator.device.type == "cpu":
+    if run.cfg.performance.cpu_reuse_memory and run.accelerator.device.type == "cpu":
         # Loading and caching ran with glibc's defaults (each once); what they freed goes back, then the steps
         # keep their own working set.
         release_freed_memory()
@@ -228,14 +228,14 @@ def _checked(cfg: TrainConfig | Resolved) -> Checked:
 def _folder_options(cfg: TrainConfig) -> tuple:
     """The options :func:`check_run_folders` judges: equal ones need no second look."""
     return (
-        cfg.output_dir,
-        cfg.logging_dir,
-        cfg.report_to,
-        cfg.cache_latents,
-        cfg.cache_dir,
-        cfg.train_data_dir,
-        cfg.validation_data_dir,
-        cfg.dataset_name,
+        cfg.training.output_dir,
+        cfg.validation.logging_dir,
+        cfg.validation.report_to,
+        cfg.data.cache_latents,
+        cfg.data.cache_dir,
+        cfg.data.train_data_dir,
+        cfg.data.validation_data_dir,
+        cfg.data.dataset_name,
         getattr(cfg.family_options, "video_folder", None),
     )
 
@@ -308,10 +308,12 @@ def _start(checked: Checked) -> Run:
     engine = make_engine(checked.engine)
     engine.check_options(cfg)  # before the lock, the accelerator and the model
     ema_lib.check_options(cfg)
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     accelerator = engine.build_accelerator(cfg, out)
     log = _main_process_log(accelerator)
-    check_launch_precision(cfg.mixed_precision, log)  # `dit-lora launch --mixed_precision X`: never silently ignored
+    check_launch_precision(
+        cfg.training.mixed_precision, log
+    )  # `dit-lora launch --mixed_precision X`: never silently ignored
     note = engine.start_note()
     if note:
         log(note)
@@ -319,15 +321,17 @@ def _start(checked: Checked) -> Run:
     for line in defaults.lines() if defaults is not None else ():
         log(line)
     check_options(resume, cfg, log)  # the resolved options against the checkpoint's, before anything loads
-    check_compiler(cfg.compile, accelerator.device.type)
+    check_compiler(cfg.performance.compile, accelerator.device.type)
     # before anything loads (the plan also checks backbone training)
     quantize.check_config(cfg, accelerator.device.type, spec)
-    plan = None if cfg.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log, engine)
-    hooks = Hooks.from_config(cfg.inject_faults, accelerator.process_index, accelerator.device)  # fail before loading
+    plan = None if cfg.guards.ignore_memory_plan else _memory_plan(cfg, spec, accelerator, defaults, log, engine)
+    hooks = Hooks.from_config(
+        cfg.guards.inject_faults, accelerator.process_index, accelerator.device
+    )  # fail before loading
     _log_start_notes(cfg, spec, log)
-    if cfg.allow_tf32 and torch.cuda.is_available():
+    if cfg.training.allow_tf32 and torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
-    set_seed(cfg.seed)
+    set_seed(cfg.training.seed)
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
     return Run(
@@ -367,12 +371,14 @@ def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path |
         note = check_output_dir(cfg)
         if note:
             log(note)
-        return resolve_resume(out, cfg.resume_from_checkpoint, log)  # a bad path fails before any model loads
+        return resolve_resume(
+            out, cfg.checkpoints.resume_from_checkpoint, log
+        )  # a bad path fails before any model loads
 
     resume = main_process_check(accelerator, judge_folder, what=f"checking --output_dir `{out}`", share_result=True)
     if resume is not None:  # another process count or engine: refused now, not after the model has loaded
         check_resumable(resume, accelerator.num_processes, sharded=sharded)
-    if cfg.push_to_hub:  # a push that cannot happen stops the run before training, not after it
+    if cfg.hub.push_to_hub:  # a push that cannot happen stops the run before training, not after it
         push_note = main_process_check(accelerator, lambda: preflight_push(cfg.hub, out), what="checking --push_to_hub")
         if push_note:
             log(push_note)
@@ -386,8 +392,8 @@ def _log_start_notes(cfg, spec, log) -> None:
     for note in fallback.precision_notes(spec, cfg):
         log(f"warning: {note}")
     if quantize.enabled(cfg.model):
-        log(f"quantized base (--quantize_base {cfg.quantize_base}): {quantize.describe(cfg.model)}")
-    if cfg.quantize_text_encoder:
+        log(f"quantized base (--quantize_base {cfg.model.quantize_base}): {quantize.describe(cfg.model)}")
+    if cfg.model.quantize_text_encoder:
         log(f"quantized text encoder (--quantize_text_encoder): {quantize.describe_text_encoder(cfg.model)}")
 
 
@@ -396,18 +402,18 @@ def _load(run: Run) -> tuple[Any, Any, dict | None]:
     (components, data, validation inputs)."""
     cfg, spec, device = run.cfg, run.spec, run.accelerator.device
     comps = spec.model.load_components(cfg, device)
-    check_fp16_model(comps.model, cfg.allow_fp16)
+    check_fp16_model(comps.model, cfg.training.allow_fp16)
     fallback.configure(spec, comps, cfg)
     trainables.check_adapter_rank(comps.model, spec, cfg)  # before the data and its cache, not after them
     validation_cond = None
-    if cfg.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
+    if cfg.validation.validation_prompt:  # prepared while the encoders are loaded: building the data may release them
         samples = fallback.require(spec, "samples", "--validation_prompt")
         validation_cond = samples.validation_inputs(comps, cfg.validation)
     data = spec.data.build_data(cfg, spec, comps, run.accelerator)
     if data is None:  # the family keeps the standard data path
         data = prepare_data(cfg, spec, comps, run.accelerator)
     # the blocks that waited in host memory for the cache (FSDP2: sharded from there)
-    run.engine.bring_waiting(comps.model, spec.info.block_lists, cfg.blocks_to_swap, device, run.log)
+    run.engine.bring_waiting(comps.model, spec.info.block_lists, cfg.performance.blocks_to_swap, device, run.log)
     return comps, data, validation_cond
 
 
@@ -418,7 +424,9 @@ def _add_trainables(run: Run) -> Trainables:
     made = trainables.attach_trainables(run.comps.model, spec, cfg)
     for note in made.notes:
         run.log(note)
-    mismatches = audit_precision(run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.allow_fp16)
+    mismatches = audit_precision(
+        run.comps, fallback.expected_dtypes(spec, run.comps, cfg), allow_fp16=cfg.training.allow_fp16
+    )
     if mismatches:
         run.log("warning: " + format_audit(mismatches) + f"\n  (full list: {run.out / PRECISION_AUDIT_FILE})")
         if run.accelerator.is_main_process:
@@ -441,25 +449,25 @@ def _build_optimizer(run: Run) -> tuple[torch.nn.Module, Any, Schedule, StepGuar
     run.engine.shard(model, run.spec.info, train_backbone=bool(run.trainables.backbone_names), log=run.log)
     order = batch_lib.EpochBatches(
         len(run.data),
-        cfg.train_batch_size,
-        seed=cfg.seed,
+        cfg.training.train_batch_size,
+        seed=cfg.training.seed,
         rank=accelerator.process_index,
         world_size=world,
-        random_flip=cfg.random_flip,
+        random_flip=cfg.data.random_flip,
         groups=run.data.groups,
-        caption_dropout=cfg.caption_dropout_probability,
+        caption_dropout=cfg.data.caption_dropout_probability,
     )
-    groups = _param_groups(run, model, order.trained_batch(cfg.train_batch_size, run.log))
+    groups = _param_groups(run, model, order.trained_batch(cfg.training.train_batch_size, run.log))
     run.record.group_info = trainables.describe_groups(groups)
     run.log("trainable parameter groups:\n" + trainables.format_groups(run.record.group_info))
     check_accumulation(cfg.training, len(order), len(run.data), world)
-    updates_per_epoch = math.ceil(len(order) / cfg.gradient_accumulation_steps)
-    max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
+    updates_per_epoch = math.ceil(len(order) / cfg.training.gradient_accumulation_steps)
+    max_steps = cfg.training.max_train_steps or cfg.training.num_train_epochs * updates_per_epoch
     optimizer, fused = make_optimizer(cfg.training, groups, accelerator.device)
     schedule = Schedule(
         order=order,
         max_steps=max_steps,
-        interval=max(1, min(10, cfg.validation_steps, cfg.max_consecutive_skips)),
+        interval=max(1, min(10, cfg.validation.validation_steps, cfg.guards.max_consecutive_skips)),
         lr_scheduler=make_lr_scheduler(cfg.training, optimizer, max_steps),
     )
     guard = StepGuard.for_run(
@@ -482,14 +490,16 @@ def _build_optimizer(run: Run) -> tuple[torch.nn.Module, Any, Schedule, StepGuar
 def _param_groups(run: Run, model: torch.nn.Module, batch: int) -> list:
     """The optimizer's parameter groups; ``batch``: the micro-batch that trains (--scale_lr scales by it)."""
     cfg, made = run.cfg, run.trainables
-    lr_scale = cfg.gradient_accumulation_steps * batch * run.accelerator.num_processes if cfg.scale_lr else 1
+    lr_scale = (
+        cfg.training.gradient_accumulation_steps * batch * run.accelerator.num_processes if cfg.training.scale_lr else 1
+    )
     return trainables.build_param_groups(
         model,
-        learning_rate=cfg.learning_rate * lr_scale,
+        learning_rate=cfg.training.learning_rate * lr_scale,
         backbone_names=made.backbone_names,
-        backbone_learning_rate=cfg.backbone_learning_rate * lr_scale,
-        weight_decay=cfg.adam_weight_decay,
-        loraplus_lr_ratio=cfg.loraplus_lr_ratio,
+        backbone_learning_rate=cfg.lora.backbone_learning_rate * lr_scale,
+        weight_decay=cfg.training.adam_weight_decay,
+        loraplus_lr_ratio=cfg.lora.loraplus_lr_ratio,
         extra_groups=[(label, names, lr * lr_scale) for label, names, lr in made.extra_groups],
     )
 
@@ -515,8 +525,10 @@ def _restore(run: Run) -> None:
     """A checkpoint, when resuming; the options record; the recovery, the levers of the restore stage (the EMA) and
     the first snapshot; the update's state."""
     cfg, accelerator = run.cfg, run.accelerator
-    generator = torch.Generator(device=accelerator.device).manual_seed(cfg.seed * 1000 + accelerator.process_index)
-    if cfg.resume_from_checkpoint and run.resume is None:
+    generator = torch.Generator(device=accelerator.device).manual_seed(
+        cfg.training.seed * 1000 + accelerator.process_index
+    )
+    if cfg.checkpoints.resume_from_checkpoint and run.resume is None:
         run.log("no complete checkpoint found; starting from scratch")
     if run.resume is not None:
         run.record.changed_options = resume_history(run.resume, cfg, run.data.samples, run.log)
@@ -529,8 +541,10 @@ def _restore(run: Run) -> None:
         run.state = RunState(**saved["run"])
         run.log(f"resumed from {run.resume} at step {run.state.global_step}")
     run.record.options = options_record(cfg, run.data.samples, run.record.changed_options)
-    if accelerator.is_main_process and cfg.report_to != "none":
-        accelerator.init_trackers(cfg.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()})
+    if accelerator.is_main_process and cfg.validation.report_to != "none":
+        accelerator.init_trackers(
+            cfg.validation.tracker_project_name, config={k: str(v) for k, v in config_dict(cfg).items()}
+        )
     run.recovery = Recovery(
         guard=run.guard,
         accelerator=accelerator,
@@ -549,7 +563,7 @@ def _restore(run: Run) -> None:
     run.update = UpdateState(generator=generator, losses=torch.zeros((), device=accelerator.device))
     run.log(
         f"training: {len(run.data)} samples, {accelerator.num_processes} process(es), batch "
-        f"{run.schedule.order.largest_batch} x accumulation {cfg.gradient_accumulation_steps}, "
+        f"{run.schedule.order.largest_batch} x accumulation {cfg.training.gradient_accumulation_steps}, "
         f"{run.schedule.max_steps} updates"
     )
 

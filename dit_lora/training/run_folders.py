@@ -45,9 +45,11 @@ _WRITTEN_SUBFOLDERS = re.compile(r"^(samples|(\.tmp-|\.old-)?checkpoint-\d+)$")
 
 def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(flag, folder)`` of every local folder the run reads data from (a data *file*'s folder is not one)."""
-    found = [("--train_data_dir", cfg.train_data_dir), ("--validation_data_dir", cfg.validation_data_dir)]
-    if cfg.dataset_name and os.path.isdir(cfg.dataset_name):  # a local `datasets` folder; a Hub id is no folder here
-        found.append(("--dataset_name", cfg.dataset_name))
+    found = [("--train_data_dir", cfg.data.train_data_dir), ("--validation_data_dir", cfg.data.validation_data_dir)]
+    if cfg.data.dataset_name and os.path.isdir(
+        cfg.data.dataset_name
+    ):  # a local `datasets` folder; a Hub id is no folder here
+        found.append(("--dataset_name", cfg.data.dataset_name))
     found.append(("--video_folder", getattr(cfg.family_options, "video_folder", None)))  # the video LLMs' option
     return [(flag, folder) for flag, folder in found if folder and not os.path.isfile(folder)]
 
@@ -55,12 +57,13 @@ def data_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
 def written_folders(cfg: TrainConfig) -> list[tuple[str, str]]:
     """``(flag, folder)`` of every folder the run writes into: the output folder, the logging folder when a tracker
     writes it, and an explicit latent cache folder when the latents are cached."""
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     found = [("--output_dir", str(out))]
-    if cfg.logging_dir and cfg.report_to != "none":
-        found.append(("--logging_dir", str(out / cfg.logging_dir)))  # absolute: itself; relative: inside the output
-    cache_dir = getattr(cfg, "cache_dir", None)
-    if cache_dir and getattr(cfg, "cache_latents", False):
+    if cfg.validation.logging_dir and cfg.validation.report_to != "none":
+        # absolute: itself; relative: inside the output
+        found.append(("--logging_dir", str(out / cfg.validation.logging_dir)))
+    cache_dir = cfg.data.cache_dir
+    if cache_dir and cfg.data.cache_latents:
         found.append(("--cache_dir", cache_dir))
     return found
 
@@ -92,7 +95,7 @@ def check_folders_apart(cfg: TrainConfig) -> None:
                 f"folder such as `{sibling}`), and run again; nothing "
                 f"was written."
             )
-    out = _real(cfg.output_dir)
+    out = _real(cfg.training.output_dir)
     logging = next((_real(f) for flag, f in written_folders(cfg) if flag == "--logging_dir"), None)
     for d_flag, d_folder, real in data:
         if real == out or out not in real.parents:
@@ -100,9 +103,9 @@ def check_folders_apart(cfg: TrainConfig) -> None:
         first = real.relative_to(out).parts[0]
         if _WRITTEN_SUBFOLDERS.match(first) or (logging is not None and _inside(real, logging)):
             raise UserError(
-                f"`{d_flag} {d_folder}` lies inside `{Path(cfg.output_dir) / first}`, a folder the run writes into "
+                f"`{d_flag} {d_folder}` lies inside `{Path(cfg.training.output_dir) / first}`, a folder the run writes into "
                 f"(--output_dir's samples, logs or checkpoints): the run would add its own files to the data. Move the "
-                f"data out of --output_dir `{cfg.output_dir}`, or choose another --output_dir, and run again."
+                f"data out of --output_dir `{cfg.training.output_dir}`, or choose another --output_dir, and run again."
             )
 
 
@@ -112,16 +115,16 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
 
     Called on the main process after the output lock: nothing else writes the folder meanwhile.
     """
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     if out.exists() and not out.is_dir():
         raise UserError(f"--output_dir `{out}` is a file, not a folder. Choose a folder path.")
     done = [name for name in (*ADAPTER_FILES, ADAPTER_INDEX_FILE) if (out / name).exists()]
-    if done and not cfg.overwrite_output_dir and not cfg.resume_from_checkpoint:
+    if done and not cfg.training.overwrite_output_dir and not cfg.checkpoints.resume_from_checkpoint:
         raise UserError(
             f"--output_dir `{out}` already holds a finished run ({done[0]}). Choose a new --output_dir, "
             "add --overwrite_output_dir to replace it, or --resume_from_checkpoint latest to continue it."
         )
-    if cfg.resume_from_checkpoint:
+    if cfg.checkpoints.resume_from_checkpoint:
         return None
     # A fresh run among older checkpoints would prune its own new ones (pruning keeps the highest steps) and a
     # later `latest` would resume the older run: they never mix.
@@ -129,7 +132,7 @@ def check_output_dir(cfg: TrainConfig) -> str | None:
     if not old:
         return None
     names = ", ".join(p.name for p in old[:5]) + (f" and {len(old) - 5} more" if len(old) > 5 else "")
-    if not cfg.overwrite_output_dir:
+    if not cfg.training.overwrite_output_dir:
         raise UserError(
             f"--output_dir `{out}` holds checkpoints of an earlier run ({names}), and this run does not resume: "
             "its own checkpoints would mix with them. Continue that run with --resume_from_checkpoint latest, choose "
@@ -145,13 +148,15 @@ def check_run_folders(cfg: TrainConfig) -> None:
     default one) that is or lies inside a data folder (:func:`~dit_lora.training.run_folders.check_folders_apart`)
     or cannot be written (a read-only file system, no permission)."""
     check_folders_apart(cfg)  # first: the write probes below would already write into the data
-    out = Path(cfg.output_dir)
+    out = Path(cfg.training.output_dir)
     check_writable(out, "--output_dir")
-    if cfg.logging_dir and cfg.report_to != "none":
-        check_writable(out / cfg.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)")
-    if cfg.cache_latents:
-        if cfg.cache_dir:
-            check_writable(cfg.cache_dir, "--cache_dir")
+    if cfg.validation.logging_dir and cfg.validation.report_to != "none":
+        check_writable(
+            out / cfg.validation.logging_dir, "--logging_dir", " (A relative --logging_dir is inside --output_dir.)"
+        )
+    if cfg.data.cache_latents:
+        if cfg.data.cache_dir:
+            check_writable(cfg.data.cache_dir, "--cache_dir")
         else:
             check_writable(
                 default_cache_root(),

@@ -59,7 +59,7 @@ def due(run: Run, step: int) -> bool:
     """Whether the validation loss is computed after update ``step`` (0: before the first)."""
     if not enabled(run) or any(int(s) == step for s, _ in run.state.validation_losses):
         return False  # a resumed run already holds its checkpoint step's figure
-    return step == 0 or step % run.cfg.validation_steps == 0 or step == run.schedule.max_steps
+    return step == 0 or step % run.cfg.validation.validation_steps == 0 or step == run.schedule.max_steps
 
 
 def evaluation_order(count: int, world: int, rank: int) -> list[tuple[int, bool]]:
@@ -93,7 +93,7 @@ def evaluate(run: Run) -> float:
                 batch = run.spec.loss.prepare_batch(run.comps, batch, device, held.cached)
                 batch["step"] = position + 1
                 generator = torch.Generator(device=device).manual_seed(
-                    sample_seed(cfg.seed, held.samples[position].key)
+                    sample_seed(cfg.training.seed, held.samples[position].key)
                 )
                 loss = run.spec.loss.compute_loss(run.comps, model, batch, generator, cfg)
                 if counted:
@@ -159,14 +159,14 @@ def summary(run: Run) -> dict[str, Any] | None:
     return {
         # the card shows `source`; a folder's path (the user's own folders) only the summary
         "source": (
-            f"--validation_split {cfg.validation_split:g}"
-            if cfg.validation_split is not None
+            f"--validation_split {cfg.data.validation_split:g}"
+            if cfg.data.validation_split is not None
             else "--validation_data_dir"
         ),
-        "folder": cfg.validation_data_dir,
+        "folder": cfg.data.validation_data_dir,
         "samples": len(run.data.held_out),
         "keys": [s.key for s in run.data.held_out.samples],
-        "every_steps": cfg.validation_steps,
+        "every_steps": cfg.validation.validation_steps,
         "evaluations": [[int(s), finite_or_none(loss)] for s, loss in history],
         "best_step": best[0] if best is not None else None,
         "best_loss": best[1] if best is not None else None,

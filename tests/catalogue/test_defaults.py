@@ -40,19 +40,19 @@ def test_a_catalogued_layout_gets_its_entrys_defaults_with_minimal_flags(tmp_pat
     cfg, chosen = _resolve(_layout(tmp_path, hub_id), entry.family)
     assert chosen.entry is entry
     for name, value in entry.defaults.items():
-        assert getattr(cfg, name) == value, name
+        assert cfg.option(name) == value, name
         assert chosen.applied[name][0] == value and hub_id in chosen.applied[name][1]
     text = "\n".join(chosen.lines())
-    assert text.startswith(f"defaults: `{cfg.pretrained_model_name_or_path}` has the published config of {hub_id}")
+    assert text.startswith(f"defaults: `{cfg.model.pretrained_model_name_or_path}` has the published config of {hub_id}")
     assert entry.trained_text() in text and chosen.summary()["catalogue_entry"] == hub_id
 
 
 def test_flags_win_and_the_block_says_what_differs_from_the_catalogue(tmp_path):
     folder = _layout(tmp_path, "THUDM/CogVideoX-5b")
     cfg, chosen = _resolve(folder, "cogvideox", "--learning_rate", "1e-4", "--rank", "32")
-    assert cfg.learning_rate == 1e-4 and cfg.rank == 32 and cfg.train_batch_size == 1
+    assert cfg.training.learning_rate == 1e-4 and cfg.lora.rank == 32 and cfg.training.train_batch_size == 1
     # alpha keeps the published alpha / rank ratio (64 / 128) at the user's rank, not the published 64
-    assert cfg.lora_alpha == 16
+    assert cfg.lora.lora_alpha == 16
     assert chosen.overridden == {"learning_rate": (1e-4, 2e-5), "rank": (32, 128)}
     lines = chosen.lines()
     assert any("--learning_rate" in line and "yours (the catalogue's: 2e-05)" in line for line in lines)
@@ -65,14 +65,14 @@ def test_a_yaml_value_counts_as_set_by_the_user(tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text("rank: 32\nlora_alpha: 32\nresolution: 512\n")
     cfg, chosen = _resolve(folder, "sana", "--config", str(config))
-    assert (cfg.rank, cfg.lora_alpha, cfg.resolution, cfg.learning_rate) == (32, 32, 512, 1e-4)
+    assert (cfg.lora.rank, cfg.lora.lora_alpha, cfg.data.resolution, cfg.training.learning_rate) == (32, 32, 512, 1e-4)
     assert set(chosen.overridden) == {"rank", "lora_alpha", "resolution"}
 
 
 def test_a_reduced_depth_copy_gets_the_release_defaults_and_says_what_differs(tmp_path):
     folder = _layout(tmp_path, "Efficient-Large-Model/Sana_600M_1024px_diffusers", num_layers=2)
     cfg, chosen = _resolve(folder, "sana")
-    assert chosen.entry.hub_id == "Efficient-Large-Model/Sana_600M_1024px_diffusers" and cfg.rank == 4
+    assert chosen.entry.hub_id == "Efficient-Large-Model/Sana_600M_1024px_diffusers" and cfg.lora.rank == 4
     assert "num_layers 2 (published: 28)" in chosen.lines()[0]
 
 
@@ -83,8 +83,8 @@ def test_an_unknown_config_trains_with_generic_defaults_and_says_so(tmp_path):
     assert chosen.entry is None
     assert "matches no catalogued sana checkpoint" in chosen.lines()[0] and "generic defaults" in chosen.lines()[0]
     # the generic default comes from the model's own configs: sample_size 16 x the DC-AE's 32x
-    assert cfg.resolution == 512 and "sample_size 16" in chosen.applied["resolution"][1]
-    assert cfg.rank == 16 and "rank" not in chosen.applied  # the schema's own default, not reported
+    assert cfg.data.resolution == 512 and "sample_size 16" in chosen.applied["resolution"][1]
+    assert cfg.lora.rank == 16 and "rank" not in chosen.applied  # the schema's own default, not reported
 
 
 def test_the_defaults_header_never_ends_in_a_colon_with_nothing_after_it(tmp_path):
@@ -98,14 +98,14 @@ def test_the_defaults_header_never_ends_in_a_colon_with_nothing_after_it(tmp_pat
     assert len(lines) == 1 and not lines[0].rstrip().endswith(":")
     assert "matches no catalogued sana checkpoint" in lines[0] and "keeps your value or its documented default" \
         in lines[0]
-    assert cfg.resolution == 256
+    assert cfg.data.resolution == 256
 
 
 def test_dit_takes_its_resolution_from_the_model(tmp_path, tiny_dit):
     """No --resolution: the tiny DiT's native size (sample_size x the VAE's factor), not the schema's 1024."""
     cfg, chosen = _resolve(tiny_dit, "dit")
     native = json.loads((tiny_dit / "transformer" / "config.json").read_text())["sample_size"] * 8
-    assert cfg.resolution == native and chosen.applied["resolution"][0] == native
+    assert cfg.data.resolution == native and chosen.applied["resolution"][0] == native
     get_family("dit").model.validate_config(cfg)  # and the family's check accepts it
     cfg, _ = _resolve(tiny_dit, "dit", "--resolution", "1024")
     with pytest.raises(Exception, match=f"Use --resolution {native}, or leave it unset"):
@@ -117,9 +117,9 @@ def test_video_families_default_to_one_clip_per_step(tmp_path, family, hub_id):
     folder = _layout(tmp_path, hub_id) if hub_id else tmp_path / "unknown"
     folder.mkdir(exist_ok=True)
     cfg, chosen = _resolve(folder, family)
-    assert cfg.train_batch_size == 1 and "train_batch_size" in chosen.applied
+    assert cfg.training.train_batch_size == 1 and "train_batch_size" in chosen.applied
     cfg, chosen = _resolve(folder, family, "--train_batch_size", "2")
-    assert cfg.train_batch_size == 2
+    assert cfg.training.train_batch_size == 2
 
 
 def test_a_frame_buckets_run_gets_no_size_default(tmp_path):
@@ -133,8 +133,8 @@ def test_a_frame_buckets_run_gets_no_size_default(tmp_path):
 
     folder = write_configs("Wan-AI/Wan2.1-T2V-14B-Diffusers", tmp_path / "wan")
     plain = choose_defaults(TrainConfig.for_family("wan", pretrained_model_name_or_path=str(folder)), get_spec("wan"))
-    assert (plain.config.max_num_frames, plain.config.height, plain.config.width) == (81, 480, 832)
+    assert (plain.config.video.max_num_frames, plain.config.video.height, plain.config.video.width) == (81, 480, 832)
     cfg = TrainConfig.for_family("wan", pretrained_model_name_or_path=str(folder), frame_buckets="33x256x256")
     chosen = choose_defaults(cfg, get_spec("wan"))
-    assert (chosen.config.max_num_frames, chosen.config.height, chosen.config.width) == (None, None, None)
+    assert (chosen.config.video.max_num_frames, chosen.config.video.height, chosen.config.video.width) == (None, None, None)
     assert chosen.applied["rank"][0] == 32

@@ -95,7 +95,7 @@ def test_wan_ti2v_5b_is_one_entry_for_wan_and_wan_i2v(tmp_path):
     chosen = choose_defaults(cfg, get_family("wan_i2v"))
     cfg = chosen.config
     assert chosen.entry is ti2v and chosen.summary()["catalogue_entry"] == hub_id
-    assert (cfg.rank, cfg.lora_alpha, cfg.learning_rate) == (32, 32, 1e-4)
+    assert (cfg.lora.rank, cfg.lora.lora_alpha, cfg.training.learning_rate) == (32, 32, 1e-4)
     assert f"has the published config of {hub_id}" in "\n".join(chosen.lines())
     assert family_for_model(parse_config(["--pretrained_model_name_or_path", hub_id, "--train_data_dir", str(folder),
                                           "--family", "wan"]).model) == "wan"

@@ -34,14 +34,14 @@ def test_a_recipe_trains_its_own_family_unless_told(tmp_path, recipe, family):
     from dit_lora.config.owners import options_class
 
     cfg = parse_run(_args(tmp_path), recipe)
-    assert cfg.family == family and type(cfg.family_options) is options_class(family)
+    assert cfg.model.family == family and type(cfg.family_options) is options_class(family)
 
 
 def test_the_flag_then_the_config_name_another_family_of_the_same_entry(tmp_path):
     config = _yaml(tmp_path, family="cogvideox_i2v")
-    assert parse_run(_args(tmp_path, "--config", config), "cogvideox").family == "cogvideox_i2v"
-    assert parse_run(_args(tmp_path, "--config", config, "--family", "cogvideox"), "cogvideox").family == "cogvideox"
-    assert parse_run(_args(tmp_path, "--family", "qwen2_5_vl"), "llava_next_video").family == "qwen2_5_vl"
+    assert parse_run(_args(tmp_path, "--config", config), "cogvideox").model.family == "cogvideox_i2v"
+    assert parse_run(_args(tmp_path, "--config", config, "--family", "cogvideox"), "cogvideox").model.family == "cogvideox"
+    assert parse_run(_args(tmp_path, "--family", "qwen2_5_vl"), "llava_next_video").model.family == "qwen2_5_vl"
 
 
 def test_a_recipe_refuses_another_entry_s_family_before_checking_options(tmp_path):
@@ -61,10 +61,10 @@ def test_an_unknown_family_is_one_paragraph_with_a_suggestion(tmp_path):
 
 
 def test_dit_lora_train_reads_the_family_from_the_config_else_the_model(tmp_path):
-    assert parse_run(_args(tmp_path, "--config", _yaml(tmp_path, family="dit"))).family == "dit"
-    assert parse_run(_args(tmp_path, model=SANA_HUB_ID)).family == "sana"
+    assert parse_run(_args(tmp_path, "--config", _yaml(tmp_path, family="dit"))).model.family == "dit"
+    assert parse_run(_args(tmp_path, model=SANA_HUB_ID)).model.family == "sana"
     (tmp_path / "model_index.json").write_text('{"_class_name": "CogVideoXImageToVideoPipeline"}')
-    assert parse_run(_args(tmp_path)).family == "cogvideox_i2v"
+    assert parse_run(_args(tmp_path)).model.family == "cogvideox_i2v"
     # the message of another family's option says what chose the family
     with pytest.raises(UserError, match=r"this run trains sana \(the model's family\)"):
         parse_run(_args(tmp_path, "--num_classes", "3", model=SANA_HUB_ID))

@@ -20,7 +20,7 @@ MIN = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data
                                         (["--lora_type", "standard"], "lora")])  # SimpleTuner's name for lora
 def test_the_type_is_read_from_lora_type_or_diffusers_use_dora(args, kind):
     cfg = parse_config(MIN + args)
-    assert cfg.lora_type == kind and cfg.use_dora is False  # from here on only lora_type is read
+    assert cfg.lora.lora_type == kind and cfg.lora.use_dora is False  # from here on only lora_type is read
 
 
 @pytest.mark.parametrize("args, words", [
@@ -37,7 +37,7 @@ def test_disagreeing_or_foreign_type_flags_are_one_paragraph(args, words):
 
 def test_a_section_built_in_code_reads_use_dora_too():
     assert LoraOptions(use_dora=True).lora_type == "dora"
-    assert TrainConfig(use_dora=True).lora_type == "dora"
+    assert TrainConfig(use_dora=True).lora.lora_type == "dora"
     with pytest.raises(UserError, match="disagree"):
         LoraOptions(use_dora=True, lora_type="loha")
 
@@ -66,7 +66,7 @@ def test_an_option_of_another_type_is_refused_naming_its_type_and_the_fix(kind, 
 def test_the_types_own_options_are_accepted_and_defaults_never_refused():
     cfg = parse_config(MIN + ["--lora_type", "lokr", "--lokr_factor", "8", "--lokr_decompose_both", "--rank_dropout",
                               "0.1", "--module_dropout", "0.2", "--use_effective_conv2d"])
-    assert (cfg.lokr_factor, cfg.lokr_decompose_both, cfg.rank_dropout, cfg.module_dropout) == (8, True, 0.1, 0.2)
+    assert (cfg.lora.lokr_factor, cfg.lora.lokr_decompose_both, cfg.lora.rank_dropout, cfg.lora.module_dropout) == (8, True, 0.1, 0.2)
     parse_config(MIN + ["--lora_type", "loha", "--lora_dropout", "0"])  # a default given explicitly changes nothing
     parse_config(MIN + ["--lora_type", "dora", "--loraplus_lr_ratio", "4"])  # PEFT's LoRA+ groups DoRA's lora_A/B
     with pytest.raises(UserError, match="--lokr_factor .* >= 1"):
@@ -96,8 +96,8 @@ def test_lokr_loha_on_an_nf4_base_are_refused(kind):
     a RuntimeError in the first forward); int8 and fp8_scaled keep the weight's shape and are accepted."""
     with pytest.raises(UserError, match=f"--lora_type {kind} cannot train on --quantize_base nf4.*fp8_scaled"):
         parse_config(MIN + ["--lora_type", kind, "--quantize_base", "nf4"])
-    assert parse_config(MIN + ["--lora_type", kind, "--quantize_base", "fp8_scaled"]).lora_type == kind
-    assert parse_config(MIN + ["--lora_type", "dora", "--quantize_base", "nf4"]).lora_type == "dora"
+    assert parse_config(MIN + ["--lora_type", kind, "--quantize_base", "fp8_scaled"]).lora.lora_type == kind
+    assert parse_config(MIN + ["--lora_type", "dora", "--quantize_base", "nf4"]).lora.lora_type == "dora"
 
 
 def test_lycoris_full_matrix_lokr_with_a_small_alpha_is_refused():

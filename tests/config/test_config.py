@@ -21,8 +21,8 @@ def test_yaml_then_flags_command_line_wins(tmp_path):
     path.write_text(yaml.safe_dump({"rank": 8, "learning_rate": 5e-4, "lora_layers": ["to_q", "to_v"],
                                     "pretrained_model_name_or_path": "org/model", "train_data_dir": "d"}))
     cfg = parse_config(["--config", str(path), "--rank", "32", "--random_flip"])
-    assert cfg.rank == 32 and cfg.learning_rate == 5e-4 and cfg.lora_layers == ["to_q", "to_v"]
-    assert cfg.random_flip is True and cfg.center_crop is False
+    assert cfg.lora.rank == 32 and cfg.training.learning_rate == 5e-4 and cfg.lora.lora_layers == ["to_q", "to_v"]
+    assert cfg.data.random_flip is True and cfg.data.center_crop is False
     assert cfg.effective_lora_alpha == 32.0
 
 
@@ -66,7 +66,7 @@ def test_push_later_ok_without_push_to_hub_is_refused(tmp_path):
     with pytest.raises(UserError, match="--push_to_hub is off"):
         parse_config(["--config", str(config)] + MIN)
     cfg = parse_config(MIN + ["--push_later_ok", "--push_to_hub", "--hub_model_id", "me/lora"])
-    assert cfg.push_later_ok and cfg.push_to_hub
+    assert cfg.hub.push_later_ok and cfg.hub.push_to_hub
 
 
 def test_data_source_must_be_exactly_one():
@@ -81,7 +81,7 @@ def test_fp16_allowed_only_on_request():
 
     argv = MIN + ["--mixed_precision", "fp16", "--allow_fp16"]
     if torch.cuda.is_available():
-        assert parse_config(argv).mixed_precision == "fp16"
+        assert parse_config(argv).training.mixed_precision == "fp16"
     else:
         with pytest.raises(UserError, match="needs a CUDA GPU"):
             parse_config(argv)
@@ -109,7 +109,7 @@ def test_diffusers_flag_names_exist():
                  "hub_model_id use_8bit_adam dataloader_num_workers weighting_scheme logit_mean logit_std "
                  "mode_scale train_data_dir dataset_name image_column caption_column").split():
         assert name in names
-    assert TrainConfig().mixed_precision == "bf16"
+    assert TrainConfig().training.mixed_precision == "bf16"
 
 
 def _assert_clean_failure(proc, *needles):

@@ -21,7 +21,7 @@ def imported_modules(module) -> set[str]:
 
 def test_input_sections_import_only_the_declaration_helpers_of_config():
     config = {m for m in imported_modules(input_sections) if m.startswith("dit_lora.config")}
-    assert config == {"dit_lora.config.option"}
+    assert config == {"dit_lora.config.option", "dit_lora.config.families"}  # families: --family's choices
 
 
 def test_schema_re_exports_the_input_sections():

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dit_lora.config import option, schema
-from dit_lora.config.option import POSITIVE, FamilyOptions, Range, RegisteredFamilies, opt, resume_class
+from dit_lora.config.families import RegisteredFamilies
+from dit_lora.config.option import POSITIVE, FamilyOptions, Range, opt, resume_class
 
 
 def test_option_imports_no_other_config_module():

@@ -119,9 +119,9 @@ def test_recipe_help_lists_its_family(capsys):
 
 def test_for_family_puts_each_keyword_where_it_belongs():
     cfg = TrainConfig.for_family("dit", num_classes=10, resolution=64)
-    assert cfg.family == "dit" and cfg.resolution == 64 and cfg.family_options.num_classes == 10
+    assert cfg.model.family == "dit" and cfg.data.resolution == 64 and cfg.family_options.num_classes == 10
     assert TrainConfig.for_family(family="qwen2_5_vl", num_frames=4).family_options.num_frames == 4
-    assert TrainConfig.for_family(rank=8).family == "sana"
+    assert TrainConfig.for_family(rank=8).model.family == "sana"
     with pytest.raises(UserError, match="--num_classes is an option of the dit family; this run trains sana"):
         TrainConfig.for_family("sana", num_classes=10)
     with pytest.raises(UserError, match="not an option"):

@@ -120,8 +120,8 @@ def test_yaml_negative_learning_rate_names_the_file(tmp_path):
 ])
 def test_negative_and_exponent_values_parse_as_values(argv, field, value):
     cfg = parse_config(MIN + argv)
-    where = cfg.family_options if owners(field) else cfg
-    assert getattr(where, field) == value and not (isinstance(value, float) and math.isnan(value))
+    got = getattr(cfg.family_options, field) if owners(field) else cfg.option(field)
+    assert got == value and not (isinstance(value, float) and math.isnan(value))
 
 
 def test_an_unknown_flag_is_still_a_flag():
@@ -293,7 +293,7 @@ def test_an_inferred_family_parses_the_command_line_and_reads_the_yaml_once(tmp_
     cfg = parse_config([*MIN, "--config", str(config), "--resolution", "64", "--learning_rate", "2e-4"],
                        infer_family=lambda common: "dit")
     assert counts == {"parses": 1, "yaml reads": 1}
-    assert (cfg.family, cfg.rank, cfg.resolution, cfg.learning_rate) == ("dit", 8, 64, 2e-4)
+    assert (cfg.model.family, cfg.lora.rank, cfg.data.resolution, cfg.training.learning_rate) == ("dit", 8, 64, 2e-4)
     assert cfg.family_options.num_classes == 10
     assert cfg.explicit_options == {"family", "rank", "num_classes", "resolution", "learning_rate",
                                     "pretrained_model_name_or_path", "train_data_dir"}

@@ -47,8 +47,8 @@ def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
     from dit_lora.core.errors import UserError
 
     cfg = TrainConfig(instance_data_dir="dogs")
-    assert cfg.train_data_dir == "dogs" and cfg.instance_data_dir is None
-    assert TrainConfig(instance_data_dir="dogs", train_data_dir="dogs").train_data_dir == "dogs"
+    assert cfg.data.train_data_dir == "dogs" and cfg.data.instance_data_dir is None
+    assert TrainConfig(instance_data_dir="dogs", train_data_dir="dogs").data.train_data_dir == "dogs"
     with pytest.raises(UserError, match="--instance_data_dir is diffusers' name for --train_data_dir"):
         TrainConfig(instance_data_dir="dogs", train_data_dir="cats")
 
@@ -56,8 +56,8 @@ def test_instance_data_dir_is_train_data_dir_and_both_is_one_paragraph():
 def test_lora_layers_take_diffusers_comma_separated_string():
     # diffusers' examples: --lora_layers "to_k,to_q,to_v"; it was one entry that matched no layer
     cfg = TrainConfig.for_family("sana", lora_layers=["to_k,to_q, to_v"])
-    assert cfg.lora_layers == ["to_k", "to_q", "to_v"]
-    assert TrainConfig.for_family("sana", lora_layers=["to_k", "to_q"]).lora_layers \
+    assert cfg.lora.lora_layers == ["to_k", "to_q", "to_v"]
+    assert TrainConfig.for_family("sana", lora_layers=["to_k", "to_q"]).lora.lora_layers \
         == ["to_k", "to_q"]
 
 

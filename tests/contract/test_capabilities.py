@@ -3,7 +3,6 @@ left None falls back to the default, and a hook on another component is never pr
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from dit_lora.contract import spec as fallback
 from dit_lora.contract.spec import COMPONENTS
 from dit_lora.core.errors import UserError
 from dit_lora.registry import available, get_family
+from config_stand_in import stand_in
 
 
 @pytest.mark.parametrize("name", available())
@@ -53,7 +53,7 @@ def test_a_read_only_member_is_a_member_too():
 
 def test_undeclared_capabilities_fall_back_to_the_defaults():
     spec = tiny_spec("toy_caps")
-    cfg = SimpleNamespace(train_backbone=["x"], weight_dtype=torch.bfloat16)
+    cfg = stand_in(train_backbone=["x"], weight_dtype=torch.bfloat16)
     assert spec.trainables is None
     assert fallback.backbone_patterns(spec, cfg) == ["x"] and fallback.extra_trainable(spec, cfg) == []
     assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.bfloat16}
@@ -72,7 +72,7 @@ def test_a_method_present_but_undeclared_is_not_used():
             raise AssertionError("called without being declared")
 
     spec = tiny_spec("toy_caps", model=Undeclared())
-    assert fallback.backbone_patterns(spec, SimpleNamespace(train_backbone=[])) == []
+    assert fallback.backbone_patterns(spec, stand_in(train_backbone=[])) == []
 
 
 def test_exports_is_a_capability_and_is_checked():

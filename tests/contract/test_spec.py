@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ from dit_lora.contract.capabilities import Samples, members
 from dit_lora.contract.spec import OPTIONAL, REQUIRED, FamilyInfo, FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.registry import available, get_spec
+from config_stand_in import stand_in
 
 
 class _Model:
@@ -46,7 +46,7 @@ def test_four_required_components_and_the_rest_default_to_none():
     spec = _spec()
     assert list(REQUIRED) == ["model", "data", "loss", "adapter"]
     assert all(getattr(spec, name) is None for name in OPTIONAL) and spec.capabilities == ()
-    cfg = SimpleNamespace(train_backbone=["b"], weight_dtype=torch.float16)
+    cfg = stand_in(train_backbone=["b"], weight_dtype=torch.float16)
     assert fallback.backbone_patterns(spec, cfg) == ["b"]
     assert fallback.expected_dtypes(spec, None, cfg) == {"model": torch.float16}
     assert fallback.bucket_stride(spec, cfg) == (None, "the `tiny` family declares no aspect-ratio buckets (ImageBuckets)")

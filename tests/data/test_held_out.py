@@ -97,8 +97,8 @@ def test_a_separate_folder_is_read_as_the_training_data_each_file_once(shapes_da
     (folder / "3_shape" / "broken.png").write_bytes(b"not a png")
     (folder / "3_shape" / "broken.txt").write_text("broken")
     cfg = _cfg(train_data_dir=str(shapes_data), validation_data_dir=str(folder), max_train_samples=2)
-    assert held_out.folder_config(cfg).train_data_dir == str(folder)
-    assert held_out.folder_config(cfg).max_train_samples is None  # every held-out file
+    assert held_out.folder_config(cfg).data.train_data_dir == str(folder)
+    assert held_out.folder_config(cfg).data.max_train_samples is None  # every held-out file
     media = ImageMedia(cfg, get_spec("sana"))
     lines: list[str] = []
     quarantine: list[dict] = []

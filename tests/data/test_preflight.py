@@ -97,8 +97,8 @@ def _nan_for(monkeypatch, family, cfg, data, keys):
     targets = []
     for s in load_samples(train_data_dir=data):
         if s.key in keys:
-            px = preprocess_image(s.open_image(), cfg.resolution, center_crop=cfg.center_crop, flip=False,
-                                  crop_rng_seed=crop_seed(cfg.seed, s.key))
+            px = preprocess_image(s.open_image(), cfg.data.resolution, center_crop=cfg.data.center_crop, flip=False,
+                                  crop_rng_seed=crop_seed(cfg.training.seed, s.key))
             targets += [px, px.flip(-1)]
     original = family.encoders.encode_images
     calls = []

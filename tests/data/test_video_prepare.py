@@ -58,9 +58,9 @@ class FakeVideoParts:
         return base.prepare_and_release(cfg, spec, comps, accelerator)
 
     def video_buckets(self, cfg):
-        if cfg.frame_buckets:
-            return resolution_buckets(cfg.frame_buckets)
-        return [(cfg.max_num_frames or 9, cfg.height or 32, cfg.width or 32)]
+        if cfg.video.frame_buckets:
+            return resolution_buckets(cfg.video.frame_buckets)
+        return [(cfg.video.max_num_frames or 9, cfg.video.height or 32, cfg.video.width or 32)]
 
     def cache_identity(self, cfg, comps=None):
         return {"model": "fake-video", "version": 1}
@@ -595,7 +595,7 @@ class StrictFramesParts(FakeVideoParts):
     """A family whose frame rule refuses one frame (latent frames in pairs, no padding: 5, 13, ...)."""
 
     def video_buckets(self, cfg):
-        return resolution_buckets(cfg.frame_buckets or "5x32x32", patch_size_t=2)
+        return resolution_buckets(cfg.video.frame_buckets or "5x32x32", patch_size_t=2)
 
 
 class StrictFramesFamily(FakeVideoFamily):
@@ -670,7 +670,7 @@ def test_kohya_clip_copies_are_encoded_once_and_a_bad_clip_quarantined_once(tmp_
     # 1 bad file of 3 (33%, under 0.4): by copies it would be 3 of 9, the same share, so count lines say which
     assert data.quarantine == [{"key": "3_clipword/broken.mp4", "reason": data.quarantine[0]["reason"], "repeats": 3}]
     with pytest.raises(UserError) as err:
-        prepare_data(_cfg(tmp_path, cfg.train_data_dir, max_bad_samples_fraction=0.3), FakeVideoFamily(), None, _acc())
+        prepare_data(_cfg(tmp_path, cfg.data.train_data_dir, max_bad_samples_fraction=0.3), FakeVideoFamily(), None, _acc())
     assert "1 of 3 training files (their kohya repeats are not counted) (33.3%)" in str(err.value)
 
 

@@ -6,13 +6,13 @@ run (where parking aliases the tensors) could not tell apart."""
 
 from __future__ import annotations
 
-import types
 
 import pytest
 import torch
 from torch import nn
 
 from dit_lora.modeling import block_swap, cache_parking
+from config_stand_in import stand_in
 
 DIM, DEPTH = 8, 6
 
@@ -31,7 +31,7 @@ class Stack(nn.Module):
 
 
 def _cfg(**values):
-    return types.SimpleNamespace(**{"cache_latents": True, "quantize_base": "none", "blocks_to_swap": 0, **values})
+    return stand_in(**{"cache_latents": True, "quantize_base": "none", "blocks_to_swap": 0, **values})
 
 
 def _where(module: nn.Module) -> set[str]:

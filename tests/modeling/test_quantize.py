@@ -246,7 +246,7 @@ def test_fp8_scaled_runs_anywhere_torch_has_float8_and_needs_no_library_config(m
     assert quantize.what_runs("cpu")["fp8_scaled"] == "runs"
     assert quantize.diffusers_config(cfg) is None and quantize.diffusers_kwargs(cfg) == {}
     assert quantize.transformers_config(cfg, ["lm_head"]) is None
-    assert "fp8 e4m3" in quantize.describe(cfg) and "fp32" in quantize.describe(cfg)
+    assert "fp8 e4m3" in quantize.describe(cfg.model) and "fp32" in quantize.describe(cfg.model)
     monkeypatch.setattr(quantize, "fp8_scaled_status", lambda: "torch 2.0 has no float8_e4m3fn dtype")
     with pytest.raises(QuantizeError) as err:
         quantize.check_config(cfg, "cpu")
@@ -298,7 +298,7 @@ def test_the_plan_predicts_the_fp8_scaled_weights_the_loader_makes(tiny_dit):
     assert plans["fp8_scaled"].weights["vae"] == plans["none"].weights["vae"]
     assert "(Linear weights fp8_scaled-quantized)" in format_plan(plans["fp8_scaled"])
     # each Linear is dequantized (fp32 here, --mixed_precision no) while it runs: the largest one is on top of the step
-    meta = family.plan.plan_components(_cfg(**base), config_reader(_cfg(**base))).model
+    meta = family.plan.plan_components(_cfg(**base), config_reader(_cfg(**base).model)).model
     largest = max(m.weight.numel() for n, m in meta.named_modules() if n in quantize.quantized_linears(meta))
     assert plans["fp8_scaled"].dequant_bytes == 4 * largest and plans["none"].dequant_bytes == 0
     assert "fp8 weight dequantized while its layer runs" in format_plan(plans["fp8_scaled"])

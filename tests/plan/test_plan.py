@@ -160,7 +160,7 @@ def test_plan_takes_8bit_adam_without_a_gpu():
     from dit_lora.core.errors import UserError
 
     argv = ["--family", "dit", "--pretrained_model_name_or_path", HUB_ID, "--use_8bit_adam", "true"]
-    assert parse_config(argv, needs_data=False).use_8bit_adam
+    assert parse_config(argv, needs_data=False).training.use_8bit_adam
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="needs bitsandbytes on a CUDA GPU"):
             parse_config([*argv, "--train_data_dir", "data"])

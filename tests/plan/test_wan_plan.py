@@ -101,7 +101,7 @@ def test_the_training_phase_agrees_with_the_h100_measurements(hub_id, checkpoint
     side by at most that (the plan's worst measured GPU error is ladder.GPU_ERROR, 15.2%, on the other side)."""
     cfg, fam = _cfg("wan", hub_id, *BENCH_FLAGS, "--gradient_checkpointing", str(checkpointing).lower())
     cfg = choose_defaults(cfg, fam).config  # the catalogue's batch 1, as `dit-lora plan` and a run take it
-    assert cfg.train_batch_size == 1 and cfg.rank == 32
+    assert cfg.training.train_batch_size == 1 and cfg.lora.rank == 32
     plan = make_plan(cfg, fam, device="cuda", both_settings=False)
     ratio = plan.train_phase_bytes() / GIB / MEASURED_GIB[hub_id, checkpointing]
     assert 0.95 <= ratio <= 1.15, ratio

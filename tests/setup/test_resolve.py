@@ -45,12 +45,12 @@ def test_a_command_line_resolves_to_a_frozen_config_with_the_catalogues_defaults
     cfg, entry = resolved.config, by_hub_id(HUB_ID)
     assert resolved.defaults.entry is entry
     assert cfg.explicit == frozenset({"family", "pretrained_model_name_or_path", "train_data_dir", "rank"})
-    assert cfg.rank == cfg.lora.rank == 8  # the user's value wins
+    assert cfg.lora.rank == cfg.lora.rank == 8  # the user's value wins
     for name, value in entry.defaults.items():
         if name not in cfg.explicit and name != "lora_alpha":
-            assert getattr(cfg, name) == value, name
+            assert cfg.option(name) == value, name
     with pytest.raises(dataclasses.FrozenInstanceError):
-        cfg.rank = 4  # type: ignore[misc]
+        cfg.lora.rank = 4  # type: ignore[misc]
 
 
 def test_the_defaults_are_returned_not_written_into_the_parsed_config(tmp_path):
@@ -61,7 +61,7 @@ def test_the_defaults_are_returned_not_written_into_the_parsed_config(tmp_path):
     assert resolved.defaults.applied and parsed == TrainConfig.for_family(
         "dit", pretrained_model_name_or_path=str(folder), train_data_dir=str(folder))
     assert resolved.config != parsed
-    assert {name: getattr(resolved.config, name) for name in resolved.defaults.applied} == {
+    assert {name: resolved.config.option(name) for name in resolved.defaults.applied} == {
         name: value for name, (value, _) in resolved.defaults.applied.items()}
 
 
@@ -71,7 +71,7 @@ def test_the_familys_checks_run_in_resolve(tmp_path):
                                  caption_dropout_probability=0.1)
     with pytest.raises(UserError, match="class labels"):
         resolve(cfg)
-    assert resolve(cfg, validate=False).config.caption_dropout_probability == 0.1
+    assert resolve(cfg, validate=False).config.data.caption_dropout_probability == 0.1
 
 
 def test_blocks_to_swap_is_checked_against_the_models_block_count_from_its_config(tmp_path):
@@ -80,7 +80,7 @@ def test_blocks_to_swap_is_checked_against_the_models_block_count_from_its_confi
     with pytest.raises(UserError, match="--blocks_to_swap 28 asks for all of the model's 28 blocks.*at most "
                        "--blocks_to_swap 27"):
         resolve(TrainConfig.for_family("dit", blocks_to_swap=28, **values))
-    assert resolve(TrainConfig.for_family("dit", blocks_to_swap=27, **values)).config.blocks_to_swap == 27
+    assert resolve(TrainConfig.for_family("dit", blocks_to_swap=27, **values)).config.performance.blocks_to_swap == 27
     with pytest.raises(UserError, match="cannot run with --compile blocks"):
         resolve(TrainConfig.for_family("dit", blocks_to_swap=2, compile="blocks", **values))
 
@@ -95,7 +95,7 @@ def test_a_negative_blocks_to_swap_is_refused_while_parsing(tmp_path):
 def test_sections_and_flat_names_build_the_same_config():
     by_section = TrainConfig(lora=LoraOptions(rank=8, lora_layers=["to_q,to_k"]))
     flat = TrainConfig(rank=8, lora_layers=["to_q", "to_k"])
-    assert by_section == flat and flat.lora_layers == ["to_q", "to_k"]
+    assert by_section == flat and flat.lora.lora_layers == ["to_q", "to_k"]
     assert dataclasses.replace(flat, learning_rate=1e-3).training.learning_rate == 1e-3
     with pytest.raises(TypeError, match="no_such_option"):
         TrainConfig(no_such_option=1)

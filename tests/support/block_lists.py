@@ -21,7 +21,7 @@ def assert_block_lists(family: str, model: Path, lists: int = 1, **options) -> N
                                  **options)
     depth = block_count(cfg, spec)
     assert spec.plan is not None and depth is not None
-    model_on_meta = spec.plan.plan_components(cfg, config_reader(cfg)).model
+    model_on_meta = spec.plan.plan_components(cfg, config_reader(cfg.model)).model
     found = block_lists(model_on_meta, spec.info.block_lists)
     assert [len(blocks) for blocks in found] == [depth] * lists, (family, spec.info.block_lists)
     total, largest = swap_bytes(model_on_meta, spec.info.block_lists, depth - 1)

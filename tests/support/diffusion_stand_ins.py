@@ -37,7 +37,7 @@ class PoolingEncoding:
     """The toy's encoders as methods (mixed into a DiffusionEncoders component)."""
 
     def cache_identity(self, cfg, comps=None):
-        return {"resolution": cfg.resolution}
+        return {"resolution": cfg.data.resolution}
 
     def encode_images(self, comps, pixel_values):
         return pool_images(pixel_values)

@@ -7,7 +7,6 @@ on a real family are tests/training/test_diagnose.py's and tests/e2e/test_guard_
 from __future__ import annotations
 
 import json
-import types
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ import torch
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.training.guard import GuardReading, StepGuard
 from dit_lora.training.recovery import Recovery, RunStopped, RunUnhealthy
+from config_stand_in import stand_in
 
 
 class Accelerator:
@@ -31,7 +31,7 @@ def make(tmp_path, *, max_rollbacks=1, enabled=True, max_skipped_fraction=0.5):
     guard = StepGuard(opt, [lambda k: 1.0], 16, torch.device("cpu"), enabled=enabled, fused=False, interval=4,
                       max_consecutive_skips=2, rollback_lr_factor=0.5, max_rollbacks=max_rollbacks,
                       spike_sigma=None, world_size=1)
-    cfg = types.SimpleNamespace(output_dir=str(tmp_path), max_skipped_fraction=max_skipped_fraction)
+    cfg = stand_in(output_dir=str(tmp_path), max_skipped_fraction=max_skipped_fraction)
     log: list[str] = []
     recovery = Recovery(guard=guard, accelerator=Accelerator(), spec=None, comps=None, cfg=cfg, data=None,
                         order=None, injector=None, load_batch=lambda batch, step: batch, log=log.append)

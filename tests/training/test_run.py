@@ -203,7 +203,7 @@ def _count_checks(monkeypatch, resolved_out=None):
 
     calls: list[str] = []
     monkeypatch.setattr(run_module, "decide_engine", lambda: calls.append("engine") or EngineChoice("ddp", ()))
-    monkeypatch.setattr(run_module, "check_run_folders", lambda cfg: calls.append(f"folders {cfg.output_dir}"))
+    monkeypatch.setattr(run_module, "check_run_folders", lambda cfg: calls.append(f"folders {cfg.training.output_dir}"))
     monkeypatch.setattr(run_module, "resolve", lambda cfg: Resolved(
         replace(cfg, output_dir=resolved_out) if resolved_out else cfg, None, None))
 
@@ -244,4 +244,4 @@ def test_folders_the_resolution_changed_are_judged_again(monkeypatch, tmp_path):
     run_module, calls = _count_checks(monkeypatch, resolved_out=str(tmp_path / "resolved"))
     checked = run_module.resolve_for_training(_cfg(tmp_path / "out"))
     assert calls == ["engine", f"folders {tmp_path / 'out'}", f"folders {tmp_path / 'resolved'}"]
-    assert checked.config.output_dir == str(tmp_path / "resolved")
+    assert checked.config.training.output_dir == str(tmp_path / "resolved")

@@ -14,6 +14,7 @@ import pytest
 from dit_lora.core.errors import Interrupted, UserError
 from dit_lora.training import signals
 from dit_lora.training.drills import _signal_point
+from config_stand_in import stand_in
 
 
 @pytest.fixture
@@ -108,9 +109,6 @@ def test_sighup_saves_and_exits_129_unless_the_process_started_with_it_ignored(i
         assert "received SIGHUP: finishing the current update, then saving a checkpoint" in err
 
 
-class _Cfg:
-    output_dir = "."
-
 
 def test_train_keeps_the_handlers_the_recipe_installed_and_releases_its_own(monkeypatch, tmp_path):
     """``recipe.main`` installs the handlers for the whole process: ``train`` leaves them (a launcher's forwarded
@@ -121,8 +119,7 @@ def test_train_keeps_the_handlers_the_recipe_installed_and_releases_its_own(monk
         raise Interrupted("stopped", 143)
 
     monkeypatch.setattr(loop, "_train", stopped_in_setup)
-    cfg = _Cfg()
-    cfg.output_dir = str(tmp_path)
+    cfg = stand_in(output_dir=str(tmp_path))
     before = signal.getsignal(signal.SIGINT)
     assert not signals.installed()
     with pytest.raises(Interrupted):

@@ -46,7 +46,7 @@ class CogVideoXCard(KitCard):
         tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             base_name=None,
             imports=imports,
@@ -65,7 +65,7 @@ class CogVideoXCard(KitCard):
     def card_settings(self, cfg) -> dict[str, Any]:
         """The buckets, the version, the loss settings, the text length, frame sampling and the VAE's modes."""
         options = cfg.family_options
-        buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         info = self.video.model_info(cfg)
         return {
             "resolution": f"{buckets} (frames x height x width)",  # replaces the image row
@@ -75,14 +75,14 @@ class CogVideoXCard(KitCard):
                 options.loss_weight_cap if options.loss_weight_cap is not None else "none (1/(1 - alpha_bar_t))"
             ),
             "max_sequence_length": info.max_text_seq_length,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
             "vae": f"tiling {'on' if options.enable_tiling else 'off'}, "
             f"slicing {'on' if options.enable_slicing else 'off'}",
         }
 
     def base_model_license(self, cfg) -> str | None:
         """CogVideoX-2b is Apache-2.0; the 5B and 1.5 weights use the CogVideoX license ("other")."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         org, _, repo = name.partition("/")
         if is_local(name) or org.lower() not in ("thudm", "zai-org") or "cogvideox" not in repo.lower():
             return None

@@ -34,20 +34,20 @@ class CogVideoXEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, dtype, text length, the VAE's tiling/slicing and the latents kept."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         return {
             "family": FAMILY_FOR[self.task],
             "cogvideox_variant": self.task,  # the stored key keeps its name: existing caches stay valid
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
-            "dtype": cfg.mixed_precision,  # VAE and T5 run in it
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
+            "dtype": cfg.training.mixed_precision,  # VAE and T5 run in it
             "max_sequence_length": self.video.model_info(cfg).max_text_seq_length,
             "vae_tiling": cfg.family_options.enable_tiling,  # tiles blend at the seams: slightly different latents
             "vae_slicing": cfg.family_options.enable_slicing,
             "latents": "posterior_mean_fp32" + ("+first_frame" if self.task == "i2v" else ""),
-            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
+            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),  # other embeddings
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:

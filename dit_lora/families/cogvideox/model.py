@@ -75,14 +75,14 @@ class CogVideoXModel(KitModel):
 
     def validate_config(self, cfg) -> None:
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         self.check_folder(cfg)
         info = self.video.model_info(cfg)
         self._check_task(cfg, info)
         buckets = self.video.video_buckets(cfg)
-        if cfg.max_sequence_length is not None and cfg.max_sequence_length != info.max_text_seq_length:
+        if cfg.data.max_sequence_length is not None and cfg.data.max_sequence_length != info.max_text_seq_length:
             raise UserError(
-                f"--max_sequence_length {cfg.max_sequence_length} differs from this CogVideoX transformer's "
+                f"--max_sequence_length {cfg.data.max_sequence_length} differs from this CogVideoX transformer's "
                 f"max_text_seq_length {info.max_text_seq_length} (transformer/config.json of `{path}`): the pipelines "
                 "pad every prompt to exactly that many T5 tokens, and the model was trained on that length. Remove "
                 f"--max_sequence_length or set it to {info.max_text_seq_length}."
@@ -91,10 +91,10 @@ class CogVideoXModel(KitModel):
             size = (info.sample_height * info.vae_spatial, info.sample_width * info.vae_spatial)
             bad = [b for b in buckets if (b[1], b[2]) != size]
             if bad:
-                flag = "--frame_buckets" if cfg.frame_buckets else "--height/--width"
+                flag = "--frame_buckets" if cfg.video.frame_buckets else "--height/--width"
                 fix = (
                     f"Use buckets of {size[0]}x{size[1]} (e.g. {info.sample_frames}x{size[0]}x{size[1]})"
-                    if cfg.frame_buckets
+                    if cfg.video.frame_buckets
                     else f"Use --height {size[0]} --width {size[1]}"
                 )
                 raise UserError(
@@ -108,7 +108,7 @@ class CogVideoXModel(KitModel):
 
     def _check_task(self, cfg, info) -> None:
         """A CogVideoX text-to-video or image-to-video pipeline whose task is this family's."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         known = T2V_PIPELINES + (I2V_PIPELINE,)
         if info.pipeline_class and info.pipeline_class not in known:
             hint = (
@@ -205,14 +205,14 @@ class CogVideoXNotes(DiffusionNotes):
         frames, height, width, why = info.trained_size()
         buckets = self.video.video_buckets(cfg)
         # An automatic set is named by its first bucket (the default size); the note's end says what else there is.
-        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.frame_buckets else buckets[:1]))
-        also = automatic_note(buckets, automatic=not cfg.frame_buckets)
-        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
-        if not cfg.frame_buckets and not given:
+        chosen = ", ".join(f"{f}x{h}x{w}" for f, h, w in (buckets if cfg.video.frame_buckets else buckets[:1]))
+        also = automatic_note(buckets, automatic=not cfg.video.frame_buckets)
+        given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg.video, name)]
+        if not cfg.video.frame_buckets and not given:
             return [
                 f"video size: {chosen} (frames x height x width), the size the checkpoint was trained at ({why}){also}."
             ]
-        source = size_flags(cfg) + ("" if cfg.frame_buckets or len(given) == 3 else ", the rest the trained size")
+        source = size_flags(cfg) + ("" if cfg.video.frame_buckets or len(given) == 3 else ", the rest the trained size")
         trained = info.latent_tokens(frames, height, width)
         outside = [b for b in buckets if not MIN_TOKEN_RATIO <= info.latent_tokens(*b) / trained <= MAX_TOKEN_RATIO]
         forced = "; far from it, allowed by --allow_untrained_resolution" if outside else ""
@@ -224,12 +224,12 @@ class CogVideoXNotes(DiffusionNotes):
     def precision_notes(self, cfg) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
         notes = []
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         dtype = stored_dtype(cfg.model)
         if dtype == "F16" or (dtype is None and name.lower().endswith("cogvideox-2b")):
             notes.append(
                 f"`{name}` stores fp16 weights (CogVideoX-2b was trained in fp16). They load in the run's dtype "
-                f"({cfg.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
+                f"({cfg.training.mixed_precision}); bf16 (the default) is fine for LoRA training: it has fp32's range, so "
                 "nothing overflows, at a small precision cost."
             )
         info = self.video.model_info(cfg)
@@ -256,7 +256,7 @@ class CogVideoXDemo:
         # The demo builders: only for --demo
         try:
             build_tiny_cogvideox_pipeline(
-                cfg.pretrained_model_name_or_path,
+                cfg.model.pretrained_model_name_or_path,
                 task=self.task,
                 version=cfg.family_options.demo_cogvideox_version,
                 seed=0,
@@ -267,7 +267,9 @@ class CogVideoXDemo:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_model_infos()  # the model may have just been (re)built
         fps = self.video.model_info(cfg).fps
-        if cfg.train_data_dir:
+        if cfg.data.train_data_dir:
             frames = max(b[0] for b in self.video.video_buckets(cfg))
             size = TINY_COGVIDEOX_GEOMETRY["height"]
-            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)
+            build_demo_clips(
+                cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps
+            )

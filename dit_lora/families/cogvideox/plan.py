@@ -50,6 +50,6 @@ class CogVideoXPlan(DiffusionPlan):
     def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per ``--frame_buckets`` entry; of the automatic set, the bucket of the most tokens."""
         buckets = self.video.video_buckets(cfg)
-        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+        if not cfg.video.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
             buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]

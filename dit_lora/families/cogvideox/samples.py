@@ -42,8 +42,8 @@ class CogVideoXSamples(DiffusionSamples):
             "num_frames": frames,
             "height": height,
             "width": width,
-            "num_inference_steps": cfg.validation_inference_steps,
-            "guidance_scale": cfg.validation_guidance_scale,
+            "num_inference_steps": cfg.validation.validation_inference_steps,
+            "guidance_scale": cfg.validation.validation_guidance_scale,
             "generator": generator,
             "output_type": "pil",
         }
@@ -56,7 +56,7 @@ class CogVideoXSamples(DiffusionSamples):
                 tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
             )
             pipe.set_progress_bar_config(disable=True)
-            n = cfg.num_validation_images  # the pipelines make one video per prompt: repeat the embeddings
+            n = cfg.validation.num_validation_images  # the pipelines make one video per prompt: repeat the embeddings
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():
                 videos = pipe(

@@ -55,9 +55,9 @@ def rope_limit(info: ModelInfo) -> tuple[int, int] | None:
 
 def size_flags(cfg) -> str:
     """The flags that set the run's video size, for messages."""
-    if cfg.frame_buckets:
+    if cfg.video.frame_buckets:
         return "--frame_buckets"
-    given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg, name)]
+    given = [f"--{name}" for name in ("height", "width", "max_num_frames") if getattr(cfg.video, name)]
     return "/".join(given) if given else "the defaults"
 
 
@@ -79,19 +79,21 @@ class CogVideoXVideo:
         (5B I2V) runs only at its trained size, so such a model keeps the one bucket."""
         info = self.model_info(cfg)
         rule = FrameRule(temporal_compression=info.temporal, patch_size_t=info.patch_size_t, pad_latent_frames=True)
-        if cfg.frame_buckets:
-            return resolution_buckets(cfg.frame_buckets, spatial_multiple=info.size_multiple, **rule)
+        if cfg.video.frame_buckets:
+            return resolution_buckets(cfg.video.frame_buckets, spatial_multiple=info.size_multiple, **rule)
         trained_frames, trained_height, trained_width, _ = info.trained_size()
-        frames = cfg.max_num_frames or trained_frames
+        frames = cfg.video.max_num_frames or trained_frames
         check_num_frames(
-            frames, flag="--max_num_frames" if cfg.max_num_frames else "the model's trained frame count", **rule
+            frames, flag="--max_num_frames" if cfg.video.max_num_frames else "the model's trained frame count", **rule
         )
-        height = cfg.height or trained_height
-        width = cfg.width or trained_width
+        height = cfg.video.height or trained_height
+        width = cfg.video.width or trained_width
         check_size_multiple(
-            "--height" if cfg.height else "the model's trained height", height, info.size_multiple, info
+            "--height" if cfg.video.height else "the model's trained height", height, info.size_multiple, info
         )
-        check_size_multiple("--width" if cfg.width else "the model's trained width", width, info.size_multiple, info)
+        check_size_multiple(
+            "--width" if cfg.video.width else "the model's trained width", width, info.size_multiple, info
+        )
         if info.learned_positions:
             return [(frames, height, width)]
         buckets = automatic_buckets((frames, height, width), info.size_multiple)
@@ -122,7 +124,7 @@ class CogVideoXVideo:
             raise UserError(
                 f"{size_flags(cfg)} asks for {f}x{h}x{w} (frames x height x width): {tokens:,} latent tokens "
                 f"per clip, {ratio:.3g}x the {trained:,} of {frames}x{height}x{width}, the size "
-                f"`{cfg.pretrained_model_name_or_path}` was trained at ({why}). So far from its training size the "
+                f"`{cfg.model.pretrained_model_name_or_path}` was trained at ({why}). So far from its training size the "
                 "model generates poorly and a LoRA trained there learns to repair that size, not your data"
                 + (f"; each step also costs over {ratio:.0f}x the memory and time. " if ratio > 1 else ". ")
                 + f"Use a size within {MIN_TOKEN_RATIO:g}x to {MAX_TOKEN_RATIO:g}x that token count, e.g. "
@@ -140,7 +142,7 @@ class CogVideoXVideo:
             f, h, w = beyond[0]
             raise UserError(
                 f"{size_flags(cfg)} asks for {f}x{h}x{w} (frames x height x width), but "
-                f"`{cfg.pretrained_model_name_or_path}`'s rotary position table (CogVideoX 1.5: sample_height x "
+                f"`{cfg.model.pretrained_model_name_or_path}`'s rotary position table (CogVideoX 1.5: sample_height x "
                 f"sample_width of transformer/config.json) covers at most {most[0]}x{most[1]} px (height x width); "
                 f"diffusers cannot place a larger frame. Use a height of at most {most[0]} and a width of at most "
                 f"{most[1]}."

@@ -83,7 +83,10 @@ class KitAdapter:
         if self.fp32_vae is None:
             return {}
         vae = diffusers_class(self.fp32_vae).from_pretrained(
-            cfg.pretrained_model_name_or_path, subfolder="vae", **dtype_kwarg("diffusers", torch.float32), **common
+            cfg.model.pretrained_model_name_or_path,
+            subfolder="vae",
+            **dtype_kwarg("diffusers", torch.float32),
+            **common,
         )
         return {"vae": vae}
 
@@ -93,11 +96,11 @@ class KitAdapter:
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
         """The base model's stock pipeline in the run's dtype (with :meth:`pipeline_parts`), fitted, with the saved
         adapter loaded by diffusers, its progress bar off, on ``device``."""
-        common = {"revision": cfg.revision, "use_safetensors": True}
+        common = {"revision": cfg.model.revision, "use_safetensors": True}
         parts = self.pipeline_parts(cfg, common)
         pipe = self.pipeline_class(cfg).from_pretrained(
-            cfg.pretrained_model_name_or_path,
-            variant=cfg.variant,
+            cfg.model.pretrained_model_name_or_path,
+            variant=cfg.model.variant,
             **dtype_kwarg("diffusers", cfg.weight_dtype),
             **parts,
             **common,
@@ -188,8 +191,8 @@ class Snippet:
 def image_call_args(cfg) -> list[str]:
     """An image call's arguments after the prompt: the run's square size, steps and guidance, and the seed."""
     return [
-        f"height={cfg.resolution}, width={cfg.resolution},",
-        f"num_inference_steps={cfg.validation_inference_steps}, guidance_scale={cfg.validation_guidance_scale},",
+        f"height={cfg.data.resolution}, width={cfg.data.resolution},",
+        f"num_inference_steps={cfg.validation.validation_inference_steps}, guidance_scale={cfg.validation.validation_guidance_scale},",
         SEED_ARGUMENT,
     ]
 
@@ -212,13 +215,13 @@ class KitCard:
 
     def prompt(self, cfg) -> str:
         """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
-        return json.dumps(cfg.validation_prompt or self.placeholder_prompt)
+        return json.dumps(cfg.validation.validation_prompt or self.placeholder_prompt)
 
     def snippet(self, cfg, repo_or_dir: str) -> Snippet:
         """The family's pipeline with the adapter loaded, one image at the run's validation settings."""
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             call_args=[f"prompt={self.prompt(cfg)},", *image_call_args(cfg)],
         )

@@ -47,8 +47,8 @@ def prepare_and_release(cfg, spec, comps: Components, accelerator):
     """List, screen and cache the samples (:func:`~dit_lora.data.prepare.prepare_data`); with the cache built,
     release the encoders (they are done)."""
     data = prepare_data(cfg, spec, comps, accelerator)
-    if cfg.cache_latents:
-        release_encoders(comps, keep_for_validation=bool(cfg.validation_prompt))
+    if cfg.data.cache_latents:
+        release_encoders(comps, keep_for_validation=bool(cfg.validation.validation_prompt))
         # Diffusers' import is slow: only when the cache was built
         from diffusers.training_utils import free_memory
 
@@ -100,9 +100,9 @@ def image_pixel_batches(cfg, stride: int | None) -> list[tuple[str, tuple[int, .
     ``--resolution`` square, which bounds every ``auto`` bucket (``stride``: the family's bucket stride, None for
     squares only).
     """
-    buckets = run_buckets(cfg.aspect_buckets, cfg.resolution, stride)
+    buckets = run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, stride)
     height, width = max(buckets, key=lambda hw: (hw[0] * hw[1], hw[0] == hw[1]))
-    return [(f"{width} x {height} px", (cfg.train_batch_size, 3, height, width))]
+    return [(f"{width} x {height} px", (cfg.training.train_batch_size, 3, height, width))]
 
 
 def encoded_plan_batches(
@@ -135,7 +135,7 @@ class DiffusionModel(ABC):
 
     def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
         """``--lora_layers``, else the family's default layers."""
-        return list(cfg.lora_layers or self.info.default_lora_layers)
+        return list(cfg.lora.lora_layers or self.info.default_lora_layers)
 
 
 class DiffusionEncoders(ABC):

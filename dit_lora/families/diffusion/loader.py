@@ -183,7 +183,7 @@ def check_pipeline_files(parts: PipelineParts, cfg) -> None:
     check_safetensors(cfg.model, parts.weight_folders(), parts.kind)
     for encoder in parts.text_encoders:
         if encoder.tokenizer is not None:
-            check_tokenizer_packages(cfg.pretrained_model_name_or_path, encoder.tokenizer, cfg.revision)
+            check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, encoder.tokenizer, cfg.model.revision)
 
 
 def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
@@ -214,8 +214,11 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
 
 def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
     """Every part read from the folder (or the Hub), in the run's dtypes; a failure is ``load_error``'s paragraph."""
-    path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-    common = {"revision": cfg.revision, "use_safetensors": True}  # never a pickle: it can run code when it is read
+    path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+    common = {
+        "revision": cfg.model.revision,
+        "use_safetensors": True,
+    }  # never a pickle: it can run code when it is read
     try:
         transformers: dict[str, Any] = {}
         cls = model_class("diffusers", parts.transformer)
@@ -227,7 +230,7 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
                     cfg.model,
                     subfolder,
                     **dtype_kwarg("diffusers", dtype),
-                    variant=cfg.variant,
+                    variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg),
                     **common,
                 )
@@ -249,10 +252,12 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
             if encoder.tokenizer is not None:
                 loaded.tokenizers[encoder.tokenizer] = model_class(
                     "transformers", encoder.tokenizer_cls
-                ).from_pretrained(path, subfolder=encoder.tokenizer, revision=cfg.revision)
+                ).from_pretrained(path, subfolder=encoder.tokenizer, revision=cfg.model.revision)
         if parts.scheduler is not None:
             scheduler = model_class("diffusers", parts.scheduler)
-            loaded.scheduler_config = dict(scheduler.load_config(path, subfolder="scheduler", revision=cfg.revision))
+            loaded.scheduler_config = dict(
+                scheduler.load_config(path, subfolder="scheduler", revision=cfg.model.revision)
+            )
         loaded.extra = model.extra_encoders(cfg, common)
     except (OSError, ValueError, ImportError) as err:
         raise load_error(parts.kind, cfg.model, err) from None

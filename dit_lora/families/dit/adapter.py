@@ -24,7 +24,7 @@ from dit_lora.output.names import CLASSES_FILE
 
 def trained_classes(cfg) -> tuple[list[str] | None, int | None]:
     """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
-    info = read_classes(cfg.output_dir) if cfg.output_dir else None
+    info = read_classes(cfg.training.output_dir) if cfg.training.output_dir else None
     return (info["classes"], info["num_classes"]) if info else (None, None)
 
 
@@ -67,7 +67,7 @@ class DiTAdapterExtras:
     def save_adapter_extras(self, output_dir: Path, comps: Components, cfg) -> None:
         """The base model in ``adapter_config.json`` and the label map the setup component built."""
         output_dir = Path(output_dir)
-        set_peft_base_model(output_dir, cfg.pretrained_model_name_or_path)
+        set_peft_base_model(output_dir, cfg.model.pretrained_model_name_or_path)
         state = run_state(comps)
         if state.classes is not None:
             info = {
@@ -89,14 +89,14 @@ class DiTCard(KitCard):
         """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
         trained = trained_classes(cfg)[0]
         classes = (
-            split_class_names(cfg.validation_prompt, set(trained or []))
-            if cfg.validation_prompt
+            split_class_names(cfg.validation.validation_prompt, set(trained or []))
+            if cfg.validation.validation_prompt
             else (trained or ["class name"])[:1]
         )
         steps = image_call_args(cfg)[1:]
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             quote=quoted,
             imports=["from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n"],
@@ -122,4 +122,4 @@ class DiTCard(KitCard):
 
     def base_model_license(self, cfg) -> str | None:
         """facebook/DiT checkpoints are CC BY-NC 4.0."""
-        return "cc-by-nc-4.0" if cfg.pretrained_model_name_or_path.startswith("facebook/DiT") else None
+        return "cc-by-nc-4.0" if cfg.model.pretrained_model_name_or_path.startswith("facebook/DiT") else None

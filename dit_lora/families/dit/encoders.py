@@ -29,13 +29,13 @@ class DiTEncoders(DiffusionEncoders):
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its VAE and transformer files, and the run's class list (a changed label map must never reuse
         cached class ids)."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         return {
             "family": "dit",
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg.model, ("vae", "transformer")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
             "latents": "posterior_mean_fp32",
             "classes": run_state(comps).classes if comps is not None else None,
         }
@@ -87,7 +87,7 @@ class DiTSetup(DiffusionSetup):
             known = pretrained_labels(cfg, model_classes)
             label2id = map_to_pretrained(classes, known)
             if label2id is None and len(classes) != model_classes:
-                raise class_count_error(classes, model_classes, cfg.pretrained_model_name_or_path, known)
+                raise class_count_error(classes, model_classes, cfg.model.pretrained_model_name_or_path, known)
         if num_classes is not None and num_classes < len(classes):
             raise UserError(
                 f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; "
@@ -96,7 +96,7 @@ class DiTSetup(DiffusionSetup):
             )
         target = model_classes if num_classes is None else num_classes
         if target != model_classes:
-            resize_class_embeddings(comps.model, target, seed=cfg.seed, dtype=torch.float32)
+            resize_class_embeddings(comps.model, target, seed=cfg.training.seed, dtype=torch.float32)
             print(
                 f"class embedding resized: {model_classes} -> {target} classes (+1 null class for guidance)", flush=True
             )
@@ -117,9 +117,9 @@ class DiTSetup(DiffusionSetup):
 
     def _check_validation_prompt(self, cfg, label2id: dict[str, int], classes: list[str]) -> None:
         """Every class the validation prompt names is one of the dataset's."""
-        if not cfg.validation_prompt:
+        if not cfg.validation.validation_prompt:
             return
-        unknown = [n for n in split_class_names(cfg.validation_prompt, label2id) if n not in label2id]
+        unknown = [n for n in split_class_names(cfg.validation.validation_prompt, label2id) if n not in label2id]
         if unknown:
             raise UserError(
                 f"--validation_prompt names {', '.join(repr(u) for u in unknown)}, which is not a class of the "

@@ -36,5 +36,5 @@ class DiTLoss(DiffusionLoss):
             pred = pred[:, : state.in_channels]
         weights = mask_weights(batch, cfg)  # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
         if weights is not None:
-            return masked_mse(pred, noise, weights, normalize=cfg.normalize_masked_area_loss)
+            return masked_mse(pred, noise, weights, normalize=cfg.data.normalize_masked_area_loss)
         return ((pred.float() - noise.float()) ** 2).mean()

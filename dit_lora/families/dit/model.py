@@ -92,10 +92,10 @@ class DiTModel(KitModel):
     def validate_config(self, cfg) -> None:
         """A class-conditional, epsilon-prediction DiTPipeline folder of safetensors, at its native resolution, with
         a class count the model takes (or ``--num_classes`` within DiTPipeline's 1000)."""
-        path = cfg.pretrained_model_name_or_path
-        if cfg.caption_dropout_probability > 0:
+        path = cfg.model.pretrained_model_name_or_path
+        if cfg.data.caption_dropout_probability > 0:
             raise UserError(
-                f"--caption_dropout_probability {cfg.caption_dropout_probability:g} is for captioned models; DiT is "
+                f"--caption_dropout_probability {cfg.data.caption_dropout_probability:g} is for captioned models; DiT is "
                 "class-conditional and already drops class labels to its null class (the last row of its class "
                 "table, the id DiTPipeline's guidance feeds) with the checkpoint's own probability (its "
                 "LabelEmbedding dropout_prob: 0.1 for facebook/DiT-XL-2-256, as in the DiT paper), drawn on the "
@@ -113,9 +113,9 @@ class DiTModel(KitModel):
                 "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
             )
         native = native_resolution(cfg)
-        if native is not None and cfg.resolution != native[0]:
+        if native is not None and cfg.data.resolution != native[0]:
             raise UserError(
-                f"--resolution {cfg.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
+                f"--resolution {cfg.data.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
         self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
@@ -146,15 +146,15 @@ class DiTModel(KitModel):
     def _check_class_folders(self, cfg, model_classes: int | None) -> None:
         """The class-count check of ``inspect_samples``, run on the folder names before the model loads."""
         names = (
-            class_folder_names(cfg.train_data_dir)
-            if cfg.family_options.num_classes is None and not cfg.dataset_name
+            class_folder_names(cfg.data.train_data_dir)
+            if cfg.family_options.num_classes is None and not cfg.data.dataset_name
             else None
         )
         if not names or not model_classes or len(names) == int(model_classes):
             return
         known = pretrained_labels(cfg, int(model_classes))
         if map_to_pretrained(names, known) is None:
-            raise class_count_error(names, int(model_classes), cfg.pretrained_model_name_or_path, known)
+            raise class_count_error(names, int(model_classes), cfg.model.pretrained_model_name_or_path, known)
 
     def pipeline_parts(self, cfg) -> PipelineParts:
         """:data:`PARTS`."""
@@ -199,7 +199,7 @@ class DiTBuckets:
 
     def bucket_stride(self, cfg) -> int:
         """The VAE's downsampling x the patch size (8 x 2), from the configs."""
-        named = bool(cfg.pretrained_model_name_or_path)
+        named = bool(cfg.model.pretrained_model_name_or_path)
         tr_cfg = (read_component_config(cfg.model, "transformer") if named else None) or {}
         vae_cfg = (read_component_config(cfg.model, "vae") if named else None) or {}
         return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
@@ -223,7 +223,7 @@ class DiTTrainables:
         checkpoints it and saves it to dit_lora_backbone.safetensors. Decided from the config alone, so
         LoRA setup does not depend on data preparation having run.
         """
-        patterns = list(cfg.train_backbone)
+        patterns = list(cfg.lora.train_backbone)
         if cfg.family_options.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
             patterns.append(CLASS_EMBEDDING_PATTERN)
         return patterns
@@ -243,11 +243,12 @@ class DiTDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
         # The demo builders: only for --demo
-        build_tiny_dit_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_CLASS_MARKER):
+        build_tiny_dit_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_CLASS_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
-        elif cfg.train_data_dir:
-            size = get_tiny_dit_config(cfg.demo_size)["resolution"]
-            make_shapes_class_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)
+        elif cfg.data.train_data_dir:
+            size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]
+            make_shapes_class_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)

@@ -34,8 +34,8 @@ class DiTSamples(DiffusionSamples):
         label2id = run_state(comps).label2id
         if label2id is None:  # the data stage's inspect_samples builds it, before any validation
             raise RuntimeError("DiT's validation samples need the run's label map: DiTSetup.inspect_samples builds it")
-        names = split_class_names(cfg.validation_prompt, label2id)
-        ids = [label2id[n] for n in names for _ in range(cfg.num_validation_images)]
+        names = split_class_names(cfg.validation.validation_prompt, label2id)
+        ids = [label2id[n] for n in names for _ in range(cfg.validation.num_validation_images)]
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
             # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
@@ -45,8 +45,8 @@ class DiTSamples(DiffusionSamples):
             with torch.no_grad():
                 return pipe(
                     class_labels=ids,
-                    guidance_scale=cfg.validation_guidance_scale,
-                    num_inference_steps=cfg.validation_inference_steps,
+                    guidance_scale=cfg.validation.validation_guidance_scale,
+                    num_inference_steps=cfg.validation.validation_inference_steps,
                     generator=generator,
                 ).images
 
@@ -62,7 +62,7 @@ class DiTSamples(DiffusionSamples):
         with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
             return pipe(
                 class_labels=ids,
-                guidance_scale=cfg.validation_guidance_scale,
-                num_inference_steps=cfg.validation_inference_steps,
+                guidance_scale=cfg.validation.validation_guidance_scale,
+                num_inference_steps=cfg.validation.validation_inference_steps,
                 generator=generator,
             ).images

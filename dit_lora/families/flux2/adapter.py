@@ -37,8 +37,8 @@ class Flux2Adapter(KitAdapter):
         needs torchvision for images the pipeline's prompts never carry; its text half is the same tokenizer."""
         from transformers import AutoTokenizer  # heavy: only for the final samples
 
-        path = cfg.pretrained_model_name_or_path
-        return {"tokenizer": AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)}
+        path = cfg.model.pretrained_model_name_or_path
+        return {"tokenizer": AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)}
 
 
 def _snippet_encoding(cfg, pipeline: str) -> list[str]:
@@ -70,7 +70,7 @@ class Flux2Card(KitCard):
         *size_and_steps, seed = image_call_args(cfg)
         return Snippet(
             pipeline=cls,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             imports=["from transformers import AutoTokenizer\n"] if tokenizer else [],
             before_pipe='tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
@@ -93,7 +93,7 @@ class Flux2Card(KitCard):
 
     def base_model_license(self, cfg) -> str | None:
         """Apache-2.0 for the klein 4B models; black-forest-labs' own license ("other") for dev and klein 9B."""
-        name = str(cfg.pretrained_model_name_or_path)
+        name = str(cfg.model.pretrained_model_name_or_path)
         if not name.startswith("black-forest-labs/"):
             return None
         return _LICENSES.get(name.split("/", 1)[1], "other")

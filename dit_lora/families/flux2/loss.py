@@ -118,6 +118,6 @@ class Flux2Loss(DiffusionLoss):
         weights = mask_weights(batch, cfg)
         if weights is not None:
             return masked_mse(
-                unpack(pred, height, width), target, weights, weighting, normalize=cfg.normalize_masked_area_loss
+                unpack(pred, height, width), target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss
             )
         return weighted_mse(unpack(pred, height, width), target, weighting)

@@ -53,7 +53,7 @@ class Flux2Model(KitModel):
     def validate_config(self, cfg) -> None:
         """A diffusers FLUX.2 folder of safetensors whose tokenizer can load, at a size the pipelines take."""
         self.check_folder(cfg)
-        check_resolution(cfg.resolution)
+        check_resolution(cfg.data.resolution)
 
     def pipeline_parts(self, cfg) -> PipelineParts:
         """:data:`PARTS`."""
@@ -85,8 +85,8 @@ class Flux2Model(KitModel):
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
         (``to_q``, ``to_k``, ``to_v``, ``to_out.0``) and the single blocks' fused ``to_qkv_mlp_proj`` and
         ``attn.to_out`` (each single block named: a bare ``to_out`` would also match the double blocks' list)."""
-        if cfg.lora_layers:
-            return list(cfg.lora_layers)
+        if cfg.lora.lora_layers:
+            return list(cfg.lora.lora_layers)
         singles = len(getattr(model, "single_transformer_blocks", ()))
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 
@@ -138,16 +138,17 @@ class Flux2Demo:
 
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.resolution)
-        check_demo_resolution(cfg.resolution)
+        check_resolution(cfg.data.resolution)
+        check_demo_resolution(cfg.data.resolution)
         variant = cfg.family_options.flux2_demo_variant
-        tiny_flux2.build_tiny_flux2_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
 
 
 class Flux2Notes(DiffusionNotes):
@@ -156,7 +157,7 @@ class Flux2Notes(DiffusionNotes):
 
     def start_notes(self, cfg) -> list[str]:
         """The warnings for a klein folder (none for dev or a model that cannot be read)."""
-        if not cfg.pretrained_model_name_or_path or cfg.demo:
+        if not cfg.model.pretrained_model_name_or_path or cfg.model.demo:
             return []
         index = read_component_config(cfg.model, "", "model_index.json") or {}
         if index.get("_class_name") != KLEIN_PIPELINE:

@@ -27,11 +27,11 @@ def inference_scheduler(comps: Components):
 def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, Any]:
     """What both pipelines are called with: the run's size, steps and guidance."""
     return {
-        "height": cfg.resolution,
-        "width": cfg.resolution,
+        "height": cfg.data.resolution,
+        "width": cfg.data.resolution,
         "num_images_per_prompt": num_images,
-        "num_inference_steps": cfg.validation_inference_steps,
-        "guidance_scale": cfg.validation_guidance_scale,
+        "num_inference_steps": cfg.validation.validation_inference_steps,
+        "guidance_scale": cfg.validation.validation_guidance_scale,
         "generator": generator,
         "output_type": "pil",
     }
@@ -76,9 +76,9 @@ class Flux2Samples(DiffusionSamples):
                 packed = pipe(
                     prompt_embeds=cond["prompt_embeds"],
                     **extra,
-                    **{**call_kwargs(cfg, cfg.num_validation_images, generator), "output_type": "latent"},
+                    **{**call_kwargs(cfg, cfg.validation.num_validation_images, generator), "output_type": "latent"},
                 ).images
-                return decode(pipe, vae, packed, cfg.resolution, cfg.resolution)
+                return decode(pipe, vae, packed, cfg.data.resolution, cfg.data.resolution)
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""

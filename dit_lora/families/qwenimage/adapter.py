@@ -29,7 +29,7 @@ class QwenImageAdapter(KitAdapter):
         """The VAE in fp32 (text-to-image), or the Edit models' processor, built where torchvision is missing."""
         if self.fp32_vae is not None:
             return super().pipeline_parts(cfg, common)
-        return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
+        return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
 
 
 class QwenImageCard(KitCard):
@@ -44,7 +44,7 @@ class QwenImageCard(KitCard):
         image_arg = "[image]" if cls == "QwenImageEditPlusPipeline" else "image"
         return Snippet(
             pipeline=cls,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             imports=[
                 "from diffusers.utils import load_image\n",
@@ -57,9 +57,9 @@ class QwenImageCard(KitCard):
             call_args=[
                 f"prompt={self.prompt(cfg)},",
                 *([f"image={image_arg},"] if edit else []),
-                f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation_guidance_scale},",
-                f"height={cfg.resolution}, width={cfg.resolution}, "
-                f"num_inference_steps={cfg.validation_inference_steps},",
+                f"negative_prompt={json.dumps(NEGATIVE_PROMPT)}, true_cfg_scale={cfg.validation.validation_guidance_scale},",
+                f"height={cfg.data.resolution}, width={cfg.data.resolution}, "
+                f"num_inference_steps={cfg.validation.validation_inference_steps},",
                 SEED_ARGUMENT,
             ],
         )
@@ -76,4 +76,4 @@ class QwenImageCard(KitCard):
 
     def base_model_license(self, cfg) -> str | None:
         """The Qwen-Image releases are Apache-2.0."""
-        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.model.pretrained_model_name_or_path else None

@@ -148,11 +148,11 @@ class EditSetup(QwenImageSetup):
     def configure(self, comps: Components, cfg) -> None:
         """Text-to-image's settings, plus how targets are cropped (the controls are cropped alike)."""
         super().configure(comps, cfg)
-        run_state(comps).crop = (bool(cfg.center_crop), int(cfg.seed))
+        run_state(comps).crop = (bool(cfg.data.center_crop), int(cfg.training.seed))
 
     def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
         """Keep the validation controls (``--validation_image``, else the first sample's) and their embeddings."""
-        if not cfg.validation_prompt:
+        if not cfg.validation.validation_prompt:
             return
         state = run_state(comps)
         paths = [cfg.family_options.validation_image] if cfg.family_options.validation_image else []
@@ -171,7 +171,7 @@ class EditSetup(QwenImageSetup):
         device = comps.encoders["text_encoder"].device
         with torch.no_grad():
             cond = {}
-            for prefix, text in (("", cfg.validation_prompt), ("negative_", NEGATIVE_PROMPT)):
+            for prefix, text in (("", cfg.validation.validation_prompt), ("negative_", NEGATIVE_PROMPT)):
                 embeds, mask = pipe.encode_prompt([text], image=shown if encoders.plus else shown[0], device=device)
                 cond[f"{prefix}prompt_embeds"] = embeds.cpu()
                 cond[f"{prefix}prompt_embeds_mask"] = (mask if mask is not None else torch.ones(embeds.shape[:2])).cpu()
@@ -221,11 +221,11 @@ class EditSamples(QwenImageSamples):
             with torch.no_grad():
                 return pipe(
                     image=self.images(comps),
-                    true_cfg_scale=cfg.validation_guidance_scale,
-                    num_images_per_prompt=cfg.num_validation_images,
-                    height=cfg.resolution,
-                    width=cfg.resolution,
-                    num_inference_steps=cfg.validation_inference_steps,
+                    true_cfg_scale=cfg.validation.validation_guidance_scale,
+                    num_images_per_prompt=cfg.validation.num_validation_images,
+                    height=cfg.data.resolution,
+                    width=cfg.data.resolution,
+                    num_inference_steps=cfg.validation.validation_inference_steps,
                     generator=torch.Generator(device=device).manual_seed(seed),
                     **embeds,
                 ).images
@@ -239,11 +239,11 @@ class EditSamples(QwenImageSamples):
                 image=self.images(comps),
                 prompt=prompt,
                 negative_prompt=NEGATIVE_PROMPT,
-                true_cfg_scale=cfg.validation_guidance_scale,
+                true_cfg_scale=cfg.validation.validation_guidance_scale,
                 num_images_per_prompt=num_images,
-                height=cfg.resolution,
-                width=cfg.resolution,
-                num_inference_steps=cfg.validation_inference_steps,
+                height=cfg.data.resolution,
+                width=cfg.data.resolution,
+                num_inference_steps=cfg.validation.validation_inference_steps,
                 generator=torch.Generator(device=pipe.transformer.device).manual_seed(seed),
             ).images
 
@@ -253,11 +253,17 @@ def refuse_unsupported(cfg) -> None:
     docstring), one paragraph each."""
     why = {
         "--caption_dropout_probability": (
-            cfg.caption_dropout_probability > 0,
+            cfg.data.caption_dropout_probability > 0,
             "the dropped caption is encoded once without the sample's control images",
         ),
-        "--random_flip": (cfg.random_flip, "a flipped target would be trained against its unflipped control image"),
-        "--cache_latents false": (not cfg.cache_latents, "the control images are encoded into the latent cache only"),
+        "--random_flip": (
+            cfg.data.random_flip,
+            "a flipped target would be trained against its unflipped control image",
+        ),
+        "--cache_latents false": (
+            not cfg.data.cache_latents,
+            "the control images are encoded into the latent cache only",
+        ),
     }
     for flag, (given, reason) in why.items():
         if given:

@@ -166,20 +166,20 @@ class EditMedia(ImageMedia):
     def controls(self) -> dict[tuple[str, str], Controls]:
         """Every metadata row's control images (read once per handler)."""
         if self._controls is None:
-            if not self.cfg.train_data_dir:
+            if not self.cfg.data.train_data_dir:
                 raise UserError(
                     "Qwen-Image-Edit reads each sample's control images from a metadata column of --train_data_dir "
                     "(--dataset_name is not read for them): put the images and a metadata.jsonl with `file_name`, "
                     "`text` and `control_image` in a folder."
                 )
-            root = os.fspath(self.cfg.train_data_dir)
+            root = os.fspath(self.cfg.data.train_data_dir)
             self._controls = metadata_controls(root, self.cfg.family_options.qwen_control_column)
         return self._controls
 
     def excluded_keys(self) -> frozenset[str]:
         """The control images inside the data folder (named by metadata rows, or in a ``--qwen_control_dir`` inside
         it): no samples of their own."""
-        root = os.path.abspath(os.fspath(self.cfg.train_data_dir or "."))
+        root = os.path.abspath(os.fspath(self.cfg.data.train_data_dir or "."))
         paths = {p for c in self.controls().values() for p in c.paths}
         folder = self.cfg.family_options.qwen_control_dir
         if folder:

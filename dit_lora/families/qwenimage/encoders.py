@@ -26,7 +26,7 @@ NEGATIVE_PROMPT = " "
 
 def max_sequence_length(cfg) -> int:
     """``--max_sequence_length``, else the pipeline's default (512)."""
-    return cfg.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
 
 def text_pipeline(comps: Components) -> Any:
@@ -64,17 +64,17 @@ class QwenImageEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, revision, variant, text dtype and length (and a quantized text encoder)."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         return {
             "family": "qwenimage",
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
-            "text_dtype": cfg.mixed_precision,
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
+            "text_dtype": cfg.training.mixed_precision,
             "max_sequence_length": max_sequence_length(cfg),
             "latents": "posterior_mode_normalised_fp32",
-            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:

@@ -89,7 +89,7 @@ class QwenImageLoss(DiffusionLoss):
         weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel, packed into tokens as the latents are
         if weights is not None:
             packed = pack_latents(weights.expand(-1, latents.shape[1], -1, -1))
-            return masked_mse(pred, target, packed, weighting, normalize=cfg.normalize_masked_area_loss)
+            return masked_mse(pred, target, packed, weighting, normalize=cfg.data.normalize_masked_area_loss)
         return weighted_mse(pred, target, weighting)
 
     def image_tokens(self, batch: dict[str, Any], packed: torch.Tensor) -> tuple[torch.Tensor, list]:

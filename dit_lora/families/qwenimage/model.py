@@ -44,7 +44,7 @@ def check_text_length(cfg) -> None:
     """Refuse a ``--max_sequence_length`` above the pipeline's 1024."""
     if max_sequence_length(cfg) > MAX_SEQUENCE_LENGTH:
         raise UserError(
-            f"--max_sequence_length {cfg.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
+            f"--max_sequence_length {cfg.data.max_sequence_length} is above {MAX_SEQUENCE_LENGTH}, the longest caption "
             f"QwenImagePipeline encodes (it refuses more at inference). Use {MAX_SEQUENCE_LENGTH} or less."
         )
 
@@ -56,7 +56,7 @@ class QwenImageModel(KitModel):
     def validate_config(self, cfg) -> None:
         """A diffusers Qwen-Image folder of safetensors whose tokenizer can load, at a size the pipeline takes."""
         self.check_folder(cfg)
-        check_resolution(cfg.resolution)
+        check_resolution(cfg.data.resolution)
         check_text_length(cfg)
 
     def pipeline_parts(self, cfg) -> PipelineParts:
@@ -102,7 +102,7 @@ class QwenImageEditModel(QwenImageModel):
 
     def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
         """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
-        return {"processor": load_processor(cfg.pretrained_model_name_or_path, cfg.revision)}
+        return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
 
 
 class QwenImagePrecision(DiffusionPrecision):
@@ -157,16 +157,17 @@ class QwenImageDemo:
 
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.resolution)
-        check_demo_resolution(cfg.resolution)
-        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.pretrained_model_name_or_path, self.variant, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        check_resolution(cfg.data.resolution)
+        check_demo_resolution(cfg.data.resolution)
+        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.pretrained_model_name_or_path, self.variant, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
             if self.variant != "t2i":
                 tiny_qwenimage.add_control_images(
-                    cfg.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
+                    cfg.data.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
                 )

@@ -61,7 +61,7 @@ class QwenImagePlan(DiffusionPlan):
         """The text tokens one control image adds (a 28 x 28 pixel patch group each, as Qwen2.5-VL merges them)."""
         if self.edit is None:
             return 0
-        side = 384 if self.edit == "edit_plus" else cfg.resolution
+        side = 384 if self.edit == "edit_plus" else cfg.data.resolution
         return (side // 28) ** 2
 
     def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:

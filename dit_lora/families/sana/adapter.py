@@ -26,7 +26,7 @@ class SanaCard(KitCard):
         *size_and_steps, seed = image_call_args(cfg)
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             quote=quoted,
             vae=SANA_VAE,
@@ -44,4 +44,4 @@ class SanaCard(KitCard):
 
     def base_model_license(self, cfg) -> str | None:
         """Efficient-Large-Model's checkpoints carry their own license ("other")."""
-        return "other" if "Efficient-Large-Model" in cfg.pretrained_model_name_or_path else None
+        return "other" if "Efficient-Large-Model" in cfg.model.pretrained_model_name_or_path else None

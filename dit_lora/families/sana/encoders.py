@@ -29,7 +29,7 @@ def default_complex_human_instruction() -> list[str]:
 
 def max_sequence_length(cfg) -> int:
     """``--max_sequence_length``, else SanaPipeline's default."""
-    return cfg.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
+    return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
 
 class SanaEncoders(DiffusionEncoders):
@@ -48,16 +48,16 @@ class SanaEncoders(DiffusionEncoders):
         """The model, its stamp, revision, variant, text dtype and the text settings (and a quantized encoder)."""
         return {
             "family": "sana",
-            "model": os.path.abspath(cfg.pretrained_model_name_or_path)
-            if is_local(cfg.pretrained_model_name_or_path)
-            else cfg.pretrained_model_name_or_path,
+            "model": os.path.abspath(cfg.model.pretrained_model_name_or_path)
+            if is_local(cfg.model.pretrained_model_name_or_path)
+            else cfg.model.pretrained_model_name_or_path,
             "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
-            "text_dtype": cfg.mixed_precision,
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
+            "text_dtype": cfg.training.mixed_precision,
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": max_sequence_length(cfg),
-            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),  # other embeddings
+            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),  # other embeddings
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:

@@ -61,7 +61,7 @@ class SanaLoss(DiffusionLoss):
         weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
         weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel
         if weights is not None:
-            return masked_mse(pred, target, weights, weighting, normalize=cfg.normalize_masked_area_loss)
+            return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)
         return weighted_mse(pred, target, weighting)
 
 

@@ -56,11 +56,11 @@ class SanaModel(KitModel):
         SANA-Sprint transformer (its guidance embedding: :data:`~dit_lora.families.sana.catalogue.SPRINT_REFUSAL`)."""
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
         if transformer_cfg.get("guidance_embeds"):  # a Sprint transformer whatever the folder says it is
-            raise UserError(SPRINT_REFUSAL.format(model=cfg.pretrained_model_name_or_path))
+            raise UserError(SPRINT_REFUSAL.format(model=cfg.model.pretrained_model_name_or_path))
         self.check_folder(cfg)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
-            check_resolution(cfg.resolution, transformer_cfg, vae_cfg)
+            check_resolution(cfg.data.resolution, transformer_cfg, vae_cfg)
 
     def pipeline_parts(self, cfg) -> PipelineParts:
         """:data:`PARTS`."""
@@ -92,9 +92,9 @@ class SanaNotes(DiffusionNotes):
     def precision_notes(self, cfg) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
         dtype = stored_dtype(cfg.model)
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
-        if not fp16 or cfg.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
+        if not fp16 or cfg.training.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
             return []
         entry = match("sana", config_reader(cfg.model), dtype)
         twin = next(
@@ -160,7 +160,7 @@ class SanaBuckets:
     def bucket_stride(self, cfg) -> int:
         """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
         no model is named, as in ``check-data``)."""
-        named = bool(cfg.pretrained_model_name_or_path)
+        named = bool(cfg.model.pretrained_model_name_or_path)
         tr_cfg = read_component_config(cfg.model, "transformer") if named else None
         vae_cfg = read_component_config(cfg.model, "vae") if named else None
         return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
@@ -179,13 +179,14 @@ class SanaDemo:
         # The demo builders: only for --demo
         # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
         # the run would refuse anyway.
-        tiny = tiny_sana.get_tiny_sana_config(cfg.demo_size)
-        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
-        check_demo_resolution(cfg.resolution)
-        tiny_sana.build_tiny_sana_pipeline(cfg.pretrained_model_name_or_path, size=cfg.demo_size, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        tiny = tiny_sana.get_tiny_sana_config(cfg.model.demo_size)
+        check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.data.resolution)
+        tiny_sana.build_tiny_sana_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)

@@ -45,18 +45,19 @@ class SanaVideoEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, the text dtype and settings, and what the cached latents hold."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "family": "sanavideo",  # both tasks cache the same latents and embeddings
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
-            "text_dtype": cfg.mixed_precision,
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
+            "text_dtype": cfg.training.mixed_precision,
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": TEXT_LEN,
             "latents": "posterior_mode_normalised_fp32",
-            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -132,15 +132,15 @@ class SanaVideoTask:
         x ``--width`` or the trained 81 x 480 x 832, that size first (the transformer's RoPE is computed per input
         size, so any multiple of the latent stride runs)."""
         info = self.info(cfg)
-        if cfg.frame_buckets:
+        if cfg.video.frame_buckets:
             return resolution_buckets(
-                cfg.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=info.vae_temporal
+                cfg.video.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=info.vae_temporal
             )
         frames0, height0, width0 = info.trained_size()
-        frames = cfg.max_num_frames or frames0
-        named = "--max_num_frames" if cfg.max_num_frames else "the default frame count"
+        frames = cfg.video.max_num_frames or frames0
+        named = "--max_num_frames" if cfg.video.max_num_frames else "the default frame count"
         check_num_frames(frames, flag=named, temporal_compression=info.vae_temporal)
-        height, width = cfg.height or height0, cfg.width or width0
+        height, width = cfg.video.height or height0, cfg.video.width or width0
         for flag, value in (("--height", height), ("--width", width)):
             if value % info.size_multiple:
                 fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)

@@ -69,7 +69,7 @@ class SanaVideoModel(KitModel):
         info = self.task.info(cfg)
         if info.vae_class != "AutoencoderKLWan":
             raise UserError(
-                f"`{cfg.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
+                f"`{cfg.model.pretrained_model_name_or_path}` pairs SANA-Video with a {info.vae_class} VAE; dit-lora trains "
                 "the published release's Wan 2.1 VAE (AutoencoderKLWan) only, whose latent normalisation it caches "
                 f"as the pipelines apply it. Use {EXAMPLE_ID}, or a folder with its vae/."
             )
@@ -128,9 +128,9 @@ class SanaVideoPlan(DiffusionPlan):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
         buckets = self.task.video_buckets(cfg)
-        if not cfg.frame_buckets:
+        if not cfg.video.frame_buckets:
             buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
 
 class SanaVideoPrecision(DiffusionPrecision):
@@ -171,7 +171,7 @@ class SanaVideoNotes(DiffusionNotes):
         )
         return [
             f"model: {info.describe()}; {mode}; training size {f}x{h}x{w} (frames x height x width) at "
-            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.frame_buckets),
+            f"{self.task.model_fps(cfg):g} fps" + automatic_note(buckets, automatic=not cfg.video.frame_buckets),
             f"training shift {training_shift(cfg):g} (NVlabs' SANA-Video trainer; --flow_shift), the checkpoint's "
             f"sampler shifts by {info.scheduler_shift:g}",
         ]
@@ -196,11 +196,11 @@ class SanaVideoDemo:
         build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
         SanaImageToVideoPipeline), so the two demos share one model."""
         try:
-            tiny.build_tiny_sanavideo_pipeline(cfg.pretrained_model_name_or_path, seed=0)
+            tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_infos()  # the folder is new
-        if cfg.train_data_dir:
+        if cfg.data.train_data_dir:
             frames = max(b[0] for b in self.task.video_buckets(cfg))
             size = tiny.TINY_GEOMETRY["height"]
-            build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=16)
+            build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=16)

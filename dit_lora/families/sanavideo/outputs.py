@@ -39,8 +39,8 @@ def call_kwargs(task: SanaVideoTask, cfg: TrainConfig, generator: torch.Generato
         "frames": frames,
         "height": height,
         "width": width,
-        "num_inference_steps": cfg.validation_inference_steps,
-        "guidance_scale": cfg.validation_guidance_scale,
+        "num_inference_steps": cfg.validation.validation_inference_steps,
+        "guidance_scale": cfg.validation.validation_guidance_scale,
         "generator": generator,
         "output_type": "pil",
         "use_resolution_binning": False,  # the trained bucket, not the 480p table's nearest size
@@ -73,7 +73,7 @@ class SanaVideoSamples(DiffusionSamples):
             generator = torch.Generator(device=device).manual_seed(seed)
             # n copies of the prompt rather than num_videos_per_prompt: SanaImageToVideoPipeline sizes its
             # conditioning mask by the prompt count (diffusers 0.42.1), so more videos per prompt break it
-            n = cfg.num_validation_images
+            n = cfg.validation.num_validation_images
             embeds = {k: v.to(device).repeat(n, *([1] * (v.dim() - 1))) for k, v in cond.items()
                       if k in ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds",
                                "negative_prompt_attention_mask")}  # fmt: skip
@@ -133,7 +133,7 @@ class SanaVideoCard(KitCard):
         chi = cfg.family_options.complex_human_instruction
         return Snippet(
             pipeline=self.task.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             base_name="model_id",
             vae="AutoencoderKLWan",
@@ -153,18 +153,18 @@ class SanaVideoCard(KitCard):
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep density and the training shift, the instruction prefix."""
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         return {
             "resolution": f"{buckets} (frames x height x width)",
             "model": self.task.info(cfg).describe(),
             "weighting_scheme": cfg.family_options.weighting_scheme,
             "flow_shift": training_shift(cfg),
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
         }
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
         so); others: unknown."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

@@ -77,7 +77,7 @@ class VideoLLMModel:
         """Known --lora_layers; the model's folder (a Hub id downloaded here, before the run prints anything) with
         safetensors weights and a loadable tokenizer; an existing --validation_video."""
         self.lora_layers(cfg)  # before the data's clips are decoded: a typo costs seconds, not the data check
-        if not cfg.pretrained_model_name_or_path:
+        if not cfg.model.pretrained_model_name_or_path:
             raise UserError("--pretrained_model_name_or_path is required: the video LLM to fine-tune.")
         check_safetensors(cfg.model, ("",), "video LLM")
         folder = model_folder(cfg.model, weights=True)
@@ -103,7 +103,7 @@ class VideoLLMModel:
         quantize.keep_4bit_layout(model)
         skip_placeholder_count_check(model)
         # --blocks_to_swap: those blocks' frozen weights stay in host memory through .to(device)
-        block_swap.park_blocks(model, (self.arch.decoder_layers,), cfg.blocks_to_swap, device)
+        block_swap.park_blocks(model, (self.arch.decoder_layers,), cfg.performance.blocks_to_swap, device)
         model.to(device)
         processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
@@ -112,12 +112,12 @@ class VideoLLMModel:
         """The projection names --lora_layers picks: the family's default set when unset or ``all`` (LLaMA-Factory's
         ``lora_target: all``, its default), else the names given; a name that is none of the language model's
         projections is refused in one paragraph."""
-        given = list(cfg.lora_layers)
+        given = list(cfg.lora.lora_layers)
         unknown = [name for name in given if name != "all" and name not in self.arch.lora_projections]
         if unknown:
             raise UserError(
                 f"--lora_layers {' '.join(unknown)}: not a projection of the language model of --family "
-                f"{cfg.family}. The video LLMs put LoRA on the language model's projections, named by their last "
+                f"{cfg.model.family}. The video LLMs put LoRA on the language model's projections, named by their last "
                 f"part: {', '.join(self.arch.lora_projections)} (`all`, the default, is every one of them). Name "
                 "some of those, or leave --lora_layers unset."
             )
@@ -148,7 +148,7 @@ class VideoLLMTrainables:
 
     def backbone_patterns(self, cfg) -> list[str]:
         """``--train_backbone``, else the projector (trained fully at ``--backbone_learning_rate``)."""
-        return list(cfg.train_backbone) or [re.escape(self.arch.projector) + r"\..*"]
+        return list(cfg.lora.train_backbone) or [re.escape(self.arch.projector) + r"\..*"]
 
     def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
         """The vision tower at ``--vision_tower_learning_rate`` with ``--train_vision_tower``, else nothing."""

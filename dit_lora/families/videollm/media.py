@@ -166,10 +166,10 @@ class VideoQAMedia:
         dataset_info.json folder with ``--dataset_info_name``), refused when a text holds a media token
         (:func:`refuse_literal_tokens`)."""
         cfg, options = self.cfg, self.cfg.family_options
-        found = llamafactory.dataset_source(cfg.train_data_dir, options.dataset_info_name, options.video_folder)
-        file, root, layout = found or (annotation_file(cfg.train_data_dir), options.video_folder, None)
+        found = llamafactory.dataset_source(cfg.data.train_data_dir, options.dataset_info_name, options.video_folder)
+        file, root, layout = found or (annotation_file(cfg.data.train_data_dir), options.video_folder, None)
         self.notes = []
-        samples = load_qa_samples(file, root, cfg.max_train_samples, layout=layout, notes=self.notes)
+        samples = load_qa_samples(file, root, cfg.data.max_train_samples, layout=layout, notes=self.notes)
         arch = self.spec.video_qa.arch if self.spec.video_qa is not None else None
         refuse_literal_tokens(samples, literal_tokens(arch), self.spec.name)
         return samples
@@ -225,7 +225,7 @@ class VideoQAMedia:
             "token budget: not checked (pass --pretrained_model_name_or_path to fit each conversation to "
             "--max_sequence_length)"
         )
-        if cfg.pretrained_model_name_or_path:
+        if cfg.model.pretrained_model_name_or_path:
             # a Hub id's config, tokenizer and processor files (no weights), from the cache or downloaded
             self.processing = self.spec.video_qa.load_processing(str(model_folder(cfg.model, weights=False)))
             budget = max_tokens(cfg)

@@ -44,7 +44,7 @@ class VideoLLMAdapter:
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
         """The base model named in ``adapter_config.json``."""
-        set_peft_base_model(Path(output_dir), cfg.pretrained_model_name_or_path)
+        set_peft_base_model(Path(output_dir), cfg.model.pretrained_model_name_or_path)
 
     def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         """The base model with the saved adapter (and projector) loaded by dit-lora's loader, and its processing."""
@@ -75,7 +75,7 @@ def _qa(processing: VideoQAProcessing, model, question: str, cfg, video: Path | 
 def _shown(video: Path, cfg) -> str:
     """``video`` as the sample file names it: relative to the data folder (--video_folder, else --train_data_dir's
     folder), where clips of one name in two subfolders stay apart; the full path when it lies elsewhere."""
-    given = cfg.family_options.video_folder or cfg.train_data_dir
+    given = cfg.family_options.video_folder or cfg.data.train_data_dir
     if not given:
         return str(video)
     folder = Path(given)
@@ -124,7 +124,7 @@ class VideoLLMCard:
         """Frames, the projector, the vision tower and Liger."""
         return {
             "num_frames": cfg.family_options.num_frames,
-            "projector": f"{self.arch.projector} (full, lr {cfg.backbone_learning_rate})",
+            "projector": f"{self.arch.projector} (full, lr {cfg.lora.backbone_learning_rate})",
             "vision_tower": "trained" if cfg.family_options.train_vision_tower else "frozen",
             "use_liger_kernel": cfg.family_options.use_liger_kernel or None,
         }
@@ -133,8 +133,8 @@ class VideoLLMCard:
         """Load the base model and the adapter, and answer about a clip whose frames are sampled and preprocessed as
         training's (``dit_lora.answer_video``: the clip's rate and frame times too, where the model's prompt or
         positions carry them; no torchvision, which transformers' video processors need)."""
-        base = json.dumps(cfg.pretrained_model_name_or_path)
-        question = json.dumps(cfg.validation_prompt or "What happens in this video?")
+        base = json.dumps(cfg.model.pretrained_model_name_or_path)
+        question = json.dumps(cfg.validation.validation_prompt or "What happens in this video?")
         model_class = self.arch.model_class
         return (
             "import torch\n"

@@ -50,7 +50,7 @@ class VideoLLMPlan:
         from torch._subclasses.fake_tensor import unset_fake_temporarily
 
         model_config = comps.model.config
-        height, width = cfg.height or 448, cfg.width or 448
+        height, width = cfg.video.height or 448, cfg.video.width or 448
         frames = np.zeros((cfg.family_options.num_frames, height, width, 3), dtype=np.uint8)
         prep = self._preprocessing(cfg, model_config)
         with unset_fake_temporarily():  # the spec's real preprocessing of one small clip: counts need values
@@ -59,9 +59,9 @@ class VideoLLMPlan:
         hidden = getattr(model_config, "text_config", model_config).hidden_size
         batch = {
             "inputs_embeds": torch.empty(
-                cfg.train_batch_size, length, hidden, dtype=cfg.weight_dtype, requires_grad=True
+                cfg.training.train_batch_size, length, hidden, dtype=cfg.weight_dtype, requires_grad=True
             ),  # they carry the projector's gradient
-            "labels": torch.zeros(cfg.train_batch_size, length, dtype=torch.long),
+            "labels": torch.zeros(cfg.training.train_batch_size, length, dtype=torch.long),
         }
         return [
             (
@@ -75,7 +75,7 @@ class VideoLLMPlan:
         """The model's preprocessing (a local folder, or a Hub id's snapshot: its small files, downloaded when
         missing), else the spec's defaults (LLaVA: at its tower's own size) for a catalogued Hub id that cannot be
         had now: the catalogue's copy of its configs plans it without a download."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         if path is not None and Path(path).is_dir():
             return self.arch.load_preprocessing(path)
         if path is not None:

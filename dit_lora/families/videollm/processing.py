@@ -26,7 +26,7 @@ MAX_NEW_TOKENS = 24
 
 def max_tokens(cfg) -> int:
     """The longest training example a run of ``cfg`` keeps: ``--max_sequence_length`` or :data:`DEFAULT_MAX_LENGTH`."""
-    return cfg.max_sequence_length or DEFAULT_MAX_LENGTH
+    return cfg.data.max_sequence_length or DEFAULT_MAX_LENGTH
 
 
 @dataclass(frozen=True)

@@ -47,12 +47,16 @@ class VideoLLMDemo:
     def prepare_demo(self, cfg) -> None:
         """The tiny model at ``--pretrained_model_name_or_path`` and the clips at ``--train_data_dir`` (a
         ``.jsonl`` annotation: chat layout; otherwise VideoChat2's)."""
-        self.build_model(cfg.pretrained_model_name_or_path)
-        folder = Path(cfg.train_data_dir)
+        self.build_model(cfg.model.pretrained_model_name_or_path)
+        folder = Path(cfg.data.train_data_dir)
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder
         demo_clips.make_qa_dataset(
-            root, n=cfg.demo_num_images, num_frames=cfg.family_options.num_frames, layout=layout, seed=cfg.seed
+            root,
+            n=cfg.model.demo_num_images,
+            num_frames=cfg.family_options.num_frames,
+            layout=layout,
+            seed=cfg.training.seed,
         )
 
 

@@ -25,17 +25,18 @@ class WanEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, dtype, text length and what the cached latents hold."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "family": self.task.name,
             "model": os.path.abspath(path) if is_local(path) else path,
             "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.revision,
-            "variant": cfg.variant,
-            "dtype": cfg.mixed_precision,  # UMT5 runs in it (the VAE in fp32)
+            "revision": cfg.model.revision,
+            "variant": cfg.model.variant,
+            "dtype": cfg.training.mixed_precision,  # UMT5 runs in it (the VAE in fp32)
             "max_sequence_length": TEXT_LEN,
             "latents": "posterior_mode_normalised_fp32" + self.cached_conditions(cfg),
-            **({"text_encoder_quantized": "nf4"} if cfg.quantize_text_encoder else {}),
+            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
         }
 
     def cached_conditions(self, cfg: TrainConfig) -> str:

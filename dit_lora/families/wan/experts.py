@@ -231,7 +231,7 @@ class WanTrainables:
 
     def backbone_patterns(self, cfg) -> list[str]:
         """``--train_backbone``."""
-        return list(cfg.train_backbone)
+        return list(cfg.lora.train_backbone)
 
     def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
         """No further groups."""

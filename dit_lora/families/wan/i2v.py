@@ -77,13 +77,16 @@ class WanI2VModel(WanModel):
             return {}
         from transformers import CLIPImageProcessor, CLIPVisionModel
 
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
+        assert path is not None  # the parser refuses a run without one (validate_static)
         return {
             "image_encoder": CLIPVisionModel.from_pretrained(
                 path, subfolder="image_encoder", **dtype_kwarg("transformers", torch.float32), **common
             ).eval(),
             "image_processor": CLIPImageProcessor.from_pretrained(
-                path, subfolder="image_processor", revision=cfg.revision
+                path,
+                subfolder="image_processor",
+                revision=cfg.model.revision,  # type: ignore[arg-type]  # None is transformers' default ("main")
             ),
         }
 
@@ -196,7 +199,9 @@ class WanI2VSetup(DiffusionSetup):
                 "from the data, or train them with --family wan (text-to-video), where images teach appearance."
             )
         image = conditioning_image(self.task, cfg, comps, samples)
-        if cfg.validation_prompt and "image_encoder" in comps.encoders:  # 2.1: its CLIP embedding, while loaded
+        if (
+            cfg.validation.validation_prompt and "image_encoder" in comps.encoders
+        ):  # 2.1: its CLIP embedding, while loaded
             pipe = i2v_pipeline(comps, expand=False)
             with torch.no_grad():
                 run_state(comps).validation_image_embeds = pipe.encode_image(
@@ -231,7 +236,7 @@ class WanI2VAdapter(WanAdapter):
 
         return {
             "image_encoder": CLIPVisionModel.from_pretrained(
-                cfg.pretrained_model_name_or_path,
+                cfg.model.pretrained_model_name_or_path,
                 subfolder="image_encoder",
                 **dtype_kwarg("transformers", torch.float32),
                 **common,

@@ -98,7 +98,7 @@ def make_components(
     expert = task.expert(cfg)
     ranges = {"all": (0, info.num_train_timesteps)}
     if expert:
-        boundary = info.expert_boundary(cfg.pretrained_model_name_or_path)
+        boundary = info.expert_boundary(cfg.model.pretrained_model_name_or_path)
         ranges.update(expert_index_ranges(scheduler.timesteps, boundary, info.num_train_timesteps))
     vae_cfg = vae.config
     state = WanRun(
@@ -221,6 +221,6 @@ class WanPlan(DiffusionPlan):
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
         buckets = self.task.video_buckets(cfg)
-        if not cfg.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
+        if not cfg.video.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
             buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]

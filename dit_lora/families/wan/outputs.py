@@ -46,14 +46,14 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     variant = cfg.family_options.demo_wan_variant
     try:
-        build_tiny_wan_pipeline(cfg.pretrained_model_name_or_path, variant=variant, seed=0)
+        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
-    if cfg.train_data_dir:
+    if cfg.data.train_data_dir:
         frames = max(b[0] for b in task.video_buckets(cfg))
         size = TINY_WAN_GEOMETRY["height"]
         fps = 24 if "ti2v" in variant else 16
-        build_demo_clips(cfg.train_data_dir, n=cfg.demo_num_images, num_frames=frames, size=size, fps=fps)
+        build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
 
 
 # ---- validation videos -----------------------------------------------------------------------
@@ -72,8 +72,8 @@ def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> 
         "num_frames": frames,
         "height": height,
         "width": width,
-        "num_inference_steps": cfg.validation_inference_steps,
-        "guidance_scale": cfg.validation_guidance_scale,
+        "num_inference_steps": cfg.validation.validation_inference_steps,
+        "guidance_scale": cfg.validation.validation_guidance_scale,
         "generator": generator,
         "output_type": "pil",
     }
@@ -115,7 +115,7 @@ def generate_validation(
         )
         pipe.set_progress_bar_config(disable=True)
         samples.fit_validation_pipeline(pipe, comps)
-        n = cfg.num_validation_images
+        n = cfg.validation.num_validation_images
         generator = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
             videos = pipe(
@@ -330,7 +330,7 @@ class WanCard(KitCard):
         imports, image = image_lines(extra_import, image_arg)
         return Snippet(
             pipeline=self.task.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             base_name="model_id",
             vae="AutoencoderKLWan",
@@ -357,13 +357,13 @@ class WanCard(KitCard):
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the model, the timestep sampling and shift, the frame sampling, the experts, TI2V's mode."""
         info = self.task.info(cfg)
-        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        buckets = describe_buckets(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         settings = {
             "resolution": f"{buckets} (frames x height x width)",
             "model": info.describe(),
             "timestep_sampling": cfg.family_options.timestep_sampling,
             "flow_shift": cfg.family_options.flow_shift or info.flow_shift,
-            "frame_sampling": cfg.frame_sampling,
+            "frame_sampling": cfg.video.frame_sampling,
         }
         expert = self.task.expert(cfg)
         if expert:
@@ -378,7 +378,7 @@ class WanCard(KitCard):
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
-        name = cfg.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path
         return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
 
 

@@ -80,15 +80,15 @@ class WanTask:
         Wan's RoPE is computed per input size, so any multiple of ``size_multiple`` runs)."""
         info = self.info(cfg)
         temporal = info.vae_temporal  # the frame rule (Wan has no temporal patch: patch_size_t None)
-        if cfg.frame_buckets:
+        if cfg.video.frame_buckets:
             return resolution_buckets(
-                cfg.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=temporal
+                cfg.video.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=temporal
             )
         frames0, height0, width0, _ = info.trained_size()
-        frames = cfg.max_num_frames or frames0
-        named = "--max_num_frames" if cfg.max_num_frames else "the default frame count"
+        frames = cfg.video.max_num_frames or frames0
+        named = "--max_num_frames" if cfg.video.max_num_frames else "the default frame count"
         check_num_frames(frames, flag=named, temporal_compression=temporal)
-        height, width = cfg.height or height0, cfg.width or width0
+        height, width = cfg.video.height or height0, cfg.video.width or width0
         for flag, value in (("--height", height), ("--width", width)):
             if value % info.size_multiple:
                 fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
@@ -109,7 +109,7 @@ class WanNotes(DiffusionNotes):
         """What the run trains (model, size, fps), which expert(s) and how, and the TI2V image-mode share."""
         info = self.task.info(cfg)
         f, h, w = self.task.video_buckets(cfg)[0]
-        also = automatic_note(self.task.video_buckets(cfg), automatic=not cfg.frame_buckets)
+        also = automatic_note(self.task.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
         notes = [
             f"model: {info.describe()}; training size {f}x{h}x{w} (frames x height x width) at {info.fps} fps" + also
         ]
@@ -124,7 +124,7 @@ class WanNotes(DiffusionNotes):
                 f"two-expert checkpoint (boundary_ratio {info.boundary_ratio:g}): training {what}; each "
                 "expert's steps draw only its own timesteps"
             )
-            if expert != "both" and cfg.validation_prompt:
+            if expert != "both" and cfg.validation.validation_prompt:
                 notes.append(
                     "validation videos during training run the trained expert for every denoising step "
                     "(the other expert is not loaded); the final samples use both, with the adapter"

@@ -30,19 +30,20 @@ from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
     """Every check of the ``wan`` and ``wan_i2v`` families that reads configs only (image-to-video then checks
     ``--validation_image``: :class:`~dit_lora.families.wan.i2v.WanI2VModel`)."""
-    path = cfg.pretrained_model_name_or_path
+    path = cfg.model.pretrained_model_name_or_path
+    assert path is not None  # the parser refuses a run without one (validate_static)
     check_pipeline_folder(
         cfg.model, "Wan", EXAMPLE_IDS[task.task], "transformer/, vae/, text_encoder/, tokenizer/, scheduler/"
     )
     info = task.info(cfg)
     weights = ["vae", "text_encoder"] + (["transformer", "transformer_2"] if info.two_experts else ["transformer"])
     check_safetensors(cfg.model, tuple(weights), "Wan")
-    check_tokenizer_packages(path, "tokenizer", cfg.revision)
+    check_tokenizer_packages(path, "tokenizer", cfg.model.revision)
     _check_kind(task, cfg, info)
     _check_options(task, cfg, info)
-    if cfg.max_sequence_length is not None and cfg.max_sequence_length != TEXT_LEN:
+    if cfg.data.max_sequence_length is not None and cfg.data.max_sequence_length != TEXT_LEN:
         raise UserError(
-            f"--max_sequence_length {cfg.max_sequence_length}: Wan's pipelines pad every prompt to {TEXT_LEN} UMT5 "
+            f"--max_sequence_length {cfg.data.max_sequence_length}: Wan's pipelines pad every prompt to {TEXT_LEN} UMT5 "
             f"tokens and the model was trained on that length (Wan 2.1 I2V even splits its cross-attention input at "
             f"token {TEXT_LEN}). Remove --max_sequence_length or set it to {TEXT_LEN}."
         )
@@ -50,7 +51,8 @@ def validate_wan_config(task: WanTask, cfg: TrainConfig) -> None:
 
 
 def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
-    path = cfg.pretrained_model_name_or_path
+    path = cfg.model.pretrained_model_name_or_path
+    assert path is not None  # the parser refuses a run without one (validate_static)
     known = (T2V_PIPELINE, I2V_PIPELINE)
     if info.pipeline_class and info.pipeline_class not in known:
         hint = (
@@ -87,17 +89,17 @@ def _check_kind(task: WanTask, cfg: TrainConfig, info) -> None:
 
 
 def _check_options(task: WanTask, cfg: TrainConfig, info) -> None:
-    opts, path = cfg.family_options, cfg.pretrained_model_name_or_path
+    opts, path = cfg.family_options, cfg.model.pretrained_model_name_or_path
     if opts.wan_expert and not info.two_experts:
         raise UserError(
             f"--wan_expert {opts.wan_expert}: `{path}` has one transformer, not the two experts of Wan 2.2 A14B "
             "(transformer and transformer_2 in model_index.json). Remove --wan_expert."
         )
-    if info.two_experts and not TYPES[cfg.lora_type].diffusers_loads:
+    if info.two_experts and not TYPES[cfg.lora.lora_type].diffusers_loads:
         raise UserError(
-            f"--lora_type {cfg.lora_type}: `{path}` is Wan 2.2 A14B, whose two experts' adapters are diffusers LoRA "
+            f"--lora_type {cfg.lora.lora_type}: `{path}` is Wan 2.2 A14B, whose two experts' adapters are diffusers LoRA "
             "files placed by load_lora_weights into transformer and transformer_2 (dit_lora_adapter_files.json); a "
-            f"{TYPES[cfg.lora_type].title} adapter is saved in PEFT's format, one per model, which that placement does "
+            f"{TYPES[cfg.lora.lora_type].title} adapter is saved in PEFT's format, one per model, which that placement does "
             "not cover. Train A14B with --lora_type lora or dora, or train LoKr/LoHa on Wan 2.1 or Wan 2.2 TI2V-5B."
         )
     if opts.ti2v_image_probability is not None and info.kind != "ti2v":

@@ -20,7 +20,7 @@ class ZImageCard(KitCard):
         """ZImagePipeline with the adapter loaded, one image at the run's validation settings."""
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
             base_name=None,
             quote=quoted,
@@ -36,4 +36,4 @@ class ZImageCard(KitCard):
 
     def base_model_license(self, cfg) -> str | None:
         """Tongyi-MAI's Z-Image releases are Apache 2.0."""
-        return "apache-2.0" if "Tongyi-MAI" in cfg.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Tongyi-MAI" in cfg.model.pretrained_model_name_or_path else None

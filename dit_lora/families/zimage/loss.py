@@ -95,5 +95,5 @@ class ZImageLoss(DiffusionLoss):
         target = zimage_target(latents, noise)
         weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel (the transformer patches inside)
         if weights is not None:
-            return masked_mse(pred, target, weights, normalize=cfg.normalize_masked_area_loss)
+            return masked_mse(pred, target, weights, normalize=cfg.data.normalize_masked_area_loss)
         return ((pred.float() - target.float()) ** 2).mean()

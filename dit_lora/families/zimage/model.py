@@ -56,7 +56,7 @@ class ZImageModel(KitModel):
         self.check_folder(cfg)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
-            check_resolution(cfg.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
+            check_resolution(cfg.data.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
     def pipeline_parts(self, cfg) -> PipelineParts:
         """:data:`PARTS`."""
@@ -108,7 +108,7 @@ def is_turbo(cfg) -> bool:
     entry = match("zimage", config_reader(cfg.model), stored_dtype(cfg.model))
     if entry is not None:
         return "Turbo" in entry.hub_id
-    return "turbo" in str(cfg.pretrained_model_name_or_path).lower()
+    return "turbo" in str(cfg.model.pretrained_model_name_or_path).lower()
 
 
 class ZImageNotes(DiffusionNotes):
@@ -116,7 +116,7 @@ class ZImageNotes(DiffusionNotes):
 
     def start_notes(self, cfg) -> list[str]:
         """A warning when the model is Z-Image-Turbo (8-step distilled, no CFG)."""
-        if not cfg.pretrained_model_name_or_path or not is_turbo(cfg):
+        if not cfg.model.pretrained_model_name_or_path or not is_turbo(cfg):
             return []
         return [
             "this is Z-Image-Turbo, a step-distilled model: a LoRA trained on it directly drifts the distillation "
@@ -143,7 +143,7 @@ class ZImageBuckets:
 
     def bucket_stride(self, cfg) -> int:
         """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
-        named = bool(cfg.pretrained_model_name_or_path)
+        named = bool(cfg.model.pretrained_model_name_or_path)
         tr_cfg = read_component_config(cfg.model, "transformer") if named else None
         vae_cfg = read_component_config(cfg.model, "vae") if named else None
         return latent_stride(tr_cfg or {}, vae_cfg or {})
@@ -159,15 +159,16 @@ class ZImageDemo:
     def prepare_demo(self, cfg) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         tiny = tiny_zimage.get_tiny_zimage_config()
-        check_resolution(cfg.resolution, tiny["transformer"], tiny["vae"])
-        check_demo_resolution(cfg.resolution)
-        tiny_zimage.build_tiny_zimage_pipeline(cfg.pretrained_model_name_or_path, seed=0)
-        if cfg.train_data_dir and is_user_folder(cfg.train_data_dir, SHAPES_MARKER):
+        check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
+        check_demo_resolution(cfg.data.resolution)
+        tiny_zimage.build_tiny_zimage_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
-                f"--demo: --train_data_dir {cfg.train_data_dir} already holds data; training on it as it is", flush=True
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
             )
-        elif cfg.train_data_dir:
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=cfg.resolution, seed=0)
+        elif cfg.data.train_data_dir:
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
 
 
 def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:

@@ -42,15 +42,15 @@ class ZImageSamples(DiffusionSamples):
             )
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
-            copies = cfg.num_validation_images
+            copies = cfg.validation.num_validation_images
             with torch.no_grad():
                 return pipe(
                     prompt_embeds=[e.to(device) for e in embeddings(cond, "prompt_embeds", copies)],
                     negative_prompt_embeds=[e.to(device) for e in embeddings(cond, "negative_prompt_embeds", copies)],
-                    height=cfg.resolution,
-                    width=cfg.resolution,
-                    num_inference_steps=cfg.validation_inference_steps,
-                    guidance_scale=cfg.validation_guidance_scale,
+                    height=cfg.data.resolution,
+                    width=cfg.data.resolution,
+                    num_inference_steps=cfg.validation.validation_inference_steps,
+                    guidance_scale=cfg.validation.validation_guidance_scale,
                     generator=generator,
                     output_type="pil",
                     max_sequence_length=max_sequence_length(cfg),
@@ -63,10 +63,10 @@ class ZImageSamples(DiffusionSamples):
             return pipe(
                 prompt,
                 num_images_per_prompt=num_images,
-                height=cfg.resolution,
-                width=cfg.resolution,
-                num_inference_steps=cfg.validation_inference_steps,
-                guidance_scale=cfg.validation_guidance_scale,
+                height=cfg.data.resolution,
+                width=cfg.data.resolution,
+                num_inference_steps=cfg.validation.validation_inference_steps,
+                guidance_scale=cfg.validation.validation_guidance_scale,
                 generator=generator,
                 max_sequence_length=max_sequence_length(cfg),
             ).images

@@ -82,7 +82,7 @@ def _setup(models, case, lora: bool = True, **kw):
              **family.encoders.encode_prompts(comps, ["a red square moving left to right", "a blue square"])}
     batch["pixels"] = pixels
     if lora:
-        add_lora(comps.model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
+        add_lora(comps.model, rank=cfg.lora.rank, alpha=cfg.effective_lora_alpha, dropout=0.0,
                  targets=family.info.default_lora_layers, seed=0)
     return family, cfg, comps, batch
 
@@ -305,7 +305,7 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     from dit_lora.modeling.trainables import split_trainable_state
 
     family, cfg, comps, batch = _setup(models, case, validation_prompt="a red square", num_validation_images=2)
-    cond = family.encoders.encode_prompts(comps, [cfg.validation_prompt], with_negative=True)
+    cond = family.encoders.encode_prompts(comps, [cfg.validation.validation_prompt], with_negative=True)
     family.setup.inspect_samples(comps, cfg, load_video_samples(clips))
     if case[0] == "i2v":
         image = comps.state.validation_image  # per-run state: in the components, not on the spec
@@ -319,7 +319,7 @@ def test_validation_videos_in_memory_and_from_the_reloaded_adapter(models, clips
     family.adapter.save_adapter(tmp_path, lora_state, comps.model.peft_config["default"].to_dict())
     pipe = family.adapter.load_pipeline_with_adapter(cfg, tmp_path, torch.device("cpu"))
     assert pipe.transformer.peft_config  # the adapter is loaded
-    reloaded = family.samples.generate_with_pipeline(pipe, cfg.validation_prompt, cfg, 0, 1, comps=comps)
+    reloaded = family.samples.generate_with_pipeline(pipe, cfg.validation.validation_prompt, cfg, 0, 1, comps=comps)
     assert len(reloaded) == 1 and len(reloaded[0]) == 9
 
     path = family.samples.save_sample(reloaded[0], tmp_path / "samples" / "final_0", cfg)

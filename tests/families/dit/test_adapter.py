@@ -57,13 +57,13 @@ def test_resize_save_and_load_adapter_reproduce_the_trained_model(tiny_dit, shap
     assert comps.state.label2id == {"circle": 0, "square": 1, "triangle": 2}
 
     trainables.add_lora(model, rank=4, alpha=8, dropout=0.0, targets=family.info.default_lora_layers, seed=0)
-    assert cfg.train_backbone == []  # the family decides, the config is not rewritten
+    assert cfg.lora.train_backbone == []  # the family decides, the config is not rewritten
     names = trainables.unfreeze_backbone(model, family.trainables.backbone_patterns(cfg))
     assert sorted(names) == sorted(n for n, _ in model.named_parameters() if "class_embedder" in n)
     groups = trainables.build_param_groups(model, learning_rate=1e-4, backbone_names=names,
-                                         backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=0.0,
+                                         backbone_learning_rate=cfg.lora.backbone_learning_rate, weight_decay=0.0,
                                          loraplus_lr_ratio=None)
-    assert groups[-1]["name"] == "backbone" and groups[-1]["lr"] == cfg.backbone_learning_rate
+    assert groups[-1]["name"] == "backbone" and groups[-1]["lr"] == cfg.lora.backbone_learning_rate
     # "Train": move LoRA B off zero and the class rows off their init.
     torch.manual_seed(1)
     with torch.no_grad():

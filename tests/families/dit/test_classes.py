@@ -90,7 +90,7 @@ def test_imagenet_names_keep_their_pretrained_rows_without_resize(tiny_dit, tmp_
     family = get_family("dit")
     family.model.validate_config(cfg)
     comps = family.model.load_components(cfg, torch.device("cpu"))
-    samples = load_samples(train_data_dir=cfg.train_data_dir, labels_from_folders=True)
+    samples = load_samples(train_data_dir=cfg.data.train_data_dir, labels_from_folders=True)
     family.setup.inspect_samples(comps, cfg, samples)
     known = pretrained_labels(cfg, 1000)
     assert comps.state.label2id == {n: known[n] for n in names}

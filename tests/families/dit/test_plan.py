@@ -17,4 +17,4 @@ def test_plan_components_and_conditioning(tiny_dit):
     assert comps.state.null_class == comps.state.base_num_classes == 1000
     cond = spec.plan.plan_conditioning(comps, cfg, 3)
     assert cond["class_labels"].shape == (3,) and cond["class_labels"].dtype == torch.long
-    assert spec.plan.pixel_batches(cfg) == [("64 x 64 px", (cfg.train_batch_size, 3, 64, 64))]  # squares only
+    assert spec.plan.pixel_batches(cfg) == [("64 x 64 px", (cfg.training.train_batch_size, 3, 64, 64))]  # squares only

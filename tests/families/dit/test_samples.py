@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.dit.samples import DiTSamples, inference_scheduler
 from dit_lora.families.dit.state import DiTRun
 from dit_lora.registry import get_family
+from config_stand_in import stand_in
 
 
 def test_the_sampler_is_the_checkpoints_own_else_ddim():
@@ -27,6 +27,6 @@ def test_the_validation_prompt_goes_through_the_familys_encoders():
 
 def test_samples_before_the_label_map_exists_are_refused_in_words():
     comps = Components(model=torch.nn.Linear(1, 1), state=DiTRun())  # hand-built: inspect_samples never ran
-    cfg = SimpleNamespace(validation_prompt="circle", num_validation_images=1)
+    cfg = stand_in(validation_prompt="circle", num_validation_images=1)
     with pytest.raises(RuntimeError, match="label map"):
         get_family("dit").samples.generate(comps, comps.model, {}, cfg, seed=0)

@@ -58,4 +58,4 @@ def test_planned_components_and_conditioning(folder):
     assert comps.state.flow_shift == 3.0 and comps.state.latents_std.shape == (1, 16, 1, 1, 1)
     cond = spec.plan.plan_conditioning(comps, cfg, 2)
     assert cond["prompt_embeds"].shape == (2, 300, 2304) and cond["prompt_embeds"].dtype == torch.bfloat16
-    assert spec.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.train_batch_size, 81, 3, 480, 832))]
+    assert spec.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.training.train_batch_size, 81, 3, 480, 832))]

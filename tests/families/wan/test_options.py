@@ -54,7 +54,7 @@ def test_every_option_parses_into_family_options(family, how, tmp_path):
         path.write_text(yaml.safe_dump({"family": family, **{n: VALUES[n][1] for n in names}}))
         argv = MIN + ["--config", str(path)]
     cfg = parse_config(argv)
-    assert cfg.family == family and type(cfg.family_options) is FIELDS[family]
+    assert cfg.model.family == family and type(cfg.family_options) is FIELDS[family]
     assert {n: getattr(cfg.family_options, n) for n in names} == {n: VALUES[n][2] for n in names}
 
 

@@ -141,7 +141,7 @@ def test_reloaded_pipeline_has_each_expert_in_its_transformer(both_run):
     family, cfg, model, _, out = both_run
     pipe = family.adapter.load_pipeline_with_adapter(cfg, out, CPU)
     assert type(pipe).__name__ == "WanPipeline" and pipe.vae.dtype == torch.float32
-    path = cfg.pretrained_model_name_or_path
+    path = cfg.model.pretrained_model_name_or_path
     for sub, expert in (("transformer", model.high), ("transformer_2", model.low)):
         loaded = getattr(pipe, sub)
         assert _has_lora(loaded), sub

@@ -60,7 +60,7 @@ def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_def
     assert buckets[0] == (81, 480, 832) and len(buckets) > 10
     assert all(h * w <= 480 * 832 and h % 16 == 0 == w % 16 for _, h, w in buckets)
     assert choose_bucket(81, 1280, 720, buckets) == (81, 832, 480)
-    assert family.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.train_batch_size, 81, 3, 480, 832))]
+    assert family.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.training.train_batch_size, 81, 3, 480, 832))]
     assert "--frame_buckets 81x480x832 pins this one size" in family.notes.start_notes(cfg)[0]
     pinned = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
                          frame_buckets="81x480x832")

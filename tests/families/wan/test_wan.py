@@ -74,8 +74,8 @@ def test_each_demo_config_parses_for_its_family(config):
     assert raw["demo_wan_variant"] in DEMO_VARIANTS
     assert ("i2v" in raw["demo_wan_variant"]) == (raw["family"] == "wan_i2v")
     cfg = parse_config(["--config", str(path)])
-    assert cfg.family == raw["family"] and cfg.family_options.demo_wan_variant == raw["demo_wan_variant"]
-    assert cfg.demo and (cfg.max_num_frames, cfg.height, cfg.width) == (9, 64, 64)
+    assert cfg.model.family == raw["family"] and cfg.family_options.demo_wan_variant == raw["demo_wan_variant"]
+    assert cfg.model.demo and (cfg.video.max_num_frames, cfg.video.height, cfg.video.width) == (9, 64, 64)
 
 
 def test_demo_configs_cover_both_tasks():

@@ -28,7 +28,7 @@ def test_in_memory_samples_are_the_pipelines(tiny):
     images = spec.samples.generate(comps, tiny["transformer"], cond, cfg, seed=3)
     pipe = ZImagePipeline(**tiny)
     reference = spec.samples.generate_with_pipeline(pipe, "a red circle", cfg, seed=3, num_images=2)
-    assert len(images) == cfg.num_validation_images == 2 and images[0].size == (64, 64)
+    assert len(images) == cfg.validation.num_validation_images == 2 and images[0].size == (64, 64)
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(images, reference))
 
 

@@ -14,8 +14,8 @@ def test_entry_and_factory():
 def test_z_image_is_read_as_zimage(tmp_path):
     assert canonical_name("z-image") == "zimage" and "z-image" not in available()
     base = ["--pretrained_model_name_or_path", "org/model", "--train_data_dir", "data"]
-    assert parse_config([*base, "--family", "z-image"]).family == "zimage"
+    assert parse_config([*base, "--family", "z-image"]).model.family == "zimage"
     config = tmp_path / "run.yaml"
     config.write_text("family: z-image\ntimestep_sampling: logit_normal\n")
     cfg = parse_config([*base, "--config", str(config)])
-    assert cfg.family == "zimage" and cfg.family_options.timestep_sampling == "logit_normal"
+    assert cfg.model.family == "zimage" and cfg.family_options.timestep_sampling == "logit_normal"

@@ -40,10 +40,10 @@ class PixArtAdapter:
         """A fresh ``PixArtAlphaPipeline`` from the base model with the saved adapter loaded by the PEFT loader."""
         from diffusers import AutoencoderKL, PixArtAlphaPipeline
 
-        path = cfg.pretrained_model_name_or_path
-        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.revision, torch_dtype=torch.float32,
+        path = cfg.model.pretrained_model_name_or_path
+        vae = AutoencoderKL.from_pretrained(path, subfolder="vae", revision=cfg.model.revision, torch_dtype=torch.float32,
                                             use_safetensors=True)
-        pipe = PixArtAlphaPipeline.from_pretrained(path, vae=vae, revision=cfg.revision, variant=cfg.variant,
+        pipe = PixArtAlphaPipeline.from_pretrained(path, vae=vae, revision=cfg.model.revision, variant=cfg.model.variant,
                                                    torch_dtype=cfg.weight_dtype, use_safetensors=True)
         # The spec's fitting first (attach_adapter takes a spec, which a component cannot hold), then the files
         self.fitting.prepare_pipeline_for_adapter(pipe, adapter_folder(adapter_dir))
@@ -60,9 +60,9 @@ class PixArtCard:
         return (
             "import torch\nfrom diffusers import PixArtAlphaPipeline\n"
             "from dit_lora import load_adapter  # PixArtAlphaPipeline has no load_lora_weights\n\n"
-            f"pipe = PixArtAlphaPipeline.from_pretrained(\"{cfg.pretrained_model_name_or_path}\")\n"
+            f"pipe = PixArtAlphaPipeline.from_pretrained(\"{cfg.model.pretrained_model_name_or_path}\")\n"
             f"load_adapter(pipe, \"{repo_or_dir}\")\n"
-            f"image = pipe({(cfg.validation_prompt or 'a photo')!r}, height={cfg.resolution}, width={cfg.resolution}, "
+            f"image = pipe({(cfg.validation.validation_prompt or 'a photo')!r}, height={cfg.data.resolution}, width={cfg.data.resolution}, "
             "use_resolution_binning=False).images[0]\n"
         )
 

@@ -24,10 +24,10 @@ class PixArtEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its files' stamp and the caption length: what changes the cached latents and embeddings."""
-        path = cfg.pretrained_model_name_or_path
+        path = cfg.model.pretrained_model_name_or_path
         return {"family": NAME, "model": os.path.abspath(path) if is_local(path) else path,
-                "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")), "revision": cfg.revision,
-                "variant": cfg.variant, "text_dtype": cfg.mixed_precision, "text_length": text_length(cfg),
+                "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")), "revision": cfg.model.revision,
+                "variant": cfg.model.variant, "text_dtype": cfg.training.mixed_precision, "text_length": text_length(cfg),
                 "latents": "posterior_mean_fp32"}
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:

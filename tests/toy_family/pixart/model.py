@@ -66,12 +66,12 @@ class PixArtModel(DiffusionModel):
         check_pipeline_folder(cfg.model, "PixArt", "PixArt-alpha/PixArt-XL-2-512x512", "transformer/, vae/, text_encoder/")
         check_safetensors(cfg.model, ("transformer", "vae", "text_encoder"), "PixArt")
         stride = latent_stride(cfg)
-        if cfg.resolution % stride:
-            raise UserError(f"--resolution {cfg.resolution} is not a multiple of {stride} (the VAE's downsampling x "
-                            f"the patch size). Use {max(stride, cfg.resolution // stride * stride)}.")
+        if cfg.data.resolution % stride:
+            raise UserError(f"--resolution {cfg.data.resolution} is not a multiple of {stride} (the VAE's downsampling x "
+                            f"the patch size). Use {max(stride, cfg.data.resolution // stride * stride)}.")
         sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
-            raise UserError(f"The scheduler of `{cfg.pretrained_model_name_or_path}` predicts "
+            raise UserError(f"The scheduler of `{cfg.model.pretrained_model_name_or_path}` predicts "
                             f"{sched.get('prediction_type')!r}; this family trains epsilon prediction only.")
 
     def load_components(self, cfg, device: torch.device) -> Components:
@@ -79,17 +79,17 @@ class PixArtModel(DiffusionModel):
         from diffusers import AutoencoderKL, PixArtTransformer2DModel
         from transformers import AutoTokenizer, T5EncoderModel
 
-        path, dtype = cfg.pretrained_model_name_or_path, cfg.weight_dtype
-        common = {"revision": cfg.revision, "use_safetensors": True}
+        path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
+        common = {"revision": cfg.model.revision, "use_safetensors": True}
         try:
             with quantize.diffusers_loading(cfg.model):  # --quantize_base: diffusers' own quantization config
                 transformer = PixArtTransformer2DModel.from_pretrained(
-                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.variant,
+                    path, subfolder="transformer", torch_dtype=dtype, variant=cfg.model.variant,
                     **quantize.diffusers_kwargs(cfg), **common)
             vae = AutoencoderKL.from_pretrained(path, subfolder="vae", torch_dtype=torch.float32, **common)
             text_encoder = T5EncoderModel.from_pretrained(path, subfolder="text_encoder", torch_dtype=dtype,
                                                           **quantize.text_encoder_kwargs(cfg), **common)
-            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.revision)
+            tokenizer = AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)
         except (OSError, ValueError, ImportError) as err:
             raise load_error("PixArt", cfg.model, err) from None
         quantize.after_loading(cfg.model, transformer, PixArtPrecision().quantize_skip_modules(cfg), device)
@@ -124,7 +124,7 @@ class PixArtBuckets:
 
     def bucket_stride(self, cfg) -> int:
         """The VAE's downsampling x the patch size (:func:`latent_stride`; 16 without a model)."""
-        return latent_stride(cfg) if cfg.pretrained_model_name_or_path else 16
+        return latent_stride(cfg) if cfg.model.pretrained_model_name_or_path else 16
 
     def square_only(self, cfg) -> str | None:
         """Never; PixArtTransformer2DModel's patch embedding and unpatchify take any grid."""
@@ -140,7 +140,7 @@ class PixArtDemo:
 
         from .demo import build_tiny_pixart_pipeline, tiny_pixart_config
 
-        build_tiny_pixart_pipeline(cfg.pretrained_model_name_or_path)
-        if cfg.train_data_dir:  # at the model's own size (--resolution is resolved from the model after this)
+        build_tiny_pixart_pipeline(cfg.model.pretrained_model_name_or_path)
+        if cfg.data.train_data_dir:  # at the model's own size (--resolution is resolved from the model after this)
             size = tiny_pixart_config()["resolution"]
-            make_shapes_dataset(cfg.train_data_dir, n=cfg.demo_num_images, size=size, seed=0)
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)

@@ -36,10 +36,10 @@ class PixArtSamples(DiffusionSamples):
             pipe.set_progress_bar_config(disable=True)
             generator = torch.Generator(device=device).manual_seed(seed)
             with torch.no_grad():
-                return pipe(negative_prompt=None, num_images_per_prompt=cfg.num_validation_images,
-                            height=cfg.resolution, width=cfg.resolution, use_resolution_binning=False,
-                            num_inference_steps=cfg.validation_inference_steps,
-                            guidance_scale=cfg.validation_guidance_scale, generator=generator, **cond).images
+                return pipe(negative_prompt=None, num_images_per_prompt=cfg.validation.num_validation_images,
+                            height=cfg.data.resolution, width=cfg.data.resolution, use_resolution_binning=False,
+                            num_inference_steps=cfg.validation.validation_inference_steps,
+                            guidance_scale=cfg.validation.validation_guidance_scale, generator=generator, **cond).images
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline (the final validation)."""
@@ -49,7 +49,7 @@ class PixArtSamples(DiffusionSamples):
         # autocast the in-training validation runs under).
         mixed = pipe.transformer.dtype != pipe.vae.dtype
         with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
-            return pipe(prompt, num_images_per_prompt=num_images, height=cfg.resolution, width=cfg.resolution,
-                        num_inference_steps=cfg.validation_inference_steps, use_resolution_binning=False,
-                        guidance_scale=cfg.validation_guidance_scale, generator=generator, clean_caption=False,
+            return pipe(prompt, num_images_per_prompt=num_images, height=cfg.data.resolution, width=cfg.data.resolution,
+                        num_inference_steps=cfg.validation.validation_inference_steps, use_resolution_binning=False,
+                        guidance_scale=cfg.validation.validation_guidance_scale, generator=generator, clean_caption=False,
                         max_sequence_length=text_length(cfg)).images
