@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 from dit_lora.core.fileio import DiskFullError
 from dit_lora.training.finish import _drop_export_checkpoint, keep_final_checkpoint
+from config_stand_in import stand_in
 
 
 def _run(tmp_path, step=6, checkpointing_steps=0, resume=None, max_steps=6):
     lines = []
-    run = SimpleNamespace(cfg=SimpleNamespace(checkpointing_steps=checkpointing_steps), state=SimpleNamespace(
+    run = SimpleNamespace(cfg=stand_in(checkpointing_steps=checkpointing_steps), state=SimpleNamespace(
         global_step=step), out=tmp_path, resume=resume, log=lines.append, schedule=SimpleNamespace(max_steps=max_steps))
     return run, lines
 

@@ -17,6 +17,7 @@ from dit_lora.core.errors import Interrupted
 from dit_lora.contract.capabilities import Samples
 from dit_lora.training import levers, loop
 from dit_lora.training.engine import make_engine
+from config_stand_in import stand_in
 
 
 class Progress:
@@ -45,8 +46,8 @@ def _run(tmp_path, *, interval=2, max_steps=6, checkpointing_steps=3, validation
                                   trackers=[SimpleNamespace(finish=lambda: events.append(("end",)))])
     guard = SimpleNamespace(read=lambda: _reading(), rollbacks=[])
     recovery = SimpleNamespace(at_check=lambda step, reading, model: events.append(("check", step)))
-    cfg = SimpleNamespace(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0,
-                          ema_validation="trained")
+    cfg = stand_in(checkpointing_steps=checkpointing_steps, validation_steps=validation_steps, seed=0,
+                   ema_validation="trained")
     model = torch.nn.Linear(2, 2)
     family = SimpleNamespace(generate=lambda comps, m, cond, cfg, seed: (events.append(("generate", m.training)),
                                                                            ["a", "b"])[1],

@@ -18,6 +18,7 @@ from dit_lora.core.engine import EngineChoice
 from dit_lora.training.engine import make_engine
 from dit_lora.training.features import Features
 from dit_lora.training.run import RunState
+from config_stand_in import stand_in
 
 
 class _Loss:
@@ -85,7 +86,7 @@ def _run(n: int = 5, *, numbers=None, world: int = 1, rank: int = 0, reduce=None
         data=SimpleNamespace(held_out=_Held(list(range(n)) if numbers is None else numbers)), accelerator=accelerator,
         model=model, spec=SimpleNamespace(loss=_Loss()), comps=None, features=Features([]), engine=_engine(accelerator),
         state=RunState(), log=lines.append,
-        cfg=SimpleNamespace(seed=seed, validation_steps=3, validation_split=0.1, validation_data_dir=None),
+        cfg=stand_in(seed=seed, validation_steps=3, validation_split=0.1, validation_data_dir=None),
         schedule=SimpleNamespace(max_steps=10),
     )
     return run, lines, logged
