@@ -196,7 +196,7 @@ class SanaVideoDemo:
         build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
         SanaImageToVideoPipeline), so the two demos share one model."""
         try:
-            tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
+            tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path or "", seed=0)
         except FileExistsError as err:
             raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_infos()  # the folder is new

@@ -133,7 +133,7 @@ class SanaVideoCard(KitCard):
         chi = cfg.family_options.complex_human_instruction
         return Snippet(
             pipeline=self.task.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
             repo=repo_or_dir,
             base_name="model_id",
             vae="AutoencoderKLWan",
@@ -166,5 +166,5 @@ class SanaVideoCard(KitCard):
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
         so); others: unknown."""
-        name = cfg.model.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path or ""
         return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

@@ -46,7 +46,7 @@ def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     variant = cfg.family_options.demo_wan_variant
     try:
-        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
+        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path or "", variant=variant, seed=0)
     except FileExistsError as err:
         raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
     if cfg.data.train_data_dir:
@@ -330,7 +330,7 @@ class WanCard(KitCard):
         imports, image = image_lines(extra_import, image_arg)
         return Snippet(
             pipeline=self.task.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
             repo=repo_or_dir,
             base_name="model_id",
             vae="AutoencoderKLWan",
@@ -378,7 +378,7 @@ class WanCard(KitCard):
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
-        name = cfg.model.pretrained_model_name_or_path
+        name = cfg.model.pretrained_model_name_or_path or ""
         return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
 
 
