@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from dit_lora.contract.spec import FamilySpec
 from toy_family.pixart import ENTRY
-from toy_family.pixart.loss import PixArtLoss
+from toy_family.pixart.encoders import PixArtLoss
 from toy_family.pixart.spec import pixart_spec
 
 FAMILY = ENTRY.names[0]
@@ -156,13 +156,14 @@ def test_its_options_are_flat_flags_owned_by_it(registered, tmp_path):
 
 # ---- the spec: small components, typed run state (quick) -------------------------------------------
 def test_its_spec_fills_the_capabilities_the_old_class_declared():
-    """The ten optional capabilities the old PixArtFamily declared (what `opt(applies=...)` tags read)."""
+    """The ten optional capabilities the old PixArtFamily declared (what `opt(applies=...)` tags read), plus the notes
+    and setup the kit's builder fills by default (nothing said, nothing set up)."""
     from dit_lora.contract import capabilities as caps
 
     spec = pixart_spec()
     assert set(spec.capabilities) == {
         caps.Encoders, caps.Captions, caps.Demo, caps.ModelDefaults, caps.Precision, caps.Samples, caps.MemoryPlan,
-        caps.ModelCard, caps.AdapterFitting, caps.ImageBuckets}
+        caps.ModelCard, caps.AdapterFitting, caps.ImageBuckets, caps.RunNotes, caps.RunSetup}
     assert spec.info.pipeline_class_name == "PixArtAlphaPipeline" and spec.info.text_encoder_label == "T5"
     assert spec.info.adapter_weight_name == "adapter_model.safetensors"
     assert spec.adapter.fitting is spec.fitting  # the consumer is fitted before the adapter loads
@@ -185,7 +186,7 @@ def test_its_run_state_is_typed_not_extras():
     """What a run decides is a PixArtRun in comps.state (the planned components carry one too)."""
     import toy_family.pixart as package
     from dit_lora.contract.family import Components
-    from toy_family.pixart.state import PixArtRun, run_state
+    from toy_family.pixart.model import PixArtRun, run_state
 
     for module in Path(package.__file__).parent.glob("*.py"):
         assert "extras" not in module.read_text(), module.name
@@ -198,7 +199,7 @@ def test_its_loss_takes_the_epsilon_half_of_a_learned_sigma():
     from diffusers import DDPMScheduler
 
     from dit_lora.contract.family import Components
-    from toy_family.pixart.state import PixArtRun
+    from toy_family.pixart.model import PixArtRun
 
     class Doubled(torch.nn.Module):
         def forward(self, noisy, **kwargs):  # epsilon half = the noisy latents, variance half = garbage

@@ -5,12 +5,16 @@ one model-card base, each taking the pipeline class; a family states only what d
 ``transformer.*`` keys, the PEFT config as metadata) and loads the base model into the stock pipeline (a VAE kept in
 fp32 where the family decodes in fp32, the run's revision, variant and dtype, safetensors only), fits it (a family's
 ``FamilySpec.fitting``), loads the adapter with diffusers' own loader, turns the progress bar off and moves it to the
-device. A family overrides :meth:`KitAdapter.pipeline_class` (a class chosen from the folder),
+device. A pipeline without a LoRA loader (``DiTPipeline``, ``PixArtAlphaPipeline``) is told by the family's adapter file
+name, PEFT's ``adapter_model.safetensors`` (:func:`peft_format`): the adapter is then saved in PEFT's own format and the
+card loads it with ``dit_lora.load_adapter``. A family overrides :meth:`KitAdapter.pipeline_class` (a class chosen from
+the folder),
 :meth:`KitAdapter.pipeline_parts` (components loaded before the pipeline) or :meth:`KitAdapter.fit_loaded` (switches
 set once the adapter is in).
 
 :class:`KitCard` (``FamilySpec.card``) writes the card's usage snippet from a :class:`Snippet`: the pipeline class,
-the VAE it loads in fp32 first, the call's arguments; a family states its own arguments, rows and license.
+the VAE it loads in fp32 first, the call's arguments (:meth:`KitCard.call_args`); a family states its own arguments,
+rows and license.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import torch
 
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
-from dit_lora.output.adapter import adapter_folder, attach_adapter
+from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
+from dit_lora.output.names import PEFT_ADAPTER_FILE
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
 SEED_ARGUMENT = "generator=torch.manual_seed(0),"
@@ -36,6 +41,11 @@ def diffusers_class(name: str) -> Any:
     import diffusers
 
     return getattr(diffusers, name)
+
+
+def peft_format(info: FamilyInfo) -> bool:
+    """Whether the family's adapter is PEFT's own files (its pipeline has no LoRA loader), told by its file name."""
+    return info.adapter_weight_name == PEFT_ADAPTER_FILE
 
 
 class KitAdapter:
@@ -73,7 +83,10 @@ class KitAdapter:
         return Path(output_dir) / weight_name
 
     def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """The LoRA file under the family's weight name (``info.adapter_weight_name``)."""
+        """The LoRA file under the family's weight name (``info.adapter_weight_name``): PEFT's files
+        (``PeftModel.save_pretrained``'s) where that is PEFT's name (:func:`peft_format`), whose pipeline has no saver."""
+        if peft_format(self.info):
+            return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
         return self.write_lora_file(output_dir, lora_state, lora_config, self.info.adapter_weight_name)
 
     def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
@@ -217,13 +230,26 @@ class KitCard:
         """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
         return json.dumps(cfg.validation.validation_prompt or self.placeholder_prompt)
 
+    def call_args(self, cfg) -> list[str]:
+        """The call's arguments: the prompt, then :func:`image_call_args` (a family adds its own)."""
+        return [f"prompt={self.prompt(cfg)},", *image_call_args(cfg)]
+
     def snippet(self, cfg, repo_or_dir: str) -> Snippet:
-        """The family's pipeline with the adapter loaded, one image at the run's validation settings."""
+        """The family's pipeline with the adapter loaded (by ``dit_lora.load_adapter`` where the pipeline has no
+        loader: :func:`peft_format`), one image at the run's validation settings."""
+        pipeline = self.info.pipeline_class_name
+        loads: dict[str, Any] = {}
+        if peft_format(self.info):
+            loads = {
+                "imports": [f"from dit_lora import load_adapter  # {pipeline} has no load_lora_weights\n"],
+                "load": f"load_adapter(pipe, {json.dumps(repo_or_dir)})\n",
+            }
         return Snippet(
-            pipeline=self.info.pipeline_class_name,
+            pipeline=pipeline,
             base=cfg.model.pretrained_model_name_or_path,
             repo=repo_or_dir,
-            call_args=[f"prompt={self.prompt(cfg)},", *image_call_args(cfg)],
+            call_args=self.call_args(cfg),
+            **loads,
         )
 
     def usage_snippet(self, cfg, repo_or_dir: str) -> str:

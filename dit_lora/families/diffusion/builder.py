@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.components import (
     DiffusionCaptions,
@@ -23,6 +24,51 @@ from dit_lora.families.diffusion.components import (
     DiffusionPrecision,
     DiffusionSetup,
 )
+from dit_lora.modelfiles.pipeline_files import read_component_config
+
+
+class LatentGrid:
+    """``FamilySpec.image_buckets`` and ``FamilySpec.defaults`` of a transformer that patchifies any latent grid
+    (PixArt's, DiT's): buckets of any aspect ratio in the latent stride, the VAE's downsampling x the patch size
+    (the transformer config's ``patch_key``; ``default_stride`` without a model), and, for an uncatalogued model, the
+    resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
+    model's small config files."""
+
+    def __init__(self, patch_key: str = "patch_size", default_stride: int = 16) -> None:
+        self.patch_key, self.default_stride = patch_key, default_stride
+
+    def sizes(self, cfg) -> tuple[int, int, int | None]:
+        """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset)."""
+        vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
+        factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
+        return factor, int(transformer.get(self.patch_key, 2)), transformer.get("sample_size")
+
+    def bucket_stride(self, cfg) -> int:
+        """The VAE's downsampling x the patch size (``default_stride`` without a model)."""
+        if not cfg.model.pretrained_model_name_or_path:
+            return self.default_stride
+        factor, patch, _ = self.sizes(cfg)
+        return factor * patch
+
+    def square_only(self, cfg) -> str | None:
+        """Never: the patch embedding takes any grid."""
+        return None
+
+    def check_resolution(self, cfg) -> None:
+        """Refuse a ``--resolution`` the transformer cannot patch, in one paragraph naming the size to use."""
+        stride = self.bucket_stride(cfg)
+        if cfg.data.resolution % stride:
+            raise UserError(
+                f"--resolution {cfg.data.resolution} is not a multiple of {stride} (the VAE's downsampling x the patch "
+                f"size). Use {max(stride, cfg.data.resolution // stride * stride)}."
+            )
+
+    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+        """The resolution the model was built for (nothing when its configs do not say)."""
+        factor, _, sample = self.sizes(cfg)
+        if not (sample and read_component_config(cfg.model, "vae")):
+            return {}
+        return {"resolution": (int(sample) * factor, f"transformer sample_size {sample} x the VAE's {factor}x")}
 
 
 class PatchPoints:

@@ -14,6 +14,7 @@ The plain functions (:func:`release_encoders`, :func:`encoded_batch`, :func:`sav
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,6 +33,9 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
+from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
+from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 
 # ---- the shared code ----------------------------------------------------------------------------
@@ -79,6 +83,38 @@ def save_png(sample: Any, stem: Path) -> Path:
     path = Path(stem).with_suffix(".png")
     atomic_write(path, lambda tmp: sample.save(tmp, format="PNG"))  # replaces a link there, never follows it
     return path
+
+
+def model_identity(cfg, family: str, folders: tuple[str, ...] = ("vae", "text_encoder")) -> dict[str, Any]:
+    """The cache identity's model keys every diffusion family records: the family, the model (a local folder by its
+    absolute path), the stamp of the ``folders`` that encode, the revision and the variant."""
+    path = cfg.model.pretrained_model_name_or_path
+    return {
+        "family": family,
+        "model": os.path.abspath(path) if is_local(path) else path,
+        "model_stamp": model_stamp(cfg.model, folders),
+        "revision": cfg.model.revision,
+        "variant": cfg.model.variant,
+    }
+
+
+def posterior_latents(vae, pixel_values: torch.Tensor) -> torch.Tensor:
+    """Pixels in [-1, 1] -> an ``AutoencoderKL``'s posterior mean, shifted and scaled by its config, in fp32
+    (deterministic, so the cache is too)."""
+    with torch.no_grad():
+        latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent_dist.mode()
+    shift = getattr(vae.config, "shift_factor", None) or 0.0
+    return ((latents - shift) * vae.config.scaling_factor).float()
+
+
+def ddpm_schedule(scheduler_config: dict):
+    """The DDPM training schedule of a checkpoint's betas (its scheduler config's), predicting epsilon, as DiT and
+    PixArt-alpha train."""
+    from diffusers import DDPMScheduler  # slow: only when a model is loaded or planned
+
+    keys = ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
+    betas = {k: scheduler_config[k] for k in keys if scheduler_config.get(k) is not None}
+    return DDPMScheduler(**betas, prediction_type="epsilon")
 
 
 @contextmanager
@@ -228,6 +264,66 @@ class DiffusionSamples(ABC):
         return save_png(sample, stem)
 
 
+class PipelineSamples(DiffusionSamples):
+    """``FamilySpec.samples`` through the family's diffusers pipeline (:attr:`pipeline`): the in-memory transformer in
+    a pipeline without text encoders, with the VAE moved in to decode, the cached prompt embeddings and the
+    checkpoint's sampler (:meth:`sampler`); and the reloaded pipeline from the prompt; both at ``--resolution`` and
+    the run's validation settings, under autocast where the transformer's dtype is not the VAE's. A family states the
+    pipeline class and its call's own arguments (:meth:`call_kwargs`)."""
+
+    #: the diffusers pipeline class name, e.g. ``"PixArtAlphaPipeline"``
+    pipeline: str = ""
+
+    def sampler(self, comps: Components):
+        """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
+        the training scheduler when there is none."""
+        import diffusers  # slow: only at validation
+
+        config = dict(getattr(comps.state, "scheduler_config", None) or {})
+        cls = getattr(diffusers, str(config.get("_class_name", "")), None)
+        return cls.from_config(config) if cls is not None else comps.scheduler
+
+    def call_kwargs(self, cfg, cached: bool) -> dict[str, Any]:
+        """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;
+        else the reloaded pipeline's, from the prompt); none here."""
+        return {}
+
+    def _call(self, pipe, cfg, seed: int, device: torch.device, cached: bool, **inputs: Any) -> list:
+        """``pipe`` at the run's validation settings, seeded, without gradients."""
+        generator = torch.Generator(device=device).manual_seed(seed)
+        # The pipeline hands the fp32 VAE's latents in the transformer's dtype: autocast reconciles them
+        mixed = pipe.transformer.dtype != pipe.vae.dtype
+        with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
+            return pipe(
+                height=cfg.data.resolution,
+                width=cfg.data.resolution,
+                num_inference_steps=cfg.validation.validation_inference_steps,
+                guidance_scale=cfg.validation.validation_guidance_scale,
+                generator=generator,
+                **inputs,
+                **self.call_kwargs(cfg, cached),
+            ).images
+
+    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+        """``--num_validation_images`` images from the in-memory transformer and the cached prompt embeddings."""
+        import diffusers  # slow: only at validation
+
+        device = next(model.parameters()).device
+        with vae_on(comps, device) as vae:
+            pipe = getattr(diffusers, self.pipeline)(
+                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=self.sampler(comps)
+            )
+            pipe.set_progress_bar_config(disable=True)
+            return self._call(
+                pipe, cfg, seed, device, True, num_images_per_prompt=cfg.validation.num_validation_images, **cond
+            )
+
+    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+        """``num_images`` images of ``prompt`` from the reloaded pipeline (the final validation)."""
+        device = pipe.transformer.device
+        return self._call(pipe, cfg, seed, device, False, prompt=prompt, num_images_per_prompt=num_images)
+
+
 class DiffusionPlan(ABC):
     """``FamilySpec.plan``: one image micro-batch per bucket through the family's own encoder, the family's loss
     traced; a family writes :meth:`plan_components` and :meth:`plan_conditioning`."""
@@ -290,6 +386,15 @@ class DiffusionPrecision:
         return []
 
 
+class Fp32VaePrecision(DiffusionPrecision):
+    """``FamilySpec.precision`` of a transformer and a text encoder in the run's weight dtype beside a VAE kept in fp32
+    (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps)."""
+
+    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+        """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
+        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+
+
 class DiffusionSetup:
     """``FamilySpec.setup``: nothing recorded, nothing checked; a family overrides what it decides per run."""
 
@@ -298,3 +403,24 @@ class DiffusionSetup:
 
     def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
         """Check the screened samples against the loaded model (nothing here)."""
+
+
+class ShapesDemo:
+    """``FamilySpec.demo``: the family's tiny random pipeline (``build(path)``, its ``demo.py``) and the shapes data
+    set at ``size`` pixels (None: ``--resolution``)."""
+
+    def __init__(self, build: Callable[[str], Any], size: int | None = None) -> None:
+        self.build, self.size = build, size
+
+    def prepare_demo(self, cfg) -> None:
+        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
+        that already holds other data is trained on as it is, and said so)."""
+        self.build(cfg.model.pretrained_model_name_or_path)
+        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
+            print(
+                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
+                flush=True,
+            )
+        elif cfg.data.train_data_dir:
+            size = self.size or cfg.data.resolution
+            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)

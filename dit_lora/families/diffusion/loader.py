@@ -16,6 +16,9 @@ block swap) edits this file, not the families:
 5. ``.to(device)``: the transformer, the VAE, the text encoders, the extra modules;
 6. the family's :meth:`KitModel.build_components`: the scheduler and its state from the loaded parts.
 
+The memory plan builds the same parts on the meta device from their configs (:func:`plan_parts`), so a family's
+``plan_components`` is its ``build_components`` of them.
+
 Classes are named as strings and looked up in diffusers or transformers at load time (:func:`model_class`): the
 heavy imports stay inside the call.
 """
@@ -39,6 +42,7 @@ from dit_lora.modelfiles.pipeline_files import (
 )
 from dit_lora.modelfiles.single_file import load_transformer
 from dit_lora.modeling import cache_parking, quantize
+from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 
 
@@ -264,3 +268,24 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
     if parts.scheduler is None:  # a small file read as it is (never raises: None when it cannot be read)
         loaded.scheduler_config = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
     return loaded
+
+
+def plan_parts(parts: PipelineParts, cfg, read, depth: int | None = None, depth_key: str = "num_layers") -> LoadedParts:
+    """What :func:`read_parts` loads (one transformer), built on the meta device from the configs ``read`` returns
+    (a ``DiffusionPlan.plan_components``' ``read``; ``depth``: that many blocks, the config's ``depth_key``), in the
+    dtypes the load uses; the scheduler config as the folder holds it."""
+    dtype = cfg.weight_dtype
+    config = with_depth(read("transformer", "config.json"), depth_key, depth)
+    transformer = diffusers_on_meta(model_class("diffusers", parts.transformer), config, dtype)
+    vae_dtype = torch.float32 if parts.vae_dtype == "fp32" else dtype
+    vae = diffusers_on_meta(model_class("diffusers", parts.vae), read("vae", "config.json"), vae_dtype)
+    encoders = {}
+    for encoder in parts.text_encoders:  # AutoModel picks the class from the config's model_type itself
+        cls = None if encoder.cls == "AutoModel" else model_class("transformers", encoder.cls)
+        encoders[encoder.subfolder] = transformers_on_meta(read(encoder.subfolder, "config.json"), dtype, cls)
+    return LoadedParts(
+        transformers={"transformer": transformer},
+        vae=vae,
+        text_encoders=encoders,
+        scheduler_config=read("scheduler", "scheduler_config.json") or {},
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 #: diffusers model classes given PeftAdapterMixin, one subclass each (see make_peft_capable)
@@ -26,3 +28,12 @@ def make_peft_capable(model: torch.nn.Module) -> torch.nn.Module:
         )
     model.__class__ = _PEFT_CLASSES[base]
     return model
+
+
+class PeftFitting:
+    """``FamilySpec.fitting`` of a family whose transformer lacks PEFT's methods: the consumer's transformer gets them
+    (:func:`make_peft_capable`) before the PEFT-format adapter loads, as training's did."""
+
+    def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
+        """Give the pipeline's transformer PEFT's methods."""
+        make_peft_capable(pipe.transformer)

@@ -138,3 +138,44 @@ def test_every_diffusion_familys_adapter_and_card_are_the_kits(family):
     assert isinstance(spec.card, KitCard), type(spec.card)
     assert type(spec.adapter).load_pipeline_with_adapter is KitAdapter.load_pipeline_with_adapter
     assert type(spec.card).usage_snippet is KitCard.usage_snippet
+
+
+# ---- a pipeline without a LoRA loader: PEFT's files, dit_lora.load_adapter in the card -----------------------------
+PEFT_INFO = FamilyInfo(pipeline_class_name="PixArtAlphaPipeline", adapter_weight_name="adapter_model.safetensors")
+
+
+def test_a_peft_named_adapter_is_saved_in_peft_format_without_the_pipelines_saver(tmp_path, monkeypatch):
+    """PEFT's file name tells a pipeline without ``save_lora_weights``: PEFT's own two files, no pipeline call."""
+    import json
+
+    from safetensors.torch import load_file
+
+    adapter = KitAdapter(PEFT_INFO)
+    monkeypatch.setattr(adapter, "pipeline_class", lambda cfg=None: pytest.fail("the pipeline has no saver"))
+    state = {"transformer_blocks.0.attn1.to_q.lora_A.weight": torch.ones(2, 4)}
+    path = adapter.save_adapter(tmp_path, state, {"r": 2, "lora_alpha": 2, "target_modules": ["to_q"]})
+    assert path == tmp_path / "adapter_model.safetensors"
+    assert list(load_file(str(path))) == ["base_model.model.transformer_blocks.0.attn1.to_q.lora_A.weight"]
+    assert json.loads((tmp_path / "adapter_config.json").read_text())["r"] == 2
+
+
+def test_a_peft_named_adapters_card_loads_it_with_dit_lora_and_seeds_the_call():
+    """The card of such a pipeline imports ``dit_lora.load_adapter`` (the pipeline has no ``load_lora_weights``) and,
+    as every kit card, seeds the call: the card pushed to the Hub makes the local card's image."""
+    cfg = sana_cfg(validation_prompt="a dog", resolution=32)
+    code = KitCard(PEFT_INFO).usage_snippet(cfg, "me/lora")
+    compile(code, "snippet", "exec")
+    assert "from dit_lora import load_adapter  # PixArtAlphaPipeline has no load_lora_weights\n" in code
+    assert 'load_adapter(pipe, "me/lora")\n' in code and "load_lora_weights(" not in code.replace("no load_lora", "")
+    assert SEED_ARGUMENT in code
+
+
+def test_a_card_adds_its_own_call_arguments():
+    """``call_args`` is the family's say in the call (PixArt: no resolution binning), the snippet's layout the kit's."""
+
+    class Unbinned(KitCard):
+        def call_args(self, cfg):
+            return [*super().call_args(cfg), "use_resolution_binning=False,"]
+
+    code = Unbinned(FamilyInfo(pipeline_class_name="SanaPipeline")).usage_snippet(sana_cfg(), "me/lora")
+    assert "    use_resolution_binning=False,\n).images[0]\n" in code and 'pipe.load_lora_weights("me/lora")' in code

@@ -3,12 +3,18 @@ other, and a family's own component wins."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from diffusion_stand_ins import PoolingEncoding
 
+from dit_lora.config import TrainConfig
+from dit_lora.contract import capabilities as caps
 from dit_lora.contract.spec import FamilyInfo
+from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion import components as base
 from dit_lora.families.diffusion.adapter import KitAdapter
-from dit_lora.families.diffusion.builder import PatchPoints, default_components, diffusion_spec
+from dit_lora.families.diffusion.builder import LatentGrid, PatchPoints, default_components, diffusion_spec
 
 INFO = FamilyInfo(pipeline_class_name="SanaPipeline")
 
@@ -81,3 +87,29 @@ def test_patch_points_are_listed_on_use():
     calls = []
     kernels = PatchPoints(lambda: calls.append(1) or iter(["a", "b"]))
     assert calls == [] and kernels.kernel_patch_points() == ["a", "b"] and calls == [1]
+
+
+def _cfg(path, **values) -> TrainConfig:
+    return TrainConfig.for_family("sana", pretrained_model_name_or_path=str(path), **values)
+
+
+def _model(path, vae_blocks: int, patch: int, sample: int | None = 4):
+    for sub, config in (("vae", {"block_out_channels": [8] * vae_blocks}),
+                        ("transformer", {"patch_size": patch, **({"sample_size": sample} if sample else {})})):
+        (path / sub).mkdir(parents=True)
+        (path / sub / "config.json").write_text(json.dumps(config))
+    (path / "model_index.json").write_text("{}")
+    return path
+
+
+def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(tmp_path):
+    grid = LatentGrid()
+    assert isinstance(grid, caps.ImageBuckets) and isinstance(grid, caps.ModelDefaults)
+    cfg = _cfg(_model(tmp_path / "m", vae_blocks=4, patch=2), resolution=40)
+    assert grid.bucket_stride(cfg) == 16 and grid.square_only(cfg) is None
+    assert grid.generic_defaults(cfg) == {"resolution": (32, "transformer sample_size 4 x the VAE's 8x")}
+    assert grid.generic_defaults(_cfg(_model(tmp_path / "n", 2, 1, sample=None))) == {}
+    assert LatentGrid(default_stride=8).bucket_stride(TrainConfig()) == 8  # no model
+    with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
+        grid.check_resolution(cfg)
+    grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))

@@ -271,3 +271,25 @@ def test_no_family_source_calls_the_load_levers():
         for path in folder.glob("*.py"):
             text = path.read_text()
             assert not [lever for lever in levers if lever in text], path
+
+
+def test_the_plan_builds_the_parts_the_loader_loads_on_the_meta_device(tiny_sana):
+    """:func:`loader.plan_parts`: each part's class from the same description, on the meta device, in the load's
+    dtypes (the VAE in fp32), at the planner's depth; the scheduler config as the folder holds it."""
+    import json
+
+    from dit_lora.families.sana.model import PARTS as SANA_PARTS
+
+    def read(sub, name):
+        return json.loads((tiny_sana / sub / name).read_text())
+
+    cfg = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tiny_sana), mixed_precision="bf16")
+    planned = loader.plan_parts(SANA_PARTS, cfg, read, depth=3)
+    transformer, vae, encoder = planned.transformer, planned.vae, planned.text_encoder
+    assert type(transformer).__name__ == "SanaTransformer2DModel" and type(vae).__name__ == "AutoencoderDC"
+    assert transformer.config.num_layers == 3 and len(transformer.transformer_blocks) == 3
+    assert {p.device.type for p in (*transformer.parameters(), *vae.parameters(), *encoder.parameters())} == {"meta"}
+    assert transformer.dtype == encoder.dtype == torch.bfloat16 and vae.dtype == torch.float32
+    assert encoder.config.model_type == read("text_encoder", "config.json")["model_type"]
+    assert set(planned.encoders()) == {"vae", "text_encoder"}
+    assert planned.scheduler_config == read("scheduler", "scheduler_config.json")

@@ -21,3 +21,14 @@ def test_the_class_is_swapped_once_per_base_and_weights_are_kept():
     other = make_peft_capable(Plain(2, 2))
     assert type(other) is type(model)  # one subclass per base class
     assert make_peft_capable(model) is model and type(model) is type(other)  # already capable: unchanged
+
+
+def test_peft_fitting_gives_the_consumers_transformer_peft_methods(tmp_path):
+    """``FamilySpec.fitting`` of a family whose transformer lacks the mixin (PixArt's): the consumer's transformer."""
+    from types import SimpleNamespace
+
+    from dit_lora.families.diffusion.peft_capable import PeftFitting
+
+    pipe = SimpleNamespace(transformer=Plain(2, 2))
+    PeftFitting().prepare_pipeline_for_adapter(pipe, tmp_path)
+    assert isinstance(pipe.transformer, PeftAdapterMixin)

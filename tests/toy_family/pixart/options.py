@@ -6,14 +6,12 @@ from dataclasses import dataclass
 
 from dit_lora.config.schema import POSITIVE, FamilyOptions, opt
 
-#: what the family uses when a run carries no options of its own (a config built by hand)
-DEFAULT_TEXT_LENGTH = 16
+DEFAULT_TEXT_LENGTH = 16  # where a run carries no options of its own (a config built by hand)
 
 
 @dataclass(frozen=True)
 class PixArtOptions(FamilyOptions):
     """Options only the PixArt family reads (flat flags on the command line, as every option)."""
-
     TITLE = "pixart_toy options (--family pixart_toy)"
 
     pixart_text_length: int = opt(
@@ -25,8 +23,4 @@ class PixArtOptions(FamilyOptions):
 
 def text_length(cfg) -> int:
     """``--pixart_text_length`` of the run (the default when ``cfg`` carries no family options)."""
-    options = getattr(cfg, "family_options", None)
-    return int(getattr(options, "pixart_text_length", DEFAULT_TEXT_LENGTH))
-
-
-__all__ = ["DEFAULT_TEXT_LENGTH", "PixArtOptions", "text_length"]
+    return int(getattr(getattr(cfg, "family_options", None), "pixart_text_length", DEFAULT_TEXT_LENGTH))

@@ -1,52 +1,55 @@
-"""PixArt-alpha (diffusers ``PixArtTransformer2DModel`` / ``PixArtAlphaPipeline``), a family outside the package:
-its :class:`~dit_lora.contract.spec.FamilySpec`.
-
-The components live beside this file, one module each: ``model.py`` (checks, loading, precision, defaults, buckets,
-demo), ``encoders.py`` (AutoencoderKL and T5), ``loss.py`` (epsilon prediction on DDPM), ``samples.py``,
-``plan.py``, ``adapter.py`` (PEFT's files, loading back, the model card); what a run decides is its ``PixArtRun``
-(``state.py``) in ``comps.state``. Precision: transformer and T5 in the run's weight dtype, the AutoencoderKL in
-fp32.
-"""
+"""PixArt-alpha (``PixArtAlphaPipeline``), a family outside the package: its spec from the kit's :func:`diffusion_spec`.
+The pipeline has no LoRA loader and its transformer no PEFT mixin: the adapter file is PEFT's (the kit saves PEFT's
+format, its card loads it with ``dit_lora.load_adapter``), the consumer is fitted with PEFT's methods. Its sizes are
+the run's, never PixArt's table (``use_resolution_binning=False``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.components import DiffusionCaptions, DiffusionData
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, image_call_args
+from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.components import PipelineSamples, ShapesDemo
+from dit_lora.families.diffusion.peft_capable import PeftFitting
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
-from .adapter import PixArtAdapter, PixArtCard, PixArtFitting
-from .encoders import NAME, PixArtEncoders
-from .loss import PixArtLoss
-from .model import (
-    PixArtBuckets,
-    PixArtDefaults,
-    PixArtDemo,
-    PixArtModel,
-    PixArtPrecision,
-)
-from .plan import PixArtPlan
-from .samples import PixArtSamples
+from .demo import RESOLUTION, build_tiny_pixart_pipeline
+from .encoders import NAME, PixArtEncoders, PixArtLoss
+from .model import GRID, PARTS, PixArtModel, PixArtPlan
+from .options import text_length
 
-#: what the model card, the loader and ``--compile`` say about the toy PixArt family
-INFO = FamilyInfo(
-    pipeline_class_name="PixArtAlphaPipeline",
-    card_tags=("text-to-image", "diffusers", "pixart", "diffusers-training"),
-    default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"),
-    adapter_weight_name=PEFT_ADAPTER_FILE,
-    text_encoder_label="T5",
-    block_lists=("transformer_blocks",),
-)
+INFO = FamilyInfo(pipeline_class_name="PixArtAlphaPipeline", block_lists=("transformer_blocks",),
+                  card_tags=("text-to-image", "diffusers", "pixart", "diffusers-training"), text_encoder_label="T5",
+                  default_lora_layers=("to_q", "to_k", "to_v", "to_out.0"), adapter_weight_name=PEFT_ADAPTER_FILE)
+
+
+class PixArtCard(KitCard):
+    """``FamilySpec.card``: the kit's snippet without resolution binning, the family's rows, no license."""
+
+    def call_args(self, cfg) -> list[str]:
+        return [f"prompt={self.prompt(cfg)},", "use_resolution_binning=False,", *image_call_args(cfg)]
+
+    def card_settings(self, cfg) -> dict[str, Any]:
+        return {"pixart_text_length": text_length(cfg), "loss": "epsilon (DDPM)"}
+
+
+class PixArtSamples(PipelineSamples):
+    """``FamilySpec.samples``: the cached negative embeddings, or the prompt's tokens cut as training's were."""
+
+    pipeline = INFO.pipeline_class_name
+
+    def call_kwargs(self, cfg, cached: bool) -> dict[str, Any]:
+        if cached:
+            return {"use_resolution_binning": False, "negative_prompt": None}
+        return {"use_resolution_binning": False, "clean_caption": False, "max_sequence_length": text_length(cfg)}
 
 
 def pixart_spec() -> FamilySpec:
     """A new spec of text-to-image PixArt-alpha (tiny random variants built by :mod:`.demo`)."""
-    encoders = PixArtEncoders()
-    loss = PixArtLoss(encoders)
-    buckets = PixArtBuckets()
-    fitting = PixArtFitting()
-    return FamilySpec(
-        name=NAME, info=INFO, model=PixArtModel(INFO), data=DiffusionData(), loss=loss,
-        adapter=PixArtAdapter(INFO, fitting), encoders=encoders, captions=DiffusionCaptions(), image_buckets=buckets,
-        samples=PixArtSamples(encoders), plan=PixArtPlan(encoders, loss, buckets), card=PixArtCard(),
-        defaults=PixArtDefaults(), precision=PixArtPrecision(), demo=PixArtDemo(), fitting=fitting,
-    )
+    fitting = PeftFitting()
+    return diffusion_spec(NAME, INFO, model=PixArtModel(INFO), encoders=PixArtEncoders(), loss=PixArtLoss,
+                          samples=PixArtSamples, plan=PixArtPlan, image_buckets=GRID, defaults=GRID,
+                          adapter=KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting), fitting=fitting,
+                          card=PixArtCard(INFO), precision=PARTS.precision,
+                          demo=ShapesDemo(build_tiny_pixart_pipeline, RESOLUTION))  # --resolution is set after it
