@@ -178,7 +178,7 @@ def test_a_bad_transformer_file_is_named_with_what_is_wrong(tiny_wan, tmp_path, 
 def test_a_bad_transformer_file_is_blamed_through_the_wan_loader(tiny_wan, tmp_path):
     """The Wan loader's own wrapper (load_error: "the local folder is incomplete") leaves the file's paragraph."""
     from dit_lora.registry import get_family
-    from dit_lora.families.wan.loading import load_wan_components
+    from dit_lora.families.wan.model import load_wan_components
 
     file = _bad_file(tiny_wan, tmp_path, "shape")
     cfg = _parse(_argv(tiny_wan, tmp_path, "--family", "wan", "--transformer_file", str(file)))

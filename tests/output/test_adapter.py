@@ -252,7 +252,7 @@ def test_an_index_that_is_not_the_format_is_refused(tmp_path, text):
 
 def test_a_stale_index_is_removed_when_a_run_without_one_overwrites_the_folder(tmp_path):
     """A Wan A14B run's index left in a folder that a single-file run then writes would send the loader to the old
-    files; write_adapter removes it (and keeps the index a run writes itself: tests/families/wan/test_outputs.py)."""
+    files; write_adapter removes it (and keeps the index a run writes itself: tests/families/wan/test_adapter.py)."""
     from dit_lora.output.adapter import adapter_index
 
     _index_folder(tmp_path, [{"file": "a.safetensors", "label": "high", "load_kwargs": {}}])

@@ -255,7 +255,7 @@ def test_a_peft_format_run_file_is_exported_too(family, linears, tmp_path):
 def test_runs_write_their_comfyui_file_for_lokr_and_say_why_not_for_dora(kind, linears, tmp_path, capsys):
     """Wan and FLUX.2 runs write the ComfyUI file for LoRA and LoKr; Z-Image and Qwen-Image for LoKr (their LoRA
     file loads in ComfyUI as it is); none for DoRA, with one line saying why."""
-    from dit_lora.families.wan.outputs import save_beside_adapter
+    from dit_lora.families.wan.adapter import save_beside_adapter
 
     writers = {
         "wan": lambda d: save_beside_adapter(d, SimpleNamespace(state=None), None),

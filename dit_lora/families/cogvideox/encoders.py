@@ -10,8 +10,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.families.cogvideox.info import FAMILY_FOR, check_latent_size, transformer_config
-from dit_lora.families.cogvideox.sizes import CogVideoXVideo
+from dit_lora.families.cogvideox.info import FAMILY_FOR, CogVideoXVideo, check_latent_size, transformer_config
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 

@@ -19,11 +19,10 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.cogvideox.adapter import CogVideoXCard
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
-from dit_lora.families.cogvideox.info import check_latent_size
+from dit_lora.families.cogvideox.info import CogVideoXVideo, check_latent_size
 from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import CogVideoXModel
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
-from dit_lora.families.cogvideox.sizes import CogVideoXVideo
 from dit_lora.families.cogvideox.state import run_state
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image

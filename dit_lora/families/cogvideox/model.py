@@ -24,8 +24,6 @@ from dit_lora.families.cogvideox.info import (
     MAX_TOKEN_RATIO,
     MIN_TOKEN_RATIO,
     T2V_PIPELINES,
-)
-from dit_lora.families.cogvideox.sizes import (
     CogVideoXVideo,
     forget_model_infos,
     size_flags,

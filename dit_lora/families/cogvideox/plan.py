@@ -8,9 +8,9 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.data.frames import most_tokens
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
+from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import build_components
-from dit_lora.families.cogvideox.sizes import CogVideoXVideo
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 

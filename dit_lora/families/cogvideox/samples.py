@@ -11,7 +11,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
-from dit_lora.families.cogvideox.sizes import CogVideoXVideo
+from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.output.video import write_video
 

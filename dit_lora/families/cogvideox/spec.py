@@ -2,9 +2,9 @@
 ``CogVideoXImageToVideoPipeline``): one implementation, two registered families, each a
 :class:`~dit_lora.contract.spec.FamilySpec` (:func:`cogvideox_spec`).
 
-The components live beside this file, one module each: ``sizes.py`` (the model info read once, the video buckets
-and their checks, the frame rate, the clip data), ``model.py`` (checks, loading, precision, defaults, notes, demo),
-``encoders.py``, ``loss.py``, ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model card),
+The components live beside this file, one module each: ``info.py`` (the model info read once, the video buckets
+and their checks, the frame rate), ``model.py`` (checks, loading, precision, defaults, notes, demo),
+``encoders.py``, ``loss.py`` (and the clip data), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model card),
 ``i2v.py`` (what image-to-video changes), ``kernels.py``; what a run decides is its ``CogVideoXRun``
 (``state.py``) in ``comps.state``.
 
@@ -68,8 +68,9 @@ from dit_lora.families.cogvideox.i2v import (
     CogVideoXI2VSamples,
     CogVideoXI2VSetup,
 )
+from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.cogvideox.kernels import patch_points
-from dit_lora.families.cogvideox.loss import CogVideoXLoss
+from dit_lora.families.cogvideox.loss import CogVideoXData, CogVideoXLoss
 from dit_lora.families.cogvideox.model import (
     CogVideoXDefaults,
     CogVideoXDemo,
@@ -79,7 +80,6 @@ from dit_lora.families.cogvideox.model import (
 )
 from dit_lora.families.cogvideox.plan import CogVideoXPlan
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
-from dit_lora.families.cogvideox.sizes import CogVideoXData, CogVideoXVideo
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 
 

@@ -76,7 +76,7 @@ class TinyPipeline:
     what the folder's marker records (kind, variant, seed, version: a different one rebuilds); ``seed``: the build's
     seed; ``tokenizer``: builds the tokenizer (None: the pipeline has none); ``parts``: the modules; ``scheduler``:
     the scheduler class and its config; ``pipeline_kwargs``: further arguments of the pipeline (Wan's
-    ``boundary_ratio``); ``extras(components)``: components built after the parts, without a seed (processors);
+    ``boundary_ratio``); ``processors(components)``: components built after the parts, without a seed (processors);
     ``apart``: components saved by ``after_save`` rather than by the pipeline; ``after_save(folder, components)``:
     the family's files beside the saved pipeline (another class name, a processor folder).
     """
@@ -88,7 +88,7 @@ class TinyPipeline:
     scheduler: tuple[str, Mapping[str, Any]]
     tokenizer: Callable[[], Any] | None = None
     pipeline_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    extras: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    processors: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     apart: tuple[str, ...] = ()
     after_save: Callable[[Path, dict[str, Any]], None] | None = None
 
@@ -145,7 +145,7 @@ def text_model(
 
 def build_components(description: TinyPipeline) -> dict[str, Any]:
     """The pipeline's components in memory: the tokenizer, every part (each from its own seed, in eval mode, in its
-    dtype; the caller's torch RNG state restored), the scheduler and the extras."""
+    dtype; the caller's torch RNG state restored), the scheduler and the processors."""
     components: dict[str, Any] = {}
     tokenizer = description.tokenizer() if description.tokenizer is not None else None
     if tokenizer is not None:
@@ -160,8 +160,8 @@ def build_components(description: TinyPipeline) -> dict[str, Any]:
             torch.nn.Module.to(components[part.name], part.dtype)
     scheduler_class, scheduler_config = description.scheduler
     components["scheduler"] = resolve(scheduler_class)(**scheduler_config)
-    if description.extras is not None:
-        components.update(description.extras(components))
+    if description.processors is not None:
+        components.update(description.processors(components))
     return components
 
 

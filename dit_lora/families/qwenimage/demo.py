@@ -223,7 +223,7 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
             tiny.Part("text_encoder", 3, lambda tok: _text_encoder(tok, config), _BF16),
         ),
         scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
-        extras=_processor if edit else None,
+        processors=_processor if edit else None,
         apart=("processor",),
         after_save=save_edit_files if edit else None,
     )

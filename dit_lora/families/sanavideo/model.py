@@ -10,20 +10,17 @@ from typing import Any
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.frames import automatic_note, most_tokens
+from dit_lora.data.frames import automatic_note
 from dit_lora.data.synthetic.clips import build_demo_clips
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPlan, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sanavideo import demo as tiny
-from dit_lora.families.sanavideo.encoders import TEXT_LEN
 from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
 from dit_lora.families.sanavideo.options import TRAINING_SHIFT
 from dit_lora.families.sanavideo.state import SanaVideoRun
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
-from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
 def training_shift(cfg: TrainConfig) -> float:
@@ -92,45 +89,6 @@ class SanaVideoModel(KitModel):
         )
         comps.encoders["tokenizer"] = loaded.tokenizers["tokenizer"]
         return comps
-
-
-class SanaVideoPlan(DiffusionPlan):
-    """``FamilySpec.plan``: transformer, Wan VAE and Gemma-2 on the meta device; clips of the worst bucket."""
-
-    def __init__(self, task: SanaVideoTask, encoders, loss) -> None:
-        super().__init__(encoders, loss)
-        self.task = task
-
-    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
-        """What :meth:`SanaVideoModel.load_components` loads, from the configs ``read`` returns."""
-        from diffusers import AutoencoderKLWan, SanaVideoTransformer3DModel
-
-        dtype = cfg.weight_dtype
-        transformer = diffusers_on_meta(
-            SanaVideoTransformer3DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), dtype
-        )
-        vae = diffusers_on_meta(AutoencoderKLWan, read("vae", "config.json"), torch.float32)
-        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype)
-        comps = make_components(
-            cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
-        )
-        comps.state.text = TextSettings(max_sequence_length=TEXT_LEN)
-        return comps
-
-    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
-        """Gemma-2 embeddings of 300 tokens and their mask, as empty tensors."""
-        width = comps.encoders["text_encoder"].config.hidden_size
-        return {
-            "prompt_embeds": torch.empty(batch_size, TEXT_LEN, width, dtype=cfg.weight_dtype),
-            "prompt_attention_mask": torch.ones(batch_size, TEXT_LEN, dtype=torch.long),
-        }
-
-    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
-        buckets = self.task.video_buckets(cfg)
-        if not cfg.video.frame_buckets:
-            buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
 
 
 class SanaVideoPrecision(DiffusionPrecision):

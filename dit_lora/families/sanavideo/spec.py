@@ -2,9 +2,9 @@
 ``SanaImageToVideoPipeline``): their :class:`~dit_lora.contract.spec.FamilySpec`.
 
 Components, one module each: ``info.py`` (the configs read once, the task, the clip buckets), ``model.py`` (checks,
-loading, the plan, precision, notes, defaults, demo), ``encoders.py`` (Wan-VAE latents, Gemma-2 captions, setup),
-``loss.py`` (rectified flow as NVlabs trains it; the first frame of image-to-video), ``outputs.py`` (videos, the
-adapter file, reloading, the card), ``kernels.py``. What a run decides is its ``SanaVideoRun`` (``state.py``).
+loading, precision, notes, defaults, demo), ``encoders.py`` (Wan-VAE latents, Gemma-2 captions, setup),
+``loss.py`` (rectified flow as NVlabs trains it; the first frame of image-to-video), ``samples.py`` (videos),
+``plan.py``, ``adapter.py`` (the adapter file, reloading, the card), ``kernels.py``. What a run decides is its ``SanaVideoRun`` (``state.py``).
 Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan VAE in fp32, LoRA fp32.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.sanavideo.adapter import SanaVideoAdapter, SanaVideoCard
 from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
 from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
 from dit_lora.families.sanavideo.kernels import SanaVideoKernels
@@ -21,10 +22,10 @@ from dit_lora.families.sanavideo.model import (
     SanaVideoDemo,
     SanaVideoModel,
     SanaVideoNotes,
-    SanaVideoPlan,
     SanaVideoPrecision,
 )
-from dit_lora.families.sanavideo.outputs import SanaVideoAdapter, SanaVideoCard, SanaVideoSamples
+from dit_lora.families.sanavideo.plan import SanaVideoPlan
+from dit_lora.families.sanavideo.samples import SanaVideoSamples
 
 TASKS = {
     "sanavideo": SanaVideoTask(name="sanavideo", task="t2v", pipeline_class_name=T2V_PIPELINE),

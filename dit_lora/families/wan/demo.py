@@ -279,7 +279,9 @@ def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.Tiny
         parts=tuple(parts),
         scheduler=("diffusers:UniPCMultistepScheduler", config["scheduler"]),
         pipeline_kwargs=config["pipeline"],
-        extras=(lambda _: _image_processor(config["image_encoder"])) if config["image_encoder"] is not None else None,
+        processors=(lambda _: _image_processor(config["image_encoder"]))
+        if config["image_encoder"] is not None
+        else None,
     )
 
 

@@ -11,9 +11,8 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.wan.info import TEXT_LEN
+from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.state import required, run_state
-from dit_lora.families.wan.task import WanTask
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 

@@ -15,7 +15,7 @@ device, from the load on (:meth:`WanExperts.place`): both experts' frozen tensor
 placement) moves the LoRA weights of both experts but not the parked expert's frozen tensors (:meth:`_apply`).
 A switch points the idle expert's tensors back at their CPU copies (nothing to copy back: frozen weights never
 change) and copies the other's in with ``non_blocking``. LoRA weights and their optimizer state stay on the
-device throughout. The memory plan counts one expert (``loading.plan_wan_components``).
+device throughout. The memory plan counts one expert (``model.plan_wan_components``).
 
 The parking helpers (slots, host copies, dtype-following) are :mod:`dit_lora.modeling.block_swap`'s, shared with
 ``--blocks_to_swap``; an expert's swapped blocks are left to the block swap (their slots are skipped here), so the

@@ -25,13 +25,15 @@ from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.wan.adapter import WanAdapter, WanCard
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import transformer_config
-from dit_lora.families.wan.loading import WanModel, WanPlan
+from dit_lora.families.wan.info import WanTask
 from dit_lora.families.wan.loss import WanLoss
-from dit_lora.families.wan.outputs import WanAdapter, WanCard, WanSamples
+from dit_lora.families.wan.model import WanModel
+from dit_lora.families.wan.plan import WanPlan
+from dit_lora.families.wan.samples import WanSamples
 from dit_lora.families.wan.state import run_state
-from dit_lora.families.wan.task import WanTask
 
 
 def i2v_pipeline(comps: Components, expand: bool):

@@ -1,5 +1,7 @@
 """What a Wan checkpoint's small config files say (version, task, experts, geometry, trained size, shift), read
-before any weight loads. See :mod:`.spec` for the family itself.
+before any weight loads (read once per folder), and the task a run trains (:class:`WanTask`: text- or
+image-to-video, the trained expert(s), the TI2V image-mode fraction, the clip buckets, the frame rate). See
+:mod:`.spec` for the family itself.
 
 Sources (diffusers 0.42.1 unless named): ``WanPipeline`` / ``WanImageToVideoPipeline`` (``boundary_ratio`` and
 ``expand_timesteps`` are pipeline config keys in ``model_index.json``; ``transformer`` handles timesteps
@@ -18,7 +20,13 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.data.frames import (
+    automatic_buckets,
+    check_num_frames,
+    resolution_buckets,
+)
 from dit_lora.families.wan.catalogue import default_size
+from dit_lora.modelfiles.pipeline_files import read_once
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -157,3 +165,85 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
         num_train_timesteps=int(sched.get("num_train_timesteps", 1000)),
         layers=int(tr.get("num_layers", 30)),
     )
+
+
+_INFOS: dict[tuple, WanInfo] = {}
+
+
+_INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
+
+
+def cached_wan_info(cfg: TrainConfig) -> WanInfo:
+    """:func:`wan_info`, read once per model path, revision and (local folders) config files' modification times."""
+    return read_once(_INFOS, cfg, _INFO_FILES, wan_info)
+
+
+def forget_infos() -> None:
+    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
+    _INFOS.clear()
+
+
+@dataclass(frozen=True)
+class WanTask:
+    """``FamilySpec.video_frames`` and ``frame_rate``: one of the two Wan families (``wan``: text-to-video, ``wan_i2v``:
+    image-to-video) and what it reads from the checkpoint; every other component holds it."""
+
+    #: the registry name (``--family``)
+    name: str
+    #: ``"t2v"`` or ``"i2v"``
+    task: str
+    #: the checkpoint kinds this family trains
+    kinds: tuple[str, ...]
+    #: the diffusers pipeline class the family samples with and the card names
+    pipeline_class_name: str
+
+    def info(self, cfg: TrainConfig) -> WanInfo:
+        """What the checkpoint's configs say, read once (:func:`cached_wan_info`)."""
+        return cached_wan_info(cfg)
+
+    def pipeline_class(self):
+        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        import diffusers
+
+        return getattr(diffusers, self.pipeline_class_name)
+
+    def expert(self, cfg: TrainConfig) -> str | None:
+        """The trained expert(s) of a two-expert checkpoint (``--wan_expert``, default ``both``); None otherwise."""
+        if not self.info(cfg).two_experts:
+            return None
+        return cfg.family_options.wan_expert or "both"
+
+    def image_probability(self, cfg: TrainConfig) -> float:
+        """TI2V-5B: the fraction of samples trained in image mode (0 for other checkpoints)."""
+        if self.info(cfg).kind != "ti2v":
+            return 0.0
+        p = cfg.family_options.ti2v_image_probability
+        return float(p) if p is not None else (1.0 if self.task == "i2v" else 0.0)
+
+    def model_fps(self, cfg: TrainConfig) -> float:
+        """Frames per second the checkpoint generates at (:attr:`WanInfo.fps`): the rate the log names."""
+        return self.info(cfg).fps
+
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+        """The run's (frames, height, width) buckets: ``--frame_buckets`` (only those), else automatic aspect buckets
+        around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
+        Wan's RoPE is computed per input size, so any multiple of ``size_multiple`` runs)."""
+        info = self.info(cfg)
+        temporal = info.vae_temporal  # the frame rule (Wan has no temporal patch: patch_size_t None)
+        if cfg.video.frame_buckets:
+            return resolution_buckets(
+                cfg.video.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=temporal
+            )
+        frames0, height0, width0, _ = info.trained_size()
+        frames = cfg.video.max_num_frames or frames0
+        named = "--max_num_frames" if cfg.video.max_num_frames else "the default frame count"
+        check_num_frames(frames, flag=named, temporal_compression=temporal)
+        height, width = cfg.video.height or height0, cfg.video.width or width0
+        for flag, value in (("--height", height), ("--width", width)):
+            if value % info.size_multiple:
+                fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
+                raise UserError(
+                    f"{flag} {value} must be a multiple of {info.size_multiple} for this Wan checkpoint "
+                    f"(VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}."
+                )
+        return automatic_buckets((frames, height, width), info.size_multiple)

@@ -1,9 +1,9 @@
 """Wan 2.1 and 2.2 text-to-video (``wan``, ``WanPipeline``) and image-to-video (``wan_i2v``, :mod:`.i2v`): their
 :class:`~dit_lora.contract.spec.FamilySpec`.
 
-Components, one module each: ``task.py`` (the task and what it reads from the checkpoint: experts, buckets, notes,
-defaults), ``validate.py`` and ``loading.py`` (checks, loading, precision, the memory plan), ``encoders.py``,
-``loss.py`` (and the clip data path), ``outputs.py`` (samples, adapter files, exports, card, demo), ``experts.py``
+Components, one module each: ``info.py`` (the checkpoint's configs read once; the task: experts, clip buckets,
+frame rate), ``model.py`` (checks, loading, precision, notes, defaults, demo), ``encoders.py``, ``loss.py`` (and
+the clip data path), ``samples.py``, ``plan.py``, ``adapter.py`` (adapter files, exports, card), ``experts.py``
 (the A14B experts and their checkpointing switch), ``kernels.py``; ``i2v.py`` subclasses what image-to-video changes.
 What a run decides is its ``WanRun`` (``state.py``) in ``comps.state``.
 
@@ -29,7 +29,7 @@ with timestep 0 and is left out of the loss, as the pipeline keeps it fixed.
 Precision. Transformer and UMT5 in the run's dtype (bf16 by default); VAE (and 2.1 I2V's CLIP) in fp32; LoRA fp32.
 
 Saving. ``WanPipeline.save_lora_weights`` with the LoRA config as metadata, alpha / rank folded into lora_B
-(:func:`dit_lora.output.adapter.fold_lora_scale`). Beside it (:class:`~.outputs.WanAdapterExtras`): which
+(:func:`dit_lora.output.adapter.fold_lora_scale`). Beside it (:class:`~.adapter.WanAdapterExtras`): which
 expert each file is for (``dit_lora_adapter_files.json``, read by :func:`dit_lora.output.adapter.load_adapter_files`:
 the low-noise expert loads with ``load_into_transformer_2=True``) and the ComfyUI-format files (:mod:`.comfyui`).
 """
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.wan.adapter import WanAdapter, WanAdapterExtras, WanCard, WanExports
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanTrainables
 from dit_lora.families.wan.i2v import (
@@ -50,19 +51,12 @@ from dit_lora.families.wan.i2v import (
     WanI2VSamples,
     WanI2VSetup,
 )
-from dit_lora.families.wan.info import I2V_PIPELINE, T2V_PIPELINE
+from dit_lora.families.wan.info import I2V_PIPELINE, T2V_PIPELINE, WanTask
 from dit_lora.families.wan.kernels import patch_points
-from dit_lora.families.wan.loading import WanModel, WanPlan, WanPrecision
 from dit_lora.families.wan.loss import WanData, WanLoss
-from dit_lora.families.wan.outputs import (
-    WanAdapter,
-    WanAdapterExtras,
-    WanCard,
-    WanDemo,
-    WanExports,
-    WanSamples,
-)
-from dit_lora.families.wan.task import WanDefaults, WanNotes, WanTask
+from dit_lora.families.wan.model import WanDefaults, WanDemo, WanModel, WanNotes, WanPrecision
+from dit_lora.families.wan.plan import WanPlan
+from dit_lora.families.wan.samples import WanSamples
 
 #: the two tasks: the registry name, the task, the checkpoint kinds it trains, its pipeline
 TASKS = {
@@ -75,7 +69,7 @@ def wan_info(task: WanTask) -> FamilyInfo:
     """What the model card, the loader and ``--compile`` say about the family of ``task``."""
     return FamilyInfo(
         pipeline_class_name=task.pipeline_class_name,
-        # Wan 2.2 TI2V-5B is a WanPipeline folder that image-to-video trains too (validate.py checks the kind)
+        # Wan 2.2 TI2V-5B is a WanPipeline folder that image-to-video trains too (model.py checks the kind)
         also_trains_folders_of=(T2V_PIPELINE,) if task.task == "i2v" else (),
         card_tags=(
             "text-to-video" if task.task == "t2v" else "image-to-video",

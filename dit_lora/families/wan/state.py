@@ -53,10 +53,8 @@ def run_state(comps) -> WanRun:
 
 
 def required(value: T | None, name: str) -> T:
-    """``value``: a part of the run state that loading the components sets (``loading.make_components``). Components
+    """``value``: a part of the run state that loading the components sets (``model.make_components``). Components
     built by hand without it are refused by its name, not with a TypeError on None."""
     if value is None:
-        raise ValueError(
-            f"comps.state.{name} is not set: the Wan components' loading sets it (loading.make_components)"
-        )
+        raise ValueError(f"comps.state.{name} is not set: the Wan components' loading sets it (model.make_components)")
     return value

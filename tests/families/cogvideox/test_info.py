@@ -1,18 +1,32 @@
-"""families/cogvideox/info.py: what a CogVideoX checkpoint's small config files say (task, version, sizes), and the
-size checks that name the nearest sizes the model and its pipeline accept."""
+"""families/cogvideox/info.py: what a CogVideoX checkpoint's small config files say (task, version, sizes), read
+once, the size checks that name the nearest sizes the model and its pipeline accept, the RoPE limit, the size flags
+named in messages (and loss.py's clip data path). The buckets and their checks on real layouts are in test_spec.py."""
 
 from __future__ import annotations
 
 import json
 import re
 import types
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.cogvideox.info import ModelInfo, check_latent_size, model_info, pad_latent_frames
+from dit_lora.data.video_prepare import VideoMedia
+from dit_lora.families.cogvideox.info import (
+    CogVideoXVideo,
+    ModelInfo,
+    cached_model_info,
+    check_latent_size,
+    model_info,
+    pad_latent_frames,
+    rope_limit,
+    size_flags,
+)
+from dit_lora.families.cogvideox.loss import CogVideoXData
+from dit_lora.registry import get_family
 
 
 def _suggested(message: str) -> list[int]:
@@ -80,3 +94,24 @@ def test_a_tiled_encode_that_miscounts_is_refused():
     check_latent_size(vae, (64, 96), (8, 12))
     with pytest.raises(UserError, match="instead of 8x12.*--enable_tiling false"):
         check_latent_size(vae, (64, 96), (9, 12))
+
+
+def test_rope_limit_is_only_for_15s_sliced_table():
+    assert rope_limit(ModelInfo(rope=True)) is None  # 1.0: RoPE crops a grid of any size
+    assert rope_limit(ModelInfo(patch_size_t=2, rope=True, sample_height=300, sample_width=300)) == (2400, 2400)
+
+
+def test_size_flags_name_what_the_user_set():
+    cfg = SimpleNamespace(frame_buckets=None, height=64, width=None, max_num_frames=9)
+    assert size_flags(cfg) == "--height/--max_num_frames"
+    assert size_flags(SimpleNamespace(frame_buckets="9x64x64")) == "--frame_buckets"
+    assert size_flags(SimpleNamespace(frame_buckets=None, height=None, width=None, max_num_frames=None)) == (
+        "the defaults")
+
+
+def test_model_info_is_read_once_and_the_data_path_decodes_clips():
+    cfg = TrainConfig(family="cogvideox", pretrained_model_name_or_path="THUDM/CogVideoX-5b", train_data_dir="x")
+    assert cached_model_info(cfg) is cached_model_info(cfg)
+    assert CogVideoXVideo().model_fps(cfg) == 8
+    spec = get_family("cogvideox")
+    assert isinstance(CogVideoXData().data_handler(cfg, spec), VideoMedia)

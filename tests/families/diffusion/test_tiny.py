@@ -55,7 +55,7 @@ def _description(seed: int = 0, transformer=None, calls: list | None = None, **c
             tiny.module("vae", 2, "diffusers:AutoencoderKL", _VAE, dtype=torch.bfloat16, then=measure),
         ),
         "scheduler": ("diffusers:DDIMScheduler", {"num_train_timesteps": 100}),
-        "extras": lambda components: {"kept_apart": sorted(components)},
+        "processors": lambda components: {"kept_apart": sorted(components)},
         "apart": ("kept_apart",),
         "after_save": after_save,
     }
@@ -81,7 +81,7 @@ def test_a_description_builds_a_folder_the_pipeline_class_loads(tmp_path):
     assert json.loads((path / tiny.MARKER).read_text()) == {"kind": "test", "seed": 0, "version": 1}
     index = json.loads((path / "model_index.json").read_text())
     assert index["_class_name"] == "DiTPipeline" and "kept_apart" not in index  # saved by after_save instead
-    # the extras saw the built parts and the scheduler; after_save saw every component
+    # the processors saw the built parts and the scheduler; after_save saw every component
     assert json.loads((path / "apart.json").read_text()) == ["scheduler", "transformer", "vae"]
     assert calls == [["kept_apart", "scheduler", "transformer", "vae"]]
     assert _stored_dtypes(path / "vae") == {"BF16"} and _stored_dtypes(path / "transformer") == {"F32"}

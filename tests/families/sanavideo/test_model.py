@@ -1,17 +1,14 @@
 """families/sanavideo/model.py: the folder checks (another VAE, a missing validation image: one paragraph each),
-the training shift, the planned components on the meta device and the plan of the 2B 480p release at its trained
-size, which fits 24 GB with the default checkpointing."""
+the training shift, the notes and the defaults (the planned components: test_plan.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import torch
 from real_layout import write_configs
 from sanavideo_layout import HUB_ID, sanavideo_cfg
 
-from dit_lora.catalogue.defaults import config_reader
 from dit_lora.core.errors import UserError
 from dit_lora.families.sanavideo.info import forget_infos
 from dit_lora.families.sanavideo.model import SanaVideoDefaults, SanaVideoNotes, training_shift
@@ -46,16 +43,3 @@ def test_training_shift_notes_and_defaults(folder):
     assert "image-to-video" in notes[0] and "81x480x832" in notes[0] and "16 fps" in notes[0]
     assert "training shift 3" in notes[1] and "sampler shifts by 8" in notes[1]
     assert SanaVideoDefaults().generic_defaults(cfg)["train_batch_size"][0] == 1
-
-
-def test_planned_components_and_conditioning(folder):
-    spec = get_family("sanavideo")
-    cfg = sanavideo_cfg(pretrained_model_name_or_path=str(folder))
-    assert spec.plan.depth_key == ("transformer/config.json", "num_layers")
-    comps = spec.plan.plan_components(cfg, config_reader(cfg.model), depth=2)
-    assert comps.model.device.type == "meta" and len(comps.model.transformer_blocks) == 2
-    assert type(comps.encoders["vae"]).__name__ == "AutoencoderKLWan"
-    assert comps.state.flow_shift == 3.0 and comps.state.latents_std.shape == (1, 16, 1, 1, 1)
-    cond = spec.plan.plan_conditioning(comps, cfg, 2)
-    assert cond["prompt_embeds"].shape == (2, 300, 2304) and cond["prompt_embeds"].dtype == torch.bfloat16
-    assert spec.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.training.train_batch_size, 81, 3, 480, 832))]

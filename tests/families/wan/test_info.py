@@ -6,20 +6,26 @@ Expected values: the published ``model_index.json`` (``boundary_ratio`` 0.875 fo
 8x spatial; the Wan 2.2 VAE z_dim 48, 16x), Wan's READMEs / ``wan/configs`` (16 fps and 81 frames at 480x832;
 TI2V-5B 24 fps, 121 frames at 704x1280) and Wan's ``generate.py`` sequence length: 32760 tokens for 81x480x832
 (21 latent frames x 30 x 52 patches).
+
+The task (:class:`WanTask`): the two tasks, what they read from the checkpoint (experts, TI2V image mode, buckets),
+the pipeline class and the frame rate.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
+from dit_lora.families.wan import info as info_module
 from dit_lora.families.wan.catalogue import ENTRIES
 from dit_lora.families.wan.demo import WAN_DEMO_VARIANTS
 from dit_lora.families.wan.info import WanInfo, wan_info
+from dit_lora.families.wan.spec import TASKS
 
 #: (kind, two_experts, boundary_ratio, expand_timesteps, z_dim, vae_spatial, fps, image_encoder, pipeline class)
 T2V21 = ("t2v", False, None, False, 16, 8, 16, False, "WanPipeline")
@@ -120,3 +126,55 @@ def test_an_unknown_channel_count_is_no_kind(wan_model, tmp_path):
     config.write_text(json.dumps({**json.loads(config.read_text()), "in_channels": 48}))  # e.g. a control model
     info = wan_info(_cfg(folder))
     assert info.kind is None and "in_channels 48, VAE z_dim 16" in info.evidence
+
+
+def _with_info(monkeypatch, **info):
+    monkeypatch.setattr(info_module, "cached_wan_info", lambda cfg: SimpleNamespace(**info))
+
+
+def _options(**opts):
+    return SimpleNamespace(family_options=SimpleNamespace(**{"wan_expert": None, "ti2v_image_probability": None,
+                                                              **opts}))
+
+
+def test_the_expert_is_both_by_default_on_a14b_and_none_on_one_transformer(monkeypatch):
+    _with_info(monkeypatch, two_experts=True)
+    assert TASKS["wan"].expert(_options()) == "both" and TASKS["wan"].expert(_options(wan_expert="low")) == "low"
+    _with_info(monkeypatch, two_experts=False)
+    assert TASKS["wan"].expert(_options(wan_expert="low")) is None
+
+
+def test_ti2v_image_mode_defaults_by_task(monkeypatch):
+    _with_info(monkeypatch, kind="ti2v")
+    assert TASKS["wan"].image_probability(_options()) == 0.0 and TASKS["wan_i2v"].image_probability(_options()) == 1.0
+    assert TASKS["wan"].image_probability(_options(ti2v_image_probability=0.25)) == 0.25
+    _with_info(monkeypatch, kind="t2v")
+    assert TASKS["wan"].image_probability(_options(ti2v_image_probability=0.25)) == 0.0
+
+
+def test_the_pipeline_class_and_frame_rate(monkeypatch):
+    _with_info(monkeypatch, fps=16)
+    assert TASKS["wan_i2v"].pipeline_class().__name__ == "WanImageToVideoPipeline"
+    assert TASKS["wan"].model_fps(_options()) == 16
+
+
+def test_clips_of_other_shapes_get_automatic_buckets_and_the_plan_traces_the_default(tmp_path, monkeypatch):
+    """Wan 1.3B's default 81x480x832 comes first, then aspect buckets of at most its area (RoPE is computed per
+    size); the memory plan traces the most-token bucket, the default; --frame_buckets pins exactly what it lists."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
+    from dit_lora.config import TrainConfig
+    from dit_lora.data.frames import choose_bucket
+    from dit_lora.registry import get_family
+
+    family = get_family("wan")
+    cfg = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+    buckets = family.video_frames.video_buckets(cfg)
+    assert buckets[0] == (81, 480, 832) and len(buckets) > 10
+    assert all(h * w <= 480 * 832 and h % 16 == 0 == w % 16 for _, h, w in buckets)
+    assert choose_bucket(81, 1280, 720, buckets) == (81, 832, 480)
+    assert family.plan.pixel_batches(cfg) == [("81 x 480 x 832", (cfg.training.train_batch_size, 81, 3, 480, 832))]
+    assert "--frame_buckets 81x480x832 pins this one size" in family.notes.start_notes(cfg)[0]
+    pinned = TrainConfig(family="wan", pretrained_model_name_or_path="Wan-AI/Wan2.1-T2V-1.3B-Diffusers",
+                         frame_buckets="81x480x832")
+    assert family.video_frames.video_buckets(pinned) == [(81, 480, 832)]

@@ -13,7 +13,7 @@ from dit_lora.config import parse_config
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import wan
 from dit_lora.families.wan.i2v import WanI2VModel
-from dit_lora.families.wan.loading import WanModel
+from dit_lora.families.wan.model import WanModel
 from dit_lora.families.wan.options import DEMO_VARIANTS, WanI2VOptions, WanOptions
 from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, resolve
 

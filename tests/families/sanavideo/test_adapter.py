@@ -1,5 +1,5 @@
-"""families/sanavideo/outputs.py: the card's snippet loads the adapter into the task's stock pipeline (the first
-frame for image-to-video, the instruction only as trained), the card's rows, the license, the sampler."""
+"""families/sanavideo/adapter.py: the card's snippet loads the adapter into the task's stock pipeline (the first
+frame for image-to-video, the instruction only as trained), the card's rows, the license."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ import pytest
 from real_layout import write_configs
 from sanavideo_layout import HUB_ID, sanavideo_cfg
 
-from dit_lora.contract.family import Components
+from dit_lora.families.sanavideo.adapter import SanaVideoCard
 from dit_lora.families.sanavideo.info import forget_infos
-from dit_lora.families.sanavideo.outputs import SanaVideoCard, inference_scheduler
 from dit_lora.families.sanavideo.spec import TASKS
-from dit_lora.families.sanavideo.state import SanaVideoRun
 
 
 @pytest.fixture
@@ -41,8 +39,3 @@ def test_card_rows_license_and_sampler(folder):
     assert settings["resolution"].startswith("81x480x832")
     assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path=HUB_ID)) == "apache-2.0"
     assert card.base_model_license(sanavideo_cfg(pretrained_model_name_or_path="me/other")) is None
-    config = {"_class_name": "DPMSolverMultistepScheduler", "flow_shift": 8.0, "use_flow_sigmas": True,
-              "prediction_type": "flow_prediction"}
-    comps = Components(model=None, scheduler=None, encoders={}, state=SanaVideoRun(scheduler_config=config))
-    sampler = inference_scheduler(comps)
-    assert type(sampler).__name__ == "DPMSolverMultistepScheduler" and sampler.config.flow_shift == 8.0

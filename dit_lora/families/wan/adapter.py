@@ -1,10 +1,9 @@
-"""What a Wan run writes and shows: the demo model and clips, validation videos, the adapter files (one per
-expert), the ComfyUI files, the reloaded pipeline and the model card's usage snippet."""
+"""What a Wan run writes: the adapter files (one per expert), the ComfyUI files, the reloaded pipeline and the model
+card's usage snippet."""
 
 from __future__ import annotations
 
 import json
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import describe_buckets
-from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.adapter import (
     SEED_ARGUMENT,
     KitAdapter,
@@ -24,129 +22,16 @@ from dit_lora.families.diffusion.adapter import (
     image_call_args,
     image_lines,
 )
-from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.wan.comfyui import run_files, write_comfyui_files
-from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
-from dit_lora.families.wan.encoders import WanEncoders
-from dit_lora.families.wan.experts import WanExperts
-from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET
+from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET, WanTask
 from dit_lora.families.wan.state import run_state
-from dit_lora.families.wan.task import WanTask, forget_infos
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import adapter_index, write_adapter_index
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, EXPORTED_TYPES, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
-from dit_lora.output.video import snippet_write_video, write_video
+from dit_lora.output.video import snippet_write_video
 
 _LABEL = {"high": "high-noise expert (transformer)", "low": "low-noise expert (transformer_2)"}
-
-
-# ---- demo ------------------------------------------------------------------------------------
-def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
-    """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
-    variant = cfg.family_options.demo_wan_variant
-    try:
-        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path or "", variant=variant, seed=0)
-    except FileExistsError as err:
-        raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
-    if cfg.data.train_data_dir:
-        frames = max(b[0] for b in task.video_buckets(cfg))
-        size = TINY_WAN_GEOMETRY["height"]
-        fps = 24 if "ti2v" in variant else 16
-        build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
-
-
-# ---- validation videos -----------------------------------------------------------------------
-def _inference_scheduler(comps: Components):
-    import diffusers
-
-    config = dict(run_state(comps).scheduler_config or {})
-    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.UniPCMultistepScheduler
-    return cls.from_config(config)
-
-
-def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:
-    """The pipeline call's size, steps, guidance and generator (the first bucket's size)."""
-    frames, height, width = task.video_buckets(cfg)[0]
-    return {
-        "num_frames": frames,
-        "height": height,
-        "width": width,
-        "num_inference_steps": cfg.validation.validation_inference_steps,
-        "guidance_scale": cfg.validation.validation_guidance_scale,
-        "generator": generator,
-        "output_type": "pil",
-    }
-
-
-def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, Any]:
-    """The pipeline's transformer arguments for the in-memory model.
-
-    Both experts: ``transformer``/``transformer_2`` split at the checkpoint's boundary, each made resident on the
-    device before its forward (hooks removed after). One trained expert of an A14B: that expert alone for every
-    step (the other is not loaded; the start notes say so).
-    """
-    state = run_state(comps)
-    if isinstance(denoiser, WanExperts):
-        for name in ("high", "low"):
-            hook = denoiser.expert(name).register_forward_pre_hook(lambda *_, n=name: denoiser.activate(n) and None)
-            stack.callback(hook.remove)
-        return {"transformer": denoiser.high, "transformer_2": denoiser.low, "boundary_ratio": state.boundary_ratio}
-    if state.expert:  # one trained A14B expert: it runs both stages (the pipeline keeps its boundary,
-        # so an I2V-A14B pipeline does not look for the CLIP encoder the A14B models do not have)
-        return {"transformer": denoiser, "transformer_2": denoiser, "boundary_ratio": state.boundary_ratio}
-    return {"transformer": denoiser}
-
-
-def generate_validation(
-    samples: WanSamples, comps: Components, denoiser, cond: dict, cfg: TrainConfig, seed: int
-) -> list:
-    """Validation videos from the in-memory model: the pipeline with the cached prompt embeddings."""
-    device = next(p for p in denoiser.parameters() if p.requires_grad).device
-    with ExitStack() as stack:
-        vae = stack.enter_context(vae_on(comps, device))
-        pipe = samples.task.pipeline_class()(
-            tokenizer=None,
-            text_encoder=None,
-            vae=vae,
-            scheduler=_inference_scheduler(comps),
-            **_transformers(comps, denoiser, stack),
-            expand_timesteps=bool(run_state(comps).expand_timesteps),
-        )
-        pipe.set_progress_bar_config(disable=True)
-        samples.fit_validation_pipeline(pipe, comps)
-        n = cfg.validation.num_validation_images
-        generator = torch.Generator(device=device).manual_seed(seed)
-        with torch.no_grad():
-            videos = pipe(
-                prompt_embeds=cond["prompt_embeds"].to(device).repeat(n, 1, 1),
-                negative_prompt_embeds=cond["negative_prompt_embeds"].to(device).repeat(n, 1, 1),
-                **samples.image_call_kwargs(comps, cond, cfg, n),
-                **call_kwargs(samples.task, cfg, generator),
-            ).frames
-    return list(videos)
-
-
-def generate_from_pipeline(
-    samples: WanSamples,
-    pipe,
-    prompt: str,
-    cfg: TrainConfig,
-    seed: int,
-    num_images: int,
-    comps: Components | None = None,
-) -> list:
-    """Videos from the reloaded consumer pipeline (both experts of an A14B, with the adapter(s) loaded)."""
-    device = (pipe.transformer or pipe.transformer_2).device
-    generator = torch.Generator(device=device).manual_seed(seed)
-    with torch.no_grad():
-        return list(
-            pipe(
-                prompt=[prompt] * num_images,
-                **samples.image_call_kwargs(comps, None, cfg, num_images),
-                **call_kwargs(samples.task, cfg, generator),
-            ).frames
-        )
 
 
 # ---- adapter files -----------------------------------------------------------------------------
@@ -224,39 +109,6 @@ def expert_load_lines(expert: str | None, repo: str) -> str:
     if expert == "low":
         return low("the low-noise expert")
     return f"pipe.load_lora_weights({repo})\n"
-
-
-# ---- the components --------------------------------------------------------------------------
-class WanSamples(DiffusionSamples):
-    """``FamilySpec.samples``: videos from the Wan pipeline, written as mp4 at the checkpoint's frame rate."""
-
-    def __init__(self, task: WanTask, encoders: WanEncoders) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def generate(
-        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
-    ) -> list:
-        """:func:`generate_validation`."""
-        return generate_validation(self, comps, model, cond, cfg, seed)
-
-    def generate_with_pipeline(
-        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps: Components | None = None
-    ) -> list:
-        """:func:`generate_from_pipeline`."""
-        return generate_from_pipeline(self, pipe, prompt, cfg, seed, num_images, comps)
-
-    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
-        """A validation video (list of PIL frames) as ``stem.mp4`` at the checkpoint's frame rate."""
-        return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.task.info(cfg).fps)
-
-    def image_call_kwargs(self, comps: Components | None, cond: dict | None, cfg: TrainConfig, n: int) -> dict:
-        """The pipeline call's image arguments (text-to-video: none)."""
-        return {}
-
-    def fit_validation_pipeline(self, pipe, comps: Components) -> None:
-        """Adapt the in-memory validation pipeline to what the run still holds (image-to-video: the cached CLIP
-        embedding stands in for the released image encoder); nothing for text-to-video."""
 
 
 class WanAdapter(KitAdapter):
@@ -380,15 +232,3 @@ class WanCard(KitCard):
         """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
         name = cfg.model.pretrained_model_name_or_path or ""
         return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None
-
-
-class WanDemo:
-    """``FamilySpec.demo``: the tiny offline Wan pipeline of ``--demo_wan_variant`` and moving-square clips."""
-
-    def __init__(self, task: WanTask) -> None:
-        self.task = task
-
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """:func:`prepare_wan_demo`, then the configs read before it forgotten (the folder is new)."""
-        prepare_wan_demo(self.task, cfg)
-        forget_infos()

@@ -1,4 +1,4 @@
-"""families/wan/outputs.py: the adapter files of single-expert, one-expert (A14B) and both-expert runs, the adapter
+"""families/wan/adapter.py: the adapter files of single-expert, one-expert (A14B) and both-expert runs, the adapter
 index (the low-noise expert loads with ``load_into_transformer_2=True``, diffusers' ``WanLoraLoaderMixin``), the
 ComfyUI files beside them, the reloaded pipeline, ``dit-lora export`` and the card's usage snippet.
 
@@ -19,11 +19,11 @@ from safetensors.torch import load_file
 
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.registry import get_family
 from dit_lora.families.wan.experts import WanExperts
+from dit_lora.modeling import trainables
 from dit_lora.output.adapter import adapter_index, write_adapter
 from dit_lora.output.names import ADAPTER_FILE, ADAPTER_INDEX_FILE
-from dit_lora.modeling import trainables
+from dit_lora.registry import get_family
 
 CPU = torch.device("cpu")
 LOW_FILE = "pytorch_lora_weights_low_noise.safetensors"
