@@ -27,6 +27,7 @@ from dit_lora.families.cogvideox.info import (
 )
 from dit_lora.families.cogvideox.loss import CogVideoXData
 from dit_lora.registry import get_family
+from config_stand_in import stand_in
 
 
 def _suggested(message: str) -> list[int]:
@@ -102,10 +103,10 @@ def test_rope_limit_is_only_for_15s_sliced_table():
 
 
 def test_size_flags_name_what_the_user_set():
-    cfg = SimpleNamespace(frame_buckets=None, height=64, width=None, max_num_frames=9)
+    cfg = stand_in(frame_buckets=None, height=64, width=None, max_num_frames=9)
     assert size_flags(cfg) == "--height/--max_num_frames"
-    assert size_flags(SimpleNamespace(frame_buckets="9x64x64")) == "--frame_buckets"
-    assert size_flags(SimpleNamespace(frame_buckets=None, height=None, width=None, max_num_frames=None)) == (
+    assert size_flags(stand_in(frame_buckets="9x64x64")) == "--frame_buckets"
+    assert size_flags(stand_in(frame_buckets=None, height=None, width=None, max_num_frames=None)) == (
         "the defaults")
 
 

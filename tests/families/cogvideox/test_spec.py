@@ -547,7 +547,7 @@ def test_automatic_buckets_stay_within_what_each_version_runs(tmp_path, models):
     portrait = choose_bucket(49, 1280, 720, buckets)  # a 9:16 clip: a portrait bucket, little cropped
     assert buckets[0] == (49, 480, 720) and portrait[1] > portrait[2] and clip_cropped_share(1280, 720, portrait) < 0.05
     assert max(info.latent_tokens(*b) for b in buckets) == info.latent_tokens(49, 480, 720)
-    assert family.plan.pixel_batches(v10) == [("49 x 480 x 720", (v10.train_batch_size, 49, 3, 480, 720))]
+    assert family.plan.pixel_batches(v10) == [("49 x 480 x 720", (v10.training.train_batch_size, 49, 3, 480, 720))]
     family.model.validate_config(v10)  # every automatic bucket within the trained-size check's range
     v15 = _size_cfg(_hub_layout(tmp_path, "CogVideoX1.5-5B"))
     assert all(h <= 2400 and w <= 2400 for _, h, w in family.video_frames.video_buckets(v15))
