@@ -3,8 +3,11 @@
 (``DIT_LORA_SYNC_DEBUG``: no step reads the device; see AUDIT_GAP), keeps every trainable tensor in fp32 in its
 checkpoint, guard snapshot and adapter file, and reloads through the family's own ``load_pipeline_with_adapter``
 (diffusers' ``load_lora_weights`` for DoRA, PEFT's code for LoKr/LoHa) with every adapted layer's output equal to the
-trained one's; a second run resumes from the reference's checkpoint-2 and ends bitwise equal to it (weights, guard
-snapshot and adapter file). Each family's demo model and latent cache are built once and shared by its three types.
+trained one's. One type per family (FULL_PAIR, each type on three families) also resumes from the reference's
+checkpoint-2 and ends bitwise equal to it (weights, guard snapshot and adapter file), and runs its model card's snippet:
+the resume and the card writer are shared code that differs by type, not by family (plain LoRA resumes and runs its
+card on every family in tests/conformance). Each family's demo model and latent cache are built once and shared by
+its three types.
 
 AUDIT_GAP: PEFT's LoKr and LoHa layers decide their module dropout with ``torch.rand(1) > p`` on the host in every
 training forward, a host tensor's read (no device sync on a GPU). On a CPU the audit tells host tensors from the
@@ -43,6 +46,11 @@ FAMILIES = {
     "sanavideo": ("sanavideo/demo.yaml", "tiny-sanavideo", "moving-squares-sanavideo"),
 }
 KINDS = ("dora", "lokr", "loha")
+#: family -> the one type whose run also resumes and runs its card: each type on three families, one of them without
+#: gradient checkpointing (so audited: sana, dit, flux2) and two with it (the recomputed type layers resumed), Sana's
+#: LoKr card the PEFT-loading card that `dit-lora push` uploads, the video LLM's a LoKr run of PEFT's loader
+FULL_PAIR = {"sana": "lokr", "dit": "loha", "flux2": "dora", "cogvideox": "dora", "wan": "lokr", "qwenimage": "loha",
+             "zimage": "dora", "llava_next_video": "lokr", "sanavideo": "loha"}
 STEPS = 4
 
 
@@ -52,6 +60,16 @@ def test_every_registry_entry_has_its_demo_here():
 
     defaults = {e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")}
     assert set(FAMILIES) == defaults, f"FAMILIES: add {sorted(defaults - set(FAMILIES))}"
+
+
+def test_every_type_resumes_and_runs_its_card_on_three_families():
+    """FULL_PAIR covers every family once and every type on three families, with and without checkpointing."""
+    from dit_lora.registry import get_spec
+
+    assert set(FULL_PAIR) == set(FAMILIES) and sorted(FULL_PAIR.values()) == sorted(KINDS * 3)
+    for kind in KINDS:
+        checkpointing = {get_spec(f).info.gradient_checkpointing_default for f, k in FULL_PAIR.items() if k == kind}
+        assert checkpointing == {True, False}, kind
 
 
 def _args(family: str, kind: str, root: Path, out: Path, **extra) -> list[str]:
@@ -136,8 +154,7 @@ def demo_roots(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kind, demo_roots, tmp_path,
-                                                                     monkeypatch):
+def test_type_trains_with_drill_fp32_masters_and_reloads(family, kind, demo_roots, tmp_path, monkeypatch):
     """One family's demo with one type (the module docstring)."""
     from dit_lora.modeling.adapters import is_adapter_weight
     from dit_lora.registry import get_spec
@@ -185,6 +202,14 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kin
                                                    torch.device("cpu"))
     target = getattr(pipe, "transformer", None) or pipe.model
     assert _layer_outputs_equal(held["model"], target) > 0
+    _family_consumer_checks(family, kind, out, held["model"])
+    if FULL_PAIR[family] == kind:
+        _resume_and_card(family, kind, demo_root, out, tmp_path)
+
+
+def _resume_and_card(family: str, kind: str, demo_root: Path, out: Path, tmp_path: Path) -> None:
+    """The reference ``out`` stopped after checkpoint-2 resumes bit for bit, and its card's snippet runs."""
+    final = out / f"checkpoint-{STEPS}"
     # exact resume: the reference stopped after checkpoint-2 (its later files removed) continues bit for bit
     resumed = tmp_path / "resumed"
     shutil.copytree(out, resumed, ignore=shutil.ignore_patterns(f"checkpoint-{STEPS}"))
@@ -197,7 +222,6 @@ def test_type_trains_with_drill_fp32_masters_reload_and_exact_resume(family, kin
         assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref), name
     ref, got = _adapter_tensors(out), _adapter_tensors(resumed)
     assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
-    _family_consumer_checks(family, kind, out, held["model"])
     # The card's whole snippet of this type runs as written (LoKr/LoHa: PEFT's loading), the adapter changing its
     # output; Sana's also as `dit-lora push` uploads it (LoKr/LoHa: the folder fetched with snapshot_download).
     data = demo_root / family / FAMILIES[family][2]

@@ -64,13 +64,8 @@ def test_demo_config_trains_reloads_and_reports(tmp_path):
     # Checkpoints pruned to the limit; the demo prints where everything is.
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-100", "checkpoint-200"]
     assert "finished:" in proc.stdout and str(out / "pytorch_lora_weights.safetensors") in proc.stdout
-
-    # The usage snippet in the model card runs as is (against the local adapter folder).
-    snippet = card.split("```python\n", 1)[1].split("```", 1)[0]
-    scope: dict = {}
-    exec(compile(snippet.replace("image.save(\"sample.png\")", "image.save(OUT)"), "card", "exec"),
-         {"OUT": str(tmp_path / "card.png"), "__name__": "card"}, scope)
-    assert Image.open(tmp_path / "card.png").size[0] > 0
+    # The card's usage snippet of this config runs as written (the adapter changing the image, and as pushed) in
+    # tests/conformance (test_the_card_snippet_runs_and_the_adapter_shows[sana]), on this config's shortened run.
 
 
 @pytest.mark.slow
