@@ -20,7 +20,7 @@ def nearest_sizes(resolution: int, multiple: int) -> str:
     return f"{lower} or {upper}" if lower else str(upper)
 
 
-def demo_data(cfg, marker: str = SHAPES_MARKER, draw: Callable[[str], None] | None = None) -> bool:
+def demo_data(cfg, marker: str = SHAPES_MARKER, draw: Callable[[str], object] | None = None) -> bool:
     """Draw the demo data set into ``--train_data_dir`` (``draw``, else the shapes images at ``--resolution``):
     True when drawn. A folder holding the user's own data (no ``marker``) is kept as it is and said; no folder
     given, nothing is drawn."""

@@ -74,12 +74,8 @@ class Flux2Encoders(DiffusionEncoders):
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
         state = comps.state if comps is not None else None
-        return encoder_identity(
-            cfg,
-            "flux2",
-            max_sequence_length=max_sequence_length(cfg),
-            **({"out_layers": list(state.out_layers)} if state is not None else {}),
-        )
+        layers: dict[str, Any] = {"out_layers": list(state.out_layers)} if state is not None else {}
+        return encoder_identity(cfg, "flux2", max_sequence_length=max_sequence_length(cfg), **layers)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the VAE (fp32, the distribution's mode), patchified and normalised: ``(B, 4C, H/16, W/16)``."""
