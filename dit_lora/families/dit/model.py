@@ -11,9 +11,9 @@ import torch
 from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.data.sources import class_folder_names
-from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
 from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.dit.classes import (
@@ -244,11 +244,9 @@ class DiTDemo:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
         # The demo builders: only for --demo
         build_tiny_dit_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_CLASS_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]
-            make_shapes_class_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)
+        size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]
+        demo_data(
+            cfg,
+            SHAPES_CLASS_MARKER,
+            lambda directory: make_shapes_class_dataset(directory, n=cfg.model.demo_num_images, size=size, seed=0),
+        )

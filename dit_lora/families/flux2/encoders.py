@@ -5,16 +5,15 @@ stacked), exactly as ``Flux2Pipeline`` / ``Flux2KleinPipeline`` compute them."""
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 #: both pipelines' default ``max_sequence_length`` (every caption is padded to it; the transformer sees no mask)
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -75,19 +74,8 @@ class Flux2Encoders(DiffusionEncoders):
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
         state = comps.state if comps is not None else None
-        return {
-            "family": "flux2",
-            "model": os.path.abspath(cfg.model.pretrained_model_name_or_path)
-            if is_local(cfg.model.pretrained_model_name_or_path)
-            else cfg.model.pretrained_model_name_or_path,
-            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
-            "text_dtype": cfg.training.mixed_precision,
-            "max_sequence_length": max_sequence_length(cfg),
-            **({"out_layers": list(state.out_layers)} if state is not None else {}),
-            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
-        }
+        layers: dict[str, Any] = {"out_layers": list(state.out_layers)} if state is not None else {}
+        return encoder_identity(cfg, "flux2", max_sequence_length=max_sequence_length(cfg), **layers)
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the VAE (fp32, the distribution's mode), patchified and normalised: ``(B, 4C, H/16, W/16)``."""
@@ -117,15 +105,11 @@ class Flux2Encoders(DiffusionEncoders):
         return out
 
 
-class Flux2Setup(DiffusionSetup):
-    """``FamilySpec.setup``: the run's text settings recorded in its :class:`Flux2Run`."""
+class Flux2Setup(TextSettingsSetup):
+    """``FamilySpec.setup``: the run's text settings (the caption length :meth:`Flux2Encoders.encode_prompts` pads
+    to) recorded in its :class:`Flux2Run`."""
 
-    def __init__(self, encoders: Flux2Encoders) -> None:
-        self.encoders = encoders
-
-    def configure(self, comps: Components, cfg) -> None:
-        """Record the caption length :meth:`Flux2Encoders.encode_prompts` pads to."""
-        run_state(comps).text = self.encoders.text_settings(cfg)
+    run_state = staticmethod(run_state)
 
 
 def is_dev(state) -> bool:

@@ -10,9 +10,9 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
@@ -36,12 +36,10 @@ def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
     if resolution % LATENT_STRIDE == 0:
         return
-    lower, upper = resolution // LATENT_STRIDE * LATENT_STRIDE, (resolution // LATENT_STRIDE + 1) * LATENT_STRIDE
-    use = f"{lower} or {upper}" if lower else upper
     raise UserError(
         f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: FLUX.2's latents are 8x smaller than the "
         f"image and packed in 2x2 patches, and its pipelines take only sizes divisible by {LATENT_STRIDE} (see "
-        f"--resolution). Use {use}."
+        f"--resolution). Use {nearest_sizes(resolution, LATENT_STRIDE)}."
     )
 
 
@@ -142,13 +140,7 @@ class Flux2Demo:
         check_demo_resolution(cfg.data.resolution)
         variant = cfg.family_options.flux2_demo_variant
         tiny_flux2.build_tiny_flux2_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
+        demo_data(cfg)
 
 
 class Flux2Notes(DiffusionNotes):

@@ -5,16 +5,15 @@ settings recorded in its :class:`~dit_lora.families.qwenimage.state.QwenImageRun
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.qwenimage.state import run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 #: QwenImagePipeline.__call__'s default ``max_sequence_length``
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -64,18 +63,13 @@ class QwenImageEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, revision, variant, text dtype and length (and a quantized text encoder)."""
-        path = cfg.model.pretrained_model_name_or_path
-        return {
-            "family": "qwenimage",
-            "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
-            "text_dtype": cfg.training.mixed_precision,
-            "max_sequence_length": max_sequence_length(cfg),
-            "latents": "posterior_mode_normalised_fp32",
-            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
-        }
+        return encoder_identity(
+            cfg,
+            "qwenimage",
+            stamp_key="model_stamp",
+            max_sequence_length=max_sequence_length(cfg),
+            latents="posterior_mode_normalised_fp32",
+        )
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """``(B, 3, H, W)`` in [-1, 1] -> ``(B, C, H/8, W/8)`` normalised latents (fp32): the posterior mode, as the
@@ -108,12 +102,7 @@ class QwenImageEncoders(DiffusionEncoders):
         return out
 
 
-class QwenImageSetup(DiffusionSetup):
+class QwenImageSetup(TextSettingsSetup):
     """``FamilySpec.setup``: the run's text settings recorded once the components load."""
 
-    def __init__(self, encoders: QwenImageEncoders) -> None:
-        self.encoders = encoders
-
-    def configure(self, comps: Components, cfg) -> None:
-        """Record the run's :class:`TextSettings` (what :meth:`QwenImageEncoders.encode_prompts` encodes with)."""
-        run_state(comps).text = self.encoders.text_settings(cfg)
+    run_state = staticmethod(run_state)

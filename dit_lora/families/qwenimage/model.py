@@ -10,9 +10,9 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
 from dit_lora.families.qwenimage.edit import refuse_unsupported
@@ -31,12 +31,10 @@ def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` the pipeline would silently resize, suggesting the nearest sizes it takes."""
     if resolution % LATENT_STRIDE == 0:
         return
-    lower, upper = resolution // LATENT_STRIDE * LATENT_STRIDE, (resolution // LATENT_STRIDE + 1) * LATENT_STRIDE
-    use = f"{lower} or {upper}" if lower else upper
     raise UserError(
         f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: Qwen-Image's VAE compresses 8x and its "
         f"transformer packs 2 x 2 latent patches, and QwenImagePipeline resizes other sizes (see --resolution). "
-        f"Use {use}."
+        f"Use {nearest_sizes(resolution, LATENT_STRIDE)}."
     )
 
 
@@ -160,14 +158,7 @@ class QwenImageDemo:
         check_resolution(cfg.data.resolution)
         check_demo_resolution(cfg.data.resolution)
         tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.pretrained_model_name_or_path, self.variant, seed=0)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
+        if demo_data(cfg) and self.variant != "t2i":
+            tiny_qwenimage.add_control_images(
+                cfg.data.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
             )
-        elif cfg.data.train_data_dir:
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
-            if self.variant != "t2i":
-                tiny_qwenimage.add_control_images(
-                    cfg.data.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
-                )

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import square_images
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.state import run_state
 
@@ -29,35 +30,31 @@ class QwenImageSamples(DiffusionSamples):
                 scheduler=scheduler, vae=vae, text_encoder=None, tokenizer=None, transformer=model
             )
             pipe.set_progress_bar_config(disable=True)
-            generator = torch.Generator(device=device).manual_seed(seed)
-            with torch.no_grad():
-                return pipe(
-                    prompt_embeds=cond["prompt_embeds"].to(device),
-                    prompt_embeds_mask=cond["prompt_embeds_mask"].to(device),
-                    negative_prompt_embeds=cond["negative_prompt_embeds"].to(device),
-                    negative_prompt_embeds_mask=cond["negative_prompt_embeds_mask"].to(device),
-                    true_cfg_scale=cfg.validation.validation_guidance_scale,
-                    num_images_per_prompt=cfg.validation.num_validation_images,
-                    height=cfg.data.resolution,
-                    width=cfg.data.resolution,
-                    num_inference_steps=cfg.validation.validation_inference_steps,
-                    generator=generator,
-                    max_sequence_length=max_sequence_length(cfg),
-                    output_type="pil",
-                ).images
+            return square_images(
+                pipe,
+                cfg,
+                seed,
+                device,
+                prompt_embeds=cond["prompt_embeds"].to(device),
+                prompt_embeds_mask=cond["prompt_embeds_mask"].to(device),
+                negative_prompt_embeds=cond["negative_prompt_embeds"].to(device),
+                negative_prompt_embeds_mask=cond["negative_prompt_embeds_mask"].to(device),
+                true_cfg_scale=cfg.validation.validation_guidance_scale,
+                num_images_per_prompt=cfg.validation.num_validation_images,
+                max_sequence_length=max_sequence_length(cfg),
+                output_type="pil",
+            )
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline at the same settings."""
-        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
-        with torch.no_grad():
-            return pipe(
-                prompt,
-                negative_prompt=NEGATIVE_PROMPT,
-                true_cfg_scale=cfg.validation.validation_guidance_scale,
-                num_images_per_prompt=num_images,
-                height=cfg.data.resolution,
-                width=cfg.data.resolution,
-                num_inference_steps=cfg.validation.validation_inference_steps,
-                generator=generator,
-                max_sequence_length=max_sequence_length(cfg),
-            ).images
+        return square_images(
+            pipe,
+            cfg,
+            seed,
+            pipe.transformer.device,
+            prompt,
+            negative_prompt=NEGATIVE_PROMPT,
+            true_cfg_scale=cfg.validation.validation_guidance_scale,
+            num_images_per_prompt=num_images,
+            max_sequence_length=max_sequence_length(cfg),
+        )

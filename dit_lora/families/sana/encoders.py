@@ -4,16 +4,15 @@ run's text settings (``--max_sequence_length``, the complex human instruction) r
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.sana.state import run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 #: SanaPipeline's default ``max_sequence_length``
 DEFAULT_MAX_SEQUENCE_LENGTH = 300
@@ -46,19 +45,12 @@ class SanaEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and the text settings (and a quantized encoder)."""
-        return {
-            "family": "sana",
-            "model": os.path.abspath(cfg.model.pretrained_model_name_or_path)
-            if is_local(cfg.model.pretrained_model_name_or_path)
-            else cfg.model.pretrained_model_name_or_path,
-            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
-            "text_dtype": cfg.training.mixed_precision,
-            "complex_human_instruction": cfg.family_options.complex_human_instruction,
-            "max_sequence_length": max_sequence_length(cfg),
-            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),  # other embeddings
-        }
+        return encoder_identity(
+            cfg,
+            "sana",
+            complex_human_instruction=cfg.family_options.complex_human_instruction,
+            max_sequence_length=max_sequence_length(cfg),
+        )
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the DC-AE (fp32), scaled by its ``scaling_factor``."""
@@ -100,12 +92,7 @@ class SanaEncoders(DiffusionEncoders):
         return out
 
 
-class SanaSetup(DiffusionSetup):
+class SanaSetup(TextSettingsSetup):
     """``FamilySpec.setup``: the run's text settings recorded in its :class:`SanaRun` once the components load."""
 
-    def __init__(self, encoders: SanaEncoders) -> None:
-        self.encoders = encoders
-
-    def configure(self, comps: Components, cfg) -> None:
-        """Record the run's :class:`TextSettings` (what :meth:`SanaEncoders.encode_prompts` encodes with)."""
-        run_state(comps).text = self.encoders.text_settings(cfg)
+    run_state = staticmethod(run_state)

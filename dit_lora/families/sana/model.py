@@ -12,9 +12,9 @@ from dit_lora.catalogue import entries, match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
@@ -38,12 +38,10 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     multiple, latent = resolution_multiple(tr_cfg, vae_cfg)
     if resolution % multiple == 0:
         return
-    lower, upper = resolution // multiple * multiple, (resolution // multiple + 1) * multiple
-    use = f"{lower} or {upper}" if lower else upper
     raise UserError(
         f"--resolution {resolution} is not divisible by {multiple}: this Sana model's latent stride is {latent} "
         f"(DC-AE compression x patch size) and SanaPipeline, which draws the validation and final samples, takes "
-        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {use}."
+        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {nearest_sizes(resolution, multiple)}."
     )
 
 
@@ -183,10 +181,4 @@ class SanaDemo:
         check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
         check_demo_resolution(cfg.data.resolution)
         tiny_sana.build_tiny_sana_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
+        demo_data(cfg)

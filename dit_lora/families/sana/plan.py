@@ -7,10 +7,9 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.text_conditioned import meta_components
 from dit_lora.families.sana.encoders import max_sequence_length
 from dit_lora.families.sana.state import SanaRun
-from dit_lora.modeling.flow_matching import training_scheduler
-from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
 class SanaPlan(DiffusionPlan):
@@ -25,17 +24,13 @@ class SanaPlan(DiffusionPlan):
             SanaTransformer2DModel,
         )
 
-        dtype = cfg.weight_dtype
-        transformer = diffusers_on_meta(
-            SanaTransformer2DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), dtype
-        )
-        vae = diffusers_on_meta(AutoencoderDC, read("vae", "config.json"), torch.float32)
-        text_encoder = transformers_on_meta(read("text_encoder", "config.json"), dtype)
-        scheduler = training_scheduler(read("scheduler", "scheduler_config.json") or {})
-        return Components(
-            model=transformer,
-            scheduler=scheduler,
-            encoders={"vae": vae, "text_encoder": text_encoder},
+        return meta_components(
+            cfg,
+            read,
+            depth,
+            transformer_class=SanaTransformer2DModel,
+            depth_key="num_layers",
+            vae_class=AutoencoderDC,
             state=SanaRun(text=TextSettings(max_sequence_length=max_sequence_length(cfg))),
         )
 

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import square_images
 
 
 def inference_scheduler(comps: Components):
@@ -39,38 +40,33 @@ class SanaSamples(DiffusionSamples):
                 tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=inference_scheduler(comps)
             )
             pipe.set_progress_bar_config(disable=True)
-            generator = torch.Generator(device=device).manual_seed(seed)
-            with torch.no_grad():
-                return pipe(
-                    prompt_embeds=cond["prompt_embeds"],
-                    prompt_attention_mask=cond["prompt_attention_mask"],
-                    negative_prompt_embeds=cond["negative_prompt_embeds"],
-                    negative_prompt_attention_mask=cond["negative_prompt_attention_mask"],
-                    negative_prompt=None,
-                    num_images_per_prompt=cfg.validation.num_validation_images,
-                    height=cfg.data.resolution,
-                    width=cfg.data.resolution,
-                    num_inference_steps=cfg.validation.validation_inference_steps,
-                    guidance_scale=cfg.validation.validation_guidance_scale,
-                    generator=generator,
-                    output_type="pil",
-                    use_resolution_binning=False,
-                ).images
+            return square_images(
+                pipe,
+                cfg,
+                seed,
+                device,
+                prompt_embeds=cond["prompt_embeds"],
+                prompt_attention_mask=cond["prompt_attention_mask"],
+                negative_prompt_embeds=cond["negative_prompt_embeds"],
+                negative_prompt_attention_mask=cond["negative_prompt_attention_mask"],
+                negative_prompt=None,
+                num_images_per_prompt=cfg.validation.num_validation_images,
+                guidance_scale=cfg.validation.validation_guidance_scale,
+                output_type="pil",
+                use_resolution_binning=False,
+            )
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline, with the instruction prefix only when the run trained with it."""
-        device = pipe.transformer.device
-        generator = torch.Generator(device=device).manual_seed(seed)
         kwargs = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
-        with torch.no_grad():
-            return pipe(
-                prompt,
-                num_images_per_prompt=num_images,
-                height=cfg.data.resolution,
-                width=cfg.data.resolution,
-                num_inference_steps=cfg.validation.validation_inference_steps,
-                guidance_scale=cfg.validation.validation_guidance_scale,
-                generator=generator,
-                use_resolution_binning=False,
-                **kwargs,
-            ).images
+        return square_images(
+            pipe,
+            cfg,
+            seed,
+            pipe.transformer.device,
+            prompt,
+            num_images_per_prompt=num_images,
+            guidance_scale=cfg.validation.validation_guidance_scale,
+            use_resolution_binning=False,
+            **kwargs,
+        )

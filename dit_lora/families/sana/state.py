@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
-from dit_lora.modeling.flow_matching import flow_tables
+from dit_lora.families.diffusion.text_conditioned import run_tables
 
 
 @dataclass
@@ -34,7 +34,4 @@ def run_state(comps) -> SanaRun:
 
 def tables(comps, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's flow tables, built on ``device`` once when the components were built by hand (not per step)."""
-    state = run_state(comps)
-    if state.flow_tables is None:
-        state.flow_tables = flow_tables(comps.scheduler, device)
-    return state.flow_tables
+    return run_tables(run_state(comps), comps, device)

@@ -5,7 +5,6 @@ what changes the cache; and the run's setup (text settings; image-to-video's con
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
 import torch
@@ -14,11 +13,11 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import required, run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 #: the pipelines' ``max_sequence_length`` default (NVlabs' ``text_encoder.model_max_length``)
 TEXT_LEN = 300
@@ -45,20 +44,14 @@ class SanaVideoEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, the text dtype and settings, and what the cached latents hold."""
-        path = cfg.model.pretrained_model_name_or_path
-        assert path is not None  # the parser refuses a run without one (validate_static)
-        return {
-            "family": "sanavideo",  # both tasks cache the same latents and embeddings
-            "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
-            "text_dtype": cfg.training.mixed_precision,
-            "complex_human_instruction": cfg.family_options.complex_human_instruction,
-            "max_sequence_length": TEXT_LEN,
-            "latents": "posterior_mode_normalised_fp32",
-            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
-        }
+        return encoder_identity(
+            cfg,
+            "sanavideo",  # both tasks cache the same latents and embeddings
+            stamp_key="model_stamp",
+            complex_human_instruction=cfg.family_options.complex_human_instruction,
+            max_sequence_length=TEXT_LEN,
+            latents="posterior_mode_normalised_fp32",
+        )
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 16, F', h, w)}``: the posterior mode (the pipelines'
@@ -103,16 +96,15 @@ class SanaVideoEncoders(DiffusionEncoders):
         return out
 
 
-class SanaVideoSetup(DiffusionSetup):
+class SanaVideoSetup(TextSettingsSetup):
     """``FamilySpec.setup``: the text settings recorded once the components load; image-to-video keeps its
     conditioning image and refuses still images."""
 
-    def __init__(self, task: SanaVideoTask, encoders: SanaVideoEncoders) -> None:
-        self.task, self.encoders = task, encoders
+    run_state = staticmethod(run_state)
 
-    def configure(self, comps: Components, cfg: TrainConfig) -> None:
-        """Record the run's :class:`TextSettings` (what :meth:`SanaVideoEncoders.encode_prompts` encodes with)."""
-        run_state(comps).text = self.encoders.text_settings(cfg)
+    def __init__(self, task: SanaVideoTask, encoders: SanaVideoEncoders) -> None:
+        super().__init__(encoders)
+        self.task = task
 
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Image-to-video: refuse images (a one-frame clip has no frame after the conditioning one to learn) and

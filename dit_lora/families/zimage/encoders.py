@@ -4,16 +4,15 @@ with their lengths so the cache and the batches keep one shape; and the run's te
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.zimage.state import run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 #: ZImagePipeline's default ``max_sequence_length`` (the chat template's tokens count in it)
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
@@ -53,18 +52,7 @@ class ZImageEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
-        return {
-            "family": "zimage",
-            "model": os.path.abspath(cfg.model.pretrained_model_name_or_path)
-            if is_local(cfg.model.pretrained_model_name_or_path)
-            else cfg.model.pretrained_model_name_or_path,
-            "model_index_mtime": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
-            "text_dtype": cfg.training.mixed_precision,
-            "max_sequence_length": max_sequence_length(cfg),
-            **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
-        }
+        return encoder_identity(cfg, "zimage", max_sequence_length=max_sequence_length(cfg))
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the VAE (fp32): the posterior's mode, then ``(z - shift_factor) * scaling_factor`` as
@@ -106,12 +94,7 @@ class ZImageEncoders(DiffusionEncoders):
         return out
 
 
-class ZImageSetup(DiffusionSetup):
+class ZImageSetup(TextSettingsSetup):
     """``FamilySpec.setup``: the run's text settings recorded in its :class:`ZImageRun` once the components load."""
 
-    def __init__(self, encoders: ZImageEncoders) -> None:
-        self.encoders = encoders
-
-    def configure(self, comps: Components, cfg) -> None:
-        """Record the run's :class:`TextSettings` (what :meth:`ZImageEncoders.encode_prompts` encodes with)."""
-        run_state(comps).text = self.encoders.text_settings(cfg)
+    run_state = staticmethod(run_state)

@@ -12,9 +12,9 @@ from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, check_demo_resolution, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
@@ -38,12 +38,11 @@ def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     stride = latent_stride(tr_cfg, vae_cfg)
     if resolution % stride == 0:
         return
-    lower, upper = resolution // stride * stride, (resolution // stride + 1) * stride
     patch = int((tr_cfg.get("all_patch_size") or [2])[0])
     raise UserError(
         f"--resolution {resolution} is not divisible by {stride}: this Z-Image's VAE downsamples {stride // patch}x "
         f"and its transformer takes {patch}x{patch} patches, and ZImagePipeline (which draws the validation and "
-        f"final samples) takes only sizes divisible by {stride}. Use {f'{lower} or {upper}' if lower else upper}."
+        f"final samples) takes only sizes divisible by {stride}. Use {nearest_sizes(resolution, stride)}."
     )
 
 
@@ -162,13 +161,7 @@ class ZImageDemo:
         check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
         check_demo_resolution(cfg.data.resolution)
         tiny_zimage.build_tiny_zimage_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=cfg.data.resolution, seed=0)
+        demo_data(cfg)
 
 
 def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:

@@ -9,6 +9,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import square_images
 from dit_lora.families.zimage.encoders import max_sequence_length, unpadded
 
 
@@ -41,32 +42,28 @@ class ZImageSamples(DiffusionSamples):
                 scheduler=inference_scheduler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
             )
             pipe.set_progress_bar_config(disable=True)
-            generator = torch.Generator(device=device).manual_seed(seed)
             copies = cfg.validation.num_validation_images
-            with torch.no_grad():
-                return pipe(
-                    prompt_embeds=[e.to(device) for e in embeddings(cond, "prompt_embeds", copies)],
-                    negative_prompt_embeds=[e.to(device) for e in embeddings(cond, "negative_prompt_embeds", copies)],
-                    height=cfg.data.resolution,
-                    width=cfg.data.resolution,
-                    num_inference_steps=cfg.validation.validation_inference_steps,
-                    guidance_scale=cfg.validation.validation_guidance_scale,
-                    generator=generator,
-                    output_type="pil",
-                    max_sequence_length=max_sequence_length(cfg),
-                ).images
+            return square_images(
+                pipe,
+                cfg,
+                seed,
+                device,
+                prompt_embeds=[e.to(device) for e in embeddings(cond, "prompt_embeds", copies)],
+                negative_prompt_embeds=[e.to(device) for e in embeddings(cond, "negative_prompt_embeds", copies)],
+                guidance_scale=cfg.validation.validation_guidance_scale,
+                output_type="pil",
+                max_sequence_length=max_sequence_length(cfg),
+            )
 
     def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
         """Images from the reloaded pipeline at the run's validation settings."""
-        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
-        with torch.no_grad():
-            return pipe(
-                prompt,
-                num_images_per_prompt=num_images,
-                height=cfg.data.resolution,
-                width=cfg.data.resolution,
-                num_inference_steps=cfg.validation.validation_inference_steps,
-                guidance_scale=cfg.validation.validation_guidance_scale,
-                generator=generator,
-                max_sequence_length=max_sequence_length(cfg),
-            ).images
+        return square_images(
+            pipe,
+            cfg,
+            seed,
+            pipe.transformer.device,
+            prompt,
+            num_images_per_prompt=num_images,
+            guidance_scale=cfg.validation.validation_guidance_scale,
+            max_sequence_length=max_sequence_length(cfg),
+        )

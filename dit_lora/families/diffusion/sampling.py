@@ -1,0 +1,27 @@
+"""The validation call every square-image diffusion pipeline shares: a seeded generator on the model's device,
+the run's ``--resolution`` as height and width and its validation step count, under ``no_grad``.
+
+A family states only what differs: its prompt (text or cached embeddings), its guidance argument and extras.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def square_images(pipe, cfg, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
+    """``pipe(*prompt, **kwargs)``'s images at ``cfg.data.resolution`` square with
+    ``cfg.validation.validation_inference_steps`` steps, seeded with ``seed`` on ``device`` (one generator per
+    call, so each validation draws the same noise)."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        return pipe(
+            *prompt,
+            height=cfg.data.resolution,
+            width=cfg.data.resolution,
+            num_inference_steps=cfg.validation.validation_inference_steps,
+            generator=generator,
+            **kwargs,
+        ).images

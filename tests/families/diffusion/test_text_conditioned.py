@@ -1,0 +1,78 @@
+"""families/diffusion/text_conditioned.py: the cache identity every text-conditioned family builds from (the model,
+its stamp under the family's key, the text dtype, the family's settings, a quantized encoder), and the setup that
+records a run's text settings in the family's own run state, and the run's flow tables kept in its state."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity, run_tables
+
+
+def _cfg(path, quantize=False):
+    model = SimpleNamespace(pretrained_model_name_or_path=str(path), revision="r1", variant=None,
+                            quantize_text_encoder=quantize)
+    return SimpleNamespace(model=model, training=SimpleNamespace(mixed_precision="bf16"))
+
+
+def test_identity_names_the_model_its_stamp_and_the_family_settings(tmp_path):
+    (tmp_path / "model_index.json").write_text("{}")
+    one = encoder_identity(_cfg(tmp_path), "sana", max_sequence_length=300)
+    assert list(one) == ["family", "model", "model_index_mtime", "revision", "variant", "text_dtype",
+                         "max_sequence_length"]
+    assert one["family"] == "sana" and one["model"] == os.path.abspath(tmp_path) and one["text_dtype"] == "bf16"
+    assert one["revision"] == "r1" and one["max_sequence_length"] == 300
+
+
+def test_identity_keeps_the_family_stamp_key_and_marks_a_quantized_encoder(tmp_path):
+    (tmp_path / "model_index.json").write_text("{}")
+    one = encoder_identity(_cfg(tmp_path, quantize=True), "qwenimage", stamp_key="model_stamp", latents="mode")
+    assert "model_stamp" in one and "model_index_mtime" not in one
+    assert list(one)[-2:] == ["latents", "text_encoder_quantized"] and one["text_encoder_quantized"] == "nf4"
+
+
+def test_identity_keeps_a_hub_id_as_written():
+    assert encoder_identity(_cfg("org/not-a-local-model"), "zimage")["model"] == "org/not-a-local-model"
+
+
+@dataclass
+class _Run:
+    text: TextSettings | None = None
+
+
+def _state(comps):
+    if comps.state is None:
+        comps.state = _Run()
+    return comps.state
+
+
+class _Setup(TextSettingsSetup):
+    run_state = staticmethod(_state)
+
+
+def test_setup_records_the_text_settings_in_the_family_run_state():
+    encoders = SimpleNamespace(text_settings=lambda cfg: TextSettings(max_sequence_length=cfg))
+    comps = Components(model=None, encoders={})
+    _Setup(encoders).configure(comps, 77)
+    assert comps.state == _Run(text=TextSettings(max_sequence_length=77))
+
+
+@dataclass
+class _Tables:
+    flow_tables: tuple | None = None
+
+
+def test_run_tables_are_built_once_and_kept_in_the_state():
+    import torch
+    from diffusers import FlowMatchEulerDiscreteScheduler
+
+    state = _Tables()
+    comps = Components(model=None, encoders={}, scheduler=FlowMatchEulerDiscreteScheduler())
+    sigmas, timesteps = run_tables(state, comps, torch.device("cpu"))
+    assert state.flow_tables is not None and sigmas.shape == timesteps.shape
+    comps.scheduler = None  # a second call must not rebuild them (it would fail without a scheduler)
+    assert run_tables(state, comps, torch.device("cpu"))[0] is sigmas
