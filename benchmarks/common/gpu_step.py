@@ -40,12 +40,12 @@ def prepare_lora(model, cfg, targets, checkpointing: bool, device):
     from dit_lora.modeling import trainables
     from dit_lora.training.optim import make_optimizer
 
-    trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)
+    trainables.add_lora(model, rank=cfg.lora.rank, alpha=cfg.effective_lora_alpha, dropout=0.0, targets=targets, seed=0)
     trainables.cast_trainable_to_fp32(model, under_autocast=True)
     if checkpointing:
         model.enable_gradient_checkpointing()
-    groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=[],
-                                         backbone_learning_rate=0.0, weight_decay=cfg.adam_weight_decay,
+    groups = trainables.build_param_groups(model, learning_rate=cfg.training.learning_rate, backbone_names=[],
+                                         backbone_learning_rate=0.0, weight_decay=cfg.training.adam_weight_decay,
                                          loraplus_lr_ratio=None)
     optimizer, fused = make_optimizer(cfg.training, groups, device)
     params = [p for g in groups for p in g["params"]]
@@ -119,7 +119,7 @@ def train_step_fn(family, comps, model, data, cfg, optimizer, fused, params, dev
         with torch.autocast(device.type, dtype=torch.bfloat16):
             loss = family.compute_loss(comps, model, data, step_gen, cfg)
         loss.backward()
-        norm = torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(params, cfg.training.max_grad_norm)
         if fused:  # what the training loop does: skip non-finite updates inside the kernel
             optimizer.found_inf = (~torch.isfinite(norm)).float()
             optimizer.grad_scale = ones

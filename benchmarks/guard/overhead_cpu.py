@@ -186,14 +186,14 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     argv[argv.index("--pretrained_model_name_or_path") + 1] = str(path)
     cfg = parse_config(argv)
     device = torch.device("cpu")
-    family = get_family(cfg.family)
+    family = get_family(cfg.model.family)
     comps = family.load_components(cfg, device)  # as train(); encoders are not used here
     model = comps.model
     comps.encoders.clear()
-    trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
-                      targets=cfg.lora_layers or family.default_lora_layers, seed=cfg.seed)
-    backbone = trainables.unfreeze_backbone(model, cfg.train_backbone)
-    trainables.cast_trainable_to_fp32(model, under_autocast=cfg.mixed_precision != "no")
+    trainables.add_lora(model, rank=cfg.lora.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora.lora_dropout,
+                      targets=cfg.lora.lora_layers or family.default_lora_layers, seed=cfg.training.seed)
+    backbone = trainables.unfreeze_backbone(model, cfg.lora.train_backbone)
+    trainables.cast_trainable_to_fp32(model, under_autocast=cfg.training.mixed_precision != "no")
     trainable = [p for p in model.parameters() if p.requires_grad]
     gen = torch.Generator().manual_seed(0)
     for p in trainable:
@@ -205,14 +205,14 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
 
     def new_optimizer():
         groups = trainables.build_param_groups(
-            model, learning_rate=cfg.learning_rate, backbone_names=backbone,
-            backbone_learning_rate=cfg.backbone_learning_rate, weight_decay=cfg.adam_weight_decay,
-            loraplus_lr_ratio=cfg.loraplus_lr_ratio)
+            model, learning_rate=cfg.training.learning_rate, backbone_names=backbone,
+            backbone_learning_rate=cfg.lora.backbone_learning_rate, weight_decay=cfg.training.adam_weight_decay,
+            loraplus_lr_ratio=cfg.lora.loraplus_lr_ratio)
         opt, fused = make_optimizer(cfg.training, groups, device)
         return opt, fused, make_lr_scheduler(cfg.training, opt, max_steps)
 
     def clip():
-        return torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)  # accelerator.clip_grad_norm_ on 1 CPU process
+        return torch.nn.utils.clip_grad_norm_(params, cfg.training.max_grad_norm)  # accelerator.clip_grad_norm_ on 1 CPU process
 
     fns, guards = {}, {}
     opt_a, fused, sched_a = new_optimizer()
@@ -226,8 +226,8 @@ def run_isolated(args, work: Path, step_s: float | None) -> dict:
     for name, enabled, sigma in (("guard off", False, None), ("guard on", True, None), ("guard on + spikes", True, 6.0)):
         opt, fused_g, sched = new_optimizer()
         guard = StepGuard(opt, sched.lr_lambdas, max_steps, device, enabled=enabled, fused=fused_g,
-                          interval=CHECK_INTERVAL, max_consecutive_skips=cfg.max_consecutive_skips,
-                          rollback_lr_factor=cfg.rollback_lr_factor, max_rollbacks=cfg.max_rollbacks,
+                          interval=CHECK_INTERVAL, max_consecutive_skips=cfg.guards.max_consecutive_skips,
+                          rollback_lr_factor=cfg.guards.rollback_lr_factor, max_rollbacks=cfg.guards.max_rollbacks,
                           spike_sigma=sigma, world_size=1)
         guards[name] = guard
 

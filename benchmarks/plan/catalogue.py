@@ -42,7 +42,7 @@ def plan_entry(entry):
 def row(entry, plan, cfg) -> str:
     gib = lambda n: f"{n / 2**30:.1f}"  # noqa: E731
     step = max((s for s in plan.steps if s.checkpointing == plan.checkpointing), key=lambda s: s.activation_bytes)
-    setting = (f"{step.bucket}, batch {plan.train_batch_size}, rank {cfg.rank}, "
+    setting = (f"{step.bucket}, batch {plan.train_batch_size}, rank {cfg.lora.rank}, "
                f"checkpointing {'on' if plan.checkpointing else 'off'}")
     cache = gib(plan.cache_phase_bytes) if plan.cache_phase_bytes else "-"
     return (f"| `{entry.hub_id}` | {setting} | {gib(plan.weights['model'])} | {gib(plan.train_phase_bytes())} | "

@@ -197,16 +197,16 @@ def run_config(liger: bool, checkpointing: bool, args, device, torch, tiny_dir: 
 
         # What the loop does after loading (dit_lora/training/loop.py), with the family's hooks.
         targets = spec.model.lora_targets(model, cfg)
-        trainables.add_lora(model, rank=cfg.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora_dropout,
+        trainables.add_lora(model, rank=cfg.lora.rank, alpha=cfg.effective_lora_alpha, dropout=cfg.lora.lora_dropout,
                           targets=targets, seed=0)
         backbone_names = trainables.unfreeze_backbone(model, spec.trainables.backbone_patterns(cfg))
         trainables.cast_trainable_to_fp32(model, under_autocast=True)
         if checkpointing:
             spec.trainables.enable_gradient_checkpointing(model)
         model.train()
-        groups = trainables.build_param_groups(model, learning_rate=cfg.learning_rate, backbone_names=backbone_names,
-                                             backbone_learning_rate=cfg.backbone_learning_rate,
-                                             weight_decay=cfg.adam_weight_decay, loraplus_lr_ratio=None)
+        groups = trainables.build_param_groups(model, learning_rate=cfg.training.learning_rate, backbone_names=backbone_names,
+                                             backbone_learning_rate=cfg.lora.backbone_learning_rate,
+                                             weight_decay=cfg.training.adam_weight_decay, loraplus_lr_ratio=None)
         optimizer, fused = make_optimizer(cfg.training, groups, device)
         params = [p for g in groups for p in g["params"]]
         named = dict(model.named_parameters())
