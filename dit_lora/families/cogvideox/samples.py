@@ -13,17 +13,14 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
 from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.output.video import write_video
 
 
 def inference_scheduler(comps: Components):
     """The sampler of the checkpoint's scheduler config (``CogVideoXDDIMScheduler`` or ``CogVideoXDPMScheduler``)."""
-    import diffusers  # slow: only at validation
-
     kept = comps.state.scheduler_config if comps.state is not None else None
-    config = dict(kept or comps.scheduler.config)
-    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.CogVideoXDDIMScheduler
-    return cls.from_config(config)
+    return checkpoint_sampler(dict(kept or comps.scheduler.config), "CogVideoXDDIMScheduler")
 
 
 class CogVideoXSamples(DiffusionSamples):

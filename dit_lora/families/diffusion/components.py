@@ -35,6 +35,7 @@ from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
+from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 
@@ -277,11 +278,8 @@ class PipelineSamples(DiffusionSamples):
     def sampler(self, comps: Components):
         """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
         the training scheduler when there is none."""
-        import diffusers  # slow: only at validation
-
-        config = dict(getattr(comps.state, "scheduler_config", None) or {})
-        cls = getattr(diffusers, str(config.get("_class_name", "")), None)
-        return cls.from_config(config) if cls is not None else comps.scheduler
+        sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), None)
+        return sampler if sampler is not None else comps.scheduler
 
     def call_kwargs(self, cfg, cached: bool) -> dict[str, Any]:
         """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;

@@ -11,6 +11,18 @@ from typing import Any
 import torch
 
 
+def checkpoint_sampler(config: dict | None, fallback: str | None):
+    """The sampler the checkpoint's scheduler ``config`` names (its ``_class_name`` in diffusers), built from that
+    config; the diffusers class ``fallback`` when it names none (None: return None, the caller keeps its own)."""
+    import diffusers  # slow: only at validation
+
+    config = dict(config or {})
+    cls = getattr(diffusers, str(config.get("_class_name", "")), None)
+    if cls is None:
+        cls = getattr(diffusers, fallback) if fallback else None
+    return cls.from_config(config) if cls is not None else None
+
+
 def square_images(pipe, cfg, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
     """``pipe(*prompt, **kwargs)``'s images at ``cfg.data.resolution`` square with
     ``cfg.validation.validation_inference_steps`` steps, seeded with ``seed`` on ``device`` (one generator per

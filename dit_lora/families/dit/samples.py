@@ -9,18 +9,14 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.dit.classes import split_class_names
 from dit_lora.families.dit.state import run_state
 
 
 def inference_scheduler(comps: Components):
     """The sampler of the checkpoint's scheduler config, DDIM when it names no diffusers class."""
-    # Diffusers' import is slow: only at validation
-    import diffusers
-
-    config = dict(run_state(comps).scheduler_config or {})
-    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.DDIMScheduler
-    return cls.from_config(config)
+    return checkpoint_sampler(run_state(comps).scheduler_config, "DDIMScheduler")
 
 
 class DiTSamples(DiffusionSamples):

@@ -11,6 +11,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import run_state
 from dit_lora.output.video import write_video
@@ -18,11 +19,7 @@ from dit_lora.output.video import write_video
 
 def inference_scheduler(comps: Components):
     """The checkpoint's own sampler (DPM-Solver with flow sigmas, or flow-matching Euler), from its config."""
-    import diffusers
-
-    config = dict(run_state(comps).scheduler_config or {})
-    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.FlowMatchEulerDiscreteScheduler
-    return cls.from_config(config)
+    return checkpoint_sampler(run_state(comps).scheduler_config, "FlowMatchEulerDiscreteScheduler")
 
 
 def call_kwargs(task: SanaVideoTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:

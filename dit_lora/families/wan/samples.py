@@ -11,6 +11,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import WanTask
@@ -19,11 +20,7 @@ from dit_lora.output.video import write_video
 
 
 def _inference_scheduler(comps: Components):
-    import diffusers
-
-    config = dict(run_state(comps).scheduler_config or {})
-    cls = getattr(diffusers, str(config.get("_class_name", "")), None) or diffusers.UniPCMultistepScheduler
-    return cls.from_config(config)
+    return checkpoint_sampler(run_state(comps).scheduler_config, "UniPCMultistepScheduler")
 
 
 def call_kwargs(task: WanTask, cfg: TrainConfig, generator: torch.Generator) -> dict[str, Any]:

@@ -25,3 +25,15 @@ def test_the_call_has_the_run_size_steps_and_a_seeded_generator():
     assert pipe.prompt == ("a prompt",) and not pipe.grad
     assert pipe.kwargs == {"height": 64, "width": 64, "num_inference_steps": 3, "guidance_scale": 4.5}
     assert torch.equal(torch.rand(4, generator=generator), torch.rand(4, generator=torch.Generator().manual_seed(7)))
+
+
+def test_checkpoint_sampler_builds_the_named_class_else_the_fallback_else_none():
+    from diffusers import DDIMScheduler, UniPCMultistepScheduler
+
+    from dit_lora.families.diffusion.sampling import checkpoint_sampler
+
+    named = checkpoint_sampler({"_class_name": "UniPCMultistepScheduler", "num_train_timesteps": 7}, "DDIMScheduler")
+    assert type(named) is UniPCMultistepScheduler and named.config.num_train_timesteps == 7
+    assert type(checkpoint_sampler({"_class_name": "NotInDiffusers"}, "DDIMScheduler")) is DDIMScheduler
+    assert type(checkpoint_sampler(None, "DDIMScheduler")) is DDIMScheduler
+    assert checkpoint_sampler({"_class_name": "NotInDiffusers"}, None) is None  # the caller keeps its own
