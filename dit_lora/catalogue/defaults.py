@@ -9,6 +9,7 @@ the user set that differs from the catalogue's.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import MISSING, dataclass, field, replace
 from typing import Any
 
@@ -46,7 +47,9 @@ def config_reader(model: ModelOptions):
         if (subfolder, filename) not in cache:
             found = read_component_config(model, subfolder, filename)
             if found is None and published is not None:
-                found = published.configs.get("/".join(p for p in (subfolder, filename) if p))
+                # a copy: transformers' config classes edit the dict they are given (rope_scaling's "type" becomes
+                # "rope_type"), which changed the catalogue entry for the rest of the process
+                found = copy.deepcopy(published.configs.get("/".join(p for p in (subfolder, filename) if p)))
             cache[subfolder, filename] = found
         return cache[subfolder, filename]
 

@@ -138,3 +138,21 @@ def test_a_frame_buckets_run_gets_no_size_default(tmp_path):
     chosen = choose_defaults(cfg, get_spec("wan"))
     assert (chosen.config.video.max_num_frames, chosen.config.video.height, chosen.config.video.width) == (None, None, None)
     assert chosen.applied["rank"][0] == 32
+
+
+def test_the_reader_of_a_catalogued_id_hands_out_copies_the_catalogue_keeps(tmp_path, monkeypatch):
+    """transformers' config classes edit the dict they are given (Qwen2.5-VL's rope_scaling), so a reader that
+    handed out the catalogue's own dicts changed the entry for the rest of the process (CI: Qwen-Image-2512 no
+    longer matched its twin)."""
+    from dit_lora.catalogue.defaults import config_reader
+    from dit_lora.config.schema import ModelOptions
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path))  # nothing downloaded: the catalogue's copy is read
+    entry = by_hub_id("Qwen/Qwen-Image-2512")
+    before = json.dumps(entry.configs, sort_keys=True)
+    read = config_reader(ModelOptions(pretrained_model_name_or_path="Qwen/Qwen-Image-2512"))
+    found = read("text_encoder", "config.json")
+    assert found == entry.configs["text_encoder/config.json"]
+    found["rope_scaling"]["rope_type"] = found["rope_scaling"].pop("type")
+    found["num_hidden_layers"] = 1
+    assert json.dumps(entry.configs, sort_keys=True) == before

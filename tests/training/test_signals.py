@@ -148,7 +148,8 @@ def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
         from dit_lora.training import loop, signals
 
         class Cfg:
-            output_dir = "."
+            class training:  # the one option train() reads before setup
+                output_dir = "."
 
         class Stderr:  # the launcher's copy arrives while run_cli prints the stop (in its except clause)
             def __init__(self, stream):
