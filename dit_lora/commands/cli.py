@@ -336,7 +336,7 @@ def _plan(args: argparse.Namespace, rest: list[str]) -> int:
         _plan_demo_exists(common.model, rest)
         return family_for_model(common.model)
 
-    def checked(cfg) -> None:  # a demo named that does not exist yet, then the model as `train` checks it
+    def checked(cfg: TrainConfig) -> None:  # a demo named that does not exist yet, then the model as `train` checks it
         _plan_demo_exists(cfg.model, rest)
         check_model(cfg)
 

@@ -74,7 +74,7 @@ def parse_run(argv: Sequence[str], recipe: str | None = None):
     return cfg
 
 
-def check_model(cfg) -> None:
+def check_model(cfg: TrainConfig) -> None:
     """Before anything is built: a file given as the model folder, a --family that trains another pipeline class
     than the model's, and --transformer_file's refusals (:mod:`.single_file`), each one paragraph. A --demo run's
     model is built later, so its folder is not judged."""

@@ -112,6 +112,7 @@ def resolve_dora_alias(values: dict, current_type: str) -> dict:
     return values
 
 
+# cfg: a TrainConfig, not annotated: config.schema imports this module (an annotation would make a circle)
 def check_type_options(cfg, given: Callable[[str], str] | None = None) -> None:
     """Refuse, in one paragraph, an explicitly set option (``cfg.explicit_options``; for a config built in code
     without them: an option off its default) that the run's ``--lora_type`` never reads. ``given(name)`` says how

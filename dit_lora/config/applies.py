@@ -11,10 +11,14 @@ or a new family declaring its capabilities, needs nothing here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dit_lora.config import families
 from dit_lora.config.schema import Applies, config_fields
 from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def declared(family: str) -> frozenset[str]:
@@ -64,7 +68,7 @@ def refusal(name: str, tag: Applies, family: str, given: str, chosen_by: str = "
     )
 
 
-def check_applies(cfg, given: Callable[[str], str] | None = None, chosen_by: str = "--family") -> None:
+def check_applies(cfg: TrainConfig, given: Callable[[str], str] | None = None, chosen_by: str = "--family") -> None:
     """Refuse (one paragraph) an explicitly set option (``cfg.explicit_options``) that ``cfg.family`` does not
     read. ``given(name)`` says how it was set (``--name``, or ``name`` in a YAML path; default ``--name``)."""
     explicit = getattr(cfg, "explicit_options", None) or frozenset()

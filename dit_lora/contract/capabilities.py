@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch, and the
-    # contract sits below dit_lora.config
+if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read this module without torch
     import torch
 
-    from dit_lora.config.schema import ValidationOptions
+    from dit_lora.config.schema import TrainConfig, ValidationOptions
 
 
 # ---- the required components (every family fills these four) --------------------------------
@@ -25,13 +24,13 @@ if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read t
 class ModelLoading(Protocol):
     """``FamilySpec.model``: config checks that read only small files, loading, and what gets LoRA."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """Family-specific checks that read only small config files (never weights)."""
 
-    def load_components(self, cfg, device: torch.device):
+    def load_components(self, cfg: TrainConfig, device: torch.device):
         """The :class:`~dit_lora.contract.family.Components` of a run on ``device`` (the model frozen, bf16)."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """Module names (or name suffixes) that get LoRA layers: ``--lora_layers`` or the family's default."""
 
 
@@ -39,10 +38,10 @@ class ModelLoading(Protocol):
 class DataPath(Protocol):
     """``FamilySpec.data``: how samples are listed, screened, checked, preprocessed and batched."""
 
-    def data_handler(self, cfg, spec):
+    def data_handler(self, cfg: TrainConfig, spec):
         """A :class:`~dit_lora.data.prepare.MediaHandler` for ``spec`` (training and ``check-data`` screen with it)."""
 
-    def build_data(self, cfg, spec, comps, accelerator):
+    def build_data(self, cfg: TrainConfig, spec, comps, accelerator):
         """The training data (a :class:`~dit_lora.data.prepare.PreparedData`), or None for the standard path,
         :func:`dit_lora.data.prepare.prepare_data` with :meth:`data_handler`, which the training stage then runs."""
 
@@ -55,7 +54,7 @@ class Loss(Protocol):
         """A collated batch as the step's inputs on ``device`` (the loop and the fault replay both call this)."""
 
     def compute_loss(
-        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
     ) -> torch.Tensor:
         """The scalar loss of one micro-batch (``batch["step"]``: the 1-based update, a host int, when the loop
         built the batch)."""
@@ -68,7 +67,7 @@ class AdapterIO(Protocol):
     def save_adapter(self, output_dir: Path, lora_state: dict[str, torch.Tensor], lora_config: dict) -> Path:
         """Write the adapter so it reloads at the trained strength; return the file."""
 
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         """A fresh consumer (pipeline or model) from the base model with the saved adapter loaded."""
 
 
@@ -87,7 +86,7 @@ class TextSettings:
 class PromptText(Protocol):
     """An encoders component that says, without loading a weight, how a run of ``cfg`` encodes captions."""
 
-    def text_settings(self, cfg) -> TextSettings:
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's :class:`TextSettings`."""
 
 
@@ -103,7 +102,7 @@ class HasTextSettings(Protocol):
 class Demo(Protocol):
     """``--demo``: build the tiny offline model and dataset named in the config."""
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Create the tiny offline model and dataset named in ``cfg`` when missing."""
 
 
@@ -111,7 +110,7 @@ class Demo(Protocol):
 class ModelDefaults(Protocol):
     """Defaults for a model no catalogue entry matches, derived from its small configs."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """``{option: (value, why)}``; a catalogue entry's values replace these, the user's options win over both."""
 
 
@@ -119,10 +118,10 @@ class ModelDefaults(Protocol):
 class RunNotes(Protocol):
     """Lines shown before training: what the family chose and why, and precision warnings."""
 
-    def start_notes(self, cfg) -> list[str]:
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
         """Lines saying what the family chose from the checkpoint (e.g. a video size) and why."""
 
-    def precision_notes(self, cfg) -> list[str]:
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision."""
 
 
@@ -130,10 +129,10 @@ class RunNotes(Protocol):
 class Precision(Protocol):
     """The precision policy and what ``--quantize_base`` leaves alone."""
 
-    def expected_dtypes(self, comps, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The dtype every floating parameter/buffer of each component should have (``"model"`` or an encoder)."""
 
-    def quantize_skip_modules(self, cfg) -> list[str]:
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
         """Modules of the trained model ``--quantize_base`` leaves unquantized (beyond ``_keep_in_fp32_modules``)."""
 
 
@@ -142,10 +141,10 @@ class RunSetup(Protocol):
     """Hooks once the components are loaded; what they decide goes into the run's state (``comps.state``), never onto
     the family."""
 
-    def configure(self, comps, cfg) -> None:
+    def configure(self, comps, cfg: TrainConfig) -> None:
         """Record per-run settings (prompt prefixes, lengths, a fused loss) in ``comps.state``."""
 
-    def inspect_samples(self, comps, cfg, samples: list) -> None:
+    def inspect_samples(self, comps, cfg: TrainConfig, samples: list) -> None:
         """Check the screened samples against the loaded model before anything is encoded (raise ``UserError``)."""
 
 
@@ -153,10 +152,10 @@ class RunSetup(Protocol):
 class Trainables(Protocol):
     """Original weights trained besides LoRA, and how activation checkpointing is switched on."""
 
-    def backbone_patterns(self, cfg) -> list[str]:
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
         """Regexes of original weights trained at ``--backbone_learning_rate``."""
 
-    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
         """Further original weights in a group of their own: ``(label, regexes, learning rate)``."""
 
     def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
@@ -168,7 +167,7 @@ class Trainables(Protocol):
 class Encoders(Protocol):
     """Encode samples once into latents and conditioning (the latent cache) and say what changes the encoding."""
 
-    def cache_identity(self, cfg, comps=None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps=None) -> dict[str, Any]:
         """Everything besides the sample that changes the encoding (``comps``: what the data stage decided)."""
 
     def encode_images(self, comps, pixel_values: torch.Tensor):
@@ -190,7 +189,7 @@ class Captions(Protocol):
 class VideoFrames(Protocol):
     """Clips: the ``(frames, height, width)`` buckets the video media decode to."""
 
-    def video_buckets(self, cfg) -> list[tuple[int, int, int]]:
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """The run's ``(frames, height, width)`` buckets."""
 
 
@@ -198,7 +197,7 @@ class VideoFrames(Protocol):
 class FrameRate(Protocol):
     """Clips: the frame rate the model generates at (what the log compares ``--frame_sampling``'s rate with)."""
 
-    def model_fps(self, cfg) -> float:
+    def model_fps(self, cfg: TrainConfig) -> float:
         """Frames per second of the checkpoint's videos (e.g. Wan2.1 16, CogVideoX 1.0 8)."""
 
 
@@ -206,10 +205,10 @@ class FrameRate(Protocol):
 class ImageBuckets(Protocol):
     """Images: aspect-ratio buckets (``--aspect_buckets``): the model's stride, or why it takes only squares."""
 
-    def bucket_stride(self, cfg) -> int:
+    def bucket_stride(self, cfg: TrainConfig) -> int:
         """Pixels per transformer token side (VAE downsampling x patch size): every bucket side is a multiple."""
 
-    def square_only(self, cfg) -> str | None:
+    def square_only(self, cfg: TrainConfig) -> str | None:
         """Why the transformer takes only square inputs (its images keep the ``--resolution`` square), or None."""
 
 
@@ -230,13 +229,15 @@ class Samples(Protocol):
         """What :meth:`generate` needs for ``--validation_prompt`` (``validation``: the run's ``cfg.validation``),
         prepared while the encoders are loaded."""
 
-    def generate(self, comps, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(self, comps, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int) -> list:
         """Validation samples from the in-memory model."""
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Samples from the consumer with the saved adapter (``comps``: the run's, for what the data stage decided)."""
 
-    def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """Write one sample as ``stem`` + the family's extension; return the path."""
 
 
@@ -248,13 +249,13 @@ class MemoryPlan(Protocol):
     def depth_key(self) -> tuple[str, str]:
         """``(config file, key)`` counting the model's repeated blocks (read only: a frozen component may hold it)."""
 
-    def plan_components(self, cfg, read, depth: int | None = None):
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None):
         """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
 
-    def plan_batches(self, cfg, comps) -> list[tuple[str, dict[str, Any]]]:
+    def plan_batches(self, cfg: TrainConfig, comps) -> list[tuple[str, dict[str, Any]]]:
         """``[(bucket, batch)]``: one micro-batch per bucket, as ``prepare_batch`` hands it to the step."""
 
-    def plan_loss(self, comps, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+    def plan_loss(self, comps, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
         """The loss the planner traces on fake tensors."""
 
 
@@ -262,13 +263,13 @@ class MemoryPlan(Protocol):
 class ModelCard(Protocol):
     """The model card's usage snippet, family rows and base-model license."""
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Python code that loads the adapter and generates."""
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """Family-specific rows of the training-settings table."""
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """The base model's license, when known."""
 
 
@@ -284,7 +285,7 @@ class AdapterFitting(Protocol):
 class AdapterExtras(Protocol):
     """Files beside the adapter that depend on the run (DiT's label map, the base model a PEFT config names)."""
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """Write them into ``output_dir`` (the staging folder the adapter was just saved to)."""
 
 

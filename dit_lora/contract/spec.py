@@ -44,6 +44,8 @@ from dit_lora.core.errors import UserError
 if TYPE_CHECKING:  # annotations only: the registry and `dit-lora --help` read the contract without torch
     import torch
 
+    from dit_lora.config.schema import TrainConfig
+
 
 @dataclass(frozen=True)
 class FamilyInfo:
@@ -226,12 +228,12 @@ def require(spec: FamilySpec, field: str, what: str) -> Any:
     return found
 
 
-def backbone_patterns(spec: FamilySpec, cfg) -> list[str]:
+def backbone_patterns(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
     """The family's backbone regexes, else ``--train_backbone``."""
     return spec.trainables.backbone_patterns(cfg) if spec.trainables else list(cfg.lora.train_backbone)
 
 
-def extra_trainable(spec: FamilySpec, cfg) -> list[tuple[str, list[str], float]]:
+def extra_trainable(spec: FamilySpec, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
     """The family's further trained groups, else none."""
     return spec.trainables.extra_trainable(cfg) if spec.trainables else []
 
@@ -244,38 +246,38 @@ def enable_gradient_checkpointing(spec: FamilySpec, model: torch.nn.Module) -> N
         cast(Any, model).enable_gradient_checkpointing()
 
 
-def expected_dtypes(spec: FamilySpec, comps, cfg) -> dict[str, torch.dtype]:
+def expected_dtypes(spec: FamilySpec, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
     """The family's precision policy, else the model in the run's weight dtype."""
     return spec.precision.expected_dtypes(comps, cfg) if spec.precision else {"model": cfg.weight_dtype}
 
 
-def quantize_skip_modules(spec: FamilySpec, cfg) -> list[str]:
+def quantize_skip_modules(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
     """Modules ``--quantize_base`` leaves alone, else none."""
     return spec.precision.quantize_skip_modules(cfg) if spec.precision else []
 
 
-def generic_defaults(spec: FamilySpec, cfg) -> dict[str, tuple[Any, str]]:
+def generic_defaults(spec: FamilySpec, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
     """The family's defaults for an uncatalogued model, else none."""
     return spec.defaults.generic_defaults(cfg) if spec.defaults else {}
 
 
-def start_notes(spec: FamilySpec, cfg) -> list[str]:
+def start_notes(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
     """What the family chose and why, else no lines."""
     return spec.notes.start_notes(cfg) if spec.notes else []
 
 
-def precision_notes(spec: FamilySpec, cfg) -> list[str]:
+def precision_notes(spec: FamilySpec, cfg: TrainConfig) -> list[str]:
     """Warnings about the checkpoint's stored precision, else none."""
     return spec.notes.precision_notes(cfg) if spec.notes else []
 
 
-def configure(spec: FamilySpec, comps, cfg) -> None:
+def configure(spec: FamilySpec, comps, cfg: TrainConfig) -> None:
     """The family's per-run settings recorded in ``comps.state``, when it has a setup component."""
     if spec.setup:
         spec.setup.configure(comps, cfg)
 
 
-def inspect_samples(spec: FamilySpec, comps, cfg, samples: list) -> None:
+def inspect_samples(spec: FamilySpec, comps, cfg: TrainConfig, samples: list) -> None:
     """The family's check of the screened samples, when it has a setup component."""
     if spec.setup:
         spec.setup.inspect_samples(comps, cfg, samples)
@@ -291,7 +293,7 @@ def caption_source(spec: FamilySpec) -> str:
     return spec.captions.caption_source if spec.captions else "captions"
 
 
-def bucket_stride(spec: FamilySpec, cfg) -> tuple[int | None, str | None]:
+def bucket_stride(spec: FamilySpec, cfg: TrainConfig) -> tuple[int | None, str | None]:
     """``(stride, None)`` for a family whose images take aspect-ratio buckets, else ``(None, why only squares)``:
     its own reason, or that it declares no buckets."""
     if spec.image_buckets is None:

@@ -24,12 +24,15 @@ import hashlib
 import math
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.core.errors import UserError
 from dit_lora.data import preflight
 from dit_lora.data.caption_files import refuse_unreadable_captions
 from dit_lora.data.kohya import copy_of
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: below this many held-out samples the run says that their mean loss is a noisy figure
 FEW_HELD_OUT = 5
@@ -61,7 +64,7 @@ def first_copies(samples: list) -> list:
     return [s for i, (s, first) in enumerate(zip(samples, copy_of(samples))) if first == i]
 
 
-def handler_for_source(media, cfg):
+def handler_for_source(media, cfg: TrainConfig):
     """A copy of the training data's handler ``media`` reading ``cfg`` (the run's config with the held-out folder as
     its data source). A handler that caches what it read from its source offers ``for_source(cfg)`` (the
     Qwen-Image-Edit control images); the others keep nothing of the source and are copied as they are."""
@@ -73,15 +76,19 @@ def handler_for_source(media, cfg):
     return other
 
 
-def folder_config(cfg):
+def folder_config(cfg: TrainConfig):
     """The run's config reading ``--validation_data_dir`` where the training data is read (``--train_data_dir`` or
     ``--dataset_name``), every file of it (no ``--max_train_samples``)."""
-    source = "dataset_name" if cfg.data.dataset_name and not cfg.data.train_data_dir else "train_data_dir"
-    return dataclasses.replace(cfg, **{source: cfg.data.validation_data_dir}, max_train_samples=None)
+    held = cfg.data.validation_data_dir
+    if cfg.data.dataset_name and not cfg.data.train_data_dir:
+        data = dataclasses.replace(cfg.data, dataset_name=held, max_train_samples=None)
+    else:
+        data = dataclasses.replace(cfg.data, train_data_dir=held, max_train_samples=None)
+    return dataclasses.replace(cfg, data=data)
 
 
 def choose(
-    media, samples: list, cfg, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]
+    media, samples: list, cfg: TrainConfig, *, log: Callable[[str], Any], quarantine: list[dict[str, Any]]
 ) -> tuple[list, list]:
     """(training samples, held-out samples) from the screened ``samples`` and the run's held-out source; without
     one, (``samples``, []). The held-out folder's unusable samples join ``quarantine`` marked with their source."""
@@ -92,8 +99,9 @@ def choose(
     return samples, []
 
 
-def _split(samples: list, cfg, log: Callable[[str], Any]) -> tuple[list, list]:
+def _split(samples: list, cfg: TrainConfig, log: Callable[[str], Any]) -> tuple[list, list]:
     fraction = cfg.data.validation_split
+    assert fraction is not None  # choose() splits only when --validation_split is given
     flags = split_flags(samples, fraction, cfg.training.seed)
     files = len(set(copy_of(samples)))
     held = first_copies([s for s, f in zip(samples, flags) if f])
@@ -120,7 +128,7 @@ def _split(samples: list, cfg, log: Callable[[str], Any]) -> tuple[list, list]:
     return train, held
 
 
-def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
+def _folder(media, cfg: TrainConfig, log: Callable[[str], Any], quarantine: list[dict[str, Any]]) -> list:
     handler, where = handler_for_source(media, folder_config(cfg)), _where(cfg)
     own: list[dict[str, Any]] = []
     with _naming_the_folder(where):
@@ -142,7 +150,7 @@ def _folder(media, cfg, log: Callable[[str], Any], quarantine: list[dict[str, An
     return held
 
 
-def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool = False) -> bool:
+def check(media, cfg: TrainConfig, samples: list, *, log: Callable[[str], Any], show_ok: bool = False) -> bool:
     """``dit-lora check-data``: what a run would hold out; returns whether a held-out sample blocks.
 
     ``--validation_split``: the line a run logs for the usable ``samples`` (those no BLOCK row leaves out), or its
@@ -167,7 +175,7 @@ def check(media, cfg, samples: list, *, log: Callable[[str], Any], show_ok: bool
     return preflight.has_blocking(rows) or not usable
 
 
-def check_options(cfg) -> None:
+def check_options(cfg: TrainConfig) -> None:
     """A --validation_data_dir that does not exist, for a run reading its training data from a folder or file: one
     paragraph before anything loads (the listing would say it only after the model)."""
     folder = cfg.data.validation_data_dir
@@ -179,7 +187,7 @@ def check_options(cfg) -> None:
         )
 
 
-def _where(cfg) -> str:
+def _where(cfg: TrainConfig) -> str:
     return f"--validation_data_dir `{cfg.data.validation_data_dir}`"
 
 

@@ -32,7 +32,7 @@ import posixpath
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -45,6 +45,9 @@ from dit_lora.data.paths import Located, locate
 from dit_lora.data.samples import RawSample, name_some
 from dit_lora.data.transforms import Resolution, fit_to_bucket
 from dit_lora.modeling.masked_loss import MASK_KEY
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the metadata (and dataset) column naming a sample's mask, unless ``--mask_column`` names another
 MASK_COLUMN = "mask"
@@ -344,7 +347,7 @@ def check_mask(sample: RawSample, *, unmasked_weight: float = 0.0, max_pixels: i
     return found
 
 
-def check_options(cfg) -> None:
+def check_options(cfg: TrainConfig) -> None:
     """``--unmasked_weight``, ``--normalize_masked_area_loss`` or ``--mask_column`` without ``--masked_loss`` would
     do nothing: one paragraph, before anything loads."""
     explicit = getattr(cfg, "explicit_options", None) or frozenset()

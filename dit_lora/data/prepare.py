@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -48,6 +48,9 @@ from dit_lora.data.sources import RawSample, load_samples
 from dit_lora.data.transforms import crop_seed, preprocess_image
 from dit_lora.data.validation import bad_fraction_error, validate_samples
 from dit_lora.output.names import QUARANTINE_FILE
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 @dataclass
@@ -121,7 +124,7 @@ class ImageMedia:
     cacheable = True
     collate = staticmethod(batch_lib.collate)
 
-    def __init__(self, cfg, spec: FamilySpec) -> None:
+    def __init__(self, cfg: TrainConfig, spec: FamilySpec) -> None:
         self.cfg, self.spec = cfg, spec
         self.encode_batch_size = cfg.training.train_batch_size
 
@@ -330,14 +333,14 @@ class ImageMedia:
         return groups if len(set(groups)) > 1 else None
 
 
-def check_image_buckets(spec: FamilySpec, cfg) -> None:
+def check_image_buckets(spec: FamilySpec, cfg: TrainConfig) -> None:
     """A bad ``--aspect_buckets`` ends an image family's run before anything loads, in one paragraph (a family
     without ``image_buckets``, e.g. a video one, ignores the flag)."""
     if spec.image_buckets is not None:
         aspect.run_buckets(cfg.data.aspect_buckets, cfg.data.resolution, fallback.bucket_stride(spec, cfg)[0])
 
 
-def report_captions(samples: list, cfg, spec: FamilySpec, log: Callable[[str], Any]) -> None:
+def report_captions(samples: list, cfg: TrainConfig, spec: FamilySpec, log: Callable[[str], Any]) -> None:
     """check-data's lines on duplicate rows and captions the text length cuts (the model's tokenizer when
     --pretrained_model_name_or_path is given, else a character estimate, said so)."""
     counter, note = token_counter_for_model(cfg, spec)
@@ -449,7 +452,7 @@ def _sample_encoder(encoders, comps) -> Callable[[list], dict[str, torch.Tensor]
     return None if encode is None else lambda chosen: encode(comps, chosen)
 
 
-def _source(cfg) -> str:
+def _source(cfg: TrainConfig) -> str:
     """The run's data source, as a paragraph names it (``--train_data_dir `data```)."""
     return (
         f"--train_data_dir `{cfg.data.train_data_dir}`"
@@ -481,7 +484,7 @@ class _LeftOut:
             raise error
 
 
-def _screened_samples(cfg, media, accelerator, log) -> tuple[list, list, _LeftOut]:
+def _screened_samples(cfg: TrainConfig, media, accelerator, log) -> tuple[list, list, _LeftOut]:
     """Stage 1: list and screen the samples and choose the held-out ones; returns (training, held out, left out).
 
     On a refusal (too many bad samples, no held-out sample) the list of left-out samples is written first."""
@@ -504,7 +507,7 @@ def _screened_samples(cfg, media, accelerator, log) -> tuple[list, list, _LeftOu
     return samples, held, left_out
 
 
-def _checked_cache_files(cfg, media, comps, samples: list, training: int, accelerator, log):
+def _checked_cache_files(cfg: TrainConfig, media, comps, samples: list, training: int, accelerator, log):
     """Stage 3a: each sample's cache file, its bad existing entries deleted; returns (cache folder, files,
     ``{index: problem}`` of the bad entries, indices still to encode). Indices >= ``training`` are held out."""
     namespace = cache_namespace(media.namespace_identity(comps))
@@ -524,7 +527,9 @@ def _checked_cache_files(cfg, media, comps, samples: list, training: int, accele
     return root / namespace, files, invalid, missing
 
 
-def _encode_missing(cfg, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator):
+def _encode_missing(
+    cfg: TrainConfig, media, encoders, comps, samples: list, files: list[Path], missing: list[int], accelerator
+):
     """Stage 3b: encode the missing cache entries, each rank its share; returns ``{index: reason}`` of the
     samples that could not be encoded finitely, over all ranks."""
     rank, world = accelerator.process_index, accelerator.num_processes
@@ -568,7 +573,7 @@ def _list_failures(failed: dict[int, str], invalid: dict[int, str], samples: lis
         left_out.entries.append({"key": samples[i].key, "reason": reason, **repeats, **source})
 
 
-def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _LeftOut, accelerator, log):
+def _cached_data(cfg: TrainConfig, spec, media, comps, samples: list, held: list, left_out: _LeftOut, accelerator, log):
     """Stage 3: cache the training and held-out samples together (each file once) and return the cached data."""
     encoders = fallback.require(spec, "encoders", "The latent cache (--cache_latents)")
     training, samples = len(samples), samples + held  # cached together, each file once: indices >= training held out
@@ -610,7 +615,7 @@ def _cached_data(cfg, spec, media, comps, samples: list, held: list, left_out: _
     )
 
 
-def prepare_data(cfg, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
+def prepare_data(cfg: TrainConfig, spec: FamilySpec, comps, accelerator, media=None) -> PreparedData:
     """Load, check and (optionally) cache the dataset the family's :class:`MediaHandler` describes.
 
     Samples that cannot be used are left out and listed in ``PreparedData.quarantine`` and in

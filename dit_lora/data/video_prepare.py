@@ -26,7 +26,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -54,12 +54,16 @@ from dit_lora.data.sources import _main_process_print, name_some
 from dit_lora.data.video import (
     CLIP_IMAGE_EXTENSIONS,
     VIDEO_EXTENSIONS,
+    FrameStart,
     VideoSample,
     decode_clip,
     frames_flag_for,
     validate_video_samples,
 )
 from dit_lora.data.video_sources import load_video_samples
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 __all__ = [
     "VideoMedia",
@@ -246,7 +250,12 @@ def _placed_clips(videos, feature, dataset_name: str, column: str, clip_folder) 
     return placed
 
 
-def video_namespace_identity(cfg, spec: FamilySpec, comps=None) -> dict[str, Any]:
+def frame_start(cfg: TrainConfig) -> FrameStart:
+    """``--frame_sampling`` as the decoders type it (the parser has already refused any other value)."""
+    return cast(FrameStart, cfg.video.frame_sampling)
+
+
+def video_namespace_identity(cfg: TrainConfig, spec: FamilySpec, comps=None) -> dict[str, Any]:
     """What besides the clip and its bucket shapes a cached video entry (the cache namespace's identity).
 
     No image ``resolution``: each entry's name carries its bucket, so changing frames or sizes
@@ -315,7 +324,7 @@ def _bucket_text(buckets) -> str:
     return ",".join(f"{f}x{h}x{w}" for f, h, w in buckets)
 
 
-def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: list) -> list[Bucket]:
+def image_buckets_for(spec: FamilySpec, cfg: TrainConfig, buckets: list[Bucket], samples: list) -> list[Bucket]:
     """The one-frame buckets the images among ``samples`` train in (``[]`` when there is none).
 
     One ``(1, h, w)`` per spatial size of ``buckets`` (the family's, :func:`~dit_lora.data.frames.one_frame_buckets`).
@@ -333,7 +342,7 @@ def image_buckets_for(spec: FamilySpec, cfg, buckets: list[Bucket], samples: lis
     asked = [b for b in stills if b not in buckets]  # a one-frame bucket the user gave is already the family's
     if not asked:
         return stills
-    probe = dataclasses.replace(cfg, frame_buckets=_bucket_text(asked))  # the resolved config is frozen
+    probe = dataclasses.replace(cfg, video=dataclasses.replace(cfg.video, frame_buckets=_bucket_text(asked)))  # frozen
     frames: VideoFrames = fallback.require(spec, "video_frames", "Video data")
     try:
         given = [tuple(b) for b in frames.video_buckets(probe)]
@@ -364,7 +373,7 @@ class VideoMedia:
     encode_batch_size = 1  # one clip per VAE call: memory, not throughput, limits video encoding
     collate = staticmethod(collate)
 
-    def __init__(self, cfg, spec: FamilySpec, cache_root: Path) -> None:
+    def __init__(self, cfg: TrainConfig, spec: FamilySpec, cache_root: Path) -> None:
         # Clips need a family that encodes them (encoders), buckets them (video_frames) and says about captions.
         fallback.require(spec, "encoders", "Video data")
         self.frames: VideoFrames = fallback.require(spec, "video_frames", "Video data")
@@ -429,11 +438,11 @@ class VideoMedia:
             )
         if cfg.data.max_train_samples is not None and cfg.data.max_train_samples < 1:
             raise UserError(f"--max_train_samples must be a positive whole number, got {cfg.data.max_train_samples!r}.")
-        refuse_caption_extension_for_dataset(
-            cfg.data.caption_extension, cfg.data.dataset_name, cfg.data.caption_column, "clip"
-        )
+        dataset = cfg.data.dataset_name
+        assert dataset is not None  # check_one_source refused a run with neither source
+        refuse_caption_extension_for_dataset(cfg.data.caption_extension, dataset, cfg.data.caption_column, "clip")
         return load_video_dataset(
-            cfg.data.dataset_name,
+            dataset,
             cfg.data.dataset_config_name,
             video_column=cfg.video.video_column,
             caption_column=cfg.data.caption_column,
@@ -477,7 +486,7 @@ class VideoMedia:
         rows, usable = preflight.check_video_samples(
             samples,
             buckets=self.buckets,
-            frame_sampling=self.cfg.video.frame_sampling,
+            frame_sampling=frame_start(self.cfg),
             frames_flag=self.frames_flag,
             require_captions=self.requires_captions,
             image_buckets=stills,
@@ -497,13 +506,13 @@ class VideoMedia:
         def load(i: int) -> torch.Tensor:
             frames, height, width = samples[i].bucket
             return decode_clip(
-                samples[i].path, frames, height, width, start=self.cfg.video.frame_sampling, max_pixels=max_pixels
+                samples[i].path, frames, height, width, start=frame_start(self.cfg), max_pixels=max_pixels
             )
 
         return load
 
     def raw_dataset(self, samples: list):
-        return RawVideoDataset(samples, self.cfg.video.frame_sampling, max_pixels=self.max_pixels)
+        return RawVideoDataset(samples, frame_start(self.cfg), max_pixels=self.max_pixels)
 
     def groups(self, samples: list, *, world_size: int = 1, log: Callable[[str], Any] = print) -> list[int] | None:
         """Bucket index of every clip (batches never mix buckets), or None with a single bucket."""

@@ -62,12 +62,15 @@ import weakref
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
 
 from dit_lora.core.errors import UserError
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: saved tensors smaller than this stay on the device (torchtune's ``min_offload_size``): copying them costs more
 #: than they hold
@@ -120,7 +123,7 @@ def non_overlapping(tensor: torch.Tensor) -> bool:
     return True
 
 
-def check_config(cfg) -> None:
+def check_config(cfg: TrainConfig) -> None:
     """Refuse, before anything loads, what ``--activation_offloading`` cannot run with (one paragraph each)."""
     if not cfg.performance.activation_offloading:
         return

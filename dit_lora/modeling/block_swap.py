@@ -72,7 +72,7 @@ import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -81,6 +81,9 @@ from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import activation_offload
 from dit_lora.modeling.ddp_ignore import ignore_in_ddp
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: one frozen tensor's place in its module: (``module._parameters`` or ``module._buffers``, key, the tensor)
 Slot = tuple[dict, str, torch.Tensor]
@@ -211,7 +214,7 @@ def swap_bytes(model: nn.Module, paths: Sequence[str], count: int) -> tuple[int,
     return sum(sizes), max(sizes, default=0)
 
 
-def check_config(cfg, family: str, paths: Sequence[str], depth: int | None) -> None:
+def check_config(cfg: TrainConfig, family: str, paths: Sequence[str], depth: int | None) -> None:
     """Refuse, before anything loads, a ``--blocks_to_swap`` this run cannot take (one paragraph each): a family
     without a block list, ``--compile``, a library-quantized base, more blocks than the model has (``depth``, when
     its config says; else checked when the blocks are found)."""

@@ -28,6 +28,7 @@ The memory plan counts the same (``Plan.blocks_wait``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -35,18 +36,23 @@ from torch import nn
 from dit_lora.core.engine import decide_engine
 from dit_lora.modeling import block_swap
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
-def run_caches(cfg) -> bool:
+
+def run_caches(cfg: TrainConfig) -> bool:
     """Whether this run has a caching phase for the blocks to wait through (the base aside: :func:`waits_for_cache`)."""
     return bool(cfg.data.cache_latents)
 
 
-def waits_for_cache(cfg) -> bool:
+def waits_for_cache(cfg: TrainConfig) -> bool:
     """Whether this run's blocks wait in host memory while the cache is built (module docstring, "When not")."""
     return run_caches(cfg) and cfg.model.quantize_base not in block_swap.LIBRARY_QUANTIZED
 
 
-def park_for_load(model: nn.Module, paths: Sequence[str], cfg, device: torch.device | str, *, wait: bool = True) -> int:
+def park_for_load(
+    model: nn.Module, paths: Sequence[str], cfg: TrainConfig, device: torch.device | str, *, wait: bool = True
+) -> int:
     """What a family's loader calls before it moves ``model`` to ``device``: ``--blocks_to_swap``'s blocks parked
     (:func:`~dit_lora.modeling.block_swap.park_blocks`) and, when the run caches (:func:`waits_for_cache`; ``wait``:
     the family's own say), the other blocks of ``paths`` too, until :func:`bring_waiting`. Returns the blocks

@@ -20,9 +20,12 @@ Without a mask in the batch a family keeps its own unmasked expression, bit for 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the batch's (and the latent cache's) name of the latent-grid mask
 MASK_KEY = "loss_mask"
@@ -33,7 +36,7 @@ _MIN_MEAN = 1e-6
 __all__ = ["MASK_KEY", "mask_weights", "masked_mse"]
 
 
-def mask_weights(batch: dict[str, Any], cfg) -> torch.Tensor | None:
+def mask_weights(batch: dict[str, Any], cfg: TrainConfig) -> torch.Tensor | None:
     """The per-latent-pixel weights of a batch, ``max(mask, --unmasked_weight)`` as float32 ``(B, 1, h, w)``, or
     None when the batch has no mask (``--masked_loss`` off)."""
     mask = batch.get(MASK_KEY)

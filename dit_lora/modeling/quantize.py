@@ -32,13 +32,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from dit_lora.config.schema import ModelOptions
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import fp8_scaled
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 SCHEMES = ("none", "nf4", "int8", "fp8", "fp8_scaled")
 #: bitsandbytes' nf4 block size: one fp32 absmax per 64 weights (no double quantization)
@@ -104,7 +107,7 @@ def what_runs(device_type: str) -> dict[str, str]:
     }
 
 
-def check_config(cfg, device_type: str, family=None) -> None:
+def check_config(cfg: TrainConfig, device_type: str, family=None) -> None:
     """Refuse a --quantize_base or --quantize_text_encoder request that cannot run, before anything loads."""
     check_text_encoder(cfg, family)
     scheme = cfg.model.quantize_base
@@ -146,7 +149,7 @@ def check_config(cfg, device_type: str, family=None) -> None:
         )
 
 
-def check_text_encoder(cfg, family=None) -> None:
+def check_text_encoder(cfg: TrainConfig, family=None) -> None:
     """Refuse --quantize_text_encoder for a family without a text encoder, or without bitsandbytes."""
     if not cfg.model.quantize_text_encoder:
         return
@@ -166,7 +169,7 @@ def check_text_encoder(cfg, family=None) -> None:
 
 
 # ---- the libraries' configs -----------------------------------------------------------------
-def diffusers_config(cfg):
+def diffusers_config(cfg: TrainConfig):
     """diffusers' quantization config for --quantize_base, or None."""
     scheme = cfg.model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
@@ -182,13 +185,13 @@ def diffusers_config(cfg):
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def diffusers_kwargs(cfg) -> dict:
+def diffusers_kwargs(cfg: TrainConfig) -> dict:
     """``{"quantization_config": ...}`` for a diffusers ``from_pretrained``, or ``{}`` without --quantize_base."""
     config = diffusers_config(cfg)
     return {} if config is None else {"quantization_config": config}
 
 
-def transformers_config(cfg, skip_modules: Iterable[str] = ()):
+def transformers_config(cfg: TrainConfig, skip_modules: Iterable[str] = ()):
     """transformers' quantization config for --quantize_base (``skip_modules`` stay unquantized), or None."""
     scheme = cfg.model.quantize_base
     if scheme in (None, "none", "fp8_scaled"):  # fp8_scaled: converted by after_loading, not by the library
@@ -211,7 +214,7 @@ def transformers_config(cfg, skip_modules: Iterable[str] = ()):
     return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
 
 
-def text_encoder_kwargs(cfg) -> dict:
+def text_encoder_kwargs(cfg: TrainConfig) -> dict:
     """``{"quantization_config": ...}`` for the text encoder's transformers ``from_pretrained`` under
     --quantize_text_encoder (nf4, computing in the run's weight dtype; transformers keeps the model's own
     ``_keep_in_fp32_modules``, e.g. T5's ``wo``, unquantized), else ``{}``."""
@@ -394,7 +397,7 @@ def quantized_linears(model: torch.nn.Module, skip_modules: Iterable[str] = ()) 
     return names
 
 
-def check_trainable(cfg, trained_names: Iterable[str], quantized: Iterable[str]) -> None:
+def check_trainable(cfg: TrainConfig, trained_names: Iterable[str], quantized: Iterable[str]) -> None:
     """Refuse full training (--train_backbone, a family's extra groups) of weights that are quantized."""
     if not enabled(cfg.model):
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -15,6 +15,9 @@ from dit_lora.contract.spec import FamilySpec
 from dit_lora.core.errors import UserError
 from dit_lora.modeling import quantize
 from dit_lora.modeling.adapters import check_rank, is_adapter_weight, layer_sides, peft_config
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def _target_sides(model: torch.nn.Module, patterns: list[str]) -> dict[str, tuple[int, int]]:
@@ -145,14 +148,14 @@ class Trainables:
         return self.backbone_names + [n for _, names, _ in self.extra_groups for n in names]
 
 
-def check_adapter_rank(model: torch.nn.Module, spec: FamilySpec, cfg) -> None:
+def check_adapter_rank(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig) -> None:
     """Refuse the run's ``--rank`` when no layer it targets can use it
     (:func:`~dit_lora.modeling.adapters.check_rank`), right after the model loads: a run learns it before its data
     is read and cached, not at the attach that comes after (which checks again, for ``dit-lora plan``)."""
     check_rank(cfg.lora, _target_sides(model, _resolve_targets(model, spec.model.lora_targets(model, cfg))))
 
 
-def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg) -> Trainables:
+def attach_trainables(model: torch.nn.Module, spec: FamilySpec, cfg: TrainConfig) -> Trainables:
     """The adapter (``--lora_type``), unfrozen backbone groups, fp32 masters and activation checkpointing, as ``cfg`` and the family say.
 
     The run and the memory planner (on a meta-device model) both call this, so the plan counts exactly

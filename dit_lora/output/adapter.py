@@ -9,7 +9,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -29,6 +29,9 @@ from dit_lora.output.names import (
     PEFT_ADAPTER_FILE,
     PEFT_CONFIG_FILE,
 )
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class NonFiniteWeightsError(RuntimeError):
@@ -152,7 +155,7 @@ def write_adapter(
     backbone_patterns: list[str],
     *,
     comps=None,
-    cfg=None,
+    cfg: TrainConfig | None = None,
 ) -> list[Path]:
     """Save adapter (and backbone) into ``output_dir`` atomically; every tensor is checked finite first.
 

@@ -35,11 +35,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from dit_lora.core.errors import UserError
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 LORA, DORA, LOKR, LOHA = "lora", "dora", "lokr", "loha"
 #: the types a ComfyUI export reproduces (an ``Exports``' ``export_types``: ``dit-lora export`` refuses the others)
@@ -237,7 +241,7 @@ class PrefixedExports:
         """The ComfyUI-named file."""
         return {FORMAT: f"<adapter>{SUFFIX} next to the adapter: {self.note}; DoRA is refused"}
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """``FamilySpec.adapter_extras``: a LoKr/LoHa run (PEFT's file, whose ``base_model.model.`` keys ComfyUI
         does not map) also writes its ComfyUI file beside the adapter; a LoRA run needs none (diffusers' file loads
         in ComfyUI as it is) and a DoRA run gets none (one line says why)."""

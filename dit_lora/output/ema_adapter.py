@@ -23,10 +23,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.output.adapter import write_adapter
 from dit_lora.output.ema_layout import EMA_FOLDER, EMA_SUFFIX, ema_files, ema_name, ema_view, remove_stale_ema
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def write_ema_adapter(
@@ -38,7 +42,7 @@ def write_ema_adapter(
     backbone_patterns: list[str],
     *,
     comps=None,
-    cfg=None,
+    cfg: TrainConfig | None = None,
 ) -> list[Path]:
     """Write the EMA adapter (see the module docstring); returns the files written."""
     output_dir = Path(output_dir)

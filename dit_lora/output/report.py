@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.config.adapter_types import TYPES
 from dit_lora.config.schema import LoraOptions, ModelOptions
@@ -21,6 +21,9 @@ from dit_lora.modelfiles.single_file import transformer_file_record
 from dit_lora.modeling import quantize
 from dit_lora.output.names import ADAPTER_FILE, MODEL_CARD_FILE
 from dit_lora.output.type_card import SCALED_FACTOR, type_note, type_row, type_snippet
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -122,7 +125,9 @@ def _ema(values, weight: float = 0.8) -> list[float]:
     return out
 
 
-def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sample_files: list[Path]) -> Path:
+def write_model_card(
+    spec: FamilySpec, cfg: TrainConfig, output_dir: Path, summary: dict, sample_files: list[Path]
+) -> Path:
     """A Hub model card with YAML metadata, a runnable usage snippet, settings and samples."""
     from huggingface_hub import ModelCard
 
@@ -189,7 +194,7 @@ def write_model_card(spec: FamilySpec, cfg, output_dir: Path, summary: dict, sam
     return path
 
 
-def _card_metadata(spec: FamilySpec, cfg, base_model):
+def _card_metadata(spec: FamilySpec, cfg: TrainConfig, base_model):
     """The card's YAML metadata (a ``ModelCardData``): base model, library, pipeline tag, license and tags."""
     from huggingface_hub import ModelCardData
 
@@ -208,7 +213,7 @@ def _card_metadata(spec: FamilySpec, cfg, base_model):
     )
 
 
-def _settings(spec: FamilySpec, cfg, summary: dict) -> dict[str, Any]:
+def _settings(spec: FamilySpec, cfg: TrainConfig, summary: dict) -> dict[str, Any]:
     """The card's training-settings table, row name to value (a ``None`` value leaves its row out)."""
     card = spec.card
     return {
@@ -260,7 +265,7 @@ def _batch_row(flag: int, trained: int | None) -> int | str:
 _BARE_LOAD = re.compile(r'pipe\.load_lora_weights\((?P<where>"[^"\n]*")\)')
 
 
-def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str, base: str) -> str:
+def _snippet(card: CardComponent, spec: FamilySpec, cfg: TrainConfig, repo_or_dir: str, base: str) -> str:
     """The family's usage snippet, right for the adapter type (``type_snippet``); loading from a Hub repo, its bare
     ``load_lora_weights(repo)`` names the file (``weight_name``): diffusers then reads it from the Hub cache offline
     too, where it would otherwise need the Hub to list the repo's files."""
@@ -274,7 +279,7 @@ def _snippet(card: CardComponent, spec: FamilySpec, cfg, repo_or_dir: str, base:
     return _BARE_LOAD.sub(lambda m: f"pipe.load_lora_weights({m['where']}, weight_name={weight})", snippet)
 
 
-def card_base(cfg, summary: dict) -> tuple[str, str | None, str]:
+def card_base(cfg: TrainConfig, summary: dict) -> tuple[str, str | None, str]:
     """(the base model the card's snippet loads, the card's ``base_model`` metadata, a sentence on a local base).
 
     A card for this machine (no ``--hub_model_id``) loads the base where the run read it. A card for a Hub repo never
@@ -300,7 +305,7 @@ def card_base(cfg, summary: dict) -> tuple[str, str | None, str]:
     return name, None, f"\n\nThe base model was {note}."
 
 
-def _masked_row(cfg) -> str | None:
+def _masked_row(cfg: TrainConfig) -> str | None:
     """The card's masked-loss row: each image's loss weighted by its mask, and how the unmasked area counted."""
     data = cfg.data
     if not getattr(data, "masked_loss", False):
@@ -449,7 +454,7 @@ def _alpha_row(lora: LoraOptions) -> str:
     )
 
 
-def config_dict(cfg) -> dict:
+def config_dict(cfg: TrainConfig) -> dict:
     """The resolved config as plain data, one key per option as the flags name them (the family's own options sit
     beside the common ones, as they did before options had owners: summaries and tracker filters keep their keys)."""
     values = cfg.options()  # the sections' options, flat, in the reference's order

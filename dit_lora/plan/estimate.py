@@ -642,7 +642,7 @@ def plan_run(
     return plan
 
 
-def _cache_phase_weights(cfg, spec, comps, weights: dict, swap: dict, where, read_share, sub):
+def _cache_phase_weights(cfg: TrainConfig, spec, comps, weights: dict, swap: dict, where, read_share, sub):
     """The weights resident while the latents are cached: the base's share parked at load taken off, and on a CPU
     what is copied or mapped from the files; returns (bytes per component, the load phase's bytes, mapped)."""
     cache_weights, load_phase, mapped = dict(weights), None, list[str]()
@@ -657,7 +657,7 @@ def _cache_phase_weights(cfg, spec, comps, weights: dict, swap: dict, where, rea
     return cache_weights, load_phase, mapped
 
 
-def _trainable_fields(cfg, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
+def _trainable_fields(cfg: TrainConfig, model, device: str, num_processes: int, engine: str) -> dict[str, Any]:
     """The plan's fields that follow from the trained parameters: their count, Adam's moments, the finite guard's
     snapshot, the EMA copy and DDP's gradient buckets."""
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -680,7 +680,7 @@ def _family_lets_blocks_wait(spec: FamilySpec, cfg: TrainConfig) -> bool:
     return True if says is None else bool(says(cfg))
 
 
-def _ema_bytes(cfg, trainable: list, device: str) -> int:
+def _ema_bytes(cfg: TrainConfig, trainable: list, device: str) -> int:
     """``--use_ema``'s fp32 copy of the trainable weights (and, with the guard, its snapshot) where the device holds
     it: on the accelerator, or on a CPU run whatever --ema_device says (the host is the device)."""
     if not cfg.training.use_ema or (cfg.training.ema_device == "cpu" and device != "cpu"):

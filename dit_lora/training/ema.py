@@ -27,12 +27,15 @@ import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.core.errors import UserError
 from dit_lora.output.adapter import assert_finite
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 EMA_FILE = "ema_weights.safetensors"  # in every checkpoint of a --use_ema run
 #: the options that mean something only with --use_ema
@@ -48,7 +51,7 @@ EMA_OPTIONS = (
 )
 
 
-def check_options(cfg) -> None:
+def check_options(cfg: TrainConfig) -> None:
     """Refuse, in one paragraph, an --ema_* option that would do nothing: any without --use_ema, the warm-up's shape
     without --ema_warmup, an EMA --ema_validation without a --validation_prompt (no samples are made)."""
     explicit = cfg.explicit_options or frozenset()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,6 +21,9 @@ from dit_lora.data import batches as batch_lib
 from dit_lora.output.names import NONFINITE_REPORT_FILE
 from dit_lora.training.diagnose import diagnose_step, format_paragraph
 from dit_lora.training.guard import GuardReading, StepGuard
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class RunStopped(UserError):
@@ -43,7 +46,7 @@ class Recovery:
         accelerator,
         spec: FamilySpec,
         comps,
-        cfg,
+        cfg: TrainConfig,
         data,
         order: batch_lib.EpochBatches,
         injector,

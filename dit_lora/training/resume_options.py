@@ -21,13 +21,16 @@ import os
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.config.schema import config_fields, resume_class
 from dit_lora.core.errors import UserError
 from dit_lora.core.fileio import write_json_atomic
 from dit_lora.output.names import COMPLETE_MARKER
 from dit_lora.output.report import config_dict
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 OPTIONS_FILE = "run_options.json"
 DATA_KEY = "data set"  # how a data set change is named among the options
@@ -61,7 +64,7 @@ def data_fingerprint(samples: list) -> str:
     return digest.hexdigest()
 
 
-def options_record(cfg, samples: list, history: list[dict]) -> dict[str, Any]:
+def options_record(cfg: TrainConfig, samples: list, history: list[dict]) -> dict[str, Any]:
     """What :data:`OPTIONS_FILE` holds: the resolved options, the data set's fingerprint and size, the history."""
     return {
         "options": _plain(config_dict(cfg)),
@@ -87,14 +90,14 @@ def _plain(values: dict) -> dict:
     return json.loads(json.dumps(values, default=str))
 
 
-def option_classes(cfg) -> dict[str, str]:
+def option_classes(cfg: TrainConfig) -> dict[str, str]:
     """``{option: "fixed" | "free"}`` for the common options and the run's family's; an unclassified one is fixed."""
     declared = list(config_fields()) + list(fields(type(cfg.family_options)))
     return {f.name: resume_class(f) or "fixed" for f in declared}
 
 
 def compare(
-    saved: dict, cfg, fingerprint: str | None = None, num_samples: int | None = None
+    saved: dict, cfg: TrainConfig, fingerprint: str | None = None, num_samples: int | None = None
 ) -> tuple[list[dict], list[dict]]:
     """``(fixed, free)`` changes between the checkpoint's record and this run, each ``{"option", "old", "new"}``.
 
@@ -145,7 +148,7 @@ def refuse_or_allow(
     )
 
 
-def check_options(checkpoint: Path | None, cfg, log: Callable[[str], None]) -> None:
+def check_options(checkpoint: Path | None, cfg: TrainConfig, log: Callable[[str], None]) -> None:
     """Before anything loads: refuse a resume whose fixed options changed (the data set is judged later, by
     :func:`check_data`, once it is listed). Logs one line for a checkpoint that records no options."""
     if checkpoint is None:
@@ -166,7 +169,7 @@ def _step(checkpoint: Path) -> int:
     return int(json.loads((Path(checkpoint) / COMPLETE_MARKER).read_text())["step"])
 
 
-def resume_history(checkpoint: Path, cfg, samples: list, log: Callable[[str], None]) -> list[dict]:
+def resume_history(checkpoint: Path, cfg: TrainConfig, samples: list, log: Callable[[str], None]) -> list[dict]:
     """At a resume, with the data listed: refuse a changed data set (unless ``--allow_changed_options``), log the
     free changes in one line, and return the history so far plus this resume's changes, each with ``step``."""
     saved = read_options(checkpoint)

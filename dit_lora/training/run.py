@@ -358,7 +358,7 @@ def _main_process_log(accelerator) -> Callable[[str], None]:
     return log
 
 
-def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path | None:
+def _claim_output_dir(cfg: TrainConfig, out: Path, accelerator, sharded: bool, log) -> Path | None:
     """Lock ``--output_dir`` for this run, judge it and find the checkpoint to resume from (refused now when it
     cannot be resumed), and check that a ``--push_to_hub`` can happen; returns that checkpoint or None."""
     # One run per --output_dir, held until exit. Taken before the folder is judged: a run that finished or pruned
@@ -385,7 +385,7 @@ def _claim_output_dir(cfg, out: Path, accelerator, sharded: bool, log) -> Path |
     return resume
 
 
-def _log_start_notes(cfg, spec, log) -> None:
+def _log_start_notes(cfg: TrainConfig, spec, log) -> None:
     """The family's start notes and precision warnings, and the quantized base and text encoder, one line each."""
     for note in fallback.start_notes(spec, cfg):
         log(note)
