@@ -37,24 +37,33 @@ def read_component_config(model: ModelOptions, subfolder: str, filename: str = "
     path = _model_path(model)
     if is_local(path):
         file = Path(path) / subfolder / filename
-        return json.loads(file.read_text()) if file.is_file() else None
+        return _parsed(file, where=str(file)) if file.is_file() else None
     global _HUB_UNREACHABLE
+    name = "/".join(p for p in (subfolder, filename) if p)
     try:
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import LocalEntryNotFoundError
 
-        fetched = hf_hub_download(
-            path,
-            "/".join(p for p in (subfolder, filename) if p),
-            revision=model.revision,
-            local_files_only=_HUB_UNREACHABLE,
-        )
-        return json.loads(Path(fetched).read_text())
+        fetched = hf_hub_download(path, name, revision=model.revision, local_files_only=_HUB_UNREACHABLE)
     except LocalEntryNotFoundError:  # no connection (after huggingface_hub's retries) and not in the cache
         _HUB_UNREACHABLE = True  # the next small files come from the cache only: one wait, not one per file
         return None
     except Exception:  # gated, missing: the full load later reports it properly
         return None
+    return _parsed(Path(fetched), where=f"{name} of {path} in the Hub cache ({fetched})")
+
+
+def _parsed(file: Path, where: str) -> dict:
+    """``file``'s JSON, or one paragraph naming it: a damaged config (an interrupted copy, a merge marker, an
+    edited file) must not become a traceback, nor be taken as missing (its defaults would train another model)."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(
+            f"{where} is not valid JSON ({err}): the file is damaged (an interrupted download or copy, or an "
+            "edit). Restore it from the model's source (for a Hub "
+            "model: delete the file from the cache and run again to download it), then rerun."
+        ) from None
 
 
 def check_pipeline_folder(model: ModelOptions, model_kind: str, example_id: str, components: str) -> None:

@@ -152,3 +152,24 @@ def test_an_unreachable_hub_is_asked_once_then_only_the_cache(monkeypatch):
     assert pipeline_files.read_component_config(cfg.model, "transformer") is None
     assert pipeline_files.read_component_config(cfg.model, "vae") is None
     assert calls == [False, True]
+
+
+@pytest.mark.parametrize("damage", ['{"flow_shift": 3.0,', "<<<<<<< HEAD\n{}\n", b"\xff\xfe{}"])
+def test_a_damaged_config_is_one_paragraph_naming_it_never_a_traceback_or_missing(tmp_path, monkeypatch, damage):
+    """A damaged small config used to end in a JSONDecodeError traceback (local folder), or was read as missing
+    (Hub cache): the run then took the defaults of another model (flow shift 1 instead of the file's)."""
+    import huggingface_hub
+
+    from dit_lora.modelfiles import pipeline_files
+
+    file = tmp_path / "scheduler" / "scheduler_config.json"
+    file.parent.mkdir()
+    file.write_bytes(damage.encode() if isinstance(damage, str) else damage)
+    with pytest.raises(UserError, match=r"scheduler_config\.json is not valid JSON .*damaged.*Restore it") as err:
+        read_component_config(model(tmp_path), "scheduler", "scheduler_config.json")
+    assert str(file) in str(err.value) and err.value.__cause__ is None
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda repo, name, **kw: str(file))
+    monkeypatch.setattr(pipeline_files, "_HUB_UNREACHABLE", False)
+    with pytest.raises(UserError, match=r"scheduler/scheduler_config\.json of org/model in the Hub cache .*delete"):
+        read_component_config(model("org/model"), "scheduler", "scheduler_config.json")
