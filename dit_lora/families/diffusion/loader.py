@@ -202,7 +202,8 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for transformer in transformers:
         transformer.requires_grad_(False)
     loaded.vae.requires_grad_(False).eval()
-    for encoder in loaded.text_encoders.values():
+    extra = [m for m in loaded.extra.values() if isinstance(m, torch.nn.Module)]
+    for encoder in (*loaded.text_encoders.values(), *extra):  # extra: Wan 2.1 I2V's CLIP was left trainable
         encoder.requires_grad_(False).eval()
     # Several transformers (Wan A14B's experts) are placed by the family's build_components (WanExperts.place):
     # their blocks never wait for the cache and they are not moved here.
@@ -210,7 +211,6 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for transformer in transformers:
         # --blocks_to_swap's blocks, and while the cache is built the others, stay in host memory through .to()
         cache_parking.park_for_load(transformer, model.info.block_lists, cfg, device, wait=alone)
-    extra = [m for m in loaded.extra.values() if isinstance(m, torch.nn.Module)]
     for module in (*(transformers if alone else ()), loaded.vae, *loaded.text_encoders.values(), *extra):
         module.to(device)
     return model.build_components(cfg, loaded, device)

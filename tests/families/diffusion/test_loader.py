@@ -141,9 +141,11 @@ def _cfg(**values) -> TrainConfig:
 def test_the_kit_owns_the_lever_order(rec):
     """quantize context -> every part loaded -> after_loading -> keep_4bit_layout -> freeze -> park -> .to(), then
     the family's components: quantized before the device, parked before the device."""
-    comps = ToyModel(extra={"image_encoder": torch.nn.Identity(), "processor": "not a module"}).load_components(
+    comps = ToyModel(extra={"image_encoder": torch.nn.Linear(2, 2), "processor": "not a module"}).load_components(
         _cfg(), torch.device("cpu")
     )
+    image_encoder = comps.encoders["image_encoder"]  # an extra encoder (Wan 2.1 I2V's CLIP) is frozen like the rest
+    assert not image_encoder.training and not any(p.requires_grad for p in image_encoder.parameters())
     assert rec.events == [
         "quantize context",
         "load transformer",
