@@ -10,22 +10,20 @@ JSON has no comments, so the reason a value is what it is sits beside it: any ob
 string about the object, or an object of strings keyed by the keys it explains (``{"caption_channels": 48, "why":
 {"caption_channels": "!= the model width on purpose"}}``). The reader takes every ``why`` out; one naming a key the
 object lacks is refused as a misspelt key is. A variant's or ``shared``'s misspelt key stops with one paragraph
-naming the file, the place and the key; the component configs themselves are checked by the classes they build
-(:func:`unknown_arguments`, and the demo data test, which builds none).
+naming the file, the place and the key; the component configs themselves are checked by the classes they build.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dit_lora.core.datafile import DataFileError, path_of, read, typed, unknown
 
-__all__ = ["WHY", "DemoData", "DemoFile", "unknown_arguments"]
+__all__ = ["WHY", "DemoData", "DemoFile"]
 
 #: the key of an object's notes: why its values are what they are (taken out when the file is read)
 WHY = "why"
@@ -123,11 +121,3 @@ def _without_notes(value: Any, name: str, where: str) -> Any:
         typed(notes, str, name, f"{where}.{WHY}")
     return {k: _without_notes(v, name, f"{where}.{k}") for k, v in value.items() if k != WHY}
 
-
-def unknown_arguments(cls: type, config: Mapping[str, Any]) -> list[str]:
-    """The keys of ``config`` that ``cls.__init__`` takes no parameter of (none when it takes ``**kwargs``): a
-    misspelt key of a component's config, which the class would otherwise report only when the demo is built."""
-    parameters = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return []
-    return [key for key in config if key not in parameters]
