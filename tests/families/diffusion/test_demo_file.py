@@ -1,6 +1,7 @@
-"""families/diffusion/demo_file.py: every family's tiny demo data (``demo.json`` beside its ``demo.py``) reads; a
-misspelt key, a misspelt ``why`` or a missing component stops with one paragraph naming the file, the place and the
-key; no data file is left unread; what a builder is handed is a copy."""
+"""families/diffusion/demo_file.py: every family's tiny demo data (``demo.json`` beside a diffusion family's
+``demo.py``, ``demo_<arch>.json`` beside a video LLM's ``demo_<arch>.py``) reads; a misspelt key, a misspelt ``why``
+or a missing component stops with one paragraph naming the file, the place and the key; no data file is left unread;
+what a builder is handed is a copy."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ from dit_lora.families.diffusion.demo_file import WHY, DemoFile
 from helpers import ROOT
 
 FAMILIES = ROOT / "dit_lora" / "families"
-#: every family folder with a demo.py of the diffusion kit (the video LLMs build theirs in videollm/demo_*.py)
-MODULES = sorted(
+#: every diffusion family's demo.py (those built by the kit's tiny builders)
+DIFFUSION = sorted(
     f"dit_lora.families.{path.parent.name}.demo"
     for path in FAMILIES.glob("*/demo.py")
     if "families.diffusion import tiny" in path.read_text()
 )
+#: every module a demo data file ships beside
+MODULES = sorted(f"dit_lora.families.{path.parent.name}.{path.stem}" for path in FAMILIES.glob("*/demo*.json"))
+
+
+def data_file(module: str):
+    family, stem = module.split(".")[-2:]
+    return FAMILIES / family / f"{stem}.json"
 
 
 def source(module: str) -> DemoFile:
@@ -32,27 +40,25 @@ def source(module: str) -> DemoFile:
 def copy_as_package(module: str, tmp_path, monkeypatch, edit) -> DemoFile:
     """The family's demo data, changed by ``edit(data)``, as ``<tmp>/copy_<family>_<n>/demo.json`` (a new package
     each time: the read file is cached by its module), read as the family reads its own."""
-    family = module.split(".")[-2]
-    data = json.loads((FAMILIES / family / "demo.json").read_text())
+    family, own = module.split(".")[-2], source(module)
+    data = json.loads(data_file(module).read_text())
     edit(data)
     package = tmp_path / f"copy_{family}_{len(list(tmp_path.iterdir()))}"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "demo.json").write_text(json.dumps(data))
+    (package / own.filename).write_text(json.dumps(data))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, package.name, raising=False)
-    own = source(module)
-    return DemoFile(f"{package.name}.demo", own.keys, own.shared, own.optional)
+    return DemoFile(f"{package.name}.demo", own.keys, own.shared, own.optional, own.filename)
 
 
-def test_every_diffusion_family_states_its_demo_as_data():
-    assert len(MODULES) == 8, MODULES
-    shipped = {path.parent.name for path in FAMILIES.glob("*/demo.json")}
-    assert shipped == {m.split(".")[-2] for m in MODULES}  # no data file left unread, no family without one
-    for module in MODULES:
+def test_every_family_states_its_demo_as_data():
+    assert len(DIFFUSION) == 8 and set(DIFFUSION) <= set(MODULES), DIFFUSION  # no diffusion family without one
+    assert len(MODULES) >= 12, MODULES
+    for module in MODULES:  # no data file left unread: the module beside it reads it
         data = source(module).read()
         assert data.variants and data.version >= 1, module
-        assert data.name == f"dit_lora/families/{module.split('.')[-2]}/demo.json"
+        assert data.name == str(data_file(module).relative_to(ROOT)), module
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -65,13 +71,13 @@ def test_no_note_reaches_a_builder(module):
     data = source(module).read()
     assert not any(notes(data.variant(key)) for key in data.variants), module
     assert not notes(dict(data.shared)), module
-    raw = (FAMILIES / module.split(".")[-2] / "demo.json").read_text()
+    raw = data_file(module).read_text()
     assert f'"{WHY}"' in raw, f"{module}: the reasons for the values are kept beside them"
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_a_misspelt_key_names_the_file_the_variant_and_the_key(module, tmp_path, monkeypatch):
-    first = next(iter(json.loads((FAMILIES / module.split(".")[-2] / "demo.json").read_text())["variants"]))
+    first = next(iter(json.loads(data_file(module).read_text())["variants"]))
     key = source(module).keys[0]
 
     def misspell(data):
