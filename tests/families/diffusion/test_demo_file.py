@@ -5,9 +5,11 @@ what a builder is handed is a copy."""
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import json
 import sys
+import tomllib
 
 import pytest
 
@@ -61,6 +63,12 @@ def test_every_family_states_its_demo_as_data():
         assert data.name == str(data_file(module).relative_to(ROOT)), module
 
 
+def test_a_plain_install_ships_every_demo_data_file():
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
+    for module in MODULES:
+        assert any(fnmatch.fnmatch(data_file(module).name, glob) for glob in globs), module
+
+
 @pytest.mark.parametrize("module", MODULES)
 def test_no_note_reaches_a_builder(module):
     def notes(value) -> bool:
@@ -105,7 +113,7 @@ def test_a_misspelt_note_a_missing_component_and_a_wrong_type_are_refused(tmp_pa
 
     assert "variants.tiny.transformer.why has the unknown key 'caption_channel'" in refused(note)
     assert "variants.small lacks vae" in refused(lambda data: data["variants"]["small"].pop("vae"))
-    assert "version is \"1\", not int" in refused(lambda data: data.update(version="1"))
+    assert 'version is "1", not int' in refused(lambda data: data.update(version="1"))
     assert "shared has the unknown key 'schedular'" in refused(
         lambda data: data["shared"].update(schedular=data["shared"].pop("scheduler"))
     )
