@@ -1,9 +1,10 @@
-"""A family's tiny demo model as data: ``demo.json`` beside its ``demo.py``, read by :class:`DemoFile`.
+"""A family's tiny demo model as data: ``demo.json`` beside its ``demo.py`` (a video LLM's ``demo_<arch>.json``
+beside its ``demo_<arch>.py``), read by :class:`DemoFile`.
 
 The file holds ``version`` (the tiny folder's marker version: bump it when a value changes, so cached builds are
 rebuilt), ``variants`` (each size or variant of the tiny pipeline: an object of the keys the family's ``demo.py``
 names, each a component's keyword arguments, a resolution, a pipeline class ...), optionally ``shared`` (the values
-every variant uses: the scheduler's config, the clip geometry, a chat template) and ``parts`` (values used more than
+every variant uses: the scheduler's config, the clip geometry) and ``parts`` (values used more than
 once, named by ``{"$part": name}``; :mod:`dit_lora.core.datafile` says how).
 
 JSON has no comments, so the reason a value is what it is sits beside it: any object may carry a ``"why"`` key, a
@@ -120,4 +121,3 @@ def _without_notes(value: Any, name: str, where: str) -> Any:
     else:
         typed(notes, str, name, f"{where}.{WHY}")
     return {k: _without_notes(v, name, f"{where}.{k}") for k, v in value.items() if k != WHY}
-
