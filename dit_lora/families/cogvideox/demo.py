@@ -51,7 +51,6 @@ is no training size; :meth:`dit_lora.families.cogvideox.info.ModelInfo.trained_s
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +58,7 @@ import torch
 
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer  # shared with Wan's demo; re-exported
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
 __all__ = [
     "REAL_VAE_SCALING_FACTORS",
@@ -73,98 +73,26 @@ __all__ = [
     "get_tiny_cogvideox_config",
 ]
 
-TINY_COGVIDEOX_VERSION = 2  # bump when configs, init or tokenizer change
+#: each (task, version)'s configs, the published dtypes and scaling factors, and their reasons: ``demo.json``
+DEMO = DemoFile(
+    __name__,
+    keys=("transformer", "vae", "scheduler", "text_encoder"),
+    shared=("geometry", "real_checkpoint_dtypes", "real_vae_scaling_factors"),
+)
+TINY_COGVIDEOX_VERSION = DEMO.read().version  # bump the file's version when configs, init or tokenizer change
 
 COGVIDEOX_VERSIONS = ("1.0-2b", "1.0-5b", "1.5")
 COGVIDEOX_TASKS = ("t2v", "i2v")
 
 # The dtype the published checkpoints store the transformer in (THUDM/CogVideoX-2b was
 # trained in fp16; 5B and 1.5 in bf16).  The tiny builds are fp32 (see module docstring).
-REAL_CHECKPOINT_DTYPES = {"1.0-2b": "float16", "1.0-5b": "bfloat16", "1.5": "bfloat16"}
+REAL_CHECKPOINT_DTYPES = DEMO.read().value("real_checkpoint_dtypes")
 
 # Pixel geometry the tiny pipelines are built for.
-TINY_COGVIDEOX_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
-
-_LATENT_CHANNELS = 4
-_TEXT_DIM = 32  # T5 d_model == transformer text_embed_dim
-_MAX_TEXT_SEQ = 226  # the real value; the pipelines pad prompts to it (max_sequence_length)
-
-_TRANSFORMER_BASE: dict[str, Any] = {
-    "num_attention_heads": 2,
-    "attention_head_dim": 16,  # RoPE splits it 4 (t) + 6 (h) + 6 (w); must stay a multiple of 16
-    "out_channels": _LATENT_CHANNELS,
-    "time_embed_dim": 16,
-    "text_embed_dim": _TEXT_DIM,
-    "num_layers": 2,
-    "sample_height": TINY_COGVIDEOX_GEOMETRY["height"] // 8,  # latent pixels
-    "sample_width": TINY_COGVIDEOX_GEOMETRY["width"] // 8,
-    "sample_frames": TINY_COGVIDEOX_GEOMETRY["num_frames"],  # pixel frames, (K - 1) * 4 + 1
-    "patch_size": 2,
-    "temporal_compression_ratio": 4,
-    "max_text_seq_length": _MAX_TEXT_SEQ,
-    "spatial_interpolation_scale": 1.875,
-    "temporal_interpolation_scale": 1.0,
-}
-
-_VERSION_FLAGS: dict[str, dict[str, Any]] = {
-    "1.0-2b": {"use_rotary_positional_embeddings": False, "use_learned_positional_embeddings": False},
-    "1.0-5b": {"use_rotary_positional_embeddings": True, "use_learned_positional_embeddings": False},
-    "1.5": {
-        "use_rotary_positional_embeddings": True,
-        "use_learned_positional_embeddings": False,
-        "patch_size_t": 2,
-        "patch_bias": False,
-    },
-}
-
-_VAE_BASE: dict[str, Any] = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "down_block_types": ["CogVideoXDownBlock3D"] * 4,  # 4 blocks -> 2**3 = 8x spatial
-    "up_block_types": ["CogVideoXUpBlock3D"] * 4,
-    "block_out_channels": [8, 8, 16, 16],
-    "latent_channels": _LATENT_CHANNELS,
-    "layers_per_block": 1,
-    "norm_num_groups": 4,
-    "temporal_compression_ratio": 4,  # first log2(4) = 2 down blocks compress time
-    # Tiles are sample_size / 2: at twice the demo size, demo frames fit one tile, so VAE tiling (on by
-    # default) leaves them untiled, as the real VAEs' 240x360 tiles cover small clips.
-    "sample_height": 2 * TINY_COGVIDEOX_GEOMETRY["height"],
-    "sample_width": 2 * TINY_COGVIDEOX_GEOMETRY["width"],
-}
+TINY_COGVIDEOX_GEOMETRY = DEMO.read().value("geometry")
 
 # The published VAEs' scaling factors (the tiny VAE's is measured: _tiny).
-REAL_VAE_SCALING_FACTORS = {"1.0-2b": 1.15258426, "1.0-5b": 0.7, "1.5": 0.7}
-
-_SCHEDULER_BASE: dict[str, Any] = {
-    "num_train_timesteps": 1000,
-    "beta_start": 0.00085,
-    "beta_end": 0.012,
-    "beta_schedule": "scaled_linear",
-    "clip_sample": False,
-    "clip_sample_range": 1.0,
-    "sample_max_value": 1.0,
-    "set_alpha_to_one": True,
-    "steps_offset": 0,
-    "prediction_type": "v_prediction",
-    "rescale_betas_zero_snr": True,
-    "timestep_spacing": "trailing",
-}
-_SNR_SHIFT = {"1.0-2b": 3.0, "1.0-5b": 1.0, "1.5": 1.0}
-
-_T5 = {
-    "d_model": _TEXT_DIM,
-    "d_kv": 8,
-    "d_ff": 64,
-    "num_layers": 2,
-    "num_heads": 4,
-    "relative_attention_num_buckets": 32,
-    "relative_attention_max_distance": 128,
-    "feed_forward_proj": "gated-gelu",  # T5 v1.1 / t5-v1_1-xxl, which CogVideoX uses
-    "is_encoder_decoder": False,
-    "use_cache": False,
-    "tie_word_embeddings": False,
-}
+REAL_VAE_SCALING_FACTORS = DEMO.read().value("real_vae_scaling_factors")
 
 
 def _check(task: str, version: str) -> None:
@@ -184,18 +112,7 @@ def get_tiny_cogvideox_config(task: str = "t2v", version: str = "1.0-5b") -> dic
     (CogVideoXDDIMScheduler) and ``text_encoder`` (T5Config, without ``vocab_size``).
     """
     _check(task, version)
-    transformer = copy.deepcopy(_TRANSFORMER_BASE)
-    transformer.update(_VERSION_FLAGS[version])
-    transformer["in_channels"] = _LATENT_CHANNELS * (2 if task == "i2v" else 1)
-    if task == "i2v" and version == "1.0-5b":
-        transformer["use_learned_positional_embeddings"] = True  # CogVideoX-5b-I2V
-    if task == "i2v" and version == "1.5":
-        transformer["ofs_embed_dim"] = 16  # 512 in CogVideoX1.5-5B-I2V
-    vae = copy.deepcopy(_VAE_BASE)
-    if version == "1.5":
-        vae["invert_scale_latents"] = True
-    scheduler = dict(_SCHEDULER_BASE, snr_shift_scale=_SNR_SHIFT[version])
-    return {"transformer": transformer, "vae": vae, "scheduler": scheduler, "text_encoder": dict(_T5)}
+    return DEMO.read().variant(f"{task} {version}")
 
 
 def _tiny(task: str, version: str, seed: int, dtype: torch.dtype) -> tiny.TinyPipeline:

@@ -15,82 +15,32 @@ reproduces the "10 classes on a 1000-class model" situation (OpenDiT's CIFAR-10 
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
 __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", "build_tiny_dit_pipeline"]
 
-# Bump whenever the configs or the init change: builds whose marker carries another version are rebuilt.
-TINY_DIT_VERSION = 1
-
-TINY_DIT_CONFIGS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "resolution": 64,  # sample_size 8 x the VAE's 8x compression
-        "transformer": {
-            "num_attention_heads": 2,
-            "attention_head_dim": 16,
-            "in_channels": 4,
-            "out_channels": 8,  # learned sigma: epsilon and variance halves
-            "num_layers": 2,
-            "sample_size": 8,
-            "patch_size": 2,
-            "num_embeds_ada_norm": 1000,  # ImageNet classes; the table has a 1001st (null) row
-        },
-        "vae": {
-            "block_out_channels": [8, 16, 32, 32],
-            "down_block_types": ["DownEncoderBlock2D"] * 4,
-            "up_block_types": ["UpDecoderBlock2D"] * 4,
-            "latent_channels": 4,
-            "norm_num_groups": 4,
-            "layers_per_block": 1,
-            "sample_size": 64,
-        },
-    },
-    "small": {
-        "resolution": 256,
-        "transformer": {
-            "num_attention_heads": 4,
-            "attention_head_dim": 32,
-            "in_channels": 4,
-            "out_channels": 8,
-            "num_layers": 4,
-            "sample_size": 32,  # DiT-XL-2-256's latent size
-            "patch_size": 2,
-            "num_embeds_ada_norm": 1000,
-        },
-        "vae": {
-            "block_out_channels": [16, 32, 64, 64],
-            "down_block_types": ["DownEncoderBlock2D"] * 4,
-            "up_block_types": ["UpDecoderBlock2D"] * 4,
-            "latent_channels": 4,
-            "norm_num_groups": 8,
-            "layers_per_block": 1,
-            "sample_size": 256,
-        },
-    },
-}
-
+#: the sizes' configs, their reasons and the scheduler's: ``demo.json`` beside this module
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae"), shared=("scheduler",))
+# Bump the file's version whenever the configs or the init change: builds whose marker carries another version are
+# rebuilt.
+TINY_DIT_VERSION = DEMO.read().version
+#: ``{"tiny": {"resolution", "transformer", "vae"}, "small": ...}``, as ``demo.json`` states them
+TINY_DIT_CONFIGS: dict[str, dict[str, Any]] = DEMO.read().table()
 # DiT's scheduler: the training betas of the paper (what facebook/DiT-* repos ship, as a DDIM config).
-SCHEDULER_CONFIG = {
-    "num_train_timesteps": 1000,
-    "beta_start": 0.0001,
-    "beta_end": 0.02,
-    "beta_schedule": "linear",
-    "clip_sample": False,
-    "prediction_type": "epsilon",
-}
+SCHEDULER_CONFIG = DEMO.read().value("scheduler")
 
 
 def get_tiny_dit_config(size: str = "tiny") -> dict[str, Any]:
     """A deep copy of the config of ``size`` (``"tiny"`` or ``"small"``)."""
     if size not in TINY_DIT_CONFIGS:
         raise ValueError(f"unknown tiny DiT size {size!r}; choose one of {sorted(TINY_DIT_CONFIGS)}")
-    return copy.deepcopy(TINY_DIT_CONFIGS[size])
+    return DEMO.read().variant(size)
 
 
 def _tiny(size: str, seed: int) -> tiny.TinyPipeline:

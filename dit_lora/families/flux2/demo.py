@@ -16,7 +16,6 @@ shrink. The tokenizers are trained offline on the demo captions (:mod:`dit_lora.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -25,81 +24,19 @@ import torch
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
-#: bump whenever the configs, the init or the tokenizers change: cached builds of another version are rebuilt
-TINY_FLUX2_VERSION = 1
+#: the variants' configs, their reasons and the scheduler's: ``demo.json`` beside this module
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder"), shared=("scheduler",))
+#: bump the file's version whenever the configs, the init or the tokenizers change: cached builds of another
+#: version are rebuilt
+TINY_FLUX2_VERSION = DEMO.read().version
 _BF16 = torch.bfloat16
 
 #: the scheduler config the FLUX.2 repos ship (FLUX.1-dev's, per diffusers' ``convert_flux2_to_diffusers.py``)
-SCHEDULER_CONFIG: dict[str, Any] = {
-    "base_image_seq_len": 256,
-    "base_shift": 0.5,
-    "max_image_seq_len": 4096,
-    "max_shift": 1.15,
-    "num_train_timesteps": 1000,
-    "shift": 3.0,
-    "use_dynamic_shifting": True,
-}
+SCHEDULER_CONFIG: dict[str, Any] = DEMO.read().value("scheduler")
 
-_TRANSFORMER = {
-    "patch_size": 1,
-    "in_channels": 16,  # 4 latent channels x the 2x2 patch
-    "num_layers": 2,
-    "num_single_layers": 2,
-    "attention_head_dim": 16,
-    "num_attention_heads": 2,
-    "joint_attention_dim": 48,  # 3 stacked text-encoder layers x hidden 16
-    "timestep_guidance_channels": 256,
-    "mlp_ratio": 3.0,
-    "axes_dims_rope": [4, 4, 4, 4],
-    "rope_theta": 2000,
-    "eps": 1e-6,
-}
-_VAE = {
-    "in_channels": 3,
-    "out_channels": 3,
-    "down_block_types": ["DownEncoderBlock2D"] * 4,
-    "up_block_types": ["UpDecoderBlock2D"] * 4,
-    "block_out_channels": [8, 8, 16, 16],  # 4 levels: the real 8x compression
-    "layers_per_block": 1,
-    "latent_channels": 4,
-    "norm_num_groups": 8,
-    "sample_size": 64,
-}
-_MISTRAL_TEXT = {
-    "model_type": "mistral",
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 8,
-    "max_position_embeddings": 1024,
-    "rms_norm_eps": 1e-5,
-    "sliding_window": None,
-}
-_PIXTRAL_VISION = {
-    "model_type": "pixtral",
-    "hidden_size": 16,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "intermediate_size": 32,
-    "image_size": 32,
-    "patch_size": 8,
-    "head_dim": 8,
-}
-_QWEN3 = {
-    "hidden_size": 16,
-    "intermediate_size": 32,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 8,
-    "max_position_embeddings": 1024,
-    "tie_word_embeddings": True,
-}
-
-VARIANTS = ("dev", "klein")
+VARIANTS = tuple(DEMO.read().variants)
 
 #: Mistral's instruction format, written out for the tiny processor (system prompt, user turns; text parts only)
 MISTRAL_CHAT_TEMPLATE = (
@@ -127,11 +64,7 @@ def tiny_configs(variant: str = "dev") -> dict[str, Any]:
     ``text_encoder`` (Mistral-3 text and vision parts, or Qwen3) and ``resolution``."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown tiny FLUX.2 variant {variant!r}; choose from {VARIANTS}")
-    transformer = dict(_TRANSFORMER, guidance_embeds=variant == "dev")
-    text = {"text_config": _MISTRAL_TEXT, "vision_config": _PIXTRAL_VISION} if variant == "dev" else _QWEN3
-    return copy.deepcopy(
-        {"resolution": 64, "transformer": transformer, "vae": _VAE, "scheduler": SCHEDULER_CONFIG, "text_encoder": text}
-    )
+    return {**DEMO.read().variant(variant), "scheduler": DEMO.read().value("scheduler")}
 
 
 def _corpus() -> list[str]:

@@ -14,7 +14,6 @@ width ``6 x z_dim``, three downsamples (8x, as the real VAE), a patch size of 2 
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
 
 __all__ = [
@@ -35,80 +35,21 @@ __all__ = [
     "tiny_qwenimage_config",
 ]
 
-# Bump whenever the configs, the init or the tokenizer change: cached builds with another version are rebuilt.
-TINY_QWENIMAGE_VERSION = 1
+#: the tiny configs, the scheduler's, the Edit processor's and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__,
+    keys=("pipeline",),
+    shared=("resolution", "transformer", "vae", "text", "vision", "scheduler", "processor_image"),
+)
+# Bump the file's version whenever the configs, the init or the tokenizer change: cached builds with another version
+# are rebuilt.
+TINY_QWENIMAGE_VERSION = DEMO.read().version
 _BF16 = torch.bfloat16
 
 #: the pipeline class of each demo variant
-EDIT_PIPELINES = {"t2i": "QwenImagePipeline", "edit": "QwenImageEditPipeline", "edit_plus": "QwenImageEditPlusPipeline"}
-
-_Z_DIM = 4
-_TINY: dict[str, Any] = {
-    "resolution": 64,
-    "transformer": {
-        "patch_size": 2,
-        "in_channels": 4 * _Z_DIM,
-        "out_channels": _Z_DIM,
-        "num_layers": 2,
-        "attention_head_dim": 16,
-        "num_attention_heads": 2,
-        "joint_attention_dim": 32,
-        "guidance_embeds": False,
-        "axes_dims_rope": (4, 6, 6),  # sums to the head dim, as (16, 56, 56) sums to 128
-    },
-    "vae": {
-        "base_dim": 6 * _Z_DIM,
-        "z_dim": _Z_DIM,
-        "dim_mult": [1, 2, 3, 3],
-        "num_res_blocks": 1,
-        "temperal_downsample": [False, True, True],
-        "latents_mean": [0.0] * _Z_DIM,
-        "latents_std": [1.0] * _Z_DIM,
-    },
-    "text": {
-        "hidden_size": 32,  # == joint_attention_dim
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "hidden_act": "silu",
-        "max_position_embeddings": 4096,
-        "rms_norm_eps": 1e-6,
-        "rope_theta": 1000000.0,
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},  # sums to head_dim / 2
-        "tie_word_embeddings": False,
-    },
-    "vision": {
-        "depth": 1,
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_heads": 2,
-        "in_channels": 3,
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-        "window_size": 56,
-        "fullatt_block_indexes": [0],
-        "out_hidden_size": 32,
-    },
-}
+EDIT_PIPELINES = {variant: found["pipeline"] for variant, found in DEMO.read().table().items()}
 #: Qwen/Qwen-Image's scheduler_config.json (dynamic shift from the image's token count)
-SCHEDULER_CONFIG = {
-    "base_image_seq_len": 256,
-    "base_shift": 0.5,
-    "invert_sigmas": False,
-    "max_image_seq_len": 8192,
-    "max_shift": 0.9,
-    "num_train_timesteps": 1000,
-    "shift": 1.0,
-    "shift_terminal": 0.02,
-    "stochastic_sampling": False,
-    "time_shift_type": "exponential",
-    "use_beta_sigmas": False,
-    "use_dynamic_shifting": True,
-    "use_exponential_sigmas": False,
-    "use_karras_sigmas": False,
-}
+SCHEDULER_CONFIG = DEMO.read().value("scheduler")
 _SPECIAL = (
     "<|endoftext|>",
     "<|im_start|>",
@@ -119,30 +60,11 @@ _SPECIAL = (
     "<|image_pad|>",
     "<|video_pad|>",
 )
-_PROCESSOR_IMAGE: dict[str, Any] = {
-    "min_pixels": 56 * 56,
-    "max_pixels": 112 * 112,  # small: the vision tower sees at most 8 x 8 patches
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "image_mean": [0.48145466, 0.4578275, 0.40821073],
-    "image_std": [0.26862954, 0.26130258, 0.27577711],
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "do_resize": True,
-    "do_convert_rgb": True,
-    "resample": 3,
-    "image_processor_type": "Qwen2VLImageProcessor",
-    "processor_class": "Qwen2VLProcessor",
-}
 
 
 def tiny_qwenimage_config() -> dict[str, Any]:
     """A copy of the tiny configs: ``resolution``, ``transformer``, ``vae``, ``text``, ``vision``, ``scheduler``."""
-    config = copy.deepcopy(_TINY)
-    config["scheduler"] = dict(SCHEDULER_CONFIG)
-    return config
+    return {key: DEMO.read().value(key) for key in ("resolution", "transformer", "vae", "text", "vision", "scheduler")}
 
 
 def prompt_template(pipeline_class: type) -> str:
@@ -195,7 +117,9 @@ def _processor(components: dict[str, Any]) -> dict[str, Any]:
     """The Edit variants' ``processor``: the text encoder sees the control images through it."""
     from transformers import Qwen2VLImageProcessor
 
-    image_processor = Qwen2VLImageProcessor(**{k: v for k, v in _PROCESSOR_IMAGE.items() if "_type" not in k})
+    image_processor = Qwen2VLImageProcessor(
+        **{k: v for k, v in DEMO.read().value("processor_image").items() if "_type" not in k}
+    )
     return {"processor": image_only_processor(image_processor, components["tokenizer"])}
 
 

@@ -9,12 +9,12 @@ same way, offline, and LoRA target names (``to_q``, ``to_k``, ``to_v``, ``to_out
 ``caption_projection.linear_1`` ...) are the real ones.
 
 Two sizes: ``"tiny"`` (64 px; a train step takes milliseconds, for tests and the demo) and
-``"small"`` (256 px; big enough to be compute-bound, for CPU benchmarks).
+``"small"`` (256 px; big enough to be compute-bound, for CPU benchmarks), stated in ``demo.json`` with the
+reasons for their values.
 """
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from dit_lora.data.synthetic.tokenizers import (  # shared with the T5 demo toke
     build_tiny_gemma_tokenizer,
 )
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
 __all__ = [
     "TINY_SANA_CONFIGS",
@@ -37,126 +38,14 @@ __all__ = [
     "get_tiny_sana_config",
 ]
 
-# Bump whenever the configs, the init or the tokenizer change: cached builds whose marker
+#: the tiny sizes' configs, their reasons and the scheduler's: ``demo.json`` beside this module
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder"), shared=("scheduler",))
+# Bump the file's version whenever the configs, the init or the tokenizer change: cached builds whose marker
 # carries another version are rebuilt.
-TINY_SANA_VERSION = 1
+TINY_SANA_VERSION = DEMO.read().version
+#: ``{"tiny": {"resolution", "transformer", "vae", "text_encoder"}, "small": ...}``, as ``demo.json`` states them
+TINY_SANA_CONFIGS: dict[str, dict[str, Any]] = DEMO.read().table()
 _BF16 = torch.bfloat16
-
-# --------------------------------------------------------------------------------------
-# Configs.  Structure follows the real Sana 600M/1600M configs (linear self-attention,
-# cross-attention whose inner dim equals the model dim, GLUMBConv mlp_ratio 2.5, no
-# positional embedding: interpolation_scale None, patch_size 1) and DC-AE (ResBlocks then
-# EfficientViT blocks, "Conv" down / "interpolate" up sampling, batch-norm/relu then
-# rms-norm/silu decoder stages, no layers in the first stage).  Only widths/depths shrink.
-#
-# sample_size must be one of 16/32/64/128: SanaPipeline picks its resolution-binning table
-# from it and raises "Invalid sample size" otherwise.  16 is the 512 px table, so a plain
-# `pipe(height=64, width=64)` generates at 512 px and resizes down; pass
-# `use_resolution_binning=False` to generate at 64 px directly.
-# --------------------------------------------------------------------------------------
-TINY_SANA_CONFIGS: dict[str, dict[str, Any]] = {
-    "tiny": {
-        "resolution": 64,
-        "transformer": {
-            "in_channels": 4,
-            "out_channels": 4,
-            "num_attention_heads": 2,
-            "attention_head_dim": 16,
-            "num_layers": 2,
-            "num_cross_attention_heads": 2,
-            "cross_attention_head_dim": 16,
-            "cross_attention_dim": 32,
-            # != model dim (32) on purpose, like the real 2304 -> 2240, so a shape bug in
-            # caption handling cannot hide behind a square projection.
-            "caption_channels": 48,
-            "mlp_ratio": 2.5,
-            "attention_bias": False,
-            "sample_size": 16,
-            "patch_size": 1,
-            "norm_elementwise_affine": False,
-            "norm_eps": 1e-6,
-            "interpolation_scale": None,
-        },
-        "vae": {
-            "in_channels": 3,
-            "latent_channels": 4,
-            "attention_head_dim": 8,
-            "encoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
-            "decoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
-            "encoder_block_out_channels": [8, 16, 32, 32],  # 4 stages -> 8x spatial compression
-            "decoder_block_out_channels": [8, 16, 32, 32],
-            "encoder_layers_per_block": [0, 1, 1, 1],
-            "decoder_layers_per_block": [0, 1, 1, 1],
-            "encoder_qkv_multiscales": [[], [], [5], [5]],
-            "decoder_qkv_multiscales": [[], [], [5], [5]],
-            "upsample_block_type": "interpolate",
-            "downsample_block_type": "Conv",
-            "decoder_norm_types": ["batch_norm", "batch_norm", "rms_norm", "rms_norm"],
-            "decoder_act_fns": ["relu", "relu", "silu", "silu"],
-        },
-        "text_encoder": {
-            "hidden_size": 48,  # == transformer caption_channels
-            "intermediate_size": 96,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,  # grouped-query attention like gemma-2-2b (8 q / 4 kv)
-            "head_dim": 16,
-            "query_pre_attn_scalar": 16,  # == head_dim, as in gemma-2-2b (256 / 256)
-            "max_position_embeddings": 2048,
-        },
-    },
-    "small": {
-        "resolution": 256,
-        "transformer": {
-            "in_channels": 8,
-            "out_channels": 8,
-            "num_attention_heads": 10,
-            "attention_head_dim": 32,  # the real head dim
-            "num_layers": 5,
-            "num_cross_attention_heads": 5,
-            "cross_attention_head_dim": 64,
-            "cross_attention_dim": 320,
-            "caption_channels": 256,
-            "mlp_ratio": 2.5,
-            "attention_bias": False,
-            "sample_size": 16,
-            "patch_size": 1,
-            "norm_elementwise_affine": False,
-            "norm_eps": 1e-6,
-            "interpolation_scale": None,
-        },
-        "vae": {
-            "in_channels": 3,
-            "latent_channels": 8,
-            "attention_head_dim": 16,
-            "encoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
-            "decoder_block_types": ["ResBlock", "ResBlock", "EfficientViTBlock", "EfficientViTBlock"],
-            "encoder_block_out_channels": [16, 32, 64, 64],
-            "decoder_block_out_channels": [16, 32, 64, 64],
-            "encoder_layers_per_block": [0, 1, 1, 1],
-            "decoder_layers_per_block": [0, 1, 1, 1],
-            "encoder_qkv_multiscales": [[], [], [5], [5]],
-            "decoder_qkv_multiscales": [[], [], [5], [5]],
-            "upsample_block_type": "interpolate",
-            "downsample_block_type": "Conv",
-            "decoder_norm_types": ["batch_norm", "batch_norm", "rms_norm", "rms_norm"],
-            "decoder_act_fns": ["relu", "relu", "silu", "silu"],
-        },
-        "text_encoder": {
-            "hidden_size": 256,
-            "intermediate_size": 512,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 64,
-            "query_pre_attn_scalar": 64,
-            "max_position_embeddings": 2048,
-        },
-    },
-}
-
-# The scheduler of the real Sana diffusers repos (flow matching, shift 3.0).
-_SCHEDULER_CONFIG = {"num_train_timesteps": 1000, "shift": 3.0}
 
 
 def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
@@ -166,11 +55,10 @@ def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
     SanaTransformer2DModel, AutoencoderDC and Gemma2Config; the text encoder's vocab size and
     the VAE's scaling factor are filled in at build time) and ``scheduler``.
     """
-    if size not in TINY_SANA_CONFIGS:
-        raise ValueError(f"unknown tiny Sana size {size!r}; choose from {sorted(TINY_SANA_CONFIGS)}")
-    config = copy.deepcopy(TINY_SANA_CONFIGS[size])
-    config["scheduler"] = dict(_SCHEDULER_CONFIG)
-    return config
+    data = DEMO.read()
+    if size not in data.variants:
+        raise ValueError(f"unknown tiny Sana size {size!r}; choose from {sorted(data.variants)}")
+    return {**data.variant(size), "scheduler": data.value("scheduler")}
 
 
 def _default_complex_human_instruction() -> list[str]:

@@ -18,7 +18,6 @@ published ones are the real VAE's), so the diffusion targets stay at about unit 
 
 from __future__ import annotations
 
-import copy
 import inspect
 from pathlib import Path
 from typing import Any
@@ -28,64 +27,30 @@ import torch
 from dit_lora.data.synthetic.shapes import COLORS
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
-TINY_VERSION = 1  # bump when configs, init or tokenizer change
-TINY_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
+#: the tiny model's configs, the tasks' pipelines and schedulers, and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__,
+    keys=("pipeline", "scheduler"),
+    shared=("geometry", "sampling_shift", "transformer", "vae", "text_encoder"),
+)
+TINY_VERSION = DEMO.read().version  # bump the file's version when configs, init or tokenizer change
+TINY_GEOMETRY = DEMO.read().value("geometry")
 #: the shift diffusers' conversion script writes into either scheduler
-SAMPLING_SHIFT = 8.0
-PIPELINES = {"t2v": "SanaVideoPipeline", "i2v": "SanaImageToVideoPipeline"}
+SAMPLING_SHIFT = DEMO.read().value("sampling_shift")
+PIPELINES = {task: variant["pipeline"] for task, variant in DEMO.read().table().items()}
 #: each task's scheduler as the conversion script writes it, both shifted by :data:`SAMPLING_SHIFT`
 _SCHEDULERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "t2v": (
-        "diffusers:DPMSolverMultistepScheduler",
-        {"flow_shift": SAMPLING_SHIFT, "use_flow_sigmas": True, "prediction_type": "flow_prediction"},
-    ),
-    "i2v": ("diffusers:FlowMatchEulerDiscreteScheduler", {"shift": SAMPLING_SHIFT}),
-}
-
-_TRANSFORMER: dict[str, Any] = {
-    "in_channels": 16,
-    "out_channels": 16,
-    "num_attention_heads": 2,  # 20 x 112 in the 2B
-    "attention_head_dim": 16,  # RoPE splits it t/h/w: 8/4/4 (112: 40/36/36)
-    "num_layers": 2,
-    "num_cross_attention_heads": 2,
-    "cross_attention_head_dim": 16,
-    "cross_attention_dim": 32,
-    "caption_channels": 48,  # != the model width, like the real 2304 -> 2240
-    "mlp_ratio": 3.0,
-    "attention_bias": False,
-    "sample_size": 30,
-    "patch_size": [1, 2, 2],
-    "norm_elementwise_affine": False,
-    "norm_eps": 1e-6,
-    "qk_norm": "rms_norm_across_heads",
-    "rope_max_seq_len": 1024,
-}
-_VAE: dict[str, Any] = {
-    "base_dim": 8,  # 96 in Wan2.1_VAE
-    "z_dim": 16,
-    "dim_mult": [1, 2, 4, 4],  # 8x spatial
-    "num_res_blocks": 1,  # 2 in the real VAE
-    "attn_scales": [],
-    "temperal_downsample": [False, True, True],  # 4x temporal
-}
-_GEMMA: dict[str, Any] = {
-    "hidden_size": 48,  # == caption_channels
-    "intermediate_size": 96,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 16,
-    "query_pre_attn_scalar": 16,
-    "max_position_embeddings": 2048,
+    task: (variant["scheduler"]["class"], variant["scheduler"]["config"])
+    for task, variant in DEMO.read().table().items()
 }
 
 
 def get_tiny_sanavideo_config() -> dict[str, Any]:
     """The kwargs of the tiny transformer, VAE (without the measured statistics) and Gemma2Config (without the
     vocabulary size), a fresh copy."""
-    return {"transformer": dict(_TRANSFORMER), "vae": copy.deepcopy(_VAE), "text_encoder": dict(_GEMMA)}
+    return {key: DEMO.read().value(key) for key in ("transformer", "vae", "text_encoder")}
 
 
 def _tokenizer():

@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
 from dit_lora.families.videollm.demo_qwen import build_tiny_qwen_tokenizer
 
@@ -39,7 +40,10 @@ __all__ = [
     "get_tiny_internvl_config",
 ]
 
-TINY_INTERNVL_VERSION = 1  # bump when the config, init, tokenizer or template change
+#: the vision tower's, the language model's (beyond :data:`TINY_TEXT_SIZES`), the multimodal and the preprocessor's
+#: configs, and their reasons: ``demo_internvl.json`` beside this module
+DEMO = DemoFile(__name__, keys=("vision", "multimodal", "text", "preprocessor"), filename="demo_internvl.json")
+TINY_INTERNVL_VERSION = DEMO.read().version  # bump the file's when the config, init, tokenizer or template change
 
 #: InternVL's tokens after Qwen's, in the order of the HF repos' tokenizer
 INTERNVL_ADDED_TOKENS = (
@@ -86,49 +90,8 @@ INTERNVL_CHAT_TEMPLATE = (
     "{% endif %}"
 )
 
-_IMAGE_SIZE = 32
-_PATCH = 8
-_IMAGENET_MEAN = [0.485, 0.456, 0.406]
-_IMAGENET_STD = [0.229, 0.224, 0.225]
-
-_VISION: dict[str, Any] = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "image_size": [_IMAGE_SIZE, _IMAGE_SIZE],
-    "patch_size": [_PATCH, _PATCH],
-    "attention_bias": True,  # InternViT-300M's qkv_bias
-    "use_qk_norm": False,
-    "norm_type": "layer_norm",
-    "layer_scale_init_value": 0.1,
-    "use_absolute_position_embeddings": True,
-    "use_mean_pooling": True,
-    "hidden_act": "gelu",
-}
-
-_TEXT: dict[str, Any] = {
-    **TINY_TEXT_SIZES,
-    "max_position_embeddings": 4096,
-    "rope_theta": 1000000.0,
-    "rms_norm_eps": 1e-6,
-    "tie_word_embeddings": False,
-}
-
-_PREPROCESSOR: dict[str, Any] = {
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_mean": _IMAGENET_MEAN,
-    "image_std": _IMAGENET_STD,
-    "initial_shift": True,
-    "resample": 3,
-    "rescale_factor": 1 / 255,
-    "size": {"height": _IMAGE_SIZE, "width": _IMAGE_SIZE},
-    "processor_class": "InternVLProcessor",
-    "video_processor_type": "InternVLVideoProcessor",
-}
+#: the language model's config: :data:`TINY_TEXT_SIZES` and the file's ``text``
+_TEXT: dict[str, Any] = {**TINY_TEXT_SIZES, **DEMO.read().variant("tiny")["text"]}
 
 
 def build_tiny_internvl_tokenizer():
@@ -168,15 +131,10 @@ def get_tiny_internvl_config(tokenizer=None):
         pad_token_id=ids["<|endoftext|>"],
     )
     return InternVLConfig(
-        vision_config=InternVLVisionConfig(**_VISION),
+        vision_config=InternVLVisionConfig(**DEMO.read().variant("tiny")["vision"]),
         text_config=text,
         image_token_id=ids["<IMG_CONTEXT>"],
-        image_seq_length=((_IMAGE_SIZE // _PATCH) // 2) ** 2,
-        downsample_ratio=0.5,
-        projector_hidden_act="gelu",
-        vision_feature_layer=-1,
-        vision_feature_select_strategy="default",
-        tie_word_embeddings=False,
+        **DEMO.read().variant("tiny")["multimodal"],
     )
 
 
@@ -194,5 +152,5 @@ def build_tiny_internvl(path: str | Path, seed: int = 0) -> Path:
         model_class="InternVLForConditionalGeneration",
         tokenizer=build_tiny_internvl_tokenizer,
         config=get_tiny_internvl_config,
-        preprocessor=_PREPROCESSOR,
+        preprocessor=DEMO.read().variant("tiny")["preprocessor"],
     )

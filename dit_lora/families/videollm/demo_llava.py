@@ -24,7 +24,6 @@ prepended to the first user turn, and list content renders ``{"type": "video"}``
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
+from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_MARKER, TINY_TEXT_SIZES, save_tiny_folder, seeded_model
 
 __all__ = [
@@ -44,62 +44,10 @@ __all__ = [
     "tokenizer_corpus",
 ]
 
-TINY_VIDEOCHAT_VERSION = 3  # bump when configs, init, tokenizer or template change
-
-# CLIP normalisation (the real repo's preprocessor configs carry these values).
-_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-
-_IMAGE_SIZE = 32
-_PATCH = 8
-
-_VISION: dict[str, Any] = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,  # vision_feature_layer -2 (the real default) needs at least 2
-    "num_attention_heads": 2,
-    "image_size": _IMAGE_SIZE,
-    "patch_size": _PATCH,
-    "projection_dim": 32,
-    "hidden_act": "quick_gelu",  # CLIP ViT-L/14's activation
-}
-
-_TEXT: dict[str, Any] = {
-    **TINY_TEXT_SIZES,
-    "max_position_embeddings": 4096,
-    "rope_theta": 10000.0,
-    "sliding_window": None,
-    "tie_word_embeddings": False,
-}
-
-_MULTIMODAL: dict[str, Any] = {
-    "vision_feature_layer": -2,
-    "vision_feature_select_strategy": "default",  # drop CLS, keep the patch grid
-    "spatial_pool_mode": "average",
-    "spatial_pool_stride": 2,
-    "projector_hidden_act": "gelu",
-    # Multiples of the image size, like the real [[336, 672], [672, 336], ...] (images only).
-    "image_grid_pinpoints": [[32, 64], [64, 32], [64, 64]],
-    "image_seq_length": (_IMAGE_SIZE // _PATCH) ** 2,
-    "video_seq_length": 2 * ((_IMAGE_SIZE // _PATCH) // 2) ** 2,  # the real 288 = 2 frames x 144
-    "tie_word_embeddings": False,
-}
-
-# What the real repo's video_preprocessor_config.json / preprocessor_config.json hold, scaled to
-# 32 px.  resample 3 = PIL bicubic.
-_PREPROCESSOR: dict[str, Any] = {
-    "crop_size": {"height": _IMAGE_SIZE, "width": _IMAGE_SIZE},
-    "size": {"shortest_edge": _IMAGE_SIZE},
-    "do_center_crop": True,
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_mean": _CLIP_MEAN,
-    "image_std": _CLIP_STD,
-    "resample": 3,
-    "rescale_factor": 1 / 255,
-}
+#: the vision tower's, the language model's (beyond :data:`TINY_TEXT_SIZES`), the multimodal and the preprocessor's
+#: configs, and their reasons: ``demo_llava.json`` beside this module
+DEMO = DemoFile(__name__, keys=("vision", "text", "multimodal", "preprocessor"), filename="demo_llava.json")
+TINY_VIDEOCHAT_VERSION = DEMO.read().version  # bump the file's when configs, init, tokenizer or template change
 
 # Mistral-instruct layout.  The system prompt is carried (namespace) into the first user turn
 # so that rendering more turns only appends text, which answer-only labelling relies on.
@@ -143,13 +91,9 @@ def get_tiny_videollm_config() -> dict[str, Any]:
     ``multimodal`` (the remaining LlavaNextVideoConfig kwargs), ``preprocessor`` (the
     preprocessor JSON) and ``chat_template``.
     """
-    return {
-        "vision": copy.deepcopy(_VISION),
-        "text": copy.deepcopy(_TEXT),
-        "multimodal": copy.deepcopy(_MULTIMODAL),
-        "preprocessor": copy.deepcopy(_PREPROCESSOR),
-        "chat_template": TINY_VIDEOCHAT_CHAT_TEMPLATE,
-    }
+    config = DEMO.read().variant("tiny")
+    config["text"] = {**TINY_TEXT_SIZES, **config["text"]}
+    return {**config, "chat_template": TINY_VIDEOCHAT_CHAT_TEMPLATE}
 
 
 # --------------------------------------------------------------------------------------

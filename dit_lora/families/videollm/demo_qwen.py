@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from dit_lora.data.synthetic import build_directory_atomically
 from dit_lora.data.synthetic.clips import CLIP_COLORS, DIRECTIONS
+from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_MARKER, save_tiny_folder, seeded_model
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ __all__ = [
     "get_tiny_qwen2_5_vl_config",
 ]
 
-TINY_QWEN2_5_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
+#: the language model's, the vision tower's and the preprocessor's configs, and their reasons: ``demo_qwen.json``
+DEMO = DemoFile(__name__, keys=("text", "vision", "preprocessor"), filename="demo_qwen.json")
+TINY_QWEN2_5_VL_VERSION = DEMO.read().version  # bump the file's when the config, init, tokenizer or template change
 
 # Qwen2/2.5's special tokens, in the order of their ids (151643 ...) in the real vocabulary.
 QWEN_SPECIAL_TOKENS = (
@@ -118,46 +121,8 @@ QWEN2_5_VL_CHAT_TEMPLATE = (
     "{%- endif -%}"
 )
 
-_MODEL_MAX_LENGTH = 32768
-
-# Model geometry (see the module docstring).
-_PATCH_SIZE = 14
-_MERGE_SIZE = 2
-_TEMPORAL_PATCH_SIZE = 2
-_MIN_PIXELS = 56 * 56  # the real value (3136)
-_MAX_PIXELS = 112 * 112
-_OPENAI_CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-_OPENAI_CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-
-_TEXT_CONFIG: dict[str, Any] = {
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "hidden_act": "silu",
-    "max_position_embeddings": _MODEL_MAX_LENGTH,
-    "rms_norm_eps": 1e-6,
-    "rope_theta": 1000000.0,
-    "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]},  # sums to head_dim / 2 = 8
-    "use_sliding_window": False,
-    "tie_word_embeddings": False,
-}
-
-_VISION_CONFIG: dict[str, Any] = {
-    "depth": 2,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_heads": 2,  # head_dim 16: axial 2D RoPE needs head_dim % 4 == 0
-    "hidden_act": "silu",
-    "in_channels": 3,
-    "patch_size": _PATCH_SIZE,
-    "spatial_merge_size": _MERGE_SIZE,
-    "temporal_patch_size": _TEMPORAL_PATCH_SIZE,
-    "tokens_per_second": 2,  # the released checkpoints' value
-    "window_size": 56,
-    "fullatt_block_indexes": [1],  # block 0 windowed, block 1 full attention (the real pattern)
-}
+_TEXT_CONFIG: dict[str, Any] = DEMO.read().variant("tiny")["text"]
+_MODEL_MAX_LENGTH = _TEXT_CONFIG["max_position_embeddings"]
 
 
 # --------------------------------------------------------------------------------------
@@ -294,7 +259,7 @@ def get_tiny_qwen2_5_vl_config(tokenizer=None):
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=None,
     )
-    vision = dict(_VISION_CONFIG, out_hidden_size=_TEXT_CONFIG["hidden_size"])
+    vision = dict(DEMO.read().variant("tiny")["vision"], out_hidden_size=_TEXT_CONFIG["hidden_size"])
     return Qwen2_5_VLConfig(
         text_config=text,
         vision_config=vision,
@@ -304,26 +269,6 @@ def get_tiny_qwen2_5_vl_config(tokenizer=None):
         vision_end_token_id=ids["<|vision_end|>"],
         tie_word_embeddings=False,
     )
-
-
-def _preprocessor_config() -> dict[str, Any]:
-    return {
-        "min_pixels": _MIN_PIXELS,
-        "max_pixels": _MAX_PIXELS,
-        "patch_size": _PATCH_SIZE,
-        "temporal_patch_size": _TEMPORAL_PATCH_SIZE,
-        "merge_size": _MERGE_SIZE,
-        "image_mean": _OPENAI_CLIP_MEAN,
-        "image_std": _OPENAI_CLIP_STD,
-        "do_rescale": True,
-        "rescale_factor": 1 / 255,
-        "do_normalize": True,
-        "do_resize": True,
-        "do_convert_rgb": True,
-        "resample": 3,  # bicubic
-        "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2_5_VLProcessor",
-    }
 
 
 def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
@@ -346,6 +291,6 @@ def build_tiny_qwen2_5_vl(path: str | Path, seed: int = 0) -> Path:
             eos_token_id=[tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")],
             pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
         )
-        save_tiny_folder(tmp, model, tok, {"preprocessor_config.json": _preprocessor_config()})
+        save_tiny_folder(tmp, model, tok, {"preprocessor_config.json": DEMO.read().variant("tiny")["preprocessor"]})
 
     return build_directory_atomically(path, TINY_MARKER, marker, build)

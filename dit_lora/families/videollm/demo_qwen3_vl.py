@@ -23,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.videollm.demo_common import TINY_TEXT_SIZES, build_tiny_checkpoint
 from dit_lora.families.videollm.demo_qwen import (
     QWEN2_5_VL_CHAT_TEMPLATE,
@@ -40,48 +41,18 @@ __all__ = [
     "get_tiny_qwen3_vl_config",
 ]
 
-TINY_QWEN3_VL_VERSION = 1  # bump when the config, init, tokenizer or template change
+#: the language model's (beyond :data:`TINY_TEXT_SIZES`), the vision tower's and the preprocessor's configs, and their
+#: reasons: ``demo_qwen3_vl.json`` beside this module
+DEMO = DemoFile(__name__, keys=("text", "vision", "preprocessor"), filename="demo_qwen3_vl.json")
+TINY_QWEN3_VL_VERSION = DEMO.read().version  # bump the file's when the config, init, tokenizer or template change
 
 # The Instruct repos' chat_template.json, its tool-call branches left out: Qwen2.5-VL's without its default system
 # message; ChatML turns, {"type": "video"} as <|vision_start|><|video_pad|><|vision_end|>.
 QWEN3_VL_CHAT_TEMPLATE = QWEN2_5_VL_CHAT_TEMPLATE.replace(QWEN2_5_VL_DEFAULT_SYSTEM, "")
 
-_TEXT: dict[str, Any] = {
-    **TINY_TEXT_SIZES,
-    "hidden_act": "silu",
-    "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-6,
-    # the real split is [24, 20, 20] of head_dim 128 (half: 64); [2, 3, 3] of 8 keeps time the smallest
-    "rope_parameters": {
-        "rope_type": "default",
-        "rope_theta": 5000000.0,
-        "mrope_section": [2, 3, 3],
-        "mrope_interleaved": True,
-    },
-}
-_VISION: dict[str, Any] = {
-    "depth": 2,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_heads": 2,
-    "hidden_act": "gelu_pytorch_tanh",
-    "patch_size": 16,
-    "spatial_merge_size": 2,
-    "temporal_patch_size": 2,
-    "num_position_embeddings": 16,  # a 4 x 4 learned grid (the real 48 x 48 = 2304), interpolated per clip
-    "deepstack_visual_indexes": [0],
-}
+_TEXT: dict[str, Any] = {**TINY_TEXT_SIZES, **DEMO.read().variant("tiny")["text"]}
 #: the published keys; ``size`` is a pixel budget over the whole clip (8 frames of 64 x 64 = 32768 stay as they are)
-QWEN3_VL_PREPROCESSOR: dict[str, Any] = {
-    "size": {"shortest_edge": 4096, "longest_edge": 32768},
-    "patch_size": 16,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-    "processor_class": "Qwen3VLProcessor",
-    "video_processor_type": "Qwen3VLVideoProcessor",
-}
+QWEN3_VL_PREPROCESSOR: dict[str, Any] = DEMO.read().variant("tiny")["preprocessor"]
 
 
 def build_tiny_qwen3_vl_tokenizer():
@@ -107,7 +78,7 @@ def get_tiny_qwen3_vl_config(tokenizer=None):
     )
     return Qwen3VLConfig(
         text_config=text,
-        vision_config=dict(_VISION, out_hidden_size=_TEXT["hidden_size"]),
+        vision_config=dict(DEMO.read().variant("tiny")["vision"], out_hidden_size=_TEXT["hidden_size"]),
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],

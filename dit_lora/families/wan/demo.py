@@ -57,8 +57,6 @@ well under a second on a CPU.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +64,7 @@ import torch
 
 from dit_lora.data.synthetic.tokenizers import build_tiny_t5_tokenizer
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
 __all__ = [
     "TINY_WAN_GEOMETRY",
@@ -77,100 +76,32 @@ __all__ = [
     "wan_pipeline_class",
 ]
 
-TINY_WAN_VERSION = 1  # bump when configs, init or tokenizer change
+#: each variant's configs, pipeline class and expert count, and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(
+    __name__,
+    keys=("pipeline_class", "experts", "transformer", "vae", "scheduler", "text_encoder", "image_encoder", "pipeline"),
+    shared=("geometry", "text_len"),
+    optional=("image_encoder",),
+)
+TINY_WAN_VERSION = DEMO.read().version  # bump the file's version when configs, init or tokenizer change
 
 # Pixel geometry the tiny pipelines are built for: frames = 4k + 1 (4x temporal VAE), height and width
 # multiples of vae spatial factor x transformer patch (8 x 2 for 2.1, 16 x 2 for the 2.2 VAE).
-TINY_WAN_GEOMETRY = {"height": 64, "width": 64, "num_frames": 9}
-
-_TEXT_DIM = 32  # UMT5 d_model == transformer text_dim (4096 for umt5-xxl)
-_TEXT_LEN = 512  # Wan's text_len (wan/configs/shared_config.py); hard-wired in the 2.1 I2V attention
-_HEADS, _HEAD_DIM = 2, 16  # RoPE splits head_dim into t/h/w with h = w = 2 * (head_dim // 6): 8/4/4
-_INNER = _HEADS * _HEAD_DIM
-_CLIP_WIDTH = 32  # CLIP ViT-H/14's hidden size is 1280
+TINY_WAN_GEOMETRY = DEMO.read().value("geometry")
+WAN_DEMO_VARIANTS = tuple(DEMO.read().variants)
 
 
-@dataclass(frozen=True)
-class _Variant:
-    pipeline: str  # the diffusers pipeline class the Hub repo's model_index.json names
-    wan22_vae: bool  # the Wan 2.2 (TI2V-5B) VAE: z_dim 48, 16x spatial
-    i2v: bool  # noise + mask + image latents on the channel axis
-    experts: int  # 2: transformer (high noise) + transformer_2 (low noise)
-    image_encoder: bool  # Wan 2.1 I2V: CLIP image tokens through added K/V projections
-    boundary_ratio: float | None
-    expand_timesteps: bool
-    flow_shift: float
-
-
-_VARIANTS: dict[str, _Variant] = {
-    "2.1-t2v": _Variant("WanPipeline", False, False, 1, False, None, False, 3.0),
-    "2.1-i2v": _Variant("WanImageToVideoPipeline", False, True, 1, True, None, False, 3.0),
-    "2.2-ti2v": _Variant("WanPipeline", True, False, 1, False, None, True, 5.0),
-    "2.2-t2v-a14b": _Variant("WanPipeline", False, False, 2, False, 0.875, False, 3.0),
-    "2.2-i2v-a14b": _Variant("WanImageToVideoPipeline", False, True, 2, False, 0.9, False, 3.0),
-}
-WAN_DEMO_VARIANTS = tuple(_VARIANTS)
-
-_VAE_21: dict[str, Any] = {
-    "base_dim": 8,  # 96 in Wan2.1_VAE
-    "z_dim": 16,
-    "dim_mult": [1, 2, 4, 4],  # 3 downsamples: 8x spatial, as the real VAE (scale_factor_spatial 8)
-    "num_res_blocks": 1,  # 2 in the real VAE
-    "attn_scales": [],
-    "temperal_downsample": [False, True, True],  # 4x temporal
-    "scale_factor_temporal": 4,
-    "scale_factor_spatial": 8,
-}
-# The Wan 2.2 VAE (vae22_diffusers_config in the conversion script: base_dim 160, decoder_base_dim 256).
-_VAE_22: dict[str, Any] = {
-    **_VAE_21,
-    "base_dim": 8,
-    "decoder_base_dim": 16,
-    "z_dim": 48,
-    "is_residual": True,
-    "in_channels": 12,  # 3 channels x 2 x 2 patch
-    "out_channels": 12,
-    "patch_size": 2,
-    "scale_factor_spatial": 16,
-}
-
-_UMT5: dict[str, Any] = {
-    "d_model": _TEXT_DIM,
-    "d_kv": 8,
-    "d_ff": 64,  # 10240 in umt5-xxl
-    "num_layers": 1,
-    "num_heads": 4,
-    "relative_attention_num_buckets": 32,
-    "relative_attention_max_distance": 128,
-    "feed_forward_proj": "gated-gelu",  # umt5-xxl
-    "is_encoder_decoder": False,
-    "use_cache": False,
-    "tie_word_embeddings": False,
-}
-
-_CLIP_VISION: dict[str, Any] = {
-    "hidden_size": _CLIP_WIDTH,
-    "intermediate_size": 64,
-    "projection_dim": 16,  # unused: the pipeline reads hidden_states[-2]
-    "num_hidden_layers": 2,  # the pipeline takes the penultimate layer, so at least 2
-    "num_attention_heads": 2,
-    "image_size": 32,  # 224 with patch 14 in ViT-H/14: 257 tokens; here 16 + 1
-    "patch_size": 8,
-    "hidden_act": "gelu",  # ViT-H/14 (open_clip) uses gelu, not quick_gelu
-}
-
-
-def _check(variant: str) -> _Variant:
-    if variant not in _VARIANTS:
+def _check(variant: str) -> dict[str, Any]:
+    if variant not in WAN_DEMO_VARIANTS:
         raise ValueError(f"unknown Wan demo variant {variant!r}; choose from {', '.join(WAN_DEMO_VARIANTS)}")
-    return _VARIANTS[variant]
+    return DEMO.read().variant(variant)
 
 
 def wan_pipeline_class(variant: str):
     """The diffusers pipeline class the published repo of ``variant`` uses (its ``model_index.json``)."""
     import diffusers
 
-    return getattr(diffusers, _check(variant).pipeline)
+    return getattr(diffusers, _check(variant)["pipeline_class"])
 
 
 def get_tiny_wan_config(variant: str = "2.1-t2v", layers: int = 1) -> dict[str, Any]:
@@ -182,43 +113,12 @@ def get_tiny_wan_config(variant: str = "2.1-t2v", layers: int = 1) -> dict[str, 
     ``image_encoder`` (CLIPVisionConfig, or None) and ``pipeline`` (``boundary_ratio``,
     ``expand_timesteps``).
     """
-    v = _check(variant)
+    config = _check(variant)
     if layers < 1:
         raise ValueError(f"layers must be at least 1, got {layers}")
-    vae = copy.deepcopy(_VAE_22 if v.wan22_vae else _VAE_21)
-    z_dim = vae["z_dim"]
-    transformer: dict[str, Any] = {
-        "patch_size": [1, 2, 2],
-        "num_attention_heads": _HEADS,
-        "attention_head_dim": _HEAD_DIM,
-        # I2V: noise latents + 4 mask channels (the 4 frames a latent frame holds) + image latents
-        "in_channels": 2 * z_dim + 4 if v.i2v else z_dim,
-        "out_channels": z_dim,
-        "text_dim": _TEXT_DIM,
-        "freq_dim": 32,  # 256 in every Wan model
-        "ffn_dim": 64,
-        "num_layers": layers,
-        "cross_attn_norm": True,
-        "qk_norm": "rms_norm_across_heads",
-        "eps": 1e-6,
-        # Wan 2.1 I2V: image_dim is the CLIP width, added_kv_proj_dim the transformer's (1280 / 5120)
-        "image_dim": _CLIP_WIDTH if v.image_encoder else None,
-        "added_kv_proj_dim": _INNER if v.image_encoder else None,
-    }
-    scheduler = {
-        "prediction_type": "flow_prediction",
-        "use_flow_sigmas": True,
-        "num_train_timesteps": 1000,
-        "flow_shift": v.flow_shift,
-    }
-    return {
-        "transformer": transformer,
-        "vae": vae,
-        "scheduler": scheduler,
-        "text_encoder": copy.deepcopy(_UMT5),
-        "image_encoder": copy.deepcopy(_CLIP_VISION) if v.image_encoder else None,
-        "pipeline": {"boundary_ratio": v.boundary_ratio, "expand_timesteps": v.expand_timesteps},
-    }
+    del config["pipeline_class"], config["experts"]
+    config["transformer"]["num_layers"] = layers
+    return {"image_encoder": None, **config}
 
 
 def _image_processor(config: dict[str, Any]) -> dict[str, Any]:
@@ -234,7 +134,8 @@ def _image_processor(config: dict[str, Any]) -> dict[str, Any]:
 def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.TinyPipeline:
     """The tiny pipeline of ``variant``, every module in ``dtype``; the VAE's ``latents_mean`` / ``latents_std``
     measured per channel on moving-square clips (what the published lists are for the real VAEs)."""
-    v = _check(variant)
+    found = _check(variant)
+    experts = ["transformer", "transformer_2"][: found["experts"]]
     config = get_tiny_wan_config(variant, layers)
     g = TINY_WAN_GEOMETRY
 
@@ -246,11 +147,10 @@ def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.Tiny
 
     def tokenizer() -> Any:
         made = build_tiny_t5_tokenizer()
-        made.model_max_length = _TEXT_LEN
+        made.model_max_length = DEMO.read().value("text_len")
         return made
 
     # the two experts differ (seeds 1 and 2), as high- and low-noise models do
-    experts = ["transformer", "transformer_2"][: v.experts]
     parts = [
         tiny.module(name, k, "diffusers:WanTransformer3DModel", config["transformer"], dtype=dtype)
         for k, name in enumerate(experts, start=1)
@@ -265,7 +165,7 @@ def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.Tiny
             tiny.module("image_encoder", 5, clip, config["image_encoder"], config_class=clip_config, dtype=dtype)
         )
     return tiny.TinyPipeline(
-        pipeline=f"diffusers:{v.pipeline}",
+        pipeline=f"diffusers:{found['pipeline_class']}",
         marker={
             "kind": "wan",
             "variant": variant,

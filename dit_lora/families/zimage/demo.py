@@ -11,7 +11,6 @@ ones.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +19,13 @@ import torch
 from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
 from dit_lora.families.diffusion import tiny
+from dit_lora.families.diffusion.demo_file import DemoFile
 
-#: bump when the configs, the init or the tokenizer change: builds with another version are rebuilt
-TINY_ZIMAGE_VERSION = 1
+#: the tiny configs and their reasons: ``demo.json`` beside this module
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "scheduler"))
+#: bump the file's version when the configs, the init or the tokenizer change: builds with another version are
+#: rebuilt
+TINY_ZIMAGE_VERSION = DEMO.read().version
 
 #: Qwen3's chat template, the part ZImagePipeline uses: one user turn, then the generation prompt; with
 #: ``enable_thinking`` false Qwen3 adds an empty think block (the pipeline passes true: nothing is added)
@@ -40,60 +43,14 @@ QWEN3_CHAT_TEMPLATE = (
 #: Qwen3's special tokens the template and padding use (``<|endoftext|>`` pads, ``<|im_end|>`` ends a turn)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
 
-TINY_ZIMAGE_CONFIG: dict[str, Any] = {
-    "resolution": 64,
-    "transformer": {
-        "all_patch_size": [2],
-        "all_f_patch_size": [1],
-        "in_channels": 4,
-        "dim": 64,
-        "n_layers": 2,
-        "n_refiner_layers": 1,
-        "n_heads": 2,
-        "n_kv_heads": 2,
-        "norm_eps": 1e-5,
-        "qk_norm": True,
-        # != dim on purpose (the real 2560 -> 3840), so a caption-width bug cannot hide
-        "cap_feat_dim": 48,
-        "rope_theta": 256.0,
-        "t_scale": 1000.0,
-        "axes_dims": [8, 12, 12],  # sums to the head dim, 32
-        "axes_lens": [1536, 512, 512],
-    },
-    "vae": {
-        "in_channels": 3,
-        "out_channels": 3,
-        "down_block_types": ["DownEncoderBlock2D"] * 3,
-        "up_block_types": ["UpDecoderBlock2D"] * 3,
-        "block_out_channels": [8, 16, 16],  # 4x spatial compression
-        "layers_per_block": 1,
-        "latent_channels": 4,
-        "norm_num_groups": 4,
-        "sample_size": 64,
-        "use_quant_conv": False,
-        "use_post_quant_conv": False,
-        "mid_block_add_attention": True,
-    },
-    "text_encoder": {
-        "hidden_size": 48,  # == transformer cap_feat_dim
-        "intermediate_size": 96,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 16,
-        "max_position_embeddings": 1024,
-        "rope_theta": 1000000.0,
-        "tie_word_embeddings": True,
-    },
-    # Z-Image-Turbo's scheduler (the base model's shifts 6.0)
-    "scheduler": {"num_train_timesteps": 1000, "shift": 3.0, "use_dynamic_shifting": False},
-}
+#: ``resolution`` (pixels), ``transformer``, ``vae``, ``text_encoder`` and ``scheduler``, as ``demo.json`` states them
+TINY_ZIMAGE_CONFIG: dict[str, Any] = DEMO.read().variant("tiny")
 
 
 def get_tiny_zimage_config() -> dict[str, Any]:
     """A deep copy of the tiny configs: ``resolution`` (pixels), ``transformer``, ``vae``, ``text_encoder``
     (Qwen3Config kwargs; the vocabulary is filled in at build time) and ``scheduler``."""
-    return copy.deepcopy(TINY_ZIMAGE_CONFIG)
+    return DEMO.read().variant("tiny")
 
 
 def _corpus() -> list[str]:
