@@ -4,8 +4,9 @@ load changes what they make.
 A block runs in its own namespace in a temporary working directory (it may write ``sample.png``/``sample.mp4`` and read
 the inputs a user brings: ``clip.mp4``, ``first_frame.png``, ``before.png``). Hub ids in the text are served from a
 stand-in Hub cache (:func:`hub_cache`: each id a snapshot that is a tiny offline folder, the Hub itself offline), so
-the text is not edited. A block that calls a diffusers pipeline runs three times: as written in the dtypes it names,
-with :data:`AS_WRITTEN_STEPS` inference steps (it runs and writes what it says it writes), then twice in fp32
+the text is not edited. A block that calls a diffusers pipeline runs three times, each with :data:`AS_WRITTEN_STEPS`
+inference steps (the demo cards' 4 to 10 steps show the adapter no better than two, at up to five times the cost):
+as written in the dtypes it names (it runs and writes what it says it writes), then twice in fp32
 (:func:`pipeline_calls`: this CPU has no native bf16, where a bf16 step is about six times an fp32 one), with its
 adapter and with every adapter layer it loads disabled (:func:`adapters_disabled`); what those two made (``image``,
 ``video`` or ``answer``) must differ. Any other block (a video LLM's) runs twice, as written.
@@ -146,9 +147,9 @@ def check_block(
     Returns the adapter's result (fp32 for a pipeline)."""
     pipeline = "diffusers" in code
     if pipeline:  # as written, in the dtypes it names: what runs, and what it writes
-        with pipeline_calls({"num_inference_steps": AS_WRITTEN_STEPS}):
+        with pipeline_calls(STEPS_OF_A_RUN):
             run_block(code, tmp / "as-written", inputs=inputs, name=name)
-    with pipeline_calls(fp32=pipeline):
+    with pipeline_calls(STEPS_OF_A_RUN if pipeline else None, fp32=pipeline):
         got = run_block(code, tmp / "with-adapter", inputs=inputs, name=name)
         with adapters_disabled():
             without = run_block(code, tmp / "without-adapter", inputs=inputs, name=name)
@@ -163,9 +164,10 @@ def check_block(
     return got
 
 
-#: the inference steps of a pipeline block's run as written: enough for every scheduler to step (and a multistep
-#: solver to take its second order), few enough that bf16 on a CPU is seconds
+#: the inference steps of each run of a pipeline block: enough for every scheduler to step (and a multistep solver to
+#: take its second order) and for the adapter to change the result, few enough that bf16 on a CPU is seconds
 AS_WRITTEN_STEPS = 2
+STEPS_OF_A_RUN = {"num_inference_steps": AS_WRITTEN_STEPS}
 
 
 @contextlib.contextmanager
@@ -248,8 +250,10 @@ def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/de
     config = json.loads((Path(output_dir) / "train_summary.json").read_text())["config"]
     base = Path(config["pretrained_model_name_or_path"])
     inputs = {**user_inputs(block.code, data, tmp), **({base.name: base} if f'"{base.name}"' in block.code else {})}
-    # the same adapter from the repo: the same result (fp32, as check_block's for a pipeline)
-    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code), pipeline_calls(fp32="diffusers" in code):
+    # the same adapter from the repo: the same result (fp32 and its steps, as check_block's for a pipeline)
+    pipeline = "diffusers" in code
+    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code), \
+            pipeline_calls(STEPS_OF_A_RUN if pipeline else None, fp32=pipeline):
         got = run_block(block.code, tmp / "pushed", inputs=inputs, name=f"{repo_id} README.md")
     assert _same(got, local), "the pushed card's snippet makes another result than the local card's"
 
