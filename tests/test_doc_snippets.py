@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 from helpers import ROOT
-from snippets import DOC_RUNS, Block, doc_blocks, python_blocks
+from snippets import DOC_RUNS, Block, doc_blocks, python_blocks, what_runs
 
 
 def test_every_docs_python_block_is_run_or_exempt_with_a_reason():
@@ -41,3 +41,17 @@ def test_markers_are_read_only_from_the_line_above_the_block():
     assert python_blocks(text) == [Block("pipe.x()\n", 0, "a fragment of the card's snippet, no pipe"),
                                    Block("print(1)\n", 1, None)]
     assert Path(ROOT / "README.md").is_file()
+
+
+def test_a_docs_block_that_runs_what_another_ran_is_run_once():
+    """check_docs runs the README's Sana block and the Sana guide's once: they differ in a comment and the step count
+    that every run replaces (snippets.AS_WRITTEN_STEPS); a block that differs in anything else runs on its own."""
+    blocks, card = doc_blocks(ROOT), 'pipe(prompt, height=64, width=64, num_inference_steps=8)'
+    readme, guide = blocks["README.md", 0].code, blocks["docs/guides/sana.md", 0].code
+    assert readme != guide and what_runs(readme, card) == what_runs(guide, card)
+    other_prompt = readme.replace('"a corgi on a beach at sunset"', '"a cat"')
+    other_size = readme.replace("generator=", "height=32, generator=")
+    assert other_prompt != readme and other_size != readme
+    assert what_runs(other_prompt, card) != what_runs(readme, card)
+    assert what_runs(other_size, "pipe(prompt, num_inference_steps=8)") != what_runs(readme, card)  # not the card's
+    assert what_runs(other_size, card) == what_runs(readme, card)  # the card's height replaces it

@@ -309,6 +309,7 @@ from dit_lora.registry import get_family
 
 names = [f"{b}.{m}" for b in ("attn1", "attn2") for m in ("to_q", "to_k", "to_v", "to_out.0")]
 out = Path(sys.argv[1])
+print("string hash:", hash("target_modules"))  # first line: how this process hashes strings
 lora = {f"transformer_blocks.0.{n}.{p}.weight": torch.full((2, 2), 0.5) for n in names for p in ("lora_A", "lora_B")}
 config = LoraConfig(r=2, lora_alpha=4, target_modules=names).to_dict()
 assert isinstance(config["target_modules"], set)
@@ -321,28 +322,40 @@ for path in sorted(out.rglob("*")):
 """
 
 
-def test_the_same_adapter_is_the_same_bytes_whatever_the_hash_seed(tmp_path):
+@pytest.mark.slow  # a subprocess
+def test_the_same_adapter_is_the_same_bytes_whatever_the_hash_seed(tmp_path, monkeypatch):
     """Diffusers' file (the config in its safetensors metadata) and PEFT's adapter_config.json list target_modules
-    in sorted order, so two processes (another PYTHONHASHSEED each) write byte-identical files."""
+    in sorted order, so two processes (another string hash seed each) write byte-identical files: this one, and a
+    fresh one whose seed hashes strings otherwise."""
+    import contextlib
+    import io
     import os
     import subprocess
     import sys
 
     from helpers import ROOT
 
-    digests = []
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-        done = subprocess.run([sys.executable, "-c", _WRITE_IN_A_PROCESS, str(tmp_path / seed)], capture_output=True,
+    here = io.StringIO()
+    monkeypatch.setattr(sys, "argv", ["-c", str(tmp_path / "here")])
+    with contextlib.redirect_stdout(here):
+        exec(compile(_WRITE_IN_A_PROCESS, "<write adapters>", "exec"), {"__name__": "__main__"})
+    ours = here.getvalue().split("\n", 1)[0]
+    for seed in ("1", "2"):  # a seed other than this process's (set by PYTHONHASHSEED, or random)
+        path = f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": path}
+        done = subprocess.run([sys.executable, "-c", _WRITE_IN_A_PROCESS, str(tmp_path / "there")], capture_output=True,
                               text=True, env=env, timeout=120, cwd=ROOT)
         assert done.returncode == 0, done.stderr
-        digests.append(done.stdout)
-    assert "lora/pytorch_lora_weights.safetensors" in digests[0] and "lokr/adapter_config.json" in digests[0]
-    assert digests[0] == digests[1]
-    meta = json.loads(_metadata(tmp_path / "1" / "lora" / ADAPTER_FILE)["lora_adapter_metadata"])
+        if done.stdout.split("\n", 1)[0] != ours:
+            break
+    (seed_line, digests), (other_seed, other) = (out.split("\n", 1) for out in (here.getvalue(), done.stdout))
+    assert seed_line != other_seed  # the two processes hash strings differently
+    assert "lora/pytorch_lora_weights.safetensors" in digests and "lokr/adapter_config.json" in digests
+    assert digests == other
+    meta = json.loads(_metadata(tmp_path / "here" / "lora" / ADAPTER_FILE)["lora_adapter_metadata"])
     names = meta["transformer.target_modules"]
     assert names == sorted(names) and len(names) == 8
-    peft = json.loads((tmp_path / "1" / "lokr" / "adapter_config.json").read_text())
+    peft = json.loads((tmp_path / "here" / "lokr" / "adapter_config.json").read_text())
     assert peft["target_modules"] == sorted(names) and peft["peft_type"] == "LOKR"
 
 

@@ -4,8 +4,9 @@ load changes what they make.
 A block runs in its own namespace in a temporary working directory (it may write ``sample.png``/``sample.mp4`` and read
 the inputs a user brings: ``clip.mp4``, ``first_frame.png``, ``before.png``). Hub ids in the text are served from a
 stand-in Hub cache (:func:`hub_cache`: each id a snapshot that is a tiny offline folder, the Hub itself offline), so
-the text is not edited. A block that calls a diffusers pipeline runs three times: as written in the dtypes it names,
-with :data:`AS_WRITTEN_STEPS` inference steps (it runs and writes what it says it writes), then twice in fp32
+the text is not edited. A block that calls a diffusers pipeline runs three times, each with :data:`AS_WRITTEN_STEPS`
+inference steps (the demo cards' 4 to 10 steps show the adapter no better than two, at up to five times the cost):
+as written in the dtypes it names (it runs and writes what it says it writes), then twice in fp32
 (:func:`pipeline_calls`: this CPU has no native bf16, where a bf16 step is about six times an fp32 one), with its
 adapter and with every adapter layer it loads disabled (:func:`adapters_disabled`); what those two made (``image``,
 ``video`` or ``answer``) must differ. Any other block (a video LLM's) runs twice, as written.
@@ -17,6 +18,7 @@ Docs blocks that are not meant to run say so in the markdown just above the bloc
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import json
@@ -146,9 +148,9 @@ def check_block(
     Returns the adapter's result (fp32 for a pipeline)."""
     pipeline = "diffusers" in code
     if pipeline:  # as written, in the dtypes it names: what runs, and what it writes
-        with pipeline_calls({"num_inference_steps": AS_WRITTEN_STEPS}):
+        with pipeline_calls(STEPS_OF_A_RUN):
             run_block(code, tmp / "as-written", inputs=inputs, name=name)
-    with pipeline_calls(fp32=pipeline):
+    with pipeline_calls(STEPS_OF_A_RUN if pipeline else None, fp32=pipeline):
         got = run_block(code, tmp / "with-adapter", inputs=inputs, name=name)
         with adapters_disabled():
             without = run_block(code, tmp / "without-adapter", inputs=inputs, name=name)
@@ -163,9 +165,10 @@ def check_block(
     return got
 
 
-#: the inference steps of a pipeline block's run as written: enough for every scheduler to step (and a multistep
-#: solver to take its second order), few enough that bf16 on a CPU is seconds
+#: the inference steps of each run of a pipeline block: enough for every scheduler to step (and a multistep solver to
+#: take its second order) and for the adapter to change the result, few enough that bf16 on a CPU is seconds
 AS_WRITTEN_STEPS = 2
+STEPS_OF_A_RUN = {"num_inference_steps": AS_WRITTEN_STEPS}
 
 
 @contextlib.contextmanager
@@ -248,8 +251,10 @@ def check_card(output_dir: Path, data: Path, tmp: Path, *, repo_id: str = "me/de
     config = json.loads((Path(output_dir) / "train_summary.json").read_text())["config"]
     base = Path(config["pretrained_model_name_or_path"])
     inputs = {**user_inputs(block.code, data, tmp), **({base.name: base} if f'"{base.name}"' in block.code else {})}
-    # the same adapter from the repo: the same result (fp32, as check_block's for a pipeline)
-    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code), pipeline_calls(fp32="diffusers" in code):
+    # the same adapter from the repo: the same result (fp32 and its steps, as check_block's for a pipeline)
+    pipeline = "diffusers" in code
+    with hub_cache(tmp, {repo_id: output_dir}), edit_areas(block.code, code), \
+            pipeline_calls(STEPS_OF_A_RUN if pipeline else None, fp32=pipeline):
         got = run_block(block.code, tmp / "pushed", inputs=inputs, name=f"{repo_id} README.md")
     assert _same(got, local), "the pushed card's snippet makes another result than the local card's"
 
@@ -334,13 +339,19 @@ def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path
     """Run the docs' python blocks :data:`DOC_RUNS` gives ``config`` (the run of that demo config wrote
     ``output_dir`` from ``model`` on ``data``), as written: Hub ids served by ``model`` (:func:`hub_cache`), the block's
     ``./out-*`` folder the run's output, the sizes the card's (:func:`card_sizes`); the adapter must change the
-    result (:func:`check_block`). Returns the blocks run, as ``file:index``."""
-    blocks, ran = doc_blocks(root), []
+    result (:func:`check_block`). A block that runs what an earlier one ran (:func:`what_runs`: the README's and the
+    Sana guide's differ in a comment and a step count the stand-in replaces) is not run again. Returns the blocks
+    checked, as ``file:index``."""
+    blocks, ran, runs = doc_blocks(root), [], set()
     card = card_block(output_dir)
     for (page, index), demo in DOC_RUNS.items():
         if demo != config:
             continue
         code = blocks[page, index].code
+        if what_runs(code, card) in runs:
+            ran.append(f"{page}:{index}")
+            continue
+        runs.add(what_runs(code, card))
         ids = {i for i in _HUB_ID.findall(code) if not i.startswith((".", "/"))}
         folders = {name: output_dir for name in re.findall(r"""["']\./(out[\w.-]*)["']""", code)}
         revisions = tuple(re.findall(r"""revision=["']([^"']+)["']""", code))
@@ -349,3 +360,16 @@ def check_docs(config: str, output_dir: Path, model: Path, data: Path, tmp: Path
                         name=f"{page} block {index}")
         ran.append(f"{page}:{index}")
     return ran
+
+
+def what_runs(code: str, card: str) -> str:
+    """What ``code`` runs under :func:`check_docs`' stand-ins: its syntax tree (no comments), without the call
+    arguments they replace in a pipeline block (the steps, and the :data:`SIZES` the card ``card`` gives)."""
+    replaced = set()
+    if "diffusers" in code:
+        replaced = {"num_inference_steps", *re.findall(rf"\b({'|'.join(SIZES)})=\d+", card)}
+    tree = ast.parse(code)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            node.keywords = [k for k in node.keywords if k.arg not in replaced]
+    return ast.dump(tree)
