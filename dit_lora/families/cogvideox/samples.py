@@ -31,7 +31,7 @@ class CogVideoXSamples(VideoSamples):
         """The run's first bucket."""
         return self.video.video_buckets(cfg)[0]
 
-    def fps(self, cfg) -> float:
+    def fps(self, cfg) -> int:
         """The model's frame rate."""
         return self.video.model_info(cfg).fps
 

@@ -39,7 +39,7 @@ class VideoSamples(DiffusionSamples):
         """``(frames, height, width)`` of the validation videos: the run's first bucket."""
 
     @abstractmethod
-    def fps(self, cfg) -> float:
+    def fps(self, cfg) -> int:
         """The frame rate the videos are written at."""
 
     @abstractmethod

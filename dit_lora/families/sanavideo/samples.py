@@ -36,7 +36,7 @@ class SanaVideoSamples(VideoSamples):
         """The run's first bucket (unbinned)."""
         return self.task.video_buckets(cfg)[0]
 
-    def fps(self, cfg: TrainConfig) -> float:
+    def fps(self, cfg: TrainConfig) -> int:
         """The model's rate, in whole frames per second."""
         return round(self.task.model_fps(cfg))
 

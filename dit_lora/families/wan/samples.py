@@ -52,7 +52,7 @@ class WanSamples(VideoSamples):
         """The run's first bucket."""
         return self.task.video_buckets(cfg)[0]
 
-    def fps(self, cfg: TrainConfig) -> float:
+    def fps(self, cfg: TrainConfig) -> int:
         """The checkpoint's frame rate."""
         return self.task.info(cfg).fps
 
