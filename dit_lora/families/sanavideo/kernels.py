@@ -48,11 +48,3 @@ def patch_points() -> tuple[PatchPoint, ...]:
             written_for=WRITTEN_FOR,
         ),
     )
-
-
-class SanaVideoKernels:
-    """``FamilySpec.kernels``: the processors the fused kernels patch."""
-
-    def kernel_patch_points(self) -> list:
-        """SANA-Video's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())
