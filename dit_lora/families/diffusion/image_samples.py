@@ -21,9 +21,14 @@ from dit_lora.families.diffusion.sampling import square_images
 class SquareImageSamples(DiffusionSamples):
     """``FamilySpec.samples``: the family's pipeline at ``--resolution`` (PNG files)."""
 
-    @abstractmethod
+    #: the diffusers pipeline class name, e.g. ``"SanaPipeline"``
+    pipeline: str = ""
+
     def pipeline_class(self) -> Any:
-        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        """The class :attr:`pipeline` names (imported on use: diffusers' pipelines import slowly)."""
+        import diffusers
+
+        return getattr(diffusers, self.pipeline)
 
     @abstractmethod
     def sampler(self, comps: Components) -> Any:

@@ -18,11 +18,7 @@ class QwenImageSamples(SquareImageSamples):
     """``FamilySpec.samples``: QwenImagePipeline at ``--resolution``, true classifier-free guidance at
     ``--validation_guidance_scale`` with the negative ``" "``."""
 
-    def pipeline_class(self) -> Any:
-        """``QwenImagePipeline``."""
-        from diffusers import QwenImagePipeline  # slow: only at validation
-
-        return QwenImagePipeline
+    pipeline = "QwenImagePipeline"
 
     def sampler(self, comps: Components) -> Any:
         """The checkpoint's flow-matching Euler sampler."""

@@ -27,15 +27,8 @@ def inference_scheduler(comps: Components):
 class SanaSamples(SquareImageSamples):
     """``FamilySpec.samples``: SanaPipeline at ``--resolution``, without resolution binning."""
 
-    def pipeline_class(self) -> Any:
-        """``SanaPipeline``."""
-        from diffusers import SanaPipeline  # slow: only at validation
-
-        return SanaPipeline
-
-    def sampler(self, comps: Components) -> Any:
-        """:func:`inference_scheduler`."""
-        return inference_scheduler(comps)
+    pipeline = "SanaPipeline"
+    sampler = staticmethod(inference_scheduler)
 
     def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
         """The cached embeddings and masks (the empty caption's stand for the negative prompt), unbinned."""

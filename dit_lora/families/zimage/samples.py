@@ -31,15 +31,8 @@ def embeddings(cond: dict[str, Any], key: str, copies: int) -> list[torch.Tensor
 class ZImageSamples(SquareImageSamples):
     """``FamilySpec.samples``: ZImagePipeline at ``--resolution``, classifier-free guidance as the run asks."""
 
-    def pipeline_class(self) -> Any:
-        """``ZImagePipeline``."""
-        from diffusers import ZImagePipeline  # slow: only at validation
-
-        return ZImagePipeline
-
-    def sampler(self, comps: Components) -> Any:
-        """:func:`inference_scheduler`."""
-        return inference_scheduler(comps)
+    pipeline = "ZImagePipeline"
+    sampler = staticmethod(inference_scheduler)
 
     def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
         """The cached caption embeddings as per-image lists, guidance and the caption length."""
