@@ -19,8 +19,8 @@ from typing import Any
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
+from dit_lora.families.diffusion.info_cache import InfoCache
 from dit_lora.families.diffusion.video_sizes import clip_buckets
-from dit_lora.modelfiles.pipeline_files import read_once
 
 T2V_PIPELINE = "SanaVideoPipeline"
 I2V_PIPELINE = "SanaImageToVideoPipeline"
@@ -29,9 +29,6 @@ EXAMPLE_ID = "Efficient-Large-Model/SANA-Video_2B_480p_diffusers"
 BINNED_SAMPLE_SIZES = {30: 480, 22: 720}
 #: frames, height, width and fps the 480p release generates at (the pipelines' defaults and examples)
 TRAINED = {"frames": 81, "height": 480, "width": 832, "fps": 16}
-
-_INFOS: dict[tuple, SanaVideoInfo] = {}
-_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
 
 
 @dataclass(frozen=True)
@@ -92,14 +89,10 @@ def read_info(cfg: TrainConfig) -> SanaVideoInfo:
     )
 
 
-def cached_info(cfg: TrainConfig) -> SanaVideoInfo:
-    """:func:`read_info`, once per model path, revision and (local folders) config files' modification times."""
-    return read_once(_INFOS, cfg, _FILES, read_info)
-
-
-def forget_infos() -> None:
-    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
-    _INFOS.clear()
+#: :func:`read_info`, once per model path, revision and (local folders) config files' modification times
+cached_info = InfoCache(read_info)
+#: drop the configs read so far (``--demo`` has just rewritten the model folder)
+forget_infos = cached_info.forget
 
 
 @dataclass(frozen=True)

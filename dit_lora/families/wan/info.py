@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion.info_cache import InfoCache
 from dit_lora.families.diffusion.video_sizes import clip_buckets
 from dit_lora.families.wan.catalogue import default_size
-from dit_lora.modelfiles.pipeline_files import read_once
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -163,20 +163,10 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
     )
 
 
-_INFOS: dict[tuple, WanInfo] = {}
-
-
-_INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
-
-
-def cached_wan_info(cfg: TrainConfig) -> WanInfo:
-    """:func:`wan_info`, read once per model path, revision and (local folders) config files' modification times."""
-    return read_once(_INFOS, cfg, _INFO_FILES, wan_info)
-
-
-def forget_infos() -> None:
-    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
-    _INFOS.clear()
+#: :func:`wan_info`, read once per model path, revision and (local folders) config files' modification times
+cached_wan_info = InfoCache(wan_info)
+#: drop the configs read so far (``--demo`` has just rewritten the model folder)
+forget_infos = cached_wan_info.forget
 
 
 @dataclass(frozen=True)
