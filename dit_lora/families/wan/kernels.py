@@ -29,11 +29,13 @@ import functools
 import torch
 from torch import nn
 
+from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import merge_heads
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+WAN = PatchTable("wan", "diffusers 0.42.1")
 # WanAttnProcessor: "512 is the context length of the text encoder, hardcoded for now" (I2V: image tokens first).
 TEXT_CONTEXT = 512
 
@@ -164,21 +166,8 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.transformer_wan import WanAttnProcessor, WanTransformerBlock
 
     return (
-        PatchPoint(
-            "wan.block",
-            WanTransformerBlock,
-            ("modulate", "gated_residual"),
-            "6f82f5be8f58923d",
-            forward=block_forward,
-            when=_is_block,
-            written_for=WRITTEN_FOR,
+        WAN.forward(
+            "block", WanTransformerBlock, "modulate gated_residual", "6f82f5be8f58923d", block_forward, _is_block
         ),
-        PatchPoint(
-            "wan.attention",
-            WanAttnProcessor,
-            ("attention",),
-            "f20ffcc85b9b0e6b",
-            processor=WanAttentionProcessor,
-            written_for=WRITTEN_FOR,
-        ),
+        WAN.processor("attention", WanAttnProcessor, "attention", "f20ffcc85b9b0e6b", WanAttentionProcessor),
     )
