@@ -15,7 +15,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from dit_lora.families.diffusion.patch_table import PatchTable
+from dit_lora.families.diffusion.patch_table import PatchTable, RuntimeProcessor
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import heads_first, key_mask, merge_heads
@@ -61,12 +61,8 @@ def _rotate(x: torch.Tensor, image_rotary_emb) -> torch.Tensor:
     return cast(torch.Tensor, apply_rotary_emb(x, image_rotary_emb))
 
 
-class JointAttentionProcessor:
+class JointAttentionProcessor(RuntimeProcessor):
     """``CogVideoXAttnProcessor2_0`` on the runtime: text and video tokens attend jointly, RoPE on the video part."""
-
-    def __init__(self, runtime: KernelRuntime, original) -> None:
-        self.runtime = runtime
-        self.original = original
 
     def __call__(
         self,

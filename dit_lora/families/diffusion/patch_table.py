@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from torch import nn
 
+from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 
 
@@ -41,3 +42,13 @@ class PatchTable:
             f"{self.family}.{name}", target, tuple(kernels.split()), fingerprint, processor=processor,
             written_for=self.written_for,
         )  # fmt: skip
+
+
+class RuntimeProcessor:
+    """Base of a family's attention processor on the run's kernels: the model's
+    :class:`~dit_lora.kernels.monitor.KernelRuntime` (``runtime``) and the processor it replaces (``original``, which
+    takes what the replacement does not implement)."""
+
+    def __init__(self, runtime: KernelRuntime, original) -> None:
+        self.runtime = runtime
+        self.original = original

@@ -29,7 +29,7 @@ import functools
 import torch
 from torch import nn
 
-from dit_lora.families.diffusion.patch_table import PatchTable
+from dit_lora.families.diffusion.patch_table import PatchTable, RuntimeProcessor
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import merge_heads
@@ -94,7 +94,7 @@ def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).type_as(x)
 
 
-class WanAttentionProcessor:
+class WanAttentionProcessor(RuntimeProcessor):
     """``WanAttnProcessor`` on the runtime: self- or cross-attention, RoPE, the I2V image keys and values.
 
     Keeps ``to_q`` / ``to_k`` / ``to_v`` / ``add_k_proj`` / ``add_v_proj`` as separate calls (LoRA layers in them
@@ -102,10 +102,6 @@ class WanAttentionProcessor:
     the generic ``torch_rmsnorm`` point when the RMSNorm op is on). What it does not implement goes to diffusers' own
     processor: fused projections, an attention mask (Wan's blocks pass none), context parallelism, extra kwargs.
     """
-
-    def __init__(self, runtime: KernelRuntime, original) -> None:
-        self.runtime = runtime
-        self.original = original
 
     def __call__(
         self,
