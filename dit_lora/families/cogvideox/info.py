@@ -17,7 +17,7 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, latent_frames, latent_padding, resolution_buckets
-from dit_lora.modelfiles.pipeline_files import read_once
+from dit_lora.families.diffusion.info_cache import InfoCache
 
 T2V_PIPELINES = ("CogVideoXPipeline", "CogVideoXVideoToVideoPipeline")  # same text-to-video weights
 I2V_PIPELINE = "CogVideoXImageToVideoPipeline"
@@ -213,8 +213,6 @@ def check_size_multiple(flag: str, value: int, multiple: int, info: ModelInfo) -
 
 
 #: ``model_info`` by (model, revision, local config files' mtimes): Hub reads cost a request each
-_MODEL_INFOS: dict[tuple, ModelInfo] = {}
-_INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
 
 
 class FrameRule(TypedDict):
@@ -225,15 +223,11 @@ class FrameRule(TypedDict):
     pad_latent_frames: bool
 
 
-def cached_model_info(cfg) -> ModelInfo:
-    """:func:`~.info.model_info`, read once per model path, revision and (local folders) config files' modification
-    times, so a rebuilt model is read again. A module-level cache: the spec's components hold no state."""
-    return read_once(_MODEL_INFOS, cfg, _INFO_FILES, model_info)
-
-
-def forget_model_infos() -> None:
-    """Drop every cached :class:`~.info.ModelInfo` (``--demo`` may have just rebuilt the model)."""
-    _MODEL_INFOS.clear()
+#: :func:`~.info.model_info`, read once per model path, revision and (local folders) config files' modification
+#: times, so a rebuilt model is read again
+cached_model_info = InfoCache(model_info)
+#: drop every cached :class:`~.info.ModelInfo` (``--demo`` may have just rebuilt the model)
+forget_model_infos = cached_model_info.forget
 
 
 def rope_limit(info: ModelInfo) -> tuple[int, int] | None:

@@ -15,11 +15,13 @@ from typing import cast
 import torch
 from torch import nn
 
+from dit_lora.families.diffusion.patch_table import PatchTable, RuntimeProcessor
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import heads_first, key_mask, merge_heads
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+COGVIDEOX = PatchTable("cogvideox", "diffusers 0.42.1")
 
 
 def norm_zero_forward(self, rt: KernelRuntime, hidden_states, encoder_hidden_states, temb):
@@ -59,12 +61,8 @@ def _rotate(x: torch.Tensor, image_rotary_emb) -> torch.Tensor:
     return cast(torch.Tensor, apply_rotary_emb(x, image_rotary_emb))
 
 
-class JointAttentionProcessor:
+class JointAttentionProcessor(RuntimeProcessor):
     """``CogVideoXAttnProcessor2_0`` on the runtime: text and video tokens attend jointly, RoPE on the video part."""
-
-    def __init__(self, runtime: KernelRuntime, original) -> None:
-        self.runtime = runtime
-        self.original = original
 
     def __call__(
         self,
@@ -97,6 +95,10 @@ class JointAttentionProcessor:
         return out, encoder_out
 
 
+def _layer_norm(m: nn.Module) -> bool:
+    return type(m.norm) is nn.LayerNorm
+
+
 @functools.cache
 def patch_points() -> tuple[PatchPoint, ...]:
     """CogVideoX's points: ``CogVideoXLayerNormZero``, ``CogVideoXBlock``, ``CogVideoXAttnProcessor2_0``."""
@@ -105,29 +107,11 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.cogvideox_transformer_3d import CogVideoXBlock
 
     return (
-        PatchPoint(
-            "cogvideox.norm_zero",
-            CogVideoXLayerNormZero,
-            ("modulate",),
-            "7a8c5e8c95048878",
-            forward=norm_zero_forward,
-            when=lambda m: type(m.norm) is nn.LayerNorm,
-            written_for=WRITTEN_FOR,
+        COGVIDEOX.forward(
+            "norm_zero", CogVideoXLayerNormZero, "modulate", "7a8c5e8c95048878", norm_zero_forward, _layer_norm
         ),
-        PatchPoint(
-            "cogvideox.block",
-            CogVideoXBlock,
-            ("gated_residual",),
-            "7d76aaa4a943237d",
-            forward=block_forward,
-            written_for=WRITTEN_FOR,
-        ),
-        PatchPoint(
-            "cogvideox.attention",
-            CogVideoXAttnProcessor2_0,
-            ("attention",),
-            "d1aa6498c53047fc",
-            processor=JointAttentionProcessor,
-            written_for=WRITTEN_FOR,
+        COGVIDEOX.forward("block", CogVideoXBlock, "gated_residual", "7d76aaa4a943237d", block_forward),
+        COGVIDEOX.processor(
+            "attention", CogVideoXAttnProcessor2_0, "attention", "d1aa6498c53047fc", JointAttentionProcessor
         ),
     )

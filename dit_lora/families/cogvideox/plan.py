@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.data.frames import most_tokens
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
 from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import build_components
 from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.video_sizes import clip_batches
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
@@ -48,8 +48,5 @@ class CogVideoXPlan(DiffusionPlan):
         return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text, dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
-        """One clip micro-batch per ``--frame_buckets`` entry; of the automatic set, the bucket of the most tokens."""
-        buckets = self.video.video_buckets(cfg)
-        if not cfg.video.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
-            buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
+        return clip_batches(cfg, self.video.video_buckets(cfg))

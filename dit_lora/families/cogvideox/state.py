@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dit_lora.families.diffusion.run_state import RunState
+
 
 @dataclass
-class CogVideoXRun:
+class CogVideoXRun(RunState):
     """The per-run state of a CogVideoX run (mutable: loading fills it, the data stage adds the validation image)."""
 
     #: the checkpoint's scheduler config (the validation sampler is built from it)
@@ -25,9 +27,5 @@ class CogVideoXRun:
     validation_image: Any = None
 
 
-def run_state(comps) -> CogVideoXRun:
-    """``comps.state``, an empty :class:`CogVideoXRun` put there first for components built by hand (tests,
-    benchmarks)."""
-    if comps.state is None:
-        comps.state = CogVideoXRun()
-    return comps.state
+#: ``comps.state``, an empty :class:`CogVideoXRun` put there first for components built by hand (tests, benchmarks).
+run_state = CogVideoXRun.of

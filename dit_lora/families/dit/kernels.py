@@ -15,10 +15,12 @@ import functools
 
 from torch import nn
 
+from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+DIT = PatchTable("dit", "diffusers 0.42.1")
 
 
 def block_forward(
@@ -66,13 +68,7 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.attention import BasicTransformerBlock
 
     return (
-        PatchPoint(
-            "dit.block",
-            BasicTransformerBlock,
-            ("modulate", "gated_residual"),
-            "b00f6c306bd464b8",
-            forward=block_forward,
-            when=is_dit_block,
-            written_for=WRITTEN_FOR,
+        DIT.forward(
+            "block", BasicTransformerBlock, "modulate gated_residual", "b00f6c306bd464b8", block_forward, is_dit_block
         ),
     )

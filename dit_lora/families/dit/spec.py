@@ -45,23 +45,11 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.diffusion.components import DiffusionCaptions
-from dit_lora.families.dit.adapter import (
-    DiTAdapter,
-    DiTAdapterExtras,
-    DiTCard,
-    DiTFitting,
-)
+from dit_lora.families.dit.adapter import DiTAdapter, DiTAdapterExtras, DiTCard, DiTFitting
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
-from dit_lora.families.dit.model import (
-    DiTBuckets,
-    DiTDefaults,
-    DiTDemo,
-    DiTModel,
-    DiTPrecision,
-    DiTTrainables,
-)
+from dit_lora.families.dit.model import DiTBuckets, DiTDefaults, DiTDemo, DiTModel, DiTPrecision, DiTTrainables
 from dit_lora.families.dit.plan import DiTPlan
 from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.output.names import PEFT_ADAPTER_FILE

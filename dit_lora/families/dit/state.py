@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from dit_lora.families.diffusion.run_state import RunState
 from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
 
 
 @dataclass
-class DiTRun:
+class DiTRun(RunState):
     """The per-run state of a DiT run (mutable: loading fills what the checkpoint says, the data stage the labels)."""
 
     #: the checkpoint's scheduler config (the validation sampler is built from it)
@@ -42,8 +43,5 @@ class DiTRun:
         return self.null_class
 
 
-def run_state(comps) -> DiTRun:
-    """``comps.state``, an empty :class:`DiTRun` put there first for components built by hand (tests, benchmarks)."""
-    if comps.state is None:
-        comps.state = DiTRun()
-    return comps.state
+#: ``comps.state``, an empty :class:`DiTRun` put there first for components built by hand (tests, benchmarks).
+run_state = DiTRun.of

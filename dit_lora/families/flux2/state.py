@@ -6,13 +6,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dit_lora.contract.capabilities import TextSettings
+from dit_lora.families.diffusion.run_state import RunState
 
 #: the pipeline of FLUX.2 [dev] and the one of the klein models (``model_index.json``'s ``_class_name``)
 DEV_PIPELINE, KLEIN_PIPELINE = "Flux2Pipeline", "Flux2KleinPipeline"
 
 
 @dataclass
-class Flux2Run:
+class Flux2Run(RunState):
     """The per-run state of a FLUX.2 run (mutable: setup fills it in as it decides)."""
 
     #: ``Flux2Pipeline`` (dev: Mistral-3) or ``Flux2KleinPipeline`` (klein: Qwen3), from ``model_index.json``
@@ -27,8 +28,5 @@ class Flux2Run:
     text: TextSettings | None = None
 
 
-def run_state(comps) -> Flux2Run:
-    """``comps.state``, an empty :class:`Flux2Run` put there first for components built by hand (tests)."""
-    if comps.state is None:
-        comps.state = Flux2Run()
-    return comps.state
+#: ``comps.state``, an empty :class:`Flux2Run` put there first for components built by hand (tests).
+run_state = Flux2Run.of

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dit_lora.contract.capabilities import TextSettings
+from dit_lora.families.diffusion.run_state import RunState
 
 
 @dataclass
-class QwenImageRun:
+class QwenImageRun(RunState):
     """The per-run state of a Qwen-Image run (mutable: the setup and data stages fill it in as they decide)."""
 
     #: the checkpoint's scheduler config: the dynamic shift's base/max values and the validation sampler
@@ -29,8 +30,5 @@ class QwenImageRun:
     validation_embeds: dict[str, Any] | None = None
 
 
-def run_state(comps) -> QwenImageRun:
-    """``comps.state``, an empty :class:`QwenImageRun` put there first for components built by hand (tests)."""
-    if comps.state is None:
-        comps.state = QwenImageRun()
-    return comps.state
+#: ``comps.state``, an empty :class:`QwenImageRun` put there first for components built by hand (tests).
+run_state = QwenImageRun.of

@@ -14,11 +14,13 @@ import functools
 
 from torch import nn
 
+from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import LinearAttentionProcessor, SoftmaxAttentionProcessor
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+SANA = PatchTable("sana", "diffusers 0.42.1")
 
 
 def block_forward(
@@ -69,29 +71,15 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.sana_transformer import SanaAttnProcessor2_0, SanaTransformerBlock
 
     return (
-        PatchPoint(
-            "sana.block",
-            SanaTransformerBlock,
-            ("modulate", "gated_residual"),
-            "5afe258c4b26a5f0",
-            forward=block_forward,
-            when=_is_block,
-            written_for=WRITTEN_FOR,
+        SANA.forward(
+            "block", SanaTransformerBlock, "modulate gated_residual", "5afe258c4b26a5f0", block_forward, _is_block
         ),
-        PatchPoint(
-            "sana.cross_attention",
-            SanaAttnProcessor2_0,
-            ("attention",),
-            "8ef70e80b2143f99",
-            processor=cross_attention,
-            written_for=WRITTEN_FOR,
-        ),
-        PatchPoint(
-            "sana.linear_attention",
+        SANA.processor("cross_attention", SanaAttnProcessor2_0, "attention", "8ef70e80b2143f99", cross_attention),
+        SANA.processor(
+            "linear_attention",
             SanaLinearAttnProcessor2_0,
-            ("linear_attention",),
+            "linear_attention",
             "2f931a190ca42ed2",
-            processor=LinearAttentionProcessor,
-            written_for=WRITTEN_FOR,
+            LinearAttentionProcessor,
         ),
     )

@@ -19,9 +19,8 @@ from typing import Any
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.core.errors import UserError
-from dit_lora.data.frames import automatic_buckets, check_num_frames, resolution_buckets
-from dit_lora.modelfiles.pipeline_files import read_once
+from dit_lora.families.diffusion.info_cache import InfoCache
+from dit_lora.families.diffusion.video_sizes import clip_buckets
 
 T2V_PIPELINE = "SanaVideoPipeline"
 I2V_PIPELINE = "SanaImageToVideoPipeline"
@@ -30,9 +29,6 @@ EXAMPLE_ID = "Efficient-Large-Model/SANA-Video_2B_480p_diffusers"
 BINNED_SAMPLE_SIZES = {30: 480, 22: 720}
 #: frames, height, width and fps the 480p release generates at (the pipelines' defaults and examples)
 TRAINED = {"frames": 81, "height": 480, "width": 832, "fps": 16}
-
-_INFOS: dict[tuple, SanaVideoInfo] = {}
-_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
 
 
 @dataclass(frozen=True)
@@ -93,14 +89,10 @@ def read_info(cfg: TrainConfig) -> SanaVideoInfo:
     )
 
 
-def cached_info(cfg: TrainConfig) -> SanaVideoInfo:
-    """:func:`read_info`, once per model path, revision and (local folders) config files' modification times."""
-    return read_once(_INFOS, cfg, _FILES, read_info)
-
-
-def forget_infos() -> None:
-    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
-    _INFOS.clear()
+#: :func:`read_info`, once per model path, revision and (local folders) config files' modification times
+cached_info = InfoCache(read_info)
+#: drop the configs read so far (``--demo`` has just rewritten the model folder)
+forget_infos = cached_info.forget
 
 
 @dataclass(frozen=True)
@@ -132,20 +124,5 @@ class SanaVideoTask:
         x ``--width`` or the trained 81 x 480 x 832, that size first (the transformer's RoPE is computed per input
         size, so any multiple of the latent stride runs)."""
         info = self.info(cfg)
-        if cfg.video.frame_buckets:
-            return resolution_buckets(
-                cfg.video.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=info.vae_temporal
-            )
-        frames0, height0, width0 = info.trained_size()
-        frames = cfg.video.max_num_frames or frames0
-        named = "--max_num_frames" if cfg.video.max_num_frames else "the default frame count"
-        check_num_frames(frames, flag=named, temporal_compression=info.vae_temporal)
-        height, width = cfg.video.height or height0, cfg.video.width or width0
-        for flag, value in (("--height", height), ("--width", width)):
-            if value % info.size_multiple:
-                fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
-                raise UserError(
-                    f"{flag} {value} must be a multiple of {info.size_multiple} for this SANA-Video checkpoint (VAE "
-                    f"{info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}."
-                )
-        return automatic_buckets((frames, height, width), info.size_multiple)
+        stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
+        return clip_buckets(cfg, info.trained_size(), info.size_multiple, info.vae_temporal, "SANA-Video", stride)

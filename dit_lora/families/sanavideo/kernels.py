@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import functools
 
+from dit_lora.families.diffusion.patch_table import PatchTable
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import SoftmaxAttentionProcessor
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+SANA_VIDEO = PatchTable("sanavideo", "diffusers 0.42.1")
 
 
 def cross_attention(rt: KernelRuntime, original) -> SoftmaxAttentionProcessor:
@@ -39,20 +41,5 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.transformer_sana_video import SanaAttnProcessor2_0
 
     return (
-        PatchPoint(
-            "sanavideo.cross_attention",
-            SanaAttnProcessor2_0,
-            ("attention",),
-            "fcb5157be990eab5",
-            processor=cross_attention,
-            written_for=WRITTEN_FOR,
-        ),
+        SANA_VIDEO.processor("cross_attention", SanaAttnProcessor2_0, "attention", "fcb5157be990eab5", cross_attention),
     )
-
-
-class SanaVideoKernels:
-    """``FamilySpec.kernels``: the processors the fused kernels patch."""
-
-    def kernel_patch_points(self) -> list:
-        """SANA-Video's patch points (imported on use: the kernels pull in Triton's launchers)."""
-        return list(patch_points())

@@ -7,8 +7,8 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.data.frames import most_tokens
 from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.video_sizes import clip_batches
 from dit_lora.families.sanavideo.encoders import TEXT_LEN
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import make_components
@@ -47,8 +47,5 @@ class SanaVideoPlan(DiffusionPlan):
         }
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
-        buckets = self.task.video_buckets(cfg)
-        if not cfg.video.frame_buckets:
-            buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
+        return clip_batches(cfg, self.task.video_buckets(cfg))

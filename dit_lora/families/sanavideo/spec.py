@@ -11,11 +11,11 @@ Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
-from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.sanavideo.adapter import SanaVideoAdapter, SanaVideoCard
 from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
 from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
-from dit_lora.families.sanavideo.kernels import SanaVideoKernels
+from dit_lora.families.sanavideo.kernels import patch_points
 from dit_lora.families.sanavideo.loss import SanaVideoData, SanaVideoLoss
 from dit_lora.families.sanavideo.model import (
     SanaVideoDefaults,
@@ -71,7 +71,7 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
         adapter=SanaVideoAdapter(info, task),
         video_frames=task,
         frame_rate=task,
-        kernels=SanaVideoKernels(),
+        kernels=PatchPoints(patch_points),
         card=SanaVideoCard(task),
         defaults=SanaVideoDefaults(),
         notes=SanaVideoNotes(task),

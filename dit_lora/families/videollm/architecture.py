@@ -169,6 +169,35 @@ def read_preprocessor_json(path: str | Path, names: Iterable[str] = PREPROCESSOR
     return merged
 
 
+def overlay_preprocessing(prep: dict[str, Any], raw: dict[str, Any]) -> None:
+    """Set in ``prep`` the normalisation and switches the preprocessor JSON ``raw`` gives: ``image_mean`` and
+    ``image_std`` (as float tuples), ``do_resize``, ``do_center_crop``, ``do_rescale``, ``do_normalize`` (as bools)
+    and ``rescale_factor`` (as a float); the rest of ``prep`` stays."""
+    for key in ("image_mean", "image_std"):
+        if key in raw:
+            prep[key] = tuple(float(v) for v in raw[key])
+    for key in ("do_resize", "do_center_crop", "do_rescale", "do_normalize"):
+        if key in raw:
+            prep[key] = bool(raw[key])
+    if "rescale_factor" in raw:
+        prep["rescale_factor"] = float(raw["rescale_factor"])
+
+
+def device_causal_mask(inputs: dict[str, torch.Tensor], window: int | None) -> dict[str, torch.Tensor]:
+    """``inputs`` with its 2-D padding mask as a 4-D causal mask built on the device (given a 2-D one, transformers
+    asks the host whether there is padding, to use SDPA's ``is_causal``: a sync every step); ``window``: the text
+    model's sliding window, part of the mask (None: none). Any other mask is used as it is."""
+    mask = inputs.get("attention_mask")
+    if mask is None or mask.dim() != 2:
+        return inputs
+    n = mask.shape[1]
+    pos = torch.arange(n, device=mask.device)
+    allowed = pos[None, :] <= pos[:, None]
+    if window:
+        allowed &= pos[:, None] - pos[None, :] < window
+    return {**inputs, "attention_mask": allowed[None, None] & mask[:, None, None, :].bool()}
+
+
 def _size_pair(value: Any, what: str) -> tuple[int, int]:
     """A preprocessor size entry (int, [h, w] or {"height", "width"}) as (height, width)."""
     if isinstance(value, int):
@@ -333,14 +362,7 @@ class VideoLLMSpec:
         raw = read_preprocessor_json(self._local_dir(path, "model path"))
         prep = dict(self.default_preprocessing)
         prep["resize_to"] = None
-        for key in ("image_mean", "image_std"):
-            if key in raw:
-                prep[key] = tuple(float(v) for v in raw[key])
-        for key in ("do_resize", "do_center_crop", "do_rescale", "do_normalize"):
-            if key in raw:
-                prep[key] = bool(raw[key])
-        if "rescale_factor" in raw:
-            prep["rescale_factor"] = float(raw["rescale_factor"])
+        overlay_preprocessing(prep, raw)
         if "size" in raw:
             size = raw["size"]
             if isinstance(size, dict) and "shortest_edge" in size:

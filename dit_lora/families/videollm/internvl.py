@@ -47,7 +47,12 @@ import numpy as np
 import torch
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.videollm.architecture import VideoLLMSpec, read_preprocessor_json
+from dit_lora.families.videollm.architecture import (
+    VideoLLMSpec,
+    device_causal_mask,
+    overlay_preprocessing,
+    read_preprocessor_json,
+)
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "INTERNVL_VIDEO_DEFAULTS", "InternVLSpec", "frame_times"]
 
@@ -145,14 +150,7 @@ class InternVLSpec(VideoLLMSpec):
             raw = read_preprocessor_json(folder, ("preprocessor_config.json",))
         raw = {k: v for k, v in raw.items() if v is not None}
         prep = dict(INTERNVL_VIDEO_DEFAULTS)
-        for key in ("image_mean", "image_std"):
-            if key in raw:
-                prep[key] = tuple(float(v) for v in raw[key])
-        for key in ("do_resize", "do_center_crop", "do_rescale", "do_normalize"):
-            if key in raw:
-                prep[key] = bool(raw[key])
-        if "rescale_factor" in raw:
-            prep["rescale_factor"] = float(raw["rescale_factor"])
+        overlay_preprocessing(prep, raw)
         if "resample" in raw:
             prep["resample"] = _RESAMPLE.get(raw["resample"], "bicubic")
         size = raw.get("size")
@@ -241,16 +239,9 @@ class InternVLSpec(VideoLLMSpec):
     def step_inputs(self, inputs: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
         """The padding mask as a 4-D causal mask built on the device (a 2-D one makes transformers ask the host
         whether there is padding: a sync each step)."""
-        mask = inputs.get("attention_mask")
-        if mask is None or mask.dim() != 2:
-            return inputs
-        n = mask.shape[1]
-        pos = torch.arange(n, device=mask.device)
-        allowed = pos[None, :] <= pos[:, None]
         text = getattr(config, "text_config", config)
-        if getattr(text, "use_sliding_window", False) and getattr(text, "sliding_window", None):
-            allowed &= pos[:, None] - pos[None, :] < text.sliding_window
-        return {**inputs, "attention_mask": allowed[None, None] & mask[:, None, None, :].bool()}
+        window = getattr(text, "sliding_window", None) if getattr(text, "use_sliding_window", False) else None
+        return device_causal_mask(inputs, window)
 
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Every sample's frames one after another, ``{"pixel_values": (sum F, 3, S, S)}``: the model fills the

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dit_lora.families.videollm.architecture import VideoLLMSpec
+from dit_lora.families.videollm.architecture import VideoLLMSpec, device_causal_mask
 
 __all__ = ["LlavaNextVideoSpec"]
 
@@ -96,16 +96,7 @@ class LlavaNextVideoSpec(VideoLLMSpec):
         ``is_causal``): a sync every step. A 4D mask is used as it is. Mistral's sliding window, when
         the checkpoint has one, is part of it.
         """
-        mask = inputs.get("attention_mask")
-        if mask is None or mask.dim() != 2:
-            return inputs
-        n = mask.shape[1]
-        pos = torch.arange(n, device=mask.device)
-        allowed = pos[None, :] <= pos[:, None]
-        window = getattr(getattr(config, "text_config", config), "sliding_window", None)
-        if window:
-            allowed &= pos[:, None] - pos[None, :] < window
-        return {**inputs, "attention_mask": allowed[None, None] & mask[:, None, None, :].bool()}
+        return device_causal_mask(inputs, getattr(getattr(config, "text_config", config), "sliding_window", None))
 
     def collate_pixels(self, items: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """Stack samples to ``{"pixel_values_videos": (B, F, 3, S, S)}``.

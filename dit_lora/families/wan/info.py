@@ -20,13 +20,9 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.data.frames import (
-    automatic_buckets,
-    check_num_frames,
-    resolution_buckets,
-)
+from dit_lora.families.diffusion.info_cache import InfoCache
+from dit_lora.families.diffusion.video_sizes import clip_buckets
 from dit_lora.families.wan.catalogue import default_size
-from dit_lora.modelfiles.pipeline_files import read_once
 
 T2V_PIPELINE = "WanPipeline"
 I2V_PIPELINE = "WanImageToVideoPipeline"
@@ -167,20 +163,10 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
     )
 
 
-_INFOS: dict[tuple, WanInfo] = {}
-
-
-_INFO_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
-
-
-def cached_wan_info(cfg: TrainConfig) -> WanInfo:
-    """:func:`wan_info`, read once per model path, revision and (local folders) config files' modification times."""
-    return read_once(_INFOS, cfg, _INFO_FILES, wan_info)
-
-
-def forget_infos() -> None:
-    """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
-    _INFOS.clear()
+#: :func:`wan_info`, read once per model path, revision and (local folders) config files' modification times
+cached_wan_info = InfoCache(wan_info)
+#: drop the configs read so far (``--demo`` has just rewritten the model folder)
+forget_infos = cached_wan_info.forget
 
 
 @dataclass(frozen=True)
@@ -229,21 +215,6 @@ class WanTask:
         around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
         Wan's RoPE is computed per input size, so any multiple of ``size_multiple`` runs)."""
         info = self.info(cfg)
-        temporal = info.vae_temporal  # the frame rule (Wan has no temporal patch: patch_size_t None)
-        if cfg.video.frame_buckets:
-            return resolution_buckets(
-                cfg.video.frame_buckets, spatial_multiple=info.size_multiple, temporal_compression=temporal
-            )
-        frames0, height0, width0, _ = info.trained_size()
-        frames = cfg.video.max_num_frames or frames0
-        named = "--max_num_frames" if cfg.video.max_num_frames else "the default frame count"
-        check_num_frames(frames, flag=named, temporal_compression=temporal)
-        height, width = cfg.video.height or height0, cfg.video.width or width0
-        for flag, value in (("--height", height), ("--width", width)):
-            if value % info.size_multiple:
-                fixed = max(info.size_multiple, round(value / info.size_multiple) * info.size_multiple)
-                raise UserError(
-                    f"{flag} {value} must be a multiple of {info.size_multiple} for this Wan checkpoint "
-                    f"(VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}); use {fixed}."
-                )
-        return automatic_buckets((frames, height, width), info.size_multiple)
+        stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
+        # the frame rule: the VAE's temporal compression (Wan has no temporal patch: patch_size_t None)
+        return clip_buckets(cfg, info.trained_size()[:3], info.size_multiple, info.vae_temporal, "Wan", stride)

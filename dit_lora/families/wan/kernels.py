@@ -29,11 +29,13 @@ import functools
 import torch
 from torch import nn
 
+from dit_lora.families.diffusion.patch_table import PatchTable, RuntimeProcessor
 from dit_lora.kernels.monitor import KernelRuntime
 from dit_lora.kernels.patch_points import PatchPoint
 from dit_lora.kernels.processors import merge_heads
 
-WRITTEN_FOR = "diffusers 0.42.1"
+#: its points, on code taken from diffusers 0.42.1
+WAN = PatchTable("wan", "diffusers 0.42.1")
 # WanAttnProcessor: "512 is the context length of the text encoder, hardcoded for now" (I2V: image tokens first).
 TEXT_CONTEXT = 512
 
@@ -92,7 +94,7 @@ def _rotary(x: torch.Tensor, freqs_cos: torch.Tensor, freqs_sin: torch.Tensor) -
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2).type_as(x)
 
 
-class WanAttentionProcessor:
+class WanAttentionProcessor(RuntimeProcessor):
     """``WanAttnProcessor`` on the runtime: self- or cross-attention, RoPE, the I2V image keys and values.
 
     Keeps ``to_q`` / ``to_k`` / ``to_v`` / ``add_k_proj`` / ``add_v_proj`` as separate calls (LoRA layers in them
@@ -100,10 +102,6 @@ class WanAttentionProcessor:
     the generic ``torch_rmsnorm`` point when the RMSNorm op is on). What it does not implement goes to diffusers' own
     processor: fused projections, an attention mask (Wan's blocks pass none), context parallelism, extra kwargs.
     """
-
-    def __init__(self, runtime: KernelRuntime, original) -> None:
-        self.runtime = runtime
-        self.original = original
 
     def __call__(
         self,
@@ -164,21 +162,8 @@ def patch_points() -> tuple[PatchPoint, ...]:
     from diffusers.models.transformers.transformer_wan import WanAttnProcessor, WanTransformerBlock
 
     return (
-        PatchPoint(
-            "wan.block",
-            WanTransformerBlock,
-            ("modulate", "gated_residual"),
-            "6f82f5be8f58923d",
-            forward=block_forward,
-            when=_is_block,
-            written_for=WRITTEN_FOR,
+        WAN.forward(
+            "block", WanTransformerBlock, "modulate gated_residual", "6f82f5be8f58923d", block_forward, _is_block
         ),
-        PatchPoint(
-            "wan.attention",
-            WanAttnProcessor,
-            ("attention",),
-            "f20ffcc85b9b0e6b",
-            processor=WanAttentionProcessor,
-            written_for=WRITTEN_FOR,
-        ),
+        WAN.processor("attention", WanAttnProcessor, "attention", "f20ffcc85b9b0e6b", WanAttentionProcessor),
     )

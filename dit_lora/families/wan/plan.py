@@ -6,8 +6,8 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.data.frames import most_tokens
 from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.video_sizes import clip_batches
 from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.model import plan_wan_components, trained_experts
 
@@ -34,8 +34,5 @@ class WanPlan(DiffusionPlan):
         return {"prompt_embeds": torch.empty(batch_size, TEXT_LEN, text, dtype=cfg.weight_dtype)}
 
     def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """One clip micro-batch per bucket, ``(B, F, 3, H, W)``; automatic buckets: the one with the most tokens."""
-        buckets = self.task.video_buckets(cfg)
-        if not cfg.video.frame_buckets:  # automatic: every bucket has at most the default's tokens, plan the worst
-            buckets = [most_tokens(buckets)]
-        return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
+        return clip_batches(cfg, self.task.video_buckets(cfg))

@@ -7,11 +7,13 @@ from typing import Any, TypeVar
 
 import torch
 
+from dit_lora.families.diffusion.run_state import RunState
+
 T = TypeVar("T")
 
 
 @dataclass
-class WanRun:
+class WanRun(RunState):
     """The per-run state of a Wan run (mutable: the data stage adds the validation image of image-to-video)."""
 
     #: the checkpoint's scheduler config (the validation sampler is built from it)
@@ -45,11 +47,8 @@ class WanRun:
     validation_image_embeds: torch.Tensor | None = None
 
 
-def run_state(comps) -> WanRun:
-    """``comps.state``, an empty :class:`WanRun` put there first for components built by hand (tests, benchmarks)."""
-    if comps.state is None:
-        comps.state = WanRun()
-    return comps.state
+#: ``comps.state``, an empty :class:`WanRun` put there first for components built by hand (tests, benchmarks).
+run_state = WanRun.of
 
 
 def required(value: T | None, name: str) -> T:

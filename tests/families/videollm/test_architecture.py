@@ -80,3 +80,21 @@ def test_size_entries():
     assert _size_pair({"height": 4, "width": 5}, "crop_size") == (4, 5)
     with pytest.raises(UserError, match="cannot read crop_size"):
         _size_pair({"shortest_edge": 4}, "crop_size")
+
+
+def test_the_shared_preprocessing_overlay_and_the_device_causal_mask():
+    import torch
+
+    from dit_lora.families.videollm.architecture import device_causal_mask, overlay_preprocessing
+
+    prep = {"image_mean": (0.5,) * 3, "do_resize": True, "resample": "bicubic"}
+    overlay_preprocessing(prep, {"image_mean": [0, 1, 2], "do_resize": 0, "rescale_factor": "0.5", "other": 1})
+    assert prep == {"image_mean": (0.0, 1.0, 2.0), "do_resize": False, "resample": "bicubic", "rescale_factor": 0.5}
+    inputs = {"attention_mask": torch.tensor([[1, 1, 1, 0]])}
+    full = device_causal_mask(inputs, None)["attention_mask"]
+    assert full.shape == (1, 1, 4, 4) and full[0, 0].tolist() == [
+        [True, False, False, False], [True, True, False, False], [True, True, True, False], [True, True, True, False]]
+    windowed = device_causal_mask(inputs, 2)["attention_mask"][0, 0]
+    assert windowed[2].tolist() == [False, True, True, False]
+    four_d = {"attention_mask": torch.ones(1, 1, 4, 4)}
+    assert device_causal_mask(four_d, 2) is four_d

@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from dit_lora.contract.family import Components
-from dit_lora.families.wan.samples import _inference_scheduler, call_kwargs
+from dit_lora.families.wan.samples import WanSamples, _inference_scheduler
 from dit_lora.families.wan.state import WanRun
 from config_stand_in import stand_in
 
@@ -15,7 +15,7 @@ def test_call_kwargs_take_the_first_bucket_and_the_validation_options():
     task = SimpleNamespace(video_buckets=lambda cfg: [(9, 64, 96), (5, 32, 32)])
     cfg = stand_in(validation_inference_steps=3, validation_guidance_scale=5.0)
     generator = object()
-    assert call_kwargs(task, cfg, generator) == {
+    assert WanSamples(task, None).call_kwargs(cfg, generator, 1) == {
         "num_frames": 9, "height": 64, "width": 96, "num_inference_steps": 3, "guidance_scale": 5.0,
         "generator": generator, "output_type": "pil",
     }

@@ -1,0 +1,58 @@
+"""The memory plan of a text-to-image flow family loaded by the kit: :class:`CaptionPlan`.
+
+Its components from their configs on the meta device (:func:`~.text_conditioned.meta_components`: the transformer
+in the run's dtype, counted by :attr:`~.components.DiffusionPlan.depth_key`, the VAE in fp32, the text encoder) with
+the family's run state holding the run's caption length, and the cached caption embeddings (and their mask) at that
+length. A family states its classes, its state, its mask's key and its caption length.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.components import DiffusionPlan
+from dit_lora.families.diffusion.run_state import FlowRun
+from dit_lora.families.diffusion.text_conditioned import meta_components
+
+
+class CaptionPlan(DiffusionPlan):
+    """``FamilySpec.plan``: transformer, VAE and text encoder on the meta device; captions at the run's length."""
+
+    #: the diffusers transformer and VAE class names
+    transformer: str = ""
+    vae: str = ""
+    #: the family's run state (built with the run's text settings)
+    state: type[FlowRun] = FlowRun
+    #: the key of the caption mask the cache holds beside the embeddings (None: no mask, every caption is full)
+    mask: str | None = None
+
+    @abstractmethod
+    def text_length(self, cfg) -> int:
+        """The run's caption length (``--max_sequence_length``, else the pipeline's default)."""
+
+    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+        """What the kit's loader loads for the family, built from the configs ``read`` returns (``depth``: that
+        many blocks)."""
+        import diffusers  # heavy: only when a plan is made
+
+        return meta_components(
+            cfg,
+            read,
+            depth,
+            transformer_class=getattr(diffusers, self.transformer),
+            depth_key=self.depth_key[1],
+            vae_class=getattr(diffusers, self.vae),
+            state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg))),
+        )
+
+    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+        """Caption embeddings (and their mask) at the run's text length, as empty tensors."""
+        length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
+        embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}
+        if self.mask is not None:
+            embeds[self.mask] = torch.ones(batch_size, length, dtype=torch.long)
+        return embeds

@@ -1,0 +1,43 @@
+"""What a diffusion run decides, kept in ``comps.state``: :class:`RunState`, the base of every family's state
+dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand), and
+:class:`FlowRun`, the state of a text-conditioned rectified-flow family (the checkpoint's scheduler config, the
+training scheduler's flow tables, the run's text settings)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.families.diffusion.text_conditioned import run_tables
+
+
+class RunState:
+    """A family's per-run state (a dataclass whose fields all have defaults: loading and setup fill them in)."""
+
+    @classmethod
+    def of(cls, comps) -> Self:
+        """``comps.state``, an empty ``cls()`` put there first for components built by hand (tests, benchmarks)."""
+        if comps.state is None:
+            comps.state = cls()
+        return comps.state
+
+
+@dataclass
+class FlowRun(RunState):
+    """The per-run state a text-conditioned rectified-flow family keeps (mutable: the setup and data stages fill it
+    in as they decide)."""
+
+    #: the checkpoint's scheduler config (the validation sampler is built from it)
+    scheduler_config: dict[str, Any] | None = None
+    #: the training scheduler's ``(sigmas, timesteps)`` on the run's device (``flow_matching.flow_tables``)
+    flow_tables: tuple[torch.Tensor, torch.Tensor] | None = None
+    #: how captions are encoded (``--max_sequence_length`` and the family's own settings); set by ``configure``
+    text: TextSettings | None = None
+
+    @classmethod
+    def tables(cls, comps, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The run's flow tables, built on ``device`` once when the components were built by hand (not per step)."""
+        return run_tables(cls.of(comps), comps, device)

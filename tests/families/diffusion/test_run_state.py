@@ -1,0 +1,32 @@
+"""families/diffusion/run_state.py: a family's run state put into hand-built components once, and a flow family's
+tables built once on the asked device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.run_state import FlowRun, RunState
+from dit_lora.families.sana.state import SanaRun, run_state, tables
+from dit_lora.modeling.flow_matching import training_scheduler
+
+
+@dataclass
+class Own(RunState):
+    value: int = 0
+
+
+def test_the_state_is_put_there_once_and_kept():
+    comps = Components(model=None)
+    state = Own.of(comps)
+    assert isinstance(state, Own) and comps.state is state and Own.of(comps) is state
+    assert run_state(Components(model=None, state=SanaRun(text_tokens=3))).text_tokens == 3
+
+
+def test_a_flow_familys_tables_are_built_on_the_device_once():
+    comps = Components(model=None, scheduler=training_scheduler({"shift": 3.0, "num_train_timesteps": 1000}))
+    sigmas, timesteps = tables(comps, torch.device("cpu"))
+    assert isinstance(comps.state, SanaRun) and isinstance(comps.state, FlowRun)
+    assert comps.state.flow_tables[0] is sigmas and tables(comps, torch.device("cpu"))[1] is timesteps
