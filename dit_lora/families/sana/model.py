@@ -13,9 +13,9 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
 from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
@@ -67,21 +67,13 @@ class SanaModel(KitModel):
     def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
         scheduler = training_scheduler(loaded.scheduler_config)
-        return Components(
-            model=loaded.transformer,
-            scheduler=scheduler,
-            encoders=loaded.encoders(),
-            state=SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device)),
+        return loaded.components(
+            scheduler, SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device))
         )
 
 
-class SanaPrecision(DiffusionPrecision):
+class SanaPrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
-        """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
 
 
 class SanaNotes(DiffusionNotes):
@@ -144,7 +136,6 @@ class SanaDefaults:
 PARTS = PipelineParts(
     kind="Sana",
     example_id="Efficient-Large-Model/Sana_600M_1024px_diffusers",
-    folder_listing="transformer/, vae/, text_encoder/",
     transformer="SanaTransformer2DModel",
     vae="AutoencoderDC",
     text_encoders=(TextEncoder("AutoModel"),),
@@ -158,10 +149,7 @@ class SanaBuckets:
     def bucket_stride(self, cfg) -> int:
         """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
         no model is named, as in ``check-data``)."""
-        named = bool(cfg.model.pretrained_model_name_or_path)
-        tr_cfg = read_component_config(cfg.model, "transformer") if named else None
-        vae_cfg = read_component_config(cfg.model, "vae") if named else None
-        return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
+        return resolution_multiple(*model_configs(cfg, "transformer", "vae"))[1]
 
     def square_only(self, cfg) -> str | None:
         """Never; SanaTransformer2DModel patchifies and unpatchifies any height and width (its patch embedding has no

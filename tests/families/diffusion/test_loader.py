@@ -225,7 +225,9 @@ def test_a_scheduler_class_reads_the_scheduler_config_inside_the_load(rec, monke
         return cls
 
     monkeypatch.setattr(loader, "model_class", model_class)
-    parts = loader.PipelineParts("Toy", "toy/Toy", "transformer/", "ToyTransformer", "ToyVae", scheduler="ToySched")
+    parts = loader.PipelineParts(
+        "Toy", "toy/Toy", "ToyTransformer", "ToyVae", folder_listing="transformer/", scheduler="ToySched"
+    )
     comps = ToyModel(parts).load_components(_cfg(), torch.device("cpu"))
     assert comps.state == {"from": "ToySched", "subfolder": "scheduler"}
     assert list(comps.encoders) == ["vae"]  # no text encoder: a class-conditional model
