@@ -26,6 +26,7 @@ heavy imports stay inside the call.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -217,11 +218,7 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for transformer in transformers:  # --quantize_base fp8_scaled: converted before the device
         quantize.after_loading(cfg.model, transformer, skip, device)
     quantize.keep_4bit_layout(*transformers, *loaded.text_encoders.values())
-    for transformer in transformers:
-        transformer.requires_grad_(False)
-    loaded.vae.requires_grad_(False).eval()
-    for encoder in loaded.text_encoders.values():
-        encoder.requires_grad_(False).eval()
+    freeze(transformers, loaded.vae, loaded.text_encoders.values())
     # Several transformers (Wan A14B's experts) are placed by the family's build_components (WanExperts.place):
     # their blocks never wait for the cache and they are not moved here.
     alone = len(transformers) == 1
@@ -232,6 +229,17 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for module in (*(transformers if alone else ()), loaded.vae, *loaded.text_encoders.values(), *extra):
         module.to(device)
     return model.build_components(cfg, loaded, device)
+
+
+def freeze(transformers: Iterable[Any], vae: Any, text_encoders: Iterable[Any] = ()) -> None:
+    """Every part frozen, the VAE and the text encoders (None: absent) also in eval mode: what a load does, and a
+    memory plan's parts on the meta device."""
+    for transformer in transformers:
+        transformer.requires_grad_(False)
+    vae.requires_grad_(False).eval()
+    for encoder in text_encoders:
+        if encoder is not None:
+            encoder.requires_grad_(False).eval()
 
 
 def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
