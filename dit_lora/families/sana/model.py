@@ -4,7 +4,6 @@ the resolution it takes, its defaults, its precision policy and notes, its aspec
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -13,9 +12,10 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
+from dit_lora.families.diffusion.builder import LatentGrid
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
 from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
@@ -119,19 +119,6 @@ class SanaNotes(DiffusionNotes):
         ]
 
 
-class SanaDefaults:
-    """``FamilySpec.defaults``: what an uncatalogued Sana model's configs imply."""
-
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
-        """The resolution the model was built for: its transformer's ``sample_size`` x the DC-AE's compression."""
-        tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
-        if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
-            return {}
-        factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
-        size = int(tr_cfg["sample_size"]) * factor
-        return {"resolution": (size, f"transformer sample_size {tr_cfg['sample_size']} x the VAE's {factor}x")}
-
-
 #: Sana's pipeline folder, as the kit's loader reads it
 PARTS = PipelineParts(
     kind="Sana",
@@ -143,18 +130,19 @@ PARTS = PipelineParts(
 )
 
 
-class SanaBuckets:
-    """``FamilySpec.image_buckets``: any aspect ratio, in the latent stride."""
+class SanaBuckets(LatentGrid):
+    """``FamilySpec.image_buckets``: any aspect ratio (SanaTransformer2DModel patchifies and unpatchifies any height
+    and width: its patch embedding has no positional table, or recomputes its sin-cos one for the grid), in the
+    latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when no model is
+    named, as in ``check-data``); and (``FamilySpec.defaults``) the resolution an uncatalogued model was built for:
+    its transformer's ``sample_size`` x the DC-AE's compression."""
 
-    def bucket_stride(self, cfg) -> int:
-        """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
-        no model is named, as in ``check-data``)."""
-        return resolution_multiple(*model_configs(cfg, "transformer", "vae"))[1]
+    def __init__(self) -> None:
+        super().__init__(default_stride=32, vae_key="encoder_block_out_channels", vae_blocks=6, patch=1)
 
-    def square_only(self, cfg) -> str | None:
-        """Never; SanaTransformer2DModel patchifies and unpatchifies any height and width (its patch embedding has no
-        positional table, or recomputes its sin-cos one for the grid)."""
-        return None
+
+#: ``FamilySpec.defaults``: the same grid's :meth:`~LatentGrid.generic_defaults`
+SanaDefaults = SanaBuckets
 
 
 class SanaDemo:
