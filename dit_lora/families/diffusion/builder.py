@@ -24,7 +24,17 @@ from dit_lora.families.diffusion.components import (
     DiffusionPrecision,
     DiffusionSetup,
 )
+from dit_lora.families.diffusion.demo_data import nearest_sizes
 from dit_lora.modelfiles.pipeline_files import read_component_config
+
+
+def check_divisible(resolution: int, multiple: int, why: str) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of ``multiple`` in one paragraph: ``why`` (the family's latent
+    stride and its pipeline's rule), then the nearest sizes that are."""
+    if resolution % multiple:
+        raise UserError(
+            f"--resolution {resolution} is not divisible by {multiple}: {why}. Use {nearest_sizes(resolution, multiple)}."
+        )
 
 
 class AnyAspect:

@@ -22,6 +22,18 @@ def check_validation_image(cfg, unset: str) -> None:
         )
 
 
+def refuse_stills(samples: list, alternative: str) -> None:
+    """Image-to-video refuses images (a one-frame clip has no frame after the conditioning one to learn), in one
+    paragraph naming how many, one of them, and ``alternative`` (the text-to-video family that trains them)."""
+    stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
+    if stills:
+        raise UserError(
+            f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
+            "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
+            f"from the data, or train them with {alternative}."
+        )
+
+
 def load_conditioning_image(source: str | None, samples: list | None, height: int, width: int):
     """The conditioning image of image-to-video validation, as a PIL image of ``width`` x ``height``.
 

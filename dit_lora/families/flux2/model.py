@@ -9,11 +9,10 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.builder import AnyAspect
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
@@ -35,13 +34,11 @@ def folder_pipeline(model) -> str:
 
 def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
-    if resolution % LATENT_STRIDE == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: FLUX.2's latents are 8x smaller than the "
-        f"image and packed in 2x2 patches, and its pipelines take only sizes divisible by {LATENT_STRIDE} (see "
-        f"--resolution). Use {nearest_sizes(resolution, LATENT_STRIDE)}."
+    why = (
+        f"FLUX.2's latents are 8x smaller than the image and packed in 2x2 patches, and its pipelines take only "
+        f"sizes divisible by {LATENT_STRIDE} (see --resolution)"
     )
+    check_divisible(resolution, LATENT_STRIDE, why)
 
 
 class Flux2Model(KitModel):

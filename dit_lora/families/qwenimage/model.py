@@ -10,10 +10,10 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.builder import AnyAspect
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
 from dit_lora.families.qwenimage.edit import refuse_unsupported
@@ -30,13 +30,11 @@ EXAMPLE_ID = "Qwen/Qwen-Image"
 
 def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` the pipeline would silently resize, suggesting the nearest sizes it takes."""
-    if resolution % LATENT_STRIDE == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: Qwen-Image's VAE compresses 8x and its "
-        f"transformer packs 2 x 2 latent patches, and QwenImagePipeline resizes other sizes (see --resolution). "
-        f"Use {nearest_sizes(resolution, LATENT_STRIDE)}."
+    why = (
+        "Qwen-Image's VAE compresses 8x and its transformer packs 2 x 2 latent patches, and QwenImagePipeline "
+        "resizes other sizes (see --resolution)"
     )
+    check_divisible(resolution, LATENT_STRIDE, why)
 
 
 def check_text_length(cfg) -> None:

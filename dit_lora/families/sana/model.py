@@ -12,9 +12,9 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.builder import LatentGrid
+from dit_lora.families.diffusion.builder import LatentGrid, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
@@ -36,13 +36,11 @@ def resolution_multiple(tr_cfg: dict, vae_cfg: dict) -> tuple[int, int]:
 def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     """Refuse a ``--resolution`` the model or SanaPipeline cannot take, suggesting the nearest sizes both take."""
     multiple, latent = resolution_multiple(tr_cfg, vae_cfg)
-    if resolution % multiple == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {multiple}: this Sana model's latent stride is {latent} "
-        f"(DC-AE compression x patch size) and SanaPipeline, which draws the validation and final samples, takes "
-        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {nearest_sizes(resolution, multiple)}."
+    why = (
+        f"this Sana model's latent stride is {latent} (DC-AE compression x patch size) and SanaPipeline, which draws "
+        f"the validation and final samples, takes only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution)"
     )
+    check_divisible(resolution, multiple, why)
 
 
 class SanaModel(KitModel):

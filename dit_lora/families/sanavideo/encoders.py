@@ -12,9 +12,8 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image, refuse_stills
 from dit_lora.families.diffusion.latents import normalised_clip_latents
 from dit_lora.families.diffusion.prompts import MASKED, instruction, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
@@ -93,11 +92,5 @@ class SanaVideoSetup(TextSettingsSetup):
         keep the first clip's first frame (or ``--validation_image``) for validation videos."""
         if self.task.task != "i2v":
             return
-        stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
-        if stills:
-            raise UserError(
-                f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
-                "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
-                "from the data, or train them with --family sanavideo (text-to-video)."
-            )
+        refuse_stills(samples, "--family sanavideo (text-to-video)")
         kept_conditioning_image(self.task, cfg, run_state(comps), samples)

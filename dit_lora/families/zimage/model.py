@@ -11,11 +11,10 @@ import torch
 from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.builder import AnyAspect
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
@@ -36,15 +35,12 @@ def latent_stride(tr_cfg: dict, vae_cfg: dict) -> int:
 
 def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     """Refuse a ``--resolution`` the transformer or ZImagePipeline cannot take, naming the nearest sizes."""
-    stride = latent_stride(tr_cfg, vae_cfg)
-    if resolution % stride == 0:
-        return
-    patch = int((tr_cfg.get("all_patch_size") or [2])[0])
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {stride}: this Z-Image's VAE downsamples {stride // patch}x "
-        f"and its transformer takes {patch}x{patch} patches, and ZImagePipeline (which draws the validation and "
-        f"final samples) takes only sizes divisible by {stride}. Use {nearest_sizes(resolution, stride)}."
+    stride, patch = latent_stride(tr_cfg, vae_cfg), int((tr_cfg.get("all_patch_size") or [2])[0])
+    why = (
+        f"this Z-Image's VAE downsamples {stride // patch}x and its transformer takes {patch}x{patch} patches, and "
+        f"ZImagePipeline (which draws the validation and final samples) takes only sizes divisible by {stride}"
     )
+    check_divisible(resolution, stride, why)
 
 
 class ZImageModel(KitModel):

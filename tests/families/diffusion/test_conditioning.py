@@ -66,3 +66,21 @@ def test_a_missing_validation_image_is_refused_saying_what_unset_does(tmp_path):
     with pytest.raises(UserError, match=r"^--validation_image `.*no\.png` does not exist\. Give an image file, or "
                                         r"leave it unset to take the first frame\.$"):
         check_validation_image(missing, "take the first frame")
+
+
+def test_image_to_video_refuses_still_images_naming_the_alternative():
+    """``refuse_stills``: clips (and samples not bucketed yet) pass; one-frame samples are one paragraph counting
+    them, naming one, and the family that trains them."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.diffusion.conditioning import refuse_stills
+
+    clip, unbucketed = SimpleNamespace(bucket=(9, 32, 32), key="a"), SimpleNamespace(bucket=None, key="b")
+    refuse_stills([clip, unbucketed], "--family x")
+    stills = [SimpleNamespace(bucket=(1, 32, 32), key="c.png"), SimpleNamespace(bucket=(1, 32, 32), key="d.png")]
+    with pytest.raises(UserError, match=r"^2 training sample\(s\) are images, e\.g\. `c\.png`: .* train them with "
+                                        r"--family x \(text-to-video\)\.$"):
+        refuse_stills([clip, *stills], "--family x (text-to-video)")
