@@ -3,7 +3,6 @@ T5 ``encode_prompt``, padded to the transformer's text length; what changes the 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -12,7 +11,8 @@ from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.cogvideox.info import FAMILY_FOR, CogVideoXVideo, check_latent_size, transformer_config
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+from dit_lora.families.diffusion.latents import model_identity
+from dit_lora.families.diffusion.prompts import pipeline_prompts
 
 
 def pipeline_class(info: FamilyInfo):
@@ -33,14 +33,10 @@ class CogVideoXEncoders(DiffusionEncoders):
 
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, dtype, text length, the VAE's tiling/slicing and the latents kept."""
-        path = cfg.model.pretrained_model_name_or_path
         return {
             "family": FAMILY_FOR[self.task],
             "cogvideox_variant": self.task,  # the stored key keeps its name: existing caches stay valid
-            "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg.model, ("vae", "text_encoder")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
+            **model_identity(cfg),
             "dtype": cfg.training.mixed_precision,  # VAE and T5 run in it
             "max_sequence_length": self.video.model_info(cfg).max_text_seq_length,
             "vae_tiling": cfg.family_options.enable_tiling,  # tiles blend at the seams: slightly different latents
@@ -64,24 +60,8 @@ class CogVideoXEncoders(DiffusionEncoders):
         """Captions through the pipeline's own ``encode_prompt``, padded to the transformer's text length."""
         # The pipeline's own encode_prompt (padding to max_length, truncation) keeps training prompts
         # identical to what the pipeline feeds the transformer at inference.
-        pipe = pipeline_class(self.info)(
-            tokenizer=comps.encoders["tokenizer"],
-            text_encoder=comps.encoders["text_encoder"],
-            vae=None,
-            transformer=None,
-            scheduler=None,
-        )
         kept = comps.state.max_sequence_length if comps.state is not None else None
         length = kept or transformer_config(comps.model).max_text_seq_length
-        with torch.no_grad():
-            embeds, negative = pipe.encode_prompt(
-                list(captions),
-                negative_prompt="",
-                do_classifier_free_guidance=with_negative,
-                max_sequence_length=length,
-                device=comps.encoders["text_encoder"].device,
-            )
-        out = {"prompt_embeds": embeds}
-        if with_negative:
-            out["negative_prompt_embeds"] = negative
-        return out
+        return pipeline_prompts(
+            comps, self.info.pipeline_class_name, captions, with_negative=with_negative, max_sequence_length=length
+        )

@@ -30,7 +30,7 @@ from dit_lora.families.cogvideox.info import (
 )
 from dit_lora.families.cogvideox.state import CogVideoXRun
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 
@@ -39,9 +39,7 @@ def build_components(cfg, transformer, vae, text_encoder, scheduler_cfg: dict, d
     :class:`~.state.CogVideoXRun`."""
     from diffusers import CogVideoXDDIMScheduler  # heavy: only when a model is built
 
-    transformer.requires_grad_(False)
-    vae.requires_grad_(False).eval()
-    text_encoder.requires_grad_(False).eval()
+    freeze([transformer], vae, [text_encoder])
     if cfg.family_options.enable_slicing:
         vae.enable_slicing()
     if cfg.family_options.enable_tiling:

@@ -24,24 +24,61 @@ from dit_lora.families.diffusion.components import (
     DiffusionPrecision,
     DiffusionSetup,
 )
+from dit_lora.families.diffusion.demo_data import nearest_sizes
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 
-class LatentGrid:
+def check_divisible(resolution: int, multiple: int, why: str) -> None:
+    """Refuse a ``--resolution`` that is not a multiple of ``multiple`` in one paragraph: ``why`` (the family's latent
+    stride and its pipeline's rule), then the nearest sizes that are."""
+    if resolution % multiple:
+        raise UserError(
+            f"--resolution {resolution} is not divisible by {multiple}: {why}. Use {nearest_sizes(resolution, multiple)}."
+        )
+
+
+class AnyAspect:
+    """``FamilySpec.image_buckets`` of a transformer that takes any latent grid (its patch embedding has no fixed
+    positional table, or its RoPE positions follow the grid): buckets of any aspect ratio in steps of ``stride`` (a
+    family whose stride depends on the model's configs overrides :meth:`bucket_stride`)."""
+
+    #: the latent stride in pixels: the VAE's downsampling x the patch size
+    stride = 16
+
+    def bucket_stride(self, cfg) -> int:
+        """:attr:`stride`."""
+        return self.stride
+
+    def square_only(self, cfg) -> str | None:
+        """Never: the transformer takes any grid."""
+        return None
+
+
+class LatentGrid(AnyAspect):
     """``FamilySpec.image_buckets`` and ``FamilySpec.defaults`` of a transformer that patchifies any latent grid
-    (PixArt's, DiT's): buckets of any aspect ratio in the latent stride, the VAE's downsampling x the patch size
-    (the transformer config's ``patch_key``; ``default_stride`` without a model), and, for an uncatalogued model, the
-    resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
+    (PixArt's, DiT's, Sana's): buckets of any aspect ratio in the latent stride, the VAE's downsampling (2 to the
+    number of its config's ``vae_key`` blocks, ``vae_blocks`` when unset, less one) x the patch size (the transformer
+    config's ``patch_key``, ``patch`` when unset; ``default_stride`` without a model), and, for an uncatalogued model,
+    the resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
     model's small config files."""
 
-    def __init__(self, patch_key: str = "patch_size", default_stride: int = 16) -> None:
+    def __init__(
+        self,
+        patch_key: str = "patch_size",
+        default_stride: int = 16,
+        *,
+        vae_key: str = "block_out_channels",
+        vae_blocks: int = 4,
+        patch: int = 2,
+    ) -> None:
         self.patch_key, self.default_stride = patch_key, default_stride
+        self.vae_key, self.vae_blocks, self.patch = vae_key, vae_blocks, patch
 
     def sizes(self, cfg) -> tuple[int, int, int | None]:
         """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset)."""
         vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
-        factor = 2 ** (len(vae.get("block_out_channels", [0] * 4)) - 1)
-        return factor, int(transformer.get(self.patch_key, 2)), transformer.get("sample_size")
+        factor = 2 ** (len(vae.get(self.vae_key, [0] * self.vae_blocks)) - 1)
+        return factor, int(transformer.get(self.patch_key, self.patch)), transformer.get("sample_size")
 
     def bucket_stride(self, cfg) -> int:
         """The VAE's downsampling x the patch size (``default_stride`` without a model)."""
@@ -49,10 +86,6 @@ class LatentGrid:
             return self.default_stride
         factor, patch, _ = self.sizes(cfg)
         return factor * patch
-
-    def square_only(self, cfg) -> str | None:
-        """Never: the patch embedding takes any grid."""
-        return None
 
     def check_resolution(self, cfg) -> None:
         """Refuse a ``--resolution`` the transformer cannot patch, in one paragraph naming the size to use."""

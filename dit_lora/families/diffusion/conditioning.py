@@ -1,12 +1,37 @@
-"""The conditioning image of image-to-video validation (Wan and CogVideoX image-to-video)."""
+"""The conditioning image of image-to-video validation (Wan, CogVideoX and SANA-Video image-to-video) and of an
+edit model's validation (Qwen-Image Edit): the ``--validation_image`` check, the image loaded or kept."""
 
 from __future__ import annotations
+
+import os
 
 import torch
 from PIL import Image, ImageOps
 
 from dit_lora.core.errors import UserError
 from dit_lora.data.video import VideoDecodeError, decode_clip
+
+
+def check_validation_image(cfg, unset: str) -> None:
+    """Refuse a ``--validation_image`` that is not a file, in one paragraph saying what leaving it unset does
+    (``unset``: "condition validation videos on ...")."""
+    image = getattr(cfg.family_options, "validation_image", None)
+    if image and not os.path.isfile(image):
+        raise UserError(
+            f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to {unset}."
+        )
+
+
+def refuse_stills(samples: list, alternative: str) -> None:
+    """Image-to-video refuses images (a one-frame clip has no frame after the conditioning one to learn), in one
+    paragraph naming how many, one of them, and ``alternative`` (the text-to-video family that trains them)."""
+    stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
+    if stills:
+        raise UserError(
+            f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
+            "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
+            f"from the data, or train them with {alternative}."
+        )
 
 
 def load_conditioning_image(source: str | None, samples: list | None, height: int, width: int):

@@ -26,6 +26,7 @@ heavy imports stay inside the call.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -73,12 +74,13 @@ class PipelineParts:
     kind: str
     #: a Hub id the folder checks suggest
     example_id: str
-    #: the subfolders ``check_pipeline_folder`` says a folder needs, as it prints them
-    folder_listing: str
     #: the diffusers transformer class, e.g. ``"SanaTransformer2DModel"``
     transformer: str
     #: the diffusers VAE class, e.g. ``"AutoencoderDC"``
     vae: str
+    #: the subfolders ``check_pipeline_folder`` says a folder needs, as it prints them ("": the weight folders,
+    #: ``"transformer/, vae/, text_encoder/"``)
+    folder_listing: str = ""
     #: the VAE's dtype: ``"fp32"`` (the latents are cached once from it) or the run's ``"weight"`` dtype
     vae_dtype: Literal["fp32", "weight"] = "fp32"
     text_encoders: tuple[TextEncoder, ...] = ()
@@ -91,6 +93,11 @@ class PipelineParts:
     def weight_folders(self, transformer: str = "transformer") -> tuple[str, ...]:
         """The subfolders whose weights must be safetensors: the transformer, the VAE, the text encoders."""
         return (transformer, "vae", *(enc.subfolder for enc in self.text_encoders))
+
+    def listing(self) -> str:
+        """The subfolders a folder needs, as the folder checks print them (``folder_listing``, else the weight
+        folders)."""
+        return self.folder_listing or ", ".join(f"{folder}/" for folder in self.weight_folders())
 
 
 @dataclass
@@ -129,6 +136,11 @@ class LoadedParts:
                 out[tokenizer] = self.tokenizers[tokenizer]
         out.update({k: v for k, v in self.tokenizers.items() if k not in out})
         return {**out, **self.extra}
+
+    def components(self, scheduler: Any, state: Any) -> Components:
+        """The run's components: the (first) transformer, ``scheduler``, :meth:`encoders` and the family's typed
+        run ``state``."""
+        return Components(model=self.transformer, scheduler=scheduler, encoders=self.encoders(), state=state)
 
 
 def model_class(library: Literal["diffusers", "transformers"], name: str) -> Any:
@@ -180,10 +192,17 @@ class KitModel(DiffusionModel):
         check_pipeline_files(self.pipeline_parts(cfg), cfg)
 
 
+def model_configs(cfg, *folders: str) -> tuple[dict, ...]:
+    """The small configs of the named model's ``folders`` (``config.json``), each ``{}`` when it cannot be read or no
+    model is named (as in ``check-data``, where a family's config defaults stand in)."""
+    named = bool(cfg.model.pretrained_model_name_or_path)
+    return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
+
+
 def check_pipeline_files(parts: PipelineParts, cfg) -> None:
     """A diffusers pipeline folder (``check_pipeline_folder``) of safetensors weights (``check_safetensors``) whose
     tokenizers' packages are installed (``check_tokenizer_packages``), each refusal one paragraph."""
-    check_pipeline_folder(cfg.model, parts.kind, parts.example_id, parts.folder_listing)
+    check_pipeline_folder(cfg.model, parts.kind, parts.example_id, parts.listing())
     check_safetensors(cfg.model, parts.weight_folders(), parts.kind)
     for encoder in parts.text_encoders:
         if encoder.tokenizer is not None:
@@ -199,12 +218,9 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for transformer in transformers:  # --quantize_base fp8_scaled: converted before the device
         quantize.after_loading(cfg.model, transformer, skip, device)
     quantize.keep_4bit_layout(*transformers, *loaded.text_encoders.values())
-    for transformer in transformers:
-        transformer.requires_grad_(False)
-    loaded.vae.requires_grad_(False).eval()
     extra = [m for m in loaded.extra.values() if isinstance(m, torch.nn.Module)]
-    for encoder in (*loaded.text_encoders.values(), *extra):  # extra: Wan 2.1 I2V's CLIP was left trainable
-        encoder.requires_grad_(False).eval()
+    # extra encoders too: Wan 2.1 I2V's CLIP was left trainable
+    freeze(transformers, loaded.vae, (*loaded.text_encoders.values(), *extra))
     # Several transformers (Wan A14B's experts) are placed by the family's build_components (WanExperts.place):
     # their blocks never wait for the cache and they are not moved here.
     alone = len(transformers) == 1
@@ -214,6 +230,17 @@ def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
     for module in (*(transformers if alone else ()), loaded.vae, *loaded.text_encoders.values(), *extra):
         module.to(device)
     return model.build_components(cfg, loaded, device)
+
+
+def freeze(transformers: Iterable[Any], vae: Any, text_encoders: Iterable[Any] = ()) -> None:
+    """Every part frozen, the VAE and the text encoders (None: absent) also in eval mode: what a load does, and a
+    memory plan's parts on the meta device."""
+    for transformer in transformers:
+        transformer.requires_grad_(False)
+    vae.requires_grad_(False).eval()
+    for encoder in text_encoders:
+        if encoder is not None:
+            encoder.requires_grad_(False).eval()
 
 
 def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:

@@ -9,7 +9,6 @@ model classes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +16,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -26,13 +25,9 @@ def encoder_identity(cfg, family: str, *, stamp_key: str = "model_index_mtime", 
     """A text-conditioned family's cache identity: ``family``, the model (absolute when local), its stamp under
     ``stamp_key``, revision, variant and text dtype, then the family's ``settings``, then a quantized text encoder
     (its embeddings differ from the full-precision one's)."""
-    path = cfg.model.pretrained_model_name_or_path
     return {
         "family": family,
-        "model": os.path.abspath(path) if is_local(path) else path,
-        stamp_key: model_stamp(cfg.model, ("vae", "text_encoder")),
-        "revision": cfg.model.revision,
-        "variant": cfg.model.variant,
+        **model_identity(cfg, stamp_key),
         "text_dtype": cfg.training.mixed_precision,
         **settings,
         **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),

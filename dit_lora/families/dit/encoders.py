@@ -4,7 +4,6 @@ embedding."""
 
 from __future__ import annotations
 
-import os
 from typing import Any, cast
 
 import torch
@@ -12,6 +11,7 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
+from dit_lora.families.diffusion.latents import model_identity, scaled_latents
 from dit_lora.families.dit.classes import (
     class_count_error,
     map_to_pretrained,
@@ -20,7 +20,6 @@ from dit_lora.families.dit.classes import (
 )
 from dit_lora.families.dit.embedding import resize_class_embeddings
 from dit_lora.families.dit.state import run_state
-from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
 
 class DiTEncoders(DiffusionEncoders):
@@ -29,24 +28,16 @@ class DiTEncoders(DiffusionEncoders):
     def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
         """The model, its VAE and transformer files, and the run's class list (a changed label map must never reuse
         cached class ids)."""
-        path = cfg.model.pretrained_model_name_or_path
         return {
             "family": "dit",
-            "model": os.path.abspath(path) if is_local(path) else path,
-            "model_stamp": model_stamp(cfg.model, ("vae", "transformer")),
-            "revision": cfg.model.revision,
-            "variant": cfg.model.variant,
+            **model_identity(cfg, stamped=("vae", "transformer")),
             "latents": "posterior_mean_fp32",
             "classes": run_state(comps).classes if comps is not None else None,
         }
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """The VAE posterior's mean times ``scaling_factor``, in fp32 (deterministic, so the cache is too)."""
-        vae = comps.encoders["vae"]
-        with torch.no_grad():
-            latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent_dist.mode()
-        shift = getattr(vae.config, "shift_factor", None) or 0.0
-        return ((latents - shift) * vae.config.scaling_factor).float()
+        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False

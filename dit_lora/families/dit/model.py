@@ -12,9 +12,10 @@ from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.core.errors import UserError
 from dit_lora.data.sources import class_folder_names
 from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
+from dit_lora.families.diffusion.builder import LatentGrid
 from dit_lora.families.diffusion.components import DiffusionPrecision
 from dit_lora.families.diffusion.demo_data import demo_data
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, freeze
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.dit.classes import (
     class_count_error,
@@ -66,8 +67,7 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
         for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
         if scheduler_cfg.get(k) is not None
     }
-    transformer.requires_grad_(False)
-    vae.requires_grad_(False).eval()
+    freeze([transformer], vae)
     base_num_classes = int(transformer.config.num_embeds_ada_norm)
     scheduler = DDPMScheduler(**train_cfg, prediction_type="epsilon")
     return Components(
@@ -194,15 +194,9 @@ class DiTDefaults:
         return {"resolution": native} if native else {}
 
 
-class DiTBuckets:
-    """``FamilySpec.image_buckets``: squares only (the stride is still said, for ``check-data``)."""
-
-    def bucket_stride(self, cfg) -> int:
-        """The VAE's downsampling x the patch size (8 x 2), from the configs."""
-        named = bool(cfg.model.pretrained_model_name_or_path)
-        tr_cfg = (read_component_config(cfg.model, "transformer") if named else None) or {}
-        vae_cfg = (read_component_config(cfg.model, "vae") if named else None) or {}
-        return 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1) * int(tr_cfg.get("patch_size", 2))
+class DiTBuckets(LatentGrid):
+    """``FamilySpec.image_buckets``: squares only (the stride, the VAE's downsampling x the patch size (8 x 2) from
+    the configs, is still said, for ``check-data``)."""
 
     def square_only(self, cfg) -> str | None:
         """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =

@@ -12,6 +12,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
 
@@ -90,13 +91,12 @@ class Flux2Encoders(DiffusionEncoders):
         """Captions through the pipeline's own ``encode_prompt`` (its chat template, padding to the run's length,
         the stacked layers); ``with_negative`` adds the empty caption's embedding (klein's CFG negative)."""
         state = run_state(comps)
-        encoder = comps.encoders["text_encoder"]
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        pipe: Any = pipeline_class(state.pipeline_class)(
-            scheduler=None, vae=None, text_encoder=encoder, tokenizer=comps.encoders["tokenizer"], transformer=None
-        )
-        length = state.text.max_sequence_length if state.text else DEFAULT_MAX_SEQUENCE_LENGTH
-        kwargs = {"device": encoder.device, "max_sequence_length": length, "text_encoder_out_layers": state.out_layers}
+        pipe = text_pipeline(comps, state.pipeline_class)
+        kwargs = {
+            "device": comps.encoders["text_encoder"].device,
+            "max_sequence_length": caption_length(state.text, DEFAULT_MAX_SEQUENCE_LENGTH),
+            "text_encoder_out_layers": state.out_layers,
+        }
         with torch.no_grad():
             embeds, _ = pipe.encode_prompt(prompt=list(captions), **kwargs)
             out = {"prompt_embeds": embeds}

@@ -9,10 +9,10 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
@@ -34,13 +34,11 @@ def folder_pipeline(model) -> str:
 
 def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` that is not a multiple of the latent stride, naming the nearest that are."""
-    if resolution % LATENT_STRIDE == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: FLUX.2's latents are 8x smaller than the "
-        f"image and packed in 2x2 patches, and its pipelines take only sizes divisible by {LATENT_STRIDE} (see "
-        f"--resolution). Use {nearest_sizes(resolution, LATENT_STRIDE)}."
+    why = (
+        f"FLUX.2's latents are 8x smaller than the image and packed in 2x2 patches, and its pipelines take only "
+        f"sizes divisible by {LATENT_STRIDE} (see --resolution)"
     )
+    check_divisible(resolution, LATENT_STRIDE, why)
 
 
 class Flux2Model(KitModel):
@@ -72,12 +70,7 @@ class Flux2Model(KitModel):
             guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
             out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
         )
-        return Components(
-            model=loaded.transformer,
-            scheduler=training_scheduler(loaded.scheduler_config),
-            encoders=loaded.encoders(),
-            state=state,
-        )
+        return loaded.components(training_scheduler(loaded.scheduler_config), state)
 
     def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
@@ -89,13 +82,8 @@ class Flux2Model(KitModel):
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 
 
-class Flux2Precision(DiffusionPrecision):
+class Flux2Precision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and text encoder in the run's weight dtype; the VAE stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
-        """Transformer and text encoder in the run's weight dtype; the VAE in fp32."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
 
 
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
@@ -103,7 +91,6 @@ class Flux2Precision(DiffusionPrecision):
 PARTS = PipelineParts(
     kind="FLUX.2",
     example_id="black-forest-labs/FLUX.2-klein-base-4B",
-    folder_listing="transformer/, vae/, text_encoder/",
     transformer="Flux2Transformer2DModel",
     vae="AutoencoderKLFlux2",
     text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
@@ -119,16 +106,11 @@ class Flux2Defaults:
         return {}
 
 
-class Flux2Buckets:
-    """``FamilySpec.image_buckets``: any aspect ratio, in steps of the latent stride."""
+class Flux2Buckets(AnyAspect):
+    """``FamilySpec.image_buckets``: any aspect ratio (the transformer takes any token grid: RoPE position ids, no
+    positional table), in steps of the latent stride, 16: the VAE's 8x times the 2x2 patch."""
 
-    def bucket_stride(self, cfg) -> int:
-        """16: the VAE's 8x times the 2x2 patch."""
-        return LATENT_STRIDE
-
-    def square_only(self, cfg) -> str | None:
-        """Never: the transformer takes any token grid (RoPE position ids, no positional table)."""
-        return None
+    stride = LATENT_STRIDE
 
 
 class Flux2Demo:

@@ -12,6 +12,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.qwenimage.state import run_state
 
@@ -26,19 +27,6 @@ NEGATIVE_PROMPT = " "
 def max_sequence_length(cfg) -> int:
     """``--max_sequence_length``, else the pipeline's default (512)."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
-
-
-def text_pipeline(comps: Components) -> Any:
-    """A text-only ``QwenImagePipeline``: its ``encode_prompt`` is what the pipeline feeds the transformer."""
-    from diffusers import QwenImagePipeline  # slow import: only when captions are encoded
-
-    return QwenImagePipeline(
-        scheduler=None,
-        vae=None,
-        text_encoder=comps.encoders["text_encoder"],
-        tokenizer=comps.encoders["tokenizer"],
-        transformer=None,
-    )
 
 
 def pad_text(embeds: torch.Tensor, mask: torch.Tensor | None, length: int) -> dict[str, torch.Tensor]:
@@ -88,9 +76,8 @@ class QwenImageEncoders(DiffusionEncoders):
     ) -> dict[str, torch.Tensor]:
         """Captions through ``QwenImagePipeline.encode_prompt``, padded to the run's text length (and the negative,
         ``" "``, on request)."""
-        text = run_state(comps).text
-        length = text.max_sequence_length if text else DEFAULT_MAX_SEQUENCE_LENGTH
-        pipe = text_pipeline(comps)
+        length = caption_length(run_state(comps).text, DEFAULT_MAX_SEQUENCE_LENGTH)
+        pipe = text_pipeline(comps, "QwenImagePipeline")
         device = comps.encoders["text_encoder"].device
         with torch.no_grad():
             embeds, mask = pipe.encode_prompt(list(captions), device=device, max_sequence_length=length)

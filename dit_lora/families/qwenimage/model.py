@@ -3,7 +3,6 @@ checks, the resolution it takes, its precision policy, its aspect-ratio buckets,
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -11,8 +10,10 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.components import DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion.components import Fp32VaePrecision
+from dit_lora.families.diffusion.conditioning import check_validation_image
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.qwenimage import demo as tiny_qwenimage  # looked up at call time: tests stand in the build
 from dit_lora.families.qwenimage.edit import refuse_unsupported
@@ -29,13 +30,11 @@ EXAMPLE_ID = "Qwen/Qwen-Image"
 
 def check_resolution(resolution: int) -> None:
     """Refuse a ``--resolution`` the pipeline would silently resize, suggesting the nearest sizes it takes."""
-    if resolution % LATENT_STRIDE == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {LATENT_STRIDE}: Qwen-Image's VAE compresses 8x and its "
-        f"transformer packs 2 x 2 latent patches, and QwenImagePipeline resizes other sizes (see --resolution). "
-        f"Use {nearest_sizes(resolution, LATENT_STRIDE)}."
+    why = (
+        "Qwen-Image's VAE compresses 8x and its transformer packs 2 x 2 latent patches, and QwenImagePipeline "
+        "resizes other sizes (see --resolution)"
     )
+    check_divisible(resolution, LATENT_STRIDE, why)
 
 
 def check_text_length(cfg) -> None:
@@ -71,16 +70,7 @@ class QwenImageModel(KitModel):
             latents_mean=tuple(vae_cfg.latents_mean),
             latents_std=tuple(vae_cfg.latents_std),
         )
-        return Components(
-            model=loaded.transformer,
-            scheduler=FlowMatchEulerDiscreteScheduler.from_config(loaded.scheduler_config),
-            encoders=loaded.encoders(),
-            state=state,
-        )
-
-    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
-        """Encoders besides VAE, text encoder and tokenizer (none for text-to-image; the Edit models' processor)."""
-        return {}
+        return loaded.components(FlowMatchEulerDiscreteScheduler.from_config(loaded.scheduler_config), state)
 
 
 class QwenImageEditModel(QwenImageModel):
@@ -91,24 +81,15 @@ class QwenImageEditModel(QwenImageModel):
         """Text-to-image's checks, the refused options (``edit.refuse_unsupported``), a given ``--validation_image``."""
         super().validate_config(cfg)
         refuse_unsupported(cfg)
-        image = cfg.family_options.validation_image
-        if image and not os.path.isfile(image):
-            raise UserError(
-                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to take the "
-                "first training sample's control image."
-            )
+        check_validation_image(cfg, "take the first training sample's control image")
 
     def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
         """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
         return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
 
 
-class QwenImagePrecision(DiffusionPrecision):
+class QwenImagePrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Qwen2.5-VL in the run's weight dtype; the VAE stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
-        """Transformer and Qwen2.5-VL in the run's weight dtype; the VAE in fp32."""
-        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
 
 
 #: Qwen-Image's pipeline folder, as the kit's loader reads it (the VAE in fp32, as diffusers' DreamBooth script
@@ -134,16 +115,11 @@ class QwenImageDefaults:
         return {"resolution": (1024, "QwenImagePipeline's default_sample_size 128 x the VAE's 8")}
 
 
-class QwenImageBuckets:
-    """``FamilySpec.image_buckets``: any aspect ratio, in steps of the latent stride (16 px)."""
+class QwenImageBuckets(AnyAspect):
+    """``FamilySpec.image_buckets``: any aspect ratio (the transformer's RoPE takes each image's own latent height and
+    width, ``img_shapes``), in steps of the latent stride, 16 px: the VAE's 8x times the 2 x 2 patches."""
 
-    def bucket_stride(self, cfg) -> int:
-        """16: the VAE's 8x times the 2 x 2 patches."""
-        return LATENT_STRIDE
-
-    def square_only(self, cfg) -> str | None:
-        """Never: the transformer's RoPE takes each image's own latent height and width (``img_shapes``)."""
-        return None
+    stride = LATENT_STRIDE
 
 
 class QwenImageDemo:

@@ -11,6 +11,7 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.prompts import MASKED, caption_length, instruction, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.sana.state import run_state
 
@@ -62,34 +63,18 @@ class SanaEncoders(DiffusionEncoders):
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
-        """Captions through SanaPipeline's own ``encode_prompt`` at the run's text settings."""
-        # Diffusers' pipelines import slowly: only when captions are encoded
-        from diffusers import SanaPipeline
-
+        """Captions through SanaPipeline's own ``encode_prompt`` at the run's text settings (its prefix, truncation
+        and token selection: training prompts are what SanaPipeline feeds the model at inference)."""
         text = comps.state.text if comps.state is not None else None
-        # The pipeline's own encode_prompt (prefix, truncation, token selection) keeps training
-        # prompts identical to what SanaPipeline feeds the model at inference.
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        pipe: Any = SanaPipeline(
-            tokenizer=comps.encoders["tokenizer"],
-            text_encoder=comps.encoders["text_encoder"],
-            vae=None,
-            transformer=None,
-            scheduler=None,
+        return pipeline_prompts(
+            comps,
+            "SanaPipeline",
+            captions,
+            with_negative=with_negative,
+            keys=MASKED,
+            max_sequence_length=caption_length(text, DEFAULT_MAX_SEQUENCE_LENGTH),
+            complex_human_instruction=instruction(text),
         )
-        with torch.no_grad():
-            embeds, mask, neg, neg_mask = pipe.encode_prompt(
-                list(captions),
-                do_classifier_free_guidance=with_negative,
-                negative_prompt="",
-                device=comps.encoders["text_encoder"].device,
-                max_sequence_length=text.max_sequence_length if text else DEFAULT_MAX_SEQUENCE_LENGTH,
-                complex_human_instruction=list(text.instruction) if text and text.instruction else None,
-            )
-        out = {"prompt_embeds": embeds, "prompt_attention_mask": mask}
-        if with_negative:
-            out.update(negative_prompt_embeds=neg, negative_prompt_attention_mask=neg_mask)
-        return out
 
 
 class SanaSetup(TextSettingsSetup):

@@ -4,7 +4,6 @@ the resolution it takes, its defaults, its precision policy and notes, its aspec
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
@@ -13,8 +12,9 @@ from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+from dit_lora.families.diffusion.builder import LatentGrid, check_divisible
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
@@ -36,13 +36,11 @@ def resolution_multiple(tr_cfg: dict, vae_cfg: dict) -> tuple[int, int]:
 def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     """Refuse a ``--resolution`` the model or SanaPipeline cannot take, suggesting the nearest sizes both take."""
     multiple, latent = resolution_multiple(tr_cfg, vae_cfg)
-    if resolution % multiple == 0:
-        return
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {multiple}: this Sana model's latent stride is {latent} "
-        f"(DC-AE compression x patch size) and SanaPipeline, which draws the validation and final samples, takes "
-        f"only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution). Use {nearest_sizes(resolution, multiple)}."
+    why = (
+        f"this Sana model's latent stride is {latent} (DC-AE compression x patch size) and SanaPipeline, which draws "
+        f"the validation and final samples, takes only sizes divisible by {PIPELINE_MULTIPLE} (see --resolution)"
     )
+    check_divisible(resolution, multiple, why)
 
 
 class SanaModel(KitModel):
@@ -67,21 +65,13 @@ class SanaModel(KitModel):
     def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
         scheduler = training_scheduler(loaded.scheduler_config)
-        return Components(
-            model=loaded.transformer,
-            scheduler=scheduler,
-            encoders=loaded.encoders(),
-            state=SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device)),
+        return loaded.components(
+            scheduler, SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device))
         )
 
 
-class SanaPrecision(DiffusionPrecision):
+class SanaPrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
-        """Transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
 
 
 class SanaNotes(DiffusionNotes):
@@ -127,24 +117,10 @@ class SanaNotes(DiffusionNotes):
         ]
 
 
-class SanaDefaults:
-    """``FamilySpec.defaults``: what an uncatalogued Sana model's configs imply."""
-
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
-        """The resolution the model was built for: its transformer's ``sample_size`` x the DC-AE's compression."""
-        tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
-        if not (tr_cfg and vae_cfg and tr_cfg.get("sample_size")):
-            return {}
-        factor = 2 ** (len(vae_cfg.get("encoder_block_out_channels", [0] * 6)) - 1)
-        size = int(tr_cfg["sample_size"]) * factor
-        return {"resolution": (size, f"transformer sample_size {tr_cfg['sample_size']} x the VAE's {factor}x")}
-
-
 #: Sana's pipeline folder, as the kit's loader reads it
 PARTS = PipelineParts(
     kind="Sana",
     example_id="Efficient-Large-Model/Sana_600M_1024px_diffusers",
-    folder_listing="transformer/, vae/, text_encoder/",
     transformer="SanaTransformer2DModel",
     vae="AutoencoderDC",
     text_encoders=(TextEncoder("AutoModel"),),
@@ -152,21 +128,19 @@ PARTS = PipelineParts(
 )
 
 
-class SanaBuckets:
-    """``FamilySpec.image_buckets``: any aspect ratio, in the latent stride."""
+class SanaBuckets(LatentGrid):
+    """``FamilySpec.image_buckets``: any aspect ratio (SanaTransformer2DModel patchifies and unpatchifies any height
+    and width: its patch embedding has no positional table, or recomputes its sin-cos one for the grid), in the
+    latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when no model is
+    named, as in ``check-data``); and (``FamilySpec.defaults``) the resolution an uncatalogued model was built for:
+    its transformer's ``sample_size`` x the DC-AE's compression."""
 
-    def bucket_stride(self, cfg) -> int:
-        """The latent stride, DC-AE compression x patch size (32 x 1), from the model's configs (their defaults when
-        no model is named, as in ``check-data``)."""
-        named = bool(cfg.model.pretrained_model_name_or_path)
-        tr_cfg = read_component_config(cfg.model, "transformer") if named else None
-        vae_cfg = read_component_config(cfg.model, "vae") if named else None
-        return resolution_multiple(tr_cfg or {}, vae_cfg or {})[1]
+    def __init__(self) -> None:
+        super().__init__(default_stride=32, vae_key="encoder_block_out_channels", vae_blocks=6, patch=1)
 
-    def square_only(self, cfg) -> str | None:
-        """Never; SanaTransformer2DModel patchifies and unpatchifies any height and width (its patch embedding has no
-        positional table, or recomputes its sin-cos one for the grid)."""
-        return None
+
+#: ``FamilySpec.defaults``: the same grid's :meth:`~LatentGrid.generic_defaults`
+SanaDefaults = SanaBuckets
 
 
 class SanaDemo:

@@ -12,9 +12,10 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.components import DiffusionEncoders
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.conditioning import kept_conditioning_image, refuse_stills
+from dit_lora.families.diffusion.latents import normalised_clip_latents
+from dit_lora.families.diffusion.prompts import MASKED, instruction, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import required, run_state
@@ -56,44 +57,24 @@ class SanaVideoEncoders(DiffusionEncoders):
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 16, F', h, w)}``: the posterior mode (the pipelines'
         ``sample_mode="argmax"``), ``(z - latents_mean) / latents_std`` as ``prepare_latents`` normalises."""
-        vae = comps.encoders["vae"]
-        video = pixel_values.to(vae.device, vae.dtype).permute(0, 2, 1, 3, 4)  # (B, 3, F, H, W)
-        with torch.no_grad():
-            latents = vae.encode(video).latent_dist.mode().float()
         state = run_state(comps)
-        mean = required(state.latents_mean, "latents_mean").to(latents.device)
-        std = required(state.latents_std, "latents_std").to(latents.device)
-        return {"latents": (latents - mean) / std}
+        mean, std = required(state.latents_mean, "latents_mean"), required(state.latents_std, "latents_std")
+        return normalised_clip_latents(comps.encoders["vae"], pixel_values, mean, std)
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
         """Captions through ``SanaVideoPipeline.encode_prompt`` at the run's text settings: the pipeline's own
         prefix, truncation and token selection, so training prompts are what it feeds the transformer."""
-        from diffusers import SanaVideoPipeline
-
-        text = run_state(comps).text
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        pipe: Any = SanaVideoPipeline(
-            tokenizer=comps.encoders["tokenizer"],
-            text_encoder=comps.encoders["text_encoder"],
-            vae=None,
-            transformer=None,
-            scheduler=None,
+        return pipeline_prompts(
+            comps,
+            "SanaVideoPipeline",
+            captions,
+            with_negative=with_negative,
+            keys=MASKED,
+            max_sequence_length=TEXT_LEN,
+            complex_human_instruction=instruction(run_state(comps).text),
         )
-        with torch.no_grad():
-            embeds, mask, neg, neg_mask = pipe.encode_prompt(
-                list(captions),
-                do_classifier_free_guidance=with_negative,
-                negative_prompt="",
-                device=comps.encoders["text_encoder"].device,
-                max_sequence_length=TEXT_LEN,
-                complex_human_instruction=list(text.instruction) if text and text.instruction else None,
-            )
-        out = {"prompt_embeds": embeds, "prompt_attention_mask": mask}
-        if with_negative:
-            out.update(negative_prompt_embeds=neg, negative_prompt_attention_mask=neg_mask)
-        return out
 
 
 class SanaVideoSetup(TextSettingsSetup):
@@ -111,11 +92,5 @@ class SanaVideoSetup(TextSettingsSetup):
         keep the first clip's first frame (or ``--validation_image``) for validation videos."""
         if self.task.task != "i2v":
             return
-        stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
-        if stills:
-            raise UserError(
-                f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
-                "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
-                "from the data, or train them with --family sanavideo (text-to-video)."
-            )
+        refuse_stills(samples, "--family sanavideo (text-to-video)")
         kept_conditioning_image(self.task, cfg, run_state(comps), samples)

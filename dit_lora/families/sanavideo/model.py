@@ -4,7 +4,6 @@ memory plan, the precision policy, the start notes, the defaults of an uncatalog
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,8 +13,9 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
 from dit_lora.data.synthetic.clips import build_demo_clips
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.conditioning import check_validation_image
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.families.sanavideo import demo as tiny
 from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
 from dit_lora.families.sanavideo.options import TRAINING_SHIFT
@@ -31,9 +31,7 @@ def training_shift(cfg: TrainConfig) -> float:
 def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
     """The loaded (or planned: ``device`` None) modules as the run's components, frozen, with the training tables
     and the VAE's latent normalisation in the run's :class:`SanaVideoRun`."""
-    transformer.requires_grad_(False)
-    vae.requires_grad_(False).eval()
-    text_encoder.requires_grad_(False).eval()
+    freeze([transformer], vae, [text_encoder])
     shift = training_shift(cfg)
     scheduler = training_scheduler(
         {"shift": shift, "num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)}
@@ -71,12 +69,7 @@ class SanaVideoModel(KitModel):
                 f"as the pipelines apply it. Use {EXAMPLE_ID}, or a folder with its vae/."
             )
         self.task.video_buckets(cfg)  # the frame and size rules, before anything loads
-        image = getattr(cfg.family_options, "validation_image", None)
-        if image and not Path(image).is_file():
-            raise UserError(
-                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to condition "
-                "validation videos on the first training clip's first frame."
-            )
+        check_validation_image(cfg, "condition validation videos on the first training clip's first frame")
 
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
@@ -91,19 +84,15 @@ class SanaVideoModel(KitModel):
         return comps
 
 
-class SanaVideoPrecision(DiffusionPrecision):
-    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the Wan VAE fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        """Transformer and Gemma-2 in the run's weight dtype; the VAE fp32 (diffusers' SANA-Video docs)."""
-        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+class SanaVideoPrecision(Fp32VaePrecision):
+    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the Wan VAE fp32 (diffusers'
+    SANA-Video docs)."""
 
 
 #: SANA-Video's pipeline folder, as the kit's loader reads it
 PARTS = PipelineParts(
     kind="SANA-Video",
     example_id=EXAMPLE_ID,
-    folder_listing="transformer/, vae/, text_encoder/",
     transformer="SanaVideoTransformer3DModel",
     vae="AutoencoderKLWan",
     text_encoders=(TextEncoder("AutoModel"),),

@@ -23,7 +23,7 @@ from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
 from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, load_pipeline
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 from dit_lora.families.wan.experts import WanExperts, expert_index_ranges
@@ -104,11 +104,7 @@ def make_components(
     ``transformers``: ``{"high": ...}`` for a single-expert checkpoint, or the trained expert(s) of an A14B.
     """
     info = task.info(cfg)
-    for t in transformers.values():
-        t.requires_grad_(False)
-    vae.requires_grad_(False).eval()
-    if text_encoder is not None:
-        text_encoder.requires_grad_(False).eval()
+    freeze(transformers.values(), vae, [text_encoder])
     if len(transformers) == 2:
         model = make_peft_capable(
             WanExperts(transformers["high"], transformers["low"], offload=cfg.family_options.offload_inactive_expert)

@@ -11,6 +11,8 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
+from dit_lora.families.diffusion.latents import scaled_latents
+from dit_lora.families.diffusion.prompts import caption_length, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.zimage.state import run_state
 
@@ -38,11 +40,6 @@ def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
     return [embeds[row, :n] for row, n in enumerate(lengths)]
 
 
-def latent_statistics(vae) -> tuple[float, float]:
-    """``(shift_factor, scaling_factor)`` of the FLUX.1 VAE config (0 and the scale when a VAE has no shift)."""
-    return float(vae.config.shift_factor or 0.0), float(vae.config.scaling_factor)
-
-
 class ZImageEncoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the cache's encoders, and (``PromptText``) how a run encodes captions."""
 
@@ -57,39 +54,22 @@ class ZImageEncoders(DiffusionEncoders):
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> torch.Tensor:
         """Pixels through the VAE (fp32): the posterior's mode, then ``(z - shift_factor) * scaling_factor`` as
         diffusers' Z-Image trainer does and ZImagePipeline undoes before decoding."""
-        vae = comps.encoders["vae"]
-        shift, scale = latent_statistics(vae)
-        with torch.no_grad():
-            latents = vae.encode(pixel_values.to(vae.device, vae.dtype)).latent_dist.mode()
-        return ((latents.float() - shift) * scale).float()
+        return scaled_latents(comps.encoders["vae"], pixel_values)
 
     def encode_prompts(
         self, comps: Components, captions: list[str], *, with_negative: bool = False
     ) -> dict[str, torch.Tensor]:
         """Captions through ZImagePipeline's own ``encode_prompt`` (the empty caption as the negative), padded to
         the run's caption length with their lengths."""
-        from diffusers import ZImagePipeline  # slow import: only when captions are encoded
-
         text = comps.state.text if comps.state is not None else None
-        length = text.max_sequence_length if text else DEFAULT_MAX_SEQUENCE_LENGTH
-        # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-        pipe: Any = ZImagePipeline(
-            scheduler=None,
-            vae=None,
-            text_encoder=comps.encoders["text_encoder"],
-            tokenizer=comps.encoders["tokenizer"],
-            transformer=None,
+        length = caption_length(text, DEFAULT_MAX_SEQUENCE_LENGTH)
+        # negative None: the pipeline's own, an empty caption per caption
+        raw = pipeline_prompts(
+            comps, "ZImagePipeline", captions, with_negative=with_negative, negative=None, max_sequence_length=length
         )
-        with torch.no_grad():
-            embeds, negative = pipe.encode_prompt(
-                list(captions),
-                device=comps.encoders["text_encoder"].device,
-                do_classifier_free_guidance=with_negative,
-                max_sequence_length=length,
-            )
-        out = padded(embeds, length)
+        out = padded(raw["prompt_embeds"], length)
         if with_negative:
-            neg = padded(negative, length)
+            neg = padded(raw["negative_prompt_embeds"], length)
             out.update(negative_prompt_embeds=neg["prompt_embeds"], negative_prompt_lengths=neg["prompt_lengths"])
         return out
 

@@ -11,11 +11,11 @@ import torch
 from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic.shapes import check_demo_resolution
-from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
-from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
+from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
+from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
@@ -35,15 +35,12 @@ def latent_stride(tr_cfg: dict, vae_cfg: dict) -> int:
 
 def check_resolution(resolution: int, tr_cfg: dict, vae_cfg: dict) -> None:
     """Refuse a ``--resolution`` the transformer or ZImagePipeline cannot take, naming the nearest sizes."""
-    stride = latent_stride(tr_cfg, vae_cfg)
-    if resolution % stride == 0:
-        return
-    patch = int((tr_cfg.get("all_patch_size") or [2])[0])
-    raise UserError(
-        f"--resolution {resolution} is not divisible by {stride}: this Z-Image's VAE downsamples {stride // patch}x "
-        f"and its transformer takes {patch}x{patch} patches, and ZImagePipeline (which draws the validation and "
-        f"final samples) takes only sizes divisible by {stride}. Use {nearest_sizes(resolution, stride)}."
+    stride, patch = latent_stride(tr_cfg, vae_cfg), int((tr_cfg.get("all_patch_size") or [2])[0])
+    why = (
+        f"this Z-Image's VAE downsamples {stride // patch}x and its transformer takes {patch}x{patch} patches, and "
+        f"ZImagePipeline (which draws the validation and final samples) takes only sizes divisible by {stride}"
     )
+    check_divisible(resolution, stride, why)
 
 
 class ZImageModel(KitModel):
@@ -66,21 +63,14 @@ class ZImageModel(KitModel):
         the run's :class:`ZImageRun`."""
         scheduler_cfg = loaded.scheduler_config
         scheduler = training_scheduler(with_flow_shift(scheduler_cfg, cfg.family_options.flow_shift))
-        return Components(
-            model=loaded.transformer,
-            scheduler=scheduler,
-            encoders=loaded.encoders(),
-            state=ZImageRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device)),
+        return loaded.components(
+            scheduler, ZImageRun(scheduler_config=scheduler_cfg, flow_tables=flow_tables(scheduler, device))
         )
 
 
-class ZImagePrecision(DiffusionPrecision):
-    """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
-        """Transformer and Qwen3 in the run's weight dtype; the VAE in fp32."""
-        weight = cfg.weight_dtype
-        return {"model": weight, "text_encoder": weight, "vae": torch.float32}
+class ZImagePrecision(Fp32VaePrecision):
+    """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32; the embedders
+    kept out of ``--quantize_base``."""
 
     def quantize_skip_modules(self, cfg) -> list[str]:
         """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
@@ -94,7 +84,6 @@ class ZImagePrecision(DiffusionPrecision):
 PARTS = PipelineParts(
     kind="Z-Image",
     example_id=EXAMPLE_REPO,
-    folder_listing="transformer/, vae/, text_encoder/",
     transformer="ZImageTransformer2DModel",
     vae="AutoencoderKL",
     text_encoders=(TextEncoder("AutoModel"),),
@@ -137,19 +126,13 @@ class ZImageDefaults:
         return {"resolution": (int(vae_cfg["sample_size"]), "the VAE's sample_size")}
 
 
-class ZImageBuckets:
-    """``FamilySpec.image_buckets``: any aspect ratio, in the latent stride."""
+class ZImageBuckets(AnyAspect):
+    """``FamilySpec.image_buckets``: any aspect ratio (the transformer patchifies any grid and its 3-axis RoPE
+    positions follow it), in the latent stride."""
 
     def bucket_stride(self, cfg) -> int:
         """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
-        named = bool(cfg.model.pretrained_model_name_or_path)
-        tr_cfg = read_component_config(cfg.model, "transformer") if named else None
-        vae_cfg = read_component_config(cfg.model, "vae") if named else None
-        return latent_stride(tr_cfg or {}, vae_cfg or {})
-
-    def square_only(self, cfg) -> str | None:
-        """Never: the transformer patchifies any grid and its 3-axis RoPE positions follow it."""
-        return None
+        return latent_stride(*model_configs(cfg, "transformer", "vae"))
 
 
 class ZImageDemo:

@@ -113,3 +113,14 @@ def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(t
     with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
         grid.check_resolution(cfg)
     grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))
+
+
+def test_check_divisible_says_why_and_the_nearest_sizes():
+    """A multiple passes; any other size is one paragraph: the size, the multiple, the family's reason, the nearest
+    sizes either side."""
+    from dit_lora.families.diffusion.builder import check_divisible
+
+    check_divisible(512, 16, "never said")
+    with pytest.raises(UserError, match=r"^--resolution 520 is not divisible by 16: the VAE's 8x times 2x2\. "
+                                        r"Use 512 or 528\.$"):
+        check_divisible(520, 16, "the VAE's 8x times 2x2")

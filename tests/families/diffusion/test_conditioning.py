@@ -46,3 +46,41 @@ def test_kept_conditioning_image_lives_in_the_run_state(tmp_path):
     assert kept_conditioning_image(frames, cfg, None).size == (48, 32)
     (tmp_path / "blue.png").unlink()  # a reload would now fail: the kept image is returned
     assert kept_conditioning_image(frames, cfg, state) is first
+
+
+def test_a_missing_validation_image_is_refused_saying_what_unset_does(tmp_path):
+    """``check_validation_image``: a given file passes, no option (a family without it) or an unset one passes, a
+    missing file is one paragraph naming it and what leaving it unset does."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.diffusion.conditioning import check_validation_image
+
+    image = tmp_path / "cond.png"
+    image.write_bytes(b"")
+    for options in (SimpleNamespace(validation_image=str(image)), SimpleNamespace(validation_image=None), object()):
+        check_validation_image(SimpleNamespace(family_options=options), "take the first frame")
+    missing = SimpleNamespace(family_options=SimpleNamespace(validation_image=str(tmp_path / "no.png")))
+    with pytest.raises(UserError, match=r"^--validation_image `.*no\.png` does not exist\. Give an image file, or "
+                                        r"leave it unset to take the first frame\.$"):
+        check_validation_image(missing, "take the first frame")
+
+
+def test_image_to_video_refuses_still_images_naming_the_alternative():
+    """``refuse_stills``: clips (and samples not bucketed yet) pass; one-frame samples are one paragraph counting
+    them, naming one, and the family that trains them."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from dit_lora.core.errors import UserError
+    from dit_lora.families.diffusion.conditioning import refuse_stills
+
+    clip, unbucketed = SimpleNamespace(bucket=(9, 32, 32), key="a"), SimpleNamespace(bucket=None, key="b")
+    refuse_stills([clip, unbucketed], "--family x")
+    stills = [SimpleNamespace(bucket=(1, 32, 32), key="c.png"), SimpleNamespace(bucket=(1, 32, 32), key="d.png")]
+    with pytest.raises(UserError, match=r"^2 training sample\(s\) are images, e\.g\. `c\.png`: .* train them with "
+                                        r"--family x \(text-to-video\)\.$"):
+        refuse_stills([clip, *stills], "--family x (text-to-video)")

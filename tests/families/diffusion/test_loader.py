@@ -227,7 +227,9 @@ def test_a_scheduler_class_reads_the_scheduler_config_inside_the_load(rec, monke
         return cls
 
     monkeypatch.setattr(loader, "model_class", model_class)
-    parts = loader.PipelineParts("Toy", "toy/Toy", "transformer/", "ToyTransformer", "ToyVae", scheduler="ToySched")
+    parts = loader.PipelineParts(
+        "Toy", "toy/Toy", "ToyTransformer", "ToyVae", folder_listing="transformer/", scheduler="ToySched"
+    )
     comps = ToyModel(parts).load_components(_cfg(), torch.device("cpu"))
     assert comps.state == {"from": "ToySched", "subfolder": "scheduler"}
     assert list(comps.encoders) == ["vae"]  # no text encoder: a class-conditional model
@@ -295,3 +297,41 @@ def test_the_plan_builds_the_parts_the_loader_loads_on_the_meta_device(tiny_sana
     assert encoder.config.model_type == read("text_encoder", "config.json")["model_type"]
     assert set(planned.encoders()) == {"vae", "text_encoder"}
     assert planned.scheduler_config == read("scheduler", "scheduler_config.json")
+
+
+def test_the_folder_listing_defaults_to_the_weight_folders(monkeypatch):
+    """A family that leaves ``folder_listing`` out gets its weight folders listed, as the folder checks print them;
+    one that states it (DiT's scheduler/) keeps its own."""
+    seen = []
+    monkeypatch.setattr(loader, "check_pipeline_folder", lambda *a: seen.append(a[1:]))
+    monkeypatch.setattr(loader, "check_safetensors", lambda *a: None)
+    monkeypatch.setattr(loader, "check_tokenizer_packages", lambda *a: None)
+    parts = loader.PipelineParts("Toy", "toy/Toy", "ToyTransformer", "ToyVae", text_encoders=(loader.TextEncoder("T"),))
+    loader.check_pipeline_files(parts, _cfg())
+    assert seen == [("Toy", "toy/Toy", "transformer/, vae/, text_encoder/")]
+    stated = loader.PipelineParts("Toy", "toy/Toy", "ToyTransformer", "ToyVae", folder_listing="transformer/, vae/")
+    assert stated.listing() == "transformer/, vae/"
+
+
+def test_loaded_parts_make_the_run_components():
+    """``LoadedParts.components``: the transformer, the family's scheduler and state, the encoders in their order."""
+    transformer, vae, encoder, tokenizer = object(), object(), object(), object()
+    loaded = loader.LoadedParts(
+        transformers={"transformer": transformer},
+        vae=vae,
+        text_encoders={"text_encoder": encoder},
+        tokenizers={"tokenizer": tokenizer},
+    )
+    comps = loaded.components("scheduler", {"state": 1})
+    assert comps.model is transformer and comps.scheduler == "scheduler" and comps.state == {"state": 1}
+    assert list(comps.encoders) == ["vae", "text_encoder", "tokenizer"] and comps.encoders["tokenizer"] is tokenizer
+
+
+def test_model_configs_read_the_named_model_and_stand_empty_without_one(tmp_path):
+    """The small configs of the named model's folders; ``{}`` for a folder without one, and for every folder when no
+    model is named (``check-data``)."""
+    (tmp_path / "transformer").mkdir()
+    (tmp_path / "transformer" / "config.json").write_text('{"patch_size": 2}')
+    named = TrainConfig.for_family("sana", pretrained_model_name_or_path=str(tmp_path))
+    assert loader.model_configs(named, "transformer", "vae") == ({"patch_size": 2}, {})
+    assert loader.model_configs(TrainConfig(), "transformer", "vae") == ({}, {})

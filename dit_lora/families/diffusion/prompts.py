@@ -1,0 +1,73 @@
+"""The diffusers family kit's prompt encoding: captions through the family's own diffusers pipeline, built with only
+the run's tokenizer and text encoder, so that training prompts are exactly what that pipeline feeds the transformer
+at inference (its template, instruction prefix, truncation, token selection and padding).
+
+A family states only what differs: its pipeline class, what its ``encode_prompt`` returns (the embeddings alone, or
+with their attention mask), its negative prompt and its own keywords (the caption length, an instruction prefix).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.loader import model_class
+
+#: what an ``encode_prompt`` returns for the captions (then the same for the negative), by what a family caches
+EMBEDS = ("prompt_embeds",)
+MASKED = ("prompt_embeds", "prompt_attention_mask")
+
+
+def text_pipeline(comps: Components, pipeline: str) -> Any:
+    """The diffusers pipeline ``pipeline`` (its class name) holding only the run's tokenizer and text encoder: its
+    ``encode_prompt`` is what the pipeline feeds the transformer (``Any``: mypy takes diffusers' top-level classes
+    for the dummy placeholders its ``__init__`` imports first)."""
+    return model_class("diffusers", pipeline)(
+        tokenizer=comps.encoders["tokenizer"],
+        text_encoder=comps.encoders["text_encoder"],
+        vae=None,
+        transformer=None,
+        scheduler=None,
+    )
+
+
+def caption_length(text: TextSettings | None, default: int) -> int:
+    """The caption length the run's text settings record (``default`` before they are recorded)."""
+    return text.max_sequence_length if text else default
+
+
+def instruction(text: TextSettings | None) -> list[str] | None:
+    """The instruction prefix the run's text settings record, as a pipeline's ``complex_human_instruction`` takes
+    it (None: none, or no settings recorded yet)."""
+    return list(text.instruction) if text and text.instruction else None
+
+
+def pipeline_prompts(
+    comps: Components,
+    pipeline: str,
+    captions: list[str],
+    *,
+    with_negative: bool,
+    keys: tuple[str, ...] = EMBEDS,
+    negative: str | None = "",
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Captions through ``pipeline``'s own ``encode_prompt`` on the text encoder's device, the ``negative`` prompt
+    (``""``; None: the pipeline's own default) encoded too with ``with_negative``: what it returns for the captions
+    under ``keys``, then the negative's under ``negative_`` + each key; ``kwargs``: the family's other keywords."""
+    pipe = text_pipeline(comps, pipeline)
+    with torch.no_grad():
+        result = pipe.encode_prompt(
+            list(captions),
+            negative_prompt=negative,
+            do_classifier_free_guidance=with_negative,
+            device=comps.encoders["text_encoder"].device,
+            **kwargs,
+        )
+    out = dict(zip(keys, result[: len(keys)]))
+    if with_negative:
+        out.update(zip((f"negative_{key}" for key in keys), result[len(keys) :]))
+    return out

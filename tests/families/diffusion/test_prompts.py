@@ -1,0 +1,65 @@
+"""families/diffusion/prompts.py: captions through the family's own pipeline built with only the run's tokenizer and
+text encoder, the empty negative on request, what ``encode_prompt`` returns under the family's keys; and the run's
+text settings read for it (a recording stand-in pipeline shows the calls; each family's own tests compare its
+embeddings with its pipeline's)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from dit_lora.contract.capabilities import TextSettings
+from dit_lora.contract.family import Components
+from dit_lora.families.diffusion import prompts
+
+
+class Pipe:
+    """A pipeline class's stand-in: records how it was built and what ``encode_prompt`` was asked."""
+
+    built: dict = {}
+    asked: dict = {}
+
+    def __init__(self, **parts) -> None:
+        Pipe.built = parts
+
+    def encode_prompt(self, captions, **kwargs):
+        Pipe.asked = {"captions": captions, "grad": torch.is_grad_enabled(), **kwargs}
+        n = len(captions)
+        return torch.ones(n, 3), torch.full((n, 3), 2), torch.zeros(n, 3), torch.full((n, 3), 3)
+
+
+@pytest.fixture
+def comps(monkeypatch):
+    monkeypatch.setattr(prompts, "model_class", lambda library, name: Pipe if (library, name) == ("diffusers", "P") else None)
+    encoder = SimpleNamespace(device=torch.device("cpu"))
+    return Components(model=None, encoders={"text_encoder": encoder, "tokenizer": "tok", "vae": "not passed"})
+
+
+def test_the_pipeline_holds_only_the_tokenizer_and_text_encoder(comps):
+    prompts.text_pipeline(comps, "P")
+    assert Pipe.built == {"tokenizer": "tok", "text_encoder": comps.encoders["text_encoder"], "vae": None,
+                          "transformer": None, "scheduler": None}
+
+
+def test_masked_prompts_and_their_negative_under_the_family_keys(comps):
+    out = prompts.pipeline_prompts(comps, "P", ("a", "b"), with_negative=True, keys=prompts.MASKED, max_sequence_length=7)
+    assert list(out) == ["prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds",
+                         "negative_prompt_attention_mask"]
+    assert out["prompt_attention_mask"].eq(2).all() and out["negative_prompt_attention_mask"].eq(3).all()
+    assert Pipe.asked == {"captions": ["a", "b"], "grad": False, "negative_prompt": "", "device": torch.device("cpu"),
+                          "do_classifier_free_guidance": True, "max_sequence_length": 7}
+
+
+def test_without_the_negative_only_the_captions_are_returned(comps):
+    out = prompts.pipeline_prompts(comps, "P", ["a"], with_negative=False, negative=None)
+    assert list(out) == ["prompt_embeds"] and out["prompt_embeds"].eq(1).all()
+    assert Pipe.asked["negative_prompt"] is None and Pipe.asked["do_classifier_free_guidance"] is False
+
+
+def test_the_text_settings_read_for_the_pipeline():
+    assert prompts.caption_length(None, 300) == 300
+    assert prompts.caption_length(TextSettings(max_sequence_length=64), 300) == 64
+    assert prompts.instruction(None) is None and prompts.instruction(TextSettings(64)) is None
+    assert prompts.instruction(TextSettings(64, instruction=("x", "y"))) == ["x", "y"]
