@@ -10,13 +10,11 @@ latents and the image latents concatenated on the channel axis, with ``--first_f
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.families.cogvideox.adapter import CogVideoXCard
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
 from dit_lora.families.cogvideox.info import CogVideoXVideo, check_latent_size
@@ -25,7 +23,7 @@ from dit_lora.families.cogvideox.model import CogVideoXModel
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.cogvideox.state import run_state
 from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image
 
 
 class CogVideoXI2VModel(CogVideoXModel):
@@ -33,12 +31,7 @@ class CogVideoXI2VModel(CogVideoXModel):
 
     def check_validation_image(self, cfg) -> None:
         """Refuse a ``--validation_image`` that is not a file (unset: the first clip's first frame is taken)."""
-        if cfg.family_options.validation_image and not Path(cfg.family_options.validation_image).is_file():
-            raise UserError(
-                f"--validation_image `{cfg.family_options.validation_image}` does not exist. Give an image "
-                "file, or "
-                "leave it unset to condition validation videos on the first training clip's first frame."
-            )
+        check_validation_image(cfg, "condition validation videos on the first training clip's first frame")
 
 
 class CogVideoXI2VEncoders(CogVideoXEncoders):

@@ -14,17 +14,15 @@ frame (the Wan VAE is causal in time: the first latent frame depends on the firs
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.core.errors import UserError
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.diffusion.components import DiffusionSetup
-from dit_lora.families.diffusion.conditioning import kept_conditioning_image
+from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image, refuse_stills
 from dit_lora.families.wan.adapter import WanAdapter, WanCard
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import transformer_config
@@ -66,12 +64,7 @@ class WanI2VModel(WanModel):
     def validate_config(self, cfg: TrainConfig) -> None:
         """Text-to-video's checks, then a given ``--validation_image`` must be a file."""
         super().validate_config(cfg)
-        image = cfg.family_options.validation_image
-        if image and not Path(image).is_file():
-            raise UserError(
-                f"--validation_image `{image}` does not exist. Give an image file, or leave it unset to "
-                "condition validation videos on the first training clip's first frame."
-            )
+        check_validation_image(cfg, "condition validation videos on the first training clip's first frame")
 
     def image_encoders(self, cfg: TrainConfig, common: dict) -> dict[str, Any]:
         """Wan 2.1 I2V: the CLIP vision model (fp32, as diffusers' Wan docs load it) and its processor."""
@@ -193,13 +186,7 @@ class WanI2VSetup(DiffusionSetup):
     def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Refuse images (one-frame clips: nothing after the conditioning frame to learn), then keep the
         conditioning image of validation videos in the run's ``validation_image``."""
-        stills = [s for s in samples if getattr(s, "bucket", None) and s.bucket[0] == 1]
-        if stills:
-            raise UserError(
-                f"{len(stills)} training sample(s) are images, e.g. `{stills[0].key}`: image-to-video learns the "
-                "frames that follow the conditioning first frame, and a one-frame clip has none. Remove the images "
-                "from the data, or train them with --family wan (text-to-video), where images teach appearance."
-            )
+        refuse_stills(samples, "--family wan (text-to-video), where images teach appearance")
         image = conditioning_image(self.task, cfg, comps, samples)
         if (
             cfg.validation.validation_prompt and "image_encoder" in comps.encoders
