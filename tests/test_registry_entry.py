@@ -10,7 +10,7 @@ from dit_lora.registry import FamilyEntry, resolve
 
 
 def test_an_entry_is_immutable_and_its_first_name_is_the_recipe_default():
-    entry = FamilyEntry(names=("one", "two"), factory="dit_lora.families.sana:make")
+    entry = FamilyEntry(names=("one", "two"), factory="dit_lora.families.sana.spec:sana_spec")
     assert entry.default == "one" and entry.recipe_script == "recipes/one_lora.py"
     assert FamilyEntry(names=("x",), factory=str, recipe="other_lora.py").recipe_script == "recipes/other_lora.py"
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -24,7 +24,7 @@ def check_entry(package, classes: dict[str, str]) -> None:
     for name, cls in classes.items():
         family = get_family(name)
         assert type(family).__name__ == cls and family.name == name
-        assert package.make(name) is not family and type(package.make(name)) is type(family)  # a new one each call
+        assert package.ENTRY.build(name) is not family and type(package.ENTRY.build(name)) is type(family)  # a new one each call
         options = entry.options_for(name)
         assert options is None or isinstance(resolve(options), type), options
     if entry.catalogue:

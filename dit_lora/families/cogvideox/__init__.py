@@ -2,29 +2,12 @@
 
 from dit_lora.registry import FamilyEntry
 
-
-def make(name: str):
-    """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``cogvideox`` (text-to-video) or
-    ``cogvideox_i2v`` (image-to-video)."""
-    # The registry imports this package for ENTRY alone; the spec's modules load torch
-    from dit_lora.families.cogvideox.spec import cogvideox_spec
-
-    return cogvideox_spec(name)
-
-
-ENTRY = FamilyEntry(
+# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
+ENTRY = FamilyEntry.in_package(
+    __name__,
     names=("cogvideox", "cogvideox_i2v"),
-    factory=f"{__name__}:make",
-    catalogue=f"{__name__}.catalogue",
-    options={
-        "cogvideox": f"{__name__}.options:CogVideoXOptions",
-        "cogvideox_i2v": f"{__name__}.options:CogVideoXI2VOptions",
-    },
+    spec="cogvideox_spec",
+    options={"cogvideox": "CogVideoXOptions", "cogvideox_i2v": "CogVideoXI2VOptions"},
+    pipelines={"cogvideox": ("CogVideoXPipeline",), "cogvideox_i2v": ("CogVideoXImageToVideoPipeline",)},
     demo_configs=("cogvideox/demo.yaml", "cogvideox/i2v_demo.yaml"),
-    recipe="cogvideox_lora.py",
-    docs="docs/guides/cogvideox.md",
-    pipelines={
-        "cogvideox": ("CogVideoXPipeline",),
-        "cogvideox_i2v": ("CogVideoXImageToVideoPipeline",),
-    },
 )

@@ -2,22 +2,13 @@
 
 from dit_lora.registry import FamilyEntry
 
-
-def make(name: str):
-    """DiT's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"dit"``)."""
-    # The registry imports a family's package for its ENTRY alone; the spec's modules load torch
-    from dit_lora.families.dit.spec import dit_spec
-
-    return dit_spec()
-
-
-ENTRY = FamilyEntry(
+# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
+ENTRY = FamilyEntry.in_package(
+    __name__,
     names=("dit",),
-    factory=f"{__name__}:make",
-    options=f"{__name__}.options:DiTOptions",
-    catalogue=f"{__name__}.catalogue",
+    spec="dit_spec",
+    options="DiTOptions",
+    pipelines=("DiTPipeline",),
     demo_configs=("dit_class/demo.yaml",),
     recipe="dit_class_lora.py",  # recipes/dit_lora.py would shadow the dit_lora package
-    docs="docs/guides/dit.md",
-    pipelines=("DiTPipeline",),
 )

@@ -68,11 +68,11 @@ INFO = FamilyInfo(
 )
 
 
-def dit_spec() -> FamilySpec:
+def dit_spec(name: str = "dit") -> FamilySpec:
     """A new DiT spec: class-conditional DiT (facebook/DiT-XL-2-256/512 and the tiny random variants of the tests)."""
     fitting = DiTFitting()
     return diffusion_spec(
-        "dit",
+        name,
         INFO,
         model=DiTModel(INFO),
         encoders=DiTEncoders(),

@@ -35,11 +35,11 @@ INFO = FamilyInfo(
 )
 
 
-def flux2_spec() -> FamilySpec:
+def flux2_spec(name: str = "flux2") -> FamilySpec:
     """A new FLUX.2 spec: FLUX.2 [dev] and the klein models (and the tiny random variants of the tests)."""
     encoders = Flux2Encoders()
     return diffusion_spec(
-        "flux2",
+        name,
         INFO,
         model=Flux2Model(INFO),
         encoders=encoders,

@@ -2,32 +2,21 @@
 
 from dit_lora.registry import FamilyEntry
 
-
-def make(name: str):
-    """The :class:`~dit_lora.contract.spec.FamilySpec` of ``name``: ``qwenimage`` (QwenImagePipeline),
-    ``qwenimage_edit`` (QwenImageEditPipeline) or ``qwenimage_edit_plus`` (QwenImageEditPlusPipeline)."""
-    # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
-    from dit_lora.families.qwenimage.spec import qwenimage_spec
-
-    return qwenimage_spec(name)
-
-
-ENTRY = FamilyEntry(
+# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
+ENTRY = FamilyEntry.in_package(
+    __name__,
     names=("qwenimage", "qwenimage_edit", "qwenimage_edit_plus"),
     aliases=("qwen-image",),
-    factory=f"{__name__}:make",
+    spec="qwenimage_spec",
     options={
-        "qwenimage": f"{__name__}.options:QwenImageOptions",
-        "qwenimage_edit": f"{__name__}.options:QwenImageEditOptions",
-        "qwenimage_edit_plus": f"{__name__}.options:QwenImageEditOptions",
+        "qwenimage": "QwenImageOptions",
+        "qwenimage_edit": "QwenImageEditOptions",
+        "qwenimage_edit_plus": "QwenImageEditOptions",
     },
-    catalogue=f"{__name__}.catalogue",
-    demo_configs=("qwenimage/demo.yaml", "qwenimage/edit_demo.yaml"),
-    recipe="qwenimage_lora.py",
-    docs="docs/guides/qwenimage.md",
     pipelines={
         "qwenimage": ("QwenImagePipeline",),
         "qwenimage_edit": ("QwenImageEditPipeline",),
         "qwenimage_edit_plus": ("QwenImageEditPlusPipeline",),
     },
+    demo_configs=("qwenimage/demo.yaml", "qwenimage/edit_demo.yaml"),
 )

@@ -2,22 +2,11 @@
 
 from dit_lora.registry import FamilyEntry
 
-
-def make(name: str):
-    """Sana's :class:`~dit_lora.contract.spec.FamilySpec` (``name`` is ``"sana"``)."""
-    # here, not at the top: the registry imports this package for ENTRY, and the spec's modules load torch
-    from dit_lora.families.sana.spec import sana_spec
-
-    return sana_spec()
-
-
-ENTRY = FamilyEntry(
+# "module:attr" strings: the registry imports this package for ENTRY alone, and the spec's modules load torch
+ENTRY = FamilyEntry.in_package(
+    __name__,
     names=("sana",),
-    factory=f"{__name__}:make",
-    options=f"{__name__}.options:SanaOptions",
-    catalogue=f"{__name__}.catalogue",
-    demo_configs=("sana/demo.yaml",),
-    recipe="sana_lora.py",
-    docs="docs/guides/sana.md",
+    spec="sana_spec",
+    options="SanaOptions",
     pipelines=("SanaPipeline",),
 )

@@ -30,11 +30,11 @@ INFO = FamilyInfo(
 )
 
 
-def sana_spec() -> FamilySpec:
+def sana_spec(name: str = "sana") -> FamilySpec:
     """A new Sana spec: text-to-image Sana 600M / 1.6B (and the tiny random variants of the tests)."""
     encoders = SanaEncoders()
     return diffusion_spec(
-        "sana",
+        name,
         INFO,
         model=SanaModel(INFO),
         encoders=encoders,

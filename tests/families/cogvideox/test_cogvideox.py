@@ -14,10 +14,10 @@ from dit_lora.registry import resolve
 
 
 def test_make_picks_the_family_by_name():
-    t2v, i2v = cogvideox.make("cogvideox"), cogvideox.make("cogvideox_i2v")
+    t2v, i2v = cogvideox.ENTRY.build("cogvideox"), cogvideox.ENTRY.build("cogvideox_i2v")
     assert isinstance(t2v, FamilySpec) and t2v.name == "cogvideox" and not isinstance(t2v.encoders, CogVideoXI2VEncoders)
     assert isinstance(i2v.encoders, CogVideoXI2VEncoders) and i2v.name == "cogvideox_i2v"
-    assert cogvideox.make("cogvideox") is not t2v  # a new spec per call
+    assert cogvideox.ENTRY.build("cogvideox") is not t2v  # a new spec per call
 
 
 def test_entry_gives_each_name_its_own_options():

@@ -11,7 +11,7 @@ from dit_lora.contract.spec import FamilySpec
 
 
 def test_make_builds_a_new_dit_family_each_call():
-    first, second = dit.make("dit"), dit.make("dit")
+    first, second = dit.ENTRY.build("dit"), dit.ENTRY.build("dit")
     assert isinstance(first, FamilySpec) and first.name == "dit"
     assert first is not second  # a run never shares a family object with another
     assert first.loss is not second.loss  # nor a component

@@ -10,7 +10,7 @@ from dit_lora.setup.family_inference import check_family_trains_model, entry_pip
 
 def test_entry_builds_a_new_spec_each_call_and_names_its_files():
     check_entry(flux2, {"flux2": "FamilySpec"})
-    assert flux2.make("flux2") is not flux2.make("flux2")
+    assert flux2.ENTRY.build("flux2") is not flux2.ENTRY.build("flux2")
 
 
 def test_one_family_trains_both_pipelines():

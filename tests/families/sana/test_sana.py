@@ -13,7 +13,7 @@ from dit_lora.contract.spec import FamilySpec
 
 
 def test_make_builds_a_new_sana_family_each_call():
-    first, second = sana.make("sana"), sana.make("sana")
+    first, second = sana.ENTRY.build("sana"), sana.ENTRY.build("sana")
     assert isinstance(first, FamilySpec) and first.name == "sana"
     assert first is not second  # a run never shares a family object with another
     assert first.loss is not second.loss  # nor a component

@@ -19,7 +19,7 @@ from dit_lora.registry import BUILT_IN, entry_for, get_family, recipe_script, re
 
 
 def test_make_picks_the_family_by_name():
-    t2v, i2v = wan.make("wan"), wan.make("wan_i2v")
+    t2v, i2v = wan.ENTRY.build("wan"), wan.ENTRY.build("wan_i2v")
     assert type(t2v.model) is WanModel and (t2v.name, t2v.video_frames.task, t2v.video_frames.kinds) == (
         "wan", "t2v", ("t2v", "ti2v"))
     assert type(i2v.model) is WanI2VModel and (i2v.name, i2v.video_frames.task, i2v.video_frames.kinds) == (
