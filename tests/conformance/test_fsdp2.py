@@ -23,12 +23,17 @@ class TestFsdp2(Fsdp2Checks):
     """FSDP2's promises, for every name that declares block lists."""
 
 
+#: names with a demo config whose spec names no block lists -> why they are not launched under FSDP2 (none yet)
+NO_FSDP2: dict[str, str] = {}
+
+
 def test_which_names_train_under_fsdp2_is_what_their_specs_declare():
-    """The names checked here are exactly those whose spec names block lists; today every built-in one does, and
-    every registry entry has a name among them (a new family is never left out)."""
+    """The names checked here are those whose spec names block lists; a name without them is named in NO_FSDP2 with
+    the reason, so none is left out silently; every built-in registry entry has a name checked here."""
     from dit_lora.registry import BUILT_IN_PACKAGE, entries, entry_for, get_spec
 
     declared = [name for name in demo_names() if get_spec(name).info.block_lists]
-    assert fsdp2_names() == declared and declared == demo_names()
+    assert fsdp2_names() == declared
+    assert set(demo_names()) - set(declared) == set(NO_FSDP2), "name why in NO_FSDP2"
     built_in = {e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")}
-    assert {entry_for(name).default for name in declared} == built_in
+    assert {entry_for(name).default for name in [*declared, *NO_FSDP2]} == built_in  # no family left out

@@ -23,10 +23,15 @@ class TestQuantizedBase(QuantizedBaseChecks):
     """The quantized base's promises, for every name that declares one."""
 
 
+#: names with a demo config whose spec declares no precision policy -> why they train on no quantized base (none yet)
+NO_QUANTIZED_BASE: dict[str, str] = {}
+
+
 def test_which_names_train_on_a_quantized_base_is_what_their_specs_declare():
-    """The names checked here are exactly those whose spec has a precision policy; today every built-in one does, so
-    a family that drops its policy (and with it the list of modules kept out of quantization) is noticed here."""
+    """The names checked here are those whose spec has a precision policy; a name without one is named in
+    NO_QUANTIZED_BASE with the reason, so none is left out silently (today every built-in name declares one)."""
     from dit_lora.registry import get_spec
 
     declared = [name for name in demo_names() if get_spec(name).precision is not None]
-    assert quantized_names() == declared and declared == demo_names()
+    assert quantized_names() == declared
+    assert set(demo_names()) - set(declared) == set(NO_QUANTIZED_BASE), "name why in NO_QUANTIZED_BASE"
