@@ -1,8 +1,9 @@
 """The conformance suite's quantized base: every name whose spec declares a precision policy (what
 ``--quantize_base`` leaves alone: conformance_levers.quantized_names) trains its demo on an nf4 base once, and that
 run keeps every promise of :class:`conformance_levers.QuantizedBaseChecks` (drill, reload into the unquantized
-consumer, bitwise resume). A new family is checked here by registering. What only some families do on a quantized
-base (int8, a quantized text encoder, affine norms in bf16) stays in tests/e2e/test_quantized_base.py.
+consumer, a bitwise resume from its checkpoint). A new family is checked here by registering. What only some
+families do on a quantized base (int8, a quantized text encoder, affine norms in bf16) stays in
+tests/e2e/test_quantized_base.py.
 """
 
 from __future__ import annotations

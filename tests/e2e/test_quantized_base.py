@@ -2,8 +2,8 @@
 only some families do on a quantized base.
 
 Every family's nf4 run (a guard drill, the adapter reloaded into the unquantized consumer at the trained strength, a
-killed run resumed bit for bit) is the conformance suite's (tests/conformance/test_quantized_base.py, for every name
-whose spec declares a precision policy). Here: Sana and CogVideoX cache with a quantized text encoder
+resume from its checkpoint ending bit for bit) is the conformance suite's (tests/conformance/test_quantized_base.py,
+for every name whose spec declares a precision policy). Here: Sana and CogVideoX cache with a quantized text encoder
 (--quantize_text_encoder) and reload into the whole unquantized pipeline within the base's quantization error, int8
 (LLM.int8, bitsandbytes' CPU path) trains and reloads, and each family's affine norms train in bf16 and fp32.
 """
