@@ -5,11 +5,9 @@ A new family registers and ships a demo config (its registry entry's ``demo_conf
 test file of its own. A name without a demo config of its own is named in SHARES_A_DEMO (the name whose run stands
 for it, and where its own run is checked), so none is left out silently.
 
-Not here yet: a quantized base and FSDP2. No registry entry or spec declares either (every family accepts
---quantize_base and the FSDP2 launch), so there is nothing to parametrize them by; each family's runs of them are
-tests/e2e/test_fsdp2.py's (every entry, checked by test_every_registry_entry_trains_under_fsdp2_here) and
-tests/e2e/test_quantized_base.py's and the family files' (test_zimage.py, test_sanavideo.py, test_qwenimage.py,
-test_flux2.py for the families test_quantized_base.py leaves out).
+A quantized base and FSDP2 are checked in their own modules over the names whose spec declares them
+(tests/conformance/test_quantized_base.py, tests/conformance/test_fsdp2.py; tests/support/conformance_levers.py), each
+name's runs in the same pytest-xdist group as its checks here.
 """
 
 from __future__ import annotations

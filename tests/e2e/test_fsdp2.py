@@ -9,6 +9,10 @@ a separate folder's 3 images, the history kept by the resume, equal under DDP); 
 the adapter of the unbroken run bit for bit; the adapter is written once and loads into diffusers' pipeline; a DDP
 run of the same seed and flags gives the same adapter. Wan 2.2 A14B trains its low-noise expert with a fully trained
 backbone layer (--train_backbone) on an fp8_scaled base (its weight buffers stay whole on each rank) under FSDP2.
+
+Every family's FSDP2 launch (its blocks sharded, each brought from host memory alone; one rank's NaN gradient skipping
+the update on both ranks; the adapter written once) is the conformance suite's (tests/conformance/test_fsdp2.py, for
+every name whose spec names its block lists).
 """
 
 from __future__ import annotations
@@ -129,85 +133,3 @@ def test_wan_a14b_expert_with_a_trained_backbone_layer_on_fp8_scaled_under_fsdp2
     low = load_file(out / "pytorch_lora_weights_low_noise.safetensors")
     assert low and all(torch.isfinite(v).all() for v in low.values())
     assert read_summary(out)["num_processes"] == 2
-
-
-def _tiny(module: str, builder: str):
-    """A builder of the family's tiny pipeline at a path, imported on use."""
-
-    def build(path: Path) -> Path:
-        import importlib
-
-        return getattr(importlib.import_module(f"dit_lora.families.{module}.demo"), builder)(path)
-
-    return build
-
-
-#: family -> (tiny pipeline builder, family flags)
-IMAGE_FAMILIES = {"zimage": (_tiny("zimage", "build_tiny_zimage_pipeline"), dict(max_sequence_length=64)),
-                  "flux2": (_tiny("flux2", "build_tiny_flux2_pipeline"), dict(max_sequence_length=32)),
-                  "qwenimage": (_tiny("qwenimage", "build_tiny_qwenimage_pipeline"), {})}
-
-
-def _other_family(name: str, tmp_path: Path, tiny_dit: Path, shape_classes: Path, tiny_cogvideox: Path,
-                  shapes_data: Path):
-    """(recipe, model, data, family flags) of a family's tiny model for a short FSDP2 run."""
-    if name == "dit":
-        return "dit_class", tiny_dit, shape_classes, dict(family="dit", num_classes=3)
-    if name in ("cogvideox", "sanavideo"):  # text-to-video on 9-frame 64 px clips
-        from dit_lora.data.synthetic.clips import make_moving_square_dataset
-
-        clips = make_moving_square_dataset(tmp_path / "clips", n=4, num_frames=9, fps=16, seed=3)
-        if name == "cogvideox":
-            model = tiny_cogvideox
-        else:
-            from dit_lora.families.sanavideo.demo import build_tiny_sanavideo_pipeline
-
-            model = build_tiny_sanavideo_pipeline(tmp_path / "sanavideo")
-        return name, model, clips, dict(family=name, resolution=None, center_crop=None, max_num_frames=9, height=64,
-                                        width=64)
-    if name in IMAGE_FAMILIES:  # issue 36's image families: their own tiny pipeline, 64 px shapes
-        build, extra = IMAGE_FAMILIES[name]
-        return name, build(tmp_path / name), shapes_data, dict(family=name, resolution=64, **extra)
-    from dit_lora.families.videollm import build_demo_model
-    from dit_lora.families.videollm.demo_clips import make_qa_dataset
-
-    model = build_demo_model(name, tmp_path / name)  # any video-LLM architecture: its own tiny builder
-    data = make_qa_dataset(tmp_path / "qa", n=4, num_frames=8, layout="videochat2", seed=0)
-    return "videollm", model, data, dict(family=name, resolution=None, center_crop=None, cache_dir=None)
-
-
-#: the names trained below; sana and wan have tests of their own above
-OTHER_FAMILIES = ["dit", "cogvideox", "sanavideo", "llava_next_video", "qwen2_5_vl", "internvl", "qwen3_vl",
-                  *IMAGE_FAMILIES]
-
-
-def test_every_registry_entry_trains_under_fsdp2_here():
-    """Each built-in registry entry has a name trained under FSDP2 in this file: a new family is never left out."""
-    from dit_lora.registry import BUILT_IN_PACKAGE, entries, entry_for
-
-    built_in = {e.default for e in entries() if str(e.factory).startswith(BUILT_IN_PACKAGE + ".")}
-    covered = {entry_for(name).default for name in ["sana", "wan", *OTHER_FAMILIES]}
-    assert covered == built_in, f"train {sorted(built_in - covered)} under FSDP2 here"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("family", OTHER_FAMILIES)
-def test_the_other_families_train_under_fsdp2_and_skip_one_ranks_fault(
-    family, tiny_dit, shape_classes, tiny_cogvideox, shapes_data, tmp_path
-):
-    """Every family's tiny model shards and trains under FSDP2 on 2 processes: its blocks brought from host memory one
-    at a time, a NaN gradient on rank 1 only skipping update 2 on both ranks, the adapter written once and finite."""
-    recipe, model, data, flags = _other_family(family, tmp_path, tiny_dit, shape_classes, tiny_cogvideox,
-                                                shapes_data)
-    out = tmp_path / "out"
-    args = base_args(model, data, out, tmp_path / "cache", **{"train_batch_size": 1, "mixed_precision": "no",
-                                                               "max_train_steps": 3, "inject_faults": "nan_grad@2:rank1",
-                                                               **flags})
-    text = _ok(_launch(recipe, args))
-    assert "engine: FSDP2" in text
-    assert re.search(r"FSDP2: (\d+) transformer block\(s\) .*, \1 of them brought from host memory", text), text[-3000:]
-    summary = read_summary(out)
-    assert summary["num_processes"] == 2 and summary["skipped_steps"] == 1 and summary["nonfinite_grads"] == 1
-    assert text.count("adapter written:") == 1
-    adapters = [load_file(p) for p in out.glob("*.safetensors")]
-    assert adapters and all(v.numel() and torch.isfinite(v).all() for a in adapters for v in a.values())

@@ -1,11 +1,11 @@
-"""--quantize_base nf4 end to end on the CPU (bitsandbytes 0.50 runs Linear4bit forward and backward there).
+"""--quantize_base nf4 end to end on the CPU (bitsandbytes 0.50 runs Linear4bit forward and backward there): what
+only some families do on a quantized base.
 
-Every family trains a few steps on a quantized base, then the saved adapter reloads into the ordinary unquantized
-model with the stock loaders (diffusers' ``load_lora_weights``, PEFT's ``PeftModel.from_pretrained``): its output
-differs from the quantized trained model's by the base's quantization error only. A guard drill still skips
-exactly one step, and a killed nf4 run (Sana: SIGKILL-like exit in a subprocess; the video LLM: the same crash
-point in process) resumes to the same adapter bit for bit. CogVideoX also caches with an nf4 T5
-(--quantize_text_encoder), and int8 (LLM.int8, bitsandbytes' CPU path) trains and reloads.
+Every family's nf4 run (a guard drill, the adapter reloaded into the unquantized consumer at the trained strength, a
+resume from its checkpoint ending bit for bit) is the conformance suite's (tests/conformance/test_quantized_base.py,
+for every name whose spec declares a precision policy). Here: Sana and CogVideoX cache with a quantized text encoder
+(--quantize_text_encoder) and reload into the whole unquantized pipeline within the base's quantization error, int8
+(LLM.int8, bitsandbytes' CPU path) trains and reloads, and each family's affine norms train in bf16 and fp32.
 """
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from helpers import (assert_text_encoder_quantization_error_only, base_args, read_summary, run_recipe,
-                     train_in_process, vlm_batch)
-from quantized_reload import assert_quantization_error_only as _assert_quantization_error_only
+from helpers import assert_text_encoder_quantization_error_only, train_in_process
 from quantized_reload import capture_steps as _capture
 from quantized_reload import check_quantized_outputs as _check_outputs
-from quantized_reload import dit_reloads_within_quantization_error
 from quantized_reload import reloads_within_quantization_error as _reloads_within_quantization_error
 from quantized_reload import skipped_without_change as _skipped_without_change
 
@@ -67,39 +64,6 @@ def test_sana_int8_trains_on_the_cpu_and_reloads(tiny_sana, shapes_data, tmp_pat
     _sana_reloads_within_quantization_error(seen["model"], tiny_sana, out, "Linear8bitLt")
 
 
-@pytest.mark.slow
-def test_dit_nf4_guard_drill_skips_one_step_and_reloads(tiny_dit, shape_classes, tmp_path):
-    """DiT with a resized class embedding (an Embedding: trainable on a quantized base) and a NaN drill at step 2."""
-    seen, on_step = _capture()
-    summary, out = train_in_process(tiny_dit, shape_classes, tmp_path, on_step=on_step, family="dit", num_classes=3,
-                                    inject_faults="nan_loss@2", **{**NF4, "resolution": 64})
-    _check_outputs(summary, out)
-    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 3
-    _skipped_without_change(seen, 2)
-    model = seen["model"].eval()
-    dit_reloads_within_quantization_error(model, tiny_dit, out)
-
-
-@pytest.mark.slow
-def test_nf4_killed_run_resumes_bit_for_bit(tiny_sana, shapes_data, tmp_path):
-    opts = dict(NF4, checkpointing_steps=2, lr_scheduler="cosine", lr_warmup_steps=1)
-    cache = tmp_path / "cache"
-    ref = tmp_path / "ref"
-    proc = run_recipe(base_args(tiny_sana, shapes_data, ref, cache, **opts), warm=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = tmp_path / "interrupted"
-    killed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, **opts), env={"DIT_LORA_FAULT": "micro_batch:3"},
-                        warm=True)
-    assert killed.returncode == 137, killed.stdout + killed.stderr
-    resumed = run_recipe(base_args(tiny_sana, shapes_data, out, cache, resume_from_checkpoint="latest", **opts),
-                         warm=True)
-    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "checkpoint-2 at step 2" in resumed.stdout, resumed.stdout
-    a, b = (load_file(str(o / "pytorch_lora_weights.safetensors")) for o in (ref, out))
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert read_summary(out)["loss_history"] == read_summary(ref)["loss_history"]
-
-
 @pytest.fixture(scope="module")
 def four_clips(tmp_path_factory):
     """4 captioned 9-frame 64 px clips."""
@@ -140,64 +104,12 @@ def test_cogvideox_nf4_with_an_nf4_t5_caches_skips_a_nan_and_reloads(tiny_cogvid
                                        timestep=torch.tensor([100, 700]))
 
 
-@pytest.mark.slow
-def test_cogvideox_i2v_nf4_skips_a_nan_and_reloads_into_the_unquantized_i2v_pipeline(four_clips, tmp_path):
-    """The image-to-video family: its transformer takes the first-frame latents as 16 more input channels, and
-    the adapter goes back into an ordinary CogVideoXImageToVideoPipeline."""
-    from diffusers import CogVideoXImageToVideoPipeline
-
-    from dit_lora.families.cogvideox.demo import build_tiny_cogvideox_pipeline
-
-    model_dir = build_tiny_cogvideox_pipeline(tmp_path / "tiny-i2v", task="i2v", version="1.0-5b")
-    seen, on_step = _capture()
-    opts = dict(NF4, family="cogvideox_i2v", resolution=None, center_crop=None, max_num_frames=9, height=64,
-                width=64, max_train_steps=3, gradient_checkpointing="false", inject_faults="nan_loss@2")
-    summary, out = train_in_process(model_dir, four_clips, tmp_path, on_step=on_step, **opts)
-    _check_outputs(summary, out)
-    assert summary["family"] == "cogvideox_i2v"
-    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
-    _skipped_without_change(seen, 2)
-
-    model = seen["model"]
-    c = model.config
-    assert c.in_channels == 2 * c.out_channels  # noisy latents + the image latents
-    torch.manual_seed(0)
-    _reloads_within_quantization_error(model, CogVideoXImageToVideoPipeline, model_dir, out, "Linear4bit",
-                                       hidden_states=torch.randn(2, 3, c.in_channels, 8, 8),
-                                       encoder_hidden_states=torch.randn(2, c.max_text_seq_length, c.text_embed_dim),
-                                       timestep=torch.tensor([100, 700]))
-
-
 @pytest.fixture(scope="module")
 def tiny_wan(tmp_path_factory):
     """The tiny Wan 2.1 text-to-video pipeline (fp32, 9 x 64 x 64)."""
     from dit_lora.families.wan.demo import build_tiny_wan_pipeline
 
     return build_tiny_wan_pipeline(tmp_path_factory.mktemp("wan-nf4") / "tiny-wan", variant="2.1-t2v")
-
-
-@pytest.mark.slow
-def test_wan_nf4_skips_a_nan_and_reloads_into_the_unquantized_pipeline(tiny_wan, four_clips, tmp_path):
-    """Wan 2.1 T2V on an nf4 transformer: a NaN drill skips its update without a change, and the adapter goes back
-    into an ordinary fp32 WanPipeline (diffusers' load_lora_weights) within the base's quantization error."""
-    from diffusers import WanPipeline
-
-    seen, on_step = _capture()
-    opts = dict(NF4, family="wan", resolution=None, center_crop=None, max_num_frames=9, height=64, width=64,
-                max_train_steps=3, gradient_checkpointing="false", inject_faults="nan_loss@2")
-    summary, out = train_in_process(tiny_wan, four_clips, tmp_path, on_step=on_step, **opts)
-    _check_outputs(summary, out)
-    assert summary["family"] == "wan" and summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
-    _skipped_without_change(seen, 2)
-
-    model = seen["model"]
-    c = model.config
-    torch.manual_seed(0)
-    # 3 latent frames of 8 x 8 (9 x 64 x 64 through the 2.1 VAE); 16 text tokens of UMT5's width
-    _reloads_within_quantization_error(model, WanPipeline, tiny_wan, out, "Linear4bit",
-                                       hidden_states=torch.randn(2, c.in_channels, 3, 8, 8),
-                                       encoder_hidden_states=torch.randn(2, 16, c.text_dim),
-                                       timestep=torch.tensor([100, 700]))
 
 
 @pytest.fixture(scope="module")
@@ -209,77 +121,6 @@ def tiny_llava(tmp_path_factory):
     root = tmp_path_factory.mktemp("llava-nf4")
     return (build_tiny_llava_next_video(root / "llava"),
             make_qa_dataset(root / "qa", n=4, num_frames=8, layout="videochat2", seed=0))
-
-
-class _Killed(BaseException):
-    """The in-process stand-in for the SIGKILL of a crash point (nothing after it runs)."""
-
-
-def _die(code):
-    raise _Killed(code)
-
-
-@pytest.mark.slow
-def test_video_llm_nf4_skips_a_nan_reloads_with_peft_and_a_killed_run_resumes_bit_for_bit(tiny_llava, tmp_path,
-                                                                                         monkeypatch):
-    """LLaVA-NeXT-Video with its language model nf4 (vision tower and projector not): a 3-step run with a NaN drill at
-    step 2 and a checkpoint at step 2 is the reference; PeftModel.from_pretrained puts its adapter on the unquantized
-    model; the same run killed after micro-batch 3 resumes from checkpoint-2 (the skip and the guard's counters in
-    it) and ends bit for bit equal."""
-    from peft import PeftModel
-
-    from dit_lora.output.names import BACKBONE_FILE
-    from dit_lora.training import drills as hooks
-    from dit_lora.families.videollm import architecture_spec as spec_for
-
-    model_dir, annotation = tiny_llava
-    opts = dict(NF4, family="llava_next_video", num_frames=4, resolution=None, center_crop=None, cache_dir=None,
-                learning_rate=2e-3, backbone_learning_rate=1e-3, max_train_steps=3, checkpointing_steps=2,
-                gradient_checkpointing="false", inject_faults="nan_loss@2")
-    seen, on_step = _capture()
-    summary, out = train_in_process(model_dir, annotation, tmp_path / "ref", on_step=on_step, **opts)
-    assert isinstance(summary, dict), summary
-    assert summary["config"]["quantize_base"] == "nf4" and "--quantize_base nf4" in (out / "README.md").read_text()
-    assert summary["skipped_steps"] == 1 and summary["applied_updates"] == 2
-    _skipped_without_change(seen, 2)
-    saved = load_file(str(out / "adapter_model.safetensors"))
-    assert saved and all(torch.isfinite(v).all() for v in saved.values())
-    fault = json.loads((out / "nonfinite_report.json").read_text())["first_fault"]  # the drill, on the nf4 base
-    assert fault["classification"] == "model/optimizer" and fault["quantized_base"]["scheme"] == "nf4"
-    assert "fp32 (the nf4 weights, computed in fp32)" in fault["paragraph"]
-
-    model = seen["model"].eval()
-    assert type(model.model.language_model.layers[0].self_attn.q_proj.base_layer).__name__ == "Linear4bit"
-    spec = spec_for("llava_next_video")
-    batch = vlm_batch(spec, model_dir, annotation)
-
-    def run(m):
-        with torch.no_grad():
-            return m(**batch).logits.float()
-
-    trained_q = run(model)
-    model.disable_adapters()
-    base_q = run(model)  # LoRA off, the trained projector still in
-    base = spec.load_model(model_dir, torch.float32)
-    base.load_state_dict(load_file(str(out / BACKBONE_FILE)), strict=False)
-    base_unq = run(base.eval())
-    reloaded = PeftModel.from_pretrained(base, str(out)).eval()  # PEFT's own loader, unquantized base
-    _assert_quantization_error_only(trained_q, run(reloaded), base_q, base_unq)
-
-    monkeypatch.setenv(hooks.CRASH_VAR, "micro_batch:3")
-    monkeypatch.setattr(hooks.os, "_exit", _die)
-    with pytest.raises(_Killed):
-        train_in_process(model_dir, annotation, tmp_path / "killed", **opts)
-    monkeypatch.delenv(hooks.CRASH_VAR)
-    resumed, again = train_in_process(model_dir, annotation, tmp_path / "killed", resume_from_checkpoint="latest", **opts)
-    assert isinstance(resumed, dict), resumed
-    assert resumed["steps_this_run"] == 1 and resumed["skipped_steps"] == 1  # from checkpoint-2, which kept the skip
-    ref = load_file(str(out / "adapter_model.safetensors"))
-    got = load_file(str(again / "adapter_model.safetensors"))
-    assert ref.keys() == got.keys() and all(torch.equal(ref[k], got[k]) for k in ref)
-    projector = load_file(str(out / BACKBONE_FILE))
-    assert all(torch.equal(v, load_file(str(again / BACKBONE_FILE))[k]) for k, v in projector.items())
-    assert resumed["loss_history"] == summary["loss_history"]
 
 
 # ---- every family's quantized base under the default --mixed_precision (bf16) and fp32 -------------------------------

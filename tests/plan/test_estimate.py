@@ -119,21 +119,27 @@ def test_cli_plans_a_catalogued_checkpoint_without_downloading(tmp_path):
     assert plan["peak_memory_bytes"] < plan["capacity_bytes"] == 24 * 2**30
 
 
-@pytest.mark.slow
-def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path):
+def test_cli_without_a_family_or_config_files_names_the_flag(tmp_path, capsys):
+    """The console script's entry point in process (no interpreter to start): a refusal is its paragraph and a
+    non-zero exit; any other error would propagate here instead of being printed."""
+    from dit_lora.commands.cli import main
+
     folder = tmp_path / "empty"
     folder.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "dit_lora.commands.cli", "plan", "--pretrained_model_name_or_path",
-                           str(folder)], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert proc.returncode != 0
-    assert "--family" in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(SystemExit) as ended:
+        main(["plan", "--pretrained_model_name_or_path", str(folder)])
+    assert ended.value.code not in (0, None)
+    captured = capsys.readouterr()
+    assert "--family" in captured.out + captured.err and "Traceback" not in captured.err
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("levers", [{}, {"gradient_checkpointing": "true", "blocks_to_swap": 1}],
-                         ids=["as-given", "checkpointing-and-block-swap"])
+@pytest.mark.parametrize("levers", [{"gradient_checkpointing": "true", "blocks_to_swap": 1}],
+                         ids=["checkpointing-and-block-swap"])
 def test_prediction_within_15_percent_of_the_measured_cpu_peak(tiny_sana, shapes_data, tmp_path, levers):
-    """As given, and with two of the ladder's levers in one run (the tiny Sana's last block swapped)."""
+    """With two of the ladder's levers in one run (the tiny Sana's last block swapped). A run as given is the
+    conformance suite's (every name's default-flag demo run, Sana's included, within the same 15%:
+    conformance.PLAN_TOLERANCE)."""
     out = tmp_path / "out"
     proc = run_recipe(base_args(tiny_sana, shapes_data, out, tmp_path / "cache", max_train_steps=2,
                                 ignore_memory_plan="false", **levers))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conformance import demo_names, name_params
 from conformance_checks import ConformanceChecks, demo_run, reloaded  # noqa: F401 - fixtures
+from conformance_levers import QuantizedBaseChecks, quantized_run  # noqa: F401 - fixtures
 
 from toy_family.pixart import ENTRY
 
@@ -31,3 +32,8 @@ def family_name(request):
 
 class TestToyFamilyConformance(ConformanceChecks):
     """Every promise, for the toy family (its pushed card too: the kit's card seeds the call)."""
+
+
+class TestToyFamilyQuantizedBase(QuantizedBaseChecks):
+    """The quantized base's promises, for the toy family (its spec declares the kit's precision policy). FSDP2's
+    launch starts new processes, where a family registered by a test is unknown: the built-in names check it."""
