@@ -1,14 +1,14 @@
 """families/zimage/__init__.py: the registry entry (name and alias, options, catalogue, demo, recipe, guide)."""
 
 from dit_lora.config import parse_config
-from dit_lora.families.zimage import ENTRY, make
+from dit_lora.families.zimage import ENTRY
 from dit_lora.registry import available, canonical_name, recipe_script
 
 
 def test_entry_and_factory():
     assert ENTRY.names == ("zimage",) and ENTRY.aliases == ("z-image",) and ENTRY.demo_configs == ("zimage/demo.yaml",)
     assert ENTRY.recipe_script == "recipes/zimage_lora.py" and recipe_script("zimage").endswith("zimage_lora.py")
-    assert make("zimage").name == "zimage" and ENTRY.docs == "docs/guides/zimage.md"
+    assert ENTRY.build("zimage").name == "zimage" and ENTRY.docs == "docs/guides/zimage.md"
 
 
 def test_z_image_is_read_as_zimage(tmp_path):
