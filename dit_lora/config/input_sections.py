@@ -92,6 +92,14 @@ class ModelOptions:
         32, "Number of generated images (or clips) in the demo dataset.", section="model", valid=POSITIVE
     )
 
+    @property
+    def path(self) -> str:
+        """``--pretrained_model_name_or_path``, typed as a run has it: the config's checks (``validate_static``)
+        refuse a run without one, so code that loads, plans or writes a card reads this instead of the Optional."""
+        if self.pretrained_model_name_or_path is None:
+            raise ValueError("no --pretrained_model_name_or_path: the config's checks refuse a run without one")
+        return self.pretrained_model_name_or_path
+
 
 @dataclass(frozen=True)
 class DataOptions:

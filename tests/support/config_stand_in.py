@@ -19,4 +19,6 @@ def stand_in(**values: Any) -> SimpleNamespace:
             sections.setdefault(SECTION_OF[name], {})[name] = value
         else:
             top[name] = value
+    if "pretrained_model_name_or_path" in sections.get("model", {}):  # ModelOptions.path, as a run reads it
+        sections["model"]["path"] = sections["model"]["pretrained_model_name_or_path"]
     return SimpleNamespace(**{attr: SimpleNamespace(**own) for attr, own in sections.items()}, **top)

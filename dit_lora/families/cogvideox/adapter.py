@@ -3,7 +3,7 @@ loaded back into the pipeline, and the model card's usage snippet, rows and lice
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.data.frames import describe_buckets
@@ -12,12 +12,15 @@ from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, im
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.video import snippet_write_video
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class CogVideoXAdapter(KitAdapter):
     """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``, the reloaded
     pipeline in the run's dtype (its VAE too) with the run's VAE slicing and tiling."""
 
-    def fit_loaded(self, pipe, cfg) -> None:
+    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
         """``--enable_slicing`` and ``--enable_tiling`` on the reloaded pipeline's VAE."""
         if cfg.family_options.enable_slicing:
             pipe.vae.enable_slicing()
@@ -34,11 +37,11 @@ class CogVideoXCard(KitCard):
         super().__init__(info)
         self.video = video
 
-    def snippet_image(self, cfg) -> tuple[str, str, str]:
+    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
         """(extra import, lines before the call, argument) for the snippet's conditioning image (none here)."""
         return "", "", ""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The pipeline with the adapter loaded, one video of the run's first bucket, written as MP4."""
         frames, height, width = self.video.video_buckets(cfg)[0]
         extra_import, before, image_arg = self.snippet_image(cfg)
@@ -46,7 +49,7 @@ class CogVideoXCard(KitCard):
         tiling = "pipe.vae.enable_tiling()  # decode in tiles: much less memory\n"
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             base_name=None,
             imports=imports,
@@ -62,7 +65,7 @@ class CogVideoXCard(KitCard):
             tail=snippet_write_video(self.video.model_info(cfg).fps),
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The buckets, the version, the loss settings, the text length, frame sampling and the VAE's modes."""
         options = cfg.family_options
         buckets = describe_buckets(self.video.video_buckets(cfg), automatic=not cfg.video.frame_buckets)
@@ -80,9 +83,9 @@ class CogVideoXCard(KitCard):
             f"slicing {'on' if options.enable_slicing else 'off'}",
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """CogVideoX-2b is Apache-2.0; the 5B and 1.5 weights use the CogVideoX license ("other")."""
-        name = cfg.model.pretrained_model_name_or_path
+        name = cfg.model.path
         org, _, repo = name.partition("/")
         if is_local(name) or org.lower() not in ("thudm", "zai-org") or "cogvideox" not in repo.lower():
             return None

@@ -3,7 +3,7 @@ T5 ``encode_prompt``, padded to the transformer's text length; what changes the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -13,6 +13,9 @@ from dit_lora.families.cogvideox.info import FAMILY_FOR, CogVideoXVideo, check_l
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.families.diffusion.prompts import pipeline_prompts
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def pipeline_class(info: FamilyInfo):
@@ -31,7 +34,7 @@ class CogVideoXEncoders(DiffusionEncoders):
     def __init__(self, info: FamilyInfo, video: CogVideoXVideo) -> None:
         self.info, self.video = info, video
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, dtype, text length, the VAE's tiling/slicing and the latents kept."""
         return {
             "family": FAMILY_FOR[self.task],

@@ -10,7 +10,7 @@ latents and the image latents concatenated on the channel axis, with ``--first_f
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -25,11 +25,14 @@ from dit_lora.families.cogvideox.state import run_state
 from dit_lora.families.diffusion.components import DiffusionSetup
 from dit_lora.families.diffusion.conditioning import check_validation_image, kept_conditioning_image
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class CogVideoXI2VModel(CogVideoXModel):
     """``FamilySpec.model`` of image-to-video: the text-to-video checks, and ``--validation_image`` exists."""
 
-    def check_validation_image(self, cfg) -> None:
+    def check_validation_image(self, cfg: TrainConfig) -> None:
         """Refuse a ``--validation_image`` that is not a file (unset: the first clip's first frame is taken)."""
         check_validation_image(cfg, "condition validation videos on the first training clip's first frame")
 
@@ -57,7 +60,9 @@ class CogVideoXI2VEncoders(CogVideoXEncoders):
 class CogVideoXI2VLoss(CogVideoXLoss):
     """``FamilySpec.loss`` of image-to-video: the image latents beside the noisy ones, augmented per sample."""
 
-    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+    def model_input(
+        self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+    ) -> torch.Tensor:
         """``[noisy latents | image latents at frame 0, zeros after]`` on the channel axis (``dim=2``)."""
         image = batch["image_latents"].to(noisy.dtype)
         bsz, device = image.shape[0], image.device
@@ -79,7 +84,7 @@ class CogVideoXI2VSetup(DiffusionSetup):
     def __init__(self, video: CogVideoXVideo) -> None:
         self.video = video
 
-    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """``--validation_image``, else the first clip's first frame, at the first bucket's size."""
         kept_conditioning_image(self.video, cfg, run_state(comps), samples)
 
@@ -88,7 +93,7 @@ class CogVideoXI2VSamples(CogVideoXSamples):
     """``FamilySpec.samples`` of image-to-video: every video conditioned on the run's image."""
 
     def call_kwargs(
-        self, cfg, generator: torch.Generator, num_videos: int, comps: Components | None = None
+        self, cfg: TrainConfig, generator: torch.Generator, num_videos: int, comps: Components | None = None
     ) -> dict[str, Any]:
         """The text-to-video arguments and the run's conditioning image (else ``--validation_image``) per video."""
         image = kept_conditioning_image(self.video, cfg, run_state(comps) if comps is not None else None)
@@ -98,7 +103,7 @@ class CogVideoXI2VSamples(CogVideoXSamples):
 class CogVideoXI2VCard(CogVideoXCard):
     """``FamilySpec.card`` of image-to-video: the snippet loads the first frame; the conditioning rows."""
 
-    def snippet_image(self, cfg) -> tuple[str, str, str]:
+    def snippet_image(self, cfg: TrainConfig) -> tuple[str, str, str]:
         """``load_image`` of ``--validation_image`` (or a placeholder name), passed as ``image=``."""
         source = cfg.family_options.validation_image or "first_frame.png"
         return (
@@ -107,7 +112,7 @@ class CogVideoXI2VCard(CogVideoXCard):
             "\n    image=image,",
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The text-to-video rows and the first frame's noise and dropout."""
         return {
             **super().card_settings(cfg),

@@ -239,7 +239,7 @@ def rope_limit(info: ModelInfo) -> tuple[int, int] | None:
     return info.sample_height * info.vae_spatial, info.sample_width * info.vae_spatial
 
 
-def size_flags(cfg) -> str:
+def size_flags(cfg: TrainConfig) -> str:
     """The flags that set the run's video size, for messages."""
     if cfg.video.frame_buckets:
         return "--frame_buckets"
@@ -250,15 +250,15 @@ def size_flags(cfg) -> str:
 class CogVideoXVideo:
     """``FamilySpec.video_frames`` and ``frame_rate``: the run's clip buckets, the checks on them, the model's fps."""
 
-    def model_info(self, cfg) -> ModelInfo:
+    def model_info(self, cfg: TrainConfig) -> ModelInfo:
         """:func:`~.info.model_info` of the run's model, read once (:func:`cached_model_info`)."""
         return cached_model_info(cfg)
 
-    def model_fps(self, cfg) -> float:
+    def model_fps(self, cfg: TrainConfig) -> float:
         """Frames per second the checkpoint generates at (1.0: 8, 1.5: 16): what validation videos are written at."""
         return self.model_info(cfg).fps
 
-    def video_buckets(self, cfg) -> list[tuple[int, int, int]]:
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
         """``--frame_buckets`` (only those), else automatic aspect buckets around the flags' or the trained size,
         that size first (:func:`~dit_lora.data.frames.automatic_buckets`): sin-cos positions (2B) are recomputed and
         RoPE (5B, 1.5) computed per size, so any multiple of the size multiple runs; a learned position table
@@ -289,7 +289,7 @@ class CogVideoXVideo:
         # 1.5's RoPE slices a table of the sample size: an automatic bucket never goes beyond it on either side.
         return buckets[:1] + [b for b in buckets[1:] if b[1] <= most[0] and b[2] <= most[1]]
 
-    def check_trained_size(self, cfg) -> None:
+    def check_trained_size(self, cfg: TrainConfig) -> None:
         """Refuse buckets far from the checkpoint's trained size (unless ``--allow_untrained_resolution``).
 
         "Far" counts latent tokens per clip, what both quality and cost follow: more than
@@ -318,7 +318,7 @@ class CogVideoXVideo:
                 "to train at this size anyway (the flag only lifts this check)."
             )
 
-    def check_rope_size(self, cfg, buckets, info: ModelInfo) -> None:
+    def check_rope_size(self, cfg: TrainConfig, buckets, info: ModelInfo) -> None:
         """Refuse a bucket beyond CogVideoX 1.5's RoPE table (:func:`rope_limit`): diffusers fails on it mid-step."""
         most = rope_limit(info)
         if most is None:

@@ -26,7 +26,7 @@ the numerics (and the logged values) identical to theirs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -42,6 +42,9 @@ from dit_lora.families.cogvideox.info import (
 )
 from dit_lora.families.cogvideox.state import run_state
 from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 __all__ = [
     "CogVideoXLoss",
@@ -176,12 +179,19 @@ class CogVideoXLoss(DiffusionLoss):
             )
         return state.rotary_cache[key]
 
-    def model_input(self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+    def model_input(
+        self, noisy: torch.Tensor, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+    ) -> torch.Tensor:
         """What the transformer gets besides the noisy latents (text-to-video: nothing)."""
         return noisy
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Timesteps, then noise, drawn from the step's generator; the weighted x0 loss of the v prediction."""
         scheduler, arch = comps.scheduler, transformer_config(comps.model)
@@ -215,6 +225,6 @@ class CogVideoXData(DiffusionData):
     """``FamilySpec.data``: clips, decoded to the run's buckets (``FamilySpec.video_frames``), cached, encoders
     released (the diffusion base's data stage)."""
 
-    def data_handler(self, cfg, spec):
+    def data_handler(self, cfg: TrainConfig, spec):
         """The clip :class:`~dit_lora.data.video_prepare.VideoMedia`."""
         return VideoMedia(cfg, spec, cache_root_for(cfg.data))

@@ -4,7 +4,7 @@ defaults and notes, and ``--demo``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,8 +33,11 @@ from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrec
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
-def build_components(cfg, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
+
+def build_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_cfg: dict, device) -> Components:
     """The loaded (or planned, ``device`` None) modules as the run's components, frozen, with their
     :class:`~.state.CogVideoXRun`."""
     from diffusers import CogVideoXDDIMScheduler  # heavy: only when a model is built
@@ -69,7 +72,7 @@ class CogVideoXModel(KitModel):
         super().__init__(info)
         self.task, self.video = task, video
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A CogVideoX pipeline folder of this task, at a text length and video sizes the model runs."""
         path = cfg.model.pretrained_model_name_or_path
         self.check_folder(cfg)
@@ -102,7 +105,7 @@ class CogVideoXModel(KitModel):
         self.video.check_rope_size(cfg, buckets, info)
         self.check_validation_image(cfg)
 
-    def _check_task(self, cfg, info) -> None:
+    def _check_task(self, cfg: TrainConfig, info) -> None:
         """A CogVideoX text-to-video or image-to-video pipeline whose task is this family's."""
         path = cfg.model.pretrained_model_name_or_path
         known = T2V_PIPELINES + (I2V_PIPELINE,)
@@ -138,14 +141,14 @@ class CogVideoXModel(KitModel):
                 "trains both)."
             )
 
-    def check_validation_image(self, cfg) -> None:
+    def check_validation_image(self, cfg: TrainConfig) -> None:
         """Text-to-video has no conditioning image (image-to-video checks ``--validation_image``)."""
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS` of the family's task."""
         return PARTS[self.task]
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`build_components` (the checkpoint's scheduler, :class:`~.state.CogVideoXRun`) and the tokenizer."""
         comps = build_components(
             cfg, loaded.transformer, loaded.vae, loaded.text_encoder, loaded.scheduler_config, device
@@ -157,7 +160,7 @@ class CogVideoXModel(KitModel):
 class CogVideoXPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: transformer, VAE and T5 in the run's weight dtype (bf16 by default)."""
 
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer, VAE and T5 in the run's weight dtype, as the reference trainers."""
         weight = cfg.weight_dtype
         return {"model": weight, "vae": weight, "text_encoder": weight}
@@ -184,7 +187,7 @@ PARTS = {
 class CogVideoXDefaults:
     """``FamilySpec.defaults``: one clip per step."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """One clip per step: a 49-frame clip is 13 latent frames of tokens (every published recipe uses batch 1)."""
         return {"train_batch_size": (1, "video: one clip per step, as THUDM's and diffusers' CogVideoX trainers")}
 
@@ -195,7 +198,7 @@ class CogVideoXNotes(DiffusionNotes):
     def __init__(self, video: CogVideoXVideo) -> None:
         self.video = video
 
-    def start_notes(self, cfg) -> list[str]:
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
         """One line: the video size(s) the run trains at, where they come from, and the trained size."""
         info = self.video.model_info(cfg)
         frames, height, width, why = info.trained_size()
@@ -217,10 +220,10 @@ class CogVideoXNotes(DiffusionNotes):
             f"{frames}x{height}x{width} ({why}){forced}{also}."
         ]
 
-    def precision_notes(self, cfg) -> list[str]:
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Stored fp16 weights (CogVideoX-2b); a learned position table replaced at another frame count."""
         notes = []
-        name = cfg.model.pretrained_model_name_or_path
+        name = cfg.model.path
         dtype = stored_dtype(cfg.model)
         if dtype == "F16" or (dtype is None and name.lower().endswith("cogvideox-2b")):
             notes.append(
@@ -247,12 +250,12 @@ class CogVideoXDemo:
     def __init__(self, task: str, video: CogVideoXVideo) -> None:
         self.task, self.video = task, video
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the clips."""
         # The demo builders: only for --demo
         try:
             build_tiny_cogvideox_pipeline(
-                cfg.model.pretrained_model_name_or_path,
+                cfg.model.path,
                 task=self.task,
                 version=cfg.family_options.demo_cogvideox_version,
                 seed=0,

@@ -3,6 +3,8 @@ bucket, and the cached T5 conditioning."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from dit_lora.contract.family import Components
@@ -14,6 +16,9 @@ from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.diffusion.video_sizes import clip_batches
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class CogVideoXPlan(DiffusionPlan):
     """``FamilySpec.plan``: transformer, VAE and T5 on the meta device; clips ``(B, F, 3, H, W)`` of the run's
@@ -23,7 +28,7 @@ class CogVideoXPlan(DiffusionPlan):
         super().__init__(encoders, loss)
         self.video = video
 
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`CogVideoXModel.load_components <dit_lora.families.cogvideox.model.CogVideoXModel.load_components>`
         loads, built from the configs ``read`` returns (``depth``: that many transformer blocks)."""
         from diffusers import (  # heavy: only when a plan is made
@@ -42,11 +47,11 @@ class CogVideoXPlan(DiffusionPlan):
             cfg, transformer, vae, text_encoder, read("scheduler", "scheduler_config.json") or {}, None
         )
 
-    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """The prompt embeddings at the transformer's text length, as an empty tensor."""
         text = comps.encoders["text_encoder"].config.d_model
         return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text, dtype=cfg.weight_dtype)}
 
-    def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
         return clip_batches(cfg, self.video.video_buckets(cfg))

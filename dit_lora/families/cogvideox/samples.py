@@ -4,7 +4,7 @@ sampler) and from the pipeline with the saved adapter, written as MP4 at the mod
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
@@ -12,6 +12,9 @@ from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_cla
 from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.diffusion.video_samples import VideoSamples
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def inference_scheduler(comps: Components):
@@ -27,11 +30,11 @@ class CogVideoXSamples(VideoSamples):
         super().__init__(encoders)
         self.info, self.video = info, video
 
-    def video_size(self, cfg) -> tuple[int, int, int]:
+    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
         """The run's first bucket."""
         return self.video.video_buckets(cfg)[0]
 
-    def fps(self, cfg) -> int:
+    def fps(self, cfg: TrainConfig) -> int:
         """The model's frame rate."""
         return self.video.model_info(cfg).fps
 
@@ -43,6 +46,6 @@ class CogVideoXSamples(VideoSamples):
         """:func:`inference_scheduler`."""
         return inference_scheduler(comps)
 
-    def reloaded_kwargs(self, pipe, cfg, n: int, comps: Components | None) -> dict[str, Any]:
+    def reloaded_kwargs(self, pipe, cfg: TrainConfig, n: int, comps: Components | None) -> dict[str, Any]:
         """Prompts padded to the transformer's text length."""
         return {"max_sequence_length": pipe.transformer.config.max_text_seq_length}

@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -31,6 +31,9 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
 from dit_lora.output.names import PEFT_ADAPTER_FILE
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the seed argument every snippet's pipeline call ends with (the same image on every run of it)
 SEED_ARGUMENT = "generator=torch.manual_seed(0),"
@@ -89,7 +92,7 @@ class KitAdapter:
             return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
         return self.write_lora_file(output_dir, lora_state, lora_config, self.info.adapter_weight_name)
 
-    def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+    def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """Components handed to ``from_pretrained`` (``common``: revision and safetensors): the VAE in fp32 where the
         family keeps it there, loaded so directly (a low-precision load followed by ``.to(fp32)`` would already
         have lost precision)."""
@@ -103,10 +106,10 @@ class KitAdapter:
         )
         return {"vae": vae}
 
-    def fit_loaded(self, pipe, cfg) -> None:
+    def fit_loaded(self, pipe, cfg: TrainConfig) -> None:
         """Switches set on the pipeline once the adapter is in (none here)."""
 
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device):
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device):
         """The base model's stock pipeline in the run's dtype (with :meth:`pipeline_parts`), fitted, with the saved
         adapter loaded by diffusers, its progress bar off, on ``device``."""
         common = {"revision": cfg.model.revision, "use_safetensors": True}
@@ -201,7 +204,7 @@ class Snippet:
         return "".join(lines)
 
 
-def image_call_args(cfg) -> list[str]:
+def image_call_args(cfg: TrainConfig) -> list[str]:
     """An image call's arguments after the prompt: the run's square size, steps and guidance, and the seed."""
     return [
         f"height={cfg.data.resolution}, width={cfg.data.resolution},",
@@ -226,15 +229,15 @@ class KitCard:
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
 
-    def prompt(self, cfg) -> str:
+    def prompt(self, cfg: TrainConfig) -> str:
         """The snippet's prompt, quoted: ``--validation_prompt``, else :attr:`placeholder_prompt`."""
         return json.dumps(cfg.validation.validation_prompt or self.placeholder_prompt)
 
-    def call_args(self, cfg) -> list[str]:
+    def call_args(self, cfg: TrainConfig) -> list[str]:
         """The call's arguments: the prompt, then :func:`image_call_args` (a family adds its own)."""
         return [f"prompt={self.prompt(cfg)},", *image_call_args(cfg)]
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The family's pipeline with the adapter loaded (by ``dit_lora.load_adapter`` where the pipeline has no
         loader: :func:`peft_format`), one image at the run's validation settings."""
         pipeline = self.info.pipeline_class_name
@@ -246,20 +249,20 @@ class KitCard:
             }
         return Snippet(
             pipeline=pipeline,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             call_args=self.call_args(cfg),
             **loads,
         )
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """:meth:`snippet`'s code."""
         return self.snippet(cfg, repo_or_dir).text()
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The family's rows (none here)."""
         return {}
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """The base model's license (unknown here)."""
         return None

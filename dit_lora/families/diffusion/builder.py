@@ -12,7 +12,7 @@ the samples take the encoders, the plan takes the encoders, the loss and the ima
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.core.errors import UserError
@@ -26,6 +26,9 @@ from dit_lora.families.diffusion.components import (
 )
 from dit_lora.families.diffusion.demo_data import nearest_sizes
 from dit_lora.modelfiles.pipeline_files import read_component_config
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def check_divisible(resolution: int, multiple: int, why: str) -> None:
@@ -45,11 +48,11 @@ class AnyAspect:
     #: the latent stride in pixels: the VAE's downsampling x the patch size
     stride = 16
 
-    def bucket_stride(self, cfg) -> int:
+    def bucket_stride(self, cfg: TrainConfig) -> int:
         """:attr:`stride`."""
         return self.stride
 
-    def square_only(self, cfg) -> str | None:
+    def square_only(self, cfg: TrainConfig) -> str | None:
         """Never: the transformer takes any grid."""
         return None
 
@@ -74,20 +77,20 @@ class LatentGrid(AnyAspect):
         self.patch_key, self.default_stride = patch_key, default_stride
         self.vae_key, self.vae_blocks, self.patch = vae_key, vae_blocks, patch
 
-    def sizes(self, cfg) -> tuple[int, int, int | None]:
+    def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
         """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset)."""
         vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
         factor = 2 ** (len(vae.get(self.vae_key, [0] * self.vae_blocks)) - 1)
         return factor, int(transformer.get(self.patch_key, self.patch)), transformer.get("sample_size")
 
-    def bucket_stride(self, cfg) -> int:
+    def bucket_stride(self, cfg: TrainConfig) -> int:
         """The VAE's downsampling x the patch size (``default_stride`` without a model)."""
         if not cfg.model.pretrained_model_name_or_path:
             return self.default_stride
         factor, patch, _ = self.sizes(cfg)
         return factor * patch
 
-    def check_resolution(self, cfg) -> None:
+    def check_resolution(self, cfg: TrainConfig) -> None:
         """Refuse a ``--resolution`` the transformer cannot patch, in one paragraph naming the size to use."""
         stride = self.bucket_stride(cfg)
         if cfg.data.resolution % stride:
@@ -96,7 +99,7 @@ class LatentGrid(AnyAspect):
                 f"size). Use {max(stride, cfg.data.resolution // stride * stride)}."
             )
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """The resolution the model was built for (nothing when its configs do not say)."""
         factor, _, sample = self.sizes(cfg)
         if not (sample and read_component_config(cfg.model, "vae")):

@@ -9,6 +9,7 @@ length. A family states its classes, its state, its mask's key and its caption l
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -17,6 +18,9 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.diffusion.run_state import FlowRun
 from dit_lora.families.diffusion.text_conditioned import meta_components
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class CaptionPlan(DiffusionPlan):
@@ -31,10 +35,10 @@ class CaptionPlan(DiffusionPlan):
     mask: str | None = None
 
     @abstractmethod
-    def text_length(self, cfg) -> int:
+    def text_length(self, cfg: TrainConfig) -> int:
         """The run's caption length (``--max_sequence_length``, else the pipeline's default)."""
 
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What the kit's loader loads for the family, built from the configs ``read`` returns (``depth``: that
         many blocks)."""
         import diffusers  # heavy: only when a plan is made
@@ -49,7 +53,7 @@ class CaptionPlan(DiffusionPlan):
             state=self.state(text=TextSettings(max_sequence_length=self.text_length(cfg))),
         )
 
-    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings (and their mask) at the run's text length, as empty tensors."""
         length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
         embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -38,6 +38,9 @@ from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 # ---- the shared code ----------------------------------------------------------------------------
 def release_encoders(comps: Components, keep_for_validation: bool) -> None:
@@ -48,7 +51,7 @@ def release_encoders(comps: Components, keep_for_validation: bool) -> None:
         comps.encoders["vae"] = vae.to("cpu")
 
 
-def prepare_and_release(cfg, spec, comps: Components, accelerator):
+def prepare_and_release(cfg: TrainConfig, spec, comps: Components, accelerator):
     """List, screen and cache the samples (:func:`~dit_lora.data.prepare.prepare_data`); with the cache built,
     release the encoders (they are done)."""
     data = prepare_data(cfg, spec, comps, accelerator)
@@ -86,10 +89,10 @@ def save_png(sample: Any, stem: Path) -> Path:
     return path
 
 
-def model_identity(cfg, family: str, folders: tuple[str, ...] = ("vae", "text_encoder")) -> dict[str, Any]:
+def model_identity(cfg: TrainConfig, family: str, folders: tuple[str, ...] = ("vae", "text_encoder")) -> dict[str, Any]:
     """The cache identity's model keys every diffusion family records: the family, the model (a local folder by its
     absolute path), the stamp of the ``folders`` that encode, the revision and the variant."""
-    path = cfg.model.pretrained_model_name_or_path
+    path = cfg.model.path
     return {
         "family": family,
         "model": os.path.abspath(path) if is_local(path) else path,
@@ -130,7 +133,7 @@ def vae_on(comps: Components, device: torch.device) -> Iterator[Any]:
         vae.to(home)
 
 
-def image_pixel_batches(cfg, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:
+def image_pixel_batches(cfg: TrainConfig, stride: int | None) -> list[tuple[str, tuple[int, ...]]]:
     """``[(bucket, shape)]`` of one micro-batch of pixels, ``(B, 3, H, W)``, for the run's largest image bucket.
 
     The most pixels (so the most tokens; the square on a tie): a fixed ``--aspect_buckets WxH``, that size; else the
@@ -163,14 +166,14 @@ class DiffusionModel(ABC):
         self.info = info
 
     @abstractmethod
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """Family-specific checks that read only small config files (never weights)."""
 
     @abstractmethod
-    def load_components(self, cfg, device: torch.device) -> Components:
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """The run's components on ``device`` (the model frozen), its typed state in ``comps.state``."""
 
-    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else the family's default layers."""
         return list(cfg.lora.lora_layers or self.info.default_lora_layers)
 
@@ -179,7 +182,7 @@ class DiffusionEncoders(ABC):
     """``FamilySpec.encoders``: samples encoded once into the latent cache; a family says how and what changes it."""
 
     @abstractmethod
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """Everything besides the sample that changes the encoded latents/embeddings (``comps``: what the data stage
         decided; None in ``check-data``, where no model is loaded)."""
 
@@ -213,11 +216,11 @@ class DiffusionData:
     """``FamilySpec.data``: images through the standard data path, the encoders released once the cache is built
     (a video family returns its :class:`~dit_lora.data.video_prepare.VideoMedia` from :meth:`data_handler`)."""
 
-    def data_handler(self, cfg, spec):
+    def data_handler(self, cfg: TrainConfig, spec):
         """The image :class:`~dit_lora.data.prepare.MediaHandler`."""
         return ImageMedia(cfg, spec)
 
-    def build_data(self, cfg, spec, comps: Components, accelerator):
+    def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):
         """:func:`prepare_and_release`."""
         return prepare_and_release(cfg, spec, comps, accelerator)
 
@@ -235,7 +238,12 @@ class DiffusionLoss(ABC):
 
     @abstractmethod
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """The scalar loss of one micro-batch from :meth:`prepare_batch`."""
 
@@ -253,14 +261,18 @@ class DiffusionSamples(ABC):
         return self.encoders.encode_prompts(comps, [prompt], with_negative=True)
 
     @abstractmethod
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """Validation samples from the in-memory model."""
 
     @abstractmethod
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Samples from the consumer with the saved adapter."""
 
-    def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """:func:`save_png` (a video family writes its own format)."""
         return save_png(sample, stem)
 
@@ -281,12 +293,12 @@ class PipelineSamples(DiffusionSamples):
         sampler = checkpoint_sampler(getattr(comps.state, "scheduler_config", None), None)
         return sampler if sampler is not None else comps.scheduler
 
-    def call_kwargs(self, cfg, cached: bool) -> dict[str, Any]:
+    def call_kwargs(self, cfg: TrainConfig, cached: bool) -> dict[str, Any]:
         """The pipeline call's own arguments (``cached``: the in-memory model's call, from the cached embeddings;
         else the reloaded pipeline's, from the prompt); none here."""
         return {}
 
-    def _call(self, pipe, cfg, seed: int, device: torch.device, cached: bool, **inputs: Any) -> list:
+    def _call(self, pipe, cfg: TrainConfig, seed: int, device: torch.device, cached: bool, **inputs: Any) -> list:
         """``pipe`` at the run's validation settings, seeded, without gradients."""
         generator = torch.Generator(device=device).manual_seed(seed)
         # The pipeline hands the fp32 VAE's latents in the transformer's dtype: autocast reconciles them
@@ -302,7 +314,9 @@ class PipelineSamples(DiffusionSamples):
                 **self.call_kwargs(cfg, cached),
             ).images
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """``--num_validation_images`` images from the in-memory transformer and the cached prompt embeddings."""
         import diffusers  # slow: only at validation
 
@@ -316,7 +330,9 @@ class PipelineSamples(DiffusionSamples):
                 pipe, cfg, seed, device, True, num_images_per_prompt=cfg.validation.num_validation_images, **cond
             )
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """``num_images`` images of ``prompt`` from the reloaded pipeline (the final validation)."""
         device = pipe.transformer.device
         return self._call(pipe, cfg, seed, device, False, prompt=prompt, num_images_per_prompt=num_images)
@@ -334,24 +350,26 @@ class DiffusionPlan(ABC):
         self.encoders, self.loss, self.buckets = encoders, loss, buckets
 
     @abstractmethod
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What ``load_components`` loads, built from configs on the meta device (``depth``: that many blocks)."""
 
     @abstractmethod
-    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """The cached conditioning of ``batch_size`` samples (caption embeddings, class labels), as empty tensors."""
 
-    def plan_loss(self, comps: Components, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+    def plan_loss(
+        self, comps: Components, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
+    ) -> torch.Tensor:
         """The family's loss on the planned model."""
         return self.loss.compute_loss(comps, comps.model, batch, generator, cfg)
 
-    def pixel_batches(self, cfg) -> list[tuple[str, tuple[int, ...]]]:
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
         """:func:`image_pixel_batches` at the family's bucket stride (a video family plans clips instead)."""
         buckets = self.buckets
         stride = None if buckets is None or buckets.square_only(cfg) else int(buckets.bucket_stride(cfg))
         return image_pixel_batches(cfg, stride)
 
-    def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """:func:`encoded_plan_batches` with the family's encoder and conditioning."""
         return encoded_plan_batches(
             lambda px: self.encoders.encode_images(comps, px),
@@ -363,11 +381,11 @@ class DiffusionPlan(ABC):
 class DiffusionNotes:
     """``FamilySpec.notes``: no lines by default; a family overrides what it says."""
 
-    def start_notes(self, cfg) -> list[str]:
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
         """What the family chose from the checkpoint, and why (none here)."""
         return []
 
-    def precision_notes(self, cfg) -> list[str]:
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision (none here)."""
         return []
 
@@ -375,11 +393,11 @@ class DiffusionNotes:
 class DiffusionPrecision:
     """``FamilySpec.precision``: the model in the run's weight dtype, every Linear quantizable; a family overrides."""
 
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
         return {"model": cfg.weight_dtype}
 
-    def quantize_skip_modules(self, cfg) -> list[str]:
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
         """``--quantize_base`` quantizes every Linear of the transformer."""
         return []
 
@@ -388,7 +406,7 @@ class Fp32VaePrecision(DiffusionPrecision):
     """``FamilySpec.precision`` of a transformer and a text encoder in the run's weight dtype beside a VAE kept in fp32
     (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps)."""
 
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
         return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
 
@@ -396,10 +414,10 @@ class Fp32VaePrecision(DiffusionPrecision):
 class DiffusionSetup:
     """``FamilySpec.setup``: nothing recorded, nothing checked; a family overrides what it decides per run."""
 
-    def configure(self, comps: Components, cfg) -> None:
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record the run's settings in ``comps.state`` (nothing here)."""
 
-    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Check the screened samples against the loaded model (nothing here)."""
 
 
@@ -410,10 +428,10 @@ class ShapesDemo:
     def __init__(self, build: Callable[[str], Any], size: int | None = None) -> None:
         self.build, self.size = build, size
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""
-        self.build(cfg.model.pretrained_model_name_or_path)
+        self.build(cfg.model.path)
         if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
             print(
                 f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",

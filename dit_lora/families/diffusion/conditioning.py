@@ -4,6 +4,7 @@ edit model's validation (Qwen-Image Edit): the ``--validation_image`` check, the
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import torch
 from PIL import Image, ImageOps
@@ -11,8 +12,11 @@ from PIL import Image, ImageOps
 from dit_lora.core.errors import UserError
 from dit_lora.data.video import VideoDecodeError, decode_clip
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
-def check_validation_image(cfg, unset: str) -> None:
+
+def check_validation_image(cfg: TrainConfig, unset: str) -> None:
     """Refuse a ``--validation_image`` that is not a file, in one paragraph saying what leaving it unset does
     (``unset``: "condition validation videos on ...")."""
     image = getattr(cfg.family_options, "validation_image", None)
@@ -57,7 +61,7 @@ def load_conditioning_image(source: str | None, samples: list | None, height: in
     return Image.fromarray(array)
 
 
-def kept_conditioning_image(video_frames, cfg, state, samples: list | None = None):
+def kept_conditioning_image(video_frames, cfg: TrainConfig, state, samples: list | None = None):
     """The run's image-to-video validation image (:func:`load_conditioning_image` at the first bucket of
     ``video_frames``), kept in ``state.validation_image`` (the family's typed run state): given ``samples`` (the data
     stage's ``inspect_samples``) it is taken from them; otherwise the kept one is returned, or ``--validation_image``

@@ -8,9 +8,13 @@ A family states only what differs: its stride, its refusal's reason, its data se
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from dit_lora.data.synthetic import is_user_folder
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def nearest_sizes(resolution: int, multiple: int) -> str:
@@ -20,7 +24,7 @@ def nearest_sizes(resolution: int, multiple: int) -> str:
     return f"{lower} or {upper}" if lower else str(upper)
 
 
-def demo_data(cfg, marker: str = SHAPES_MARKER, draw: Callable[[str], object] | None = None) -> bool:
+def demo_data(cfg: TrainConfig, marker: str = SHAPES_MARKER, draw: Callable[[str], object] | None = None) -> bool:
     """Draw the demo data set into ``--train_data_dir`` (``draw``, else the shapes images at ``--resolution``):
     True when drawn. A folder holding the user's own data (no ``marker``) is kept as it is and said; no folder
     given, nothing is drawn."""

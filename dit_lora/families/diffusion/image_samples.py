@@ -9,13 +9,16 @@ A family states its pipeline class, its sampler and each call's own arguments.
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.sampling import square_images
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class SquareImageSamples(DiffusionSamples):
@@ -35,15 +38,17 @@ class SquareImageSamples(DiffusionSamples):
         """The in-memory pipeline's scheduler (the checkpoint's own sampler)."""
 
     @abstractmethod
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
+    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
         """The in-memory call's arguments: the cached embeddings ``cond`` (for ``--num_validation_images``
         images), guidance and the rest."""
 
     @abstractmethod
-    def prompt_kwargs(self, cfg, num_images: int) -> dict[str, Any]:
+    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """The reloaded pipeline's arguments besides the prompt (``num_images`` images of it)."""
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """Images from the in-memory transformer and the validation prompt's embeddings (VAE moved in to decode)."""
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
@@ -53,6 +58,8 @@ class SquareImageSamples(DiffusionSamples):
             pipe.set_progress_bar_config(disable=True)
             return square_images(pipe, cfg, seed, device, **self.cached_kwargs(cond, device, cfg))
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Images of ``prompt`` from the reloaded pipeline at the run's validation settings."""
         return square_images(pipe, cfg, seed, pipe.transformer.device, prompt, **self.prompt_kwargs(cfg, num_images))

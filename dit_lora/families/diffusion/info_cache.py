@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from dit_lora.modelfiles.pipeline_files import read_once
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 T = TypeVar("T")
 
@@ -22,7 +25,7 @@ class InfoCache(Generic[T]):
         self.read, self.files = read, files
         self.seen: dict[tuple, T] = {}
 
-    def __call__(self, cfg) -> T:
+    def __call__(self, cfg: TrainConfig) -> T:
         """What ``read`` returned for this model, read again only when the model changed."""
         return read_once(self.seen, cfg, self.files, self.read)
 

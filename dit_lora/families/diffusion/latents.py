@@ -10,10 +10,14 @@ latent normalised by the VAE's per-channel statistics) and where its statistics 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import torch
 
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def scaled_latents(vae, pixel_values: torch.Tensor) -> torch.Tensor:
@@ -38,10 +42,12 @@ def normalised_clip_latents(
     return {"latents": (latents - mean.to(latents.device)) / std.to(latents.device)}
 
 
-def model_identity(cfg, stamp_key: str = "model_stamp", stamped: tuple[str, ...] = ("vae", "text_encoder")) -> dict:
+def model_identity(
+    cfg: TrainConfig, stamp_key: str = "model_stamp", stamped: tuple[str, ...] = ("vae", "text_encoder")
+) -> dict:
     """What names the model in a cache's identity: the model (absolute when local), the stamp of its ``stamped``
     folders under ``stamp_key``, its revision and variant (a family adds its own family name and settings)."""
-    path = cfg.model.pretrained_model_name_or_path
+    path = cfg.model.path
     return {
         "model": os.path.abspath(path) if is_local(path) else path,
         stamp_key: model_stamp(cfg.model, stamped),

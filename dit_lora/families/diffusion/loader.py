@@ -28,7 +28,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -45,6 +45,9 @@ from dit_lora.modelfiles.single_file import load_transformer
 from dit_lora.modeling import cache_parking, quantize
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 from dit_lora.setup.tokenizer_check import check_tokenizer_packages
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -161,55 +164,55 @@ class KitModel(DiffusionModel):
     :meth:`load_components` is :func:`load_pipeline`, the same for every family."""
 
     @abstractmethod
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """What the family's pipeline folder holds (``cfg``: for a family whose parts depend on the run)."""
 
     @abstractmethod
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The run's components from the loaded, frozen parts already on ``device``: the scheduler and the family's
         typed state."""
 
-    def load_components(self, cfg, device: torch.device) -> Components:
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """:func:`load_pipeline`."""
         return load_pipeline(self, cfg, device)
 
-    def transformer_folders(self, cfg) -> dict[str, str]:
+    def transformer_folders(self, cfg: TrainConfig) -> dict[str, str]:
         """The transformers to load, ``{key: subfolder}``: one, ``transformer/`` (Wan A14B: the trained experts)."""
         return {"transformer": "transformer"}
 
-    def text_encoder_class(self, cfg, encoder: TextEncoder) -> str:
+    def text_encoder_class(self, cfg: TrainConfig, encoder: TextEncoder) -> str:
         """The transformers class of ``encoder`` in this folder (the parts' own by default)."""
         return encoder.cls
 
-    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+    def extra_encoders(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """Encoders besides the VAE, text encoders and tokenizers, loaded inside the load's ``try`` (``common``: the
         revision and safetensors-only keywords); their modules go to the device with the rest. None by default."""
         return {}
 
-    def check_folder(self, cfg) -> None:
+    def check_folder(self, cfg: TrainConfig) -> None:
         """The checks every diffusion folder gets before anything loads: a pipeline folder, safetensors weights,
         tokenizers whose packages are installed (:func:`check_pipeline_files`)."""
         check_pipeline_files(self.pipeline_parts(cfg), cfg)
 
 
-def model_configs(cfg, *folders: str) -> tuple[dict, ...]:
+def model_configs(cfg: TrainConfig, *folders: str) -> tuple[dict, ...]:
     """The small configs of the named model's ``folders`` (``config.json``), each ``{}`` when it cannot be read or no
     model is named (as in ``check-data``, where a family's config defaults stand in)."""
     named = bool(cfg.model.pretrained_model_name_or_path)
     return tuple((read_component_config(cfg.model, folder) if named else None) or {} for folder in folders)
 
 
-def check_pipeline_files(parts: PipelineParts, cfg) -> None:
+def check_pipeline_files(parts: PipelineParts, cfg: TrainConfig) -> None:
     """A diffusers pipeline folder (``check_pipeline_folder``) of safetensors weights (``check_safetensors``) whose
     tokenizers' packages are installed (``check_tokenizer_packages``), each refusal one paragraph."""
     check_pipeline_folder(cfg.model, parts.kind, parts.example_id, parts.listing())
     check_safetensors(cfg.model, parts.weight_folders(), parts.kind)
     for encoder in parts.text_encoders:
         if encoder.tokenizer is not None:
-            check_tokenizer_packages(cfg.model.pretrained_model_name_or_path, encoder.tokenizer, cfg.model.revision)
+            check_tokenizer_packages(cfg.model.path, encoder.tokenizer, cfg.model.revision)
 
 
-def load_pipeline(model: KitModel, cfg, device: torch.device) -> Components:
+def load_pipeline(model: KitModel, cfg: TrainConfig, device: torch.device) -> Components:
     """Load ``model``'s pipeline in the kit's order (the module's docstring) and return the family's components."""
     parts = model.pipeline_parts(cfg)
     loaded = read_parts(model, parts, cfg)
@@ -243,7 +246,7 @@ def freeze(transformers: Iterable[Any], vae: Any, text_encoders: Iterable[Any] =
             encoder.requires_grad_(False).eval()
 
 
-def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
+def read_parts(model: KitModel, parts: PipelineParts, cfg: TrainConfig) -> LoadedParts:
     """Every part read from the folder (or the Hub), in the run's dtypes; a failure is ``load_error``'s paragraph."""
     path, dtype = cfg.model.pretrained_model_name_or_path, cfg.weight_dtype
     common = {
@@ -297,7 +300,9 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg) -> LoadedParts:
     return loaded
 
 
-def plan_parts(parts: PipelineParts, cfg, read, depth: int | None = None, depth_key: str = "num_layers") -> LoadedParts:
+def plan_parts(
+    parts: PipelineParts, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"
+) -> LoadedParts:
     """What :func:`read_parts` loads (one transformer), built on the meta device from the configs ``read`` returns
     (a ``DiffusionPlan.plan_components``' ``read``; ``depth``: that many blocks, the config's ``depth_key``), in the
     dtypes the load uses; the scheduler config as the folder holds it."""

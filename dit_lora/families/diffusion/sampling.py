@@ -6,9 +6,12 @@ A family states only what differs: its prompt (text or cached embeddings), its g
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def checkpoint_sampler(config: dict | None, fallback: str | None):
@@ -23,7 +26,7 @@ def checkpoint_sampler(config: dict | None, fallback: str | None):
     return cls.from_config(config) if cls is not None else None
 
 
-def square_images(pipe, cfg, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
+def square_images(pipe, cfg: TrainConfig, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
     """``pipe(*prompt, **kwargs)``'s images at ``cfg.data.resolution`` square with
     ``cfg.validation.validation_inference_steps`` steps, seeded with ``seed`` on ``device`` (one generator per
     call, so each validation draws the same noise)."""

@@ -10,7 +10,7 @@ model classes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,8 +20,13 @@ from dit_lora.families.diffusion.latents import model_identity
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
-def encoder_identity(cfg, family: str, *, stamp_key: str = "model_index_mtime", **settings: Any) -> dict[str, Any]:
+
+def encoder_identity(
+    cfg: TrainConfig, family: str, *, stamp_key: str = "model_index_mtime", **settings: Any
+) -> dict[str, Any]:
     """A text-conditioned family's cache identity: ``family``, the model (absolute when local), its stamp under
     ``stamp_key``, revision, variant and text dtype, then the family's ``settings``, then a quantized text encoder
     (its embeddings differ from the full-precision one's)."""
@@ -45,7 +50,7 @@ class TextSettingsSetup(DiffusionSetup):
     def __init__(self, encoders: Any) -> None:
         self.encoders = encoders
 
-    def configure(self, comps: Components, cfg) -> None:
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record the run's text settings in the family's run state."""
         type(self).run_state(comps).text = self.encoders.text_settings(cfg)
 
@@ -58,7 +63,9 @@ def run_tables(state, comps: Components, device: torch.device) -> tuple[torch.Te
     return state.flow_tables
 
 
-def meta_components(cfg, read, depth: int | None, *, transformer_class, depth_key: str, vae_class, state) -> Components:
+def meta_components(
+    cfg: TrainConfig, read, depth: int | None, *, transformer_class, depth_key: str, vae_class, state
+) -> Components:
     """A memory plan's components: the transformer (``depth``: that many blocks, counted by its config's
     ``depth_key``) in the run's dtype, the VAE (``vae_class``, fp32) and the text encoder on the meta device, built
     from the configs ``read`` returns, with the checkpoint's training scheduler and the family's run ``state``."""

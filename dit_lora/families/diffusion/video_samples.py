@@ -12,13 +12,16 @@ from __future__ import annotations
 from abc import abstractmethod
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.output.video import write_video
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class VideoSamples(DiffusionSamples):
@@ -35,11 +38,11 @@ class VideoSamples(DiffusionSamples):
     device_from_trained = False
 
     @abstractmethod
-    def video_size(self, cfg) -> tuple[int, int, int]:
+    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
         """``(frames, height, width)`` of the validation videos: the run's first bucket."""
 
     @abstractmethod
-    def fps(self, cfg) -> int:
+    def fps(self, cfg: TrainConfig) -> int:
         """The frame rate the videos are written at."""
 
     @abstractmethod
@@ -51,7 +54,7 @@ class VideoSamples(DiffusionSamples):
         """The in-memory pipeline's scheduler (the checkpoint's own sampler)."""
 
     def call_kwargs(
-        self, cfg, generator: torch.Generator, num_videos: int, comps: Components | None = None
+        self, cfg: TrainConfig, generator: torch.Generator, num_videos: int, comps: Components | None = None
     ) -> dict[str, Any]:
         """The pipeline call's size, steps, guidance and generator (shared by both ways of sampling)."""
         frames, height, width = self.video_size(cfg)
@@ -72,11 +75,11 @@ class VideoSamples(DiffusionSamples):
     def fit_validation_pipeline(self, pipe, comps: Components) -> None:
         """Adapt the in-memory pipeline to what the run still holds (nothing here)."""
 
-    def in_memory_kwargs(self, comps: Components, cond: dict[str, Any], cfg, n: int) -> dict[str, Any]:
+    def in_memory_kwargs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig, n: int) -> dict[str, Any]:
         """The in-memory call's own arguments besides the cached embeddings (none here)."""
         return {}
 
-    def reloaded_kwargs(self, pipe, cfg, n: int, comps: Components | None) -> dict[str, Any]:
+    def reloaded_kwargs(self, pipe, cfg: TrainConfig, n: int, comps: Components | None) -> dict[str, Any]:
         """The reloaded pipeline's own arguments besides the prompts (none here)."""
         return {}
 
@@ -84,7 +87,9 @@ class VideoSamples(DiffusionSamples):
         """The reloaded pipeline's device: its transformer's."""
         return pipe.transformer.device
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """``--num_validation_images`` videos from the in-memory model and the cached prompt embeddings."""
         params = iter(model.parameters())
         if self.device_from_trained:
@@ -112,7 +117,9 @@ class VideoSamples(DiffusionSamples):
                 ).frames
         return list(videos)
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """``num_images`` videos of ``prompt`` from the reloaded pipeline (one prompt per video, not
         ``num_videos_per_prompt``: SanaImageToVideoPipeline sizes its conditioning mask by the prompt count)."""
         generator = torch.Generator(device=self.pipeline_device(pipe)).manual_seed(seed)
@@ -125,6 +132,6 @@ class VideoSamples(DiffusionSamples):
                 ).frames
             )
 
-    def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at :meth:`fps`."""
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.fps(cfg))

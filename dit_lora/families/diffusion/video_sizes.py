@@ -4,12 +4,17 @@ micro-batches)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, most_tokens, resolution_buckets
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 def clip_buckets(
-    cfg, trained: tuple[int, int, int], size_multiple: int, temporal: int, model: str, stride: str
+    cfg: TrainConfig, trained: tuple[int, int, int], size_multiple: int, temporal: int, model: str, stride: str
 ) -> list[tuple[int, int, int]]:
     """``--frame_buckets`` (only those), else automatic aspect buckets around ``--max_num_frames`` x ``--height`` x
     ``--width`` or the ``trained`` size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`: a RoPE
@@ -34,7 +39,7 @@ def clip_buckets(
     return automatic_buckets((frames, height, width), size_multiple)
 
 
-def clip_batches(cfg, buckets: list[tuple[int, int, int]]) -> list[tuple[str, tuple[int, ...]]]:
+def clip_batches(cfg: TrainConfig, buckets: list[tuple[int, int, int]]) -> list[tuple[str, tuple[int, ...]]]:
     """One clip micro-batch ``(B, F, 3, H, W)`` per ``--frame_buckets`` entry; of the automatic set, the bucket of
     the most tokens (every automatic bucket has at most the default's tokens: plan the worst)."""
     if not cfg.video.frame_buckets:

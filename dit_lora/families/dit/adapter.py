@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
@@ -21,8 +21,11 @@ from dit_lora.families.dit.state import run_state
 from dit_lora.output.adapter import save_peft_adapter, set_peft_base_model
 from dit_lora.output.names import CLASSES_FILE
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
-def trained_classes(cfg) -> tuple[list[str] | None, int | None]:
+
+def trained_classes(cfg: TrainConfig) -> tuple[list[str] | None, int | None]:
     """(class names, class count) of the adapter the run saved in ``--output_dir`` (the model card's source)."""
     info = read_classes(cfg.training.output_dir) if cfg.training.output_dir else None
     return (info["classes"], info["num_classes"]) if info else (None, None)
@@ -64,7 +67,7 @@ class DiTAdapter(KitAdapter):
 class DiTAdapterExtras:
     """``FamilySpec.adapter_extras``: the base model in ``adapter_config.json`` and the run's label map."""
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
         """The base model in ``adapter_config.json`` and the label map the setup component built."""
         output_dir = Path(output_dir)
         set_peft_base_model(output_dir, cfg.model.pretrained_model_name_or_path)
@@ -85,7 +88,7 @@ class DiTAdapterExtras:
 class DiTCard(KitCard):
     """``FamilySpec.card``: the model card's snippet (``dit_lora.load_adapter``), the classes, Meta's license."""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
         trained = trained_classes(cfg)[0]
         classes = (
@@ -96,7 +99,7 @@ class DiTCard(KitCard):
         steps = image_call_args(cfg)[1:]
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             quote=quoted,
             imports=["from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n"],
@@ -107,7 +110,7 @@ class DiTCard(KitCard):
             call_args=["class_labels=class_ids,", *steps],
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The trained classes and whether the class embedding was resized."""
         classes, num_classes = trained_classes(cfg)
         classes = classes or []
@@ -120,6 +123,6 @@ class DiTCard(KitCard):
             ),
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """facebook/DiT checkpoints are CC BY-NC 4.0."""
-        return "cc-by-nc-4.0" if cfg.model.pretrained_model_name_or_path.startswith("facebook/DiT") else None
+        return "cc-by-nc-4.0" if cfg.model.path.startswith("facebook/DiT") else None

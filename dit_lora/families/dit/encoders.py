@@ -4,7 +4,7 @@ embedding."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -21,11 +21,14 @@ from dit_lora.families.dit.classes import (
 from dit_lora.families.dit.embedding import resize_class_embeddings
 from dit_lora.families.dit.state import run_state
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class DiTEncoders(DiffusionEncoders):
     """``FamilySpec.encoders``: images to scaled VAE latents, class names to the run's class ids."""
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its VAE and transformer files, and the run's class list (a changed label map must never reuse
         cached class ids)."""
         return {
@@ -63,7 +66,7 @@ class DiTEncoders(DiffusionEncoders):
 class DiTSetup(DiffusionSetup):
     """``FamilySpec.setup``: the label map built from the screened samples, recorded in the run's ``DiTRun``."""
 
-    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Build the label map; check (or, with --num_classes, resize) the class embedding.
 
         Without --num_classes, class names that are the model's own (ImageNet wnids, id2label synonyms) keep
@@ -78,7 +81,7 @@ class DiTSetup(DiffusionSetup):
             known = pretrained_labels(cfg, model_classes)
             label2id = map_to_pretrained(classes, known)
             if label2id is None and len(classes) != model_classes:
-                raise class_count_error(classes, model_classes, cfg.model.pretrained_model_name_or_path, known)
+                raise class_count_error(classes, model_classes, cfg.model.path, known)
         if num_classes is not None and num_classes < len(classes):
             raise UserError(
                 f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; "
@@ -106,7 +109,7 @@ class DiTSetup(DiffusionSetup):
         state.null_class, state.classes = target, classes
         self._check_validation_prompt(cfg, state.label2id, classes)
 
-    def _check_validation_prompt(self, cfg, label2id: dict[str, int], classes: list[str]) -> None:
+    def _check_validation_prompt(self, cfg: TrainConfig, label2id: dict[str, int], classes: list[str]) -> None:
         """Every class the validation prompt names is one of the dataset's."""
         if not cfg.validation.validation_prompt:
             return

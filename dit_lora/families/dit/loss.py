@@ -3,7 +3,7 @@ the null class for guidance on the run's generator, MSE on the epsilon half of a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,12 +12,20 @@ from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.dit.state import run_state
 from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class DiTLoss(DiffusionLoss):
     """``FamilySpec.loss``: the DDPM noise-prediction loss of one micro-batch (batches prepared by the base)."""
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise at uniform timesteps, labels dropped to the null class, the MSE of the predicted noise."""
         state = run_state(comps)

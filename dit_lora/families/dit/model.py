@@ -39,8 +39,10 @@ from dit_lora.modelfiles.pipeline_files import (
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
 
+    from dit_lora.config.schema import TrainConfig
 
-def native_resolution(cfg) -> tuple[int, str] | None:
+
+def native_resolution(cfg: TrainConfig) -> tuple[int, str] | None:
     """``(pixels, why)`` from the transformer's ``sample_size`` and the VAE's downsampling (configs only)."""
     tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
     if not (tr_cfg and vae_cfg):
@@ -89,7 +91,7 @@ class DiTModel(KitModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer in the run's
     weight dtype and the AutoencoderKL in fp32; class-conditional, no text encoder."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A class-conditional, epsilon-prediction DiTPipeline folder of safetensors, at its native resolution, with
         a class count the model takes (or ``--num_classes`` within DiTPipeline's 1000)."""
         path = cfg.model.pretrained_model_name_or_path
@@ -128,7 +130,7 @@ class DiTModel(KitModel):
                 "trains epsilon prediction (as DiT does) only."
             )
 
-    def _check_num_classes(self, cfg, model_classes: int | None) -> None:
+    def _check_num_classes(self, cfg: TrainConfig, model_classes: int | None) -> None:
         """``--num_classes`` at least 1, and at most DiTPipeline's hard-coded null id unless it is the model's."""
         num_classes = cfg.family_options.num_classes
         if num_classes is None:
@@ -143,7 +145,7 @@ class DiTModel(KitModel):
                 "sampled with it. Use at most 1000 classes."
             )
 
-    def _check_class_folders(self, cfg, model_classes: int | None) -> None:
+    def _check_class_folders(self, cfg: TrainConfig, model_classes: int | None) -> None:
         """The class-count check of ``inspect_samples``, run on the folder names before the model loads."""
         names = (
             class_folder_names(cfg.data.train_data_dir)
@@ -154,13 +156,13 @@ class DiTModel(KitModel):
             return
         known = pretrained_labels(cfg, int(model_classes))
         if map_to_pretrained(names, known) is None:
-            raise class_count_error(names, int(model_classes), cfg.model.pretrained_model_name_or_path, known)
+            raise class_count_error(names, int(model_classes), cfg.model.path, known)
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
         return PARTS
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`dit_components`: what the checkpoint says (label dropout, learned sigma, class count, scheduler)
         in the run's :class:`DiTRun`."""
         return dit_components(loaded.transformer, loaded.vae, loaded.scheduler_config, device)
@@ -169,7 +171,7 @@ class DiTModel(KitModel):
 class DiTPrecision(DiffusionPrecision):
     """``FamilySpec.precision``: the transformer in the run's weight dtype; the AutoencoderKL stays fp32."""
 
-    def expected_dtypes(self, comps: Components, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
         return {"model": cfg.weight_dtype, "vae": torch.float32}
 
@@ -188,7 +190,7 @@ PARTS = PipelineParts(
 class DiTDefaults:
     """``FamilySpec.defaults``: what an uncatalogued DiT's configs imply."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """The only resolution DiTPipeline samples at: the transformer's ``sample_size`` x the VAE's factor."""
         native = native_resolution(cfg)
         return {"resolution": native} if native else {}
@@ -198,7 +200,7 @@ class DiTBuckets(LatentGrid):
     """``FamilySpec.image_buckets``: squares only (the stride, the VAE's downsampling x the patch size (8 x 2) from
     the configs, is still said, for ``check-data``)."""
 
-    def square_only(self, cfg) -> str | None:
+    def square_only(self, cfg: TrainConfig) -> str | None:
         """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
         sqrt(tokens)``), so a non-square latent cannot go through it."""
         return (
@@ -210,7 +212,7 @@ class DiTBuckets(LatentGrid):
 class DiTTrainables:
     """``FamilySpec.trainables``: the class tables train besides LoRA when ``--num_classes`` resizes them."""
 
-    def backbone_patterns(self, cfg) -> list[str]:
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
         """--train_backbone, plus the class-embedding table when --num_classes resizes it.
 
         The backbone machinery then unfreezes it, casts it to fp32, gives it --backbone_learning_rate,
@@ -222,7 +224,7 @@ class DiTTrainables:
             patterns.append(CLASS_EMBEDDING_PATTERN)
         return patterns
 
-    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
         """No further groups."""
         return []
 
@@ -234,10 +236,10 @@ class DiTTrainables:
 class DiTDemo:
     """``FamilySpec.demo``: the tiny random DiT pipeline (``demo.py``) and the shapes class folders."""
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes classes."""
         # The demo builders: only for --demo
-        build_tiny_dit_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
+        build_tiny_dit_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0)
         size = get_tiny_dit_config(cfg.model.demo_size)["resolution"]
         demo_data(
             cfg,

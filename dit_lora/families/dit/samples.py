@@ -3,7 +3,7 @@ DiTPipeline with the saved adapter (class names through its ``labels``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,6 +12,9 @@ from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.families.dit.classes import split_class_names
 from dit_lora.families.dit.state import run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def inference_scheduler(comps: Components):
@@ -22,7 +25,9 @@ def inference_scheduler(comps: Components):
 class DiTSamples(DiffusionSamples):
     """``FamilySpec.samples``: the validation prompt is one class name or several, comma-separated."""
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """Images of each named class from the in-memory transformer (VAE moved in to decode)."""
         # Diffusers' pipelines import slowly: only at validation
         from diffusers import DiTPipeline
@@ -30,7 +35,9 @@ class DiTSamples(DiffusionSamples):
         label2id = run_state(comps).label2id
         if label2id is None:  # the data stage's inspect_samples builds it, before any validation
             raise RuntimeError("DiT's validation samples need the run's label map: DiTSetup.inspect_samples builds it")
-        names = split_class_names(cfg.validation.validation_prompt, label2id)
+        prompt = cfg.validation.validation_prompt
+        assert prompt is not None  # validation runs only with a --validation_prompt
+        names = split_class_names(prompt, label2id)
         ids = [label2id[n] for n in names for _ in range(cfg.validation.num_validation_images)]
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
@@ -46,7 +53,9 @@ class DiTSamples(DiffusionSamples):
                     generator=generator,
                 ).images
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Images of each named class from the reloaded pipeline (its ``labels`` hold the trained names)."""
         names = split_class_names(prompt, pipe.labels)
         ids = [i for i in pipe.get_label_ids(names) for _ in range(num_images)]

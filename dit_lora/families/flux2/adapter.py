@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
@@ -16,6 +16,9 @@ from dit_lora.families.flux2.encoders import (
 )
 from dit_lora.families.flux2.model import folder_pipeline
 from dit_lora.families.flux2.state import DEV_PIPELINE
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: licenses of black-forest-labs' checkpoints (their model cards): klein 4B Apache-2.0, the rest their own
 _LICENSES = {"FLUX.2-klein-4B": "apache-2.0", "FLUX.2-klein-base-4B": "apache-2.0"}
@@ -32,7 +35,7 @@ class Flux2Adapter(KitAdapter):
         """The folder's pipeline (``Flux2Pipeline`` or ``Flux2KleinPipeline``); the family's when saving."""
         return super().pipeline_class() if cfg is None else pipeline_class(folder_pipeline(cfg.model))
 
-    def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+    def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """The tokenizer as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``, which
         needs torchvision for images the pipeline's prompts never carry; its text half is the same tokenizer."""
         from transformers import AutoTokenizer  # heavy: only for the final samples
@@ -41,7 +44,7 @@ class Flux2Adapter(KitAdapter):
         return {"tokenizer": AutoTokenizer.from_pretrained(path, subfolder="tokenizer", revision=cfg.model.revision)}
 
 
-def _snippet_encoding(cfg, pipeline: str) -> list[str]:
+def _snippet_encoding(cfg: TrainConfig, pipeline: str) -> list[str]:
     """The call's prompt-encoding arguments where training's differ from the pipeline's defaults: the stacked text
     encoder layers (a reduced-depth encoder, such as the demo's, stacks its last layer instead: ``out_layers``) and
     ``--max_sequence_length``."""
@@ -59,7 +62,7 @@ def _snippet_encoding(cfg, pipeline: str) -> list[str]:
 class Flux2Card(KitCard):
     """``FamilySpec.card``: the model card's snippet, FLUX.2's rows and the base model's license."""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The folder's pipeline with the adapter loaded, one image at the run's validation settings, its prompt
         encoded as training encoded it (the stacked layers and caption length when they are not the pipeline's)."""
         cls = folder_pipeline(cfg.model)
@@ -70,7 +73,7 @@ class Flux2Card(KitCard):
         *size_and_steps, seed = image_call_args(cfg)
         return Snippet(
             pipeline=cls,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             imports=["from transformers import AutoTokenizer\n"] if tokenizer else [],
             before_pipe='tokenizer = AutoTokenizer.from_pretrained(base, subfolder="tokenizer")  # no torchvision needed\n'
@@ -81,7 +84,7 @@ class Flux2Card(KitCard):
             call_args=[f"prompt={self.prompt(cfg)},", *size_and_steps, *encoding, seed],
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift, the training guidance and the caption length."""
         options = cfg.family_options
         return {
@@ -91,7 +94,7 @@ class Flux2Card(KitCard):
             "max_sequence_length": max_sequence_length(cfg),
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Apache-2.0 for the klein 4B models; black-forest-labs' own license ("other") for dev and klein 9B."""
         name = str(cfg.model.pretrained_model_name_or_path)
         if not name.startswith("black-forest-labs/"):

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -61,6 +62,9 @@ from dit_lora.output.comfyui_types import (
     run_adapter_file,
     write_comfyui_export,
 )
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 FORMAT = "comfyui"
 SUFFIX = "_comfyui.safetensors"
@@ -192,7 +196,7 @@ class Flux2AdapterExtras:
     no diffusers name of FLUX.2's single blocks, feed-forwards or modulations: the diffusers file loads only part
     of the LoRA there). LoKr and LoHa too; not DoRA, which ComfyUI does not reproduce (one line says so)."""
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """:func:`write_comfyui_file` in the adapter's staging folder (``comps`` and ``cfg`` are not needed)."""
         source = run_adapter_file(Path(output_dir), "FLUX.2")
         if is_dora_file(source):

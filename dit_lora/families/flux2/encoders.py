@@ -5,7 +5,7 @@ stacked), exactly as ``Flux2Pipeline`` / ``Flux2KleinPipeline`` compute them."""
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,11 +16,14 @@ from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 #: both pipelines' default ``max_sequence_length`` (every caption is padded to it; the transformer sees no mask)
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
 
 
-def max_sequence_length(cfg) -> int:
+def max_sequence_length(cfg: TrainConfig) -> int:
     """``--max_sequence_length``, else the pipelines' 512."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
@@ -68,11 +71,11 @@ def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
 class Flux2Encoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the latent cache's encoders and how a run encodes captions."""
 
-    def text_settings(self, cfg) -> TextSettings:
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (padded to it, as both pipelines do)."""
         return TextSettings(max_sequence_length=max_sequence_length(cfg))
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype, caption length and stacked layers."""
         state = comps.state if comps is not None else None
         layers: dict[str, Any] = {"out_layers": list(state.out_layers)} if state is not None else {}

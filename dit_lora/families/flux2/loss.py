@@ -15,7 +15,7 @@ rounded to a 1000-entry table (musubi-tuner, ai-toolkit).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,6 +24,9 @@ from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
 from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def dynamic_mu(image_tokens: int, scheduler_config: dict[str, Any]) -> float:
@@ -78,7 +81,12 @@ class Flux2Loss(DiffusionLoss):
     """``FamilySpec.loss``: the rectified-flow loss of one micro-batch (batches prepared by the diffusion base)."""
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise, then each sample's timestep from the run's density shifted for the batch's size, the velocity
         predicted from the packed tokens, the weighted MSE against ``eps - x0``."""

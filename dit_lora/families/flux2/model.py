@@ -4,7 +4,7 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -19,6 +19,9 @@ from dit_lora.families.flux2.encoders import out_layers, text_depth
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
 from dit_lora.modelfiles.pipeline_files import read_component_config
 from dit_lora.modeling.flow_matching import training_scheduler
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the latent stride: the VAE's 8x times the 2x2 patch (``Flux2Pipeline.check_inputs``: sizes divisible by 16)
 LATENT_STRIDE = 16
@@ -46,21 +49,21 @@ class Flux2Model(KitModel):
     encoder in the run's weight dtype, the VAE in fp32 (its batch-norm statistics normalise the latents), and the
     tokenizer."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers FLUX.2 folder of safetensors whose tokenizer can load, at a size the pipelines take."""
         self.check_folder(cfg)
         check_resolution(cfg.data.resolution)
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
         return PARTS
 
-    def text_encoder_class(self, cfg, encoder: TextEncoder) -> str:
+    def text_encoder_class(self, cfg: TrainConfig, encoder: TextEncoder) -> str:
         """The class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else the folder's pipeline's."""
         index = read_component_config(cfg.model, "", "model_index.json") or {}
         return (index.get("text_encoder") or [None, TEXT_ENCODERS[folder_pipeline(cfg.model)]])[1]
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
         :class:`Flux2Run`."""
         pipeline = folder_pipeline(cfg.model)
@@ -72,7 +75,7 @@ class Flux2Model(KitModel):
         )
         return loaded.components(training_scheduler(loaded.scheduler_config), state)
 
-    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
         (``to_q``, ``to_k``, ``to_v``, ``to_out.0``) and the single blocks' fused ``to_qkv_mlp_proj`` and
         ``attn.to_out`` (each single block named: a bare ``to_out`` would also match the double blocks' list)."""
@@ -101,7 +104,7 @@ PARTS = PipelineParts(
 class Flux2Defaults:
     """``FamilySpec.defaults``: what an uncatalogued FLUX.2 folder implies (nothing beyond the schema)."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """None: the transformer config carries no trained size (the catalogue's entries do)."""
         return {}
 
@@ -116,12 +119,12 @@ class Flux2Buckets(AnyAspect):
 class Flux2Demo:
     """``FamilySpec.demo``: the tiny random FLUX.2 pipeline (``demo.py``, ``--flux2_demo_variant``) and the shapes."""
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         check_resolution(cfg.data.resolution)
         check_demo_resolution(cfg.data.resolution)
         variant = cfg.family_options.flux2_demo_variant
-        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.pretrained_model_name_or_path, variant=variant, seed=0)
+        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=variant, seed=0)
         demo_data(cfg)
 
 
@@ -129,7 +132,7 @@ class Flux2Notes(DiffusionNotes):
     """``FamilySpec.notes``: a step-distilled klein model is said, as Z-Image-Turbo is; a guidance value given to a
     klein run, which has no guidance embedding, is said to do nothing."""
 
-    def start_notes(self, cfg) -> list[str]:
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
         """The warnings for a klein folder (none for dev or a model that cannot be read)."""
         if not cfg.model.pretrained_model_name_or_path or cfg.model.demo:
             return []
@@ -153,7 +156,7 @@ class Flux2Notes(DiffusionNotes):
         return notes
 
 
-def _given(cfg, name: str) -> bool:
+def _given(cfg: TrainConfig, name: str) -> bool:
     """Whether the family option ``name`` was set: named by the user (the parser's record), or, for a config built in
     code, off its default."""
     if cfg.explicit is not None:

@@ -9,7 +9,7 @@ with its share of single blocks (dev: 8 double, 48 single, so 1 + 6; klein 4B: 5
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,6 +21,9 @@ from dit_lora.families.flux2.model import TEXT_ENCODERS
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
 from dit_lora.modeling.flow_matching import training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def with_units(config: dict, units: int | None) -> dict:
@@ -45,7 +48,7 @@ class Flux2Plan(DiffusionPlan):
         ("transformer/config.json", "num_single_layers"),
     )
 
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`Flux2Model.load_components <dit_lora.families.flux2.model.Flux2Model.load_components>`
         loads, built from the configs ``read`` returns (``depth``: that many planned units)."""
         import transformers
@@ -76,7 +79,7 @@ class Flux2Plan(DiffusionPlan):
             state=state,
         )
 
-    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings at the run's text length and the transformer's ``joint_attention_dim``, as empty
         tensors (the text ids are built per step)."""
         length = comps.state.text.max_sequence_length

@@ -3,7 +3,7 @@ with the pipeline's own dynamic ``mu``) and from the stock pipeline with the sav
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -13,6 +13,9 @@ from dit_lora.families.flux2.encoders import max_sequence_length, out_layers, pi
 from dit_lora.families.flux2.loss import unpack
 from dit_lora.families.flux2.model import LATENT_STRIDE
 from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def inference_scheduler(comps: Components):
@@ -24,7 +27,7 @@ def inference_scheduler(comps: Components):
     return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
 
 
-def call_kwargs(cfg, num_images: int, generator: torch.Generator) -> dict[str, Any]:
+def call_kwargs(cfg: TrainConfig, num_images: int, generator: torch.Generator) -> dict[str, Any]:
     """What both pipelines are called with: the run's size, steps and guidance."""
     return {
         "height": cfg.data.resolution,
@@ -57,7 +60,9 @@ def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
 class Flux2Samples(DiffusionSamples):
     """``FamilySpec.samples``: ``Flux2Pipeline`` / ``Flux2KleinPipeline`` at ``--resolution``."""
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """Images from the in-memory transformer and the validation prompt's embeddings (VAE moved in to decode);
         klein gets the empty caption's embedding as its CFG negative."""
         state = run_state(comps)
@@ -80,7 +85,9 @@ class Flux2Samples(DiffusionSamples):
                 ).images
                 return decode(pipe, vae, packed, cfg.data.resolution, cfg.data.resolution)
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""
         generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
         layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))

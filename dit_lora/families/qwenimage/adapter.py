@@ -5,12 +5,15 @@ card's usage snippet, rows and license."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.families.diffusion.adapter import SEED_ARGUMENT, KitAdapter, KitCard, Snippet
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.processor import load_processor
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the text-to-image pipeline (the others are the Edit models')
 T2I_PIPELINE = "QwenImagePipeline"
@@ -25,17 +28,17 @@ class QwenImageAdapter(KitAdapter):
         edit = info.pipeline_class_name != T2I_PIPELINE
         super().__init__(info, fp32_vae=None if edit else "AutoencoderKLQwenImage")
 
-    def pipeline_parts(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+    def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """The VAE in fp32 (text-to-image), or the Edit models' processor, built where torchvision is missing."""
         if self.fp32_vae is not None:
             return super().pipeline_parts(cfg, common)
-        return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
+        return {"processor": load_processor(cfg.model.path, cfg.model.revision)}
 
 
 class QwenImageCard(KitCard):
     """``FamilySpec.card``: the model card's snippet, settings and the base model's license."""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """The pipeline in bf16 with the adapter loaded, one image at the run's validation settings (the Edit models:
         of the image to edit, their processor built without torchvision, which transformers' would need)."""
         cls = self.info.pipeline_class_name
@@ -44,7 +47,7 @@ class QwenImageCard(KitCard):
         image_arg = "[image]" if cls == "QwenImageEditPlusPipeline" else "image"
         return Snippet(
             pipeline=cls,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             imports=[
                 "from diffusers.utils import load_image\n",
@@ -64,7 +67,7 @@ class QwenImageCard(KitCard):
             ],
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The density, the shift and the caption length."""
         options = cfg.family_options
         return {
@@ -74,6 +77,6 @@ class QwenImageCard(KitCard):
             "max_sequence_length": max_sequence_length(cfg),
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """The Qwen-Image releases are Apache-2.0."""
-        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.model.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.model.path else None

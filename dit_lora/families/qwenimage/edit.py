@@ -20,7 +20,7 @@ without its images, a flipped target would face an unflipped control, and the un
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
@@ -32,6 +32,9 @@ from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, QwenImageEncod
 from dit_lora.families.qwenimage.loss import QwenImageLoss, pack_latents
 from dit_lora.families.qwenimage.samples import QwenImageSamples
 from dit_lora.families.qwenimage.state import run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: QwenImageEditPlusPipeline's CONDITION_IMAGE_SIZE: the area of each image the text encoder sees
 CONDITION_AREA = 384 * 384
@@ -72,7 +75,7 @@ class EditEncoders(QwenImageEncoders):
     def __init__(self, plus: bool) -> None:
         self.plus = plus
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """Text-to-image's, plus the pipeline whose prompt the embeddings follow."""
         return {**super().cache_identity(cfg, comps), "edit": "edit_plus" if self.plus else "edit"}
 
@@ -145,12 +148,12 @@ class EditSetup(QwenImageSetup):
     """``FamilySpec.setup``: the crop the controls follow; the validation control images and their prompt embeddings,
     computed while the text encoder is loaded."""
 
-    def configure(self, comps: Components, cfg) -> None:
+    def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Text-to-image's settings, plus how targets are cropped (the controls are cropped alike)."""
         super().configure(comps, cfg)
         run_state(comps).crop = (bool(cfg.data.center_crop), int(cfg.training.seed))
 
-    def inspect_samples(self, comps: Components, cfg, samples: list) -> None:
+    def inspect_samples(self, comps: Components, cfg: TrainConfig, samples: list) -> None:
         """Keep the validation controls (``--validation_image``, else the first sample's) and their embeddings."""
         if not cfg.validation.validation_prompt:
             return
@@ -203,7 +206,9 @@ class EditSamples(QwenImageSamples):
             raise UserError("Qwen-Image-Edit validation needs a control image: set --validation_image.")
         return list(controls) if self.plus else controls[0]
 
-    def generate(self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg, seed: int) -> list:
+    def generate(
+        self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
+    ) -> list:
         """Images from the in-memory transformer, the cached control-conditioned embeddings."""
         from diffusers import FlowMatchEulerDiscreteScheduler
 
@@ -232,7 +237,9 @@ class EditSamples(QwenImageSamples):
         finally:
             vae.to(home, dtype=home_dtype)
 
-    def generate_with_pipeline(self, pipe, prompt: str, cfg, seed: int, num_images: int, comps=None) -> list:
+    def generate_with_pipeline(
+        self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
+    ) -> list:
         """Images from the reloaded Edit pipeline on the same control images."""
         with torch.no_grad():
             return pipe(
@@ -248,7 +255,7 @@ class EditSamples(QwenImageSamples):
             ).images
 
 
-def refuse_unsupported(cfg) -> None:
+def refuse_unsupported(cfg: TrainConfig) -> None:
     """Caption dropout, ``--random_flip`` and ``--cache_latents false`` are refused for the Edit models (module
     docstring), one paragraph each."""
     why = {

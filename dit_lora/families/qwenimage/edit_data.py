@@ -19,7 +19,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
@@ -28,6 +28,9 @@ from dit_lora.data.paths import FolderWalk, locate
 from dit_lora.data.prepare import ImageMedia
 from dit_lora.data.samples import name_some
 from dit_lora.data.sources import METADATA_FILENAMES, json_lines
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the columns read when ``--qwen_control_column`` is unset, in this order (the first a metadata file has wins)
 CONTROL_COLUMNS = ("control_image", "control_images", "edit_image", "control_path")
@@ -154,12 +157,12 @@ class EditMedia(ImageMedia):
     """The image handler of the Edit families: every sample with its control images (``conditions``), a batch of one
     bucket and one control count."""
 
-    def __init__(self, cfg, spec, *, single: bool) -> None:
+    def __init__(self, cfg: TrainConfig, spec, *, single: bool) -> None:
         super().__init__(cfg, spec)
         self.single = single  # QwenImageEditPipeline takes exactly one image
         self._controls: dict[tuple[str, str], Controls] | None = None
 
-    def for_source(self, cfg) -> EditMedia:
+    def for_source(self, cfg: TrainConfig) -> EditMedia:
         """This handler reading ``cfg``'s data source (the held-out folder): its control images read anew there."""
         return EditMedia(cfg, self.spec, single=self.single)
 

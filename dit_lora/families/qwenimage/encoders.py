@@ -5,7 +5,7 @@ settings recorded in its :class:`~dit_lora.families.qwenimage.state.QwenImageRun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,6 +16,9 @@ from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.qwenimage.state import run_state
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 #: QwenImagePipeline.__call__'s default ``max_sequence_length``
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
 #: QwenImagePipeline.check_inputs: "`max_sequence_length` cannot be greater than 1024"
@@ -24,7 +27,7 @@ MAX_SEQUENCE_LENGTH = 1024
 NEGATIVE_PROMPT = " "
 
 
-def max_sequence_length(cfg) -> int:
+def max_sequence_length(cfg: TrainConfig) -> int:
     """``--max_sequence_length``, else the pipeline's default (512)."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
@@ -45,11 +48,11 @@ def pad_text(embeds: torch.Tensor, mask: torch.Tensor | None, length: int) -> di
 class QwenImageEncoders(DiffusionEncoders):
     """``FamilySpec.encoders``: latents of the image and Qwen2.5-VL caption embeddings."""
 
-    def text_settings(self, cfg) -> TextSettings:
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (the template is the pipeline's own, not a setting)."""
         return TextSettings(max_sequence_length=max_sequence_length(cfg))
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model and its stamp, revision, variant, text dtype and length (and a quantized text encoder)."""
         return encoder_identity(
             cfg,

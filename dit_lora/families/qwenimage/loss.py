@@ -13,7 +13,7 @@ prediction and packed target is the scripts' unpacked MSE.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -26,6 +26,9 @@ from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shift
 from dit_lora.families.qwenimage.state import run_state
 from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
 from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the cache's name of the caption mask (the pipeline's ``prompt_embeds_mask``)
 MASK_KEY = "prompt_embeds_mask"
@@ -66,7 +69,12 @@ class QwenImageLoss(DiffusionLoss):
     """``FamilySpec.loss``: the flow-matching loss of one micro-batch (batches prepared by the diffusion base)."""
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise at the shifted sigmas, the velocity predicted on the packed latent, the weighted MSE against it."""
         latents, options, state = batch["latents"], cfg.family_options, run_state(comps)
@@ -106,7 +114,7 @@ class QwenImageData(DiffusionData):
     def __init__(self, edit: str | None = None) -> None:
         self.edit = edit  # None (text-to-image), "edit" or "edit_plus"
 
-    def data_handler(self, cfg, spec):
+    def data_handler(self, cfg: TrainConfig, spec):
         """The image handler; the Edit models' reads and checks the control images too."""
         if self.edit is None:
             return super().data_handler(cfg, spec)
@@ -115,7 +123,7 @@ class QwenImageData(DiffusionData):
 
         return EditMedia(cfg, spec, single=self.edit == "edit")
 
-    def build_data(self, cfg, spec, comps: Components, accelerator):
+    def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
         data = prepare_and_release(cfg, spec, comps, accelerator)
         run_state(comps).text_tokens = cached_text_length(

@@ -3,7 +3,7 @@ checks, the resolution it takes, its precision policy, its aspect-ratio buckets,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 #: the latent stride: the VAE's 8x times the transformer's 2 x 2 patches (QwenImagePipeline's
 #: ``vae_scale_factor * 2``, what ``height`` and ``width`` must be divisible by)
 LATENT_STRIDE = 16
@@ -37,7 +40,7 @@ def check_resolution(resolution: int) -> None:
     check_divisible(resolution, LATENT_STRIDE, why)
 
 
-def check_text_length(cfg) -> None:
+def check_text_length(cfg: TrainConfig) -> None:
     """Refuse a ``--max_sequence_length`` above the pipeline's 1024."""
     if max_sequence_length(cfg) > MAX_SEQUENCE_LENGTH:
         raise UserError(
@@ -50,17 +53,17 @@ class QwenImageModel(KitModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and
     Qwen2.5-VL in the run's weight dtype, the VAE in fp32, and the tokenizer."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers Qwen-Image folder of safetensors whose tokenizer can load, at a size the pipeline takes."""
         self.check_folder(cfg)
         check_resolution(cfg.data.resolution)
         check_text_length(cfg)
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
         return PARTS
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler and the VAE's latent normalisation in the run's :class:`QwenImageRun`."""
         from diffusers import FlowMatchEulerDiscreteScheduler  # heavy: only when a run loads
 
@@ -77,15 +80,15 @@ class QwenImageEditModel(QwenImageModel):
     """``FamilySpec.model`` of the Edit models: text-to-image's checks and loading, plus the processor through which
     Qwen2.5-VL sees the control images; the options an edit run cannot take refused."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """Text-to-image's checks, the refused options (``edit.refuse_unsupported``), a given ``--validation_image``."""
         super().validate_config(cfg)
         refuse_unsupported(cfg)
         check_validation_image(cfg, "take the first training sample's control image")
 
-    def extra_encoders(self, cfg, common: dict[str, Any]) -> dict[str, Any]:
+    def extra_encoders(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """The repo's ``processor/`` (Qwen2VLProcessor: the image processor and the tokenizer)."""
-        return {"processor": load_processor(cfg.model.pretrained_model_name_or_path, cfg.model.revision)}
+        return {"processor": load_processor(cfg.model.path, cfg.model.revision)}
 
 
 class QwenImagePrecision(Fp32VaePrecision):
@@ -108,7 +111,7 @@ PARTS = PipelineParts(
 class QwenImageDefaults:
     """``FamilySpec.defaults``: an uncatalogued Qwen-Image model gets the pipeline's own default size."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """1024 px: QwenImagePipeline's ``default_sample_size`` 128 x the VAE's 8 (the catalogue's entries say more)."""
         if not read_component_config(cfg.model, "transformer"):
             return {}
@@ -129,12 +132,11 @@ class QwenImageDemo:
     def __init__(self, variant: str = "t2i") -> None:
         self.variant = variant
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         check_resolution(cfg.data.resolution)
         check_demo_resolution(cfg.data.resolution)
-        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.pretrained_model_name_or_path, self.variant, seed=0)
-        if demo_data(cfg) and self.variant != "t2i":
-            tiny_qwenimage.add_control_images(
-                cfg.data.train_data_dir, per_sample=2 if self.variant == "edit_plus" else 1
-            )
+        tiny_qwenimage.build_tiny_qwenimage_pipeline(cfg.model.path, self.variant, seed=0)
+        data = cfg.data.train_data_dir
+        if data is not None and demo_data(cfg) and self.variant != "t2i":
+            tiny_qwenimage.add_control_images(data, per_sample=2 if self.variant == "edit_plus" else 1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,6 +12,9 @@ from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.state import QwenImageRun
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class QwenImagePlan(DiffusionPlan):
@@ -23,7 +26,7 @@ class QwenImagePlan(DiffusionPlan):
         super().__init__(encoders, loss, buckets)
         self.edit = edit
 
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`QwenImageModel.load_components <dit_lora.families.qwenimage.model.QwenImageModel.load_components>`
         loads, built from the configs ``read`` returns (``depth``: that many transformer blocks)."""
         from diffusers import AutoencoderKLQwenImage, QwenImageTransformer2DModel  # heavy: only when a plan is made
@@ -49,7 +52,7 @@ class QwenImagePlan(DiffusionPlan):
             model=transformer, scheduler=None, encoders={"vae": vae, "text_encoder": text_encoder}, state=state
         )
 
-    def plan_batches(self, cfg, comps: Components) -> list[tuple[str, dict[str, Any]]]:
+    def plan_batches(self, cfg: TrainConfig, comps: Components) -> list[tuple[str, dict[str, Any]]]:
         """Text-to-image's batches; an Edit model's with one control latent like the target's."""
         batches = super().plan_batches(cfg, comps)
         if self.edit is not None:
@@ -57,14 +60,14 @@ class QwenImagePlan(DiffusionPlan):
                 batch["control_latents"] = torch.empty_like(batch["latents"])[:, None]
         return batches
 
-    def image_text_tokens(self, cfg) -> int:
+    def image_text_tokens(self, cfg: TrainConfig) -> int:
         """The text tokens one control image adds (a 28 x 28 pixel patch group each, as Qwen2.5-VL merges them)."""
         if self.edit is None:
             return 0
         side = 384 if self.edit == "edit_plus" else cfg.data.resolution
         return (side // 28) ** 2
 
-    def plan_conditioning(self, comps: Components, cfg, batch_size: int) -> dict[str, torch.Tensor]:
+    def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """Caption embeddings and their mask at the run's text length (plus an edit control image's), as empty
         tensors."""
         length = comps.state.text.max_sequence_length + self.image_text_tokens(cfg)

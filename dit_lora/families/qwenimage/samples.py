@@ -4,7 +4,7 @@ dynamically shifted sampler) and from ``QwenImagePipeline`` with the saved adapt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -12,6 +12,9 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.image_samples import SquareImageSamples
 from dit_lora.families.qwenimage.encoders import NEGATIVE_PROMPT, max_sequence_length
 from dit_lora.families.qwenimage.state import run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 class QwenImageSamples(SquareImageSamples):
@@ -26,7 +29,7 @@ class QwenImageSamples(SquareImageSamples):
 
         return FlowMatchEulerDiscreteScheduler.from_config(run_state(comps).scheduler_config)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
+    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
         """The cached embeddings and masks (the negative's too: no negative prompt), true guidance, the image count
         and the caption length."""
         embeds = ("prompt_embeds", "prompt_embeds_mask", "negative_prompt_embeds", "negative_prompt_embeds_mask")
@@ -38,7 +41,7 @@ class QwenImageSamples(SquareImageSamples):
             "output_type": "pil",
         }
 
-    def prompt_kwargs(self, cfg, num_images: int) -> dict[str, Any]:
+    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """The negative ``" "``, true guidance, the image count and the caption length."""
         return {
             "negative_prompt": NEGATIVE_PROMPT,

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
 from dit_lora.families.sana.encoders import max_sequence_length
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the VAE Sana decodes in fp32 (the reloaded pipeline's and the snippet's)
 SANA_VAE = "AutoencoderDC"
@@ -16,7 +19,7 @@ class SanaCard(KitCard):
     """``FamilySpec.card``: the model card's snippet, Sana's rows and the license of Efficient-Large-Model's
     checkpoints."""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """SanaPipeline with the DC-AE in fp32, the adapter loaded, one image at the run's validation settings."""
         chi = (
             []
@@ -26,7 +29,7 @@ class SanaCard(KitCard):
         *size_and_steps, seed = image_call_args(cfg)
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             quote=quoted,
             vae=SANA_VAE,
@@ -34,7 +37,7 @@ class SanaCard(KitCard):
             call_args=[f"{self.prompt(cfg)},", *size_and_steps, *chi, seed],
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The weighting scheme, the instruction prefix and the caption length."""
         return {
             "weighting_scheme": cfg.family_options.weighting_scheme,
@@ -42,6 +45,6 @@ class SanaCard(KitCard):
             "max_sequence_length": max_sequence_length(cfg),
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Efficient-Large-Model's checkpoints carry their own license ("other")."""
-        return "other" if "Efficient-Large-Model" in cfg.model.pretrained_model_name_or_path else None
+        return "other" if "Efficient-Large-Model" in cfg.model.path else None

@@ -4,7 +4,7 @@ run's text settings (``--max_sequence_length``, the complex human instruction) r
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -14,6 +14,9 @@ from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import MASKED, caption_length, instruction, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.sana.state import run_state
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: SanaPipeline's default ``max_sequence_length``
 DEFAULT_MAX_SEQUENCE_LENGTH = 300
@@ -27,7 +30,7 @@ def default_complex_human_instruction() -> list[str]:
     return list(inspect.signature(SanaPipeline.__call__).parameters["complex_human_instruction"].default)
 
 
-def max_sequence_length(cfg) -> int:
+def max_sequence_length(cfg: TrainConfig) -> int:
     """``--max_sequence_length``, else SanaPipeline's default."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
@@ -36,7 +39,7 @@ class SanaEncoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the cache's encoders, and (:class:`~dit_lora.contract.capabilities.PromptText`) how a
     run encodes captions, said without loading a weight."""
 
-    def text_settings(self, cfg) -> TextSettings:
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length and, with ``--complex_human_instruction``, SanaPipeline's instruction prefix."""
         instruction = default_complex_human_instruction() if cfg.family_options.complex_human_instruction else None
         return TextSettings(
@@ -44,7 +47,7 @@ class SanaEncoders(DiffusionEncoders):
             instruction=tuple(instruction) if instruction is not None else None,
         )
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and the text settings (and a quantized encoder)."""
         return encoder_identity(
             cfg,

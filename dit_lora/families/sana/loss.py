@@ -5,7 +5,7 @@ them (``--trim_text_padding``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,12 +28,20 @@ from dit_lora.modeling.flow_matching import (
 )
 from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 class SanaLoss(DiffusionLoss):
     """``FamilySpec.loss``: the rectified-flow loss of one micro-batch (batches prepared by the diffusion base)."""
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise drawn at timesteps of the run's density, the velocity predicted, the weighted MSE against it."""
         latents, options = batch["latents"], cfg.family_options
@@ -69,7 +77,7 @@ class SanaData(DiffusionData):
     """``FamilySpec.data``: the standard image data, then (cached, ``--trim_text_padding``) the caption length every
     batch is cut to, recorded in the run's :class:`~dit_lora.families.sana.state.SanaRun`."""
 
-    def build_data(self, cfg, spec, comps: Components, accelerator):
+    def build_data(self, cfg: TrainConfig, spec, comps: Components, accelerator):
         """The data, and the caption tokens any cached caption uses (said once when it cuts)."""
         data = prepare_and_release(cfg, spec, comps, accelerator)
         run_state(comps).text_tokens = cached_text_length(

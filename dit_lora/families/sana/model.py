@@ -4,6 +4,7 @@ the resolution it takes, its defaults, its precision policy and notes, its aspec
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -21,6 +22,9 @@ from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
 from dit_lora.families.sana.state import SanaRun
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: SanaPipeline.check_inputs: "`height` and `width` have to be divisible by 32"
 PIPELINE_MULTIPLE = 32
@@ -47,7 +51,7 @@ class SanaModel(KitModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Gemma-2
     in the run's weight dtype, the DC-AE in fp32, and the tokenizer."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers Sana folder of safetensors whose tokenizer can load, at a resolution the model takes; not a
         SANA-Sprint transformer (its guidance embedding: :data:`~dit_lora.families.sana.catalogue.SPRINT_REFUSAL`)."""
         transformer_cfg = read_component_config(cfg.model, "transformer") or {}
@@ -58,11 +62,11 @@ class SanaModel(KitModel):
         if vae_cfg is not None:
             check_resolution(cfg.data.resolution, transformer_cfg, vae_cfg)
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
         return PARTS
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
         scheduler = training_scheduler(loaded.scheduler_config)
         return loaded.components(
@@ -77,10 +81,10 @@ class SanaPrecision(Fp32VaePrecision):
 class SanaNotes(DiffusionNotes):
     """``FamilySpec.notes``: fp16-trained Sana checkpoints must not run in bf16."""
 
-    def precision_notes(self, cfg) -> list[str]:
+    def precision_notes(self, cfg: TrainConfig) -> list[str]:
         """Warnings about the checkpoint's stored precision (fp16-trained Sana must not run in bf16)."""
         dtype = stored_dtype(cfg.model)
-        name = cfg.model.pretrained_model_name_or_path
+        name = cfg.model.path
         fp16 = dtype == "F16" or (dtype is None and "Sana" in name and "BF16" not in name.upper())
         if not fp16 or cfg.training.mixed_precision != "bf16":  # fp16 keeps the trained precision; fp32 loses nothing
             return []
@@ -146,7 +150,7 @@ SanaDefaults = SanaBuckets
 class SanaDemo:
     """``FamilySpec.demo``: the tiny random Sana pipeline (``demo.py``) and the shapes data set."""
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         # The demo builders: only for --demo
         # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
@@ -154,5 +158,5 @@ class SanaDemo:
         tiny = tiny_sana.get_tiny_sana_config(cfg.model.demo_size)
         check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
         check_demo_resolution(cfg.data.resolution)
-        tiny_sana.build_tiny_sana_pipeline(cfg.model.pretrained_model_name_or_path, size=cfg.model.demo_size, seed=0)
+        tiny_sana.build_tiny_sana_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0)
         demo_data(cfg)

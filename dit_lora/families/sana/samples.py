@@ -3,12 +3,15 @@ and from SanaPipeline with the saved adapter (:class:`~dit_lora.families.diffusi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.image_samples import SquareImageSamples
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def inference_scheduler(comps: Components):
@@ -30,7 +33,7 @@ class SanaSamples(SquareImageSamples):
     pipeline = "SanaPipeline"
     sampler = staticmethod(inference_scheduler)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
+    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
         """The cached embeddings and masks (the empty caption's stand for the negative prompt), unbinned."""
         embeds = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
         return {
@@ -42,7 +45,7 @@ class SanaSamples(SquareImageSamples):
             "use_resolution_binning": False,
         }
 
-    def prompt_kwargs(self, cfg, num_images: int) -> dict[str, Any]:
+    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """Unbinned, with the instruction prefix only when the run trained with it."""
         chi = {} if cfg.family_options.complex_human_instruction else {"complex_human_instruction": None}
         guidance = cfg.validation.validation_guidance_scale

@@ -63,7 +63,12 @@ class SanaVideoLoss(DiffusionLoss):
         self.image_to_video = image_to_video
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise and a logit-normal timestep per clip, the velocity predicted, the weighted MSE against it."""
         latents, options = batch["latents"], cfg.family_options

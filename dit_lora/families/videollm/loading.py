@@ -29,6 +29,8 @@ from dit_lora.setup.tokenizer_check import check_tokenizer_packages
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
+    from dit_lora.config.schema import TrainConfig
+
 
 def skip_placeholder_count_check(model: torch.nn.Module) -> None:
     """Stop transformers from reading a device tensor in every forward of a video LLM.
@@ -57,11 +59,11 @@ class VideoLLMPrecision:
 
     arch: VideoLLMSpec
 
-    def expected_dtypes(self, comps, cfg) -> dict[str, torch.dtype]:
+    def expected_dtypes(self, comps, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The model in the run's weight dtype."""
         return {"model": cfg.weight_dtype}
 
-    def quantize_skip_modules(self, cfg) -> list[str]:
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
         """The language model is quantized; the vision tower, projector and output head stay in the weight dtype
         (small beside it), so --train_vision_tower and the projector still train on a quantized base."""
         return [m for m in (self.arch.vision_tower, self.arch.projector, "lm_head") if m]
@@ -73,7 +75,7 @@ class VideoLLMModel:
 
     arch: VideoLLMSpec
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """Known --lora_layers; the model's folder (a Hub id downloaded here, before the run prints anything) with
         safetensors weights and a loadable tokenizer; an existing --validation_video."""
         self.lora_layers(cfg)  # before the data's clips are decoded: a typo costs seconds, not the data check
@@ -89,7 +91,7 @@ class VideoLLMModel:
                 "leave it unset to ask about the first training clip."
             )
 
-    def load_components(self, cfg, device: torch.device) -> Components:
+    def load_components(self, cfg: TrainConfig, device: torch.device) -> Components:
         """The frozen model on ``device``, and the run's state holding its processing."""
         path = model_folder(cfg.model, weights=True)  # a Hub id's snapshot, downloaded when validated
         # bf16 whatever the checkpoint holds (VideoChat2's fp16 Mistral is where its NaN reports come from), or fp32
@@ -108,7 +110,7 @@ class VideoLLMModel:
         processing = QAProcessingLoader(self.arch).load_processing(str(path), model.config)
         return Components(model=model, state=VideoLLMState(processing))
 
-    def lora_layers(self, cfg) -> set[str]:
+    def lora_layers(self, cfg: TrainConfig) -> set[str]:
         """The projection names --lora_layers picks: the family's default set when unset or ``all`` (LLaMA-Factory's
         ``lora_target: all``, its default), else the names given; a name that is none of the language model's
         projections is refused in one paragraph."""
@@ -123,7 +125,7 @@ class VideoLLMModel:
             )
         return set(self.arch.lora_projections) if not given or "all" in given else set(given)
 
-    def lora_targets(self, model: torch.nn.Module, cfg) -> list[str]:
+    def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """Full names of the language model's projections (suffixes would also hit the vision tower)."""
         wanted = self.lora_layers(cfg)
         prefix = self.arch.language_model + "."
@@ -146,11 +148,11 @@ class VideoLLMTrainables:
 
     arch: VideoLLMSpec
 
-    def backbone_patterns(self, cfg) -> list[str]:
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
         """``--train_backbone``, else the projector (trained fully at ``--backbone_learning_rate``)."""
         return list(cfg.lora.train_backbone) or [re.escape(self.arch.projector) + r"\..*"]
 
-    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
         """The vision tower at ``--vision_tower_learning_rate`` with ``--train_vision_tower``, else nothing."""
         if not cfg.family_options.train_vision_tower:
             return []
@@ -171,6 +173,6 @@ class VideoLLMTrainables:
 class VideoLLMDefaults:
     """``FamilySpec.defaults``: what a video LLM no catalogue entry matches trains with."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """One clip per step: a clip's frames are hundreds to thousands of vision tokens."""
         return {"train_batch_size": (1, "video: one clip per step (a clip is hundreds of vision tokens)")}

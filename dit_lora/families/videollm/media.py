@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -28,6 +28,9 @@ from dit_lora.families.videollm.data import QASample, check_qa_samples, load_qa_
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.families.videollm.prompts import pad_batch
 from dit_lora.families.videollm.state import run_processing
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 ANNOTATION_SUFFIXES = (".json", ".jsonl")
 
@@ -151,7 +154,7 @@ class VideoQAMedia:
     noun = "clip"
     cacheable = False
 
-    def __init__(self, cfg, spec, processing=None) -> None:
+    def __init__(self, cfg: TrainConfig, spec, processing=None) -> None:
         #: the family's :class:`~dit_lora.contract.spec.FamilySpec` (its name; its ``video_qa`` loads the processing)
         self.cfg, self.spec = cfg, spec
         #: the model's tokenizer, preprocessing and config (``VideoQAProcessing``, or anything with its
@@ -285,10 +288,10 @@ class VideoQAMedia:
 class VideoQAData:
     """``FamilySpec.data``: question-answer samples with their clips, tokenized by the dataset (nothing is cached)."""
 
-    def data_handler(self, cfg, spec) -> VideoQAMedia:
+    def data_handler(self, cfg: TrainConfig, spec) -> VideoQAMedia:
         """Screening and ``check-data`` (``check`` loads the model's processing when the model is named)."""
         return VideoQAMedia(cfg, spec)
 
-    def build_data(self, cfg, spec, comps, accelerator):
+    def build_data(self, cfg: TrainConfig, spec, comps, accelerator):
         """The QA data on the standard path, tokenized with the loaded model's processing (the run's state)."""
         return prepare_data(cfg, spec, comps, accelerator, media=VideoQAMedia(cfg, spec, run_processing(comps)))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import QAProcessingLoader, VideoQAProcessing
 from dit_lora.families.videollm.state import run_processing, run_state
 from dit_lora.output.adapter import attach_adapter, save_peft_adapter, set_peft_base_model
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 @dataclass
@@ -42,11 +45,11 @@ class VideoLLMAdapter:
         """PEFT's ``adapter_model.safetensors`` and ``adapter_config.json``."""
         return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
 
-    def save_adapter_extras(self, output_dir: Path, comps, cfg) -> None:
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """The base model named in ``adapter_config.json``."""
         set_peft_base_model(Path(output_dir), cfg.model.pretrained_model_name_or_path)
 
-    def load_pipeline_with_adapter(self, cfg, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
+    def load_pipeline_with_adapter(self, cfg: TrainConfig, adapter_dir: Path, device: torch.device) -> VideoQAPipe:
         """The base model with the saved adapter (and projector) loaded by dit-lora's loader, and its processing."""
         folder = model_folder(cfg.model, weights=True)
         model = self.arch.load_model(folder, cfg.weight_dtype)
@@ -56,7 +59,7 @@ class VideoLLMAdapter:
         return VideoQAPipe(model, processing)
 
 
-def _validation_video(cfg, comps) -> Path | None:
+def _validation_video(cfg: TrainConfig, comps) -> Path | None:
     """The clip validation asks about: the run's (chosen once the samples were screened), else --validation_video."""
     state = run_state(comps)
     if state is not None and state.validation_video is not None:
@@ -65,14 +68,14 @@ def _validation_video(cfg, comps) -> Path | None:
     return Path(chosen) if chosen else None
 
 
-def _qa(processing: VideoQAProcessing, model, question: str, cfg, video: Path | None) -> str:
+def _qa(processing: VideoQAProcessing, model, question: str, cfg: TrainConfig, video: Path | None) -> str:
     if video is None:
         raise UserError("Video-LLM validation needs a clip: set --validation_video.")
     answer = processing.answer(model, question, video, cfg.family_options.num_frames)
     return f"video: {_shown(video, cfg)}\nQ: {question}\nA: {answer}"
 
 
-def _shown(video: Path, cfg) -> str:
+def _shown(video: Path, cfg: TrainConfig) -> str:
     """``video`` as the sample file names it: relative to the data folder (--video_folder, else --train_data_dir's
     folder), where clips of one name in two subfolders stay apart; the full path when it lies elsewhere."""
     given = cfg.family_options.video_folder or cfg.data.train_data_dir
@@ -93,17 +96,17 @@ class VideoLLMSamples:
         """The question (nothing is encoded ahead: the clip goes through the model's own processing)."""
         return {"question": validation.validation_prompt}
 
-    def generate(self, comps, model: torch.nn.Module, cond: dict, cfg, seed: int) -> list:
+    def generate(self, comps, model: torch.nn.Module, cond: dict, cfg: TrainConfig, seed: int) -> list:
         """The in-memory model's greedy answer, as one text sample."""
         return [_qa(run_processing(comps), model, cond["question"], cfg, _validation_video(cfg, comps))]
 
     def generate_with_pipeline(
-        self, pipe: VideoQAPipe, prompt: str, cfg, seed: int, num_images: int, comps=None
+        self, pipe: VideoQAPipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """The reloaded adapter's greedy answer, as one text sample."""
         return [_qa(pipe.processing, pipe.model, prompt, cfg, _validation_video(cfg, comps))]
 
-    def save_sample(self, sample: Any, stem: Path, cfg) -> Path:
+    def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """``stem.txt`` holding the clip's name, the question and the answer."""
         path = Path(stem).with_suffix(".txt")
         write_text_atomic(path, str(sample) + "\n")  # replaces a link there, never follows it
@@ -116,11 +119,11 @@ class VideoLLMCard:
 
     arch: VideoLLMSpec
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Not known for video LLMs."""
         return None
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """Frames, the projector, the vision tower and Liger."""
         return {
             "num_frames": cfg.family_options.num_frames,
@@ -129,7 +132,7 @@ class VideoLLMCard:
             "use_liger_kernel": cfg.family_options.use_liger_kernel or None,
         }
 
-    def usage_snippet(self, cfg, repo_or_dir: str) -> str:
+    def usage_snippet(self, cfg: TrainConfig, repo_or_dir: str) -> str:
         """Load the base model and the adapter, and answer about a clip whose frames are sampled and preprocessed as
         training's (``dit_lora.answer_video``: the clip's rate and frame times too, where the model's prompt or
         positions carry them; no torchvision, which transformers' video processors need)."""

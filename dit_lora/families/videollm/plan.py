@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,6 +18,9 @@ from dit_lora.core.errors import UserError
 from dit_lora.families.videollm.architecture import VideoLLMSpec, model_folder
 from dit_lora.families.videollm.processing import max_tokens
 from dit_lora.plan.fake import transformers_on_meta, with_depth
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: text tokens (question, answer, template) the plan assumes beside the video tokens
 PLAN_TEXT_TOKENS = 256
@@ -32,7 +35,7 @@ class VideoLLMPlan:
     #: ``(config file, key)`` counting the repeated blocks: the language model's layers (text_config in LLaVA)
     depth_key: tuple[str, str] = ("config.json", "num_hidden_layers")
 
-    def plan_components(self, cfg, read, depth: int | None = None) -> Components:
+    def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """The transformers model of the architecture from the folder's ``config.json``, ``depth`` layers deep."""
         import transformers  # the model classes: transformers' lazy module imports the one asked for
 
@@ -40,7 +43,7 @@ class VideoLLMPlan:
         model_class = getattr(transformers, self.arch.model_class)
         return Components(model=transformers_on_meta(config, cfg.weight_dtype, model_class))
 
-    def plan_batches(self, cfg, comps) -> list[tuple[str, dict[str, Any]]]:
+    def plan_batches(self, cfg: TrainConfig, comps) -> list[tuple[str, dict[str, Any]]]:
         """The language model's input embeddings for ``--num_frames`` frames plus :data:`PLAN_TEXT_TOKENS`.
 
         The video-token count comes from the spec's own preprocessing of a clip of ``--height`` x ``--width``
@@ -71,7 +74,7 @@ class VideoLLMPlan:
             )
         ]
 
-    def _preprocessing(self, cfg, model_config) -> dict[str, Any]:
+    def _preprocessing(self, cfg: TrainConfig, model_config) -> dict[str, Any]:
         """The model's preprocessing (a local folder, or a Hub id's snapshot: its small files, downloaded when
         missing), else the spec's defaults (LLaVA: at its tower's own size) for a catalogued Hub id that cannot be
         had now: the catalogue's copy of its configs plans it without a download."""
@@ -90,7 +93,7 @@ class VideoLLMPlan:
             prep.update(shortest_edge=size, crop_size=(size, size))
         return prep
 
-    def plan_loss(self, comps, batch: dict[str, Any], generator: torch.Generator, cfg) -> torch.Tensor:
+    def plan_loss(self, comps, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig) -> torch.Tensor:
         """The language model and its loss on the batch's embeddings, as the model's own forward runs them.
 
         What it leaves out: the frozen vision tower, which keeps no activations (nothing in it trains) and whose

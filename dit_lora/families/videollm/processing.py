@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,13 +18,16 @@ from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.data import read_clip
 from dit_lora.families.videollm.prompts import build_generation_prompt, build_training_example
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 #: tokens a training example may hold when --max_sequence_length is unset
 DEFAULT_MAX_LENGTH = 2048
 #: tokens a validation answer may hold (the demo's answers are a few words)
 MAX_NEW_TOKENS = 24
 
 
-def max_tokens(cfg) -> int:
+def max_tokens(cfg: TrainConfig) -> int:
     """The longest training example a run of ``cfg`` keeps: ``--max_sequence_length`` or :data:`DEFAULT_MAX_LENGTH`."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_LENGTH
 

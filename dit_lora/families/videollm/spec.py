@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.videollm import demo_clips
@@ -36,6 +37,9 @@ from dit_lora.families.videollm.processing import QAProcessingLoader
 from dit_lora.families.videollm.state import VideoLLMLoss, VideoLLMSetup
 from dit_lora.output.names import PEFT_ADAPTER_FILE
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 
 @dataclass(frozen=True)
 class VideoLLMDemo:
@@ -44,10 +48,12 @@ class VideoLLMDemo:
     #: ``build_model(path)``: writes (or reuses) the architecture's tiny model folder at ``path``
     build_model: Callable[[str | Path], Path]
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """The tiny model at ``--pretrained_model_name_or_path`` and the clips at ``--train_data_dir`` (a
         ``.jsonl`` annotation: chat layout; otherwise VideoChat2's)."""
-        self.build_model(cfg.model.pretrained_model_name_or_path)
+        self.build_model(cfg.model.path)
+        if cfg.data.train_data_dir is None:  # no folder given, nothing is drawn (as the diffusion demos do)
+            return
         folder = Path(cfg.data.train_data_dir)
         layout = "chat" if folder.suffix == ".jsonl" else "videochat2"
         root = folder.parent if folder.suffix in (".json", ".jsonl") else folder

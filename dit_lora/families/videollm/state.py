@@ -11,13 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.families.videollm.architecture import VideoLLMSpec
 from dit_lora.families.videollm.liger import apply_liger, plain_loss
 from dit_lora.families.videollm.processing import VideoQAProcessing
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: ``loss_fn(arch, model, inputs, labels)``: the answer-token loss (:mod:`dit_lora.families.videollm.liger`)
 LossFn = Callable[[VideoLLMSpec, torch.nn.Module, dict, torch.Tensor], torch.Tensor]
@@ -59,7 +62,7 @@ class VideoLLMSetup:
 
     arch: VideoLLMSpec
 
-    def configure(self, comps, cfg) -> None:
+    def configure(self, comps, cfg: TrainConfig) -> None:
         """The run's loss function in ``comps.state.loss_fn``: Liger's fused one with --use_liger_kernel (where it
         can run; otherwise a note and the plain loss). The planner's components (no run state: the traced loss is
         :meth:`~dit_lora.families.videollm.plan.VideoLLMPlan.plan_loss`) get the same note and keep nothing."""
@@ -70,7 +73,7 @@ class VideoLLMSetup:
         if state is not None:
             state.loss_fn = loss_fn
 
-    def inspect_samples(self, comps, cfg, samples: list) -> None:
+    def inspect_samples(self, comps, cfg: TrainConfig, samples: list) -> None:
         """The clip validation asks about: ``--validation_video``, else the first screened training clip."""
         state = run_state(comps)
         if samples and state is not None:
@@ -89,7 +92,7 @@ class VideoLLMLoss:
         return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
     def compute_loss(
-        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self, comps, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg: TrainConfig
     ) -> torch.Tensor:
         """The mean cross-entropy of the answer tokens, by the loss the run's setup chose."""
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "sample_index")}

@@ -35,6 +35,8 @@ from dit_lora.modeling.block_swap import Slot, follow_dtype, frozen_slots, host_
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
 
+    from dit_lora.config.schema import TrainConfig
+
 EXPERTS = ("high", "low")
 
 
@@ -229,11 +231,11 @@ class WanTrainables:
     """``FamilySpec.trainables``: ``--train_backbone`` as given, no further groups, and a checkpointing switch that
     reaches both A14B experts (:class:`WanExperts` has no switch of its own)."""
 
-    def backbone_patterns(self, cfg) -> list[str]:
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
         """``--train_backbone``."""
         return list(cfg.lora.train_backbone)
 
-    def extra_trainable(self, cfg) -> list[tuple[str, list[str], float]]:
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
         """No further groups."""
         return []
 

@@ -4,10 +4,13 @@ the VAE reloaded in fp32)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
 from dit_lora.families.zimage.encoders import max_sequence_length
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the VAE the reloaded pipeline decodes with in fp32
 ZIMAGE_VAE = "AutoencoderKL"
@@ -16,24 +19,24 @@ ZIMAGE_VAE = "AutoencoderKL"
 class ZImageCard(KitCard):
     """``FamilySpec.card``: the model card's snippet, Z-Image's rows and the license of Tongyi-MAI's releases."""
 
-    def snippet(self, cfg, repo_or_dir: str) -> Snippet:
+    def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
         """ZImagePipeline with the adapter loaded, one image at the run's validation settings."""
         return Snippet(
             pipeline=self.info.pipeline_class_name,
-            base=cfg.model.pretrained_model_name_or_path,
+            base=cfg.model.path,
             repo=repo_or_dir,
             base_name=None,
             quote=quoted,
             call_args=[f"{self.prompt(cfg)},", *image_call_args(cfg)],
         )
 
-    def card_settings(self, cfg) -> dict[str, Any]:
+    def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:
         """The timestep density and the caption length."""
         return {
             "timestep_sampling": cfg.family_options.timestep_sampling,
             "max_sequence_length": max_sequence_length(cfg),
         }
 
-    def base_model_license(self, cfg) -> str | None:
+    def base_model_license(self, cfg: TrainConfig) -> str | None:
         """Tongyi-MAI's Z-Image releases are Apache 2.0."""
-        return "apache-2.0" if "Tongyi-MAI" in cfg.model.pretrained_model_name_or_path else None
+        return "apache-2.0" if "Tongyi-MAI" in cfg.model.path else None

@@ -4,7 +4,7 @@ with their lengths so the cache and the batches keep one shape; and the run's te
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,11 +16,14 @@ from dit_lora.families.diffusion.prompts import caption_length, pipeline_prompts
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
 from dit_lora.families.zimage.state import run_state
 
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
+
 #: ZImagePipeline's default ``max_sequence_length`` (the chat template's tokens count in it)
 DEFAULT_MAX_SEQUENCE_LENGTH = 512
 
 
-def max_sequence_length(cfg) -> int:
+def max_sequence_length(cfg: TrainConfig) -> int:
     """``--max_sequence_length``, else ZImagePipeline's default."""
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
@@ -43,11 +46,11 @@ def unpadded(embeds: torch.Tensor, lengths: list[int]) -> list[torch.Tensor]:
 class ZImageEncoders(DiffusionEncoders):
     """``FamilySpec.encoders``: the cache's encoders, and (``PromptText``) how a run encodes captions."""
 
-    def text_settings(self, cfg) -> TextSettings:
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
         """The run's caption length (template tokens included, as the pipeline counts them)."""
         return TextSettings(max_sequence_length=max_sequence_length(cfg))
 
-    def cache_identity(self, cfg, comps: Components | None = None) -> dict[str, Any]:
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
         """The model, its stamp, revision, variant, text dtype and caption length (and a quantized encoder)."""
         return encoder_identity(cfg, "zimage", max_sequence_length=max_sequence_length(cfg))
 

@@ -84,7 +84,12 @@ class ZImageLoss(DiffusionLoss):
         return noise, sigma_table[indices].to(latents.dtype), timestep_table[indices]
 
     def compute_loss(
-        self, comps: Components, model: torch.nn.Module, batch: dict[str, Any], generator: torch.Generator, cfg
+        self,
+        comps: Components,
+        model: torch.nn.Module,
+        batch: dict[str, Any],
+        generator: torch.Generator,
+        cfg: TrainConfig,
     ) -> torch.Tensor:
         """The squared error of the transformer's ``x0 - eps`` at a drawn sigma, averaged in fp32."""
         latents = batch["latents"]

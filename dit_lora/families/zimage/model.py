@@ -4,7 +4,7 @@ aspect-ratio buckets, and ``--demo``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +20,9 @@ from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call ti
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 #: the repo id the folder checks suggest
 EXAMPLE_REPO = "Tongyi-MAI/Z-Image"
@@ -47,18 +50,18 @@ class ZImageModel(KitModel):
     """``FamilySpec.model``: the folder's checks, then (the kit's loader, :data:`PARTS`) the transformer and Qwen3 in
     the run's weight dtype, the VAE in fp32, and the tokenizer."""
 
-    def validate_config(self, cfg) -> None:
+    def validate_config(self, cfg: TrainConfig) -> None:
         """A diffusers Z-Image folder of safetensors whose tokenizer can load, at a resolution the model takes."""
         self.check_folder(cfg)
         vae_cfg = read_component_config(cfg.model, "vae")
         if vae_cfg is not None:
             check_resolution(cfg.data.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
-    def pipeline_parts(self, cfg) -> PipelineParts:
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
         return PARTS
 
-    def build_components(self, cfg, loaded: LoadedParts, device: torch.device) -> Components:
+    def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config (its shift replaced by ``--flow_shift``) and the training tables in
         the run's :class:`ZImageRun`."""
         scheduler_cfg = loaded.scheduler_config
@@ -72,7 +75,7 @@ class ZImagePrecision(Fp32VaePrecision):
     """``FamilySpec.precision``: transformer and Qwen3 in the run's weight dtype; the VAE stays fp32; the embedders
     kept out of ``--quantize_base``."""
 
-    def quantize_skip_modules(self, cfg) -> list[str]:
+    def quantize_skip_modules(self, cfg: TrainConfig) -> list[str]:
         """The embedders diffusers keeps out of layerwise casting (``_skip_layerwise_casting_patterns``: the
         timestep and caption embedders are precision sensitive) and the per-patch in/out projections."""
         return ["t_embedder", "cap_embedder", "all_x_embedder", "all_final_layer"]
@@ -91,7 +94,7 @@ PARTS = PipelineParts(
 )
 
 
-def is_turbo(cfg) -> bool:
+def is_turbo(cfg: TrainConfig) -> bool:
     """Whether the model is the step-distilled Z-Image-Turbo (its catalogue entry, or its name)."""
     entry = match("zimage", config_reader(cfg.model), stored_dtype(cfg.model))
     if entry is not None:
@@ -102,7 +105,7 @@ def is_turbo(cfg) -> bool:
 class ZImageNotes(DiffusionNotes):
     """``FamilySpec.notes``: training the step-distilled Turbo is said, with what the other trainers do."""
 
-    def start_notes(self, cfg) -> list[str]:
+    def start_notes(self, cfg: TrainConfig) -> list[str]:
         """A warning when the model is Z-Image-Turbo (8-step distilled, no CFG)."""
         if not cfg.model.pretrained_model_name_or_path or not is_turbo(cfg):
             return []
@@ -118,7 +121,7 @@ class ZImageNotes(DiffusionNotes):
 class ZImageDefaults:
     """``FamilySpec.defaults``: what an uncatalogued Z-Image model's configs imply."""
 
-    def generic_defaults(self, cfg) -> dict[str, tuple[Any, str]]:
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
         """The VAE's ``sample_size`` as the resolution (1024 for the FLUX.1 VAE the releases ship)."""
         vae_cfg = read_component_config(cfg.model, "vae")
         if not (vae_cfg and vae_cfg.get("sample_size")):
@@ -130,7 +133,7 @@ class ZImageBuckets(AnyAspect):
     """``FamilySpec.image_buckets``: any aspect ratio (the transformer patchifies any grid and its 3-axis RoPE
     positions follow it), in the latent stride."""
 
-    def bucket_stride(self, cfg) -> int:
+    def bucket_stride(self, cfg: TrainConfig) -> int:
         """VAE downsampling x patch size (8 x 2), from the model's configs (their defaults without a model)."""
         return latent_stride(*model_configs(cfg, "transformer", "vae"))
 
@@ -138,12 +141,12 @@ class ZImageBuckets(AnyAspect):
 class ZImageDemo:
     """``FamilySpec.demo``: the tiny random Z-Image pipeline (``demo.py``) and the shapes data set."""
 
-    def prepare_demo(self, cfg) -> None:
+    def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
         tiny = tiny_zimage.get_tiny_zimage_config()
         check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
         check_demo_resolution(cfg.data.resolution)
-        tiny_zimage.build_tiny_zimage_pipeline(cfg.model.pretrained_model_name_or_path, seed=0)
+        tiny_zimage.build_tiny_zimage_pipeline(cfg.model.path, seed=0)
         demo_data(cfg)
 
 

@@ -4,13 +4,16 @@ flow-matching Euler sampler) and from ZImagePipeline with the saved adapter
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.image_samples import SquareImageSamples
 from dit_lora.families.zimage.encoders import max_sequence_length, unpadded
+
+if TYPE_CHECKING:
+    from dit_lora.config.schema import TrainConfig
 
 
 def inference_scheduler(comps: Components):
@@ -34,7 +37,7 @@ class ZImageSamples(SquareImageSamples):
     pipeline = "ZImagePipeline"
     sampler = staticmethod(inference_scheduler)
 
-    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg) -> dict[str, Any]:
+    def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
         """The cached caption embeddings as per-image lists, guidance and the caption length."""
         copies = cfg.validation.num_validation_images
         return {
@@ -45,7 +48,7 @@ class ZImageSamples(SquareImageSamples):
             "max_sequence_length": max_sequence_length(cfg),
         }
 
-    def prompt_kwargs(self, cfg, num_images: int) -> dict[str, Any]:
+    def prompt_kwargs(self, cfg: TrainConfig, num_images: int) -> dict[str, Any]:
         """The image count, guidance and the caption length."""
         guidance = cfg.validation.validation_guidance_scale
         return {

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import torch
 
+from dit_lora.config.schema import ModelOptions
 from dit_lora.families.diffusion.latents import model_identity, normalised_clip_latents, scaled_latents
 
 
@@ -49,9 +50,9 @@ def test_clip_latents_are_normalised_per_channel_in_the_vae_layout():
 
 
 def test_the_model_identity_names_the_model_its_stamp_revision_and_variant(tmp_path):
-    model = SimpleNamespace(pretrained_model_name_or_path=str(tmp_path), revision="r", variant="fp16")
+    model = ModelOptions(pretrained_model_name_or_path=str(tmp_path), revision="r", variant="fp16")
     one = model_identity(SimpleNamespace(model=model), "model_index_mtime")
     assert list(one) == ["model", "model_index_mtime", "revision", "variant"]
     assert one["model"] == os.path.abspath(tmp_path) and (one["revision"], one["variant"]) == ("r", "fp16")
-    hub = SimpleNamespace(pretrained_model_name_or_path="org/model", revision=None, variant=None)
+    hub = ModelOptions(pretrained_model_name_or_path="org/model", revision=None, variant=None)
     assert model_identity(SimpleNamespace(model=hub))["model"] == "org/model"

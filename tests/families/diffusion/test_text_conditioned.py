@@ -8,14 +8,15 @@ import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 
+from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity, run_tables
 
 
 def _cfg(path, quantize=False):
-    model = SimpleNamespace(pretrained_model_name_or_path=str(path), revision="r1", variant=None,
-                            quantize_text_encoder=quantize)
+    model = ModelOptions(pretrained_model_name_or_path=str(path), revision="r1", variant=None,
+                         quantize_text_encoder=quantize)
     return SimpleNamespace(model=model, training=SimpleNamespace(mixed_precision="bf16"))
 
 
