@@ -85,3 +85,18 @@ def test_train_help_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"torch imported by train --help: {done.stdout.strip()[:300]}"
+
+
+def test_in_package_fills_the_standard_layout_and_a_given_field_wins():
+    """``FamilyEntry.in_package``: a family in the standard layout states names, spec, options and pipelines."""
+    entry = FamilyEntry.in_package("pkg.fam", names=("fam", "fam_i2v"), spec="fam_spec",
+                                   options={"fam": "FamOptions", "fam_i2v": "FamI2VOptions"}, pipelines=("P",))
+    assert entry.factory == "pkg.fam.spec:fam_spec" and entry.catalogue == "pkg.fam.catalogue"
+    assert entry.options_for("fam_i2v") == "pkg.fam.options:FamI2VOptions"
+    assert (entry.docs, entry.demo_configs, entry.recipe) == ("docs/guides/fam.md", ("fam/demo.yaml",), "fam_lora.py")
+    given = FamilyEntry.in_package("pkg.fam", names=("fam",), spec="fam_spec", options="FamOptions",
+                                   docs="docs/guides/other.md", demo_configs=("x/demo.yaml",), recipe="x_lora.py")
+    assert given.options_for("fam") == "pkg.fam.options:FamOptions"
+    assert (given.docs, given.demo_configs, given.recipe) == ("docs/guides/other.md", ("x/demo.yaml",), "x_lora.py")
+    built = FamilyEntry.in_package("dit_lora.families.sana", names=("sana",), spec="sana_spec", options="SanaOptions")
+    assert built.build("sana").name == "sana"  # the spec function is called with the name

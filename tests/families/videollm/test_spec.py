@@ -61,6 +61,9 @@ def test_the_demo_builds_the_model_and_the_clips(monkeypatch, tmp_path):
     assert built == [str(tmp_path / "m")]
     ((root, kw),) = made
     assert root == tmp_path / "qa" and kw["layout"] == "chat" and kw["num_frames"] == 4
+    # no --train_data_dir: the model is built and no clips are drawn, as the diffusion demos do (was a TypeError)
+    demo.prepare_demo(TrainConfig.for_family(family="qwen2_5_vl", pretrained_model_name_or_path=str(tmp_path / "n")))
+    assert built[-1] == str(tmp_path / "n") and len(made) == 1
 
 
 @pytest.mark.parametrize("name", sorted(videollm.ARCHITECTURES))
