@@ -43,9 +43,10 @@ class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` rest
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.diffusion.components import DiffusionCaptions
-from dit_lora.families.dit.adapter import DiTAdapter, DiTAdapterExtras, DiTCard, DiTFitting
+from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTCard, DiTFitting
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
@@ -79,7 +80,7 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         loss=DiTLoss,
         samples=DiTSamples,
         plan=DiTPlan,
-        adapter=DiTAdapter(INFO, fitting),
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting),  # PEFT's format: INFO's file name
         captions=DiffusionCaptions(caption_source="class_folders"),
         image_buckets=DiTBuckets(),
         kernels=PatchPoints(patch_points),
