@@ -282,10 +282,16 @@ class PipelineSamples(DiffusionSamples):
     a pipeline without text encoders, with the VAE moved in to decode, the cached prompt embeddings and the
     checkpoint's sampler (:meth:`sampler`); and the reloaded pipeline from the prompt; both at ``--resolution`` and
     the run's validation settings, under autocast where the transformer's dtype is not the VAE's. A family states the
-    pipeline class and its call's own arguments (:meth:`call_kwargs`)."""
+    pipeline class and its call's own arguments (:meth:`call_kwargs`); a pipeline of other parts or inputs (DiT's: no
+    text parts, class ids, its own size) states them too (:attr:`text_parts`, :attr:`sized`, :meth:`cached_inputs`,
+    :meth:`prompt_inputs`)."""
 
     #: the diffusers pipeline class name, e.g. ``"PixArtAlphaPipeline"``
     pipeline: str = ""
+    #: the pipeline's text parts, None in the in-memory pipeline (the cached conditioning stands in for them)
+    text_parts: tuple[str, ...] = ("tokenizer", "text_encoder")
+    #: whether the call takes the run's ``--resolution`` as its height and width
+    sized: bool = True
 
     def sampler(self, comps: Components):
         """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
@@ -298,15 +304,23 @@ class PipelineSamples(DiffusionSamples):
         else the reloaded pipeline's, from the prompt); none here."""
         return {}
 
+    def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
+        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it."""
+        return {"num_images_per_prompt": cfg.validation.num_validation_images, **cond}
+
+    def prompt_inputs(self, pipe, prompt: str, num_images: int) -> dict[str, Any]:
+        """The reloaded pipeline's inputs: ``num_images`` images of ``prompt``."""
+        return {"prompt": prompt, "num_images_per_prompt": num_images}
+
     def _call(self, pipe, cfg: TrainConfig, seed: int, device: torch.device, cached: bool, **inputs: Any) -> list:
         """``pipe`` at the run's validation settings, seeded, without gradients."""
         generator = torch.Generator(device=device).manual_seed(seed)
+        size = {"height": cfg.data.resolution, "width": cfg.data.resolution} if self.sized else {}
         # The pipeline hands the fp32 VAE's latents in the transformer's dtype: autocast reconciles them
         mixed = pipe.transformer.dtype != pipe.vae.dtype
         with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
             return pipe(
-                height=cfg.data.resolution,
-                width=cfg.data.resolution,
+                **size,
                 num_inference_steps=cfg.validation.validation_inference_steps,
                 guidance_scale=cfg.validation.validation_guidance_scale,
                 generator=generator,
@@ -317,25 +331,24 @@ class PipelineSamples(DiffusionSamples):
     def generate(
         self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
     ) -> list:
-        """``--num_validation_images`` images from the in-memory transformer and the cached prompt embeddings."""
+        """Images from the in-memory transformer and the cached conditioning (:meth:`cached_inputs`)."""
         import diffusers  # slow: only at validation
 
         device = next(model.parameters()).device
+        inputs = self.cached_inputs(comps, cond, cfg)
         with vae_on(comps, device) as vae:
             pipe = getattr(diffusers, self.pipeline)(
-                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=self.sampler(comps)
+                **dict.fromkeys(self.text_parts), vae=vae, transformer=model, scheduler=self.sampler(comps)
             )
             pipe.set_progress_bar_config(disable=True)
-            return self._call(
-                pipe, cfg, seed, device, True, num_images_per_prompt=cfg.validation.num_validation_images, **cond
-            )
+            return self._call(pipe, cfg, seed, device, True, **inputs)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """``num_images`` images of ``prompt`` from the reloaded pipeline (the final validation)."""
         device = pipe.transformer.device
-        return self._call(pipe, cfg, seed, device, False, prompt=prompt, num_images_per_prompt=num_images)
+        return self._call(pipe, cfg, seed, device, False, **self.prompt_inputs(pipe, prompt, num_images))
 
 
 class DiffusionPlan(ABC):
@@ -404,11 +417,33 @@ class DiffusionPrecision:
 
 class Fp32VaePrecision(DiffusionPrecision):
     """``FamilySpec.precision`` of a transformer and a text encoder in the run's weight dtype beside a VAE kept in fp32
-    (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps)."""
+    (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps);
+    ``text_encoder=False``: a class-conditional model without one (DiT)."""
+
+    def __init__(self, text_encoder: bool = True) -> None:
+        self.text_encoder = text_encoder
 
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
-        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+        encoder = {"text_encoder": cfg.weight_dtype} if self.text_encoder else {}
+        return {"model": cfg.weight_dtype, **encoder, "vae": torch.float32}
+
+
+class DiffusionTrainables:
+    """``FamilySpec.trainables``: what a spec without the component gets (``--train_backbone``, no further groups,
+    diffusers' own checkpointing switch); a family overrides what it trains besides LoRA or how it checkpoints."""
+
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        """``--train_backbone``."""
+        return list(cfg.lora.train_backbone)
+
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+        """No further groups."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """Diffusers' own switch."""
+        cast(Any, model).enable_gradient_checkpointing()  # a diffusers ModelMixin's method; Module's types lack it
 
 
 class DiffusionSetup:
