@@ -207,6 +207,26 @@ def test_the_fp32_vae_precision():
     assert base.Fp32VaePrecision().expected_dtypes(None, cfg) == {
         "model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert isinstance(base.Fp32VaePrecision(), caps.Precision)
+    # a class-conditional model (DiT) has no text encoder to expect
+    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg) == {
+        "model": torch.bfloat16, "vae": torch.float32}
+
+
+def test_the_trainables_base_is_the_contracts_fallback_a_family_overrides():
+    """``--train_backbone`` as given, no further groups, diffusers' own checkpointing switch: what a spec without
+    the component gets (``contract.spec``), so a family (DiT, Wan) writes only what differs."""
+    from dit_lora.contract import spec as contract
+
+    trainables = base.DiffusionTrainables()
+    assert isinstance(trainables, caps.Trainables)
+    cfg = TrainConfig(train_backbone=["norm"])
+    bare = FamilySpec.__new__(FamilySpec)
+    object.__setattr__(bare, "trainables", None)
+    assert trainables.backbone_patterns(cfg) == contract.backbone_patterns(bare, cfg) == ["norm"]
+    assert trainables.extra_trainable(cfg) == contract.extra_trainable(bare, cfg) == []
+    switched = []
+    trainables.enable_gradient_checkpointing(SimpleNamespace(enable_gradient_checkpointing=lambda: switched.append(1)))
+    assert switched == [1]
 
 
 def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder(tmp_path, capsys):
@@ -299,3 +319,39 @@ def test_pipeline_samples_call_the_familys_pipeline_at_the_runs_settings(monkeyp
     assert not grad and autocast  # the bf16 transformer beside the fp32 VAE
     assert kwargs["prompt"] == "a cat" and kwargs["num_images_per_prompt"] == 1 and kwargs["cached"] is False
     assert Samples(None).sampler(Components(model=None, scheduler="training")) == "training"  # no config
+
+
+class ClassSamples(base.PipelineSamples):
+    """A pipeline of other parts and inputs, as DiT's: no text parts, no size, class ids."""
+
+    pipeline = "RecordingPipeline"
+    text_parts = ()
+    sized = False
+
+    def cached_inputs(self, comps, cond, cfg):
+        return {"class_labels": [cond["label"]] * cfg.validation.num_validation_images}
+
+    def prompt_inputs(self, pipe, prompt, num_images):
+        return {"class_labels": [len(prompt)] * num_images}
+
+
+def test_pipeline_samples_take_a_familys_parts_and_inputs(monkeypatch):
+    """A pipeline without text parts or a size (DiT's) states them: built without tokenizer and text encoder, called
+    without height and width, on the family's own inputs from the cached conditioning and from the prompt."""
+    import diffusers
+
+    monkeypatch.setattr(diffusers, "RecordingPipeline", Pipeline, raising=False)
+    cfg = TrainConfig(resolution=32, validation_inference_steps=3, validation_guidance_scale=4.5,
+                      num_validation_images=2)
+    comps = Components(model=None, encoders={"vae": Vae()}, scheduler="training", state=None)
+    samples = ClassSamples(None)
+    assert samples.generate(comps, Model(), {"label": 4}, cfg, seed=5) == ["image"]
+    pipe = Pipeline.made[-1]
+    assert "tokenizer" not in pipe.parts and "text_encoder" not in pipe.parts
+    (kwargs, _, _), = pipe.calls
+    kwargs.pop("generator")
+    assert kwargs == {"num_inference_steps": 3, "guidance_scale": 4.5, "class_labels": [4, 4]}
+    reloaded = Pipeline(transformer=Model())
+    samples.generate_with_pipeline(reloaded, "cat", cfg, seed=7, num_images=3)
+    (kwargs, _, _), = reloaded.calls
+    assert kwargs["class_labels"] == [3, 3, 3] and "height" not in kwargs and "prompt" not in kwargs
