@@ -121,6 +121,16 @@ def ddpm_schedule(scheduler_config: dict):
     return DDPMScheduler(**betas, prediction_type="epsilon")
 
 
+def ddpm_noised(scheduler, latents: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """``(noise, timesteps, noisy latents)``: the noise, then a uniform timestep per sample, drawn from ``generator``
+    in that order (a resumed run draws the same), the latents noised by ``scheduler`` (:func:`ddpm_schedule`)."""
+    device = latents.device
+    noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+    count = scheduler.config.num_train_timesteps
+    timesteps = torch.randint(0, count, (latents.shape[0],), generator=generator, device=device)
+    return noise, timesteps, scheduler.add_noise(latents, noise, timesteps)
+
+
 @contextmanager
 def vae_on(comps: Components, device: torch.device) -> Iterator[Any]:
     """The VAE on ``device`` for a validation decode, then back where it waits between validations."""

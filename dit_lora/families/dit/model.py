@@ -17,6 +17,7 @@ from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaeP
 from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, freeze
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.diffusion.run_state import output_layout
 from dit_lora.families.dit.classes import pretrained_rows
 from dit_lora.families.dit.demo import build_tiny_dit_pipeline, get_tiny_dit_config
 from dit_lora.families.dit.embedding import (
@@ -56,8 +57,7 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
         state=DiTRun(
             scheduler_config=scheduler_cfg,
             class_dropout_prob=float(dropout),
-            learned_sigma=transformer.config.out_channels == 2 * transformer.config.in_channels,
-            in_channels=int(transformer.config.in_channels),
+            **output_layout(transformer),
             null_class=base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
             base_num_classes=base_num_classes,
         ),

@@ -202,6 +202,17 @@ def test_the_ddpm_schedule_takes_the_checkpoints_betas_and_predicts_epsilon():
     assert scheduler.config.num_train_timesteps == 100 and scheduler.config.beta_end == 0.01
 
 
+def test_ddpm_noise_draws_the_noise_then_the_timesteps_and_noises_by_the_schedule():
+    """The draw order is fixed (noise, then one uniform timestep per sample), so a resumed run draws the same."""
+    scheduler = base.ddpm_schedule({"num_train_timesteps": 50})
+    latents = torch.randn(3, 4, 2, 2)
+    noise, timesteps, noisy = base.ddpm_noised(scheduler, latents, torch.Generator().manual_seed(9))
+    again = torch.Generator().manual_seed(9)
+    assert torch.equal(noise, torch.randn(latents.shape, generator=again))
+    assert torch.equal(timesteps, torch.randint(0, 50, (3,), generator=again))
+    assert torch.equal(noisy, scheduler.add_noise(latents, noise, timesteps))
+
+
 def test_the_fp32_vae_precision():
     cfg = TrainConfig(mixed_precision="bf16")
     assert base.Fp32VaePrecision().expected_dtypes(None, cfg) == {
