@@ -33,8 +33,8 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import make_shapes_dataset
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
@@ -477,11 +477,5 @@ class ShapesDemo:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""
         self.build(cfg.model.path)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            size = self.size or cfg.data.resolution
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)
+        size = self.size or cfg.data.resolution
+        demo_data(cfg, draw=lambda folder: make_shapes_dataset(folder, n=cfg.model.demo_num_images, size=size, seed=0))
