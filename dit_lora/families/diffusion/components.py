@@ -9,7 +9,8 @@ the planner builds (:class:`DiffusionPlan`). The components that need another on
 samples encode the validation prompt, the plan traces the loss) are handed it when the family builds its spec.
 
 The plain functions (:func:`release_encoders`, :func:`encoded_batch`, :func:`save_png`, :func:`vae_on`,
-:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code the bases call.
+:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code the bases call; :func:`ddpm_schedule`
+and :func:`ddpm_noised` what an epsilon-prediction DDPM family (DiT, PixArt-alpha) trains with.
 """
 
 from __future__ import annotations
