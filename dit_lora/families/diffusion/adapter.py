@@ -226,7 +226,7 @@ class KitCard:
     #: the snippet's prompt without ``--validation_prompt``
     placeholder_prompt = "a photo"
     #: how the snippet quotes names (:func:`json.dumps`, or :func:`quoted`)
-    quote = staticmethod(json.dumps)
+    quote: Callable[[str], str] = staticmethod(json.dumps)
     #: the comment after a PEFT-format adapter's ``load_adapter`` line (what else it restores)
     load_comment = ""
 
