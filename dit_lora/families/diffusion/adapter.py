@@ -225,6 +225,10 @@ class KitCard:
 
     #: the snippet's prompt without ``--validation_prompt``
     placeholder_prompt = "a photo"
+    #: how the snippet quotes names (:func:`json.dumps`, or :func:`quoted`)
+    quote: Callable[[str], str] = staticmethod(json.dumps)
+    #: the comment after a PEFT-format adapter's ``load_adapter`` line (what else it restores)
+    load_comment = ""
 
     def __init__(self, info: FamilyInfo) -> None:
         self.info = info
@@ -245,12 +249,13 @@ class KitCard:
         if peft_format(self.info):
             loads = {
                 "imports": [f"from dit_lora import load_adapter  # {pipeline} has no load_lora_weights\n"],
-                "load": f"load_adapter(pipe, {json.dumps(repo_or_dir)})\n",
+                "load": f"load_adapter(pipe, {self.quote(repo_or_dir)}){self.load_comment}\n",
             }
         return Snippet(
             pipeline=pipeline,
             base=cfg.model.path,
             repo=repo_or_dir,
+            quote=self.quote,
             call_args=self.call_args(cfg),
             **loads,
         )

@@ -63,7 +63,8 @@ class LatentGrid(AnyAspect):
     number of its config's ``vae_key`` blocks, ``vae_blocks`` when unset, less one) x the patch size (the transformer
     config's ``patch_key``, ``patch`` when unset; ``default_stride`` without a model), and, for an uncatalogued model,
     the resolution it was built for (the transformer's ``sample_size`` x the VAE's downsampling), all read from the
-    model's small config files."""
+    model's small config files (``sample_size``: the transformer class's own default, for a config that leaves it
+    unset)."""
 
     def __init__(
         self,
@@ -73,15 +74,18 @@ class LatentGrid(AnyAspect):
         vae_key: str = "block_out_channels",
         vae_blocks: int = 4,
         patch: int = 2,
+        sample_size: int | None = None,
     ) -> None:
         self.patch_key, self.default_stride = patch_key, default_stride
-        self.vae_key, self.vae_blocks, self.patch = vae_key, vae_blocks, patch
+        self.vae_key, self.vae_blocks, self.patch, self.sample_size = vae_key, vae_blocks, patch, sample_size
 
     def sizes(self, cfg: TrainConfig) -> tuple[int, int, int | None]:
-        """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset)."""
+        """(the VAE's downsampling, the patch size, the transformer's ``sample_size``; None when unset and the class
+        has no default, or when the transformer's config cannot be read)."""
         vae, transformer = (read_component_config(cfg.model, folder) or {} for folder in ("vae", "transformer"))
         factor = 2 ** (len(vae.get(self.vae_key, [0] * self.vae_blocks)) - 1)
-        return factor, int(transformer.get(self.patch_key, self.patch)), transformer.get("sample_size")
+        sample = transformer.get("sample_size", self.sample_size if transformer else None)
+        return factor, int(transformer.get(self.patch_key, self.patch)), sample
 
     def bucket_stride(self, cfg: TrainConfig) -> int:
         """The VAE's downsampling x the patch size (``default_stride`` without a model)."""

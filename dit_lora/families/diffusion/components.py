@@ -9,7 +9,8 @@ the planner builds (:class:`DiffusionPlan`). The components that need another on
 samples encode the validation prompt, the plan traces the loss) are handed it when the family builds its spec.
 
 The plain functions (:func:`release_encoders`, :func:`encoded_batch`, :func:`save_png`, :func:`vae_on`,
-:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code the bases call.
+:func:`image_pixel_batches`, :func:`encoded_plan_batches`) are the shared code the bases call; :func:`ddpm_schedule`
+and :func:`ddpm_noised` what an epsilon-prediction DDPM family (DiT, PixArt-alpha) trains with.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
-from dit_lora.data.synthetic import is_user_folder
-from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
+from dit_lora.data.synthetic.shapes import make_shapes_dataset
+from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
 
@@ -119,6 +120,16 @@ def ddpm_schedule(scheduler_config: dict):
     keys = ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
     betas = {k: scheduler_config[k] for k in keys if scheduler_config.get(k) is not None}
     return DDPMScheduler(**betas, prediction_type="epsilon")
+
+
+def ddpm_noised(scheduler, latents: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """``(noise, timesteps, noisy latents)``: the noise, then a uniform timestep per sample, drawn from ``generator``
+    in that order (a resumed run draws the same), the latents noised by ``scheduler`` (:func:`ddpm_schedule`)."""
+    device = latents.device
+    noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
+    count = scheduler.config.num_train_timesteps
+    timesteps = torch.randint(0, count, (latents.shape[0],), generator=generator, device=device)
+    return noise, timesteps, scheduler.add_noise(latents, noise, timesteps)
 
 
 @contextmanager
@@ -282,10 +293,16 @@ class PipelineSamples(DiffusionSamples):
     a pipeline without text encoders, with the VAE moved in to decode, the cached prompt embeddings and the
     checkpoint's sampler (:meth:`sampler`); and the reloaded pipeline from the prompt; both at ``--resolution`` and
     the run's validation settings, under autocast where the transformer's dtype is not the VAE's. A family states the
-    pipeline class and its call's own arguments (:meth:`call_kwargs`)."""
+    pipeline class and its call's own arguments (:meth:`call_kwargs`); a pipeline of other parts or inputs (DiT's: no
+    text parts, class ids, its own size) states them too (:attr:`text_parts`, :attr:`sized`, :meth:`cached_inputs`,
+    :meth:`prompt_inputs`)."""
 
     #: the diffusers pipeline class name, e.g. ``"PixArtAlphaPipeline"``
     pipeline: str = ""
+    #: the pipeline's text parts, None in the in-memory pipeline (the cached conditioning stands in for them)
+    text_parts: tuple[str, ...] = ("tokenizer", "text_encoder")
+    #: whether the call takes the run's ``--resolution`` as its height and width
+    sized: bool = True
 
     def sampler(self, comps: Components):
         """The class the checkpoint's scheduler config names (``comps.state.scheduler_config``), from that config;
@@ -298,15 +315,23 @@ class PipelineSamples(DiffusionSamples):
         else the reloaded pipeline's, from the prompt); none here."""
         return {}
 
+    def cached_inputs(self, comps: Components, cond: dict[str, Any], cfg: TrainConfig) -> dict[str, Any]:
+        """The in-memory call's inputs: the cached conditioning ``cond``, ``--num_validation_images`` of it."""
+        return {"num_images_per_prompt": cfg.validation.num_validation_images, **cond}
+
+    def prompt_inputs(self, pipe, prompt: str, num_images: int) -> dict[str, Any]:
+        """The reloaded pipeline's inputs: ``num_images`` images of ``prompt``."""
+        return {"prompt": prompt, "num_images_per_prompt": num_images}
+
     def _call(self, pipe, cfg: TrainConfig, seed: int, device: torch.device, cached: bool, **inputs: Any) -> list:
         """``pipe`` at the run's validation settings, seeded, without gradients."""
         generator = torch.Generator(device=device).manual_seed(seed)
+        size = {"height": cfg.data.resolution, "width": cfg.data.resolution} if self.sized else {}
         # The pipeline hands the fp32 VAE's latents in the transformer's dtype: autocast reconciles them
         mixed = pipe.transformer.dtype != pipe.vae.dtype
         with torch.no_grad(), torch.autocast(device.type, dtype=pipe.transformer.dtype, enabled=mixed):
             return pipe(
-                height=cfg.data.resolution,
-                width=cfg.data.resolution,
+                **size,
                 num_inference_steps=cfg.validation.validation_inference_steps,
                 guidance_scale=cfg.validation.validation_guidance_scale,
                 generator=generator,
@@ -317,25 +342,24 @@ class PipelineSamples(DiffusionSamples):
     def generate(
         self, comps: Components, model: torch.nn.Module, cond: dict[str, Any], cfg: TrainConfig, seed: int
     ) -> list:
-        """``--num_validation_images`` images from the in-memory transformer and the cached prompt embeddings."""
+        """Images from the in-memory transformer and the cached conditioning (:meth:`cached_inputs`)."""
         import diffusers  # slow: only at validation
 
         device = next(model.parameters()).device
+        inputs = self.cached_inputs(comps, cond, cfg)
         with vae_on(comps, device) as vae:
             pipe = getattr(diffusers, self.pipeline)(
-                tokenizer=None, text_encoder=None, vae=vae, transformer=model, scheduler=self.sampler(comps)
+                **dict.fromkeys(self.text_parts), vae=vae, transformer=model, scheduler=self.sampler(comps)
             )
             pipe.set_progress_bar_config(disable=True)
-            return self._call(
-                pipe, cfg, seed, device, True, num_images_per_prompt=cfg.validation.num_validation_images, **cond
-            )
+            return self._call(pipe, cfg, seed, device, True, **inputs)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """``num_images`` images of ``prompt`` from the reloaded pipeline (the final validation)."""
         device = pipe.transformer.device
-        return self._call(pipe, cfg, seed, device, False, prompt=prompt, num_images_per_prompt=num_images)
+        return self._call(pipe, cfg, seed, device, False, **self.prompt_inputs(pipe, prompt, num_images))
 
 
 class DiffusionPlan(ABC):
@@ -404,11 +428,33 @@ class DiffusionPrecision:
 
 class Fp32VaePrecision(DiffusionPrecision):
     """``FamilySpec.precision`` of a transformer and a text encoder in the run's weight dtype beside a VAE kept in fp32
-    (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps)."""
+    (the latents are cached once from it: a low-precision encode would lose what the fp32 load keeps);
+    ``text_encoder=False``: a class-conditional model without one (DiT)."""
+
+    def __init__(self, text_encoder: bool = True) -> None:
+        self.text_encoder = text_encoder
 
     def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
         """The transformer and the text encoder in the run's weight dtype; the VAE in fp32."""
-        return {"model": cfg.weight_dtype, "text_encoder": cfg.weight_dtype, "vae": torch.float32}
+        encoder = {"text_encoder": cfg.weight_dtype} if self.text_encoder else {}
+        return {"model": cfg.weight_dtype, **encoder, "vae": torch.float32}
+
+
+class DiffusionTrainables:
+    """``FamilySpec.trainables``: what a spec without the component gets (``--train_backbone``, no further groups,
+    diffusers' own checkpointing switch); a family overrides what it trains besides LoRA or how it checkpoints."""
+
+    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
+        """``--train_backbone``."""
+        return list(cfg.lora.train_backbone)
+
+    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
+        """No further groups."""
+        return []
+
+    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
+        """Diffusers' own switch."""
+        cast(Any, model).enable_gradient_checkpointing()  # a diffusers ModelMixin's method; Module's types lack it
 
 
 class DiffusionSetup:
@@ -432,11 +478,5 @@ class ShapesDemo:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""
         self.build(cfg.model.path)
-        if cfg.data.train_data_dir and is_user_folder(cfg.data.train_data_dir, SHAPES_MARKER):
-            print(
-                f"--demo: --train_data_dir {cfg.data.train_data_dir} already holds data; training on it as it is",
-                flush=True,
-            )
-        elif cfg.data.train_data_dir:
-            size = self.size or cfg.data.resolution
-            make_shapes_dataset(cfg.data.train_data_dir, n=cfg.model.demo_num_images, size=size, seed=0)
+        size = self.size or cfg.data.resolution
+        demo_data(cfg, draw=lambda folder: make_shapes_dataset(folder, n=cfg.model.demo_num_images, size=size, seed=0))

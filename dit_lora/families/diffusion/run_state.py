@@ -1,7 +1,8 @@
 """What a diffusion run decides, kept in ``comps.state``: :class:`RunState`, the base of every family's state
-dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand), and
+dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand),
 :class:`FlowRun`, the state of a text-conditioned rectified-flow family (the checkpoint's scheduler config, the
-training scheduler's flow tables, the run's text settings)."""
+training scheduler's flow tables, the run's text settings), and :class:`EpsilonRun`, the state of an
+epsilon-prediction DDPM family (the checkpoint's scheduler config, a learned sigma's output layout)."""
 
 from __future__ import annotations
 
@@ -41,3 +42,27 @@ class FlowRun(RunState):
     def tables(cls, comps, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """The run's flow tables, built on ``device`` once when the components were built by hand (not per step)."""
         return run_tables(cls.of(comps), comps, device)
+
+
+@dataclass
+class EpsilonRun(RunState):
+    """The per-run state an epsilon-prediction DDPM family keeps (DiT, PixArt-alpha): the checkpoint's scheduler
+    config and the transformer's output layout (:func:`output_layout`)."""
+
+    #: the checkpoint's scheduler config (the validation sampler is built from it)
+    scheduler_config: dict[str, Any] | None = None
+    #: whether the transformer also predicts the variance (``out_channels == 2 * in_channels``; that half is unused)
+    learned_sigma: bool = False
+    #: the transformer's latent channels (the epsilon half of a learned-sigma output)
+    in_channels: int = 4
+
+    def epsilon(self, pred: torch.Tensor) -> torch.Tensor:
+        """The predicted noise: as the pipelines split a learned-sigma output, its first ``in_channels`` (the rest,
+        the variance, gets no gradient: the VLB term that trains it is not implemented); else the whole output."""
+        return pred[:, : self.in_channels] if self.learned_sigma else pred
+
+
+def output_layout(transformer: Any) -> dict[str, Any]:
+    """:class:`EpsilonRun`'s ``learned_sigma`` and ``in_channels`` as the transformer's config states them."""
+    channels = int(transformer.config.in_channels)
+    return {"learned_sigma": transformer.config.out_channels == 2 * channels, "in_channels": channels}

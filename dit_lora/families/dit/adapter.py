@@ -1,24 +1,24 @@
-"""DiT's adapter: saved in PEFT's own format (``DiTPipeline`` has no LoRA loader) beside the label map, the
-``DiTPipeline`` reshaped to the trained class table before it loads, and the model card's snippet, rows and
-license."""
+"""DiT's adapter: the kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter` saves PEFT's own format, as
+``DiTPipeline`` has no LoRA loader) beside the label map, the ``DiTPipeline`` reshaped to the trained class table
+before it loads, and the model card's snippet, rows and license."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.contract.family import Components
-from dit_lora.contract.spec import FamilyInfo
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args, quoted
-from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args, quoted
+from dit_lora.families.diffusion.peft_capable import PeftFitting
 from dit_lora.families.dit.classes import read_classes, split_class_names
 from dit_lora.families.dit.embedding import (
     CLASS_EMBEDDING_PATTERN,
     resize_class_embeddings,
 )
 from dit_lora.families.dit.state import run_state
-from dit_lora.output.adapter import save_peft_adapter, set_peft_base_model
+from dit_lora.output.adapter import set_peft_base_model
 from dit_lora.output.names import CLASSES_FILE
 
 if TYPE_CHECKING:
@@ -31,12 +31,13 @@ def trained_classes(cfg: TrainConfig) -> tuple[list[str] | None, int | None]:
     return (info["classes"], info["num_classes"]) if info else (None, None)
 
 
-class DiTFitting:
-    """``FamilySpec.fitting``: a DiTPipeline reshaped to the saved class table and given the trained names."""
+class DiTFitting(PeftFitting):
+    """``FamilySpec.fitting``: a DiTPipeline given PEFT's methods, reshaped to the saved class table and given the
+    trained names."""
 
     def prepare_pipeline_for_adapter(self, pipe, adapter_dir: Path) -> None:
-        """Resize the class tables to the trained size and install the trained class names."""
-        make_peft_capable(pipe.transformer)
+        """PEFT's methods, the class tables resized to the trained size and the trained class names installed."""
+        super().prepare_pipeline_for_adapter(pipe, adapter_dir)
         info = read_classes(adapter_dir)
         if info is None:
             return
@@ -50,18 +51,6 @@ class DiTFitting:
             return
         pipe.labels = dict(sorted(label2id.items()))
         pipe.register_to_config(id2label={str(i): name for name, i in label2id.items()})
-
-
-class DiTAdapter(KitAdapter):
-    """``FamilySpec.adapter``: PEFT's format, loaded back into a DiTPipeline (AutoencoderKL in fp32) fitted by
-    :class:`DiTFitting`."""
-
-    def __init__(self, info: FamilyInfo, fitting: DiTFitting) -> None:
-        super().__init__(info, fp32_vae="AutoencoderKL", fitting=fitting)
-
-    def save_adapter(self, output_dir: Path, lora_state: dict, lora_config: dict) -> Path:
-        """PEFT format (what ``PeftModel.save_pretrained`` writes); the label map is :class:`DiTAdapterExtras`'."""
-        return save_peft_adapter(Path(output_dir), lora_state, lora_config, None)
 
 
 class DiTAdapterExtras:
@@ -88,26 +77,26 @@ class DiTAdapterExtras:
 class DiTCard(KitCard):
     """``FamilySpec.card``: the model card's snippet (``dit_lora.load_adapter``), the classes, Meta's license."""
 
+    quote = staticmethod(quoted)
+    load_comment = "  # LoRA (PEFT format) + resized class embedding + class names"
+
+    def call_args(self, cfg: TrainConfig) -> list[str]:
+        """The class ids, then the kit's steps, guidance and seed (DiTPipeline samples at its native size)."""
+        return ["class_labels=class_ids,", *image_call_args(cfg)[1:]]
+
     def snippet(self, cfg: TrainConfig, repo_or_dir: str) -> Snippet:
-        """DiTPipeline with the adapter, the class table and the names loaded; one image of the validation class."""
+        """The kit's PEFT-format snippet in the dtype the machine has, the validation class's ids looked up first."""
         trained = trained_classes(cfg)[0]
         classes = (
             split_class_names(cfg.validation.validation_prompt, set(trained or []))
             if cfg.validation.validation_prompt
             else (trained or ["class name"])[:1]
         )
-        steps = image_call_args(cfg)[1:]
-        return Snippet(
-            pipeline=self.info.pipeline_class_name,
-            base=cfg.model.path,
-            repo=repo_or_dir,
-            quote=quoted,
-            imports=["from dit_lora import load_adapter  # DiTPipeline has no load_lora_weights\n"],
+        return replace(
+            super().snippet(cfg, repo_or_dir),
             before_pipe="dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32\n",
             dtype="dtype",
-            load=f'load_adapter(pipe, "{repo_or_dir}")  # LoRA (PEFT format) + resized class embedding + class names\n',
             before_call=f"class_ids = pipe.get_label_ids({json.dumps(classes)})  # pipe.labels lists the trained classes\n",
-            call_args=["class_labels=class_ids,", *steps],
         )
 
     def card_settings(self, cfg: TrainConfig) -> dict[str, Any]:

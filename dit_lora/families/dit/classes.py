@@ -55,6 +55,16 @@ def map_to_pretrained(classes: list[str], known: dict[str, int]) -> dict[str, in
     return mapping if len(set(mapping.values())) == len(mapping) else None
 
 
+def pretrained_rows(cfg: TrainConfig, classes: list[str], model_classes: int) -> dict[str, int] | None:
+    """``{class name: pretrained row}`` when the names are the model's own (:func:`map_to_pretrained`), else None;
+    refused (:func:`class_count_error`) when they are not and their count is not the model's."""
+    known = pretrained_labels(cfg, model_classes)
+    mapping = map_to_pretrained(classes, known)
+    if mapping is None and len(classes) != model_classes:
+        raise class_count_error(classes, model_classes, cfg.model.path, known)
+    return mapping
+
+
 def class_count_error(classes: list[str], model_classes: int, model: str, known: dict[str, int]) -> UserError:
     """The paragraph for a dataset whose classes neither match the model's count nor map onto its rows."""
     shown = ", ".join(classes[:8]) + (", ..." if len(classes) > 8 else "")

@@ -12,12 +12,7 @@ from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
 from dit_lora.families.diffusion.latents import model_identity, scaled_latents
-from dit_lora.families.dit.classes import (
-    class_count_error,
-    map_to_pretrained,
-    pretrained_labels,
-    split_class_names,
-)
+from dit_lora.families.dit.classes import pretrained_rows, split_class_names
 from dit_lora.families.dit.embedding import resize_class_embeddings
 from dit_lora.families.dit.state import run_state
 
@@ -78,10 +73,7 @@ class DiTSetup(DiffusionSetup):
         num_classes = cfg.family_options.num_classes
         label2id = None
         if num_classes is None:
-            known = pretrained_labels(cfg, model_classes)
-            label2id = map_to_pretrained(classes, known)
-            if label2id is None and len(classes) != model_classes:
-                raise class_count_error(classes, model_classes, cfg.model.path, known)
+            label2id = pretrained_rows(cfg, classes, model_classes)
         if num_classes is not None and num_classes < len(classes):
             raise UserError(
                 f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionLoss
+from dit_lora.families.diffusion.components import DiffusionLoss, ddpm_noised
 from dit_lora.families.dit.state import run_state
 from dit_lora.modeling.masked_loss import mask_weights, masked_mse
 
@@ -28,20 +28,12 @@ class DiTLoss(DiffusionLoss):
         cfg: TrainConfig,
     ) -> torch.Tensor:
         """Noise at uniform timesteps, labels dropped to the null class, the MSE of the predicted noise."""
-        state = run_state(comps)
-        latents = batch["latents"]
-        device, bsz = latents.device, latents.shape[0]
-        scheduler = comps.scheduler
-        noise = torch.randn(latents.shape, generator=generator, device=device, dtype=latents.dtype)
-        timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (bsz,), generator=generator, device=device)
-        noisy = scheduler.add_noise(latents, noise, timesteps)
-        labels = batch["class_labels"].to(device).long()
-        drop = torch.rand(bsz, generator=generator, device=device) < state.class_dropout_prob
+        state, latents = run_state(comps), batch["latents"]
+        noise, timesteps, noisy = ddpm_noised(comps.scheduler, latents, generator)
+        labels = batch["class_labels"].to(latents.device).long()
+        drop = torch.rand(latents.shape[0], generator=generator, device=latents.device) < state.class_dropout_prob
         labels = torch.where(drop, torch.full_like(labels, state.null_id()), labels)
-        pred = model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0]
-        if state.learned_sigma:
-            # As DiTPipeline: the first in_channels are epsilon, the rest the (here untrained) variance.
-            pred = pred[:, : state.in_channels]
+        pred = state.epsilon(model(noisy, timestep=timesteps, class_labels=labels, return_dict=False)[0])
         weights = mask_weights(batch, cfg)  # --masked_loss: the epsilon MSE per latent pixel (no VLB term here)
         if weights is not None:
             return masked_mse(pred, noise, weights, normalize=cfg.data.normalize_masked_area_loss)

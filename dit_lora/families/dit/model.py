@@ -4,7 +4,7 @@ precision policy, its square images, the class tables it trains besides LoRA, an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -13,15 +13,12 @@ from dit_lora.core.errors import UserError
 from dit_lora.data.sources import class_folder_names
 from dit_lora.data.synthetic.shapes import SHAPES_CLASS_MARKER, make_shapes_class_dataset
 from dit_lora.families.diffusion.builder import LatentGrid
-from dit_lora.families.diffusion.components import DiffusionPrecision
+from dit_lora.families.diffusion.components import DiffusionTrainables, Fp32VaePrecision, ddpm_schedule
 from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, freeze
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
-from dit_lora.families.dit.classes import (
-    class_count_error,
-    map_to_pretrained,
-    pretrained_labels,
-)
+from dit_lora.families.diffusion.run_state import output_layout
+from dit_lora.families.dit.classes import pretrained_rows
 from dit_lora.families.dit.demo import build_tiny_dit_pipeline, get_tiny_dit_config
 from dit_lora.families.dit.embedding import (
     CLASS_EMBEDDING_PATTERN,
@@ -37,41 +34,22 @@ from dit_lora.modelfiles.pipeline_files import (
 )
 
 if TYPE_CHECKING:
-    from diffusers.models.modeling_utils import ModelMixin
-
     from dit_lora.config.schema import TrainConfig
 
 
-def native_resolution(cfg: TrainConfig) -> tuple[int, str] | None:
-    """``(pixels, why)`` from the transformer's ``sample_size`` and the VAE's downsampling (configs only)."""
-    tr_cfg, vae_cfg = read_component_config(cfg.model, "transformer"), read_component_config(cfg.model, "vae")
-    if not (tr_cfg and vae_cfg):
-        return None
-    factor = 2 ** (len(vae_cfg.get("block_out_channels", [0] * 4)) - 1)
-    sample = int(tr_cfg.get("sample_size", 32))
-    return sample * factor, f"transformer sample_size {sample} x the VAE's {factor}x"
-
-
 def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
-    """The loaded (or planned) transformer and VAE as the run's components, what the checkpoint says in its
-    :class:`DiTRun` (``device`` None: the scheduler's tables stay where they are)."""
-    # Diffusers' schedulers import slowly: only when a model is loaded or planned
-    from diffusers import DDPMScheduler
-
+    """The loaded (or planned) transformer and VAE as the run's components, the DDPM schedule of the checkpoint's
+    betas, what the checkpoint says in its :class:`DiTRun` (``device`` None: the scheduler's tables stay where they
+    are)."""
     make_peft_capable(transformer)
     tables = label_embeddings(transformer)
     dropout = tables[0][1].dropout_prob if tables else DEFAULT_CLASS_DROPOUT
     for _, emb in tables:
         # Labels are dropped in compute_loss with the run's generator (resumable), not by the module.
         emb.dropout_prob = 0.0
-    train_cfg = {
-        k: scheduler_cfg[k]
-        for k in ("num_train_timesteps", "beta_start", "beta_end", "beta_schedule", "trained_betas")
-        if scheduler_cfg.get(k) is not None
-    }
     freeze([transformer], vae)
     base_num_classes = int(transformer.config.num_embeds_ada_norm)
-    scheduler = DDPMScheduler(**train_cfg, prediction_type="epsilon")
+    scheduler = ddpm_schedule(scheduler_cfg)
     return Components(
         model=transformer,
         scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
@@ -79,8 +57,7 @@ def dit_components(transformer, vae, scheduler_cfg: dict, device) -> Components:
         state=DiTRun(
             scheduler_config=scheduler_cfg,
             class_dropout_prob=float(dropout),
-            learned_sigma=transformer.config.out_channels == 2 * transformer.config.in_channels,
-            in_channels=int(transformer.config.in_channels),
+            **output_layout(transformer),
             null_class=base_num_classes,  # rows of the class table minus the null row (after inspect_samples)
             base_num_classes=base_num_classes,
         ),
@@ -114,7 +91,7 @@ class DiTModel(KitModel):
                 f"{tr_cfg.get('norm_type')!r} and num_embeds_ada_norm {tr_cfg.get('num_embeds_ada_norm')!r}). "
                 "Use a DiTPipeline checkpoint such as facebook/DiT-XL-2-256, or another --family."
             )
-        native = native_resolution(cfg)
+        native = GRID.generic_defaults(cfg).get("resolution")
         if native is not None and cfg.data.resolution != native[0]:
             raise UserError(
                 f"--resolution {cfg.data.resolution} differs from this DiT's native {native[0]} px ({native[1]}): "
@@ -152,11 +129,8 @@ class DiTModel(KitModel):
             if cfg.family_options.num_classes is None and not cfg.data.dataset_name
             else None
         )
-        if not names or not model_classes or len(names) == int(model_classes):
-            return
-        known = pretrained_labels(cfg, int(model_classes))
-        if map_to_pretrained(names, known) is None:
-            raise class_count_error(names, int(model_classes), cfg.model.path, known)
+        if names and model_classes:
+            pretrained_rows(cfg, names, int(model_classes))
 
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
         """:data:`PARTS`."""
@@ -168,14 +142,6 @@ class DiTModel(KitModel):
         return dit_components(loaded.transformer, loaded.vae, loaded.scheduler_config, device)
 
 
-class DiTPrecision(DiffusionPrecision):
-    """``FamilySpec.precision``: the transformer in the run's weight dtype; the AutoencoderKL stays fp32."""
-
-    def expected_dtypes(self, comps: Components, cfg: TrainConfig) -> dict[str, torch.dtype]:
-        """Transformer in the run's weight dtype (bf16 by default); the AutoencoderKL in fp32."""
-        return {"model": cfg.weight_dtype, "vae": torch.float32}
-
-
 #: DiT's pipeline folder, as the kit's loader reads it: class-conditional, so no text encoder or tokenizer
 PARTS = PipelineParts(
     kind="DiT",
@@ -183,22 +149,15 @@ PARTS = PipelineParts(
     folder_listing="transformer/, vae/, scheduler/",
     transformer="DiTTransformer2DModel",
     vae="AutoencoderKL",
-    precision=DiTPrecision(),
+    precision=Fp32VaePrecision(text_encoder=False),  # the transformer in the run's weight dtype, the VAE in fp32
 )
 
 
-class DiTDefaults:
-    """``FamilySpec.defaults``: what an uncatalogued DiT's configs imply."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """The only resolution DiTPipeline samples at: the transformer's ``sample_size`` x the VAE's factor."""
-        native = native_resolution(cfg)
-        return {"resolution": native} if native else {}
-
-
 class DiTBuckets(LatentGrid):
-    """``FamilySpec.image_buckets``: squares only (the stride, the VAE's downsampling x the patch size (8 x 2) from
-    the configs, is still said, for ``check-data``)."""
+    """``FamilySpec.image_buckets`` and ``defaults``: squares only (the stride, the VAE's downsampling x the patch size
+    (8 x 2) from the configs, is still said, for ``check-data``); the only resolution DiTPipeline samples at, the
+    transformer's ``sample_size`` (32 when unset, as in ``DiTTransformer2DModel``) x the VAE's factor, is the
+    default of an uncatalogued model."""
 
     def square_only(self, cfg: TrainConfig) -> str | None:
         """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
@@ -209,7 +168,11 @@ class DiTBuckets(LatentGrid):
         )
 
 
-class DiTTrainables:
+#: DiT's buckets and defaults
+GRID = DiTBuckets(sample_size=32)
+
+
+class DiTTrainables(DiffusionTrainables):
     """``FamilySpec.trainables``: the class tables train besides LoRA when ``--num_classes`` resizes them."""
 
     def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
@@ -223,14 +186,6 @@ class DiTTrainables:
         if cfg.family_options.num_classes is not None and CLASS_EMBEDDING_PATTERN not in patterns:
             patterns.append(CLASS_EMBEDDING_PATTERN)
         return patterns
-
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
-        """No further groups."""
-        return []
-
-    def enable_gradient_checkpointing(self, model: torch.nn.Module) -> None:
-        """Diffusers' own switch."""
-        cast("ModelMixin", model).enable_gradient_checkpointing()  # DiT's transformer is a diffusers model
 
 
 class DiTDemo:

@@ -1,4 +1,4 @@
-"""DiT's memory plan: the transformer and the AutoencoderKL from their configs on the meta device, and the class
+"""DiT's memory plan: the kit's parts (:data:`~dit_lora.families.dit.model.PARTS`) on the meta device, and the class
 labels as the cached conditioning."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.dit.model import dit_components
-from dit_lora.plan.fake import diffusers_on_meta, with_depth
+from dit_lora.families.diffusion.loader import plan_parts
+from dit_lora.families.dit.model import PARTS, dit_components
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -22,14 +22,8 @@ class DiTPlan(DiffusionPlan):
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`DiTModel.load_components <dit_lora.families.dit.model.DiTModel.load_components>` loads,
         built from the configs ``read`` returns (``depth``: that many transformer blocks)."""
-        # Diffusers' models and the fake-tensor tooling: only when a plan is made
-        from diffusers import AutoencoderKL, DiTTransformer2DModel
-
-        transformer = diffusers_on_meta(
-            DiTTransformer2DModel, with_depth(read("transformer", "config.json"), "num_layers", depth), cfg.weight_dtype
-        )
-        vae = diffusers_on_meta(AutoencoderKL, read("vae", "config.json"), torch.float32)
-        return dit_components(transformer, vae, read("scheduler", "scheduler_config.json") or {}, None)
+        loaded = plan_parts(PARTS, cfg, read, depth)
+        return dit_components(loaded.transformer, loaded.vae, loaded.scheduler_config, None)
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
         """One class id per sample."""

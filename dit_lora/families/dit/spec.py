@@ -43,13 +43,14 @@ class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` rest
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
 from dit_lora.families.diffusion.components import DiffusionCaptions
-from dit_lora.families.dit.adapter import DiTAdapter, DiTAdapterExtras, DiTCard, DiTFitting
+from dit_lora.families.dit.adapter import DiTAdapterExtras, DiTCard, DiTFitting
 from dit_lora.families.dit.encoders import DiTEncoders, DiTSetup
 from dit_lora.families.dit.kernels import patch_points
 from dit_lora.families.dit.loss import DiTLoss
-from dit_lora.families.dit.model import DiTBuckets, DiTDefaults, DiTDemo, DiTModel, DiTPrecision, DiTTrainables
+from dit_lora.families.dit.model import GRID, PARTS, DiTDemo, DiTModel, DiTTrainables
 from dit_lora.families.dit.plan import DiTPlan
 from dit_lora.families.dit.samples import DiTSamples
 from dit_lora.output.names import PEFT_ADAPTER_FILE
@@ -79,16 +80,16 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         loss=DiTLoss,
         samples=DiTSamples,
         plan=DiTPlan,
-        adapter=DiTAdapter(INFO, fitting),
+        adapter=KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting),  # PEFT's format: INFO's file name
         captions=DiffusionCaptions(caption_source="class_folders"),
-        image_buckets=DiTBuckets(),
+        image_buckets=GRID,
         kernels=PatchPoints(patch_points),
         card=DiTCard(INFO),
-        defaults=DiTDefaults(),
+        defaults=GRID,
         notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
-        precision=DiTPrecision(),
+        precision=PARTS.precision,
         demo=DiTDemo(),
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),

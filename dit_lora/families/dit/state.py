@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from dit_lora.families.diffusion.run_state import RunState
+from dit_lora.families.diffusion.run_state import EpsilonRun
 from dit_lora.families.dit.embedding import DEFAULT_CLASS_DROPOUT
 
 
 @dataclass
-class DiTRun(RunState):
-    """The per-run state of a DiT run (mutable: loading fills what the checkpoint says, the data stage the labels)."""
+class DiTRun(EpsilonRun):
+    """The per-run state of a DiT run (mutable: loading fills what the checkpoint says, the data stage the labels):
+    the kit's epsilon-prediction state and DiT's class tables."""
 
-    #: the checkpoint's scheduler config (the validation sampler is built from it)
-    scheduler_config: dict[str, Any] | None = None
     #: the probability a class label is dropped to the null class for guidance (the checkpoint's own)
     class_dropout_prob: float = DEFAULT_CLASS_DROPOUT
-    #: whether the transformer also predicts the variance (``out_channels == 2 * in_channels``; that half is unused)
-    learned_sigma: bool = False
-    #: the transformer's latent channels (the epsilon half of a learned-sigma output)
-    in_channels: int = 4
     #: the class count of the model as loaded (before ``--num_classes`` resizes it)
     base_num_classes: int | None = None
     #: the null class's id: the class rows of the table (after ``inspect_samples``), the row guidance feeds

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from torch import nn
 
+from dit_lora.families.diffusion.components import DiffusionTrainables
 from dit_lora.modeling.block_swap import Slot, follow_dtype, frozen_slots, host_copy, set_tensor
 
 if TYPE_CHECKING:
     from diffusers.models.modeling_utils import ModelMixin
-
-    from dit_lora.config.schema import TrainConfig
 
 EXPERTS = ("high", "low")
 
@@ -227,17 +226,9 @@ class WanExperts(nn.Module):
         return out
 
 
-class WanTrainables:
+class WanTrainables(DiffusionTrainables):
     """``FamilySpec.trainables``: ``--train_backbone`` as given, no further groups, and a checkpointing switch that
     reaches both A14B experts (:class:`WanExperts` has no switch of its own)."""
-
-    def backbone_patterns(self, cfg: TrainConfig) -> list[str]:
-        """``--train_backbone``."""
-        return list(cfg.lora.train_backbone)
-
-    def extra_trainable(self, cfg: TrainConfig) -> list[tuple[str, list[str], float]]:
-        """No further groups."""
-        return []
 
     def enable_gradient_checkpointing(self, model: nn.Module) -> None:
         """Each expert's own diffusers switch (one transformer, or both of :class:`WanExperts`)."""

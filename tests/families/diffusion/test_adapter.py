@@ -170,6 +170,21 @@ def test_a_peft_named_adapters_card_loads_it_with_dit_lora_and_seeds_the_call():
     assert SEED_ARGUMENT in code
 
 
+def test_a_peft_named_adapters_card_takes_the_familys_quoting_and_load_comment():
+    """A family states how its snippet quotes names and what its ``load_adapter`` line restores; the kit lays out
+    the rest (DiT's card: the older quoting, its class tables)."""
+    from dit_lora.families.diffusion.adapter import quoted
+
+    class Commented(KitCard):
+        quote = staticmethod(quoted)
+        load_comment = "  # LoRA + class tables"
+
+    cfg = sana_cfg(validation_prompt="a dog", resolution=32)
+    code = Commented(PEFT_INFO).usage_snippet(cfg, "C:\\runs\\lora")
+    assert 'load_adapter(pipe, "C:\\runs\\lora")  # LoRA + class tables\n' in code  # as it stands, not escaped
+    assert 'load_adapter(pipe, "C:\\\\runs\\\\lora")\n' in KitCard(PEFT_INFO).usage_snippet(cfg, "C:\\runs\\lora")
+
+
 def test_a_card_adds_its_own_call_arguments():
     """``call_args`` is the family's say in the call (PixArt: no resolution binning), the snippet's layout the kit's."""
 

@@ -110,6 +110,10 @@ def test_the_latent_grid_reads_the_stride_and_the_native_size_from_the_configs(t
     assert grid.generic_defaults(cfg) == {"resolution": (32, "transformer sample_size 4 x the VAE's 8x")}
     assert grid.generic_defaults(_cfg(_model(tmp_path / "n", 2, 1, sample=None))) == {}
     assert LatentGrid(default_stride=8).bucket_stride(TrainConfig()) == 8  # no model
+    # a transformer class's own sample_size (DiT's 32) stands in for a config that leaves it unset
+    unset = _cfg(tmp_path / "n")
+    assert LatentGrid(sample_size=32).generic_defaults(unset) == {
+        "resolution": (64, "transformer sample_size 32 x the VAE's 2x")}
     with pytest.raises(UserError, match=r"--resolution 40 is not a multiple of 16 .* Use 32\."):
         grid.check_resolution(cfg)
     grid.check_resolution(_cfg(cfg.model.pretrained_model_name_or_path, resolution=64))

@@ -202,11 +202,42 @@ def test_the_ddpm_schedule_takes_the_checkpoints_betas_and_predicts_epsilon():
     assert scheduler.config.num_train_timesteps == 100 and scheduler.config.beta_end == 0.01
 
 
+def test_ddpm_noise_draws_the_noise_then_the_timesteps_and_noises_by_the_schedule():
+    """The draw order is fixed (noise, then one uniform timestep per sample), so a resumed run draws the same."""
+    scheduler = base.ddpm_schedule({"num_train_timesteps": 50})
+    latents = torch.randn(3, 4, 2, 2)
+    noise, timesteps, noisy = base.ddpm_noised(scheduler, latents, torch.Generator().manual_seed(9))
+    again = torch.Generator().manual_seed(9)
+    assert torch.equal(noise, torch.randn(latents.shape, generator=again))
+    assert torch.equal(timesteps, torch.randint(0, 50, (3,), generator=again))
+    assert torch.equal(noisy, scheduler.add_noise(latents, noise, timesteps))
+
+
 def test_the_fp32_vae_precision():
     cfg = TrainConfig(mixed_precision="bf16")
     assert base.Fp32VaePrecision().expected_dtypes(None, cfg) == {
         "model": torch.bfloat16, "text_encoder": torch.bfloat16, "vae": torch.float32}
     assert isinstance(base.Fp32VaePrecision(), caps.Precision)
+    # a class-conditional model (DiT) has no text encoder to expect
+    assert base.Fp32VaePrecision(text_encoder=False).expected_dtypes(None, cfg) == {
+        "model": torch.bfloat16, "vae": torch.float32}
+
+
+def test_the_trainables_base_is_the_contracts_fallback_a_family_overrides():
+    """``--train_backbone`` as given, no further groups, diffusers' own checkpointing switch: what a spec without
+    the component gets (``contract.spec``), so a family (DiT, Wan) writes only what differs."""
+    from dit_lora.contract import spec as contract
+
+    trainables = base.DiffusionTrainables()
+    assert isinstance(trainables, caps.Trainables)
+    cfg = TrainConfig(train_backbone=["norm"])
+    bare = FamilySpec.__new__(FamilySpec)
+    object.__setattr__(bare, "trainables", None)
+    assert trainables.backbone_patterns(cfg) == contract.backbone_patterns(bare, cfg) == ["norm"]
+    assert trainables.extra_trainable(cfg) == contract.extra_trainable(bare, cfg) == []
+    switched = []
+    trainables.enable_gradient_checkpointing(SimpleNamespace(enable_gradient_checkpointing=lambda: switched.append(1)))
+    assert switched == [1]
 
 
 def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder(tmp_path, capsys):
@@ -299,3 +330,39 @@ def test_pipeline_samples_call_the_familys_pipeline_at_the_runs_settings(monkeyp
     assert not grad and autocast  # the bf16 transformer beside the fp32 VAE
     assert kwargs["prompt"] == "a cat" and kwargs["num_images_per_prompt"] == 1 and kwargs["cached"] is False
     assert Samples(None).sampler(Components(model=None, scheduler="training")) == "training"  # no config
+
+
+class ClassSamples(base.PipelineSamples):
+    """A pipeline of other parts and inputs, as DiT's: no text parts, no size, class ids."""
+
+    pipeline = "RecordingPipeline"
+    text_parts = ()
+    sized = False
+
+    def cached_inputs(self, comps, cond, cfg):
+        return {"class_labels": [cond["label"]] * cfg.validation.num_validation_images}
+
+    def prompt_inputs(self, pipe, prompt, num_images):
+        return {"class_labels": [len(prompt)] * num_images}
+
+
+def test_pipeline_samples_take_a_familys_parts_and_inputs(monkeypatch):
+    """A pipeline without text parts or a size (DiT's) states them: built without tokenizer and text encoder, called
+    without height and width, on the family's own inputs from the cached conditioning and from the prompt."""
+    import diffusers
+
+    monkeypatch.setattr(diffusers, "RecordingPipeline", Pipeline, raising=False)
+    cfg = TrainConfig(resolution=32, validation_inference_steps=3, validation_guidance_scale=4.5,
+                      num_validation_images=2)
+    comps = Components(model=None, encoders={"vae": Vae()}, scheduler="training", state=None)
+    samples = ClassSamples(None)
+    assert samples.generate(comps, Model(), {"label": 4}, cfg, seed=5) == ["image"]
+    pipe = Pipeline.made[-1]
+    assert "tokenizer" not in pipe.parts and "text_encoder" not in pipe.parts
+    (kwargs, _, _), = pipe.calls
+    kwargs.pop("generator")
+    assert kwargs == {"num_inference_steps": 3, "guidance_scale": 4.5, "class_labels": [4, 4]}
+    reloaded = Pipeline(transformer=Model())
+    samples.generate_with_pipeline(reloaded, "cat", cfg, seed=7, num_images=3)
+    (kwargs, _, _), = reloaded.calls
+    assert kwargs["class_labels"] == [3, 3, 3] and "height" not in kwargs and "prompt" not in kwargs

@@ -30,3 +30,18 @@ def test_a_flow_familys_tables_are_built_on_the_device_once():
     sigmas, timesteps = tables(comps, torch.device("cpu"))
     assert isinstance(comps.state, SanaRun) and isinstance(comps.state, FlowRun)
     assert comps.state.flow_tables[0] is sigmas and tables(comps, torch.device("cpu"))[1] is timesteps
+
+
+def test_an_epsilon_familys_state_reads_the_output_layout_and_keeps_the_epsilon_half():
+    """A learned sigma (``out_channels == 2 * in_channels``): the first ``in_channels`` of the output are the noise,
+    as DiTPipeline and PixArtAlphaPipeline split it; without one the output is the noise as it is."""
+    from types import SimpleNamespace
+
+    from dit_lora.families.diffusion.run_state import EpsilonRun, output_layout
+
+    sigma = output_layout(SimpleNamespace(config=SimpleNamespace(in_channels=4, out_channels=8)))
+    assert sigma == {"learned_sigma": True, "in_channels": 4}
+    assert output_layout(SimpleNamespace(config=SimpleNamespace(in_channels=4, out_channels=4)))["learned_sigma"] is False
+    pred = torch.arange(16.0).reshape(1, 8, 2, 1)
+    assert torch.equal(EpsilonRun(**sigma).epsilon(pred), pred[:, :4])
+    assert EpsilonRun().epsilon(pred) is pred

@@ -8,7 +8,8 @@ from typing import Any
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionLoss, model_identity, posterior_latents
+from dit_lora.families.diffusion.components import (DiffusionEncoders, DiffusionLoss, ddpm_noised, model_identity,
+                                                   posterior_latents)
 
 from .model import run_state
 from .options import text_length
@@ -48,13 +49,9 @@ class PixArtLoss(DiffusionLoss):
 
     def compute_loss(self, comps: Components, model: torch.nn.Module, batch: dict[str, Any],
                      generator: torch.Generator, cfg) -> torch.Tensor:
-        latents, state = batch["latents"], run_state(comps)
-        noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        timesteps = torch.randint(0, comps.scheduler.config.num_train_timesteps, (latents.shape[0],),
-                                  generator=generator, device=latents.device)
-        pred = model(comps.scheduler.add_noise(latents, noise, timesteps), encoder_hidden_states=batch["prompt_embeds"],
+        noise, timesteps, noisy = ddpm_noised(comps.scheduler, batch["latents"], generator)
+        pred = model(noisy, encoder_hidden_states=batch["prompt_embeds"],
                      encoder_attention_mask=batch["prompt_attention_mask"], timestep=timesteps,
                      added_cond_kwargs=NO_ADDED_CONDITIONS, return_dict=False)[0]
-        if state.learned_sigma:
-            pred = pred[:, : state.in_channels]
+        pred = run_state(comps).epsilon(pred)
         return ((pred.float() - noise.float()) ** 2).mean()

@@ -13,26 +13,20 @@ from dit_lora.families.diffusion.builder import LatentGrid
 from dit_lora.families.diffusion.components import DiffusionPlan, Fp32VaePrecision, ddpm_schedule
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, plan_parts
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.diffusion.run_state import EpsilonRun, output_layout
 from dit_lora.modelfiles.pipeline_files import read_component_config
 
 from .options import DEFAULT_TEXT_LENGTH, text_length
 
 
 @dataclass
-class PixArtRun:
-    """What a run decides, in ``comps.state`` (a learned sigma: the first ``in_channels`` of the output are epsilon)."""
+class PixArtRun(EpsilonRun):
+    """What a run decides, in ``comps.state``: the kit's epsilon-prediction state and the caption length."""
 
-    scheduler_config: dict | None = None
     text_length: int = DEFAULT_TEXT_LENGTH
-    learned_sigma: bool = False
-    in_channels: int = 4
 
 
-def run_state(comps) -> PixArtRun:
-    """``comps.state``, an empty :class:`PixArtRun` put there first for components built by hand (tests)."""
-    if comps.state is None:
-        comps.state = PixArtRun()
-    return comps.state
+run_state = PixArtRun.of  # comps.state, an empty PixArtRun put there first for components built by hand (tests)
 
 
 GRID = LatentGrid()  # any aspect ratio in the latent stride; the resolution the model was built for
@@ -45,11 +39,10 @@ def pixart_components(cfg, loaded: LoadedParts, device: torch.device | None) -> 
     """The loaded (``device`` None: planned) parts as the run's components: the transformer given PEFT's methods, the
     DDPM schedule of the checkpoint's betas, the run's :class:`PixArtRun`."""
     transformer, scheduler = make_peft_capable(loaded.transformer), ddpm_schedule(loaded.scheduler_config)
-    channels = int(transformer.config.in_channels)
     return Components(model=transformer, encoders=loaded.encoders(),
                       scheduler=schedule_on_device(scheduler, device) if device is not None else scheduler,
-                      state=PixArtRun(loaded.scheduler_config, text_length(cfg),
-                                      transformer.config.out_channels == 2 * channels, channels))
+                      state=PixArtRun(scheduler_config=loaded.scheduler_config, text_length=text_length(cfg),
+                                      **output_layout(transformer)))
 
 
 class PixArtModel(KitModel):
