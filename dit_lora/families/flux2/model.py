@@ -4,7 +4,7 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -85,10 +85,6 @@ class Flux2Model(KitModel):
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 
 
-class Flux2Precision(Fp32VaePrecision):
-    """``FamilySpec.precision``: transformer and text encoder in the run's weight dtype; the VAE stays fp32."""
-
-
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
 #: folder: encode_prompt sends it text only.
 PARTS = PipelineParts(
@@ -97,16 +93,8 @@ PARTS = PipelineParts(
     transformer="Flux2Transformer2DModel",
     vae="AutoencoderKLFlux2",
     text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
-    precision=Flux2Precision(),
+    precision=Fp32VaePrecision(),  # the transformer and text encoder in the run's weight dtype, the VAE in fp32
 )
-
-
-class Flux2Defaults:
-    """``FamilySpec.defaults``: what an uncatalogued FLUX.2 folder implies (nothing beyond the schema)."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """None: the transformer config carries no trained size (the catalogue's entries do)."""
-        return {}
 
 
 class Flux2Buckets(AnyAspect):
