@@ -57,14 +57,20 @@ def text_depth(text_encoder) -> int:
     return int(getattr(config, "text_config", config).num_hidden_layers)
 
 
+def latent_statistics(vae, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The VAE's batch-norm running mean and ``sqrt(var + eps)``, ``(1, C, 1, 1)`` on ``like``'s device and dtype."""
+    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(like.device, like.dtype)
+    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(like.device, like.dtype)
+    return mean, std
+
+
 def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
     """VAE latents ``(B, C, H, W)`` patchified 2x2 and normalised by the VAE's batch-norm running statistics, as
     ``Flux2Pipeline._encode_vae_image`` and diffusers' FLUX.2 LoRA script do (``(x - mean) / sqrt(var + eps)``)."""
     from diffusers import Flux2Pipeline  # slow import: only when images are encoded
 
     patched = Flux2Pipeline._patchify_latents(latents)
-    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(patched.device, patched.dtype)
-    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(patched.device, patched.dtype)
+    mean, std = latent_statistics(vae, patched)
     return (patched - mean) / std
 
 
