@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, demo_words
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -67,25 +67,15 @@ def tiny_configs(variant: str = "dev") -> dict[str, Any]:
     return {**DEMO.read().variant(variant), "scheduler": DEMO.read().value("scheduler")}
 
 
-def _corpus() -> list[str]:
-    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "system", "user", "assistant"]) * 8
-
-
-def _bpe(specials: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """A byte-level BPE trained on the demo words, joined and one by one, ``specials`` first."""
-    return tiny.byte_level_bpe((" ".join(_corpus()), *_corpus()), 600, specials)
+def _texts() -> tuple[str, ...]:
+    """The demo words, joined and one by one: what both tokenizers' byte-level BPEs are trained on."""
+    words = demo_words(TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT, repeated=("system", "user", "assistant"))
+    return (" ".join(words), *words)
 
 
 def build_qwen_tokenizer():
     """A Qwen2 tokenizer (Qwen's byte-level BPE structure) with Qwen3's chat format, trained offline."""
-    from transformers import Qwen2Tokenizer
-
-    vocab, merges = _bpe(_QWEN_SPECIALS)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
-    tokenizer.add_special_tokens({"additional_special_tokens": list(_QWEN_SPECIALS[1:])})
-    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
-    return tokenizer
+    return tiny.qwen2_tokenizer(_texts(), 600, _QWEN_SPECIALS, learned_specials=True, chat_template=QWEN3_CHAT_TEMPLATE)
 
 
 def build_mistral_tokenizer():
@@ -99,7 +89,7 @@ def build_mistral_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab, merges = _bpe(_MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
+    vocab, merges = tiny.byte_level_bpe(_texts(), 600, _MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
     backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
