@@ -14,7 +14,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
-from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
+from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -119,8 +119,3 @@ class Flux2Setup(TextSettingsSetup):
     to) recorded in its :class:`Flux2Run`."""
 
     run_state = staticmethod(run_state)
-
-
-def is_dev(state) -> bool:
-    """A FLUX.2 [dev] run (``Flux2Pipeline``), not a klein one."""
-    return state.pipeline_class == DEV_PIPELINE

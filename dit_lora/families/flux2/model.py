@@ -29,10 +29,19 @@ LATENT_STRIDE = 16
 TEXT_ENCODERS = {DEV_PIPELINE: "Mistral3ForConditionalGeneration", KLEIN_PIPELINE: "Qwen3ForCausalLM"}
 
 
-def folder_pipeline(model) -> str:
-    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from ``model_index.json`` (dev when unreadable)."""
-    index = read_component_config(model, "", "model_index.json") or {}
+def index_pipeline(index: dict) -> str:
+    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from a folder's ``model_index.json`` (dev when it names neither)."""
     return KLEIN_PIPELINE if index.get("_class_name") == KLEIN_PIPELINE else DEV_PIPELINE
+
+
+def index_text_encoder(index: dict) -> str:
+    """The text encoder class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else its pipeline's."""
+    return (index.get("text_encoder") or [None, TEXT_ENCODERS[index_pipeline(index)]])[1]
+
+
+def folder_pipeline(model) -> str:
+    """:func:`index_pipeline` of the folder ``model`` (dev when unreadable)."""
+    return index_pipeline(read_component_config(model, "", "model_index.json") or {})
 
 
 def check_resolution(resolution: int) -> None:
@@ -59,9 +68,8 @@ class Flux2Model(KitModel):
         return PARTS
 
     def text_encoder_class(self, cfg: TrainConfig, encoder: TextEncoder) -> str:
-        """The class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else the folder's pipeline's."""
-        index = read_component_config(cfg.model, "", "model_index.json") or {}
-        return (index.get("text_encoder") or [None, TEXT_ENCODERS[folder_pipeline(cfg.model)]])[1]
+        """:func:`index_text_encoder` of the folder."""
+        return index_text_encoder(read_component_config(cfg.model, "", "model_index.json") or {})
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
