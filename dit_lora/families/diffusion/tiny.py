@@ -222,7 +222,8 @@ def qwen2_tokenizer(
     from transformers import Qwen2Tokenizer
 
     vocab, merges = byte_level_bpe(texts, vocab_size, specials if learned_specials else ())
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
+    # merges as pairs, which Qwen2Tokenizer reads though its annotation names strings
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")  # type: ignore[arg-type]
     tokenizer.add_special_tokens({"additional_special_tokens": list(specials[1:])})
     if chat_template is not None:
         tokenizer.chat_template = chat_template

@@ -66,7 +66,7 @@ class Flux2Samples(DiffusionSamples):
             kwargs = {"prompt_embeds": cond["prompt_embeds"], **call_kwargs(cfg, cfg.validation.num_validation_images)}
             if state.pipeline_class == KLEIN_PIPELINE:
                 kwargs["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
-            packed = square_images(pipe, cfg, seed, device, output_type="latent", **kwargs)
+            packed: Any = square_images(pipe, cfg, seed, device, output_type="latent", **kwargs)  # a tensor here
             with torch.no_grad():
                 return decode(pipe, vae, packed, cfg.data.resolution, cfg.data.resolution)
 
