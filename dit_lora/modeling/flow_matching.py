@@ -27,6 +27,7 @@ import torch
 
 __all__ = [
     "FlowDraw",
+    "density_draws",
     "draw",
     "flow_tables",
     "loss_weighting",
@@ -92,6 +93,24 @@ def sample_indices(
         generator=generator,
     )
     return (u * num_train_timesteps).long().clamp(max=num_train_timesteps - 1)
+
+
+def density_draws(options, batch_size: int, device: torch.device | str, generator: torch.Generator | None):
+    """``u`` in [0, 1] per sample (``[batch_size]``) from the run's timestep density: ``options``' (a
+    :class:`~dit_lora.modeling.timestep_options.FlowMatchingOptions`) ``weighting_scheme``, ``logit_mean``,
+    ``logit_std`` and ``mode_scale`` through ``compute_density_for_timestep_sampling``, for a family that shifts
+    ``u`` into its sigmas itself (continuous, not a table index: :func:`sample_indices`)."""
+    from diffusers.training_utils import compute_density_for_timestep_sampling  # slow: only when a step runs
+
+    return compute_density_for_timestep_sampling(
+        options.weighting_scheme,
+        batch_size,
+        logit_mean=options.logit_mean,
+        logit_std=options.logit_std,
+        mode_scale=options.mode_scale,
+        device=device,
+        generator=generator,
+    )
 
 
 def _per_sample(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

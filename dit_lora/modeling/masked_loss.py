@@ -15,14 +15,19 @@ loss calls :func:`mask_weights` and :func:`masked_mse`, so the rule is written o
 - then the family's per-sample weighting (``compute_loss_weighting_for_sd3``, or none) and the batch mean, as
   :func:`~dit_lora.modeling.flow_matching.weighted_mse`.
 
-Without a mask in the batch a family keeps its own unmasked expression, bit for bit. Nothing here reads the device.
+Without a mask in the batch a family keeps its own unmasked expression, bit for bit (:func:`weighted_or_masked_mse`:
+the flow families' :func:`~dit_lora.modeling.flow_matching.weighted_mse`, or the masked one). Nothing here reads the
+device.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from dit_lora.modeling.flow_matching import weighted_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -33,7 +38,7 @@ MASK_KEY = "loss_mask"
 #: a division by zero out of the step whatever reaches it)
 _MIN_MEAN = 1e-6
 
-__all__ = ["MASK_KEY", "mask_weights", "masked_mse"]
+__all__ = ["MASK_KEY", "mask_weights", "masked_mse", "weighted_or_masked_mse"]
 
 
 def mask_weights(batch: dict[str, Any], cfg: TrainConfig) -> torch.Tensor | None:
@@ -67,3 +72,20 @@ def masked_mse(
     if weighting is None:
         return per_sample.mean()
     return (weighting.float() * per_sample).mean()
+
+
+def weighted_or_masked_mse(
+    pred: torch.Tensor,
+    target: torch.Tensor,
+    weighting: torch.Tensor,
+    batch: dict[str, Any],
+    cfg: TrainConfig,
+    pack: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """A flow family's loss: :func:`~dit_lora.modeling.flow_matching.weighted_mse`, or with a mask in the batch
+    (``--masked_loss``) :func:`masked_mse` with its weights (``pack``: laid out as the family packs its latents)."""
+    weights = mask_weights(batch, cfg)
+    if weights is None:
+        return weighted_mse(pred, target, weighting)
+    weights = weights if pack is None else pack(weights)
+    return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)

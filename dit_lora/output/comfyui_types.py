@@ -1,8 +1,9 @@
 """Which adapter types ComfyUI's LoRA loader reproduces, and the tensors it reads for each (no family named here).
 
-The families' ComfyUI exports (``families/wan/comfyui.py``, ``families/flux2/comfyui.py``, Z-Image's and
-Qwen-Image's through :class:`PrefixedExports`) rename each adapter *layer* to ComfyUI's name for the model weight;
-this module says what the tensors of one layer are called on either side, and writes the file. Checked against
+The families' ComfyUI exports (Wan's and FLUX.2's through :class:`RenamedExport` and a table of names, their
+``comfyui.json``; Z-Image's and Qwen-Image's through :class:`PrefixedExports`) rename each adapter *layer* to
+ComfyUI's name for the model weight; this module says what the tensors of one layer are called on either side, and
+writes the file. Checked against
 ComfyUI's source at commit 618b803d314a525faca8f8163d85eaa9ebc1d774 (Jan 2026; ``comfy/lora.py`` ``load_lora``,
 ``comfy/weight_adapter/{lora,lokr,loha,base}.py``):
 
@@ -32,6 +33,7 @@ out by ComfyUI ("lora key not loaded") and the rest loads as a plain LoRA of the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dit_lora.core.datafile import DataFileError, path_of, read
 from dit_lora.core.errors import UserError
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
@@ -199,47 +202,176 @@ def run_adapter_file(adapter_dir: Path, family: str) -> Path:
     )
 
 
+def plan_export(
+    adapter_dir: Path,
+    name: str,
+    convert: Callable[[dict[str, torch.Tensor], str], dict],
+    keys: str,
+    advice: str = "re-train or export an earlier checkpoint.",
+    **extra: str,
+) -> tuple[Path, dict[str, torch.Tensor], dict[str, str]]:
+    """What :func:`write_planned` writes for the adapter file ``name`` of ``adapter_dir``: the target
+    ``<stem>_comfyui.safetensors`` (a user's own file of that name is refused: ``export_target``), the tensors
+    ``convert(state, source)`` gives (checked finite; ``advice`` ends the refusal) and the export metadata (``extra``,
+    then ``keys`` describing the keys)."""
+    from safetensors.torch import load_file
+
+    from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
+    from dit_lora.output.export import export_metadata, export_target
+
+    source = Path(adapter_dir) / name
+    target = export_target(adapter_dir, name[: -len(".safetensors")] + SUFFIX)
+    state = convert(load_file(str(source)), str(source))
+    try:
+        assert_finite(state, str(source))
+    except NonFiniteWeightsError as err:
+        raise UserError(f"{err} A broken adapter is not exported: {advice}") from None
+    return target, state, export_metadata(FORMAT, name, **extra, dit_lora_keys=keys)
+
+
+def write_planned(planned: Iterable[tuple[Path, dict[str, torch.Tensor], dict[str, str]]]) -> list[Path]:
+    """Write each :func:`plan_export` (all planned first: a refusal leaves nothing written), atomically."""
+    from dit_lora.core.fileio import save_safetensors_atomic
+
+    return [save_safetensors_atomic(state, target, metadata=metadata) for target, state, metadata in planned]
+
+
 def write_comfyui_export(
     adapter_dir: Path, family: str, convert: Callable[[dict[str, torch.Tensor], str], dict], keys: str
 ) -> Path:
     """Write ``<adapter stem>_comfyui.safetensors`` beside the run's adapter: ``convert(state, source)`` gives
     ComfyUI's keys; checked finite before anything is written, written atomically with the export metadata
     (``keys`` describes them); a user's own file of that name is refused (``export_target``)."""
-    from safetensors.torch import load_file
-
-    from dit_lora.core.fileio import save_safetensors_atomic
-    from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
-    from dit_lora.output.export import export_metadata, export_target
-
     source = run_adapter_file(adapter_dir, family)
-    target = export_target(adapter_dir, source.name[: -len(".safetensors")] + SUFFIX)
-    state = convert(load_file(str(source)), str(source))
-    try:
-        assert_finite(state, str(source))
-    except NonFiniteWeightsError as err:
-        raise UserError(f"{err} A broken adapter is not exported: re-train or export an earlier checkpoint.") from None
-    return save_safetensors_atomic(state, target, metadata=export_metadata(FORMAT, source.name, dit_lora_keys=keys))
+    return write_planned([plan_export(Path(adapter_dir), source.name, convert, keys)])[0]
 
 
-class PrefixedExports:
+class RenameTable:
+    """A family's ComfyUI names for diffusers' modules: a data file beside its module, ``{"why": ..., "modules":
+    [[diffusers name, ComfyUI name], ...]}``, each name dotted with ``N`` standing for a block index
+    (``["blocks.N.attn1.to_q", "blocks.N.self_attn.q"]``). A row that is not such a pair (one ``N`` at most, the same
+    on both sides) is refused naming the file."""
+
+    def __init__(self, rows: Iterable[tuple[str, str]]) -> None:
+        def pattern(name: str) -> re.Pattern:
+            return re.compile("^" + r"\.".join(r"(\d+)" if p == "N" else re.escape(p) for p in name.split(".")) + "$")
+
+        self.rows = tuple((pattern(a), b) for a, b in rows)
+
+    @classmethod
+    def read(cls, module: str) -> RenameTable:
+        """The table of the data file beside ``module`` named as it is (``families/wan/comfyui.json`` for
+        ``dit_lora.families.wan.comfyui``)."""
+        package, _, stem = module.rpartition(".")
+        filename = f"{stem}.json"
+        rows = read(package, filename, ("why", "modules"), required=("modules",))["modules"]
+        for i, row in enumerate(rows if isinstance(rows, list) else [rows]):
+            pair = isinstance(row, list) and len(row) == 2 and all(isinstance(name, str) for name in row)
+            if not pair or row[0].split(".").count("N") > 1 or len({n.split(".").count("N") for n in row}) > 1:
+                raise DataFileError(
+                    f"{path_of(package, filename)}: modules[{i}] is {row!r}, not a [diffusers name, ComfyUI name] "
+                    "pair whose names have the same block index N (one at most); fix the file (it ships with "
+                    "dit-lora)."
+                )
+        return cls(rows)
+
+    def rename(self, module: str) -> str | None:
+        """The ComfyUI name of the diffusers module ``module`` (no ``transformer.`` prefix), or None."""
+        for pattern, name in self.rows:
+            match = pattern.match(module)
+            if match:
+                return ".".join(match.group(1) if p == "N" else p for p in name.split("."))
+        return None
+
+
+class RenamedExport:
+    """``FamilySpec.exports`` and ``adapter_extras`` of a family whose ComfyUI model keeps its authors' names
+    (Wan's, Black Forest Labs' FLUX.2), not diffusers'.
+
+    ComfyUI (``comfy/lora.py``, ``model_lora_keys_unet``) maps a LoRA module to a model weight for every model by
+    the model's own state-dict names, ``diffusion_model.<name>``; its diffusers-name branches cover only some models
+    (and of those only some layers), so the adapter file diffusers writes does not load there (or loads in part).
+    Each layer is therefore written under ``diffusion_model.<its ComfyUI name>`` (:class:`RenameTable`) with
+    ComfyUI's suffixes (:func:`comfyui_tensors`); no ``.alpha`` (the strength is folded in: ComfyUI's scale 1.0 is
+    the trained one). Every run writes ``<adapter stem>_comfyui.safetensors`` beside its adapter (a DoRA run prints
+    :data:`DORA_NOT_WRITTEN` instead), and ``dit-lora export --format comfyui`` writes it again. A family states its
+    name, table, the layers it knows (``known``, for the refusal), what the metadata says of the keys (``keys``) and
+    the format's description; it overrides :meth:`accepts` and :meth:`convert` for layers it fuses or swaps.
+    """
+
+    #: what every ComfyUI key starts with
+    prefix = "diffusion_model."
+    #: the refusal of another format (``{family}``, ``{fmt}`` filled in)
+    wrong_format = "{family} exports only `comfyui`, not `{fmt}` (--format)."
+
+    def __init__(self, family: str, table: RenameTable | None, known: str, keys: str, description: str) -> None:
+        self.family, self.table, self.known, self.keys, self.description = family, table, known, keys, description
+
+    def accepts(self, module: str) -> bool:
+        """Whether ComfyUI has a name for the diffusers module ``module``."""
+        return self.table is not None and self.table.rename(module) is not None
+
+    def layer_name(self, module: str) -> str:
+        """ComfyUI's key (without suffix) of the layer of the diffusers module ``module``."""
+        return f"{self.prefix}{self.table.rename(module) if self.table is not None else module}"
+
+    def convert(self, layers: dict[str, Layer], source: str) -> dict[str, torch.Tensor]:
+        """Every layer's tensors under :meth:`layer_name` (``source``: the file, for a family's refusals)."""
+        out: dict[str, torch.Tensor] = {}
+        for module, layer in layers.items():
+            out.update(comfyui_tensors(self.layer_name(module), layer))
+        return out
+
+    def comfyui_state(self, state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
+        """A saved adapter (LoRA, LoKr or LoHa, the strength folded; keys with diffusers' ``transformer.``, PEFT's
+        ``base_model.model.`` or no prefix) with ComfyUI's keys. A key ComfyUI has no name for, a damaged layer or
+        DoRA is refused in one paragraph naming it (:func:`adapter_layers`; ``source``: the file, for the message)."""
+        return self.convert(adapter_layers(state, source, self.family, self.accepts, self.known), source)
+
+    def write(self, adapter_dir: Path) -> list[Path]:
+        """Write the ComfyUI file beside the run's adapter in ``adapter_dir`` (:func:`write_comfyui_export`)."""
+        return [write_comfyui_export(Path(adapter_dir), self.family, self.comfyui_state, self.keys)]
+
+    def export_formats(self) -> dict[str, str]:
+        """The ComfyUI-named file."""
+        return {FORMAT: self.description}
+
+    def export_types(self, fmt: str) -> tuple[str, ...]:
+        """The adapter types the ComfyUI file reproduces (not DoRA)."""
+        return EXPORTED_TYPES
+
+    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
+        """Write the ComfyUI file of the run in ``output_dir``."""
+        if fmt != FORMAT:
+            raise UserError(self.wrong_format.format(family=self.family, fmt=fmt))
+        return self.write(Path(output_dir))
+
+    def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
+        """The ComfyUI file beside the adapter the run just wrote (``comps`` and ``cfg`` are not needed); one line
+        instead for a DoRA adapter (a run must finish; ``dit-lora export`` refuses it in full)."""
+        if is_dora_file(run_adapter_file(Path(output_dir), self.family)):
+            print(DORA_NOT_WRITTEN)
+            return
+        self.write(Path(output_dir))
+
+
+class PrefixedExports(RenamedExport):
     """``FamilySpec.exports`` (and ``adapter_extras``) of a family whose ComfyUI model takes diffusers' module names
     (Z-Image, Qwen-Image): ``dit-lora export --format comfyui`` writes every LoRA/LoKr/LoHa layer as
     ``transformer.<module>.<ComfyUI suffix>`` after checking each module against ``accepts`` (ComfyUI's key map;
     ``known`` lists it), and refuses DoRA; a LoKr/LoHa run writes that file itself."""
 
+    prefix = "transformer."
+
     def __init__(self, family: str, accepts: Callable[[str], bool], known: str, note: str) -> None:
-        self.family, self.accepts, self.known, self.note = family, accepts, known, note
+        keys = "transformer.<diffusers module>.<lora_A.weight | lokr_w1 | hada_w1_a ...>; no .alpha: scale 1.0"
+        description = f"<adapter>{SUFFIX} next to the adapter: {note}; DoRA is refused"
+        super().__init__(family, None, known, keys, description)
+        self.key_map, self.note = accepts, note
 
-    def comfyui_state(self, state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
-        """The adapter's tensors under ``transformer.<module>`` and ComfyUI's suffixes (refusals as documented)."""
-        out: dict[str, torch.Tensor] = {}
-        for module, layer in adapter_layers(state, source, self.family, self.accepts, self.known).items():
-            out.update(comfyui_tensors(f"transformer.{module}", layer))
-        return out
-
-    def export_formats(self) -> dict[str, str]:
-        """The ComfyUI-named file."""
-        return {FORMAT: f"<adapter>{SUFFIX} next to the adapter: {self.note}; DoRA is refused"}
+    def accepts(self, module: str) -> bool:
+        """Whether ComfyUI's key map of the family has the diffusers module ``module``."""
+        return self.key_map(module)
 
     def save_adapter_extras(self, output_dir: Path, comps, cfg: TrainConfig) -> None:
         """``FamilySpec.adapter_extras``: a LoKr/LoHa run (PEFT's file, whose ``base_model.model.`` keys ComfyUI
@@ -253,14 +385,3 @@ class PrefixedExports:
             print(DORA_NOT_WRITTEN)
         elif source.name == PEFT_ADAPTER_FILE:
             self.export_adapter(Path(output_dir), FORMAT)
-
-    def export_types(self, fmt: str) -> tuple[str, ...]:
-        """The adapter types the ComfyUI file reproduces (not DoRA)."""
-        return EXPORTED_TYPES
-
-    def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
-        """Write the ComfyUI file of the run in ``output_dir``."""
-        if fmt != FORMAT:
-            raise UserError(f"{self.family} exports only `{FORMAT}`, not `{fmt}` (--format).")
-        keys = "transformer.<diffusers module>.<lora_A.weight | lokr_w1 | hada_w1_a ...>; no .alpha: scale 1.0"
-        return [write_comfyui_export(Path(output_dir), self.family, self.comfyui_state, keys)]

@@ -28,11 +28,17 @@ TOKENIZER_CORPUS_EXTRA = (
 T5_MAX_LENGTH = 226
 
 
+def demo_words(*lead: str | list[str], repeated: tuple[str, ...] = ()) -> list[str]:
+    """What a tiny demo tokenizer is trained on: the words of ``lead`` (texts, or lists of words) once each, then the
+    shapes' colours and names, "background", "on", "a" and ``repeated`` eight times, so BPE merges them into single
+    tokens even where they are rare in the rest (Sana's instruction text, a pipeline's prompt template)."""
+    words = [word for text in lead for word in (text.split() if isinstance(text, str) else text)]
+    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", *repeated]) * 8
+
+
 def _tokenizer_corpus() -> list[str]:
-    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    words += ["video", "clip", "moving", "camera", "slowly", "frame", "motion"]
-    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
-    return words
+    video = ["video", "clip", "moving", "camera", "slowly", "frame", "motion"]
+    return demo_words(TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT, video)
 
 
 def build_tiny_t5_tokenizer(extra_ids: int = 100):
@@ -64,7 +70,7 @@ def build_tiny_t5_tokenizer(extra_ids: int = 100):
     return T5Tokenizer(vocab=vocab, extra_ids=extra_ids, model_max_length=T5_MAX_LENGTH)
 
 
-__all__ = ["T5_MAX_LENGTH", "TOKENIZER_CORPUS_EXTRA", "build_tiny_t5_tokenizer"]
+__all__ = ["T5_MAX_LENGTH", "TOKENIZER_CORPUS_EXTRA", "build_tiny_t5_tokenizer", "demo_words"]
 
 
 #: Gemma's special tokens, ids 0..4

@@ -26,6 +26,15 @@ def checkpoint_sampler(config: dict | None, fallback: str | None):
     return cls.from_config(config) if cls is not None else None
 
 
+def flow_sampler(comps) -> Any:
+    """The checkpoint's own ``FlowMatchEulerDiscreteScheduler`` (the run state's ``scheduler_config``: a pipeline
+    computes its dynamic ``mu`` from it), else the training scheduler (components built by hand)."""
+    from diffusers import FlowMatchEulerDiscreteScheduler  # slow: only at validation
+
+    config = dict(getattr(comps.state, "scheduler_config", None) or {})
+    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
+
+
 def square_images(pipe, cfg: TrainConfig, seed: int, device, *prompt: Any, **kwargs: Any) -> list:
     """``pipe(*prompt, **kwargs)``'s images at ``cfg.data.resolution`` square with
     ``cfg.validation.validation_inference_steps`` steps, seeded with ``seed`` on ``device`` (one generator per

@@ -39,6 +39,7 @@ __all__ = [
     "module",
     "moving_square_clips",
     "padded_vocab",
+    "qwen2_tokenizer",
     "resolve",
     "rewrite_json",
     "scaling_factor",
@@ -205,6 +206,28 @@ def byte_level_bpe(
         first, second = merge.split(" ") if isinstance(merge, str) else merge
         pairs.append((first, second))
     return trainer_tok.get_vocab(with_added_tokens=True), pairs
+
+
+def qwen2_tokenizer(
+    texts: list[str] | tuple[str, ...],
+    vocab_size: int,
+    specials: tuple[str, ...],
+    *,
+    learned_specials: bool = False,
+    chat_template: str | None = None,
+):
+    """A ``Qwen2Tokenizer`` (Qwen's byte-level BPE) from :func:`byte_level_bpe` on ``texts`` (``learned_specials``:
+    ``specials`` lead its vocabulary), padding on the right, ``specials`` after the first (``<|endoftext|>``, the
+    class's own) added as special tokens, and ``chat_template`` when given: the Qwen demo tokenizers, offline."""
+    from transformers import Qwen2Tokenizer
+
+    vocab, merges = byte_level_bpe(texts, vocab_size, specials if learned_specials else ())
+    # merges as pairs, which Qwen2Tokenizer reads though its annotation names strings
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")  # type: ignore[arg-type]
+    tokenizer.add_special_tokens({"additional_special_tokens": list(specials[1:])})
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    return tokenizer
 
 
 def rewrite_json(file: Path, change: Callable[[dict[str, Any]], None], *, sort_keys: bool = False) -> None:

@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, demo_words
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
 #: the variants' configs, their reasons and the scheduler's: ``demo.json`` beside this module
-DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder"), shared=("scheduler",))
+DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae", "text_encoder", "tokenizer"), shared=("scheduler",))
 #: bump the file's version whenever the configs, the init or the tokenizers change: cached builds of another
 #: version are rebuilt
 TINY_FLUX2_VERSION = DEMO.read().version
@@ -38,54 +38,27 @@ SCHEDULER_CONFIG: dict[str, Any] = DEMO.read().value("scheduler")
 
 VARIANTS = tuple(DEMO.read().variants)
 
-#: Mistral's instruction format, written out for the tiny processor (system prompt, user turns; text parts only)
-MISTRAL_CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for message in messages %}"
-    "{% if message['content'] is string %}{% set text = message['content'] %}"
-    "{% else %}{% set text = message['content'] | selectattr('type', 'equalto', 'text') | map(attribute='text') "
-    "| join('') %}{% endif %}"
-    "{% if message['role'] == 'system' %}[SYSTEM_PROMPT]{{ text }}[/SYSTEM_PROMPT]"
-    "{% elif message['role'] == 'user' %}[INST]{{ text }}[/INST]"
-    "{% else %}{{ text }}{{ eos_token }}{% endif %}{% endfor %}"
-)
-#: Qwen3's chat format for user turns, with ``enable_thinking=False``'s empty think block
-QWEN3_CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
-    "{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}{% endif %}"
-)
-_MISTRAL_SPECIALS = ("<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<pad>")
-_PIXTRAL_SPECIALS = ("[IMG]", "[IMG_BREAK]", "[IMG_END]")
-_QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
-
 
 def tiny_configs(variant: str = "dev") -> dict[str, Any]:
     """The component configs of the tiny ``variant`` (a deep copy): ``transformer``, ``vae``, ``scheduler``,
-    ``text_encoder`` (Mistral-3 text and vision parts, or Qwen3) and ``resolution``."""
+    ``text_encoder`` (Mistral-3 text and vision parts, or Qwen3), ``tokenizer`` (its special tokens and chat template)
+    and ``resolution``."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown tiny FLUX.2 variant {variant!r}; choose from {VARIANTS}")
     return {**DEMO.read().variant(variant), "scheduler": DEMO.read().value("scheduler")}
 
 
-def _corpus() -> list[str]:
-    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "system", "user", "assistant"]) * 8
-
-
-def _bpe(specials: tuple[str, ...]) -> tuple[dict[str, int], list[tuple[str, str]]]:
-    """A byte-level BPE trained on the demo words, joined and one by one, ``specials`` first."""
-    return tiny.byte_level_bpe((" ".join(_corpus()), *_corpus()), 600, specials)
+def _texts() -> tuple[str, ...]:
+    """The demo words, joined and one by one: what both tokenizers' byte-level BPEs are trained on."""
+    words = demo_words(TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT, repeated=("system", "user", "assistant"))
+    return (" ".join(words), *words)
 
 
 def build_qwen_tokenizer():
     """A Qwen2 tokenizer (Qwen's byte-level BPE structure) with Qwen3's chat format, trained offline."""
-    from transformers import Qwen2Tokenizer
-
-    vocab, merges = _bpe(_QWEN_SPECIALS)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
-    tokenizer.add_special_tokens({"additional_special_tokens": list(_QWEN_SPECIALS[1:])})
-    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
-    return tokenizer
+    config = DEMO.read().variant("klein")["tokenizer"]
+    specials = tuple(config["specials"])
+    return tiny.qwen2_tokenizer(_texts(), 600, specials, learned_specials=True, chat_template=config["chat_template"])
 
 
 def build_mistral_tokenizer():
@@ -99,7 +72,8 @@ def build_mistral_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab, merges = _bpe(_MISTRAL_SPECIALS + _PIXTRAL_SPECIALS)
+    config = DEMO.read().variant("dev")["tokenizer"]
+    vocab, merges = tiny.byte_level_bpe(_texts(), 600, tuple(config["specials"]))
     backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -110,9 +84,9 @@ def build_mistral_tokenizer():
         unk_token="<unk>",
         pad_token="<pad>",
         padding_side="right",
-        additional_special_tokens=list(_MISTRAL_SPECIALS[3:7] + _PIXTRAL_SPECIALS),
+        additional_special_tokens=config["additional_special_tokens"],
     )
-    tokenizer.chat_template = MISTRAL_CHAT_TEMPLATE
+    tokenizer.chat_template = config["chat_template"]
     return tokenizer
 
 

@@ -14,7 +14,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
-from dit_lora.families.flux2.state import DEV_PIPELINE, run_state
+from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -57,14 +57,20 @@ def text_depth(text_encoder) -> int:
     return int(getattr(config, "text_config", config).num_hidden_layers)
 
 
+def latent_statistics(vae, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The VAE's batch-norm running mean and ``sqrt(var + eps)``, ``(1, C, 1, 1)`` on ``like``'s device and dtype."""
+    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(like.device, like.dtype)
+    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(like.device, like.dtype)
+    return mean, std
+
+
 def normalise_latents(vae, latents: torch.Tensor) -> torch.Tensor:
     """VAE latents ``(B, C, H, W)`` patchified 2x2 and normalised by the VAE's batch-norm running statistics, as
     ``Flux2Pipeline._encode_vae_image`` and diffusers' FLUX.2 LoRA script do (``(x - mean) / sqrt(var + eps)``)."""
     from diffusers import Flux2Pipeline  # slow import: only when images are encoded
 
     patched = Flux2Pipeline._patchify_latents(latents)
-    mean = vae.bn.running_mean.view(1, -1, 1, 1).to(patched.device, patched.dtype)
-    std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(patched.device, patched.dtype)
+    mean, std = latent_statistics(vae, patched)
     return (patched - mean) / std
 
 
@@ -113,8 +119,3 @@ class Flux2Setup(TextSettingsSetup):
     to) recorded in its :class:`Flux2Run`."""
 
     run_state = staticmethod(run_state)
-
-
-def is_dev(state) -> bool:
-    """A FLUX.2 [dev] run (``Flux2Pipeline``), not a klein one."""
-    return state.pipeline_class == DEV_PIPELINE

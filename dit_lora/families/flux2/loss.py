@@ -22,8 +22,8 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
-from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
-from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+from dit_lora.modeling.flow_matching import density_draws, loss_weighting, noisy_latents, velocity_target
+from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -90,21 +90,10 @@ class Flux2Loss(DiffusionLoss):
     ) -> torch.Tensor:
         """Noise, then each sample's timestep from the run's density shifted for the batch's size, the velocity
         predicted from the packed tokens, the weighted MSE against ``eps - x0``."""
-        # diffusers' import is slow: only when a step runs
-        from diffusers.training_utils import compute_density_for_timestep_sampling
-
         latents, options, state = batch["latents"], cfg.family_options, run_state(comps)
         batch_size, _, height, width = latents.shape
         noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-        u = compute_density_for_timestep_sampling(
-            options.weighting_scheme,
-            batch_size,
-            logit_mean=options.logit_mean,
-            logit_std=options.logit_std,
-            mode_scale=options.mode_scale,
-            device=latents.device,
-            generator=generator,
-        )
+        u = density_draws(options, batch_size, latents.device, generator)
         shift = batch_shift(height * width, state.scheduler_config, options.flux2_shift)
         sigmas = shift_sigmas(u, shift).to(latents.dtype)
         embeds = batch["prompt_embeds"]
@@ -123,9 +112,4 @@ class Flux2Loss(DiffusionLoss):
         target = velocity_target(latents, noise)
         weighting = loss_weighting(options.weighting_scheme, sigmas)
         # --masked_loss: per token of the patchified grid (the cached latents are that grid, and so is the mask)
-        weights = mask_weights(batch, cfg)
-        if weights is not None:
-            return masked_mse(
-                unpack(pred, height, width), target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss
-            )
-        return weighted_mse(unpack(pred, height, width), target, weighting)
+        return weighted_or_masked_mse(unpack(pred, height, width), target, weighting, batch, cfg)

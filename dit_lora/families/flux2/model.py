@@ -4,7 +4,7 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -29,10 +29,19 @@ LATENT_STRIDE = 16
 TEXT_ENCODERS = {DEV_PIPELINE: "Mistral3ForConditionalGeneration", KLEIN_PIPELINE: "Qwen3ForCausalLM"}
 
 
-def folder_pipeline(model) -> str:
-    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from ``model_index.json`` (dev when unreadable)."""
-    index = read_component_config(model, "", "model_index.json") or {}
+def index_pipeline(index: dict) -> str:
+    """``Flux2Pipeline`` or ``Flux2KleinPipeline``, from a folder's ``model_index.json`` (dev when it names neither)."""
     return KLEIN_PIPELINE if index.get("_class_name") == KLEIN_PIPELINE else DEV_PIPELINE
+
+
+def index_text_encoder(index: dict) -> str:
+    """The text encoder class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else its pipeline's."""
+    return (index.get("text_encoder") or [None, TEXT_ENCODERS[index_pipeline(index)]])[1]
+
+
+def folder_pipeline(model) -> str:
+    """:func:`index_pipeline` of the folder ``model`` (dev when unreadable)."""
+    return index_pipeline(read_component_config(model, "", "model_index.json") or {})
 
 
 def check_resolution(resolution: int) -> None:
@@ -59,9 +68,8 @@ class Flux2Model(KitModel):
         return PARTS
 
     def text_encoder_class(self, cfg: TrainConfig, encoder: TextEncoder) -> str:
-        """The class ``model_index.json`` names (dev: Mistral 3, klein: Qwen3), else the folder's pipeline's."""
-        index = read_component_config(cfg.model, "", "model_index.json") or {}
-        return (index.get("text_encoder") or [None, TEXT_ENCODERS[folder_pipeline(cfg.model)]])[1]
+        """:func:`index_text_encoder` of the folder."""
+        return index_text_encoder(read_component_config(cfg.model, "", "model_index.json") or {})
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
@@ -85,10 +93,6 @@ class Flux2Model(KitModel):
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
 
 
-class Flux2Precision(Fp32VaePrecision):
-    """``FamilySpec.precision``: transformer and text encoder in the run's weight dtype; the VAE stays fp32."""
-
-
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
 #: folder: encode_prompt sends it text only.
 PARTS = PipelineParts(
@@ -97,16 +101,8 @@ PARTS = PipelineParts(
     transformer="Flux2Transformer2DModel",
     vae="AutoencoderKLFlux2",
     text_encoders=(TextEncoder(TEXT_ENCODERS[DEV_PIPELINE]),),  # the folder's own: Flux2Model.text_encoder_class
-    precision=Flux2Precision(),
+    precision=Fp32VaePrecision(),  # the transformer and text encoder in the run's weight dtype, the VAE in fp32
 )
-
-
-class Flux2Defaults:
-    """``FamilySpec.defaults``: what an uncatalogued FLUX.2 folder implies (nothing beyond the schema)."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """None: the transformer config carries no trained size (the catalogue's entries do)."""
-        return {}
 
 
 class Flux2Buckets(AnyAspect):

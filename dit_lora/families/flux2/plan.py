@@ -17,8 +17,8 @@ from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
 from dit_lora.families.flux2.encoders import max_sequence_length, out_layers
-from dit_lora.families.flux2.model import TEXT_ENCODERS
-from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, Flux2Run
+from dit_lora.families.flux2.model import index_pipeline, index_text_encoder
+from dit_lora.families.flux2.state import Flux2Run
 from dit_lora.modeling.flow_matching import training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta
 
@@ -56,13 +56,12 @@ class Flux2Plan(DiffusionPlan):
 
         dtype = cfg.weight_dtype
         index = read("", "model_index.json") or {}
-        pipeline = KLEIN_PIPELINE if index.get("_class_name") == KLEIN_PIPELINE else DEV_PIPELINE
+        pipeline = index_pipeline(index)
         tr_cfg = read("transformer", "config.json")
         transformer = diffusers_on_meta(Flux2Transformer2DModel, with_units(tr_cfg, depth), dtype)
         vae = diffusers_on_meta(AutoencoderKLFlux2, read("vae", "config.json"), torch.float32)
         te_cfg = read("text_encoder", "config.json")
-        encoder_class = getattr(transformers, (index.get("text_encoder") or [None, TEXT_ENCODERS[pipeline]])[1])
-        text_encoder = transformers_on_meta(te_cfg, dtype, encoder_class)
+        text_encoder = transformers_on_meta(te_cfg, dtype, getattr(transformers, index_text_encoder(index)))
         depth_te = int((te_cfg.get("text_config") or te_cfg).get("num_hidden_layers", 40))
         scheduler_cfg = read("scheduler", "scheduler_config.json") or {}
         state = Flux2Run(

@@ -9,7 +9,14 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
-from dit_lora.families.flux2.encoders import max_sequence_length, out_layers, pipeline_class, text_depth
+from dit_lora.families.diffusion.sampling import flow_sampler, square_images
+from dit_lora.families.flux2.encoders import (
+    latent_statistics,
+    max_sequence_length,
+    out_layers,
+    pipeline_class,
+    text_depth,
+)
 from dit_lora.families.flux2.loss import unpack
 from dit_lora.families.flux2.model import LATENT_STRIDE
 from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
@@ -18,26 +25,10 @@ if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-def inference_scheduler(comps: Components):
-    """The checkpoint's ``FlowMatchEulerDiscreteScheduler`` (the pipelines compute ``mu`` from the image size and
-    step count: ``compute_empirical_mu``), else the training one."""
-    from diffusers import FlowMatchEulerDiscreteScheduler  # slow: only at validation
-
-    config = run_state(comps).scheduler_config
-    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
-
-
-def call_kwargs(cfg: TrainConfig, num_images: int, generator: torch.Generator) -> dict[str, Any]:
-    """What both pipelines are called with: the run's size, steps and guidance."""
-    return {
-        "height": cfg.data.resolution,
-        "width": cfg.data.resolution,
-        "num_images_per_prompt": num_images,
-        "num_inference_steps": cfg.validation.validation_inference_steps,
-        "guidance_scale": cfg.validation.validation_guidance_scale,
-        "generator": generator,
-        "output_type": "pil",
-    }
+def call_kwargs(cfg: TrainConfig, num_images: int) -> dict[str, Any]:
+    """What both pipelines are called with besides :func:`square_images`' size, steps and seed: the image count and
+    the guidance."""
+    return {"num_images_per_prompt": num_images, "guidance_scale": cfg.validation.validation_guidance_scale}
 
 
 def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
@@ -50,8 +41,7 @@ def decode(pipe, vae, latents: torch.Tensor, height: int, width: int) -> list:
     """
     if latents.ndim == 3:
         grid = unpack(latents, height // LATENT_STRIDE, width // LATENT_STRIDE).to(vae.dtype)
-        mean = vae.bn.running_mean.view(1, -1, 1, 1).to(grid.device, grid.dtype)
-        std = torch.sqrt(vae.bn.running_var.view(1, -1, 1, 1) + vae.config.batch_norm_eps).to(grid.device, grid.dtype)
+        mean, std = latent_statistics(vae, grid)
         latents = pipe._unpatchify_latents(grid * std + mean)
     image = vae.decode(latents.to(vae.dtype), return_dict=False)[0]
     return pipe.image_processor.postprocess(image, output_type="pil")
@@ -70,31 +60,21 @@ class Flux2Samples(DiffusionSamples):
         with vae_on(comps, device) as vae:
             # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
             pipe: Any = pipeline_class(state.pipeline_class)(
-                scheduler=inference_scheduler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
+                scheduler=flow_sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
             )
             pipe.set_progress_bar_config(disable=True)
-            extra = {}
+            kwargs = {"prompt_embeds": cond["prompt_embeds"], **call_kwargs(cfg, cfg.validation.num_validation_images)}
             if state.pipeline_class == KLEIN_PIPELINE:
-                extra["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
-            generator = torch.Generator(device=device).manual_seed(seed)
+                kwargs["negative_prompt_embeds"] = cond["negative_prompt_embeds"]
+            packed: Any = square_images(pipe, cfg, seed, device, output_type="latent", **kwargs)  # a tensor here
             with torch.no_grad():
-                packed = pipe(
-                    prompt_embeds=cond["prompt_embeds"],
-                    **extra,
-                    **{**call_kwargs(cfg, cfg.validation.num_validation_images, generator), "output_type": "latent"},
-                ).images
                 return decode(pipe, vae, packed, cfg.data.resolution, cfg.data.resolution)
 
     def generate_with_pipeline(
         self, pipe, prompt: str, cfg: TrainConfig, seed: int, num_images: int, comps=None
     ) -> list:
         """Images from the reloaded pipeline, its captions encoded as training encoded them."""
-        generator = torch.Generator(device=pipe.transformer.device).manual_seed(seed)
         layers = out_layers(type(pipe).__name__, text_depth(pipe.text_encoder))
-        with torch.no_grad():
-            return pipe(
-                prompt=prompt,
-                max_sequence_length=max_sequence_length(cfg),
-                text_encoder_out_layers=layers,
-                **call_kwargs(cfg, num_images, generator),
-            ).images
+        kwargs = {"max_sequence_length": max_sequence_length(cfg), "text_encoder_out_layers": layers}
+        device = pipe.transformer.device
+        return square_images(pipe, cfg, seed, device, prompt=prompt, **kwargs, **call_kwargs(cfg, num_images))

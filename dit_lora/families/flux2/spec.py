@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
-from dit_lora.families.flux2.comfyui import Flux2AdapterExtras, Flux2Exports
+from dit_lora.families.flux2.comfyui import EXPORT
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import Flux2Buckets, Flux2Defaults, Flux2Demo, Flux2Model, Flux2Notes, Flux2Precision
+from dit_lora.families.flux2.model import Flux2Buckets, Flux2Demo, Flux2Model, Flux2Notes
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
@@ -49,11 +50,11 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         adapter=Flux2Adapter(INFO),
         image_buckets=Flux2Buckets(),
         card=Flux2Card(INFO),
-        exports=Flux2Exports(),
-        adapter_extras=Flux2AdapterExtras(),
-        defaults=Flux2Defaults(),
+        exports=EXPORT,
+        adapter_extras=EXPORT,
         notes=Flux2Notes(),
         setup=Flux2Setup(encoders),
-        precision=Flux2Precision(),
+        precision=Fp32VaePrecision(),
+        # no defaults: the transformer config carries no trained size (the catalogue's entries do)
         demo=Flux2Demo(),
     )

@@ -21,7 +21,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import demo_words
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 from dit_lora.families.qwenimage.processor import image_only_processor, save_processor
@@ -80,19 +81,14 @@ def _corpus() -> list[str]:
     from diffusers import QwenImageEditPipeline, QwenImageEditPlusPipeline, QwenImagePipeline
 
     classes = (QwenImagePipeline, QwenImageEditPipeline, QwenImageEditPlusPipeline)
-    words = " ".join(prompt_template(cls) for cls in classes).split() + SHAPES_VALIDATION_PROMPT.split()
-    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a", "Picture", "1:", "2:"]) * 8
+    templates = " ".join(prompt_template(cls) for cls in classes)
+    return demo_words(templates, SHAPES_VALIDATION_PROMPT, repeated=("Picture", "1:", "2:"))
 
 
 def build_tiny_qwen_tokenizer():
     """A byte-level BPE ``Qwen2Tokenizer`` (Qwen2's pre-tokenizer, built from a vocabulary and merges trained here on the
     pipelines' prompt templates and the demo captions) with Qwen's chat and vision special tokens."""
-    from transformers import Qwen2Tokenizer
-
-    vocab, merges = tiny.byte_level_bpe(_corpus(), 700)
-    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, padding_side="right")
-    tokenizer.add_special_tokens({"additional_special_tokens": list(_SPECIAL[1:])})
-    return tokenizer
+    return tiny.qwen2_tokenizer(_corpus(), 700, _SPECIAL)
 
 
 def _text_encoder(tokenizer, config: dict[str, Any]):

@@ -24,8 +24,8 @@ from dit_lora.families.diffusion.text_padding import cached_text_length
 from dit_lora.families.qwenimage.encoders import max_sequence_length
 from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shifted_sigmas
 from dit_lora.families.qwenimage.state import run_state
-from dit_lora.modeling.flow_matching import loss_weighting, noisy_latents, velocity_target, weighted_mse
-from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+from dit_lora.modeling.flow_matching import density_draws, loss_weighting, noisy_latents, velocity_target
+from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -47,18 +47,8 @@ def draw_sigmas(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(noise, sigmas [B])``: noise like ``latents`` first, then ``u`` from the run's density, shifted for the
     latents' size (all on the latents' device: no host read)."""
-    from diffusers.training_utils import compute_density_for_timestep_sampling
-
     noise = torch.randn(latents.shape, generator=generator, device=latents.device, dtype=latents.dtype)
-    u = compute_density_for_timestep_sampling(
-        options.weighting_scheme,
-        latents.shape[0],
-        logit_mean=options.logit_mean,
-        logit_std=options.logit_std,
-        mode_scale=options.mode_scale,
-        device=latents.device,
-        generator=generator,
-    )
+    u = density_draws(options, latents.shape[0], latents.device, generator)
     factor = shift_factor(
         options.qwen_shift_mode, image_seq_len(*latents.shape[-2:]), scheduler_config, options.qwen_fixed_shift
     )
@@ -94,11 +84,11 @@ class QwenImageLoss(DiffusionLoss):
         weighting = loss_weighting(options.weighting_scheme, sigmas)
         # the target's tokens come first; an edit model's control tokens after them are only context (and unmasked)
         pred = pred[:, : target.shape[1]]
-        weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel, packed into tokens as the latents are
-        if weights is not None:
-            packed = pack_latents(weights.expand(-1, latents.shape[1], -1, -1))
-            return masked_mse(pred, target, packed, weighting, normalize=cfg.data.normalize_masked_area_loss)
-        return weighted_mse(pred, target, weighting)
+
+        def pack(weights: torch.Tensor) -> torch.Tensor:  # --masked_loss: per latent pixel, packed as the latents are
+            return pack_latents(weights.expand(-1, latents.shape[1], -1, -1))
+
+        return weighted_or_masked_mse(pred, target, weighting, batch, cfg, pack)
 
     def image_tokens(self, batch: dict[str, Any], packed: torch.Tensor) -> tuple[torch.Tensor, list]:
         """The transformer's image sequence and its ``img_shapes`` (the RoPE grid of each image in it): the packed

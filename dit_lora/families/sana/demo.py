@@ -20,10 +20,11 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
 from dit_lora.data.synthetic.tokenizers import (  # shared with the T5 demo tokenizer; re-exported
     TOKENIZER_CORPUS_EXTRA,
     build_tiny_gemma_tokenizer,
+    demo_words,
 )
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
@@ -73,12 +74,7 @@ def _default_complex_human_instruction() -> list[str]:
 
 
 def _tokenizer_corpus() -> list[str]:
-    text = " ".join(_default_complex_human_instruction())
-    words = text.split() + TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split()
-    # Demo words are repeated so BPE merges them into single tokens even if they are rare
-    # in the instruction text.
-    words += (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
-    return words
+    return demo_words(" ".join(_default_complex_human_instruction()), TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT)
 
 
 def build_tiny_tokenizer():

@@ -24,9 +24,8 @@ from dit_lora.modeling.flow_matching import (
     loss_weighting,
     noisy_latents,
     velocity_target,
-    weighted_mse,
 )
-from dit_lora.modeling.masked_loss import mask_weights, masked_mse
+from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -67,10 +66,7 @@ class SanaLoss(DiffusionLoss):
         )[0]
         target = velocity_target(latents, drawn.noise)
         weighting = loss_weighting(options.weighting_scheme, drawn.sigmas)
-        weights = mask_weights(batch, cfg)  # --masked_loss: per latent pixel
-        if weights is not None:
-            return masked_mse(pred, target, weights, weighting, normalize=cfg.data.normalize_masked_area_loss)
-        return weighted_mse(pred, target, weighting)
+        return weighted_or_masked_mse(pred, target, weighting, batch, cfg)  # --masked_loss: per latent pixel
 
 
 class SanaData(DiffusionData):

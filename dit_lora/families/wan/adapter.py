@@ -22,12 +22,12 @@ from dit_lora.families.diffusion.adapter import (
     image_call_args,
     image_lines,
 )
-from dit_lora.families.wan.comfyui import run_files, write_comfyui_files
+from dit_lora.families.wan.comfyui import CONVERSION, DESCRIPTION, KEYS, TABLE, run_files, write_comfyui_files
 from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET, WanTask
 from dit_lora.families.wan.state import run_state
 from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import adapter_index, write_adapter_index
-from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, EXPORTED_TYPES, is_dora_file
+from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, RenamedExport, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
 from dit_lora.output.video import snippet_write_video
 
@@ -137,34 +137,21 @@ class WanAdapter(KitAdapter):
         return {}
 
 
-class WanAdapterExtras:
-    """``FamilySpec.adapter_extras``: which expert each adapter file is for, and the ComfyUI-format files."""
+class WanExports(RenamedExport):
+    """``FamilySpec.exports`` and ``adapter_extras``: ``dit-lora export --format comfyui`` (:mod:`.comfyui`'s
+    conversion of each expert's adapter file) and, beside a run's adapter, which expert each file is for and the
+    ComfyUI-format files."""
 
-    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
-        """:func:`save_beside_adapter`."""
-        save_beside_adapter(output_dir, comps, cfg)
-
-
-class WanExports:
-    """``FamilySpec.exports``: ``dit-lora export --format comfyui``."""
-
-    def export_formats(self) -> dict[str, str]:
-        """The one format, and how faithful it is."""
-        return {
-            "comfyui": "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded "
-            "into lora_B (LoKr: lokr_w1, LoHa: hada_w1_a) and no .alpha keys, so strength 1.0 is the trained one; "
-            "ComfyUI's own loader applies every tensor at the trained strength (dit-lora's comfyui tests) and a "
-            "LoRA file reproduces the trained output through diffusers' converter; DoRA is refused (ComfyUI's "
-            "dora_scale is another normalisation)"
-        }
-
-    def export_types(self, fmt: str) -> tuple[str, ...]:
-        """The adapter types the ComfyUI file reproduces (not DoRA: :mod:`dit_lora.output.comfyui_types`)."""
-        return EXPORTED_TYPES
+    def __init__(self) -> None:
+        super().__init__(CONVERSION.family, TABLE, CONVERSION.known, KEYS, DESCRIPTION)
 
     def export_adapter(self, output_dir: Path, fmt: str) -> list[Path]:
         """:func:`export_wan`."""
         return export_wan(output_dir, fmt)
+
+    def save_adapter_extras(self, output_dir: Path, comps: Components, cfg: TrainConfig) -> None:
+        """:func:`save_beside_adapter`."""
+        save_beside_adapter(output_dir, comps, cfg)
 
 
 class WanCard(KitCard):

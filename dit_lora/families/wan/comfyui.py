@@ -16,7 +16,7 @@ to_q.lora_A.weight``), with the scale alpha/r already folded into ``lora_B`` (``
   renames exactly those to diffusers' names (``self_attn`` -> ``attn1``, ``.q.`` -> ``.to_q.``, ``.o.`` ->
   ``.to_out.0.``, ``k_img`` -> ``add_k_proj``, ``ffn.0`` -> ``ffn.net.0.proj``, ``time_projection.1`` ->
   ``condition_embedder.time_proj``, ``head.head`` -> ``proj_out``, ``img_emb.proj.1`` ->
-  ``condition_embedder.image_embedder.ff.net.0.proj`` ...); :data:`_MODULES` is its inverse for the Linear layers.
+  ``condition_embedder.image_embedder.ff.net.0.proj`` ...); ``comfyui.json`` is its inverse for the Linear layers.
 * ComfyUI reads ``<x>.lora_B.weight`` / ``<x>.lora_A.weight`` (besides ``lora_up``/``lora_down``), an optional
   ``<x>.alpha`` tensor and ``<x>.diff_b`` as a bias difference (``comfy/lora.py: load_lora``). Its
   ``weight_adapter/lora.py`` applies ``alpha / rank`` when ``.alpha`` is present and **scale 1.0 when it is not**.
@@ -46,91 +46,42 @@ diffusers' converter reads the LoRA file back; it has no LoKr/LoHa form.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import torch
-
 from dit_lora.core.errors import UserError
-from dit_lora.core.fileio import save_safetensors_atomic
-from dit_lora.output.adapter import NonFiniteWeightsError, assert_finite
-from dit_lora.output.comfyui_types import adapter_layers, comfyui_tensors
-from dit_lora.output.export import export_metadata, export_target
+from dit_lora.output.comfyui_types import SUFFIX as SUFFIX  # the files' suffix, for callers
+from dit_lora.output.comfyui_types import RenamedExport, RenameTable, plan_export, write_planned
 from dit_lora.output.names import ADAPTER_FILE, PEFT_ADAPTER_FILE
 
 #: the default adapter file of a run and the expert it holds (the lead's two-expert spec passes its own map)
 DEFAULT_FILES = {"pytorch_lora_weights.safetensors": "high"}
-FORMAT = "comfyui"
-SUFFIX = "_comfyui.safetensors"
 
-_PREFIX_OUT = "diffusion_model."
-
-# diffusers module name (after `transformer.`) -> original Wan / ComfyUI name; \1 is the block index.
-_MODULES: tuple[tuple[re.Pattern, str], ...] = tuple(
-    (re.compile(f"^{a}$"), b)
-    for a, b in (
-        (r"blocks\.(\d+)\.attn1\.to_q", r"blocks.\1.self_attn.q"),
-        (r"blocks\.(\d+)\.attn1\.to_k", r"blocks.\1.self_attn.k"),
-        (r"blocks\.(\d+)\.attn1\.to_v", r"blocks.\1.self_attn.v"),
-        (r"blocks\.(\d+)\.attn1\.to_out\.0", r"blocks.\1.self_attn.o"),
-        (r"blocks\.(\d+)\.attn2\.to_q", r"blocks.\1.cross_attn.q"),
-        (r"blocks\.(\d+)\.attn2\.to_k", r"blocks.\1.cross_attn.k"),
-        (r"blocks\.(\d+)\.attn2\.to_v", r"blocks.\1.cross_attn.v"),
-        (r"blocks\.(\d+)\.attn2\.to_out\.0", r"blocks.\1.cross_attn.o"),
-        (r"blocks\.(\d+)\.attn2\.add_k_proj", r"blocks.\1.cross_attn.k_img"),  # I2V image cross-attention
-        (r"blocks\.(\d+)\.attn2\.add_v_proj", r"blocks.\1.cross_attn.v_img"),
-        (r"blocks\.(\d+)\.ffn\.net\.0\.proj", r"blocks.\1.ffn.0"),
-        (r"blocks\.(\d+)\.ffn\.net\.2", r"blocks.\1.ffn.2"),
-        (r"condition_embedder\.text_embedder\.linear_1", "text_embedding.0"),
-        (r"condition_embedder\.text_embedder\.linear_2", "text_embedding.2"),
-        (r"condition_embedder\.time_embedder\.linear_1", "time_embedding.0"),
-        (r"condition_embedder\.time_embedder\.linear_2", "time_embedding.2"),
-        (r"condition_embedder\.time_proj", "time_projection.1"),
-        (r"condition_embedder\.image_embedder\.ff\.net\.0\.proj", "img_emb.proj.1"),  # I2V CLIP-image MLP
-        (r"condition_embedder\.image_embedder\.ff\.net\.2", "img_emb.proj.3"),
-        (r"proj_out", "head.head"),
-    )
-)
+#: diffusers module name (after ``transformer.``) -> original Wan / ComfyUI name: ``comfyui.json``
+TABLE = RenameTable.read(__name__)
 _KNOWN = (
     "the blocks' attn1/attn2 to_q/to_k/to_v/to_out.0, attn2 add_k_proj/add_v_proj, ffn.net.0.proj/ffn.net.2, "
     "condition_embedder's text/time/image embedders and time_proj, proj_out"
 )
-
-
-def comfyui_module(module: str) -> str | None:
-    """The original Wan (ComfyUI) name of the diffusers module ``module`` (no ``transformer.`` prefix), or None."""
-    for pattern, replacement in _MODULES:
-        if pattern.match(module):
-            return pattern.sub(replacement, module)
-    return None
-
-
-def comfyui_state(lora_state: dict[str, torch.Tensor], source: str = "the adapter") -> dict[str, torch.Tensor]:
-    """A saved Wan adapter (scale folded; LoRA, LoKr or LoHa) with ComfyUI's keys; tensors and dtypes unchanged.
-
-    ``transformer.blocks.0.attn1.to_q.lora_A.weight`` -> ``diffusion_model.blocks.0.self_attn.q.lora_A.weight``;
-    ``lora_B.bias`` -> ``diff_b``; a LoKr's ``lokr_w1`` ... and a LoHa's ``hada_w1_a`` ... keep their names
-    (ComfyUI's ``weight_adapter`` reads PEFT's, :mod:`dit_lora.output.comfyui_types`); keys with diffusers'
-    ``transformer.``, PEFT's ``base_model.model.`` or no prefix. No ``.alpha`` is written (the module docstring
-    says why). A key this map does not know, a layer missing a tensor, or DoRA raises :class:`UserError` naming
-    it (``source``: the file, for the message): nothing is dropped silently.
-    """
-    layers = adapter_layers(lora_state, source, "Wan", accepts=lambda m: comfyui_module(m) is not None, known=_KNOWN)
-    out: dict[str, torch.Tensor] = {}
-    for module, layer in layers.items():
-        out.update(comfyui_tensors(f"{_PREFIX_OUT}{comfyui_module(module)}", layer))
-    return out
-
-
-def _check_finite(state: dict[str, torch.Tensor], source: str) -> None:
-    """Refuse an adapter with NaN/Inf: it would load and render black frames for whoever uses it."""
-    try:
-        assert_finite(state, source)
-    except NonFiniteWeightsError as err:
-        raise UserError(
-            f"{err} A broken adapter is not exported: re-train (e.g. a lower learning rate) or export "
-            "an earlier finite checkpoint."
-        ) from None
+#: what the files' metadata says of their keys
+KEYS = (
+    "diffusion_model.<original Wan name>.lora_A/lora_B.weight (LoKr: .lokr_w1..., LoHa: .hada_w1_a...); no .alpha: "
+    "scale 1.0, alpha/rank is folded into lora_B (lokr_w1, hada_w1_a)"
+)
+#: ``dit-lora export --format comfyui``'s one format, and how faithful it is
+DESCRIPTION = (
+    "ComfyUI's Wan key names (diffusion_model.blocks.N.self_attn.q, ...) with the strength folded into lora_B (LoKr: "
+    "lokr_w1, LoHa: hada_w1_a) and no .alpha keys, so strength 1.0 is the trained one; ComfyUI's own loader applies "
+    "every tensor at the trained strength (dit-lora's comfyui tests) and a LoRA file reproduces the trained output "
+    "through diffusers' converter; DoRA is refused (ComfyUI's dora_scale is another normalisation)"
+)
+#: the conversion of one file (``WanExports`` in ``adapter.py`` adds the experts' files and the index)
+CONVERSION = RenamedExport("Wan", TABLE, _KNOWN, KEYS, DESCRIPTION)
+#: the original Wan (ComfyUI) name of a diffusers module (no ``transformer.`` prefix), or None
+comfyui_module = TABLE.rename
+#: a saved Wan adapter (scale folded; LoRA, LoKr or LoHa) with ComfyUI's keys, tensors and dtypes unchanged:
+#: ``transformer.blocks.0.attn1.to_q.lora_A.weight`` -> ``diffusion_model.blocks.0.self_attn.q.lora_A.weight``,
+#: ``lora_B.bias`` -> ``diff_b``; refusals as :meth:`RenamedExport.comfyui_state` says
+comfyui_state = CONVERSION.comfyui_state
 
 
 def run_files(adapter_dir: Path, files: dict[str, str]) -> dict[str, str]:
@@ -149,8 +100,6 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
     with metadata naming its source, format and expert. A target that is a user's own file is refused
     (:func:`dit_lora.output.export.export_target`). Returns the written paths.
     """
-    from safetensors.torch import load_file
-
     adapter_dir = Path(adapter_dir)
     planned = []
     for name, expert in (files or DEFAULT_FILES).items():
@@ -165,15 +114,7 @@ def write_comfyui_files(adapter_dir: Path, files: dict[str, str] | None = None) 
                 f"{source} does not exist: the {expert}-noise expert's adapter is missing. Export the "
                 "--output_dir of a finished Wan run."
             )
-        target = export_target(adapter_dir, name[: -len(".safetensors")] + SUFFIX)
-        state = comfyui_state(load_file(str(source)), source=str(source))
-        _check_finite(state, str(source))
-        metadata = export_metadata(
-            FORMAT,
-            name,
-            dit_lora_expert=expert,
-            dit_lora_keys="diffusion_model.<original Wan name>.lora_A/lora_B.weight (LoKr: .lokr_w1..., LoHa: "
-            ".hada_w1_a...); no .alpha: scale 1.0, alpha/rank is folded into lora_B (lokr_w1, hada_w1_a)",
-        )
-        planned.append((target, state, metadata))
-    return [save_safetensors_atomic(state, target, metadata=metadata) for target, state, metadata in planned]
+        # a NaN/Inf adapter would load and render black frames for whoever uses it
+        advice = "re-train (e.g. a lower learning rate) or export an earlier finite checkpoint."
+        planned.append(plan_export(adapter_dir, name, comfyui_state, KEYS, advice, dit_lora_expert=expert))
+    return write_planned(planned)

@@ -29,7 +29,7 @@ with timestep 0 and is left out of the loss, as the pipeline keeps it fixed.
 Precision. Transformer and UMT5 in the run's dtype (bf16 by default); VAE (and 2.1 I2V's CLIP) in fp32; LoRA fp32.
 
 Saving. ``WanPipeline.save_lora_weights`` with the LoRA config as metadata, alpha / rank folded into lora_B
-(:func:`dit_lora.output.adapter.fold_lora_scale`). Beside it (:class:`~.adapter.WanAdapterExtras`): which
+(:func:`dit_lora.output.adapter.fold_lora_scale`). Beside it (:class:`~.adapter.WanExports`): which
 expert each file is for (``dit_lora_adapter_files.json``, read by :func:`dit_lora.output.adapter.load_adapter_files`:
 the low-noise expert loads with ``load_into_transformer_2=True``) and the ComfyUI-format files (:mod:`.comfyui`).
 """
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
-from dit_lora.families.wan.adapter import WanAdapter, WanAdapterExtras, WanCard, WanExports
+from dit_lora.families.wan.adapter import WanAdapter, WanCard, WanExports
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanTrainables
 from dit_lora.families.wan.i2v import (
@@ -113,6 +113,6 @@ def wan_spec(name: str = "wan") -> FamilySpec:
         trainables=WanTrainables(),
         precision=WanPrecision(),
         demo=WanDemo(task),
-        adapter_extras=WanAdapterExtras(),
+        adapter_extras=WanExports(),
         **({"setup": WanI2VSetup(task)} if i2v else {}),
     )

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA
+from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, demo_words
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -54,8 +54,7 @@ def get_tiny_zimage_config() -> dict[str, Any]:
 
 
 def _corpus() -> list[str]:
-    words = TOKENIZER_CORPUS_EXTRA.split() + SHAPES_VALIDATION_PROMPT.split() + ["user", "assistant"]
-    return words + (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+    return demo_words(TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT, ["user", "assistant"])
 
 
 def build_tiny_qwen3_tokenizer():

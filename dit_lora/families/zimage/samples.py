@@ -8,20 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.image_samples import SquareImageSamples
+from dit_lora.families.diffusion.sampling import flow_sampler
 from dit_lora.families.zimage.encoders import max_sequence_length, unpadded
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def inference_scheduler(comps: Components):
-    """The checkpoint's own FlowMatchEulerDiscreteScheduler (its full config), else the training one."""
-    from diffusers import FlowMatchEulerDiscreteScheduler  # slow: only at validation
-
-    config = dict((comps.state.scheduler_config if comps.state is not None else None) or {})
-    return FlowMatchEulerDiscreteScheduler.from_config(config) if config else comps.scheduler
 
 
 def embeddings(cond: dict[str, Any], key: str, copies: int) -> list[torch.Tensor]:
@@ -35,7 +27,7 @@ class ZImageSamples(SquareImageSamples):
     """``FamilySpec.samples``: ZImagePipeline at ``--resolution``, classifier-free guidance as the run asks."""
 
     pipeline = "ZImagePipeline"
-    sampler = staticmethod(inference_scheduler)
+    sampler = staticmethod(flow_sampler)
 
     def cached_kwargs(self, cond: dict[str, Any], device: torch.device, cfg: TrainConfig) -> dict[str, Any]:
         """The cached caption embeddings as per-image lists, guidance and the caption length."""

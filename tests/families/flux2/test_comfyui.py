@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.flux2.comfyui import SUFFIX, comfyui_module, comfyui_state, write_comfyui_file
+from dit_lora.families.flux2.comfyui import EXPORT, SUFFIX, comfyui_module, comfyui_state
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import ADAPTER_FILE, write_adapter
 
@@ -81,7 +81,7 @@ def test_the_export_loads_back_in_diffusers_to_the_trained_output(tmp_path):
     _train_and_save(trained, tmp_path, [n for n in _linears(trained) if n != "norm_out.linear"])
     want = _run(trained)
     assert (want - _run(base)).abs().max() > 1e-2  # the LoRA changes the output: the comparison can fail
-    comfy_file = write_comfyui_file(tmp_path)
+    (comfy_file,) = EXPORT.write(tmp_path)
     assert comfy_file == tmp_path / f"pytorch_lora_weights{SUFFIX}"
     keys = load_file(str(comfy_file)).keys()
     assert all(k.startswith("diffusion_model.") and not k.endswith(".alpha") for k in keys)
@@ -114,7 +114,7 @@ def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_pa
         pytest.skip(f"needs a ComfyUI checkout: set {comfyui_loader.CHECKOUT_ENV}=<ComfyUI folder>")
     model = _tiny()
     _train_and_save(model, tmp_path)
-    comfy_file = write_comfyui_file(tmp_path)
+    (comfy_file,) = EXPORT.write(tmp_path)
     state = load_file(str(comfy_file))
     result = comfyui_loader.load_in_comfyui(comfy_file, unet_config=COMFY_FLUX2, model_class="Flux2")
     assert result.unloaded == [] and result.not_patched == [] and len(result.targets) == len(state) // 2

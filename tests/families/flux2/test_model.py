@@ -7,6 +7,7 @@ import torch
 from flux2_configs import flux2_cfg
 from peft import LoraConfig
 
+from dit_lora.contract.spec import generic_defaults
 from dit_lora.core.errors import UserError
 from dit_lora.families.flux2.demo import tiny_configs
 from dit_lora.families.flux2.model import check_resolution, folder_pipeline
@@ -27,7 +28,7 @@ def test_a_size_off_the_latent_stride_is_refused_naming_the_nearest():
     spec, cfg = get_family("flux2"), flux2_cfg()
     assert spec.image_buckets.bucket_stride(cfg) == 16 and spec.image_buckets.square_only(cfg) is None
     assert spec.precision.expected_dtypes(None, cfg)["vae"] == torch.float32
-    assert spec.defaults.generic_defaults(cfg) == {}
+    assert spec.defaults is None and generic_defaults(spec, cfg) == {}  # no trained size in the transformer config
 
 
 def test_default_lora_targets_are_diffusers_scripts():

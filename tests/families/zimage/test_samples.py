@@ -11,7 +11,8 @@ from zimage_layout import zimage_cfg
 from dit_lora.config.schema import ValidationOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.zimage.samples import embeddings, inference_scheduler
+from dit_lora.families.diffusion.sampling import flow_sampler
+from dit_lora.families.zimage.samples import embeddings
 from dit_lora.families.zimage.state import ZImageRun
 from dit_lora.registry import get_family
 
@@ -37,5 +38,5 @@ def test_embeddings_and_sampler():
     out = embeddings(cond, "prompt_embeds", copies=2)
     assert [e.shape[0] for e in out] == [1, 1, 3, 3]
     comps = Components(model=None, scheduler="training", state=ZImageRun(scheduler_config={"shift": 3.0}))
-    assert inference_scheduler(comps).config.shift == 3.0
-    assert inference_scheduler(Components(model=None, scheduler="training")) == "training"
+    assert get_family("zimage").samples.sampler(comps).config.shift == 3.0  # the kit's flow_sampler
+    assert flow_sampler(Components(model=None, scheduler="training")) == "training"
