@@ -3,9 +3,10 @@
 A family name is checked by registering it: :func:`demo_names` reads each registry entry's ``demo_configs`` (the
 ``family:`` each one trains), and a module-scoped :func:`train_demo` trains that demo in process once (a few steps,
 a guard drill, under the host-sync audit), kept with what the checks read (the summary, the trainable weights after
-every update, the trained model, the audit). One kill and resume pair per name (:func:`kill_and_resume`) follows it
-on demand. ``tests/conformance/test_conformance.py`` runs :class:`ConformanceChecks` over every built-in name; a family
-kept outside the package (``tests/toy_family``) subclasses it in its own folder with a fixture that registers it.
+every update, the trained model, the audit). One resume per name from the run's own checkpoint
+(:func:`stopped_and_resumed`) follows it on demand. ``tests/conformance/test_conformance.py`` runs
+:class:`ConformanceChecks` over every built-in name; a family kept outside the package (``tests/toy_family``)
+subclasses it in its own folder with a fixture that registers it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ from safetensors.torch import load_file
 from helpers import ROOT
 
 CONFIGS = ROOT / "recipes" / "configs"
-#: the reference run: 4 updates, checkpoints at 2 and 4, a NaN loss at update 3 (the guard drill)
-STEPS, CHECKPOINT, DRILL = 4, 2, 3
+#: the reference run: 3 updates, a checkpoint after each (all kept), a NaN loss at update 2 (the guard drill). The
+#: fewest that keep every check: an update before the drill (lora_B leaves zero) and one after it (training goes on),
+#: and a resume from checkpoint-1 that replays the drill before its last update
+STEPS, CHECKPOINT, DRILL = 3, 1, 2
 #: the plan's error against a measured CPU peak (tests/plan/test_estimate.py holds Sana to the same)
 PLAN_TOLERANCE = 0.15
 #: names whose training step syncs inside a library's own code (upstream), with the file the first sync comes from:
@@ -55,6 +58,21 @@ def demo_names() -> list[str]:
     return sorted(demo_configs())
 
 
+#: each name's demo folder in this process (its tiny model, data and latent cache): see :func:`demo_root`
+_ROOTS: dict[str, Path] = {}
+
+
+def demo_root(name: str, tmp_path_factory) -> Path:
+    """``name``'s demo folder, one per process for every run of that name: the reference run, its resume and the
+    lever runs (conformance_levers.py) each write their own output folder in it and share the tiny model, the data
+    and the latent cache (built by whichever runs first: ``--demo`` builds are idempotent, a cached entry is
+    read back by every later run of the same cache identity), so each name's model and cache are built once, not
+    once per module."""
+    if name not in _ROOTS:
+        _ROOTS[name] = tmp_path_factory.mktemp(f"conformance-{name}")
+    return _ROOTS[name]
+
+
 def name_params(names) -> list:
     """``names`` as parameters, each name's checks in one pytest-xdist group (one worker trains it once)."""
     return [pytest.param(name, marks=pytest.mark.xdist_group(f"conformance-{name}")) for name in names]
@@ -72,7 +90,7 @@ class DemoRun:
     states: dict[int, dict[str, torch.Tensor]]  # the trainable weights after each update
     model: torch.nn.Module  # the trained model, adapters live
     audit: Any  # the run's SyncAudit (None: trained without, UPSTREAM_SYNCS)
-    resumed: dict = field(default_factory=dict)  # kill_and_resume's summary and folder, once made
+    resumed: dict = field(default_factory=dict)  # stopped_and_resumed's summary and folder, once made
 
     def args(self, out: Path | None = None, **extra) -> list[str]:
         """The run's flags (``out``: another output folder; ``extra``: more flags)."""
@@ -103,7 +121,7 @@ def demo_args(name: str, config: Path, root: Path, out: Path, **extra) -> list[s
             "--pretrained_model_name_or_path", str(rebase(values["pretrained_model_name_or_path"], root)),
             "--train_data_dir", str(rebase(values["train_data_dir"], root)),
             "--max_train_steps", str(STEPS), "--checkpointing_steps", str(CHECKPOINT),
-            "--checkpoints_total_limit", "2", "--report_to", "none", "--validation_steps", "1000",
+            "--checkpoints_total_limit", str(STEPS), "--report_to", "none", "--validation_steps", "1000",
             "--validation_prompt", "", "--skip_doctor", "true", "--inject_faults", f"nan_loss@{DRILL}"]
     if "cache_dir" in values:  # a video LLM reads no latent cache
         args += ["--cache_dir", str(root / "cache")]
@@ -156,32 +174,28 @@ def train_demo(name: str, root: Path) -> DemoRun:
     return DemoRun(name, config, root, out, summary, states, held["model"], audit)
 
 
-class _Killed(BaseException):
-    """The in-process stand-in for a crash point's SIGKILL: nothing after it runs."""
+def resume_from_its_checkpoint(run: DemoRun, out: Path) -> dict:
+    """``run`` again from its own checkpoint-CHECKPOINT, copied alone into ``out`` (what a run killed after writing
+    it leaves: the checkpoint is whole, its completion marker listing every file), resumed with
+    ``--resume_from_checkpoint latest`` under ``run``'s own flags: ``{"summary", "out"}``. The resumed run's peak
+    memory is measured from its start (the process's high-water mark reset first), for the plan check.
 
+    One run of STEPS - CHECKPOINT updates, not a killed run and its resume: what a name adds to a resume is its own
+    state coming back bit for bit (its checkpoint's contents, its data order and noise); the kill itself (a crash
+    point mid-update, whatever the dying run left beside its checkpoint) is the loop's, the same for every name, and
+    is killed for real in tests/e2e/test_resume.py (each crash point) and the families' own e2e kills."""
+    import shutil
 
-def _die(code):
-    raise _Killed(code)
-
-
-def kill_and_resume(run: DemoRun) -> dict:
-    """The reference run again, killed in update CHECKPOINT + 1 (after its checkpoint, before the drill) and resumed
-    with ``--resume_from_checkpoint latest`` (made once per name): ``{"summary", "out"}``. The resumed run's peak
-    memory is measured from its start (the process's high-water mark reset first), for the plan check."""
-    from dit_lora.training import drills
-
-    if run.resumed:
-        return run.resumed
-    out = run.root / "killed"
-    accumulation = run.summary["config"]["gradient_accumulation_steps"]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(drills.CRASH_VAR, f"micro_batch:{CHECKPOINT * accumulation + 1}")
-        patch.setattr(drills.os, "_exit", _die)
-        with pytest.raises(_Killed):
-            train(run.args(out))
-    assert not (out / "train_summary.json").exists()  # it really ended mid-run
+    shutil.copytree(run.out / f"checkpoint-{CHECKPOINT}", out / f"checkpoint-{CHECKPOINT}")
     reset_peak_memory()
-    run.resumed = {"summary": train(run.args(out, resume_from_checkpoint="latest")), "out": out}
+    return {"summary": train(run.args(out, resume_from_checkpoint="latest")), "out": out}
+
+
+def stopped_and_resumed(run: DemoRun) -> dict:
+    """The reference run resumed from its checkpoint-CHECKPOINT (:func:`resume_from_its_checkpoint`, made once per
+    name, in ``<root>/resumed-reference``): ``{"summary", "out"}``."""
+    if not run.resumed:
+        run.resumed = resume_from_its_checkpoint(run, run.root / "resumed-reference")
     return run.resumed
 
 

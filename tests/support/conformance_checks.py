@@ -11,7 +11,8 @@ fixtures below then train each name once and every check reads that run. The che
 - the adapter reloads at the trained strength in the stock consumer (the family's ``load_pipeline_with_adapter``:
   diffusers' ``load_lora_weights`` or PEFT's loader) and through PEFT's own ``set_peft_model_state_dict``, every
   adapted layer giving the trained layer's output;
-- a kill and resume: a run killed after its checkpoint and resumed ends bitwise equal to the reference;
+- a resume: the run resumed from its checkpoint (as a run killed after writing it) ends bitwise equal to the
+  reference;
 - the memory plan of a run within PLAN_TOLERANCE of its measured CPU peak;
 - the model card's snippet (and the guides' blocks of this demo) run as written, the adapter changing the output.
 """
@@ -26,8 +27,8 @@ import torch
 from safetensors.torch import load_file
 
 from conformance import (CHECKPOINT, DRILL, PLAN_TOLERANCE, STEPS, UPSTREAM_SYNCS, DemoRun, adapted_layers_match,
-                         adapter_file, consumer_model, demo_configs, kill_and_resume, load_with_peft, same_tensors,
-                         train, train_demo)
+                         adapter_file, consumer_model, demo_configs, demo_root, load_with_peft, stopped_and_resumed,
+                         same_tensors, train, train_demo)
 from helpers import ROOT
 
 #: names with no demo config of their own -> the name whose demo run also checks their model card (Qwen-Image-Edit's
@@ -38,7 +39,7 @@ CARD_ON_RUN_OF = {"qwenimage_edit": "qwenimage_edit_plus"}
 @pytest.fixture(scope="module")
 def demo_run(family_name, tmp_path_factory) -> DemoRun:
     """The name's demo, trained once for every check of the module (conformance.train_demo)."""
-    return train_demo(family_name, tmp_path_factory.mktemp(f"conformance-{family_name}"))
+    return train_demo(family_name, demo_root(family_name, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +105,8 @@ class ConformanceChecks:
         assert adapted_layers_match(demo_run.model, model) > 0
 
     @pytest.mark.slow
-    def test_a_killed_run_resumes_bitwise(self, demo_run):
-        resumed = kill_and_resume(demo_run)
+    def test_a_run_stopped_after_its_checkpoint_resumes_bitwise(self, demo_run):
+        resumed = stopped_and_resumed(demo_run)
         summary, out = resumed["summary"], resumed["out"]
         assert summary["status"] == "completed" and summary["steps"] == STEPS
         assert summary["steps_this_run"] == STEPS - CHECKPOINT and summary["skipped_steps"] == 1  # the drill replayed
@@ -120,7 +121,7 @@ class ConformanceChecks:
         first = demo_run.summary["memory_plan"]  # the default start check planned the reference run too
         assert first is not None and first["family"] == demo_run.name
         assert [s["checkpointing"] for s in first["steps"]] == [first["checkpointing"]]  # the gate traced one setting
-        summary = kill_and_resume(demo_run)["summary"]  # its peak measured from its own start
+        summary = stopped_and_resumed(demo_run)["summary"]  # its peak measured from its own start
         plan = summary["memory_plan"]
         assert plan is not None and plan["family"] == demo_run.name
         predicted, measured = plan["peak_memory_bytes"], summary["peak_memory_bytes"]

@@ -9,8 +9,9 @@ the facts each lever reads, and a test checks the lever refuses nothing the decl
 - **FSDP2**: the spec names its lists of repeated blocks (``spec.info.block_lists``): the units ``training/fsdp2.py``
   shards, each one gathered alone. A name without block lists has nothing FSDP2 would shard block by block.
 
-Each name's demo folder (its tiny model and data, built offline by the spec's own ``prepare_demo``) is built once per
-worker (:func:`demo_folder`) and shared by both levers. One nf4 run per name (:func:`train_quantized`, the reference
+Each name's demo folder (its tiny model, data and latent cache) is the reference run's (conformance.demo_root: one per
+worker and name; :func:`demo_folder` builds it by the spec's own ``prepare_demo`` where the reference run has not) and
+shared by both levers. One nf4 run per name (:func:`train_quantized`, the reference
 run's STEPS updates, NaN drill and checkpoints) is read by the drill and reload checks, and resumed from its own
 checkpoint by the resume check (:func:`resume_from_its_checkpoint`); one 2-process gloo
 launch per name (:func:`launch_fsdp2`) by the FSDP2 checks.
@@ -28,7 +29,7 @@ import torch
 from safetensors.torch import load_file
 
 from conformance import (CHECKPOINT, DRILL, STEPS, DemoRun, adapter_file, consumer_model, demo_args, demo_configs,
-                         demo_names, same_tensors, train)
+                         demo_names, demo_root, resume_from_its_checkpoint, same_tensors, train)
 from helpers import ROOT
 
 #: the nf4 run's flags on top of the reference run's: one sample a micro-batch (what the checks read does not depend
@@ -72,13 +73,14 @@ def with_flags(args: list[str], **flags) -> list[str]:
 
 
 def demo_folder(name: str, tmp_path_factory) -> Path:
-    """``name``'s demo folder (model and data as its demo config names them, built offline by ``--demo``'s own
-    ``prepare_demo``), built once per process for every lever check of that name."""
+    """``name``'s demo folder (conformance.demo_root: the reference run's, when it ran first in this process), its
+    model and data built offline by ``--demo``'s own ``prepare_demo`` once per process (idempotent: a folder the
+    reference run built is kept as it is) for every lever check of that name."""
     if name not in _FOLDERS:
         from dit_lora.config import parse_config
         from dit_lora.registry import get_spec
 
-        root = tmp_path_factory.mktemp(f"levers-{name}")
+        root = demo_root(name, tmp_path_factory)
         cfg = parse_config(demo_args(name, demo_configs()[name], root, root / "unused"))
         get_spec(name).demo.prepare_demo(cfg)
         _FOLDERS[name] = root
@@ -146,19 +148,6 @@ def nf4_layers_reload(trained: torch.nn.Module, reloaded: torch.nn.Module) -> in
         quantized += 1
     assert changed, "training changed no adapted layer"
     return quantized
-
-
-def resume_from_its_checkpoint(run: QuantizedRun) -> dict:
-    """The nf4 run again from its own checkpoint-CHECKPOINT, copied alone into a new output folder (what a run
-    stopped after writing it leaves: the checkpoint is whole, its completion marker listing every file), resumed with
-    ``--resume_from_checkpoint latest``: ``{"summary", "out"}``. One run of STEPS - CHECKPOINT updates instead of a
-    killed run and its resume: the kill itself (a crash point mid-update) is the reference run's check
-    (conformance.kill_and_resume); what this one adds is the quantized base's state coming back bit for bit."""
-    import shutil
-
-    out = run.root / "resumed"
-    shutil.copytree(run.out / f"checkpoint-{CHECKPOINT}", out / f"checkpoint-{CHECKPOINT}")
-    return {"summary": train(run.args(out, resume_from_checkpoint="latest")), "out": out}
 
 
 def launch_fsdp2(name: str, root: Path) -> tuple[str, Path]:
@@ -230,7 +219,7 @@ class QuantizedBaseChecks:
 
     @pytest.mark.slow
     def test_an_nf4_run_resumed_from_its_checkpoint_ends_bitwise_equal(self, quantized_run):
-        resumed = resume_from_its_checkpoint(quantized_run)
+        resumed = resume_from_its_checkpoint(quantized_run, quantized_run.root / "resumed-nf4")
         summary, out = resumed["summary"], resumed["out"]
         assert summary["status"] == "completed" and summary["config"]["quantize_base"] == "nf4"
         assert summary["steps_this_run"] == STEPS - CHECKPOINT and summary["skipped_steps"] == 1
