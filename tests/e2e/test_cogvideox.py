@@ -139,15 +139,15 @@ def test_i2v_15_txt_layout_quarantines_bad_clips(models, clip_sets, tmp_path):
     proc = run_recipe(_args(models["i2v-1.5"], clip_sets["txt"], out, tmp_path / "cache", family="cogvideox_i2v",
                             caption_column="prompts.txt", video_column="videos.txt", max_bad_samples_fraction=0.3,
                             validation_prompt="a green square moving left to right", kernels="on",
-                            kernel_check_interval=2, max_train_steps=2), recipe="cogvideox", warm=True)
+                            max_train_steps=1), recipe="cogvideox", warm=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = read_summary(out)
     assert summary["status"] == "completed" and summary["family"] == "cogvideox_i2v"
-    # The fused ops trained this run (with gradient checkpointing) and passed their checks at steps 1 and 2 (each
-    # step costs ~15 s in Triton's CPU interpreter).
+    # The fused ops trained this run's step (with gradient checkpointing) and passed the first step's check (a step
+    # costs ~15 s in Triton's CPU interpreter; the checks at an interval are test_kernels_training.py's).
     kernels = summary["kernels"]
     assert kernels["patched"]["modulate"] == 4 and kernels["patched"]["attention"] == 2
-    assert kernels["checks"] == 2 and kernels["fallbacks"] == [] and summary["skipped_steps"] == 0
+    assert kernels["checks"] == 1 and kernels["fallbacks"] == [] and summary["skipped_steps"] == 0
     quarantine = {q["key"]: q["reason"] for q in json.loads((out / "quarantine.json").read_text())}
     assert set(quarantine) == {"broken.mp4", "cut.mp4", "short.mp4"}
     assert "too short" in quarantine["short.mp4"] and "not a readable video" in quarantine["broken.mp4"]

@@ -154,8 +154,11 @@ def test_without_triton_interpreter_on_cpu_patching_keeps_references_and_says_so
 
 # ---- the tolerance as a property ------------------------------------------------------------------
 def _check_errors_script(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels" / "check_errors.py"), *args],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    """The benchmark script's run, forked from a warm interpreter (tests/support/warm.py): the property is what it
+    prints, not its process starting, so the libraries' imports are paid once a worker, not once a run."""
+    from warm import run_script
+
+    return run_script(ROOT / "benchmarks" / "kernels" / "check_errors.py", args, timeout=600)
 
 
 def test_healthy_attention_never_trips_the_check_and_broken_attention_always_does():

@@ -33,25 +33,40 @@ def _every_wan_entry():
     return [(family, e) for family in ("wan", "wan_i2v") for e in entries(family)]
 
 
+@pytest.fixture(scope="module")
+def small_plans():
+    """``small_plans(family, hub_id)``: (the catalogue's choice, its plan at :data:`SMALL`), each planned once for the
+    module: the 2.2 A14B entries compare with the 2.1 T2V 14B's plan, which is an entry of its own (one plan, not
+    three; the module's tests share a worker through the fixture)."""
+    made: dict[tuple[str, str], tuple] = {}
+
+    def get(family: str, hub_id: str):
+        if (family, hub_id) not in made:
+            cfg, fam = _cfg(family, hub_id, *SMALL)
+            chosen = choose_defaults(cfg, fam)
+            made[family, hub_id] = chosen, make_plan(chosen.config, fam, device="cuda", entry=chosen.entry,
+                                                     both_settings=False)
+        return made[family, hub_id]
+
+    return get
+
+
 @pytest.mark.slow  # 8 plans at the real widths (UMT5-XXL, 14B blocks) on fake tensors: 3-11 s each
 @pytest.mark.parametrize("family, entry", _every_wan_entry(), ids=lambda v: v if isinstance(v, str) else v.hub_id)
-def test_every_catalogued_wan_checkpoint_plans_from_the_catalogue(family, entry):
+def test_every_catalogued_wan_checkpoint_plans_from_the_catalogue(family, entry, small_plans):
     """By Hub id alone (nothing downloaded: the catalogue's configs), for each family that trains it (TI2V-5B under
     both), at a small size; the plan names the entry, the published depth and the expert it holds on the device."""
-    cfg, fam = _cfg(family, entry.hub_id, *SMALL)
-    chosen = choose_defaults(cfg, fam)
+    chosen, plan = small_plans(family, entry.hub_id)
     cfg = chosen.config
     assert chosen.entry is entry
-    plan = make_plan(cfg, fam, device="cuda", entry=chosen.entry, both_settings=False)
     assert plan.catalogue_entry == entry.hub_id and plan.family == family
     assert plan.depth == entry.configs["transformer/config.json"]["num_layers"]
     assert [s.checkpointing for s in plan.steps] == [True]  # Wan checkpoints by default
     assert plan.trainable_params > 0 and all(s.flops > 0 and s.activation_bytes > 0 for s in plan.steps)
     assert plan.peak_memory_bytes > plan.weights["model"] > 0
     if "transformer_2/config.json" in entry.configs:  # --wan_expert both, the idle expert offloaded: one on device
-        single_cfg, wan = _cfg("wan", T2V_14B, *SMALL)
-        single_cfg = choose_defaults(single_cfg, wan).config  # the same rank 32 LoRA
-        single = make_plan(single_cfg, wan, device="cuda", both_settings=False)
+        single_chosen, single = small_plans("wan", T2V_14B)
+        assert single_chosen.config.lora.rank == cfg.lora.rank == 32  # the same rank 32 LoRA
         # the 2.1 14B's transformer (I2V: a wider patch embedding, 36 input channels), not twice it
         assert plan.weights["model"] == pytest.approx(single.weights["model"], rel=1e-3)
 
