@@ -8,6 +8,8 @@ holds ``spiece.model`` and no ``tokenizer.json``; Sana's Gemma folder holds both
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 import json
 import shutil
@@ -121,12 +123,64 @@ class LayoutCache:
         return self._folders[key]
 
 
-def random_weights(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Small random weights (the libraries' own init can leave zero-initialised output layers)."""
-    generator = torch.Generator().manual_seed(seed)
+#: length of the pool quick_init tiles weights from: a prime, so no width of a model divides it (the rows of a
+#: matrix are shifted copies of the pool, never one row repeated)
+_POOL = 1_000_003
+
+
+def _tiled(tensor: torch.Tensor, pool: torch.Tensor, offset: int) -> torch.Tensor:
+    """``tensor`` filled with ``pool`` (already scaled) repeated from ``offset`` on: a copy, not a draw."""
     with torch.no_grad():
+        flat, pool = tensor.view(-1), torch.roll(pool, -offset).to(tensor.dtype)
+        full = flat.numel() // pool.numel()
+        flat[: full * pool.numel()].view(full, pool.numel()).copy_(pool.expand(full, pool.numel()))
+        flat[full * pool.numel():].copy_(pool[: flat.numel() - full * pool.numel()])
+    return tensor
+
+
+@contextlib.contextmanager
+def quick_init(seed: int):
+    """The libraries' own init (``Tensor.uniform_`` / ``normal_`` under ``nn.init`` and transformers'
+    ``_init_weights``) with each draw replaced by a copy of a fixed pool of ``seed``'s draws, scaled to the asked
+    range or mean and std, from a place in the pool drawn per tensor. Zeros, ones and constants stay the libraries';
+    every drawn tensor keeps its distribution's first two moments, finite and full of distinct values. Why: a
+    real-width layer is hundreds of millions of values, and drawing them (uniform_ in bf16 most of all) was most of
+    building a 14B-wide layout (a minute of CPU for the Wan A14B's two experts); copying is ~40x faster."""
+    generator = torch.Generator().manual_seed(seed)
+    uniform, normal = torch.rand(_POOL, generator=generator), torch.randn(_POOL, generator=generator)
+    real_uniform, real_normal = torch.Tensor.uniform_, torch.Tensor.normal_
+
+    def offset() -> int:
+        return int(torch.randint(_POOL, (1,), generator=generator))
+
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        if not self.is_contiguous() or self.is_meta or self.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            return real_uniform(self, a, b, generator=generator)
+        return _tiled(self, uniform * (b - a) + a, offset())
+
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        if not self.is_contiguous() or self.is_meta or self.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+            return real_normal(self, mean, std, generator=generator)
+        return _tiled(self, normal * std + mean, offset())
+
+    own = {name: torch.Tensor.__dict__[name] for name in ("uniform_", "normal_") if name in torch.Tensor.__dict__}
+    torch.Tensor.uniform_, torch.Tensor.normal_ = uniform_, normal_
+    try:
+        yield
+    finally:
+        for name in ("uniform_", "normal_"):  # the methods torch.Tensor had (its own or inherited) come back
+            if name in own:
+                setattr(torch.Tensor, name, own[name])
+            else:
+                delattr(torch.Tensor, name)
+
+
+def random_weights(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Small random weights, std 0.02 (the libraries' own init can leave zero-initialised output layers), drawn as
+    :func:`quick_init` draws."""
+    with torch.no_grad(), quick_init(seed):
         for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
+            p.normal_(0.0, 0.02)
     return model
 
 
@@ -142,11 +196,27 @@ def _text_encoder(config: dict, **changes):
     return AutoModel.from_config(AutoConfig.for_model(**{**config, **changes}))
 
 
+#: the inside of the Gemma-2-2B layer of the Sana and SANA-Video folders: the model width (2304, the transformer's
+#: caption_channels) and the heads stay; each head 32 wide instead of 256 and a 64-wide MLP instead of 9216. dit-lora
+#: never reads these, and the published layer (78M parameters) over 300 tokens a caption was seconds of each run.
+NARROW_GEMMA2 = {"head_dim": 32, "intermediate_size": 64}
+
+
+def _quickly_initialised(build):
+    """``build`` with its models' init under :func:`quick_init` (seed 0)."""
+    @functools.wraps(build)
+    def wrapped(*args, **kwargs):
+        with quick_init(0):
+            return build(*args, **kwargs)
+    return wrapped
+
+
+@_quickly_initialised
 def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_1024px_diffusers", layers: int = 1) -> Path:
     """Sana as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, fp32 main
     files), the DC-AE with its published stages, latent channels and compression but narrow channels and one
-    layer per stage, Gemma-2 (real widths, one layer, the local tokenizer's vocabulary) in bf16, and the
-    GemmaTokenizerFast file set."""
+    layer per stage, Gemma-2 (its model width, one :data:`NARROW_GEMMA2` layer, the local tokenizer's vocabulary) in
+    bf16, and the GemmaTokenizerFast file set."""
     from diffusers import AutoencoderDC, SanaTransformer2DModel
 
     entry = by_hub_id(hub_id)
@@ -160,15 +230,24 @@ def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_102
     from transformers import AutoTokenizer
 
     vocab = len(AutoTokenizer.from_pretrained(tokenizer))
-    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab, **NARROW_GEMMA2) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
+
+
+@_quickly_initialised
+#: the inside of the (U)T5-XXL layer of the CogVideoX and Wan folders: the model width (d_model 4096, the width the
+#: transformer reads: its text_dim) and the 64 heads stay; each head 8 wide instead of 64, and a 64-wide feed-forward
+#: instead of 10240. dit-lora never reads these, and the published layer (193M parameters) over 512 (Wan) or 226
+#: (CogVideoX) tokens a caption was most of a run's encoding and a third of the folder's bytes.
+NARROW_T5 = {"d_kv": 8, "d_ff": 64}
 
 
 def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1) -> Path:
     """CogVideoX as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, bf16),
     the VAE with its published stages and compression but narrow channels and one layer per block (fp32, as
-    uploaded), T5-XXL's widths with one layer in bf16, and the spiece.model-only tokenizer folder."""
+    uploaded), T5-XXL's model width with one :data:`NARROW_T5` layer in bf16, and the spiece.model-only tokenizer
+    folder."""
     from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
 
     entry = by_hub_id(hub_id)
@@ -178,11 +257,12 @@ def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: i
     AutoencoderKLCogVideoX.from_config({**entry.configs["vae/config.json"], "block_out_channels": [32, 32, 32, 32],
                                         "layers_per_block": 1}).save_pretrained(folder / "vae")
     t5_tokenizer_folder(folder / "tokenizer")
-    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128, **NARROW_T5) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
 
 
+@_quickly_initialised
 def dit_pipeline(root: Path, hub_id: str = "facebook/DiT-XL-2-256", layers: int = 1,
                  labels: dict[str, str] | None = None) -> Path:
     """DiT-XL/2 as the Hub lays it out (the legacy ``Transformer2DModel`` config name, 1000 classes, real widths,
@@ -279,7 +359,8 @@ def _save_weights(config, folder: Path, model_class: str, seed: int) -> None:
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = cls(config)  # transformers' own init: normal(0, initializer_range) weights, nothing all-zero
+            with quick_init(seed):  # transformers' own init: normal(0, initializer_range) weights, nothing all-zero
+                model = cls(config)
     finally:
         torch.set_default_dtype(previous)
     model.save_pretrained(folder, safe_serialization=True, max_shard_size="400MB")
@@ -483,11 +564,12 @@ def _wan_entry(hub_id: str):
 
 def _built_in(dtype: torch.dtype, seed: int, make):
     """``make()`` with parameters created in ``dtype`` (a 5120-wide 14B block is ~360M parameters: built in bf16
-    it never exists in fp32) and a fixed seed; the libraries' own init (nothing all-zero in these models)."""
+    it never exists in fp32) and a fixed seed; the libraries' own init (nothing all-zero in these models), its draws
+    :func:`quick_init`'s."""
     previous = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), quick_init(seed):
             torch.manual_seed(seed)
             return make()
     finally:
@@ -501,7 +583,8 @@ def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", l
     widths and heads, ``layers`` deep (the A14B repos: ``transformer`` and ``transformer_2``, different seeds), in
     ``dtype`` (the Hub ships fp32; bf16 keeps a 14B-wide folder at ~0.7 GB per expert); the VAE with its published
     z_dim, stages, temporal/spatial compression and latent statistics but 8/16 base channels and one residual block
-    per stage (fp32, as published); UMT5-XXL's widths with one layer, the local tokenizer's vocabulary, in bf16; the
+    per stage (fp32, as published); UMT5-XXL's model width with one :data:`NARROW_T5` layer, the local tokenizer's
+    vocabulary, in bf16; the
     UMT5 tokenizer file set (:func:`umt5_tokenizer_folder`); for the 2.1 I2V repos the CLIP ViT-H/14 vision tower at
     its widths with two layers (the pipeline reads the penultimate hidden state) in bf16 and the published
     ``image_processor/preprocessor_config.json``. Weights are safetensors."""
@@ -523,7 +606,8 @@ def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", l
     narrow = {"base_dim": 8, "num_res_blocks": 1, **({"decoder_base_dim": 16} if vae.get("decoder_base_dim") else {})}
     AutoencoderKLWan.from_config({**vae, **narrow}).save_pretrained(folder / "vae")
     vocab = len(AutoTokenizer.from_pretrained(umt5_tokenizer_folder(folder / "tokenizer")))
-    text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab})
+    text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab,
+                         **NARROW_T5})
     _built_in(torch.bfloat16, 10, lambda: UMT5EncoderModel(text)).save_pretrained(folder / "text_encoder")
     if "image_encoder/config.json" in entry.configs:
         clip = CLIPVisionConfig(**{**entry.configs["image_encoder/config.json"], "num_hidden_layers": 2})
