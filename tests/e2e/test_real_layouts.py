@@ -1,7 +1,8 @@
 """Recipes pointed at checkpoint folders laid out as the Hub has them (tests/support/real_layout.py: the
 catalogue's configs, real widths and heads, the real tokenizer file sets, depth cut to one layer, random
-weights): with minimal flags they pick the catalogue's defaults and say so, train, and the adapter reloads in
-the stock consumer."""
+weights; the diffusion models' text encoders at their model width with a narrow inside, ``narrow_text_encoder``):
+with minimal flags they pick the catalogue's defaults and say so, train, and the adapter reloads in the stock
+consumer."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_sana_600m_layout(tmp_path):
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
-    model = sana_pipeline(tmp_path / "models")
+    model = sana_pipeline(tmp_path / "models", narrow_text_encoder=True)
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
     text, summary = _run("sana", model, data, tmp_path / "out")
     assert "has the published config of Efficient-Large-Model/Sana_600M_1024px_diffusers" in text
@@ -75,7 +76,7 @@ def test_sana_1_5_1600m_layout(tmp_path):
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
     hub_id = "Efficient-Large-Model/SANA1.5_1.6B_1024px_diffusers"
-    model = sana_pipeline(tmp_path / "models", hub_id)
+    model = sana_pipeline(tmp_path / "models", hub_id, narrow_text_encoder=True)
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
     text, summary = _run("sana", model, data, tmp_path / "out", "--resolution", "256")
     assert f"has the published config of {hub_id}" in text and "except num_layers 1 (published: 20)" in text
@@ -101,7 +102,7 @@ def test_cogvideox_5b_layout(tmp_path):
 
     from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
-    model = cogvideox_pipeline(tmp_path / "models")
+    model = cogvideox_pipeline(tmp_path / "models", narrow_text_encoder=True)
     data = make_moving_square_dataset(tmp_path / "data", n=1, num_frames=9, size=64, seed=0)
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == [
         "added_tokens.json", "special_tokens_map.json", "spiece.model", "tokenizer_config.json"]
@@ -244,9 +245,9 @@ def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps
 
     entry = by_hub_id(hub_id)
     if layouts is None:
-        model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)
+        model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype, narrow_text_encoder=True)
     else:
-        model = layouts(wan_pipeline, hub_id, layers=1, dtype=dtype)
+        model = layouts(wan_pipeline, hub_id, layers=1, dtype=dtype, narrow_text_encoder=True)
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == sorted(entry.tokenizer_files)
     data = make_moving_square_dataset(tmp_path / "data", n=1, num_frames=9, size=64, seed=0)
     text, summary = _run("wan", model, data, tmp_path / "out", *_WAN_SIZE, *_NO_PLAN, "--max_train_steps",

@@ -196,9 +196,11 @@ def _text_encoder(config: dict, **changes):
     return AutoModel.from_config(AutoConfig.for_model(**{**config, **changes}))
 
 
-#: the inside of the Gemma-2-2B layer of the Sana and SANA-Video folders: the model width (2304, the transformer's
-#: caption_channels) and the heads stay; each head 32 wide instead of 256 and a 64-wide MLP instead of 9216. dit-lora
-#: never reads these, and the published layer (78M parameters) over 300 tokens a caption was seconds of each run.
+#: the inside of the Gemma-2-2B layer of the tests' Sana and SANA-Video folders: the model width (2304, the
+#: transformer's caption_channels) and the heads stay; each head 32 wide instead of 256 and a 64-wide MLP instead of
+#: 9216. dit-lora never reads these, and the published layer (78M parameters) over 300 tokens a caption was seconds
+#: of each run. Opt-in (``narrow_text_encoder``): the benchmarks that measure memory or quantize the text encoder
+#: build the published layer.
 NARROW_GEMMA2 = {"head_dim": 32, "intermediate_size": 64}
 
 
@@ -212,11 +214,13 @@ def _quickly_initialised(build):
 
 
 @_quickly_initialised
-def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_1024px_diffusers", layers: int = 1) -> Path:
+def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_1024px_diffusers", layers: int = 1,
+                  narrow_text_encoder: bool = False) -> Path:
     """Sana as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, fp32 main
     files), the DC-AE with its published stages, latent channels and compression but narrow channels and one
-    layer per stage, Gemma-2 (its model width, one :data:`NARROW_GEMMA2` layer, the local tokenizer's vocabulary) in
-    bf16, and the GemmaTokenizerFast file set."""
+    layer per stage, Gemma-2 (real widths, or its model width in a :data:`NARROW_GEMMA2` layer with
+    ``narrow_text_encoder``; one layer, the local tokenizer's vocabulary) in bf16, and the GemmaTokenizerFast file
+    set."""
     from diffusers import AutoencoderDC, SanaTransformer2DModel
 
     entry = by_hub_id(hub_id)
@@ -230,24 +234,27 @@ def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_102
     from transformers import AutoTokenizer
 
     vocab = len(AutoTokenizer.from_pretrained(tokenizer))
-    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab, **NARROW_GEMMA2) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab,
+                  **(NARROW_GEMMA2 if narrow_text_encoder else {})) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
 
 
 @_quickly_initialised
-#: the inside of the (U)T5-XXL layer of the CogVideoX and Wan folders: the model width (d_model 4096, the width the
-#: transformer reads: its text_dim) and the 64 heads stay; each head 8 wide instead of 64, and a 64-wide feed-forward
-#: instead of 10240. dit-lora never reads these, and the published layer (193M parameters) over 512 (Wan) or 226
-#: (CogVideoX) tokens a caption was most of a run's encoding and a third of the folder's bytes.
+#: the inside of the (U)T5-XXL layer of the tests' CogVideoX and Wan folders: the model width (d_model 4096, the width
+#: the transformer reads: its text_dim) and the 64 heads stay; each head 8 wide instead of 64, and a 64-wide
+#: feed-forward instead of 10240. dit-lora never reads these, and the published layer (193M parameters) over 512 (Wan)
+#: or 226 (CogVideoX) tokens a caption was most of a run's encoding and a third of the folder's bytes. Opt-in
+#: (``narrow_text_encoder``), as :data:`NARROW_GEMMA2`.
 NARROW_T5 = {"d_kv": 8, "d_ff": 64}
 
 
-def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1) -> Path:
+def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1,
+                       narrow_text_encoder: bool = False) -> Path:
     """CogVideoX as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, bf16),
     the VAE with its published stages and compression but narrow channels and one layer per block (fp32, as
-    uploaded), T5-XXL's model width with one :data:`NARROW_T5` layer in bf16, and the spiece.model-only tokenizer
-    folder."""
+    uploaded), T5-XXL's widths (or its model width in a :data:`NARROW_T5` layer with ``narrow_text_encoder``) with
+    one layer in bf16, and the spiece.model-only tokenizer folder."""
     from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
 
     entry = by_hub_id(hub_id)
@@ -257,7 +264,8 @@ def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: i
     AutoencoderKLCogVideoX.from_config({**entry.configs["vae/config.json"], "block_out_channels": [32, 32, 32, 32],
                                         "layers_per_block": 1}).save_pretrained(folder / "vae")
     t5_tokenizer_folder(folder / "tokenizer")
-    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128, **NARROW_T5) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128,
+                  **(NARROW_T5 if narrow_text_encoder else {})) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
 
@@ -577,14 +585,14 @@ def _built_in(dtype: torch.dtype, seed: int, make):
 
 
 def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", layers: int = 1,
-                 dtype: torch.dtype = torch.bfloat16) -> Path:
+                 dtype: torch.dtype = torch.bfloat16, narrow_text_encoder: bool = False) -> Path:
     """A Wan checkpoint as the Hub lays it out: every published config (model_index.json with its
     ``boundary_ratio`` / ``expand_timesteps``, the UniPC scheduler, the tokenizer config), the transformer at real
     widths and heads, ``layers`` deep (the A14B repos: ``transformer`` and ``transformer_2``, different seeds), in
     ``dtype`` (the Hub ships fp32; bf16 keeps a 14B-wide folder at ~0.7 GB per expert); the VAE with its published
     z_dim, stages, temporal/spatial compression and latent statistics but 8/16 base channels and one residual block
-    per stage (fp32, as published); UMT5-XXL's model width with one :data:`NARROW_T5` layer, the local tokenizer's
-    vocabulary, in bf16; the
+    per stage (fp32, as published); UMT5-XXL's widths (or its model width in a :data:`NARROW_T5` layer with
+    ``narrow_text_encoder``) with one layer, the local tokenizer's vocabulary, in bf16; the
     UMT5 tokenizer file set (:func:`umt5_tokenizer_folder`); for the 2.1 I2V repos the CLIP ViT-H/14 vision tower at
     its widths with two layers (the pipeline reads the penultimate hidden state) in bf16 and the published
     ``image_processor/preprocessor_config.json``. Weights are safetensors."""
@@ -607,7 +615,7 @@ def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", l
     AutoencoderKLWan.from_config({**vae, **narrow}).save_pretrained(folder / "vae")
     vocab = len(AutoTokenizer.from_pretrained(umt5_tokenizer_folder(folder / "tokenizer")))
     text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab,
-                         **NARROW_T5})
+                         **(NARROW_T5 if narrow_text_encoder else {})})
     _built_in(torch.bfloat16, 10, lambda: UMT5EncoderModel(text)).save_pretrained(folder / "text_encoder")
     if "image_encoder/config.json" in entry.configs:
         clip = CLIPVisionConfig(**{**entry.configs["image_encoder/config.json"], "num_hidden_layers": 2})
