@@ -240,7 +240,6 @@ def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_102
     return folder
 
 
-@_quickly_initialised
 #: the inside of the (U)T5-XXL layer of the tests' CogVideoX and Wan folders: the model width (d_model 4096, the width
 #: the transformer reads: its text_dim) and the 64 heads stay; each head 8 wide instead of 64, and a 64-wide
 #: feed-forward instead of 10240. dit-lora never reads these, and the published layer (193M parameters) over 512 (Wan)
@@ -249,6 +248,7 @@ def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_102
 NARROW_T5 = {"d_kv": 8, "d_ff": 64}
 
 
+@_quickly_initialised
 def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1,
                        narrow_text_encoder: bool = False) -> Path:
     """CogVideoX as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, bf16),
