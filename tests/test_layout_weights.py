@@ -1,4 +1,4 @@
-"""The weights of the real-layout folders (tests/support/real_layout.quick_init): the libraries' own init with each
+"""The weights of the real-layout folders (tests/support/layout_weights.quick_init): the libraries' own init with each
 random draw a copy from a seeded pool, so a real-width layer is built in a copy's time. What the layout tests rely on:
 the values are finite, spread as the library spreads them, distinct between tensors and from row to row, fixed by
 the seed, and nothing outside the block draws differently."""
@@ -6,7 +6,7 @@ the seed, and nothing outside the block draws differently."""
 from __future__ import annotations
 
 import torch
-from real_layout import quick_init, random_weights
+from layout_weights import quick_init, random_weights
 
 
 def test_the_librarys_init_keeps_its_range_and_constants_with_copied_draws():

@@ -6,7 +6,7 @@ published (base_dim 96, 16 latent channels); Qwen2.5-VL-7B at its model widths (
 vision tower 1280 wide) cut to one language and one vision layer. What is cut besides the depth: the language layer's
 MLP (64 wide instead of 18944), and the vocabulary (a byte-level BPE trained here, ``demo.build_tiny_qwen_tokenizer``,
 so the embedding has a few hundred rows instead of 152064, and the special tokens' ids in the text encoder's config are
-that tokenizer's). Random weights (real_layout.quick_init), bf16 as the Hub stores them, safetensors; the tokenizer
+that tokenizer's). Random weights (layout_weights.quick_init), bf16 as the Hub stores them, safetensors; the tokenizer
 folder in the Hub's file set (vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json,
 added_tokens.json; no tokenizer.json), and for the Edit models the ``processor/`` folder.
 """
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import torch
-from real_layout import _built_in
+from layout_weights import _built_in
 
 from dit_lora.catalogue import by_hub_id
 
@@ -64,7 +64,7 @@ def _text_encoder_config(entry, tokenizer) -> dict:
 
 def _bf16(build):
     """``build()`` with bf16 as the default dtype (a 7B-wide layer costs its bf16 bytes only once), its init's draws
-    real_layout.quick_init's."""
+    layout_weights.quick_init's."""
     return _built_in(torch.bfloat16, 0, build)
 
 
