@@ -1,7 +1,8 @@
 """Recipes pointed at checkpoint folders laid out as the Hub has them (tests/support/real_layout.py: the
 catalogue's configs, real widths and heads, the real tokenizer file sets, depth cut to one layer, random
-weights): with minimal flags they pick the catalogue's defaults and say so, train, and the adapter reloads in
-the stock consumer."""
+weights; the diffusion models' text encoders at their model width with a narrow inside, ``narrow_text_encoder``):
+with minimal flags they pick the catalogue's defaults and say so, train, and the adapter reloads in the stock
+consumer."""
 
 from __future__ import annotations
 
@@ -35,12 +36,19 @@ def _lora_params(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: p for n, p in module.named_parameters() if "lora_" in n}
 
 
+def _stock(pipeline_class, model: Path, dtype: torch.dtype, **parts):
+    """The stock pipeline of ``model`` as load_lora_weights needs it: without the text encoder the adapter never
+    touches (Gemma-2's or T5-XXL's widths: its load was seconds of each reload) and its tokenizer; ``parts``: other
+    components left out the same way."""
+    return pipeline_class.from_pretrained(model, torch_dtype=dtype, text_encoder=None, tokenizer=None, **parts)
+
+
 def test_sana_600m_layout(tmp_path):
     from diffusers import SanaPipeline
 
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
-    model = sana_pipeline(tmp_path / "models")
+    model = sana_pipeline(tmp_path / "models", narrow_text_encoder=True)
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
     text, summary = _run("sana", model, data, tmp_path / "out")
     assert "has the published config of Efficient-Large-Model/Sana_600M_1024px_diffusers" in text
@@ -49,7 +57,7 @@ def test_sana_600m_layout(tmp_path):
                                               "gradient_accumulation_steps": 4, "resolution": 1024}
     assert summary["status"] == "completed" and summary["applied_updates"] == 1
     assert summary["samples_seen"] == 4  # one update of batch 1 x accumulation 4 (the accelerator got the 4)
-    pipe = SanaPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    pipe = _stock(SanaPipeline, model, torch.float32)
     pipe.load_lora_weights(tmp_path / "out")
     saved = load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors"))
     loaded = _lora_params(pipe.transformer)
@@ -68,7 +76,7 @@ def test_sana_1_5_1600m_layout(tmp_path):
     from dit_lora.data.synthetic.shapes import make_shapes_dataset
 
     hub_id = "Efficient-Large-Model/SANA1.5_1.6B_1024px_diffusers"
-    model = sana_pipeline(tmp_path / "models", hub_id)
+    model = sana_pipeline(tmp_path / "models", hub_id, narrow_text_encoder=True)
     data = make_shapes_dataset(tmp_path / "data", n=4, size=64, seed=0)
     text, summary = _run("sana", model, data, tmp_path / "out", "--resolution", "256")
     assert f"has the published config of {hub_id}" in text and "except num_layers 1 (published: 20)" in text
@@ -77,7 +85,7 @@ def test_sana_1_5_1600m_layout(tmp_path):
     assert summary["defaults"]["applied"] == {"rank": 4, "lora_alpha": 4, "learning_rate": 1e-4, "train_batch_size": 1,
                                               "gradient_accumulation_steps": 4}
     assert summary["status"] == "completed" and summary["applied_updates"] == 1 and summary["samples_seen"] == 4
-    pipe = SanaPipeline.from_pretrained(model, torch_dtype=torch.float32)
+    pipe = _stock(SanaPipeline, model, torch.float32)
     assert pipe.transformer.config.qk_norm == "rms_norm_across_heads"
     pipe.load_lora_weights(tmp_path / "out")
     saved = load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors"))
@@ -88,13 +96,14 @@ def test_sana_1_5_1600m_layout(tmp_path):
 
 def test_cogvideox_5b_layout(tmp_path):
     """CPU cannot train 49 x 480 x 720 in a test: the size flags are the only extra ones; the defaults block, the
-    trained size and the spiece.model-only tokenizer are the real ones."""
+    trained size and the spiece.model-only tokenizer are the real ones. One clip: one update of batch 1 reads one
+    (a second was its caption through T5-XXL's widths and the VAE for nothing)."""
     from diffusers import CogVideoXPipeline
 
     from dit_lora.data.synthetic.clips import make_moving_square_dataset
 
-    model = cogvideox_pipeline(tmp_path / "models")
-    data = make_moving_square_dataset(tmp_path / "data", n=2, num_frames=9, size=64, seed=0)
+    model = cogvideox_pipeline(tmp_path / "models", narrow_text_encoder=True)
+    data = make_moving_square_dataset(tmp_path / "data", n=1, num_frames=9, size=64, seed=0)
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == [
         "added_tokens.json", "special_tokens_map.json", "spiece.model", "tokenizer_config.json"]
     text, summary = _run("cogvideox", model, data, tmp_path / "out", "--height", "64", "--width", "64",
@@ -104,7 +113,7 @@ def test_cogvideox_5b_layout(tmp_path):
     assert summary["defaults"]["applied"] == {"rank": 128, "lora_alpha": 64, "learning_rate": 2e-5,
                                               "train_batch_size": 1}
     assert summary["status"] == "completed" and summary["applied_updates"] == 1
-    pipe = CogVideoXPipeline.from_pretrained(model, torch_dtype=torch.bfloat16)
+    pipe = _stock(CogVideoXPipeline, model, torch.bfloat16)
     pipe.load_lora_weights(tmp_path / "out")
     saved = load_file(str(tmp_path / "out" / "pytorch_lora_weights.safetensors"))
     assert len(_lora_params(pipe.transformer)) == len(saved) > 0
@@ -226,7 +235,9 @@ _NO_PLAN = ("--ignore_memory_plan", "true")
 
 def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps: int = 1, layouts=None):
     """The Hub layout of ``hub_id`` (one block per transformer, stored in ``dtype``; from ``layouts``, the session's
-    real_layouts cache, when tests share it), two clips, ``steps`` updates with minimal flags (the size flags, no plan);
+    real_layouts cache, when tests share it), one clip (its caption is 512 UMT5 tokens through a 4096-wide layer: a
+    second clip was seconds of CPU and proves nothing more), ``steps`` updates with minimal flags (the size flags, no
+    plan);
     checks the defaults block names the entry, what the copy changed and the trained size, and that the summary
     recorded the catalogue's defaults. Returns (folder, text, summary)."""
     from dit_lora.catalogue import by_hub_id
@@ -234,11 +245,11 @@ def _wan_run(tmp_path: Path, hub_id: str, dtype: torch.dtype, *extra: str, steps
 
     entry = by_hub_id(hub_id)
     if layouts is None:
-        model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype)
+        model = wan_pipeline(tmp_path / "models", hub_id, layers=1, dtype=dtype, narrow_text_encoder=True)
     else:
-        model = layouts(wan_pipeline, hub_id, layers=1, dtype=dtype)
+        model = layouts(wan_pipeline, hub_id, layers=1, dtype=dtype, narrow_text_encoder=True)
     assert sorted(p.name for p in (model / "tokenizer").iterdir()) == sorted(entry.tokenizer_files)
-    data = make_moving_square_dataset(tmp_path / "data", n=2, num_frames=9, size=64, seed=0)
+    data = make_moving_square_dataset(tmp_path / "data", n=1, num_frames=9, size=64, seed=0)
     text, summary = _run("wan", model, data, tmp_path / "out", *_WAN_SIZE, *_NO_PLAN, "--max_train_steps",
                          str(steps), *extra)
     published = entry.configs["transformer/config.json"]["num_layers"]
@@ -269,10 +280,9 @@ def _check_wan_lora(transformer: torch.nn.Module, saved: dict[str, torch.Tensor]
 
 
 def _stock_wan(pipeline_class, model: Path, dtype: torch.dtype, **parts):
-    """The stock pipeline of ``model`` as load_lora_weights needs it: its transformer(s) in the dtype they are stored
-    in (converting a 14B-wide bf16 expert to fp32 was most of the reload), without the text encoder the adapter
-    never touches (UMT5-XXL's widths; ``parts``: other components left out the same way)."""
-    return pipeline_class.from_pretrained(model, torch_dtype=dtype, text_encoder=None, tokenizer=None, **parts)
+    """:func:`_stock` with the transformer(s) in the dtype they are stored in (converting a 14B-wide bf16 expert to
+    fp32 was most of the reload); UMT5-XXL is the text encoder left out."""
+    return _stock(pipeline_class, model, dtype, **parts)
 
 
 # The layouts the Wan catalogue's fixture test (tests/families/wan/test_catalogue.py) reads too: each built once a

@@ -2,13 +2,13 @@
 
 The published ``model_index.json``, scheduler, transformer and VAE configs; the transformer at its real widths (24 heads
 x 128 = 3072, joint_attention_dim 3584, in_channels 64, axes_dims_rope [16, 56, 56]) cut to one block; the VAE as
-published (base_dim 96, 16 latent channels); Qwen2.5-VL-7B at its real widths (hidden 3584, MLP 18944, 28 heads, 4 kv
-heads; vision tower 1280 wide) cut to one language and one vision layer. What is cut besides the depth: the
-vocabulary (a byte-level BPE trained here, ``demo.build_tiny_qwen_tokenizer``, so the embedding has a few hundred rows
-instead of 152064, and the special tokens' ids in the text encoder's config are that tokenizer's). Random weights,
-bf16 as the Hub stores them, safetensors; the tokenizer folder in the Hub's file set (vocab.json, merges.txt,
-tokenizer_config.json, special_tokens_map.json, added_tokens.json; no tokenizer.json), and for the Edit models the
-``processor/`` folder.
+published (base_dim 96, 16 latent channels); Qwen2.5-VL-7B at its model widths (hidden 3584, 28 heads, 4 kv heads;
+vision tower 1280 wide) cut to one language and one vision layer. What is cut besides the depth: the language layer's
+MLP (64 wide instead of 18944), and the vocabulary (a byte-level BPE trained here, ``demo.build_tiny_qwen_tokenizer``,
+so the embedding has a few hundred rows instead of 152064, and the special tokens' ids in the text encoder's config are
+that tokenizer's). Random weights (layout_weights.quick_init), bf16 as the Hub stores them, safetensors; the tokenizer
+folder in the Hub's file set (vocab.json, merges.txt, tokenizer_config.json, special_tokens_map.json,
+added_tokens.json; no tokenizer.json), and for the Edit models the ``processor/`` folder.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import torch
+from layout_weights import _built_in
 
 from dit_lora.catalogue import by_hub_id
 
@@ -49,7 +50,10 @@ def _text_encoder_config(entry, tokenizer) -> dict:
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_end|>", "<|vision_start|>",
                                                            "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>",
                                                            "<|video_pad|>")}
-    config.update(num_hidden_layers=1, max_window_layers=1, vocab_size=-(-len(tokenizer) // 64) * 64,
+    # a 64-wide MLP instead of 18944: dit-lora never reads it, and the published one was 204M of the layer's 233M
+    # parameters, written once and loaded by both runs
+    config.update(num_hidden_layers=1, max_window_layers=1, intermediate_size=64,
+                  vocab_size=-(-len(tokenizer) // 64) * 64,
                   bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
                   vision_start_token_id=ids["<|vision_start|>"], vision_end_token_id=ids["<|vision_end|>"],
                   vision_token_id=ids["<|vision_pad|>"], image_token_id=ids["<|image_pad|>"],
@@ -59,15 +63,9 @@ def _text_encoder_config(entry, tokenizer) -> dict:
 
 
 def _bf16(build):
-    """``build()`` with bf16 as the default dtype (a 7B-wide layer costs its bf16 bytes only once)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            return build()
-    finally:
-        torch.set_default_dtype(previous)
+    """``build()`` with bf16 as the default dtype (a 7B-wide layer costs its bf16 bytes only once), its init's draws
+    layout_weights.quick_init's."""
+    return _built_in(torch.bfloat16, 0, build)
 
 
 def qwenimage_pipeline(root: Path, hub_id: str = "Qwen/Qwen-Image", layers: int = 1) -> Path:

@@ -15,6 +15,13 @@ import sys
 from pathlib import Path
 
 import torch
+from layout_weights import (
+    NARROW_GEMMA2,
+    NARROW_T5,
+    _built_in,
+    _quickly_initialised,
+    quick_init,
+)
 
 from dit_lora.catalogue import by_hub_id
 
@@ -121,15 +128,6 @@ class LayoutCache:
         return self._folders[key]
 
 
-def random_weights(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
-    """Small random weights (the libraries' own init can leave zero-initialised output layers)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.02)
-    return model
-
-
 def _folder(root: Path, hub_id: str) -> Path:
     folder = root / hub_id.split("/")[-1]
     write_configs(hub_id, folder)  # model_index.json, scheduler and the rest as published
@@ -142,11 +140,14 @@ def _text_encoder(config: dict, **changes):
     return AutoModel.from_config(AutoConfig.for_model(**{**config, **changes}))
 
 
-def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_1024px_diffusers", layers: int = 1) -> Path:
+@_quickly_initialised
+def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_1024px_diffusers", layers: int = 1,
+                  narrow_text_encoder: bool = False) -> Path:
     """Sana as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, fp32 main
     files), the DC-AE with its published stages, latent channels and compression but narrow channels and one
-    layer per stage, Gemma-2 (real widths, one layer, the local tokenizer's vocabulary) in bf16, and the
-    GemmaTokenizerFast file set."""
+    layer per stage, Gemma-2 (real widths, or its model width in a :data:`NARROW_GEMMA2` layer with
+    ``narrow_text_encoder``; one layer, the local tokenizer's vocabulary) in bf16, and the GemmaTokenizerFast file
+    set."""
     from diffusers import AutoencoderDC, SanaTransformer2DModel
 
     entry = by_hub_id(hub_id)
@@ -160,15 +161,19 @@ def sana_pipeline(root: Path, hub_id: str = "Efficient-Large-Model/Sana_600M_102
     from transformers import AutoTokenizer
 
     vocab = len(AutoTokenizer.from_pretrained(tokenizer))
-    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_hidden_layers=1, vocab_size=vocab,
+                  **(NARROW_GEMMA2 if narrow_text_encoder else {})) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
 
 
-def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1) -> Path:
+@_quickly_initialised
+def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: int = 1,
+                       narrow_text_encoder: bool = False) -> Path:
     """CogVideoX as the Hub lays it out: the published transformer (real widths and heads, ``layers`` deep, bf16),
     the VAE with its published stages and compression but narrow channels and one layer per block (fp32, as
-    uploaded), T5-XXL's widths with one layer in bf16, and the spiece.model-only tokenizer folder."""
+    uploaded), T5-XXL's widths (or its model width in a :data:`NARROW_T5` layer with ``narrow_text_encoder``) with
+    one layer in bf16, and the spiece.model-only tokenizer folder."""
     from diffusers import AutoencoderKLCogVideoX, CogVideoXTransformer3DModel
 
     entry = by_hub_id(hub_id)
@@ -178,11 +183,13 @@ def cogvideox_pipeline(root: Path, hub_id: str = "THUDM/CogVideoX-5b", layers: i
     AutoencoderKLCogVideoX.from_config({**entry.configs["vae/config.json"], "block_out_channels": [32, 32, 32, 32],
                                         "layers_per_block": 1}).save_pretrained(folder / "vae")
     t5_tokenizer_folder(folder / "tokenizer")
-    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128) \
+    _text_encoder(entry.configs["text_encoder/config.json"], num_layers=1, vocab_size=128,
+                  **(NARROW_T5 if narrow_text_encoder else {})) \
         .to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     return folder
 
 
+@_quickly_initialised
 def dit_pipeline(root: Path, hub_id: str = "facebook/DiT-XL-2-256", layers: int = 1,
                  labels: dict[str, str] | None = None) -> Path:
     """DiT-XL/2 as the Hub lays it out (the legacy ``Transformer2DModel`` config name, 1000 classes, real widths,
@@ -279,7 +286,8 @@ def _save_weights(config, folder: Path, model_class: str, seed: int) -> None:
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            model = cls(config)  # transformers' own init: normal(0, initializer_range) weights, nothing all-zero
+            with quick_init(seed):  # transformers' own init: normal(0, initializer_range) weights, nothing all-zero
+                model = cls(config)
     finally:
         torch.set_default_dtype(previous)
     model.save_pretrained(folder, safe_serialization=True, max_shard_size="400MB")
@@ -481,27 +489,15 @@ def _wan_entry(hub_id: str):
     return found[0]
 
 
-def _built_in(dtype: torch.dtype, seed: int, make):
-    """``make()`` with parameters created in ``dtype`` (a 5120-wide 14B block is ~360M parameters: built in bf16
-    it never exists in fp32) and a fixed seed; the libraries' own init (nothing all-zero in these models)."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            return make()
-    finally:
-        torch.set_default_dtype(previous)
-
-
 def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", layers: int = 1,
-                 dtype: torch.dtype = torch.bfloat16) -> Path:
+                 dtype: torch.dtype = torch.bfloat16, narrow_text_encoder: bool = False) -> Path:
     """A Wan checkpoint as the Hub lays it out: every published config (model_index.json with its
     ``boundary_ratio`` / ``expand_timesteps``, the UniPC scheduler, the tokenizer config), the transformer at real
     widths and heads, ``layers`` deep (the A14B repos: ``transformer`` and ``transformer_2``, different seeds), in
     ``dtype`` (the Hub ships fp32; bf16 keeps a 14B-wide folder at ~0.7 GB per expert); the VAE with its published
     z_dim, stages, temporal/spatial compression and latent statistics but 8/16 base channels and one residual block
-    per stage (fp32, as published); UMT5-XXL's widths with one layer, the local tokenizer's vocabulary, in bf16; the
+    per stage (fp32, as published); UMT5-XXL's widths (or its model width in a :data:`NARROW_T5` layer with
+    ``narrow_text_encoder``) with one layer, the local tokenizer's vocabulary, in bf16; the
     UMT5 tokenizer file set (:func:`umt5_tokenizer_folder`); for the 2.1 I2V repos the CLIP ViT-H/14 vision tower at
     its widths with two layers (the pipeline reads the penultimate hidden state) in bf16 and the published
     ``image_processor/preprocessor_config.json``. Weights are safetensors."""
@@ -523,7 +519,8 @@ def wan_pipeline(root: Path, hub_id: str = "Wan-AI/Wan2.1-T2V-1.3B-Diffusers", l
     narrow = {"base_dim": 8, "num_res_blocks": 1, **({"decoder_base_dim": 16} if vae.get("decoder_base_dim") else {})}
     AutoencoderKLWan.from_config({**vae, **narrow}).save_pretrained(folder / "vae")
     vocab = len(AutoTokenizer.from_pretrained(umt5_tokenizer_folder(folder / "tokenizer")))
-    text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab})
+    text = UMT5Config(**{**entry.configs["text_encoder/config.json"], "num_layers": 1, "vocab_size": vocab,
+                         **(NARROW_T5 if narrow_text_encoder else {})})
     _built_in(torch.bfloat16, 10, lambda: UMT5EncoderModel(text)).save_pretrained(folder / "text_encoder")
     if "image_encoder/config.json" in entry.configs:
         clip = CLIPVisionConfig(**{**entry.configs["image_encoder/config.json"], "num_hidden_layers": 2})

@@ -3,8 +3,9 @@ rebuilt offline from the catalogue's configs.
 
 The folder has the published ``model_index.json`` and DPM-Solver scheduler, the transformer config at real widths,
 heads, patch and ``sample_size`` (one block instead of 20), the Wan 2.1 VAE's published z_dim, stages, temporal and
-spatial compression and latent statistics (8 base channels, one residual block per stage), Gemma-2-2B's widths cut
-to one layer with a locally trained tokenizer's vocabulary (bf16), and Gemma's tokenizer file set; random weights.
+spatial compression and latent statistics (8 base channels, one residual block per stage), Gemma-2-2B's model width
+in one narrow layer (layout_weights.NARROW_GEMMA2) with a locally trained tokenizer's vocabulary (bf16), and Gemma's
+tokenizer file set; random weights.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import json
 from pathlib import Path
 
 import torch
-from real_layout import gemma_tokenizer_folder, random_weights, write_configs
+from layout_weights import NARROW_GEMMA2, quick_init, random_weights
+from real_layout import gemma_tokenizer_folder, write_configs
 
 from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
@@ -34,7 +36,7 @@ def sanavideo_pipeline(root: Path, layers: int = 1, seed: int = 0) -> Path:
 
     entry = by_hub_id(HUB_ID)
     folder = write_configs(HUB_ID, root / HUB_ID.split("/")[-1])
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), quick_init(seed):  # layout_weights.quick_init: copies, not draws
         torch.manual_seed(seed)
         transformer = SanaVideoTransformer3DModel.from_config(
             {**entry.configs["transformer/config.json"], "num_layers": layers}
@@ -45,7 +47,7 @@ def sanavideo_pipeline(root: Path, layers: int = 1, seed: int = 0) -> Path:
         AutoencoderKLWan.from_config({**entry.configs["vae/config.json"], **narrow}).save_pretrained(folder / "vae")
         vocab = len(AutoTokenizer.from_pretrained(gemma_tokenizer_folder(folder / "tokenizer")))
         te = {k: v for k, v in entry.configs["text_encoder/config.json"].items() if k != "architectures"}
-        te.update(num_hidden_layers=1, vocab_size=vocab)
+        te.update(num_hidden_layers=1, vocab_size=vocab, **NARROW_GEMMA2)
         AutoModel.from_config(AutoConfig.for_model(**te)).to(torch.bfloat16).save_pretrained(folder / "text_encoder")
     # save_pretrained rewrites config.json: keep the published files (the catalogue's signature reads them)
     for name, keep in (("transformer", {"num_layers": layers}), ("vae", narrow)):

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import torch
+from layout_weights import quick_init
 
 from dit_lora.catalogue import by_hub_id
 from dit_lora.config import TrainConfig
@@ -68,7 +69,7 @@ def zimage_pipeline(root: Path, hub_id: str = BASE, seed: int = 0) -> Path:
 
     entry, folder = by_hub_id(hub_id), root / hub_id.split("/")[-1]
     _write_configs(hub_id, folder)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), quick_init(seed):  # layout_weights.quick_init: copies, not draws
         torch.manual_seed(seed)
         transformer = ZImageTransformer2DModel.from_config(
             {**entry.configs["transformer/config.json"], "n_layers": 1, "n_refiner_layers": 1}
