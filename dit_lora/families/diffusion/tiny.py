@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
 
 __all__ = [
     "MARKER",
@@ -36,6 +37,7 @@ __all__ = [
     "build_pipeline",
     "byte_level_bpe",
     "channel_statistics",
+    "instruction_tokenizer",
     "module",
     "moving_square_clips",
     "padded_vocab",
@@ -180,6 +182,18 @@ def build_pipeline(path: str | Path, description: TinyPipeline) -> Path:
             description.after_save(tmp, components)
 
     return build_directory_atomically(path, MARKER, dict(description.marker), build)
+
+
+def instruction_tokenizer(pipeline: str, words: list[str]) -> Any:
+    """A tiny Gemma tokenizer (:func:`~dit_lora.data.synthetic.tokenizers.build_tiny_gemma_tokenizer`) whose merges
+    are trained on the default complex human instruction of ``pipeline`` (a diffusers class name, read from the
+    installed pipeline so the vocabulary follows diffusers' default), the shared extra words and the family's demo
+    ``words`` (its captions' words, repeated so BPE merges them into single tokens even where the instruction text
+    is rare in them)."""
+    from dit_lora.families.diffusion.prompts import default_instruction  # imports diffusers: only when built
+
+    corpus = " ".join(default_instruction(pipeline)).split() + TOKENIZER_CORPUS_EXTRA.split()
+    return build_tiny_gemma_tokenizer(corpus + words)
 
 
 def byte_level_bpe(

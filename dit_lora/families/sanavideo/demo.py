@@ -18,14 +18,12 @@ published ones are the real VAE's), so the diffusion targets stay at about unit 
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from dit_lora.data.synthetic.shapes import COLORS
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -55,12 +53,8 @@ def get_tiny_sanavideo_config() -> dict[str, Any]:
 
 def _tokenizer():
     """Gemma's tokenizer shape, its merges trained on the demo captions and SanaVideoPipeline's instruction."""
-    from diffusers import SanaVideoPipeline
-
-    instruction = inspect.signature(SanaVideoPipeline.__call__).parameters["complex_human_instruction"].default
-    words = " ".join(instruction).split() + TOKENIZER_CORPUS_EXTRA.split()
-    words += (list(COLORS) + ["square", "moving", "left", "right", "top", "bottom", "to"]) * 8
-    return build_tiny_gemma_tokenizer(words)
+    words = (list(COLORS) + ["square", "moving", "left", "right", "top", "bottom", "to"]) * 8
+    return tiny.instruction_tokenizer("SanaVideoPipeline", words)
 
 
 def _scheduler(task: str) -> Any:
