@@ -37,6 +37,7 @@ __all__ = [
     "build_pipeline",
     "byte_level_bpe",
     "channel_statistics",
+    "clip_statistics",
     "instruction_tokenizer",
     "module",
     "moving_square_clips",
@@ -257,6 +258,21 @@ def moving_square_clips(seed: int, n: int, frames: int, height: int, width: int)
             col = round(f * (width - side) / (frames - 1))
             clip[:, f, row : row + side, col : col + side] = color
     return clips
+
+
+def clip_statistics(seed: int, geometry: Mapping[str, int]) -> Callable[[Any], None]:
+    """A clip VAE part's ``then``: its ``latents_mean`` / ``latents_std`` measured per channel
+    (:func:`channel_statistics`) on four moving-square clips of ``geometry``'s ``num_frames``, ``height`` and
+    ``width`` (what the published lists are for a real video VAE), so the diffusion targets stay at about unit
+    variance."""
+
+    def measure(vae: Any) -> None:
+        clips = moving_square_clips(seed, 4, geometry["num_frames"], geometry["height"], geometry["width"])
+        with torch.no_grad():
+            mean, std = channel_statistics(vae.encode(clips).latent_dist.mean)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
+
+    return measure
 
 
 def scaling_factor(latents: torch.Tensor) -> float:

@@ -21,8 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.data.synthetic.shapes import COLORS
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
@@ -69,14 +67,6 @@ def _tiny(task: str, seed: int, layers: int) -> tiny.TinyPipeline:
     if task not in PIPELINES:
         raise ValueError(f"unknown SANA-Video demo task {task!r}; choose from {', '.join(PIPELINES)}")
     config = get_tiny_sanavideo_config()
-    g = TINY_GEOMETRY
-
-    def measure(vae: Any) -> None:
-        clips = tiny.moving_square_clips(seed, 4, g["num_frames"], g["height"], g["width"])
-        with torch.no_grad():
-            mean, std = tiny.channel_statistics(vae.encode(clips).latent_dist.mean)
-        vae.register_to_config(latents_mean=mean, latents_std=std)
-
     transformer = {**config["transformer"], "num_layers": layers}
     gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
     gemma = ("transformers:Gemma2Model", "transformers:Gemma2Config", config["text_encoder"], gemma_ids)
@@ -87,7 +77,9 @@ def _tiny(task: str, seed: int, layers: int) -> tiny.TinyPipeline:
         tokenizer=_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:SanaVideoTransformer3DModel", transformer),
-            tiny.module("vae", 2, "diffusers:AutoencoderKLWan", config["vae"], then=measure),
+            tiny.module(
+                "vae", 2, "diffusers:AutoencoderKLWan", config["vae"], then=tiny.clip_statistics(seed, TINY_GEOMETRY)
+            ),
             tiny.text_model(3, *gemma),
         ),
         scheduler=_SCHEDULERS[task],
