@@ -36,11 +36,13 @@ def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_
     scheduler = training_scheduler(
         {"shift": shift, "num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)}
     )
+    mean, std = clip_statistics(vae)
     state = SanaVideoRun(
         scheduler_config=scheduler_cfg,
         flow_tables=flow_tables(scheduler, device if device is not None else "cpu"),
         flow_shift=shift,
-        **clip_statistics(vae),
+        latents_mean=mean,
+        latents_std=std,
     )
     return Components(
         model=transformer, scheduler=scheduler, encoders={"vae": vae, "text_encoder": text_encoder}, state=state

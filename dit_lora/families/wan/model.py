@@ -121,6 +121,7 @@ def make_components(
     if expert:
         boundary = info.expert_boundary(cfg.model.pretrained_model_name_or_path)
         ranges.update(expert_index_ranges(scheduler.timesteps, boundary, info.num_train_timesteps))
+    mean, std = clip_statistics(vae)
     state = WanRun(
         scheduler_config=scheduler_cfg,
         flow_shift=shift,
@@ -132,7 +133,8 @@ def make_components(
         boundary_ratio=info.boundary_ratio,
         image_probability=task.image_probability(cfg),
         expand_timesteps=info.expand_timesteps,
-        **clip_statistics(vae),
+        latents_mean=mean,
+        latents_std=std,
     )
     return Components(
         model=model,
