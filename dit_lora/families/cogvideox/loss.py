@@ -32,8 +32,6 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import FamilyInfo
-from dit_lora.data.prepare import cache_root_for
-from dit_lora.data.video_prepare import VideoMedia
 from dit_lora.families.cogvideox.encoders import CogVideoXEncoders, pipeline_class
 from dit_lora.families.cogvideox.info import (
     OFS_VALUE,
@@ -41,7 +39,7 @@ from dit_lora.families.cogvideox.info import (
     transformer_config,
 )
 from dit_lora.families.cogvideox.state import run_state
-from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss
+from dit_lora.families.diffusion.components import DiffusionLoss
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -219,12 +217,3 @@ class CogVideoXLoss(DiffusionLoss):
             return_dict=False,
         )[0]
         return cogvideox_v_loss(pred, noisy, latents, timesteps, scheduler, weight_cap=options.loss_weight_cap)[0]
-
-
-class CogVideoXData(DiffusionData):
-    """``FamilySpec.data``: clips, decoded to the run's buckets (``FamilySpec.video_frames``), cached, encoders
-    released (the diffusion base's data stage)."""
-
-    def data_handler(self, cfg: TrainConfig, spec):
-        """The clip :class:`~dit_lora.data.video_prepare.VideoMedia`."""
-        return VideoMedia(cfg, spec, cache_root_for(cfg.data))

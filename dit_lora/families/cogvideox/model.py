@@ -4,7 +4,7 @@ defaults and notes, and ``--demo``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,7 +12,6 @@ from dit_lora.contract.family import Components, schedule_on_device
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
-from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.cogvideox.demo import TINY_COGVIDEOX_GEOMETRY, build_tiny_cogvideox_pipeline
 from dit_lora.families.cogvideox.info import (
     EXAMPLE_IDS,
@@ -30,7 +29,9 @@ from dit_lora.families.cogvideox.info import (
 )
 from dit_lora.families.cogvideox.state import CogVideoXRun
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.modelfiles.pipeline_files import read_component_config, stored_dtype
 
 if TYPE_CHECKING:
@@ -184,12 +185,9 @@ PARTS = {
 }
 
 
-class CogVideoXDefaults:
-    """``FamilySpec.defaults``: one clip per step."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """One clip per step: a 49-frame clip is 13 latent frames of tokens (every published recipe uses batch 1)."""
-        return {"train_batch_size": (1, "video: one clip per step, as THUDM's and diffusers' CogVideoX trainers")}
+#: ``FamilySpec.defaults``: one clip per step (a 49-frame clip is 13 latent frames of tokens; every published recipe
+#: uses batch 1)
+DEFAULTS = OneClipPerStep("video: one clip per step, as THUDM's and diffusers' CogVideoX trainers")
 
 
 class CogVideoXNotes(DiffusionNotes):
@@ -254,21 +252,12 @@ class CogVideoXDemo:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the clips."""
         # The demo builders: only for --demo
         try:
-            build_tiny_cogvideox_pipeline(
-                cfg.model.path,
-                task=self.task,
-                version=cfg.family_options.demo_cogvideox_version,
-                seed=0,
+            build_demo_model(
+                lambda: build_tiny_cogvideox_pipeline(
+                    cfg.model.path, task=self.task, version=cfg.family_options.demo_cogvideox_version, seed=0
+                )
             )
         except ValueError as err:  # e.g. there is no 2B image-to-video model
             raise UserError(f"--demo_cogvideox_version {cfg.family_options.demo_cogvideox_version}: {err}.")
-        except FileExistsError as err:
-            raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
         forget_model_infos()  # the model may have just been (re)built
-        fps = self.video.model_info(cfg).fps
-        if cfg.data.train_data_dir:
-            frames = max(b[0] for b in self.video.video_buckets(cfg))
-            size = TINY_COGVIDEOX_GEOMETRY["height"]
-            build_demo_clips(
-                cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps
-            )
+        demo_clips(cfg, self.video, TINY_COGVIDEOX_GEOMETRY["height"], fps=self.video.model_info(cfg).fps)

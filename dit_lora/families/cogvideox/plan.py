@@ -8,25 +8,17 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.cogvideox.encoders import CogVideoXEncoders
-from dit_lora.families.cogvideox.info import CogVideoXVideo
-from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import build_components
-from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.diffusion.video_sizes import clip_batches
+from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
 
-class CogVideoXPlan(DiffusionPlan):
+class CogVideoXPlan(ClipPlan):
     """``FamilySpec.plan``: transformer, VAE and T5 on the meta device; clips ``(B, F, 3, H, W)`` of the run's
-    buckets; the prompt embeddings at the transformer's text length."""
-
-    def __init__(self, encoders: CogVideoXEncoders, loss: CogVideoXLoss, video: CogVideoXVideo) -> None:
-        super().__init__(encoders, loss)
-        self.video = video
+    buckets (:class:`~.info.CogVideoXVideo`'s); the prompt embeddings at the transformer's text length."""
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`CogVideoXModel.load_components <dit_lora.families.cogvideox.model.CogVideoXModel.load_components>`
@@ -51,7 +43,3 @@ class CogVideoXPlan(DiffusionPlan):
         """The prompt embeddings at the transformer's text length, as an empty tensor."""
         text = comps.encoders["text_encoder"].config.d_model
         return {"prompt_embeds": torch.empty(batch_size, comps.state.max_sequence_length, text, dtype=cfg.weight_dtype)}
-
-    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
-        return clip_batches(cfg, self.video.video_buckets(cfg))

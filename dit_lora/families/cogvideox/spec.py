@@ -4,7 +4,7 @@
 
 The components live beside this file, one module each: ``info.py`` (the model info read once, the video buckets
 and their checks, the frame rate), ``model.py`` (checks, loading, precision, defaults, notes, demo),
-``encoders.py``, ``loss.py`` (and the clip data), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model card),
+``encoders.py``, ``loss.py`` (the clip data is the kit's), ``samples.py``, ``plan.py``, ``adapter.py`` (saving, loading back, the model card),
 ``i2v.py`` (what image-to-video changes), ``kernels.py``; what a run decides is its ``CogVideoXRun``
 (``state.py``) in ``comps.state``.
 
@@ -70,9 +70,9 @@ from dit_lora.families.cogvideox.i2v import (
 )
 from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.cogvideox.kernels import patch_points
-from dit_lora.families.cogvideox.loss import CogVideoXData, CogVideoXLoss
+from dit_lora.families.cogvideox.loss import CogVideoXLoss
 from dit_lora.families.cogvideox.model import (
-    CogVideoXDefaults,
+    DEFAULTS,
     CogVideoXDemo,
     CogVideoXModel,
     CogVideoXNotes,
@@ -81,6 +81,7 @@ from dit_lora.families.cogvideox.model import (
 from dit_lora.families.cogvideox.plan import CogVideoXPlan
 from dit_lora.families.cogvideox.samples import CogVideoXSamples
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.diffusion.video_sizes import ClipData
 
 
 def _info(task_tag: str, pipeline: str) -> FamilyInfo:
@@ -116,14 +117,14 @@ def cogvideox_spec(name: str = "cogvideox") -> FamilySpec:
         encoders=encoders,
         loss=lambda encoders: (CogVideoXI2VLoss if i2v else CogVideoXLoss)(encoders, info),
         samples=lambda encoders: samples(encoders, info, video),
-        plan=lambda encoders, loss, _: CogVideoXPlan(encoders, loss, video),
-        data=CogVideoXData(),
+        plan=lambda encoders, loss, _: CogVideoXPlan(video, encoders, loss),
+        data=ClipData(),
         adapter=CogVideoXAdapter(info),
         video_frames=video,
         frame_rate=video,
         kernels=PatchPoints(patch_points),
         card=(CogVideoXI2VCard if i2v else CogVideoXCard)(info, video),
-        defaults=CogVideoXDefaults(),
+        defaults=DEFAULTS,
         notes=CogVideoXNotes(video),
         precision=CogVideoXPrecision(),
         demo=CogVideoXDemo(encoders.task, video),

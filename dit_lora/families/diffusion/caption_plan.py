@@ -3,7 +3,8 @@
 Its components from their configs on the meta device (:func:`~.text_conditioned.meta_components`: the transformer
 in the run's dtype, counted by :attr:`~.components.DiffusionPlan.depth_key`, the VAE in fp32, the text encoder) with
 the family's run state holding the run's caption length, and the cached caption embeddings (and their mask) at that
-length. A family states its classes, its state, its mask's key and its caption length.
+length (:func:`caption_embeddings`, which a video family's plan shares). A family states its classes, its state,
+its mask's key and its caption length.
 """
 
 from __future__ import annotations
@@ -54,9 +55,17 @@ class CaptionPlan(DiffusionPlan):
         )
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
-        """Caption embeddings (and their mask) at the run's text length, as empty tensors."""
-        length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
-        embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}
-        if self.mask is not None:
-            embeds[self.mask] = torch.ones(batch_size, length, dtype=torch.long)
-        return embeds
+        """:func:`caption_embeddings` of the family's mask."""
+        return caption_embeddings(comps, cfg, batch_size, self.mask)
+
+
+def caption_embeddings(
+    comps: Components, cfg: TrainConfig, batch_size: int, mask: str | None
+) -> dict[str, torch.Tensor]:
+    """Caption embeddings (and their ``mask``) at the run's text length (its state's text settings), as empty
+    tensors: the cached conditioning of a plan's batch."""
+    length, width = comps.state.text.max_sequence_length, comps.encoders["text_encoder"].config.hidden_size
+    embeds = {"prompt_embeds": torch.empty(batch_size, length, width, dtype=cfg.weight_dtype)}
+    if mask is not None:
+        embeds[mask] = torch.ones(batch_size, length, dtype=torch.long)
+    return embeds

@@ -1,6 +1,6 @@
-"""What every image family's ``--demo`` shares: the nearest sizes a refused ``--resolution`` is told to use, and
-the synthetic data drawn into an empty ``--train_data_dir`` (a folder the user filled is trained on as it is,
-and said).
+"""What every family's ``--demo`` shares: the nearest sizes a refused ``--resolution`` is told to use, the
+synthetic data drawn into an empty ``--train_data_dir`` (a folder the user filled is trained on as it is, and
+said), the tiny model's build refused where a folder of another's stands, and a video family's clips.
 
 A family states only what differs: its stride, its refusal's reason, its data set's marker and how it draws it.
 """
@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from dit_lora.core.errors import UserError
 from dit_lora.data.synthetic import is_user_folder
+from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.data.synthetic.shapes import SHAPES_MARKER, make_shapes_dataset
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
+    from dit_lora.contract.capabilities import VideoFrames
 
 
 def nearest_sizes(resolution: int, multiple: int) -> str:
@@ -39,3 +42,20 @@ def demo_data(cfg: TrainConfig, marker: str = SHAPES_MARKER, draw: Callable[[str
     else:
         draw(directory)
     return True
+
+
+def build_demo_model(build: Callable[[], object]) -> None:
+    """``build()`` the tiny model ``--demo`` trains; a folder the tiny builder did not make (its
+    ``FileExistsError``: nothing of the user's is overwritten) is refused in one paragraph naming the flag to change."""
+    try:
+        build()
+    except FileExistsError as err:
+        raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
+
+
+def demo_clips(cfg: TrainConfig, video: VideoFrames, size: int, fps: int) -> None:
+    """Into ``--train_data_dir`` (when one is given), the demo's moving-square clips: as many frames as the run's
+    longest bucket (``video``'s), ``size`` px square (the tiny model's geometry), written at ``fps``."""
+    if cfg.data.train_data_dir:
+        frames = max(b[0] for b in video.video_buckets(cfg))
+        build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)

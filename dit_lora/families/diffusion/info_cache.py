@@ -1,10 +1,14 @@
-"""What a video family reads from a checkpoint's small config files, read once: :class:`InfoCache`."""
+"""What a video family reads from a checkpoint's small config files, read once (:class:`InfoCache`; the geometry
+of a clip VAE and a 3D-patch transformer: :class:`ClipGeometry`), and the task a run trains on it
+(:class:`VideoTask`: the pipeline, those facts, the clip buckets, the frame rate)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from dit_lora.families.diffusion.video_sizes import clip_buckets
 from dit_lora.modelfiles.pipeline_files import read_once
 
 if TYPE_CHECKING:
@@ -14,6 +18,39 @@ T = TypeVar("T")
 
 #: the files a pipeline folder's facts are read from (a rebuilt folder changes their modification times)
 CONFIG_FILES = ("model_index.json", "transformer/config.json", "vae/config.json", "scheduler/scheduler_config.json")
+
+
+@dataclass(frozen=True)
+class ClipGeometry:
+    """A video checkpoint's geometry as its configs say it (diffusers' defaults where a file is unreadable): the VAE's
+    latent channels and spatial and temporal compression (``AutoencoderKLWan``'s ``z_dim``,
+    ``scale_factor_spatial``, ``scale_factor_temporal``), the transformer's ``(t, h, w)`` patch and the
+    scheduler's training timesteps; a family's facts add their own fields (:func:`clip_geometry` reads these)."""
+
+    z_dim: int = 16
+    vae_spatial: int = 8
+    vae_temporal: int = 4
+    patch: tuple[int, int, int] = (1, 2, 2)
+    num_train_timesteps: int = 1000
+
+    @property
+    def size_multiple(self) -> int:
+        """Height and width must be multiples of this (VAE downsampling x patch)."""
+        return self.vae_spatial * self.patch[1]
+
+
+def clip_geometry(tr: dict[str, Any], vae: dict[str, Any], sched: dict[str, Any]) -> dict[str, Any]:
+    """:class:`ClipGeometry`'s fields from the transformer, VAE and scheduler configs (``{}`` each when unreadable;
+    an int ``patch_size`` is the spatial patch, with no temporal one)."""
+    raw = tr.get("patch_size", (1, 2, 2))
+    p_t, p_h, p_w = (1, raw, raw) if isinstance(raw, int) else raw
+    return {
+        "z_dim": int(vae.get("z_dim", 16)),
+        "vae_spatial": int(vae.get("scale_factor_spatial", 8)),
+        "vae_temporal": int(vae.get("scale_factor_temporal", 4)),
+        "patch": (int(p_t), int(p_h), int(p_w)),
+        "num_train_timesteps": int(sched.get("num_train_timesteps", 1000)),
+    }
 
 
 class InfoCache(Generic[T]):
@@ -32,3 +69,45 @@ class InfoCache(Generic[T]):
     def forget(self) -> None:
         """Drop the configs read so far (``--demo`` has just rewritten the model folder)."""
         self.seen.clear()
+
+
+@dataclass(frozen=True)
+class VideoTask:
+    """``FamilySpec.video_frames`` and ``frame_rate``: one task of a video family (text- or image-to-video) and what
+    it reads from the checkpoint; every other component holds it. A family states its :attr:`infos` and
+    :attr:`label`; the facts they read give ``trained_size()`` (frames, height and width first), ``size_multiple``,
+    ``vae_spatial``, ``vae_temporal``, ``patch`` and ``fps``."""
+
+    #: the registry name (``--family``)
+    name: str
+    #: ``"t2v"`` or ``"i2v"``
+    task: str
+    #: the diffusers pipeline class the family samples with and the card names
+    pipeline_class_name: str
+    #: the family's facts of a checkpoint, read once, and the model's name in a size refusal
+    infos: ClassVar[InfoCache[Any]]
+    label: ClassVar[str]
+
+    def info(self, cfg: TrainConfig) -> Any:
+        """What the checkpoint's configs say, read once (:attr:`infos`, looked up on the class: a test stands in a
+        plain function)."""
+        return type(self).infos(cfg)
+
+    def pipeline_class(self) -> Any:
+        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
+        import diffusers
+
+        return getattr(diffusers, self.pipeline_class_name)
+
+    def model_fps(self, cfg: TrainConfig) -> float:
+        """Frames per second the checkpoint generates at (its facts' ``fps``): the rate the log names."""
+        return self.info(cfg).fps
+
+    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
+        """``--frame_buckets`` (only those), else automatic aspect buckets around ``--max_num_frames`` x ``--height``
+        x ``--width`` or the checkpoint's trained size, that size first (:func:`~.video_sizes.clip_buckets`: the
+        transformer's RoPE is computed per input size, so any multiple of ``size_multiple`` runs; the frame rule is
+        the VAE's temporal compression, there being no temporal patch)."""
+        info = self.info(cfg)
+        stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
+        return clip_buckets(cfg, info.trained_size()[:3], info.size_multiple, info.vae_temporal, self.label, stride)

@@ -30,6 +30,14 @@ def scaled_latents(vae, pixel_values: torch.Tensor) -> torch.Tensor:
     return ((latents.float() - float(shift)) * float(vae.config.scaling_factor)).float()
 
 
+def clip_statistics(vae) -> tuple[torch.Tensor, torch.Tensor]:
+    """A clip VAE's per-channel ``(latents_mean, latents_std)`` from its config, ``(1, C, 1, 1, 1)`` each in fp32
+    (shaped to broadcast over ``(B, C, F', h, w)`` latents): what :func:`normalised_clip_latents` takes."""
+    mean = torch.tensor(vae.config.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1)
+    std = torch.tensor(vae.config.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1)
+    return mean, std
+
+
 def normalised_clip_latents(
     vae, pixel_values: torch.Tensor, mean: torch.Tensor, std: torch.Tensor
 ) -> dict[str, torch.Tensor]:

@@ -3,11 +3,13 @@ the run's tokenizer and text encoder, so that training prompts are exactly what 
 at inference (its template, instruction prefix, truncation, token selection and padding).
 
 A family states only what differs: its pipeline class, what its ``encode_prompt`` returns (the embeddings alone, or
-with their attention mask), its negative prompt and its own keywords (the caption length, an instruction prefix).
+with their attention mask), its negative prompt and its own keywords (the caption length, an instruction prefix:
+:func:`default_instruction` reads a pipeline's own).
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -43,6 +45,14 @@ def instruction(text: TextSettings | None) -> list[str] | None:
     """The instruction prefix the run's text settings record, as a pipeline's ``complex_human_instruction`` takes
     it (None: none, or no settings recorded yet)."""
     return list(text.instruction) if text and text.instruction else None
+
+
+def default_instruction(pipeline: str) -> tuple[str, ...]:
+    """The complex human instruction ``pipeline`` (its diffusers class name) prefixes captions with by default at
+    inference, read from the installed pipeline's signature (so it follows diffusers' default; imported on use:
+    diffusers' pipelines import slowly)."""
+    call = model_class("diffusers", pipeline).__call__
+    return tuple(inspect.signature(call).parameters["complex_human_instruction"].default)
 
 
 def pipeline_prompts(

@@ -1,5 +1,6 @@
 """What a diffusion run decides, kept in ``comps.state``: :class:`RunState`, the base of every family's state
-dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand),
+dataclass (:meth:`RunState.of`: the state, an empty one put there first for components built by hand;
+:meth:`RunState.required`: a part loading sets, refused by its name where such components lack it),
 :class:`FlowRun`, the state of a text-conditioned rectified-flow family (the checkpoint's scheduler config, the
 training scheduler's flow tables, the run's text settings), and :class:`EpsilonRun`, the state of an
 epsilon-prediction DDPM family (the checkpoint's scheduler config, a learned sigma's output layout)."""
@@ -7,12 +8,14 @@ epsilon-prediction DDPM family (the checkpoint's scheduler config, a learned sig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.families.diffusion.text_conditioned import run_tables
+
+T = TypeVar("T")
 
 
 class RunState:
@@ -24,6 +27,17 @@ class RunState:
         if comps.state is None:
             comps.state = cls()
         return comps.state
+
+    #: the end of :meth:`required`'s refusal: what sets the family's parts (``"the X components' loading sets it"``)
+    loaded_by: ClassVar[str] = "the components' loading sets it"
+
+    @classmethod
+    def required(cls, value: T | None, name: str) -> T:
+        """``value``: a part of the run state that loading the components sets. Components built by hand without it
+        are refused by its name and :attr:`loaded_by`, not with a TypeError on None."""
+        if value is None:
+            raise ValueError(f"comps.state.{name} is not set: {cls.loaded_by}")
+        return value
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """What the text-conditioned diffusion families (Sana, SANA-Video, Z-Image, FLUX.2, Qwen-Image) share: the cache
 identity of a run's encoders, the setup that records the run's text settings, the run's flow tables kept in its
-state, and the memory plan's transformer + VAE + text encoder on the meta device.
+state, and the memory plan's transformer + VAE + text encoder on the meta device; and the caption encoders of a
+pipeline that prefixes a complex human instruction (:class:`InstructedCaptions`).
 
 A family states only what differs: the key its model stamp is stored under (kept as each family first wrote it,
 so existing caches keep their names), the settings its captions are encoded with, its own ``run_state`` and its
@@ -14,9 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionSetup
+from dit_lora.families.diffusion.components import DiffusionEncoders, DiffusionSetup
 from dit_lora.families.diffusion.latents import model_identity
+from dit_lora.families.diffusion.prompts import (
+    MASKED,
+    caption_length,
+    default_instruction,
+    instruction,
+    pipeline_prompts,
+)
 from dit_lora.modeling.flow_matching import flow_tables, training_scheduler
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
@@ -37,6 +46,61 @@ def encoder_identity(
         **settings,
         **({"text_encoder_quantized": "nf4"} if cfg.model.quantize_text_encoder else {}),
     }
+
+
+class InstructedCaptions(DiffusionEncoders):
+    """``FamilySpec.encoders``' captions for a pipeline whose ``encode_prompt`` takes a ``complex_human_instruction``
+    (Gemma-2 captions with an instruction prefix): the run's text settings (its caption length and, with
+    ``--complex_human_instruction``, the pipeline's default instruction), the cache identity they are part of, and
+    captions through the pipeline's own ``encode_prompt`` at those settings (its prefix, truncation and token
+    selection: training prompts are what the pipeline feeds the model at inference). A family states its pipeline,
+    the name and stamp key its cache identity keeps, its caption length and what its cached latents are."""
+
+    #: the diffusers pipeline whose ``encode_prompt`` and default instruction the captions go through
+    pipeline: str = ""
+    #: the ``family`` and stamp key of the cache identity (kept as each family first wrote them)
+    identity_family: str = ""
+    stamp_key: str = "model_index_mtime"
+    #: the pipeline's default ``max_sequence_length``
+    default_length: int = 300
+    #: what the cache identity adds after the text settings (what the cached latents are), as ``(key, value)`` pairs
+    identity_extra: tuple[tuple[str, str], ...] = ()
+
+    def text_length(self, cfg: TrainConfig) -> int:
+        """The run's caption length: the pipeline's default (a family whose length is a flag says so here)."""
+        return self.default_length
+
+    def text_settings(self, cfg: TrainConfig) -> TextSettings:
+        """The run's caption length and, with ``--complex_human_instruction``, the pipeline's instruction prefix."""
+        prefix = default_instruction(self.pipeline) if cfg.family_options.complex_human_instruction else None
+        return TextSettings(max_sequence_length=self.text_length(cfg), instruction=prefix)
+
+    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
+        """The model, its stamp, revision, variant and text dtype, the text settings, what the cached latents are
+        (and a quantized encoder)."""
+        return encoder_identity(
+            cfg,
+            self.identity_family,
+            stamp_key=self.stamp_key,
+            complex_human_instruction=cfg.family_options.complex_human_instruction,
+            max_sequence_length=self.text_length(cfg),
+            **dict(self.identity_extra),
+        )
+
+    def encode_prompts(
+        self, comps: Components, captions: list[str], *, with_negative: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Captions (and their masks) through the pipeline's own ``encode_prompt`` at the run's text settings."""
+        text = comps.state.text if comps.state is not None else None
+        return pipeline_prompts(
+            comps,
+            self.pipeline,
+            captions,
+            with_negative=with_negative,
+            keys=MASKED,
+            max_sequence_length=caption_length(text, self.default_length),
+            complex_human_instruction=instruction(text),
+        )
 
 
 class TextSettingsSetup(DiffusionSetup):

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from dit_lora.data.synthetic import build_directory_atomically
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
 
 __all__ = [
     "MARKER",
@@ -36,6 +37,8 @@ __all__ = [
     "build_pipeline",
     "byte_level_bpe",
     "channel_statistics",
+    "clip_statistics",
+    "instruction_tokenizer",
     "module",
     "moving_square_clips",
     "padded_vocab",
@@ -183,6 +186,18 @@ def build_pipeline(path: str | Path, description: TinyPipeline) -> Path:
     return build_directory_atomically(path, MARKER, dict(description.marker), build)
 
 
+def instruction_tokenizer(pipeline: str, words: list[str]) -> Any:
+    """A tiny Gemma tokenizer (:func:`~dit_lora.data.synthetic.tokenizers.build_tiny_gemma_tokenizer`) whose merges
+    are trained on the default complex human instruction of ``pipeline`` (a diffusers class name, read from the
+    installed pipeline so the vocabulary follows diffusers' default), the shared extra words and the family's demo
+    ``words`` (its captions' words, repeated so BPE merges them into single tokens even where the instruction text
+    is rare in them)."""
+    from dit_lora.families.diffusion.prompts import default_instruction  # imports diffusers: only when built
+
+    corpus = " ".join(default_instruction(pipeline)).split() + TOKENIZER_CORPUS_EXTRA.split()
+    return build_tiny_gemma_tokenizer(corpus + words)
+
+
 def byte_level_bpe(
     texts: list[str] | tuple[str, ...], vocab_size: int, specials: tuple[str, ...] = ()
 ) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -266,6 +281,21 @@ def moving_square_clips(seed: int, n: int, frames: int, height: int, width: int)
             col = round(f * (width - side) / (frames - 1))
             clip[:, f, row : row + side, col : col + side] = color
     return clips
+
+
+def clip_statistics(seed: int, geometry: Mapping[str, int]) -> Callable[[Any], None]:
+    """A clip VAE part's ``then``: its ``latents_mean`` / ``latents_std`` measured per channel
+    (:func:`channel_statistics`) on four moving-square clips of ``geometry``'s ``num_frames``, ``height`` and
+    ``width`` (what the published lists are for a real video VAE), so the diffusion targets stay at about unit
+    variance."""
+
+    def measure(vae: Any) -> None:
+        clips = moving_square_clips(seed, 4, geometry["num_frames"], geometry["height"], geometry["width"])
+        with torch.no_grad():
+            mean, std = channel_statistics(vae.encode(clips).latent_dist.mean)
+        vae.register_to_config(latents_mean=mean, latents_std=std)
+
+    return measure
 
 
 def scaling_factor(latents: torch.Tensor) -> float:

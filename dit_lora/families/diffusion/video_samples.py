@@ -4,7 +4,8 @@ From the in-memory transformer: the family's pipeline without text encoders (the
 once per video: the pipelines make one video per prompt), the VAE moved in to decode, the checkpoint's sampler, a
 seeded generator on the model's device, under ``no_grad``. From the reloaded pipeline: the prompt, once per video.
 Both at the run's first bucket and validation settings; each video written as mp4 at the family's frame rate. A
-family states its pipeline class, sampler, size and rate, and the call's own arguments (its hooks below).
+family states its pipeline class, sampler, size and rate, and the call's own arguments (its hooks below); a family
+with a :class:`~.info_cache.VideoTask` takes the first three from it (:class:`TaskVideoSamples`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
+from dit_lora.families.diffusion.info_cache import VideoTask
 from dit_lora.output.video import write_video
 
 if TYPE_CHECKING:
@@ -135,3 +137,24 @@ class VideoSamples(DiffusionSamples):
     def save_sample(self, sample: Any, stem: Path, cfg: TrainConfig) -> Path:
         """A validation video (list of PIL frames) as ``stem.mp4`` at :meth:`fps`."""
         return write_video(sample, Path(stem).with_suffix(".mp4"), fps=self.fps(cfg))
+
+
+class TaskVideoSamples(VideoSamples):
+    """:class:`VideoSamples` of a family's :class:`~.info_cache.VideoTask`: its first bucket, its rate in whole frames
+    per second and its pipeline; a family states its sampler and the call's own arguments."""
+
+    def __init__(self, task: VideoTask, encoders) -> None:
+        super().__init__(encoders)
+        self.task = task
+
+    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
+        """The run's first bucket."""
+        return self.task.video_buckets(cfg)[0]
+
+    def fps(self, cfg: TrainConfig) -> int:
+        """The checkpoint's rate, in whole frames per second."""
+        return round(self.task.model_fps(cfg))
+
+    def pipeline_class(self) -> Any:
+        """The task's pipeline."""
+        return self.task.pipeline_class()

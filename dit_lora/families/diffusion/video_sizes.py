@@ -1,13 +1,18 @@
-"""The clip sizes a video family trains and plans: :func:`clip_buckets` (the run's ``(frames, height, width)``
-buckets of a transformer whose positions are computed per input size) and :func:`clip_batches` (the planner's clip
-micro-batches)."""
+"""The clips a video family trains and plans: :func:`clip_buckets` (the run's ``(frames, height, width)`` buckets of a
+transformer whose positions are computed per input size), :class:`ClipData` (clips decoded to them),
+:func:`clip_batches` (the planner's clip micro-batches, :class:`ClipPlan`'s) and :class:`OneClipPerStep` (the
+batch size every video family defaults to)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from dit_lora.contract.capabilities import VideoFrames
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_buckets, check_num_frames, most_tokens, resolution_buckets
+from dit_lora.data.prepare import cache_root_for
+from dit_lora.data.video_prepare import VideoMedia
+from dit_lora.families.diffusion.components import DiffusionData, DiffusionPlan
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -45,3 +50,37 @@ def clip_batches(cfg: TrainConfig, buckets: list[tuple[int, int, int]]) -> list[
     if not cfg.video.frame_buckets:
         buckets = [most_tokens(buckets)]
     return [(f"{f} x {h} x {w}", (cfg.training.train_batch_size, f, 3, h, w)) for f, h, w in buckets]
+
+
+class ClipData(DiffusionData):
+    """``FamilySpec.data``: clips (and images as one-frame clips), decoded to the run's buckets
+    (``FamilySpec.video_frames``), cached, encoders released (the diffusion base's data stage)."""
+
+    def data_handler(self, cfg: TrainConfig, spec):
+        """:class:`~dit_lora.data.video_prepare.VideoMedia` over the run's cache folder."""
+        return VideoMedia(cfg, spec, cache_root_for(cfg.data))
+
+
+class ClipPlan(DiffusionPlan):
+    """``FamilySpec.plan`` of a video family: clips ``(B, F, 3, H, W)`` of the buckets ``task`` gives (its
+    ``FamilySpec.video_frames``); a family states its components and conditioning."""
+
+    def __init__(self, task: VideoFrames, encoders, loss) -> None:
+        super().__init__(encoders, loss)
+        self.task = task
+
+    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
+        """:func:`clip_batches` of the run's buckets."""
+        return clip_batches(cfg, self.task.video_buckets(cfg))
+
+
+class OneClipPerStep:
+    """``FamilySpec.defaults`` of a video family: one clip per step (``train_batch_size`` 1), for the family's ``why``
+    (the published trainers it follows)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
+        """``train_batch_size`` 1, and why."""
+        return {"train_batch_size": (1, self.why)}

@@ -20,12 +20,8 @@ from typing import Any
 
 import torch
 
-from dit_lora.data.synthetic.shapes import SHAPES_VALIDATION_PROMPT
-from dit_lora.data.synthetic.tokenizers import (  # shared with the T5 demo tokenizer; re-exported
-    TOKENIZER_CORPUS_EXTRA,
-    build_tiny_gemma_tokenizer,
-    demo_words,
-)
+from dit_lora.data.synthetic.shapes import COLORS, SHAPES, SHAPES_VALIDATION_PROMPT
+from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA  # shared with the T5 demo tokenizer; re-exported
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -62,25 +58,11 @@ def get_tiny_sana_config(size: str = "tiny") -> dict[str, Any]:
     return {**data.variant(size), "scheduler": data.value("scheduler")}
 
 
-def _default_complex_human_instruction() -> list[str]:
-    # Read it from the installed SanaPipeline so the vocabulary follows diffusers' default.
-    import inspect
-
-    from diffusers import SanaPipeline
-
-    param = inspect.signature(SanaPipeline.__call__).parameters.get("complex_human_instruction")
-    default = None if param is None else param.default
-    return list(default) if isinstance(default, (list, tuple)) else []
-
-
-def _tokenizer_corpus() -> list[str]:
-    return demo_words(" ".join(_default_complex_human_instruction()), TOKENIZER_CORPUS_EXTRA, SHAPES_VALIDATION_PROMPT)
-
-
 def build_tiny_tokenizer():
-    """Sana's demo tokenizer: :func:`~dit_lora.data.synthetic.tokenizers.build_tiny_gemma_tokenizer` trained on the
-    demo captions and SanaPipeline's default ``complex_human_instruction``."""
-    return build_tiny_gemma_tokenizer(_tokenizer_corpus())
+    """Sana's demo tokenizer: :func:`~dit_lora.families.diffusion.tiny.instruction_tokenizer` trained on the demo
+    captions and SanaPipeline's default ``complex_human_instruction``."""
+    words = SHAPES_VALIDATION_PROMPT.split() + (list(COLORS) + list(SHAPES) + ["background", "on", "a"]) * 8
+    return tiny.instruction_tokenizer("SanaPipeline", words)
 
 
 def _tiny(size: str, seed: int) -> tiny.TinyPipeline:

@@ -1,5 +1,6 @@
-"""What a SANA-Video run writes: the adapter file (``save_lora_weights`` of diffusers' ``SanaLoraLoaderMixin``),
-the reloaded stock pipeline and the model card."""
+"""SANA-Video's model card: the usage snippet (the Wan VAE in fp32), its rows and the license; the adapter is the
+kit's (:class:`~dit_lora.families.diffusion.adapter.KitAdapter`: ``save_lora_weights`` of diffusers'
+``SanaLoraLoaderMixin``, the stock pipeline of the base model reloaded with the Wan VAE in fp32)."""
 
 from __future__ import annotations
 
@@ -7,21 +8,14 @@ import json
 from typing import Any
 
 from dit_lora.config import TrainConfig
-from dit_lora.contract.spec import FamilyInfo
 from dit_lora.data.frames import describe_buckets
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import KitCard, Snippet, image_call_args
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import training_shift
 from dit_lora.output.video import snippet_write_video
 
-
-class SanaVideoAdapter(KitAdapter):
-    """``FamilySpec.adapter``: the pipeline's ``save_lora_weights`` and ``load_lora_weights``, the stock pipeline of
-    the base model reloaded with the Wan VAE in fp32."""
-
-    def __init__(self, info: FamilyInfo, task: SanaVideoTask) -> None:
-        super().__init__(info, fp32_vae="AutoencoderKLWan")
-        self.task = task
+#: the VAE SANA-Video decodes in fp32 (the reloaded pipeline's and the snippet's)
+SANA_VIDEO_VAE = "AutoencoderKLWan"
 
 
 class SanaVideoCard(KitCard):
@@ -43,7 +37,7 @@ class SanaVideoCard(KitCard):
             base=cfg.model.pretrained_model_name_or_path or "",  # set: the parser requires it
             repo=repo_or_dir,
             base_name="model_id",
-            vae="AutoencoderKLWan",
+            vae=SANA_VIDEO_VAE,
             imports=["from diffusers.utils import load_image\n"] if i2v else [],
             before_call=f"image = load_image({json.dumps(image_src)})  # the first frame to animate\n" if i2v else "",
             output="video",

@@ -18,14 +18,10 @@ published ones are the real VAE's), so the diffusion targets stay at about unit 
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from dit_lora.data.synthetic.shapes import COLORS
-from dit_lora.data.synthetic.tokenizers import TOKENIZER_CORPUS_EXTRA, build_tiny_gemma_tokenizer
 from dit_lora.families.diffusion import tiny
 from dit_lora.families.diffusion.demo_file import DemoFile
 
@@ -55,12 +51,8 @@ def get_tiny_sanavideo_config() -> dict[str, Any]:
 
 def _tokenizer():
     """Gemma's tokenizer shape, its merges trained on the demo captions and SanaVideoPipeline's instruction."""
-    from diffusers import SanaVideoPipeline
-
-    instruction = inspect.signature(SanaVideoPipeline.__call__).parameters["complex_human_instruction"].default
-    words = " ".join(instruction).split() + TOKENIZER_CORPUS_EXTRA.split()
-    words += (list(COLORS) + ["square", "moving", "left", "right", "top", "bottom", "to"]) * 8
-    return build_tiny_gemma_tokenizer(words)
+    words = (list(COLORS) + ["square", "moving", "left", "right", "top", "bottom", "to"]) * 8
+    return tiny.instruction_tokenizer("SanaVideoPipeline", words)
 
 
 def _scheduler(task: str) -> Any:
@@ -75,14 +67,6 @@ def _tiny(task: str, seed: int, layers: int) -> tiny.TinyPipeline:
     if task not in PIPELINES:
         raise ValueError(f"unknown SANA-Video demo task {task!r}; choose from {', '.join(PIPELINES)}")
     config = get_tiny_sanavideo_config()
-    g = TINY_GEOMETRY
-
-    def measure(vae: Any) -> None:
-        clips = tiny.moving_square_clips(seed, 4, g["num_frames"], g["height"], g["width"])
-        with torch.no_grad():
-            mean, std = tiny.channel_statistics(vae.encode(clips).latent_dist.mean)
-        vae.register_to_config(latents_mean=mean, latents_std=std)
-
     transformer = {**config["transformer"], "num_layers": layers}
     gemma_ids = {key: key for key in ("pad_token_id", "bos_token_id", "eos_token_id")}
     gemma = ("transformers:Gemma2Model", "transformers:Gemma2Config", config["text_encoder"], gemma_ids)
@@ -93,7 +77,9 @@ def _tiny(task: str, seed: int, layers: int) -> tiny.TinyPipeline:
         tokenizer=_tokenizer,
         parts=(
             tiny.module("transformer", 1, "diffusers:SanaVideoTransformer3DModel", transformer),
-            tiny.module("vae", 2, "diffusers:AutoencoderKLWan", config["vae"], then=measure),
+            tiny.module(
+                "vae", 2, "diffusers:AutoencoderKLWan", config["vae"], then=tiny.clip_statistics(seed, TINY_GEOMETRY)
+            ),
             tiny.text_model(3, *gemma),
         ),
         scheduler=_SCHEDULERS[task],

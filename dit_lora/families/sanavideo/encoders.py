@@ -4,19 +4,13 @@ what changes the cache; and the run's setup (text settings; image-to-video's con
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
-
 import torch
 
 from dit_lora.config import TrainConfig
-from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image, refuse_stills
 from dit_lora.families.diffusion.latents import normalised_clip_latents
-from dit_lora.families.diffusion.prompts import MASKED, instruction, pipeline_prompts
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
+from dit_lora.families.diffusion.text_conditioned import InstructedCaptions, TextSettingsSetup
 from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.state import required, run_state
 
@@ -24,35 +18,18 @@ from dit_lora.families.sanavideo.state import required, run_state
 TEXT_LEN = 300
 
 
-def default_instruction() -> tuple[str, ...]:
-    """The complex human instruction ``SanaVideoPipeline`` prefixes at inference (read from the installed pipeline;
-    the image-to-video pipeline's default is the same list)."""
-    from diffusers import SanaVideoPipeline
+class SanaVideoEncoders(InstructedCaptions):
+    """``FamilySpec.encoders``: normalised Wan-VAE latents of the clip and Gemma-2 embeddings, always 300 tokens,
+    through ``SanaVideoPipeline.encode_prompt`` with its instruction (the kit's :class:`InstructedCaptions`; the
+    image-to-video pipeline's default instruction is the same list)."""
 
-    return tuple(inspect.signature(SanaVideoPipeline.__call__).parameters["complex_human_instruction"].default)
-
-
-class SanaVideoEncoders(DiffusionEncoders):
-    """``FamilySpec.encoders``: normalised Wan-VAE latents of the clip and Gemma-2 embeddings."""
+    pipeline, default_length = "SanaVideoPipeline", TEXT_LEN
+    # both tasks cache the same latents and embeddings
+    identity_family, stamp_key = "sanavideo", "model_stamp"
+    identity_extra = (("latents", "posterior_mode_normalised_fp32"),)
 
     def __init__(self, task: SanaVideoTask) -> None:
         self.task = task
-
-    def text_settings(self, cfg: TrainConfig) -> TextSettings:
-        """300 tokens and, with ``--complex_human_instruction``, the pipeline's instruction prefix."""
-        instruction = default_instruction() if cfg.family_options.complex_human_instruction else None
-        return TextSettings(max_sequence_length=TEXT_LEN, instruction=instruction)
-
-    def cache_identity(self, cfg: TrainConfig, comps: Components | None = None) -> dict[str, Any]:
-        """The model and its stamp, the text dtype and settings, and what the cached latents hold."""
-        return encoder_identity(
-            cfg,
-            "sanavideo",  # both tasks cache the same latents and embeddings
-            stamp_key="model_stamp",
-            complex_human_instruction=cfg.family_options.complex_human_instruction,
-            max_sequence_length=TEXT_LEN,
-            latents="posterior_mode_normalised_fp32",
-        )
 
     def encode_images(self, comps: Components, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         """``(B, F, 3, H, W)`` in [-1, 1] -> ``{"latents": (B, 16, F', h, w)}``: the posterior mode (the pipelines'
@@ -60,21 +37,6 @@ class SanaVideoEncoders(DiffusionEncoders):
         state = run_state(comps)
         mean, std = required(state.latents_mean, "latents_mean"), required(state.latents_std, "latents_std")
         return normalised_clip_latents(comps.encoders["vae"], pixel_values, mean, std)
-
-    def encode_prompts(
-        self, comps: Components, captions: list[str], *, with_negative: bool = False
-    ) -> dict[str, torch.Tensor]:
-        """Captions through ``SanaVideoPipeline.encode_prompt`` at the run's text settings: the pipeline's own
-        prefix, truncation and token selection, so training prompts are what it feeds the transformer."""
-        return pipeline_prompts(
-            comps,
-            "SanaVideoPipeline",
-            captions,
-            with_negative=with_negative,
-            keys=MASKED,
-            max_sequence_length=TEXT_LEN,
-            complex_human_instruction=instruction(run_state(comps).text),
-        )
 
 
 class SanaVideoSetup(TextSettingsSetup):

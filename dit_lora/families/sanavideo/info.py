@@ -15,12 +15,10 @@ SANA-Video checkpoint ships them, so their latent normalisation cannot be checke
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
-from dit_lora.families.diffusion.info_cache import InfoCache
-from dit_lora.families.diffusion.video_sizes import clip_buckets
+from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 T2V_PIPELINE = "SanaVideoPipeline"
 I2V_PIPELINE = "SanaImageToVideoPipeline"
@@ -32,24 +30,15 @@ TRAINED = {"frames": 81, "height": 480, "width": 832, "fps": 16}
 
 
 @dataclass(frozen=True)
-class SanaVideoInfo:
-    """What the configs say about a SANA-Video checkpoint (diffusers' defaults where a file is unreadable)."""
+class SanaVideoInfo(ClipGeometry):
+    """What the configs say about a SANA-Video checkpoint (diffusers' defaults where a file is unreadable): the Wan
+    VAE's and the transformer's geometry (:class:`~dit_lora.families.diffusion.info_cache.ClipGeometry`) and these."""
 
     vae_class: str = "AutoencoderKLWan"
-    z_dim: int = 16
-    vae_spatial: int = 8
-    vae_temporal: int = 4
-    patch: tuple[int, int, int] = (1, 2, 2)
     sample_size: int = 30
     #: the checkpoint scheduler's shift (the sampling shift: 8.0 as diffusers' conversion writes it)
     scheduler_shift: float = 8.0
-    num_train_timesteps: int = 1000
     layers: int = 20
-
-    @property
-    def size_multiple(self) -> int:
-        """Height and width must be multiples of this (VAE downsampling x patch)."""
-        return self.vae_spatial * self.patch[1]
 
     def trained_size(self) -> tuple[int, int, int]:
         """``(frames, height, width)`` the checkpoint generates at (720p: the 720p table's 1280-wide size)."""
@@ -74,18 +63,12 @@ def read_info(cfg: TrainConfig) -> SanaVideoInfo:
     vae = read("vae", "config.json") or {}
     sched = read("scheduler", "scheduler_config.json") or {}
     vae_entry = index.get("vae") or [None, vae.get("_class_name", "AutoencoderKLWan")]
-    raw = tr.get("patch_size", (1, 2, 2))
-    p_t, p_h, p_w = (1, raw, raw) if isinstance(raw, int) else (int(p) for p in raw)
     return SanaVideoInfo(
         vae_class=str(vae.get("_class_name") or vae_entry[1]),
-        z_dim=int(vae.get("z_dim", 16)),
-        vae_spatial=int(vae.get("scale_factor_spatial", 8)),
-        vae_temporal=int(vae.get("scale_factor_temporal", 4)),
-        patch=(int(p_t), int(p_h), int(p_w)),
         sample_size=int(tr.get("sample_size", 30)),
         scheduler_shift=float(sched.get("flow_shift") or sched.get("shift") or 8.0),
-        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)),
         layers=int(tr.get("num_layers", 20)),
+        **clip_geometry(tr, vae, sched),
     )
 
 
@@ -96,33 +79,12 @@ forget_infos = cached_info.forget
 
 
 @dataclass(frozen=True)
-class SanaVideoTask:
+class SanaVideoTask(VideoTask):
     """``FamilySpec.video_frames`` and ``frame_rate``: one of the two SANA-Video families (``sanavideo``: text-to-video,
-    ``sanavideo_i2v``: image-to-video) and what it reads from the checkpoint."""
+    ``sanavideo_i2v``: image-to-video) and what it reads from the checkpoint (:func:`cached_info`)."""
 
-    name: str
-    #: ``"t2v"`` or ``"i2v"``
-    task: str
-    pipeline_class_name: str
-
-    def info(self, cfg: TrainConfig) -> SanaVideoInfo:
-        """The checkpoint's configs, read once (:func:`cached_info`)."""
-        return cached_info(cfg)
-
-    def pipeline_class(self) -> Any:
-        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
-        import diffusers
-
-        return getattr(diffusers, self.pipeline_class_name)
+    infos, label = cached_info, "SANA-Video"
 
     def model_fps(self, cfg: TrainConfig) -> float:
         """The rate the pipelines' examples write videos at (16 fps; NVlabs' data keeps the clips' own rate)."""
         return float(TRAINED["fps"])
-
-    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
-        """``--frame_buckets`` (only those), else automatic aspect buckets around ``--max_num_frames`` x ``--height``
-        x ``--width`` or the trained 81 x 480 x 832, that size first (the transformer's RoPE is computed per input
-        size, so any multiple of the latent stride runs)."""
-        info = self.info(cfg)
-        stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
-        return clip_buckets(cfg, info.trained_size(), info.size_multiple, info.vae_temporal, "SANA-Video", stride)

@@ -1,4 +1,4 @@
-"""SANA-Video's loss and its data path (clips).
+"""SANA-Video's loss (its data path: the kit's clips, :class:`~dit_lora.families.diffusion.video_sizes.ClipData`).
 
 The loss is NVlabs' SANA-Video trainer's (``configs/sana_video_config/Sana_2000M_480px_AdamW_fsdp.yaml``:
 ``predict_flow_v``, ``linear_flow``, ``flow_shift`` 3.0, ``weighting_scheme: logit_normal`` with mean 0 and std 1;
@@ -23,19 +23,9 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.data.prepare import cache_root_for
-from dit_lora.data.video_prepare import VideoMedia
-from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss
+from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.sanavideo.state import required, run_state
 from dit_lora.modeling.flow_matching import draw, loss_weighting, noisy_latents, velocity_target, weighted_mse
-
-
-class SanaVideoData(DiffusionData):
-    """``FamilySpec.data``: clips (and, for text-to-video, images as one-frame clips) in the task's video buckets."""
-
-    def data_handler(self, cfg: TrainConfig, spec):
-        """:class:`~dit_lora.data.video_prepare.VideoMedia` over the run's cache folder."""
-        return VideoMedia(cfg, spec, cache_root_for(cfg.data))
 
 
 def first_frame_timesteps(timesteps: torch.Tensor, latents: torch.Tensor, patch: tuple[int, int, int]) -> torch.Tensor:

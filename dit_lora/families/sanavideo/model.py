@@ -4,18 +4,18 @@ memory plan, the precision policy, the start notes, the defaults of an uncatalog
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
-from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
 from dit_lora.families.diffusion.conditioning import check_validation_image
+from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.latents import clip_statistics
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze
+from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.sanavideo import demo as tiny
 from dit_lora.families.sanavideo.info import EXAMPLE_ID, SanaVideoTask, forget_infos
 from dit_lora.families.sanavideo.options import TRAINING_SHIFT
@@ -36,13 +36,13 @@ def make_components(cfg: TrainConfig, transformer, vae, text_encoder, scheduler_
     scheduler = training_scheduler(
         {"shift": shift, "num_train_timesteps": scheduler_cfg.get("num_train_timesteps", 1000)}
     )
-    vae_cfg = vae.config
+    mean, std = clip_statistics(vae)
     state = SanaVideoRun(
         scheduler_config=scheduler_cfg,
         flow_tables=flow_tables(scheduler, device if device is not None else "cpu"),
         flow_shift=shift,
-        latents_mean=torch.tensor(vae_cfg.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1),
-        latents_std=torch.tensor(vae_cfg.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1),
+        latents_mean=mean,
+        latents_std=std,
     )
     return Components(
         model=transformer, scheduler=scheduler, encoders={"vae": vae, "text_encoder": text_encoder}, state=state
@@ -84,19 +84,15 @@ class SanaVideoModel(KitModel):
         return comps
 
 
-class SanaVideoPrecision(Fp32VaePrecision):
-    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the Wan VAE fp32 (diffusers'
-    SANA-Video docs)."""
-
-
-#: SANA-Video's pipeline folder, as the kit's loader reads it
+#: SANA-Video's pipeline folder, as the kit's loader reads it; its precision (``FamilySpec.precision`` too): the
+#: transformer and Gemma-2 in the run's weight dtype, the Wan VAE fp32 (diffusers' SANA-Video docs)
 PARTS = PipelineParts(
     kind="SANA-Video",
     example_id=EXAMPLE_ID,
     transformer="SanaVideoTransformer3DModel",
     vae="AutoencoderKLWan",
     text_encoders=(TextEncoder("AutoModel"),),
-    precision=SanaVideoPrecision(),
+    precision=Fp32VaePrecision(),
 )
 
 
@@ -124,12 +120,8 @@ class SanaVideoNotes(DiffusionNotes):
         ]
 
 
-class SanaVideoDefaults:
-    """``FamilySpec.defaults``: what any SANA-Video checkpoint implies."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """One clip per step, as NVlabs' trainer (``train_batch_size: 1``) and SimpleTuner's quickstart."""
-        return {"train_batch_size": (1, "video: one clip per step, as NVlabs' SANA-Video trainer")}
+#: ``FamilySpec.defaults``: one clip per step, as NVlabs' trainer (``train_batch_size: 1``) and SimpleTuner's quickstart
+DEFAULTS = OneClipPerStep("video: one clip per step, as NVlabs' SANA-Video trainer")
 
 
 class SanaVideoDemo:
@@ -142,12 +134,8 @@ class SanaVideoDemo:
         """Build the tiny model named in ``cfg`` and, into ``--train_data_dir``, clips at its geometry. Both tasks
         build a SanaVideoPipeline folder, as the 2B release is one (image-to-video loads it into
         SanaImageToVideoPipeline), so the two demos share one model."""
-        try:
-            tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path or "", seed=0)
-        except FileExistsError as err:
-            raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
+        build_demo_model(
+            lambda: tiny.build_tiny_sanavideo_pipeline(cfg.model.pretrained_model_name_or_path or "", seed=0)
+        )
         forget_infos()  # the folder is new
-        if cfg.data.train_data_dir:
-            frames = max(b[0] for b in self.task.video_buckets(cfg))
-            size = tiny.TINY_GEOMETRY["height"]
-            build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=16)
+        demo_clips(cfg, self.task, tiny.TINY_GEOMETRY["height"], fps=16)

@@ -7,20 +7,15 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.diffusion.video_sizes import clip_batches
+from dit_lora.families.diffusion.caption_plan import caption_embeddings
+from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.sanavideo.encoders import TEXT_LEN
-from dit_lora.families.sanavideo.info import SanaVideoTask
 from dit_lora.families.sanavideo.model import make_components
 from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta, with_depth
 
 
-class SanaVideoPlan(DiffusionPlan):
+class SanaVideoPlan(ClipPlan):
     """``FamilySpec.plan``: transformer, Wan VAE and Gemma-2 on the meta device; clips of the worst bucket."""
-
-    def __init__(self, task: SanaVideoTask, encoders, loss) -> None:
-        super().__init__(encoders, loss)
-        self.task = task
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """What :meth:`SanaVideoModel.load_components` loads, from the configs ``read`` returns."""
@@ -39,13 +34,5 @@ class SanaVideoPlan(DiffusionPlan):
         return comps
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:
-        """Gemma-2 embeddings of 300 tokens and their mask, as empty tensors."""
-        width = comps.encoders["text_encoder"].config.hidden_size
-        return {
-            "prompt_embeds": torch.empty(batch_size, TEXT_LEN, width, dtype=cfg.weight_dtype),
-            "prompt_attention_mask": torch.ones(batch_size, TEXT_LEN, dtype=torch.long),
-        }
-
-    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
-        return clip_batches(cfg, self.task.video_buckets(cfg))
+        """Gemma-2 embeddings of 300 tokens and their mask, as empty tensors (the kit's :func:`caption_embeddings`)."""
+        return caption_embeddings(comps, cfg, batch_size, "prompt_attention_mask")

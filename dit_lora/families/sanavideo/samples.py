@@ -9,8 +9,7 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.conditioning import kept_conditioning_image
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
-from dit_lora.families.diffusion.video_samples import VideoSamples
-from dit_lora.families.sanavideo.info import SanaVideoTask
+from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.sanavideo.state import run_state
 
 
@@ -19,34 +18,16 @@ def inference_scheduler(comps: Components):
     return checkpoint_sampler(run_state(comps).scheduler_config, "FlowMatchEulerDiscreteScheduler")
 
 
-class SanaVideoSamples(VideoSamples):
-    """``FamilySpec.samples``: videos from the task's pipeline, written as mp4 at 16 fps."""
+class SanaVideoSamples(TaskVideoSamples):
+    """``FamilySpec.samples``: videos from the task's pipeline at its first bucket (unbinned), written as mp4 at
+    16 fps."""
 
     frames_keyword = "frames"
     cached_keys = ("prompt_embeds", "prompt_attention_mask", "negative_prompt_embeds", "negative_prompt_attention_mask")
     # the trained bucket, not the 480p table's nearest size
     fixed_kwargs = {"output_type": "pil", "use_resolution_binning": False}
     device_from_trained = True
-
-    def __init__(self, task: SanaVideoTask, encoders) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
-        """The run's first bucket (unbinned)."""
-        return self.task.video_buckets(cfg)[0]
-
-    def fps(self, cfg: TrainConfig) -> int:
-        """The model's rate, in whole frames per second."""
-        return round(self.task.model_fps(cfg))
-
-    def pipeline_class(self) -> Any:
-        """The task's pipeline."""
-        return self.task.pipeline_class()
-
-    def sampler(self, comps: Components) -> Any:
-        """:func:`inference_scheduler`."""
-        return inference_scheduler(comps)
+    sampler = staticmethod(inference_scheduler)
 
     def image_kwargs(self, comps: Components | None, cfg: TrainConfig) -> dict[str, Any]:
         """Image-to-video: the run's conditioning image (the first clip's first frame or ``--validation_image``)."""

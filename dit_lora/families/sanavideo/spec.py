@@ -4,25 +4,27 @@
 Components, one module each: ``info.py`` (the configs read once, the task, the clip buckets), ``model.py`` (checks,
 loading, precision, notes, defaults, demo), ``encoders.py`` (Wan-VAE latents, Gemma-2 captions, setup),
 ``loss.py`` (rectified flow as NVlabs trains it; the first frame of image-to-video), ``samples.py`` (videos),
-``plan.py``, ``adapter.py`` (the adapter file, reloading, the card), ``kernels.py``. What a run decides is its ``SanaVideoRun`` (``state.py``).
+``plan.py``, ``adapter.py`` (the card; the adapter file and reloading are the kit's), ``kernels.py``. What a run decides is its ``SanaVideoRun`` (``state.py``).
 Precision: transformer and Gemma-2 in the run's dtype (bf16 by default), the Wan VAE in fp32, LoRA fp32.
 """
 
 from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
+from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
-from dit_lora.families.sanavideo.adapter import SanaVideoAdapter, SanaVideoCard
+from dit_lora.families.diffusion.video_sizes import ClipData
+from dit_lora.families.sanavideo.adapter import SANA_VIDEO_VAE, SanaVideoCard
 from dit_lora.families.sanavideo.encoders import SanaVideoEncoders, SanaVideoSetup
 from dit_lora.families.sanavideo.info import I2V_PIPELINE, T2V_PIPELINE, SanaVideoTask
 from dit_lora.families.sanavideo.kernels import patch_points
-from dit_lora.families.sanavideo.loss import SanaVideoData, SanaVideoLoss
+from dit_lora.families.sanavideo.loss import SanaVideoLoss
 from dit_lora.families.sanavideo.model import (
-    SanaVideoDefaults,
+    DEFAULTS,
+    PARTS,
     SanaVideoDemo,
     SanaVideoModel,
     SanaVideoNotes,
-    SanaVideoPrecision,
 )
 from dit_lora.families.sanavideo.plan import SanaVideoPlan
 from dit_lora.families.sanavideo.samples import SanaVideoSamples
@@ -67,15 +69,15 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
         loss=lambda encoders: SanaVideoLoss(encoders, image_to_video=task.task == "i2v"),
         samples=lambda encoders: SanaVideoSamples(task, encoders),
         plan=lambda encoders, loss, _: SanaVideoPlan(task, encoders, loss),
-        data=SanaVideoData(),
-        adapter=SanaVideoAdapter(info, task),
+        data=ClipData(),
+        adapter=KitAdapter(info, fp32_vae=SANA_VIDEO_VAE),
         video_frames=task,
         frame_rate=task,
         kernels=PatchPoints(patch_points),
         card=SanaVideoCard(task),
-        defaults=SanaVideoDefaults(),
+        defaults=DEFAULTS,
         notes=SanaVideoNotes(task),
         setup=SanaVideoSetup(task, encoders),
-        precision=SanaVideoPrecision(),
+        precision=PARTS.precision,
         demo=SanaVideoDemo(task),
     )

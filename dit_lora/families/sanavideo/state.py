@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -14,6 +14,8 @@ from dit_lora.families.diffusion.run_state import FlowRun
 class SanaVideoRun(FlowRun):
     """The per-run state of a SANA-Video run (mutable: setup and the data stage fill it in): the flow family's
     (``text``: 300 Gemma-2 tokens, the complex human instruction) and the video's own."""
+
+    loaded_by: ClassVar[str] = "the SANA-Video components' loading sets it (model.py)"
 
     #: the shift the tables were built with (``--flow_shift`` or NVlabs' training shift)
     flow_shift: float | None = None
@@ -27,9 +29,5 @@ class SanaVideoRun(FlowRun):
 #: ``comps.state``, an empty :class:`SanaVideoRun` put there first for components built by hand (tests)
 run_state = SanaVideoRun.of
 
-
-def required(value, name: str):
-    """``value``, a part of the run state loading sets; refused by its name when components were built without it."""
-    if value is None:
-        raise ValueError(f"comps.state.{name} is not set: the SANA-Video components' loading sets it (model.py)")
-    return value
+#: a part of the run state loading sets; refused by its name when components were built without it
+required = SanaVideoRun.required

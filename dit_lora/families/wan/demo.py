@@ -137,13 +137,6 @@ def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.Tiny
     found = _check(variant)
     experts = ["transformer", "transformer_2"][: found["experts"]]
     config = get_tiny_wan_config(variant, layers)
-    g = TINY_WAN_GEOMETRY
-
-    def measure(vae: Any) -> None:
-        clips = tiny.moving_square_clips(seed, 4, g["num_frames"], g["height"], g["width"])
-        with torch.no_grad():
-            mean, std = tiny.channel_statistics(vae.encode(clips).latent_dist.mean)
-        vae.register_to_config(latents_mean=mean, latents_std=std)
 
     def tokenizer() -> Any:
         made = build_tiny_t5_tokenizer()
@@ -155,7 +148,16 @@ def _tiny(variant: str, seed: int, dtype: torch.dtype, layers: int) -> tiny.Tiny
         tiny.module(name, k, "diffusers:WanTransformer3DModel", config["transformer"], dtype=dtype)
         for k, name in enumerate(experts, start=1)
     ]
-    parts.append(tiny.module("vae", 3, "diffusers:AutoencoderKLWan", config["vae"], dtype=dtype, then=measure))
+    parts.append(
+        tiny.module(
+            "vae",
+            3,
+            "diffusers:AutoencoderKLWan",
+            config["vae"],
+            dtype=dtype,
+            then=tiny.clip_statistics(seed, TINY_WAN_GEOMETRY),
+        )
+    )
     ids = {"pad_token_id": "pad_token_id", "eos_token_id": "eos_token_id", "decoder_start_token_id": "pad_token_id"}
     umt5 = config["text_encoder"]
     parts.append(tiny.text_model(4, "transformers:UMT5EncoderModel", "transformers:UMT5Config", umt5, ids, dtype=dtype))

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.info_cache import InfoCache
-from dit_lora.families.diffusion.video_sizes import clip_buckets
+from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 from dit_lora.families.wan.catalogue import default_size
 
 T2V_PIPELINE = "WanPipeline"
@@ -41,23 +40,20 @@ MAX_TOKEN_RATIO, MIN_TOKEN_RATIO = 2.0, 1 / 64
 
 
 @dataclass(frozen=True)
-class WanInfo:
-    """What the small config files say about a Wan checkpoint (diffusers' defaults where unreadable)."""
+class WanInfo(ClipGeometry):
+    """What the small config files say about a Wan checkpoint (diffusers' defaults where unreadable): the VAE's and
+    the transformer's geometry (:class:`~dit_lora.families.diffusion.info_cache.ClipGeometry`: ``z_dim``, the VAE
+    latent channels, is 16 for 2.1 and 2.2 A14B and 48 for 2.2 TI2V-5B, whose ``vae_spatial`` is 16) and these."""
 
     pipeline_class: str | None = None
     kind: str | None = None  #: "t2v", "i2v", "ti2v" (2.2 5B: both modes) or None (configs unreadable)
     evidence: str = ""
-    z_dim: int = 16  #: VAE latent channels (2.1 and 2.2 A14B: 16; 2.2 TI2V-5B: 48)
     in_channels: int = 16
-    vae_spatial: int = 8  #: VAE scale_factor_spatial (TI2V-5B: 16)
-    vae_temporal: int = 4
-    patch: tuple[int, int, int] = (1, 2, 2)
     two_experts: bool = False  #: Wan 2.2 A14B: transformer (high noise) + transformer_2 (low noise)
     boundary_ratio: float | None = None
     expand_timesteps: bool = False  #: per-token timesteps (TI2V-5B)
     image_encoder: bool = False  #: 2.1 I2V: a CLIP image embedding enters the cross-attention
     flow_shift: float = 3.0
-    num_train_timesteps: int = 1000
     layers: int = 30
 
     @property
@@ -69,11 +65,6 @@ class WanInfo:
     def fps(self) -> int:
         """Frames per second the checkpoint generates at (TI2V-5B 24, the others 16)."""
         return 24 if self.expand_timesteps else 16
-
-    @property
-    def size_multiple(self) -> int:
-        """Height and width must be multiples of this (VAE downsampling x patch)."""
-        return self.vae_spatial * self.patch[1]
 
     def trained_size(self) -> tuple[int, int, int, str]:
         """``(frames, height, width, why)``: the default training size (:func:`.catalogue.default_size`, which the
@@ -127,7 +118,8 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
     tr = read("transformer", "config.json") or read("transformer_2", "config.json") or {}
     vae = read("vae", "config.json") or {}
     sched = read("scheduler", "scheduler_config.json") or {}
-    z_dim = int(vae.get("z_dim", 16))
+    geometry = clip_geometry(tr, vae, sched)
+    z_dim = geometry["z_dim"]
     in_ch = int(tr.get("in_channels", z_dim))
     expand = bool(index.get("expand_timesteps", False))
     kind, evidence = None, ""
@@ -143,23 +135,18 @@ def wan_info(cfg: TrainConfig) -> WanInfo:
     )
     boundary = index.get("boundary_ratio")
     image_encoder = index.get("image_encoder") not in (None, [None, None]) and "image_encoder" in index
-    p_t, p_h, p_w = (int(p) for p in tr.get("patch_size", (1, 2, 2)))
     return WanInfo(
         pipeline_class=index.get("_class_name"),
         kind=kind,
         evidence=evidence,
-        z_dim=z_dim,
         in_channels=in_ch,
-        vae_spatial=int(vae.get("scale_factor_spatial", 8)),
-        vae_temporal=int(vae.get("scale_factor_temporal", 4)),
-        patch=(p_t, p_h, p_w),
         two_experts=bool(two),
         boundary_ratio=float(boundary) if boundary is not None else None,
         expand_timesteps=expand,
         image_encoder=bool(image_encoder),
         flow_shift=float(sched.get("flow_shift") or sched.get("shift") or 3.0),
-        num_train_timesteps=int(sched.get("num_train_timesteps", 1000)),
         layers=int(tr.get("num_layers", 30)),
+        **geometry,
     )
 
 
@@ -170,28 +157,15 @@ forget_infos = cached_wan_info.forget
 
 
 @dataclass(frozen=True)
-class WanTask:
+class WanTask(VideoTask):
     """``FamilySpec.video_frames`` and ``frame_rate``: one of the two Wan families (``wan``: text-to-video, ``wan_i2v``:
-    image-to-video) and what it reads from the checkpoint; every other component holds it."""
+    image-to-video) and what it reads from the checkpoint (:func:`cached_wan_info`); every other component holds it.
+    Its clip buckets are the kit's (:meth:`~dit_lora.families.diffusion.info_cache.VideoTask.video_buckets`: Wan has
+    no temporal patch, ``patch_size_t`` None), around the default size (:meth:`WanInfo.trained_size`)."""
 
-    #: the registry name (``--family``)
-    name: str
-    #: ``"t2v"`` or ``"i2v"``
-    task: str
     #: the checkpoint kinds this family trains
     kinds: tuple[str, ...]
-    #: the diffusers pipeline class the family samples with and the card names
-    pipeline_class_name: str
-
-    def info(self, cfg: TrainConfig) -> WanInfo:
-        """What the checkpoint's configs say, read once (:func:`cached_wan_info`)."""
-        return cached_wan_info(cfg)
-
-    def pipeline_class(self):
-        """The diffusers pipeline class (imported on use: diffusers' pipelines import slowly)."""
-        import diffusers
-
-        return getattr(diffusers, self.pipeline_class_name)
+    infos, label = cached_wan_info, "Wan"
 
     def expert(self, cfg: TrainConfig) -> str | None:
         """The trained expert(s) of a two-expert checkpoint (``--wan_expert``, default ``both``); None otherwise."""
@@ -205,16 +179,3 @@ class WanTask:
             return 0.0
         p = cfg.family_options.ti2v_image_probability
         return float(p) if p is not None else (1.0 if self.task == "i2v" else 0.0)
-
-    def model_fps(self, cfg: TrainConfig) -> float:
-        """Frames per second the checkpoint generates at (:attr:`WanInfo.fps`): the rate the log names."""
-        return self.info(cfg).fps
-
-    def video_buckets(self, cfg: TrainConfig) -> list[tuple[int, int, int]]:
-        """The run's (frames, height, width) buckets: ``--frame_buckets`` (only those), else automatic aspect buckets
-        around the flags' or the default size, that size first (:func:`~dit_lora.data.frames.automatic_buckets`:
-        Wan's RoPE is computed per input size, so any multiple of ``size_multiple`` runs)."""
-        info = self.info(cfg)
-        stride = f"VAE {info.vae_spatial}x downsampling times patch {info.patch[1]}"
-        # the frame rule: the VAE's temporal compression (Wan has no temporal patch: patch_size_t None)
-        return clip_buckets(cfg, info.trained_size()[:3], info.size_multiple, info.vae_temporal, "Wan", stride)

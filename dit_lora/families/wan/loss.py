@@ -1,5 +1,6 @@
 """Wan's loss: rectified flow on the checkpoint's shifted schedule (see :mod:`.spec`), each A14B expert on its own
-part of the table, TI2V-5B's per-token timesteps and clean first frame in image mode; and its data path (clips)."""
+part of the table, TI2V-5B's per-token timesteps and clean first frame in image mode (its data path: the kit's clips,
+:class:`~dit_lora.families.diffusion.video_sizes.ClipData`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.data.prepare import cache_root_for
-from dit_lora.data.video_prepare import VideoMedia
-from dit_lora.families.diffusion.components import DiffusionData, DiffusionLoss
+from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.wan.experts import WanExperts, expert_for_step, transformer_config
 from dit_lora.families.wan.state import required, run_state
 from dit_lora.modeling.flow_matching import (
@@ -19,14 +18,6 @@ from dit_lora.modeling.flow_matching import (
     sample_indices,
     velocity_target,
 )
-
-
-class WanData(DiffusionData):
-    """``FamilySpec.data``: clips (and images as one-frame clips), decoded to the task's video buckets."""
-
-    def data_handler(self, cfg: TrainConfig, spec):
-        """:class:`~dit_lora.data.video_prepare.VideoMedia` over the run's cache folder."""
-        return VideoMedia(cfg, spec, cache_root_for(cfg.data))
 
 
 class WanLoss(DiffusionLoss):

@@ -21,10 +21,12 @@ from dit_lora.contract.family import Components
 from dit_lora.core.engine import decide_engine
 from dit_lora.core.errors import UserError
 from dit_lora.data.frames import automatic_note
-from dit_lora.data.synthetic.clips import build_demo_clips
 from dit_lora.families.diffusion.components import DiffusionNotes, DiffusionPrecision
+from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips
+from dit_lora.families.diffusion.latents import clip_statistics
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, freeze, load_pipeline
 from dit_lora.families.diffusion.peft_capable import make_peft_capable
+from dit_lora.families.diffusion.video_sizes import OneClipPerStep
 from dit_lora.families.wan.demo import TINY_WAN_GEOMETRY, build_tiny_wan_pipeline
 from dit_lora.families.wan.experts import WanExperts, expert_index_ranges
 from dit_lora.families.wan.info import (
@@ -119,7 +121,7 @@ def make_components(
     if expert:
         boundary = info.expert_boundary(cfg.model.pretrained_model_name_or_path)
         ranges.update(expert_index_ranges(scheduler.timesteps, boundary, info.num_train_timesteps))
-    vae_cfg = vae.config
+    mean, std = clip_statistics(vae)
     state = WanRun(
         scheduler_config=scheduler_cfg,
         flow_shift=shift,
@@ -131,8 +133,8 @@ def make_components(
         boundary_ratio=info.boundary_ratio,
         image_probability=task.image_probability(cfg),
         expand_timesteps=info.expand_timesteps,
-        latents_mean=torch.tensor(vae_cfg.latents_mean, dtype=torch.float32).view(1, -1, 1, 1, 1),
-        latents_std=torch.tensor(vae_cfg.latents_std, dtype=torch.float32).view(1, -1, 1, 1, 1),
+        latents_mean=mean,
+        latents_std=std,
     )
     return Components(
         model=model,
@@ -365,27 +367,19 @@ class WanNotes(DiffusionNotes):
         return notes
 
 
-class WanDefaults:
-    """``FamilySpec.defaults``: what any Wan checkpoint implies."""
-
-    def generic_defaults(self, cfg: TrainConfig) -> dict[str, tuple[Any, str]]:
-        """One clip per step, as every published Wan LoRA recipe (musubi-tuner, DiffSynth-Studio, SimpleTuner)."""
-        return {"train_batch_size": (1, "video: one clip per step, as the published Wan LoRA trainers")}
+#: ``FamilySpec.defaults``: one clip per step, as every published Wan LoRA recipe (musubi-tuner, DiffSynth-Studio,
+#: SimpleTuner)
+DEFAULTS = OneClipPerStep("video: one clip per step, as the published Wan LoRA trainers")
 
 
 # ---- demo ------------------------------------------------------------------------------------
 def prepare_wan_demo(task: WanTask, cfg: TrainConfig) -> None:
     """Build the tiny offline pipeline (``--demo_wan_variant``) and moving-square clips at its geometry."""
     variant = cfg.family_options.demo_wan_variant
-    try:
-        build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path or "", variant=variant, seed=0)
-    except FileExistsError as err:
-        raise UserError(f"--demo: {err}. Choose another --pretrained_model_name_or_path for the demo model.")
-    if cfg.data.train_data_dir:
-        frames = max(b[0] for b in task.video_buckets(cfg))
-        size = TINY_WAN_GEOMETRY["height"]
-        fps = 24 if "ti2v" in variant else 16
-        build_demo_clips(cfg.data.train_data_dir, n=cfg.model.demo_num_images, num_frames=frames, size=size, fps=fps)
+    build_demo_model(
+        lambda: build_tiny_wan_pipeline(cfg.model.pretrained_model_name_or_path or "", variant=variant, seed=0)
+    )
+    demo_clips(cfg, task, TINY_WAN_GEOMETRY["height"], fps=24 if "ti2v" in variant else 16)
 
 
 class WanDemo:

@@ -6,18 +6,15 @@ import torch
 
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.diffusion.video_sizes import clip_batches
+from dit_lora.families.diffusion.video_sizes import ClipPlan
 from dit_lora.families.wan.info import TEXT_LEN, WanTask
 from dit_lora.families.wan.model import plan_wan_components, trained_experts
 
 
-class WanPlan(DiffusionPlan):
+class WanPlan(ClipPlan):
     """``FamilySpec.plan``: the trained expert(s), UMT5 and the VAE on the meta device; clips of the worst bucket."""
 
-    def __init__(self, task: WanTask, encoders, loss) -> None:
-        super().__init__(encoders, loss)
-        self.task = task
+    task: WanTask
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
         """:func:`plan_wan_components`."""
@@ -32,7 +29,3 @@ class WanPlan(DiffusionPlan):
         """UMT5 embeddings of every prompt padded to 512 tokens, as empty tensors."""
         text = comps.encoders["text_encoder"].config.d_model
         return {"prompt_embeds": torch.empty(batch_size, TEXT_LEN, text, dtype=cfg.weight_dtype)}
-
-    def pixel_batches(self, cfg: TrainConfig) -> list[tuple[str, tuple[int, ...]]]:
-        """:func:`~dit_lora.families.diffusion.video_sizes.clip_batches` of the run's buckets."""
-        return clip_batches(cfg, self.task.video_buckets(cfg))

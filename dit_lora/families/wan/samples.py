@@ -9,8 +9,7 @@ from typing import Any
 from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
-from dit_lora.families.diffusion.video_samples import VideoSamples
-from dit_lora.families.wan.encoders import WanEncoders
+from dit_lora.families.diffusion.video_samples import TaskVideoSamples
 from dit_lora.families.wan.experts import WanExperts
 from dit_lora.families.wan.info import WanTask
 from dit_lora.families.wan.state import run_state
@@ -39,26 +38,11 @@ def _transformers(comps: Components, denoiser, stack: ExitStack) -> dict[str, An
     return {"transformer": denoiser}
 
 
-class WanSamples(VideoSamples):
+class WanSamples(TaskVideoSamples):
     """``FamilySpec.samples``: videos from the Wan pipeline, written as mp4 at the checkpoint's frame rate."""
 
     device_from_trained = True
-
-    def __init__(self, task: WanTask, encoders: WanEncoders) -> None:
-        super().__init__(encoders)
-        self.task = task
-
-    def video_size(self, cfg: TrainConfig) -> tuple[int, int, int]:
-        """The run's first bucket."""
-        return self.task.video_buckets(cfg)[0]
-
-    def fps(self, cfg: TrainConfig) -> int:
-        """The checkpoint's frame rate."""
-        return self.task.info(cfg).fps
-
-    def pipeline_class(self) -> Any:
-        """The task's pipeline."""
-        return self.task.pipeline_class()
+    task: WanTask
 
     def sampler(self, comps: Components) -> Any:
         """The checkpoint's sampler, UniPC when its config names none."""

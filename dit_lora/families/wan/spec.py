@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.families.wan.adapter import WanAdapter, WanCard, WanExports
 from dit_lora.families.wan.encoders import WanEncoders
 from dit_lora.families.wan.experts import WanTrainables
@@ -53,8 +54,8 @@ from dit_lora.families.wan.i2v import (
 )
 from dit_lora.families.wan.info import I2V_PIPELINE, T2V_PIPELINE, WanTask
 from dit_lora.families.wan.kernels import patch_points
-from dit_lora.families.wan.loss import WanData, WanLoss
-from dit_lora.families.wan.model import WanDefaults, WanDemo, WanModel, WanNotes, WanPrecision
+from dit_lora.families.wan.loss import WanLoss
+from dit_lora.families.wan.model import DEFAULTS, WanDemo, WanModel, WanNotes, WanPrecision
 from dit_lora.families.wan.plan import WanPlan
 from dit_lora.families.wan.samples import WanSamples
 
@@ -101,14 +102,14 @@ def wan_spec(name: str = "wan") -> FamilySpec:
         loss=WanI2VLoss if i2v else WanLoss,
         samples=lambda encoders: samples(task, encoders),
         plan=lambda encoders, loss, _: plan(task, encoders, loss),
-        data=WanData(),
+        data=ClipData(),
         adapter=(WanI2VAdapter if i2v else WanAdapter)(info, task),
         video_frames=task,
         frame_rate=task,
         kernels=PatchPoints(patch_points),
         exports=WanExports(),
         card=(WanI2VCard if i2v else WanCard)(task),
-        defaults=WanDefaults(),
+        defaults=DEFAULTS,
         notes=WanNotes(task),
         trainables=WanTrainables(),
         precision=WanPrecision(),

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
 import torch
 
 from dit_lora.families.diffusion.run_state import RunState
 
-T = TypeVar("T")
-
 
 @dataclass
 class WanRun(RunState):
     """The per-run state of a Wan run (mutable: the data stage adds the validation image of image-to-video)."""
+
+    loaded_by: ClassVar[str] = "the Wan components' loading sets it (model.make_components)"
 
     #: the checkpoint's scheduler config (the validation sampler is built from it)
     scheduler_config: dict[str, Any] = field(default_factory=dict)
@@ -50,10 +50,6 @@ class WanRun(RunState):
 #: ``comps.state``, an empty :class:`WanRun` put there first for components built by hand (tests, benchmarks).
 run_state = WanRun.of
 
-
-def required(value: T | None, name: str) -> T:
-    """``value``: a part of the run state that loading the components sets (``model.make_components``). Components
-    built by hand without it are refused by its name, not with a TypeError on None."""
-    if value is None:
-        raise ValueError(f"comps.state.{name} is not set: the Wan components' loading sets it (model.make_components)")
-    return value
+#: ``value``: a part of the run state that loading the components sets (``model.make_components``). Components
+#: built by hand without it are refused by its name, not with a TypeError on None.
+required = WanRun.required

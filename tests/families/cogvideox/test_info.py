@@ -25,7 +25,7 @@ from dit_lora.families.cogvideox.info import (
     rope_limit,
     size_flags,
 )
-from dit_lora.families.cogvideox.loss import CogVideoXData
+from dit_lora.families.diffusion.video_sizes import ClipData
 from dit_lora.registry import get_family
 from config_stand_in import stand_in
 
@@ -115,4 +115,4 @@ def test_model_info_is_read_once_and_the_data_path_decodes_clips():
     assert cached_model_info(cfg) is cached_model_info(cfg)
     assert CogVideoXVideo().model_fps(cfg) == 8
     spec = get_family("cogvideox")
-    assert isinstance(CogVideoXData().data_handler(cfg, spec), VideoMedia)
+    assert isinstance(ClipData().data_handler(cfg, spec), VideoMedia)

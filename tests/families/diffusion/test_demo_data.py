@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from dit_lora.families.diffusion.demo_data import demo_data, nearest_sizes
+import pytest
+
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion import demo_data as kit
+from dit_lora.families.diffusion.demo_data import build_demo_model, demo_clips, demo_data, nearest_sizes
 
 
 def test_nearest_sizes_name_both_multiples_or_only_the_first():
@@ -34,3 +38,22 @@ def test_a_user_folder_is_kept_and_said(tmp_path, capsys):
 
 def test_no_folder_draws_nothing():
     assert demo_data(_cfg(None), draw=lambda d: (_ for _ in ()).throw(AssertionError("drawn"))) is False
+
+
+def test_a_folder_the_tiny_builder_did_not_make_is_refused_in_one_paragraph():
+    def build():
+        raise FileExistsError("`m` is not a tiny model folder")
+
+    with pytest.raises(UserError, match=r"^--demo: `m` is not a tiny model folder\. Choose another "
+                                        r"--pretrained_model_name_or_path for the demo model\.$"):
+        build_demo_model(build)
+
+
+def test_demo_clips_have_the_longest_buckets_frames_and_only_with_a_folder(monkeypatch, tmp_path):
+    made = []
+    monkeypatch.setattr(kit, "build_demo_clips", lambda directory, **kw: made.append((directory, kw)))
+    video = SimpleNamespace(video_buckets=lambda cfg: [(9, 64, 64), (17, 48, 80)])
+    demo_clips(_cfg(None), video, 64, fps=16)
+    assert made == []
+    demo_clips(_cfg(str(tmp_path)), video, 64, fps=16)
+    assert made == [(str(tmp_path), {"n": 2, "num_frames": 17, "size": 64, "fps": 16})]

@@ -4,9 +4,14 @@ after forget()."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from types import SimpleNamespace
 
-from dit_lora.families.diffusion.info_cache import InfoCache
+import pytest
+from config_stand_in import stand_in
+
+from dit_lora.core.errors import UserError
+from dit_lora.families.diffusion.info_cache import ClipGeometry, InfoCache, VideoTask, clip_geometry
 
 
 def test_read_once_per_model_and_again_after_a_rebuild_or_forget(tmp_path):
@@ -20,3 +25,37 @@ def test_read_once_per_model_and_again_after_a_rebuild_or_forget(tmp_path):
     assert cache(cfg) == 2
     cache.forget()
     assert cache(cfg) == 3
+
+
+def test_clip_geometry_reads_the_vae_and_patch_and_defaults_when_unreadable():
+    read = clip_geometry({"patch_size": [1, 2, 2]}, {"z_dim": 48, "scale_factor_spatial": 16}, {})
+    assert read == {"z_dim": 48, "vae_spatial": 16, "vae_temporal": 4, "patch": (1, 2, 2), "num_train_timesteps": 1000}
+    assert ClipGeometry(**read).size_multiple == 32
+    assert clip_geometry({"patch_size": 2}, {}, {"num_train_timesteps": 500})["patch"] == (1, 2, 2)  # spatial only
+    assert ClipGeometry(**clip_geometry({}, {}, {})) == ClipGeometry()
+
+
+@dataclass(frozen=True)
+class Facts(ClipGeometry):
+    fps: int = 24
+
+    def trained_size(self):
+        return 9, 64, 96, "why"
+
+
+@dataclass(frozen=True)
+class Task(VideoTask):
+    infos, label = InfoCache(lambda cfg: Facts()), "Model"
+
+
+def _sizes(**values):
+    sizes = {"frame_buckets": None, "max_num_frames": None, "height": None, "width": None, **values}
+    return stand_in(pretrained_model_name_or_path="no/such-model", revision=None, **sizes)
+
+
+def test_a_video_task_reads_its_facts_once_and_gives_buckets_rate_and_pipeline():
+    task = Task(name="t", task="t2v", pipeline_class_name="WanPipeline")
+    assert task.video_buckets(_sizes())[0] == (9, 64, 96) and task.model_fps(_sizes()) == 24
+    assert task.pipeline_class().__name__ == "WanPipeline"
+    with pytest.raises(UserError, match="--height 72 must be a multiple of 16 for this Model checkpoint"):
+        task.video_buckets(_sizes(height=72))

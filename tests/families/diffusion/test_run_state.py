@@ -4,6 +4,9 @@ tables built once on the asked device."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
 
 import torch
 
@@ -16,6 +19,7 @@ from dit_lora.modeling.flow_matching import training_scheduler
 @dataclass
 class Own(RunState):
     value: int = 0
+    loaded_by: ClassVar[str] = "the Own components' loading sets it"
 
 
 def test_the_state_is_put_there_once_and_kept():
@@ -45,3 +49,9 @@ def test_an_epsilon_familys_state_reads_the_output_layout_and_keeps_the_epsilon_
     pred = torch.arange(16.0).reshape(1, 8, 2, 1)
     assert torch.equal(EpsilonRun(**sigma).epsilon(pred), pred[:, :4])
     assert EpsilonRun().epsilon(pred) is pred
+
+
+def test_a_part_loading_sets_is_refused_by_its_name_and_who_sets_it():
+    assert Own.required(3, "value") == 3
+    with pytest.raises(ValueError, match=r"^comps.state.value is not set: the Own components' loading sets it$"):
+        Own.required(None, "value")

@@ -11,7 +11,12 @@ from types import SimpleNamespace
 from dit_lora.config.schema import ModelOptions
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity, run_tables
+from dit_lora.families.diffusion.text_conditioned import (
+    InstructedCaptions,
+    TextSettingsSetup,
+    encoder_identity,
+    run_tables,
+)
 
 
 def _cfg(path, quantize=False):
@@ -77,3 +82,29 @@ def test_run_tables_are_built_once_and_kept_in_the_state():
     assert state.flow_tables is not None and sigmas.shape == timesteps.shape
     comps.scheduler = None  # a second call must not rebuild them (it would fail without a scheduler)
     assert run_tables(state, comps, torch.device("cpu"))[0] is sigmas
+
+
+class Captions(InstructedCaptions):
+    pipeline, identity_family, stamp_key = "SanaPipeline", "fam", "model_stamp"
+    identity_extra = (("latents", "what they are"),)
+
+    def encode_images(self, comps, pixel_values):
+        return pixel_values
+
+
+def test_instructed_captions_say_the_length_instruction_and_identity(tmp_path):
+    import inspect
+
+    from diffusers import SanaPipeline
+
+    (tmp_path / "model_index.json").write_text("{}")
+    cfg = _cfg(tmp_path)
+    cfg.family_options = SimpleNamespace(complex_human_instruction=True)
+    text = Captions().text_settings(cfg)
+    default = inspect.signature(SanaPipeline.__call__).parameters["complex_human_instruction"].default
+    assert text == TextSettings(max_sequence_length=300, instruction=tuple(default))
+    identity = Captions().cache_identity(cfg)
+    assert list(identity)[-3:] == ["complex_human_instruction", "max_sequence_length", "latents"]
+    assert identity["family"] == "fam" and "model_stamp" in identity and identity["latents"] == "what they are"
+    cfg.family_options.complex_human_instruction = False
+    assert Captions().text_settings(cfg).instruction is None

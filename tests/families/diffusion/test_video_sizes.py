@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.diffusion.video_sizes import clip_batches, clip_buckets
+from dit_lora.families.diffusion.video_sizes import ClipPlan, OneClipPerStep, clip_batches, clip_buckets
 from config_stand_in import stand_in
 
 
@@ -33,3 +35,18 @@ def test_frame_buckets_are_the_only_buckets_and_each_is_planned():
 def test_a_size_off_the_multiple_is_refused_naming_the_flag_the_model_and_the_fix():
     with pytest.raises(UserError, match=r"--width 840 must be a multiple of 16 for this Model checkpoint \(why\); use 832\."):
         clip_buckets(sizes(width=840), (81, 480, 832), 16, 4, "Model", "why")
+
+
+class Plan(ClipPlan):
+    plan_components = plan_conditioning = None
+
+
+def test_a_clip_plan_plans_its_tasks_buckets():
+    buckets = [(9, 64, 64), (17, 128, 128)]
+    plan = Plan(SimpleNamespace(video_buckets=lambda cfg: buckets), encoders=None, loss=None)
+    cfg = sizes(frame_buckets="9x64x64,17x128x128")
+    assert plan.pixel_batches(cfg) == clip_batches(cfg, buckets)
+
+
+def test_one_clip_per_step_says_why():
+    assert OneClipPerStep("as the trainers").generic_defaults(None) == {"train_batch_size": (1, "as the trainers")}

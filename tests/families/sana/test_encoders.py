@@ -17,11 +17,14 @@ def test_cache_identity_names_what_changes_the_embeddings():
 
 
 def test_text_settings_say_the_length_and_instruction_without_a_model():
-    from dit_lora.families.sana.encoders import default_complex_human_instruction
+    import inspect
 
+    from diffusers import SanaPipeline
+
+    default = inspect.signature(SanaPipeline.__call__).parameters["complex_human_instruction"].default
     encoders = get_family("sana").encoders
     text = encoders.text_settings(sana_cfg(max_sequence_length=None))
-    assert text.max_sequence_length == 300 and text.instruction == tuple(default_complex_human_instruction())
+    assert text.max_sequence_length == 300 and text.instruction == tuple(default)
     plain = encoders.text_settings(sana_cfg(max_sequence_length=120, complex_human_instruction=False))
     assert plain.max_sequence_length == 120 and plain.instruction is None
 

@@ -11,7 +11,7 @@ from sanavideo_layout import HUB_ID, sanavideo_cfg
 
 from dit_lora.core.errors import UserError
 from dit_lora.families.sanavideo.info import forget_infos
-from dit_lora.families.sanavideo.model import SanaVideoDefaults, SanaVideoNotes, training_shift
+from dit_lora.families.sanavideo.model import DEFAULTS, SanaVideoNotes, training_shift
 from dit_lora.families.sanavideo.spec import TASKS
 from dit_lora.registry import get_family
 
@@ -42,4 +42,4 @@ def test_training_shift_notes_and_defaults(folder):
     notes = SanaVideoNotes(TASKS["sanavideo_i2v"]).start_notes(cfg)
     assert "image-to-video" in notes[0] and "81x480x832" in notes[0] and "16 fps" in notes[0]
     assert "training shift 3" in notes[1] and "sampler shifts by 8" in notes[1]
-    assert SanaVideoDefaults().generic_defaults(cfg)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(cfg)["train_batch_size"][0] == 1

@@ -129,7 +129,7 @@ def test_an_unknown_channel_count_is_no_kind(wan_model, tmp_path):
 
 
 def _with_info(monkeypatch, **info):
-    monkeypatch.setattr(info_module, "cached_wan_info", lambda cfg: SimpleNamespace(**info))
+    monkeypatch.setattr(info_module.WanTask, "infos", lambda cfg: SimpleNamespace(**info))
 
 
 def _options(**opts):

@@ -15,7 +15,7 @@ import torch
 from dit_lora.config import TrainConfig
 from dit_lora.core.errors import UserError
 from dit_lora.families.wan.experts import WanExperts
-from dit_lora.families.wan.model import WanDefaults, WanNotes, trained_experts
+from dit_lora.families.wan.model import DEFAULTS, WanNotes, trained_experts
 from dit_lora.families.wan.spec import TASKS
 from dit_lora.registry import get_family
 
@@ -301,5 +301,5 @@ def test_a_missing_folder_is_named(tmp_path):
 
 
 def test_defaults_and_notes_are_their_own_components():
-    assert WanDefaults().generic_defaults(None)["train_batch_size"][0] == 1
+    assert DEFAULTS.generic_defaults(None)["train_batch_size"][0] == 1
     assert WanNotes(TASKS["wan"]).task is TASKS["wan"]
