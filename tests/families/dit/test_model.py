@@ -65,3 +65,50 @@ def test_dit_keeps_square_images_because_its_transformer_unpatchifies_a_square()
         assert model(torch.randn(1, 4, 4, 16), timestep=t, class_labels=labels).sample.shape == (1, 8, 8, 8)
         with pytest.raises(RuntimeError):
             model(torch.randn(1, 4, 4, 24), timestep=t, class_labels=labels)  # 2 x 12 patches: no square root
+
+
+def _edited_copy(tiny_dit, tmp_path, component: str, file: str, **changes):
+    """The tiny DiT folder copied, with ``changes`` written into ``<component>/<file>``."""
+    import json
+    import shutil
+
+    model = tmp_path / "dit"
+    shutil.copytree(tiny_dit, model)
+    path = model / component / file
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return model
+
+
+@pytest.mark.parametrize(
+    ("component", "file", "changes", "message"),
+    [
+        ("transformer", "config.json", {"norm_type": "ada_norm_single"},
+         r"is not a class-conditional DiT .*'ada_norm_single'.*facebook/DiT-XL-2-256"),
+        ("transformer", "config.json", {"num_embeds_ada_norm": None},
+         r"is not a class-conditional DiT .*num_embeds_ada_norm None"),
+        ("scheduler", "scheduler_config.json", {"prediction_type": "v_prediction"},
+         r"prediction_type 'v_prediction'.*trains epsilon prediction"),
+    ],
+)
+def test_a_folder_dit_cannot_train_is_refused_before_loading(tiny_dit, tmp_path, component, file, changes, message):
+    """A transformer without class conditioning, or a scheduler predicting anything but the noise: one paragraph
+    naming the folder's value and what DiT trains, from the configs alone."""
+    from dit_lora.core.errors import UserError
+    from dit_lora.registry import get_family
+
+    model = _edited_copy(tiny_dit, tmp_path, component, file, **changes)
+    with pytest.raises(UserError, match=message):
+        get_family("dit").model.validate_config(dit_cfg(model, tmp_path, tmp_path / "o"))
+
+
+def test_a_resolution_other_than_the_native_one_is_refused_naming_it(tiny_dit, tmp_path):
+    """DiTPipeline samples only at sample_size x the VAE's factor (64 px for the tiny model): another --resolution
+    is refused with the native size and where it comes from; the native one passes."""
+    from dit_lora.core.errors import UserError
+    from dit_lora.registry import get_family
+
+    family = get_family("dit")
+    with pytest.raises(UserError, match=r"--resolution 128 differs from this DiT's native 64 px \(transformer "
+                                        r"sample_size 8 x the VAE's 8x\).*Use --resolution 64"):
+        family.model.validate_config(dit_cfg(tiny_dit, tmp_path, tmp_path / "o", resolution=128))
+    family.model.validate_config(dit_cfg(tiny_dit, tmp_path, tmp_path / "o"))
