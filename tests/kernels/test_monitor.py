@@ -161,6 +161,7 @@ def _check_errors_script(args: list[str]) -> subprocess.CompletedProcess:
     return run_script(ROOT / "benchmarks" / "kernels" / "check_errors.py", args, timeout=600)
 
 
+@pytest.mark.slow  # a run of a script in another process (a warm fork), as the marker says
 def test_healthy_attention_never_trips_the_check_and_broken_attention_always_does():
     """Hundreds of random shapes, magnitudes (1e-2..1e2), masks (bool/additive, per-sample padding), fp32 and
     bf16, autocast on and off, every CPU backend: zero false trips; every NaN and >= 90% of wrong rows caught."""
