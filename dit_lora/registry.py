@@ -45,7 +45,7 @@ class FamilyEntry:
     #: The family's own options (``families/<name>/options.py``): a ``"module:Class"`` path for every name, or a
     #: mapping of name to path where names differ (CogVideoX image-to-video); None: only the common options.
     options: str | Mapping[str, str] | None = None
-    #: Module holding the family's catalogue ``ENTRIES`` (published checkpoints); None: nothing catalogued.
+    #: Package whose ``catalogue.json`` lists the family's published checkpoints; None: nothing catalogued.
     catalogue: str | None = None
     #: Its demo configs, relative to ``recipes/configs/`` (e.g. ``"sana/demo.yaml"``): the runs the
     #: no-host-sync audit trains with default flags.
@@ -112,14 +112,14 @@ class FamilyEntry:
     def in_package(cls, package: str, *, spec: str, options: str | Mapping[str, str], **fields: Any) -> FamilyEntry:
         """The entry of a family package in the standard layout (``families/<family>/``): ``spec`` names the
         function of its ``spec.py`` that builds a name's spec (called with the name), ``options`` its options
-        class in ``options.py`` (or a mapping of name to class); its ``catalogue.py`` is the catalogue and
+        class in ``options.py`` (or a mapping of name to class); its ``catalogue.json`` is the catalogue and
         ``docs/guides/<first name>.md`` its page and ``recipes/configs/<first name>/demo.yaml`` its demo and
         ``recipes/<first name>_lora.py`` its recipe, unless ``fields`` says otherwise. ``fields``: the other fields
         (``names``, ``pipelines``, ``demo_configs``, ...)."""
         classes = (
             {name: f"{package}.options:{c}" for name, c in options.items()} if isinstance(options, Mapping) else None
         )
-        fields.setdefault("catalogue", f"{package}.catalogue")
+        fields.setdefault("catalogue", package)
         fields.setdefault("demo_configs", (f"{fields['names'][0]}/demo.yaml",))
         fields.setdefault("recipe", f"{fields['names'][0]}_lora.py")
         fields.setdefault("docs", f"docs/guides/{fields['names'][0]}.md")

@@ -24,17 +24,17 @@ FAMILY = textwrap.dedent("""
         return tiny_spec(name)
 
 
-    ENTRY = FamilyEntry(names=("tiny_elsewhere",), factory={factory}, catalogue="{package}.catalogue",
+    ENTRY = FamilyEntry(names=("tiny_elsewhere",), factory={factory}, catalogue="{package}",
                         demo_configs=("tiny/demo.yaml",), recipe="tiny_lora.py")
 """)
-CATALOGUE = "ENTRIES = []\n"
+CATALOGUE = '{"provenance": ["a tiny family of the tests: nothing published"], "entries": []}\n'
 
 
 def _write_family(folder: Path, package: str, factory: str) -> Path:
     """A family package written under ``folder``: a spec of the tiny required components, an entry, a catalogue."""
     (folder / package).mkdir(parents=True)
     (folder / package / "__init__.py").write_text(FAMILY.format(factory=factory, package=package))
-    (folder / package / "catalogue.py").write_text(CATALOGUE)
+    (folder / package / "catalogue.json").write_text(CATALOGUE)
     return folder / package
 
 
@@ -57,9 +57,9 @@ def test_a_family_from_another_folder_registers_with_one_call(elsewhere):
     assert type(registry.get_family("tiny_elsewhere")).__name__ == "FamilySpec"
     assert registry.entry_for("tiny_elsewhere") is elsewhere and registry.entries()[-1] is elsewhere
     assert registry.recipe_script("tiny_elsewhere") == "recipes/tiny_lora.py"
-    assert data_files()[-1] == "tiny_family_pkg.catalogue"  # its catalogue counts, nothing else to edit
+    assert data_files()[-1] == "tiny_family_pkg"  # its catalogue counts, nothing else to edit
     registry.unregister_family(elsewhere)
-    assert "tiny_elsewhere" not in registry.available() and "tiny_family_pkg.catalogue" not in data_files()
+    assert "tiny_elsewhere" not in registry.available() and "tiny_family_pkg" not in data_files()
 
 
 def test_a_name_already_registered_is_refused(elsewhere):

@@ -43,9 +43,9 @@ def test_build_calls_the_factory_with_the_name_and_refuses_another():
 
 
 def test_resolve_imports_a_module_attribute_path_on_use():
-    from dit_lora.families.sana.catalogue import ENTRIES
+    from dit_lora.families.sana.catalogue import REFUSED
 
-    assert resolve("dit_lora.families.sana.catalogue:ENTRIES") is ENTRIES
+    assert resolve("dit_lora.families.sana.catalogue:REFUSED") is REFUSED
     assert resolve("dit_lora.registry:FamilyEntry.recipe_script") is FamilyEntry.recipe_script
     assert resolve(len) is len  # a callable is used as it is
     with pytest.raises(ValueError, match="module:attribute"):
@@ -91,7 +91,7 @@ def test_in_package_fills_the_standard_layout_and_a_given_field_wins():
     """``FamilyEntry.in_package``: a family in the standard layout states names, spec, options and pipelines."""
     entry = FamilyEntry.in_package("pkg.fam", names=("fam", "fam_i2v"), spec="fam_spec",
                                    options={"fam": "FamOptions", "fam_i2v": "FamI2VOptions"}, pipelines=("P",))
-    assert entry.factory == "pkg.fam.spec:fam_spec" and entry.catalogue == "pkg.fam.catalogue"
+    assert entry.factory == "pkg.fam.spec:fam_spec" and entry.catalogue == "pkg.fam"
     assert entry.options_for("fam_i2v") == "pkg.fam.options:FamI2VOptions"
     assert (entry.docs, entry.demo_configs, entry.recipe) == ("docs/guides/fam.md", ("fam/demo.yaml",), "fam_lora.py")
     given = FamilyEntry.in_package("pkg.fam", names=("fam",), spec="fam_spec", options="FamOptions",

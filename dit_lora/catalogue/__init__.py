@@ -2,23 +2,24 @@
 
 ``entries()`` lists them (``dit-lora models`` prints it); ``match`` finds the entry whose published
 config a model folder has; :func:`~dit_lora.catalogue.defaults.resolve_defaults` applies an entry's
-defaults to a run. One data file per family package (``dit_lora/families/<name>/catalogue.py``, named by its
-registry entry; :func:`data_files` lists them), each citing where its values were checked.
+defaults to a run. One data file per family package (``dit_lora/families/<name>/catalogue.json``, its package named
+by the family's registry entry; :func:`data_files` lists them), each citing where its values were checked (its
+``provenance``).
 """
 
 from __future__ import annotations
 
-import importlib
-
 from dit_lora.catalogue.entry import Checkpoint, ConfigReader, lookup
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.registry import entries as family_entries
 
 
 def data_files() -> tuple[str, ...]:
-    """The data files (modules with an ``ENTRIES`` list), one per registered family that has one, in listing order.
+    """The packages whose ``catalogue.json`` lists checkpoints, one per registered family that has one, in listing
+    order.
 
-    Derived from the family registry (each :class:`~dit_lora.registry.FamilyEntry` names its
-    ``catalogue`` module). The registry is imported on use, not with this module.
+    Derived from the family registry (each :class:`~dit_lora.registry.FamilyEntry` names its ``catalogue``
+    package).
     """
     return tuple(dict.fromkeys(e.catalogue for e in family_entries() if e.catalogue))
 
@@ -29,7 +30,7 @@ _DTYPES = {"F16": "fp16", "BF16": "bf16", "F32": "fp32"}
 def entries(family: str | None = None) -> list[Checkpoint]:
     """Every catalogued checkpoint (those serving ``family`` when given: :attr:`Checkpoint.families`), once each,
     in the order of :func:`data_files`."""
-    every = [e for name in data_files() for e in importlib.import_module(name).ENTRIES]
+    every = [e for package in data_files() for e in catalogue_of(package).entries]
     return [e for e in every if family is None or family in e.families]
 
 
@@ -40,9 +41,9 @@ def by_hub_id(hub_id: str) -> Checkpoint | None:
 
 
 def refused() -> list[Checkpoint]:
-    """The published checkpoints dit-lora recognises and refuses (each data file's ``REFUSED`` list, with its
+    """The published checkpoints dit-lora recognises and refuses (each data file's ``refused`` list, with its
     :attr:`Checkpoint.refusal` paragraph), in the order of :func:`data_files`."""
-    return [e for name in data_files() for e in getattr(importlib.import_module(name), "REFUSED", ())]
+    return [e for package in data_files() for e in catalogue_of(package).refused]
 
 
 def refused_match(read: ConfigReader, hub_id: str | None = None) -> Checkpoint | None:

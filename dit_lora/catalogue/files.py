@@ -1,8 +1,9 @@
-"""A family's catalogue data file (``catalogue.json`` beside its ``catalogue.py``) read into :class:`Checkpoint`
-entries.
+"""A family's catalogue data file (``catalogue.json`` in its package, which its registry entry names) read into
+:class:`Checkpoint` entries.
 
-The file holds ``entries`` (the checkpoints dit-lora trains), optionally ``refused`` (recognised, not trained:
-each with its ``refusal`` paragraph) and ``parts`` (values several entries share, named by ``{"$part": name}``;
+The file holds ``provenance`` (where each fact was checked: a list of paragraphs, the file's documentation),
+``entries`` (the checkpoints dit-lora trains), optionally ``refused`` (recognised, not trained: each with its
+``refusal`` paragraph) and ``parts`` (values several entries share, named by ``{"$part": name}``;
 :mod:`dit_lora.core.datafile` says how). Each entry's keys are :class:`Checkpoint` fields, checked by name and
 type, so a misspelt key stops naming the file, the entry and the key. The text encoders' parts of
 ``text_encoders.json`` may be named by every file.
@@ -11,34 +12,48 @@ type, so a misspelt key stops naming the file, the entry and the key. The text e
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from dit_lora.catalogue.entry import Checkpoint
 from dit_lora.catalogue.text_encoders import PARTS
-from dit_lora.core.datafile import path_of, read, record
+from dit_lora.core.datafile import DataFileError, path_of, read, record
 
 
 @dataclass(frozen=True)
 class CatalogueFile:
-    """What a catalogue data file holds, read: its entries, its refused entries and its parts by name."""
+    """What a catalogue data file holds, read: its entries, its refused entries, its parts by name and where its
+    facts were checked."""
 
     entries: list[Checkpoint]
     refused: list[Checkpoint]
     parts: dict[str, Any]
+    provenance: list[str]
 
 
-def read_catalogue(module: str, filename: str = "catalogue.json") -> CatalogueFile:
-    """The data file of the catalogue module ``module`` (``dit_lora.families.sana.catalogue``): ``filename`` in the
-    module's package, each entry checked against :class:`Checkpoint`'s fields and types."""
-    package = module.rpartition(".")[0]
+def read_catalogue(package: str, filename: str = "catalogue.json") -> CatalogueFile:
+    """The data file ``filename`` of ``package`` (``dit_lora.families.sana``), each entry checked against
+    :class:`Checkpoint`'s fields and types, read anew (:func:`catalogue_of` reads each family's once)."""
     name = path_of(package, filename)
-    data = read(package, filename, ("entries", "refused"), shared=PARTS)
+    data = read(package, filename, ("provenance", "entries", "refused"), shared=PARTS, required=("provenance",))
+    provenance = data["provenance"]
+    if not isinstance(provenance, list) or not provenance or not all(isinstance(p, str) and p for p in provenance):
+        raise DataFileError(
+            f"{name}: 'provenance' must be a non-empty list of paragraphs saying where each fact was checked."
+        )
 
     def listed(key: str) -> list[Checkpoint]:
         found = data.get(key, [])
         return [record(Checkpoint, e, name, f"{key}[{i}] ({_hub_id(e)})") for i, e in enumerate(found)]
 
-    return CatalogueFile(listed("entries"), listed("refused"), data["parts"])
+    return CatalogueFile(listed("entries"), listed("refused"), data["parts"], provenance)
+
+
+@cache
+def catalogue_of(package: str) -> CatalogueFile:
+    """The catalogue of the family package ``package``, read once: what :func:`dit_lora.catalogue.entries` lists
+    and a family's own modules read (one copy of each entry in the process)."""
+    return read_catalogue(package)
 
 
 def _hub_id(found: Any) -> str:

@@ -117,7 +117,8 @@ def catalogue_page() -> str:
         "local copy, a fine-tune that kept the architecture or a reduced-depth copy gets the same defaults); the "
         "options you give win over the entry's defaults, and the run prints the values it chose. A model that "
         "matches no entry trains with its family's generic defaults and says so. The facts live in "
-        "`dit_lora/families/<family>/catalogue.py`, each citing where it was checked (the sources below).",
+        "`dit_lora/families/<family>/catalogue.json`, each file citing where its facts were checked (its "
+        "`provenance`) and each default its source (below).",
         "",
         f"{len(entries())} checkpoints in {len(by_family)} families.",
         "",

@@ -192,19 +192,19 @@ def test_a_hub_id_picks_its_own_entry_among_twins():
 def test_every_data_file_is_listed_once_and_every_family_has_entries():
     """The data files are the registry entries' catalogue modules: a family package's catalogue.py counts once
     its ENTRY names it (no list to edit elsewhere); every family gets entries."""
-    import importlib
-    import importlib.util
     import pkgutil
+    from importlib import resources
 
     import dit_lora.families as package
     from dit_lora import registry
     from dit_lora.catalogue import data_files
+    from dit_lora.catalogue.files import catalogue_of
 
-    found = {f"{package.__name__}.{m.name}.catalogue" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
-    found = {name for name in found if importlib.util.find_spec(name) is not None}
+    found = {f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if m.ispkg}
+    found = {name for name in found if resources.files(name).joinpath("catalogue.json").is_file()}
     assert sorted(data_files()) == sorted(found) and len(set(data_files())) == len(data_files())
     assert data_files() == tuple(e.catalogue for e in registry.entries() if e.catalogue)
-    assert len(entries()) == sum(len(importlib.import_module(n).ENTRIES) for n in data_files())
+    assert len(entries()) == sum(len(catalogue_of(n).entries) for n in data_files())
     assert {f for e in entries() for f in e.families} == set(available())
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 import yaml
 
+from dit_lora.catalogue.files import catalogue_of
 from helpers import ROOT
 
 
@@ -28,7 +27,7 @@ def check_entry(package, classes: dict[str, str]) -> None:
         options = entry.options_for(name)
         assert options is None or isinstance(resolve(options), type), options
     if entry.catalogue:
-        listed = {e.family for e in importlib.import_module(entry.catalogue).ENTRIES}
+        listed = {e.family for e in catalogue_of(entry.catalogue).entries}
         assert listed and listed <= set(entry.names), listed
     assert entry.demo_configs
     for config in entry.demo_configs:

@@ -1,5 +1,5 @@
 """FLUX.2 checkpoint folders laid out as the Hub has them, built offline from the catalogue's configs
-(``dit_lora/families/flux2/catalogue.py``), in the manner of ``real_layout.py``.
+(``dit_lora/families/flux2/catalogue.json``), in the manner of ``real_layout.py``.
 
 - :func:`klein_pipeline`: a klein repo (default ``FLUX.2-klein-base-4B``) to train: every published config, the
   transformer at its real widths and heads (3072 wide, 24 heads, ``joint_attention_dim`` 7680, 128 latent

@@ -71,7 +71,7 @@ class ModelInfo:
     def trained_size(self) -> tuple[int, int, int, str]:
         """``(frames, height, width, why)``: the size this checkpoint was trained at, in pixel frames and pixels.
 
-        A catalogued config (:mod:`dit_lora.families.cogvideox.catalogue`, matched by content) gets the size THUDM
+        A catalogued config (``families/cogvideox/catalogue.json``, matched by content) gets the size THUDM
         documents for it: for 1.0 that is what its config's ``sample_*`` fields say, for 1.5 it is not (they
         hold the RoPE grid's 2400 px extent, which diffusers' pipelines would take as their default size). Any
         other config (a fine-tune that wrote its own, the tiny demo models) has no other record of its size than

@@ -86,7 +86,7 @@ ENTRY = FamilyEntry(
     names=tuple(ARCHITECTURES),
     factory=f"{__name__}:make",
     options=f"{__name__}.options:VideoChatOptions",
-    catalogue=f"{__name__}.catalogue",
+    catalogue=__name__,
     demo_configs=(
         "videollm/demo.yaml",
         "videollm/internvl_demo.yaml",

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from dit_lora.data.frames import check_num_frames
-from dit_lora.families.cogvideox.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
+
+ENTRIES = catalogue_of("dit_lora.families.cogvideox").entries
 
 
 def read_from(configs):

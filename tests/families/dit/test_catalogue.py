@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
-from dit_lora.families.dit.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
+
+ENTRIES = catalogue_of("dit_lora.families.dit").entries
 
 
 def read_from(configs):

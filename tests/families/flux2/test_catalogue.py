@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from dit_lora.families.flux2.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
+
+ENTRIES = catalogue_of("dit_lora.families.flux2").entries
 
 
 def reader(configs):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dit_lora.catalogue import by_hub_id
-from dit_lora.families.qwenimage.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
+
+ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
 
 def test_real_transformer_facts():

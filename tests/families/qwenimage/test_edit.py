@@ -16,11 +16,13 @@ from dit_lora.config import TrainConfig
 from dit_lora.contract.family import Components
 from dit_lora.contract.spec import configure
 from dit_lora.core.errors import UserError
-from dit_lora.families.qwenimage.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families.qwenimage.edit import EditLoss, area_size, refuse_unsupported
 from dit_lora.families.qwenimage.processor import load_processor
 from dit_lora.families.qwenimage.state import QwenImageRun
 from dit_lora.registry import get_family
+
+ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
 CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 

@@ -12,9 +12,11 @@ from diffusers import QwenImagePipeline
 from diffusers.training_utils import compute_density_for_timestep_sampling, compute_loss_weighting_for_sd3
 
 from dit_lora.contract.family import Components
-from dit_lora.families.qwenimage.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families.qwenimage.loss import QwenImageLoss, draw_sigmas, pack_latents
 from dit_lora.families.qwenimage.state import QwenImageRun
+
+ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
 CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 

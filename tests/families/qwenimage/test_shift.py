@@ -11,8 +11,10 @@ import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift
 
-from dit_lora.families.qwenimage.catalogue import ENTRIES
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families.qwenimage.shift import calculate_mu, image_seq_len, shift_factor, shifted_sigmas
+
+ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
 CONFIG = ENTRIES[0].configs["scheduler/scheduler_config.json"]
 

@@ -187,7 +187,7 @@ def test_models_table_lists_all_seven(monkeypatch):
         from dit_lora.registry import FamilyEntry
 
         stand_in = FamilyEntry(names=("wan", "wan_i2v"), factory=lambda name: None,
-                               catalogue="dit_lora.families.wan.catalogue")
+                               catalogue="dit_lora.families.wan")
         monkeypatch.setattr(families, "_ENTRIES", [*families._ENTRIES, stand_in])
     table = format_table("wan") + format_table("wan_i2v")
     assert all(e.hub_id in table for e in ENTRIES)
