@@ -132,10 +132,6 @@ class DiTModel(KitModel):
         if names and model_classes:
             pretrained_rows(cfg, names, int(model_classes))
 
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
-
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`dit_components`: what the checkpoint says (label dropout, learned sigma, class count, scheduler)
         in the run's :class:`DiTRun`."""

@@ -55,7 +55,7 @@ def dit_spec(name: str = "dit") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=DiTModel(INFO),
+        model=DiTModel(INFO, PARTS),
         encoders=DiTEncoders(),
         loss=DiTLoss,
         samples=DiTSamples,
@@ -69,7 +69,6 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
-        precision=PARTS.precision,
         demo=DiTDemo(),
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),
