@@ -27,11 +27,7 @@ from dit_lora.families.dit.embedding import (
     label_embeddings,
 )
 from dit_lora.families.dit.state import DiTRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    read_component_config,
-)
+from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -81,7 +77,7 @@ class DiTModel(KitModel):
                 "run's generator so a resume is exact. A second dropout would stack on it. Remove "
                 "--caption_dropout_probability."
             )
-        check_pipeline_folder(cfg.model, PARTS.kind, PARTS.example_id, PARTS.folder_listing)
+        self.check_folder(cfg)
         tr_cfg = read_component_config(cfg.model, "transformer")
         if tr_cfg is not None and (
             tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero" or not tr_cfg.get("num_embeds_ada_norm")
@@ -98,7 +94,6 @@ class DiTModel(KitModel):
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
         self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
-        check_safetensors(cfg.model, PARTS.weight_folders(), PARTS.kind)
         self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
         sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
