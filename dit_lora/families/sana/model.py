@@ -62,6 +62,10 @@ class SanaModel(KitModel):
         if vae_cfg is not None:
             check_resolution(cfg.data.resolution, transformer_cfg, vae_cfg)
 
+    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
+        """:data:`PARTS`."""
+        return PARTS
+
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
         scheduler = training_scheduler(loaded.scheduler_config)

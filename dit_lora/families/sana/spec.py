@@ -16,7 +16,7 @@ from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
-from dit_lora.families.sana.model import PARTS, SanaBuckets, SanaDefaults, SanaDemo, SanaModel, SanaNotes
+from dit_lora.families.sana.model import SanaBuckets, SanaDefaults, SanaDemo, SanaModel, SanaNotes, SanaPrecision
 from dit_lora.families.sana.plan import SanaPlan
 from dit_lora.families.sana.samples import SanaSamples
 
@@ -36,7 +36,7 @@ def sana_spec(name: str = "sana") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=SanaModel(INFO, PARTS),
+        model=SanaModel(INFO),
         encoders=encoders,
         loss=SanaLoss,
         samples=SanaSamples,
@@ -49,5 +49,6 @@ def sana_spec(name: str = "sana") -> FamilySpec:
         defaults=SanaDefaults(),
         notes=SanaNotes(),
         setup=SanaSetup(encoders),
+        precision=SanaPrecision(),
         demo=SanaDemo(),
     )

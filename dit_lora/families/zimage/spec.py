@@ -20,12 +20,12 @@ from dit_lora.families.zimage.comfyui import EXPORTS
 from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
 from dit_lora.families.zimage.loss import ZImageLoss
 from dit_lora.families.zimage.model import (
-    PARTS,
     ZImageBuckets,
     ZImageDefaults,
     ZImageDemo,
     ZImageModel,
     ZImageNotes,
+    ZImagePrecision,
 )
 from dit_lora.families.zimage.plan import ZImagePlan
 from dit_lora.families.zimage.samples import ZImageSamples
@@ -53,7 +53,7 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=ZImageModel(INFO, PARTS),
+        model=ZImageModel(INFO),
         encoders=encoders,
         loss=ZImageLoss,
         samples=ZImageSamples,
@@ -66,5 +66,6 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
         setup=ZImageSetup(encoders),
+        precision=ZImagePrecision(),
         demo=ZImageDemo(),
     )
