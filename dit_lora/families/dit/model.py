@@ -111,10 +111,9 @@ class DiTModel(KitModel):
             raise UserError(f"--num_classes must be at least 1, got {num_classes}.")
         if num_classes > PIPELINE_NULL_CLASS and num_classes != model_classes:
             raise UserError(
-                f"--num_classes {num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline "
-                "hard-codes class "
-                f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
-                "sampled with it. Use at most 1000 classes."
+                f"--num_classes {num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline hard-codes class id "
+                f"{PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be sampled with "
+                "it. Use at most 1000 classes."
             )
 
     def _check_class_folders(self, cfg: TrainConfig, model_classes: int | None) -> None:
