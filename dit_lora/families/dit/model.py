@@ -144,14 +144,12 @@ PARTS = PipelineParts(
 
 
 class DiTBuckets(LatentGrid):
-    """``FamilySpec.image_buckets`` and ``defaults``: squares only (the stride, the VAE's downsampling x the patch size
-    (8 x 2) from the configs, is still said, for ``check-data``); the only resolution DiTPipeline samples at, the
-    transformer's ``sample_size`` (32 when unset, as in ``DiTTransformer2DModel``) x the VAE's factor, is the
-    default of an uncatalogued model."""
+    """``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for
+    ``check-data``; the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model:
+    ``sample_size`` 32 when unset, as in ``DiTTransformer2DModel``), squares only."""
 
     def square_only(self, cfg: TrainConfig) -> str | None:
-        """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
-        sqrt(tokens)``), so a non-square latent cannot go through it."""
+        """Always: DiTTransformer2DModel unpatchifies its output as a square (``height = width = sqrt(tokens)``)."""
         return (
             "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
             "square), so every image is cropped to the --resolution square"
