@@ -3,9 +3,10 @@ family's :class:`~dit_lora.contract.spec.FamilySpec` and wires the components th
 ``spec.py`` states only what differs.
 
 Defaults: the standard image data (:class:`~.components.DiffusionData`), metadata captions
-(:class:`~.components.DiffusionCaptions`), no notes, the model in the run's dtype
-(:class:`~.components.DiffusionPrecision`), nothing set up per run (:class:`~.components.DiffusionSetup`) and the
-kit's adapter on ``info.pipeline_class_name`` (:class:`~.adapter.KitAdapter`). Wiring: the loss takes the encoders,
+(:class:`~.components.DiffusionCaptions`), no notes, the precision of the model's ``PipelineParts`` (else the model
+in the run's dtype, :class:`~.components.DiffusionPrecision`), nothing set up per run
+(:class:`~.components.DiffusionSetup`) and the kit's adapter on ``info.pipeline_class_name``
+(:class:`~.adapter.KitAdapter`). Wiring: the loss takes the encoders,
 the samples take the encoders, the plan takes the encoders, the loss and the image buckets.
 """
 
@@ -123,13 +124,15 @@ class PatchPoints:
         return list(self.points())
 
 
-def default_components(info: FamilyInfo) -> dict[str, Any]:
-    """The components a diffusion family gets unless it states its own."""
+def default_components(info: FamilyInfo, model: Any = None) -> dict[str, Any]:
+    """The components a diffusion family gets unless it states its own (the precision: that of the ``parts`` its
+    ``model`` was given, where it was)."""
+    parts = getattr(model, "parts", None)
     return {
         "data": DiffusionData(),
         "captions": DiffusionCaptions(),
         "notes": DiffusionNotes(),
-        "precision": DiffusionPrecision(),
+        "precision": parts.precision if parts is not None else DiffusionPrecision(),
         "setup": DiffusionSetup(),
         "adapter": KitAdapter(info),
     }
@@ -151,7 +154,7 @@ def diffusion_spec(
     lambda), every component of :func:`default_components` filled unless ``components`` states it (a family's
     component wins; None leaves it out), the rest of ``components`` as given."""
     built_loss = loss(encoders)
-    filled = {**default_components(info), **components}
+    filled = {**default_components(info, model), **components}
     return FamilySpec(
         name=name,
         info=info,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.families.diffusion.components import DiffusionModel, DiffusionPrecision
 from dit_lora.modelfiles.pipeline_files import (
@@ -160,12 +161,19 @@ def model_class(library: Literal["diffusers", "transformers"], name: str) -> Any
 
 class KitModel(DiffusionModel):
     """``FamilySpec.model`` of a diffusion family loaded by the kit: the family states its :class:`PipelineParts`
-    (:meth:`pipeline_parts`) and builds its components from what was loaded (:meth:`build_components`);
-    :meth:`load_components` is :func:`load_pipeline`, the same for every family."""
+    (``parts``, or :meth:`pipeline_parts` where they depend on the run) and builds its components from what was
+    loaded (:meth:`build_components`); :meth:`load_components` is :func:`load_pipeline`, the same for every family."""
 
-    @abstractmethod
+    def __init__(self, info: FamilyInfo, parts: PipelineParts | None = None) -> None:
+        super().__init__(info)
+        self.parts = parts
+
     def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """What the family's pipeline folder holds (``cfg``: for a family whose parts depend on the run)."""
+        """What the family's pipeline folder holds: its ``parts`` (a family whose parts depend on the run, on its
+        task, overrides this)."""
+        if self.parts is None:
+            raise TypeError(f"{type(self).__name__} states no PipelineParts: pass parts= or override pipeline_parts")
+        return self.parts
 
     @abstractmethod
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:

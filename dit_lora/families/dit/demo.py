@@ -1,13 +1,10 @@
 """Tiny, randomly initialised class-conditional DiT pipelines built locally (no Hub access needed).
 
-The folder written by :func:`build_tiny_dit_pipeline` is laid out like the real
-``facebook/DiT-XL-2-256`` repo: ``model_index.json`` naming the legacy ``Transformer2DModel``
-class (diffusers remaps it to ``DiTTransformer2DModel`` from ``norm_type: ada_norm_zero``) and
-carrying an ``id2label`` table of 1000 ImageNet-style classes, a ``transformer`` with
-``num_embeds_ada_norm: 1000`` (1000 class rows plus the null row used for classifier-free
-guidance) and a learned-sigma output (``out_channels == 2 * in_channels``), an ``AutoencoderKL``
-``vae`` with an 8x spatial compression and a ``DDIMScheduler`` with DiT's training betas
-(linear 1e-4..0.02, 1000 steps). Weights are fp32, as in the real repo.
+The folder written by :func:`build_tiny_dit_pipeline` is laid out like the real ``facebook/DiT-XL-2-256`` repo, in
+fp32 as it is: ``model_index.json`` names the legacy ``Transformer2DModel`` class (diffusers remaps it to
+``DiTTransformer2DModel`` from ``norm_type: ada_norm_zero``) and carries an ``id2label`` table of 1000
+ImageNet-style classes; ``demo.json`` says why each config value is what it is (1000 class rows and the null row for
+guidance, a learned-sigma output, the VAE's 8x compression, DiT's training betas as a ``DDIMScheduler`` config).
 
 So code written against the real model loads the tiny one the same way, and a small dataset on it
 reproduces the "10 classes on a 1000-class model" situation (OpenDiT's CIFAR-10 NaN reports).
@@ -27,13 +24,10 @@ __all__ = ["TINY_DIT_CONFIGS", "TINY_DIT_VERSION", "build_tiny_dit_components", 
 
 #: the sizes' configs, their reasons and the scheduler's: ``demo.json`` beside this module
 DEMO = DemoFile(__name__, keys=("resolution", "transformer", "vae"), shared=("scheduler",))
-# Bump the file's version whenever the configs or the init change: builds whose marker carries another version are
-# rebuilt.
+#: the marker's version (``demo.json``'s: builds whose marker carries another are rebuilt)
 TINY_DIT_VERSION = DEMO.read().version
 #: ``{"tiny": {"resolution", "transformer", "vae"}, "small": ...}``, as ``demo.json`` states them
 TINY_DIT_CONFIGS: dict[str, dict[str, Any]] = DEMO.read().table()
-# DiT's scheduler: the training betas of the paper (what facebook/DiT-* repos ship, as a DDIM config).
-SCHEDULER_CONFIG = DEMO.read().value("scheduler")
 
 
 def get_tiny_dit_config(size: str = "tiny") -> dict[str, Any]:
@@ -76,16 +70,14 @@ def _tiny(size: str, seed: int) -> tiny.TinyPipeline:
             tiny.module("transformer", 1, "diffusers:DiTTransformer2DModel", config["transformer"]),
             tiny.module("vae", 2, "diffusers:AutoencoderKL", config["vae"], then=measure),
         ),
-        scheduler=("diffusers:DDIMScheduler", SCHEDULER_CONFIG),
+        scheduler=("diffusers:DDIMScheduler", DEMO.read().value("scheduler")),
         after_save=legacy_names,
     )
 
 
 def build_tiny_dit_components(size: str = "tiny", seed: int = 0) -> dict[str, Any]:
-    """The three DiTPipeline components (fp32, eval mode), randomly initialised from ``seed``.
-
-    The caller's global torch RNG state is restored afterwards.
-    """
+    """The three DiTPipeline components (fp32, eval mode), randomly initialised from ``seed``
+    (:func:`~dit_lora.families.diffusion.tiny.build_components`: the caller's RNG state is kept)."""
     return tiny.build_components(_tiny(size, seed))
 
 

@@ -43,10 +43,10 @@ def resize_class_embeddings(
 ) -> None:
     """Resize every block's class table to ``num_classes`` + 1 rows, the null (guidance) row last.
 
-    New class rows ~ N(mean, std) of the old class rows, per dimension (one generator seeded with
-    ``seed`` per table); the old null row is copied. ``dtype`` defaults to the old table's dtype.
-    Updates ``num_embeds_ada_norm`` in the model config and maps DiTPipeline's null id 1000 to the new
-    null row.
+    New class rows ~ N(mean, std) of the old class rows, per dimension (one generator seeded with ``seed`` per
+    table, so tables that were copies stay copies); the old null row is copied. ``dtype`` defaults to the old
+    table's dtype. Updates ``num_embeds_ada_norm`` in the model config and maps DiTPipeline's null id 1000 to the
+    new null row.
     """
     tables = label_embeddings(model)
     if not tables:

@@ -76,9 +76,8 @@ class DiTSetup(DiffusionSetup):
             label2id = pretrained_rows(cfg, classes, model_classes)
         if num_classes is not None and num_classes < len(classes):
             raise UserError(
-                f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; "
-                "every "
-                f"class needs its own row. Use --num_classes {len(classes)} (or more), or remove classes from the data."
+                f"--num_classes {num_classes} is smaller than the dataset's {len(classes)} classes; every class "
+                f"needs its own row. Use --num_classes {len(classes)} (or more), or remove classes from the data."
             )
         target = model_classes if num_classes is None else num_classes
         if target != model_classes:

@@ -27,11 +27,7 @@ from dit_lora.families.dit.embedding import (
     label_embeddings,
 )
 from dit_lora.families.dit.state import DiTRun
-from dit_lora.modelfiles.pipeline_files import (
-    check_pipeline_folder,
-    check_safetensors,
-    read_component_config,
-)
+from dit_lora.modelfiles.pipeline_files import read_component_config
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -81,7 +77,7 @@ class DiTModel(KitModel):
                 "run's generator so a resume is exact. A second dropout would stack on it. Remove "
                 "--caption_dropout_probability."
             )
-        check_pipeline_folder(cfg.model, PARTS.kind, PARTS.example_id, PARTS.folder_listing)
+        self.check_folder(cfg)
         tr_cfg = read_component_config(cfg.model, "transformer")
         if tr_cfg is not None and (
             tr_cfg.get("norm_type", "ada_norm_zero") != "ada_norm_zero" or not tr_cfg.get("num_embeds_ada_norm")
@@ -98,7 +94,6 @@ class DiTModel(KitModel):
                 f"DiTPipeline always samples at {native[0]} px. Use --resolution {native[0]}, or leave it unset."
             )
         self._check_num_classes(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
-        check_safetensors(cfg.model, PARTS.weight_folders(), PARTS.kind)
         self._check_class_folders(cfg, (tr_cfg or {}).get("num_embeds_ada_norm"))
         sched = read_component_config(cfg.model, "scheduler", "scheduler_config.json") or {}
         if sched.get("prediction_type", "epsilon") != "epsilon":
@@ -116,10 +111,9 @@ class DiTModel(KitModel):
             raise UserError(f"--num_classes must be at least 1, got {num_classes}.")
         if num_classes > PIPELINE_NULL_CLASS and num_classes != model_classes:
             raise UserError(
-                f"--num_classes {num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline "
-                "hard-codes class "
-                f"id {PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be "
-                "sampled with it. Use at most 1000 classes."
+                f"--num_classes {num_classes} is above {PIPELINE_NULL_CLASS}: DiTPipeline hard-codes class id "
+                f"{PIPELINE_NULL_CLASS} as the null class for guidance, so a resized model could not be sampled with "
+                "it. Use at most 1000 classes."
             )
 
     def _check_class_folders(self, cfg: TrainConfig, model_classes: int | None) -> None:
@@ -131,10 +125,6 @@ class DiTModel(KitModel):
         )
         if names and model_classes:
             pretrained_rows(cfg, names, int(model_classes))
-
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`dit_components`: what the checkpoint says (label dropout, learned sigma, class count, scheduler)
@@ -154,14 +144,12 @@ PARTS = PipelineParts(
 
 
 class DiTBuckets(LatentGrid):
-    """``FamilySpec.image_buckets`` and ``defaults``: squares only (the stride, the VAE's downsampling x the patch size
-    (8 x 2) from the configs, is still said, for ``check-data``); the only resolution DiTPipeline samples at, the
-    transformer's ``sample_size`` (32 when unset, as in ``DiTTransformer2DModel``) x the VAE's factor, is the
-    default of an uncatalogued model."""
+    """``FamilySpec.image_buckets`` and ``defaults``: the kit's grid (the stride, 8 x 2, is still said for
+    ``check-data``; the native size, the only one DiTPipeline samples at, is the default of an uncatalogued model:
+    ``sample_size`` 32 when unset, as in ``DiTTransformer2DModel``), squares only."""
 
     def square_only(self, cfg: TrainConfig) -> str | None:
-        """Always: diffusers' DiTTransformer2DModel unpatchifies its output as a square (``height = width =
-        sqrt(tokens)``), so a non-square latent cannot go through it."""
+        """Always: DiTTransformer2DModel unpatchifies its output as a square (``height = width = sqrt(tokens)``)."""
         return (
             "the DiT transformer takes only square inputs (diffusers' DiTTransformer2DModel unpatchifies a "
             "square), so every image is cropped to the --resolution square"

@@ -1,11 +1,8 @@
 """Class-conditional DiT (diffusers ``DiTTransformer2DModel`` / ``DiTPipeline``), OpenDiT-style: its
 :class:`~dit_lora.contract.spec.FamilySpec`.
 
-The components live beside this file, one module each: ``model.py`` (checks, loading, precision, defaults,
-square images, the trained class tables, demo), ``encoders.py`` (VAE latents, class ids; the label map built from
-the samples), ``loss.py``, ``samples.py``, ``plan.py``, ``adapter.py`` (saving, fitting a pipeline, loading back,
-the model card), ``embedding.py`` (resizing the class tables), ``classes.py`` (the pretrained class names),
-``kernels.py`` (fused-kernel patch points); what a run decides is its ``DiTRun`` (``state.py``) in ``comps.state``.
+Beside the standard layout, ``embedding.py`` resizes the class tables and ``classes.py`` reads the pretrained class
+names; what a run decides is its ``DiTRun`` (``state.py``) in ``comps.state``.
 
 Labels. The caption of a sample is its class name: the first-level sub-folder of an image in a
 folder without metadata (``root/<class>/<image>``), the caption column of a metadata file, or a
@@ -14,30 +11,13 @@ is the sorted set of names; class i is the i-th name (so sorted ImageNet wnid fo
 standard ImageNet indices). It is written to ``dit_lora_classes.json`` and is part of the cache key.
 
 Class count. ImageNet DiTs embed 1000 classes plus one null class (the last row of each block's
-``LabelEmbedding`` table, used for classifier-free guidance; ``DiTPipeline`` feeds it as id 1000).
-A dataset with another class count stops with a message unless ``--num_classes N`` is given; then
-every block's table is resized to N + 1 rows: the null row is copied to the end, the N class rows
-are drawn from a normal with the per-dimension mean and std of the old class rows (each new class
-starts as a "typical" class embedding; same seed for every block, so tables that were copies stay
-copies), and the tables are trained in fp32 at ``--backbone_learning_rate`` through the backbone
-machinery (``--train_backbone`` gets the table's pattern) and saved to
-``dit_lora_backbone.safetensors``. Because ``DiTPipeline`` hard-codes 1000 as the null id, a resized
-embedding maps id 1000 to its own null row (a forward pre-hook), so the stock pipeline's guidance works.
+``LabelEmbedding`` table, fed as id 1000 by ``DiTPipeline``'s guidance). A dataset with another class count whose
+names are not the model's own (``classes.py``) stops with a message unless ``--num_classes N`` is given; then
+every block's table is resized to N + 1 rows (``embedding.py``) and trained through the backbone machinery
+(``model.DiTTrainables``).
 
-Loss. Epsilon-prediction DDPM as DiT trains it: t uniform in [0, num_train_timesteps), x_t from
-``DDPMScheduler.add_noise`` with the checkpoint's betas (DiT: linear 1e-4..0.02, 1000 steps), class
-labels dropped to the null class with DiT's probability (0.1) for guidance, MSE between the
-predicted and the true noise. With a learned sigma (``out_channels == 2 * in_channels``) the output
-is split as ``DiTPipeline`` does and only the epsilon half enters the loss: the variance half gets
-no gradient (DiT's VLB term for it is not implemented), and inference discards it as diffusers does.
-
-Precision. The transformer loads in the run's weight dtype (bf16 by default), LoRA and the class
-tables train in fp32, the ``AutoencoderKL`` stays fp32; latents are the VAE posterior mean times
-``scaling_factor`` (0.18215 for DiT), so the cache is deterministic.
-
-Saving. ``DiTPipeline`` has no LoRA loader and ``DiTTransformer2DModel`` no PEFT mixin, so the adapter
-is saved in PEFT's own format (``adapter_model.safetensors`` + ``adapter_config.json``), next to the
-class tables and the label map; ``dit_lora.load_adapter(pipe, output_dir)`` restores all three.
+The loss (``loss.py``, the kit's ``ddpm_noised`` and ``EpsilonRun.epsilon``), the precision (``model.PARTS``) and
+the saved files (``adapter.py``: PEFT's own format, as ``DiTPipeline`` has no LoRA loader) are said where they live.
 """
 
 from __future__ import annotations
@@ -75,7 +55,7 @@ def dit_spec(name: str = "dit") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=DiTModel(INFO),
+        model=DiTModel(INFO, PARTS),
         encoders=DiTEncoders(),
         loss=DiTLoss,
         samples=DiTSamples,
@@ -89,7 +69,6 @@ def dit_spec(name: str = "dit") -> FamilySpec:
         notes=None,  # nothing to say before training: the spec declares no RunNotes capability, as before
         setup=DiTSetup(),
         trainables=DiTTrainables(),
-        precision=PARTS.precision,
         demo=DiTDemo(),
         fitting=fitting,
         adapter_extras=DiTAdapterExtras(),

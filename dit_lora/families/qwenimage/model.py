@@ -59,10 +59,6 @@ class QwenImageModel(KitModel):
         check_resolution(cfg.data.resolution)
         check_text_length(cfg)
 
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
-
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler and the VAE's latent normalisation in the run's :class:`QwenImageRun`."""
         from diffusers import FlowMatchEulerDiscreteScheduler  # heavy: only when a run loads

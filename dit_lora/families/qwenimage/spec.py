@@ -21,12 +21,12 @@ from dit_lora.families.qwenimage.edit import EditEncoders, EditLoss, EditSamples
 from dit_lora.families.qwenimage.encoders import QwenImageEncoders, QwenImageSetup
 from dit_lora.families.qwenimage.loss import QwenImageData, QwenImageLoss
 from dit_lora.families.qwenimage.model import (
+    PARTS,
     QwenImageBuckets,
     QwenImageDefaults,
     QwenImageDemo,
     QwenImageEditModel,
     QwenImageModel,
-    QwenImagePrecision,
 )
 from dit_lora.families.qwenimage.plan import QwenImagePlan
 from dit_lora.families.qwenimage.samples import QwenImageSamples
@@ -68,7 +68,7 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
     return diffusion_spec(
         name,
         info,
-        model=QwenImageEditModel(info) if edit else QwenImageModel(info),
+        model=QwenImageEditModel(info, PARTS) if edit else QwenImageModel(info, PARTS),
         encoders=encoders,
         loss=EditLoss if edit else QwenImageLoss,
         samples=EditSamples if isinstance(encoders, EditEncoders) else QwenImageSamples,
@@ -81,6 +81,5 @@ def qwenimage_spec(name: str = "qwenimage") -> FamilySpec:
         card=QwenImageCard(info),
         defaults=QwenImageDefaults(),
         setup=EditSetup(encoders) if edit else QwenImageSetup(encoders),
-        precision=QwenImagePrecision(),
         demo=QwenImageDemo(variant),
     )

@@ -54,7 +54,7 @@ class SanaVideoModel(KitModel):
     in the run's dtype, the Wan VAE in fp32 as diffusers' docs load it, and the tokenizer."""
 
     def __init__(self, info, task: SanaVideoTask) -> None:
-        super().__init__(info)
+        super().__init__(info, PARTS)
         self.task = task
 
     def validate_config(self, cfg: TrainConfig) -> None:
@@ -70,10 +70,6 @@ class SanaVideoModel(KitModel):
             )
         self.task.video_buckets(cfg)  # the frame and size rules, before anything loads
         check_validation_image(cfg, "condition validation videos on the first training clip's first frame")
-
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """:func:`make_components` (the training shift, the VAE's latent normalisation) and the tokenizer."""

@@ -21,7 +21,6 @@ from dit_lora.families.sanavideo.kernels import patch_points
 from dit_lora.families.sanavideo.loss import SanaVideoLoss
 from dit_lora.families.sanavideo.model import (
     DEFAULTS,
-    PARTS,
     SanaVideoDemo,
     SanaVideoModel,
     SanaVideoNotes,
@@ -78,6 +77,5 @@ def sanavideo_spec(name: str = "sanavideo") -> FamilySpec:
         defaults=DEFAULTS,
         notes=SanaVideoNotes(task),
         setup=SanaVideoSetup(task, encoders),
-        precision=PARTS.precision,
         demo=SanaVideoDemo(task),
     )

@@ -83,6 +83,29 @@ def test_a_familys_own_component_wins_and_none_leaves_one_out():
     assert spec.samples is None and spec.plan is None  # a family without validation samples or a plan
 
 
+def test_a_kit_model_stated_with_its_parts_hands_them_out_and_their_precision_is_the_specs():
+    """A KitModel built with its PipelineParts needs no pipeline_parts of its own, and the spec's precision is the
+    parts' (stated once); a family's own precision still wins, and a model without parts says so."""
+    from dit_lora.families.diffusion.loader import KitModel, PipelineParts
+
+    class Parted(KitModel):
+        def validate_config(self, cfg):
+            pass
+
+        def build_components(self, cfg, loaded, device):
+            raise NotImplementedError
+
+    precision = base.Fp32VaePrecision()
+    parts = PipelineParts(kind="Toy", example_id="toy/Toy", transformer="T", vae="V", precision=precision)
+    model = Parted(INFO, parts)
+    assert model.pipeline_parts(TrainConfig.for_family("sana")) is parts
+    assert diffusion_spec("toy", INFO, model=model, encoders=Encoders(), loss=Loss).precision is precision
+    own = base.DiffusionPrecision()
+    assert diffusion_spec("toy", INFO, model=model, encoders=Encoders(), loss=Loss, precision=own).precision is own
+    with pytest.raises(TypeError, match="states no PipelineParts"):
+        Parted(INFO).pipeline_parts(TrainConfig.for_family("sana"))
+
+
 def test_patch_points_are_listed_on_use():
     calls = []
     kernels = PatchPoints(lambda: calls.append(1) or iter(["a", "b"]))
