@@ -3,7 +3,6 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
@@ -144,18 +143,10 @@ class Flux2Notes(DiffusionNotes):
                 "musubi-tuner and SimpleTuner recommend training), and validate a distilled model at its 4 steps, "
                 "guidance 1"
             )
-        if _given(cfg, "flux2_train_guidance"):
+        if cfg.is_set("flux2_train_guidance"):
             notes.append(
                 "--flux2_train_guidance does nothing here: FLUX.2 [klein] has no guidance embedding (only "
                 "FLUX.2 [dev] is guidance-distilled); the validation samples' guidance is --validation_guidance_scale"
             )
         return notes
 
-
-def _given(cfg: TrainConfig, name: str) -> bool:
-    """Whether the family option ``name`` was set: named by the user (the parser's record), or, for a config built in
-    code, off its default."""
-    if cfg.explicit is not None:
-        return name in cfg.explicit
-    field = {f.name: f for f in dataclasses.fields(cfg.family_options)}[name]
-    return getattr(cfg.family_options, name) != field.default
