@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
@@ -71,16 +72,8 @@ class Flux2Model(KitModel):
         return index_text_encoder(read_component_config(cfg.model, "", "model_index.json") or {})
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
-        """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
-        :class:`Flux2Run`."""
-        pipeline = folder_pipeline(cfg.model)
-        state = Flux2Run(
-            pipeline_class=pipeline,
-            scheduler_config=loaded.scheduler_config,
-            guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
-            out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
-        )
-        return loaded.components(training_scheduler(loaded.scheduler_config), state)
+        """:func:`flux2_components` of the folder's pipeline."""
+        return flux2_components(folder_pipeline(cfg.model), loaded)
 
     def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
@@ -90,6 +83,19 @@ class Flux2Model(KitModel):
             return list(cfg.lora.lora_layers)
         singles = len(getattr(model, "single_transformer_blocks", ()))
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
+
+
+def flux2_components(pipeline: str, loaded: LoadedParts, text: TextSettings | None = None) -> Components:
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the folder is in
+    the run's :class:`Flux2Run`: dev or klein, the guidance embedding, the text encoder's layers read."""
+    state = Flux2Run(
+        pipeline_class=pipeline,
+        scheduler_config=loaded.scheduler_config,
+        guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
+        out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
+        text=text,
+    )
+    return loaded.components(training_scheduler(loaded.scheduler_config), state)
 
 
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
@@ -149,4 +155,3 @@ class Flux2Notes(DiffusionNotes):
                 "FLUX.2 [dev] is guidance-distilled); the validation samples' guidance is --validation_guidance_scale"
             )
         return notes
-
