@@ -9,10 +9,8 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
@@ -117,16 +115,14 @@ class Flux2Buckets(AnyAspect):
     stride = LATENT_STRIDE
 
 
-class Flux2Demo:
-    """``FamilySpec.demo``: the tiny random FLUX.2 pipeline (``demo.py``, ``--flux2_demo_variant``) and the shapes."""
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): the tiny random
+    FLUX.2 pipeline of ``--flux2_demo_variant`` (``demo.py``)."""
+    tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=cfg.family_options.flux2_demo_variant, seed=0)
 
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.data.resolution)
-        check_demo_resolution(cfg.data.resolution)
-        variant = cfg.family_options.flux2_demo_variant
-        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=variant, seed=0)
-        demo_data(cfg)
+
+#: ``FamilySpec.demo``: the tiny FLUX.2 of ``--flux2_demo_variant`` and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))
 
 
 class Flux2Notes(DiffusionNotes):

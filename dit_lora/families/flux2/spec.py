@@ -19,7 +19,7 @@ from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import EXPORT
 from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import Flux2Buckets, Flux2Demo, Flux2Model, Flux2Notes
+from dit_lora.families.flux2.model import DEMO, Flux2Buckets, Flux2Model, Flux2Notes
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
@@ -56,5 +56,5 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         setup=Flux2Setup(encoders),
         precision=Fp32VaePrecision(),
         # no defaults: the transformer config carries no trained size (the catalogue's entries do)
-        demo=Flux2Demo(),
+        demo=DEMO,
     )

@@ -16,7 +16,7 @@ from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
-from dit_lora.families.sana.model import SanaBuckets, SanaDefaults, SanaDemo, SanaModel, SanaNotes, SanaPrecision
+from dit_lora.families.sana.model import DEMO, SanaBuckets, SanaDefaults, SanaModel, SanaNotes, SanaPrecision
 from dit_lora.families.sana.plan import SanaPlan
 from dit_lora.families.sana.samples import SanaSamples
 
@@ -50,5 +50,5 @@ def sana_spec(name: str = "sana") -> FamilySpec:
         notes=SanaNotes(),
         setup=SanaSetup(encoders),
         precision=SanaPrecision(),
-        demo=SanaDemo(),
+        demo=DEMO,
     )

@@ -20,9 +20,9 @@ from dit_lora.families.zimage.comfyui import EXPORTS
 from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
 from dit_lora.families.zimage.loss import ZImageLoss
 from dit_lora.families.zimage.model import (
+    DEMO,
     ZImageBuckets,
     ZImageDefaults,
-    ZImageDemo,
     ZImageModel,
     ZImageNotes,
     ZImagePrecision,
@@ -67,5 +67,5 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         notes=ZImageNotes(),
         setup=ZImageSetup(encoders),
         precision=ZImagePrecision(),
-        demo=ZImageDemo(),
+        demo=DEMO,
     )
