@@ -14,7 +14,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.adapter import diffusers_class
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
+from dit_lora.families.diffusion.text_conditioned import encoder_identity
 from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
@@ -106,10 +106,3 @@ class Flux2Encoders(DiffusionEncoders):
             if with_negative:
                 out["negative_prompt_embeds"] = pipe.encode_prompt(prompt=[""] * len(captions), **kwargs)[0]
         return out
-
-
-class Flux2Setup(TextSettingsSetup):
-    """``FamilySpec.setup``: the run's text settings (the caption length :meth:`Flux2Encoders.encode_prompts` pads
-    to) recorded in its :class:`Flux2Run`."""
-
-    run_state = staticmethod(run_state)
