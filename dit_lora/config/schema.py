@@ -181,7 +181,8 @@ class TrainConfig(Generic[FamilyOptionsT]):
         if self.explicit is not None:
             return name in self.explicit
         own = name not in SECTION_OF
-        found = {f.name: f for f in (fields(self.family_options) if own else _FIELDS)}[name]  # KeyError: unknown
+        # KeyError: an unknown name; Any: mypy types a Field's default_factory as possibly MISSING
+        found: Any = {f.name: f for f in (fields(self.family_options) if own else _FIELDS)}[name]
         default = found.default if found.default is not MISSING else found.default_factory()
         return (getattr(self.family_options, name) if own else self.option(name)) != default
 
