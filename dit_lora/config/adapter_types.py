@@ -128,12 +128,10 @@ def check_type_options(cfg, given: Callable[[str], str] | None = None) -> None:
             f"{TYPES[lora_type].title}, or --lora_type lora/dora with nf4."
         )
     _check_full_matrix_lokr(cfg.lora)
-    explicit = cfg.explicit_options
     defaults = {f.name: f.default for f in config_fields() if f.name in OWN_OPTIONS}
     for name, readers in OWN_OPTIONS.items():
         value = getattr(cfg.lora, name)
-        is_set = name in explicit if explicit is not None else value != defaults[name]
-        if not is_set or lora_type in readers or value == defaults[name] or value is False:
+        if not cfg.is_set(name) or lora_type in readers or value == defaults[name] or value is False:
             continue  # an option at its default (or a switch turned off) changes nothing: never refused
         how = given(name) if given else f"--{name}"
         fix = f"remove --{name}" if how.startswith("--") else f"remove `{name}` from {how.split(' in ', 1)[-1]}"

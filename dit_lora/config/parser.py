@@ -516,8 +516,7 @@ def check_combinations(cfg: TrainConfig, *, needs_data: bool = True) -> None:
                 "features). Use --mixed_precision bf16, which also works on CPU."
             )
     if not cfg.model.pretrained_model_name_or_path:
-        # explicit None: not recorded, so a family off the default counts as set (as catalogue.defaults reads it)
-        family_given = cfg.model.family != DEFAULT_FAMILY if cfg.explicit is None else "family" in cfg.explicit
+        family_given = cfg.is_set("family")  # a config built in code: a family off the default counts as set
         video_llm = None if family_given else video_llm_data_message(cfg.data.train_data_dir)
         if video_llm:  # not "a local diffusers folder": the data says a video LLM trains it
             raise UserError(video_llm)

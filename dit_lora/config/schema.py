@@ -11,7 +11,7 @@ here, where callers have always imported them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Generic, TypeVar
 
 from dit_lora.config.adapter_types import resolve_dora_alias
@@ -174,6 +174,17 @@ class TrainConfig(Generic[FamilyOptionsT]):
     def explicit_options(self) -> frozenset[str] | None:
         """The options the user set (:attr:`explicit`), under the name the code has always read."""
         return self.explicit
+
+    def is_set(self, name: str) -> bool:
+        """Whether the option ``name`` (common or the family's) was set: named by the user (:attr:`explicit`), or,
+        for a config built in code, off its default."""
+        if self.explicit is not None:
+            return name in self.explicit
+        own = name not in SECTION_OF
+        # KeyError: an unknown name; Any: mypy types a Field's default_factory as possibly MISSING
+        found: Any = {f.name: f for f in (fields(self.family_options) if own else _FIELDS)}[name]
+        default = found.default if found.default is not MISSING else found.default_factory()
+        return (getattr(self.family_options, name) if own else self.option(name)) != default
 
     def options(self) -> dict[str, Any]:
         """The common options as flat ``name: value`` pairs, in the order the reference lists them."""

@@ -29,6 +29,7 @@ __all__ = [
     "FlowDraw",
     "density_draws",
     "draw",
+    "dynamic_mu",
     "flow_tables",
     "loss_weighting",
     "noisy_latents",
@@ -37,6 +38,19 @@ __all__ = [
     "velocity_target",
     "weighted_mse",
 ]
+
+
+#: FlowMatchEulerDiscreteScheduler's dynamic-shift line, used where a scheduler config leaves a value out
+_SHIFT_LINE = {"base_image_seq_len": 256, "max_image_seq_len": 4096, "base_shift": 0.5, "max_shift": 1.15}
+
+
+def dynamic_mu(seq_len: int, scheduler_config: dict[str, Any]) -> float:
+    """``mu`` at ``seq_len`` image tokens on the line through ``(base_image_seq_len, base_shift)`` and
+    ``(max_image_seq_len, max_shift)``, extended linearly beyond: the pipelines' ``calculate_shift`` (in its order of
+    operations) with the scheduler config's values and the scheduler's defaults."""
+    x1, x2, y1, y2 = (scheduler_config.get(k, default) for k, default in _SHIFT_LINE.items())
+    slope = (y2 - y1) / (x2 - x1)
+    return seq_len * slope + (y1 - slope * x1)
 
 
 def training_scheduler(scheduler_config: dict[str, Any]):

@@ -74,3 +74,16 @@ def test_every_family_options_class_is_frozen_like_the_rest_of_the_config():
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.num_classes = 3
     assert dataclasses.replace(options, num_classes=3).num_classes == 3
+
+
+def test_is_set_reads_the_parsers_record_else_what_is_off_its_default():
+    """A config built in code counts an option off its default (common or the family's) as set; a parsed one counts
+    what the user named, even at its default value."""
+    cfg = TrainConfig.for_family("flux2", flux2_train_guidance=3.5, rank=4)
+    assert cfg.is_set("flux2_train_guidance") and cfg.is_set("rank") and cfg.is_set("family")
+    assert not cfg.is_set("flux2_shift") and not cfg.is_set("lora_alpha") and not cfg.is_set("lora_layers")
+    named = TrainConfig.for_family("flux2", explicit=frozenset({"flux2_shift"}), flux2_train_guidance=3.5)
+    assert named.is_set("flux2_shift") and not named.is_set("flux2_train_guidance")
+    assert not TrainConfig().is_set("family")
+    with pytest.raises(KeyError):
+        cfg.is_set("no_such_option")

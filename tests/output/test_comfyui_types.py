@@ -67,7 +67,7 @@ COMFY_KEYS = {
 }
 CONVERT = {
     "wan": wan.comfyui_state,
-    "flux2": flux2.comfyui_state,
+    "flux2": flux2.EXPORT.comfyui_state,
     "zimage": ZIMAGE_EXPORTS.comfyui_state,
     "qwenimage": QWEN_EXPORTS.comfyui_state,
 }
@@ -190,7 +190,7 @@ def test_each_exported_module_applies_pefts_update(family, config, linears):
     prefixes = {k.rsplit(".", 2 if k.endswith(".weight") else 1)[0] for k in out}
     assert len(prefixes) == len(names)
     for name in names:
-        prefix = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.typed_layer_name}.get(
+        prefix = {"wan": lambda n: f"diffusion_model.{wan.comfyui_module(n)}", "flux2": flux2.EXPORT.typed_layer_name}.get(
             family, lambda n: f"transformer.{n}")(name)
         want = model.get_submodule(name).get_delta_weight("default").detach().double()
         assert want.abs().max() > 0

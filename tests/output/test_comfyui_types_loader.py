@@ -124,9 +124,9 @@ def _comfy_name(family: str, module: str) -> str | None:
     if family == "wan":
         return f"diffusion_model.{wan_module(module)}"
     if family == "flux2":
-        from dit_lora.families.flux2.comfyui import typed_layer_name
+        from dit_lora.families.flux2.comfyui import EXPORT
 
-        return typed_layer_name(module)
+        return EXPORT.typed_layer_name(module)
     return None
 
 

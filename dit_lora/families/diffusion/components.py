@@ -34,7 +34,7 @@ from dit_lora.data.aspect import run_buckets
 from dit_lora.data.cache import as_encoding
 from dit_lora.data.masks import LATENT_KEY, PIXEL_KEY, latent_mask
 from dit_lora.data.prepare import ImageMedia, prepare_data
-from dit_lora.data.synthetic.shapes import make_shapes_dataset
+from dit_lora.data.synthetic.shapes import check_demo_resolution, make_shapes_dataset
 from dit_lora.families.diffusion.demo_data import demo_data
 from dit_lora.families.diffusion.sampling import checkpoint_sampler
 from dit_lora.modelfiles.pipeline_files import is_local, model_stamp
@@ -468,15 +468,26 @@ class DiffusionSetup:
 
 
 class ShapesDemo:
-    """``FamilySpec.demo``: the family's tiny random pipeline (``build(path)``, its ``demo.py``) and the shapes data
-    set at ``size`` pixels (None: ``--resolution``)."""
+    """``FamilySpec.demo``: the family's tiny random pipeline (``build(cfg)``, its ``demo.py``, at the run's
+    ``--pretrained_model_name_or_path`` and of the family's demo options) and the shapes data set at ``size`` pixels
+    (None: ``--resolution``). ``check(cfg)``: the family's refusal of a ``--resolution`` its pipeline cannot take,
+    then the demo's own size range (:func:`~dit_lora.data.synthetic.shapes.check_demo_resolution`), before anything
+    is built or drawn."""
 
-    def __init__(self, build: Callable[[str], Any], size: int | None = None) -> None:
-        self.build, self.size = build, size
+    def __init__(
+        self,
+        build: Callable[[TrainConfig], Any],
+        size: int | None = None,
+        check: Callable[[TrainConfig], None] | None = None,
+    ) -> None:
+        self.build, self.size, self.check = build, size, check
 
     def prepare_demo(self, cfg: TrainConfig) -> None:
         """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images (a folder
         that already holds other data is trained on as it is, and said so)."""
-        self.build(cfg.model.path)
+        if self.check is not None:  # sizes first: nothing is built (or drawn at 100000 px) for a size refused anyway
+            self.check(cfg)
+            check_demo_resolution(cfg.data.resolution)
+        self.build(cfg)
         size = self.size or cfg.data.resolution
         demo_data(cfg, draw=lambda folder: make_shapes_dataset(folder, n=cfg.model.demo_num_images, size=size, seed=0))

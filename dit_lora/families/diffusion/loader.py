@@ -26,7 +26,7 @@ heavy imports stay inside the call.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -309,13 +309,21 @@ def read_parts(model: KitModel, parts: PipelineParts, cfg: TrainConfig) -> Loade
 
 
 def plan_parts(
-    parts: PipelineParts, cfg: TrainConfig, read, depth: int | None = None, depth_key: str = "num_layers"
+    parts: PipelineParts,
+    cfg: TrainConfig,
+    read,
+    depth: int | None = None,
+    depth_key: str = "num_layers",
+    *,
+    at_depth: Callable[[dict, int | None], dict] | None = None,
 ) -> LoadedParts:
     """What :func:`read_parts` loads (one transformer), built on the meta device from the configs ``read`` returns
-    (a ``DiffusionPlan.plan_components``' ``read``; ``depth``: that many blocks, the config's ``depth_key``), in the
-    dtypes the load uses; the scheduler config as the folder holds it."""
+    (a ``DiffusionPlan.plan_components``' ``read``; ``depth``: that many blocks, the config's ``depth_key``, or the
+    config ``at_depth(config, depth)`` returns for a transformer of several block lists), in the dtypes the load
+    uses; the scheduler config as the folder holds it."""
     dtype = cfg.weight_dtype
-    config = with_depth(read("transformer", "config.json"), depth_key, depth)
+    config = read("transformer", "config.json")
+    config = at_depth(config, depth) if at_depth is not None else with_depth(config, depth_key, depth)
     transformer = diffusers_on_meta(model_class("diffusers", parts.transformer), config, dtype)
     vae_dtype = torch.float32 if parts.vae_dtype == "fp32" else dtype
     vae = diffusers_on_meta(model_class("diffusers", parts.vae), read("vae", "config.json"), vae_dtype)

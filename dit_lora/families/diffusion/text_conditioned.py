@@ -105,18 +105,20 @@ class InstructedCaptions(DiffusionEncoders):
 
 class TextSettingsSetup(DiffusionSetup):
     """``FamilySpec.setup``: the run's :class:`~dit_lora.contract.capabilities.TextSettings` recorded in its run
-    state once the components load (what the family's ``encode_prompts`` encodes with). A family sets
-    :attr:`run_state` to its own ``run_state`` function."""
+    state once the components load (what the family's ``encode_prompts`` encodes with). A family gives its own
+    ``run_state`` function (a subclass that does more may set :attr:`run_state` instead)."""
 
     #: the family's ``run_state(comps)``: its typed ``comps.state`` (with a ``text`` field)
     run_state: Callable[[Components], Any]
 
-    def __init__(self, encoders: Any) -> None:
+    def __init__(self, encoders: Any, run_state: Callable[[Components], Any] | None = None) -> None:
         self.encoders = encoders
+        if run_state is not None:
+            self.run_state = run_state
 
     def configure(self, comps: Components, cfg: TrainConfig) -> None:
         """Record the run's text settings in the family's run state."""
-        type(self).run_state(comps).text = self.encoders.text_settings(cfg)
+        self.run_state(comps).text = self.encoders.text_settings(cfg)
 
 
 def run_tables(state, comps: Components, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

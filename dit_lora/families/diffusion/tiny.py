@@ -48,6 +48,7 @@ __all__ = [
     "scaling_factor",
     "shapes_pixels",
     "text_model",
+    "vision_language_model",
 ]
 
 #: the marker file of a tiny folder: an identical one means the folder is complete and is not rebuilt
@@ -145,6 +146,33 @@ def text_model(
         return built.eval()
 
     return Part(name, seed, make, dtype)
+
+
+def vision_language_model(
+    seed: int,
+    model: str,
+    config: str,
+    *,
+    text_config: Mapping[str, Any],
+    vision_config: Mapping[str, Any],
+    tokens: Mapping[str, str],
+    text_tokens: Mapping[str, str],
+    dtype: torch.dtype | None = None,
+    **values: Any,
+) -> Part:
+    """A transformers vision-language model as a pipeline's text encoder, ``model(config(text_config=...,
+    vision_config=..., **token ids, **values))``: its ``text_config`` with a vocabulary covering the tokenizer
+    (:func:`padded_vocab`); ``tokens`` (the top level's) and ``text_tokens`` (the text config's) map each config
+    keyword to the token whose id it takes (``{"image_token_index": "[IMG]"}``)."""
+
+    def make(tokenizer: Any) -> Any:
+        ids = tokenizer.convert_tokens_to_ids
+        text = {**text_config, "vocab_size": padded_vocab(tokenizer), **{k: ids(t) for k, t in text_tokens.items()}}
+        top = {key: ids(token) for key, token in tokens.items()}
+        built = resolve(model)(resolve(config)(text_config=text, vision_config=vision_config, **top, **values))
+        return built.eval()
+
+    return Part("text_encoder", seed, make, dtype)
 
 
 def build_components(description: TinyPipeline) -> dict[str, Any]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dit_lora.catalogue.defaults import config_reader
-from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args
+from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, diffusers_class, image_call_args
 from dit_lora.families.flux2.encoders import (
     DEFAULT_MAX_SEQUENCE_LENGTH,
     default_out_layers,
     max_sequence_length,
     out_layers,
-    pipeline_class,
 )
 from dit_lora.families.flux2.model import folder_pipeline
 from dit_lora.families.flux2.state import DEV_PIPELINE
@@ -33,7 +32,7 @@ class Flux2Adapter(KitAdapter):
 
     def pipeline_class(self, cfg: Any = None) -> Any:
         """The folder's pipeline (``Flux2Pipeline`` or ``Flux2KleinPipeline``); the family's when saving."""
-        return super().pipeline_class() if cfg is None else pipeline_class(folder_pipeline(cfg.model))
+        return super().pipeline_class() if cfg is None else diffusers_class(folder_pipeline(cfg.model))
 
     def pipeline_parts(self, cfg: TrainConfig, common: dict[str, Any]) -> dict[str, Any]:
         """The tokenizer as ``AutoTokenizer`` loads it: FLUX.2 [dev]'s folder names a ``PixtralProcessor``, which

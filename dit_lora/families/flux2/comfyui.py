@@ -139,8 +139,3 @@ EXPORT = Flux2Export(
     f"fused weight): <adapter>{SUFFIX} next to the adapter; DoRA is refused (ComfyUI's dora_scale is another "
     "normalisation)",
 )
-#: the BFL (ComfyUI) name of an unfused diffusers module (no ``transformer.`` prefix), or None
-comfyui_module = TABLE.rename
-#: a saved FLUX.2 adapter (scale folded) with ComfyUI's keys (:meth:`Flux2Export.convert`)
-comfyui_state = EXPORT.comfyui_state
-typed_layer_name = EXPORT.typed_layer_name

@@ -77,35 +77,10 @@ def build_mistral_tokenizer():
     backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token="<s>",
-        eos_token="</s>",
-        unk_token="<unk>",
-        pad_token="<pad>",
-        padding_side="right",
-        additional_special_tokens=config["additional_special_tokens"],
-    )
+    specials = {"additional_special_tokens": config["additional_special_tokens"], **config["special_tokens"]}
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="right", **specials)
     tokenizer.chat_template = config["chat_template"]
     return tokenizer
-
-
-def _mistral(config: dict[str, Any], tokenizer) -> torch.nn.Module:
-    """The dev variant's Mistral-3 (text and vision parts), its token ids the tokenizer's."""
-    from transformers import Mistral3Config, Mistral3ForConditionalGeneration
-
-    vocab = tiny.padded_vocab(tokenizer)
-    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in ("<s>", "</s>", "<pad>", "[IMG]")}
-    text = dict(config["text_config"], vocab_size=vocab, bos_token_id=ids["<s>"], eos_token_id=ids["</s>"])
-    special = {"bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]}
-    mistral = Mistral3Config(
-        text_config=dict(text, pad_token_id=ids["<pad>"]),
-        vision_config=config["vision_config"],
-        image_token_index=ids["[IMG]"],
-        vision_feature_layer=-1,
-        **special,  # PretrainedConfig keywords Mistral3Config's signature does not list
-    )
-    return Mistral3ForConditionalGeneration(mistral).eval()
 
 
 def set_latent_statistics(vae, resolution: int, seed: int) -> None:
@@ -127,7 +102,9 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
     bf16, the VAE in fp32 with its latent statistics set."""
     config = tiny_configs(variant)
     if variant == "dev":
-        text = tiny.Part("text_encoder", 3, lambda tok: _mistral(config["text_encoder"], tok), _BF16)
+        # Mistral-3 (text and vision parts), its token ids the tokenizer's (``demo.json``)
+        model, config_class = "transformers:Mistral3ForConditionalGeneration", "transformers:Mistral3Config"
+        text = tiny.vision_language_model(3, model, config_class, dtype=_BF16, **config["text_encoder"])
     else:
         # Qwen3's padding token ends its sequences too
         ids = {"pad_token_id": "pad_token_id", "eos_token_id": "pad_token_id"}

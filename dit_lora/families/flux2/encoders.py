@@ -11,9 +11,10 @@ import torch
 
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.adapter import diffusers_class
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.prompts import caption_length, text_pipeline
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
+from dit_lora.families.diffusion.text_conditioned import encoder_identity
 from dit_lora.families.flux2.state import run_state
 
 if TYPE_CHECKING:
@@ -28,16 +29,9 @@ def max_sequence_length(cfg: TrainConfig) -> int:
     return cfg.data.max_sequence_length or DEFAULT_MAX_SEQUENCE_LENGTH
 
 
-def pipeline_class(name: str):
-    """The diffusers class ``Flux2Pipeline`` or ``Flux2KleinPipeline`` (imported on use: pipelines import slowly)."""
-    import diffusers
-
-    return getattr(diffusers, name)
-
-
 def default_out_layers(pipeline: str) -> tuple[int, ...]:
     """The pipeline's own ``encode_prompt`` default (dev: 10, 20, 30 of Mistral-3; klein: 9, 18, 27 of Qwen3)."""
-    default = inspect.signature(pipeline_class(pipeline).encode_prompt).parameters["text_encoder_out_layers"].default
+    default = inspect.signature(diffusers_class(pipeline).encode_prompt).parameters["text_encoder_out_layers"].default
     return tuple(int(k) for k in default)
 
 
@@ -112,10 +106,3 @@ class Flux2Encoders(DiffusionEncoders):
             if with_negative:
                 out["negative_prompt_embeds"] = pipe.encode_prompt(prompt=[""] * len(captions), **kwargs)[0]
         return out
-
-
-class Flux2Setup(TextSettingsSetup):
-    """``FamilySpec.setup``: the run's text settings (the caption length :meth:`Flux2Encoders.encode_prompts` pads
-    to) recorded in its :class:`Flux2Run`."""
-
-    run_state = staticmethod(run_state)

@@ -22,20 +22,11 @@ import torch
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionLoss
 from dit_lora.families.flux2.state import run_state
-from dit_lora.modeling.flow_matching import density_draws, loss_weighting, noisy_latents, velocity_target
+from dit_lora.modeling.flow_matching import density_draws, dynamic_mu, loss_weighting, noisy_latents, velocity_target
 from dit_lora.modeling.masked_loss import weighted_or_masked_mse
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
-
-
-def dynamic_mu(image_tokens: int, scheduler_config: dict[str, Any]) -> float:
-    """``mu`` at ``image_tokens`` on the scheduler config's line (diffusers' ``calculate_shift``; the FLUX.2 repos
-    ship FLUX.1's: 0.5 at 256 tokens, 1.15 at 4096, extended linearly beyond)."""
-    x1, x2 = scheduler_config.get("base_image_seq_len", 256), scheduler_config.get("max_image_seq_len", 4096)
-    y1, y2 = scheduler_config.get("base_shift", 0.5), scheduler_config.get("max_shift", 1.15)
-    slope = (y2 - y1) / (x2 - x1)
-    return image_tokens * slope + (y1 - slope * x1)
 
 
 def batch_shift(image_tokens: int, scheduler_config: dict[str, Any], fixed: float | None) -> float:

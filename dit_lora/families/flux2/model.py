@@ -3,16 +3,14 @@ folder is (dev or klein), the config checks, its precision policy, its buckets a
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
 
+from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
-from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.flux2 import demo as tiny_flux2  # looked up at call time: tests stand in the model build
 from dit_lora.families.flux2.encoders import out_layers, text_depth
@@ -72,16 +70,8 @@ class Flux2Model(KitModel):
         return index_text_encoder(read_component_config(cfg.model, "", "model_index.json") or {})
 
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
-        """What the folder is (dev or klein, guidance embedding, the text encoder's layers read) in the run's
-        :class:`Flux2Run`."""
-        pipeline = folder_pipeline(cfg.model)
-        state = Flux2Run(
-            pipeline_class=pipeline,
-            scheduler_config=loaded.scheduler_config,
-            guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
-            out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
-        )
-        return loaded.components(training_scheduler(loaded.scheduler_config), state)
+        """:func:`flux2_components` of the folder's pipeline."""
+        return flux2_components(folder_pipeline(cfg.model), loaded)
 
     def lora_targets(self, model: torch.nn.Module, cfg: TrainConfig) -> list[str]:
         """``--lora_layers``, else diffusers' FLUX.2 script's default: the double blocks' image-stream attention
@@ -91,6 +81,19 @@ class Flux2Model(KitModel):
             return list(cfg.lora.lora_layers)
         singles = len(getattr(model, "single_transformer_blocks", ()))
         return [*self.info.default_lora_layers, *(f"single_transformer_blocks.{i}.attn.to_out" for i in range(singles))]
+
+
+def flux2_components(pipeline: str, loaded: LoadedParts, text: TextSettings | None = None) -> Components:
+    """The components of ``loaded`` (from the folder, or on the meta device for a plan) with what the folder is in
+    the run's :class:`Flux2Run`: dev or klein, the guidance embedding, the text encoder's layers read."""
+    state = Flux2Run(
+        pipeline_class=pipeline,
+        scheduler_config=loaded.scheduler_config,
+        guidance_embeds=bool(loaded.transformer.config.guidance_embeds),
+        out_layers=out_layers(pipeline, text_depth(loaded.text_encoder)),
+        text=text,
+    )
+    return loaded.components(training_scheduler(loaded.scheduler_config), state)
 
 
 #: FLUX.2's pipeline folder, as the kit's loader reads it. The tokenizer alone, also for dev's PixtralProcessor
@@ -112,16 +115,14 @@ class Flux2Buckets(AnyAspect):
     stride = LATENT_STRIDE
 
 
-class Flux2Demo:
-    """``FamilySpec.demo``: the tiny random FLUX.2 pipeline (``demo.py``, ``--flux2_demo_variant``) and the shapes."""
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): the tiny random
+    FLUX.2 pipeline of ``--flux2_demo_variant`` (``demo.py``)."""
+    tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=cfg.family_options.flux2_demo_variant, seed=0)
 
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        check_resolution(cfg.data.resolution)
-        check_demo_resolution(cfg.data.resolution)
-        variant = cfg.family_options.flux2_demo_variant
-        tiny_flux2.build_tiny_flux2_pipeline(cfg.model.path, variant=variant, seed=0)
-        demo_data(cfg)
+
+#: ``FamilySpec.demo``: the tiny FLUX.2 of ``--flux2_demo_variant`` and the shapes, ``--resolution`` checked first
+DEMO = ShapesDemo(build_demo, check=lambda cfg: check_resolution(cfg.data.resolution))
 
 
 class Flux2Notes(DiffusionNotes):
@@ -144,18 +145,9 @@ class Flux2Notes(DiffusionNotes):
                 "musubi-tuner and SimpleTuner recommend training), and validate a distilled model at its 4 steps, "
                 "guidance 1"
             )
-        if _given(cfg, "flux2_train_guidance"):
+        if cfg.is_set("flux2_train_guidance"):
             notes.append(
                 "--flux2_train_guidance does nothing here: FLUX.2 [klein] has no guidance embedding (only "
                 "FLUX.2 [dev] is guidance-distilled); the validation samples' guidance is --validation_guidance_scale"
             )
         return notes
-
-
-def _given(cfg: TrainConfig, name: str) -> bool:
-    """Whether the family option ``name`` was set: named by the user (the parser's record), or, for a config built in
-    code, off its default."""
-    if cfg.explicit is not None:
-        return name in cfg.explicit
-    field = {f.name: f for f in dataclasses.fields(cfg.family_options)}[name]
-    return getattr(cfg.family_options, name) != field.default

@@ -9,6 +9,7 @@ with its share of single blocks (dev: 8 double, 48 single, so 1 + 6; klein 4B: 5
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -16,11 +17,9 @@ import torch
 from dit_lora.contract.capabilities import TextSettings
 from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionPlan
-from dit_lora.families.flux2.encoders import max_sequence_length, out_layers
-from dit_lora.families.flux2.model import index_pipeline, index_text_encoder
-from dit_lora.families.flux2.state import Flux2Run
-from dit_lora.modeling.flow_matching import training_scheduler
-from dit_lora.plan.fake import diffusers_on_meta, transformers_on_meta
+from dit_lora.families.diffusion.loader import TextEncoder, plan_parts
+from dit_lora.families.flux2.encoders import max_sequence_length
+from dit_lora.families.flux2.model import PARTS, flux2_components, index_pipeline, index_text_encoder
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -49,33 +48,13 @@ class Flux2Plan(DiffusionPlan):
     )
 
     def plan_components(self, cfg: TrainConfig, read, depth: int | None = None) -> Components:
-        """What :meth:`Flux2Model.load_components <dit_lora.families.flux2.model.Flux2Model.load_components>`
-        loads, built from the configs ``read`` returns (``depth``: that many planned units)."""
-        import transformers
-        from diffusers import AutoencoderKLFlux2, Flux2Transformer2DModel  # heavy: only when a plan is made
-
-        dtype = cfg.weight_dtype
+        """:func:`~dit_lora.families.flux2.model.flux2_components` of the kit's parts on the meta device, built from
+        the configs ``read`` returns (``depth``: that many planned units; the folder's text encoder class)."""
         index = read("", "model_index.json") or {}
-        pipeline = index_pipeline(index)
-        tr_cfg = read("transformer", "config.json")
-        transformer = diffusers_on_meta(Flux2Transformer2DModel, with_units(tr_cfg, depth), dtype)
-        vae = diffusers_on_meta(AutoencoderKLFlux2, read("vae", "config.json"), torch.float32)
-        te_cfg = read("text_encoder", "config.json")
-        text_encoder = transformers_on_meta(te_cfg, dtype, getattr(transformers, index_text_encoder(index)))
-        depth_te = int((te_cfg.get("text_config") or te_cfg).get("num_hidden_layers", 40))
-        scheduler_cfg = read("scheduler", "scheduler_config.json") or {}
-        state = Flux2Run(
-            pipeline_class=pipeline,
-            scheduler_config=scheduler_cfg,
-            guidance_embeds=bool(tr_cfg.get("guidance_embeds", True)),
-            out_layers=out_layers(pipeline, depth_te),
-            text=TextSettings(max_sequence_length=max_sequence_length(cfg)),
-        )
-        return Components(
-            model=transformer,
-            scheduler=training_scheduler(scheduler_cfg),
-            encoders={"vae": vae, "text_encoder": text_encoder},
-            state=state,
+        parts = replace(PARTS, text_encoders=(TextEncoder(index_text_encoder(index)),))
+        loaded = plan_parts(parts, cfg, read, depth, at_depth=with_units)
+        return flux2_components(
+            index_pipeline(index), loaded, TextSettings(max_sequence_length=max_sequence_length(cfg))
         )
 
     def plan_conditioning(self, comps: Components, cfg: TrainConfig, batch_size: int) -> dict[str, torch.Tensor]:

@@ -8,15 +8,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from dit_lora.contract.family import Components
+from dit_lora.families.diffusion.adapter import diffusers_class
 from dit_lora.families.diffusion.components import DiffusionSamples, vae_on
 from dit_lora.families.diffusion.sampling import flow_sampler, square_images
-from dit_lora.families.flux2.encoders import (
-    latent_statistics,
-    max_sequence_length,
-    out_layers,
-    pipeline_class,
-    text_depth,
-)
+from dit_lora.families.flux2.encoders import latent_statistics, max_sequence_length, out_layers, text_depth
 from dit_lora.families.flux2.loss import unpack
 from dit_lora.families.flux2.model import LATENT_STRIDE
 from dit_lora.families.flux2.state import KLEIN_PIPELINE, run_state
@@ -59,7 +54,7 @@ class Flux2Samples(DiffusionSamples):
         device = next(model.parameters()).device
         with vae_on(comps, device) as vae:
             # Any: mypy takes diffusers' top-level classes for the dummy placeholders its __init__ imports first
-            pipe: Any = pipeline_class(state.pipeline_class)(
+            pipe: Any = diffusers_class(state.pipeline_class)(
                 scheduler=flow_sampler(comps), vae=vae, text_encoder=None, tokenizer=None, transformer=model
             )
             pipe.set_progress_bar_config(disable=True)

@@ -15,14 +15,15 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import diffusion_spec
 from dit_lora.families.diffusion.components import Fp32VaePrecision
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import EXPORT
-from dit_lora.families.flux2.encoders import Flux2Encoders, Flux2Setup
+from dit_lora.families.flux2.encoders import Flux2Encoders
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import Flux2Buckets, Flux2Demo, Flux2Model, Flux2Notes
+from dit_lora.families.flux2.model import DEMO, Flux2Buckets, Flux2Model, Flux2Notes
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
-from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE
+from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, run_state
 
 #: what the model card, the loader and the levers say about FLUX.2
 INFO = FamilyInfo(
@@ -53,8 +54,8 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         exports=EXPORT,
         adapter_extras=EXPORT,
         notes=Flux2Notes(),
-        setup=Flux2Setup(encoders),
+        setup=TextSettingsSetup(encoders, run_state),
         precision=Fp32VaePrecision(),
         # no defaults: the transformer config carries no trained size (the catalogue's entries do)
-        demo=Flux2Demo(),
+        demo=DEMO,
     )

@@ -5,27 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dit_lora.contract.capabilities import TextSettings
-from dit_lora.families.diffusion.run_state import RunState
+from dit_lora.families.diffusion.run_state import FlowRun
 
 #: the pipeline of FLUX.2 [dev] and the one of the klein models (``model_index.json``'s ``_class_name``)
 DEV_PIPELINE, KLEIN_PIPELINE = "Flux2Pipeline", "Flux2KleinPipeline"
 
 
 @dataclass
-class Flux2Run(RunState):
-    """The per-run state of a FLUX.2 run (mutable: setup fills it in as it decides)."""
+class Flux2Run(FlowRun):
+    """The per-run state of a FLUX.2 run (mutable: setup fills it in as it decides): the flow family's (``text``:
+    the ``--max_sequence_length`` the pipelines pad to) and what the folder is."""
 
+    #: the checkpoint's scheduler config (the dynamic shift's line and the validation sampler); {} until loaded
+    scheduler_config: dict[str, Any] = field(default_factory=dict)
     #: ``Flux2Pipeline`` (dev: Mistral-3) or ``Flux2KleinPipeline`` (klein: Qwen3), from ``model_index.json``
     pipeline_class: str = DEV_PIPELINE
-    #: the checkpoint's scheduler config (the dynamic shift's line and the validation sampler)
-    scheduler_config: dict[str, Any] = field(default_factory=dict)
     #: the transformer has a guidance embedding (FLUX.2 [dev]); the klein models have none
     guidance_embeds: bool = True
     #: the text-encoder layers whose hidden states are stacked into the prompt embedding
     out_layers: tuple[int, ...] = (10, 20, 30)
-    #: the caption length (``--max_sequence_length``, padded to it as the pipelines do); set by ``configure``
-    text: TextSettings | None = None
 
 
 #: ``comps.state``, an empty :class:`Flux2Run` put there first for components built by hand (tests).

@@ -91,24 +91,6 @@ def build_tiny_qwen_tokenizer():
     return tiny.qwen2_tokenizer(_corpus(), 700, _SPECIAL)
 
 
-def _text_encoder(tokenizer, config: dict[str, Any]):
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in _SPECIAL}
-    text = dict(config["text"], vocab_size=tiny.padded_vocab(tokenizer), bos_token_id=ids["<|endoftext|>"])
-    text["eos_token_id"] = ids["<|im_end|>"]
-    qwen_config = Qwen2_5_VLConfig(
-        text_config=text,
-        vision_config=config["vision"],
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-    )
-    return Qwen2_5_VLForConditionalGeneration(qwen_config).eval()
-
-
 def _processor(components: dict[str, Any]) -> dict[str, Any]:
     """The Edit variants' ``processor``: the text encoder sees the control images through it."""
     from transformers import Qwen2VLImageProcessor
@@ -140,7 +122,22 @@ def _tiny(variant: str, seed: int) -> tiny.TinyPipeline:
         parts=(
             tiny.module("transformer", 1, "diffusers:QwenImageTransformer2DModel", config["transformer"], dtype=_BF16),
             tiny.module("vae", 2, "diffusers:AutoencoderKLQwenImage", config["vae"]),
-            tiny.Part("text_encoder", 3, lambda tok: _text_encoder(tok, config), _BF16),
+            tiny.vision_language_model(
+                3,
+                "transformers:Qwen2_5_VLForConditionalGeneration",
+                "transformers:Qwen2_5_VLConfig",
+                text_config=config["text"],
+                vision_config=config["vision"],
+                tokens={
+                    "image_token_id": "<|image_pad|>",
+                    "video_token_id": "<|video_pad|>",
+                    "vision_start_token_id": "<|vision_start|>",
+                    "vision_end_token_id": "<|vision_end|>",
+                },
+                text_tokens={"bos_token_id": "<|endoftext|>", "eos_token_id": "<|im_end|>"},
+                dtype=_BF16,
+                tie_word_embeddings=False,
+            ),
         ),
         scheduler=("diffusers:FlowMatchEulerDiscreteScheduler", config["scheduler"]),
         processors=_processor if edit else None,

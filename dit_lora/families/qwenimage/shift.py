@@ -18,21 +18,12 @@ from typing import Any
 
 import torch
 
-#: FlowMatchEulerDiscreteScheduler's defaults, used where a scheduler config leaves a value out
-_DEFAULTS = {"base_image_seq_len": 256, "max_image_seq_len": 4096, "base_shift": 0.5, "max_shift": 1.15}
+from dit_lora.modeling.flow_matching import dynamic_mu
 
 
 def image_seq_len(latent_height: int, latent_width: int, patch_size: int = 2) -> int:
     """Tokens of one packed latent image: ``(h / 2) * (w / 2)`` (QwenImagePipeline's ``latents.shape[1]``)."""
     return (latent_height // patch_size) * (latent_width // patch_size)
-
-
-def calculate_mu(seq_len: int, scheduler_config: dict[str, Any]) -> float:
-    """``mu`` on the line through ``(base_image_seq_len, base_shift)`` and ``(max_image_seq_len, max_shift)`` (the
-    pipeline's ``calculate_shift``, with the scheduler config's values and the scheduler's defaults)."""
-    value = {k: scheduler_config.get(k, default) for k, default in _DEFAULTS.items()}
-    slope = (value["max_shift"] - value["base_shift"]) / (value["max_image_seq_len"] - value["base_image_seq_len"])
-    return seq_len * slope + value["base_shift"] - slope * value["base_image_seq_len"]
 
 
 def shift_factor(mode: str, seq_len: int, scheduler_config: dict[str, Any], fixed_shift: float) -> float:
@@ -44,7 +35,7 @@ def shift_factor(mode: str, seq_len: int, scheduler_config: dict[str, Any], fixe
         return float(fixed_shift)
     if mode != "dynamic":
         raise ValueError(f"unknown shift mode {mode!r}")
-    mu = calculate_mu(seq_len, scheduler_config)
+    mu = dynamic_mu(seq_len, scheduler_config)
     return mu if scheduler_config.get("time_shift_type", "exponential") == "linear" else math.exp(mu)
 
 
@@ -54,4 +45,4 @@ def shifted_sigmas(u: torch.Tensor, factor: float) -> torch.Tensor:
     return scaled / (scaled + (1.0 - u))
 
 
-__all__ = ["calculate_mu", "image_seq_len", "shift_factor", "shifted_sigmas"]
+__all__ = ["image_seq_len", "shift_factor", "shifted_sigmas"]

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dit_lora.contract.family import Components
-from dit_lora.families.diffusion.text_conditioned import InstructedCaptions, TextSettingsSetup
-from dit_lora.families.sana.state import run_state
+from dit_lora.families.diffusion.text_conditioned import InstructedCaptions
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -40,9 +39,3 @@ class SanaEncoders(InstructedCaptions):
         with torch.no_grad():
             latents = vae.encode(pixel_values.to(vae.device, torch.float32)).latent
         return (latents * vae.config.scaling_factor).float()
-
-
-class SanaSetup(TextSettingsSetup):
-    """``FamilySpec.setup``: the run's text settings recorded in its :class:`SanaRun` once the components load."""
-
-    run_state = staticmethod(run_state)

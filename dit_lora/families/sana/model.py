@@ -12,10 +12,8 @@ from dit_lora.catalogue import entries, match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
 from dit_lora.core.errors import UserError
-from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import LatentGrid, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder
 from dit_lora.families.sana import demo as tiny_sana  # looked up at call time: tests stand in the model build
 from dit_lora.families.sana.catalogue import SPRINT_REFUSAL
@@ -147,16 +145,17 @@ class SanaBuckets(LatentGrid):
 SanaDefaults = SanaBuckets
 
 
-class SanaDemo:
-    """``FamilySpec.demo``: the tiny random Sana pipeline (``demo.py``) and the shapes data set."""
+def check_demo_size(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s check (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): ``--resolution``
+    against the demo model's config (``--demo_size``), nothing built yet."""
+    tiny = tiny_sana.get_tiny_sana_config(cfg.model.demo_size)
+    check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
 
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        # The demo builders: only for --demo
-        # Sizes first, from the demo model's config: nothing is built (or drawn at 100000 px) for a size
-        # the run would refuse anyway.
-        tiny = tiny_sana.get_tiny_sana_config(cfg.model.demo_size)
-        check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
-        check_demo_resolution(cfg.data.resolution)
-        tiny_sana.build_tiny_sana_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0)
-        demo_data(cfg)
+
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model: the tiny random Sana pipeline of ``--demo_size`` (``demo.py``)."""
+    tiny_sana.build_tiny_sana_pipeline(cfg.model.path, size=cfg.model.demo_size, seed=0)
+
+
+#: ``FamilySpec.demo``: the tiny Sana of ``--demo_size`` and the shapes, its sizes checked first
+DEMO = ShapesDemo(build_demo, check=check_demo_size)

@@ -12,13 +12,15 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import PatchPoints, diffusion_spec
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
-from dit_lora.families.sana.encoders import SanaEncoders, SanaSetup
+from dit_lora.families.sana.encoders import SanaEncoders
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
-from dit_lora.families.sana.model import SanaBuckets, SanaDefaults, SanaDemo, SanaModel, SanaNotes, SanaPrecision
+from dit_lora.families.sana.model import DEMO, SanaBuckets, SanaDefaults, SanaModel, SanaNotes, SanaPrecision
 from dit_lora.families.sana.plan import SanaPlan
 from dit_lora.families.sana.samples import SanaSamples
+from dit_lora.families.sana.state import run_state
 
 #: what the model card, the loader and ``--compile`` say about Sana
 INFO = FamilyInfo(
@@ -48,7 +50,7 @@ def sana_spec(name: str = "sana") -> FamilySpec:
         card=SanaCard(INFO),
         defaults=SanaDefaults(),
         notes=SanaNotes(),
-        setup=SanaSetup(encoders),
+        setup=TextSettingsSetup(encoders, run_state),
         precision=SanaPrecision(),
-        demo=SanaDemo(),
+        demo=DEMO,
     )

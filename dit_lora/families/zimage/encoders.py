@@ -13,8 +13,7 @@ from dit_lora.contract.family import Components
 from dit_lora.families.diffusion.components import DiffusionEncoders
 from dit_lora.families.diffusion.latents import scaled_latents
 from dit_lora.families.diffusion.prompts import caption_length, pipeline_prompts
-from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup, encoder_identity
-from dit_lora.families.zimage.state import run_state
+from dit_lora.families.diffusion.text_conditioned import encoder_identity
 
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
@@ -75,9 +74,3 @@ class ZImageEncoders(DiffusionEncoders):
             neg = padded(raw["negative_prompt_embeds"], length)
             out.update(negative_prompt_embeds=neg["prompt_embeds"], negative_prompt_lengths=neg["prompt_lengths"])
         return out
-
-
-class ZImageSetup(TextSettingsSetup):
-    """``FamilySpec.setup``: the run's text settings recorded in its :class:`ZImageRun` once the components load."""
-
-    run_state = staticmethod(run_state)

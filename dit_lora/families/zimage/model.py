@@ -11,10 +11,8 @@ import torch
 from dit_lora.catalogue import match
 from dit_lora.catalogue.defaults import config_reader
 from dit_lora.contract.family import Components
-from dit_lora.data.synthetic.shapes import check_demo_resolution
 from dit_lora.families.diffusion.builder import AnyAspect, check_divisible
-from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision
-from dit_lora.families.diffusion.demo_data import demo_data
+from dit_lora.families.diffusion.components import DiffusionNotes, Fp32VaePrecision, ShapesDemo
 from dit_lora.families.diffusion.loader import KitModel, LoadedParts, PipelineParts, TextEncoder, model_configs
 from dit_lora.families.zimage import demo as tiny_zimage  # looked up at call time: tests stand in the build
 from dit_lora.families.zimage.state import ZImageRun
@@ -138,16 +136,20 @@ class ZImageBuckets(AnyAspect):
         return latent_stride(*model_configs(cfg, "transformer", "vae"))
 
 
-class ZImageDemo:
-    """``FamilySpec.demo``: the tiny random Z-Image pipeline (``demo.py``) and the shapes data set."""
+def check_demo_size(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s check (:class:`~dit_lora.families.diffusion.components.ShapesDemo`): ``--resolution``
+    against the demo model's config, nothing built yet."""
+    tiny = tiny_zimage.get_tiny_zimage_config()
+    check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
 
-    def prepare_demo(self, cfg: TrainConfig) -> None:
-        """Build the tiny model named in ``cfg`` and, into an empty ``--train_data_dir``, the shapes images."""
-        tiny = tiny_zimage.get_tiny_zimage_config()
-        check_resolution(cfg.data.resolution, tiny["transformer"], tiny["vae"])
-        check_demo_resolution(cfg.data.resolution)
-        tiny_zimage.build_tiny_zimage_pipeline(cfg.model.path, seed=0)
-        demo_data(cfg)
+
+def build_demo(cfg: TrainConfig) -> None:
+    """``FamilySpec.demo``'s model: the tiny random Z-Image pipeline (``demo.py``)."""
+    tiny_zimage.build_tiny_zimage_pipeline(cfg.model.path, seed=0)
+
+
+#: ``FamilySpec.demo``: the tiny Z-Image and the shapes, its sizes checked first
+DEMO = ShapesDemo(build_demo, check=check_demo_size)
 
 
 def with_flow_shift(scheduler_cfg: dict, flow_shift: float | None) -> dict:

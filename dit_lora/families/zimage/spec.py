@@ -15,20 +15,22 @@ from __future__ import annotations
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.adapter import KitAdapter
 from dit_lora.families.diffusion.builder import diffusion_spec
+from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.zimage.adapter import ZIMAGE_VAE, ZImageCard
 from dit_lora.families.zimage.comfyui import EXPORTS
-from dit_lora.families.zimage.encoders import ZImageEncoders, ZImageSetup
+from dit_lora.families.zimage.encoders import ZImageEncoders
 from dit_lora.families.zimage.loss import ZImageLoss
 from dit_lora.families.zimage.model import (
+    DEMO,
     ZImageBuckets,
     ZImageDefaults,
-    ZImageDemo,
     ZImageModel,
     ZImageNotes,
     ZImagePrecision,
 )
 from dit_lora.families.zimage.plan import ZImagePlan
 from dit_lora.families.zimage.samples import ZImageSamples
+from dit_lora.families.zimage.state import run_state
 
 #: what the model card, the loader, --blocks_to_swap and FSDP2 say about Z-Image
 INFO = FamilyInfo(
@@ -65,7 +67,7 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         card=ZImageCard(INFO),
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
-        setup=ZImageSetup(encoders),
+        setup=TextSettingsSetup(encoders, run_state),
         precision=ZImagePrecision(),
-        demo=ZImageDemo(),
+        demo=DEMO,
     )

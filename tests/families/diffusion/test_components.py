@@ -242,7 +242,7 @@ def test_the_trainables_base_is_the_contracts_fallback_a_family_overrides():
 
 def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder(tmp_path, capsys):
     built = []
-    demo = base.ShapesDemo(built.append, size=16)
+    demo = base.ShapesDemo(lambda cfg: built.append(cfg.model.path), size=16)
     assert isinstance(demo, caps.Demo)
     cfg = _cfg(tmp_path / "model", train_data_dir=str(tmp_path / "data"), demo_num_images=2, resolution=64)
     demo.prepare_demo(cfg)
@@ -255,9 +255,28 @@ def test_the_shapes_demo_builds_the_model_then_the_data_and_keeps_a_users_folder
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "a.png").write_bytes(b"not ours")
-    base.ShapesDemo(built.append).prepare_demo(_cfg(tmp_path / "model", train_data_dir=str(mine)))
+    base.ShapesDemo(lambda cfg: built.append(cfg.model.path)).prepare_demo(_cfg(tmp_path / "model", train_data_dir=str(mine)))
     assert "already holds data; training on it as it is" in capsys.readouterr().out
     assert sorted(p.name for p in mine.iterdir()) == ["a.png"]
+
+
+def test_the_shapes_demo_refuses_a_size_before_it_builds_or_draws_anything(tmp_path):
+    """The family's check first, then the demo's own size range; a refused size leaves no model and no data."""
+    from dit_lora.core.errors import UserError
+
+    built, checked = [], []
+    demo = base.ShapesDemo(lambda cfg: built.append(cfg.model.path), check=lambda cfg: checked.append(cfg))
+    data = tmp_path / "data"
+    with pytest.raises(UserError, match="outside what --demo is for"):
+        demo.prepare_demo(_cfg(tmp_path / "model", train_data_dir=str(data), resolution=100000))
+    assert len(checked) == 1 and built == [] and not data.exists()
+
+    def refuse(cfg):
+        raise UserError("--resolution 65 is not divisible by 16")
+
+    with pytest.raises(UserError, match="divisible by 16"):
+        base.ShapesDemo(lambda cfg: built.append(cfg.model.path), check=refuse).prepare_demo(_cfg(tmp_path / "m"))
+    assert built == []
 
 
 class Model(torch.nn.Linear):

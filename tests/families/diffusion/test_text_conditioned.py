@@ -67,6 +67,14 @@ def test_setup_records_the_text_settings_in_the_family_run_state():
     assert comps.state == _Run(text=TextSettings(max_sequence_length=77))
 
 
+def test_setup_takes_the_family_run_state_as_an_argument():
+    """A family without more to set up gives its run_state to the kit's class instead of subclassing it."""
+    encoders = SimpleNamespace(text_settings=lambda cfg: TextSettings(max_sequence_length=cfg))
+    comps = Components(model=None, encoders={})
+    TextSettingsSetup(encoders, _state).configure(comps, 33)
+    assert comps.state == _Run(text=TextSettings(max_sequence_length=33))
+
+
 @dataclass
 class _Tables:
     flow_tables: tuple | None = None

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from dit_lora.core.errors import UserError
-from dit_lora.families.flux2.comfyui import EXPORT, SUFFIX, comfyui_module, comfyui_state
+from dit_lora.families.flux2.comfyui import EXPORT, SUFFIX, TABLE
 from dit_lora.modeling import trainables
 from dit_lora.output.adapter import ADAPTER_FILE, write_adapter
 
@@ -96,16 +96,16 @@ def test_the_export_loads_back_in_diffusers_to_the_trained_output(tmp_path):
 
 def test_a_partly_trained_qkv_fuses_with_zero_rows_and_unknown_keys_are_refused():
     a, b = torch.randn(2, 8), torch.randn(8, 2)
-    state = comfyui_state({"transformer.transformer_blocks.0.attn.to_k.lora_A.weight": a,
+    state = EXPORT.comfyui_state({"transformer.transformer_blocks.0.attn.to_k.lora_A.weight": a,
                            "transformer.transformer_blocks.0.attn.to_k.lora_B.weight": b})
     fused_a = state["diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight"]
     fused_b = state["diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight"]
     product = fused_b @ fused_a
     assert product.shape == (24, 8) and torch.equal(product[8:16], b @ a) and not product[:8].any()
     with pytest.raises(UserError, match="lora_magnitude"):
-        comfyui_state({"transformer.x_embedder.lora_magnitude_vector": torch.ones(2)})
+        EXPORT.comfyui_state({"transformer.x_embedder.lora_magnitude_vector": torch.ones(2)})
     with pytest.raises(UserError, match="has only lora_A"):
-        comfyui_state({"transformer.x_embedder.lora_A.weight": a})
+        EXPORT.comfyui_state({"transformer.x_embedder.lora_A.weight": a})
 
 
 def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_path):
@@ -125,7 +125,7 @@ def test_comfyuis_own_loader_applies_every_tensor_at_the_trained_strength(tmp_pa
     for linear in ("single_transformer_blocks.0.attn.to_qkv_mlp_proj", "transformer_blocks.0.ff.linear_in"):
         layer = model.get_submodule(linear)  # the trained strength: the live (unfolded) PEFT factors times alpha/r
         trained = ALPHA / RANK * layer.lora_B["default"].weight.detach() @ layer.lora_A["default"].weight.detach()
-        target = result.targets[f"diffusion_model.{comfyui_module(linear)}"][0]
+        target = result.targets[f"diffusion_model.{TABLE.rename(linear)}"][0]
         torch.testing.assert_close(result.deltas[target], trained, atol=1e-5, rtol=1e-5, msg=linear)
     swapped = "diffusion_model.final_layer.adaLN_modulation.1.weight"  # BFL's (shift, scale) rows
     layer = model.get_submodule("norm_out.linear")  # the trained strength, in diffusers' (scale, shift) order

@@ -19,8 +19,9 @@ from flux2_configs import flux2_cfg
 
 from dit_lora.contract.family import Components
 from dit_lora.families.flux2.demo import SCHEDULER_CONFIG
-from dit_lora.families.flux2.loss import batch_shift, dynamic_mu, latent_ids, pack, shift_sigmas, text_ids, unpack
+from dit_lora.families.flux2.loss import batch_shift, latent_ids, pack, shift_sigmas, text_ids, unpack
 from dit_lora.families.flux2.state import Flux2Run
+from dit_lora.modeling.flow_matching import dynamic_mu
 from dit_lora.registry import get_family
 
 

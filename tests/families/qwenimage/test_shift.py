@@ -12,7 +12,8 @@ from diffusers import FlowMatchEulerDiscreteScheduler
 from diffusers.pipelines.qwenimage.pipeline_qwenimage import calculate_shift
 
 from dit_lora.catalogue.files import catalogue_of
-from dit_lora.families.qwenimage.shift import calculate_mu, image_seq_len, shift_factor, shifted_sigmas
+from dit_lora.families.qwenimage.shift import image_seq_len, shift_factor, shifted_sigmas
+from dit_lora.modeling.flow_matching import dynamic_mu
 
 ENTRIES = catalogue_of("dit_lora.families.qwenimage").entries
 
@@ -24,7 +25,7 @@ def test_mu_is_the_pipelines_calculate_shift_with_the_scheduler_config(pixels):
     seq = image_seq_len(pixels[0] // 8, pixels[1] // 8)
     expected = calculate_shift(seq, CONFIG["base_image_seq_len"], CONFIG["max_image_seq_len"], CONFIG["base_shift"],
                                CONFIG["max_shift"])
-    assert calculate_mu(seq, CONFIG) == pytest.approx(expected, abs=1e-12)
+    assert dynamic_mu(seq, CONFIG) == pytest.approx(expected, abs=1e-12)
 
 
 @pytest.mark.parametrize("time_shift_type", ["exponential", "linear"])
@@ -35,7 +36,7 @@ def test_dynamic_sigmas_are_the_schedulers_set_timesteps_with_mu(time_shift_type
     scheduler = FlowMatchEulerDiscreteScheduler.from_config(config)
     u = np.array([0.95, 0.7, 0.5, 0.3, 0.05], dtype=np.float32)
     seq = image_seq_len(1328 // 8, 1328 // 8)
-    mu = calculate_mu(seq, config)
+    mu = dynamic_mu(seq, config)
     scheduler.set_timesteps(sigmas=u, mu=mu)
     ours = shifted_sigmas(torch.from_numpy(u), shift_factor("dynamic", seq, config, 2.2))
     torch.testing.assert_close(ours, scheduler.sigmas[:-1], rtol=1e-6, atol=1e-6)

@@ -52,4 +52,5 @@ def pixart_spec() -> FamilySpec:
                           samples=PixArtSamples, plan=PixArtPlan, image_buckets=GRID, defaults=GRID,
                           adapter=KitAdapter(INFO, fp32_vae="AutoencoderKL", fitting=fitting), fitting=fitting,
                           card=PixArtCard(INFO), precision=PARTS.precision,
-                          demo=ShapesDemo(build_tiny_pixart_pipeline, RESOLUTION))  # --resolution is set after it
+                          # the shapes at RESOLUTION: --resolution is set after the demo is prepared
+                          demo=ShapesDemo(lambda cfg: build_tiny_pixart_pipeline(cfg.model.path), RESOLUTION))
