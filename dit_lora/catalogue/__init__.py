@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dit_lora.catalogue.entry import Checkpoint, ConfigReader, lookup
 from dit_lora.catalogue.files import catalogue_of
+from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.registry import entries as family_entries
 
 
@@ -38,6 +39,17 @@ def by_hub_id(hub_id: str) -> Checkpoint | None:
     """The entry published under ``hub_id`` (case-insensitive), if catalogued."""
     wanted = hub_id.lower()
     return next((e for e in entries() if e.hub_id.lower() == wanted), None)
+
+
+def license_of(family: str, model: str) -> str | None:
+    """The license of the base model ``model`` (a Hub id) as ``family``'s catalogue states it for the Hub ids
+    starting with a prefix of its ``licenses`` (the longest such prefix, in any case); None for a local folder or a
+    model no prefix names, or a family that is not registered (a model card then states no license)."""
+    package = next((e.catalogue for e in family_entries() if family in e.names), None)
+    if package is None or is_local(model):
+        return None
+    found = [(len(p), lic) for p, lic in catalogue_of(package).licenses.items() if model.lower().startswith(p.lower())]
+    return max(found)[1] if found else None
 
 
 def refused() -> list[Checkpoint]:
@@ -81,6 +93,7 @@ __all__ = [
     "by_hub_id",
     "data_files",
     "entries",
+    "license_of",
     "lookup",
     "match",
     "refused",

@@ -2,7 +2,8 @@
 :class:`Checkpoint` entries.
 
 The file holds ``provenance`` (where each fact was checked: a list of paragraphs, the file's documentation),
-``entries`` (the checkpoints dit-lora trains), optionally ``refused`` (recognised, not trained: each with its
+``entries`` (the checkpoints dit-lora trains), optionally ``licenses`` (a Hub-id prefix to the license a model
+card names: :func:`dit_lora.catalogue.license_of`), ``refused`` (recognised, not trained: each with its
 ``refusal`` paragraph) and ``parts`` (values several entries share, named by ``{"$part": name}``;
 :mod:`dit_lora.core.datafile` says how). Each entry's keys are :class:`Checkpoint` fields, checked by name and
 type, so a misspelt key stops naming the file, the entry and the key. The text encoders' parts of
@@ -29,13 +30,17 @@ class CatalogueFile:
     refused: list[Checkpoint]
     parts: dict[str, Any]
     provenance: list[str]
+    #: a Hub-id prefix (``"Wan-AI/"``) to the license of the models published under it (``"apache-2.0"``)
+    licenses: dict[str, str]
 
 
 def read_catalogue(package: str, filename: str = "catalogue.json") -> CatalogueFile:
     """The data file ``filename`` of ``package`` (``dit_lora.families.sana``), each entry checked against
     :class:`Checkpoint`'s fields and types, read anew (:func:`catalogue_of` reads each family's once)."""
     name = path_of(package, filename)
-    data = read(package, filename, ("provenance", "entries", "refused"), shared=PARTS, required=("provenance",))
+    data = read(
+        package, filename, ("provenance", "licenses", "entries", "refused"), shared=PARTS, required=("provenance",)
+    )
     provenance = data["provenance"]
     if not isinstance(provenance, list) or not provenance or not all(isinstance(p, str) and p for p in provenance):
         raise DataFileError(
@@ -46,7 +51,10 @@ def read_catalogue(package: str, filename: str = "catalogue.json") -> CatalogueF
         found = data.get(key, [])
         return [record(Checkpoint, e, name, f"{key}[{i}] ({_hub_id(e)})") for i, e in enumerate(found)]
 
-    return CatalogueFile(listed("entries"), listed("refused"), data["parts"], provenance)
+    licenses = data.get("licenses", {})
+    if not isinstance(licenses, dict) or not all(isinstance(v, str) and v for v in licenses.values()):
+        raise DataFileError(f"{name}: 'licenses' must map a Hub-id prefix to a license name (\"apache-2.0\").")
+    return CatalogueFile(listed("entries"), listed("refused"), data["parts"], provenance, licenses)
 
 
 @cache

@@ -70,7 +70,7 @@ def test_no_catalogue_data_file_is_left_unread():
 def test_every_field_is_known_and_of_its_type(package):
     hints = typing.get_type_hints(Checkpoint)
     raw = json.loads(data_file(package).read_text())
-    assert set(raw) <= {"provenance", "parts", "entries", "refused"}
+    assert set(raw) <= {"provenance", "licenses", "parts", "entries", "refused"}
     found = read_catalogue(package)
     for entry in found.entries + found.refused:
         for field in dataclasses.fields(Checkpoint):
@@ -102,4 +102,35 @@ def test_a_value_of_another_type_names_the_key_and_the_type(tmp_path, monkeypatc
 
     copy = copy_as_package("dit_lora.families.sana", tmp_path, monkeypatch, quote)
     with pytest.raises(DataFileError, match=r"copy_sana/catalogue.json: entries\[0\] \(.*\)\.text_length is \"300\", not int"):
+        read_catalogue(copy)
+
+
+def test_license_of_takes_the_longest_prefix_in_any_case_and_nothing_for_a_local_folder(tmp_path):
+    from dit_lora.catalogue import license_of
+
+    assert license_of("flux2", "black-forest-labs/FLUX.2-dev") == "other"
+    assert license_of("flux2", "Black-Forest-Labs/flux.2-klein-4b") == "apache-2.0"  # Hub ids ignore case
+    assert license_of("cogvideox_i2v", "THUDM/CogVideoX-5b-I2V") == "other"  # every name of the entry
+    assert license_of("wan", "someone/Wan2.1-T2V-1.3B-Diffusers") is None  # no prefix names it
+    assert license_of("wan", str(tmp_path)) is None  # a local folder: its license is not known
+    assert license_of("no_such_family", "Wan-AI/Wan2.1-T2V-1.3B-Diffusers") is None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_entry_of_a_catalogue_with_licenses_gets_one(package):
+    """A family whose catalogue states licenses states one for each checkpoint it lists (a model card names it)."""
+    from dit_lora.catalogue import license_of
+    from dit_lora.registry import entries
+
+    found = catalogue_of(package)
+    if not found.licenses:
+        return
+    names = next(e.names for e in entries() if e.catalogue == package)
+    assert all(license_of(names[0], e.hub_id) for e in found.entries), package
+
+
+@pytest.mark.parametrize("licenses", [["apache-2.0"], {"Org/": ""}, {"Org/": 2}], ids=["list", "empty", "number"])
+def test_licenses_that_are_not_prefix_to_name_are_refused(licenses, tmp_path, monkeypatch):
+    copy = copy_as_package("dit_lora.families.wan", tmp_path, monkeypatch, lambda data: data.update(licenses=licenses))
+    with pytest.raises(DataFileError, match=r"copy_wan/catalogue.json: 'licenses' must map"):
         read_catalogue(copy)

@@ -9,7 +9,6 @@ from dit_lora.contract.spec import FamilyInfo
 from dit_lora.data.frames import describe_buckets
 from dit_lora.families.cogvideox.info import CogVideoXVideo
 from dit_lora.families.diffusion.adapter import KitAdapter, KitCard, Snippet, image_call_args, image_lines
-from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.video import snippet_write_video
 
 if TYPE_CHECKING:
@@ -82,11 +81,3 @@ class CogVideoXCard(KitCard):
             "vae": f"tiling {'on' if options.enable_tiling else 'off'}, "
             f"slicing {'on' if options.enable_slicing else 'off'}",
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """CogVideoX-2b is Apache-2.0; the 5B and 1.5 weights use the CogVideoX license ("other")."""
-        name = cfg.model.path
-        org, _, repo = name.partition("/")
-        if is_local(name) or org.lower() not in ("thudm", "zai-org") or "cogvideox" not in repo.lower():
-            return None
-        return "apache-2.0" if repo.lower().startswith("cogvideox-2b") else "other"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from dit_lora.catalogue import license_of
 from dit_lora.contract.spec import FamilyInfo
 from dit_lora.core.quiet import dtype_kwarg
 from dit_lora.output.adapter import adapter_folder, attach_adapter, save_peft_adapter
@@ -269,5 +270,6 @@ class KitCard:
         return {}
 
     def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """The base model's license (unknown here)."""
-        return None
+        """The base model's license as the family's catalogue states it for its Hub id (``licenses`` in its
+        ``catalogue.json``: :func:`~dit_lora.catalogue.license_of`); None for a local folder or an unnamed model."""
+        return license_of(cfg.model.family, cfg.model.path)

@@ -111,7 +111,3 @@ class DiTCard(KitCard):
                 "resized and trained" if cfg.family_options.num_classes is not None else "frozen (base model's)"
             ),
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """facebook/DiT checkpoints are CC BY-NC 4.0."""
-        return "cc-by-nc-4.0" if cfg.model.path.startswith("facebook/DiT") else None

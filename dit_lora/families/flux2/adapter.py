@@ -19,9 +19,6 @@ from dit_lora.families.flux2.state import DEV_PIPELINE
 if TYPE_CHECKING:
     from dit_lora.config.schema import TrainConfig
 
-#: licenses of black-forest-labs' checkpoints (their model cards): klein 4B Apache-2.0, the rest their own
-_LICENSES = {"FLUX.2-klein-4B": "apache-2.0", "FLUX.2-klein-base-4B": "apache-2.0"}
-
 
 class Flux2Adapter(KitAdapter):
     """``FamilySpec.adapter``: ``save_lora_weights`` and ``load_lora_weights`` of the FLUX.2 pipelines.
@@ -92,10 +89,3 @@ class Flux2Card(KitCard):
             "flux2_train_guidance": options.flux2_train_guidance,
             "max_sequence_length": max_sequence_length(cfg),
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """Apache-2.0 for the klein 4B models; black-forest-labs' own license ("other") for dev and klein 9B."""
-        name = str(cfg.model.pretrained_model_name_or_path)
-        if not name.startswith("black-forest-labs/"):
-            return None
-        return _LICENSES.get(name.split("/", 1)[1], "other")

@@ -76,7 +76,3 @@ class QwenImageCard(KitCard):
             **({"qwen_fixed_shift": options.qwen_fixed_shift} if options.qwen_shift_mode == "fixed" else {}),
             "max_sequence_length": max_sequence_length(cfg),
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """The Qwen-Image releases are Apache-2.0."""
-        return "apache-2.0" if "Qwen/Qwen-Image" in cfg.model.path else None

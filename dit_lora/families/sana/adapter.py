@@ -44,7 +44,3 @@ class SanaCard(KitCard):
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "max_sequence_length": max_sequence_length(cfg),
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """Efficient-Large-Model's checkpoints carry their own license ("other")."""
-        return "other" if "Efficient-Large-Model" in cfg.model.path else None

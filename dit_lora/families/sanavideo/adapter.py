@@ -63,9 +63,3 @@ class SanaVideoCard(KitCard):
             "complex_human_instruction": cfg.family_options.complex_human_instruction,
             "frame_sampling": cfg.video.frame_sampling,
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """Efficient-Large-Model's SANA-Video release carries Apache-2.0 (SimpleTuner records it; the Hub card says
-        so); others: unknown."""
-        name = cfg.model.pretrained_model_name_or_path or ""
-        return "apache-2.0" if name.startswith("Efficient-Large-Model/") and "SANA-Video" in name else None

@@ -25,7 +25,6 @@ from dit_lora.families.diffusion.adapter import (
 from dit_lora.families.wan.comfyui import CONVERSION, DESCRIPTION, KEYS, TABLE, run_files, write_comfyui_files
 from dit_lora.families.wan.info import EXPERT_FILES, EXPERT_TARGET, WanTask
 from dit_lora.families.wan.state import run_state
-from dit_lora.modelfiles.pipeline_files import is_local
 from dit_lora.output.adapter import adapter_index, write_adapter_index
 from dit_lora.output.comfyui_types import DORA_NOT_WRITTEN, RenamedExport, is_dora_file
 from dit_lora.output.names import ADAPTER_FILE
@@ -214,8 +213,3 @@ class WanCard(KitCard):
         if info.kind == "ti2v":
             settings["ti2v_image_probability"] = self.task.image_probability(cfg)
         return settings
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """Every Wan-AI release is Apache-2.0 (the Wan2.1 and Wan2.2 model cards); others: unknown."""
-        name = cfg.model.pretrained_model_name_or_path or ""
-        return "apache-2.0" if not is_local(name) and name.lower().startswith("wan-ai/") else None

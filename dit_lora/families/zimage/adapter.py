@@ -36,7 +36,3 @@ class ZImageCard(KitCard):
             "timestep_sampling": cfg.family_options.timestep_sampling,
             "max_sequence_length": max_sequence_length(cfg),
         }
-
-    def base_model_license(self, cfg: TrainConfig) -> str | None:
-        """Tongyi-MAI's Z-Image releases are Apache 2.0."""
-        return "apache-2.0" if "Tongyi-MAI" in cfg.model.path else None
