@@ -61,10 +61,6 @@ class Flux2Model(KitModel):
         self.check_folder(cfg)
         check_resolution(cfg.data.resolution)
 
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
-
     def text_encoder_class(self, cfg: TrainConfig, encoder: TextEncoder) -> str:
         """:func:`index_text_encoder` of the folder."""
         return index_text_encoder(read_component_config(cfg.model, "", "model_index.json") or {})

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from dit_lora.contract.spec import FamilyInfo, FamilySpec
 from dit_lora.families.diffusion.builder import diffusion_spec
-from dit_lora.families.diffusion.components import Fp32VaePrecision
 from dit_lora.families.diffusion.text_conditioned import TextSettingsSetup
 from dit_lora.families.flux2.adapter import Flux2Adapter, Flux2Card
 from dit_lora.families.flux2.comfyui import EXPORT
 from dit_lora.families.flux2.encoders import Flux2Encoders
 from dit_lora.families.flux2.loss import Flux2Loss
-from dit_lora.families.flux2.model import DEMO, Flux2Buckets, Flux2Model, Flux2Notes
+from dit_lora.families.flux2.model import DEMO, PARTS, Flux2Buckets, Flux2Model, Flux2Notes
 from dit_lora.families.flux2.plan import Flux2Plan
 from dit_lora.families.flux2.samples import Flux2Samples
 from dit_lora.families.flux2.state import DEV_PIPELINE, KLEIN_PIPELINE, run_state
@@ -43,7 +42,7 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=Flux2Model(INFO),
+        model=Flux2Model(INFO, PARTS),
         encoders=encoders,
         loss=Flux2Loss,
         samples=Flux2Samples,
@@ -55,7 +54,6 @@ def flux2_spec(name: str = "flux2") -> FamilySpec:
         adapter_extras=EXPORT,
         notes=Flux2Notes(),
         setup=TextSettingsSetup(encoders, run_state),
-        precision=Fp32VaePrecision(),
         # no defaults: the transformer config carries no trained size (the catalogue's entries do)
         demo=DEMO,
     )

@@ -60,20 +60,12 @@ class SanaModel(KitModel):
         if vae_cfg is not None:
             check_resolution(cfg.data.resolution, transformer_cfg, vae_cfg)
 
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
-
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config and the training tables in the run's :class:`SanaRun`."""
         scheduler = training_scheduler(loaded.scheduler_config)
         return loaded.components(
             scheduler, SanaRun(scheduler_config=loaded.scheduler_config, flow_tables=flow_tables(scheduler, device))
         )
-
-
-class SanaPrecision(Fp32VaePrecision):
-    """``FamilySpec.precision``: transformer and Gemma-2 in the run's weight dtype; the DC-AE stays fp32."""
 
 
 class SanaNotes(DiffusionNotes):
@@ -126,7 +118,7 @@ PARTS = PipelineParts(
     transformer="SanaTransformer2DModel",
     vae="AutoencoderDC",
     text_encoders=(TextEncoder("AutoModel"),),
-    precision=SanaPrecision(),
+    precision=Fp32VaePrecision(),  # the transformer and Gemma-2 in the run's weight dtype, the DC-AE in fp32
 )
 
 

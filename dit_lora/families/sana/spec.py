@@ -17,7 +17,7 @@ from dit_lora.families.sana.adapter import SANA_VAE, SanaCard
 from dit_lora.families.sana.encoders import SanaEncoders
 from dit_lora.families.sana.kernels import patch_points
 from dit_lora.families.sana.loss import SanaData, SanaLoss
-from dit_lora.families.sana.model import DEMO, SanaBuckets, SanaDefaults, SanaModel, SanaNotes, SanaPrecision
+from dit_lora.families.sana.model import DEMO, PARTS, SanaBuckets, SanaDefaults, SanaModel, SanaNotes
 from dit_lora.families.sana.plan import SanaPlan
 from dit_lora.families.sana.samples import SanaSamples
 from dit_lora.families.sana.state import run_state
@@ -38,7 +38,7 @@ def sana_spec(name: str = "sana") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=SanaModel(INFO),
+        model=SanaModel(INFO, PARTS),
         encoders=encoders,
         loss=SanaLoss,
         samples=SanaSamples,
@@ -51,6 +51,5 @@ def sana_spec(name: str = "sana") -> FamilySpec:
         defaults=SanaDefaults(),
         notes=SanaNotes(),
         setup=TextSettingsSetup(encoders, run_state),
-        precision=SanaPrecision(),
         demo=DEMO,
     )

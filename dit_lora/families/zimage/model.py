@@ -55,10 +55,6 @@ class ZImageModel(KitModel):
         if vae_cfg is not None:
             check_resolution(cfg.data.resolution, read_component_config(cfg.model, "transformer") or {}, vae_cfg)
 
-    def pipeline_parts(self, cfg: TrainConfig) -> PipelineParts:
-        """:data:`PARTS`."""
-        return PARTS
-
     def build_components(self, cfg: TrainConfig, loaded: LoadedParts, device: torch.device) -> Components:
         """The checkpoint's scheduler config (its shift replaced by ``--flow_shift``) and the training tables in
         the run's :class:`ZImageRun`."""

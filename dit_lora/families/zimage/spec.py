@@ -22,11 +22,11 @@ from dit_lora.families.zimage.encoders import ZImageEncoders
 from dit_lora.families.zimage.loss import ZImageLoss
 from dit_lora.families.zimage.model import (
     DEMO,
+    PARTS,
     ZImageBuckets,
     ZImageDefaults,
     ZImageModel,
     ZImageNotes,
-    ZImagePrecision,
 )
 from dit_lora.families.zimage.plan import ZImagePlan
 from dit_lora.families.zimage.samples import ZImageSamples
@@ -55,7 +55,7 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
     return diffusion_spec(
         name,
         INFO,
-        model=ZImageModel(INFO),
+        model=ZImageModel(INFO, PARTS),
         encoders=encoders,
         loss=ZImageLoss,
         samples=ZImageSamples,
@@ -68,6 +68,5 @@ def zimage_spec(name: str = "zimage") -> FamilySpec:
         defaults=ZImageDefaults(),
         notes=ZImageNotes(),
         setup=TextSettingsSetup(encoders, run_state),
-        precision=ZImagePrecision(),
         demo=DEMO,
     )

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 from helpers import ROOT
 
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import cogvideox
 from dit_lora.families.cogvideox.i2v import CogVideoXI2VEncoders
@@ -31,7 +32,7 @@ def test_entry_gives_each_name_its_own_options():
 
 def test_entry_catalogue_demos_and_recipe_exist():
     entry = cogvideox.ENTRY
-    assert {c.family for c in resolve(f"{entry.catalogue}:ENTRIES")} == set(entry.names)
+    assert {c.family for c in catalogue_of(entry.catalogue).entries} == set(entry.names)
     assert len(entry.demo_configs) == 2
     assert all((ROOT / "recipes" / "configs" / config).is_file() for config in entry.demo_configs)
     assert (ROOT / entry.recipe_script).is_file() and entry.recipe_script.endswith("cogvideox_lora.py")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from helpers import ROOT
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families import dit
 from dit_lora.registry import resolve
 from dit_lora.contract.spec import FamilySpec
@@ -22,7 +23,7 @@ def test_entry_names_its_options_catalogue_demo_and_recipe():
     assert entry.names == ("dit",)
     options = resolve(entry.options_for("dit"))
     assert dataclasses.is_dataclass(options) and options.__module__ == "dit_lora.families.dit.options"
-    assert {c.family for c in resolve(f"{entry.catalogue}:ENTRIES")} == {"dit"}
+    assert {c.family for c in catalogue_of(entry.catalogue).entries} == {"dit"}
     assert entry.demo_configs == ("dit_class/demo.yaml",)
     assert (ROOT / "recipes" / "configs" / "dit_class" / "demo.yaml").is_file()
     # recipes/dit_lora.py would shadow the dit_lora package when a recipe runs as a script

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from helpers import ROOT
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.families import sana
 from dit_lora.registry import resolve
 from dit_lora.contract.spec import FamilySpec
@@ -27,6 +28,6 @@ def test_entry_names_its_options_catalogue_demo_and_recipe():
         entry.build("dit")
     options = resolve(entry.options_for("sana"))
     assert dataclasses.is_dataclass(options) and options.__module__ == "dit_lora.families.sana.options"
-    assert resolve(f"{entry.catalogue}:ENTRIES")  # the catalogue module has entries
+    assert catalogue_of(entry.catalogue).entries  # the catalogue has entries
     assert all((ROOT / "recipes" / "configs" / config).is_file() for config in entry.demo_configs)
     assert entry.recipe_script == "recipes/sana_lora.py" and (ROOT / entry.recipe_script).is_file()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import ROOT
 
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import videollm
 from dit_lora.registry import available, get_family, get_spec, resolve
@@ -61,7 +62,7 @@ def test_there_is_no_second_registry_module():
 
 def test_entry_catalogue_demo_and_recipe_exist():
     entry = videollm.ENTRY
-    assert {c.family for c in resolve(f"{entry.catalogue}:ENTRIES")} == set(entry.names)
+    assert {c.family for c in catalogue_of(entry.catalogue).entries} == set(entry.names)
     assert all(entry.options_for(name) == entry.options_for(entry.default) for name in entry.names)
     assert all((ROOT / "recipes" / "configs" / config).is_file() for config in entry.demo_configs)
     assert (ROOT / entry.recipe_script).is_file()

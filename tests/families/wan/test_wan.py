@@ -9,6 +9,7 @@ import pytest
 import yaml
 from helpers import ROOT
 
+from dit_lora.catalogue.files import catalogue_of
 from dit_lora.config import parse_config
 from dit_lora.contract.spec import FamilySpec
 from dit_lora.families import wan
@@ -51,7 +52,7 @@ def test_entry_gives_each_name_its_own_options():
 
 
 def test_entry_catalogue_covers_both_names():
-    entries = resolve(f"{wan.ENTRY.catalogue}:ENTRIES")
+    entries = catalogue_of(wan.ENTRY.catalogue).entries
     assert {c.family for c in entries} == set(wan.ENTRY.names)
     assert all(c.hub_id.startswith("Wan-AI/") and c.hub_id.endswith("-Diffusers") for c in entries)
 
