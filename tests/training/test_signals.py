@@ -82,8 +82,11 @@ SIGHUP_CHILD = textwrap.dedent("""
     from dit_lora.training import signals
     stop = signals.StopSignals(); stop.install(); stop.phase = "training"
     print("ready", flush=True)  # after install: a signal from now on is handled
-    for _ in range(100):  # 10 s of "updates"
-        time.sleep(0.1)
+    # The test writes "sent" only after its SIGHUP: by the time this read returns the kernel has delivered the signal
+    # (or dropped it, ignored), and Python runs a handler at the next bytecode; a few "updates" then see any flag.
+    sys.stdin.readline()
+    for _ in range(5):
+        time.sleep(0.02)
         if stop.should_stop():
             print("saved after", stop.signum, flush=True)
             sys.exit(stop.exit_code)
@@ -97,11 +100,11 @@ def test_sighup_saves_and_exits_129_unless_the_process_started_with_it_ignored(i
     """A closed terminal (SIGHUP) stops the run like SIGTERM, exit 129; under nohup (SIGHUP ignored when the process
     starts) it stays ignored and the run goes on."""
     preexec = (lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN)) if ignored else None
-    proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=preexec)
+    proc = subprocess.Popen([sys.executable, "-c", SIGHUP_CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signal.SIGHUP)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate("sent\n", timeout=60)
     if ignored:
         assert proc.returncode == 0 and out == "ran through\n" and err == "", err
     else:
@@ -277,12 +280,16 @@ def test_a_launched_process_gets_sigterm_when_its_launcher_dies(tmp_path, launch
     """The middle process (a launcher) starts a child that ties itself to it, then is SIGKILLed: the child gets
     SIGTERM when launched, and lives on when started as from a shell."""
     child = textwrap.dedent(f"""
-        import signal, sys, time
+        import os, signal, sys, time
         from dit_lora.training import signals
         signal.signal(signal.SIGTERM, lambda *a: (open(sys.argv[1], "w").write("TERM"), sys.exit(0)))
         print(signals.watch_launcher(), flush=True)  # ready: after the handler, so the launcher's death finds it
-        for _ in range(40):  # 4 s: a SIGTERM from PR_SET_PDEATHSIG comes at once
-            time.sleep(0.1)
+        parent = os.getppid()
+        for _ in range(300):  # until the launcher is gone (30 s at most): the kernel sends PR_SET_PDEATHSIG's
+            time.sleep(0.02)  # SIGTERM as it exits, before this process is handed to a new parent
+            if os.getppid() != parent:
+                break
+        time.sleep(0.2)  # the handler runs at the next bytecode; a margin, as the signal is already here
         open(sys.argv[1], "w").write("survived")
     """)
     launcher = textwrap.dedent("""
