@@ -202,15 +202,19 @@ def test_a_second_signal_after_the_window_exits_at_once():
     assert "again: stopped at once" in proc.stderr and "/x/out" in proc.stderr
 
 
-def test_ranks_agree_on_one_step_when_only_one_is_signalled():
+@pytest.mark.slow  # starts processes (forks of a warm interpreter)
+def test_ranks_agree_on_one_step_when_only_one_is_signalled(tmp_path):
     """Two gloo processes; only rank 1 is flagged after update 3: both stop after update 4 (the reduction started
-    after an update is read after the next one)."""
-    code = textwrap.dedent("""
-        import os, sys
+    after an update is read after the next one). Forked from a warm interpreter (tests/support/warm.py): what the
+    two compute, not their start."""
+    from warm import run_ranks
+
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent("""
         import torch.distributed as dist
         from dit_lora.training import signals
-        rank = int(sys.argv[1])
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank, world_size=2)
+        dist.init_process_group("gloo")  # env://: the group's RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT
+        rank = dist.get_rank()
         class Acc:
             num_processes, is_main_process = 2, rank == 0
         stop = signals.StopSignals(); stop.start_training(Acc(), ".")
@@ -221,15 +225,10 @@ def test_ranks_agree_on_one_step_when_only_one_is_signalled():
                 break
         print("stopped after", step, flush=True)
         dist.destroy_process_group()
-    """)
-    from helpers import free_port
-
-    port = str(free_port())
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), port], stdout=subprocess.PIPE, text=True)
-             for r in (0, 1)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0]
-    assert outs == ["stopped after 4\n", "stopped after 4\n"], outs
+    """))
+    done = run_ranks(script, [], 2, timeout=120)
+    assert [d.returncode for d in done] == [0, 0], [d.stderr for d in done]
+    assert [d.stdout for d in done] == ["stopped after 4\n", "stopped after 4\n"], done
 
 
 def test_resume_command_drops_an_earlier_resume_and_names_the_checkpoint(monkeypatch, tmp_path):
