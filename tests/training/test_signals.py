@@ -142,9 +142,12 @@ def test_train_keeps_the_handlers_the_recipe_installed_and_releases_its_own(monk
 
 
 @pytest.mark.slow
-def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
+def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback(tmp_path):
     """Ctrl-C under dit-lora launch reaches the training process twice (the terminal, then the launcher): the second
-    arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt."""
+    arrives after train() ended, while run_cli prints the stop; it must not become a KeyboardInterrupt. The script
+    signals itself: a fork of a warm interpreter (tests/support/warm.py), the training loop's imports paid once."""
+    from warm import run_script
+
     code = textwrap.dedent("""
         import os, signal, sys, time
         from dit_lora.core.errors import run_cli
@@ -178,7 +181,9 @@ def test_a_forwarded_repeat_after_a_stop_in_setup_is_not_a_traceback():
 
         run_cli(main)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    script = tmp_path / "repeat.py"
+    script.write_text(code)
+    proc = run_script(script, [], timeout=120)
     assert proc.returncode == 130, proc.stderr
     assert "Traceback" not in proc.stderr and "KeyboardInterrupt" not in proc.stderr, proc.stderr
     assert proc.stderr.count("received SIGINT while setting up") == 1, proc.stderr
